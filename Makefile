@@ -1,0 +1,36 @@
+# The two entry points of the README. Both set everything up on a fresh machine.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint types unit tools bench
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+## demo: run the main job on the embedded default (local disk, local-directory tier)
+demo: $(STAMP)
+	$(BIN)/tierlog demo
+
+## test: every check: lint, types, unit, integration and interop tests
+test: $(STAMP) tools lint types unit
+
+tools: $(STAMP)
+	$(BIN)/python tests/tools/bootstrap.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+types: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest
+
+bench: $(STAMP)
+	$(BIN)/python tests/benchmarks/storage_bench.py

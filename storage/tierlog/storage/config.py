@@ -1,0 +1,143 @@
+"""Topic-level log configuration under Apache Kafka's names and defaults.
+
+A ``LogConfig`` is built once from Kafka-named keys (``segment.bytes``...), validated,
+and passed down; nothing below reads configuration from anywhere else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from tierlog.storage.errors import InvalidConfigError
+
+__all__ = ["LONG_MAX", "LogConfig", "TimestampType"]
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+
+class TimestampType(Enum):
+    CREATE_TIME = "CreateTime"
+    LOG_APPEND_TIME = "LogAppendTime"
+
+
+def _key(
+    name: str, default: Any, *, minimum: int | float | None = None, choices: tuple[str, ...] = ()
+) -> Any:
+    return field(default=default, metadata={"key": name, "min": minimum, "choices": choices})
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """One topic's log settings; each field carries its Kafka config name."""
+
+    segment_bytes: int = _key("segment.bytes", 1024 * 1024 * 1024, minimum=14)
+    segment_ms: int = _key("segment.ms", 7 * 24 * 3600 * 1000, minimum=1)
+    segment_jitter_ms: int = _key("segment.jitter.ms", 0, minimum=0)
+    segment_index_bytes: int = _key("segment.index.bytes", 10 * 1024 * 1024, minimum=4)
+    index_interval_bytes: int = _key("index.interval.bytes", 4096, minimum=0)
+    flush_messages: int = _key("flush.messages", LONG_MAX, minimum=1)
+    flush_ms: int = _key("flush.ms", LONG_MAX, minimum=0)
+    max_message_bytes: int = _key("max.message.bytes", 1024 * 1024 + 12, minimum=0)
+    message_timestamp_type: str = _key(
+        "message.timestamp.type", "CreateTime", choices=("CreateTime", "LogAppendTime")
+    )
+    message_timestamp_before_max_ms: int = _key(
+        "message.timestamp.before.max.ms", LONG_MAX, minimum=0
+    )
+    message_timestamp_after_max_ms: int = _key(
+        "message.timestamp.after.max.ms", 3600 * 1000, minimum=0
+    )
+    cleanup_policy: str = _key(
+        "cleanup.policy", "delete", choices=("delete", "compact", "compact,delete", "delete,compact")
+    )
+    retention_ms: int = _key("retention.ms", 7 * 24 * 3600 * 1000, minimum=-1)
+    retention_bytes: int = _key("retention.bytes", -1, minimum=-1)
+    delete_retention_ms: int = _key("delete.retention.ms", 24 * 3600 * 1000, minimum=0)
+    min_compaction_lag_ms: int = _key("min.compaction.lag.ms", 0, minimum=0)
+    max_compaction_lag_ms: int = _key("max.compaction.lag.ms", LONG_MAX, minimum=1)
+    min_cleanable_dirty_ratio: float = _key("min.cleanable.dirty.ratio", 0.5, minimum=0.0)
+    file_delete_delay_ms: int = _key("file.delete.delay.ms", 60_000, minimum=0)
+    compression_type: str = _key(
+        "compression.type",
+        "producer",
+        choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+    )
+    preallocate: bool = _key("preallocate", False)
+    remote_storage_enable: bool = _key("remote.storage.enable", False)
+    local_retention_ms: int = _key("local.retention.ms", -2, minimum=-2)
+    local_retention_bytes: int = _key("local.retention.bytes", -2, minimum=-2)
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            _check(f, getattr(self, f.name))
+        if self.min_cleanable_dirty_ratio > 1.0:
+            raise InvalidConfigError("min.cleanable.dirty.ratio must lie in [0, 1]")
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return TimestampType(self.message_timestamp_type)
+
+    @property
+    def compacted(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @classmethod
+    def keys(cls) -> dict[str, str]:
+        """Kafka config name -> field name."""
+        return {f.metadata["key"]: f.name for f in dataclasses.fields(cls)}
+
+    @classmethod
+    def from_properties(
+        cls, props: Mapping[str, object], base: LogConfig | None = None
+    ) -> LogConfig:
+        """Overlay Kafka-named ``props`` (strings or typed values) on ``base`` (or defaults)."""
+        names = cls.keys()
+        fields_by_name = {f.name: f for f in dataclasses.fields(cls)}
+        changes: dict[str, Any] = {}
+        for key, raw in props.items():
+            if key not in names:
+                raise InvalidConfigError(f"unknown topic config {key!r}")
+            attr = names[key]
+            changes[attr] = _parse(key, raw, fields_by_name[attr].type)
+        return dataclasses.replace(base or cls(), **changes)
+
+    def to_properties(self) -> dict[str, str]:
+        """Every setting under its Kafka name, as the string Kafka would print."""
+        out: dict[str, str] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.metadata["key"]] = str(value).lower() if isinstance(value, bool) else str(value)
+        return out
+
+
+def _parse(key: str, raw: object, type_name: Any) -> Any:
+    text = str(raw).strip()
+    try:
+        if type_name in ("bool", bool):
+            if text.lower() not in ("true", "false"):
+                raise ValueError(text)
+            return text.lower() == "true"
+        if type_name in ("int", int):
+            return int(text)
+        if type_name in ("float", float):
+            return float(text)
+    except ValueError:
+        raise InvalidConfigError(f"invalid value {raw!r} for {key}") from None
+    return text
+
+
+def _check(f: dataclasses.Field[Any], value: Any) -> None:
+    key, minimum, choices = f.metadata["key"], f.metadata["min"], f.metadata["choices"]
+    if minimum is not None and value < minimum:
+        raise InvalidConfigError(f"{key}={value} is below its minimum {minimum}")
+    if isinstance(value, int) and not isinstance(value, bool) and value > LONG_MAX:
+        raise InvalidConfigError(f"{key}={value} does not fit a Java long")
+    if choices and value not in choices:
+        raise InvalidConfigError(f"{key}={value!r} is not one of {', '.join(choices)}")
+    if key in ("segment.bytes", "segment.index.bytes") and value > INT_MAX:
+        raise InvalidConfigError(f"{key}={value} does not fit a Java int")

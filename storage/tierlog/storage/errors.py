@@ -1,0 +1,103 @@
+"""The storage errors, one type per Kafka error name.
+
+Raised deep in the storage code and mapped once, at the network edge, to a status
+plus the machine-readable ``reason`` (Kafka's error name) that clients act on.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "CorruptRecordError",
+    "InvalidConfigError",
+    "InvalidRecordError",
+    "InvalidTimestampError",
+    "InvalidTopicError",
+    "KafkaStorageError",
+    "OffsetOutOfRangeError",
+    "RecordBatchTooLargeError",
+    "RecordTooLargeError",
+    "TierlogError",
+    "UnknownTopicOrPartitionError",
+    "UnsupportedCompressionTypeError",
+    "UnsupportedForMessageFormatError",
+]
+
+
+class TierlogError(Exception):
+    """Base of every error tierlog raises on purpose; ``reason`` is Kafka's error name."""
+
+    reason: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
+
+
+class CorruptRecordError(TierlogError):
+    """A batch fails its CRC, is truncated, or its header contradicts its bytes."""
+
+    reason = "CORRUPT_MESSAGE"
+
+
+class InvalidRecordError(TierlogError):
+    """A well-formed batch that breaks a rule of the log (e.g. no key on a compacted topic)."""
+
+    reason = "INVALID_RECORD"
+
+
+class RecordTooLargeError(TierlogError):
+    """A batch is larger than ``max.message.bytes``."""
+
+    reason = "MESSAGE_TOO_LARGE"
+
+
+class RecordBatchTooLargeError(TierlogError):
+    """A batch is larger than a segment can ever hold (``segment.bytes``)."""
+
+    reason = "RECORD_LIST_TOO_LARGE"
+
+
+class UnsupportedForMessageFormatError(TierlogError):
+    """A produce in an old message format (magic 0 or 1), which we read but never write."""
+
+    reason = "UNSUPPORTED_FOR_MESSAGE_FORMAT"
+
+
+class UnsupportedCompressionTypeError(TierlogError):
+    """A compression codec id outside Kafka's none/gzip/snappy/lz4/zstd."""
+
+    reason = "UNSUPPORTED_COMPRESSION_TYPE"
+
+
+class InvalidTimestampError(TierlogError):
+    """A record timestamp outside the bounds the topic accepts."""
+
+    reason = "INVALID_TIMESTAMP"
+
+
+class OffsetOutOfRangeError(TierlogError):
+    """An offset below the log start or above the log end."""
+
+    reason = "OFFSET_OUT_OF_RANGE"
+
+
+class InvalidTopicError(TierlogError):
+    """A topic name that breaks Kafka's naming rules."""
+
+    reason = "INVALID_TOPIC_EXCEPTION"
+
+
+class UnknownTopicOrPartitionError(TierlogError):
+    """No log for this topic partition on this broker."""
+
+    reason = "UNKNOWN_TOPIC_OR_PARTITION"
+
+
+class InvalidConfigError(TierlogError):
+    """An unknown configuration key or a value of the wrong type or range."""
+
+    reason = "INVALID_CONFIG"
+
+
+class KafkaStorageError(TierlogError):
+    """The disk failed us: full (ENOSPC), read-only, or an I/O error."""
+
+    reason = "KAFKA_STORAGE_ERROR"
