@@ -31,6 +31,14 @@ from tierlog.storage.records.batch import (
 )
 from tierlog.storage.records.buffers import ReadableBuffer
 from tierlog.storage.records.codecs import CompressionType, compress, decompress
+from tierlog.storage.records.control import (
+    ControlRecordType,
+    EndTransactionMarker,
+    build_end_txn_marker_batch,
+    parse_control_type,
+    parse_end_txn_marker,
+    read_end_txn_marker,
+)
 from tierlog.storage.records.crc import crc32, crc32c
 from tierlog.storage.records.legacy import build_legacy_message_set
 from tierlog.storage.records.record import Header, Record, SimpleRecord
@@ -48,11 +56,14 @@ __all__ = [
     "V2_HEADER_SIZE",
     "BatchHeader",
     "CompressionType",
+    "ControlRecordType",
+    "EndTransactionMarker",
     "Header",
     "ReadableBuffer",
     "Record",
     "SimpleRecord",
     "build_batch",
+    "build_end_txn_marker_batch",
     "build_legacy_message_set",
     "compress",
     "crc32",
@@ -62,8 +73,11 @@ __all__ = [
     "decompress",
     "header_size_for_magic",
     "iter_batches",
+    "parse_control_type",
+    "parse_end_txn_marker",
     "parse_header",
     "patch_offsets",
+    "read_end_txn_marker",
     "resolve_legacy_header",
     "set_log_append_time",
     "validate_produce",
