@@ -109,7 +109,7 @@ def build_end_txn_marker_batch(
     base_offset: int = 0,
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
 ) -> bytes:
-    """A control batch holding one end-transaction marker, as a transaction coordinator writes it."""
+    """A control batch of one end-transaction marker, as a transaction coordinator writes it."""
     if producer_id < 0:
         raise ValueError("an end-transaction marker needs a producer id")
     record = SimpleRecord(
