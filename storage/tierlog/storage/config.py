@@ -53,7 +53,9 @@ class LogConfig:
         "message.timestamp.after.max.ms", 3600 * 1000, minimum=0
     )
     cleanup_policy: str = _key(
-        "cleanup.policy", "delete", choices=("delete", "compact", "compact,delete", "delete,compact")
+        "cleanup.policy",
+        "delete",
+        choices=("delete", "compact", "compact,delete", "delete,compact"),
     )
     retention_ms: int = _key("retention.ms", 7 * 24 * 3600 * 1000, minimum=-1)
     retention_bytes: int = _key("retention.bytes", -1, minimum=-1)

@@ -1,0 +1,449 @@
+"""One partition's log: ordered segments, appends, reads and offset lookups.
+
+The log owns the end offset: append validates a produced buffer at the batch level
+(no per-record work on the hot path), assigns offsets by patching each batch header
+(base offset and partition leader epoch lie outside the CRC, so the payload is
+written as it came, with no copy), rolls the active segment when Kafka would, and
+hands the bytes to the segment in one write. Only the appender takes the lock;
+readers see a snapshot of the segment list and read below each segment's size.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+import threading
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tierlog.storage.config import LogConfig, TimestampType
+from tierlog.storage.errors import OffsetOutOfRangeError, RecordBatchTooLargeError
+from tierlog.storage.file_records import Buffer
+from tierlog.storage.records import (
+    LOG_OVERHEAD,
+    BatchHeader,
+    decode_records,
+    parse_header,
+    patch_offsets,
+    set_log_append_time,
+    validate_produce,
+)
+from tierlog.storage.segment import (
+    AppendedBatch,
+    LogSegment,
+    RollPolicy,
+    TimestampAndOffset,
+)
+
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "AppendInfo",
+    "Log",
+    "LogRead",
+]
+
+# ListOffsets' special timestamps, as Kafka numbers them.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+
+# Bytes 0..15 of every batch: base offset, length, partition leader epoch (v2). The
+# CRC covers only what follows, so rewriting this prefix needs no new checksum.
+_PREFIX = struct.Struct(">qii")
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
+    max_timestamp: int
+    log_start_offset: int
+    batches: int
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class LogRead:
+    """Whole batches starting with the one that holds the requested offset."""
+
+    records: bytes
+    log_start_offset: int
+    log_end_offset: int
+
+
+FlushHook = Callable[["Log"], None]
+
+
+class Log:
+    """Segments of one topic partition in a directory ``<topic>-<partition>``."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        segments: Sequence[LogSegment],
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        leader_epoch: int = 0,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+    ):
+        if not segments:
+            raise ValueError("a log has at least one segment")
+        self.directory = directory
+        self.config = config
+        self._segments = list(segments)
+        self._base_offsets = [segment.base_offset for segment in segments]
+        self.log_start_offset = max(log_start_offset, segments[0].base_offset)
+        self.recovery_point = recovery_point
+        self.leader_epoch = leader_epoch
+        self.clock_ms = clock_ms
+        self.unflushed_messages = 0
+        self.last_flush_ms = clock_ms()
+        self.flush_hook: FlushHook = Log.flush
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig | None = None,
+        *,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        clean_shutdown: bool = False,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+    ) -> Log:
+        """Open (and if need be recover) the log in ``directory``, creating it if absent."""
+        from tierlog.storage.recovery import load_segments
+
+        config = config or LogConfig()
+        directory.mkdir(parents=True, exist_ok=True)
+        loaded = load_segments(
+            directory,
+            config,
+            log_start_offset=log_start_offset,
+            recovery_point=recovery_point,
+            clean_shutdown=clean_shutdown,
+        )
+        return cls(
+            directory,
+            config,
+            loaded.segments,
+            log_start_offset=log_start_offset,
+            recovery_point=loaded.recovery_point,
+            clock_ms=clock_ms,
+        )
+
+    # -- offsets ----------------------------------------------------------------------
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    def _segment_for(self, offset: int) -> int:
+        """Index of the segment whose range holds ``offset`` (O(log n) over base offsets)."""
+        return max(bisect.bisect_right(self._base_offsets, offset) - 1, 0)
+
+    # -- append -----------------------------------------------------------------------
+
+    def append(self, records: Buffer) -> AppendInfo:
+        """Validate a produced buffer of v2 batches, assign offsets and append it.
+
+        Raises a typed error (and leaves the log unchanged) when any batch is invalid.
+        """
+        config = self.config
+        now_ms = self.clock_ms()
+        headers = validate_produce(
+            records,
+            max_message_bytes=config.max_message_bytes,
+            require_keys=config.compacted,
+            timestamp_type=config.timestamp_type,
+            now_ms=now_ms,
+            before_max_ms=config.message_timestamp_before_max_ms,
+            after_max_ms=config.message_timestamp_after_max_ms,
+        )
+        total_bytes = sum(header.size for header in headers)
+        if total_bytes > config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"{total_bytes} bytes do not fit a segment of {config.segment_bytes}"
+            )
+        log_append_time = config.timestamp_type is TimestampType.LOG_APPEND_TIME
+        with self._lock:
+            first_offset = self.log_end_offset
+            pieces, batches = self._assign_offsets(
+                records, headers, first_offset, now_ms if log_append_time else None
+            )
+            segment = self._maybe_roll(batches, total_bytes, now_ms)
+            segment.append(pieces, batches)
+            self.unflushed_messages += batches[-1].last_offset - first_offset + 1
+            needs_flush = self.unflushed_messages >= config.flush_messages
+        if needs_flush:
+            self.flush_hook(self)
+        return AppendInfo(
+            first_offset=first_offset,
+            last_offset=batches[-1].last_offset,
+            log_append_time_ms=now_ms if log_append_time else -1,
+            max_timestamp=max(batch.max_timestamp for batch in batches),
+            log_start_offset=self.log_start_offset,
+            batches=len(batches),
+            size_bytes=total_bytes,
+        )
+
+    def _assign_offsets(
+        self,
+        records: Buffer,
+        headers: Sequence[BatchHeader],
+        next_offset: int,
+        log_append_time_ms: int | None,
+    ) -> tuple[list[Buffer], list[AppendedBatch]]:
+        view = memoryview(records).cast("B")
+        pieces: list[Buffer] = []
+        batches: list[AppendedBatch] = []
+        for header in headers:
+            start, end = header.position, header.position + header.size
+            last_offset = next_offset + header.last_offset - header.base_offset
+            if log_append_time_ms is None:
+                prefix = _PREFIX.pack(next_offset, header.size - LOG_OVERHEAD, self.leader_epoch)
+                pieces += (prefix, view[start + _PREFIX.size : end])
+                max_timestamp = header.max_timestamp
+            else:
+                batch = bytearray(view[start:end])
+                local = parse_header(batch, 0)
+                patch_offsets(batch, local, next_offset, self.leader_epoch)
+                set_log_append_time(batch, local, log_append_time_ms)
+                pieces.append(batch)
+                max_timestamp = log_append_time_ms
+            batches.append(AppendedBatch(last_offset, max_timestamp, header.size))
+            next_offset = last_offset + 1
+        return pieces, batches
+
+    def _maybe_roll(
+        self, batches: Sequence[AppendedBatch], total_bytes: int, now_ms: int
+    ) -> LogSegment:
+        segment = self.active_segment
+        policy = RollPolicy(
+            self.config.segment_bytes, self.config.segment_ms, self._jitter_ms(segment)
+        )
+        if segment.should_roll(
+            policy,
+            incoming_bytes=total_bytes,
+            incoming_max_timestamp=max(batch.max_timestamp for batch in batches),
+            incoming_last_offset=batches[-1].last_offset,
+            now_ms=now_ms,
+        ):
+            segment = self._roll_locked()
+        return segment
+
+    def _jitter_ms(self, segment: LogSegment) -> int:
+        """A per-segment, repeatable jitter so that many partitions do not roll together."""
+        jitter = min(self.config.segment_jitter_ms, self.config.segment_ms)
+        if jitter <= 0:
+            return 0
+        seed = f"{self.directory.name}/{segment.base_offset}".encode()
+        return zlib.crc32(seed) % jitter
+
+    # -- roll, flush, truncate --------------------------------------------------------
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end (a no-op if the active one is empty)."""
+        with self._lock:
+            return self._roll_locked()
+
+    def _roll_locked(self) -> LogSegment:
+        old = self.active_segment
+        new_base = old.next_offset
+        if old.size == 0 and old.base_offset == new_base:
+            return old
+        old.on_become_inactive()
+        segment = self._new_segment(new_base)
+        self._segments = [*self._segments, segment]
+        self._base_offsets = [*self._base_offsets, new_base]
+        return segment
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment(
+            self.directory,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_bytes=self.config.segment_index_bytes,
+            active=True,
+        )
+
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """Make every batch below ``up_to_offset`` (default: the log end) durable.
+
+        Data is synced before the indexes that point into it; appends go on meanwhile.
+        """
+        with self._flush_lock:
+            with self._lock:
+                target = self.log_end_offset if up_to_offset is None else up_to_offset
+                pending = [
+                    segment
+                    for segment in self._segments
+                    if segment.next_offset > self.recovery_point and segment.base_offset < target
+                ]
+                flushed_messages = self.unflushed_messages
+            for segment in pending:
+                segment.flush()
+            with self._lock:
+                self.recovery_point = max(self.recovery_point, target)
+                if target >= self.log_end_offset:
+                    self.unflushed_messages -= flushed_messages
+                self.last_flush_ms = self.clock_ms()
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch holding an offset >= ``offset`` (whole batches only)."""
+        with self._lock:
+            if offset >= self.log_end_offset:
+                return
+            if offset < self._segments[0].base_offset:
+                self._truncate_fully_locked(offset)
+                return
+            keep = self._segment_for(offset)
+            if self._segments[keep].base_offset == offset and keep > 0:
+                keep -= 1
+            for segment in self._segments[keep + 1 :]:
+                segment.delete()
+            self._segments = self._segments[: keep + 1]
+            self._base_offsets = self._base_offsets[: keep + 1]
+            active = self._segments[-1]
+            active.truncate_to(offset)
+            active.resize_indexes(self.config.segment_index_bytes)
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop everything and continue at ``offset`` (e.g. a replica far behind)."""
+        with self._lock:
+            self._truncate_fully_locked(offset)
+
+    def _truncate_fully_locked(self, offset: int) -> None:
+        for segment in self._segments:
+            segment.delete()
+        self._segments = [self._new_segment(offset)]
+        self._base_offsets = [offset]
+        self.log_start_offset = offset
+        self.recovery_point = offset
+        self.unflushed_messages = 0
+
+    def increment_log_start_offset(self, offset: int) -> int:
+        """Move the log start forward (DeleteRecords); segments below it go with retention."""
+        with self._lock:
+            if offset > self.log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"log start {offset} is beyond the log end {self.log_end_offset}"
+                )
+            self.log_start_offset = max(self.log_start_offset, offset)
+            return self.log_start_offset
+
+    def close(self) -> None:
+        """Flush and close every segment; the active one keeps its closing index entries."""
+        self.flush()
+        with self._lock:
+            for segment in self._segments:
+                segment.close()
+
+    # -- read -------------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        upper_bound_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> LogRead:
+        """Whole batches from the one holding ``offset``, up to ``max_bytes``.
+
+        Raises OffsetOutOfRangeError below the log start or past the log end.
+        """
+        segments, log_end = self._segments, self.log_end_offset
+        if offset < self.log_start_offset or offset > log_end:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self.log_start_offset}, {log_end}]"
+            )
+        index = self._segment_for(offset)
+        base_offsets = self._base_offsets
+        while index < len(segments):
+            segment = segments[index]
+            found = segment.read(
+                offset,
+                max_bytes,
+                max_position=segment.size,
+                upper_bound_offset=upper_bound_offset,
+                min_one_batch=min_one_batch,
+            )
+            if found is not None and found.records:
+                return LogRead(found.records, self.log_start_offset, log_end)
+            if (
+                upper_bound_offset is not None
+                and index + 1 < len(segments)
+                and base_offsets[index + 1] >= upper_bound_offset
+            ):
+                break
+            index += 1
+        return LogRead(b"", self.log_start_offset, log_end)
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """Kafka's ListOffsets for one partition.
+
+        ``-2`` earliest, ``-1`` latest, ``-3`` the record with the largest timestamp,
+        otherwise the first record whose timestamp is >= ``timestamp``.
+        """
+        if timestamp == EARLIEST_TIMESTAMP:
+            return TimestampAndOffset(-1, self.log_start_offset)
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(-1, self.log_end_offset)
+        segments = self._segments
+        if timestamp == MAX_TIMESTAMP:
+            return self._max_timestamp_record(segments)
+        for segment in segments:
+            if segment.max_timestamp_so_far < timestamp:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if found is not None:
+                return found
+        return None
+
+    def _max_timestamp_record(self, segments: Sequence[LogSegment]) -> TimestampAndOffset | None:
+        holder = max(segments, key=lambda segment: segment.max_timestamp_so_far)
+        if holder.max_timestamp_so_far < 0:
+            return None
+        found = holder.translate_offset(holder.offset_of_max_timestamp)
+        if found is None:
+            return None
+        whole = holder.log.read(found.position, found.header.size)
+        for record in decode_records(whole, parse_header(whole, 0)):
+            if record.timestamp == holder.max_timestamp_so_far:
+                return TimestampAndOffset(record.timestamp, record.offset)
+        return TimestampAndOffset(holder.max_timestamp_so_far, holder.offset_of_max_timestamp)
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.directory.name}, start={self.log_start_offset}, "
+            f"end={self.log_end_offset}, segments={len(self._segments)})"
+        )

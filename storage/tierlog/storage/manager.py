@@ -1,0 +1,237 @@
+"""The log manager: every partition of a broker over one or more log directories.
+
+It owns what spans partitions: ``meta.properties`` in each log dir, the checkpoint
+files (recovery point, log start offset), the clean-shutdown marker, parallel
+recovery at start-up, the group-commit flusher, and the placement of new partitions
+(the log dir holding the fewest). The marker is removed as soon as the logs are
+loaded, so a crash from then on is recognised as unclean at the next start.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tierlog.storage.checkpoints import (
+    CLEAN_SHUTDOWN_MARKER,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    META_PROPERTIES,
+    PARTITION_METADATA,
+    RECOVERY_POINT_CHECKPOINT,
+    TopicPartition,
+    atomic_write,
+    base64_uuid,
+    read_meta_properties,
+    read_offset_checkpoint,
+    write_epoch_checkpoint,
+    write_meta_properties,
+    write_offset_checkpoint,
+    write_partition_metadata,
+)
+from tierlog.storage.config import LogConfig
+from tierlog.storage.errors import KafkaStorageError, UnknownTopicOrPartitionError
+from tierlog.storage.flush import GroupCommitter
+from tierlog.storage.log import AppendInfo, Log
+from tierlog.storage.names import parse_partition_dir, validate_topic_name
+from tierlog.storage.recovery import RecoveryProgress, load_segments
+
+__all__ = ["LogManager", "LogManagerConfig"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LogManagerConfig:
+    """Broker-level storage settings (Kafka's ``log.dirs``, ``node.id``...)."""
+
+    log_dirs: tuple[Path, ...]
+    node_id: int = 0
+    cluster_id: str = "tierlog"
+    default_log_config: LogConfig = field(default_factory=LogConfig)
+    flush_check_interval_ms: int = 1000
+    recovery_threads_per_data_dir: int = 1
+
+
+class LogManager:
+    """Opens, creates, flushes, checkpoints and closes the logs of one broker."""
+
+    def __init__(
+        self,
+        config: LogManagerConfig,
+        *,
+        topic_config: Callable[[str], LogConfig] | None = None,
+    ):
+        if not config.log_dirs:
+            raise KafkaStorageError("no log dirs configured")
+        self.config = config
+        self._topic_config = topic_config or (lambda _topic: config.default_log_config)
+        self._logs: dict[TopicPartition, Log] = {}
+        self._log_dirs: dict[TopicPartition, Path] = {}
+        self._lock = threading.Lock()
+        self.committer = GroupCommitter(
+            lambda: list(self._logs.values()), check_interval_ms=config.flush_check_interval_ms
+        )
+        self.had_clean_shutdown: dict[Path, bool] = {}
+
+    # -- life cycle -------------------------------------------------------------------
+
+    def startup(self, progress: RecoveryProgress | None = None) -> None:
+        """Load (recovering where needed) every partition in every log dir."""
+        for log_dir in self.config.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            self._ensure_meta_properties(log_dir)
+            self._load_dir(log_dir, progress)
+            (log_dir / CLEAN_SHUTDOWN_MARKER).unlink(missing_ok=True)
+        self.committer.start()
+
+    def shutdown(self) -> None:
+        """Flush and close everything, write checkpoints, then the clean-shutdown marker."""
+        self.committer.stop()
+        with self._lock:
+            for each in self._logs.values():
+                each.close()
+            self.write_checkpoints()
+            for log_dir in self.config.log_dirs:
+                atomic_write(log_dir / CLEAN_SHUTDOWN_MARKER, json.dumps({"version": 0}))
+            self._logs.clear()
+
+    def _ensure_meta_properties(self, log_dir: Path) -> None:
+        path = log_dir / META_PROPERTIES
+        if path.exists():
+            properties = read_meta_properties(path)
+            if properties.get("cluster.id", self.config.cluster_id) != self.config.cluster_id:
+                log.warning("%s belongs to cluster %s", log_dir, properties["cluster.id"])
+            return
+        write_meta_properties(
+            path,
+            {
+                "version": "1",
+                "node.id": str(self.config.node_id),
+                "cluster.id": self.config.cluster_id,
+                "directory.id": base64_uuid(uuid.uuid4()),
+            },
+        )
+
+    def _load_dir(self, log_dir: Path, progress: RecoveryProgress | None) -> None:
+        clean = (log_dir / CLEAN_SHUTDOWN_MARKER).exists()
+        self.had_clean_shutdown[log_dir] = clean
+        recovery_points = read_offset_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = read_offset_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        partitions = [
+            (tp, path)
+            for path in sorted(log_dir.iterdir())
+            if path.is_dir() and (tp := parse_partition_dir(path.name)) is not None
+        ]
+        log.info("loading %d partitions from %s (clean=%s)", len(partitions), log_dir, clean)
+
+        def load(item: tuple[TopicPartition, Path]) -> tuple[TopicPartition, Log]:
+            tp, path = item
+            config = self._topic_config(tp.topic)
+            loaded = load_segments(
+                path,
+                config,
+                log_start_offset=start_offsets.get(tp, 0),
+                recovery_point=recovery_points.get(tp, 0),
+                clean_shutdown=clean,
+                progress=progress,
+            )
+            return tp, Log(
+                path,
+                config,
+                loaded.segments,
+                log_start_offset=start_offsets.get(tp, 0),
+                recovery_point=loaded.recovery_point,
+            )
+
+        threads = max(1, self.config.recovery_threads_per_data_dir)
+        with ThreadPoolExecutor(threads, thread_name_prefix="log-recovery") as pool:
+            for tp, loaded_log in pool.map(load, partitions):
+                self._register(tp, loaded_log, log_dir)
+
+    def _register(self, tp: TopicPartition, partition_log: Log, log_dir: Path) -> None:
+        partition_log.flush_hook = self.committer.flush_and_wait
+        self._logs[tp] = partition_log
+        self._log_dirs[tp] = log_dir
+
+    # -- partitions -------------------------------------------------------------------
+
+    def get_log(self, tp: TopicPartition) -> Log:
+        try:
+            return self._logs[tp]
+        except KeyError:
+            raise UnknownTopicOrPartitionError(f"no log for {tp}") from None
+
+    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
+        """The partition's log, created in the least loaded log dir if it does not exist."""
+        validate_topic_name(tp.topic)
+        if tp.partition < 0:
+            raise UnknownTopicOrPartitionError(f"partition {tp.partition} is negative")
+        with self._lock:
+            existing = self._logs.get(tp)
+            if existing is not None:
+                return existing
+            log_dir = self._least_loaded_dir()
+            directory = log_dir / tp.dir_name
+            directory.mkdir()
+            write_partition_metadata(directory / PARTITION_METADATA, self._topic_id(tp.topic))
+            write_epoch_checkpoint(directory / LEADER_EPOCH_CHECKPOINT, [(0, 0)])
+            created = Log.open(directory, config or self._topic_config(tp.topic))
+            self._register(tp, created, log_dir)
+            return created
+
+    def delete_log(self, tp: TopicPartition) -> None:
+        """Close the partition's log and remove its directory (renamed first, as Kafka does)."""
+        with self._lock:
+            doomed = self.get_log(tp)
+            del self._logs[tp]
+            del self._log_dirs[tp]
+        doomed.close()
+        renamed = doomed.directory.with_name(f"{tp.dir_name}.{uuid.uuid4().hex}-delete")
+        doomed.directory.replace(renamed)
+        shutil.rmtree(renamed)
+
+    def _least_loaded_dir(self) -> Path:
+        counts = dict.fromkeys(self.config.log_dirs, 0)
+        for log_dir in self._log_dirs.values():
+            counts[log_dir] += 1
+        return min(self.config.log_dirs, key=lambda log_dir: counts[log_dir])
+
+    def _topic_id(self, topic: str) -> uuid.UUID:
+        return uuid.uuid5(uuid.NAMESPACE_URL, f"tierlog:{self.config.cluster_id}/{topic}")
+
+    @property
+    def partitions(self) -> Sequence[TopicPartition]:
+        return sorted(self._logs)
+
+    def log_dir_of(self, tp: TopicPartition) -> Path:
+        return self._log_dirs[tp]
+
+    # -- operations -------------------------------------------------------------------
+
+    def append(self, tp: TopicPartition, records: bytes | bytearray | memoryview) -> AppendInfo:
+        return self.get_log(tp).append(records)
+
+    def flush_all(self) -> None:
+        for each in list(self._logs.values()):
+            each.flush()
+
+    def write_checkpoints(self) -> None:
+        """Write each log dir's recovery-point and log-start-offset checkpoints."""
+        for log_dir in self.config.log_dirs:
+            mine = {tp: lg for tp, lg in self._logs.items() if self._log_dirs[tp] == log_dir}
+            write_offset_checkpoint(
+                log_dir / RECOVERY_POINT_CHECKPOINT,
+                {tp: lg.recovery_point for tp, lg in mine.items()},
+            )
+            write_offset_checkpoint(
+                log_dir / LOG_START_OFFSET_CHECKPOINT,
+                {tp: lg.log_start_offset for tp, lg in mine.items()},
+            )

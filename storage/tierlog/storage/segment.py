@@ -1,0 +1,387 @@
+"""A log segment: one ``.log`` file with its ``.index`` and ``.timeindex``.
+
+The segment named N holds batches whose offsets are all >= N and below the next
+segment's base offset, so each index stores offsets as int32 deltas from N. Index
+entries are sparse: one per ``index.interval.bytes`` of log, each pointing at a
+batch's *last* offset and its position, which is what Kafka writes and what its
+``DumpLogSegments`` verifies. The time index keeps the largest timestamp seen so
+far with the last offset of the batch that carried it, growing strictly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from tierlog.storage.errors import CorruptRecordError, InvalidRecordError
+from tierlog.storage.file_records import Buffer, FileBatch, FileRecords
+from tierlog.storage.index import NO_TIMESTAMP, OffsetIndex, TimeIndex
+from tierlog.storage.records import crc_is_valid, decode_records
+
+__all__ = [
+    "AppendedBatch",
+    "LogSegment",
+    "RollPolicy",
+    "SegmentRead",
+    "TimestampAndOffset",
+    "segment_path",
+]
+
+INT32_MAX = 2**31 - 1
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+
+
+def segment_path(directory: Path, base_offset: int, suffix: str) -> Path:
+    """Kafka's file name: the base offset in 20 zero-padded digits plus the suffix."""
+    return directory / f"{base_offset:020d}{suffix}"
+
+
+class AppendedBatch(NamedTuple):
+    """What the segment must know of each batch it appends, taken from its header."""
+
+    last_offset: int
+    max_timestamp: int
+    size: int
+
+
+class SegmentRead(NamedTuple):
+    position: int
+    records: bytes
+
+
+class TimestampAndOffset(NamedTuple):
+    timestamp: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class RollPolicy:
+    """When the active segment must give way to a new one (Kafka's shouldRoll)."""
+
+    segment_bytes: int
+    segment_ms: int
+    jitter_ms: int = 0
+
+
+class LogSegment:
+    """Batches in one file plus their sparse indexes; not thread-safe for writers."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_bytes: int,
+        active: bool,
+        suffix: str = "",
+    ):
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.log = FileRecords(segment_path(directory, base_offset, LOG_SUFFIX + suffix))
+        self.offset_index = OffsetIndex(
+            segment_path(directory, base_offset, INDEX_SUFFIX + suffix),
+            base_offset,
+            max_index_bytes,
+            writable=active,
+        )
+        self.time_index = TimeIndex(
+            segment_path(directory, base_offset, TIME_INDEX_SUFFIX + suffix),
+            base_offset,
+            max_index_bytes,
+            writable=active,
+        )
+        self.created_ms = int(time.time() * 1000)
+        self.bytes_since_last_index_entry = 0
+        self._rolling_based_timestamp: int | None = None
+        last = self.time_index.last_entry()
+        self.max_timestamp_so_far = last.key if last else NO_TIMESTAMP
+        self.offset_of_max_timestamp = last.value if last else base_offset
+        self._next_offset: int | None = None
+
+    # -- size and offsets -------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        return self.log.size
+
+    @property
+    def next_offset(self) -> int:
+        """One past the last offset in the segment (its base offset when empty)."""
+        if self._next_offset is None:
+            self._next_offset = self._read_next_offset()
+        return self._next_offset
+
+    def _read_next_offset(self) -> int:
+        start = self.offset_index.lookup(2**63 - 1).value
+        next_offset = self.base_offset
+        for batch in self.log.headers(start):
+            next_offset = batch.header.last_offset + 1
+        return next_offset
+
+    def can_hold_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Largest record timestamp, or the file's modification time when it has none."""
+        if self.max_timestamp_so_far >= 0:
+            return self.max_timestamp_so_far
+        return int(self.log.path.stat().st_mtime * 1000)
+
+    # -- appending --------------------------------------------------------------------
+
+    def append(self, pieces: Sequence[Buffer], batches: Sequence[AppendedBatch]) -> None:
+        """Write already-offset-assigned batches and index them.
+
+        ``pieces`` are the bytes of ``batches`` in order (possibly split into several
+        buffers so header patches need no copy of the payload).
+        """
+        if not batches:
+            return
+        if not self.can_hold_offset(batches[-1].last_offset):
+            raise InvalidRecordError(
+                f"offset {batches[-1].last_offset} does not fit segment {self.base_offset}"
+            )
+        position = self.log.size
+        if position == 0:
+            self._rolling_based_timestamp = batches[0].max_timestamp
+        self.log.append(pieces)
+        for batch in batches:
+            self._index_batch(batch, position)
+            position += batch.size
+        self._next_offset = batches[-1].last_offset + 1
+
+    def _index_batch(self, batch: AppendedBatch, position: int) -> None:
+        if batch.max_timestamp > self.max_timestamp_so_far:
+            self.max_timestamp_so_far = batch.max_timestamp
+            self.offset_of_max_timestamp = batch.last_offset
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(batch.last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += batch.size
+
+    def should_roll(
+        self,
+        policy: RollPolicy,
+        *,
+        incoming_bytes: int,
+        incoming_max_timestamp: int,
+        incoming_last_offset: int,
+        now_ms: int,
+    ) -> bool:
+        """Kafka's roll rule: full by size, old by time, a full index, or an offset overflow."""
+        waited_ms = self._time_waited_for_roll(now_ms, incoming_max_timestamp)
+        return (
+            self.size > policy.segment_bytes - incoming_bytes
+            or (self.size > 0 and waited_ms > policy.segment_ms - policy.jitter_ms)
+            or self.offset_index.is_full
+            or self.time_index.is_full
+            or not self.can_hold_offset(incoming_last_offset)
+        )
+
+    def _time_waited_for_roll(self, now_ms: int, incoming_timestamp: int) -> int:
+        if self._rolling_based_timestamp is None and self.size > 0:
+            first = self.log.header_at(0)
+            self._rolling_based_timestamp = first.header.max_timestamp if first else NO_TIMESTAMP
+        if self._rolling_based_timestamp is not None and self._rolling_based_timestamp >= 0:
+            return incoming_timestamp - self._rolling_based_timestamp
+        return now_ms - self.created_ms
+
+    def on_become_inactive(self) -> None:
+        """Seal the segment: the final time-index entry, then trimmed index files."""
+        if self.max_timestamp_so_far >= 0:
+            self.time_index.maybe_append(
+                self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True
+            )
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def resize_indexes(self, max_index_bytes: int) -> None:
+        """Preallocate the indexes again (the segment is the active one)."""
+        self.offset_index.max_entries = max(max_index_bytes // 8, 1)
+        self.time_index.max_entries = max(max_index_bytes // 12, 1)
+        self.offset_index.resize(max_index_bytes)
+        self.time_index.resize(max_index_bytes)
+
+    # -- reading ----------------------------------------------------------------------
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> FileBatch | None:
+        """The first batch holding an offset >= ``offset``, if any (header only)."""
+        start = max(self.offset_index.lookup(offset).value, start_position)
+        for batch in self.log.headers(start):
+            if batch.header.last_offset >= offset:
+                return batch
+        return None
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        *,
+        max_position: int | None = None,
+        upper_bound_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> SegmentRead | None:
+        """Whole batches from the one holding ``start_offset``, within ``max_bytes``.
+
+        The first batch is returned even when larger than ``max_bytes`` (if
+        ``min_one_batch``) so a consumer can always make progress. Batches at or past
+        ``upper_bound_offset`` or ``max_position`` are not returned.
+        """
+        end = self.size if max_position is None else min(max_position, self.size)
+        first = self.translate_offset(start_offset)
+        if first is None or first.position >= end:
+            return None
+        length = 0
+        for batch in self.log.headers(first.position, end):
+            size = batch.header.size
+            if upper_bound_offset is not None and batch.header.last_offset >= upper_bound_offset:
+                break
+            if length + size > max_bytes and (length or not min_one_batch):
+                break
+            length += size
+        return SegmentRead(first.position, self.log.read(first.position, length))
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, start_offset: int
+    ) -> TimestampAndOffset | None:
+        """First record at or after ``start_offset`` whose timestamp is >= ``timestamp``."""
+        indexed = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(indexed.value, start_offset)).value
+        for batch in self.log.batches(position):
+            header = batch.header
+            if header.max_timestamp < timestamp or header.last_offset < start_offset:
+                continue
+            for record in decode_records(batch.buffer, header):
+                if record.timestamp >= timestamp and record.offset >= start_offset:
+                    return TimestampAndOffset(record.timestamp, record.offset)
+        return None
+
+    def batches(self, start_position: int = 0) -> Iterator[FileBatch]:
+        return self.log.batches(start_position)
+
+    # -- recovery and truncation ------------------------------------------------------
+
+    def sanity_check(self) -> None:
+        """Raise CorruptRecordError when an index cannot belong to this log file."""
+        self.offset_index.sanity_check(self.size)
+        self.time_index.sanity_check(self.size)
+        last = self.offset_index.last_entry()
+        if last is not None and last.key >= self.next_offset:
+            raise CorruptRecordError(f"{self.offset_index.path} points past the log end")
+
+    def recover(self) -> int:
+        """Rebuild both indexes from the log, cutting it at the first invalid batch.
+
+        Returns the number of bytes truncated. A batch is valid when its header parses,
+        its CRC matches, and its offsets increase and fit this segment.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp_so_far = NO_TIMESTAMP
+        self.offset_of_max_timestamp = self.base_offset
+        self.bytes_since_last_index_entry = 0
+        valid_bytes, last_indexed, next_offset = 0, 0, self.base_offset
+        try:
+            for batch in self.log.batches():
+                header = batch.header
+                if not _batch_is_valid(batch, next_offset, self):
+                    break
+                if header.max_timestamp > self.max_timestamp_so_far:
+                    self.max_timestamp_so_far = header.max_timestamp
+                    self.offset_of_max_timestamp = header.last_offset
+                if valid_bytes - last_indexed > self.index_interval_bytes:
+                    self.offset_index.append(header.last_offset, valid_bytes)
+                    self.time_index.maybe_append(
+                        self.max_timestamp_so_far, self.offset_of_max_timestamp
+                    )
+                    last_indexed = valid_bytes
+                valid_bytes += header.size
+                next_offset = header.last_offset + 1
+        except CorruptRecordError:
+            pass
+        truncated = self.log.truncate_to(valid_bytes)
+        self.bytes_since_last_index_entry = valid_bytes - last_indexed
+        self._next_offset = next_offset
+        self._rolling_based_timestamp = None
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch holding an offset >= ``offset``; returns bytes removed."""
+        first = self.translate_offset(offset)
+        if first is None:
+            return 0
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        removed = self.log.truncate_to(first.position)
+        self._next_offset = None
+        last = self.time_index.last_entry()
+        self.max_timestamp_so_far = last.key if last else NO_TIMESTAMP
+        self.offset_of_max_timestamp = last.value if last else self.base_offset
+        for batch in self.log.headers(self.offset_index.lookup(offset).value):
+            if batch.header.max_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = batch.header.max_timestamp
+                self.offset_of_max_timestamp = batch.header.last_offset
+        self.bytes_since_last_index_entry = 0
+        if self.size == 0:
+            self._rolling_based_timestamp = None
+        return removed
+
+    # -- files ------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Make the segment durable: the log data first, then the indexes that point into it."""
+        self.log.flush()
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self.max_timestamp_so_far >= 0:
+            self.time_index.maybe_append(
+                self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True
+            )
+        self.offset_index.close()
+        self.time_index.close()
+        self.log.close()
+
+    def rename_with_suffix(self, suffix: str) -> None:
+        """Give every file of the segment ``suffix`` (e.g. ``.deleted``) after its own."""
+        for part in (self.log, self.offset_index, self.time_index):
+            part.rename_to(part.path.with_name(_base_name(part.path) + suffix))
+
+    def delete(self) -> None:
+        self.offset_index.delete()
+        self.time_index.delete()
+        self.log.close()
+        self.log.path.unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
+
+
+def _base_name(path: Path) -> str:
+    """``00..05.log.deleted`` -> ``00..05.log``: the name up to the first real suffix."""
+    name = path.name
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        cut = name.find(suffix)
+        if cut >= 0 and name[cut:].startswith(suffix):
+            return name[: cut + len(suffix)]
+    return name
+
+
+def _batch_is_valid(batch: FileBatch, next_offset: int, segment: LogSegment) -> bool:
+    return (
+        batch.header.last_offset >= next_offset
+        and segment.can_hold_offset(batch.header.last_offset)
+        and crc_is_valid(batch.buffer, batch.header)
+    )
