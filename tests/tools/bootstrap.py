@@ -1,0 +1,186 @@
+"""Install the third-party tools the tests run against into ``.cache/tools/``.
+
+Run by ``make tools``. Standard library only: it runs before anything else exists.
+
+Each tool is one ``Tool`` entry: a name, the files whose content decides what gets
+installed (hashed into a stamp), and an ``install`` function that fills a fresh
+directory. A tool is installed into ``<name>.partial`` and renamed into place only
+once complete, with the stamp written last, so an interrupted run never leaves a
+half-installed tool that looks finished. A second run with unchanged inputs is a
+no-op. Any failure exits non-zero with the reason and the failing command's output.
+
+Add later tools (MinIO, kube-apiserver, Helm, Prometheus) as more entries in ``TOOLS``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["CACHE_DIR", "KAFKA_VERSION", "TOOLS", "BootstrapError", "Tool", "java_bin", "main"]
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE_DIR = REPO / ".cache" / "tools"
+STAMP_NAME = ".stamp"
+
+KAFKA_VERSION = "4.1.1"
+KAFKA_POM = REPO / "tests" / "tools" / "kafka" / "pom.xml"
+JAVA_HELPERS_DIR = REPO / "tests" / "interop" / "java"
+
+
+class BootstrapError(Exception):
+    """A tool could not be installed; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    inputs: Callable[[], Sequence[Path]]  # files whose content keys the stamp
+    install: Callable[[Path], None]  # fills the given (empty) directory
+
+    @property
+    def home(self) -> Path:
+        return CACHE_DIR / self.name
+
+    def input_hash(self) -> str:
+        digest = hashlib.sha256()
+        for path in sorted(self.inputs()):
+            digest.update(str(path.relative_to(REPO)).encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+        return digest.hexdigest()
+
+    def is_current(self) -> bool:
+        stamp = self.home / STAMP_NAME
+        return stamp.is_file() and stamp.read_text().strip() == self.input_hash()
+
+
+def _run(cmd: Sequence[str | Path], *, what: str, cwd: Path | None = None) -> str:
+    """Run a command; on failure raise with its output so the cause is on screen."""
+    try:
+        done = subprocess.run(
+            [str(part) for part in cmd], cwd=cwd, capture_output=True, text=True, check=False
+        )
+    except OSError as exc:
+        raise BootstrapError(f"{what}: cannot run {cmd[0]}: {exc}") from exc
+    if done.returncode != 0:
+        output = (done.stdout + done.stderr).strip()
+        raise BootstrapError(f"{what} failed (exit {done.returncode}):\n{output}")
+    return done.stdout
+
+
+def _require(program: str, hint: str) -> Path:
+    found = shutil.which(program)
+    if found is None:
+        raise BootstrapError(f"`{program}` is not on PATH; {hint}")
+    return Path(found)
+
+
+def java_bin(program: str = "java") -> Path:
+    """The JDK program the tests use: $JAVA_HOME/bin/<program> if set, else PATH."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        candidate = Path(java_home) / "bin" / program
+        if not candidate.is_file():
+            raise BootstrapError(f"JAVA_HOME={java_home} has no bin/{program}")
+        return candidate
+    return _require(program, "install a JDK 17+ (e.g. apt-get install openjdk-17-jdk-headless)")
+
+
+# --- Apache Kafka ---------------------------------------------------------------------------
+
+
+def _kafka_inputs() -> list[Path]:
+    return [KAFKA_POM, *sorted(JAVA_HELPERS_DIR.glob("*.java"))]
+
+
+def _install_kafka(home: Path) -> None:
+    """Kafka's runtime classpath into libs/, our Java helpers compiled into classes/."""
+    java, javac = java_bin("java"), java_bin("javac")
+    mvn = _require("mvn", "install Maven 3.8+ (e.g. apt-get install maven)")
+    libs = home / "libs"
+    print(f"  resolving Kafka {KAFKA_VERSION} jars from {KAFKA_POM.relative_to(REPO)} with Maven")
+    _run(
+        [
+            mvn,
+            "--batch-mode",
+            "--quiet",
+            "--file",
+            KAFKA_POM,
+            "dependency:copy-dependencies",
+            "-DincludeScope=runtime",
+            f"-DoutputDirectory={libs}",
+        ],
+        what="mvn dependency:copy-dependencies",
+    )
+    jars = sorted(libs.glob("*.jar"))
+    print(f"  {len(jars)} jars")
+    sources = sorted(JAVA_HELPERS_DIR.glob("*.java"))
+    if sources:
+        classes = home / "classes"
+        print(f"  compiling {len(sources)} Java helpers from {JAVA_HELPERS_DIR.relative_to(REPO)}")
+        _run(
+            [javac, "-nowarn", "-d", classes, "-cp", f"{libs}/*", *sources],
+            what="javac of the interop helpers",
+        )
+    version = _run(
+        [java, "-cp", f"{libs}/*", "kafka.tools.DumpLogSegments", "--version"],
+        what="smoke test: kafka.tools.DumpLogSegments --version",
+    ).strip()
+    if KAFKA_VERSION not in version:
+        raise BootstrapError(f"expected Kafka {KAFKA_VERSION}, DumpLogSegments says {version!r}")
+    print(f"  DumpLogSegments runs: {version}")
+
+
+KAFKA = Tool(name=f"kafka-{KAFKA_VERSION}", inputs=_kafka_inputs, install=_install_kafka)
+
+TOOLS: tuple[Tool, ...] = (KAFKA,)
+
+
+# --- driver ---------------------------------------------------------------------------------
+
+
+def ensure(tool: Tool) -> None:
+    if tool.is_current():
+        print(f"{tool.name}: up to date ({tool.home.relative_to(REPO)})")
+        return
+    print(f"{tool.name}: installing into {tool.home.relative_to(REPO)}")
+    started = time.monotonic()
+    partial = tool.home.with_name(tool.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    try:
+        tool.install(partial)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    (partial / STAMP_NAME).write_text(tool.input_hash() + "\n")
+    shutil.rmtree(tool.home, ignore_errors=True)
+    partial.rename(tool.home)
+    print(f"{tool.name}: installed in {time.monotonic() - started:.1f} s")
+
+
+def main(argv: Sequence[str] = ()) -> int:
+    wanted = set(argv)
+    unknown = wanted - {tool.name for tool in TOOLS}
+    if unknown:
+        print(f"bootstrap: unknown tools {sorted(unknown)}", file=sys.stderr)
+        return 2
+    try:
+        for tool in TOOLS:
+            if not wanted or tool.name in wanted:
+                ensure(tool)
+    except BootstrapError as exc:
+        print(f"\nbootstrap FAILED: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
