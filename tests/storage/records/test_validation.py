@@ -1,0 +1,215 @@
+"""Produce validation: each bad batch gets its typed error and the input is left as it came."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from tierlog.storage.config import TimestampType
+from tierlog.storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    RecordTooLargeError,
+    TierlogError,
+    UnsupportedCompressionTypeError,
+    UnsupportedForMessageFormatError,
+)
+from tierlog.storage.records import (
+    CompressionType,
+    ControlRecordType,
+    EndTransactionMarker,
+    SimpleRecord,
+    build_batch,
+    build_end_txn_marker_batch,
+    build_legacy_message_set,
+    crc32c,
+    validate_produce,
+)
+
+NOW = 1_700_000_000_000
+HOUR = 3_600_000
+
+
+def _validate(buf: bytes | bytearray | memoryview, **overrides: Any) -> list[Any]:
+    options: dict[str, Any] = {
+        "max_message_bytes": 1024 * 1024 + 12,
+        "require_keys": False,
+        "timestamp_type": TimestampType.CREATE_TIME,
+        "now_ms": NOW,
+        "before_max_ms": 2**63 - 1,
+        "after_max_ms": HOUR,
+    }
+    options.update(overrides)
+    return validate_produce(buf, **options)
+
+
+def _batch(count: int = 3, **kwargs: Any) -> bytes:
+    return build_batch([SimpleRecord(b"k%d" % i, b"v" * 20, NOW) for i in range(count)], **kwargs)
+
+
+def _edit(batch: bytes, change: Callable[[bytearray], None], *, fix_crc: bool = True) -> bytearray:
+    buf = bytearray(batch)
+    change(buf)
+    if fix_crc:
+        struct.pack_into(">I", buf, 17, crc32c(buf[21:]))
+    return buf
+
+
+def _rejects(error: type[TierlogError], buf: bytes | bytearray, **overrides: Any) -> None:
+    before = bytes(buf)
+    with pytest.raises(error):
+        _validate(buf, **overrides)
+    assert bytes(buf) == before
+
+
+def test_valid_batches_come_back_as_headers_and_untouched() -> None:
+    buf = bytearray(_batch(3) + _batch(2, compression=CompressionType.ZSTD))
+    before = bytes(buf)
+    headers = _validate(memoryview(buf))
+    assert [(h.position, h.record_count) for h in headers] == [(0, 3), (headers[0].size, 2)]
+    assert bytes(buf) == before
+
+
+def test_empty_request_is_invalid() -> None:
+    _rejects(InvalidRecordError, b"")
+
+
+def test_trailing_garbage_and_truncation_are_corrupt() -> None:
+    batch = _batch()
+    _rejects(CorruptRecordError, batch + b"\x00\x01\x02")
+    _rejects(CorruptRecordError, batch[:-1])
+    _rejects(CorruptRecordError, batch[:40])
+
+
+def test_old_message_formats_are_unsupported_and_unknown_magic_corrupt() -> None:
+    for magic in (0, 1):
+        legacy = build_legacy_message_set([SimpleRecord(b"k", b"v", NOW)], magic=magic)
+        _rejects(UnsupportedForMessageFormatError, legacy)
+    _rejects(CorruptRecordError, _edit(_batch(), lambda b: b.__setitem__(16, 3)))
+
+
+def test_bad_crc_is_corrupt() -> None:
+    _rejects(
+        CorruptRecordError, _edit(_batch(), lambda b: b.__setitem__(70, b[70] ^ 1), fix_crc=False)
+    )
+
+
+def test_batch_size_below_the_header_is_corrupt() -> None:
+    _rejects(CorruptRecordError, _edit(_batch(), lambda b: struct.pack_into(">i", b, 8, 40)))
+
+
+def test_produced_batches_start_at_offset_zero() -> None:
+    _rejects(InvalidRecordError, _batch(base_offset=5))
+
+
+def test_oversized_batch_is_too_large() -> None:
+    batch = _batch()
+    _rejects(RecordTooLargeError, batch, max_message_bytes=len(batch) - 1)
+    assert _validate(batch, max_message_bytes=len(batch))
+
+
+def test_unknown_codec_is_unsupported_unless_the_crc_says_corrupt() -> None:
+    unknown = _edit(_batch(), lambda b: b.__setitem__(22, 0x06))
+    _rejects(UnsupportedCompressionTypeError, unknown)
+    garbled = _edit(_batch(), lambda b: b.__setitem__(22, 0x06), fix_crc=False)
+    _rejects(CorruptRecordError, garbled)
+
+
+@pytest.mark.parametrize(
+    ("count", "last_offset_delta"),
+    [(0, -1), (0, 0), (-1, 2), (4, 2), (2, 2), (3, -5)],
+)
+def test_record_count_must_match_the_offset_deltas(count: int, last_offset_delta: int) -> None:
+    def change(buf: bytearray) -> None:
+        struct.pack_into(">i", buf, 57, count)
+        struct.pack_into(">i", buf, 23, last_offset_delta)
+
+    _rejects(InvalidRecordError, _edit(_batch(3), change))
+
+
+def test_uncompressed_count_must_fit_the_bytes_at_the_smallest_record_size() -> None:
+    def change(buf: bytearray) -> None:
+        struct.pack_into(">i", buf, 57, 1000)
+        struct.pack_into(">i", buf, 23, 999)
+
+    _rejects(InvalidRecordError, _edit(_batch(3), change))
+
+
+def test_producers_may_not_write_control_batches() -> None:
+    marker = build_end_txn_marker_batch(
+        EndTransactionMarker(ControlRecordType.COMMIT, 1),
+        producer_id=1,
+        producer_epoch=0,
+        timestamp_ms=NOW,
+    )
+    _rejects(InvalidRecordError, marker)
+
+
+@pytest.mark.parametrize(
+    "producer",
+    [
+        {"producer_id": 5, "producer_epoch": 0, "base_sequence": -1},
+        {"producer_id": 5, "producer_epoch": -1, "base_sequence": 0},
+        {"producer_id": -2},
+        {"is_transactional": True},
+    ],
+)
+def test_producer_fields_must_agree(producer: dict[str, Any]) -> None:
+    _rejects(InvalidRecordError, _batch(**producer))
+
+
+def test_idempotent_and_transactional_batches_pass() -> None:
+    assert _validate(_batch(producer_id=5, producer_epoch=0, base_sequence=0))
+    assert _validate(
+        _batch(producer_id=5, producer_epoch=0, base_sequence=9, is_transactional=True)
+    )
+
+
+def test_create_time_must_lie_within_the_topic_bounds() -> None:
+    future = build_batch([SimpleRecord(b"k", b"v", NOW + HOUR + 1)])
+    _rejects(InvalidTimestampError, future)
+    old = build_batch([SimpleRecord(b"k", b"v", NOW - 10 * HOUR)])
+    _rejects(InvalidTimestampError, old, before_max_ms=HOUR)
+    assert _validate(old)
+    # The first record's timestamp is checked even when it is not the max.
+    mixed = build_batch([SimpleRecord(b"k", b"v", NOW - 10 * HOUR), SimpleRecord(b"k", b"v", NOW)])
+    _rejects(InvalidTimestampError, mixed, before_max_ms=HOUR)
+
+
+def test_records_without_timestamps_pass_the_bounds() -> None:
+    assert _validate(build_batch([SimpleRecord(b"k", b"v")]), before_max_ms=0, after_max_ms=0)
+
+
+def test_log_append_time_topics_do_not_bound_producer_timestamps() -> None:
+    future = build_batch([SimpleRecord(b"k", b"v", NOW + 100 * HOUR)])
+    assert _validate(future, timestamp_type=TimestampType.LOG_APPEND_TIME)
+
+
+@pytest.mark.parametrize("codec", list(CompressionType))
+def test_compacted_topics_need_a_key_on_every_record(codec: CompressionType) -> None:
+    records = [SimpleRecord(b"k", b"v", NOW), SimpleRecord(None, b"v", NOW)]
+    keyless = build_batch(records, compression=codec)
+    assert _validate(keyless)  # keys are only looked at on compacted topics
+    _rejects(InvalidRecordError, keyless, require_keys=True)
+    assert _validate(_batch(compression=codec), require_keys=True)
+
+
+def test_compacted_topics_bound_every_record_timestamp() -> None:
+    mixed = build_batch(
+        [
+            SimpleRecord(b"a", b"v", NOW),
+            SimpleRecord(b"b", b"v", NOW - 10 * HOUR),
+            SimpleRecord(b"c", b"v", NOW),
+        ]
+    )
+    assert _validate(mixed, before_max_ms=HOUR)  # without decoding only first and max are seen
+    _rejects(InvalidTimestampError, mixed, before_max_ms=HOUR, require_keys=True)
+
+
+def test_one_bad_batch_fails_the_whole_request() -> None:
+    good = _batch()
+    bad = _edit(_batch(), lambda b: b.__setitem__(70, b[70] ^ 1), fix_crc=False)
+    _rejects(CorruptRecordError, good + bytes(bad))
