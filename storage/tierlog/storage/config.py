@@ -7,6 +7,7 @@ and passed down; nothing below reads configuration from anywhere else.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -80,11 +81,11 @@ class LogConfig:
         if self.min_cleanable_dirty_ratio > 1.0:
             raise InvalidConfigError("min.cleanable.dirty.ratio must lie in [0, 1]")
 
-    @property
+    @functools.cached_property
     def timestamp_type(self) -> TimestampType:
         return TimestampType(self.message_timestamp_type)
 
-    @property
+    @functools.cached_property
     def compacted(self) -> bool:
         return "compact" in self.cleanup_policy
 

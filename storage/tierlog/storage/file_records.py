@@ -57,17 +57,15 @@ class FileRecords:
 
     # -- writing ----------------------------------------------------------------------
 
-    def append(self, pieces: Sequence[Buffer]) -> int:
-        """Write ``pieces`` at the end as one unit; returns the bytes written."""
+    def append(self, pieces: Sequence[Buffer], total: int) -> None:
+        """Write ``pieces`` (``total`` bytes in all) at the end as one unit."""
         start = self.size
-        total = sum(len(piece) for piece in pieces)
         try:
             _write_all(self._fd, start, pieces, total)
         except OSError as error:
             self._cut_back(start)
             raise _storage_error(error, self.path) from error
         self.size = start + total
-        return total
 
     def _cut_back(self, size: int) -> None:
         # If even this fails the file keeps a torn tail, which recovery cuts off.
@@ -149,6 +147,8 @@ class FileRecords:
 
 
 def _write_all(fd: int, position: int, pieces: Sequence[Buffer], total: int) -> None:
+    if len(pieces) <= IOV_MAX and os.pwritev(fd, pieces, position) == total:
+        return  # the usual case: one system call wrote everything
     views = [memoryview(piece).cast("B") for piece in pieces]
     written_total = 0
     while views:

@@ -16,8 +16,8 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from tierlog.storage.config import LogConfig, TimestampType
 from tierlog.storage.errors import OffsetOutOfRangeError, RecordBatchTooLargeError
@@ -61,8 +61,7 @@ def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-@dataclass(frozen=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):
     first_offset: int
     last_offset: int
     log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
@@ -72,8 +71,7 @@ class AppendInfo:
     size_bytes: int
 
 
-@dataclass(frozen=True)
-class LogRead:
+class LogRead(NamedTuple):
     """Whole batches starting with the one that holds the requested offset."""
 
     records: bytes
@@ -111,8 +109,11 @@ class Log:
         self.unflushed_messages = 0
         self.last_flush_ms = clock_ms()
         self.flush_hook: FlushHook = Log.flush
+        self._roll_policy = RollPolicy(config.segment_bytes, config.segment_ms)
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
+        for segment in self._segments:
+            segment.roll_jitter_ms = self._jitter_ms(segment.base_offset)
 
     @classmethod
     def open(
@@ -186,28 +187,37 @@ class Log:
             before_max_ms=config.message_timestamp_before_max_ms,
             after_max_ms=config.message_timestamp_after_max_ms,
         )
-        total_bytes = sum(header.size for header in headers)
+        total_bytes = sum([header.size for header in headers])
         if total_bytes > config.segment_bytes:
             raise RecordBatchTooLargeError(
                 f"{total_bytes} bytes do not fit a segment of {config.segment_bytes}"
             )
-        log_append_time = config.timestamp_type is TimestampType.LOG_APPEND_TIME
+        append_time_ms = now_ms if config.timestamp_type is TimestampType.LOG_APPEND_TIME else -1
         with self._lock:
             first_offset = self.log_end_offset
-            pieces, batches = self._assign_offsets(
-                records, headers, first_offset, now_ms if log_append_time else None
+            pieces, batches, max_timestamp = self._assign_offsets(
+                records, headers, first_offset, append_time_ms
             )
-            segment = self._maybe_roll(batches, total_bytes, now_ms)
-            segment.append(pieces, batches)
-            self.unflushed_messages += batches[-1].last_offset - first_offset + 1
+            last_offset = batches[-1].last_offset
+            segment = self.active_segment
+            if segment.should_roll(
+                self._roll_policy,
+                incoming_bytes=total_bytes,
+                incoming_max_timestamp=max_timestamp,
+                incoming_last_offset=last_offset,
+                now_ms=now_ms,
+            ):
+                segment = self._roll_locked()
+            segment.append(pieces, batches, total_bytes)
+            self.unflushed_messages += last_offset - first_offset + 1
             needs_flush = self.unflushed_messages >= config.flush_messages
         if needs_flush:
             self.flush_hook(self)
         return AppendInfo(
             first_offset=first_offset,
-            last_offset=batches[-1].last_offset,
-            log_append_time_ms=now_ms if log_append_time else -1,
-            max_timestamp=max(batch.max_timestamp for batch in batches),
+            last_offset=last_offset,
+            log_append_time_ms=append_time_ms,
+            max_timestamp=max_timestamp,
             log_start_offset=self.log_start_offset,
             batches=len(batches),
             size_bytes=total_bytes,
@@ -218,52 +228,43 @@ class Log:
         records: Buffer,
         headers: Sequence[BatchHeader],
         next_offset: int,
-        log_append_time_ms: int | None,
-    ) -> tuple[list[Buffer], list[AppendedBatch]]:
+        append_time_ms: int,
+    ) -> tuple[list[Buffer], list[AppendedBatch], int]:
+        """The bytes to write (with offsets assigned), per-batch facts, and the max timestamp.
+
+        With CreateTime only the 16-byte prefix of each batch is new; the rest is
+        written straight from the request buffer. LogAppendTime changes bytes under
+        the CRC, so those batches are copied, stamped and re-checksummed.
+        """
         view = memoryview(records).cast("B")
         pieces: list[Buffer] = []
         batches: list[AppendedBatch] = []
+        max_timestamp = -1
         for header in headers:
             start, end = header.position, header.position + header.size
             last_offset = next_offset + header.last_offset - header.base_offset
-            if log_append_time_ms is None:
+            if append_time_ms < 0:
                 prefix = _PREFIX.pack(next_offset, header.size - LOG_OVERHEAD, self.leader_epoch)
                 pieces += (prefix, view[start + _PREFIX.size : end])
-                max_timestamp = header.max_timestamp
+                batch_max_timestamp = header.max_timestamp
             else:
                 batch = bytearray(view[start:end])
                 local = parse_header(batch, 0)
                 patch_offsets(batch, local, next_offset, self.leader_epoch)
-                set_log_append_time(batch, local, log_append_time_ms)
+                set_log_append_time(batch, local, append_time_ms)
                 pieces.append(batch)
-                max_timestamp = log_append_time_ms
-            batches.append(AppendedBatch(last_offset, max_timestamp, header.size))
+                batch_max_timestamp = append_time_ms
+            batches.append(AppendedBatch(last_offset, batch_max_timestamp, header.size))
+            max_timestamp = max(max_timestamp, batch_max_timestamp)
             next_offset = last_offset + 1
-        return pieces, batches
+        return pieces, batches, max_timestamp
 
-    def _maybe_roll(
-        self, batches: Sequence[AppendedBatch], total_bytes: int, now_ms: int
-    ) -> LogSegment:
-        segment = self.active_segment
-        policy = RollPolicy(
-            self.config.segment_bytes, self.config.segment_ms, self._jitter_ms(segment)
-        )
-        if segment.should_roll(
-            policy,
-            incoming_bytes=total_bytes,
-            incoming_max_timestamp=max(batch.max_timestamp for batch in batches),
-            incoming_last_offset=batches[-1].last_offset,
-            now_ms=now_ms,
-        ):
-            segment = self._roll_locked()
-        return segment
-
-    def _jitter_ms(self, segment: LogSegment) -> int:
+    def _jitter_ms(self, base_offset: int) -> int:
         """A per-segment, repeatable jitter so that many partitions do not roll together."""
         jitter = min(self.config.segment_jitter_ms, self.config.segment_ms)
         if jitter <= 0:
             return 0
-        seed = f"{self.directory.name}/{segment.base_offset}".encode()
+        seed = f"{self.directory.name}/{base_offset}".encode()
         return zlib.crc32(seed) % jitter
 
     # -- roll, flush, truncate --------------------------------------------------------
@@ -285,13 +286,15 @@ class Log:
         return segment
 
     def _new_segment(self, base_offset: int) -> LogSegment:
-        return LogSegment(
+        segment = LogSegment(
             self.directory,
             base_offset,
             index_interval_bytes=self.config.index_interval_bytes,
             max_index_bytes=self.config.segment_index_bytes,
             active=True,
         )
+        segment.roll_jitter_ms = self._jitter_ms(base_offset)
+        return segment
 
     def flush(self, up_to_offset: int | None = None) -> None:
         """Make every batch below ``up_to_offset`` (default: the log end) durable.

@@ -67,7 +67,6 @@ class RollPolicy:
 
     segment_bytes: int
     segment_ms: int
-    jitter_ms: int = 0
 
 
 class LogSegment:
@@ -100,6 +99,7 @@ class LogSegment:
             writable=active,
         )
         self.created_ms = int(time.time() * 1000)
+        self.roll_jitter_ms = 0  # chosen by the log, subtracted from segment.ms
         self.bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
         last = self.time_index.last_entry()
@@ -139,11 +139,13 @@ class LogSegment:
 
     # -- appending --------------------------------------------------------------------
 
-    def append(self, pieces: Sequence[Buffer], batches: Sequence[AppendedBatch]) -> None:
+    def append(
+        self, pieces: Sequence[Buffer], batches: Sequence[AppendedBatch], total_bytes: int
+    ) -> None:
         """Write already-offset-assigned batches and index them.
 
         ``pieces`` are the bytes of ``batches`` in order (possibly split into several
-        buffers so header patches need no copy of the payload).
+        buffers so header patches need no copy of the payload), ``total_bytes`` long.
         """
         if not batches:
             return
@@ -154,21 +156,20 @@ class LogSegment:
         position = self.log.size
         if position == 0:
             self._rolling_based_timestamp = batches[0].max_timestamp
-        self.log.append(pieces)
-        for batch in batches:
-            self._index_batch(batch, position)
-            position += batch.size
+        self.log.append(pieces, total_bytes)
+        for last_offset, max_timestamp, size in batches:
+            if max_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = max_timestamp
+                self.offset_of_max_timestamp = last_offset
+            if self.bytes_since_last_index_entry > self.index_interval_bytes:
+                self.offset_index.append(last_offset, position)
+                self.time_index.maybe_append(
+                    self.max_timestamp_so_far, self.offset_of_max_timestamp
+                )
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += size
+            position += size
         self._next_offset = batches[-1].last_offset + 1
-
-    def _index_batch(self, batch: AppendedBatch, position: int) -> None:
-        if batch.max_timestamp > self.max_timestamp_so_far:
-            self.max_timestamp_so_far = batch.max_timestamp
-            self.offset_of_max_timestamp = batch.last_offset
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(batch.last_offset, position)
-            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
-            self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += batch.size
 
     def should_roll(
         self,
@@ -183,7 +184,7 @@ class LogSegment:
         waited_ms = self._time_waited_for_roll(now_ms, incoming_max_timestamp)
         return (
             self.size > policy.segment_bytes - incoming_bytes
-            or (self.size > 0 and waited_ms > policy.segment_ms - policy.jitter_ms)
+            or (self.size > 0 and waited_ms > policy.segment_ms - self.roll_jitter_ms)
             or self.offset_index.is_full
             or self.time_index.is_full
             or not self.can_hold_offset(incoming_last_offset)

@@ -109,33 +109,40 @@ def _raw_crc_matches(view: memoryview, pos: int) -> bool:
 
 
 def _check_batch(view: memoryview, header: BatchHeader, max_message_bytes: int) -> None:
-    where = f"batch at {header.position}"
+    # Messages are built only on failure: this runs for every produced batch.
     if header.base_offset != 0:
         raise InvalidRecordError(
-            f"{where}: a produced batch has base offset 0, not {header.base_offset}"
+            f"{_where(header)}: a produced batch has base offset 0, not {header.base_offset}"
         )
     if header.size > max_message_bytes:
         raise RecordTooLargeError(
-            f"{where}: {header.size} bytes exceed max.message.bytes={max_message_bytes}"
+            f"{_where(header)}: {header.size} bytes exceed max.message.bytes={max_message_bytes}"
         )
-    covered = view[header.position + ATTRIBUTES_OFFSET : header.end_position]
-    if crc32c(covered) != header.crc:
-        raise CorruptRecordError(f"{where} fails its CRC")
+    if crc32c(view[header.position + ATTRIBUTES_OFFSET : header.end_position]) != header.crc:
+        raise CorruptRecordError(f"{_where(header)} fails its CRC")
     count = header.record_count
-    if header.last_offset_delta < 0:
-        raise InvalidRecordError(f"{where}: invalid offset range (last offset delta < 0)")
+    last_offset_delta = header.last_offset - header.base_offset
+    if last_offset_delta < 0:
+        raise InvalidRecordError(f"{_where(header)}: invalid offset range (last offset delta < 0)")
     if count <= 0:
-        raise InvalidRecordError(f"{where}: invalid record count {count}")
-    if header.last_offset_delta != count - 1:
+        raise InvalidRecordError(f"{_where(header)}: invalid record count {count}")
+    if last_offset_delta != count - 1:
         raise InvalidRecordError(
-            f"{where}: last offset delta {header.last_offset_delta} disagrees with "
+            f"{_where(header)}: last offset delta {last_offset_delta} disagrees with "
             f"record count {count}"
         )
-    if not header.is_compressed and count * MIN_RECORD_SIZE > header.size - RECORDS_OFFSET:
-        raise InvalidRecordError(f"{where}: {count} records cannot fit in its {header.size} bytes")
+    if not header.compression and count * MIN_RECORD_SIZE > header.size - RECORDS_OFFSET:
+        raise InvalidRecordError(
+            f"{_where(header)}: {count} records cannot fit in its {header.size} bytes"
+        )
     if header.is_control:
-        raise InvalidRecordError(f"{where}: producers may not write control batches")
-    _check_producer(header, where)
+        raise InvalidRecordError(f"{_where(header)}: producers may not write control batches")
+    if header.producer_id != NO_PRODUCER_ID or header.is_transactional:
+        _check_producer(header, _where(header))
+
+
+def _where(header: BatchHeader) -> str:
+    return f"batch at {header.position}"
 
 
 def _check_producer(header: BatchHeader, where: str) -> None:
