@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CODECS, RECORDS_PER_BATCH, KafkaWrittenLog
+from .datasets import CODECS, RECORDS_PER_BATCH, KafkaWrittenLog
 from .kafka import DumpOutput, dump_log_segments, segment_files, verify_partition_dir
 
 pytestmark = pytest.mark.interop
