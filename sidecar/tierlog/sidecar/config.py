@@ -1,0 +1,121 @@
+"""The sidecar's process configuration, under Kafka's broker config names.
+
+Built once from ``--config key=value`` pairs and an optional Java properties file,
+validated, and passed down. Broker-level log settings (``log.segment.bytes``...) are
+the defaults of every topic, exactly as in Kafka, where a topic config overrides
+its broker twin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from tierlog.storage.checkpoints import read_meta_properties
+from tierlog.storage.config import LogConfig
+from tierlog.storage.errors import InvalidConfigError
+from tierlog.storage.manager import LogManagerConfig
+
+__all__ = ["BROKER_TO_TOPIC_KEYS", "SidecarConfig", "read_properties_file"]
+
+# Kafka's broker setting -> the topic setting it provides the default for.
+BROKER_TO_TOPIC_KEYS: dict[str, str] = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.roll.jitter.ms": "segment.jitter.ms",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "message.max.bytes": "max.message.bytes",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "compression.type": "compression.type",
+    "log.preallocate": "preallocate",
+    "log.local.retention.ms": "local.retention.ms",
+    "log.local.retention.bytes": "local.retention.bytes",
+}
+
+# Kafka's coarser spellings of the same settings, converted to milliseconds.
+_UNIT_ALIASES = {
+    "log.roll.hours": ("log.roll.ms", 3_600_000),
+    "log.retention.hours": ("log.retention.ms", 3_600_000),
+    "log.retention.minutes": ("log.retention.ms", 60_000),
+}
+
+_PROCESS_KEYS = {
+    "log.dirs",
+    "log.dir",
+    "node.id",
+    "cluster.id",
+    "num.recovery.threads.per.data.dir",
+    "log.flush.scheduler.interval.ms",
+    "log.flush.offset.checkpoint.interval.ms",
+}
+
+
+@dataclass(frozen=True)
+class SidecarConfig:
+    storage: LogManagerConfig
+    checkpoint_interval_ms: int
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> SidecarConfig:
+        """Validate Kafka-named broker settings; unknown keys are an error, not a typo lost."""
+        props = _resolve_aliases(props)
+        unknown = set(props) - _PROCESS_KEYS - set(BROKER_TO_TOPIC_KEYS)
+        if unknown:
+            raise InvalidConfigError(f"unknown broker config {', '.join(sorted(unknown))}")
+        log_dirs = props.get("log.dirs") or props.get("log.dir")
+        if not log_dirs:
+            raise InvalidConfigError("log.dirs (or --data-dir) is required")
+        topic_defaults = LogConfig.from_properties(
+            {
+                BROKER_TO_TOPIC_KEYS[key]: value
+                for key, value in props.items()
+                if key in BROKER_TO_TOPIC_KEYS
+            }
+        )
+        try:
+            storage = LogManagerConfig(
+                log_dirs=tuple(Path(part).absolute() for part in log_dirs.split(",") if part),
+                node_id=int(props.get("node.id", "0")),
+                cluster_id=props.get("cluster.id", "tierlog"),
+                default_log_config=topic_defaults,
+                flush_check_interval_ms=int(props.get("log.flush.scheduler.interval.ms", "1000")),
+                recovery_threads_per_data_dir=int(
+                    props.get("num.recovery.threads.per.data.dir", "1")
+                ),
+            )
+            checkpoint_ms = int(props.get("log.flush.offset.checkpoint.interval.ms", "60000"))
+        except ValueError as error:
+            raise InvalidConfigError(f"invalid number in broker config: {error}") from None
+        return cls(storage=storage, checkpoint_interval_ms=checkpoint_ms)
+
+
+def _resolve_aliases(props: Mapping[str, str]) -> dict[str, str]:
+    resolved = dict(props)
+    for alias, (key, unit_ms) in _UNIT_ALIASES.items():
+        if alias in resolved:
+            value = resolved.pop(alias)
+            if key not in resolved:  # the finer-grained setting wins, as in Kafka
+                try:
+                    resolved[key] = str(int(value) * unit_ms)
+                except ValueError:
+                    raise InvalidConfigError(f"invalid value {value!r} for {alias}") from None
+    return resolved
+
+
+def read_properties_file(path: Path) -> dict[str, str]:
+    """A Java properties file as Kafka's ``server.properties`` is written."""
+    return read_meta_properties(path)

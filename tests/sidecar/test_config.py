@@ -1,0 +1,56 @@
+"""The sidecar's broker config: Kafka's names, the broker-to-topic defaults, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tierlog.sidecar.config import SidecarConfig, read_properties_file
+from tierlog.storage.errors import InvalidConfigError
+
+
+def test_broker_log_settings_become_topic_defaults(tmp_path: Path) -> None:
+    config = SidecarConfig.from_properties(
+        {
+            "log.dirs": f"{tmp_path}/a,{tmp_path}/b",
+            "node.id": "3",
+            "log.segment.bytes": "1048576",
+            "log.flush.interval.messages": "1",
+            "log.retention.hours": "24",
+        }
+    )
+    defaults = config.storage.default_log_config
+    assert config.storage.log_dirs == (tmp_path / "a", tmp_path / "b")
+    assert config.storage.node_id == 3
+    assert defaults.segment_bytes == 1048576
+    assert defaults.flush_messages == 1
+    assert defaults.retention_ms == 24 * 3_600_000
+
+
+def test_the_finer_unit_wins_as_in_kafka(tmp_path: Path) -> None:
+    config = SidecarConfig.from_properties(
+        {"log.dirs": str(tmp_path), "log.retention.hours": "1", "log.retention.ms": "5000"}
+    )
+    assert config.storage.default_log_config.retention_ms == 5000
+
+
+@pytest.mark.parametrize(
+    ("props", "complaint"),
+    [
+        ({"log.dirs": "/x", "log.segmnet.bytes": "1"}, "unknown broker config"),
+        ({}, "log.dirs"),
+        ({"log.dirs": "/x", "log.segment.bytes": "lots"}, "invalid value"),
+        ({"log.dirs": "/x", "log.segment.bytes": "3"}, "below its minimum"),
+        ({"log.dirs": "/x", "node.id": "one"}, "invalid number"),
+    ],
+)
+def test_bad_settings_are_typed_errors(props: dict[str, str], complaint: str) -> None:
+    with pytest.raises(InvalidConfigError, match=complaint):
+        SidecarConfig.from_properties(props)
+
+
+def test_properties_file_is_read_like_server_properties(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text("# comment\n\nlog.dirs=/data/one\nnode.id = 7\n")
+    assert read_properties_file(path) == {"log.dirs": "/data/one", "node.id": "7"}

@@ -1,0 +1,81 @@
+"""The ``tierlog-sidecar`` process: start, recover, and stop cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tierlog.storage.checkpoints import (
+    CLEAN_SHUTDOWN_MARKER,
+    RECOVERY_POINT_CHECKPOINT,
+    TopicPartition,
+    read_offset_checkpoint,
+)
+from tierlog.storage.manager import LogManager, LogManagerConfig
+from tierlog.storage.records import SimpleRecord, build_batch
+
+
+def _sidecar_command(data_dir: Path) -> list[str]:
+    script = shutil.which("tierlog-sidecar", path=str(Path(sys.executable).parent))
+    assert script is not None, "the tierlog-sidecar console script is not installed"
+    return [
+        script,
+        "--data-dir",
+        str(data_dir),
+        "--config",
+        "log.flush.offset.checkpoint.interval.ms=100",
+    ]
+
+
+def _wait_for(process: subprocess.Popen[str], text: str, timeout_s: float = 30) -> list[str]:
+    assert process.stderr is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if text in line:
+            return lines
+    raise AssertionError(f"{text!r} never logged; got:\n{''.join(lines)}")
+
+
+def test_sigterm_flushes_and_leaves_the_clean_shutdown_marker(tmp_path: Path) -> None:
+    manager = LogManager(LogManagerConfig(log_dirs=(tmp_path,)))
+    manager.startup()
+    tp = TopicPartition("orders", 0)
+    manager.get_or_create_log(tp)
+    now = int(time.time() * 1000)
+    for _ in range(10):
+        manager.append(tp, build_batch([SimpleRecord(b"k", b"v" * 100, now, ())] * 5))
+    manager.committer.stop()  # simulate a crash: no shutdown, no marker
+    assert not (tmp_path / CLEAN_SHUTDOWN_MARKER).exists()
+
+    process = subprocess.Popen(_sidecar_command(tmp_path), stderr=subprocess.PIPE, text=True)
+    try:
+        started = _wait_for(process, "started: 1 partitions")
+        assert any("recovery:" in line for line in started), "recovery progress was not logged"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        process.kill()
+    assert (tmp_path / CLEAN_SHUTDOWN_MARKER).exists()
+    assert read_offset_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT) == {tp: 50}
+
+    reopened = LogManager(LogManagerConfig(log_dirs=(tmp_path,)))
+    reopened.startup()
+    assert reopened.had_clean_shutdown[tmp_path]
+    assert reopened.get_log(tp).log_end_offset == 50
+    reopened.shutdown()
+
+
+def test_a_bad_config_exits_with_its_kafka_error_name(tmp_path: Path) -> None:
+    command = [*_sidecar_command(tmp_path), "--config", "log.segment.bytes=tiny"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert "INVALID_CONFIG" in result.stderr
