@@ -93,7 +93,11 @@ def encode_record(
 
 
 def _read_nullable(buf: ReadableBuffer, pos: int, end: int) -> tuple[bytes | None, int]:
-    length, pos = decode_varint(buf, pos)
+    byte = buf[pos] if pos < end else 0x80
+    if byte < 0x80:  # one-byte length, the common case, read inline
+        length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+    else:
+        length, pos = decode_varint(buf, pos)
     if length < 0:
         return None, pos
     if pos + length > end:
@@ -117,12 +121,23 @@ def decode_record(
     end = pos + length
     if length < MIN_RECORD_SIZE - 1 or end > len(buf):
         raise CorruptRecordError(f"record length {length} at {pos} is invalid or overruns")
-    pos += 1  # attributes
-    timestamp_delta, pos = decode_varlong(buf, pos)
+    timestamp_delta, pos = decode_varlong(buf, pos + 1)  # after the attributes byte
     offset_delta, pos = decode_varint(buf, pos)
     key, pos = _read_nullable(buf, pos, end)
     value, pos = _read_nullable(buf, pos, end)
     count, pos = decode_varint(buf, pos)
+    headers: tuple[Header, ...] = ()
+    if count:
+        headers, pos = _read_headers(buf, pos, end, count)
+    if pos != end:
+        raise CorruptRecordError(f"record declares {length} bytes but its fields end elsewhere")
+    timestamp = base_timestamp + timestamp_delta if log_append_time is None else log_append_time
+    return Record(base_offset + offset_delta, timestamp, key, value, headers), end
+
+
+def _read_headers(
+    buf: ReadableBuffer, pos: int, end: int, count: int
+) -> tuple[tuple[Header, ...], int]:
     if count < 0 or count > end - pos:
         raise CorruptRecordError(f"invalid header count {count}")
     headers: list[Header] = []
@@ -135,8 +150,4 @@ def decode_record(
             headers.append((raw_key.decode("utf-8"), header_value))
         except UnicodeDecodeError as exc:
             raise CorruptRecordError("a record header key is not UTF-8") from exc
-    if pos != end:
-        raise CorruptRecordError(f"record declares {length} bytes but its fields end elsewhere")
-    timestamp = base_timestamp + timestamp_delta if log_append_time is None else log_append_time
-    record = Record(base_offset + offset_delta, timestamp, key, value, tuple(headers))
-    return record, end
+    return tuple(headers), pos
