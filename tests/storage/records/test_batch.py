@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import mmap
 import struct
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from tierlog.storage.config import TimestampType
 from tierlog.storage.errors import (
     CorruptRecordError,
@@ -282,3 +285,17 @@ def test_iter_batches_walks_whole_entries_and_rejects_a_partial_tail() -> None:
     assert [h.base_offset for h in headers] == [0, 1, 3]
     with pytest.raises(CorruptRecordError):
         list(iter_batches(buf[:-1]))
+
+
+def test_batches_read_in_place_from_a_mapped_file(tmp_path: Path) -> None:
+    batches = [
+        build_batch([SimpleRecord(b"k", b"v%d" % i, i)] * 2, base_offset=2 * i, compression=codec)
+        for i, codec in enumerate(CompressionType)
+    ]
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"".join(batches))
+    with path.open("rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as region:
+        headers = list(iter_batches(region))
+        assert all(crc_is_valid(region, header) for header in headers)
+        offsets = [r.offset for header in headers for r in decode_records(region, header)]
+    assert offsets == list(range(2 * len(batches)))

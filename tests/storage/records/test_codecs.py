@@ -13,6 +13,7 @@ import pytest
 import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from tierlog.storage.errors import CorruptRecordError, UnsupportedCompressionTypeError
 from tierlog.storage.records.codecs import (
     CompressionType,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tierlog.storage.errors import InvalidRecordError
 from tierlog.storage.records import (
     ControlRecordType,

@@ -6,6 +6,7 @@ import mmap
 
 from hypothesis import given
 from hypothesis import strategies as st
+
 from tierlog.storage.records.crc import crc32, crc32c
 
 

@@ -8,6 +8,7 @@ import zlib
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from tierlog.storage.config import TimestampType
 from tierlog.storage.errors import CorruptRecordError
 from tierlog.storage.records import (

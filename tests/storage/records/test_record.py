@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from tierlog.storage.errors import CorruptRecordError
 from tierlog.storage.records.record import (
     MIN_RECORD_SIZE,

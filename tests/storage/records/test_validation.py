@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from tierlog.storage.config import TimestampType
 from tierlog.storage.errors import (
     CorruptRecordError,

@@ -27,6 +27,7 @@ from enum import IntEnum
 import cramjam
 import lz4.frame
 import zstandard
+
 from tierlog.storage.errors import CorruptRecordError, UnsupportedCompressionTypeError
 from tierlog.storage.records.buffers import ReadableBuffer
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import zlib
 
 import crc32c as _crc32c
+
 from tierlog.storage.records.buffers import ReadableBuffer
 
 __all__ = ["crc32", "crc32c"]
