@@ -46,9 +46,13 @@ def test_headers_walk_batch_boundaries(tmp_path: Path) -> None:
     batches = three_batches()
     append(records, batches)
     found = list(records.headers())
-    assert [batch.position for batch in found] == [0, len(batches[0]), len(batches[0]) + len(batches[1])]
+    assert [batch.position for batch in found] == [
+        0,
+        len(batches[0]),
+        len(batches[0]) + len(batches[1]),
+    ]
     assert [batch.header.record_count for batch in found] == [1, 3, 2]
-    assert list(records.headers(found[1].position))[0].header.record_count == 3
+    assert next(records.headers(found[1].position)).header.record_count == 3
     records.close()
 
 

@@ -19,11 +19,15 @@ BASE = 1000
 
 
 def offset_index(path: Path, max_index_bytes: int = 800, *, writable: bool = True) -> OffsetIndex:
-    return OffsetIndex(path / "00000000000000001000.index", BASE, max_index_bytes, writable=writable)
+    return OffsetIndex(
+        path / "00000000000000001000.index", BASE, max_index_bytes, writable=writable
+    )
 
 
 def time_index(path: Path, max_index_bytes: int = 1200, *, writable: bool = True) -> TimeIndex:
-    return TimeIndex(path / "00000000000000001000.timeindex", BASE, max_index_bytes, writable=writable)
+    return TimeIndex(
+        path / "00000000000000001000.timeindex", BASE, max_index_bytes, writable=writable
+    )
 
 
 # -- offset index -----------------------------------------------------------------------
@@ -217,7 +221,9 @@ def test_time_lookup_agrees_with_bisect(count: int, seed: int, targets: list[int
             index.maybe_append(timestamp, BASE + i)
         for target in targets + [rng.choice(timestamps) for _ in range(10)]:
             slot = bisect.bisect_right(timestamps, target) - 1
-            expected = IndexEntry(-1, BASE) if slot < 0 else IndexEntry(timestamps[slot], BASE + slot)
+            expected = (
+                IndexEntry(-1, BASE) if slot < 0 else IndexEntry(timestamps[slot], BASE + slot)
+            )
             assert index.lookup(target) == expected
         index.close()
 

@@ -114,6 +114,7 @@ class Log:
         self._flush_lock = threading.Lock()
         for segment in self._segments:
             segment.roll_jitter_ms = self._jitter_ms(segment.base_offset)
+        self.active_segment.created_ms = clock_ms()  # segment.ms runs on the log's clock
 
     @classmethod
     def open(
@@ -294,6 +295,7 @@ class Log:
             active=True,
         )
         segment.roll_jitter_ms = self._jitter_ms(base_offset)
+        segment.created_ms = self.clock_ms()
         return segment
 
     def flush(self, up_to_offset: int | None = None) -> None:

@@ -16,7 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from tierlog.storage.errors import CorruptRecordError, InvalidRecordError
+from tierlog.storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    UnsupportedCompressionTypeError,
+)
 from tierlog.storage.file_records import Buffer, FileBatch, FileRecords
 from tierlog.storage.index import NO_TIMESTAMP, OffsetIndex, TimeIndex
 from tierlog.storage.records import crc_is_valid, decode_records
@@ -161,7 +165,7 @@ class LogSegment:
             if max_timestamp > self.max_timestamp_so_far:
                 self.max_timestamp_so_far = max_timestamp
                 self.offset_of_max_timestamp = last_offset
-            if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            if self.bytes_since_last_index_entry > self.index_interval_bytes and self._has_room():
                 self.offset_index.append(last_offset, position)
                 self.time_index.maybe_append(
                     self.max_timestamp_so_far, self.offset_of_max_timestamp
@@ -170,6 +174,11 @@ class LogSegment:
             self.bytes_since_last_index_entry += size
             position += size
         self._next_offset = batches[-1].last_offset + 1
+
+    def _has_room(self) -> bool:
+        # A request of many batches can fill an index part way (the roll check runs once
+        # per request): later batches go unindexed rather than fail after being written.
+        return not (self.offset_index.is_full or self.time_index.is_full)
 
     def should_roll(
         self,
@@ -301,7 +310,7 @@ class LogSegment:
                 if header.max_timestamp > self.max_timestamp_so_far:
                     self.max_timestamp_so_far = header.max_timestamp
                     self.offset_of_max_timestamp = header.last_offset
-                if valid_bytes - last_indexed > self.index_interval_bytes:
+                if valid_bytes - last_indexed > self.index_interval_bytes and self._has_room():
                     self.offset_index.append(header.last_offset, valid_bytes)
                     self.time_index.maybe_append(
                         self.max_timestamp_so_far, self.offset_of_max_timestamp
@@ -309,8 +318,8 @@ class LogSegment:
                     last_indexed = valid_bytes
                 valid_bytes += header.size
                 next_offset = header.last_offset + 1
-        except CorruptRecordError:
-            pass
+        except (CorruptRecordError, UnsupportedCompressionTypeError):
+            pass  # bytes that cannot start a batch (a garbled codec id too): cut here
         truncated = self.log.truncate_to(valid_bytes)
         self.bytes_since_last_index_entry = valid_bytes - last_indexed
         self._next_offset = next_offset
