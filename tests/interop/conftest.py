@@ -3,8 +3,10 @@
 ``kafka_written_log`` is the one to build on: a partition directory that a real Kafka
 4.1.1 broker wrote (several segments, every codec, keys, null keys and values, headers,
 explicit and out-of-order timestamps) and then closed cleanly, with the list of what
-was produced (offsets, timestamps, keys, values, headers). It is shared by the whole
-session, so treat it as read-only; ``kafka_log_copy`` gives a test its own copy.
+was produced (offsets, timestamps, keys, values, headers). ``kafka_unclean_log`` is
+the same log as it was on disk while the broker ran (a crash image, for recovery).
+Both are shared by the whole session, so treat them as read-only;
+``kafka_log_copy`` and ``kafka_unclean_log_copy`` give a test its own copy.
 """
 
 from __future__ import annotations
@@ -55,14 +57,19 @@ def kafka_broker_factory(
 
 
 @pytest.fixture(scope="session")
-def kafka_written_log(kafka_broker_factory: BrokerFactory) -> KafkaWrittenLog:
-    """Start a broker, write ``interop_records()`` in batches of 25 through the real
-    producer, stop it cleanly; the partition directory is what Kafka left behind."""
+def _kafka_written_logs(
+    kafka_broker_factory: BrokerFactory,
+) -> tuple[KafkaWrittenLog, KafkaWrittenLog]:
+    """One broker run gives both logs: a copy of the log dir taken while the broker is
+    up and idle (what a kill -9 or power cut leaves: preallocated active indexes, no
+    clean-shutdown marker), then the log dir after a clean shutdown."""
     broker = kafka_broker_factory("written-log")
     broker.create_topic(WRITTEN_TOPIC, WRITTEN_TOPIC_CONFIGS)
     produced = broker.produce(WRITTEN_TOPIC, interop_records(), flush_every=RECORDS_PER_BATCH)
+    unclean_log_dir = broker.workdir / "unclean-data"
+    shutil.copytree(broker.log_dir, unclean_log_dir)
     broker.stop()
-    return KafkaWrittenLog(
+    clean = KafkaWrittenLog(
         log_dir=broker.log_dir,
         partition_dir=broker.partition_dir(WRITTEN_TOPIC),
         topic=WRITTEN_TOPIC,
@@ -70,15 +77,43 @@ def kafka_written_log(kafka_broker_factory: BrokerFactory) -> KafkaWrittenLog:
         records=sorted(produced, key=lambda record: record.offset),
         broker_log=broker.log_file,
     )
+    return clean, _moved(clean, unclean_log_dir)
+
+
+def _moved(written: KafkaWrittenLog, log_dir: Path) -> KafkaWrittenLog:
+    return dataclasses.replace(
+        written, log_dir=log_dir, partition_dir=log_dir / written.partition_dir.name
+    )
+
+
+@pytest.fixture(scope="session")
+def kafka_written_log(
+    _kafka_written_logs: tuple[KafkaWrittenLog, KafkaWrittenLog],
+) -> KafkaWrittenLog:
+    """A log a real broker wrote through the real producer (``interop_records()`` in
+    batches of 25) and then shut down cleanly: closed segments, trimmed indexes,
+    ``.kafka_cleanshutdown``. Shared by the session: do not modify."""
+    return _kafka_written_logs[0]
+
+
+@pytest.fixture(scope="session")
+def kafka_unclean_log(
+    _kafka_written_logs: tuple[KafkaWrittenLog, KafkaWrittenLog],
+) -> KafkaWrittenLog:
+    """The same log as the running broker had it on disk: what recovery after a crash
+    starts from. Shared by the session: do not modify (copy it first)."""
+    return _kafka_written_logs[1]
 
 
 @pytest.fixture
 def kafka_log_copy(kafka_written_log: KafkaWrittenLog, tmp_path: Path) -> KafkaWrittenLog:
     """A private copy of ``kafka_written_log``'s log dir, for tests that change files."""
-    log_dir = tmp_path / "data"
-    shutil.copytree(kafka_written_log.log_dir, log_dir)
-    return dataclasses.replace(
-        kafka_written_log,
-        log_dir=log_dir,
-        partition_dir=log_dir / kafka_written_log.partition_dir.name,
-    )
+    shutil.copytree(kafka_written_log.log_dir, tmp_path / "data")
+    return _moved(kafka_written_log, tmp_path / "data")
+
+
+@pytest.fixture
+def kafka_unclean_log_copy(kafka_unclean_log: KafkaWrittenLog, tmp_path: Path) -> KafkaWrittenLog:
+    """A private copy of ``kafka_unclean_log``'s log dir, for recovery tests."""
+    shutil.copytree(kafka_unclean_log.log_dir, tmp_path / "unclean-data")
+    return _moved(kafka_unclean_log, tmp_path / "unclean-data")

@@ -128,3 +128,26 @@ def test_kafka_checks_catch_corrupt_indexes(kafka_log_copy: KafkaWrittenLog) -> 
     errors = verify_partition_dir(kafka_log_copy.partition_dir).errors
     assert any(e.startswith("Mismatches in :") and str(index) in e for e in errors), errors
     assert any(e.startswith("Found timestamp mismatch in :") for e in errors), errors
+
+
+def test_running_broker_leaves_preallocated_active_indexes(
+    kafka_unclean_log: KafkaWrittenLog, kafka_written_log: KafkaWrittenLog
+) -> None:
+    """While Kafka runs, the active segment's indexes are preallocated to
+    segment.index.bytes (rounded down to whole entries) and there is no clean-shutdown
+    marker: the state recovery starts from after a crash."""
+    assert not (kafka_unclean_log.log_dir / ".kafka_cleanshutdown").exists()
+    active = segment_files(kafka_unclean_log.partition_dir)[-1].stem
+    index_bytes = 10 * 1024 * 1024  # segment.index.bytes' default
+    active_index = kafka_unclean_log.partition_dir / f"{active}.index"
+    active_time_index = kafka_unclean_log.partition_dir / f"{active}.timeindex"
+    assert active_index.stat().st_size == index_bytes
+    assert active_time_index.stat().st_size == index_bytes // TIME_ENTRY_BYTES * TIME_ENTRY_BYTES
+    for path in segment_files(kafka_unclean_log.partition_dir):
+        clean = (kafka_written_log.partition_dir / path.name).read_bytes()
+        if path.suffix == ".log" or path.stem != active:
+            assert path.read_bytes() == clean, path.name
+    # the clean shutdown only trimmed the active offset index to its entries
+    preallocated = active_index.read_bytes()
+    trimmed = (kafka_written_log.partition_dir / active_index.name).read_bytes()
+    assert preallocated == trimmed + bytes(index_bytes - len(trimmed))

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
 from tierlog.storage.records import CompressionType, SimpleRecord, build_batch, iter_batches

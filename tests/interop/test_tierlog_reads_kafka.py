@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
 from tierlog.storage.records import Record, decode_records, iter_batches
 
 from .datasets import INDEX_INTERVAL_BYTES, SEGMENT_BYTES, KafkaWrittenLog
-from .kafka import ProducedRecord, segment_files
+from .kafka import ProducedRecord, segment_files, verify_partition_dir
 
 pytestmark = pytest.mark.interop
 
@@ -107,3 +108,16 @@ def test_tierlog_leaves_kafkas_files_as_they_were(kafka_log_copy: KafkaWrittenLo
     Log.open(kafka_log_copy.partition_dir, CONFIG, clean_shutdown=True).close()
     after = {path.name: path.read_bytes() for path in segment_files(kafka_log_copy.partition_dir)}
     assert after == before
+
+
+def test_tierlog_recovers_a_crashed_kafka_log(kafka_unclean_log_copy: KafkaWrittenLog) -> None:
+    """From the files a running broker had on disk (preallocated active indexes, no
+    clean-shutdown marker): tierlog recovers every record, and after it closes the log
+    Kafka's checks find the indexes valid."""
+    partition_dir = kafka_unclean_log_copy.partition_dir
+    log = Log.open(partition_dir, CONFIG, clean_shutdown=False)
+    try:
+        assert list(_read_all(log)) == [_as_read(r) for r in kafka_unclean_log_copy.records]
+    finally:
+        log.close()
+    assert verify_partition_dir(partition_dir).errors == []
