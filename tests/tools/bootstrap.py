@@ -111,6 +111,7 @@ def _install_kafka(home: Path) -> None:
             mvn,
             "--batch-mode",
             "--quiet",
+            "-Dstyle.color=never",
             "--file",
             KAFKA_POM,
             "dependency:copy-dependencies",
