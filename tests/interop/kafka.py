@@ -4,9 +4,11 @@
 Java helpers (tests/interop/java/) into ``.cache/tools/kafka-<version>/``. This module
 finds them (failing with a pointer at ``make tools``, never skipping), and offers:
 
-- ``run_dump_log_segments`` and ``parse_dump``: ``kafka.tools.DumpLogSegments`` over
-  segment and index files, and a parser of what it prints (batches, records, index
-  entries, and the error lines of its index checks);
+- ``run_dump_log_segments`` (raw text), ``dump_log_segments`` (parsed) and
+  ``verify_partition_dir`` (all of Kafka's checks over a partition directory, ``errors
+  == []`` when it finds nothing): ``kafka.tools.DumpLogSegments`` over segment and
+  index files; ``parse_dump`` reads what it prints (batches, records, index entries,
+  and the findings of its index checks, which it prints on stderr and exits 0 with);
 - ``KafkaBroker``: a fresh single-node KRaft broker (combined broker+controller) on
   loopback ports, formatted with ``kafka.tools.StorageTool``, stopped with SIGTERM so
   it shuts down cleanly; with ``create_topic`` (Admin client) and ``produce`` (the
