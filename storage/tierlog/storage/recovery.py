@@ -16,13 +16,14 @@ Kafka's rules, in order:
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from tierlog.storage.config import LogConfig
-from tierlog.storage.errors import CorruptRecordError
+from tierlog.storage.errors import CorruptRecordError, UnsupportedCompressionTypeError
 from tierlog.storage.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -150,7 +151,7 @@ def _open_segment(directory: Path, base_offset: int, config: LogConfig) -> LogSe
         if not indexes_exist:
             raise CorruptRecordError("index files missing")
         segment.sanity_check()
-    except CorruptRecordError as problem:
+    except (CorruptRecordError, UnsupportedCompressionTypeError) as problem:
         log.warning("rebuilding the indexes of %s: %s", segment.log.path, problem)
         segment.recover()
         segment.on_become_inactive()
@@ -160,10 +161,10 @@ def _open_segment(directory: Path, base_offset: int, config: LogConfig) -> LogSe
 def _recover_unflushed(
     segments: list[LogSegment], recovery_point: int, progress: RecoveryProgress | None
 ) -> tuple[list[LogSegment], int, int]:
-    first = next(
-        (i for i, segment in enumerate(segments) if segment.next_offset > recovery_point),
-        len(segments),
-    )
+    # Kafka scans from the segment holding the recovery point, found by base offset: even
+    # when the recovery point is that segment's end, bytes of an append cut short by the
+    # crash may follow it, and they must go before anything is appended after them.
+    first = max(bisect.bisect_right([s.base_offset for s in segments], recovery_point) - 1, 0)
     to_scan = segments[first:]
     total = sum(segment.size for segment in to_scan)
     done = truncated = 0

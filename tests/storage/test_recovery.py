@@ -1,0 +1,229 @@
+"""Loading a partition from disk: leftovers, missing indexes, swaps and unclean shutdowns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.storage.conftest import (
+    T0,
+    config,
+    make_batch,
+    read_all_bytes,
+    read_all_records,
+    segment_files,
+)
+from tierlog.storage.config import LogConfig
+from tierlog.storage.log import Log
+from tierlog.storage.recovery import load_segments
+
+BATCH = make_batch(3, tag="00")
+CONFIG = config(segment_bytes=4 * len(BATCH), index_interval_bytes=0)
+
+
+def name(base: int, suffix: str) -> str:
+    return f"{base:020d}{suffix}"
+
+
+def write_closed_log(directory: Path, batches: int = 10) -> bytes:
+    """Offsets 0-29, 3 per batch, segments at 0, 12 and 24; closed cleanly. Returns its bytes."""
+    log = Log.open(directory, CONFIG)
+    for i in range(batches):
+        log.append(make_batch(3, start_ts=T0 + 10 * i, tag=f"{i:02d}"))
+    content = read_all_bytes(log)
+    log.close()
+    return content
+
+
+def index_files(directory: Path) -> dict[str, bytes]:
+    return {
+        p.name: p.read_bytes() for p in directory.iterdir() if p.suffix in (".index", ".timeindex")
+    }
+
+
+def load(directory: Path, *, clean: bool, recovery_point: int = 0, config: LogConfig = CONFIG):
+    return load_segments(
+        directory,
+        config,
+        log_start_offset=0,
+        recovery_point=recovery_point,
+        clean_shutdown=clean,
+    )
+
+
+def close_all(loaded_segments: list) -> None:  # type: ignore[type-arg]
+    for segment in loaded_segments:
+        segment.close()
+
+
+def test_an_empty_directory_gets_one_segment_at_the_log_start(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    loaded = load_segments(
+        directory, CONFIG, log_start_offset=42, recovery_point=0, clean_shutdown=False
+    )
+    assert [s.base_offset for s in loaded.segments] == [42]
+    assert (directory / name(42, ".log")).exists()
+    close_all(loaded.segments)
+
+
+def test_a_clean_reopen_scans_nothing(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    write_closed_log(directory)
+    progress: list[tuple[int, int]] = []
+    loaded = load_segments(
+        directory,
+        CONFIG,
+        log_start_offset=0,
+        recovery_point=30,
+        clean_shutdown=True,
+        progress=lambda done, total: progress.append((done, total)),
+    )
+    assert (loaded.recovered_segments, loaded.truncated_bytes, progress) == (0, 0, [])
+    assert [s.base_offset for s in loaded.segments] == [0, 12, 24]
+    assert loaded.recovery_point == 30
+    close_all(loaded.segments)
+
+
+def test_an_unclean_reopen_scans_from_the_segment_holding_the_recovery_point(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "t-0"
+    content = write_closed_log(directory)
+    indexes = index_files(directory)
+    progress: list[tuple[int, int]] = []
+    loaded = load_segments(
+        directory,
+        CONFIG,
+        log_start_offset=0,
+        recovery_point=14,
+        clean_shutdown=False,
+        progress=lambda done, total: progress.append((done, total)),
+    )
+    assert loaded.recovered_segments == 2  # the segments at 12 and 24
+    assert loaded.truncated_bytes == 0
+    assert loaded.recovery_point == 30
+    segment_sizes = [s.size for s in loaded.segments]
+    assert progress == [
+        (segment_sizes[1], segment_sizes[1] + segment_sizes[2]),
+        (segment_sizes[1] + segment_sizes[2], segment_sizes[1] + segment_sizes[2]),
+    ]
+    close_all(loaded.segments)
+    assert index_files(directory) == indexes  # rebuilt exactly as the appends wrote them
+    reopened = Log.open(directory, CONFIG, recovery_point=30, clean_shutdown=True)
+    assert read_all_bytes(reopened) == content
+    reopened.close()
+
+
+def test_missing_index_files_are_rebuilt(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    write_closed_log(directory)
+    indexes = index_files(directory)
+    (directory / name(0, ".index")).unlink()
+    (directory / name(12, ".timeindex")).unlink()
+    (directory / name(24, ".index")).unlink()
+    (directory / name(24, ".timeindex")).unlink()
+    log = Log.open(directory, CONFIG, recovery_point=30, clean_shutdown=True)
+    assert log.offset_for_timestamp(T0 + 45) == (T0 + 50, 15)
+    assert [r.offset for r in read_all_records(log, 13)] == list(range(12, 30))
+    log.close()
+    assert index_files(directory) == indexes
+
+
+def test_leftovers_of_unfinished_work_are_removed(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    content = write_closed_log(directory)
+    leftovers = [
+        name(12, ".log.deleted"),
+        name(12, ".index.deleted"),
+        name(30, ".log.cleaned"),
+        name(30, ".timeindex.cleaned"),
+        "leader-epoch-checkpoint.tmp",
+        "partition.metadata.tmp",
+    ]
+    for leftover in leftovers:
+        (directory / leftover).write_bytes(b"junk")
+    log = Log.open(directory, CONFIG, recovery_point=30, clean_shutdown=True)
+    assert not any((directory / leftover).exists() for leftover in leftovers)
+    assert read_all_bytes(log) == content
+    log.close()
+
+
+def test_orphan_index_files_are_removed(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    write_closed_log(directory)
+    (directory / name(99, ".index")).write_bytes(b"\x00" * 8)
+    (directory / name(99, ".timeindex")).write_bytes(b"\x00" * 12)
+    log = Log.open(directory, CONFIG, recovery_point=30, clean_shutdown=True)
+    assert not (directory / name(99, ".index")).exists()
+    assert not (directory / name(99, ".timeindex")).exists()
+    assert [s.base_offset for s in log.segments] == [0, 12, 24]
+    log.close()
+
+
+def test_a_log_swap_file_completes_the_swap(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    content = write_closed_log(directory)
+    # A cleaner's output replacing segments 0 and 12: offsets 0-23 minus the batch 3-5.
+    first_two = (directory / name(0, ".log")).read_bytes() + (
+        directory / name(12, ".log")
+    ).read_bytes()
+    batch = len(BATCH)
+    swapped = first_two[:batch] + first_two[2 * batch :]
+    (directory / name(0, ".log.swap")).write_bytes(swapped)
+    (directory / name(0, ".index.swap")).write_bytes(b"stale")
+    log = Log.open(directory, CONFIG, recovery_point=30, clean_shutdown=True)
+    assert [s.base_offset for s in log.segments] == [0, 24]
+    assert segment_files(directory) == sorted(
+        name(base, suffix) for base in (0, 24) for suffix in (".log", ".index", ".timeindex")
+    )
+    assert [r.offset for r in read_all_records(log)] == [0, 1, 2, *range(6, 30)]
+    assert read_all_bytes(log, 6) == content[2 * batch :]
+    log.close()
+
+
+def test_bytes_of_a_cut_short_append_after_the_recovery_point_are_cut_off(
+    tmp_path: Path,
+) -> None:
+    """Everything up to the log end was flushed; an append was under way at the crash."""
+    directory = tmp_path / "t-0"
+    content = write_closed_log(directory)
+    torn = make_batch(3, tag="torn")[:-7]
+    with (directory / name(24, ".log")).open("ab") as active:
+        active.write(torn)
+    log = Log.open(directory, CONFIG, recovery_point=30, clean_shutdown=False)
+    assert log.log_end_offset == 30
+    assert log.size_bytes == len(content)
+    assert log.append(make_batch(1, tag="next")).first_offset == 30
+    assert [r.offset for r in read_all_records(log)] == list(range(31))
+    log.close()
+
+
+def test_an_unclean_reopen_keeps_preallocated_indexes_for_the_active_segment(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "t-0"
+    log = Log.open(directory, CONFIG)
+    for i in range(5):
+        log.append(make_batch(3, start_ts=T0 + i, tag=f"{i:02d}"))
+    log.flush()
+    del log  # a crash: the active indexes are still preallocated, nothing was trimmed
+    active = directory / name(12, ".index")
+    assert active.stat().st_size == CONFIG.segment_index_bytes // 8 * 8
+    reopened = Log.open(directory, CONFIG, recovery_point=15, clean_shutdown=False)
+    assert reopened.log_end_offset == 15
+    assert [r.offset for r in read_all_records(reopened)] == list(range(15))
+    assert reopened.append(make_batch(1)).first_offset == 15
+    reopened.close()
+    assert active.stat().st_size == 8  # one entry: the batch 15, after the batch 12-14
+
+
+def test_a_garbled_codec_id_is_cut_off_like_any_damage(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    write_closed_log(directory)
+    with (directory / name(24, ".log")).open("r+b") as active:
+        active.seek(len(BATCH) + 22)  # the low byte of the second batch's attributes
+        active.write(b"\x07")  # codec id 7 does not exist
+    log = Log.open(directory, CONFIG, recovery_point=24, clean_shutdown=False)
+    assert log.log_end_offset == 27
+    assert [r.offset for r in read_all_records(log)] == list(range(27))
+    log.close()
