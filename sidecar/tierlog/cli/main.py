@@ -1,0 +1,47 @@
+"""The ``tierlog`` command: one argparse subcommand per module of this package.
+
+Each subcommand module offers ``add_parser(subparsers)``, which registers its options
+and sets ``run`` (``Namespace -> exit status``) as the parser default; ``main`` only
+dispatches.  ``main(argv)`` returns the status instead of exiting, so tests call it
+in-process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from tierlog.cli import dump_log
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tierlog",
+        description="Tools for tierlog, a Kafka-format log store with tiered storage.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    dump_log.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        status: int = args.run(args)
+    except BrokenPipeError:
+        # The reader went away (``tierlog dump-log ... | head``): not an error of ours.
+        # Point stdout at /dev/null so the interpreter's final flush does not fail too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    except KeyboardInterrupt:
+        return 130
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
