@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from tierlog.cli import dump_log
+from tierlog.cli import demo, dump_log
 
 __all__ = ["build_parser", "main"]
 
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Tools for tierlog, a Kafka-format log store with tiered storage.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    demo.add_parser(subparsers)
     dump_log.add_parser(subparsers)
     return parser
 
