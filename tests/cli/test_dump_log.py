@@ -413,3 +413,18 @@ def test_progress_goes_to_stderr_only(
     out, err = capsys.readouterr()
     assert log_path.name in err and "B/s" in err
     assert "B/s" not in out and out.startswith(f"Dumping {log_path}\n")
+
+
+def test_an_unknown_codec_id_in_an_indexed_batch_is_a_mismatch(written_log: WrittenLog) -> None:
+    log_path = written_log.log_files[0]
+    index = log_path.with_suffix(".index")
+    relative, position = struct.unpack(">ii", index.read_bytes()[:8])
+    data = bytearray(log_path.read_bytes())
+    data[position + 22] |= 0x07  # attributes' low byte: codec id 7 does not exist
+    log_path.write_bytes(data)
+
+    lines, report = dump([index, log_path])
+
+    assert report.index_mismatches[index] == [(int(log_path.stem) + relative, -1)]
+    assert "unknown compression codec id 7" in report.invalid_bytes[log_path]
+    assert lines[-1].startswith("Found ") and report.exit_code == 1

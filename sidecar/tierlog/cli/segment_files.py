@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from tierlog.storage.errors import CorruptRecordError
+from tierlog.storage.errors import TierlogError
 from tierlog.storage.records import LOG_OVERHEAD, BatchHeader, parse_header
 
 __all__ = [
@@ -149,7 +149,7 @@ def batch_at(log: bytes | mmap.mmap, position: int) -> BatchHeader | None:
         return None
     try:
         header = parse_header(log, position)
-    except CorruptRecordError:
+    except TierlogError:  # garbage, an unknown magic or an unknown codec id
         return None
     return header if header.end_position <= len(log) else None
 
