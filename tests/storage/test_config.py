@@ -1,0 +1,83 @@
+"""LogConfig: Kafka's topic config names and defaults, parsed and validated once."""
+
+from __future__ import annotations
+
+import pytest
+
+from tierlog.storage.config import LONG_MAX, LogConfig, TimestampType
+from tierlog.storage.errors import InvalidConfigError
+
+
+def test_defaults_are_kafkas() -> None:
+    defaults = LogConfig().to_properties()
+    assert defaults["segment.bytes"] == str(1024**3)
+    assert defaults["segment.ms"] == str(7 * 24 * 3600 * 1000)
+    assert defaults["segment.index.bytes"] == str(10 * 1024 * 1024)
+    assert defaults["index.interval.bytes"] == "4096"
+    assert defaults["flush.messages"] == str(LONG_MAX)
+    assert defaults["max.message.bytes"] == str(1024 * 1024 + 12)
+    assert defaults["message.timestamp.type"] == "CreateTime"
+    assert defaults["cleanup.policy"] == "delete"
+    assert defaults["retention.bytes"] == "-1"
+    assert defaults["min.cleanable.dirty.ratio"] == "0.5"
+    assert defaults["preallocate"] == "false"
+    assert defaults["local.retention.ms"] == "-2"
+
+
+def test_from_properties_parses_strings_and_typed_values() -> None:
+    cfg = LogConfig.from_properties(
+        {
+            "segment.bytes": "1048576",
+            "flush.ms": 1000,
+            "cleanup.policy": "compact,delete",
+            "message.timestamp.type": "LogAppendTime",
+            "min.cleanable.dirty.ratio": "0.25",
+            "remote.storage.enable": "TRUE",
+        }
+    )
+    assert cfg.segment_bytes == 1048576
+    assert cfg.flush_ms == 1000
+    assert cfg.compacted
+    assert cfg.timestamp_type is TimestampType.LOG_APPEND_TIME
+    assert cfg.min_cleanable_dirty_ratio == 0.25
+    assert cfg.remote_storage_enable is True
+
+
+def test_properties_overlay_a_base_config() -> None:
+    base = LogConfig.from_properties({"segment.bytes": "2000", "retention.ms": "5"})
+    cfg = LogConfig.from_properties({"retention.ms": "10"}, base)
+    assert (cfg.segment_bytes, cfg.retention_ms) == (2000, 10)
+
+
+def test_to_properties_round_trips() -> None:
+    cfg = LogConfig.from_properties({"segment.ms": "123", "preallocate": "true"})
+    assert LogConfig.from_properties(cfg.to_properties()) == cfg
+
+
+@pytest.mark.parametrize(
+    "props",
+    [
+        {"segment.bytz": "1"},  # unknown key
+        {"segment.bytes": "ten"},
+        {"segment.bytes": "13"},  # below Kafka's minimum of 14
+        {"segment.bytes": str(2**31)},  # does not fit a Java int
+        {"segment.ms": "0"},
+        {"flush.messages": str(2**63)},  # does not fit a Java long
+        {"cleanup.policy": "shred"},
+        {"message.timestamp.type": "WallClock"},
+        {"compression.type": "brotli"},
+        {"min.cleanable.dirty.ratio": "1.5"},
+        {"preallocate": "yes"},
+        {"retention.ms": "-3"},
+    ],
+)
+def test_invalid_configs_are_rejected(props: dict[str, str]) -> None:
+    with pytest.raises(InvalidConfigError):
+        LogConfig.from_properties(props)
+
+
+def test_keys_map_every_kafka_name_to_a_field() -> None:
+    keys = LogConfig.keys()
+    assert keys["segment.jitter.ms"] == "segment_jitter_ms"
+    assert keys["local.retention.bytes"] == "local_retention_bytes"
+    assert len(keys) == len(set(keys.values()))
