@@ -100,8 +100,7 @@ class Log:
             raise ValueError("a log has at least one segment")
         self.directory = directory
         self.config = config
-        self._segments = list(segments)
-        self._base_offsets = [segment.base_offset for segment in segments]
+        self._set_segments(segments)
         self.log_start_offset = max(log_start_offset, segments[0].base_offset)
         self.recovery_point = recovery_point
         self.leader_epoch = leader_epoch
@@ -166,9 +165,21 @@ class Log:
     def size_bytes(self) -> int:
         return sum(segment.size for segment in self._segments)
 
-    def _segment_for(self, offset: int) -> int:
+    def _set_segments(self, segments: Sequence[LogSegment]) -> None:
+        # One attribute holds both lists so a lock-free reader never sees them disagree.
+        self._segments_and_bases = (
+            list(segments),
+            [segment.base_offset for segment in segments],
+        )
+
+    @property
+    def _segments(self) -> list[LogSegment]:
+        return self._segments_and_bases[0]
+
+    @staticmethod
+    def _segment_index(base_offsets: list[int], offset: int) -> int:
         """Index of the segment whose range holds ``offset`` (O(log n) over base offsets)."""
-        return max(bisect.bisect_right(self._base_offsets, offset) - 1, 0)
+        return max(bisect.bisect_right(base_offsets, offset) - 1, 0)
 
     # -- append -----------------------------------------------------------------------
 
@@ -282,8 +293,7 @@ class Log:
             return old
         old.on_become_inactive()
         segment = self._new_segment(new_base)
-        self._segments = [*self._segments, segment]
-        self._base_offsets = [*self._base_offsets, new_base]
+        self._set_segments([*self._segments, segment])
         return segment
 
     def _new_segment(self, base_offset: int) -> LogSegment:
@@ -328,13 +338,12 @@ class Log:
             if offset < self._segments[0].base_offset:
                 self._truncate_fully_locked(offset)
                 return
-            keep = self._segment_for(offset)
+            keep = self._segment_index(self._segments_and_bases[1], offset)
             if self._segments[keep].base_offset == offset and keep > 0:
                 keep -= 1
             for segment in self._segments[keep + 1 :]:
                 segment.delete()
-            self._segments = self._segments[: keep + 1]
-            self._base_offsets = self._base_offsets[: keep + 1]
+            self._set_segments(self._segments[: keep + 1])
             active = self._segments[-1]
             active.truncate_to(offset)
             active.resize_indexes(self.config.segment_index_bytes)
@@ -349,8 +358,7 @@ class Log:
     def _truncate_fully_locked(self, offset: int) -> None:
         for segment in self._segments:
             segment.delete()
-        self._segments = [self._new_segment(offset)]
-        self._base_offsets = [offset]
+        self._set_segments([self._new_segment(offset)])
         self.log_start_offset = offset
         self.recovery_point = offset
         self.unflushed_messages = 0
@@ -386,13 +394,13 @@ class Log:
 
         Raises OffsetOutOfRangeError below the log start or past the log end.
         """
-        segments, log_end = self._segments, self.log_end_offset
+        segments, base_offsets = self._segments_and_bases
+        log_end = segments[-1].next_offset
         if offset < self.log_start_offset or offset > log_end:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is outside [{self.log_start_offset}, {log_end}]"
             )
-        index = self._segment_for(offset)
-        base_offsets = self._base_offsets
+        index = self._segment_index(base_offsets, offset)
         while index < len(segments):
             segment = segments[index]
             found = segment.read(
