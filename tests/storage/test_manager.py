@@ -1,0 +1,217 @@
+"""The log manager: log dirs, checkpoints, the clean-shutdown marker, placement, recovery."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.storage.conftest import config, make_batch, read_all_records
+from tierlog.storage.checkpoints import (
+    CLEAN_SHUTDOWN_MARKER,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    TopicPartition,
+    read_epoch_checkpoint,
+    read_meta_properties,
+    read_offset_checkpoint,
+)
+from tierlog.storage.config import LogConfig
+from tierlog.storage.errors import InvalidTopicError, UnknownTopicOrPartitionError
+from tierlog.storage.manager import LogManager, LogManagerConfig
+
+ORDERS_0 = TopicPartition("orders", 0)
+ORDERS_1 = TopicPartition("orders", 1)
+
+
+def manager_for(*log_dirs: Path, log_config: LogConfig | None = None) -> LogManager:
+    return LogManager(
+        LogManagerConfig(
+            log_dirs=log_dirs,
+            node_id=3,
+            cluster_id="test-cluster",
+            default_log_config=log_config or LogConfig(),
+            flush_check_interval_ms=20,
+        )
+    )
+
+
+def test_startup_writes_meta_properties_in_every_log_dir(tmp_path: Path) -> None:
+    dirs = (tmp_path / "a", tmp_path / "b")
+    manager = manager_for(*dirs)
+    manager.startup()
+    ids = set()
+    for log_dir in dirs:
+        properties = read_meta_properties(log_dir / "meta.properties")
+        assert properties["version"] == "1"
+        assert properties["node.id"] == "3"
+        assert properties["cluster.id"] == "test-cluster"
+        ids.add(properties["directory.id"])
+    assert len(ids) == 2  # each log dir has its own id
+    manager.shutdown()
+    # A restart keeps the existing meta.properties.
+    before = (dirs[0] / "meta.properties").read_text()
+    again = manager_for(*dirs)
+    again.startup()
+    assert (dirs[0] / "meta.properties").read_text() == before
+    again.shutdown()
+
+
+def test_new_partitions_get_their_metadata_files(tmp_path: Path) -> None:
+    manager = manager_for(tmp_path / "a")
+    manager.startup()
+    log = manager.get_or_create_log(ORDERS_0)
+    assert manager.get_or_create_log(ORDERS_0) is log
+    directory = tmp_path / "a" / "orders-0"
+    assert log.directory == directory
+    assert (directory / "partition.metadata").read_text().startswith("version: 0\ntopic_id: ")
+    assert read_epoch_checkpoint(directory / "leader-epoch-checkpoint") == [(0, 0)]
+    assert (directory / "00000000000000000000.log").exists()
+    manager.shutdown()
+
+
+def test_shutdown_writes_checkpoints_and_the_clean_marker_and_startup_removes_it(
+    tmp_path: Path,
+) -> None:
+    log_dir = tmp_path / "a"
+    manager = manager_for(log_dir)
+    manager.startup()
+    manager.get_or_create_log(ORDERS_0)
+    manager.append(ORDERS_0, make_batch(5))
+    manager.get_or_create_log(ORDERS_1)
+    manager.append(ORDERS_1, make_batch(2))
+    manager.append(ORDERS_1, make_batch(2))
+    manager.get_log(ORDERS_1).increment_log_start_offset(1)
+    manager.shutdown()
+    assert (log_dir / CLEAN_SHUTDOWN_MARKER).exists()
+    assert read_offset_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT) == {
+        ORDERS_0: 5,
+        ORDERS_1: 4,
+    }
+    assert read_offset_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT) == {
+        ORDERS_0: 0,
+        ORDERS_1: 1,
+    }
+    assert (log_dir / RECOVERY_POINT_CHECKPOINT).read_text() == "0\n2\norders 0 5\norders 1 4\n"
+
+    again = manager_for(log_dir)
+    again.startup()
+    assert again.had_clean_shutdown[log_dir] is True
+    assert not (log_dir / CLEAN_SHUTDOWN_MARKER).exists()
+    assert again.partitions == [ORDERS_0, ORDERS_1]
+    assert again.get_log(ORDERS_1).log_start_offset == 1
+    assert again.get_log(ORDERS_1).recovery_point == 4
+    assert [r.offset for r in read_all_records(again.get_log(ORDERS_0))] == [0, 1, 2, 3, 4]
+    again.shutdown()
+
+
+def test_new_partitions_go_to_the_log_dir_with_the_fewest(tmp_path: Path) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    manager = manager_for(first)
+    manager.startup()
+    for partition in range(3):
+        manager.get_or_create_log(TopicPartition("old", partition))
+    manager.shutdown()
+
+    manager = manager_for(first, second)
+    manager.startup()
+    placed = []
+    for partition in range(5):
+        tp = TopicPartition("new", partition)
+        manager.get_or_create_log(tp)
+        placed.append(manager.log_dir_of(tp))
+    # b catches up with a's three partitions first, then they alternate.
+    assert placed[:3] == [second, second, second]
+    assert sorted(placed[3:]) == [first, second]
+    assert (second / "new-0").is_dir()
+    manager.shutdown()
+
+
+@pytest.mark.parametrize("topic", ["../escape", "a/b", "", ".", "..", "x" * 250, "sp ace"])
+def test_illegal_topic_names_are_refused_before_touching_disk(tmp_path: Path, topic: str) -> None:
+    log_dir = tmp_path / "a"
+    manager = manager_for(log_dir)
+    manager.startup()
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    with pytest.raises(InvalidTopicError):
+        manager.get_or_create_log(TopicPartition(topic, 0))
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+    assert manager.partitions == []
+    manager.shutdown()
+
+
+def test_unknown_partitions(tmp_path: Path) -> None:
+    manager = manager_for(tmp_path / "a")
+    manager.startup()
+    with pytest.raises(UnknownTopicOrPartitionError):
+        manager.get_log(ORDERS_0)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        manager.append(ORDERS_0, make_batch(1))
+    with pytest.raises(UnknownTopicOrPartitionError):
+        manager.get_or_create_log(TopicPartition("orders", -1))
+    manager.shutdown()
+
+
+def test_delete_log_removes_the_partition(tmp_path: Path) -> None:
+    manager = manager_for(tmp_path / "a")
+    manager.startup()
+    manager.get_or_create_log(ORDERS_0)
+    manager.append(ORDERS_0, make_batch(1))
+    manager.delete_log(ORDERS_0)
+    assert manager.partitions == []
+    assert [p.name for p in (tmp_path / "a").iterdir() if p.is_dir()] == []
+    manager.shutdown()
+    assert read_offset_checkpoint(tmp_path / "a" / RECOVERY_POINT_CHECKPOINT) == {}
+
+
+def test_after_an_unclean_stop_the_logs_are_recovered(tmp_path: Path) -> None:
+    log_dir = tmp_path / "a"
+    manager = manager_for(log_dir)
+    manager.startup()
+    manager.get_or_create_log(ORDERS_0)
+    for i in range(4):
+        manager.append(ORDERS_0, make_batch(2, tag=str(i)))
+    manager.flush_all()
+    manager.write_checkpoints()
+    manager.append(ORDERS_0, make_batch(2, tag="unflushed"))
+    manager.committer.stop()  # the process dies: no close, no marker
+    active = log_dir / "orders-0" / "00000000000000000000.log"
+    with active.open("ab") as file:
+        file.write(make_batch(3, tag="torn")[:-9])  # an append cut short by the crash
+
+    recovered = manager_for(log_dir)
+    recovered.startup()
+    assert recovered.had_clean_shutdown[log_dir] is False
+    log = recovered.get_log(ORDERS_0)
+    # The page cache kept the unflushed append; only the torn bytes are gone.
+    assert log.log_end_offset == 10
+    assert log.recovery_point == 10
+    assert log.append(make_batch(1)).first_offset == 10
+    assert [r.offset for r in read_all_records(log)] == list(range(11))
+    recovered.shutdown()
+
+
+def test_durable_appends_through_the_manager_from_many_threads(tmp_path: Path) -> None:
+    manager = manager_for(tmp_path / "a", tmp_path / "b", log_config=config(flush_messages=1))
+    manager.startup()
+    partitions = [TopicPartition("orders", p) for p in range(4)]
+    for tp in partitions:
+        manager.get_or_create_log(tp)
+    late: list[int] = []
+
+    def produce(tp: TopicPartition) -> None:
+        for _ in range(15):
+            info = manager.append(tp, make_batch(1))
+            if manager.get_log(tp).recovery_point <= info.last_offset:
+                late.append(info.last_offset)
+
+    threads = [threading.Thread(target=produce, args=(tp,)) for tp in partitions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert late == []
+    manager.shutdown()
+    for log_dir in (tmp_path / "a", tmp_path / "b"):
+        assert set(read_offset_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT).values()) == {15}
