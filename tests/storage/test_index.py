@@ -142,7 +142,15 @@ def test_sanity_check_accepts_a_valid_index(tmp_path: Path) -> None:
     index.append(1001, 0)
     index.append(1005, 500)
     index.trim_to_valid_size()
-    index.sanity_check(log_size_bytes=1000)
+    index.sanity_check(log_size_bytes=1000, log_end_offset=1006)
+    index.close()
+
+
+def test_sanity_check_rejects_an_entry_at_or_past_the_log_end(tmp_path: Path) -> None:
+    index = offset_index(tmp_path)
+    index.append(1005, 500)
+    with pytest.raises(CorruptRecordError, match="not below the log end offset"):
+        index.sanity_check(log_size_bytes=1000, log_end_offset=1005)
     index.close()
 
 
@@ -160,7 +168,7 @@ def test_sanity_check_rejects_garbage(tmp_path: Path, entries: list[tuple[int, i
     path.write_bytes(b"".join(struct.pack(">ii", *entry) for entry in entries))
     index = offset_index(tmp_path, writable=False)
     with pytest.raises(CorruptRecordError):
-        index.sanity_check(log_size_bytes=1000)
+        index.sanity_check(log_size_bytes=1000, log_end_offset=2000)
     index.close()
 
 
@@ -169,7 +177,7 @@ def test_sanity_check_rejects_a_length_that_is_not_whole_entries(tmp_path: Path)
     path.write_bytes(struct.pack(">ii", 1, 0) + b"\x00\x01\x02")
     index = offset_index(tmp_path, writable=False)
     with pytest.raises(CorruptRecordError):
-        index.sanity_check(log_size_bytes=1000)
+        index.sanity_check(log_size_bytes=1000, log_end_offset=2000)
     index.close()
 
 
@@ -318,3 +326,18 @@ def test_time_sanity_check_rejects_garbage(tmp_path: Path, entries: list[tuple[i
     with pytest.raises(CorruptRecordError):
         index.sanity_check(log_size_bytes=1000)
     index.close()
+
+
+def test_a_read_only_index_is_never_changed_not_even_trimmed(tmp_path: Path) -> None:
+    writer = offset_index(tmp_path)
+    writer.append(1001, 10)
+    writer.flush()  # left preallocated, as a crashed broker leaves its active index
+    path = writer.path
+    before = path.read_bytes()
+    reader = OffsetIndex(path, BASE, 800, writable=False, read_only=True)
+    assert reader.lookup(1001) == IndexEntry(1001, 10)
+    reader.close()
+    assert path.read_bytes() == before
+    writer.close()
+    with pytest.raises(FileNotFoundError):
+        OffsetIndex(tmp_path / "00000000000000000007.index", 7, 800, writable=False, read_only=True)

@@ -50,9 +50,11 @@ class FileBatch(NamedTuple):
 class FileRecords:
     """Append-only batches in one file, read by position with ``pread``."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, read_only: bool = False):
+        """Open (creating if need be) a log file; ``read_only`` opens an existing one as is."""
         self.path = path
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        flags = os.O_RDONLY if read_only else os.O_RDWR | os.O_CREAT
+        self._fd = os.open(path, flags, 0o644)
         self.size = os.fstat(self._fd).st_size
 
     # -- writing ----------------------------------------------------------------------

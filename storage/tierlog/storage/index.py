@@ -24,12 +24,20 @@ import struct
 import sys
 from abc import ABC, abstractmethod
 from array import array
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 from tierlog.storage.errors import CorruptRecordError
 
-__all__ = ["IndexEntry", "OffsetIndex", "SegmentIndex", "TimeIndex"]
+__all__ = [
+    "IndexEntry",
+    "OffsetIndex",
+    "SegmentIndex",
+    "TimeIndex",
+    "offset_index_problem",
+    "time_index_problem",
+]
 
 WARM_SECTION_BYTES = 8192
 NO_TIMESTAMP = -1
@@ -52,11 +60,26 @@ class SegmentIndex(ABC):
         """What to add to the stored key field to get the key (offsets are relative)."""
         return 0
 
-    def __init__(self, path: Path, base_offset: int, max_index_bytes: int, *, writable: bool):
+    def __init__(
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_bytes: int,
+        *,
+        writable: bool,
+        read_only: bool = False,
+    ):
+        """Open (creating if need be) an index; ``writable`` preallocates it for appends.
+
+        ``read_only`` opens an existing file that is never changed, not even trimmed on
+        close (tools inspecting a crashed broker's files, or files they cannot write).
+        """
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(max_index_bytes // self.entry_size, 1)
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.read_only = read_only and not writable
+        flags = os.O_RDONLY if self.read_only else os.O_RDWR | os.O_CREAT
+        self._fd = os.open(path, flags, 0o644)
         length = os.fstat(self._fd).st_size
         self.entries = length // self.entry_size
         self._mmap: mmap.mmap | None = None
@@ -73,7 +96,8 @@ class SegmentIndex(ABC):
             self._mmap.close()
             self._mmap = None
         if length > 0:
-            self._mmap = mmap.mmap(self._fd, length)
+            access = mmap.ACCESS_READ if self.read_only else mmap.ACCESS_WRITE
+            self._mmap = mmap.mmap(self._fd, length, access=access)
 
     def resize(self, length_bytes: int) -> None:
         """Make the file hold ``length_bytes`` rounded down to whole entries (pre-allocation)."""
@@ -93,7 +117,8 @@ class SegmentIndex(ABC):
             self._mmap.flush()
 
     def close(self) -> None:
-        self.trim_to_valid_size()
+        if not self.read_only:
+            self.trim_to_valid_size()
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None
@@ -142,15 +167,12 @@ class SegmentIndex(ABC):
         return key + self._key_bias
 
     @abstractmethod
-    def sanity_check(self, log_size_bytes: int) -> None:
-        """Raise CorruptRecordError when the file cannot be a valid index of its segment."""
+    def columns(self) -> tuple[Sequence[int], Sequence[int]]:
+        """Every entry's key and value as two columns (bulk decoding, for checks)."""
 
-    def _check_length(self) -> None:
-        length = os.fstat(self._fd).st_size
-        if length % self.entry_size:
-            raise CorruptRecordError(
-                f"{self.path}: length {length} is not a multiple of {self.entry_size}"
-            )
+    @property
+    def length_bytes(self) -> int:
+        return os.fstat(self._fd).st_size
 
     def last_entry(self) -> IndexEntry | None:
         return self.entry(self.entries - 1) if self.entries else None
@@ -227,23 +249,29 @@ class OffsetIndex(SegmentIndex):
         else:
             self.truncate_to_entries(slot + 1)
 
-    def sanity_check(self, log_size_bytes: int) -> None:
-        self._check_length()
+    def columns(self) -> tuple[Sequence[int], Sequence[int]]:
         if not self.entries:
-            return
+            return [], []
         assert self._mmap is not None
         fields = array("i", self._mmap[: self.size_bytes])
         if sys.byteorder == "little":
             fields.byteswap()
-        relatives, positions = fields[0::2], fields[1::2]
-        if not (
-            relatives[0] >= 0
-            and positions[0] >= 0
-            and positions[-1] < log_size_bytes
-            and _strictly_increasing(relatives)
-            and _strictly_increasing(positions)
-        ):
-            raise CorruptRecordError(f"{self.path}: entries out of order or past the log")
+        base = self.base_offset
+        return [base + relative for relative in fields[0::2]], fields[1::2]
+
+    def sanity_check(self, log_size_bytes: int, log_end_offset: int) -> None:
+        """Raise CorruptRecordError when this cannot be the index of its segment's log."""
+        offsets, positions = self.columns()
+        problem = offset_index_problem(
+            self.base_offset,
+            self.length_bytes,
+            offsets,
+            positions,
+            log_size_bytes=log_size_bytes,
+            log_end_offset=log_end_offset,
+        )
+        if problem:
+            raise CorruptRecordError(f"{self.path}: {problem}")
 
 
 class TimeIndex(SegmentIndex):
@@ -288,22 +316,83 @@ class TimeIndex(SegmentIndex):
                 high = middle
         self.truncate_to_entries(low)
 
-    def sanity_check(self, log_size_bytes: int) -> None:
-        self._check_length()
+    def columns(self) -> tuple[Sequence[int], Sequence[int]]:
         if not self.entries:
-            return
+            return [], []
         assert self._mmap is not None
-        timestamps, relatives = zip(
-            *self._entry.iter_unpack(self._mmap[: self.size_bytes]), strict=True
+        base = self.base_offset
+        decoded = self._entry.iter_unpack(self._mmap[: self.size_bytes])
+        timestamps, offsets = zip(*((ts, base + rel) for ts, rel in decoded), strict=True)
+        return timestamps, offsets
+
+    def sanity_check(self, log_size_bytes: int) -> None:
+        """Raise CorruptRecordError when this cannot be the time index of its segment."""
+        timestamps, offsets = self.columns()
+        problem = time_index_problem(
+            self.base_offset,
+            self.length_bytes,
+            timestamps,
+            offsets,
+            log_size_bytes=log_size_bytes,
         )
-        if not (
-            log_size_bytes > 0
-            and relatives[0] >= 0
-            and _strictly_increasing(timestamps)
-            and all(map(operator.le, relatives, relatives[1:]))
-        ):
-            raise CorruptRecordError(f"{self.path}: entries out of order")
+        if problem:
+            raise CorruptRecordError(f"{self.path}: {problem}")
 
 
-def _strictly_increasing(values: array[int] | tuple[int, ...]) -> bool:
+def offset_index_problem(
+    base_offset: int,
+    length_bytes: int,
+    offsets: Sequence[int],
+    positions: Sequence[int],
+    *,
+    log_size_bytes: int,
+    log_end_offset: int,
+) -> str | None:
+    """Why an ``.index`` cannot belong to its log (so it must be rebuilt), or None.
+
+    Pure, over decoded columns, so the broker's start-up check and ``dump-log
+    --index-sanity-check`` apply the very same rules.
+    """
+    if length_bytes % OffsetIndex.entry_size:
+        return f"length {length_bytes} is not a multiple of {OffsetIndex.entry_size}"
+    if not offsets:
+        return None
+    if offsets[0] < base_offset or positions[0] < 0:
+        return f"first entry ({offsets[0]}, {positions[0]}) lies before the segment"
+    if not _strictly_increasing(offsets):
+        return "offsets are not strictly increasing"
+    if not _strictly_increasing(positions):
+        return "positions are not strictly increasing"
+    if positions[-1] >= log_size_bytes:
+        return f"last position {positions[-1]} is not below the log size {log_size_bytes}"
+    if offsets[-1] >= log_end_offset:
+        return f"last offset {offsets[-1]} is not below the log end offset {log_end_offset}"
+    return None
+
+
+def time_index_problem(
+    base_offset: int,
+    length_bytes: int,
+    timestamps: Sequence[int],
+    offsets: Sequence[int],
+    *,
+    log_size_bytes: int,
+) -> str | None:
+    """Why a ``.timeindex`` cannot belong to its log (so it must be rebuilt), or None."""
+    if length_bytes % TimeIndex.entry_size:
+        return f"length {length_bytes} is not a multiple of {TimeIndex.entry_size}"
+    if not timestamps:
+        return None
+    if log_size_bytes <= 0:
+        return "the index has entries but the log is empty"
+    if offsets[0] < base_offset:
+        return f"first entry ({timestamps[0]}, {offsets[0]}) lies before the segment"
+    if not _strictly_increasing(timestamps):
+        return "timestamps are not strictly increasing"
+    if not all(map(operator.le, offsets, offsets[1:])):
+        return "offsets decrease"
+    return None
+
+
+def _strictly_increasing(values: Sequence[int]) -> bool:
     return all(map(operator.lt, values, values[1:]))

@@ -284,11 +284,8 @@ class LogSegment:
 
     def sanity_check(self) -> None:
         """Raise CorruptRecordError when an index cannot belong to this log file."""
-        self.offset_index.sanity_check(self.size)
+        self.offset_index.sanity_check(self.size, self.next_offset)
         self.time_index.sanity_check(self.size)
-        last = self.offset_index.last_entry()
-        if last is not None and last.key >= self.next_offset:
-            raise CorruptRecordError(f"{self.offset_index.path} points past the log end")
 
     def recover(self) -> int:
         """Rebuild both indexes from the log, cutting it at the first invalid batch.
