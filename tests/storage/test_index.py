@@ -333,11 +333,14 @@ def test_a_read_only_index_is_never_changed_not_even_trimmed(tmp_path: Path) -> 
     writer.append(1001, 10)
     writer.flush()  # left preallocated, as a crashed broker leaves its active index
     path = writer.path
-    before = path.read_bytes()
+    preallocated = path.read_bytes()
+    OffsetIndex(path, BASE, 800, writable=False, read_only=True).close()
+    assert path.read_bytes() == preallocated
+    writer.close()
+    trimmed = path.read_bytes()
     reader = OffsetIndex(path, BASE, 800, writable=False, read_only=True)
     assert reader.lookup(1001) == IndexEntry(1001, 10)
     reader.close()
-    assert path.read_bytes() == before
-    writer.close()
+    assert path.read_bytes() == trimmed == preallocated[:8]
     with pytest.raises(FileNotFoundError):
         OffsetIndex(tmp_path / "00000000000000000007.index", 7, 800, writable=False, read_only=True)
