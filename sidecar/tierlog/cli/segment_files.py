@@ -1,17 +1,10 @@
 """Read-only views of a segment's files, for tools that must never change what they inspect.
 
-The storage classes (``FileRecords``, ``OffsetIndex``, ``TimeIndex``) open their files
-read-write and trim an index when they close it; that is right for a broker and wrong
-for a dump tool, which may look at a crashed broker's files (a preallocated index with
-a zero-filled tail is evidence) or at files it has no write permission on.  So this
-module opens every file ``O_RDONLY``, maps a ``.log`` with ``ACCESS_READ`` and decodes
-index entries itself.  The on-disk layouts are the ones ``tierlog.storage.index``
-documents: ``.index`` entries are (offset - base: int32, position: int32), ``.timeindex``
-entries are (timestamp: int64, offset - base: int32), both big-endian.
-
-The sanity checks are the ones a tierlog broker runs at start-up to decide whether an
-index must be rebuilt from its log (``LogSegment.sanity_check``), so a file that fails
-here is a file the broker would rebuild.
+A dump tool may look at a crashed broker's files (a preallocated index with a
+zero-filled tail is evidence) or at files it cannot write, so every file here is
+opened read-only: indexes through the storage classes' ``read_only`` mode, a ``.log``
+mapped with ``ACCESS_READ``. The sanity rules are the storage engine's own pure
+functions, so a file that fails here is a file the broker would rebuild at start-up.
 """
 
 from __future__ import annotations
@@ -19,13 +12,14 @@ from __future__ import annotations
 import mmap
 import operator
 import os
-import struct
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
+from tierlog.storage import index as storage_index
 from tierlog.storage.errors import TierlogError
+from tierlog.storage.index import IndexEntry, OffsetIndex, SegmentIndex, TimeIndex
 from tierlog.storage.records import LOG_OVERHEAD, BatchHeader, parse_header
 
 __all__ = [
@@ -40,14 +34,6 @@ __all__ = [
     "sibling",
     "time_index_problem",
 ]
-
-OFFSET_ENTRY = struct.Struct(">ii")
-TIME_ENTRY = struct.Struct(">qi")
-
-
-class IndexEntry(NamedTuple):
-    key: int  # absolute offset (.index) or timestamp (.timeindex)
-    value: int  # file position (.index) or absolute offset (.timeindex)
 
 
 class IndexFile(NamedTuple):
@@ -75,7 +61,7 @@ class IndexFile(NamedTuple):
 
 
 def _offset_of(index: IndexFile) -> operator.itemgetter[int]:
-    return operator.itemgetter(0 if index.entry_size == OFFSET_ENTRY.size else 1)
+    return operator.itemgetter(0 if index.entry_size == OffsetIndex.entry_size else 1)
 
 
 def base_offset_of(path: Path) -> int:
@@ -91,39 +77,23 @@ def sibling(path: Path, suffix: str) -> Path:
     return path.with_name(path.name.split(".", 1)[0] + suffix)
 
 
-def _read_bytes(path: Path) -> bytes:
-    fd = os.open(path, os.O_RDONLY)
+def _read_index(index_type: type[SegmentIndex], path: Path) -> IndexFile:
+    base = base_offset_of(path)
+    index = index_type(path, base, 0, writable=False, read_only=True)
     try:
-        size = os.fstat(fd).st_size
-        chunks = []
-        while size > 0 and (chunk := os.read(fd, size)):
-            chunks.append(chunk)
-            size -= len(chunk)
-        return b"".join(chunks)
+        keys, values = index.columns()
+        entries = [IndexEntry(key, value) for key, value in zip(keys, values, strict=True)]
+        return IndexFile(path, base, index.entry_size, index.length_bytes, entries)
     finally:
-        os.close(fd)
+        index.close()
 
 
 def read_offset_index(path: Path) -> IndexFile:
-    raw = _read_bytes(path)
-    base = base_offset_of(path)
-    whole = len(raw) - len(raw) % OFFSET_ENTRY.size
-    entries = [
-        IndexEntry(base + relative, position)
-        for relative, position in OFFSET_ENTRY.iter_unpack(raw[:whole])
-    ]
-    return IndexFile(path, base, OFFSET_ENTRY.size, len(raw), entries)
+    return _read_index(OffsetIndex, path)
 
 
 def read_time_index(path: Path) -> IndexFile:
-    raw = _read_bytes(path)
-    base = base_offset_of(path)
-    whole = len(raw) - len(raw) % TIME_ENTRY.size
-    entries = [
-        IndexEntry(timestamp, base + relative)
-        for timestamp, relative in TIME_ENTRY.iter_unpack(raw[:whole])
-    ]
-    return IndexFile(path, base, TIME_ENTRY.size, len(raw), entries)
+    return _read_index(TimeIndex, path)
 
 
 @contextmanager
@@ -159,45 +129,22 @@ def batch_at(log: bytes | mmap.mmap, position: int) -> BatchHeader | None:
 
 def offset_index_problem(index: IndexFile, log_size_bytes: int, next_offset: int) -> str | None:
     """Why a tierlog broker would rebuild this ``.index``, or None when it is sane."""
-    if index.length_bytes % index.entry_size:
-        return f"length {index.length_bytes} is not a multiple of {index.entry_size}"
-    entries = index.entries
-    if not entries:
-        return None
-    offsets = [entry.key for entry in entries]
-    positions = [entry.value for entry in entries]
-    if offsets[0] < index.base_offset or positions[0] < 0:
-        return f"first entry {tuple(entries[0])} lies before the segment"
-    if not _strictly_increasing(offsets):
-        return "offsets are not strictly increasing"
-    if not _strictly_increasing(positions):
-        return "positions are not strictly increasing"
-    if positions[-1] >= log_size_bytes:
-        return f"last position {positions[-1]} is not below the log size {log_size_bytes}"
-    if offsets[-1] >= next_offset:
-        return f"last offset {offsets[-1]} is not below the log end offset {next_offset}"
-    return None
+    return storage_index.offset_index_problem(
+        index.base_offset,
+        index.length_bytes,
+        [entry.key for entry in index.entries],
+        [entry.value for entry in index.entries],
+        log_size_bytes=log_size_bytes,
+        log_end_offset=next_offset,
+    )
 
 
 def time_index_problem(index: IndexFile, log_size_bytes: int) -> str | None:
     """Why a tierlog broker would rebuild this ``.timeindex``, or None when it is sane."""
-    if index.length_bytes % index.entry_size:
-        return f"length {index.length_bytes} is not a multiple of {index.entry_size}"
-    entries = index.entries
-    if not entries:
-        return None
-    if log_size_bytes <= 0:
-        return "the index has entries but the log is empty"
-    timestamps = [entry.key for entry in entries]
-    offsets = [entry.value for entry in entries]
-    if offsets[0] < index.base_offset:
-        return f"first entry {tuple(entries[0])} lies before the segment"
-    if not _strictly_increasing(timestamps):
-        return "timestamps are not strictly increasing"
-    if not all(map(operator.le, offsets, offsets[1:])):
-        return "offsets decrease"
-    return None
-
-
-def _strictly_increasing(values: Sequence[int]) -> bool:
-    return all(map(operator.lt, values, values[1:]))
+    return storage_index.time_index_problem(
+        index.base_offset,
+        index.length_bytes,
+        [entry.key for entry in index.entries],
+        [entry.value for entry in index.entries],
+        log_size_bytes=log_size_bytes,
+    )
