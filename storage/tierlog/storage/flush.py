@@ -22,6 +22,8 @@ __all__ = ["GroupCommitter"]
 
 log = logging.getLogger(__name__)
 
+_ROUNDS_KEPT = 64  # far more than can complete while a woken waiter waits for the lock
+
 
 class GroupCommitter:
     """Batches flush requests from many appenders into shared fsync rounds."""
@@ -40,7 +42,8 @@ class GroupCommitter:
         self._pending: set[Log] = set()
         self._started_round = 0
         self._completed_round = 0
-        self._failures: dict[Log, KafkaStorageError] = {}
+        # Failures per round, so a waiter woken late still finds its own round's outcome.
+        self._failures: dict[int, dict[Log, KafkaStorageError]] = {}
         self._running = False
         self._thread: threading.Thread | None = None
 
@@ -67,7 +70,7 @@ class GroupCommitter:
             self._cond.notify_all()
             while self._completed_round < my_round and self._running:
                 self._cond.wait()
-            failure = self._failures.get(log_to_flush)
+            failure = self._failures.get(my_round, {}).get(log_to_flush)
         if failure is not None:
             raise failure
         if self._completed_round < my_round:  # stopped meanwhile: flush it ourselves
@@ -85,7 +88,8 @@ class GroupCommitter:
                 this_round = self._started_round
             failures = self._flush_all(batch | set(self._due_by_time()))
             with self._cond:
-                self._failures = failures
+                self._failures[this_round] = failures
+                self._failures.pop(this_round - _ROUNDS_KEPT, None)
                 self._completed_round = this_round
                 self._cond.notify_all()
 
