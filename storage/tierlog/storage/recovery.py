@@ -65,10 +65,11 @@ def load_segments(
     """Open every segment in ``directory``, recovering as Kafka does; never empty."""
     _remove_temporary_files(directory)
     _complete_swaps(directory)
-    segments = [_open_segment(directory, base, config) for base in _log_base_offsets(directory)]
-    truncated = recovered = 0
+    segments, truncated = _open_segments(directory, config)
+    recovered = 0
     if not clean_shutdown and segments:
-        segments, truncated, recovered = _recover_unflushed(segments, recovery_point, progress)
+        segments, cut, recovered = _recover_unflushed(segments, recovery_point, progress)
+        truncated += cut
     if not segments:
         segments = [_new_segment(directory, log_start_offset, config, active=True)]
     else:
@@ -142,7 +143,24 @@ def _new_segment(directory: Path, base: int, config: LogConfig, *, active: bool)
     )
 
 
-def _open_segment(directory: Path, base_offset: int, config: LogConfig) -> LogSegment:
+def _open_segments(directory: Path, config: LogConfig) -> tuple[list[LogSegment], int]:
+    """Every segment, in order; a log cut while its indexes were rebuilt ends the list
+    (the later segments follow invalid data, as in rule 3). Returns the bytes dropped."""
+    segments: list[LogSegment] = []
+    bases = _log_base_offsets(directory)
+    for position, base in enumerate(bases):
+        segment, truncated = _open_segment(directory, base, config)
+        segments.append(segment)
+        if truncated:
+            later = bases[position + 1 :]
+            for doomed in later:
+                log.warning("deleting segment %d: it follows invalid data", doomed)
+                _delete_segment_files(directory, doomed)
+            return segments, truncated
+    return segments, 0
+
+
+def _open_segment(directory: Path, base_offset: int, config: LogConfig) -> tuple[LogSegment, int]:
     indexes_exist = all(
         (directory / f"{base_offset:020d}{suffix}").exists() for suffix in INDEX_SUFFIXES
     )
@@ -153,9 +171,10 @@ def _open_segment(directory: Path, base_offset: int, config: LogConfig) -> LogSe
         segment.sanity_check()
     except (CorruptRecordError, UnsupportedCompressionTypeError) as problem:
         log.warning("rebuilding the indexes of %s: %s", segment.log.path, problem)
-        segment.recover()
+        truncated = segment.recover()
         segment.on_become_inactive()
-    return segment
+        return segment, truncated
+    return segment, 0
 
 
 def _recover_unflushed(

@@ -126,6 +126,8 @@ class LogSegment:
 
     def _read_next_offset(self) -> int:
         start = self.offset_index.lookup(2**63 - 1).value
+        if not 0 <= start < self.size:
+            start = 0  # a damaged index (sanity_check will say so): do not read through it
         next_offset = self.base_offset
         for batch in self.log.headers(start):
             next_offset = batch.header.last_offset + 1
