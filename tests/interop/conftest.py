@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -41,13 +41,18 @@ BrokerFactory = Callable[..., KafkaBroker]
 def kafka_broker_factory(
     kafka_tools: KafkaTools, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[BrokerFactory]:
-    """``start(name, **broker_configs)``: a started broker in a fresh work dir; all the
-    brokers still running are stopped at the end of the session."""
+    """``start(name, *, log_levels=None, **broker_configs)``: a started broker in a fresh
+    work dir (``log_levels``: see ``KafkaBroker.log_levels``); all the brokers still
+    running are stopped at the end of the session."""
     brokers: list[KafkaBroker] = []
 
-    def start(name: str = "broker", **broker_configs: str) -> KafkaBroker:
+    def start(
+        name: str = "broker", *, log_levels: Mapping[str, str] | None = None, **broker_configs: str
+    ) -> KafkaBroker:
         workdir = tmp_path_factory.mktemp(f"kafka-{name}")
-        broker = KafkaBroker(kafka_tools, workdir, broker_configs=broker_configs)
+        broker = KafkaBroker(
+            kafka_tools, workdir, broker_configs=broker_configs, log_levels=log_levels or {}
+        )
         brokers.append(broker)
         return broker.start()
 

@@ -1,6 +1,6 @@
 """Apache Kafka's own programs, driven from the tests: the judge of byte compatibility.
 
-``make tools`` (tests/tools/bootstrap.py) installs Kafka's released jars and our two
+``make tools`` (tests/tools/bootstrap.py) installs Kafka's released jars and our
 Java helpers (tests/interop/java/) into ``.cache/tools/kafka-<version>/``. This module
 finds them (failing with a pointer at ``make tools``, never skipping), and offers:
 
@@ -11,8 +11,10 @@ finds them (failing with a pointer at ``make tools``, never skipping), and offer
   and the findings of its index checks, which it prints on stderr and exits 0 with);
 - ``KafkaBroker``: a fresh single-node KRaft broker (combined broker+controller) on
   loopback ports, formatted with ``kafka.tools.StorageTool``, stopped with SIGTERM so
-  it shuts down cleanly; with ``create_topic`` (Admin client) and ``produce`` (the
-  real Java producer: keys, values, headers, timestamps, any codec, batch control).
+  it shuts down cleanly, and ``restart``-able on the same log dirs; with ``create_topic``
+  (Admin client), ``produce`` (the real Java producer: keys, values, headers,
+  timestamps, any codec, batch control) and ``consume`` (the real Java consumer, from
+  the beginning of a partition, plus its ListOffsets answers).
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ from typing import Self
 
 __all__ = [
     "BatchEntry",
+    "ConsumedPartition",
+    "ConsumedRecord",
     "DumpOutput",
     "FileDump",
     "IndexEntry",
@@ -279,6 +283,35 @@ class ProducedRecord:
     compression: str | None
 
 
+@dataclass(frozen=True)
+class ConsumedRecord:
+    """A record as Kafka's consumer returned it."""
+
+    offset: int
+    timestamp_ms: int
+    timestamp_type: str  # CreateTime, LogAppendTime
+    leader_epoch: int | None
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+
+
+@dataclass(frozen=True)
+class ConsumedPartition:
+    """What the consumer read from a partition, and the broker's ListOffsets answers:
+    the beginning (log start) and end (high watermark) offsets, and for each asked
+    timestamp the (offset, timestamp) of the first record at or after it, or None."""
+
+    records: list[ConsumedRecord]
+    beginning_offset: int
+    end_offset: int
+    offsets_for_times: dict[int, tuple[int, int] | None]
+
+
+def _unb64(data: str | None) -> bytes | None:
+    return None if data is None else base64.b64decode(data)
+
+
 # --- the broker -----------------------------------------------------------------------------
 
 
@@ -310,11 +343,15 @@ class KafkaBroker:
     tools: KafkaTools
     workdir: Path
     broker_configs: Mapping[str, str] = field(default_factory=dict)
+    # slf4j-simple levels by logger name, over QUIET_LOGGING's, e.g.
+    # {"org.apache.kafka.storage.internals.log.LogLoader": "info"}
+    log_levels: Mapping[str, str] = field(default_factory=dict)
     start_timeout_s: float = 90.0
     node_id: int = 1
     broker_port: int = field(default_factory=_free_port)
     controller_port: int = field(default_factory=_free_port)
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _log_start: int = field(default=0, init=False, repr=False)  # this run's part of log_file
 
     @property
     def bootstrap_server(self) -> str:
@@ -381,8 +418,10 @@ class KafkaBroker:
                 "--cluster-id",
                 _random_cluster_id(),
             )
-        cmd = self.tools.command("kafka.Kafka", properties, jvm_args=BROKER_JVM_ARGS)
+        levels = [f"-Dorg.slf4j.simpleLogger.log.{k}={v}" for k, v in self.log_levels.items()]
+        cmd = self.tools.command("kafka.Kafka", properties, jvm_args=(*BROKER_JVM_ARGS, *levels))
         with self.log_file.open("ab") as log:
+            self._log_start = log.tell()
             self._process = subprocess.Popen(
                 cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
@@ -398,7 +437,7 @@ class KafkaBroker:
                     f"Kafka broker exited with {self._process.returncode} while starting; "
                     f"log tail:\n{self._log_tail()}"
                 )
-            if BROKER_STARTED in self.log_file.read_text(errors="replace"):
+            if BROKER_STARTED in self.run_log():
                 return
             time.sleep(0.2)
         self.stop()
@@ -406,6 +445,13 @@ class KafkaBroker:
             f"Kafka broker not started within {self.start_timeout_s} s; log tail:\n"
             f"{self._log_tail()}"
         )
+
+    def run_log(self) -> str:
+        """What the broker logged since its latest start (``log_file`` keeps every run)."""
+        with contextlib.suppress(OSError), self.log_file.open("rb") as log:
+            log.seek(self._log_start)
+            return log.read().decode(errors="replace")
+        return ""
 
     def _log_tail(self, lines: int = 40) -> str:
         with contextlib.suppress(OSError):
@@ -427,6 +473,11 @@ class KafkaBroker:
                 f"Kafka broker ignored SIGTERM for {timeout_s} s and was killed; log tail:\n"
                 f"{self._log_tail()}"
             ) from None
+
+    def restart(self) -> Self:
+        """Stop (cleanly) if running, then start again on the same dirs and ports."""
+        self.stop()
+        return self.start()
 
     def __enter__(self) -> Self:
         return self.start()
@@ -492,6 +543,56 @@ class KafkaBroker:
             )
             for ack, record in zip(acks, records, strict=True)
         ]
+
+    def consume(
+        self,
+        topic: str,
+        partition: int = 0,
+        *,
+        max_records: int | None = None,
+        timeout_s: float = 60.0,
+        offsets_for_times: Sequence[int] = (),
+        consumer_configs: Mapping[str, str] | None = None,
+    ) -> ConsumedPartition:
+        """Read a partition from its beginning with Kafka's Java consumer (assigned, no
+        group, CRCs checked): ``max_records`` records, or by default up to the end offset
+        the broker reports at the start. Raises if that takes longer than ``timeout_s``.
+        ``offsets_for_times`` are looked up with ``offsetsForTimes`` after reading."""
+        args: list[str] = ["--bootstrap-server", self.bootstrap_server, "--topic", topic]
+        args += ["--partition", str(partition), "--timeout-ms", str(int(timeout_s * 1000))]
+        if max_records is not None:
+            args += ["--max-records", str(max_records)]
+        for timestamp in offsets_for_times:
+            args += ["--offset-for-time", str(timestamp)]
+        for key, value in (consumer_configs or {}).items():
+            args += ["--consumer-config", f"{key}={value}"]
+        output = self.tools.run("ConsumeRecords", *args, timeout_s=timeout_s + 60)
+        rows = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+        records = [
+            ConsumedRecord(
+                offset=row["offset"],
+                timestamp_ms=row["timestamp"],
+                timestamp_type=row["timestampType"],
+                leader_epoch=row["leaderEpoch"],
+                key=_unb64(row["key"]),
+                value=_unb64(row["value"]),
+                headers=tuple((h["key"], _unb64(h["value"])) for h in row["headers"]),
+            )
+            for row in rows
+            if row["kind"] == "record"
+        ]
+        (summary,) = (row for row in rows if row["kind"] == "offsets")
+        return ConsumedPartition(
+            records=records,
+            beginning_offset=summary["beginning"],
+            end_offset=summary["end"],
+            offsets_for_times={
+                row["timestamp"]: (
+                    None if row["offset"] is None else (row["offset"], row["foundTimestamp"])
+                )
+                for row in summary["forTimes"]
+            },
+        )
 
 
 # --- DumpLogSegments output -----------------------------------------------------------------
