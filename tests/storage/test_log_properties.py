@@ -244,7 +244,7 @@ def offset_range(batch: ModelBatch) -> tuple[int, int]:
 
 
 LogMachine.TestCase.settings = settings(
-    max_examples=150,
+    max_examples=250,
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
