@@ -235,11 +235,11 @@ def _injected_enospc(directory: Path) -> Iterator[Path]:
 def test_a_full_disk_fails_the_append_and_keeps_the_log_consistent(small_disk: Path) -> None:
     filler = small_disk / "filler"
     filler.write_bytes(b"\x00" * 64 * 1024)
-    # No index entries while the disk is full: a write into a sparse index mapping on a
-    # full filesystem would be SIGBUS, not an error (see the report on this test file).
+    # Index entries keep being written while the disk fills: the active segment's index
+    # blocks were reserved when it was created, so storing an entry cannot hit ENOSPC.
     log = Log.open(
         small_disk / "t-0",
-        config(segment_index_bytes=4096, index_interval_bytes=10**9, segment_bytes=10**6),
+        config(segment_index_bytes=4096, index_interval_bytes=1000, segment_bytes=10**6),
     )
     appended = 0
     with pytest.raises(KafkaStorageError, match="no space"):
@@ -266,3 +266,22 @@ def test_a_full_disk_fails_the_append_and_keeps_the_log_consistent(small_disk: P
     assert [r.offset for r in records] == list(range(appended + 2))
     assert records[-1].key == b"freed-1"
     reopened.close()
+
+
+def test_no_room_for_a_segments_index_blocks_is_an_error_not_a_crash(small_disk: Path) -> None:
+    """Index blocks are reserved when a segment is created, so a full disk shows up as a
+    KafkaStorageError there, never as a SIGBUS while storing an entry later."""
+    free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
+    filler = small_disk / "filler"
+    filler.write_bytes(b"\x00" * (free - 16 * 1024))
+    settings = config(segment_index_bytes=64 * 1024, index_interval_bytes=100)
+    with pytest.raises(KafkaStorageError, match="cannot size"):
+        Log.open(small_disk / "t-0", settings)
+
+    filler.unlink()
+    log = Log.open(small_disk / "t-0", settings)
+    for i in range(20):
+        log.append(make_batch(2, value_size=500, tag=str(i)))
+    assert log.active_segment.offset_index.entries > 0
+    assert [r.offset for r in read_all_records(log)] == list(range(40))
+    log.close()

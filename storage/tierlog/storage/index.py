@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
-from tierlog.storage.errors import CorruptRecordError
+from tierlog.storage.errors import CorruptRecordError, KafkaStorageError
 
 __all__ = [
     "IndexEntry",
@@ -102,10 +102,22 @@ class SegmentIndex(ABC):
     def resize(self, length_bytes: int) -> None:
         """Make the file hold ``length_bytes`` rounded down to whole entries (pre-allocation)."""
         length = max(length_bytes // self.entry_size, self.entries) * self.entry_size
+        current = os.fstat(self._fd).st_size
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None
-        os.ftruncate(self._fd, length)
+        try:
+            if length > current:
+                # Reserve real blocks: on a full disk this fails here, with an error,
+                # instead of as a SIGBUS when a later entry is stored through the mapping.
+                os.posix_fallocate(self._fd, current, length - current)
+            else:
+                os.ftruncate(self._fd, length)
+        except OSError as error:
+            self._map(current)
+            raise KafkaStorageError(
+                f"cannot size {self.path} to {length} bytes: {error}"
+            ) from error
         self._map(length)
 
     def trim_to_valid_size(self) -> None:

@@ -90,18 +90,26 @@ class LogSegment:
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.log = FileRecords(segment_path(directory, base_offset, LOG_SUFFIX + suffix))
-        self.offset_index = OffsetIndex(
-            segment_path(directory, base_offset, INDEX_SUFFIX + suffix),
-            base_offset,
-            max_index_bytes,
-            writable=active,
-        )
-        self.time_index = TimeIndex(
-            segment_path(directory, base_offset, TIME_INDEX_SUFFIX + suffix),
-            base_offset,
-            max_index_bytes,
-            writable=active,
-        )
+        try:
+            self.offset_index = OffsetIndex(
+                segment_path(directory, base_offset, INDEX_SUFFIX + suffix),
+                base_offset,
+                max_index_bytes,
+                writable=active,
+            )
+            try:
+                self.time_index = TimeIndex(
+                    segment_path(directory, base_offset, TIME_INDEX_SUFFIX + suffix),
+                    base_offset,
+                    max_index_bytes,
+                    writable=active,
+                )
+            except BaseException:
+                self.offset_index.close()
+                raise
+        except BaseException:  # e.g. no space for the indexes: leave nothing open
+            self.log.close()
+            raise
         self.created_ms = int(time.time() * 1000)
         self.roll_jitter_ms = 0  # chosen by the log, subtracted from segment.ms
         self.bytes_since_last_index_entry = 0
