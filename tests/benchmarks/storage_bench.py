@@ -66,8 +66,7 @@ def raw_read_bandwidth(path: Path, chunk_bytes: int) -> float:
 def fresh_log(directory: Path, **overrides: str) -> Log:
     shutil.rmtree(directory, ignore_errors=True)
     config = LogConfig.from_properties(
-        {"segment.bytes": str(1024 * MiB), "message.timestamp.after.max.ms": "86400000"}
-        | overrides
+        {"segment.bytes": str(1024 * MiB), "message.timestamp.after.max.ms": "86400000"} | overrides
     )
     return Log.open(directory, config)
 
@@ -189,12 +188,16 @@ def main() -> None:
 
         ours = median_of(runs, lambda: recovery_bandwidth(scratch / "read-0"))
         raw = median_of(runs, lambda: raw_read_bandwidth(segment_file, 8 * MiB))
-        rows.append(("recovery scan (CRC + index rebuild)", gbps(ours), gbps(raw), f"{ours / raw:.2f}"))
+        rows.append(
+            ("recovery scan (CRC + index rebuild)", gbps(ours), gbps(raw), f"{ours / raw:.2f}")
+        )
 
         samples = lookup_latencies_us(scratch, 200_000)
         p50 = statistics.median(samples)
         p99 = statistics.quantiles(samples, n=100)[98]
-        rows.append(("offset lookup, full 10 MiB index", f"p50 {p50:.1f} µs, p99 {p99:.1f} µs", "", ""))
+        rows.append(
+            ("offset lookup, full 10 MiB index", f"p50 {p50:.1f} µs, p99 {p99:.1f} µs", "", "")
+        )
 
         for label, size, appends in (("16 KiB", 16 * 1024, 400), ("1 MiB", MiB, 100)):
             rate, latencies = durable_appends(scratch / "durable-0", make_batch(size), appends)
@@ -209,7 +212,9 @@ def main() -> None:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
-    print(f"machine: {platform.node()} · {os.cpu_count()} cores · Python {platform.python_version()}")
+    print(
+        f"machine: {platform.node()} · {os.cpu_count()} cores · Python {platform.python_version()}"
+    )
     print(f"runs per figure: {runs} (median) · volume: {args.total_mib} MiB\n")
     print("| benchmark | tierlog | machine limit | ratio |")
     print("|---|---|---|---|")
