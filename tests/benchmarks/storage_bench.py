@@ -9,6 +9,7 @@ moments before with plain ``os.write`` / ``os.pread`` of the same sizes.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import platform
 import random
@@ -167,9 +168,9 @@ def main() -> None:
         for label, size in (("1 MiB", MiB), ("16 KiB", 16 * 1024)):
             batch = make_batch(size)
             volume = total if size == MiB else total // 4
-            raw = median_of(runs, lambda b=batch, v=volume: raw_write_bandwidth(scratch, b, v))
+            raw = median_of(runs, functools.partial(raw_write_bandwidth, scratch, batch, volume))
             ours = median_of(
-                runs, lambda b=batch, v=volume: append_bandwidth(scratch / "append-0", b, v)
+                runs, functools.partial(append_bandwidth, scratch / "append-0", batch, volume)
             )
             rows.append(
                 (f"append {label} batches, no fsync", gbps(ours), gbps(raw), f"{ours / raw:.2f}")

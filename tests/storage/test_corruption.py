@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import random
 import signal
 import subprocess
 import sys
 import textwrap
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +16,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.storage.conftest import T0, config, make_batch, read_all_bytes, read_all_records
-from tierlog.storage import file_records
 from tierlog.storage.errors import KafkaStorageError
 from tierlog.storage.log import Log
 from tierlog.storage.records import CompressionType, iter_batches
@@ -192,8 +189,7 @@ def test_a_killed_appender_recovers_to_a_valid_prefix_with_every_flushed_batch(
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A real 256 KiB filesystem (tmpfs); where mounting is refused, an ENOSPC fault
-    injected at the one write call of FileRecords, with a warning saying so."""
+    """A real 256 KiB filesystem (tmpfs, mounted as root, as the tests run here and in CI)."""
     mount_point = tmp_path / "disk"
     mount_point.mkdir()
     mounted = subprocess.run(
@@ -201,35 +197,12 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         capture_output=True,
         check=False,
     )
-    if mounted.returncode == 0:
-        try:
-            yield mount_point
-        finally:
-            subprocess.run(["umount", "-l", str(mount_point)], check=False)
-        return
-    warnings.warn(
-        f"cannot mount a tmpfs ({mounted.stderr.decode().strip()}): "
-        "simulating ENOSPC at os.pwritev instead of filling a real filesystem",
-        stacklevel=1,
-    )
-    yield from _injected_enospc(mount_point)
-
-
-def _injected_enospc(directory: Path) -> Iterator[Path]:
-    limit = 256 * 1024
-    real_pwritev = os.pwritev
-
-    def pwritev(fd: int, buffers: list[memoryview], offset: int) -> int:
-        used = sum(p.stat().st_size for p in directory.rglob("*.log")) + sum(
-            p.stat().st_size for p in directory.glob("filler*")
-        )
-        if used + sum(len(b) for b in buffers) > limit:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return real_pwritev(fd, buffers, offset)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(file_records.os, "pwritev", pwritev)
-        yield directory
+    if mounted.returncode != 0:
+        pytest.fail(f"cannot mount a small tmpfs for the full-disk tests: {mounted.stderr!r}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
 def test_a_full_disk_fails_the_append_and_keeps_the_log_consistent(small_disk: Path) -> None:

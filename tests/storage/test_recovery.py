@@ -14,7 +14,7 @@ from tests.storage.conftest import (
 )
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
-from tierlog.storage.recovery import load_segments
+from tierlog.storage.recovery import LoadedLog, load_segments
 
 BATCH = make_batch(3, tag="00")
 CONFIG = config(segment_bytes=4 * len(BATCH), index_interval_bytes=0)
@@ -40,7 +40,9 @@ def index_files(directory: Path) -> dict[str, bytes]:
     }
 
 
-def load(directory: Path, *, clean: bool, recovery_point: int = 0, config: LogConfig = CONFIG):
+def load(
+    directory: Path, *, clean: bool, recovery_point: int = 0, config: LogConfig = CONFIG
+) -> LoadedLog:
     return load_segments(
         directory,
         config,
