@@ -15,6 +15,7 @@ __all__ = [
     "InvalidTimestampError",
     "InvalidTopicError",
     "KafkaStorageError",
+    "OffsetMovedToTieredStorageError",
     "OffsetOutOfRangeError",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
@@ -77,6 +78,12 @@ class OffsetOutOfRangeError(TierlogError):
     """An offset below the log start or above the log end."""
 
     reason = "OFFSET_OUT_OF_RANGE"
+
+
+class OffsetMovedToTieredStorageError(TierlogError):
+    """The offset is in the log, but only in the remote tier, no longer on local disk."""
+
+    reason = "OFFSET_MOVED_TO_TIERED_STORAGE"
 
 
 class InvalidTopicError(TierlogError):

@@ -11,6 +11,7 @@ readers see a snapshot of the segment list and read below each segment's size.
 from __future__ import annotations
 
 import bisect
+import logging
 import struct
 import threading
 import time
@@ -20,7 +21,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 from tierlog.storage.config import LogConfig, TimestampType
-from tierlog.storage.errors import OffsetOutOfRangeError, RecordBatchTooLargeError
+from tierlog.storage.errors import (
+    OffsetMovedToTieredStorageError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+)
 from tierlog.storage.file_records import Buffer
 from tierlog.storage.records import (
     LOG_OVERHEAD,
@@ -31,7 +36,9 @@ from tierlog.storage.records import (
     set_log_append_time,
     validate_produce,
 )
+from tierlog.storage.retention import RetentionBudget, deletable_segments
 from tierlog.storage.segment import (
+    DELETED_SUFFIX,
     AppendedBatch,
     LogSegment,
     RollPolicy,
@@ -47,6 +54,9 @@ __all__ = [
     "LogRead",
 ]
 
+# A read that keeps racing deletions gives up with a clean error after this many tries.
+_READ_ATTEMPTS = 8
+
 # ListOffsets' special timestamps, as Kafka numbers them.
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -55,6 +65,13 @@ MAX_TIMESTAMP = -3
 # Bytes 0..15 of every batch: base offset, length, partition leader epoch (v2). The
 # CRC covers only what follows, so rewriting this prefix needs no new checksum.
 _PREFIX = struct.Struct(">qii")
+
+
+log = logging.getLogger(__name__)
+
+
+def _nothing_is_tiered(_segment: LogSegment) -> bool:
+    return False
 
 
 def wall_clock_ms() -> int:
@@ -111,6 +128,7 @@ class Log:
         self._roll_policy = RollPolicy(config.segment_bytes, config.segment_ms)
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
+        self._retired: list[tuple[int, LogSegment]] = []  # (delete at ms, segment)
         for segment in self._segments:
             segment.roll_jitter_ms = self._jitter_ms(segment.base_offset)
         self.active_segment.created_ms = clock_ms()  # segment.ms runs on the log's clock
@@ -379,6 +397,82 @@ class Log:
         with self._lock:
             for segment in self._segments:
                 segment.close()
+            for _due, segment in self._retired:
+                segment.delete()
+            self._retired = []
+
+    # -- retention --------------------------------------------------------------------
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset still on local disk (below it, only the tier has the data)."""
+        return max(self.log_start_offset, self._segments[0].base_offset)
+
+    def delete_old_segments(
+        self,
+        *,
+        now_ms: int | None = None,
+        is_tiered: Callable[[LogSegment], bool] | None = None,
+    ) -> int:
+        """Apply retention (time, size, log start offset); returns segments retired.
+
+        With ``remote.storage.enable`` the local budgets apply and a segment's local
+        copy goes only once ``is_tiered`` confirms it is safely in the tier; without a
+        tier to ask, nothing past the log start offset is deleted locally.
+        """
+        now_ms = self.clock_ms() if now_ms is None else now_ms
+        tiered = self.config.remote_storage_enable
+        budget = (
+            RetentionBudget.local(self.config) if tiered else RetentionBudget.total(self.config)
+        )
+        tier_check = (is_tiered or _nothing_is_tiered) if tiered else None
+        retired = 0
+        while True:
+            with self._lock:
+                segments = self._segments
+                count, reason = deletable_segments(
+                    segments,
+                    budget,
+                    now_ms=now_ms,
+                    log_start_offset=self.log_start_offset,
+                    delete_policy="delete" in self.config.cleanup_policy,
+                    is_tiered=tier_check,
+                )
+                if not count:
+                    return retired
+                if count == len(segments):
+                    self._roll_locked()  # the log end lives on in a new, empty segment
+                log.info("%s: retiring %d segments (%s)", self, count, reason)
+                self._retire_locked(segments[:count], now_ms, move_log_start=not tiered)
+            retired += count
+
+    def _retire_locked(
+        self, doomed: Sequence[LogSegment], now_ms: int, *, move_log_start: bool
+    ) -> None:
+        """Take segments out of the readable list, then rename their files ``.deleted``.
+
+        Readers still holding them keep reading through open descriptors until
+        ``file.delete.delay.ms`` has passed and ``delete_retired_files`` removes them.
+        """
+        remaining = [segment for segment in self._segments if segment not in doomed]
+        self._set_segments(remaining)
+        if move_log_start:
+            self.log_start_offset = max(self.log_start_offset, remaining[0].base_offset)
+        due_ms = now_ms + self.config.file_delete_delay_ms
+        for segment in doomed:
+            segment.deleted = True
+            segment.rename_with_suffix(DELETED_SUFFIX)
+            self._retired.append((due_ms, segment))
+
+    def delete_retired_files(self, now_ms: int | None = None) -> int:
+        """Delete the files of retired segments whose delay has passed; returns how many."""
+        now_ms = self.clock_ms() if now_ms is None else now_ms
+        with self._lock:
+            due = [segment for due_ms, segment in self._retired if due_ms <= now_ms]
+            self._retired = [(at, segment) for at, segment in self._retired if at > now_ms]
+        for segment in due:
+            segment.delete()
+        return len(due)
 
     # -- read -------------------------------------------------------------------------
 
@@ -392,14 +486,45 @@ class Log:
     ) -> LogRead:
         """Whole batches from the one holding ``offset``, up to ``max_bytes``.
 
-        Raises OffsetOutOfRangeError below the log start or past the log end.
+        Raises OffsetOutOfRangeError below the log start or past the log end. A read
+        that raced the retirement of its segment is retried on the current segments,
+        so it returns what it read before the segment went, or the clean error.
         """
-        segments, base_offsets = self._segments_and_bases
-        log_end = segments[-1].next_offset
-        if offset < self.log_start_offset or offset > log_end:
+        for _attempt in range(_READ_ATTEMPTS):
+            segments, base_offsets = self._segments_and_bases
+            log_end = segments[-1].next_offset
+            self._check_in_range(offset, log_end)
+            try:
+                records, used = self._read_from(
+                    segments, base_offsets, offset, max_bytes, upper_bound_offset, min_one_batch
+                )
+            except Exception:  # a segment retired under us fails in any way: retry
+                if not any(segment.deleted for segment in segments):
+                    raise
+                continue
+            if used is None or not used.deleted:
+                return LogRead(records, self.log_start_offset, log_end)
+        raise OffsetOutOfRangeError(f"offset {offset} was deleted while being read")
+
+    def _check_in_range(self, offset: int, log_end: int) -> None:
+        if offset > log_end or offset < self.log_start_offset:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is outside [{self.log_start_offset}, {log_end}]"
             )
+        if offset < self._segments[0].base_offset:
+            raise OffsetMovedToTieredStorageError(
+                f"offset {offset} is below the local log start {self.local_log_start_offset}"
+            )
+
+    def _read_from(
+        self,
+        segments: Sequence[LogSegment],
+        base_offsets: list[int],
+        offset: int,
+        max_bytes: int,
+        upper_bound_offset: int | None,
+        min_one_batch: bool,
+    ) -> tuple[bytes, LogSegment | None]:
         index = self._segment_index(base_offsets, offset)
         while index < len(segments):
             segment = segments[index]
@@ -411,7 +536,7 @@ class Log:
                 min_one_batch=min_one_batch,
             )
             if found is not None and found.records:
-                return LogRead(found.records, self.log_start_offset, log_end)
+                return found.records, segment
             if (
                 upper_bound_offset is not None
                 and index + 1 < len(segments)
@@ -419,7 +544,7 @@ class Log:
             ):
                 break
             index += 1
-        return LogRead(b"", self.log_start_offset, log_end)
+        return b"", None
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """Kafka's ListOffsets for one partition.
@@ -431,7 +556,21 @@ class Log:
             return TimestampAndOffset(-1, self.log_start_offset)
         if timestamp == LATEST_TIMESTAMP:
             return TimestampAndOffset(-1, self.log_end_offset)
-        segments = self._segments
+        for _attempt in range(_READ_ATTEMPTS):
+            segments = self._segments
+            try:
+                found = self._search_timestamp(segments, timestamp)
+            except Exception:  # a segment retired under us fails in any way: retry
+                if not any(segment.deleted for segment in segments):
+                    raise
+                continue
+            if not any(segment.deleted for segment in segments):
+                return found
+        raise OffsetOutOfRangeError(f"timestamp {timestamp}: its segments were deleted meanwhile")
+
+    def _search_timestamp(
+        self, segments: Sequence[LogSegment], timestamp: int
+    ) -> TimestampAndOffset | None:
         if timestamp == MAX_TIMESTAMP:
             return self._max_timestamp_record(segments)
         for segment in segments:

@@ -118,6 +118,9 @@ class LogSegment:
         self.max_timestamp_so_far = last.key if last else NO_TIMESTAMP
         self.offset_of_max_timestamp = last.value if last else base_offset
         self._next_offset: int | None = None
+        # Set before the files go: a lock-free reader holding this segment checks it
+        # after reading and retries on the log's current segments instead.
+        self.deleted = False
 
     # -- size and offsets -------------------------------------------------------------
 
@@ -377,6 +380,7 @@ class LogSegment:
             part.rename_to(part.path.with_name(_base_name(part.path) + suffix))
 
     def delete(self) -> None:
+        self.deleted = True
         self.offset_index.delete()
         self.time_index.delete()
         self.log.close()
