@@ -61,6 +61,7 @@ _PROCESS_KEYS = {
     "num.recovery.threads.per.data.dir",
     "log.flush.scheduler.interval.ms",
     "log.flush.offset.checkpoint.interval.ms",
+    "log.retention.check.interval.ms",
 }
 
 
@@ -93,6 +94,9 @@ class SidecarConfig:
                 cluster_id=props.get("cluster.id", "tierlog"),
                 default_log_config=topic_defaults,
                 flush_check_interval_ms=int(props.get("log.flush.scheduler.interval.ms", "1000")),
+                retention_check_interval_ms=int(
+                    props.get("log.retention.check.interval.ms", "300000")
+                ),
                 recovery_threads_per_data_dir=int(
                     props.get("num.recovery.threads.per.data.dir", "1")
                 ),

@@ -37,11 +37,16 @@ from tierlog.storage.checkpoints import (
     write_partition_metadata,
 )
 from tierlog.storage.config import LogConfig
-from tierlog.storage.errors import KafkaStorageError, UnknownTopicOrPartitionError
+from tierlog.storage.errors import (
+    KafkaStorageError,
+    TierlogError,
+    UnknownTopicOrPartitionError,
+)
 from tierlog.storage.flush import GroupCommitter
 from tierlog.storage.log import AppendInfo, Log
 from tierlog.storage.names import parse_partition_dir, validate_topic_name
 from tierlog.storage.recovery import RecoveryProgress, load_segments
+from tierlog.storage.scheduler import PeriodicTask
 
 __all__ = ["LogManager", "LogManagerConfig"]
 
@@ -57,6 +62,7 @@ class LogManagerConfig:
     cluster_id: str = "tierlog"
     default_log_config: LogConfig = field(default_factory=LogConfig)
     flush_check_interval_ms: int = 1000
+    retention_check_interval_ms: int = 300_000
     recovery_threads_per_data_dir: int = 1
 
 
@@ -79,6 +85,9 @@ class LogManager:
         self.committer = GroupCommitter(
             lambda: list(self._logs.values()), check_interval_ms=config.flush_check_interval_ms
         )
+        self.retention = PeriodicTask(
+            "log-retention", config.retention_check_interval_ms, self.run_retention_pass
+        )
         self.had_clean_shutdown: dict[Path, bool] = {}
 
     # -- life cycle -------------------------------------------------------------------
@@ -91,9 +100,11 @@ class LogManager:
             self._load_dir(log_dir, progress)
             (log_dir / CLEAN_SHUTDOWN_MARKER).unlink(missing_ok=True)
         self.committer.start()
+        self.retention.start()
 
     def shutdown(self) -> None:
         """Flush and close everything, write checkpoints, then the clean-shutdown marker."""
+        self.retention.stop()
         self.committer.stop()
         with self._lock:
             for each in self._logs.values():
@@ -218,6 +229,22 @@ class LogManager:
 
     def append(self, tp: TopicPartition, records: bytes | bytearray | memoryview) -> AppendInfo:
         return self.get_log(tp).append(records)
+
+    def run_retention_pass(self, now_ms: int | None = None) -> int:
+        """One retention pass over every log (Kafka's ``log.retention.check.interval.ms``
+        job): retire what the rules allow, delete retired files whose delay has passed,
+        and write the log-start-offset checkpoints when a log start moved."""
+        retired = 0
+        starts_before = {tp: lg.log_start_offset for tp, lg in self._logs.items()}
+        for tp, partition_log in list(self._logs.items()):
+            try:
+                retired += partition_log.delete_old_segments(now_ms=now_ms)
+                partition_log.delete_retired_files(now_ms)
+            except TierlogError as error:
+                log.error("retention of %s failed: %s", tp, error)
+        if any(lg.log_start_offset != starts_before.get(tp) for tp, lg in self._logs.items()):
+            self.write_checkpoints()
+        return retired
 
     def flush_all(self) -> None:
         for each in list(self._logs.values()):
