@@ -599,3 +599,52 @@ class Log:
             f"Log({self.directory.name}, start={self.log_start_offset}, "
             f"end={self.log_end_offset}, segments={len(self._segments)})"
         )
+
+    # -- compaction support -----------------------------------------------------------
+    # The cleaner (cleaner.py) rewrites closed segments; this is what it needs of the log.
+
+    def replace_segments(self, new: Sequence[LogSegment], old: Sequence[LogSegment]) -> bool:
+        """Swap cleaned segments in for those they were made from (Kafka's replaceSegments).
+
+        ``new`` are flushed ``.cleaned`` segments holding exactly the offsets of ``old``,
+        a run of closed segments of this log, and ending with the same batch. Under the
+        lock: ``new`` become ``.swap`` (from here recovery finishes the swap), the segment
+        list changes in one step, ``old`` are retired as ``.deleted`` (readers keep them
+        until ``file.delete.delay.ms``), and ``new`` take their final names. Returns
+        False, changing nothing, when ``old`` are no longer what the log holds (a
+        truncation or retention got there first); the caller then deletes ``new``.
+        """
+        from tierlog.storage.checkpoints import fsync_directory
+        from tierlog.storage.recovery import SWAP_SUFFIX
+
+        now_ms = self.clock_ms()
+        with self._lock:
+            if not self._replaceable(new, old):
+                return False
+            for segment in new:
+                segment.rename_with_suffix(SWAP_SUFFIX)
+            fsync_directory(self.directory)
+            doomed = {id(segment) for segment in old}
+            kept = [segment for segment in self._segments if id(segment) not in doomed]
+            self._set_segments(sorted([*kept, *new], key=lambda segment: segment.base_offset))
+            self._retire_locked(old, now_ms, move_log_start=False)
+            for segment in new:
+                segment.rename_with_suffix("")
+            fsync_directory(self.directory)
+            return True
+
+    def _replaceable(self, new: Sequence[LogSegment], old: Sequence[LogSegment]) -> bool:
+        segments = self._segments
+        if not new or not old or any(segment.deleted for segment in old):
+            return False
+        try:
+            first = next(i for i, segment in enumerate(segments) if segment is old[0])
+        except StopIteration:
+            return False
+        run = segments[first : first + len(old)]
+        return (
+            first + len(old) < len(segments)  # never the active segment
+            and all(mine is theirs for mine, theirs in zip(run, old, strict=True))
+            and new[0].base_offset == old[0].base_offset
+            and new[-1].next_offset == old[-1].next_offset
+        )

@@ -1,0 +1,490 @@
+"""Kafka's Cleaner: one compaction round over one log.
+
+A round has three steps, as in Kafka:
+
+1. **Map.** Scan the dirty range ``[first dirty, first uncleanable)`` batch by batch,
+   putting each record's key and offset into the ``OffsetMap``, until the next batch's
+   new keys would not fit the map's budget. Where the map stops is the round's *end
+   offset* (always a batch boundary) and the next round's first dirty offset.
+2. **Group.** Take every closed segment from the log's first up to the end offset, in
+   runs whose sizes add up to at most ``segment.bytes``, whose indexes add up to at most
+   ``segment.index.bytes``, and whose offsets fit an int32 above the run's base.
+3. **Rewrite.** Per run, write the survivors to ``<base>.log.cleaned`` (with indexes),
+   flush it, and let ``Log.replace_segments`` swap it in (``.swap``, old segments
+   ``.deleted``, final names), so recovery completes or rolls back a crash at any step.
+
+What survives, for each batch below the end offset (batches at or past it, and
+everything of a magic 0/1 message set, a transactional batch or a control batch, are
+copied as they are; so aborted transactional data is never removed):
+
+- a record whose key maps to a later offset is gone; so is a keyless record (Kafka's
+  "invalid message": compacted topics reject them at produce);
+- a tombstone (null value) stays until its batch's delete horizon (KIP-534). The first
+  round that keeps it rewrites the batch with attribute bit 6 set and base timestamp
+  ``now + delete.retention.ms``; a round after that horizon drops it, unless an earlier
+  record of its key is pinned in a batch copied as it is (the tombstone still hides it);
+- a batch keeps its base offset, its *last* offset (as Kafka's overrideLastOffset),
+  leader epoch, producer id, epoch and base sequence, timestamp type and codec (its
+  survivors are compressed again with it); a batch all of whose records went is kept
+  as an empty batch when it is its producer's last batch in the cleaned range (so
+  producer state survives), and when it is the last batch of its run: every rewritten
+  segment therefore ends at the offset its originals ended at, which is what lets
+  recovery find the segments a ``.swap`` file replaces, and the log end survive.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tierlog.storage.config import TimestampType
+from tierlog.storage.file_records import Buffer, FileBatch
+from tierlog.storage.log import Log
+from tierlog.storage.offset_map import OffsetMap, key_cost_bytes
+from tierlog.storage.records import (
+    LOG_OVERHEAD,
+    V2_HEADER_SIZE,
+    BatchHeader,
+    CompressionType,
+    Record,
+    compress,
+    crc32c,
+    decode_records,
+)
+from tierlog.storage.records.batch import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_FLAG_MASK,
+    CRC_OFFSET,
+    DELETE_HORIZON_FLAG_MASK,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+)
+from tierlog.storage.records.record import encode_record
+from tierlog.storage.recovery import CLEANED_SUFFIX
+from tierlog.storage.segment import (
+    INDEX_SUFFIX,
+    INT32_MAX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    AppendedBatch,
+    LogSegment,
+    segment_path,
+)
+
+__all__ = [
+    "CleanResult",
+    "Cleaner",
+    "CleanerStats",
+    "LogCleaningAbortedError",
+    "empty_batch",
+    "group_segments_by_size",
+    "rebuild_batch",
+]
+
+logger = logging.getLogger(__name__)
+
+_V2 = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header, as records.batch lays it out
+_UINT32 = struct.Struct(">I")
+
+
+class LogCleaningAbortedError(Exception):
+    """The round stopped before it finished: asked to, or the log changed under it.
+
+    Segments already swapped in stay (each swap is complete on its own); the cleaner
+    checkpoint is not moved, so the next round starts from the old first dirty offset.
+    """
+
+
+@dataclass
+class CleanerStats:
+    """What one round did (Kafka's CleanerStats)."""
+
+    map_bytes_read: int = 0
+    map_records_read: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_retained: int = 0
+    batches_rewritten: int = 0
+    batches_kept_empty: int = 0
+    tombstones_dropped: int = 0
+    segments_read: int = 0
+    segments_written: int = 0
+    map_keys: int = 0
+    map_memory_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class CleanResult:
+    end_offset: int  # the next round's first dirty offset
+    stats: CleanerStats
+
+
+@dataclass
+class _Round:
+    """The state one round shares between its steps."""
+
+    offset_map: OffsetMap
+    now_ms: int
+    delete_retention_ms: int
+    should_abort: Callable[[], bool]
+    stats: CleanerStats
+    end_offset: int = 0
+    producer_last_offsets: dict[int, int] = field(default_factory=dict)
+    pinned_keys: set[bytes] = field(default_factory=set)
+
+    def check_abort(self) -> None:
+        if self.should_abort():
+            raise LogCleaningAbortedError("cleaning was aborted")
+
+
+class Cleaner:
+    """Cleans one log at a time with its own offset map (one per cleaner thread)."""
+
+    def __init__(self, dedupe_buffer_bytes: int, *, io_buffer_bytes: int = 1024 * 1024):
+        self.offset_map = OffsetMap(dedupe_buffer_bytes)
+        self.io_buffer_bytes = io_buffer_bytes
+
+    def clean(
+        self,
+        log: Log,
+        first_dirty_offset: int,
+        first_uncleanable_offset: int,
+        *,
+        now_ms: int | None = None,
+        should_abort: Callable[[], bool] = lambda: False,
+    ) -> CleanResult:
+        """Compact ``log`` from its start up to where the map of the dirty range ends."""
+        self.offset_map.clear()
+        stats = CleanerStats()
+        state = _Round(
+            self.offset_map,
+            log.clock_ms() if now_ms is None else now_ms,
+            log.config.delete_retention_ms,
+            should_abort,
+            stats,
+        )
+        segments = log.segments[:-1]  # never the active segment
+        state.end_offset = self._build_offset_map(
+            segments, first_dirty_offset, first_uncleanable_offset, state
+        )
+        stats.map_keys = len(self.offset_map)
+        stats.map_memory_bytes = self.offset_map.memory_bytes
+        to_clean = [segment for segment in segments if segment.base_offset < state.end_offset]
+        config = log.config
+        for group in group_segments_by_size(
+            to_clean, config.segment_bytes, config.segment_index_bytes
+        ):
+            self._clean_group(log, group, state)
+        logger.info(
+            "cleaned %s up to %d: %d of %d records kept, %d -> %d bytes",
+            log,
+            state.end_offset,
+            stats.records_retained,
+            stats.records_read,
+            stats.bytes_read,
+            stats.bytes_written,
+        )
+        return CleanResult(state.end_offset, stats)
+
+    # -- 1. the offset map ------------------------------------------------------------
+
+    def _build_offset_map(
+        self, segments: Sequence[LogSegment], start: int, stop: int, state: _Round
+    ) -> int:
+        """Fill the map from ``start``; returns where it stops (at most ``stop``).
+
+        Also notes each producer's last batch below that point, from batch headers.
+        """
+        offset_map, stats, producers = state.offset_map, state.stats, state.producer_last_offsets
+        for segment in segments:
+            if segment.base_offset >= stop:
+                break
+            if segment.next_offset <= start:  # wholly clean: headers tell the producers
+                for header_only in segment.log.headers():
+                    _note_producer(producers, header_only.header)
+                continue
+            state.check_abort()
+            for batch in segment.batches():
+                header = batch.header
+                if header.base_offset >= stop:
+                    return stop
+                if header.last_offset >= start and _is_compactable(header):
+                    records = decode_records(batch.buffer, header)
+                    if not self._fits(records, start):
+                        return header.base_offset
+                    for record in records:
+                        if record.key is not None and record.offset >= start:
+                            offset_map.put(record.key, record.offset)
+                    stats.map_records_read += len(records)
+                stats.map_bytes_read += header.size
+                _note_producer(producers, header)
+        return stop
+
+    def _fits(self, records: Sequence[Record], start: int) -> bool:
+        """Whether the batch's new keys fit the map; the map's first batch always does."""
+        offset_map = self.offset_map
+        if not len(offset_map):
+            return True
+        new_keys = {
+            record.key
+            for record in records
+            if record.key is not None and record.offset >= start and record.key not in offset_map
+        }
+        return offset_map.fits(sum(key_cost_bytes(key) for key in new_keys))
+
+    # -- 3. rewriting a group of segments ---------------------------------------------
+
+    def _clean_group(self, log: Log, group: Sequence[LogSegment], state: _Round) -> None:
+        config = log.config
+        base_offset = group[0].base_offset
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # an aborted round's
+            segment_path(log.directory, base_offset, suffix + CLEANED_SUFFIX).unlink(
+                missing_ok=True
+            )
+        cleaned = LogSegment(
+            log.directory,
+            base_offset,
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_bytes=config.segment_index_bytes,
+            active=True,
+            suffix=CLEANED_SUFFIX,
+        )
+        try:
+            self._write_survivors(group, cleaned, state)
+            cleaned.on_become_inactive()
+            cleaned.flush()
+            _copy_mtime(group[-1].log.path, cleaned.log.path)
+        except BaseException:
+            cleaned.delete()
+            raise
+        if not log.replace_segments([cleaned], group):
+            cleaned.delete()
+            raise LogCleaningAbortedError(f"{log} changed while it was being cleaned")
+        state.stats.segments_read += len(group)
+        state.stats.segments_written += 1
+        state.stats.bytes_written += cleaned.size
+
+    def _write_survivors(
+        self, group: Sequence[LogSegment], cleaned: LogSegment, state: _Round
+    ) -> None:
+        writer = _SegmentWriter(cleaned, self.io_buffer_bytes)
+        last: BatchHeader | None = None
+        for segment in group:
+            state.check_abort()
+            state.stats.bytes_read += segment.size
+            for batch in segment.batches():
+                last = batch.header
+                _filter_batch(batch, state, writer)
+        if last is not None and writer.last_offset != last.last_offset:
+            writer.write(empty_batch(last), last.last_offset, last.max_timestamp)
+            state.stats.batches_kept_empty += 1
+        writer.flush()
+
+
+def _filter_batch(batch: FileBatch, state: _Round, writer: _SegmentWriter) -> None:
+    """Write what survives of one batch (see the module docstring)."""
+    header = batch.header
+    stats = state.stats
+    if header.last_offset >= state.end_offset or not _is_compactable(header):
+        if header.last_offset < state.end_offset and not header.is_control:
+            state.pinned_keys.update(
+                record.key
+                for record in decode_records(batch.buffer, header)
+                if record.key is not None
+            )
+        writer.write(batch.data, header.last_offset, header.max_timestamp)
+        return
+    records = decode_records(batch.buffer, header)
+    horizon = header.delete_horizon_ms
+    kept = [record for record in records if _retain(record, horizon, state)]
+    stats.records_read += len(records)
+    stats.records_retained += len(kept)
+    tombstones_kept = sum(record.value is None for record in kept)
+    stats.tombstones_dropped += sum(record.value is None for record in records) - tombstones_kept
+    if horizon is None and tombstones_kept:
+        horizon = state.now_ms + state.delete_retention_ms
+    elif len(kept) == len(records):
+        writer.write(batch.data, header.last_offset, header.max_timestamp)
+        return
+    if kept:
+        rebuilt, max_timestamp = rebuild_batch(header, kept, horizon)
+        writer.write(rebuilt, header.last_offset, max_timestamp)
+        stats.batches_rewritten += 1
+    elif state.producer_last_offsets.get(header.producer_id) == header.last_offset:
+        writer.write(empty_batch(header), header.last_offset, header.max_timestamp)
+        stats.batches_kept_empty += 1
+
+
+def _retain(record: Record, horizon: int | None, state: _Round) -> bool:
+    key = record.key
+    if key is None or state.offset_map.get(key) > record.offset:
+        return False
+    return not (
+        record.value is None
+        and horizon is not None
+        and state.now_ms >= horizon
+        and key not in state.pinned_keys
+    )
+
+
+def _is_compactable(header: BatchHeader) -> bool:
+    return header.magic == 2 and not header.is_transactional and not header.is_control
+
+
+def _note_producer(producers: dict[int, int], header: BatchHeader) -> None:
+    if header.has_producer_id:
+        producers[header.producer_id] = header.last_offset
+
+
+def _copy_mtime(source: Path, target: Path) -> None:
+    """Retention falls back to a segment's mtime when it has no timestamps: keep it."""
+    stat = source.stat()
+    os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+class _SegmentWriter:
+    """Buffers batches and appends them to the cleaned segment in large writes."""
+
+    def __init__(self, segment: LogSegment, buffer_bytes: int):
+        self.segment = segment
+        self.buffer_bytes = buffer_bytes
+        self.last_offset = -1
+        self._pieces: list[Buffer] = []
+        self._batches: list[AppendedBatch] = []
+        self._bytes = 0
+
+    def write(self, data: Buffer, last_offset: int, max_timestamp: int) -> None:
+        size = len(data)
+        self._pieces.append(data)
+        self._batches.append(AppendedBatch(last_offset, max_timestamp, size))
+        self._bytes += size
+        self.last_offset = last_offset
+        if self._bytes >= self.buffer_bytes:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._batches:
+            self.segment.append(self._pieces, self._batches, self._bytes)
+        self._pieces, self._batches, self._bytes = [], [], 0
+
+
+# -- batches the cleaner writes ---------------------------------------------------------
+
+
+def _attributes(header: BatchHeader, compression: CompressionType, horizon: int | None) -> int:
+    attributes = int(compression)
+    if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if header.is_transactional:
+        attributes |= TRANSACTIONAL_FLAG_MASK
+    if header.is_control:
+        attributes |= CONTROL_FLAG_MASK
+    if horizon is not None:
+        attributes |= DELETE_HORIZON_FLAG_MASK
+    return attributes
+
+
+def _finish(
+    header: BatchHeader,
+    payload: Buffer,
+    attributes: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    record_count: int,
+) -> bytes:
+    out = bytearray(V2_HEADER_SIZE)
+    _V2.pack_into(
+        out,
+        0,
+        header.base_offset,
+        V2_HEADER_SIZE - LOG_OVERHEAD + len(payload),
+        header.partition_leader_epoch,
+        2,
+        0,
+        attributes,
+        header.last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        record_count,
+    )
+    out += payload
+    _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return bytes(out)
+
+
+def rebuild_batch(
+    header: BatchHeader, records: Sequence[Record], delete_horizon_ms: int | None
+) -> tuple[bytes, int]:
+    """``records`` (a non-empty subset of the batch's) as a batch like ``header``'s.
+
+    Same base and last offset, leader epoch, producer fields, timestamp type and codec;
+    each record keeps its offset. The base timestamp is the delete horizon when there
+    is one (its attribute bit set), else the first record's. Returns the bytes and the
+    batch's max timestamp.
+    """
+    base_timestamp = records[0].timestamp if delete_horizon_ms is None else delete_horizon_ms
+    body = bytearray()
+    max_timestamp = -1
+    for record in records:
+        encode_record(
+            body,
+            record.offset - header.base_offset,
+            record.timestamp - base_timestamp,
+            record.key,
+            record.value,
+            record.headers,
+        )
+        max_timestamp = max(max_timestamp, record.timestamp)
+    if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
+        max_timestamp = header.max_timestamp
+    payload = compress(header.compression, body) if header.is_compressed else body
+    attributes = _attributes(header, header.compression, delete_horizon_ms)
+    return (
+        _finish(header, payload, attributes, base_timestamp, max_timestamp, len(records)),
+        max_timestamp,
+    )
+
+
+def empty_batch(header: BatchHeader) -> bytes:
+    """A batch with no records over ``header``'s offsets (Kafka's writeEmptyHeader)."""
+    attributes = _attributes(header, CompressionType.NONE, None)
+    return _finish(header, b"", attributes, header.max_timestamp, header.max_timestamp, 0)
+
+
+# -- 2. grouping ----------------------------------------------------------------------
+
+
+def group_segments_by_size(
+    segments: Sequence[LogSegment], max_bytes: int, max_index_bytes: int
+) -> list[list[LogSegment]]:
+    """Runs of consecutive segments that one rewritten segment can hold (Kafka's rule)."""
+    groups: list[list[LogSegment]] = []
+    remaining = list(segments)
+    while remaining:
+        group = [remaining.pop(0)]
+        log_bytes = group[0].size
+        offset_index_bytes = group[0].offset_index.size_bytes
+        time_index_bytes = group[0].time_index.size_bytes
+        while remaining:
+            candidate = remaining[0]
+            log_bytes += candidate.size
+            offset_index_bytes += candidate.offset_index.size_bytes
+            time_index_bytes += candidate.time_index.size_bytes
+            if (
+                log_bytes > max_bytes
+                or offset_index_bytes > max_index_bytes
+                or time_index_bytes > max_index_bytes
+                or candidate.next_offset - 1 - group[0].base_offset > INT32_MAX
+            ):
+                break
+            group.append(remaining.pop(0))
+        groups.append(group)
+    return groups
