@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import threading
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from tests.storage.compaction import (
     batches_of,
     clean,
     clean_fully,
+    compacted,
     keyed_batch,
     latest_values,
     live_values,
@@ -38,7 +41,7 @@ from tierlog.storage.records import (
     parse_header,
     patch_offsets,
 )
-from tierlog.storage.segment import AppendedBatch
+from tierlog.storage.segment import AppendedBatch, LogSegment
 
 
 def fill(log: Log, rounds: int, keys: int, *, per_batch: int = 4, **batch_options: object) -> None:
@@ -311,3 +314,96 @@ def test_cleaned_segments_keep_the_modification_time_of_their_last_original(
     os.utime(old, (1_000_000, 1_000_000))
     clean(log)
     assert log.segments[0].log.path.stat().st_mtime == 1_000_000
+
+
+# -- a crash at every step of the swap ---------------------------------------------------
+
+
+class Crash(Exception):
+    """Stands for the process dying at this point: nothing after it runs."""
+
+
+def crashing_renames(monkeypatch: pytest.MonkeyPatch, survive: int) -> list[str]:
+    """Let ``survive`` renames through, then 'crash' on the next one."""
+    done: list[str] = []
+    original = Path.replace
+
+    def replace(self: Path, target: str | os.PathLike[str]) -> Path:
+        if len(done) >= survive:
+            raise Crash(f"crash before renaming {self.name} to {Path(target).name}")
+        done.append(f"{self.name} -> {Path(target).name}")
+        return original(self, target)
+
+    monkeypatch.setattr(Path, "replace", replace)
+    return done
+
+
+def crash_scenario(directory: Path) -> None:
+    """Three segments that compact into two groups (so a crash can fall between swaps)."""
+    log = Log.open(directory, compacted(segment_bytes=700, delete_retention_ms=0))
+    for round_number in range(4):
+        for key in range(6):
+            value = None if (round_number, key) == (3, 0) else b"v%d" % round_number
+            log.append(keyed_batch([(b"k%d" % key, value)]))
+    log.close()
+
+
+def test_a_crash_at_any_rename_of_the_swap_is_completed_or_rolled_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pristine = tmp_path / "pristine" / "t-0"
+    crash_scenario(pristine)
+    before = {r.offset: r for r in records(Log.open(pristine, compacted()))}
+    reference = tmp_path / "reference" / "t-0"
+    shutil.copytree(pristine, reference)
+    cleaned_log = Log.open(reference, compacted(segment_bytes=700))
+    with monkeypatch.context() as patch:
+        renames = crashing_renames(patch, 10**6)
+        clean(cleaned_log)
+    after = records(cleaned_log)
+    assert len(renames) == 2 * (3 + 3 + 3)  # two swaps: .swap, .deleted, final names
+    for survive in range(len(renames) + 1):
+        directory = tmp_path / f"crash-{survive}" / "t-0"
+        shutil.copytree(pristine, directory)
+        log = Log.open(directory, compacted(segment_bytes=700))
+        with monkeypatch.context() as patch:
+            crashing_renames(patch, survive)
+            with contextlib.suppress(Crash):
+                clean(log)
+        # The process is gone: reopen what it left, as after a kill -9.
+        reopened = Log.open(directory, compacted(segment_bytes=700), clean_shutdown=False)
+        leftovers = [n for n in segment_files(directory) if n.endswith((".cleaned", ".swap"))]
+        assert not leftovers and not [n for n in segment_files(directory) if ".deleted" in n]
+        seen = records(reopened)
+        offsets = [r.offset for r in seen]
+        assert offsets == sorted(set(offsets)), survive
+        assert {r.offset for r in after} <= set(offsets) <= set(before), survive
+        assert all(before[r.offset] == r or r.value is None for r in seen), survive
+        assert live_values(seen) == live_values(before.values()), survive
+        assert reopened.log_end_offset == cleaned_log.log_end_offset
+        clean(reopened)  # and the next round ends where a round without a crash did
+        assert [(r.offset, r.key, r.value) for r in records(reopened)] == [
+            (r.offset, r.key, r.value) for r in after
+        ], survive
+
+
+def test_a_crash_while_the_cleaned_segment_is_written_leaves_only_garbage_to_remove(
+    log_dir: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = open_compacted(log_dir, clock)
+    fill(log, rounds=3, keys=10)
+    before = records(log)
+    log.flush()
+
+    def crash(_source: Path, _target: Path) -> None:
+        raise Crash("crash with the .cleaned segment written and flushed")
+
+    monkeypatch.setattr("tierlog.storage.cleaner._copy_mtime", crash)
+    monkeypatch.setattr(LogSegment, "delete", lambda _self: None)  # no clean-up: a crash
+    with pytest.raises(Crash):
+        clean(log)
+    monkeypatch.undo()
+    assert [n for n in segment_files(log_dir) if n.endswith(".cleaned")]
+    reopened = Log.open(log_dir, compacted(), clean_shutdown=False)
+    assert not [n for n in segment_files(log_dir) if n.endswith(".cleaned")]
+    assert records(reopened) == before
