@@ -92,20 +92,16 @@ class SegmentIndex(ABC):
     # -- file and mapping -------------------------------------------------------------
 
     def _map(self, length: int) -> None:
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
-        if length > 0:
-            access = mmap.ACCESS_READ if self.read_only else mmap.ACCESS_WRITE
-            self._mmap = mmap.mmap(self._fd, length, access=access)
+        # Swap the new mapping in; never close the old one here. Readers search without
+        # the log's lock (a roll trims the index under their feet), and the old mapping
+        # stays valid for every entry they can see until its last reference goes.
+        access = mmap.ACCESS_READ if self.read_only else mmap.ACCESS_WRITE
+        self._mmap = mmap.mmap(self._fd, length, access=access) if length > 0 else None
 
     def resize(self, length_bytes: int) -> None:
         """Make the file hold ``length_bytes`` rounded down to whole entries (pre-allocation)."""
         length = max(length_bytes // self.entry_size, self.entries) * self.entry_size
         current = os.fstat(self._fd).st_size
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
         try:
             if length > current:
                 # Reserve real blocks: on a full disk this fails here, with an error,
@@ -114,7 +110,7 @@ class SegmentIndex(ABC):
             else:
                 os.ftruncate(self._fd, length)
         except OSError as error:
-            self._map(current)
+            self._map(min(current, os.fstat(self._fd).st_size))
             raise KafkaStorageError(
                 f"cannot size {self.path} to {length} bytes: {error}"
             ) from error
@@ -306,7 +302,9 @@ class TimeIndex(SegmentIndex):
         """Add (timestamp, offset) if the timestamp is newer than the last entry's."""
         if self.is_full and not skip_full_check:
             raise CorruptRecordError(f"append to a full time index {self.path}")
-        if self.last_key is not None and timestamp <= self.last_key:
+        # An empty index's last entry is (NO_TIMESTAMP, base offset), as Kafka's: a
+        # segment without timestamps (v0, or records stamped -1) indexes nothing.
+        if timestamp <= (NO_TIMESTAMP if self.last_key is None else self.last_key):
             return
         if self.is_full:  # the closing entry of a full index: Kafka grows the file by one
             self.max_entries += 1
