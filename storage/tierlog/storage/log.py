@@ -11,12 +11,13 @@ readers see a snapshot of the segment list and read below each segment's size.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import struct
 import threading
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -129,6 +130,9 @@ class Log:
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._retired: list[tuple[int, LogSegment]] = []  # (delete at ms, segment)
+        # Odd while a truncation rewrites the log: a lock-free read that overlapped one
+        # (the count moved) may hold bytes from before and after it, so it is retried.
+        self._truncations = 0
         for segment in self._segments:
             segment.roll_jitter_ms = self._jitter_ms(segment.base_offset)
         self.active_segment.created_ms = clock_ms()  # segment.ms runs on the log's clock
@@ -353,25 +357,45 @@ class Log:
         with self._lock:
             if offset >= self.log_end_offset:
                 return
-            if offset < self._segments[0].base_offset:
-                self._truncate_fully_locked(offset)
-                return
-            keep = self._segment_index(self._segments_and_bases[1], offset)
-            if self._segments[keep].base_offset == offset and keep > 0:
-                keep -= 1
-            for segment in self._segments[keep + 1 :]:
-                segment.delete()
-            self._set_segments(self._segments[: keep + 1])
-            active = self._segments[-1]
-            active.truncate_to(offset)
-            active.resize_indexes(self.config.segment_index_bytes)
-            self.recovery_point = min(self.recovery_point, self.log_end_offset)
-            self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+            with self._truncating():
+                self._truncate_to_locked(offset)
+
+    def _truncate_to_locked(self, offset: int) -> None:
+        if offset < self._segments[0].base_offset:
+            self._truncate_fully_locked(offset)
+            return
+        keep = self._segment_index(self._segments_and_bases[1], offset)
+        if self._segments[keep].base_offset == offset and keep > 0:
+            keep -= 1
+        for segment in self._segments[keep + 1 :]:
+            segment.delete()
+        self._set_segments(self._segments[: keep + 1])
+        active = self._segments[-1]
+        active.truncate_to(offset)
+        active.resize_indexes(self.config.segment_index_bytes)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop everything and continue at ``offset`` (e.g. a replica far behind)."""
-        with self._lock:
+        with self._lock, self._truncating():
             self._truncate_fully_locked(offset)
+
+    @contextlib.contextmanager
+    def _truncating(self) -> Iterator[None]:
+        self._truncations += 1
+        try:
+            yield
+        finally:
+            self._truncations += 1
+
+    def _await_truncation(self, seen: int) -> bool:
+        """Whether a truncation overlapped a read that began at count ``seen``; if one is
+        running, wait for it (it holds the lock) so the retry sees the new log."""
+        if seen == self._truncations and not seen % 2:
+            return False
+        with self._lock:
+            return True
 
     def _truncate_fully_locked(self, offset: int) -> None:
         for segment in self._segments:
@@ -487,10 +511,13 @@ class Log:
         """Whole batches from the one holding ``offset``, up to ``max_bytes``.
 
         Raises OffsetOutOfRangeError below the log start or past the log end. A read
-        that raced the retirement of its segment is retried on the current segments,
-        so it returns what it read before the segment went, or the clean error.
+        that raced the retirement of its segment, or a truncation, is retried on the
+        current segments, so it returns whole batches or the clean error.
         """
         for _attempt in range(_READ_ATTEMPTS):
+            seen = self._truncations
+            if self._await_truncation(seen):
+                continue
             segments, base_offsets = self._segments_and_bases
             log_end = segments[-1].next_offset
             self._check_in_range(offset, log_end)
@@ -498,9 +525,12 @@ class Log:
                 records, used = self._read_from(
                     segments, base_offsets, offset, max_bytes, upper_bound_offset, min_one_batch
                 )
-            except Exception:  # a segment retired under us fails in any way: retry
-                if not any(segment.deleted for segment in segments):
+            except Exception:  # a segment retired or truncated under us fails in any way
+                raced = any(s.deleted for s in segments) or self._await_truncation(seen)
+                if not raced:
                     raise
+                continue
+            if self._await_truncation(seen):
                 continue
             if used is None or not used.deleted:
                 return LogRead(records, self.log_start_offset, log_end)
@@ -557,12 +587,18 @@ class Log:
         if timestamp == LATEST_TIMESTAMP:
             return TimestampAndOffset(-1, self.log_end_offset)
         for _attempt in range(_READ_ATTEMPTS):
+            seen = self._truncations
+            if self._await_truncation(seen):
+                continue
             segments = self._segments
             try:
                 found = self._search_timestamp(segments, timestamp)
-            except Exception:  # a segment retired under us fails in any way: retry
-                if not any(segment.deleted for segment in segments):
+            except Exception:  # a segment retired or truncated under us fails in any way
+                raced = any(s.deleted for s in segments) or self._await_truncation(seen)
+                if not raced:
                     raise
+                continue
+            if self._await_truncation(seen):
                 continue
             if not any(segment.deleted for segment in segments):
                 return found
