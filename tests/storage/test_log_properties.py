@@ -5,6 +5,10 @@ flushed or trimmed) and may cut the last segment at a random byte past what was
 flushed, as a torn tail of unflushed data. After every reopen the log must hold exactly
 the model's batches that were wholly on disk -- every flushed batch among them -- and
 reads and timestamp lookups must agree with the model.
+
+The same machine runs on a ``message.timestamp.type=LogAppendTime`` topic, where the
+model expects the log's clock at each append as the timestamp of every record in it,
+whatever the producer stamped (even hours ahead, which CreateTime would refuse).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from hypothesis.stateful import (
 )
 
 from tests.storage.conftest import T0, FakeClock, headers_of, read_all_records
-from tierlog.storage.config import LogConfig
+from tierlog.storage.config import LogConfig, TimestampType
 from tierlog.storage.errors import OffsetOutOfRangeError, RecordBatchTooLargeError
 from tierlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
 from tierlog.storage.records import CompressionType, Record, SimpleRecord, build_batch
@@ -65,6 +69,8 @@ RECORDS = st.lists(
 
 
 class LogMachine(RuleBasedStateMachine):
+    timestamp_type = TimestampType.CREATE_TIME
+
     def __init__(self) -> None:
         super().__init__()
         self.root = Path(tempfile.mkdtemp(prefix="tierlog-prop-"))
@@ -86,6 +92,7 @@ class LogMachine(RuleBasedStateMachine):
             segment_bytes=segment_bytes,
             index_interval_bytes=index_interval_bytes,
             segment_index_bytes=segment_index_bytes,
+            message_timestamp_type=self.timestamp_type.value,
         )
         self.log = Log.open(self.directory, self.config, clock_ms=self.clock)
 
@@ -110,7 +117,7 @@ class LogMachine(RuleBasedStateMachine):
     )
     def append(self, records: list[tuple[bytes | None, int, int]], codec: CompressionType) -> None:
         produced = [
-            SimpleRecord(key=key, value=bytes([size % 251]) * size, timestamp=self.clock() - ago)
+            SimpleRecord(key=key, value=bytes([size % 251]) * size, timestamp=self.produced_at(ago))
             for key, size, ago in records
         ]
         batch = build_batch(produced, compression=codec)
@@ -118,12 +125,15 @@ class LogMachine(RuleBasedStateMachine):
             with pytest.raises(RecordBatchTooLargeError):
                 self.live.append(batch)
             return
+        now_ms = self.clock()
         info = self.live.append(batch)
         assert info.first_offset == self.model_end
         stored = tuple(
-            Record(info.first_offset + i, r.timestamp, r.key, r.value, ())
+            Record(info.first_offset + i, self.stored_timestamp(r, now_ms), r.key, r.value, ())
             for i, r in enumerate(produced)
         )
+        if self.timestamp_type is TimestampType.LOG_APPEND_TIME:
+            assert (info.log_append_time_ms, info.max_timestamp) == (now_ms, now_ms)
         self.batches.append(ModelBatch(info.first_offset, stored, len(batch)))
         self.clock.advance(1)
 
@@ -196,6 +206,12 @@ class LogMachine(RuleBasedStateMachine):
         assert self.live.recovery_point == self.model_end
         self.check_against_model()
 
+    def produced_at(self, ago_ms: int) -> int:
+        return self.clock() - ago_ms
+
+    def stored_timestamp(self, produced: SimpleRecord, now_ms: int) -> int:
+        return produced.timestamp
+
     # -- checks -------------------------------------------------------------------------
 
     def check_against_model(self) -> None:
@@ -250,3 +266,25 @@ LogMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_log_against_the_model = pytest.mark.slow(LogMachine.TestCase)
+
+
+class LogAppendTimeMachine(LogMachine):
+    """The model on a LogAppendTime topic: the log's clock stamps every record."""
+
+    timestamp_type = TimestampType.LOG_APPEND_TIME
+
+    def produced_at(self, ago_ms: int) -> int:
+        # Far from now either way: a LogAppendTime topic neither checks nor keeps it.
+        return self.clock() + (ago_ms - 2_500) * 10_000
+
+    def stored_timestamp(self, produced: SimpleRecord, now_ms: int) -> int:
+        return now_ms
+
+
+LogAppendTimeMachine.TestCase.settings = settings(
+    max_examples=100,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+test_log_append_time_against_the_model = pytest.mark.slow(LogAppendTimeMachine.TestCase)
