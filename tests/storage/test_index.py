@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tierlog.storage.errors import CorruptRecordError
-from tierlog.storage.index import WARM_SECTION_BYTES, IndexEntry, OffsetIndex, TimeIndex
+from tierlog.storage.index import IndexEntry, OffsetIndex, TimeIndex
 
 BASE = 1000
 
