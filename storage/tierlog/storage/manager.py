@@ -36,6 +36,7 @@ from tierlog.storage.checkpoints import (
     write_offset_checkpoint,
     write_partition_metadata,
 )
+from tierlog.storage.cleaner_manager import CleanerConfig, LogCleaner
 from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import (
     KafkaStorageError,
@@ -64,6 +65,7 @@ class LogManagerConfig:
     flush_check_interval_ms: int = 1000
     retention_check_interval_ms: int = 300_000
     recovery_threads_per_data_dir: int = 1
+    cleaner: CleanerConfig = field(default_factory=CleanerConfig)  # log.cleaner.*
 
 
 class LogManager:
@@ -88,6 +90,7 @@ class LogManager:
         self.retention = PeriodicTask(
             "log-retention", config.retention_check_interval_ms, self.run_retention_pass
         )
+        self.cleaner = LogCleaner(config.cleaner, config.log_dirs, self._partition_logs)
         self.had_clean_shutdown: dict[Path, bool] = {}
 
     # -- life cycle -------------------------------------------------------------------
@@ -101,9 +104,11 @@ class LogManager:
             (log_dir / CLEAN_SHUTDOWN_MARKER).unlink(missing_ok=True)
         self.committer.start()
         self.retention.start()
+        self.cleaner.startup()
 
     def shutdown(self) -> None:
         """Flush and close everything, write checkpoints, then the clean-shutdown marker."""
+        self.cleaner.shutdown()
         self.retention.stop()
         self.committer.stop()
         with self._lock:
@@ -200,6 +205,8 @@ class LogManager:
 
     def delete_log(self, tp: TopicPartition) -> None:
         """Close the partition's log and remove its directory (renamed first, as Kafka does)."""
+        self.get_log(tp)  # unknown partitions fail here, before the cleaner is paused
+        self.cleaner.abort_and_pause(tp)
         with self._lock:
             doomed = self.get_log(tp)
             del self._logs[tp]
@@ -208,6 +215,11 @@ class LogManager:
         renamed = doomed.directory.with_name(f"{tp.dir_name}.{uuid.uuid4().hex}-delete")
         doomed.directory.replace(renamed)
         shutil.rmtree(renamed)
+        self.cleaner.forget(tp)
+
+    def _partition_logs(self) -> list[tuple[TopicPartition, Log, Path]]:
+        dirs = self._log_dirs
+        return [(tp, lg, dirs[tp]) for tp, lg in list(self._logs.items()) if tp in dirs]
 
     def _least_loaded_dir(self) -> Path:
         counts = dict.fromkeys(self.config.log_dirs, 0)
