@@ -310,6 +310,24 @@ class TimeIndex(SegmentIndex):
             self.max_entries += 1
         self._write(timestamp, timestamp, offset - self.base_offset)
 
+    @classmethod
+    def read_last_entry(cls, path: Path, base_offset: int) -> IndexEntry | None:
+        """The file's last whole entry, read without mapping it (None if empty or absent)."""
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            whole = os.fstat(fd).st_size // cls.entry_size * cls.entry_size
+            if whole == 0:
+                return None
+            timestamp, relative = cls._entry.unpack(
+                os.pread(fd, cls.entry_size, whole - cls.entry_size)
+            )
+            return IndexEntry(timestamp, base_offset + relative)
+        finally:
+            os.close(fd)
+
     def lookup(self, timestamp: int) -> IndexEntry:
         """Largest (timestamp, offset) at or below ``timestamp``; (-1, base offset) if none."""
         slot = self.floor_slot(timestamp)

@@ -150,6 +150,8 @@ def _open_segments(directory: Path, config: LogConfig) -> tuple[list[LogSegment]
     bases = _log_base_offsets(directory)
     for position, base in enumerate(bases):
         segment, truncated = _open_segment(directory, base, config)
+        if position < len(bases) - 1:
+            segment.release_indexes()  # mapped again when first searched
         segments.append(segment)
         if truncated:
             later = bases[position + 1 :]

@@ -10,6 +10,7 @@ far with the last offset of the batch that carried it, growing strictly.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -90,23 +91,21 @@ class LogSegment:
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.log = FileRecords(segment_path(directory, base_offset, LOG_SUFFIX + suffix))
+        self.max_index_bytes = max_index_bytes
+        self._index_paths = (
+            segment_path(directory, base_offset, INDEX_SUFFIX + suffix),
+            segment_path(directory, base_offset, TIME_INDEX_SUFFIX + suffix),
+        )
+        # Kafka's LazyIndex: a sealed segment maps its indexes only when first searched,
+        # so a log of thousands of segments does not hold thousands of mappings.
+        self._indexes: tuple[OffsetIndex, TimeIndex] | None = None
+        self._index_lock = threading.Lock()
         try:
-            self.offset_index = OffsetIndex(
-                segment_path(directory, base_offset, INDEX_SUFFIX + suffix),
-                base_offset,
-                max_index_bytes,
-                writable=active,
-            )
-            try:
-                self.time_index = TimeIndex(
-                    segment_path(directory, base_offset, TIME_INDEX_SUFFIX + suffix),
-                    base_offset,
-                    max_index_bytes,
-                    writable=active,
-                )
-            except BaseException:
-                self.offset_index.close()
-                raise
+            if active:
+                self._load_indexes(writable=True)
+                last = self.time_index.last_entry()
+            else:
+                last = TimeIndex.read_last_entry(self._index_paths[1], base_offset)
         except BaseException:  # e.g. no space for the indexes: leave nothing open
             self.log.close()
             raise
@@ -114,13 +113,51 @@ class LogSegment:
         self.roll_jitter_ms = 0  # chosen by the log, subtracted from segment.ms
         self.bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
-        last = self.time_index.last_entry()
         self.max_timestamp_so_far = last.key if last else NO_TIMESTAMP
         self.offset_of_max_timestamp = last.value if last else base_offset
         self._next_offset: int | None = None
         # Set before the files go: a lock-free reader holding this segment checks it
         # after reading and retries on the log's current segments instead.
         self.deleted = False
+
+    # -- indexes ----------------------------------------------------------------------
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        indexes = self._indexes or self._load_indexes(writable=False)
+        return indexes[0]
+
+    @property
+    def time_index(self) -> TimeIndex:
+        indexes = self._indexes or self._load_indexes(writable=False)
+        return indexes[1]
+
+    def _load_indexes(self, *, writable: bool) -> tuple[OffsetIndex, TimeIndex]:
+        with self._index_lock:
+            if self._indexes is not None:
+                return self._indexes
+            offset_path, time_path = self._index_paths
+            offsets = OffsetIndex(
+                offset_path, self.base_offset, self.max_index_bytes, writable=writable
+            )
+            try:
+                times = TimeIndex(
+                    time_path, self.base_offset, self.max_index_bytes, writable=writable
+                )
+            except BaseException:
+                offsets.close()
+                raise
+            self._indexes = (offsets, times)
+            return self._indexes
+
+    def release_indexes(self) -> None:
+        """Unmap a sealed segment's indexes until they are searched again (at load, after
+        their sanity check: nobody else holds the segment yet)."""
+        with self._index_lock:
+            if self._indexes is not None:
+                for index in self._indexes:
+                    index.close()
+                self._indexes = None
 
     # -- size and offsets -------------------------------------------------------------
 
@@ -231,6 +268,7 @@ class LogSegment:
 
     def resize_indexes(self, max_index_bytes: int) -> None:
         """Preallocate the indexes again (the segment is the active one)."""
+        self.max_index_bytes = max_index_bytes
         self.offset_index.max_entries = max(max_index_bytes // 8, 1)
         self.time_index.max_entries = max(max_index_bytes // 12, 1)
         self.offset_index.resize(max_index_bytes)
@@ -362,27 +400,40 @@ class LogSegment:
     def flush(self) -> None:
         """Make the segment durable: the log data first, then the indexes that point into it."""
         self.log.flush()
-        self.offset_index.flush()
-        self.time_index.flush()
+        for index in self._indexes or ():
+            index.flush()
 
     def close(self) -> None:
-        if self.max_timestamp_so_far >= 0:
-            self.time_index.maybe_append(
-                self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True
-            )
-        self.offset_index.close()
-        self.time_index.close()
+        if self._indexes is not None:  # sealed, unloaded segments already have it all
+            if self.max_timestamp_so_far >= 0:
+                self.time_index.maybe_append(
+                    self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True
+                )
+            for index in self._indexes:
+                index.close()
         self.log.close()
 
     def rename_with_suffix(self, suffix: str) -> None:
         """Give every file of the segment ``suffix`` (e.g. ``.deleted``) after its own."""
-        for part in (self.log, self.offset_index, self.time_index):
-            part.rename_to(part.path.with_name(_base_name(part.path) + suffix))
+        self.log.rename_to(self.log.path.with_name(_base_name(self.log.path) + suffix))
+        with self._index_lock:
+            renamed = tuple(path.with_name(_base_name(path) + suffix) for path in self._index_paths)
+            for index, new_path in zip(self._indexes or (), renamed, strict=False):
+                index.rename_to(new_path)
+            if self._indexes is None:
+                for path, new_path in zip(self._index_paths, renamed, strict=True):
+                    if path.exists():
+                        path.replace(new_path)
+            self._index_paths = (renamed[0], renamed[1])
 
     def delete(self) -> None:
         self.deleted = True
-        self.offset_index.delete()
-        self.time_index.delete()
+        with self._index_lock:
+            for index in self._indexes or ():
+                index.delete()
+            self._indexes = None
+            for path in self._index_paths:
+                path.unlink(missing_ok=True)
         self.log.close()
         self.log.path.unlink(missing_ok=True)
 
