@@ -47,6 +47,7 @@ from tierlog.storage.log import Log
 from tierlog.storage.offset_map import OffsetMap, key_cost_bytes
 from tierlog.storage.records import (
     LOG_OVERHEAD,
+    NO_TIMESTAMP,
     V2_HEADER_SIZE,
     BatchHeader,
     CompressionType,
@@ -281,7 +282,7 @@ class Cleaner:
                 last = batch.header
                 _filter_batch(batch, state, writer)
         if last is not None and writer.last_offset != last.last_offset:
-            writer.write(empty_batch(last), last.last_offset, last.max_timestamp)
+            writer.write(empty_batch(last), last.last_offset, NO_TIMESTAMP)
             state.stats.batches_kept_empty += 1
         writer.flush()
 
@@ -316,7 +317,7 @@ def _filter_batch(batch: FileBatch, state: _Round, writer: _SegmentWriter) -> No
         writer.write(rebuilt, header.last_offset, max_timestamp)
         stats.batches_rewritten += 1
     elif state.producer_last_offsets.get(header.producer_id) == header.last_offset:
-        writer.write(empty_batch(header), header.last_offset, header.max_timestamp)
+        writer.write(empty_batch(header), header.last_offset, NO_TIMESTAMP)
         stats.batches_kept_empty += 1
 
 
@@ -348,7 +349,11 @@ def _copy_mtime(source: Path, target: Path) -> None:
 
 
 class _SegmentWriter:
-    """Buffers batches and appends them to the cleaned segment in large writes."""
+    """Buffers batches and appends them to the cleaned segment in large writes.
+
+    An empty batch is written with no timestamp for the indexes: the time index must only
+    name batches whose records carry its timestamp (DumpLogSegments checks records).
+    """
 
     def __init__(self, segment: LogSegment, buffer_bytes: int):
         self.segment = segment
