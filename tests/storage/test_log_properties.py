@@ -50,10 +50,9 @@ class ModelBatch:
 def abandon(log: Log) -> None:
     """What a killed process leaves: files closed by the kernel, nothing flushed or trimmed."""
     for segment in log.segments:
-        for index in (segment.offset_index, segment.time_index):
+        for index in segment._indexes or ():
             if index._mmap is not None:
                 index._mmap.close()  # unmapping keeps the dirty pages in the page cache
-            os.close(index._fd)
         os.close(segment.log._fd)
 
 

@@ -17,6 +17,7 @@ recovery detects that with ``sanity_check`` and rebuilds the index from the log.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import operator
 import os
@@ -24,7 +25,7 @@ import struct
 import sys
 from abc import ABC, abstractmethod
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
@@ -78,43 +79,55 @@ class SegmentIndex(ABC):
         self.base_offset = base_offset
         self.max_entries = max(max_index_bytes // self.entry_size, 1)
         self.read_only = read_only and not writable
-        flags = os.O_RDONLY if self.read_only else os.O_RDWR | os.O_CREAT
-        self._fd = os.open(path, flags, 0o644)
-        length = os.fstat(self._fd).st_size
-        self.entries = length // self.entry_size
         self._mmap: mmap.mmap | None = None
+        with self._file(create=True) as fd:
+            length = os.fstat(fd).st_size
+            self.entries = length // self.entry_size
+            if not writable:
+                self._map(fd, length)
         if writable:
             self.resize(self.max_entries * self.entry_size)
-        else:
-            self._map(length)
         self._refresh_last_key()
 
     # -- file and mapping -------------------------------------------------------------
 
-    def _map(self, length: int) -> None:
+    @contextlib.contextmanager
+    def _file(self, *, create: bool = False) -> Iterator[int]:
+        # The index holds no descriptor of its own between calls: the mapping keeps the
+        # file, so a segment costs one descriptor for its log and none for its indexes
+        # beyond the mapping's, and dropping the mapping releases everything.
+        flags = os.O_RDONLY if self.read_only else os.O_RDWR | (os.O_CREAT if create else 0)
+        fd = os.open(self.path, flags, 0o644)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    def _map(self, fd: int, length: int) -> None:
         # Swap the new mapping in; never close the old one here. Readers search without
         # the log's lock (a roll trims the index under their feet), and the old mapping
         # stays valid for every entry they can see until its last reference goes.
         access = mmap.ACCESS_READ if self.read_only else mmap.ACCESS_WRITE
-        self._mmap = mmap.mmap(self._fd, length, access=access) if length > 0 else None
+        self._mmap = mmap.mmap(fd, length, access=access) if length > 0 else None
 
     def resize(self, length_bytes: int) -> None:
         """Make the file hold ``length_bytes`` rounded down to whole entries (pre-allocation)."""
         length = max(length_bytes // self.entry_size, self.entries) * self.entry_size
-        current = os.fstat(self._fd).st_size
-        try:
-            if length > current:
-                # Reserve real blocks: on a full disk this fails here, with an error,
-                # instead of as a SIGBUS when a later entry is stored through the mapping.
-                os.posix_fallocate(self._fd, current, length - current)
-            else:
-                os.ftruncate(self._fd, length)
-        except OSError as error:
-            self._map(min(current, os.fstat(self._fd).st_size))
-            raise KafkaStorageError(
-                f"cannot size {self.path} to {length} bytes: {error}"
-            ) from error
-        self._map(length)
+        with self._file() as fd:
+            current = os.fstat(fd).st_size
+            try:
+                if length > current:
+                    # Reserve real blocks: on a full disk this fails here, with an error,
+                    # not as a SIGBUS when a later entry is stored through the mapping.
+                    os.posix_fallocate(fd, current, length - current)
+                else:
+                    os.ftruncate(fd, length)
+            except OSError as error:
+                self._map(fd, min(current, os.fstat(fd).st_size))
+                raise KafkaStorageError(
+                    f"cannot size {self.path} to {length} bytes: {error}"
+                ) from error
+            self._map(fd, length)
 
     def trim_to_valid_size(self) -> None:
         """Cut the preallocated tail: the file holds exactly the valid entries."""
@@ -127,16 +140,10 @@ class SegmentIndex(ABC):
     def close(self) -> None:
         if not self.read_only:
             self.trim_to_valid_size()
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
-        os.close(self._fd)
+        self._mmap = None  # unmapped when the last reader lets go of it
 
     def delete(self) -> None:
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
-        os.close(self._fd)
+        self._mmap = None
         self.path.unlink(missing_ok=True)
 
     def rename_to(self, path: Path) -> None:
@@ -180,7 +187,7 @@ class SegmentIndex(ABC):
 
     @property
     def length_bytes(self) -> int:
-        return os.fstat(self._fd).st_size
+        return self.path.stat().st_size
 
     def last_entry(self) -> IndexEntry | None:
         return self.entry(self.entries - 1) if self.entries else None

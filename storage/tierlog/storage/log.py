@@ -315,6 +315,7 @@ class Log:
             return old
         old.on_become_inactive()
         segment = self._new_segment(new_base)
+        old.release_indexes()  # sealed: mapped again only if a reader searches it
         self._set_segments([*self._segments, segment])
         return segment
 
@@ -522,7 +523,7 @@ class Log:
             log_end = segments[-1].next_offset
             self._check_in_range(offset, log_end)
             try:
-                records, used = self._read_from(
+                records, visited = self._read_from(
                     segments, base_offsets, offset, max_bytes, upper_bound_offset, min_one_batch
                 )
             except Exception:  # a segment retired or truncated under us fails in any way
@@ -532,7 +533,9 @@ class Log:
                 continue
             if self._await_truncation(seen):
                 continue
-            if used is None or not used.deleted:
+            # Every segment the read went through must still be live: one retired under
+            # the read may have answered "nothing here" and sent it on to the next one.
+            if not any(segment.deleted for segment in visited):
                 return LogRead(records, self.log_start_offset, log_end)
         raise OffsetOutOfRangeError(f"offset {offset} was deleted while being read")
 
@@ -554,10 +557,14 @@ class Log:
         max_bytes: int,
         upper_bound_offset: int | None,
         min_one_batch: bool,
-    ) -> tuple[bytes, LogSegment | None]:
+    ) -> tuple[bytes, list[LogSegment]]:
+        """Whole batches from the first segment at or after ``offset`` that has some,
+        and the segments visited on the way."""
         index = self._segment_index(base_offsets, offset)
+        visited: list[LogSegment] = []
         while index < len(segments):
             segment = segments[index]
+            visited.append(segment)
             found = segment.read(
                 offset,
                 max_bytes,
@@ -566,7 +573,7 @@ class Log:
                 min_one_batch=min_one_batch,
             )
             if found is not None and found.records:
-                return found.records, segment
+                return found.records, visited
             if (
                 upper_bound_offset is not None
                 and index + 1 < len(segments)
@@ -574,7 +581,7 @@ class Log:
             ):
                 break
             index += 1
-        return b"", None
+        return b"", visited
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """Kafka's ListOffsets for one partition.

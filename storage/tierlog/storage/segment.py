@@ -20,6 +20,7 @@ from typing import NamedTuple
 from tierlog.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    OffsetOutOfRangeError,
     UnsupportedCompressionTypeError,
 )
 from tierlog.storage.file_records import Buffer, FileBatch, FileRecords
@@ -90,6 +91,9 @@ class LogSegment:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
+        # Set before the files go: a lock-free reader holding this segment checks it
+        # after reading and retries on the log's current segments instead.
+        self.deleted = False
         self.log = FileRecords(segment_path(directory, base_offset, LOG_SUFFIX + suffix))
         self.max_index_bytes = max_index_bytes
         self._index_paths = (
@@ -116,9 +120,6 @@ class LogSegment:
         self.max_timestamp_so_far = last.key if last else NO_TIMESTAMP
         self.offset_of_max_timestamp = last.value if last else base_offset
         self._next_offset: int | None = None
-        # Set before the files go: a lock-free reader holding this segment checks it
-        # after reading and retries on the log's current segments instead.
-        self.deleted = False
 
     # -- indexes ----------------------------------------------------------------------
 
@@ -136,6 +137,8 @@ class LogSegment:
         with self._index_lock:
             if self._indexes is not None:
                 return self._indexes
+            if self.deleted:  # a reader racing retirement: it retries on live segments
+                raise OffsetOutOfRangeError(f"segment {self.base_offset} was deleted")
             offset_path, time_path = self._index_paths
             offsets = OffsetIndex(
                 offset_path, self.base_offset, self.max_index_bytes, writable=writable
@@ -151,13 +154,12 @@ class LogSegment:
             return self._indexes
 
     def release_indexes(self) -> None:
-        """Unmap a sealed segment's indexes until they are searched again (at load, after
-        their sanity check: nobody else holds the segment yet)."""
+        """Let a sealed segment's index mappings go until they are searched again.
+
+        Safe under concurrent readers: a reader keeps the mapping it holds alive; the
+        files were trimmed when the segment was sealed, so nothing needs writing."""
         with self._index_lock:
-            if self._indexes is not None:
-                for index in self._indexes:
-                    index.close()
-                self._indexes = None
+            self._indexes = None
 
     # -- size and offsets -------------------------------------------------------------
 
