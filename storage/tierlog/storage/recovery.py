@@ -205,4 +205,5 @@ def _recover_unflushed(
             return kept, truncated + sum(s.size for s in later), position + 1
         if segment is not to_scan[-1]:
             segment.on_become_inactive()
+            segment.release_indexes()
     return segments, truncated, len(to_scan)
