@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tierlog.storage.config import LogConfig, TimestampType
+from tierlog.storage.errors import InvalidRecordError
 from tierlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
 from tierlog.storage.records import (
     CompressionType,
@@ -31,6 +32,7 @@ from tierlog.storage.records import (
     build_legacy_message_set,
     decode_records,
     iter_batches,
+    parse_header,
 )
 
 from .datasets import BASE_TIMESTAMP_MS
@@ -284,7 +286,7 @@ def test_kafka_accepts_the_indexes_tierlog_rebuilt(legacy_logs: LegacyLogs, tmp_
 def test_kafka_refuses_to_deep_read_a_zstd_legacy_wrapper(magic: int, tmp_path: Path) -> None:
     """zstd needs magic 2: Kafka's shallow walk calls the wrapper valid (its CRC holds),
     its deep iteration throws; tierlog's recovery, which checks CRCs as Kafka's does,
-    keeps the wrapper too."""
+    keeps the wrapper too, and its decoding refuses it as Kafka's does."""
     partition_dir = tmp_path / f"zstd-v{magic}-0"
     partition_dir.mkdir()
     records = [_record(offset) for offset in range(3)]
@@ -309,6 +311,8 @@ def test_kafka_refuses_to_deep_read_a_zstd_legacy_wrapper(magic: int, tmp_path: 
     try:
         assert log.log_end_offset == 3
         assert log.read(0, 1 << 20).records == data
+        with pytest.raises(InvalidRecordError, match="zstd"):  # as Kafka's deep iterator
+            decode_records(data, parse_header(data, 0))
     finally:
         log.close()
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tierlog.storage.config import TimestampType
-from tierlog.storage.errors import CorruptRecordError
+from tierlog.storage.errors import CorruptRecordError, InvalidRecordError
 from tierlog.storage.records.buffers import ReadableBuffer
 from tierlog.storage.records.codecs import CompressionType, compress, compression_type, decompress
 from tierlog.storage.records.crc import crc32
@@ -119,6 +119,8 @@ def decode_entry(buf: ReadableBuffer, pos: int) -> list[Record]:
         return [Record(message.offset, message.timestamp, message.key, message.value)]
     if message.value is None:
         raise CorruptRecordError(f"compressed wrapper at {pos} has a null value")
+    if message.compression is CompressionType.ZSTD:  # zstd arrived with v2, as in Kafka
+        raise InvalidRecordError(f"v{message.magic} wrapper at {pos} claims zstd compression")
     data = decompress(message.compression, message.value, magic=message.magic)
     inner: list[LegacyMessage] = []
     cursor = 0
