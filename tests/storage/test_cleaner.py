@@ -26,8 +26,12 @@ from tests.storage.conftest import T0, FakeClock, segment_files
 from tierlog.storage.cleaner import (
     Cleaner,
     LogCleaningAbortedError,
+    filter_batch,
     group_segments_by_size,
+    records_section,
+    scan_records,
 )
+from tierlog.storage.file_records import FileBatch
 from tierlog.storage.log import Log
 from tierlog.storage.records import (
     BatchHeader,
@@ -38,6 +42,7 @@ from tierlog.storage.records import (
     build_batch,
     build_end_txn_marker_batch,
     crc_is_valid,
+    decode_records,
     parse_header,
     patch_offsets,
 )
@@ -407,3 +412,29 @@ def test_a_crash_while_the_cleaned_segment_is_written_leaves_only_garbage_to_rem
     reopened = Log.open(log_dir, compacted(), clean_shutdown=False)
     assert not [n for n in segment_files(log_dir) if n.endswith(".cleaned")]
     assert records(reopened) == before
+
+
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.SNAPPY])
+def test_the_record_scanner_agrees_with_the_full_decoder(codec: CompressionType) -> None:
+    records_in = [
+        SimpleRecord(b"k" * 300, b"v" * 70_000, T0 - 100_000, (("h", b"x"), ("e", None))),
+        SimpleRecord(b"", None, T0),
+        SimpleRecord(b"\x00\xff", b"", T0 + 2**40),
+    ]
+    batch = build_batch(records_in, compression=codec, base_offset=1000)
+    header = parse_header(batch, 0)
+    spans = scan_records(FileBatch(0, header, memoryview(batch)), header)
+    decoded = decode_records(batch, header)
+    assert [(s.offset, s.key, s.is_tombstone) for s in spans] == [
+        (r.offset, r.key, r.value is None) for r in decoded
+    ]
+    assert [header.base_timestamp + s.timestamp_delta for s in spans] == [
+        r.timestamp for r in decoded
+    ]
+    kept, max_timestamp = filter_batch(
+        header, records_section(FileBatch(0, header, memoryview(batch)), header), spans[:2]
+    )
+    rebuilt = parse_header(kept, 0)
+    assert crc_is_valid(kept, rebuilt)
+    assert (rebuilt.last_offset, rebuilt.compression, max_timestamp) == (1002, codec, T0)
+    assert decode_records(kept, rebuilt) == decoded[:2]

@@ -40,8 +40,10 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from tierlog.storage.config import TimestampType
+from tierlog.storage.errors import CorruptRecordError
 from tierlog.storage.file_records import Buffer, FileBatch
 from tierlog.storage.log import Log
 from tierlog.storage.offset_map import OffsetMap, key_cost_bytes
@@ -51,20 +53,23 @@ from tierlog.storage.records import (
     V2_HEADER_SIZE,
     BatchHeader,
     CompressionType,
+    ReadableBuffer,
     Record,
     compress,
     crc32c,
     decode_records,
+    decompress,
 )
 from tierlog.storage.records.batch import (
     ATTRIBUTES_OFFSET,
     CONTROL_FLAG_MASK,
     CRC_OFFSET,
     DELETE_HORIZON_FLAG_MASK,
+    RECORDS_OFFSET,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
 )
-from tierlog.storage.records.record import encode_record
+from tierlog.storage.records.record import MIN_RECORD_SIZE, encode_record
 from tierlog.storage.recovery import CLEANED_SUFFIX
 from tierlog.storage.segment import (
     INDEX_SUFFIX,
@@ -81,9 +86,13 @@ __all__ = [
     "Cleaner",
     "CleanerStats",
     "LogCleaningAbortedError",
+    "RecordSpan",
     "empty_batch",
+    "filter_batch",
     "group_segments_by_size",
     "rebuild_batch",
+    "records_section",
+    "scan_records",
 ]
 
 logger = logging.getLogger(__name__)
@@ -215,26 +224,26 @@ class Cleaner:
                 if header.base_offset >= stop:
                     return stop
                 if header.last_offset >= start and _is_compactable(header):
-                    records = decode_records(batch.buffer, header)
-                    if not self._fits(records, start):
+                    spans = scan_records(batch, header)
+                    if not self._fits(spans, start):
                         return header.base_offset
-                    for record in records:
-                        if record.key is not None and record.offset >= start:
-                            offset_map.put(record.key, record.offset)
-                    stats.map_records_read += len(records)
+                    for span in spans:
+                        if span.key is not None and span.offset >= start:
+                            offset_map.put(span.key, span.offset)
+                    stats.map_records_read += len(spans)
                 stats.map_bytes_read += header.size
                 _note_producer(producers, header)
         return stop
 
-    def _fits(self, records: Sequence[Record], start: int) -> bool:
+    def _fits(self, spans: Sequence[RecordSpan], start: int) -> bool:
         """Whether the batch's new keys fit the map; the map's first batch always does."""
         offset_map = self.offset_map
         if not len(offset_map):
             return True
         new_keys = {
-            record.key
-            for record in records
-            if record.key is not None and record.offset >= start and record.key not in offset_map
+            span.key
+            for span in spans
+            if span.key is not None and span.offset >= start and span.key not in offset_map
         }
         return offset_map.fits(sum(key_cost_bytes(key) for key in new_keys))
 
@@ -300,20 +309,26 @@ def _filter_batch(batch: FileBatch, state: _Round, writer: _SegmentWriter) -> No
             )
         writer.write(batch.data, header.last_offset, header.max_timestamp)
         return
-    records = decode_records(batch.buffer, header)
+    section = records_section(batch, header)
+    spans = scan_records(batch, header, section)
     horizon = header.delete_horizon_ms
-    kept = [record for record in records if _retain(record, horizon, state)]
-    stats.records_read += len(records)
+    kept = [span for span in spans if _retain(span, horizon, state)]
+    stats.records_read += len(spans)
     stats.records_retained += len(kept)
-    tombstones_kept = sum(record.value is None for record in kept)
-    stats.tombstones_dropped += sum(record.value is None for record in records) - tombstones_kept
-    if horizon is None and tombstones_kept:
-        horizon = state.now_ms + state.delete_retention_ms
-    elif len(kept) == len(records):
+    tombstones_kept = sum(span.is_tombstone for span in kept)
+    stats.tombstones_dropped += sum(span.is_tombstone for span in spans) - tombstones_kept
+    if horizon is None and tombstones_kept:  # the first cleaning that keeps a tombstone
+        offsets = {span.offset for span in kept}
+        records = [r for r in decode_records(batch.buffer, header) if r.offset in offsets]
+        rebuilt, max_timestamp = rebuild_batch(
+            header, records, state.now_ms + state.delete_retention_ms
+        )
+        writer.write(rebuilt, header.last_offset, max_timestamp)
+        stats.batches_rewritten += 1
+    elif len(kept) == len(spans):
         writer.write(batch.data, header.last_offset, header.max_timestamp)
-        return
-    if kept:
-        rebuilt, max_timestamp = rebuild_batch(header, kept, horizon)
+    elif kept:
+        rebuilt, max_timestamp = filter_batch(header, section, kept)
         writer.write(rebuilt, header.last_offset, max_timestamp)
         stats.batches_rewritten += 1
     elif state.producer_last_offsets.get(header.producer_id) == header.last_offset:
@@ -321,12 +336,12 @@ def _filter_batch(batch: FileBatch, state: _Round, writer: _SegmentWriter) -> No
         stats.batches_kept_empty += 1
 
 
-def _retain(record: Record, horizon: int | None, state: _Round) -> bool:
-    key = record.key
-    if key is None or state.offset_map.get(key) > record.offset:
+def _retain(span: RecordSpan, horizon: int | None, state: _Round) -> bool:
+    key = span.key
+    if key is None or state.offset_map.get(key) > span.offset:
         return False
     return not (
-        record.value is None
+        span.is_tombstone
         and horizon is not None
         and state.now_ms >= horizon
         and key not in state.pinned_keys
@@ -458,10 +473,104 @@ def rebuild_batch(
     )
 
 
+def filter_batch(
+    header: BatchHeader, section: ReadableBuffer, kept: Sequence[RecordSpan]
+) -> tuple[bytes, int]:
+    """The batch with only the ``kept`` records of its records ``section``.
+
+    Nothing in a kept record changes (its offset and timestamp deltas stay relative to
+    the unchanged base offset and base timestamp), so its bytes are copied as they are
+    and only the header and the compression are new. Returns the bytes and the max
+    timestamp.
+    """
+    view = memoryview(section)
+    body = b"".join([view[span.start : span.end] for span in kept])
+    if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
+        max_timestamp = header.max_timestamp
+    else:
+        max_timestamp = header.base_timestamp + max(span.timestamp_delta for span in kept)
+    payload = compress(header.compression, body) if header.is_compressed else body
+    attributes = _attributes(header, header.compression, header.delete_horizon_ms)
+    return (
+        _finish(header, payload, attributes, header.base_timestamp, max_timestamp, len(kept)),
+        max_timestamp,
+    )
+
+
 def empty_batch(header: BatchHeader) -> bytes:
     """A batch with no records over ``header``'s offsets (Kafka's writeEmptyHeader)."""
     attributes = _attributes(header, CompressionType.NONE, None)
     return _finish(header, b"", attributes, header.max_timestamp, header.max_timestamp, 0)
+
+
+# -- reading records without decoding them --------------------------------------------
+
+
+class RecordSpan(NamedTuple):
+    """Where one record lies in its batch's (decompressed) records section."""
+
+    offset: int
+    timestamp_delta: int
+    key: bytes | None
+    is_tombstone: bool
+    start: int
+    end: int
+
+
+def records_section(batch: FileBatch, header: BatchHeader) -> ReadableBuffer:
+    """The batch's records, decompressed if need be."""
+    section = batch.buffer[header.position + RECORDS_OFFSET : header.end_position]
+    return decompress(header.compression, section) if header.is_compressed else section
+
+
+def scan_records(
+    batch: FileBatch, header: BatchHeader, section: ReadableBuffer | None = None
+) -> list[RecordSpan]:
+    """Each record's offset, key, tombstone flag and extent, without decoding values or
+    headers (the cleaner's hot loop: about a third of the cost of ``decode_records``)."""
+    data = records_section(batch, header) if section is None else section
+    spans: list[RecordSpan] = []
+    base_offset, size, position = header.base_offset, len(data), 0
+    for _ in range(header.record_count):
+        start = position
+        length, position = _varint(data, position)
+        end = position + length
+        if length < MIN_RECORD_SIZE - 1 or end > size:
+            raise CorruptRecordError(f"record at {start} of batch {base_offset} overruns it")
+        timestamp_delta, position = _varint(data, position + 1)  # after the attributes
+        offset_delta, position = _varint(data, position)
+        key_length, position = _varint(data, position)
+        key = None
+        if key_length >= 0:
+            key = bytes(data[position : position + key_length])
+            position += key_length
+        value_length, _ = _varint(data, position)
+        spans.append(
+            RecordSpan(
+                base_offset + offset_delta, timestamp_delta, key, value_length < 0, start, end
+            )
+        )
+        position = end
+    if position != size:
+        raise CorruptRecordError(f"batch {base_offset} holds bytes beyond its records")
+    return spans
+
+
+def _varint(data: ReadableBuffer, position: int) -> tuple[int, int]:
+    """A zigzag varint (or varlong) at ``position``; returns it and the next position."""
+    byte = data[position]
+    if byte < 0x80:
+        return (byte >> 1) ^ -(byte & 1), position + 1
+    raw, shift = byte & 0x7F, 7
+    while True:
+        position += 1
+        byte = data[position]
+        raw |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (raw >> 1) ^ -(raw & 1), position + 1
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("a varint runs past 10 bytes")
 
 
 # -- 2. grouping ----------------------------------------------------------------------
