@@ -28,6 +28,20 @@ def test_broker_log_settings_become_topic_defaults(tmp_path: Path) -> None:
     assert defaults.retention_ms == 24 * 3_600_000
 
 
+def test_cleaner_settings_configure_the_log_cleaner(tmp_path: Path) -> None:
+    config = SidecarConfig.from_properties(
+        {
+            "log.dirs": str(tmp_path),
+            "log.cleaner.threads": "2",
+            "log.cleaner.backoff.ms": "500",
+            "log.cleaner.min.cleanable.ratio": "0.25",
+        }
+    )
+    assert config.storage.cleaner.threads == 2
+    assert config.storage.cleaner.backoff_ms == 500
+    assert config.storage.default_log_config.min_cleanable_dirty_ratio == 0.25
+
+
 def test_the_finer_unit_wins_as_in_kafka(tmp_path: Path) -> None:
     config = SidecarConfig.from_properties(
         {"log.dirs": str(tmp_path), "log.retention.hours": "1", "log.retention.ms": "5000"}

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tierlog.storage.checkpoints import read_meta_properties
+from tierlog.storage.cleaner_manager import CLEANER_KEYS, CleanerConfig
 from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.manager import LogManagerConfig
@@ -74,7 +75,7 @@ class SidecarConfig:
     def from_properties(cls, props: Mapping[str, str]) -> SidecarConfig:
         """Validate Kafka-named broker settings; unknown keys are an error, not a typo lost."""
         props = _resolve_aliases(props)
-        unknown = set(props) - _PROCESS_KEYS - set(BROKER_TO_TOPIC_KEYS)
+        unknown = set(props) - _PROCESS_KEYS - set(BROKER_TO_TOPIC_KEYS) - set(CLEANER_KEYS)
         if unknown:
             raise InvalidConfigError(f"unknown broker config {', '.join(sorted(unknown))}")
         log_dirs = props.get("log.dirs") or props.get("log.dir")
@@ -99,6 +100,9 @@ class SidecarConfig:
                 ),
                 recovery_threads_per_data_dir=int(
                     props.get("num.recovery.threads.per.data.dir", "1")
+                ),
+                cleaner=CleanerConfig.from_properties(
+                    {key: value for key, value in props.items() if key in CLEANER_KEYS}
                 ),
             )
             checkpoint_ms = int(props.get("log.flush.offset.checkpoint.interval.ms", "60000"))

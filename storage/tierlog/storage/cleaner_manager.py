@@ -41,6 +41,7 @@ from tierlog.storage.errors import InvalidConfigError, KafkaStorageError
 from tierlog.storage.log import Log
 
 __all__ = [
+    "CLEANER_KEYS",
     "CleanerConfig",
     "LogCleaner",
     "LogCleanerManager",
@@ -55,7 +56,8 @@ logger = logging.getLogger(__name__)
 PartitionLogs = Callable[[], Iterable[tuple[TopicPartition, Log, Path]]]
 
 
-_CLEANER_KEYS = {
+# Kafka's broker settings of the cleaner -> CleanerConfig fields.
+CLEANER_KEYS = {
     "log.cleaner.enable": "enable",
     "log.cleaner.threads": "threads",
     "log.cleaner.dedupe.buffer.size": "dedupe_buffer_size",
@@ -87,9 +89,9 @@ class CleanerConfig:
         types = {f.name: f.type for f in fields(cls)}
         values: dict[str, Any] = {}
         for key, raw in props.items():
-            if key not in _CLEANER_KEYS:
+            if key not in CLEANER_KEYS:
                 raise InvalidConfigError(f"unknown cleaner config {key!r}")
-            name, text = _CLEANER_KEYS[key], str(raw).strip().lower()
+            name, text = CLEANER_KEYS[key], str(raw).strip().lower()
             try:
                 values[name] = text == "true" if types[name] in ("bool", bool) else int(text)
             except ValueError:
