@@ -19,7 +19,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from tierlog.storage.config import LogConfig, TimestampType
 from tierlog.storage.errors import (
@@ -54,6 +54,9 @@ __all__ = [
     "Log",
     "LogRead",
 ]
+
+_T = TypeVar("_T")
+_Snapshot = tuple[list[LogSegment], list[int]]  # segments and their base offsets
 
 # A read that keeps racing deletions gives up with a clean error after this many tries.
 _READ_ATTEMPTS = 8
@@ -515,29 +518,44 @@ class Log:
         that raced the retirement of its segment, or a truncation, is retried on the
         current segments, so it returns whole batches or the clean error.
         """
+
+        def attempt(snapshot: _Snapshot) -> tuple[LogRead, Sequence[LogSegment]]:
+            segments, base_offsets = snapshot
+            log_end = segments[-1].next_offset
+            self._check_in_range(offset, log_end)
+            records, visited = self._read_from(
+                segments, base_offsets, offset, max_bytes, upper_bound_offset, min_one_batch
+            )
+            return LogRead(records, self.log_start_offset, log_end), visited
+
+        return self._consistently(attempt, f"offset {offset}")
+
+    def _consistently(
+        self, attempt: Callable[[_Snapshot], tuple[_T, Sequence[LogSegment]]], what: str
+    ) -> _T:
+        """Run a lock-free read on a snapshot of the segments until nothing raced it.
+
+        ``attempt`` returns its answer and the segments it relied on. It raced when one
+        of those was retired meanwhile (it may have read nothing from it and moved on)
+        or a truncation overlapped it: then it runs again on the current segments.
+        """
         for _attempt in range(_READ_ATTEMPTS):
             seen = self._truncations
             if self._await_truncation(seen):
                 continue
-            segments, base_offsets = self._segments_and_bases
-            log_end = segments[-1].next_offset
-            self._check_in_range(offset, log_end)
+            snapshot = self._segments_and_bases
             try:
-                records, visited = self._read_from(
-                    segments, base_offsets, offset, max_bytes, upper_bound_offset, min_one_batch
-                )
+                answer, relied_on = attempt(snapshot)
             except Exception:  # a segment retired or truncated under us fails in any way
-                raced = any(s.deleted for s in segments) or self._await_truncation(seen)
+                raced = any(s.deleted for s in snapshot[0]) or self._await_truncation(seen)
                 if not raced:
                     raise
                 continue
             if self._await_truncation(seen):
                 continue
-            # Every segment the read went through must still be live: one retired under
-            # the read may have answered "nothing here" and sent it on to the next one.
-            if not any(segment.deleted for segment in visited):
-                return LogRead(records, self.log_start_offset, log_end)
-        raise OffsetOutOfRangeError(f"offset {offset} was deleted while being read")
+            if not any(segment.deleted for segment in relied_on):
+                return answer
+        raise OffsetOutOfRangeError(f"{what} was deleted while being read")
 
     def _check_in_range(self, offset: int, log_end: int) -> None:
         if offset > log_end or offset < self.log_start_offset:
@@ -593,23 +611,11 @@ class Log:
             return TimestampAndOffset(-1, self.log_start_offset)
         if timestamp == LATEST_TIMESTAMP:
             return TimestampAndOffset(-1, self.log_end_offset)
-        for _attempt in range(_READ_ATTEMPTS):
-            seen = self._truncations
-            if self._await_truncation(seen):
-                continue
-            segments = self._segments
-            try:
-                found = self._search_timestamp(segments, timestamp)
-            except Exception:  # a segment retired or truncated under us fails in any way
-                raced = any(s.deleted for s in segments) or self._await_truncation(seen)
-                if not raced:
-                    raise
-                continue
-            if self._await_truncation(seen):
-                continue
-            if not any(segment.deleted for segment in segments):
-                return found
-        raise OffsetOutOfRangeError(f"timestamp {timestamp}: its segments were deleted meanwhile")
+
+        def attempt(snapshot: _Snapshot) -> tuple[TimestampAndOffset | None, Sequence[LogSegment]]:
+            return self._search_timestamp(snapshot[0], timestamp), snapshot[0]
+
+        return self._consistently(attempt, f"timestamp {timestamp}")
 
     def _search_timestamp(
         self, segments: Sequence[LogSegment], timestamp: int
