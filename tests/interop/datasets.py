@@ -6,8 +6,12 @@ made of it with what tierlog makes of it.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from tierlog.storage.records import CompressionType, SimpleRecord, build_batch
 
 from .kafka import ProducedRecord, ProducerRecord
 
@@ -22,6 +26,7 @@ __all__ = [
     "WRITTEN_TOPIC_CONFIGS",
     "KafkaWrittenLog",
     "interop_records",
+    "tierlog_batches",
 ]
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -78,3 +83,15 @@ class KafkaWrittenLog:
     topic_configs: dict[str, str]
     records: list[ProducedRecord]  # in offset order
     broker_log: Path
+
+
+def tierlog_batches(records: Sequence[ProducerRecord], per_batch: int) -> list[bytes]:
+    """Batches of ``per_batch`` records; a batch never mixes codecs."""
+    out = []
+    for codec, run in itertools.groupby(records, key=lambda record: record.compression):
+        run_records = list(run)
+        for start in range(0, len(run_records), per_batch):
+            chunk = run_records[start : start + per_batch]
+            simple = [SimpleRecord(r.key, r.value, r.timestamp_ms or 0, r.headers) for r in chunk]
+            out.append(build_batch(simple, compression=CompressionType[(codec or "none").upper()]))
+    return out

@@ -14,7 +14,7 @@ import pytest
 
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
-from tierlog.storage.records import CompressionType, SimpleRecord, build_batch, iter_batches
+from tierlog.storage.records import iter_batches
 
 from .datasets import (
     CODECS,
@@ -23,8 +23,9 @@ from .datasets import (
     SEGMENT_BYTES,
     KafkaWrittenLog,
     interop_records,
+    tierlog_batches,
 )
-from .kafka import DumpOutput, ProducerRecord, segment_files, verify_partition_dir
+from .kafka import DumpOutput, segment_files, verify_partition_dir
 
 pytestmark = pytest.mark.interop
 
@@ -32,18 +33,6 @@ _PRODUCED_PREFIX = struct.Struct(">qii")  # base offset, length, partition leade
 CONFIG = LogConfig.from_properties(
     {"segment.bytes": SEGMENT_BYTES, "index.interval.bytes": INDEX_INTERVAL_BYTES}
 )
-
-
-def _batches(records: Sequence[ProducerRecord], per_batch: int) -> list[bytes]:
-    """Batches of ``per_batch`` records; a batch never mixes codecs."""
-    out = []
-    for codec, run in itertools.groupby(records, key=lambda record: record.compression):
-        run_records = list(run)
-        for start in range(0, len(run_records), per_batch):
-            chunk = run_records[start : start + per_batch]
-            simple = [SimpleRecord(r.key, r.value, r.timestamp_ms or 0, r.headers) for r in chunk]
-            out.append(build_batch(simple, compression=CompressionType[(codec or "none").upper()]))
-    return out
 
 
 def _write(directory: Path, batches: Sequence[bytes], config: LogConfig = CONFIG) -> None:
@@ -68,7 +57,7 @@ def tierlog_written(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Dum
     """interop_records() in 25-record batches, one append each, except every fifth
     append, which carries three batches at once."""
     partition_dir = tmp_path_factory.mktemp("tierlog-written") / "tierlog-0"
-    batches = _batches(interop_records(), RECORDS_PER_BATCH)
+    batches = tierlog_batches(interop_records(), RECORDS_PER_BATCH)
     appends: list[bytes] = []
     it = iter(batches)
     for i, batch in enumerate(it):
@@ -112,7 +101,7 @@ def test_log_append_time_batches_pass_kafkas_checks(tmp_path: Path) -> None:
         {**CONFIG.to_properties(), "message.timestamp.type": "LogAppendTime"}
     )
     partition_dir = tmp_path / "append-time-0"
-    _write(partition_dir, _batches(interop_records(300), RECORDS_PER_BATCH), config)
+    _write(partition_dir, tierlog_batches(interop_records(300), RECORDS_PER_BATCH), config)
     checks = verify_partition_dir(partition_dir)
     assert checks.errors == []
     assert {batch.timestamp_type for batch in checks.batches} == {"LogAppendTime"}

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +35,6 @@ from tierlog.storage.checkpoints import (
 )
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
-from tierlog.storage.records import CompressionType, SimpleRecord, build_batch
 
 from .conftest import BrokerFactory
 from .datasets import (
@@ -46,8 +44,9 @@ from .datasets import (
     SEGMENT_BYTES,
     WRITTEN_TOPIC_CONFIGS,
     interop_records,
+    tierlog_batches,
 )
-from .kafka import ConsumedPartition, ConsumedRecord, KafkaBroker, ProducerRecord, segment_files
+from .kafka import ConsumedPartition, ConsumedRecord, KafkaBroker, segment_files
 
 pytestmark = pytest.mark.interop
 
@@ -75,18 +74,6 @@ SUSPICIOUS = re.compile(
 RECOVERING = re.compile(r"partition=(\S+)-0, .*\] Recovering unflushed segment (\d+)\.")
 
 
-def _batches(records: Sequence[ProducerRecord], per_batch: int) -> list[bytes]:
-    """Batches of ``per_batch`` records; a batch never mixes codecs."""
-    out = []
-    for codec, run in itertools.groupby(records, key=lambda record: record.compression):
-        run_records = list(run)
-        for start in range(0, len(run_records), per_batch):
-            chunk = run_records[start : start + per_batch]
-            simple = [SimpleRecord(r.key, r.value, r.timestamp_ms or 0, r.headers) for r in chunk]
-            out.append(build_batch(simple, compression=CompressionType[(codec or "none").upper()]))
-    return out
-
-
 def _write_tierlog(partition_dir: Path, leader_epoch: int) -> int:
     """Replace a broker-made partition's log with tierlog's, keeping its partition.metadata
     (the topic id the controller knows; without it the broker would take the log for a
@@ -97,7 +84,7 @@ def _write_tierlog(partition_dir: Path, leader_epoch: int) -> int:
     for path in partition_dir.iterdir():
         if path.name != "partition.metadata":
             path.unlink()
-    batches = iter(_batches(RECORDS, RECORDS_PER_BATCH))
+    batches = iter(tierlog_batches(RECORDS, RECORDS_PER_BATCH))
     log = Log.open(partition_dir, CONFIG)
     log.leader_epoch = leader_epoch
     try:
