@@ -121,3 +121,22 @@ def clock() -> FakeClock:
 @pytest.fixture
 def log_dir(tmp_path: Path) -> Path:
     return tmp_path / "topic-0"
+
+
+# Four 3-record batches to a segment: small segments that roll often.
+SMALL_BATCH = make_batch(3, tag="00")
+SMALL_SEGMENTS = config(segment_bytes=4 * len(SMALL_BATCH), index_interval_bytes=0)
+
+
+def segment_name(base: int, suffix: str) -> str:
+    return f"{base:020d}{suffix}"
+
+
+def write_closed_log(directory: Path, batches: int = 10) -> bytes:
+    """Offsets 0-29, 3 per batch, segments at 0, 12 and 24; closed cleanly. Returns its bytes."""
+    log = Log.open(directory, SMALL_SEGMENTS)
+    for i in range(batches):
+        log.append(make_batch(3, start_ts=T0 + 10 * i, tag=f"{i:02d}"))
+    content = read_all_bytes(log)
+    log.close()
+    return content

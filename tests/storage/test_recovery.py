@@ -4,34 +4,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.storage.conftest import SMALL_BATCH as BATCH
+from tests.storage.conftest import (
+    SMALL_SEGMENTS as CONFIG,
+)
 from tests.storage.conftest import (
     T0,
-    config,
     make_batch,
     read_all_bytes,
     read_all_records,
     segment_files,
+    write_closed_log,
+)
+from tests.storage.conftest import (
+    segment_name as name,
 )
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
 from tierlog.storage.recovery import LoadedLog, load_segments
-
-BATCH = make_batch(3, tag="00")
-CONFIG = config(segment_bytes=4 * len(BATCH), index_interval_bytes=0)
-
-
-def name(base: int, suffix: str) -> str:
-    return f"{base:020d}{suffix}"
-
-
-def write_closed_log(directory: Path, batches: int = 10) -> bytes:
-    """Offsets 0-29, 3 per batch, segments at 0, 12 and 24; closed cleanly. Returns its bytes."""
-    log = Log.open(directory, CONFIG)
-    for i in range(batches):
-        log.append(make_batch(3, start_ts=T0 + 10 * i, tag=f"{i:02d}"))
-    content = read_all_bytes(log)
-    log.close()
-    return content
 
 
 def index_files(directory: Path) -> dict[str, bytes]:
