@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,26 +47,19 @@ from tierlog.storage.file_records import Buffer, FileBatch
 from tierlog.storage.log import Log
 from tierlog.storage.offset_map import OffsetMap, key_cost_bytes
 from tierlog.storage.records import (
-    LOG_OVERHEAD,
     NO_TIMESTAMP,
-    V2_HEADER_SIZE,
     BatchHeader,
     CompressionType,
     ReadableBuffer,
     Record,
     compress,
-    crc32c,
     decode_records,
     decompress,
 )
 from tierlog.storage.records.batch import (
-    ATTRIBUTES_OFFSET,
-    CONTROL_FLAG_MASK,
-    CRC_OFFSET,
-    DELETE_HORIZON_FLAG_MASK,
     RECORDS_OFFSET,
-    TIMESTAMP_TYPE_MASK,
-    TRANSACTIONAL_FLAG_MASK,
+    assemble_batch,
+    batch_attributes,
 )
 from tierlog.storage.records.record import MIN_RECORD_SIZE, encode_record
 from tierlog.storage.recovery import CLEANED_SUFFIX
@@ -96,9 +88,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-_V2 = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header, as records.batch lays it out
-_UINT32 = struct.Struct(">I")
 
 
 class LogCleaningAbortedError(Exception):
@@ -397,16 +386,13 @@ class _SegmentWriter:
 
 
 def _attributes(header: BatchHeader, compression: CompressionType, horizon: int | None) -> int:
-    attributes = int(compression)
-    if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
-        attributes |= TIMESTAMP_TYPE_MASK
-    if header.is_transactional:
-        attributes |= TRANSACTIONAL_FLAG_MASK
-    if header.is_control:
-        attributes |= CONTROL_FLAG_MASK
-    if horizon is not None:
-        attributes |= DELETE_HORIZON_FLAG_MASK
-    return attributes
+    return batch_attributes(
+        compression,
+        header.timestamp_type,
+        is_transactional=header.is_transactional,
+        is_control=header.is_control,
+        has_delete_horizon=horizon is not None,
+    )
 
 
 def _finish(
@@ -417,27 +403,19 @@ def _finish(
     max_timestamp: int,
     record_count: int,
 ) -> bytes:
-    out = bytearray(V2_HEADER_SIZE)
-    _V2.pack_into(
-        out,
-        0,
-        header.base_offset,
-        V2_HEADER_SIZE - LOG_OVERHEAD + len(payload),
-        header.partition_leader_epoch,
-        2,
-        0,
-        attributes,
-        header.last_offset_delta,
-        base_timestamp,
-        max_timestamp,
-        header.producer_id,
-        header.producer_epoch,
-        header.base_sequence,
-        record_count,
+    return assemble_batch(
+        payload,
+        attributes=attributes,
+        base_offset=header.base_offset,
+        last_offset_delta=header.last_offset_delta,
+        record_count=record_count,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        partition_leader_epoch=header.partition_leader_epoch,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
     )
-    out += payload
-    _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
-    return bytes(out)
 
 
 def rebuild_batch(

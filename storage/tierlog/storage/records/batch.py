@@ -65,6 +65,8 @@ __all__ = [
     "TRANSACTIONAL_FLAG_MASK",
     "V2_HEADER_SIZE",
     "BatchHeader",
+    "assemble_batch",
+    "batch_attributes",
     "build_batch",
     "crc_is_valid",
     "decode_records",
@@ -369,6 +371,37 @@ def build_batch(
     if timestamp_type is TimestampType.LOG_APPEND_TIME:
         max_timestamp = log_append_time_ms
     payload = body if compression is CompressionType.NONE else compress(compression, body)
+    attributes = batch_attributes(
+        compression,
+        timestamp_type,
+        is_transactional=is_transactional,
+        is_control=is_control,
+        has_delete_horizon=delete_horizon_ms is not None,
+    )
+    return assemble_batch(
+        payload,
+        attributes=attributes,
+        base_offset=base_offset,
+        last_offset_delta=len(records) - 1,
+        record_count=len(records),
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        partition_leader_epoch=partition_leader_epoch,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+    )
+
+
+def batch_attributes(
+    compression: CompressionType,
+    timestamp_type: TimestampType,
+    *,
+    is_transactional: bool,
+    is_control: bool,
+    has_delete_horizon: bool,
+) -> int:
+    """The v2 attributes field for these properties."""
     attributes = int(compression)
     if timestamp_type is TimestampType.LOG_APPEND_TIME:
         attributes |= TIMESTAMP_TYPE_MASK
@@ -376,25 +409,44 @@ def build_batch(
         attributes |= TRANSACTIONAL_FLAG_MASK
     if is_control:
         attributes |= CONTROL_FLAG_MASK
-    if delete_horizon_ms is not None:
+    if has_delete_horizon:
         attributes |= DELETE_HORIZON_FLAG_MASK
+    return attributes
+
+
+def assemble_batch(
+    payload: ReadableBuffer,
+    *,
+    attributes: int,
+    base_offset: int,
+    last_offset_delta: int,
+    record_count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    partition_leader_epoch: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+) -> bytes:
+    """A v2 batch around an already encoded (and compressed) records payload, with its
+    CRC-32C computed: what the producer and the cleaner both write."""
     out = bytearray(V2_HEADER_SIZE)
     _V2.pack_into(
         out,
         0,
         base_offset,
-        V2_HEADER_SIZE - LOG_OVERHEAD + len(payload),
+        V2_HEADER_SIZE - LOG_OVERHEAD + len(memoryview(payload)),
         partition_leader_epoch,
         2,
         0,
         attributes,
-        len(records) - 1,
+        last_offset_delta,
         base_timestamp,
         max_timestamp,
         producer_id,
         producer_epoch,
         base_sequence,
-        len(records),
+        record_count,
     )
     out += payload
     _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
