@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint types unit tools bench
+.PHONY: demo test lint types unit tools bench stubs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,3 +34,7 @@ unit: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python tests/benchmarks/storage_bench.py
+
+## stubs: regenerate the committed gRPC stubs (sidecar/tierlog/api/v1) from proto/
+stubs: $(STAMP)
+	$(BIN)/python -m tierlog.api.generate

@@ -24,7 +24,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CACHE_DIR", "KAFKA_VERSION", "TOOLS", "BootstrapError", "Tool", "java_bin", "main"]
+__all__ = [
+    "BUF",
+    "BUF_VERSION",
+    "CACHE_DIR",
+    "KAFKA",
+    "KAFKA_VERSION",
+    "TOOLS",
+    "BootstrapError",
+    "Tool",
+    "buf_bin",
+    "java_bin",
+    "main",
+]
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE_DIR = REPO / ".cache" / "tools"
@@ -33,6 +45,9 @@ STAMP_NAME = ".stamp"
 KAFKA_VERSION = "4.1.1"
 KAFKA_POM = REPO / "tests" / "tools" / "kafka" / "pom.xml"
 JAVA_HELPERS_DIR = REPO / "tests" / "interop" / "java"
+
+BUF_VERSION = "1.75.0"  # must match tests/tools/buf/package.json
+BUF_PACKAGE_JSON = REPO / "tests" / "tools" / "buf" / "package.json"
 
 
 class BootstrapError(Exception):
@@ -141,7 +156,40 @@ def _install_kafka(home: Path) -> None:
 
 KAFKA = Tool(name=f"kafka-{KAFKA_VERSION}", inputs=_kafka_inputs, install=_install_kafka)
 
-TOOLS: tuple[Tool, ...] = (KAFKA,)
+
+# --- buf (from the npm registry) ------------------------------------------------------------
+
+
+def _buf_inputs() -> list[Path]:
+    return [BUF_PACKAGE_JSON]
+
+
+def _install_buf(home: Path) -> None:
+    """``@bufbuild/buf`` pinned by tests/tools/buf/package.json; its platform binary
+    comes in the package's optional dependency for this OS and CPU."""
+    npm = _require("npm", "install Node.js 18+ with npm (e.g. apt-get install nodejs npm)")
+    shutil.copy2(BUF_PACKAGE_JSON, home / "package.json")
+    print(f"  installing @bufbuild/buf {BUF_VERSION} with npm")
+    _run(
+        [npm, "install", "--no-audit", "--no-fund", "--no-update-notifier", "--loglevel=error"],
+        what="npm install @bufbuild/buf",
+        cwd=home,
+    )
+    version = _run([buf_bin(home), "--version"], what="smoke test: buf --version").strip()
+    if version != BUF_VERSION:
+        raise BootstrapError(f"expected buf {BUF_VERSION}, `buf --version` says {version!r}")
+    print(f"  buf runs: {version}")
+
+
+BUF = Tool(name=f"buf-{BUF_VERSION}", inputs=_buf_inputs, install=_install_buf)
+
+
+def buf_bin(home: Path | None = None) -> Path:
+    """The buf executable inside an installed buf tool (``BUF.home`` by default)."""
+    return (home or BUF.home) / "node_modules" / ".bin" / "buf"
+
+
+TOOLS: tuple[Tool, ...] = (KAFKA, BUF)
 
 
 # --- driver ---------------------------------------------------------------------------------
