@@ -10,13 +10,18 @@ from typing import ClassVar
 
 __all__ = [
     "CorruptRecordError",
+    "CorruptSnapshotError",
+    "DuplicateSequenceError",
     "InvalidConfigError",
+    "InvalidProducerEpochError",
     "InvalidRecordError",
     "InvalidTimestampError",
     "InvalidTopicError",
+    "InvalidTxnStateError",
     "KafkaStorageError",
     "OffsetMovedToTieredStorageError",
     "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
     "TierlogError",
@@ -108,3 +113,32 @@ class KafkaStorageError(TierlogError):
     """The disk failed us: full (ENOSPC), read-only, or an I/O error."""
 
     reason = "KAFKA_STORAGE_ERROR"
+
+
+class InvalidProducerEpochError(TierlogError):
+    """A producer wrote with an epoch below the one the partition has seen (a zombie)."""
+
+    reason = "INVALID_PRODUCER_EPOCH"
+
+
+class OutOfOrderSequenceError(TierlogError):
+    """A producer's sequence numbers skipped or went back, or a new epoch did not start at 0."""
+
+    reason = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class DuplicateSequenceError(TierlogError):
+    """A request mixes batches already in the log with new ones (Kafka never sees this:
+    its producers send one batch per partition and request)."""
+
+    reason = "DUPLICATE_SEQUENCE_NUMBER"
+
+
+class InvalidTxnStateError(TierlogError):
+    """A non-transactional write from a producer whose transaction is still open."""
+
+    reason = "INVALID_TXN_STATE"
+
+
+class CorruptSnapshotError(TierlogError):
+    """A producer-state ``.snapshot`` file that cannot be read: ignored on load."""

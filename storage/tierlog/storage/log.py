@@ -28,6 +28,7 @@ from tierlog.storage.errors import (
     RecordBatchTooLargeError,
 )
 from tierlog.storage.file_records import Buffer
+from tierlog.storage.producer_state import BatchMetadata, ProducerStateManager
 from tierlog.storage.records import (
     LOG_OVERHEAD,
     BatchHeader,
@@ -90,6 +91,7 @@ class AppendInfo(NamedTuple):
     log_start_offset: int
     batches: int
     size_bytes: int
+    duplicate: bool = False  # an idempotent retry: nothing written, the original offsets
 
 
 class LogRead(NamedTuple):
@@ -139,6 +141,12 @@ class Log:
         for segment in self._segments:
             segment.roll_jitter_ms = self._jitter_ms(segment.base_offset)
         self.active_segment.created_ms = clock_ms()  # segment.ms runs on the log's clock
+        self.producer_state = ProducerStateManager(directory)
+        self.producer_state.load(
+            self._segments,
+            log_start_offset=self.log_start_offset,
+            log_end_offset=self.log_end_offset,
+        )
 
     @classmethod
     def open(
@@ -211,7 +219,9 @@ class Log:
     def append(self, records: Buffer) -> AppendInfo:
         """Validate a produced buffer of v2 batches, assign offsets and append it.
 
-        Raises a typed error (and leaves the log unchanged) when any batch is invalid.
+        Raises a typed error (and leaves the log unchanged) when any batch is invalid,
+        including an idempotent producer's epoch or sequence. A request whose producer
+        batches are all already in the log writes nothing and answers with their offsets.
         """
         config = self.config
         now_ms = self.clock_ms()
@@ -232,6 +242,11 @@ class Log:
         append_time_ms = now_ms if config.timestamp_type is TimestampType.LOG_APPEND_TIME else -1
         with self._lock:
             first_offset = self.log_end_offset
+            producers = self.producer_state.prepare_append(
+                headers, first_offset, append_time_ms=append_time_ms
+            )
+            if producers.duplicates:
+                return self._duplicate_append(producers.duplicates, append_time_ms)
             pieces, batches, max_timestamp = self._assign_offsets(
                 records, headers, first_offset, append_time_ms
             )
@@ -246,6 +261,7 @@ class Log:
             ):
                 segment = self._roll_locked()
             segment.append(pieces, batches, total_bytes)
+            self.producer_state.complete_append(producers, last_offset + 1)
             self.unflushed_messages += last_offset - first_offset + 1
             needs_flush = self.unflushed_messages >= config.flush_messages
         if needs_flush:
@@ -258,6 +274,20 @@ class Log:
             log_start_offset=self.log_start_offset,
             batches=len(batches),
             size_bytes=total_bytes,
+        )
+
+    def _duplicate_append(self, duplicates: list[BatchMetadata], append_time_ms: int) -> AppendInfo:
+        """What a retry of batches already in the log gets back: their original offsets."""
+        max_timestamp = max(batch.timestamp for batch in duplicates)
+        return AppendInfo(
+            first_offset=duplicates[0].first_offset,
+            last_offset=duplicates[-1].last_offset,
+            log_append_time_ms=max_timestamp if append_time_ms >= 0 else -1,
+            max_timestamp=max_timestamp,
+            log_start_offset=self.log_start_offset,
+            batches=len(duplicates),
+            size_bytes=0,
+            duplicate=True,
         )
 
     def _assign_offsets(
@@ -316,6 +346,9 @@ class Log:
         new_base = old.next_offset
         if old.size == 0 and old.base_offset == new_base:
             return old
+        # Kafka's roll-time snapshot: the producers of the log below the new segment.
+        self.producer_state.take_snapshot(sync=False)
+        self.producer_state.prune_snapshots(self.recovery_point)
         old.on_become_inactive()
         segment = self._new_segment(new_base)
         old.release_indexes()  # sealed: mapped again only if a reader searches it
@@ -348,8 +381,10 @@ class Log:
                     if segment.next_offset > self.recovery_point and segment.base_offset < target
                 ]
                 flushed_messages = self.unflushed_messages
+                snapshots = self.producer_state.unsynced_snapshots(target)
             for segment in pending:
                 segment.flush()
+            self.producer_state.sync_snapshots(snapshots)
             with self._lock:
                 self.recovery_point = max(self.recovery_point, target)
                 if target >= self.log_end_offset:
@@ -379,6 +414,11 @@ class Log:
         active.resize_indexes(self.config.segment_index_bytes)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.producer_state.truncate_and_reload(
+            self._segments,
+            log_start_offset=self.log_start_offset,
+            log_end_offset=self.log_end_offset,
+        )
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop everything and continue at ``offset`` (e.g. a replica far behind)."""
@@ -408,6 +448,7 @@ class Log:
         self.log_start_offset = offset
         self.recovery_point = offset
         self.unflushed_messages = 0
+        self.producer_state.truncate_fully_and_start_at(offset)
 
     def increment_log_start_offset(self, offset: int) -> int:
         """Move the log start forward (DeleteRecords); segments below it go with retention."""
@@ -417,12 +458,14 @@ class Log:
                     f"log start {offset} is beyond the log end {self.log_end_offset}"
                 )
             self.log_start_offset = max(self.log_start_offset, offset)
+            self.producer_state.truncate_head(self.log_start_offset)
             return self.log_start_offset
 
     def close(self) -> None:
         """Flush and close every segment; the active one keeps its closing index entries."""
         self.flush()
         with self._lock:
+            self.producer_state.take_snapshot(sync=True)
             for segment in self._segments:
                 segment.close()
             for _due, segment in self._retired:
@@ -486,6 +529,11 @@ class Log:
         self._set_segments(remaining)
         if move_log_start:
             self.log_start_offset = max(self.log_start_offset, remaining[0].base_offset)
+            self.producer_state.truncate_head(self.log_start_offset)
+        self.producer_state.on_segments_removed(
+            [segment.base_offset for segment in doomed],
+            [segment.base_offset for segment in remaining],
+        )
         due_ms = now_ms + self.config.file_delete_delay_ms
         for segment in doomed:
             segment.deleted = True
