@@ -26,6 +26,8 @@ def _sidecar_command(data_dir: Path) -> list[str]:
         script,
         "--data-dir",
         str(data_dir),
+        "--listen",
+        "127.0.0.1:0",
         "--config",
         "log.flush.offset.checkpoint.interval.ms=100",
     ]

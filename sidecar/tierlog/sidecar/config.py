@@ -18,7 +18,13 @@ from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.manager import LogManagerConfig
 
-__all__ = ["BROKER_TO_TOPIC_KEYS", "SidecarConfig", "read_properties_file"]
+__all__ = [
+    "BROKER_TO_TOPIC_KEYS",
+    "DEFAULT_LISTEN",
+    "SidecarConfig",
+    "parse_host_port",
+    "read_properties_file",
+]
 
 # Kafka's broker setting -> the topic setting it provides the default for.
 BROKER_TO_TOPIC_KEYS: dict[str, str] = {
@@ -58,6 +64,11 @@ _PROCESS_KEYS = {
     "log.dirs",
     "log.dir",
     "node.id",
+    "broker.id",
+    "listeners",
+    "advertised.listeners",
+    "tierlog.cluster.brokers",
+    "tierlog.shutdown.grace.ms",
     "cluster.id",
     "num.recovery.threads.per.data.dir",
     "log.flush.scheduler.interval.ms",
@@ -66,10 +77,24 @@ _PROCESS_KEYS = {
 }
 
 
+DEFAULT_LISTEN = "0.0.0.0:9092"
+
+
 @dataclass(frozen=True)
 class SidecarConfig:
     storage: LogManagerConfig
     checkpoint_interval_ms: int
+    # gRPC: where to listen (``listeners``, ``--listen``; port 0 picks a free one), the
+    # address clients are told (``advertised.listeners``; default: the bound address),
+    # and every broker of the cluster as id -> host:port (``tierlog.cluster.brokers``).
+    listen: str = DEFAULT_LISTEN
+    advertised_listener: str | None = None
+    cluster_brokers: tuple[tuple[int, str], ...] = ()
+    shutdown_grace_ms: int = 30_000  # in-flight requests get this long after SIGTERM
+
+    @property
+    def node_id(self) -> int:
+        return self.storage.node_id
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> SidecarConfig:
@@ -78,6 +103,8 @@ class SidecarConfig:
         unknown = set(props) - _PROCESS_KEYS - set(BROKER_TO_TOPIC_KEYS) - set(CLEANER_KEYS)
         if unknown:
             raise InvalidConfigError(f"unknown broker config {', '.join(sorted(unknown))}")
+        if "broker.id" in props:  # Kafka's older name of node.id
+            props.setdefault("node.id", props.pop("broker.id"))
         log_dirs = props.get("log.dirs") or props.get("log.dir")
         if not log_dirs:
             raise InvalidConfigError("log.dirs (or --data-dir) is required")
@@ -106,9 +133,42 @@ class SidecarConfig:
                 ),
             )
             checkpoint_ms = int(props.get("log.flush.offset.checkpoint.interval.ms", "60000"))
+            grace_ms = int(props.get("tierlog.shutdown.grace.ms", "30000"))
         except ValueError as error:
             raise InvalidConfigError(f"invalid number in broker config: {error}") from None
-        return cls(storage=storage, checkpoint_interval_ms=checkpoint_ms)
+        listen = parse_host_port(props.get("listeners", DEFAULT_LISTEN), "listeners")
+        advertised = props.get("advertised.listeners")
+        if advertised:
+            parse_host_port(advertised, "advertised.listeners")
+        return cls(
+            storage=storage,
+            checkpoint_interval_ms=checkpoint_ms,
+            listen=listen,
+            advertised_listener=advertised or None,
+            cluster_brokers=_parse_brokers(props.get("tierlog.cluster.brokers", "")),
+            shutdown_grace_ms=grace_ms,
+        )
+
+
+def parse_host_port(value: str, key: str) -> str:
+    """``host:port`` (``[v6]:port`` for IPv6) with a port in 0..65535; returned as given."""
+    host, sep, port = value.strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise InvalidConfigError(f"{key} expects HOST:PORT, got {value!r}")
+    return value.strip()
+
+
+def _parse_brokers(value: str) -> tuple[tuple[int, str], ...]:
+    """``0@host-0:9092,1@host-1:9092`` (Kafka's ``controller.quorum.voters`` form)."""
+    brokers: dict[int, str] = {}
+    for part in filter(None, (piece.strip() for piece in value.split(","))):
+        node, at, address = part.partition("@")
+        if not at or not node.isdigit():
+            raise InvalidConfigError(f"tierlog.cluster.brokers expects ID@HOST:PORT, got {part!r}")
+        if int(node) in brokers:
+            raise InvalidConfigError(f"tierlog.cluster.brokers lists broker {node} twice")
+        brokers[int(node)] = parse_host_port(address, "tierlog.cluster.brokers")
+    return tuple(sorted(brokers.items()))
 
 
 def _resolve_aliases(props: Mapping[str, str]) -> dict[str, str]:

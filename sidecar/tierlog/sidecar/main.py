@@ -1,26 +1,27 @@
-"""``tierlog-sidecar``: the broker process around the log manager.
+"""``tierlog-sidecar``: the broker process, serving tierlog's gRPC API over its logs.
 
-Today it hosts the storage engine: it recovers the logs at start (progress in the
-log), flushes by policy with group commit, writes checkpoints periodically, and on
-SIGTERM or SIGINT shuts down cleanly (flush, checkpoints, clean-shutdown marker) so
-the next start needs no recovery. The gRPC API is served by this same process once
-the sidecar service lands.
+``tierlog-sidecar --data-dir DIR --listen HOST:PORT`` recovers the logs at start
+(progress in the log), then serves ``tierlog.v1`` (see ``proto/``) with health and
+reflection; it flushes by policy with group commit and writes checkpoints
+periodically. On SIGTERM or SIGINT it stops accepting calls, gives those in flight
+``tierlog.shutdown.grace.ms``, then shuts the logs down cleanly (flush, checkpoints,
+clean-shutdown marker) so the next start needs no recovery.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import signal
-import threading
 import time
 from pathlib import Path
 
-from tierlog.sidecar.config import SidecarConfig, read_properties_file
+from tierlog.sidecar.config import DEFAULT_LISTEN, SidecarConfig, read_properties_file
+from tierlog.sidecar.server import SidecarServer
 from tierlog.storage.errors import TierlogError
-from tierlog.storage.manager import LogManager
 
-__all__ = ["main", "run"]
+__all__ = ["main", "serve"]
 
 log = logging.getLogger("tierlog.sidecar")
 
@@ -33,6 +34,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=Path,
         default=[],
         help="a log dir (repeat for several); same as log.dirs",
+    )
+    parser.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help=f"where to serve gRPC (port 0: any free port); same as listeners "
+        f"(default {DEFAULT_LISTEN})",
     )
     parser.add_argument("--config-file", type=Path, help="a Java properties file of broker configs")
     parser.add_argument(
@@ -57,12 +64,17 @@ def build_config(args: argparse.Namespace) -> SidecarConfig:
         props[key.strip()] = value.strip()
     if args.data_dir:
         props["log.dirs"] = ",".join(str(path) for path in args.data_dir)
+    if args.listen:
+        props["listeners"] = args.listen
     return SidecarConfig.from_properties(props)
 
 
-def run(config: SidecarConfig, stop: threading.Event) -> None:
-    """Serve until ``stop`` is set, then shut down cleanly."""
-    manager = LogManager(config.storage)
+async def serve(config: SidecarConfig) -> None:
+    """Serve until SIGTERM or SIGINT, then shut down gracefully."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
     started = time.monotonic()
 
     def progress(done: int, total: int) -> None:
@@ -70,18 +82,18 @@ def run(config: SidecarConfig, stop: threading.Event) -> None:
             "recovery: %d of %d bytes scanned (%.0f%%)", done, total, 100 * done / max(total, 1)
         )
 
-    manager.startup(progress)
+    server = SidecarServer(config)
+    await server.start(progress)
     log.info(
         "started: %d partitions in %s, loaded in %.2fs",
-        len(manager.partitions),
+        len(server.manager.partitions),
         ", ".join(str(path) for path in config.storage.log_dirs),
         time.monotonic() - started,
     )
-    interval_s = config.checkpoint_interval_ms / 1000
-    while not stop.wait(interval_s):
-        manager.write_checkpoints()
-    log.info("shutting down: flushing logs and writing checkpoints")
-    manager.shutdown()
+    log.info("listening on %s (broker %d)", server.address, config.node_id)
+    await stop.wait()
+    log.info("shutting down: finishing calls, then flushing logs and writing checkpoints")
+    await server.stop()
     log.info("stopped cleanly")
 
 
@@ -93,11 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         config = build_config(args)
+        asyncio.run(serve(config))
     except TierlogError as error:
         log.error("%s: %s", error.reason, error)
         return 2
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    run(config, stop)
     return 0

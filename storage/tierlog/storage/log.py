@@ -461,6 +461,13 @@ class Log:
             self.producer_state.truncate_head(self.log_start_offset)
             return self.log_start_offset
 
+    def update_config(self, config: LogConfig) -> None:
+        """The topic's config changed (Kafka's ``UnifiedLog.updateConfig``): later appends,
+        rolls, flushes and retention passes follow it; existing segments stay as they are."""
+        with self._lock:
+            self.config = config
+            self._roll_policy = RollPolicy(config.segment_bytes, config.segment_ms)
+
     def close(self) -> None:
         """Flush and close every segment; the active one keeps its closing index entries."""
         self.flush()

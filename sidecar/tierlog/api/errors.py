@@ -1,0 +1,96 @@
+"""The API's error vocabulary: Kafka's error names, and the gRPC status each maps to.
+
+Storage errors (``tierlog.storage.errors``) carry their Kafka name as ``reason``; the
+ones below are raised by the broker around the storage (topics, ownership, request
+checks). A failed call ends with ``status_code(reason)``, a ``google.rpc.ErrorInfo``
+in the status details (``domain`` ``ERROR_DOMAIN``, ``reason`` the Kafka name) and the
+same reason under the trailing metadata key ``REASON_KEY``; for
+``NOT_LEADER_OR_FOLLOWER`` the owner's ``id@host:port`` is under ``LEADER_KEY`` too.
+Server and client both read this table, so they agree on it.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from tierlog.storage.errors import TierlogError
+
+__all__ = [
+    "ERROR_DOMAIN",
+    "LEADER_KEY",
+    "REASON_KEY",
+    "STATUS_CODES",
+    "InvalidPartitionsError",
+    "InvalidRequestError",
+    "NotLeaderOrFollowerError",
+    "TopicAlreadyExistsError",
+    "status_code",
+]
+
+ERROR_DOMAIN = "tierlog.io"
+REASON_KEY = "tierlog-reason"
+LEADER_KEY = "tierlog-leader"
+
+
+class TopicAlreadyExistsError(TierlogError):
+    """CreateTopics for a name that is taken."""
+
+    reason = "TOPIC_ALREADY_EXISTS"
+
+
+class InvalidPartitionsError(TierlogError):
+    """A partition count below 1, or CreatePartitions that does not grow the topic."""
+
+    reason = "INVALID_PARTITIONS"
+
+
+class InvalidRequestError(TierlogError):
+    """A request field out of its range (negative sizes, unknown special timestamps...)."""
+
+    reason = "INVALID_REQUEST"
+
+
+class NotLeaderOrFollowerError(TierlogError):
+    """This broker does not own the partition; ``leader_id``/``leader_address`` does."""
+
+    reason = "NOT_LEADER_OR_FOLLOWER"
+
+    def __init__(self, message: str, *, leader_id: int, leader_address: str) -> None:
+        super().__init__(message)
+        self.leader_id = leader_id
+        self.leader_address = leader_address
+
+
+_C = grpc.StatusCode
+
+# Kafka's error name -> the gRPC status a call fails with. Anything else: INTERNAL.
+STATUS_CODES: dict[str, grpc.StatusCode] = {
+    "CORRUPT_MESSAGE": _C.INVALID_ARGUMENT,
+    "INVALID_RECORD": _C.INVALID_ARGUMENT,
+    "INVALID_TIMESTAMP": _C.INVALID_ARGUMENT,
+    "INVALID_TOPIC_EXCEPTION": _C.INVALID_ARGUMENT,
+    "INVALID_CONFIG": _C.INVALID_ARGUMENT,
+    "INVALID_PARTITIONS": _C.INVALID_ARGUMENT,
+    "INVALID_REQUEST": _C.INVALID_ARGUMENT,
+    "UNSUPPORTED_FOR_MESSAGE_FORMAT": _C.INVALID_ARGUMENT,
+    "UNSUPPORTED_COMPRESSION_TYPE": _C.INVALID_ARGUMENT,
+    "INVALID_PRODUCER_EPOCH": _C.FAILED_PRECONDITION,
+    "OUT_OF_ORDER_SEQUENCE_NUMBER": _C.FAILED_PRECONDITION,
+    "DUPLICATE_SEQUENCE_NUMBER": _C.ALREADY_EXISTS,
+    "INVALID_TXN_STATE": _C.FAILED_PRECONDITION,
+    "MESSAGE_TOO_LARGE": _C.RESOURCE_EXHAUSTED,
+    "RECORD_LIST_TOO_LARGE": _C.RESOURCE_EXHAUSTED,
+    "OFFSET_OUT_OF_RANGE": _C.OUT_OF_RANGE,
+    "OFFSET_MOVED_TO_TIERED_STORAGE": _C.FAILED_PRECONDITION,
+    "UNKNOWN_TOPIC_OR_PARTITION": _C.NOT_FOUND,
+    "TOPIC_ALREADY_EXISTS": _C.ALREADY_EXISTS,
+    "NOT_LEADER_OR_FOLLOWER": _C.FAILED_PRECONDITION,
+    "KAFKA_STORAGE_ERROR": _C.UNAVAILABLE,
+    "REQUEST_TIMED_OUT": _C.DEADLINE_EXCEEDED,
+    "UNKNOWN_SERVER_ERROR": _C.INTERNAL,
+}
+
+
+def status_code(reason: str) -> grpc.StatusCode:
+    """The gRPC status for a Kafka error name (INTERNAL for names not in the table)."""
+    return STATUS_CODES.get(reason, _C.INTERNAL)

@@ -1,0 +1,240 @@
+"""Topic administration and metadata: ``tierlog.v1.AdminService``.
+
+Topic changes go to the topic store first or last so that a crash in between leaves
+something start-up repairs: a created topic is stored, then its logs are created (the
+next start creates any that are missing); a deleted topic loses its logs, then its
+entry (a partition left on disk is adopted again at the next start, never lost
+silently). Changes run one at a time, in a thread, under one lock.
+
+Calls about many topics answer each in its own result with an ``Error``; calls about
+one topic fail with a status, like the data plane.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import grpc
+
+from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, common_pb2
+from tierlog.sidecar.partitions import Partitions
+from tierlog.sidecar.status import as_error, at_the_edge, unexpected
+from tierlog.sidecar.topics import Topic
+from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.errors import TierlogError, UnknownTopicOrPartitionError
+
+__all__ = ["AdminService"]
+
+_Context = grpc.aio.ServicerContext[Any, Any]
+
+
+class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
+    def __init__(self, partitions: Partitions):
+        self.partitions = partitions
+        self.topics = partitions.topics
+        self._changes = asyncio.Lock()
+
+    async def _change(self, what: str, change: Any, *args: Any) -> common_pb2.Error | None:
+        """Run one blocking change under the lock; its error, in band, or None."""
+        try:
+            async with self._changes:
+                await asyncio.to_thread(change, *args)
+        except TierlogError as error:
+            return as_error(error)
+        except Exception as error:  # one item failed; answer it in band
+            return as_error(unexpected(error, what))
+        return None
+
+    # -- topics -----------------------------------------------------------------------
+
+    @at_the_edge
+    async def CreateTopics(
+        self, request: admin_service_pb2.CreateTopicsRequest, context: _Context
+    ) -> admin_service_pb2.CreateTopicsResponse:
+        results = []
+        for new in request.topics:
+            count = new.num_partitions or 1
+            error = await self._change(
+                "AdminService.CreateTopics",
+                self._create,
+                new.name,
+                count,
+                dict(new.configs),
+                request.validate_only,
+            )
+            results.append(admin_service_pb2.TopicResult(name=new.name, error=error))
+        return admin_service_pb2.CreateTopicsResponse(results=results)
+
+    def _create(self, name: str, count: int, configs: dict[str, str], validate_only: bool) -> None:
+        if validate_only:
+            self.topics.validate_new(name, count, configs)
+            return
+        self.partitions.ensure_logs(self.topics.create(name, count, configs))
+
+    @at_the_edge
+    async def DeleteTopics(
+        self, request: admin_service_pb2.DeleteTopicsRequest, context: _Context
+    ) -> admin_service_pb2.DeleteTopicsResponse:
+        results = []
+        for name in request.names:
+            error = await self._change("AdminService.DeleteTopics", self._delete, name)
+            results.append(admin_service_pb2.TopicResult(name=name, error=error))
+        return admin_service_pb2.DeleteTopicsResponse(results=results)
+
+    def _delete(self, name: str) -> None:
+        topic = self.topics.get(name)
+        manager = self.partitions.manager
+        for tp in self.partitions.owned(topic):
+            if tp in manager.partitions:
+                manager.delete_log(tp)
+        self.topics.delete(name)
+        manager.write_checkpoints()
+
+    @at_the_edge
+    async def DescribeTopics(
+        self, request: admin_service_pb2.DescribeTopicsRequest, context: _Context
+    ) -> admin_service_pb2.DescribeTopicsResponse:
+        names = list(request.names) or [topic.name for topic in self.topics.topics()]
+        described = []
+        for name in names:
+            try:
+                described.append(self._describe(self.topics.get(name)))
+            except TierlogError as error:
+                described.append(
+                    admin_service_pb2.TopicDescription(name=name, error=as_error(error))
+                )
+        return admin_service_pb2.DescribeTopicsResponse(topics=described)
+
+    def _describe(self, topic: Topic) -> admin_service_pb2.TopicDescription:
+        ownership = self.partitions.ownership
+        partitions = []
+        for p in range(topic.partition_count):
+            tp = TopicPartition(topic.name, p)
+            entry = admin_service_pb2.PartitionDescription(
+                partition=p,
+                leader_id=ownership.owner(tp).node_id,
+                log_start_offset=-1,
+                high_watermark=-1,
+                size_bytes=-1,
+                segment_count=-1,
+            )
+            if ownership.owns(tp):
+                try:
+                    found = self.partitions.manager.get_log(tp)
+                except UnknownTopicOrPartitionError:
+                    pass
+                else:
+                    entry.log_start_offset = found.log_start_offset
+                    entry.high_watermark = found.log_end_offset
+                    entry.size_bytes = found.size_bytes
+                    entry.segment_count = len(found.segments)
+            partitions.append(entry)
+        return admin_service_pb2.TopicDescription(name=topic.name, partitions=partitions)
+
+    @at_the_edge
+    async def ListTopics(
+        self, request: admin_service_pb2.ListTopicsRequest, context: _Context
+    ) -> admin_service_pb2.ListTopicsResponse:
+        return admin_service_pb2.ListTopicsResponse(
+            topics=[
+                admin_service_pb2.TopicListing(name=t.name, partition_count=t.partition_count)
+                for t in self.topics.topics()
+            ]
+        )
+
+    @at_the_edge
+    async def CreatePartitions(
+        self, request: admin_service_pb2.CreatePartitionsRequest, context: _Context
+    ) -> admin_service_pb2.CreatePartitionsResponse:
+        async with self._changes:
+            await asyncio.to_thread(
+                self._add_partitions, request.topic, request.total_count, request.validate_only
+            )
+        return admin_service_pb2.CreatePartitionsResponse()
+
+    def _add_partitions(self, name: str, total: int, validate_only: bool) -> None:
+        grown = self.topics.add_partitions(name, total, validate_only=validate_only)
+        if not validate_only:
+            self.partitions.ensure_logs(grown)
+
+    # -- configs ----------------------------------------------------------------------
+
+    @at_the_edge
+    async def AlterConfigs(
+        self, request: admin_service_pb2.AlterConfigsRequest, context: _Context
+    ) -> admin_service_pb2.AlterConfigsResponse:
+        async with self._changes:
+            await asyncio.to_thread(
+                self._alter,
+                request.topic,
+                dict(request.set_configs),
+                list(request.delete_configs),
+                request.validate_only,
+            )
+        return admin_service_pb2.AlterConfigsResponse()
+
+    def _alter(
+        self, name: str, set_: dict[str, str], delete: list[str], validate_only: bool
+    ) -> None:
+        config = self.topics.alter_configs(name, set_, delete, validate_only=validate_only)
+        if validate_only:
+            return
+        manager = self.partitions.manager
+        for tp in self.partitions.owned(self.topics.get(name)):
+            if tp in manager.partitions:
+                manager.get_log(tp).update_config(config)
+
+    @at_the_edge
+    async def DescribeConfigs(
+        self, request: admin_service_pb2.DescribeConfigsRequest, context: _Context
+    ) -> admin_service_pb2.DescribeConfigsResponse:
+        topic = self.topics.get(request.topic)
+        config = self.topics.log_config(topic.name)
+        entries = [
+            admin_service_pb2.ConfigEntry(
+                name=key,
+                value=value,
+                source=(
+                    admin_service_pb2.CONFIG_SOURCE_TOPIC
+                    if key in topic.configs
+                    else admin_service_pb2.CONFIG_SOURCE_DEFAULT
+                ),
+            )
+            for key, value in sorted(config.to_properties().items())
+        ]
+        return admin_service_pb2.DescribeConfigsResponse(entries=entries)
+
+    # -- metadata ---------------------------------------------------------------------
+
+    @at_the_edge
+    async def Metadata(
+        self, request: admin_service_pb2.MetadataRequest, context: _Context
+    ) -> admin_service_pb2.MetadataResponse:
+        ownership = self.partitions.ownership
+        names = list(request.topics) or [topic.name for topic in self.topics.topics()]
+        topics = []
+        for name in names:
+            try:
+                topic = self.topics.get(name)
+            except TierlogError as error:
+                topics.append(admin_service_pb2.TopicMetadata(name=name, error=as_error(error)))
+                continue
+            partitions = []
+            for p in range(topic.partition_count):
+                owner = ownership.owner(TopicPartition(name, p))
+                partitions.append(
+                    admin_service_pb2.PartitionMetadata(
+                        partition=p, leader_id=owner.node_id, leader_address=owner.address
+                    )
+                )
+            topics.append(admin_service_pb2.TopicMetadata(name=name, partitions=partitions))
+        return admin_service_pb2.MetadataResponse(
+            cluster_id=self.partitions.manager.config.cluster_id,
+            node_id=ownership.node_id,
+            brokers=[
+                common_pb2.Broker(node_id=broker.node_id, address=broker.address)
+                for broker in ownership.brokers
+            ],
+            topics=topics,
+        )

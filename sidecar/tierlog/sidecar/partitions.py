@@ -1,0 +1,48 @@
+"""The partitions this broker serves: from a request's topic and partition to its log.
+
+One lookup order for every call: the topic must exist and have the partition
+(UNKNOWN_TOPIC_OR_PARTITION; a bad name is INVALID_TOPIC_EXCEPTION), this broker must
+own it (NOT_LEADER_OR_FOLLOWER with the owner), and then its log is the log manager's.
+"""
+
+from __future__ import annotations
+
+from tierlog.sidecar.ownership import Ownership
+from tierlog.sidecar.topics import Topic, TopicStore
+from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.log import Log
+from tierlog.storage.manager import LogManager
+
+__all__ = ["Partitions"]
+
+
+class Partitions:
+    def __init__(self, manager: LogManager, topics: TopicStore, ownership: Ownership):
+        self.manager = manager
+        self.topics = topics
+        self.ownership = ownership
+
+    def log(self, topic: str, partition: int) -> tuple[TopicPartition, Log]:
+        self.topics.check_partition(topic, partition)
+        tp = TopicPartition(topic, partition)
+        self.ownership.check(tp)
+        return tp, self.manager.get_log(tp)
+
+    def owned(self, topic: Topic) -> list[TopicPartition]:
+        every = (TopicPartition(topic.name, p) for p in range(topic.partition_count))
+        return [tp for tp in every if self.ownership.owns(tp)]
+
+    def ensure_logs(self, topic: Topic) -> None:
+        """Create the logs of the topic's partitions that this broker owns (blocking)."""
+        for tp in self.owned(topic):
+            self.manager.get_or_create_log(tp)
+
+    def adopt_logs_on_disk(self) -> None:
+        """Topics whose partitions are on disk but not in the store join it (blocking)."""
+        counts: dict[str, int] = {}
+        for tp in self.manager.partitions:
+            counts[tp.topic] = max(counts.get(tp.topic, 0), tp.partition + 1)
+        for name, count in counts.items():
+            self.topics.adopt(name, count)
+        for topic in self.topics.topics():
+            self.ensure_logs(topic)

@@ -1,0 +1,134 @@
+"""The sidecar's gRPC server: the log manager, the topic store and the services, wired.
+
+``SidecarServer.start`` recovers the logs (in a thread), adopts partitions found on
+disk, binds the listener and serves ``LogService`` and ``AdminService`` with the
+standard health service and server reflection. ``stop`` is the graceful shutdown:
+health says NOT_SERVING, long polls and subscriptions are woken and end, the server
+stops accepting and gives in-flight calls the grace period, acks=0 appends finish,
+and only then does the log manager shut down (flush, checkpoints, clean-shutdown
+marker).
+
+gRPC's 4 MiB default message limit is replaced by ``message.max.bytes`` plus
+headroom for the request's other fields: a batch the topic accepts always fits, and
+a request far beyond it is refused by gRPC before it is read into memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from tierlog.api.v1 import (
+    admin_service_pb2,
+    admin_service_pb2_grpc,
+    log_service_pb2,
+    log_service_pb2_grpc,
+)
+from tierlog.sidecar.admin import AdminService
+from tierlog.sidecar.config import SidecarConfig
+from tierlog.sidecar.ownership import Broker, Ownership
+from tierlog.sidecar.partitions import Partitions
+from tierlog.sidecar.service import Limits, LogService
+from tierlog.sidecar.topics import TOPICS_FILE, TopicStore
+from tierlog.sidecar.watch import AppendWatch
+from tierlog.storage.errors import InvalidConfigError
+from tierlog.storage.manager import LogManager
+from tierlog.storage.recovery import RecoveryProgress
+
+__all__ = ["HEADROOM_BYTES", "SidecarServer", "message_limit_bytes"]
+
+log = logging.getLogger(__name__)
+
+HEADROOM_BYTES = 64 * 1024
+_SERVICES = (
+    log_service_pb2.DESCRIPTOR.services_by_name["LogService"].full_name,
+    admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
+)
+
+
+def message_limit_bytes(config: SidecarConfig) -> int:
+    return config.storage.default_log_config.max_message_bytes + HEADROOM_BYTES
+
+
+class SidecarServer:
+    def __init__(self, config: SidecarConfig):
+        self.config = config
+        self.topics = TopicStore(
+            config.storage.log_dirs[0] / TOPICS_FILE, config.storage.default_log_config
+        )
+        self.manager = LogManager(config.storage, topic_config=self.topics.log_config)
+        self.watch = AppendWatch()
+        self.health = health.aio.HealthServicer()
+        limit = message_limit_bytes(config)
+        self.server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", limit),
+                ("grpc.max_send_message_length", limit),
+            ]
+        )
+        self.address = ""
+        self._log_service: LogService | None = None
+        self._checkpoints: asyncio.Task[None] | None = None
+
+    async def start(self, progress: RecoveryProgress | None = None) -> None:
+        await asyncio.to_thread(self.manager.startup, progress)
+        port = self.server.add_insecure_port(self.config.listen)
+        if port == 0:
+            raise InvalidConfigError(f"cannot listen on {self.config.listen}")
+        host = self.config.listen.rpartition(":")[0]
+        self.address = f"{host}:{port}"
+        partitions = Partitions(self.manager, self.topics, self._ownership(host, port))
+        await asyncio.to_thread(partitions.adopt_logs_on_disk)
+        self._log_service = LogService(
+            partitions,
+            self.watch,
+            Limits(fetch_max_bytes=self.config.storage.default_log_config.max_message_bytes),
+        )
+        log_service_pb2_grpc.add_LogServiceServicer_to_server(self._log_service, self.server)
+        admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
+            AdminService(partitions), self.server
+        )
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        reflection.enable_server_reflection(
+            (*_SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server
+        )
+        await self.server.start()
+        for service in ("", *_SERVICES):
+            await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        self._checkpoints = asyncio.create_task(self._write_checkpoints())
+
+    def _ownership(self, host: str, port: int) -> Ownership:
+        node_id = self.config.node_id
+        listed = tuple(Broker(node, address) for node, address in self.config.cluster_brokers)
+        if listed:
+            try:
+                return Ownership(node_id, listed)
+            except ValueError as error:
+                raise InvalidConfigError(f"tierlog.cluster.brokers: {error}") from None
+        advertised = self.config.advertised_listener
+        if not advertised:
+            wildcard = host in ("", "0.0.0.0", "[::]", "::")
+            advertised = f"{socket.getfqdn() if wildcard else host}:{port}"
+        return Ownership(node_id, (Broker(node_id, advertised),))
+
+    async def _write_checkpoints(self) -> None:
+        interval_s = self.config.checkpoint_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            await asyncio.to_thread(self.manager.write_checkpoints)
+
+    async def stop(self) -> None:
+        """Graceful shutdown; the log manager's clean shutdown comes last."""
+        await self.health.enter_graceful_shutdown()
+        self.watch.close()
+        if self._checkpoints is not None:
+            self._checkpoints.cancel()
+        await self.server.stop(self.config.shutdown_grace_ms / 1000)
+        if self._log_service is not None:
+            await self._log_service.drain()
+        await asyncio.to_thread(self.manager.shutdown)

@@ -1,0 +1,254 @@
+"""The data plane: ``tierlog.v1.LogService`` over the log manager.
+
+Produce appends the producer's v2 batches as they came (or one batch the server
+builds from plain records); Fetch returns whole batches and long-polls on the
+partition's append event; Subscribe tails a partition on the same events. Every
+storage call blocks (file I/O, fsync by policy), so it runs in a thread; the event
+loop only parses requests, routes and waits. Errors are raised as types and mapped
+to a status at the edge (``status.at_the_edge``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from tierlog.api.errors import InvalidRequestError
+from tierlog.api.v1 import common_pb2, log_service_pb2, log_service_pb2_grpc
+from tierlog.sidecar.partitions import Partitions
+from tierlog.sidecar.status import as_error, at_the_edge, unexpected
+from tierlog.sidecar.watch import AppendWatch
+from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.config import LogConfig
+from tierlog.storage.errors import OffsetOutOfRangeError, TierlogError
+from tierlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log, LogRead
+from tierlog.storage.records import CompressionType, SimpleRecord, build_batch, iter_batches
+
+__all__ = ["Limits", "LogService"]
+
+log = logging.getLogger(__name__)
+
+_Context = grpc.aio.ServicerContext[Any, Any]
+
+# The longest a Fetch may wait, whatever it asks (Kafka caps fetch.max.wait.ms alike).
+MAX_WAIT_MS = 60_000
+_CODECS = {
+    "gzip": CompressionType.GZIP,
+    "snappy": CompressionType.SNAPPY,
+    "lz4": CompressionType.LZ4,
+    "zstd": CompressionType.ZSTD,
+}
+
+
+@dataclass(frozen=True)
+class Limits:
+    fetch_max_bytes: int  # the most a Fetch or Subscribe message carries (bar one big batch)
+
+
+class LogService(log_service_pb2_grpc.LogServiceServicer):
+    def __init__(self, partitions: Partitions, watch: AppendWatch, limits: Limits):
+        self.partitions = partitions
+        self.watch = watch
+        self.limits = limits
+        self._unacknowledged: set[asyncio.Task[None]] = set()  # acks=0 appends in flight
+
+    # -- produce ----------------------------------------------------------------------
+
+    @at_the_edge
+    async def Produce(
+        self, request: log_service_pb2.ProduceRequest, context: _Context
+    ) -> log_service_pb2.ProduceResponse:
+        return await self._produce(request)
+
+    @at_the_edge
+    async def ProduceStream(
+        self,
+        request_iterator: AsyncIterator[log_service_pb2.ProduceStreamRequest],
+        context: _Context,
+    ) -> AsyncIterator[log_service_pb2.ProduceStreamResponse]:
+        async for request in request_iterator:
+            try:
+                produced = await self._produce(request.produce)
+            except TierlogError as error:
+                yield log_service_pb2.ProduceStreamResponse(error=as_error(error))
+            except Exception as error:  # answer in band, keep the stream
+                failure = unexpected(error, "LogService.ProduceStream")
+                yield log_service_pb2.ProduceStreamResponse(error=as_error(failure))
+            else:
+                yield log_service_pb2.ProduceStreamResponse(produced=produced)
+
+    async def _produce(
+        self, request: log_service_pb2.ProduceRequest
+    ) -> log_service_pb2.ProduceResponse:
+        tp, partition_log = self.partitions.log(request.topic, request.partition)
+        kind = request.WhichOneof("data")
+        if kind == "records":
+            if not request.records.records:
+                raise InvalidRequestError("a produce request without records")
+            data = await asyncio.to_thread(_batch_of, request.records.records, partition_log.config)
+        elif kind == "record_batches" and request.record_batches:
+            data = request.record_batches
+        else:
+            raise InvalidRequestError("a produce request without records")
+        if request.acks == log_service_pb2.ACKS_NONE:
+            task = asyncio.create_task(self._append_unacknowledged(tp, partition_log, data))
+            self._unacknowledged.add(task)
+            task.add_done_callback(self._unacknowledged.discard)
+            return log_service_pb2.ProduceResponse(
+                base_offset=-1,
+                last_offset=-1,
+                log_append_time_ms=-1,
+                log_start_offset=partition_log.log_start_offset,
+            )
+        info = await asyncio.to_thread(partition_log.append, data)
+        self.watch.appended(tp)
+        return log_service_pb2.ProduceResponse(
+            base_offset=info.first_offset,
+            last_offset=info.last_offset,
+            log_append_time_ms=info.log_append_time_ms,
+            log_start_offset=info.log_start_offset,
+        )
+
+    async def _append_unacknowledged(self, tp: TopicPartition, target: Log, data: bytes) -> None:
+        try:
+            await asyncio.to_thread(target.append, data)
+        except TierlogError as error:
+            log.warning("acks=0 produce to %s failed: %s: %s", tp, error.reason, error)
+        except Exception as error:  # nobody to answer: log it
+            unexpected(error, "an acks=0 produce")
+        else:
+            self.watch.appended(tp)
+
+    async def drain(self) -> None:
+        """Wait for the acks=0 appends still in flight (at shutdown)."""
+        if self._unacknowledged:
+            await asyncio.gather(*self._unacknowledged, return_exceptions=True)
+
+    # -- fetch ------------------------------------------------------------------------
+
+    @at_the_edge
+    async def Fetch(
+        self, request: log_service_pb2.FetchRequest, context: _Context
+    ) -> log_service_pb2.FetchResponse:
+        if request.max_wait_ms < 0 or request.min_bytes < 0:
+            raise InvalidRequestError("max_wait_ms and min_bytes cannot be negative")
+        tp, partition_log = self.partitions.log(request.topic, request.partition)
+        max_bytes = self._max_bytes(request.max_bytes)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(request.max_wait_ms, MAX_WAIT_MS) / 1000
+        while True:
+            appended = self.watch.event(tp)
+            read = await asyncio.to_thread(partition_log.read, request.offset, max_bytes)
+            remaining_s = deadline - loop.time()
+            if len(read.records) >= max(request.min_bytes, 1) or remaining_s <= 0:
+                break
+            if self.watch.closed:
+                break
+            await self.watch.wait(appended, remaining_s)
+        return log_service_pb2.FetchResponse(
+            record_batches=read.records,
+            high_watermark=read.log_end_offset,
+            log_start_offset=read.log_start_offset,
+        )
+
+    @at_the_edge
+    async def Subscribe(
+        self, request: log_service_pb2.SubscribeRequest, context: _Context
+    ) -> AsyncIterator[log_service_pb2.SubscribeResponse]:
+        tp, partition_log = self.partitions.log(request.topic, request.partition)
+        max_bytes = self._max_bytes(request.max_bytes)
+        offset = request.offset
+        if offset == EARLIEST_TIMESTAMP:
+            offset = partition_log.log_start_offset
+        elif offset == LATEST_TIMESTAMP:
+            offset = partition_log.log_end_offset
+        elif offset < 0:
+            raise OffsetOutOfRangeError(f"offset {offset}: use -2 (earliest) or -1 (latest)")
+        while not self.watch.closed:
+            appended = self.watch.event(tp)
+            read = await asyncio.to_thread(partition_log.read, offset, max_bytes)
+            if not read.records:
+                await self.watch.wait(appended, None)
+                continue
+            offset = _next_offset(read)
+            yield log_service_pb2.SubscribeResponse(
+                record_batches=read.records,
+                high_watermark=read.log_end_offset,
+                log_start_offset=read.log_start_offset,
+            )
+
+    def _max_bytes(self, asked: int) -> int:
+        if asked < 0:
+            raise InvalidRequestError(f"max_bytes {asked} is negative")
+        return min(asked or self.limits.fetch_max_bytes, self.limits.fetch_max_bytes)
+
+    # -- offsets ----------------------------------------------------------------------
+
+    @at_the_edge
+    async def ListOffsets(
+        self, request: log_service_pb2.ListOffsetsRequest, context: _Context
+    ) -> log_service_pb2.ListOffsetsResponse:
+        if request.timestamp_ms < MAX_TIMESTAMP:
+            raise InvalidRequestError(
+                f"timestamp {request.timestamp_ms}: use -1, -2, -3 or a time in ms"
+            )
+        _tp, partition_log = self.partitions.log(request.topic, request.partition)
+        found = await asyncio.to_thread(partition_log.offset_for_timestamp, request.timestamp_ms)
+        if found is None:
+            return log_service_pb2.ListOffsetsResponse(offset=-1, timestamp_ms=-1)
+        return log_service_pb2.ListOffsetsResponse(
+            offset=found.offset, timestamp_ms=found.timestamp
+        )
+
+    @at_the_edge
+    async def DeleteRecords(
+        self, request: log_service_pb2.DeleteRecordsRequest, context: _Context
+    ) -> log_service_pb2.DeleteRecordsResponse:
+        _tp, partition_log = self.partitions.log(request.topic, request.partition)
+        offset = partition_log.log_end_offset if request.offset == -1 else request.offset
+        if offset < 0:
+            raise OffsetOutOfRangeError(f"offset {request.offset}: use -1 or an offset")
+        low_watermark = await asyncio.to_thread(self._delete_records, partition_log, offset)
+        return log_service_pb2.DeleteRecordsResponse(low_watermark=low_watermark)
+
+    def _delete_records(self, partition_log: Log, offset: int) -> int:
+        low_watermark = partition_log.increment_log_start_offset(offset)
+        self.partitions.manager.write_checkpoints()  # the new log start survives a crash
+        return low_watermark
+
+
+def _batch_of(records: Sequence[common_pb2.Record], config: LogConfig) -> bytes:
+    """One v2 batch of plain records, compressed as the topic's compression.type says."""
+    now_ms = int(time.time() * 1000)
+    batch = [
+        SimpleRecord(
+            record.key if record.HasField("key") else None,
+            record.value if record.HasField("value") else None,
+            record.timestamp_ms if record.HasField("timestamp_ms") else now_ms,
+            tuple(
+                (header.key, header.value if header.HasField("value") else None)
+                for header in record.headers
+            ),
+        )
+        for record in records
+    ]
+    try:
+        return build_batch(
+            batch, compression=_CODECS.get(config.compression_type, CompressionType.NONE)
+        )
+    except ValueError as error:  # a negative timestamp
+        raise InvalidRequestError(str(error)) from None
+
+
+def _next_offset(read: LogRead) -> int:
+    last = None
+    for header in iter_batches(read.records):
+        last = header
+    assert last is not None
+    return last.next_offset

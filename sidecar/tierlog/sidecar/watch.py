@@ -1,0 +1,57 @@
+"""Append notifications for long polls and subscriptions, per partition, on the event loop.
+
+A waiter takes the partition's current event *before* it reads the log; an append
+(which returns to the loop from its thread) sets that event and drops it, so the next
+waiter gets a fresh one. A read that found nothing therefore never misses an append
+that landed after it: that append set the event the reader is about to wait on. No
+polling, and a partition with no waiters costs nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from tierlog.storage.checkpoints import TopicPartition
+
+__all__ = ["AppendWatch"]
+
+
+class AppendWatch:
+    """Per-partition wake-ups; ``close`` wakes everyone for shutdown."""
+
+    def __init__(self) -> None:
+        self._events: dict[TopicPartition, asyncio.Event] = {}
+        self._closed = asyncio.Event()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    def event(self, tp: TopicPartition) -> asyncio.Event:
+        """The event the next append to ``tp`` sets; take it before reading."""
+        event = self._events.get(tp)
+        if event is None:
+            event = self._events[tp] = asyncio.Event()
+        return event
+
+    def appended(self, tp: TopicPartition) -> None:
+        event = self._events.pop(tp, None)
+        if event is not None:
+            event.set()
+
+    async def wait(self, event: asyncio.Event, timeout_s: float | None) -> None:
+        """Until ``event`` is set, the watch closes, or ``timeout_s`` passes."""
+        if self.closed or (timeout_s is not None and timeout_s <= 0):
+            return
+        waiters = {asyncio.ensure_future(event.wait()), asyncio.ensure_future(self._closed.wait())}
+        try:
+            await asyncio.wait(waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+
+    def close(self) -> None:
+        self._closed.set()
+        for event in self._events.values():
+            event.set()
+        self._events.clear()
