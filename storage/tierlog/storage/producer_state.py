@@ -300,7 +300,9 @@ class ProducerAppendInfo:
         else:
             last_seq = NO_SEQUENCE
         # No epoch known (a new producer, or its state went with retention): any sequence.
-        if current.producer_epoch != NO_PRODUCER_EPOCH and not in_sequence(last_seq, first_seq):
+        # Unlike Kafka (one batch per request), later batches of the same request chain.
+        unknown = current.producer_epoch == NO_PRODUCER_EPOCH and updated.is_empty
+        if not unknown and not in_sequence(last_seq, first_seq):
             raise OutOfOrderSequenceError(
                 f"out of order sequence number for producer {self.producer_id} at offset "
                 f"{offset}: {first_seq} (incoming), {last_seq} (current end sequence)"
