@@ -72,11 +72,12 @@ class Sidecar:
         assert not response.results[0].HasField("error"), response.results[0].error
 
     def stop(self, timeout_s: float = 30) -> int:
-        """SIGTERM, then the exit status."""
-        self.channel.close()
+        """SIGTERM, then the exit status (calls in flight on the channel may finish)."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout=timeout_s)
+        status = self.process.wait(timeout=timeout_s)
+        self.channel.close()
+        return status
 
     def assert_alive(self) -> None:
         assert self.process.poll() is None, f"the sidecar died:\n{self.output}"
@@ -90,12 +91,13 @@ def start_sidecar(data_dir: Path, *configs: str, timeout_s: float = 30) -> Sidec
     command = [sidecar_script(), "--data-dir", str(data_dir), "--listen", "127.0.0.1:0"]
     for config in configs:
         command += ["--config", config]
+    earlier = log_path.stat().st_size if log_path.exists() else 0  # a restart appends
     with log_path.open("ab") as log_file:
         process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT)
     sidecar = Sidecar(data_dir, log_path, process)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        found = _LISTENING.findall(sidecar.output)
+        found = _LISTENING.findall(sidecar.output[earlier:])
         if found:
             sidecar.address = found[-1]
             sidecar.connect()

@@ -1,0 +1,202 @@
+"""Topic administration, configs, metadata, health and reflection through a real sidecar."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from tierlog.api.v1 import admin_service_pb2, log_service_pb2
+from tierlog.sidecar.topics import TOPICS_FILE
+from tierlog.storage.records import SimpleRecord, build_batch
+
+from .conftest import Sidecar, SidecarFactory, reason_of
+
+
+def _create(sidecar: Sidecar, *topics: admin_service_pb2.NewTopic) -> dict[str, str]:
+    response = sidecar.admin.CreateTopics(admin_service_pb2.CreateTopicsRequest(topics=topics))
+    return {result.name: result.error.reason for result in response.results}
+
+
+def _configs(sidecar: Sidecar, topic: str) -> dict[str, tuple[str, int]]:
+    response = sidecar.admin.DescribeConfigs(admin_service_pb2.DescribeConfigsRequest(topic=topic))
+    return {entry.name: (entry.value, entry.source) for entry in response.entries}
+
+
+def test_create_list_describe_and_delete_topics(sidecar: Sidecar) -> None:
+    new_topic = admin_service_pb2.NewTopic
+    results = _create(
+        sidecar,
+        new_topic(name="orders", num_partitions=3, configs={"retention.ms": "60000"}),
+        new_topic(name="events"),
+        new_topic(name="orders"),
+        new_topic(name="bad/name"),
+        new_topic(name="no-parts", num_partitions=-1),
+        new_topic(name="bad-config", configs={"segment.bytes": "tiny"}),
+        new_topic(name="unknown-config", configs={"no.such.thing": "1"}),
+    )
+    assert results == {
+        "orders": "TOPIC_ALREADY_EXISTS",  # the second request for it; the first succeeded
+        "events": "",
+        "bad/name": "INVALID_TOPIC_EXCEPTION",
+        "no-parts": "INVALID_PARTITIONS",
+        "bad-config": "INVALID_CONFIG",
+        "unknown-config": "INVALID_CONFIG",
+    }
+    listed = sidecar.admin.ListTopics(admin_service_pb2.ListTopicsRequest())
+    assert [(t.name, t.partition_count) for t in listed.topics] == [("events", 1), ("orders", 3)]
+    assert sorted(path.name for path in sidecar.data_dir.glob("*-[0-9]*")) == [
+        "events-0",
+        "orders-0",
+        "orders-1",
+        "orders-2",
+    ]
+
+    batch = build_batch([SimpleRecord(b"k", b"v", 1_000, ())] * 3)
+    sidecar.log.Produce(
+        log_service_pb2.ProduceRequest(topic="orders", partition=1, record_batches=batch)
+    )
+    described = sidecar.admin.DescribeTopics(
+        admin_service_pb2.DescribeTopicsRequest(names=["orders", "missing"])
+    )
+    orders, missing = described.topics
+    assert [(p.partition, p.leader_id, p.high_watermark) for p in orders.partitions] == [
+        (0, 0, 0),
+        (1, 0, 3),
+        (2, 0, 0),
+    ]
+    assert orders.partitions[1].size_bytes == len(batch)
+    assert missing.error.reason == "UNKNOWN_TOPIC_OR_PARTITION"
+
+    validated = sidecar.admin.CreateTopics(
+        admin_service_pb2.CreateTopicsRequest(topics=[new_topic(name="dry")], validate_only=True)
+    )
+    assert not validated.results[0].HasField("error")
+    assert "dry" not in [
+        t.name for t in sidecar.admin.ListTopics(admin_service_pb2.ListTopicsRequest()).topics
+    ]
+
+    deleted = sidecar.admin.DeleteTopics(
+        admin_service_pb2.DeleteTopicsRequest(names=["orders", "nope"])
+    )
+    assert [(r.name, r.error.reason) for r in deleted.results] == [
+        ("orders", ""),
+        ("nope", "UNKNOWN_TOPIC_OR_PARTITION"),
+    ]
+    assert sorted(path.name for path in sidecar.data_dir.glob("*-[0-9]*")) == ["events-0"]
+    with pytest.raises(grpc.RpcError) as caught:
+        sidecar.log.Fetch(log_service_pb2.FetchRequest(topic="orders", offset=0))
+    assert reason_of(caught.value) == "UNKNOWN_TOPIC_OR_PARTITION"
+    assert _create(sidecar, new_topic(name="orders")) == {"orders": ""}  # the name is free again
+
+
+def test_configs_are_validated_applied_and_survive_a_restart(
+    sidecar: Sidecar, sidecar_factory: SidecarFactory
+) -> None:
+    sidecar.create_topic("conf", segment_bytes="1048576")
+    configs = _configs(sidecar, "conf")
+    assert configs["segment.bytes"] == ("1048576", admin_service_pb2.CONFIG_SOURCE_TOPIC)
+    assert configs["retention.ms"] == ("604800000", admin_service_pb2.CONFIG_SOURCE_DEFAULT)
+
+    sidecar.admin.AlterConfigs(
+        admin_service_pb2.AlterConfigsRequest(
+            topic="conf",
+            set_configs={"retention.ms": "3600000", "max.message.bytes": "2000"},
+            delete_configs=["segment.bytes"],
+        )
+    )
+    for bad, reason in [
+        ({"retention.ms": "soon"}, "INVALID_CONFIG"),
+        ({"no.such.config": "1"}, "INVALID_CONFIG"),
+    ]:
+        with pytest.raises(grpc.RpcError) as caught:
+            sidecar.admin.AlterConfigs(
+                admin_service_pb2.AlterConfigsRequest(topic="conf", set_configs=bad)
+            )
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert reason_of(caught.value) == reason
+    with pytest.raises(grpc.RpcError) as unknown:
+        sidecar.admin.DescribeConfigs(admin_service_pb2.DescribeConfigsRequest(topic="other"))
+    assert reason_of(unknown.value) == "UNKNOWN_TOPIC_OR_PARTITION"
+
+    # The running log follows the new max.message.bytes at once.
+    too_big = build_batch([SimpleRecord(b"k", b"x" * 3000, 1_000, ())])
+    with pytest.raises(grpc.RpcError) as rejected:
+        sidecar.log.Produce(log_service_pb2.ProduceRequest(topic="conf", record_batches=too_big))
+    assert reason_of(rejected.value) == "MESSAGE_TOO_LARGE"
+
+    expected = _configs(sidecar, "conf")
+    assert expected["retention.ms"] == ("3600000", admin_service_pb2.CONFIG_SOURCE_TOPIC)
+    assert expected["segment.bytes"][1] == admin_service_pb2.CONFIG_SOURCE_DEFAULT
+    stored = json.loads((sidecar.data_dir / TOPICS_FILE).read_text())
+    assert stored["topics"]["conf"]["configs"] == {
+        "max.message.bytes": "2000",
+        "retention.ms": "3600000",
+    }
+    assert sidecar.stop() == 0
+
+    again = sidecar_factory(sidecar.data_dir)
+    assert _configs(again, "conf") == expected
+    with pytest.raises(grpc.RpcError) as still:
+        again.log.Produce(log_service_pb2.ProduceRequest(topic="conf", record_batches=too_big))
+    assert reason_of(still.value) == "MESSAGE_TOO_LARGE"
+
+
+def test_create_partitions_grows_a_topic(sidecar: Sidecar) -> None:
+    sidecar.create_topic("grow", partitions=2)
+    for total in (2, 1):
+        with pytest.raises(grpc.RpcError) as caught:
+            sidecar.admin.CreatePartitions(
+                admin_service_pb2.CreatePartitionsRequest(topic="grow", total_count=total)
+            )
+        assert reason_of(caught.value) == "INVALID_PARTITIONS"
+    sidecar.admin.CreatePartitions(
+        admin_service_pb2.CreatePartitionsRequest(topic="grow", total_count=4)
+    )
+    assert (sidecar.data_dir / "grow-3").is_dir()
+    fetched = sidecar.log.Fetch(log_service_pb2.FetchRequest(topic="grow", partition=3, offset=0))
+    assert fetched.high_watermark == 0
+
+
+def test_partitions_on_disk_without_a_topic_entry_are_adopted(
+    tmp_path: Path, sidecar_factory: SidecarFactory
+) -> None:
+    first = sidecar_factory(tmp_path / "data")
+    first.create_topic("kept", partitions=2)
+    assert first.stop() == 0
+    (tmp_path / "data" / TOPICS_FILE).unlink()
+    again = sidecar_factory(tmp_path / "data")
+    listed = again.admin.ListTopics(admin_service_pb2.ListTopicsRequest())
+    assert [(t.name, t.partition_count) for t in listed.topics] == [("kept", 2)]
+
+
+def test_metadata_names_this_broker_as_the_owner_of_everything(sidecar: Sidecar) -> None:
+    sidecar.create_topic("meta", partitions=2)
+    metadata = sidecar.admin.Metadata(admin_service_pb2.MetadataRequest())
+    assert metadata.node_id == 0 and metadata.cluster_id == "tierlog"
+    assert [(b.node_id, b.address) for b in metadata.brokers] == [(0, sidecar.address)]
+    (topic,) = metadata.topics
+    assert [(p.partition, p.leader_id, p.leader_address) for p in topic.partitions] == [
+        (0, 0, sidecar.address),
+        (1, 0, sidecar.address),
+    ]
+    missing = sidecar.admin.Metadata(admin_service_pb2.MetadataRequest(topics=["nope"]))
+    assert missing.topics[0].error.reason == "UNKNOWN_TOPIC_OR_PARTITION"
+
+
+def test_health_and_reflection(sidecar: Sidecar) -> None:
+    health: Any = health_pb2_grpc.HealthStub(sidecar.channel)  # typeshed: no methods
+    for service in ("", "tierlog.v1.LogService", "tierlog.v1.AdminService"):
+        answer = health.Check(health_pb2.HealthCheckRequest(service=service))
+        assert answer.status == health_pb2.HealthCheckResponse.SERVING
+    reflection: Any = reflection_pb2_grpc.ServerReflectionStub(sidecar.channel)
+    responses = reflection.ServerReflectionInfo(
+        iter([reflection_pb2.ServerReflectionRequest(list_services="")])
+    )
+    names = {service.name for service in next(responses).list_services_response.service}
+    assert {"tierlog.v1.LogService", "tierlog.v1.AdminService", "grpc.health.v1.Health"} <= names

@@ -1,0 +1,186 @@
+"""Bad input gets its Kafka error name, never takes the server down, never damages data."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import cast
+
+import grpc
+import pytest
+
+from tierlog.api.errors import LEADER_KEY
+from tierlog.api.v1 import admin_service_pb2, log_service_pb2
+from tierlog.storage.records import (
+    SimpleRecord,
+    build_batch,
+    build_legacy_message_set,
+    decode_records,
+    iter_batches,
+)
+
+from .conftest import Sidecar, SidecarFactory, reason_of
+
+GOOD = build_batch([SimpleRecord(b"k", b"stored", 1_000, ())] * 3)
+
+
+def _produce(topic: str, data: bytes, partition: int = 0) -> log_service_pb2.ProduceRequest:
+    return log_service_pb2.ProduceRequest(topic=topic, partition=partition, record_batches=data)
+
+
+def _corrupt(batch: bytes) -> bytes:
+    flipped = bytearray(batch)
+    flipped[-1] ^= 0xFF
+    return bytes(flipped)
+
+
+def _assert_fails(call: Callable[[], object], code: grpc.StatusCode, reason: str) -> None:
+    with pytest.raises(grpc.RpcError) as caught:
+        call()
+    assert (caught.value.code(), reason_of(caught.value)) == (code, reason)
+
+
+@pytest.fixture
+def loaded(sidecar: Sidecar) -> Sidecar:
+    sidecar.create_topic("data", partitions=2)
+    sidecar.log.Produce(_produce("data", GOOD))
+    return sidecar
+
+
+def _assert_intact(sidecar: Sidecar) -> None:
+    sidecar.assert_alive()
+    fetched = sidecar.log.Fetch(log_service_pb2.FetchRequest(topic="data", offset=0))
+    assert fetched.high_watermark >= 3
+    (header,) = iter_batches(fetched.record_batches)
+    assert [r.value for r in decode_records(fetched.record_batches, header)] == [b"stored"] * 3
+
+
+INVALID = grpc.StatusCode.INVALID_ARGUMENT
+
+PRODUCE_CASES = [
+    ("corrupt CRC", _produce("data", _corrupt(GOOD)), INVALID, "CORRUPT_MESSAGE"),
+    ("truncated batch", _produce("data", GOOD[:-5]), INVALID, "CORRUPT_MESSAGE"),
+    ("garbage", _produce("data", b"\x00\x01garbage" * 10), INVALID, "CORRUPT_MESSAGE"),
+    ("good then corrupt", _produce("data", GOOD + _corrupt(GOOD)), INVALID, "CORRUPT_MESSAGE"),
+    ("no records", _produce("data", b""), INVALID, "INVALID_REQUEST"),
+    ("no data", log_service_pb2.ProduceRequest(topic="data"), INVALID, "INVALID_REQUEST"),
+    (
+        "magic 1",
+        _produce("data", build_legacy_message_set([SimpleRecord(b"k", b"v", 1, ())], magic=1)),
+        INVALID,
+        "UNSUPPORTED_FOR_MESSAGE_FORMAT",
+    ),
+    (
+        "over max.message.bytes",
+        _produce("data", build_batch([SimpleRecord(None, b"x" * 1_100_000, 1, ())])),
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "MESSAGE_TOO_LARGE",
+    ),
+    (
+        "unknown topic",
+        _produce("nope", GOOD),
+        grpc.StatusCode.NOT_FOUND,
+        "UNKNOWN_TOPIC_OR_PARTITION",
+    ),
+    (
+        "unknown partition",
+        _produce("data", GOOD, 2),
+        grpc.StatusCode.NOT_FOUND,
+        "UNKNOWN_TOPIC_OR_PARTITION",
+    ),
+    (
+        "negative partition",
+        _produce("data", GOOD, -1),
+        grpc.StatusCode.NOT_FOUND,
+        "UNKNOWN_TOPIC_OR_PARTITION",
+    ),
+    ("path as topic", _produce("../data-0", GOOD), INVALID, "INVALID_TOPIC_EXCEPTION"),
+    ("dot topic", _produce("..", GOOD), INVALID, "INVALID_TOPIC_EXCEPTION"),
+    ("long topic", _produce("t" * 250, GOOD), INVALID, "INVALID_TOPIC_EXCEPTION"),
+    ("empty topic", _produce("", GOOD), INVALID, "INVALID_TOPIC_EXCEPTION"),
+]
+
+
+@pytest.mark.parametrize(
+    ("request_", "code", "reason"),
+    [case[1:] for case in PRODUCE_CASES],
+    ids=[case[0] for case in PRODUCE_CASES],
+)
+def test_bad_produce_requests(
+    loaded: Sidecar, request_: log_service_pb2.ProduceRequest, code: grpc.StatusCode, reason: str
+) -> None:
+    _assert_fails(lambda: loaded.log.Produce(request_), code, reason)
+    _assert_intact(loaded)
+    assert loaded.log.Produce(_produce("data", GOOD)).base_offset == 3  # still appends
+
+
+FETCH_CASES = [
+    ("negative offset", {"offset": -1}, grpc.StatusCode.OUT_OF_RANGE, "OFFSET_OUT_OF_RANGE"),
+    ("past the end", {"offset": 4}, grpc.StatusCode.OUT_OF_RANGE, "OFFSET_OUT_OF_RANGE"),
+    ("huge offset", {"offset": 2**63 - 1}, grpc.StatusCode.OUT_OF_RANGE, "OFFSET_OUT_OF_RANGE"),
+    ("smallest offset", {"offset": -(2**63)}, grpc.StatusCode.OUT_OF_RANGE, "OFFSET_OUT_OF_RANGE"),
+    ("negative max bytes", {"max_bytes": -1}, INVALID, "INVALID_REQUEST"),
+    ("negative max wait", {"max_wait_ms": -5}, INVALID, "INVALID_REQUEST"),
+    ("negative min bytes", {"min_bytes": -5}, INVALID, "INVALID_REQUEST"),
+    (
+        "unknown partition",
+        {"partition": 7},
+        grpc.StatusCode.NOT_FOUND,
+        "UNKNOWN_TOPIC_OR_PARTITION",
+    ),
+    ("illegal topic", {"topic": "a/b"}, INVALID, "INVALID_TOPIC_EXCEPTION"),
+]
+
+
+@pytest.mark.parametrize(
+    ("fields", "code", "reason"),
+    [case[1:] for case in FETCH_CASES],
+    ids=[case[0] for case in FETCH_CASES],
+)
+def test_bad_fetch_requests(
+    loaded: Sidecar, fields: dict[str, object], code: grpc.StatusCode, reason: str
+) -> None:
+    request = log_service_pb2.FetchRequest(topic="data", offset=0)
+    for name, value in fields.items():
+        setattr(request, name, value)
+    _assert_fails(lambda: loaded.log.Fetch(request), code, reason)
+    subscribe = log_service_pb2.SubscribeRequest(
+        topic=request.topic, partition=request.partition, offset=request.offset
+    )
+    if "offset" in fields and request.offset not in (-1, -2):
+        _assert_fails(lambda: next(loaded.log.Subscribe(subscribe)), code, reason)
+    _assert_intact(loaded)
+
+
+def test_a_message_beyond_the_grpc_limit_is_refused_before_it_is_read(loaded: Sidecar) -> None:
+    huge = _produce("data", b"\x00" * (3 * 1024 * 1024))
+    with pytest.raises(grpc.RpcError) as caught:
+        loaded.log.Produce(huge)
+    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    _assert_intact(loaded)
+
+
+def test_partitions_of_another_broker_answer_with_their_owner(
+    tmp_path: Path, sidecar_factory: SidecarFactory
+) -> None:
+    broker = sidecar_factory(
+        tmp_path / "data",
+        "node.id=1",
+        "tierlog.cluster.brokers=0@127.0.0.1:1,1@127.0.0.1:2",
+    )
+    broker.create_topic("split", partitions=6)
+    metadata = broker.admin.Metadata(admin_service_pb2.MetadataRequest())
+    owners = {p.partition: (p.leader_id, p.leader_address) for p in metadata.topics[0].partitions}
+    assert set(owners.values()) == {(0, "127.0.0.1:1"), (1, "127.0.0.1:2")}
+    on_disk = sorted(int(path.name.rpartition("-")[2]) for path in broker.data_dir.glob("split-*"))
+    assert on_disk == sorted(p for p, (leader, _) in owners.items() if leader == 1)
+    for partition, (leader, address) in owners.items():
+        if leader == 1:
+            assert broker.log.Produce(_produce("split", GOOD, partition)).base_offset == 0
+            continue
+        with pytest.raises(grpc.RpcError) as caught:
+            broker.log.Produce(_produce("split", GOOD, partition))
+        assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert reason_of(caught.value) == "NOT_LEADER_OR_FOLLOWER"
+        trailing = cast(grpc.Call, caught.value).trailing_metadata() or ()
+        assert (LEADER_KEY, f"{leader}@{address}") in trailing
