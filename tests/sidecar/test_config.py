@@ -57,6 +57,10 @@ def test_the_finer_unit_wins_as_in_kafka(tmp_path: Path) -> None:
         ({"log.dirs": "/x", "log.segment.bytes": "lots"}, "invalid value"),
         ({"log.dirs": "/x", "log.segment.bytes": "3"}, "below its minimum"),
         ({"log.dirs": "/x", "node.id": "one"}, "invalid number"),
+        ({"log.dirs": "/x", "listeners": "9092"}, "HOST:PORT"),
+        ({"log.dirs": "/x", "listeners": "host:99999"}, "HOST:PORT"),
+        ({"log.dirs": "/x", "tierlog.cluster.brokers": "0:h:1"}, "ID@HOST:PORT"),
+        ({"log.dirs": "/x", "tierlog.cluster.brokers": "0@h:1,0@g:1"}, "twice"),
     ],
 )
 def test_bad_settings_are_typed_errors(props: dict[str, str], complaint: str) -> None:
@@ -68,3 +72,21 @@ def test_properties_file_is_read_like_server_properties(tmp_path: Path) -> None:
     path = tmp_path / "server.properties"
     path.write_text("# comment\n\nlog.dirs=/data/one\nnode.id = 7\n")
     assert read_properties_file(path) == {"log.dirs": "/data/one", "node.id": "7"}
+
+
+def test_network_and_cluster_settings(tmp_path: Path) -> None:
+    config = SidecarConfig.from_properties(
+        {
+            "log.dirs": str(tmp_path),
+            "broker.id": "2",
+            "listeners": "0.0.0.0:9093",
+            "advertised.listeners": "broker-2.tierlog:9093",
+            "tierlog.cluster.brokers": "1@broker-1.tierlog:9093, 2@broker-2.tierlog:9093",
+            "tierlog.shutdown.grace.ms": "5000",
+        }
+    )
+    assert config.node_id == 2
+    assert config.listen == "0.0.0.0:9093"
+    assert config.advertised_listener == "broker-2.tierlog:9093"
+    assert config.cluster_brokers == ((1, "broker-1.tierlog:9093"), (2, "broker-2.tierlog:9093"))
+    assert config.shutdown_grace_ms == 5000
