@@ -1,0 +1,400 @@
+"""Kafka's RecordAccumulator: records gather per partition into batches the transport drains.
+
+A record joins the last open batch of its partition, or opens a new one.  A batch is
+*full* once its size estimate reaches ``batch.size`` (or a record did not fit); a
+partition is *ready* to send when its first batch is full, has waited ``linger.ms``
+(``retry.backoff.ms``, growing to ``retry.backoff.max.ms``, for a retry), or when the
+producer flushes, closes or waits for memory.  ``drain`` takes the first batch of
+each given partition, builds it (one v2 batch, compressed with ``compression.type``),
+and has the idempotence bookkeeping stamp it.  Nothing here waits or starts a thread:
+the transport calls in, with time from the injected ``clock``.
+
+Memory is bounded as Kafka's ``BufferPool`` bounds it: opening a batch reserves
+``max(batch.size, the record's upper bound)`` bytes of ``buffer.memory``, held until
+the transport ``deallocate``s the batch when its fate is known (stored, or failed for
+good), so batches waiting for the sidecar count too.  When the pool is short,
+``append`` returns ``MemoryBlocked`` with the deadline (``max.block.ms`` from the
+first try): the transport waits for a ``deallocate`` and tries again, and past the
+deadline ``append`` raises ``BufferExhaustedError``.  While an append waits, every
+partition is ready, so memory comes back without waiting for ``linger.ms``.
+
+``max.request.size`` bounds each record (with a batch header, as Kafka's
+``ensureValidRecordSize``), each drained request, and each built batch: a compressed
+batch whose estimate was too hopeful is split before it is stamped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tierlog.client.config import ProducerConfig
+from tierlog.client.errors import BufferExhaustedError, RecordTooLargeError
+from tierlog.client.idempotence import IdempotenceManager, sequence_after
+from tierlog.client.partitioner import StickyPartitioner, partition_for_key
+from tierlog.client.producer_batch import (
+    CompressionRatioEstimator,
+    ProducerBatch,
+    TopicPartition,
+    batch_size_upper_bound,
+)
+from tierlog.storage.records import NO_TIMESTAMP, SimpleRecord
+
+__all__ = ["AppendResult", "MemoryBlocked", "ReadyCheck", "RecordAccumulator"]
+
+Clock = Callable[[], int]
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """Where a record went: ``batch.tokens[index]`` is the token given with it."""
+
+    batch: ProducerBatch
+    index: int
+    batch_is_full: bool  # the partition has a batch to send: wake the sender
+    new_batch_created: bool
+    appended_bytes: int  # the record's encoded size
+
+
+@dataclass(frozen=True)
+class MemoryBlocked:
+    """Not enough ``buffer.memory`` free: try again (same ``deadline_ms``) after a
+    ``deallocate``, or by the deadline, when the append raises instead."""
+
+    deadline_ms: int
+    needed_bytes: int
+
+
+@dataclass(frozen=True)
+class ReadyCheck:
+    """Partitions with a batch to send now, and when to look again (None: nothing queued)."""
+
+    ready: frozenset[TopicPartition]
+    next_check_delay_ms: int | None
+
+
+class RecordAccumulator:
+    """One producer's batches, per partition, and its ``buffer.memory`` pool."""
+
+    def __init__(
+        self,
+        config: ProducerConfig,
+        clock: Clock,
+        *,
+        idempotence: IdempotenceManager | None = None,
+        partitioner: StickyPartitioner | None = None,
+    ) -> None:
+        self._config = config
+        self._clock = clock
+        self._idempotence = idempotence
+        self._partitioner = partitioner or StickyPartitioner(config.batch_size)
+        self._ratio = CompressionRatioEstimator()
+        self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._free_memory_bytes = config.buffer_memory
+        self._memory_waiters = 0
+        self._incomplete: dict[int, ProducerBatch] = {}  # id() -> batch, until deallocated
+        self._flushes_in_progress = 0
+        self._closed = False
+        self._drain_start = 0
+
+    # --- append ----------------------------------------------------------------------
+
+    def append(
+        self,
+        topic: str,
+        record: SimpleRecord,
+        *,
+        num_partitions: int,
+        partition: int | None = None,
+        token: object = None,
+        deadline_ms: int | None = None,
+    ) -> AppendResult | MemoryBlocked:
+        """Add ``record`` to ``topic`` (at ``partition``, or where the partitioner says).
+
+        A record without a timestamp gets the clock's.  Raises ``RecordTooLargeError`` if
+        the record alone exceeds ``max.request.size`` or ``buffer.memory``, and
+        ``BufferExhaustedError`` if memory is still short at ``deadline_ms``.
+        """
+        if self._closed:
+            raise RuntimeError("the accumulator is closed")
+        now_ms = self._clock()
+        if record.timestamp == NO_TIMESTAMP:
+            record = dataclasses.replace(record, timestamp=now_ms)
+        upper_bound = self._check_record_size(record)
+        sticky = partition is None and (record.key is None or self._config.partitioner_ignore_keys)
+        if partition is None:
+            key = None if sticky else record.key
+            partition = self._pick_partition(topic, key, num_partitions)
+        elif not 0 <= partition < num_partitions:
+            raise ValueError(f"partition {partition} is not in {topic}'s {num_partitions}")
+        tp = TopicPartition(topic, partition)
+        result = self._append_to_partition(tp, record, token, upper_bound, now_ms, deadline_ms)
+        if isinstance(result, MemoryBlocked):
+            return result
+        if deadline_ms is not None:  # this append had been waiting for memory
+            self._memory_waiters = max(0, self._memory_waiters - 1)
+        if sticky:
+            self._partitioner.on_sticky_append(
+                topic,
+                partition,
+                result.appended_bytes,
+                num_partitions,
+                last_batch_full=self._queues[tp][-1].is_full,
+            )
+        return result
+
+    def _append_to_partition(
+        self,
+        tp: TopicPartition,
+        record: SimpleRecord,
+        token: object,
+        upper_bound: int,
+        now_ms: int,
+        deadline_ms: int | None,
+    ) -> AppendResult | MemoryBlocked:
+        queue = self._queues.setdefault(tp, deque())
+        result = self._try_append(queue, record, token, new_batch_created=False)
+        if result is not None:
+            return result
+        size = max(self._config.batch_size, upper_bound)
+        if size > self._free_memory_bytes:
+            return self._blocked(now_ms, deadline_ms, size)
+        self._free_memory_bytes -= size
+        batch = ProducerBatch(
+            tp,
+            created_ms=now_ms,
+            write_limit_bytes=size,
+            reserved_memory_bytes=size,
+            compression=self._config.compression,
+            ratio=self._ratio,
+        )
+        if queue:
+            queue[-1].close_for_appends()
+        queue.append(batch)
+        self._incomplete[id(batch)] = batch
+        result = self._try_append(queue, record, token, new_batch_created=True)
+        assert result is not None, "a fresh batch takes any record that passed the size checks"
+        return result
+
+    def _pick_partition(self, topic: str, key: bytes | None, num_partitions: int) -> int:
+        if key is not None:
+            return partition_for_key(key, num_partitions)
+        current = self._partitioner.sticky_partition(topic, num_partitions)
+        # A switch held back because the partition's last batch was not yet full may
+        # happen now that it is full or gone (Kafka's ``partitionChanged``).
+        queue = self._queues.get(TopicPartition(topic, current))
+        if not queue or queue[-1].is_full:
+            self._partitioner.on_sticky_append(
+                topic, current, 0, num_partitions, last_batch_full=True
+            )
+        return self._partitioner.sticky_partition(topic, num_partitions)
+
+    def _check_record_size(self, record: SimpleRecord) -> int:
+        upper_bound = batch_size_upper_bound(record)
+        if upper_bound > self._config.max_request_size:
+            raise RecordTooLargeError(
+                f"the record is {upper_bound} bytes when serialized, more than "
+                f"max.request.size ({self._config.max_request_size})"
+            )
+        if upper_bound > self._config.buffer_memory:
+            raise RecordTooLargeError(
+                f"the record is {upper_bound} bytes when serialized, more than "
+                f"buffer.memory ({self._config.buffer_memory})"
+            )
+        return upper_bound
+
+    def _try_append(
+        self,
+        queue: deque[ProducerBatch],
+        record: SimpleRecord,
+        token: object,
+        *,
+        new_batch_created: bool,
+    ) -> AppendResult | None:
+        if not queue:
+            return None
+        last = queue[-1]
+        appended_bytes = last.try_append(record, token)
+        if appended_bytes is None:
+            return None
+        full = len(queue) > 1 or last.is_full
+        return AppendResult(last, last.record_count - 1, full, new_batch_created, appended_bytes)
+
+    def _blocked(self, now_ms: int, deadline_ms: int | None, size: int) -> MemoryBlocked:
+        if deadline_ms is None:
+            deadline_ms = now_ms + self._config.max_block_ms
+            self._memory_waiters += 1
+        if now_ms >= deadline_ms:
+            self._memory_waiters = max(0, self._memory_waiters - 1)
+            raise BufferExhaustedError(
+                f"failed to allocate {size} bytes within the configured max blocking time "
+                f"{self._config.max_block_ms} ms; total memory {self._config.buffer_memory}, "
+                f"free {self._free_memory_bytes}"
+            )
+        return MemoryBlocked(deadline_ms, size)
+
+    def abandon_append(self) -> None:
+        """The caller of a ``MemoryBlocked`` append gave up without retrying."""
+        self._memory_waiters = max(0, self._memory_waiters - 1)
+
+    # --- ready and drain -------------------------------------------------------------
+
+    def ready(self) -> ReadyCheck:
+        """Which partitions have a batch to send now (Kafka's ``ready``)."""
+        now_ms = self._clock()
+        send_all = self._memory_waiters > 0 or self._closed or self._flushes_in_progress > 0
+        ready: set[TopicPartition] = set()
+        next_delay: int | None = None
+        for tp, queue in self._queues.items():
+            if not queue:
+                continue
+            first = queue[0]
+            backoff_ms = self._backoff_ms(first)
+            waited_ms = now_ms - first.last_attempt_ms
+            backing_off = first.attempts > 0 and waited_ms < backoff_ms
+            wait_ms = backoff_ms if first.attempts > 0 else self._config.linger_ms
+            full = len(queue) > 1 or first.is_full
+            if not backing_off and (full or waited_ms >= wait_ms or send_all):
+                ready.add(tp)
+                continue
+            remaining = max(0, wait_ms - waited_ms)
+            next_delay = remaining if next_delay is None else min(next_delay, remaining)
+        if ready:
+            next_delay = 0 if next_delay is None else next_delay
+        return ReadyCheck(frozenset(ready), next_delay)
+
+    def drain(
+        self, partitions: Sequence[TopicPartition], max_request_size: int | None = None
+    ) -> list[ProducerBatch]:
+        """At most one built, stamped batch per partition of ``partitions`` (those of one
+        sidecar), together within ``max_request_size`` (default ``max.request.size``;
+        the first batch always goes).  Retries go first in sequence order; partitions
+        take turns at going first across calls."""
+        limit = self._config.max_request_size if max_request_size is None else max_request_size
+        now_ms = self._clock()
+        if self._idempotence is not None:
+            self._idempotence.bump_epoch_if_needed()
+        drained: list[ProducerBatch] = []
+        size = 0
+        count = len(partitions)
+        start = self._drain_start % count if count else 0
+        self._drain_start += 1
+        for i in range(count):
+            tp = partitions[(start + i) % count]
+            batch = self._drainable(tp, now_ms)
+            if batch is None:
+                continue
+            if drained and size + len(batch.close()) > limit:
+                break
+            batch = self._split_if_too_large(tp, batch)
+            if self._idempotence is not None:
+                self._idempotence.stamp(batch)
+            self._queues[tp].popleft()
+            batch.drained_ms = now_ms
+            size += len(batch.close())
+            drained.append(batch)
+        return drained
+
+    def _drainable(self, tp: TopicPartition, now_ms: int) -> ProducerBatch | None:
+        queue = self._queues.get(tp)
+        if not queue:
+            return None
+        first = queue[0]
+        if first.attempts > 0 and now_ms - first.last_attempt_ms < self._backoff_ms(first):
+            return None
+        if self._idempotence is not None and not self._idempotence.may_drain(first):
+            return None
+        return first
+
+    def _split_if_too_large(self, tp: TopicPartition, batch: ProducerBatch) -> ProducerBatch:
+        limit = self._config.max_request_size
+        if batch.has_sequence or batch.record_count < 2 or len(batch.close()) <= limit:
+            return batch
+        parts = batch.split(limit)
+        queue = self._queues[tp]
+        queue.popleft()
+        queue.extendleft(reversed(parts))
+        del self._incomplete[id(batch)]
+        for part in parts:
+            self._incomplete[id(part)] = part
+        return parts[0]
+
+    def _backoff_ms(self, batch: ProducerBatch) -> int:
+        """Kafka's exponential retry backoff (KIP-580) without its jitter."""
+        if batch.attempts == 0:
+            return 0
+        backoff = self._config.retry_backoff_ms * 2 ** (batch.attempts - 1)
+        return int(
+            min(backoff, max(self._config.retry_backoff_max_ms, self._config.retry_backoff_ms))
+        )
+
+    # --- after a send ----------------------------------------------------------------
+
+    def reenqueue(self, batch: ProducerBatch) -> None:
+        """Put a batch to retry back at the front of its partition, in sequence order
+        among other retries (Kafka's ``reenqueue`` and ``insertInSequenceOrder``)."""
+        batch.attempts += 1
+        batch.last_attempt_ms = self._clock()
+        queue = self._queues.setdefault(batch.topic_partition, deque())
+        position = 0
+        if batch.has_sequence:
+            while (
+                position < len(queue)
+                and queue[position].has_sequence
+                and sequence_after(batch.base_sequence, queue[position].base_sequence)
+            ):
+                position += 1
+        queue.insert(position, batch)
+
+    def deallocate(self, batch: ProducerBatch) -> None:
+        """``batch`` is done (stored, or failed for good): its memory goes back to the pool."""
+        if self._incomplete.pop(id(batch), None) is not None:
+            self._free_memory_bytes += batch.reserved_memory_bytes
+
+    def expired_batches(self) -> list[ProducerBatch]:
+        """Queued, never-sent batches past ``delivery.timeout.ms``, taken out of their
+        queues (Kafka's ``expiredBatches``); the transport fails and deallocates them."""
+        now_ms = self._clock()
+        expired: list[ProducerBatch] = []
+        for queue in self._queues.values():
+            while queue and not queue[0].has_sequence:
+                first = queue[0]
+                if now_ms - first.created_ms < self._config.delivery_timeout_ms:
+                    break
+                first.close_for_appends()
+                expired.append(queue.popleft())
+        return expired
+
+    # --- flush and close -------------------------------------------------------------
+
+    def begin_flush(self) -> None:
+        """Everything queued is ready until ``end_flush`` (Kafka's ``beginFlush``)."""
+        self._flushes_in_progress += 1
+
+    def end_flush(self) -> None:
+        self._flushes_in_progress = max(0, self._flushes_in_progress - 1)
+
+    def close(self) -> None:
+        """No more appends; everything queued is ready."""
+        self._closed = True
+
+    # --- state -----------------------------------------------------------------------
+
+    @property
+    def free_memory_bytes(self) -> int:
+        return self._free_memory_bytes
+
+    @property
+    def incomplete_batches(self) -> tuple[ProducerBatch, ...]:
+        """Batches not yet deallocated: queued, in flight, or waiting for a retry."""
+        return tuple(self._incomplete.values())
+
+    def queued(self, tp: TopicPartition) -> tuple[ProducerBatch, ...]:
+        queue = self._queues.get(tp)
+        return () if queue is None else tuple(queue)
+
+    @property
+    def has_undrained(self) -> bool:
+        return any(self._queues.values())

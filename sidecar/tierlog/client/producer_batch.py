@@ -1,0 +1,314 @@
+"""A producer batch: records bound for one partition, then the v2 batch bytes sent for them.
+
+Two lives, as Kafka's ``ProducerBatch``: open, it takes records while the accumulator
+fills it; closed (``close``), it is frozen into one v2 RecordBatch, compressed once.
+The producer id, epoch and base sequence live in the header, outside the compressed
+records, so stamping a built batch patches those 14 bytes and recomputes the CRC-32C
+(as Kafka's ``reopenAndRewriteProducerState`` does); the records are never encoded or
+compressed again.  Once stamped, every attempt sends the *same bytes*, which is what
+lets the broker recognise a retry as a duplicate of (producer, epoch, sequence).  Only
+an epoch bump restamps a stamped batch (``reset_producer_state``).
+
+Sizes are estimated as Kafka's ``MemoryRecordsBuilder`` does: records are counted at
+their exact encoded size, and for a compressed batch the records part is scaled by the
+producer's running compression ratio (see ``CompressionRatioEstimator``) and a 5%
+safety factor.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from tierlog.client.errors import IllegalProducerStateError
+from tierlog.storage.records import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    V2_HEADER_SIZE,
+    CompressionType,
+    Header,
+    SimpleRecord,
+    build_batch,
+    crc32c,
+)
+from tierlog.storage.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, PRODUCER_ID_OFFSET
+from tierlog.storage.records.varint import sizeof_varint, sizeof_varlong
+
+__all__ = [
+    "COMPRESSION_RATE_ESTIMATION_FACTOR",
+    "MAX_RECORD_OVERHEAD",
+    "CompressionRatioEstimator",
+    "ProducerBatch",
+    "TopicPartition",
+    "batch_size_upper_bound",
+    "record_size_in_bytes",
+]
+
+COMPRESSION_RATE_ESTIMATION_FACTOR = 1.05
+# attributes (1) + the largest timestamp delta varlong (10) and offset delta varint (5)
+# + the largest length varint (5): Kafka's DefaultRecord.MAX_RECORD_OVERHEAD.
+MAX_RECORD_OVERHEAD = 21
+
+_STAMP = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence: contiguous
+_UINT32 = struct.Struct(">I")
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+def _sizeof_nullable(data: bytes | None) -> int:
+    return 1 if data is None else sizeof_varint(len(data)) + len(data)
+
+
+def _sizeof_body_part(key: bytes | None, value: bytes | None, headers: Sequence[Header]) -> int:
+    size = _sizeof_nullable(key) + _sizeof_nullable(value) + sizeof_varint(len(headers))
+    for header_key, header_value in headers:
+        size += _sizeof_nullable(header_key.encode("utf-8")) + _sizeof_nullable(header_value)
+    return size
+
+
+def record_size_in_bytes(offset_delta: int, timestamp_delta: int, record: SimpleRecord) -> int:
+    """The exact encoded size of ``record`` at these deltas (``DefaultRecord.sizeInBytes``)."""
+    body = 1 + sizeof_varlong(timestamp_delta) + sizeof_varint(offset_delta)
+    body += _sizeof_body_part(record.key, record.value, record.headers)
+    return sizeof_varint(body) + body
+
+
+def batch_size_upper_bound(record: SimpleRecord) -> int:
+    """The most a batch of just ``record`` can take, compressed or not (Kafka's
+    ``estimateSizeInBytesUpperBound``): what ``max.request.size`` is checked against."""
+    body_part = _sizeof_body_part(record.key, record.value, record.headers)
+    return V2_HEADER_SIZE + MAX_RECORD_OVERHEAD + body_part
+
+
+class CompressionRatioEstimator:
+    """Kafka's ``CompressionRatioEstimator``: compressed/uncompressed size, learned per batch.
+
+    Starts at 1.0; a batch that compressed better lowers it by at most 0.005, one that
+    compressed worse raises it by at least 0.05 at once: quick to grow batches' headroom
+    again, slow to trust good ratios.
+    """
+
+    IMPROVING_STEP = 0.005
+    DETERIORATING_STEP = 0.05
+
+    def __init__(self) -> None:
+        self.ratio = 1.0
+
+    def update(self, observed_ratio: float) -> None:
+        if observed_ratio > self.ratio:
+            self.ratio = max(self.ratio + self.DETERIORATING_STEP, observed_ratio)
+        elif observed_ratio < self.ratio:
+            self.ratio = max(self.ratio - self.IMPROVING_STEP, observed_ratio)
+
+
+@dataclass
+class _ProducerStamp:
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    base_sequence: int = NO_SEQUENCE
+
+
+class ProducerBatch:
+    """Records for one partition; see the module docstring for its two lives."""
+
+    def __init__(
+        self,
+        topic_partition: TopicPartition,
+        *,
+        created_ms: int,
+        write_limit_bytes: int,
+        reserved_memory_bytes: int,
+        compression: CompressionType,
+        ratio: CompressionRatioEstimator,
+    ) -> None:
+        self.topic_partition = topic_partition
+        self.created_ms = created_ms
+        # The estimate at which the batch is full: batch.size, or more for a first
+        # record that alone is larger (Kafka's buffer size).
+        self.write_limit_bytes = write_limit_bytes
+        # What buffer.memory holds for this batch until it is deallocated.
+        self.reserved_memory_bytes = reserved_memory_bytes
+        self.compression = compression
+        self._ratio = ratio
+        self.records: list[SimpleRecord] = []
+        # One opaque token per record, the transport's (e.g. the future its sender
+        # awaits): record i of the stored batch is at base offset + i, and a split
+        # carries the tokens along with their records.
+        self.tokens: list[object] = []
+        self.uncompressed_records_bytes = 0
+        self.attempts = 0
+        self.last_attempt_ms = created_ms
+        self.drained_ms: int | None = None
+        self.sequence_has_been_reset = False
+        self._stamp = _ProducerStamp()
+        self._appends_closed = False
+        self._encoded: bytes | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"ProducerBatch({self.topic_partition}, records={self.record_count}, "
+            f"base_sequence={self.base_sequence}, epoch={self.producer_epoch})"
+        )
+
+    # --- open: taking records -----------------------------------------------------------
+
+    @property
+    def record_count(self) -> int:
+        return len(self.records)
+
+    @property
+    def estimated_size_bytes(self) -> int:
+        """What the batch will take once built (exact when uncompressed)."""
+        if self._encoded is not None:
+            return len(self._encoded)
+        if self.compression is CompressionType.NONE:
+            return V2_HEADER_SIZE + self.uncompressed_records_bytes
+        scaled = self.uncompressed_records_bytes * self._ratio.ratio
+        return V2_HEADER_SIZE + int(scaled * COMPRESSION_RATE_ESTIMATION_FACTOR)
+
+    @property
+    def is_full(self) -> bool:
+        """No more appends: closed for them, or the estimate reached the write limit."""
+        if self._appends_closed or self._encoded is not None:
+            return True
+        return bool(self.records) and self.estimated_size_bytes >= self.write_limit_bytes
+
+    def try_append(self, record: SimpleRecord, token: object = None) -> int | None:
+        """Add ``record`` if it fits; its encoded size, or None (and the batch is then
+        closed for appends, as Kafka's ``tryAppend`` closes a batch that refused one)."""
+        if self.is_full:
+            return None
+        base_timestamp = self.records[0].timestamp if self.records else record.timestamp
+        size = record_size_in_bytes(len(self.records), record.timestamp - base_timestamp, record)
+        if self.records and self.estimated_size_bytes + size > self.write_limit_bytes:
+            self._appends_closed = True
+            return None
+        self.records.append(record)
+        self.tokens.append(token)
+        self.uncompressed_records_bytes += size
+        return size
+
+    def close_for_appends(self) -> None:
+        self._appends_closed = True
+
+    # --- closed: the bytes sent ---------------------------------------------------------
+
+    @property
+    def producer_id(self) -> int:
+        return self._stamp.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self._stamp.producer_epoch
+
+    @property
+    def base_sequence(self) -> int:
+        return self._stamp.base_sequence
+
+    @property
+    def has_sequence(self) -> bool:
+        return self._stamp.base_sequence != NO_SEQUENCE
+
+    @property
+    def last_sequence(self) -> int:
+        """The last record's sequence, wrapping past int32 max as Kafka's does."""
+        if not self.has_sequence:
+            return NO_SEQUENCE
+        return (self.base_sequence + self.record_count - 1) % 2**31
+
+    def set_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+        """Stamp the batch (Kafka's ``setProducerState``, at drain); built or not."""
+        if self.has_sequence:
+            raise IllegalProducerStateError(f"{self} is stamped; use reset_producer_state")
+        self._restamp(_ProducerStamp(producer_id, producer_epoch, base_sequence))
+
+    def reset_producer_state(
+        self, producer_id: int, producer_epoch: int, base_sequence: int
+    ) -> None:
+        """Restamp after an epoch bump: new producer state, new CRC, same records."""
+        self._restamp(_ProducerStamp(producer_id, producer_epoch, base_sequence))
+        self.sequence_has_been_reset = True
+
+    def _restamp(self, stamp: _ProducerStamp) -> None:
+        self._stamp = stamp
+        if self._encoded is None:
+            return
+        buf = bytearray(self._encoded)
+        _STAMP.pack_into(
+            buf, PRODUCER_ID_OFFSET, stamp.producer_id, stamp.producer_epoch, stamp.base_sequence
+        )
+        _UINT32.pack_into(buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
+        self._encoded = bytes(buf)
+
+    def close(self) -> bytes:
+        """The v2 batch for these records and the current stamp, built once and kept:
+        every attempt sends these bytes.  Teaches the ratio estimator what compression did."""
+        if self._encoded is not None:
+            return self._encoded
+        if not self.records:
+            raise IllegalProducerStateError("an empty batch is never sent")
+        self._appends_closed = True
+        self._encoded = build_batch(
+            self.records,
+            compression=self.compression,
+            producer_id=self._stamp.producer_id,
+            producer_epoch=self._stamp.producer_epoch,
+            base_sequence=self._stamp.base_sequence,
+        )
+        if self.compression is not CompressionType.NONE and self.uncompressed_records_bytes:
+            compressed_records = len(self._encoded) - V2_HEADER_SIZE
+            self._ratio.update(compressed_records / self.uncompressed_records_bytes)
+        return self._encoded
+
+    @property
+    def is_built(self) -> bool:
+        return self._encoded is not None
+
+    def split(self, size_limit_bytes: int) -> list[ProducerBatch]:
+        """Built, unstamped batches of these records in order, each within
+        ``size_limit_bytes`` unless it holds a single record (Kafka's split of a batch
+        the broker found too large).  The first part inherits the memory reservation."""
+        if self.has_sequence:
+            raise IllegalProducerStateError(f"{self} has a sequence and cannot be split")
+        parts: list[ProducerBatch] = []
+        pending = [(0, len(self.records))]
+        while pending:
+            start, stop = pending.pop()
+            part = self._sibling(start, stop)
+            if stop - start > 1 and len(part.close()) > size_limit_bytes:
+                middle = (start + stop) // 2
+                pending += [(middle, stop), (start, middle)]
+                continue
+            part.close()
+            parts.append(part)
+        parts[0].reserved_memory_bytes = self.reserved_memory_bytes
+        return parts
+
+    def _sibling(self, start: int, stop: int) -> ProducerBatch:
+        part = ProducerBatch(
+            self.topic_partition,
+            created_ms=self.created_ms,
+            write_limit_bytes=0,
+            reserved_memory_bytes=0,
+            compression=self.compression,
+            ratio=self._ratio,
+        )
+        records = self.records[start:stop]
+        part.tokens = self.tokens[start:stop]
+        base_timestamp = records[0].timestamp
+        for delta, record in enumerate(records):
+            part.records.append(record)
+            size = record_size_in_bytes(delta, record.timestamp - base_timestamp, record)
+            part.uncompressed_records_bytes += size
+        part.attempts = self.attempts
+        part.drained_ms = self.drained_ms
+        return part

@@ -1,0 +1,71 @@
+"""Helpers for the client tests: a clock the test moves, and reading batches back."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pytest
+
+from tierlog.client.accumulator import AppendResult, MemoryBlocked, RecordAccumulator
+from tierlog.client.config import ProducerConfig
+from tierlog.client.idempotence import IdempotenceManager
+from tierlog.client.producer_batch import ProducerBatch
+from tierlog.storage.records import (
+    BatchHeader,
+    Record,
+    SimpleRecord,
+    crc_is_valid,
+    decode_records,
+    parse_header,
+)
+
+
+class FakeClock:
+    """Milliseconds that move only when the test says."""
+
+    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+    def advance(self, ms: int) -> None:
+        self.now_ms += ms
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def producer(
+    clock: FakeClock,
+    props: Mapping[str, object] | None = None,
+    *,
+    idempotent: bool = False,
+) -> tuple[RecordAccumulator, IdempotenceManager | None]:
+    """An accumulator over Kafka-named ``props``, with bookkeeping that already has a
+    producer id when ``idempotent``."""
+    config = ProducerConfig.from_properties(props or {})
+    manager = IdempotenceManager() if idempotent else None
+    if manager is not None:
+        manager.set_producer_id_and_epoch(1000, 0)
+    return RecordAccumulator(config, clock, idempotence=manager), manager
+
+
+def appended(result: AppendResult | MemoryBlocked) -> AppendResult:
+    assert isinstance(result, AppendResult), result
+    return result
+
+
+def read_back(batch: ProducerBatch) -> tuple[BatchHeader, list[Record]]:
+    """The header and records of a drained batch, checked as the broker checks them."""
+    data = batch.close()
+    header = parse_header(data)
+    assert header.size == len(data)
+    assert crc_is_valid(data, header)
+    return header, decode_records(data, header)
+
+
+def as_simple(records: list[Record]) -> list[SimpleRecord]:
+    return [SimpleRecord(r.key, r.value, r.timestamp, r.headers) for r in records]

@@ -1,0 +1,226 @@
+"""Idempotent producer bookkeeping: stamps, sequences, retries and epoch bumps as Kafka's
+client keeps them, checked on the batch bytes the broker would receive."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tierlog.client.errors import IllegalProducerStateError
+from tierlog.client.idempotence import (
+    MAX_PRODUCER_EPOCH,
+    IdempotenceManager,
+    increment_sequence,
+)
+from tierlog.client.producer_batch import CompressionRatioEstimator, ProducerBatch, TopicPartition
+from tierlog.storage.records import CompressionType, SimpleRecord
+
+from .conftest import read_back
+
+TP = TopicPartition("t", 0)
+OTHER = TopicPartition("t", 1)
+
+
+def batch_of(count: int, tp: TopicPartition = TP, codec: str = "none") -> ProducerBatch:
+    batch = ProducerBatch(
+        tp,
+        created_ms=0,
+        write_limit_bytes=1 << 20,
+        reserved_memory_bytes=0,
+        compression=CompressionType[codec.upper()],
+        ratio=CompressionRatioEstimator(),
+    )
+    for n in range(count):
+        assert batch.try_append(SimpleRecord(b"k", b"v%d" % n, 1000 + n)) is not None
+    return batch
+
+
+def manager_with_id(epoch: int = 0) -> IdempotenceManager:
+    manager = IdempotenceManager()
+    manager.set_producer_id_and_epoch(42, epoch)
+    return manager
+
+
+def send(manager: IdempotenceManager, *counts: int, tp: TopicPartition = TP) -> list[ProducerBatch]:
+    batches = [batch_of(n, tp) for n in counts]
+    for batch in batches:
+        manager.stamp(batch)
+    return batches
+
+
+def test_nothing_is_sent_before_the_producer_has_an_id() -> None:
+    manager = IdempotenceManager()
+    assert manager.needs_producer_id and not manager.may_drain(batch_of(1))
+    with pytest.raises(IllegalProducerStateError):
+        manager.stamp(batch_of(1))
+
+
+def test_batches_take_consecutive_sequences_per_partition() -> None:
+    manager = manager_with_id()
+    a, b, c = send(manager, 3, 1, 5)
+    [d] = send(manager, 2, tp=OTHER)
+    assert [x.base_sequence for x in (a, b, c, d)] == [0, 3, 4, 0]
+    for batch in (a, b, c, d):
+        header, _ = read_back(batch)
+        assert (header.producer_id, header.producer_epoch) == (42, 0)
+        assert header.base_sequence == batch.base_sequence
+    assert manager.next_sequence(TP) == 9 and manager.in_flight(TP) == (a, b, c)
+
+
+@given(st.integers(0, 2**31 - 1), st.integers(1, 10_000))
+def test_sequences_wrap_at_int32_max(sequence: int, increment: int) -> None:
+    wrapped = increment_sequence(sequence, increment)
+    assert 0 <= wrapped < 2**31
+    assert wrapped == (sequence + increment) - (2**31 if sequence + increment >= 2**31 else 0)
+
+
+def test_a_batch_stamped_near_int32_max_wraps_its_last_sequence() -> None:
+    manager = manager_with_id()
+    [first] = send(manager, 1)
+    manager.on_success(first, 0)
+    manager._partitions[TP].next_sequence = 2**31 - 2  # as after ~2 billion records
+    manager._partitions[TP].last_acked_sequence = 2**31 - 3
+    [batch] = send(manager, 5)
+    assert (batch.base_sequence, batch.last_sequence) == (2**31 - 2, 2)
+    assert manager.next_sequence(TP) == 3
+    manager.on_success(batch, 100)
+    assert manager.last_acked_sequence(TP) == 2
+
+
+def test_a_retry_resends_the_same_bytes_and_keeps_its_stamp() -> None:
+    manager = manager_with_id()
+    [batch] = send(manager, 4)
+    before = batch.close()
+    assert manager.can_retry(batch, "NETWORK_EXCEPTION")
+    manager.stamp(batch)  # a retry is not stamped again
+    assert batch.close() is before and batch.base_sequence == 0
+    assert manager.next_sequence(TP) == 4
+
+
+def test_only_the_first_batch_in_flight_may_be_retried_and_five_at_most_fly() -> None:
+    manager = manager_with_id()
+    a, b, *_ = send(manager, 1, 1, 1, 1, 1)
+    assert not manager.may_drain(batch_of(1))  # the broker caches only 5
+    assert manager.may_drain(a) and not manager.may_drain(b)
+    manager.on_success(a, 0)
+    assert manager.may_drain(b) and manager.may_drain(batch_of(1))
+
+
+def test_non_retriable_errors_are_not_retried() -> None:
+    manager = manager_with_id()
+    [batch] = send(manager, 1)
+    assert not manager.can_retry(batch, "MESSAGE_TOO_LARGE")
+    assert manager.can_retry(batch, "NOT_LEADER_OR_FOLLOWER")
+    assert manager.can_retry(batch, "CORRUPT_MESSAGE")
+
+
+def test_out_of_order_for_a_batch_behind_a_retry_is_retried_without_a_bump() -> None:
+    manager = manager_with_id()
+    _a, b = send(manager, 2, 3)
+    # a was lost on the way; b reached the broker first and was refused
+    assert manager.can_retry(b, "OUT_OF_ORDER_SEQUENCE_NUMBER")
+    assert not manager.epoch_bump_required
+
+
+def test_out_of_order_for_the_next_batch_is_a_real_gap_bump_epoch_and_restamp() -> None:
+    """Kafka 3.x+: the idempotent producer bumps its epoch locally and restamps the
+    partition's batches in flight from sequence 0, then retries them."""
+    manager = manager_with_id(epoch=3)
+    a, b, c = send(manager, 2, 3, 1)
+    [other] = send(manager, 1, tp=OTHER)
+    manager.on_success(a, 0)
+    old_bytes = b.close()
+    assert manager.can_retry(b, "OUT_OF_ORDER_SEQUENCE_NUMBER")
+    assert manager.epoch_bump_required
+    manager.bump_epoch_if_needed()
+    assert manager.producer_id_and_epoch.epoch == 4
+    assert [(x.base_sequence, x.producer_epoch) for x in (b, c)] == [(0, 4), (3, 4)]
+    assert manager.next_sequence(TP) == 4
+    header, records = read_back(b)  # restamped: new header, valid CRC, same records
+    assert (header.producer_epoch, header.base_sequence) == (4, 0)
+    assert b.close() != old_bytes and [r.value for r in records] == [b"v0", b"v1", b"v2"]
+    assert b.sequence_has_been_reset
+    # the other partition keeps its epoch until its batches in flight are done ...
+    assert other.producer_epoch == 3
+    assert not manager.may_drain(batch_of(1, OTHER))
+    manager.on_success(other, 0)
+    # ... then starts again at 0 under the new epoch
+    [fresh] = send(manager, 1, tp=OTHER)
+    assert (fresh.base_sequence, fresh.producer_epoch) == (0, 4)
+
+
+def test_a_confirmed_failure_leaves_a_gap_and_bumps_the_epoch() -> None:
+    manager = manager_with_id()
+    a, b = send(manager, 1, 1)
+    manager.on_failed(a, "MESSAGE_TOO_LARGE", adjust_sequences=True)
+    manager.bump_epoch_if_needed()
+    assert manager.producer_id_and_epoch.epoch == 1
+    assert (b.base_sequence, b.producer_epoch) == (0, 1)
+
+
+def test_unknown_producer_id_is_retried_with_an_epoch_bump() -> None:
+    manager = manager_with_id()
+    [a] = send(manager, 1)
+    assert manager.can_retry(a, "UNKNOWN_PRODUCER_ID", log_start_offset=-1)
+    assert not manager.epoch_bump_required  # no log start offset yet: just retry
+    assert manager.can_retry(a, "UNKNOWN_PRODUCER_ID", log_start_offset=10)
+    manager.bump_epoch_if_needed()
+    assert (a.base_sequence, a.producer_epoch) == (0, 1)
+    assert manager.can_retry(a, "UNKNOWN_PRODUCER_ID", log_start_offset=10)
+    assert not manager.epoch_bump_required  # already restamped once
+
+
+def test_an_expired_batch_leaves_its_partition_unresolved_until_the_rest_settle() -> None:
+    manager = manager_with_id()
+    a, b = send(manager, 2, 2)
+    manager.on_expired(a)
+    assert manager.has_unresolved_sequence(TP)
+    assert not manager.may_drain(batch_of(1))
+    manager.on_success(b, 10)  # b stored after a: a must have been stored too
+    manager.bump_epoch_if_needed()
+    assert not manager.has_unresolved_sequence(TP) and not manager.epoch_bump_required
+    assert manager.may_drain(batch_of(1))
+
+
+def test_an_expired_batch_that_was_not_stored_bumps_the_epoch() -> None:
+    manager = manager_with_id()
+    a, b = send(manager, 2, 2)
+    manager.on_success(a, 0)
+    manager.on_expired(b)
+    manager.bump_epoch_if_needed()
+    assert manager.producer_id_and_epoch.epoch == 1
+    [fresh] = send(manager, 1)
+    assert (fresh.base_sequence, fresh.producer_epoch) == (0, 1)
+
+
+def test_an_exhausted_epoch_asks_for_a_new_producer_id() -> None:
+    manager = manager_with_id(epoch=MAX_PRODUCER_EPOCH)
+    [a] = send(manager, 1)
+    manager.on_failed(a, "OUT_OF_ORDER_SEQUENCE_NUMBER", adjust_sequences=False)
+    manager.bump_epoch_if_needed()
+    assert manager.needs_producer_id and not manager.may_drain(batch_of(1))
+    manager.set_producer_id_and_epoch(43, 0)
+    [fresh] = send(manager, 1)
+    assert (fresh.producer_id, fresh.producer_epoch, fresh.base_sequence) == (43, 0, 0)
+
+
+def test_a_duplicate_answer_is_success_without_an_offset() -> None:
+    manager = manager_with_id()
+    [a] = send(manager, 3)
+    manager.on_success(a, None)
+    assert manager.last_acked_sequence(TP) == 2 and manager.in_flight(TP) == ()
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_stamping_a_built_compressed_batch_patches_only_the_header(codec: str) -> None:
+    batch = batch_of(20, codec=codec)
+    unstamped = batch.close()
+    batch.set_producer_state(7, 2, 100)
+    stamped = batch.close()
+    assert stamped[61:] == unstamped[61:]  # the compressed records are untouched
+    header, records = read_back(batch)
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (7, 2, 100)
+    assert len(records) == 20
+    with pytest.raises(IllegalProducerStateError):
+        batch.set_producer_state(7, 2, 120)
