@@ -434,6 +434,7 @@ class ProducerStateManager:
         self.truncate_head(log_start_offset)
         self.map_end_offset = max(self.map_end_offset, local_start)
         self.replay(segments, log_end_offset)
+        self.map_end_offset = log_end_offset
 
     def replay(self, segments: Sequence[LogSegment], end_offset: int) -> None:
         """Apply the batches in [``map_end_offset``, ``end_offset``) from ``segments``."""
