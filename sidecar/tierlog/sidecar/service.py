@@ -2,7 +2,8 @@
 
 Produce appends the producer's v2 batches as they came (or one batch the server
 builds from plain records); Fetch returns whole batches and long-polls on the
-partition's append event; Subscribe tails a partition on the same events. Every
+partition's append event; Subscribe tails a partition on the same events;
+InitProducerId hands out producer ids (``producer_ids``) for idempotent produce. Every
 storage call blocks (file I/O, fsync by policy), so it runs in a thread; the event
 loop only parses requests, routes and waits. Errors are raised as types and mapped
 to a status at the edge (``status.at_the_edge``).
@@ -22,6 +23,7 @@ import grpc
 from tierlog.api.errors import InvalidRequestError
 from tierlog.api.v1 import common_pb2, log_service_pb2, log_service_pb2_grpc
 from tierlog.sidecar.partitions import Partitions
+from tierlog.sidecar.producer_ids import PRODUCER_IDS_FILE, ProducerIdManager
 from tierlog.sidecar.status import as_error, at_the_edge, unexpected
 from tierlog.sidecar.watch import AppendWatch
 from tierlog.storage.checkpoints import TopicPartition
@@ -57,6 +59,9 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         self.watch = watch
         self.limits = limits
         self._unacknowledged: set[asyncio.Task[None]] = set()  # acks=0 appends in flight
+        self.producer_ids = ProducerIdManager(
+            partitions.manager.config.log_dirs[0] / PRODUCER_IDS_FILE, partitions.ownership.node_id
+        )
 
     # -- produce ----------------------------------------------------------------------
 
@@ -113,6 +118,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             last_offset=info.last_offset,
             log_append_time_ms=info.log_append_time_ms,
             log_start_offset=info.log_start_offset,
+            duplicate=info.duplicate,
         )
 
     async def _append_unacknowledged(self, tp: TopicPartition, target: Log, data: bytes) -> None:
@@ -221,6 +227,17 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         low_watermark = partition_log.increment_log_start_offset(offset)
         self.partitions.manager.write_checkpoints()  # the new log start survives a crash
         return low_watermark
+
+    # -- producers --------------------------------------------------------------------
+
+    @at_the_edge
+    async def InitProducerId(
+        self, request: log_service_pb2.InitProducerIdRequest, context: _Context
+    ) -> log_service_pb2.InitProducerIdResponse:
+        producer_id, epoch = await asyncio.to_thread(
+            self.producer_ids.init_producer_id, request.producer_id, request.producer_epoch
+        )
+        return log_service_pb2.InitProducerIdResponse(producer_id=producer_id, producer_epoch=epoch)
 
 
 def _batch_of(records: Sequence[common_pb2.Record], config: LogConfig) -> bytes:

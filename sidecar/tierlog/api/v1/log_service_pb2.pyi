@@ -116,6 +116,7 @@ class ProduceResponse(_message.Message):
     LAST_OFFSET_FIELD_NUMBER: _builtins.int
     LOG_APPEND_TIME_MS_FIELD_NUMBER: _builtins.int
     LOG_START_OFFSET_FIELD_NUMBER: _builtins.int
+    DUPLICATE_FIELD_NUMBER: _builtins.int
     base_offset: _builtins.int
     """Offset of the first record appended; -1 with ACKS_NONE."""
     last_offset: _builtins.int
@@ -123,6 +124,10 @@ class ProduceResponse(_message.Message):
     log_append_time_ms: _builtins.int
     """The broker's append time for LogAppendTime topics, else -1."""
     log_start_offset: _builtins.int
+    duplicate: _builtins.bool
+    """The batches were an idempotent producer's retry of batches already stored:
+    nothing was written, and the offsets are those of the first time.
+    """
     def __init__(
         self,
         *,
@@ -130,10 +135,11 @@ class ProduceResponse(_message.Message):
         last_offset: _builtins.int = ...,
         log_append_time_ms: _builtins.int = ...,
         log_start_offset: _builtins.int = ...,
+        duplicate: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["base_offset", b"base_offset", "last_offset", b"last_offset", "log_append_time_ms", b"log_append_time_ms", "log_start_offset", b"log_start_offset"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["base_offset", b"base_offset", "duplicate", b"duplicate", "last_offset", b"last_offset", "log_append_time_ms", b"log_append_time_ms", "log_start_offset", b"log_start_offset"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -404,3 +410,51 @@ class DeleteRecordsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteRecordsResponse: _TypeAlias = DeleteRecordsResponse  # noqa: Y015
+
+@_typing.final
+class InitProducerIdRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
+    producer_id: _builtins.int
+    """-1 (with epoch -1) for a new producer id; a producer's own id and current epoch
+    to bump the epoch (KIP-360: after a sequence gap or an expired batch).
+    """
+    producer_epoch: _builtins.int
+    def __init__(
+        self,
+        *,
+        producer_id: _builtins.int = ...,
+        producer_epoch: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["producer_epoch", b"producer_epoch", "producer_id", b"producer_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___InitProducerIdRequest: _TypeAlias = InitProducerIdRequest  # noqa: Y015
+
+@_typing.final
+class InitProducerIdResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
+    producer_id: _builtins.int
+    """Unique in the cluster and never reused, even after a restart."""
+    producer_epoch: _builtins.int
+    def __init__(
+        self,
+        *,
+        producer_id: _builtins.int = ...,
+        producer_epoch: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["producer_epoch", b"producer_epoch", "producer_id", b"producer_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___InitProducerIdResponse: _TypeAlias = InitProducerIdResponse  # noqa: Y015

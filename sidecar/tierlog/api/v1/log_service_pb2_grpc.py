@@ -64,6 +64,11 @@ class LogServiceStub:
                 request_serializer=tierlog_dot_v1_dot_log__service__pb2.DeleteRecordsRequest.SerializeToString,
                 response_deserializer=tierlog_dot_v1_dot_log__service__pb2.DeleteRecordsResponse.FromString,
                 _registered_method=True)
+        self.InitProducerId = channel.unary_unary(
+                '/tierlog.v1.LogService/InitProducerId',
+                request_serializer=tierlog_dot_v1_dot_log__service__pb2.InitProducerIdRequest.SerializeToString,
+                response_deserializer=tierlog_dot_v1_dot_log__service__pb2.InitProducerIdResponse.FromString,
+                _registered_method=True)
 
 
 class LogServiceServicer:
@@ -114,6 +119,13 @@ class LogServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def InitProducerId(self, request, context):
+        """A producer id and epoch for an idempotent producer (Kafka's InitProducerId).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LogServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -146,6 +158,11 @@ def add_LogServiceServicer_to_server(servicer, server):
                     servicer.DeleteRecords,
                     request_deserializer=tierlog_dot_v1_dot_log__service__pb2.DeleteRecordsRequest.FromString,
                     response_serializer=tierlog_dot_v1_dot_log__service__pb2.DeleteRecordsResponse.SerializeToString,
+            ),
+            'InitProducerId': grpc.unary_unary_rpc_method_handler(
+                    servicer.InitProducerId,
+                    request_deserializer=tierlog_dot_v1_dot_log__service__pb2.InitProducerIdRequest.FromString,
+                    response_serializer=tierlog_dot_v1_dot_log__service__pb2.InitProducerIdResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -310,6 +327,33 @@ class LogService:
             '/tierlog.v1.LogService/DeleteRecords',
             tierlog_dot_v1_dot_log__service__pb2.DeleteRecordsRequest.SerializeToString,
             tierlog_dot_v1_dot_log__service__pb2.DeleteRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InitProducerId(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tierlog.v1.LogService/InitProducerId',
+            tierlog_dot_v1_dot_log__service__pb2.InitProducerIdRequest.SerializeToString,
+            tierlog_dot_v1_dot_log__service__pb2.InitProducerIdResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -51,6 +51,8 @@ class LogServiceStub:
     """Kafka's ListOffsets for one partition."""
     DeleteRecords: _grpc.UnaryUnaryMultiCallable[_log_service_pb2.DeleteRecordsRequest, _log_service_pb2.DeleteRecordsResponse]
     """Move the log start offset forward (Kafka's DeleteRecords)."""
+    InitProducerId: _grpc.UnaryUnaryMultiCallable[_log_service_pb2.InitProducerIdRequest, _log_service_pb2.InitProducerIdResponse]
+    """A producer id and epoch for an idempotent producer (Kafka's InitProducerId)."""
 
 @_typing.type_check_only
 class LogServiceAsyncStub(LogServiceStub):
@@ -72,6 +74,8 @@ class LogServiceAsyncStub(LogServiceStub):
     """Kafka's ListOffsets for one partition."""
     DeleteRecords: _aio.UnaryUnaryMultiCallable[_log_service_pb2.DeleteRecordsRequest, _log_service_pb2.DeleteRecordsResponse]  # type: ignore[assignment]
     """Move the log start offset forward (Kafka's DeleteRecords)."""
+    InitProducerId: _aio.UnaryUnaryMultiCallable[_log_service_pb2.InitProducerIdRequest, _log_service_pb2.InitProducerIdResponse]  # type: ignore[assignment]
+    """A producer id and epoch for an idempotent producer (Kafka's InitProducerId)."""
 
 class LogServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -126,5 +130,13 @@ class LogServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_log_service_pb2.DeleteRecordsResponse, _abc.Awaitable[_log_service_pb2.DeleteRecordsResponse]]:
         """Move the log start offset forward (Kafka's DeleteRecords)."""
+
+    @_abc_1.abstractmethod
+    def InitProducerId(
+        self,
+        request: _log_service_pb2.InitProducerIdRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_log_service_pb2.InitProducerIdResponse, _abc.Awaitable[_log_service_pb2.InitProducerIdResponse]]:
+        """A producer id and epoch for an idempotent producer (Kafka's InitProducerId)."""
 
 def add_LogServiceServicer_to_server(servicer: LogServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
