@@ -1,12 +1,15 @@
-"""Helpers for the client tests: a clock the test moves, and reading batches back."""
+"""Helpers for the client tests: a clock the test moves, reading batches back, and real
+sidecars (``sidecars``: a factory that stops what it started)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 
 import pytest
 
 from tierlog.client.accumulator import AppendResult, MemoryBlocked, RecordAccumulator
+from tierlog.client.admin import AdminClient
 from tierlog.client.config import ProducerConfig
 from tierlog.client.idempotence import IdempotenceManager
 from tierlog.client.producer_batch import ProducerBatch
@@ -18,6 +21,8 @@ from tierlog.storage.records import (
     decode_records,
     parse_header,
 )
+
+from .sidecars import LiveSidecar, start_sidecar
 
 
 class FakeClock:
@@ -69,3 +74,35 @@ def read_back(batch: ProducerBatch) -> tuple[BatchHeader, list[Record]]:
 
 def as_simple(records: list[Record]) -> list[SimpleRecord]:
     return [SimpleRecord(r.key, r.value, r.timestamp, r.headers) for r in records]
+
+
+SidecarStarter = Callable[..., LiveSidecar]
+
+
+@pytest.fixture
+def sidecars(tmp_path: Path) -> Iterator[SidecarStarter]:
+    """``sidecars(name, *configs, port=None)``: a running sidecar with its data in
+    ``tmp_path / name``; every one still running is killed at the end."""
+    started: list[LiveSidecar] = []
+
+    def start(name: str = "data", *configs: str, port: int | None = None) -> LiveSidecar:
+        sidecar = start_sidecar(tmp_path / name, *configs, port=port)
+        started.append(sidecar)
+        return sidecar
+
+    yield start
+    for sidecar in started:
+        if sidecar.process.poll() is None:
+            sidecar.kill()
+
+
+@pytest.fixture
+def sidecar(sidecars: SidecarStarter) -> LiveSidecar:
+    return sidecars()
+
+
+def create_topic(address: str, name: str, partitions: int = 1, **configs: str) -> None:
+    with AdminClient(address) as admin:
+        admin.create_topic(
+            name, partitions, {key.replace("_", "."): value for key, value in configs.items()}
+        )

@@ -1,4 +1,15 @@
-"""tierlog's Python client: the transport-independent core of a Kafka-like producer.
+"""tierlog's Python client: producer, consumer and admin client over the gRPC API.
+
+Over gRPC:
+
+- ``producer``: ``Producer.send`` -> ``Future[RecordMetadata]``, ``flush``, ``close``;
+  its ``sender`` thread drives the core below over ``ProduceStream``s.
+- ``consumer``: ``Consumer`` (assign/subscribe, seek by offset or time, ``poll``).
+- ``admin``: ``AdminClient`` (topics, configs, partitions, metadata).
+- ``cluster``: channels and who owns each partition (Metadata); ``rpc``: statuses to
+  typed errors carrying Kafka's reason names.
+
+The transport-independent core:
 
 - ``config``: ``ProducerConfig`` / ``ConsumerConfig`` under Kafka's names and defaults.
 - ``partitioner``: Kafka's default partitioner (murmur2 of the key, sticky for null keys).
@@ -13,33 +24,50 @@ vocabulary (``tierlog.storage.errors``) and, for the transport, the generated st
 from __future__ import annotations
 
 from tierlog.client.accumulator import AppendResult, MemoryBlocked, ReadyCheck, RecordAccumulator
+from tierlog.client.admin import AdminClient
+from tierlog.client.cluster import Cluster
 from tierlog.client.config import ConsumerConfig, ProducerConfig
+from tierlog.client.consumer import Consumer, ConsumerRecord, OffsetAndTimestamp
 from tierlog.client.errors import (
     BufferExhaustedError,
     ConfigError,
     IllegalProducerStateError,
+    NetworkError,
+    NoOffsetForPartitionError,
     OutOfOrderSequenceError,
     RecordTooLargeError,
+    RequestTimedOutError,
 )
 from tierlog.client.idempotence import IdempotenceManager, ProducerIdAndEpoch
 from tierlog.client.partitioner import StickyPartitioner, murmur2, partition_for_key
+from tierlog.client.producer import Producer, RecordMetadata
 from tierlog.client.producer_batch import ProducerBatch, TopicPartition
 
 __all__ = [
+    "AdminClient",
     "AppendResult",
     "BufferExhaustedError",
+    "Cluster",
     "ConfigError",
+    "Consumer",
     "ConsumerConfig",
+    "ConsumerRecord",
     "IdempotenceManager",
     "IllegalProducerStateError",
     "MemoryBlocked",
+    "NetworkError",
+    "NoOffsetForPartitionError",
+    "OffsetAndTimestamp",
     "OutOfOrderSequenceError",
+    "Producer",
     "ProducerBatch",
     "ProducerConfig",
     "ProducerIdAndEpoch",
     "ReadyCheck",
     "RecordAccumulator",
+    "RecordMetadata",
     "RecordTooLargeError",
+    "RequestTimedOutError",
     "StickyPartitioner",
     "TopicPartition",
     "murmur2",

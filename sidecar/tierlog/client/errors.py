@@ -1,12 +1,17 @@
 """The client's errors: Kafka's client exceptions as types, each with its error name.
 
 Errors a broker sends back (``CORRUPT_MESSAGE``, ``MESSAGE_TOO_LARGE``...) are the
-storage hierarchy's own types, so one ``reason`` vocabulary serves both ends; the ones
-here are raised by the client itself.
+storage hierarchy's own types (and the API's, ``tierlog.api.errors``), so one ``reason``
+vocabulary serves both ends; ``error_for_reason`` picks the type for a reason read off a
+status (``tierlog.client.rpc``).  The ones defined here are the client's own: failures
+of the connection, of the client's bookkeeping, and reasons the broker sends that no
+other type carries.
 """
 
 from __future__ import annotations
 
+from tierlog.api import errors as api_errors
+from tierlog.storage import errors as storage_errors
 from tierlog.storage.errors import InvalidConfigError, RecordTooLargeError, TierlogError
 
 __all__ = [
@@ -14,9 +19,17 @@ __all__ = [
     "BufferExhaustedError",
     "ConfigError",
     "IllegalProducerStateError",
+    "NetworkError",
+    "NoOffsetForPartitionError",
     "OutOfOrderSequenceError",
     "RecordTooLargeError",
+    "RequestTimedOutError",
     "TierlogError",
+    "UnknownProducerIdError",
+    "UnknownServerError",
+    "error_for_reason",
+    "is_retriable",
+    "reason_of",
 ]
 
 
@@ -68,3 +81,76 @@ RETRIABLE_REASONS = frozenset(
         "UNKNOWN_TOPIC_OR_PARTITION",
     }
 )
+
+
+class NetworkError(TierlogError):
+    """The connection to a sidecar failed or was closed before it answered: whether a
+    produce was stored is unknown (Kafka's ``NetworkException``; retriable)."""
+
+    reason = "NETWORK_EXCEPTION"
+
+
+class RequestTimedOutError(TierlogError, TimeoutError):
+    """No answer within ``request.timeout.ms`` (Kafka's ``TimeoutException``)."""
+
+    reason = "REQUEST_TIMED_OUT"
+
+
+class UnknownProducerIdError(TierlogError):
+    """The broker has no state for this producer id (Kafka's ``UnknownProducerIdException``)."""
+
+    reason = "UNKNOWN_PRODUCER_ID"
+
+
+class UnknownServerError(TierlogError):
+    """A failure the broker could not name (a bug there), or a reason this client does not
+    know; ``broker_reason`` keeps the name it was given."""
+
+    reason = "UNKNOWN_SERVER_ERROR"
+
+    def __init__(self, message: str, broker_reason: str = "UNKNOWN_SERVER_ERROR") -> None:
+        super().__init__(message)
+        self.broker_reason = broker_reason
+
+
+class NoOffsetForPartitionError(TierlogError):
+    """A consumer has no position for a partition and ``auto.offset.reset`` is ``none``
+    (Kafka's ``NoOffsetForPartitionException``)."""
+
+    reason = "OFFSET_OUT_OF_RANGE"
+
+
+def _by_reason() -> dict[str, type[TierlogError]]:
+    found: dict[str, type[TierlogError]] = {}
+    for module in (storage_errors, api_errors):
+        for name in module.__all__:
+            value = getattr(module, name)
+            if isinstance(value, type) and issubclass(value, TierlogError):
+                found.setdefault(value.reason, value)
+    for own in (NetworkError, RequestTimedOutError, UnknownProducerIdError):
+        found[own.reason] = own
+    found.pop("UNKNOWN_SERVER_ERROR", None)
+    return found
+
+
+_TYPES_BY_REASON = _by_reason()
+
+
+def error_for_reason(reason: str, message: str) -> TierlogError:
+    """The typed error for a Kafka error name the broker sent (``UnknownServerError`` for
+    a name without a type here).  ``NOT_LEADER_OR_FOLLOWER`` needs its owner: see
+    ``tierlog.client.rpc``."""
+    error_type = _TYPES_BY_REASON.get(reason)
+    if error_type is None or error_type is api_errors.NotLeaderOrFollowerError:
+        return UnknownServerError(message, reason)
+    return error_type(message)
+
+
+def reason_of(error: TierlogError) -> str:
+    """The Kafka error name ``error`` stands for (the broker's, for an unknown one)."""
+    return error.broker_reason if isinstance(error, UnknownServerError) else error.reason
+
+
+def is_retriable(error: BaseException) -> bool:
+    """Kafka's ``RetriableException``: the same request may succeed if sent again."""
+    return isinstance(error, TierlogError) and reason_of(error) in RETRIABLE_REASONS

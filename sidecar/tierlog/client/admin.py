@@ -1,0 +1,225 @@
+"""The admin client: topics, configs, partitions and metadata (Kafka's ``Admin``).
+
+Each call goes to the first bootstrap server that answers (``Cluster.any_broker``);
+topic changes are each broker's own today (see docs/API.md), so in a cluster of
+several sidecars, create topics on every one.  Failures, per topic or of the whole
+call, are raised as the typed error of their Kafka name; answers are frozen
+dataclasses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+
+from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, log_service_pb2
+from tierlog.client.cluster import Cluster
+from tierlog.client.producer_batch import TopicPartition
+from tierlog.client.rpc import error_from_proto
+
+__all__ = [
+    "AdminClient",
+    "ClusterMetadata",
+    "ConfigEntry",
+    "PartitionDescription",
+    "TopicDescription",
+]
+
+
+@dataclass(frozen=True)
+class PartitionDescription:
+    partition: int
+    leader_id: int
+    log_start_offset: int  # the offsets, size and count are -1 unless this broker owns it
+    high_watermark: int
+    size_bytes: int
+    segment_count: int
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    partitions: tuple[PartitionDescription, ...]
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str
+    is_default: bool  # not set on the topic: the broker's value
+
+
+@dataclass(frozen=True)
+class ClusterMetadata:
+    cluster_id: str
+    node_id: int  # the broker that answered
+    brokers: Mapping[int, str]  # node id -> address
+    leaders: Mapping[str, tuple[int, ...]]  # topic -> leader id per partition
+
+
+class AdminClient:
+    def __init__(
+        self,
+        bootstrap_servers: Sequence[str] | str,
+        *,
+        request_timeout_ms: int = 30_000,
+        cluster: Cluster | None = None,
+    ) -> None:
+        servers = (
+            [bootstrap_servers] if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
+        )
+        self._own_cluster = cluster is None
+        self.cluster = cluster or Cluster(servers, request_timeout_ms=request_timeout_ms)
+        self._timeout_s = request_timeout_ms / 1000
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._own_cluster:
+            self.cluster.close()
+
+    def _ask(self, method: str, request: object) -> object:
+        def call(address: str) -> object:
+            stub = admin_service_pb2_grpc.AdminServiceStub(self.cluster.channel(address))
+            return getattr(stub, method)(request, timeout=self._timeout_s)
+
+        return self.cluster.any_broker(call)
+
+    # --- topics -----------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        configs: Mapping[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        request = admin_service_pb2.CreateTopicsRequest(
+            topics=[
+                admin_service_pb2.NewTopic(
+                    name=name, num_partitions=partitions, configs=dict(configs or {})
+                )
+            ],
+            validate_only=validate_only,
+        )
+        response = self._ask("CreateTopics", request)
+        assert isinstance(response, admin_service_pb2.CreateTopicsResponse)
+        _raise_first(response.results)
+
+    def delete_topic(self, name: str) -> None:
+        response = self._ask("DeleteTopics", admin_service_pb2.DeleteTopicsRequest(names=[name]))
+        assert isinstance(response, admin_service_pb2.DeleteTopicsResponse)
+        _raise_first(response.results)
+
+    def list_topics(self) -> dict[str, int]:
+        """Topic name -> partition count."""
+        response = self._ask("ListTopics", admin_service_pb2.ListTopicsRequest())
+        assert isinstance(response, admin_service_pb2.ListTopicsResponse)
+        return {topic.name: topic.partition_count for topic in response.topics}
+
+    def describe_topics(self, names: Iterable[str] = ()) -> list[TopicDescription]:
+        """Every topic (no names), or the ones named; an unknown one raises."""
+        request = admin_service_pb2.DescribeTopicsRequest(names=list(names))
+        response = self._ask("DescribeTopics", request)
+        assert isinstance(response, admin_service_pb2.DescribeTopicsResponse)
+        described = []
+        for topic in response.topics:
+            if topic.HasField("error"):
+                raise error_from_proto(topic.error)
+            partitions = tuple(
+                PartitionDescription(
+                    p.partition,
+                    p.leader_id,
+                    p.log_start_offset,
+                    p.high_watermark,
+                    p.size_bytes,
+                    p.segment_count,
+                )
+                for p in topic.partitions
+            )
+            described.append(TopicDescription(topic.name, partitions))
+        return described
+
+    def create_partitions(
+        self, topic: str, total_count: int, *, validate_only: bool = False
+    ) -> None:
+        request = admin_service_pb2.CreatePartitionsRequest(
+            topic=topic, total_count=total_count, validate_only=validate_only
+        )
+        self._ask("CreatePartitions", request)
+        self.cluster.invalidate(topic)
+
+    # --- configs ----------------------------------------------------------------------
+
+    def describe_configs(self, topic: str) -> dict[str, ConfigEntry]:
+        response = self._ask(
+            "DescribeConfigs", admin_service_pb2.DescribeConfigsRequest(topic=topic)
+        )
+        assert isinstance(response, admin_service_pb2.DescribeConfigsResponse)
+        return {
+            entry.name: ConfigEntry(
+                entry.name, entry.value, entry.source != admin_service_pb2.CONFIG_SOURCE_TOPIC
+            )
+            for entry in response.entries
+        }
+
+    def alter_configs(
+        self,
+        topic: str,
+        set_configs: Mapping[str, str] | None = None,
+        delete_configs: Iterable[str] = (),
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        request = admin_service_pb2.AlterConfigsRequest(
+            topic=topic,
+            set_configs=dict(set_configs or {}),
+            delete_configs=list(delete_configs),
+            validate_only=validate_only,
+        )
+        self._ask("AlterConfigs", request)
+
+    # --- metadata and records ---------------------------------------------------------
+
+    def metadata(self, topics: Iterable[str] = ()) -> ClusterMetadata:
+        response = self._ask("Metadata", admin_service_pb2.MetadataRequest(topics=list(topics)))
+        assert isinstance(response, admin_service_pb2.MetadataResponse)
+        leaders: dict[str, tuple[int, ...]] = {}
+        for topic in response.topics:
+            if topic.HasField("error"):
+                raise error_from_proto(topic.error)
+            ordered = sorted(topic.partitions, key=lambda p: p.partition)
+            leaders[topic.name] = tuple(p.leader_id for p in ordered)
+        return ClusterMetadata(
+            response.cluster_id,
+            response.node_id,
+            {broker.node_id: broker.address for broker in response.brokers},
+            leaders,
+        )
+
+    def delete_records(self, tp: TopicPartition, before_offset: int) -> int:
+        """Move ``tp``'s log start to ``before_offset`` (-1: its end); the new log start."""
+        request = log_service_pb2.DeleteRecordsRequest(
+            topic=tp.topic, partition=tp.partition, offset=before_offset
+        )
+        response = self.cluster.call_leader(
+            tp, lambda stub: stub.DeleteRecords(request, timeout=self._timeout_s)
+        )
+        return response.low_watermark
+
+
+def _raise_first(results: Iterable[admin_service_pb2.TopicResult]) -> None:
+    for result in results:
+        if result.HasField("error"):
+            raise error_from_proto(result.error)

@@ -1,0 +1,181 @@
+"""What a client knows of the cluster: channels to its sidecars and who owns each partition.
+
+Kafka's ``Metadata``: the owners of a topic's partitions come from a ``Metadata`` call
+to any broker (the bootstrap servers first, then any broker learned), are kept for
+``metadata.max.age.ms``, and are forgotten early when a broker answers
+``NOT_LEADER_OR_FOLLOWER`` (its answer names the owner, which is believed at once) or
+``UNKNOWN_TOPIC_OR_PARTITION``.  One channel per broker address, shared by every call;
+gRPC reconnects a channel by itself.  Thread-safe: producers' senders, user threads and
+consumers share it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import grpc
+
+from tierlog.api.errors import NotLeaderOrFollowerError
+from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, log_service_pb2_grpc
+from tierlog.client.errors import NetworkError, TierlogError, is_retriable
+from tierlog.client.producer_batch import TopicPartition
+from tierlog.client.rpc import error_from_proto, error_from_rpc, open_channel
+from tierlog.storage.errors import UnknownTopicOrPartitionError
+
+__all__ = ["Cluster", "TopicOwners"]
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class TopicOwners:
+    """One topic's partitions and the address of each one's owner."""
+
+    name: str
+    leaders: tuple[str, ...]  # index: partition
+    fetched_monotonic: float
+
+    @property
+    def partition_count(self) -> int:
+        return len(self.leaders)
+
+
+class Cluster:
+    def __init__(
+        self,
+        bootstrap_servers: Sequence[str],
+        *,
+        metadata_max_age_ms: int = 300_000,
+        request_timeout_ms: int = 30_000,
+    ) -> None:
+        if not bootstrap_servers:
+            raise ValueError("bootstrap.servers: at least one HOST:PORT")
+        self.bootstrap_servers = tuple(bootstrap_servers)
+        self.metadata_max_age_s = metadata_max_age_ms / 1000
+        self.request_timeout_s = request_timeout_ms / 1000
+        self._lock = threading.Lock()
+        self._channels: dict[str, grpc.Channel] = {}
+        self._topics: dict[str, TopicOwners] = {}
+        self._brokers: tuple[str, ...] = ()
+
+    # --- channels ---------------------------------------------------------------------
+
+    def channel(self, address: str) -> grpc.Channel:
+        with self._lock:
+            channel = self._channels.get(address)
+            if channel is None:
+                channel = self._channels[address] = open_channel(address)
+            return channel
+
+    def log_stub(self, address: str) -> log_service_pb2_grpc.LogServiceStub:
+        return log_service_pb2_grpc.LogServiceStub(self.channel(address))
+
+    def admin_stub(self, address: str) -> admin_service_pb2_grpc.AdminServiceStub:
+        return admin_service_pb2_grpc.AdminServiceStub(self.channel(address))
+
+    def any_broker(self, call: Callable[[str], _T]) -> _T:
+        """``call(address)`` on the bootstrap servers, then the known brokers, until one
+        answers; the last connection failure if none does.  Errors with a reason (the
+        broker answered) are raised at once."""
+        failure: TierlogError = NetworkError("no broker to ask")
+        for address in dict.fromkeys((*self.bootstrap_servers, *self._brokers)):
+            try:
+                return call(address)
+            except grpc.RpcError as error:
+                failure = error_from_rpc(error)
+                if not isinstance(failure, NetworkError):
+                    raise failure from None
+        raise failure
+
+    def close(self) -> None:
+        with self._lock:
+            channels, self._channels = list(self._channels.values()), {}
+        for channel in channels:
+            channel.close()
+
+    # --- metadata ---------------------------------------------------------------------
+
+    def owners(self, topic: str, *, refresh: bool = False) -> TopicOwners:
+        """The topic's partitions and owners, from the cache unless stale or ``refresh``;
+        ``UNKNOWN_TOPIC_OR_PARTITION`` (typed) if the topic does not exist."""
+        with self._lock:
+            cached = self._topics.get(topic)
+        fresh = cached is not None and (
+            time.monotonic() - cached.fetched_monotonic < self.metadata_max_age_s
+        )
+        if cached is not None and fresh and not refresh:
+            return cached
+        return self.refresh([topic])[topic]
+
+    def refresh(self, topics: Sequence[str]) -> dict[str, TopicOwners]:
+        """Ask a broker for the owners of ``topics`` (each must exist)."""
+        request = admin_service_pb2.MetadataRequest(topics=list(topics))
+
+        def ask(address: str) -> admin_service_pb2.MetadataResponse:
+            return self.admin_stub(address).Metadata(request, timeout=self.request_timeout_s)
+
+        response = self.any_broker(ask)
+        now = time.monotonic()
+        found: dict[str, TopicOwners] = {}
+        for entry in response.topics:
+            if entry.HasField("error"):
+                raise error_from_proto(entry.error)
+            by_partition = sorted(entry.partitions, key=lambda p: p.partition)
+            found[entry.name] = TopicOwners(
+                entry.name, tuple(p.leader_address for p in by_partition), now
+            )
+        with self._lock:
+            self._topics.update(found)
+            self._brokers = tuple(broker.address for broker in response.brokers)
+        return found
+
+    def leader(self, tp: TopicPartition) -> str:
+        owners = self.owners(tp.topic)
+        if tp.partition >= owners.partition_count:
+            owners = self.owners(tp.topic, refresh=True)
+        if not 0 <= tp.partition < owners.partition_count:
+            raise UnknownTopicOrPartitionError(
+                f"{tp}: the topic has {owners.partition_count} partitions"
+            )
+        return owners.leaders[tp.partition]
+
+    def invalidate(self, topic: str) -> None:
+        """Forget a topic's owners: the next look-up asks a broker."""
+        with self._lock:
+            self._topics.pop(topic, None)
+
+    def moved(self, tp: TopicPartition, leader_address: str) -> None:
+        """A broker said ``tp`` is owned at ``leader_address``: believe it until the next
+        refresh (and refresh the rest of the topic then)."""
+        with self._lock:
+            cached = self._topics.get(tp.topic)
+            if not leader_address or cached is None or tp.partition >= cached.partition_count:
+                self._topics.pop(tp.topic, None)
+                return
+            leaders = list(cached.leaders)
+            leaders[tp.partition] = leader_address
+            self._topics[tp.topic] = TopicOwners(tp.topic, tuple(leaders), 0.0)
+
+    def call_leader(
+        self, tp: TopicPartition, call: Callable[[log_service_pb2_grpc.LogServiceStub], _T]
+    ) -> _T:
+        """``call`` on ``tp``'s owner, following ``NOT_LEADER_OR_FOLLOWER`` and retrying
+        retriable failures a few times (for one-off calls: ListOffsets, DeleteRecords)."""
+        attempts = 5
+        for attempt in range(attempts):
+            try:
+                return call(self.log_stub(self.leader(tp)))
+            except grpc.RpcError as rpc_error:
+                error = error_from_rpc(rpc_error)
+                if isinstance(error, NotLeaderOrFollowerError):
+                    self.moved(tp, error.leader_address)
+                elif is_retriable(error):
+                    self.invalidate(tp.topic)
+                if attempt == attempts - 1 or not is_retriable(error):
+                    raise error from None
+                time.sleep(0.05 * 2**attempt)
+        raise AssertionError("unreachable")

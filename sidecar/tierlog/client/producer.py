@@ -1,0 +1,148 @@
+"""The producer: ``send`` records, get futures of where they were stored.
+
+Kafka's ``KafkaProducer`` over tierlog's gRPC API.  ``send`` partitions the record
+(Kafka's default partitioner: murmur2 of the key, sticky for null keys, over the
+partition count from Metadata), appends it to the ``RecordAccumulator`` and returns a
+``Future[RecordMetadata]``; the ``Sender`` thread batches, compresses, stamps and sends,
+and retries idempotently (see ``tierlog.client.sender``).  ``send`` blocks only while
+``buffer.memory`` is full, at most ``max.block.ms``.  ``flush`` sends everything
+appended so far at once and waits for it; ``close`` flushes and stops the thread.
+
+::
+
+    with Producer({"bootstrap.servers": "127.0.0.1:9092", "linger.ms": 10}) as producer:
+        metadata = producer.send("orders", b"value", key=b"key").result()
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
+from types import TracebackType
+
+from tierlog.client.accumulator import MemoryBlocked, RecordAccumulator
+from tierlog.client.cluster import Cluster
+from tierlog.client.config import ProducerConfig
+from tierlog.client.errors import IllegalProducerStateError
+from tierlog.client.idempotence import IdempotenceManager
+from tierlog.client.sender import RecordMetadata, Sender
+from tierlog.storage.records import NO_TIMESTAMP, Header, SimpleRecord
+
+__all__ = ["Producer", "RecordMetadata"]
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Producer:
+    def __init__(
+        self, config: ProducerConfig | Mapping[str, object], *, cluster: Cluster | None = None
+    ) -> None:
+        self.config = (
+            config if isinstance(config, ProducerConfig) else ProducerConfig.from_properties(config)
+        )
+        self._own_cluster = cluster is None
+        self.cluster = cluster or Cluster(
+            self.config.bootstrap_servers,
+            metadata_max_age_ms=self.config.metadata_max_age_ms,
+            request_timeout_ms=self.config.request_timeout_ms,
+        )
+        self.idempotence = (
+            IdempotenceManager(self.config.max_in_flight_requests_per_connection)
+            if self.config.enable_idempotence
+            else None
+        )
+        self.accumulator = RecordAccumulator(
+            self.config, wall_clock_ms, idempotence=self.idempotence
+        )
+        self._lock = threading.Condition()
+        self._closed = False
+        self._sender = Sender(
+            self.config, self.accumulator, self.idempotence, self.cluster, self._lock, wall_clock_ms
+        )
+        self._sender.start()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: Iterable[Header] = (),
+        partition: int | None = None,
+        timestamp: int | None = None,
+    ) -> Future[RecordMetadata]:
+        """Queue one record; the future completes when the broker stored it (or failed
+        for good).  Raises at once for an unknown topic or partition, a record too large
+        for ``max.request.size``, or ``buffer.memory`` full past ``max.block.ms``."""
+        if self._closed:
+            raise IllegalProducerStateError("the producer is closed")
+        partition_count = self.cluster.owners(topic).partition_count
+        record = SimpleRecord(
+            key, value, NO_TIMESTAMP if timestamp is None else timestamp, tuple(headers)
+        )
+        future: Future[RecordMetadata] = Future()
+        future.set_running_or_notify_cancel()
+        deadline_ms: int | None = None
+        with self._lock:
+            while True:
+                result = self.accumulator.append(
+                    topic,
+                    record,
+                    num_partitions=partition_count,
+                    partition=partition,
+                    token=future,
+                    deadline_ms=deadline_ms,
+                )
+                if not isinstance(result, MemoryBlocked):
+                    break
+                deadline_ms = result.deadline_ms
+                self._lock.notify_all()  # every partition is ready while an append waits
+                self._lock.wait(max(0.0, (deadline_ms - wall_clock_ms()) / 1000))
+            if result.batch_is_full or result.new_batch_created:
+                self._lock.notify_all()
+        return future
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Send everything appended so far now, and wait until each is stored or failed;
+        False if ``timeout_s`` passed first."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._lock:
+            pending = set(self.accumulator.incomplete_batches)
+            self.accumulator.begin_flush()
+            self._lock.notify_all()
+            try:
+                while pending.intersection(self.accumulator.incomplete_batches):
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    self._lock.wait(0.1 if remaining is None else min(remaining, 0.1))
+            finally:
+                self.accumulator.end_flush()
+        return True
+
+    def close(self, timeout_s: float | None = None) -> None:
+        """Send what is queued (waiting at most ``timeout_s``), then stop."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._lock:
+            self.accumulator.close()
+            self._lock.notify_all()
+        self.flush(timeout_s)
+        self._sender.stop(timeout_s)
+        if self._own_cluster:
+            self.cluster.close()

@@ -1,0 +1,97 @@
+"""The client's gRPC edge: channels to sidecars, and failed calls turned into typed errors.
+
+A failed call carries Kafka's error name twice (``tierlog.api.errors``): in the
+``google.rpc.ErrorInfo`` of the status details and in the ``tierlog-reason`` trailing
+metadata.  ``error_from_rpc`` reads the ErrorInfo first and falls back to the
+metadata, then builds the error type of that name (``errors.error_for_reason``);
+``NOT_LEADER_OR_FOLLOWER`` keeps the owner the broker named.  A call that failed
+without a reason never reached a handler: the connection failed (``NETWORK_EXCEPTION``),
+the deadline passed (``REQUEST_TIMED_OUT``), or gRPC refused an oversized message
+(``MESSAGE_TOO_LARGE``).  This is the one place the client maps statuses.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import grpc
+from google.rpc import error_details_pb2, status_pb2
+
+from tierlog.api.errors import ERROR_DOMAIN, LEADER_KEY, REASON_KEY, NotLeaderOrFollowerError
+from tierlog.api.v1 import common_pb2
+from tierlog.client.errors import (
+    NetworkError,
+    RequestTimedOutError,
+    TierlogError,
+    UnknownServerError,
+    error_for_reason,
+)
+from tierlog.storage.errors import RecordTooLargeError
+
+__all__ = ["CHANNEL_OPTIONS", "error_from_proto", "error_from_rpc", "open_channel"]
+
+# Room for the largest fetch or produce a sidecar allows (message.max.bytes and more).
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+CHANNEL_OPTIONS = (
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.keepalive_time_ms", 30_000),
+    # Back within a second of a sidecar's restart, not gRPC's default of up to 2 minutes.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+)
+_DETAILS_KEY = "grpc-status-details-bin"
+
+
+def open_channel(address: str) -> grpc.Channel:
+    return grpc.insecure_channel(address, options=list(CHANNEL_OPTIONS))
+
+
+def _reason_and_leader(call: grpc.Call) -> tuple[str | None, str | None]:
+    trailing = dict(call.trailing_metadata() or ())
+    reason: str | None = None
+    leader: str | None = None
+    details = trailing.get(_DETAILS_KEY)
+    if isinstance(details, bytes):
+        status = status_pb2.Status.FromString(details)
+        for detail in status.details:
+            info = error_details_pb2.ErrorInfo()
+            if detail.Unpack(info) and info.domain == ERROR_DOMAIN:
+                reason = info.reason
+                if "leader_id" in info.metadata:
+                    leader = f"{info.metadata['leader_id']}@{info.metadata['leader_address']}"
+    fallback = trailing.get(REASON_KEY)
+    if reason is None and isinstance(fallback, str):
+        reason = fallback
+    leader_text = trailing.get(LEADER_KEY)
+    if leader is None and isinstance(leader_text, str):
+        leader = leader_text
+    return reason, leader
+
+
+def error_from_rpc(error: grpc.RpcError) -> TierlogError:
+    """The typed error a failed call stands for (see the module docstring)."""
+    call = cast(grpc.Call, error)
+    code = call.code()
+    message = call.details() or str(code)
+    reason, leader = _reason_and_leader(call)
+    if reason == NotLeaderOrFollowerError.reason:
+        leader_id, _, address = (leader or "-1@").partition("@")
+        return NotLeaderOrFollowerError(message, leader_id=int(leader_id), leader_address=address)
+    if reason is not None:
+        return error_for_reason(reason, message)
+    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+        return RequestTimedOutError(message)
+    if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return RecordTooLargeError(message)
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+        return NetworkError(message)
+    return UnknownServerError(f"{code.name}: {message}")
+
+
+def error_from_proto(error: common_pb2.Error) -> TierlogError:
+    """The typed error of an in-band ``Error`` (per-item results, produce streams)."""
+    if error.reason == NotLeaderOrFollowerError.reason:
+        return NotLeaderOrFollowerError(error.message, leader_id=-1, leader_address="")
+    return error_for_reason(error.reason, error.message)

@@ -1,0 +1,443 @@
+"""Kafka's ``Sender``: the producer's background thread, between the accumulator and gRPC.
+
+One thread owns the sending; every piece of producer state (the accumulator, the
+idempotence bookkeeping) is touched only under the producer's one lock, by the user
+threads that append and by this thread.  Each turn of the loop:
+
+1. settles the outcomes the connections reported (success, retry, or failure for
+   good, as the idempotence docstring says), then fails batches that waited past
+   ``delivery.timeout.ms`` without being sent;
+2. gets a producer id first if the idempotent producer has none (``InitProducerId``);
+3. asks the accumulator which partitions are ready, finds each one's owner
+   (``Cluster``), drains the batches of each owner and writes each batch as one
+   request on that owner's ``ProduceConnection``;
+4. sleeps until the accumulator's next deadline, an append, or an outcome.
+
+A ``ProduceConnection`` is one ``ProduceStream`` to one sidecar: requests are written
+in order and answered in order, so a partition's batches reach the log in sequence
+order without waiting for each other (Kafka's pipelining over one connection, up to
+five batches per partition).  When the stream breaks or an answer takes longer than
+``request.timeout.ms``, every batch in flight on it fails with a retriable error: it
+may or may not have been stored, and its retry, the same bytes under the same
+(producer id, epoch, sequence), is stored once either way.  A partition whose owner
+said ``NOT_LEADER_OR_FOLLOWER`` (or ``UNKNOWN_TOPIC_OR_PARTITION``) has its metadata
+refreshed before the retry goes out.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import grpc
+
+from tierlog.api.errors import NotLeaderOrFollowerError
+from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
+from tierlog.client.accumulator import RecordAccumulator
+from tierlog.client.cluster import Cluster
+from tierlog.client.config import ProducerConfig
+from tierlog.client.errors import (
+    RETRIABLE_REASONS,
+    NetworkError,
+    RequestTimedOutError,
+    TierlogError,
+    reason_of,
+)
+from tierlog.client.idempotence import IdempotenceManager
+from tierlog.client.producer_batch import ProducerBatch, TopicPartition
+from tierlog.client.rpc import error_from_proto, error_from_rpc
+
+if TYPE_CHECKING:
+    from grpc import _CallIterator
+
+    _Stream = _CallIterator[log_service_pb2.ProduceStreamResponse]
+
+__all__ = ["ProduceConnection", "RecordMetadata", "Sender"]
+
+log = logging.getLogger(__name__)
+
+_ACKS = {"all": log_service_pb2.ACKS_ALL, "1": log_service_pb2.ACKS_LEADER, "0": None}
+Outcome = log_service_pb2.ProduceResponse | TierlogError
+
+
+@dataclass(frozen=True)
+class RecordMetadata:
+    """Where a record was stored (offset -1 with ``acks=0``, or for a duplicate older than
+    the broker's cache)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int  # the broker's LogAppendTime, else the record's CreateTime
+
+
+class ProduceConnection:
+    """One ``ProduceStream`` to one sidecar; see the module docstring."""
+
+    def __init__(
+        self,
+        address: str,
+        stub: log_service_pb2_grpc.LogServiceStub,
+        on_outcome: Callable[[ProducerBatch, Outcome], None],
+        request_timeout_s: float,
+    ) -> None:
+        self.address = address
+        self._stub = stub
+        self._on_outcome = on_outcome
+        self._request_timeout_s = request_timeout_s
+        self._lock = threading.Lock()
+        self._call: _Stream | None = None
+        self._requests: queue.SimpleQueue[log_service_pb2.ProduceStreamRequest | None] | None = None
+        self._in_flight: deque[tuple[ProducerBatch, float]] = deque()
+        self._timed_out = False
+
+    @property
+    def in_flight_count(self) -> int:
+        return len(self._in_flight)
+
+    def send(self, request: log_service_pb2.ProduceRequest, batch: ProducerBatch) -> None:
+        with self._lock:
+            if self._call is None or self._requests is None:
+                self._open()
+            assert self._requests is not None
+            self._in_flight.append((batch, time.monotonic()))
+            self._requests.put(log_service_pb2.ProduceStreamRequest(produce=request))
+
+    def _open(self) -> None:
+        requests: queue.SimpleQueue[log_service_pb2.ProduceStreamRequest | None] = (
+            queue.SimpleQueue()
+        )
+        call = self._stub.ProduceStream(_until_none(requests))
+        self._requests, self._call, self._timed_out = requests, call, False
+        reader = threading.Thread(
+            target=self._read,
+            args=(call, requests),
+            name=f"tierlog-produce-{self.address}",
+            daemon=True,
+        )
+        reader.start()
+
+    def _read(
+        self,
+        call: _Stream,
+        requests: queue.SimpleQueue[log_service_pb2.ProduceStreamRequest | None],
+    ) -> None:
+        failure: TierlogError = NetworkError(f"the produce stream to {self.address} ended")
+        try:
+            for response in call:
+                with self._lock:
+                    batch, _sent = self._in_flight.popleft()
+                if response.WhichOneof("result") == "error":
+                    self._on_outcome(batch, error_from_proto(response.error))
+                else:
+                    self._on_outcome(batch, response.produced)
+        except grpc.RpcError as error:
+            failure = error_from_rpc(error)
+        finally:
+            requests.put(None)  # ends the request iterator gRPC is reading
+        with self._lock:
+            if self._timed_out:
+                failure = RequestTimedOutError(
+                    f"no answer from {self.address} within {self._request_timeout_s:.1f}s"
+                )
+            lost = [batch for batch, _sent in self._in_flight]
+            self._in_flight.clear()
+            if self._call is call:
+                self._call, self._requests = None, None
+        if lost:
+            log.info(
+                "produce stream to %s failed (%s): %d in flight", self.address, failure, len(lost)
+            )
+        for batch in lost:
+            self._on_outcome(batch, failure)
+
+    def expire(self) -> None:
+        """Break the stream if its oldest request waited past ``request.timeout.ms``."""
+        with self._lock:
+            if not self._in_flight or self._call is None:
+                return
+            if time.monotonic() - self._in_flight[0][1] < self._request_timeout_s:
+                return
+            self._timed_out = True
+            call = self._call
+        call.cancel()
+
+    def close(self) -> None:
+        with self._lock:
+            call, requests = self._call, self._requests
+        if requests is not None:
+            requests.put(None)
+        if call is not None:
+            call.cancel()
+
+
+def _until_none(
+    requests: queue.SimpleQueue[log_service_pb2.ProduceStreamRequest | None],
+) -> Iterator[log_service_pb2.ProduceStreamRequest]:
+    while (request := requests.get()) is not None:
+        yield request
+
+
+class Sender:
+    """The producer's background loop; see the module docstring.  ``lock`` guards the
+    accumulator and ``idempotence``, and is notified on every change worth waking for."""
+
+    IDLE_WAIT_S = 0.05  # at most this long between checks while anything is in flight
+
+    def __init__(
+        self,
+        config: ProducerConfig,
+        accumulator: RecordAccumulator,
+        idempotence: IdempotenceManager | None,
+        cluster: Cluster,
+        lock: threading.Condition,
+        clock: Callable[[], int],
+    ) -> None:
+        self.config = config
+        self.accumulator = accumulator
+        self.idempotence = idempotence
+        self.cluster = cluster
+        self.lock = lock
+        self.clock = clock
+        self._acks = _ACKS[config.acks]
+        self._connections: dict[str, ProduceConnection] = {}
+        self._outcomes: deque[tuple[ProducerBatch, Outcome]] = deque()
+        self._in_flight: dict[TopicPartition, int] = {}
+        self._running = True
+        self._thread = threading.Thread(target=self._run, name="tierlog-producer", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout_s: float | None = None) -> None:
+        with self.lock:
+            self._running = False
+            self.lock.notify_all()
+        self._thread.join(timeout_s)
+        for connection in self._connections.values():
+            connection.close()
+
+    @property
+    def in_flight_count(self) -> int:
+        return sum(self._in_flight.values())
+
+    # --- the loop ---------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self.lock:
+                if not self._running:
+                    return
+            try:
+                self._run_once()
+            except Exception:  # never let the sender die: the producer would hang
+                log.exception("the producer's sender failed; going on")
+                time.sleep(self.config.retry_backoff_ms / 1000)
+
+    def _run_once(self) -> None:
+        resolutions: list[tuple[Future[RecordMetadata], RecordMetadata | BaseException]] = []
+        with self.lock:
+            self._settle(resolutions)
+            for batch in self.accumulator.expired_batches():
+                expired = self._expired_error(batch)
+                self._fail(batch, expired)
+                self._resolve_failed(batch, resolutions, expired)
+            needs_producer_id = self.idempotence is not None and self.idempotence.needs_producer_id
+            check = self.accumulator.ready()
+            if resolutions:
+                self.lock.notify_all()
+        _resolve(resolutions)
+        for connection in list(self._connections.values()):
+            connection.expire()
+        if needs_producer_id and check.next_check_delay_ms is not None:
+            self._init_producer_id()
+            return
+        sent = self._send_ready(check.ready) if check.ready else 0
+        with self.lock:
+            if self._outcomes or not self._running:
+                return
+            if check.next_check_delay_ms is None:
+                wait_s = self.IDLE_WAIT_S if self.in_flight_count else 1.0
+            else:
+                wait_s = check.next_check_delay_ms / 1000
+                if check.ready and not sent:
+                    wait_s = self.IDLE_WAIT_S  # ready but held back: wait for an outcome
+                if self.in_flight_count:
+                    wait_s = min(wait_s, self.IDLE_WAIT_S)
+            if wait_s > 0:
+                self.lock.wait(wait_s)
+
+    def _init_producer_id(self) -> None:
+        request = log_service_pb2.InitProducerIdRequest(producer_id=-1, producer_epoch=-1)
+        timeout_s = self.config.request_timeout_ms / 1000
+        try:
+            response = self.cluster.any_broker(
+                lambda address: self.cluster.log_stub(address).InitProducerId(
+                    request, timeout=timeout_s
+                )
+            )
+        except TierlogError as error:
+            log.warning("InitProducerId failed (%s: %s); retrying", reason_of(error), error)
+            time.sleep(self.config.retry_backoff_ms / 1000)
+            return
+        with self.lock:
+            assert self.idempotence is not None
+            self.idempotence.set_producer_id_and_epoch(
+                response.producer_id, response.producer_epoch
+            )
+            self.lock.notify_all()
+
+    def _send_ready(self, ready: frozenset[TopicPartition]) -> int:
+        by_leader: dict[str, list[TopicPartition]] = {}
+        for tp in sorted(ready):
+            try:
+                by_leader.setdefault(self.cluster.leader(tp), []).append(tp)
+            except TierlogError as error:
+                log.info("no owner known for %s yet (%s); will retry", tp, error)
+        sent = 0
+        for address, partitions in by_leader.items():
+            with self.lock:
+                if not self.config.enable_idempotence:
+                    limit = self.config.max_in_flight_requests_per_connection
+                    partitions = [tp for tp in partitions if self._in_flight.get(tp, 0) < limit]
+                batches = self.accumulator.drain(partitions)
+                for batch in batches:
+                    tp = batch.topic_partition
+                    self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
+            for batch in batches:
+                self._connection(address).send(self._request(batch), batch)
+            sent += len(batches)
+        return sent
+
+    def _connection(self, address: str) -> ProduceConnection:
+        connection = self._connections.get(address)
+        if connection is None:
+            connection = ProduceConnection(
+                address,
+                self.cluster.log_stub(address),
+                self._on_outcome,
+                self.config.request_timeout_ms / 1000,
+            )
+            self._connections[address] = connection
+        return connection
+
+    def _request(self, batch: ProducerBatch) -> log_service_pb2.ProduceRequest:
+        tp = batch.topic_partition
+        acks = log_service_pb2.ACKS_NONE if self._acks is None else self._acks
+        return log_service_pb2.ProduceRequest(
+            topic=tp.topic, partition=tp.partition, acks=acks, record_batches=batch.close()
+        )
+
+    def _on_outcome(self, batch: ProducerBatch, outcome: Outcome) -> None:
+        """From a connection's reader thread: hand the outcome to the loop."""
+        with self.lock:
+            self._outcomes.append((batch, outcome))
+            self.lock.notify_all()
+
+    # --- outcomes (under the lock) ----------------------------------------------------
+
+    def _settle(
+        self, resolutions: list[tuple[Future[RecordMetadata], RecordMetadata | BaseException]]
+    ) -> None:
+        while self._outcomes:
+            batch, outcome = self._outcomes.popleft()
+            tp = batch.topic_partition
+            self._in_flight[tp] = max(0, self._in_flight.get(tp, 0) - 1)
+            if isinstance(outcome, log_service_pb2.ProduceResponse):
+                self._succeeded(batch, outcome, resolutions)
+            elif reason_of(outcome) == "DUPLICATE_SEQUENCE_NUMBER":
+                self._succeeded(batch, None, resolutions)
+            else:
+                self._failed_attempt(batch, outcome, resolutions)
+
+    def _succeeded(
+        self,
+        batch: ProducerBatch,
+        response: log_service_pb2.ProduceResponse | None,
+        resolutions: list[tuple[Future[RecordMetadata], RecordMetadata | BaseException]],
+    ) -> None:
+        base_offset = -1 if response is None else response.base_offset
+        if self.idempotence is not None:
+            self.idempotence.on_success(batch, base_offset if base_offset >= 0 else None)
+        append_time = -1 if response is None else response.log_append_time_ms
+        tp = batch.topic_partition
+        for index, (record, token) in enumerate(zip(batch.records, batch.tokens, strict=True)):
+            if isinstance(token, Future):
+                offset = base_offset + index if base_offset >= 0 else -1
+                timestamp = append_time if append_time >= 0 else record.timestamp
+                resolutions.append(
+                    (token, RecordMetadata(tp.topic, tp.partition, offset, timestamp))
+                )
+        self.accumulator.deallocate(batch)
+
+    def _failed_attempt(
+        self,
+        batch: ProducerBatch,
+        error: TierlogError,
+        resolutions: list[tuple[Future[RecordMetadata], RecordMetadata | BaseException]],
+    ) -> None:
+        tp = batch.topic_partition
+        reason = reason_of(error)
+        if isinstance(error, NotLeaderOrFollowerError):
+            self.cluster.moved(tp, error.leader_address)
+        elif reason == "UNKNOWN_TOPIC_OR_PARTITION":
+            self.cluster.invalidate(tp.topic)
+        if self._may_retry(batch, reason):
+            log.debug("retrying %s after %s", batch, reason)
+            self.accumulator.reenqueue(batch)
+            return
+        self._fail(batch, error)
+        self._resolve_failed(batch, resolutions, error)
+
+    def _may_retry(self, batch: ProducerBatch, reason: str) -> bool:
+        if batch.attempts >= self.config.retries:
+            return False
+        if self.clock() - batch.created_ms >= self.config.delivery_timeout_ms:
+            return False
+        if self.idempotence is not None:
+            return self.idempotence.can_retry(batch, reason)
+        return reason in RETRIABLE_REASONS
+
+    def _fail(self, batch: ProducerBatch, error: TierlogError) -> None:
+        if self.idempotence is not None and batch.has_sequence:
+            if isinstance(error, (NetworkError, RequestTimedOutError)):
+                self.idempotence.on_expired(batch)  # stored or not: unknown
+            else:
+                self.idempotence.on_failed(batch, reason_of(error), adjust_sequences=True)
+        self.accumulator.deallocate(batch)
+
+    def _expired_error(self, batch: ProducerBatch) -> TierlogError:
+        return RequestTimedOutError(
+            f"{batch.record_count} record(s) for {batch.topic_partition} expired after "
+            f"delivery.timeout.ms ({self.config.delivery_timeout_ms})"
+        )
+
+    @staticmethod
+    def _resolve_failed(
+        batch: ProducerBatch,
+        resolutions: list[tuple[Future[RecordMetadata], RecordMetadata | BaseException]],
+        error: BaseException,
+    ) -> None:
+        for token in batch.tokens:
+            if isinstance(token, Future):
+                resolutions.append((token, error))
+
+
+def _resolve(
+    resolutions: list[tuple[Future[RecordMetadata], RecordMetadata | BaseException]],
+) -> None:
+    """Complete the records' futures, outside the lock (their callbacks may send)."""
+    for future, result in resolutions:
+        if future.done():
+            continue
+        if isinstance(result, BaseException):
+            future.set_exception(result)
+        else:
+            future.set_result(result)

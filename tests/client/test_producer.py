@@ -1,0 +1,171 @@
+"""The producer against a real sidecar: partitioning, codecs, retries without duplicates,
+routing by Metadata and NOT_LEADER_OR_FOLLOWER."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
+from tierlog.client import Consumer, Producer, TopicPartition, partition_for_key
+from tierlog.client.consumer import ConsumerRecord
+from tierlog.client.rpc import open_channel
+from tierlog.storage.errors import UnknownTopicOrPartitionError
+
+from .conftest import SidecarStarter, create_topic
+from .sidecars import LiveSidecar, TcpProxy, free_port
+
+
+def consume_all(
+    address: str, topic: str, expected: int, timeout_s: float = 30
+) -> list[ConsumerRecord]:
+    with Consumer({"bootstrap.servers": address, "auto.offset.reset": "earliest"}) as consumer:
+        consumer.subscribe(topic)
+        records: list[ConsumerRecord] = []
+        deadline = time.monotonic() + timeout_s
+        while len(records) < expected and time.monotonic() < deadline:
+            records += consumer.poll(500)
+        records += consumer.poll(200)  # nothing more must come
+        return records
+
+
+def high_watermark(address: str, topic: str, partition: int = 0) -> int:
+    channel = open_channel(address)
+    try:
+        stub = log_service_pb2_grpc.LogServiceStub(channel)
+        request = log_service_pb2.FetchRequest(topic=topic, partition=partition, offset=0)
+        return stub.Fetch(request, timeout=10).high_watermark
+    finally:
+        channel.close()
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_keyed_records_land_on_their_murmur2_partition_and_come_back(
+    sidecar: LiveSidecar, codec: str
+) -> None:
+    create_topic(sidecar.address, "orders", partitions=4)
+    config = {"bootstrap.servers": sidecar.address, "compression.type": codec, "linger.ms": 5}
+    sent: dict[bytes, tuple[int, int]] = {}
+    with Producer(config) as producer:
+        futures = {
+            f"value-{i}".encode(): producer.send(
+                "orders", f"value-{i}".encode(), key=f"key-{i % 37}".encode(), headers=[("h", b"x")]
+            )
+            for i in range(2000)
+        }
+        producer.flush()
+        for value, future in futures.items():
+            metadata = future.result(timeout=10)
+            sent[value] = (metadata.partition, metadata.offset)
+    for i in range(2000):
+        key = f"key-{i % 37}".encode()
+        assert sent[f"value-{i}".encode()][0] == partition_for_key(key, 4)
+    records = consume_all(sidecar.address, "orders", 2000)
+    assert len(records) == 2000
+    assert {r.value: (r.partition, r.offset) for r in records} == sent
+    assert all(r.headers == (("h", b"x"),) for r in records)
+    by_partition: dict[int, list[int]] = {}
+    for record in records:
+        by_partition.setdefault(record.partition, []).append(record.offset)
+    for offsets in by_partition.values():
+        assert offsets == list(range(len(offsets)))  # contiguous, in order
+
+
+def test_null_keys_stick_to_one_partition_per_batch(sidecar: LiveSidecar) -> None:
+    create_topic(sidecar.address, "sticky", partitions=8)
+    config = {"bootstrap.servers": sidecar.address, "linger.ms": 1000, "batch.size": 1_000_000}
+    with Producer(config) as producer:
+        futures = [producer.send("sticky", b"v%d" % i) for i in range(100)]
+        producer.flush()
+        partitions = {future.result().partition for future in futures}
+        offsets = sorted(future.result().offset for future in futures)
+    assert len(partitions) == 1
+    assert offsets == list(range(100))
+
+
+def test_explicit_partitions_and_timestamps_are_kept(sidecar: LiveSidecar) -> None:
+    create_topic(sidecar.address, "explicit", partitions=3)
+    with Producer({"bootstrap.servers": sidecar.address}) as producer:
+        metadata = producer.send("explicit", b"v", key=b"k", partition=2, timestamp=1234).result()
+    assert (metadata.partition, metadata.offset, metadata.timestamp) == (2, 0, 1234)
+
+
+def test_an_unknown_topic_is_a_typed_error(sidecar: LiveSidecar) -> None:
+    with (
+        Producer({"bootstrap.servers": sidecar.address}) as producer,
+        pytest.raises(UnknownTopicOrPartitionError),
+    ):
+        producer.send("nope", b"v")
+
+
+def test_a_lost_response_is_retried_and_stored_once(sidecars: SidecarStarter) -> None:
+    # The client reaches the sidecar only through the proxy (advertised as the owner).
+    proxy_port = free_port()
+    sidecar = sidecars("data", f"advertised.listeners=127.0.0.1:{proxy_port}")
+    proxy = TcpProxy(sidecar.address, proxy_port)
+    try:
+        create_topic(proxy.address, "retries")
+        config = {"bootstrap.servers": proxy.address, "linger.ms": 0, "request.timeout.ms": 5000}
+        with Producer(config) as producer:
+            assert producer.send("retries", b"first").result(timeout=10).offset == 0
+            proxy.hold_responses()
+            second = producer.send("retries", b"second")
+            deadline = time.monotonic() + 10
+            while high_watermark(sidecar.address, "retries") < 2:
+                assert time.monotonic() < deadline, "the second batch never reached the log"
+                time.sleep(0.02)
+            assert not second.done()  # stored, but the answer was swallowed
+            proxy.cut()
+            assert second.result(timeout=20).offset == 1  # the original offset, from the retry
+            assert producer.send("retries", b"third").result(timeout=10).offset == 2
+        assert high_watermark(sidecar.address, "retries") == 3
+        values = [r.value for r in consume_all(sidecar.address, "retries", 3)]
+        assert values == [b"first", b"second", b"third"]
+    finally:
+        proxy.close()
+
+
+def _two_brokers(sidecars: SidecarStarter) -> tuple[LiveSidecar, LiveSidecar]:
+    ports = [free_port(), free_port()]
+    brokers = f"tierlog.cluster.brokers=0@127.0.0.1:{ports[0]},1@127.0.0.1:{ports[1]}"
+    first = sidecars("b0", "node.id=0", brokers, port=ports[0])
+    second = sidecars("b1", "node.id=1", brokers, port=ports[1])
+    for broker in (first, second):  # each broker keeps its own topic store today
+        create_topic(broker.address, "spread", partitions=6)
+    return first, second
+
+
+def test_each_partition_goes_to_its_owner_and_stale_metadata_is_corrected(
+    sidecars: SidecarStarter,
+) -> None:
+    first, second = _two_brokers(sidecars)
+    with Producer({"bootstrap.servers": first.address, "linger.ms": 0}) as producer:
+        owners = producer.cluster.owners("spread")
+        assert set(owners.leaders) == {first.address, second.address}
+        # Point every partition at the wrong broker: it answers NOT_LEADER_OR_FOLLOWER,
+        # the producer refreshes its metadata and the retry goes to the owner.
+        for p in range(6):
+            wrong = first.address if owners.leaders[p] == second.address else second.address
+            producer.cluster.moved(TopicPartition("spread", p), wrong)
+        futures = [producer.send("spread", b"v%d" % p, partition=p) for p in range(6)]
+        assert [f.result(timeout=20).offset for f in futures] == [0] * 6
+    for p in range(6):
+        owner = owners.leaders[p]
+        assert high_watermark(owner, "spread", p) == 1
+    # A consumer that knows only the other broker finds every record.
+    records = consume_all(second.address, "spread", 6)
+    assert Counter(r.partition for r in records) == Counter(range(6))
+
+
+def test_producer_ids_differ_between_producers(sidecar: LiveSidecar, tmp_path: Path) -> None:
+    create_topic(sidecar.address, "ids")
+    ids = set()
+    for _ in range(3):
+        with Producer({"bootstrap.servers": sidecar.address}) as producer:
+            producer.send("ids", b"v").result(timeout=10)
+            assert producer.idempotence is not None
+            ids.add(producer.idempotence.producer_id_and_epoch.producer_id)
+    assert len(ids) == 3
