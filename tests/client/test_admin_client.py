@@ -1,0 +1,66 @@
+"""The admin client against a real sidecar; failures come back as typed Kafka errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from tierlog.api.errors import InvalidPartitionsError, TopicAlreadyExistsError
+from tierlog.client import AdminClient, NetworkError, Producer, TopicPartition
+from tierlog.storage.errors import (
+    InvalidConfigError,
+    InvalidTopicError,
+    UnknownTopicOrPartitionError,
+)
+
+from .sidecars import LiveSidecar, free_port
+
+
+def test_topics_configs_partitions_and_metadata(sidecar: LiveSidecar) -> None:
+    with AdminClient(sidecar.address) as admin:
+        admin.create_topic("orders", 3, {"retention.ms": "60000"})
+        admin.create_topic("checked", 1, validate_only=True)
+        assert admin.list_topics() == {"orders": 3}
+        with pytest.raises(TopicAlreadyExistsError):
+            admin.create_topic("orders")
+        with pytest.raises(InvalidTopicError):
+            admin.create_topic("bad/name")
+        with pytest.raises(InvalidConfigError):
+            admin.create_topic("x", 1, {"retention.ms": "soon"})
+
+        (described,) = admin.describe_topics(["orders"])
+        assert [p.partition for p in described.partitions] == [0, 1, 2]
+        assert all(p.high_watermark == 0 for p in described.partitions)
+        with pytest.raises(UnknownTopicOrPartitionError):
+            admin.describe_topics(["missing"])
+
+        configs = admin.describe_configs("orders")
+        assert configs["retention.ms"].value == "60000" and not configs["retention.ms"].is_default
+        assert configs["segment.bytes"].is_default
+        admin.alter_configs("orders", {"segment.bytes": "1048576"}, ["retention.ms"])
+        configs = admin.describe_configs("orders")
+        assert configs["segment.bytes"].value == "1048576" and configs["retention.ms"].is_default
+
+        admin.create_partitions("orders", 5)
+        with pytest.raises(InvalidPartitionsError):
+            admin.create_partitions("orders", 2)
+        metadata = admin.metadata(["orders"])
+        assert metadata.brokers == {0: sidecar.address}
+        assert metadata.leaders == {"orders": (0, 0, 0, 0, 0)}
+
+        with Producer({"bootstrap.servers": sidecar.address}) as producer:
+            for _ in range(4):
+                producer.send("orders", b"v", partition=4)
+        assert admin.delete_records(TopicPartition("orders", 4), 3) == 3
+
+        admin.delete_topic("orders")
+        assert admin.list_topics() == {}
+        with pytest.raises(UnknownTopicOrPartitionError):
+            admin.delete_topic("orders")
+
+
+def test_no_sidecar_is_a_network_error() -> None:
+    with (
+        AdminClient(f"127.0.0.1:{free_port()}", request_timeout_ms=2000) as admin,
+        pytest.raises(NetworkError),
+    ):
+        admin.list_topics()
