@@ -69,6 +69,7 @@ _PROCESS_KEYS = {
     "advertised.listeners",
     "tierlog.cluster.brokers",
     "tierlog.shutdown.grace.ms",
+    "tierlog.metrics.listeners",
     "cluster.id",
     "num.recovery.threads.per.data.dir",
     "log.flush.scheduler.interval.ms",
@@ -91,6 +92,9 @@ class SidecarConfig:
     advertised_listener: str | None = None
     cluster_brokers: tuple[tuple[int, str], ...] = ()
     shutdown_grace_ms: int = 30_000  # in-flight requests get this long after SIGTERM
+    # HTTP for /metrics, /healthz and /readyz (``tierlog.metrics.listeners``,
+    # ``--metrics-listen``); None: not served.
+    metrics_listen: str | None = None
 
     @property
     def node_id(self) -> int:
@@ -140,6 +144,9 @@ class SidecarConfig:
         advertised = props.get("advertised.listeners")
         if advertised:
             parse_host_port(advertised, "advertised.listeners")
+        metrics_listen = props.get("tierlog.metrics.listeners")
+        if metrics_listen:
+            parse_host_port(metrics_listen, "tierlog.metrics.listeners")
         return cls(
             storage=storage,
             checkpoint_interval_ms=checkpoint_ms,
@@ -147,6 +154,7 @@ class SidecarConfig:
             advertised_listener=advertised or None,
             cluster_brokers=_parse_brokers(props.get("tierlog.cluster.brokers", "")),
             shutdown_grace_ms=grace_ms,
+            metrics_listen=metrics_listen or None,
         )
 
 

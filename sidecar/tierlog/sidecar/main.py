@@ -18,6 +18,9 @@ import time
 from pathlib import Path
 
 from tierlog.sidecar.config import DEFAULT_LISTEN, SidecarConfig, read_properties_file
+from tierlog.sidecar.logformat import LOG_FORMATS, configure_logging
+from tierlog.sidecar.metrics import SidecarMetrics
+from tierlog.sidecar.probes import Phase, Probes, ProbeServer
 from tierlog.sidecar.server import SidecarServer
 from tierlog.storage.errors import TierlogError
 
@@ -49,7 +52,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="KEY=VALUE",
         help="a broker config under its Kafka name (repeatable)",
     )
+    parser.add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        help="serve /metrics, /healthz and /readyz over HTTP here (port 0: any free port); "
+        "same as tierlog.metrics.listeners (default: not served)",
+    )
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--log-format", choices=LOG_FORMATS, default="text", help="json: one object a line"
+    )
     return parser.parse_args(argv)
 
 
@@ -66,6 +78,8 @@ def build_config(args: argparse.Namespace) -> SidecarConfig:
         props["log.dirs"] = ",".join(str(path) for path in args.data_dir)
     if args.listen:
         props["listeners"] = args.listen
+    if args.metrics_listen:
+        props["tierlog.metrics.listeners"] = args.metrics_listen
     return SidecarConfig.from_properties(props)
 
 
@@ -75,15 +89,35 @@ async def serve(config: SidecarConfig) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    metrics = SidecarMetrics()
+    probes = Probes(metrics)
+    heartbeat = asyncio.create_task(probes.beat())
+    http = ProbeServer(probes)
+    if config.metrics_listen:
+        address = await asyncio.to_thread(http.start, config.metrics_listen)
+        log.info("serving metrics at http://%s/metrics (and /healthz, /readyz)", address)
+    try:
+        await _serve(config, metrics, probes, stop)
+    finally:
+        heartbeat.cancel()
+        http.stop()
+
+
+async def _serve(
+    config: SidecarConfig, metrics: SidecarMetrics, probes: Probes, stop: asyncio.Event
+) -> None:
     started = time.monotonic()
 
     def progress(done: int, total: int) -> None:
+        metrics.recovery(done, total)
         log.info(
             "recovery: %d of %d bytes scanned (%.0f%%)", done, total, 100 * done / max(total, 1)
         )
 
-    server = SidecarServer(config)
+    server = SidecarServer(config, metrics)
+    probes.enter(Phase.RECOVERING)
     await server.start(progress)
+    probes.enter(Phase.SERVING)
     log.info(
         "started: %d partitions in %s, loaded in %.2fs",
         len(server.manager.partitions),
@@ -92,6 +126,7 @@ async def serve(config: SidecarConfig) -> None:
     )
     log.info("listening on %s (broker %d)", server.address, config.node_id)
     await stop.wait()
+    probes.enter(Phase.STOPPING)
     log.info("shutting down: finishing calls, then flushing logs and writing checkpoints")
     await server.stop()
     log.info("stopped cleanly")
@@ -99,10 +134,7 @@ async def serve(config: SidecarConfig) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    configure_logging(args.log_level, args.log_format)
     try:
         config = build_config(args)
         asyncio.run(serve(config))

@@ -31,6 +31,7 @@ from tierlog.api.v1 import (
 )
 from tierlog.sidecar.admin import AdminService
 from tierlog.sidecar.config import SidecarConfig
+from tierlog.sidecar.metrics import MetricsInterceptor, SidecarMetrics
 from tierlog.sidecar.ownership import Broker, Ownership
 from tierlog.sidecar.partitions import Partitions
 from tierlog.sidecar.service import Limits, LogService
@@ -56,27 +57,34 @@ def message_limit_bytes(config: SidecarConfig) -> int:
 
 
 class SidecarServer:
-    def __init__(self, config: SidecarConfig):
+    def __init__(self, config: SidecarConfig, metrics: SidecarMetrics | None = None):
         self.config = config
+        self.metrics = metrics or SidecarMetrics()
         self.topics = TopicStore(
             config.storage.log_dirs[0] / TOPICS_FILE, config.storage.default_log_config
         )
-        self.manager = LogManager(config.storage, topic_config=self.topics.log_config)
+        self.manager = LogManager(
+            config.storage, topic_config=self.topics.log_config, on_flush=self.metrics.observe_flush
+        )
+        self.metrics.watch(self.manager)
         self.watch = AppendWatch()
         self.health = health.aio.HealthServicer()
         limit = message_limit_bytes(config)
         self.server = grpc.aio.server(
+            interceptors=[MetricsInterceptor(self.metrics)],
             options=[
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", limit),
-            ]
+            ],
         )
         self.address = ""
         self._log_service: LogService | None = None
         self._checkpoints: asyncio.Task[None] | None = None
 
     async def start(self, progress: RecoveryProgress | None = None) -> None:
-        await asyncio.to_thread(self.manager.startup, progress)
+        self.metrics.recovery.started()
+        await asyncio.to_thread(self.manager.startup, progress or self.metrics.recovery)
+        self.metrics.recovery.finished()
         port = self.server.add_insecure_port(self.config.listen)
         if port == 0:
             raise InvalidConfigError(f"cannot listen on {self.config.listen}")

@@ -5,6 +5,10 @@ never build a status themselves: ``at_the_edge`` wraps each handler and turns th
 error into the status code of its Kafka name, a ``google.rpc.ErrorInfo`` detail and
 the ``tierlog-reason`` trailing metadata. Any other exception is a bug: it is logged
 with its traceback and answered as ``UNKNOWN_SERVER_ERROR``, and the server goes on.
+
+Every error answered, as a status (``abort``) or in-band (``as_error``), is told to
+the call's ``ERROR_LISTENER`` (a context variable the metrics interceptor sets per
+call), so errors are counted by reason where they are mapped, once.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import functools
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any, NoReturn, TypeVar, cast
 
 import grpc
@@ -29,11 +34,22 @@ from tierlog.api.errors import (
 from tierlog.api.v1 import common_pb2
 from tierlog.storage.errors import TierlogError
 
-__all__ = ["abort", "as_error", "at_the_edge", "unexpected"]
+__all__ = ["ERROR_LISTENER", "abort", "as_error", "at_the_edge", "unexpected"]
 
 log = logging.getLogger(__name__)
 
 _Handler = TypeVar("_Handler", bound=Callable[..., Any])
+
+# Told the reason of every error the current call answers with (None: nobody listens).
+ERROR_LISTENER: ContextVar[Callable[[str], None] | None] = ContextVar(
+    "tierlog_error_listener", default=None
+)
+
+
+def _report(reason: str) -> None:
+    listener = ERROR_LISTENER.get()
+    if listener is not None:
+        listener(reason)
 
 
 class _UnknownServerError(TierlogError):
@@ -48,11 +64,13 @@ def unexpected(error: BaseException, what: str) -> TierlogError:
 
 def as_error(error: TierlogError) -> common_pb2.Error:
     """The in-band form of an error, for calls that report items one by one."""
+    _report(error.reason)
     return common_pb2.Error(reason=error.reason, message=str(error))
 
 
 async def abort(context: grpc.aio.ServicerContext[Any, Any], error: TierlogError) -> NoReturn:
     """End the call with the error's status, ErrorInfo detail and reason metadata."""
+    _report(error.reason)
     info = error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN)
     trailing: list[tuple[str, str | bytes]] = [(REASON_KEY, error.reason)]
     if isinstance(error, NotLeaderOrFollowerError):

@@ -76,6 +76,7 @@ class LogManager:
         config: LogManagerConfig,
         *,
         topic_config: Callable[[str], LogConfig] | None = None,
+        on_flush: Callable[[Log, float], None] | None = None,
     ):
         if not config.log_dirs:
             raise KafkaStorageError("no log dirs configured")
@@ -85,13 +86,17 @@ class LogManager:
         self._log_dirs: dict[TopicPartition, Path] = {}
         self._lock = threading.Lock()
         self.committer = GroupCommitter(
-            lambda: list(self._logs.values()), check_interval_ms=config.flush_check_interval_ms
+            lambda: list(self._logs.values()),
+            check_interval_ms=config.flush_check_interval_ms,
+            on_flush=on_flush,  # (log, seconds) after each fsync round's flush of a log
         )
         self.retention = PeriodicTask(
             "log-retention", config.retention_check_interval_ms, self.run_retention_pass
         )
         self.cleaner = LogCleaner(config.cleaner, config.log_dirs, self._partition_logs)
         self.had_clean_shutdown: dict[Path, bool] = {}
+        self.retention_passes = 0  # for metrics: passes run and segments they retired
+        self.retention_retired_segments = 0
 
     # -- life cycle -------------------------------------------------------------------
 
@@ -256,6 +261,8 @@ class LogManager:
                 log.error("retention of %s failed: %s", tp, error)
         if any(lg.log_start_offset != starts_before.get(tp) for tp, lg in self._logs.items()):
             self.write_checkpoints()
+        self.retention_passes += 1
+        self.retention_retired_segments += retired
         return retired
 
     def flush_all(self) -> None:

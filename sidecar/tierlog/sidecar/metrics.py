@@ -1,0 +1,396 @@
+"""The sidecar's Prometheus metrics: what it serves, how fast, what it holds.
+
+Names follow Prometheus' conventions (``_total`` counters, ``_seconds`` and ``_bytes``
+in base units); docs/METRICS.md lists each with what a dashboard does with it. They
+come from four places:
+
+- ``MetricsInterceptor``, around every gRPC call: calls by service, method and status
+  code, their latency, request and response bytes, record bytes in and out per topic
+  (Kafka's BytesInPerSec/BytesOutPerSec: the batches appended and fetched), and errors
+  by Kafka's reason. Errors answered in-band (a ProduceStream item, an admin result
+  per topic) are counted too: ``status`` reports every error it maps through a
+  context variable the interceptor sets for the call.
+- the storage's hooks: each fsync of a group-commit round (``on_flush``) and the
+  recovery's progress callback;
+- ``LogManagerCollector``, read at scrape time (no bookkeeping on the hot path):
+  per-partition log start and end offsets, size and segment count, and the
+  cleaner's and retention's counters;
+- the process itself (resident memory, CPU, open files, GC) from prometheus-client.
+
+A registry per ``SidecarMetrics``, not the library's global one, so tests and
+several servers in one process do not share series.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextvars import Token
+from types import TracebackType
+from typing import Any
+
+import grpc
+import prometheus_client
+from prometheus_client import (
+    GC_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from tierlog.api.v1 import log_service_pb2
+from tierlog.sidecar.interceptors import CallName, Context, call_name, inner_behavior, with_behavior
+from tierlog.sidecar.status import ERROR_LISTENER
+from tierlog.storage.errors import UnknownTopicOrPartitionError
+from tierlog.storage.log import Log
+from tierlog.storage.manager import LogManager
+
+__all__ = ["LogManagerCollector", "MetricsInterceptor", "RecoveryMetrics", "SidecarMetrics"]
+
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` twin of every counter
+
+_LATENCY_BUCKETS_S = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+)  # fmt: skip
+_FSYNC_BUCKETS_S = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+)  # fmt: skip
+
+
+class SidecarMetrics:
+    """Every series the sidecar exports, in one registry."""
+
+    def __init__(self) -> None:
+        self.registry = registry = CollectorRegistry()
+        ProcessCollector(registry=registry)
+        registry.register(GC_COLLECTOR)
+        call = ["service", "method"]
+        self.requests = Counter(
+            "tierlog_requests_total", "gRPC calls handled, by status code", [*call, "code"],
+            registry=registry,
+        )  # fmt: skip
+        self.request_duration = Histogram(
+            "tierlog_request_duration_seconds", "gRPC call latency, arrival to status", call,
+            buckets=_LATENCY_BUCKETS_S, registry=registry,
+        )  # fmt: skip
+        self.requests_in_flight = Gauge(
+            "tierlog_requests_in_flight", "gRPC calls being handled", call, registry=registry
+        )
+        self.request_bytes = Counter(
+            "tierlog_request_bytes_total", "Serialized request bytes received", call,
+            registry=registry,
+        )  # fmt: skip
+        self.response_bytes = Counter(
+            "tierlog_response_bytes_total", "Serialized response bytes sent", call,
+            registry=registry,
+        )  # fmt: skip
+        self.errors = Counter(
+            "tierlog_errors_total", "Errors answered, by Kafka error name", [*call, "reason"],
+            registry=registry,
+        )  # fmt: skip
+        self.topic_bytes_in = Counter(
+            "tierlog_topic_bytes_in_total", "Record bytes appended (acknowledged produce)",
+            ["topic"], registry=registry,
+        )  # fmt: skip
+        self.topic_bytes_out = Counter(
+            "tierlog_topic_bytes_out_total", "Record bytes returned by Fetch and Subscribe",
+            ["topic"], registry=registry,
+        )  # fmt: skip
+        self.flush_duration = Histogram(
+            "tierlog_log_flush_duration_seconds", "fsync of one log in a group-commit round",
+            buckets=_FSYNC_BUCKETS_S, registry=registry,
+        )  # fmt: skip
+        self.produce_bytes_in_flight = Gauge(
+            "tierlog_produce_bytes_in_flight",
+            "Produce bytes admitted and not yet appended (queued.max.request.bytes bounds it)",
+            registry=registry,
+        )
+        self.produce_bytes_waiting = Gauge(
+            "tierlog_produce_bytes_waiting",
+            "Produce bytes waiting for room in queued.max.request.bytes",
+            registry=registry,
+        )
+        self.ready = Gauge(
+            "tierlog_ready", "1 once recovered and serving gRPC; 0 while starting or stopping",
+            registry=registry,
+        )  # fmt: skip
+        self.recovery = RecoveryMetrics(registry)
+
+    def observe_flush(self, _log: Log, seconds: float) -> None:
+        """The log manager's ``on_flush`` hook (called from the flusher thread)."""
+        self.flush_duration.observe(seconds)
+
+    def watch(self, manager: LogManager) -> None:
+        self.registry.register(LogManagerCollector(manager))
+
+
+class RecoveryMetrics:
+    """The recovery's progress as bytes scanned of bytes to scan, over every partition.
+
+    The storage reports ``(done, total)`` per partition as each segment is scanned;
+    partitions load in parallel, one at a time per recovery thread, so a call from
+    a thread either continues that thread's scan or starts the next partition's.
+    ``tierlog_recovery_target_bytes`` grows as scans start, and ``finished`` makes the
+    two equal (a scan cut short by truncation stops before its total).
+    """
+
+    def __init__(self, registry: CollectorRegistry):
+        self.scanned_bytes = Gauge(
+            "tierlog_recovery_scanned_bytes", "Log bytes the recovery has checked",
+            registry=registry,
+        )  # fmt: skip
+        self.target_bytes = Gauge(
+            "tierlog_recovery_target_bytes", "Log bytes the recovery has to check (so far)",
+            registry=registry,
+        )  # fmt: skip
+        self.in_progress = Gauge(
+            "tierlog_recovery_in_progress", "1 while the logs are being loaded",
+            registry=registry,
+        )  # fmt: skip
+        self.duration = Gauge(
+            "tierlog_recovery_duration_seconds", "How long loading the logs took",
+            registry=registry,
+        )  # fmt: skip
+        self._lock = threading.Lock()
+        self._scans: dict[int, tuple[int, int]] = {}  # thread -> (done, total) of its scan
+        self._started = 0.0
+
+    def started(self) -> None:
+        self._started = time.monotonic()
+        self.in_progress.set(1)
+
+    def __call__(self, done: int, total: int) -> None:
+        """The storage's ``RecoveryProgress`` callback."""
+        with self._lock:
+            thread = threading.get_ident()
+            previous_done, previous_total = self._scans.get(thread, (-1, -1))
+            if previous_total == total and previous_done <= done:
+                self.scanned_bytes.inc(done - previous_done)
+            else:
+                self.target_bytes.inc(total)
+                self.scanned_bytes.inc(done)
+            self._scans[thread] = (done, total)
+            if done >= total:
+                del self._scans[thread]
+
+    def finished(self) -> None:
+        with self._lock:
+            self._scans.clear()
+            self.scanned_bytes.set(_value(self.target_bytes))
+        self.duration.set(time.monotonic() - self._started)
+        self.in_progress.set(0)
+
+
+def _value(gauge: Gauge) -> float:
+    (metric,) = gauge.collect()
+    return float(metric.samples[0].value)
+
+
+class LogManagerCollector:
+    """Per-partition and background-job series, read from the log manager at scrape time."""
+
+    def __init__(self, manager: LogManager):
+        self.manager = manager
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["topic", "partition"]
+        start = GaugeMetricFamily(
+            "tierlog_log_start_offset", "First offset of the log (Kafka's LogStartOffset)", None,
+            labels,
+        )  # fmt: skip
+        end = GaugeMetricFamily(
+            "tierlog_log_end_offset", "Next offset to be written (Kafka's LogEndOffset)", None,
+            labels,
+        )  # fmt: skip
+        size = GaugeMetricFamily(
+            "tierlog_log_size_bytes", "Bytes of the log's segments on disk", None, labels
+        )
+        segments = GaugeMetricFamily(
+            "tierlog_log_segments", "Segments of the log (Kafka's NumLogSegments)", None, labels
+        )
+        count = 0
+        for tp in self.manager.partitions:
+            try:
+                partition_log = self.manager.get_log(tp)
+            except UnknownTopicOrPartitionError:  # deleted since the listing
+                continue
+            values = [tp.topic, str(tp.partition)]
+            start.add_metric(values, partition_log.log_start_offset)
+            end.add_metric(values, partition_log.log_end_offset)
+            size.add_metric(values, partition_log.size_bytes)
+            segments.add_metric(values, len(partition_log.segments))
+            count += 1
+        yield from (start, end, size, segments)
+        yield GaugeMetricFamily("tierlog_partitions", "Partitions this broker holds", count)
+        cleaner = self.manager.cleaner
+        yield CounterMetricFamily(
+            "tierlog_cleaner_runs_total", "Log cleaner rounds completed", cleaner.rounds
+        )
+        stats = cleaner.last_stats
+        yield GaugeMetricFamily(
+            "tierlog_cleaner_last_run_read_bytes", "Bytes the last cleaner round read",
+            stats.bytes_read if stats else 0,
+        )  # fmt: skip
+        yield GaugeMetricFamily(
+            "tierlog_cleaner_last_run_written_bytes", "Bytes the last cleaner round wrote",
+            stats.bytes_written if stats else 0,
+        )  # fmt: skip
+        yield CounterMetricFamily(
+            "tierlog_retention_runs_total", "Retention passes completed",
+            self.manager.retention_passes,
+        )  # fmt: skip
+        yield CounterMetricFamily(
+            "tierlog_retention_deleted_segments_total", "Segments retention retired",
+            self.manager.retention_retired_segments,
+        )  # fmt: skip
+
+
+class MetricsInterceptor(grpc.aio.ServerInterceptor):
+    """Counts, times and sizes every call; the outermost interceptor, so it sees refusals."""
+
+    def __init__(self, metrics: SidecarMetrics):
+        self.metrics = metrics
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Any],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Any:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        name = call_name(handler_call_details)
+        inner = inner_behavior(handler)
+        metrics = self.metrics
+
+        if not handler.request_streaming and not handler.response_streaming:
+
+            async def unary(request: Any, context: Context) -> Any:
+                with _ObservedCall(metrics, name, context) as call:
+                    call.received(request)
+                    response = await inner(request, context)
+                    call.sent(response)
+                    return response
+
+            return with_behavior(handler, unary)
+
+        if not inspect.isasyncgenfunction(inner):  # context.write or a stream_unary coroutine
+
+            async def plain(request: Any, context: Context) -> Any:
+                with _ObservedCall(metrics, name, context) as call:
+                    if handler.request_streaming:
+                        request = call.receiving(request)
+                    response = await inner(request, context)
+                    if response is not None:
+                        call.sent(response)
+                    return response
+
+            return with_behavior(handler, plain)
+
+        async def streaming(request: Any, context: Context) -> AsyncIterator[Any]:
+            with _ObservedCall(metrics, name, context) as call:
+                if handler.request_streaming:
+                    request = call.receiving(request)
+                else:
+                    call.received(request)
+                async for response in inner(request, context):
+                    call.sent(response)
+                    yield response
+
+        return with_behavior(handler, streaming)
+
+
+class _ObservedCall:
+    """One call's bookkeeping: timing, status code, bytes, and the error listener."""
+
+    def __init__(self, metrics: SidecarMetrics, name: CallName, context: Context):
+        self.metrics = metrics
+        self.labels = (name.service, name.method)
+        self.context = context
+        self._topic = ""  # of a Fetch or Subscribe, for the bytes out
+        self._produced: deque[tuple[str, int]] = deque()  # produce requests not yet answered
+        self._token: Token[Callable[[str], None] | None] | None = None
+        self._started = 0.0
+
+    def __enter__(self) -> _ObservedCall:
+        self._started = time.perf_counter()
+        self.metrics.requests_in_flight.labels(*self.labels).inc()
+        self._token = ERROR_LISTENER.set(self._error)
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._token is not None:
+            ERROR_LISTENER.reset(self._token)
+        metrics = self.metrics
+        metrics.requests_in_flight.labels(*self.labels).dec()
+        metrics.request_duration.labels(*self.labels).observe(time.perf_counter() - self._started)
+        metrics.requests.labels(*self.labels, self._code(error).name).inc()
+
+    def _code(self, error: BaseException | None) -> grpc.StatusCode:
+        if isinstance(error, asyncio.CancelledError):
+            expired = self.context.time_remaining() is not None and (
+                self.context.time_remaining() <= 0
+            )
+            return grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED
+        if error is not None and not isinstance(error, grpc.aio.AbortError):
+            return grpc.StatusCode.UNKNOWN
+        code = self.context.code()
+        return code if isinstance(code, grpc.StatusCode) else grpc.StatusCode.OK
+
+    def _error(self, reason: str) -> None:
+        self.metrics.errors.labels(*self.labels, reason).inc()
+
+    def receiving(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        async def counted() -> AsyncIterator[Any]:
+            async for request in requests:
+                self.received(request)
+                yield request
+
+        return counted()
+
+    def received(self, request: Any) -> None:
+        self.metrics.request_bytes.labels(*self.labels).inc(request.ByteSize())
+        if isinstance(request, log_service_pb2.ProduceStreamRequest):
+            request = request.produce
+        if isinstance(request, log_service_pb2.ProduceRequest):
+            self._produced.append((request.topic, _record_bytes(request)))
+        elif isinstance(request, log_service_pb2.FetchRequest | log_service_pb2.SubscribeRequest):
+            self._topic = request.topic
+
+    def sent(self, response: Any) -> None:
+        metrics = self.metrics
+        metrics.response_bytes.labels(*self.labels).inc(response.ByteSize())
+        if isinstance(response, _PRODUCE_RESPONSES):
+            topic, size = self._produced.popleft() if self._produced else ("", 0)
+            appended = not isinstance(response, log_service_pb2.ProduceStreamResponse) or (
+                response.HasField("produced")
+            )
+            if appended and topic:
+                metrics.topic_bytes_in.labels(topic).inc(size)
+        elif isinstance(response, _FETCH_RESPONSES) and response.record_batches:
+            metrics.topic_bytes_out.labels(self._topic).inc(len(response.record_batches))
+
+
+_PRODUCE_RESPONSES = (log_service_pb2.ProduceResponse, log_service_pb2.ProduceStreamResponse)
+_FETCH_RESPONSES = (log_service_pb2.FetchResponse, log_service_pb2.SubscribeResponse)
+
+
+def _record_bytes(request: log_service_pb2.ProduceRequest) -> int:
+    kind = request.WhichOneof("data")
+    if kind == "record_batches":
+        return len(request.record_batches)
+    if kind == "records":
+        return request.records.ByteSize()
+    return 0

@@ -1,0 +1,351 @@
+"""Prometheus metrics, liveness and readiness of a real sidecar, scraped over HTTP.
+
+Every series docs/METRICS.md lists is asserted here to exist and to move with the
+traffic that should move it.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from tierlog.api.v1 import log_service_pb2
+from tierlog.sidecar.metrics import RecoveryMetrics
+from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.manager import LogManager, LogManagerConfig
+from tierlog.storage.records import SimpleRecord, build_batch
+
+from .conftest import SidecarFactory, sidecar_script
+from .scrape import METRICS, Scrape, get, metrics_address, scrape, scrape_sidecar
+
+# Every tierlog series a dashboard or alert may use (docs/METRICS.md).
+DOCUMENTED = {
+    "tierlog_requests_total",
+    "tierlog_request_duration_seconds_bucket",
+    "tierlog_request_duration_seconds_count",
+    "tierlog_request_duration_seconds_sum",
+    "tierlog_requests_in_flight",
+    "tierlog_request_bytes_total",
+    "tierlog_response_bytes_total",
+    "tierlog_errors_total",
+    "tierlog_topic_bytes_in_total",
+    "tierlog_topic_bytes_out_total",
+    "tierlog_log_flush_duration_seconds_bucket",
+    "tierlog_log_flush_duration_seconds_count",
+    "tierlog_log_flush_duration_seconds_sum",
+    "tierlog_produce_bytes_in_flight",
+    "tierlog_produce_bytes_waiting",
+    "tierlog_ready",
+    "tierlog_recovery_scanned_bytes",
+    "tierlog_recovery_target_bytes",
+    "tierlog_recovery_in_progress",
+    "tierlog_recovery_duration_seconds",
+    "tierlog_log_start_offset",
+    "tierlog_log_end_offset",
+    "tierlog_log_size_bytes",
+    "tierlog_log_segments",
+    "tierlog_partitions",
+    "tierlog_cleaner_runs_total",
+    "tierlog_cleaner_last_run_read_bytes",
+    "tierlog_cleaner_last_run_written_bytes",
+    "tierlog_retention_runs_total",
+    "tierlog_retention_deleted_segments_total",
+    "process_resident_memory_bytes",
+}
+
+LOG = {"service": "LogService"}
+
+
+def _batch(count: int, value_bytes: int = 100) -> bytes:
+    now_ms = int(time.time() * 1000)
+    return build_batch([SimpleRecord(b"k", b"v" * value_bytes, now_ms, ())] * count)
+
+
+def test_calls_bytes_errors_and_logs_move_their_series(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    sidecar = sidecar_factory(
+        tmp_path / "data",
+        METRICS,
+        "log.flush.interval.messages=1",  # every append is fsynced by the group committer
+        "log.retention.check.interval.ms=200",
+    )
+    sidecar.create_topic("metered", segment_bytes="2000", retention_bytes="1")
+    before = scrape_sidecar(sidecar)
+    assert DOCUMENTED - before.names() <= {
+        "tierlog_topic_bytes_in_total",
+        "tierlog_topic_bytes_out_total",
+        "tierlog_errors_total",
+    }, "series missing before any traffic"
+
+    batch = _batch(5)
+    for _ in range(6):  # ~600 bytes each: the 2000-byte segments roll
+        sidecar.log.Produce(log_service_pb2.ProduceRequest(topic="metered", record_batches=batch))
+    fetched = sidecar.log.Fetch(log_service_pb2.FetchRequest(topic="metered", offset=25))
+    with pytest.raises(grpc.RpcError):
+        sidecar.log.Fetch(log_service_pb2.FetchRequest(topic="absent", offset=0))
+    stream = sidecar.log.ProduceStream(
+        iter(
+            [
+                log_service_pb2.ProduceStreamRequest(
+                    produce=log_service_pb2.ProduceRequest(topic="metered", record_batches=b"junk")
+                ),
+                log_service_pb2.ProduceStreamRequest(
+                    produce=log_service_pb2.ProduceRequest(topic="metered", record_batches=batch)
+                ),
+            ]
+        )
+    )
+    answers = list(stream)
+    assert answers[0].HasField("error") and answers[1].HasField("produced")
+
+    after = scrape_sidecar(sidecar)
+    assert after.names() >= DOCUMENTED
+    assert after.value("tierlog_requests_total", **LOG, method="Produce", code="OK") == 6
+    assert after.value("tierlog_requests_total", **LOG, method="Fetch", code="OK") == 1
+    assert after.value("tierlog_requests_total", **LOG, method="Fetch", code="NOT_FOUND") == 1
+    assert after.value("tierlog_request_duration_seconds_count", **LOG, method="Produce") == 6
+    assert after.value("tierlog_request_duration_seconds_sum", **LOG, method="Produce") > 0
+    assert after.value(
+        "tierlog_request_duration_seconds_bucket", **LOG, method="Produce", le="+Inf"
+    ) == 6  # fmt: skip
+    assert after.value("tierlog_requests_in_flight", **LOG, method="Produce") == 0
+    assert after.value("tierlog_request_bytes_total", **LOG, method="Produce") > 6 * len(batch)
+    assert after.value("tierlog_response_bytes_total", **LOG, method="Fetch") >= len(
+        fetched.record_batches
+    )
+    # Record bytes: what was appended (the junk item was not) and what was fetched.
+    assert after.value("tierlog_topic_bytes_in_total", topic="metered") == 7 * len(batch)
+    assert after.value("tierlog_topic_bytes_out_total", topic="metered") == len(
+        fetched.record_batches
+    )
+    errors = after.labelled("tierlog_errors_total")
+    assert errors == {
+        frozenset({**LOG, "method": "Fetch", "reason": "UNKNOWN_TOPIC_OR_PARTITION"}.items()): 1,
+        frozenset({**LOG, "method": "ProduceStream", "reason": "CORRUPT_MESSAGE"}.items()): 1,
+    }
+    assert after.value("tierlog_log_flush_duration_seconds_count") >= 7
+    assert after.value("tierlog_log_flush_duration_seconds_sum") > 0
+
+    partition = {"topic": "metered", "partition": "0"}
+    assert after.value("tierlog_log_end_offset", **partition) == 35
+    assert after.value("tierlog_log_segments", **partition) >= 2
+    assert after.value("tierlog_log_size_bytes", **partition) > 0
+    assert after.value("tierlog_partitions") == 1
+    assert after.value("tierlog_ready") == 1
+    assert after.value("process_resident_memory_bytes") > 0
+
+    # Retention (retention.bytes=1) deletes the closed segments: the log start moves.
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        later = scrape_sidecar(sidecar)
+        if later.value("tierlog_retention_deleted_segments_total") > 0:
+            break
+        time.sleep(0.1)
+    assert later.value("tierlog_retention_runs_total") >= 1
+    assert later.value("tierlog_log_start_offset", **partition) > 0
+    assert later.value("tierlog_log_segments", **partition) < after.value(
+        "tierlog_log_segments", **partition
+    )
+    sidecar.assert_alive()
+
+
+def test_the_cleaner_counts_its_rounds(sidecar_factory: SidecarFactory, tmp_path: Path) -> None:
+    sidecar = sidecar_factory(tmp_path / "data", METRICS, "log.cleaner.backoff.ms=100")
+    sidecar.create_topic(
+        "compacted",
+        cleanup_policy="compact",
+        segment_bytes="1000",
+        min_cleanable_dirty_ratio="0.01",
+    )
+    for _ in range(10):
+        sidecar.log.Produce(
+            log_service_pb2.ProduceRequest(topic="compacted", record_batches=_batch(1))
+        )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = scrape_sidecar(sidecar)
+        if found.value("tierlog_cleaner_runs_total") >= 1:
+            break
+        time.sleep(0.2)
+    assert found.value("tierlog_cleaner_runs_total") >= 1
+    assert found.value("tierlog_cleaner_last_run_read_bytes") > 0
+    assert found.value("tierlog_cleaner_last_run_written_bytes") > 0
+
+
+def _unclean_logs(data_dir: Path, partitions: int, batches: int) -> int:
+    """Logs written and then abandoned as by a crash: the next start scans all of them."""
+    manager = LogManager(LogManagerConfig(log_dirs=(data_dir,)))
+    manager.startup()
+    batch = _batch(1, value_bytes=10)
+    for number in range(partitions):
+        partition_log = manager.get_or_create_log(TopicPartition("crashed", number))
+        for _ in range(batches):
+            partition_log.append(batch)
+    manager.committer.stop()  # no clean shutdown: no marker, no recovery point
+    return partitions * batches * len(batch)
+
+
+@pytest.fixture
+def started() -> Iterator[list[subprocess.Popen[bytes]]]:
+    processes: list[subprocess.Popen[bytes]] = []
+    yield processes
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_readyz_waits_for_recovery_and_the_progress_is_scraped(
+    tmp_path: Path, started: list[subprocess.Popen[bytes]]
+) -> None:
+    data_dir = tmp_path / "data"
+    written = _unclean_logs(data_dir, partitions=4, batches=10_000)
+    log_path = tmp_path / "sidecar.log"
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(
+            [
+                *(sidecar_script(), "--data-dir", str(data_dir), "--listen", "127.0.0.1:0"),
+                *("--config", METRICS, "--config", "num.recovery.threads.per.data.dir=2"),
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
+    started.append(process)
+    address = _wait_for_metrics(log_path, process)
+    seen: list[tuple[int, str]] = []
+    during: list[Scrape] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        answer = get(address, "/readyz")
+        seen.append(answer)
+        if answer[0] == 200:
+            break
+        during.append(scrape(address))
+        assert get(address, "/healthz")[0] == 200  # a long recovery is alive, not ready
+    assert seen[0][0] == 503 and seen[0][1].strip() in ("starting", "recovering"), seen[0]
+    assert seen[-1] == (200, "serving\n")
+    assert "listening on" in log_path.read_text()
+    recovering = [each for each in during if each.value("tierlog_recovery_in_progress") == 1]
+    assert all(each.value("tierlog_ready") == 0 for each in recovering)
+    assert any(0 < each.value("tierlog_recovery_scanned_bytes") < written for each in recovering), (
+        "no scrape saw the recovery part way"
+    )
+    final = scrape(address)
+    assert final.value("tierlog_recovery_in_progress") == 0
+    assert final.value("tierlog_recovery_scanned_bytes") == written
+    assert final.value("tierlog_recovery_target_bytes") == written
+    assert final.value("tierlog_recovery_duration_seconds") > 0
+    assert final.value("tierlog_ready") == 1
+    assert final.value("tierlog_partitions") == 4
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=30) == 0
+
+
+def test_readyz_fails_as_soon_as_shutdown_begins(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    sidecar = sidecar_factory(tmp_path / "data", METRICS, "tierlog.shutdown.grace.ms=20000")
+    address = metrics_address(sidecar.output)
+    assert get(address, "/readyz") == (200, "serving\n")
+    sidecar.create_topic("held")
+    release = threading.Event()
+
+    def requests() -> Iterator[log_service_pb2.ProduceStreamRequest]:
+        yield log_service_pb2.ProduceStreamRequest(
+            produce=log_service_pb2.ProduceRequest(topic="held", record_batches=_batch(1))
+        )
+        release.wait(30)  # the stream stays open: shutdown waits for it within the grace
+
+    stream = sidecar.log.ProduceStream(requests())
+    assert next(stream).HasField("produced")
+    sidecar.process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while get(address, "/readyz")[0] == 200 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert get(address, "/readyz") == (503, "stopping\n")
+    assert get(address, "/healthz") == (200, "ok\n")
+    assert scrape(address).value("tierlog_ready") == 0
+    release.set()
+    assert sidecar.stop() == 0
+
+
+def test_json_logs_are_one_object_a_line(tmp_path: Path) -> None:
+    log_path = tmp_path / "sidecar.log"
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(
+            [
+                *(sidecar_script(), "--data-dir", str(tmp_path / "data")),
+                *("--listen", "127.0.0.1:0", "--log-format", "json"),
+                *("--metrics-listen", "127.0.0.1:0"),
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        _wait_for_metrics(log_path, process)
+        deadline = time.monotonic() + 30
+        while "listening on" not in log_path.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    entries = [json.loads(line) for line in log_path.read_text().splitlines()]
+    assert {"time", "level", "logger", "thread", "message"} <= set(entries[0])
+    messages = [entry["message"] for entry in entries]
+    assert any(message.startswith("listening on 127.0.0.1:") for message in messages)
+    assert messages[-1] == "stopped cleanly"
+    assert all(entry["level"] in ("INFO", "WARNING") for entry in entries)
+
+
+def test_recovery_progress_adds_up_over_parallel_scans() -> None:
+    from prometheus_client import CollectorRegistry
+
+    recovery = RecoveryMetrics(CollectorRegistry())
+    recovery.started()
+
+    def scan(*logs: list[int]) -> None:  # one recovery thread: its logs one after another
+        for sizes in logs:
+            done = 0
+            for size in sizes:
+                done += size
+                recovery(done, sum(sizes))
+
+    threads = [
+        threading.Thread(target=scan, args=([100, 200, 300], [50, 50])),
+        threading.Thread(target=scan, args=([1000], [7, 7, 7])),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    total = 600 + 100 + 1000 + 21
+    assert _gauge(recovery.scanned_bytes) == _gauge(recovery.target_bytes) == total
+    recovery(10, 40)  # a scan cut short by a truncation never reaches its total
+    recovery.finished()
+    assert _gauge(recovery.scanned_bytes) == _gauge(recovery.target_bytes) == total + 40
+    assert _gauge(recovery.in_progress) == 0
+
+
+def _gauge(gauge: object) -> float:
+    (metric,) = gauge.collect()  # type: ignore[attr-defined]
+    return float(metric.samples[0].value)
+
+
+def _wait_for_metrics(log_path: Path, process: subprocess.Popen[bytes]) -> str:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        text = log_path.read_text()
+        if "serving metrics at" in text:
+            return metrics_address(text)
+        assert process.poll() is None, f"the sidecar died:\n{text}"
+        time.sleep(0.005)
+    raise AssertionError(f"no metrics endpoint:\n{log_path.read_text()}")
