@@ -1,0 +1,101 @@
+"""kill -9 under load with the per-batch durable policy (``flush.messages=1``).
+
+A producer sends keyed records to three partitions without pause while the sidecar is
+killed with SIGKILL and started again on the same port and data dir.  Batches in
+flight at the kill fail with a broken stream and are retried, the same bytes under the
+same producer id, epoch and sequence; those the dead sidecar had already appended are
+recognised from the producer state it recovers.  Afterwards, and after a second kill
+-9 once everything was acknowledged: every acknowledged record is where its
+acknowledgement said, every partition's offsets are contiguous from 0, and no value
+is stored twice.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future
+
+import pytest
+
+from tierlog.client import Producer, RecordMetadata
+
+from .conftest import SidecarStarter, create_topic
+from .test_producer import consume_all
+
+PARTITIONS = 3
+
+
+@pytest.mark.slow
+def test_kill_9_under_load_loses_no_acknowledged_record_and_stores_none_twice(
+    sidecars: SidecarStarter,
+) -> None:
+    sidecar = sidecars("data")
+    create_topic(sidecar.address, "durable", partitions=PARTITIONS, flush_messages="1")
+    acknowledged: dict[bytes, tuple[int, int]] = {}
+    failures: list[BaseException] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+    config = {
+        "bootstrap.servers": sidecar.address,
+        "linger.ms": 2,
+        "request.timeout.ms": 5000,
+        "delivery.timeout.ms": 60_000,
+    }
+    producer = Producer(config)
+
+    def done_for(value: bytes) -> Callable[[Future[RecordMetadata]], None]:
+        return lambda future: on_done(value, future)
+
+    def on_done(value: bytes, future: Future[RecordMetadata]) -> None:
+        with lock:
+            error = future.exception()
+            if error is not None:
+                failures.append(error)
+            else:
+                metadata = future.result()
+                acknowledged[value] = (metadata.partition, metadata.offset)
+
+    def send_forever() -> None:
+        i = 0
+        while not stop.is_set():
+            value = b"%d" % i
+            future = producer.send("durable", value, key=value)
+            future.add_done_callback(done_for(value))
+            i += 1
+            if i % 100 == 0:
+                time.sleep(0.002)
+
+    sender = threading.Thread(target=send_forever)
+    sender.start()
+    try:
+        time.sleep(1.5)
+        with lock:
+            before_kill = len(acknowledged)
+        sidecar.kill()
+        time.sleep(0.5)
+        sidecar.start()
+        time.sleep(1.5)
+    finally:
+        stop.set()
+        sender.join()
+    assert producer.flush(timeout_s=60)
+    producer.close()
+    assert not failures, failures[:3]
+    assert before_kill > 0 and len(acknowledged) > before_kill
+
+    sidecar.kill()  # everything was acknowledged: it must survive another crash
+    sidecar.start()
+    records = consume_all(sidecar.address, "durable", len(acknowledged), timeout_s=60)
+    stored = {r.value: (r.partition, r.offset) for r in records}
+    duplicates = [value for value, n in Counter(r.value for r in records).items() if n > 1]
+    assert not duplicates, duplicates[:10]
+    missing = [value for value in acknowledged if value not in stored]
+    assert not missing, missing[:10]
+    assert all(stored[value] == where for value, where in acknowledged.items())
+    for p in range(PARTITIONS):
+        offsets = sorted(r.offset for r in records if r.partition == p)
+        assert offsets == list(range(len(offsets))), f"partition {p} has gaps"
+    assert len(records) == len(acknowledged)  # nothing stored that was not acknowledged
