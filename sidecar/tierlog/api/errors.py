@@ -23,6 +23,8 @@ __all__ = [
     "InvalidPartitionsError",
     "InvalidRequestError",
     "NotLeaderOrFollowerError",
+    "SaslAuthenticationFailedError",
+    "ThrottlingQuotaExceededError",
     "TopicAlreadyExistsError",
     "status_code",
 ]
@@ -61,6 +63,19 @@ class NotLeaderOrFollowerError(TierlogError):
         self.leader_address = leader_address
 
 
+class SaslAuthenticationFailedError(TierlogError):
+    """A missing or wrong bearer token (the broker's ``tierlog.auth.token.file``)."""
+
+    reason = "SASL_AUTHENTICATION_FAILED"
+
+
+class ThrottlingQuotaExceededError(TierlogError):
+    """The broker is at its in-flight limits (``queued.max.requests``,
+    ``queued.max.request.bytes``) and no room came before the call's deadline: retry later."""
+
+    reason = "THROTTLING_QUOTA_EXCEEDED"
+
+
 _C = grpc.StatusCode
 
 # Kafka's error name -> the gRPC status a call fails with. Anything else: INTERNAL.
@@ -80,6 +95,8 @@ STATUS_CODES: dict[str, grpc.StatusCode] = {
     "INVALID_TXN_STATE": _C.FAILED_PRECONDITION,
     "MESSAGE_TOO_LARGE": _C.RESOURCE_EXHAUSTED,
     "RECORD_LIST_TOO_LARGE": _C.RESOURCE_EXHAUSTED,
+    "THROTTLING_QUOTA_EXCEEDED": _C.RESOURCE_EXHAUSTED,
+    "SASL_AUTHENTICATION_FAILED": _C.UNAUTHENTICATED,
     "OFFSET_OUT_OF_RANGE": _C.OUT_OF_RANGE,
     "OFFSET_MOVED_TO_TIERED_STORAGE": _C.FAILED_PRECONDITION,
     "UNKNOWN_TOPIC_OR_PARTITION": _C.NOT_FOUND,

@@ -9,9 +9,10 @@ its broker twin.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from tierlog.sidecar.security import SECURITY_KEYS, TlsConfig, read_token
 from tierlog.storage.checkpoints import read_meta_properties
 from tierlog.storage.cleaner_manager import CLEANER_KEYS, CleanerConfig
 from tierlog.storage.config import LogConfig
@@ -95,6 +96,10 @@ class SidecarConfig:
     # HTTP for /metrics, /healthz and /readyz (``tierlog.metrics.listeners``,
     # ``--metrics-listen``); None: not served.
     metrics_listen: str | None = None
+    # TLS on the gRPC port (``ssl.*``; None: plaintext) and the bearer token every call
+    # but health checks must carry (``tierlog.auth.token.file`` or $TIERLOG_AUTH_TOKEN).
+    tls: TlsConfig | None = None
+    auth_token: str | None = field(default=None, repr=False)
 
     @property
     def node_id(self) -> int:
@@ -104,7 +109,13 @@ class SidecarConfig:
     def from_properties(cls, props: Mapping[str, str]) -> SidecarConfig:
         """Validate Kafka-named broker settings; unknown keys are an error, not a typo lost."""
         props = _resolve_aliases(props)
-        unknown = set(props) - _PROCESS_KEYS - set(BROKER_TO_TOPIC_KEYS) - set(CLEANER_KEYS)
+        unknown = (
+            set(props)
+            - _PROCESS_KEYS
+            - set(BROKER_TO_TOPIC_KEYS)
+            - set(CLEANER_KEYS)
+            - SECURITY_KEYS
+        )
         if unknown:
             raise InvalidConfigError(f"unknown broker config {', '.join(sorted(unknown))}")
         if "broker.id" in props:  # Kafka's older name of node.id
@@ -144,6 +155,7 @@ class SidecarConfig:
         advertised = props.get("advertised.listeners")
         if advertised:
             parse_host_port(advertised, "advertised.listeners")
+        token_file = props.get("tierlog.auth.token.file")
         metrics_listen = props.get("tierlog.metrics.listeners")
         if metrics_listen:
             parse_host_port(metrics_listen, "tierlog.metrics.listeners")
@@ -155,6 +167,8 @@ class SidecarConfig:
             cluster_brokers=_parse_brokers(props.get("tierlog.cluster.brokers", "")),
             shutdown_grace_ms=grace_ms,
             metrics_listen=metrics_listen or None,
+            tls=TlsConfig.from_properties(props),
+            auth_token=read_token(token_file) if token_file else None,
         )
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
+import os
 import signal
 import time
 from pathlib import Path
@@ -21,6 +23,7 @@ from tierlog.sidecar.config import DEFAULT_LISTEN, SidecarConfig, read_propertie
 from tierlog.sidecar.logformat import LOG_FORMATS, configure_logging
 from tierlog.sidecar.metrics import SidecarMetrics
 from tierlog.sidecar.probes import Phase, Probes, ProbeServer
+from tierlog.sidecar.security import TOKEN_ENV
 from tierlog.sidecar.server import SidecarServer
 from tierlog.storage.errors import TierlogError
 
@@ -80,7 +83,11 @@ def build_config(args: argparse.Namespace) -> SidecarConfig:
         props["listeners"] = args.listen
     if args.metrics_listen:
         props["tierlog.metrics.listeners"] = args.metrics_listen
-    return SidecarConfig.from_properties(props)
+    config = SidecarConfig.from_properties(props)
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    if token and config.auth_token is None:  # the file, when given, wins
+        config = dataclasses.replace(config, auth_token=token)
+    return config
 
 
 async def serve(config: SidecarConfig) -> None:
@@ -124,12 +131,26 @@ async def _serve(
         ", ".join(str(path) for path in config.storage.log_dirs),
         time.monotonic() - started,
     )
-    log.info("listening on %s (broker %d)", server.address, config.node_id)
+    log.info(
+        "listening on %s (broker %d, %s%s)",
+        server.address,
+        config.node_id,
+        _transport(config),
+        ", bearer token required" if config.auth_token else "",
+    )
     await stop.wait()
     probes.enter(Phase.STOPPING)
     log.info("shutting down: finishing calls, then flushing logs and writing checkpoints")
     await server.stop()
     log.info("stopped cleanly")
+
+
+def _transport(config: SidecarConfig) -> str:
+    if config.tls is None:
+        return "plaintext"
+    if config.tls.client_auth == "none":
+        return "TLS"
+    return f"TLS, client certificates {config.tls.client_auth}"
 
 
 def main(argv: list[str] | None = None) -> int:

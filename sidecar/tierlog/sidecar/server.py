@@ -34,6 +34,7 @@ from tierlog.sidecar.config import SidecarConfig
 from tierlog.sidecar.metrics import MetricsInterceptor, SidecarMetrics
 from tierlog.sidecar.ownership import Broker, Ownership
 from tierlog.sidecar.partitions import Partitions
+from tierlog.sidecar.security import BearerTokenInterceptor
 from tierlog.sidecar.service import Limits, LogService
 from tierlog.sidecar.topics import TOPICS_FILE, TopicStore
 from tierlog.sidecar.watch import AppendWatch
@@ -70,8 +71,12 @@ class SidecarServer:
         self.watch = AppendWatch()
         self.health = health.aio.HealthServicer()
         limit = message_limit_bytes(config)
+        # The first sees every call first: metrics count refusals by the others too.
+        interceptors: list[grpc.aio.ServerInterceptor] = [MetricsInterceptor(self.metrics)]
+        if config.auth_token:
+            interceptors.append(BearerTokenInterceptor(config.auth_token))
         self.server = grpc.aio.server(
-            interceptors=[MetricsInterceptor(self.metrics)],
+            interceptors=interceptors,
             options=[
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", limit),
@@ -85,7 +90,11 @@ class SidecarServer:
         self.metrics.recovery.started()
         await asyncio.to_thread(self.manager.startup, progress or self.metrics.recovery)
         self.metrics.recovery.finished()
-        port = self.server.add_insecure_port(self.config.listen)
+        tls = self.config.tls
+        if tls is None:
+            port = self.server.add_insecure_port(self.config.listen)
+        else:
+            port = self.server.add_secure_port(self.config.listen, tls.server_credentials())
         if port == 0:
             raise InvalidConfigError(f"cannot listen on {self.config.listen}")
         host = self.config.listen.rpartition(":")[0]
