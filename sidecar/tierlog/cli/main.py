@@ -2,7 +2,10 @@
 
 Each subcommand module offers ``add_parser(subparsers)``, which registers its options
 and sets ``run`` (``Namespace -> exit status``) as the parser default; ``main`` only
-dispatches.  ``main(argv)`` returns the status instead of exiting, so tests call it
+dispatches, and prints a typed error (``TierlogError``) as its Kafka name and message
+with exit status 1.  The data commands (``topics``, ``produce``, ``consume``, ``perf``)
+are thin adapters over ``tierlog.client`` and take ``--server`` (``server_option``).
+``main(argv)`` returns the status instead of exiting, so tests call it
 in-process.
 """
 
@@ -13,7 +16,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from tierlog.cli import demo, dump_log
+from tierlog.cli import consume, demo, dump_log, perf, produce, topics
+from tierlog.client.errors import reason_of
+from tierlog.storage.errors import TierlogError
 
 __all__ = ["build_parser", "main"]
 
@@ -26,6 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     demo.add_parser(subparsers)
     dump_log.add_parser(subparsers)
+    topics.add_parser(subparsers)
+    produce.add_parser(subparsers)
+    consume.add_parser(subparsers)
+    perf.add_parser(subparsers)
     return parser
 
 
@@ -41,6 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 141
     except KeyboardInterrupt:
         return 130
+    except TierlogError as error:  # a sidecar's (or the client's) typed error: its Kafka name
+        print(f"tierlog {args.command}: {reason_of(error)}: {error}", file=sys.stderr)
+        return 1
     return status
 
 

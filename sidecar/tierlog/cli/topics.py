@@ -1,0 +1,71 @@
+"""``tierlog topics create|delete|describe|list [NAME]``: Kafka's ``kafka-topics``."""
+
+from __future__ import annotations
+
+import argparse
+
+from tierlog.cli.server_option import add_server_option, bootstrap_servers, key_value
+from tierlog.client.admin import AdminClient, TopicDescription
+
+__all__ = ["add_parser", "render_description", "run"]
+
+_ACTIONS = ("create", "delete", "describe", "list")
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "topics",
+        help="create, delete, describe and list topics (Kafka's kafka-topics)",
+        description="Create, delete, describe and list a sidecar's topics.",
+    )
+    parser.add_argument("action", choices=_ACTIONS)
+    parser.add_argument("name", nargs="?", help="the topic (describe: all when left out)")
+    parser.add_argument("--partitions", type=int, default=1, help="create: partition count")
+    parser.add_argument(
+        "--config",
+        action="append",
+        type=key_value,
+        default=[],
+        metavar="KEY=VALUE",
+        help="create: a topic config under its Kafka name (repeatable)",
+    )
+    add_server_option(parser)
+    parser.set_defaults(run=run)
+
+
+def render_description(topic: TopicDescription, configs: dict[str, str]) -> list[str]:
+    """Lines as ``kafka-topics --describe`` prints them (configs: the topic's overrides)."""
+    overrides = ",".join(f"{key}={value}" for key, value in sorted(configs.items()))
+    lines = [f"Topic: {topic.name}\tPartitionCount: {len(topic.partitions)}\tConfigs: {overrides}"]
+    for p in topic.partitions:
+        lines.append(
+            f"\tTopic: {topic.name}\tPartition: {p.partition}\tLeader: {p.leader_id}"
+            f"\tLogStartOffset: {p.log_start_offset}\tHighWatermark: {p.high_watermark}"
+            f"\tSizeBytes: {p.size_bytes}\tSegments: {p.segment_count}"
+        )
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action in ("create", "delete") and not args.name:
+        raise SystemExit(f"tierlog topics {args.action}: a topic NAME is needed")
+    with AdminClient(bootstrap_servers(args)) as admin:
+        if args.action == "create":
+            admin.create_topic(args.name, args.partitions, dict(args.config))
+            print(f"Created topic {args.name}.")
+        elif args.action == "delete":
+            admin.delete_topic(args.name)
+            print(f"Deleted topic {args.name}.")
+        elif args.action == "list":
+            for name in sorted(admin.list_topics()):
+                print(name)
+        else:
+            names = [args.name] if args.name else []
+            for topic in admin.describe_topics(names):
+                configs = {
+                    entry.name: entry.value
+                    for entry in admin.describe_configs(topic.name).values()
+                    if not entry.is_default
+                }
+                print("\n".join(render_description(topic, configs)))
+    return 0

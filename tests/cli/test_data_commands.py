@@ -1,0 +1,189 @@
+"""``tierlog topics``, ``produce``, ``consume`` and ``perf`` as users run them: processes,
+stdin and stdout, ``--server`` or ``TIERLOG_SERVER``, against a real sidecar."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+import pytest
+
+from tierlog.cli.perf import Summary, Throttle, percentile
+from tierlog.cli.produce import parse_lines
+from tierlog.client import partition_for_key
+
+from .conftest import console_script
+
+
+def tierlog(
+    server: str, *args: str, stdin: bytes = b"", use_env: bool = False
+) -> subprocess.CompletedProcess[bytes]:
+    env = dict(os.environ)
+    command = [console_script("tierlog"), *args]
+    if use_env:
+        env["TIERLOG_SERVER"] = server
+    else:
+        command += ["--server", server]
+    return subprocess.run(command, input=stdin, capture_output=True, env=env, timeout=120)
+
+
+def ok(result: subprocess.CompletedProcess[bytes]) -> str:
+    assert result.returncode == 0, result.stderr.decode()
+    return result.stdout.decode()
+
+
+def test_topics_create_list_describe_delete(server: str) -> None:
+    created = tierlog(
+        server, "topics", "create", "orders", "--partitions", "3", "--config", "retention.ms=60000"
+    )
+    assert "Created topic orders." in ok(created)
+    assert ok(tierlog(server, "topics", "list", use_env=True)).split() == ["orders"]
+    described = ok(tierlog(server, "topics", "describe", "orders"))
+    assert "PartitionCount: 3" in described and "retention.ms=60000" in described
+    assert len(re.findall(r"Partition: \d", described)) == 3
+    again = tierlog(server, "topics", "create", "orders")
+    assert again.returncode == 1 and b"TOPIC_ALREADY_EXISTS" in again.stderr
+    assert "Deleted topic orders." in ok(tierlog(server, "topics", "delete", "orders"))
+    missing = tierlog(server, "topics", "describe", "orders")
+    assert missing.returncode == 1 and b"UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_produce_stdin_lines_and_consume_them_back(server: str, codec: str) -> None:
+    ok(tierlog(server, "topics", "create", "lines", "--partitions", "2"))
+    lines = [f"key{i % 5}:value {i}" for i in range(200)]
+    produced = tierlog(
+        server,
+        "produce",
+        "lines",
+        "--key-separator",
+        ":",
+        "--compression-type",
+        codec,
+        stdin="\n".join(lines).encode() + b"\n",
+    )
+    ok(produced)
+    consumed = tierlog(
+        server,
+        "consume",
+        "lines",
+        "--from-beginning",
+        "--max-messages",
+        "200",
+        "--timeout-ms",
+        "5000",
+        "--print-key",
+        "--key-separator",
+        "=",
+    )
+    out = ok(consumed).splitlines()
+    assert sorted(out) == sorted(line.replace(":", "=", 1) for line in lines)
+    assert b"Processed a total of 200 messages" in consumed.stderr
+    # Keys went to their murmur2 partitions, in order within each.
+    for partition in (0, 1):
+        values = ok(
+            tierlog(
+                server,
+                "consume",
+                "lines",
+                "--partition",
+                str(partition),
+                "--offset",
+                "0",
+                "--timeout-ms",
+                "1000",
+            )
+        ).splitlines()
+        expected = [
+            line.split(":", 1)[1]
+            for line in lines
+            if partition_for_key(line.split(":", 1)[0].encode(), 2) == partition
+        ]
+        assert values == expected
+
+
+def test_consume_from_an_offset_and_by_default_from_the_end(server: str) -> None:
+    ok(tierlog(server, "topics", "create", "tail"))
+    ok(tierlog(server, "produce", "tail", stdin=b"a\nb\nc\n"))
+    from_one = ok(tierlog(server, "consume", "tail", "--offset", "1", "--timeout-ms", "1000"))
+    assert from_one.splitlines() == ["b", "c"]
+    from_end = tierlog(server, "consume", "tail", "--timeout-ms", "500")
+    assert ok(from_end) == "" and b"Processed a total of 0 messages" in from_end.stderr
+
+
+def test_a_line_without_the_separator_is_refused(server: str) -> None:
+    ok(tierlog(server, "topics", "create", "strict"))
+    result = tierlog(server, "produce", "strict", "--key-separator", ":", stdin=b"k:v\nnokey\n")
+    assert result.returncode == 1 and b"line 2 has no key separator" in result.stderr
+
+
+def test_producing_to_a_missing_topic_names_the_reason(server: str) -> None:
+    result = tierlog(server, "produce", "missing", stdin=b"x\n")
+    assert result.returncode == 1 and b"UNKNOWN_TOPIC_OR_PARTITION" in result.stderr
+
+
+def test_perf_produce_and_consume_print_their_figures(server: str) -> None:
+    ok(tierlog(server, "topics", "create", "perf", "--partitions", "2"))
+    produced = ok(
+        tierlog(
+            server,
+            "perf",
+            "produce",
+            "perf",
+            "--num-records",
+            "2000",
+            "--record-size",
+            "100",
+            "--throughput",
+            "-1",
+        )
+    )
+    figures = re.search(
+        r"2000 records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), [\d.]+ ms avg latency, "
+        r"[\d.]+ ms max latency, ([\d.]+) ms 50th, [\d.]+ ms 95th, ([\d.]+) ms 99th, "
+        r"([\d.]+) ms 99.9th\.",
+        produced,
+    )
+    assert figures is not None, produced
+    assert float(figures.group(1)) > 0 and float(figures.group(2)) > 0
+    assert float(figures.group(3)) <= float(figures.group(4)) <= float(figures.group(5))
+    consumed = ok(tierlog(server, "perf", "consume", "perf", "--num-records", "2000"))
+    assert re.search(r"2000 records consumed, [\d.]+ records/sec \([\d.]+ MB/sec\)", consumed)
+
+
+def test_perf_throttled_produce_keeps_to_its_rate(server: str) -> None:
+    ok(tierlog(server, "topics", "create", "slow"))
+    produced = ok(
+        tierlog(
+            server,
+            "perf",
+            "produce",
+            "slow",
+            "--num-records",
+            "100",
+            "--record-size",
+            "10",
+            "--throughput",
+            "200",
+        )
+    )
+    rate = float(re.search(r"([\d.]+) records/sec", produced).group(1))  # type: ignore[union-attr]
+    assert 100 < rate < 260
+
+
+def test_the_arithmetic_of_perf_and_produce() -> None:
+    values = tuple(float(v) for v in range(1, 1001))
+    assert (percentile(values, 0.5), percentile(values, 0.99), percentile(values, 0.999)) == (
+        500.0,
+        990.0,
+        999.0,
+    )
+    assert percentile((), 0.5) == 0.0
+    summary = Summary(1000, 1024 * 1024, 2.0, values)
+    assert (summary.records_per_s, summary.mb_per_s) == (500.0, 0.5)
+    throttle = Throttle(100, start_s=0.0)
+    assert throttle.delay_s(50, now_s=0.2) == pytest.approx(0.3)
+    assert Throttle(-1, 0.0).delay_s(10**6, 0.0) == 0.0
+    assert list(parse_lines([b"k=v=w\n", b"x=\n"], b"=")) == [(b"k", b"v=w"), (b"x", b"")]
+    assert list(parse_lines([b"plain\n"], None)) == [(None, b"plain")]
