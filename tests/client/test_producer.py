@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
-from tierlog.client import Consumer, Producer, TopicPartition, partition_for_key
+from tierlog.client import (
+    Consumer,
+    Producer,
+    RequestTimedOutError,
+    TopicPartition,
+    partition_for_key,
+)
 from tierlog.client.consumer import ConsumerRecord
 from tierlog.client.rpc import open_channel
 from tierlog.storage.errors import UnknownTopicOrPartitionError
@@ -169,3 +175,16 @@ def test_producer_ids_differ_between_producers(sidecar: LiveSidecar, tmp_path: P
             assert producer.idempotence is not None
             ids.add(producer.idempotence.producer_id_and_epoch.producer_id)
     assert len(ids) == 3
+
+
+def test_close_with_a_timeout_fails_what_was_not_acknowledged(sidecar: LiveSidecar) -> None:
+    create_topic(sidecar.address, "gone")
+    producer = Producer({"bootstrap.servers": sidecar.address, "linger.ms": 0})
+    producer.send("gone", b"kept").result(timeout=10)
+    sidecar.kill()
+    lost = producer.send("gone", b"lost")
+    started = time.monotonic()
+    producer.close(timeout_s=1.0)
+    assert time.monotonic() - started < 10
+    with pytest.raises(RequestTimedOutError):
+        lost.result(timeout=1)

@@ -25,7 +25,7 @@ from types import TracebackType
 from tierlog.client.accumulator import MemoryBlocked, RecordAccumulator
 from tierlog.client.cluster import Cluster
 from tierlog.client.config import ProducerConfig
-from tierlog.client.errors import IllegalProducerStateError
+from tierlog.client.errors import IllegalProducerStateError, RequestTimedOutError
 from tierlog.client.idempotence import IdempotenceManager
 from tierlog.client.sender import RecordMetadata, Sender
 from tierlog.storage.records import NO_TIMESTAMP, Header, SimpleRecord
@@ -135,7 +135,9 @@ class Producer:
         return True
 
     def close(self, timeout_s: float | None = None) -> None:
-        """Send what is queued (waiting at most ``timeout_s``), then stop."""
+        """Send what is queued (waiting at most ``timeout_s``), then stop; records still
+        unacknowledged then fail with ``RequestTimedOutError`` (they may or may not
+        have been stored)."""
         if self._closed:
             return
         self._closed = True
@@ -144,5 +146,12 @@ class Producer:
             self._lock.notify_all()
         self.flush(timeout_s)
         self._sender.stop(timeout_s)
+        with self._lock:
+            abandoned = self.accumulator.incomplete_batches
+        closed = RequestTimedOutError("the producer closed before the record was acknowledged")
+        for batch in abandoned:
+            for token in batch.tokens:
+                if isinstance(token, Future) and not token.done():
+                    token.set_exception(closed)
         if self._own_cluster:
             self.cluster.close()
