@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tierlog.sidecar.limits import LIMIT_KEYS, LimitsConfig
 from tierlog.sidecar.security import SECURITY_KEYS, TlsConfig, read_token
 from tierlog.storage.checkpoints import read_meta_properties
 from tierlog.storage.cleaner_manager import CLEANER_KEYS, CleanerConfig
@@ -100,6 +101,8 @@ class SidecarConfig:
     # but health checks must carry (``tierlog.auth.token.file`` or $TIERLOG_AUTH_TOKEN).
     tls: TlsConfig | None = None
     auth_token: str | None = field(default=None, repr=False)
+    # Backpressure (``queued.max.requests``, ``queued.max.request.bytes``...).
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
 
     @property
     def node_id(self) -> int:
@@ -115,6 +118,7 @@ class SidecarConfig:
             - set(BROKER_TO_TOPIC_KEYS)
             - set(CLEANER_KEYS)
             - SECURITY_KEYS
+            - LIMIT_KEYS
         )
         if unknown:
             raise InvalidConfigError(f"unknown broker config {', '.join(sorted(unknown))}")
@@ -169,6 +173,7 @@ class SidecarConfig:
             metrics_listen=metrics_listen or None,
             tls=TlsConfig.from_properties(props),
             auth_token=read_token(token_file) if token_file else None,
+            limits=LimitsConfig.from_properties(props),
         )
 
 

@@ -127,6 +127,11 @@ class SidecarMetrics:
         """The log manager's ``on_flush`` hook (called from the flusher thread)."""
         self.flush_duration.observe(seconds)
 
+    def observe_produce_bytes(self, in_flight: int, waiting: int) -> None:
+        """The produce byte budget's ``on_change`` hook."""
+        self.produce_bytes_in_flight.set(in_flight)
+        self.produce_bytes_waiting.set(waiting)
+
     def watch(self, manager: LogManager) -> None:
         self.registry.register(LogManagerCollector(manager))
 

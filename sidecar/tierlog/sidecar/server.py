@@ -31,6 +31,7 @@ from tierlog.api.v1 import (
 )
 from tierlog.sidecar.admin import AdminService
 from tierlog.sidecar.config import SidecarConfig
+from tierlog.sidecar.limits import LimitsInterceptor
 from tierlog.sidecar.metrics import MetricsInterceptor, SidecarMetrics
 from tierlog.sidecar.ownership import Broker, Ownership
 from tierlog.sidecar.partitions import Partitions
@@ -75,6 +76,7 @@ class SidecarServer:
         interceptors: list[grpc.aio.ServerInterceptor] = [MetricsInterceptor(self.metrics)]
         if config.auth_token:
             interceptors.append(BearerTokenInterceptor(config.auth_token))
+        interceptors.append(LimitsInterceptor(config.limits, self.metrics.observe_produce_bytes))
         self.server = grpc.aio.server(
             interceptors=interceptors,
             options=[

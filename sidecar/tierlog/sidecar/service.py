@@ -51,6 +51,7 @@ _CODECS = {
 @dataclass(frozen=True)
 class Limits:
     fetch_max_bytes: int  # the most a Fetch or Subscribe message carries (bar one big batch)
+    max_unacknowledged_appends: int = 64  # acks=0 appends running after their answer
 
 
 class LogService(log_service_pb2_grpc.LogServiceServicer):
@@ -105,6 +106,8 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             task = asyncio.create_task(self._append_unacknowledged(tp, partition_log, data))
             self._unacknowledged.add(task)
             task.add_done_callback(self._unacknowledged.discard)
+            if len(self._unacknowledged) > self.limits.max_unacknowledged_appends:
+                await asyncio.shield(task)  # too many in flight: answer once this one lands
             return log_service_pb2.ProduceResponse(
                 base_offset=-1,
                 last_offset=-1,

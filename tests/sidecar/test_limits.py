@@ -1,0 +1,216 @@
+"""Backpressure: the call and produce-byte budgets, in a loop and against a real process."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from tierlog.api.v1 import log_service_pb2
+from tierlog.sidecar.config import SidecarConfig
+from tierlog.sidecar.limits import Budget
+from tierlog.storage.errors import InvalidConfigError
+from tierlog.storage.records import SimpleRecord, build_batch
+
+from .conftest import Sidecar, SidecarFactory, reason_of
+from .scrape import METRICS, scrape_sidecar
+
+# -- the budget -----------------------------------------------------------------------
+
+
+def test_the_budget_grants_in_arrival_order_and_gives_up_at_the_timeout() -> None:
+    async def scenario() -> None:
+        budget = Budget(10)
+        assert await budget.acquire(6, 0) == 6
+        order: list[str] = []
+
+        async def wait(name: str, amount: int, timeout_s: float) -> int | None:
+            granted = await budget.acquire(amount, timeout_s)
+            order.append(name)
+            return granted
+
+        first = asyncio.create_task(wait("first", 5, 5))
+        second = asyncio.create_task(wait("second", 1, 5))  # would fit, but waits its turn
+        await asyncio.sleep(0.01)
+        assert (budget.used, budget.waiting) == (6, 6)
+        assert await budget.acquire(5, 0.05) is None  # the line is full: refused at once
+        budget.release(6)
+        assert await first == 5 and await second == 1
+        assert order == ["first", "second"]
+        assert await budget.acquire(9, 0.05) is None  # timed out waiting
+        assert (budget.used, budget.waiting) == (6, 0)
+        assert await budget.acquire(4, 0) == 4
+
+    asyncio.run(scenario())
+
+
+def test_a_request_larger_than_the_budget_waits_for_all_of_it() -> None:
+    async def scenario() -> None:
+        budget = Budget(10)
+        assert await budget.acquire(3, 0) == 3
+        big = asyncio.create_task(budget.acquire(50, 5))
+        await asyncio.sleep(0.01)
+        assert not big.done()
+        budget.release(3)
+        assert await big == 10
+        budget.release(10)
+        assert budget.used == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_cancelled_waiter_leaves_the_line_and_frees_its_turn() -> None:
+    async def scenario() -> None:
+        budget = Budget(10)
+        await budget.acquire(10, 0)
+        cancelled = asyncio.create_task(budget.acquire(8, 5))
+        later = asyncio.create_task(budget.acquire(2, 5))
+        await asyncio.sleep(0.01)
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        budget.release(2)
+        assert await later == 2
+        assert (budget.used, budget.waiting) == (10, 0)
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    "setting",
+    ["queued.max.requests=0", "queued.max.request.bytes=0", "tierlog.queued.max.wait.ms=-1"],
+)
+def test_bad_limits_stop_the_start(tmp_path: Path, setting: str) -> None:
+    key, _, value = setting.partition("=")
+    with pytest.raises(InvalidConfigError, match=key):
+        SidecarConfig.from_properties({"log.dirs": str(tmp_path), key: value})
+
+
+# -- a real sidecar -------------------------------------------------------------------
+
+
+def _rss_bytes(sidecar: Sidecar) -> int:
+    for line in Path(f"/proc/{sidecar.process.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_a_produce_flood_beyond_the_byte_budget_is_refused_and_memory_stays_bounded(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    mib = 1024 * 1024
+    sidecar = sidecar_factory(
+        tmp_path / "data",
+        METRICS,
+        f"queued.max.request.bytes={2 * mib}",
+        "tierlog.queued.max.wait.ms=20",
+        "log.flush.interval.messages=1",  # every batch fsynced: the disk is the bottleneck
+        "log.retention.bytes=67108864",
+        "log.segment.bytes=16777216",
+        "log.retention.check.interval.ms=500",
+    )
+    sidecar.create_topic("flood")
+    batch = build_batch([SimpleRecord(None, b"x" * (mib // 2 - 200), 1_000, ())])
+    request = log_service_pb2.ProduceRequest(topic="flood", record_batches=batch)
+    baseline_rss = _rss_bytes(sidecar)
+    peak_rss = baseline_rss
+    flooding = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak_rss
+        while flooding.is_set():
+            peak_rss = max(peak_rss, _rss_bytes(sidecar))
+            time.sleep(0.02)
+
+    outcomes: Counter[str] = Counter()
+
+    def produce(_: int) -> str:
+        try:
+            sidecar.log.Produce(request, timeout=30)
+        except grpc.RpcError as error:
+            return reason_of(error)
+        return "OK"
+
+    flooding.set()
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        with ThreadPoolExecutor(48) as pool:
+            outcomes.update(pool.map(produce, range(600)))  # 300 MiB from 48 producers
+    finally:
+        flooding.clear()
+        sampler.join()
+
+    assert set(outcomes) <= {"OK", "THROTTLING_QUOTA_EXCEEDED"}, outcomes
+    assert outcomes["THROTTLING_QUOTA_EXCEEDED"] > 0 and outcomes["OK"] > 0, outcomes
+    assert peak_rss - baseline_rss < 200 * mib, (baseline_rss, peak_rss)
+    sidecar.assert_alive()
+    health: Any = health_pb2_grpc.HealthStub(sidecar.channel)  # typeshed: no methods
+    status = health.Check(health_pb2.HealthCheckRequest(service=""), timeout=5).status
+    assert status == health_pb2.HealthCheckResponse.SERVING
+    answer = sidecar.log.Produce(request, timeout=10)  # the flood over, room again
+    assert answer.last_offset == outcomes["OK"]
+
+    found = scrape_sidecar(sidecar)
+    produce_call = {"service": "LogService", "method": "Produce"}
+    refused = outcomes["THROTTLING_QUOTA_EXCEEDED"]
+    assert (
+        found.value("tierlog_errors_total", **produce_call, reason="THROTTLING_QUOTA_EXCEEDED")
+        == refused
+    )
+    assert found.value("tierlog_requests_total", **produce_call, code="RESOURCE_EXHAUSTED") == (
+        refused
+    )
+    assert found.value("tierlog_produce_bytes_in_flight") == 0
+    assert found.value("tierlog_produce_bytes_waiting") == 0
+
+
+def test_calls_beyond_queued_max_requests_wait_then_are_refused(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    sidecar = sidecar_factory(
+        tmp_path / "data", "queued.max.requests=2", "tierlog.queued.max.wait.ms=300"
+    )
+    sidecar.create_topic("busy")
+    tails = [
+        sidecar.log.Subscribe(log_service_pb2.SubscribeRequest(topic="busy", offset=-1))
+        for _ in range(2)
+    ]  # each holds a call slot for as long as it is open
+    time.sleep(0.5)
+    fetch = log_service_pb2.FetchRequest(topic="busy", offset=0)
+    started = time.monotonic()
+    with pytest.raises(grpc.RpcError) as refused:
+        sidecar.log.Fetch(fetch, timeout=10)
+    assert time.monotonic() - started >= 0.25  # it waited tierlog.queued.max.wait.ms
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert reason_of(refused.value) == "THROTTLING_QUOTA_EXCEEDED"
+
+    health: Any = health_pb2_grpc.HealthStub(sidecar.channel)  # exempt: probes still answer
+    status = health.Check(health_pb2.HealthCheckRequest(service=""), timeout=5).status
+    assert status == health_pb2.HealthCheckResponse.SERVING
+
+    started = time.monotonic()
+    with pytest.raises(grpc.RpcError) as expired:  # a deadline shorter than the wait ends it
+        sidecar.log.Fetch(fetch, timeout=0.1)
+    assert time.monotonic() - started < 0.25
+    assert expired.value.code() in (
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,  # the server gave up at the deadline, first
+    )
+
+    with ThreadPoolExecutor(1) as pool:  # a slot freed while a call waits: it goes through
+        waiting = pool.submit(sidecar.log.Fetch, fetch, timeout=10)
+        time.sleep(0.1)
+        tails[0].cancel()
+        assert waiting.result(timeout=10).high_watermark == 0
+    tails[1].cancel()
+    sidecar.assert_alive()
