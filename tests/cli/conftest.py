@@ -3,19 +3,16 @@
 
 from __future__ import annotations
 
-import re
-import shutil
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.sidecars import console_script, start_sidecar
+
 from .segments import WrittenLog, write_log
 
-_LISTENING = re.compile(r"listening on (\S+)")
+__all__ = ["console_script", "server", "written_log"]
 
 
 @pytest.fixture
@@ -24,27 +21,11 @@ def written_log(tmp_path: Path) -> WrittenLog:
     return write_log(tmp_path / "topic-0")
 
 
-def console_script(name: str) -> str:
-    script = shutil.which(name, path=str(Path(sys.executable).parent))
-    assert script is not None, f"the {name} console script is not installed"
-    return script
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
     """A ``tierlog-sidecar`` on a free loopback port: its HOST:PORT."""
-    log_path = tmp_path / "sidecar.log"
-    command = [console_script("tierlog-sidecar"), "--data-dir", str(tmp_path / "data")]
-    with log_path.open("wb") as log_file:
-        process = subprocess.Popen(
-            [*command, "--listen", "127.0.0.1:0"], stdout=log_file, stderr=subprocess.STDOUT
-        )
+    sidecar = start_sidecar(tmp_path / "data")
     try:
-        deadline = time.monotonic() + 30
-        while not (found := _LISTENING.search(log_path.read_text(errors="replace"))):
-            assert process.poll() is None and time.monotonic() < deadline, log_path.read_text()
-            time.sleep(0.05)
-        yield found.group(1)
+        yield sidecar.address
     finally:
-        process.kill()
-        process.wait()
+        sidecar.kill()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.sidecars import SidecarProcess, Sidecars, start_sidecar
 from tierlog.client.accumulator import AppendResult, MemoryBlocked, RecordAccumulator
 from tierlog.client.admin import AdminClient
 from tierlog.client.config import ProducerConfig
@@ -22,7 +23,7 @@ from tierlog.storage.records import (
     parse_header,
 )
 
-from .sidecars import LiveSidecar, start_sidecar
+from .sidecars import LiveSidecar
 
 
 class FakeClock:
@@ -81,19 +82,15 @@ SidecarStarter = Callable[..., LiveSidecar]
 
 @pytest.fixture
 def sidecars(tmp_path: Path) -> Iterator[SidecarStarter]:
-    """``sidecars(name, *configs, port=None)``: a running sidecar with its data in
+    """``sidecars(name, *configs, port=0)``: a running sidecar with its data in
     ``tmp_path / name``; every one still running is killed at the end."""
-    started: list[LiveSidecar] = []
+    started = Sidecars()
 
-    def start(name: str = "data", *configs: str, port: int | None = None) -> LiveSidecar:
-        sidecar = start_sidecar(tmp_path / name, *configs, port=port)
-        started.append(sidecar)
-        return sidecar
+    def start(name: str = "data", *configs: str, port: int = 0) -> SidecarProcess:
+        return started.add(start_sidecar(tmp_path / name, *configs, port=port))
 
     yield start
-    for sidecar in started:
-        if sidecar.process.poll() is None:
-            sidecar.kill()
+    started.kill_all()
 
 
 @pytest.fixture

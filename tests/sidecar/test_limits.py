@@ -14,14 +14,14 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from tests.support.scrape import METRICS, scrape_sidecar
 from tierlog.api.v1 import log_service_pb2
 from tierlog.sidecar.config import SidecarConfig
 from tierlog.sidecar.limits import Budget
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.records import SimpleRecord, build_batch
 
-from .conftest import Sidecar, SidecarFactory, reason_of
-from .scrape import METRICS, scrape_sidecar
+from .conftest import SidecarFactory, reason_of
 
 # -- the budget -----------------------------------------------------------------------
 
@@ -97,13 +97,6 @@ def test_bad_limits_stop_the_start(tmp_path: Path, setting: str) -> None:
 # -- a real sidecar -------------------------------------------------------------------
 
 
-def _rss_bytes(sidecar: Sidecar) -> int:
-    for line in Path(f"/proc/{sidecar.process.pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
-
-
 def test_a_produce_flood_beyond_the_byte_budget_is_refused_and_memory_stays_bounded(
     sidecar_factory: SidecarFactory, tmp_path: Path
 ) -> None:
@@ -121,14 +114,14 @@ def test_a_produce_flood_beyond_the_byte_budget_is_refused_and_memory_stays_boun
     sidecar.create_topic("flood")
     batch = build_batch([SimpleRecord(None, b"x" * (mib // 2 - 200), 1_000, ())])
     request = log_service_pb2.ProduceRequest(topic="flood", record_batches=batch)
-    baseline_rss = _rss_bytes(sidecar)
+    baseline_rss = sidecar.rss_bytes()
     peak_rss = baseline_rss
     flooding = threading.Event()
 
     def sample() -> None:
         nonlocal peak_rss
         while flooding.is_set():
-            peak_rss = max(peak_rss, _rss_bytes(sidecar))
+            peak_rss = max(peak_rss, sidecar.rss_bytes())
             time.sleep(0.02)
 
     outcomes: Counter[str] = Counter()

@@ -17,6 +17,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from tests.support.scrape import METRICS, Scrape, get, metrics_address, scrape, scrape_sidecar
 from tierlog.api.v1 import log_service_pb2
 from tierlog.sidecar.metrics import RecoveryMetrics
 from tierlog.storage.checkpoints import TopicPartition
@@ -24,7 +25,6 @@ from tierlog.storage.manager import LogManager, LogManagerConfig
 from tierlog.storage.records import SimpleRecord, build_batch
 
 from .conftest import SidecarFactory, sidecar_script
-from .scrape import METRICS, Scrape, get, metrics_address, scrape, scrape_sidecar
 
 # Every tierlog series a dashboard or alert may use (docs/METRICS.md).
 DOCUMENTED = {

@@ -9,6 +9,8 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from tests.support.certs import Authority, Issued
+from tests.support.scrape import METRICS, scrape_sidecar
 from tierlog.api.v1 import (
     admin_service_pb2,
     admin_service_pb2_grpc,
@@ -20,9 +22,7 @@ from tierlog.sidecar.security import TOKEN_ENV
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.records import SimpleRecord, build_batch
 
-from .certs import Authority, Issued
 from .conftest import SidecarFactory, reason_of
-from .scrape import METRICS, scrape_sidecar
 
 _Metadata = tuple[tuple[str, str], ...]
 

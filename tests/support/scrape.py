@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from .conftest import Sidecar
+from tests.support.sidecars import SidecarProcess
 
 METRICS = "tierlog.metrics.listeners=127.0.0.1:0"
 _SERVING_METRICS = re.compile(r"serving metrics at http://(\S+)/metrics")
@@ -56,5 +56,5 @@ def scrape(address: str) -> Scrape:
     return Scrape(samples)
 
 
-def scrape_sidecar(sidecar: Sidecar) -> Scrape:
+def scrape_sidecar(sidecar: SidecarProcess) -> Scrape:
     return scrape(metrics_address(sidecar.output))

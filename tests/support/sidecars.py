@@ -1,0 +1,140 @@
+"""Real ``tierlog-sidecar`` processes on loopback, the one launcher every test uses.
+
+``start_sidecar(data_dir, *configs)`` runs the installed console script with
+``--listen 127.0.0.1:PORT`` and its output in ``DATA_DIR.log`` beside the data dir, and
+returns once the process logs ``listening on HOST:PORT`` (its address).  ``port=0``
+(the default) lets the kernel pick a free port at the first start; ``start()`` again
+(after ``kill()`` or ``stop()``) comes back on that port, where its clients expect it,
+and appends to the same log.  A port picked beforehand (``free_port()``) lets brokers
+list each other in ``tierlog.cluster.brokers``.  ``Sidecars`` remembers what it started
+and kills what is still running when the test ends (the fixtures of each test folder).
+
+Importable as ``tests.support.sidecars``: pytest's importlib mode names modules under
+the rootdir by their path (``tests.storage.conftest``), and ``pythonpath = ["."]`` in
+pyproject.toml makes ``tests`` a namespace package from any test folder.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Self, TypeVar
+
+__all__ = ["SidecarProcess", "Sidecars", "console_script", "free_port", "start_sidecar"]
+
+_LISTENING = re.compile(r"listening on (\S+)")
+_S = TypeVar("_S", bound="SidecarProcess")
+
+
+def console_script(name: str) -> str:
+    """The path of an installed console script of this venv (``tierlog``, ``tierlog-sidecar``)."""
+    script = shutil.which(name, path=str(Path(sys.executable).parent))
+    assert script is not None, f"the {name} console script is not installed"
+    return script
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass
+class SidecarProcess:
+    data_dir: Path
+    configs: tuple[str, ...] = ()
+    port: int = 0  # 0: a free one picked by the kernel, kept for restarts
+    env: Mapping[str, str] | None = None  # None: this process's environment
+    process: subprocess.Popen[bytes] = field(init=False)
+    address: str = field(init=False, default="")
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir.with_name(self.data_dir.name + ".log")
+
+    @property
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def start(self, timeout_s: float = 30) -> Self:
+        command = [console_script("tierlog-sidecar"), "--data-dir", str(self.data_dir)]
+        command += ["--listen", f"127.0.0.1:{self.port}"]
+        for config in self.configs:
+            command += ["--config", config]
+        earlier = self.log_path.stat().st_size if self.log_path.exists() else 0  # a restart
+        with self.log_path.open("ab") as log_file:
+            self.process = subprocess.Popen(
+                command,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                env=None if self.env is None else dict(self.env),
+            )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            found = _LISTENING.findall(self.output[earlier:])
+            if found:
+                self.address = found[-1]
+                self.port = int(self.address.rpartition(":")[2])
+                self.started()
+                return self
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.process.kill()
+        self.process.wait()
+        raise AssertionError(f"the sidecar did not start:\n{self.output}")
+
+    def started(self) -> None:
+        """Called once the sidecar listens (subclasses open their channels here)."""
+
+    def kill(self) -> None:
+        """kill -9: no flush, no checkpoints, no clean-shutdown marker."""
+        self.process.kill()
+        self.process.wait()
+
+    def stop(self, timeout_s: float = 30) -> int:
+        """SIGTERM (a graceful shutdown), then the exit status."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=timeout_s)
+
+    def assert_alive(self) -> None:
+        assert self.process.poll() is None, f"the sidecar died:\n{self.output}"
+
+    def rss_bytes(self) -> int:
+        """The process's resident memory now (``VmRSS`` of ``/proc/PID/status``)."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise AssertionError("no VmRSS")
+
+
+def start_sidecar(
+    data_dir: Path, *configs: str, port: int = 0, env: Mapping[str, str] | None = None
+) -> SidecarProcess:
+    return SidecarProcess(data_dir, configs, port, env).start()
+
+
+class Sidecars:
+    """The sidecars a test started, killed at its end if still running."""
+
+    def __init__(self) -> None:
+        self.started: list[SidecarProcess] = []
+
+    def add(self, sidecar: _S) -> _S:
+        self.started.append(sidecar)
+        return sidecar
+
+    def kill_all(self) -> None:
+        for sidecar in self.started:
+            if hasattr(sidecar, "process") and sidecar.process.poll() is None:
+                sidecar.kill()
