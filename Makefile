@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
-## demo: run the main job on the embedded default (local disk, local-directory tier)
+## demo: the main job: a sidecar on a fresh temp dir, driven through the client (no tier yet)
 demo: $(STAMP)
 	$(BIN)/tierlog demo
 

@@ -1,98 +1,156 @@
-"""``tierlog demo`` end to end: what it prints must be true of the files it leaves."""
+"""``tierlog demo`` end to end: a real sidecar process, driven over gRPC; what the demo
+prints must be true of the files it leaves, and it leaves no process behind."""
 
 from __future__ import annotations
 
+import os
 import re
-import shutil
+import signal
 import subprocess
-import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tierlog.cli.demo import run_demo
 from tierlog.cli.main import main
+from tierlog.client import Consumer, TopicPartition
 from tierlog.storage.checkpoints import CLEAN_SHUTDOWN_MARKER
 from tierlog.storage.records import iter_batches
 
+from .conftest import console_script
+
 DEMO_RECORDS = 4000
+_PIDS = re.compile(r"^   pid (\d+): gRPC on (\S+),", re.MULTILINE)
 
 
 def _claims(out: str) -> dict[str, int]:
     rolled = re.search(r"the log rolled (\d+) times", out)
-    appended = re.search(r"Append (\d+) records", out)
-    offsets = re.search(r"offsets (\d+)\.\.(\d+) assigned", out)
-    reopened = re.search(
-        r"demo-0 log end offset (\d+), the same as before the shutdown \((\d+)\)", out
+    produced = re.search(r"all (\d+) acknowledged in [\d.]+ s: offsets (\d+)\.\.(\d+), contig", out)
+    restarted = re.search(
+        r"demo-0 log end offset (\d+), the same as before the restart \((\d+)\)", out
     )
-    assert rolled and appended and offsets and reopened, out
+    end_metric = re.search(r'tierlog_log_end_offset\{topic="demo",partition="0"\} (\d+)', out)
+    assert rolled and produced and restarted and end_metric, out
     return {
         "rolled": int(rolled[1]),
-        "appended": int(appended[1]),
-        "first": int(offsets[1]),
-        "last": int(offsets[2]),
-        "reopened_end": int(reopened[1]),
-        "end_before": int(reopened[2]),
+        "produced": int(produced[1]),
+        "first": int(produced[2]),
+        "last": int(produced[3]),
+        "restarted_end": int(restarted[1]),
+        "end_before": int(restarted[2]),
+        "end_metric": int(end_metric[1]),
     }
 
 
 def _check_files_agree(data_dir: Path, claims: dict[str, int]) -> None:
     partition = data_dir / "demo-0"
     logs = sorted(partition.glob("*.log"))
-    assert len(logs) == claims["rolled"] + 1 > 1
+    assert len(logs) >= claims["rolled"] + 1 > 1  # a later restart may roll once more
     assert (data_dir / CLEAN_SHUTDOWN_MARKER).exists()
-    last_batch = list(iter_batches(logs[-1].read_bytes()))[-1]
-    assert last_batch.last_offset + 1 == claims["reopened_end"]
-    for log_path in logs:  # every closed segment's indexes are trimmed to their entries
-        assert log_path.with_suffix(".index").stat().st_size % 8 == 0
-        assert log_path.with_suffix(".index").stat().st_size < 10 * 1024 * 1024
+    last_batch = next(
+        batches[-1] for path in reversed(logs) if (batches := list(iter_batches(path.read_bytes())))
+    )
+    assert last_batch.last_offset + 1 == claims["restarted_end"] == claims["end_metric"]
+
+
+def _assert_gone(pid: int) -> None:
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
 
 
 def test_demo_through_main(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "--data-dir", str(tmp_path)]) == 0
+    assert main(["demo", "--data-dir", str(tmp_path / "data")]) == 0
     out, err = capsys.readouterr()
 
     claims = _claims(out)
-    assert claims["appended"] == DEMO_RECORDS
+    assert claims["produced"] == DEMO_RECORDS
     assert (claims["first"], claims["last"]) == (0, DEMO_RECORDS - 1)
-    assert claims["reopened_end"] == claims["end_before"] == DEMO_RECORDS
-    _check_files_agree(tmp_path, claims)
+    assert claims["restarted_end"] == claims["end_before"] == DEMO_RECORDS
+    _check_files_agree(tmp_path / "data", claims)
     for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
-        assert re.search(rf"^   {codec} +8 ", out, re.MULTILINE), codec
+        assert re.search(rf"^   {codec} +\d+ +800 ", out, re.MULTILINE), codec
+    assert f"{DEMO_RECORDS} records, in offset order, each as produced" in out
     assert "index entries checked against the log: no problems" in out
-    assert "clean shutdown recognised: yes" in out
-    assert "arrives with the tiered-storage work" in out
+    assert "-> offset 1000 (expected 1000)" in out
+    assert out.count("clean-shutdown marker .kafka_cleanshutdown: present") == 2
+    assert "recovery scanned 0 bytes: the clean shutdown was recognised" in out
+    assert "local-directory tier\n   arrives with the tiered-storage issue" in out
     assert err == ""
+    for pid, _address in _PIDS.findall(out):
+        _assert_gone(int(pid))
 
 
-def test_demo_again_on_the_same_dir_appends_after_what_is_there(tmp_path: Path) -> None:
+def test_demo_again_on_the_same_dir_appends_and_keeps_running(tmp_path: Path) -> None:
     first = run_demo(tmp_path, say=lambda _line: None)
     lines: list[str] = []
-    second = run_demo(tmp_path, say=lines.append)
+    second = run_demo(tmp_path, say=lines.append, keep_running=True)
+    sidecar = second.kept_running
+    assert sidecar is not None
+    try:
+        out = "\n".join(lines)
+        assert second.first_offset == first.log_end_offset == DEMO_RECORDS
+        assert second.restarted_log_end_offset == 2 * DEMO_RECORDS
+        assert "demo already exists from an earlier run" in out
+        assert f"consume --server {sidecar.address} demo --from-beginning" in out
+        assert "11. Stop it again" not in out
 
-    assert second.first_offset == first.log_end_offset == DEMO_RECORDS
-    assert second.reopened_log_end_offset == 2 * DEMO_RECORDS
-    assert second.clean_shutdown_recognised
-    assert any("already holds offsets up to 4000" in line for line in lines)
-    _check_files_agree(tmp_path, _claims("\n".join(lines)))
+        with Consumer({"bootstrap.servers": sidecar.address}) as consumer:
+            partition = TopicPartition("demo", 0)
+            consumer.assign([partition])
+            assert consumer.end_offsets([partition])[partition] == 2 * DEMO_RECORDS
+    finally:
+        assert sidecar.stop() == 0
+    _check_files_agree(tmp_path, _claims(out))
 
 
 def test_demo_console_script_in_a_fresh_temp_dir(tmp_path: Path) -> None:
-    script = Path(sys.executable).with_name("tierlog")
-    command = str(script) if script.exists() else shutil.which("tierlog")
-    assert command, "the tierlog console script is not installed"
     env = {"TMPDIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    started = time.monotonic()
     done = subprocess.run(
-        [command, "demo"], capture_output=True, text=True, timeout=120, env=env, check=False
+        [console_script("tierlog"), "demo"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
     )
 
-    assert done.returncode == 0, done.stderr
-    announced = re.search(
-        r"^tierlog demo: the embedded store end to end, in (\S+)$", done.stdout, re.M
-    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert time.monotonic() - started < 30
+    announced = re.search(r"^   data dir (\S+)$", done.stdout, re.MULTILINE)
     assert announced
     data_dir = Path(announced[1])
     assert data_dir.parent == tmp_path and data_dir.name.startswith("tierlog-demo-")
     claims = _claims(done.stdout)
-    assert claims["reopened_end"] == DEMO_RECORDS
+    assert claims["restarted_end"] == DEMO_RECORDS
     _check_files_agree(data_dir, claims)
+    pids = [int(pid) for pid, _address in _PIDS.findall(done.stdout)]
+    assert len(pids) == 2
+    for pid in pids:
+        _assert_gone(pid)
+
+
+def test_ctrl_c_stops_the_sidecar_it_started(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [console_script("tierlog"), "demo", "--data-dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        started = None
+        for line in process.stdout:
+            if started := _PIDS.match(line):
+                break
+        assert started, "the demo never said it started a sidecar"
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
+    finally:
+        process.kill()
+        process.wait()
+
+    assert process.returncode == 130
+    _assert_gone(int(started[1]))
+    assert (tmp_path / CLEAN_SHUTDOWN_MARKER).exists()  # stopped by SIGTERM, cleanly

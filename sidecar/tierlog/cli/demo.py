@@ -1,73 +1,69 @@
-"""``tierlog demo``: the store end to end on the embedded default, in a few seconds.
+"""``tierlog demo``: the main job, a sidecar on the embedded default driven over gRPC.
 
-It drives the real storage code, nothing staged: a ``LogManager`` on a data dir, one
-partition ``demo-0`` with small segments so that it rolls, a few thousand records
-appended in v2 batches of every codec, lookups by offset and by timestamp, records
-fetched back and decoded, ``dump-log`` with index verification on a rolled segment,
-a clean shutdown and a reopen that must find the same log end.  Every claim it prints
-is computed from what the store returned, and checked where a check makes sense (a
-failed check makes the demo exit non-zero).
+It starts a real ``tierlog-sidecar`` process on loopback over a data dir (a fresh temp
+dir by default) and talks to it only as users do, through ``tierlog.client``: a topic
+with small segments so that it rolls, a few thousand records with keys and headers
+produced in every codec, the segment files the sidecar wrote, ``dump-log`` with index
+verification on a rolled one, the records consumed back, offsets looked up by
+timestamp, a few metrics scraped from the sidecar, then SIGTERM, the clean-shutdown
+marker, a restart that must find the same log end, and a last stop (or, with
+``--keep-running``, the sidecar left serving).  Every claim it prints is computed from
+what the sidecar, its files or its metrics said, and checked; a failed check makes the
+demo exit non-zero.  Whatever happens, it stops the processes it started.
 
-Until the gRPC sidecar exists this is the README's "main job"; tiering to an object
-store is not part of this build and the demo says so rather than pretending.
+The embedded default also names a local-directory tier; tiered storage is not in this
+build, and the demo says so rather than pretending.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import shutil
+import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 
+from tierlog.api.errors import TopicAlreadyExistsError
 from tierlog.cli.dump_log import DumpOptions, DumpReport, dump_files
-from tierlog.storage.checkpoints import (
-    CLEAN_SHUTDOWN_MARKER,
-    RECOVERY_POINT_CHECKPOINT,
-    TopicPartition,
-)
-from tierlog.storage.config import LogConfig
-from tierlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
-from tierlog.storage.manager import LogManager, LogManagerConfig
-from tierlog.storage.records import (
-    CompressionType,
-    Record,
-    SimpleRecord,
-    build_batch,
-    decode_records,
-    iter_batches,
-)
+from tierlog.cli.local_sidecar import LocalSidecar, SidecarFailed, metric_value
+from tierlog.client import AdminClient, Consumer, ConsumerRecord, Producer, TopicPartition
+from tierlog.client.producer import RecordMetadata
+from tierlog.storage.checkpoints import CLEAN_SHUTDOWN_MARKER
+from tierlog.storage.records import BatchHeader, CompressionType, SimpleRecord, iter_batches
 
 __all__ = ["DemoFailed", "DemoResult", "add_parser", "run", "run_demo"]
 
-TOPIC_PARTITION = TopicPartition("demo", 0)
-SEGMENT_BYTES = 64 * 1024
-INDEX_INTERVAL_BYTES = 1024
-BATCHES_PER_CODEC = 8
-RECORDS_PER_BATCH = 100
-CODECS = tuple(CompressionType)  # none, gzip, snappy, lz4, zstd
+TOPIC = "demo"
+PARTITION = TopicPartition(TOPIC, 0)
+TOPIC_CONFIGS = {"segment.bytes": "65536", "index.interval.bytes": "1024"}
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+RECORDS_PER_CODEC = 800
 ITEMS = ("espresso", "croissant", "bagel", "matcha", "scone", "cortado", "muffin", "chai")
 
 Say = Callable[[str], None]
 
 
 class DemoFailed(Exception):
-    """A claim the demo checks did not hold: the store did something wrong."""
+    """A claim the demo checks did not hold."""
 
 
 @dataclass(frozen=True)
 class DemoResult:
     data_dir: Path
-    first_offset: int
-    appended_records: int
+    first_offset: int  # of this run's records
+    produced: int
     log_end_offset: int
     segments: int
-    reopened_log_end_offset: int
-    clean_shutdown_recognised: bool
+    restarted_log_end_offset: int
+    kept_running: LocalSidecar | None  # the sidecar still serving (``keep_running``)
 
 
 def _check(condition: bool, claim: str) -> None:
@@ -101,229 +97,193 @@ def _demo_records(count: int, first_timestamp_ms: int) -> list[SimpleRecord]:
     return records
 
 
-def _manager(data_dir: Path, topic_config: LogConfig) -> LogManager:
-    config = LogManagerConfig(log_dirs=(data_dir,), default_log_config=topic_config)
-    return LogManager(config, topic_config=lambda _topic: topic_config)
-
-
-def _max_timestamp(partition_log: Log) -> int:
-    return max((segment.max_timestamp_so_far for segment in partition_log.segments), default=-1)
-
-
-def run_demo(data_dir: Path, say: Say = print) -> DemoResult:
-    """Run the whole narrative on ``data_dir``; ``say`` receives each printed line."""
+def run_demo(data_dir: Path, say: Say = print, *, keep_running: bool = False) -> DemoResult:
+    """The whole narrative on ``data_dir``; ``say`` receives each printed line.  With
+    ``keep_running`` the restarted sidecar is left serving, and returned."""
     started = time.monotonic()
-    topic_config = LogConfig.from_properties(
-        {"segment.bytes": SEGMENT_BYTES, "index.interval.bytes": INDEX_INTERVAL_BYTES}
-    )
-    say(f"tierlog demo: the embedded store end to end, in {data_dir}")
+    say("tierlog demo: a tierlog-sidecar on the embedded default, driven over gRPC")
+    say(f"   data dir {data_dir}")
+    say("   tiered storage: not in this build. The embedded default's local-directory tier")
+    say("   arrives with the tiered-storage issue; until then segments stay on local disk only.")
     say("")
 
-    say("1. Start a log manager on the data dir and create the partition demo-0")
-    manager = _manager(data_dir, topic_config)
-    manager.startup()
+    sidecar = _start(data_dir, "1. Start the sidecar", say)
     try:
-        first_offset, count, end_offset = _write_and_read(manager, topic_config, say)
-    except BaseException:
-        manager.shutdown()  # whatever went wrong, leave the data dir closed cleanly
-        raise
-
-    say("8. Shut down cleanly")
-    manager.shutdown()
-    _show_shutdown_state(data_dir, say)
-
-    say("9. Reopen the data dir")
-    reopened = _manager(data_dir, topic_config)
-    reopened.startup()
-    try:
-        clean = reopened.had_clean_shutdown[data_dir]
-        again = reopened.get_log(TOPIC_PARTITION)
-        reopened_end = again.log_end_offset
-        say(f"   clean shutdown recognised: {'yes, no recovery scan needed' if clean else 'NO'}")
-        same = "the same as" if reopened_end == end_offset else "DIFFERENT FROM"
-        say(
-            f"   demo-0 log end offset {reopened_end}, {same} before the shutdown "
-            f"({end_offset}); {len(again.segments)} segments"
-        )
-        _check(clean, "the clean shutdown was not recognised")
-        _check(reopened_end == end_offset, "the log end moved across the restart")
-        reopened_segments = len(again.segments)
+        say("")
+        first_offset, produced, segments = _drive(sidecar, say)
+        end_offset = first_offset + produced
+        _stop_cleanly(sidecar, "9. Stop it with SIGTERM", say)
     finally:
-        reopened.shutdown()
-    say("")
+        sidecar.stop()  # at once after a failure; a stopped sidecar stays stopped
 
-    say("10. Tiered storage")
-    say("   Not in this build: offloading closed segments to an object store (a local")
-    say("   directory or S3) arrives with the tiered-storage work. Every segment above")
-    say("   is on local disk only.")
-    say("")
-    say(f"Done in {time.monotonic() - started:.1f} s. The files stay in {data_dir}")
+    sidecar = _start(data_dir, "10. Start it again on the same data dir", say)
+    kept = False
+    try:
+        restarted_end = _show_restart(sidecar, end_offset, say)
+        if keep_running:
+            _show_how_to_use(sidecar, say)
+            kept = True
+        else:
+            _stop_cleanly(sidecar, "11. Stop it again", say)
+    finally:
+        if not kept:
+            sidecar.stop()
+    say(f"Done in {time.monotonic() - started:.1f} s. The data stays in {data_dir}")
     return DemoResult(
         data_dir=data_dir,
         first_offset=first_offset,
-        appended_records=count,
+        produced=produced,
         log_end_offset=end_offset,
-        segments=reopened_segments,
-        reopened_log_end_offset=reopened_end,
-        clean_shutdown_recognised=clean,
+        segments=segments,
+        restarted_log_end_offset=restarted_end,
+        kept_running=sidecar if kept else None,
     )
 
 
-def _write_and_read(manager: LogManager, topic_config: LogConfig, say: Say) -> tuple[int, int, int]:
-    """Steps 1 to 7 on a started manager: (first offset, records appended, log end)."""
-    partition_log = manager.get_or_create_log(TOPIC_PARTITION, topic_config)
-    first_offset = partition_log.log_end_offset
-    say(f"   {partition_log.directory}")
-    say(
-        f"   segment.bytes={topic_config.segment_bytes} (small, so the log rolls), "
-        f"index.interval.bytes={topic_config.index_interval_bytes}"
-    )
-    if first_offset:
-        say(f"   the partition already holds offsets up to {first_offset}: appending after them")
-    say("")
-
-    count = len(CODECS) * BATCHES_PER_CODEC * RECORDS_PER_BATCH
-    first_timestamp = max(int(time.time() * 1000) - count, _max_timestamp(partition_log) + 1)
-    records = _demo_records(count, first_timestamp)
-    _append(partition_log, records, say)
-    end_offset = partition_log.log_end_offset
-    _check(end_offset == first_offset + count, f"log end {end_offset} != {first_offset}+{count}")
-
-    segments = _show_segments(partition_log, say)
-    _check(len(segments) > 1, "the log did not roll")
-    _lookups_by_offset(partition_log, first_offset, count, say)
-    _lookups_by_timestamp(partition_log, first_offset, records, say)
-    _fetch_back(partition_log, first_offset + count // 2, records[count // 2 :], say)
-    _dump_rolled_segment(segments[0], say)
-    return first_offset, count, end_offset
-
-
-def _show_shutdown_state(data_dir: Path, say: Say) -> None:
-    marker = data_dir / CLEAN_SHUTDOWN_MARKER
-    lines = (data_dir / RECOVERY_POINT_CHECKPOINT).read_text().splitlines()
-    say(
-        f"   {RECOVERY_POINT_CHECKPOINT} (version {lines[0]}, {lines[1]} entry): "
-        f"{'; '.join(lines[2:])}"
-    )
-    say(f"   clean-shutdown marker {marker.name}: {'present' if marker.exists() else 'MISSING'}")
-    _check(marker.exists(), "no clean-shutdown marker after shutdown")
-    say("")
-
-
-def _append(partition_log: Log, records: list[SimpleRecord], say: Say) -> None:
-    batches = len(records) // RECORDS_PER_BATCH
-    say(
-        f"2. Append {len(records)} records in {batches} v2 batches of {RECORDS_PER_BATCH}, "
-        f"codecs taking turns"
-    )
-    raw_bytes = dict.fromkeys(CODECS, 0)
-    stored_bytes = dict.fromkeys(CODECS, 0)
+def _start(data_dir: Path, title: str, say: Say) -> LocalSidecar:
+    say(title)
     started = time.monotonic()
-    first = last = -1
-    for number in range(batches):
-        codec = CODECS[number % len(CODECS)]
-        chunk = records[number * RECORDS_PER_BATCH : (number + 1) * RECORDS_PER_BATCH]
-        info = partition_log.append(build_batch(chunk, compression=codec))
-        raw_bytes[codec] += len(build_batch(chunk))
-        stored_bytes[codec] += info.size_bytes
-        first = info.first_offset if first < 0 else first
-        last = info.last_offset
-    elapsed_ms = (time.monotonic() - started) * 1000
-    say(f"   {'codec':<8}{'batches':>8}{'as none':>10}{'stored':>10}{'ratio':>7}")
-    for codec in CODECS:
-        ratio = stored_bytes[codec] / raw_bytes[codec]
+    sidecar = LocalSidecar.start(data_dir)
+    try:
+        say(f"   $ tierlog-sidecar {' '.join(sidecar.command[1:])}")
         say(
-            f"   {codec.name.lower():<8}{batches // len(CODECS):>8}{raw_bytes[codec]:>10}"
-            f"{stored_bytes[codec]:>10}{ratio:>7.2f}"
+            f"   pid {sidecar.pid}: gRPC on {sidecar.address}, "
+            f"metrics on {sidecar.metrics_address}; "
+            f"/readyz answered 200 after {time.monotonic() - started:.1f} s"
         )
-    say(f"   offsets {first}..{last} assigned in {elapsed_ms:.0f} ms (batch building included)")
+        say(f"   its log: {sidecar.log_path}")
+    except BaseException:  # a Ctrl-C while saying so still stops it
+        sidecar.stop()
+        raise
+    return sidecar
+
+
+def _drive(sidecar: LocalSidecar, say: Say) -> tuple[int, int, int]:
+    """Steps 2 to 8: (first offset of this run's records, records produced, segments)."""
+    server = sidecar.address
+    first_offset = _create_topic(server, say)
+    count = len(CODECS) * RECORDS_PER_CODEC
+    with Consumer({"bootstrap.servers": server}) as consumer:
+        consumer.assign([PARTITION])
+        first_timestamp = int(time.time() * 1000)
+        if first_offset:
+            first_timestamp = max(first_timestamp, _last_timestamp(consumer, first_offset) + 1)
+        records = _demo_records(count, first_timestamp)
+        _produce(server, records, first_offset, say)
+        segment_paths = _show_segments(sidecar.data_dir / f"{TOPIC}-0", first_offset, say)
+        _dump_rolled_segment(segment_paths[0], say)
+        _consume(consumer, first_offset, records, say)
+        _lookups_by_timestamp(consumer, first_offset, records, say)
+    _show_metrics(sidecar, first_offset + count, segment_paths, say)
+    return first_offset, count, len(segment_paths)
+
+
+def _create_topic(server: str, say: Say) -> int:
+    """Create the topic (or find it from an earlier run); the offset its log ends at."""
+    configs = ", ".join(f"{key}={value}" for key, value in TOPIC_CONFIGS.items())
+    say(f"2. Create topic {TOPIC} (1 partition, {configs}: small, so the log rolls)")
+    with AdminClient(server) as admin:
+        try:
+            admin.create_topic(TOPIC, 1, TOPIC_CONFIGS)
+        except TopicAlreadyExistsError:
+            say(f"   {TOPIC} already exists from an earlier run: this run appends after it")
+        (description,) = admin.describe_topics([TOPIC])
+        (partition,) = description.partitions
+        set_configs = admin.describe_configs(TOPIC)
+    for key, value in TOPIC_CONFIGS.items():
+        _check(set_configs[key].value == value, f"{key} is {set_configs[key].value}, not {value}")
+    say(
+        f"   described: {TOPIC}-0 led by broker {partition.leader_id}, "
+        f"high watermark {partition.high_watermark}, {partition.segment_count} segment(s)"
+    )
+    say("")
+    return partition.high_watermark
+
+
+def _last_timestamp(consumer: Consumer, end_offset: int) -> int:
+    consumer.seek(PARTITION, end_offset - 1)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        for record in consumer.poll(500):
+            if record.offset == end_offset - 1:
+                return record.timestamp
+    raise DemoFailed(f"the record at offset {end_offset - 1} could not be read")
+
+
+def _produce(server: str, records: list[SimpleRecord], first_offset: int, say: Say) -> None:
+    say(
+        f"3. Produce {len(records)} records with keys and headers through tierlog.client's "
+        f"Producer, {RECORDS_PER_CODEC} per compression.type"
+    )
+    started = time.monotonic()
+    futures: list[Future[RecordMetadata]] = []
+    for number, codec in enumerate(CODECS):
+        chunk = records[number * RECORDS_PER_CODEC : (number + 1) * RECORDS_PER_CODEC]
+        config = {"bootstrap.servers": server, "compression.type": codec, "linger.ms": 5}
+        with Producer(config) as producer:
+            for record in chunk:
+                futures.append(
+                    producer.send(
+                        TOPIC,
+                        record.value,
+                        key=record.key,
+                        headers=record.headers,
+                        partition=PARTITION.partition,
+                        timestamp=record.timestamp,
+                    )
+                )
+            producer.flush()
+    offsets = [future.result(timeout=30).offset for future in futures]
+    expected = list(range(first_offset, first_offset + len(records)))
+    _check(offsets == expected, "the acknowledged offsets are not contiguous in send order")
+    say(
+        f"   all {len(records)} acknowledged in {time.monotonic() - started:.1f} s: "
+        f"offsets {offsets[0]}..{offsets[-1]}, contiguous, in the order sent"
+    )
     say("")
 
 
-def _show_segments(partition_log: Log, say: Say) -> list[Path]:
-    segments = partition_log.segments
-    say(f"3. Segments: the log rolled {len(segments) - 1} times at segment.bytes")
-    paths = []
-    for segment in segments:
-        log_path = segment.log.path
-        index_bytes = segment.offset_index.path.stat().st_size
-        time_index_bytes = segment.time_index.path.stat().st_size
-        last = segment.next_offset - 1
-        note = ""
-        if segment is partition_log.active_segment:
-            note = "  active (indexes preallocated until it rolls)"
-        offsets = f"{segment.base_offset}..{last}"
+def _batches(log_path: Path) -> list[BatchHeader]:
+    return list(iter_batches(log_path.read_bytes()))
+
+
+def _show_segments(partition_dir: Path, first_offset: int, say: Say) -> list[Path]:
+    """The segment files the sidecar wrote, and this run's batches in them by codec."""
+    log_paths = sorted(partition_dir.glob("*.log"))
+    say(f"4. Segments the sidecar wrote in {partition_dir}")
+    by_codec: dict[CompressionType, list[BatchHeader]] = {}
+    for log_path in log_paths:
+        batches = _batches(log_path)
+        for header in batches:
+            if header.base_offset >= first_offset:
+                by_codec.setdefault(header.compression, []).append(header)
+        offsets = f"{batches[0].base_offset}..{batches[-1].last_offset}" if batches else "empty"
+        note = "  active" if log_path == log_paths[-1] else ""
         say(
-            f"   {log_path.name} {segment.size:>6} B  offsets {offsets:<11}  "
-            f".index {index_bytes:>8} B  .timeindex {time_index_bytes:>8} B{note}"
+            f"   {log_path.name} {log_path.stat().st_size:>6} B  offsets {offsets:<11}  "
+            f".index {log_path.with_suffix('.index').stat().st_size:>8} B  "
+            f".timeindex {log_path.with_suffix('.timeindex').stat().st_size:>8} B{note}"
         )
-        paths.append(log_path)
-    say("")
-    return paths
-
-
-def _lookups_by_offset(partition_log: Log, first_offset: int, count: int, say: Say) -> None:
-    say("4. Look up offsets: the sparse offset index points near, a short scan finds the batch")
-    for offset in (first_offset, first_offset + count // 3, first_offset + count - 1):
-        segment = next(s for s in reversed(partition_log.segments) if s.base_offset <= offset)
-        found = segment.translate_offset(offset)
-        _check(found is not None, f"offset {offset} not found")
-        assert found is not None
-        header = found.header
-        _check(header.base_offset <= offset <= header.last_offset, f"wrong batch for {offset}")
+    _check(len(log_paths) > 1, "the log did not roll")
+    say(f"   the log rolled {len(log_paths) - 1} times at segment.bytes")
+    say(f"   {'codec':<8}{'batches':>8}{'records':>9}{'bytes':>9}{'vs none':>9}")
+    none_bytes = sum(header.size for header in by_codec.get(CompressionType.NONE, []))
+    for name in CODECS:
+        headers = by_codec.get(CompressionType[name.upper()], [])
+        records = sum(header.record_count for header in headers)
+        stored = sum(header.size for header in headers)
+        _check(records == RECORDS_PER_CODEC, f"{records} {name} records on disk")
         say(
-            f"   offset {offset:>5} -> {segment.log.path.name} position {found.position:>5}, "
-            f"batch {header.base_offset}..{header.last_offset} "
-            f"({header.compression.name.lower()})"
+            f"   {name:<8}{len(headers):>8}{records:>9}{stored:>9}"
+            f"{stored / max(none_bytes, 1):>9.2f}"
         )
+    say("   each codec's records are on disk in batches of that codec, as the producer sent them")
     say("")
-
-
-def _lookups_by_timestamp(
-    partition_log: Log, first_offset: int, records: list[SimpleRecord], say: Say
-) -> None:
-    say("5. Look up by timestamp (Kafka's ListOffsets)")
-    earliest = partition_log.offset_for_timestamp(EARLIEST_TIMESTAMP)
-    latest = partition_log.offset_for_timestamp(LATEST_TIMESTAMP)
-    newest = partition_log.offset_for_timestamp(MAX_TIMESTAMP)
-    say(f"   earliest (-2)      -> offset {earliest.offset if earliest else None}")
-    say(f"   latest (-1)        -> offset {latest.offset if latest else None} (the log end)")
-    if newest is not None:
-        say(f"   max timestamp (-3) -> offset {newest.offset} at {_when(newest.timestamp)}")
-        _check(newest.timestamp == records[-1].timestamp, "max timestamp is not the last record's")
-    for position in (len(records) // 4, (len(records) * 5) // 8):
-        target = records[position].timestamp
-        found = partition_log.offset_for_timestamp(target)
-        expected = first_offset + position
-        _check(found is not None and found.offset == expected, f"timestamp {target} != {expected}")
-        assert found is not None
-        say(f"   first at or after {_when(target)} -> offset {found.offset} (expected {expected})")
-    say("")
-
-
-def _fetched(partition_log: Log, offset: int, how_many: int) -> Iterator[Record]:
-    data = partition_log.read(offset, 64 * 1024).records
-    for header in iter_batches(data):
-        for record in decode_records(data, header):
-            if offset <= record.offset < offset + how_many:
-                yield record
-
-
-def _fetch_back(partition_log: Log, offset: int, expected: list[SimpleRecord], say: Say) -> None:
-    say(f"6. Fetch from offset {offset} (Log.read returns whole batches; decoded here)")
-    fetched = list(_fetched(partition_log, offset, 3))
-    _check(len(fetched) == 3, f"fetched {len(fetched)} records, not 3")
-    for record, sent in zip(fetched, expected, strict=False):
-        _check(record.value == sent.value and record.key == sent.key, "a record came back changed")
-        headers = ", ".join(f"{k}={(v or b'').decode()}" for k, v in record.headers)
-        say(f"   offset {record.offset} key {(record.key or b'').decode()} [{headers}]")
-        say(f"     {(record.value or b'').decode()}")
-    say("   each record came back byte for byte as it was appended")
-    say("")
+    return log_paths
 
 
 def _dump_rolled_segment(log_path: Path, say: Say) -> None:
-    say(f"7. dump-log on the first rolled segment, {log_path.name}")
+    say(f"5. dump-log on the first rolled segment, {log_path.name}")
     say(f"   $ tierlog dump-log --files {log_path}")
     report = DumpReport()
     lines = list(dump_files([log_path], DumpOptions(), report))
@@ -342,16 +302,128 @@ def _dump_rolled_segment(log_path: Path, say: Say) -> None:
     say("")
 
 
+def _consume(consumer: Consumer, first_offset: int, records: list[SimpleRecord], say: Say) -> None:
+    say(f"6. Consume them back with tierlog.client's Consumer from offset {first_offset}")
+    consumer.seek(PARTITION, first_offset)
+    consumed: list[ConsumerRecord] = []
+    deadline = time.monotonic() + 15
+    while len(consumed) < len(records) and time.monotonic() < deadline:
+        consumed.extend(consumer.poll(1000))
+    _check(len(consumed) == len(records), f"consumed {len(consumed)} of {len(records)} records")
+    for offset, (got, sent) in enumerate(zip(consumed, records, strict=True), first_offset):
+        _check(got.offset == offset, f"record {got.offset} came where {offset} should")
+        same = (got.key, got.value, got.headers, got.timestamp) == (
+            sent.key,
+            sent.value,
+            sent.headers,
+            sent.timestamp,
+        )
+        _check(same, f"the record at offset {offset} came back changed")
+    say(f"   {len(consumed)} records, in offset order, each as produced (key, value, headers, ts)")
+    for record in (consumed[0], consumed[-1]):
+        headers = ", ".join(f"{key}={(value or b'').decode()}" for key, value in record.headers)
+        say(f"   offset {record.offset} key {(record.key or b'').decode()} [{headers}]")
+        say(f"     {(record.value or b'').decode()}")
+    say("")
+
+
+def _lookups_by_timestamp(
+    consumer: Consumer, first_offset: int, records: list[SimpleRecord], say: Say
+) -> None:
+    say("7. Look up offsets by timestamp (ListOffsets)")
+    earliest = consumer.beginning_offsets([PARTITION])[PARTITION]
+    latest = consumer.end_offsets([PARTITION])[PARTITION]
+    say(f"   earliest (-2) -> offset {earliest}")
+    say(f"   latest (-1)   -> offset {latest} (the log end)")
+    _check(earliest == 0, f"the log starts at {earliest}, not 0")
+    _check(latest == first_offset + len(records), f"the log ends at {latest}")
+    for position in (len(records) // 4, (len(records) * 5) // 8):
+        target = records[position].timestamp
+        found = consumer.offsets_for_times({PARTITION: target})[PARTITION]
+        expected = first_offset + position
+        _check(found is not None and found.offset == expected, f"timestamp {target} != {expected}")
+        say(f"   first at or after {_when(target)} -> offset {expected} (expected {expected})")
+    after_all = records[-1].timestamp + 1
+    beyond = consumer.offsets_for_times({PARTITION: after_all})[PARTITION]
+    _check(beyond is None, f"a record after the last one's timestamp: {beyond}")
+    say(f"   first at or after {_when(after_all)} -> none (past the last record)")
+    say("")
+
+
+def _show_metrics(sidecar: LocalSidecar, end_offset: int, segments: list[Path], say: Say) -> None:
+    say(f"8. Metrics scraped from http://{sidecar.metrics_address}/metrics")
+    exposition = sidecar.scrape()
+    for service, method in (
+        ("AdminService", "CreateTopics"),
+        ("LogService", "ProduceStream"),
+        ("LogService", "Fetch"),
+        ("LogService", "ListOffsets"),
+    ):
+        calls = metric_value(
+            exposition, "tierlog_requests_total", service=service, method=method, code="OK"
+        )
+        say(f'   tierlog_requests_total{{method="{method}",code="OK"}} {calls:.0f}')
+        _check(calls > 0, f"no {method} calls counted")
+    labels = {"topic": TOPIC, "partition": "0"}
+    for name, expected, what in (
+        ("tierlog_log_end_offset", end_offset, "the log end the client saw"),
+        ("tierlog_log_segments", len(segments), "the .log files on disk"),
+        ("tierlog_log_size_bytes", sum(path.stat().st_size for path in segments), "their bytes"),
+    ):
+        value = metric_value(exposition, name, **labels)
+        say(f'   {name}{{topic="{TOPIC}",partition="0"}} {value:.0f}: {what}')
+        _check(value == expected, f"{name} is {value:.0f}, not {expected}")
+    say("")
+
+
+def _stop_cleanly(sidecar: LocalSidecar, title: str, say: Say) -> None:
+    say(title)
+    started = time.monotonic()
+    status = sidecar.stop()
+    marker = sidecar.data_dir / CLEAN_SHUTDOWN_MARKER
+    say(f"   exited with status {status} after {time.monotonic() - started:.1f} s")
+    say(f"   clean-shutdown marker {marker.name}: {'present' if marker.exists() else 'MISSING'}")
+    _check(status == 0, f"the sidecar exited with status {status}")
+    _check("stopped cleanly" in sidecar.output, "the sidecar did not log a clean stop")
+    _check(marker.exists(), "no clean-shutdown marker after SIGTERM")
+    say("")
+
+
+def _show_restart(sidecar: LocalSidecar, end_offset: int, say: Say) -> int:
+    exposition = sidecar.scrape()
+    scanned = metric_value(exposition, "tierlog_recovery_scanned_bytes")
+    say(f"   recovery scanned {scanned:.0f} bytes: the clean shutdown was recognised")
+    _check(scanned == 0, f"recovery rescanned {scanned:.0f} bytes after a clean shutdown")
+    with Consumer({"bootstrap.servers": sidecar.address}) as consumer:
+        restarted_end = consumer.end_offsets([PARTITION])[PARTITION]
+    same = "the same as" if restarted_end == end_offset else "DIFFERENT FROM"
+    say(f"   {TOPIC}-0 log end offset {restarted_end}, {same} before the restart ({end_offset})")
+    _check(restarted_end == end_offset, "the log end moved across the restart")
+    say("")
+    return restarted_end
+
+
+def _show_how_to_use(sidecar: LocalSidecar, say: Say) -> None:
+    tierlog = shutil.which("tierlog", path=str(Path(sys.executable).parent)) or "tierlog"
+    say(f"11. Left running (--keep-running): pid {sidecar.pid}, gRPC on {sidecar.address}")
+    say(f"   $ {tierlog} consume --server {sidecar.address} {TOPIC} --from-beginning --print-key")
+    say(f"   $ {tierlog} topics describe {TOPIC} --server {sidecar.address}")
+    say(f"   $ curl -s http://{sidecar.metrics_address}/metrics | grep tierlog_log_end_offset")
+    say(f"   $ kill {sidecar.pid}      # SIGTERM: a clean shutdown")
+    say("")
+
+
 # -- the command-line adapter ----------------------------------------------------------
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "demo",
-        help="run the embedded store end to end on a data dir (a fresh temp dir by default)",
+        help="start a sidecar on a data dir (a fresh temp dir by default) and drive it end to end",
         description=(
-            "Append, roll, look up, fetch, dump, shut down and reopen a partition with "
-            "tierlog's storage, printing what happens."
+            "Start a tierlog-sidecar on loopback, then through tierlog.client: create a "
+            "topic, produce in every codec, show and verify the segments, consume, look up "
+            "by timestamp, scrape metrics, stop, restart and stop, printing what happens."
         ),
     )
     parser.add_argument(
@@ -360,14 +432,26 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=None,
         help="log dir to use (created if absent); default: a fresh temporary directory",
     )
+    parser.add_argument(
+        "--keep-running",
+        action="store_true",
+        help="leave the restarted sidecar serving, and print how to use it",
+    )
     parser.set_defaults(run=run)
+
+
+def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)  # unwinds, so the sidecar is stopped on the way out
 
 
 def run(args: argparse.Namespace) -> int:
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="tierlog-demo-"))
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
-        run_demo(data_dir, lambda line: print(line, flush=True))
-    except DemoFailed as failure:
+        run_demo(data_dir, lambda line: print(line, flush=True), keep_running=args.keep_running)
+    except (DemoFailed, SidecarFailed) as failure:
         print(f"demo check failed: {failure}", file=sys.stderr)
         return 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return 0

@@ -1,0 +1,167 @@
+"""A ``tierlog-sidecar`` child process on loopback, for a command that brings its own broker.
+
+``LocalSidecar.start(data_dir)`` runs the installed console script with ``--listen
+127.0.0.1:0 --metrics-listen 127.0.0.1:0``: the kernel picks both ports and the process
+logs them (``serving metrics at http://HOST:PORT/metrics``, ``listening on HOST:PORT``),
+so no port is guessed and raced for.  Its output goes to ``tierlog-sidecar.log`` in the
+data dir (the log manager only reads partition directories there), appended across
+restarts.  It is ready when ``/readyz`` answers 200, which it does only once the logs
+are recovered and the gRPC port serves.
+
+The child runs in a session of its own: a Ctrl-C at the terminal reaches only the
+parent, which then stops the child in order (``stop``: SIGTERM, the sidecar's graceful
+shutdown, and SIGKILL only if that outlasts the grace) instead of both racing; and a
+child left running on purpose outlives the terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tierlog.sidecar.security import TOKEN_ENV
+
+__all__ = ["LOG_NAME", "LocalSidecar", "SidecarFailed", "metric_value", "sidecar_script"]
+
+LOG_NAME = "tierlog-sidecar.log"
+_LISTENING = re.compile(r"listening on (\S+)")
+_METRICS = re.compile(r"serving metrics at http://(\S+)/metrics")
+
+
+class SidecarFailed(Exception):
+    """The sidecar exited, or did not become ready in time."""
+
+
+def sidecar_script() -> str:
+    """The ``tierlog-sidecar`` installed beside this interpreter, else the one on PATH."""
+    beside = shutil.which("tierlog-sidecar", path=str(Path(sys.executable).parent))
+    script = beside or shutil.which("tierlog-sidecar")
+    if script is None:
+        raise SidecarFailed("the tierlog-sidecar console script is not installed")
+    return script
+
+
+def metric_value(exposition: str, name: str, **labels: str) -> float:
+    """The sum of ``name``'s samples whose labels include ``labels`` (0 when none)."""
+    total = 0.0
+    for family in text_string_to_metric_families(exposition):
+        for sample in family.samples:
+            if sample.name == name and labels.items() <= sample.labels.items():
+                total += sample.value
+    return total
+
+
+@dataclass
+class LocalSidecar:
+    data_dir: Path
+    command: tuple[str, ...]
+    process: subprocess.Popen[bytes]
+    log_start: int  # where this run's output begins in the log file
+    address: str = ""  # gRPC HOST:PORT, once ready
+    metrics_address: str = ""
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / LOG_NAME
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def output(self) -> str:
+        """What this run of the process has logged so far."""
+        with self.log_path.open("rb") as log_file:
+            log_file.seek(self.log_start)
+            return log_file.read().decode(errors="replace")
+
+    @classmethod
+    def start(cls, data_dir: Path, timeout_s: float = 20.0) -> LocalSidecar:
+        """Start one on ``data_dir`` and wait until it is ready (stopped again if not)."""
+        data_dir.mkdir(parents=True, exist_ok=True)
+        command = (
+            sidecar_script(),
+            "--data-dir",
+            str(data_dir),
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        )
+        env = {key: value for key, value in os.environ.items() if key != TOKEN_ENV}
+        log_path = data_dir / LOG_NAME
+        log_start = log_path.stat().st_size if log_path.exists() else 0
+        with log_path.open("ab") as log_file:
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+        sidecar = cls(data_dir, command, process, log_start)
+        try:
+            sidecar._wait_ready(time.monotonic() + timeout_s)
+        except BaseException:
+            sidecar.stop()
+            raise
+        return sidecar
+
+    def _wait_ready(self, deadline: float) -> None:
+        while True:
+            output = self.output
+            if not self.metrics_address and (found := _METRICS.search(output)):
+                self.metrics_address = found[1]
+            listening = _LISTENING.search(output)
+            if listening and self.metrics_address and self.http_get("/readyz")[0] == 200:
+                self.address = listening[1]
+                return
+            if self.process.poll() is not None:
+                raise SidecarFailed(f"the sidecar exited with {self.process.returncode}:\n{output}")
+            if time.monotonic() > deadline:
+                raise SidecarFailed(f"the sidecar was not ready in time:\n{output}")
+            time.sleep(0.05)
+
+    def http_get(self, path: str) -> tuple[int, str]:
+        """Status and body of ``path`` on the metrics port (status 0: no answer)."""
+        url = f"http://{self.metrics_address}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+        except OSError:
+            return 0, ""
+
+    def scrape(self) -> str:
+        status, body = self.http_get("/metrics")
+        if status != 200:
+            raise SidecarFailed(f"/metrics answered {status}")
+        return body
+
+    def stop(self, grace_s: float = 20.0) -> int:
+        """SIGTERM and wait (SIGKILL after ``grace_s``, or at a second Ctrl-C); the exit
+        status.  Stopping a stopped sidecar only returns its status."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+            except BaseException:  # a second Ctrl-C: the user would not wait
+                self.process.kill()
+                self.process.wait()
+                raise
+        return self.process.wait()
