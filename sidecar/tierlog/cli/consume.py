@@ -14,7 +14,12 @@ import sys
 import time
 from typing import BinaryIO
 
-from tierlog.cli.server_option import add_server_option, bootstrap_servers, key_value
+from tierlog.cli.server_option import (
+    add_security_options,
+    add_server_option,
+    client_properties,
+    key_value,
+)
 from tierlog.client import Consumer, ConsumerRecord, TopicPartition
 
 __all__ = ["add_parser", "format_record", "run"]
@@ -46,6 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="a consumer config under its Kafka name (repeatable)",
     )
     add_server_option(parser)
+    add_security_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -72,7 +78,7 @@ def _position(consumer: Consumer, args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    props = {"bootstrap.servers": ",".join(bootstrap_servers(args)), **dict(args.consumer_property)}
+    props = {**client_properties(args), **dict(args.consumer_property)}
     out: BinaryIO = sys.stdout.buffer
     separator = args.key_separator.encode()
     count = 0

@@ -13,7 +13,12 @@ import sys
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 
-from tierlog.cli.server_option import add_server_option, bootstrap_servers, key_value
+from tierlog.cli.server_option import (
+    add_security_options,
+    add_server_option,
+    client_properties,
+    key_value,
+)
 from tierlog.client import Producer, RecordMetadata
 
 __all__ = ["add_parser", "parse_lines", "run"]
@@ -41,6 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="a producer config under its Kafka name (repeatable)",
     )
     add_server_option(parser)
+    add_security_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -61,7 +67,7 @@ def parse_lines(
 
 def producer_properties(args: argparse.Namespace) -> dict[str, object]:
     return {
-        "bootstrap.servers": ",".join(bootstrap_servers(args)),
+        **client_properties(args),
         "compression.type": args.compression_type,
         "linger.ms": args.linger_ms,
         **dict(args.producer_property),

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from tierlog.cli.server_option import add_server_option, bootstrap_servers, key_value
+from tierlog.cli.server_option import (
+    add_security_options,
+    add_server_option,
+    client_properties,
+    key_value,
+)
 from tierlog.client.admin import AdminClient, TopicDescription
 
 __all__ = ["add_parser", "render_description", "run"]
@@ -30,6 +35,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="create: a topic config under its Kafka name (repeatable)",
     )
     add_server_option(parser)
+    add_security_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -49,7 +55,7 @@ def render_description(topic: TopicDescription, configs: dict[str, str]) -> list
 def run(args: argparse.Namespace) -> int:
     if args.action in ("create", "delete") and not args.name:
         raise SystemExit(f"tierlog topics {args.action}: a topic NAME is needed")
-    with AdminClient(bootstrap_servers(args)) as admin:
+    with AdminClient(client_properties(args)) as admin:
         if args.action == "create":
             admin.create_topic(args.name, args.partitions, dict(args.config))
             print(f"Created topic {args.name}.")

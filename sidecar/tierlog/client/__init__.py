@@ -7,11 +7,13 @@ Over gRPC:
 - ``consumer``: ``Consumer`` (assign/subscribe, seek by offset or time, ``poll``).
 - ``admin``: ``AdminClient`` (topics, configs, partitions, metadata).
 - ``cluster``: channels and who owns each partition (Metadata); ``rpc``: statuses to
-  typed errors carrying Kafka's reason names.
+  typed errors carrying Kafka's reason names; ``security``: TLS, mutual TLS and the
+  bearer token the channels are opened with.
 
 The transport-independent core:
 
-- ``config``: ``ProducerConfig`` / ``ConsumerConfig`` under Kafka's names and defaults.
+- ``config``: ``ProducerConfig`` / ``ConsumerConfig`` / ``AdminConfig`` under Kafka's
+  names and defaults (``CommonClientConfig``: servers and security, shared by all three).
 - ``partitioner``: Kafka's default partitioner (murmur2 of the key, sticky for null keys).
 - ``producer_batch``: one partition's batch, open for records, then built and stamped.
 - ``accumulator``: the RecordAccumulator (linger, batch size, compression, buffer.memory).
@@ -26,7 +28,7 @@ from __future__ import annotations
 from tierlog.client.accumulator import AppendResult, MemoryBlocked, ReadyCheck, RecordAccumulator
 from tierlog.client.admin import AdminClient
 from tierlog.client.cluster import Cluster
-from tierlog.client.config import ConsumerConfig, ProducerConfig
+from tierlog.client.config import AdminConfig, CommonClientConfig, ConsumerConfig, ProducerConfig
 from tierlog.client.consumer import Consumer, ConsumerRecord, OffsetAndTimestamp
 from tierlog.client.errors import (
     BufferExhaustedError,
@@ -42,12 +44,16 @@ from tierlog.client.idempotence import IdempotenceManager, ProducerIdAndEpoch
 from tierlog.client.partitioner import StickyPartitioner, murmur2, partition_for_key
 from tierlog.client.producer import Producer, RecordMetadata
 from tierlog.client.producer_batch import ProducerBatch, TopicPartition
+from tierlog.client.security import ChannelSecurity
 
 __all__ = [
     "AdminClient",
+    "AdminConfig",
     "AppendResult",
     "BufferExhaustedError",
+    "ChannelSecurity",
     "Cluster",
+    "CommonClientConfig",
     "ConfigError",
     "Consumer",
     "ConsumerConfig",

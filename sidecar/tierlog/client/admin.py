@@ -9,14 +9,17 @@ dataclasses.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
 from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, log_service_pb2
 from tierlog.client.cluster import Cluster
+from tierlog.client.config import AdminConfig
 from tierlog.client.producer_batch import TopicPartition
 from tierlog.client.rpc import error_from_proto
+from tierlog.client.security import ChannelSecurity
 
 __all__ = [
     "AdminClient",
@@ -59,19 +62,24 @@ class ClusterMetadata:
 
 
 class AdminClient:
+    """``AdminClient("host:9092")``, several servers as a list, or Kafka-named settings
+    (``AdminConfig``: ``bootstrap.servers``, ``request.timeout.ms``, the security ones)."""
+
     def __init__(
         self,
-        bootstrap_servers: Sequence[str] | str,
+        config: AdminConfig | Mapping[str, object] | Sequence[str] | str,
         *,
-        request_timeout_ms: int = 30_000,
+        request_timeout_ms: int | None = None,
         cluster: Cluster | None = None,
     ) -> None:
-        servers = (
-            [bootstrap_servers] if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
-        )
+        self.config = _admin_config(config, request_timeout_ms)
         self._own_cluster = cluster is None
-        self.cluster = cluster or Cluster(servers, request_timeout_ms=request_timeout_ms)
-        self._timeout_s = request_timeout_ms / 1000
+        self.cluster = cluster or Cluster(
+            self.config.bootstrap_servers,
+            request_timeout_ms=self.config.request_timeout_ms,
+            security=ChannelSecurity.from_config(self.config),
+        )
+        self._timeout_s = self.config.request_timeout_ms / 1000
 
     def __enter__(self) -> AdminClient:
         return self
@@ -217,6 +225,21 @@ class AdminClient:
             tp, lambda stub: stub.DeleteRecords(request, timeout=self._timeout_s)
         )
         return response.low_watermark
+
+
+def _admin_config(
+    config: AdminConfig | Mapping[str, object] | Sequence[str] | str,
+    request_timeout_ms: int | None,
+) -> AdminConfig:
+    if isinstance(config, str):
+        config = AdminConfig(bootstrap_servers=(config,))
+    elif isinstance(config, Mapping):
+        config = AdminConfig.from_properties(config)
+    elif not isinstance(config, AdminConfig):
+        config = AdminConfig(bootstrap_servers=tuple(config))
+    if request_timeout_ms is not None:
+        config = dataclasses.replace(config, request_timeout_ms=request_timeout_ms)
+    return config
 
 
 def _raise_first(results: Iterable[admin_service_pb2.TopicResult]) -> None:

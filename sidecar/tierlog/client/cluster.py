@@ -5,8 +5,9 @@ to any broker (the bootstrap servers first, then any broker learned), are kept f
 ``metadata.max.age.ms``, and are forgotten early when a broker answers
 ``NOT_LEADER_OR_FOLLOWER`` (its answer names the owner, which is believed at once) or
 ``UNKNOWN_TOPIC_OR_PARTITION``.  One channel per broker address, shared by every call;
-gRPC reconnects a channel by itself.  Thread-safe: producers' senders, user threads and
-consumers share it.
+gRPC reconnects a channel by itself.  Every channel is opened with the client's
+``ChannelSecurity`` (plaintext, TLS or mutual TLS, and the bearer token).  Thread-safe:
+producers' senders, user threads and consumers share it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, log_servic
 from tierlog.client.errors import NetworkError, TierlogError, is_retriable
 from tierlog.client.producer_batch import TopicPartition
 from tierlog.client.rpc import error_from_proto, error_from_rpc, open_channel
+from tierlog.client.security import PLAINTEXT, ChannelSecurity
 from tierlog.storage.errors import UnknownTopicOrPartitionError
 
 __all__ = ["Cluster", "TopicOwners"]
@@ -51,12 +53,14 @@ class Cluster:
         *,
         metadata_max_age_ms: int = 300_000,
         request_timeout_ms: int = 30_000,
+        security: ChannelSecurity = PLAINTEXT,
     ) -> None:
         if not bootstrap_servers:
             raise ValueError("bootstrap.servers: at least one HOST:PORT")
         self.bootstrap_servers = tuple(bootstrap_servers)
         self.metadata_max_age_s = metadata_max_age_ms / 1000
         self.request_timeout_s = request_timeout_ms / 1000
+        self.security = security
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
         self._topics: dict[str, TopicOwners] = {}
@@ -68,7 +72,7 @@ class Cluster:
         with self._lock:
             channel = self._channels.get(address)
             if channel is None:
-                channel = self._channels[address] = open_channel(address)
+                channel = self._channels[address] = open_channel(address, self.security)
             return channel
 
     def log_stub(self, address: str) -> log_service_pb2_grpc.LogServiceStub:

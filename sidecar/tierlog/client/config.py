@@ -14,6 +14,14 @@ Two of Kafka's rules depend on what the user *said*, not on the values, so only
   did not set it, it is raised to that sum.
 
 A dataclass built directly takes every value as said, so contradictions are errors.
+
+``CommonClientConfig`` holds what every client needs to reach the sidecars (Kafka's
+``CommonClientConfigs``): the bootstrap servers and the transport's security, with
+Kafka's ``security.protocol`` (``PLAINTEXT`` or ``SSL``) and PEM trust and key stores
+(``ssl.truststore.location``, ``ssl.keystore.location``, and the key in its own file
+under the sidecar's name for it, ``tierlog.ssl.keystore.key.location``), plus the
+sidecar's bearer token (``tierlog.auth.token.file``, else ``$TIERLOG_AUTH_TOKEN``;
+``tierlog.client.security`` reads the files).
 """
 
 from __future__ import annotations
@@ -28,6 +36,9 @@ from tierlog.storage.records import CompressionType
 
 __all__ = [
     "MAX_IN_FLIGHT_FOR_IDEMPOTENCE",
+    "SECURITY_PROTOCOLS",
+    "AdminConfig",
+    "CommonClientConfig",
     "ConsumerConfig",
     "ProducerConfig",
 ]
@@ -35,6 +46,7 @@ __all__ = [
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 MAX_IN_FLIGHT_FOR_IDEMPOTENCE = 5  # the broker caches the last 5 batches per producer
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL")  # SSL: TLS, and mutual TLS with a keystore
 
 _COMPRESSION_TYPES = {
     "none": CompressionType.NONE,
@@ -136,13 +148,59 @@ def _check(f: dataclasses.Field[Any], value: Any) -> None:
 
 
 @dataclass(frozen=True)
-class ProducerConfig(_KafkaNamedConfig):
+class CommonClientConfig(_KafkaNamedConfig):
+    """The settings every client shares: where the sidecars are and how to reach them."""
+
+    kind: ClassVar[str] = "client"
+
+    bootstrap_servers: tuple[str, ...] = _key("bootstrap.servers", ())
+    client_id: str = _key("client.id", "")
+    security_protocol: str = _key("security.protocol", "PLAINTEXT", choices=SECURITY_PROTOCOLS)
+    ssl_truststore_location: str = _key("ssl.truststore.location", "")  # "": the system CAs
+    ssl_keystore_location: str = _key("ssl.keystore.location", "")  # certificate chain (+ key)
+    ssl_keystore_key_location: str = _key("tierlog.ssl.keystore.key.location", "")
+    auth_token_file: str = _key("tierlog.auth.token.file", "")
+
+    def __post_init__(self) -> None:
+        self._validate_fields()
+        self._check_security()
+
+    def _check_security(self) -> None:
+        ssl_keys = {
+            "ssl.truststore.location": self.ssl_truststore_location,
+            "ssl.keystore.location": self.ssl_keystore_location,
+            "tierlog.ssl.keystore.key.location": self.ssl_keystore_key_location,
+        }
+        if self.security_protocol == "PLAINTEXT":
+            for key, value in ssl_keys.items():
+                if value:
+                    raise ConfigError(key, "is set but security.protocol is PLAINTEXT, not SSL")
+        if self.ssl_keystore_key_location and not self.ssl_keystore_location:
+            raise ConfigError(
+                "tierlog.ssl.keystore.key.location", "needs ssl.keystore.location (the chain)"
+            )
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, object]) -> Self:
+        """Kafka-named ``props`` (strings or typed values) over the defaults."""
+        return cls(**cls._parse_properties(props))
+
+
+@dataclass(frozen=True)
+class AdminConfig(CommonClientConfig):
+    """The admin client's settings."""
+
+    kind: ClassVar[str] = "admin"
+
+    request_timeout_ms: int = _key("request.timeout.ms", 30_000, minimum=0)
+
+
+@dataclass(frozen=True)
+class ProducerConfig(CommonClientConfig):
     """A producer's settings; each field carries its Kafka config name and default."""
 
     kind: ClassVar[str] = "producer"
 
-    bootstrap_servers: tuple[str, ...] = _key("bootstrap.servers", ())
-    client_id: str = _key("client.id", "")
     acks: str = _key("acks", "all", choices=("all", "-1", "0", "1"))
     linger_ms: int = _key("linger.ms", 5, minimum=0)
     batch_size: int = _key("batch.size", 16384, minimum=0)
@@ -163,7 +221,7 @@ class ProducerConfig(_KafkaNamedConfig):
     metadata_max_age_ms: int = _key("metadata.max.age.ms", 300_000, minimum=0, maximum=LONG_MAX)
 
     def __post_init__(self) -> None:
-        self._validate_fields()
+        super().__post_init__()
         if self.acks == "-1":
             object.__setattr__(self, "acks", "all")
         if self.enable_idempotence:
@@ -213,7 +271,7 @@ def _idempotence_fits(values: Mapping[str, Any]) -> bool:
 
 
 @dataclass(frozen=True)
-class ConsumerConfig(_KafkaNamedConfig):
+class ConsumerConfig(CommonClientConfig):
     """A consumer's settings; each field carries its Kafka config name and default.
 
     No consumer groups (the sidecar has no group coordinator): the consumer is assigned
@@ -222,8 +280,6 @@ class ConsumerConfig(_KafkaNamedConfig):
 
     kind: ClassVar[str] = "consumer"
 
-    bootstrap_servers: tuple[str, ...] = _key("bootstrap.servers", ())
-    client_id: str = _key("client.id", "")
     fetch_min_bytes: int = _key("fetch.min.bytes", 1, minimum=0)
     fetch_max_bytes: int = _key("fetch.max.bytes", 50 * 1024 * 1024, minimum=0)
     fetch_max_wait_ms: int = _key("fetch.max.wait.ms", 500, minimum=0)
@@ -241,11 +297,3 @@ class ConsumerConfig(_KafkaNamedConfig):
     retry_backoff_ms: int = _key("retry.backoff.ms", 100, minimum=0, maximum=LONG_MAX)
     retry_backoff_max_ms: int = _key("retry.backoff.max.ms", 1000, minimum=0, maximum=LONG_MAX)
     metadata_max_age_ms: int = _key("metadata.max.age.ms", 300_000, minimum=0, maximum=LONG_MAX)
-
-    def __post_init__(self) -> None:
-        self._validate_fields()
-
-    @classmethod
-    def from_properties(cls, props: Mapping[str, object]) -> Self:
-        """Kafka-named ``props`` (strings or typed values) over the defaults."""
-        return cls(**cls._parse_properties(props))

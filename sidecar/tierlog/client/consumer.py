@@ -35,6 +35,7 @@ from tierlog.client.config import ConsumerConfig
 from tierlog.client.errors import NoOffsetForPartitionError, TierlogError, is_retriable, reason_of
 from tierlog.client.producer_batch import TopicPartition
 from tierlog.client.rpc import error_from_rpc
+from tierlog.client.security import ChannelSecurity
 from tierlog.storage.errors import CorruptRecordError
 from tierlog.storage.records import Header, crc_is_valid, decode_records, iter_batches
 
@@ -73,6 +74,7 @@ class Consumer:
             self.config.bootstrap_servers,
             metadata_max_age_ms=self.config.metadata_max_age_ms,
             request_timeout_ms=self.config.request_timeout_ms,
+            security=ChannelSecurity.from_config(self.config),
         )
         self._timeout_s = self.config.request_timeout_ms / 1000
         self._positions: dict[TopicPartition, int | None] = {}

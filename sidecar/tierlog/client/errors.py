@@ -79,6 +79,10 @@ RETRIABLE_REASONS = frozenset(
         "REQUEST_TIMED_OUT",
         "UNKNOWN_LEADER_EPOCH",
         "UNKNOWN_TOPIC_OR_PARTITION",
+        # The sidecar's backpressure (queued.max.requests, queued.max.request.bytes):
+        # the request was refused before it was read, so sending it again is safe.
+        # Kafka throttles instead of refusing, so its name for this is not retriable.
+        "THROTTLING_QUOTA_EXCEEDED",
     }
 )
 

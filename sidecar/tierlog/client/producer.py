@@ -27,6 +27,7 @@ from tierlog.client.cluster import Cluster
 from tierlog.client.config import ProducerConfig
 from tierlog.client.errors import IllegalProducerStateError, RequestTimedOutError
 from tierlog.client.idempotence import IdempotenceManager
+from tierlog.client.security import ChannelSecurity
 from tierlog.client.sender import RecordMetadata, Sender
 from tierlog.storage.records import NO_TIMESTAMP, Header, SimpleRecord
 
@@ -49,6 +50,7 @@ class Producer:
             self.config.bootstrap_servers,
             metadata_max_age_ms=self.config.metadata_max_age_ms,
             request_timeout_ms=self.config.request_timeout_ms,
+            security=ChannelSecurity.from_config(self.config),
         )
         self.idempotence = (
             IdempotenceManager(self.config.max_in_flight_requests_per_connection)

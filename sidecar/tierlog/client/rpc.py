@@ -6,8 +6,11 @@ metadata.  ``error_from_rpc`` reads the ErrorInfo first and falls back to the
 metadata, then builds the error type of that name (``errors.error_for_reason``);
 ``NOT_LEADER_OR_FOLLOWER`` keeps the owner the broker named.  A call that failed
 without a reason never reached a handler: the connection failed (``NETWORK_EXCEPTION``),
-the deadline passed (``REQUEST_TIMED_OUT``), or gRPC refused an oversized message
-(``MESSAGE_TOO_LARGE``).  This is the one place the client maps statuses.
+the deadline passed (``REQUEST_TIMED_OUT``), gRPC refused an oversized message
+(``MESSAGE_TOO_LARGE``), or something in between refused the credentials
+(``SASL_AUTHENTICATION_FAILED``).  A TLS handshake that fails (an untrusted server, a
+client certificate the server refuses) never reaches the server: ``NETWORK_EXCEPTION``.
+This is the one place the client maps statuses.
 """
 
 from __future__ import annotations
@@ -17,7 +20,13 @@ from typing import cast
 import grpc
 from google.rpc import error_details_pb2, status_pb2
 
-from tierlog.api.errors import ERROR_DOMAIN, LEADER_KEY, REASON_KEY, NotLeaderOrFollowerError
+from tierlog.api.errors import (
+    ERROR_DOMAIN,
+    LEADER_KEY,
+    REASON_KEY,
+    NotLeaderOrFollowerError,
+    SaslAuthenticationFailedError,
+)
 from tierlog.api.v1 import common_pb2
 from tierlog.client.errors import (
     NetworkError,
@@ -26,6 +35,7 @@ from tierlog.client.errors import (
     UnknownServerError,
     error_for_reason,
 )
+from tierlog.client.security import PLAINTEXT, ChannelSecurity
 from tierlog.storage.errors import RecordTooLargeError
 
 __all__ = ["CHANNEL_OPTIONS", "error_from_proto", "error_from_rpc", "open_channel"]
@@ -44,8 +54,9 @@ CHANNEL_OPTIONS = (
 _DETAILS_KEY = "grpc-status-details-bin"
 
 
-def open_channel(address: str) -> grpc.Channel:
-    return grpc.insecure_channel(address, options=list(CHANNEL_OPTIONS))
+def open_channel(address: str, security: ChannelSecurity = PLAINTEXT) -> grpc.Channel:
+    """A channel to one sidecar, plaintext or TLS, with the token if there is one."""
+    return security.open_channel(address, list(CHANNEL_OPTIONS))
 
 
 def _reason_and_leader(call: grpc.Call) -> tuple[str | None, str | None]:
@@ -85,6 +96,8 @@ def error_from_rpc(error: grpc.RpcError) -> TierlogError:
         return RequestTimedOutError(message)
     if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
         return RecordTooLargeError(message)
+    if code is grpc.StatusCode.UNAUTHENTICATED:  # e.g. a proxy's refusal, without a reason
+        return SaslAuthenticationFailedError(message)
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
         return NetworkError(message)
     return UnknownServerError(f"{code.name}: {message}")
