@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from tests.storage.conftest import crash
 from tierlog.storage.checkpoints import (
     CLEAN_SHUTDOWN_MARKER,
     RECOVERY_POINT_CHECKPOINT,
@@ -55,7 +56,7 @@ def test_sigterm_flushes_and_leaves_the_clean_shutdown_marker(tmp_path: Path) ->
     now = int(time.time() * 1000)
     for _ in range(10):
         manager.append(tp, build_batch([SimpleRecord(b"k", b"v" * 100, now, ())] * 5))
-    manager.committer.stop()  # simulate a crash: no shutdown, no marker
+    crash(manager)  # no close, no checkpoints, no clean-shutdown marker
     assert not (tmp_path / CLEAN_SHUTDOWN_MARKER).exists()
 
     process = subprocess.Popen(_sidecar_command(tmp_path), stderr=subprocess.PIPE, text=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from tests.storage.conftest import crash
 from tests.support.scrape import METRICS, Scrape, get, metrics_address, scrape, scrape_sidecar
 from tierlog.api.v1 import log_service_pb2
 from tierlog.sidecar.metrics import RecoveryMetrics
@@ -190,7 +191,7 @@ def _unclean_logs(data_dir: Path, partitions: int, batches: int) -> int:
         partition_log = manager.get_or_create_log(TopicPartition("crashed", number))
         for _ in range(batches):
             partition_log.append(batch)
-    manager.committer.stop()  # no clean shutdown: no marker, no recovery point
+    crash(manager)  # no close, no checkpoints, no clean-shutdown marker
     return partitions * batches * len(batch)
 
 

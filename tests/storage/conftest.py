@@ -6,6 +6,7 @@ pytest loads this file first under that name.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
+from tierlog.storage.manager import LogManager
 from tierlog.storage.records import (
     BatchHeader,
     CompressionType,
@@ -140,3 +142,14 @@ def write_closed_log(directory: Path, batches: int = 10) -> bytes:
     content = read_all_bytes(log)
     log.close()
     return content
+
+
+def crash(manager: LogManager) -> None:
+    """What a killed broker leaves: no close, no checkpoints, no clean-shutdown marker;
+    its background threads stop and the kernel drops its log-dir locks."""
+    manager.cleaner.shutdown()
+    manager.retention.stop()
+    manager.committer.stop()
+    for fd in manager._dir_locks:
+        os.close(fd)
+    manager._dir_locks.clear()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.storage.conftest import config, make_batch, read_all_records
+from tests.storage.conftest import config, crash, make_batch, read_all_records
 from tierlog.storage.checkpoints import (
     CLEAN_SHUTDOWN_MARKER,
     LOG_START_OFFSET_CHECKPOINT,
@@ -175,7 +175,7 @@ def test_after_an_unclean_stop_the_logs_are_recovered(tmp_path: Path) -> None:
     manager.flush_all()
     manager.write_checkpoints()
     manager.append(ORDERS_0, make_batch(2, tag="unflushed"))
-    manager.committer.stop()  # the process dies: no close, no marker
+    crash(manager)  # no close, no checkpoints, no clean-shutdown marker
     active = log_dir / "orders-0" / "00000000000000000000.log"
     with active.open("ab") as file:
         file.write(make_batch(3, tag="torn")[:-9])  # an append cut short by the crash

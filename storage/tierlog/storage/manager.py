@@ -9,8 +9,10 @@ loaded, so a crash from then on is recognised as unclean at the next start.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
+import os
 import shutil
 import threading
 import uuid
@@ -52,6 +54,8 @@ from tierlog.storage.scheduler import PeriodicTask
 __all__ = ["LogManager", "LogManagerConfig"]
 
 log = logging.getLogger(__name__)
+
+LOCK_FILE = ".lock"
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,7 @@ class LogManager:
         )
         self.cleaner = LogCleaner(config.cleaner, config.log_dirs, self._partition_logs)
         self.had_clean_shutdown: dict[Path, bool] = {}
+        self._dir_locks: list[int] = []
         self.retention_passes = 0  # for metrics: passes run and segments they retired
         self.retention_retired_segments = 0
 
@@ -104,6 +109,7 @@ class LogManager:
         """Load (recovering where needed) every partition in every log dir."""
         for log_dir in self.config.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
+            self._lock_dir(log_dir)
             self._ensure_meta_properties(log_dir)
             self._load_dir(log_dir, progress)
             (log_dir / CLEAN_SHUTDOWN_MARKER).unlink(missing_ok=True)
@@ -123,6 +129,22 @@ class LogManager:
             for log_dir in self.config.log_dirs:
                 atomic_write(log_dir / CLEAN_SHUTDOWN_MARKER, json.dumps({"version": 0}))
             self._logs.clear()
+        for fd in self._dir_locks:
+            os.close(fd)  # releases the lock
+        self._dir_locks.clear()
+
+    def _lock_dir(self, log_dir: Path) -> None:
+        """Hold ``<log dir>/.lock`` as Kafka does: two brokers on one log dir would
+        corrupt each other's segments, so the second one refuses to start."""
+        fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise KafkaStorageError(
+                f"{log_dir} is in use by another process (its {LOCK_FILE} is held)"
+            ) from None
+        self._dir_locks.append(fd)
 
     def _ensure_meta_properties(self, log_dir: Path) -> None:
         path = log_dir / META_PROPERTIES
