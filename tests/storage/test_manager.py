@@ -18,7 +18,11 @@ from tierlog.storage.checkpoints import (
     read_offset_checkpoint,
 )
 from tierlog.storage.config import LogConfig
-from tierlog.storage.errors import InvalidTopicError, UnknownTopicOrPartitionError
+from tierlog.storage.errors import (
+    InvalidTopicError,
+    KafkaStorageError,
+    UnknownTopicOrPartitionError,
+)
 from tierlog.storage.manager import LogManager, LogManagerConfig
 
 ORDERS_0 = TopicPartition("orders", 0)
@@ -215,3 +219,14 @@ def test_durable_appends_through_the_manager_from_many_threads(tmp_path: Path) -
     manager.shutdown()
     for log_dir in (tmp_path / "a", tmp_path / "b"):
         assert set(read_offset_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT).values()) == {15}
+
+
+def test_a_second_manager_on_the_same_log_dir_refuses_to_start(tmp_path: Path) -> None:
+    first = manager_for(tmp_path / "a")
+    first.startup()
+    second = manager_for(tmp_path / "a")
+    with pytest.raises(KafkaStorageError, match="in use by another process"):
+        second.startup()
+    first.shutdown()
+    second.startup()  # the lock went with the first manager's shutdown
+    second.shutdown()
