@@ -22,6 +22,7 @@ import grpc
 
 from tierlog.api.errors import NotLeaderOrFollowerError
 from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, log_service_pb2_grpc
+from tierlog.client.config import ConsumerConfig, ProducerConfig
 from tierlog.client.errors import NetworkError, TierlogError, is_retriable
 from tierlog.client.producer_batch import TopicPartition
 from tierlog.client.rpc import error_from_proto, error_from_rpc, open_channel
@@ -65,6 +66,16 @@ class Cluster:
         self._channels: dict[str, grpc.Channel] = {}
         self._topics: dict[str, TopicOwners] = {}
         self._brokers: tuple[str, ...] = ()
+
+    @classmethod
+    def for_client(cls, config: ProducerConfig | ConsumerConfig) -> Cluster:
+        """The cluster view a producer or consumer builds from its own settings."""
+        return cls(
+            config.bootstrap_servers,
+            metadata_max_age_ms=config.metadata_max_age_ms,
+            request_timeout_ms=config.request_timeout_ms,
+            security=ChannelSecurity.from_config(config),
+        )
 
     # --- channels ---------------------------------------------------------------------
 

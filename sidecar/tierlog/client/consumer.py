@@ -35,7 +35,6 @@ from tierlog.client.config import ConsumerConfig
 from tierlog.client.errors import NoOffsetForPartitionError, TierlogError, is_retriable, reason_of
 from tierlog.client.producer_batch import TopicPartition
 from tierlog.client.rpc import error_from_rpc
-from tierlog.client.security import ChannelSecurity
 from tierlog.storage.errors import CorruptRecordError
 from tierlog.storage.records import Header, crc_is_valid, decode_records, iter_batches
 
@@ -70,12 +69,7 @@ class Consumer:
             config if isinstance(config, ConsumerConfig) else ConsumerConfig.from_properties(config)
         )
         self._own_cluster = cluster is None
-        self.cluster = cluster or Cluster(
-            self.config.bootstrap_servers,
-            metadata_max_age_ms=self.config.metadata_max_age_ms,
-            request_timeout_ms=self.config.request_timeout_ms,
-            security=ChannelSecurity.from_config(self.config),
-        )
+        self.cluster = cluster or Cluster.for_client(self.config)
         self._timeout_s = self.config.request_timeout_ms / 1000
         self._positions: dict[TopicPartition, int | None] = {}
         self._buffers: dict[TopicPartition, deque[ConsumerRecord]] = {}

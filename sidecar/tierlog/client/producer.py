@@ -27,7 +27,6 @@ from tierlog.client.cluster import Cluster
 from tierlog.client.config import ProducerConfig
 from tierlog.client.errors import IllegalProducerStateError, RequestTimedOutError
 from tierlog.client.idempotence import IdempotenceManager
-from tierlog.client.security import ChannelSecurity
 from tierlog.client.sender import RecordMetadata, Sender
 from tierlog.storage.records import NO_TIMESTAMP, Header, SimpleRecord
 
@@ -46,12 +45,7 @@ class Producer:
             config if isinstance(config, ProducerConfig) else ProducerConfig.from_properties(config)
         )
         self._own_cluster = cluster is None
-        self.cluster = cluster or Cluster(
-            self.config.bootstrap_servers,
-            metadata_max_age_ms=self.config.metadata_max_age_ms,
-            request_timeout_ms=self.config.request_timeout_ms,
-            security=ChannelSecurity.from_config(self.config),
-        )
+        self.cluster = cluster or Cluster.for_client(self.config)
         self.idempotence = (
             IdempotenceManager(self.config.max_in_flight_requests_per_connection)
             if self.config.enable_idempotence
