@@ -12,10 +12,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 
 from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, log_service_pb2
-from tierlog.client.cluster import Cluster
+from tierlog.client.cluster import Cluster, ClusterClient
 from tierlog.client.config import AdminConfig
 from tierlog.client.producer_batch import TopicPartition
 from tierlog.client.rpc import error_from_proto
@@ -61,7 +60,7 @@ class ClusterMetadata:
     leaders: Mapping[str, tuple[int, ...]]  # topic -> leader id per partition
 
 
-class AdminClient:
+class AdminClient(ClusterClient):
     """``AdminClient("host:9092")``, several servers as a list, or Kafka-named settings
     (``AdminConfig``: ``bootstrap.servers``, ``request.timeout.ms``, the security ones)."""
 
@@ -80,21 +79,6 @@ class AdminClient:
             security=ChannelSecurity.from_config(self.config),
         )
         self._timeout_s = self.config.request_timeout_ms / 1000
-
-    def __enter__(self) -> AdminClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self._own_cluster:
-            self.cluster.close()
 
     def _ask(self, method: str, request: object) -> object:
         def call(address: str) -> object:

@@ -16,7 +16,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from types import TracebackType
+from typing import Self, TypeVar
 
 import grpc
 
@@ -194,3 +195,26 @@ class Cluster:
                     raise error from None
                 time.sleep(0.05 * 2**attempt)
         raise AssertionError("unreachable")
+
+
+class ClusterClient:
+    """What the consumer and the admin client share: a cluster view they may own, closed
+    with them (``with`` blocks included); a view passed in stays open for its owner."""
+
+    cluster: Cluster
+    _own_cluster: bool
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._own_cluster:
+            self.cluster.close()

@@ -24,13 +24,12 @@ import time
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from types import TracebackType
 
 import grpc
 
 from tierlog.api.errors import NotLeaderOrFollowerError
 from tierlog.api.v1 import log_service_pb2
-from tierlog.client.cluster import Cluster
+from tierlog.client.cluster import Cluster, ClusterClient
 from tierlog.client.config import ConsumerConfig
 from tierlog.client.errors import NoOffsetForPartitionError, TierlogError, is_retriable, reason_of
 from tierlog.client.producer_batch import TopicPartition
@@ -61,7 +60,7 @@ class OffsetAndTimestamp:
     timestamp: int
 
 
-class Consumer:
+class Consumer(ClusterClient):
     def __init__(
         self, config: ConsumerConfig | Mapping[str, object], *, cluster: Cluster | None = None
     ) -> None:
@@ -73,21 +72,6 @@ class Consumer:
         self._timeout_s = self.config.request_timeout_ms / 1000
         self._positions: dict[TopicPartition, int | None] = {}
         self._buffers: dict[TopicPartition, deque[ConsumerRecord]] = {}
-
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self._own_cluster:
-            self.cluster.close()
 
     # --- assignment and positions -----------------------------------------------------
 
