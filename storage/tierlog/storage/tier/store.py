@@ -1,0 +1,90 @@
+"""The object-store interface the remote tier is written against.
+
+Two implementations keep the same promises: a local-directory store (the embedded
+default, no infrastructure) and an S3 store (AWS or any S3-compatible endpoint).
+
+Promises every store keeps:
+
+- ``put`` makes an object visible whole or not at all, and checks its integrity on
+  the way in; with ``if_absent`` it refuses to replace an existing object, which is
+  what fences two writers of the same manifest sequence number.
+- ``get`` reads a byte range (``end`` exclusive) of one object; ranged reads are how
+  the tier serves a fetch without downloading whole segments.
+- ``delete`` is idempotent: a key that is already gone is not an error.
+- Failures are typed: ``ObjectNotFoundError`` for a missing key, ``ObjectExistsError``
+  for a refused ``if_absent`` put, ``ObjectStoreUnavailableError`` once retries for a
+  transient failure (5xx, throttling, timeouts, connection refused) are used up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import NamedTuple, Protocol
+
+from tierlog.storage.errors import KafkaStorageError
+
+__all__ = [
+    "ObjectExistsError",
+    "ObjectInfo",
+    "ObjectNotFoundError",
+    "ObjectStore",
+    "ObjectStoreError",
+    "ObjectStoreUnavailableError",
+]
+
+
+class ObjectStoreError(KafkaStorageError):
+    """The object store refused or failed a request."""
+
+
+class ObjectNotFoundError(ObjectStoreError):
+    """The key does not exist (or not yet: stores may be eventually consistent on lists)."""
+
+
+class ObjectExistsError(ObjectStoreError):
+    """An ``if_absent`` put found the key already taken."""
+
+
+class ObjectStoreUnavailableError(ObjectStoreError):
+    """A transient failure outlasted the retries; the caller tries again later."""
+
+
+class ObjectInfo(NamedTuple):
+    key: str
+    size_bytes: int
+    last_modified_s: float  # seconds since the epoch
+
+
+class ObjectStore(Protocol):
+    """Keys are ``/``-separated strings relative to the store's root (bucket prefix)."""
+
+    url: str  # where it points, for logs and ``tierlog tier ls``
+
+    def put(self, key: str, body: bytes | Path, *, if_absent: bool = False) -> None:
+        """Write one object from memory or from a file, visible only once complete."""
+        ...
+
+    def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
+        """Bytes ``[start, end)`` of an object; ``end=None`` reads to its end."""
+        ...
+
+    def size(self, key: str) -> int:
+        """The object's length in bytes; ``ObjectNotFoundError`` when missing."""
+        ...
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Every object whose key starts with ``prefix``, in key order."""
+        ...
+
+    def delete(self, keys: Iterable[str]) -> None:
+        """Remove objects; missing keys are ignored."""
+        ...
+
+    def abort_incomplete_uploads(self, prefix: str, *, older_than_s: float) -> int:
+        """Abort multipart uploads under ``prefix`` started more than ``older_than_s``
+        ago (leftovers of crashed writers); returns how many. Stores without multipart
+        uploads return 0."""
+        ...
+
+    def close(self) -> None: ...
