@@ -1,0 +1,2 @@
+"""The remote tier: object stores, remote segment metadata, the uploader and the
+remote reader that serves offsets below the local log start."""
