@@ -1,0 +1,184 @@
+"""Reading and writing partition manifests in the object store, with writer fencing.
+
+Each change writes the next version as a new object, only if that key is absent: of
+two writers racing for a version exactly one wins. The loser reloads; when the
+winner has a newer writer epoch (or the same epoch but another writer id) the loser
+has been deposed and gets ``FencedWriterError``; when the winner is older (a deposed
+owner that has not noticed yet), the change is re-applied on top of the winner's
+version and tried again. A put that failed ambiguously (it may have landed) and is
+retried finds its own bytes under the key and counts as done.
+
+Versions older than the newest few are deleted after each change (best effort: a
+left-over old version is harmless and the next change removes it).
+
+Readers call ``load_view`` and ``read_part``; the uploader holds a ``ManifestWriter``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.tier.layout import manifest_key, manifest_prefix, parse_manifest_version
+from tierlog.storage.tier.manifest import (
+    CorruptManifestError,
+    FencedWriterError,
+    ManifestChange,
+    PartitionManifest,
+    RemoteLogView,
+    RemoteSegment,
+    SegmentPart,
+    decode_manifest,
+    encode_manifest,
+)
+from tierlog.storage.tier.store import (
+    ObjectExistsError,
+    ObjectNotFoundError,
+    ObjectStore,
+    ObjectStoreError,
+)
+
+__all__ = ["ManifestWriter", "load_manifest", "load_view", "read_part"]
+
+log = logging.getLogger(__name__)
+
+VERSIONS_TO_KEEP = 3
+_LOAD_ATTEMPTS = 5  # a version pruned between our list and get: list again
+_REBASE_ATTEMPTS = 10
+
+
+def load_manifest(store: ObjectStore, tp: TopicPartition) -> PartitionManifest:
+    """The newest manifest version, or the empty version 0 when none was written."""
+    for _attempt in range(_LOAD_ATTEMPTS):
+        versions = _stored_versions(store, tp)
+        if not versions:
+            return PartitionManifest(tp)
+        try:
+            manifest = decode_manifest(store.get(manifest_key(tp, versions[-1])))
+        except ObjectNotFoundError:
+            continue
+        if manifest.tp != tp or manifest.version != versions[-1]:
+            raise CorruptManifestError(
+                f"{manifest_key(tp, versions[-1])} describes {manifest.tp} "
+                f"version {manifest.version}"
+            )
+        return manifest
+    raise ObjectNotFoundError(f"{tp}: manifest versions kept disappearing while loading")
+
+
+def load_view(store: ObjectStore, tp: TopicPartition) -> RemoteLogView:
+    """What a reader may serve of ``tp`` from the tier right now."""
+    return load_manifest(store, tp).view()
+
+
+def read_part(
+    store: ObjectStore,
+    segment: RemoteSegment,
+    part: SegmentPart,
+    start: int = 0,
+    end: int | None = None,
+) -> bytes:
+    """Bytes ``[start, end)`` of one part of a segment object (offsets within the part;
+    ``end=None`` reads to the part's end), in one ranged GET."""
+    whole = segment.range_of(part)
+    stop = whole.length if end is None else min(end, whole.length)
+    if not 0 <= start <= stop:
+        raise ValueError(f"range [{start}, {end}) lies outside the {part.value} part")
+    if start == stop:
+        return b""
+    return store.get(segment.key, whole.start + start, whole.start + stop)
+
+
+def _stored_versions(store: ObjectStore, tp: TopicPartition) -> list[int]:
+    found = (parse_manifest_version(info.key) for info in store.list(manifest_prefix(tp)))
+    return sorted(version for version in found if version is not None)
+
+
+class ManifestWriter:
+    """One owner's handle on a partition's manifest: every change it commits carries
+    its writer epoch and id, and fails with ``FencedWriterError`` once deposed."""
+
+    def __init__(self, store: ObjectStore, manifest: PartitionManifest, writer_id: str):
+        self.store = store
+        self.manifest = manifest
+        self.writer_id = writer_id
+        self.writer_epoch = manifest.writer_epoch
+
+    @property
+    def tp(self) -> TopicPartition:
+        return self.manifest.tp
+
+    @classmethod
+    def claim(
+        cls, store: ObjectStore, tp: TopicPartition, writer_id: str, *, min_epoch: int = 0
+    ) -> ManifestWriter:
+        """Become the partition's tier writer with an epoch above every earlier one.
+
+        Writing a version with the new epoch deposes any earlier owner: its next
+        change meets this version and is fenced."""
+        current = load_manifest(store, tp)
+        epoch = max(current.writer_epoch + 1, min_epoch)
+        writer = cls(store, current, writer_id)
+        writer.writer_epoch = epoch
+        writer.update(lambda manifest: manifest)
+        return writer
+
+    def update(self, change: ManifestChange) -> PartitionManifest:
+        """Apply ``change`` to the newest manifest and store the result as the next version."""
+        base = self.manifest
+        for _attempt in range(_REBASE_ATTEMPTS):
+            self._check_not_fenced(base)
+            changed = dataclasses.replace(
+                change(base),
+                version=base.version + 1,
+                writer_epoch=self.writer_epoch,
+                writer_id=self.writer_id,
+            )
+            body = encode_manifest(changed)
+            key = manifest_key(self.tp, changed.version)
+            try:
+                self.store.put(key, body, if_absent=True)
+            except ObjectExistsError:
+                if self._is_ours(key, body):
+                    break
+                base = load_manifest(self.store, self.tp)
+                continue
+            break
+        else:
+            raise FencedWriterError(f"{self.tp}: lost {_REBASE_ATTEMPTS} manifest races in a row")
+        self.manifest = changed
+        self._prune_old_versions(changed.version)
+        return changed
+
+    def refresh(self) -> PartitionManifest:
+        """Reload the newest version (and fail if another writer took over)."""
+        latest = load_manifest(self.store, self.tp)
+        self._check_not_fenced(latest)
+        self.manifest = latest
+        return latest
+
+    def _check_not_fenced(self, latest: PartitionManifest) -> None:
+        newer = latest.writer_epoch > self.writer_epoch
+        twin = latest.writer_epoch == self.writer_epoch and latest.writer_id != self.writer_id
+        if newer or (twin and latest.version > 0):
+            raise FencedWriterError(
+                f"{self.tp}: writer epoch {self.writer_epoch} was deposed by epoch "
+                f"{latest.writer_epoch} ({latest.writer_id}) at manifest version {latest.version}"
+            )
+
+    def _is_ours(self, key: str, body: bytes) -> bool:
+        """Whether an earlier, ambiguous attempt of this very put landed."""
+        try:
+            return self.store.get(key) == body
+        except ObjectNotFoundError:
+            return False
+
+    def _prune_old_versions(self, newest: int) -> None:
+        try:
+            doomed = [
+                v for v in _stored_versions(self.store, self.tp) if v <= newest - VERSIONS_TO_KEEP
+            ]
+            self.store.delete(manifest_key(self.tp, version) for version in doomed)
+        except ObjectStoreError as error:
+            log.warning("%s: old manifest versions stay for now: %s", self.tp, error)

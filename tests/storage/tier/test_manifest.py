@@ -1,0 +1,218 @@
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.tier.layout import new_segment_id, segment_key
+from tierlog.storage.tier.manifest import (
+    ByteRange,
+    CorruptManifestError,
+    ManifestStateError,
+    PartitionManifest,
+    RemoteSegment,
+    SegmentPart,
+    SegmentState,
+    decode_manifest,
+    encode_manifest,
+    part_ranges,
+)
+
+TP = TopicPartition("orders", 2)
+
+
+def remote_segment(
+    base: int,
+    end: int,
+    *,
+    state: SegmentState = SegmentState.STARTED,
+    max_timestamp: int = 1000,
+    epoch: int = 1,
+    log_bytes: int = 100,
+) -> RemoteSegment:
+    segment_id = new_segment_id()
+    return RemoteSegment(
+        segment_id=segment_id,
+        writer_epoch=epoch,
+        state=state,
+        base_offset=base,
+        end_offset=end,
+        base_timestamp=max_timestamp - 10,
+        max_timestamp=max_timestamp,
+        offset_of_max_timestamp=end - 1,
+        key=segment_key(TP, base, epoch, segment_id),
+        parts=part_ranges({SegmentPart.LOG: log_bytes, SegmentPart.OFFSET_INDEX: 16}),
+        created_ms=5,
+    )
+
+
+def uploaded(manifest: PartitionManifest, base: int, end: int, **kw: int) -> PartitionManifest:
+    segment = remote_segment(base, end, **kw)
+    return manifest.start_upload(segment).finish_upload(segment.segment_id)
+
+
+# -- hypothesis: encode/decode ------------------------------------------------------------
+
+part_lengths = st.fixed_dictionaries({part: st.integers(0, 2**40) for part in SegmentPart})
+
+
+@st.composite
+def segments(draw: st.DrawFn) -> RemoteSegment:
+    base = draw(st.integers(0, 2**62))
+    segment_id = new_segment_id()
+    epoch = draw(st.integers(0, 2**31))
+    return RemoteSegment(
+        segment_id=segment_id,
+        writer_epoch=epoch,
+        state=draw(st.sampled_from(SegmentState)),
+        base_offset=base,
+        end_offset=base + draw(st.integers(1, 2**31)),
+        base_timestamp=draw(st.integers(-1, 2**62)),
+        max_timestamp=draw(st.integers(-1, 2**62)),
+        offset_of_max_timestamp=base,
+        key=segment_key(TP, base, epoch, segment_id),
+        parts=part_ranges(draw(part_lengths)),
+        created_ms=draw(st.integers(0, 2**62)),
+    )
+
+
+manifests = st.builds(
+    PartitionManifest,
+    tp=st.builds(TopicPartition, st.text("ab._-", min_size=1, max_size=20), st.integers(0, 99)),
+    version=st.integers(0, 2**62),
+    writer_epoch=st.integers(0, 2**31),
+    writer_id=st.text(max_size=40),
+    log_start_offset=st.integers(0, 2**62),
+    segments=st.lists(segments(), max_size=6).map(tuple),
+)
+
+
+@given(manifests)
+def test_encoding_round_trips(manifest: PartitionManifest) -> None:
+    assert decode_manifest(encode_manifest(manifest)) == manifest
+
+
+@given(manifests)
+def test_encoding_is_deterministic(manifest: PartitionManifest) -> None:
+    assert encode_manifest(decode_manifest(encode_manifest(manifest))) == encode_manifest(manifest)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"not json", b"[]", b'{"format": 2}', b'{"format": 1}', b'{"format": 1, "topic": 3}'],
+)
+def test_anything_else_is_a_corrupt_manifest(data: bytes) -> None:
+    with pytest.raises(CorruptManifestError):
+        decode_manifest(data)
+
+
+def test_a_segment_with_broken_ranges_does_not_decode() -> None:
+    manifest = PartitionManifest(TP, segments=(remote_segment(0, 10),))
+    text = encode_manifest(manifest).replace(b'"offset_index":[100,', b'"offset_index":[99,')
+    with pytest.raises(CorruptManifestError):
+        decode_manifest(text)
+
+
+# -- the parts of a segment object --------------------------------------------------------
+
+
+def test_parts_lie_back_to_back_in_a_fixed_order() -> None:
+    ranges = part_ranges({SegmentPart.LOG: 10, SegmentPart.TIME_INDEX: 12})
+    segment = dataclasses.replace(remote_segment(0, 5), parts=ranges)
+    assert segment.range_of(SegmentPart.LOG) == ByteRange(0, 10)
+    assert segment.range_of(SegmentPart.OFFSET_INDEX) == ByteRange(10, 10)
+    assert segment.range_of(SegmentPart.TIME_INDEX) == ByteRange(10, 22)
+    assert segment.object_size_bytes == 22 and segment.log_size_bytes == 10
+
+
+def test_a_segment_covers_at_least_one_offset() -> None:
+    with pytest.raises(ManifestStateError):
+        remote_segment(5, 5)
+
+
+# -- the life of an upload ----------------------------------------------------------------
+
+
+def test_started_uploads_are_invisible_until_finished() -> None:
+    segment = remote_segment(0, 10)
+    started = PartitionManifest(TP).start_upload(segment)
+    assert started.view().segments == () and started.end_offset == 0
+    finished = started.finish_upload(segment.segment_id)
+    assert [s.segment_id for s in finished.view().segments] == [segment.segment_id]
+    assert finished.end_offset == 10
+
+
+def test_an_upload_may_not_overlap_the_tier() -> None:
+    manifest = uploaded(PartitionManifest(TP), 0, 10)
+    with pytest.raises(ManifestStateError):
+        manifest.start_upload(remote_segment(9, 20))
+    manifest.start_upload(remote_segment(10, 20))  # contiguous is fine
+
+
+def test_two_attempts_at_one_segment_only_one_finishes() -> None:
+    first, retry = remote_segment(0, 10), remote_segment(0, 10)
+    manifest = PartitionManifest(TP).start_upload(first).start_upload(retry)
+    manifest = manifest.finish_upload(retry.segment_id)
+    with pytest.raises(ManifestStateError):
+        manifest.finish_upload(first.segment_id)
+    assert [s.state for s in manifest.segments if s.segment_id == first.segment_id] == [
+        SegmentState.STARTED
+    ]
+
+
+def test_finishing_twice_or_unknown_is_refused() -> None:
+    segment = remote_segment(0, 10)
+    manifest = PartitionManifest(TP).start_upload(segment).finish_upload(segment.segment_id)
+    with pytest.raises(ManifestStateError):
+        manifest.finish_upload(segment.segment_id)
+    with pytest.raises(ManifestStateError):
+        manifest.finish_upload(new_segment_id())
+
+
+def test_deleting_hides_then_drop_forgets() -> None:
+    manifest = uploaded(uploaded(PartitionManifest(TP), 0, 10), 10, 20)
+    oldest = manifest.segments[0].segment_id
+    deleting = manifest.start_deletion([oldest]).advance_log_start(10)
+    view = deleting.view()
+    assert [s.base_offset for s in view.segments] == [10]
+    assert view.log_start_offset == 10
+    dropped = deleting.drop([oldest, new_segment_id()])
+    assert [s.base_offset for s in dropped.segments] == [10]
+    assert dropped.drop([oldest]) == dropped  # idempotent
+
+
+def test_the_log_start_never_moves_back() -> None:
+    manifest = PartitionManifest(TP).advance_log_start(50).advance_log_start(20)
+    assert manifest.log_start_offset == 50
+    assert manifest.end_offset == 50  # an empty tier continues at its log start
+
+
+# -- the reader's view --------------------------------------------------------------------
+
+
+def test_view_finds_segments_by_offset_and_by_timestamp() -> None:
+    manifest = PartitionManifest(TP)
+    manifest = uploaded(manifest, 0, 10, max_timestamp=100)
+    manifest = uploaded(manifest, 10, 25, max_timestamp=300)
+    manifest = uploaded(manifest, 30, 40, max_timestamp=200)  # a gap the cleaner left
+    view = manifest.advance_log_start(3).view()
+    assert (view.log_start_offset, view.end_offset) == (3, 40)
+    assert view.segment_for_offset(2) is None
+    assert view.segment_for_offset(3) is view.segments[0]
+    assert view.segment_for_offset(10) is view.segments[1]
+    assert view.segment_for_offset(24) is view.segments[1]
+    assert view.segment_for_offset(27) is view.segments[2]  # in the gap: the next one
+    assert view.segment_for_offset(40) is None
+    assert view.segment_for_timestamp(150) is view.segments[1]
+    assert view.segment_for_timestamp(301) is None
+    assert view.size_bytes == 300
+
+
+def test_segments_wholly_below_the_log_start_are_not_in_the_view() -> None:
+    manifest = uploaded(uploaded(PartitionManifest(TP), 0, 10), 10, 20).advance_log_start(15)
+    view = manifest.view()
+    assert [s.base_offset for s in view.segments] == [10]
+    assert view.log_start_offset == 15

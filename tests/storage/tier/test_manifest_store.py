@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.storage.tier.faults import FaultyStore
+from tests.storage.tier.test_manifest import remote_segment
+from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.tier.layout import manifest_key, manifest_prefix
+from tierlog.storage.tier.local_store import LocalDirectoryStore
+from tierlog.storage.tier.manifest import (
+    CorruptManifestError,
+    FencedWriterError,
+    PartitionManifest,
+    SegmentPart,
+    SegmentState,
+    encode_manifest,
+    part_ranges,
+)
+from tierlog.storage.tier.manifest_store import (
+    VERSIONS_TO_KEEP,
+    ManifestWriter,
+    load_manifest,
+    load_view,
+    read_part,
+)
+from tierlog.storage.tier.store import ObjectStoreUnavailableError
+
+TP = TopicPartition("orders", 2)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> LocalDirectoryStore:
+    return LocalDirectoryStore(tmp_path / "tier")
+
+
+def versions(store: LocalDirectoryStore) -> list[str]:
+    return [info.key.rsplit("/", 1)[-1] for info in store.list(manifest_prefix(TP))]
+
+
+def test_a_partition_never_written_loads_empty(store: LocalDirectoryStore) -> None:
+    assert load_manifest(store, TP) == PartitionManifest(TP)
+    view = load_view(store, TP)
+    assert (view.log_start_offset, view.end_offset, view.segments) == (0, 0, ())
+
+
+def test_each_change_is_a_new_version_and_old_ones_are_pruned(
+    store: LocalDirectoryStore,
+) -> None:
+    writer = ManifestWriter.claim(store, TP, "w1")
+    for offset in range(1, 8):
+        writer.update(lambda m, offset=offset: m.advance_log_start(offset))  # type: ignore[misc]
+    loaded = load_manifest(store, TP)
+    assert loaded == writer.manifest
+    assert (loaded.version, loaded.log_start_offset, loaded.writer_epoch) == (8, 7, 1)
+    assert len(versions(store)) == VERSIONS_TO_KEEP
+
+
+def test_a_new_owner_fences_the_old_one(store: LocalDirectoryStore) -> None:
+    old = ManifestWriter.claim(store, TP, "old-pod")
+    old.update(lambda m: m.advance_log_start(5))
+    new = ManifestWriter.claim(store, TP, "new-pod")
+    assert new.writer_epoch == old.writer_epoch + 1
+    with pytest.raises(FencedWriterError):
+        old.update(lambda m: m.advance_log_start(9))
+    with pytest.raises(FencedWriterError):
+        old.refresh()
+    assert load_manifest(store, TP).log_start_offset == 5
+    new.update(lambda m: m.advance_log_start(9))
+    assert load_manifest(store, TP).writer_id == "new-pod"
+
+
+def test_an_older_writers_late_version_is_built_upon_not_lost(
+    store: LocalDirectoryStore,
+) -> None:
+    old = ManifestWriter.claim(store, TP, "old-pod")
+    # The new owner loads version 1, then the old owner writes version 2 before the
+    # new owner's claim lands: the claim meets version 2 and is re-applied on top.
+    new = ManifestWriter(store, load_manifest(store, TP), "new-pod")
+    new.writer_epoch = old.writer_epoch + 1
+    segment = remote_segment(0, 10)
+    old.update(lambda m: m.start_upload(segment))
+    new.update(lambda m: m.advance_log_start(3))
+    latest = load_manifest(store, TP)
+    assert (latest.version, latest.writer_id, latest.log_start_offset) == (3, "new-pod", 3)
+    assert [s.segment_id for s in latest.segments] == [segment.segment_id]
+    with pytest.raises(FencedWriterError):
+        old.update(lambda m: m.advance_log_start(4))
+
+
+def test_an_ambiguous_put_that_landed_counts_as_done(store: LocalDirectoryStore) -> None:
+    faulty = FaultyStore(store)
+    writer = ManifestWriter.claim(faulty, TP, "w1")
+    faulty.fail(lambda op, key: op == "put", after=True)
+    with pytest.raises(ObjectStoreUnavailableError):
+        writer.update(lambda m: m.advance_log_start(4))
+    assert writer.manifest.log_start_offset == 0  # the writer does not know it landed
+    writer.update(lambda m: m.advance_log_start(4))  # the retry finds its own bytes
+    assert load_manifest(store, TP).log_start_offset == 4
+    assert writer.manifest.version == load_manifest(store, TP).version
+
+
+def test_a_change_after_an_ambiguous_put_applies_on_top(store: LocalDirectoryStore) -> None:
+    faulty = FaultyStore(store)
+    writer = ManifestWriter.claim(faulty, TP, "w1")
+    faulty.fail(lambda op, key: op == "put", after=True)
+    with pytest.raises(ObjectStoreUnavailableError):
+        writer.update(lambda m: m.advance_log_start(4))
+    writer.update(lambda m: m.advance_log_start(2))  # a different change: rebased
+    assert load_manifest(store, TP).log_start_offset == 4
+
+
+def test_a_manifest_under_the_wrong_key_is_corrupt(store: LocalDirectoryStore) -> None:
+    store.put(manifest_key(TP, 1), encode_manifest(PartitionManifest(TP, version=2)))
+    with pytest.raises(CorruptManifestError):
+        load_manifest(store, TP)
+
+
+def test_read_part_reads_ranges_within_one_part(store: LocalDirectoryStore) -> None:
+    segment = remote_segment(0, 10)
+    lengths = {SegmentPart.LOG: 6, SegmentPart.OFFSET_INDEX: 4, SegmentPart.TIME_INDEX: 3}
+    segment = segment.__class__(**{**segment.__dict__, "parts": part_ranges(lengths)})
+    store.put(segment.key, b"LOGLOG" + b"OIDX" + b"TIX")
+    assert read_part(store, segment, SegmentPart.LOG) == b"LOGLOG"
+    assert read_part(store, segment, SegmentPart.LOG, 2, 4) == b"GL"
+    assert read_part(store, segment, SegmentPart.OFFSET_INDEX) == b"OIDX"
+    assert read_part(store, segment, SegmentPart.TIME_INDEX, 1) == b"IX"
+    assert read_part(store, segment, SegmentPart.PRODUCER_SNAPSHOT) == b""
+    with pytest.raises(ValueError):
+        read_part(store, segment, SegmentPart.LOG, 7)
+
+
+def test_view_loads_finished_segments_from_the_store(store: LocalDirectoryStore) -> None:
+    writer = ManifestWriter.claim(store, TP, "w1")
+    done, pending = remote_segment(0, 10), remote_segment(10, 20)
+    writer.update(lambda m: m.start_upload(done))
+    writer.update(lambda m: m.finish_upload(done.segment_id).start_upload(pending))
+    view = load_view(store, TP)
+    assert [s.segment_id for s in view.segments] == [done.segment_id]
+    assert view.segments[0].state is SegmentState.FINISHED and view.end_offset == 10
