@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from tierlog.storage.tier.store import (
@@ -34,10 +35,10 @@ class FaultyStore:
     inner: ObjectStore
     faults: list[Fault] = field(default_factory=list)
     calls: list[tuple[str, str]] = field(default_factory=list)
+    url: str = ""
 
-    @property
-    def url(self) -> str:
-        return self.inner.url
+    def __post_init__(self) -> None:
+        self.url = self.inner.url
 
     def fail(self, matches: Matcher, *, after: bool = False, times: int = 1) -> Fault:
         fault = Fault(matches, after=after, times=times)
@@ -82,7 +83,7 @@ class FaultyStore:
 
     def delete(self, keys: Iterable[str]) -> None:
         for key in list(keys):
-            self._call("delete", key, lambda key=key: self.inner.delete([key]))
+            self._call("delete", key, partial(self.inner.delete, [key]))
 
     def abort_incomplete_uploads(self, prefix: str, *, older_than_s: float) -> int:
         result = self._call(

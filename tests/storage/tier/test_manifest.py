@@ -49,8 +49,10 @@ def remote_segment(
     )
 
 
-def uploaded(manifest: PartitionManifest, base: int, end: int, **kw: int) -> PartitionManifest:
-    segment = remote_segment(base, end, **kw)
+def uploaded(
+    manifest: PartitionManifest, base: int, end: int, *, max_timestamp: int = 1000
+) -> PartitionManifest:
+    segment = remote_segment(base, end, max_timestamp=max_timestamp)
     return manifest.start_upload(segment).finish_upload(segment.segment_id)
 
 
