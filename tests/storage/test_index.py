@@ -13,7 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tierlog.storage.errors import CorruptRecordError
-from tierlog.storage.index import IndexEntry, OffsetIndex, TimeIndex
+from tierlog.storage.index import (
+    IndexEntry,
+    OffsetIndex,
+    TimeIndex,
+    offset_index_lookup,
+    time_index_lookup,
+)
 
 BASE = 1000
 
@@ -205,11 +211,14 @@ def test_offset_lookup_agrees_with_bisect(count: int, seed: int, targets: list[i
         index = offset_index(Path(scratch), max_index_bytes=count * 8)
         for position, key in enumerate(keys):
             index.append(key, position * 3)
+        index.trim_to_valid_size()
+        trimmed = index.path.read_bytes()  # what the tier holds: the remote lookup's input
         probes = targets + [rng.choice(keys) for _ in range(10)] + [keys[0] - 1, keys[-1] + 1]
         for target in [BASE + t for t in probes]:
             slot = bisect.bisect_right(keys, target) - 1
             expected = IndexEntry(BASE, 0) if slot < 0 else IndexEntry(keys[slot], slot * 3)
             assert index.lookup(target) == expected
+            assert offset_index_lookup(trimmed, BASE, target) == expected
         index.close()
 
 
@@ -226,12 +235,15 @@ def test_time_lookup_agrees_with_bisect(count: int, seed: int, targets: list[int
         index = time_index(Path(scratch), max_index_bytes=count * 12)
         for i, timestamp in enumerate(timestamps):
             index.maybe_append(timestamp, BASE + i)
+        index.trim_to_valid_size()
+        trimmed = index.path.read_bytes()
         for target in targets + [rng.choice(timestamps) for _ in range(10)]:
             slot = bisect.bisect_right(timestamps, target) - 1
             expected = (
                 IndexEntry(-1, BASE) if slot < 0 else IndexEntry(timestamps[slot], BASE + slot)
             )
             assert index.lookup(target) == expected
+            assert time_index_lookup(trimmed, BASE, target) == expected
         index.close()
 
 

@@ -36,12 +36,23 @@ __all__ = [
     "OffsetIndex",
     "SegmentIndex",
     "TimeIndex",
+    "floor_slot",
+    "offset_index_lookup",
     "offset_index_problem",
+    "time_index_lookup",
     "time_index_problem",
 ]
 
 WARM_SECTION_BYTES = 8192
 NO_TIMESTAMP = -1
+
+IndexBuffer = bytes | bytearray | memoryview | mmap.mmap
+
+# Entry layouts, big-endian: the first field is the key searches compare.
+_OFFSET_ENTRY = struct.Struct(">ii")  # offset - base offset, position
+_OFFSET_KEY = struct.Struct(">i")
+_TIME_ENTRY = struct.Struct(">qi")  # timestamp, offset - base offset
+_TIME_KEY = struct.Struct(">q")
 
 
 class IndexEntry(NamedTuple):
@@ -204,35 +215,20 @@ class SegmentIndex(ABC):
 
     def floor_slot(self, key: int) -> int:
         """Slot of the largest entry with key <= ``key``, or -1 when there is none."""
-        entries = self.entries
-        if entries == 0 or self._key_at(0) > key:
+        if self.entries == 0:
             return -1
-        warm_entries = WARM_SECTION_BYTES // self.entry_size
-        first_warm = max(0, entries - 1 - warm_entries)
-        if self._key_at(first_warm) <= key:
-            return self._search(key, first_warm, entries - 1)
-        return self._search(key, 0, first_warm)
-
-    def _search(self, key: int, low: int, high: int) -> int:
-        # A tight loop over the raw field: a full-index lookup takes ~21 probes.
-        mapped, unpack, stride = self._mmap, self._key.unpack_from, self.entry_size
-        assert mapped is not None
-        target = key - self._key_bias
-        while low < high:
-            middle = (low + high + 1) >> 1
-            if unpack(mapped, middle * stride)[0] <= target:
-                low = middle
-            else:
-                high = middle - 1
-        return low
+        assert self._mmap is not None
+        return floor_slot(
+            self._mmap, self.entries, self.entry_size, self._key, key - self._key_bias
+        )
 
 
 class OffsetIndex(SegmentIndex):
     """``.index``: 8-byte entries of (offset - base_offset: int32, position: int32)."""
 
     entry_size = 8
-    _entry = struct.Struct(">ii")
-    _key = struct.Struct(">i")
+    _entry = _OFFSET_ENTRY
+    _key = _OFFSET_KEY
 
     @property
     def _key_bias(self) -> int:
@@ -253,8 +249,7 @@ class OffsetIndex(SegmentIndex):
 
     def lookup(self, offset: int) -> IndexEntry:
         """The entry to start scanning from for ``offset``: (base offset, 0) when none."""
-        slot = self.floor_slot(offset)
-        return IndexEntry(self.base_offset, 0) if slot < 0 else self.entry(slot)
+        return offset_index_lookup(self._mmap or b"", self.base_offset, offset, self.entries)
 
     def truncate_to(self, offset: int) -> None:
         """Drop every entry for an offset >= ``offset``."""
@@ -297,8 +292,8 @@ class TimeIndex(SegmentIndex):
     """
 
     entry_size = 12
-    _entry = struct.Struct(">qi")
-    _key = struct.Struct(">q")
+    _entry = _TIME_ENTRY
+    _key = _TIME_KEY
 
     def entry(self, slot: int) -> IndexEntry:
         assert self._mmap is not None
@@ -337,8 +332,7 @@ class TimeIndex(SegmentIndex):
 
     def lookup(self, timestamp: int) -> IndexEntry:
         """Largest (timestamp, offset) at or below ``timestamp``; (-1, base offset) if none."""
-        slot = self.floor_slot(timestamp)
-        return IndexEntry(NO_TIMESTAMP, self.base_offset) if slot < 0 else self.entry(slot)
+        return time_index_lookup(self._mmap or b"", self.base_offset, timestamp, self.entries)
 
     def truncate_to(self, offset: int) -> None:
         """Drop every entry pointing at an offset >= ``offset`` (entries grow in offset too)."""
@@ -372,6 +366,78 @@ class TimeIndex(SegmentIndex):
         )
         if problem:
             raise CorruptRecordError(f"{self.path}: {problem}")
+
+
+# -- searches over index bytes -----------------------------------------------------------
+# Pure functions over a buffer of entries (a mapped file, or a remote segment's index
+# fetched into memory), so the broker's local lookups and the tier's remote ones are
+# one implementation.
+
+
+def floor_slot(
+    buffer: IndexBuffer, entries: int, entry_size: int, key_field: struct.Struct, raw_key: int
+) -> int:
+    """Slot of the largest of the first ``entries`` entries whose stored key field (the
+    first field, ``key_field``) is <= ``raw_key``; -1 when there is none.
+
+    The newest entries (the warm section) are searched first, so lookups near the log
+    end keep touching the same few pages.
+    """
+    if entries == 0 or key_field.unpack_from(buffer, 0)[0] > raw_key:
+        return -1
+    warm_entries = WARM_SECTION_BYTES // entry_size
+    first_warm = max(0, entries - 1 - warm_entries)
+    if key_field.unpack_from(buffer, first_warm * entry_size)[0] <= raw_key:
+        return _search(buffer, entry_size, key_field, raw_key, first_warm, entries - 1)
+    return _search(buffer, entry_size, key_field, raw_key, 0, first_warm)
+
+
+def _search(
+    buffer: IndexBuffer,
+    stride: int,
+    key_field: struct.Struct,
+    raw_key: int,
+    low: int,
+    high: int,
+) -> int:
+    # A tight loop over the raw field: a full-index lookup takes ~21 probes.
+    unpack = key_field.unpack_from
+    while low < high:
+        middle = (low + high + 1) >> 1
+        if unpack(buffer, middle * stride)[0] <= raw_key:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def offset_index_lookup(
+    buffer: IndexBuffer, base_offset: int, offset: int, entries: int | None = None
+) -> IndexEntry:
+    """Where to start scanning a segment's log for ``offset``, from its ``.index`` bytes:
+    the largest entry at or below it, or (base offset, 0) when none. ``entries``
+    defaults to every whole entry in ``buffer`` (a trimmed index)."""
+    size = _OFFSET_ENTRY.size
+    entries = len(buffer) // size if entries is None else entries
+    slot = floor_slot(buffer, entries, size, _OFFSET_KEY, offset - base_offset)
+    if slot < 0:
+        return IndexEntry(base_offset, 0)
+    relative, position = _OFFSET_ENTRY.unpack_from(buffer, slot * size)
+    return IndexEntry(base_offset + relative, position)
+
+
+def time_index_lookup(
+    buffer: IndexBuffer, base_offset: int, timestamp: int, entries: int | None = None
+) -> IndexEntry:
+    """The largest (timestamp, offset) entry of ``.timeindex`` bytes at or below
+    ``timestamp``, or (-1, base offset) when none."""
+    size = _TIME_ENTRY.size
+    entries = len(buffer) // size if entries is None else entries
+    slot = floor_slot(buffer, entries, size, _TIME_KEY, timestamp)
+    if slot < 0:
+        return IndexEntry(NO_TIMESTAMP, base_offset)
+    found, relative = _TIME_ENTRY.unpack_from(buffer, slot * size)
+    return IndexEntry(found, base_offset + relative)
 
 
 def offset_index_problem(
