@@ -1,0 +1,233 @@
+"""A disk cache of fixed-size chunks of remote objects: the tier's read cache.
+
+Remote segment objects never change once uploaded (a new upload gets a new key), so
+chunk ``i`` of an object, bytes ``[i * chunk_bytes, (i + 1) * chunk_bytes)``, never
+goes stale: it is cached under (object key, chunk index) and only ever evicted, least
+recently used first, to stay within ``max_bytes`` and ``max_entries``.
+
+It survives restarts. Each chunk is one file named by a hash of its object key, the
+chunk size and its index; at start the in-memory index is rebuilt from the directory,
+oldest modification time first (a hit touches its file, so that order is the LRU
+order). A chunk is written to a temporary file and renamed into place, without fsync
+(a lost chunk costs one GET); instead every file ends with a trailer of magic, length
+and CRC-32C. Start-up discards leftovers of unfinished writes and any file whose
+length disagrees with its trailer, and every hit checks the CRC, so a file torn by a
+crash or flipped on disk is discarded and fetched again, never served.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import struct
+import threading
+import uuid
+from collections import OrderedDict
+from pathlib import Path
+from typing import NamedTuple
+
+from tierlog.storage.errors import InvalidConfigError
+from tierlog.storage.records import crc32c
+
+__all__ = ["ChunkCache", "ChunkCacheStats"]
+
+log = logging.getLogger(__name__)
+
+_SUFFIX = ".chunk"
+_TEMPORARY_SUFFIX = ".tmp"
+_TRAILER = struct.Struct(">4sII")  # magic, data length, CRC-32C of the data
+_MAGIC = b"TLC1"
+
+
+class ChunkCacheStats(NamedTuple):
+    """Counters since start, read at scrape time (no bookkeeping beyond the ints)."""
+
+    hits: int
+    misses: int
+    evictions: int
+    discarded: int  # torn or corrupt files thrown away
+    size_bytes: int
+    entries: int
+
+
+class ChunkCache:
+    """Chunks of immutable remote objects in ``directory`` (created if missing); thread-safe."""
+
+    def __init__(self, directory: Path, *, chunk_bytes: int, max_bytes: int, max_entries: int):
+        if chunk_bytes <= 0 or max_bytes < 0 or max_entries < 0:
+            raise InvalidConfigError(
+                f"chunk cache: chunk_bytes {chunk_bytes} must be positive, "
+                f"max_bytes {max_bytes} and max_entries {max_entries} not negative"
+            )
+        self.directory = directory
+        self.chunk_bytes = chunk_bytes
+        self.max_bytes = max_bytes
+        self.max_entries = max_entries
+        self._lock = threading.Lock()
+        self._files: OrderedDict[str, int] = OrderedDict()  # file name -> bytes, LRU first
+        self._size_bytes = 0
+        self._hits = self._misses = self._evictions = self._discarded = 0
+        directory.mkdir(parents=True, exist_ok=True)
+        self._load()
+
+    # -- the index, rebuilt from the directory ---------------------------------------
+
+    def _load(self) -> None:
+        found: list[tuple[float, str, int]] = []
+        for path in self.directory.iterdir():
+            name = path.name
+            if name.endswith(_TEMPORARY_SUFFIX):  # an unfinished write: never renamed
+                path.unlink(missing_ok=True)
+                continue
+            if not name.endswith(_SUFFIX):
+                continue
+            try:
+                stat = path.stat()
+            except FileNotFoundError:
+                continue
+            if not self._belongs(name) or not _trailer_matches(path, stat.st_size):
+                self._discard_file(path)
+                continue
+            found.append((stat.st_mtime, name, stat.st_size))
+        with self._lock:
+            for _mtime, name, size in sorted(found):
+                self._files[name] = size
+                self._size_bytes += size
+            self._evict_locked()
+        log.info(
+            "chunk cache %s: %d chunks, %d bytes",
+            self.directory,
+            len(self._files),
+            self._size_bytes,
+        )
+
+    def _belongs(self, name: str) -> bool:
+        """A chunk of this chunk size (a changed ``chunk_bytes`` orphans the others)."""
+        parts = name[: -len(_SUFFIX)].split(".")
+        return len(parts) == 3 and parts[1] == str(self.chunk_bytes) and parts[2].isdigit()
+
+    def _name(self, key: str, index: int) -> str:
+        digest = hashlib.sha256(key.encode()).hexdigest()[:40]
+        return f"{digest}.{self.chunk_bytes}.{index}{_SUFFIX}"
+
+    # -- reads and writes ------------------------------------------------------------
+
+    def get(self, key: str, index: int) -> bytes | None:
+        """Chunk ``index`` of object ``key``, or None (a miss)."""
+        name = self._name(key, index)
+        with self._lock:
+            if name not in self._files:
+                self._misses += 1
+                return None
+            self._files.move_to_end(name)
+        path = self.directory / name
+        try:
+            raw = path.read_bytes()
+            os.utime(path)  # the LRU order a restart rebuilds
+        except FileNotFoundError:  # evicted since the lookup
+            data = None
+        else:
+            data = _unwrap(raw)
+            if data is None:
+                log.warning("chunk cache: discarding corrupt %s", path)
+                self._discard(name)
+        with self._lock:
+            if data is None:
+                self._misses += 1
+            else:
+                self._hits += 1
+        return data
+
+    def contains(self, key: str, index: int) -> bool:
+        with self._lock:
+            return self._name(key, index) in self._files
+
+    def put(self, key: str, index: int, data: bytes) -> None:
+        """Cache chunk ``index`` of ``key``; evicts least recently used chunks to fit."""
+        name = self._name(key, index)
+        size = len(data) + _TRAILER.size
+        if size > self.max_bytes or self.max_entries == 0:
+            return
+        temporary = self.directory / f"{uuid.uuid4().hex}{_TEMPORARY_SUFFIX}"
+        try:
+            with temporary.open("wb") as out:
+                out.write(data)
+                out.write(_TRAILER.pack(_MAGIC, len(data), crc32c(data)))
+            with self._lock:
+                temporary.replace(self.directory / name)
+                previous = self._files.pop(name, 0)
+                self._files[name] = size
+                self._size_bytes += size - previous
+                self._evict_locked()
+        except OSError as error:  # a full cache disk must not fail the read it serves
+            log.warning("chunk cache: cannot write %s: %s", name, error)
+            temporary.unlink(missing_ok=True)
+
+    def _evict_locked(self) -> None:
+        while self._files and (
+            self._size_bytes > self.max_bytes or len(self._files) > self.max_entries
+        ):
+            name, size = self._files.popitem(last=False)
+            self._size_bytes -= size
+            self._evictions += 1
+            (self.directory / name).unlink(missing_ok=True)
+
+    def _discard(self, name: str) -> None:
+        with self._lock:
+            size = self._files.pop(name, None)
+            if size is None:
+                return
+            self._size_bytes -= size
+            self._discarded += 1
+            (self.directory / name).unlink(missing_ok=True)
+
+    def _discard_file(self, path: Path) -> None:
+        log.warning("chunk cache: discarding torn or foreign file %s", path)
+        path.unlink(missing_ok=True)
+        with self._lock:
+            self._discarded += 1
+
+    # -- observation -----------------------------------------------------------------
+
+    @property
+    def size_bytes(self) -> int:
+        return self._size_bytes
+
+    @property
+    def entries(self) -> int:
+        return len(self._files)
+
+    def stats(self) -> ChunkCacheStats:
+        with self._lock:
+            return ChunkCacheStats(
+                self._hits,
+                self._misses,
+                self._evictions,
+                self._discarded,
+                self._size_bytes,
+                len(self._files),
+            )
+
+
+def _unwrap(raw: bytes) -> bytes | None:
+    """The data of a cache file, or None when its trailer or CRC says it is damaged."""
+    if len(raw) < _TRAILER.size:
+        return None
+    magic, length, crc = _TRAILER.unpack_from(raw, len(raw) - _TRAILER.size)
+    data = raw[: -_TRAILER.size]
+    if magic != _MAGIC or length != len(data) or crc32c(data) != crc:
+        return None
+    return data
+
+
+def _trailer_matches(path: Path, size: int) -> bool:
+    """The start-up check, cheap enough for every file: the trailer's length is the file's."""
+    if size < _TRAILER.size:
+        return False
+    with contextlib.suppress(OSError), path.open("rb") as source:
+        source.seek(size - _TRAILER.size)
+        magic, length, _crc = _TRAILER.unpack(source.read(_TRAILER.size))
+        return bool(magic == _MAGIC and length == size - _TRAILER.size)
+    return False
