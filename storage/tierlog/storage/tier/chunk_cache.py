@@ -62,6 +62,7 @@ class ChunkCache:
                 f"max_bytes {max_bytes} and max_entries {max_entries} not negative"
             )
         self.directory = directory
+        self._directory = str(directory)
         self.chunk_bytes = chunk_bytes
         self.max_bytes = max_bytes
         self.max_entries = max_entries
@@ -122,9 +123,10 @@ class ChunkCache:
                 self._misses += 1
                 return None
             self._files.move_to_end(name)
-        path = self.directory / name
+        path = f"{self._directory}/{name}"  # a str, not a Path: this is the hot path
         try:
-            raw = path.read_bytes()
+            with open(path, "rb") as source:  # noqa: PTH123
+                raw = source.read()
             os.utime(path)  # the LRU order a restart rebuilds
         except FileNotFoundError:  # evicted since the lookup
             data = None

@@ -60,8 +60,12 @@ class RangeReader:
         self._in_flight: dict[tuple[str, int], Future[bytes]] = {}
         self._closed = False
 
-    def read(self, key: str, start: int, end: int, object_size: int) -> bytes:
-        """Bytes ``[start, end)`` of object ``key`` of ``object_size`` bytes (clipped to it)."""
+    def read(
+        self, key: str, start: int, end: int, object_size: int, *, prefetch: bool = True
+    ) -> bytes:
+        """Bytes ``[start, end)`` of object ``key`` of ``object_size`` bytes (clipped to it);
+        ``prefetch=False`` for reads that are not followed by the bytes after them
+        (an index lookup)."""
         end = min(end, object_size)
         if start >= end:
             return b""
@@ -70,7 +74,8 @@ class RangeReader:
         pending = {i: self._fetching(key, i, object_size) for i in range(first + 1, last + 1)}
         pieces = [self.chunk(key, first, object_size)]
         pieces += [self._wait(key, i, object_size, pending[i]) for i in range(first + 1, last + 1)]
-        self.prefetch(key, last + 1, object_size)
+        if prefetch:
+            self.prefetch(key, last + 1, object_size)
         whole = pieces[0] if len(pieces) == 1 else b"".join(pieces)
         offset = first * chunk
         return whole[start - offset : end - offset]

@@ -1,0 +1,265 @@
+"""Reads of tiered offsets: the remote half of Fetch, ListOffsets and Subscribe.
+
+One ``RemoteLogReader`` per object store, shared by every partition. It sees a
+partition's tier through its manifest's view (finished segments at or above the
+tier's log start) and caches that view, reloading it when it is older than
+``view_ttl_s``, when a read asks for an offset past its end (more was uploaded), or
+when a segment it names has gone (retention deleted it); ``invalidate`` lets an
+uploader in the same process say so at once.
+
+Within a segment a read follows ``LogSegment.read``: the segment's offset index,
+fetched through the chunk cache and searched with the broker's own
+``offset_index_lookup``, gives a position at or before the batch holding the offset;
+batch headers are walked from there; whole batches are returned, the first even when
+it is larger than ``max_bytes``. A segment with nothing at or after the offset (the
+tail a cleaner emptied) hands over to the next one. Every byte comes through the
+``RangeReader``: chunked ranged GETs, the disk cache, prefetch.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.errors import CorruptRecordError, OffsetOutOfRangeError
+from tierlog.storage.index import offset_index_lookup, time_index_lookup
+from tierlog.storage.records import HEADER_READ_SIZE, BatchHeader, decode_records, parse_header
+from tierlog.storage.segment import TimestampAndOffset
+from tierlog.storage.tier.manifest import RemoteLogView, RemoteSegment, SegmentPart
+from tierlog.storage.tier.manifest_store import load_view
+from tierlog.storage.tier.range_reader import RangeReader
+from tierlog.storage.tier.store import ObjectNotFoundError
+
+__all__ = ["RemoteLogReader"]
+
+_T = TypeVar("_T")
+
+# A walk reads this much beyond what it was asked for in one go: the bytes between the
+# index entry and the wanted batch (about index.interval.bytes) and the next header.
+_WINDOW_SLACK_BYTES = 16 * 1024
+
+
+class RemoteLogReader:
+    """Reads tiered batches of any partition of one store; thread-safe."""
+
+    def __init__(
+        self,
+        ranges: RangeReader,
+        *,
+        view_ttl_s: float = 5.0,
+        clock_s: Callable[[], float] = time.monotonic,
+    ):
+        self.ranges = ranges
+        self.store = ranges.store
+        self.view_ttl_s = view_ttl_s
+        self.clock_s = clock_s
+        self.bytes_read = 0  # record bytes returned by ``read`` (a counter for metrics)
+        self._lock = threading.Lock()
+        self._views: dict[TopicPartition, tuple[float, RemoteLogView]] = {}
+
+    # -- views --------------------------------------------------------------------------
+
+    def view(self, tp: TopicPartition, *, refresh: bool = False) -> RemoteLogView:
+        """The partition's tier as last loaded (loading it when stale or asked to)."""
+        now = self.clock_s()
+        with self._lock:
+            cached = self._views.get(tp)
+        if cached is not None and not refresh and now - cached[0] < self.view_ttl_s:
+            return cached[1]
+        fresh = load_view(self.store, tp)
+        with self._lock:
+            self._views[tp] = (now, fresh)
+        return fresh
+
+    def invalidate(self, tp: TopicPartition) -> None:
+        """The partition's manifest changed: the next call reloads it."""
+        with self._lock:
+            self._views.pop(tp, None)
+
+    def _with_view(self, tp: TopicPartition, offset: int, act: Callable[[RemoteLogView], _T]) -> _T:
+        """Run ``act`` on the view, again on a fresh one if a segment it named was gone."""
+        view = self.view(tp)
+        if offset >= view.end_offset:
+            view = self.view(tp, refresh=True)
+        try:
+            return act(view)
+        except ObjectNotFoundError:  # deleted by retention since the view was loaded
+            return act(self.view(tp, refresh=True))
+
+    # -- reads --------------------------------------------------------------------------
+
+    def read(
+        self, tp: TopicPartition, offset: int, max_bytes: int, *, min_one_batch: bool = True
+    ) -> bytes:
+        """Whole batches from the one holding ``offset``; ``b""`` at or past the tier's
+        end. OffsetOutOfRangeError below the tier's log start."""
+
+        def attempt(view: RemoteLogView) -> bytes:
+            if offset < view.log_start_offset:
+                raise OffsetOutOfRangeError(
+                    f"{tp}: offset {offset} is below the tier's log start {view.log_start_offset}"
+                )
+            for segment in _segments_from(view, offset):
+                records = self._read_segment(segment, offset, max_bytes, min_one_batch)
+                if records:
+                    return records
+            return b""
+
+        records = self._with_view(tp, offset, attempt)
+        with self._lock:
+            self.bytes_read += len(records)
+        return records
+
+    def _read_segment(
+        self, segment: RemoteSegment, offset: int, max_bytes: int, min_one_batch: bool
+    ) -> bytes:
+        start = self._index_position(segment, offset)
+        log = _SegmentLog(self.ranges, segment, max_bytes + _WINDOW_SLACK_BYTES)
+        first, length = -1, 0
+        for position, header in log.headers(start):
+            if first < 0:
+                if header.last_offset < offset:
+                    continue
+                first = position
+            if length + header.size > max_bytes and (length or not min_one_batch):
+                break
+            length += header.size
+        return log.read(first, first + length) if length else b""
+
+    def _index_position(self, segment: RemoteSegment, offset: int) -> int:
+        """Where to start walking for ``offset``: its offset index entry's position."""
+        index = _part(self.ranges, segment, SegmentPart.OFFSET_INDEX)
+        position = offset_index_lookup(index, segment.base_offset, offset).value
+        return position if 0 <= position < segment.log_size_bytes else 0
+
+    # -- offsets by time ----------------------------------------------------------------
+
+    def offset_for_timestamp(
+        self, tp: TopicPartition, timestamp: int, start_offset: int = 0
+    ) -> TimestampAndOffset | None:
+        """The first tiered record at or after ``start_offset`` whose timestamp is >=
+        ``timestamp`` (None when the tier has none)."""
+
+        def attempt(view: RemoteLogView) -> TimestampAndOffset | None:
+            start = max(start_offset, view.log_start_offset)
+            for segment in view.segments:
+                if segment.max_timestamp < timestamp or segment.end_offset <= start:
+                    continue
+                found = self._find_by_timestamp(segment, timestamp, start)
+                if found is not None:
+                    return found
+            return None
+
+        return self._with_view(tp, start_offset, attempt)
+
+    def _find_by_timestamp(
+        self, segment: RemoteSegment, timestamp: int, start_offset: int
+    ) -> TimestampAndOffset | None:
+        times = _part(self.ranges, segment, SegmentPart.TIME_INDEX)
+        indexed = time_index_lookup(times, segment.base_offset, timestamp)
+        start = self._index_position(segment, max(indexed.value, start_offset))
+        log = _SegmentLog(self.ranges, segment, _WINDOW_SLACK_BYTES)
+        for position, header in log.headers(start):
+            if header.max_timestamp < timestamp or header.last_offset < start_offset:
+                continue
+            buffer, local = log.batch(position)
+            for record in decode_records(buffer, local):
+                if record.timestamp >= timestamp and record.offset >= start_offset:
+                    return TimestampAndOffset(record.timestamp, record.offset)
+        return None
+
+    def max_timestamp(self, tp: TopicPartition) -> TimestampAndOffset | None:
+        """The tiered record with the largest timestamp (the first of equals), or None."""
+
+        def attempt(view: RemoteLogView) -> TimestampAndOffset | None:
+            if not view.segments:
+                return None
+            holder = max(view.segments, key=lambda segment: segment.max_timestamp)
+            if holder.max_timestamp < 0:
+                return None
+            target = holder.offset_of_max_timestamp
+            log = _SegmentLog(self.ranges, holder, _WINDOW_SLACK_BYTES)
+            for position, header in log.headers(self._index_position(holder, target)):
+                if header.last_offset < target:
+                    continue
+                buffer, local = log.batch(position)
+                for record in decode_records(buffer, local):
+                    if record.timestamp == holder.max_timestamp:
+                        return TimestampAndOffset(record.timestamp, record.offset)
+                break
+            return TimestampAndOffset(holder.max_timestamp, target)
+
+        return self._with_view(tp, 0, attempt)
+
+
+def _segments_from(view: RemoteLogView, offset: int) -> Iterator[RemoteSegment]:
+    first = view.segment_for_offset(offset)
+    if first is None:
+        return
+    yield from view.segments[view.segments.index(first) :]
+
+
+def _part(ranges: RangeReader, segment: RemoteSegment, part: SegmentPart) -> bytes:
+    """A whole small part of a segment object (an index), through the cache."""
+    where = segment.range_of(part)
+    return ranges.read(
+        segment.key, where.start, where.end, segment.object_size_bytes, prefetch=False
+    )
+
+
+class _SegmentLog:
+    """The log part of one remote segment, read in windows as a walk moves through it.
+
+    Positions are within the log part (0 is its first batch), as the index stores them.
+    """
+
+    def __init__(self, ranges: RangeReader, segment: RemoteSegment, window_bytes: int):
+        self.ranges = ranges
+        self.segment = segment
+        self.base = segment.range_of(SegmentPart.LOG).start
+        self.size = segment.log_size_bytes
+        self.window_bytes = window_bytes
+        self._start = 0
+        self._data = b""
+
+    def read(self, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the log, from the current window when it holds them."""
+        if self._start <= start and end <= self._start + len(self._data):
+            return self._data[start - self._start : end - self._start]
+        return self._get(start, end)
+
+    def _get(self, start: int, end: int) -> bytes:
+        segment, end = self.segment, min(end, self.size)  # never into the parts after the log
+        return self.ranges.read(
+            segment.key, self.base + start, self.base + end, segment.object_size_bytes
+        )
+
+    def _cover(self, start: int, end: int) -> None:
+        """Make the window hold ``[start, end)`` (reading a new one from ``start``)."""
+        if self._start <= start and end <= self._start + len(self._data):
+            return
+        self._start = start
+        self._data = self._get(start, max(end, start + self.window_bytes))
+
+    def headers(self, position: int) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from ``position`` (a batch boundary) on."""
+        while position < self.size:
+            self._cover(position, min(position + HEADER_READ_SIZE, self.size))
+            header = parse_header(self._data, position - self._start)
+            if position + header.size > self.size:
+                raise CorruptRecordError(
+                    f"{self.segment.key}: the batch at {position} declares {header.size} bytes, "
+                    f"the segment's log ends at {self.size}"
+                )
+            yield position, header
+            position += header.size
+
+    def batch(self, position: int) -> tuple[bytes, BatchHeader]:
+        """The whole batch at ``position`` as (buffer, its header within the buffer)."""
+        self._cover(position, position + HEADER_READ_SIZE)
+        size = parse_header(self._data, position - self._start).size
+        self._cover(position, position + size)
+        return self._data, parse_header(self._data, position - self._start)

@@ -1,0 +1,187 @@
+"""The remote log reader on a local-directory tier: the same bytes a local read gives."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.storage.conftest import T0, batch_with_timestamps, config, headers_of
+from tests.storage.tier.tiering import tier_closed_segments, tier_segments
+from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.errors import OffsetOutOfRangeError
+from tierlog.storage.log import MAX_TIMESTAMP, Log
+from tierlog.storage.records import CompressionType
+from tierlog.storage.tier.chunk_cache import ChunkCache
+from tierlog.storage.tier.local_store import LocalDirectoryStore
+from tierlog.storage.tier.manifest_store import ManifestWriter
+from tierlog.storage.tier.range_reader import RangeReader
+from tierlog.storage.tier.remote_reader import RemoteLogReader
+
+TP = TopicPartition("events", 0)
+CODECS = [CompressionType.NONE, CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD]
+
+
+def fill(log: Log, batches: int, *, seed: int = 1) -> None:
+    """Batches of 1-20 records with growing (sometimes repeated) timestamps, mixed codecs."""
+    rng = random.Random(seed)
+    timestamp = T0
+    for _ in range(batches):
+        count = rng.randint(1, 20)
+        stamps = []
+        for _ in range(count):
+            timestamp += rng.choice([0, 1, 7])
+            stamps.append(timestamp)
+        log.append(batch_with_timestamps(stamps, rng.choice(CODECS)))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> LocalDirectoryStore:
+    return LocalDirectoryStore(tmp_path / "tier")
+
+
+def make_reader(tmp_path: Path, store: LocalDirectoryStore, name: str = "cache") -> RemoteLogReader:
+    cache = ChunkCache(tmp_path / name, chunk_bytes=1000, max_bytes=1 << 24, max_entries=10_000)
+    return RemoteLogReader(RangeReader(store, cache, prefetch_chunks=1, threads=2))
+
+
+@pytest.fixture
+def reader(tmp_path: Path, store: LocalDirectoryStore) -> Iterator[RemoteLogReader]:
+    reader = make_reader(tmp_path, store)
+    yield reader
+    reader.ranges.close()
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Iterator[Log]:
+    log = Log.open(
+        tmp_path / "events-0",
+        config(segment_bytes=6000, index_interval_bytes=300, remote_storage_enable=True),
+    )
+    fill(log, 200)
+    log.roll()
+    yield log
+    log.close()
+
+
+def test_every_tiered_offset_reads_the_bytes_a_local_read_gives(
+    log: Log, store: LocalDirectoryStore, reader: RemoteLogReader
+) -> None:
+    manifest = tier_closed_segments(store, TP, log)
+    assert len(manifest.finished) == len(log.segments) - 1 >= 5
+    for offset in range(manifest.end_offset):
+        for max_bytes in (1, 5000):
+            assert reader.read(TP, offset, max_bytes) == log.read(offset, max_bytes).records
+
+
+def test_reading_the_tier_front_to_back_gives_the_log(
+    log: Log, store: LocalDirectoryStore, reader: RemoteLogReader
+) -> None:
+    end = tier_closed_segments(store, TP, log).end_offset
+    local = bytearray()
+    remote = bytearray()
+    offset = 0
+    while offset < end:
+        chunk = reader.read(TP, offset, 2500)
+        remote += chunk
+        local += log.read(offset, 2500).records
+        offset = headers_of(chunk)[-1].next_offset
+    assert remote == local
+    assert reader.read(TP, end, 2500) == b""  # the tier's end: the local log goes on
+    assert reader.bytes_read == len(remote)
+
+
+def test_without_min_one_batch_nothing_larger_than_max_bytes_comes_back(
+    log: Log, store: LocalDirectoryStore, reader: RemoteLogReader
+) -> None:
+    tier_closed_segments(store, TP, log)
+    assert reader.read(TP, 0, 1, min_one_batch=False) == b""
+    assert reader.read(TP, 0, 1) == log.read(0, 1).records != b""
+
+
+def test_offsets_below_the_tiers_log_start_are_out_of_range(
+    log: Log, store: LocalDirectoryStore, reader: RemoteLogReader
+) -> None:
+    tier_closed_segments(store, TP, log)
+    writer = ManifestWriter.claim(store, TP, "retention")
+    writer.update(lambda manifest: manifest.advance_log_start(40))
+    reader.invalidate(TP)
+    assert reader.view(TP).log_start_offset == 40
+    with pytest.raises(OffsetOutOfRangeError):
+        reader.read(TP, 39, 1000)
+    assert reader.read(TP, 40, 1000) == log.read(40, 1000).records
+
+
+def test_a_segment_deleted_after_the_view_was_loaded_is_noticed(
+    log: Log, store: LocalDirectoryStore, reader: RemoteLogReader
+) -> None:
+    manifest = tier_closed_segments(store, TP, log)
+    first, second = manifest.finished[:2]
+    assert reader.view(TP).segments[0] == first  # cached, with the first segment in it
+    writer = ManifestWriter.claim(store, TP, "retention")
+    writer.update(
+        lambda m: m.advance_log_start(second.base_offset).start_deletion([first.segment_id])
+    )
+    store.delete([first.key])
+    writer.update(lambda m: m.drop([first.segment_id]))
+    with pytest.raises(OffsetOutOfRangeError):
+        reader.read(TP, first.base_offset, 1000)
+    assert reader.view(TP).segments[0] == second
+
+
+def test_segments_uploaded_after_the_view_was_loaded_are_found(
+    log: Log, store: LocalDirectoryStore, reader: RemoteLogReader
+) -> None:
+    segments = log.segments[:-1]
+    tier_segments(store, TP, segments[:2])
+    assert reader.view(TP).end_offset == segments[2].base_offset
+    tier_segments(store, TP, segments[2:3])
+    offset = segments[2].base_offset + 1
+    assert reader.read(TP, offset, 1000) == log.read(offset, 1000).records
+
+
+def test_offset_for_timestamp_agrees_with_the_local_log(
+    log: Log, store: LocalDirectoryStore, reader: RemoteLogReader
+) -> None:
+    manifest = tier_closed_segments(store, TP, log)
+    tiered_max = manifest.finished[-1].max_timestamp
+    for timestamp in range(T0 - 5, tiered_max + 1, 3):
+        expected = log.offset_for_timestamp(timestamp)
+        assert reader.offset_for_timestamp(TP, timestamp) == expected
+    assert reader.offset_for_timestamp(TP, tiered_max + 10**6) is None
+    found = reader.offset_for_timestamp(TP, T0, start_offset=100)
+    assert found is not None and found.offset == 100
+
+
+def test_the_largest_timestamp_is_the_records_not_the_batchs(
+    tmp_path: Path, store: LocalDirectoryStore, reader: RemoteLogReader
+) -> None:
+    log = Log.open(tmp_path / "events-0", config(segment_bytes=2000, remote_storage_enable=True))
+    fill(log, 30)
+    log.append(batch_with_timestamps([T0 + 10**6, T0 + 5, T0 + 10**6]))  # the max, twice
+    fill(log, 30, seed=2)
+    log.roll()
+    tier_closed_segments(store, TP, log)
+    expected = log.offset_for_timestamp(MAX_TIMESTAMP)
+    assert expected is not None and expected.timestamp == T0 + 10**6
+    assert reader.max_timestamp(TP) == expected
+    log.close()
+
+
+def test_a_cold_reader_and_a_warm_one_read_the_same(
+    tmp_path: Path, log: Log, store: LocalDirectoryStore, reader: RemoteLogReader
+) -> None:
+    end = tier_closed_segments(store, TP, log).end_offset
+    first_pass = [reader.read(TP, offset, 3000) for offset in range(0, end, 7)]
+    gets_before = reader.ranges.cache.stats().misses
+    second_pass = [reader.read(TP, offset, 3000) for offset in range(0, end, 7)]
+    assert second_pass == first_pass
+    assert reader.ranges.cache.stats().misses == gets_before  # all from the cache
+    restarted = make_reader(tmp_path, store)  # same cache directory: a restart
+    try:
+        assert [restarted.read(TP, offset, 3000) for offset in range(0, end, 7)] == first_pass
+        assert restarted.ranges.cache.stats().misses == 0
+    finally:
+        restarted.ranges.close()
