@@ -8,8 +8,8 @@ and finished in the partition's manifest as an uploader does.
 from __future__ import annotations
 
 import time
-from functools import partial
 from collections.abc import Sequence
+from functools import partial
 
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.index import NO_TIMESTAMP
