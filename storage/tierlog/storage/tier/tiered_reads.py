@@ -1,0 +1,57 @@
+"""One partition's reads across the tiers: the local log first, the tier below it.
+
+The log owns the offsets: its ``log_start_offset`` counts the tier (the remote log
+manager joins the two), its local segments hold ``[local_log_start_offset, end)``.
+A read the log answers with ``OffsetMovedToTieredStorageError`` (the offset is in
+the log, below its first local segment) is served by the ``RemoteLogReader``; one
+that falls between the tier's end and the local start (nothing is there, e.g. a
+segment a cleaner emptied) carries on at the local start, as a local read carries
+on into the next segment. ListOffsets by time asks the tier first when the log
+holds offsets below its local start, since the first record at or after a time
+is there if anywhere.
+"""
+
+from __future__ import annotations
+
+from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.errors import OffsetMovedToTieredStorageError
+from tierlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log, LogRead
+from tierlog.storage.segment import TimestampAndOffset
+from tierlog.storage.tier.remote_reader import RemoteLogReader
+
+__all__ = ["offset_for_timestamp", "read"]
+
+
+def read(
+    tp: TopicPartition, log: Log, remote: RemoteLogReader | None, offset: int, max_bytes: int
+) -> LogRead:
+    """Whole batches from the one holding ``offset``, from local disk or the tier."""
+    try:
+        return log.read(offset, max_bytes)
+    except OffsetMovedToTieredStorageError:
+        if remote is None:
+            raise
+    records = remote.read(tp, offset, max_bytes)
+    if not records:  # past the tier's end, below the local start: nothing lies between
+        return log.read(log.local_log_start_offset, max_bytes)
+    return LogRead(records, log.log_start_offset, log.log_end_offset)
+
+
+def offset_for_timestamp(
+    tp: TopicPartition, log: Log, remote: RemoteLogReader | None, timestamp: int
+) -> TimestampAndOffset | None:
+    """Kafka's ListOffsets over the whole log (-2 earliest, -1 latest, -3 the largest
+    timestamp, otherwise the first record at or after ``timestamp``)."""
+    tiered = remote is not None and log.log_start_offset < log.local_log_start_offset
+    if remote is None or not tiered or timestamp in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP):
+        return log.offset_for_timestamp(timestamp)
+    if timestamp == MAX_TIMESTAMP:
+        local = log.offset_for_timestamp(MAX_TIMESTAMP)
+        found = remote.max_timestamp(tp)
+        if found is None or found.offset < log.log_start_offset:
+            return local
+        return found if local is None or found.timestamp >= local.timestamp else local
+    found = remote.offset_for_timestamp(tp, timestamp, log.log_start_offset)
+    if found is not None and found.offset < log.local_log_start_offset:
+        return found
+    return log.offset_for_timestamp(timestamp)
