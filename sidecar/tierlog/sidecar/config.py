@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tierlog.sidecar.limits import LIMIT_KEYS, LimitsConfig
+from tierlog.sidecar.remote_read_config import REMOTE_READ_KEYS, RemoteReadConfig
 from tierlog.sidecar.security import SECURITY_KEYS, TlsConfig, read_token
 from tierlog.storage.checkpoints import read_meta_properties
 from tierlog.storage.cleaner_manager import CLEANER_KEYS, CleanerConfig
@@ -103,6 +104,13 @@ class SidecarConfig:
     auth_token: str | None = field(default=None, repr=False)
     # Backpressure (``queued.max.requests``, ``queued.max.request.bytes``...).
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    # Reads from the remote tier: the chunk cache, prefetch (``tierlog.remote.*``);
+    # None: the defaults, with the cache in the first log dir.
+    remote_read: RemoteReadConfig | None = None
+
+    @property
+    def remote_read_config(self) -> RemoteReadConfig:
+        return self.remote_read or RemoteReadConfig.from_properties({}, self.storage.log_dirs[0])
 
     @property
     def node_id(self) -> int:
@@ -119,6 +127,7 @@ class SidecarConfig:
             - set(CLEANER_KEYS)
             - SECURITY_KEYS
             - LIMIT_KEYS
+            - REMOTE_READ_KEYS
         )
         if unknown:
             raise InvalidConfigError(f"unknown broker config {', '.join(sorted(unknown))}")
@@ -174,6 +183,7 @@ class SidecarConfig:
             tls=TlsConfig.from_properties(props),
             auth_token=read_token(token_file) if token_file else None,
             limits=LimitsConfig.from_properties(props),
+            remote_read=RemoteReadConfig.from_properties(props, storage.log_dirs[0]),
         )
 
 

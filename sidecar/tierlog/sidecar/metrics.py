@@ -15,6 +15,9 @@ come from four places:
 - ``LogManagerCollector``, read at scrape time (no bookkeeping on the hot path):
   per-partition log start and end offsets, size and segment count, and the
   cleaner's and retention's counters;
+- the remote reader: each ranged GET it makes (``observe_remote_fetch``: latency,
+  bytes, errors), and ``RemoteReadCollector`` at scrape time for its chunk cache
+  (hits, misses, evictions, size) and the record bytes it served;
 - the process itself (resident memory, CPU, open files, GC) from prometheus-client.
 
 A registry per ``SidecarMetrics``, not the library's global one, so tests and
@@ -48,11 +51,18 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from tierlog.api.v1 import log_service_pb2
 from tierlog.sidecar.interceptors import CallName, Context, call_name, inner_behavior, with_behavior
 from tierlog.sidecar.status import ERROR_LISTENER
-from tierlog.storage.errors import UnknownTopicOrPartitionError
+from tierlog.storage.errors import TierlogError, UnknownTopicOrPartitionError
 from tierlog.storage.log import Log
 from tierlog.storage.manager import LogManager
+from tierlog.storage.tier.remote_reader import RemoteLogReader
 
-__all__ = ["LogManagerCollector", "MetricsInterceptor", "RecoveryMetrics", "SidecarMetrics"]
+__all__ = [
+    "LogManagerCollector",
+    "MetricsInterceptor",
+    "RecoveryMetrics",
+    "RemoteReadCollector",
+    "SidecarMetrics",
+]
 
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` twin of every counter
 
@@ -122,6 +132,32 @@ class SidecarMetrics:
             registry=registry,
         )  # fmt: skip
         self.recovery = RecoveryMetrics(registry)
+        self.remote_fetch_duration = Histogram(
+            "tierlog_remote_fetch_duration_seconds",
+            "Ranged GETs of remote segment chunks (cache misses and prefetches), to the last byte",
+            buckets=_LATENCY_BUCKETS_S, registry=registry,
+        )  # fmt: skip
+        self.remote_fetch_bytes = Counter(
+            "tierlog_remote_fetch_bytes_total", "Bytes the remote reader fetched from the store",
+            registry=registry,
+        )  # fmt: skip
+        self.remote_fetch_errors = Counter(
+            "tierlog_remote_fetch_errors_total",
+            "Ranged GETs of remote chunks that failed, by Kafka error name", ["reason"],
+            registry=registry,
+        )  # fmt: skip
+
+    def observe_remote_fetch(self, seconds: float, size: int, error: BaseException | None) -> None:
+        """The remote reader's ``on_fetch`` hook (called from its threads)."""
+        if error is not None:
+            reason = error.reason if isinstance(error, TierlogError) else "UNKNOWN_SERVER_ERROR"
+            self.remote_fetch_errors.labels(reason).inc()
+            return
+        self.remote_fetch_duration.observe(seconds)
+        self.remote_fetch_bytes.inc(size)
+
+    def watch_remote_reads(self, reader: RemoteLogReader) -> None:
+        self.registry.register(RemoteReadCollector(reader))
 
     def observe_flush(self, _log: Log, seconds: float) -> None:
         """The log manager's ``on_flush`` hook (called from the flusher thread)."""
@@ -255,6 +291,42 @@ class LogManagerCollector:
             "tierlog_retention_deleted_segments_total", "Segments retention retired",
             self.manager.retention_retired_segments,
         )  # fmt: skip
+
+
+class RemoteReadCollector:
+    """The remote reader's chunk cache and served bytes, read at scrape time."""
+
+    def __init__(self, reader: RemoteLogReader):
+        self.reader = reader
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self.reader.ranges.cache.stats()
+        yield CounterMetricFamily(
+            "tierlog_remote_cache_hits_total", "Remote chunks found in the disk cache", stats.hits
+        )
+        yield CounterMetricFamily(
+            "tierlog_remote_cache_misses_total", "Remote chunks not in the disk cache (fetched)",
+            stats.misses,
+        )  # fmt: skip
+        yield CounterMetricFamily(
+            "tierlog_remote_cache_evictions_total", "Chunks evicted to keep the cache's bounds",
+            stats.evictions,
+        )  # fmt: skip
+        yield CounterMetricFamily(
+            "tierlog_remote_cache_discarded_total", "Torn or corrupt cache files thrown away",
+            stats.discarded,
+        )  # fmt: skip
+        yield GaugeMetricFamily(
+            "tierlog_remote_cache_size_bytes", "Bytes of chunks in the disk cache", stats.size_bytes
+        )
+        yield GaugeMetricFamily(
+            "tierlog_remote_cache_entries", "Chunks in the disk cache", stats.entries
+        )
+        yield CounterMetricFamily(
+            "tierlog_remote_read_bytes_total",
+            "Record bytes served from the remote tier (Fetch and Subscribe below the local start)",
+            self.reader.bytes_read,
+        )
 
 
 class MetricsInterceptor(grpc.aio.ServerInterceptor):

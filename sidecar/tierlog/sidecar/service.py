@@ -2,7 +2,9 @@
 
 Produce appends the producer's v2 batches as they came (or one batch the server
 builds from plain records); Fetch returns whole batches and long-polls on the
-partition's append event; Subscribe tails a partition on the same events;
+partition's append event; Subscribe tails a partition on the same events. Offsets
+below the local log start come from the remote tier (``tiered_reads``), so Fetch,
+ListOffsets and Subscribe cross the boundary without the client noticing;
 InitProducerId hands out producer ids (``producer_ids``) for idempotent produce. Every
 storage call blocks (file I/O, fsync by policy), so it runs in a thread; the event
 loop only parses requests, routes and waits. Errors are raised as types and mapped
@@ -31,6 +33,8 @@ from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import OffsetOutOfRangeError, TierlogError
 from tierlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log, LogRead
 from tierlog.storage.records import CompressionType, SimpleRecord, build_batch, iter_batches
+from tierlog.storage.tier import tiered_reads
+from tierlog.storage.tier.remote_reader import RemoteLogReader
 
 __all__ = ["Limits", "LogService"]
 
@@ -55,10 +59,17 @@ class Limits:
 
 
 class LogService(log_service_pb2_grpc.LogServiceServicer):
-    def __init__(self, partitions: Partitions, watch: AppendWatch, limits: Limits):
+    def __init__(
+        self,
+        partitions: Partitions,
+        watch: AppendWatch,
+        limits: Limits,
+        remote: RemoteLogReader | None = None,
+    ):
         self.partitions = partitions
         self.watch = watch
         self.limits = limits
+        self.remote = remote  # serves offsets below the local log start
         self._unacknowledged: set[asyncio.Task[None]] = set()  # acks=0 appends in flight
         self.producer_ids = ProducerIdManager(
             partitions.manager.config.log_dirs[0] / PRODUCER_IDS_FILE, partitions.ownership.node_id
@@ -153,7 +164,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         deadline = loop.time() + min(request.max_wait_ms, MAX_WAIT_MS) / 1000
         while True:
             appended = self.watch.event(tp)
-            read = await asyncio.to_thread(partition_log.read, request.offset, max_bytes)
+            read = await asyncio.to_thread(self._read, tp, partition_log, request.offset, max_bytes)
             remaining_s = deadline - loop.time()
             if len(read.records) >= max(request.min_bytes, 1) or remaining_s <= 0:
                 break
@@ -181,7 +192,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             raise OffsetOutOfRangeError(f"offset {offset}: use -2 (earliest) or -1 (latest)")
         while not self.watch.closed:
             appended = self.watch.event(tp)
-            read = await asyncio.to_thread(partition_log.read, offset, max_bytes)
+            read = await asyncio.to_thread(self._read, tp, partition_log, offset, max_bytes)
             if not read.records:
                 await self.watch.wait(appended, None)
                 continue
@@ -191,6 +202,10 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
                 high_watermark=read.log_end_offset,
                 log_start_offset=read.log_start_offset,
             )
+
+    def _read(self, tp: TopicPartition, partition_log: Log, offset: int, max_bytes: int) -> LogRead:
+        """Blocking (local files or the tier's GETs): called in a thread."""
+        return tiered_reads.read(tp, partition_log, self.remote, offset, max_bytes)
 
     def _max_bytes(self, asked: int) -> int:
         if asked < 0:
@@ -207,8 +222,14 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             raise InvalidRequestError(
                 f"timestamp {request.timestamp_ms}: use -1, -2, -3 or a time in ms"
             )
-        _tp, partition_log = self.partitions.log(request.topic, request.partition)
-        found = await asyncio.to_thread(partition_log.offset_for_timestamp, request.timestamp_ms)
+        tp, partition_log = self.partitions.log(request.topic, request.partition)
+        found = await asyncio.to_thread(
+            tiered_reads.offset_for_timestamp,
+            tp,
+            partition_log,
+            self.remote,
+            request.timestamp_ms,
+        )
         if found is None:
             return log_service_pb2.ListOffsetsResponse(offset=-1, timestamp_ms=-1)
         return log_service_pb2.ListOffsetsResponse(

@@ -1,0 +1,62 @@
+"""How the sidecar reads from the remote tier: its chunk cache, chunk size, prefetch, threads.
+
+Fetches below the local log start are served from the tier in chunks of
+``tierlog.remote.fetch.chunk.bytes`` (ranged GETs), cached on disk under
+``tierlog.remote.cache.dir`` (default: ``tier-cache`` in the first log dir, which the
+log manager never mistakes for a partition), bounded by
+``tierlog.remote.cache.max.bytes`` and ``tierlog.remote.cache.max.entries``, with
+``tierlog.remote.fetch.prefetch.chunks`` chunks fetched ahead of each read on
+``remote.log.reader.threads`` threads (Kafka's name for its remote reader pool).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from tierlog.storage.errors import InvalidConfigError
+
+__all__ = ["REMOTE_READ_KEYS", "RemoteReadConfig"]
+
+_CACHE_DIR = "tierlog.remote.cache.dir"
+# Key -> (field, default, smallest value allowed).
+_NUMBERS: dict[str, tuple[str, int, int]] = {
+    "tierlog.remote.cache.max.bytes": ("cache_max_bytes", 1 << 30, 0),
+    "tierlog.remote.cache.max.entries": ("cache_max_entries", 100_000, 0),
+    "tierlog.remote.fetch.chunk.bytes": ("chunk_bytes", 1 << 20, 4096),
+    "tierlog.remote.fetch.prefetch.chunks": ("prefetch_chunks", 2, 0),
+    "remote.log.reader.threads": ("reader_threads", 4, 1),
+}
+REMOTE_READ_KEYS = frozenset({_CACHE_DIR, *_NUMBERS})
+DEFAULT_CACHE_DIR_NAME = "tier-cache"
+
+
+@dataclass(frozen=True)
+class RemoteReadConfig:
+    cache_dir: Path
+    cache_max_bytes: int = 1 << 30
+    cache_max_entries: int = 100_000
+    chunk_bytes: int = 1 << 20
+    prefetch_chunks: int = 2
+    reader_threads: int = 4
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str], first_log_dir: Path) -> RemoteReadConfig:
+        values: dict[str, int] = {}
+        for key, (name, default, minimum) in _NUMBERS.items():
+            text = props.get(key, "").strip()
+            try:
+                value = int(text) if text else default
+            except ValueError:
+                raise InvalidConfigError(f"{key} expects a whole number, got {text!r}") from None
+            if value < minimum:
+                raise InvalidConfigError(f"{key} must be at least {minimum}, got {value}")
+            values[name] = value
+        cache_dir = props.get(_CACHE_DIR, "").strip()
+        return cls(
+            cache_dir=Path(cache_dir).absolute()
+            if cache_dir
+            else first_log_dir / DEFAULT_CACHE_DIR_NAME,
+            **values,
+        )
