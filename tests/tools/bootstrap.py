@@ -9,20 +9,34 @@ once complete, with the stamp written last, so an interrupted run never leaves a
 half-installed tool that looks finished. A second run with unchanged inputs is a
 no-op. Any failure exits non-zero with the reason and the failing command's output.
 
-Add later tools (MinIO, kube-apiserver, Helm, Prometheus) as more entries in ``TOOLS``.
+A tool that needs more than a few lines gets its own module beside this one (``helm.py``,
+``prometheus.py``) built from the shared parts in ``toolkit.py``, and one entry in ``TOOLS``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
+
+# Run as a script, Python puts tests/tools on the path; the tool modules import as
+# ``tests.tools.*`` like everything else, so the checkout's root goes first.
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from tests.tools.helm import HELM  # noqa: E402
+from tests.tools.prometheus import PROMETHEUS  # noqa: E402
+from tests.tools.toolkit import (  # noqa: E402
+    CACHE_DIR,
+    STAMP_NAME,
+    BootstrapError,
+    Tool,
+    require,
+    run,
+)
 
 __all__ = [
     "BUF",
@@ -38,63 +52,12 @@ __all__ = [
     "main",
 ]
 
-REPO = Path(__file__).resolve().parents[2]
-CACHE_DIR = REPO / ".cache" / "tools"
-STAMP_NAME = ".stamp"
-
 KAFKA_VERSION = "4.1.1"
 KAFKA_POM = REPO / "tests" / "tools" / "kafka" / "pom.xml"
 JAVA_HELPERS_DIR = REPO / "tests" / "interop" / "java"
 
 BUF_VERSION = "1.75.0"  # must match tests/tools/buf/package.json
 BUF_PACKAGE_JSON = REPO / "tests" / "tools" / "buf" / "package.json"
-
-
-class BootstrapError(Exception):
-    """A tool could not be installed; the message says why and what to do."""
-
-
-@dataclass(frozen=True)
-class Tool:
-    name: str
-    inputs: Callable[[], Sequence[Path]]  # files whose content keys the stamp
-    install: Callable[[Path], None]  # fills the given (empty) directory
-
-    @property
-    def home(self) -> Path:
-        return CACHE_DIR / self.name
-
-    def input_hash(self) -> str:
-        digest = hashlib.sha256()
-        for path in sorted(self.inputs()):
-            digest.update(str(path.relative_to(REPO)).encode() + b"\0")
-            digest.update(path.read_bytes() + b"\0")
-        return digest.hexdigest()
-
-    def is_current(self) -> bool:
-        stamp = self.home / STAMP_NAME
-        return stamp.is_file() and stamp.read_text().strip() == self.input_hash()
-
-
-def _run(cmd: Sequence[str | Path], *, what: str, cwd: Path | None = None) -> str:
-    """Run a command; on failure raise with its output so the cause is on screen."""
-    try:
-        done = subprocess.run(
-            [str(part) for part in cmd], cwd=cwd, capture_output=True, text=True, check=False
-        )
-    except OSError as exc:
-        raise BootstrapError(f"{what}: cannot run {cmd[0]}: {exc}") from exc
-    if done.returncode != 0:
-        output = (done.stdout + done.stderr).strip()
-        raise BootstrapError(f"{what} failed (exit {done.returncode}):\n{output}")
-    return done.stdout
-
-
-def _require(program: str, hint: str) -> Path:
-    found = shutil.which(program)
-    if found is None:
-        raise BootstrapError(f"`{program}` is not on PATH; {hint}")
-    return Path(found)
 
 
 def java_bin(program: str = "java") -> Path:
@@ -105,7 +68,7 @@ def java_bin(program: str = "java") -> Path:
         if not candidate.is_file():
             raise BootstrapError(f"JAVA_HOME={java_home} has no bin/{program}")
         return candidate
-    return _require(program, "install a JDK 17+ (e.g. apt-get install openjdk-17-jdk-headless)")
+    return require(program, "install a JDK 17+ (e.g. apt-get install openjdk-17-jdk-headless)")
 
 
 # --- Apache Kafka ---------------------------------------------------------------------------
@@ -118,10 +81,10 @@ def _kafka_inputs() -> list[Path]:
 def _install_kafka(home: Path) -> None:
     """Kafka's runtime classpath into libs/, our Java helpers compiled into classes/."""
     java, javac = java_bin("java"), java_bin("javac")
-    mvn = _require("mvn", "install Maven 3.8+ (e.g. apt-get install maven)")
+    mvn = require("mvn", "install Maven 3.8+ (e.g. apt-get install maven)")
     libs = home / "libs"
     print(f"  resolving Kafka {KAFKA_VERSION} jars from {KAFKA_POM.relative_to(REPO)} with Maven")
-    _run(
+    run(
         [
             mvn,
             "--batch-mode",
@@ -141,11 +104,11 @@ def _install_kafka(home: Path) -> None:
     if sources:
         classes = home / "classes"
         print(f"  compiling {len(sources)} Java helpers from {JAVA_HELPERS_DIR.relative_to(REPO)}")
-        _run(
+        run(
             [javac, "-nowarn", "-d", classes, "-cp", f"{libs}/*", *sources],
             what="javac of the interop helpers",
         )
-    version = _run(
+    version = run(
         [java, "-cp", f"{libs}/*", "kafka.tools.DumpLogSegments", "--version"],
         what="smoke test: kafka.tools.DumpLogSegments --version",
     ).strip()
@@ -167,15 +130,15 @@ def _buf_inputs() -> list[Path]:
 def _install_buf(home: Path) -> None:
     """``@bufbuild/buf`` pinned by tests/tools/buf/package.json; its platform binary
     comes in the package's optional dependency for this OS and CPU."""
-    npm = _require("npm", "install Node.js 18+ with npm (e.g. apt-get install nodejs npm)")
+    npm = require("npm", "install Node.js 18+ with npm (e.g. apt-get install nodejs npm)")
     shutil.copy2(BUF_PACKAGE_JSON, home / "package.json")
     print(f"  installing @bufbuild/buf {BUF_VERSION} with npm")
-    _run(
+    run(
         [npm, "install", "--no-audit", "--no-fund", "--no-update-notifier", "--loglevel=error"],
         what="npm install @bufbuild/buf",
         cwd=home,
     )
-    version = _run([buf_bin(home), "--version"], what="smoke test: buf --version").strip()
+    version = run([buf_bin(home), "--version"], what="smoke test: buf --version").strip()
     if version != BUF_VERSION:
         raise BootstrapError(f"expected buf {BUF_VERSION}, `buf --version` says {version!r}")
     print(f"  buf runs: {version}")
@@ -189,7 +152,7 @@ def buf_bin(home: Path | None = None) -> Path:
     return (home or BUF.home) / "node_modules" / ".bin" / "buf"
 
 
-TOOLS: tuple[Tool, ...] = (KAFKA, BUF)
+TOOLS: tuple[Tool, ...] = (KAFKA, BUF, HELM, PROMETHEUS)
 
 
 # --- driver ---------------------------------------------------------------------------------

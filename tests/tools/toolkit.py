@@ -1,0 +1,130 @@
+"""What every tool installer shares: the ``Tool`` record, the error, running commands.
+
+``bootstrap.py`` drives the tools; each tool that needs more than a few lines lives in
+its own module beside it (``helm.py``, ``prometheus.py``) and builds its ``Tool`` from
+these parts. Standard library only: this runs before the venv's packages matter.
+
+Two caches: ``.cache/tools/<name>`` in the checkout is what the tests use (stamped by
+the hash of the tool's inputs), and ``~/.cache/tierlog-tools/<name>`` (or
+``$TIERLOG_TOOLS_CACHE``) keeps slow builds, keyed by version, so a fresh clone on the
+same machine copies a binary instead of compiling it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "CACHE_DIR",
+    "REPO",
+    "SHARED_CACHE",
+    "BootstrapError",
+    "Tool",
+    "require",
+    "run",
+    "shared_build",
+]
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE_DIR = REPO / ".cache" / "tools"
+SHARED_CACHE = Path(
+    os.environ.get("TIERLOG_TOOLS_CACHE", Path.home() / ".cache" / "tierlog-tools")
+).expanduser()
+STAMP_NAME = ".stamp"
+_COMPLETE = ".complete"
+
+
+class BootstrapError(Exception):
+    """A tool could not be installed; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    inputs: Callable[[], Sequence[Path]]  # files whose content keys the stamp
+    install: Callable[[Path], None]  # fills the given (empty) directory
+
+    @property
+    def home(self) -> Path:
+        return CACHE_DIR / self.name
+
+    def input_hash(self) -> str:
+        digest = hashlib.sha256()
+        for path in sorted(self.inputs()):
+            digest.update(str(path.relative_to(REPO)).encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+        return digest.hexdigest()
+
+    def is_current(self) -> bool:
+        stamp = self.home / STAMP_NAME
+        return stamp.is_file() and stamp.read_text().strip() == self.input_hash()
+
+    def require_current(self) -> Path:
+        """The tool's home for a test; a clear error when ``make tools`` has not run."""
+        if not self.is_current():
+            raise BootstrapError(
+                f"{self.name} is not installed in {self.home} or is older than its inputs; "
+                "run `make tools`"
+            )
+        return self.home
+
+
+def run(
+    cmd: Sequence[str | Path],
+    *,
+    what: str,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> str:
+    """Run a command; on failure raise with its output so the cause is on screen."""
+    try:
+        done = subprocess.run(
+            [str(part) for part in cmd],
+            cwd=cwd,
+            env=None if env is None else {**os.environ, **env},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError as exc:
+        raise BootstrapError(f"{what}: cannot run {cmd[0]}: {exc}") from exc
+    if done.returncode != 0:
+        output = (done.stdout + done.stderr).strip()
+        raise BootstrapError(f"{what} failed (exit {done.returncode}):\n{output}")
+    return done.stdout
+
+
+def require(program: str, hint: str) -> Path:
+    found = shutil.which(program)
+    if found is None:
+        raise BootstrapError(f"`{program}` is not on PATH; {hint}")
+    return Path(found)
+
+
+def shared_build(name: str, build: Callable[[Path], None]) -> Path:
+    """``SHARED_CACHE/name``, built by ``build`` into a fresh directory when absent.
+
+    Built beside its final place and renamed in once complete (marker last), so a
+    killed build is redone rather than trusted; a concurrent finished build wins.
+    """
+    final = SHARED_CACHE / name
+    if (final / _COMPLETE).is_file():
+        print(f"  reusing {final}")
+        return final
+    partial = SHARED_CACHE / f"{name}.partial-{os.getpid()}"
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    try:
+        build(partial)
+        (partial / _COMPLETE).write_text(name + "\n")
+        shutil.rmtree(final, ignore_errors=True)
+        partial.rename(final)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return final
