@@ -7,6 +7,7 @@ traffic that should move it.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import threading
@@ -54,6 +55,8 @@ DOCUMENTED = {
     "tierlog_log_size_bytes",
     "tierlog_log_segments",
     "tierlog_partitions",
+    "tierlog_log_dir_available_bytes",
+    "tierlog_log_dir_capacity_bytes",
     "tierlog_cleaner_runs_total",
     "tierlog_cleaner_last_run_read_bytes",
     "tierlog_cleaner_last_run_written_bytes",
@@ -134,6 +137,11 @@ def test_calls_bytes_errors_and_logs_move_their_series(
         frozenset({**LOG, "method": "ProduceStream", "reason": "CORRUPT_MESSAGE"}.items()): 1,
     }
     assert after.value("tierlog_log_flush_duration_seconds_count") >= 7
+    # The data dir's filesystem, as statvfs sees it (what the disk-filling alert divides).
+    [(log_dir_labels, capacity)] = after.labelled("tierlog_log_dir_capacity_bytes").items()
+    space = os.statvfs(tmp_path / "data")
+    assert capacity == space.f_blocks * space.f_frsize
+    assert 0 < after.labelled("tierlog_log_dir_available_bytes")[log_dir_labels] <= capacity
     assert after.value("tierlog_log_flush_duration_seconds_sum") > 0
 
     partition = {"topic": "metered", "partition": "0"}

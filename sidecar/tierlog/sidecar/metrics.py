@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import threading
 import time
 from collections import deque
@@ -270,6 +271,7 @@ class LogManagerCollector:
             count += 1
         yield from (start, end, size, segments)
         yield GaugeMetricFamily("tierlog_partitions", "Partitions this broker holds", count)
+        yield from self._log_dir_space()
         cleaner = self.manager.cleaner
         yield CounterMetricFamily(
             "tierlog_cleaner_runs_total", "Log cleaner rounds completed", cleaner.rounds
@@ -291,6 +293,22 @@ class LogManagerCollector:
             "tierlog_retention_deleted_segments_total", "Segments retention retired",
             self.manager.retention_retired_segments,
         )  # fmt: skip
+
+    def _log_dir_space(self) -> Iterator[Metric]:
+        """Each log dir's filesystem: what a disk-filling alert divides by."""
+        available = GaugeMetricFamily(
+            "tierlog_log_dir_available_bytes", "Bytes the broker may still write on the log "
+            "dir's filesystem", None, ["log_dir"],
+        )  # fmt: skip
+        capacity = GaugeMetricFamily(
+            "tierlog_log_dir_capacity_bytes", "Size of the log dir's filesystem", None,
+            ["log_dir"],
+        )  # fmt: skip
+        for log_dir in self.manager.config.log_dirs:
+            space = os.statvfs(log_dir)
+            available.add_metric([str(log_dir)], space.f_bavail * space.f_frsize)
+            capacity.add_metric([str(log_dir)], space.f_blocks * space.f_frsize)
+        yield from (available, capacity)
 
 
 class RemoteReadCollector:
