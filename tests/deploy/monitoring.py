@@ -1,0 +1,114 @@
+"""The dashboards and alert rules of deploy/, read as data, and the PromQL in them."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "DASHBOARDS",
+    "RULES",
+    "RULES_TEST",
+    "Alert",
+    "Query",
+    "alerts",
+    "dashboard_queries",
+    "load_dashboard",
+    "metric_selectors",
+    "substitute",
+]
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+DASHBOARDS = sorted((DEPLOY / "dashboards").glob("*.json"))
+RULES = DEPLOY / "prometheus" / "tierlog.rules.yaml"
+RULES_TEST = DEPLOY / "prometheus" / "tierlog.rules_test.yaml"
+
+_VARIABLE = re.compile(r"\$\{(\w+)\}|\$(\w+)")
+# Grafana's own variables, as a dashboard on a 1 h range would expand them.
+GRAFANA_BUILTINS = {"__rate_interval": "1m", "__interval": "1m", "__range": "1h"}
+
+
+@dataclass(frozen=True)
+class Query:
+    dashboard: str
+    where: str  # the panel's or the variable's title
+    expr: str
+
+
+@dataclass(frozen=True)
+class Alert:
+    name: str
+    expr: str
+    for_: str
+
+
+def load_dashboard(path: Path) -> dict[str, Any]:
+    dashboard: dict[str, Any] = json.loads(path.read_text())
+    return dashboard
+
+
+def _panels(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for panel in panels:
+        yield panel
+        yield from _panels(panel.get("panels", []))  # a collapsed row holds its panels
+
+
+def dashboard_queries(path: Path) -> Iterator[Query]:
+    """Every panel target's PromQL of one dashboard."""
+    dashboard = load_dashboard(path)
+    for panel in _panels(dashboard["panels"]):
+        for target in panel.get("targets", []):
+            yield Query(dashboard["uid"], panel["title"], target["expr"])
+
+
+def substitute(expr: str, values: Mapping[str, str]) -> str:
+    """Grafana's variables replaced as Grafana would; an unknown one is an error."""
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        known = {**GRAFANA_BUILTINS, **values}
+        if name not in known:
+            raise KeyError(f"no value for ${name} in {expr!r}")
+        return known[name]
+
+    return _VARIABLE.sub(value, expr)
+
+
+def alerts(path: Path = RULES) -> list[Alert]:
+    groups = yaml.safe_load(path.read_text())["groups"]
+    return [
+        Alert(rule["alert"], rule["expr"], rule.get("for", "0s"))
+        for group in groups
+        for rule in group["rules"]
+        if "alert" in rule
+    ]
+
+
+# PromQL's words that are not metric names, and the label lists of by/on/... clauses.
+_KEYWORDS = {"and", "or", "unless", "bool", "offset", "inf", "nan", "atan2"}
+_LABEL_LIST = re.compile(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
+_SELECTOR = re.compile(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{[^{}]*\})?(?!\s*[\w(])")
+
+
+def metric_selectors(expr: str) -> list[str]:
+    """The series selectors inside a PromQL expression (``name{matchers}``), in order.
+
+    Enough PromQL for our own expressions: label lists of ``by (...)``/``on (...)`` and
+    durations are not names, a word before ``(`` is a function or aggregation.
+    """
+    text = _LABEL_LIST.sub(" ", expr)
+    text = re.sub(r"\[[^\]]*\]", " ", text)  # range and subquery durations
+    found = []
+    for match in _SELECTOR.finditer(text):
+        name, matchers = match.group(1), match.group(2) or ""
+        if name in _KEYWORDS:
+            continue
+        found.append(name + matchers)
+    return found

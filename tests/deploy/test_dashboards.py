@@ -1,0 +1,82 @@
+"""The Grafana dashboards of deploy/dashboards/ have the shape Grafana loads.
+
+Each is one dashboard with a unique uid, a ``datasource`` variable of type datasource
+(Prometheus) that every panel and target uses, panels on the 24-column grid without
+overlaps, and PromQL in every target. That the queries return series is shown against
+a real Prometheus in test_observability.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.deploy.monitoring import DASHBOARDS, dashboard_queries, load_dashboard, substitute
+
+PROMETHEUS_FROM_VARIABLE = {"type": "prometheus", "uid": "${datasource}"}
+# One per concern of issue 6: cluster overview; broker and partition; tiering and S3; operator.
+EXPECTED = {
+    "tierlog-cluster-overview",
+    "tierlog-broker-partition",
+}
+
+
+def test_the_dashboards_are_the_expected_ones() -> None:
+    uids = [load_dashboard(path)["uid"] for path in DASHBOARDS]
+    assert sorted(uids) == sorted(EXPECTED)
+    assert [path.stem for path in DASHBOARDS] == sorted(EXPECTED)  # file named by its uid
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=lambda path: path.stem)
+def test_a_datasource_variable_drives_every_panel_and_target(path: Path) -> None:
+    dashboard = load_dashboard(path)
+    variables = {variable["name"]: variable for variable in dashboard["templating"]["list"]}
+    datasource = variables["datasource"]
+    assert (datasource["type"], datasource["query"]) == ("datasource", "prometheus")
+    for variable in variables.values():
+        if variable["type"] == "query":
+            assert variable["datasource"] == PROMETHEUS_FROM_VARIABLE, variable["name"]
+            assert variable["definition"] == variable["query"]["query"]
+    for panel in _data_panels(dashboard):
+        assert panel["datasource"] == PROMETHEUS_FROM_VARIABLE, panel["title"]
+        assert panel["targets"], f"{panel['title']} has no query"
+        ref_ids = [target["refId"] for target in panel["targets"]]
+        assert len(set(ref_ids)) == len(ref_ids), panel["title"]
+        for target in panel["targets"]:
+            assert target["datasource"] == PROMETHEUS_FROM_VARIABLE, panel["title"]
+            assert target["expr"].strip(), panel["title"]
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=lambda path: path.stem)
+def test_panels_tile_the_grid_without_overlapping(path: Path) -> None:
+    dashboard = load_dashboard(path)
+    ids = [panel["id"] for panel in dashboard["panels"]]
+    assert len(set(ids)) == len(ids)
+    occupied: set[tuple[int, int]] = set()
+    for panel in dashboard["panels"]:
+        grid = panel["gridPos"]
+        assert grid["x"] >= 0 and grid["w"] > 0 and grid["x"] + grid["w"] <= 24, panel["title"]
+        cells = {
+            (x, y)
+            for x in range(grid["x"], grid["x"] + grid["w"])
+            for y in range(grid["y"], grid["y"] + grid["h"])
+        }
+        assert not cells & occupied, f"{panel['title']} overlaps another panel"
+        occupied |= cells
+        assert panel["type"] in {"row", "stat", "timeseries", "gauge", "table", "bargauge"}
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=lambda path: path.stem)
+def test_every_variable_a_query_uses_is_defined(path: Path) -> None:
+    dashboard = load_dashboard(path)
+    defined = {variable["name"]: ".*" for variable in dashboard["templating"]["list"]}
+    for query in dashboard_queries(path):
+        assert "$" not in substitute(query.expr, defined), query
+    assert dashboard["schemaVersion"] >= 36  # the datasource-object era of Grafana 9+
+    assert "tierlog" in dashboard["tags"]
+
+
+def _data_panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
+    return [panel for panel in dashboard["panels"] if panel["type"] != "row"]

@@ -1,0 +1,139 @@
+"""A real Prometheus scrapes a real sidecar; every dashboard query and alert returns series.
+
+The sidecar gets traffic through the client first (a topic with two partitions,
+produced, consumed, a call that fails) so its per-topic and per-error series exist.
+Prometheus gives the target the labels a ServiceMonitor would (``namespace``, ``pod``),
+and Grafana's variables are replaced by those values (``$__rate_interval`` by ``1m``).
+
+Alert expressions are checked selector by selector: a healthy broker must not fire
+them, but every series they watch must exist. The rule file is loaded into the
+Prometheus too, and every rule must evaluate without error.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.deploy.monitoring import (
+    DASHBOARDS,
+    RULES,
+    Alert,
+    Query,
+    alerts,
+    dashboard_queries,
+    load_dashboard,
+    metric_selectors,
+    substitute,
+)
+from tests.support.prometheus import PrometheusServer, ScrapeTarget, start_prometheus
+from tests.support.scrape import METRICS, metrics_address
+from tests.support.sidecars import start_sidecar
+from tierlog.client import Consumer, Producer, TopicPartition
+from tierlog.client.admin import AdminClient
+from tierlog.client.errors import TierlogError
+
+pytestmark = pytest.mark.slow
+
+BROKER = {"namespace": "tierlog-test", "pod": "logs-0"}
+TOPIC = "orders"
+VALUES = {**BROKER, "topic": TOPIC}  # what Grafana's variables select
+
+
+def _traffic(address: str) -> None:
+    with AdminClient(address) as admin:
+        admin.create_topic(TOPIC, 2, {"segment.bytes": "4096"})
+        with pytest.raises(TierlogError):  # TOPIC_ALREADY_EXISTS: an error series
+            admin.create_topic(TOPIC, 2, {})
+    with Producer({"bootstrap.servers": address, "linger.ms": 5}) as producer:
+        for i in range(400):
+            producer.send(TOPIC, b"order %d" % i, key=b"%d" % (i % 17))
+        producer.flush()
+    with Consumer({"bootstrap.servers": address}) as consumer:
+        consumer.assign([TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)])
+        consumer.seek_to_beginning()
+        read, deadline = 0, time.monotonic() + 20
+        while read < 400 and time.monotonic() < deadline:
+            read += len(consumer.poll(200))
+        assert read == 400
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+    work = tmp_path_factory.mktemp("observability")
+    sidecar = start_sidecar(work / "broker", METRICS, "log.flush.interval.messages=1")
+    try:
+        _traffic(sidecar.address)
+        targets = [ScrapeTarget("tierlog-brokers", metrics_address(sidecar.output), BROKER)]
+        with start_prometheus(work / "prometheus", targets, [RULES]) as server:
+            server.wait_for_samples()
+            _traffic_again(sidecar.address)  # so rates over the scrapes are not all zero
+            server.wait_for_samples(samples=6)
+            yield server
+    finally:
+        sidecar.stop()
+
+
+def _traffic_again(address: str) -> None:
+    with Producer({"bootstrap.servers": address}) as producer:
+        for i in range(100):
+            producer.send(TOPIC, b"more %d" % i, key=b"%d" % i)
+        producer.flush()
+
+
+def _queries() -> list[Query]:
+    return [query for path in DASHBOARDS for query in dashboard_queries(path)]
+
+
+def _variable_queries() -> list[tuple[str, str, str]]:
+    """(dashboard, variable, its label_values(selector, label) definition)."""
+    found = []
+    for path in DASHBOARDS:
+        dashboard = load_dashboard(path)
+        for variable in dashboard["templating"]["list"]:
+            if variable["type"] == "query":
+                found.append((dashboard["uid"], variable["name"], variable["definition"]))
+    return found
+
+
+@pytest.mark.parametrize("query", _queries(), ids=lambda q: f"{q.dashboard}:{q.where}:{q.expr}")
+def test_every_dashboard_query_returns_series(prometheus: PrometheusServer, query: Query) -> None:
+    expr = substitute(query.expr, VALUES)
+    assert prometheus.query(expr), f"{query.where}: no series for {expr}"
+    for selector in metric_selectors(expr):
+        assert prometheus.query(selector), f"{query.where}: no series for {selector}"
+
+
+@pytest.mark.parametrize("definition", _variable_queries(), ids=lambda d: f"{d[0]}:{d[1]}")
+def test_every_dashboard_variable_finds_its_value(
+    prometheus: PrometheusServer, definition: tuple[str, str, str]
+) -> None:
+    _, name, query = definition
+    assert query.startswith("label_values(") and query.endswith(")"), query
+    selector, _, label = substitute(query[len("label_values(") : -1], VALUES).rpartition(",")
+    label = label.strip()
+    found = {
+        series.labels.get(label) for series in prometheus.query(f"count by ({label}) ({selector})")
+    }
+    assert VALUES[name] in found, f"${name}: {query} gives {found}"
+
+
+@pytest.mark.parametrize("alert", alerts(), ids=lambda alert: alert.name)
+def test_every_alert_watches_series_that_exist(prometheus: PrometheusServer, alert: Alert) -> None:
+    prometheus.query(alert.expr)  # valid PromQL on real data (empty: nothing is wrong)
+    for selector in metric_selectors(alert.expr):
+        assert prometheus.query(selector), f"{alert.name}: no series for {selector}"
+
+
+def test_the_loaded_rules_evaluate_without_errors(prometheus: PrometheusServer) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        rules = prometheus.rules()
+        if rules and all(rule["health"] != "unknown" for rule in rules):
+            break
+        time.sleep(0.5)
+    assert {rule["name"] for rule in rules} == {alert.name for alert in alerts()}
+    assert [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"] == []
+    assert [rule["name"] for rule in rules if rule["state"] != "inactive"] == []  # healthy
