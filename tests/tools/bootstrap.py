@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.tools.helm import HELM  # noqa: E402
+from tests.tools.monitoring_crds import MONITORING_CRDS  # noqa: E402
 from tests.tools.prometheus import PROMETHEUS  # noqa: E402
 from tests.tools.toolkit import (  # noqa: E402
     CACHE_DIR,
@@ -152,7 +153,7 @@ def buf_bin(home: Path | None = None) -> Path:
     return (home or BUF.home) / "node_modules" / ".bin" / "buf"
 
 
-TOOLS: tuple[Tool, ...] = (KAFKA, BUF, HELM, PROMETHEUS)
+TOOLS: tuple[Tool, ...] = (KAFKA, BUF, HELM, PROMETHEUS, MONITORING_CRDS)
 
 
 # --- driver ---------------------------------------------------------------------------------
