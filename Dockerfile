@@ -1,7 +1,7 @@
 # The tierlog image: the broker sidecar (`tierlog-sidecar`) and the operator
 # (`tierlog-operator`), one Python environment, run as a non-root user.
 #
-#   docker build -t tierlog/tierlog:0.1.0 .
+#   docker build -t ghcr.io/tierlog/tierlog:0.1.0 .
 #
 # Build stage: a venv with the project and its runtime dependencies (wheels only, no
 # compilers in the final image). Runtime stage: that venv on a slim Python, nothing
@@ -40,6 +40,6 @@ WORKDIR /var/lib/tierlog
 VOLUME ["/var/lib/tierlog"]
 # gRPC, and the metrics/health endpoint (both set by flags; these are the defaults the
 # operator renders).
-EXPOSE 9092 9100
+EXPOSE 9092 9404
 # No entry point: pods choose `tierlog-sidecar ...` or `tierlog-operator ...` as their command.
 CMD ["tierlog-sidecar", "--help"]

@@ -112,7 +112,7 @@ def test_the_operator_runs_non_root_read_only_with_probes_and_resources(tmp_path
     assert "--all-namespaces" in default["args"]
     assert (
         default["image"]
-        == "tierlog/tierlog:" + yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+        == "ghcr.io/tierlog/tierlog:" + yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
     )
 
 
