@@ -110,10 +110,8 @@ def test_the_operator_runs_non_root_read_only_with_probes_and_resources(tmp_path
 
     default = template(tmp_path).one("Deployment")["spec"]["template"]["spec"]["containers"][0]
     assert "--all-namespaces" in default["args"]
-    assert (
-        default["image"]
-        == "ghcr.io/tierlog/tierlog:" + yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
-    )
+    app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    assert default["image"] == f"ghcr.io/tierlog/tierlog:{app_version}"
 
 
 def _grants(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
