@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.storage.conftest import config, crash, make_batch, read_all_records
+from tests.storage.conftest import config, crash, make_batch, read_all_bytes, read_all_records
+from tests.storage.tier.faults import FaultyStore
+from tests.storage.tier.tiering import TIERED, TP, produce, tier_bytes
 from tierlog.storage.checkpoints import (
     CLEAN_SHUTDOWN_MARKER,
     LOG_START_OFFSET_CHECKPOINT,
@@ -24,6 +26,9 @@ from tierlog.storage.errors import (
     UnknownTopicOrPartitionError,
 )
 from tierlog.storage.manager import LogManager, LogManagerConfig
+from tierlog.storage.tier.local_store import LocalDirectoryStore
+from tierlog.storage.tier.remote_log_manager import RemoteLogManager, RemoteLogManagerConfig
+from tierlog.storage.tier.store import ObjectStore
 
 ORDERS_0 = TopicPartition("orders", 0)
 ORDERS_1 = TopicPartition("orders", 1)
@@ -230,3 +235,56 @@ def test_a_second_manager_on_the_same_log_dir_refuses_to_start(tmp_path: Path) -
     first.shutdown()
     second.startup()  # the lock went with the first manager's shutdown
     second.shutdown()
+
+
+# -- with a remote tier -----------------------------------------------------------------
+
+
+def tiered_manager(data_dir: Path, store: ObjectStore) -> LogManager:
+    tier = RemoteLogManager(store, RemoteLogManagerConfig(task_interval_ms=3_600_000))
+    return LogManager(LogManagerConfig(log_dirs=(data_dir,), default_log_config=TIERED), tier=tier)
+
+
+def test_a_tiered_manager_uploads_frees_local_copies_and_rebuilds_an_empty_volume(
+    tmp_path: Path,
+) -> None:
+    store = LocalDirectoryStore(tmp_path / "bucket")
+    first = tiered_manager(tmp_path / "pod-a", store)
+    first.startup()
+    log = first.get_or_create_log(TP)
+    produce(log, 10)
+    whole = read_all_bytes(log)
+    assert first.run_retention_pass() == 0  # nothing tiered yet: every local copy stays
+    assert first.tier is not None
+    first.tier.run_once()
+    assert first.run_retention_pass() == 2
+    assert log.local_log_start_offset == 24 and log.log_start_offset == 0
+    first.shutdown()
+
+    # The same pod restarts: the log starts at 0 again although its first local segment is 24.
+    again = tiered_manager(tmp_path / "pod-a", store)
+    again.startup()
+    assert again.get_log(TP).log_start_offset == 0
+    again.shutdown()
+
+    # A replaced pod, empty volume, same bucket: the partition continues the tier.
+    replaced = tiered_manager(tmp_path / "pod-b", store)
+    replaced.startup()
+    restored = replaced.get_or_create_log(TP)
+    assert (restored.log_start_offset, restored.log_end_offset) == (0, 24)
+    assert tier_bytes(store) == whole[: len(tier_bytes(store))]
+    assert restored.append(make_batch(3)).first_offset == 24
+    replaced.shutdown()
+
+
+def test_a_tiered_partition_is_not_created_while_the_store_is_down(tmp_path: Path) -> None:
+    faulty = FaultyStore(LocalDirectoryStore(tmp_path / "bucket"))
+    manager = tiered_manager(tmp_path / "data", faulty)
+    manager.startup()
+    faulty.outage()
+    with pytest.raises(KafkaStorageError):
+        manager.get_or_create_log(TP)
+    assert not (tmp_path / "data" / TP.dir_name).exists()
+    faulty.heal()
+    assert manager.get_or_create_log(TP).log_end_offset == 0
+    manager.shutdown()

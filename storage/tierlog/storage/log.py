@@ -28,6 +28,7 @@ from tierlog.storage.errors import (
     RecordBatchTooLargeError,
 )
 from tierlog.storage.file_records import Buffer
+from tierlog.storage.producer_snapshot import SnapshotEntry, snapshot_path, write_snapshot
 from tierlog.storage.producer_state import BatchMetadata, ProducerStateManager
 from tierlog.storage.records import (
     LOG_OVERHEAD,
@@ -124,9 +125,17 @@ class Log:
         self.directory = directory
         self.config = config
         self._set_segments(segments)
-        self.log_start_offset = max(log_start_offset, segments[0].base_offset)
+        # A tiered log may start below its first local segment: the tier holds the rest
+        # (``continue_tier`` settles it once the tier's view is known).
+        local_start = segments[0].base_offset
+        self.log_start_offset = (
+            log_start_offset if config.remote_storage_enable else max(log_start_offset, local_start)
+        )
         self.recovery_point = recovery_point
         self.leader_epoch = leader_epoch
+        # One past the highest offset safely in the remote tier (the remote log manager
+        # keeps it): producer snapshots at or above it are kept for the uploader.
+        self.tiered_end_offset = 0
         self.clock_ms = clock_ms
         self.unflushed_messages = 0
         self.last_flush_ms = clock_ms()
@@ -348,7 +357,10 @@ class Log:
             return old
         # Kafka's roll-time snapshot: the producers of the log below the new segment.
         self.producer_state.take_snapshot(sync=False)
-        self.producer_state.prune_snapshots(self.recovery_point)
+        self.producer_state.prune_snapshots(
+            self.recovery_point,
+            keep_from=self.tiered_end_offset if self.config.remote_storage_enable else None,
+        )
         old.on_become_inactive()
         segment = self._new_segment(new_base)
         old.release_indexes()  # sealed: mapped again only if a reader searches it
@@ -460,6 +472,44 @@ class Log:
             self.log_start_offset = max(self.log_start_offset, offset)
             self.producer_state.truncate_head(self.log_start_offset)
             return self.log_start_offset
+
+    def continue_tier(
+        self,
+        tier_log_start_offset: int,
+        tier_end_offset: int,
+        producer_snapshot: Sequence[SnapshotEntry] = (),
+    ) -> None:
+        """Join this log to the remote tier that holds its older offsets.
+
+        A local log that ends before the tier does (an empty or stale volume) is
+        dropped and continues at the tier's end, with the producers of the tier's
+        last snapshot (so idempotent producers carry on). The log then starts where the tier
+        starts, unless it was moved further (DeleteRecords not yet passed on to the
+        tier), or the tier does not reach the first local segment (then the local
+        log start is the first offset anyone holds)."""
+        with self._lock, self._truncating():
+            recorded_start = self.log_start_offset
+            restarted = self.log_end_offset < tier_end_offset
+            if restarted:
+                self._truncate_fully_locked(tier_end_offset)
+            self.tiered_end_offset = max(self.tiered_end_offset, tier_end_offset)
+            local_start = self._segments[0].base_offset
+            if tier_end_offset < local_start:
+                start = max(recorded_start, local_start)
+            else:
+                start = max(recorded_start, tier_log_start_offset)
+            self.log_start_offset = start
+            if restarted and producer_snapshot:
+                self._restore_producers_locked(tier_end_offset, producer_snapshot)
+            self.producer_state.truncate_head(start)
+
+    def _restore_producers_locked(self, offset: int, entries: Sequence[SnapshotEntry]) -> None:
+        """Start the (empty) local log at ``offset`` with the producers the tier recorded."""
+        write_snapshot(snapshot_path(self.directory, offset), entries, sync=True)
+        self.producer_state = ProducerStateManager(self.directory)
+        self.producer_state.load(
+            self._segments, log_start_offset=self.log_start_offset, log_end_offset=offset
+        )
 
     def update_config(self, config: LogConfig) -> None:
         """The topic's config changed (Kafka's ``UnifiedLog.updateConfig``): later appends,

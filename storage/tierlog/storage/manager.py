@@ -50,6 +50,8 @@ from tierlog.storage.log import AppendInfo, Log
 from tierlog.storage.names import parse_partition_dir, validate_topic_name
 from tierlog.storage.recovery import RecoveryProgress, load_segments
 from tierlog.storage.scheduler import PeriodicTask
+from tierlog.storage.segment import LogSegment
+from tierlog.storage.tier.remote_log_manager import RemoteLogManager
 
 __all__ = ["LogManager", "LogManagerConfig"]
 
@@ -81,10 +83,12 @@ class LogManager:
         *,
         topic_config: Callable[[str], LogConfig] | None = None,
         on_flush: Callable[[Log, float], None] | None = None,
+        tier: RemoteLogManager | None = None,
     ):
         if not config.log_dirs:
             raise KafkaStorageError("no log dirs configured")
         self.config = config
+        self.tier = tier  # uploads and restores remote.storage.enable partitions
         self._topic_config = topic_config or (lambda _topic: config.default_log_config)
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dirs: dict[TopicPartition, Path] = {}
@@ -116,9 +120,13 @@ class LogManager:
         self.committer.start()
         self.retention.start()
         self.cleaner.startup()
+        if self.tier is not None:
+            self.tier.start(lambda: list(self._logs.items()), self.config.log_dirs)
 
     def shutdown(self) -> None:
         """Flush and close everything, write checkpoints, then the clean-shutdown marker."""
+        if self.tier is not None:
+            self.tier.stop()
         self.cleaner.shutdown()
         self.retention.stop()
         self.committer.stop()
@@ -227,13 +235,29 @@ class LogManager:
             write_partition_metadata(directory / PARTITION_METADATA, self._topic_id(tp.topic))
             write_epoch_checkpoint(directory / LEADER_EPOCH_CHECKPOINT, [(0, 0)])
             created = Log.open(directory, config or self._topic_config(tp.topic))
+            if self.tier is not None and created.config.remote_storage_enable:
+                self._join_tier(tp, created)
             self._register(tp, created, log_dir)
             return created
+
+    def _join_tier(self, tp: TopicPartition, created: Log) -> None:
+        """A new local log of a tiered topic continues the tier (a replaced pod's empty
+        volume starts at the tier's end). Without the store it cannot know where to
+        start, so the partition is not created and the caller may retry."""
+        assert self.tier is not None
+        try:
+            self.tier.attach(tp, created)
+        except BaseException:
+            created.close()
+            shutil.rmtree(created.directory, ignore_errors=True)
+            raise
 
     def delete_log(self, tp: TopicPartition) -> None:
         """Close the partition's log and remove its directory (renamed first, as Kafka does)."""
         self.get_log(tp)  # unknown partitions fail here, before the cleaner is paused
         self.cleaner.abort_and_pause(tp)
+        if self.tier is not None:
+            self.tier.detach(tp)
         with self._lock:
             doomed = self.get_log(tp)
             del self._logs[tp]
@@ -277,7 +301,9 @@ class LogManager:
         starts_before = {tp: lg.log_start_offset for tp, lg in self._logs.items()}
         for tp, partition_log in list(self._logs.items()):
             try:
-                retired += partition_log.delete_old_segments(now_ms=now_ms)
+                retired += partition_log.delete_old_segments(
+                    now_ms=now_ms, is_tiered=_tiered_in(partition_log)
+                )
                 partition_log.delete_retired_files(now_ms)
             except TierlogError as error:
                 log.error("retention of %s failed: %s", tp, error)
@@ -303,3 +329,9 @@ class LogManager:
                 log_dir / LOG_START_OFFSET_CHECKPOINT,
                 {tp: lg.log_start_offset for tp, lg in mine.items()},
             )
+
+
+def _tiered_in(partition_log: Log) -> Callable[[LogSegment], bool]:
+    """Whether a segment of ``partition_log`` is safely in the tier: every offset in it
+    lies below the tier's end as the remote log manager last confirmed it."""
+    return lambda segment: segment.next_offset <= partition_log.tiered_end_offset

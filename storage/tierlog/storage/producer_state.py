@@ -562,10 +562,13 @@ class ProducerStateManager:
         if offsets:
             self._sync_directory()
 
-    def prune_snapshots(self, recovery_point: int) -> None:
-        """Keep every snapshot above the recovery point and the newest few at or below it."""
+    def prune_snapshots(self, recovery_point: int, *, keep_from: int | None = None) -> None:
+        """Keep every snapshot above the recovery point and the newest few at or below it,
+        and every one at or above ``keep_from`` (those the tier uploader still needs)."""
         at_or_below = [offset for offset in self._snapshots if offset <= recovery_point]
         doomed = set(at_or_below[:-SNAPSHOTS_TO_RETAIN])
+        if keep_from is not None:
+            doomed = {offset for offset in doomed if offset < keep_from}
         if doomed:
             self._delete_snapshots(doomed.__contains__)
 

@@ -27,7 +27,7 @@ class Fault:
     matches: Matcher
     after: bool = False  # let the call land, then fail
     times: int = 1  # how many matching calls fail (-1: until cleared)
-    error: Callable[[str], Exception] = ObjectStoreUnavailableError
+    error: Callable[[str], BaseException] = ObjectStoreUnavailableError
 
 
 @dataclass

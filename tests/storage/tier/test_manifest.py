@@ -147,11 +147,15 @@ def test_started_uploads_are_invisible_until_finished() -> None:
     assert finished.end_offset == 10
 
 
-def test_an_upload_may_not_overlap_the_tier() -> None:
+def test_an_upload_must_add_offsets_to_the_tier() -> None:
     manifest = uploaded(PartitionManifest(TP), 0, 10)
     with pytest.raises(ManifestStateError):
-        manifest.start_upload(remote_segment(9, 20))
-    manifest.start_upload(remote_segment(10, 20))  # contiguous is fine
+        manifest.start_upload(remote_segment(5, 10))
+    manifest.start_upload(remote_segment(10, 20))  # contiguous
+    straddling = uploaded(manifest, 9, 20)  # a local segment across the tier's end
+    view = straddling.view()
+    assert view.segment_for_offset(9) is view.segments[0]  # the older copy
+    assert view.segment_for_offset(10) is view.segments[1]
 
 
 def test_two_attempts_at_one_segment_only_one_finishes() -> None:

@@ -12,9 +12,11 @@ readable) → ``deleting`` (going; readers no longer see it) → gone from the m
 Entries leave the manifest once their object is deleted, so it stays as small as
 the tier's live segments, however many were ever uploaded.
 
-Invariants kept by the changes below: finished and deleting segments never overlap
-and are in offset order; a new upload starts at or above the end of the finished
-ones; the log start offset never moves back.
+Invariants kept by the changes below: every finished segment ends after the one
+before it (an upload must add offsets to the tier; it may overlap the tier's end
+when a local segment straddles it, e.g. a volume older than the tier, and a reader
+then takes the older copy of the overlapping offsets); the log start offset never
+moves back.
 """
 
 from __future__ import annotations
@@ -234,10 +236,10 @@ class PartitionManifest:
     def start_upload(self, segment: RemoteSegment) -> PartitionManifest:
         if segment.state is not SegmentState.STARTED:
             raise ManifestStateError(f"a new upload starts as started, not {segment.state}")
-        if segment.base_offset < self.uploaded_end_offset:
+        if segment.end_offset <= self.uploaded_end_offset:
             raise ManifestStateError(
-                f"{self.tp}: upload of [{segment.base_offset}, {segment.end_offset}) overlaps "
-                f"the tier, which ends at {self.uploaded_end_offset}"
+                f"{self.tp}: upload of [{segment.base_offset}, {segment.end_offset}) adds "
+                f"nothing to the tier, which ends at {self.uploaded_end_offset}"
             )
         if any(existing.segment_id == segment.segment_id for existing in self.segments):
             raise ManifestStateError(f"{self.tp}: segment id {segment.segment_id} is taken")
@@ -247,10 +249,10 @@ class PartitionManifest:
         segment = self.segment(segment_id)
         if segment.state is not SegmentState.STARTED:
             raise ManifestStateError(f"{self.tp}: segment {segment_id} is {segment.state.value}")
-        if segment.base_offset < self.uploaded_end_offset:
+        if segment.end_offset <= self.uploaded_end_offset:
             raise ManifestStateError(
-                f"{self.tp}: segment {segment_id} at {segment.base_offset} overlaps the tier, "
-                f"which now ends at {self.uploaded_end_offset}"
+                f"{self.tp}: segment {segment_id} adds nothing to the tier, which now ends "
+                f"at {self.uploaded_end_offset}"
             )
         return self._replace_segment(dataclasses.replace(segment, state=SegmentState.FINISHED))
 

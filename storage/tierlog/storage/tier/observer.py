@@ -1,0 +1,30 @@
+"""What the remote log manager reports as it works, for metrics kept elsewhere.
+
+Storage stays free of network code: the sidecar passes an observer that turns these
+calls into Prometheus series; tests and tools use ``TierObserver`` itself, which
+ignores them.
+"""
+
+from __future__ import annotations
+
+from tierlog.storage.checkpoints import TopicPartition
+
+__all__ = ["TierObserver"]
+
+
+class TierObserver:
+    """Every hook does nothing; override those you count."""
+
+    def upload_started(self, tp: TopicPartition, size_bytes: int) -> None:
+        """A segment object of ``size_bytes`` is staged and its PUT begins (a long
+        upload shows as an attempt in flight until ``segment_uploaded`` or
+        ``upload_failed``)."""
+
+    def segment_uploaded(self, tp: TopicPartition, size_bytes: int, seconds: float) -> None:
+        """An attempt finished: the segment is readable from the tier."""
+
+    def upload_failed(self, tp: TopicPartition, reason: str) -> None:
+        """An attempt failed (``reason``: the error's Kafka name); it is retried later."""
+
+    def segments_deleted(self, tp: TopicPartition, segments: int, size_bytes: int) -> None:
+        """Remote segments (their log bytes) removed by retention or a sweep."""

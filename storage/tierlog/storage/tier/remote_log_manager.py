@@ -1,0 +1,362 @@
+"""The remote log manager: keeps every ``remote.storage.enable`` partition's tier up to date.
+
+Kafka's ``RemoteLogManager`` for one broker. For each such partition it owns the
+tier's manifest (claimed with a writer epoch above any earlier owner's) and, on
+every pass (``remote.log.manager.task.interval.ms``):
+
+1. rolls the active segment once it holds data and is ``remote.log.segment.roll.ms``
+   old, so a quiet partition's data reaches the tier within a bounded time;
+2. uploads closed segments above the tier's end, oldest first, each flushed first
+   (only data below the recovery point goes to the tier: a local crash cannot lose
+   what the tier already serves);
+3. applies total retention (``retention.ms``/``retention.bytes``, the log start
+   offset) to the tier: ``deleting`` in the manifest first, with the new log start,
+   then the objects, then the entries; a pass that finds ``deleting`` entries (a
+   crash mid-way) finishes them first;
+4. now and then sweeps leftovers of failed attempts (``uploader``).
+
+The log's ``tiered_end_offset`` follows the manifest's finished segments, and local
+retention frees a segment only below it. A pass that meets an unavailable store
+stops for that partition and retries with exponential backoff; nothing local is
+deleted meanwhile because nothing new was confirmed. A writer that finds itself
+fenced (another owner claimed the partition) stops writing to that partition's tier.
+
+Attaching a partition joins its log to the tier (``Log.continue_tier``): a replaced
+pod with an empty volume starts the partition at the tier's end offset, with the
+producers of the tier's last snapshot, and serves the older offsets from the tier.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.errors import KafkaStorageError, TierlogError
+from tierlog.storage.log import Log, wall_clock_ms
+from tierlog.storage.producer_snapshot import decode_snapshot
+from tierlog.storage.scheduler import PeriodicTask
+from tierlog.storage.segment import LogSegment
+from tierlog.storage.tier.manifest import (
+    FencedWriterError,
+    PartitionManifest,
+    SegmentPart,
+    SegmentState,
+)
+from tierlog.storage.tier.manifest_store import ManifestWriter, read_part
+from tierlog.storage.tier.observer import TierObserver
+from tierlog.storage.tier.remote_retention import remote_segments_to_delete
+from tierlog.storage.tier.segment_object import STAGING_DIR, clear_staging
+from tierlog.storage.tier.store import ObjectStore
+from tierlog.storage.tier.uploader import sweep_abandoned_uploads, upload_segment
+
+__all__ = ["REMOTE_LOG_MANAGER_KEYS", "RemoteLogManager", "RemoteLogManagerConfig", "UploadLag"]
+
+log = logging.getLogger(__name__)
+
+
+LogSource = Callable[[], Iterable[tuple[TopicPartition, Log]]]
+
+
+@dataclass(frozen=True)
+class RemoteLogManagerConfig:
+    """Broker settings of the remote log manager (Kafka's names where Kafka has one)."""
+
+    task_interval_ms: int = 30_000  # remote.log.manager.task.interval.ms
+    segment_roll_ms: int = 300_000  # remote.log.segment.roll.ms
+    retry_backoff_ms: int = 500  # remote.log.manager.task.retry.backoff.ms
+    retry_backoff_max_ms: int = 30_000  # remote.log.manager.task.retry.backoff.max.ms
+    abandon_upload_ms: int = 30 * 60_000  # remote.log.manager.upload.abandon.ms
+    sweep_interval_ms: int = 10 * 60_000  # remote.log.manager.sweep.interval.ms
+    threads: int = 4  # remote.log.manager.thread.pool.size
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str]) -> RemoteLogManagerConfig:
+        values = {REMOTE_LOG_MANAGER_KEYS[key]: int(value) for key, value in props.items()}
+        config = cls(**values)
+        for key, name in REMOTE_LOG_MANAGER_KEYS.items():
+            if getattr(config, name) < (1 if name == "threads" else 0):
+                raise KafkaStorageError(f"{key} must not be negative")
+        return config
+
+
+REMOTE_LOG_MANAGER_KEYS = {
+    "remote.log.manager.task.interval.ms": "task_interval_ms",
+    "remote.log.segment.roll.ms": "segment_roll_ms",
+    "remote.log.manager.task.retry.backoff.ms": "retry_backoff_ms",
+    "remote.log.manager.task.retry.backoff.max.ms": "retry_backoff_max_ms",
+    "remote.log.manager.upload.abandon.ms": "abandon_upload_ms",
+    "remote.log.manager.sweep.interval.ms": "sweep_interval_ms",
+    "remote.log.manager.thread.pool.size": "threads",
+}
+
+
+@dataclass(frozen=True)
+class UploadLag:
+    """Closed local segments not yet in the tier (Kafka's RemoteCopyLag*)."""
+
+    segments: int
+    size_bytes: int
+
+
+@dataclass
+class _Partition:
+    tp: TopicPartition
+    log: Log
+    writer: ManifestWriter | None = None  # None until claimed
+    failures: int = 0
+    retry_at_ms: int = 0
+    next_sweep_ms: int = 0
+    fenced: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class RemoteLogManager:
+    def __init__(
+        self,
+        store: ObjectStore,
+        config: RemoteLogManagerConfig | None = None,
+        *,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        observer: TierObserver | None = None,
+        writer_id: str | None = None,
+    ):
+        self.store = store
+        self.config = config or RemoteLogManagerConfig()
+        self.clock_ms = clock_ms
+        self.observer = observer or TierObserver()
+        self.writer_id = writer_id or uuid.uuid4().hex
+        self._partitions: dict[TopicPartition, _Partition] = {}
+        self._logs: LogSource | None = None
+        self._lock = threading.Lock()
+        self._task = PeriodicTask("remote-log-manager", self.config.task_interval_ms, self.run_once)
+        self._pool = ThreadPoolExecutor(
+            max(1, self.config.threads), thread_name_prefix="remote-log"
+        )
+
+    # -- partitions ---------------------------------------------------------------------
+
+    def attach(self, tp: TopicPartition, partition_log: Log) -> None:
+        """Take over ``tp``'s tier and join its log to it (raises when the store is
+        unavailable: a log must not take appends before it knows where the tier ends)."""
+        partition = _Partition(tp, partition_log)
+        with partition.lock:
+            self._claim(partition)
+        with self._lock:
+            self._partitions[tp] = partition
+
+    def adopt(self, tp: TopicPartition, partition_log: Log) -> None:
+        """Manage ``tp`` from the next pass on (claiming then): for logs loaded from
+        disk, which already hold their data and may serve while the store is away."""
+        with self._lock:
+            self._partitions.setdefault(tp, _Partition(tp, partition_log))
+
+    def detach(self, tp: TopicPartition) -> None:
+        with self._lock:
+            partition = self._partitions.pop(tp, None)
+        if partition is not None:
+            with partition.lock:  # wait for a pass in progress
+                pass
+
+    @property
+    def partitions(self) -> list[TopicPartition]:
+        return sorted(self._partitions)
+
+    def manifest(self, tp: TopicPartition) -> PartitionManifest | None:
+        """The manifest as this writer last wrote or read it (None until claimed)."""
+        partition = self._partitions.get(tp)
+        writer = partition.writer if partition else None
+        return writer.manifest if writer else None
+
+    def upload_lag(self, tp: TopicPartition) -> UploadLag:
+        partition = self._partitions.get(tp)
+        if partition is None:
+            return UploadLag(0, 0)
+        waiting = self._closed_untiered(partition.log)
+        return UploadLag(len(waiting), sum(segment.size for segment in waiting))
+
+    # -- the periodic pass --------------------------------------------------------------
+
+    def start(self, logs: LogSource | None = None, log_dirs: Iterable[Path] = ()) -> None:
+        """Run passes in the background; each adopts the tiered logs ``logs`` lists
+        (a topic switched to ``remote.storage.enable`` is picked up at the next pass)."""
+        for log_dir in log_dirs:
+            clear_staging(log_dir / STAGING_DIR)
+        self._logs = logs
+        self._task.start()
+
+    def stop(self) -> None:
+        self._task.stop()
+        self._pool.shutdown(wait=True)
+
+    def run_once(self) -> None:
+        """One pass over every managed partition, several at a time."""
+        for tp, partition_log in self._logs() if self._logs else ():
+            if partition_log.config.remote_storage_enable:
+                self.adopt(tp, partition_log)
+        with self._lock:
+            partitions = list(self._partitions.values())
+        for _ in self._pool.map(self._run_partition, partitions):
+            pass
+
+    def _run_partition(self, partition: _Partition) -> None:
+        now_ms = self.clock_ms()
+        if partition.fenced or now_ms < partition.retry_at_ms:
+            return
+        if not partition.log.config.remote_storage_enable:
+            return
+        if not partition.lock.acquire(blocking=False):
+            return  # the previous pass is still at it
+        try:
+            self._pass(partition, now_ms)
+            partition.failures = 0
+        except FencedWriterError as error:
+            partition.fenced = True
+            log.error(
+                "%s: no longer the tier's writer, stopping its uploads: %s", partition.tp, error
+            )
+        except (TierlogError, OSError) as error:
+            partition.failures += 1
+            backoff = min(
+                self.config.retry_backoff_max_ms,
+                self.config.retry_backoff_ms * 2 ** (partition.failures - 1),
+            )
+            partition.retry_at_ms = now_ms + backoff
+            log.warning(
+                "%s: tier pass failed (%s), retrying in %d ms", partition.tp, error, backoff
+            )
+        finally:
+            partition.lock.release()
+
+    def _pass(self, partition: _Partition, now_ms: int) -> None:
+        writer = self._claim(partition)
+        self._roll_if_due(partition.log, now_ms)
+        self._upload_closed_segments(partition, writer)
+        self._apply_retention(partition, writer, now_ms)
+        if now_ms >= partition.next_sweep_ms:
+            swept = sweep_abandoned_uploads(
+                writer, now_ms=now_ms, abandon_after_ms=self.config.abandon_upload_ms
+            )
+            if swept.abandoned_entries:
+                self.observer.segments_deleted(
+                    partition.tp, swept.abandoned_entries, swept.size_bytes
+                )
+            partition.next_sweep_ms = now_ms + self.config.sweep_interval_ms
+
+    def _claim(self, partition: _Partition) -> ManifestWriter:
+        if partition.writer is not None:
+            return partition.writer
+        writer = ManifestWriter.claim(self.store, partition.tp, self.writer_id)
+        manifest = writer.manifest
+        snapshot = b""
+        last = manifest.view().segments[-1:] if manifest.view().segments else ()
+        if last and partition.log.log_end_offset < manifest.end_offset:
+            snapshot = read_part(self.store, last[0], SegmentPart.PRODUCER_SNAPSHOT)
+        partition.log.continue_tier(
+            manifest.log_start_offset,
+            manifest.end_offset,
+            decode_snapshot(snapshot) if snapshot else (),
+        )
+        partition.writer = writer
+        log.info(
+            "%s: tier writer epoch %d; tier holds [%d, %d)",
+            partition.tp,
+            writer.writer_epoch,
+            manifest.view().log_start_offset,
+            manifest.end_offset,
+        )
+        return writer
+
+    # -- upload -------------------------------------------------------------------------
+
+    def _roll_if_due(self, partition_log: Log, now_ms: int) -> None:
+        active = partition_log.active_segment
+        if active.size > 0 and now_ms - active.created_ms >= self.config.segment_roll_ms:
+            partition_log.roll()
+
+    @staticmethod
+    def _closed_untiered(partition_log: Log) -> list[LogSegment]:
+        """Closed segments above the tier's end that still hold offsets of the log."""
+        segments = partition_log.segments[:-1]
+        return [
+            segment
+            for segment in segments
+            if segment.next_offset > partition_log.tiered_end_offset
+            and segment.next_offset > partition_log.log_start_offset
+            and not segment.deleted
+        ]
+
+    def _upload_closed_segments(self, partition: _Partition, writer: ManifestWriter) -> None:
+        partition_log = partition.log
+        staging_dir = partition_log.directory.parent / STAGING_DIR
+        for segment in self._closed_untiered(partition_log):
+            partition_log.flush(segment.next_offset)
+            try:
+                upload_segment(
+                    writer,
+                    segment,
+                    staging_dir=staging_dir,
+                    clock_ms=self.clock_ms,
+                    observer=self.observer,
+                )
+            except FileNotFoundError:
+                if segment.deleted:  # retention got there first (below the log start)
+                    continue
+                raise
+            self._advance_tiered_end(partition_log, writer.manifest)
+
+    @staticmethod
+    def _advance_tiered_end(partition_log: Log, manifest: PartitionManifest) -> None:
+        partition_log.tiered_end_offset = max(
+            partition_log.tiered_end_offset, manifest.uploaded_end_offset
+        )
+
+    # -- retention ----------------------------------------------------------------------
+
+    def _apply_retention(self, partition: _Partition, writer: ManifestWriter, now_ms: int) -> None:
+        partition_log = partition.log
+        self._finish_deletions(partition, writer)
+        manifest = writer.manifest
+        if partition_log.log_start_offset > manifest.log_start_offset:  # DeleteRecords
+            start = partition_log.log_start_offset
+            manifest = writer.update(lambda m: m.advance_log_start(start))
+        deletion = remote_segments_to_delete(
+            manifest.finished,
+            partition_log.segments,
+            partition_log.config,
+            log_start_offset=manifest.log_start_offset,
+            now_ms=now_ms,
+        )
+        if deletion is None:
+            return
+        doomed_ids = [segment.segment_id for segment in deletion.segments]
+        log.info(
+            "%s: deleting %d remote segments (%s), log start -> %d",
+            partition.tp,
+            len(doomed_ids),
+            deletion.reason,
+            deletion.log_start_offset,
+        )
+        writer.update(
+            lambda m: m.start_deletion(doomed_ids).advance_log_start(deletion.log_start_offset)
+        )
+        if deletion.log_start_offset > partition_log.log_start_offset:
+            partition_log.increment_log_start_offset(
+                min(deletion.log_start_offset, partition_log.log_end_offset)
+            )
+        self._finish_deletions(partition, writer)
+
+    def _finish_deletions(self, partition: _Partition, writer: ManifestWriter) -> None:
+        deleting = writer.manifest.in_state(SegmentState.DELETING)
+        if not deleting:
+            return
+        self.store.delete(segment.key for segment in deleting)
+        writer.update(lambda m: m.drop([segment.segment_id for segment in deleting]))
+        self.observer.segments_deleted(
+            partition.tp, len(deleting), sum(segment.log_size_bytes for segment in deleting)
+        )

@@ -1,0 +1,160 @@
+"""One upload attempt of a closed segment, two-phase under a fresh id, and the sweep
+that removes what failed attempts left behind.
+
+An attempt: stage the segment's object (``segment_object``), record a ``started``
+manifest entry naming its key, PUT the object, mark the entry ``finished``. Readers
+only ever see finished entries, so a failed attempt leaves nothing readable. When an
+attempt fails it cleans up at once if it can (entry still ``started``: delete the
+object, then drop the entry); what it cannot clean (the store is down) the sweep
+removes later:
+
+- ``started`` entries older than the abandon timeout (a crashed or deposed writer's,
+  or one whose clean-up failed): object deleted, then entry dropped;
+- objects under the partition's ``segments/`` prefix that no manifest entry names and
+  that are older than the timeout (their entry was dropped but the delete failed);
+- the store's incomplete multipart uploads older than the timeout.
+
+An ambiguous failure (the ``finished`` change may have landed) is settled by
+reading the manifest again before cleaning up: a finished entry is kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tierlog.storage.errors import TierlogError
+from tierlog.storage.segment import LogSegment
+from tierlog.storage.tier.layout import new_segment_id, segment_key, segments_prefix
+from tierlog.storage.tier.manifest import (
+    FencedWriterError,
+    PartitionManifest,
+    RemoteSegment,
+    SegmentState,
+)
+from tierlog.storage.tier.manifest_store import ManifestWriter
+from tierlog.storage.tier.observer import TierObserver
+from tierlog.storage.tier.segment_object import stage_segment
+
+__all__ = ["SweepResult", "sweep_abandoned_uploads", "upload_segment"]
+
+log = logging.getLogger(__name__)
+
+
+def upload_segment(
+    writer: ManifestWriter,
+    segment: LogSegment,
+    *,
+    staging_dir: Path,
+    clock_ms: Callable[[], int],
+    observer: TierObserver | None = None,
+) -> RemoteSegment:
+    """Upload one closed, flushed segment; returns its finished manifest entry.
+
+    Raises the store's or the manifest's error when the attempt failed (after cleaning
+    up what it could), ``FencedWriterError`` when another writer took over."""
+    observer = observer or TierObserver()
+    tp, store = writer.tp, writer.store
+    segment_id = new_segment_id()
+    with stage_segment(segment, staging_dir) as staged:
+        entry = RemoteSegment(
+            segment_id=segment_id,
+            writer_epoch=writer.writer_epoch,
+            state=SegmentState.STARTED,
+            base_offset=staged.base_offset,
+            end_offset=staged.end_offset,
+            base_timestamp=staged.base_timestamp,
+            max_timestamp=staged.max_timestamp,
+            offset_of_max_timestamp=staged.offset_of_max_timestamp,
+            key=segment_key(tp, staged.base_offset, writer.writer_epoch, segment_id),
+            parts=staged.parts,
+            created_ms=clock_ms(),
+        )
+        writer.update(lambda manifest: manifest.start_upload(entry))
+        observer.upload_started(tp, staged.size_bytes)
+        began = time.monotonic()
+        try:
+            store.put(entry.key, staged.path)
+            writer.update(lambda manifest: manifest.finish_upload(segment_id))
+        except FencedWriterError:
+            observer.upload_failed(tp, FencedWriterError.reason)
+            raise
+        except TierlogError as error:
+            observer.upload_failed(tp, error.reason)
+            finished = _clean_up_failed_attempt(writer, entry)
+            if finished is None:
+                raise
+            log.info("%s: upload %s landed after all", tp, segment_id)
+            return finished
+        observer.segment_uploaded(tp, staged.size_bytes, time.monotonic() - began)
+    return writer.manifest.segment(segment_id)
+
+
+def _clean_up_failed_attempt(writer: ManifestWriter, entry: RemoteSegment) -> RemoteSegment | None:
+    """Remove a failed attempt's object and entry, unless it finished after all (then
+    return its entry). Failures here are left to the sweep."""
+    try:
+        current = writer.refresh().segment(entry.segment_id)
+        if current.state is SegmentState.FINISHED:
+            return current
+        writer.store.delete([entry.key])
+        writer.update(lambda manifest: manifest.drop([entry.segment_id]))
+    except FencedWriterError:
+        raise
+    except TierlogError as error:
+        log.warning("%s: upload %s is left for the sweep: %s", writer.tp, entry.segment_id, error)
+    return None
+
+
+class SweepResult:
+    def __init__(self) -> None:
+        self.abandoned_entries = 0
+        self.orphaned_objects = 0
+        self.incomplete_uploads = 0
+        self.size_bytes = 0
+
+
+def sweep_abandoned_uploads(
+    writer: ManifestWriter, *, now_ms: int, abandon_after_ms: int
+) -> SweepResult:
+    """Remove leftovers of attempts older than ``abandon_after_ms`` (see the module doc)."""
+    result = SweepResult()
+    store, tp = writer.store, writer.tp
+    manifest = writer.refresh()
+    stale = [
+        s
+        for s in manifest.in_state(SegmentState.STARTED)
+        if now_ms - s.created_ms >= abandon_after_ms
+    ]
+    if stale:
+        store.delete(s.key for s in stale)
+        writer.update(lambda m: m.drop([s.segment_id for s in stale]))
+        result.abandoned_entries = len(stale)
+        result.size_bytes += sum(s.log_size_bytes for s in stale)
+    named = _named_keys(writer.manifest)
+    deadline_s = (now_ms - abandon_after_ms) / 1000
+    orphans = [
+        info
+        for info in store.list(segments_prefix(tp))
+        if info.key not in named and info.last_modified_s <= deadline_s
+    ]
+    if orphans:
+        store.delete(info.key for info in orphans)
+        result.orphaned_objects = len(orphans)
+    result.incomplete_uploads = store.abort_incomplete_uploads(
+        segments_prefix(tp), older_than_s=abandon_after_ms / 1000
+    )
+    if stale or orphans:
+        log.info(
+            "%s: swept %d abandoned uploads and %d orphaned objects",
+            tp,
+            len(stale),
+            len(orphans),
+        )
+    return result
+
+
+def _named_keys(manifest: PartitionManifest) -> set[str]:
+    return {segment.key for segment in manifest.segments}

@@ -1,0 +1,387 @@
+"""The remote log manager against a real local-directory store, with failures injected
+by ``FaultyStore`` at chosen calls (the store's behaviour itself is never imitated)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.storage.conftest import FakeClock, make_records, read_all_bytes
+from tests.storage.tier.faults import FaultyStore
+from tests.storage.tier.tiering import (
+    TP,
+    last_offsets,
+    open_log,
+    produce,
+    tier_bytes,
+    tier_offsets,
+    tiered_config,
+)
+from tierlog.storage.errors import OffsetMovedToTieredStorageError
+from tierlog.storage.log import Log
+from tierlog.storage.records import build_batch
+from tierlog.storage.tier.layout import segments_prefix
+from tierlog.storage.tier.local_store import LocalDirectoryStore
+from tierlog.storage.tier.manifest import SegmentState
+from tierlog.storage.tier.manifest_store import load_manifest
+from tierlog.storage.tier.observer import TierObserver
+from tierlog.storage.tier.remote_log_manager import RemoteLogManager, RemoteLogManagerConfig
+from tierlog.storage.tier.store import ObjectStore, ObjectStoreUnavailableError
+
+CONFIG = RemoteLogManagerConfig(
+    retry_backoff_ms=1000, retry_backoff_max_ms=8000, abandon_upload_ms=60_000, threads=2
+)
+
+
+class Counting(TierObserver):
+    def __init__(self) -> None:
+        self.uploaded: list[int] = []
+        self.failed: list[str] = []
+        self.deleted = 0
+
+    def segment_uploaded(self, tp: object, size_bytes: int, seconds: float) -> None:
+        self.uploaded.append(size_bytes)
+
+    def upload_failed(self, tp: object, reason: str) -> None:
+        self.failed.append(reason)
+
+    def segments_deleted(self, tp: object, segments: int, size_bytes: int) -> None:
+        self.deleted += segments
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> LocalDirectoryStore:
+    return LocalDirectoryStore(tmp_path / "bucket")
+
+
+@pytest.fixture
+def log(tmp_path: Path, clock: FakeClock) -> Iterator[Log]:
+    opened = open_log(tmp_path / "data", clock)
+    yield opened
+    opened.close()
+
+
+def manager(
+    store: ObjectStore, clock: FakeClock, observer: TierObserver | None = None
+) -> RemoteLogManager:
+    return RemoteLogManager(store, CONFIG, clock_ms=clock, observer=observer)
+
+
+def stored_keys(store: ObjectStore) -> list[str]:
+    return [info.key for info in store.list(segments_prefix(TP))]
+
+
+def manifest_keys(store: ObjectStore) -> list[str]:
+    return sorted(s.key for s in load_manifest(store, TP).segments)
+
+
+def test_closed_segments_go_to_the_tier_oldest_first(
+    log: Log, store: LocalDirectoryStore, clock: FakeClock
+) -> None:
+    observer = Counting()
+    rlm = manager(store, clock, observer)
+    rlm.attach(TP, log)
+    produce(log, 10)  # segments [0,12) [12,24) and the active [24,30)
+    rlm.run_once()
+    assert tier_offsets(store) == [(0, 12), (12, 24)]
+    assert tier_bytes(store) == read_all_bytes(log, 0)[: sum(s.size for s in log.segments[:2])]
+    assert log.tiered_end_offset == 24 and log.recovery_point >= 24
+    assert len(observer.uploaded) == 2
+    assert rlm.upload_lag(TP).segments == 0
+    rlm.run_once()  # nothing new: nothing uploaded twice
+    assert len(stored_keys(store)) == 2
+
+
+def test_local_retention_frees_only_tiered_segments(
+    log: Log, store: LocalDirectoryStore, clock: FakeClock
+) -> None:
+    rlm = manager(store, clock)
+    rlm.attach(TP, log)
+    produce(log, 10)
+    whole = read_all_bytes(log)
+    assert log.delete_old_segments(is_tiered=lambda s: s.next_offset <= log.tiered_end_offset) == 0
+    rlm.run_once()
+    retired = log.delete_old_segments(is_tiered=lambda s: s.next_offset <= log.tiered_end_offset)
+    assert retired == 2
+    assert log.log_start_offset == 0 and log.local_log_start_offset == 24
+    with pytest.raises(OffsetMovedToTieredStorageError):
+        log.read(5, 1000)
+    assert tier_bytes(store) + read_all_bytes(log, 24) == whole
+
+
+def test_upload_lag_counts_closed_segments_not_yet_tiered(
+    log: Log, store: LocalDirectoryStore, clock: FakeClock
+) -> None:
+    rlm = manager(store, clock)
+    rlm.attach(TP, log)
+    produce(log, 10)
+    lag = rlm.upload_lag(TP)
+    assert lag.segments == 2 and lag.size_bytes == sum(s.size for s in log.segments[:2])
+
+
+def test_a_quiet_partition_is_rolled_and_tiered_within_the_roll_interval(
+    log: Log, store: LocalDirectoryStore, clock: FakeClock
+) -> None:
+    rlm = manager(store, clock)
+    rlm.attach(TP, log)
+    produce(log, 2)  # 6 offsets in the active segment, never filling it
+    rlm.run_once()
+    assert tier_offsets(store) == []
+    clock.advance(CONFIG.segment_roll_ms)
+    rlm.run_once()
+    assert tier_offsets(store) == [(0, 6)]
+    assert log.active_segment.base_offset == 6 and log.active_segment.size == 0
+    clock.advance(CONFIG.segment_roll_ms)
+    rlm.run_once()  # an empty active segment is not rolled
+    assert log.active_segment.base_offset == 6
+
+
+def test_producer_snapshots_the_uploader_needs_are_kept(
+    log: Log, store: LocalDirectoryStore, clock: FakeClock
+) -> None:
+    produce(log, 40)  # ten rolls without a tier: every roll-time snapshot must stay
+    log.flush()
+    assert len(log.producer_state.snapshot_offsets) >= 9
+
+
+class Crash(BaseException):
+    """The process dies here: no clean-up runs."""
+
+
+def test_a_crash_between_the_phases_leaves_nothing_readable_and_the_sweep_cleans_up(
+    tmp_path: Path, log: Log, store: LocalDirectoryStore, clock: FakeClock
+) -> None:
+    produce(log, 5)
+    faulty = FaultyStore(store)
+    crashing = manager(faulty, clock)
+    crashing.attach(TP, log)
+    segment_put_seen: list[str] = []
+
+    def before_finish(op: str, key: str) -> bool:
+        """The first manifest put after the segment object's put: "finished"."""
+        if op == "put" and "/segments/" in key:
+            segment_put_seen.append(key)
+            return False
+        return op == "put" and bool(segment_put_seen)
+
+    faulty.fail(before_finish).error = Crash
+    with pytest.raises(Crash):
+        crashing.run_once()
+    manifest = load_manifest(store, TP)
+    assert [s.state for s in manifest.segments] == [SegmentState.STARTED]
+    assert tier_offsets(store) == []  # nothing readable
+    assert len(stored_keys(store)) == 1  # the object landed, unfinished
+    assert log.tiered_end_offset == 0
+    assert log.delete_old_segments(is_tiered=lambda s: s.next_offset <= log.tiered_end_offset) == 0
+
+    # The restarted process: a new writer; its sweep only takes leftovers past the timeout.
+    restarted = manager(store, clock)
+    restarted.attach(TP, log)
+    restarted.run_once()
+    assert tier_offsets(store) == [(0, 12)]
+    assert len(stored_keys(store)) == 2  # the leftover is young: kept for now
+    clock.advance(CONFIG.abandon_upload_ms + CONFIG.sweep_interval_ms)
+    restarted.run_once()
+    assert stored_keys(store) == manifest_keys(store)
+    states = {s.state for s in load_manifest(store, TP).segments}
+    assert states == {SegmentState.FINISHED}  # (the idle roll tiered the rest meanwhile)
+
+
+def test_an_outage_mid_upload_is_retried_with_backoff_and_deletes_nothing_locally(
+    log: Log, store: LocalDirectoryStore, clock: FakeClock
+) -> None:
+    faulty = FaultyStore(store)
+    observer = Counting()
+    rlm = manager(faulty, clock, observer)
+    rlm.attach(TP, log)
+    produce(log, 10)
+    whole = read_all_bytes(log)
+    faulty.fail(lambda op, key: op == "put" and "/segments/" in key, times=-1)
+    rlm.run_once()
+    assert observer.failed == ["KAFKA_STORAGE_ERROR"]
+    assert tier_offsets(store) == [] and log.tiered_end_offset == 0
+    assert log.delete_old_segments(is_tiered=lambda s: s.next_offset <= log.tiered_end_offset) == 0
+    faulty.heal()
+    faulty.outage()  # now the whole store is down, the manifest too
+    clock.advance(CONFIG.retry_backoff_ms)
+    rlm.run_once()
+    attempts = len(faulty.calls)
+    rlm.run_once()  # within the (doubled) backoff: not even tried
+    assert len(faulty.calls) == attempts
+    faulty.heal()
+    clock.advance(CONFIG.retry_backoff_max_ms)
+    rlm.run_once()
+    assert tier_offsets(store) == [(0, 12), (12, 24)]  # caught up, no duplicate or half one
+    assert tier_bytes(store) == whole[: len(tier_bytes(store))]
+    assert log.delete_old_segments(is_tiered=lambda s: s.next_offset <= log.tiered_end_offset) == 2
+    assert stored_keys(store) == manifest_keys(store)  # the failed attempt cleaned up at once
+
+
+def test_a_failed_clean_up_is_left_to_the_sweep(
+    log: Log, store: LocalDirectoryStore, clock: FakeClock
+) -> None:
+    faulty = FaultyStore(store)
+    rlm = manager(faulty, clock)
+    rlm.attach(TP, log)
+    produce(log, 5)
+    # The object lands but its PUT reports a failure, and the store is down from then on.
+    landed: list[str] = []
+
+    def object_put(op: str, key: str) -> bool:
+        if op == "put" and "/segments/" in key:
+            landed.append(key)
+            return True
+        return False
+
+    faulty.fail(object_put, after=True)
+    faulty.fail(lambda _op, _key: bool(landed), times=-1)
+    rlm.run_once()
+    assert tier_offsets(store) == []
+    assert len(stored_keys(store)) == 1
+    assert [s.state for s in load_manifest(store, TP).segments] == [SegmentState.STARTED]
+    faulty.heal()
+    clock.advance(CONFIG.abandon_upload_ms + CONFIG.sweep_interval_ms)
+    rlm.run_once()
+    assert tier_offsets(store) == [(0, 12), (12, 15)]  # the idle roll took the rest
+    assert stored_keys(store) == manifest_keys(store)
+
+
+def test_total_retention_deletes_from_the_tier_and_moves_the_log_start(
+    tmp_path: Path, store: LocalDirectoryStore, clock: FakeClock
+) -> None:
+    log = open_log(tmp_path / "data", clock, tiered_config(retention_bytes=30 * 24))
+    observer = Counting()
+    rlm = manager(store, clock, observer)
+    rlm.attach(TP, log)
+    produce(log, 16)  # segments [0,12) [12,24) [24,36) [36,48)
+    rlm.run_once()
+    segment_bytes = log.segments[0].size
+    log.update_config(tiered_config(retention_bytes=2 * segment_bytes))
+    rlm.run_once()
+    assert tier_offsets(store) == [(24, 36)]
+    assert log.log_start_offset == 24 and load_manifest(store, TP).log_start_offset == 24
+    assert stored_keys(store) == manifest_keys(store) and len(stored_keys(store)) == 1
+    assert observer.deleted == 2
+    log.close()
+
+
+def test_time_retention_deletes_expired_remote_segments(
+    tmp_path: Path, store: LocalDirectoryStore, clock: FakeClock
+) -> None:
+    log = open_log(tmp_path / "data", clock, tiered_config(retention_ms=1000))
+    rlm = manager(store, clock)
+    rlm.attach(TP, log)
+    produce(log, 8)
+    rlm.run_once()  # uploads [0,12), nothing has expired yet
+    assert tier_offsets(store) == [(0, 12)]
+    clock.advance(10_000)
+    produce(log, 4, start=8)
+    rlm.run_once()
+    assert tier_offsets(store) == []
+    assert load_manifest(store, TP).log_start_offset >= 24
+    log.close()
+
+
+def test_delete_records_removes_remote_segments_below_the_new_start(
+    log: Log, store: LocalDirectoryStore, clock: FakeClock
+) -> None:
+    rlm = manager(store, clock)
+    rlm.attach(TP, log)
+    produce(log, 16)
+    rlm.run_once()
+    assert tier_offsets(store) == [(0, 12), (12, 24), (24, 36)]
+    log.increment_log_start_offset(25)
+    rlm.run_once()
+    assert tier_offsets(store) == [(24, 36)]
+    view_start = load_manifest(store, TP).view().log_start_offset
+    assert view_start == 25
+    assert stored_keys(store) == manifest_keys(store)
+
+
+def test_a_deletion_interrupted_by_an_outage_finishes_on_the_next_pass(
+    log: Log, store: LocalDirectoryStore, clock: FakeClock
+) -> None:
+    faulty = FaultyStore(store)
+    rlm = manager(faulty, clock)
+    rlm.attach(TP, log)
+    produce(log, 16)
+    rlm.run_once()
+    log.increment_log_start_offset(24)
+    faulty.fail(lambda op, key: op == "delete", times=-1)
+    rlm.run_once()
+    manifest = load_manifest(store, TP)
+    assert [s.state for s in manifest.segments[:2]] == [SegmentState.DELETING] * 2
+    assert tier_offsets(store) == [(24, 36)]  # readers no longer see them
+    faulty.heal()
+    clock.advance(CONFIG.retry_backoff_max_ms)
+    rlm.run_once()
+    assert stored_keys(store) == manifest_keys(store) and len(stored_keys(store)) == 1
+
+
+def test_a_new_owner_fences_the_old_one(
+    tmp_path: Path, log: Log, store: LocalDirectoryStore, clock: FakeClock
+) -> None:
+    old = manager(store, clock)
+    old.attach(TP, log)
+    produce(log, 6)
+    old.run_once()
+    new_log = open_log(tmp_path / "other", clock)
+    new = manager(store, clock)
+    new.attach(TP, new_log)  # continues at the tier's end
+    assert (new_log.log_start_offset, new_log.log_end_offset) == (0, 12)
+    produce(log, 6, start=6)
+    old.run_once()  # deposed: uploads nothing more, deletes nothing
+    assert tier_offsets(store) == [(0, 12)]
+    assert load_manifest(store, TP).writer_epoch == 2
+    produce(new_log, 5)
+    new.run_once()
+    assert tier_offsets(store) == [(0, 12), (12, 24)]
+    new_log.close()
+
+
+def test_an_empty_volume_continues_at_the_tiers_end_with_its_producers(
+    tmp_path: Path, store: LocalDirectoryStore, clock: FakeClock
+) -> None:
+    def idempotent_batch(sequence: int) -> bytes:
+        records = make_records(3, tag=f"s{sequence}")
+        return build_batch(records, producer_id=77, producer_epoch=0, base_sequence=sequence)
+
+    first = open_log(tmp_path / "pod-a", clock)
+    rlm = manager(store, clock)
+    rlm.attach(TP, first)
+    for sequence in range(0, 30, 3):
+        first.append(idempotent_batch(sequence))
+    rlm.run_once()
+    first.increment_log_start_offset(2)
+    rlm.run_once()
+    tier_end = load_manifest(store, TP).end_offset
+    assert tier_end >= 12
+    whole = read_all_bytes(first)
+    first.close()
+
+    replaced = open_log(tmp_path / "pod-b", clock)
+    manager(store, clock).attach(TP, replaced)
+    assert (replaced.log_start_offset, replaced.log_end_offset) == (2, tier_end)
+    assert tier_bytes(store) == whole[: len(tier_bytes(store))]
+    assert last_offsets(tier_bytes(store))[-1] == tier_end - 1
+    retry = replaced.append(idempotent_batch(tier_end - 3))  # the tier's last batch again
+    assert retry.duplicate and retry.first_offset == tier_end - 3  # its producer came along
+    fresh = replaced.append(idempotent_batch(tier_end))
+    assert fresh.first_offset == tier_end and not fresh.duplicate
+    replaced.close()
+
+
+def test_a_store_down_at_attach_refuses_the_partition(
+    log: Log, store: LocalDirectoryStore, clock: FakeClock
+) -> None:
+    faulty = FaultyStore(store)
+    faulty.outage()
+    with pytest.raises(ObjectStoreUnavailableError):
+        manager(faulty, clock).attach(TP, log)

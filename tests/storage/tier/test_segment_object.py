@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.storage.conftest import FakeClock, read_all_bytes
+from tests.storage.tier.tiering import open_log, produce
+from tierlog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, write_epoch_checkpoint
+from tierlog.storage.errors import CorruptRecordError
+from tierlog.storage.index import OffsetIndex, TimeIndex
+from tierlog.storage.producer_snapshot import decode_snapshot
+from tierlog.storage.tier.manifest import SegmentPart
+from tierlog.storage.tier.segment_object import (
+    decode_leader_epochs,
+    encode_leader_epochs,
+    epochs_covering,
+    stage_segment,
+)
+
+
+def test_a_staged_object_holds_the_segment_and_its_state(tmp_path: Path) -> None:
+    clock = FakeClock()
+    log = open_log(tmp_path, clock)
+    write_epoch_checkpoint(log.directory / LEADER_EPOCH_CHECKPOINT, [(0, 0), (1, 5), (2, 14)])
+    produce(log, 6)  # segments [0, 12) and [12, 18)
+    log.flush()
+    first = log.segments[0]
+    with stage_segment(first, tmp_path / "staging") as staged:
+        data = staged.path.read_bytes()
+        assert len(data) == staged.size_bytes
+
+        def part(which: SegmentPart) -> bytes:
+            start, end = staged.parts[list(SegmentPart).index(which)]
+            return data[start:end]
+
+        assert part(SegmentPart.LOG) == read_all_bytes(log)[: first.size]
+        assert (staged.base_offset, staged.end_offset) == (0, 12)
+        assert staged.max_timestamp == first.max_timestamp_so_far
+        assert staged.base_timestamp == first.log.header_at(0).header.max_timestamp  # type: ignore[union-attr]
+        index_copy = tmp_path / "copy.index"
+        index_copy.write_bytes(part(SegmentPart.OFFSET_INDEX))
+        entries = OffsetIndex(index_copy, 0, 1 << 20, writable=False)
+        assert entries.entries == first.offset_index.entries > 0
+        time_copy = tmp_path / "copy.timeindex"
+        time_copy.write_bytes(part(SegmentPart.TIME_INDEX))
+        assert TimeIndex(time_copy, 0, 1 << 20, writable=False).last_entry() == (
+            first.time_index.last_entry()
+        )
+        assert decode_snapshot(part(SegmentPart.PRODUCER_SNAPSHOT)) == []  # no idempotent ones
+        assert decode_leader_epochs(part(SegmentPart.LEADER_EPOCHS)) == [(0, 0), (1, 5)]
+    assert not staged.path.exists()
+
+
+def test_epochs_covering_a_range() -> None:
+    entries = [(0, 0), (3, 10), (4, 20), (7, 35)]
+    assert epochs_covering(entries, 12, 30) == [(3, 10), (4, 20)]
+    assert epochs_covering(entries, 10, 11) == [(3, 10)]
+    assert epochs_covering(entries, 40, 50) == [(7, 35)]
+    assert epochs_covering([], 0, 5) == []
+
+
+def test_leader_epochs_round_trip_and_reject_garbage() -> None:
+    entries = [(0, 0), (5, 1234)]
+    assert decode_leader_epochs(encode_leader_epochs(entries)) == entries
+    assert decode_leader_epochs(b"") == []
+    for bad in (b"1\n0\n", b"0\n2\n1 2\n", b"0\nx\n", b"\xff"):
+        with pytest.raises(CorruptRecordError):
+            decode_leader_epochs(bad)

@@ -1,0 +1,56 @@
+"""Helpers for the remote tier's tests: a tiered log with small segments, and what a
+reader of the tier sees (read through the reader API, not through the uploader)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.storage.conftest import T0, FakeClock, config, make_batch
+from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.config import LogConfig
+from tierlog.storage.log import Log
+from tierlog.storage.records import iter_batches
+from tierlog.storage.tier.manifest import SegmentPart
+from tierlog.storage.tier.manifest_store import load_view, read_part
+from tierlog.storage.tier.store import ObjectStore
+
+TP = TopicPartition("events", 0)
+BATCH = make_batch(3, tag="00")
+# Four 3-record batches a segment; tiered; nothing expires by time unless a test says so.
+TIERED = config(
+    segment_bytes=4 * len(BATCH),
+    index_interval_bytes=0,
+    remote_storage_enable="true",
+    retention_ms=-1,
+    local_retention_bytes=0,
+    file_delete_delay_ms=0,
+)
+
+
+def tiered_config(**props: object) -> LogConfig:
+    return LogConfig.from_properties(
+        {key.replace("_", "."): value for key, value in props.items()}, base=TIERED
+    )
+
+
+def open_log(data_dir: Path, clock: FakeClock, log_config: LogConfig = TIERED) -> Log:
+    return Log.open(data_dir / TP.dir_name, log_config, clock_ms=clock)
+
+
+def produce(log: Log, batches: int, *, start: int = 0) -> None:
+    for i in range(start, start + batches):
+        log.append(make_batch(3, start_ts=T0 + 10 * i, tag=f"{i:02d}"))
+
+
+def tier_bytes(store: ObjectStore) -> bytes:
+    """Every batch the tier serves, in offset order, read with ranged GETs."""
+    view = load_view(store, TP)
+    return b"".join(read_part(store, s, SegmentPart.LOG) for s in view.segments)
+
+
+def tier_offsets(store: ObjectStore) -> list[tuple[int, int]]:
+    return [(s.base_offset, s.end_offset) for s in load_view(store, TP).segments]
+
+
+def last_offsets(data: bytes) -> list[int]:
+    return [header.last_offset for header in iter_batches(data)]
