@@ -20,6 +20,7 @@ from tierlog.storage.cleaner_manager import CLEANER_KEYS, CleanerConfig
 from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.manager import LogManagerConfig
+from tierlog.storage.tier.remote_log_manager import REMOTE_LOG_MANAGER_KEYS, RemoteLogManagerConfig
 
 __all__ = [
     "BROKER_TO_TOPIC_KEYS",
@@ -112,6 +113,9 @@ class SidecarConfig:
     def remote_read_config(self) -> RemoteReadConfig:
         return self.remote_read or RemoteReadConfig.from_properties({}, self.storage.log_dirs[0])
 
+    # Uploads to the remote tier (``remote.log.manager.*``, ``remote.log.segment.roll.ms``).
+    remote_log_manager: RemoteLogManagerConfig = field(default_factory=RemoteLogManagerConfig)
+
     @property
     def node_id(self) -> int:
         return self.storage.node_id
@@ -127,6 +131,7 @@ class SidecarConfig:
             - set(CLEANER_KEYS)
             - SECURITY_KEYS
             - LIMIT_KEYS
+            - set(REMOTE_LOG_MANAGER_KEYS)
             - REMOTE_READ_KEYS
         )
         if unknown:
@@ -183,6 +188,7 @@ class SidecarConfig:
             tls=TlsConfig.from_properties(props),
             auth_token=read_token(token_file) if token_file else None,
             limits=LimitsConfig.from_properties(props),
+            remote_log_manager=RemoteLogManagerConfig.from_properties(props),
             remote_read=RemoteReadConfig.from_properties(props, storage.log_dirs[0]),
         )
 

@@ -38,10 +38,14 @@ from tierlog.sidecar.partitions import Partitions
 from tierlog.sidecar.security import BearerTokenInterceptor
 from tierlog.sidecar.service import Limits, LogService
 from tierlog.sidecar.topics import TOPICS_FILE, TopicStore
+from tierlog.sidecar.upload_metrics import UploadMetrics
 from tierlog.sidecar.watch import AppendWatch
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.manager import LogManager
 from tierlog.storage.recovery import RecoveryProgress
+from tierlog.storage.tier.local_store import LocalDirectoryStore
+from tierlog.storage.tier.remote_log_manager import RemoteLogManager
+from tierlog.storage.tier.store import ObjectStore
 
 __all__ = ["HEADROOM_BYTES", "SidecarServer", "message_limit_bytes"]
 
@@ -65,8 +69,19 @@ class SidecarServer:
         self.topics = TopicStore(
             config.storage.log_dirs[0] / TOPICS_FILE, config.storage.default_log_config
         )
+        # The remote tier's object store: a directory ``tier`` in the first log dir
+        # until --tier-url names another. ``remote.storage.enable`` topics upload to it.
+        self.tier_store: ObjectStore = LocalDirectoryStore(config.storage.log_dirs[0] / "tier")
+        upload_metrics = UploadMetrics(self.metrics.registry)
+        self.remote_log_manager = RemoteLogManager(
+            self.tier_store, config.remote_log_manager, observer=upload_metrics
+        )
+        upload_metrics.watch(self.remote_log_manager)
         self.manager = LogManager(
-            config.storage, topic_config=self.topics.log_config, on_flush=self.metrics.observe_flush
+            config.storage,
+            topic_config=self.topics.log_config,
+            on_flush=self.metrics.observe_flush,
+            tier=self.remote_log_manager,
         )
         self.metrics.watch(self.manager)
         self.watch = AppendWatch()
@@ -150,4 +165,5 @@ class SidecarServer:
         await self.server.stop(self.config.shutdown_grace_ms / 1000)
         if self._log_service is not None:
             await self._log_service.drain()
-        await asyncio.to_thread(self.manager.shutdown)
+        await asyncio.to_thread(self.manager.shutdown)  # stops the uploads first
+        await asyncio.to_thread(self.tier_store.close)

@@ -19,7 +19,7 @@ from tests.storage.tier.tiering import (
     tier_offsets,
     tiered_config,
 )
-from tierlog.storage.errors import OffsetMovedToTieredStorageError
+from tierlog.storage.errors import InvalidConfigError, OffsetMovedToTieredStorageError
 from tierlog.storage.log import Log
 from tierlog.storage.records import build_batch
 from tierlog.storage.tier.layout import segments_prefix
@@ -385,3 +385,13 @@ def test_a_store_down_at_attach_refuses_the_partition(
     faulty.outage()
     with pytest.raises(ObjectStoreUnavailableError):
         manager(faulty, clock).attach(TP, log)
+
+
+def test_config_from_kafka_named_keys() -> None:
+    config = RemoteLogManagerConfig.from_properties(
+        {"remote.log.segment.roll.ms": "60000", "remote.log.manager.thread.pool.size": "8"}
+    )
+    assert (config.segment_roll_ms, config.threads) == (60_000, 8)
+    for bad in ({"remote.log.manager.thread.pool.size": "0"}, {"remote.log.segment.roll.ms": "x"}):
+        with pytest.raises(InvalidConfigError):
+            RemoteLogManagerConfig.from_properties(bad)

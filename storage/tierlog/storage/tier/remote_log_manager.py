@@ -31,13 +31,13 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tierlog.storage.checkpoints import TopicPartition
-from tierlog.storage.errors import KafkaStorageError, TierlogError
+from tierlog.storage.errors import InvalidConfigError, TierlogError
 from tierlog.storage.log import Log, wall_clock_ms
 from tierlog.storage.producer_snapshot import decode_snapshot
 from tierlog.storage.scheduler import PeriodicTask
@@ -76,13 +76,21 @@ class RemoteLogManagerConfig:
     threads: int = 4  # remote.log.manager.thread.pool.size
 
     @classmethod
-    def from_properties(cls, props: dict[str, str]) -> RemoteLogManagerConfig:
-        values = {REMOTE_LOG_MANAGER_KEYS[key]: int(value) for key, value in props.items()}
-        config = cls(**values)
+    def from_properties(cls, props: Mapping[str, str]) -> RemoteLogManagerConfig:
+        """The settings among ``props`` (Kafka-named broker keys); others are ignored."""
+        values: dict[str, int] = {}
         for key, name in REMOTE_LOG_MANAGER_KEYS.items():
-            if getattr(config, name) < (1 if name == "threads" else 0):
-                raise KafkaStorageError(f"{key} must not be negative")
-        return config
+            if key not in props:
+                continue
+            try:
+                values[name] = int(props[key])
+            except ValueError:
+                raise InvalidConfigError(
+                    f"{key} expects a whole number, got {props[key]!r}"
+                ) from None
+            if values[name] < (1 if name == "threads" else 0):
+                raise InvalidConfigError(f"{key}={values[name]} is out of range")
+        return cls(**values)
 
 
 REMOTE_LOG_MANAGER_KEYS = {

@@ -1,0 +1,137 @@
+"""Metrics of the remote tier's uploader: lag, throughput, latency, deletions, progress.
+
+The storage reports through its ``TierObserver`` hooks (called from the remote log
+manager's threads); the lag is read from the remote log manager at scrape time. A
+long upload shows as an attempt in flight: ``tierlog_remote_uploads_in_flight``,
+its bytes and the age of the oldest one, until it succeeds or fails.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.tier.observer import TierObserver
+from tierlog.storage.tier.remote_log_manager import RemoteLogManager
+
+__all__ = ["UploadMetrics"]
+
+_UPLOAD_BUCKETS_S = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+
+
+class UploadMetrics(TierObserver):
+    def __init__(self, registry: CollectorRegistry):
+        topic = ["topic"]
+        self.uploaded_bytes = Counter(
+            "tierlog_remote_uploaded_bytes_total",
+            "Bytes of segment objects uploaded to the tier (log, indexes, snapshot, epochs)",
+            topic, registry=registry,
+        )  # fmt: skip
+        self.uploaded_segments = Counter(
+            "tierlog_remote_uploaded_segments_total", "Segments uploaded to the tier", topic,
+            registry=registry,
+        )  # fmt: skip
+        self.upload_duration = Histogram(
+            "tierlog_remote_upload_duration_seconds",
+            "One segment's upload, from its PUT to the manifest saying finished",
+            buckets=_UPLOAD_BUCKETS_S, registry=registry,
+        )  # fmt: skip
+        self.upload_failures = Counter(
+            "tierlog_remote_upload_failures_total",
+            "Upload attempts that failed (retried later), by Kafka error name", ["reason"],
+            registry=registry,
+        )  # fmt: skip
+        self.deleted_bytes = Counter(
+            "tierlog_remote_deleted_bytes_total",
+            "Log bytes of remote segments deleted (retention, DeleteRecords, abandoned uploads)",
+            topic, registry=registry,
+        )  # fmt: skip
+        self.deleted_segments = Counter(
+            "tierlog_remote_deleted_segments_total", "Remote segments deleted", topic,
+            registry=registry,
+        )  # fmt: skip
+        self._lock = threading.Lock()
+        self._in_flight: dict[TopicPartition, tuple[int, float]] = {}  # bytes, started
+        self._registry = registry
+        registry.register(_InFlightCollector(self))
+
+    def watch(self, manager: RemoteLogManager) -> None:
+        """Report ``manager``'s upload lag at each scrape."""
+        self._registry.register(_LagCollector(manager))
+
+    # -- the storage's hooks ----------------------------------------------------------
+
+    def upload_started(self, tp: TopicPartition, size_bytes: int) -> None:
+        with self._lock:
+            self._in_flight[tp] = (size_bytes, time.monotonic())
+
+    def segment_uploaded(self, tp: TopicPartition, size_bytes: int, seconds: float) -> None:
+        with self._lock:
+            self._in_flight.pop(tp, None)
+        self.uploaded_bytes.labels(tp.topic).inc(size_bytes)
+        self.uploaded_segments.labels(tp.topic).inc()
+        self.upload_duration.observe(seconds)
+
+    def upload_failed(self, tp: TopicPartition, reason: str) -> None:
+        with self._lock:
+            self._in_flight.pop(tp, None)
+        self.upload_failures.labels(reason).inc()
+
+    def segments_deleted(self, tp: TopicPartition, segments: int, size_bytes: int) -> None:
+        self.deleted_segments.labels(tp.topic).inc(segments)
+        self.deleted_bytes.labels(tp.topic).inc(size_bytes)
+
+    def in_flight(self) -> tuple[int, int, float]:
+        """Attempts in flight, their bytes, and the oldest one's age in seconds."""
+        with self._lock:
+            attempts = list(self._in_flight.values())
+        now = time.monotonic()
+        oldest = max((now - started for _size, started in attempts), default=0.0)
+        return len(attempts), sum(size for size, _started in attempts), oldest
+
+
+class _InFlightCollector:
+    def __init__(self, metrics: UploadMetrics):
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        count, size, oldest = self.metrics.in_flight()
+        yield GaugeMetricFamily(
+            "tierlog_remote_uploads_in_flight", "Segment uploads under way", count
+        )
+        yield GaugeMetricFamily(
+            "tierlog_remote_upload_in_flight_bytes", "Bytes of the segment uploads under way", size
+        )
+        yield GaugeMetricFamily(
+            "tierlog_remote_upload_oldest_in_flight_seconds",
+            "How long the oldest upload under way has been running", oldest,
+        )  # fmt: skip
+
+
+class _LagCollector:
+    """Kafka's RemoteCopyLagBytes/Segments: closed local segments not yet in the tier."""
+
+    def __init__(self, manager: RemoteLogManager):
+        self.manager = manager
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["topic", "partition"]
+        lag_bytes = GaugeMetricFamily(
+            "tierlog_remote_upload_lag_bytes",
+            "Bytes of closed local segments not yet in the tier", None, labels,
+        )  # fmt: skip
+        lag_segments = GaugeMetricFamily(
+            "tierlog_remote_upload_lag_segments", "Closed local segments not yet in the tier",
+            None, labels,
+        )  # fmt: skip
+        for tp in self.manager.partitions:
+            lag = self.manager.upload_lag(tp)
+            values = [tp.topic, str(tp.partition)]
+            lag_bytes.add_metric(values, lag.size_bytes)
+            lag_segments.add_metric(values, lag.segments)
+        yield from (lag_bytes, lag_segments)

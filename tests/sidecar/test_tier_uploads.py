@@ -1,0 +1,116 @@
+"""A real sidecar offloads ``remote.storage.enable`` topics to its tier and reports it.
+
+The tier here is the default local-directory store (``tier`` in the data dir); a
+replaced pod is a new data dir given a copy of that directory, as a new pod would
+point at the same bucket.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.support.scrape import METRICS, Scrape, scrape_sidecar
+from tierlog.api.v1 import log_service_pb2
+from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.records import SimpleRecord, build_batch
+from tierlog.storage.tier.local_store import LocalDirectoryStore
+from tierlog.storage.tier.manifest_store import load_view
+
+from .conftest import Sidecar, SidecarFactory
+
+TIERED = {
+    "remote_storage_enable": "true",
+    "segment_bytes": "2000",
+    "local_retention_bytes": "0",
+    "file_delete_delay_ms": "0",
+}
+FAST = (
+    METRICS,
+    "remote.log.manager.task.interval.ms=100",
+    "log.retention.check.interval.ms=200",
+)
+UPLOAD_SERIES = {
+    "tierlog_remote_uploaded_bytes_total",
+    "tierlog_remote_uploaded_segments_total",
+    "tierlog_remote_upload_duration_seconds_count",
+    "tierlog_remote_upload_lag_bytes",
+    "tierlog_remote_upload_lag_segments",
+    "tierlog_remote_uploads_in_flight",
+    "tierlog_remote_upload_in_flight_bytes",
+    "tierlog_remote_upload_oldest_in_flight_seconds",
+}
+
+
+def produce(sidecar: Sidecar, batches: int) -> None:
+    now_ms = int(time.time() * 1000)
+    batch = build_batch([SimpleRecord(b"k", b"v" * 100, now_ms, ())] * 5)  # ~600 bytes
+    for _ in range(batches):
+        sidecar.log.Produce(log_service_pb2.ProduceRequest(topic="offload", record_batches=batch))
+
+
+def wait_for(sidecar: Sidecar, done: Callable[[Scrape], bool], timeout_s: float = 30) -> Scrape:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = scrape_sidecar(sidecar)
+        if done(found) or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
+def offsets(sidecar: Sidecar) -> tuple[int, int]:
+    def at(timestamp: int) -> int:
+        request = log_service_pb2.ListOffsetsRequest(topic="offload", timestamp_ms=timestamp)
+        return sidecar.log.ListOffsets(request).offset
+
+    return at(-2), at(-1)
+
+
+def test_a_tiered_topic_is_offloaded_and_a_replaced_pod_continues_it(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    sidecar = sidecar_factory(tmp_path / "pod-a", *FAST)
+    sidecar.create_topic("offload", 1, **TIERED)
+    produce(sidecar, 12)  # ~7200 bytes: three closed 2000-byte segments and the active one
+    topic = {"topic": "offload"}
+    found = wait_for(
+        sidecar,
+        lambda s: (
+            s.value("tierlog_remote_uploaded_segments_total", **topic) >= 3
+            and s.value("tierlog_log_segments", **topic, partition="0") == 1
+        ),
+    )
+    assert found.names() >= UPLOAD_SERIES
+    assert found.value("tierlog_remote_uploaded_segments_total", **topic) >= 3
+    assert found.value("tierlog_remote_upload_lag_segments", **topic, partition="0") == 0
+    assert found.value("tierlog_log_segments", **topic, partition="0") == 1  # local: the active
+    view = load_view(LocalDirectoryStore(tmp_path / "pod-a" / "tier"), TopicPartition("offload", 0))
+    assert view.log_start_offset == 0 and len(view.segments) >= 3
+    assert offsets(sidecar) == (0, 60)
+
+    # DeleteRecords past the first remote segment deletes it from the tier.
+    second = view.segments[1].base_offset
+    sidecar.log.DeleteRecords(log_service_pb2.DeleteRecordsRequest(topic="offload", offset=second))
+    found = wait_for(
+        sidecar, lambda s: s.value("tierlog_remote_deleted_segments_total", **topic) >= 1
+    )
+    assert found.value("tierlog_remote_deleted_segments_total", **topic) == 1
+    assert (
+        found.value("tierlog_remote_deleted_bytes_total", **topic)
+        == view.segments[0].log_size_bytes
+    )
+    assert offsets(sidecar) == (second, 60)
+    store = LocalDirectoryStore(tmp_path / "pod-a" / "tier")
+    assert [info.key for info in store.list(view.segments[0].key)] == []
+    sidecar.stop()
+
+    # A new pod, empty volume, the same bucket: the partition continues at the tier's end.
+    (tmp_path / "pod-b").mkdir()
+    shutil.copytree(tmp_path / "pod-a" / "tier", tmp_path / "pod-b" / "tier")
+    replaced = sidecar_factory(tmp_path / "pod-b", *FAST)
+    replaced.create_topic("offload", 1, **TIERED)
+    assert offsets(replaced) == (second, view.end_offset)
+    produce(replaced, 1)
+    assert offsets(replaced) == (second, view.end_offset + 5)
