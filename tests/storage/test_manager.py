@@ -26,6 +26,7 @@ from tierlog.storage.errors import (
     UnknownTopicOrPartitionError,
 )
 from tierlog.storage.manager import LogManager, LogManagerConfig
+from tierlog.storage.tier.layout import partition_prefix
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.remote_log_manager import RemoteLogManager, RemoteLogManagerConfig
 from tierlog.storage.tier.store import ObjectStore
@@ -287,4 +288,25 @@ def test_a_tiered_partition_is_not_created_while_the_store_is_down(tmp_path: Pat
     assert not (tmp_path / "data" / TP.dir_name).exists()
     faulty.heal()
     assert manager.get_or_create_log(TP).log_end_offset == 0
+    manager.shutdown()
+
+
+def test_deleting_a_tiered_partition_deletes_its_tier(tmp_path: Path) -> None:
+    store = LocalDirectoryStore(tmp_path / "bucket")
+    manager = tiered_manager(tmp_path / "data", store)
+    manager.startup()
+    produce(manager.get_or_create_log(TP), 10)
+    assert manager.tier is not None
+    manager.tier.run_once()
+    assert list(store.list(partition_prefix(TP)))
+    faulty_delete = FaultyStore(store)
+    manager.tier.store = faulty_delete
+    faulty_delete.outage()
+    with pytest.raises(KafkaStorageError):
+        manager.delete_log(TP)
+    assert manager.get_log(TP).log_end_offset == 30  # nothing deleted locally either
+    faulty_delete.heal()
+    manager.delete_log(TP)
+    assert list(store.list(partition_prefix(TP))) == []
+    assert TP not in manager.partitions
     manager.shutdown()

@@ -253,11 +253,13 @@ class LogManager:
             raise
 
     def delete_log(self, tp: TopicPartition) -> None:
-        """Close the partition's log and remove its directory (renamed first, as Kafka does)."""
-        self.get_log(tp)  # unknown partitions fail here, before the cleaner is paused
+        """Close the partition's log and remove its directory (renamed first, as Kafka does),
+        and its remote tier (objects and manifests) if it has one."""
+        existing = self.get_log(tp)  # unknown partitions fail here, before the cleaner pauses
+        tier = self.tier
+        if tier is not None and (existing.config.remote_storage_enable or tp in tier.partitions):
+            tier.delete_partition(tp)  # first: a store that is down fails the delete
         self.cleaner.abort_and_pause(tp)
-        if self.tier is not None:
-            self.tier.detach(tp)
         with self._lock:
             doomed = self.get_log(tp)
             del self._logs[tp]

@@ -42,6 +42,7 @@ from tierlog.storage.log import Log, wall_clock_ms
 from tierlog.storage.producer_snapshot import decode_snapshot
 from tierlog.storage.scheduler import PeriodicTask
 from tierlog.storage.segment import LogSegment
+from tierlog.storage.tier.layout import manifest_prefix, segments_prefix
 from tierlog.storage.tier.manifest import (
     FencedWriterError,
     PartitionManifest,
@@ -170,6 +171,21 @@ class RemoteLogManager:
         if partition is not None:
             with partition.lock:  # wait for a pass in progress
                 pass
+
+    def delete_partition(self, tp: TopicPartition) -> None:
+        """Stop managing ``tp`` and delete its tier (the topic is being deleted).
+
+        Manifests go first, newest first, so a crash part-way leaves objects no manifest
+        names (a later partition of that name sweeps them) rather than a manifest naming
+        objects that are gone. Raises when the store is unavailable; nothing is lost by
+        trying again."""
+        self.detach(tp)
+        manifests = [info.key for info in self.store.list(manifest_prefix(tp))]
+        self.store.delete(reversed(manifests))
+        segments = [info.key for info in self.store.list(segments_prefix(tp))]
+        self.store.delete(segments)
+        if segments:
+            log.info("%s: deleted %d objects from the tier", tp, len(segments))
 
     @property
     def partitions(self) -> list[TopicPartition]:
