@@ -1,0 +1,3 @@
+"""Fixtures every test folder can use (each folder's own conftest adds its own)."""
+
+pytest_plugins = ["tests.support.s3_fixtures"]
