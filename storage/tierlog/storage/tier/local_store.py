@@ -21,6 +21,7 @@ from tierlog.storage.tier.store import (
     ObjectInfo,
     ObjectNotFoundError,
     ObjectStoreError,
+    check_key,
 )
 
 __all__ = ["LocalDirectoryStore"]
@@ -38,9 +39,8 @@ class LocalDirectoryStore:
         (self.root / _INCOMING).mkdir(parents=True, exist_ok=True)
 
     def _path(self, key: str) -> Path:
+        check_key(key)
         parts = key.split("/")
-        if not key or key.startswith("/") or any(p in ("", ".", "..") for p in parts):
-            raise ObjectStoreError(f"illegal object key {key!r}")
         if parts[0] == _INCOMING:
             raise ObjectStoreError(f"object key {key!r} uses the reserved {_INCOMING}/")
         return self.root.joinpath(*parts)

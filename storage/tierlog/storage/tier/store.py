@@ -31,6 +31,7 @@ __all__ = [
     "ObjectStore",
     "ObjectStoreError",
     "ObjectStoreUnavailableError",
+    "check_key",
 ]
 
 
@@ -48,6 +49,13 @@ class ObjectExistsError(ObjectStoreError):
 
 class ObjectStoreUnavailableError(ObjectStoreError):
     """A transient failure outlasted the retries; the caller tries again later."""
+
+
+def check_key(key: str) -> None:
+    """Keys are relative ``/``-separated paths: no empty, ``.`` or ``..`` segment, no
+    leading ``/``; every store refuses the same keys, so none escapes its root."""
+    if not key or key.startswith("/") or any(p in ("", ".", "..") for p in key.split("/")):
+        raise ObjectStoreError(f"illegal object key {key!r}")
 
 
 class ObjectInfo(NamedTuple):

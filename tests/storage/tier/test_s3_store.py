@@ -1,0 +1,331 @@
+"""The S3 store against a real MinIO on loopback (``tests.support.minio``), with the
+fault-injecting proxy in front of it where a test needs S3 to misbehave."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from tests.storage.tier.store_contract import CONTRACT
+from tests.support.fault_proxy import FaultProxy
+from tests.support.minio import MinioServer
+from tierlog.storage.tier.s3_store import S3Location, S3Options, S3Store, crc32c_base64
+from tierlog.storage.tier.store import (
+    ObjectExistsError,
+    ObjectNotFoundError,
+    ObjectStore,
+    ObjectStoreError,
+    ObjectStoreUnavailableError,
+)
+
+MIB = 1 << 20
+
+
+class Recorder:
+    """An ``S3Observer`` that keeps every request attempt it hears of."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.calls: list[tuple[str, str | None]] = []
+
+    def s3_request(self, operation: str, error: str | None) -> None:
+        with self.lock:
+            self.calls.append((operation, error))
+
+    def count(self, operation: str) -> int:
+        return sum(1 for called, _ in self.calls if called == operation)
+
+    def errors(self, operation: str) -> list[str]:
+        return [error for called, error in self.calls if called == operation and error]
+
+
+@pytest.fixture
+def secret_dir(tmp_path: Path, minio: MinioServer) -> Path:
+    """The keys as a mounted Kubernetes Secret looks: one file per key."""
+    secret = tmp_path / "s3-secret"
+    secret.mkdir()
+    (secret / "access_key_id").write_text(minio.access_key_id + "\n")
+    (secret / "secret_access_key").write_text(minio.secret_access_key + "\n")
+    return secret
+
+
+@pytest.fixture
+def location(s3_bucket: str) -> S3Location:
+    return S3Location(s3_bucket, "cluster-a/tier")
+
+
+@pytest.fixture
+def options(minio: MinioServer, secret_dir: Path) -> S3Options:
+    """Small parts and short waits, so that tests of multipart and retries stay quick."""
+    return S3Options(
+        region=minio.region,
+        endpoint_url=minio.endpoint_url,
+        path_style=True,
+        credentials_path=secret_dir,
+        connect_timeout_s=2,
+        read_timeout_s=10,
+        backoff_base_s=0.05,
+        backoff_max_s=0.5,
+        multipart_threshold_bytes=5 * MIB,
+        part_size_bytes=5 * MIB,
+        upload_concurrency=4,
+    )
+
+
+StoreFactory = Callable[..., S3Store]
+
+
+@pytest.fixture
+def stores(location: S3Location, options: S3Options) -> Iterator[StoreFactory]:
+    """``stores(observer=None, **option_changes)``: a store on this test's bucket,
+    closed when the test ends."""
+    opened: list[S3Store] = []
+
+    def open_store(observer: Recorder | None = None, **changes: Any) -> S3Store:
+        store = S3Store(location, replace(options, **changes), observer=observer)
+        opened.append(store)
+        return store
+
+    yield open_store
+    for store in opened:
+        store.close()
+
+
+def random_file(path: Path, size: int) -> Path:
+    path.write_bytes(os.urandom(size))
+    return path
+
+
+@pytest.mark.parametrize("check", CONTRACT, ids=lambda check: check.__name__)
+def test_keeps_the_store_contract(
+    location: S3Location,
+    stores: StoreFactory,
+    tmp_path: Path,
+    check: Callable[[ObjectStore, Path], None],
+) -> None:
+    check(stores(), tmp_path)
+
+
+def test_objects_live_under_the_prefix(
+    location: S3Location, stores: StoreFactory, minio: MinioServer
+) -> None:
+    store = stores()
+    store.put("0/topic-0/segment", b"data")
+    listed = minio.client().list_objects_v2(Bucket=location.bucket)["Contents"]
+    assert [item["Key"] for item in listed] == ["cluster-a/tier/0/topic-0/segment"]
+    assert store.url == f"s3://{location.bucket}/cluster-a/tier"
+    with pytest.raises(ObjectStoreError):
+        store.put("../escape", b"x")
+
+
+def test_a_large_object_goes_up_in_parallel_parts(
+    location: S3Location,
+    stores: StoreFactory,
+    minio: MinioServer,
+    fault_proxy: FaultProxy,
+    tmp_path: Path,
+) -> None:
+    recorder = Recorder()
+    store = stores(recorder, endpoint_url=fault_proxy.url)
+    source = random_file(tmp_path / "segment.log", 23 * MIB)
+    store.put("big", source)
+    assert store.get("big") == source.read_bytes()
+    assert recorder.count("UploadPart") == 5  # 4 parts of 5 MiB and one of 3 MiB
+    assert recorder.count("PutObject") == 0
+    assert fault_proxy.max_in_flight > 1  # parts were in flight together
+    head = minio.client().head_object(Bucket=location.bucket, Key="cluster-a/tier/big")
+    assert head["ETag"].endswith('-5"')
+    assert minio.client().list_multipart_uploads(Bucket=location.bucket).get("Uploads", []) == []
+
+
+def test_if_absent_refuses_a_large_object_too(location: S3Location, stores: StoreFactory) -> None:
+    store = stores()
+    first, second = os.urandom(6 * MIB), os.urandom(6 * MIB)
+    store.put("manifest", first, if_absent=True)
+    with pytest.raises(ObjectExistsError):
+        store.put("manifest", second, if_absent=True)
+    assert store.get("manifest") == first
+
+
+def test_the_server_refuses_a_body_that_does_not_match_its_checksum(
+    location: S3Location, minio: MinioServer
+) -> None:
+    with pytest.raises(ClientError) as refused:
+        minio.client().put_object(
+            Bucket=location.bucket,
+            Key="damaged",
+            Body=b"what was sent",
+            ChecksumCRC32C=crc32c_base64(b"what was meant"),
+        )
+    assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    with pytest.raises(ClientError):
+        minio.client().head_object(Bucket=location.bucket, Key="damaged")
+
+
+def test_a_body_damaged_in_flight_is_refused_and_sent_again(
+    location: S3Location, stores: StoreFactory, fault_proxy: FaultProxy
+) -> None:
+    recorder = Recorder()
+    store = stores(recorder, endpoint_url=fault_proxy.url)
+    fault_proxy.corrupt(1, method="PUT")
+    store.put("segment", b"every byte matters" * 1000)
+    assert fault_proxy.injected["corrupt"] == 1
+    assert len(recorder.errors("PutObject")) == 1  # the server's refusal, then the retry
+    assert store.get("segment") == b"every byte matters" * 1000
+
+
+def test_a_body_damaged_on_every_attempt_is_never_stored(
+    location: S3Location, stores: StoreFactory, fault_proxy: FaultProxy
+) -> None:
+    store = stores(endpoint_url=fault_proxy.url, max_attempts=3)
+    fault_proxy.corrupt(100, method="PUT")
+    with pytest.raises(ObjectStoreUnavailableError):
+        store.put("segment", b"x" * 1000)
+    assert fault_proxy.injected["corrupt"] == 3
+    with pytest.raises(ObjectNotFoundError):
+        store.size("segment")
+
+
+def test_slow_down_is_absorbed_with_backoff(
+    location: S3Location, stores: StoreFactory, fault_proxy: FaultProxy
+) -> None:
+    recorder = Recorder()
+    store = stores(recorder, endpoint_url=fault_proxy.url, max_attempts=5)
+    fault_proxy.slow_down(3, method="PUT")
+    fault_proxy.slow_down(2, method="GET")
+    store.put("segment", b"payload")
+    assert store.get("segment") == b"payload"
+    assert recorder.errors("PutObject") == ["SlowDown"] * 3
+    assert recorder.errors("GetObject") == ["SlowDown"] * 2
+    assert fault_proxy.injected["slow_down"] == 5
+
+
+def test_throttling_beyond_the_attempts_is_unavailable(
+    location: S3Location, stores: StoreFactory, fault_proxy: FaultProxy
+) -> None:
+    recorder = Recorder()
+    store = stores(recorder, endpoint_url=fault_proxy.url, max_attempts=3)
+    fault_proxy.slow_down(10, method="HEAD")
+    with pytest.raises(ObjectStoreUnavailableError, match="SlowDown"):
+        store.size("anything")
+    assert recorder.errors("HeadObject") == ["SlowDown"] * 3
+
+
+def test_dropped_connections_are_retried(
+    location: S3Location, stores: StoreFactory, fault_proxy: FaultProxy
+) -> None:
+    store = stores(endpoint_url=fault_proxy.url)
+    store.put("segment", b"payload")
+    fault_proxy.drop(2, method="GET")
+    assert store.get("segment", 3) == b"load"
+    assert fault_proxy.injected["drop"] == 2
+
+
+def test_minio_down_is_unavailable_after_retries_and_up_again_works(
+    location: S3Location, stores: StoreFactory, minio: MinioServer
+) -> None:
+    recorder = Recorder()
+    store = stores(recorder, max_attempts=4)
+    store.put("before", b"1")
+    minio.stop()
+    try:
+        started = time.monotonic()
+        with pytest.raises(ObjectStoreUnavailableError):
+            store.put("during", b"2")
+        # Refused connections fail at once: the time is the backoff, 3 waits of <= 0.5 s.
+        assert time.monotonic() - started < 10
+        assert len(recorder.errors("PutObject")) == 4
+        with pytest.raises(ObjectStoreUnavailableError):
+            store.get("before")
+    finally:
+        minio.start()
+    store.put("after", b"3")
+    assert [info.key for info in store.list("")] == ["after", "before"]
+
+
+@pytest.mark.slow
+def test_minio_stopped_mid_upload_leaves_no_object_and_the_sweep_aborts_the_upload(
+    location: S3Location, stores: StoreFactory, minio: MinioServer, tmp_path: Path
+) -> None:
+    # 2 MiB/s over 30 MiB: the upload is still sending parts when MinIO goes away.
+    store = stores(max_attempts=3, upload_rate_bytes_per_s=2 * MIB)
+    source = random_file(tmp_path / "segment.log", 30 * MIB)
+    failure: list[BaseException] = []
+
+    def upload() -> None:
+        try:
+            store.put("interrupted", source)
+        except BaseException as error:
+            failure.append(error)
+
+    uploader = threading.Thread(target=upload)
+    uploader.start()
+    deadline = time.monotonic() + 30
+    while not minio.client().list_multipart_uploads(Bucket=location.bucket).get("Uploads"):
+        assert time.monotonic() < deadline, "the multipart upload never started"
+        time.sleep(0.05)
+    minio.kill()
+    uploader.join(timeout=60)
+    minio.start()
+    assert len(failure) == 1 and isinstance(failure[0], ObjectStoreUnavailableError)
+    with pytest.raises(ObjectNotFoundError):
+        store.size("interrupted")
+    # The abort could not reach MinIO either: the upload is left for the sweep.
+    assert store.abort_incomplete_uploads("", older_than_s=3600) == 0
+    assert store.abort_incomplete_uploads("", older_than_s=0) == 1
+    assert minio.client().list_multipart_uploads(Bucket=location.bucket).get("Uploads", []) == []
+
+
+def test_incomplete_uploads_are_aborted_only_when_old_and_under_the_prefix(
+    location: S3Location, stores: StoreFactory, minio: MinioServer
+) -> None:
+    client = minio.client()
+    for key in ("cluster-a/tier/0/seg", "cluster-a/tier/1/seg", "elsewhere/seg"):
+        upload = client.create_multipart_upload(Bucket=location.bucket, Key=key)
+        client.upload_part(
+            Bucket=location.bucket,
+            Key=key,
+            UploadId=upload["UploadId"],
+            PartNumber=1,
+            Body=b"half a segment",
+        )
+    store = stores()
+    assert store.abort_incomplete_uploads("", older_than_s=3600) == 0
+    assert store.abort_incomplete_uploads("0/", older_than_s=0) == 1
+    assert store.abort_incomplete_uploads("", older_than_s=0) == 1
+    left = client.list_multipart_uploads(Bucket=location.bucket).get("Uploads", [])
+    assert [upload["Key"] for upload in left] == ["elsewhere/seg"]
+
+
+@pytest.mark.slow
+def test_the_rate_limit_holds_an_upload_to_the_rate(
+    location: S3Location, stores: StoreFactory, tmp_path: Path
+) -> None:
+    store = stores(upload_rate_bytes_per_s=4 * MIB)
+    source = random_file(tmp_path / "segment.log", 16 * MIB)
+    started = time.monotonic()
+    store.put("limited", source)
+    # A burst of one second's worth, then 12 MiB at 4 MiB/s: at least 3 s.
+    assert time.monotonic() - started >= 3
+    assert store.size("limited") == 16 * MIB
+
+
+def test_wrong_keys_are_refused_without_retrying(
+    location: S3Location, stores: StoreFactory, tmp_path: Path
+) -> None:
+    wrong = tmp_path / "wrong.keys"
+    wrong.write_text("access_key_id = tierlog-test\nsecret_access_key = not-the-secret\n")
+    recorder = Recorder()
+    store = stores(recorder, credentials_path=wrong)
+    with pytest.raises(ObjectStoreError) as refused:
+        store.put("segment", b"x")
+    assert not isinstance(refused.value, ObjectStoreUnavailableError)
+    assert recorder.errors("PutObject") == ["SignatureDoesNotMatch"]
