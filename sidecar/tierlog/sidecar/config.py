@@ -15,6 +15,7 @@ from pathlib import Path
 from tierlog.sidecar.limits import LIMIT_KEYS, LimitsConfig
 from tierlog.sidecar.remote_read_config import REMOTE_READ_KEYS, RemoteReadConfig
 from tierlog.sidecar.security import SECURITY_KEYS, TlsConfig, read_token
+from tierlog.sidecar.tier_config import TIER_KEYS, TierConfig
 from tierlog.storage.checkpoints import read_meta_properties
 from tierlog.storage.cleaner_manager import CLEANER_KEYS, CleanerConfig
 from tierlog.storage.config import LogConfig
@@ -116,6 +117,14 @@ class SidecarConfig:
     # Uploads to the remote tier (``remote.log.manager.*``, ``remote.log.segment.roll.ms``).
     remote_log_manager: RemoteLogManagerConfig = field(default_factory=RemoteLogManagerConfig)
 
+    # The remote tier's object store (``tierlog.tier.*``); None: the default, a
+    # directory ``tier`` in the first log dir.
+    tier: TierConfig | None = None
+
+    @property
+    def tier_config(self) -> TierConfig:
+        return self.tier or TierConfig.from_properties({}, self.storage.log_dirs[0])
+
     @property
     def node_id(self) -> int:
         return self.storage.node_id
@@ -133,6 +142,7 @@ class SidecarConfig:
             - LIMIT_KEYS
             - set(REMOTE_LOG_MANAGER_KEYS)
             - REMOTE_READ_KEYS
+            - TIER_KEYS
         )
         if unknown:
             raise InvalidConfigError(f"unknown broker config {', '.join(sorted(unknown))}")
@@ -190,6 +200,7 @@ class SidecarConfig:
             limits=LimitsConfig.from_properties(props),
             remote_log_manager=RemoteLogManagerConfig.from_properties(props),
             remote_read=RemoteReadConfig.from_properties(props, storage.log_dirs[0]),
+            tier=TierConfig.from_properties(props, storage.log_dirs[0]),
         )
 
 

@@ -10,8 +10,9 @@ come from four places:
   by Kafka's reason. Errors answered in-band (a ProduceStream item, an admin result
   per topic) are counted too: ``status`` reports every error it maps through a
   context variable the interceptor sets for the call.
-- the storage's hooks: each fsync of a group-commit round (``on_flush``) and the
-  recovery's progress callback;
+- the storage's hooks: each fsync of a group-commit round (``on_flush``), the
+  recovery's progress callback, and every S3 request attempt of the tier's store
+  (``s3_request``, the ``S3Observer`` hook);
 - ``LogManagerCollector``, read at scrape time (no bookkeeping on the hot path):
   per-partition log start and end offsets, size and segment count, and the
   cleaner's and retention's counters;
@@ -147,6 +148,14 @@ class SidecarMetrics:
             "Ranged GETs of remote chunks that failed, by Kafka error name", ["reason"],
             registry=registry,
         )  # fmt: skip
+        self.s3_requests = Counter(
+            "tierlog_tier_s3_requests_total", "S3 request attempts (retries count), by operation",
+            ["operation"], registry=registry,
+        )  # fmt: skip
+        self.s3_errors = Counter(
+            "tierlog_tier_s3_errors_total", "S3 request attempts that failed, by S3 error code",
+            ["operation", "error"], registry=registry,
+        )  # fmt: skip
 
     def observe_remote_fetch(self, seconds: float, size: int, error: BaseException | None) -> None:
         """The remote reader's ``on_fetch`` hook (called from its threads)."""
@@ -159,6 +168,12 @@ class SidecarMetrics:
 
     def watch_remote_reads(self, reader: RemoteLogReader) -> None:
         self.registry.register(RemoteReadCollector(reader))
+
+    def s3_request(self, operation: str, error: str | None) -> None:
+        """The S3 store's observer hook (``S3Observer``), called from its threads."""
+        self.s3_requests.labels(operation).inc()
+        if error is not None:
+            self.s3_errors.labels(operation, error).inc()
 
     def observe_flush(self, _log: Log, seconds: float) -> None:
         """The log manager's ``on_flush`` hook (called from the flusher thread)."""

@@ -6,7 +6,7 @@ standard health service and server reflection. ``stop`` is the graceful shutdown
 health says NOT_SERVING, long polls and subscriptions are woken and end, the server
 stops accepting and gives in-flight calls the grace period, acks=0 appends finish,
 and only then does the log manager shut down (flush, checkpoints, clean-shutdown
-marker).
+marker), and then the remote tier's object store closes.
 
 gRPC's 4 MiB default message limit is replaced by ``message.max.bytes`` plus
 headroom for the request's other fields: a batch the topic accepts always fits, and
@@ -43,9 +43,9 @@ from tierlog.sidecar.watch import AppendWatch
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.manager import LogManager
 from tierlog.storage.recovery import RecoveryProgress
-from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.remote_log_manager import RemoteLogManager
 from tierlog.storage.tier.store import ObjectStore
+from tierlog.storage.tier.url import open_store
 
 __all__ = ["HEADROOM_BYTES", "SidecarServer", "message_limit_bytes"]
 
@@ -70,8 +70,11 @@ class SidecarServer:
             config.storage.log_dirs[0] / TOPICS_FILE, config.storage.default_log_config
         )
         # The remote tier's object store: a directory ``tier`` in the first log dir
-        # until --tier-url names another. ``remote.storage.enable`` topics upload to it.
-        self.tier_store: ObjectStore = LocalDirectoryStore(config.storage.log_dirs[0] / "tier")
+        # unless --tier-url names another (file:// or s3://); ``remote.storage.enable``
+        # topics upload to it. Closed after the logs in stop().
+        tier = config.tier_config
+        self.tier_store: ObjectStore = open_store(tier.url, tier.s3, observer=self.metrics)
+        log.info("remote tier: %s", self.tier_store.url)
         upload_metrics = UploadMetrics(self.metrics.registry)
         self.remote_log_manager = RemoteLogManager(
             self.tier_store, config.remote_log_manager, observer=upload_metrics
