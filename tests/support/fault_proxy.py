@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import http.client
 import socket
+import sys
 import threading
 from collections import Counter
 from dataclasses import dataclass
@@ -63,7 +64,7 @@ class FaultProxy:
         self.forwarded = 0
         self.in_flight = 0
         self.max_in_flight = 0
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server = _QuietServer(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
@@ -115,6 +116,13 @@ class FaultProxy:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client hanging up on a kept-alive connection is normal here, not news."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:

@@ -23,6 +23,7 @@ __all__ = ["fault_proxy", "minio", "s3_bucket"]
 
 @pytest.fixture(scope="session")
 def minio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MinioServer]:
+    """One real MinIO for the session, on a free loopback port."""
     server = MinioServer(tmp_path_factory.mktemp("minio") / "data").start()
     yield server
     server.stop()
@@ -30,6 +31,7 @@ def minio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MinioServer]:
 
 @pytest.fixture
 def s3_bucket(minio: MinioServer) -> str:
+    """A fresh, empty bucket of the session's MinIO (restarted first if a test left it down)."""
     if not minio.running:  # an earlier test stopped it and failed before restarting it
         minio.start()
     return minio.create_bucket()
@@ -37,6 +39,7 @@ def s3_bucket(minio: MinioServer) -> str:
 
 @pytest.fixture
 def fault_proxy(minio: MinioServer) -> Iterator[FaultProxy]:
+    """A fault-injecting proxy in front of MinIO; point a store's endpoint at ``.url``."""
     proxy = FaultProxy(f"127.0.0.1:{minio.port}")
     yield proxy
     proxy.close()

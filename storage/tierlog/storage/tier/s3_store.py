@@ -239,7 +239,10 @@ class S3Store:
 
     def put(self, key: str, body: bytes | Path, *, if_absent: bool = False) -> None:
         check_key(key)
-        source = _Source(body)
+        try:
+            source = _Source(body)
+        except OSError as error:
+            raise ObjectStoreError(f"cannot read the body of {key}: {error}") from error
         try:
             if source.size < self.options.multipart_threshold_bytes:
                 self._put_whole(key, source, if_absent=if_absent)
@@ -335,33 +338,44 @@ class S3Store:
             )
 
     def abort_incomplete_uploads(self, prefix: str, *, older_than_s: float) -> int:
+        """Two listings, united: one of the whole bucket, filtered by ``prefix`` here, and
+        one with ``prefix`` as S3's Prefix. On AWS either finds every upload. MinIO
+        (minio/minio#20989, "working as intended") answers a Prefix only for the key
+        equal to it, and lists the whole bucket only from its memory, which a restart
+        empties; so a caller that knows the keys a crashed writer was uploading sweeps
+        each by its full key, which MinIO finds on disk. (MinIO also drops uploads older
+        than its ``stale_uploads_expiry``, 24 h by default.)"""
         cutoff = datetime.now(UTC).timestamp() - older_than_s
-        stale: builtins.list[tuple[str, str]] = []
+        stale: dict[str, str] = {}  # upload id -> full key
+        for server_prefix in ("", self._root + prefix):
+            for full_key, upload_id, initiated_s in self._uploads(server_prefix):
+                if full_key.startswith(self._root + prefix) and initiated_s < cutoff:
+                    stale[upload_id] = full_key
+        for upload_id, full_key in stale.items():
+            self._abort(full_key, upload_id)
+        return len(stale)
+
+    def _uploads(self, server_prefix: str) -> Iterator[tuple[str, str, float]]:
+        """(full key, upload id, initiated) of the multipart uploads S3 lists."""
         key_marker = upload_marker = ""
         while True:
             page = self._call(
                 "ListMultipartUploads",
-                prefix,
+                server_prefix,
                 partial(
                     self._client.list_multipart_uploads,
                     Bucket=self.location.bucket,
-                    Prefix=self._root + prefix,
+                    Prefix=server_prefix,
                     KeyMarker=key_marker,
                     UploadIdMarker=upload_marker,
                 ),
             )
-            stale += [
-                (upload["Key"], upload["UploadId"])
-                for upload in page.get("Uploads", [])
-                if upload["Initiated"].timestamp() < cutoff
-            ]
+            for upload in page.get("Uploads", []):
+                yield upload["Key"], upload["UploadId"], upload["Initiated"].timestamp()
             if not page.get("IsTruncated"):
-                break
+                return
             key_marker = page.get("NextKeyMarker", "")
             upload_marker = page.get("NextUploadIdMarker", "")
-        for full_key, upload_id in stale:
-            self._abort(full_key, upload_id)
-        return len(stale)
 
     def close(self) -> None:
         self._parts.shutdown(wait=True)

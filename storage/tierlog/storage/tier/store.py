@@ -92,7 +92,8 @@ class ObjectStore(Protocol):
     def abort_incomplete_uploads(self, prefix: str, *, older_than_s: float) -> int:
         """Abort multipart uploads under ``prefix`` started more than ``older_than_s``
         ago (leftovers of crashed writers); returns how many. Stores without multipart
-        uploads return 0."""
+        uploads return 0. A full key as ``prefix`` finds that key's uploads on every
+        store; MinIO cannot find them by a shorter prefix after it restarted."""
         ...
 
     def close(self) -> None: ...
