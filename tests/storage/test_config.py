@@ -32,7 +32,6 @@ def test_from_properties_parses_strings_and_typed_values() -> None:
             "cleanup.policy": "compact,delete",
             "message.timestamp.type": "LogAppendTime",
             "min.cleanable.dirty.ratio": "0.25",
-            "remote.storage.enable": "TRUE",
         }
     )
     assert cfg.segment_bytes == 1048576
@@ -40,7 +39,6 @@ def test_from_properties_parses_strings_and_typed_values() -> None:
     assert cfg.compacted
     assert cfg.timestamp_type is TimestampType.LOG_APPEND_TIME
     assert cfg.min_cleanable_dirty_ratio == 0.25
-    assert cfg.remote_storage_enable is True
 
 
 def test_properties_overlay_a_base_config() -> None:
@@ -81,3 +79,12 @@ def test_keys_map_every_kafka_name_to_a_field() -> None:
     assert keys["segment.jitter.ms"] == "segment_jitter_ms"
     assert keys["local.retention.bytes"] == "local_retention_bytes"
     assert len(keys) == len(set(keys.values()))
+
+
+def test_tiered_storage_refuses_compaction() -> None:
+    with pytest.raises(InvalidConfigError, match="compaction"):
+        LogConfig.from_properties({"remote.storage.enable": "true", "cleanup.policy": "compact"})
+    tiered = LogConfig.from_properties(
+        {"remote.storage.enable": "TRUE", "cleanup.policy": "delete"}
+    )
+    assert tiered.remote_storage_enable is True

@@ -5,6 +5,7 @@ from pathlib import Path
 from tests.storage.conftest import T0, FakeClock
 from tests.storage.tier.test_manifest import remote_segment
 from tests.storage.tier.tiering import open_log, produce, tiered_config
+from tierlog.storage.config import LogConfig
 from tierlog.storage.tier.manifest import SegmentState
 from tierlog.storage.tier.remote_retention import remote_segments_to_delete
 
@@ -64,5 +65,5 @@ def test_the_log_start_offset_takes_segments_wholly_below_it() -> None:
 
 def test_a_compact_only_topic_answers_to_the_log_start_alone() -> None:
     remote = [remote_segment(0, 10, state=FINISHED, max_timestamp=0)]
-    config = tiered_config(retention_ms=1, cleanup_policy="compact")
+    config = LogConfig.from_properties({"retention.ms": "1", "cleanup.policy": "compact"})
     assert remote_segments_to_delete(remote, [], config, log_start_offset=0, now_ms=T0) is None
