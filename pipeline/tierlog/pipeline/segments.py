@@ -1,0 +1,138 @@
+"""Read-only views of one segment's log and indexes, for planning and decoding.
+
+The pipeline never writes what it reads: a log dir may belong to a running sidecar,
+so files open read-only and nothing is trimmed or recovered. An active segment's
+index is preallocated with a zero-filled tail, and a crash can leave one so; only the
+strictly increasing prefix of an index is believed (``live_prefix``), which a writer
+appending behind our back can only extend.
+
+A ``SegmentRef`` is the small picklable name of a segment that travels in a split to
+an executor, which opens it there with ``open_segment``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from tierlog.storage.file_records import FileBatch, FileRecords
+from tierlog.storage.index import OffsetIndex, SegmentIndex, TimeIndex
+
+__all__ = [
+    "IndexColumns",
+    "LocalSegment",
+    "SegmentReader",
+    "SegmentRef",
+    "live_prefix",
+    "open_segment",
+]
+
+
+@dataclass(frozen=True)
+class IndexColumns:
+    """An index's live entries as two columns: keys (offsets or timestamps) and values
+    (positions or offsets)."""
+
+    keys: Sequence[int]
+    values: Sequence[int]
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+@dataclass(frozen=True)
+class SegmentRef:
+    """Where a segment lives: a local ``.log`` path, or a key in a tier (``store_url``)."""
+
+    base_offset: int
+    path: str
+    store_url: str | None = None
+
+    @property
+    def is_remote(self) -> bool:
+        return self.store_url is not None
+
+
+class SegmentReader(Protocol):
+    """What planning and decoding need of a segment, wherever it is stored."""
+
+    ref: SegmentRef
+
+    @property
+    def size_bytes(self) -> int: ...
+
+    def offset_index(self) -> IndexColumns: ...
+
+    def time_index(self) -> IndexColumns: ...
+
+    def batches(self, start: int = 0, end: int | None = None) -> Iterator[FileBatch]:
+        """Whole batches in ``[start, end)`` (a batch boundary), read sequentially."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def live_prefix(keys: Sequence[int], values: Sequence[int]) -> IndexColumns:
+    """The entries up to the first whose key does not grow (a zero-filled tail)."""
+    end = len(keys)
+    for slot in range(1, len(keys)):
+        if keys[slot] <= keys[slot - 1]:
+            end = slot
+            break
+    return IndexColumns(keys[:end], values[:end])
+
+
+class LocalSegment:
+    """A segment in a local partition directory, opened read-only."""
+
+    def __init__(self, ref: SegmentRef):
+        self.ref = ref
+        self._log = FileRecords(Path(ref.path), read_only=True)
+
+    @property
+    def size_bytes(self) -> int:
+        return self._log.size
+
+    def _index(self, index_type: type[SegmentIndex], suffix: str) -> IndexColumns:
+        path = Path(self.ref.path).with_suffix(suffix)
+        if not path.exists():  # Kafka rebuilds a missing index; we scan instead
+            return IndexColumns([], [])
+        index = index_type(path, self.ref.base_offset, 0, writable=False, read_only=True)
+        try:
+            keys, values = index.columns()
+            return live_prefix(list(keys), list(values))
+        finally:
+            index.close()
+
+    def offset_index(self) -> IndexColumns:
+        return self._index(OffsetIndex, ".index")
+
+    def time_index(self) -> IndexColumns:
+        return self._index(TimeIndex, ".timeindex")
+
+    def batches(self, start: int = 0, end: int | None = None) -> Iterator[FileBatch]:
+        return self._log.batches(start, end)
+
+    def close(self) -> None:
+        self._log.close()
+
+
+def open_segment(ref: SegmentRef) -> SegmentReader:
+    """A reader for ``ref``: local files here, a tier's objects through its store."""
+    if ref.is_remote:
+        from tierlog.pipeline.tiered import open_remote_segment
+
+        return open_remote_segment(ref)
+    return LocalSegment(ref)
+
+
+@contextlib.contextmanager
+def opened(ref: SegmentRef) -> Iterator[SegmentReader]:
+    reader = open_segment(ref)
+    try:
+        yield reader
+    finally:
+        reader.close()

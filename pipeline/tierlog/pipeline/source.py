@@ -1,0 +1,126 @@
+"""The data source's driver side without Spark: find the partitions, plan the splits.
+
+``discover`` lists every path once (log dirs directly, ``file://`` and ``s3://``
+tiers through the tier's own metadata) and merges each partition's places into one
+history; ``plan_batch`` and ``plan_stream_range`` turn histories into splits. The
+Spark adapter is a thin layer over these functions.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from tierlog.pipeline.bounds import RowBounds
+from tierlog.pipeline.errors import DataLossError, InvalidOptionError
+from tierlog.pipeline.history import PartitionHistory, merge_history
+from tierlog.pipeline.listing import PartitionSegments, list_log_dir
+from tierlog.pipeline.options import SourceOptions, Subscription
+from tierlog.pipeline.planner import (
+    InputSplit,
+    OffsetRange,
+    find_offset_by_timestamp,
+    plan_partition,
+    resolve_range,
+    split_for_parallelism,
+)
+from tierlog.pipeline.segments import open_segment
+from tierlog.storage.checkpoints import TopicPartition
+
+__all__ = [
+    "discover",
+    "latest_offsets",
+    "list_place",
+    "plan_batch",
+    "plan_stream_range",
+]
+
+NO_BOUNDS = RowBounds()
+
+
+def list_place(path: str, topics: Iterable[str] | None) -> list[PartitionSegments]:
+    """The partitions one path holds: a log dir, or a tier named by its URL."""
+    if "://" in path:
+        from tierlog.pipeline.tiered import list_tier
+
+        return list_tier(path, topics)
+    directory = Path(path)
+    if not directory.is_dir():
+        raise InvalidOptionError(f"path {path} is not a log dir (nor a file:// or s3:// tier)")
+    return list_log_dir(directory, topics)
+
+
+def discover(
+    paths: Iterable[str], subscription: Subscription, bounds: RowBounds = NO_BOUNDS
+) -> list[PartitionHistory]:
+    """Each subscribed partition's merged history over every path, in partition order."""
+    topics = None if subscription.pattern is not None else _named_topics(subscription)
+    if topics is not None and bounds.topics is not None:
+        topics = topics & bounds.topics
+    places: dict[TopicPartition, list[PartitionSegments]] = defaultdict(list)
+    for path in paths:
+        for partition in list_place(path, topics):
+            if subscription.wants(partition.tp) and bounds.admits(partition.tp):
+                places[partition.tp].append(partition)
+    return [merge_history(tp, places[tp]) for tp in sorted(places)]
+
+
+def _named_topics(subscription: Subscription) -> frozenset[str]:
+    if subscription.assigned:
+        return frozenset(tp.topic for tp in subscription.assigned)
+    return subscription.topics
+
+
+def plan_batch(options: SourceOptions, bounds: RowBounds = NO_BOUNDS) -> list[InputSplit]:
+    """The splits of a batch query."""
+    splits: list[InputSplit] = []
+    for history in discover(options.paths, options.subscription, bounds):
+        selected = resolve_range(
+            history,
+            options.starting,
+            options.ending,
+            open_segment,
+            fail_on_data_loss=options.fail_on_data_loss,
+        )
+        selected = _apply_bounds(history, selected, bounds)
+        splits.extend(plan_partition(history, selected, open_segment))
+    return split_for_parallelism(splits, options.min_partitions, open_segment)
+
+
+def _apply_bounds(
+    history: PartitionHistory, selected: OffsetRange, bounds: RowBounds
+) -> OffsetRange:
+    start, end = bounds.narrow_offsets(selected.start, selected.end)
+    if bounds.min_timestamp_ms is not None and start < end:
+        found = find_offset_by_timestamp(history, bounds.min_timestamp_ms, open_segment)
+        start = end if found is None else max(start, found)
+    return OffsetRange(selected.tp, start, max(start, end))
+
+
+def latest_offsets(histories: Iterable[PartitionHistory]) -> dict[TopicPartition, int]:
+    return {history.tp: history.latest for history in histories}
+
+
+def plan_stream_range(
+    options: SourceOptions,
+    start: Mapping[TopicPartition, int],
+    end: Mapping[TopicPartition, int],
+) -> list[InputSplit]:
+    """The splits of one micro-batch: each partition from ``start`` (its earliest when
+    new to the query) up to ``end``."""
+    splits: list[InputSplit] = []
+    for history in discover(options.paths, options.subscription):
+        if history.tp not in end:
+            continue
+        first = start.get(history.tp, history.earliest)
+        if first < history.earliest:
+            if options.fail_on_data_loss:
+                raise DataLossError(
+                    f"{history.tp.topic}-{history.tp.partition}: offsets {first} to "
+                    f"{history.earliest - 1} were deleted before this query read them"
+                )
+            first = history.earliest
+        selected = OffsetRange(history.tp, first, max(first, end[history.tp]))
+        splits.extend(plan_partition(history, selected, open_segment))
+    return split_for_parallelism(splits, options.min_partitions, open_segment)
