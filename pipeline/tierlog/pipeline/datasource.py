@@ -122,6 +122,14 @@ def _include_headers(options: Mapping[str, str]) -> bool:
     return str(options.get("includeHeaders", "false")).lower() == "true"
 
 
+FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
 def register(spark: SparkSession) -> None:
-    """Make ``format("tierlog")`` available in ``spark``."""
+    """Make ``format("tierlog")`` available in ``spark``.
+
+    Also turns on Python data source filter pushdown (Spark 4.1+, off by default): a
+    reader that implements ``pushFilters`` is refused while it is off.
+    """
+    spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
     spark.dataSource.register(TierlogDataSource)

@@ -19,6 +19,7 @@ boundaries, so every batch is decoded by exactly one split.
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -189,13 +190,15 @@ def plan_partition(
 def split_for_parallelism(
     splits: Sequence[InputSplit], min_partitions: int | None, open_segment: Opener
 ) -> list[InputSplit]:
-    """Cut the splits at index positions until there are about ``min_partitions``."""
+    """Cut the splits at index positions into at least ``min_partitions`` pieces (as far
+    as the index has positions to cut at), each split in proportion to its bytes."""
     if min_partitions is None or len(splits) >= min_partitions:
         return list(splits)
-    target = max(1, sum(split.size_bytes for split in splits) // min_partitions)
+    total = sum(split.size_bytes for split in splits) or 1
     result: list[InputSplit] = []
     for split in splits:
-        if split.size_bytes <= target:
+        pieces = math.ceil(split.size_bytes * min_partitions / total)
+        if pieces <= 1:
             result.append(split)
             continue
         reader = open_segment(split.segment)
@@ -203,16 +206,21 @@ def split_for_parallelism(
             positions = reader.offset_index().values
         finally:
             reader.close()
-        result.extend(_cut(split, positions, target))
+        result.extend(_cut(split, positions, pieces))
     return result
 
 
-def _cut(split: InputSplit, positions: Sequence[int], target: int) -> Iterator[InputSplit]:
+def _cut(split: InputSplit, positions: Sequence[int], pieces: int) -> Iterator[InputSplit]:
+    """``pieces`` near-equal byte ranges, each cut at the first index position at or
+    after its ideal end (fewer when the index has fewer positions)."""
     start = split.start_position
-    for position in positions:
-        if position - start >= target and position < split.end_position:
-            yield _with_bytes(split, start, position)
-            start = position
+    for piece in range(1, pieces):
+        ideal = split.start_position + split.size_bytes * piece // pieces
+        slot = bisect.bisect_left(positions, max(ideal, start + 1))
+        if slot == len(positions) or positions[slot] >= split.end_position:
+            break
+        yield _with_bytes(split, start, positions[slot])
+        start = positions[slot]
     yield _with_bytes(split, start, split.end_position)
 
 

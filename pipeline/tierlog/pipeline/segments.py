@@ -16,10 +16,13 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tierlog.storage.file_records import FileBatch, FileRecords
 from tierlog.storage.index import OffsetIndex, SegmentIndex, TimeIndex
+
+if TYPE_CHECKING:
+    from tierlog.storage.tier.manifest import RemoteSegment
 
 __all__ = [
     "IndexColumns",
@@ -45,11 +48,13 @@ class IndexColumns:
 
 @dataclass(frozen=True)
 class SegmentRef:
-    """Where a segment lives: a local ``.log`` path, or a key in a tier (``store_url``)."""
+    """Where a segment lives: a local ``.log`` path, or an object in a tier
+    (``store_url``), with the manifest entry that says where its parts are."""
 
     base_offset: int
     path: str
     store_url: str | None = None
+    tier_segment: RemoteSegment | None = None
 
     @property
     def is_remote(self) -> bool:

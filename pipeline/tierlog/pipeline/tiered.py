@@ -1,0 +1,142 @@
+"""Tiers as a place to read from: ``file://`` (the local-directory store) and ``s3://``.
+
+Everything about the tier's format comes from the tier's own modules: the partitions
+are found from segment keys (``layout.parse_segment_key``), a partition's readable
+segments and log start from its manifest (``manifest_store.load_view``), and each
+part of a segment object through ``read_part`` (ranged GETs). The indexes are Kafka's
+own files, read with the storage engine's index classes.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from urllib.parse import urlparse
+
+from tierlog.pipeline.errors import InvalidOptionError
+from tierlog.pipeline.listing import PartitionSegments, SegmentInfo
+from tierlog.pipeline.segments import IndexColumns, SegmentRef, live_prefix
+from tierlog.storage.file_records import FileBatch
+from tierlog.storage.index import OffsetIndex, SegmentIndex, TimeIndex
+from tierlog.storage.records import LOG_OVERHEAD, parse_header
+from tierlog.storage.tier.layout import parse_segment_key
+from tierlog.storage.tier.local_store import LocalDirectoryStore
+from tierlog.storage.tier.manifest import RemoteSegment, SegmentPart
+from tierlog.storage.tier.manifest_store import load_view, read_part
+from tierlog.storage.tier.store import ObjectStore
+
+__all__ = ["RemoteSegmentReader", "list_tier", "open_remote_segment", "open_store"]
+
+READ_CHUNK_BYTES = 8 * 1024 * 1024
+
+
+def open_store(url: str) -> ObjectStore:
+    """The object store a tier URL names."""
+    parsed = urlparse(url)
+    if parsed.scheme == "file":
+        return LocalDirectoryStore(Path(parsed.path))
+    raise InvalidOptionError(f"{url}: tiers are file:// or s3:// URLs")
+
+
+def list_tier(url: str, topics: Iterable[str] | None) -> list[PartitionSegments]:
+    """Every partition with readable segments in the tier at ``url``."""
+    wanted = None if topics is None else set(topics)
+    store = open_store(url)
+    try:
+        found = {parsed.tp for info in store.list("") if (parsed := parse_segment_key(info.key))}
+        partitions = []
+        for tp in sorted(found):
+            if wanted is not None and tp.topic not in wanted:
+                continue
+            view = load_view(store, tp)
+            segments = tuple(
+                SegmentInfo(
+                    SegmentRef(segment.base_offset, segment.key, url, segment),
+                    segment.end_offset,
+                    segment.log_size_bytes,
+                )
+                for segment in view.segments
+            )
+            partitions.append(PartitionSegments(tp, segments, view.log_start_offset))
+        return partitions
+    finally:
+        store.close()
+
+
+class RemoteSegmentReader:
+    """One tiered segment, read with ranged GETs of its object's parts."""
+
+    def __init__(self, ref: SegmentRef, store: ObjectStore):
+        assert ref.tier_segment is not None
+        self.ref = ref
+        self.segment: RemoteSegment = ref.tier_segment
+        self.store = store
+        self._indexes: dict[SegmentPart, IndexColumns] = {}
+
+    @property
+    def size_bytes(self) -> int:
+        return self.segment.log_size_bytes
+
+    def _index(self, part: SegmentPart, index_type: type[SegmentIndex]) -> IndexColumns:
+        if part not in self._indexes:
+            self._indexes[part] = _index_columns(
+                read_part(self.store, self.segment, part), index_type, self.segment.base_offset
+            )
+        return self._indexes[part]
+
+    def offset_index(self) -> IndexColumns:
+        return self._index(SegmentPart.OFFSET_INDEX, OffsetIndex)
+
+    def time_index(self) -> IndexColumns:
+        return self._index(SegmentPart.TIME_INDEX, TimeIndex)
+
+    def batches(self, start: int = 0, end: int | None = None) -> Iterator[FileBatch]:
+        """Whole batches from ``start``, fetched in large ranged reads."""
+        end = self.size_bytes if end is None else min(end, self.size_bytes)
+        position = start
+        while end - position >= LOG_OVERHEAD:
+            stop = min(end, position + READ_CHUNK_BYTES)
+            chunk = memoryview(read_part(self.store, self.segment, SegmentPart.LOG, position, stop))
+            offset = 0
+            while len(chunk) - offset >= LOG_OVERHEAD:
+                header = parse_header(chunk, offset)
+                if offset + header.size > len(chunk):
+                    break
+                yield FileBatch(position + offset, header, chunk)
+                offset += header.size
+            if offset == 0:  # a batch larger than the chunk: fetch it whole
+                header = parse_header(chunk, 0)
+                if position + header.size > end:
+                    return
+                whole = memoryview(
+                    read_part(
+                        self.store, self.segment, SegmentPart.LOG, position, position + header.size
+                    )
+                )
+                yield FileBatch(position, parse_header(whole, 0), whole)
+                offset = header.size
+            position += offset
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def _index_columns(data: bytes, index_type: type[SegmentIndex], base_offset: int) -> IndexColumns:
+    """A fetched index's entries, decoded by the storage engine's own index class."""
+    if not data:
+        return IndexColumns([], [])
+    with tempfile.NamedTemporaryFile(suffix=".index") as file:
+        file.write(data)
+        file.flush()
+        index = index_type(Path(file.name), base_offset, 0, writable=False, read_only=True)
+        try:
+            keys, values = index.columns()
+            return live_prefix(list(keys), list(values))
+        finally:
+            index.close()
+
+
+def open_remote_segment(ref: SegmentRef) -> RemoteSegmentReader:
+    assert ref.store_url is not None
+    return RemoteSegmentReader(ref, open_store(ref.store_url))

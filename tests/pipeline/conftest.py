@@ -1,0 +1,160 @@
+"""Shared helpers for the pipeline tests: logs written by the storage engine, what the
+storage engine reads back from them, and the one SparkSession of the test run.
+
+Test modules import the helpers (``from tests.pipeline.conftest import write_log``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+
+from tests.storage.conftest import T0, config, read_all_records
+from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.config import LogConfig
+from tierlog.storage.log import Log
+from tierlog.storage.records import (
+    CompressionType,
+    Record,
+    SimpleRecord,
+    build_batch,
+    build_legacy_message_set,
+)
+
+__all__ = [
+    "CODECS",
+    "SMALL_SEGMENTS",
+    "Row",
+    "expected_rows",
+    "produce",
+    "records_for",
+    "rows_of_table",
+    "write_legacy_then_v2",
+    "write_log",
+]
+
+CODECS = list(CompressionType)
+# Small segments with an index entry per batch: many segments, many index positions.
+SMALL_SEGMENTS = config(segment_bytes=8192, index_interval_bytes=1)
+
+Row = tuple[bytes | None, bytes | None, str, int, int, int, int]
+
+
+def records_for(count: int, *, start: int = 0, tag: str = "r") -> list[SimpleRecord]:
+    """Records with keys, values, ascending timestamps and, every third, headers."""
+    return [
+        SimpleRecord(
+            key=None if i % 17 == 5 else f"{tag}-key-{i}".encode(),
+            value=None if i % 23 == 7 else f"{tag}-value-{i}-{'x' * (i % 40)}".encode(),
+            timestamp=T0 + i * 10,
+            headers=(("h", f"{i}".encode()), ("n", None)) if i % 3 == 0 else (),
+        )
+        for i in range(start, start + count)
+    ]
+
+
+def produce(log: Log, records: Sequence[SimpleRecord], *, per_batch: int = 10) -> None:
+    """Append ``records`` in batches, cycling through every codec."""
+    for number, first in enumerate(range(0, len(records), per_batch)):
+        codec = CODECS[number % len(CODECS)]
+        log.append(build_batch(records[first : first + per_batch], compression=codec))
+
+
+def write_log(
+    log_dir: Path,
+    tp: TopicPartition,
+    count: int,
+    *,
+    log_config: LogConfig = SMALL_SEGMENTS,
+    per_batch: int = 10,
+) -> list[Record]:
+    """A partition of ``count`` records in ``log_dir`` (closed); returns what storage reads."""
+    log = Log.open(log_dir / tp.dir_name, log_config)
+    try:
+        produce(log, records_for(count), per_batch=per_batch)
+        return read_all_records(log)
+    finally:
+        log.close()
+
+
+def write_legacy_then_v2(log_dir: Path, tp: TopicPartition, magic: int) -> list[Record]:
+    """A partition that starts with v``magic`` message sets (every codec v0/v1 had) and
+    continues with v2 batches, as a log upgraded from before Kafka 0.11."""
+    directory = log_dir / tp.dir_name
+    directory.mkdir(parents=True)
+    legacy = b""
+    offset = 0
+    for codec in (CompressionType.NONE, CompressionType.GZIP, CompressionType.SNAPPY,
+                  CompressionType.LZ4):
+        records = [
+            SimpleRecord(key=b"k%d" % i, value=b"legacy %d" % i, timestamp=T0 + i)
+            for i in range(offset, offset + 5)
+        ]
+        legacy += build_legacy_message_set(
+            records, magic=magic, compression=codec, base_offset=offset
+        )
+        offset += 5
+    (directory / f"{0:020d}.log").write_bytes(legacy)
+    log = Log.open(directory, SMALL_SEGMENTS)
+    try:
+        produce(log, records_for(30, start=offset))
+        return read_all_records(log)
+    finally:
+        log.close()
+
+
+def expected_rows(tp: TopicPartition, records: Sequence[Record]) -> list[Row]:
+    """The rows the Kafka source gives for CreateTime ``records`` (v1/v2 batches)."""
+    return [
+        (r.key, r.value, tp.topic, tp.partition, r.offset, r.timestamp, 0) for r in records
+    ]
+
+
+def rows_of_table(table: pa.Table) -> list[Row]:
+    """Rows of an Arrow table of the source's schema, timestamps back in milliseconds."""
+    data = table.to_pydict()
+    millis = [
+        None if moment is None else int(moment.timestamp() * 1000) for moment in data["timestamp"]
+    ]
+    return list(
+        zip(
+            data["key"],
+            data["value"],
+            data["topic"],
+            data["partition"],
+            data["offset"],
+            millis,
+            data["timestampType"],
+            strict=True,
+        )
+    )
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One local[2] SparkSession for every Spark test: JVM start-up is slow."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("tierlog-pipeline-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=error")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    from tierlog.pipeline import register
+
+    register(session)
+    yield session
+    session.stop()

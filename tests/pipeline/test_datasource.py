@@ -1,0 +1,86 @@
+"""``spark.read.format("tierlog")`` on the shared local[2] session: the DataFrame is
+what the storage engine reads, with the Kafka source's schema, options and filters."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from tests.pipeline.conftest import Row, expected_rows, write_legacy_then_v2, write_log
+from tierlog.storage.checkpoints import TopicPartition
+
+pytestmark = pytest.mark.slow
+
+TOPIC = "orders"
+
+
+def rows_of(frame: DataFrame) -> list[Row]:
+    return [
+        (
+            row.key,
+            row.value,
+            row.topic,
+            row.partition,
+            row.offset,
+            int(row.timestamp.replace(tzinfo=datetime.UTC).timestamp() * 1000),
+            row.timestampType,
+        )
+        for row in frame.orderBy("partition", "offset").collect()
+    ]
+
+
+def test_the_dataframe_is_what_storage_reads_with_the_kafka_schema(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    expected = []
+    for partition in range(2):
+        tp = TopicPartition(TOPIC, partition)
+        expected += expected_rows(tp, write_log(tmp_path, tp, 300))
+    legacy_tp = TopicPartition(TOPIC, 2)
+    expected += expected_rows(legacy_tp, write_legacy_then_v2(tmp_path, legacy_tp, 1))
+
+    frame = spark.read.format("tierlog").option("subscribe", TOPIC).load(str(tmp_path))
+
+    assert frame.schema.simpleString() == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
+        "timestamp:timestamp,timestampType:int>"
+    )
+    assert [(k, bytes(v) if v else v, *rest) for k, v, *rest in rows_of(frame)] == [
+        (k, v, *rest) for k, v, *rest in expected
+    ]
+
+
+def test_headers_and_pushed_filters(spark: SparkSession, tmp_path: Path) -> None:
+    for partition in range(3):
+        write_log(tmp_path, TopicPartition(TOPIC, partition), 200)
+
+    frame = (
+        spark.read.format("tierlog")
+        .option("subscribe", TOPIC)
+        .option("includeHeaders", "true")
+        .option("minPartitions", "6")
+        .load(str(tmp_path))
+        .where((F.col("partition") == 1) & (F.col("offset") >= 150) & (F.col("offset") < 160))
+    )
+
+    rows = frame.orderBy("offset").collect()
+    assert [row.offset for row in rows] == list(range(150, 160))
+    assert rows[0].headers[0].key == "h" and rows[0].headers[0].value == b"150"
+    assert rows[1].headers is None
+
+
+def test_offsets_json_through_spark(spark: SparkSession, tmp_path: Path) -> None:
+    write_log(tmp_path, TopicPartition(TOPIC, 0), 100)
+    frame = (
+        spark.read.format("tierlog")
+        .option("assign", json.dumps({TOPIC: [0]}))
+        .option("startingOffsets", json.dumps({TOPIC: {"0": 10}}))
+        .option("endingOffsets", json.dumps({TOPIC: {"0": 20}}))
+        .load(str(tmp_path))
+    )
+    assert frame.agg(F.min("offset"), F.max("offset"), F.count("*")).first() == (10, 19, 10)
