@@ -90,8 +90,12 @@ def write_legacy_then_v2(log_dir: Path, tp: TopicPartition, magic: int) -> list[
     directory.mkdir(parents=True)
     legacy = b""
     offset = 0
-    for codec in (CompressionType.NONE, CompressionType.GZIP, CompressionType.SNAPPY,
-                  CompressionType.LZ4):
+    for codec in (
+        CompressionType.NONE,
+        CompressionType.GZIP,
+        CompressionType.SNAPPY,
+        CompressionType.LZ4,
+    ):
         records = [
             SimpleRecord(key=b"k%d" % i, value=b"legacy %d" % i, timestamp=T0 + i)
             for i in range(offset, offset + 5)
@@ -111,9 +115,7 @@ def write_legacy_then_v2(log_dir: Path, tp: TopicPartition, magic: int) -> list[
 
 def expected_rows(tp: TopicPartition, records: Sequence[Record]) -> list[Row]:
     """The rows the Kafka source gives for CreateTime ``records`` (v1/v2 batches)."""
-    return [
-        (r.key, r.value, tp.topic, tp.partition, r.offset, r.timestamp, 0) for r in records
-    ]
+    return [(r.key, r.value, tp.topic, tp.partition, r.offset, r.timestamp, 0) for r in records]
 
 
 def rows_of_table(table: pa.Table) -> list[Row]:
@@ -149,6 +151,9 @@ def spark() -> Iterator[SparkSession]:
         .config("spark.driver.memory", "1g")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
+        # Python workers import PySpark, pyarrow and pandas: on a loaded machine that can
+        # outlast the 15 s default for a worker to connect back.
+        .config("spark.python.authenticate.socketTimeout", "180s")
         .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=error")
         .getOrCreate()
     )

@@ -19,13 +19,14 @@ __all__ = ["read_splits", "read_table"]
 
 
 def read_splits(splits: list[InputSplit], *, include_headers: bool = False) -> pa.Table:
-    batches = []
+    batches: list[pa.RecordBatch] = []
     for split in splits:
         with opened(split.segment) as reader:
             batches.extend(decode_split(split, reader, include_headers=include_headers))
     return pa.Table.from_batches(batches, schema=arrow_schema(include_headers=include_headers))
 
 
-def read_table(options: Mapping[str, str], bounds: RowBounds = RowBounds()) -> pa.Table:
+def read_table(options: Mapping[str, str], bounds: RowBounds | None = None) -> pa.Table:
     parsed = parse_options(options)
-    return read_splits(plan_batch(parsed, bounds), include_headers=parsed.include_headers)
+    splits = plan_batch(parsed, bounds or RowBounds())
+    return read_splits(splits, include_headers=parsed.include_headers)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.pipeline.conftest import (
+    SMALL_SEGMENTS,
     expected_rows,
     rows_of_table,
     write_legacy_then_v2,
@@ -26,8 +27,6 @@ from tierlog.storage.records import (
     build_batch,
     build_end_txn_marker_batch,
 )
-
-from tests.pipeline.conftest import SMALL_SEGMENTS
 
 TP = TopicPartition("orders", 0)
 

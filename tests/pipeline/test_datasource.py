@@ -9,14 +9,27 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import functions as sf
 
-from tests.pipeline.conftest import Row, expected_rows, write_legacy_then_v2, write_log
+from tests.pipeline.conftest import (
+    SMALL_SEGMENTS,
+    Row,
+    expected_rows,
+    produce,
+    records_for,
+    write_legacy_then_v2,
+    write_log,
+)
+from tests.storage.conftest import read_all_records
+from tests.storage.tier.manifest_uploads import tier_closed_segments
 from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.log import Log
+from tierlog.storage.tier.local_store import LocalDirectoryStore
 
 pytestmark = pytest.mark.slow
 
 TOPIC = "orders"
+TP0 = TopicPartition(TOPIC, 0)
 
 
 def rows_of(frame: DataFrame) -> list[Row]:
@@ -65,7 +78,7 @@ def test_headers_and_pushed_filters(spark: SparkSession, tmp_path: Path) -> None
         .option("includeHeaders", "true")
         .option("minPartitions", "6")
         .load(str(tmp_path))
-        .where((F.col("partition") == 1) & (F.col("offset") >= 150) & (F.col("offset") < 160))
+        .where((sf.col("partition") == 1) & (sf.col("offset") >= 150) & (sf.col("offset") < 160))
     )
 
     rows = frame.orderBy("offset").collect()
@@ -83,4 +96,49 @@ def test_offsets_json_through_spark(spark: SparkSession, tmp_path: Path) -> None
         .option("endingOffsets", json.dumps({TOPIC: {"0": 20}}))
         .load(str(tmp_path))
     )
-    assert frame.agg(F.min("offset"), F.max("offset"), F.count("*")).first() == (10, 19, 10)
+    assert frame.agg(sf.min("offset"), sf.max("offset"), sf.count("*")).first() == (10, 19, 10)
+
+
+def test_tier_plus_local_tail_through_spark(spark: SparkSession, tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "logs" / TP0.dir_name, SMALL_SEGMENTS)
+    produce(log, records_for(400))
+    store = LocalDirectoryStore(tmp_path / "tier")
+    tier_closed_segments(store, TP0, log)
+    expected = expected_rows(TP0, read_all_records(log))
+    log.close()
+
+    frame = (
+        spark.read.format("tierlog")
+        .option("subscribe", TOPIC)
+        .load([store.url, str(tmp_path / "logs")])
+    )
+
+    assert rows_of(frame) == expected
+
+
+def test_a_stream_tails_new_batches_and_newly_tiered_segments(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    log_dir = tmp_path / "logs"
+    store = LocalDirectoryStore(tmp_path / "tier")
+    log = Log.open(log_dir / TP0.dir_name, SMALL_SEGMENTS)
+    produce(log, records_for(100))
+    frame = (
+        spark.readStream.format("tierlog")
+        .option("subscribe", TOPIC)
+        .option("startingOffsets", "earliest")
+        .option("path", f"{store.url},{log_dir}")
+        .load()
+    )
+    query = frame.writeStream.format("memory").queryName("tailed").start()
+    try:
+        query.processAllAvailable()
+        assert spark.table("tailed").count() == 100
+        produce(log, records_for(200, start=100))
+        tier_closed_segments(store, TP0, log)
+        query.processAllAvailable()
+        offsets = [row.offset for row in spark.table("tailed").orderBy("offset").collect()]
+        assert offsets == list(range(300))
+    finally:
+        query.stop()
+        log.close()

@@ -33,12 +33,15 @@ def log_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def offsets_by_partition(options: dict[str, str], bounds: RowBounds = RowBounds()) -> dict:
+def offsets_by_partition(
+    options: dict[str, str], bounds: RowBounds | None = None
+) -> dict[int, list[int]]:
     table = read_table(options, bounds)
     found: dict[int, list[int]] = {}
     for partition, offset in zip(
         table.column("partition").to_pylist(), table.column("offset").to_pylist(), strict=True
     ):
+        assert partition is not None and offset is not None
         found.setdefault(partition, []).append(offset)
     return found
 
@@ -72,7 +75,7 @@ def test_a_mid_segment_range_reads_only_the_indexed_bytes(log_dir: Path) -> None
     segment_bytes = Path(split.segment.path).stat().st_size
     # One index entry per batch of 10: the range starts at the batch holding 205 (or the
     # one before) and ends one batch past 214, not at the segment's ends.
-    assert 0 < split.start_position and split.end_position < segment_bytes
+    assert split.start_position > 0 and split.end_position < segment_bytes
     assert read_splits(splits).column("offset").to_pylist() == list(range(205, 215))
 
 
@@ -123,9 +126,7 @@ def test_pushed_bounds_narrow_partitions_and_offsets_exactly(log_dir: Path) -> N
 
 
 def test_a_start_below_the_log_start_is_data_loss_unless_allowed(log_dir: Path) -> None:
-    write_offset_checkpoint(
-        log_dir / LOG_START_OFFSET_CHECKPOINT, {TopicPartition(TOPIC, 0): 150}
-    )
+    write_offset_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, {TopicPartition(TOPIC, 0): 150})
     options = {
         "path": str(log_dir),
         "assign": json.dumps({TOPIC: [0]}),

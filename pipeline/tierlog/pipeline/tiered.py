@@ -26,7 +26,13 @@ from tierlog.storage.tier.manifest import RemoteSegment, SegmentPart
 from tierlog.storage.tier.manifest_store import load_view, read_part
 from tierlog.storage.tier.store import ObjectStore
 
-__all__ = ["RemoteSegmentReader", "list_tier", "open_remote_segment", "open_store"]
+__all__ = [
+    "RemoteSegmentReader",
+    "index_file_columns",
+    "list_tier",
+    "open_remote_segment",
+    "open_store",
+]
 
 READ_CHUNK_BYTES = 8 * 1024 * 1024
 
@@ -80,9 +86,10 @@ class RemoteSegmentReader:
 
     def _index(self, part: SegmentPart, index_type: type[SegmentIndex]) -> IndexColumns:
         if part not in self._indexes:
-            self._indexes[part] = _index_columns(
+            keys, values = index_file_columns(
                 read_part(self.store, self.segment, part), index_type, self.segment.base_offset
             )
+            self._indexes[part] = live_prefix(keys, values)
         return self._indexes[part]
 
     def offset_index(self) -> IndexColumns:
@@ -122,17 +129,19 @@ class RemoteSegmentReader:
         self.store.close()
 
 
-def _index_columns(data: bytes, index_type: type[SegmentIndex], base_offset: int) -> IndexColumns:
-    """A fetched index's entries, decoded by the storage engine's own index class."""
+def index_file_columns(
+    data: bytes, index_type: type[SegmentIndex], base_offset: int
+) -> tuple[list[int], list[int]]:
+    """Every entry of a fetched index, decoded by the storage engine's own index class."""
     if not data:
-        return IndexColumns([], [])
+        return [], []
     with tempfile.NamedTemporaryFile(suffix=".index") as file:
         file.write(data)
         file.flush()
         index = index_type(Path(file.name), base_offset, 0, writable=False, read_only=True)
         try:
             keys, values = index.columns()
-            return live_prefix(list(keys), list(values))
+            return list(keys), list(values)
         finally:
             index.close()
 

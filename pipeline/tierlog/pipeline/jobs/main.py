@@ -1,0 +1,86 @@
+"""``tierlog-spark``: the pipeline's jobs as one command (run directly or through
+``spark-submit``, which supplies the master and the cluster settings)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from tierlog.cli.progress import choose_tracker
+from tierlog.pipeline.datasource import register
+from tierlog.pipeline.jobs.audit_job import run_audit
+from tierlog.pipeline.jobs.export import run_export
+from tierlog.storage.errors import TierlogError
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tierlog-spark", description=__doc__)
+    parser.add_argument("--master", help="Spark master when not run by spark-submit")
+    parser.add_argument("--progress", action="store_true", help="always draw progress bars")
+    jobs = parser.add_subparsers(dest="job", required=True)
+    export = jobs.add_parser("export", help="a topic to Parquet, incrementally")
+    export.add_argument(
+        "--path",
+        action="append",
+        required=True,
+        help="a log dir, file:// or s3:// tier (repeat for several)",
+    )
+    export.add_argument("--topic", required=True)
+    export.add_argument("--output", required=True, type=Path, help="the Parquet directory")
+    export.add_argument(
+        "--allow-data-loss",
+        action="store_true",
+        help="skip offsets deleted since the last run instead of failing",
+    )
+    audit = jobs.add_parser("audit", help="verify every tiered segment of a tier")
+    audit.add_argument("tier", help="the tier's URL (file:// or s3://)")
+    audit.add_argument("--report", type=Path, help="also write the JSON report here")
+    return parser
+
+
+def _session(master: str | None, job: str) -> SparkSession:
+    builder = SparkSession.builder.appName(f"tierlog-{job}")
+    if master:
+        builder = builder.master(master)
+    spark = builder.getOrCreate()
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    register(spark)
+    return spark
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    track = choose_tracker(args.progress)
+    spark = _session(args.master, args.job)
+    try:
+        if args.job == "export":
+            run_export(
+                spark,
+                args.path,
+                args.topic,
+                args.output,
+                fail_on_data_loss=not args.allow_data_loss,
+                track=track,
+            )
+            return 0
+        report = run_audit(spark, args.tier, track=track)
+        text = report.to_json()
+        if args.report:
+            args.report.write_text(text)
+        print(text)
+        return 0 if report.ok else 1
+    except TierlogError as error:
+        print(f"tierlog-spark {args.job}: {error}", file=sys.stderr)
+        return 2
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

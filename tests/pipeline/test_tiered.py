@@ -1,0 +1,90 @@
+"""Tiered segments (a ``file://`` tier: the local-directory store) read like local ones,
+and a partition's full history is the tier plus the local tail, each offset once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.pipeline.conftest import (
+    SMALL_SEGMENTS,
+    expected_rows,
+    produce,
+    records_for,
+    rows_of_table,
+)
+from tests.pipeline.read_all import read_table
+from tests.storage.conftest import read_all_records
+from tests.storage.tier.manifest_uploads import tier_closed_segments, tier_segments
+from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.log import Log
+from tierlog.storage.tier.local_store import LocalDirectoryStore
+
+TP = TopicPartition("orders", 0)
+
+
+def tiered_log(tmp_path: Path, count: int = 600) -> tuple[Path, str, Log]:
+    """A log dir whose closed segments are all tiered to a ``file://`` tier."""
+    log_dir = tmp_path / "logs"
+    log = Log.open(log_dir / TP.dir_name, SMALL_SEGMENTS)
+    produce(log, records_for(count))
+    store = LocalDirectoryStore(tmp_path / "tier")
+    tier_closed_segments(store, TP, log)
+    return log_dir, store.url, log
+
+
+def test_a_tier_alone_reads_what_storage_reads(tmp_path: Path) -> None:
+    _, tier_url, log = tiered_log(tmp_path)
+    tiered = read_all_records(log)[: log.active_segment.base_offset]
+    log.close()
+
+    table = read_table({"path": tier_url, "subscribe": "orders", "startingOffsets": "earliest"})
+
+    assert rows_of_table(table) == expected_rows(TP, tiered)
+
+
+def test_tier_and_local_copies_of_a_segment_are_read_once(tmp_path: Path) -> None:
+    log_dir, tier_url, log = tiered_log(tmp_path)
+    everything = read_all_records(log)
+    log.close()
+
+    table = read_table({"paths": f'["{tier_url}", "{log_dir}"]', "subscribe": "orders"})
+
+    assert rows_of_table(table) == expected_rows(TP, everything)
+
+
+def test_history_is_the_tier_below_the_local_log_start_plus_the_local_tail(
+    tmp_path: Path,
+) -> None:
+    log_dir, tier_url, log = tiered_log(tmp_path)
+    everything = read_all_records(log)
+    # Local retention: the first tiered segments are gone from disk.
+    half = len(log.segments) // 2
+    gone = log.segments[:half]
+    local_start = log.segments[half].base_offset
+    log.close()
+    for segment in gone:
+        for suffix in (".log", ".index", ".timeindex"):
+            Path(segment.log.path).with_suffix(suffix).unlink()
+
+    local_only = read_table({"path": str(log_dir), "subscribe": "orders"})
+    both = read_table({"path": f"{log_dir},{tier_url}", "subscribe": "orders"})
+
+    assert local_only.column("offset").to_pylist()[0] == local_start
+    assert rows_of_table(both) == expected_rows(TP, everything)
+
+
+def test_a_segment_tiered_twice_is_read_once(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logs"
+    log = Log.open(log_dir / TP.dir_name, SMALL_SEGMENTS)
+    produce(log, records_for(300))
+    closed = log.segments[:-1]
+    first = LocalDirectoryStore(tmp_path / "tier-a")
+    second = LocalDirectoryStore(tmp_path / "tier-b")
+    tier_segments(first, TP, closed)
+    tier_segments(second, TP, closed[1:])
+    tiered = read_all_records(log)[: log.active_segment.base_offset]
+    log.close()
+
+    table = read_table({"path": f"{first.url},{second.url}", "subscribe": "orders"})
+
+    assert rows_of_table(table) == expected_rows(TP, tiered)
