@@ -45,7 +45,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _session(master: str | None, job: str) -> SparkSession:
-    builder = SparkSession.builder.appName(f"tierlog-{job}")
+    # The console progress bar of Spark's stages is on only in Spark's shells by default.
+    builder = SparkSession.builder.appName(f"tierlog-{job}").config(
+        "spark.ui.showConsoleProgress", "true"
+    )
     if master:
         builder = builder.master(master)
     spark = builder.getOrCreate()
