@@ -10,7 +10,7 @@ Run with ``.venv/bin/python tests/benchmarks/pipeline_bench.py``. In one run:
    from Parquet (written from the same topic beforehand), with the same aggregate over
    the same columns: the ratio to beat.
 
-Every figure is the median of ``--runs`` repetitions. The machine is shared: the load
+Decode figures are medians of ``--runs`` repetitions, scans of ``--scan-runs``. The machine is shared: the load
 average is printed with the figures.
 """
 
@@ -123,6 +123,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--decode-mib", type=int, default=64)
     parser.add_argument("--scan-mib", type=int, default=1024)
+    parser.add_argument("--scan-runs", type=int, default=1, help="full scans are minutes each")
     parser.add_argument("--dir", type=Path, default=None, help="scratch directory")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="pipeline-bench-", dir=args.dir))
@@ -162,7 +163,7 @@ def run(args: argparse.Namespace, scratch: Path) -> None:
     from_parquet = spark.read.parquet(str(parquet))
     segments_seconds = []
     parquet_seconds = []
-    for _ in range(args.runs):  # interleaved: both see the same machine
+    for _ in range(args.scan_runs):  # interleaved: both see the same machine
         segments_seconds.append(scan_seconds(source))
         parquet_seconds.append(scan_seconds(from_parquet))
     segments = statistics.median(segments_seconds)

@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from tests.pipeline.conftest import SMALL_SEGMENTS, produce, records_for
-from tests.storage.tier.manifest_uploads import tier_closed_segments
+from tests.pipeline.tiering import tier_closed_segments
 from tierlog.pipeline.audit import audit_segment, continuity_problems
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log

@@ -20,8 +20,8 @@ from tests.pipeline.conftest import (
     write_legacy_then_v2,
     write_log,
 )
+from tests.pipeline.tiering import tier_closed_segments
 from tests.storage.conftest import read_all_records
-from tests.storage.tier.manifest_uploads import tier_closed_segments
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
 from tierlog.storage.tier.local_store import LocalDirectoryStore

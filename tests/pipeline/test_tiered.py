@@ -13,8 +13,8 @@ from tests.pipeline.conftest import (
     rows_of_table,
 )
 from tests.pipeline.read_all import read_table
+from tests.pipeline.tiering import tier_closed_segments, tier_segments
 from tests.storage.conftest import read_all_records
-from tests.storage.tier.manifest_uploads import tier_closed_segments, tier_segments
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
 from tierlog.storage.tier.local_store import LocalDirectoryStore
@@ -77,6 +77,7 @@ def test_a_segment_tiered_twice_is_read_once(tmp_path: Path) -> None:
     log_dir = tmp_path / "logs"
     log = Log.open(log_dir / TP.dir_name, SMALL_SEGMENTS)
     produce(log, records_for(300))
+    log.flush()
     closed = log.segments[:-1]
     first = LocalDirectoryStore(tmp_path / "tier-a")
     second = LocalDirectoryStore(tmp_path / "tier-b")

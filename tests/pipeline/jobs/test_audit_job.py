@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from tests.pipeline.conftest import SMALL_SEGMENTS, produce, records_for
-from tests.storage.tier.manifest_uploads import tier_closed_segments
+from tests.pipeline.tiering import tier_closed_segments
 from tierlog.pipeline.jobs.audit_job import run_audit
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
