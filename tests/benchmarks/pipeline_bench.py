@@ -10,8 +10,8 @@ Run with ``.venv/bin/python tests/benchmarks/pipeline_bench.py``. In one run:
    from Parquet (written from the same topic beforehand), with the same aggregate over
    the same columns: the ratio to beat.
 
-Decode figures are medians of ``--runs`` repetitions, scans of ``--scan-runs``. The machine is shared: the load
-average is printed with the figures.
+Decode figures are medians of ``--runs`` repetitions, scans of ``--scan-runs``. The
+machine is shared: the load average is printed with the figures.
 """
 
 from __future__ import annotations
