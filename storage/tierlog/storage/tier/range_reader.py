@@ -76,9 +76,12 @@ class RangeReader:
         pieces += [self._wait(key, i, object_size, pending[i]) for i in range(first + 1, last + 1)]
         if prefetch:
             self.prefetch(key, last + 1, object_size)
-        whole = pieces[0] if len(pieces) == 1 else b"".join(pieces)
-        offset = first * chunk
-        return whole[start - offset : end - offset]
+        head, tail = start - first * chunk, end - last * chunk
+        if first == last:
+            return pieces[0][head:tail]
+        # One copy: the pieces' parts are joined straight into the answer.
+        views = [memoryview(piece) for piece in pieces]
+        return b"".join([views[0][head:], *views[1:-1], views[-1][:tail]])
 
     def chunk(self, key: str, index: int, object_size: int) -> bytes:
         """Chunk ``index`` of ``key``: from the cache, a fetch in flight, or a GET here."""

@@ -9,7 +9,9 @@ uploader in the same process say so at once.
 
 Within a segment a read follows ``LogSegment.read``: the segment's offset index,
 fetched through the chunk cache and searched with the broker's own
-``offset_index_lookup``, gives a position at or before the batch holding the offset;
+``offset_index_lookup``, gives a position at or before the batch holding the offset
+(the indexes of recently read segments stay in memory too, a few MiB: each fetch
+needs one, and they are tiny beside the log bytes, which are never held);
 batch headers are walked from there; whole batches are returned, the first even when
 it is larger than ``max_bytes``. A segment with nothing at or after the offset (the
 tail a cleaner emptied) hands over to the next one. Every byte comes through the
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -40,6 +43,8 @@ _T = TypeVar("_T")
 # A walk reads this much beyond what it was asked for in one go: the bytes between the
 # index entry and the wanted batch (about index.interval.bytes) and the next header.
 _WINDOW_SLACK_BYTES = 16 * 1024
+# The indexes of recently read segments kept in memory (offset and time index bytes).
+INDEX_MEMORY_BYTES = 16 << 20
 
 
 class RemoteLogReader:
@@ -59,6 +64,8 @@ class RemoteLogReader:
         self.bytes_read = 0  # record bytes returned by ``read`` (a counter for metrics)
         self._lock = threading.Lock()
         self._views: dict[TopicPartition, tuple[float, RemoteLogView]] = {}
+        self._indexes: OrderedDict[tuple[str, SegmentPart], bytes] = OrderedDict()
+        self._index_bytes = 0
 
     # -- views --------------------------------------------------------------------------
 
@@ -131,9 +138,29 @@ class RemoteLogReader:
 
     def _index_position(self, segment: RemoteSegment, offset: int) -> int:
         """Where to start walking for ``offset``: its offset index entry's position."""
-        index = _part(self.ranges, segment, SegmentPart.OFFSET_INDEX)
+        index = self._index(segment, SegmentPart.OFFSET_INDEX)
         position = offset_index_lookup(index, segment.base_offset, offset).value
         return position if 0 <= position < segment.log_size_bytes else 0
+
+    def _index(self, segment: RemoteSegment, part: SegmentPart) -> bytes:
+        """A segment's whole index part: from memory, else through the chunk cache."""
+        name = (segment.key, part)
+        with self._lock:
+            found = self._indexes.get(name)
+            if found is not None:
+                self._indexes.move_to_end(name)
+                return found
+        where = segment.range_of(part)
+        data = self.ranges.read(
+            segment.key, where.start, where.end, segment.object_size_bytes, prefetch=False
+        )
+        with self._lock:
+            if name not in self._indexes:
+                self._indexes[name] = data
+                self._index_bytes += len(data)
+            while self._index_bytes > INDEX_MEMORY_BYTES and len(self._indexes) > 1:
+                self._index_bytes -= len(self._indexes.popitem(last=False)[1])
+        return data
 
     # -- offsets by time ----------------------------------------------------------------
 
@@ -158,7 +185,7 @@ class RemoteLogReader:
     def _find_by_timestamp(
         self, segment: RemoteSegment, timestamp: int, start_offset: int
     ) -> TimestampAndOffset | None:
-        times = _part(self.ranges, segment, SegmentPart.TIME_INDEX)
+        times = self._index(segment, SegmentPart.TIME_INDEX)
         indexed = time_index_lookup(times, segment.base_offset, timestamp)
         start = self._index_position(segment, max(indexed.value, start_offset))
         log = _SegmentLog(self.ranges, segment, _WINDOW_SLACK_BYTES)
@@ -200,14 +227,6 @@ def _segments_from(view: RemoteLogView, offset: int) -> Iterator[RemoteSegment]:
     if first is None:
         return
     yield from view.segments[view.segments.index(first) :]
-
-
-def _part(ranges: RangeReader, segment: RemoteSegment, part: SegmentPart) -> bytes:
-    """A whole small part of a segment object (an index), through the cache."""
-    where = segment.range_of(part)
-    return ranges.read(
-        segment.key, where.start, where.end, segment.object_size_bytes, prefetch=False
-    )
 
 
 class _SegmentLog:
