@@ -19,6 +19,7 @@ from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest_store import ManifestWriter
 from tierlog.storage.tier.range_reader import RangeReader
 from tierlog.storage.tier.remote_reader import RemoteLogReader
+from tierlog.storage.tier.store import ObjectInfo, ObjectStoreUnavailableError
 
 TP = TopicPartition("events", 0)
 CODECS = [CompressionType.NONE, CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD]
@@ -185,3 +186,29 @@ def test_a_cold_reader_and_a_warm_one_read_the_same(
         assert restarted.ranges.cache.stats().misses == 0
     finally:
         restarted.ranges.close()
+
+
+class FlakyListStore(LocalDirectoryStore):
+    """The real local store whose listings fail while ``away`` (S3 down for a moment)."""
+
+    away = False
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        if self.away:
+            raise ObjectStoreUnavailableError("the store is away")
+        return super().list(prefix)
+
+
+def test_a_stale_view_is_served_while_the_store_cannot_reload_it(tmp_path: Path, log: Log) -> None:
+    store = FlakyListStore(tmp_path / "tier")
+    tier_closed_segments(store, TP, log)
+    cache = ChunkCache(tmp_path / "cache", chunk_bytes=1000, max_bytes=1 << 24, max_entries=1000)
+    reader = RemoteLogReader(RangeReader(store, cache, prefetch_chunks=0), view_ttl_s=0)
+    try:
+        expected = reader.read(TP, 5, 1000)
+        store.away = True
+        assert reader.read(TP, 5, 1000) == expected  # stale view, cached chunks
+        with pytest.raises(ObjectStoreUnavailableError):
+            reader.view(TP, refresh=True)
+    finally:
+        reader.ranges.close()

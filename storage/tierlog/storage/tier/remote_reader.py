@@ -5,7 +5,8 @@ partition's tier through its manifest's view (finished segments at or above the
 tier's log start) and caches that view, reloading it when it is older than
 ``view_ttl_s``, when a read asks for an offset past its end (more was uploaded), or
 when a segment it names has gone (retention deleted it); ``invalidate`` lets an
-uploader in the same process say so at once.
+uploader in the same process say so at once. A stale view whose reload fails (the
+store is away) is still served: its segments' chunks may be in the cache.
 
 Within a segment a read follows ``LogSegment.read``: the segment's offset index,
 fetched through the chunk cache and searched with the broker's own
@@ -34,7 +35,7 @@ from tierlog.storage.segment import TimestampAndOffset
 from tierlog.storage.tier.manifest import RemoteLogView, RemoteSegment, SegmentPart
 from tierlog.storage.tier.manifest_store import load_view
 from tierlog.storage.tier.range_reader import RangeReader
-from tierlog.storage.tier.store import ObjectNotFoundError
+from tierlog.storage.tier.store import ObjectNotFoundError, ObjectStoreError
 
 __all__ = ["RemoteLogReader"]
 
@@ -76,7 +77,12 @@ class RemoteLogReader:
             cached = self._views.get(tp)
         if cached is not None and not refresh and now - cached[0] < self.view_ttl_s:
             return cached[1]
-        fresh = load_view(self.store, tp)
+        try:
+            fresh = load_view(self.store, tp)
+        except ObjectStoreError:
+            if cached is None or refresh:
+                raise
+            return cached[1]  # the store is away: what was cached still names the segments
         with self._lock:
             self._views[tp] = (now, fresh)
         return fresh
