@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.storage.conftest import T0, batch_with_timestamps, config, headers_of
-from tests.storage.tier.manifest_uploads import tier_closed_segments, tier_segments
+from tests.storage.tier.uploads import tier_closed_segments, tier_segments
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import OffsetOutOfRangeError
 from tierlog.storage.log import MAX_TIMESTAMP, Log

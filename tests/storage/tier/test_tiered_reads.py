@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.storage.conftest import T0, headers_of, read_all_bytes
-from tests.storage.tier.manifest_uploads import tier_closed_segments
 from tests.storage.tier.test_remote_reader import TP, fill, make_reader
+from tests.storage.tier.uploads import tier_closed_segments
 from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import OffsetMovedToTieredStorageError
 from tierlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
