@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.storage.tier.manifest_uploads import tier_closed_segments
+from tests.storage.tier.uploads import tier_closed_segments
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log

@@ -62,6 +62,17 @@ DOCUMENTED = {
     "tierlog_cleaner_last_run_written_bytes",
     "tierlog_retention_runs_total",
     "tierlog_retention_deleted_segments_total",
+    "tierlog_remote_read_bytes_total",
+    "tierlog_remote_fetch_duration_seconds_bucket",
+    "tierlog_remote_fetch_duration_seconds_count",
+    "tierlog_remote_fetch_duration_seconds_sum",
+    "tierlog_remote_fetch_bytes_total",
+    "tierlog_remote_cache_hits_total",
+    "tierlog_remote_cache_misses_total",
+    "tierlog_remote_cache_size_bytes",
+    "tierlog_remote_cache_entries",
+    "tierlog_remote_cache_evictions_total",
+    "tierlog_remote_cache_discarded_total",
     "process_resident_memory_bytes",
 }
 

@@ -43,7 +43,10 @@ from tierlog.sidecar.watch import AppendWatch
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.manager import LogManager
 from tierlog.storage.recovery import RecoveryProgress
+from tierlog.storage.tier.chunk_cache import ChunkCache
+from tierlog.storage.tier.range_reader import RangeReader
 from tierlog.storage.tier.remote_log_manager import RemoteLogManager
+from tierlog.storage.tier.remote_reader import RemoteLogReader
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.url import open_store
 
@@ -103,6 +106,7 @@ class SidecarServer:
             ],
         )
         self.address = ""
+        self.remote_reader: RemoteLogReader | None = None  # once started
         self._log_service: LogService | None = None
         self._checkpoints: asyncio.Task[None] | None = None
 
@@ -121,10 +125,12 @@ class SidecarServer:
         self.address = f"{host}:{port}"
         partitions = Partitions(self.manager, self.topics, self._ownership(host, port))
         await asyncio.to_thread(partitions.adopt_logs_on_disk)
+        self.remote_reader = await asyncio.to_thread(self._remote_reader)
         self._log_service = LogService(
             partitions,
             self.watch,
             Limits(fetch_max_bytes=self.config.storage.default_log_config.max_message_bytes),
+            self.remote_reader,
         )
         log_service_pb2_grpc.add_LogServiceServicer_to_server(self._log_service, self.server)
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
@@ -138,6 +144,26 @@ class SidecarServer:
         for service in ("", *_SERVICES):
             await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
         self._checkpoints = asyncio.create_task(self._write_checkpoints())
+
+    def _remote_reader(self) -> RemoteLogReader:
+        """The tier's reader over its chunk cache (blocking: the cache scans its directory)."""
+        settings = self.config.remote_read_config
+        cache = ChunkCache(
+            settings.cache_dir,
+            chunk_bytes=settings.chunk_bytes,
+            max_bytes=settings.cache_max_bytes,
+            max_entries=settings.cache_max_entries,
+        )
+        ranges = RangeReader(
+            self.tier_store,
+            cache,
+            prefetch_chunks=settings.prefetch_chunks,
+            threads=settings.reader_threads,
+            on_fetch=self.metrics.observe_remote_fetch,
+        )
+        reader = RemoteLogReader(ranges)
+        self.metrics.watch_remote_reads(reader)
+        return reader
 
     def _ownership(self, host: str, port: int) -> Ownership:
         node_id = self.config.node_id
@@ -169,4 +195,6 @@ class SidecarServer:
         if self._log_service is not None:
             await self._log_service.drain()
         await asyncio.to_thread(self.manager.shutdown)  # stops the uploads first
+        if self.remote_reader is not None:
+            await asyncio.to_thread(self.remote_reader.ranges.close)
         await asyncio.to_thread(self.tier_store.close)

@@ -1,0 +1,177 @@
+"""Reads from the remote tier through a real sidecar: the client cannot tell the difference.
+
+A tiered topic with small segments is produced to; the remote log manager uploads its
+closed segments and local retention deletes them; then every offset from 0 is fetched
+and compared with what was produced (the bytes under each batch's CRC, its base offset
+and length), ListOffsets answers by time from the tier, Subscribe tails from 0 across
+the boundary, and the remote-read metrics moved.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+
+from tests.support.scrape import METRICS, metrics_address, scrape
+from tierlog.api.v1 import log_service_pb2
+from tierlog.storage.records import SimpleRecord, build_batch, iter_batches
+
+from .conftest import Sidecar, SidecarFactory
+
+T0 = 1_700_000_000_000
+BATCHES = 60
+RECORDS_PER_BATCH = 10
+BROKER = (
+    "remote.log.manager.task.interval.ms=200",
+    "log.retention.check.interval.ms=200",
+    METRICS,
+)
+TOPIC = {
+    "remote_storage_enable": "true",
+    "segment_bytes": "20000",
+    "local_retention_bytes": "0",
+    "retention_ms": "-1",
+    "file_delete_delay_ms": "0",
+    "index_interval_bytes": "1000",
+}
+
+
+class Produced:
+    """The batches as produced, by base offset, to compare fetched batches with."""
+
+    def __init__(self) -> None:
+        self.batches: dict[int, bytes] = {}
+        self.end = 0
+
+    def produce(self, sidecar: Sidecar, count: int, *, seed: int = 3) -> None:
+        rng = random.Random(seed + self.end)
+        for _ in range(count):
+            records = [
+                SimpleRecord(
+                    b"k%d" % (self.end + i), rng.randbytes(rng.randint(10, 900)), T0 + self.end + i
+                )
+                for i in range(RECORDS_PER_BATCH)
+            ]
+            batch = build_batch(records)
+            answer = sidecar.log.Produce(
+                log_service_pb2.ProduceRequest(topic="events", record_batches=batch)
+            )
+            assert answer.base_offset == self.end
+            self.batches[self.end] = batch
+            self.end += RECORDS_PER_BATCH
+
+    def check(self, fetched: bytes) -> int:
+        """Each fetched batch is a produced one (offset assigned, leader epoch stamped:
+        the bytes outside the CRC); returns the offset after the last."""
+        next_offset = -1
+        for header in iter_batches(fetched):
+            mine = self.batches[header.base_offset]
+            theirs = fetched[header.position : header.end_position]
+            assert theirs[8:12] == mine[8:12] and theirs[16:] == mine[16:]
+            next_offset = header.next_offset
+        return next_offset
+
+
+def local_segments(data_dir: Path) -> list[int]:
+    return sorted(int(p.name.split(".")[0]) for p in (data_dir / "events-0").glob("*.log"))
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def fetch(sidecar: Sidecar, offset: int, max_bytes: int = 1) -> bytes:
+    answer = sidecar.log.Fetch(
+        log_service_pb2.FetchRequest(topic="events", offset=offset, max_bytes=max_bytes)
+    )
+    return answer.record_batches
+
+
+def list_offsets(sidecar: Sidecar, timestamp_ms: int) -> tuple[int, int]:
+    answer = sidecar.log.ListOffsets(
+        log_service_pb2.ListOffsetsRequest(topic="events", timestamp_ms=timestamp_ms)
+    )
+    return answer.offset, answer.timestamp_ms
+
+
+def produce_and_tier(sidecar: Sidecar, produced: Produced) -> None:
+    sidecar.create_topic("events", 1, **TOPIC)
+    produced.produce(sidecar, BATCHES)
+    wait_until(
+        lambda: local_segments(sidecar.data_dir)[0] > produced.end // 2,
+        "the tiered segments' local deletion",
+    )
+
+
+def check_reads_everything(sidecar: Sidecar, produced: Produced) -> None:
+    """Fetch every offset from 0 (one batch each), then the whole log in large fetches."""
+    for offset in range(produced.end):
+        batch = fetch(sidecar, offset)
+        (header,) = iter_batches(batch)
+        assert header.base_offset <= offset <= header.last_offset
+        produced.check(batch)
+    offset, seen = 0, 0
+    while offset < produced.end:
+        batches = fetch(sidecar, offset, 64 * 1024)
+        seen += len(list(iter_batches(batches)))
+        offset = produced.check(batches)
+    assert seen == produced.end // RECORDS_PER_BATCH
+    assert list_offsets(sidecar, -2) == (0, -1)
+    assert list_offsets(sidecar, -1) == (produced.end, -1)
+    for offset in (0, 7, 123, produced.end // 3):
+        assert list_offsets(sidecar, T0 + offset) == (offset, T0 + offset)
+
+
+def test_fetch_list_offsets_and_subscribe_read_the_tier(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    sidecar = sidecar_factory(tmp_path / "data", *BROKER)
+    produced = Produced()
+    produce_and_tier(sidecar, produced)
+    local_start = local_segments(sidecar.data_dir)[0]
+    check_reads_everything(sidecar, produced)
+
+    received: list[bytes] = []
+    stream = sidecar.log.Subscribe(
+        log_service_pb2.SubscribeRequest(topic="events", offset=-2, max_bytes=8192)
+    )
+
+    def consume() -> None:
+        try:
+            for message in stream:
+                received.append(message.record_batches)
+        except grpc.RpcError:
+            pass  # cancelled at the end
+
+    reader = threading.Thread(target=consume)
+    reader.start()
+    produced.produce(sidecar, 3, seed=11)  # the tail: appended while subscribed
+    wait_until(lambda: sum(map(len, map(list, map(iter_batches, received)))) >= BATCHES + 3, "all")
+    stream.cancel()
+    reader.join()
+    offset = 0
+    for message in received:
+        first = next(iter_batches(message)).base_offset
+        assert first == offset
+        offset = produced.check(message)
+    assert offset == produced.end
+
+    metrics = scrape(metrics_address(sidecar.output))
+    assert metrics.value("tierlog_remote_read_bytes_total") > 0
+    assert metrics.value("tierlog_remote_cache_misses_total") > 0
+    assert metrics.value("tierlog_remote_cache_hits_total") > 0
+    assert metrics.value("tierlog_remote_cache_size_bytes") > 0
+    assert metrics.value("tierlog_remote_cache_entries") > 0
+    assert metrics.value("tierlog_remote_fetch_duration_seconds_count") > 0
+    assert metrics.value("tierlog_remote_fetch_bytes_total") > 0
+    assert local_start > 0
