@@ -74,7 +74,6 @@ def tier_store(kind: str, root: Path) -> Iterator[ObjectStore]:
         yield LocalDirectoryStore(root / "tier")
         return
     from tests.support.minio import MinioServer
-
     from tierlog.storage.tier.s3_store import S3Location, S3Options, S3Store
 
     minio = MinioServer(root / "minio").start()

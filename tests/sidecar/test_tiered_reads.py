@@ -4,7 +4,9 @@ A tiered topic with small segments is produced to; the remote log manager upload
 closed segments and local retention deletes them; then every offset from 0 is fetched
 and compared with what was produced (the bytes under each batch's CRC, its base offset
 and length), ListOffsets answers by time from the tier, Subscribe tails from 0 across
-the boundary, and the remote-read metrics moved.
+the boundary, and the remote-read metrics moved. A sidecar on a new, empty data dir
+pointed at the same tier (a local directory, or a bucket of the real MinIO) reads it
+all back the same.
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import grpc
+import pytest
 
+from tests.support.minio import MinioServer
 from tests.support.scrape import METRICS, metrics_address, scrape
 from tierlog.api.v1 import log_service_pb2
 from tierlog.storage.records import SimpleRecord, build_batch, iter_batches
 
-from .conftest import Sidecar, SidecarFactory
+from .conftest import Sidecar, SidecarFactory, reason_of
 
 T0 = 1_700_000_000_000
 BATCHES = 60
@@ -175,3 +179,58 @@ def test_fetch_list_offsets_and_subscribe_read_the_tier(
     assert metrics.value("tierlog_remote_fetch_duration_seconds_count") > 0
     assert metrics.value("tierlog_remote_fetch_bytes_total") > 0
     assert local_start > 0
+
+
+def test_a_sidecar_on_an_empty_data_dir_reads_the_tier_of_a_local_directory(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    tier = f"tierlog.tier.url={(tmp_path / 'shared-tier').as_uri()}"
+    first = sidecar_factory(tmp_path / "data", *BROKER, tier)
+    produced = Produced()
+    produce_and_tier(first, produced)
+    first.kill()
+    replacement = sidecar_factory(tmp_path / "empty", *BROKER, tier)
+    replacement.create_topic("events", 1, **TOPIC)
+    tier_end = local_segments(replacement.data_dir)[0]
+    assert tier_end > 0
+    produced.end = tier_end  # the replacement continues at the tier's end
+    check_reads_everything(replacement, produced)
+
+
+@pytest.mark.slow
+def test_a_sidecar_on_an_empty_data_dir_reads_a_minio_bucket_back(
+    sidecar_factory: SidecarFactory, tmp_path: Path, minio: MinioServer, s3_bucket: str
+) -> None:
+    credentials = tmp_path / "s3-credentials"
+    credentials.write_text(
+        f"access_key_id={minio.access_key_id}\nsecret_access_key={minio.secret_access_key}\n"
+    )
+    s3 = (
+        f"tierlog.tier.url=s3://{s3_bucket}/tier",
+        f"tierlog.tier.s3.endpoint.url={minio.endpoint_url}",
+        f"tierlog.tier.s3.region={minio.region}",
+        "tierlog.tier.s3.path.style.access.enabled=true",
+        f"tierlog.tier.s3.credentials.path={credentials}",
+        "tierlog.tier.s3.max.attempts=2",
+    )
+    first = sidecar_factory(tmp_path / "data", *BROKER, *s3)
+    produced = Produced()
+    produce_and_tier(first, produced)
+    first.kill()
+    replacement = sidecar_factory(tmp_path / "empty", *BROKER, *s3)
+    replacement.create_topic("events", 1, **TOPIC)
+    tier_end = local_segments(replacement.data_dir)[0]
+    assert tier_end > 0
+    produced.end = tier_end
+
+    assert fetch(replacement, tier_end - 1)  # the tier's view is loaded (and cached a while)
+    minio.stop()  # S3 away: a GET for the first segment fails, with a typed error, counted
+    try:
+        with pytest.raises(grpc.RpcError) as caught:
+            fetch(replacement, 0)
+        assert reason_of(caught.value) == "KAFKA_STORAGE_ERROR"
+    finally:
+        minio.start()
+    errors = scrape(metrics_address(replacement.output))
+    assert errors.value("tierlog_remote_fetch_errors_total", reason="KAFKA_STORAGE_ERROR") >= 1
+    check_reads_everything(replacement, produced)

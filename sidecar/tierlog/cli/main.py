@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from tierlog.cli import consume, demo, dump_log, perf, produce, topics
+from tierlog.cli import consume, demo, dump_log, perf, produce, tier, topics
 from tierlog.client.errors import reason_of
 from tierlog.storage.errors import TierlogError
 
@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_parser(subparsers)
     consume.add_parser(subparsers)
     perf.add_parser(subparsers)
+    tier.add_parser(subparsers)
     return parser
 
 

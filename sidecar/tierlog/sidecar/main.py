@@ -25,28 +25,12 @@ from tierlog.sidecar.metrics import SidecarMetrics
 from tierlog.sidecar.probes import Phase, Probes, ProbeServer
 from tierlog.sidecar.security import TOKEN_ENV
 from tierlog.sidecar.server import SidecarServer
+from tierlog.sidecar.tier_config import add_tier_arguments, tier_properties
 from tierlog.storage.errors import TierlogError
 
 __all__ = ["main", "serve"]
 
 log = logging.getLogger("tierlog.sidecar")
-
-
-# --flag -> the config key it sets, and its help.
-_TIER_FLAGS = (
-    ("--tier-url", "tierlog.tier.url",
-     "file:///path or s3://bucket/prefix (default: the directory tier in the first data dir)"),
-    ("--s3-endpoint-url", "tierlog.tier.s3.endpoint.url",
-     "an S3-compatible endpoint, e.g. http://minio:9000 (default: AWS)"),
-    ("--s3-region", "tierlog.tier.s3.region", "the bucket's region (default: boto3's chain)"),
-    ("--s3-credentials", "tierlog.tier.s3.credentials.path",
-     "a file of access_key_id=/secret_access_key= lines, or a Secret directory with those "
-     "files (default: boto3's credential chain)"),
-    ("--s3-upload-rate-limit", "tierlog.tier.s3.upload.rate.limit.bytes.per.second",
-     "bytes per second for all uploads of the process (default: unlimited)"),
-    ("--s3-part-size", "tierlog.tier.s3.part.size.bytes", "multipart part size in bytes"),
-    ("--s3-upload-concurrency", "tierlog.tier.s3.upload.concurrency", "parts uploaded at once"),
-)  # fmt: skip
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -78,18 +62,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="serve /metrics, /healthz and /readyz over HTTP here (port 0: any free port); "
         "same as tierlog.metrics.listeners (default: not served)",
     )
-    tier = parser.add_argument_group(
-        "remote tier", "where closed segments are offloaded (each flag has a config key)"
-    )
-    for flag, key, help_text in _TIER_FLAGS:
-        tier.add_argument(flag, dest=key, metavar=key.rpartition(".")[2].upper(), help=help_text)
-    tier.add_argument(
-        "--s3-path-style",
-        dest="tierlog.tier.s3.path.style.access.enabled",
-        action="store_const",
-        const="true",
-        help="address the bucket in the path, not the host name (MinIO, Ceph)",
-    )
+    add_tier_arguments(parser)
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument(
         "--log-format", choices=LOG_FORMATS, default="text", help="json: one object a line"
@@ -112,12 +85,7 @@ def build_config(args: argparse.Namespace) -> SidecarConfig:
         props["listeners"] = args.listen
     if args.metrics_listen:
         props["tierlog.metrics.listeners"] = args.metrics_listen
-    for key in (
-        *(key for _flag, key, _help in _TIER_FLAGS),
-        "tierlog.tier.s3.path.style.access.enabled",
-    ):
-        if getattr(args, key) is not None:
-            props[key] = getattr(args, key)
+    props.update(tier_properties(args))
     config = SidecarConfig.from_properties(props)
     token = os.environ.get(TOKEN_ENV, "").strip()
     if token and config.auth_token is None:  # the file, when given, wins

@@ -9,6 +9,7 @@ no infrastructure. The ``tierlog.tier.s3.*`` keys say how to reach an S3 bucket;
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,13 @@ from typing import Any
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.tier.s3_store import S3Options
 
-__all__ = ["TIER_KEYS", "TierConfig"]
+__all__ = [
+    "TIER_FLAGS",
+    "TIER_KEYS",
+    "TierConfig",
+    "add_tier_arguments",
+    "tier_properties",
+]
 
 _URL = "tierlog.tier.url"
 # Key -> (S3Options field, how to read the value).
@@ -35,6 +42,45 @@ _S3_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "tierlog.tier.s3.upload.rate.limit.bytes.per.second": ("upload_rate_bytes_per_s", int),
 }
 TIER_KEYS = frozenset({_URL, *_S3_KEYS})
+
+# --flag -> the config key it sets, and its help: the sidecar's and ``tierlog tier``'s.
+TIER_FLAGS = (
+    ("--tier-url", "tierlog.tier.url",
+     "file:///path or s3://bucket/prefix (default: the directory tier in the first data dir)"),
+    ("--s3-endpoint-url", "tierlog.tier.s3.endpoint.url",
+     "an S3-compatible endpoint, e.g. http://minio:9000 (default: AWS)"),
+    ("--s3-region", "tierlog.tier.s3.region", "the bucket's region (default: boto3's chain)"),
+    ("--s3-credentials", "tierlog.tier.s3.credentials.path",
+     "a file of access_key_id=/secret_access_key= lines, or a Secret directory with those "
+     "files (default: boto3's credential chain)"),
+    ("--s3-upload-rate-limit", "tierlog.tier.s3.upload.rate.limit.bytes.per.second",
+     "bytes per second for all uploads of the process (default: unlimited)"),
+    ("--s3-part-size", "tierlog.tier.s3.part.size.bytes", "multipart part size in bytes"),
+    ("--s3-upload-concurrency", "tierlog.tier.s3.upload.concurrency", "parts uploaded at once"),
+)  # fmt: skip
+_PATH_STYLE = "tierlog.tier.s3.path.style.access.enabled"
+
+
+def add_tier_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``--tier-url`` and ``--s3-*`` flags, each setting its ``tierlog.tier.*`` key."""
+    tier = parser.add_argument_group(
+        "remote tier", "where closed segments are offloaded (each flag has a config key)"
+    )
+    for flag, key, help_text in TIER_FLAGS:
+        tier.add_argument(flag, dest=key, metavar=key.rpartition(".")[2].upper(), help=help_text)
+    tier.add_argument(
+        "--s3-path-style",
+        dest=_PATH_STYLE,
+        action="store_const",
+        const="true",
+        help="address the bucket in the path, not the host name (MinIO, Ceph)",
+    )
+
+
+def tier_properties(args: argparse.Namespace) -> dict[str, str]:
+    """The ``tierlog.tier.*`` keys the flags of ``add_tier_arguments`` were given."""
+    keys = (*(key for _flag, key, _help in TIER_FLAGS), _PATH_STYLE)
+    return {key: getattr(args, key) for key in keys if getattr(args, key) is not None}
 
 
 def _boolean(value: str) -> bool:

@@ -1,0 +1,172 @@
+"""``tierlog tier ls|verify`` on a partition tiered to a local-directory store."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.storage.tier.test_remote_reader import TP, fill
+from tests.storage.tier.uploads import tier_closed_segments
+from tests.support.minio import MinioServer
+from tierlog.cli.main import main
+from tierlog.cli.tier import VerifyReport, list_lines, verify_partition
+from tierlog.storage.config import LogConfig
+from tierlog.storage.log import Log
+from tierlog.storage.tier.local_store import LocalDirectoryStore
+from tierlog.storage.tier.manifest import PartitionManifest, SegmentPart
+from tierlog.storage.tier.manifest_store import ManifestWriter
+from tierlog.storage.tier.s3_store import S3Options
+from tierlog.storage.tier.url import open_store
+
+CONFIG = LogConfig.from_properties(
+    {"segment.bytes": "6000", "index.interval.bytes": "300", "remote.storage.enable": "true"}
+)
+
+
+@dataclasses.dataclass
+class TieredPartition:
+    store: LocalDirectoryStore
+    manifest: PartitionManifest
+    log_bytes: int
+
+    def object_path(self, index: int) -> Path:
+        return self.store.root / self.manifest.finished[index].key
+
+
+@pytest.fixture
+def tiered(tmp_path: Path) -> Iterator[TieredPartition]:
+    log = Log.open(tmp_path / "events-0", CONFIG)
+    fill(log, 120)
+    log.roll()
+    store = LocalDirectoryStore(tmp_path / "tier")
+    manifest = tier_closed_segments(store, TP, log)
+    yield TieredPartition(store, manifest, sum(s.size for s in log.segments[:-1]))
+    log.close()
+
+
+def verify(tiered: TieredPartition) -> tuple[list[str], VerifyReport]:
+    report = VerifyReport()
+    return list(verify_partition(tiered.store, TP, report)), report
+
+
+def test_ls_lists_every_remote_segment_with_its_facts(tiered: TieredPartition) -> None:
+    lines = list(list_lines(tiered.manifest))
+    assert lines[0].startswith(f"Partition: events-0\tManifestVersion: {tiered.manifest.version}")
+    assert len(lines) == 1 + len(tiered.manifest.segments)
+    for line, segment in zip(lines[1:], tiered.manifest.segments, strict=True):
+        found = re.match(
+            r"baseOffset: (\d+) endOffset: (\d+) logBytes: (\d+) objectBytes: (\d+) "
+            r"baseTimestamp: \S+ maxTimestamp: (\d+)\(\S+\) state: finished writerEpoch: (\d+) "
+            r"key: (\S+)$",
+            line,
+        )
+        assert found, line
+        assert int(found[1]) == segment.base_offset and int(found[2]) == segment.end_offset
+        assert int(found[3]) == (tiered.store.root / segment.key).stat().st_size - (
+            segment.object_size_bytes - segment.log_size_bytes
+        )
+        assert int(found[5]) == segment.max_timestamp
+        assert found[7] == segment.key and (tiered.store.root / found[7]).exists()
+
+
+def test_verify_passes_a_healthy_tier(tiered: TieredPartition) -> None:
+    lines, report = verify(tiered)
+    assert report.exit_code == 0, list(report.summary_lines())
+    assert len(lines) == len(tiered.manifest.finished) == report.segments
+    assert all(line.endswith(": OK") for line in lines)
+    assert report.batches == 120
+
+
+def test_verify_finds_a_flipped_byte_in_a_batch(tiered: TieredPartition) -> None:
+    path = tiered.object_path(2)
+    data = bytearray(path.read_bytes())
+    data[100] ^= 0x40  # inside the first batch's records: only the CRC can tell
+    path.write_bytes(data)
+    lines, report = verify(tiered)
+    assert report.exit_code == 1
+    key = tiered.manifest.finished[2].key
+    assert list(report.problems) == [key]
+    assert any("Invalid batches" in problem for problem in report.problems[key])
+    assert lines[2].endswith("problem(s)")
+    assert all(line.endswith(": OK") for i, line in enumerate(lines) if i != 2)
+
+
+def test_verify_finds_an_index_entry_pointing_elsewhere(tiered: TieredPartition) -> None:
+    segment = tiered.manifest.finished[1]
+    index = segment.range_of(SegmentPart.OFFSET_INDEX)
+    assert index.length >= 16, "the fixture's segments must have index entries"
+    path = tiered.object_path(1)
+    data = bytearray(path.read_bytes())
+    data[index.start + 3] += 1  # the first entry's relative offset, one higher
+    path.write_bytes(data)
+    _lines, report = verify(tiered)
+    assert report.exit_code == 1
+    assert any("Index offset" in p or "Mismatches" in p for p in report.problems[segment.key])
+
+
+def test_verify_finds_a_gap_between_segments(tiered: TieredPartition) -> None:
+    doomed = tiered.manifest.finished[3]
+    writer = ManifestWriter.claim(tiered.store, TP, "test")
+    writer.update(lambda m: m.start_deletion([doomed.segment_id]).drop([doomed.segment_id]))
+    _lines, report = verify(tiered)
+    assert report.exit_code == 1
+    (after,) = report.problems
+    assert "the segment before ends at" in report.problems[after][0]
+
+
+def test_verify_says_which_object_is_missing(tiered: TieredPartition) -> None:
+    tiered.object_path(0).unlink()
+    _lines, report = verify(tiered)
+    assert report.exit_code == 2
+    assert tiered.manifest.finished[0].key in report.errors[0]
+
+
+def test_the_command_lists_and_verifies_with_exit_codes(
+    tiered: TieredPartition, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = tiered.store.url
+    assert main(["tier", "ls", "events-0", "--tier-url", url]) == 0
+    out = capsys.readouterr().out
+    assert out.count("state: finished") == len(tiered.manifest.finished)
+    args = ["tier", "verify", "--topic", "events", "--partition", "0", "--tier-url", url]
+    assert main(args) == 0
+    assert "OK" in capsys.readouterr().out
+    path = tiered.object_path(0)
+    data = bytearray(path.read_bytes())
+    data[200] ^= 1
+    path.write_bytes(data)
+    assert main([*args, "--progress"]) == 1
+    assert "Invalid batches" in capsys.readouterr().err
+
+
+def test_the_command_reads_a_minio_bucket_with_the_sidecars_s3_flags(
+    tmp_path: Path, minio: MinioServer, s3_bucket: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    credentials = tmp_path / "credentials"
+    credentials.write_text(
+        f"access_key_id={minio.access_key_id}\nsecret_access_key={minio.secret_access_key}\n"
+    )
+    s3 = [
+        "--tier-url", f"s3://{s3_bucket}/tier", "--s3-endpoint-url", minio.endpoint_url,
+        "--s3-region", minio.region, "--s3-path-style", "--s3-credentials", str(credentials),
+    ]  # fmt: skip
+    log = Log.open(tmp_path / "events-0", CONFIG)
+    fill(log, 40)
+    log.roll()
+    store = open_store(s3[1], S3Options(
+        endpoint_url=minio.endpoint_url, region=minio.region, path_style=True,
+        credentials_path=credentials,
+    ))  # fmt: skip
+    try:
+        manifest = tier_closed_segments(store, TP, log)
+    finally:
+        store.close()
+        log.close()
+    assert main(["tier", "ls", "events-0", *s3]) == 0
+    assert capsys.readouterr().out.count("state: finished") == len(manifest.finished) > 1
+    assert main(["tier", "verify", "events-0", *s3]) == 0
+    assert f"{len(manifest.finished)} segment(s), 40 batches: OK" in capsys.readouterr().out
