@@ -19,6 +19,7 @@ from tests.storage.tier.tiering import (
     tier_offsets,
     tiered_config,
 )
+from tests.support.minio import MinioServer
 from tierlog.storage.errors import InvalidConfigError, OffsetMovedToTieredStorageError
 from tierlog.storage.log import Log
 from tierlog.storage.records import build_batch
@@ -28,6 +29,7 @@ from tierlog.storage.tier.manifest import SegmentState
 from tierlog.storage.tier.manifest_store import load_manifest
 from tierlog.storage.tier.observer import TierObserver
 from tierlog.storage.tier.remote_log_manager import RemoteLogManager, RemoteLogManagerConfig
+from tierlog.storage.tier.s3_store import S3Location, S3Options, S3Store
 from tierlog.storage.tier.store import ObjectStore, ObjectStoreUnavailableError
 
 CONFIG = RemoteLogManagerConfig(
@@ -56,9 +58,35 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> LocalDirectoryStore:
-    return LocalDirectoryStore(tmp_path / "bucket")
+@pytest.fixture(params=["local", "s3"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ObjectStore]:
+    """Every test runs on the local-directory store and on a real MinIO."""
+    if request.param == "local":
+        yield LocalDirectoryStore(tmp_path / "bucket")
+        return
+    minio: MinioServer = request.getfixturevalue("minio")
+    opened = minio_store(minio, request.getfixturevalue("s3_bucket"), tmp_path)
+    yield opened
+    opened.close()
+
+
+def minio_store(minio: MinioServer, bucket: str, tmp_path: Path) -> S3Store:
+    secret = tmp_path / "s3-secret"
+    secret.mkdir(exist_ok=True)
+    (secret / "access_key_id").write_text(minio.access_key_id)
+    (secret / "secret_access_key").write_text(minio.secret_access_key)
+    options = S3Options(
+        region=minio.region,
+        endpoint_url=minio.endpoint_url,
+        path_style=True,
+        credentials_path=secret,
+        connect_timeout_s=1,
+        read_timeout_s=5,
+        max_attempts=2,
+        backoff_base_s=0.02,
+        backoff_max_s=0.1,
+    )
+    return S3Store(S3Location(bucket, "tier"), options)
 
 
 @pytest.fixture
@@ -83,7 +111,7 @@ def manifest_keys(store: ObjectStore) -> list[str]:
 
 
 def test_closed_segments_go_to_the_tier_oldest_first(
-    log: Log, store: LocalDirectoryStore, clock: FakeClock
+    log: Log, store: ObjectStore, clock: FakeClock
 ) -> None:
     observer = Counting()
     rlm = manager(store, clock, observer)
@@ -100,7 +128,7 @@ def test_closed_segments_go_to_the_tier_oldest_first(
 
 
 def test_local_retention_frees_only_tiered_segments(
-    log: Log, store: LocalDirectoryStore, clock: FakeClock
+    log: Log, store: ObjectStore, clock: FakeClock
 ) -> None:
     rlm = manager(store, clock)
     rlm.attach(TP, log)
@@ -117,7 +145,7 @@ def test_local_retention_frees_only_tiered_segments(
 
 
 def test_upload_lag_counts_closed_segments_not_yet_tiered(
-    log: Log, store: LocalDirectoryStore, clock: FakeClock
+    log: Log, store: ObjectStore, clock: FakeClock
 ) -> None:
     rlm = manager(store, clock)
     rlm.attach(TP, log)
@@ -127,7 +155,7 @@ def test_upload_lag_counts_closed_segments_not_yet_tiered(
 
 
 def test_a_quiet_partition_is_rolled_and_tiered_within_the_roll_interval(
-    log: Log, store: LocalDirectoryStore, clock: FakeClock
+    log: Log, store: ObjectStore, clock: FakeClock
 ) -> None:
     rlm = manager(store, clock)
     rlm.attach(TP, log)
@@ -143,9 +171,7 @@ def test_a_quiet_partition_is_rolled_and_tiered_within_the_roll_interval(
     assert log.active_segment.base_offset == 6
 
 
-def test_producer_snapshots_the_uploader_needs_are_kept(
-    log: Log, store: LocalDirectoryStore, clock: FakeClock
-) -> None:
+def test_producer_snapshots_the_uploader_needs_are_kept(log: Log) -> None:
     produce(log, 40)  # ten rolls without a tier: every roll-time snapshot must stay
     log.flush()
     assert len(log.producer_state.snapshot_offsets) >= 9
@@ -156,7 +182,7 @@ class Crash(BaseException):
 
 
 def test_a_crash_between_the_phases_leaves_nothing_readable_and_the_sweep_cleans_up(
-    tmp_path: Path, log: Log, store: LocalDirectoryStore, clock: FakeClock
+    tmp_path: Path, log: Log, store: ObjectStore, clock: FakeClock
 ) -> None:
     produce(log, 5)
     faulty = FaultyStore(store)
@@ -195,7 +221,7 @@ def test_a_crash_between_the_phases_leaves_nothing_readable_and_the_sweep_cleans
 
 
 def test_an_outage_mid_upload_is_retried_with_backoff_and_deletes_nothing_locally(
-    log: Log, store: LocalDirectoryStore, clock: FakeClock
+    log: Log, store: ObjectStore, clock: FakeClock
 ) -> None:
     faulty = FaultyStore(store)
     observer = Counting()
@@ -225,7 +251,7 @@ def test_an_outage_mid_upload_is_retried_with_backoff_and_deletes_nothing_locall
 
 
 def test_a_failed_clean_up_is_left_to_the_sweep(
-    log: Log, store: LocalDirectoryStore, clock: FakeClock
+    log: Log, store: ObjectStore, clock: FakeClock
 ) -> None:
     faulty = FaultyStore(store)
     rlm = manager(faulty, clock)
@@ -254,7 +280,7 @@ def test_a_failed_clean_up_is_left_to_the_sweep(
 
 
 def test_total_retention_deletes_from_the_tier_and_moves_the_log_start(
-    tmp_path: Path, store: LocalDirectoryStore, clock: FakeClock
+    tmp_path: Path, store: ObjectStore, clock: FakeClock
 ) -> None:
     log = open_log(tmp_path / "data", clock, tiered_config(retention_bytes=30 * 24))
     observer = Counting()
@@ -273,7 +299,7 @@ def test_total_retention_deletes_from_the_tier_and_moves_the_log_start(
 
 
 def test_time_retention_deletes_expired_remote_segments(
-    tmp_path: Path, store: LocalDirectoryStore, clock: FakeClock
+    tmp_path: Path, store: ObjectStore, clock: FakeClock
 ) -> None:
     log = open_log(tmp_path / "data", clock, tiered_config(retention_ms=1000))
     rlm = manager(store, clock)
@@ -290,7 +316,7 @@ def test_time_retention_deletes_expired_remote_segments(
 
 
 def test_delete_records_removes_remote_segments_below_the_new_start(
-    log: Log, store: LocalDirectoryStore, clock: FakeClock
+    log: Log, store: ObjectStore, clock: FakeClock
 ) -> None:
     rlm = manager(store, clock)
     rlm.attach(TP, log)
@@ -306,7 +332,7 @@ def test_delete_records_removes_remote_segments_below_the_new_start(
 
 
 def test_a_deletion_interrupted_by_an_outage_finishes_on_the_next_pass(
-    log: Log, store: LocalDirectoryStore, clock: FakeClock
+    log: Log, store: ObjectStore, clock: FakeClock
 ) -> None:
     faulty = FaultyStore(store)
     rlm = manager(faulty, clock)
@@ -326,7 +352,7 @@ def test_a_deletion_interrupted_by_an_outage_finishes_on_the_next_pass(
 
 
 def test_a_new_owner_fences_the_old_one(
-    tmp_path: Path, log: Log, store: LocalDirectoryStore, clock: FakeClock
+    tmp_path: Path, log: Log, store: ObjectStore, clock: FakeClock
 ) -> None:
     old = manager(store, clock)
     old.attach(TP, log)
@@ -347,7 +373,7 @@ def test_a_new_owner_fences_the_old_one(
 
 
 def test_an_empty_volume_continues_at_the_tiers_end_with_its_producers(
-    tmp_path: Path, store: LocalDirectoryStore, clock: FakeClock
+    tmp_path: Path, store: ObjectStore, clock: FakeClock
 ) -> None:
     def idempotent_batch(sequence: int) -> bytes:
         records = make_records(3, tag=f"s{sequence}")
@@ -379,7 +405,7 @@ def test_an_empty_volume_continues_at_the_tiers_end_with_its_producers(
 
 
 def test_a_store_down_at_attach_refuses_the_partition(
-    log: Log, store: LocalDirectoryStore, clock: FakeClock
+    log: Log, store: ObjectStore, clock: FakeClock
 ) -> None:
     faulty = FaultyStore(store)
     faulty.outage()
@@ -395,3 +421,50 @@ def test_config_from_kafka_named_keys() -> None:
     for bad in ({"remote.log.manager.thread.pool.size": "0"}, {"remote.log.segment.roll.ms": "x"}):
         with pytest.raises(InvalidConfigError):
             RemoteLogManagerConfig.from_properties(bad)
+
+
+def test_minio_stopped_in_the_middle_of_uploads_then_back(
+    tmp_path: Path, log: Log, minio: MinioServer, s3_bucket: str, clock: FakeClock
+) -> None:
+    """A real outage: MinIO is stopped just before the second segment's PUT (its
+    ``started`` entry is written) and started again later."""
+    store = minio_store(minio, s3_bucket, tmp_path)
+    puts: list[str] = []
+
+    def second_segment_put(op: str, key: str) -> bool:
+        if op == "put" and "/segments/" in key:
+            puts.append(key)
+            if len(puts) == 2:
+                minio.stop()
+        return False
+
+    faulty = FaultyStore(store)
+    faulty.fail(second_segment_put, times=-1)
+    observer = Counting()
+    rlm = manager(faulty, clock, observer)
+    rlm.attach(TP, log)
+    produce(log, 13)  # three closed segments and the active one
+    whole = read_all_bytes(log)
+    try:
+        rlm.run_once()
+        assert observer.failed == ["KAFKA_STORAGE_ERROR"]
+        assert log.tiered_end_offset == 12  # the first landed, nothing after it
+        retired = log.delete_old_segments(
+            is_tiered=lambda s: s.next_offset <= log.tiered_end_offset
+        )
+        assert retired == 1 and log.local_log_start_offset == 12
+        clock.advance(CONFIG.retry_backoff_ms)
+        rlm.run_once()  # still down: retried, failed again, nothing changes
+        assert log.tiered_end_offset == 12 and len(observer.uploaded) == 1
+    finally:
+        minio.start()
+    assert tier_offsets(store) == [(0, 12)]  # no half or duplicate segment visible
+    clock.advance(CONFIG.retry_backoff_max_ms)
+    rlm.run_once()
+    assert tier_offsets(store) == [(0, 12), (12, 24), (24, 36)]  # caught up
+    assert tier_bytes(store) == whole[: len(tier_bytes(store))]
+    clock.advance(CONFIG.abandon_upload_ms + CONFIG.sweep_interval_ms)
+    rlm.run_once()  # the stranded attempt's leftovers are swept
+    assert stored_keys(store) == manifest_keys(store)
+    assert {s.state for s in load_manifest(store, TP).segments} == {SegmentState.FINISHED}
+    store.close()
