@@ -172,9 +172,16 @@ def test_a_quiet_partition_is_rolled_and_tiered_within_the_roll_interval(
 
 
 def test_producer_snapshots_the_uploader_needs_are_kept(log: Log) -> None:
-    produce(log, 40)  # ten rolls without a tier: every roll-time snapshot must stay
+    for batch in range(40):  # ten rolls, each below the recovery point, nothing tiered
+        produce(log, 1, start=batch)
+        log.flush()
+    snapshots = log.producer_state.snapshot_offsets
+    assert snapshots == list(range(12, 120, 12))  # one per roll, none pruned
+    log.tiered_end_offset = 60  # the uploader has what lies below 60
+    produce(log, 4, start=40)
     log.flush()
-    assert len(log.producer_state.snapshot_offsets) >= 9
+    kept = log.producer_state.snapshot_offsets
+    assert kept == [60, 72, 84, 96, 108, 120]  # below 60 pruned as usual (newest two kept)
 
 
 class Crash(BaseException):
