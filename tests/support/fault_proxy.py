@@ -7,7 +7,10 @@ a method and a path fragment:
 - ``slow_down(n)``: answer 503 with S3's ``SlowDown`` XML error, as S3 throttles;
 - ``drop(n)``: close the connection without an answer, as a broken network does;
 - ``corrupt(n)``: flip one byte of the request body on its way, as a bad NIC does
-  (the server's integrity check must refuse it).
+  (the server's integrity check must refuse it);
+- ``lose_answer(n)``: forward the request, then close the connection instead of
+  answering, as a timeout after the server acted does (the client cannot tell
+  whether its request took effect).
 
 ``injected`` counts the faults served per kind, so a test can tell that what it
 asked for actually happened; ``max_in_flight`` is the most requests it ever held at
@@ -27,7 +30,7 @@ from typing import Literal
 
 __all__ = ["FaultKind", "FaultProxy"]
 
-FaultKind = Literal["slow_down", "drop", "corrupt"]
+FaultKind = Literal["slow_down", "drop", "corrupt", "lose_answer"]
 
 _SLOW_DOWN_BODY = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -84,6 +87,11 @@ class FaultProxy:
 
     def corrupt(self, n: int, method: str | None = None, path_contains: str | None = None) -> None:
         self._add("corrupt", n, method, path_contains)
+
+    def lose_answer(
+        self, n: int, method: str | None = None, path_contains: str | None = None
+    ) -> None:
+        self._add("lose_answer", n, method, path_contains)
 
     def _add(self, kind: FaultKind, n: int, method: str | None, path_contains: str | None) -> None:
         with self._lock:
@@ -171,6 +179,10 @@ def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 status, reason, headers, answer = self._forward(body)
             except OSError:  # the upstream is down: the client sees a dead endpoint
                 self.close_connection = True
+                return
+            if fault == "lose_answer":
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
                 return
             self.send_response(status, reason)
             for name, value in headers:

@@ -338,3 +338,31 @@ def test_wrong_keys_are_refused_without_retrying(
         store.put("segment", b"x")
     assert not isinstance(refused.value, ObjectStoreUnavailableError)
     assert recorder.errors("PutObject") == ["SignatureDoesNotMatch"]
+
+
+def test_an_if_absent_put_whose_answer_was_lost_is_recognised_as_ours(
+    stores: StoreFactory, fault_proxy: FaultProxy
+) -> None:
+    recorder = Recorder()
+    store = stores(recorder, endpoint_url=fault_proxy.url)
+    fault_proxy.lose_answer(1, method="PUT")
+    store.put("manifest-7", b"our manifest", if_absent=True)  # the retry meets our object
+    assert fault_proxy.injected["lose_answer"] == 1
+    assert recorder.errors("PutObject") == ["ConnectionClosedError", "PreconditionFailed"]
+    with pytest.raises(ObjectExistsError):  # someone else's content is still refused
+        store.put("manifest-7", b"their manifest", if_absent=True)
+
+
+def test_a_multipart_upload_whose_completion_answer_was_lost_is_complete(
+    stores: StoreFactory, fault_proxy: FaultProxy, tmp_path: Path
+) -> None:
+    recorder = Recorder()
+    store = stores(recorder, endpoint_url=fault_proxy.url)
+    source = random_file(tmp_path / "segment.log", 11 * MIB)
+    fault_proxy.lose_answer(1, method="POST", path_contains="uploadId=")
+    store.put("segment", source)
+    # The retry finds the upload completed (NoSuchUpload, then the ETag is checked) or,
+    # on servers that remember completions, succeeds again: either way, one object.
+    assert recorder.count("CompleteMultipartUpload") == 2
+    assert recorder.errors("CompleteMultipartUpload") == ["ConnectionClosedError"]
+    assert store.get("segment") == source.read_bytes()
