@@ -75,7 +75,9 @@ def test_demo_through_main(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert "-> offset 1000 (expected 1000)" in out
     assert out.count("clean-shutdown marker .kafka_cleanshutdown: present") == 2
     assert "recovery scanned 0 bytes: the clean shutdown was recognised" in out
-    assert "local-directory tier\n   arrives with the tiered-storage issue" in out
+    assert "only the active segment is local" in out
+    assert re.search(r"fetched offsets 0\.\.\d+ back \(no longer on local disk", out)
+    assert "demo-tiered-0 offsets [0, 3000)" in out
     assert err == ""
     for pid, _address in _PIDS.findall(out):
         _assert_gone(int(pid))
@@ -93,7 +95,7 @@ def test_demo_again_on_the_same_dir_appends_and_keeps_running(tmp_path: Path) ->
         assert second.restarted_log_end_offset == 2 * DEMO_RECORDS
         assert "demo already exists from an earlier run" in out
         assert f"consume --server {sidecar.address} demo --from-beginning" in out
-        assert "11. Stop it again" not in out
+        assert "12. Stop it again" not in out
 
         with Consumer({"bootstrap.servers": sidecar.address}) as consumer:
             partition = TopicPartition("demo", 0)

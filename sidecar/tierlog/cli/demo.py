@@ -7,12 +7,11 @@ produced in every codec, the segment files the sidecar wrote, ``dump-log`` with 
 verification on a rolled one, the records consumed back, offsets looked up by
 timestamp, a few metrics scraped from the sidecar, then SIGTERM, the clean-shutdown
 marker, a restart that must find the same log end, and a last stop (or, with
-``--keep-running``, the sidecar left serving).  Every claim it prints is computed from
-what the sidecar, its files or its metrics said, and checked; a failed check makes the
-demo exit non-zero.  Whatever happens, it stops the processes it started.
-
-The embedded default also names a local-directory tier; tiered storage is not in this
-build, and the demo says so rather than pretending.
+``--keep-running``, the sidecar left serving).  Between, a tiered topic is offloaded to
+the embedded local-directory tier, deleted locally and fetched back (``demo_tier``).
+Every claim it prints is computed from what the sidecar, its files or its metrics said,
+and checked; a failed check makes the demo exit non-zero.  Whatever happens, it stops
+the processes it started.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ from pathlib import Path
 from types import FrameType
 
 from tierlog.api.errors import TopicAlreadyExistsError
+from tierlog.cli.demo_tier import SIDECAR_CONFIGS, offload_and_read_back, show_tier_after_restart
 from tierlog.cli.dump_log import DumpOptions, DumpReport, dump_files
 from tierlog.cli.local_sidecar import LocalSidecar, SidecarFailed, metric_value
 from tierlog.client import AdminClient, Consumer, ConsumerRecord, Producer, TopicPartition
@@ -103,8 +103,7 @@ def run_demo(data_dir: Path, say: Say = print, *, keep_running: bool = False) ->
     started = time.monotonic()
     say("tierlog demo: a tierlog-sidecar on the embedded default, driven over gRPC")
     say(f"   data dir {data_dir}")
-    say("   tiered storage: not in this build. The embedded default's local-directory tier")
-    say("   arrives with the tiered-storage issue; until then segments stay on local disk only.")
+    say(f"   tier: the embedded local-directory store in {data_dir / 'tier'}")
     say("")
 
     sidecar = _start(data_dir, "1. Start the sidecar", say)
@@ -112,19 +111,22 @@ def run_demo(data_dir: Path, say: Say = print, *, keep_running: bool = False) ->
         say("")
         first_offset, produced, segments = _drive(sidecar, say)
         end_offset = first_offset + produced
-        _stop_cleanly(sidecar, "9. Stop it with SIGTERM", say)
+        offload_and_read_back(sidecar, 9, say, _check)
+        _stop_cleanly(sidecar, "10. Stop it with SIGTERM", say)
     finally:
         sidecar.stop()  # at once after a failure; a stopped sidecar stays stopped
 
-    sidecar = _start(data_dir, "10. Start it again on the same data dir", say)
+    sidecar = _start(data_dir, "11. Start it again on the same data dir", say)
     kept = False
     try:
         restarted_end = _show_restart(sidecar, end_offset, say)
+        show_tier_after_restart(sidecar, say, _check)
+        say("")
         if keep_running:
             _show_how_to_use(sidecar, say)
             kept = True
         else:
-            _stop_cleanly(sidecar, "11. Stop it again", say)
+            _stop_cleanly(sidecar, "12. Stop it again", say)
     finally:
         if not kept:
             sidecar.stop()
@@ -143,7 +145,7 @@ def run_demo(data_dir: Path, say: Say = print, *, keep_running: bool = False) ->
 def _start(data_dir: Path, title: str, say: Say) -> LocalSidecar:
     say(title)
     started = time.monotonic()
-    sidecar = LocalSidecar.start(data_dir)
+    sidecar = LocalSidecar.start(data_dir, configs=SIDECAR_CONFIGS)
     try:
         say(f"   $ tierlog-sidecar {' '.join(sidecar.command[1:])}")
         say(
@@ -399,13 +401,12 @@ def _show_restart(sidecar: LocalSidecar, end_offset: int, say: Say) -> int:
     same = "the same as" if restarted_end == end_offset else "DIFFERENT FROM"
     say(f"   {TOPIC}-0 log end offset {restarted_end}, {same} before the restart ({end_offset})")
     _check(restarted_end == end_offset, "the log end moved across the restart")
-    say("")
     return restarted_end
 
 
 def _show_how_to_use(sidecar: LocalSidecar, say: Say) -> None:
     tierlog = shutil.which("tierlog", path=str(Path(sys.executable).parent)) or "tierlog"
-    say(f"11. Left running (--keep-running): pid {sidecar.pid}, gRPC on {sidecar.address}")
+    say(f"12. Left running (--keep-running): pid {sidecar.pid}, gRPC on {sidecar.address}")
     say(f"   $ {tierlog} consume --server {sidecar.address} {TOPIC} --from-beginning --print-key")
     say(f"   $ {tierlog} topics describe {TOPIC} --server {sidecar.address}")
     say(f"   $ curl -s http://{sidecar.metrics_address}/metrics | grep tierlog_log_end_offset")

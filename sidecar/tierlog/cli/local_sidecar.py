@@ -25,6 +25,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,8 +88,11 @@ class LocalSidecar:
             return log_file.read().decode(errors="replace")
 
     @classmethod
-    def start(cls, data_dir: Path, timeout_s: float = 20.0) -> LocalSidecar:
-        """Start one on ``data_dir`` and wait until it is ready (stopped again if not)."""
+    def start(
+        cls, data_dir: Path, timeout_s: float = 20.0, configs: Sequence[str] = ()
+    ) -> LocalSidecar:
+        """Start one on ``data_dir`` and wait until it is ready (stopped again if not);
+        ``configs`` are broker settings as ``KEY=VALUE``."""
         data_dir.mkdir(parents=True, exist_ok=True)
         command = (
             sidecar_script(),
@@ -98,6 +102,7 @@ class LocalSidecar:
             "127.0.0.1:0",
             "--metrics-listen",
             "127.0.0.1:0",
+            *(argument for pair in configs for argument in ("--config", pair)),
         )
         env = {key: value for key, value in os.environ.items() if key != TOKEN_ENV}
         log_path = data_dir / LOG_NAME
