@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
-## demo: the main job: a sidecar on a fresh temp dir, driven through the client (no tier yet)
+## demo: the main job: a sidecar on a fresh temp dir, driven through the client, a topic offloaded to its tier and read back
 demo: $(STAMP)
 	$(BIN)/tierlog demo
 
