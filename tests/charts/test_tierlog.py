@@ -147,6 +147,8 @@ def test_rbac_grants_what_the_operator_uses_and_nothing_more(tmp_path: Path) -> 
     for path in CRD_FILES:
         crd = yaml.safe_load(path.read_text())
         group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
+        if group == "kopf.dev":  # kopf's peering, granted above
+            continue
         expected[(group, plural)] = {"get", "list", "watch", "patch", "update"}
         expected[(group, f"{plural}/status")] = {"get", "patch", "update"}
         expected[(group, f"{plural}/finalizers")] = {"get", "patch", "update"}
