@@ -20,6 +20,7 @@ PROMETHEUS_FROM_VARIABLE = {"type": "prometheus", "uid": "${datasource}"}
 EXPECTED = {
     "tierlog-cluster-overview",
     "tierlog-broker-partition",
+    "tierlog-tiering-s3",
 }
 
 

@@ -1,7 +1,9 @@
 """A real Prometheus scrapes a real sidecar; every dashboard query and alert returns series.
 
-The sidecar gets traffic through the client first (a topic with two partitions,
-produced, consumed, a call that fails) so its per-topic and per-error series exist.
+The sidecar gets traffic through the client first (a tiered topic with two
+partitions: produced, uploaded to the sidecar's default local-directory tier, consumed,
+records deleted, and a call that fails) so its per-topic, per-error and tier series
+exist.
 Prometheus gives the target the labels a ServiceMonitor would (``namespace``, ``pod``),
 and Grafana's variables are replaced by those values (``$__rate_interval`` by ``1m``).
 
@@ -29,7 +31,7 @@ from tests.deploy.monitoring import (
     substitute,
 )
 from tests.support.prometheus import PrometheusServer, ScrapeTarget, start_prometheus
-from tests.support.scrape import METRICS, metrics_address
+from tests.support.scrape import METRICS, metrics_address, scrape
 from tests.support.sidecars import start_sidecar
 from tierlog.client import Consumer, Producer, TopicPartition
 from tierlog.client.admin import AdminClient
@@ -42,17 +44,28 @@ TOPIC = "orders"
 VALUES = {**BROKER, "topic": TOPIC}  # what Grafana's variables select
 
 
+PARTITIONS = [TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)]
+# Small segments that go to the tier as soon as they close.
+TIERED = {"segment.bytes": "4096", "remote.storage.enable": "true"}
+SIDECAR_CONFIGS = (
+    METRICS,
+    "log.flush.interval.messages=1",  # fsyncs to time
+    "remote.log.manager.task.interval.ms=100",
+)
+
+
 def _traffic(address: str) -> None:
     with AdminClient(address) as admin:
-        admin.create_topic(TOPIC, 2, {"segment.bytes": "4096"})
+        admin.create_topic(TOPIC, len(PARTITIONS), TIERED)
         with pytest.raises(TierlogError):  # TOPIC_ALREADY_EXISTS: an error series
-            admin.create_topic(TOPIC, 2, {})
-    with Producer({"bootstrap.servers": address, "linger.ms": 5}) as producer:
-        for i in range(400):
-            producer.send(TOPIC, b"order %d" % i, key=b"%d" % (i % 17))
+            admin.create_topic(TOPIC, len(PARTITIONS), {})
+    # Batches under segment.bytes (a bigger one would be refused as too large).
+    with Producer({"bootstrap.servers": address, "linger.ms": 5, "batch.size": 2048}) as producer:
+        sent = [producer.send(TOPIC, b"order %-100d" % i, key=b"%d" % (i % 17)) for i in range(400)]
         producer.flush()
+        assert all(future.result(timeout=10) for future in sent)
     with Consumer({"bootstrap.servers": address}) as consumer:
-        consumer.assign([TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)])
+        consumer.assign(PARTITIONS)
         consumer.seek_to_beginning()
         read, deadline = 0, time.monotonic() + 20
         while read < 400 and time.monotonic() < deadline:
@@ -60,13 +73,29 @@ def _traffic(address: str) -> None:
         assert read == 400
 
 
+def _wait_for_uploads_then_delete_records(address: str, metrics: str) -> None:
+    """Once segments are in the tier, DeleteRecords past them: the tier deletes too."""
+    deadline = time.monotonic() + 60
+    while scrape(metrics).value("tierlog_remote_uploaded_segments_total", topic=TOPIC) < 2:
+        assert time.monotonic() < deadline, "no segment reached the tier"
+        time.sleep(0.2)
+    with AdminClient(address) as admin:
+        for tp in PARTITIONS:
+            admin.delete_records(tp, 50)
+    while scrape(metrics).value("tierlog_remote_deleted_segments_total", topic=TOPIC) < 1:
+        assert time.monotonic() < deadline, "DeleteRecords deleted nothing in the tier"
+        time.sleep(0.2)
+
+
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
     work = tmp_path_factory.mktemp("observability")
-    sidecar = start_sidecar(work / "broker", METRICS, "log.flush.interval.messages=1")
+    sidecar = start_sidecar(work / "broker", *SIDECAR_CONFIGS)
     try:
         _traffic(sidecar.address)
-        targets = [ScrapeTarget("tierlog-brokers", metrics_address(sidecar.output), BROKER)]
+        metrics = metrics_address(sidecar.output)
+        _wait_for_uploads_then_delete_records(sidecar.address, metrics)
+        targets = [ScrapeTarget("tierlog-brokers", metrics, BROKER)]
         with start_prometheus(work / "prometheus", targets, [RULES]) as server:
             server.wait_for_samples()
             _traffic_again(sidecar.address)  # so rates over the scrapes are not all zero
@@ -77,10 +106,10 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusS
 
 
 def _traffic_again(address: str) -> None:
-    with Producer({"bootstrap.servers": address}) as producer:
-        for i in range(100):
-            producer.send(TOPIC, b"more %d" % i, key=b"%d" % i)
+    with Producer({"bootstrap.servers": address, "batch.size": 2048}) as producer:
+        sent = [producer.send(TOPIC, b"more %d" % i, key=b"%d" % i) for i in range(100)]
         producer.flush()
+        assert all(future.result(timeout=10) for future in sent)
 
 
 def _queries() -> list[Query]:

@@ -17,6 +17,8 @@ EXPECTED = {
     "TierlogLogDirFilling",
     "TierlogLogDirAlmostFull",
     "TierlogFsyncSlow",
+    "TierlogUploadLagGrowing",
+    "TierlogUploadStuck",
 }
 
 
