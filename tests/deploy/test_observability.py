@@ -165,4 +165,10 @@ def test_the_loaded_rules_evaluate_without_errors(prometheus: PrometheusServer) 
         time.sleep(0.5)
     assert {rule["name"] for rule in rules} == {alert.name for alert in alerts()}
     assert [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"] == []
-    assert [rule["name"] for rule in rules if rule["state"] != "inactive"] == []  # healthy
+    # A healthy broker fires nothing; the log-dir alerts watch this machine's real disk,
+    # which may well be under 20 % free, so their state is theirs to decide.
+    machine_disk = {"TierlogLogDirFilling", "TierlogLogDirAlmostFull"}
+    firing = [
+        r["name"] for r in rules if r["state"] != "inactive" and r["name"] not in machine_disk
+    ]
+    assert firing == []
