@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,6 +17,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from tests.storage.conftest import T0, config, read_all_records
+from tests.support.minio import MinioServer
+from tierlog.pipeline.options import parse_s3_options
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
@@ -26,11 +29,15 @@ from tierlog.storage.records import (
     build_batch,
     build_legacy_message_set,
 )
+from tierlog.storage.tier.s3_store import S3Options
+from tierlog.storage.tier.store import ObjectStore
+from tierlog.storage.tier.url import open_store
 
 __all__ = [
     "CODECS",
     "SMALL_SEGMENTS",
     "Row",
+    "S3Tier",
     "expected_rows",
     "produce",
     "records_for",
@@ -136,6 +143,33 @@ def rows_of_table(table: pa.Table) -> list[Row]:
             strict=True,
         )
     )
+
+
+@dataclass(frozen=True)
+class S3Tier:
+    """An ``s3://`` tier in the session's MinIO, and the data source options to reach it."""
+
+    url: str
+    s3: S3Options
+    options: dict[str, str]
+
+    def open(self) -> ObjectStore:
+        return open_store(self.url, self.s3)
+
+
+@pytest.fixture
+def s3_tier(minio: MinioServer, s3_bucket: str, tmp_path: Path) -> S3Tier:
+    secret = tmp_path / "s3-secret"
+    secret.mkdir()
+    (secret / "access_key_id").write_text(minio.access_key_id)
+    (secret / "secret_access_key").write_text(minio.secret_access_key)
+    options = {
+        "s3.endpoint.url": minio.endpoint_url,
+        "s3.region": minio.region,
+        "s3.path.style.access.enabled": "true",
+        "s3.credentials.path": str(secret),
+    }
+    return S3Tier(f"s3://{s3_bucket}/cluster/tier", parse_s3_options(options), options)
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ from pyspark.sql import functions as sf
 from tests.pipeline.conftest import (
     SMALL_SEGMENTS,
     Row,
+    S3Tier,
     expected_rows,
     produce,
     records_for,
@@ -99,18 +100,24 @@ def test_offsets_json_through_spark(spark: SparkSession, tmp_path: Path) -> None
     assert frame.agg(sf.min("offset"), sf.max("offset"), sf.count("*")).first() == (10, 19, 10)
 
 
-def test_tier_plus_local_tail_through_spark(spark: SparkSession, tmp_path: Path) -> None:
+def test_an_s3_tier_plus_the_local_tail_through_spark(
+    spark: SparkSession, tmp_path: Path, s3_tier: S3Tier
+) -> None:
     log = Log.open(tmp_path / "logs" / TP0.dir_name, SMALL_SEGMENTS)
     produce(log, records_for(400))
-    store = LocalDirectoryStore(tmp_path / "tier")
-    tier_closed_segments(store, TP0, log)
+    store = s3_tier.open()
+    try:
+        tier_closed_segments(store, TP0, log)
+    finally:
+        store.close()
     expected = expected_rows(TP0, read_all_records(log))
     log.close()
 
     frame = (
         spark.read.format("tierlog")
         .option("subscribe", TOPIC)
-        .load([store.url, str(tmp_path / "logs")])
+        .options(**s3_tier.options)
+        .load([s3_tier.url, str(tmp_path / "logs")])
     )
 
     assert rows_of(frame) == expected

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tests.pipeline.conftest import (
     SMALL_SEGMENTS,
+    S3Tier,
     expected_rows,
     produce,
     records_for,
@@ -89,3 +90,27 @@ def test_a_segment_tiered_twice_is_read_once(tmp_path: Path) -> None:
     table = read_table({"path": f"{first.url},{second.url}", "subscribe": "orders"})
 
     assert rows_of_table(table) == expected_rows(TP, tiered)
+
+
+def test_an_s3_tier_in_minio_plus_the_local_tail(tmp_path: Path, s3_tier: S3Tier) -> None:
+    log_dir = tmp_path / "logs"
+    log = Log.open(log_dir / TP.dir_name, SMALL_SEGMENTS)
+    produce(log, records_for(600))
+    store = s3_tier.open()
+    try:
+        tier_closed_segments(store, TP, log)
+    finally:
+        store.close()
+    everything = read_all_records(log)
+    half = len(log.segments) // 2
+    gone = log.segments[:half]
+    log.close()
+    for segment in gone:
+        for suffix in (".log", ".index", ".timeindex"):
+            Path(segment.log.path).with_suffix(suffix).unlink()
+
+    table = read_table(
+        {"path": f"{s3_tier.url},{log_dir}", "subscribe": "orders"} | s3_tier.options
+    )
+
+    assert rows_of_table(table) == expected_rows(TP, everything)

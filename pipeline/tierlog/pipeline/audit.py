@@ -32,6 +32,7 @@ from tierlog.storage.index import (
 from tierlog.storage.records import LOG_OVERHEAD, crc_is_valid, parse_header
 from tierlog.storage.tier.manifest import RemoteSegment, SegmentPart
 from tierlog.storage.tier.manifest_store import read_part
+from tierlog.storage.tier.s3_store import S3Options
 
 __all__ = ["SegmentAudit", "audit_segment", "continuity_problems"]
 
@@ -53,9 +54,11 @@ class SegmentAudit:
         return not self.problems
 
 
-def audit_segment(store_url: str, tp: TopicPartition, segment: RemoteSegment) -> SegmentAudit:
+def audit_segment(
+    store_url: str, tp: TopicPartition, segment: RemoteSegment, s3: S3Options | None = None
+) -> SegmentAudit:
     """Fetch one segment's parts and check them (see the module docstring)."""
-    store = open_store(store_url)
+    store = open_store(store_url, s3)
     try:
         log = read_part(store, segment, SegmentPart.LOG)
         offset_index = read_part(store, segment, SegmentPart.OFFSET_INDEX)

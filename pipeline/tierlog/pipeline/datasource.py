@@ -80,13 +80,13 @@ class TierlogStreamReader(DataSourceStreamReader):
         self.options = options
 
     def initialOffset(self) -> dict[str, Any]:  # noqa: N802
-        histories = discover(self.options.paths, self.options.subscription)
+        histories = discover(self.options.paths, self.options.subscription, s3=self.options.s3)
         return offsets_to_json(initial_offsets(histories, self.options))
 
     def latestOffset(  # noqa: N802
         self, start: dict[str, Any] | None = None, limit: object = None
     ) -> dict[str, Any]:
-        histories = discover(self.options.paths, self.options.subscription)
+        histories = discover(self.options.paths, self.options.subscription, s3=self.options.s3)
         return offsets_to_json({history.tp: history.latest for history in histories})
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:

@@ -5,7 +5,8 @@ the two by changing the format: one of ``subscribe`` / ``subscribePattern`` /
 ``assign``; ``startingOffsets`` / ``endingOffsets`` as ``earliest``, ``latest`` or JSON
 per partition with -2 (earliest) and -1 (latest); ``startingTimestamp`` /
 ``endingTimestamp`` (milliseconds, for every partition, taking precedence over the
-offsets); ``minPartitions``; ``failOnDataLoss``; ``includeHeaders``. Partitions a JSON
+offsets); ``minPartitions``; ``failOnDataLoss``; ``includeHeaders``. ``s3.*`` options
+say how to reach ``s3://`` tiers (the sidecar's ``tierlog.tier.s3.*`` names). Partitions a JSON
 does not name take the default (earliest to start, latest to end). Spark treats option
 names case-insensitively, and so does this.
 """
@@ -14,13 +15,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from tierlog.pipeline.errors import InvalidOptionError
 from tierlog.storage.checkpoints import TopicPartition
-from tierlog.storage.errors import InvalidTopicError
+from tierlog.storage.errors import InvalidConfigError, InvalidTopicError
 from tierlog.storage.names import validate_topic_name
+from tierlog.storage.tier.s3_store import S3Options
 
 __all__ = [
     "EARLIEST",
@@ -79,6 +83,7 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     max_records_per_batch: int = 65536
+    s3: S3Options = field(default_factory=S3Options)
 
 
 def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
@@ -112,7 +117,39 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
         include_headers=_boolean(options, "includeheaders", "includeHeaders", default=False),
         max_records_per_batch=_positive_int(options, "maxrecordsperbatch", "maxRecordsPerBatch")
         or 65536,
+        s3=parse_s3_options(options),
     )
+
+
+# Option -> (S3Options field, how to read the value): the sidecar's ``tierlog.tier.s3.*``
+# keys without their prefix, for the ``s3://`` paths of a query.
+_S3_OPTIONS: dict[str, tuple[str, Callable[[str], object]]] = {
+    "s3.endpoint.url": ("endpoint_url", str),
+    "s3.region": ("region", str),
+    "s3.path.style.access.enabled": (
+        "path_style",
+        lambda v: _true_or_false(v, "s3.path.style.access.enabled"),
+    ),
+    "s3.credentials.path": ("credentials_path", Path),
+    "s3.connect.timeout.ms": ("connect_timeout_s", lambda v: int(v) / 1000),
+    "s3.read.timeout.ms": ("read_timeout_s", lambda v: int(v) / 1000),
+    "s3.max.attempts": ("max_attempts", int),
+}
+
+
+def parse_s3_options(options: Mapping[str, str]) -> S3Options:
+    """How to reach the ``s3://`` tiers of a query (option names in lower case)."""
+    fields: dict[str, Any] = {}
+    for key, (name, read) in _S3_OPTIONS.items():
+        if options.get(key, "").strip():
+            try:
+                fields[name] = read(options[key].strip())
+            except ValueError as error:
+                raise InvalidOptionError(f"{key}: {error}") from None
+    try:
+        return S3Options(**fields)
+    except InvalidConfigError as error:
+        raise InvalidOptionError(str(error)) from None
 
 
 def _paths(options: Mapping[str, str]) -> tuple[str, ...]:
@@ -231,7 +268,10 @@ def _positive_int(options: Mapping[str, str], key: str, name: str) -> int | None
 def _boolean(options: Mapping[str, str], key: str, name: str, *, default: bool) -> bool:
     if key not in options:
         return default
-    value = options[key].strip().lower()
-    if value not in ("true", "false"):
-        raise InvalidOptionError(f"{name} must be true or false, not {options[key]!r}")
-    return value == "true"
+    return _true_or_false(options[key], name)
+
+
+def _true_or_false(value: str, name: str) -> bool:
+    if value.strip().lower() not in ("true", "false"):
+        raise InvalidOptionError(f"{name} must be true or false, not {value!r}")
+    return value.strip().lower() == "true"

@@ -23,6 +23,7 @@ from tierlog.storage.index import OffsetIndex, SegmentIndex, TimeIndex
 
 if TYPE_CHECKING:
     from tierlog.storage.tier.manifest import RemoteSegment
+    from tierlog.storage.tier.s3_store import S3Options
 
 __all__ = [
     "IndexColumns",
@@ -49,12 +50,14 @@ class IndexColumns:
 @dataclass(frozen=True)
 class SegmentRef:
     """Where a segment lives: a local ``.log`` path, or an object in a tier
-    (``store_url``), with the manifest entry that says where its parts are."""
+    (``store_url``, reached with ``s3`` for an ``s3://`` tier), with the manifest entry
+    that says where its parts are."""
 
     base_offset: int
     path: str
     store_url: str | None = None
     tier_segment: RemoteSegment | None = None
+    s3: S3Options | None = None
 
     @property
     def is_remote(self) -> bool:
@@ -128,7 +131,7 @@ class LocalSegment:
 def open_segment(ref: SegmentRef) -> SegmentReader:
     """A reader for ``ref``: local files here, a tier's objects through its store."""
     if ref.is_remote:
-        from tierlog.pipeline.tiered import open_remote_segment
+        from tierlog.pipeline.tiered import open_remote_segment  # tiered imports this module
 
         return open_remote_segment(ref)
     return LocalSegment(ref)

@@ -26,7 +26,9 @@ from tierlog.pipeline.planner import (
     split_for_parallelism,
 )
 from tierlog.pipeline.segments import open_segment
+from tierlog.pipeline.tiered import list_tier
 from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.tier.s3_store import S3Options
 
 __all__ = [
     "discover",
@@ -39,12 +41,12 @@ __all__ = [
 NO_BOUNDS = RowBounds()
 
 
-def list_place(path: str, topics: Iterable[str] | None) -> list[PartitionSegments]:
+def list_place(
+    path: str, topics: Iterable[str] | None, s3: S3Options | None = None
+) -> list[PartitionSegments]:
     """The partitions one path holds: a log dir, or a tier named by its URL."""
     if "://" in path:
-        from tierlog.pipeline.tiered import list_tier
-
-        return list_tier(path, topics)
+        return list_tier(path, topics, s3)
     directory = Path(path)
     if not directory.is_dir():
         raise InvalidOptionError(f"path {path} is not a log dir (nor a file:// or s3:// tier)")
@@ -52,7 +54,11 @@ def list_place(path: str, topics: Iterable[str] | None) -> list[PartitionSegment
 
 
 def discover(
-    paths: Iterable[str], subscription: Subscription, bounds: RowBounds = NO_BOUNDS
+    paths: Iterable[str],
+    subscription: Subscription,
+    bounds: RowBounds = NO_BOUNDS,
+    *,
+    s3: S3Options | None = None,
 ) -> list[PartitionHistory]:
     """Each subscribed partition's merged history over every path, in partition order."""
     topics = None if subscription.pattern is not None else _named_topics(subscription)
@@ -60,7 +66,7 @@ def discover(
         topics = topics & bounds.topics
     places: dict[TopicPartition, list[PartitionSegments]] = defaultdict(list)
     for path in paths:
-        for partition in list_place(path, topics):
+        for partition in list_place(path, topics, s3):
             if subscription.wants(partition.tp) and bounds.admits(partition.tp):
                 places[partition.tp].append(partition)
     return [merge_history(tp, places[tp]) for tp in sorted(places)]
@@ -75,7 +81,7 @@ def _named_topics(subscription: Subscription) -> frozenset[str]:
 def plan_batch(options: SourceOptions, bounds: RowBounds = NO_BOUNDS) -> list[InputSplit]:
     """The splits of a batch query."""
     splits: list[InputSplit] = []
-    for history in discover(options.paths, options.subscription, bounds):
+    for history in discover(options.paths, options.subscription, bounds, s3=options.s3):
         selected = resolve_range(
             history,
             options.starting,
@@ -110,7 +116,7 @@ def plan_stream_range(
     """The splits of one micro-batch: each partition from ``start`` (its earliest when
     new to the query) up to ``end``."""
     splits: list[InputSplit] = []
-    for history in discover(options.paths, options.subscription):
+    for history in discover(options.paths, options.subscription, s3=options.s3):
         if history.tp not in end:
             continue
         first = start.get(history.tp, history.earliest)

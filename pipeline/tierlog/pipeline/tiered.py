@@ -1,4 +1,5 @@
-"""Tiers as a place to read from: ``file://`` (the local-directory store) and ``s3://``.
+"""Tiers as a place to read from: ``file://`` (the local-directory store) and ``s3://``
+(the S3 store), opened by the tier's own ``open_store`` with the query's S3 options.
 
 Everything about the tier's format comes from the tier's own modules: the partitions
 are found from segment keys (``layout.parse_segment_key``), a partition's readable
@@ -12,19 +13,18 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from urllib.parse import urlparse
 
-from tierlog.pipeline.errors import InvalidOptionError
 from tierlog.pipeline.listing import PartitionSegments, SegmentInfo
 from tierlog.pipeline.segments import IndexColumns, SegmentRef, live_prefix
 from tierlog.storage.file_records import FileBatch
 from tierlog.storage.index import OffsetIndex, SegmentIndex, TimeIndex
 from tierlog.storage.records import LOG_OVERHEAD, parse_header
 from tierlog.storage.tier.layout import parse_segment_key
-from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest import RemoteSegment, SegmentPart
 from tierlog.storage.tier.manifest_store import load_view, read_part
+from tierlog.storage.tier.s3_store import S3Options
 from tierlog.storage.tier.store import ObjectStore
+from tierlog.storage.tier.url import open_store as open_tier_store
 
 __all__ = [
     "RemoteSegmentReader",
@@ -37,18 +37,17 @@ __all__ = [
 READ_CHUNK_BYTES = 8 * 1024 * 1024
 
 
-def open_store(url: str) -> ObjectStore:
-    """The object store a tier URL names."""
-    parsed = urlparse(url)
-    if parsed.scheme == "file":
-        return LocalDirectoryStore(Path(parsed.path))
-    raise InvalidOptionError(f"{url}: tiers are file:// or s3:// URLs")
+def open_store(url: str, s3: S3Options | None = None) -> ObjectStore:
+    """The object store a tier URL names (``InvalidStoreUrlError`` for a bad one)."""
+    return open_tier_store(url, s3)
 
 
-def list_tier(url: str, topics: Iterable[str] | None) -> list[PartitionSegments]:
+def list_tier(
+    url: str, topics: Iterable[str] | None, s3: S3Options | None = None
+) -> list[PartitionSegments]:
     """Every partition with readable segments in the tier at ``url``."""
     wanted = None if topics is None else set(topics)
-    store = open_store(url)
+    store = open_store(url, s3)
     try:
         found = {parsed.tp for info in store.list("") if (parsed := parse_segment_key(info.key))}
         partitions = []
@@ -58,7 +57,7 @@ def list_tier(url: str, topics: Iterable[str] | None) -> list[PartitionSegments]
             view = load_view(store, tp)
             segments = tuple(
                 SegmentInfo(
-                    SegmentRef(segment.base_offset, segment.key, url, segment),
+                    SegmentRef(segment.base_offset, segment.key, url, segment, s3),
                     segment.end_offset,
                     segment.log_size_bytes,
                 )
@@ -148,4 +147,4 @@ def index_file_columns(
 
 def open_remote_segment(ref: SegmentRef) -> RemoteSegmentReader:
     assert ref.store_url is not None
-    return RemoteSegmentReader(ref, open_store(ref.store_url))
+    return RemoteSegmentReader(ref, open_store(ref.store_url, ref.s3))

@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 from tierlog.cli.progress import Track, no_progress
 from tierlog.pipeline.audit import SegmentAudit, audit_segment, continuity_problems
 from tierlog.pipeline.tiered import list_tier
+from tierlog.storage.tier.s3_store import S3Options
 
 __all__ = ["AuditReport", "run_audit"]
 
@@ -51,8 +52,14 @@ class AuditReport:
         )
 
 
-def run_audit(spark: SparkSession, tier_url: str, *, track: Track = no_progress) -> AuditReport:
-    partitions = list_tier(tier_url, None)
+def run_audit(
+    spark: SparkSession,
+    tier_url: str,
+    *,
+    s3: S3Options | None = None,
+    track: Track = no_progress,
+) -> AuditReport:
+    partitions = list_tier(tier_url, None, s3)
     segments = {p.tp: [s.ref.tier_segment for s in p.segments] for p in partitions}
     jobs = [
         (tier_url, tp, segment)
@@ -69,7 +76,7 @@ def run_audit(spark: SparkSession, tier_url: str, *, track: Track = no_progress)
         slices = min(len(jobs), max(spark.sparkContext.defaultParallelism * 4, 1))
         checked: Iterator[SegmentAudit] = (
             spark.sparkContext.parallelize(jobs, slices)
-            .map(lambda job: audit_segment(job[0], job[1], job[2]))
+            .map(lambda job: audit_segment(job[0], job[1], job[2], s3))
             .toLocalIterator()
         )
         with track("audit: segments", len(jobs), "segment") as advance:

@@ -12,12 +12,12 @@ commits. Dates are those of the record timestamps in the session time zone (the
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrameReader, SparkSession
 from pyspark.sql import functions as sf
 
 from tierlog.cli.progress import Track, no_progress
@@ -30,7 +30,7 @@ from tierlog.pipeline.jobs.commit_log import (
     staging_dir,
     write_commit,
 )
-from tierlog.pipeline.options import Subscription
+from tierlog.pipeline.options import Subscription, parse_s3_options
 from tierlog.pipeline.source import discover
 from tierlog.storage.checkpoints import fsync_directory
 
@@ -54,11 +54,14 @@ def run_export(
     output: Path,
     *,
     fail_on_data_loss: bool = True,
+    source_options: Mapping[str, str] | None = None,
     report: Report = print,
     track: Track = no_progress,
     before_commit: Callable[[], None] = lambda: None,
 ) -> ExportResult:
-    """One incremental export run; ``before_commit`` is the tests' crash point."""
+    """One incremental export run. ``source_options`` go to the data source as they are
+    (``s3.*`` for ``s3://`` tiers); ``before_commit`` is the tests' crash point."""
+    source_options = dict(source_options or {})
     output.mkdir(parents=True, exist_ok=True)
     removed = recover(output)
     if removed:
@@ -66,7 +69,8 @@ def run_export(
     previous = last_commit(output)
     run = (previous.run if previous else 0) + 1
     start = dict(previous.next_offsets) if previous else {}
-    histories = discover(paths, Subscription(topics=frozenset({topic})))
+    s3 = parse_s3_options({key.lower(): value for key, value in source_options.items()})
+    histories = discover(paths, Subscription(topics=frozenset({topic})), s3=s3)
     end = {history.tp.partition: history.latest for history in histories}
     pending = {p: end[p] - start.get(p, 0) for p in end if end[p] > start.get(p, 0)}
     if not pending:
@@ -78,7 +82,9 @@ def run_export(
             f"{start.get(partition, 'earliest')}..{end[partition]}"
         )
     staging = staging_dir(output, run)
-    _write_staging(spark, paths, topic, start, end, staging, fail_on_data_loss)
+    reader = spark.read.format(FORMAT).options(**source_options)
+    reader = reader.option("failOnDataLoss", str(fail_on_data_loss).lower())
+    _write_staging(reader, paths, topic, start, end, staging)
     files = _move_into_place(staging, output, run, track)
     records = sum(pq.read_metadata(output / name).num_rows for name in files)
     before_commit()
@@ -88,22 +94,19 @@ def run_export(
 
 
 def _write_staging(
-    spark: SparkSession,
+    reader: DataFrameReader,
     paths: Sequence[str],
     topic: str,
     start: dict[int, int],
     end: dict[int, int],
     staging: Path,
-    fail_on_data_loss: bool,
 ) -> None:
     starting = {topic: {str(p): start.get(p, -2) for p in end}}
     ending = {topic: {str(p): o for p, o in end.items()}}
     frame = (
-        spark.read.format(FORMAT)
-        .option("subscribe", topic)
+        reader.option("subscribe", topic)
         .option("startingOffsets", json.dumps(starting))
         .option("endingOffsets", json.dumps(ending))
-        .option("failOnDataLoss", str(fail_on_data_loss).lower())
         .load(list(paths))
         .withColumn("date", sf.date_format(sf.col("timestamp"), "yyyy-MM-dd"))
     )

@@ -14,6 +14,7 @@ from tierlog.cli.progress import choose_tracker
 from tierlog.pipeline.datasource import register
 from tierlog.pipeline.jobs.audit_job import run_audit
 from tierlog.pipeline.jobs.export import run_export
+from tierlog.pipeline.options import parse_s3_options
 from tierlog.storage.errors import TierlogError
 
 __all__ = ["main"]
@@ -23,6 +24,13 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tierlog-spark", description=__doc__)
     parser.add_argument("--master", help="Spark master when not run by spark-submit")
     parser.add_argument("--progress", action="store_true", help="always draw progress bars")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a data source option, e.g. s3.endpoint.url=http://minio:9000 (repeatable)",
+    )
     jobs = parser.add_subparsers(dest="job", required=True)
     export = jobs.add_parser("export", help="a topic to Parquet, incrementally")
     export.add_argument(
@@ -58,7 +66,11 @@ def _session(master: str | None, job: str) -> SparkSession:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    options = dict(item.partition("=")[::2] for item in args.option)
+    if any(not key for key in options):
+        parser.error("--option takes KEY=VALUE")
     track = choose_tracker(args.progress)
     spark = _session(args.master, args.job)
     try:
@@ -69,10 +81,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.topic,
                 args.output,
                 fail_on_data_loss=not args.allow_data_loss,
+                source_options=options,
                 track=track,
             )
             return 0
-        report = run_audit(spark, args.tier, track=track)
+        s3 = parse_s3_options({key.lower(): value for key, value in options.items()})
+        report = run_audit(spark, args.tier, s3=s3, track=track)
         text = report.to_json()
         if args.report:
             args.report.write_text(text)
