@@ -10,8 +10,8 @@ half-installed tool that looks finished. A second run with unchanged inputs is a
 no-op. Any failure exits non-zero with the reason and the failing command's output.
 
 A tool that needs more than a few lines gets its own module beside this one (``helm.py``,
-``prometheus.py``, ``minio.py``) built from the shared parts in ``toolkit.py``, and one
-entry in ``TOOLS``.
+``prometheus.py``, ``minio.py``, ``control_plane.py``) built from the shared parts in
+``toolkit.py``, and one entry in ``TOOLS``.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from tests.tools.control_plane import ETCD, KUBERNETES  # noqa: E402
 from tests.tools.helm import HELM  # noqa: E402
 from tests.tools.minio import MINIO  # noqa: E402
 from tests.tools.monitoring_crds import MONITORING_CRDS  # noqa: E402
@@ -155,7 +156,16 @@ def buf_bin(home: Path | None = None) -> Path:
     return (home or BUF.home) / "node_modules" / ".bin" / "buf"
 
 
-TOOLS: tuple[Tool, ...] = (KAFKA, BUF, HELM, PROMETHEUS, MONITORING_CRDS, MINIO)
+TOOLS: tuple[Tool, ...] = (
+    KAFKA,
+    BUF,
+    HELM,
+    PROMETHEUS,
+    MONITORING_CRDS,
+    MINIO,
+    ETCD,
+    KUBERNETES,
+)
 
 
 # --- driver ---------------------------------------------------------------------------------
