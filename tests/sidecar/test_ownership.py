@@ -1,12 +1,20 @@
-"""The static partition assignment: every broker computes the same owner."""
+"""Partition ownership: every broker computes the same owner, or follows the operator's plan."""
 
 from __future__ import annotations
 
+import json
+import time
+from pathlib import Path
+
 import pytest
 
+from tests.support.sidecars import Sidecars, free_port
 from tierlog.api.errors import NotLeaderOrFollowerError
-from tierlog.sidecar.ownership import Broker, Ownership
+from tierlog.api.v1 import admin_service_pb2, common_pb2, log_service_pb2
+from tierlog.sidecar.ownership import Broker, Ownership, read_assignment_file
 from tierlog.storage.checkpoints import TopicPartition
+
+from .conftest import Sidecar
 
 BROKERS = (Broker(0, "b0:9092"), Broker(1, "b1:9092"), Broker(2, "b2:9092"))
 
@@ -43,3 +51,89 @@ def test_the_others_are_told_who_owns_it() -> None:
 def test_a_broker_missing_from_the_list_is_refused() -> None:
     with pytest.raises(ValueError, match="not in the cluster"):
         Ownership(9, BROKERS)
+
+
+def test_the_operators_placement_wins_and_the_rest_hash() -> None:
+    placed = Ownership(0, BROKERS, {"orders": (2, 2, 0)})
+    hashed = Ownership(0, BROKERS)
+    assert [placed.owner(TopicPartition("orders", p)).node_id for p in range(3)] == [2, 2, 0]
+    beyond = TopicPartition("orders", 3)  # grown since the plan was written
+    assert placed.owner(beyond) == hashed.owner(beyond)
+    other = TopicPartition("events", 1)
+    assert placed.owner(other) == hashed.owner(other)
+
+
+def test_a_placement_on_an_unlisted_broker_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown brokers"):
+        Ownership(0, BROKERS, {"orders": (0, 7)})
+
+
+def test_the_assignment_file(tmp_path: Path) -> None:
+    path = tmp_path / "assignment.json"
+    path.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "brokers": {"1": "b1:9092", "0": "b0:9092"},
+                "topics": {"orders": [1, 0]},
+            }
+        )
+    )
+    ownership = read_assignment_file(path, 1)
+    assert ownership.brokers == (Broker(0, "b0:9092"), Broker(1, "b1:9092"))
+    assert ownership.owns(TopicPartition("orders", 0))
+    assert not ownership.owns(TopicPartition("orders", 1))
+    path.write_text(json.dumps({"version": 2, "brokers": {}, "topics": {}}))
+    with pytest.raises(ValueError, match="version"):
+        read_assignment_file(path, 1)
+
+
+def _write_plan(path: Path, brokers: dict[int, str], topics: dict[str, list[int]]) -> None:
+    document = {"version": 1, "brokers": {str(k): v for k, v in brokers.items()}, "topics": topics}
+    path.with_suffix(".tmp").write_text(json.dumps(document))
+    path.with_suffix(".tmp").replace(path)  # as the kubelet swaps a ConfigMap's files
+
+
+def _owners(sidecar: Sidecar, topic: str) -> list[int]:
+    metadata = sidecar.admin.Metadata(admin_service_pb2.MetadataRequest(topics=[topic]))
+    return [partition.leader_id for partition in metadata.topics[0].partitions]
+
+
+@pytest.mark.slow
+def test_running_brokers_follow_a_changed_assignment_file(tmp_path: Path) -> None:
+    ports = [free_port(), free_port()]
+    brokers = {node: f"127.0.0.1:{port}" for node, port in enumerate(ports)}
+    plan = tmp_path / "assignment.json"
+    _write_plan(plan, brokers, {"orders": [0, 0]})
+    started = Sidecars()
+    try:
+        sidecars = [
+            started.add(
+                Sidecar(
+                    tmp_path / f"b{node}",
+                    (f"node.id={node}", f"tierlog.cluster.assignment.file={plan}"),
+                    port,
+                ).start()
+            )
+            for node, port in enumerate(ports)
+        ]
+        for sidecar in sidecars:
+            sidecar.create_topic("orders", partitions=2)
+        assert _owners(sidecars[1], "orders") == [0, 0]
+        _write_plan(plan, brokers, {"orders": [0, 1]})
+        deadline = time.monotonic() + 20
+        while _owners(sidecars[1], "orders") != [0, 1]:
+            assert time.monotonic() < deadline, "the new plan was not picked up"
+            time.sleep(0.2)
+        # the new owner made the partition's log, and serves it
+        assert (tmp_path / "b1" / "orders-1").is_dir()
+        produced = sidecars[1].log.Produce(
+            log_service_pb2.ProduceRequest(
+                topic="orders",
+                partition=1,
+                records=log_service_pb2.RecordList(records=[common_pb2.Record(value=b"moved")]),
+            )
+        )
+        assert produced.base_offset == 0
+    finally:
+        started.kill_all()

@@ -73,6 +73,7 @@ _PROCESS_KEYS = {
     "listeners",
     "advertised.listeners",
     "tierlog.cluster.brokers",
+    "tierlog.cluster.assignment.file",
     "tierlog.shutdown.grace.ms",
     "tierlog.metrics.listeners",
     "cluster.id",
@@ -96,6 +97,9 @@ class SidecarConfig:
     listen: str = DEFAULT_LISTEN
     advertised_listener: str | None = None
     cluster_brokers: tuple[tuple[int, str], ...] = ()
+    # The operator's partition plan (``tierlog.cluster.assignment.file``), re-read while
+    # running; when set, it lists the brokers instead of ``tierlog.cluster.brokers``.
+    assignment_file: Path | None = None
     shutdown_grace_ms: int = 30_000  # in-flight requests get this long after SIGTERM
     # HTTP for /metrics, /healthz and /readyz (``tierlog.metrics.listeners``,
     # ``--metrics-listen``); None: not served.
@@ -193,6 +197,7 @@ class SidecarConfig:
             listen=listen,
             advertised_listener=advertised or None,
             cluster_brokers=_parse_brokers(props.get("tierlog.cluster.brokers", "")),
+            assignment_file=_optional_path(props.get("tierlog.cluster.assignment.file")),
             shutdown_grace_ms=grace_ms,
             metrics_listen=metrics_listen or None,
             tls=TlsConfig.from_properties(props),
@@ -223,6 +228,10 @@ def _parse_brokers(value: str) -> tuple[tuple[int, str], ...]:
             raise InvalidConfigError(f"tierlog.cluster.brokers lists broker {node} twice")
         brokers[int(node)] = parse_host_port(address, "tierlog.cluster.brokers")
     return tuple(sorted(brokers.items()))
+
+
+def _optional_path(value: str | None) -> Path | None:
+    return Path(value.strip()).absolute() if value and value.strip() else None
 
 
 def _resolve_aliases(props: Mapping[str, str]) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""Which broker owns which partition: a static assignment from the broker config.
+"""Which broker owns which partition: a plan from the operator, or a hash of the broker list.
 
 Every broker of a cluster is listed in ``tierlog.cluster.brokers`` as
 ``id@host:port,...`` (by default only this broker, which then owns everything).
@@ -7,17 +7,27 @@ Partition ``p`` of topic ``t`` belongs to the broker at position
 answer with no coordination, and a topic's partitions spread from a per-topic start,
 as Kafka's replica assignment does. A broker asked about a partition it does not own
 answers NOT_LEADER_OR_FOLLOWER with the owner's id and address.
+
+In Kubernetes the operator decides instead (``tierlog.cluster.assignment.file``, a JSON
+file in the cluster's ConfigMap, re-read while running): the brokers' addresses and
+the owner of each partition it placed. Partitions it does not list fall back to the
+hash, which is also where the operator places new partitions, so the two agree.
 """
 
 from __future__ import annotations
 
+import json
 import zlib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from tierlog.api.errors import NotLeaderOrFollowerError
 from tierlog.storage.checkpoints import TopicPartition
 
-__all__ = ["Broker", "Ownership"]
+__all__ = ["ASSIGNMENT_VERSION", "Broker", "Ownership", "read_assignment_file"]
+
+ASSIGNMENT_VERSION = 1
 
 
 @dataclass(frozen=True, order=True)
@@ -30,16 +40,26 @@ class Broker:
 class Ownership:
     node_id: int
     brokers: tuple[Broker, ...]  # sorted by node id, this broker among them
+    # topic -> owner id of each partition, as the operator placed them; the rest hash
+    placed: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not any(broker.node_id == self.node_id for broker in self.brokers):
             raise ValueError(f"broker {self.node_id} is not in the cluster's broker list")
+        known = {broker.node_id for broker in self.brokers}
+        for topic, owners in self.placed.items():
+            strangers = set(owners) - known
+            if strangers:
+                raise ValueError(f"{topic} is placed on unknown brokers {sorted(strangers)}")
 
     @property
     def me(self) -> Broker:
         return next(broker for broker in self.brokers if broker.node_id == self.node_id)
 
     def owner(self, tp: TopicPartition) -> Broker:
+        owners = self.placed.get(tp.topic, ())
+        if tp.partition < len(owners):
+            return next(broker for broker in self.brokers if broker.node_id == owners[tp.partition])
         start = zlib.crc32(tp.topic.encode())
         return self.brokers[(start + tp.partition) % len(self.brokers)]
 
@@ -55,3 +75,22 @@ class Ownership:
                 leader_id=owner.node_id,
                 leader_address=owner.address,
             )
+
+
+def read_assignment_file(path: Path, node_id: int) -> Ownership:
+    """This broker's view of the operator's plan (``{"version", "brokers", "topics"}``).
+
+    Raises ValueError (or OSError) for a file that is missing, unreadable or names a
+    broker it does not list; a caller re-reading a changed file keeps its old view then.
+    """
+    document = json.loads(path.read_text())
+    if document.get("version") != ASSIGNMENT_VERSION:
+        raise ValueError(f"{path}: unknown assignment version {document.get('version')!r}")
+    brokers = tuple(
+        sorted(Broker(int(node), str(address)) for node, address in document["brokers"].items())
+    )
+    placed = {
+        str(topic): tuple(int(owner) for owner in owners)
+        for topic, owners in document["topics"].items()
+    }
+    return Ownership(node_id, brokers, placed)

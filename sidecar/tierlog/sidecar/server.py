@@ -33,7 +33,7 @@ from tierlog.sidecar.admin import AdminService
 from tierlog.sidecar.config import SidecarConfig
 from tierlog.sidecar.limits import LimitsInterceptor
 from tierlog.sidecar.metrics import MetricsInterceptor, SidecarMetrics
-from tierlog.sidecar.ownership import Broker, Ownership
+from tierlog.sidecar.ownership import Broker, Ownership, read_assignment_file
 from tierlog.sidecar.partitions import Partitions
 from tierlog.sidecar.security import BearerTokenInterceptor
 from tierlog.sidecar.service import Limits, LogService
@@ -55,6 +55,9 @@ __all__ = ["HEADROOM_BYTES", "SidecarServer", "message_limit_bytes"]
 log = logging.getLogger(__name__)
 
 HEADROOM_BYTES = 64 * 1024
+# How often a changed assignment file is noticed (a ConfigMap update reaches the pod's
+# volume within a minute or so; this adds little to that).
+ASSIGNMENT_RELOAD_S = 2.0
 _SERVICES = (
     log_service_pb2.DESCRIPTOR.services_by_name["LogService"].full_name,
     admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
@@ -109,6 +112,7 @@ class SidecarServer:
         self.remote_reader: RemoteLogReader | None = None  # once started
         self._log_service: LogService | None = None
         self._checkpoints: asyncio.Task[None] | None = None
+        self._reloads: asyncio.Task[None] | None = None
 
     async def start(self, progress: RecoveryProgress | None = None) -> None:
         self.metrics.recovery.started()
@@ -144,6 +148,8 @@ class SidecarServer:
         for service in ("", *_SERVICES):
             await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
         self._checkpoints = asyncio.create_task(self._write_checkpoints())
+        if self.config.assignment_file is not None:
+            self._reloads = asyncio.create_task(self._reload_assignment(partitions))
 
     def _remote_reader(self) -> RemoteLogReader:
         """The tier's reader over its chunk cache (blocking: the cache scans its directory)."""
@@ -167,6 +173,11 @@ class SidecarServer:
 
     def _ownership(self, host: str, port: int) -> Ownership:
         node_id = self.config.node_id
+        if self.config.assignment_file is not None:
+            try:
+                return read_assignment_file(self.config.assignment_file, node_id)
+            except (OSError, ValueError, KeyError, TypeError) as error:
+                raise InvalidConfigError(f"tierlog.cluster.assignment.file: {error}") from None
         listed = tuple(Broker(node, address) for node, address in self.config.cluster_brokers)
         if listed:
             try:
@@ -179,6 +190,24 @@ class SidecarServer:
             advertised = f"{socket.getfqdn() if wildcard else host}:{port}"
         return Ownership(node_id, (Broker(node_id, advertised),))
 
+    async def _reload_assignment(self, partitions: Partitions) -> None:
+        """Follow the operator's plan: take in a changed file, create newly owned logs."""
+        path = self.config.assignment_file
+        assert path is not None
+        while True:
+            await asyncio.sleep(ASSIGNMENT_RELOAD_S)
+            try:
+                ownership = await asyncio.to_thread(read_assignment_file, path, self.config.node_id)
+            except (OSError, ValueError, KeyError, TypeError) as error:
+                log.warning("keeping the partition assignment: %s is unusable: %s", path, error)
+                continue
+            if ownership == partitions.ownership:
+                continue
+            partitions.ownership = ownership
+            log.info("partition assignment changed: %s", path)
+            for topic in self.topics.topics():
+                await asyncio.to_thread(partitions.ensure_logs, topic)
+
     async def _write_checkpoints(self) -> None:
         interval_s = self.config.checkpoint_interval_ms / 1000
         while True:
@@ -189,8 +218,9 @@ class SidecarServer:
         """Graceful shutdown; the log manager's clean shutdown comes last."""
         await self.health.enter_graceful_shutdown()
         self.watch.close()
-        if self._checkpoints is not None:
-            self._checkpoints.cancel()
+        for task in (self._checkpoints, self._reloads):
+            if task is not None:
+                task.cancel()
         await self.server.stop(self.config.shutdown_grace_ms / 1000)
         if self._log_service is not None:
             await self._log_service.drain()
