@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint types unit tools bench stubs
+.PHONY: demo test lint types unit tools bench stubs crds
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,3 +38,7 @@ bench: $(STAMP)
 ## stubs: regenerate the committed gRPC stubs (sidecar/tierlog/api/v1) from proto/
 stubs: $(STAMP)
 	$(BIN)/python -m tierlog.api.generate
+
+## crds: rewrite the CRD YAML (charts/tierlog/files/crds, deploy/base/crds) from tierlog.operator.crds
+crds: $(STAMP)
+	$(BIN)/python -m tierlog.operator.crds

@@ -1,0 +1,202 @@
+"""The CRDs: files in sync with their source, accepted and enforced by a real API server."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.operator.conftest import CRD_DIR, EXAMPLES_DIR, REPO
+from tests.support.kube import ControlPlane
+from tierlog.operator import crds
+from tierlog.storage.config import LogConfig
+
+
+def test_committed_crd_files_match_their_source() -> None:
+    rendered = crds.render_crds()
+    for directory in crds.CRD_DIRS:
+        committed = {path.name: path.read_text() for path in (REPO / directory).glob("*.yaml")}
+        committed.pop("kustomization.yaml", None)
+        assert committed == rendered, f"{directory} drifted: run `make crds`"
+
+
+def test_kustomization_lists_every_crd() -> None:
+    kustomization = yaml.safe_load((CRD_DIR / "kustomization.yaml").read_text())
+    assert sorted(kustomization["resources"]) == sorted(crds.render_crds())
+
+
+def test_every_topic_config_is_a_typed_property() -> None:
+    properties = crds.topic_config_schema("")["properties"]
+    assert set(properties) == set(LogConfig.keys())
+    assert properties["retention.ms"]["type"] == "integer"
+    assert properties["retention.ms"]["minimum"] == -1
+    assert properties["min.cleanable.dirty.ratio"]["type"] == "number"
+    assert properties["preallocate"]["type"] == "boolean"
+    assert properties["cleanup.policy"]["enum"] == [
+        "delete",
+        "compact",
+        "compact,delete",
+        "delete,compact",
+    ]
+
+
+def test_log_defaults_use_broker_names_and_leave_flushing_to_fsync() -> None:
+    properties = crds.log_defaults_schema()["properties"]
+    assert "log.retention.ms" in properties
+    assert "retention.ms" not in properties
+    assert "log.flush.interval.ms" not in properties
+    assert "log.flush.interval.messages" not in properties
+
+
+def test_schemas_are_structural_every_node_has_a_type() -> None:
+    def walk(node: dict[str, Any], where: str) -> None:
+        assert "type" in node or node.get("x-kubernetes-int-or-string"), where
+        for name, child in node.get("properties", {}).items():
+            walk(child, f"{where}.{name}")
+        if isinstance(node.get("items"), dict):
+            walk(node["items"], f"{where}[]")
+        if isinstance(node.get("additionalProperties"), dict):
+            walk(node["additionalProperties"], f"{where}{{}}")
+
+    for crd in (crds.cluster_crd(), crds.topic_crd()):
+        walk(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"], crd["spec"]["names"]["kind"])
+
+
+# --- against the real API server ------------------------------------------------------------
+
+
+def _apply(plane: ControlPlane, namespace: str, document: dict[str, Any]) -> Any:
+    return plane.kubectl(
+        "apply", "-n", namespace, "-f", "-", input=json.dumps(document), check=False
+    )
+
+
+def _cluster(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "tierlog.io/v1alpha1",
+        "kind": "TierlogCluster",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def _topic(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "tierlog.io/v1alpha1",
+        "kind": "TierlogTopic",
+        "metadata": {"name": name},
+        "spec": {"cluster": "demo", **spec},
+    }
+
+
+@pytest.mark.slow
+def test_the_examples_are_accepted(crds: ControlPlane) -> None:
+    namespace = crds.create_namespace("examples")
+    for example in sorted(EXAMPLES_DIR.glob("*.yaml")):
+        crds.kubectl("apply", "-n", namespace, "-f", str(example))
+    events = crds.get_json("tierlogcluster", "events", "-n", namespace)
+    assert events["spec"]["logDefaults"]["log.retention.ms"] == 604800000
+    assert (
+        events["spec"]["tier"]["s3"]["credentialsSecret"]["accessKeyIdKey"] == "AWS_ACCESS_KEY_ID"
+    )
+    topic = crds.get_json("tierlogtopic", "orders", "-n", namespace)
+    assert topic["spec"]["config"]["remote.storage.enable"] is True
+
+
+@pytest.mark.slow
+def test_the_server_fills_in_defaults(crds: ControlPlane) -> None:
+    namespace = crds.create_namespace("defaults")
+    assert _apply(crds, namespace, _cluster("bare")).returncode == 0
+    spec = crds.get_json("tierlogcluster", "bare", "-n", namespace)["spec"]
+    assert spec["brokers"] == 3
+    assert spec["image"] == crds.DEFAULT_IMAGE
+    assert spec["fsync"] == {"policy": "interval", "intervalMs": 1000}
+    assert spec["storage"] == {"size": "10Gi"}
+    assert spec["deletionPolicy"] == "Retain"
+    assert spec["metrics"]["serviceMonitor"]["enabled"] is False
+    assert spec["networkPolicy"]["enabled"] is False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("spec", "complaint"),
+    [
+        ({"brokers": 0}, "spec.brokers"),
+        ({"brokers": 65}, "spec.brokers"),
+        ({"brokers": "three"}, "spec.brokers"),
+        ({"replicas": 3}, 'unknown field "spec.replicas"'),
+        ({"logDefaults": {"log.retention.ms": "forever"}}, "log.retention.ms"),
+        ({"logDefaults": {"retention.ms": 1000}}, 'unknown field "spec.logDefaults.retention.ms"'),
+        ({"logDefaults": {"log.flush.interval.ms": 5}}, "log.flush.interval.ms"),
+        ({"logDefaults": {"compression.type": "brotli"}}, "compression.type"),
+        ({"fsync": {"policy": "sometimes"}}, "spec.fsync.policy"),
+        ({"tier": {"url": "ftp://bucket"}}, "spec.tier.url"),
+        ({"tier": {"s3": {}}}, "spec.tier.url"),
+        ({"deletionPolicy": "Shred"}, "spec.deletionPolicy"),
+        ({"storage": {"size": "ten gigs"}}, "spec.storage.size"),
+    ],
+)
+def test_invalid_clusters_are_rejected(
+    crds: ControlPlane, spec: dict[str, Any], complaint: str
+) -> None:
+    namespace = crds.create_namespace("invalid")
+    done = _apply(crds, namespace, _cluster("bad", **spec))
+    assert done.returncode != 0, f"accepted: {spec}"
+    assert complaint in done.stderr, done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("spec", "complaint"),
+    [
+        ({"partitions": 0}, "spec.partitions"),
+        ({"config": {"retention.ms": "a week"}}, "spec.config.retention.ms"),
+        ({"config": {"retention.msx": 5}}, 'unknown field "spec.config.retention.msx"'),
+        ({"config": {"min.cleanable.dirty.ratio": "half"}}, "min.cleanable.dirty.ratio"),
+        ({"topicName": "a/b"}, "spec.topicName"),
+        ({"topicName": ".."}, "not . or .."),
+    ],
+)
+def test_invalid_topics_are_rejected(
+    crds: ControlPlane, spec: dict[str, Any], complaint: str
+) -> None:
+    namespace = crds.create_namespace("invalid")
+    done = _apply(crds, namespace, _topic("bad", **spec))
+    assert done.returncode != 0, f"accepted: {spec}"
+    assert complaint in done.stderr, done.stderr
+
+
+@pytest.mark.slow
+def test_a_topic_cannot_lose_partitions_or_move(crds: ControlPlane) -> None:
+    namespace = crds.create_namespace("topics")
+    assert _apply(crds, namespace, _topic("t", partitions=4)).returncode == 0
+    grown = _apply(crds, namespace, _topic("t", partitions=6))
+    assert grown.returncode == 0, grown.stderr
+    shrunk = _apply(crds, namespace, _topic("t", partitions=2))
+    assert "partitions can only grow" in shrunk.stderr
+    moved = _apply(
+        crds,
+        namespace,
+        {**_topic("t", partitions=6), "spec": {"cluster": "other", "partitions": 6}},
+    )
+    assert "cannot change once set" in moved.stderr
+
+
+@pytest.mark.slow
+def test_the_scale_subresource_sets_brokers(crds: ControlPlane) -> None:
+    namespace = crds.create_namespace("scale")
+    assert _apply(crds, namespace, _cluster("scaled", brokers=3)).returncode == 0
+    crds.kubectl("scale", "-n", namespace, "tierlogcluster/scaled", "--replicas=5")
+    assert crds.get_json("tierlogcluster", "scaled", "-n", namespace)["spec"]["brokers"] == 5
+
+
+@pytest.mark.slow
+def test_printer_columns_show_brokers(crds: ControlPlane) -> None:
+    namespace = crds.create_namespace("columns")
+    assert _apply(crds, namespace, _cluster("shown", brokers=2)).returncode == 0
+    table = crds.kubectl("get", "-n", namespace, "tierlogclusters").stdout
+    header, row = table.splitlines()[:2]
+    assert header.split()[:3] == ["NAME", "BROKERS", "READY"]
+    assert row.split()[:2] == ["shown", "2"]
