@@ -1,0 +1,98 @@
+"""What every rendered object of a cluster shares: names, labels, ports, the owner.
+
+Each renderer is a pure function from a ``ClusterSpec`` (and what else it needs) to
+one manifest as a plain dict, ready for server-side apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tierlog.operator.crds import CLUSTER_KIND, GROUP, VERSION
+from tierlog.operator.spec import ClusterSpec
+
+__all__ = [
+    "CONFIG_HASH_ANNOTATION",
+    "GRPC_PORT",
+    "METRICS_PORT",
+    "Manifest",
+    "Owner",
+    "broker_address",
+    "broker_host",
+    "config_map_name",
+    "headless_service_name",
+    "labels",
+    "metadata",
+    "selector_labels",
+]
+
+Manifest = dict[str, Any]
+
+GRPC_PORT = 9092
+METRICS_PORT = 9404
+# On the pod template: the hash of the configuration the pod was started with.
+CONFIG_HASH_ANNOTATION = "tierlog.io/config-hash"
+
+
+class Owner:
+    """The custom resource, as an owner reference (its uid comes from the server)."""
+
+    def __init__(self, name: str, uid: str):
+        self.name, self.uid = name, uid
+
+    def reference(self) -> dict[str, Any]:
+        return {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": CLUSTER_KIND,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+
+def selector_labels(cluster: ClusterSpec) -> dict[str, str]:
+    """The labels that select the cluster's broker pods (never change: selectors are fixed)."""
+    return {
+        "app.kubernetes.io/name": "tierlog",
+        "app.kubernetes.io/instance": cluster.name,
+        "app.kubernetes.io/component": "broker",
+    }
+
+
+def labels(cluster: ClusterSpec) -> dict[str, str]:
+    return {
+        **selector_labels(cluster),
+        "app.kubernetes.io/part-of": "tierlog",
+        "app.kubernetes.io/managed-by": "tierlog-operator",
+    }
+
+
+def metadata(
+    cluster: ClusterSpec, name: str, owner: Owner, extra_labels: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": cluster.namespace,
+        "labels": {**labels(cluster), **(extra_labels or {})},
+        "ownerReferences": [owner.reference()],
+    }
+
+
+def headless_service_name(cluster: ClusterSpec) -> str:
+    return f"{cluster.name}-brokers"
+
+
+def config_map_name(cluster: ClusterSpec) -> str:
+    return f"{cluster.name}-config"
+
+
+def broker_host(cluster: ClusterSpec, broker_id: int) -> str:
+    """The broker's stable DNS name (the headless Service's per-pod record)."""
+    service = headless_service_name(cluster)
+    return f"{cluster.name}-{broker_id}.{service}.{cluster.namespace}.svc"
+
+
+def broker_address(cluster: ClusterSpec, broker_id: int) -> str:
+    return f"{broker_host(cluster, broker_id)}:{GRPC_PORT}"

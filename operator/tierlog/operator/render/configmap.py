@@ -1,0 +1,75 @@
+"""The cluster's ConfigMap: the sidecar's broker config and the partition assignment.
+
+``server.properties`` is what every broker starts with (Kafka's broker names); a change
+to it is a configuration change, rolled out one broker at a time, and its hash marks
+which pods run which version. ``assignment.json`` (brokers' addresses and each
+partition's owner) is re-read by running sidecars, so scaling never restarts a broker.
+Per-pod settings (``node.id``, ``advertised.listeners``) come from the pod itself (see
+``statefulset.py``).
+"""
+
+from __future__ import annotations
+
+from tierlog.operator.assignment import Assignment
+from tierlog.operator.render.common import (
+    GRPC_PORT,
+    METRICS_PORT,
+    Manifest,
+    Owner,
+    config_map_name,
+    metadata,
+)
+from tierlog.operator.spec import ClusterSpec, kafka_value
+
+__all__ = [
+    "ASSIGNMENT_FILE",
+    "CONFIG_DIR",
+    "DATA_DIR",
+    "PROPERTIES_FILE",
+    "SHUTDOWN_GRACE_MS",
+    "config_map",
+    "properties_text",
+    "sidecar_properties",
+]
+
+CONFIG_DIR = "/etc/tierlog"
+PROPERTIES_FILE = "server.properties"
+ASSIGNMENT_FILE = "assignment.json"
+DATA_DIR = "/var/lib/tierlog/data"  # below the volume's root, away from lost+found
+SHUTDOWN_GRACE_MS = 30_000  # calls in flight get this long after SIGTERM
+
+
+def sidecar_properties(cluster: ClusterSpec) -> dict[str, str]:
+    """The broker config every broker of the cluster shares, under Kafka's names."""
+    props = {
+        "log.dirs": DATA_DIR,
+        "listeners": f"0.0.0.0:{GRPC_PORT}",
+        "tierlog.metrics.listeners": f"0.0.0.0:{METRICS_PORT}",
+        "cluster.id": f"{cluster.namespace}.{cluster.name}",
+        "tierlog.shutdown.grace.ms": str(SHUTDOWN_GRACE_MS),
+        "tierlog.cluster.assignment.file": f"{CONFIG_DIR}/{ASSIGNMENT_FILE}",
+    }
+    props.update({key: kafka_value(value) for key, value in cluster.log_defaults.items()})
+    if cluster.fsync.policy == "perBatch":
+        props["log.flush.interval.messages"] = "1"
+    elif cluster.fsync.policy == "interval":
+        props["log.flush.interval.ms"] = str(cluster.fsync.interval_ms)
+    return props
+
+
+def properties_text(props: dict[str, str]) -> str:
+    lines = ["# Written by the tierlog operator from the TierlogCluster; do not edit."]
+    lines += [f"{key}={value}" for key, value in sorted(props.items())]
+    return "\n".join(lines) + "\n"
+
+
+def config_map(cluster: ClusterSpec, owner: Owner, assignment: Assignment) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata(cluster, config_map_name(cluster), owner),
+        "data": {
+            PROPERTIES_FILE: properties_text(sidecar_properties(cluster)),
+            ASSIGNMENT_FILE: assignment.to_json(),
+        },
+    }

@@ -1,0 +1,56 @@
+"""Disruption and network policy: at most one broker down at a time, and who may connect.
+
+The PodDisruptionBudget stops voluntary evictions (node drains) from taking a second
+broker while one is away; the operator's own rolling restarts keep to the same rule.
+The NetworkPolicy, when asked for, admits the gRPC port from the listed client pods
+and from the brokers themselves, and the metrics port from anywhere in the cluster
+(Prometheus lives in its own namespace, under names we cannot know).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tierlog.operator.render.common import (
+    GRPC_PORT,
+    METRICS_PORT,
+    Manifest,
+    Owner,
+    metadata,
+    selector_labels,
+)
+from tierlog.operator.spec import ClusterSpec
+
+__all__ = ["network_policy", "pod_disruption_budget"]
+
+
+def pod_disruption_budget(cluster: ClusterSpec, owner: Owner) -> Manifest:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": metadata(cluster, cluster.name, owner),
+        "spec": {
+            "maxUnavailable": 1,
+            "selector": {"matchLabels": selector_labels(cluster)},
+        },
+    }
+
+
+def network_policy(cluster: ClusterSpec, owner: Owner) -> Manifest:
+    peers: list[dict[str, Any]] = [{"podSelector": {"matchLabels": selector_labels(cluster)}}]
+    for selector in cluster.allowed_clients:
+        # a selector of pods in any namespace: both selectors in one peer entry
+        peers.append({"podSelector": dict(selector), "namespaceSelector": {}})
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata(cluster, cluster.name, owner),
+        "spec": {
+            "podSelector": {"matchLabels": selector_labels(cluster)},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"from": peers, "ports": [{"port": GRPC_PORT, "protocol": "TCP"}]},
+                {"ports": [{"port": METRICS_PORT, "protocol": "TCP"}]},
+            ],
+        },
+    }

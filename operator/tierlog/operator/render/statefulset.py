@@ -1,0 +1,210 @@
+"""The brokers' StatefulSet: one ``tierlog-sidecar`` container per pod over its own volume.
+
+``updateStrategy: OnDelete``: the StatefulSet controller never restarts a broker on its
+own; the operator deletes one pod at a time once its sidecar says it is safe (see
+``rolling.py``). The pod template carries the hash of everything a broker restarts
+for (the shared config and the template itself), so a pod started from an older
+version is recognised by its annotation.
+
+Per-pod values come from the pod, not from the operator: the broker id is the
+StatefulSet ordinal (the ``apps.kubernetes.io/pod-index`` label, through the downward
+API) and the advertised address is the pod's stable name under the headless Service;
+Kubernetes expands ``$(VAR)`` in the arguments, so no shell is needed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from tierlog.operator.render.common import (
+    CONFIG_HASH_ANNOTATION,
+    GRPC_PORT,
+    METRICS_PORT,
+    Manifest,
+    Owner,
+    config_map_name,
+    headless_service_name,
+    labels,
+    metadata,
+    selector_labels,
+)
+from tierlog.operator.render.configmap import (
+    CONFIG_DIR,
+    PROPERTIES_FILE,
+    SHUTDOWN_GRACE_MS,
+    properties_text,
+    sidecar_properties,
+)
+from tierlog.operator.spec import ClusterSpec
+
+__all__ = [
+    "CONTAINER_NAME",
+    "RUN_AS_USER",
+    "TERMINATION_GRACE_S",
+    "desired_config_hash",
+    "pod_template",
+    "stateful_set",
+]
+
+CONTAINER_NAME = "tierlog"
+RUN_AS_USER = 10001  # the image's non-root user
+DATA_MOUNT = "/var/lib/tierlog"
+# SIGTERM gives calls in flight SHUTDOWN_GRACE_MS, then the logs flush and write their
+# checkpoints; the rest of the budget is for that clean shutdown of a large broker.
+TERMINATION_GRACE_S = SHUTDOWN_GRACE_MS // 1000 + 90
+
+
+def _container(cluster: ClusterSpec) -> dict[str, Any]:
+    advertised = f"$(POD_NAME).{headless_service_name(cluster)}.{cluster.namespace}.svc:{GRPC_PORT}"
+    env: list[dict[str, Any]] = [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {
+            "name": "TIERLOG_NODE_ID",
+            "valueFrom": {
+                "fieldRef": {"fieldPath": "metadata.labels['apps.kubernetes.io/pod-index']"}
+            },
+        },
+    ]
+    credentials = cluster.tier.credentials if cluster.tier else None
+    if credentials is not None:
+        for name, key in (
+            ("AWS_ACCESS_KEY_ID", credentials.access_key_id_key),
+            ("AWS_SECRET_ACCESS_KEY", credentials.secret_access_key_key),
+        ):
+            env.append(
+                {
+                    "name": name,
+                    "valueFrom": {"secretKeyRef": {"name": credentials.secret_name, "key": key}},
+                }
+            )
+    return {
+        "name": CONTAINER_NAME,
+        "image": cluster.image,
+        "imagePullPolicy": cluster.image_pull_policy,
+        "command": ["tierlog-sidecar"],
+        "args": [
+            f"--config-file={CONFIG_DIR}/{PROPERTIES_FILE}",
+            "--config=node.id=$(TIERLOG_NODE_ID)",
+            f"--config=advertised.listeners={advertised}",
+            "--log-format=json",
+        ],
+        "env": env,
+        "ports": [
+            {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+        ],
+        # /healthz: the event loop turns (a long recovery is not a reason to restart);
+        # /readyz: recovered and serving, and false from the moment shutdown starts.
+        "livenessProbe": {
+            "httpGet": {"path": "/healthz", "port": "metrics"},
+            "periodSeconds": 10,
+            "timeoutSeconds": 5,
+            "failureThreshold": 6,
+        },
+        "readinessProbe": {
+            "httpGet": {"path": "/readyz", "port": "metrics"},
+            "periodSeconds": 5,
+            "timeoutSeconds": 3,
+            "failureThreshold": 2,
+        },
+        "resources": dict(cluster.resources),
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [
+            {"name": "data", "mountPath": DATA_MOUNT},
+            {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    }
+
+
+def _pod_spec(cluster: ClusterSpec) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS_USER,
+            "runAsGroup": RUN_AS_USER,
+            "fsGroup": RUN_AS_USER,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [_container(cluster)],
+        "volumes": [
+            {"name": "config", "configMap": {"name": config_map_name(cluster)}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+        ],
+    }
+    if cluster.pod.affinity:
+        spec["affinity"] = dict(cluster.pod.affinity)
+    if cluster.pod.tolerations:
+        spec["tolerations"] = [dict(toleration) for toleration in cluster.pod.tolerations]
+    if cluster.pod.priority_class_name:
+        spec["priorityClassName"] = cluster.pod.priority_class_name
+    return spec
+
+
+def desired_config_hash(cluster: ClusterSpec) -> str:
+    """The version of a broker: its shared config and its pod template, hashed."""
+    digest = hashlib.sha256(properties_text(sidecar_properties(cluster)).encode())
+    unhashed = _template(cluster, config_hash="")
+    digest.update(json.dumps(unhashed, sort_keys=True).encode())
+    return digest.hexdigest()[:16]
+
+
+def _template(cluster: ClusterSpec, config_hash: str) -> dict[str, Any]:
+    annotations = dict(cluster.pod.annotations)
+    if config_hash:
+        annotations[CONFIG_HASH_ANNOTATION] = config_hash
+    return {
+        "metadata": {
+            # the user's labels never override the selector's
+            "labels": {**cluster.pod.labels, **labels(cluster)},
+            "annotations": annotations,
+        },
+        "spec": _pod_spec(cluster),
+    }
+
+
+def pod_template(cluster: ClusterSpec) -> dict[str, Any]:
+    return _template(cluster, desired_config_hash(cluster))
+
+
+def _volume_claim(cluster: ClusterSpec) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": cluster.storage_size}},
+    }
+    if cluster.storage_class:
+        spec["storageClassName"] = cluster.storage_class
+    return {"metadata": {"name": "data", "labels": labels(cluster)}, "spec": spec}
+
+
+def stateful_set(cluster: ClusterSpec, owner: Owner, replicas: int) -> Manifest:
+    """The StatefulSet with ``replicas`` pods (the brokers, or more while draining)."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": metadata(cluster, cluster.name, owner),
+        "spec": {
+            "replicas": replicas,
+            "serviceName": headless_service_name(cluster),
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "OnDelete"},
+            "selector": {"matchLabels": selector_labels(cluster)},
+            # a scaled-away broker's volume stays: its data is in the tier, and a
+            # scale-up again finds it (deleting volumes is the user's call)
+            "persistentVolumeClaimRetentionPolicy": {
+                "whenDeleted": "Retain",
+                "whenScaled": "Retain",
+            },
+            "template": pod_template(cluster),
+            "volumeClaimTemplates": [_volume_claim(cluster)],
+        },
+    }

@@ -1,0 +1,157 @@
+"""A ``TierlogCluster`` as a value: the custom resource's spec, read once and typed.
+
+The API server has already validated and defaulted the spec against the CRD's schema
+(``crds.py``); reading here only turns the JSON into frozen dataclasses the renderers
+take, and fills the same defaults for the unit tests' hand-written specs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tierlog.operator.crds import DEFAULT_IMAGE
+
+__all__ = [
+    "ClusterSpec",
+    "CredentialsRef",
+    "Fsync",
+    "PodOverrides",
+    "Tier",
+    "TopicSpec",
+    "kafka_value",
+]
+
+
+@dataclass(frozen=True)
+class CredentialsRef:
+    secret_name: str
+    access_key_id_key: str = "AWS_ACCESS_KEY_ID"
+    secret_access_key_key: str = "AWS_SECRET_ACCESS_KEY"
+
+
+@dataclass(frozen=True)
+class Tier:
+    url: str
+    endpoint: str = ""
+    region: str = "us-east-1"
+    force_path_style: bool = False
+    credentials: CredentialsRef | None = None
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any]) -> Tier:
+        s3 = spec.get("s3") or {}
+        secret = s3.get("credentialsSecret")
+        credentials = None
+        if secret:
+            credentials = CredentialsRef(
+                secret["name"],
+                secret.get("accessKeyIdKey", "AWS_ACCESS_KEY_ID"),
+                secret.get("secretAccessKeyKey", "AWS_SECRET_ACCESS_KEY"),
+            )
+        return cls(
+            url=spec["url"],
+            endpoint=s3.get("endpoint", ""),
+            region=s3.get("region", "us-east-1"),
+            force_path_style=bool(s3.get("forcePathStyle", False)),
+            credentials=credentials,
+        )
+
+
+@dataclass(frozen=True)
+class Fsync:
+    policy: str = "interval"  # perBatch | interval | pageCache
+    interval_ms: int = 1000
+
+
+@dataclass(frozen=True)
+class PodOverrides:
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    affinity: Mapping[str, Any] | None = None
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    priority_class_name: str = ""
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    name: str
+    namespace: str
+    brokers: int = 3
+    image: str = DEFAULT_IMAGE
+    image_pull_policy: str = "IfNotPresent"
+    storage_size: str = "10Gi"
+    storage_class: str | None = None
+    tier: Tier | None = None
+    log_defaults: Mapping[str, Any] = field(default_factory=dict)
+    fsync: Fsync = Fsync()
+    resources: Mapping[str, Any] = field(default_factory=dict)
+    pod: PodOverrides = PodOverrides()
+    service_monitor: bool = False
+    service_monitor_interval: str = "30s"
+    service_monitor_labels: Mapping[str, str] = field(default_factory=dict)
+    network_policy: bool = False
+    allowed_clients: tuple[Mapping[str, Any], ...] = ()
+    deletion_policy: str = "Retain"
+
+    @classmethod
+    def from_resource(cls, body: Mapping[str, Any]) -> ClusterSpec:
+        """From the custom resource's body (``metadata`` and ``spec``)."""
+        metadata, spec = body["metadata"], body.get("spec") or {}
+        storage = spec.get("storage") or {}
+        fsync = spec.get("fsync") or {}
+        pod = (spec.get("template") or {}).get("pod") or {}
+        monitor = (spec.get("metrics") or {}).get("serviceMonitor") or {}
+        network = spec.get("networkPolicy") or {}
+        return cls(
+            name=metadata["name"],
+            namespace=metadata["namespace"],
+            brokers=int(spec.get("brokers", 3)),
+            image=spec.get("image", DEFAULT_IMAGE),
+            image_pull_policy=spec.get("imagePullPolicy", "IfNotPresent"),
+            storage_size=str(storage.get("size", "10Gi")),
+            storage_class=storage.get("storageClassName") or None,
+            tier=Tier.from_spec(spec["tier"]) if spec.get("tier") else None,
+            log_defaults=dict(spec.get("logDefaults") or {}),
+            fsync=Fsync(fsync.get("policy", "interval"), int(fsync.get("intervalMs", 1000))),
+            resources=dict(spec.get("resources") or {}),
+            pod=PodOverrides(
+                labels=dict(pod.get("labels") or {}),
+                annotations=dict(pod.get("annotations") or {}),
+                affinity=pod.get("affinity"),
+                tolerations=tuple(pod.get("tolerations") or ()),
+                priority_class_name=pod.get("priorityClassName", ""),
+            ),
+            service_monitor=bool(monitor.get("enabled", False)),
+            service_monitor_interval=monitor.get("interval", "30s"),
+            service_monitor_labels=dict(monitor.get("labels") or {}),
+            network_policy=bool(network.get("enabled", False)),
+            allowed_clients=tuple(network.get("allowedClients") or ()),
+            deletion_policy=spec.get("deletionPolicy", "Retain"),
+        )
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str  # the topic's name in tierlog
+    cluster: str
+    partitions: int
+    configs: Mapping[str, str]  # Kafka names -> the strings the admin API takes
+
+    @classmethod
+    def from_resource(cls, body: Mapping[str, Any]) -> TopicSpec:
+        spec = body["spec"]
+        return cls(
+            name=spec.get("topicName") or body["metadata"]["name"],
+            cluster=spec["cluster"],
+            partitions=int(spec.get("partitions", 1)),
+            configs={key: kafka_value(value) for key, value in (spec.get("config") or {}).items()},
+        )
+
+
+def kafka_value(value: object) -> str:
+    """A config value as Kafka writes it: ``true``/``false`` for booleans, else ``str``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -1,0 +1,47 @@
+"""The ConfigMap: the sidecar's shared broker config, and the partition plan."""
+
+from __future__ import annotations
+
+from tierlog.operator.assignment import plan
+from tierlog.operator.render.common import Owner
+from tierlog.operator.render.configmap import config_map, properties_text, sidecar_properties
+from tierlog.operator.spec import ClusterSpec
+from tierlog.sidecar.config import SidecarConfig
+
+
+def test_defaults_give_group_commit_every_second(bare: ClusterSpec) -> None:
+    props = sidecar_properties(bare)
+    assert props["log.flush.interval.ms"] == "1000"
+    assert "log.flush.interval.messages" not in props
+    assert props["cluster.id"] == "prod.events"
+
+
+def test_log_defaults_and_fsync_policy_become_broker_configs(full: ClusterSpec) -> None:
+    props = sidecar_properties(full)
+    assert props["log.retention.ms"] == "3600000"
+    assert props["log.preallocate"] == "true"
+    assert props["log.flush.interval.messages"] == "1"
+
+
+def test_the_sidecar_accepts_the_rendered_config(full: ClusterSpec) -> None:
+    """Every key is one the sidecar knows (it refuses unknown keys), with valid values."""
+    props = {**sidecar_properties(full), "node.id": "2"}
+    config = SidecarConfig.from_properties(props)
+    assert config.storage.default_log_config.retention_ms == 3_600_000
+    assert config.storage.default_log_config.flush_messages == 1
+
+
+def test_properties_are_sorted_and_stable(bare: ClusterSpec) -> None:
+    text = properties_text(sidecar_properties(bare))
+    lines = [line for line in text.splitlines() if not line.startswith("#")]
+    assert lines == sorted(lines)
+    assert text == properties_text(sidecar_properties(bare))
+
+
+def test_config_map_carries_both_files(bare: ClusterSpec, owner: Owner) -> None:
+    assignment = plan({0: "a:1", 1: "b:1"}, {"t": 2})
+    manifest = config_map(bare, owner, assignment)
+    assert manifest["metadata"]["name"] == "events-config"
+    assert manifest["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert set(manifest["data"]) == {"server.properties", "assignment.json"}
+    assert '"t": [' in manifest["data"]["assignment.json"]

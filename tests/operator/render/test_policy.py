@@ -1,0 +1,24 @@
+"""At most one broker away at a time; the network policy admits the listed clients."""
+
+from __future__ import annotations
+
+from tierlog.operator.render.common import Owner, selector_labels
+from tierlog.operator.render.policy import network_policy, pod_disruption_budget
+from tierlog.operator.spec import ClusterSpec
+
+
+def test_pod_disruption_budget_allows_one_broker_down(bare: ClusterSpec, owner: Owner) -> None:
+    budget = pod_disruption_budget(bare, owner)
+    assert budget["spec"] == {
+        "maxUnavailable": 1,
+        "selector": {"matchLabels": selector_labels(bare)},
+    }
+
+
+def test_network_policy_admits_listed_clients_and_peers(full: ClusterSpec, owner: Owner) -> None:
+    policy = network_policy(full, owner)["spec"]
+    grpc, metrics = policy["ingress"]
+    assert grpc["ports"] == [{"port": 9092, "protocol": "TCP"}]
+    assert {"podSelector": {"matchLabels": selector_labels(full)}} in grpc["from"]
+    assert {"podSelector": {"matchLabels": {"c": "1"}}, "namespaceSelector": {}} in grpc["from"]
+    assert metrics == {"ports": [{"port": 9404, "protocol": "TCP"}]}

@@ -1,0 +1,25 @@
+"""Services: per-broker DNS through the headless one, a stable one for clients."""
+
+from __future__ import annotations
+
+from tierlog.operator.render.common import Owner, broker_address, selector_labels
+from tierlog.operator.render.services import client_service, headless_service
+from tierlog.operator.spec import ClusterSpec
+
+
+def test_headless_service_publishes_brokers_before_they_are_ready(
+    bare: ClusterSpec, owner: Owner
+) -> None:
+    service = headless_service(bare, owner)
+    assert service["metadata"]["name"] == "events-brokers"
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["publishNotReadyAddresses"] is True
+    assert service["spec"]["selector"] == selector_labels(bare)
+    assert broker_address(bare, 2) == "events-2.events-brokers.prod.svc:9092"
+
+
+def test_client_service_balances_over_ready_brokers(bare: ClusterSpec, owner: Owner) -> None:
+    service = client_service(bare, owner)
+    assert service["metadata"]["name"] == "events"
+    assert "clusterIP" not in service["spec"]
+    assert {port["port"] for port in service["spec"]["ports"]} == {9092, 9404}

@@ -1,0 +1,103 @@
+"""The brokers' StatefulSet: the sidecar's real flags, probes, security, volume, OnDelete."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tierlog.operator.render.common import CONFIG_HASH_ANNOTATION, Owner
+from tierlog.operator.render.statefulset import desired_config_hash, stateful_set
+from tierlog.operator.spec import ClusterSpec
+from tierlog.sidecar.main import parse_args
+
+
+def container(manifest: dict[str, Any]) -> dict[str, Any]:
+    containers = manifest["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    result: dict[str, Any] = containers[0]
+    return result
+
+
+def test_the_sidecar_parses_the_rendered_arguments(bare: ClusterSpec, owner: Owner) -> None:
+    main = container(stateful_set(bare, owner, 3))
+    assert main["command"] == ["tierlog-sidecar"]
+    args = parse_args(main["args"])
+    assert str(args.config_file) == "/etc/tierlog/server.properties"
+    assert "node.id=$(TIERLOG_NODE_ID)" in args.config
+    assert "advertised.listeners=$(POD_NAME).events-brokers.prod.svc:9092" in args.config
+    env = {item["name"]: item for item in main["env"]}
+    assert env["TIERLOG_NODE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == (
+        "metadata.labels['apps.kubernetes.io/pod-index']"
+    )
+
+
+def test_rolls_are_the_operators_on_delete(bare: ClusterSpec, owner: Owner) -> None:
+    spec = stateful_set(bare, owner, 5)["spec"]
+    assert spec["updateStrategy"] == {"type": "OnDelete"}
+    assert spec["replicas"] == 5
+    assert spec["serviceName"] == "events-brokers"
+
+
+def test_probes_use_the_metrics_ports_endpoints(bare: ClusterSpec, owner: Owner) -> None:
+    main = container(stateful_set(bare, owner, 3))
+    assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    ports = {port["name"]: port["containerPort"] for port in main["ports"]}
+    assert ports == {"grpc": 9092, "metrics": 9404}
+
+
+def test_non_root_read_only_and_a_grace_period_past_the_sidecars(
+    bare: ClusterSpec, owner: Owner
+) -> None:
+    pod = stateful_set(bare, owner, 3)["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    security = container(stateful_set(bare, owner, 3))["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert pod["terminationGracePeriodSeconds"] > 30  # tierlog.shutdown.grace.ms, then flush
+    mounts = {
+        mount["mountPath"] for mount in container(stateful_set(bare, owner, 3))["volumeMounts"]
+    }
+    assert {"/var/lib/tierlog", "/etc/tierlog", "/tmp"} <= mounts
+
+
+def test_volume_claim_template(full: ClusterSpec, owner: Owner) -> None:
+    claim = stateful_set(full, owner, 4)["spec"]["volumeClaimTemplates"][0]
+    assert claim["metadata"]["name"] == "data"
+    assert claim["spec"]["resources"]["requests"]["storage"] == "50Gi"
+    assert claim["spec"]["storageClassName"] == "fast"
+
+
+def test_pod_overrides_apply_but_never_the_selector(full: ClusterSpec, owner: Owner) -> None:
+    manifest = stateful_set(full, owner, 4)
+    template = manifest["spec"]["template"]
+    assert template["metadata"]["labels"]["team"] == "data"
+    assert template["metadata"]["labels"]["app.kubernetes.io/instance"] == "events"
+    assert template["metadata"]["annotations"]["note"] == "x"
+    assert template["spec"]["priorityClassName"] == "high"
+    assert template["spec"]["tolerations"] == [{"key": "k", "operator": "Exists"}]
+    assert template["spec"]["affinity"] == {"nodeAffinity": {}}
+    selector = manifest["spec"]["selector"]["matchLabels"]
+    assert all(template["metadata"]["labels"][key] == value for key, value in selector.items())
+    assert container(manifest)["resources"]["limits"] == {"memory": "2Gi"}
+
+
+def test_s3_credentials_come_from_the_secret(full: ClusterSpec, owner: Owner) -> None:
+    env = {item["name"]: item for item in container(stateful_set(full, owner, 4))["env"]}
+    assert env["AWS_ACCESS_KEY_ID"]["valueFrom"]["secretKeyRef"] == {"name": "s3-keys", "key": "id"}
+    assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["key"] == (
+        "AWS_SECRET_ACCESS_KEY"
+    )
+
+
+def test_the_config_hash_follows_config_and_template_but_not_scale(
+    bare: ClusterSpec, owner: Owner
+) -> None:
+    base = desired_config_hash(bare)
+    annotations = stateful_set(bare, owner, 3)["spec"]["template"]["metadata"]["annotations"]
+    assert annotations[CONFIG_HASH_ANNOTATION] == base
+    assert desired_config_hash(dataclasses.replace(bare, brokers=7)) == base
+    assert (
+        desired_config_hash(dataclasses.replace(bare, log_defaults={"log.retention.ms": 5})) != base
+    )
+    assert desired_config_hash(dataclasses.replace(bare, image="other:2")) != base
