@@ -13,6 +13,11 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2
 from tierlog.sidecar.topics import TOPICS_FILE
+from tierlog.storage.checkpoints import (
+    RECOVERY_POINT_CHECKPOINT,
+    TopicPartition,
+    read_offset_checkpoint,
+)
 from tierlog.storage.records import SimpleRecord, build_batch
 
 from .conftest import Sidecar, SidecarFactory, reason_of
@@ -200,3 +205,28 @@ def test_health_and_reflection(sidecar: Sidecar) -> None:
     )
     names = {service.name for service in next(responses).list_services_response.service}
     assert {"tierlog.v1.LogService", "tierlog.v1.AdminService", "grpc.health.v1.Health"} <= names
+
+
+def test_prepare_restart_flushes_and_checkpoints_then_says_it_is_safe(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    # no flush policy: appends wait in the page cache until something flushes them
+    sidecar = sidecar_factory(tmp_path / "data", "log.flush.interval.ms=9223372036854775807")
+    sidecar.create_topic("orders", partitions=2)
+    for partition in (0, 1):
+        sidecar.log.Produce(
+            log_service_pb2.ProduceRequest(
+                topic="orders",
+                partition=partition,
+                record_batches=build_batch([SimpleRecord(b"k", b"v", 1_000, ())] * 3),
+            )
+        )
+    checkpoint = tmp_path / "data" / RECOVERY_POINT_CHECKPOINT
+    before = read_offset_checkpoint(checkpoint) if checkpoint.exists() else {}
+    assert before.get(TopicPartition("orders", 0), 0) == 0
+    answer = sidecar.admin.PrepareRestart(admin_service_pb2.PrepareRestartRequest())
+    assert (answer.node_id, answer.unflushed_messages, answer.safe) == (0, 0, True)
+    assert (answer.tier_enabled, answer.segments_awaiting_upload) == (False, 0)
+    after = read_offset_checkpoint(checkpoint)
+    assert after[TopicPartition("orders", 0)] == 3
+    assert after[TopicPartition("orders", 1)] == 3

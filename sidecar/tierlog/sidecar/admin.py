@@ -238,3 +238,27 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
             ],
             topics=topics,
         )
+
+    # -- restarts ---------------------------------------------------------------------
+
+    @at_the_edge
+    async def PrepareRestart(
+        self, request: admin_service_pb2.PrepareRestartRequest, context: _Context
+    ) -> admin_service_pb2.PrepareRestartResponse:
+        manager = self.partitions.manager
+
+        def flush() -> int:
+            manager.flush_all()
+            manager.write_checkpoints()
+            return sum(manager.get_log(tp).unflushed_messages for tp in manager.partitions)
+
+        unflushed = await asyncio.to_thread(flush)
+        # No uploader runs in this sidecar yet, so nothing can be waiting for the tier.
+        awaiting_upload = 0
+        return admin_service_pb2.PrepareRestartResponse(
+            node_id=self.partitions.ownership.node_id,
+            unflushed_messages=unflushed,
+            tier_enabled=False,
+            segments_awaiting_upload=awaiting_upload,
+            safe=unflushed == 0 and awaiting_upload == 0,
+        )

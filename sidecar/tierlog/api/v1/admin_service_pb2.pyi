@@ -640,3 +640,54 @@ class MetadataResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___MetadataResponse: _TypeAlias = MetadataResponse  # noqa: Y015
+
+@_typing.final
+class PrepareRestartRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PrepareRestartRequest: _TypeAlias = PrepareRestartRequest  # noqa: Y015
+
+@_typing.final
+class PrepareRestartResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_ID_FIELD_NUMBER: _builtins.int
+    UNFLUSHED_MESSAGES_FIELD_NUMBER: _builtins.int
+    TIER_ENABLED_FIELD_NUMBER: _builtins.int
+    SEGMENTS_AWAITING_UPLOAD_FIELD_NUMBER: _builtins.int
+    SAFE_FIELD_NUMBER: _builtins.int
+    node_id: _builtins.int
+    """The broker that answered."""
+    unflushed_messages: _builtins.int
+    """Messages appended after the flush (appends that raced it); 0 when quiet."""
+    tier_enabled: _builtins.bool
+    """Whether this broker offloads segments to a tier."""
+    segments_awaiting_upload: _builtins.int
+    """Closed segments not yet in the tier (0 without a tier)."""
+    safe: _builtins.bool
+    """unflushed_messages == 0 and segments_awaiting_upload == 0."""
+    def __init__(
+        self,
+        *,
+        node_id: _builtins.int = ...,
+        unflushed_messages: _builtins.int = ...,
+        tier_enabled: _builtins.bool = ...,
+        segments_awaiting_upload: _builtins.int = ...,
+        safe: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node_id", b"node_id", "safe", b"safe", "segments_awaiting_upload", b"segments_awaiting_upload", "tier_enabled", b"tier_enabled", "unflushed_messages", b"unflushed_messages"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PrepareRestartResponse: _TypeAlias = PrepareRestartResponse  # noqa: Y015

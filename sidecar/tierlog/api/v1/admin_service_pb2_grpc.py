@@ -74,6 +74,11 @@ class AdminServiceStub:
                 request_serializer=tierlog_dot_v1_dot_admin__service__pb2.MetadataRequest.SerializeToString,
                 response_deserializer=tierlog_dot_v1_dot_admin__service__pb2.MetadataResponse.FromString,
                 _registered_method=True)
+        self.PrepareRestart = channel.unary_unary(
+                '/tierlog.v1.AdminService/PrepareRestart',
+                request_serializer=tierlog_dot_v1_dot_admin__service__pb2.PrepareRestartRequest.SerializeToString,
+                response_deserializer=tierlog_dot_v1_dot_admin__service__pb2.PrepareRestartResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -130,6 +135,15 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PrepareRestart(self, request, context):
+        """Flush every log and write the checkpoints now, then say whether restarting or
+        removing this broker is safe: nothing unflushed, nothing waiting for the tier.
+        The operator asks before each restart of a rolling update and before a drain.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -172,6 +186,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.Metadata,
                     request_deserializer=tierlog_dot_v1_dot_admin__service__pb2.MetadataRequest.FromString,
                     response_serializer=tierlog_dot_v1_dot_admin__service__pb2.MetadataResponse.SerializeToString,
+            ),
+            'PrepareRestart': grpc.unary_unary_rpc_method_handler(
+                    servicer.PrepareRestart,
+                    request_deserializer=tierlog_dot_v1_dot_admin__service__pb2.PrepareRestartRequest.FromString,
+                    response_serializer=tierlog_dot_v1_dot_admin__service__pb2.PrepareRestartResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -390,6 +409,33 @@ class AdminService:
             '/tierlog.v1.AdminService/Metadata',
             tierlog_dot_v1_dot_admin__service__pb2.MetadataRequest.SerializeToString,
             tierlog_dot_v1_dot_admin__service__pb2.MetadataResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PrepareRestart(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tierlog.v1.AdminService/PrepareRestart',
+            tierlog_dot_v1_dot_admin__service__pb2.PrepareRestartRequest.SerializeToString,
+            tierlog_dot_v1_dot_admin__service__pb2.PrepareRestartResponse.FromString,
             options,
             channel_credentials,
             insecure,

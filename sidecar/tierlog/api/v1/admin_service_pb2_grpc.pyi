@@ -42,6 +42,11 @@ class AdminServiceStub:
     """Raise a topic's partition count."""
     Metadata: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.MetadataRequest, _admin_service_pb2.MetadataResponse]
     """Which broker owns each partition, and where to reach it."""
+    PrepareRestart: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.PrepareRestartRequest, _admin_service_pb2.PrepareRestartResponse]
+    """Flush every log and write the checkpoints now, then say whether restarting or
+    removing this broker is safe: nothing unflushed, nothing waiting for the tier.
+    The operator asks before each restart of a rolling update and before a drain.
+    """
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -57,6 +62,11 @@ class AdminServiceAsyncStub(AdminServiceStub):
     """Raise a topic's partition count."""
     Metadata: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.MetadataRequest, _admin_service_pb2.MetadataResponse]  # type: ignore[assignment]
     """Which broker owns each partition, and where to reach it."""
+    PrepareRestart: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.PrepareRestartRequest, _admin_service_pb2.PrepareRestartResponse]  # type: ignore[assignment]
+    """Flush every log and write the checkpoints now, then say whether restarting or
+    removing this broker is safe: nothing unflushed, nothing waiting for the tier.
+    The operator asks before each restart of a rolling update and before a drain.
+    """
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -117,5 +127,16 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_admin_service_pb2.MetadataResponse, _abc.Awaitable[_admin_service_pb2.MetadataResponse]]:
         """Which broker owns each partition, and where to reach it."""
+
+    @_abc_1.abstractmethod
+    def PrepareRestart(
+        self,
+        request: _admin_service_pb2.PrepareRestartRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_service_pb2.PrepareRestartResponse, _abc.Awaitable[_admin_service_pb2.PrepareRestartResponse]]:
+        """Flush every log and write the checkpoints now, then say whether restarting or
+        removing this broker is safe: nothing unflushed, nothing waiting for the tier.
+        The operator asks before each restart of a rolling update and before a drain.
+        """
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
