@@ -35,6 +35,7 @@ __all__ = [
     "TOPIC_KIND",
     "VERSION",
     "cluster_crd",
+    "peering_crds",
     "render_crds",
     "topic_crd",
     "write_crds",
@@ -554,6 +555,42 @@ def topic_crd() -> dict[str, Any]:
     return _crd(TOPIC_KIND, "tierlogtopics", ["tlt"], version)
 
 
+# --- kopf's peering ---------------------------------------------------------------------------
+
+
+def peering_crds() -> list[dict[str, Any]]:
+    """kopf's peering kinds (``kopf.dev/v1``): where operator replicas announce themselves,
+    so that one of several is active. Their status is kopf's own, kept as written."""
+    schema = _obj(
+        {"status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+        "kopf's record of the operators that peer here",
+    )
+    crds = []
+    for kind, scope in (("ClusterKopfPeering", "Cluster"), ("KopfPeering", "Namespaced")):
+        plural = kind.lower() + "s"
+        crds.append(
+            {
+                "apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "CustomResourceDefinition",
+                "metadata": {"name": f"{plural}.kopf.dev"},
+                "spec": {
+                    "group": "kopf.dev",
+                    "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+                    "scope": scope,
+                    "versions": [
+                        {
+                            "name": "v1",
+                            "served": True,
+                            "storage": True,
+                            "schema": {"openAPIV3Schema": schema},
+                        }
+                    ],
+                },
+            }
+        )
+    return crds
+
+
 # --- files -------------------------------------------------------------------------------------
 
 
@@ -570,7 +607,7 @@ def render_crds() -> dict[str, str]:
     return {
         f"{crd['metadata']['name']}.yaml": header
         + yaml.dump(crd, Dumper=_PlainDumper, sort_keys=False, width=100)
-        for crd in (cluster_crd(), topic_crd())
+        for crd in (cluster_crd(), topic_crd(), *peering_crds())
     }
 
 
