@@ -60,7 +60,7 @@ def _go_build(module_dir: Path, packages: Sequence[str], output: str, ldflags: s
         what=f"go build {' '.join(packages)}",
         cwd=module_dir,
         # readonly: the committed go.sum is the pin; a build never edits go.mod.
-        env={"CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly -buildvcs=false"},
+        env={"GOFLAGS": "-mod=readonly -buildvcs=false"},
     )
 
 
