@@ -64,3 +64,17 @@ def test_no_sidecar_is_a_network_error() -> None:
         pytest.raises(NetworkError),
     ):
         admin.list_topics()
+
+
+def test_prepare_restart_reports_the_broker_safe_once_flushed(sidecar: LiveSidecar) -> None:
+    with AdminClient(sidecar.address) as admin:
+        admin.create_topic("orders", 2)
+        with Producer({"bootstrap.servers": sidecar.address}) as producer:
+            for key in range(20):
+                producer.send("orders", value=b"v", key=str(key).encode())
+            producer.flush()
+        readiness = admin.prepare_restart()
+    assert readiness.node_id == 0
+    assert readiness.unflushed_messages == 0
+    assert readiness.segments_awaiting_upload == 0
+    assert readiness.safe

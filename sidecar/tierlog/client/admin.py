@@ -25,6 +25,7 @@ __all__ = [
     "ClusterMetadata",
     "ConfigEntry",
     "PartitionDescription",
+    "RestartReadiness",
     "TopicDescription",
 ]
 
@@ -58,6 +59,15 @@ class ClusterMetadata:
     node_id: int  # the broker that answered
     brokers: Mapping[int, str]  # node id -> address
     leaders: Mapping[str, tuple[int, ...]]  # topic -> leader id per partition
+
+
+@dataclass(frozen=True)
+class RestartReadiness:
+    node_id: int  # the broker that answered
+    unflushed_messages: int
+    tier_enabled: bool
+    segments_awaiting_upload: int
+    safe: bool
 
 
 class AdminClient(ClusterClient):
@@ -181,6 +191,21 @@ class AdminClient(ClusterClient):
             validate_only=validate_only,
         )
         self._ask("AlterConfigs", request)
+
+    # --- brokers ----------------------------------------------------------------------
+
+    def prepare_restart(self) -> RestartReadiness:
+        """Have the broker flush and checkpoint, and say whether restarting it is safe (ask
+        one broker: give this client that broker's address only)."""
+        response = self._ask("PrepareRestart", admin_service_pb2.PrepareRestartRequest())
+        assert isinstance(response, admin_service_pb2.PrepareRestartResponse)
+        return RestartReadiness(
+            response.node_id,
+            response.unflushed_messages,
+            response.tier_enabled,
+            response.segments_awaiting_upload,
+            response.safe,
+        )
 
     # --- metadata and records ---------------------------------------------------------
 
