@@ -14,7 +14,7 @@ EXAMPLES_DIR = REPO / "deploy" / "examples"
 
 
 @pytest.fixture(scope="session")
-def crds(control_plane: ControlPlane) -> ControlPlane:
+def kube(control_plane: ControlPlane) -> ControlPlane:
     """The control plane with our CRDs applied from the committed files and established."""
     control_plane.kubectl("apply", "--server-side", "-k", str(CRD_DIR))
     control_plane.kubectl(

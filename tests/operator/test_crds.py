@@ -92,24 +92,24 @@ def _topic(name: str, **spec: Any) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-def test_the_examples_are_accepted(crds: ControlPlane) -> None:
-    namespace = crds.create_namespace("examples")
+def test_the_examples_are_accepted(kube: ControlPlane) -> None:
+    namespace = kube.create_namespace("examples")
     for example in sorted(EXAMPLES_DIR.glob("*.yaml")):
-        crds.kubectl("apply", "-n", namespace, "-f", str(example))
-    events = crds.get_json("tierlogcluster", "events", "-n", namespace)
+        kube.kubectl("apply", "-n", namespace, "-f", str(example))
+    events = kube.get_json("tierlogcluster", "events", "-n", namespace)
     assert events["spec"]["logDefaults"]["log.retention.ms"] == 604800000
     assert (
         events["spec"]["tier"]["s3"]["credentialsSecret"]["accessKeyIdKey"] == "AWS_ACCESS_KEY_ID"
     )
-    topic = crds.get_json("tierlogtopic", "orders", "-n", namespace)
+    topic = kube.get_json("tierlogtopic", "orders", "-n", namespace)
     assert topic["spec"]["config"]["remote.storage.enable"] is True
 
 
 @pytest.mark.slow
-def test_the_server_fills_in_defaults(crds: ControlPlane) -> None:
-    namespace = crds.create_namespace("defaults")
-    assert _apply(crds, namespace, _cluster("bare")).returncode == 0
-    spec = crds.get_json("tierlogcluster", "bare", "-n", namespace)["spec"]
+def test_the_server_fills_in_defaults(kube: ControlPlane) -> None:
+    namespace = kube.create_namespace("defaults")
+    assert _apply(kube, namespace, _cluster("bare")).returncode == 0
+    spec = kube.get_json("tierlogcluster", "bare", "-n", namespace)["spec"]
     assert spec["brokers"] == 3
     assert spec["image"] == crds.DEFAULT_IMAGE
     assert spec["fsync"] == {"policy": "interval", "intervalMs": 1000}
@@ -139,10 +139,10 @@ def test_the_server_fills_in_defaults(crds: ControlPlane) -> None:
     ],
 )
 def test_invalid_clusters_are_rejected(
-    crds: ControlPlane, spec: dict[str, Any], complaint: str
+    kube: ControlPlane, spec: dict[str, Any], complaint: str
 ) -> None:
-    namespace = crds.create_namespace("invalid")
-    done = _apply(crds, namespace, _cluster("bad", **spec))
+    namespace = kube.create_namespace("invalid")
+    done = _apply(kube, namespace, _cluster("bad", **spec))
     assert done.returncode != 0, f"accepted: {spec}"
     assert complaint in done.stderr, done.stderr
 
@@ -160,24 +160,24 @@ def test_invalid_clusters_are_rejected(
     ],
 )
 def test_invalid_topics_are_rejected(
-    crds: ControlPlane, spec: dict[str, Any], complaint: str
+    kube: ControlPlane, spec: dict[str, Any], complaint: str
 ) -> None:
-    namespace = crds.create_namespace("invalid")
-    done = _apply(crds, namespace, _topic("bad", **spec))
+    namespace = kube.create_namespace("invalid")
+    done = _apply(kube, namespace, _topic("bad", **spec))
     assert done.returncode != 0, f"accepted: {spec}"
     assert complaint in done.stderr, done.stderr
 
 
 @pytest.mark.slow
-def test_a_topic_cannot_lose_partitions_or_move(crds: ControlPlane) -> None:
-    namespace = crds.create_namespace("topics")
-    assert _apply(crds, namespace, _topic("t", partitions=4)).returncode == 0
-    grown = _apply(crds, namespace, _topic("t", partitions=6))
+def test_a_topic_cannot_lose_partitions_or_move(kube: ControlPlane) -> None:
+    namespace = kube.create_namespace("topics")
+    assert _apply(kube, namespace, _topic("t", partitions=4)).returncode == 0
+    grown = _apply(kube, namespace, _topic("t", partitions=6))
     assert grown.returncode == 0, grown.stderr
-    shrunk = _apply(crds, namespace, _topic("t", partitions=2))
+    shrunk = _apply(kube, namespace, _topic("t", partitions=2))
     assert "partitions can only grow" in shrunk.stderr
     moved = _apply(
-        crds,
+        kube,
         namespace,
         {**_topic("t", partitions=6), "spec": {"cluster": "other", "partitions": 6}},
     )
@@ -185,18 +185,18 @@ def test_a_topic_cannot_lose_partitions_or_move(crds: ControlPlane) -> None:
 
 
 @pytest.mark.slow
-def test_the_scale_subresource_sets_brokers(crds: ControlPlane) -> None:
-    namespace = crds.create_namespace("scale")
-    assert _apply(crds, namespace, _cluster("scaled", brokers=3)).returncode == 0
-    crds.kubectl("scale", "-n", namespace, "tierlogcluster/scaled", "--replicas=5")
-    assert crds.get_json("tierlogcluster", "scaled", "-n", namespace)["spec"]["brokers"] == 5
+def test_the_scale_subresource_sets_brokers(kube: ControlPlane) -> None:
+    namespace = kube.create_namespace("scale")
+    assert _apply(kube, namespace, _cluster("scaled", brokers=3)).returncode == 0
+    kube.kubectl("scale", "-n", namespace, "tierlogcluster/scaled", "--replicas=5")
+    assert kube.get_json("tierlogcluster", "scaled", "-n", namespace)["spec"]["brokers"] == 5
 
 
 @pytest.mark.slow
-def test_printer_columns_show_brokers(crds: ControlPlane) -> None:
-    namespace = crds.create_namespace("columns")
-    assert _apply(crds, namespace, _cluster("shown", brokers=2)).returncode == 0
-    table = crds.kubectl("get", "-n", namespace, "tierlogclusters").stdout
+def test_printer_columns_show_brokers(kube: ControlPlane) -> None:
+    namespace = kube.create_namespace("columns")
+    assert _apply(kube, namespace, _cluster("shown", brokers=2)).returncode == 0
+    table = kube.kubectl("get", "-n", namespace, "tierlogclusters").stdout
     header, row = table.splitlines()[:2]
     assert header.split()[:3] == ["NAME", "BROKERS", "READY"]
     assert row.split()[:2] == ["shown", "2"]
