@@ -149,6 +149,17 @@ def test_a_long_poll_fetch_wakes_on_a_produce(sidecar: Sidecar) -> None:
     assert [r.value for r in _records(fetched.record_batches)] == [b"wake up"]
 
 
+def test_a_long_poll_answers_before_the_callers_deadline(sidecar: Sidecar) -> None:
+    sidecar.create_topic("hurried")
+    started = time.monotonic()
+    fetched = sidecar.log.Fetch(
+        log_service_pb2.FetchRequest(topic="hurried", offset=0, max_wait_ms=20_000, min_bytes=1),
+        timeout=1.0,
+    )
+    assert time.monotonic() - started < 1.0  # an empty answer, not DEADLINE_EXCEEDED
+    assert fetched.record_batches == b""
+
+
 def test_a_long_poll_waits_for_min_bytes_or_max_wait(sidecar: Sidecar) -> None:
     sidecar.create_topic("min")
     batch = _batch([b"y" * 100])

@@ -44,6 +44,9 @@ _Context = grpc.aio.ServicerContext[Any, Any]
 
 # The longest a Fetch may wait, whatever it asks (Kafka caps fetch.max.wait.ms alike).
 MAX_WAIT_MS = 60_000
+# A long poll answers this long before the caller's deadline, so that the caller gets
+# its (possibly empty) answer rather than DEADLINE_EXCEEDED.
+DEADLINE_MARGIN_S = 0.05
 _CODECS = {
     "gzip": CompressionType.GZIP,
     "snappy": CompressionType.SNAPPY,
@@ -161,7 +164,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         tp, partition_log = self.partitions.log(request.topic, request.partition)
         max_bytes = self._max_bytes(request.max_bytes)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + min(request.max_wait_ms, MAX_WAIT_MS) / 1000
+        deadline = loop.time() + _long_poll_s(request.max_wait_ms, context.time_remaining())
         while True:
             appended = self.watch.event(tp)
             read = await asyncio.to_thread(self._read, tp, partition_log, request.offset, max_bytes)
@@ -293,3 +296,12 @@ def _next_offset(read: LogRead) -> int:
         last = header
     assert last is not None
     return last.next_offset
+
+
+def _long_poll_s(max_wait_ms: int, time_remaining_s: float | None) -> float:
+    """How long a Fetch may wait for data: ``max_wait_ms`` (at most ``MAX_WAIT_MS``), cut
+    short of the call's deadline so the answer arrives before the caller gives up."""
+    wait_s = min(max_wait_ms, MAX_WAIT_MS) / 1000
+    if time_remaining_s is None:
+        return wait_s
+    return max(0.0, min(wait_s, time_remaining_s - DEADLINE_MARGIN_S))
