@@ -81,6 +81,24 @@ def test_flags_and_environment_variables_reach_a_mutual_tls_sidecar_with_a_token
     assert consumed.stdout.decode().splitlines() == ["v1", "v2"]
 
 
+def test_perf_produce_and_consume_take_the_same_security_flags(
+    secured: tuple[SidecarProcess, dict[str, Path]],
+) -> None:
+    sidecar, files = secured
+    flags = ["--server", sidecar.address, "--tls-ca", str(files["ca"])]
+    flags += ["--tls-cert", str(files["cert"]), "--tls-key", str(files["key"])]
+    flags += ["--token-file", str(files["token"])]
+    assert tierlog("topics", "create", "timed", *flags).returncode == 0
+    produced = tierlog("perf", "produce", "timed", "--num-records", "50", *flags)
+    assert produced.returncode == 0, produced.stderr.decode()
+    assert produced.stdout.decode().startswith("50 records sent")
+    consumed = tierlog("perf", "consume", "timed", "--num-records", "50", *flags)
+    assert consumed.returncode == 0, consumed.stderr.decode()
+    assert consumed.stdout.decode().startswith("50 records consumed")
+    refused = tierlog("perf", "produce", "timed", "--num-records", "1", *flags[:4])
+    assert refused.returncode != 0  # no client certificate and no token
+
+
 def test_without_the_token_or_the_certificate_the_command_fails_with_a_reason(
     secured: tuple[SidecarProcess, dict[str, Path]],
 ) -> None:

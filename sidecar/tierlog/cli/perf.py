@@ -25,7 +25,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from tierlog.cli.produce import CODECS
-from tierlog.cli.server_option import add_server_option, bootstrap_servers, key_value
+from tierlog.cli.server_option import (
+    add_security_options,
+    add_server_option,
+    client_properties,
+    key_value,
+)
 from tierlog.client import Consumer, Producer, RecordMetadata
 
 __all__ = ["Summary", "Throttle", "add_parser", "percentile"]
@@ -105,6 +110,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="a producer config under its Kafka name (repeatable)",
     )
     add_server_option(produce)
+    add_security_options(produce)
     produce.set_defaults(run=run_produce)
 
     consume = tests.add_parser("consume", help="like kafka-consumer-perf-test")
@@ -121,6 +127,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="KEY=VALUE",
     )
     add_server_option(consume)
+    add_security_options(consume)
     consume.set_defaults(run=run_consume)
 
 
@@ -130,7 +137,7 @@ def _payload(size: int) -> bytes:
 
 def run_produce(args: argparse.Namespace) -> int:
     props: dict[str, object] = {
-        "bootstrap.servers": ",".join(bootstrap_servers(args)),
+        **client_properties(args),
         "compression.type": args.compression_type,
         **dict(args.producer_props),
     }
@@ -178,7 +185,7 @@ def run_produce(args: argparse.Namespace) -> int:
 
 def run_consume(args: argparse.Namespace) -> int:
     props: dict[str, object] = {
-        "bootstrap.servers": ",".join(bootstrap_servers(args)),
+        **client_properties(args),
         **dict(args.consumer_property),
     }
     poll_ms: list[float] = []
