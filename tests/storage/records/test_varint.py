@@ -30,6 +30,9 @@ INT64 = st.integers(-(2**63), 2**63 - 1)
         (-64, "7f"),
         (64, "8001"),
         (300, "d804"),
+        (8191, "fe7f"),  # the last two-byte values, either sign
+        (-8192, "ff7f"),
+        (8192, "808001"),
         (2**31 - 1, "feffffff0f"),
         (-(2**31), "ffffffff0f"),
     ],

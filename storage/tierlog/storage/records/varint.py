@@ -12,6 +12,10 @@ from tierlog.storage.errors import CorruptRecordError
 from tierlog.storage.records.buffers import ReadableBuffer
 
 __all__ = [
+    "SMALL_LIMIT",
+    "SMALL_MASK",
+    "SMALL_MIN",
+    "SMALL_VARINTS",
     "decode_varint",
     "decode_varlong",
     "encode_varint",
@@ -30,10 +34,6 @@ def _zigzag(value: int) -> int:
     return (value << 1) if value >= 0 else ((-value) << 1) - 1
 
 
-# The single byte of each value in -64..63, the common case for lengths and deltas.
-_ONE_BYTE: dict[int, bytes] = {v: bytes([_zigzag(v)]) for v in range(-64, 64)}
-
-
 def _leb128(unsigned: int) -> bytes:
     out = bytearray()
     while unsigned >= 0x80:
@@ -43,11 +43,20 @@ def _leb128(unsigned: int) -> bytes:
     return bytes(out)
 
 
+# The one- and two-byte encodings, of -8192..8191, at ``value & SMALL_MASK`` (negative
+# values land above the positive ones): the lengths, deltas and counts of nearly every
+# record.  Producers encode several a record, so a table lookup beats the arithmetic.
+SMALL_MIN, SMALL_LIMIT, SMALL_MASK = -8192, 8192, 0x3FFF
+SMALL_VARINTS: tuple[bytes, ...] = tuple(
+    _leb128(_zigzag(index if index < SMALL_LIMIT else index - 2 * SMALL_LIMIT))
+    for index in range(2 * SMALL_LIMIT)
+)
+
+
 def encode_varint(value: int) -> bytes:
     """The zigzag varint bytes of a 32-bit signed ``value``."""
-    small = _ONE_BYTE.get(value)
-    if small is not None:
-        return small
+    if SMALL_MIN <= value < SMALL_LIMIT:
+        return SMALL_VARINTS[value & SMALL_MASK]
     if not _INT_MIN <= value <= _INT_MAX:
         raise ValueError(f"{value} does not fit a varint (int32)")
     return _leb128(_zigzag(value))
@@ -55,22 +64,25 @@ def encode_varint(value: int) -> bytes:
 
 def encode_varlong(value: int) -> bytes:
     """The zigzag varlong bytes of a 64-bit signed ``value``."""
-    small = _ONE_BYTE.get(value)
-    if small is not None:
-        return small
+    if SMALL_MIN <= value < SMALL_LIMIT:
+        return SMALL_VARINTS[value & SMALL_MASK]
     if not _LONG_MIN <= value <= _LONG_MAX:
         raise ValueError(f"{value} does not fit a varlong (int64)")
     return _leb128(_zigzag(value))
 
 
 def sizeof_varint(value: int) -> int:
-    """How many bytes ``encode_varint(value)`` takes."""
-    return len(encode_varint(value))
+    """How many bytes ``encode_varint(value)`` takes: one per started 7 bits."""
+    if not _INT_MIN <= value <= _INT_MAX:
+        raise ValueError(f"{value} does not fit a varint (int32)")
+    return ((((value << 1) ^ (value >> 63)).bit_length() + 6) // 7) or 1
 
 
 def sizeof_varlong(value: int) -> int:
-    """How many bytes ``encode_varlong(value)`` takes."""
-    return len(encode_varlong(value))
+    """How many bytes ``encode_varlong(value)`` takes: one per started 7 bits."""
+    if not _LONG_MIN <= value <= _LONG_MAX:
+        raise ValueError(f"{value} does not fit a varlong (int64)")
+    return ((((value << 1) ^ (value >> 63)).bit_length() + 6) // 7) or 1
 
 
 def _decode(buf: ReadableBuffer, pos: int, max_bytes: int, mask: int) -> tuple[int, int]:
