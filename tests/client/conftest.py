@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,6 +58,20 @@ def producer(
     if manager is not None:
         manager.set_producer_id_and_epoch(1000, 0)
     return RecordAccumulator(config, clock, idempotence=manager), manager
+
+
+def add(
+    acc: RecordAccumulator, topic: str, record: SimpleRecord, **options: Any
+) -> AppendResult | MemoryBlocked:
+    """``acc.append`` of ``record``'s fields."""
+    return acc.append(
+        topic,
+        record.key,
+        record.value,
+        timestamp=record.timestamp,
+        headers=tuple(record.headers),
+        **options,
+    )
 
 
 def appended(result: AppendResult | MemoryBlocked) -> AppendResult:

@@ -21,13 +21,12 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import grpc
 
-from tierlog.client import Cluster, Consumer, Producer, RecordMetadata, TopicPartition
+from tierlog.client import Cluster, Consumer, Producer, RecordFuture, TopicPartition
 from tierlog.client.config import CommonClientConfig, ConsumerConfig, ProducerConfig
 from tierlog.client.errors import reason_of
 from tierlog.client.security import ChannelSecurity
@@ -108,8 +107,8 @@ def produce(address: str, topic: str, index: int, seconds: float, rate: int, out
     failures: list[str] = []
     lock = threading.Lock()
 
-    def on_done(value: str) -> Callable[[Future[RecordMetadata]], None]:
-        def done(future: Future[RecordMetadata]) -> None:
+    def on_done(value: str) -> Callable[[RecordFuture], None]:
+        def done(future: RecordFuture) -> None:
             error = future.exception()
             with lock:
                 if error is None:

@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 from tierlog.client.accumulator import AppendResult, MemoryBlocked, RecordAccumulator
 from tierlog.client.config import ProducerConfig
 from tierlog.client.errors import BufferExhaustedError, RecordTooLargeError
+from tierlog.client.futures import RecordFuture
 from tierlog.client.partitioner import StickyPartitioner, partition_for_key
 from tierlog.client.producer_batch import ProducerBatch, TopicPartition
 from tierlog.storage.records import CompressionType, SimpleRecord
 
-from .conftest import FakeClock, appended, as_simple, producer, read_back
+from .conftest import FakeClock, add, appended, as_simple, producer, read_back
 
 TP0 = TopicPartition("t", 0)
 
@@ -32,7 +33,7 @@ def record(n: int, size: int = 100, key: bytes | None = b"k") -> SimpleRecord:
 
 def test_a_batch_waits_linger_ms_then_is_ready(clock: FakeClock) -> None:
     acc, _ = producer(clock, {"linger.ms": 20})
-    appended(acc.append("t", record(0), num_partitions=1))
+    appended(add(acc, "t", record(0), num_partitions=1))
     check = acc.ready()
     assert check.ready == frozenset() and check.next_check_delay_ms == 20
     clock.advance(19)
@@ -46,7 +47,7 @@ def test_a_full_batch_is_ready_at_once_and_the_next_record_opens_a_new_one(
     clock: FakeClock,
 ) -> None:
     acc, _ = producer(clock, {"linger.ms": 60_000, "batch.size": 1000})
-    results = [appended(acc.append("t", record(n), num_partitions=1)) for n in range(12)]
+    results = [appended(add(acc, "t", record(n), num_partitions=1)) for n in range(12)]
     first = results[0].batch
     assert [r.batch for r in results].count(first) == 8  # 61 + 8 * ~116 bytes < 1000
     assert results[8].new_batch_created and results[8].batch_is_full
@@ -58,21 +59,21 @@ def test_a_full_batch_is_ready_at_once_and_the_next_record_opens_a_new_one(
 
 def test_a_record_larger_than_batch_size_gets_a_batch_of_its_own(clock: FakeClock) -> None:
     acc, _ = producer(clock, {"batch.size": 500})
-    big = appended(acc.append("t", record(0, size=2000), num_partitions=1))
+    big = appended(add(acc, "t", record(0, size=2000), num_partitions=1))
     assert big.batch.record_count == 1 and big.batch.write_limit_bytes > 2000
-    small = appended(acc.append("t", record(1), num_partitions=1))
+    small = appended(add(acc, "t", record(1), num_partitions=1))
     assert small.batch is not big.batch and small.new_batch_created
 
 
 def test_batch_size_zero_sends_every_record_alone(clock: FakeClock) -> None:
     acc, _ = producer(clock, {"batch.size": 0})
-    batches = {id(appended(acc.append("t", record(n), num_partitions=1)).batch) for n in range(5)}
+    batches = {id(appended(add(acc, "t", record(n), num_partitions=1)).batch) for n in range(5)}
     assert len(batches) == 5
 
 
 def test_flush_and_close_make_everything_ready(clock: FakeClock) -> None:
     acc, _ = producer(clock, {"linger.ms": 60_000})
-    appended(acc.append("t", record(0), num_partitions=1))
+    appended(add(acc, "t", record(0), num_partitions=1))
     assert acc.ready().ready == frozenset()
     acc.begin_flush()
     assert acc.ready().ready == {TP0}
@@ -81,12 +82,12 @@ def test_flush_and_close_make_everything_ready(clock: FakeClock) -> None:
     acc.close()
     assert acc.ready().ready == {TP0}
     with pytest.raises(RuntimeError):
-        acc.append("t", record(1), num_partitions=1)
+        add(acc, "t", record(1), num_partitions=1)
 
 
 def test_a_record_without_a_timestamp_gets_the_clocks(clock: FakeClock) -> None:
     acc, _ = producer(clock)
-    appended(acc.append("t", SimpleRecord(b"k", b"v"), num_partitions=1))
+    appended(add(acc, "t", SimpleRecord(b"k", b"v"), num_partitions=1))
     clock.advance(5)
     [batch] = acc.drain([TP0])
     _, [stored] = read_back(batch)
@@ -99,10 +100,10 @@ def test_a_record_without_a_timestamp_gets_the_clocks(clock: FakeClock) -> None:
 def test_keys_are_partitioned_by_murmur2_and_null_keys_stick(clock: FakeClock) -> None:
     acc, _ = producer(clock)
     for key in (b"a", b"b", b"user-42"):
-        result = appended(acc.append("t", record(0, key=key), num_partitions=12))
+        result = appended(add(acc, "t", record(0, key=key), num_partitions=12))
         assert result.batch.topic_partition.partition == partition_for_key(key, 12)
     null_partitions = {
-        appended(acc.append("t", record(n, key=None), num_partitions=12)).batch.topic_partition
+        appended(add(acc, "t", record(n, key=None), num_partitions=12)).batch.topic_partition
         for n in range(10)
     }
     assert len(null_partitions) == 1
@@ -112,7 +113,7 @@ def test_partitioner_ignore_keys_treats_keys_as_null(clock: FakeClock) -> None:
     config = ProducerConfig(partitioner_ignore_keys=True)
     acc = RecordAccumulator(config, clock, partitioner=StickyPartitioner(16384, random.Random(1)))
     partitions = {
-        appended(acc.append("t", record(n, key=bytes([n])), num_partitions=64)).batch
+        appended(add(acc, "t", record(n, key=bytes([n])), num_partitions=64)).batch
         for n in range(10)
     }
     assert len(partitions) == 1
@@ -123,9 +124,7 @@ def _null_key_runs(acc: RecordAccumulator, count: int, *, send: bool) -> list[in
     runs: list[int] = []
     last = None
     for n in range(count):
-        tp = appended(
-            acc.append("t", record(n, key=None), num_partitions=1000)
-        ).batch.topic_partition
+        tp = appended(add(acc, "t", record(n, key=None), num_partitions=1000)).batch.topic_partition
         if tp != last:
             runs.append(0)
             last = tp
@@ -161,7 +160,7 @@ def test_null_keys_move_after_twice_batch_size_while_batches_wait(clock: FakeClo
 def test_an_explicit_partition_must_exist(clock: FakeClock) -> None:
     acc, _ = producer(clock)
     with pytest.raises(ValueError):
-        acc.append("t", record(0), num_partitions=3, partition=3)
+        add(acc, "t", record(0), num_partitions=3, partition=3)
 
 
 # --- compression ------------------------------------------------------------------------
@@ -176,7 +175,7 @@ def test_drained_batches_are_v2_batches_in_the_configured_codec(
         SimpleRecord(b"k%d" % n, b"value %d " % n * 20, 1000 + n, [("h", b"x")]) for n in range(50)
     ]
     for r in sent:
-        appended(acc.append("t", r, num_partitions=1))
+        appended(add(acc, "t", r, num_partitions=1))
     [batch] = acc.drain([TP0])
     header, records = read_back(batch)
     assert header.magic == 2
@@ -193,8 +192,9 @@ def test_compressed_batches_hold_more_records_once_the_ratio_is_learned(clock: F
     acc, _ = producer(clock, props)
     counts = []
     for n in range(3000):
-        appended(acc.append("t", record(n, size=200), num_partitions=1))
+        appended(add(acc, "t", record(n, size=200), num_partitions=1))
         for batch in acc.drain([TP0]) if acc.ready().ready else []:
+            batch.close()  # as the sender does, which teaches the ratio
             counts.append(batch.record_count)
             acc.deallocate(batch)
     assert counts[0] < counts[-1], counts[:3] + counts[-3:]
@@ -209,9 +209,10 @@ def test_a_batch_that_compressed_worse_than_estimated_is_split_within_max_reques
     acc._ratio.ratio = 0.01  # as if every earlier batch had compressed 100:1
     rng = random.Random(9)
     sent = [SimpleRecord(None, rng.randbytes(1000), 5) for _ in range(60)]  # incompressible
-    tokens = [object() for _ in sent]
-    for r, token in zip(sent, tokens, strict=True):
-        appended(acc.append("t", r, num_partitions=1, partition=0, token=token))
+    futures = []
+    for r in sent:
+        result = appended(add(acc, "t", r, num_partitions=1, partition=0))
+        futures.append(RecordFuture(result.batch.result, result.record_index))
     acc.begin_flush()
     drained: list[ProducerBatch] = []
     while acc.has_undrained:
@@ -222,7 +223,10 @@ def test_a_batch_that_compressed_worse_than_estimated_is_split_within_max_reques
             manager.on_success(batch, 0)
     assert sum(b.record_count for b in drained) == 60
     assert [r for b in drained for r in as_simple(read_back(b)[1])] == sent
-    assert [t for b in drained for t in b.tokens] == tokens
+    # Each record's future follows it into the part that holds it.
+    assert [f._result.locate(f._index) for f in futures] == [
+        (b.result, i) for b in drained for i in range(b.record_count)
+    ]
     assert [b.base_sequence for b in drained] == [
         sum(b.record_count for b in drained[:i]) for i in range(len(drained))
     ]
@@ -234,7 +238,7 @@ def test_a_batch_that_compressed_worse_than_estimated_is_split_within_max_reques
 def test_a_record_larger_than_max_request_size_is_refused(clock: FakeClock) -> None:
     acc, _ = producer(clock, {"max.request.size": 1000})
     with pytest.raises(RecordTooLargeError) as raised:
-        acc.append("t", record(0, size=1000), num_partitions=1)
+        add(acc, "t", record(0, size=1000), num_partitions=1)
     assert raised.value.reason == "MESSAGE_TOO_LARGE"
     assert "max.request.size" in str(raised.value)
 
@@ -246,7 +250,7 @@ def test_one_drain_takes_one_batch_per_partition_within_max_request_size(
     partitions = [TopicPartition("t", p) for p in range(6)]
     for tp in partitions:
         for n in range(40):
-            appended(acc.append("t", record(n), num_partitions=6, partition=tp.partition))
+            appended(add(acc, "t", record(n), num_partitions=6, partition=tp.partition))
     drained = acc.drain(partitions, max_request_size=7000)
     assert len({b.topic_partition for b in drained}) == len(drained) == 2
     assert sum(len(b.close()) for b in drained) <= 7000
@@ -263,21 +267,21 @@ def test_one_drain_takes_one_batch_per_partition_within_max_request_size(
 def test_a_full_buffer_blocks_then_times_out_after_max_block_ms(clock: FakeClock) -> None:
     props = {"buffer.memory": 40_000, "batch.size": 16384, "max.block.ms": 1000}
     acc, _ = producer(clock, props)
-    appended(acc.append("t", record(0), num_partitions=3, partition=0))
-    appended(acc.append("t", record(1), num_partitions=3, partition=1))
+    appended(add(acc, "t", record(0), num_partitions=3, partition=0))
+    appended(add(acc, "t", record(1), num_partitions=3, partition=1))
     assert acc.free_memory_bytes == 40_000 - 2 * 16384
-    blocked = acc.append("t", record(2), num_partitions=3, partition=2)
+    blocked = add(acc, "t", record(2), num_partitions=3, partition=2)
     assert blocked == MemoryBlocked(clock.now_ms + 1000, 16384)
     # while someone waits for memory, every partition is ready: no lingering
     assert acc.ready().ready == {TopicPartition("t", 0), TopicPartition("t", 1)}
     clock.advance(999)
     assert isinstance(
-        acc.append("t", record(2), num_partitions=3, partition=2, deadline_ms=blocked.deadline_ms),
+        add(acc, "t", record(2), num_partitions=3, partition=2, deadline_ms=blocked.deadline_ms),
         MemoryBlocked,
     )
     clock.advance(1)
     with pytest.raises(BufferExhaustedError) as raised:
-        acc.append("t", record(2), num_partitions=3, partition=2, deadline_ms=blocked.deadline_ms)
+        add(acc, "t", record(2), num_partitions=3, partition=2, deadline_ms=blocked.deadline_ms)
     assert isinstance(raised.value, TimeoutError)
     assert "max blocking time 1000 ms" in str(raised.value)
 
@@ -287,14 +291,14 @@ def test_memory_comes_back_when_a_batch_is_deallocated_not_when_drained(
 ) -> None:
     props = {"buffer.memory": 20_000, "batch.size": 16384, "linger.ms": 0}
     acc, _ = producer(clock, props)
-    appended(acc.append("t", record(0), num_partitions=1))
+    appended(add(acc, "t", record(0), num_partitions=1))
     [in_flight] = acc.drain([TP0])
-    blocked = acc.append("t", record(1), num_partitions=1)
+    blocked = add(acc, "t", record(1), num_partitions=1)
     assert isinstance(blocked, MemoryBlocked)  # in flight still holds its memory
     acc.deallocate(in_flight)
     acc.deallocate(in_flight)  # twice is harmless
     assert acc.free_memory_bytes == 20_000
-    result = acc.append("t", record(1), num_partitions=1, deadline_ms=blocked.deadline_ms)
+    result = add(acc, "t", record(1), num_partitions=1, deadline_ms=blocked.deadline_ms)
     assert isinstance(result, AppendResult)
     assert acc.ready().next_check_delay_ms == 0
 
@@ -302,7 +306,7 @@ def test_memory_comes_back_when_a_batch_is_deallocated_not_when_drained(
 def test_a_record_larger_than_buffer_memory_is_refused(clock: FakeClock) -> None:
     acc, _ = producer(clock, {"buffer.memory": 1000})
     with pytest.raises(RecordTooLargeError, match=r"buffer\.memory"):
-        acc.append("t", record(0, size=2000), num_partitions=1)
+        add(acc, "t", record(0, size=2000), num_partitions=1)
 
 
 # --- retries and expiry -----------------------------------------------------------------
@@ -310,7 +314,7 @@ def test_a_record_larger_than_buffer_memory_is_refused(clock: FakeClock) -> None
 
 def test_a_retry_waits_its_backoff_growing_exponentially(clock: FakeClock) -> None:
     acc, _ = producer(clock, {"linger.ms": 0, "retry.backoff.ms": 100, "retry.backoff.max.ms": 250})
-    appended(acc.append("t", record(0), num_partitions=1))
+    appended(add(acc, "t", record(0), num_partitions=1))
     [batch] = acc.drain([TP0])
     for backoff in (100, 200, 250, 250):
         acc.reenqueue(batch)
@@ -322,7 +326,7 @@ def test_a_retry_waits_its_backoff_growing_exponentially(clock: FakeClock) -> No
 
 def test_queued_batches_expire_after_delivery_timeout_ms(clock: FakeClock) -> None:
     acc, _ = producer(clock, {"linger.ms": 10, "delivery.timeout.ms": 40_000})
-    appended(acc.append("t", record(0), num_partitions=1))
+    appended(add(acc, "t", record(0), num_partitions=1))
     clock.advance(39_999)
     assert acc.expired_batches() == []
     clock.advance(1)
@@ -443,7 +447,7 @@ def test_every_record_comes_out_once_in_order_in_batches_within_limits(
         assert not manager.epoch_bump_required
 
     def append(r: SimpleRecord, partition: int) -> None:
-        result = acc.append("t", r, num_partitions=4, partition=partition)
+        result = add(acc, "t", r, num_partitions=4, partition=partition)
         if isinstance(result, MemoryBlocked):
             event("an append waited for buffer.memory")
         while isinstance(result, MemoryBlocked):
@@ -451,8 +455,8 @@ def test_every_record_comes_out_once_in_order_in_batches_within_limits(
             clock.advance(1000)
             drain()
             answer("ok")
-            result = acc.append(
-                "t", r, num_partitions=4, partition=partition, deadline_ms=result.deadline_ms
+            result = add(
+                acc, "t", r, num_partitions=4, partition=partition, deadline_ms=result.deadline_ms
             )
         expected[TopicPartition("t", partition)].append(r)
 

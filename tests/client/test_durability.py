@@ -16,11 +16,10 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future
 
 import pytest
 
-from tierlog.client import Producer, RecordMetadata
+from tierlog.client import Producer, RecordFuture
 
 from .conftest import SidecarStarter, create_topic
 from .test_producer import consume_all
@@ -46,10 +45,10 @@ def test_kill_9_under_load_loses_no_acknowledged_record_and_stores_none_twice(
     }
     producer = Producer(config)
 
-    def done_for(value: bytes) -> Callable[[Future[RecordMetadata]], None]:
+    def done_for(value: bytes) -> Callable[[RecordFuture], None]:
         return lambda future: on_done(value, future)
 
-    def on_done(value: bytes, future: Future[RecordMetadata]) -> None:
+    def on_done(value: bytes, future: RecordFuture) -> None:
         with lock:
             error = future.exception()
             if error is not None:

@@ -14,7 +14,7 @@ from tierlog.client.idempotence import (
     increment_sequence,
 )
 from tierlog.client.producer_batch import CompressionRatioEstimator, ProducerBatch, TopicPartition
-from tierlog.storage.records import CompressionType, SimpleRecord
+from tierlog.storage.records import CompressionType
 
 from .conftest import read_back
 
@@ -32,7 +32,7 @@ def batch_of(count: int, tp: TopicPartition = TP, codec: str = "none") -> Produc
         ratio=CompressionRatioEstimator(),
     )
     for n in range(count):
-        assert batch.try_append(SimpleRecord(b"k", b"v%d" % n, 1000 + n)) is not None
+        assert batch.try_append(b"k", b"v%d" % n, 1000 + n) is not None
     return batch
 
 

@@ -24,7 +24,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,7 +34,7 @@ from tierlog.cli.demo_tier import SIDECAR_CONFIGS, offload_and_read_back, show_t
 from tierlog.cli.dump_log import DumpOptions, DumpReport, dump_files
 from tierlog.cli.local_sidecar import LocalSidecar, SidecarFailed, metric_value
 from tierlog.client import AdminClient, Consumer, ConsumerRecord, Producer, TopicPartition
-from tierlog.client.producer import RecordMetadata
+from tierlog.client.producer import RecordFuture
 from tierlog.storage.checkpoints import CLEAN_SHUTDOWN_MARKER
 from tierlog.storage.records import BatchHeader, CompressionType, SimpleRecord, iter_batches
 
@@ -218,7 +217,7 @@ def _produce(server: str, records: list[SimpleRecord], first_offset: int, say: S
         f"Producer, {RECORDS_PER_CODEC} per compression.type"
     )
     started = time.monotonic()
-    futures: list[Future[RecordMetadata]] = []
+    futures: list[RecordFuture] = []
     for number, codec in enumerate(CODECS):
         chunk = records[number * RECORDS_PER_CODEC : (number + 1) * RECORDS_PER_CODEC]
         config = {"bootstrap.servers": server, "compression.type": codec, "linger.ms": 5}

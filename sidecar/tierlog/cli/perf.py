@@ -18,10 +18,8 @@ import math
 import random
 import string
 import sys
-import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tierlog.cli.produce import CODECS
@@ -31,7 +29,7 @@ from tierlog.cli.server_option import (
     client_properties,
     key_value,
 )
-from tierlog.client import Consumer, Producer, RecordMetadata
+from tierlog.client import Callback, Consumer, Producer, RecordMetadata
 
 __all__ = ["Summary", "Throttle", "add_parser", "percentile"]
 
@@ -144,38 +142,38 @@ def run_produce(args: argparse.Namespace) -> int:
     payload = _payload(args.record_size)
     latencies_ms: list[float] = []
     failures: list[BaseException] = []
-    lock = threading.Lock()
+    clock = time.perf_counter
 
-    def on_done(sent_s: float) -> Callable[[Future[RecordMetadata]], None]:
-        def done(future: Future[RecordMetadata]) -> None:
-            elapsed_ms = (time.perf_counter() - sent_s) * 1000
-            error = future.exception()
-            with lock:
-                if error is not None:
-                    failures.append(error)
-                else:
-                    latencies_ms.append(elapsed_ms)
+    # Kafka's PerfCallback: one per record, with its send time; runs on the producer's
+    # sender thread, the only one appending to these lists.
+    def on_done(sent_s: float) -> Callback:
+        def done(_metadata: RecordMetadata | None, error: BaseException | None) -> None:
+            if error is None:
+                latencies_ms.append((clock() - sent_s) * 1000)
+            else:
+                failures.append(error)
 
         return done
 
     with Producer(props) as producer:
-        start_s = time.perf_counter()
-        throttle = Throttle(args.throughput, start_s)
+        send = producer.send
+        topic = args.topic
+        start_s = clock()
+        throttle = Throttle(args.throughput, start_s) if args.throughput > 0 else None
         for sent in range(args.num_records):
-            delay_s = throttle.delay_s(sent, time.perf_counter())
-            if delay_s > 0:
-                time.sleep(delay_s)
-            sent_s = time.perf_counter()
-            producer.send(args.topic, payload).add_done_callback(on_done(sent_s))
+            sent_s = clock()
+            if throttle is not None:
+                delay_s = throttle.delay_s(sent, sent_s)
+                if delay_s > 0:
+                    time.sleep(delay_s)
+                    sent_s = clock()
+            send(topic, payload, callback=on_done(sent_s))
         producer.flush()
-        elapsed_s = time.perf_counter() - start_s
-    with lock:
-        summary = Summary(
-            len(latencies_ms),
-            len(latencies_ms) * len(payload),
-            elapsed_s,
-            tuple(sorted(latencies_ms)),
-        )
+        elapsed_s = clock() - start_s
+    # The producer closed: its sender thread has stopped appending.
+    summary = Summary(
+        len(latencies_ms), len(latencies_ms) * len(payload), elapsed_s, tuple(sorted(latencies_ms))
+    )
     print(summary.line("sent", "latency"))
     if failures:
         print(f"{len(failures)} records failed: {failures[0]}", file=sys.stderr)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future
 
 from tierlog.cli.server_option import (
     add_security_options,
@@ -19,7 +18,7 @@ from tierlog.cli.server_option import (
     client_properties,
     key_value,
 )
-from tierlog.client import Producer, RecordMetadata
+from tierlog.client import Producer, RecordFuture
 
 __all__ = ["add_parser", "parse_lines", "run"]
 
@@ -76,7 +75,7 @@ def producer_properties(args: argparse.Namespace) -> dict[str, object]:
 
 def run(args: argparse.Namespace) -> int:
     separator = None if args.key_separator is None else args.key_separator.encode()
-    futures: list[Future[RecordMetadata]] = []
+    futures: list[RecordFuture] = []
     with Producer(producer_properties(args)) as producer:
         try:
             for key, value in parse_lines(sys.stdin.buffer, separator):

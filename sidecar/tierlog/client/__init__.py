@@ -2,7 +2,7 @@
 
 Over gRPC:
 
-- ``producer``: ``Producer.send`` -> ``Future[RecordMetadata]``, ``flush``, ``close``;
+- ``producer``: ``Producer.send`` -> ``RecordFuture`` (or a ``callback``), ``flush``, ``close``;
   its ``sender`` thread drives the core below over ``ProduceStream``s.
 - ``consumer``: ``Consumer`` (assign/subscribe, seek by offset or time, ``poll``).
 - ``admin``: ``AdminClient`` (topics, configs, partitions, metadata).
@@ -42,7 +42,7 @@ from tierlog.client.errors import (
 )
 from tierlog.client.idempotence import IdempotenceManager, ProducerIdAndEpoch
 from tierlog.client.partitioner import StickyPartitioner, murmur2, partition_for_key
-from tierlog.client.producer import Producer, RecordMetadata
+from tierlog.client.producer import Callback, Producer, RecordFuture, RecordMetadata
 from tierlog.client.producer_batch import ProducerBatch, TopicPartition
 from tierlog.client.security import ChannelSecurity
 
@@ -51,6 +51,7 @@ __all__ = [
     "AdminConfig",
     "AppendResult",
     "BufferExhaustedError",
+    "Callback",
     "ChannelSecurity",
     "Cluster",
     "CommonClientConfig",
@@ -71,6 +72,7 @@ __all__ = [
     "ProducerIdAndEpoch",
     "ReadyCheck",
     "RecordAccumulator",
+    "RecordFuture",
     "RecordMetadata",
     "RecordTooLargeError",
     "RequestTimedOutError",

@@ -25,10 +25,10 @@ batch whose estimate was too hopeful is split before it is stamped.
 
 from __future__ import annotations
 
-import dataclasses
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from tierlog.client.config import ProducerConfig
 from tierlog.client.errors import BufferExhaustedError, RecordTooLargeError
@@ -40,19 +40,20 @@ from tierlog.client.producer_batch import (
     TopicPartition,
     batch_size_upper_bound,
 )
-from tierlog.storage.records import NO_TIMESTAMP, SimpleRecord
+from tierlog.storage.records import NO_TIMESTAMP, Header
 
 __all__ = ["AppendResult", "MemoryBlocked", "ReadyCheck", "RecordAccumulator"]
 
 Clock = Callable[[], int]
+_new_tuple = tuple.__new__
 
 
-@dataclass(frozen=True)
-class AppendResult:
-    """Where a record went: ``batch.tokens[index]`` is the token given with it."""
+class AppendResult(NamedTuple):
+    """Where a record went: record ``record_index`` of ``batch`` (a tuple: one is made
+    per record, and a tuple costs a fraction of a dataclass)."""
 
     batch: ProducerBatch
-    index: int
+    record_index: int
     batch_is_full: bool  # the partition has a batch to send: wake the sender
     new_batch_created: bool
     appended_bytes: int  # the record's encoded size
@@ -98,20 +99,28 @@ class RecordAccumulator:
         self._flushes_in_progress = 0
         self._closed = False
         self._drain_start = 0
+        self._topic_partitions: dict[str, list[TopicPartition]] = {}
+        # Records of at most this many key and value bytes (and no headers) pass the size
+        # checks whatever their varints: the checks are skipped for them.
+        self._unchecked_record_bytes = (
+            min(config.max_request_size, config.buffer_memory) - batch_size_upper_bound(b"", b"")
+        ) - 2 * 5
 
     # --- append ----------------------------------------------------------------------
 
     def append(
         self,
         topic: str,
-        record: SimpleRecord,
+        key: bytes | None,
+        value: bytes | None,
         *,
+        timestamp: int = NO_TIMESTAMP,
+        headers: Sequence[Header] = (),
         num_partitions: int,
         partition: int | None = None,
-        token: object = None,
         deadline_ms: int | None = None,
     ) -> AppendResult | MemoryBlocked:
-        """Add ``record`` to ``topic`` (at ``partition``, or where the partitioner says).
+        """Add a record to ``topic`` (at ``partition``, or where the partitioner says).
 
         A record without a timestamp gets the clock's.  Raises ``RecordTooLargeError`` if
         the record alone exceeds ``max.request.size`` or ``buffer.memory``, and
@@ -120,17 +129,39 @@ class RecordAccumulator:
         if self._closed:
             raise RuntimeError("the accumulator is closed")
         now_ms = self._clock()
-        if record.timestamp == NO_TIMESTAMP:
-            record = dataclasses.replace(record, timestamp=now_ms)
-        upper_bound = self._check_record_size(record)
-        sticky = partition is None and (record.key is None or self._config.partitioner_ignore_keys)
+        if timestamp == NO_TIMESTAMP:
+            timestamp = now_ms
+        elif timestamp < 0:
+            raise ValueError(f"invalid negative timestamp {timestamp}")
+        # One partition leaves the sticky partitioner nothing to choose (its draws are all 0).
+        sticky = (
+            partition is None
+            and num_partitions > 1
+            and (key is None or self._config.partitioner_ignore_keys)
+        )
         if partition is None:
-            key = None if sticky else record.key
-            partition = self._pick_partition(topic, key, num_partitions)
+            partition = (
+                0
+                if num_partitions == 1
+                else self._pick_partition(topic, key, num_partitions, sticky)
+            )
         elif not 0 <= partition < num_partitions:
             raise ValueError(f"partition {partition} is not in {topic}'s {num_partitions}")
-        tp = TopicPartition(topic, partition)
-        result = self._append_to_partition(tp, record, token, upper_bound, now_ms, deadline_ms)
+        data_bytes = (0 if key is None else len(key)) + (0 if value is None else len(value))
+        if headers or data_bytes > self._unchecked_record_bytes:
+            self._check_record_size(key, value, headers)
+        tp = self._topic_partition(topic, partition)
+        queue = self._queues.get(tp)
+        result: AppendResult | MemoryBlocked | None = None
+        if queue:  # the common case: the partition's open batch takes it
+            result = self._try_append(
+                queue, key, value, timestamp, headers, new_batch_created=False
+            )
+        if result is None:
+            upper_bound = self._check_record_size(key, value, headers)
+            result = self._append_to_new_batch(
+                tp, key, value, timestamp, headers, upper_bound, now_ms, deadline_ms
+            )
         if isinstance(result, MemoryBlocked):
             return result
         if deadline_ms is not None:  # this append had been waiting for memory
@@ -145,19 +176,26 @@ class RecordAccumulator:
             )
         return result
 
-    def _append_to_partition(
+    def _topic_partition(self, topic: str, partition: int) -> TopicPartition:
+        """The one ``TopicPartition`` of each partition, not a new tuple per record."""
+        known = self._topic_partitions.get(topic)
+        if known is None or partition >= len(known):
+            known = [TopicPartition(topic, p) for p in range(partition + 1)]
+            self._topic_partitions[topic] = known
+        return known[partition]
+
+    def _append_to_new_batch(
         self,
         tp: TopicPartition,
-        record: SimpleRecord,
-        token: object,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        headers: Sequence[Header],
         upper_bound: int,
         now_ms: int,
         deadline_ms: int | None,
     ) -> AppendResult | MemoryBlocked:
         queue = self._queues.setdefault(tp, deque())
-        result = self._try_append(queue, record, token, new_batch_created=False)
-        if result is not None:
-            return result
         size = max(self._config.batch_size, upper_bound)
         if size > self._free_memory_bytes:
             return self._blocked(now_ms, deadline_ms, size)
@@ -174,12 +212,14 @@ class RecordAccumulator:
             queue[-1].close_for_appends()
         queue.append(batch)
         self._incomplete[id(batch)] = batch
-        result = self._try_append(queue, record, token, new_batch_created=True)
+        result = self._try_append(queue, key, value, timestamp, headers, new_batch_created=True)
         assert result is not None, "a fresh batch takes any record that passed the size checks"
         return result
 
-    def _pick_partition(self, topic: str, key: bytes | None, num_partitions: int) -> int:
-        if key is not None:
+    def _pick_partition(
+        self, topic: str, key: bytes | None, num_partitions: int, sticky: bool
+    ) -> int:
+        if not sticky and key is not None:
             return partition_for_key(key, num_partitions)
         current = self._partitioner.sticky_partition(topic, num_partitions)
         # A switch held back because the partition's last batch was not yet full may
@@ -191,8 +231,10 @@ class RecordAccumulator:
             )
         return self._partitioner.sticky_partition(topic, num_partitions)
 
-    def _check_record_size(self, record: SimpleRecord) -> int:
-        upper_bound = batch_size_upper_bound(record)
+    def _check_record_size(
+        self, key: bytes | None, value: bytes | None, headers: Sequence[Header]
+    ) -> int:
+        upper_bound = batch_size_upper_bound(key, value, headers)
         if upper_bound > self._config.max_request_size:
             raise RecordTooLargeError(
                 f"the record is {upper_bound} bytes when serialized, more than "
@@ -205,22 +247,25 @@ class RecordAccumulator:
             )
         return upper_bound
 
+    @staticmethod
     def _try_append(
-        self,
         queue: deque[ProducerBatch],
-        record: SimpleRecord,
-        token: object,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        headers: Sequence[Header],
         *,
         new_batch_created: bool,
     ) -> AppendResult | None:
-        if not queue:
-            return None
         last = queue[-1]
-        appended_bytes = last.try_append(record, token)
+        appended_bytes = last.try_append(key, value, timestamp, headers)
         if appended_bytes is None:
             return None
         full = len(queue) > 1 or last.is_full
-        return AppendResult(last, last.record_count - 1, full, new_batch_created, appended_bytes)
+        # tuple.__new__ rather than the NamedTuple's own __new__: one Python call less.
+        return _new_tuple(
+            AppendResult, (last, last.record_count - 1, full, new_batch_created, appended_bytes)
+        )
 
     def _blocked(self, now_ms: int, deadline_ms: int | None, size: int) -> MemoryBlocked:
         if deadline_ms is None:
@@ -268,10 +313,12 @@ class RecordAccumulator:
     def drain(
         self, partitions: Sequence[TopicPartition], max_request_size: int | None = None
     ) -> list[ProducerBatch]:
-        """At most one built, stamped batch per partition of ``partitions`` (those of one
+        """At most one stamped batch per partition of ``partitions`` (those of one
         sidecar), together within ``max_request_size`` (default ``max.request.size``;
-        the first batch always goes).  Retries go first in sequence order; partitions
-        take turns at going first across calls."""
+        the first batch always goes) by their size estimates.  The caller builds them
+        (``ProducerBatch.close``: compression and CRC) after letting go of the lock.
+        Retries go first in sequence order; partitions take turns at going first across
+        calls."""
         limit = self._config.max_request_size if max_request_size is None else max_request_size
         now_ms = self._clock()
         if self._idempotence is not None:
@@ -286,14 +333,15 @@ class RecordAccumulator:
             batch = self._drainable(tp, now_ms)
             if batch is None:
                 continue
-            if drained and size + len(batch.close()) > limit:
+            if drained and size + batch.estimated_size_bytes > limit:
                 break
             batch = self._split_if_too_large(tp, batch)
             if self._idempotence is not None:
                 self._idempotence.stamp(batch)
             self._queues[tp].popleft()
+            batch.close_for_appends()
             batch.drained_ms = now_ms
-            size += len(batch.close())
+            size += batch.estimated_size_bytes
             drained.append(batch)
         return drained
 
@@ -310,8 +358,10 @@ class RecordAccumulator:
 
     def _split_if_too_large(self, tp: TopicPartition, batch: ProducerBatch) -> ProducerBatch:
         limit = self._config.max_request_size
-        if batch.has_sequence or batch.record_count < 2 or len(batch.close()) <= limit:
+        if batch.has_sequence or batch.record_count < 2 or batch.worst_size_bytes <= limit:
             return batch
+        if len(batch.close()) <= limit:  # built here, under the lock: only batches that
+            return batch  # may compress past the limit, which must split before stamping
         parts = batch.split(limit)
         queue = self._queues[tp]
         queue.popleft()

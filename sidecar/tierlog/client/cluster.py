@@ -118,12 +118,14 @@ class Cluster:
     def owners(self, topic: str, *, refresh: bool = False) -> TopicOwners:
         """The topic's partitions and owners, from the cache unless stale or ``refresh``;
         ``UNKNOWN_TOPIC_OR_PARTITION`` (typed) if the topic does not exist."""
-        with self._lock:
-            cached = self._topics.get(topic)
-        fresh = cached is not None and (
-            time.monotonic() - cached.fetched_monotonic < self.metadata_max_age_s
-        )
-        if cached is not None and fresh and not refresh:
+        # No lock for the read: the producer asks once per record, a dict lookup is atomic,
+        # and entries are replaced whole, never changed in place.
+        cached = self._topics.get(topic)
+        if (
+            cached is not None
+            and not refresh
+            and time.monotonic() - cached.fetched_monotonic < self.metadata_max_age_s
+        ):
             return cached
         return self.refresh([topic])[topic]
 

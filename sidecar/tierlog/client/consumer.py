@@ -15,13 +15,19 @@ answers whole batches from the one holding the position: records before it are
 skipped, control batches (transaction markers) are skipped without being returned,
 and CRCs are checked when ``check.crcs`` says so.  Positions move as records are
 returned, so a seek discards what was buffered.
+
+Fetches are pipelined: as soon as a fetch brought records, the next one for that
+partition (from after its last batch) is sent, so it is on its way while the
+application works through the records; a fetch still in flight when a poll returns
+stays in flight for the next poll; a seek drops it.  Records are decoded in one tight
+loop straight from the fetched bytes into ``ConsumerRecord``s (``decode_records_as``).
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
-from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -35,7 +41,7 @@ from tierlog.client.errors import NoOffsetForPartitionError, TierlogError, is_re
 from tierlog.client.producer_batch import TopicPartition
 from tierlog.client.rpc import error_from_rpc
 from tierlog.storage.errors import CorruptRecordError
-from tierlog.storage.records import Header, crc_is_valid, decode_records, iter_batches
+from tierlog.storage.records import Header, crc_is_valid, decode_records_as, iter_batches
 
 __all__ = ["Consumer", "ConsumerRecord", "OffsetAndTimestamp"]
 
@@ -43,8 +49,11 @@ EARLIEST = -2
 LATEST = -1
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ConsumerRecord:
+    """One record as ``poll`` returns it.  Treat it as read-only: it is not frozen because
+    a frozen dataclass costs several times more to make, and one is made per record."""
+
     topic: str
     partition: int
     offset: int
@@ -71,15 +80,18 @@ class Consumer(ClusterClient):
         self.cluster = cluster or Cluster.for_client(self.config)
         self._timeout_s = self.config.request_timeout_ms / 1000
         self._positions: dict[TopicPartition, int | None] = {}
-        self._buffers: dict[TopicPartition, deque[ConsumerRecord]] = {}
+        self._buffers: dict[TopicPartition, _Buffered] = {}
+        self._in_flight: dict[TopicPartition, _InFlightFetch] = {}
 
     # --- assignment and positions -----------------------------------------------------
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Consume exactly these partitions (positions of those kept are kept)."""
         wanted = [TopicPartition(*tp) for tp in partitions]
+        for tp in set(self._in_flight) - set(wanted):
+            self._drop_fetch(tp)
         self._positions = {tp: self._positions.get(tp) for tp in wanted}
-        self._buffers = {tp: self._buffers.get(tp, deque()) for tp in wanted}
+        self._buffers = {tp: self._buffers.get(tp, _Buffered()) for tp in wanted}
 
     def subscribe(self, topic: str) -> list[TopicPartition]:
         """Assign every partition of ``topic``; the partitions."""
@@ -94,7 +106,8 @@ class Consumer(ClusterClient):
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self._check_assigned(tp)
         self._positions[tp] = offset
-        self._buffers[tp].clear()
+        self._buffers[tp] = _Buffered()
+        self._drop_fetch(tp)
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] = ()) -> None:
         for tp in list(partitions) or self.assignment():
@@ -157,7 +170,8 @@ class Consumer(ClusterClient):
             raise NoOffsetForPartitionError(f"{tp} has no position and auto.offset.reset is none")
         offset = self._list_offset(tp, EARLIEST if policy == "earliest" else LATEST).offset
         self._positions[tp] = offset
-        self._buffers[tp].clear()
+        self._buffers[tp] = _Buffered()
+        self._drop_fetch(tp)
         return offset
 
     # --- poll -------------------------------------------------------------------------
@@ -176,43 +190,63 @@ class Consumer(ClusterClient):
             if remaining_ms <= 0:
                 return self._take_buffered()
 
+    def close(self) -> None:
+        for fetch in self._in_flight.values():
+            fetch.call.cancel()
+        self._in_flight.clear()
+        super().close()
+
     def _take_buffered(self) -> list[ConsumerRecord]:
         taken: list[ConsumerRecord] = []
-        for tp, buffer in self._buffers.items():
-            while buffer and len(taken) < self.config.max_poll_records:
-                record = buffer.popleft()
-                taken.append(record)
-                self._positions[tp] = record.offset + 1
+        room = self.config.max_poll_records
+        for tp, buffered in self._buffers.items():
+            if room and buffered:
+                chunk = buffered.take(room)
+                taken += chunk
+                room -= len(chunk)
+                self._positions[tp] = chunk[-1].offset + 1
         return taken
 
-    def _fetch(self, max_wait_ms: int) -> None:
-        """One long-poll Fetch per assigned partition with nothing buffered, all at once;
-        back as soon as one brings records (or all answered)."""
-        wanted = [tp for tp, buffer in self._buffers.items() if not buffer]
-        if not wanted:
+    def _drop_fetch(self, tp: TopicPartition) -> None:
+        fetch = self._in_flight.pop(tp, None)
+        if fetch is not None:
+            fetch.call.cancel()
+
+    def _send_fetch(self, tp: TopicPartition, offset: int, max_wait_ms: int) -> None:
+        """A Fetch for ``tp`` from ``offset``, left in flight (``_in_flight``)."""
+        try:
+            stub = self.cluster.log_stub(self.cluster.leader(tp))
+        except TierlogError as error:
+            self._handle_fetch_error(tp, error)
             return
-        per_partition = min(self.config.max_partition_fetch_bytes, self.config.fetch_max_bytes)
-        timeout_s = self._timeout_s + max_wait_ms / 1000
-        requests = []
-        for tp in wanted:
-            position = self.position(tp)
-            try:
-                stub = self.cluster.log_stub(self.cluster.leader(tp))
-            except TierlogError as error:
-                self._handle_fetch_error(tp, error)
-                continue
-            request = log_service_pb2.FetchRequest(
-                topic=tp.topic,
-                partition=tp.partition,
-                offset=position,
-                max_bytes=per_partition,
-                max_wait_ms=max_wait_ms,
-                min_bytes=self.config.fetch_min_bytes,
-            )
-            requests.append((tp, position, stub, request))
+        request = log_service_pb2.FetchRequest(
+            topic=tp.topic,
+            partition=tp.partition,
+            offset=offset,
+            max_bytes=min(self.config.max_partition_fetch_bytes, self.config.fetch_max_bytes),
+            max_wait_ms=max_wait_ms,
+            min_bytes=self.config.fetch_min_bytes,
+        )
+        call = stub.Fetch.future(request, timeout=self._timeout_s + max_wait_ms / 1000)
+        self._in_flight[tp] = _InFlightFetch(offset, call)
+
+    def _fetch(self, max_wait_ms: int) -> None:
+        """A Fetch in flight for each assigned partition with nothing buffered (sent now
+        unless one is on its way already), waited for until one brings records, all
+        have answered, or ``max_wait_ms`` (and the request timeout) passed."""
+        for tp, buffered in self._buffers.items():
+            if not buffered and tp not in self._in_flight:
+                self._send_fetch(tp, self.position(tp), max_wait_ms)
+        waiting = [
+            (tp, fetch)
+            for tp, fetch in self._in_flight.items()
+            if not self._buffers[tp]  # a prefetch for a partition with records waits
+        ]
+        if not waiting:
+            return
         arrived = threading.Event()
         lock = threading.Lock()
-        pending = [len(requests)]
+        pending = [len(waiting)]
 
         def done(call: grpc.Future[log_service_pb2.FetchResponse]) -> None:
             with lock:
@@ -223,26 +257,23 @@ class Consumer(ClusterClient):
             ):
                 arrived.set()
 
-        calls: list[tuple[TopicPartition, int, grpc.Future[log_service_pb2.FetchResponse]]] = []
-        for tp, position, stub, request in requests:
-            fetch = stub.Fetch.future(request, timeout=timeout_s)
-            calls.append((tp, position, fetch))
-            fetch.add_done_callback(done)
-        if calls:
-            arrived.wait(timeout_s)
-        for tp, position, call in calls:
-            if not call.done():
-                call.cancel()
-                continue
+        for _tp, fetch in waiting:
+            fetch.call.add_done_callback(done)
+        arrived.wait(self._timeout_s + max_wait_ms / 1000)
+        for tp, fetch in waiting:
+            if not fetch.call.done():
+                continue  # still on its way: the next poll takes it
+            del self._in_flight[tp]
             try:
-                response = call.result()
+                response = fetch.call.result()
             except grpc.FutureCancelledError:
                 continue
             except grpc.RpcError as rpc_error:
                 self._handle_fetch_error(tp, error_from_rpc(rpc_error))
                 continue
-            if self._positions.get(tp) == position:
-                self._buffer(tp, position, response.record_batches)
+            next_offset = self._buffer(tp, fetch.offset, response.record_batches)
+            if self._buffers[tp]:  # pipelining: the next fetch goes while these are used
+                self._send_fetch(tp, next_offset, self.config.fetch_max_wait_ms)
 
     def _handle_fetch_error(self, tp: TopicPartition, error: TierlogError) -> None:
         reason = reason_of(error)
@@ -256,9 +287,12 @@ class Consumer(ClusterClient):
         else:
             raise error
 
-    def _buffer(self, tp: TopicPartition, position: int, data: bytes) -> None:
-        buffer = self._buffers[tp]
+    def _buffer(self, tp: TopicPartition, position: int, data: bytes) -> int:
+        """Buffer the records at or after ``position`` in ``data``; the offset after its
+        last batch."""
+        records: list[ConsumerRecord] = []
         next_offset = position
+        make = functools.partial(ConsumerRecord, tp.topic, tp.partition)
         for header in iter_batches(data):
             if self.config.check_crcs and not crc_is_valid(data, header):
                 raise CorruptRecordError(
@@ -267,18 +301,36 @@ class Consumer(ClusterClient):
             next_offset = max(next_offset, header.next_offset)
             if header.is_control:
                 continue
-            for record in decode_records(data, header):
-                if record.offset >= position:
-                    buffer.append(
-                        ConsumerRecord(
-                            tp.topic,
-                            tp.partition,
-                            record.offset,
-                            record.timestamp,
-                            record.key,
-                            record.value,
-                            record.headers,
-                        )
-                    )
-        if not buffer:  # only control batches or records before the position: skip them
+            decoded = decode_records_as(data, header, make)
+            if header.base_offset < position:
+                decoded = [record for record in decoded if record.offset >= position]
+            records += decoded
+        if records:
+            self._buffers[tp] = _Buffered(records)
+        else:  # only control batches or records before the position: skip them
             self._positions[tp] = next_offset
+        return next_offset
+
+
+@dataclass
+class _InFlightFetch:
+    offset: int
+    call: grpc.Future[log_service_pb2.FetchResponse]
+
+
+class _Buffered:
+    """A partition's fetched records not yet returned by ``poll``."""
+
+    __slots__ = ("_next", "_records")
+
+    def __init__(self, records: list[ConsumerRecord] | None = None) -> None:
+        self._records = records or []
+        self._next = 0
+
+    def __bool__(self) -> bool:
+        return self._next < len(self._records)
+
+    def take(self, count: int) -> list[ConsumerRecord]:
+        chunk = self._records[self._next : self._next + count]
+        self._next += len(chunk)
+        return chunk

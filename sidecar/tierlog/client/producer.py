@@ -2,9 +2,12 @@
 
 Kafka's ``KafkaProducer`` over tierlog's gRPC API.  ``send`` partitions the record
 (Kafka's default partitioner: murmur2 of the key, sticky for null keys, over the
-partition count from Metadata), appends it to the ``RecordAccumulator`` and returns a
-``Future[RecordMetadata]``; the ``Sender`` thread batches, compresses, stamps and sends,
-and retries idempotently (see ``tierlog.client.sender``).  ``send`` blocks only while
+partition count from Metadata), encodes it into its partition's open batch in the
+``RecordAccumulator`` and returns a ``RecordFuture`` (``tierlog.client.futures``: one
+result per batch, the record's metadata made on demand); a ``callback`` given to
+``send`` runs when the record is stored or failed, as Kafka's ``send(record,
+callback)``.  The ``Sender`` thread builds (compresses, checksums), stamps and sends
+the batches, and retries idempotently (see ``tierlog.client.sender``).  ``send`` blocks only while
 ``buffer.memory`` is full, at most ``max.block.ms``.  ``flush`` sends everything
 appended so far at once and waits for it; ``close`` flushes and stops the thread.
 
@@ -18,19 +21,19 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Mapping
-from concurrent.futures import Future
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 
 from tierlog.client.accumulator import MemoryBlocked, RecordAccumulator
 from tierlog.client.cluster import Cluster
 from tierlog.client.config import ProducerConfig
 from tierlog.client.errors import IllegalProducerStateError, RequestTimedOutError
+from tierlog.client.futures import Callback, RecordFuture, RecordMetadata
 from tierlog.client.idempotence import IdempotenceManager
-from tierlog.client.sender import RecordMetadata, Sender
-from tierlog.storage.records import NO_TIMESTAMP, Header, SimpleRecord
+from tierlog.client.sender import Sender
+from tierlog.storage.records import NO_TIMESTAMP, Header
 
-__all__ = ["Producer", "RecordMetadata"]
+__all__ = ["Callback", "Producer", "RecordFuture", "RecordMetadata"]
 
 
 def wall_clock_ms() -> int:
@@ -54,7 +57,10 @@ class Producer:
         self.accumulator = RecordAccumulator(
             self.config, wall_clock_ms, idempotence=self.idempotence
         )
-        self._lock = threading.Condition()
+        # ``send`` takes the mutex itself: ``with`` on a Condition is a Python-level call,
+        # once per record.
+        self._mutex = threading.RLock()
+        self._lock = threading.Condition(self._mutex)
         self._closed = False
         self._sender = Sender(
             self.config, self.accumulator, self.idempotence, self.cluster, self._lock, wall_clock_ms
@@ -77,30 +83,31 @@ class Producer:
         topic: str,
         value: bytes | None,
         key: bytes | None = None,
-        headers: Iterable[Header] = (),
+        headers: Sequence[Header] = (),
         partition: int | None = None,
         timestamp: int | None = None,
-    ) -> Future[RecordMetadata]:
-        """Queue one record; the future completes when the broker stored it (or failed
-        for good).  Raises at once for an unknown topic or partition, a record too large
-        for ``max.request.size``, or ``buffer.memory`` full past ``max.block.ms``."""
+        callback: Callback | None = None,
+    ) -> RecordFuture:
+        """Queue one record; the future completes (and ``callback(metadata, error)`` runs)
+        when the broker stored it or it failed for good.  Raises at once for an unknown
+        topic or partition, a record too large for ``max.request.size``, or
+        ``buffer.memory`` full past ``max.block.ms``."""
         if self._closed:
             raise IllegalProducerStateError("the producer is closed")
         partition_count = self.cluster.owners(topic).partition_count
-        record = SimpleRecord(
-            key, value, NO_TIMESTAMP if timestamp is None else timestamp, tuple(headers)
-        )
-        future: Future[RecordMetadata] = Future()
-        future.set_running_or_notify_cancel()
+        if not isinstance(headers, tuple):
+            headers = tuple(headers)
         deadline_ms: int | None = None
-        with self._lock:
+        with self._mutex:
             while True:
                 result = self.accumulator.append(
                     topic,
-                    record,
+                    key,
+                    value,
+                    timestamp=NO_TIMESTAMP if timestamp is None else timestamp,
+                    headers=headers,
                     num_partitions=partition_count,
                     partition=partition,
-                    token=future,
                     deadline_ms=deadline_ms,
                 )
                 if not isinstance(result, MemoryBlocked):
@@ -108,9 +115,15 @@ class Producer:
                 deadline_ms = result.deadline_ms
                 self._lock.notify_all()  # every partition is ready while an append waits
                 self._lock.wait(max(0.0, (deadline_ms - wall_clock_ms()) / 1000))
-            if result.batch_is_full or result.new_batch_created:
+            batch, index, batch_is_full, new_batch_created, _size = result
+            if callback is not None:
+                batch.result.add_callback_while_open(index, callback)
+            # Wake the sender when this record opened a batch or filled its own; not for
+            # every record while an earlier full batch waits for its turn to go (Kafka's
+            # ``batchIsFull`` says so then too), which would wake it for nothing.
+            if new_batch_created or (batch_is_full and batch.is_full):
                 self._lock.notify_all()
-        return future
+        return RecordFuture(batch.result, index)
 
     def flush(self, timeout_s: float | None = None) -> bool:
         """Send everything appended so far now, and wait until each is stored or failed;
@@ -146,8 +159,6 @@ class Producer:
             abandoned = self.accumulator.incomplete_batches
         closed = RequestTimedOutError("the producer closed before the record was acknowledged")
         for batch in abandoned:
-            for token in batch.tokens:
-                if isinstance(token, Future) and not token.done():
-                    token.set_exception(closed)
+            batch.result.complete(-1, -1, closed)
         if self._own_cluster:
             self.cluster.close()

@@ -1,7 +1,10 @@
 """A producer batch: records bound for one partition, then the v2 batch bytes sent for them.
 
 Two lives, as Kafka's ``ProducerBatch``: open, it takes records while the accumulator
-fills it; closed (``close``), it is frozen into one v2 RecordBatch, compressed once.
+fills it, each encoded at once into the batch's records buffer (Kafka's
+``MemoryRecordsBuilder``: no per-record object is kept but its timestamp); closed
+(``close``), it is frozen into one v2 RecordBatch, compressed once, on the sender
+thread outside the producer's lock.
 The producer id, epoch and base sequence live in the header, outside the compressed
 records, so stamping a built batch patches those 14 bytes and recomputes the CRC-32C
 (as Kafka's ``reopenAndRewriteProducerState`` does); the records are never encoded or
@@ -23,19 +26,31 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from tierlog.client.errors import IllegalProducerStateError
+from tierlog.client.futures import ProduceRequestResult
+from tierlog.storage.config import TimestampType
 from tierlog.storage.records import (
+    NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
+    NO_TIMESTAMP,
     V2_HEADER_SIZE,
     CompressionType,
     Header,
-    SimpleRecord,
-    build_batch,
+    compress,
     crc32c,
+    decode_records,
+    parse_header,
 )
-from tierlog.storage.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, PRODUCER_ID_OFFSET
-from tierlog.storage.records.varint import sizeof_varint, sizeof_varlong
+from tierlog.storage.records.batch import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    PRODUCER_ID_OFFSET,
+    assemble_batch,
+    batch_attributes,
+)
+from tierlog.storage.records.record import encode_record
+from tierlog.storage.records.varint import sizeof_varint
 
 __all__ = [
     "COMPRESSION_RATE_ESTIMATION_FACTOR",
@@ -44,7 +59,6 @@ __all__ = [
     "ProducerBatch",
     "TopicPartition",
     "batch_size_upper_bound",
-    "record_size_in_bytes",
 ]
 
 COMPRESSION_RATE_ESTIMATION_FACTOR = 1.05
@@ -52,6 +66,10 @@ COMPRESSION_RATE_ESTIMATION_FACTOR = 1.05
 # + the largest length varint (5): Kafka's DefaultRecord.MAX_RECORD_OVERHEAD.
 MAX_RECORD_OVERHEAD = 21
 
+# More than any codec's frame and block headers add to a batch: gzip's 18, xerial's 16
+# plus 4 a block, lz4's 15 plus 4 a block, zstd's up to 18 plus 3 a block.
+_CODEC_FRAMING_BYTES = 1024
+_NONE = CompressionType.NONE
 _STAMP = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence: contiguous
 _UINT32 = struct.Struct(">I")
 
@@ -75,18 +93,12 @@ def _sizeof_body_part(key: bytes | None, value: bytes | None, headers: Sequence[
     return size
 
 
-def record_size_in_bytes(offset_delta: int, timestamp_delta: int, record: SimpleRecord) -> int:
-    """The exact encoded size of ``record`` at these deltas (``DefaultRecord.sizeInBytes``)."""
-    body = 1 + sizeof_varlong(timestamp_delta) + sizeof_varint(offset_delta)
-    body += _sizeof_body_part(record.key, record.value, record.headers)
-    return sizeof_varint(body) + body
-
-
-def batch_size_upper_bound(record: SimpleRecord) -> int:
-    """The most a batch of just ``record`` can take, compressed or not (Kafka's
+def batch_size_upper_bound(
+    key: bytes | None, value: bytes | None, headers: Sequence[Header] = ()
+) -> int:
+    """The most a batch of just this record can take, compressed or not (Kafka's
     ``estimateSizeInBytesUpperBound``): what ``max.request.size`` is checked against."""
-    body_part = _sizeof_body_part(record.key, record.value, record.headers)
-    return V2_HEADER_SIZE + MAX_RECORD_OVERHEAD + body_part
+    return V2_HEADER_SIZE + MAX_RECORD_OVERHEAD + _sizeof_body_part(key, value, headers)
 
 
 class CompressionRatioEstimator:
@@ -139,11 +151,16 @@ class ProducerBatch:
         self.reserved_memory_bytes = reserved_memory_bytes
         self.compression = compression
         self._ratio = ratio
-        self.records: list[SimpleRecord] = []
-        # One opaque token per record, the transport's (e.g. the future its sender
-        # awaits): record i of the stored batch is at base offset + i, and a split
-        # carries the tokens along with their records.
-        self.tokens: list[object] = []
+        self._records = bytearray()  # the encoded records, uncompressed
+        # Each record's CreateTime, in order: record i of the stored batch is at base
+        # offset + i, and its metadata reports this timestamp (unless LogAppendTime).
+        self.timestamps: list[int] = []
+        self._base_timestamp = NO_TIMESTAMP
+        self._max_timestamp = NO_TIMESTAMP
+        # What the records' futures read their metadata from (``tierlog.client.futures``).
+        self.result = ProduceRequestResult(
+            topic_partition.topic, topic_partition.partition, self.timestamps
+        )
         self.uncompressed_records_bytes = 0
         self.attempts = 0
         self.last_attempt_ms = created_ms
@@ -163,37 +180,72 @@ class ProducerBatch:
 
     @property
     def record_count(self) -> int:
-        return len(self.records)
+        return len(self.timestamps)
 
     @property
     def estimated_size_bytes(self) -> int:
         """What the batch will take once built (exact when uncompressed)."""
         if self._encoded is not None:
             return len(self._encoded)
+        return self._estimate(self.uncompressed_records_bytes)
+
+    def _estimate(self, records_bytes: int) -> int:
         if self.compression is CompressionType.NONE:
-            return V2_HEADER_SIZE + self.uncompressed_records_bytes
-        scaled = self.uncompressed_records_bytes * self._ratio.ratio
+            return V2_HEADER_SIZE + records_bytes
+        scaled = records_bytes * self._ratio.ratio
         return V2_HEADER_SIZE + int(scaled * COMPRESSION_RATE_ESTIMATION_FACTOR)
+
+    @property
+    def worst_size_bytes(self) -> int:
+        """The most the batch can take once built: exact when built or uncompressed, else
+        the records uncompressed plus a codec's worst expansion (snappy's n/6 + 32)."""
+        if self._encoded is not None or self.compression is CompressionType.NONE:
+            return self.estimated_size_bytes
+        records = self.uncompressed_records_bytes
+        return V2_HEADER_SIZE + records + records // 6 + _CODEC_FRAMING_BYTES
 
     @property
     def is_full(self) -> bool:
         """No more appends: closed for them, or the estimate reached the write limit."""
         if self._appends_closed or self._encoded is not None:
             return True
-        return bool(self.records) and self.estimated_size_bytes >= self.write_limit_bytes
+        return bool(self.timestamps) and self.estimated_size_bytes >= self.write_limit_bytes
 
-    def try_append(self, record: SimpleRecord, token: object = None) -> int | None:
-        """Add ``record`` if it fits; its encoded size, or None (and the batch is then
-        closed for appends, as Kafka's ``tryAppend`` closes a batch that refused one)."""
-        if self.is_full:
+    def try_append(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        headers: Sequence[Header] = (),
+    ) -> int | None:
+        """Encode the record into the batch if it fits; its encoded size, or None (and the
+        batch is then closed for appends, as Kafka's ``tryAppend`` closes a batch that
+        refused one).  Runs once per record sent: the checks are inlined arithmetic."""
+        if self._appends_closed or self._encoded is not None:
             return None
-        base_timestamp = self.records[0].timestamp if self.records else record.timestamp
-        size = record_size_in_bytes(len(self.records), record.timestamp - base_timestamp, record)
-        if self.records and self.estimated_size_bytes + size > self.write_limit_bytes:
+        timestamps = self.timestamps
+        count = len(timestamps)
+        if not count:
+            used = 0
+        elif self.compression is _NONE:
+            used = V2_HEADER_SIZE + self.uncompressed_records_bytes
+        else:
+            used = self._estimate(self.uncompressed_records_bytes)
+        if count:
+            if used >= self.write_limit_bytes:
+                return None
+        else:
+            self._base_timestamp = timestamp
+        size = encode_record(
+            self._records, count, timestamp - self._base_timestamp, key, value, headers
+        )
+        if count and used + size > self.write_limit_bytes:
+            del self._records[-size:]
             self._appends_closed = True
             return None
-        self.records.append(record)
-        self.tokens.append(token)
+        timestamps.append(timestamp)
+        if timestamp > self._max_timestamp:
+            self._max_timestamp = timestamp
         self.uncompressed_records_bytes += size
         return size
 
@@ -254,20 +306,38 @@ class ProducerBatch:
         every attempt sends these bytes.  Teaches the ratio estimator what compression did."""
         if self._encoded is not None:
             return self._encoded
-        if not self.records:
+        if not self.timestamps:
             raise IllegalProducerStateError("an empty batch is never sent")
         self._appends_closed = True
-        self._encoded = build_batch(
-            self.records,
-            compression=self.compression,
+        self._encoded = self._assemble(self.compression)
+        if self.compression is not CompressionType.NONE and self.uncompressed_records_bytes:
+            compressed_records = len(self._encoded) - V2_HEADER_SIZE
+            self._ratio.update(compressed_records / self.uncompressed_records_bytes)
+        self._records = bytearray()  # the built batch holds them now
+        return self._encoded
+
+    def _assemble(self, compression: CompressionType) -> bytes:
+        records = self._records
+        payload = records if compression is CompressionType.NONE else compress(compression, records)
+        return assemble_batch(
+            payload,
+            attributes=batch_attributes(
+                compression,
+                TimestampType.CREATE_TIME,
+                is_transactional=False,
+                is_control=False,
+                has_delete_horizon=False,
+            ),
+            base_offset=0,
+            last_offset_delta=len(self.timestamps) - 1,
+            record_count=len(self.timestamps),
+            base_timestamp=self._base_timestamp,
+            max_timestamp=self._max_timestamp,
+            partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
             producer_id=self._stamp.producer_id,
             producer_epoch=self._stamp.producer_epoch,
             base_sequence=self._stamp.base_sequence,
         )
-        if self.compression is not CompressionType.NONE and self.uncompressed_records_bytes:
-            compressed_records = len(self._encoded) - V2_HEADER_SIZE
-            self._ratio.update(compressed_records / self.uncompressed_records_bytes)
-        return self._encoded
 
     @property
     def is_built(self) -> bool:
@@ -276,39 +346,38 @@ class ProducerBatch:
     def split(self, size_limit_bytes: int) -> list[ProducerBatch]:
         """Built, unstamped batches of these records in order, each within
         ``size_limit_bytes`` unless it holds a single record (Kafka's split of a batch
-        the broker found too large).  The first part inherits the memory reservation."""
+        the broker found too large).  The first part inherits the memory reservation;
+        this batch's result is chained to the parts', so the records' futures follow."""
         if self.has_sequence:
             raise IllegalProducerStateError(f"{self} has a sequence and cannot be split")
-        parts: list[ProducerBatch] = []
-        pending = [(0, len(self.records))]
+        whole = self._encoded if self._encoded is not None else self._assemble(self.compression)
+        records = decode_records(whole, parse_header(whole))
+        parts: list[tuple[int, ProducerBatch]] = []
+        pending = [(0, len(records))]
         while pending:
             start, stop = pending.pop()
-            part = self._sibling(start, stop)
+            part = self._sibling()
+            for record in records[start:stop]:
+                part.try_append(record.key, record.value, record.timestamp, record.headers)
             if stop - start > 1 and len(part.close()) > size_limit_bytes:
                 middle = (start + stop) // 2
                 pending += [(middle, stop), (start, middle)]
                 continue
             part.close()
-            parts.append(part)
-        parts[0].reserved_memory_bytes = self.reserved_memory_bytes
-        return parts
+            parts.append((start, part))
+        parts[0][1].reserved_memory_bytes = self.reserved_memory_bytes
+        self.result.chain([(start, part.result) for start, part in parts])
+        return [part for _start, part in parts]
 
-    def _sibling(self, start: int, stop: int) -> ProducerBatch:
+    def _sibling(self) -> ProducerBatch:
         part = ProducerBatch(
             self.topic_partition,
             created_ms=self.created_ms,
-            write_limit_bytes=0,
+            write_limit_bytes=2**62,  # takes what ``split`` gives it
             reserved_memory_bytes=0,
             compression=self.compression,
             ratio=self._ratio,
         )
-        records = self.records[start:stop]
-        part.tokens = self.tokens[start:stop]
-        base_timestamp = records[0].timestamp
-        for delta, record in enumerate(records):
-            part.records.append(record)
-            size = record_size_in_bytes(delta, record.timestamp - base_timestamp, record)
-            part.uncompressed_records_bytes += size
         part.attempts = self.attempts
         part.drained_ms = self.drained_ms
         return part

@@ -32,7 +32,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -50,6 +49,7 @@ from tierlog.client.errors import (
     TierlogError,
     reason_of,
 )
+from tierlog.client.futures import ProduceRequestResult
 from tierlog.client.idempotence import IdempotenceManager
 from tierlog.client.producer_batch import ProducerBatch, TopicPartition
 from tierlog.client.rpc import error_from_proto, error_from_rpc
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
     _Stream = _CallIterator[log_service_pb2.ProduceStreamResponse]
 
-__all__ = ["ProduceConnection", "RecordMetadata", "Sender"]
+__all__ = ["ProduceConnection", "Sender"]
 
 log = logging.getLogger(__name__)
 
@@ -68,14 +68,13 @@ Outcome = log_service_pb2.ProduceResponse | TierlogError
 
 
 @dataclass(frozen=True)
-class RecordMetadata:
-    """Where a record was stored (offset -1 with ``acks=0``, or for a duplicate older than
-    the broker's cache)."""
+class _Settlement:
+    """A batch's outcome, applied to its records' futures once the lock is let go."""
 
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int  # the broker's LogAppendTime, else the record's CreateTime
+    result: ProduceRequestResult
+    base_offset: int = -1
+    log_append_time: int = -1
+    error: BaseException | None = None
 
 
 class ProduceConnection:
@@ -242,7 +241,7 @@ class Sender:
                 time.sleep(self.config.retry_backoff_ms / 1000)
 
     def _run_once(self) -> None:
-        resolutions: list[tuple[Future[RecordMetadata], RecordMetadata | BaseException]] = []
+        resolutions: list[_Settlement] = []
         with self.lock:
             self._settle(resolutions)
             for batch in self.accumulator.expired_batches():
@@ -343,9 +342,7 @@ class Sender:
 
     # --- outcomes (under the lock) ----------------------------------------------------
 
-    def _settle(
-        self, resolutions: list[tuple[Future[RecordMetadata], RecordMetadata | BaseException]]
-    ) -> None:
+    def _settle(self, resolutions: list[_Settlement]) -> None:
         while self._outcomes:
             batch, outcome = self._outcomes.popleft()
             tp = batch.topic_partition
@@ -361,27 +358,20 @@ class Sender:
         self,
         batch: ProducerBatch,
         response: log_service_pb2.ProduceResponse | None,
-        resolutions: list[tuple[Future[RecordMetadata], RecordMetadata | BaseException]],
+        resolutions: list[_Settlement],
     ) -> None:
         base_offset = -1 if response is None else response.base_offset
         if self.idempotence is not None:
             self.idempotence.on_success(batch, base_offset if base_offset >= 0 else None)
         append_time = -1 if response is None else response.log_append_time_ms
-        tp = batch.topic_partition
-        for index, (record, token) in enumerate(zip(batch.records, batch.tokens, strict=True)):
-            if isinstance(token, Future):
-                offset = base_offset + index if base_offset >= 0 else -1
-                timestamp = append_time if append_time >= 0 else record.timestamp
-                resolutions.append(
-                    (token, RecordMetadata(tp.topic, tp.partition, offset, timestamp))
-                )
+        resolutions.append(_Settlement(batch.result, base_offset, append_time))
         self.accumulator.deallocate(batch)
 
     def _failed_attempt(
         self,
         batch: ProducerBatch,
         error: TierlogError,
-        resolutions: list[tuple[Future[RecordMetadata], RecordMetadata | BaseException]],
+        resolutions: list[_Settlement],
     ) -> None:
         tp = batch.topic_partition
         reason = reason_of(error)
@@ -421,23 +411,14 @@ class Sender:
 
     @staticmethod
     def _resolve_failed(
-        batch: ProducerBatch,
-        resolutions: list[tuple[Future[RecordMetadata], RecordMetadata | BaseException]],
-        error: BaseException,
+        batch: ProducerBatch, resolutions: list[_Settlement], error: BaseException
     ) -> None:
-        for token in batch.tokens:
-            if isinstance(token, Future):
-                resolutions.append((token, error))
+        resolutions.append(_Settlement(batch.result, error=error))
 
 
-def _resolve(
-    resolutions: list[tuple[Future[RecordMetadata], RecordMetadata | BaseException]],
-) -> None:
-    """Complete the records' futures, outside the lock (their callbacks may send)."""
-    for future, result in resolutions:
-        if future.done():
-            continue
-        if isinstance(result, BaseException):
-            future.set_exception(result)
-        else:
-            future.set_result(result)
+def _resolve(resolutions: list[_Settlement]) -> None:
+    """Complete the batches' results, outside the lock (their callbacks may send)."""
+    for settlement in resolutions:
+        settlement.result.complete(
+            settlement.base_offset, settlement.log_append_time, settlement.error
+        )

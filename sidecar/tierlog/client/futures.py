@@ -1,0 +1,182 @@
+"""What ``Producer.send`` returns: a light per-record future over one result per batch.
+
+Kafka's ``ProduceRequestResult`` and ``FutureRecordMetadata``: the sender completes a
+batch once (its base offset and log-append time, or its error), and each record's
+future reads its own metadata from that on demand, at ``base offset + its index``.
+So a batch of a thousand records costs one completion and no per-record work unless
+the application asks: a ``RecordMetadata`` is made only for a ``result()`` or a
+callback.  Callbacks run in record order on the thread that completes the batch (the
+producer's sender), as Kafka's do on its I/O thread: keep them short.
+
+A batch the producer had to split before sending (see ``ProducerBatch.split``)
+*chains* its result to its parts': a record's future then follows its record into
+the part that holds it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+__all__ = ["Callback", "ProduceRequestResult", "RecordFuture", "RecordMetadata"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class RecordMetadata:
+    """Where a record was stored (offset -1 with ``acks=0``, or for a duplicate older than
+    the broker's cache).  Not frozen: a frozen dataclass costs several times more to
+    make, and one is made per acknowledged record."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int  # the broker's LogAppendTime, else the record's CreateTime
+
+
+# Kafka's ``Callback.onCompletion(metadata, exception)``: exactly one of them is None.
+Callback = Callable[[RecordMetadata | None, BaseException | None], None]
+
+
+class ProduceRequestResult:
+    """One batch's outcome, shared by the futures of its records."""
+
+    def __init__(self, topic: str, partition: int, timestamps: Sequence[int]) -> None:
+        self.topic = topic
+        self.partition = partition
+        self._timestamps = timestamps  # the records' CreateTimes, in record order
+        self._settled_or_split = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: list[tuple[int, Callback]] = []
+        self._completed = False
+        self._base_offset = -1
+        self._log_append_time = -1
+        self._error: BaseException | None = None
+        self._parts: list[tuple[int, ProduceRequestResult]] = []  # (first index, part)
+
+    @property
+    def done(self) -> bool:
+        return self._completed
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._error
+
+    def metadata(self, index: int) -> RecordMetadata:
+        """Record ``index``'s metadata; only once completed without an error."""
+        offset = self._base_offset + index if self._base_offset >= 0 else -1
+        timestamp = self._log_append_time if self._log_append_time >= 0 else self._timestamps[index]
+        return RecordMetadata(self.topic, self.partition, offset, timestamp)
+
+    def add_callback(self, index: int, callback: Callback) -> None:
+        """Call ``callback`` for record ``index`` on completion (now, if completed)."""
+        with self._lock:
+            if not self._completed and not self._parts:
+                self._callbacks.append((index, callback))
+                return
+        owner, at = self.locate(index)
+        if owner is self:
+            self._call(index, callback)
+        else:
+            owner.add_callback(at, callback)
+
+    def add_callback_while_open(self, index: int, callback: Callback) -> None:
+        """``add_callback`` for the producer, while the batch is still taking records
+        under its lock: it cannot complete or split meanwhile, so no lock is needed."""
+        self._callbacks.append((index, callback))
+
+    def complete(
+        self, base_offset: int, log_append_time: int, error: BaseException | None = None
+    ) -> None:
+        """Settle the batch once and run the callbacks, in record order."""
+        with self._lock:
+            if self._completed:
+                return
+            self._base_offset = base_offset
+            self._log_append_time = log_append_time
+            self._error = error
+            self._completed = True
+            callbacks, self._callbacks = self._callbacks, []
+        self._settled_or_split.set()
+        for index, callback in callbacks:
+            self._call(index, callback)
+
+    def _call(self, index: int, callback: Callback) -> None:
+        try:
+            if self._error is None:
+                callback(self.metadata(index), None)
+            else:
+                callback(None, self._error)
+        except Exception:  # a callback's failure is the application's, not the batch's
+            log.exception("a producer callback raised")
+
+    def chain(self, parts: Sequence[tuple[int, ProduceRequestResult]]) -> None:
+        """The batch was split into ``parts`` (each with its first record's index):
+        callbacks move to the part holding their record, and so do waiters."""
+        with self._lock:
+            self._parts = list(parts)
+            callbacks, self._callbacks = self._callbacks, []
+        self._settled_or_split.set()
+        for index, callback in callbacks:
+            owner, at = self.locate(index)
+            owner.add_callback(at, callback)
+
+    def locate(self, index: int) -> tuple[ProduceRequestResult, int]:
+        """The result that settles record ``index`` (split or not) and its index there."""
+        result = self
+        while result._parts:
+            for first, part in reversed(result._parts):
+                if index >= first:
+                    result, index = part, index - first
+                    break
+        return result, index
+
+    def wait(self, index: int, timeout_s: float | None) -> tuple[ProduceRequestResult, int]:
+        """Wait until record ``index`` is settled, following splits; where it was settled.
+        ``TimeoutError`` (``concurrent.futures``') after ``timeout_s``."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            result, at = self.locate(index)
+            if result._completed:
+                return result, at
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not result._settled_or_split.wait(remaining) and remaining is not None:
+                raise concurrent.futures.TimeoutError()
+
+
+class RecordFuture:
+    """One record's future (``concurrent.futures.Future``'s reading half)."""
+
+    __slots__ = ("_index", "_result")
+
+    def __init__(self, result: ProduceRequestResult, index: int) -> None:
+        self._result = result
+        self._index = index
+
+    def done(self) -> bool:
+        return self._result.locate(self._index)[0].done
+
+    def running(self) -> bool:
+        return not self.done()
+
+    def cancelled(self) -> bool:
+        return False  # a record handed to the producer cannot be taken back
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        """Its metadata once stored; raises its error, or ``TimeoutError`` after ``timeout``."""
+        result, index = self._result.wait(self._index, timeout)
+        if result.error is not None:
+            raise result.error
+        return result.metadata(index)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        return self._result.wait(self._index, timeout)[0].error
+
+    def add_done_callback(self, fn: Callable[[RecordFuture], None]) -> None:
+        """``fn(self)`` once the record is stored or failed (at once if it is)."""
+        self._result.add_callback(self._index, lambda _metadata, _error: fn(self))
