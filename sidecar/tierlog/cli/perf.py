@@ -203,7 +203,7 @@ def run_consume(args: argparse.Namespace) -> int:
             last_s = now
             poll_ms.append((now - before) * 1000)
             records += len(batch)
-            total_bytes += sum(len(r.value or b"") + len(r.key or b"") for r in batch)
+            total_bytes += sum([len(r.value or b"") + len(r.key or b"") for r in batch])
         elapsed_s = last_s - start_s
     print(Summary(records, total_bytes, elapsed_s, tuple(sorted(poll_ms))).line("consumed", "poll"))
     if records < args.num_records:

@@ -16,6 +16,7 @@ The transport-independent core:
   names and defaults (``CommonClientConfig``: servers and security, shared by all three).
 - ``partitioner``: Kafka's default partitioner (murmur2 of the key, sticky for null keys).
 - ``producer_batch``: one partition's batch, open for records, then built and stamped.
+- ``futures``: one ``ProduceRequestResult`` per batch, a light ``RecordFuture`` per record.
 - ``accumulator``: the RecordAccumulator (linger, batch size, compression, buffer.memory).
 - ``idempotence``: producer id, epoch and sequences, retries and epoch bumps.
 

@@ -150,13 +150,20 @@ class RecordAccumulator:
         data_bytes = (0 if key is None else len(key)) + (0 if value is None else len(value))
         if headers or data_bytes > self._unchecked_record_bytes:
             self._check_record_size(key, value, headers)
-        tp = self._topic_partition(topic, partition)
+        known = self._topic_partitions.get(topic)
+        if known is not None and partition < len(known):
+            tp = known[partition]
+        else:
+            tp = self._topic_partition(topic, partition)
         queue = self._queues.get(tp)
         result: AppendResult | MemoryBlocked | None = None
-        if queue:  # the common case: the partition's open batch takes it
-            result = self._try_append(
-                queue, key, value, timestamp, headers, new_batch_created=False
-            )
+        if queue:  # the common case, inlined: the partition's open batch takes it
+            last = queue[-1]
+            appended_bytes = last.try_append(key, value, timestamp, headers)
+            if appended_bytes is not None:
+                full = len(queue) > 1 or last.is_full
+                index = len(last.timestamps) - 1
+                result = _new_tuple(AppendResult, (last, index, full, False, appended_bytes))
         if result is None:
             upper_bound = self._check_record_size(key, value, headers)
             result = self._append_to_new_batch(
@@ -178,10 +185,8 @@ class RecordAccumulator:
 
     def _topic_partition(self, topic: str, partition: int) -> TopicPartition:
         """The one ``TopicPartition`` of each partition, not a new tuple per record."""
-        known = self._topic_partitions.get(topic)
-        if known is None or partition >= len(known):
-            known = [TopicPartition(topic, p) for p in range(partition + 1)]
-            self._topic_partitions[topic] = known
+        known = [TopicPartition(topic, p) for p in range(partition + 1)]
+        self._topic_partitions[topic] = known
         return known[partition]
 
     def _append_to_new_batch(
@@ -212,9 +217,10 @@ class RecordAccumulator:
             queue[-1].close_for_appends()
         queue.append(batch)
         self._incomplete[id(batch)] = batch
-        result = self._try_append(queue, key, value, timestamp, headers, new_batch_created=True)
-        assert result is not None, "a fresh batch takes any record that passed the size checks"
-        return result
+        appended_bytes = batch.try_append(key, value, timestamp, headers)
+        assert appended_bytes is not None, "a fresh batch takes any record that passed the checks"
+        full = len(queue) > 1 or batch.is_full
+        return AppendResult(batch, 0, full, True, appended_bytes)
 
     def _pick_partition(
         self, topic: str, key: bytes | None, num_partitions: int, sticky: bool
@@ -246,26 +252,6 @@ class RecordAccumulator:
                 f"buffer.memory ({self._config.buffer_memory})"
             )
         return upper_bound
-
-    @staticmethod
-    def _try_append(
-        queue: deque[ProducerBatch],
-        key: bytes | None,
-        value: bytes | None,
-        timestamp: int,
-        headers: Sequence[Header],
-        *,
-        new_batch_created: bool,
-    ) -> AppendResult | None:
-        last = queue[-1]
-        appended_bytes = last.try_append(key, value, timestamp, headers)
-        if appended_bytes is None:
-            return None
-        full = len(queue) > 1 or last.is_full
-        # tuple.__new__ rather than the NamedTuple's own __new__: one Python call less.
-        return _new_tuple(
-            AppendResult, (last, last.record_count - 1, full, new_batch_created, appended_bytes)
-        )
 
     def _blocked(self, now_ms: int, deadline_ms: int | None, size: int) -> MemoryBlocked:
         if deadline_ms is None:

@@ -10,7 +10,8 @@ of a topic.  A partition without a position gets one from ``auto.offset.reset``
 ``poll`` returns buffered records first; when none are buffered it sends one Fetch to
 the owner of each assigned partition at once, each a long poll of at most
 ``fetch.max.wait.ms`` (or what is left of the poll's timeout) for
-``fetch.min.bytes``, and returns as soon as one of them brought records.  A fetch
+``fetch.min.bytes``, and returns as soon as one of them brought records (asking again
+those that answered empty while its timeout lasts).  A fetch
 answers whole batches from the one holding the position: records before it are
 skipped, control batches (transaction markers) are skipped without being returned,
 and CRCs are checked when ``check.crcs`` says so.  Positions move as records are
@@ -232,11 +233,13 @@ class Consumer(ClusterClient):
 
     def _fetch(self, max_wait_ms: int) -> None:
         """A Fetch in flight for each assigned partition with nothing buffered (sent now
-        unless one is on its way already), waited for until one brings records, all
-        have answered, or ``max_wait_ms`` (and the request timeout) passed."""
+        unless one is on its way already), waited for until one answers or
+        ``max_wait_ms`` (and the request timeout) passed."""
+        sent_now = False
         for tp, buffered in self._buffers.items():
             if not buffered and tp not in self._in_flight:
                 self._send_fetch(tp, self.position(tp), max_wait_ms)
+                sent_now = True
         waiting = [
             (tp, fetch)
             for tp, fetch in self._in_flight.items()
@@ -244,22 +247,15 @@ class Consumer(ClusterClient):
         ]
         if not waiting:
             return
+        # Back at the first answer: if it brought nothing, ``poll`` asks again for the
+        # rest of its time.  (Not peeking at ``record_batches`` here: every read of a
+        # bytes field copies it.)
         arrived = threading.Event()
-        lock = threading.Lock()
-        pending = [len(waiting)]
-
-        def done(call: grpc.Future[log_service_pb2.FetchResponse]) -> None:
-            with lock:
-                pending[0] -= 1
-                everyone = pending[0] == 0
-            if everyone or (
-                not call.cancelled() and call.exception() is None and call.result().record_batches
-            ):
-                arrived.set()
-
         for _tp, fetch in waiting:
-            fetch.call.add_done_callback(done)
-        arrived.wait(self._timeout_s + max_wait_ms / 1000)
+            fetch.call.add_done_callback(lambda _call: arrived.set())
+        # A fetch sent now may take its whole long poll and the round trip; one already
+        # in flight is not waited for beyond what this poll has left.
+        arrived.wait(max_wait_ms / 1000 + (self._timeout_s if sent_now else 0.0))
         for tp, fetch in waiting:
             if not fetch.call.done():
                 continue  # still on its way: the next poll takes it

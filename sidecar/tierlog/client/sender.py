@@ -101,13 +101,13 @@ class ProduceConnection:
     def in_flight_count(self) -> int:
         return len(self._in_flight)
 
-    def send(self, request: log_service_pb2.ProduceRequest, batch: ProducerBatch) -> None:
+    def send(self, request: log_service_pb2.ProduceStreamRequest, batch: ProducerBatch) -> None:
         with self._lock:
             if self._call is None or self._requests is None:
                 self._open()
             assert self._requests is not None
             self._in_flight.append((batch, time.monotonic()))
-            self._requests.put(log_service_pb2.ProduceStreamRequest(produce=request))
+            self._requests.put(request)
 
     def _open(self) -> None:
         requests: queue.SimpleQueue[log_service_pb2.ProduceStreamRequest | None] = (
@@ -327,12 +327,17 @@ class Sender:
             self._connections[address] = connection
         return connection
 
-    def _request(self, batch: ProducerBatch) -> log_service_pb2.ProduceRequest:
-        tp = batch.topic_partition
-        acks = log_service_pb2.ACKS_NONE if self._acks is None else self._acks
-        return log_service_pb2.ProduceRequest(
-            topic=tp.topic, partition=tp.partition, acks=acks, record_batches=batch.close()
-        )
+    def _request(self, batch: ProducerBatch) -> log_service_pb2.ProduceStreamRequest:
+        """The stream request for ``batch``, built (compressed, checksummed) here, outside
+        the lock.  Fields are set in place: a message passed to a constructor is copied,
+        and a batch is up to a MiB."""
+        request = log_service_pb2.ProduceStreamRequest()
+        produce = request.produce
+        produce.topic = batch.topic_partition.topic
+        produce.partition = batch.topic_partition.partition
+        produce.acks = log_service_pb2.ACKS_NONE if self._acks is None else self._acks
+        produce.record_batches = batch.close()
+        return request
 
     def _on_outcome(self, batch: ProducerBatch, outcome: Outcome) -> None:
         """From a connection's reader thread: hand the outcome to the loop."""

@@ -28,6 +28,7 @@ from tierlog.storage.records import (
     crc32c,
     crc_is_valid,
     decode_records,
+    decode_records_as,
     iter_batches,
     parse_header,
     patch_offsets,
@@ -271,6 +272,32 @@ def test_decoding_a_batch_whose_records_disagree_with_its_header_is_corrupt() ->
     whole = build_batch([SimpleRecord(b"k", b"v", 1)])
     with pytest.raises(CorruptRecordError):
         decode_records(whole[:-1], parse_header(whole))
+
+
+def test_a_record_that_overruns_its_batch_is_corrupt_though_more_bytes_follow() -> None:
+    # In place in a fetch's bytes, the next batch lies right after: reading on into it
+    # must still be caught.
+    batch = bytearray(build_batch([SimpleRecord(b"k", b"v" * 100, 1)] * 2))
+    batch[-103:-101] = b"\xd8\x04"  # the last value's length: 300, not 100
+    _recrc(batch)
+    following = build_batch([SimpleRecord(None, b"x" * 500, 2)])
+    for buf in (bytes(batch) + following, bytearray(batch) + following):
+        with pytest.raises(CorruptRecordError):
+            decode_records(buf, parse_header(buf))
+
+
+@given(SIMPLE_RECORDS, st.sampled_from(CompressionType))
+def test_decode_records_as_builds_the_callers_records(
+    records: list[SimpleRecord], codec: CompressionType
+) -> None:
+    data = b"\x00" * 7 + build_batch(records, base_offset=40, compression=codec)
+    made = decode_records_as(data, parse_header(data, 7), lambda *fields: fields)
+    assert made == [tuple(vars_of(r)) for r in decode_records(data, parse_header(data, 7))]
+    assert [(key, value) for _, _, key, value, _ in made] == [(r.key, r.value) for r in records]
+
+
+def vars_of(record: Record) -> tuple[object, ...]:
+    return (record.offset, record.timestamp, record.key, record.value, record.headers)
 
 
 def test_iter_batches_walks_whole_entries_and_rejects_a_partial_tail() -> None:
