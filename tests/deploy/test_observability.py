@@ -1,9 +1,9 @@
 """A real Prometheus scrapes a real sidecar; every dashboard query and alert returns series.
 
-The sidecar gets traffic through the client first (a tiered topic with two
-partitions: produced, uploaded to the sidecar's default local-directory tier, consumed,
-records deleted, and a call that fails) so its per-topic, per-error and tier series
-exist.
+The sidecar gets traffic through the client first so its per-topic, per-error and
+tier series exist: a call that fails, a tiered topic with two partitions produced,
+uploaded to a real MinIO bucket (its first PUTs answered SlowDown by a fault proxy and
+retried), read back from the start out of the tier, and records deleted.
 Prometheus gives the target the labels a ServiceMonitor would (``namespace``, ``pod``),
 and Grafana's variables are replaced by those values (``$__rate_interval`` by ``1m``).
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +31,8 @@ from tests.deploy.monitoring import (
     metric_selectors,
     substitute,
 )
+from tests.support.fault_proxy import FaultProxy
+from tests.support.minio import MinioServer
 from tests.support.prometheus import PrometheusServer, ScrapeTarget, start_prometheus
 from tests.support.scrape import METRICS, metrics_address, scrape
 from tests.support.sidecars import start_sidecar
@@ -45,16 +48,38 @@ VALUES = {**BROKER, "topic": TOPIC}  # what Grafana's variables select
 
 
 PARTITIONS = [TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)]
-# Small segments that go to the tier as soon as they close.
-TIERED = {"segment.bytes": "4096", "remote.storage.enable": "true"}
+# Small segments that go to the tier as soon as they close and then leave the disk, so
+# reading from the start reads the tier.
+TIERED = {
+    "segment.bytes": "4096",
+    "remote.storage.enable": "true",
+    "local.retention.bytes": "0",
+    "file.delete.delay.ms": "0",
+}
 SIDECAR_CONFIGS = (
     METRICS,
     "log.flush.interval.messages=1",  # fsyncs to time
     "remote.log.manager.task.interval.ms=100",
+    "log.retention.check.interval.ms=200",
 )
 
 
-def _traffic(address: str) -> None:
+def _s3_configs(minio: MinioServer, proxy: FaultProxy, work: Path) -> list[str]:
+    """The sidecar's tier: a MinIO bucket, reached through a proxy that can inject faults."""
+    credentials = work / "s3-credentials"
+    credentials.write_text(
+        f"access_key_id={minio.access_key_id}\nsecret_access_key={minio.secret_access_key}\n"
+    )
+    return [
+        f"tierlog.tier.url=s3://{minio.create_bucket('observability')}/tier",
+        f"tierlog.tier.s3.endpoint.url={proxy.url}",
+        f"tierlog.tier.s3.region={minio.region}",
+        "tierlog.tier.s3.path.style.access.enabled=true",
+        f"tierlog.tier.s3.credentials.path={credentials}",
+    ]
+
+
+def _produce(address: str) -> None:
     with AdminClient(address) as admin:
         admin.create_topic(TOPIC, len(PARTITIONS), TIERED)
         with pytest.raises(TierlogError):  # TOPIC_ALREADY_EXISTS: an error series
@@ -64,37 +89,53 @@ def _traffic(address: str) -> None:
         sent = [producer.send(TOPIC, b"order %-100d" % i, key=b"%d" % (i % 17)) for i in range(400)]
         producer.flush()
         assert all(future.result(timeout=10) for future in sent)
+
+
+def _consume_from_the_start(address: str) -> None:
     with Consumer({"bootstrap.servers": address}) as consumer:
         consumer.assign(PARTITIONS)
         consumer.seek_to_beginning()
-        read, deadline = 0, time.monotonic() + 20
+        read, deadline = 0, time.monotonic() + 30
         while read < 400 and time.monotonic() < deadline:
             read += len(consumer.poll(200))
         assert read == 400
 
 
-def _wait_for_uploads_then_delete_records(address: str, metrics: str) -> None:
-    """Once segments are in the tier, DeleteRecords past them: the tier deletes too."""
-    deadline = time.monotonic() + 60
-    while scrape(metrics).value("tierlog_remote_uploaded_segments_total", topic=TOPIC) < 2:
-        assert time.monotonic() < deadline, "no segment reached the tier"
+def _wait_for(
+    metrics: str, name: str, at_least: float, timeout_s: float = 60, **labels: str
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while scrape(metrics).value(name, **labels) < at_least:
+        assert time.monotonic() < deadline, f"{name}{labels} stayed under {at_least}"
         time.sleep(0.2)
+
+
+def _tier_traffic(address: str, metrics: str) -> None:
+    """Uploads (the first PUTs answered SlowDown and retried), reads of the start from the
+    tier once the disk let it go, then DeleteRecords, which deletes in the tier too."""
+    _wait_for(metrics, "tierlog_remote_uploaded_segments_total", 4, topic=TOPIC)
+    _wait_for(metrics, "tierlog_retention_deleted_segments_total", 2)
+    _consume_from_the_start(address)
+    _wait_for(metrics, "tierlog_remote_read_bytes_total", 1)
     with AdminClient(address) as admin:
         for tp in PARTITIONS:
             admin.delete_records(tp, 50)
-    while scrape(metrics).value("tierlog_remote_deleted_segments_total", topic=TOPIC) < 1:
-        assert time.monotonic() < deadline, "DeleteRecords deleted nothing in the tier"
-        time.sleep(0.2)
+    _wait_for(metrics, "tierlog_remote_deleted_segments_total", 1, topic=TOPIC)
 
 
 @pytest.fixture(scope="module")
-def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+def prometheus(
+    tmp_path_factory: pytest.TempPathFactory, minio: MinioServer
+) -> Iterator[PrometheusServer]:
     work = tmp_path_factory.mktemp("observability")
-    sidecar = start_sidecar(work / "broker", *SIDECAR_CONFIGS)
+    proxy = FaultProxy(f"127.0.0.1:{minio.port}")
+    proxy.slow_down(3, method="PUT")  # S3 error series, from real retried requests
+    sidecar = start_sidecar(work / "broker", *SIDECAR_CONFIGS, *_s3_configs(minio, proxy, work))
     try:
-        _traffic(sidecar.address)
+        _produce(sidecar.address)
         metrics = metrics_address(sidecar.output)
-        _wait_for_uploads_then_delete_records(sidecar.address, metrics)
+        _tier_traffic(sidecar.address, metrics)
+        assert proxy.injected["slow_down"] == 3
         targets = [ScrapeTarget("tierlog-brokers", metrics, BROKER)]
         with start_prometheus(work / "prometheus", targets, [RULES]) as server:
             server.wait_for_samples()
@@ -103,6 +144,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusS
             yield server
     finally:
         sidecar.stop()
+        proxy.close()
 
 
 def _traffic_again(address: str) -> None:

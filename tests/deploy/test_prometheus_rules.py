@@ -19,6 +19,7 @@ EXPECTED = {
     "TierlogFsyncSlow",
     "TierlogUploadLagGrowing",
     "TierlogUploadStuck",
+    "TierlogS3Errors",
 }
 
 
