@@ -15,6 +15,7 @@ from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
 from tierlog.storage.records import V2_HEADER_SIZE, parse_header
 from tierlog.storage.tier.local_store import LocalDirectoryStore
+from tierlog.storage.tier.manifest_store import load_manifest
 
 pytestmark = pytest.mark.slow
 
@@ -31,20 +32,22 @@ def test_audit_passes_a_sound_tier_and_names_the_segment_with_a_flipped_byte(
         log.close()
 
     sound = run_audit(spark, store.url)
-    assert sound.ok and len(sound.segments) >= 4
+    assert sound.exit_code == 0, sound.to_json()
+    segments = sum(audit.report.segments for audit in sound.partitions)
+    assert len(sound.partitions) == 2 and segments >= 4
 
-    victim = sound.segments[2]
-    path = store.root / next(
-        key for key in (info.key for info in store.list("")) if victim.segment_id in key
-    )
+    manifest = load_manifest(store, TopicPartition("orders", 1))
+    victim = manifest.finished[1]
+    path = store.root / victim.key
     data = bytearray(path.read_bytes())
     data[parse_header(bytes(data[:V2_HEADER_SIZE])).size + V2_HEADER_SIZE + 4] ^= 0x01
     path.write_bytes(bytes(data))
 
     damaged = run_audit(spark, store.url)
 
-    assert not damaged.ok
-    assert [s.segment_id for s in damaged.failed] == [victim.segment_id]
+    assert damaged.exit_code == 1
+    assert list(damaged.problems) == [victim.key]
     report = json.loads(damaged.to_json())
-    assert report["failed_segments"][0]["segment_id"] == victim.segment_id
-    assert "fails its CRC" in report["failed_segments"][0]["problems"][0]
+    assert report["segments_checked"] == segments
+    # dump-log's words for a batch whose CRC does not match its bytes
+    assert report["problems"][victim.key][0].startswith("Invalid batches in")

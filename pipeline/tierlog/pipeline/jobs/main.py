@@ -91,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.report:
             args.report.write_text(text)
         print(text)
-        return 0 if report.ok else 1
+        return report.exit_code
     except TierlogError as error:
         print(f"tierlog-spark {args.job}: {error}", file=sys.stderr)
         return 2
