@@ -1,0 +1,169 @@
+"""charts/tierlog against a real kube-apiserver (with etcd, tests/support/kube.py).
+
+The rendered manifests pass the server's own validation (Kubernetes' schemas, our CRDs,
+the Prometheus Operator's CRDs for the ServiceMonitor and PrometheusRule); ``helm
+install`` and ``helm upgrade`` succeed, an upgrade changes a CRD (Helm's crds/ folder
+would not), ``helm uninstall`` leaves the CRDs, and the operator's ServiceAccount may do
+what the operator needs and not more. There is no kubelet: the operator's pod is stored,
+not run.
+
+The install tests use an API server of their own: they change cluster-wide CRDs, which
+the other tests' shared server must keep as the repository has them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.charts.helm import CHART, FULL_VALUES, helm, write_values
+from tests.support.kube import ControlPlane, start_control_plane
+from tests.tools.monitoring_crds import monitoring_crd_files
+
+pytestmark = pytest.mark.slow
+
+CRD_FILES = sorted((CHART / "files" / "crds").glob("*.yaml"))
+
+
+def _install_monitoring_crds(plane: ControlPlane) -> None:
+    for path in monitoring_crd_files():  # too big for client-side apply's annotation
+        plane.kubectl("apply", "--server-side", "-f", str(path))
+    for path in monitoring_crd_files():
+        name = yaml.safe_load(path.read_text())["metadata"]["name"]
+        plane.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+
+
+@pytest.fixture(scope="module")
+def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    plane = start_control_plane(tmp_path_factory.mktemp("chart-kube"))
+    try:
+        _install_monitoring_crds(plane)
+        yield plane
+    finally:
+        plane.stop()
+
+
+def _helm(plane: ControlPlane, *args: str | Path) -> str:
+    return helm(*args, "--kubeconfig", plane.kubeconfig).stdout
+
+
+@pytest.mark.parametrize("full", [False, True], ids=["default-values", "full-values"])
+def test_the_server_accepts_every_rendered_manifest(
+    plane: ControlPlane, tmp_path: Path, full: bool
+) -> None:
+    namespace = plane.create_namespace("render")
+    args: list[str | Path] = ["template", "tierlog", CHART, "--namespace", namespace]
+    if full:
+        args += ["--values", write_values(tmp_path / "full.yaml", FULL_VALUES)]
+    rendered = helm(*args).stdout
+    done = plane.kubectl(
+        "apply", "--dry-run=server", "--validate=strict", "-f", "-", input=rendered
+    )
+    kinds = {line.split("/")[0] for line in done.stdout.splitlines()}
+    assert "customresourcedefinition.apiextensions.k8s.io" in kinds
+    assert "deployment.apps" in kinds
+    if full:
+        assert {
+            "servicemonitor.monitoring.coreos.com",
+            "prometheusrule.monitoring.coreos.com",
+        } <= kinds
+
+
+def _changed_chart(tmp_path: Path) -> tuple[Path, str]:
+    """A copy of the chart whose TierlogCluster CRD has one more optional spec field."""
+    chart = tmp_path / "tierlog"
+    shutil.copytree(CHART, chart)
+    path = chart / "files" / "crds" / "tierlogclusters.tierlog.io.yaml"
+    crd = yaml.safe_load(path.read_text())
+    for version in crd["spec"]["versions"]:
+        spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        spec["properties"]["upgradeProbe"] = {"type": "string", "description": "added by a test"}
+    path.write_text(yaml.safe_dump(crd, sort_keys=False))
+    return chart, crd["metadata"]["name"]
+
+
+def _spec_fields(plane: ControlPlane, crd_name: str) -> set[str]:
+    crd = plane.get_json("crd", crd_name)
+    version = crd["spec"]["versions"][0]
+    return set(version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"])
+
+
+def test_install_then_upgrade_updates_the_crds_and_uninstall_keeps_them(
+    plane: ControlPlane, tmp_path: Path
+) -> None:
+    namespace = plane.create_namespace("helm")
+    notes = _helm(plane, "install", "tierlog", CHART, "--namespace", namespace)
+    assert "rollout status deployment/tierlog-operator" in notes  # NOTES.txt: next steps
+    assert "kubectl apply -f deploy/examples/" in notes
+    for path in CRD_FILES:
+        name = yaml.safe_load(path.read_text())["metadata"]["name"]
+        plane.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+    deployment = plane.get_json("deployment", "tierlog-operator", "-n", namespace)
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["command"] == [
+        "tierlog-operator"
+    ]
+
+    changed, crd_name = _changed_chart(tmp_path)
+    assert "upgradeProbe" not in _spec_fields(plane, crd_name)
+    _helm(plane, "upgrade", "tierlog", changed, "--namespace", namespace)
+    assert "upgradeProbe" in _spec_fields(plane, crd_name)
+    history = _helm(plane, "history", "tierlog", "--namespace", namespace, "-o", "yaml")
+    assert [entry["revision"] for entry in yaml.safe_load(history)] == [1, 2]
+
+    _helm(plane, "uninstall", "tierlog", "--namespace", namespace)
+    assert "upgradeProbe" in _spec_fields(plane, crd_name)  # kept (helm.sh/resource-policy)
+    assert plane.kubectl("get", "deployment", "-n", namespace, "-o", "name").stdout == ""
+
+
+def _can(plane: ControlPlane, subject: str, verb: str, resource: str, namespace: str) -> bool:
+    done = plane.kubectl(
+        "auth", "can-i", verb, resource, f"--as={subject}", "-n", namespace, check=False
+    )
+    return done.stdout.strip() == "yes"
+
+
+def test_the_operator_account_may_do_what_it_needs_and_not_more(
+    plane: ControlPlane,
+) -> None:
+    namespace = plane.create_namespace("rbac")
+    _helm(plane, "install", "rbac", CHART, "--namespace", namespace, "--set", "crds.install=false")
+    operator = f"system:serviceaccount:{namespace}:rbac-tierlog"
+    elsewhere = plane.create_namespace("brokers")  # brokers live in any namespace
+    allowed = [
+        ("create", "statefulsets.apps"),
+        ("patch", "statefulsets.apps"),
+        ("list", "pods"),
+        ("delete", "pods"),
+        ("patch", "poddisruptionbudgets.policy"),
+        ("delete", "servicemonitors.monitoring.coreos.com"),
+        ("create", "networkpolicies.networking.k8s.io"),
+        ("create", "events"),
+        ("get", "secrets"),
+        ("get", "customresourcedefinitions.apiextensions.k8s.io"),
+        ("create", "clusterkopfpeerings.kopf.dev"),
+    ]
+    for path in CRD_FILES:
+        crd = yaml.safe_load(path.read_text())
+        if crd["spec"]["group"] == "kopf.dev":
+            continue
+        resource = f"{crd['spec']['names']['plural']}.{crd['spec']['group']}"
+        allowed += [("watch", resource), ("patch", resource), ("patch", f"{resource}/status")]
+    refused = [
+        ("list", "secrets"),
+        ("create", "secrets"),
+        ("create", "pods"),
+        ("patch", "pods"),
+        ("delete", "statefulsets.apps"),
+        ("delete", "persistentvolumeclaims"),
+        ("create", "deployments.apps"),
+        ("create", "roles.rbac.authorization.k8s.io"),
+        ("create", "customresourcedefinitions.apiextensions.k8s.io"),
+        ("delete", "namespaces"),
+    ]
+    assert [(v, r) for v, r in allowed if not _can(plane, operator, v, r, elsewhere)] == []
+    assert [(v, r) for v, r in refused if _can(plane, operator, v, r, elsewhere)] == []
+    _helm(plane, "uninstall", "rbac", "--namespace", namespace)
