@@ -1,12 +1,23 @@
-"""The CRDs installed in the session's API server (``control_plane``, tests/support/kube.py)."""
+"""The operator's tests: the CRDs in the session's API server (tests/support/kube.py), the
+operator as a process, and real sidecars standing in for the brokers' pods."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.kube import ControlPlane
+from tests.support.sidecars import SidecarProcess, Sidecars, console_script, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_DIR = REPO / "deploy" / "base" / "crds"
@@ -25,3 +36,220 @@ def kube(control_plane: ControlPlane) -> ControlPlane:
         "crd/tierlogtopics.tierlog.io",
     )
     return control_plane
+
+
+# --- the operator as a process, and brokers without a kubelet ---------------------------------
+
+
+@dataclass
+class RunningOperator:
+    """``tierlog-operator`` watching one namespace of the test API server."""
+
+    namespace: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    health_url: str
+    metrics_url: str
+
+    @property
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_operator(
+    plane: ControlPlane, namespace: str, log_path: Path, *extra: str
+) -> RunningOperator:
+    health, metrics = free_port(), free_port()
+    health_url = f"http://127.0.0.1:{health}/healthz"
+    with log_path.open("ab") as log_file:
+        process = subprocess.Popen(
+            [
+                console_script("tierlog-operator"),
+                f"--namespace={namespace}",
+                f"--liveness={health_url}",
+                f"--metrics-port={metrics}",
+                "--metrics-address=127.0.0.1",
+                *extra,
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "KUBECONFIG": str(plane.kubeconfig)},
+        )
+    running = RunningOperator(
+        namespace, process, log_path, health_url, f"http://127.0.0.1:{metrics}/metrics"
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"the operator exited:\n{running.output}"
+        try:
+            with urllib.request.urlopen(health_url, timeout=2) as answer:
+                if answer.status == 200:
+                    return running
+        except OSError:
+            pass
+        time.sleep(0.2)
+    running.stop()
+    raise AssertionError(f"the operator's liveness endpoint never answered:\n{running.output}")
+
+
+@pytest.fixture
+def operator(kube: ControlPlane, tmp_path: Path) -> Iterator[RunningOperator]:
+    """The operator (standalone) on a fresh namespace of its own."""
+    namespace = kube.create_namespace("op")
+    running = start_operator(kube, namespace, tmp_path / "operator.log", "--standalone")
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 60) -> Any:
+    """Poll ``check`` until it returns something true; that value."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            found = check()
+        except (AssertionError, KeyError, IndexError, TypeError):
+            found = None
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.25)
+
+
+class Brokers:
+    """Real sidecars standing in for a TierlogCluster's pods, with the test as the kubelet.
+
+    There is no controller-manager or kubelet in the test control plane: the StatefulSet
+    the operator applies grows no Pods. This plays their part: for broker ``n`` it starts a
+    real ``tierlog-sidecar`` with the cluster's ``server.properties`` from the ConfigMap
+    (paths and listeners made local), creates the Pod object from the StatefulSet's
+    template (its grpc port the sidecar's, its IP 127.0.0.1) and writes the Pod's status
+    (Ready) itself. ``project()`` copies the ConfigMap's assignment.json to the file the
+    sidecars read, as the kubelet projects a ConfigMap volume.
+    """
+
+    def __init__(self, plane: ControlPlane, namespace: str, cluster: str, workdir: Path):
+        self.plane, self.namespace, self.cluster, self.workdir = plane, namespace, cluster, workdir
+        self.assignment_file = workdir / "assignment.json"
+        self.sidecars: dict[int, SidecarProcess] = {}
+        self.started = Sidecars()
+
+    def config_map(self) -> dict[str, str]:
+        data: dict[str, str] = self.plane.get_json(
+            "configmap", f"{self.cluster}-config", "-n", self.namespace
+        )["data"]
+        return data
+
+    def stateful_set(self) -> dict[str, Any]:
+        found: dict[str, Any] = self.plane.get_json(
+            "statefulset", self.cluster, "-n", self.namespace
+        )
+        return found
+
+    def project(self) -> None:
+        text = self.config_map()["assignment.json"]
+        partial = self.assignment_file.with_suffix(".partial")
+        partial.write_text(text)
+        partial.replace(self.assignment_file)
+
+    def _configs(self, node: int) -> tuple[str, ...]:
+        local = {
+            "log.dirs",
+            "listeners",
+            "tierlog.metrics.listeners",
+            "tierlog.cluster.assignment.file",
+        }
+        props = [
+            line.partition("=")
+            for line in self.config_map()["server.properties"].splitlines()
+            if line and not line.startswith("#")
+        ]
+        return (
+            *(f"{key}={value}" for key, _, value in props if key not in local),
+            f"node.id={node}",
+            f"tierlog.cluster.assignment.file={self.assignment_file}",
+        )
+
+    def start(self, node: int) -> SidecarProcess:
+        """Start (or restart) broker ``node``'s sidecar and publish its ready Pod."""
+        self.project()
+        earlier = self.sidecars.get(node)
+        port = earlier.port if earlier else 0
+        sidecar = SidecarProcess(self.workdir / f"broker-{node}", self._configs(node), port)
+        self.sidecars[node] = self.started.add(sidecar.start())
+        self.create_pod(node, sidecar.port)
+        return sidecar
+
+    def create_pod(self, node: int, port: int) -> None:
+        template = self.stateful_set()["spec"]["template"]
+        name = f"{self.cluster}-{node}"
+        spec = template["spec"]
+        container = spec["containers"][0]
+        container["ports"] = [
+            {**each, "containerPort": port} if each["name"] == "grpc" else each
+            for each in container["ports"]
+        ]
+        spec["volumes"] = [*spec["volumes"], {"name": "data", "emptyDir": {}}]
+        labels = {**template["metadata"]["labels"], "apps.kubernetes.io/pod-index": str(node)}
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": self.namespace,
+                "labels": labels,
+                "annotations": template["metadata"].get("annotations", {}),
+            },
+            "spec": spec,
+        }
+        self.plane.kubectl("apply", "-f", "-", input=json.dumps(pod))
+        status = {
+            "status": {
+                "phase": "Running",
+                "podIP": "127.0.0.1",
+                "podIPs": [{"ip": "127.0.0.1"}],
+                "conditions": [{"type": "Ready", "status": "True"}],
+            }
+        }
+        self.plane.kubectl(
+            "patch", "pod", name, "-n", self.namespace, "--subresource=status",
+            "--type=merge", "-p", json.dumps(status),
+        )  # fmt: skip
+
+    def pod_exists(self, node: int) -> bool:
+        done = self.plane.kubectl(
+            "get", "pod", f"{self.cluster}-{node}", "-n", self.namespace, check=False
+        )
+        return done.returncode == 0
+
+    def stop(self, node: int) -> None:
+        self.sidecars[node].stop()
+
+    def kill_all(self) -> None:
+        self.started.kill_all()
+
+
+@pytest.fixture
+def brokers_for(kube: ControlPlane, tmp_path: Path) -> Iterator[Callable[[str, str], Brokers]]:
+    made: list[Brokers] = []
+
+    def make(namespace: str, cluster: str) -> Brokers:
+        brokers = Brokers(kube, namespace, cluster, tmp_path / f"brokers-{cluster}")
+        brokers.workdir.mkdir(parents=True)
+        made.append(brokers)
+        return brokers
+
+    yield make
+    for brokers in made:
+        brokers.kill_all()

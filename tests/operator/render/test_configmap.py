@@ -31,6 +31,18 @@ def test_the_sidecar_accepts_the_rendered_config(full: ClusterSpec) -> None:
     assert config.storage.default_log_config.flush_messages == 1
 
 
+def test_the_tier_is_where_the_spec_says(full: ClusterSpec) -> None:
+    props = sidecar_properties(full)
+    assert props["tierlog.tier.url"] == "s3://bucket/prefix"
+    assert props["tierlog.tier.s3.endpoint.url"] == "http://minio:9000"
+    assert props["tierlog.tier.s3.path.style.access.enabled"] == "true"
+    config = SidecarConfig.from_properties({**props, "node.id": "0"})
+    assert config.tier is not None
+    assert config.tier.url == "s3://bucket/prefix"
+    assert config.tier.s3.endpoint_url == "http://minio:9000"
+    assert config.tier.s3.path_style is True
+
+
 def test_properties_are_sorted_and_stable(bare: ClusterSpec) -> None:
     text = properties_text(sidecar_properties(bare))
     lines = [line for line in text.splitlines() if not line.startswith("#")]

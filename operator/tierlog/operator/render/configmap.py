@@ -19,7 +19,7 @@ from tierlog.operator.render.common import (
     config_map_name,
     metadata,
 )
-from tierlog.operator.spec import ClusterSpec, kafka_value
+from tierlog.operator.spec import ClusterSpec, Tier, kafka_value
 
 __all__ = [
     "ASSIGNMENT_FILE",
@@ -50,10 +50,23 @@ def sidecar_properties(cluster: ClusterSpec) -> dict[str, str]:
         "tierlog.cluster.assignment.file": f"{CONFIG_DIR}/{ASSIGNMENT_FILE}",
     }
     props.update({key: kafka_value(value) for key, value in cluster.log_defaults.items()})
+    if cluster.tier is not None:
+        props.update(_tier_properties(cluster.tier))
     if cluster.fsync.policy == "perBatch":
         props["log.flush.interval.messages"] = "1"
     elif cluster.fsync.policy == "interval":
         props["log.flush.interval.ms"] = str(cluster.fsync.interval_ms)
+    return props
+
+
+def _tier_properties(tier: Tier) -> dict[str, str]:
+    """The tier's location; its S3 keys come from the environment (see statefulset.py)."""
+    props = {"tierlog.tier.url": tier.url}
+    if tier.url.startswith("s3://"):
+        props["tierlog.tier.s3.region"] = tier.region
+        props["tierlog.tier.s3.path.style.access.enabled"] = kafka_value(tier.force_path_style)
+        if tier.endpoint:
+            props["tierlog.tier.s3.endpoint.url"] = tier.endpoint
     return props
 
 

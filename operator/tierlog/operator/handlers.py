@@ -1,0 +1,126 @@
+"""kopf handlers: thin. Each runs one pass (``reconcile.py``, ``topic_reconcile.py``),
+writes the status it returns, posts its events, and counts and times itself.
+
+Passes run on every change and on a timer (changes on the brokers, a pod turning ready,
+a sidecar becoming safe, are not events on our objects), one at a time per object. A
+cluster's deletion waits for its finalizer: the tier's data is deleted only when its
+``deletionPolicy`` says ``Delete``; the objects it owns go with it through their owner
+references (Kubernetes' garbage collector).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import kopf
+
+from tierlog.operator import bucket
+from tierlog.operator.crds import GROUP, VERSION
+from tierlog.operator.kube import Kube, TierlogCluster, TierlogTopic
+from tierlog.operator.metrics import OperatorMetrics
+from tierlog.operator.reconcile import Pass, reconcile_cluster
+from tierlog.operator.spec import ClusterSpec
+from tierlog.operator.topic_reconcile import reconcile_topic
+
+__all__ = ["RESYNC_S", "register"]
+
+log = logging.getLogger("tierlog.operator")
+
+RESYNC_S = 2.0  # how often a pass runs without a change (rolling, draining, topics)
+_CLUSTERS = "tierlogclusters"
+_TOPICS = "tierlogtopics"
+
+
+def _lock(memo: Any) -> asyncio.Lock:
+    """One pass at a time per object (changes and the timer would otherwise overlap)."""
+    if "lock" not in memo:
+        memo["lock"] = asyncio.Lock()
+    lock: asyncio.Lock = memo["lock"]
+    return lock
+
+
+def _post(body: kopf.Body, outcome: Pass) -> None:
+    for event in outcome.events:
+        kind = "Warning" if event.warning else "Normal"
+        kopf.event(body, type=kind, reason=event.reason, message=event.message)
+
+
+def register(registry: kopf.OperatorRegistry, kube: Kube, metrics: OperatorMetrics) -> None:
+    """Register every handler on ``registry``, closing over the client and the metrics."""
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        """In a pod, its service account; elsewhere $KUBECONFIG or ~/.kube/config."""
+        return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
+    async def cluster_pass(body: kopf.Body, memo: Any, **_: Any) -> None:
+        async with _lock(memo):
+            with metrics.timed("TierlogCluster"):
+                namespace = body.metadata.namespace or ""
+
+                async def delete_pod(name: str) -> None:
+                    await kube.delete_pod(namespace, name)
+
+                outcome = await reconcile_cluster(kube, body, delete_pod)
+                await kube.patch_status(
+                    TierlogCluster, namespace, body.metadata.name or "", outcome.status
+                )
+                _post(body, outcome)
+
+    async def topic_pass(body: kopf.Body, memo: Any, **_: Any) -> None:
+        async with _lock(memo):
+            with metrics.timed("TierlogTopic"):
+                outcome = await reconcile_topic(kube, body)
+                await kube.patch_status(
+                    TierlogTopic,
+                    body.metadata.namespace or "",
+                    body.metadata.name or "",
+                    outcome.status,
+                )
+                _post(body, outcome)
+
+    for resource, run in ((_CLUSTERS, cluster_pass), (_TOPICS, topic_pass)):
+        for name, decorate in (
+            ("create", kopf.on.create),
+            ("update", kopf.on.update),
+            ("resume", kopf.on.resume),
+        ):
+            decorate(GROUP, VERSION, resource, id=name, registry=registry, backoff=RESYNC_S)(run)
+        kopf.timer(
+            GROUP,
+            VERSION,
+            resource,
+            id="resync",
+            registry=registry,
+            interval=RESYNC_S,
+            initial_delay=RESYNC_S,
+        )(run)
+
+    @kopf.on.delete(GROUP, VERSION, _CLUSTERS, registry=registry, backoff=RESYNC_S)
+    async def cluster_deleted(body: kopf.Body, **_: Any) -> None:
+        cluster = ClusterSpec.from_resource(body)
+        if cluster.tier is None:
+            return
+        if cluster.deletion_policy != "Delete":
+            kopf.event(
+                body,
+                type="Normal",
+                reason="TierDataRetained",
+                message=f"deletionPolicy {cluster.deletion_policy}: {cluster.tier.url} is kept",
+            )
+            return
+        credentials = cluster.tier.credentials
+        secret = (
+            await kube.secret_data(cluster.namespace, credentials.secret_name)
+            if credentials
+            else None
+        )
+        deleted = await bucket.delete_tier_data(cluster.tier, secret)
+        kopf.event(
+            body,
+            type="Normal",
+            reason="TierDataDeleted",
+            message=f"deletionPolicy Delete: {deleted} objects deleted from {cluster.tier.url}",
+        )

@@ -1,0 +1,49 @@
+"""A broker pod as the operator reads it (pure): its id, readiness, version and address."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tierlog.operator.render.common import CONFIG_HASH_ANNOTATION
+from tierlog.operator.rolling import BrokerPod
+
+__all__ = ["POD_INDEX_LABEL", "broker_pod"]
+
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+
+
+def _broker_id(metadata: Mapping[str, Any]) -> int | None:
+    index = (metadata.get("labels") or {}).get(POD_INDEX_LABEL)
+    if index is None:  # clusters before the label: the StatefulSet ordinal ends the name
+        index = metadata["name"].rpartition("-")[2]
+    return int(index) if str(index).isdigit() else None
+
+
+def _grpc_port(spec: Mapping[str, Any]) -> int | None:
+    for container in spec.get("containers") or ():
+        for port in container.get("ports") or ():
+            if port.get("name") == "grpc":
+                return int(port["containerPort"])
+    return None
+
+
+def broker_pod(pod: Mapping[str, Any]) -> BrokerPod | None:
+    """The broker a pod runs, or None for a pod that is no broker of ours."""
+    metadata, status = pod["metadata"], pod.get("status") or {}
+    broker_id = _broker_id(metadata)
+    if broker_id is None:
+        return None
+    ready = any(
+        condition.get("type") == "Ready" and condition.get("status") == "True"
+        for condition in status.get("conditions") or ()
+    )
+    port, ip = _grpc_port(pod.get("spec") or {}), status.get("podIP")
+    return BrokerPod(
+        broker_id=broker_id,
+        name=metadata["name"],
+        ready=ready,
+        config_hash=(metadata.get("annotations") or {}).get(CONFIG_HASH_ANNOTATION, ""),
+        deleting=bool(metadata.get("deletionTimestamp")),
+        address=f"{ip}:{port}" if ip and port else "",
+    )

@@ -1,0 +1,331 @@
+"""One pass over a TierlogCluster: read, plan, apply, roll, and the status to write.
+
+Level-based: every pass starts from what the API server and the brokers say now, so
+a pass interrupted anywhere is finished by the next one, and the operator can restart
+at any time. The handlers (``handlers.py``) run passes on changes and on a timer.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tierlog.operator import brokers
+from tierlog.operator.assignment import Assignment
+from tierlog.operator.conditions import DEGRADED, PAUSED, PROGRESSING, READY, Condition, merge
+from tierlog.operator.kube import Kube
+from tierlog.operator.pods import broker_pod
+from tierlog.operator.render.common import (
+    Owner,
+    broker_address,
+    config_map_name,
+    selector_labels,
+)
+from tierlog.operator.render.configmap import ASSIGNMENT_FILE, config_map
+from tierlog.operator.render.monitoring import SERVICE_MONITOR_CRD, service_monitor
+from tierlog.operator.render.policy import network_policy, pod_disruption_budget
+from tierlog.operator.render.services import client_service, headless_service
+from tierlog.operator.render.statefulset import desired_config_hash, stateful_set
+from tierlog.operator.rolling import BrokerPod, Roll, next_restart
+from tierlog.operator.scaling import ScalePlan, plan_scale
+from tierlog.operator.spec import ClusterSpec, TopicSpec
+
+__all__ = [
+    "PAUSE_ANNOTATION",
+    "Event",
+    "Pass",
+    "is_paused",
+    "paused_status",
+    "reconcile_cluster",
+    "status_conditions",
+]
+
+PAUSE_ANNOTATION = "tierlog.io/pause-reconciliation"
+
+
+@dataclass(frozen=True)
+class Event:
+    warning: bool
+    reason: str
+    message: str
+
+
+@dataclass
+class Pass:
+    """What a pass leaves behind: the status to write and the events to post."""
+
+    status: dict[str, Any]
+    events: list[Event] = field(default_factory=list)
+
+
+EmitEvent = Callable[[Event], None]
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def is_paused(body: Mapping[str, Any]) -> bool:
+    annotations = body["metadata"].get("annotations") or {}
+    return str(annotations.get(PAUSE_ANNOTATION, "")).lower() == "true"
+
+
+def status_conditions(body: Mapping[str, Any], desired: list[Condition]) -> list[dict[str, Any]]:
+    existing = (body.get("status") or {}).get("conditions") or []
+    return merge(existing, desired, body["metadata"].get("generation", 0), now())
+
+
+def paused_status(body: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "conditions": status_conditions(
+            body,
+            [
+                Condition(
+                    PAUSED,
+                    True,
+                    "PausedByAnnotation",
+                    f"{PAUSE_ANNOTATION}=true: nothing is applied, rolled or scaled",
+                )
+            ],
+        )
+    }
+
+
+async def _topics_of(kube: Kube, cluster: ClusterSpec) -> dict[str, int]:
+    topics: dict[str, int] = {}
+    for body in await kube.topics(cluster.namespace):
+        topic = TopicSpec.from_resource(body)
+        if topic.cluster == cluster.name:
+            topics[topic.name] = topic.partitions
+    return topics
+
+
+async def _previous_assignment(kube: Kube, cluster: ClusterSpec) -> Assignment | None:
+    data = await kube.config_map_data(cluster.namespace, config_map_name(cluster))
+    if not data or ASSIGNMENT_FILE not in data:
+        return None
+    return Assignment.from_json(data[ASSIGNMENT_FILE])
+
+
+async def _drained(
+    cluster: ClusterSpec, current: int | None, pods: Mapping[int, BrokerPod], topics: list[str]
+) -> set[int]:
+    """Leaving brokers that own nothing any more and say they are safe to remove."""
+    if current is None or cluster.brokers >= current or cluster.tier is None:
+        return set()
+    drained = set()
+    for node in range(cluster.brokers, current):
+        pod = pods.get(node)
+        if pod is None or not pod.ready or not pod.address:
+            continue
+        try:
+            if await brokers.owned_partitions(pod.address, topics):
+                continue
+            if (await brokers.prepare_restart(pod.address)).safe:
+                drained.add(node)
+        except Exception:  # an unreachable broker is not drained; the next pass asks again
+            continue
+    return drained
+
+
+async def _apply_all(
+    kube: Kube, cluster: ClusterSpec, owner: Owner, scale: ScalePlan
+) -> list[Event]:
+    events = []
+    for manifest in (
+        config_map(cluster, owner, scale.assignment),
+        headless_service(cluster, owner),
+        client_service(cluster, owner),
+        stateful_set(cluster, owner, scale.replicas),
+        pod_disruption_budget(cluster, owner),
+    ):
+        await kube.apply(manifest)
+    policy = network_policy(cluster, owner)
+    if cluster.network_policy:
+        await kube.apply(policy)
+    else:
+        await kube.delete(policy)
+    if await kube.crd_exists(SERVICE_MONITOR_CRD):
+        monitor = service_monitor(cluster, owner)
+        if cluster.service_monitor:
+            await kube.apply(monitor)
+        else:
+            await kube.delete(monitor)
+    elif cluster.service_monitor:
+        events.append(
+            Event(
+                True,
+                "ServiceMonitorUnavailable",
+                f"metrics.serviceMonitor.enabled, but the {SERVICE_MONITOR_CRD} CRD is not "
+                "installed (the Prometheus Operator's); nothing is created",
+            )
+        )
+    return events
+
+
+async def _roll(roll: Roll, desired_hash: str) -> list[Event]:
+    """Restart the next outdated broker if its sidecar says it is safe."""
+    pod = roll.restart
+    if pod is None:
+        return []
+    if not pod.address:
+        return [Event(True, "RestartDeferred", f"{pod.name} has no address to ask")]
+    readiness = await brokers.prepare_restart(pod.address)
+    if not readiness.safe:
+        return [
+            Event(
+                False,
+                "RestartDeferred",
+                f"{pod.name} is not safe to restart yet: {readiness.unflushed_messages} "
+                f"unflushed messages, {readiness.segments_awaiting_upload} segments waiting "
+                "for the tier",
+            )
+        ]
+    return [
+        Event(
+            False,
+            "RestartingBroker",
+            f"restarting {pod.name} (broker {pod.broker_id}) for a configuration change: "
+            f"{pod.config_hash or 'unknown'} -> {desired_hash}; flushed and safe",
+        )
+    ]
+
+
+async def reconcile_cluster(
+    kube: Kube, body: Mapping[str, Any], delete_pod: Callable[[str], Awaitable[None]]
+) -> Pass:
+    """One pass; ``delete_pod(name)`` restarts a broker (the StatefulSet recreates it)."""
+    if is_paused(body):
+        return Pass(paused_status(body))
+    cluster = ClusterSpec.from_resource(body)
+    owner = Owner(cluster.name, body["metadata"]["uid"])
+    topics = await _topics_of(kube, cluster)
+    previous = await _previous_assignment(kube, cluster)
+    current = await kube.stateful_set_replicas(cluster.namespace, cluster.name)
+    found = [
+        broker_pod(pod) for pod in await kube.pods(cluster.namespace, selector_labels(cluster))
+    ]
+    pods = {pod.broker_id: pod for pod in found if pod is not None}
+    width = max(cluster.brokers, current or 0)
+    addresses = {node: broker_address(cluster, node) for node in range(width)}
+    drained = await _drained(cluster, current, pods, sorted(topics))
+    scale = plan_scale(
+        cluster.brokers,
+        current,
+        addresses,
+        topics,
+        previous,
+        has_tier=cluster.tier is not None,
+        drained=drained,
+    )
+    events = await _apply_all(kube, cluster, owner, scale)
+    if scale.refused:
+        events.append(Event(True, "ScaleDownRefused", scale.refused))
+    if scale.replicas != current and current is not None:
+        events.append(
+            Event(
+                False, "Scaled", f"brokers {current} -> {scale.replicas} (asked: {cluster.brokers})"
+            )
+        )
+    desired_hash = desired_config_hash(cluster)
+    serving = min(cluster.brokers, scale.replicas)
+    roll = next_restart(list(pods.values()), desired_hash, serving)
+    restart_events = await _roll(roll, desired_hash)
+    if restart_events and restart_events[-1].reason == "RestartingBroker" and roll.restart:
+        await delete_pod(roll.restart.name)
+    events += restart_events
+    status = _status(body, cluster, scale, pods, roll, desired_hash, serving)
+    return Pass(status, events)
+
+
+def _broker_states(
+    cluster: ClusterSpec, scale: ScalePlan, pods: Mapping[int, BrokerPod]
+) -> list[dict[str, Any]]:
+    states = []
+    for node in range(max(scale.replicas, cluster.brokers)):
+        pod = pods.get(node)
+        if pod is None:
+            state = "Missing"
+        elif node in scale.draining:
+            state = "Draining"
+        elif pod.deleting:
+            state = "Restarting"
+        elif pod.ready:
+            state = "Running"
+        else:
+            state = "Pending"
+        entry: dict[str, Any] = {
+            "id": node,
+            "pod": f"{cluster.name}-{node}",
+            "address": broker_address(cluster, node),
+            "ready": bool(pod and pod.ready and not pod.deleting),
+            "state": state,
+        }
+        if pod is not None and pod.config_hash:
+            entry["configHash"] = pod.config_hash
+        states.append(entry)
+    return states
+
+
+def _status(
+    body: Mapping[str, Any],
+    cluster: ClusterSpec,
+    scale: ScalePlan,
+    pods: Mapping[int, BrokerPod],
+    roll: Roll,
+    desired_hash: str,
+    serving: int,
+) -> dict[str, Any]:
+    ready = [
+        node
+        for node in range(serving)
+        if node in pods and pods[node].ready and not pods[node].deleting
+    ]
+    all_ready = len(ready) == serving and roll.done
+    if scale.draining:
+        progressing = Condition(
+            PROGRESSING,
+            True,
+            "Draining",
+            f"moving the partitions of brokers {list(scale.draining)} through the tier "
+            "before their pods go",
+        )
+    elif not roll.done:
+        doing = f"restarting {roll.restart.name}" if roll.restart else roll.waiting
+        progressing = Condition(
+            PROGRESSING,
+            True,
+            "RollingUpdate",
+            f"brokers {list(roll.outdated)} run an older configuration; {doing}",
+        )
+    elif not all_ready:
+        progressing = Condition(
+            PROGRESSING, True, "BrokersStarting", f"{len(ready)} of {serving} brokers ready"
+        )
+    else:
+        progressing = Condition(PROGRESSING, False, "ReconcileComplete", "nothing left to do")
+    degraded = (
+        Condition(DEGRADED, True, "ScaleDownRefused", scale.refused)
+        if scale.refused
+        else Condition(DEGRADED, False, "AsExpected")
+    )
+    ready_condition = Condition(
+        READY,
+        all_ready,
+        "BrokersReady" if all_ready else progressing.reason,
+        f"{len(ready)} of {serving} brokers ready and up to date",
+    )
+    paused = Condition(PAUSED, False, "Reconciling")
+    selector = ",".join(f"{key}={value}" for key, value in selector_labels(cluster).items())
+    return {
+        "observedGeneration": body["metadata"].get("generation", 0),
+        "conditions": status_conditions(body, [ready_condition, progressing, degraded, paused]),
+        "replicas": len(pods),
+        "readyBrokers": len(ready),
+        "selector": selector,
+        "configHash": desired_hash,
+        "brokers": _broker_states(cluster, scale, pods),
+        "assignment": {topic: list(owners) for topic, owners in scale.assignment.topics.items()},
+    }
