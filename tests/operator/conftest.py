@@ -118,7 +118,7 @@ def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 60) -> Any:
     while True:
         try:
             found = check()
-        except (AssertionError, KeyError, IndexError, TypeError):
+        except (AssertionError, KeyError, IndexError, TypeError, StopIteration):
             found = None
         if found:
             return found

@@ -10,8 +10,10 @@ that would take them.
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -106,3 +108,205 @@ def test_a_cluster_becomes_objects_status_and_conditions(
     assert 'tierlog_operator_reconciliations_total{kind="TierlogCluster"}' in text
     assert "tierlog_operator_reconcile_duration_seconds_bucket" in text
     assert AdminClient(brokers.sidecars[0].address).list_topics() == {}
+
+
+def ready_cluster(
+    kube: ControlPlane, ns: str, brokers: Brokers, name: str, count: int, **spec: Any
+) -> dict[str, Any]:
+    """Apply a cluster, start its brokers, and wait until it is Ready."""
+    apply(kube, ns, cluster(name, brokers=count, **spec))
+    wait_for("the StatefulSet", lambda: get(kube, ns, "statefulset", name))
+    for node in range(count):
+        brokers.start(node)
+
+    def ready() -> dict[str, Any] | None:
+        body = get(kube, ns, "tierlogcluster", name)
+        return body if condition(body, "Ready")["status"] == "True" else None
+
+    found: dict[str, Any] = wait_for(f"{name} Ready", ready)
+    return found
+
+
+def topic(name: str, cluster_name: str, partitions: int, **config: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "tierlog.io/v1alpha1",
+        "kind": "TierlogTopic",
+        "metadata": {"name": name},
+        "spec": {"cluster": cluster_name, "partitions": partitions, "config": config},
+    }
+
+
+def test_topics_are_created_grown_and_reconfigured_on_every_broker(
+    kube: ControlPlane, operator: RunningOperator, brokers_for: Callable[[str, str], Brokers]
+) -> None:
+    ns = operator.namespace
+    brokers = brokers_for(ns, "demo")
+    ready_cluster(kube, ns, brokers, "demo", 2)
+    apply(kube, ns, topic("orders", "demo", 3, **{"retention.ms": 60000}))
+
+    def synced(partitions: int) -> dict[str, Any] | None:
+        body = get(kube, ns, "tierlogtopic", "orders")
+        ok = condition(body, "Ready")["status"] == "True"
+        return body if ok and body["status"]["partitions"] == partitions else None
+
+    body = wait_for("the topic Ready", lambda: synced(3))
+    assert body["status"]["topicName"] == "orders"
+    for sidecar in brokers.sidecars.values():
+        with AdminClient(sidecar.address) as admin:
+            assert admin.list_topics() == {"orders": 3}
+            assert admin.describe_configs("orders")["retention.ms"].value == "60000"
+    assert ("TopicUpdated", "broker 0: created") in events(kube, ns)
+
+    apply(kube, ns, topic("orders", "demo", 5, **{"segment.bytes": 1048576}))
+    wait_for("the topic grown", lambda: synced(5))
+    for sidecar in brokers.sidecars.values():
+        with AdminClient(sidecar.address) as admin:
+            assert admin.list_topics() == {"orders": 5}
+            configs = admin.describe_configs("orders")
+            assert configs["segment.bytes"].value == "1048576"
+            assert configs["retention.ms"].is_default  # the override was removed
+    assignment = wait_for(
+        "the cluster's plan to hold the grown topic",
+        lambda: (
+            get(kube, ns, "tierlogcluster", "demo")["status"]["assignment"]["orders"][4] >= 0
+            and get(kube, ns, "tierlogcluster", "demo")["status"]["assignment"]
+        ),
+    )
+    # the sidecars agree with the plan the operator published
+    metadata = AdminClient(brokers.sidecars[1].address).metadata(["orders"])
+    assert list(metadata.leaders["orders"]) == assignment["orders"]
+
+
+def test_a_topic_of_a_missing_cluster_is_not_ready(
+    kube: ControlPlane, operator: RunningOperator
+) -> None:
+    ns = operator.namespace
+    apply(kube, ns, topic("lost", "nowhere", 1))
+    body = wait_for(
+        "the topic's condition",
+        lambda: (
+            get(kube, ns, "tierlogtopic", "lost")
+            if get(kube, ns, "tierlogtopic", "lost").get("status")
+            else None
+        ),
+    )
+    assert condition(body, "Ready")["reason"] == "ClusterNotFound"
+
+
+def test_a_config_change_rolls_one_safe_broker_at_a_time(
+    kube: ControlPlane, operator: RunningOperator, brokers_for: Callable[[str, str], Brokers]
+) -> None:
+    ns = operator.namespace
+    brokers = brokers_for(ns, "demo")
+    before = ready_cluster(kube, ns, brokers, "demo", 2)["status"]["configHash"]
+    apply(kube, ns, cluster("demo", brokers=2, logDefaults={"log.retention.ms": 3600000}))
+    after = wait_for(
+        "a new config hash",
+        lambda: (
+            get(kube, ns, "tierlogcluster", "demo")["status"]["configHash"] != before
+            and get(kube, ns, "tierlogcluster", "demo")["status"]["configHash"]
+        ),
+    )
+    assert "log.retention.ms=3600000" in brokers.config_map()["server.properties"]
+    # the highest id goes first; the other is left alone while it is away
+    wait_for("broker 1's pod deleted", lambda: not brokers.pod_exists(1))
+    brokers.stop(1)
+    for _ in range(12):  # several resync periods of the operator
+        assert brokers.pod_exists(0)
+        time.sleep(0.5)
+    body = get(kube, ns, "tierlogcluster", "demo")
+    assert condition(body, "Progressing")["reason"] == "RollingUpdate"
+    assert condition(body, "Ready")["status"] == "False"
+    brokers.start(1)  # the StatefulSet controller and the kubelet, by hand
+    wait_for("broker 0's pod deleted", lambda: not brokers.pod_exists(0))
+    brokers.stop(0)
+    brokers.start(0)
+
+    def rolled() -> dict[str, Any] | None:
+        body = get(kube, ns, "tierlogcluster", "demo")
+        return body if condition(body, "Ready")["status"] == "True" else None
+
+    body = wait_for("Ready after the roll", rolled)
+    assert {b["configHash"] for b in body["status"]["brokers"]} == {after}
+    restarts = [message for reason, message in events(kube, ns) if reason == "RestartingBroker"]
+    assert len(restarts) == 2
+    assert any("demo-1" in message for message in restarts)
+    assert all("flushed and safe" in message for message in restarts)
+    # the restarted sidecar runs the new setting
+    with AdminClient(brokers.sidecars[1].address) as admin:
+        admin.create_topic("probe", 1)
+        assert admin.describe_configs("probe")["retention.ms"].value == "3600000"
+
+
+def test_scale_up_and_a_refused_scale_down_without_a_tier(
+    kube: ControlPlane, operator: RunningOperator, brokers_for: Callable[[str, str], Brokers]
+) -> None:
+    ns = operator.namespace
+    brokers = brokers_for(ns, "demo")
+    ready_cluster(kube, ns, brokers, "demo", 2)
+    kube.kubectl("scale", "-n", ns, "tierlogcluster/demo", "--replicas=1")
+
+    def refused() -> dict[str, Any] | None:
+        body = get(kube, ns, "tierlogcluster", "demo")
+        return body if condition(body, "Degraded")["status"] == "True" else None
+
+    body = wait_for("the refusal", refused)
+    assert condition(body, "Degraded")["reason"] == "ScaleDownRefused"
+    assert "no tier" in condition(body, "Degraded")["message"]
+    assert get(kube, ns, "statefulset", "demo")["spec"]["replicas"] == 2
+    assert any(reason == "ScaleDownRefused" for reason, _ in events(kube, ns))
+
+    kube.kubectl("scale", "-n", ns, "tierlogcluster/demo", "--replicas=3")
+    wait_for(
+        "three replicas", lambda: get(kube, ns, "statefulset", "demo")["spec"]["replicas"] == 3
+    )
+    brokers.start(2)
+    plan = json.loads(brokers.config_map()["assignment.json"])
+    assert sorted(plan["brokers"]) == ["0", "1", "2"]
+    body = wait_for(
+        "Ready with three",
+        lambda: (
+            condition(get(kube, ns, "tierlogcluster", "demo"), "Ready")["status"] == "True"
+            and get(kube, ns, "tierlogcluster", "demo")
+        ),
+    )
+    assert condition(body, "Degraded")["status"] == "False"
+    assert body["status"]["readyBrokers"] == 3
+
+
+def test_scale_down_drains_the_leaving_broker_through_the_tier(
+    kube: ControlPlane,
+    operator: RunningOperator,
+    brokers_for: Callable[[str, str], Brokers],
+    tmp_path: Path,
+) -> None:
+    ns = operator.namespace
+    brokers = brokers_for(ns, "demo")
+    tier = {"url": (tmp_path / "tier").as_uri()}
+    ready_cluster(kube, ns, brokers, "demo", 3, tier=tier)
+    apply(kube, ns, topic("orders", "demo", 6))
+    wait_for(
+        "the topic Ready",
+        lambda: condition(get(kube, ns, "tierlogtopic", "orders"), "Ready")["status"] == "True",
+    )
+    before = wait_for(
+        "the plan of the topic",
+        lambda: get(kube, ns, "tierlogcluster", "demo")["status"]["assignment"].get("orders"),
+    )
+    assert 2 in before
+    apply(kube, ns, cluster("demo", brokers=2, tier=tier))
+
+    def drained() -> bool:
+        brokers.project()  # the kubelet updates the pods' ConfigMap volume
+        return bool(get(kube, ns, "statefulset", "demo")["spec"]["replicas"] == 2)
+
+    wait_for("the drained scale-down", drained, timeout_s=90)
+    body = get(kube, ns, "tierlogcluster", "demo")
+    after = body["status"]["assignment"]["orders"]
+    assert 2 not in after
+    assert [a for a, b in zip(after, before, strict=True) if b != 2] == [
+        b for b in before if b != 2
+    ]
+    plan = json.loads(brokers.config_map()["assignment.json"])
+    assert sorted(plan["brokers"]) == ["0", "1"]
+    assert any(reason == "Scaled" for reason, _ in events(kube, ns))

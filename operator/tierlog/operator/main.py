@@ -100,5 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    for chatty in ("httpx", "httpx2", "aiohttp.access"):  # a line per request or probe
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     asyncio.run(_run(args))
     return 0
