@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 
-from tests.operator.conftest import Brokers, RunningOperator, wait_for
+from tests.operator.conftest import Brokers, RunningOperator, start_operator, wait_for
 from tests.support.kube import ControlPlane
 from tierlog.client import AdminClient
+from tierlog.storage.tier.local_store import LocalDirectoryStore
 
 pytestmark = pytest.mark.slow
 
@@ -310,3 +311,94 @@ def test_scale_down_drains_the_leaving_broker_through_the_tier(
     plan = json.loads(brokers.config_map()["assignment.json"])
     assert sorted(plan["brokers"]) == ["0", "1"]
     assert any(reason == "Scaled" for reason, _ in events(kube, ns))
+
+
+def _tier_with_objects(root: Path, count: int) -> Path:
+    """A file:// tier holding ``count`` objects, written through the store brokers use."""
+    store = LocalDirectoryStore(root)
+    for index in range(count):
+        store.put(f"orders-0/{index:020d}.log", b"segment bytes")
+    return root
+
+
+@pytest.mark.parametrize("policy", ["Retain", "Delete"])
+def test_deletion_keeps_the_tier_unless_the_policy_says_delete(
+    kube: ControlPlane, operator: RunningOperator, tmp_path: Path, policy: str
+) -> None:
+    ns = operator.namespace
+    root = _tier_with_objects(tmp_path / "tier", 3)
+    apply(kube, ns, cluster("gone", brokers=1, tier={"url": root.as_uri()}, deletionPolicy=policy))
+    body = wait_for(
+        "the finalizer",
+        lambda: (
+            "tierlog.io/finalizer"
+            in get(kube, ns, "tierlogcluster", "gone")["metadata"].get("finalizers", [])
+            and get(kube, ns, "tierlogcluster", "gone")
+        ),
+    )
+    kube.kubectl("delete", "-n", ns, "tierlogcluster", "gone", "--wait=true", "--timeout=60s")
+    left = [info.key for info in LocalDirectoryStore(root).list("")]
+    reasons = dict(events(kube, ns))
+    if policy == "Delete":
+        assert left == []
+        assert "3 objects deleted" in reasons["TierDataDeleted"]
+    else:
+        assert len(left) == 3
+        assert "is kept" in reasons["TierDataRetained"]
+    # no garbage collector runs here: the owned objects remain, owned by the deleted uid
+    sts = get(kube, ns, "statefulset", "gone")
+    assert sts["metadata"]["ownerReferences"][0]["uid"] == body["metadata"]["uid"]
+
+
+def test_the_pause_annotation_stops_reconciliation(
+    kube: ControlPlane, operator: RunningOperator
+) -> None:
+    ns = operator.namespace
+    apply(kube, ns, cluster("held", brokers=2))
+    wait_for("the StatefulSet", lambda: get(kube, ns, "statefulset", "held"))
+    kube.kubectl(
+        "annotate", "-n", ns, "tierlogcluster", "held", "tierlog.io/pause-reconciliation=true"
+    )
+    paused = wait_for(
+        "ReconciliationPaused",
+        lambda: (
+            condition(get(kube, ns, "tierlogcluster", "held"), "ReconciliationPaused")["status"]
+            == "True"
+            and get(kube, ns, "tierlogcluster", "held")
+        ),
+    )
+    assert condition(paused, "ReconciliationPaused")["reason"] == "PausedByAnnotation"
+    kube.kubectl("scale", "-n", ns, "tierlogcluster/held", "--replicas=4")
+    time.sleep(6)  # several resync periods
+    assert get(kube, ns, "statefulset", "held")["spec"]["replicas"] == 2
+    kube.kubectl("annotate", "-n", ns, "tierlogcluster", "held", "tierlog.io/pause-reconciliation-")
+    wait_for(
+        "the scale once resumed",
+        lambda: get(kube, ns, "statefulset", "held")["spec"]["replicas"] == 4,
+    )
+    body = get(kube, ns, "tierlogcluster", "held")
+    assert condition(body, "ReconciliationPaused")["status"] == "False"
+
+
+def test_replicas_peer_through_kopfs_peering_object(kube: ControlPlane, tmp_path: Path) -> None:
+    ns = kube.create_namespace("peer")
+    first = start_operator(kube, ns, tmp_path / "first.log", "--priority=10")
+    second = start_operator(kube, ns, tmp_path / "second.log", "--priority=5")
+    try:
+        peering = wait_for(
+            "both replicas in the peering object",
+            lambda: (
+                len(get(kube, ns, "kopfpeering", "tierlog-operator").get("status", {})) == 2
+                and get(kube, ns, "kopfpeering", "tierlog-operator")
+            ),
+        )
+        priorities = sorted(peer["priority"] for peer in peering["status"].values())
+        assert priorities == [5, 10]
+        apply(kube, ns, cluster("shared", brokers=1))
+        wait_for("the active replica's work", lambda: get(kube, ns, "statefulset", "shared"))
+        time.sleep(4)  # two resync periods: the paused replica would have run by now
+        assert "Handler 'create' succeeded" in first.output
+        assert "Handler 'create' succeeded" not in second.output
+    finally:
+        first.stop()
+        second.stop()
