@@ -132,6 +132,9 @@ def check_reads_everything(sidecar: Sidecar, produced: Produced) -> None:
     assert seen == produced.end // RECORDS_PER_BATCH
     assert list_offsets(sidecar, -2) == (0, -1)
     assert list_offsets(sidecar, -1) == (produced.end, -1)
+    local_start = local_segments(sidecar.data_dir)[0]
+    assert list_offsets(sidecar, -4) == (local_start, -1)  # KIP-1005: earliest local
+    assert list_offsets(sidecar, -5)[0] >= local_start - 1  # the last tiered offset
     for offset in (0, 7, 123, produced.end // 3):
         assert list_offsets(sidecar, T0 + offset) == (offset, T0 + offset)
 

@@ -31,7 +31,13 @@ from tierlog.sidecar.watch import AppendWatch
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import OffsetOutOfRangeError, TierlogError
-from tierlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log, LogRead
+from tierlog.storage.log import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    Log,
+    LogRead,
+)
 from tierlog.storage.records import CompressionType, SimpleRecord, build_batch, iter_batches
 from tierlog.storage.tier import tiered_reads
 from tierlog.storage.tier.remote_reader import RemoteLogReader
@@ -221,9 +227,9 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
     async def ListOffsets(
         self, request: log_service_pb2.ListOffsetsRequest, context: _Context
     ) -> log_service_pb2.ListOffsetsResponse:
-        if request.timestamp_ms < MAX_TIMESTAMP:
+        if request.timestamp_ms < LATEST_TIERED_TIMESTAMP:
             raise InvalidRequestError(
-                f"timestamp {request.timestamp_ms}: use -1, -2, -3 or a time in ms"
+                f"timestamp {request.timestamp_ms}: use -1, -2, -3, -4, -5 or a time in ms"
             )
         tp, partition_log = self.partitions.log(request.topic, request.partition)
         found = await asyncio.to_thread(

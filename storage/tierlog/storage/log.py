@@ -49,7 +49,9 @@ from tierlog.storage.segment import (
 )
 
 __all__ = [
+    "EARLIEST_LOCAL_TIMESTAMP",
     "EARLIEST_TIMESTAMP",
+    "LATEST_TIERED_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "AppendInfo",
@@ -63,10 +65,12 @@ _Snapshot = tuple[list[LogSegment], list[int]]  # segments and their base offset
 # A read that keeps racing deletions gives up with a clean error after this many tries.
 _READ_ATTEMPTS = 8
 
-# ListOffsets' special timestamps, as Kafka numbers them.
+# ListOffsets' special timestamps, as Kafka numbers them (-4 and -5: KIP-1005).
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
 
 # Bytes 0..15 of every batch: base offset, length, partition leader epoch (v2). The
 # CRC covers only what follows, so rewriting this prefix needs no new checksum.

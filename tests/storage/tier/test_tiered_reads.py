@@ -12,7 +12,15 @@ from tests.storage.tier.test_remote_reader import TP, fill, make_reader
 from tests.storage.tier.uploads import tier_closed_segments
 from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import OffsetMovedToTieredStorageError
-from tierlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
+from tierlog.storage.log import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    Log,
+)
+from tierlog.storage.segment import TimestampAndOffset
 from tierlog.storage.tier import tiered_reads
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 
@@ -98,6 +106,17 @@ def test_list_offsets_by_time_answers_from_the_tier_as_before_the_deletion(
     assert len(in_the_tier) > 10
     latest = tiered_reads.offset_for_timestamp(TP, tiered.log, tiered.remote, LATEST_TIMESTAMP)
     assert latest is not None and latest.offset == tiered.log.log_end_offset
+
+
+def test_earliest_local_and_latest_tiered_offsets_kip_1005(tiered: Tiered) -> None:
+    def answer(timestamp: int, remote: bool = True) -> TimestampAndOffset | None:
+        reader = tiered.remote if remote else None
+        return tiered_reads.offset_for_timestamp(TP, tiered.log, reader, timestamp)
+
+    assert answer(EARLIEST_LOCAL_TIMESTAMP) == (-1, tiered.tier_end)
+    assert answer(EARLIEST_TIMESTAMP) == (-1, 0)
+    assert answer(LATEST_TIERED_TIMESTAMP) == (-1, tiered.tier_end - 1)
+    assert answer(LATEST_TIERED_TIMESTAMP, remote=False) is None
 
 
 def test_without_a_tier_reader_the_log_says_where_the_offset_went(tiered: Tiered) -> None:

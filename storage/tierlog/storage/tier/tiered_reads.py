@@ -15,7 +15,15 @@ from __future__ import annotations
 
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import OffsetMovedToTieredStorageError
-from tierlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log, LogRead
+from tierlog.storage.log import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    Log,
+    LogRead,
+)
 from tierlog.storage.segment import TimestampAndOffset
 from tierlog.storage.tier.remote_reader import RemoteLogReader
 
@@ -41,7 +49,13 @@ def offset_for_timestamp(
     tp: TopicPartition, log: Log, remote: RemoteLogReader | None, timestamp: int
 ) -> TimestampAndOffset | None:
     """Kafka's ListOffsets over the whole log (-2 earliest, -1 latest, -3 the largest
-    timestamp, otherwise the first record at or after ``timestamp``)."""
+    timestamp, -4 the first local offset, -5 the last tiered one, otherwise the first
+    record at or after ``timestamp``)."""
+    if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+        return TimestampAndOffset(-1, log.local_log_start_offset)
+    if timestamp == LATEST_TIERED_TIMESTAMP:
+        view = remote.view(tp) if remote is not None else None
+        return TimestampAndOffset(-1, view.end_offset - 1) if view and view.segments else None
     tiered = remote is not None and log.log_start_offset < log.local_log_start_offset
     if remote is None or not tiered or timestamp in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP):
         return log.offset_for_timestamp(timestamp)
