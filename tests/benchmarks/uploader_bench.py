@@ -9,8 +9,9 @@ the same store, each repetition times:
   by ``sendfile`` plus indexes, snapshot, epochs), manifest ``started``, PUT,
   manifest ``finished``.
 
-Medians of ``--runs``, and their ratio, printed as a Markdown table, on the
-local-directory store, where staging's extra copy of the bytes is most visible.
+Medians of ``--runs``, and their ratio, printed as a Markdown table. The store is the
+local-directory one (where staging's extra copy of the bytes is most visible) or,
+with ``--minio``, an S3 store on a MinIO started on loopback (``make tools`` built it).
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+from tests.support.minio import MinioServer
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
 from tierlog.storage.records import SimpleRecord, build_batch
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest_store import ManifestWriter
+from tierlog.storage.tier.s3_store import S3Location, S3Options, S3Store
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.uploader import upload_segment
 
@@ -60,27 +63,53 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--segment-mib", type=int, default=128)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--minio", action="store_true", help="upload to a MinIO on loopback")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="uploader-bench-") as temporary:
         root = Path(temporary)
-        store: ObjectStore = LocalDirectoryStore(root / "tier")
-        tp = TopicPartition("bench", 0)
-        log = build_log(root / tp.dir_name, args.segment_mib, args.runs)
-        size = log.segments[0].size
-        puts: list[float] = []
-        uploads: list[float] = []
-        writer = ManifestWriter.claim(store, tp, "bench")
-        for run, segment in enumerate(log.segments[: args.runs]):
-            puts.append(timed(partial(store.put, f"bare/{run}", segment.log.path)))
-            attempt = partial(
-                upload_segment,
-                writer,
-                segment,
-                staging_dir=root / "staging",
-                clock_ms=lambda: int(time.time() * 1000),
+        minio = MinioServer(root / "minio").start() if args.minio else None
+        try:
+            measure(
+                root, args, s3_store(minio, root) if minio else LocalDirectoryStore(root / "tier")
             )
-            uploads.append(timed(attempt))
-        log.close()
+        finally:
+            if minio is not None:
+                minio.stop()
+
+
+def s3_store(minio: MinioServer, root: Path) -> ObjectStore:
+    secret = root / "keys"
+    secret.write_text(
+        f"access_key_id={minio.access_key_id}\nsecret_access_key={minio.secret_access_key}\n"
+    )
+    options = S3Options(
+        endpoint_url=minio.endpoint_url, region=minio.region, path_style=True,
+        credentials_path=secret,
+    )  # fmt: skip
+    return S3Store(S3Location(minio.create_bucket("bench"), "bench"), options)
+
+
+def measure(root: Path, args: argparse.Namespace, store: ObjectStore) -> None:
+    tp = TopicPartition("bench", 0)
+    log = build_log(root / tp.dir_name, args.segment_mib, args.runs)
+    size = log.segments[0].size
+    puts: list[float] = []
+    uploads: list[float] = []
+    writer = ManifestWriter.claim(store, tp, "bench")
+    store.put("warm-up", log.segments[0].log.path)  # connections, threads, first writes
+    for run, segment in enumerate(log.segments[: args.runs]):
+        bare = partial(store.put, f"bare/{run}", segment.log.path)
+        attempt = partial(
+            upload_segment,
+            writer,
+            segment,
+            staging_dir=root / "staging",
+            clock_ms=lambda: int(time.time() * 1000),
+        )
+        pair: list[tuple[list[float], Callable[[], object]]] = [(puts, bare), (uploads, attempt)]
+        for seconds, action in pair if run % 2 == 0 else reversed(pair):  # alternate first
+            seconds.append(timed(action))
+    log.close()
     put_s, upload_s = statistics.median(puts), statistics.median(uploads)
     print(f"segment {size / MiB:.0f} MiB, {args.runs} runs, store {store.url}")
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
