@@ -5,12 +5,12 @@ segments of ``--segment-mib`` MiB (1 MiB batches of 1 KiB records) is built; the
 the same store, each repetition times:
 
 - ``put``: the store's own PUT of the segment's ``.log`` file (the floor);
-- ``upload_segment``: the uploader's whole attempt: stage the object (log bytes copied
-  by ``sendfile`` plus indexes, snapshot, epochs), manifest ``started``, PUT,
+- ``upload_segment``: the uploader's whole attempt: gather the object (the ``.log``
+  file followed by indexes, snapshot and epochs), manifest ``started``, PUT,
   manifest ``finished``.
 
 Medians of ``--runs``, and their ratio, printed as a Markdown table. The store is the
-local-directory one (where staging's extra copy of the bytes is most visible) or,
+local-directory one or,
 with ``--minio``, an S3 store on a MinIO started on loopback (``make tools`` built it).
 """
 
@@ -103,7 +103,6 @@ def measure(root: Path, args: argparse.Namespace, store: ObjectStore) -> None:
             upload_segment,
             writer,
             segment,
-            staging_dir=root / "staging",
             clock_ms=lambda: int(time.time() * 1000),
         )
         pair: list[tuple[list[float], Callable[[], object]]] = [(puts, bare), (uploads, attempt)]
@@ -117,7 +116,7 @@ def measure(root: Path, args: argparse.Namespace, store: ObjectStore) -> None:
     print("|---|---|---|---|")
     print(f"| store PUT of the .log file | {put_s:.3f} s | {size / put_s / MiB:.0f} MiB/s | 1.00 |")
     print(
-        f"| upload_segment (stage, started, PUT, finished) | {upload_s:.3f} s | "
+        f"| upload_segment (started, PUT, finished) | {upload_s:.3f} s | "
         f"{size / upload_s / MiB:.0f} MiB/s | {put_s / upload_s:.2f} |"
     )
 

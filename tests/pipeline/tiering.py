@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
@@ -29,14 +27,8 @@ def tier_segments(
 ) -> PartitionManifest:
     """Upload closed, flushed ``segments`` (in offset order) that the tier lacks."""
     writer = ManifestWriter.claim(store, tp, "pipeline-tests")
-    with tempfile.TemporaryDirectory(prefix="tier-staging-") as staging:
-        for segment in segments:
-            if segment.base_offset < writer.manifest.uploaded_end_offset:
-                continue
-            upload_segment(
-                writer,
-                segment,
-                staging_dir=Path(staging),
-                clock_ms=lambda: int(time.time() * 1000),
-            )
+    for segment in segments:
+        if segment.base_offset < writer.manifest.uploaded_end_offset:
+            continue
+        upload_segment(writer, segment, clock_ms=lambda: int(time.time() * 1000))
     return writer.manifest

@@ -121,7 +121,7 @@ class LogManager:
         self.retention.start()
         self.cleaner.startup()
         if self.tier is not None:
-            self.tier.start(lambda: list(self._logs.items()), self.config.log_dirs)
+            self.tier.start(lambda: list(self._logs.items()))
 
     def shutdown(self) -> None:
         """Flush and close everything, write checkpoints, then the clean-shutdown marker."""

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 
 from tierlog.storage.tier.store import (
+    Body,
     ObjectInfo,
     ObjectStore,
     ObjectStoreUnavailableError,
@@ -63,7 +63,7 @@ class FaultyStore:
             run()
         raise fault.error(f"injected failure of {operation} {key}")
 
-    def put(self, key: str, body: bytes | Path, *, if_absent: bool = False) -> None:
+    def put(self, key: str, body: Body, *, if_absent: bool = False) -> None:
         self._call("put", key, lambda: self.inner.put(key, body, if_absent=if_absent))
 
     def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:

@@ -6,12 +6,18 @@ the S3 store's tests (against a real MinIO) call every one of them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tierlog.storage.tier.store import ObjectExistsError, ObjectNotFoundError, ObjectStore
+from tierlog.storage.tier.store import (
+    Concatenation,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    ObjectStore,
+)
 
 
 def put_then_get_whole_and_ranges(store: ObjectStore, _tmp: Path) -> None:
@@ -28,6 +34,24 @@ def put_from_a_file(store: ObjectStore, tmp: Path) -> None:
     source.write_bytes(b"x" * 100_000 + b"end")
     store.put("from-file", source)
     assert store.get("from-file", 100_000) == b"end"
+
+
+def put_a_concatenation_of_files_and_bytes(store: ObjectStore, tmp: Path) -> None:
+    """A segment object: a file (past the multipart threshold the S3 tests use) then
+    small parts, one of them empty, read across every boundary."""
+    log_file = tmp / "segment.log"
+    log_bytes = os.urandom(6 * 1024 * 1024 + 13)
+    log_file.write_bytes(log_bytes)
+    parts = (log_file, b"index", b"", b"snapshot", tmp / "epochs")
+    (tmp / "epochs").write_bytes(b"0\n1\n0 0\n")
+    store.put("objects/segment", Concatenation(parts))
+    whole = log_bytes + b"index" + b"snapshot" + b"0\n1\n0 0\n"
+    assert store.size("objects/segment") == len(whole)
+    assert store.get("objects/segment") == whole
+    assert (
+        store.get("objects/segment", len(log_bytes) - 2, len(log_bytes) + 7)
+        == whole[len(log_bytes) - 2 : len(log_bytes) + 7]
+    )
 
 
 def put_replaces_unless_if_absent(store: ObjectStore, _tmp: Path) -> None:
@@ -67,6 +91,7 @@ def delete_is_idempotent(store: ObjectStore, _tmp: Path) -> None:
 CONTRACT: list[Callable[[ObjectStore, Path], None]] = [
     put_then_get_whole_and_ranges,
     put_from_a_file,
+    put_a_concatenation_of_files_and_bytes,
     put_replaces_unless_if_absent,
     missing_objects_are_typed,
     list_by_prefix_in_key_order,

@@ -7,49 +7,60 @@ import pytest
 from tests.storage.conftest import FakeClock, read_all_bytes
 from tests.storage.tier.tiering import open_log, produce
 from tierlog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, write_epoch_checkpoint
-from tierlog.storage.errors import CorruptRecordError
+from tierlog.storage.errors import CorruptRecordError, KafkaStorageError
 from tierlog.storage.index import OffsetIndex, TimeIndex
 from tierlog.storage.producer_snapshot import decode_snapshot
+from tierlog.storage.tier.body import BodyReader
 from tierlog.storage.tier.manifest import SegmentPart
 from tierlog.storage.tier.segment_object import (
     decode_leader_epochs,
     encode_leader_epochs,
     epochs_covering,
-    stage_segment,
+    segment_object,
 )
 
 
-def test_a_staged_object_holds_the_segment_and_its_state(tmp_path: Path) -> None:
+def test_a_segment_object_holds_the_segment_and_its_state(tmp_path: Path) -> None:
     clock = FakeClock()
     log = open_log(tmp_path, clock)
     write_epoch_checkpoint(log.directory / LEADER_EPOCH_CHECKPOINT, [(0, 0), (1, 5), (2, 14)])
     produce(log, 6)  # segments [0, 12) and [12, 18)
     log.flush()
     first = log.segments[0]
-    with stage_segment(first, tmp_path / "staging") as staged:
-        data = staged.path.read_bytes()
-        assert len(data) == staged.size_bytes
+    content = segment_object(first)
+    with BodyReader(content.body) as body:
+        data = body.read(0, body.size)
+    assert len(data) == content.size_bytes
 
-        def part(which: SegmentPart) -> bytes:
-            start, end = staged.parts[list(SegmentPart).index(which)]
-            return data[start:end]
+    def part(which: SegmentPart) -> bytes:
+        start, end = content.parts[list(SegmentPart).index(which)]
+        return data[start:end]
 
-        assert part(SegmentPart.LOG) == read_all_bytes(log)[: first.size]
-        assert (staged.base_offset, staged.end_offset) == (0, 12)
-        assert staged.max_timestamp == first.max_timestamp_so_far
-        assert staged.base_timestamp == first.log.header_at(0).header.max_timestamp  # type: ignore[union-attr]
-        index_copy = tmp_path / "copy.index"
-        index_copy.write_bytes(part(SegmentPart.OFFSET_INDEX))
-        entries = OffsetIndex(index_copy, 0, 1 << 20, writable=False)
-        assert entries.entries == first.offset_index.entries > 0
-        time_copy = tmp_path / "copy.timeindex"
-        time_copy.write_bytes(part(SegmentPart.TIME_INDEX))
-        assert TimeIndex(time_copy, 0, 1 << 20, writable=False).last_entry() == (
-            first.time_index.last_entry()
-        )
-        assert decode_snapshot(part(SegmentPart.PRODUCER_SNAPSHOT)) == []  # no idempotent ones
-        assert decode_leader_epochs(part(SegmentPart.LEADER_EPOCHS)) == [(0, 0), (1, 5)]
-    assert not staged.path.exists()
+    assert part(SegmentPart.LOG) == read_all_bytes(log)[: first.size]
+    assert content.body.parts[0] == first.log.path  # the log file itself, not a copy
+    assert (content.base_offset, content.end_offset) == (0, 12)
+    assert content.max_timestamp == first.max_timestamp_so_far
+    assert content.base_timestamp == first.log.header_at(0).header.max_timestamp  # type: ignore[union-attr]
+    index_copy = tmp_path / "copy.index"
+    index_copy.write_bytes(part(SegmentPart.OFFSET_INDEX))
+    entries = OffsetIndex(index_copy, 0, 1 << 20, writable=False)
+    assert entries.entries == first.offset_index.entries > 0
+    time_copy = tmp_path / "copy.timeindex"
+    time_copy.write_bytes(part(SegmentPart.TIME_INDEX))
+    assert TimeIndex(time_copy, 0, 1 << 20, writable=False).last_entry() == (
+        first.time_index.last_entry()
+    )
+    assert decode_snapshot(part(SegmentPart.PRODUCER_SNAPSHOT)) == []  # no idempotent ones
+    assert decode_leader_epochs(part(SegmentPart.LEADER_EPOCHS)) == [(0, 0), (1, 5)]
+
+
+def test_the_active_segment_is_refused(tmp_path: Path) -> None:
+    log = open_log(tmp_path, FakeClock())
+    produce(log, 2)
+    log.active_segment.log.path.open("ab").write(b"\0" * 10)  # preallocated-like tail
+    with pytest.raises(KafkaStorageError):
+        segment_object(log.active_segment)
+    log.close()
 
 
 def test_epochs_covering_a_range() -> None:

@@ -12,7 +12,6 @@ from tierlog.storage.log import Log
 from tierlog.storage.segment import LogSegment
 from tierlog.storage.tier.manifest import PartitionManifest
 from tierlog.storage.tier.manifest_store import ManifestWriter
-from tierlog.storage.tier.segment_object import STAGING_DIR
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.uploader import upload_segment
 
@@ -26,7 +25,6 @@ def tier_segments(
         upload_segment(
             writer,
             segment,
-            staging_dir=segment.directory.parent / STAGING_DIR,
             clock_ms=lambda: int(time.time() * 1000),
         )
     return writer.manifest

@@ -16,7 +16,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from tierlog.storage.checkpoints import fsync_directory
+from tierlog.storage.tier.body import BodyReader
 from tierlog.storage.tier.store import (
+    Body,
     ObjectExistsError,
     ObjectInfo,
     ObjectNotFoundError,
@@ -45,17 +47,13 @@ class LocalDirectoryStore:
             raise ObjectStoreError(f"object key {key!r} uses the reserved {_INCOMING}/")
         return self.root.joinpath(*parts)
 
-    def put(self, key: str, body: bytes | Path, *, if_absent: bool = False) -> None:
+    def put(self, key: str, body: Body, *, if_absent: bool = False) -> None:
         target = self._path(key)
         temporary = self.root / _INCOMING / f"{uuid.uuid4().hex}.part"
         try:
-            with temporary.open("wb") as out:
-                if isinstance(body, Path):
-                    with body.open("rb") as source:
-                        while chunk := source.read(_COPY_CHUNK_BYTES):
-                            out.write(chunk)
-                else:
-                    out.write(body)
+            with temporary.open("wb") as out, BodyReader(body) as source:
+                for start in range(0, source.size, _COPY_CHUNK_BYTES):
+                    out.write(source.read(start, _COPY_CHUNK_BYTES))
                 out.flush()
                 os.fsync(out.fileno())
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ class TierObserver:
     """Every hook does nothing; override those you count."""
 
     def upload_started(self, tp: TopicPartition, size_bytes: int) -> None:
-        """A segment object of ``size_bytes`` is staged and its PUT begins (a long
+        """A segment object of ``size_bytes`` is recorded as started and its PUT begins (a long
         upload shows as an attempt in flight until ``segment_uploaded`` or
         ``upload_failed``)."""
 

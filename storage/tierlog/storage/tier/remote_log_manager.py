@@ -34,7 +34,6 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import InvalidConfigError, TierlogError
@@ -52,7 +51,6 @@ from tierlog.storage.tier.manifest import (
 from tierlog.storage.tier.manifest_store import ManifestWriter, read_part
 from tierlog.storage.tier.observer import TierObserver
 from tierlog.storage.tier.remote_retention import remote_segments_to_delete
-from tierlog.storage.tier.segment_object import STAGING_DIR, clear_staging
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.uploader import sweep_abandoned_uploads, upload_segment
 
@@ -206,11 +204,9 @@ class RemoteLogManager:
 
     # -- the periodic pass --------------------------------------------------------------
 
-    def start(self, logs: LogSource | None = None, log_dirs: Iterable[Path] = ()) -> None:
+    def start(self, logs: LogSource | None = None) -> None:
         """Run passes in the background; each adopts the tiered logs ``logs`` lists
         (a topic switched to ``remote.storage.enable`` is picked up at the next pass)."""
-        for log_dir in log_dirs:
-            clear_staging(log_dir / STAGING_DIR)
         self._logs = logs
         self._task.start()
 
@@ -317,18 +313,11 @@ class RemoteLogManager:
 
     def _upload_closed_segments(self, partition: _Partition, writer: ManifestWriter) -> None:
         partition_log = partition.log
-        staging_dir = partition_log.directory.parent / STAGING_DIR
         for segment in self._closed_untiered(partition_log):
             partition_log.flush(segment.next_offset)
             try:
-                upload_segment(
-                    writer,
-                    segment,
-                    staging_dir=staging_dir,
-                    clock_ms=self.clock_ms,
-                    observer=self.observer,
-                )
-            except FileNotFoundError:
+                upload_segment(writer, segment, clock_ms=self.clock_ms, observer=self.observer)
+            except (OSError, TierlogError):
                 if segment.deleted:  # retention got there first (below the log start)
                     continue
                 raise

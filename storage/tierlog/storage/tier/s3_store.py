@@ -32,7 +32,6 @@ import base64
 import builtins
 import hashlib
 import logging
-import os
 import random
 import threading
 import time
@@ -56,9 +55,11 @@ from botocore.exceptions import (
 )
 
 from tierlog.storage.errors import InvalidConfigError
+from tierlog.storage.tier.body import BodyReader
 from tierlog.storage.tier.rate_limit import TokenBucket
 from tierlog.storage.tier.s3_credentials import read_credentials
 from tierlog.storage.tier.store import (
+    Body,
     ObjectExistsError,
     ObjectInfo,
     ObjectNotFoundError,
@@ -183,33 +184,6 @@ def crc32c_base64(data: bytes | memoryview) -> str:
     return base64.b64encode(crc32c.crc32c(data).to_bytes(4, "big")).decode()
 
 
-class _Source:
-    """The bytes of one put: a buffer in memory or a file read a part at a time."""
-
-    def __init__(self, body: bytes | Path):
-        self._buffer: memoryview | None = None
-        self._fd: int | None = None
-        if isinstance(body, Path):
-            self._fd = os.open(body, os.O_RDONLY)
-            self.size = os.fstat(self._fd).st_size
-        else:
-            self._buffer = memoryview(body)
-            self.size = len(body)
-
-    def read(self, start: int, length: int) -> bytes:
-        if self._buffer is not None:
-            return bytes(self._buffer[start : start + length])
-        assert self._fd is not None
-        data = os.pread(self._fd, length, start)
-        if len(data) != min(length, self.size - start):
-            raise ObjectStoreError("the file being uploaded shrank while it was read")
-        return data
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-
-
 class S3Store:
     """Objects under ``s3://bucket/prefix/``; one store per process (see the rate limit)."""
 
@@ -237,12 +211,9 @@ class S3Store:
 
     # --- the ObjectStore operations --------------------------------------------------------
 
-    def put(self, key: str, body: bytes | Path, *, if_absent: bool = False) -> None:
+    def put(self, key: str, body: Body, *, if_absent: bool = False) -> None:
         check_key(key)
-        try:
-            source = _Source(body)
-        except OSError as error:
-            raise ObjectStoreError(f"cannot read the body of {key}: {error}") from error
+        source = BodyReader(body)
         try:
             if source.size < self.options.multipart_threshold_bytes:
                 self._put_whole(key, source, if_absent=if_absent)
@@ -387,7 +358,7 @@ class S3Store:
         if self._rate_limit is not None:
             self._rate_limit.acquire(n_bytes)
 
-    def _put_whole(self, key: str, source: _Source, *, if_absent: bool) -> None:
+    def _put_whole(self, key: str, source: BodyReader, *, if_absent: bool) -> None:
         data = source.read(0, source.size)
         checksum = crc32c_base64(data)
         attempts = 0
@@ -425,7 +396,7 @@ class S3Store:
         except ObjectNotFoundError:
             return False
 
-    def _put_multipart(self, key: str, source: _Source, *, if_absent: bool) -> None:
+    def _put_multipart(self, key: str, source: BodyReader, *, if_absent: bool) -> None:
         part_size = max(self.options.part_size_bytes, -(-source.size // _MAX_PARTS))
         full_key = self._root + key
         created = self._call(
@@ -456,7 +427,7 @@ class S3Store:
             raise
 
     def _upload_part(
-        self, key: str, upload_id: str, number: int, source: _Source, start: int, part_size: int
+        self, key: str, upload_id: str, number: int, source: BodyReader, start: int, part_size: int
     ) -> CompletedPartTypeDef:
         data = source.read(start, part_size)
         checksum = crc32c_base64(data)

@@ -19,12 +19,15 @@ Promises every store keeps:
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
 from tierlog.storage.errors import KafkaStorageError
 
 __all__ = [
+    "Body",
+    "Concatenation",
     "ObjectExistsError",
     "ObjectInfo",
     "ObjectNotFoundError",
@@ -58,6 +61,17 @@ def check_key(key: str) -> None:
         raise ObjectStoreError(f"illegal object key {key!r}")
 
 
+@dataclass(frozen=True)
+class Concatenation:
+    """Byte strings and files uploaded as one object, in order. A segment object is its
+    ``.log`` file followed by small parts; this uploads it without copying the log first."""
+
+    parts: tuple[bytes | Path, ...]
+
+
+Body = bytes | Path | Concatenation  # what a put uploads (``body.BodyReader`` reads it)
+
+
 class ObjectInfo(NamedTuple):
     key: str
     size_bytes: int
@@ -69,8 +83,9 @@ class ObjectStore(Protocol):
 
     url: str  # where it points, for logs and ``tierlog tier ls``
 
-    def put(self, key: str, body: bytes | Path, *, if_absent: bool = False) -> None:
-        """Write one object from memory or from a file, visible only once complete."""
+    def put(self, key: str, body: Body, *, if_absent: bool = False) -> None:
+        """Write one object from memory, a file, or a concatenation of them, visible only
+        once complete."""
         ...
 
     def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:

@@ -1,7 +1,7 @@
 """One upload attempt of a closed segment, two-phase under a fresh id, and the sweep
 that removes what failed attempts left behind.
 
-An attempt: stage the segment's object (``segment_object``), record a ``started``
+An attempt: gather the segment's object (``segment_object``), record a ``started``
 manifest entry naming its key, PUT the object, mark the entry ``finished``. Readers
 only ever see finished entries, so a failed attempt leaves nothing readable. When an
 attempt fails it cleans up at once if it can (entry still ``started``: delete the
@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.segment import LogSegment
@@ -36,7 +35,7 @@ from tierlog.storage.tier.manifest import (
 )
 from tierlog.storage.tier.manifest_store import ManifestWriter
 from tierlog.storage.tier.observer import TierObserver
-from tierlog.storage.tier.segment_object import stage_segment
+from tierlog.storage.tier.segment_object import segment_object
 
 __all__ = ["SweepResult", "sweep_abandoned_uploads", "upload_segment"]
 
@@ -47,7 +46,6 @@ def upload_segment(
     writer: ManifestWriter,
     segment: LogSegment,
     *,
-    staging_dir: Path,
     clock_ms: Callable[[], int],
     observer: TierObserver | None = None,
 ) -> RemoteSegment:
@@ -58,37 +56,37 @@ def upload_segment(
     observer = observer or TierObserver()
     tp, store = writer.tp, writer.store
     segment_id = new_segment_id()
-    with stage_segment(segment, staging_dir) as staged:
-        entry = RemoteSegment(
-            segment_id=segment_id,
-            writer_epoch=writer.writer_epoch,
-            state=SegmentState.STARTED,
-            base_offset=staged.base_offset,
-            end_offset=staged.end_offset,
-            base_timestamp=staged.base_timestamp,
-            max_timestamp=staged.max_timestamp,
-            offset_of_max_timestamp=staged.offset_of_max_timestamp,
-            key=segment_key(tp, staged.base_offset, writer.writer_epoch, segment_id),
-            parts=staged.parts,
-            created_ms=clock_ms(),
-        )
-        writer.update(lambda manifest: manifest.start_upload(entry))
-        observer.upload_started(tp, staged.size_bytes)
-        began = time.monotonic()
-        try:
-            store.put(entry.key, staged.path)
-            writer.update(lambda manifest: manifest.finish_upload(segment_id))
-        except FencedWriterError:
-            observer.upload_failed(tp, FencedWriterError.reason)
+    content = segment_object(segment)
+    entry = RemoteSegment(
+        segment_id=segment_id,
+        writer_epoch=writer.writer_epoch,
+        state=SegmentState.STARTED,
+        base_offset=content.base_offset,
+        end_offset=content.end_offset,
+        base_timestamp=content.base_timestamp,
+        max_timestamp=content.max_timestamp,
+        offset_of_max_timestamp=content.offset_of_max_timestamp,
+        key=segment_key(tp, content.base_offset, writer.writer_epoch, segment_id),
+        parts=content.parts,
+        created_ms=clock_ms(),
+    )
+    writer.update(lambda manifest: manifest.start_upload(entry))
+    observer.upload_started(tp, content.size_bytes)
+    began = time.monotonic()
+    try:
+        store.put(entry.key, content.body)
+        writer.update(lambda manifest: manifest.finish_upload(segment_id))
+    except FencedWriterError:
+        observer.upload_failed(tp, FencedWriterError.reason)
+        raise
+    except TierlogError as error:
+        observer.upload_failed(tp, error.reason)
+        finished = _clean_up_failed_attempt(writer, entry)
+        if finished is None:
             raise
-        except TierlogError as error:
-            observer.upload_failed(tp, error.reason)
-            finished = _clean_up_failed_attempt(writer, entry)
-            if finished is None:
-                raise
-            log.info("%s: upload %s landed after all", tp, segment_id)
-            return finished
-        observer.segment_uploaded(tp, staged.size_bytes, time.monotonic() - began)
+        log.info("%s: upload %s landed after all", tp, segment_id)
+        return finished
+    observer.segment_uploaded(tp, content.size_bytes, time.monotonic() - began)
     return writer.manifest.segment(segment_id)
 
 
