@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.scrape import METRICS, Scrape, scrape_sidecar
-from tierlog.api.v1 import log_service_pb2
+from tierlog.api.v1 import admin_service_pb2, log_service_pb2
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.records import SimpleRecord, build_batch
 from tierlog.storage.tier.local_store import LocalDirectoryStore
@@ -89,6 +89,8 @@ def test_a_tiered_topic_is_offloaded_and_a_replaced_pod_continues_it(
     view = load_view(LocalDirectoryStore(tmp_path / "pod-a" / "tier"), TopicPartition("offload", 0))
     assert view.log_start_offset == 0 and len(view.segments) >= 3
     assert offsets(sidecar) == (0, 60)
+    ready = sidecar.admin.PrepareRestart(admin_service_pb2.PrepareRestartRequest())
+    assert (ready.tier_enabled, ready.segments_awaiting_upload, ready.safe) == (True, 0, True)
 
     # DeleteRecords past the first remote segment deletes it from the tier.
     second = view.segments[1].base_offset
@@ -114,3 +116,16 @@ def test_a_tiered_topic_is_offloaded_and_a_replaced_pod_continues_it(
     assert offsets(replaced) == (second, view.end_offset)
     produce(replaced, 1)
     assert offsets(replaced) == (second, view.end_offset + 5)
+
+
+def test_a_restart_waits_for_segments_the_tier_lacks(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    sidecar = sidecar_factory(
+        tmp_path / "data", METRICS, "remote.log.manager.task.interval.ms=3600000"
+    )
+    sidecar.create_topic("offload", 1, **TIERED)
+    produce(sidecar, 12)  # three closed segments; no upload pass for an hour
+    ready = sidecar.admin.PrepareRestart(admin_service_pb2.PrepareRestartRequest())
+    assert (ready.tier_enabled, ready.segments_awaiting_upload, ready.safe) == (True, 3, False)
+    assert ready.unflushed_messages == 0

@@ -246,19 +246,32 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
         self, request: admin_service_pb2.PrepareRestartRequest, context: _Context
     ) -> admin_service_pb2.PrepareRestartResponse:
         manager = self.partitions.manager
+        ownership = self.partitions.ownership
 
         def flush() -> int:
             manager.flush_all()
             manager.write_checkpoints()
             return sum(manager.get_log(tp).unflushed_messages for tp in manager.partitions)
 
+        def awaiting_upload() -> tuple[bool, int]:
+            """Closed segments of tiered partitions not yet in the tier. A partition this
+            broker no longer owns (a drain) is rolled first, so all of it must go."""
+            tier = manager.tier
+            if tier is None or not tier.partitions:
+                return False, 0
+            waiting = 0
+            for tp in tier.partitions:
+                if not ownership.owns(tp) and manager.get_log(tp).active_segment.size > 0:
+                    manager.get_log(tp).roll()
+                waiting += tier.upload_lag(tp).segments
+            return True, waiting
+
         unflushed = await asyncio.to_thread(flush)
-        # No uploader runs in this sidecar yet, so nothing can be waiting for the tier.
-        awaiting_upload = 0
+        tier_enabled, waiting = await asyncio.to_thread(awaiting_upload)
         return admin_service_pb2.PrepareRestartResponse(
-            node_id=self.partitions.ownership.node_id,
+            node_id=ownership.node_id,
             unflushed_messages=unflushed,
-            tier_enabled=False,
-            segments_awaiting_upload=awaiting_upload,
-            safe=unflushed == 0 and awaiting_upload == 0,
+            tier_enabled=tier_enabled,
+            segments_awaiting_upload=waiting,
+            safe=unflushed == 0 and waiting == 0,
         )
