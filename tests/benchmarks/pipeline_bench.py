@@ -1,14 +1,17 @@
 """Pipeline benchmarks (issue 7): decoding segments into Arrow, and Spark scans.
 
-Run with ``.venv/bin/python tests/benchmarks/pipeline_bench.py``. In one run:
+Run from the repository's root with ``.venv/bin/python -m tests.benchmarks.pipeline_bench``
+(after ``make tools``, which installs MinIO). In one run:
 
 1. records/s on one core decoding 100-byte records (10-byte key, 90-byte value) from
    local segments into Arrow batches, uncompressed and lz4: plan + ``decode_split``
    exactly as a Spark task runs them, without Spark;
-2. a full scan of a ``--scan-mib`` topic (1 GiB by default) from local disk through
-   ``spark.read.format("tierlog")`` on ``local[2]``, and Spark reading the same records
-   from Parquet (written from the same topic beforehand), with the same aggregate over
-   the same columns: the ratio to beat.
+2. a full scan of a ``--scan-mib`` topic (1 GiB by default) through
+   ``spark.read.format("tierlog")`` on ``local[2]``: from local disk, and from an
+   ``s3://`` tier in a MinIO on loopback holding the same segments (uploaded by the
+   tier's uploader); and Spark reading the same records from Parquet (written from the
+   same topic beforehand), with the same aggregate over the same columns: the ratio
+   to beat.
 
 Decode figures are medians of ``--runs`` repetitions, scans of ``--scan-runs``. The
 machine is shared: the load average is printed with the figures.
@@ -30,16 +33,22 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
+from tests.pipeline.tiering import tier_closed_segments
+from tests.support.minio import MinioServer
 from tierlog.pipeline import register
 from tierlog.pipeline.arrow_batches import decode_split
-from tierlog.pipeline.options import parse_options
+from tierlog.pipeline.options import parse_options, parse_s3_options
 from tierlog.pipeline.segments import opened
 from tierlog.pipeline.source import plan_batch
+from tierlog.pipeline.tiered import open_store
+from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
 from tierlog.storage.records import CompressionType, SimpleRecord, build_batch
 
 MiB = 1024 * 1024
+# 64 MiB segments: a 1 GiB topic has 16 of them to split, tier and scan in parallel.
+BENCH_LOG_CONFIG = LogConfig.from_properties({"segment.bytes": str(64 * MiB)})
 RECORDS_PER_BATCH = 500
 TEMPLATES = 16
 SCAN_AGGREGATE = (
@@ -68,7 +77,7 @@ def templates(codec: CompressionType) -> list[bytes]:
 
 def write_topic(log_dir: Path, topic: str, codec: CompressionType, total_bytes: int) -> int:
     """One partition of about ``total_bytes`` of log; returns its record count."""
-    log = Log.open(log_dir / f"{topic}-0", LogConfig())
+    log = Log.open(log_dir / f"{topic}-0", BENCH_LOG_CONFIG)
     batches = templates(codec)
     written = 0
     records = 0
@@ -113,6 +122,7 @@ def spark_session() -> SparkSession:
 
 
 def scan_seconds(frame: DataFrame) -> float:
+    """One full scan: the same aggregate over the same columns, whatever the source."""
     started = time.perf_counter()
     frame.selectExpr(*SCAN_AGGREGATE).collect()
     return time.perf_counter() - started
@@ -151,37 +161,87 @@ def run(args: argparse.Namespace, scratch: Path) -> None:
 
     log_dir = scratch / "scan"
     records = write_topic(log_dir, "scan", CompressionType.NONE, args.scan_mib * MiB)
-    spark = spark_session()
-    source = (
-        spark.read.format("tierlog")
-        .option("subscribe", "scan")
-        .option("minPartitions", "8")
-        .load(str(log_dir))
-    )
-    parquet = scratch / "scan.parquet"
-    source.write.parquet(str(parquet))
-    from_parquet = spark.read.parquet(str(parquet))
-    segments_seconds = []
-    parquet_seconds = []
-    for _ in range(args.scan_runs):  # interleaved: both see the same machine
-        segments_seconds.append(scan_seconds(source))
-        parquet_seconds.append(scan_seconds(from_parquet))
-    segments = statistics.median(segments_seconds)
-    from_files = statistics.median(parquet_seconds)
+    minio = MinioServer(scratch / "minio").start()
+    try:
+        tier_url, s3_options = tier_to_minio(minio, log_dir / "scan-0", scratch / "secret")
+        seconds, counts = scan_all(args, scratch, log_dir, records, tier_url, s3_options)
+    finally:
+        minio.stop()
+    parquet_rate = counts[PARQUET] / statistics.median(seconds[PARQUET])
     print(
         f"\n| full scan, {args.scan_mib} MiB topic ({records:,} records), local[2] "
-        "| seconds | records/s | vs Parquet |"
+        "| records | seconds | records/s | vs Parquet |"
     )
-    print("|---|---|---|---|")
-    print(
-        f"| tierlog segments, local disk | {segments:.1f} | {records / segments:,.0f} | "
-        f"{from_files / segments:.2f} |"
-    )
-    print(
-        f"| Parquet of the same records | {from_files:.1f} | {records / from_files:,.0f} | 1.00 |"
-    )
+    print("|---|---|---|---|---|")
+    for name, runs in seconds.items():
+        median = statistics.median(runs)
+        rate = counts[name] / median
+        print(
+            f"| {name} | {counts[name]:,} | {median:.1f} | {rate:,.0f} | "
+            f"{rate / parquet_rate:.2f} |"
+        )
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
-    spark.stop()
+
+
+PARQUET = "Parquet of the same records"
+
+
+def scan_all(
+    args: argparse.Namespace,
+    scratch: Path,
+    log_dir: Path,
+    records: int,
+    tier_url: str,
+    s3_options: dict[str, str],
+) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """Seconds of each full scan (interleaved runs) and the records each one reads."""
+    spark = spark_session()
+    try:
+        reader = spark.read.format("tierlog").option("subscribe", "scan")
+        local = reader.option("minPartitions", "8").load(str(log_dir))
+        tiered = reader.option("minPartitions", "8").options(**s3_options).load(tier_url)
+        parquet = scratch / "scan.parquet"
+        local.write.parquet(str(parquet))
+        scans = {
+            "tierlog segments, local disk": local,
+            "tierlog segments, MinIO tier (closed segments)": tiered,
+            PARQUET: spark.read.parquet(str(parquet)),
+        }
+        counts = dict.fromkeys(scans, records)  # the tier lacks the active segment:
+        counts["tierlog segments, MinIO tier (closed segments)"] = tiered.count()
+        assert scans[PARQUET].count() == records
+        seconds: dict[str, list[float]] = {name: [] for name in scans}
+        for _ in range(args.scan_runs):  # interleaved: all see the same machine
+            for name, frame in scans.items():
+                seconds[name].append(scan_seconds(frame))
+        return seconds, counts
+    finally:
+        spark.stop()
+
+
+def tier_to_minio(
+    minio: MinioServer, partition_dir: Path, secret: Path
+) -> tuple[str, dict[str, str]]:
+    """Upload the partition's closed segments to a fresh bucket with the tier's uploader;
+    returns the tier URL and the data source options that reach it."""
+    secret.mkdir()
+    (secret / "access_key_id").write_text(minio.access_key_id)
+    (secret / "secret_access_key").write_text(minio.secret_access_key)
+    options = {
+        "s3.endpoint.url": minio.endpoint_url,
+        "s3.region": minio.region,
+        "s3.path.style.access.enabled": "true",
+        "s3.credentials.path": str(secret),
+    }
+    url = f"s3://{minio.create_bucket('bench')}/tier"
+    store = open_store(url, parse_s3_options(options))
+    log = Log.open(partition_dir, BENCH_LOG_CONFIG)
+    try:
+        tier_closed_segments(store, TopicPartition("scan", 0), log)
+    finally:
+        log.close()
+        store.close()
+    return url, options
 
 
 if __name__ == "__main__":
