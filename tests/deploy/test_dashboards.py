@@ -21,6 +21,7 @@ EXPECTED = {
     "tierlog-cluster-overview",
     "tierlog-broker-partition",
     "tierlog-tiering-s3",
+    "tierlog-operator",
 }
 
 

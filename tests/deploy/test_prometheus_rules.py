@@ -9,8 +9,8 @@ import yaml
 from tests.deploy.monitoring import RULES, RULES_TEST, alerts
 from tests.tools.prometheus import promtool_bin
 
-# Issue 6's list: disk filling, upload lag growing, S3 errors, fsync latency, broker down,
-# reconciliation failing (the tier's and the operator's join when their metrics exist).
+# Issue 6's list (disk filling, upload lag growing, S3 errors, fsync latency, broker down,
+# reconciliation failing) and their neighbours.
 EXPECTED = {
     "TierlogBrokerDown",
     "TierlogBrokerNotReady",
@@ -20,6 +20,8 @@ EXPECTED = {
     "TierlogUploadLagGrowing",
     "TierlogUploadStuck",
     "TierlogS3Errors",
+    "TierlogReconciliationFailing",
+    "TierlogOperatorDown",
 }
 
 
