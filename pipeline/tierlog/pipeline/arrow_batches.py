@@ -41,10 +41,9 @@ def _timestamp_type_id(header: BatchHeader) -> int:
 class SplitDecoder:
     """Accumulates one split's records into columns and cuts them into batches."""
 
-    def __init__(self, split: InputSplit, *, include_headers: bool, batch_rows: int):
+    def __init__(self, split: InputSplit, *, include_headers: bool):
         self.split = split
         self.include_headers = include_headers
-        self.batch_rows = batch_rows
         self.schema = arrow_schema(include_headers=include_headers)
         self._reset()
 
@@ -78,17 +77,13 @@ class SplitDecoder:
 
     def flush(self) -> pa.RecordBatch:
         rows = len(self.offsets)
-        topic = self.split.tp.topic.encode()
+        topic = self.split.tp.topic.encode()  # never empty: topic names are validated
         columns: list[pa.Array[Any]] = [
             pa.array(self.keys, pa.binary()),
             pa.array(self.values, pa.binary()),
             pa.StringArray.from_buffers(
                 rows,
-                pa.py_buffer(
-                    array("i", range(0, (rows + 1) * len(topic), len(topic) or 1))
-                    if topic
-                    else array("i", [0]) * (rows + 1)
-                ),
+                pa.py_buffer(array("i", range(0, (rows + 1) * len(topic), len(topic)))),
                 pa.py_buffer(topic * rows),
             ),
             pa.Array.from_buffers(
@@ -115,7 +110,7 @@ def decode_split(
     batch_rows: int = 65536,
 ) -> Iterator[pa.RecordBatch]:
     """The selected records of ``split`` as Arrow batches of at most ~``batch_rows`` rows."""
-    decoder = SplitDecoder(split, include_headers=include_headers, batch_rows=batch_rows)
+    decoder = SplitDecoder(split, include_headers=include_headers)
     for batch in reader.batches(split.start_position, split.end_position):
         header = batch.header
         if header.base_offset >= split.end_offset and header.record_count >= 0:

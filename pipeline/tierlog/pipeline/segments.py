@@ -32,6 +32,7 @@ __all__ = [
     "SegmentRef",
     "live_prefix",
     "open_segment",
+    "opened",
 ]
 
 
@@ -139,6 +140,7 @@ def open_segment(ref: SegmentRef) -> SegmentReader:
 
 @contextlib.contextmanager
 def opened(ref: SegmentRef) -> Iterator[SegmentReader]:
+    """``open_segment`` as a with-block that closes the reader."""
     reader = open_segment(ref)
     try:
         yield reader
