@@ -20,6 +20,7 @@ import pytest
 
 from tests.operator.conftest import Brokers, RunningOperator, start_operator, wait_for
 from tests.support.kube import ControlPlane
+from tests.tools.monitoring_crds import monitoring_crd_files
 from tierlog.client import AdminClient
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 
@@ -402,3 +403,37 @@ def test_replicas_peer_through_kopfs_peering_object(kube: ControlPlane, tmp_path
     finally:
         first.stop()
         second.stop()
+
+
+def test_service_monitor_and_network_policy_when_asked_and_their_crd_exists(
+    kube: ControlPlane, operator: RunningOperator
+) -> None:
+    ns = operator.namespace
+    # The Prometheus Operator's own CRD (from its Go module): the server checks our object
+    # against its real schema.
+    for path in monitoring_crd_files():
+        kube.kubectl("apply", "--server-side", "-f", str(path))
+    kube.kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s",
+        "crd/servicemonitors.monitoring.coreos.com",
+    )  # fmt: skip
+    spec = {
+        "brokers": 1,
+        "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
+        "networkPolicy": {"enabled": True, "allowedClients": [{"matchLabels": {"c": "1"}}]},
+    }
+    apply(kube, ns, cluster("watched", **spec))
+    monitor = wait_for("the ServiceMonitor", lambda: get(kube, ns, "servicemonitor", "watched"))
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    policy = wait_for("the NetworkPolicy", lambda: get(kube, ns, "networkpolicy", "watched"))
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    # switched off again: both go
+    apply(kube, ns, cluster("watched", brokers=1))
+
+    def gone(kind: str) -> bool:
+        done = kube.kubectl("get", kind, "watched", "-n", ns, check=False)
+        return done.returncode != 0 and "NotFound" in done.stderr
+
+    wait_for("the ServiceMonitor removed", lambda: gone("servicemonitor"))
+    wait_for("the NetworkPolicy removed", lambda: gone("networkpolicy"))

@@ -10,6 +10,7 @@ are left alone.
 from __future__ import annotations
 
 import base64
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -32,6 +33,7 @@ __all__ = [
 ]
 
 FIELD_MANAGER = "tierlog-operator"
+log = logging.getLogger(__name__)
 
 TierlogCluster = create_namespaced_resource(
     GROUP, VERSION, CLUSTER_KIND, "tierlogclusters", verbs=None
@@ -121,13 +123,11 @@ class Kube:
         return {key: base64.b64decode(value).decode() for key, value in (found.data or {}).items()}
 
     async def crd_exists(self, name: str) -> bool:
-        try:
-            await self.client.get(CustomResourceDefinition, name)
-        except ApiError as error:
-            if error.status.code == 404:
-                return False
-            raise
-        return True
+        """Whether a CRD is installed (a list, not a get: kopf needs list rights anyway)."""
+        found = self.client.list(CustomResourceDefinition, fields={"metadata.name": name})
+        async for _ in found:
+            return True
+        return False
 
     async def ensure_peering(self, name: str, namespaces: Sequence[str]) -> None:
         """kopf's peering object (cluster-wide, or one per watched namespace), if missing."""
@@ -140,7 +140,9 @@ class Kube:
             try:
                 await self.client.create(peering)
             except ApiError as error:
-                if error.status.code != 409:  # 409: it exists already
+                if error.status.code == 403:  # not ours to create: the chart ships it
+                    log.warning("cannot create the peering object %s: %s", name, error)
+                elif error.status.code != 409:  # 409: it exists already
                     raise
 
     async def patch_status(
