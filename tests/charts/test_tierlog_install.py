@@ -4,8 +4,8 @@ The rendered manifests pass the server's own validation (Kubernetes' schemas, ou
 the Prometheus Operator's CRDs for the ServiceMonitor and PrometheusRule); ``helm
 install`` and ``helm upgrade`` succeed, an upgrade changes a CRD (Helm's crds/ folder
 would not), ``helm uninstall`` leaves the CRDs, and the operator's ServiceAccount may do
-what the operator needs and not more. There is no kubelet: the operator's pod is stored,
-not run.
+what the operator needs and not more — and the real operator, with that account's token,
+reconciles a cluster. There is no kubelet: the chart's operator pod is stored, not run.
 
 The install tests use an API server of their own: they change cluster-wide CRDs, which
 the other tests' shared server must keep as the repository has them.
@@ -13,6 +13,8 @@ the other tests' shared server must keep as the repository has them.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,12 +23,14 @@ import pytest
 import yaml
 
 from tests.charts.helm import CHART, FULL_VALUES, helm, write_values
+from tests.operator.conftest import start_operator, wait_for
 from tests.support.kube import ControlPlane, start_control_plane
 from tests.tools.monitoring_crds import monitoring_crd_files
 
 pytestmark = pytest.mark.slow
 
 CRD_FILES = sorted((CHART / "files" / "crds").glob("*.yaml"))
+CRD_DIR = CHART.parents[1] / "deploy" / "base" / "crds"
 
 
 def _install_monitoring_crds(plane: ControlPlane) -> None:
@@ -167,3 +171,61 @@ def test_the_operator_account_may_do_what_it_needs_and_not_more(
     assert [(v, r) for v, r in allowed if not _can(plane, operator, v, r, elsewhere)] == []
     assert [(v, r) for v, r in refused if _can(plane, operator, v, r, elsewhere)] == []
     _helm(plane, "uninstall", "rbac", "--namespace", namespace)
+
+
+# A cluster that makes the operator use every grant: its objects, an optional
+# NetworkPolicy, a ServiceMonitor (the CRD is installed), status and events.
+ACCOUNT = "granted-tierlog"  # the chart's ServiceAccount for the release "granted"
+WATCHED_CLUSTER = """
+apiVersion: tierlog.io/v1alpha1
+kind: TierlogCluster
+metadata: {name: granted}
+spec:
+  brokers: 2
+  networkPolicy: {enabled: true}
+  metrics: {serviceMonitor: {enabled: true}}
+"""
+
+
+def test_the_real_operator_works_with_the_charts_rbac_alone(
+    plane: ControlPlane, tmp_path: Path
+) -> None:
+    """tierlog-operator with a token of the chart's ServiceAccount (and so its RBAC alone),
+    with kopf's peering on, reconciles a cluster into every object it renders."""
+    plane.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(CRD_DIR))
+    for path in CRD_FILES:
+        name = yaml.safe_load(path.read_text())["metadata"]["name"]
+        plane.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+    release = plane.create_namespace("operator")
+    _helm(plane, "install", "granted", CHART, "--namespace", release, "--set", "crds.install=false")
+    token = plane.kubectl("create", "token", ACCOUNT, "-n", release).stdout.strip()
+    config = json.loads(plane.kubeconfig.read_text())
+    config["users"][0]["user"] = {"token": token}  # the ServiceAccount's, from TokenRequest
+    as_operator = tmp_path / "kubeconfig-operator"
+    as_operator.write_text(json.dumps(config))
+    watched = plane.create_namespace("watched")
+    log_path = tmp_path / "operator.log"
+    running = start_operator(dataclasses.replace(plane, kubeconfig=as_operator), watched, log_path)
+    try:
+        plane.kubectl("apply", "-n", watched, "-f", "-", input=WATCHED_CLUSTER)
+
+        def reconciled() -> bool:
+            cluster = plane.get_json("tierlogcluster", "granted", "-n", watched)
+            return cluster.get("status", {}).get("observedGeneration") == 1
+
+        wait_for("the cluster's status", reconciled, timeout_s=120)
+        for kind in (
+            "statefulset",
+            "service",
+            "configmap",
+            "poddisruptionbudget",
+            "networkpolicy",
+            "servicemonitor",
+        ):
+            found = plane.kubectl("get", kind, "-n", watched, "-o", "name").stdout
+            assert found.strip(), f"no {kind} in {watched}:\n{running.output}"
+        assert plane.get_json("kopfpeering", "-n", watched)["items"]  # peering object created
+        assert "forbidden" not in running.output.lower(), running.output
+    finally:
+        running.stop()
+    _helm(plane, "uninstall", "granted", "--namespace", release)
