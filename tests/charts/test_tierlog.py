@@ -128,7 +128,7 @@ def test_rbac_grants_what_the_operator_uses_and_nothing_more(tmp_path: Path) -> 
     grants = _grants(rendered.one("ClusterRole"))
     apply = {"get", "create", "patch"}  # server-side apply, and reading back
     expected: dict[tuple[str, str], set[str]] = {
-        ("apiextensions.k8s.io", "customresourcedefinitions"): {"get", "list", "watch"},
+        ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
         ("", "namespaces"): {"list", "watch"},
         ("kopf.dev", "clusterkopfpeerings"): {"get", "list", "watch", "create", "patch"},
         ("kopf.dev", "kopfpeerings"): {"get", "list", "watch", "create", "patch"},

@@ -147,7 +147,7 @@ def test_the_operator_account_may_do_what_it_needs_and_not_more(
         ("create", "networkpolicies.networking.k8s.io"),
         ("create", "events"),
         ("get", "secrets"),
-        ("get", "customresourcedefinitions.apiextensions.k8s.io"),
+        ("list", "customresourcedefinitions.apiextensions.k8s.io"),
         ("create", "clusterkopfpeerings.kopf.dev"),
     ]
     for path in CRD_FILES:
