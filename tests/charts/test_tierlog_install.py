@@ -211,7 +211,7 @@ def test_the_real_operator_works_with_the_charts_rbac_alone(
 
         def reconciled() -> bool:
             cluster = plane.get_json("tierlogcluster", "granted", "-n", watched)
-            return cluster.get("status", {}).get("observedGeneration") == 1
+            return bool(cluster.get("status", {}).get("observedGeneration") == 1)
 
         wait_for("the cluster's status", reconciled, timeout_s=120)
         for kind in (
