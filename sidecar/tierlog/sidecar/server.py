@@ -168,6 +168,7 @@ class SidecarServer:
             on_fetch=self.metrics.observe_remote_fetch,
         )
         reader = RemoteLogReader(ranges)
+        self.remote_log_manager.on_manifest_change(reader.invalidate)
         self.metrics.watch_remote_reads(reader)
         return reader
 

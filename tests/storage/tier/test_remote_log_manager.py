@@ -23,12 +23,15 @@ from tests.support.minio import MinioServer
 from tierlog.storage.errors import InvalidConfigError, OffsetMovedToTieredStorageError
 from tierlog.storage.log import Log
 from tierlog.storage.records import build_batch
+from tierlog.storage.tier.chunk_cache import ChunkCache
 from tierlog.storage.tier.layout import segments_prefix
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest import SegmentState
 from tierlog.storage.tier.manifest_store import load_manifest
 from tierlog.storage.tier.observer import TierObserver
+from tierlog.storage.tier.range_reader import RangeReader
 from tierlog.storage.tier.remote_log_manager import RemoteLogManager, RemoteLogManagerConfig
+from tierlog.storage.tier.remote_reader import RemoteLogReader
 from tierlog.storage.tier.s3_store import S3Location, S3Options, S3Store
 from tierlog.storage.tier.store import ObjectStore, ObjectStoreUnavailableError
 
@@ -475,3 +478,24 @@ def test_minio_stopped_in_the_middle_of_uploads_then_back(
     assert stored_keys(store) == manifest_keys(store)
     assert {s.state for s in load_manifest(store, TP).segments} == {SegmentState.FINISHED}
     store.close()
+
+
+def test_a_reader_in_the_same_process_sees_each_change_at_once(
+    tmp_path: Path, store: ObjectStore, clock: FakeClock
+) -> None:
+    log = open_log(tmp_path / "data", clock, tiered_config(retention_bytes=-1))
+    cache = ChunkCache(tmp_path / "cache", chunk_bytes=4096, max_bytes=1 << 20, max_entries=100)
+    reader = RemoteLogReader(RangeReader(store, cache), view_ttl_s=3600, clock_s=lambda: 0.0)
+    rlm = manager(store, clock)
+    rlm.on_manifest_change(reader.invalidate)
+    rlm.attach(TP, log)
+    assert reader.view(TP).end_offset == 0  # cached for an hour
+    produce(log, 10)
+    rlm.run_once()
+    assert reader.view(TP).end_offset == 24  # an upload: the cached view was dropped
+    log.increment_log_start_offset(12)
+    rlm.run_once()
+    view = reader.view(TP)  # a deletion too
+    assert (view.log_start_offset, [s.base_offset for s in view.segments]) == (12, [12])
+    reader.ranges.close()
+    log.close()

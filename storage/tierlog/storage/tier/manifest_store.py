@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.layout import manifest_key, manifest_prefix, parse_manifest_version
@@ -99,11 +100,19 @@ class ManifestWriter:
     """One owner's handle on a partition's manifest: every change it commits carries
     its writer epoch and id, and fails with ``FencedWriterError`` once deposed."""
 
-    def __init__(self, store: ObjectStore, manifest: PartitionManifest, writer_id: str):
+    def __init__(
+        self,
+        store: ObjectStore,
+        manifest: PartitionManifest,
+        writer_id: str,
+        *,
+        on_change: Callable[[TopicPartition], None] | None = None,
+    ):
         self.store = store
         self.manifest = manifest
         self.writer_id = writer_id
         self.writer_epoch = manifest.writer_epoch
+        self.on_change = on_change  # told after every version this writer stores
 
     @property
     def tp(self) -> TopicPartition:
@@ -111,7 +120,13 @@ class ManifestWriter:
 
     @classmethod
     def claim(
-        cls, store: ObjectStore, tp: TopicPartition, writer_id: str, *, min_epoch: int = 0
+        cls,
+        store: ObjectStore,
+        tp: TopicPartition,
+        writer_id: str,
+        *,
+        min_epoch: int = 0,
+        on_change: Callable[[TopicPartition], None] | None = None,
     ) -> ManifestWriter:
         """Become the partition's tier writer with an epoch above every earlier one.
 
@@ -119,7 +134,7 @@ class ManifestWriter:
         change meets this version and is fenced."""
         current = load_manifest(store, tp)
         epoch = max(current.writer_epoch + 1, min_epoch)
-        writer = cls(store, current, writer_id)
+        writer = cls(store, current, writer_id, on_change=on_change)
         writer.writer_epoch = epoch
         writer.update(lambda manifest: manifest)
         return writer
@@ -148,6 +163,8 @@ class ManifestWriter:
         else:
             raise FencedWriterError(f"{self.tp}: lost {_REBASE_ATTEMPTS} manifest races in a row")
         self.manifest = changed
+        if self.on_change is not None:
+            self.on_change(self.tp)
         self._prune_old_versions(changed.version)
         return changed
 

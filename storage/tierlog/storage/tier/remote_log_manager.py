@@ -139,6 +139,7 @@ class RemoteLogManager:
         self.observer = observer or TierObserver()
         self.writer_id = writer_id or uuid.uuid4().hex
         self._partitions: dict[TopicPartition, _Partition] = {}
+        self._manifest_listeners: list[Callable[[TopicPartition], None]] = []
         self._logs: LogSource | None = None
         self._lock = threading.Lock()
         self._task = PeriodicTask("remote-log-manager", self.config.task_interval_ms, self.run_once)
@@ -184,6 +185,16 @@ class RemoteLogManager:
         self.store.delete(segments)
         if segments:
             log.info("%s: deleted %d objects from the tier", tp, len(segments))
+
+    def on_manifest_change(self, listener: Callable[[TopicPartition], None]) -> None:
+        """Call ``listener(tp)`` after each change this process stores in ``tp``'s
+        manifest (an upload finished, retention deleted): a reader caching the
+        partition's view drops it (``RemoteLogReader.invalidate``)."""
+        self._manifest_listeners.append(listener)
+
+    def _manifest_changed(self, tp: TopicPartition) -> None:
+        for listener in self._manifest_listeners:
+            listener(tp)
 
     @property
     def partitions(self) -> list[TopicPartition]:
@@ -271,7 +282,9 @@ class RemoteLogManager:
     def _claim(self, partition: _Partition) -> ManifestWriter:
         if partition.writer is not None:
             return partition.writer
-        writer = ManifestWriter.claim(self.store, partition.tp, self.writer_id)
+        writer = ManifestWriter.claim(
+            self.store, partition.tp, self.writer_id, on_change=self._manifest_changed
+        )
         manifest = writer.manifest
         snapshot = b""
         last = manifest.view().segments[-1:] if manifest.view().segments else ()

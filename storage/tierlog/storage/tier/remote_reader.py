@@ -4,9 +4,10 @@ One ``RemoteLogReader`` per object store, shared by every partition. It sees a
 partition's tier through its manifest's view (finished segments at or above the
 tier's log start) and caches that view, reloading it when it is older than
 ``view_ttl_s``, when a read asks for an offset past its end (more was uploaded), or
-when a segment it names has gone (retention deleted it); ``invalidate`` lets an
-uploader in the same process say so at once. A stale view whose reload fails (the
-store is away) is still served: its segments' chunks may be in the cache.
+when a segment it names has gone (retention deleted it); the remote log manager of
+the same process calls ``invalidate`` after each manifest change it stores. A stale
+view whose reload fails (the store is away) is still served: its segments' chunks may
+be in the cache.
 
 Within a segment a read follows ``LogSegment.read``: the segment's offset index,
 fetched through the chunk cache and searched with the broker's own
