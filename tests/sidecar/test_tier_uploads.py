@@ -87,25 +87,23 @@ def test_a_tiered_topic_is_offloaded_and_a_replaced_pod_continues_it(
     assert found.value("tierlog_remote_upload_lag_segments", **topic, partition="0") == 0
     assert found.value("tierlog_log_segments", **topic, partition="0") == 1  # local: the active
     view = load_view(LocalDirectoryStore(tmp_path / "pod-a" / "tier"), TopicPartition("offload", 0))
-    assert view.log_start_offset == 0 and len(view.segments) >= 3
+    tiered = view.all_segments()
+    assert view.log_start_offset == 0 and len(tiered) >= 3
     assert offsets(sidecar) == (0, 60)
     ready = sidecar.admin.PrepareRestart(admin_service_pb2.PrepareRestartRequest())
     assert (ready.tier_enabled, ready.segments_awaiting_upload, ready.safe) == (True, 0, True)
 
     # DeleteRecords past the first remote segment deletes it from the tier.
-    second = view.segments[1].base_offset
+    second = tiered[1].base_offset
     sidecar.log.DeleteRecords(log_service_pb2.DeleteRecordsRequest(topic="offload", offset=second))
     found = wait_for(
         sidecar, lambda s: s.value("tierlog_remote_deleted_segments_total", **topic) >= 1
     )
     assert found.value("tierlog_remote_deleted_segments_total", **topic) == 1
-    assert (
-        found.value("tierlog_remote_deleted_bytes_total", **topic)
-        == view.segments[0].log_size_bytes
-    )
+    assert found.value("tierlog_remote_deleted_bytes_total", **topic) == tiered[0].log_size_bytes
     assert offsets(sidecar) == (second, 60)
     store = LocalDirectoryStore(tmp_path / "pod-a" / "tier")
-    assert [info.key for info in store.list(view.segments[0].key)] == []
+    assert [info.key for info in store.list(tiered[0].key)] == []
     sidecar.stop()
 
     # A new pod, empty volume, the same bucket: the partition continues at the tier's end.

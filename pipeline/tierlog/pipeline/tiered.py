@@ -61,7 +61,7 @@ def list_tier(
                     segment.end_offset,
                     segment.log_size_bytes,
                 )
-                for segment in view.segments
+                for segment in view.all_segments()
             )
             partitions.append(PartitionSegments(tp, segments, view.log_start_offset))
         return partitions

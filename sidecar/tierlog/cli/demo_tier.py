@@ -20,7 +20,7 @@ from tierlog.storage.checkpoints import TopicPartition as StoredPartition
 from tierlog.storage.records import SimpleRecord
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest import RemoteLogView
-from tierlog.storage.tier.manifest_store import load_manifest
+from tierlog.storage.tier.manifest_store import ChunkReader, load_manifest
 
 __all__ = ["SIDECAR_CONFIGS", "TIERED_TOPIC", "offload_and_read_back", "show_tier_after_restart"]
 
@@ -117,13 +117,14 @@ def _wait_for_offload(sidecar: LocalSidecar, timeout_s: float = 30) -> str:
 
 
 def _show_tier(tier_dir: Path, say: Say) -> RemoteLogView:
-    manifest = load_manifest(LocalDirectoryStore(tier_dir), _STORED_PARTITION)
-    view = manifest.view()
+    store = LocalDirectoryStore(tier_dir)
+    manifest = load_manifest(store, _STORED_PARTITION)
+    view = manifest.view(ChunkReader(store))
     say(
         f"   the tier ({tier_dir}): manifest version {manifest.version}, writer epoch "
         f"{manifest.writer_epoch}, offsets [{view.log_start_offset}, {view.end_offset})"
     )
-    for segment in view.segments:
+    for segment in view.all_segments():
         say(
             f"     [{segment.base_offset:>5}, {segment.end_offset:>5})  "
             f"{segment.object_size_bytes:>6} B  {segment.key}"

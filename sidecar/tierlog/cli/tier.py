@@ -1,7 +1,8 @@
 """``tierlog tier ls|verify TOPIC-PARTITION``: a partition's remote segments, listed or checked.
 
-``ls`` prints the partition's manifest: its version, writer epoch and log start, then
-one line per remote segment (base and end offsets, log and object sizes, first and
+``ls`` prints the partition's manifest: its version, writer epoch, log start and
+chunk count, then one line per remote segment, live finished ones (from the head and
+every chunk) and started ones (base and end offsets, log and object sizes, first and
 largest timestamps, state, writer epoch, object key).
 
 ``verify`` downloads each finished segment's object (ranged GETs, a progress bar in
@@ -38,8 +39,13 @@ from tierlog.storage.errors import TierlogError
 from tierlog.storage.names import parse_partition_dir
 from tierlog.storage.records import parse_header
 from tierlog.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
-from tierlog.storage.tier.manifest import PartitionManifest, RemoteSegment, SegmentPart
-from tierlog.storage.tier.manifest_store import load_manifest
+from tierlog.storage.tier.manifest import (
+    PartitionManifest,
+    RemoteSegment,
+    SegmentPart,
+    SegmentState,
+)
+from tierlog.storage.tier.manifest_store import ChunkReader, load_manifest
 from tierlog.storage.tier.store import ObjectStore, ObjectStoreError
 from tierlog.storage.tier.url import open_store
 
@@ -56,13 +62,21 @@ _FILES = (
 # -- ls ---------------------------------------------------------------------------------
 
 
-def list_lines(manifest: PartitionManifest) -> Iterator[str]:
+def list_lines(store: ObjectStore, manifest: PartitionManifest) -> Iterator[str]:
+    segments = sorted(
+        (
+            *manifest.view(ChunkReader(store)).all_segments(),
+            *manifest.in_state(SegmentState.STARTED),
+        ),
+        key=lambda s: (s.base_offset, s.created_ms),
+    )
     yield (
         f"Partition: {manifest.tp.dir_name}\tManifestVersion: {manifest.version}"
         f"\tWriterEpoch: {manifest.writer_epoch}\tLogStartOffset: {manifest.log_start_offset}"
-        f"\tEndOffset: {manifest.end_offset}\tSegments: {len(manifest.segments)}"
+        f"\tEndOffset: {manifest.end_offset}\tSegments: {len(segments)}"
+        f"\tChunks: {len(manifest.chunks)}"
     )
-    for s in manifest.segments:
+    for s in segments:
         yield (
             f"baseOffset: {s.base_offset} endOffset: {s.end_offset} "
             f"logBytes: {s.log_size_bytes} objectBytes: {s.object_size_bytes} "
@@ -120,10 +134,10 @@ def verify_partition(
     """Check every finished remote segment of ``tp``; yields one line per segment."""
     try:
         manifest = load_manifest(store, tp)
+        segments = manifest.view(ChunkReader(store)).all_segments()
     except TierlogError as error:
         report.errors.append(f"{tp.dir_name}: cannot load the manifest: {error}")
         return
-    segments = manifest.finished
     _check_continuity(manifest, segments, report)
     total = sum(segment.object_size_bytes for segment in segments)
     with (
@@ -309,7 +323,7 @@ def run(args: argparse.Namespace) -> int:
     store = open_tier_store(args)
     try:
         if args.action == "ls":
-            for line in list_lines(load_manifest(store, tp)):
+            for line in list_lines(store, load_manifest(store, tp)):
                 print(line)
             return 0
         report = VerifyReport()

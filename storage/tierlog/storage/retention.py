@@ -23,7 +23,13 @@ from typing import Protocol, TypeVar
 
 from tierlog.storage.config import LogConfig
 
-__all__ = ["RetentionBudget", "RetentionReason", "RetentionSegment", "deletable_segments"]
+__all__ = [
+    "RetentionBudget",
+    "RetentionReason",
+    "RetentionSegment",
+    "deletable_segments",
+    "rule_counts",
+]
 
 
 class RetentionSegment(Protocol):
@@ -86,6 +92,30 @@ def deletable_segments(
     offset rule applies, as in Kafka. ``is_tiered`` (tiered storage on) must confirm
     each segment is safely in the tier before its local copy may go.
     """
+    for reason, count in rule_counts(
+        segments,
+        budget,
+        now_ms=now_ms,
+        log_start_offset=log_start_offset,
+        delete_policy=delete_policy,
+        is_tiered=is_tiered,
+    ):
+        if count:
+            return count, reason
+    return 0, None
+
+
+def rule_counts(
+    segments: Sequence[Segment],
+    budget: RetentionBudget,
+    *,
+    now_ms: int,
+    log_start_offset: int,
+    delete_policy: bool,
+    is_tiered: Callable[[Segment], bool] | None = None,
+) -> Iterator[tuple[str, int]]:
+    """Each rule in order, with how many of the oldest ``segments`` it alone lets go
+    (``deletable_segments`` takes the first that lets any go)."""
     rules: list[tuple[str, Iterable[bool]]] = [
         (RetentionReason.LOG_START_OFFSET, _below_log_start(segments, log_start_offset))
     ]
@@ -95,10 +125,7 @@ def deletable_segments(
     for reason, breached in rules:
         # Below the log start the data is gone everywhere: no need to ask the tier.
         tier_check = None if reason == RetentionReason.LOG_START_OFFSET else is_tiered
-        count = _leading_count(segments, breached, tier_check)
-        if count:
-            return count, reason
-    return 0, None
+        yield reason, _leading_count(segments, breached, tier_check)
 
 
 def _leading_count(

@@ -15,7 +15,7 @@ from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
 from tierlog.storage.records import V2_HEADER_SIZE, parse_header
 from tierlog.storage.tier.local_store import LocalDirectoryStore
-from tierlog.storage.tier.manifest_store import load_manifest
+from tierlog.storage.tier.manifest_store import load_view
 
 pytestmark = pytest.mark.slow
 
@@ -36,8 +36,7 @@ def test_audit_passes_a_sound_tier_and_names_the_segment_with_a_flipped_byte(
     segments = sum(audit.report.segments for audit in sound.partitions)
     assert len(sound.partitions) == 2 and segments >= 4
 
-    manifest = load_manifest(store, TopicPartition("orders", 1))
-    victim = manifest.finished[1]
+    victim = load_view(store, TopicPartition("orders", 1)).all_segments()[1]
     path = store.root / victim.key
     data = bytearray(path.read_bytes())
     data[parse_header(bytes(data[:V2_HEADER_SIZE])).size + V2_HEADER_SIZE + 4] ^= 0x01

@@ -3,21 +3,16 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.layout import new_segment_id, segment_key
 from tierlog.storage.tier.manifest import (
     ByteRange,
-    CorruptManifestError,
     ManifestStateError,
     PartitionManifest,
     RemoteSegment,
     SegmentPart,
     SegmentState,
-    decode_manifest,
-    encode_manifest,
     part_ranges,
 )
 
@@ -56,68 +51,6 @@ def uploaded(
     return manifest.start_upload(segment).finish_upload(segment.segment_id)
 
 
-# -- hypothesis: encode/decode ------------------------------------------------------------
-
-part_lengths = st.fixed_dictionaries({part: st.integers(0, 2**40) for part in SegmentPart})
-
-
-@st.composite
-def segments(draw: st.DrawFn) -> RemoteSegment:
-    base = draw(st.integers(0, 2**62))
-    segment_id = new_segment_id()
-    epoch = draw(st.integers(0, 2**31))
-    return RemoteSegment(
-        segment_id=segment_id,
-        writer_epoch=epoch,
-        state=draw(st.sampled_from(SegmentState)),
-        base_offset=base,
-        end_offset=base + draw(st.integers(1, 2**31)),
-        base_timestamp=draw(st.integers(-1, 2**62)),
-        max_timestamp=draw(st.integers(-1, 2**62)),
-        offset_of_max_timestamp=base,
-        key=segment_key(TP, base, epoch, segment_id),
-        parts=part_ranges(draw(part_lengths)),
-        created_ms=draw(st.integers(0, 2**62)),
-    )
-
-
-manifests = st.builds(
-    PartitionManifest,
-    tp=st.builds(TopicPartition, st.text("ab._-", min_size=1, max_size=20), st.integers(0, 99)),
-    version=st.integers(0, 2**62),
-    writer_epoch=st.integers(0, 2**31),
-    writer_id=st.text(max_size=40),
-    log_start_offset=st.integers(0, 2**62),
-    segments=st.lists(segments(), max_size=6).map(tuple),
-)
-
-
-@given(manifests)
-def test_encoding_round_trips(manifest: PartitionManifest) -> None:
-    assert decode_manifest(encode_manifest(manifest)) == manifest
-
-
-@given(manifests)
-def test_encoding_is_deterministic(manifest: PartitionManifest) -> None:
-    assert encode_manifest(decode_manifest(encode_manifest(manifest))) == encode_manifest(manifest)
-
-
-@pytest.mark.parametrize(
-    "data",
-    [b"", b"not json", b"[]", b'{"format": 2}', b'{"format": 1}', b'{"format": 1, "topic": 3}'],
-)
-def test_anything_else_is_a_corrupt_manifest(data: bytes) -> None:
-    with pytest.raises(CorruptManifestError):
-        decode_manifest(data)
-
-
-def test_a_segment_with_broken_ranges_does_not_decode() -> None:
-    manifest = PartitionManifest(TP, segments=(remote_segment(0, 10),))
-    text = encode_manifest(manifest).replace(b'"offset_index":[100,', b'"offset_index":[99,')
-    with pytest.raises(CorruptManifestError):
-        decode_manifest(text)
-
-
 # -- the parts of a segment object --------------------------------------------------------
 
 
@@ -141,9 +74,9 @@ def test_a_segment_covers_at_least_one_offset() -> None:
 def test_started_uploads_are_invisible_until_finished() -> None:
     segment = remote_segment(0, 10)
     started = PartitionManifest(TP).start_upload(segment)
-    assert started.view().segments == () and started.end_offset == 0
+    assert started.view().all_segments() == () and started.end_offset == 0
     finished = started.finish_upload(segment.segment_id)
-    assert [s.segment_id for s in finished.view().segments] == [segment.segment_id]
+    assert [s.segment_id for s in finished.view().all_segments()] == [segment.segment_id]
     assert finished.end_offset == 10
 
 
@@ -154,8 +87,8 @@ def test_an_upload_must_add_offsets_to_the_tier() -> None:
     manifest.start_upload(remote_segment(10, 20))  # contiguous
     straddling = uploaded(manifest, 9, 20)  # a local segment across the tier's end
     view = straddling.view()
-    assert view.segment_for_offset(9) is view.segments[0]  # the older copy
-    assert view.segment_for_offset(10) is view.segments[1]
+    assert view.segment_for_offset(9) is view.all_segments()[0]  # the older copy
+    assert view.segment_for_offset(10) is view.all_segments()[1]
 
 
 def test_two_attempts_at_one_segment_only_one_finishes() -> None:
@@ -178,16 +111,25 @@ def test_finishing_twice_or_unknown_is_refused() -> None:
         manifest.finish_upload(new_segment_id())
 
 
-def test_deleting_hides_then_drop_forgets() -> None:
+def test_the_log_start_hides_then_forget_deleted_forgets() -> None:
     manifest = uploaded(uploaded(PartitionManifest(TP), 0, 10), 10, 20)
-    oldest = manifest.segments[0].segment_id
-    deleting = manifest.start_deletion([oldest]).advance_log_start(10)
-    view = deleting.view()
-    assert [s.base_offset for s in view.segments] == [10]
+    dead = manifest.advance_log_start(10)
+    view = dead.view()
+    assert [s.base_offset for s in view.all_segments()] == [10]
     assert view.log_start_offset == 10
-    dropped = deleting.drop([oldest, new_segment_id()])
-    assert [s.base_offset for s in dropped.segments] == [10]
-    assert dropped.drop([oldest]) == dropped  # idempotent
+    assert [s.base_offset for s in dead.segments] == [0, 10]  # its object not deleted yet
+    forgotten = dead.forget_deleted(10)
+    assert [s.base_offset for s in forgotten.segments] == [10]
+    assert forgotten.deleted_end_offset == 10
+    assert forgotten.forget_deleted(10) == forgotten  # idempotent
+    assert dead.forget_deleted(99).deleted_end_offset == 10  # never past the log start
+
+
+def test_drop_forgets_head_entries() -> None:
+    segment = remote_segment(0, 10)
+    manifest = PartitionManifest(TP).start_upload(segment)
+    dropped = manifest.drop([segment.segment_id, new_segment_id()])
+    assert dropped.segments == () and dropped.drop([segment.segment_id]) == dropped
 
 
 def test_the_log_start_never_moves_back() -> None:
@@ -207,18 +149,17 @@ def test_view_finds_segments_by_offset_and_by_timestamp() -> None:
     view = manifest.advance_log_start(3).view()
     assert (view.log_start_offset, view.end_offset) == (3, 40)
     assert view.segment_for_offset(2) is None
-    assert view.segment_for_offset(3) is view.segments[0]
-    assert view.segment_for_offset(10) is view.segments[1]
-    assert view.segment_for_offset(24) is view.segments[1]
-    assert view.segment_for_offset(27) is view.segments[2]  # in the gap: the next one
+    assert view.segment_for_offset(3) is view.all_segments()[0]
+    assert view.segment_for_offset(10) is view.all_segments()[1]
+    assert view.segment_for_offset(24) is view.all_segments()[1]
+    assert view.segment_for_offset(27) is view.all_segments()[2]  # in the gap: the next one
     assert view.segment_for_offset(40) is None
-    assert view.segment_for_timestamp(150) is view.segments[1]
+    assert view.segment_for_timestamp(150) is view.all_segments()[1]
     assert view.segment_for_timestamp(301) is None
-    assert view.size_bytes == 300
 
 
 def test_segments_wholly_below_the_log_start_are_not_in_the_view() -> None:
     manifest = uploaded(uploaded(PartitionManifest(TP), 0, 10), 10, 20).advance_log_start(15)
     view = manifest.view()
-    assert [s.base_offset for s in view.segments] == [10]
+    assert [s.base_offset for s in view.all_segments()] == [10]
     assert view.log_start_offset == 15

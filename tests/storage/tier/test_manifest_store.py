@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -7,17 +8,19 @@ import pytest
 from tests.storage.tier.faults import FaultyStore
 from tests.storage.tier.test_manifest import remote_segment
 from tierlog.storage.checkpoints import TopicPartition
-from tierlog.storage.tier.layout import manifest_key, manifest_prefix
+from tierlog.storage.tier.layout import chunks_prefix, manifest_key, manifest_prefix
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest import (
     CorruptManifestError,
     FencedWriterError,
     PartitionManifest,
+    RemoteSegment,
     SegmentPart,
     SegmentState,
-    encode_manifest,
     part_ranges,
 )
+from tierlog.storage.tier.manifest_chunks import CHUNK_ENTRIES, dead_objects
+from tierlog.storage.tier.manifest_codec import encode_manifest
 from tierlog.storage.tier.manifest_store import (
     VERSIONS_TO_KEEP,
     ManifestWriter,
@@ -25,7 +28,7 @@ from tierlog.storage.tier.manifest_store import (
     load_view,
     read_part,
 )
-from tierlog.storage.tier.store import ObjectStoreUnavailableError
+from tierlog.storage.tier.store import Body, ObjectStoreUnavailableError
 
 TP = TopicPartition("orders", 2)
 
@@ -42,7 +45,7 @@ def versions(store: LocalDirectoryStore) -> list[str]:
 def test_a_partition_never_written_loads_empty(store: LocalDirectoryStore) -> None:
     assert load_manifest(store, TP) == PartitionManifest(TP)
     view = load_view(store, TP)
-    assert (view.log_start_offset, view.end_offset, view.segments) == (0, 0, ())
+    assert (view.log_start_offset, view.end_offset, view.all_segments()) == (0, 0, ())
 
 
 def test_each_change_is_a_new_version_and_old_ones_are_pruned(
@@ -137,5 +140,74 @@ def test_view_loads_finished_segments_from_the_store(store: LocalDirectoryStore)
     writer.update(lambda m: m.start_upload(done))
     writer.update(lambda m: m.finish_upload(done.segment_id).start_upload(pending))
     view = load_view(store, TP)
-    assert [s.segment_id for s in view.segments] == [done.segment_id]
-    assert view.segments[0].state is SegmentState.FINISHED and view.end_offset == 10
+    assert [s.segment_id for s in view.all_segments()] == [done.segment_id]
+    assert view.all_segments()[0].state is SegmentState.FINISHED and view.end_offset == 10
+
+
+class RecordingStore(LocalDirectoryStore):
+    """The local-directory store, noting the size of every object put."""
+
+    def __init__(self, root: Path):
+        super().__init__(root)
+        self.puts: list[tuple[str, int]] = []
+
+    def put(self, key: str, body: Body, *, if_absent: bool = False) -> None:
+        assert isinstance(body, bytes)
+        self.puts.append((key, len(body)))
+        super().put(key, body, if_absent=if_absent)
+
+
+@pytest.mark.slow
+def test_thousands_of_segments_keep_every_head_put_under_a_fixed_size(tmp_path: Path) -> None:
+    store = RecordingStore(tmp_path / "tier")
+    writer = ManifestWriter.claim(store, TP, "w1")
+    for base in range(3000):
+        segment = remote_segment(base, base + 1)
+        writer.update(lambda m, s=segment: m.start_upload(s))  # type: ignore[misc]
+        writer.update(lambda m, s=segment: m.finish_upload(s.segment_id))  # type: ignore[misc]
+    heads = [size for key, size in store.puts if key.startswith(manifest_prefix(TP))]
+    chunks = [size for key, size in store.puts if key.startswith(chunks_prefix(TP))]
+    # A head holds fewer than 64 live entries (~420 B each) and 64 references (~230 B)
+    # per chunk level; two levels here, a third from 64 * 64 * 32 segments on. The flat
+    # format's last head would have held all 3000 entries (~1.2 MB).
+    assert max(heads) < 64 * 1024
+    assert max(ref.level for ref in writer.manifest.chunks) == 2
+    assert len(chunks) < 3000 / CHUNK_ENTRIES * 1.1 and max(chunks) < 16 * 1024
+    view = load_view(store, TP)
+    assert [s.base_offset for s in view.all_segments()] == list(range(3000))
+    assert view.segment_for_offset(1234) is not None
+    assert view.segment_for_offset(1234).base_offset == 1234  # type: ignore[union-attr]
+
+
+def test_a_tier_written_in_format_1_is_read_and_continued(store: LocalDirectoryStore) -> None:
+    """Format 1 (before chunks): every live entry inline, ``deleting`` ones below the
+    log start; a writer of format 2 claims it and deletes what was being deleted."""
+    gone, kept = remote_segment(0, 10), remote_segment(10, 20)
+    entries = [
+        {**segment_entry(gone), "state": "deleting"},
+        {**segment_entry(kept), "state": "finished"},
+    ]
+    document = {
+        "format": 1, "topic": TP.topic, "partition": TP.partition, "version": 4,
+        "writer_epoch": 2, "writer_id": "old-pod", "log_start_offset": 3, "segments": entries,
+    }  # fmt: skip
+    store.put(gone.key, b"x" * 100)
+    store.put(manifest_key(TP, 4), json.dumps(document).encode())
+    view = load_view(store, TP)
+    assert [s.segment_id for s in view.all_segments()] == [kept.segment_id]
+    assert (view.log_start_offset, view.end_offset) == (10, 20)
+    writer = ManifestWriter.claim(store, TP, "new-pod")
+    assert (writer.manifest.version, writer.writer_epoch) == (5, 3)
+    dead = dead_objects(writer.manifest, writer.chunks)
+    assert [s.segment_id for s in dead.segments] == [gone.segment_id]
+    assert json.loads(store.get(manifest_key(TP, 5)))["format"] == 2
+    later = remote_segment(20, 30)
+    writer.update(lambda m: m.start_upload(later).finish_upload(later.segment_id))
+    assert [s.base_offset for s in load_view(store, TP).all_segments()] == [10, 20]
+
+
+def segment_entry(segment: RemoteSegment) -> dict[str, object]:
+    encoded = json.loads(encode_manifest(PartitionManifest(TP, segments=(segment,))))
+    entry = encoded["segments"][0]
+    assert isinstance(entry, dict)
+    return entry

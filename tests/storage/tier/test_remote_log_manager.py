@@ -3,6 +3,7 @@ by ``FaultyStore`` at chosen calls (the store's behaviour itself is never imitat
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,10 +25,11 @@ from tierlog.storage.errors import InvalidConfigError, OffsetMovedToTieredStorag
 from tierlog.storage.log import Log
 from tierlog.storage.records import build_batch
 from tierlog.storage.tier.chunk_cache import ChunkCache
-from tierlog.storage.tier.layout import segments_prefix
+from tierlog.storage.tier.layout import chunks_prefix, segments_prefix
 from tierlog.storage.tier.local_store import LocalDirectoryStore
-from tierlog.storage.tier.manifest import SegmentState
-from tierlog.storage.tier.manifest_store import load_manifest
+from tierlog.storage.tier.manifest import PartitionManifest, SegmentState
+from tierlog.storage.tier.manifest_chunks import seal
+from tierlog.storage.tier.manifest_store import load_manifest, load_view
 from tierlog.storage.tier.observer import TierObserver
 from tierlog.storage.tier.range_reader import RangeReader
 from tierlog.storage.tier.remote_log_manager import RemoteLogManager, RemoteLogManagerConfig
@@ -35,8 +37,13 @@ from tierlog.storage.tier.remote_reader import RemoteLogReader
 from tierlog.storage.tier.s3_store import S3Location, S3Options, S3Store
 from tierlog.storage.tier.store import ObjectStore, ObjectStoreUnavailableError
 
+# Chunks of 2 entries: a manifest seals its oldest entries into chunks from 4 segments on.
 CONFIG = RemoteLogManagerConfig(
-    retry_backoff_ms=1000, retry_backoff_max_ms=8000, abandon_upload_ms=60_000, threads=2
+    retry_backoff_ms=1000,
+    retry_backoff_max_ms=8000,
+    abandon_upload_ms=60_000,
+    threads=2,
+    manifest_chunk_entries=2,
 )
 
 
@@ -110,7 +117,9 @@ def stored_keys(store: ObjectStore) -> list[str]:
 
 
 def manifest_keys(store: ObjectStore) -> list[str]:
-    return sorted(s.key for s in load_manifest(store, TP).segments)
+    """The segment objects the manifest names: the head's entries and the live ones."""
+    named = {s.key for s in load_manifest(store, TP).segments}
+    return sorted(named | {s.key for s in load_view(store, TP).all_segments()})
 
 
 def test_closed_segments_go_to_the_tier_oldest_first(
@@ -353,7 +362,8 @@ def test_a_deletion_interrupted_by_an_outage_finishes_on_the_next_pass(
     faulty.fail(lambda op, key: op == "delete", times=-1)
     rlm.run_once()
     manifest = load_manifest(store, TP)
-    assert [s.state for s in manifest.segments[:2]] == [SegmentState.DELETING] * 2
+    assert (manifest.log_start_offset, manifest.deleted_end_offset) == (24, 0)
+    assert len(stored_keys(store)) == 3  # their objects are still there
     assert tier_offsets(store) == [(24, 36)]  # readers no longer see them
     faulty.heal()
     clock.advance(CONFIG.retry_backoff_max_ms)
@@ -496,6 +506,66 @@ def test_a_reader_in_the_same_process_sees_each_change_at_once(
     log.increment_log_start_offset(12)
     rlm.run_once()
     view = reader.view(TP)  # a deletion too
-    assert (view.log_start_offset, [s.base_offset for s in view.segments]) == (12, [12])
+    assert (view.log_start_offset, [s.base_offset for s in view.all_segments()]) == (12, [12])
     reader.ranges.close()
     log.close()
+
+
+def test_a_tier_of_many_segments_in_chunks_uploads_deletes_sweeps_and_restores(
+    tmp_path: Path, store: ObjectStore, clock: FakeClock
+) -> None:
+    log = open_log(tmp_path / "data", clock)
+    rlm = manager(store, clock)
+    rlm.attach(TP, log)
+    produce(log, 60)  # 15 segments of 12 offsets, 14 closed
+    whole = read_all_bytes(log)
+    rlm.run_once()
+    manifest = load_manifest(store, TP)
+    assert max(ref.level for ref in manifest.chunks) == 2  # chunks of chunks
+    assert len(manifest.segments) < 4  # the head keeps only the newest entries
+    assert tier_offsets(store) == [(base, base + 12) for base in range(0, 168, 12)]
+    assert tier_bytes(store) == whole[: len(tier_bytes(store))]
+
+    log.increment_log_start_offset(50)  # DeleteRecords into the fifth segment
+    rlm.run_once()
+    assert tier_offsets(store)[0] == (48, 60) and stored_keys(store) == manifest_keys(store)
+    log.update_config(tiered_config(retention_bytes=6 * log.segments[0].size))
+    rlm.run_once()  # six segments' bytes: five in the tier and the full active one
+    assert [base for base, _ in tier_offsets(store)] == list(range(108, 168, 12))
+    assert load_manifest(store, TP).log_start_offset == 108 == log.log_start_offset
+    assert stored_keys(store) == manifest_keys(store)
+    clock.advance(CONFIG.abandon_upload_ms + CONFIG.sweep_interval_ms)
+    rlm.run_once()  # the sweep finds nothing to take: every object is named
+    assert stored_keys(store) == manifest_keys(store)
+    assert [base for base, _ in tier_offsets(store)] == list(range(108, 180, 12))  # idle roll
+    chunks = [info.key for info in store.list(chunks_prefix(TP))]
+    assert chunks and all(ref.key in chunks for ref in load_manifest(store, TP).chunks)
+
+    replaced = open_log(tmp_path / "pod-b", clock)
+    manager(store, clock).attach(TP, replaced)
+    assert (replaced.log_start_offset, replaced.log_end_offset) == (108, 180)
+    log.close()
+    replaced.close()
+
+
+def test_the_sweep_removes_chunks_no_head_reaches(
+    tmp_path: Path, log: Log, store: ObjectStore, clock: FakeClock
+) -> None:
+    clock.now_ms = int(time.time() * 1000)  # objects age by the store's clock
+    rlm = manager(store, clock)
+    rlm.attach(TP, log)
+    produce(log, 24)  # 5 closed segments: the oldest in a chunk
+    rlm.run_once()
+    manifest = load_manifest(store, TP)
+    assert len(manifest.chunks) == 1
+    # A chunk sealed by a change whose head never landed (a crash), which no head names.
+    _head, (lost,) = seal(
+        PartitionManifest(TP, segments=load_view(store, TP).all_segments()[1:]), 2
+    )
+    assert lost.ref.key != manifest.chunks[0].key
+    store.put(lost.ref.key, lost.body)
+    clock.advance(CONFIG.abandon_upload_ms + CONFIG.sweep_interval_ms)
+    rlm.run_once()
+    kept = [info.key for info in store.list(chunks_prefix(TP))]
+    assert lost.ref.key not in kept and kept == [ref.key for ref in load_manifest(store, TP).chunks]
+    assert stored_keys(store) == manifest_keys(store)

@@ -16,7 +16,7 @@ from tierlog.storage.log import MAX_TIMESTAMP, Log
 from tierlog.storage.records import CompressionType
 from tierlog.storage.tier.chunk_cache import ChunkCache
 from tierlog.storage.tier.local_store import LocalDirectoryStore
-from tierlog.storage.tier.manifest_store import ManifestWriter
+from tierlog.storage.tier.manifest_store import ManifestWriter, load_view
 from tierlog.storage.tier.range_reader import RangeReader
 from tierlog.storage.tier.remote_reader import RemoteLogReader
 from tierlog.storage.tier.store import ObjectInfo, ObjectStoreUnavailableError
@@ -71,7 +71,7 @@ def test_every_tiered_offset_reads_the_bytes_a_local_read_gives(
     log: Log, store: LocalDirectoryStore, reader: RemoteLogReader
 ) -> None:
     manifest = tier_closed_segments(store, TP, log)
-    assert len(manifest.finished) == len(log.segments) - 1 >= 5
+    assert len(load_view(store, TP).all_segments()) == len(log.segments) - 1 >= 5
     for offset in range(manifest.end_offset):
         for max_bytes in (1, 5000):
             assert reader.read(TP, offset, max_bytes) == log.read(offset, max_bytes).records
@@ -118,18 +118,16 @@ def test_offsets_below_the_tiers_log_start_are_out_of_range(
 def test_a_segment_deleted_after_the_view_was_loaded_is_noticed(
     log: Log, store: LocalDirectoryStore, reader: RemoteLogReader
 ) -> None:
-    manifest = tier_closed_segments(store, TP, log)
-    first, second = manifest.finished[:2]
-    assert reader.view(TP).segments[0] == first  # cached, with the first segment in it
+    tier_closed_segments(store, TP, log)
+    first, second = load_view(store, TP).all_segments()[:2]
+    assert reader.view(TP).segment_for_offset(0) == first  # cached, with the first segment
     writer = ManifestWriter.claim(store, TP, "retention")
-    writer.update(
-        lambda m: m.advance_log_start(second.base_offset).start_deletion([first.segment_id])
-    )
+    writer.update(lambda m: m.advance_log_start(second.base_offset))
     store.delete([first.key])
-    writer.update(lambda m: m.drop([first.segment_id]))
+    writer.update(lambda m: m.forget_deleted(second.base_offset))
     with pytest.raises(OffsetOutOfRangeError):
         reader.read(TP, first.base_offset, 1000)
-    assert reader.view(TP).segments[0] == second
+    assert reader.view(TP).all_segments()[0] == second
 
 
 def test_segments_uploaded_after_the_view_was_loaded_are_found(
@@ -146,8 +144,8 @@ def test_segments_uploaded_after_the_view_was_loaded_are_found(
 def test_offset_for_timestamp_agrees_with_the_local_log(
     log: Log, store: LocalDirectoryStore, reader: RemoteLogReader
 ) -> None:
-    manifest = tier_closed_segments(store, TP, log)
-    tiered_max = manifest.finished[-1].max_timestamp
+    tier_closed_segments(store, TP, log)
+    tiered_max = load_view(store, TP).all_segments()[-1].max_timestamp
     for timestamp in range(T0 - 5, tiered_max + 1, 3):
         expected = log.offset_for_timestamp(timestamp)
         assert reader.offset_for_timestamp(TP, timestamp) == expected

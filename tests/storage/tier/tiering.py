@@ -45,11 +45,11 @@ def produce(log: Log, batches: int, *, start: int = 0) -> None:
 def tier_bytes(store: ObjectStore) -> bytes:
     """Every batch the tier serves, in offset order, read with ranged GETs."""
     view = load_view(store, TP)
-    return b"".join(read_part(store, s, SegmentPart.LOG) for s in view.segments)
+    return b"".join(read_part(store, s, SegmentPart.LOG) for s in view.all_segments())
 
 
 def tier_offsets(store: ObjectStore) -> list[tuple[int, int]]:
-    return [(s.base_offset, s.end_offset) for s in load_view(store, TP).segments]
+    return [(s.base_offset, s.end_offset) for s in load_view(store, TP).all_segments()]
 
 
 def last_offsets(data: bytes) -> list[int]:

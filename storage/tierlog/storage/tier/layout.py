@@ -5,8 +5,12 @@ Every object of a partition shares one prefix, ``<hash4>/<topic>-<partition>/``:
 - ``<prefix>segments/<base offset:020d>-e<writer epoch>-<segment id>.segment``: one
   object per uploaded segment (log bytes, trimmed indexes, producer snapshot and
   leader epochs at byte ranges the manifest records);
-- ``<prefix>manifest/<version:020d>.json``: the partition's manifest, one object per
-  version, each written only if absent so two writers cannot both take a version.
+- ``<prefix>manifest/<version:020d>.json``: the partition's manifest head, one object
+  per version, each written only if absent so two writers cannot both take a version;
+- ``<prefix>chunks/<base offset:020d>-<end offset:020d>-l<level>-<content hash>.json``:
+  the manifest's sealed chunks, named by a hash of their bytes (so a chunk sealed again,
+  e.g. by a retried change, lands on the same key with the same bytes). They live apart
+  from the heads, which readers list.
 
 The four hex digits in front are a hash of the topic partition: S3 spreads request
 load by key prefix, and without them every partition of a busy topic would share
@@ -28,6 +32,8 @@ from tierlog.storage.names import parse_partition_dir
 
 __all__ = [
     "SegmentKey",
+    "chunk_key",
+    "chunks_prefix",
     "manifest_key",
     "manifest_prefix",
     "new_segment_id",
@@ -68,6 +74,17 @@ def segments_prefix(tp: TopicPartition) -> str:
 
 def manifest_prefix(tp: TopicPartition) -> str:
     return f"{partition_prefix(tp)}manifest/"
+
+
+def chunks_prefix(tp: TopicPartition) -> str:
+    return f"{partition_prefix(tp)}chunks/"
+
+
+def chunk_key(
+    tp: TopicPartition, base_offset: int, end_offset: int, level: int, body: bytes
+) -> str:
+    digest = hashlib.sha256(body).hexdigest()[:32]
+    return f"{chunks_prefix(tp)}{base_offset:020d}-{end_offset:020d}-l{level}-{digest}.json"
 
 
 def segment_key(tp: TopicPartition, base_offset: int, writer_epoch: int, segment_id: str) -> str:

@@ -1,54 +1,67 @@
 """A partition's remote metadata: its tiered segments and its log start in the tier.
 
-Pure: values, the state changes the uploader and retention make, and the JSON
-encoding; ``manifest_store`` does the I/O.
+Pure: values, the state changes the uploader and retention make, and what a reader
+sees; ``manifest_codec`` encodes them as JSON, ``manifest_chunks`` seals chunks and
+finds what deletion and the sweep need, ``manifest_store`` does the I/O.
 
 Each uploaded segment is one object holding, at byte ranges recorded here, the log
 bytes, the trimmed offset and time indexes (Kafka's formats, relative to the
 segment's base offset), the producer-state snapshot at the segment's end offset and
 the leader-epoch entries covering it. An entry moves ``started`` (the attempt's
 object may be partly written; readers never see it) → ``finished`` (complete and
-readable) → ``deleting`` (going; readers no longer see it) → gone from the manifest.
-Entries leave the manifest once their object is deleted, so it stays as small as
-the tier's live segments, however many were ever uploaded.
+readable) → dead, once the log start offset reaches its end (readers no longer see
+it; its object is deleted) → forgotten.
+
+A manifest version is a small *head* plus immutable *chunks* it refers to. The head
+holds the started entries, the newest finished ones and references (``ChunkRef``) to
+sealed chunks; a chunk, written once and never changed, holds a bounded run of older
+finished entries (level 1) or of references to chunks one level down (level 2 and
+up), and its reference records the offsets, times and bytes under it. So a change
+writes a head whose size does not grow with the number of segments (fewer than
+twice ``chunk_entries`` live entries, and as many references per level, the levels
+growing as the logarithm of the segment count), a lookup by offset or timestamp loads
+only the chunks on one path down, and retention from the front forgets whole chunks
+once every entry under them is dead; dead entries inside a chunk that still holds
+live ones are simply skipped. ``deleted_end_offset`` records how far deletion got:
+every finished segment and chunk ending at or below it has no object any more.
 
 Invariants kept by the changes below: every finished segment ends after the one
 before it (an upload must add offsets to the tier; it may overlap the tier's end
 when a local segment straddles it, e.g. a volume older than the tier, and a reader
-then takes the older copy of the overlapping offsets); the log start offset never
-moves back.
+then takes the older copy of the overlapping offsets), so chunks and the head's
+finished entries follow each other in offset order; the log start offset never moves
+back, and the deleted end never passes it.
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
-import json
-from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import KafkaStorageError, TierlogError
 
 __all__ = [
-    "FORMAT_VERSION",
     "ByteRange",
+    "ChunkLoader",
+    "ChunkRef",
     "CorruptManifestError",
     "FencedWriterError",
     "ManifestChange",
+    "ManifestEntry",
     "ManifestStateError",
     "PartitionManifest",
     "RemoteLogView",
     "RemoteSegment",
     "SegmentPart",
     "SegmentState",
-    "decode_manifest",
-    "encode_manifest",
+    "part_ranges",
+    "walk_segments",
 ]
-
-FORMAT_VERSION = 1
 
 
 class CorruptManifestError(KafkaStorageError):
@@ -71,7 +84,6 @@ class ManifestStateError(TierlogError):
 class SegmentState(Enum):
     STARTED = "started"
     FINISHED = "finished"
-    DELETING = "deleting"
 
 
 class SegmentPart(Enum):
@@ -140,6 +152,11 @@ class RemoteSegment:
     def object_size_bytes(self) -> int:
         return self.parts[-1].end
 
+    @property
+    def retention_timestamp(self) -> int:
+        """What time retention compares: the max timestamp, else when it was uploaded."""
+        return self.max_timestamp if self.max_timestamp >= 0 else self.created_ms
+
     def holds(self, offset: int) -> bool:
         return self.base_offset <= offset < self.end_offset
 
@@ -155,14 +172,68 @@ def part_ranges(lengths: Mapping[SegmentPart, int]) -> tuple[ByteRange, ...]:
 
 
 @dataclass(frozen=True)
+class ChunkRef:
+    """A sealed chunk: its key and what lies under it (enough to pass it by unread)."""
+
+    key: str
+    level: int  # 1: holds segment entries; n > 1: references to chunks of level n - 1
+    base_offset: int  # its first segment's base offset
+    end_offset: int  # its last segment's end offset
+    segment_count: int
+    log_size_bytes: int  # the log bytes of its segments
+    max_timestamp: int  # the largest max timestamp of its segments (-1: none)
+    retention_timestamp: int  # the largest ``RemoteSegment.retention_timestamp`` under it
+
+
+ManifestEntry = RemoteSegment | ChunkRef  # what a head or a chunk lists
+ChunkLoader = Callable[[ChunkRef], Sequence[ManifestEntry]]  # a chunk's entries, read
+
+
+def _no_chunks(chunk: ChunkRef) -> Sequence[ManifestEntry]:
+    raise ManifestStateError(f"{chunk.key} cannot be read: this view has no chunk loader")
+
+
+def walk_segments(
+    entries: Sequence[ManifestEntry],
+    load_chunk: ChunkLoader,
+    floor: int,
+    min_max_timestamp: int | None = None,
+) -> Iterator[RemoteSegment]:
+    """The segments under ``entries`` (in offset order) that end after ``floor``, in
+    order, loading a chunk only when the walk reaches it; with ``min_max_timestamp``,
+    only segments whose max timestamp reaches it (whole chunks below it are skipped)."""
+    ends = [entry.end_offset for entry in entries]
+    for entry in entries[bisect.bisect_right(ends, floor) :]:
+        if min_max_timestamp is not None and entry.max_timestamp < min_max_timestamp:
+            continue
+        if isinstance(entry, RemoteSegment):
+            yield entry
+        else:
+            yield from walk_segments(load_chunk(entry), load_chunk, floor, min_max_timestamp)
+
+
+@dataclass(frozen=True)
 class RemoteLogView:
-    """What a reader sees of a partition's tier: finished segments holding offsets at or
-    above the log start, in offset order."""
+    """What a reader sees of a partition's tier: the finished segments holding offsets
+    at or above the log start, in offset order, some of them in chunks read on demand."""
 
     tp: TopicPartition
     log_start_offset: int
     end_offset: int  # one past the tier's last offset (= log start when it is empty)
-    segments: tuple[RemoteSegment, ...]
+    top: tuple[ManifestEntry, ...]  # the head's live chunks, then its live finished entries
+    load_chunk: ChunkLoader = field(default=_no_chunks, compare=False, repr=False)
+    floor: int = 0  # the manifest's log start: segments ending at or below it are dead
+
+    def segments_from(
+        self, offset: int, *, min_max_timestamp: int | None = None
+    ) -> Iterator[RemoteSegment]:
+        """Live segments ending after ``offset``, in order (see ``walk_segments``)."""
+        floor = max(offset, self.floor)
+        return walk_segments(self.top, self.load_chunk, floor, min_max_timestamp)
+
+    def all_segments(self) -> tuple[RemoteSegment, ...]:
+        """Every live segment (reads every chunk: for tools, not for lookups)."""
+        return tuple(self.segments_from(self.floor))
 
     def segment_for_offset(self, offset: int) -> RemoteSegment | None:
         """The segment holding ``offset``, or the first one after it when ``offset``
@@ -170,43 +241,62 @@ class RemoteLogView:
         below the log start."""
         if offset < self.log_start_offset or offset >= self.end_offset:
             return None
-        ends = [segment.end_offset for segment in self.segments]
-        index = bisect.bisect_right(ends, offset)
-        return self.segments[index] if index < len(self.segments) else None
+        return next(self.segments_from(offset), None)
 
     def segment_for_timestamp(self, timestamp: int) -> RemoteSegment | None:
         """The first segment whose max timestamp is at or above ``timestamp``."""
-        for segment in self.segments:
-            if segment.max_timestamp >= timestamp:
-                return segment
+        return next(self.segments_from(self.floor, min_max_timestamp=timestamp), None)
+
+    def last_segment(self) -> RemoteSegment | None:
+        entries: Sequence[ManifestEntry] = self.top
+        while entries:
+            last = entries[-1]
+            if isinstance(last, RemoteSegment):
+                return last
+            entries = self.load_chunk(last)
         return None
 
-    @property
-    def size_bytes(self) -> int:
-        return sum(segment.log_size_bytes for segment in self.segments)
+    def segment_with_max_timestamp(self) -> RemoteSegment | None:
+        """The first live segment with the largest max timestamp (None: no segments)."""
+        entries: Sequence[ManifestEntry] = self.top
+        while entries:
+            live = [entry for entry in entries if entry.end_offset > self.floor]
+            largest = [self._live_max_timestamp(entry) for entry in live]
+            best = live[largest.index(max(largest))]
+            if isinstance(best, RemoteSegment):
+                return best
+            entries = self.load_chunk(best)
+        return None
+
+    def _live_max_timestamp(self, entry: ManifestEntry) -> int:
+        if isinstance(entry, RemoteSegment) or entry.base_offset >= self.floor:
+            return entry.max_timestamp  # nothing dead under it
+        live = [e for e in self.load_chunk(entry) if e.end_offset > self.floor]
+        return max((self._live_max_timestamp(e) for e in live), default=-1)
 
 
 @dataclass(frozen=True)
 class PartitionManifest:
-    """One version of a partition's manifest. Version 0 is the empty, never-written one."""
+    """One version of a partition's manifest head. Version 0 is the empty, never-written
+    one."""
 
     tp: TopicPartition
     version: int = 0
     writer_epoch: int = 0
     writer_id: str = ""
     log_start_offset: int = 0
-    segments: tuple[RemoteSegment, ...] = ()  # in (base offset, created) order
+    # Objects of finished segments and chunks ending at or below it are deleted.
+    deleted_end_offset: int = 0
+    chunks: tuple[ChunkRef, ...] = ()  # sealed, in offset order
+    segments: tuple[RemoteSegment, ...] = ()  # the head's entries, in (base offset, created) order
 
     def with_segments(self, segments: Collection[RemoteSegment]) -> PartitionManifest:
         ordered = sorted(segments, key=lambda s: (s.base_offset, s.created_ms, s.segment_id))
         return dataclasses.replace(self, segments=tuple(ordered))
 
     def in_state(self, state: SegmentState) -> tuple[RemoteSegment, ...]:
+        """The head's entries in ``state`` (finished ones in chunks are not among them)."""
         return tuple(segment for segment in self.segments if segment.state is state)
-
-    @property
-    def finished(self) -> tuple[RemoteSegment, ...]:
-        return self.in_state(SegmentState.FINISHED)
 
     @property
     def end_offset(self) -> int:
@@ -217,19 +307,23 @@ class PartitionManifest:
     @property
     def uploaded_end_offset(self) -> int:
         """One past the last finished segment (0 when there is none): uploads start here."""
-        finished = self.finished
-        return finished[-1].end_offset if finished else 0
+        ends = [segment.end_offset for segment in self.in_state(SegmentState.FINISHED)]
+        return max([*ends, *(chunk.end_offset for chunk in self.chunks[-1:])], default=0)
 
     def segment(self, segment_id: str) -> RemoteSegment:
+        """An entry of the head (a started one, or one of the newest finished ones)."""
         for segment in self.segments:
             if segment.segment_id == segment_id:
                 return segment
-        raise ManifestStateError(f"{self.tp}: no segment {segment_id} in the manifest")
+        raise ManifestStateError(f"{self.tp}: no segment {segment_id} in the manifest head")
 
-    def view(self) -> RemoteLogView:
-        visible = tuple(s for s in self.finished if s.end_offset > self.log_start_offset)
-        start = max(self.log_start_offset, visible[0].base_offset) if visible else self.end_offset
-        return RemoteLogView(self.tp, start, self.end_offset, visible)
+    def view(self, load_chunk: ChunkLoader = _no_chunks) -> RemoteLogView:
+        entries: tuple[ManifestEntry, ...] = (*self.chunks, *self.in_state(SegmentState.FINISHED))
+        top = tuple(entry for entry in entries if entry.end_offset > self.log_start_offset)
+        start = max(self.log_start_offset, top[0].base_offset) if top else self.end_offset
+        return RemoteLogView(
+            self.tp, start, self.end_offset, top, load_chunk, floor=self.log_start_offset
+        )
 
     # -- the changes writers make (each returns a new manifest) -------------------------
 
@@ -254,114 +348,36 @@ class PartitionManifest:
                 f"{self.tp}: segment {segment_id} adds nothing to the tier, which now ends "
                 f"at {self.uploaded_end_offset}"
             )
-        return self._replace_segment(dataclasses.replace(segment, state=SegmentState.FINISHED))
-
-    def start_deletion(self, segment_ids: Collection[str]) -> PartitionManifest:
-        """Hide segments from readers before their objects go (a crash leaves them
-        ``deleting``, and the next pass finishes the job)."""
-        changed = self
-        for segment_id in segment_ids:
-            segment = changed.segment(segment_id)
-            changed = changed._replace_segment(
-                dataclasses.replace(segment, state=SegmentState.DELETING)
-            )
-        return changed
+        finished = dataclasses.replace(segment, state=SegmentState.FINISHED)
+        return self.with_segments(
+            [finished if s.segment_id == segment_id else s for s in self.segments]
+        )
 
     def drop(self, segment_ids: Collection[str]) -> PartitionManifest:
-        """Forget segments whose objects are gone; unknown ids are already forgotten."""
+        """Forget head entries whose objects are gone; unknown ids are already forgotten."""
         doomed = set(segment_ids)
         return self.with_segments([s for s in self.segments if s.segment_id not in doomed])
 
     def advance_log_start(self, offset: int) -> PartitionManifest:
+        """Move the log start up: finished segments ending at or below it are dead at
+        once (hidden from readers), their objects deleted next (``forget_deleted``)."""
         return dataclasses.replace(self, log_start_offset=max(self.log_start_offset, offset))
 
-    def _replace_segment(self, new: RemoteSegment) -> PartitionManifest:
-        return self.with_segments(
-            [new if s.segment_id == new.segment_id else s for s in self.segments]
+    def forget_deleted(self, end_offset: int) -> PartitionManifest:
+        """The objects of every dead segment and chunk ending at or below ``end_offset``
+        are deleted: drop the head's entries and references to them."""
+        deleted = max(self.deleted_end_offset, min(end_offset, self.log_start_offset))
+
+        def kept(entry: ManifestEntry) -> bool:
+            started = isinstance(entry, RemoteSegment) and entry.state is SegmentState.STARTED
+            return started or entry.end_offset > deleted
+
+        return dataclasses.replace(
+            self,
+            deleted_end_offset=deleted,
+            chunks=tuple(filter(kept, self.chunks)),
+            segments=tuple(filter(kept, self.segments)),
         )
 
 
 ManifestChange = Callable[[PartitionManifest], PartitionManifest]
-
-
-# -- encoding -------------------------------------------------------------------------
-
-
-def encode_manifest(manifest: PartitionManifest) -> bytes:
-    """The manifest as compact, key-sorted JSON (one byte string per value)."""
-    document = {
-        "format": FORMAT_VERSION,
-        "topic": manifest.tp.topic,
-        "partition": manifest.tp.partition,
-        "version": manifest.version,
-        "writer_epoch": manifest.writer_epoch,
-        "writer_id": manifest.writer_id,
-        "log_start_offset": manifest.log_start_offset,
-        "segments": [_encode_segment(segment) for segment in manifest.segments],
-    }
-    return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
-
-
-def _encode_segment(segment: RemoteSegment) -> dict[str, Any]:
-    return {
-        "id": segment.segment_id,
-        "writer_epoch": segment.writer_epoch,
-        "state": segment.state.value,
-        "base_offset": segment.base_offset,
-        "end_offset": segment.end_offset,
-        "base_timestamp": segment.base_timestamp,
-        "max_timestamp": segment.max_timestamp,
-        "offset_of_max_timestamp": segment.offset_of_max_timestamp,
-        "key": segment.key,
-        "parts": {part.value: list(r) for part, r in zip(SegmentPart, segment.parts, strict=True)},
-        "created_ms": segment.created_ms,
-    }
-
-
-def decode_manifest(data: bytes) -> PartitionManifest:
-    """Parse ``encode_manifest``'s output; anything else raises CorruptManifestError."""
-    try:
-        document = json.loads(data)
-        if document["format"] != FORMAT_VERSION:
-            raise CorruptManifestError(f"manifest format {document['format']} is not supported")
-        return PartitionManifest(
-            tp=TopicPartition(_str(document["topic"]), _int(document["partition"])),
-            version=_int(document["version"]),
-            writer_epoch=_int(document["writer_epoch"]),
-            writer_id=_str(document["writer_id"]),
-            log_start_offset=_int(document["log_start_offset"]),
-            segments=tuple(_decode_segment(entry) for entry in document["segments"]),
-        )
-    except CorruptManifestError:
-        raise
-    except (ValueError, KeyError, TypeError, AttributeError, ManifestStateError) as error:
-        raise CorruptManifestError(f"not a tier manifest: {error!r}") from error
-
-
-def _decode_segment(entry: dict[str, Any]) -> RemoteSegment:
-    parts = entry["parts"]
-    return RemoteSegment(
-        segment_id=_str(entry["id"]),
-        writer_epoch=_int(entry["writer_epoch"]),
-        state=SegmentState(entry["state"]),
-        base_offset=_int(entry["base_offset"]),
-        end_offset=_int(entry["end_offset"]),
-        base_timestamp=_int(entry["base_timestamp"]),
-        max_timestamp=_int(entry["max_timestamp"]),
-        offset_of_max_timestamp=_int(entry["offset_of_max_timestamp"]),
-        key=_str(entry["key"]),
-        parts=tuple(ByteRange(*map(_int, parts[part.value])) for part in SegmentPart),
-        created_ms=_int(entry["created_ms"]),
-    )
-
-
-def _int(value: object) -> int:
-    if type(value) is not int:
-        raise TypeError(f"expected an integer, got {value!r}")
-    return value
-
-
-def _str(value: object) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"expected a string, got {value!r}")
-    return value

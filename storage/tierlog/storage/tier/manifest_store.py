@@ -1,6 +1,8 @@
 """Reading and writing partition manifests in the object store, with writer fencing.
 
-Each change writes the next version as a new object, only if that key is absent: of
+Each change first PUTs the chunks it seals (``manifest_chunks.seal``; each under a key
+named by its bytes, so writing one again is harmless), then writes the next head
+version as a new object, only if that key is absent: of
 two writers racing for a version exactly one wins. The loser reloads; when the
 winner has a newer writer epoch (or the same epoch but another writer id) the loser
 has been deposed and gets ``FencedWriterError``; when the winner is older (a deposed
@@ -12,27 +14,32 @@ Versions older than the newest few are deleted after each change (best effort: a
 left-over old version is harmless and the next change removes it).
 
 Readers call ``load_view`` and ``read_part``; the uploader holds a ``ManifestWriter``.
+Chunks never change, so a ``ChunkReader`` keeps the recently read ones decoded.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.layout import manifest_key, manifest_prefix, parse_manifest_version
 from tierlog.storage.tier.manifest import (
+    ChunkRef,
     CorruptManifestError,
     FencedWriterError,
     ManifestChange,
+    ManifestEntry,
     PartitionManifest,
     RemoteLogView,
     RemoteSegment,
     SegmentPart,
-    decode_manifest,
-    encode_manifest,
 )
+from tierlog.storage.tier.manifest_chunks import CHUNK_ENTRIES, seal
+from tierlog.storage.tier.manifest_codec import decode_chunk, decode_manifest, encode_manifest
 from tierlog.storage.tier.store import (
     ObjectExistsError,
     ObjectNotFoundError,
@@ -40,13 +47,14 @@ from tierlog.storage.tier.store import (
     ObjectStoreError,
 )
 
-__all__ = ["ManifestWriter", "load_manifest", "load_view", "read_part"]
+__all__ = ["ChunkReader", "ManifestWriter", "load_manifest", "load_view", "read_part"]
 
 log = logging.getLogger(__name__)
 
 VERSIONS_TO_KEEP = 3
 _LOAD_ATTEMPTS = 5  # a version pruned between our list and get: list again
 _REBASE_ATTEMPTS = 10
+CHUNKS_KEPT = 256  # decoded chunks a ChunkReader keeps (each at most CHUNK_ENTRIES entries)
 
 
 def load_manifest(store: ObjectStore, tp: TopicPartition) -> PartitionManifest:
@@ -68,9 +76,39 @@ def load_manifest(store: ObjectStore, tp: TopicPartition) -> PartitionManifest:
     raise ObjectNotFoundError(f"{tp}: manifest versions kept disappearing while loading")
 
 
-def load_view(store: ObjectStore, tp: TopicPartition) -> RemoteLogView:
-    """What a reader may serve of ``tp`` from the tier right now."""
-    return load_manifest(store, tp).view()
+def load_view(
+    store: ObjectStore, tp: TopicPartition, chunks: ChunkReader | None = None
+) -> RemoteLogView:
+    """What a reader may serve of ``tp`` from the tier right now; its lookups read the
+    chunks they need through ``chunks`` (a fresh ``ChunkReader`` when not given)."""
+    return load_manifest(store, tp).view(chunks or ChunkReader(store))
+
+
+class ChunkReader:
+    """Reads and decodes chunks, keeping the most recently used (thread-safe). Chunks
+    are immutable, so a kept one is never stale; a deleted one raises
+    ``ObjectNotFoundError`` when read again."""
+
+    def __init__(self, store: ObjectStore, max_chunks: int = CHUNKS_KEPT):
+        self.store = store
+        self.max_chunks = max_chunks
+        self.reads = 0  # chunk GETs so far (for tests and benchmarks)
+        self._lock = threading.Lock()
+        self._kept: OrderedDict[str, tuple[ManifestEntry, ...]] = OrderedDict()
+
+    def __call__(self, ref: ChunkRef) -> Sequence[ManifestEntry]:
+        with self._lock:
+            found = self._kept.get(ref.key)
+            if found is not None:
+                self._kept.move_to_end(ref.key)
+                return found
+        entries = decode_chunk(self.store.get(ref.key), ref)
+        with self._lock:
+            self.reads += 1
+            self._kept[ref.key] = entries
+            while len(self._kept) > self.max_chunks:
+                self._kept.popitem(last=False)
+        return entries
 
 
 def read_part(
@@ -106,12 +144,15 @@ class ManifestWriter:
         manifest: PartitionManifest,
         writer_id: str,
         *,
+        chunk_entries: int = CHUNK_ENTRIES,
         on_change: Callable[[TopicPartition], None] | None = None,
     ):
         self.store = store
         self.manifest = manifest
         self.writer_id = writer_id
         self.writer_epoch = manifest.writer_epoch
+        self.chunk_entries = chunk_entries
+        self.chunks = ChunkReader(store)
         self.on_change = on_change  # told after every version this writer stores
 
     @property
@@ -126,6 +167,7 @@ class ManifestWriter:
         writer_id: str,
         *,
         min_epoch: int = 0,
+        chunk_entries: int = CHUNK_ENTRIES,
         on_change: Callable[[TopicPartition], None] | None = None,
     ) -> ManifestWriter:
         """Become the partition's tier writer with an epoch above every earlier one.
@@ -134,7 +176,7 @@ class ManifestWriter:
         change meets this version and is fenced."""
         current = load_manifest(store, tp)
         epoch = max(current.writer_epoch + 1, min_epoch)
-        writer = cls(store, current, writer_id, on_change=on_change)
+        writer = cls(store, current, writer_id, chunk_entries=chunk_entries, on_change=on_change)
         writer.writer_epoch = epoch
         writer.update(lambda manifest: manifest)
         return writer
@@ -144,12 +186,17 @@ class ManifestWriter:
         base = self.manifest
         for _attempt in range(_REBASE_ATTEMPTS):
             self._check_not_fenced(base)
-            changed = dataclasses.replace(
-                change(base),
-                version=base.version + 1,
-                writer_epoch=self.writer_epoch,
-                writer_id=self.writer_id,
+            changed, sealed = seal(
+                dataclasses.replace(
+                    change(base),
+                    version=base.version + 1,
+                    writer_epoch=self.writer_epoch,
+                    writer_id=self.writer_id,
+                ),
+                self.chunk_entries,
             )
+            for chunk in sealed:
+                self.store.put(chunk.ref.key, chunk.body)
             body = encode_manifest(changed)
             key = manifest_key(self.tp, changed.version)
             try:
@@ -167,6 +214,10 @@ class ManifestWriter:
             self.on_change(self.tp)
         self._prune_old_versions(changed.version)
         return changed
+
+    def view(self) -> RemoteLogView:
+        """The view of the manifest as this writer last stored or read it."""
+        return self.manifest.view(self.chunks)
 
     def refresh(self) -> PartitionManifest:
         """Reload the newest version (and fail if another writer took over)."""

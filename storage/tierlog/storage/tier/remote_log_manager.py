@@ -10,9 +10,10 @@ every pass (``remote.log.manager.task.interval.ms``):
    (only data below the recovery point goes to the tier: a local crash cannot lose
    what the tier already serves);
 3. applies total retention (``retention.ms``/``retention.bytes``, the log start
-   offset) to the tier: ``deleting`` in the manifest first, with the new log start,
-   then the objects, then the entries; a pass that finds ``deleting`` entries (a
-   crash mid-way) finishes them first;
+   offset) to the tier: the new log start in the manifest first (readers no longer
+   see the segments below it), then their objects (and chunks wholly below it), then
+   the manifest records how far deletion got; a pass that finds dead objects not yet
+   deleted (a crash or an outage mid-way) deletes them first;
 4. now and then sweeps leftovers of failed attempts (``uploader``).
 
 The log's ``tiered_end_offset`` follows the manifest's finished segments, and local
@@ -41,13 +42,9 @@ from tierlog.storage.log import Log, wall_clock_ms
 from tierlog.storage.producer_snapshot import decode_snapshot
 from tierlog.storage.scheduler import PeriodicTask
 from tierlog.storage.segment import LogSegment
-from tierlog.storage.tier.layout import manifest_prefix, segments_prefix
-from tierlog.storage.tier.manifest import (
-    FencedWriterError,
-    PartitionManifest,
-    SegmentPart,
-    SegmentState,
-)
+from tierlog.storage.tier.layout import chunks_prefix, manifest_prefix, segments_prefix
+from tierlog.storage.tier.manifest import FencedWriterError, PartitionManifest, SegmentPart
+from tierlog.storage.tier.manifest_chunks import CHUNK_ENTRIES, dead_objects
 from tierlog.storage.tier.manifest_store import ManifestWriter, read_part
 from tierlog.storage.tier.observer import TierObserver
 from tierlog.storage.tier.remote_retention import remote_segments_to_delete
@@ -73,6 +70,7 @@ class RemoteLogManagerConfig:
     abandon_upload_ms: int = 30 * 60_000  # remote.log.manager.upload.abandon.ms
     sweep_interval_ms: int = 10 * 60_000  # remote.log.manager.sweep.interval.ms
     threads: int = 4  # remote.log.manager.thread.pool.size
+    manifest_chunk_entries: int = CHUNK_ENTRIES  # entries per manifest chunk (no key)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> RemoteLogManagerConfig:
@@ -174,13 +172,14 @@ class RemoteLogManager:
     def delete_partition(self, tp: TopicPartition) -> None:
         """Stop managing ``tp`` and delete its tier (the topic is being deleted).
 
-        Manifests go first, newest first, so a crash part-way leaves objects no manifest
-        names (a later partition of that name sweeps them) rather than a manifest naming
-        objects that are gone. Raises when the store is unavailable; nothing is lost by
-        trying again."""
+        Manifest heads go first, newest first, then chunks, so a crash part-way leaves
+        objects no manifest names (a later partition of that name sweeps them) rather
+        than a manifest naming objects that are gone. Raises when the store is
+        unavailable; nothing is lost by trying again."""
         self.detach(tp)
         manifests = [info.key for info in self.store.list(manifest_prefix(tp))]
         self.store.delete(reversed(manifests))
+        self.store.delete([info.key for info in self.store.list(chunks_prefix(tp))])
         segments = [info.key for info in self.store.list(segments_prefix(tp))]
         self.store.delete(segments)
         if segments:
@@ -283,13 +282,17 @@ class RemoteLogManager:
         if partition.writer is not None:
             return partition.writer
         writer = ManifestWriter.claim(
-            self.store, partition.tp, self.writer_id, on_change=self._manifest_changed
+            self.store,
+            partition.tp,
+            self.writer_id,
+            chunk_entries=self.config.manifest_chunk_entries,
+            on_change=self._manifest_changed,
         )
-        manifest = writer.manifest
+        manifest, view = writer.manifest, writer.view()
         snapshot = b""
-        last = manifest.view().segments[-1:] if manifest.view().segments else ()
+        last = view.last_segment()
         if last and partition.log.log_end_offset < manifest.end_offset:
-            snapshot = read_part(self.store, last[0], SegmentPart.PRODUCER_SNAPSHOT)
+            snapshot = read_part(self.store, last, SegmentPart.PRODUCER_SNAPSHOT)
         partition.log.continue_tier(
             manifest.log_start_offset,
             manifest.end_offset,
@@ -300,7 +303,7 @@ class RemoteLogManager:
             "%s: tier writer epoch %d; tier holds [%d, %d)",
             partition.tp,
             writer.writer_epoch,
-            manifest.view().log_start_offset,
+            view.log_start_offset,
             manifest.end_offset,
         )
         return writer
@@ -352,37 +355,38 @@ class RemoteLogManager:
             start = partition_log.log_start_offset
             manifest = writer.update(lambda m: m.advance_log_start(start))
         deletion = remote_segments_to_delete(
-            manifest.finished,
+            writer.view(),
             partition_log.segments,
             partition_log.config,
             log_start_offset=manifest.log_start_offset,
             now_ms=now_ms,
         )
-        if deletion is None:
-            return
-        doomed_ids = [segment.segment_id for segment in deletion.segments]
-        log.info(
-            "%s: deleting %d remote segments (%s), log start -> %d",
-            partition.tp,
-            len(doomed_ids),
-            deletion.reason,
-            deletion.log_start_offset,
-        )
-        writer.update(
-            lambda m: m.start_deletion(doomed_ids).advance_log_start(deletion.log_start_offset)
-        )
-        if deletion.log_start_offset > partition_log.log_start_offset:
-            partition_log.increment_log_start_offset(
-                min(deletion.log_start_offset, partition_log.log_end_offset)
+        if deletion is not None:
+            log.info(
+                "%s: deleting %d remote segments (%s), log start -> %d",
+                partition.tp,
+                deletion.segments,
+                deletion.reason,
+                deletion.log_start_offset,
             )
+            writer.update(lambda m: m.advance_log_start(deletion.log_start_offset))
+            if deletion.log_start_offset > partition_log.log_start_offset:
+                partition_log.increment_log_start_offset(
+                    min(deletion.log_start_offset, partition_log.log_end_offset)
+                )
         self._finish_deletions(partition, writer)
 
     def _finish_deletions(self, partition: _Partition, writer: ManifestWriter) -> None:
-        deleting = writer.manifest.in_state(SegmentState.DELETING)
-        if not deleting:
+        """Delete the objects below the manifest's log start not yet deleted."""
+        manifest = writer.manifest
+        if manifest.deleted_end_offset >= manifest.log_start_offset:
             return
-        self.store.delete(segment.key for segment in deleting)
-        writer.update(lambda m: m.drop([segment.segment_id for segment in deleting]))
-        self.observer.segments_deleted(
-            partition.tp, len(deleting), sum(segment.log_size_bytes for segment in deleting)
-        )
+        dead = dead_objects(manifest, writer.chunks)
+        self.store.delete(dead.keys)
+        writer.update(lambda m: m.forget_deleted(manifest.log_start_offset))
+        if dead.segments:
+            self.observer.segments_deleted(
+                partition.tp,
+                len(dead.segments),
+                sum(segment.log_size_bytes for segment in dead.segments),
+            )

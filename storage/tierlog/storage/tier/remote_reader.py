@@ -34,7 +34,7 @@ from tierlog.storage.index import offset_index_lookup, time_index_lookup
 from tierlog.storage.records import HEADER_READ_SIZE, BatchHeader, decode_records, parse_header
 from tierlog.storage.segment import TimestampAndOffset
 from tierlog.storage.tier.manifest import RemoteLogView, RemoteSegment, SegmentPart
-from tierlog.storage.tier.manifest_store import load_view
+from tierlog.storage.tier.manifest_store import ChunkReader, load_view
 from tierlog.storage.tier.range_reader import RangeReader
 from tierlog.storage.tier.store import ObjectNotFoundError, ObjectStoreError
 
@@ -66,6 +66,7 @@ class RemoteLogReader:
         self.bytes_read = 0  # record bytes returned by ``read`` (a counter for metrics)
         self._lock = threading.Lock()
         self._views: dict[TopicPartition, tuple[float, RemoteLogView]] = {}
+        self._chunks = ChunkReader(self.store)  # the manifests' chunks, shared by the views
         self._indexes: OrderedDict[tuple[str, SegmentPart], bytes] = OrderedDict()
         self._index_bytes = 0
 
@@ -79,7 +80,7 @@ class RemoteLogReader:
         if cached is not None and not refresh and now - cached[0] < self.view_ttl_s:
             return cached[1]
         try:
-            fresh = load_view(self.store, tp)
+            fresh = load_view(self.store, tp, self._chunks)
         except ObjectStoreError:
             if cached is None or refresh:
                 raise
@@ -116,7 +117,9 @@ class RemoteLogReader:
                 raise OffsetOutOfRangeError(
                     f"{tp}: offset {offset} is below the tier's log start {view.log_start_offset}"
                 )
-            for segment in _segments_from(view, offset):
+            if offset >= view.end_offset:
+                return b""
+            for segment in view.segments_from(offset):
                 records = self._read_segment(segment, offset, max_bytes, min_one_batch)
                 if records:
                     return records
@@ -179,9 +182,7 @@ class RemoteLogReader:
 
         def attempt(view: RemoteLogView) -> TimestampAndOffset | None:
             start = max(start_offset, view.log_start_offset)
-            for segment in view.segments:
-                if segment.max_timestamp < timestamp or segment.end_offset <= start:
-                    continue
+            for segment in view.segments_from(start, min_max_timestamp=timestamp):
                 found = self._find_by_timestamp(segment, timestamp, start)
                 if found is not None:
                     return found
@@ -209,10 +210,8 @@ class RemoteLogReader:
         """The tiered record with the largest timestamp (the first of equals), or None."""
 
         def attempt(view: RemoteLogView) -> TimestampAndOffset | None:
-            if not view.segments:
-                return None
-            holder = max(view.segments, key=lambda segment: segment.max_timestamp)
-            if holder.max_timestamp < 0:
+            holder = view.segment_with_max_timestamp()
+            if holder is None or holder.max_timestamp < 0:
                 return None
             target = holder.offset_of_max_timestamp
             log = _SegmentLog(self.ranges, holder, _WINDOW_SLACK_BYTES)
@@ -227,13 +226,6 @@ class RemoteLogReader:
             return TimestampAndOffset(holder.max_timestamp, target)
 
         return self._with_view(tp, 0, attempt)
-
-
-def _segments_from(view: RemoteLogView, offset: int) -> Iterator[RemoteSegment]:
-    first = view.segment_for_offset(offset)
-    if first is None:
-        return
-    yield from view.segments[view.segments.index(first) :]
 
 
 class _SegmentLog:

@@ -55,7 +55,7 @@ def offset_for_timestamp(
         return TimestampAndOffset(-1, log.local_log_start_offset)
     if timestamp == LATEST_TIERED_TIMESTAMP:
         view = remote.view(tp) if remote is not None else None
-        return TimestampAndOffset(-1, view.end_offset - 1) if view and view.segments else None
+        return TimestampAndOffset(-1, view.end_offset - 1) if view and view.top else None
     tiered = remote is not None and log.log_start_offset < log.local_log_start_offset
     if remote is None or not tiered or timestamp in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP):
         return log.offset_for_timestamp(timestamp)

@@ -11,7 +11,10 @@ removes later:
 - ``started`` entries older than the abandon timeout (a crashed or deposed writer's,
   or one whose clean-up failed): object deleted, then entry dropped;
 - objects under the partition's ``segments/`` prefix that no manifest entry names and
-  that are older than the timeout (their entry was dropped but the delete failed);
+  that are older than the timeout (their entry was dropped, or deletion passed it, but
+  the delete failed);
+- manifest chunks no head reaches any more that are older than the timeout (sealed by
+  a change that was lost, or forgotten by deletion before their delete landed);
 - the store's incomplete multipart uploads older than the timeout.
 
 An ambiguous failure (the ``finished`` change may have landed) is settled by
@@ -26,13 +29,14 @@ from collections.abc import Callable
 
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.segment import LogSegment
-from tierlog.storage.tier.layout import new_segment_id, segment_key, segments_prefix
-from tierlog.storage.tier.manifest import (
-    FencedWriterError,
-    PartitionManifest,
-    RemoteSegment,
-    SegmentState,
+from tierlog.storage.tier.layout import (
+    chunks_prefix,
+    new_segment_id,
+    segment_key,
+    segments_prefix,
 )
+from tierlog.storage.tier.manifest import FencedWriterError, RemoteSegment, SegmentState
+from tierlog.storage.tier.manifest_chunks import names_segment, referenced_chunks
 from tierlog.storage.tier.manifest_store import ManifestWriter
 from tierlog.storage.tier.observer import TierObserver
 from tierlog.storage.tier.segment_object import segment_object
@@ -131,15 +135,22 @@ def sweep_abandoned_uploads(
         writer.update(lambda m: m.drop([s.segment_id for s in stale]))
         result.abandoned_entries = len(stale)
         result.size_bytes += sum(s.log_size_bytes for s in stale)
-    named = _named_keys(writer.manifest)
+    manifest = writer.manifest
     deadline_s = (now_ms - abandon_after_ms) / 1000
     orphans = [
-        info
+        info.key
         for info in store.list(segments_prefix(tp))
-        if info.key not in named and info.last_modified_s <= deadline_s
+        if info.last_modified_s <= deadline_s
+        and not names_segment(manifest, writer.chunks, info.key)
+    ]
+    referenced = referenced_chunks(manifest, writer.chunks)
+    orphans += [
+        info.key
+        for info in store.list(chunks_prefix(tp))
+        if info.last_modified_s <= deadline_s and info.key not in referenced
     ]
     if orphans:
-        store.delete(info.key for info in orphans)
+        store.delete(orphans)
         result.orphaned_objects = len(orphans)
     result.incomplete_uploads = store.abort_incomplete_uploads(
         segments_prefix(tp), older_than_s=abandon_after_ms / 1000
@@ -152,7 +163,3 @@ def sweep_abandoned_uploads(
             len(orphans),
         )
     return result
-
-
-def _named_keys(manifest: PartitionManifest) -> set[str]:
-    return {segment.key for segment in manifest.segments}
