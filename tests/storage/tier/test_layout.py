@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.layout import (
     SegmentKey,
+    chunk_key,
     manifest_key,
     new_segment_id,
     parse_manifest_version,
@@ -55,3 +56,12 @@ def test_other_keys_are_not_segments_or_manifests() -> None:
     assert parse_segment_key(good + ".tmp") is None
     assert parse_segment_key("abcd/t-0/manifest/00000000000000000001.json") is None
     assert parse_manifest_version(good) is None
+
+
+def test_a_chunk_key_names_its_range_level_and_bytes() -> None:
+    tp = TopicPartition("orders", 3)
+    key = chunk_key(tp, 10, 20, 2, b"body")
+    assert key.startswith(f"{partition_prefix(tp)}chunks/00000000000000000010-")
+    assert key.endswith("-l2-230d8358dc8e8890b4c58deeb62912ee.json")
+    assert chunk_key(tp, 10, 20, 2, b"body") == key != chunk_key(tp, 10, 20, 2, b"other")
+    assert parse_segment_key(key) is None and parse_manifest_version(key) is None
