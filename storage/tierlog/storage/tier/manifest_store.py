@@ -54,7 +54,10 @@ log = logging.getLogger(__name__)
 VERSIONS_TO_KEEP = 3
 _LOAD_ATTEMPTS = 5  # a version pruned between our list and get: list again
 _REBASE_ATTEMPTS = 10
-CHUNKS_KEPT = 256  # decoded chunks a ChunkReader keeps (each at most CHUNK_ENTRIES entries)
+CHUNKS_KEPT = 256  # decoded chunks a reader's ChunkReader keeps (each CHUNK_ENTRIES entries)
+# A writer reads chunks front to back (retention, deletion, the sweep in key order): a
+# few paths' worth is enough, and there is one writer per partition.
+WRITER_CHUNKS_KEPT = 16
 
 
 def load_manifest(store: ObjectStore, tp: TopicPartition) -> PartitionManifest:
@@ -152,7 +155,7 @@ class ManifestWriter:
         self.writer_id = writer_id
         self.writer_epoch = manifest.writer_epoch
         self.chunk_entries = chunk_entries
-        self.chunks = ChunkReader(store)
+        self.chunks = ChunkReader(store, WRITER_CHUNKS_KEPT)
         self.on_change = on_change  # told after every version this writer stores
 
     @property
