@@ -78,6 +78,9 @@ def list_by_prefix_in_key_order(store: ObjectStore, _tmp: Path) -> None:
     listed = [(info.key, info.size_bytes) for info in store.list("p/")]
     assert listed == [("p/1", 3), ("p/2", 3), ("p/sub/3", 7)]
     assert [info.key for info in store.list("zzz")] == []
+    assert [info.key for info in store.list("p/su")] == ["p/sub/3"]
+    assert [info.key for info in store.list("p/sub/")] == ["p/sub/3"]
+    assert [info.key for info in store.list("p/nothing/")] == []
 
 
 def delete_is_idempotent(store: ObjectStore, _tmp: Path) -> None:

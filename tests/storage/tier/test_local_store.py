@@ -44,3 +44,14 @@ def test_a_crashed_writers_leftover_is_swept_only_when_old(tmp_path: Path) -> No
     assert store.abort_incomplete_uploads("", older_than_s=60) == 1
     assert not leftover.exists()
     assert list(store.list("")) == []
+
+
+def test_a_prefix_never_lists_outside_the_root_or_the_incoming_files(tmp_path: Path) -> None:
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret").write_bytes(b"x")
+    store = LocalDirectoryStore(tmp_path / "tier")
+    store.put("p/1", b"1")
+    (tmp_path / "tier" / ".incoming" / "leftover.part").write_bytes(b"half")
+    assert list(store.list("../outside/")) == []
+    assert list(store.list(".incoming/")) == [] and list(store.list("./p/")) == []
+    assert [info.key for info in store.list("p/")] == ["p/1"]

@@ -88,8 +88,15 @@ class LocalDirectoryStore:
             raise ObjectNotFoundError(f"{key} does not exist") from None
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Walks only the directory holding the prefix's last ``/``: listing one
+        partition's manifests does not visit every other object of the store."""
         found: list[ObjectInfo] = []
-        for directory, subdirectories, files in os.walk(self.root):
+        directory_part = prefix.rpartition("/")[0]
+        try:
+            start = self._path(directory_part) if directory_part else self.root
+        except ObjectStoreError:
+            return iter(())  # no legal key starts so
+        for directory, subdirectories, files in os.walk(start):
             if Path(directory) == self.root:
                 subdirectories[:] = [d for d in subdirectories if d != _INCOMING]
             for name in files:
