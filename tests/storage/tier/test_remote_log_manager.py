@@ -3,13 +3,14 @@ by ``FaultyStore`` at chosen calls (the store's behaviour itself is never imitat
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.storage.conftest import FakeClock, make_records, read_all_bytes
+from tests.storage.conftest import FakeClock, make_batch, make_records, read_all_bytes
 from tests.storage.tier.faults import FaultyStore
 from tests.storage.tier.tiering import (
     TP,
@@ -80,7 +81,14 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ObjectStor
     opened.close()
 
 
-def minio_store(minio: MinioServer, bucket: str, tmp_path: Path) -> S3Store:
+def minio_store(
+    minio: MinioServer,
+    bucket: str,
+    tmp_path: Path,
+    *,
+    rate: int | None = None,
+    part: int = 16 << 20,
+) -> S3Store:
     secret = tmp_path / "s3-secret"
     secret.mkdir(exist_ok=True)
     (secret / "access_key_id").write_text(minio.access_key_id)
@@ -95,6 +103,9 @@ def minio_store(minio: MinioServer, bucket: str, tmp_path: Path) -> S3Store:
         max_attempts=2,
         backoff_base_s=0.02,
         backoff_max_s=0.1,
+        upload_rate_bytes_per_s=rate,
+        multipart_threshold_bytes=part,
+        part_size_bytes=part,
     )
     return S3Store(S3Location(bucket, "tier"), options)
 
@@ -296,6 +307,7 @@ def test_a_failed_clean_up_is_left_to_the_sweep(
     rlm.run_once()
     assert tier_offsets(store) == [(0, 12), (12, 15)]  # the idle roll took the rest
     assert stored_keys(store) == manifest_keys(store)
+    assert ("abort", landed[0]) in faulty.calls  # its multipart upload asked for by key
 
 
 def test_total_retention_deletes_from_the_tier_and_moves_the_log_start(
@@ -569,3 +581,52 @@ def test_the_sweep_removes_chunks_no_head_reaches(
     kept = [info.key for info in store.list(chunks_prefix(TP))]
     assert lost.ref.key not in kept and kept == [ref.key for ref in load_manifest(store, TP).chunks]
     assert stored_keys(store) == manifest_keys(store)
+
+
+@pytest.mark.slow
+def test_the_sweep_aborts_a_multipart_upload_left_before_a_minio_restart(
+    tmp_path: Path, minio: MinioServer, s3_bucket: str, clock: FakeClock
+) -> None:
+    """MinIO lists a bucket's multipart uploads from memory (a restart forgets them) and
+    by Prefix only for an exact key: the sweep must ask by each abandoned entry's key."""
+    clock.now_ms = int(time.time() * 1000)
+    config = tiered_config(segment_bytes=12 << 20)
+    log = open_log(tmp_path / "data", clock, config)
+    for batch in range(14):  # one closed segment of ~12 MiB: a multipart upload in 5 MiB parts
+        log.append(make_batch(1000, value_size=1000, tag=f"{batch:02d}"))
+    first_end = log.segments[0].next_offset
+    slow = minio_store(minio, s3_bucket, tmp_path, rate=2 << 20, part=5 << 20)
+    rlm = manager(slow, clock)
+    rlm.attach(TP, log)
+    failed: list[BaseException] = []
+    passing = threading.Thread(target=lambda: run_catching(rlm, failed))
+    passing.start()
+    client, deadline = minio.client(), time.monotonic() + 30
+    while not client.list_multipart_uploads(Bucket=s3_bucket).get("Uploads"):
+        assert time.monotonic() < deadline, "the multipart upload never started"
+        time.sleep(0.05)
+    minio.kill()  # mid-upload: neither the upload nor its clean-up can finish
+    passing.join(timeout=60)
+    minio.start()
+    assert failed == []  # the pass failed inside, and backs off
+    (entry,) = load_manifest(slow, TP).in_state(SegmentState.STARTED)
+    full_key = f"tier/{entry.key}"
+    assert client.list_multipart_uploads(Bucket=s3_bucket).get("Uploads", []) == []  # forgotten
+    assert client.list_multipart_uploads(Bucket=s3_bucket, Prefix=full_key)["Uploads"]
+    assert slow.abort_incomplete_uploads(segments_prefix(TP), older_than_s=0) == 0  # missed
+
+    clock.advance(CONFIG.abandon_upload_ms + CONFIG.sweep_interval_ms)
+    rlm.run_once()  # uploads the segment again, then sweeps the abandoned attempt
+    assert client.list_multipart_uploads(Bucket=s3_bucket, Prefix=full_key).get("Uploads", []) == []
+    assert load_manifest(slow, TP).in_state(SegmentState.STARTED) == ()
+    assert tier_offsets(slow)[0] == (0, first_end) and log.tiered_end_offset == 14 * 1000
+    assert stored_keys(slow) == manifest_keys(slow)
+    slow.close()
+    log.close()
+
+
+def run_catching(rlm: RemoteLogManager, failed: list[BaseException]) -> None:
+    try:
+        rlm.run_once()
+    except BaseException as error:
+        failed.append(error)

@@ -4,9 +4,9 @@ that removes what failed attempts left behind.
 An attempt: gather the segment's object (``segment_object``), record a ``started``
 manifest entry naming its key, PUT the object, mark the entry ``finished``. Readers
 only ever see finished entries, so a failed attempt leaves nothing readable. When an
-attempt fails it cleans up at once if it can (entry still ``started``: delete the
-object, then drop the entry); what it cannot clean (the store is down) the sweep
-removes later:
+attempt fails it cleans up at once if it can (entry still ``started``: abort its
+multipart upload, delete the object, then drop the entry); what it cannot clean (the
+store is down) the sweep removes later:
 
 - ``started`` entries older than the abandon timeout (a crashed or deposed writer's,
   or one whose clean-up failed): object deleted, then entry dropped;
@@ -15,7 +15,9 @@ removes later:
   the delete failed);
 - manifest chunks no head reaches any more that are older than the timeout (sealed by
   a change that was lost, or forgotten by deletion before their delete landed);
-- the store's incomplete multipart uploads older than the timeout.
+- the store's incomplete multipart uploads: those of the abandoned ``started``
+  entries' keys, asked by full key (the only way MinIO finds one left before it
+  restarted), and any under the partition's ``segments/`` older than the timeout.
 
 An ambiguous failure (the ``finished`` change may have landed) is settled by
 reading the manifest again before cleaning up: a finished entry is kept.
@@ -101,6 +103,7 @@ def _clean_up_failed_attempt(writer: ManifestWriter, entry: RemoteSegment) -> Re
         current = writer.refresh().segment(entry.segment_id)
         if current.state is SegmentState.FINISHED:
             return current
+        writer.store.abort_incomplete_uploads(entry.key, older_than_s=0)
         writer.store.delete([entry.key])
         writer.update(lambda manifest: manifest.drop([entry.segment_id]))
     except FencedWriterError:
@@ -131,6 +134,12 @@ def sweep_abandoned_uploads(
         if now_ms - s.created_ms >= abandon_after_ms
     ]
     if stale:
+        # Each by its full key first: MinIO finds an upload left before it restarted only
+        # so (its bucket-wide listing lives in memory); the attempt is abandoned whatever
+        # the upload's own age.
+        result.incomplete_uploads = sum(
+            store.abort_incomplete_uploads(s.key, older_than_s=0) for s in stale
+        )
         store.delete(s.key for s in stale)
         writer.update(lambda m: m.drop([s.segment_id for s in stale]))
         result.abandoned_entries = len(stale)
@@ -152,7 +161,7 @@ def sweep_abandoned_uploads(
     if orphans:
         store.delete(orphans)
         result.orphaned_objects = len(orphans)
-    result.incomplete_uploads = store.abort_incomplete_uploads(
+    result.incomplete_uploads += store.abort_incomplete_uploads(
         segments_prefix(tp), older_than_s=abandon_after_ms / 1000
     )
     if stale or orphans:
