@@ -3,14 +3,17 @@ routing by Metadata and NOT_LEADER_OR_FOLLOWER."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from tierlog.api.errors import LeaderNotAvailableError
 from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
 from tierlog.client import (
+    AdminClient,
     Consumer,
     Producer,
     RequestTimedOutError,
@@ -19,6 +22,7 @@ from tierlog.client import (
 )
 from tierlog.client.consumer import ConsumerRecord
 from tierlog.client.rpc import open_channel
+from tierlog.sidecar.ownership import NO_OWNER
 from tierlog.storage.errors import UnknownTopicOrPartitionError
 
 from .conftest import SidecarStarter, create_topic
@@ -164,6 +168,40 @@ def test_each_partition_goes_to_its_owner_and_stale_metadata_is_corrected(
     # A consumer that knows only the other broker finds every record.
     records = consume_all(second.address, "spread", 6)
     assert Counter(r.partition for r in records) == Counter(range(6))
+
+
+def test_a_partition_without_an_owner_waits_and_then_goes_to_the_owner_named(
+    sidecars: SidecarStarter, tmp_path: Path
+) -> None:
+    """While the operator's plan places a partition on nobody (it moves between brokers),
+    one-off calls fail with the retriable LEADER_NOT_AVAILABLE and a produce is retried
+    until an owner is named."""
+    port = free_port()
+    plan = tmp_path / "assignment.json"
+
+    def place(owner: int) -> None:
+        document = {
+            "version": 1,
+            "brokers": {"0": f"127.0.0.1:{port}"},
+            "topics": {"moving": [owner]},
+        }
+        plan.with_suffix(".tmp").write_text(json.dumps(document))
+        plan.with_suffix(".tmp").replace(plan)
+
+    place(NO_OWNER)
+    broker = sidecars("b0", "node.id=0", f"tierlog.cluster.assignment.file={plan}", port=port)
+    create_topic(broker.address, "moving")
+    tp = TopicPartition("moving", 0)
+    with AdminClient(broker.address) as admin, pytest.raises(LeaderNotAvailableError):
+        admin.delete_records(tp, 0)
+    config = {"bootstrap.servers": broker.address, "linger.ms": 0, "retry.backoff.ms": 50}
+    with Producer(config) as producer:
+        future = producer.send("moving", b"waited", partition=0)
+        time.sleep(1)
+        assert not future.done()
+        place(0)
+        assert future.result(timeout=20).offset == 0
+    assert high_watermark(broker.address, "moving") == 1
 
 
 def test_producer_ids_differ_between_producers(sidecar: LiveSidecar, tmp_path: Path) -> None:

@@ -136,13 +136,16 @@ class Brokers:
     (paths and listeners made local), creates the Pod object from the StatefulSet's
     template (its grpc port the sidecar's, its IP 127.0.0.1) and writes the Pod's status
     (Ready) itself. ``project()`` copies the ConfigMap's assignment.json to the file the
-    sidecars read, as the kubelet projects a ConfigMap volume.
+    sidecars read, as the kubelet projects a ConfigMap volume, with each started broker's
+    address (``NAME-N.NAME-brokers.NS.svc:9092``) as its loopback address, as the cluster's
+    DNS would resolve it, so clients can follow the plan to the owners.
     """
 
     def __init__(self, plane: ControlPlane, namespace: str, cluster: str, workdir: Path):
         self.plane, self.namespace, self.cluster, self.workdir = plane, namespace, cluster, workdir
         self.assignment_file = workdir / "assignment.json"
         self.sidecars: dict[int, SidecarProcess] = {}
+        self.ports: dict[int, int] = {}  # broker id -> its sidecar's port, kept on restarts
         self.started = Sidecars()
 
     def config_map(self) -> dict[str, str]:
@@ -158,9 +161,12 @@ class Brokers:
         return found
 
     def project(self) -> None:
-        text = self.config_map()["assignment.json"]
+        plan = json.loads(self.config_map()["assignment.json"])
+        for node, port in self.ports.items():
+            if str(node) in plan["brokers"]:
+                plan["brokers"][str(node)] = f"127.0.0.1:{port}"
         partial = self.assignment_file.with_suffix(".partial")
-        partial.write_text(text)
+        partial.write_text(json.dumps(plan))
         partial.replace(self.assignment_file)
 
     def _configs(self, node: int) -> tuple[str, ...]:
@@ -183,9 +189,8 @@ class Brokers:
 
     def start(self, node: int) -> SidecarProcess:
         """Start (or restart) broker ``node``'s sidecar and publish its ready Pod."""
+        port = self.ports.setdefault(node, free_port())
         self.project()
-        earlier = self.sidecars.get(node)
-        port = earlier.port if earlier else 0
         sidecar = SidecarProcess(self.workdir / f"broker-{node}", self._configs(node), port)
         self.sidecars[node] = self.started.add(sidecar.start())
         self.create_pod(node, sidecar.port)

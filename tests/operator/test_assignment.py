@@ -1,14 +1,16 @@
-"""The partition plan: stable under scale-up, moves only a leaving broker's partitions."""
+"""The partition plan: stable under scale-up; a leaving broker's partitions are released to
+nobody, then handed over once it is drained."""
 
 from __future__ import annotations
 
+import json
 import zlib
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tierlog.operator.assignment import Assignment, plan
+from tierlog.operator.assignment import NO_OWNER, Assignment, hand_over, plan
 from tierlog.sidecar.ownership import Broker, Ownership
 from tierlog.storage.checkpoints import TopicPartition
 
@@ -22,7 +24,9 @@ def test_new_partitions_go_where_the_sidecars_hash_puts_them() -> None:
     ownership = Ownership(0, tuple(Broker(node, address) for node, address in brokers(3).items()))
     for topic, owners in assignment.topics.items():
         for partition, owner in enumerate(owners):
-            assert ownership.owner(TopicPartition(topic, partition)).node_id == owner
+            assert ownership.owner(TopicPartition(topic, partition)) == Broker(
+                owner, f"b{owner}:9092"
+            )
 
 
 def test_scale_up_moves_nothing_and_new_partitions_may_use_new_brokers() -> None:
@@ -33,14 +37,30 @@ def test_scale_up_moves_nothing_and_new_partitions_may_use_new_brokers() -> None
     assert after.topics["orders"][6:] == ((start + 6) % 4, (start + 7) % 4)
 
 
-def test_leaving_brokers_lose_exactly_their_partitions_to_the_least_loaded() -> None:
+def test_leaving_brokers_release_exactly_their_partitions_to_nobody() -> None:
     before = Assignment(brokers(3), {"t": (0, 1, 2, 2, 2, 0)})
     after = plan(brokers(3), {"t": 6}, before, leaving=[2])
-    assert after.topics["t"][:2] == (0, 1)
-    assert after.topics["t"][5] == 0
-    assert 2 not in after.topics["t"]
-    assert sorted(after.topics["t"]).count(0) == 3 and sorted(after.topics["t"]).count(1) == 3
+    assert after.topics["t"] == (0, 1, NO_OWNER, NO_OWNER, NO_OWNER, 0)
+    assert after.released == {"t": {2: 2, 3: 2, 4: 2}}
+    assert after.unowned() == [("t", 2), ("t", 3), ("t", 4)]
     assert after.brokers == brokers(3)  # leaving brokers stay listed until they are gone
+    # planning again keeps them released: only hand_over gives them owners
+    assert plan(brokers(3), {"t": 6}, after, leaving=[2]) == after
+    assert plan(brokers(3), {"t": 6}, after) == after
+
+
+def test_hand_over_waits_for_the_releasing_broker_to_be_drained() -> None:
+    released = plan(brokers(3), {"t": 6}, Assignment(brokers(3), {"t": (0, 1, 2, 2, 2, 0)}), [2])
+    assert hand_over(released, staying=[0, 1]) == released
+    handed = hand_over(released, staying=[0, 1], drained=[2])
+    assert handed.topics["t"][:2] == (0, 1) and handed.topics["t"][5] == 0
+    assert sorted(handed.topics["t"]).count(0) == 3 and sorted(handed.topics["t"]).count(1) == 3
+    assert handed.released == {} and handed.unowned() == []
+
+
+def test_a_called_off_release_goes_back_to_the_releasing_broker() -> None:
+    released = plan(brokers(3), {"t": 3}, Assignment(brokers(3), {"t": (2, 0, 2)}), [2])
+    assert hand_over(released, staying=[0, 1, 2]).topics["t"] == (2, 0, 2)
 
 
 def test_no_staying_broker_is_an_error() -> None:
@@ -51,6 +71,10 @@ def test_no_staying_broker_is_an_error() -> None:
 def test_json_round_trip() -> None:
     assignment = plan(brokers(3), {"orders": 4})
     assert Assignment.from_json(assignment.to_json()) == assignment
+    released = plan(brokers(3), {"orders": 4}, assignment, leaving=[assignment.topics["orders"][0]])
+    assert Assignment.from_json(released.to_json()) == released
+    # what the sidecars read: NO_OWNER for a released partition
+    assert NO_OWNER in json.loads(released.to_json())["topics"]["orders"]
     with pytest.raises(ValueError, match="version"):
         Assignment.from_json('{"version": 9, "brokers": {}, "topics": {}}')
 
@@ -71,11 +95,16 @@ def test_every_partition_has_one_staying_owner_and_survivors_keep_theirs(
 ) -> None:
     before = plan(brokers(start), counts)
     leaving = range(end, start)
-    after = plan(brokers(max(start, end)), counts, before, leaving=leaving)
+    released = plan(brokers(max(start, end)), counts, before, leaving=leaving)
+    after = hand_over(released, staying=range(end), drained=leaving)
     for topic, count in counts.items():
+        for partition, owner in enumerate(before.topics[topic]):
+            if owner < end:  # it stays: never released, never moved
+                assert released.topics[topic][partition] == owner
+                assert after.topics[topic][partition] == owner
+            else:  # released by its owner, unowned until handed over
+                assert released.topics[topic][partition] == NO_OWNER
+                assert released.holder(topic, partition) == owner
         owners = after.topics[topic]
         assert len(owners) == count
-        assert all(owner < end for owner in owners)
-        for partition, owner in enumerate(before.topics[topic]):
-            if owner < end:
-                assert owners[partition] == owner
+        assert all(0 <= owner < end for owner in owners)

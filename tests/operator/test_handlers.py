@@ -276,44 +276,6 @@ def test_scale_up_and_a_refused_scale_down_without_a_tier(
     assert body["status"]["readyBrokers"] == 3
 
 
-def test_scale_down_drains_the_leaving_broker_through_the_tier(
-    kube: ControlPlane,
-    operator: RunningOperator,
-    brokers_for: Callable[[str, str], Brokers],
-    tmp_path: Path,
-) -> None:
-    ns = operator.namespace
-    brokers = brokers_for(ns, "demo")
-    tier = {"url": (tmp_path / "tier").as_uri()}
-    ready_cluster(kube, ns, brokers, "demo", 3, tier=tier)
-    apply(kube, ns, topic("orders", "demo", 6))
-    wait_for(
-        "the topic Ready",
-        lambda: condition(get(kube, ns, "tierlogtopic", "orders"), "Ready")["status"] == "True",
-    )
-    before = wait_for(
-        "the plan of the topic",
-        lambda: get(kube, ns, "tierlogcluster", "demo")["status"]["assignment"].get("orders"),
-    )
-    assert 2 in before
-    apply(kube, ns, cluster("demo", brokers=2, tier=tier))
-
-    def drained() -> bool:
-        brokers.project()  # the kubelet updates the pods' ConfigMap volume
-        return bool(get(kube, ns, "statefulset", "demo")["spec"]["replicas"] == 2)
-
-    wait_for("the drained scale-down", drained, timeout_s=90)
-    body = get(kube, ns, "tierlogcluster", "demo")
-    after = body["status"]["assignment"]["orders"]
-    assert 2 not in after
-    assert [a for a, b in zip(after, before, strict=True) if b != 2] == [
-        b for b in before if b != 2
-    ]
-    plan = json.loads(brokers.config_map()["assignment.json"])
-    assert sorted(plan["brokers"]) == ["0", "1"]
-    assert any(reason == "Scaled" for reason, _ in events(kube, ns))
-
-
 def _tier_with_objects(root: Path, count: int) -> Path:
     """A file:// tier holding ``count`` objects, written through the store brokers use."""
     store = LocalDirectoryStore(root)

@@ -11,7 +11,7 @@ import pytest
 from tests.support.sidecars import Sidecars, free_port
 from tierlog.api.errors import NotLeaderOrFollowerError
 from tierlog.api.v1 import admin_service_pb2, common_pb2, log_service_pb2
-from tierlog.sidecar.ownership import Broker, Ownership, read_assignment_file
+from tierlog.sidecar.ownership import NO_OWNER, Broker, Ownership, read_assignment_file
 from tierlog.storage.checkpoints import TopicPartition
 
 from .conftest import Sidecar
@@ -28,7 +28,8 @@ def test_brokers_agree_and_spread_each_topics_partitions() -> None:
     views = [Ownership(broker.node_id, BROKERS) for broker in BROKERS]
     for topic in ("orders", "events", "x"):
         tps = [TopicPartition(topic, p) for p in range(6)]
-        owners = [views[0].owner(tp) for tp in tps]
+        owners = [owner for tp in tps if (owner := views[0].owner(tp)) is not None]
+        assert len(owners) == len(tps)
         assert all(
             view.owner(tp) == owner for view in views for tp, owner in zip(tps, owners, strict=True)
         )
@@ -41,6 +42,7 @@ def test_brokers_agree_and_spread_each_topics_partitions() -> None:
 def test_the_others_are_told_who_owns_it() -> None:
     tp = TopicPartition("orders", 0)
     owner = Ownership(0, BROKERS).owner(tp)
+    assert owner is not None
     stranger = next(broker for broker in BROKERS if broker != owner)
     with pytest.raises(NotLeaderOrFollowerError) as caught:
         Ownership(stranger.node_id, BROKERS).check(tp)
@@ -56,11 +58,22 @@ def test_a_broker_missing_from_the_list_is_refused() -> None:
 def test_the_operators_placement_wins_and_the_rest_hash() -> None:
     placed = Ownership(0, BROKERS, {"orders": (2, 2, 0)})
     hashed = Ownership(0, BROKERS)
-    assert [placed.owner(TopicPartition("orders", p)).node_id for p in range(3)] == [2, 2, 0]
+    owners = [placed.owner(TopicPartition("orders", p)) for p in range(3)]
+    assert owners == [BROKERS[2], BROKERS[2], BROKERS[0]]
     beyond = TopicPartition("orders", 3)  # grown since the plan was written
     assert placed.owner(beyond) == hashed.owner(beyond)
     other = TopicPartition("events", 1)
     assert placed.owner(other) == hashed.owner(other)
+
+
+def test_a_partition_placed_on_nobody_is_served_by_nobody() -> None:
+    views = [Ownership(broker.node_id, BROKERS, {"orders": (0, NO_OWNER)}) for broker in BROKERS]
+    moving = TopicPartition("orders", 1)
+    assert all(view.owner(moving) is None and not view.owns(moving) for view in views)
+    with pytest.raises(NotLeaderOrFollowerError, match="no owner") as caught:
+        views[2].check(moving)
+    assert (caught.value.leader_id, caught.value.leader_address) == (NO_OWNER, "")
+    assert views[0].owns(TopicPartition("orders", 0))
 
 
 def test_a_placement_on_an_unlisted_broker_is_refused() -> None:

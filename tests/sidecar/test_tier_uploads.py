@@ -7,19 +7,25 @@ point at the same bucket.
 
 from __future__ import annotations
 
+import functools
+import json
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import grpc
+import pytest
+
 from tests.support.scrape import METRICS, Scrape, scrape_sidecar
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2
+from tierlog.sidecar.ownership import NO_OWNER
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.records import SimpleRecord, build_batch
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest_store import load_view
 
-from .conftest import Sidecar, SidecarFactory
+from .conftest import Sidecar, SidecarFactory, reason_of
 
 TIERED = {
     "remote_storage_enable": "true",
@@ -127,3 +133,52 @@ def test_a_restart_waits_for_segments_the_tier_lacks(
     ready = sidecar.admin.PrepareRestart(admin_service_pb2.PrepareRestartRequest())
     assert (ready.tier_enabled, ready.segments_awaiting_upload, ready.safe) == (True, 3, False)
     assert ready.unflushed_messages == 0
+
+
+def test_a_released_partition_is_rolled_and_uploaded_whole_before_it_counts_as_drained(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    """The operator's plan places the partition on nobody (-1): the broker stops serving
+    it, and PrepareRestart sends all of it to the tier, the active segment included,
+    without waiting for the uploader's next pass (an hour away here)."""
+    plan = tmp_path / "assignment.json"
+    write_plan = functools.partial(_write_plan, plan, 0)
+    write_plan([0])
+    sidecar = sidecar_factory(
+        tmp_path / "data",
+        "remote.log.manager.task.interval.ms=3600000",
+        f"tierlog.cluster.assignment.file={plan}",
+    )
+    sidecar.create_topic("offload", 1, **TIERED)
+    produce(sidecar, 12)  # three closed segments and an active one, none uploaded
+    assert offsets(sidecar)[1] == 60
+    ready = sidecar.admin.PrepareRestart(admin_service_pb2.PrepareRestartRequest())
+    assert (ready.segments_awaiting_upload, ready.safe) == (3, False)  # owned: not rolled
+
+    write_plan([NO_OWNER])
+    metadata = admin_service_pb2.MetadataRequest(topics=["offload"])
+    deadline = time.monotonic() + 20
+    while sidecar.admin.Metadata(metadata).topics[0].partitions[0].leader_id != NO_OWNER:
+        assert time.monotonic() < deadline, "the new plan was not picked up"
+        time.sleep(0.2)
+    leader = sidecar.admin.Metadata(metadata).topics[0].partitions[0]
+    assert (leader.leader_id, leader.leader_address) == (NO_OWNER, "")
+    with pytest.raises(grpc.RpcError) as refused:
+        produce(sidecar, 1)
+    assert reason_of(refused.value) == "NOT_LEADER_OR_FOLLOWER"
+
+    deadline = time.monotonic() + 30
+    while not (
+        ready := sidecar.admin.PrepareRestart(admin_service_pb2.PrepareRestartRequest())
+    ).safe:
+        assert time.monotonic() < deadline, f"never drained: {ready}"
+        time.sleep(0.2)
+    assert ready.segments_awaiting_upload == 0
+    view = load_view(LocalDirectoryStore(tmp_path / "data" / "tier"), TopicPartition("offload", 0))
+    assert view.end_offset == 60  # everything it acknowledged, the active segment's too
+
+
+def _write_plan(path: Path, node: int, owners: list[int]) -> None:
+    document = {"version": 1, "brokers": {str(node): "127.0.0.1:1"}, "topics": {"offload": owners}}
+    path.with_suffix(".tmp").write_text(json.dumps(document))
+    path.with_suffix(".tmp").replace(path)

@@ -8,18 +8,26 @@ exactly the leaving brokers' partitions, once the tier holds their data.
 Rules, in order: a partition stays with its owner while that broker stays; a new
 partition goes where the sidecar's own fallback would put it (``crc32(topic) + p``
 over the sorted broker list, see ``tierlog.sidecar.ownership``), so a broker that has
-not re-read the plan yet agrees with it; a partition whose owner leaves goes to the
-staying broker owning fewest partitions (lowest id on ties). Deterministic throughout.
+not re-read the plan yet agrees with it. A leaving broker's partition is first
+*released*: placed on ``NO_OWNER``, so nobody serves it, and remembered as released by
+that broker, whose volume holds the data the tier may still lack. Only ``hand_over``
+gives it an owner again: back to the broker that released it if that one stays (a
+scale-down called off), or to the staying broker owning fewest partitions (lowest id on
+ties) once the releasing broker is drained. A new owner claims the partition's tier and
+fences the old one, so handing over before the drain would lose the data not yet
+uploaded. Deterministic throughout.
 """
 
 from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
-__all__ = ["Assignment", "plan"]
+from tierlog.sidecar.ownership import NO_OWNER
+
+__all__ = ["NO_OWNER", "Assignment", "hand_over", "plan"]
 
 _VERSION = 1
 
@@ -27,7 +35,9 @@ _VERSION = 1
 @dataclass(frozen=True)
 class Assignment:
     brokers: Mapping[int, str]  # broker id -> address clients dial
-    topics: Mapping[str, tuple[int, ...]]  # topic -> owner id of each partition
+    topics: Mapping[str, tuple[int, ...]]  # topic -> owner id of each partition, or NO_OWNER
+    # topic -> partition -> the broker that released it (and holds its data meanwhile)
+    released: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
 
     def owned_by(self, broker_id: int) -> list[tuple[str, int]]:
         return [
@@ -37,11 +47,27 @@ class Assignment:
             if owner == broker_id
         ]
 
+    def unowned(self) -> list[tuple[str, int]]:
+        return self.owned_by(NO_OWNER)
+
+    def holder(self, topic: str, partition: int) -> int:
+        """The broker whose volume has the partition's data: its owner, or while it moves,
+        the broker that released it (NO_OWNER if unknown)."""
+        owner = self.topics[topic][partition]
+        if owner != NO_OWNER:
+            return owner
+        return self.released.get(topic, {}).get(partition, NO_OWNER)
+
     def to_json(self) -> str:
         document = {
             "version": _VERSION,
             "brokers": {str(node): address for node, address in sorted(self.brokers.items())},
             "topics": {topic: list(owners) for topic, owners in sorted(self.topics.items())},
+            "released": {
+                topic: {str(partition): node for partition, node in sorted(by_partition.items())}
+                for topic, by_partition in sorted(self.released.items())
+                if by_partition
+            },
         }
         return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
@@ -56,6 +82,10 @@ class Assignment:
                 str(topic): tuple(int(owner) for owner in owners)
                 for topic, owners in document["topics"].items()
             },
+            released={
+                str(topic): {int(partition): int(node) for partition, node in by_partition.items()}
+                for topic, by_partition in (document.get("released") or {}).items()
+            },
         )
 
 
@@ -66,36 +96,72 @@ def plan(
     leaving: Iterable[int] = (),
 ) -> Assignment:
     """The assignment of ``topics`` (name -> partition count) over ``brokers``, keeping what
-    ``previous`` placed on brokers that stay; ``leaving`` brokers keep nothing."""
+    ``previous`` placed on brokers that stay; ``leaving`` brokers release theirs, and
+    partitions released earlier stay unowned (see ``hand_over``)."""
     gone = set(leaving)
     staying = sorted(node for node in brokers if node not in gone)
     if not staying:
         raise ValueError("no broker to assign partitions to")
-    earlier: Mapping[str, Sequence[int]] = previous.topics if previous else {}
+    earlier = previous or Assignment({}, {})
     load = dict.fromkeys(staying, 0)
     kept: dict[str, list[int | None]] = {}
+    released: dict[str, dict[int, int]] = {}
     for topic, count in sorted(topics.items()):
+        before: Sequence[int] = earlier.topics.get(topic, ())
         owners: list[int | None] = []
-        for partition in range(count):
-            before = earlier.get(topic, ())
-            owner = before[partition] if partition < len(before) else None
-            if owner in load:
-                load[owner] += 1
-                owners.append(owner)
+        for partition in range(min(count, len(before))):
+            holder = earlier.holder(topic, partition)
+            if holder in load and before[partition] == holder:  # it stays where it is
+                load[holder] += 1
+                owners.append(holder)
+            elif holder in load or holder in gone:  # released, or to be released now
+                owners.append(NO_OWNER)
+                released.setdefault(topic, {})[partition] = holder
             else:
-                owners.append(None)
-        kept[topic] = owners
+                owners.append(None)  # nobody known holds it: placed below
+        kept[topic] = owners + [None] * (count - len(owners))
     placed: dict[str, tuple[int, ...]] = {}
     for topic, owners in kept.items():
-        known = len(earlier.get(topic, ()))
+        known = len(earlier.topics.get(topic, ()))
         for partition, owner in enumerate(owners):
             if owner is not None:
                 continue
             if partition >= known and not gone:  # new: where the sidecar's hash puts it
                 chosen = staying[(zlib.crc32(topic.encode()) + partition) % len(staying)]
-            else:  # its owner leaves
-                chosen = min(staying, key=lambda node: (load[node], node))
+            else:
+                chosen = _least_loaded(load)
             load[chosen] += 1
             owners[partition] = chosen
         placed[topic] = tuple(owner for owner in owners if owner is not None)
-    return Assignment(brokers=dict(brokers), topics=placed)
+    return Assignment(dict(brokers), placed, released)
+
+
+def hand_over(
+    assignment: Assignment, staying: Collection[int], drained: Collection[int] = ()
+) -> Assignment:
+    """Owners for released partitions: the broker that released one takes it back if it
+    stays; a ``drained`` broker's (all its data in the tier) go to the least-loaded of
+    ``staying``; the rest stay unowned."""
+    load = {node: len(assignment.owned_by(node)) for node in sorted(staying)}
+    topics = {topic: list(owners) for topic, owners in assignment.topics.items()}
+    released = {topic: dict(by) for topic, by in assignment.released.items()}
+    for topic, partition in assignment.unowned():
+        holder = assignment.holder(topic, partition)
+        if holder in load:
+            chosen = holder
+        elif holder in drained and load:
+            chosen = _least_loaded(load)
+        else:
+            continue
+        load[chosen] += 1
+        topics[topic][partition] = chosen
+        del released[topic][partition]
+    return Assignment(
+        assignment.brokers,
+        {topic: tuple(owners) for topic, owners in topics.items()},
+        {topic: by for topic, by in released.items() if by},
+    )
+
+
+def _least_loaded(load: Mapping[int, int]) -> int:
+    return min(load, key=lambda node: (load[node], node))

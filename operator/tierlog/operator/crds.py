@@ -380,7 +380,8 @@ def _cluster_status() -> Schema:
             "assignment": {
                 "type": "object",
                 "description": "The partition assignment: topic -> the owning broker id of "
-                "each partition, in partition order",
+                "each partition, in partition order (-1: moving between brokers during a "
+                "scale-down, served by nobody)",
                 "additionalProperties": {"type": "array", "items": {"type": "integer"}},
             },
         },

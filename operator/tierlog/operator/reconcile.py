@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tierlog.operator import brokers
-from tierlog.operator.assignment import Assignment
+from tierlog.operator.assignment import NO_OWNER, Assignment
 from tierlog.operator.conditions import DEGRADED, PAUSED, PROGRESSING, READY, Condition, merge
 from tierlog.operator.kube import Kube
 from tierlog.operator.pods import broker_pod
@@ -29,7 +29,7 @@ from tierlog.operator.render.policy import network_policy, pod_disruption_budget
 from tierlog.operator.render.services import client_service, headless_service
 from tierlog.operator.render.statefulset import desired_config_hash, stateful_set
 from tierlog.operator.rolling import BrokerPod, Roll, next_restart
-from tierlog.operator.scaling import ScalePlan, plan_scale
+from tierlog.operator.scaling import DRAINING, HANDING_OVER, ScalePlan, plan_scale
 from tierlog.operator.spec import ClusterSpec, TopicSpec
 
 __all__ = [
@@ -93,13 +93,9 @@ def paused_status(body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-async def _topics_of(kube: Kube, cluster: ClusterSpec) -> dict[str, int]:
-    topics: dict[str, int] = {}
-    for body in await kube.topics(cluster.namespace):
-        topic = TopicSpec.from_resource(body)
-        if topic.cluster == cluster.name:
-            topics[topic.name] = topic.partitions
-    return topics
+async def _topics_of(kube: Kube, cluster: ClusterSpec) -> list[TopicSpec]:
+    found = [TopicSpec.from_resource(body) for body in await kube.topics(cluster.namespace)]
+    return [topic for topic in found if topic.cluster == cluster.name]
 
 
 async def _previous_assignment(kube: Kube, cluster: ClusterSpec) -> Assignment | None:
@@ -109,25 +105,34 @@ async def _previous_assignment(kube: Kube, cluster: ClusterSpec) -> Assignment |
     return Assignment.from_json(data[ASSIGNMENT_FILE])
 
 
-async def _drained(
+async def _drain_waits(
     cluster: ClusterSpec, current: int | None, pods: Mapping[int, BrokerPod], topics: list[str]
-) -> set[int]:
-    """Leaving brokers that own nothing any more and say they are safe to remove."""
+) -> dict[int, str]:
+    """What each leaving broker is still waiting for, if anything: a broker that owns
+    nothing any more and says it is safe (flushed, all in the tier) is absent."""
     if current is None or cluster.brokers >= current or cluster.tier is None:
-        return set()
-    drained = set()
+        return {}
+    waits = {}
     for node in range(cluster.brokers, current):
         pod = pods.get(node)
         if pod is None or not pod.ready or not pod.address:
+            waits[node] = "its pod is not ready"
             continue
         try:
-            if await brokers.owned_partitions(pod.address, topics):
+            owned = await brokers.owned_partitions(pod.address, topics)
+            if owned:
+                waits[node] = f"it still serves {owned} partitions (the new plan not read yet)"
                 continue
-            if (await brokers.prepare_restart(pod.address)).safe:
-                drained.add(node)
-        except Exception:  # an unreachable broker is not drained; the next pass asks again
+            readiness = await brokers.prepare_restart(pod.address)
+        except Exception as error:  # unreachable: not drained; the next pass asks again
+            waits[node] = f"it does not answer ({type(error).__name__})"
             continue
-    return drained
+        if not readiness.safe:
+            waits[node] = (
+                f"{readiness.segments_awaiting_upload} segments waiting for the tier, "
+                f"{readiness.unflushed_messages} unflushed messages"
+            )
+    return waits
 
 
 async def _apply_all(
@@ -201,7 +206,9 @@ async def reconcile_cluster(
         return Pass(paused_status(body))
     cluster = ClusterSpec.from_resource(body)
     owner = Owner(cluster.name, body["metadata"]["uid"])
-    topics = await _topics_of(kube, cluster)
+    topic_specs = await _topics_of(kube, cluster)
+    topics = {topic.name: topic.partitions for topic in topic_specs}
+    untiered = [topic.name for topic in topic_specs if not topic.tiered]
     previous = await _previous_assignment(kube, cluster)
     current = await kube.stateful_set_replicas(cluster.namespace, cluster.name)
     found = [
@@ -210,7 +217,7 @@ async def reconcile_cluster(
     pods = {pod.broker_id: pod for pod in found if pod is not None}
     width = max(cluster.brokers, current or 0)
     addresses = {node: broker_address(cluster, node) for node in range(width)}
-    drained = await _drained(cluster, current, pods, sorted(topics))
+    waits = await _drain_waits(cluster, current, pods, sorted(topics))
     scale = plan_scale(
         cluster.brokers,
         current,
@@ -218,17 +225,11 @@ async def reconcile_cluster(
         topics,
         previous,
         has_tier=cluster.tier is not None,
-        drained=drained,
+        untiered=untiered,
+        drained=set(range(cluster.brokers, current or 0)) - set(waits),
     )
     events = await _apply_all(kube, cluster, owner, scale)
-    if scale.refused:
-        events.append(Event(True, "ScaleDownRefused", scale.refused))
-    if scale.replicas != current and current is not None:
-        events.append(
-            Event(
-                False, "Scaled", f"brokers {current} -> {scale.replicas} (asked: {cluster.brokers})"
-            )
-        )
+    events += _scale_events(scale, previous, current, cluster.brokers)
     desired_hash = desired_config_hash(cluster)
     serving = min(cluster.brokers, scale.replicas)
     roll = next_restart(list(pods.values()), desired_hash, serving)
@@ -236,8 +237,72 @@ async def reconcile_cluster(
     if restart_events and restart_events[-1].reason == "RestartingBroker" and roll.restart:
         await delete_pod(roll.restart.name)
     events += restart_events
-    status = _status(body, cluster, scale, pods, roll, desired_hash, serving)
+    status = _status(body, cluster, scale, pods, roll, desired_hash, serving, waits)
     return Pass(status, events)
+
+
+def _partitions_text(partitions: list[tuple[str, int]]) -> str:
+    named = [f"{topic}-{partition}" for topic, partition in partitions]
+    return ", ".join(named[:10]) + (f" and {len(named) - 10} more" if len(named) > 10 else "")
+
+
+def _scale_events(
+    scale: ScalePlan, previous: Assignment | None, current: int | None, asked: int
+) -> list[Event]:
+    """An event for each step a scale-down takes (the plan changed), and its refusal."""
+    events = []
+    if scale.refused:
+        events.append(Event(True, "ScaleDownRefused", scale.refused))
+    before = set(previous.unowned()) if previous else set()
+    released = [tp for tp in scale.assignment.unowned() if tp not in before]
+    if released:
+        events.append(
+            Event(
+                False,
+                "PartitionsReleased",
+                f"brokers {list(scale.draining)} stopped serving {len(released)} partitions "
+                f"({_partitions_text(released)}); nobody serves them until the tier holds "
+                "all of their data",
+            )
+        )
+    placed = scale.assignment.topics
+    handed = sorted(
+        (topic, p)
+        for topic, p in before
+        if p < len(placed.get(topic, ())) and placed[topic][p] != NO_OWNER
+    )
+    if handed:
+        owners = sorted({placed[topic][p] for topic, p in handed})
+        events.append(
+            Event(
+                False,
+                "PartitionsHandedOver",
+                f"{len(handed)} partitions ({_partitions_text(handed)}) are served by "
+                f"brokers {owners} now",
+            )
+        )
+    if scale.replicas != current and current is not None:
+        events.append(
+            Event(False, "Scaled", f"brokers {current} -> {scale.replicas} (asked: {asked})")
+        )
+    return events
+
+
+def _drain_message(scale: ScalePlan, waits: Mapping[int, str]) -> str:
+    leaving = list(scale.draining)
+    if scale.phase == HANDING_OVER:
+        return (
+            f"brokers {leaving} are drained: their partitions go to the staying brokers, "
+            "then their pods go"
+        )
+    unowned = len(scale.assignment.unowned())
+    if not waits:
+        return f"brokers {leaving} own nothing and are safe: their pods go next"
+    waiting = "; ".join(f"broker {node}: {why}" for node, why in sorted(waits.items()))
+    return (
+        f"brokers {leaving} released {unowned} partitions (unserved until handed over) and "
+        f"upload what the tier lacks first; waiting for {waiting}"
+    )
 
 
 def _broker_states(
@@ -277,6 +342,7 @@ def _status(
     roll: Roll,
     desired_hash: str,
     serving: int,
+    waits: Mapping[int, str],
 ) -> dict[str, Any]:
     ready = [
         node
@@ -286,11 +352,7 @@ def _status(
     all_ready = len(ready) == serving and roll.done
     if scale.draining:
         progressing = Condition(
-            PROGRESSING,
-            True,
-            "Draining",
-            f"moving the partitions of brokers {list(scale.draining)} through the tier "
-            "before their pods go",
+            PROGRESSING, True, scale.phase or DRAINING, _drain_message(scale, waits)
         )
     elif not roll.done:
         doing = f"restarting {roll.restart.name}" if roll.restart else roll.waiting

@@ -4,12 +4,21 @@ Scaling up is immediate: new brokers start empty and take new partitions only.
 
 Scaling down moves data, so it goes in steps, each visible in the status:
 
-1. Without a tier the leaving brokers' partitions exist on their volumes only: the
+1. Without a tier, or with a topic on a leaving broker that is not tiered
+   (``remote.storage.enable``), the data exists on the leaving volumes only: the
    scale-down is refused (the pods stay) and a condition says why.
-2. With a tier, the plan first moves every partition off the leaving brokers (they
-   stop taking writes for them), while their pods keep running.
-3. Once each leaving broker has picked up that plan and says it is safe (flushed,
-   nothing waiting for the tier), the pods go and the plan forgets them.
+2. ``Draining``: the plan releases the leaving brokers' partitions to nobody
+   (``NO_OWNER``: clients get a retriable error meanwhile), while the pods keep running.
+   Once a leaving broker has read that plan, ``PrepareRestart`` rolls those partitions
+   and uploads what the tier lacks. The step lasts until every leaving broker owns
+   nothing and says it is safe: everything it held is in the tier.
+3. ``HandingOver``: the released partitions go to the staying brokers, which continue
+   each one from the tier. Only now, since a new owner fences the old one's uploads.
+4. Once the leaving brokers own nothing and are still safe, the pods go and the plan
+   forgets them.
+
+A scale-down called off before step 3 gives each released partition back to the broker
+that released it.
 """
 
 from __future__ import annotations
@@ -17,9 +26,12 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from tierlog.operator.assignment import Assignment, plan
+from tierlog.operator.assignment import Assignment, hand_over, plan
 
-__all__ = ["ScalePlan", "plan_scale"]
+__all__ = ["DRAINING", "HANDING_OVER", "ScalePlan", "plan_scale"]
+
+DRAINING = "Draining"
+HANDING_OVER = "HandingOver"
 
 
 @dataclass(frozen=True)
@@ -27,6 +39,7 @@ class ScalePlan:
     replicas: int  # pods the StatefulSet should have now
     assignment: Assignment
     draining: tuple[int, ...] = ()  # leaving brokers still running
+    phase: str = ""  # DRAINING or HANDING_OVER while brokers leave
     refused: str = ""  # why a scale-down does not happen
 
 
@@ -38,28 +51,65 @@ def plan_scale(
     previous: Assignment | None,
     *,
     has_tier: bool,
+    untiered: Collection[str] = (),
     drained: Collection[int] = (),
 ) -> ScalePlan:
     """``desired`` brokers from ``current`` pods (None: nothing exists yet); ``addresses``
-    knows every broker id up to the larger of the two; ``drained``: leaving brokers that
-    own nothing any more and said they are safe."""
+    knows every broker id up to the larger of the two; ``untiered``: topics without
+    ``remote.storage.enable``; ``drained``: leaving brokers that own nothing any more
+    and said they are safe."""
 
     def brokers(count: int) -> dict[int, str]:
         return {node: addresses[node] for node in range(count)}
 
     if current is None or desired >= current:
-        return ScalePlan(desired, plan(brokers(desired), topics, previous))
+        everyone = brokers(desired)
+        return ScalePlan(desired, hand_over(plan(everyone, topics, previous), everyone))
     leaving = tuple(range(desired, current))
-    if not has_tier:
+    why = _data_at_risk(leaving, topics, previous, has_tier=has_tier, untiered=untiered)
+    if why:
+        kept = brokers(current)
         return ScalePlan(
             current,
-            plan(brokers(current), topics, previous),
+            hand_over(plan(kept, topics, previous), kept),
             refused=f"scaling from {current} to {desired} brokers would lose the data of "
-            f"brokers {', '.join(map(str, leaving))}: there is no tier to move it through "
-            "(set spec.tier, or scale back to "
-            f"{current})",
+            f"brokers {', '.join(map(str, leaving))}: {why} (or scale back to {current})",
         )
-    moved = plan(brokers(current), topics, previous, leaving=leaving)
-    if all(node in drained for node in leaving):
-        return ScalePlan(desired, plan(brokers(desired), topics, moved))
-    return ScalePlan(current, moved, draining=leaving)
+    released = plan(brokers(current), topics, previous, leaving=leaving)
+    if not all(node in drained for node in leaving):
+        return ScalePlan(current, released, draining=leaving, phase=DRAINING)
+    if released.unowned():
+        staying = range(desired)
+        handed = hand_over(released, staying, drained=leaving)
+        return ScalePlan(current, handed, draining=leaving, phase=HANDING_OVER)
+    return ScalePlan(desired, plan(brokers(desired), topics, released))
+
+
+def _data_at_risk(
+    leaving: tuple[int, ...],
+    topics: Mapping[str, int],
+    previous: Assignment | None,
+    *,
+    has_tier: bool,
+    untiered: Collection[str],
+) -> str:
+    """Why the leaving brokers' data cannot move through the tier ("" if it can)."""
+    if not has_tier:
+        return "there is no tier to move it through (set spec.tier)"
+    if previous is None:
+        return ""
+    held = sorted(
+        {
+            topic
+            for topic in untiered
+            if topic in topics and topic in previous.topics
+            for partition in range(len(previous.topics[topic]))
+            if previous.holder(topic, partition) in leaving
+        }
+    )
+    if held:
+        return (
+            f"topics {', '.join(held)} are not tiered and have partitions there "
+            "(set remote.storage.enable: true on them)"
+        )
+    return ""

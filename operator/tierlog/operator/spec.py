@@ -149,6 +149,11 @@ class TopicSpec:
             configs={key: kafka_value(value) for key, value in (spec.get("config") or {}).items()},
         )
 
+    @property
+    def tiered(self) -> bool:
+        """Whether its partitions go to the cluster's tier (``remote.storage.enable``)."""
+        return self.configs.get("remote.storage.enable", "false").lower() == "true"
+
 
 def kafka_value(value: object) -> str:
     """A config value as Kafka writes it: ``true``/``false`` for booleans, else ``str``."""

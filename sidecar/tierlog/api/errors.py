@@ -22,6 +22,7 @@ __all__ = [
     "STATUS_CODES",
     "InvalidPartitionsError",
     "InvalidRequestError",
+    "LeaderNotAvailableError",
     "NotLeaderOrFollowerError",
     "SaslAuthenticationFailedError",
     "ThrottlingQuotaExceededError",
@@ -61,6 +62,13 @@ class NotLeaderOrFollowerError(TierlogError):
         super().__init__(message)
         self.leader_id = leader_id
         self.leader_address = leader_address
+
+
+class LeaderNotAvailableError(TierlogError):
+    """The partition has no owner right now (Metadata says leader -1): it is moving
+    between brokers. Retriable: ask for metadata again after a backoff."""
+
+    reason = "LEADER_NOT_AVAILABLE"
 
 
 class SaslAuthenticationFailedError(TierlogError):
@@ -103,6 +111,7 @@ STATUS_CODES: dict[str, grpc.StatusCode] = {
     "TOPIC_ALREADY_EXISTS": _C.ALREADY_EXISTS,
     "NOT_LEADER_OR_FOLLOWER": _C.FAILED_PRECONDITION,
     "KAFKA_STORAGE_ERROR": _C.UNAVAILABLE,
+    "LEADER_NOT_AVAILABLE": _C.UNAVAILABLE,
     "REQUEST_TIMED_OUT": _C.DEADLINE_EXCEEDED,
     "UNKNOWN_SERVER_ERROR": _C.INTERNAL,
 }

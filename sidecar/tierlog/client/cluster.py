@@ -4,10 +4,12 @@ Kafka's ``Metadata``: the owners of a topic's partitions come from a ``Metadata`
 to any broker (the bootstrap servers first, then any broker learned), are kept for
 ``metadata.max.age.ms``, and are forgotten early when a broker answers
 ``NOT_LEADER_OR_FOLLOWER`` (its answer names the owner, which is believed at once) or
-``UNKNOWN_TOPIC_OR_PARTITION``.  One channel per broker address, shared by every call;
-gRPC reconnects a channel by itself.  Every channel is opened with the client's
-``ChannelSecurity`` (plaintext, TLS or mutual TLS, and the bearer token).  Thread-safe:
-producers' senders, user threads and consumers share it.
+``UNKNOWN_TOPIC_OR_PARTITION``.  A partition without an owner (leader -1 while it moves
+between brokers) is ``LEADER_NOT_AVAILABLE``, retriable, and asked about again.  One
+channel per broker address, shared by every call; gRPC reconnects a channel by itself.
+Every channel is opened with the client's ``ChannelSecurity`` (plaintext, TLS or mutual
+TLS, and the bearer token).  Thread-safe: producers' senders, user threads and consumers
+share it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Self, TypeVar
 
 import grpc
 
-from tierlog.api.errors import NotLeaderOrFollowerError
+from tierlog.api.errors import LeaderNotAvailableError, NotLeaderOrFollowerError
 from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, log_service_pb2_grpc
 from tierlog.client.config import ConsumerConfig, ProducerConfig
 from tierlog.client.errors import NetworkError, TierlogError, is_retriable
@@ -159,7 +161,11 @@ class Cluster:
             raise UnknownTopicOrPartitionError(
                 f"{tp}: the topic has {owners.partition_count} partitions"
             )
-        return owners.leaders[tp.partition]
+        address = owners.leaders[tp.partition]
+        if not address:  # moving between brokers: ask again next time
+            self.invalidate(tp.topic)
+            raise LeaderNotAvailableError(f"{tp} has no owner right now (it is moving)")
+        return address
 
     def invalidate(self, topic: str) -> None:
         """Forget a topic's owners: the next look-up asks a broker."""
@@ -185,17 +191,20 @@ class Cluster:
         retriable failures a few times (for one-off calls: ListOffsets, DeleteRecords)."""
         attempts = 5
         for attempt in range(attempts):
+            error: TierlogError
             try:
                 return call(self.log_stub(self.leader(tp)))
+            except LeaderNotAvailableError as unavailable:
+                error = unavailable
             except grpc.RpcError as rpc_error:
                 error = error_from_rpc(rpc_error)
                 if isinstance(error, NotLeaderOrFollowerError):
                     self.moved(tp, error.leader_address)
                 elif is_retriable(error):
                     self.invalidate(tp.topic)
-                if attempt == attempts - 1 or not is_retriable(error):
-                    raise error from None
-                time.sleep(0.05 * 2**attempt)
+            if attempt == attempts - 1 or not is_retriable(error):
+                raise error from None
+            time.sleep(0.05 * 2**attempt)
         raise AssertionError("unreachable")
 
 

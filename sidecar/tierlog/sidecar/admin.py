@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 
 from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, common_pb2
+from tierlog.sidecar.ownership import NO_OWNER
 from tierlog.sidecar.partitions import Partitions
 from tierlog.sidecar.status import as_error, at_the_edge, unexpected
 from tierlog.sidecar.topics import Topic
@@ -111,9 +112,10 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
         partitions = []
         for p in range(topic.partition_count):
             tp = TopicPartition(topic.name, p)
+            owner = ownership.owner(tp)
             entry = admin_service_pb2.PartitionDescription(
                 partition=p,
-                leader_id=ownership.owner(tp).node_id,
+                leader_id=NO_OWNER if owner is None else owner.node_id,
                 log_start_offset=-1,
                 high_watermark=-1,
                 size_bytes=-1,
@@ -223,9 +225,11 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
             partitions = []
             for p in range(topic.partition_count):
                 owner = ownership.owner(TopicPartition(name, p))
-                partitions.append(
+                partitions.append(  # leader -1, no address: moving (LEADER_NOT_AVAILABLE)
                     admin_service_pb2.PartitionMetadata(
-                        partition=p, leader_id=owner.node_id, leader_address=owner.address
+                        partition=p,
+                        leader_id=NO_OWNER if owner is None else owner.node_id,
+                        leader_address="" if owner is None else owner.address,
                     )
                 )
             topics.append(admin_service_pb2.TopicMetadata(name=name, partitions=partitions))
@@ -255,15 +259,22 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
 
         def awaiting_upload() -> tuple[bool, int]:
             """Closed segments of tiered partitions not yet in the tier. A partition this
-            broker no longer owns (a drain) is rolled first, so all of it must go."""
+            broker no longer owns (a drain) is rolled first and its upload started now,
+            so all of it must go; an append that raced the roll counts as waiting too."""
             tier = manager.tier
             if tier is None or not tier.partitions:
                 return False, 0
             waiting = 0
             for tp in tier.partitions:
-                if not ownership.owns(tp) and manager.get_log(tp).active_segment.size > 0:
-                    manager.get_log(tp).roll()
-                waiting += tier.upload_lag(tp).segments
+                released = not ownership.owns(tp)
+                partition_log = manager.get_log(tp)
+                if released and partition_log.active_segment.size > 0:
+                    partition_log.roll()
+                lag = tier.upload_lag(tp).segments
+                if released and lag:
+                    tier.run_soon(tp)
+                raced = released and partition_log.active_segment.size > 0
+                waiting += lag + int(raced)
             return True, waiting
 
         unflushed = await asyncio.to_thread(flush)

@@ -11,7 +11,11 @@ answers NOT_LEADER_OR_FOLLOWER with the owner's id and address.
 In Kubernetes the operator decides instead (``tierlog.cluster.assignment.file``, a JSON
 file in the cluster's ConfigMap, re-read while running): the brokers' addresses and
 the owner of each partition it placed. Partitions it does not list fall back to the
-hash, which is also where the operator places new partitions, so the two agree.
+hash, which is also where the operator places new partitions, so the two agree. A
+partition placed on ``NO_OWNER`` (-1, Kafka's leader id for "no leader") is moving
+between brokers: nobody serves it, Metadata reports leader -1 with no address, and
+produce and fetch get NOT_LEADER_OR_FOLLOWER with no owner, a retriable error (the
+client asks for metadata again and waits until an owner is named).
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ from pathlib import Path
 from tierlog.api.errors import NotLeaderOrFollowerError
 from tierlog.storage.checkpoints import TopicPartition
 
-__all__ = ["ASSIGNMENT_VERSION", "Broker", "Ownership", "read_assignment_file"]
+__all__ = ["ASSIGNMENT_VERSION", "NO_OWNER", "Broker", "Ownership", "read_assignment_file"]
 
 ASSIGNMENT_VERSION = 1
+NO_OWNER = -1  # a placed partition nobody serves while it moves (Kafka's leader -1)
 
 
 @dataclass(frozen=True, order=True)
@@ -40,7 +45,8 @@ class Broker:
 class Ownership:
     node_id: int
     brokers: tuple[Broker, ...]  # sorted by node id, this broker among them
-    # topic -> owner id of each partition, as the operator placed them; the rest hash
+    # topic -> owner id (or NO_OWNER) of each partition, as the operator placed them;
+    # the rest hash
     placed: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -48,7 +54,7 @@ class Ownership:
             raise ValueError(f"broker {self.node_id} is not in the cluster's broker list")
         known = {broker.node_id for broker in self.brokers}
         for topic, owners in self.placed.items():
-            strangers = set(owners) - known
+            strangers = set(owners) - known - {NO_OWNER}
             if strangers:
                 raise ValueError(f"{topic} is placed on unknown brokers {sorted(strangers)}")
 
@@ -56,19 +62,29 @@ class Ownership:
     def me(self) -> Broker:
         return next(broker for broker in self.brokers if broker.node_id == self.node_id)
 
-    def owner(self, tp: TopicPartition) -> Broker:
+    def owner(self, tp: TopicPartition) -> Broker | None:
+        """The broker that serves ``tp``; None while it moves (placed on NO_OWNER)."""
         owners = self.placed.get(tp.topic, ())
         if tp.partition < len(owners):
-            return next(broker for broker in self.brokers if broker.node_id == owners[tp.partition])
+            placed = owners[tp.partition]
+            return next((broker for broker in self.brokers if broker.node_id == placed), None)
         start = zlib.crc32(tp.topic.encode())
         return self.brokers[(start + tp.partition) % len(self.brokers)]
 
     def owns(self, tp: TopicPartition) -> bool:
-        return self.owner(tp).node_id == self.node_id
+        owner = self.owner(tp)
+        return owner is not None and owner.node_id == self.node_id
 
     def check(self, tp: TopicPartition) -> None:
-        """Raise NOT_LEADER_OR_FOLLOWER (with the owner) unless this broker owns ``tp``."""
+        """Raise NOT_LEADER_OR_FOLLOWER (with the owner, if any) unless this broker owns
+        ``tp``."""
         owner = self.owner(tp)
+        if owner is None:
+            raise NotLeaderOrFollowerError(
+                f"{tp} has no owner while it moves between brokers; retry",
+                leader_id=NO_OWNER,
+                leader_address="",
+            )
         if owner.node_id != self.node_id:
             raise NotLeaderOrFollowerError(
                 f"{tp} is owned by broker {owner.node_id} at {owner.address}",

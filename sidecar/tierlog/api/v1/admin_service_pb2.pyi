@@ -567,6 +567,9 @@ class PartitionMetadata(_message.Message):
     LEADER_ADDRESS_FIELD_NUMBER: _builtins.int
     partition: _builtins.int
     leader_id: _builtins.int
+    """-1 and no address while the partition moves between brokers and nobody serves it
+    (Kafka's LEADER_NOT_AVAILABLE): ask again.
+    """
     leader_address: _builtins.str
     def __init__(
         self,

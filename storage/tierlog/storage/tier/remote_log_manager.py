@@ -29,6 +29,7 @@ producers of the tier's last snapshot, and serves the older offsets from the tie
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import uuid
@@ -223,6 +224,15 @@ class RemoteLogManager:
     def stop(self) -> None:
         self._task.stop()
         self._pool.shutdown(wait=True)
+
+    def run_soon(self, tp: TopicPartition) -> None:
+        """A pass for ``tp`` now, in the background, without waiting for the timer (a
+        broker draining ``tp`` to its next owner is waited on); nothing if not managed."""
+        partition = self._partitions.get(tp)
+        if partition is None:
+            return
+        with contextlib.suppress(RuntimeError):  # stopping: the pool takes no more work
+            self._pool.submit(self._run_partition, partition)
 
     def run_once(self) -> None:
         """One pass over every managed partition, several at a time."""
