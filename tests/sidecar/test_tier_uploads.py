@@ -140,15 +140,16 @@ def test_a_released_partition_is_rolled_and_uploaded_whole_before_it_counts_as_d
 ) -> None:
     """The operator's plan places the partition on nobody (-1): the broker stops serving
     it, and PrepareRestart sends all of it to the tier, the active segment included,
-    without waiting for the uploader's next pass (an hour away here)."""
+    without waiting for the uploader's next pass (an hour away here), also when the
+    broker was restarted meanwhile (its uploader has not taken in any log yet)."""
     plan = tmp_path / "assignment.json"
     write_plan = functools.partial(_write_plan, plan, 0)
     write_plan([0])
-    sidecar = sidecar_factory(
-        tmp_path / "data",
+    configs = (
         "remote.log.manager.task.interval.ms=3600000",
         f"tierlog.cluster.assignment.file={plan}",
     )
+    sidecar = sidecar_factory(tmp_path / "data", *configs)
     sidecar.create_topic("offload", 1, **TIERED)
     produce(sidecar, 12)  # three closed segments and an active one, none uploaded
     assert offsets(sidecar)[1] == 60
@@ -166,11 +167,12 @@ def test_a_released_partition_is_rolled_and_uploaded_whole_before_it_counts_as_d
     with pytest.raises(grpc.RpcError) as refused:
         produce(sidecar, 1)
     assert reason_of(refused.value) == "NOT_LEADER_OR_FOLLOWER"
+    sidecar.stop()
+    sidecar = sidecar_factory(tmp_path / "data", *configs)
 
+    prepare = admin_service_pb2.PrepareRestartRequest()
     deadline = time.monotonic() + 30
-    while not (
-        ready := sidecar.admin.PrepareRestart(admin_service_pb2.PrepareRestartRequest())
-    ).safe:
+    while not (ready := sidecar.admin.PrepareRestart(prepare)).safe:
         assert time.monotonic() < deadline, f"never drained: {ready}"
         time.sleep(0.2)
     assert ready.segments_awaiting_upload == 0

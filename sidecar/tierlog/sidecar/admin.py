@@ -260,9 +260,17 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
         def awaiting_upload() -> tuple[bool, int]:
             """Closed segments of tiered partitions not yet in the tier. A partition this
             broker no longer owns (a drain) is rolled first and its upload started now,
-            so all of it must go; an append that raced the roll counts as waiting too."""
+            so all of it must go; an append that raced the roll counts as waiting too.
+            Every local log of a tiered topic counts, also before the uploader's first
+            pass after a start has taken it in (until then none of it is known to be
+            in the tier)."""
             tier = manager.tier
-            if tier is None or not tier.partitions:
+            if tier is None:
+                return False, 0
+            for tp in manager.partitions:
+                if manager.get_log(tp).config.remote_storage_enable:
+                    tier.adopt(tp, manager.get_log(tp))
+            if not tier.partitions:
                 return False, 0
             waiting = 0
             for tp in tier.partitions:
