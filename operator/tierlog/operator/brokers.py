@@ -7,6 +7,7 @@ timeout: a broker that does not answer makes the operator wait and retry, never 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
@@ -16,7 +17,7 @@ from tierlog.operator.spec import TopicSpec
 from tierlog.operator.topic_sync import BrokerTopic, TopicChanges
 from tierlog.storage.errors import UnknownTopicOrPartitionError
 
-__all__ = ["apply_topic", "owned_partitions", "prepare_restart", "read_topic"]
+__all__ = ["apply_topic", "delete_topic", "owned_partitions", "prepare_restart", "read_topic"]
 
 REQUEST_TIMEOUT_MS = 10_000
 _T = TypeVar("_T")
@@ -73,3 +74,13 @@ async def apply_topic(address: str, topic: TopicSpec, changes: TopicChanges) -> 
             admin.alter_configs(topic.name, changes.set_configs, changes.delete_configs)
 
     await _with_admin(address, apply)
+
+
+async def delete_topic(address: str, name: str) -> None:
+    """Delete the topic on the broker at ``address``; one it does not have is done too."""
+
+    def delete(admin: AdminClient) -> None:
+        with contextlib.suppress(UnknownTopicOrPartitionError):
+            admin.delete_topic(name)
+
+    await _with_admin(address, delete)

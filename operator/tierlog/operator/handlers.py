@@ -5,12 +5,14 @@ Passes run on every change and on a timer (changes on the brokers, a pod turning
 a sidecar becoming safe, are not events on our objects), one at a time per object. A
 cluster's deletion waits for its finalizer: the tier's data is deleted only when its
 ``deletionPolicy`` says ``Delete``; the objects it owns go with it through their owner
-references (Kubernetes' garbage collector).
+references (Kubernetes' garbage collector). A topic's deletion waits for its finalizer
+until the brokers deleted the topic (``topic_deletion.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 from typing import Any
 
@@ -20,8 +22,9 @@ from tierlog.operator import bucket
 from tierlog.operator.crds import GROUP, VERSION
 from tierlog.operator.kube import Kube, TierlogCluster, TierlogTopic
 from tierlog.operator.metrics import OperatorMetrics
-from tierlog.operator.reconcile import Pass, reconcile_cluster
+from tierlog.operator.reconcile import Event, reconcile_cluster
 from tierlog.operator.spec import ClusterSpec
+from tierlog.operator.topic_deletion import delete_topic
 from tierlog.operator.topic_reconcile import reconcile_topic
 
 __all__ = ["RESYNC_S", "register"]
@@ -41,14 +44,21 @@ def _lock(memo: Any) -> asyncio.Lock:
     return lock
 
 
-def _post(body: kopf.Body, outcome: Pass) -> None:
-    for event in outcome.events:
+def _post(body: kopf.Body, events: list[Event]) -> None:
+    for event in events:
         kind = "Warning" if event.warning else "Normal"
         kopf.event(body, type=kind, reason=event.reason, message=event.message)
 
 
-def register(registry: kopf.OperatorRegistry, kube: Kube, metrics: OperatorMetrics) -> None:
-    """Register every handler on ``registry``, closing over the client and the metrics."""
+def register(
+    registry: kopf.OperatorRegistry,
+    kube: Kube,
+    metrics: OperatorMetrics,
+    *,
+    topic_deletion_timeout_s: float = 300,
+) -> None:
+    """Register every handler on ``registry``, closing over the client and the metrics;
+    a deleted topic's brokers are retried for ``topic_deletion_timeout_s``."""
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -67,7 +77,7 @@ def register(registry: kopf.OperatorRegistry, kube: Kube, metrics: OperatorMetri
                 await kube.patch_status(
                     TierlogCluster, namespace, body.metadata.name or "", outcome.status
                 )
-                _post(body, outcome)
+                _post(body, outcome.events)
 
     async def topic_pass(body: kopf.Body, memo: Any, **_: Any) -> None:
         async with _lock(memo):
@@ -79,7 +89,7 @@ def register(registry: kopf.OperatorRegistry, kube: Kube, metrics: OperatorMetri
                     body.metadata.name or "",
                     outcome.status,
                 )
-                _post(body, outcome)
+                _post(body, outcome.events)
 
     for resource, run in ((_CLUSTERS, cluster_pass), (_TOPICS, topic_pass)):
         for name, decorate in (
@@ -97,6 +107,19 @@ def register(registry: kopf.OperatorRegistry, kube: Kube, metrics: OperatorMetri
             interval=RESYNC_S,
             initial_delay=RESYNC_S,
         )(run)
+
+    @kopf.on.delete(GROUP, VERSION, _TOPICS, registry=registry, backoff=RESYNC_S)
+    async def topic_deleted(body: kopf.Body, memo: Any, **_: Any) -> None:
+        async with _lock(memo):
+            deletion = await delete_topic(
+                kube,
+                body,
+                give_up_after_s=topic_deletion_timeout_s,
+                now=datetime.datetime.now(datetime.UTC),
+            )
+        _post(body, deletion.events)
+        if not deletion.done:  # kopf keeps the finalizer and calls again after the delay
+            raise kopf.TemporaryError(f"waiting for {deletion.waiting}", delay=RESYNC_S)
 
     @kopf.on.delete(GROUP, VERSION, _CLUSTERS, registry=registry, backoff=RESYNC_S)
     async def cluster_deleted(body: kopf.Body, **_: Any) -> None:

@@ -53,6 +53,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--standalone", action="store_true", help="no peering: this is the only replica"
     )
     parser.add_argument("--priority", type=int, default=0, help="peering priority")
+    parser.add_argument(
+        "--topic-deletion-timeout",
+        type=float,
+        default=300,
+        metavar="SECONDS",
+        help="how long a deleted TierlogTopic waits for brokers that do not answer before "
+        "its finalizer goes anyway (default %(default)s)",
+    )
     parser.add_argument("--log-level", default="INFO")
     return parser.parse_args(argv)
 
@@ -82,7 +90,7 @@ async def _run(args: argparse.Namespace) -> None:
     if not args.standalone:
         await kube.ensure_peering(args.peering, args.namespace)
     registry = kopf.OperatorRegistry()
-    register(registry, kube, metrics)
+    register(registry, kube, metrics, topic_deletion_timeout_s=args.topic_deletion_timeout)
     await kopf.operator(
         registry=registry,
         settings=_settings(args),

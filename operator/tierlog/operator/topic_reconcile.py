@@ -30,6 +30,8 @@ def _not_ready(body: Mapping[str, Any], topic: TopicSpec, reason: str, message: 
 
 
 async def reconcile_topic(kube: Kube, body: Mapping[str, Any]) -> Pass:
+    if body["metadata"].get("deletionTimestamp"):  # being deleted: not created again
+        return Pass({})
     if is_paused(body):
         return Pass(paused_status(body))
     topic = TopicSpec.from_resource(body)
