@@ -38,8 +38,10 @@ USER 10001:10001
 WORKDIR /var/lib/tierlog
 # The broker's data (the StatefulSet's volume claim mounts here).
 VOLUME ["/var/lib/tierlog"]
-# gRPC, and the metrics/health endpoint (both set by flags; these are the defaults the
-# operator renders).
-EXPOSE 9092 9404
+# The broker's gRPC (9092) and its /metrics, /healthz and /readyz (9404), as the operator
+# renders the sidecar's config; the operator's own /metrics (--metrics-port, 9100) and
+# its liveness probe (--liveness, 8080), as the chart runs it. All are set by flags:
+# EXPOSE only documents them (tests/deploy/test_dockerfile.py keeps them in step).
+EXPOSE 9092 9404 9100 8080
 # No entry point: pods choose `tierlog-sidecar ...` or `tierlog-operator ...` as their command.
 CMD ["tierlog-sidecar", "--help"]

@@ -148,7 +148,13 @@ def test_the_operator_account_may_do_what_it_needs_and_not_more(
         ("create", "events"),
         ("get", "secrets"),
         ("list", "customresourcedefinitions.apiextensions.k8s.io"),
+        # kopf's peering: the object read and watched, each replica's keep-alive patched in
         ("create", "clusterkopfpeerings.kopf.dev"),
+        ("watch", "clusterkopfpeerings.kopf.dev"),
+        ("patch", "clusterkopfpeerings.kopf.dev"),
+        ("create", "kopfpeerings.kopf.dev"),
+        ("watch", "kopfpeerings.kopf.dev"),
+        ("patch", "kopfpeerings.kopf.dev"),
     ]
     for path in CRD_FILES:
         crd = yaml.safe_load(path.read_text())
@@ -224,7 +230,12 @@ def test_the_real_operator_works_with_the_charts_rbac_alone(
         ):
             found = plane.kubectl("get", kind, "-n", watched, "-o", "name").stdout
             assert found.strip(), f"no {kind} in {watched}:\n{running.output}"
-        assert plane.get_json("kopfpeering", "-n", watched)["items"]  # peering object created
+        # the peering object created, and this replica's keep-alive patched into it
+        peering = wait_for(
+            "the operator in its peering object",
+            lambda: plane.get_json("kopfpeering", "tierlog-operator", "-n", watched).get("status"),
+        )
+        assert [entry["priority"] for entry in peering.values()] == [0]
         assert "forbidden" not in running.output.lower(), running.output
     finally:
         running.stop()
