@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
+from tests.storage.transactions import TxnWriter
 from tierlog.cli.dump_log import DumpOptions, DumpReport, dump_files
 from tierlog.cli.main import main
 from tierlog.storage.config import TimestampType
+from tierlog.storage.log import Log
 from tierlog.storage.records import (
     CompressionType,
     ControlRecordType,
@@ -428,3 +430,26 @@ def test_an_unknown_codec_id_in_an_indexed_batch_is_a_mismatch(written_log: Writ
     assert report.index_mismatches[index] == [(int(log_path.stem) + relative, -1)]
     assert "unknown compression codec id 7" in report.invalid_bytes[log_path]
     assert lines[-1].startswith("Found ") and report.exit_code == 1
+
+
+def test_a_txn_index_prints_each_aborted_transaction_as_kafka_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = Log.open(tmp_path / "t-0")
+    txns = TxnWriter(log)
+    txns.send(7, 2)  # 0-1
+    txns.send(8, 1)  # 2
+    txns.end(7, commit=False)  # 3: producer 8's transaction is still open
+    txns.end(8, commit=False)  # 4
+    log.close()
+    index = tmp_path / "t-0" / "00000000000000000000.txnindex"
+    assert main(["dump-log", "--files", str(index)]) == 0
+    out, _ = capsys.readouterr()
+    assert out.splitlines() == [
+        f"Dumping {index}",
+        "version: 0 producerId: 7 firstOffset: 0 lastOffset: 3 lastStableOffset: 2",
+        "version: 0 producerId: 8 firstOffset: 2 lastOffset: 4 lastStableOffset: 5",
+    ]
+    index.write_bytes(b"\x00\x07" + index.read_bytes()[2:])
+    assert main(["dump-log", "--files", str(index)]) == 2
+    assert "has version 7" in capsys.readouterr().err

@@ -3,8 +3,10 @@
 Output follows Kafka's DumpLogSegments line for line, so habits and scripts built on
 the Kafka tool carry over: ``Dumping <file>``, one line per batch (``baseOffset: ...
 isvalid: true``), ``| offset: ...`` per record with ``--deep-iteration``, keys and
-payloads with ``--print-data-log``, ``offset: N position: N`` per ``.index`` entry and
-``timestamp: N offset: N`` per ``.timeindex`` entry.  Problems are collected while the
+payloads with ``--print-data-log``, ``offset: N position: N`` per ``.index`` entry,
+``timestamp: N offset: N`` per ``.timeindex`` entry and ``version: 0 producerId: N
+firstOffset: N lastOffset: N lastStableOffset: N`` per ``.txnindex`` entry (an aborted
+transaction).  Problems are collected while the
 files are walked and summarised on stderr at the end in Kafka's wording (``Mismatches
 in :...``, ``Index offset: X, log offset: Y``...).  Unlike Kafka's tool, the exit status
 says whether anything was wrong: 0 all good, 1 the files hold problems (invalid batches,
@@ -55,6 +57,7 @@ from tierlog.storage.records import (
     parse_header,
 )
 from tierlog.storage.records.legacy import parse_message
+from tierlog.storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 __all__ = [
     "DECODERS",
@@ -66,6 +69,7 @@ __all__ = [
     "dump_log_file",
     "dump_offset_index",
     "dump_time_index",
+    "dump_txn_index",
     "format_batch",
     "run",
 ]
@@ -74,7 +78,6 @@ KAFKA_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # the Kafka tool's --max-message-size 
 RECORD_INDENT = "|"
 UNSUPPORTED = {
     ".snapshot": "producer state snapshots (.snapshot) are",
-    ".txnindex": "transaction indexes (.txnindex) are",
 }
 
 Decoder = Callable[[bytes], str]
@@ -219,7 +222,12 @@ def _dump_one(path: Path, options: DumpOptions, report: DumpReport, track: Track
             f"{path}: {UNSUPPORTED[suffix]} not supported by dump-log yet; skipped"
         )
         return
-    dumpers = {".log": dump_log_file, ".index": dump_offset_index, ".timeindex": dump_time_index}
+    dumpers = {
+        ".log": dump_log_file,
+        ".index": dump_offset_index,
+        ".timeindex": dump_time_index,
+        TXN_INDEX_SUFFIX: dump_txn_index,
+    }
     dumper = dumpers.get(suffix)
     if dumper is None:
         report.errors.append(f"Ignoring unknown file {path}")
@@ -459,6 +467,24 @@ def dump_offset_index(
                 advance(1)
 
 
+def dump_txn_index(
+    path: Path, options: DumpOptions, report: DumpReport, track: Track = no_progress
+) -> Iterator[str]:
+    """One line per aborted transaction, as Kafka prints them, whatever the options (a
+    missing file is an empty index, as for Kafka)."""
+    try:
+        entries = TransactionIndex(path, base_offset_of(path)).entries()
+    except TierlogError as error:
+        report.errors.append(f"{path}: {error}")
+        return
+    for entry in entries:
+        report.index_entries += 1
+        yield (
+            f"version: 0 producerId: {entry.producer_id} firstOffset: {entry.first_offset} "
+            f"lastOffset: {entry.last_offset} lastStableOffset: {entry.last_stable_offset}"
+        )
+
+
 def _sanity_outcome(path: Path, problem: str | None, report: DumpReport) -> Iterator[str]:
     if problem is None:
         yield f"{path} passed sanity check."
@@ -558,7 +584,8 @@ def _positive(text: str) -> int:
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "dump-log",
-        help="print and check .log, .index and .timeindex files (Kafka's kafka-dump-log)",
+        help="print and check .log, .index, .timeindex and .txnindex files (Kafka's "
+        "kafka-dump-log)",
         description=(
             "Print the batches, records and index entries of segment files and check them, "
             "like Kafka's kafka-dump-log.sh. Exit status: 0 all good, 1 problems found in "
@@ -571,7 +598,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action="extend",
         type=_file_list,
         metavar="FILE[,FILE...]",
-        help="the .log, .index and .timeindex files to dump (comma-separated; repeatable)",
+        help="the .log, .index, .timeindex and .txnindex files to dump (comma-separated; "
+        "repeatable)",
     )
     parser.add_argument(
         "--deep-iteration", action="store_true", help="print every record inside each batch"

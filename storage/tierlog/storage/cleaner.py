@@ -30,6 +30,10 @@ copied as they are; so aborted transactional data is never removed):
   producer state survives), and when it is the last batch of its run: every rewritten
   segment therefore ends at the offset its originals ended at, which is what lets
   recovery find the segments a ``.swap`` file replaces, and the log end survive.
+
+Since transactional data and markers are copied as they are, the aborted transactions
+of a run are exactly those of its segments: the cleaned segment's transaction index is
+theirs, concatenated in order.
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ from tierlog.storage.segment import (
     LogSegment,
     segment_path,
 )
+from tierlog.storage.transaction_index import TXN_INDEX_SUFFIX
 
 __all__ = [
     "CleanResult",
@@ -241,7 +246,8 @@ class Cleaner:
     def _clean_group(self, log: Log, group: Sequence[LogSegment], state: _Round) -> None:
         config = log.config
         base_offset = group[0].base_offset
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # an aborted round's
+        suffixes = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+        for suffix in suffixes:  # an aborted round's leftovers
             segment_path(log.directory, base_offset, suffix + CLEANED_SUFFIX).unlink(
                 missing_ok=True
             )
@@ -255,6 +261,9 @@ class Cleaner:
         )
         try:
             self._write_survivors(group, cleaned, state)
+            for segment in group:
+                for aborted in segment.txn_index.entries():
+                    cleaned.txn_index.append(aborted)
             cleaned.on_become_inactive()
             cleaned.flush()
             _copy_mtime(group[-1].log.path, cleaned.log.path)

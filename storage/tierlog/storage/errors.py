@@ -25,6 +25,7 @@ __all__ = [
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
     "TierlogError",
+    "TransactionCoordinatorFencedError",
     "UnknownTopicOrPartitionError",
     "UnsupportedCompressionTypeError",
     "UnsupportedForMessageFormatError",
@@ -138,6 +139,12 @@ class InvalidTxnStateError(TierlogError):
     """A non-transactional write from a producer whose transaction is still open."""
 
     reason = "INVALID_TXN_STATE"
+
+
+class TransactionCoordinatorFencedError(TierlogError):
+    """A transaction marker from a coordinator epoch older than one already seen."""
+
+    reason = "TRANSACTION_COORDINATOR_FENCED"
 
 
 class CorruptSnapshotError(TierlogError):

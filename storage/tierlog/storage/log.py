@@ -6,6 +6,11 @@ The log owns the end offset: append validates a produced buffer at the batch lev
 written as it came, with no copy), rolls the active segment when Kafka would, and
 hands the bytes to the segment in one write. Only the appender takes the lock;
 readers see a snapshot of the segment list and read below each segment's size.
+
+Transactions: a client writes transactional batches, a transaction coordinator the
+COMMIT/ABORT markers (``AppendOrigin.COORDINATOR``). An ABORT goes into the transaction
+index of the segment its marker lands in; ``collect_aborted_transactions`` and
+``last_stable_offset`` are what a read_committed reader needs.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from enum import Enum
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
@@ -29,13 +35,19 @@ from tierlog.storage.errors import (
 )
 from tierlog.storage.file_records import Buffer
 from tierlog.storage.producer_snapshot import SnapshotEntry, snapshot_path, write_snapshot
-from tierlog.storage.producer_state import BatchMetadata, ProducerStateManager
+from tierlog.storage.producer_state import (
+    BatchMetadata,
+    ProducerStateManager,
+    first_open_txn_offset,
+)
 from tierlog.storage.records import (
     LOG_OVERHEAD,
     BatchHeader,
+    EndTransactionMarker,
     decode_records,
     parse_header,
     patch_offsets,
+    read_end_txn_marker,
     set_log_append_time,
     validate_produce,
 )
@@ -47,6 +59,7 @@ from tierlog.storage.segment import (
     RollPolicy,
     TimestampAndOffset,
 )
+from tierlog.storage.transaction_index import AbortedTxn, collect_aborted
 
 __all__ = [
     "EARLIEST_LOCAL_TIMESTAMP",
@@ -55,6 +68,7 @@ __all__ = [
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "AppendInfo",
+    "AppendOrigin",
     "Log",
     "LogRead",
 ]
@@ -84,8 +98,28 @@ def _nothing_is_tiered(_segment: LogSegment) -> bool:
     return False
 
 
+def _end_txn_markers(
+    records: Buffer, headers: Sequence[BatchHeader]
+) -> dict[int, EndTransactionMarker]:
+    """The marker of each control batch, by its position (InvalidRecordError if one is
+    anything else): the producer state needs them before the batches are written."""
+    markers: dict[int, EndTransactionMarker] = {}
+    for header in headers:
+        if header.is_control:
+            markers[header.position] = read_end_txn_marker(records, header)
+    return markers
+
+
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
+
+
+class AppendOrigin(Enum):
+    """Who appends (Kafka's AppendOrigin): a client's produce, or a transaction
+    coordinator, the only one allowed to write control batches (transaction markers)."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
 
 
 class AppendInfo(NamedTuple):
@@ -123,7 +157,10 @@ class Log:
         recovery_point: int,
         leader_epoch: int = 0,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        recovered: Sequence[LogSegment] = (),
     ):
+        """``recovered`` are segments recovery rebuilt: their transaction indexes are
+        written again while the producer state is loaded."""
         if not segments:
             raise ValueError("a log has at least one segment")
         self.directory = directory
@@ -159,6 +196,7 @@ class Log:
             self._segments,
             log_start_offset=self.log_start_offset,
             log_end_offset=self.log_end_offset,
+            rebuild_txn_indexes=recovered,
         )
 
     @classmethod
@@ -191,6 +229,7 @@ class Log:
             log_start_offset=log_start_offset,
             recovery_point=loaded.recovery_point,
             clock_ms=clock_ms,
+            recovered=loaded.rebuilt,
         )
 
     # -- offsets ----------------------------------------------------------------------
@@ -229,12 +268,13 @@ class Log:
 
     # -- append -----------------------------------------------------------------------
 
-    def append(self, records: Buffer) -> AppendInfo:
+    def append(self, records: Buffer, *, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
         """Validate a produced buffer of v2 batches, assign offsets and append it.
 
         Raises a typed error (and leaves the log unchanged) when any batch is invalid,
         including an idempotent producer's epoch or sequence. A request whose producer
         batches are all already in the log writes nothing and answers with their offsets.
+        Only a COORDINATOR may write control batches, each one transaction marker.
         """
         config = self.config
         now_ms = self.clock_ms()
@@ -246,7 +286,9 @@ class Log:
             now_ms=now_ms,
             before_max_ms=config.message_timestamp_before_max_ms,
             after_max_ms=config.message_timestamp_after_max_ms,
+            allow_control=origin is AppendOrigin.COORDINATOR,
         )
+        markers = _end_txn_markers(records, headers)
         total_bytes = sum([header.size for header in headers])
         if total_bytes > config.segment_bytes:
             raise RecordBatchTooLargeError(
@@ -256,7 +298,7 @@ class Log:
         with self._lock:
             first_offset = self.log_end_offset
             producers = self.producer_state.prepare_append(
-                headers, first_offset, append_time_ms=append_time_ms
+                headers, first_offset, append_time_ms=append_time_ms, markers=markers
             )
             if producers.duplicates:
                 return self._duplicate_append(producers.duplicates, append_time_ms)
@@ -274,6 +316,8 @@ class Log:
             ):
                 segment = self._roll_locked()
             segment.append(pieces, batches, total_bytes)
+            for aborted in producers.aborted:
+                segment.txn_index.append(aborted)
             self.producer_state.complete_append(producers, last_offset + 1)
             self.unflushed_messages += last_offset - first_offset + 1
             needs_flush = self.unflushed_messages >= config.flush_messages
@@ -338,6 +382,30 @@ class Log:
             max_timestamp = max(max_timestamp, batch_max_timestamp)
             next_offset = last_offset + 1
         return pieces, batches, max_timestamp
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: the first offset of the earliest transaction still open, else the
+        log end. A read_committed reader gets nothing at or past it."""
+        with self._lock:
+            first_open = first_open_txn_offset(self.producer_state.producers)
+            end = self.log_end_offset
+        return end if first_open is None else max(min(first_open, end), self.log_start_offset)
+
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``, from
+        the transaction indexes of the segment holding ``start_offset`` onwards."""
+
+        def attempt(snapshot: _Snapshot) -> tuple[list[AbortedTxn], Sequence[LogSegment]]:
+            segments, base_offsets = snapshot
+            first = self._segment_index(base_offsets, start_offset)
+            searched = segments[first:]
+            indexes = (segment.txn_index.entries() for segment in searched)
+            return collect_aborted(indexes, start_offset, upper_bound_offset), searched
+
+        return self._consistently(attempt, f"offset {start_offset}")
 
     def _jitter_ms(self, base_offset: int) -> int:
         """A per-segment, repeatable jitter so that many partitions do not roll together."""

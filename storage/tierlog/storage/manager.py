@@ -200,6 +200,7 @@ class LogManager:
                 loaded.segments,
                 log_start_offset=start_offsets.get(tp, 0),
                 recovery_point=loaded.recovery_point,
+                recovered=loaded.rebuilt,
             )
 
         threads = max(1, self.config.recovery_threads_per_data_dir)

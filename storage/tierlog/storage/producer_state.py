@@ -18,7 +18,12 @@ The rules of a client append are Kafka 4.1.1's:
   (its state may have gone with retention) and never answers ``UNKNOWN_PRODUCER_ID``;
 - a transactional batch opens a transaction (``current_txn_first_offset``) unless one
   is open; a non-transactional one while it is open is ``INVALID_TXN_STATE``; a
-  COMMIT/ABORT control batch closes it.
+  COMMIT/ABORT control batch (written by a transaction coordinator, never a client)
+  closes it; a marker from an older coordinator epoch is ``TRANSACTION_COORDINATOR_FENCED``.
+
+An ABORT that closes a transaction becomes an entry of the marker segment's
+transaction index, with Kafka's last stable offset: the first offset of the earliest
+transaction of another producer still open at the marker, else the marker's offset + 1.
 
 Invariant: the map describes the log below ``map_end_offset``, which the log keeps
 equal to its end (it updates both under its lock). A snapshot file named N holds the
@@ -35,7 +40,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -49,6 +54,7 @@ from tierlog.storage.errors import (
     InvalidTxnStateError,
     KafkaStorageError,
     OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
 )
 from tierlog.storage.producer_snapshot import (
     SnapshotEntry,
@@ -68,6 +74,7 @@ from tierlog.storage.records import (
     read_end_txn_marker,
 )
 from tierlog.storage.segment import LogSegment
+from tierlog.storage.transaction_index import AbortedTxn
 
 __all__ = [
     "NUM_BATCHES_TO_RETAIN",
@@ -77,6 +84,8 @@ __all__ = [
     "ProducerAppendInfo",
     "ProducerStateEntry",
     "ProducerStateManager",
+    "aborted_entry",
+    "first_open_txn_offset",
 ]
 
 log = logging.getLogger(__name__)
@@ -264,9 +273,15 @@ class ProducerAppendInfo:
     def append_end_txn_marker(
         self, marker: EndTransactionMarker, producer_epoch: int, offset: int, timestamp: int
     ) -> CompletedTxn | None:
+        updated = self.updated
         if self._validate:
             self._check_epoch(producer_epoch, offset)
-        updated = self.updated
+            if marker.coordinator_epoch < updated.coordinator_epoch:
+                raise TransactionCoordinatorFencedError(
+                    f"marker for producer {self.producer_id} at offset {offset} comes from "
+                    f"coordinator epoch {marker.coordinator_epoch}, below the last seen "
+                    f"{updated.coordinator_epoch}"
+                )
         updated.update_epoch(producer_epoch)
         updated.coordinator_epoch = marker.coordinator_epoch
         updated.last_timestamp = timestamp
@@ -313,10 +328,38 @@ class ProducerAppendInfo:
 class ProducerAppend:
     """A request's producer batches, checked: either all duplicates (``duplicates``
     holds the original batches and nothing is to be written) or the updates to apply
-    once the batches are written."""
+    once the batches are written, and the transactions its markers aborted (for the
+    transaction index of the segment the batches go to)."""
 
     updates: dict[int, ProducerAppendInfo]
     duplicates: list[BatchMetadata]
+    aborted: list[AbortedTxn] = field(default_factory=list)
+
+
+def first_open_txn_offset(
+    entries: Mapping[int, ProducerStateEntry],
+    *,
+    overrides: Mapping[int, ProducerAppendInfo] | None = None,
+    excluding: int | None = None,
+) -> int | None:
+    """The first offset of the earliest open transaction among ``entries`` (as changed by
+    ``overrides``, an append in progress), leaving out producer ``excluding``."""
+    firsts = {pid: entry.current_txn_first_offset for pid, entry in entries.items()}
+    firsts.update(
+        (pid, info.updated.current_txn_first_offset) for pid, info in (overrides or {}).items()
+    )
+    if excluding is not None:
+        firsts.pop(excluding, None)
+    return min((offset for offset in firsts.values() if offset is not None), default=None)
+
+
+def aborted_entry(completed: CompletedTxn, first_open: int | None) -> AbortedTxn:
+    """The transaction index entry of an aborted transaction, given the first offset of
+    the transactions other producers still had open at its marker."""
+    last_stable = completed.last_offset + 1 if first_open is None else first_open
+    return AbortedTxn(
+        completed.producer_id, completed.first_offset, completed.last_offset, last_stable
+    )
 
 
 class ProducerStateManager:
@@ -345,15 +388,20 @@ class ProducerStateManager:
         first_offset: int,
         *,
         append_time_ms: int = -1,
+        markers: Mapping[int, EndTransactionMarker] | None = None,
     ) -> ProducerAppend:
         """Check the producer batches of one request that will start at ``first_offset``.
 
-        Raises the typed error of the first batch that breaks a rule, and
-        DUPLICATE_SEQUENCE_NUMBER for a request that mixes batches already written
-        with new ones. Changes nothing: ``update`` applies the result after the write.
+        ``markers`` are the end-transaction markers of the request's control batches, by
+        batch position (a coordinator's append; a client's has none). Raises the typed
+        error of the first batch that breaks a rule, and DUPLICATE_SEQUENCE_NUMBER for a
+        request that mixes batches already written with new ones. Changes nothing:
+        ``update`` applies the result after the write.
         """
+        markers = markers or {}
         updates: dict[int, ProducerAppendInfo] = {}
         duplicates: list[BatchMetadata] = []
+        aborted: list[AbortedTxn] = []
         new_batches = 0
         offset = first_offset
         for header in headers:
@@ -368,10 +416,26 @@ class ProducerStateManager:
                 entry.find_duplicate(
                     header.producer_epoch, header.base_sequence, header.last_sequence
                 )
-                if entry is not None
+                if entry is not None and not header.is_control
                 else None
             )
-            if duplicate is not None:
+            if header.is_control:
+                info = updates.get(pid)
+                if info is None:
+                    info = updates[pid] = ProducerAppendInfo(
+                        entry or ProducerStateEntry(pid), validate=True
+                    )
+                timestamp = append_time_ms if append_time_ms >= 0 else header.max_timestamp
+                completed = info.append_end_txn_marker(
+                    markers[header.position], header.producer_epoch, offset, timestamp
+                )
+                if completed is not None and completed.is_aborted:
+                    first_open = first_open_txn_offset(
+                        self.producers, overrides=updates, excluding=pid
+                    )
+                    aborted.append(aborted_entry(completed, first_open))
+                new_batches += 1
+            elif duplicate is not None:
                 duplicates.append(duplicate)
             else:
                 info = updates.get(pid)
@@ -390,7 +454,7 @@ class ProducerStateManager:
                 f"{len(duplicates)} batches of this request are already in the log and "
                 f"{new_batches} are not: send new batches in a request of their own"
             )
-        return ProducerAppend(updates, duplicates)
+        return ProducerAppend(updates, duplicates, aborted)
 
     def update(self, info: ProducerAppendInfo) -> None:
         current = self.producers.get(info.producer_id)
@@ -408,14 +472,28 @@ class ProducerStateManager:
     # -- rebuilding from the log --------------------------------------------------------
 
     def load(
-        self, segments: Sequence[LogSegment], *, log_start_offset: int, log_end_offset: int
+        self,
+        segments: Sequence[LogSegment],
+        *,
+        log_start_offset: int,
+        log_end_offset: int,
+        rebuild_txn_indexes: Collection[LogSegment] = (),
     ) -> None:
         """Rebuild the map of the log below ``log_end_offset``: the newest readable snapshot
-        at or below it (within the local segments), then the batches after it."""
+        at or below it (within the local segments), then the batches after it.
+
+        The transaction indexes of ``rebuild_txn_indexes`` (segments recovery emptied)
+        are written again on the way: replay then starts at or below the first of them,
+        so snapshots above its base are dropped, as Kafka drops them before recovering."""
         local_start = max(log_start_offset, segments[0].base_offset)
+        replay_from = min(
+            (segment.base_offset for segment in rebuild_txn_indexes), default=log_end_offset
+        )
         self._remove_stray_snapshots([segment.base_offset for segment in segments])
         self._delete_snapshots(
-            lambda offset: offset > log_end_offset or offset < segments[0].base_offset
+            lambda offset: (
+                offset > min(log_end_offset, replay_from) or offset < segments[0].base_offset
+            )
         )
         self.producers.clear()
         self.map_end_offset = local_start
@@ -433,11 +511,19 @@ class ProducerStateManager:
             break
         self.truncate_head(log_start_offset)
         self.map_end_offset = max(self.map_end_offset, local_start)
-        self.replay(segments, log_end_offset)
+        self.replay(segments, log_end_offset, rebuild_txn_indexes=rebuild_txn_indexes)
         self.map_end_offset = log_end_offset
 
-    def replay(self, segments: Sequence[LogSegment], end_offset: int) -> None:
-        """Apply the batches in [``map_end_offset``, ``end_offset``) from ``segments``."""
+    def replay(
+        self,
+        segments: Sequence[LogSegment],
+        end_offset: int,
+        *,
+        rebuild_txn_indexes: Collection[LogSegment] = (),
+    ) -> None:
+        """Apply the batches in [``map_end_offset``, ``end_offset``) from ``segments``,
+        adding the transactions they abort to the indexes of ``rebuild_txn_indexes``."""
+        rebuilding = {id(segment) for segment in rebuild_txn_indexes}
         start = self.map_end_offset
         for position, segment in enumerate(segments):
             if segment.base_offset >= end_offset:
@@ -456,18 +542,25 @@ class ProducerStateManager:
                 header = batch.header
                 if header.last_offset >= end_offset:
                     break
-                if header.last_offset >= start and header.producer_id >= 0:
-                    self._replay_batch(segment, batch.position, header)
+                if header.last_offset < start or header.producer_id < 0:
+                    continue
+                completed = self._replay_batch(segment, batch.position, header)
+                if completed is not None and completed.is_aborted and id(segment) in rebuilding:
+                    first_open = first_open_txn_offset(self.producers)
+                    segment.txn_index.append(aborted_entry(completed, first_open))
         self.map_end_offset = max(self.map_end_offset, end_offset)
 
-    def _replay_batch(self, segment: LogSegment, position: int, header: BatchHeader) -> None:
+    def _replay_batch(
+        self, segment: LogSegment, position: int, header: BatchHeader
+    ) -> CompletedTxn | None:
         pid = header.producer_id
         info = ProducerAppendInfo(
             self.producers.get(pid) or ProducerStateEntry(pid), validate=False
         )
+        completed = None
         if header.is_control:
             if header.record_count == 0:
-                return  # the cleaner emptied it: the transaction is gone from the log
+                return None  # the cleaner emptied it: the transaction is gone from the log
             whole = segment.log.read(position, header.size)
             try:
                 marker = read_end_txn_marker(whole, parse_header(whole, 0))
@@ -475,8 +568,8 @@ class ProducerStateManager:
                 log.debug(
                     "control batch at %d is not a transaction marker: %s", header.base_offset, error
                 )
-                return
-            info.append_end_txn_marker(
+                return None
+            completed = info.append_end_txn_marker(
                 marker, header.producer_epoch, header.base_offset, header.max_timestamp
             )
         else:
@@ -487,6 +580,7 @@ class ProducerStateManager:
                 timestamp=header.max_timestamp,
             )
         self.update(info)
+        return completed
 
     # -- log start and truncation -----------------------------------------------------
 

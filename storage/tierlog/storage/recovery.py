@@ -7,11 +7,16 @@ Kafka's rules, in order:
    finished: the segments it replaces are deleted and it takes its final name
    (its indexes are rebuilt).
 2. Index files without a ``.log`` are removed; a segment whose index is missing or
-   fails its sanity check has both indexes rebuilt from its log.
+   fails its sanity check has its indexes rebuilt from its log. A missing
+   ``.txnindex`` is an empty one (it is only created by the first aborted transaction).
 3. Without the clean-shutdown marker, every segment from the one holding the
    recovery point onwards is scanned: each batch's CRC is checked, the log is cut
    at the first invalid batch, the indexes are rebuilt, and every later segment
    (which can only hold data written after the damage) is deleted.
+
+A rebuilt segment's transaction index is emptied here and written again by the log
+while it loads its producer state (``LoadedLog.rebuilt``): its entries depend on the
+transactions open before the segment, which only a replay from a snapshot knows.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from tierlog.storage.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
+from tierlog.storage.transaction_index import TXN_INDEX_SUFFIX
 
 __all__ = ["CLEANED_SUFFIX", "SWAP_SUFFIX", "LoadedLog", "RecoveryProgress", "load_segments"]
 
@@ -39,7 +45,8 @@ log = logging.getLogger(__name__)
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 TEMP_SUFFIX = ".tmp"
-INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX)  # a segment needs both
+SEGMENT_INDEX_SUFFIXES = (*INDEX_SUFFIXES, TXN_INDEX_SUFFIX)
 
 # Called as (bytes scanned so far, bytes to scan in all) while recovering.
 RecoveryProgress = Callable[[int, int], None]
@@ -51,6 +58,7 @@ class LoadedLog:
     recovery_point: int
     truncated_bytes: int
     recovered_segments: int
+    rebuilt: list[LogSegment]  # segments whose indexes were rebuilt from their logs
 
 
 def load_segments(
@@ -65,11 +73,12 @@ def load_segments(
     """Open every segment in ``directory``, recovering as Kafka does; never empty."""
     _remove_temporary_files(directory)
     _complete_swaps(directory)
-    segments, truncated = _open_segments(directory, config)
+    segments, truncated, rebuilt = _open_segments(directory, config)
     recovered = 0
     if not clean_shutdown and segments:
         segments, cut, recovered = _recover_unflushed(segments, recovery_point, progress)
         truncated += cut
+        rebuilt += segments[len(segments) - recovered :]
     if not segments:
         segments = [_new_segment(directory, log_start_offset, config, active=True)]
     else:
@@ -79,7 +88,9 @@ def load_segments(
         for segment in segments:
             segment.flush()
         recovery_point = log_end_offset
-    return LoadedLog(segments, min(recovery_point, log_end_offset), truncated, recovered)
+    kept = {id(segment) for segment in segments}
+    rebuilt = [segment for segment in rebuilt if id(segment) in kept]
+    return LoadedLog(segments, min(recovery_point, log_end_offset), truncated, recovered, rebuilt)
 
 
 def _remove_temporary_files(directory: Path) -> None:
@@ -120,7 +131,7 @@ def _log_base_offsets(directory: Path) -> list[int]:
     bases = []
     for path in directory.iterdir():
         stem, suffix = path.name[:20], path.name[20:]
-        if suffix in INDEX_SUFFIXES and not (directory / f"{stem}{LOG_SUFFIX}").exists():
+        if suffix in SEGMENT_INDEX_SUFFIXES and not (directory / f"{stem}{LOG_SUFFIX}").exists():
             log.info("removing orphan index %s", path)
             path.unlink(missing_ok=True)
         elif suffix == LOG_SUFFIX and stem.isdigit():
@@ -129,7 +140,7 @@ def _log_base_offsets(directory: Path) -> list[int]:
 
 
 def _delete_segment_files(directory: Path, base_offset: int) -> None:
-    for suffix in (LOG_SUFFIX, *INDEX_SUFFIXES):
+    for suffix in (LOG_SUFFIX, *SEGMENT_INDEX_SUFFIXES):
         (directory / f"{base_offset:020d}{suffix}").unlink(missing_ok=True)
 
 
@@ -143,13 +154,19 @@ def _new_segment(directory: Path, base: int, config: LogConfig, *, active: bool)
     )
 
 
-def _open_segments(directory: Path, config: LogConfig) -> tuple[list[LogSegment], int]:
+def _open_segments(
+    directory: Path, config: LogConfig
+) -> tuple[list[LogSegment], int, list[LogSegment]]:
     """Every segment, in order; a log cut while its indexes were rebuilt ends the list
-    (the later segments follow invalid data, as in rule 3). Returns the bytes dropped."""
+    (the later segments follow invalid data, as in rule 3). Returns the bytes dropped
+    and the segments whose indexes were rebuilt."""
     segments: list[LogSegment] = []
+    rebuilt: list[LogSegment] = []
     bases = _log_base_offsets(directory)
     for position, base in enumerate(bases):
         segment, truncated = _open_segment(directory, base, config)
+        if truncated is not None:
+            rebuilt.append(segment)
         if position < len(bases) - 1:
             segment.release_indexes()  # mapped again when first searched
         segments.append(segment)
@@ -158,11 +175,15 @@ def _open_segments(directory: Path, config: LogConfig) -> tuple[list[LogSegment]
             for doomed in later:
                 log.warning("deleting segment %d: it follows invalid data", doomed)
                 _delete_segment_files(directory, doomed)
-            return segments, truncated
-    return segments, 0
+            return segments, truncated, rebuilt
+    return segments, 0, rebuilt
 
 
-def _open_segment(directory: Path, base_offset: int, config: LogConfig) -> tuple[LogSegment, int]:
+def _open_segment(
+    directory: Path, base_offset: int, config: LogConfig
+) -> tuple[LogSegment, int | None]:
+    """The segment, and the bytes cut from it if its indexes had to be rebuilt (None
+    when they were sound)."""
     indexes_exist = all(
         (directory / f"{base_offset:020d}{suffix}").exists() for suffix in INDEX_SUFFIXES
     )
@@ -176,7 +197,7 @@ def _open_segment(directory: Path, base_offset: int, config: LogConfig) -> tuple
         truncated = segment.recover()
         segment.on_become_inactive()
         return segment, truncated
-    return segment, 0
+    return segment, None
 
 
 def _recover_unflushed(

@@ -1,11 +1,13 @@
-"""A log segment: one ``.log`` file with its ``.index`` and ``.timeindex``.
+"""A log segment: one ``.log`` file with its ``.index``, ``.timeindex`` and ``.txnindex``.
 
 The segment named N holds batches whose offsets are all >= N and below the next
 segment's base offset, so each index stores offsets as int32 deltas from N. Index
 entries are sparse: one per ``index.interval.bytes`` of log, each pointing at a
 batch's *last* offset and its position, which is what Kafka writes and what its
 ``DumpLogSegments`` verifies. The time index keeps the largest timestamp seen so
-far with the last offset of the batch that carried it, growing strictly.
+far with the last offset of the batch that carried it, growing strictly. The
+transaction index (transaction_index.py) lists the transactions aborted by markers
+in this segment; the log appends to it, since only the log knows the producers.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from tierlog.storage.errors import (
 from tierlog.storage.file_records import Buffer, FileBatch, FileRecords
 from tierlog.storage.index import NO_TIMESTAMP, OffsetIndex, TimeIndex
 from tierlog.storage.records import crc_is_valid, decode_records
+from tierlog.storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 __all__ = [
     "AppendedBatch",
@@ -104,6 +107,9 @@ class LogSegment:
         # so a log of thousands of segments does not hold thousands of mappings.
         self._indexes: tuple[OffsetIndex, TimeIndex] | None = None
         self._index_lock = threading.Lock()
+        self.txn_index = TransactionIndex(
+            segment_path(directory, base_offset, TXN_INDEX_SUFFIX + suffix), base_offset
+        )
         try:
             if active:
                 self._load_indexes(writable=True)
@@ -339,15 +345,19 @@ class LogSegment:
         """Raise CorruptRecordError when an index cannot belong to this log file."""
         self.offset_index.sanity_check(self.size, self.next_offset)
         self.time_index.sanity_check(self.size)
+        self.txn_index.sanity_check()
 
     def recover(self) -> int:
-        """Rebuild both indexes from the log, cutting it at the first invalid batch.
+        """Rebuild the offset and time indexes from the log, cutting it at the first
+        invalid batch, and empty the transaction index (the log's producer state
+        rebuilds it: its entries depend on the transactions open before this segment).
 
         Returns the number of bytes truncated. A batch is valid when its header parses,
         its CRC matches, and its offsets increase and fit this segment.
         """
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         self.max_timestamp_so_far = NO_TIMESTAMP
         self.offset_of_max_timestamp = self.base_offset
         self.bytes_since_last_index_entry = 0
@@ -378,6 +388,7 @@ class LogSegment:
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch holding an offset >= ``offset``; returns bytes removed."""
+        self.txn_index.truncate_to(offset)
         first = self.translate_offset(offset)
         if first is None:
             return 0
@@ -404,6 +415,7 @@ class LogSegment:
         self.log.flush()
         for index in self._indexes or ():
             index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self._indexes is not None:  # sealed, unloaded segments already have it all
@@ -427,6 +439,9 @@ class LogSegment:
                     if path.exists():
                         path.replace(new_path)
             self._index_paths = (renamed[0], renamed[1])
+        self.txn_index.rename_to(
+            self.txn_index.path.with_name(_base_name(self.txn_index.path) + suffix)
+        )
 
     def delete(self) -> None:
         self.deleted = True
@@ -436,6 +451,7 @@ class LogSegment:
             self._indexes = None
             for path in self._index_paths:
                 path.unlink(missing_ok=True)
+        self.txn_index.delete()
         self.log.close()
         self.log.path.unlink(missing_ok=True)
 
@@ -446,7 +462,7 @@ class LogSegment:
 def _base_name(path: Path) -> str:
     """``00..05.log.deleted`` -> ``00..05.log``: the name up to the first real suffix."""
     name = path.name
-    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
         cut = name.find(suffix)
         if cut >= 0 and name[cut:].startswith(suffix):
             return name[: cut + len(suffix)]

@@ -50,12 +50,15 @@ def validate_produce(
     now_ms: int,
     before_max_ms: int,
     after_max_ms: int,
+    allow_control: bool = False,
 ) -> list[BatchHeader]:
     """The headers of the v2 batches in ``buf``, or the typed error of the first bad one.
 
     ``timestamp_type`` is the topic's; only CreateTime topics bound the producer's
     timestamps (``now_ms - before_max_ms <= t <= now_ms + after_max_ms``).
     ``require_keys`` (compacted topics) decodes every record to check its key.
+    Control batches are refused unless ``allow_control`` (a transaction coordinator's
+    markers; Kafka's AppendOrigin.COORDINATOR), and then need a producer id.
     """
     view = memoryview(buf)
     if len(view) == 0:
@@ -64,7 +67,7 @@ def validate_produce(
     pos = 0
     while pos < len(view):
         header = _parse(view, pos)
-        _check_batch(view, header, max_message_bytes)
+        _check_batch(view, header, max_message_bytes, allow_control)
         if timestamp_type is TimestampType.CREATE_TIME:
             _check_timestamps(header, now_ms, before_max_ms, after_max_ms)
         if require_keys:
@@ -108,7 +111,9 @@ def _raw_crc_matches(view: memoryview, pos: int) -> bool:
     return crc32c(view[pos + ATTRIBUTES_OFFSET : end]) == stored
 
 
-def _check_batch(view: memoryview, header: BatchHeader, max_message_bytes: int) -> None:
+def _check_batch(
+    view: memoryview, header: BatchHeader, max_message_bytes: int, allow_control: bool
+) -> None:
     # Messages are built only on failure: this runs for every produced batch.
     if header.base_offset != 0:
         raise InvalidRecordError(
@@ -135,8 +140,10 @@ def _check_batch(view: memoryview, header: BatchHeader, max_message_bytes: int) 
         raise InvalidRecordError(
             f"{_where(header)}: {count} records cannot fit in its {header.size} bytes"
         )
-    if header.is_control:
+    if header.is_control and not allow_control:
         raise InvalidRecordError(f"{_where(header)}: producers may not write control batches")
+    if header.is_control and header.producer_id == NO_PRODUCER_ID:
+        raise InvalidRecordError(f"{_where(header)}: control batch without a producer id")
     if header.producer_id != NO_PRODUCER_ID or header.is_transactional:
         _check_producer(header, _where(header))
 
@@ -154,7 +161,7 @@ def _check_producer(header: BatchHeader, where: str) -> None:
         return
     if header.producer_epoch < 0:
         raise InvalidRecordError(f"{where}: invalid producer epoch {header.producer_epoch}")
-    if header.base_sequence < 0:
+    if header.base_sequence < 0 and not header.is_control:  # markers carry no sequence
         raise InvalidRecordError(f"{where}: invalid sequence number {header.base_sequence}")
 
 
