@@ -10,6 +10,7 @@ from tests.storage.tier.test_manifest import TP, remote_segment
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.layout import new_segment_id, segment_key
 from tierlog.storage.tier.manifest import (
+    ByteRange,
     ChunkRef,
     CorruptManifestError,
     PartitionManifest,
@@ -110,6 +111,22 @@ def test_a_format_1_manifest_reads_its_deleting_entries_as_dead() -> None:
     assert [s.state for s in manifest.segments] == [SegmentState.FINISHED] * 2
     assert (manifest.deleted_end_offset, manifest.chunks) == (0, ())
     assert [s.base_offset for s in manifest.view().all_segments()] == [10]
+
+
+@pytest.mark.parametrize("format_version", [1, 2])
+def test_an_entry_written_before_the_txn_index_part_reads_as_an_empty_one(
+    format_version: int,
+) -> None:
+    segment = remote_segment(0, 10, state=SegmentState.FINISHED)
+    document = json.loads(encode_manifest(PartitionManifest(TP, segments=(segment,))))
+    end = segment.object_size_bytes
+    assert document["segments"][0]["parts"].pop("txn_index") == [end, end]
+    if format_version == 1:
+        document["format"] = 1
+        del document["chunks"], document["deleted_end_offset"]
+    (decoded,) = decode_manifest(json.dumps(document).encode()).segments
+    assert decoded == segment
+    assert decoded.range_of(SegmentPart.TXN_INDEX) == ByteRange(end, end)
 
 
 def test_a_chunk_round_trips_and_must_match_its_reference() -> None:

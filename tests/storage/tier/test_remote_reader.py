@@ -10,6 +10,7 @@ import pytest
 
 from tests.storage.conftest import T0, batch_with_timestamps, config, headers_of
 from tests.storage.tier.uploads import tier_closed_segments, tier_segments
+from tests.storage.transactions import TxnWriter
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import OffsetOutOfRangeError
 from tierlog.storage.log import MAX_TIMESTAMP, Log
@@ -210,3 +211,27 @@ def test_a_stale_view_is_served_while_the_store_cannot_reload_it(tmp_path: Path,
             reader.view(TP, refresh=True)
     finally:
         reader.ranges.close()
+
+
+def test_aborted_transactions_come_back_from_the_tier_as_the_local_log_has_them(
+    tmp_path: Path, store: LocalDirectoryStore, reader: RemoteLogReader
+) -> None:
+    log = Log.open(tmp_path / "events-0", config(segment_bytes=400, remote_storage_enable=True))
+    txns = TxnWriter(log)
+    rng = random.Random(3)
+    for _ in range(60):
+        producer = rng.randint(1, 3)
+        if rng.random() < 0.3:
+            txns.end(producer, commit=rng.random() < 0.3)
+        else:
+            txns.send(producer, rng.randint(1, 3))
+    log.roll()
+    manifest = tier_closed_segments(store, TP, log)
+    assert len(load_view(store, TP).all_segments()) >= 5 and len(txns.aborted) >= 5
+    end = manifest.end_offset
+    for start in range(0, end, 3):
+        for upper in (start + 1, start + 7, end):
+            tiered = reader.collect_aborted_transactions(TP, start, upper)
+            assert tiered == log.collect_aborted_transactions(start, upper)
+            assert set(tiered) == txns.overlapping(start, upper)
+    log.close()

@@ -6,6 +6,7 @@ import pytest
 
 from tests.storage.conftest import FakeClock, read_all_bytes
 from tests.storage.tier.tiering import open_log, produce
+from tests.storage.transactions import TxnWriter
 from tierlog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, write_epoch_checkpoint
 from tierlog.storage.errors import CorruptRecordError, KafkaStorageError
 from tierlog.storage.index import OffsetIndex, TimeIndex
@@ -18,6 +19,7 @@ from tierlog.storage.tier.segment_object import (
     epochs_covering,
     segment_object,
 )
+from tierlog.storage.transaction_index import AbortedTxn, decode_entries
 
 
 def test_a_segment_object_holds_the_segment_and_its_state(tmp_path: Path) -> None:
@@ -78,3 +80,21 @@ def test_leader_epochs_round_trip_and_reject_garbage() -> None:
     for bad in (b"1\n0\n", b"0\n2\n1 2\n", b"0\nx\n", b"\xff"):
         with pytest.raises(CorruptRecordError):
             decode_leader_epochs(bad)
+
+
+def test_a_segment_object_carries_the_transaction_index(tmp_path: Path) -> None:
+    log = open_log(tmp_path, FakeClock())
+    txns = TxnWriter(log)
+    txns.send(1, 2)
+    txns.send(2, 2)
+    txns.end(1, commit=False)
+    txns.end(2, commit=True)
+    log.roll()
+    (segment,) = log.segments[:-1]
+    content = segment_object(segment)
+    with BodyReader(content.body) as body:
+        data = body.read(0, body.size)
+    start, end = content.parts[list(SegmentPart).index(SegmentPart.TXN_INDEX)]
+    assert data[start:end] == segment.txn_index.path.read_bytes()
+    assert decode_entries(data[start:end]) == txns.aborted == [AbortedTxn(1, 0, 4, 2)]
+    assert end == content.size_bytes  # the last part

@@ -94,6 +94,8 @@ class SegmentPart(Enum):
     TIME_INDEX = "time_index"
     PRODUCER_SNAPSHOT = "producer_snapshot"
     LEADER_EPOCHS = "leader_epochs"
+    # The segment's .txnindex; entries written before it was uploaded lack it (empty).
+    TXN_INDEX = "txn_index"
 
 
 class ByteRange(NamedTuple):

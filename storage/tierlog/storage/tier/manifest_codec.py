@@ -203,9 +203,21 @@ def _decode_segment(entry: dict[str, Any]) -> RemoteSegment:
         max_timestamp=_int(entry["max_timestamp"]),
         offset_of_max_timestamp=_int(entry["offset_of_max_timestamp"]),
         key=_str(entry["key"]),
-        parts=tuple(ByteRange(*map(_int, parts[part.value])) for part in SegmentPart),
+        parts=_decode_parts(parts),
         created_ms=_int(entry["created_ms"]),
     )
+
+
+def _decode_parts(parts: dict[str, Any]) -> tuple[ByteRange, ...]:
+    """The parts' ranges; a missing transaction index (an entry written before it was
+    uploaded) is an empty range at the end."""
+    ranges: list[ByteRange] = []
+    for part in SegmentPart:
+        if part is SegmentPart.TXN_INDEX and part.value not in parts:
+            ranges.append(ByteRange(ranges[-1].end, ranges[-1].end))
+        else:
+            ranges.append(ByteRange(*map(_int, parts[part.value])))
+    return tuple(ranges)
 
 
 def _int(value: object) -> int:

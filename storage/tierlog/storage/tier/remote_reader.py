@@ -17,7 +17,9 @@ needs one, and they are tiny beside the log bytes, which are never held);
 batch headers are walked from there; whole batches are returned, the first even when
 it is larger than ``max_bytes``. A segment with nothing at or after the offset (the
 tail a cleaner emptied) hands over to the next one. Every byte comes through the
-``RangeReader``: chunked ranged GETs, the disk cache, prefetch.
+``RangeReader``: chunked ranged GETs, the disk cache, prefetch. The aborted
+transactions of a range come from the segments' transaction index parts, searched as
+the broker searches its local ``.txnindex`` files.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from tierlog.storage.tier.manifest import RemoteLogView, RemoteSegment, SegmentP
 from tierlog.storage.tier.manifest_store import ChunkReader, load_view
 from tierlog.storage.tier.range_reader import RangeReader
 from tierlog.storage.tier.store import ObjectNotFoundError, ObjectStoreError
+from tierlog.storage.transaction_index import AbortedTxn, collect_aborted, decode_entries
 
 __all__ = ["RemoteLogReader"]
 
@@ -171,6 +174,21 @@ class RemoteLogReader:
             while self._index_bytes > INDEX_MEMORY_BYTES and len(self._indexes) > 1:
                 self._index_bytes -= len(self._indexes.popitem(last=False)[1])
         return data
+
+    def collect_aborted_transactions(
+        self, tp: TopicPartition, start_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``,
+        from the transaction indexes of the tiered segment holding ``start_offset`` on."""
+
+        def attempt(view: RemoteLogView) -> list[AbortedTxn]:
+            indexes = (
+                decode_entries(self._index(segment, SegmentPart.TXN_INDEX), segment.key)
+                for segment in view.segments_from(start_offset)
+            )
+            return collect_aborted(indexes, start_offset, upper_bound_offset)
+
+        return self._with_view(tp, start_offset, attempt)
 
     # -- offsets by time ----------------------------------------------------------------
 

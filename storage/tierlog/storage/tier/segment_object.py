@@ -2,7 +2,8 @@
 
 A segment object is its parts back to back (``manifest.SegmentPart`` order): the log
 bytes, the trimmed offset and time indexes, the producer-state snapshot at the
-segment's end offset, and the leader-epoch entries covering it. The body is a
+segment's end offset, the leader-epoch entries covering it, and the transaction index
+(its whole entries; empty when the segment aborted no transaction). The body is a
 ``Concatenation`` of the ``.log`` file itself and the small parts read into memory,
 so the log bytes go from the file to the store without a staged copy. The segment
 must be closed: its files no longer change.
@@ -21,6 +22,7 @@ from tierlog.storage.producer_snapshot import snapshot_path
 from tierlog.storage.segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_path
 from tierlog.storage.tier.manifest import ByteRange, SegmentPart, part_ranges
 from tierlog.storage.tier.store import Concatenation
+from tierlog.storage.transaction_index import encode_entries
 
 __all__ = [
     "SegmentObject",
@@ -100,6 +102,7 @@ def segment_object(segment: LogSegment) -> SegmentObject:
         segment.time_index.entries * _TIME_ENTRY_BYTES,
     )
     snapshot = _read_if_present(snapshot_path(directory, end))
+    txn_index = encode_entries(segment.txn_index.entries())
     epochs = encode_leader_epochs(
         epochs_covering(read_epoch_checkpoint(directory / LEADER_EPOCH_CHECKPOINT), base, end)
     )
@@ -110,9 +113,10 @@ def segment_object(segment: LogSegment) -> SegmentObject:
         SegmentPart.TIME_INDEX: len(time_index),
         SegmentPart.PRODUCER_SNAPSHOT: len(snapshot),
         SegmentPart.LEADER_EPOCHS: len(epochs),
+        SegmentPart.TXN_INDEX: len(txn_index),
     }
     return SegmentObject(
-        body=Concatenation((log_path, offset_index, time_index, snapshot, epochs)),
+        body=Concatenation((log_path, offset_index, time_index, snapshot, epochs, txn_index)),
         base_offset=base,
         end_offset=end,
         base_timestamp=first.header.max_timestamp if first else NO_TIMESTAMP,
