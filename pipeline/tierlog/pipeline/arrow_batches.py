@@ -6,10 +6,10 @@ this module only turns them into columns. Per-batch work is done once per batch
 arrays: offsets and timestamps in ``array('q')``, the topic and partition columns
 straight from buffers, keys and values from lists of bytes in one call each.
 
-Control batches (transaction markers) are never returned. Aborted transactional
-records would need the ``.txnindex``, which the storage engine does not write
-(``tierlog.storage`` keeps no aborted-transaction index), so they are returned as
-Spark's Kafka source does by default (``read_uncommitted``).
+Reads are read_committed: control batches (transaction markers) are never returned,
+nor the transactional batches of the split's aborted transactions (found by the planner
+in the segments' transaction indexes, ``transactions.py``); the planner also stops
+every query at the last stable offset, so no undecided record is ever decoded.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from tierlog.pipeline.planner import InputSplit
 from tierlog.pipeline.schema import HEADER_TYPE, arrow_schema
 from tierlog.pipeline.segments import SegmentReader
+from tierlog.pipeline.transactions import AbortedRanges
 from tierlog.storage.config import TimestampType
 from tierlog.storage.records import BatchHeader, Record, decode_records
 
@@ -111,11 +112,14 @@ def decode_split(
 ) -> Iterator[pa.RecordBatch]:
     """The selected records of ``split`` as Arrow batches of at most ~``batch_rows`` rows."""
     decoder = SplitDecoder(split, include_headers=include_headers)
+    aborted = AbortedRanges(split.aborted)
     for batch in reader.batches(split.start_position, split.end_position):
         header = batch.header
         if header.base_offset >= split.end_offset and header.record_count >= 0:
             break
         if header.is_control or header.last_offset < split.start_offset:
+            continue
+        if aborted and aborted.holds(header):
             continue
         records = decode_records(batch.buffer, header)
         if records:

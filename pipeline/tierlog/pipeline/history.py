@@ -29,16 +29,28 @@ class SegmentRange:
 
 @dataclass(frozen=True)
 class PartitionHistory:
+    """A partition's segment ranges in offset order; ``last_stable_offset``, once known
+    (``transactions.with_last_stable_offset``), is where a read_committed reader stops."""
+
     tp: TopicPartition
     ranges: tuple[SegmentRange, ...]
+    last_stable_offset: int | None = None
 
     @property
     def earliest(self) -> int:
         return self.ranges[0].from_offset if self.ranges else 0
 
     @property
-    def latest(self) -> int:
+    def end_offset(self) -> int:
+        """One past the last offset stored."""
         return self.ranges[-1].to_offset if self.ranges else 0
+
+    @property
+    def latest(self) -> int:
+        """Where reading stops: the end, or the last stable offset if it is known."""
+        if self.last_stable_offset is None:
+            return self.end_offset
+        return min(self.end_offset, self.last_stable_offset)
 
 
 def merge_history(tp: TopicPartition, places: Iterable[PartitionSegments]) -> PartitionHistory:

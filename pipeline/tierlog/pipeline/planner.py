@@ -19,16 +19,19 @@ boundaries, so every batch is decoded by exactly one split.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from tierlog.pipeline.errors import DataLossError
 from tierlog.pipeline.history import PartitionHistory, SegmentRange
 from tierlog.pipeline.options import EARLIEST, LATEST, OffsetSpec
-from tierlog.pipeline.segments import SegmentReader, SegmentRef
+from tierlog.pipeline.segments import Opener, SegmentReader, SegmentRef
+from tierlog.pipeline.transactions import aborted_transactions
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.records import decode_records
+from tierlog.storage.transaction_index import AbortedTxn
 
 __all__ = [
     "InputSplit",
@@ -39,8 +42,6 @@ __all__ = [
     "resolve_range",
     "split_for_parallelism",
 ]
-
-Opener = Callable[[SegmentRef], SegmentReader]
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,8 @@ class OffsetRange:
 @dataclass(frozen=True)
 class InputSplit:
     """Decode ``segment``'s bytes ``[start_position, end_position)``, keeping the
-    offsets ``[start_offset, end_offset)``."""
+    offsets ``[start_offset, end_offset)`` but the transactional batches of ``aborted``
+    transactions."""
 
     tp: TopicPartition
     segment: SegmentRef
@@ -63,6 +65,7 @@ class InputSplit:
     end_position: int
     start_offset: int
     end_offset: int
+    aborted: tuple[AbortedTxn, ...] = ()
 
     @property
     def size_bytes(self) -> int:
@@ -167,7 +170,9 @@ def _end_position(reader: SegmentReader, end_offset: int) -> int:
 def plan_partition(
     history: PartitionHistory, selected: OffsetRange, open_segment: Opener
 ) -> Iterator[InputSplit]:
-    """One split per segment that holds selected offsets, narrowed by the index."""
+    """One split per segment that holds selected offsets, narrowed by the index, with
+    the aborted transactions overlapping its offsets."""
+    aborted = aborted_transactions(history, selected.start, selected.end, open_segment)
     for segment_range in history.ranges:
         start = max(segment_range.from_offset, selected.start)
         end = min(segment_range.to_offset, selected.end)
@@ -182,6 +187,7 @@ def plan_partition(
                 _end_position(reader, end),
                 start,
                 end,
+                tuple(txn for txn in aborted if txn.overlaps(start, end)),
             )
         finally:
             reader.close()
@@ -225,4 +231,4 @@ def _cut(split: InputSplit, positions: Sequence[int], pieces: int) -> Iterator[I
 
 
 def _with_bytes(split: InputSplit, start: int, end: int) -> InputSplit:
-    return InputSplit(split.tp, split.segment, start, end, split.start_offset, split.end_offset)
+    return dataclasses.replace(split, start_position=start, end_position=end)

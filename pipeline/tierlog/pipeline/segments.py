@@ -13,13 +13,15 @@ an executor, which opens it there with ``open_segment``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from tierlog.storage.file_records import FileBatch, FileRecords
 from tierlog.storage.index import OffsetIndex, SegmentIndex, TimeIndex
+from tierlog.storage.producer_snapshot import snapshot_path
+from tierlog.storage.transaction_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
 
 if TYPE_CHECKING:
     from tierlog.storage.tier.manifest import RemoteSegment
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "IndexColumns",
     "LocalSegment",
+    "Opener",
     "SegmentReader",
     "SegmentRef",
     "live_prefix",
@@ -81,7 +84,19 @@ class SegmentReader(Protocol):
         """Whole batches in ``[start, end)`` (a batch boundary), read sequentially."""
         ...
 
+    def aborted_transactions(self) -> list[AbortedTxn]:
+        """The entries of the segment's transaction index (none when it has none)."""
+        ...
+
+    def producer_snapshot(self, end_offset: int) -> bytes:
+        """The producer snapshot stored at the segment's end offset ``end_offset``, as
+        bytes (empty when there is none)."""
+        ...
+
     def close(self) -> None: ...
+
+
+Opener = Callable[[SegmentRef], SegmentReader]
 
 
 def live_prefix(keys: Sequence[int], values: Sequence[int]) -> IndexColumns:
@@ -124,6 +139,16 @@ class LocalSegment:
 
     def batches(self, start: int = 0, end: int | None = None) -> Iterator[FileBatch]:
         return self._log.batches(start, end)
+
+    def aborted_transactions(self) -> list[AbortedTxn]:
+        path = Path(self.ref.path).with_suffix(TXN_INDEX_SUFFIX)
+        return TransactionIndex(path, self.ref.base_offset).entries()
+
+    def producer_snapshot(self, end_offset: int) -> bytes:
+        try:
+            return snapshot_path(Path(self.ref.path).parent, end_offset).read_bytes()
+        except FileNotFoundError:
+            return b""
 
     def close(self) -> None:
         self._log.close()

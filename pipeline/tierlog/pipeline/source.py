@@ -27,6 +27,7 @@ from tierlog.pipeline.planner import (
 )
 from tierlog.pipeline.segments import open_segment
 from tierlog.pipeline.tiered import list_tier
+from tierlog.pipeline.transactions import with_last_stable_offset
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.s3_store import S3Options
 
@@ -60,7 +61,8 @@ def discover(
     *,
     s3: S3Options | None = None,
 ) -> list[PartitionHistory]:
-    """Each subscribed partition's merged history over every path, in partition order."""
+    """Each subscribed partition's merged history over every path, in partition order,
+    ending at its last stable offset (undecided transactions are not read yet)."""
     topics = None if subscription.pattern is not None else _named_topics(subscription)
     if topics is not None and bounds.topics is not None:
         topics = topics & bounds.topics
@@ -69,7 +71,10 @@ def discover(
         for partition in list_place(path, topics, s3):
             if subscription.wants(partition.tp) and bounds.admits(partition.tp):
                 places[partition.tp].append(partition)
-    return [merge_history(tp, places[tp]) for tp in sorted(places)]
+    return [
+        with_last_stable_offset(merge_history(tp, places[tp]), open_segment)
+        for tp in sorted(places)
+    ]
 
 
 def _named_topics(subscription: Subscription) -> frozenset[str]:

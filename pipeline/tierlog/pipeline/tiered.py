@@ -25,6 +25,7 @@ from tierlog.storage.tier.manifest_store import load_view, read_part
 from tierlog.storage.tier.s3_store import S3Options
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.url import open_store as open_tier_store
+from tierlog.storage.transaction_index import AbortedTxn, decode_entries
 
 __all__ = [
     "RemoteSegmentReader",
@@ -123,6 +124,15 @@ class RemoteSegmentReader:
                 yield FileBatch(position, parse_header(whole, 0), whole)
                 offset = header.size
             position += offset
+
+    def aborted_transactions(self) -> list[AbortedTxn]:
+        data = read_part(self.store, self.segment, SegmentPart.TXN_INDEX)
+        return decode_entries(data, self.segment.key)
+
+    def producer_snapshot(self, end_offset: int) -> bytes:
+        if end_offset != self.segment.end_offset:
+            return b""
+        return read_part(self.store, self.segment, SegmentPart.PRODUCER_SNAPSHOT)
 
     def close(self) -> None:
         self.store.close()
