@@ -316,9 +316,9 @@ class Log:
             ):
                 segment = self._roll_locked()
             segment.append(pieces, batches, total_bytes)
-            for aborted in producers.aborted:
-                segment.txn_index.append(aborted)
             self.producer_state.complete_append(producers, last_offset + 1)
+            for aborted in producers.aborted:  # Kafka's order: the state, then the index
+                segment.txn_index.append(aborted)
             self.unflushed_messages += last_offset - first_offset + 1
             needs_flush = self.unflushed_messages >= config.flush_messages
         if needs_flush:
