@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.storage.compaction import clean_fully, keyed_batch, open_compacted
+from tests.storage.compaction import clean_fully, compacted, keyed_batch, open_compacted
 from tests.storage.conftest import FakeClock, config
 from tests.storage.test_log_properties import abandon
 from tests.storage.transactions import TxnWriter, marker_batch, txn_batch
@@ -208,19 +208,23 @@ def test_the_cleaner_keeps_aborted_data_and_carries_the_index(log_dir: Path) -> 
 
 
 OPS = st.lists(
-    st.tuples(st.sampled_from(["send", "commit", "abort", "plain", "roll"]), st.integers(1, 3)),
+    st.tuples(
+        st.sampled_from(["send", "commit", "abort", "plain", "roll", "clean"]), st.integers(1, 3)
+    ),
     max_size=40,
 )
+# Compacted, so the cleaner can rewrite the closed segments between appends.
+SMALL_COMPACTED = compacted(segment_bytes=400, index_interval_bytes=0)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(OPS, st.data())
-def test_collect_returns_every_overlapping_abort_and_recovery_rebuilds_the_same_bytes(
+def test_collect_finds_every_overlapping_abort_through_cleaning_and_recovery(
     ops: list[tuple[str, int]], data: st.DataObject
 ) -> None:
     directory = Path(tempfile.mkdtemp()) / "t-0"
     try:
-        log = Log.open(directory, SMALL, clock_ms=FakeClock())
+        log = Log.open(directory, SMALL_COMPACTED, clock_ms=FakeClock())
         txns = TxnWriter(log)
         for op, producer in ops:
             if op == "send":
@@ -229,6 +233,9 @@ def test_collect_returns_every_overlapping_abort_and_recovery_rebuilds_the_same_
                 txns.send_plain()
             elif op == "roll":
                 log.roll()
+            elif op == "clean":
+                log.roll()
+                clean_fully(log)
             else:
                 txns.end(producer, commit=op == "commit")
         assert all_entries(log) == txns.aborted
@@ -240,7 +247,7 @@ def test_collect_returns_every_overlapping_abort_and_recovery_rebuilds_the_same_
         written = txn_index_bytes(directory)
         log.flush()
         abandon(log)
-        reopened = Log.open(directory, SMALL, recovery_point=0, clock_ms=FakeClock())
+        reopened = Log.open(directory, SMALL_COMPACTED, recovery_point=0, clock_ms=FakeClock())
         assert txn_index_bytes(directory) == written
         reopened.close()
     finally:
