@@ -7,6 +7,7 @@ Test modules import the helpers (``from tests.pipeline.conftest import write_log
 from __future__ import annotations
 
 import os
+import random
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from tests.storage.conftest import T0, config, read_all_records
+from tests.storage.transactions import TxnWriter
 from tests.support.minio import MinioServer
 from tierlog.pipeline.options import parse_s3_options
 from tierlog.storage.checkpoints import TopicPartition
@@ -36,6 +38,7 @@ from tierlog.storage.tier.url import open_store
 __all__ = [
     "CODECS",
     "SMALL_SEGMENTS",
+    "TXN_SEGMENTS",
     "Row",
     "S3Tier",
     "expected_rows",
@@ -44,6 +47,7 @@ __all__ = [
     "rows_of_table",
     "write_legacy_then_v2",
     "write_log",
+    "write_transactions",
 ]
 
 CODECS = list(CompressionType)
@@ -118,6 +122,29 @@ def write_legacy_then_v2(log_dir: Path, tp: TopicPartition, magic: int) -> list[
         return read_all_records(log)
     finally:
         log.close()
+
+
+# A handful of batches a segment, an index entry per batch: transactions span segments.
+TXN_SEGMENTS = config(segment_bytes=600, index_interval_bytes=1)
+
+
+def write_transactions(log: Log, *, rounds: int = 120, seed: int = 5) -> TxnWriter:
+    """Three producers' overlapping transactions, mostly aborted, among plain batches;
+    every transaction is ended at the end."""
+    rng = random.Random(seed)
+    txns = TxnWriter(log)
+    for _ in range(rounds):
+        producer = rng.randint(1, 3)
+        roll = rng.random()
+        if roll < 0.15:
+            txns.send_plain(rng.randint(1, 2))
+        elif roll < 0.4:
+            txns.end(producer, commit=rng.random() < 0.35)
+        else:
+            txns.send(producer, rng.randint(1, 3))
+    for producer in sorted(txns.open_txns):
+        txns.end(producer, commit=False)
+    return txns
 
 
 def expected_rows(tp: TopicPartition, records: Sequence[Record]) -> list[Row]:

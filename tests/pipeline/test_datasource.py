@@ -13,6 +13,7 @@ from pyspark.sql import functions as sf
 
 from tests.pipeline.conftest import (
     SMALL_SEGMENTS,
+    TXN_SEGMENTS,
     Row,
     S3Tier,
     expected_rows,
@@ -20,9 +21,11 @@ from tests.pipeline.conftest import (
     records_for,
     write_legacy_then_v2,
     write_log,
+    write_transactions,
 )
 from tests.pipeline.tiering import tier_closed_segments
 from tests.storage.conftest import read_all_records
+from tests.storage.transactions import TxnWriter
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
 from tierlog.storage.tier.local_store import LocalDirectoryStore
@@ -146,6 +149,68 @@ def test_a_stream_tails_new_batches_and_newly_tiered_segments(
         query.processAllAvailable()
         offsets = [row.offset for row in spark.table("tailed").orderBy("offset").collect()]
         assert offsets == list(range(300))
+    finally:
+        query.stop()
+        log.close()
+
+
+def test_aborted_and_undecided_records_are_not_in_the_dataframe(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """read_committed over a file:// tier, the local log, and both: no marker, no record
+    of an aborted transaction, nothing at or past the last stable offset."""
+    log_dir = tmp_path / "logs"
+    log = Log.open(log_dir / TP0.dir_name, TXN_SEGMENTS)
+    txns = write_transactions(log, rounds=90)
+    store = LocalDirectoryStore(tmp_path / "tier")
+    tier_end = tier_closed_segments(store, TP0, log).end_offset
+    txns.send(5, 2)  # stays open: undecided
+    txns.send_plain(2)
+    log.flush()
+    stable = txns.open_txns[5]
+    committed = sorted(txns.committed)
+    assert len(txns.aborted) >= 5 and tier_end < stable
+
+    def offsets(*paths: str) -> list[int]:
+        frame = spark.read.format("tierlog").option("subscribe", TOPIC).load(list(paths))
+        return [row.offset for row in frame.orderBy("offset").select("offset").collect()]
+
+    tier_stable = min(
+        (t.first_offset for t in txns.aborted if t.first_offset < tier_end <= t.last_offset),
+        default=tier_end,
+    )
+    assert offsets(store.url) == [o for o in committed if o < tier_stable]
+    assert offsets(str(log_dir)) == [o for o in committed if o < stable]
+    assert offsets(store.url, str(log_dir)) == [o for o in committed if o < stable]
+
+    txns.end(5, commit=False)
+    log.close()
+    assert offsets(store.url, str(log_dir)) == committed
+
+
+def test_a_stream_waits_for_an_open_transaction(spark: SparkSession, tmp_path: Path) -> None:
+    log_dir = tmp_path / "logs"
+    log = Log.open(log_dir / TP0.dir_name, TXN_SEGMENTS)
+    txns = TxnWriter(log)
+    txns.send_plain(3)  # 0-2
+    txns.send(1, 2)  # 3-4, open
+    txns.send_plain(1)  # 5: waits behind the open transaction
+    frame = (
+        spark.readStream.format("tierlog")
+        .option("subscribe", TOPIC)
+        .option("startingOffsets", "earliest")
+        .option("path", str(log_dir))
+        .load()
+    )
+    query = frame.writeStream.format("memory").queryName("committed_only").start()
+    try:
+        query.processAllAvailable()
+        seen = [row.offset for row in spark.table("committed_only").orderBy("offset").collect()]
+        assert seen == [0, 1, 2]
+        txns.end(1, commit=True)  # 6
+        query.processAllAvailable()
+        seen = [row.offset for row in spark.table("committed_only").orderBy("offset").collect()]
+        assert seen == [0, 1, 2, 3, 4, 5]
     finally:
         query.stop()
         log.close()

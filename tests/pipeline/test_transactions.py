@@ -5,14 +5,13 @@ the data holds reading back at the last stable offset."""
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import pytest
 
+from tests.pipeline.conftest import TXN_SEGMENTS, write_transactions
 from tests.pipeline.read_all import read_table
 from tests.pipeline.tiering import tier_closed_segments
-from tests.storage.conftest import config
 from tests.storage.transactions import TxnWriter, txn_batch
 from tierlog.pipeline.options import parse_options
 from tierlog.pipeline.segments import open_segment
@@ -25,27 +24,6 @@ from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.transaction_index import AbortedTxn
 
 TP = TopicPartition("payments", 0)
-# A handful of batches a segment, an index entry per batch: transactions span segments.
-SEGMENTS = config(segment_bytes=600, index_interval_bytes=1)
-
-
-def write_transactions(log: Log, *, rounds: int = 120, seed: int = 5) -> TxnWriter:
-    """Three producers' overlapping transactions, mostly aborted, among plain batches;
-    every transaction is ended at the end."""
-    rng = random.Random(seed)
-    txns = TxnWriter(log)
-    for _ in range(rounds):
-        producer = rng.randint(1, 3)
-        roll = rng.random()
-        if roll < 0.15:
-            txns.send_plain(rng.randint(1, 2))
-        elif roll < 0.4:
-            txns.end(producer, commit=rng.random() < 0.35)
-        else:
-            txns.send(producer, rng.randint(1, 3))
-    for producer in sorted(txns.open_txns):
-        txns.end(producer, commit=False)
-    return txns
 
 
 def offsets(table_options: dict[str, str]) -> list[int | None]:
@@ -53,7 +31,7 @@ def offsets(table_options: dict[str, str]) -> list[int | None]:
 
 
 def test_aborted_records_and_markers_are_not_returned_from_a_log_dir(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / TP.dir_name, SEGMENTS)
+    log = Log.open(tmp_path / TP.dir_name, TXN_SEGMENTS)
     txns = write_transactions(log)
     log.close()
     assert len(txns.aborted) >= 10 and len(log.segments) >= 10
@@ -76,7 +54,7 @@ def test_aborted_records_and_markers_are_not_returned_from_a_log_dir(tmp_path: P
 def test_an_undecided_transaction_holds_reading_back_at_the_last_stable_offset(
     tmp_path: Path,
 ) -> None:
-    log = Log.open(tmp_path / TP.dir_name, SEGMENTS)
+    log = Log.open(tmp_path / TP.dir_name, TXN_SEGMENTS)
     txns = write_transactions(log, rounds=40)
     txns.send(7, 2)  # open, and stays open
     undecided_from = txns.open_txns[7]
@@ -100,7 +78,7 @@ def test_an_undecided_transaction_holds_reading_back_at_the_last_stable_offset(
 
 
 def test_the_last_stable_offset_is_the_same_with_or_without_snapshots(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / TP.dir_name, SEGMENTS)
+    log = Log.open(tmp_path / TP.dir_name, TXN_SEGMENTS)
     write_transactions(log, rounds=60)
     txns = TxnWriter(log)
     txns.send(9, 1)
@@ -120,7 +98,7 @@ def test_the_last_stable_offset_is_the_same_with_or_without_snapshots(tmp_path: 
 
 def test_a_file_tier_alone_and_with_the_local_tail(tmp_path: Path) -> None:
     log_dir = tmp_path / "logs"
-    log = Log.open(log_dir / TP.dir_name, SEGMENTS)
+    log = Log.open(log_dir / TP.dir_name, TXN_SEGMENTS)
     txns = write_transactions(log)
     store = LocalDirectoryStore(tmp_path / "tier")
     manifest = tier_closed_segments(store, TP, log)
@@ -170,7 +148,7 @@ def test_aborted_ranges_match_a_producers_transactional_batches_only() -> None:
 def test_every_split_of_a_random_history_reads_the_committed_records(
     tmp_path: Path, seed: int
 ) -> None:
-    log = Log.open(tmp_path / TP.dir_name, SEGMENTS)
+    log = Log.open(tmp_path / TP.dir_name, TXN_SEGMENTS)
     txns = write_transactions(log, rounds=80, seed=seed)
     log.close()
     assert offsets({"path": str(tmp_path), "subscribe": TP.topic, "minPartitions": "7"}) == sorted(
