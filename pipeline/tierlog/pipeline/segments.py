@@ -67,6 +67,19 @@ class SegmentRef:
     def is_remote(self) -> bool:
         return self.store_url is not None
 
+    @property
+    def has_txn_index(self) -> bool:
+        """Whether the segment lists aborted transactions, known without opening it (a
+        tier's store client is not cheap to make): its index file or part is not empty."""
+        if self.tier_segment is not None:
+            from tierlog.storage.tier.manifest import SegmentPart
+
+            return self.tier_segment.range_of(SegmentPart.TXN_INDEX).length > 0
+        try:
+            return Path(self.path).with_suffix(TXN_INDEX_SUFFIX).stat().st_size > 0
+        except FileNotFoundError:
+            return False
+
 
 class SegmentReader(Protocol):
     """What planning and decoding need of a segment, wherever it is stored."""

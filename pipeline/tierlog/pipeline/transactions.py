@@ -77,6 +77,8 @@ def aborted_transactions(
 
     def indexes() -> Iterator[list[AbortedTxn]]:
         for segment_range in _ranges_from(history, start):
+            if not segment_range.segment.ref.has_txn_index:
+                continue
             reader = open_segment(segment_range.segment.ref)
             try:
                 yield reader.aborted_transactions()
