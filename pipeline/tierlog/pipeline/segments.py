@@ -97,6 +97,11 @@ class SegmentReader(Protocol):
         """Whole batches in ``[start, end)`` (a batch boundary), read sequentially."""
         ...
 
+    def headers(self, start: int = 0) -> Iterator[FileBatch]:
+        """Batches from ``start`` with at least their headers' bytes (a local file walks
+        the headers alone; a tier has them fetched in large ranged reads anyway)."""
+        ...
+
     def aborted_transactions(self) -> list[AbortedTxn]:
         """The entries of the segment's transaction index (none when it has none)."""
         ...
@@ -152,6 +157,9 @@ class LocalSegment:
 
     def batches(self, start: int = 0, end: int | None = None) -> Iterator[FileBatch]:
         return self._log.batches(start, end)
+
+    def headers(self, start: int = 0) -> Iterator[FileBatch]:
+        return self._log.headers(start)
 
     def aborted_transactions(self) -> list[AbortedTxn]:
         path = Path(self.ref.path).with_suffix(TXN_INDEX_SUFFIX)

@@ -125,6 +125,9 @@ class RemoteSegmentReader:
                 offset = header.size
             position += offset
 
+    def headers(self, start: int = 0) -> Iterator[FileBatch]:
+        return self.batches(start)
+
     def aborted_transactions(self) -> list[AbortedTxn]:
         data = read_part(self.store, self.segment, SegmentPart.TXN_INDEX)
         return decode_entries(data, self.segment.key)

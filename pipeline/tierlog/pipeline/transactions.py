@@ -24,10 +24,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 
 from tierlog.pipeline.history import PartitionHistory, SegmentRange
-from tierlog.pipeline.segments import Opener
+from tierlog.pipeline.segments import Opener, SegmentReader
 from tierlog.storage.errors import CorruptSnapshotError, InvalidRecordError
+from tierlog.storage.file_records import FileBatch
 from tierlog.storage.producer_snapshot import decode_snapshot
-from tierlog.storage.records import BatchHeader, ReadableBuffer, read_end_txn_marker
+from tierlog.storage.records import BatchHeader, read_end_txn_marker
 from tierlog.storage.transaction_index import AbortedTxn, collect_aborted
 
 __all__ = [
@@ -121,10 +122,10 @@ def _replay(
     segment_range: SegmentRange, scan_from: int, open_txns: dict[int, int], open_segment: Opener
 ) -> None:
     """Open and close transactions with the batches of ``segment_range`` from
-    ``scan_from`` on (producer batches' headers; markers are decoded)."""
+    ``scan_from`` on (producer batches' headers; markers are read whole and decoded)."""
     reader = open_segment(segment_range.segment.ref)
     try:
-        for batch in reader.batches():
+        for batch in reader.headers():
             header = batch.header
             if header.base_offset >= segment_range.to_offset:
                 break
@@ -133,7 +134,7 @@ def _replay(
             if header.producer_id < 0:
                 continue
             if header.is_control:
-                if header.record_count > 0 and _is_end_marker(batch.buffer, header):
+                if header.record_count > 0 and _is_end_marker(reader, batch):
                     open_txns.pop(header.producer_id, None)
             elif header.is_transactional:
                 open_txns.setdefault(header.producer_id, header.base_offset)
@@ -141,9 +142,12 @@ def _replay(
         reader.close()
 
 
-def _is_end_marker(buffer: ReadableBuffer, header: BatchHeader) -> bool:
+def _is_end_marker(reader: SegmentReader, batch: FileBatch) -> bool:
+    whole = next(reader.batches(batch.position, batch.end), None)
+    if whole is None:
+        return False
     try:
-        read_end_txn_marker(buffer, header)
+        read_end_txn_marker(whole.buffer, whole.header)
     except (InvalidRecordError, ValueError):
         return False
     return True
