@@ -483,22 +483,19 @@ class ProducerStateManager:
         at or below it (within the local segments), then the batches after it.
 
         The transaction indexes of ``rebuild_txn_indexes`` (segments recovery emptied)
-        are written again on the way: replay then starts at or below the first of them,
-        so snapshots above its base are dropped, as Kafka drops them before recovering."""
+        are written again on the way, so the snapshot loaded is the newest at or below
+        the first of them; the later ones stay (they describe data recovery kept)."""
         local_start = max(log_start_offset, segments[0].base_offset)
-        replay_from = min(
+        load_up_to = min(
             (segment.base_offset for segment in rebuild_txn_indexes), default=log_end_offset
         )
         self._remove_stray_snapshots([segment.base_offset for segment in segments])
         self._delete_snapshots(
-            lambda offset: (
-                offset > min(log_end_offset, replay_from) or offset < segments[0].base_offset
-            )
+            lambda offset: offset > log_end_offset or offset < segments[0].base_offset
         )
         self.producers.clear()
         self.map_end_offset = local_start
-        while self._snapshots:
-            offset = self._snapshots[-1]
+        for offset in reversed([offset for offset in self._snapshots if offset <= load_up_to]):
             try:
                 entries = read_snapshot(snapshot_path(self.directory, offset))
             except CorruptSnapshotError as error:
