@@ -117,3 +117,28 @@ def test_an_empty_poll_returns_after_its_timeout(sidecar: LiveSidecar) -> None:
         started = time.monotonic()
         assert consumer.poll(300) == []
         assert 0.25 < time.monotonic() - started < 3
+
+
+def test_the_next_fetch_is_on_its_way_before_the_records_are_handed_out(
+    sidecar: LiveSidecar,
+) -> None:
+    _fill(sidecar)  # batches of a few records
+    with _consumer(sidecar, max_partition_fetch_bytes=1, max_poll_records=1) as consumer:
+        consumer.assign([TP])
+        consumer.seek(TP, 0)
+        [first] = consumer.poll(1000)  # a fetch of one batch: records 0..n-1 buffered
+        prefetch = consumer._in_flight[TP]
+        batch_end = prefetch.offset
+        assert first.offset == 0 and batch_end > 1
+        assert [r.offset for r in _poll_until(consumer, batch_end - 1)] == list(range(1, batch_end))
+        records = _poll_until(consumer, 100 - batch_end)
+        assert [r.offset for r in records] == list(range(batch_end, 100))
+
+
+def test_records_are_named_tuples_of_the_fetched_fields(sidecar: LiveSidecar) -> None:
+    _fill(sidecar, 3)
+    with _consumer(sidecar, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TP])
+        records = _poll_until(consumer, 3)
+    assert records[1] == ConsumerRecord("events", 0, 1, BASE_MS + 1000, None, b"1", ())
+    assert records[1]._asdict()["value"] == b"1"

@@ -67,6 +67,7 @@ class Cluster:
         self.security = security
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
+        self._log_stubs: dict[str, log_service_pb2_grpc.LogServiceStub] = {}
         self._topics: dict[str, TopicOwners] = {}
         self._brokers: tuple[str, ...] = ()
 
@@ -90,7 +91,13 @@ class Cluster:
             return channel
 
     def log_stub(self, address: str) -> log_service_pb2_grpc.LogServiceStub:
-        return log_service_pb2_grpc.LogServiceStub(self.channel(address))
+        """The sidecar's stub, made once (a stub builds a callable per method)."""
+        stub = self._log_stubs.get(address)
+        if stub is None:
+            stub = self._log_stubs[address] = log_service_pb2_grpc.LogServiceStub(
+                self.channel(address)
+            )
+        return stub
 
     def admin_stub(self, address: str) -> admin_service_pb2_grpc.AdminServiceStub:
         return admin_service_pb2_grpc.AdminServiceStub(self.channel(address))
@@ -112,6 +119,7 @@ class Cluster:
     def close(self) -> None:
         with self._lock:
             channels, self._channels = list(self._channels.values()), {}
+            self._log_stubs = {}
         for channel in channels:
             channel.close()
 

@@ -17,11 +17,16 @@ skipped, control batches (transaction markers) are skipped without being returne
 and CRCs are checked when ``check.crcs`` says so.  Positions move as records are
 returned, so a seek discards what was buffered.
 
-Fetches are pipelined: as soon as a fetch brought records, the next one for that
-partition (from after its last batch) is sent, so it is on its way while the
-application works through the records; a fetch still in flight when a poll returns
-stays in flight for the next poll; a seek drops it.  Records are decoded in one tight
-loop straight from the fetched bytes into ``ConsumerRecord``s (``decode_records_as``).
+Fetches are pipelined: as soon as a fetch brought batches, the next one for that
+partition (from after its last batch) is sent, before the records are even decoded,
+so it is on its way while this process decodes and the application works through the
+records; a fetch still in flight when a poll returns stays in flight for the next
+poll; a seek drops it.  The calls are blocking ones made on a pool of fetch threads
+(``MAX_FETCH_THREADS``): gRPC's future calls start a thread per call whenever none of
+the channel's calls is in flight, which with one partition is every fetch and costs
+milliseconds each.  Records are decoded straight from the fetched bytes into rows
+(``decode_record_rows``: runs of records laid out alike at C speed) and become
+``ConsumerRecord`` tuples without a Python-level call.
 """
 
 from __future__ import annotations
@@ -30,7 +35,11 @@ import functools
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import repeat
+from operator import add
+from typing import NamedTuple
 
 import grpc
 
@@ -42,18 +51,27 @@ from tierlog.client.errors import NoOffsetForPartitionError, TierlogError, is_re
 from tierlog.client.producer_batch import TopicPartition
 from tierlog.client.rpc import error_from_rpc
 from tierlog.storage.errors import CorruptRecordError
-from tierlog.storage.records import Header, crc_is_valid, decode_records_as, iter_batches
+from tierlog.storage.records import (
+    BatchHeader,
+    Header,
+    crc_is_valid,
+    decode_record_rows,
+    iter_batches,
+)
 
 __all__ = ["Consumer", "ConsumerRecord", "OffsetAndTimestamp"]
 
 EARLIEST = -2
 LATEST = -1
+# Fetch calls running at once (each a long poll of one partition, at most
+# fetch.max.wait.ms); a consumer of more partitions queues the rest behind them.
+MAX_FETCH_THREADS = 32
 
 
-@dataclass(slots=True)
-class ConsumerRecord:
-    """One record as ``poll`` returns it.  Treat it as read-only: it is not frozen because
-    a frozen dataclass costs several times more to make, and one is made per record."""
+class ConsumerRecord(NamedTuple):
+    """One record as ``poll`` returns it: a named tuple (as kafka-python's), because one is
+    made per record and a tuple subclass is made from the decoder's rows by C-level calls,
+    several times cheaper than any class with an ``__init__``."""
 
     topic: str
     partition: int
@@ -83,6 +101,7 @@ class Consumer(ClusterClient):
         self._positions: dict[TopicPartition, int | None] = {}
         self._buffers: dict[TopicPartition, _Buffered] = {}
         self._in_flight: dict[TopicPartition, _InFlightFetch] = {}
+        self._fetch_threads: ThreadPoolExecutor | None = None
 
     # --- assignment and positions -----------------------------------------------------
 
@@ -195,7 +214,9 @@ class Consumer(ClusterClient):
         for fetch in self._in_flight.values():
             fetch.call.cancel()
         self._in_flight.clear()
-        super().close()
+        if self._fetch_threads is not None:
+            self._fetch_threads.shutdown(wait=False, cancel_futures=True)
+        super().close()  # closing the channels ends the calls still running
 
     def _take_buffered(self) -> list[ConsumerRecord]:
         taken: list[ConsumerRecord] = []
@@ -228,8 +249,18 @@ class Consumer(ClusterClient):
             max_wait_ms=max_wait_ms,
             min_bytes=self.config.fetch_min_bytes,
         )
-        call = stub.Fetch.future(request, timeout=self._timeout_s + max_wait_ms / 1000)
+        call = self._fetcher().submit(
+            stub.Fetch, request, timeout=self._timeout_s + max_wait_ms / 1000
+        )
         self._in_flight[tp] = _InFlightFetch(offset, call)
+
+    def _fetcher(self) -> ThreadPoolExecutor:
+        """The threads that make the Fetch calls (started on first use)."""
+        if self._fetch_threads is None:
+            self._fetch_threads = ThreadPoolExecutor(
+                MAX_FETCH_THREADS, thread_name_prefix="tierlog-consumer-fetch"
+            )
+        return self._fetch_threads
 
     def _fetch(self, max_wait_ms: int) -> None:
         """A Fetch in flight for each assigned partition with nothing buffered (sent now
@@ -262,14 +293,12 @@ class Consumer(ClusterClient):
             del self._in_flight[tp]
             try:
                 response = fetch.call.result()
-            except grpc.FutureCancelledError:
+            except CancelledError:
                 continue
             except grpc.RpcError as rpc_error:
                 self._handle_fetch_error(tp, error_from_rpc(rpc_error))
                 continue
-            next_offset = self._buffer(tp, fetch.offset, response.record_batches)
-            if self._buffers[tp]:  # pipelining: the next fetch goes while these are used
-                self._send_fetch(tp, next_offset, self.config.fetch_max_wait_ms)
+            self._take(tp, fetch.offset, response.record_batches)
 
     def _handle_fetch_error(self, tp: TopicPartition, error: TierlogError) -> None:
         reason = reason_of(error)
@@ -283,13 +312,31 @@ class Consumer(ClusterClient):
         else:
             raise error
 
-    def _buffer(self, tp: TopicPartition, position: int, data: bytes) -> int:
-        """Buffer the records at or after ``position`` in ``data``; the offset after its
-        last batch."""
+    def _take(self, tp: TopicPartition, position: int, data: bytes) -> None:
+        """Buffer a fetch's records, with the next fetch already on its way.
+
+        Pipelining: the next fetch is sent from after the last batch (its headers are
+        cheap to walk) *before* the records are decoded, so the sidecar reads and sends
+        it while this process decodes; neither waits for the other.  A fetch that
+        fails its checks drops that prefetch, as the position stays where it was.
+        """
+        batches = list(iter_batches(data))
+        if batches and batches[-1].next_offset > position:
+            self._send_fetch(tp, batches[-1].next_offset, self.config.fetch_max_wait_ms)
+        try:
+            self._buffer(tp, position, data, batches)
+        except BaseException:
+            self._drop_fetch(tp)
+            raise
+
+    def _buffer(
+        self, tp: TopicPartition, position: int, data: bytes, batches: list[BatchHeader]
+    ) -> None:
+        """Buffer the records at or after ``position`` of ``batches`` (of ``data``)."""
         records: list[ConsumerRecord] = []
         next_offset = position
-        make = functools.partial(ConsumerRecord, tp.topic, tp.partition)
-        for header in iter_batches(data):
+        topic_partition = (tp.topic, tp.partition)
+        for header in batches:
             if self.config.check_crcs and not crc_is_valid(data, header):
                 raise CorruptRecordError(
                     f"{tp}: batch at offset {header.base_offset} fails its CRC"
@@ -297,21 +344,24 @@ class Consumer(ClusterClient):
             next_offset = max(next_offset, header.next_offset)
             if header.is_control:
                 continue
-            decoded = decode_records_as(data, header, make)
+            rows = decode_record_rows(data, header)
             if header.base_offset < position:
-                decoded = [record for record in decoded if record.offset >= position]
-            records += decoded
+                rows = [row for row in rows if row[0] >= position]
+            records += map(_new_record, map(add, repeat(topic_partition), rows))
         if records:
             self._buffers[tp] = _Buffered(records)
         else:  # only control batches or records before the position: skip them
             self._positions[tp] = next_offset
-        return next_offset
+
+
+# ``ConsumerRecord`` from a (topic, partition, *row) tuple, without a Python-level call.
+_new_record = functools.partial(tuple.__new__, ConsumerRecord)
 
 
 @dataclass
 class _InFlightFetch:
     offset: int
-    call: grpc.Future[log_service_pb2.FetchResponse]
+    call: Future[log_service_pb2.FetchResponse]
 
 
 class _Buffered:

@@ -27,8 +27,8 @@ from tierlog.storage.records import (
     build_legacy_message_set,
     crc32c,
     crc_is_valid,
+    decode_record_rows,
     decode_records,
-    decode_records_as,
     iter_batches,
     parse_header,
     patch_offsets,
@@ -287,13 +287,13 @@ def test_a_record_that_overruns_its_batch_is_corrupt_though_more_bytes_follow() 
 
 
 @given(SIMPLE_RECORDS, st.sampled_from(CompressionType))
-def test_decode_records_as_builds_the_callers_records(
+def test_decode_record_rows_are_the_records_as_tuples(
     records: list[SimpleRecord], codec: CompressionType
 ) -> None:
     data = b"\x00" * 7 + build_batch(records, base_offset=40, compression=codec)
-    made = decode_records_as(data, parse_header(data, 7), lambda *fields: fields)
-    assert made == [tuple(vars_of(r)) for r in decode_records(data, parse_header(data, 7))]
-    assert [(key, value) for _, _, key, value, _ in made] == [(r.key, r.value) for r in records]
+    rows = decode_record_rows(data, parse_header(data, 7))
+    assert rows == [vars_of(r) for r in decode_records(data, parse_header(data, 7))]
+    assert [(key, value) for _, _, key, value, _ in rows] == [(r.key, r.value) for r in records]
 
 
 def vars_of(record: Record) -> tuple[object, ...]:

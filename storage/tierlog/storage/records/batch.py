@@ -23,8 +23,9 @@ the shallow header reports ``record_count = -1`` and ``base_offset = last_offset
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator, Sequence
-from typing import NamedTuple, TypeVar
+from collections.abc import Iterator, Sequence
+from itertools import starmap
+from typing import NamedTuple
 
 from tierlog.storage.config import TimestampType
 from tierlog.storage.errors import CorruptRecordError, UnsupportedForMessageFormatError
@@ -33,15 +34,8 @@ from tierlog.storage.records.buffers import ReadableBuffer
 from tierlog.storage.records.codecs import CompressionType, compress, compression_type, decompress
 from tierlog.storage.records.crc import crc32, crc32c
 from tierlog.storage.records.legacy import LOG_OVERHEAD
-from tierlog.storage.records.record import (
-    MIN_RECORD_SIZE,
-    Header,
-    Record,
-    SimpleRecord,
-    encode_record,
-    read_headers,
-)
-from tierlog.storage.records.varint import decode_varint, decode_varlong
+from tierlog.storage.records.record import Record, SimpleRecord, encode_record
+from tierlog.storage.records.rows import RecordRow, decode_v2_rows
 
 __all__ = [
     "ATTRIBUTES_OFFSET",
@@ -77,8 +71,8 @@ __all__ = [
     "batch_attributes",
     "build_batch",
     "crc_is_valid",
+    "decode_record_rows",
     "decode_records",
-    "decode_records_as",
     "header_size_for_magic",
     "iter_batches",
     "parse_header",
@@ -121,7 +115,6 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 
-_R = TypeVar("_R")
 _V2 = struct.Struct(">qiibIhiqqqhii")
 _LEGACY = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _INT64 = struct.Struct(">q")
@@ -470,21 +463,17 @@ def decode_records(buf: ReadableBuffer, header: BatchHeader) -> list[Record]:
     entries give each record the entry's max timestamp.  ``CorruptRecordError`` if
     the bytes do not hold what the header declares.
     """
-    return decode_records_as(buf, header, Record)
+    return list(starmap(Record, decode_record_rows(buf, header)))
 
 
-def decode_records_as(
-    buf: ReadableBuffer,
-    header: BatchHeader,
-    make: Callable[[int, int, bytes | None, bytes | None, tuple[Header, ...]], _R],
-) -> list[_R]:
-    """``decode_records``, each record built by ``make(offset, timestamp, key, value,
-    headers)`` straight from the bytes: a client's own record type costs no second object."""
+def decode_record_rows(buf: ReadableBuffer, header: BatchHeader) -> list[RecordRow]:
+    """``decode_records`` as plain ``(offset, timestamp, key, value, headers)`` tuples,
+    the cheapest form to make (see ``rows``): a client builds its own records from them."""
     if header.end_position > len(buf):
         raise CorruptRecordError(f"entry at {header.position} is truncated")
     if header.magic != 2:
         return [
-            make(r.offset, r.timestamp, r.key, r.value, r.headers)
+            (r.offset, r.timestamp, r.key, r.value, r.headers)
             for r in legacy.decode_entry(buf, header.position)
         ]
     if header.record_count < 0:
@@ -497,103 +486,21 @@ def decode_records_as(
         data = buf  # read in place: a fetch's whole answer, not copied batch by batch
     else:  # slices of these are not bytes
         data, start, end = bytes(memoryview(buf)[start:end]), 0, end - start
-    try:
-        return _decode_v2_records(data, start, end, header, make)
-    except IndexError:  # a varint or field ran past the end of the records
-        raise CorruptRecordError("batch holds fewer bytes than its records declare") from None
-
-
-def _decode_v2_records(
-    data: bytes,
-    pos: int,
-    size: int,
-    header: BatchHeader,
-    make: Callable[[int, int, bytes | None, bytes | None, tuple[Header, ...]], _R],
-) -> list[_R]:
-    """The records of a v2 batch's records section, ``data[pos:size]`` (decompressed),
-    in one tight loop: one- and two-byte varints are read inline, longer ones through
-    ``decode_varint``.  This is every consumer's per-record cost, so it makes no call it
-    can avoid; every read is bounded by the record's declared end or raises."""
-    base_offset = header.base_offset
-    base_timestamp = header.base_timestamp
     log_append_time = (
         header.max_timestamp if header.timestamp_type is TimestampType.LOG_APPEND_TIME else None
     )
-    records: list[_R] = []
-    append = records.append
-    for _ in range(header.record_count):
-        if pos >= size:
-            raise CorruptRecordError("batch holds fewer records than it declares")
-        byte = data[pos]
-        if byte < 0x80:
-            length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
-        elif data[pos + 1] < 0x80:  # two bytes: records of 64 B to 8 KiB
-            length = (byte & 0x7F) | (data[pos + 1] << 7)
-            length, pos = (length >> 1) ^ -(length & 1), pos + 2
-        else:
-            length, pos = decode_varint(data, pos)
-        end = pos + length
-        if length < MIN_RECORD_SIZE - 1 or end > size:
-            raise CorruptRecordError(f"record length {length} at {pos} is invalid or overruns")
-        byte = data[pos + 1]  # after the attributes byte
-        if byte < 0x80:
-            timestamp_delta, pos = (byte >> 1) ^ -(byte & 1), pos + 2
-        elif data[pos + 2] < 0x80:
-            timestamp_delta = (byte & 0x7F) | (data[pos + 2] << 7)
-            timestamp_delta, pos = (timestamp_delta >> 1) ^ -(timestamp_delta & 1), pos + 3
-        else:
-            timestamp_delta, pos = decode_varlong(data, pos + 1)
-        byte = data[pos]
-        if byte < 0x80:
-            offset_delta, pos = (byte >> 1) ^ -(byte & 1), pos + 1
-        elif data[pos + 1] < 0x80:  # two bytes: the 64th to the 8192nd record
-            offset_delta = (byte & 0x7F) | (data[pos + 1] << 7)
-            offset_delta, pos = (offset_delta >> 1) ^ -(offset_delta & 1), pos + 2
-        else:
-            offset_delta, pos = decode_varint(data, pos)
-        byte = data[pos]
-        if byte < 0x80:
-            field_size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
-        else:
-            field_size, pos = decode_varint(data, pos)
-        if field_size < 0:
-            key = None
-        else:
-            key, pos = data[pos : pos + field_size], pos + field_size
-        byte = data[pos]
-        if byte < 0x80:
-            field_size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
-        elif data[pos + 1] < 0x80:
-            field_size = (byte & 0x7F) | (data[pos + 1] << 7)
-            field_size, pos = (field_size >> 1) ^ -(field_size & 1), pos + 2
-        else:
-            field_size, pos = decode_varint(data, pos)
-        if field_size < 0:
-            value = None
-        else:
-            value, pos = data[pos : pos + field_size], pos + field_size
-        if pos >= end:
-            raise CorruptRecordError("a record's key or value overruns it")
-        headers: tuple[Header, ...] = ()
-        if data[pos] == 0:
-            pos += 1
-        else:
-            count, pos = decode_varint(data, pos)
-            headers, pos = read_headers(data, pos, end, count)
-        if pos != end:
-            raise CorruptRecordError(f"record declares {length} bytes but its fields end elsewhere")
-        append(
-            make(
-                base_offset + offset_delta,
-                base_timestamp + timestamp_delta if log_append_time is None else log_append_time,
-                key,
-                value,
-                headers,
-            )
+    try:
+        return decode_v2_rows(
+            data,
+            start,
+            end,
+            header.record_count,
+            header.base_offset,
+            header.base_timestamp,
+            log_append_time,
         )
-    if pos != size:
-        raise CorruptRecordError("batch holds bytes beyond its declared records")
-    return records
+    except IndexError:  # a varint or field ran past the end of the records
+        raise CorruptRecordError("batch holds fewer bytes than its records declare") from None
 
 
 def resolve_legacy_header(buf: ReadableBuffer, header: BatchHeader) -> BatchHeader:

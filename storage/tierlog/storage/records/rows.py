@@ -1,0 +1,149 @@
+"""A v2 batch's records decoded into rows: ``(offset, timestamp, key, value, headers)``.
+
+Every consumer pays this per record, so it is built for speed.  The careful loop
+reads one record at a time (one- and two-byte varints inline, every read bounded by
+the record's declared end or raising).  Once two records in a row share a layout
+(``runs.RecordLayout``: same sizes and varint widths, no headers), the records that
+follow with that layout are decoded as one run by C-level calls (``runs``), and the
+careful loop takes over again at the first record that differs.  Plain tuples are
+what both produce at C speed; a caller builds its own type from them (a
+``NamedTuple`` subclass without a Python-level ``__init__`` keeps that speed).
+"""
+
+from __future__ import annotations
+
+from tierlog.storage.errors import CorruptRecordError
+from tierlog.storage.records.record import MIN_RECORD_SIZE, Header, read_headers
+from tierlog.storage.records.runs import RecordLayout, RecordRow, decode_run, has_patterns
+from tierlog.storage.records.varint import decode_varint, decode_varlong
+
+__all__ = ["RecordRow", "decode_v2_rows"]
+
+
+def decode_v2_rows(
+    data: bytes,
+    pos: int,
+    size: int,
+    record_count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+) -> list[RecordRow]:
+    """The rows of the ``record_count`` records in ``data[pos:size]`` (a v2 batch's
+    records section, decompressed); ``log_append_time`` replaces every timestamp.
+
+    Raises ``IndexError`` when a varint or field runs past the end of ``data``, and
+    ``CorruptRecordError`` for everything else that does not add up.
+    """
+    rows: list[RecordRow] = []
+    append = rows.append
+    remaining = record_count
+    last_layout: RecordLayout | None = None
+    while remaining > 0:
+        if pos >= size:
+            raise CorruptRecordError("batch holds fewer records than it declares")
+        start = pos
+        byte = data[pos]
+        if byte < 0x80:
+            length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+        elif data[pos + 1] < 0x80:  # two bytes: records of 64 B to 8 KiB
+            length = (byte & 0x7F) | (data[pos + 1] << 7)
+            length, pos = (length >> 1) ^ -(length & 1), pos + 2
+        else:
+            length, pos = decode_varint(data, pos)
+        end = pos + length
+        if length < MIN_RECORD_SIZE - 1 or end > size:
+            raise CorruptRecordError(f"record length {length} at {pos} is invalid or overruns")
+        timestamp_at = pos + 1  # after the attributes byte
+        byte = data[timestamp_at]
+        if byte < 0x80:
+            timestamp_delta, pos = (byte >> 1) ^ -(byte & 1), timestamp_at + 1
+        elif data[timestamp_at + 1] < 0x80:
+            timestamp_delta = (byte & 0x7F) | (data[timestamp_at + 1] << 7)
+            timestamp_delta = (timestamp_delta >> 1) ^ -(timestamp_delta & 1)
+            pos = timestamp_at + 2
+        else:
+            timestamp_delta, pos = decode_varlong(data, timestamp_at)
+        offset_at = pos
+        byte = data[pos]
+        if byte < 0x80:
+            offset_delta, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+        elif data[pos + 1] < 0x80:  # two bytes: the 64th to the 8192nd record
+            offset_delta = (byte & 0x7F) | (data[pos + 1] << 7)
+            offset_delta, pos = (offset_delta >> 1) ^ -(offset_delta & 1), pos + 2
+        else:
+            offset_delta, pos = decode_varint(data, pos)
+        key_at = pos
+        byte = data[pos]
+        if byte < 0x80:
+            key_size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+        else:
+            key_size, pos = decode_varint(data, pos)
+        key_length_end = pos
+        if key_size < 0:
+            key = None
+        else:
+            key, pos = data[pos : pos + key_size], pos + key_size
+        value_at = pos
+        byte = data[pos]
+        if byte < 0x80:
+            value_size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+        elif data[pos + 1] < 0x80:
+            value_size = (byte & 0x7F) | (data[pos + 1] << 7)
+            value_size, pos = (value_size >> 1) ^ -(value_size & 1), pos + 2
+        else:
+            value_size, pos = decode_varint(data, pos)
+        value_length_end = pos
+        if value_size < 0:
+            value = None
+        else:
+            value, pos = data[pos : pos + value_size], pos + value_size
+        if pos >= end:
+            raise CorruptRecordError("a record's key or value overruns it")
+        headers: tuple[Header, ...] = ()
+        no_headers = data[pos] == 0  # a count of zero in its one-byte form
+        if no_headers:
+            pos += 1
+        else:
+            count, pos = decode_varint(data, pos)
+            headers, pos = read_headers(data, pos, end, count)
+        if pos != end:
+            raise CorruptRecordError(f"record declares {length} bytes but its fields end elsewhere")
+        append(
+            (
+                base_offset + offset_delta,
+                base_timestamp + timestamp_delta if log_append_time is None else log_append_time,
+                key,
+                value,
+                headers,
+            )
+        )
+        remaining -= 1
+        if remaining == 0 or not no_headers:
+            last_layout = None
+            continue
+        layout = RecordLayout(
+            data[start:timestamp_at],
+            offset_at - timestamp_at,
+            key_at - offset_at,
+            data[key_at:key_length_end],
+            key_size,
+            data[value_at:value_length_end],
+            value_size,
+            end - start,
+        )
+        # Two alike in a row make a run likely: worth compiling its patterns for.
+        if (
+            layout.timestamp_delta_width <= 2
+            and layout.offset_delta_width <= 2
+            and (layout == last_layout or has_patterns(layout))
+        ):
+            run, pos = decode_run(
+                data, pos, size, layout, remaining, base_offset, base_timestamp, log_append_time
+            )
+            rows += run
+            remaining -= len(run)
+        last_layout = layout
+    if pos != size:
+        raise CorruptRecordError("batch holds bytes beyond its declared records")
+    return rows
