@@ -43,8 +43,15 @@ def is_exempt(name: CallName) -> bool:
     return name.full_service in _EXEMPT_SERVICES
 
 
-def with_behavior(handler: grpc.RpcMethodHandler[Any, Any], behavior: Callable[..., Any]) -> Any:
-    """A handler of ``handler``'s shape and (de)serializers that runs ``behavior``."""
+def with_behavior(
+    handler: grpc.RpcMethodHandler[Any, Any],
+    behavior: Callable[..., Any],
+    *,
+    request_deserializer: Callable[[bytes], Any] | None = None,
+    response_serializer: Callable[[Any], bytes] | None = None,
+) -> Any:
+    """A handler of ``handler``'s shape that runs ``behavior``, with ``handler``'s
+    (de)serializers unless others are given."""
     if handler.request_streaming and handler.response_streaming:
         make: Callable[..., Any] = grpc.stream_stream_rpc_method_handler
     elif handler.request_streaming:
@@ -55,8 +62,8 @@ def with_behavior(handler: grpc.RpcMethodHandler[Any, Any], behavior: Callable[.
         make = grpc.unary_unary_rpc_method_handler
     return make(
         behavior,
-        request_deserializer=handler.request_deserializer,
-        response_serializer=handler.response_serializer,
+        request_deserializer=request_deserializer or handler.request_deserializer,
+        response_serializer=response_serializer or handler.response_serializer,
     )
 
 

@@ -32,7 +32,6 @@ import inspect
 import os
 import threading
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextvars import Token
 from types import TracebackType
@@ -50,8 +49,8 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from tierlog.api.v1 import log_service_pb2
 from tierlog.sidecar.interceptors import CallName, Context, call_name, inner_behavior, with_behavior
+from tierlog.sidecar.service import RECORD_BYTES_LISTENER
 from tierlog.sidecar.status import ERROR_LISTENER
 from tierlog.storage.errors import TierlogError, UnknownTopicOrPartitionError
 from tierlog.storage.log import Log
@@ -363,7 +362,13 @@ class RemoteReadCollector:
 
 
 class MetricsInterceptor(grpc.aio.ServerInterceptor):
-    """Counts, times and sizes every call; the outermost interceptor, so it sees refusals."""
+    """Counts, times and sizes every call; the outermost interceptor, so it sees refusals.
+
+    Request and response bytes are counted where gRPC (de)serializes the messages, from
+    the bytes at hand, and record bytes where the service has them (its
+    ``RECORD_BYTES_LISTENER``): never by asking a message its size or reading its bytes
+    field back, which for a 1 MiB fetch cost a serialization and a copy each.
+    """
 
     def __init__(self, metrics: SidecarMetrics):
         self.metrics = metrics
@@ -380,59 +385,74 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
         inner = inner_behavior(handler)
         metrics = self.metrics
 
-        if not handler.request_streaming and not handler.response_streaming:
-
-            async def unary(request: Any, context: Context) -> Any:
-                with _ObservedCall(metrics, name, context) as call:
-                    call.received(request)
-                    response = await inner(request, context)
-                    call.sent(response)
-                    return response
-
-            return with_behavior(handler, unary)
-
-        if not inspect.isasyncgenfunction(inner):  # context.write or a stream_unary coroutine
+        if not handler.response_streaming or not inspect.isasyncgenfunction(inner):
+            # unary, a stream_unary coroutine, or a streaming one that uses context.write
 
             async def plain(request: Any, context: Context) -> Any:
-                with _ObservedCall(metrics, name, context) as call:
-                    if handler.request_streaming:
-                        request = call.receiving(request)
-                    response = await inner(request, context)
-                    if response is not None:
-                        call.sent(response)
-                    return response
+                with _ObservedCall(metrics, name, context):
+                    return await inner(request, context)
 
-            return with_behavior(handler, plain)
+            behavior: Callable[..., Any] = plain
+        else:
 
-        async def streaming(request: Any, context: Context) -> AsyncIterator[Any]:
-            with _ObservedCall(metrics, name, context) as call:
-                if handler.request_streaming:
-                    request = call.receiving(request)
-                else:
-                    call.received(request)
-                async for response in inner(request, context):
-                    call.sent(response)
-                    yield response
+            async def streaming(request: Any, context: Context) -> AsyncIterator[Any]:
+                with _ObservedCall(metrics, name, context):
+                    async for response in inner(request, context):
+                        yield response
 
-        return with_behavior(handler, streaming)
+            behavior = streaming
+        labels = (name.service, name.method)
+        return with_behavior(
+            handler,
+            behavior,
+            request_deserializer=_counting_deserializer(
+                handler.request_deserializer, metrics.request_bytes.labels(*labels)
+            ),
+            response_serializer=_counting_serializer(
+                handler.response_serializer, metrics.response_bytes.labels(*labels)
+            ),
+        )
+
+
+def _counting_deserializer(
+    deserialize: Callable[[bytes], Any] | None, counter: Counter
+) -> Callable[[bytes], Any]:
+    def counted(data: bytes) -> Any:
+        counter.inc(len(data))
+        return data if deserialize is None else deserialize(data)
+
+    return counted
+
+
+def _counting_serializer(
+    serialize: Callable[[Any], bytes] | None, counter: Counter
+) -> Callable[[Any], bytes]:
+    def counted(message: Any) -> bytes:
+        data: bytes = message if serialize is None else serialize(message)
+        counter.inc(len(data))
+        return data
+
+    return counted
 
 
 class _ObservedCall:
-    """One call's bookkeeping: timing, status code, bytes, and the error listener."""
+    """One call's bookkeeping: timing, status code, and the error and record-bytes listeners."""
 
     def __init__(self, metrics: SidecarMetrics, name: CallName, context: Context):
         self.metrics = metrics
         self.labels = (name.service, name.method)
         self.context = context
-        self._topic = ""  # of a Fetch or Subscribe, for the bytes out
-        self._produced: deque[tuple[str, int]] = deque()  # produce requests not yet answered
-        self._token: Token[Callable[[str], None] | None] | None = None
+        appends = name.service == "LogService" and name.method in ("Produce", "ProduceStream")
+        self._topic_bytes = metrics.topic_bytes_in if appends else metrics.topic_bytes_out
+        self._error_token: Token[Callable[[str], None] | None] | None = None
+        self._bytes_token: Token[Callable[[str, int], None] | None] | None = None
         self._started = 0.0
 
     def __enter__(self) -> _ObservedCall:
         self._started = time.perf_counter()
         self.metrics.requests_in_flight.labels(*self.labels).inc()
-        self._token = ERROR_LISTENER.set(self._error)
+        self._error_token = ERROR_LISTENER.set(self._error)
+        self._bytes_token = RECORD_BYTES_LISTENER.set(self._record_bytes)
         return self
 
     def __exit__(
@@ -441,8 +461,10 @@ class _ObservedCall:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if self._token is not None:
-            ERROR_LISTENER.reset(self._token)
+        if self._error_token is not None:
+            ERROR_LISTENER.reset(self._error_token)
+        if self._bytes_token is not None:
+            RECORD_BYTES_LISTENER.reset(self._bytes_token)
         metrics = self.metrics
         metrics.requests_in_flight.labels(*self.labels).dec()
         metrics.request_duration.labels(*self.labels).observe(time.perf_counter() - self._started)
@@ -462,45 +484,5 @@ class _ObservedCall:
     def _error(self, reason: str) -> None:
         self.metrics.errors.labels(*self.labels, reason).inc()
 
-    def receiving(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
-        async def counted() -> AsyncIterator[Any]:
-            async for request in requests:
-                self.received(request)
-                yield request
-
-        return counted()
-
-    def received(self, request: Any) -> None:
-        self.metrics.request_bytes.labels(*self.labels).inc(request.ByteSize())
-        if isinstance(request, log_service_pb2.ProduceStreamRequest):
-            request = request.produce
-        if isinstance(request, log_service_pb2.ProduceRequest):
-            self._produced.append((request.topic, _record_bytes(request)))
-        elif isinstance(request, log_service_pb2.FetchRequest | log_service_pb2.SubscribeRequest):
-            self._topic = request.topic
-
-    def sent(self, response: Any) -> None:
-        metrics = self.metrics
-        metrics.response_bytes.labels(*self.labels).inc(response.ByteSize())
-        if isinstance(response, _PRODUCE_RESPONSES):
-            topic, size = self._produced.popleft() if self._produced else ("", 0)
-            appended = not isinstance(response, log_service_pb2.ProduceStreamResponse) or (
-                response.HasField("produced")
-            )
-            if appended and topic:
-                metrics.topic_bytes_in.labels(topic).inc(size)
-        elif isinstance(response, _FETCH_RESPONSES) and response.record_batches:
-            metrics.topic_bytes_out.labels(self._topic).inc(len(response.record_batches))
-
-
-_PRODUCE_RESPONSES = (log_service_pb2.ProduceResponse, log_service_pb2.ProduceStreamResponse)
-_FETCH_RESPONSES = (log_service_pb2.FetchResponse, log_service_pb2.SubscribeResponse)
-
-
-def _record_bytes(request: log_service_pb2.ProduceRequest) -> int:
-    kind = request.WhichOneof("data")
-    if kind == "record_batches":
-        return len(request.record_batches)
-    if kind == "records":
-        return request.records.ByteSize()
-    return 0
+    def _record_bytes(self, topic: str, size: int) -> None:
+        self._topic_bytes.labels(topic).inc(size)

@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +43,7 @@ from tierlog.storage.records import CompressionType, SimpleRecord, build_batch, 
 from tierlog.storage.tier import tiered_reads
 from tierlog.storage.tier.remote_reader import RemoteLogReader
 
-__all__ = ["Limits", "LogService"]
+__all__ = ["RECORD_BYTES_LISTENER", "Limits", "LogService"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,12 @@ MAX_WAIT_MS = 60_000
 # A long poll answers this long before the caller's deadline, so that the caller gets
 # its (possibly empty) answer rather than DEADLINE_EXCEEDED.
 DEADLINE_MARGIN_S = 0.05
+# Told (topic, size) of the record batches the current call appends or returns (None:
+# nobody listens). The metrics interceptor sets it per call, as ``status.ERROR_LISTENER``:
+# the sizes are at hand here, while reading a message's bytes field back copies it.
+RECORD_BYTES_LISTENER: ContextVar[Callable[[str, int], None] | None] = ContextVar(
+    "tierlog_record_bytes_listener", default=None
+)
 _CODECS = {
     "gzip": CompressionType.GZIP,
     "snappy": CompressionType.SNAPPY,
@@ -128,6 +135,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             task.add_done_callback(self._unacknowledged.discard)
             if len(self._unacknowledged) > self.limits.max_unacknowledged_appends:
                 await asyncio.shield(task)  # too many in flight: answer once this one lands
+            _report_record_bytes(tp.topic, len(data))
             return log_service_pb2.ProduceResponse(
                 base_offset=-1,
                 last_offset=-1,
@@ -136,6 +144,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             )
         info = await asyncio.to_thread(partition_log.append, data)
         self.watch.appended(tp)
+        _report_record_bytes(tp.topic, len(data))
         return log_service_pb2.ProduceResponse(
             base_offset=info.first_offset,
             last_offset=info.last_offset,
@@ -180,6 +189,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             if self.watch.closed:
                 break
             await self.watch.wait(appended, remaining_s)
+        _report_record_bytes(tp.topic, len(read.records))
         return log_service_pb2.FetchResponse(
             record_batches=read.records,
             high_watermark=read.log_end_offset,
@@ -206,6 +216,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
                 await self.watch.wait(appended, None)
                 continue
             offset = _next_offset(read)
+            _report_record_bytes(tp.topic, len(read.records))
             yield log_service_pb2.SubscribeResponse(
                 record_batches=read.records,
                 high_watermark=read.log_end_offset,
@@ -294,6 +305,12 @@ def _batch_of(records: Sequence[common_pb2.Record], config: LogConfig) -> bytes:
         )
     except ValueError as error:  # a negative timestamp
         raise InvalidRequestError(str(error)) from None
+
+
+def _report_record_bytes(topic: str, size: int) -> None:
+    listener = RECORD_BYTES_LISTENER.get()
+    if listener is not None and size:
+        listener(topic, size)
 
 
 def _next_offset(read: LogRead) -> int:
