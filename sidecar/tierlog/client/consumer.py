@@ -214,9 +214,9 @@ class Consumer(ClusterClient):
         for fetch in self._in_flight.values():
             fetch.call.cancel()
         self._in_flight.clear()
-        if self._fetch_threads is not None:
-            self._fetch_threads.shutdown(wait=False, cancel_futures=True)
-        super().close()  # closing the channels ends the calls still running
+        super().close()  # closing its channels ends the calls still running
+        if self._fetch_threads is not None:  # none outlives the consumer
+            self._fetch_threads.shutdown(wait=True, cancel_futures=True)
 
     def _take_buffered(self) -> list[ConsumerRecord]:
         taken: list[ConsumerRecord] = []
