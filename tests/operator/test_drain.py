@@ -18,6 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -190,3 +191,31 @@ def test_a_scale_down_loses_no_acknowledged_record(
     assert not missing, missing[:5]
     assert all(stored[value] == where for value, where in acked.where.items())
     assert sum(by_partition[p] for p in leaving) > 150 * len(leaving)  # it wrote during the drain
+
+
+def test_a_scale_down_that_would_lose_an_untiered_topic_is_refused(
+    kube: ControlPlane,
+    operator: RunningOperator,
+    brokers_for: Callable[[str, str], Brokers],
+    tmp_path: Path,
+) -> None:
+    ns = operator.namespace
+    brokers = brokers_for(ns, "demo")
+    tier = {"url": (tmp_path / "tier").as_uri()}
+    ready_cluster(kube, ns, brokers, "demo", 2, tier=tier)
+    apply(kube, ns, topic_resource("local", "demo", 4))  # remote.storage.enable is false
+    wait_for(
+        "the topic in the plan",
+        lambda: 1 in get(kube, ns, "tierlogcluster", "demo")["status"]["assignment"]["local"],
+    )
+    apply(kube, ns, cluster("demo", brokers=1, tier=tier))
+
+    def refused() -> dict[str, Any] | None:
+        body = get(kube, ns, "tierlogcluster", "demo")
+        return body if condition(body, "Degraded")["status"] == "True" else None
+
+    body = wait_for("the refusal", refused)
+    assert condition(body, "Degraded")["reason"] == "ScaleDownRefused"
+    assert "topics local are not tiered" in condition(body, "Degraded")["message"]
+    assert get(kube, ns, "statefulset", "demo")["spec"]["replicas"] == 2
+    assert -1 not in body["status"]["assignment"]["local"]  # nothing was released
