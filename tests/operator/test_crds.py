@@ -11,6 +11,7 @@ import yaml
 from tests.operator.conftest import CRD_DIR, EXAMPLES_DIR, REPO
 from tests.support.kube import ControlPlane
 from tierlog.operator import crds
+from tierlog.operator.spec import kafka_value
 from tierlog.storage.config import LogConfig
 
 
@@ -89,6 +90,16 @@ def _topic(name: str, **spec: Any) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"cluster": "demo", **spec},
     }
+
+
+def test_the_example_topics_have_configs_a_broker_accepts() -> None:
+    """The API server checks each config's name and type; a broker checks them together
+    (e.g. a tiered topic cannot be compacted): the topic operator would fail there."""
+    for example in sorted(EXAMPLES_DIR.glob("*.yaml")):
+        for document in yaml.safe_load_all(example.read_text()):
+            if document and document["kind"] == "TierlogTopic":
+                configs = document["spec"].get("config") or {}
+                LogConfig.from_properties({key: kafka_value(v) for key, v in configs.items()})
 
 
 @pytest.mark.slow
