@@ -211,3 +211,43 @@ def segment_entry(segment: RemoteSegment) -> dict[str, object]:
     entry = encoded["segments"][0]
     assert isinstance(entry, dict)
     return entry
+
+
+def finished_upload(writer: ManifestWriter, base: int) -> None:
+    segment = remote_segment(base, base + 1)
+    writer.update(lambda m: m.start_upload(segment).finish_upload(segment.segment_id))
+
+
+def test_an_ambiguous_put_that_sealed_a_chunk_counts_as_done(store: LocalDirectoryStore) -> None:
+    faulty = FaultyStore(store)
+    writer = ManifestWriter.claim(faulty, TP, "w1", chunk_entries=2)
+    for base in range(3):
+        finished_upload(writer, base)
+    segment = remote_segment(3, 4)
+    writer.update(lambda m: m.start_upload(segment))
+    faulty.fail(lambda op, key: op == "put" and "/manifest/" in key, after=True)
+    with pytest.raises(ObjectStoreUnavailableError):  # this change seals the first chunk
+        writer.update(lambda m: m.finish_upload(segment.segment_id))
+    assert writer.manifest.chunks == ()
+    writer.update(lambda m: m.finish_upload(segment.segment_id))  # the same bytes: done
+    stored = load_manifest(store, TP)
+    assert stored == writer.manifest and len(stored.chunks) == 1
+    assert [s.base_offset for s in load_view(store, TP).all_segments()] == [0, 1, 2, 3]
+    assert [info.key for info in store.list(chunks_prefix(TP))] == [stored.chunks[0].key]
+
+
+def test_a_deposed_writer_with_chunks_is_fenced_and_the_new_one_builds_on_them(
+    store: LocalDirectoryStore,
+) -> None:
+    old = ManifestWriter.claim(store, TP, "old-pod", chunk_entries=2)
+    for base in range(6):
+        finished_upload(old, base)
+    new = ManifestWriter.claim(store, TP, "new-pod", chunk_entries=2)
+    assert new.manifest.chunks == old.manifest.chunks != ()
+    with pytest.raises(FencedWriterError):
+        finished_upload(old, 6)
+    for base in range(6, 12):
+        finished_upload(new, base)
+    view = load_view(store, TP)
+    assert [s.base_offset for s in view.all_segments()] == list(range(12))
+    assert view.segment_for_offset(7) is not None and view.segment_for_offset(7).base_offset == 7  # type: ignore[union-attr]
