@@ -76,6 +76,18 @@ def test_a_partition_placed_on_nobody_is_served_by_nobody() -> None:
     assert views[0].owns(TopicPartition("orders", 0))
 
 
+def test_a_broker_holds_what_it_owns_and_what_it_released_until_handed_over() -> None:
+    placed = {"orders": (0, NO_OWNER, NO_OWNER, 1)}
+    released = {"orders": {1: 2, 2: 0}}
+    views = [Ownership(broker.node_id, BROKERS, placed, released) for broker in BROKERS]
+    held = [[view.holds(TopicPartition("orders", p)) for p in range(4)] for view in views]
+    assert held == [
+        [True, False, True, False],  # owns 0, released 2
+        [False, False, False, True],  # owns 3
+        [False, True, False, False],  # released 1
+    ]
+
+
 def test_a_placement_on_an_unlisted_broker_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown brokers"):
         Ownership(0, BROKERS, {"orders": (0, 7)})
@@ -88,7 +100,8 @@ def test_the_assignment_file(tmp_path: Path) -> None:
             {
                 "version": 1,
                 "brokers": {"1": "b1:9092", "0": "b0:9092"},
-                "topics": {"orders": [1, 0]},
+                "topics": {"orders": [1, 0], "audit": [-1]},
+                "released": {"audit": {"0": 1}},
             }
         )
     )
@@ -96,6 +109,7 @@ def test_the_assignment_file(tmp_path: Path) -> None:
     assert ownership.brokers == (Broker(0, "b0:9092"), Broker(1, "b1:9092"))
     assert ownership.owns(TopicPartition("orders", 0))
     assert not ownership.owns(TopicPartition("orders", 1))
+    assert ownership.holds(TopicPartition("audit", 0))  # it released it
     path.write_text(json.dumps({"version": 2, "brokers": {}, "topics": {}}))
     with pytest.raises(ValueError, match="version"):
         read_assignment_file(path, 1)

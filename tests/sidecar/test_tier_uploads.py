@@ -143,7 +143,7 @@ def test_a_released_partition_is_rolled_and_uploaded_whole_before_it_counts_as_d
     without waiting for the uploader's next pass (an hour away here), also when the
     broker was restarted meanwhile (its uploader has not taken in any log yet)."""
     plan = tmp_path / "assignment.json"
-    write_plan = functools.partial(_write_plan, plan, 0)
+    write_plan = functools.partial(_write_plan, plan)
     write_plan([0])
     configs = (
         "remote.log.manager.task.interval.ms=3600000",
@@ -180,7 +180,52 @@ def test_a_released_partition_is_rolled_and_uploaded_whole_before_it_counts_as_d
     assert view.end_offset == 60  # everything it acknowledged, the active segment's too
 
 
-def _write_plan(path: Path, node: int, owners: list[int]) -> None:
-    document = {"version": 1, "brokers": {str(node): "127.0.0.1:1"}, "topics": {"offload": owners}}
+def _write_plan(path: Path, owners: list[int], brokers: tuple[int, ...] = (0,)) -> None:
+    addresses = {str(node): f"127.0.0.1:{node + 1}" for node in brokers}  # not dialled here
+    document = {"version": 1, "brokers": addresses, "topics": {"offload": owners}}
     path.with_suffix(".tmp").write_text(json.dumps(document))
     path.with_suffix(".tmp").replace(path)
+
+
+def test_a_broker_back_with_a_stale_volume_leaves_the_new_owners_tier_alone(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    """Broker 1 owned the partition, went away (its volume kept), broker 0 owns it now.
+    Broker 1 back with its old log must not claim the partition's tier, which would
+    fence broker 0's uploads."""
+    plan = tmp_path / "assignment.json"
+    shared = (
+        *FAST,
+        f"tierlog.tier.url={(tmp_path / 'tier').as_uri()}",
+        f"tierlog.cluster.assignment.file={plan}",
+    )
+    place = functools.partial(_write_plan, plan, brokers=(0, 1))
+    place([1])
+    first = sidecar_factory(tmp_path / "b1", *shared, "node.id=1")
+    first.create_topic("offload", 1, **TIERED)
+    produce(first, 12)
+    wait_until(lambda: tiered_end(first) > 0)
+    first.stop()
+
+    place([0])
+    owner = sidecar_factory(tmp_path / "b0", *shared, "node.id=0")
+    owner.create_topic("offload", 1, **TIERED)  # joins the tier: continues at its end
+    back = sidecar_factory(tmp_path / "b1", *shared, "node.id=1")
+    time.sleep(1)  # ten of its uploader's passes
+    before = tiered_end(owner)
+    produce(owner, 12)
+    wait_until(lambda: tiered_end(owner) > before)  # still the tier's writer
+    assert "no longer the tier's writer" not in owner.output
+    back.assert_alive()
+
+
+def tiered_end(sidecar: Sidecar) -> int:
+    request = log_service_pb2.ListOffsetsRequest(topic="offload", timestamp_ms=-5)
+    return int(sidecar.log.ListOffsets(request).offset)
+
+
+def wait_until(done: Callable[[], bool], timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)

@@ -268,7 +268,7 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
             if tier is None:
                 return False, 0
             for tp in manager.partitions:
-                if manager.get_log(tp).config.remote_storage_enable:
+                if manager.get_log(tp).config.remote_storage_enable and tier.scope(tp):
                     tier.adopt(tp, manager.get_log(tp))
             if not tier.partitions:
                 return False, 0

@@ -15,7 +15,12 @@ hash, which is also where the operator places new partitions, so the two agree. 
 partition placed on ``NO_OWNER`` (-1, Kafka's leader id for "no leader") is moving
 between brokers: nobody serves it, Metadata reports leader -1 with no address, and
 produce and fetch get NOT_LEADER_OR_FOLLOWER with no owner, a retriable error (the
-client asks for metadata again and waits until an owner is named).
+client asks for metadata again and waits until an owner is named). The plan also says
+which broker released it: that one still uploads what the tier lacks.
+
+Which partitions a broker *holds* (owns, or released and not yet handed over) bounds
+the tier it writes: a broker that comes back with a stale volume must not claim the
+tier of partitions others own now, which would fence their uploads.
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ class Ownership:
     # topic -> owner id (or NO_OWNER) of each partition, as the operator placed them;
     # the rest hash
     placed: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    # topic -> partition -> the broker that released it (placed on NO_OWNER meanwhile)
+    released: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not any(broker.node_id == self.node_id for broker in self.brokers):
@@ -74,6 +81,15 @@ class Ownership:
     def owns(self, tp: TopicPartition) -> bool:
         owner = self.owner(tp)
         return owner is not None and owner.node_id == self.node_id
+
+    def holds(self, tp: TopicPartition) -> bool:
+        """Whether this broker keeps ``tp``'s tier: it owns it, or released it and nobody
+        owns it yet (a released partition of unknown origin counts, so nothing stalls)."""
+        owner = self.owner(tp)
+        if owner is not None:
+            return owner.node_id == self.node_id
+        releaser = self.released.get(tp.topic, {}).get(tp.partition)
+        return releaser is None or releaser == self.node_id
 
     def check(self, tp: TopicPartition) -> None:
         """Raise NOT_LEADER_OR_FOLLOWER (with the owner, if any) unless this broker owns
@@ -109,4 +125,8 @@ def read_assignment_file(path: Path, node_id: int) -> Ownership:
         str(topic): tuple(int(owner) for owner in owners)
         for topic, owners in document["topics"].items()
     }
-    return Ownership(node_id, brokers, placed)
+    released = {
+        str(topic): {int(partition): int(node) for partition, node in by_partition.items()}
+        for topic, by_partition in (document.get("released") or {}).items()
+    }
+    return Ownership(node_id, brokers, placed, released)

@@ -115,6 +115,9 @@ class SidecarServer:
         self._reloads: asyncio.Task[None] | None = None
 
     async def start(self, progress: RecoveryProgress | None = None) -> None:
+        # The tier takes over only partitions this broker holds (ownership.py): none
+        # until the plan is read below.
+        self.remote_log_manager.scope = lambda _tp: False
         self.metrics.recovery.started()
         await asyncio.to_thread(self.manager.startup, progress or self.metrics.recovery)
         self.metrics.recovery.finished()
@@ -128,6 +131,7 @@ class SidecarServer:
         host = self.config.listen.rpartition(":")[0]
         self.address = f"{host}:{port}"
         partitions = Partitions(self.manager, self.topics, self._ownership(host, port))
+        self.remote_log_manager.scope = lambda tp: partitions.ownership.holds(tp)
         await asyncio.to_thread(partitions.adopt_logs_on_disk)
         self.remote_reader = await asyncio.to_thread(self._remote_reader)
         self._log_service = LogService(

@@ -140,6 +140,9 @@ class RemoteLogManager:
         self._partitions: dict[TopicPartition, _Partition] = {}
         self._manifest_listeners: list[Callable[[TopicPartition], None]] = []
         self._logs: LogSource | None = None
+        # Which partitions this broker may take over in the tier (claiming fences the
+        # previous writer): the sidecar narrows it to those it owns or is draining.
+        self.scope: Callable[[TopicPartition], bool] = lambda _tp: True
         self._lock = threading.Lock()
         self._task = PeriodicTask("remote-log-manager", self.config.task_interval_ms, self.run_once)
         self._pool = ThreadPoolExecutor(
@@ -237,7 +240,7 @@ class RemoteLogManager:
     def run_once(self) -> None:
         """One pass over every managed partition, several at a time."""
         for tp, partition_log in self._logs() if self._logs else ():
-            if partition_log.config.remote_storage_enable:
+            if partition_log.config.remote_storage_enable and self.scope(tp):
                 self.adopt(tp, partition_log)
         with self._lock:
             partitions = list(self._partitions.values())
