@@ -28,14 +28,25 @@ class Partitions:
         self.ownership.check(tp)
         return tp, self.manager.get_log(tp)
 
-    def owned(self, topic: Topic) -> list[TopicPartition]:
+    def owned(self, topic: Topic, ownership: Ownership | None = None) -> list[TopicPartition]:
+        """The topic's partitions this broker owns (under ``ownership``, else the current)."""
         every = (TopicPartition(topic.name, p) for p in range(topic.partition_count))
-        return [tp for tp in every if self.ownership.owns(tp)]
+        return [tp for tp in every if (ownership or self.ownership).owns(tp)]
 
     def ensure_logs(self, topic: Topic) -> None:
         """Create the logs of the topic's partitions that this broker owns (blocking)."""
         for tp in self.owned(topic):
             self.manager.get_or_create_log(tp)
+
+    def follow(self, ownership: Ownership) -> None:
+        """Switch to a new plan, creating the logs it gives this broker first, so a
+        request that finds this broker the owner finds the log too (blocking). Raises,
+        switching nothing, when a log cannot be created yet (a tiered one while the
+        store is down: it must know where the tier ends)."""
+        for topic in self.topics.topics():
+            for tp in self.owned(topic, ownership):
+                self.manager.get_or_create_log(tp)
+        self.ownership = ownership
 
     def adopt_logs_on_disk(self) -> None:
         """Topics whose partitions are on disk but not in the store join it (blocking)."""

@@ -196,12 +196,10 @@ class SidecarServer:
         return Ownership(node_id, (Broker(node_id, advertised),))
 
     async def _reload_assignment(self, partitions: Partitions) -> None:
-        """Follow the operator's plan: take in a changed file, create newly owned logs.
-        A log that cannot be created yet (a tiered one while the store is down: it must
-        know where the tier ends) is tried again on the next round."""
+        """Follow the operator's plan: take in a changed file and the logs it gives this
+        broker; a plan that cannot be followed yet is tried again on the next round."""
         path = self.config.assignment_file
         assert path is not None
-        missing_logs = False
         while True:
             await asyncio.sleep(ASSIGNMENT_RELOAD_S)
             try:
@@ -209,19 +207,14 @@ class SidecarServer:
             except (OSError, ValueError, KeyError, TypeError) as error:
                 log.warning("keeping the partition assignment: %s is unusable: %s", path, error)
                 continue
-            if ownership == partitions.ownership and not missing_logs:
+            if ownership == partitions.ownership:
                 continue
-            if ownership != partitions.ownership:
-                partitions.ownership = ownership
-                log.info("partition assignment changed: %s", path)
             try:
-                for topic in self.topics.topics():
-                    await asyncio.to_thread(partitions.ensure_logs, topic)
+                await asyncio.to_thread(partitions.follow, ownership)
             except Exception as error:  # the store down, a full disk: this loop must go on
-                log.warning("cannot create the logs of newly owned partitions yet: %s", error)
-                missing_logs = True
-            else:
-                missing_logs = False
+                log.warning("cannot follow the partition assignment yet: %s", error)
+                continue
+            log.info("partition assignment changed: %s", path)
 
     async def _write_checkpoints(self) -> None:
         interval_s = self.config.checkpoint_interval_ms / 1000
