@@ -500,6 +500,24 @@ def test_flush_messages_flushes_during_append(tmp_path: Path) -> None:
     log.close()
 
 
+def test_an_append_that_may_reach_flush_messages_is_said_to_wait_for_a_sync(
+    tmp_path: Path,
+) -> None:
+    unbounded = open_log(tmp_path / "t-0")  # Kafka's default: never by count
+    assert not unbounded.append_waits_for_sync(len(make_batch(1000)))
+    unbounded.close()
+
+    log = open_log(tmp_path / "t-1", config(flush_messages=4))
+    batch = make_batch(3)
+    assert log.append_waits_for_sync(len(batch))  # its size bounds its records: 4 may be among them
+    log.append(make_batch(3))
+    assert log.append_waits_for_sync(1)  # a fourth record would reach the threshold
+    log.append(make_batch(1))
+    assert log.recovery_point == 4 and log.unflushed_messages == 0
+    assert not log.append_waits_for_sync(3)
+    log.close()
+
+
 def test_close_and_reopen_keeps_everything(three_segment_log: Log) -> None:
     log = three_segment_log
     directory, log_config = log.directory, log.config

@@ -5,10 +5,15 @@ builds from plain records); Fetch returns whole batches and long-polls on the
 partition's append event; Subscribe tails a partition on the same events. Offsets
 below the local log start come from the remote tier (``tiered_reads``), so Fetch,
 ListOffsets and Subscribe cross the boundary without the client noticing;
-InitProducerId hands out producer ids (``producer_ids``) for idempotent produce. Every
-storage call blocks (file I/O, fsync by policy), so it runs in a thread; the event
-loop only parses requests, routes and waits. Errors are raised as types and mapped
-to a status at the edge (``status.at_the_edge``).
+InitProducerId hands out producer ids (``producer_ids``) for idempotent produce. Storage
+calls that can block (reads, fsyncs by policy, the tier) run in a thread; the event
+loop parses requests, routes and waits.  The one exception is an append that cannot
+wait for an fsync (``Log.append_waits_for_sync``): it is a validation and a write
+into the page cache, tens of microseconds, where a hop to a thread and back costs
+the sidecar ~0.3 ms of CPU per request (measured on 64 KiB batches: 1.14 -> 0.81 ms
+per Produce), the largest share of a small produce.  A slow disk that throttles
+page-cache writes then stalls the loop as it would stall Kafka's request handlers.
+Errors are raised as types and mapped to a status at the edge (``status.at_the_edge``).
 """
 
 from __future__ import annotations
@@ -143,7 +148,10 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
                 log_append_time_ms=-1,
                 log_start_offset=partition_log.log_start_offset,
             )
-        info = await asyncio.to_thread(partition_log.append, data)
+        if partition_log.append_waits_for_sync(len(data)):
+            info = await asyncio.to_thread(partition_log.append, data)
+        else:
+            info = partition_log.append(data)
         self.watch.appended(tp)
         _report_record_bytes(tp.topic, len(data))
         return log_service_pb2.ProduceResponse(

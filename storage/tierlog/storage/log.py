@@ -333,6 +333,13 @@ class Log:
             size_bytes=total_bytes,
         )
 
+    def append_waits_for_sync(self, records_bytes: int) -> bool:
+        """Whether appending ``records_bytes`` of batches may wait for an fsync (the flush
+        policy's ``flush.messages`` reached): a caller that must not block, such as an
+        event loop, hands such an append to a thread.  Every record takes at least a byte,
+        so the buffer's size bounds its record count; the answer errs towards waiting."""
+        return self.unflushed_messages + records_bytes >= self.config.flush_messages
+
     def _duplicate_append(self, duplicates: list[BatchMetadata], append_time_ms: int) -> AppendInfo:
         """What a retry of batches already in the log gets back: their original offsets."""
         max_timestamp = max(batch.timestamp for batch in duplicates)
