@@ -164,6 +164,8 @@ class RecordAccumulator:
                 full = len(queue) > 1 or last.is_full
                 index = len(last.timestamps) - 1
                 result = _new_tuple(AppendResult, (last, index, full, False, appended_bytes))
+                if deadline_ms is None and not sticky:
+                    return result
         if result is None:
             upper_bound = self._check_record_size(key, value, headers)
             result = self._append_to_new_batch(

@@ -103,8 +103,19 @@ class ProduceRequestResult:
             self._completed = True
             callbacks, self._callbacks = self._callbacks, []
         self._settled_or_split.set()
+        if error is not None or base_offset < 0 or log_append_time >= 0:
+            for index, callback in callbacks:
+                self._call(index, callback)
+            return
+        # The common case, a thousand callbacks a batch: each record's metadata made inline.
+        topic, partition, timestamps = self.topic, self.partition, self._timestamps
         for index, callback in callbacks:
-            self._call(index, callback)
+            try:
+                callback(
+                    RecordMetadata(topic, partition, base_offset + index, timestamps[index]), None
+                )
+            except Exception:
+                log.exception("a producer callback raised")
 
     def _call(self, index: int, callback: Callback) -> None:
         try:

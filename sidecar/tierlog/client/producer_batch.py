@@ -206,10 +206,13 @@ class ProducerBatch:
 
     @property
     def is_full(self) -> bool:
-        """No more appends: closed for them, or the estimate reached the write limit."""
+        """No more appends: closed for them, or the estimate reached the write limit.
+        Asked about once per record sent, so it estimates without another property."""
         if self._appends_closed or self._encoded is not None:
             return True
-        return bool(self.timestamps) and self.estimated_size_bytes >= self.write_limit_bytes
+        if not self.timestamps:
+            return False
+        return self._estimate(self.uncompressed_records_bytes) >= self.write_limit_bytes
 
     def try_append(
         self,

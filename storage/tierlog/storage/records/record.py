@@ -100,23 +100,22 @@ def encode_record(
     -8192..8191 come from a table, sizes are arithmetic, and the key and value are
     copied once, into ``out``.
     """
-    # attributes (always 0 in v2), the deltas and the key's length
-    head = b"\x00" + (
+    timestamp = (
         SMALL_VARINTS[timestamp_delta & SMALL_MASK]
         if SMALL_MIN <= timestamp_delta < SMALL_LIMIT
         else encode_varlong(timestamp_delta)
     )
-    head += (
-        SMALL_VARINTS[offset_delta & SMALL_MASK]
+    offset = (
+        SMALL_VARINTS[offset_delta]
         if 0 <= offset_delta < SMALL_LIMIT
         else encode_varint(offset_delta)
     )
     if key is None:
-        head += _NULL
+        key_head = _NULL
         key_size = 0
     else:
         key_size = len(key)
-        head += SMALL_VARINTS[key_size] if key_size < SMALL_LIMIT else encode_varint(key_size)
+        key_head = SMALL_VARINTS[key_size] if key_size < SMALL_LIMIT else encode_varint(key_size)
     if value is None:
         value_head = _NULL
         value_size = 0
@@ -126,13 +125,18 @@ def encode_record(
             SMALL_VARINTS[value_size] if value_size < SMALL_LIMIT else encode_varint(value_size)
         )
     tail = encode_headers(headers) if headers else _NO_HEADERS
-    body_size = len(head) + key_size + len(value_head) + value_size + len(tail)
+    # 1: the attributes byte, always 0 in v2
+    body_size = (
+        1 + len(timestamp) + len(offset) + len(key_head) + key_size + len(value_head) + value_size
+    ) + len(tail)
     prefix = SMALL_VARINTS[body_size] if body_size < SMALL_LIMIT else encode_varint(body_size)
-    out += prefix
-    out += head
-    if key is not None:
+    # One join of the short fields, then the key and value copied once each, into ``out``.
+    if key is None:
+        out += b"".join((prefix, b"\x00", timestamp, offset, key_head, value_head))
+    else:
+        out += b"".join((prefix, b"\x00", timestamp, offset, key_head))
         out += key
-    out += value_head
+        out += value_head
     if value is not None:
         out += value
     out += tail
