@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tierlog.sidecar.config import SidecarConfig, read_properties_file
+from tierlog.sidecar.config import SidecarConfig
 from tierlog.storage.errors import InvalidConfigError
 
 
@@ -66,12 +66,6 @@ def test_the_finer_unit_wins_as_in_kafka(tmp_path: Path) -> None:
 def test_bad_settings_are_typed_errors(props: dict[str, str], complaint: str) -> None:
     with pytest.raises(InvalidConfigError, match=complaint):
         SidecarConfig.from_properties(props)
-
-
-def test_properties_file_is_read_like_server_properties(tmp_path: Path) -> None:
-    path = tmp_path / "server.properties"
-    path.write_text("# comment\n\nlog.dirs=/data/one\nnode.id = 7\n")
-    assert read_properties_file(path) == {"log.dirs": "/data/one", "node.id": "7"}
 
 
 def test_network_and_cluster_settings(tmp_path: Path) -> None:

@@ -1,9 +1,9 @@
 """The sidecar's process configuration, under Kafka's broker config names.
 
-Built once from ``--config key=value`` pairs and an optional Java properties file,
-validated, and passed down. Broker-level log settings (``log.segment.bytes``...) are
-the defaults of every topic, exactly as in Kafka, where a topic config overrides
-its broker twin.
+Built once from ``--config key=value`` pairs over an optional Java properties file
+(``tierlog.storage.properties`` reads it), validated, and passed down. Broker-level
+log settings (``log.segment.bytes``...) are the defaults of every topic, exactly as in
+Kafka, where a topic config overrides its broker twin.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from tierlog.sidecar.limits import LIMIT_KEYS, LimitsConfig
 from tierlog.sidecar.remote_read_config import REMOTE_READ_KEYS, RemoteReadConfig
 from tierlog.sidecar.security import SECURITY_KEYS, TlsConfig, read_token
 from tierlog.sidecar.tier_config import TIER_KEYS, TierConfig
-from tierlog.storage.checkpoints import read_meta_properties
 from tierlog.storage.cleaner_manager import CLEANER_KEYS, CleanerConfig
 from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import InvalidConfigError
@@ -28,7 +27,6 @@ __all__ = [
     "DEFAULT_LISTEN",
     "SidecarConfig",
     "parse_host_port",
-    "read_properties_file",
 ]
 
 # Kafka's broker setting -> the topic setting it provides the default for.
@@ -245,8 +243,3 @@ def _resolve_aliases(props: Mapping[str, str]) -> dict[str, str]:
                 except ValueError:
                     raise InvalidConfigError(f"invalid value {value!r} for {alias}") from None
     return resolved
-
-
-def read_properties_file(path: Path) -> dict[str, str]:
-    """A Java properties file as Kafka's ``server.properties`` is written."""
-    return read_meta_properties(path)
