@@ -11,6 +11,8 @@ import pytest
 
 from tierlog.api.errors import LEADER_KEY
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2
+from tierlog.client.rpc import error_from_rpc
+from tierlog.storage.errors import RecordTooLargeError
 from tierlog.storage.records import (
     SimpleRecord,
     build_batch,
@@ -152,12 +154,46 @@ def test_bad_fetch_requests(
     _assert_intact(loaded)
 
 
-def test_a_message_beyond_the_grpc_limit_is_refused_before_it_is_read(loaded: Sidecar) -> None:
-    huge = _produce("data", b"\x00" * (3 * 1024 * 1024))
+# -- sizes: a topic's max.message.bytes, and socket.request.max.bytes over all requests --
+
+MIB = 1024 * 1024
+
+
+def _batch_of_bytes(size: int) -> bytes:
+    """One uncompressed batch of about ``size`` bytes."""
+    return build_batch([SimpleRecord(None, b"x" * (size - 100), 1_000, ())])
+
+
+def test_a_topic_may_take_batches_larger_than_the_broker_default(loaded: Sidecar) -> None:
+    loaded.create_topic("big", max_message_bytes="2000000")  # the broker's: 1 MB
+    batch = _batch_of_bytes(1_500_000)
+    assert loaded.log.Produce(_produce("big", batch)).base_offset == 0
+    fetched = loaded.log.Fetch(log_service_pb2.FetchRequest(topic="big", offset=0))
+    (header,) = iter_batches(fetched.record_batches)  # one batch, over the fetch's 1 MB
+    assert header.size == len(batch)
     with pytest.raises(grpc.RpcError) as caught:
-        loaded.log.Produce(huge)
+        loaded.log.Produce(_produce("big", _batch_of_bytes(2_100_000)))
     assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert reason_of(caught.value) == "MESSAGE_TOO_LARGE"
+    assert "exceed max.message.bytes=2000000" in (caught.value.details() or "")
+    assert loaded.log.Produce(_produce("big", batch)).base_offset == 1
     _assert_intact(loaded)
+
+
+def test_a_request_over_socket_request_max_bytes_is_refused_before_it_is_read(
+    tmp_path: Path, sidecar_factory: SidecarFactory
+) -> None:
+    broker = sidecar_factory(tmp_path / "data", f"socket.request.max.bytes={2 * MIB}")
+    broker.create_topic("data", max_message_bytes=str(8 * MIB))  # the topic would take it
+    broker.log.Produce(_produce("data", GOOD))
+    with pytest.raises(grpc.RpcError) as caught:
+        broker.log.Produce(_produce("data", _batch_of_bytes(3 * MIB)))
+    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    error = error_from_rpc(caught.value)  # what the client raises
+    assert isinstance(error, RecordTooLargeError) and error.reason == "MESSAGE_TOO_LARGE"
+    assert "socket.request.max.bytes" in str(error)
+    _assert_intact(broker)
+    assert broker.log.Produce(_produce("data", _batch_of_bytes(MIB))).base_offset == 3
 
 
 def test_partitions_of_another_broker_answer_with_their_owner(

@@ -73,6 +73,7 @@ _PROCESS_KEYS = {
     "tierlog.cluster.brokers",
     "tierlog.cluster.assignment.file",
     "tierlog.shutdown.grace.ms",
+    "socket.request.max.bytes",
     "tierlog.metrics.listeners",
     "cluster.id",
     "num.recovery.threads.per.data.dir",
@@ -81,6 +82,8 @@ _PROCESS_KEYS = {
     "log.retention.check.interval.ms",
 }
 
+# gRPC's message lengths are 32-bit signed.
+_GRPC_MAX_MESSAGE_BYTES = 2**31 - 1
 
 DEFAULT_LISTEN = "0.0.0.0:9092"
 
@@ -99,6 +102,9 @@ class SidecarConfig:
     # running; when set, it lists the brokers instead of ``tierlog.cluster.brokers``.
     assignment_file: Path | None = None
     shutdown_grace_ms: int = 30_000  # in-flight requests get this long after SIGTERM
+    # The largest request gRPC reads (``socket.request.max.bytes``, Kafka's 100 MiB): a
+    # topic's max.message.bytes may be anything up to it.
+    socket_request_max_bytes: int = 100 * 1024 * 1024
     # HTTP for /metrics, /healthz and /readyz (``tierlog.metrics.listeners``,
     # ``--metrics-listen``); None: not served.
     metrics_listen: str | None = None
@@ -179,8 +185,13 @@ class SidecarConfig:
             )
             checkpoint_ms = int(props.get("log.flush.offset.checkpoint.interval.ms", "60000"))
             grace_ms = int(props.get("tierlog.shutdown.grace.ms", "30000"))
+            request_max_bytes = int(props.get("socket.request.max.bytes", "104857600"))
         except ValueError as error:
             raise InvalidConfigError(f"invalid number in broker config: {error}") from None
+        if not 1 <= request_max_bytes <= _GRPC_MAX_MESSAGE_BYTES:
+            raise InvalidConfigError(
+                f"socket.request.max.bytes must be in 1..{_GRPC_MAX_MESSAGE_BYTES}"
+            )
         listen = parse_host_port(props.get("listeners", DEFAULT_LISTEN), "listeners")
         advertised = props.get("advertised.listeners")
         if advertised:
@@ -197,6 +208,7 @@ class SidecarConfig:
             cluster_brokers=_parse_brokers(props.get("tierlog.cluster.brokers", "")),
             assignment_file=_optional_path(props.get("tierlog.cluster.assignment.file")),
             shutdown_grace_ms=grace_ms,
+            socket_request_max_bytes=request_max_bytes,
             metrics_listen=metrics_listen or None,
             tls=TlsConfig.from_properties(props),
             auth_token=read_token(token_file) if token_file else None,
