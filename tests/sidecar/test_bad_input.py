@@ -9,7 +9,7 @@ from typing import cast
 import grpc
 import pytest
 
-from tierlog.api.errors import LEADER_KEY
+from tierlog.api.errors import LEADER_KEY, InvalidRequiredAcksError
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2
 from tierlog.client.rpc import error_from_rpc
 from tierlog.storage.errors import RecordTooLargeError
@@ -65,6 +65,22 @@ PRODUCE_CASES = [
     ("garbage", _produce("data", b"\x00\x01garbage" * 10), INVALID, "CORRUPT_MESSAGE"),
     ("good then corrupt", _produce("data", GOOD + _corrupt(GOOD)), INVALID, "CORRUPT_MESSAGE"),
     ("no records", _produce("data", b""), INVALID, "INVALID_REQUEST"),
+    (
+        "undefined acks",
+        log_service_pb2.ProduceRequest(
+            topic="data", acks=log_service_pb2.Acks.ValueType(7), record_batches=GOOD
+        ),
+        INVALID,
+        "INVALID_REQUIRED_ACKS",
+    ),
+    (
+        "Kafka's acks=-1 as a number",  # the enum's ACKS_ALL is 3
+        log_service_pb2.ProduceRequest(
+            topic="data", acks=log_service_pb2.Acks.ValueType(-1), record_batches=GOOD
+        ),
+        INVALID,
+        "INVALID_REQUIRED_ACKS",
+    ),
     ("no data", log_service_pb2.ProduceRequest(topic="data"), INVALID, "INVALID_REQUEST"),
     (
         "magic 1",
@@ -114,6 +130,18 @@ def test_bad_produce_requests(
     _assert_fails(lambda: loaded.log.Produce(request_), code, reason)
     _assert_intact(loaded)
     assert loaded.log.Produce(_produce("data", GOOD)).base_offset == 3  # still appends
+
+
+def test_undefined_acks_reach_the_client_as_their_type(loaded: Sidecar) -> None:
+    request = log_service_pb2.ProduceRequest(
+        topic="data", acks=log_service_pb2.Acks.ValueType(7), record_batches=GOOD
+    )
+    with pytest.raises(grpc.RpcError) as caught:
+        loaded.log.Produce(request)
+    error = error_from_rpc(caught.value)
+    assert isinstance(error, InvalidRequiredAcksError)
+    assert "acks 7 is none of ACKS_UNSPECIFIED, ACKS_NONE, ACKS_LEADER, ACKS_ALL" in str(error)
+    _assert_intact(loaded)
 
 
 FETCH_CASES = [
