@@ -82,7 +82,18 @@ def test_producers_and_consumers_under_load(sidecars: SidecarStarter, tmp_path: 
         admin.create_topic("load", PARTITIONS)
     done = tmp_path / "done.json"
     consumers = [
-        (_worker("consumer", sidecar.address, "load", parts, done, tmp_path / f"c{i}.json"), i)
+        (
+            _worker(
+                "consumer",
+                sidecar.address,
+                "load",
+                parts,
+                LOAD_SECONDS,
+                done,
+                tmp_path / f"c{i}.json",
+            ),
+            i,
+        )
         for i, parts in enumerate(CONSUMER_PARTITIONS)
     ]
     sampler = RssSampler(sidecar.rss_bytes)
