@@ -4,9 +4,10 @@
 records/s for ``SECONDS``, values ``p<INDEX>-<seq>`` padded to ``VALUE_BYTES``, keys
 spread over the partitions; writes what was acknowledged where, and the failures.
 
-``load_worker.py consumer ADDRESS TOPIC PARTITIONS DONE OUT``: reads the partitions (a
-comma-separated list) from the beginning until the file ``DONE`` appears and names
-end offsets it has reached; checks each record comes at the next offset.
+``load_worker.py consumer ADDRESS TOPIC PARTITIONS SECONDS DONE OUT``: reads the
+partitions (a comma-separated list) from the beginning until the file ``DONE`` appears
+and names end offsets it has reached (giving up ``CONSUMER_DEADLINE_S`` after the
+producers' ``SECONDS``); checks each record comes at the next offset.
 
 Both count every gRPC call they make by method and final status code (a client
 interceptor on the channels), for the test to hold against the sidecar's
@@ -137,7 +138,9 @@ def produce(address: str, topic: str, index: int, seconds: float, rate: int, out
     out.write_text(json.dumps(summary))
 
 
-def consume(address: str, topic: str, partitions: list[int], done: Path, out: Path) -> None:
+def consume(
+    address: str, topic: str, partitions: list[int], seconds: float, done: Path, out: Path
+) -> None:
     config = ConsumerConfig.from_properties(
         {"bootstrap.servers": address, "auto.offset.reset": "earliest"}
     )
@@ -145,7 +148,7 @@ def consume(address: str, topic: str, partitions: list[int], done: Path, out: Pa
     records: dict[int, list[tuple[int, str]]] = {p: [] for p in partitions}
     failures: list[str] = []
     next_offset = dict.fromkeys(partitions, 0)
-    deadline = time.monotonic() + CONSUMER_DEADLINE_S
+    deadline = time.monotonic() + seconds + CONSUMER_DEADLINE_S
     with Consumer(config, cluster=cluster) as consumer:
         consumer.assign([TopicPartition(topic, p) for p in partitions])
         while time.monotonic() < deadline:
@@ -168,7 +171,7 @@ def consume(address: str, topic: str, partitions: list[int], done: Path, out: Pa
                 value = (record.value or b"").rstrip(b".").decode()
                 records[record.partition].append((record.offset, value))
         else:
-            failures.append(f"gave up after {CONSUMER_DEADLINE_S} s at {next_offset}")
+            failures.append(f"gave up after {seconds + CONSUMER_DEADLINE_S} s at {next_offset}")
     cluster.close()
     out.write_text(
         json.dumps({"records": records, "failures": failures, "calls": _outcomes(cluster)})
@@ -181,8 +184,15 @@ def main(argv: list[str]) -> None:
         index, seconds, rate, out = argv[3:]
         produce(address, topic, int(index), float(seconds), int(rate), Path(out))
     else:
-        partitions, done, out = argv[3:]
-        consume(address, topic, [int(p) for p in partitions.split(",")], Path(done), Path(out))
+        partitions, seconds, done, out = argv[3:]
+        consume(
+            address,
+            topic,
+            [int(p) for p in partitions.split(",")],
+            float(seconds),
+            Path(done),
+            Path(out),
+        )
 
 
 if __name__ == "__main__":

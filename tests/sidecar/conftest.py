@@ -1,8 +1,9 @@
 """A real ``tierlog-sidecar`` process on loopback, and the generated stubs to talk to it.
 
-``sidecar_factory(data_dir, *configs)`` starts one (``tests.support.sidecars``: a free
-port picked by the kernel, its log in a file beside the data dir) with a channel and
-stubs open to it; every process still running is killed at the end of the test.
+``sidecar_factory(data_dir, *configs, config_file=None)`` starts one
+(``tests.support.sidecars``: a free port picked by the kernel, its log in a file beside
+the data dir) with a channel and stubs open to it; every process still running is
+killed at the end of the test.
 """
 
 from __future__ import annotations
@@ -66,16 +67,18 @@ class Sidecar(SidecarProcess):
 SidecarFactory = Callable[..., Sidecar]
 
 
-def start_sidecar(data_dir: Path, *configs: str, timeout_s: float = 30) -> Sidecar:
-    return Sidecar(data_dir, configs).start(timeout_s)
+def start_sidecar(
+    data_dir: Path, *configs: str, timeout_s: float = 30, config_file: Path | None = None
+) -> Sidecar:
+    return Sidecar(data_dir, configs, config_file=config_file).start(timeout_s)
 
 
 @pytest.fixture
 def sidecar_factory() -> Iterator[SidecarFactory]:
     sidecars = Sidecars()
 
-    def start(data_dir: Path, *configs: str) -> Sidecar:
-        return sidecars.add(start_sidecar(data_dir, *configs))
+    def start(data_dir: Path, *configs: str, config_file: Path | None = None) -> Sidecar:
+        return sidecars.add(start_sidecar(data_dir, *configs, config_file=config_file))
 
     yield start
     sidecars.kill_all()

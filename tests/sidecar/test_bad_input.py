@@ -9,8 +9,10 @@ from typing import cast
 import grpc
 import pytest
 
-from tierlog.api.errors import LEADER_KEY
+from tierlog.api.errors import LEADER_KEY, InvalidRequiredAcksError
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2
+from tierlog.client.rpc import error_from_rpc
+from tierlog.storage.errors import RecordTooLargeError
 from tierlog.storage.records import (
     SimpleRecord,
     build_batch,
@@ -63,6 +65,22 @@ PRODUCE_CASES = [
     ("garbage", _produce("data", b"\x00\x01garbage" * 10), INVALID, "CORRUPT_MESSAGE"),
     ("good then corrupt", _produce("data", GOOD + _corrupt(GOOD)), INVALID, "CORRUPT_MESSAGE"),
     ("no records", _produce("data", b""), INVALID, "INVALID_REQUEST"),
+    (
+        "undefined acks",
+        log_service_pb2.ProduceRequest(
+            topic="data", acks=log_service_pb2.Acks.ValueType(7), record_batches=GOOD
+        ),
+        INVALID,
+        "INVALID_REQUIRED_ACKS",
+    ),
+    (
+        "Kafka's acks=-1 as a number",  # the enum's ACKS_ALL is 3
+        log_service_pb2.ProduceRequest(
+            topic="data", acks=log_service_pb2.Acks.ValueType(-1), record_batches=GOOD
+        ),
+        INVALID,
+        "INVALID_REQUIRED_ACKS",
+    ),
     ("no data", log_service_pb2.ProduceRequest(topic="data"), INVALID, "INVALID_REQUEST"),
     (
         "magic 1",
@@ -114,6 +132,18 @@ def test_bad_produce_requests(
     assert loaded.log.Produce(_produce("data", GOOD)).base_offset == 3  # still appends
 
 
+def test_undefined_acks_reach_the_client_as_their_type(loaded: Sidecar) -> None:
+    request = log_service_pb2.ProduceRequest(
+        topic="data", acks=log_service_pb2.Acks.ValueType(7), record_batches=GOOD
+    )
+    with pytest.raises(grpc.RpcError) as caught:
+        loaded.log.Produce(request)
+    error = error_from_rpc(caught.value)
+    assert isinstance(error, InvalidRequiredAcksError)
+    assert "acks 7 is none of ACKS_UNSPECIFIED, ACKS_NONE, ACKS_LEADER, ACKS_ALL" in str(error)
+    _assert_intact(loaded)
+
+
 FETCH_CASES = [
     ("negative offset", {"offset": -1}, grpc.StatusCode.OUT_OF_RANGE, "OFFSET_OUT_OF_RANGE"),
     ("past the end", {"offset": 4}, grpc.StatusCode.OUT_OF_RANGE, "OFFSET_OUT_OF_RANGE"),
@@ -152,12 +182,46 @@ def test_bad_fetch_requests(
     _assert_intact(loaded)
 
 
-def test_a_message_beyond_the_grpc_limit_is_refused_before_it_is_read(loaded: Sidecar) -> None:
-    huge = _produce("data", b"\x00" * (3 * 1024 * 1024))
+# -- sizes: a topic's max.message.bytes, and socket.request.max.bytes over all requests --
+
+MIB = 1024 * 1024
+
+
+def _batch_of_bytes(size: int) -> bytes:
+    """One uncompressed batch of about ``size`` bytes."""
+    return build_batch([SimpleRecord(None, b"x" * (size - 100), 1_000, ())])
+
+
+def test_a_topic_may_take_batches_larger_than_the_broker_default(loaded: Sidecar) -> None:
+    loaded.create_topic("big", max_message_bytes="2000000")  # the broker's: 1 MB
+    batch = _batch_of_bytes(1_500_000)
+    assert loaded.log.Produce(_produce("big", batch)).base_offset == 0
+    fetched = loaded.log.Fetch(log_service_pb2.FetchRequest(topic="big", offset=0))
+    (header,) = iter_batches(fetched.record_batches)  # one batch, over the fetch's 1 MB
+    assert header.size == len(batch)
     with pytest.raises(grpc.RpcError) as caught:
-        loaded.log.Produce(huge)
+        loaded.log.Produce(_produce("big", _batch_of_bytes(2_100_000)))
     assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert reason_of(caught.value) == "MESSAGE_TOO_LARGE"
+    assert "exceed max.message.bytes=2000000" in (caught.value.details() or "")
+    assert loaded.log.Produce(_produce("big", batch)).base_offset == 1
     _assert_intact(loaded)
+
+
+def test_a_request_over_socket_request_max_bytes_is_refused_before_it_is_read(
+    tmp_path: Path, sidecar_factory: SidecarFactory
+) -> None:
+    broker = sidecar_factory(tmp_path / "data", f"socket.request.max.bytes={2 * MIB}")
+    broker.create_topic("data", max_message_bytes=str(8 * MIB))  # the topic would take it
+    broker.log.Produce(_produce("data", GOOD))
+    with pytest.raises(grpc.RpcError) as caught:
+        broker.log.Produce(_produce("data", _batch_of_bytes(3 * MIB)))
+    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    error = error_from_rpc(caught.value)  # what the client raises
+    assert isinstance(error, RecordTooLargeError) and error.reason == "MESSAGE_TOO_LARGE"
+    assert "socket.request.max.bytes" in str(error)
+    _assert_intact(broker)
+    assert broker.log.Produce(_produce("data", _batch_of_bytes(MIB))).base_offset == 3
 
 
 def test_partitions_of_another_broker_answer_with_their_owner(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tierlog.sidecar.config import SidecarConfig, read_properties_file
+from tierlog.sidecar.config import SidecarConfig
 from tierlog.storage.errors import InvalidConfigError
 
 
@@ -61,17 +61,13 @@ def test_the_finer_unit_wins_as_in_kafka(tmp_path: Path) -> None:
         ({"log.dirs": "/x", "listeners": "host:99999"}, "HOST:PORT"),
         ({"log.dirs": "/x", "tierlog.cluster.brokers": "0:h:1"}, "ID@HOST:PORT"),
         ({"log.dirs": "/x", "tierlog.cluster.brokers": "0@h:1,0@g:1"}, "twice"),
+        ({"log.dirs": "/x", "socket.request.max.bytes": "0"}, "socket.request.max.bytes"),
+        ({"log.dirs": "/x", "socket.request.max.bytes": str(2**31)}, "socket.request.max.bytes"),
     ],
 )
 def test_bad_settings_are_typed_errors(props: dict[str, str], complaint: str) -> None:
     with pytest.raises(InvalidConfigError, match=complaint):
         SidecarConfig.from_properties(props)
-
-
-def test_properties_file_is_read_like_server_properties(tmp_path: Path) -> None:
-    path = tmp_path / "server.properties"
-    path.write_text("# comment\n\nlog.dirs=/data/one\nnode.id = 7\n")
-    assert read_properties_file(path) == {"log.dirs": "/data/one", "node.id": "7"}
 
 
 def test_network_and_cluster_settings(tmp_path: Path) -> None:
@@ -83,6 +79,7 @@ def test_network_and_cluster_settings(tmp_path: Path) -> None:
             "advertised.listeners": "broker-2.tierlog:9093",
             "tierlog.cluster.brokers": "1@broker-1.tierlog:9093, 2@broker-2.tierlog:9093",
             "tierlog.shutdown.grace.ms": "5000",
+            "socket.request.max.bytes": "8388608",
         }
     )
     assert config.node_id == 2
@@ -90,3 +87,6 @@ def test_network_and_cluster_settings(tmp_path: Path) -> None:
     assert config.advertised_listener == "broker-2.tierlog:9093"
     assert config.cluster_brokers == ((1, "broker-1.tierlog:9093"), (2, "broker-2.tierlog:9093"))
     assert config.shutdown_grace_ms == 5000
+    assert config.socket_request_max_bytes == 8388608
+    defaults = SidecarConfig.from_properties({"log.dirs": str(tmp_path)})
+    assert defaults.socket_request_max_bytes == 100 * 1024 * 1024  # Kafka's default

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from tests.storage.conftest import crash
+from tierlog.api.v1 import admin_service_pb2
 from tierlog.storage.checkpoints import (
     CLEAN_SHUTDOWN_MARKER,
     RECOVERY_POINT_CHECKPOINT,
@@ -17,7 +18,10 @@ from tierlog.storage.checkpoints import (
     read_offset_checkpoint,
 )
 from tierlog.storage.manager import LogManager, LogManagerConfig
+from tierlog.storage.properties import read_properties
 from tierlog.storage.records import SimpleRecord, build_batch
+
+from .conftest import SidecarFactory
 
 
 def _sidecar_command(data_dir: Path) -> list[str]:
@@ -82,3 +86,33 @@ def test_a_bad_config_exits_with_its_kafka_error_name(tmp_path: Path) -> None:
     result = subprocess.run(command, capture_output=True, text=True, timeout=30)
     assert result.returncode == 2
     assert "INVALID_CONFIG" in result.stderr
+
+
+# How the operator's StatefulSet starts a broker: the shared file, then per-pod --config.
+CONFIG_FILE = """\
+# server.properties, in each of Java's separator styles
+node.id = 3
+message.max.bytes: 2000000
+log.segment.bytes 1048576
+cluster.id=tier\\
+    log-test
+"""
+
+
+def test_a_config_file_configures_the_broker_and_config_flags_override_it(
+    tmp_path: Path, sidecar_factory: SidecarFactory
+) -> None:
+    config_file = tmp_path / "server.properties"
+    config_file.write_text(CONFIG_FILE)
+    sidecar = sidecar_factory(tmp_path / "data", "node.id=5", config_file=config_file)
+    metadata = sidecar.admin.Metadata(admin_service_pb2.MetadataRequest())
+    assert (metadata.node_id, metadata.cluster_id) == (5, "tierlog-test")
+    meta = read_properties(sidecar.data_dir / "meta.properties")
+    assert (meta["node.id"], meta["cluster.id"]) == ("5", "tierlog-test")
+    sidecar.create_topic("configured")
+    described = sidecar.admin.DescribeConfigs(
+        admin_service_pb2.DescribeConfigsRequest(topic="configured")
+    )
+    values = {entry.name: entry.value for entry in described.entries}
+    assert values["max.message.bytes"] == "2000000"
+    assert values["segment.bytes"] == "1048576"

@@ -208,9 +208,18 @@ def test_produce_stream_answers_each_request_in_order(sidecar: Sidecar) -> None:
             produce=log_service_pb2.ProduceRequest(topic="nowhere", record_batches=_batch([b"-"]))
         ),
     )
+    requests.insert(
+        9,
+        log_service_pb2.ProduceStreamRequest(
+            produce=log_service_pb2.ProduceRequest(
+                topic="piped", acks=log_service_pb2.Acks.ValueType(9), record_batches=_batch([b"-"])
+            )
+        ),
+    )
     answers = list(sidecar.log.ProduceStream(iter(requests)))
-    assert len(answers) == 21
+    assert len(answers) == 22
     assert answers[5].error.reason == "UNKNOWN_TOPIC_OR_PARTITION"
+    assert answers[9].error.reason == "INVALID_REQUIRED_ACKS"
     produced = [a.produced.base_offset for a in answers if a.HasField("produced")]
     assert produced == list(range(20))
 

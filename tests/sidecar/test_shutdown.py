@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import cast
 
 import grpc
+import pytest
 
-from tierlog.api.v1 import log_service_pb2
+from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
 from tierlog.storage.checkpoints import (
     CLEAN_SHUTDOWN_MARKER,
     RECOVERY_POINT_CHECKPOINT,
@@ -51,3 +56,47 @@ def test_sigterm_answers_long_polls_ends_streams_and_leaves_the_marker(
     again = sidecar_factory(sidecar.data_dir)
     fetched = again.log.Fetch(log_service_pb2.FetchRequest(topic="down", offset=0))
     assert fetched.high_watermark == 20
+
+
+def test_a_call_held_past_the_grace_period_is_cut_off_and_the_marker_still_written(
+    tmp_path: Path, sidecar_factory: SidecarFactory
+) -> None:
+    sidecar = sidecar_factory(tmp_path / "data", "tierlog.shutdown.grace.ms=1500")
+    sidecar.create_topic("held")
+    batch = build_batch([SimpleRecord(b"k", b"v", 1_000, ())] * 4)
+    release = threading.Event()
+
+    def requests() -> Iterator[log_service_pb2.ProduceStreamRequest]:
+        yield log_service_pb2.ProduceStreamRequest(
+            produce=log_service_pb2.ProduceRequest(topic="held", record_batches=batch)
+        )
+        release.wait(60)  # the stream stays open: its call is in flight until cut off
+
+    # A channel of its own: the sidecar's closes when it stops, which would end the call too.
+    with grpc.insecure_channel(sidecar.address) as channel, ThreadPoolExecutor(1) as pool:
+        stream = log_service_pb2_grpc.LogServiceStub(channel).ProduceStream(requests())
+        assert next(stream).produced.base_offset == 0
+
+        def until_cut() -> grpc.StatusCode:
+            with pytest.raises(grpc.RpcError) as cut:
+                next(stream)
+            return cast(grpc.Call, cut.value).code()
+
+        ended = pool.submit(until_cut)
+        try:
+            started = time.monotonic()
+            assert sidecar.stop() == 0
+            stopped_s = time.monotonic() - started
+            code = ended.result(timeout=5)
+        finally:
+            release.set()
+    assert 1.5 <= stopped_s < 15, stopped_s  # waited out the grace, not the held call
+    assert code in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
+    assert "stopped cleanly" in sidecar.output
+    assert (sidecar.data_dir / CLEAN_SHUTDOWN_MARKER).exists()
+    checkpoint = read_offset_checkpoint(sidecar.data_dir / RECOVERY_POINT_CHECKPOINT)
+    assert checkpoint == {TopicPartition("held", 0): 4}
+
+    again = sidecar_factory(sidecar.data_dir)
+    fetched = again.log.Fetch(log_service_pb2.FetchRequest(topic="held", offset=0))
+    assert fetched.high_watermark == 4

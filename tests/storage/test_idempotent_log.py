@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +26,7 @@ from tierlog.storage.errors import (
     OutOfOrderSequenceError,
     TierlogError,
 )
-from tierlog.storage.log import Log
+from tierlog.storage.log import AppendInfo, Log
 from tierlog.storage.producer_snapshot import list_snapshot_offsets, snapshot_path
 from tierlog.storage.records import SimpleRecord, build_batch
 
@@ -75,6 +78,38 @@ def test_a_retried_batch_is_answered_with_its_original_offsets_and_not_stored(lo
     assert retry.duplicate and not first.duplicate and retry.size_bytes == 0
     assert log.log_end_offset == 4
     assert [b[1:] for b in stored(log)] == [(7, 0, 0), (8, 0, 0)]
+
+
+def test_a_retry_is_not_acknowledged_before_its_first_copy_is_synced(log_dir: Path) -> None:
+    """flush.messages=1: the first append is fsyncing (held at the gate) when its retry
+    arrives; the retry is answered only once the first copy is on disk."""
+    log = Log.open(log_dir, config(flush_messages=1), clock_ms=FakeClock())
+    gate, flushing = threading.Event(), threading.Event()
+
+    def gated_flush(target: Log) -> None:
+        flushing.set()
+        assert gate.wait(30)
+        Log.flush(target)
+
+    log.flush_hook = gated_flush
+    batch = idempotent_batch(7, 0, 0, 3)
+
+    def retry() -> tuple[AppendInfo, int]:
+        answer = log.append(batch)
+        return answer, log.recovery_point  # how much was synced when it was answered
+
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(log.append, batch)
+        assert flushing.wait(30)
+        retried = pool.submit(retry)
+        time.sleep(0.5)  # time for a retry answered at once to come back
+        assert not retried.done() and log.recovery_point == 0
+        gate.set()
+        answer, synced = retried.result(timeout=30)
+    assert answer.duplicate and not first.result(timeout=30).duplicate
+    assert synced >= answer.last_offset + 1 == 3
+    assert [b[1:] for b in stored(log)] == [(7, 0, 0)]
+    log.close()
 
 
 def test_any_of_the_last_five_batches_is_a_duplicate_but_not_the_sixth(log: Log) -> None:

@@ -16,7 +16,6 @@ from tierlog.storage.checkpoints import (
     RECOVERY_POINT_CHECKPOINT,
     TopicPartition,
     read_epoch_checkpoint,
-    read_meta_properties,
     read_offset_checkpoint,
 )
 from tierlog.storage.config import LogConfig
@@ -26,6 +25,7 @@ from tierlog.storage.errors import (
     UnknownTopicOrPartitionError,
 )
 from tierlog.storage.manager import LogManager, LogManagerConfig
+from tierlog.storage.properties import read_properties
 from tierlog.storage.tier.layout import partition_prefix
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.remote_log_manager import RemoteLogManager, RemoteLogManagerConfig
@@ -53,7 +53,7 @@ def test_startup_writes_meta_properties_in_every_log_dir(tmp_path: Path) -> None
     manager.startup()
     ids = set()
     for log_dir in dirs:
-        properties = read_meta_properties(log_dir / "meta.properties")
+        properties = read_properties(log_dir / "meta.properties")
         assert properties["version"] == "1"
         assert properties["node.id"] == "3"
         assert properties["cluster.id"] == "test-cluster"

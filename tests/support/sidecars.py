@@ -54,6 +54,7 @@ class SidecarProcess:
     configs: tuple[str, ...] = ()
     port: int = 0  # 0: a free one picked by the kernel, kept for restarts
     env: Mapping[str, str] | None = None  # None: this process's environment
+    config_file: Path | None = None  # --config-file, under the --config pairs
     process: subprocess.Popen[bytes] = field(init=False)
     address: str = field(init=False, default="")
 
@@ -68,6 +69,8 @@ class SidecarProcess:
     def start(self, timeout_s: float = 30) -> Self:
         command = [console_script("tierlog-sidecar"), "--data-dir", str(self.data_dir)]
         command += ["--listen", f"127.0.0.1:{self.port}"]
+        if self.config_file is not None:
+            command += ["--config-file", str(self.config_file)]
         for config in self.configs:
             command += ["--config", config]
         earlier = self.log_path.stat().st_size if self.log_path.exists() else 0  # a restart

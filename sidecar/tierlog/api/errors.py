@@ -22,6 +22,7 @@ __all__ = [
     "STATUS_CODES",
     "InvalidPartitionsError",
     "InvalidRequestError",
+    "InvalidRequiredAcksError",
     "LeaderNotAvailableError",
     "NotLeaderOrFollowerError",
     "SaslAuthenticationFailedError",
@@ -51,6 +52,12 @@ class InvalidRequestError(TierlogError):
     """A request field out of its range (negative sizes, unknown special timestamps...)."""
 
     reason = "INVALID_REQUEST"
+
+
+class InvalidRequiredAcksError(TierlogError):
+    """A produce whose ``acks`` is none of the ``Acks`` values (Kafka accepts 0, 1, -1)."""
+
+    reason = "INVALID_REQUIRED_ACKS"
 
 
 class NotLeaderOrFollowerError(TierlogError):
@@ -95,6 +102,7 @@ STATUS_CODES: dict[str, grpc.StatusCode] = {
     "INVALID_CONFIG": _C.INVALID_ARGUMENT,
     "INVALID_PARTITIONS": _C.INVALID_ARGUMENT,
     "INVALID_REQUEST": _C.INVALID_ARGUMENT,
+    "INVALID_REQUIRED_ACKS": _C.INVALID_ARGUMENT,
     "UNSUPPORTED_FOR_MESSAGE_FORMAT": _C.INVALID_ARGUMENT,
     "UNSUPPORTED_COMPRESSION_TYPE": _C.INVALID_ARGUMENT,
     "INVALID_PRODUCER_EPOCH": _C.FAILED_PRECONDITION,

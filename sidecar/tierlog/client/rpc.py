@@ -40,7 +40,8 @@ from tierlog.storage.errors import RecordTooLargeError
 
 __all__ = ["CHANNEL_OPTIONS", "error_from_proto", "error_from_rpc", "open_channel"]
 
-# Room for the largest fetch or produce a sidecar allows (message.max.bytes and more).
+# Room for the largest fetch or produce a sidecar allows (a request is at most the
+# broker's socket.request.max.bytes, 100 MiB unless raised).
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 CHANNEL_OPTIONS = (
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -94,8 +95,11 @@ def error_from_rpc(error: grpc.RpcError) -> TierlogError:
         return error_for_reason(reason, message)
     if code is grpc.StatusCode.DEADLINE_EXCEEDED:
         return RequestTimedOutError(message)
-    if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return RecordTooLargeError(message)
+    if code is grpc.StatusCode.RESOURCE_EXHAUSTED:  # gRPC's own size check, before any handler
+        return RecordTooLargeError(
+            f"{message} (a request over the broker's socket.request.max.bytes, "
+            "or an answer over this client's limit)"
+        )
     if code is grpc.StatusCode.UNAUTHENTICATED:  # e.g. a proxy's refusal, without a reason
         return SaslAuthenticationFailedError(message)
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):

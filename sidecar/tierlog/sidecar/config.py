@@ -1,9 +1,9 @@
 """The sidecar's process configuration, under Kafka's broker config names.
 
-Built once from ``--config key=value`` pairs and an optional Java properties file,
-validated, and passed down. Broker-level log settings (``log.segment.bytes``...) are
-the defaults of every topic, exactly as in Kafka, where a topic config overrides
-its broker twin.
+Built once from ``--config key=value`` pairs over an optional Java properties file
+(``tierlog.storage.properties`` reads it), validated, and passed down. Broker-level
+log settings (``log.segment.bytes``...) are the defaults of every topic, exactly as in
+Kafka, where a topic config overrides its broker twin.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from tierlog.sidecar.limits import LIMIT_KEYS, LimitsConfig
 from tierlog.sidecar.remote_read_config import REMOTE_READ_KEYS, RemoteReadConfig
 from tierlog.sidecar.security import SECURITY_KEYS, TlsConfig, read_token
 from tierlog.sidecar.tier_config import TIER_KEYS, TierConfig
-from tierlog.storage.checkpoints import read_meta_properties
 from tierlog.storage.cleaner_manager import CLEANER_KEYS, CleanerConfig
 from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import InvalidConfigError
@@ -28,7 +27,6 @@ __all__ = [
     "DEFAULT_LISTEN",
     "SidecarConfig",
     "parse_host_port",
-    "read_properties_file",
 ]
 
 # Kafka's broker setting -> the topic setting it provides the default for.
@@ -75,6 +73,7 @@ _PROCESS_KEYS = {
     "tierlog.cluster.brokers",
     "tierlog.cluster.assignment.file",
     "tierlog.shutdown.grace.ms",
+    "socket.request.max.bytes",
     "tierlog.metrics.listeners",
     "cluster.id",
     "num.recovery.threads.per.data.dir",
@@ -83,6 +82,8 @@ _PROCESS_KEYS = {
     "log.retention.check.interval.ms",
 }
 
+# gRPC's message lengths are 32-bit signed.
+_GRPC_MAX_MESSAGE_BYTES = 2**31 - 1
 
 DEFAULT_LISTEN = "0.0.0.0:9092"
 
@@ -101,6 +102,9 @@ class SidecarConfig:
     # running; when set, it lists the brokers instead of ``tierlog.cluster.brokers``.
     assignment_file: Path | None = None
     shutdown_grace_ms: int = 30_000  # in-flight requests get this long after SIGTERM
+    # The largest request gRPC reads (``socket.request.max.bytes``, Kafka's 100 MiB): a
+    # topic's max.message.bytes may be anything up to it.
+    socket_request_max_bytes: int = 100 * 1024 * 1024
     # HTTP for /metrics, /healthz and /readyz (``tierlog.metrics.listeners``,
     # ``--metrics-listen``); None: not served.
     metrics_listen: str | None = None
@@ -181,8 +185,13 @@ class SidecarConfig:
             )
             checkpoint_ms = int(props.get("log.flush.offset.checkpoint.interval.ms", "60000"))
             grace_ms = int(props.get("tierlog.shutdown.grace.ms", "30000"))
+            request_max_bytes = int(props.get("socket.request.max.bytes", "104857600"))
         except ValueError as error:
             raise InvalidConfigError(f"invalid number in broker config: {error}") from None
+        if not 1 <= request_max_bytes <= _GRPC_MAX_MESSAGE_BYTES:
+            raise InvalidConfigError(
+                f"socket.request.max.bytes must be in 1..{_GRPC_MAX_MESSAGE_BYTES}"
+            )
         listen = parse_host_port(props.get("listeners", DEFAULT_LISTEN), "listeners")
         advertised = props.get("advertised.listeners")
         if advertised:
@@ -199,6 +208,7 @@ class SidecarConfig:
             cluster_brokers=_parse_brokers(props.get("tierlog.cluster.brokers", "")),
             assignment_file=_optional_path(props.get("tierlog.cluster.assignment.file")),
             shutdown_grace_ms=grace_ms,
+            socket_request_max_bytes=request_max_bytes,
             metrics_listen=metrics_listen or None,
             tls=TlsConfig.from_properties(props),
             auth_token=read_token(token_file) if token_file else None,
@@ -245,8 +255,3 @@ def _resolve_aliases(props: Mapping[str, str]) -> dict[str, str]:
                 except ValueError:
                     raise InvalidConfigError(f"invalid value {value!r} for {alias}") from None
     return resolved
-
-
-def read_properties_file(path: Path) -> dict[str, str]:
-    """A Java properties file as Kafka's ``server.properties`` is written."""
-    return read_meta_properties(path)

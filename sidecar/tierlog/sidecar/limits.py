@@ -19,6 +19,12 @@ come, first served, and the waiters are bounded too: when what already waits fil
 a second budget, a newcomer is refused at once, so memory held by requests is at
 most about twice each budget, however many arrive. Deadlines are honoured beyond
 the wait: gRPC cancels a call whose deadline passes, and its budget is freed.
+
+What no budget here sees: gRPC reads a request before any interceptor learns its
+size, so requests being read at once are bounded only one by one, by
+``socket.request.max.bytes`` (the server's receive limit). Small requests make that
+moment negligible; many large ones at once (tens of MiB each) are memory until they
+reach the budget and are refused or wait.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import signal
 import time
 from pathlib import Path
 
-from tierlog.sidecar.config import DEFAULT_LISTEN, SidecarConfig, read_properties_file
+from tierlog.sidecar.config import DEFAULT_LISTEN, SidecarConfig
 from tierlog.sidecar.logformat import LOG_FORMATS, configure_logging
 from tierlog.sidecar.metrics import SidecarMetrics
 from tierlog.sidecar.probes import Phase, Probes, ProbeServer
@@ -27,6 +27,7 @@ from tierlog.sidecar.security import TOKEN_ENV
 from tierlog.sidecar.server import SidecarServer
 from tierlog.sidecar.tier_config import add_tier_arguments, tier_properties
 from tierlog.storage.errors import TierlogError
+from tierlog.storage.properties import read_properties
 
 __all__ = ["main", "serve"]
 
@@ -73,7 +74,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def build_config(args: argparse.Namespace) -> SidecarConfig:
     props: dict[str, str] = {}
     if args.config_file:
-        props.update(read_properties_file(args.config_file))
+        props.update(read_properties(args.config_file))
     for pair in args.config:
         key, sep, value = pair.partition("=")
         if not sep:

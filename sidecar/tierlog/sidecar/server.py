@@ -8,9 +8,15 @@ stops accepting and gives in-flight calls the grace period, acks=0 appends finis
 and only then does the log manager shut down (flush, checkpoints, clean-shutdown
 marker), and then the remote tier's object store closes.
 
-gRPC's 4 MiB default message limit is replaced by ``message.max.bytes`` plus
-headroom for the request's other fields: a batch the topic accepts always fits, and
-a request far beyond it is refused by gRPC before it is read into memory.
+gRPC's 4 MiB default limit on a received message is replaced by Kafka's
+``socket.request.max.bytes`` (100 MiB), the bound on any one request. Batch sizes are
+the log's to judge: a topic's ``max.message.bytes`` may exceed the broker's
+``message.max.bytes`` (as in Kafka), and a batch over its topic's limit is answered
+``MESSAGE_TOO_LARGE`` with the reason. A request over ``socket.request.max.bytes`` is
+refused by gRPC before it is read into memory (``RESOURCE_EXHAUSTED``, no reason: it
+never reached a handler). This limit bounds one request; what produce requests hold
+together is the byte budget's to bound (``limits``). What the sidecar sends is not
+capped: a Fetch answer is at most its ``max_bytes`` or one stored batch.
 """
 
 from __future__ import annotations
@@ -50,11 +56,10 @@ from tierlog.storage.tier.remote_reader import RemoteLogReader
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.url import open_store
 
-__all__ = ["HEADROOM_BYTES", "SidecarServer", "message_limit_bytes"]
+__all__ = ["SidecarServer"]
 
 log = logging.getLogger(__name__)
 
-HEADROOM_BYTES = 64 * 1024
 # How often a changed assignment file is noticed (a ConfigMap update reaches the pod's
 # volume within a minute or so; this adds little to that).
 ASSIGNMENT_RELOAD_S = 2.0
@@ -62,10 +67,6 @@ _SERVICES = (
     log_service_pb2.DESCRIPTOR.services_by_name["LogService"].full_name,
     admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
 )
-
-
-def message_limit_bytes(config: SidecarConfig) -> int:
-    return config.storage.default_log_config.max_message_bytes + HEADROOM_BYTES
 
 
 class SidecarServer:
@@ -95,7 +96,6 @@ class SidecarServer:
         self.metrics.watch(self.manager)
         self.watch = AppendWatch()
         self.health = health.aio.HealthServicer()
-        limit = message_limit_bytes(config)
         # The first sees every call first: metrics count refusals by the others too.
         interceptors: list[grpc.aio.ServerInterceptor] = [MetricsInterceptor(self.metrics)]
         if config.auth_token:
@@ -103,10 +103,7 @@ class SidecarServer:
         interceptors.append(LimitsInterceptor(config.limits, self.metrics.observe_produce_bytes))
         self.server = grpc.aio.server(
             interceptors=interceptors,
-            options=[
-                ("grpc.max_receive_message_length", limit),
-                ("grpc.max_send_message_length", limit),
-            ],
+            options=[("grpc.max_receive_message_length", config.socket_request_max_bytes)],
         )
         self.address = ""
         self.remote_reader: RemoteLogReader | None = None  # once started

@@ -28,7 +28,7 @@ from typing import Any
 
 import grpc
 
-from tierlog.api.errors import InvalidRequestError
+from tierlog.api.errors import InvalidRequestError, InvalidRequiredAcksError
 from tierlog.api.v1 import common_pb2, log_service_pb2, log_service_pb2_grpc
 from tierlog.sidecar.fetch_wire import FetchAnswer
 from tierlog.sidecar.partitions import Partitions
@@ -66,6 +66,7 @@ DEADLINE_MARGIN_S = 0.05
 RECORD_BYTES_LISTENER: ContextVar[Callable[[str, int], None] | None] = ContextVar(
     "tierlog_record_bytes_listener", default=None
 )
+_ACKS = frozenset(log_service_pb2.Acks.values())
 _CODECS = {
     "gzip": CompressionType.GZIP,
     "snappy": CompressionType.SNAPPY,
@@ -125,6 +126,9 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
     async def _produce(
         self, request: log_service_pb2.ProduceRequest
     ) -> log_service_pb2.ProduceResponse:
+        if request.acks not in _ACKS:  # proto3 enums are open: any number arrives
+            names = ", ".join(log_service_pb2.Acks.keys())
+            raise InvalidRequiredAcksError(f"acks {request.acks} is none of {names}")
         tp, partition_log = self.partitions.log(request.topic, request.partition)
         kind = request.WhichOneof("data")
         if kind == "records":

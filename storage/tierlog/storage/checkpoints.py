@@ -12,7 +12,7 @@ Formats (as Kafka writes them):
 - ``leader-epoch-checkpoint`` in a partition dir: ``0``, the count, ``<epoch> <start offset>``;
 - ``partition.metadata``: ``version: 0`` and ``topic_id: <base64 uuid>``;
 - ``meta.properties`` in a log dir: Java properties (``version=1``, ``node.id``,
-  ``cluster.id``, ``directory.id``).
+  ``cluster.id``, ``directory.id``), read with ``properties.read_properties``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from tierlog.storage.errors import KafkaStorageError
+from tierlog.storage.properties import format_properties
 
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT",
@@ -35,7 +36,6 @@ __all__ = [
     "atomic_write",
     "base64_uuid",
     "read_epoch_checkpoint",
-    "read_meta_properties",
     "read_offset_checkpoint",
     "write_epoch_checkpoint",
     "write_meta_properties",
@@ -140,18 +140,5 @@ def write_partition_metadata(path: Path, topic_id: uuid.UUID) -> None:
     atomic_write(path, f"version: 0\ntopic_id: {base64_uuid(topic_id)}\n")
 
 
-def read_meta_properties(path: Path) -> dict[str, str]:
-    """Java properties: ``key=value`` lines; ``#`` comments and blank lines ignored."""
-    properties: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if not line or line.startswith(("#", "!")) or "=" not in line:
-            continue
-        key, value = line.split("=", 1)
-        properties[key.strip()] = value.strip()
-    return properties
-
-
 def write_meta_properties(path: Path, properties: Mapping[str, str]) -> None:
-    body = "".join(f"{key}={value}\n" for key, value in sorted(properties.items()))
-    atomic_write(path, "#\n" + body)
+    atomic_write(path, "#\n" + format_properties(properties))

@@ -37,6 +37,7 @@ from tierlog.storage.file_records import Buffer
 from tierlog.storage.producer_snapshot import SnapshotEntry, snapshot_path, write_snapshot
 from tierlog.storage.producer_state import (
     BatchMetadata,
+    ProducerAppend,
     ProducerStateManager,
     first_open_txn_offset,
 )
@@ -301,28 +302,49 @@ class Log:
                 headers, first_offset, append_time_ms=append_time_ms, markers=markers
             )
             if producers.duplicates:
-                return self._duplicate_append(producers.duplicates, append_time_ms)
-            pieces, batches, max_timestamp = self._assign_offsets(
-                records, headers, first_offset, append_time_ms
+                info = self._duplicate_append(producers.duplicates, append_time_ms)
+            else:
+                info = self._append_locked(
+                    records, headers, producers, first_offset, append_time_ms, now_ms, total_bytes
+                )
+            # A retry answered as a duplicate syncs too while its first copy may be unsynced
+            # (that append's flush may be running now): it is acknowledged no sooner.
+            needs_flush = (
+                info.last_offset >= self.recovery_point
+                and self.unflushed_messages >= config.flush_messages
             )
-            last_offset = batches[-1].last_offset
-            segment = self.active_segment
-            if segment.should_roll(
-                self._roll_policy,
-                incoming_bytes=total_bytes,
-                incoming_max_timestamp=max_timestamp,
-                incoming_last_offset=last_offset,
-                now_ms=now_ms,
-            ):
-                segment = self._roll_locked()
-            segment.append(pieces, batches, total_bytes)
-            self.producer_state.complete_append(producers, last_offset + 1)
-            for aborted in producers.aborted:  # Kafka's order: the state, then the index
-                segment.txn_index.append(aborted)
-            self.unflushed_messages += last_offset - first_offset + 1
-            needs_flush = self.unflushed_messages >= config.flush_messages
         if needs_flush:
             self.flush_hook(self)
+        return info
+
+    def _append_locked(
+        self,
+        records: Buffer,
+        headers: Sequence[BatchHeader],
+        producers: ProducerAppend,
+        first_offset: int,
+        append_time_ms: int,
+        now_ms: int,
+        total_bytes: int,
+    ) -> AppendInfo:
+        pieces, batches, max_timestamp = self._assign_offsets(
+            records, headers, first_offset, append_time_ms
+        )
+        last_offset = batches[-1].last_offset
+        segment = self.active_segment
+        if segment.should_roll(
+            self._roll_policy,
+            incoming_bytes=total_bytes,
+            incoming_max_timestamp=max_timestamp,
+            incoming_last_offset=last_offset,
+            now_ms=now_ms,
+        ):
+            segment = self._roll_locked()
+        segment.append(pieces, batches, total_bytes)
+        self.producer_state.complete_append(producers, last_offset + 1)
+        for aborted in producers.aborted:  # Kafka's order: the state, then the index
+            segment.txn_index.append(aborted)
+        self.unflushed_messages += last_offset - first_offset + 1
         return AppendInfo(
             first_offset=first_offset,
             last_offset=last_offset,

@@ -31,7 +31,6 @@ from tierlog.storage.checkpoints import (
     TopicPartition,
     atomic_write,
     base64_uuid,
-    read_meta_properties,
     read_offset_checkpoint,
     write_epoch_checkpoint,
     write_meta_properties,
@@ -48,6 +47,7 @@ from tierlog.storage.errors import (
 from tierlog.storage.flush import GroupCommitter
 from tierlog.storage.log import AppendInfo, Log
 from tierlog.storage.names import parse_partition_dir, validate_topic_name
+from tierlog.storage.properties import read_properties
 from tierlog.storage.recovery import RecoveryProgress, load_segments
 from tierlog.storage.scheduler import PeriodicTask
 from tierlog.storage.segment import LogSegment
@@ -157,7 +157,7 @@ class LogManager:
     def _ensure_meta_properties(self, log_dir: Path) -> None:
         path = log_dir / META_PROPERTIES
         if path.exists():
-            properties = read_meta_properties(path)
+            properties = read_properties(path)
             if properties.get("cluster.id", self.config.cluster_id) != self.config.cluster_id:
                 log.warning("%s belongs to cluster %s", log_dir, properties["cluster.id"])
             return

@@ -7,6 +7,7 @@ from tierlog.operator.render.common import Owner
 from tierlog.operator.render.configmap import config_map, properties_text, sidecar_properties
 from tierlog.operator.spec import ClusterSpec
 from tierlog.sidecar.config import SidecarConfig
+from tierlog.storage.properties import parse_properties
 
 
 def test_defaults_give_group_commit_every_second(bare: ClusterSpec) -> None:
@@ -48,6 +49,7 @@ def test_properties_are_sorted_and_stable(bare: ClusterSpec) -> None:
     lines = [line for line in text.splitlines() if not line.startswith("#")]
     assert lines == sorted(lines)
     assert text == properties_text(sidecar_properties(bare))
+    assert parse_properties(text) == sidecar_properties(bare)  # as the sidecar reads it
 
 
 def test_config_map_carries_both_files(bare: ClusterSpec, owner: Owner) -> None:

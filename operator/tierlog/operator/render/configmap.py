@@ -20,6 +20,7 @@ from tierlog.operator.render.common import (
     metadata,
 )
 from tierlog.operator.spec import ClusterSpec, Tier, kafka_value
+from tierlog.storage.properties import format_properties
 
 __all__ = [
     "ASSIGNMENT_FILE",
@@ -71,9 +72,9 @@ def _tier_properties(tier: Tier) -> dict[str, str]:
 
 
 def properties_text(props: dict[str, str]) -> str:
-    lines = ["# Written by the tierlog operator from the TierlogCluster; do not edit."]
-    lines += [f"{key}={value}" for key, value in sorted(props.items())]
-    return "\n".join(lines) + "\n"
+    """Escaped as the sidecar's reader expects (a value may hold a backslash)."""
+    header = "# Written by the tierlog operator from the TierlogCluster; do not edit.\n"
+    return header + format_properties(props)
 
 
 def config_map(cluster: ClusterSpec, owner: Owner, assignment: Assignment) -> Manifest:
