@@ -317,10 +317,11 @@ class S3Store:
         equal to it, and lists the whole bucket only from its memory, which a restart
         empties; so a caller that knows the keys a crashed writer was uploading sweeps
         each by its full key, which MinIO finds on disk. (MinIO also drops uploads older
-        than its ``stale_uploads_expiry``, 24 h by default.)"""
+        than its ``stale_uploads_expiry``, 24 h by default.) The bucket-wide listing is
+        why the tier's sweep asks once for the whole store rather than per partition."""
         cutoff = datetime.now(UTC).timestamp() - older_than_s
         stale: dict[str, str] = {}  # upload id -> full key
-        for server_prefix in ("", self._root + prefix):
+        for server_prefix in dict.fromkeys(("", self._root + prefix)):  # once if the same
             for full_key, upload_id, initiated_s in self._uploads(server_prefix):
                 if full_key.startswith(self._root + prefix) and initiated_s < cutoff:
                     stale[upload_id] = full_key
