@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.benchmarks.uploader_bench import s3_store
+from tests.benchmarks.tier_bench import s3_store
 from tests.support.minio import MinioServer
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.layout import manifest_key, new_segment_id, segment_key

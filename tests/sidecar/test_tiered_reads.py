@@ -6,7 +6,8 @@ and compared with what was produced (the bytes under each batch's CRC, its base 
 and length), ListOffsets answers by time from the tier, Subscribe tails from 0 across
 the boundary, and the remote-read metrics moved. A sidecar on a new, empty data dir
 pointed at the same tier (a local directory, or a bucket of the real MinIO) reads it
-all back the same.
+all back the same (from MinIO: the very bytes the first sidecar served, and Subscribe
+across the boundary too).
 """
 
 from __future__ import annotations
@@ -139,15 +140,21 @@ def check_reads_everything(sidecar: Sidecar, produced: Produced) -> None:
         assert list_offsets(sidecar, T0 + offset) == (offset, T0 + offset)
 
 
-def test_fetch_list_offsets_and_subscribe_read_the_tier(
-    sidecar_factory: SidecarFactory, tmp_path: Path
-) -> None:
-    sidecar = sidecar_factory(tmp_path / "data", *BROKER)
-    produced = Produced()
-    produce_and_tier(sidecar, produced)
-    local_start = local_segments(sidecar.data_dir)[0]
-    check_reads_everything(sidecar, produced)
+def fetched_batches(sidecar: Sidecar, end_offset: int) -> dict[int, bytes]:
+    """Every batch below ``end_offset`` as Fetch answers it, by base offset."""
+    batches: dict[int, bytes] = {}
+    offset = 0
+    while offset < end_offset:
+        answer = fetch(sidecar, offset, 64 * 1024)
+        for header in iter_batches(answer):
+            batches[header.base_offset] = answer[header.position : header.end_position]
+            offset = header.next_offset
+    return batches
 
+
+def check_subscribe_reads_across_the_boundary(sidecar: Sidecar, produced: Produced) -> None:
+    """Subscribe from the earliest offset gets every batch in order, from the tier, then
+    the local log, then a tail produced while subscribed."""
     received: list[bytes] = []
     stream = sidecar.log.Subscribe(
         log_service_pb2.SubscribeRequest(topic="events", offset=-2, max_bytes=8192)
@@ -163,7 +170,8 @@ def test_fetch_list_offsets_and_subscribe_read_the_tier(
     reader = threading.Thread(target=consume)
     reader.start()
     produced.produce(sidecar, 3, seed=11)  # the tail: appended while subscribed
-    wait_until(lambda: sum(map(len, map(list, map(iter_batches, received)))) >= BATCHES + 3, "all")
+    batches = produced.end // RECORDS_PER_BATCH
+    wait_until(lambda: sum(map(len, map(list, map(iter_batches, received)))) >= batches, "all")
     stream.cancel()
     reader.join()
     offset = 0
@@ -172,6 +180,17 @@ def test_fetch_list_offsets_and_subscribe_read_the_tier(
         assert first == offset
         offset = produced.check(message)
     assert offset == produced.end
+
+
+def test_fetch_list_offsets_and_subscribe_read_the_tier(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    sidecar = sidecar_factory(tmp_path / "data", *BROKER)
+    produced = Produced()
+    produce_and_tier(sidecar, produced)
+    local_start = local_segments(sidecar.data_dir)[0]
+    check_reads_everything(sidecar, produced)
+    check_subscribe_reads_across_the_boundary(sidecar, produced)
 
     metrics = scrape(metrics_address(sidecar.output))
     assert metrics.value("tierlog_remote_read_bytes_total") > 0
@@ -219,6 +238,7 @@ def test_a_sidecar_on_an_empty_data_dir_reads_a_minio_bucket_back(
     first = sidecar_factory(tmp_path / "data", *BROKER, *s3)
     produced = Produced()
     produce_and_tier(first, produced)
+    served_first = fetched_batches(first, produced.end)
     first.kill()
     replacement = sidecar_factory(tmp_path / "empty", *BROKER, *s3)
     replacement.create_topic("events", 1, **TOPIC)
@@ -236,4 +256,8 @@ def test_a_sidecar_on_an_empty_data_dir_reads_a_minio_bucket_back(
         minio.start()
     errors = scrape(metrics_address(replacement.output))
     assert errors.value("tierlog_remote_fetch_errors_total", reason="KAFKA_STORAGE_ERROR") >= 1
+    served_again = fetched_batches(replacement, tier_end)
+    assert served_again == {base: served_first[base] for base in served_again}  # byte for byte
+    assert len(served_again) == tier_end // RECORDS_PER_BATCH  # every tiered batch
     check_reads_everything(replacement, produced)
+    check_subscribe_reads_across_the_boundary(replacement, produced)

@@ -10,7 +10,10 @@ a method and a path fragment:
   (the server's integrity check must refuse it);
 - ``lose_answer(n)``: forward the request, then close the connection instead of
   answering, as a timeout after the server acted does (the client cannot tell
-  whether its request took effect).
+  whether its request took effect);
+- ``stall(n, seconds)``: hold the request, unanswered and not forwarded, for
+  ``seconds`` (or until the proxy closes), then close the connection, as a hung server
+  does: the client's read timeout is what ends its wait.
 
 ``injected`` counts the faults served per kind, so a test can tell that what it
 asked for actually happened; ``max_in_flight`` is the most requests it ever held at
@@ -19,6 +22,7 @@ once (how a test sees that uploads really go in parallel).
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import socket
 import sys
@@ -30,7 +34,7 @@ from typing import Literal
 
 __all__ = ["FaultKind", "FaultProxy"]
 
-FaultKind = Literal["slow_down", "drop", "corrupt", "lose_answer"]
+FaultKind = Literal["slow_down", "drop", "corrupt", "lose_answer", "stall"]
 
 _SLOW_DOWN_BODY = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -47,6 +51,7 @@ class _Rule:
     remaining: int
     method: str | None
     path_contains: str | None
+    stall_s: float = 0.0
 
     def matches(self, method: str, path: str) -> bool:
         return (
@@ -63,6 +68,7 @@ class FaultProxy:
         self.upstream = upstream
         self._lock = threading.Lock()
         self._rules: list[_Rule] = []
+        self._closing = threading.Event()  # ends every stall at once
         self.injected: Counter[FaultKind] = Counter()
         self.forwarded = 0
         self.in_flight = 0
@@ -93,21 +99,33 @@ class FaultProxy:
     ) -> None:
         self._add("lose_answer", n, method, path_contains)
 
-    def _add(self, kind: FaultKind, n: int, method: str | None, path_contains: str | None) -> None:
+    def stall(
+        self, n: int, seconds: float, method: str | None = None, path_contains: str | None = None
+    ) -> None:
+        self._add("stall", n, method, path_contains, seconds)
+
+    def _add(
+        self,
+        kind: FaultKind,
+        n: int,
+        method: str | None,
+        path_contains: str | None,
+        stall_s: float = 0.0,
+    ) -> None:
         with self._lock:
-            self._rules.append(_Rule(kind, n, method, path_contains))
+            self._rules.append(_Rule(kind, n, method, path_contains, stall_s))
 
     def clear(self) -> None:
         with self._lock:
             self._rules.clear()
 
-    def _fault_for(self, method: str, path: str) -> FaultKind | None:
+    def _fault_for(self, method: str, path: str) -> _Rule | None:
         with self._lock:
             for rule in self._rules:
                 if rule.matches(method, path):
                     rule.remaining -= 1
                     self.injected[rule.kind] += 1
-                    return rule.kind
+                    return rule
             self.forwarded += 1
             return None
 
@@ -121,6 +139,7 @@ class FaultProxy:
             self.in_flight -= 1
 
     def close(self) -> None:
+        self._closing.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
@@ -161,10 +180,14 @@ def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
 
         def _serve(self) -> None:
             body = self._read_body()
-            fault = proxy._fault_for(self.command, self.path)
-            if fault == "drop":
+            rule = proxy._fault_for(self.command, self.path)
+            fault = rule.kind if rule else None
+            if rule is not None and fault == "stall":
+                proxy._closing.wait(rule.stall_s)  # no answer: the client times out
+            if fault in ("drop", "stall"):
                 self.close_connection = True
-                self.connection.shutdown(socket.SHUT_RDWR)
+                with contextlib.suppress(OSError):  # a timed-out client may be gone already
+                    self.connection.shutdown(socket.SHUT_RDWR)
                 return
             if fault == "slow_down":
                 self.send_response(503, "Slow Down")

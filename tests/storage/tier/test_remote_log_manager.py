@@ -6,12 +6,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tests.storage.conftest import FakeClock, make_batch, make_records, read_all_bytes
 from tests.storage.tier.faults import FaultyStore
+from tests.storage.tier.s3_requests import Recorder
 from tests.storage.tier.tiering import (
     TP,
     last_offsets,
@@ -22,6 +24,7 @@ from tests.storage.tier.tiering import (
     tiered_config,
 )
 from tests.support.minio import MinioServer
+from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import InvalidConfigError, OffsetMovedToTieredStorageError
 from tierlog.storage.log import Log
 from tierlog.storage.records import build_batch
@@ -88,6 +91,7 @@ def minio_store(
     *,
     rate: int | None = None,
     part: int = 16 << 20,
+    observer: Recorder | None = None,
 ) -> S3Store:
     secret = tmp_path / "s3-secret"
     secret.mkdir(exist_ok=True)
@@ -107,7 +111,7 @@ def minio_store(
         multipart_threshold_bytes=part,
         part_size_bytes=part,
     )
-    return S3Store(S3Location(bucket, "tier"), options)
+    return S3Store(S3Location(bucket, "tier"), options, observer=observer)
 
 
 @pytest.fixture
@@ -623,6 +627,44 @@ def test_the_sweep_aborts_a_multipart_upload_left_before_a_minio_restart(
     assert stored_keys(slow) == manifest_keys(slow)
     slow.close()
     log.close()
+
+
+@pytest.mark.slow
+def test_one_sweep_lists_the_multipart_uploads_once_for_all_partitions(
+    tmp_path: Path, minio: MinioServer, s3_bucket: str, clock: FakeClock
+) -> None:
+    """An upload no entry names (its attempt's entry already dropped) is found by the
+    store-wide step of the sweep, which lists the bucket once however many partitions."""
+    config = replace(CONFIG, abandon_upload_ms=5000)  # uploads age by MinIO's own clock
+    recorder = Recorder()
+    store = minio_store(minio, s3_bucket, tmp_path, observer=recorder)
+    rlm = RemoteLogManager(store, config, clock_ms=clock)
+    partitions = [TopicPartition("swept", n) for n in range(5)]
+    logs = [Log.open(tmp_path / tp.dir_name, tiered_config(), clock_ms=clock) for tp in partitions]
+    for tp, partition_log in zip(partitions, logs, strict=True):
+        rlm.attach(tp, partition_log)
+    client = minio.client()
+    stray = f"tier/{segments_prefix(partitions[3])}00000000000000000000-e1-stray"
+    other_cluster = "elsewhere/segments/stray"
+    for key in (stray, other_cluster):
+        client.create_multipart_upload(Bucket=s3_bucket, Key=key)
+
+    def uploads() -> list[str]:
+        return [u["Key"] for u in client.list_multipart_uploads(Bucket=s3_bucket)["Uploads"]]
+
+    rlm.run_once()  # every partition's first sweep: the upload is too young to abort
+    assert recorder.count("ListMultipartUploads") == 2  # the bucket's and the root's, once
+    assert sorted(uploads()) == sorted([stray, other_cluster])
+    time.sleep(5.5)
+    rlm.run_once()  # the sweep is not due again yet: nothing listed
+    assert recorder.count("ListMultipartUploads") == 2
+    clock.advance(config.sweep_interval_ms)
+    rlm.run_once()
+    assert recorder.count("ListMultipartUploads") == 4
+    assert uploads() == [other_cluster]  # outside the store's root: not ours to abort
+    for partition_log in logs:
+        partition_log.close()
+    store.close()
 
 
 def run_catching(rlm: RemoteLogManager, failed: list[BaseException]) -> None:

@@ -4,6 +4,7 @@ fault-injecting proxy in front of it where a test needs S3 to misbehave."""
 from __future__ import annotations
 
 import os
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -14,10 +15,17 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from tests.storage.tier.s3_requests import Recorder
 from tests.storage.tier.store_contract import CONTRACT
 from tests.support.fault_proxy import FaultProxy
 from tests.support.minio import MinioServer
-from tierlog.storage.tier.s3_store import S3Location, S3Options, S3Store, crc32c_base64
+from tierlog.storage.tier.s3_store import (
+    S3Location,
+    S3Options,
+    S3Store,
+    backoff_s,
+    crc32c_base64,
+)
 from tierlog.storage.tier.store import (
     ObjectExistsError,
     ObjectNotFoundError,
@@ -27,24 +35,6 @@ from tierlog.storage.tier.store import (
 )
 
 MIB = 1 << 20
-
-
-class Recorder:
-    """An ``S3Observer`` that keeps every request attempt it hears of."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.calls: list[tuple[str, str | None]] = []
-
-    def s3_request(self, operation: str, error: str | None) -> None:
-        with self.lock:
-            self.calls.append((operation, error))
-
-    def count(self, operation: str) -> int:
-        return sum(1 for called, _ in self.calls if called == operation)
-
-    def errors(self, operation: str) -> list[str]:
-        return [error for called, error in self.calls if called == operation and error]
 
 
 @pytest.fixture
@@ -85,12 +75,14 @@ StoreFactory = Callable[..., S3Store]
 
 @pytest.fixture
 def stores(location: S3Location, options: S3Options) -> Iterator[StoreFactory]:
-    """``stores(observer=None, **option_changes)``: a store on this test's bucket,
-    closed when the test ends."""
+    """``stores(observer=None, jitter=None, **option_changes)``: a store on this test's
+    bucket, closed when the test ends."""
     opened: list[S3Store] = []
 
-    def open_store(observer: Recorder | None = None, **changes: Any) -> S3Store:
-        store = S3Store(location, replace(options, **changes), observer=observer)
+    def open_store(
+        observer: Recorder | None = None, jitter: random.Random | None = None, **changes: Any
+    ) -> S3Store:
+        store = S3Store(location, replace(options, **changes), observer=observer, jitter=jitter)
         opened.append(store)
         return store
 
@@ -194,18 +186,98 @@ def test_a_body_damaged_on_every_attempt_is_never_stored(
         store.size("segment")
 
 
+def test_the_backoff_window_doubles_up_to_its_cap_and_is_drawn_whole() -> None:
+    jitter = random.Random(3)
+    for failures, ceiling in [(1, 0.1), (2, 0.2), (3, 0.4), (4, 0.8), (5, 1.0), (9, 1.0)]:
+        waits = [backoff_s(failures, 0.1, 1.0, jitter) for _ in range(2000)]
+        assert 0 <= min(waits) < 0.05 * ceiling  # full jitter: from nothing...
+        assert 0.95 * ceiling < max(waits) <= ceiling  # ...to the whole window
+
+
 def test_slow_down_is_absorbed_with_backoff(
     location: S3Location, stores: StoreFactory, fault_proxy: FaultProxy
 ) -> None:
+    seed, base_s, max_s = 11, 0.2, 0.8
     recorder = Recorder()
-    store = stores(recorder, endpoint_url=fault_proxy.url, max_attempts=5)
+    store = stores(
+        recorder,
+        jitter=random.Random(seed),
+        endpoint_url=fault_proxy.url,
+        max_attempts=5,
+        backoff_base_s=base_s,
+        backoff_max_s=max_s,
+    )
+    # The same seed replayed: the waits the store draws, in its order (3 PUT, 2 GET).
+    replay = random.Random(seed)
+    put_waits = [backoff_s(n, base_s, max_s, replay) for n in (1, 2, 3)]
+    get_waits = [backoff_s(n, base_s, max_s, replay) for n in (1, 2)]
+    assert sum(put_waits) > 0.5 and sum(get_waits) > 0.2  # the seed makes them worth timing
     fault_proxy.slow_down(3, method="PUT")
     fault_proxy.slow_down(2, method="GET")
+    started = time.monotonic()
     store.put("segment", b"payload")
+    put_s = time.monotonic() - started
+    started = time.monotonic()
     assert store.get("segment") == b"payload"
+    get_s = time.monotonic() - started
     assert recorder.errors("PutObject") == ["SlowDown"] * 3
     assert recorder.errors("GetObject") == ["SlowDown"] * 2
     assert fault_proxy.injected["slow_down"] == 5
+    assert put_s >= sum(put_waits) and get_s >= sum(get_waits)  # each retry waited its turn
+
+
+def test_a_hung_get_times_out_and_is_retried(
+    location: S3Location, stores: StoreFactory, fault_proxy: FaultProxy
+) -> None:
+    recorder = Recorder()
+    store = stores(recorder, endpoint_url=fault_proxy.url, read_timeout_s=3)
+    store.put("segment", b"payload")
+    fault_proxy.stall(1, 120, method="GET")  # unanswered until the proxy closes
+    started = time.monotonic()
+    assert store.get("segment") == b"payload"
+    assert 3 <= time.monotonic() - started < 60  # the read timeout ended the wait
+    assert fault_proxy.injected["stall"] == 1
+    assert recorder.errors("GetObject") == ["ReadTimeoutError"]
+
+
+def test_a_hung_put_times_out_and_is_retried(
+    location: S3Location, stores: StoreFactory, fault_proxy: FaultProxy, tmp_path: Path
+) -> None:
+    recorder = Recorder()
+    store = stores(recorder, endpoint_url=fault_proxy.url, read_timeout_s=3)
+    fault_proxy.stall(1, 120, method="PUT")
+    store.put("small", b"payload")
+    assert recorder.errors("PutObject") == ["ReadTimeoutError"]
+    fault_proxy.stall(1, 120, method="PUT", path_contains="partNumber=")  # one part of three
+    source = random_file(tmp_path / "segment.log", 12 * MIB)
+    store.put("large", source)
+    assert recorder.errors("UploadPart") == ["ReadTimeoutError"]
+    assert fault_proxy.injected["stall"] == 2
+    assert store.get("small") == b"payload" and store.get("large") == source.read_bytes()
+
+
+def test_a_put_hung_on_every_attempt_is_unavailable_and_leaves_nothing(
+    location: S3Location,
+    stores: StoreFactory,
+    fault_proxy: FaultProxy,
+    minio: MinioServer,
+    tmp_path: Path,
+) -> None:
+    store = stores(endpoint_url=fault_proxy.url, read_timeout_s=2, max_attempts=2)
+    fault_proxy.stall(100, 120, method="PUT")
+    with pytest.raises(ObjectStoreUnavailableError, match="ReadTimeoutError"):
+        store.put("small", b"payload")
+    with pytest.raises(ObjectStoreUnavailableError, match="ReadTimeoutError"):
+        store.put("large", random_file(tmp_path / "segment.log", 12 * MIB))
+    assert fault_proxy.injected["stall"] >= 2 + 2  # both PUT attempts, and a part's two
+    fault_proxy.clear()
+    for key in ("small", "large"):
+        with pytest.raises(ObjectNotFoundError):
+            store.size(key)
+    uploads = minio.client().list_multipart_uploads(
+        Bucket=location.bucket, Prefix="cluster-a/tier/large"
+    )
+    assert uploads.get("Uploads", []) == []  # the failed upload was aborted
 
 
 def test_throttling_beyond_the_attempts_is_unavailable(

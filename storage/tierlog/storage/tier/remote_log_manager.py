@@ -16,6 +16,13 @@ every pass (``remote.log.manager.task.interval.ms``):
    deleted (a crash or an outage mid-way) deletes them first;
 4. now and then sweeps leftovers of failed attempts (``uploader``).
 
+Once per sweep interval, after a pass, it also aborts the store's multipart uploads
+older than the abandon timeout, for all partitions at once: S3 finds them by one
+listing of the bucket (MinIO answers no prefix shorter than a whole key), which asked
+per partition would be repeated for every partition. An upload that old is given up
+by whoever started it, as the per-partition sweep treats its entry; the store's root
+(the cluster's prefix) bounds what is touched.
+
 The log's ``tiered_end_offset`` follows the manifest's finished segments, and local
 retention frees a segment only below it. A pass that meets an unavailable store
 stops for that partition and retries with exponential backoff; nothing local is
@@ -144,6 +151,7 @@ class RemoteLogManager:
         # previous writer): the sidecar narrows it to those it owns or is draining.
         self.scope: Callable[[TopicPartition], bool] = lambda _tp: True
         self._lock = threading.Lock()
+        self._next_upload_sweep_ms = 0
         self._task = PeriodicTask("remote-log-manager", self.config.task_interval_ms, self.run_once)
         self._pool = ThreadPoolExecutor(
             max(1, self.config.threads), thread_name_prefix="remote-log"
@@ -246,6 +254,24 @@ class RemoteLogManager:
             partitions = list(self._partitions.values())
         for _ in self._pool.map(self._run_partition, partitions):
             pass
+        if partitions:
+            self._abort_incomplete_uploads()
+
+    def _abort_incomplete_uploads(self) -> None:
+        """The store-wide step of the sweep (see the module doc), when it is due."""
+        now_ms = self.clock_ms()
+        if now_ms < self._next_upload_sweep_ms:
+            return
+        try:
+            aborted = self.store.abort_incomplete_uploads(
+                "", older_than_s=self.config.abandon_upload_ms / 1000
+            )
+        except (TierlogError, OSError) as error:
+            log.warning("cannot sweep incomplete uploads (%s); trying at the next pass", error)
+            return
+        self._next_upload_sweep_ms = now_ms + self.config.sweep_interval_ms
+        if aborted:
+            log.info("aborted %d abandoned multipart uploads", aborted)
 
     def _run_partition(self, partition: _Partition) -> None:
         now_ms = self.clock_ms()

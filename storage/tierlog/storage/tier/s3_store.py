@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_s3.type_defs import CompletedPartTypeDef, ListObjectsV2OutputTypeDef
 
-__all__ = ["S3Location", "S3Observer", "S3Options", "S3Store", "crc32c_base64"]
+__all__ = ["S3Location", "S3Observer", "S3Options", "S3Store", "backoff_s", "crc32c_base64"]
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +193,9 @@ class S3Store:
         options: S3Options = S3Options(),
         *,
         observer: S3Observer | None = None,
+        jitter: random.Random | None = None,
     ):
+        """``jitter`` draws the backoff's waits (a seeded one makes them known to a test)."""
         self.location = location
         self.options = options
         self.observer = observer
@@ -206,7 +208,7 @@ class S3Store:
             if options.upload_rate_bytes_per_s
             else None
         )
-        self._random = random.Random()
+        self._random = jitter or random.Random()
         self._random_lock = threading.Lock()
 
     # --- the ObjectStore operations --------------------------------------------------------
@@ -315,10 +317,11 @@ class S3Store:
         equal to it, and lists the whole bucket only from its memory, which a restart
         empties; so a caller that knows the keys a crashed writer was uploading sweeps
         each by its full key, which MinIO finds on disk. (MinIO also drops uploads older
-        than its ``stale_uploads_expiry``, 24 h by default.)"""
+        than its ``stale_uploads_expiry``, 24 h by default.) The bucket-wide listing is
+        why the tier's sweep asks once for the whole store rather than per partition."""
         cutoff = datetime.now(UTC).timestamp() - older_than_s
         stale: dict[str, str] = {}  # upload id -> full key
-        for server_prefix in ("", self._root + prefix):
+        for server_prefix in dict.fromkeys(("", self._root + prefix)):  # once if the same
             for full_key, upload_id, initiated_s in self._uploads(server_prefix):
                 if full_key.startswith(self._root + prefix) and initiated_s < cutoff:
                     stale[upload_id] = full_key
@@ -565,13 +568,20 @@ class S3Store:
             self.observer.s3_request(operation, error)
 
     def _backoff_s(self, failed_attempts: int) -> float:
-        """Full jitter: uniform in [0, min(cap, base * 2^(n-1))], so that many
-        writers throttled at once do not come back at once."""
-        ceiling = min(
-            self.options.backoff_max_s, self.options.backoff_base_s * 2 ** (failed_attempts - 1)
-        )
         with self._random_lock:
-            return self._random.uniform(0, ceiling)
+            return backoff_s(
+                failed_attempts,
+                self.options.backoff_base_s,
+                self.options.backoff_max_s,
+                self._random,
+            )
+
+
+def backoff_s(failed_attempts: int, base_s: float, max_s: float, jitter: random.Random) -> float:
+    """The wait after ``failed_attempts`` failures: full jitter, uniform in
+    [0, min(max_s, base_s * 2^(n-1))], so that many writers throttled at once do not
+    come back at once, and each failure widens the window."""
+    return jitter.uniform(0, min(max_s, base_s * 2 ** (failed_attempts - 1)))
 
 
 def _make_client(options: S3Options) -> S3Client:

@@ -15,9 +15,9 @@ store is down) the sweep removes later:
   the delete failed);
 - manifest chunks no head reaches any more that are older than the timeout (sealed by
   a change that was lost, or forgotten by deletion before their delete landed);
-- the store's incomplete multipart uploads: those of the abandoned ``started``
-  entries' keys, asked by full key (the only way MinIO finds one left before it
-  restarted), and any under the partition's ``segments/`` older than the timeout.
+- the incomplete multipart uploads of the abandoned ``started`` entries' keys, asked
+  by full key (the only way MinIO finds one left before it restarted). Uploads no
+  entry names are swept for the whole store at once (``RemoteLogManager``).
 
 An ambiguous failure (the ``finished`` change may have landed) is settled by
 reading the manifest again before cleaning up: a finished entry is kept.
@@ -161,9 +161,6 @@ def sweep_abandoned_uploads(
     if orphans:
         store.delete(orphans)
         result.orphaned_objects = len(orphans)
-    result.incomplete_uploads += store.abort_incomplete_uploads(
-        segments_prefix(tp), older_than_s=abandon_after_ms / 1000
-    )
     if stale or orphans:
         log.info(
             "%s: swept %d abandoned uploads and %d orphaned objects",
