@@ -10,7 +10,7 @@ import os
 import random
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -31,6 +31,7 @@ from tierlog.storage.records import (
     build_batch,
     build_legacy_message_set,
 )
+from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.s3_store import S3Options
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.url import open_store
@@ -40,8 +41,9 @@ __all__ = [
     "SMALL_SEGMENTS",
     "TXN_SEGMENTS",
     "Row",
-    "S3Tier",
+    "Tier",
     "expected_rows",
+    "file_tier",
     "produce",
     "records_for",
     "rows_of_table",
@@ -173,19 +175,24 @@ def rows_of_table(table: pa.Table) -> list[Row]:
 
 
 @dataclass(frozen=True)
-class S3Tier:
-    """An ``s3://`` tier in the session's MinIO, and the data source options to reach it."""
+class Tier:
+    """A tier (a ``file://`` directory, or ``s3://`` in the session's MinIO) and the data
+    source options to reach it."""
 
     url: str
-    s3: S3Options
-    options: dict[str, str]
+    s3: S3Options | None = None
+    options: dict[str, str] = field(default_factory=dict)
 
     def open(self) -> ObjectStore:
         return open_store(self.url, self.s3)
 
 
+def file_tier(directory: Path) -> Tier:
+    return Tier(LocalDirectoryStore(directory).url)
+
+
 @pytest.fixture
-def s3_tier(minio: MinioServer, s3_bucket: str, tmp_path: Path) -> S3Tier:
+def s3_tier(minio: MinioServer, s3_bucket: str, tmp_path: Path) -> Tier:
     secret = tmp_path / "s3-secret"
     secret.mkdir()
     (secret / "access_key_id").write_text(minio.access_key_id)
@@ -196,7 +203,7 @@ def s3_tier(minio: MinioServer, s3_bucket: str, tmp_path: Path) -> S3Tier:
         "s3.path.style.access.enabled": "true",
         "s3.credentials.path": str(secret),
     }
-    return S3Tier(f"s3://{s3_bucket}/cluster/tier", parse_s3_options(options), options)
+    return Tier(f"s3://{s3_bucket}/cluster/tier", parse_s3_options(options), options)
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ from tests.pipeline.conftest import (
     SMALL_SEGMENTS,
     TXN_SEGMENTS,
     Row,
-    S3Tier,
+    Tier,
     expected_rows,
     produce,
     records_for,
@@ -104,7 +104,7 @@ def test_offsets_json_through_spark(spark: SparkSession, tmp_path: Path) -> None
 
 
 def test_an_s3_tier_plus_the_local_tail_through_spark(
-    spark: SparkSession, tmp_path: Path, s3_tier: S3Tier
+    spark: SparkSession, tmp_path: Path, s3_tier: Tier
 ) -> None:
     log = Log.open(tmp_path / "logs" / TP0.dir_name, SMALL_SEGMENTS)
     produce(log, records_for(400))

@@ -7,14 +7,18 @@ from pathlib import Path
 
 from tests.pipeline.conftest import (
     SMALL_SEGMENTS,
-    S3Tier,
+    Tier,
     expected_rows,
     produce,
     records_for,
     rows_of_table,
 )
 from tests.pipeline.read_all import read_table
-from tests.pipeline.tiering import tier_closed_segments, tier_segments
+from tests.pipeline.tiering import (
+    tier_closed_segments,
+    tier_segments,
+    tier_then_delete_older_half,
+)
 from tests.storage.conftest import read_all_records
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
@@ -56,22 +60,17 @@ def test_tier_and_local_copies_of_a_segment_are_read_once(tmp_path: Path) -> Non
 def test_history_is_the_tier_below_the_local_log_start_plus_the_local_tail(
     tmp_path: Path,
 ) -> None:
-    log_dir, tier_url, log = tiered_log(tmp_path)
-    everything = read_all_records(log)
-    # Local retention: the first tiered segments are gone from disk.
-    half = len(log.segments) // 2
-    gone = log.segments[:half]
-    local_start = log.segments[half].base_offset
-    log.close()
-    for segment in gone:
-        for suffix in (".log", ".index", ".timeindex"):
-            Path(segment.log.path).with_suffix(suffix).unlink()
+    log_dir = tmp_path / "logs"
+    log = Log.open(log_dir / TP.dir_name, SMALL_SEGMENTS)
+    produce(log, records_for(600))
+    store = LocalDirectoryStore(tmp_path / "tier")
+    history = tier_then_delete_older_half(store, TP, log)
 
     local_only = read_table({"path": str(log_dir), "subscribe": "orders"})
-    both = read_table({"path": f"{log_dir},{tier_url}", "subscribe": "orders"})
+    both = read_table({"path": f"{log_dir},{store.url}", "subscribe": "orders"})
 
-    assert local_only.column("offset").to_pylist()[0] == local_start
-    assert rows_of_table(both) == expected_rows(TP, everything)
+    assert local_only.column("offset").to_pylist()[0] == history.local_start
+    assert rows_of_table(both) == expected_rows(TP, history.records)
 
 
 def test_a_segment_tiered_twice_is_read_once(tmp_path: Path) -> None:
@@ -92,25 +91,18 @@ def test_a_segment_tiered_twice_is_read_once(tmp_path: Path) -> None:
     assert rows_of_table(table) == expected_rows(TP, tiered)
 
 
-def test_an_s3_tier_in_minio_plus_the_local_tail(tmp_path: Path, s3_tier: S3Tier) -> None:
+def test_an_s3_tier_in_minio_plus_the_local_tail(tmp_path: Path, s3_tier: Tier) -> None:
     log_dir = tmp_path / "logs"
     log = Log.open(log_dir / TP.dir_name, SMALL_SEGMENTS)
     produce(log, records_for(600))
     store = s3_tier.open()
     try:
-        tier_closed_segments(store, TP, log)
+        history = tier_then_delete_older_half(store, TP, log)
     finally:
         store.close()
-    everything = read_all_records(log)
-    half = len(log.segments) // 2
-    gone = log.segments[:half]
-    log.close()
-    for segment in gone:
-        for suffix in (".log", ".index", ".timeindex"):
-            Path(segment.log.path).with_suffix(suffix).unlink()
 
     table = read_table(
         {"path": f"{s3_tier.url},{log_dir}", "subscribe": "orders"} | s3_tier.options
     )
 
-    assert rows_of_table(table) == expected_rows(TP, everything)
+    assert rows_of_table(table) == expected_rows(TP, history.records)

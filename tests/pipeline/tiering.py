@@ -1,19 +1,30 @@
-"""Tiering a log's closed segments with the real uploader, for the pipeline's tests."""
+"""Tiering a log's closed segments with the real uploader, and local retention after it,
+for the pipeline's tests."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
+from tests.storage.conftest import read_all_records
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
+from tierlog.storage.records import Record
 from tierlog.storage.segment import LogSegment
 from tierlog.storage.tier.manifest import PartitionManifest
 from tierlog.storage.tier.manifest_store import ManifestWriter
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.uploader import upload_segment
 
-__all__ = ["tier_closed_segments", "tier_segments"]
+__all__ = [
+    "SplitHistory",
+    "delete_local_copies",
+    "tier_closed_segments",
+    "tier_segments",
+    "tier_then_delete_older_half",
+]
 
 
 def tier_closed_segments(store: ObjectStore, tp: TopicPartition, log: Log) -> PartitionManifest:
@@ -32,3 +43,33 @@ def tier_segments(
             continue
         upload_segment(writer, segment, clock_ms=lambda: int(time.time() * 1000))
     return writer.manifest
+
+
+def delete_local_copies(segments: Sequence[LogSegment]) -> None:
+    """Remove the files of tiered segments of a closed log, as local retention does: from
+    then on only the tier holds their records."""
+    for segment in segments:
+        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+            Path(segment.log.path).with_suffix(suffix).unlink(missing_ok=suffix == ".txnindex")
+
+
+@dataclass(frozen=True)
+class SplitHistory:
+    """A partition whose offsets below ``local_start`` are in the tier only, those from
+    ``local_start`` to ``tier_end`` in both places and the rest on local disk only."""
+
+    records: list[Record]  # every record, as storage read them before the deletion
+    local_start: int
+    tier_end: int
+
+
+def tier_then_delete_older_half(store: ObjectStore, tp: TopicPartition, log: Log) -> SplitHistory:
+    """Tier ``log``'s closed segments, close it and delete the older half of its segments
+    locally."""
+    tier_end = tier_closed_segments(store, tp, log).uploaded_end_offset
+    records = read_all_records(log)
+    segments = log.segments
+    log.close()
+    half = len(segments) // 2
+    delete_local_copies(segments[:half])
+    return SplitHistory(records, segments[half].base_offset, tier_end)
