@@ -4,13 +4,19 @@
 tiers through the tier's own metadata) and merges each partition's places into one
 history; ``plan_batch`` and ``plan_stream_range`` turn histories into splits. The
 Spark adapter is a thin layer over these functions.
+
+A log dir may belong to a running broker whose retention deletes segments (once
+tiered, or past the retention limits) at any moment, also between listing a segment
+and opening it. Each of these steps then starts again from a fresh listing, which no
+longer names the deleted files.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from tierlog.pipeline.bounds import RowBounds
 from tierlog.pipeline.errors import DataLossError, InvalidOptionError
@@ -25,7 +31,7 @@ from tierlog.pipeline.planner import (
     resolve_range,
     split_for_parallelism,
 )
-from tierlog.pipeline.segments import open_segment
+from tierlog.pipeline.segments import Opener, open_segment
 from tierlog.pipeline.tiered import list_tier
 from tierlog.pipeline.transactions import with_last_stable_offset
 from tierlog.storage.checkpoints import TopicPartition
@@ -40,6 +46,20 @@ __all__ = [
 ]
 
 NO_BOUNDS = RowBounds()
+# Listings that may meet a file deleted under them before one is taken as it is.
+LISTING_ATTEMPTS = 5
+
+T = TypeVar("T")
+
+
+def _relisting(step: Callable[[], T]) -> T:
+    """``step()``, run again when a local file it listed was deleted before it opened it."""
+    for _ in range(LISTING_ATTEMPTS - 1):
+        try:
+            return step()
+        except FileNotFoundError:
+            continue
+    return step()
 
 
 def list_place(
@@ -60,9 +80,21 @@ def discover(
     bounds: RowBounds = NO_BOUNDS,
     *,
     s3: S3Options | None = None,
+    opener: Opener = open_segment,
 ) -> list[PartitionHistory]:
     """Each subscribed partition's merged history over every path, in partition order,
     ending at its last stable offset (undecided transactions are not read yet)."""
+    paths = list(paths)
+    return _relisting(lambda: _discover(paths, subscription, bounds, s3, opener))
+
+
+def _discover(
+    paths: Iterable[str],
+    subscription: Subscription,
+    bounds: RowBounds,
+    s3: S3Options | None,
+    opener: Opener,
+) -> list[PartitionHistory]:
     topics = None if subscription.pattern is not None else _named_topics(subscription)
     if topics is not None and bounds.topics is not None:
         topics = topics & bounds.topics
@@ -71,10 +103,7 @@ def discover(
         for partition in list_place(path, topics, s3):
             if subscription.wants(partition.tp) and bounds.admits(partition.tp):
                 places[partition.tp].append(partition)
-    return [
-        with_last_stable_offset(merge_history(tp, places[tp]), open_segment)
-        for tp in sorted(places)
-    ]
+    return [with_last_stable_offset(merge_history(tp, places[tp]), opener) for tp in sorted(places)]
 
 
 def _named_topics(subscription: Subscription) -> frozenset[str]:
@@ -83,28 +112,34 @@ def _named_topics(subscription: Subscription) -> frozenset[str]:
     return subscription.topics
 
 
-def plan_batch(options: SourceOptions, bounds: RowBounds = NO_BOUNDS) -> list[InputSplit]:
+def plan_batch(
+    options: SourceOptions, bounds: RowBounds = NO_BOUNDS, *, opener: Opener = open_segment
+) -> list[InputSplit]:
     """The splits of a batch query."""
+    return _relisting(lambda: _plan_batch(options, bounds, opener))
+
+
+def _plan_batch(options: SourceOptions, bounds: RowBounds, opener: Opener) -> list[InputSplit]:
     splits: list[InputSplit] = []
-    for history in discover(options.paths, options.subscription, bounds, s3=options.s3):
+    for history in _discover(options.paths, options.subscription, bounds, options.s3, opener):
         selected = resolve_range(
             history,
             options.starting,
             options.ending,
-            open_segment,
+            opener,
             fail_on_data_loss=options.fail_on_data_loss,
         )
-        selected = _apply_bounds(history, selected, bounds)
-        splits.extend(plan_partition(history, selected, open_segment))
-    return split_for_parallelism(splits, options.min_partitions, open_segment)
+        selected = _apply_bounds(history, selected, bounds, opener)
+        splits.extend(plan_partition(history, selected, opener))
+    return split_for_parallelism(splits, options.min_partitions, opener)
 
 
 def _apply_bounds(
-    history: PartitionHistory, selected: OffsetRange, bounds: RowBounds
+    history: PartitionHistory, selected: OffsetRange, bounds: RowBounds, opener: Opener
 ) -> OffsetRange:
     start, end = bounds.narrow_offsets(selected.start, selected.end)
     if bounds.min_timestamp_ms is not None and start < end:
-        found = find_offset_by_timestamp(history, bounds.min_timestamp_ms, open_segment)
+        found = find_offset_by_timestamp(history, bounds.min_timestamp_ms, opener)
         start = end if found is None else max(start, found)
     return OffsetRange(selected.tp, start, max(start, end))
 
@@ -117,11 +152,22 @@ def plan_stream_range(
     options: SourceOptions,
     start: Mapping[TopicPartition, int],
     end: Mapping[TopicPartition, int],
+    *,
+    opener: Opener = open_segment,
 ) -> list[InputSplit]:
     """The splits of one micro-batch: each partition from ``start`` (its earliest when
     new to the query) up to ``end``."""
+    return _relisting(lambda: _plan_stream_range(options, start, end, opener))
+
+
+def _plan_stream_range(
+    options: SourceOptions,
+    start: Mapping[TopicPartition, int],
+    end: Mapping[TopicPartition, int],
+    opener: Opener,
+) -> list[InputSplit]:
     splits: list[InputSplit] = []
-    for history in discover(options.paths, options.subscription, s3=options.s3):
+    for history in _discover(options.paths, options.subscription, NO_BOUNDS, options.s3, opener):
         if history.tp not in end:
             continue
         first = start.get(history.tp, history.earliest)
@@ -133,5 +179,5 @@ def plan_stream_range(
                 )
             first = history.earliest
         selected = OffsetRange(history.tp, first, max(first, end[history.tp]))
-        splits.extend(plan_partition(history, selected, open_segment))
-    return split_for_parallelism(splits, options.min_partitions, open_segment)
+        splits.extend(plan_partition(history, selected, opener))
+    return split_for_parallelism(splits, options.min_partitions, opener)
