@@ -24,8 +24,11 @@ from tests.pipeline.conftest import (
     write_transactions,
 )
 from tests.pipeline.tiering import tier_closed_segments
-from tests.storage.conftest import read_all_records
+from tests.storage.conftest import T0, read_all_records
 from tests.storage.transactions import TxnWriter
+from tierlog.pipeline.bounds import RowBounds
+from tierlog.pipeline.options import parse_options
+from tierlog.pipeline.source import plan_batch
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
 from tierlog.storage.tier.local_store import LocalDirectoryStore
@@ -89,6 +92,34 @@ def test_headers_and_pushed_filters(spark: SparkSession, tmp_path: Path) -> None
     assert [row.offset for row in rows] == list(range(150, 160))
     assert rows[0].headers[0].key == "h" and rows[0].headers[0].value == b"150"
     assert rows[1].headers is None
+
+
+def test_pushed_filters_shrink_the_scan(spark: SparkSession, tmp_path: Path) -> None:
+    """Spark's scan has the input partitions the planner makes for the pushed bounds:
+    one for an offset range of one partition, the tail segments for a time bound."""
+    for partition in range(3):
+        write_log(tmp_path, TopicPartition(TOPIC, partition), 400)
+    options = {"path": str(tmp_path), "subscribe": TOPIC}
+    frame = spark.read.format("tierlog").options(**options).load()
+    since = datetime.datetime.fromtimestamp((T0 + 10 * 350) / 1000, datetime.UTC)
+
+    one_range = frame.where(
+        (sf.col("partition") == 1) & (sf.col("offset") >= 150) & (sf.col("offset") < 160)
+    )
+    recent = frame.where(sf.col("timestamp") >= sf.lit(since))
+
+    def scan_size(query: DataFrame) -> int:
+        return query.rdd.getNumPartitions()
+
+    everything = len(plan_batch(parse_options(options)))
+    recent_splits = plan_batch(parse_options(options), RowBounds(min_timestamp_ms=T0 + 3500))
+    assert scan_size(frame) == everything
+    assert scan_size(one_range) == 1
+    assert scan_size(recent) == len(recent_splits) < everything
+    assert [row.offset for row in one_range.collect()] == list(range(150, 160))
+    assert sorted((row.partition, row.offset) for row in recent.collect()) == [
+        (p, o) for p in range(3) for o in range(350, 400)
+    ]
 
 
 def test_offsets_json_through_spark(spark: SparkSession, tmp_path: Path) -> None:
