@@ -35,6 +35,8 @@ __all__ = [
     "TopicPartition",
     "atomic_write",
     "base64_uuid",
+    "fsync_directory",
+    "fsync_file",
     "read_epoch_checkpoint",
     "read_offset_checkpoint",
     "write_epoch_checkpoint",
@@ -66,7 +68,16 @@ class TopicPartition(NamedTuple):
 
 
 def fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
+    _fsync(directory)
+
+
+def fsync_file(path: Path) -> None:
+    """Make a file written by someone else (who did not sync it) durable."""
+    _fsync(path)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:

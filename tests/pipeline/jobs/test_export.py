@@ -73,3 +73,22 @@ def test_reruns_export_only_what_is_new_and_a_crash_leaves_nothing_behind(
     assert exported(spark, output) == expected
     for log in logs:
         log.close()
+
+
+def test_dates_are_utc_dates_whatever_the_session_time_zone(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """T0 is 2023-11-14 22:13 UTC, already the 15th in Tokyo."""
+    log = Log.open(tmp_path / "logs" / TopicPartition(TOPIC, 0).dir_name, SMALL_SEGMENTS)
+    produce(log, records_for(20))
+    log.close()
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    assert zone is not None
+    spark.conf.set("spark.sql.session.timeZone", "Asia/Tokyo")
+    try:
+        result = run_export(spark, [str(tmp_path / "logs")], TOPIC, tmp_path / "parquet")
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+
+    assert result.records == 20
+    assert {Path(name).parent.name for name in result.files} == {"date=2023-11-14"}

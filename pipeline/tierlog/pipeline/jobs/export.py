@@ -4,9 +4,10 @@ incrementally and crash-safely (the protocol is ``commit_log``'s).
 A run reads, through the data source itself, each partition from where the last
 committed run stopped up to the offsets that were the log end when the run started
 (records appended meanwhile wait for the next run), writes them to the run's staging
-directory with Spark, moves the files into ``partition=<p>/date=<yyyy-mm-dd>/`` and
-commits. Dates are those of the record timestamps in the session time zone (the
-``tierlog-spark`` command sets it to UTC).
+directory with Spark, moves the files into ``partition=<p>/date=<yyyy-mm-dd>/``, syncs
+them (Spark's writers do not) and commits. Dates are the UTC dates of the record
+timestamps, whatever the session's time zone: a rerun from a session set differently
+must not file the same day's records elsewhere.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrameReader, SparkSession
+from pyspark.sql import Column, DataFrameReader, SparkSession
 from pyspark.sql import functions as sf
 
 from tierlog.cli.progress import Track, no_progress
@@ -32,7 +33,7 @@ from tierlog.pipeline.jobs.commit_log import (
 )
 from tierlog.pipeline.options import Subscription, parse_s3_options
 from tierlog.pipeline.source import discover
-from tierlog.storage.checkpoints import fsync_directory
+from tierlog.storage.checkpoints import fsync_directory, fsync_file
 
 __all__ = ["ExportResult", "run_export"]
 
@@ -108,9 +109,18 @@ def _write_staging(
         .option("startingOffsets", json.dumps(starting))
         .option("endingOffsets", json.dumps(ending))
         .load(list(paths))
-        .withColumn("date", sf.date_format(sf.col("timestamp"), "yyyy-MM-dd"))
+        .withColumn("date", _utc_date(sf.col("timestamp")))
     )
     frame.write.partitionBy("partition", "date").mode("overwrite").parquet(str(staging))
+
+
+MS_PER_DAY = 86_400_000
+
+
+def _utc_date(timestamp: Column) -> Column:
+    """The UTC date of ``timestamp``, computed from the instant (the session time zone
+    is what ``date_format`` and casts to date would use)."""
+    return sf.date_from_unix_date(sf.floor(sf.unix_millis(timestamp) / MS_PER_DAY).cast("int"))
 
 
 def _move_into_place(staging: Path, output: Path, run: int, track: Track) -> tuple[str, ...]:
@@ -122,6 +132,7 @@ def _move_into_place(staging: Path, output: Path, run: int, track: Track) -> tup
             target_dir.mkdir(parents=True, exist_ok=True)
             target = target_dir / data_file_name(run, source.name)
             source.replace(target)
+            fsync_file(target)
             moved.append(str(target.relative_to(output)))
             advance(1)
     for directory in {output / Path(name).parent for name in moved}:

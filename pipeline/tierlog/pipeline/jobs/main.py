@@ -60,7 +60,6 @@ def _session(master: str | None, job: str) -> SparkSession:
     if master:
         builder = builder.master(master)
     spark = builder.getOrCreate()
-    spark.conf.set("spark.sql.session.timeZone", "UTC")
     register(spark)
     return spark
 
