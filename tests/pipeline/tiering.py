@@ -11,16 +11,18 @@ from pathlib import Path
 from tests.storage.conftest import read_all_records
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
-from tierlog.storage.records import Record
+from tierlog.storage.records import V2_HEADER_SIZE, Record, parse_header
 from tierlog.storage.segment import LogSegment
+from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest import PartitionManifest
-from tierlog.storage.tier.manifest_store import ManifestWriter
+from tierlog.storage.tier.manifest_store import ManifestWriter, load_view
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.uploader import upload_segment
 
 __all__ = [
     "SplitHistory",
     "delete_local_copies",
+    "flip_a_byte_of_the_second_segment",
     "tier_closed_segments",
     "tier_segments",
     "tier_then_delete_older_half",
@@ -73,3 +75,14 @@ def tier_then_delete_older_half(store: ObjectStore, tp: TopicPartition, log: Log
     half = len(segments) // 2
     delete_local_copies(segments[:half])
     return SplitHistory(records, segments[half].base_offset, tier_end)
+
+
+def flip_a_byte_of_the_second_segment(store: LocalDirectoryStore, tp: TopicPartition) -> str:
+    """Damage a record of the first batch of ``tp``'s second tiered segment (its CRC no
+    longer matches); returns the segment's key."""
+    victim = load_view(store, tp).all_segments()[1]
+    path = store.root / victim.key
+    data = bytearray(path.read_bytes())
+    data[parse_header(bytes(data[:V2_HEADER_SIZE])).size + V2_HEADER_SIZE + 4] ^= 0x01
+    path.write_bytes(bytes(data))
+    return victim.key

@@ -9,13 +9,11 @@ import pytest
 from pyspark.sql import SparkSession
 
 from tests.pipeline.conftest import SMALL_SEGMENTS, produce, records_for
-from tests.pipeline.tiering import tier_closed_segments
+from tests.pipeline.tiering import flip_a_byte_of_the_second_segment, tier_closed_segments
 from tierlog.pipeline.jobs.audit_job import run_audit
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
-from tierlog.storage.records import V2_HEADER_SIZE, parse_header
 from tierlog.storage.tier.local_store import LocalDirectoryStore
-from tierlog.storage.tier.manifest_store import load_view
 
 pytestmark = pytest.mark.slow
 
@@ -36,17 +34,13 @@ def test_audit_passes_a_sound_tier_and_names_the_segment_with_a_flipped_byte(
     segments = sum(audit.report.segments for audit in sound.partitions)
     assert len(sound.partitions) == 2 and segments >= 4
 
-    victim = load_view(store, TopicPartition("orders", 1)).all_segments()[1]
-    path = store.root / victim.key
-    data = bytearray(path.read_bytes())
-    data[parse_header(bytes(data[:V2_HEADER_SIZE])).size + V2_HEADER_SIZE + 4] ^= 0x01
-    path.write_bytes(bytes(data))
+    victim = flip_a_byte_of_the_second_segment(store, TopicPartition("orders", 1))
 
     damaged = run_audit(spark, store.url)
 
     assert damaged.exit_code == 1
-    assert list(damaged.problems) == [victim.key]
+    assert list(damaged.problems) == [victim]
     report = json.loads(damaged.to_json())
     assert report["segments_checked"] == segments
     # dump-log's words for a batch whose CRC does not match its bytes
-    assert report["problems"][victim.key][0].startswith("Invalid batches in")
+    assert report["problems"][victim][0].startswith("Invalid batches in")
