@@ -30,7 +30,7 @@ from tierlog.pipeline.planner import InputSplit
 from tierlog.pipeline.pushdown import bounds_from_filters
 from tierlog.pipeline.schema import spark_ddl
 from tierlog.pipeline.segments import opened
-from tierlog.pipeline.source import discover, plan_batch, plan_stream_range
+from tierlog.pipeline.source import discover, latest_offsets, plan_batch, plan_stream_range
 from tierlog.pipeline.stream_offsets import initial_offsets, offsets_from_json, offsets_to_json
 
 __all__ = ["FORMAT", "TierlogDataSource", "register"]
@@ -87,7 +87,7 @@ class TierlogStreamReader(DataSourceStreamReader):
         self, start: dict[str, Any] | None = None, limit: object = None
     ) -> dict[str, Any]:
         histories = discover(self.options.paths, self.options.subscription, s3=self.options.s3)
-        return offsets_to_json({history.tp: history.latest for history in histories})
+        return offsets_to_json(latest_offsets(histories))
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         splits = plan_stream_range(self.options, offsets_from_json(start), offsets_from_json(end))
