@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import json
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
@@ -17,13 +18,18 @@ from tests.pipeline.conftest import (
     Row,
     Tier,
     expected_rows,
+    file_tier,
     produce,
     records_for,
     write_legacy_then_v2,
     write_log,
     write_transactions,
 )
-from tests.pipeline.tiering import tier_closed_segments
+from tests.pipeline.tiering import (
+    delete_local_copies,
+    tier_closed_segments,
+    tier_then_delete_older_half,
+)
 from tests.storage.conftest import T0, read_all_records
 from tests.storage.transactions import TxnWriter
 from tierlog.pipeline.bounds import RowBounds
@@ -134,54 +140,146 @@ def test_offsets_json_through_spark(spark: SparkSession, tmp_path: Path) -> None
     assert frame.agg(sf.min("offset"), sf.max("offset"), sf.count("*")).first() == (10, 19, 10)
 
 
+def test_partitions_spread_over_several_log_dirs(spark: SparkSession, tmp_path: Path) -> None:
+    """A broker with two log.dirs keeps each partition in one of them: a query over both
+    dirs (as a comma list or a list of paths) reads every partition."""
+    log_dirs = [tmp_path / "disk-a", tmp_path / "disk-b"]
+    expected = []
+    for partition in range(4):
+        tp = TopicPartition(TOPIC, partition)
+        expected += expected_rows(tp, write_log(log_dirs[partition % 2], tp, 150))
+    write_log(log_dirs[1], TopicPartition("other", 0), 20)
+    paths = [str(log_dir) for log_dir in log_dirs]
+
+    comma_list = spark.read.format("tierlog").option("path", ",".join(paths))
+    path_list = spark.read.format("tierlog")
+
+    assert rows_of(comma_list.option("subscribe", TOPIC).load()) == expected
+    assert rows_of(path_list.option("subscribe", TOPIC).load(paths)) == expected
+
+
 def test_an_s3_tier_plus_the_local_tail_through_spark(
     spark: SparkSession, tmp_path: Path, s3_tier: Tier
 ) -> None:
-    log = Log.open(tmp_path / "logs" / TP0.dir_name, SMALL_SEGMENTS)
-    produce(log, records_for(400))
+    """Every codec and the v1 and v2 formats, tiered to MinIO; then local retention
+    deletes the older half of each partition's segments, whose rows only the bucket has."""
+    log_dir = tmp_path / "logs"
+    legacy_tp = TopicPartition(TOPIC, 1)
+    write_legacy_then_v2(log_dir, legacy_tp, 1)
+    logs = {tp: Log.open(log_dir / tp.dir_name, SMALL_SEGMENTS) for tp in (TP0, legacy_tp)}
+    produce(logs[TP0], records_for(400))
+    produce(logs[legacy_tp], records_for(300, start=50))
     store = s3_tier.open()
     try:
-        tier_closed_segments(store, TP0, log)
+        histories = {tp: tier_then_delete_older_half(store, tp, log) for tp, log in logs.items()}
     finally:
         store.close()
-    expected = expected_rows(TP0, read_all_records(log))
-    log.close()
+    everything = {tp: expected_rows(tp, history.records) for tp, history in histories.items()}
 
-    frame = (
-        spark.read.format("tierlog")
-        .option("subscribe", TOPIC)
-        .options(**s3_tier.options)
-        .load([s3_tier.url, str(tmp_path / "logs")])
-    )
+    def rows_read(*paths: str) -> list[Row]:
+        reader = spark.read.format("tierlog").option("subscribe", TOPIC)
+        return rows_of(reader.options(**s3_tier.options).load(list(paths)))
 
-    assert rows_of(frame) == expected
+    assert rows_read(s3_tier.url, str(log_dir)) == [*everything[TP0], *everything[legacy_tp]]
+    assert rows_read(s3_tier.url) == [
+        row for tp, rows in everything.items() for row in rows if row[4] < histories[tp].tier_end
+    ]
+    # The splits the data source plans: below the local start, objects in the bucket.
+    options = {"path": f"{s3_tier.url},{log_dir}", "subscribe": TOPIC} | s3_tier.options
+    splits = plan_batch(parse_options(options))
+    for tp, history in histories.items():
+        remote = [s for s in splits if s.tp == tp and s.segment.is_remote]
+        assert [o for s in remote for o in range(s.start_offset, s.end_offset)] == list(
+            range(history.local_start)
+        )
+        assert all(s.segment.store_url == s3_tier.url for s in remote)
 
 
-def test_a_stream_tails_new_batches_and_newly_tiered_segments(
+@pytest.fixture(params=["file", "s3"])
+def tier(request: pytest.FixtureRequest, tmp_path: Path) -> Tier:
+    if request.param == "s3":
+        s3: Tier = request.getfixturevalue("s3_tier")
+        return s3
+    return file_tier(tmp_path / "tier")
+
+
+class MemoryStream:
+    """A streaming query of ``format("tierlog")`` into a memory table."""
+
+    def __init__(self, spark: SparkSession, name: str, paths: list[str], options: dict[str, str]):
+        self.spark = spark
+        self.name = name
+        frame = (
+            spark.readStream.format("tierlog")
+            .option("subscribe", TOPIC)
+            .option("startingOffsets", "earliest")
+            .option("path", ",".join(paths))
+            .options(**options)
+            .load()
+        )
+        self.query = frame.writeStream.format("memory").queryName(name).start()
+
+    def rows(self) -> list[Row]:
+        """Every row read so far, once the query has caught up with its paths."""
+        self.query.processAllAvailable()
+        return rows_of(self.spark.table(self.name))
+
+    def end_offsets(self) -> object:
+        progress = self.query.lastProgress
+        assert progress is not None
+        return json.loads(progress.sources[0].endOffset)
+
+
+def test_a_stream_over_a_tier_reads_each_newly_tiered_segment(
+    spark: SparkSession, tmp_path: Path, tier: Tier
+) -> None:
+    log = Log.open(tmp_path / "logs" / TP0.dir_name, SMALL_SEGMENTS)
+    produce(log, records_for(300))
+    store = tier.open()
+    stream = MemoryStream(spark, f"tier_{urlsplit(tier.url).scheme}", [tier.url], tier.options)
+    try:
+        first_end = tier_closed_segments(store, TP0, log).uploaded_end_offset
+        assert stream.rows() == expected_rows(TP0, read_all_records(log)[:first_end])
+
+        produce(log, records_for(300, start=300))
+        end = tier_closed_segments(store, TP0, log).uploaded_end_offset
+        assert end > first_end
+        assert stream.rows() == expected_rows(TP0, read_all_records(log)[:end])
+        assert stream.end_offsets() == {TOPIC: {"0": end}}
+    finally:
+        stream.query.stop()
+        store.close()
+        log.close()
+
+
+def test_a_stream_goes_on_while_local_retention_deletes_tiered_segments(
     spark: SparkSession, tmp_path: Path
 ) -> None:
+    """Over the tier and the log dir: new local batches are read, the tiered segments'
+    local files are deleted while the query runs, and it goes on tailing the log."""
     log_dir = tmp_path / "logs"
-    store = LocalDirectoryStore(tmp_path / "tier")
     log = Log.open(log_dir / TP0.dir_name, SMALL_SEGMENTS)
     produce(log, records_for(100))
-    frame = (
-        spark.readStream.format("tierlog")
-        .option("subscribe", TOPIC)
-        .option("startingOffsets", "earliest")
-        .option("path", f"{store.url},{log_dir}")
-        .load()
-    )
-    query = frame.writeStream.format("memory").queryName("tailed").start()
+    tier = file_tier(tmp_path / "tier")
+    stream = MemoryStream(spark, "retained", [tier.url, str(log_dir)], {})
     try:
-        query.processAllAvailable()
-        assert spark.table("tailed").count() == 100
+        assert [row[4] for row in stream.rows()] == list(range(100))
         produce(log, records_for(200, start=100))
-        tier_closed_segments(store, TP0, log)
-        query.processAllAvailable()
-        offsets = [row.offset for row in spark.table("tailed").orderBy("offset").collect()]
-        assert offsets == list(range(300))
+        assert [row[4] for row in stream.rows()] == list(range(300))
+
+        tier_closed_segments(tier.open(), TP0, log)
+        before = read_all_records(log)
+        segments = log.segments
+        log.close()
+        delete_local_copies(segments[:-1])
+        log = Log.open(log_dir / TP0.dir_name, SMALL_SEGMENTS)
+        produce(log, records_for(50, start=300))
+
+        expected = expected_rows(TP0, before + read_all_records(log, 300))
+        assert stream.rows() == expected
+        assert stream.end_offsets() == {TOPIC: {"0": 350}}
     finally:
-        query.stop()
+        stream.query.stop()
         log.close()
 
 
