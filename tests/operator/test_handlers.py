@@ -160,7 +160,8 @@ def test_topics_are_created_grown_and_reconfigured_on_every_broker(
     assert ("TopicUpdated", "broker 0: created") in events(kube, ns)
 
     apply(kube, ns, topic("orders", "demo", 5, **{"segment.bytes": 1048576}))
-    wait_for("the topic grown", lambda: synced(5))
+    grown = wait_for("the topic grown", lambda: synced(5))
+    assert grown["status"]["config"] == {"segment.bytes": "1048576"}  # retention.ms went
     for sidecar in brokers.sidecars.values():
         with AdminClient(sidecar.address) as admin:
             assert admin.list_topics() == {"orders": 5}

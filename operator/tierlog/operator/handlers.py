@@ -75,7 +75,11 @@ def register(
 
                 outcome = await reconcile_cluster(kube, body, delete_pod)
                 await kube.patch_status(
-                    TierlogCluster, namespace, body.metadata.name or "", outcome.status
+                    TierlogCluster,
+                    namespace,
+                    body.metadata.name or "",
+                    outcome.status,
+                    body.status,
                 )
                 _post(body, outcome.events)
 
@@ -88,6 +92,7 @@ def register(
                     body.metadata.namespace or "",
                     body.metadata.name or "",
                     outcome.status,
+                    body.status,
                 )
                 _post(body, outcome.events)
 

@@ -24,6 +24,7 @@ from lightkube.resources.core_v1 import ConfigMap, Pod, Secret
 from lightkube.types import PatchType
 
 from tierlog.operator.crds import CLUSTER_KIND, GROUP, TOPIC_KIND, VERSION
+from tierlog.operator.status_patch import status_patch
 
 __all__ = [
     "FIELD_MANAGER",
@@ -146,13 +147,19 @@ class Kube:
                     raise
 
     async def patch_status(
-        self, resource: Any, namespace: str, name: str, status: Mapping[str, Any]
+        self,
+        resource: Any,
+        namespace: str,
+        name: str,
+        status: Mapping[str, Any],
+        before: Mapping[str, Any] | None,
     ) -> None:
-        """Merge ``status`` into the object's status subresource."""
+        """Write the keys of ``status`` whole into the object's status subresource, which
+        held ``before`` (see ``status_patch``); other keys stay."""
         await self.client.patch(
             resource.Status,
             name,
-            {"status": dict(status)},
+            {"status": status_patch(before, status)},
             namespace=namespace,
             patch_type=PatchType.MERGE,
         )
