@@ -1,5 +1,6 @@
 """kopf handlers: thin. Each runs one pass (``reconcile.py``, ``topic_reconcile.py``),
-writes the status it returns, posts its events, and counts and times itself.
+writes the status it returns, posts its events (those of a lasting state when it begins,
+``events.py``), and counts and times itself.
 
 Passes run on every change and on a timer (changes on the brokers, a pod turning ready,
 a sidecar becoming safe, are not events on our objects), one at a time per object. A
@@ -20,9 +21,10 @@ import kopf
 
 from tierlog.operator import bucket
 from tierlog.operator.crds import GROUP, VERSION
+from tierlog.operator.events import Event, to_post
 from tierlog.operator.kube import Kube, TierlogCluster, TierlogTopic
 from tierlog.operator.metrics import OperatorMetrics
-from tierlog.operator.reconcile import Event, reconcile_cluster
+from tierlog.operator.reconcile import reconcile_cluster
 from tierlog.operator.spec import ClusterSpec
 from tierlog.operator.topic_deletion import delete_topic
 from tierlog.operator.topic_reconcile import reconcile_topic
@@ -44,8 +46,11 @@ def _lock(memo: Any) -> asyncio.Lock:
     return lock
 
 
-def _post(body: kopf.Body, events: list[Event]) -> None:
-    for event in events:
+def _post(body: kopf.Body, memo: Any, events: list[Event]) -> None:
+    """Post ``events``, those of a lasting state only when it begins (``memo``: the
+    object's, which keeps what stood at its last pass)."""
+    fresh, memo["standing"] = to_post(events, memo.get("standing", frozenset()))
+    for event in fresh:
         kind = "Warning" if event.warning else "Normal"
         kopf.event(body, type=kind, reason=event.reason, message=event.message)
 
@@ -81,7 +86,7 @@ def register(
                     outcome.status,
                     body.status,
                 )
-                _post(body, outcome.events)
+                _post(body, memo, outcome.events)
 
     async def topic_pass(body: kopf.Body, memo: Any, **_: Any) -> None:
         async with _lock(memo):
@@ -94,7 +99,7 @@ def register(
                     outcome.status,
                     body.status,
                 )
-                _post(body, outcome.events)
+                _post(body, memo, outcome.events)
 
     for resource, run in ((_CLUSTERS, cluster_pass), (_TOPICS, topic_pass)):
         for name, decorate in (
@@ -122,7 +127,7 @@ def register(
                 give_up_after_s=topic_deletion_timeout_s,
                 now=datetime.datetime.now(datetime.UTC),
             )
-        _post(body, deletion.events)
+        _post(body, memo, deletion.events)
         if not deletion.done:  # kopf keeps the finalizer and calls again after the delay
             raise kopf.TemporaryError(f"waiting for {deletion.waiting}", delay=RESYNC_S)
 

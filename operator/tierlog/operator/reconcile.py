@@ -15,6 +15,7 @@ from typing import Any
 from tierlog.operator import brokers
 from tierlog.operator.assignment import NO_OWNER, Assignment
 from tierlog.operator.conditions import DEGRADED, PAUSED, PROGRESSING, READY, Condition, merge
+from tierlog.operator.events import Event
 from tierlog.operator.kube import Kube
 from tierlog.operator.pods import broker_pod
 from tierlog.operator.render.common import (
@@ -34,7 +35,6 @@ from tierlog.operator.spec import ClusterSpec, TopicSpec
 
 __all__ = [
     "PAUSE_ANNOTATION",
-    "Event",
     "Pass",
     "is_paused",
     "paused_status",
@@ -45,22 +45,12 @@ __all__ = [
 PAUSE_ANNOTATION = "tierlog.io/pause-reconciliation"
 
 
-@dataclass(frozen=True)
-class Event:
-    warning: bool
-    reason: str
-    message: str
-
-
 @dataclass
 class Pass:
     """What a pass leaves behind: the status to write and the events to post."""
 
     status: dict[str, Any]
     events: list[Event] = field(default_factory=list)
-
-
-EmitEvent = Callable[[Event], None]
 
 
 def now() -> str:
@@ -165,6 +155,7 @@ async def _apply_all(
                 "ServiceMonitorUnavailable",
                 f"metrics.serviceMonitor.enabled, but the {SERVICE_MONITOR_CRD} CRD is not "
                 "installed (the Prometheus Operator's); nothing is created",
+                state_of=SERVICE_MONITOR_CRD,
             )
         )
     return events
@@ -176,7 +167,8 @@ async def _roll(roll: Roll, desired_hash: str) -> list[Event]:
     if pod is None:
         return []
     if not pod.address:
-        return [Event(True, "RestartDeferred", f"{pod.name} has no address to ask")]
+        message = f"{pod.name} has no address to ask"
+        return [Event(True, "RestartDeferred", message, state_of=pod.name)]
     readiness = await brokers.prepare_restart(pod.address)
     if not readiness.safe:
         return [
@@ -186,6 +178,7 @@ async def _roll(roll: Roll, desired_hash: str) -> list[Event]:
                 f"{pod.name} is not safe to restart yet: {readiness.unflushed_messages} "
                 f"unflushed messages, {readiness.segments_awaiting_upload} segments waiting "
                 "for the tier",
+                state_of=pod.name,
             )
         ]
     return [
@@ -252,7 +245,7 @@ def _scale_events(
     """An event for each step a scale-down takes (the plan changed), and its refusal."""
     events = []
     if scale.refused:
-        events.append(Event(True, "ScaleDownRefused", scale.refused))
+        events.append(Event(True, "ScaleDownRefused", scale.refused, state_of="brokers"))
     before = set(previous.unowned()) if previous else set()
     released = [tp for tp in scale.assignment.unowned() if tp not in before]
     if released:
