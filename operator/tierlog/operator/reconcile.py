@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tierlog.operator import brokers
@@ -43,6 +43,8 @@ __all__ = [
 ]
 
 PAUSE_ANNOTATION = "tierlog.io/pause-reconciliation"
+_MESSAGE_CHARS = 2000  # an error's text in a condition (an API server's can be long)
+_UNSAFE = "not safe"  # a deferred restart's cause when the sidecar answers
 
 
 @dataclass
@@ -161,34 +163,46 @@ async def _apply_all(
     return events
 
 
-async def _roll(roll: Roll, desired_hash: str) -> list[Event]:
-    """Restart the next outdated broker if its sidecar says it is safe."""
+def _deferred(roll: Roll, waiting: str, cause: str) -> tuple[Roll, list[Event]]:
+    """The roll waiting instead of restarting; its Event stands for this broker and
+    ``cause`` (a broker that answers again but is not safe yet is a new state)."""
+    name = roll.restart.name if roll.restart else ""
+    event = Event(cause != _UNSAFE, "RestartDeferred", waiting, state_of=f"{name}: {cause}")
+    return replace(roll, restart=None, waiting=waiting), [event]
+
+
+async def _gate_restart(roll: Roll, desired_hash: str) -> tuple[Roll, list[Event]]:
+    """The roll with its restart kept only if the broker's sidecar says it is safe now
+    (flushed, nothing waiting for the tier); otherwise it says what it waits for. A
+    sidecar that does not answer defers the restart: the next pass asks again."""
     pod = roll.restart
     if pod is None:
-        return []
+        return roll, []
     if not pod.address:
-        message = f"{pod.name} has no address to ask"
-        return [Event(True, "RestartDeferred", message, state_of=pod.name)]
-    readiness = await brokers.prepare_restart(pod.address)
-    if not readiness.safe:
-        return [
-            Event(
-                False,
-                "RestartDeferred",
-                f"{pod.name} is not safe to restart yet: {readiness.unflushed_messages} "
-                f"unflushed messages, {readiness.segments_awaiting_upload} segments waiting "
-                "for the tier",
-                state_of=pod.name,
-            )
-        ]
-    return [
-        Event(
-            False,
-            "RestartingBroker",
-            f"restarting {pod.name} (broker {pod.broker_id}) for a configuration change: "
-            f"{pod.config_hash or 'unknown'} -> {desired_hash}; flushed and safe",
+        waiting = f"{pod.name} has no address to ask whether it is safe to restart"
+        return _deferred(roll, waiting, "no address")
+    try:
+        readiness = await brokers.prepare_restart(pod.address)
+    except Exception as error:  # unreachable, timed out: not known to be safe
+        waiting = (
+            f"{pod.name} does not answer whether it is safe to restart "
+            f"({type(error).__name__}: {error})"
         )
-    ]
+        return _deferred(roll, waiting[:_MESSAGE_CHARS], "no answer")
+    if not readiness.safe:
+        waiting = (
+            f"{pod.name} is not safe to restart yet: {readiness.unflushed_messages} "
+            f"unflushed messages, {readiness.segments_awaiting_upload} segments waiting "
+            "for the tier"
+        )
+        return _deferred(roll, waiting, _UNSAFE)
+    restarting = Event(
+        False,
+        "RestartingBroker",
+        f"restarting {pod.name} (broker {pod.broker_id}) for a configuration change: "
+        f"{pod.config_hash or 'unknown'} -> {desired_hash}; flushed and safe",
+    )
+    return roll, [restarting]
 
 
 async def reconcile_cluster(
@@ -225,9 +239,10 @@ async def reconcile_cluster(
     events += _scale_events(scale, previous, current, cluster.brokers)
     desired_hash = desired_config_hash(cluster)
     serving = min(cluster.brokers, scale.replicas)
-    roll = next_restart(list(pods.values()), desired_hash, serving)
-    restart_events = await _roll(roll, desired_hash)
-    if restart_events and restart_events[-1].reason == "RestartingBroker" and roll.restart:
+    roll, restart_events = await _gate_restart(
+        next_restart(list(pods.values()), desired_hash, serving), desired_hash
+    )
+    if roll.restart is not None:
         await delete_pod(roll.restart.name)
     events += restart_events
     status = _status(body, cluster, scale, pods, roll, desired_hash, serving, waits)
@@ -348,7 +363,7 @@ def _status(
             PROGRESSING, True, scale.phase or DRAINING, _drain_message(scale, waits)
         )
     elif not roll.done:
-        doing = f"restarting {roll.restart.name}" if roll.restart else roll.waiting
+        doing = f"restarting {roll.restart.name}" if roll.restart else f"waiting: {roll.waiting}"
         progressing = Condition(
             PROGRESSING,
             True,
