@@ -279,6 +279,33 @@ def test_scale_up_and_a_refused_scale_down_without_a_tier(
     assert body["status"]["readyBrokers"] == 3
 
 
+def test_a_failing_pass_is_degraded_until_one_gets_through(
+    kube: ControlPlane, operator: RunningOperator
+) -> None:
+    ns = operator.namespace
+    # A pod label the CRD lets through and the API server refuses on the StatefulSet.
+    refused = {"template": {"pod": {"labels": {"team": "not a label value!"}}}}
+    apply(kube, ns, cluster("refused", brokers=1, **refused))
+
+    def degraded(status: str) -> dict[str, Any] | None:
+        body = get(kube, ns, "tierlogcluster", "refused")
+        return body if condition(body, "Degraded")["status"] == status else None
+
+    body = wait_for("Degraded", lambda: degraded("True"))
+    failed = condition(body, "Degraded")
+    assert failed["reason"] == "ReconcileFailed"
+    assert "not a label value!" in failed["message"], failed["message"]
+    assert "Invalid value" in failed["message"], failed["message"]
+    assert "retried" in failed["message"]
+    apply(kube, ns, cluster("refused", brokers=1, template={"pod": {"labels": {"team": "a"}}}))
+    body = wait_for("a pass that gets through", lambda: degraded("False"))
+    assert condition(body, "Degraded")["reason"] == "AsExpected"
+    assert (
+        get(kube, ns, "statefulset", "refused")["spec"]["template"]["metadata"]["labels"]["team"]
+        == "a"
+    )
+
+
 def _tier_with_objects(root: Path, count: int) -> Path:
     """A file:// tier holding ``count`` objects, written through the store brokers use."""
     store = LocalDirectoryStore(root)

@@ -1,6 +1,7 @@
 """kopf handlers: thin. Each runs one pass (``reconcile.py``, ``topic_reconcile.py``),
-writes the status it returns, posts its events (those of a lasting state when it begins,
-``events.py``), and counts and times itself.
+writes the status it returns, posts its events, and counts and times itself. A pass that
+raises writes Degraded (``ReconcileFailed``) and raises on, so kopf retries it and counts
+the failure; events of a lasting state are posted when it begins (``events.py``).
 
 Passes run on every change and on a timer (changes on the brokers, a pod turning ready,
 a sidecar becoming safe, are not events on our objects), one at a time per object. A
@@ -24,7 +25,7 @@ from tierlog.operator.crds import GROUP, VERSION
 from tierlog.operator.events import Event, to_post
 from tierlog.operator.kube import Kube, TierlogCluster, TierlogTopic
 from tierlog.operator.metrics import OperatorMetrics
-from tierlog.operator.reconcile import reconcile_cluster
+from tierlog.operator.reconcile import failed_status, reconcile_cluster
 from tierlog.operator.spec import ClusterSpec
 from tierlog.operator.topic_deletion import delete_topic
 from tierlog.operator.topic_reconcile import reconcile_topic
@@ -55,6 +56,20 @@ def _post(body: kopf.Body, memo: Any, events: list[Event]) -> None:
         kopf.event(body, type=kind, reason=event.reason, message=event.message)
 
 
+async def _write_failure(kube: Kube, resource: Any, body: kopf.Body, error: Exception) -> None:
+    """Degraded, saying why the pass failed; a status the server refuses too is logged."""
+    try:
+        await kube.patch_status(
+            resource,
+            body.metadata.namespace or "",
+            body.metadata.name or "",
+            failed_status(body, error),
+            body.status,
+        )
+    except Exception as unwritten:
+        log.warning("cannot write the failure of %s: %s", body.metadata.name, unwritten)
+
+
 def register(
     registry: kopf.OperatorRegistry,
     kube: Kube,
@@ -78,27 +93,35 @@ def register(
                 async def delete_pod(name: str) -> None:
                     await kube.delete_pod(namespace, name)
 
-                outcome = await reconcile_cluster(kube, body, delete_pod)
-                await kube.patch_status(
-                    TierlogCluster,
-                    namespace,
-                    body.metadata.name or "",
-                    outcome.status,
-                    body.status,
-                )
+                try:
+                    outcome = await reconcile_cluster(kube, body, delete_pod)
+                    await kube.patch_status(
+                        TierlogCluster,
+                        namespace,
+                        body.metadata.name or "",
+                        outcome.status,
+                        body.status,
+                    )
+                except Exception as error:
+                    await _write_failure(kube, TierlogCluster, body, error)
+                    raise
                 _post(body, memo, outcome.events)
 
     async def topic_pass(body: kopf.Body, memo: Any, **_: Any) -> None:
         async with _lock(memo):
             with metrics.timed("TierlogTopic"):
-                outcome = await reconcile_topic(kube, body)
-                await kube.patch_status(
-                    TierlogTopic,
-                    body.metadata.namespace or "",
-                    body.metadata.name or "",
-                    outcome.status,
-                    body.status,
-                )
+                try:
+                    outcome = await reconcile_topic(kube, body)
+                    await kube.patch_status(
+                        TierlogTopic,
+                        body.metadata.namespace or "",
+                        body.metadata.name or "",
+                        outcome.status,
+                        body.status,
+                    )
+                except Exception as error:
+                    await _write_failure(kube, TierlogTopic, body, error)
+                    raise
                 _post(body, memo, outcome.events)
 
     for resource, run in ((_CLUSTERS, cluster_pass), (_TOPICS, topic_pass)):
@@ -116,6 +139,7 @@ def register(
             registry=registry,
             interval=RESYNC_S,
             initial_delay=RESYNC_S,
+            backoff=RESYNC_S,  # a failed pass is retried as soon as any (kopf's: 60 s)
         )(run)
 
     @kopf.on.delete(GROUP, VERSION, _TOPICS, registry=registry, backoff=RESYNC_S)

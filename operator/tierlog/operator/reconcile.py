@@ -36,6 +36,7 @@ from tierlog.operator.spec import ClusterSpec, TopicSpec
 __all__ = [
     "PAUSE_ANNOTATION",
     "Pass",
+    "failed_status",
     "is_paused",
     "paused_status",
     "reconcile_cluster",
@@ -81,6 +82,17 @@ def paused_status(body: Mapping[str, Any]) -> dict[str, Any]:
                     f"{PAUSE_ANNOTATION}=true: nothing is applied, rolled or scaled",
                 )
             ],
+        )
+    }
+
+
+def failed_status(body: Mapping[str, Any], error: BaseException) -> dict[str, Any]:
+    """The status of a pass that raised: Degraded, saying what failed (the pass is retried,
+    and the next one that gets through sets Degraded from what it finds)."""
+    message = f"the last pass failed and is retried: {type(error).__name__}: {error}"
+    return {
+        "conditions": status_conditions(
+            body, [Condition(DEGRADED, True, "ReconcileFailed", message[:_MESSAGE_CHARS])]
         )
     }
 
