@@ -343,6 +343,38 @@ def test_deletion_keeps_the_tier_unless_the_policy_says_delete(
     assert sts["metadata"]["ownerReferences"][0]["uid"] == body["metadata"]["uid"]
 
 
+def test_deleting_the_tier_waits_for_the_brokers_to_stop(
+    kube: ControlPlane,
+    operator: RunningOperator,
+    brokers_for: Callable[[str, str], Brokers],
+    tmp_path: Path,
+) -> None:
+    ns = operator.namespace
+    root = _tier_with_objects(tmp_path / "tier", 3)
+    brokers = brokers_for(ns, "gone")
+    spec = {"tier": {"url": root.as_uri()}, "deletionPolicy": "Delete"}
+    ready_cluster(kube, ns, brokers, "gone", 1, **spec)
+    kube.kubectl("delete", "-n", ns, "tierlogcluster", "gone", "--wait=false")
+    wait_for(
+        "the brokers scaled to zero",
+        lambda: get(kube, ns, "statefulset", "gone")["spec"]["replicas"] == 0,
+    )
+    waiting = wait_for(
+        "the Event", lambda: [m for r, m in events(kube, ns) if r == "WaitingForBrokers"]
+    )
+    assert "waiting for brokers ['gone-0'] to stop" in waiting[0]
+    time.sleep(3 * 2)  # three retries of the finalizer's handler
+    assert len([info.key for info in LocalDirectoryStore(root).list("")]) == 3
+    assert get(kube, ns, "tierlogcluster", "gone")["metadata"]["deletionTimestamp"]
+    assert len([r for r, _ in events(kube, ns) if r == "WaitingForBrokers"]) == 1
+
+    brokers.stop(0)  # the StatefulSet controller and the kubelet, by hand
+    kube.kubectl("delete", "-n", ns, "pod", "gone-0")
+    kube.kubectl("wait", "-n", ns, "--for=delete", "tierlogcluster/gone", "--timeout=60s")
+    assert [info.key for info in LocalDirectoryStore(root).list("")] == []
+    assert "3 objects deleted" in dict(events(kube, ns))["TierDataDeleted"]
+
+
 def test_the_pause_annotation_stops_reconciliation(
     kube: ControlPlane, operator: RunningOperator
 ) -> None:

@@ -6,9 +6,9 @@ the failure; events of a lasting state are posted when it begins (``events.py``)
 Passes run on every change and on a timer (changes on the brokers, a pod turning ready,
 a sidecar becoming safe, are not events on our objects), one at a time per object. A
 cluster's deletion waits for its finalizer: the tier's data is deleted only when its
-``deletionPolicy`` says ``Delete``; the objects it owns go with it through their owner
-references (Kubernetes' garbage collector). A topic's deletion waits for its finalizer
-until the brokers deleted the topic (``topic_deletion.py``).
+``deletionPolicy`` says ``Delete``, once its brokers have stopped (``cluster_deletion.py``).
+A topic's deletion waits for its finalizer until the brokers deleted the topic
+(``topic_deletion.py``).
 """
 
 from __future__ import annotations
@@ -20,13 +20,12 @@ from typing import Any
 
 import kopf
 
-from tierlog.operator import bucket
+from tierlog.operator.cluster_deletion import delete_cluster
 from tierlog.operator.crds import GROUP, VERSION
 from tierlog.operator.events import Event, to_post
 from tierlog.operator.kube import Kube, TierlogCluster, TierlogTopic
 from tierlog.operator.metrics import OperatorMetrics
 from tierlog.operator.reconcile import failed_status, reconcile_cluster
-from tierlog.operator.spec import ClusterSpec
 from tierlog.operator.topic_deletion import delete_topic
 from tierlog.operator.topic_reconcile import reconcile_topic
 
@@ -156,28 +155,9 @@ def register(
             raise kopf.TemporaryError(f"waiting for {deletion.waiting}", delay=RESYNC_S)
 
     @kopf.on.delete(GROUP, VERSION, _CLUSTERS, registry=registry, backoff=RESYNC_S)
-    async def cluster_deleted(body: kopf.Body, **_: Any) -> None:
-        cluster = ClusterSpec.from_resource(body)
-        if cluster.tier is None:
-            return
-        if cluster.deletion_policy != "Delete":
-            kopf.event(
-                body,
-                type="Normal",
-                reason="TierDataRetained",
-                message=f"deletionPolicy {cluster.deletion_policy}: {cluster.tier.url} is kept",
-            )
-            return
-        credentials = cluster.tier.credentials
-        secret = (
-            await kube.secret_data(cluster.namespace, credentials.secret_name)
-            if credentials
-            else None
-        )
-        deleted = await bucket.delete_tier_data(cluster.tier, secret)
-        kopf.event(
-            body,
-            type="Normal",
-            reason="TierDataDeleted",
-            message=f"deletionPolicy Delete: {deleted} objects deleted from {cluster.tier.url}",
-        )
+    async def cluster_deleted(body: kopf.Body, memo: Any, **_: Any) -> None:
+        async with _lock(memo):
+            deletion = await delete_cluster(kube, body)
+        _post(body, memo, deletion.events)
+        if not deletion.done:
+            raise kopf.TemporaryError(f"waiting for {deletion.waiting}", delay=RESYNC_S)

@@ -96,6 +96,23 @@ class Kube:
             raise
         return found.spec.replicas if found.spec else None
 
+    async def scale_stateful_set(self, namespace: str, name: str, replicas: int) -> bool:
+        """Set its replicas (only them: a StatefulSet the server would refuse whole can
+        still be scaled); False if it is not there."""
+        try:
+            await self.client.patch(
+                StatefulSet,
+                name,
+                {"spec": {"replicas": replicas}},
+                namespace=namespace,
+                patch_type=PatchType.MERGE,
+            )
+        except ApiError as error:
+            if error.status.code == 404:
+                return False
+            raise
+        return True
+
     async def pods(self, namespace: str, selector: Mapping[str, str]) -> list[dict[str, Any]]:
         return [
             _as_dict(pod)
