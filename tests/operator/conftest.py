@@ -138,11 +138,16 @@ class Brokers:
     (Ready) itself. ``project()`` copies the ConfigMap's assignment.json to the file the
     sidecars read, as the kubelet projects a ConfigMap volume, with each started broker's
     address (``NAME-N.NAME-brokers.NS.svc:9092``) as its loopback address, as the cluster's
-    DNS would resolve it, so clients can follow the plan to the owners.
+    DNS would resolve it, so clients can follow the plan to the owners. ``settings`` are
+    broker settings a test adds to the ConfigMap's (e.g. a faster uploader), as a test's
+    own image could.
     """
 
-    def __init__(self, plane: ControlPlane, namespace: str, cluster: str, workdir: Path):
+    def __init__(
+        self, plane: ControlPlane, namespace: str, cluster: str, workdir: Path, *settings: str
+    ):
         self.plane, self.namespace, self.cluster, self.workdir = plane, namespace, cluster, workdir
+        self.settings = settings
         self.assignment_file = workdir / "assignment.json"
         self.sidecars: dict[int, SidecarProcess] = {}
         self.ports: dict[int, int] = {}  # broker id -> its sidecar's port, kept on restarts
@@ -185,6 +190,7 @@ class Brokers:
             *(f"{key}={value}" for key, _, value in props if key not in local),
             f"node.id={node}",
             f"tierlog.cluster.assignment.file={self.assignment_file}",
+            *self.settings,
         )
 
     def start(self, node: int) -> SidecarProcess:
@@ -246,11 +252,12 @@ class Brokers:
 
 
 @pytest.fixture
-def brokers_for(kube: ControlPlane, tmp_path: Path) -> Iterator[Callable[[str, str], Brokers]]:
+def brokers_for(kube: ControlPlane, tmp_path: Path) -> Iterator[Callable[..., Brokers]]:
+    """``brokers_for(namespace, cluster, *settings)``: a cluster's ``Brokers``."""
     made: list[Brokers] = []
 
-    def make(namespace: str, cluster: str) -> Brokers:
-        brokers = Brokers(kube, namespace, cluster, tmp_path / f"brokers-{cluster}")
+    def make(namespace: str, cluster: str, *settings: str) -> Brokers:
+        brokers = Brokers(kube, namespace, cluster, tmp_path / f"brokers-{cluster}", *settings)
         brokers.workdir.mkdir(parents=True)
         made.append(brokers)
         return brokers

@@ -211,3 +211,21 @@ def test_printer_columns_show_brokers(kube: ControlPlane) -> None:
     header, row = table.splitlines()[:2]
     assert header.split()[:3] == ["NAME", "BROKERS", "READY"]
     assert row.split()[:2] == ["shown", "2"]
+
+
+@pytest.mark.slow
+def test_storage_cannot_change_once_the_cluster_exists(kube: ControlPlane) -> None:
+    """It is the StatefulSet's volumeClaimTemplates, which Kubernetes keeps as created."""
+    namespace = kube.create_namespace("storage")
+    made = _apply(kube, namespace, _cluster("held", brokers=1, storage={"size": "10Gi"}))
+    assert made.returncode == 0, made.stderr
+    for storage in ({"size": "20Gi"}, {"size": "10Gi", "storageClassName": "fast"}):
+        changed = _apply(kube, namespace, _cluster("held", brokers=1, storage=storage))
+        assert changed.returncode != 0, f"accepted: {storage}"
+        assert "storage (size, storageClassName) cannot change" in changed.stderr
+        assert "expand each PersistentVolumeClaim data-NAME-N" in changed.stderr
+    # storage left out: the server's default is the size it has; other fields still change
+    grown = _apply(kube, namespace, _cluster("held", brokers=3))
+    assert grown.returncode == 0, grown.stderr
+    spec = kube.get_json("tierlogcluster", "held", "-n", namespace)["spec"]
+    assert (spec["brokers"], spec["storage"]) == (3, {"size": "10Gi"})

@@ -160,7 +160,8 @@ def test_topics_are_created_grown_and_reconfigured_on_every_broker(
     assert ("TopicUpdated", "broker 0: created") in events(kube, ns)
 
     apply(kube, ns, topic("orders", "demo", 5, **{"segment.bytes": 1048576}))
-    wait_for("the topic grown", lambda: synced(5))
+    grown = wait_for("the topic grown", lambda: synced(5))
+    assert grown["status"]["config"] == {"segment.bytes": "1048576"}  # retention.ms went
     for sidecar in brokers.sidecars.values():
         with AdminClient(sidecar.address) as admin:
             assert admin.list_topics() == {"orders": 5}
@@ -256,7 +257,9 @@ def test_scale_up_and_a_refused_scale_down_without_a_tier(
     assert condition(body, "Degraded")["reason"] == "ScaleDownRefused"
     assert "no tier" in condition(body, "Degraded")["message"]
     assert get(kube, ns, "statefulset", "demo")["spec"]["replicas"] == 2
-    assert any(reason == "ScaleDownRefused" for reason, _ in events(kube, ns))
+    time.sleep(3 * 2)  # three more resync periods, each refusing again
+    refusals = [reason for reason, _ in events(kube, ns) if reason == "ScaleDownRefused"]
+    assert len(refusals) == 1  # an Event when the refusal began, not one per pass
 
     kube.kubectl("scale", "-n", ns, "tierlogcluster/demo", "--replicas=3")
     wait_for(
@@ -274,6 +277,33 @@ def test_scale_up_and_a_refused_scale_down_without_a_tier(
     )
     assert condition(body, "Degraded")["status"] == "False"
     assert body["status"]["readyBrokers"] == 3
+
+
+def test_a_failing_pass_is_degraded_until_one_gets_through(
+    kube: ControlPlane, operator: RunningOperator
+) -> None:
+    ns = operator.namespace
+    # A pod label the CRD lets through and the API server refuses on the StatefulSet.
+    refused = {"template": {"pod": {"labels": {"team": "not a label value!"}}}}
+    apply(kube, ns, cluster("refused", brokers=1, **refused))
+
+    def degraded(status: str) -> dict[str, Any] | None:
+        body = get(kube, ns, "tierlogcluster", "refused")
+        return body if condition(body, "Degraded")["status"] == status else None
+
+    body = wait_for("Degraded", lambda: degraded("True"))
+    failed = condition(body, "Degraded")
+    assert failed["reason"] == "ReconcileFailed"
+    assert "not a label value!" in failed["message"], failed["message"]
+    assert "Invalid value" in failed["message"], failed["message"]
+    assert "retried" in failed["message"]
+    apply(kube, ns, cluster("refused", brokers=1, template={"pod": {"labels": {"team": "a"}}}))
+    body = wait_for("a pass that gets through", lambda: degraded("False"))
+    assert condition(body, "Degraded")["reason"] == "AsExpected"
+    assert (
+        get(kube, ns, "statefulset", "refused")["spec"]["template"]["metadata"]["labels"]["team"]
+        == "a"
+    )
 
 
 def _tier_with_objects(root: Path, count: int) -> Path:
@@ -311,6 +341,38 @@ def test_deletion_keeps_the_tier_unless_the_policy_says_delete(
     # no garbage collector runs here: the owned objects remain, owned by the deleted uid
     sts = get(kube, ns, "statefulset", "gone")
     assert sts["metadata"]["ownerReferences"][0]["uid"] == body["metadata"]["uid"]
+
+
+def test_deleting_the_tier_waits_for_the_brokers_to_stop(
+    kube: ControlPlane,
+    operator: RunningOperator,
+    brokers_for: Callable[[str, str], Brokers],
+    tmp_path: Path,
+) -> None:
+    ns = operator.namespace
+    root = _tier_with_objects(tmp_path / "tier", 3)
+    brokers = brokers_for(ns, "gone")
+    spec = {"tier": {"url": root.as_uri()}, "deletionPolicy": "Delete"}
+    ready_cluster(kube, ns, brokers, "gone", 1, **spec)
+    kube.kubectl("delete", "-n", ns, "tierlogcluster", "gone", "--wait=false")
+    wait_for(
+        "the brokers scaled to zero",
+        lambda: get(kube, ns, "statefulset", "gone")["spec"]["replicas"] == 0,
+    )
+    waiting = wait_for(
+        "the Event", lambda: [m for r, m in events(kube, ns) if r == "WaitingForBrokers"]
+    )
+    assert "waiting for brokers ['gone-0'] to stop" in waiting[0]
+    time.sleep(3 * 2)  # three retries of the finalizer's handler
+    assert len([info.key for info in LocalDirectoryStore(root).list("")]) == 3
+    assert get(kube, ns, "tierlogcluster", "gone")["metadata"]["deletionTimestamp"]
+    assert len([r for r, _ in events(kube, ns) if r == "WaitingForBrokers"]) == 1
+
+    brokers.stop(0)  # the StatefulSet controller and the kubelet, by hand
+    kube.kubectl("delete", "-n", ns, "pod", "gone-0")
+    kube.kubectl("wait", "-n", ns, "--for=delete", "tierlogcluster/gone", "--timeout=60s")
+    assert [info.key for info in LocalDirectoryStore(root).list("")] == []
+    assert "3 objects deleted" in dict(events(kube, ns))["TierDataDeleted"]
 
 
 def test_the_pause_annotation_stops_reconciliation(

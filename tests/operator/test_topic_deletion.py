@@ -70,6 +70,10 @@ def test_the_topic_goes_from_every_broker_and_the_resource_waits_for_a_silent_on
     assert not any(list(d.glob("orders-*")) for d in data_dirs)
     messages = dict(events(kube, ns))
     assert messages["TopicDeleted"] == "orders deleted on brokers [0, 1]"
+    wait_for(
+        "the plan without the topic",
+        lambda: set(get(kube, ns, "tierlogcluster", "demo")["status"]["assignment"]) == {"audit"},
+    )
     # the topic is not created again, and the other one is untouched
     time.sleep(3)
     assert all("orders" not in topics_on(brokers, node) for node in range(2))

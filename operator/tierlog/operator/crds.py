@@ -259,6 +259,32 @@ def _pod_template_schema() -> Schema:
     )
 
 
+def _storage_schema() -> Schema:
+    """Fixed once the cluster exists: it is the StatefulSet's volumeClaimTemplates, which
+    Kubernetes never lets change (every apply of the StatefulSet would fail). Refused here,
+    at the request, the message says what to do instead."""
+    schema = _obj(
+        {
+            "size": _quantity("Each broker's volume size", default="10Gi"),
+            "storageClassName": _str("The volumes' StorageClass (empty: the cluster's default)"),
+        },
+        "Each broker's persistent volume; cannot change once the cluster exists",
+        default={},
+    )
+    schema["x-kubernetes-validations"] = [
+        {
+            "rule": "self == oldSelf",
+            "message": (
+                "storage (size, storageClassName) cannot change once the cluster exists: it "
+                "is the brokers' volumeClaimTemplates, which Kubernetes keeps as created; to "
+                "grow the volumes, expand each PersistentVolumeClaim data-NAME-N (when its "
+                "StorageClass allows volume expansion)"
+            ),
+        }
+    ]
+    return schema
+
+
 def _cluster_spec() -> Schema:
     resource_list = {
         "type": "object",
@@ -278,24 +304,7 @@ def _cluster_spec() -> Schema:
                 enum=["Always", "IfNotPresent", "Never"],
                 default="IfNotPresent",
             ),
-            "storage": _obj(
-                {
-                    "size": _quantity("Each broker's volume size", default="10Gi"),
-                    "storageClassName": _str(
-                        "The volumes' StorageClass (empty: the cluster's default)",
-                        **{
-                            "x-kubernetes-validations": [
-                                {
-                                    "rule": "self == oldSelf",
-                                    "message": "storageClassName cannot change once set",
-                                }
-                            ]
-                        },
-                    ),
-                },
-                "Each broker's persistent volume",
-                default={},
-            ),
+            "storage": _storage_schema(),
             "tier": _tier_schema(),
             "logDefaults": log_defaults_schema(),
             "fsync": _obj(

@@ -1,12 +1,14 @@
 """kopf handlers: thin. Each runs one pass (``reconcile.py``, ``topic_reconcile.py``),
-writes the status it returns, posts its events, and counts and times itself.
+writes the status it returns, posts its events, and counts and times itself. A pass that
+raises writes Degraded (``ReconcileFailed``) and raises on, so kopf retries it and counts
+the failure; events of a lasting state are posted when it begins (``events.py``).
 
 Passes run on every change and on a timer (changes on the brokers, a pod turning ready,
 a sidecar becoming safe, are not events on our objects), one at a time per object. A
 cluster's deletion waits for its finalizer: the tier's data is deleted only when its
-``deletionPolicy`` says ``Delete``; the objects it owns go with it through their owner
-references (Kubernetes' garbage collector). A topic's deletion waits for its finalizer
-until the brokers deleted the topic (``topic_deletion.py``).
+``deletionPolicy`` says ``Delete``, once its brokers have stopped (``cluster_deletion.py``).
+A topic's deletion waits for its finalizer until the brokers deleted the topic
+(``topic_deletion.py``).
 """
 
 from __future__ import annotations
@@ -18,12 +20,12 @@ from typing import Any
 
 import kopf
 
-from tierlog.operator import bucket
+from tierlog.operator.cluster_deletion import delete_cluster
 from tierlog.operator.crds import GROUP, VERSION
+from tierlog.operator.events import Event, to_post
 from tierlog.operator.kube import Kube, TierlogCluster, TierlogTopic
 from tierlog.operator.metrics import OperatorMetrics
-from tierlog.operator.reconcile import Event, reconcile_cluster
-from tierlog.operator.spec import ClusterSpec
+from tierlog.operator.reconcile import failed_status, reconcile_cluster
 from tierlog.operator.topic_deletion import delete_topic
 from tierlog.operator.topic_reconcile import reconcile_topic
 
@@ -44,10 +46,27 @@ def _lock(memo: Any) -> asyncio.Lock:
     return lock
 
 
-def _post(body: kopf.Body, events: list[Event]) -> None:
-    for event in events:
+def _post(body: kopf.Body, memo: Any, events: list[Event]) -> None:
+    """Post ``events``, those of a lasting state only when it begins (``memo``: the
+    object's, which keeps what stood at its last pass)."""
+    fresh, memo["standing"] = to_post(events, memo.get("standing", frozenset()))
+    for event in fresh:
         kind = "Warning" if event.warning else "Normal"
         kopf.event(body, type=kind, reason=event.reason, message=event.message)
+
+
+async def _write_failure(kube: Kube, resource: Any, body: kopf.Body, error: Exception) -> None:
+    """Degraded, saying why the pass failed; a status the server refuses too is logged."""
+    try:
+        await kube.patch_status(
+            resource,
+            body.metadata.namespace or "",
+            body.metadata.name or "",
+            failed_status(body, error),
+            body.status,
+        )
+    except Exception as unwritten:
+        log.warning("cannot write the failure of %s: %s", body.metadata.name, unwritten)
 
 
 def register(
@@ -73,23 +92,36 @@ def register(
                 async def delete_pod(name: str) -> None:
                     await kube.delete_pod(namespace, name)
 
-                outcome = await reconcile_cluster(kube, body, delete_pod)
-                await kube.patch_status(
-                    TierlogCluster, namespace, body.metadata.name or "", outcome.status
-                )
-                _post(body, outcome.events)
+                try:
+                    outcome = await reconcile_cluster(kube, body, delete_pod)
+                    await kube.patch_status(
+                        TierlogCluster,
+                        namespace,
+                        body.metadata.name or "",
+                        outcome.status,
+                        body.status,
+                    )
+                except Exception as error:
+                    await _write_failure(kube, TierlogCluster, body, error)
+                    raise
+                _post(body, memo, outcome.events)
 
     async def topic_pass(body: kopf.Body, memo: Any, **_: Any) -> None:
         async with _lock(memo):
             with metrics.timed("TierlogTopic"):
-                outcome = await reconcile_topic(kube, body)
-                await kube.patch_status(
-                    TierlogTopic,
-                    body.metadata.namespace or "",
-                    body.metadata.name or "",
-                    outcome.status,
-                )
-                _post(body, outcome.events)
+                try:
+                    outcome = await reconcile_topic(kube, body)
+                    await kube.patch_status(
+                        TierlogTopic,
+                        body.metadata.namespace or "",
+                        body.metadata.name or "",
+                        outcome.status,
+                        body.status,
+                    )
+                except Exception as error:
+                    await _write_failure(kube, TierlogTopic, body, error)
+                    raise
+                _post(body, memo, outcome.events)
 
     for resource, run in ((_CLUSTERS, cluster_pass), (_TOPICS, topic_pass)):
         for name, decorate in (
@@ -106,6 +138,7 @@ def register(
             registry=registry,
             interval=RESYNC_S,
             initial_delay=RESYNC_S,
+            backoff=RESYNC_S,  # a failed pass is retried as soon as any (kopf's: 60 s)
         )(run)
 
     @kopf.on.delete(GROUP, VERSION, _TOPICS, registry=registry, backoff=RESYNC_S)
@@ -117,33 +150,14 @@ def register(
                 give_up_after_s=topic_deletion_timeout_s,
                 now=datetime.datetime.now(datetime.UTC),
             )
-        _post(body, deletion.events)
+        _post(body, memo, deletion.events)
         if not deletion.done:  # kopf keeps the finalizer and calls again after the delay
             raise kopf.TemporaryError(f"waiting for {deletion.waiting}", delay=RESYNC_S)
 
     @kopf.on.delete(GROUP, VERSION, _CLUSTERS, registry=registry, backoff=RESYNC_S)
-    async def cluster_deleted(body: kopf.Body, **_: Any) -> None:
-        cluster = ClusterSpec.from_resource(body)
-        if cluster.tier is None:
-            return
-        if cluster.deletion_policy != "Delete":
-            kopf.event(
-                body,
-                type="Normal",
-                reason="TierDataRetained",
-                message=f"deletionPolicy {cluster.deletion_policy}: {cluster.tier.url} is kept",
-            )
-            return
-        credentials = cluster.tier.credentials
-        secret = (
-            await kube.secret_data(cluster.namespace, credentials.secret_name)
-            if credentials
-            else None
-        )
-        deleted = await bucket.delete_tier_data(cluster.tier, secret)
-        kopf.event(
-            body,
-            type="Normal",
-            reason="TierDataDeleted",
-            message=f"deletionPolicy Delete: {deleted} objects deleted from {cluster.tier.url}",
-        )
+    async def cluster_deleted(body: kopf.Body, memo: Any, **_: Any) -> None:
+        async with _lock(memo):
+            deletion = await delete_cluster(kube, body)
+        _post(body, memo, deletion.events)
+        if not deletion.done:
+            raise kopf.TemporaryError(f"waiting for {deletion.waiting}", delay=RESYNC_S)

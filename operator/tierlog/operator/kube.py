@@ -24,6 +24,7 @@ from lightkube.resources.core_v1 import ConfigMap, Pod, Secret
 from lightkube.types import PatchType
 
 from tierlog.operator.crds import CLUSTER_KIND, GROUP, TOPIC_KIND, VERSION
+from tierlog.operator.status_patch import status_patch
 
 __all__ = [
     "FIELD_MANAGER",
@@ -95,6 +96,23 @@ class Kube:
             raise
         return found.spec.replicas if found.spec else None
 
+    async def scale_stateful_set(self, namespace: str, name: str, replicas: int) -> bool:
+        """Set its replicas (only them: a StatefulSet the server would refuse whole can
+        still be scaled); False if it is not there."""
+        try:
+            await self.client.patch(
+                StatefulSet,
+                name,
+                {"spec": {"replicas": replicas}},
+                namespace=namespace,
+                patch_type=PatchType.MERGE,
+            )
+        except ApiError as error:
+            if error.status.code == 404:
+                return False
+            raise
+        return True
+
     async def pods(self, namespace: str, selector: Mapping[str, str]) -> list[dict[str, Any]]:
         return [
             _as_dict(pod)
@@ -146,13 +164,19 @@ class Kube:
                     raise
 
     async def patch_status(
-        self, resource: Any, namespace: str, name: str, status: Mapping[str, Any]
+        self,
+        resource: Any,
+        namespace: str,
+        name: str,
+        status: Mapping[str, Any],
+        before: Mapping[str, Any] | None,
     ) -> None:
-        """Merge ``status`` into the object's status subresource."""
+        """Write the keys of ``status`` whole into the object's status subresource, which
+        held ``before`` (see ``status_patch``); other keys stay."""
         await self.client.patch(
             resource.Status,
             name,
-            {"status": dict(status)},
+            {"status": status_patch(before, status)},
             namespace=namespace,
             patch_type=PatchType.MERGE,
         )

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tierlog.operator import brokers
 from tierlog.operator.assignment import NO_OWNER, Assignment
 from tierlog.operator.conditions import DEGRADED, PAUSED, PROGRESSING, READY, Condition, merge
+from tierlog.operator.events import Event
 from tierlog.operator.kube import Kube
 from tierlog.operator.pods import broker_pod
 from tierlog.operator.render.common import (
@@ -34,8 +35,8 @@ from tierlog.operator.spec import ClusterSpec, TopicSpec
 
 __all__ = [
     "PAUSE_ANNOTATION",
-    "Event",
     "Pass",
+    "failed_status",
     "is_paused",
     "paused_status",
     "reconcile_cluster",
@@ -43,13 +44,8 @@ __all__ = [
 ]
 
 PAUSE_ANNOTATION = "tierlog.io/pause-reconciliation"
-
-
-@dataclass(frozen=True)
-class Event:
-    warning: bool
-    reason: str
-    message: str
+_MESSAGE_CHARS = 2000  # an error's text in a condition (an API server's can be long)
+_UNSAFE = "not safe"  # a deferred restart's cause when the sidecar answers
 
 
 @dataclass
@@ -58,9 +54,6 @@ class Pass:
 
     status: dict[str, Any]
     events: list[Event] = field(default_factory=list)
-
-
-EmitEvent = Callable[[Event], None]
 
 
 def now() -> str:
@@ -89,6 +82,17 @@ def paused_status(body: Mapping[str, Any]) -> dict[str, Any]:
                     f"{PAUSE_ANNOTATION}=true: nothing is applied, rolled or scaled",
                 )
             ],
+        )
+    }
+
+
+def failed_status(body: Mapping[str, Any], error: BaseException) -> dict[str, Any]:
+    """The status of a pass that raised: Degraded, saying what failed (the pass is retried,
+    and the next one that gets through sets Degraded from what it finds)."""
+    message = f"the last pass failed and is retried: {type(error).__name__}: {error}"
+    return {
+        "conditions": status_conditions(
+            body, [Condition(DEGRADED, True, "ReconcileFailed", message[:_MESSAGE_CHARS])]
         )
     }
 
@@ -165,37 +169,52 @@ async def _apply_all(
                 "ServiceMonitorUnavailable",
                 f"metrics.serviceMonitor.enabled, but the {SERVICE_MONITOR_CRD} CRD is not "
                 "installed (the Prometheus Operator's); nothing is created",
+                state_of=SERVICE_MONITOR_CRD,
             )
         )
     return events
 
 
-async def _roll(roll: Roll, desired_hash: str) -> list[Event]:
-    """Restart the next outdated broker if its sidecar says it is safe."""
+def _deferred(roll: Roll, waiting: str, cause: str) -> tuple[Roll, list[Event]]:
+    """The roll waiting instead of restarting; its Event stands for this broker and
+    ``cause`` (a broker that answers again but is not safe yet is a new state)."""
+    name = roll.restart.name if roll.restart else ""
+    event = Event(cause != _UNSAFE, "RestartDeferred", waiting, state_of=f"{name}: {cause}")
+    return replace(roll, restart=None, waiting=waiting), [event]
+
+
+async def _gate_restart(roll: Roll, desired_hash: str) -> tuple[Roll, list[Event]]:
+    """The roll with its restart kept only if the broker's sidecar says it is safe now
+    (flushed, nothing waiting for the tier); otherwise it says what it waits for. A
+    sidecar that does not answer defers the restart: the next pass asks again."""
     pod = roll.restart
     if pod is None:
-        return []
+        return roll, []
     if not pod.address:
-        return [Event(True, "RestartDeferred", f"{pod.name} has no address to ask")]
-    readiness = await brokers.prepare_restart(pod.address)
-    if not readiness.safe:
-        return [
-            Event(
-                False,
-                "RestartDeferred",
-                f"{pod.name} is not safe to restart yet: {readiness.unflushed_messages} "
-                f"unflushed messages, {readiness.segments_awaiting_upload} segments waiting "
-                "for the tier",
-            )
-        ]
-    return [
-        Event(
-            False,
-            "RestartingBroker",
-            f"restarting {pod.name} (broker {pod.broker_id}) for a configuration change: "
-            f"{pod.config_hash or 'unknown'} -> {desired_hash}; flushed and safe",
+        waiting = f"{pod.name} has no address to ask whether it is safe to restart"
+        return _deferred(roll, waiting, "no address")
+    try:
+        readiness = await brokers.prepare_restart(pod.address)
+    except Exception as error:  # unreachable, timed out: not known to be safe
+        waiting = (
+            f"{pod.name} does not answer whether it is safe to restart "
+            f"({type(error).__name__}: {error})"
         )
-    ]
+        return _deferred(roll, waiting[:_MESSAGE_CHARS], "no answer")
+    if not readiness.safe:
+        waiting = (
+            f"{pod.name} is not safe to restart yet: {readiness.unflushed_messages} "
+            f"unflushed messages, {readiness.segments_awaiting_upload} segments waiting "
+            "for the tier"
+        )
+        return _deferred(roll, waiting, _UNSAFE)
+    restarting = Event(
+        False,
+        "RestartingBroker",
+        f"restarting {pod.name} (broker {pod.broker_id}) for a configuration change: "
+        f"{pod.config_hash or 'unknown'} -> {desired_hash}; flushed and safe",
+    )
+    return roll, [restarting]
 
 
 async def reconcile_cluster(
@@ -232,9 +251,10 @@ async def reconcile_cluster(
     events += _scale_events(scale, previous, current, cluster.brokers)
     desired_hash = desired_config_hash(cluster)
     serving = min(cluster.brokers, scale.replicas)
-    roll = next_restart(list(pods.values()), desired_hash, serving)
-    restart_events = await _roll(roll, desired_hash)
-    if restart_events and restart_events[-1].reason == "RestartingBroker" and roll.restart:
+    roll, restart_events = await _gate_restart(
+        next_restart(list(pods.values()), desired_hash, serving), desired_hash
+    )
+    if roll.restart is not None:
         await delete_pod(roll.restart.name)
     events += restart_events
     status = _status(body, cluster, scale, pods, roll, desired_hash, serving, waits)
@@ -252,7 +272,7 @@ def _scale_events(
     """An event for each step a scale-down takes (the plan changed), and its refusal."""
     events = []
     if scale.refused:
-        events.append(Event(True, "ScaleDownRefused", scale.refused))
+        events.append(Event(True, "ScaleDownRefused", scale.refused, state_of="brokers"))
     before = set(previous.unowned()) if previous else set()
     released = [tp for tp in scale.assignment.unowned() if tp not in before]
     if released:
@@ -355,7 +375,7 @@ def _status(
             PROGRESSING, True, scale.phase or DRAINING, _drain_message(scale, waits)
         )
     elif not roll.done:
-        doing = f"restarting {roll.restart.name}" if roll.restart else roll.waiting
+        doing = f"restarting {roll.restart.name}" if roll.restart else f"waiting: {roll.waiting}"
         progressing = Condition(
             PROGRESSING,
             True,

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tierlog.operator import brokers
+from tierlog.operator.events import Event
 from tierlog.operator.kube import Kube
 from tierlog.operator.pods import broker_pod
-from tierlog.operator.reconcile import Event, is_paused
+from tierlog.operator.reconcile import is_paused
 from tierlog.operator.render.common import selector_labels
 from tierlog.operator.spec import ClusterSpec, TopicSpec
 

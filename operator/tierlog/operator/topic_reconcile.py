@@ -11,9 +11,10 @@ from typing import Any
 
 from tierlog.operator import brokers
 from tierlog.operator.conditions import DEGRADED, READY, Condition
+from tierlog.operator.events import Event
 from tierlog.operator.kube import Kube
 from tierlog.operator.pods import broker_pod
-from tierlog.operator.reconcile import Event, Pass, is_paused, paused_status, status_conditions
+from tierlog.operator.reconcile import Pass, is_paused, paused_status, status_conditions
 from tierlog.operator.render.common import selector_labels
 from tierlog.operator.spec import ClusterSpec, TopicSpec
 from tierlog.operator.topic_sync import TopicChanges, changes
@@ -68,7 +69,8 @@ async def reconcile_topic(kube: Kube, body: Mapping[str, Any]) -> Pass:
                     ],
                 ),
             }
-            return Pass(status, [Event(True, "PartitionsCannotShrink", change.impossible)])
+            shrink = Event(True, "PartitionsCannotShrink", change.impossible, state_of=topic.name)
+            return Pass(status, [shrink])
         if not change.none:
             await brokers.apply_topic(address, topic, change)
             events.append(Event(False, "TopicUpdated", f"broker {node}: {_describe(change)}"))
