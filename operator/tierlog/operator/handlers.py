@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import kopf
@@ -25,7 +26,7 @@ from tierlog.operator.crds import GROUP, VERSION
 from tierlog.operator.events import Event, to_post
 from tierlog.operator.kube import Kube, TierlogCluster, TierlogTopic
 from tierlog.operator.metrics import OperatorMetrics
-from tierlog.operator.reconcile import failed_status, reconcile_cluster
+from tierlog.operator.reconcile import Pass, failed_status, reconcile_cluster
 from tierlog.operator.topic_deletion import delete_topic
 from tierlog.operator.topic_reconcile import reconcile_topic
 
@@ -84,44 +85,48 @@ def register(
         """In a pod, its service account; elsewhere $KUBECONFIG or ~/.kube/config."""
         return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
-    async def cluster_pass(body: kopf.Body, memo: Any, **_: Any) -> None:
+    async def run_pass(
+        resource: Any,
+        kind: str,
+        body: kopf.Body,
+        memo: Any,
+        reconcile: Callable[[], Awaitable[Pass]],
+    ) -> None:
+        """One pass of either kind: its status written, its events posted, or Degraded."""
         async with _lock(memo):
-            with metrics.timed("TierlogCluster"):
-                namespace = body.metadata.namespace or ""
-
-                async def delete_pod(name: str) -> None:
-                    await kube.delete_pod(namespace, name)
-
+            with metrics.timed(kind):
                 try:
-                    outcome = await reconcile_cluster(kube, body, delete_pod)
+                    outcome = await reconcile()
                     await kube.patch_status(
-                        TierlogCluster,
-                        namespace,
-                        body.metadata.name or "",
-                        outcome.status,
-                        body.status,
-                    )
-                except Exception as error:
-                    await _write_failure(kube, TierlogCluster, body, error)
-                    raise
-                _post(body, memo, outcome.events)
-
-    async def topic_pass(body: kopf.Body, memo: Any, **_: Any) -> None:
-        async with _lock(memo):
-            with metrics.timed("TierlogTopic"):
-                try:
-                    outcome = await reconcile_topic(kube, body)
-                    await kube.patch_status(
-                        TierlogTopic,
+                        resource,
                         body.metadata.namespace or "",
                         body.metadata.name or "",
                         outcome.status,
                         body.status,
                     )
                 except Exception as error:
-                    await _write_failure(kube, TierlogTopic, body, error)
+                    await _write_failure(kube, resource, body, error)
                     raise
                 _post(body, memo, outcome.events)
+
+    async def cluster_pass(body: kopf.Body, memo: Any, **_: Any) -> None:
+        namespace = body.metadata.namespace or ""
+
+        async def delete_pod(name: str) -> None:
+            await kube.delete_pod(namespace, name)
+
+        await run_pass(
+            TierlogCluster,
+            "TierlogCluster",
+            body,
+            memo,
+            lambda: reconcile_cluster(kube, body, delete_pod),
+        )
+
+    async def topic_pass(body: kopf.Body, memo: Any, **_: Any) -> None:
+        await run_pass(
+            TierlogTopic, "TierlogTopic", body, memo, lambda: reconcile_topic(kube, body)
+        )
 
     for resource, run in ((_CLUSTERS, cluster_pass), (_TOPICS, topic_pass)):
         for name, decorate in (
