@@ -60,10 +60,7 @@ Upload = Callable[[int, LogSegment], object]  # (run, segment) -> uploads it onc
 
 def s3_store(minio: MinioServer, root: Path) -> S3Store:
     """An ``S3Store`` at its default ``S3Options`` on a fresh bucket of ``minio``."""
-    secret = root / "keys"
-    secret.write_text(
-        f"access_key_id={minio.access_key_id}\nsecret_access_key={minio.secret_access_key}\n"
-    )
+    secret = minio.write_credentials(root / "keys")
     options = S3Options(
         endpoint_url=minio.endpoint_url, region=minio.region, path_style=True,
         credentials_path=secret,

@@ -150,10 +150,7 @@ def test_the_command_lists_and_verifies_with_exit_codes(
 def test_the_command_reads_a_minio_bucket_with_the_sidecars_s3_flags(
     tmp_path: Path, minio: MinioServer, s3_bucket: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    credentials = tmp_path / "credentials"
-    credentials.write_text(
-        f"access_key_id={minio.access_key_id}\nsecret_access_key={minio.secret_access_key}\n"
-    )
+    credentials = minio.write_credentials(tmp_path / "credentials")
     s3 = [
         "--tier-url", f"s3://{s3_bucket}/tier", "--s3-endpoint-url", minio.endpoint_url,
         "--s3-region", minio.region, "--s3-path-style", "--s3-credentials", str(credentials),

@@ -73,10 +73,7 @@ SIDECAR_CONFIGS = (
 
 def _s3_configs(minio: MinioServer, proxy: FaultProxy, work: Path) -> list[str]:
     """The sidecar's tier: a MinIO bucket, reached through a proxy that can inject faults."""
-    credentials = work / "s3-credentials"
-    credentials.write_text(
-        f"access_key_id={minio.access_key_id}\nsecret_access_key={minio.secret_access_key}\n"
-    )
+    credentials = minio.write_credentials(work / "s3-credentials")
     return [
         f"tierlog.tier.url=s3://{minio.create_bucket('observability')}/tier",
         f"tierlog.tier.s3.endpoint.url={proxy.url}",

@@ -99,10 +99,7 @@ def test_a_bad_tier_url_stops_the_sidecar_with_invalid_config(tmp_path: Path) ->
 def test_the_sidecar_opens_the_s3_tier_it_is_given(
     tmp_path: Path, minio: MinioServer, s3_bucket: str, sidecar_factory: SidecarFactory
 ) -> None:
-    keys = tmp_path / "s3-keys"
-    keys.write_text(
-        f"access_key_id={minio.access_key_id}\nsecret_access_key={minio.secret_access_key}\n"
-    )
+    keys = minio.write_credentials(tmp_path / "s3-keys")
     sidecar = sidecar_factory(
         tmp_path / "data",
         f"tierlog.tier.url=s3://{s3_bucket}/cluster-a",
@@ -120,10 +117,7 @@ def test_s3_requests_and_errors_are_counted_by_operation(
     minio: MinioServer, s3_bucket: str, fault_proxy: FaultProxy, tmp_path: Path
 ) -> None:
     metrics = SidecarMetrics()
-    keys = tmp_path / "s3-keys"
-    keys.write_text(
-        f"access_key_id={minio.access_key_id}\nsecret_access_key={minio.secret_access_key}\n"
-    )
+    keys = minio.write_credentials(tmp_path / "s3-keys")
     options = S3Options(
         endpoint_url=fault_proxy.url, region=minio.region, path_style=True,
         credentials_path=keys, backoff_base_s=0.01,

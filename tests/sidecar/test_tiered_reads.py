@@ -223,10 +223,7 @@ def test_a_sidecar_on_an_empty_data_dir_reads_the_tier_of_a_local_directory(
 def test_a_sidecar_on_an_empty_data_dir_reads_a_minio_bucket_back(
     sidecar_factory: SidecarFactory, tmp_path: Path, minio: MinioServer, s3_bucket: str
 ) -> None:
-    credentials = tmp_path / "s3-credentials"
-    credentials.write_text(
-        f"access_key_id={minio.access_key_id}\nsecret_access_key={minio.secret_access_key}\n"
-    )
+    credentials = minio.write_credentials(tmp_path / "s3-credentials")
     s3 = (
         f"tierlog.tier.url=s3://{s3_bucket}/tier",
         f"tierlog.tier.s3.endpoint.url={minio.endpoint_url}",

@@ -111,6 +111,13 @@ class MinioServer:
         )
         return client
 
+    def write_credentials(self, path: Path) -> Path:
+        """The root keys in the ``name=value`` file the S3 store reads; ``path``."""
+        path.write_text(
+            f"access_key_id={self.access_key_id}\nsecret_access_key={self.secret_access_key}\n"
+        )
+        return path
+
     def create_bucket(self, prefix: str = "test") -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:12]}"
         self.client().create_bucket(Bucket=name)

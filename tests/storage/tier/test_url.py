@@ -25,10 +25,7 @@ def test_an_s3_url_names_the_bucket_and_the_prefix() -> None:
 
 
 def test_an_s3_url_opens_an_s3_store_on_that_bucket(minio: MinioServer, s3_bucket: str) -> None:
-    secret = minio.data_dir.parent / "test-url-keys"
-    secret.write_text(
-        f"access_key_id={minio.access_key_id}\nsecret_access_key={minio.secret_access_key}\n"
-    )
+    secret = minio.write_credentials(minio.data_dir.parent / "test-url-keys")
     options = S3Options(
         endpoint_url=minio.endpoint_url, region=minio.region, path_style=True,
         credentials_path=secret,
