@@ -90,11 +90,7 @@ def test_a_cluster_becomes_objects_status_and_conditions(
     for node in range(2):
         brokers.start(node)
 
-    def ready() -> dict[str, Any] | None:
-        body = get(kube, ns, "tierlogcluster", "demo")
-        return body if condition(body, "Ready")["status"] == "True" else None
-
-    body = wait_for("Ready", ready)
+    body = wait_ready(kube, ns, "demo", "Ready")
     assert condition(body, "Progressing")["status"] == "False"
     assert condition(body, "Degraded")["status"] == "False"
     assert condition(body, "ReconciliationPaused")["status"] == "False"
@@ -112,6 +108,17 @@ def test_a_cluster_becomes_objects_status_and_conditions(
     assert AdminClient(brokers.sidecars[0].address).list_topics() == {}
 
 
+def wait_ready(kube: ControlPlane, ns: str, name: str, what: str) -> dict[str, Any]:
+    """The cluster ``name`` once its Ready condition is True (``what`` names the wait)."""
+
+    def ready() -> dict[str, Any] | None:
+        body = get(kube, ns, "tierlogcluster", name)
+        return body if condition(body, "Ready")["status"] == "True" else None
+
+    found: dict[str, Any] = wait_for(what, ready)
+    return found
+
+
 def ready_cluster(
     kube: ControlPlane, ns: str, brokers: Brokers, name: str, count: int, **spec: Any
 ) -> dict[str, Any]:
@@ -120,13 +127,7 @@ def ready_cluster(
     wait_for("the StatefulSet", lambda: get(kube, ns, "statefulset", name))
     for node in range(count):
         brokers.start(node)
-
-    def ready() -> dict[str, Any] | None:
-        body = get(kube, ns, "tierlogcluster", name)
-        return body if condition(body, "Ready")["status"] == "True" else None
-
-    found: dict[str, Any] = wait_for(f"{name} Ready", ready)
-    return found
+    return wait_ready(kube, ns, name, f"{name} Ready")
 
 
 def topic(name: str, cluster_name: str, partitions: int, **config: Any) -> dict[str, Any]:
@@ -225,11 +226,7 @@ def test_a_config_change_rolls_one_safe_broker_at_a_time(
     brokers.stop(0)
     brokers.start(0)
 
-    def rolled() -> dict[str, Any] | None:
-        body = get(kube, ns, "tierlogcluster", "demo")
-        return body if condition(body, "Ready")["status"] == "True" else None
-
-    body = wait_for("Ready after the roll", rolled)
+    body = wait_ready(kube, ns, "demo", "Ready after the roll")
     assert {b["configHash"] for b in body["status"]["brokers"]} == {after}
     restarts = [message for reason, message in events(kube, ns) if reason == "RestartingBroker"]
     assert len(restarts) == 2

@@ -20,7 +20,15 @@ from typing import Any
 import pytest
 
 from tests.operator.conftest import Brokers, RunningOperator, wait_for
-from tests.operator.test_handlers import apply, cluster, condition, events, get, ready_cluster
+from tests.operator.test_handlers import (
+    apply,
+    cluster,
+    condition,
+    events,
+    get,
+    ready_cluster,
+    wait_ready,
+)
 from tests.operator.test_handlers import topic as topic_resource
 from tests.support.kube import ControlPlane
 from tierlog.client import AdminClient, Producer
@@ -111,11 +119,7 @@ def test_a_restart_waits_until_the_tier_holds_the_closed_segments(
     brokers.stop(0)
     brokers.start(0)
 
-    def rolled() -> dict[str, Any] | None:
-        body = get(kube, ns, "tierlogcluster", "demo")
-        return body if condition(body, "Ready")["status"] == "True" else None
-
-    body = wait_for("Ready after the restart", rolled)
+    body = wait_ready(kube, ns, "demo", "Ready after the restart")
     assert {b["configHash"] for b in body["status"]["brokers"]} == {body["status"]["configHash"]}
 
 

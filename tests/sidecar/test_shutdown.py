@@ -24,6 +24,19 @@ from tierlog.storage.records import SimpleRecord, build_batch
 from .conftest import Sidecar, SidecarFactory
 
 
+def assert_closed_cleanly(
+    sidecar: Sidecar, sidecar_factory: SidecarFactory, topic: str, log_end_offset: int
+) -> None:
+    """The marker and the recovery point of a clean shutdown, and a restart on the same
+    data dir that serves ``topic``'s partition 0 up to ``log_end_offset``."""
+    assert (sidecar.data_dir / CLEAN_SHUTDOWN_MARKER).exists()
+    checkpoint = read_offset_checkpoint(sidecar.data_dir / RECOVERY_POINT_CHECKPOINT)
+    assert checkpoint == {TopicPartition(topic, 0): log_end_offset}
+    again = sidecar_factory(sidecar.data_dir)
+    fetched = again.log.Fetch(log_service_pb2.FetchRequest(topic=topic, offset=0))
+    assert fetched.high_watermark == log_end_offset
+
+
 def test_sigterm_answers_long_polls_ends_streams_and_leaves_the_marker(
     sidecar: Sidecar, sidecar_factory: SidecarFactory
 ) -> None:
@@ -49,13 +62,7 @@ def test_sigterm_answers_long_polls_ends_streams_and_leaves_the_marker(
             assert ended.code() in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
     output = sidecar.output
     assert "shutting down" in output and "stopped cleanly" in output
-    assert (sidecar.data_dir / CLEAN_SHUTDOWN_MARKER).exists()
-    checkpoint = read_offset_checkpoint(sidecar.data_dir / RECOVERY_POINT_CHECKPOINT)
-    assert checkpoint == {TopicPartition("down", 0): 20}
-
-    again = sidecar_factory(sidecar.data_dir)
-    fetched = again.log.Fetch(log_service_pb2.FetchRequest(topic="down", offset=0))
-    assert fetched.high_watermark == 20
+    assert_closed_cleanly(sidecar, sidecar_factory, "down", 20)
 
 
 def test_a_call_held_past_the_grace_period_is_cut_off_and_the_marker_still_written(
@@ -93,10 +100,4 @@ def test_a_call_held_past_the_grace_period_is_cut_off_and_the_marker_still_writt
     assert 1.5 <= stopped_s < 15, stopped_s  # waited out the grace, not the held call
     assert code in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
     assert "stopped cleanly" in sidecar.output
-    assert (sidecar.data_dir / CLEAN_SHUTDOWN_MARKER).exists()
-    checkpoint = read_offset_checkpoint(sidecar.data_dir / RECOVERY_POINT_CHECKPOINT)
-    assert checkpoint == {TopicPartition("held", 0): 4}
-
-    again = sidecar_factory(sidecar.data_dir)
-    fetched = again.log.Fetch(log_service_pb2.FetchRequest(topic="held", offset=0))
-    assert fetched.high_watermark == 4
+    assert_closed_cleanly(sidecar, sidecar_factory, "held", 4)
