@@ -355,3 +355,23 @@ def test_a_read_only_index_is_never_changed_not_even_trimmed(tmp_path: Path) -> 
     assert path.read_bytes() == trimmed == preallocated[:8]
     with pytest.raises(FileNotFoundError):
         OffsetIndex(tmp_path / "00000000000000000007.index", 7, 800, writable=False, read_only=True)
+
+
+def test_a_read_only_index_outlives_its_writer_trimming_the_file(tmp_path: Path) -> None:
+    """A reader in another process (a Spark job tailing a broker's active segment) opens
+    the preallocated index; the broker rolls and trims it. Reading the pages past the new
+    end of a mapped file would kill the reader with SIGBUS; a read-only index holds what it
+    read when it opened."""
+    writer = offset_index(tmp_path, max_index_bytes=1 << 20)
+    for offset in range(BASE + 1, BASE + 4):
+        writer.append(offset, offset * 10)
+    writer.flush()
+    reader = OffsetIndex(writer.path, BASE, 0, writable=False, read_only=True)
+    writer.close()
+    assert writer.path.stat().st_size == 3 * 8
+    offsets, positions = reader.columns()
+    assert reader.entries == (1 << 20) // 8
+    assert list(offsets[:4]) == [1001, 1002, 1003, BASE]  # then the zero-filled tail
+    assert list(positions[:3]) == [10010, 10020, 10030]
+    assert reader.entry(reader.entries - 1) == IndexEntry(BASE, 0)
+    reader.close()

@@ -13,6 +13,7 @@ whatever the producer stamped (even hours ahead, which CreateTime would refuse).
 
 from __future__ import annotations
 
+import mmap
 import os
 import shutil
 import tempfile
@@ -51,8 +52,8 @@ def abandon(log: Log) -> None:
     """What a killed process leaves: files closed by the kernel, nothing flushed or trimmed."""
     for segment in log.segments:
         for index in segment._indexes or ():
-            if index._mmap is not None:
-                index._mmap.close()  # unmapping keeps the dirty pages in the page cache
+            if isinstance(index._buffer, mmap.mmap):
+                index._buffer.close()  # unmapping keeps the dirty pages in the page cache
         os.close(segment.log._fd)
 
 

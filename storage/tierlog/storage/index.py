@@ -85,17 +85,24 @@ class SegmentIndex(ABC):
 
         ``read_only`` opens an existing file that is never changed, not even trimmed on
         close (tools inspecting a crashed broker's files, or files they cannot write).
+        It reads the file once instead of mapping it: the broker writing that file may
+        trim it at any moment, and touching a mapped page past the new end of a file
+        kills the reading process with SIGBUS.
         """
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(max_index_bytes // self.entry_size, 1)
         self.read_only = read_only and not writable
-        self._mmap: mmap.mmap | None = None
-        with self._file(create=True) as fd:
-            length = os.fstat(fd).st_size
+        self._buffer: IndexBuffer | None = None
+        with self._file(create=not self.read_only) as fd:
+            if self.read_only:
+                self._buffer = _read_whole(fd)
+                length = len(self._buffer)
+            else:
+                length = os.fstat(fd).st_size
+                if not writable:
+                    self._map(fd, length)
             self.entries = length // self.entry_size
-            if not writable:
-                self._map(fd, length)
         if writable:
             self.resize(self.max_entries * self.entry_size)
         self._refresh_last_key()
@@ -118,8 +125,7 @@ class SegmentIndex(ABC):
         # Swap the new mapping in; never close the old one here. Readers search without
         # the log's lock (a roll trims the index under their feet), and the old mapping
         # stays valid for every entry they can see until its last reference goes.
-        access = mmap.ACCESS_READ if self.read_only else mmap.ACCESS_WRITE
-        self._mmap = mmap.mmap(fd, length, access=access) if length > 0 else None
+        self._buffer = mmap.mmap(fd, length, access=mmap.ACCESS_WRITE) if length > 0 else None
 
     def resize(self, length_bytes: int) -> None:
         """Make the file hold ``length_bytes`` rounded down to whole entries (pre-allocation)."""
@@ -145,16 +151,16 @@ class SegmentIndex(ABC):
         self.resize(self.entries * self.entry_size)
 
     def flush(self) -> None:
-        if self._mmap is not None:
-            self._mmap.flush()
+        if isinstance(self._buffer, mmap.mmap):
+            self._buffer.flush()
 
     def close(self) -> None:
         if not self.read_only:
             self.trim_to_valid_size()
-        self._mmap = None  # unmapped when the last reader lets go of it
+        self._buffer = None  # unmapped when the last reader lets go of it
 
     def delete(self) -> None:
-        self._mmap = None
+        self._buffer = None
         self.path.unlink(missing_ok=True)
 
     def rename_to(self, path: Path) -> None:
@@ -188,8 +194,8 @@ class SegmentIndex(ABC):
     def entry(self, slot: int) -> IndexEntry: ...
 
     def _key_at(self, slot: int) -> int:
-        assert self._mmap is not None
-        key: int = self._key.unpack_from(self._mmap, slot * self.entry_size)[0]
+        assert self._buffer is not None
+        key: int = self._key.unpack_from(self._buffer, slot * self.entry_size)[0]
         return key + self._key_bias
 
     @abstractmethod
@@ -206,10 +212,10 @@ class SegmentIndex(ABC):
     def _write(self, key: int, key_field: int, value_field: int) -> None:
         if self.entries >= self.max_entries:
             raise CorruptRecordError(f"append to a full index {self.path}")
-        if self._mmap is None or len(self._mmap) < (self.entries + 1) * self.entry_size:
+        if self._buffer is None or len(self._buffer) < (self.entries + 1) * self.entry_size:
             self.resize(self.max_entries * self.entry_size)
-        assert self._mmap is not None
-        self._entry.pack_into(self._mmap, self.entries * self.entry_size, key_field, value_field)
+        assert isinstance(self._buffer, mmap.mmap)
+        self._entry.pack_into(self._buffer, self.entries * self.entry_size, key_field, value_field)
         self.entries += 1
         self.last_key = key
 
@@ -217,9 +223,9 @@ class SegmentIndex(ABC):
         """Slot of the largest entry with key <= ``key``, or -1 when there is none."""
         if self.entries == 0:
             return -1
-        assert self._mmap is not None
+        assert self._buffer is not None
         return floor_slot(
-            self._mmap, self.entries, self.entry_size, self._key, key - self._key_bias
+            self._buffer, self.entries, self.entry_size, self._key, key - self._key_bias
         )
 
 
@@ -235,8 +241,8 @@ class OffsetIndex(SegmentIndex):
         return self.base_offset
 
     def entry(self, slot: int) -> IndexEntry:
-        assert self._mmap is not None
-        relative, position = self._entry.unpack_from(self._mmap, slot * 8)
+        assert self._buffer is not None
+        relative, position = self._entry.unpack_from(self._buffer, slot * 8)
         return IndexEntry(self.base_offset + relative, position)
 
     def append(self, offset: int, position: int) -> None:
@@ -249,7 +255,7 @@ class OffsetIndex(SegmentIndex):
 
     def lookup(self, offset: int) -> IndexEntry:
         """The entry to start scanning from for ``offset``: (base offset, 0) when none."""
-        return offset_index_lookup(self._mmap or b"", self.base_offset, offset, self.entries)
+        return offset_index_lookup(self._buffer or b"", self.base_offset, offset, self.entries)
 
     def truncate_to(self, offset: int) -> None:
         """Drop every entry for an offset >= ``offset``."""
@@ -262,8 +268,8 @@ class OffsetIndex(SegmentIndex):
     def columns(self) -> tuple[Sequence[int], Sequence[int]]:
         if not self.entries:
             return [], []
-        assert self._mmap is not None
-        fields = array("i", self._mmap[: self.size_bytes])
+        assert self._buffer is not None
+        fields = array("i", self._buffer[: self.size_bytes])
         if sys.byteorder == "little":
             fields.byteswap()
         base = self.base_offset
@@ -296,8 +302,8 @@ class TimeIndex(SegmentIndex):
     _key = _TIME_KEY
 
     def entry(self, slot: int) -> IndexEntry:
-        assert self._mmap is not None
-        timestamp, relative = self._entry.unpack_from(self._mmap, slot * 12)
+        assert self._buffer is not None
+        timestamp, relative = self._entry.unpack_from(self._buffer, slot * 12)
         return IndexEntry(timestamp, self.base_offset + relative)
 
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
@@ -332,7 +338,7 @@ class TimeIndex(SegmentIndex):
 
     def lookup(self, timestamp: int) -> IndexEntry:
         """Largest (timestamp, offset) at or below ``timestamp``; (-1, base offset) if none."""
-        return time_index_lookup(self._mmap or b"", self.base_offset, timestamp, self.entries)
+        return time_index_lookup(self._buffer or b"", self.base_offset, timestamp, self.entries)
 
     def truncate_to(self, offset: int) -> None:
         """Drop every entry pointing at an offset >= ``offset`` (entries grow in offset too)."""
@@ -348,9 +354,9 @@ class TimeIndex(SegmentIndex):
     def columns(self) -> tuple[Sequence[int], Sequence[int]]:
         if not self.entries:
             return [], []
-        assert self._mmap is not None
+        assert self._buffer is not None
         base = self.base_offset
-        decoded = self._entry.iter_unpack(self._mmap[: self.size_bytes])
+        decoded = self._entry.iter_unpack(self._buffer[: self.size_bytes])
         timestamps, offsets = zip(*((ts, base + rel) for ts, rel in decoded), strict=True)
         return timestamps, offsets
 
@@ -372,6 +378,14 @@ class TimeIndex(SegmentIndex):
 # Pure functions over a buffer of entries (a mapped file, or a remote segment's index
 # fetched into memory), so the broker's local lookups and the tier's remote ones are
 # one implementation.
+
+
+def _read_whole(fd: int) -> bytes:
+    """The file's bytes as they are now, however its writer resizes it meanwhile."""
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def floor_slot(
