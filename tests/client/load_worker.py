@@ -16,6 +16,7 @@ interceptor on the channels), for the test to hold against the sidecar's
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import threading
@@ -48,13 +49,13 @@ class _Counting(
 ):
     def __init__(self) -> None:
         self.outcomes: Outcomes = Counter()
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
 
     def _count(self, details: grpc.ClientCallDetails, call: Any) -> Any:
         method = details.method.rpartition("/")[2]
 
         def finished(done: Any) -> None:
-            with self._lock:
+            with self.lock:
                 self.outcomes[(method, done.code().name)] += 1
 
         call.add_done_callback(finished)
@@ -73,6 +74,32 @@ class _Counting(
         return self._count(details, proceed(details, requests))
 
 
+class _CountingStreams(grpc.aio.StreamStreamClientInterceptor):
+    """The same count for the producer's streams, on their ``grpc.aio`` channels."""
+
+    def __init__(self, counting: _Counting) -> None:
+        self._counting = counting
+        self._counting_tasks: set[asyncio.Future[None]] = set()
+
+    async def intercept_stream_stream(self, proceed: _Continue, details: Any, requests: Any) -> Any:
+        call = await proceed(details, requests)
+        method = details.method
+        method = (method.decode() if isinstance(method, bytes) else method).rpartition("/")[2]
+
+        async def count(done: Any) -> None:
+            code = await done.code()
+            with self._counting.lock:
+                self._counting.outcomes[(method, code.name)] += 1
+
+        def counted(done: Any) -> None:
+            task = asyncio.ensure_future(count(done))
+            self._counting_tasks.add(task)  # the loop holds its tasks weakly
+            task.add_done_callback(self._counting_tasks.discard)
+
+        call.add_done_callback(counted)
+        return call
+
+
 class CountingCluster(Cluster):
     """A ``Cluster`` whose channels count their calls."""
 
@@ -83,6 +110,7 @@ class CountingCluster(Cluster):
             security=ChannelSecurity.from_config(config),
         )
         self.counter = _Counting()
+        self.stream_interceptors = (_CountingStreams(self.counter),)
         self._counted: dict[str, grpc.Channel] = {}
 
     def channel(self, address: str) -> grpc.Channel:

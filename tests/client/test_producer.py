@@ -4,6 +4,7 @@ routing by Metadata and NOT_LEADER_OR_FOLLOWER."""
 from __future__ import annotations
 
 import json
+import signal
 import time
 from collections import Counter
 from pathlib import Path
@@ -226,3 +227,32 @@ def test_close_with_a_timeout_fails_what_was_not_acknowledged(sidecar: LiveSidec
     assert time.monotonic() - started < 10
     with pytest.raises(RequestTimedOutError):
         lost.result(timeout=1)
+
+
+def test_a_sidecar_that_stops_answering_times_the_batch_out(sidecar: LiveSidecar) -> None:
+    """SIGSTOP: the stream stays open and silent.  Each attempt is broken after
+    request.timeout.ms, retried on a new stream, and the batch fails for good at
+    delivery.timeout.ms with REQUEST_TIMED_OUT; once the sidecar runs again a new
+    record goes through."""
+    create_topic(sidecar.address, "silent")
+    config = {
+        "bootstrap.servers": sidecar.address,
+        "linger.ms": 0,
+        "request.timeout.ms": 800,
+        "delivery.timeout.ms": 2500,
+        "retry.backoff.ms": 50,
+    }
+    with Producer(config) as producer:
+        assert producer.send("silent", b"first").result(timeout=10).offset == 0
+        sidecar.process.send_signal(signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            lost = producer.send("silent", b"unanswered")
+            with pytest.raises(RequestTimedOutError):
+                lost.result(timeout=20)
+            assert 2.4 <= time.monotonic() - started < 10
+        finally:
+            sidecar.process.send_signal(signal.SIGCONT)
+        last = producer.send("silent", b"after").result(timeout=20)
+    values = [r.value for r in consume_all(sidecar.address, "silent", last.offset + 1)]
+    assert values[0] == b"first" and values[-1] == b"after"

@@ -28,7 +28,7 @@ from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, log_servic
 from tierlog.client.config import ConsumerConfig, ProducerConfig
 from tierlog.client.errors import NetworkError, TierlogError, is_retriable
 from tierlog.client.producer_batch import TopicPartition
-from tierlog.client.rpc import error_from_proto, error_from_rpc, open_channel
+from tierlog.client.rpc import error_from_proto, error_from_rpc, open_aio_channel, open_channel
 from tierlog.client.security import PLAINTEXT, ChannelSecurity
 from tierlog.storage.errors import UnknownTopicOrPartitionError
 
@@ -51,6 +51,9 @@ class TopicOwners:
 
 
 class Cluster:
+    # What the producer's aio stream channels are opened with, besides the security.
+    stream_interceptors: Sequence[grpc.aio.ClientInterceptor] = ()
+
     def __init__(
         self,
         bootstrap_servers: Sequence[str],
@@ -89,6 +92,11 @@ class Cluster:
             if channel is None:
                 channel = self._channels[address] = open_channel(address, self.security)
             return channel
+
+    def open_stream_channel(self, address: str) -> grpc.aio.Channel:
+        """A new ``grpc.aio`` channel to a sidecar, bound to the caller's running loop and
+        closed by the caller (the producer's streams; ``stream_interceptors`` see its calls)."""
+        return open_aio_channel(address, self.security, self.stream_interceptors)
 
     def log_stub(self, address: str) -> log_service_pb2_grpc.LogServiceStub:
         """The sidecar's stub, made once (a stub builds a callable per method)."""

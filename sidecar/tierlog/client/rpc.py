@@ -15,6 +15,7 @@ This is the one place the client maps statuses.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import cast
 
 import grpc
@@ -38,7 +39,13 @@ from tierlog.client.errors import (
 from tierlog.client.security import PLAINTEXT, ChannelSecurity
 from tierlog.storage.errors import RecordTooLargeError
 
-__all__ = ["CHANNEL_OPTIONS", "error_from_proto", "error_from_rpc", "open_channel"]
+__all__ = [
+    "CHANNEL_OPTIONS",
+    "error_from_proto",
+    "error_from_rpc",
+    "open_aio_channel",
+    "open_channel",
+]
 
 # Room for the largest fetch or produce a sidecar allows (a request is at most the
 # broker's socket.request.max.bytes, 100 MiB unless raised).
@@ -58,6 +65,15 @@ _DETAILS_KEY = "grpc-status-details-bin"
 def open_channel(address: str, security: ChannelSecurity = PLAINTEXT) -> grpc.Channel:
     """A channel to one sidecar, plaintext or TLS, with the token if there is one."""
     return security.open_channel(address, list(CHANNEL_OPTIONS))
+
+
+def open_aio_channel(
+    address: str,
+    security: ChannelSecurity = PLAINTEXT,
+    interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
+) -> grpc.aio.Channel:
+    """The same on ``grpc.aio``, bound to the running loop (the producer's streams)."""
+    return security.open_aio_channel(address, list(CHANNEL_OPTIONS), interceptors)
 
 
 def _reason_and_leader(call: grpc.Call) -> tuple[str | None, str | None]:

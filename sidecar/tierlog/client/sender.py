@@ -13,8 +13,10 @@ threads that append and by this thread.  Each turn of the loop:
    request on that owner's ``ProduceConnection``;
 4. sleeps until the accumulator's next deadline, an append, or an outcome.
 
-A ``ProduceConnection`` is one ``ProduceStream`` to one sidecar: requests are written
-in order and answered in order, so a partition's batches reach the log in sequence
+A ``ProduceConnection`` is one ``ProduceStream`` to one sidecar, on ``grpc.aio``: its
+writes and reads run on the producer's one ``IoLoop`` thread, which is also the only
+place its stream and its batches in flight change.  Requests are written in order and
+answered in order, so a partition's batches reach the log in sequence
 order without waiting for each other (Kafka's pipelining over one connection, up to
 five batches per partition).  When the stream breaks or an answer takes longer than
 ``request.timeout.ms``, every batch in flight on it fails with a retriable error: it
@@ -26,14 +28,14 @@ refreshed before the retry goes out.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import grpc
 
@@ -51,13 +53,9 @@ from tierlog.client.errors import (
 )
 from tierlog.client.futures import ProduceRequestResult
 from tierlog.client.idempotence import IdempotenceManager
+from tierlog.client.io_loop import IoLoop
 from tierlog.client.producer_batch import ProducerBatch, TopicPartition
 from tierlog.client.rpc import error_from_proto, error_from_rpc
-
-if TYPE_CHECKING:
-    from grpc import _CallIterator
-
-    _Stream = _CallIterator[log_service_pb2.ProduceStreamResponse]
 
 __all__ = ["ProduceConnection", "Sender"]
 
@@ -65,6 +63,9 @@ log = logging.getLogger(__name__)
 
 _ACKS = {"all": log_service_pb2.ACKS_ALL, "1": log_service_pb2.ACKS_LEADER, "0": None}
 Outcome = log_service_pb2.ProduceResponse | TierlogError
+_Stream = grpc.aio.StreamStreamCall[
+    log_service_pb2.ProduceStreamRequest, log_service_pb2.ProduceStreamResponse
+]
 
 
 @dataclass(frozen=True)
@@ -83,54 +84,70 @@ class ProduceConnection:
     def __init__(
         self,
         address: str,
-        stub: log_service_pb2_grpc.LogServiceStub,
+        io: IoLoop,
+        cluster: Cluster,
         on_outcome: Callable[[ProducerBatch, Outcome], None],
         request_timeout_s: float,
     ) -> None:
         self.address = address
-        self._stub = stub
+        self._io = io
+        self._cluster = cluster
         self._on_outcome = on_outcome
         self._request_timeout_s = request_timeout_s
         self._lock = threading.Lock()
+        self._channel: grpc.aio.Channel | None = None
         self._call: _Stream | None = None
-        self._requests: queue.SimpleQueue[log_service_pb2.ProduceStreamRequest | None] | None = None
+        self._requests: asyncio.Queue[log_service_pb2.ProduceStreamRequest | None] | None = None
         self._in_flight: deque[tuple[ProducerBatch, float]] = deque()
         self._timed_out = False
-
-    @property
-    def in_flight_count(self) -> int:
-        return len(self._in_flight)
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def send(self, request: log_service_pb2.ProduceStreamRequest, batch: ProducerBatch) -> None:
+        self._io.call_soon(self._enqueue, request, batch, time.monotonic())
+
+    # --- on the I/O loop: every change to the stream and what it has in flight --------
+
+    def _enqueue(
+        self, request: log_service_pb2.ProduceStreamRequest, batch: ProducerBatch, sent: float
+    ) -> None:
+        if self._requests is None:
+            self._open()
+        assert self._requests is not None
         with self._lock:
-            if self._call is None or self._requests is None:
-                self._open()
-            assert self._requests is not None
-            self._in_flight.append((batch, time.monotonic()))
-            self._requests.put(request)
+            self._in_flight.append((batch, sent))
+        self._requests.put_nowait(request)
 
     def _open(self) -> None:
-        requests: queue.SimpleQueue[log_service_pb2.ProduceStreamRequest | None] = (
-            queue.SimpleQueue()
-        )
-        call = self._stub.ProduceStream(_until_none(requests))
-        self._requests, self._call, self._timed_out = requests, call, False
-        reader = threading.Thread(
-            target=self._read,
-            args=(call, requests),
-            name=f"tierlog-produce-{self.address}",
-            daemon=True,
-        )
-        reader.start()
+        if self._channel is None:
+            self._channel = self._cluster.open_stream_channel(self.address)
+        stub = log_service_pb2_grpc.LogServiceStub(self._channel)
+        requests: asyncio.Queue[log_service_pb2.ProduceStreamRequest | None] = asyncio.Queue()
+        call = stub.ProduceStream(metadata=self._cluster.security.call_metadata())
+        with self._lock:
+            self._requests, self._call, self._timed_out = requests, call, False
+        for work in (self._write(call, requests), self._read(call, requests)):
+            task = asyncio.get_running_loop().create_task(work)
+            self._tasks.add(task)  # the loop holds its tasks weakly
+            task.add_done_callback(self._tasks.discard)
 
-    def _read(
+    async def _write(
         self,
         call: _Stream,
-        requests: queue.SimpleQueue[log_service_pb2.ProduceStreamRequest | None],
+        requests: asyncio.Queue[log_service_pb2.ProduceStreamRequest | None],
+    ) -> None:
+        with contextlib.suppress(grpc.RpcError, asyncio.InvalidStateError):
+            while (request := await requests.get()) is not None:
+                await call.write(request)
+            await call.done_writing()
+
+    async def _read(
+        self,
+        call: _Stream,
+        requests: asyncio.Queue[log_service_pb2.ProduceStreamRequest | None],
     ) -> None:
         failure: TierlogError = NetworkError(f"the produce stream to {self.address} ended")
         try:
-            for response in call:
+            async for response in call:
                 with self._lock:
                     batch, _sent = self._in_flight.popleft()
                 if response.WhichOneof("result") == "error":
@@ -139,8 +156,10 @@ class ProduceConnection:
                     self._on_outcome(batch, response.produced)
         except grpc.RpcError as error:
             failure = error_from_rpc(error)
+        except asyncio.CancelledError:
+            failure = NetworkError(f"the produce stream to {self.address} was cancelled")
         finally:
-            requests.put(None)  # ends the request iterator gRPC is reading
+            requests.put_nowait(None)  # ends the writer
         with self._lock:
             if self._timed_out:
                 failure = RequestTimedOutError(
@@ -157,6 +176,8 @@ class ProduceConnection:
         for batch in lost:
             self._on_outcome(batch, failure)
 
+    # --- from the sender --------------------------------------------------------------
+
     def expire(self) -> None:
         """Break the stream if its oldest request waited past ``request.timeout.ms``."""
         with self._lock:
@@ -166,22 +187,20 @@ class ProduceConnection:
                 return
             self._timed_out = True
             call = self._call
-        call.cancel()
+        self._io.call_soon(call.cancel)
 
     def close(self) -> None:
-        with self._lock:
-            call, requests = self._call, self._requests
-        if requests is not None:
-            requests.put(None)
-        if call is not None:
-            call.cancel()
+        """Half-close the stream, then cancel it (the producer flushed what it meant to)."""
+        self._io.run(self._close())
 
-
-def _until_none(
-    requests: queue.SimpleQueue[log_service_pb2.ProduceStreamRequest | None],
-) -> Iterator[log_service_pb2.ProduceStreamRequest]:
-    while (request := requests.get()) is not None:
-        yield request
+    async def _close(self) -> None:
+        if self._requests is not None:
+            self._requests.put_nowait(None)
+            await asyncio.sleep(0)  # the writer's turn to half-close
+        if self._call is not None:
+            self._call.cancel()
+        if self._channel is not None:
+            await self._channel.close()
 
 
 class Sender:
@@ -211,6 +230,7 @@ class Sender:
         self._in_flight: dict[TopicPartition, int] = {}
         self._running = True
         self._thread = threading.Thread(target=self._run, name="tierlog-producer", daemon=True)
+        self._io = IoLoop("tierlog-producer-io")
 
     def start(self) -> None:
         self._thread.start()
@@ -222,6 +242,7 @@ class Sender:
         self._thread.join(timeout_s)
         for connection in self._connections.values():
             connection.close()
+        self._io.close()
 
     @property
     def in_flight_count(self) -> int:
@@ -320,7 +341,8 @@ class Sender:
         if connection is None:
             connection = ProduceConnection(
                 address,
-                self.cluster.log_stub(address),
+                self._io,
+                self.cluster,
                 self._on_outcome,
                 self.config.request_timeout_ms / 1000,
             )
@@ -340,7 +362,7 @@ class Sender:
         return request
 
     def _on_outcome(self, batch: ProducerBatch, outcome: Outcome) -> None:
-        """From a connection's reader thread: hand the outcome to the loop."""
+        """From a connection's reader, on the I/O loop: hand the outcome to the sender."""
         with self.lock:
             self._outcomes.append((batch, outcome))
             self.lock.notify_all()
