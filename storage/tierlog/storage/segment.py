@@ -27,7 +27,7 @@ from tierlog.storage.errors import (
 )
 from tierlog.storage.file_records import Buffer, FileBatch, FileRecords
 from tierlog.storage.index import NO_TIMESTAMP, OffsetIndex, TimeIndex
-from tierlog.storage.records import crc_is_valid, decode_records
+from tierlog.storage.records import crc_is_valid, decode_records, whole_batches_length
 from tierlog.storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 __all__ = [
@@ -311,15 +311,17 @@ class LogSegment:
         first = self.translate_offset(start_offset)
         if first is None or first.position >= end:
             return None
-        length = 0
-        for batch in self.log.headers(first.position, end):
-            size = batch.header.size
-            if upper_bound_offset is not None and batch.header.last_offset >= upper_bound_offset:
-                break
-            if length + size > max_bytes and (length or not min_one_batch):
-                break
-            length += size
-        return SegmentRead(first.position, self.log.read(first.position, length))
+        # One read of the window, then a walk over its headers in memory: a header read
+        # per batch cost more than the copy of the one batch cut off at the window's end.
+        window = self.log.read(first.position, min(max(max_bytes, 0), end - first.position))
+        length = whole_batches_length(window, upper_bound_offset)
+        if length == 0 and min_one_batch:  # the first batch alone may be over max_bytes
+            batch = self.log.header_at(first.position, end)
+            if batch is not None and (
+                upper_bound_offset is None or batch.header.last_offset < upper_bound_offset
+            ):
+                return SegmentRead(first.position, self.log.read(first.position, batch.header.size))
+        return SegmentRead(first.position, window if length == len(window) else window[:length])
 
     def find_offset_by_timestamp(
         self, timestamp: int, start_offset: int

@@ -33,6 +33,7 @@ from tierlog.storage.records import (
     parse_header,
     patch_offsets,
     set_log_append_time,
+    whole_batches_length,
 )
 from tierlog.storage.records.batch import header_size_for_magic
 
@@ -312,6 +313,23 @@ def test_iter_batches_walks_whole_entries_and_rejects_a_partial_tail() -> None:
     assert [h.base_offset for h in headers] == [0, 1, 3]
     with pytest.raises(CorruptRecordError):
         list(iter_batches(buf[:-1]))
+
+
+def test_whole_batches_length_stops_at_a_cut_entry_or_the_upper_bound() -> None:
+    first = build_batch([SimpleRecord(b"a", b"1", 1)], base_offset=0)
+    second = build_batch(
+        [SimpleRecord(b"b", b"2", 2)] * 2, base_offset=1, compression=CompressionType.GZIP
+    )
+    legacy = build_legacy_message_set([SimpleRecord(b"c", b"3", 3)], magic=1, base_offset=3)
+    buf = first + second + legacy
+    ends = [0, len(first), len(first) + len(second), len(buf)]
+    for cut in range(len(buf) + 1):
+        assert whole_batches_length(buf[:cut]) == max(end for end in ends if end <= cut)
+    assert whole_batches_length(buf, upper_bound_offset=3) == ends[2]
+    assert whole_batches_length(buf, upper_bound_offset=2) == ends[1]  # 1-2 holds offset 2
+    assert whole_batches_length(buf, upper_bound_offset=0) == 0
+    with pytest.raises(CorruptRecordError):
+        whole_batches_length(first + struct.pack(">qi", 1, -5) + second)
 
 
 def test_batches_read_in_place_from_a_mapped_file(tmp_path: Path) -> None:

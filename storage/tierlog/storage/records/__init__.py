@@ -29,6 +29,7 @@ from tierlog.storage.records.batch import (
     patch_offsets,
     resolve_legacy_header,
     set_log_append_time,
+    whole_batches_length,
 )
 from tierlog.storage.records.buffers import ReadableBuffer
 from tierlog.storage.records.codecs import CompressionType, compress, decompress
@@ -83,4 +84,5 @@ __all__ = [
     "resolve_legacy_header",
     "set_log_append_time",
     "validate_produce",
+    "whole_batches_length",
 ]

@@ -79,6 +79,7 @@ __all__ = [
     "patch_offsets",
     "resolve_legacy_header",
     "set_log_append_time",
+    "whole_batches_length",
 ]
 
 BASE_OFFSET_OFFSET = 0
@@ -329,6 +330,30 @@ def iter_batches(
             )
         yield header
         pos = header.end_position
+
+
+def whole_batches_length(buf: ReadableBuffer, upper_bound_offset: int | None = None) -> int:
+    """How many bytes at the start of ``buf`` are whole entries, stopping before the
+    first that is cut off by the end of ``buf`` or holds ``upper_bound_offset`` or later.
+
+    The walk reads only each entry's length field (a fetch's window of stored batches,
+    checked when they were appended); with an upper bound it parses each header too.
+    """
+    stop = len(buf)
+    pos = 0
+    while stop - pos >= LOG_OVERHEAD:
+        length = _INT32.unpack_from(buf, pos + 8)[0]
+        if length <= 0:
+            raise CorruptRecordError(f"entry at {pos} declares a length of {length}")
+        end = pos + LOG_OVERHEAD + length
+        if end > stop:
+            break
+        if upper_bound_offset is not None and (
+            parse_header(buf, pos).last_offset >= upper_bound_offset
+        ):
+            break
+        pos = end
+    return pos
 
 
 def build_batch(
