@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import pytest
 
@@ -17,6 +18,10 @@ from tierlog.storage.tier.manifest import (
 )
 
 TP = TopicPartition("orders", 2)
+# Ids in creation order, as the uploader's ``created_ms`` are: where entries tie on
+# everything else they then order the same way on every run (uuid4 ids made it a coin
+# toss, and the chunk tests flaky).
+_SEGMENT_IDS = itertools.count(1)
 
 
 def remote_segment(
@@ -28,7 +33,7 @@ def remote_segment(
     epoch: int = 1,
     log_bytes: int = 100,
 ) -> RemoteSegment:
-    segment_id = new_segment_id()
+    segment_id = f"{next(_SEGMENT_IDS):032x}"
     return RemoteSegment(
         segment_id=segment_id,
         writer_epoch=epoch,

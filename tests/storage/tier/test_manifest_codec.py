@@ -71,7 +71,7 @@ manifests = st.builds(
     deleted_end_offset=st.integers(0, 2**62),
     chunks=st.lists(refs, max_size=4).map(tuple),
     segments=st.lists(segments(), max_size=6).map(tuple),
-)
+).map(lambda manifest: manifest.with_segments(manifest.segments))  # the order a head keeps
 
 
 @given(manifests)
@@ -111,6 +111,19 @@ def test_a_format_1_manifest_reads_its_deleting_entries_as_dead() -> None:
     assert [s.state for s in manifest.segments] == [SegmentState.FINISHED] * 2
     assert (manifest.deleted_end_offset, manifest.chunks) == (0, ())
     assert [s.base_offset for s in manifest.view().all_segments()] == [10]
+
+
+@pytest.mark.parametrize("format_version", [1, 2])
+def test_a_head_written_in_base_offset_order_reads_in_end_offset_order(
+    format_version: int,
+) -> None:
+    longer = remote_segment(6, 9, state=SegmentState.FINISHED)  # started first, finished last
+    shorter = remote_segment(6, 8, state=SegmentState.FINISHED)
+    document = json.loads(encode_manifest(PartitionManifest(TP, segments=(longer, shorter))))
+    document["format"] = format_version
+    manifest = decode_manifest(json.dumps(document).encode())
+    assert manifest.segments == (shorter, longer)
+    assert manifest.view().segment_for_offset(8) == longer
 
 
 @pytest.mark.parametrize("format_version", [1, 2])

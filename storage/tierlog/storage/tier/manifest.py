@@ -29,8 +29,8 @@ Invariants kept by the changes below: every finished segment ends after the one
 before it (an upload must add offsets to the tier; it may overlap the tier's end
 when a local segment straddles it, e.g. a volume older than the tier, and a reader
 then takes the older copy of the overlapping offsets), so chunks and the head's
-finished entries follow each other in offset order; the log start offset never moves
-back, and the deleted end never passes it.
+finished entries follow each other in end offset order; the log start offset never
+moves back, and the deleted end never passes it.
 """
 
 from __future__ import annotations
@@ -290,10 +290,14 @@ class PartitionManifest:
     # Objects of finished segments and chunks ending at or below it are deleted.
     deleted_end_offset: int = 0
     chunks: tuple[ChunkRef, ...] = ()  # sealed, in offset order
-    segments: tuple[RemoteSegment, ...] = ()  # the head's entries, in (base offset, created) order
+    segments: tuple[RemoteSegment, ...] = ()  # the head's entries, in end offset order
 
     def with_segments(self, segments: Collection[RemoteSegment]) -> PartitionManifest:
-        ordered = sorted(segments, key=lambda s: (s.base_offset, s.created_ms, s.segment_id))
+        """The head with these entries in end offset order: the order finished ones were
+        finished in, which lookups bisect and sealing takes the oldest from. Base offset
+        order is not it: an upload started at the tier's end may finish after a shorter
+        one from the same base, and would then hide the offsets only it holds."""
+        ordered = sorted(segments, key=lambda s: (s.end_offset, s.created_ms, s.segment_id))
         return dataclasses.replace(self, segments=tuple(ordered))
 
     def in_state(self, state: SegmentState) -> tuple[RemoteSegment, ...]:

@@ -54,7 +54,10 @@ def encode_manifest(manifest: PartitionManifest) -> bytes:
 
 
 def decode_manifest(data: bytes) -> PartitionManifest:
-    """Parse a head of format 2 or 1; anything else raises CorruptManifestError."""
+    """Parse a head of format 2 or 1; anything else raises CorruptManifestError.
+
+    Its entries are put in ``PartitionManifest.with_segments`` order: heads written
+    before it was the end offset order may list them in base offset order."""
     try:
         document = json.loads(data)
         if document["format"] == _FLAT_FORMAT:
@@ -68,8 +71,7 @@ def decode_manifest(data: bytes) -> PartitionManifest:
             log_start_offset=_int(document["log_start_offset"]),
             deleted_end_offset=_int(document["deleted_end_offset"]),
             chunks=tuple(_decode_ref(entry) for entry in document["chunks"]),
-            segments=tuple(_decode_segment(entry) for entry in document["segments"]),
-        )
+        ).with_segments([_decode_segment(entry) for entry in document["segments"]])
     except CorruptManifestError:
         raise
     except _DECODE_ERRORS as error:
@@ -129,8 +131,7 @@ def _decode_flat(document: dict[str, Any]) -> PartitionManifest:
         writer_epoch=_int(document["writer_epoch"]),
         writer_id=_str(document["writer_id"]),
         log_start_offset=max(_int(document["log_start_offset"]), *deleting, 0),
-        segments=tuple(segments),
-    )
+    ).with_segments(segments)
 
 
 def _check_format(document: dict[str, Any]) -> None:
