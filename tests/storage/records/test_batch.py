@@ -301,12 +301,18 @@ def vars_of(record: Record) -> tuple[object, ...]:
     return (record.offset, record.timestamp, record.key, record.value, record.headers)
 
 
-def test_iter_batches_walks_whole_entries_and_rejects_a_partial_tail() -> None:
+def three_entries() -> tuple[bytes, bytes, bytes]:
+    """A v2 batch at offset 0, a gzip one at 1-2 and a v1 message set at 3."""
     first = build_batch([SimpleRecord(b"a", b"1", 1)], base_offset=0)
     second = build_batch(
         [SimpleRecord(b"b", b"2", 2)] * 2, base_offset=1, compression=CompressionType.GZIP
     )
     legacy = build_legacy_message_set([SimpleRecord(b"c", b"3", 3)], magic=1, base_offset=3)
+    return first, second, legacy
+
+
+def test_iter_batches_walks_whole_entries_and_rejects_a_partial_tail() -> None:
+    first, second, legacy = three_entries()
     buf = first + second + legacy
     headers = list(iter_batches(buf))
     assert [h.position for h in headers] == [0, len(first), len(first) + len(second)]
@@ -316,11 +322,7 @@ def test_iter_batches_walks_whole_entries_and_rejects_a_partial_tail() -> None:
 
 
 def test_whole_batches_length_stops_at_a_cut_entry_or_the_upper_bound() -> None:
-    first = build_batch([SimpleRecord(b"a", b"1", 1)], base_offset=0)
-    second = build_batch(
-        [SimpleRecord(b"b", b"2", 2)] * 2, base_offset=1, compression=CompressionType.GZIP
-    )
-    legacy = build_legacy_message_set([SimpleRecord(b"c", b"3", 3)], magic=1, base_offset=3)
+    first, second, legacy = three_entries()
     buf = first + second + legacy
     ends = [0, len(first), len(first) + len(second), len(buf)]
     for cut in range(len(buf) + 1):
