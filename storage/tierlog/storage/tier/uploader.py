@@ -114,10 +114,10 @@ def _clean_up_failed_attempt(writer: ManifestWriter, entry: RemoteSegment) -> Re
 
 
 class SweepResult:
+    """What a sweep took out of the manifest, for the deletion metrics."""
+
     def __init__(self) -> None:
         self.abandoned_entries = 0
-        self.orphaned_objects = 0
-        self.incomplete_uploads = 0
         self.size_bytes = 0
 
 
@@ -133,13 +133,12 @@ def sweep_abandoned_uploads(
         for s in manifest.in_state(SegmentState.STARTED)
         if now_ms - s.created_ms >= abandon_after_ms
     ]
+    aborted = 0
     if stale:
         # Each by its full key first: MinIO finds an upload left before it restarted only
         # so (its bucket-wide listing lives in memory); the attempt is abandoned whatever
         # the upload's own age.
-        result.incomplete_uploads = sum(
-            store.abort_incomplete_uploads(s.key, older_than_s=0) for s in stale
-        )
+        aborted = sum(store.abort_incomplete_uploads(s.key, older_than_s=0) for s in stale)
         store.delete(s.key for s in stale)
         writer.update(lambda m: m.drop([s.segment_id for s in stale]))
         result.abandoned_entries = len(stale)
@@ -160,12 +159,12 @@ def sweep_abandoned_uploads(
     ]
     if orphans:
         store.delete(orphans)
-        result.orphaned_objects = len(orphans)
     if stale or orphans:
         log.info(
-            "%s: swept %d abandoned uploads and %d orphaned objects",
+            "%s: swept %d abandoned uploads (%d multipart uploads aborted) and %d orphaned objects",
             tp,
             len(stale),
+            aborted,
             len(orphans),
         )
     return result
