@@ -261,6 +261,30 @@ def test_one_drain_takes_one_batch_per_partition_within_max_request_size(
     )
 
 
+def test_a_drain_takes_a_partitions_full_batches_together_within_max_request_size(
+    clock: FakeClock,
+) -> None:
+    acc, _ = producer(clock, {"batch.size": 3000, "linger.ms": 1000})
+    partitions = [TopicPartition("t", p) for p in range(2)]
+    for tp in partitions:
+        for n in range(100):  # 3 full batches of 26 and an open one each
+            appended(add(acc, "t", record(n), num_partitions=2, partition=tp.partition))
+    drained = acc.drain(partitions, max_request_size=100_000, batches_per_partition=100)
+    order = [batch.topic_partition for batch in drained]
+    assert order == sorted(order, key=order.index)  # a partition's batches together
+    for tp in partitions:
+        batches = [batch for batch in drained if batch.topic_partition == tp]
+        assert len(batches) == 3 and all(batch.is_full for batch in batches)
+        values = [r.value for batch in batches for r in read_back(batch)[1]]
+        assert values == [record(n).value for n in range(len(values))]  # in order
+        assert len(acc._queues[tp]) == 1  # the open batch lingers on
+    capped, _ = producer(clock, {"batch.size": 3000, "linger.ms": 1000})
+    for n in range(100):
+        appended(add(capped, "t", record(n), num_partitions=1, partition=0))
+    first = capped.drain(partitions[:1], max_request_size=7000, batches_per_partition=100)
+    assert len(first) == 2 and sum(len(batch.close()) for batch in first) <= 7000
+
+
 # --- buffer.memory ---------------------------------------------------------------------
 
 

@@ -22,7 +22,9 @@ from tierlog.client import (
     partition_for_key,
 )
 from tierlog.client.consumer import ConsumerRecord
+from tierlog.client.producer_batch import ProducerBatch
 from tierlog.client.rpc import open_channel
+from tierlog.client.sender import Sender
 from tierlog.sidecar.ownership import NO_OWNER
 from tierlog.storage.errors import UnknownTopicOrPartitionError
 
@@ -256,3 +258,35 @@ def test_a_sidecar_that_stops_answering_times_the_batch_out(sidecar: LiveSidecar
         last = producer.send("silent", b"after").result(timeout=20)
     values = [r.value for r in consume_all(sidecar.address, "silent", last.offset + 1)]
     assert values[0] == b"first" and values[-1] == b"after"
+
+
+def test_full_batches_of_a_partition_share_a_request_and_each_record_gets_its_offset(
+    sidecar: LiveSidecar, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without idempotence a partition's full batches go in one request; each batch's
+    records are told the offsets they were stored at."""
+    create_topic(sidecar.address, "grouped", partitions=2)
+    sizes: list[int] = []
+    build = Sender._request
+
+    def counted(self: Sender, batches: tuple[ProducerBatch, ...]) -> object:
+        sizes.append(len(batches))
+        return build(self, batches)
+
+    monkeypatch.setattr(Sender, "_request", counted)
+    config = {
+        "bootstrap.servers": sidecar.address,
+        "acks": "1",
+        "batch.size": 2048,
+        "linger.ms": 60_000,
+    }
+    with Producer(config) as producer:
+        futures = {
+            b"v%04d" % i: producer.send("grouped", b"v%04d" % i, partition=i % 2)
+            for i in range(1000)
+        }
+        producer.flush()
+        sent = {value: (f.result().partition, f.result().offset) for value, f in futures.items()}
+    assert max(sizes) > 1 and sum(sizes) > len(sizes)
+    records = consume_all(sidecar.address, "grouped", 1000)
+    assert {r.value: (r.partition, r.offset) for r in records} == sent

@@ -299,14 +299,19 @@ class RecordAccumulator:
         return ReadyCheck(frozenset(ready), next_delay)
 
     def drain(
-        self, partitions: Sequence[TopicPartition], max_request_size: int | None = None
+        self,
+        partitions: Sequence[TopicPartition],
+        max_request_size: int | None = None,
+        *,
+        batches_per_partition: int = 1,
     ) -> list[ProducerBatch]:
-        """At most one stamped batch per partition of ``partitions`` (those of one
-        sidecar), together within ``max_request_size`` (default ``max.request.size``;
-        the first batch always goes) by their size estimates.  The caller builds them
-        (``ProducerBatch.close``: compression and CRC) after letting go of the lock.
-        Retries go first in sequence order; partitions take turns at going first across
-        calls."""
+        """Stamped batches of ``partitions`` (those of one sidecar), a partition's
+        together and in order: its first, then up to ``batches_per_partition`` in all
+        while the next is full, within ``max_request_size`` (default
+        ``max.request.size``; the first batch always goes) by their size estimates.  The
+        caller builds them (``ProducerBatch.close``: compression and CRC) after letting
+        go of the lock.  Retries go first in sequence order; partitions take turns at
+        going first across calls."""
         limit = self._config.max_request_size if max_request_size is None else max_request_size
         now_ms = self._clock()
         if self._idempotence is not None:
@@ -318,19 +323,20 @@ class RecordAccumulator:
         self._drain_start += 1
         for i in range(count):
             tp = partitions[(start + i) % count]
-            batch = self._drainable(tp, now_ms)
-            if batch is None:
-                continue
-            if drained and size + batch.estimated_size_bytes > limit:
-                break
-            batch = self._split_if_too_large(tp, batch)
-            if self._idempotence is not None:
-                self._idempotence.stamp(batch)
-            self._queues[tp].popleft()
-            batch.close_for_appends()
-            batch.drained_ms = now_ms
-            size += batch.estimated_size_bytes
-            drained.append(batch)
+            for taken in range(batches_per_partition):
+                batch = self._drainable(tp, now_ms)
+                if batch is None or (taken and not batch.is_full):
+                    break  # an open batch after a full one lingers on
+                if drained and size + batch.estimated_size_bytes > limit:
+                    return drained
+                batch = self._split_if_too_large(tp, batch)
+                if self._idempotence is not None:
+                    self._idempotence.stamp(batch)
+                self._queues[tp].popleft()
+                batch.close_for_appends()
+                batch.drained_ms = now_ms
+                size += batch.estimated_size_bytes
+                drained.append(batch)
         return drained
 
     def _drainable(self, tp: TopicPartition, now_ms: int) -> ProducerBatch | None:

@@ -36,6 +36,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import groupby
+from operator import attrgetter
 
 import grpc
 
@@ -63,6 +65,8 @@ log = logging.getLogger(__name__)
 
 _ACKS = {"all": log_service_pb2.ACKS_ALL, "1": log_service_pb2.ACKS_LEADER, "0": None}
 Outcome = log_service_pb2.ProduceResponse | TierlogError
+Batches = tuple[ProducerBatch, ...]  # one request's: one partition's, in sequence order
+_MANY = 1 << 20  # batches of a partition in one request: max.request.size bounds them
 _Stream = grpc.aio.StreamStreamCall[
     log_service_pb2.ProduceStreamRequest, log_service_pb2.ProduceStreamResponse
 ]
@@ -86,7 +90,7 @@ class ProduceConnection:
         address: str,
         io: IoLoop,
         cluster: Cluster,
-        on_outcome: Callable[[ProducerBatch, Outcome], None],
+        on_outcome: Callable[[Batches, Outcome], None],
         request_timeout_s: float,
     ) -> None:
         self.address = address
@@ -98,23 +102,23 @@ class ProduceConnection:
         self._channel: grpc.aio.Channel | None = None
         self._call: _Stream | None = None
         self._requests: asyncio.Queue[log_service_pb2.ProduceStreamRequest | None] | None = None
-        self._in_flight: deque[tuple[ProducerBatch, float]] = deque()
+        self._in_flight: deque[tuple[Batches, float]] = deque()  # each request's
         self._timed_out = False
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def send(self, request: log_service_pb2.ProduceStreamRequest, batch: ProducerBatch) -> None:
-        self._io.call_soon(self._enqueue, request, batch, time.monotonic())
+    def send(self, request: log_service_pb2.ProduceStreamRequest, batches: Batches) -> None:
+        self._io.call_soon(self._enqueue, request, batches, time.monotonic())
 
     # --- on the I/O loop: every change to the stream and what it has in flight --------
 
     def _enqueue(
-        self, request: log_service_pb2.ProduceStreamRequest, batch: ProducerBatch, sent: float
+        self, request: log_service_pb2.ProduceStreamRequest, batches: Batches, sent: float
     ) -> None:
         if self._requests is None:
             self._open()
         assert self._requests is not None
         with self._lock:
-            self._in_flight.append((batch, sent))
+            self._in_flight.append((batches, sent))
         self._requests.put_nowait(request)
 
     def _open(self) -> None:
@@ -149,11 +153,11 @@ class ProduceConnection:
         try:
             async for response in call:
                 with self._lock:
-                    batch, _sent = self._in_flight.popleft()
+                    batches, _sent = self._in_flight.popleft()
                 if response.WhichOneof("result") == "error":
-                    self._on_outcome(batch, error_from_proto(response.error))
+                    self._on_outcome(batches, error_from_proto(response.error))
                 else:
-                    self._on_outcome(batch, response.produced)
+                    self._on_outcome(batches, response.produced)
         except grpc.RpcError as error:
             failure = error_from_rpc(error)
         except asyncio.CancelledError:
@@ -165,16 +169,19 @@ class ProduceConnection:
                 failure = RequestTimedOutError(
                     f"no answer from {self.address} within {self._request_timeout_s:.1f}s"
                 )
-            lost = [batch for batch, _sent in self._in_flight]
+            lost = [batches for batches, _sent in self._in_flight]
             self._in_flight.clear()
             if self._call is call:
                 self._call, self._requests = None, None
         if lost:
             log.info(
-                "produce stream to %s failed (%s): %d in flight", self.address, failure, len(lost)
+                "produce stream to %s failed (%s): %d requests in flight",
+                self.address,
+                failure,
+                len(lost),
             )
-        for batch in lost:
-            self._on_outcome(batch, failure)
+        for batches in lost:
+            self._on_outcome(batches, failure)
 
     # --- from the sender --------------------------------------------------------------
 
@@ -226,8 +233,14 @@ class Sender:
         self.clock = clock
         self._acks = _ACKS[config.acks]
         self._connections: dict[str, ProduceConnection] = {}
-        self._outcomes: deque[tuple[ProducerBatch, Outcome]] = deque()
-        self._in_flight: dict[TopicPartition, int] = {}
+        self._outcomes: deque[tuple[Batches, Outcome]] = deque()
+        self._in_flight: dict[TopicPartition, int] = {}  # requests, per partition
+        # Kafka's one batch per partition per request holds for an idempotent producer:
+        # a retry must go out as its first attempt went, batch by batch, for the sidecar
+        # to know each one's duplicate.  Without idempotence, a partition's full batches
+        # share a request (within max.request.size): the per-request work, most of the
+        # producer's own CPU at 64 KiB batches, is paid once for them.
+        self._batches_per_request = 1 if idempotence is not None else _MANY
         self._running = True
         self._thread = threading.Thread(target=self._run, name="tierlog-producer", daemon=True)
         self._io = IoLoop("tierlog-producer-io")
@@ -327,13 +340,16 @@ class Sender:
                 if not self.config.enable_idempotence:
                     limit = self.config.max_in_flight_requests_per_connection
                     partitions = [tp for tp in partitions if self._in_flight.get(tp, 0) < limit]
-                batches = self.accumulator.drain(partitions)
-                for batch in batches:
-                    tp = batch.topic_partition
+                drained = self.accumulator.drain(
+                    partitions, batches_per_partition=self._batches_per_request
+                )
+                requests = [tuple(group) for _tp, group in groupby(drained, _partition_of)]
+                for batches in requests:
+                    tp = batches[0].topic_partition
                     self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
-            for batch in batches:
-                self._connection(address).send(self._request(batch), batch)
-            sent += len(batches)
+            for batches in requests:
+                self._connection(address).send(self._request(batches), batches)
+            sent += len(drained)
         return sent
 
     def _connection(self, address: str) -> ProduceConnection:
@@ -349,48 +365,58 @@ class Sender:
             self._connections[address] = connection
         return connection
 
-    def _request(self, batch: ProducerBatch) -> log_service_pb2.ProduceStreamRequest:
-        """The stream request for ``batch``, built (compressed, checksummed) here, outside
-        the lock.  Fields are set in place: a message passed to a constructor is copied,
-        and a batch is up to a MiB."""
+    def _request(self, batches: Batches) -> log_service_pb2.ProduceStreamRequest:
+        """The stream request for one partition's ``batches``, built (compressed,
+        checksummed) here, outside the lock.  Fields are set in place: a message passed
+        to a constructor is copied, and a request is up to max.request.size."""
+        tp = batches[0].topic_partition
         request = log_service_pb2.ProduceStreamRequest()
         produce = request.produce
-        produce.topic = batch.topic_partition.topic
-        produce.partition = batch.topic_partition.partition
+        produce.topic = tp.topic
+        produce.partition = tp.partition
         produce.acks = log_service_pb2.ACKS_NONE if self._acks is None else self._acks
-        produce.record_batches = batch.close()
+        built = [batch.close() for batch in batches]
+        produce.record_batches = built[0] if len(built) == 1 else b"".join(built)
         return request
 
-    def _on_outcome(self, batch: ProducerBatch, outcome: Outcome) -> None:
-        """From a connection's reader, on the I/O loop: hand the outcome to the sender."""
+    def _on_outcome(self, batches: Batches, outcome: Outcome) -> None:
+        """From a connection's reader, on the I/O loop: hand a request's outcome to the
+        sender."""
         with self.lock:
-            self._outcomes.append((batch, outcome))
+            self._outcomes.append((batches, outcome))
             self.lock.notify_all()
 
     # --- outcomes (under the lock) ----------------------------------------------------
 
     def _settle(self, resolutions: list[_Settlement]) -> None:
         while self._outcomes:
-            batch, outcome = self._outcomes.popleft()
-            tp = batch.topic_partition
+            batches, outcome = self._outcomes.popleft()
+            tp = batches[0].topic_partition
             self._in_flight[tp] = max(0, self._in_flight.get(tp, 0) - 1)
             if isinstance(outcome, log_service_pb2.ProduceResponse):
-                self._succeeded(batch, outcome, resolutions)
+                # The request's batches were appended together, in order: each starts
+                # where the one before it ended.
+                base_offset, append_time = outcome.base_offset, outcome.log_append_time_ms
+                for batch in batches:
+                    self._succeeded(batch, base_offset, append_time, resolutions)
+                    if base_offset >= 0:
+                        base_offset += batch.record_count
             elif reason_of(outcome) == "DUPLICATE_SEQUENCE_NUMBER":
-                self._succeeded(batch, None, resolutions)
+                for batch in batches:
+                    self._succeeded(batch, -1, -1, resolutions)
             else:
-                self._failed_attempt(batch, outcome, resolutions)
+                for batch in batches:
+                    self._failed_attempt(batch, outcome, resolutions)
 
     def _succeeded(
         self,
         batch: ProducerBatch,
-        response: log_service_pb2.ProduceResponse | None,
+        base_offset: int,
+        append_time: int,
         resolutions: list[_Settlement],
     ) -> None:
-        base_offset = -1 if response is None else response.base_offset
         if self.idempotence is not None:
             self.idempotence.on_success(batch, base_offset if base_offset >= 0 else None)
-        append_time = -1 if response is None else response.log_append_time_ms
         resolutions.append(_Settlement(batch.result, base_offset, append_time))
         self.accumulator.deallocate(batch)
 
@@ -441,6 +467,9 @@ class Sender:
         batch: ProducerBatch, resolutions: list[_Settlement], error: BaseException
     ) -> None:
         resolutions.append(_Settlement(batch.result, error=error))
+
+
+_partition_of = attrgetter("topic_partition")
 
 
 def _resolve(resolutions: list[_Settlement]) -> None:
