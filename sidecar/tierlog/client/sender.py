@@ -9,16 +9,17 @@ threads that append and by this thread.  Each turn of the loop:
    ``delivery.timeout.ms`` without being sent;
 2. gets a producer id first if the idempotent producer has none (``InitProducerId``);
 3. asks the accumulator which partitions are ready, finds each one's owner
-   (``Cluster``), drains the batches of each owner and writes each batch as one
-   request on that owner's ``ProduceConnection``;
+   (``Cluster``), drains the batches of each owner and writes them on that owner's
+   ``ProduceConnection``, one request per partition: its one batch for an idempotent
+   producer, as Kafka's, else its full batches together within ``max.request.size``;
 4. sleeps until the accumulator's next deadline, an append, or an outcome.
 
 A ``ProduceConnection`` is one ``ProduceStream`` to one sidecar, on ``grpc.aio``: its
 writes and reads run on the producer's one ``IoLoop`` thread, which is also the only
-place its stream and its batches in flight change.  Requests are written in order and
-answered in order, so a partition's batches reach the log in sequence
-order without waiting for each other (Kafka's pipelining over one connection, up to
-five batches per partition).  When the stream breaks or an answer takes longer than
+place its stream and its requests in flight change.  Requests are written in order and
+answered in order, so a partition's batches reach the log in sequence order without
+waiting for each other (Kafka's pipelining over one connection, up to five requests per
+partition).  When the stream breaks or an answer takes longer than
 ``request.timeout.ms``, every batch in flight on it fails with a retriable error: it
 may or may not have been stored, and its retry, the same bytes under the same
 (producer id, epoch, sequence), is stored once either way.  A partition whose owner
