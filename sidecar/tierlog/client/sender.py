@@ -406,7 +406,9 @@ class Sender:
                 for batch in batches:
                     self._succeeded(batch, -1, -1, resolutions)
             else:
-                for batch in batches:
+                # Last first: a retry without a sequence goes back to the front of its
+                # queue, so the batches stand there again in the order they were sent.
+                for batch in reversed(batches):
                     self._failed_attempt(batch, outcome, resolutions)
 
     def _succeeded(
