@@ -49,7 +49,8 @@ class _Counting(
 ):
     def __init__(self) -> None:
         self.outcomes: Outcomes = Counter()
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
+        self._started = self._finished = 0
 
     def _count(self, details: grpc.ClientCallDetails, call: Any) -> Any:
         method = details.method.rpartition("/")[2]
@@ -57,9 +58,19 @@ class _Counting(
         def finished(done: Any) -> None:
             with self.lock:
                 self.outcomes[(method, done.code().name)] += 1
+                self._finished += 1
+                self.lock.notify_all()
 
+        with self.lock:
+            self._started += 1
         call.add_done_callback(finished)
         return call
+
+    def wait_finished(self, timeout_s: float) -> None:
+        """Until each call counted in has been counted out: a cancelled stream's
+        callback runs on gRPC's thread after ``cancel`` returned."""
+        with self.lock:
+            self.lock.wait_for(lambda: self._finished >= self._started, timeout_s)
 
     def intercept_unary_unary(self, proceed: _Continue, details: Any, request: Any) -> Any:
         return self._count(details, proceed(details, request))
@@ -200,6 +211,7 @@ def consume(
                 records[record.partition].append((record.offset, value))
         else:
             failures.append(f"gave up after {seconds + CONSUMER_DEADLINE_S} s at {next_offset}")
+    cluster.counter.wait_finished(timeout_s=10)
     cluster.close()
     out.write_text(
         json.dumps({"records": records, "failures": failures, "calls": _outcomes(cluster)})

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 
+import grpc
 import pytest
 
+from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
 from tierlog.client import Consumer, NoOffsetForPartitionError, Producer, TopicPartition
 from tierlog.client.consumer import ConsumerRecord
+from tierlog.storage.records import SimpleRecord, build_batch
 
 from .conftest import create_topic
 from .sidecars import LiveSidecar
@@ -119,20 +123,58 @@ def test_an_empty_poll_returns_after_its_timeout(sidecar: LiveSidecar) -> None:
         assert 0.25 < time.monotonic() - started < 3
 
 
-def test_the_next_fetch_is_on_its_way_before_the_records_are_handed_out(
-    sidecar: LiveSidecar,
-) -> None:
-    _fill(sidecar)  # batches of a few records
+def _produce_batches(sidecar: LiveSidecar, batches: int, per_batch: int) -> None:
+    """``batches`` batches of ``per_batch`` records each, sent as they are."""
+    create_topic(sidecar.address, "events")
+    with grpc.insecure_channel(sidecar.address) as channel:
+        stub = log_service_pb2_grpc.LogServiceStub(channel)
+        for b in range(batches):
+            records = [SimpleRecord(None, b"%d" % (b * per_batch + i)) for i in range(per_batch)]
+            stub.Produce(
+                log_service_pb2.ProduceRequest(topic="events", record_batches=build_batch(records))
+            )
+
+
+def test_the_stream_runs_ahead_of_the_records_handed_out(sidecar: LiveSidecar) -> None:
+    """Messages after the one being returned are already here: with the sidecar
+    stopped, the records of the next batches still come (one batch a message)."""
+    _produce_batches(sidecar, batches=3, per_batch=5)
     with _consumer(sidecar, max_partition_fetch_bytes=1, max_poll_records=1) as consumer:
         consumer.assign([TP])
         consumer.seek(TP, 0)
-        [first] = consumer.poll(1000)  # a fetch of one batch: records 0..n-1 buffered
-        prefetch = consumer._in_flight[TP]
-        batch_end = prefetch.offset
-        assert first.offset == 0 and batch_end > 1
-        assert [r.offset for r in _poll_until(consumer, batch_end - 1)] == list(range(1, batch_end))
-        records = _poll_until(consumer, 100 - batch_end)
-        assert [r.offset for r in records] == list(range(batch_end, 100))
+        [first] = consumer.poll(5000)
+        time.sleep(0.5)  # time for the next messages to come
+        sidecar.process.send_signal(signal.SIGSTOP)
+        try:
+            ahead = _poll_until(consumer, 9, timeout_s=3)
+        finally:
+            sidecar.process.send_signal(signal.SIGCONT)
+        rest = _poll_until(consumer, 15 - 1 - len(ahead))
+    assert first.offset == 0 and [r.offset for r in ahead] == list(range(1, 10))
+    assert [r.value for r in (first, *ahead, *rest)] == [b"%d" % i for i in range(15)]
+
+
+def test_a_stream_the_sidecar_stopped_answering_times_out_and_starts_again(
+    sidecar: LiveSidecar,
+) -> None:
+    """A quiet partition's stream still gets a message each fetch.max.wait.ms; none for
+    request.timeout.ms longer and the consumer drops it, then subscribes again."""
+    create_topic(sidecar.address, "events")
+    props = {"request_timeout_ms": 300, "fetch_max_wait_ms": 100, "auto_offset_reset": "earliest"}
+    with _consumer(sidecar, **props) as consumer:
+        consumer.assign([TP])
+        assert consumer.poll(1500) == []  # quiet, and the stream stays: it hears from the sidecar
+        quiet_stream = consumer._streams[TP]
+        sidecar.process.send_signal(signal.SIGSTOP)
+        try:
+            assert consumer.poll(2500) == []
+            assert TP not in consumer._streams  # timed out, not yet back
+        finally:
+            sidecar.process.send_signal(signal.SIGCONT)
+        with Producer({"bootstrap.servers": sidecar.address}) as producer:
+            producer.send("events", b"after").result(timeout=10)
+        assert [r.value for r in _poll_until(consumer, 1)] == [b"after"]
+        assert consumer._streams[TP] is not quiet_stream
 
 
 def test_records_are_named_tuples_of_the_fetched_fields(sidecar: LiveSidecar) -> None:

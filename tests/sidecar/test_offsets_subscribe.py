@@ -71,6 +71,38 @@ def test_subscribe_from_latest_sees_only_new_records(sidecar: Sidecar) -> None:
     assert first.high_watermark == 2
 
 
+def test_subscribe_messages_are_long_polls_and_a_quiet_one_still_comes(sidecar: Sidecar) -> None:
+    """With max_wait_ms each message waits that long for min_bytes, then goes out with
+    what there is, even nothing (the high watermark tells where the log ends)."""
+    sidecar.create_topic("polls")
+    request = log_service_pb2.SubscribeRequest(
+        topic="polls", offset=-2, max_wait_ms=300, min_bytes=1 << 20
+    )
+    stream = sidecar.log.Subscribe(request)
+    try:
+        started = time.monotonic()
+        quiet = next(stream)
+        assert 0.25 < time.monotonic() - started < 5
+        assert (quiet.record_batches, quiet.high_watermark) == (b"", 0)
+        _produce(sidecar, "polls", 1, 2)  # far below min_bytes: sent when the wait is over
+        carrying = next(stream)
+        while not carrying.record_batches:  # a wait that began before the produce
+            carrying = next(stream)
+    finally:
+        stream.cancel()
+    assert [h.base_offset for h in iter_batches(carrying.record_batches)] == [0]
+    assert carrying.high_watermark == 2
+
+
+@pytest.mark.parametrize("field", ["max_wait_ms", "min_bytes"])
+def test_subscribe_refuses_a_negative_wait_or_size(sidecar: Sidecar, field: str) -> None:
+    sidecar.create_topic("negative")
+    request = log_service_pb2.SubscribeRequest(topic="negative", offset=-2, **{field: -1})
+    with pytest.raises(grpc.RpcError) as refused:
+        next(sidecar.log.Subscribe(request))
+    assert reason_of(refused.value) == "INVALID_REQUEST"
+
+
 def test_list_offsets_earliest_latest_max_and_by_time(sidecar: Sidecar) -> None:
     sidecar.create_topic("times")
     assert _list(sidecar, "times", -1) == (0, -1)

@@ -1,4 +1,4 @@
-"""The consumer: assigned partitions, positions it keeps itself, ``poll`` over Fetch long polls.
+"""The consumer: assigned partitions, positions it keeps itself, ``poll`` over Subscribe streams.
 
 Kafka's ``KafkaConsumer`` with ``assign`` and ``seek`` (the sidecar has no group
 coordinator, so no committed offsets): ``subscribe(topic)`` assigns every partition
@@ -7,49 +7,46 @@ of a topic.  A partition without a position gets one from ``auto.offset.reset``
 ``NoOffsetForPartitionError``), and so does one whose position fell out of the log
 (``OFFSET_OUT_OF_RANGE``).
 
-``poll`` returns buffered records first; when none are buffered it sends one Fetch to
-the owner of each assigned partition at once, each a long poll of at most
-``fetch.max.wait.ms`` (or what is left of the poll's timeout) for
-``fetch.min.bytes``, and returns as soon as one of them brought records (asking again
-those that answered empty while its timeout lasts).  A fetch
-answers whole batches from the one holding the position: records before it are
-skipped, control batches (transaction markers) are skipped without being returned,
-and CRCs are checked when ``check.crcs`` says so.  Positions move as records are
-returned, so a seek discards what was buffered.
-
-Fetches are pipelined: as soon as a fetch brought batches, the next one for that
-partition (from after its last batch) is sent, before the records are even decoded,
-so it is on its way while this process decodes and the application works through the
-records; a fetch still in flight when a poll returns stays in flight for the next
-poll; a seek drops it.  The calls are blocking ones made on a pool of fetch threads
-(``MAX_FETCH_THREADS``): gRPC's future calls start a thread per call whenever none of
-the channel's calls is in flight, which with one partition is every fetch and costs
-milliseconds each.  Records are decoded straight from the fetched bytes into rows
-(``decode_record_rows``: runs of records laid out alike at C speed) and become
+Each assigned partition is read through a Subscribe stream from its position
+(``partition_stream``): the sidecar sends the next message, each a long poll of
+``fetch.max.wait.ms`` for ``fetch.min.bytes`` as a Fetch is, while this process
+decodes the last one, and a reader thread per partition holds at most
+``PREFETCH`` messages the consumer has not taken.  ``poll`` returns buffered records
+first; when none are buffered it decodes the next message that arrived, from any
+partition, waiting for one while its timeout lasts.  A message holds whole batches:
+records before the position are skipped, control batches (transaction markers) are
+skipped without being returned, and CRCs are checked when ``check.crcs`` says so.
+Positions move as records are returned; a seek discards what was buffered and starts
+the partition's stream again from there, as does a stream that failed (after
+``retry.backoff.ms``).  Records are decoded straight from the message's bytes into
+rows (``decode_record_rows``: runs of records laid out alike at C speed) and become
 ``ConsumerRecord`` tuples without a Python-level call.
 """
 
 from __future__ import annotations
 
 import functools
-import threading
+import queue
 import time
 from collections.abc import Iterable, Mapping
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import repeat
 from operator import add
 from typing import NamedTuple
 
-import grpc
-
 from tierlog.api.errors import NotLeaderOrFollowerError
 from tierlog.api.v1 import log_service_pb2
 from tierlog.client.cluster import Cluster, ClusterClient
 from tierlog.client.config import ConsumerConfig
-from tierlog.client.errors import NoOffsetForPartitionError, TierlogError, is_retriable, reason_of
+from tierlog.client.errors import (
+    NoOffsetForPartitionError,
+    RequestTimedOutError,
+    TierlogError,
+    is_retriable,
+    reason_of,
+)
+from tierlog.client.partition_stream import Arrival, PartitionStream
 from tierlog.client.producer_batch import TopicPartition
-from tierlog.client.rpc import error_from_rpc
 from tierlog.storage.errors import CorruptRecordError
 from tierlog.storage.records import (
     BatchHeader,
@@ -63,9 +60,10 @@ __all__ = ["Consumer", "ConsumerRecord", "OffsetAndTimestamp"]
 
 EARLIEST = -2
 LATEST = -1
-# Fetch calls running at once (each a long poll of one partition, at most
-# fetch.max.wait.ms); a consumer of more partitions queues the rest behind them.
-MAX_FETCH_THREADS = 32
+# How often a poll that waits looks for streams the sidecar stopped answering on.
+STALL_CHECK_S = 1.0
+# How long ``close`` waits for each stream's reader thread to end.
+CLOSE_WAIT_S = 5.0
 
 
 class ConsumerRecord(NamedTuple):
@@ -100,16 +98,18 @@ class Consumer(ClusterClient):
         self._timeout_s = self.config.request_timeout_ms / 1000
         self._positions: dict[TopicPartition, int | None] = {}
         self._buffers: dict[TopicPartition, _Buffered] = {}
-        self._in_flight: dict[TopicPartition, _InFlightFetch] = {}
-        self._fetch_threads: ThreadPoolExecutor | None = None
+        self._streams: dict[TopicPartition, PartitionStream] = {}
+        self._arrivals: queue.SimpleQueue[Arrival] = queue.SimpleQueue()
+        # When a partition whose stream failed or ended may have a new one.
+        self._retry_at: dict[TopicPartition, float] = {}
 
     # --- assignment and positions -----------------------------------------------------
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Consume exactly these partitions (positions of those kept are kept)."""
         wanted = [TopicPartition(*tp) for tp in partitions]
-        for tp in set(self._in_flight) - set(wanted):
-            self._drop_fetch(tp)
+        for tp in set(self._streams) - set(wanted):
+            self._drop_stream(tp)
         self._positions = {tp: self._positions.get(tp) for tp in wanted}
         self._buffers = {tp: self._buffers.get(tp, _Buffered()) for tp in wanted}
 
@@ -127,7 +127,7 @@ class Consumer(ClusterClient):
         self._check_assigned(tp)
         self._positions[tp] = offset
         self._buffers[tp] = _Buffered()
-        self._drop_fetch(tp)
+        self._drop_stream(tp)
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] = ()) -> None:
         for tp in list(partitions) or self.assignment():
@@ -191,7 +191,7 @@ class Consumer(ClusterClient):
         offset = self._list_offset(tp, EARLIEST if policy == "earliest" else LATEST).offset
         self._positions[tp] = offset
         self._buffers[tp] = _Buffered()
-        self._drop_fetch(tp)
+        self._drop_stream(tp)
         return offset
 
     # --- poll -------------------------------------------------------------------------
@@ -205,18 +205,19 @@ class Consumer(ClusterClient):
             records = self._take_buffered()
             if records:
                 return records
-            remaining_ms = int((deadline - time.monotonic()) * 1000)
-            self._fetch(max(0, min(self.config.fetch_max_wait_ms, remaining_ms)))
-            if remaining_ms <= 0:
-                return self._take_buffered()
+            self._open_streams()
+            arrival = self._next_arrival(deadline)
+            if arrival is None:
+                return []
+            self._take(arrival)
 
     def close(self) -> None:
-        for fetch in self._in_flight.values():
-            fetch.call.cancel()
-        self._in_flight.clear()
+        streams, self._streams = list(self._streams.values()), {}
+        for stream in streams:
+            stream.cancel()
         super().close()  # closing its channels ends the calls still running
-        if self._fetch_threads is not None:  # none outlives the consumer
-            self._fetch_threads.shutdown(wait=True, cancel_futures=True)
+        for stream in streams:  # none outlives the consumer
+            stream.cancel(wait_s=CLOSE_WAIT_S)
 
     def _take_buffered(self) -> list[ConsumerRecord]:
         taken: list[ConsumerRecord] = []
@@ -229,78 +230,89 @@ class Consumer(ClusterClient):
                 self._positions[tp] = chunk[-1].offset + 1
         return taken
 
-    def _drop_fetch(self, tp: TopicPartition) -> None:
-        fetch = self._in_flight.pop(tp, None)
-        if fetch is not None:
-            fetch.call.cancel()
+    # --- streams ----------------------------------------------------------------------
 
-    def _send_fetch(self, tp: TopicPartition, offset: int, max_wait_ms: int) -> None:
-        """A Fetch for ``tp`` from ``offset``, left in flight (``_in_flight``)."""
+    def _open_streams(self) -> None:
+        """A stream from its position for each assigned partition that has none (and is
+        not waiting out the back-off of one that failed)."""
+        now = time.monotonic()
+        for tp in self.assignment():
+            if tp not in self._streams and self._retry_at.get(tp, 0.0) <= now:
+                self._open_stream(tp)
+
+    def _open_stream(self, tp: TopicPartition) -> None:
         try:
             stub = self.cluster.log_stub(self.cluster.leader(tp))
         except TierlogError as error:
-            self._handle_fetch_error(tp, error)
+            self._stream_failed(tp, error)
             return
-        request = log_service_pb2.FetchRequest(
+        request = log_service_pb2.SubscribeRequest(
             topic=tp.topic,
             partition=tp.partition,
-            offset=offset,
+            offset=self.position(tp),
             max_bytes=min(self.config.max_partition_fetch_bytes, self.config.fetch_max_bytes),
-            max_wait_ms=max_wait_ms,
+            max_wait_ms=self.config.fetch_max_wait_ms,
             min_bytes=self.config.fetch_min_bytes,
         )
-        call = self._fetcher().submit(
-            stub.Fetch, request, timeout=self._timeout_s + max_wait_ms / 1000
-        )
-        self._in_flight[tp] = _InFlightFetch(offset, call)
+        self._streams[tp] = PartitionStream(tp, stub, request, self._arrivals)
 
-    def _fetcher(self) -> ThreadPoolExecutor:
-        """The threads that make the Fetch calls (started on first use)."""
-        if self._fetch_threads is None:
-            self._fetch_threads = ThreadPoolExecutor(
-                MAX_FETCH_THREADS, thread_name_prefix="tierlog-consumer-fetch"
-            )
-        return self._fetch_threads
+    def _drop_stream(self, tp: TopicPartition) -> None:
+        stream = self._streams.pop(tp, None)
+        if stream is not None:
+            stream.cancel()
 
-    def _fetch(self, max_wait_ms: int) -> None:
-        """A Fetch in flight for each assigned partition with nothing buffered (sent now
-        unless one is on its way already), waited for until one answers or
-        ``max_wait_ms`` (and the request timeout) passed."""
-        sent_now = False
-        for tp, buffered in self._buffers.items():
-            if not buffered and tp not in self._in_flight:
-                self._send_fetch(tp, self.position(tp), max_wait_ms)
-                sent_now = True
-        waiting = [
-            (tp, fetch)
-            for tp, fetch in self._in_flight.items()
-            if not self._buffers[tp]  # a prefetch for a partition with records waits
-        ]
-        if not waiting:
-            return
-        # Back at the first answer: if it brought nothing, ``poll`` asks again for the
-        # rest of its time.  (Not peeking at ``record_batches`` here: every read of a
-        # bytes field copies it.)
-        arrived = threading.Event()
-        for _tp, fetch in waiting:
-            fetch.call.add_done_callback(lambda _call: arrived.set())
-        # A fetch sent now may take its whole long poll and the round trip; one already
-        # in flight is not waited for beyond what this poll has left.
-        arrived.wait(max_wait_ms / 1000 + (self._timeout_s if sent_now else 0.0))
-        for tp, fetch in waiting:
-            if not fetch.call.done():
-                continue  # still on its way: the next poll takes it
-            del self._in_flight[tp]
+    def _next_arrival(self, deadline: float) -> Arrival | None:
+        """The next message (or end) of a stream, waited for until ``deadline``; streams
+        the sidecar stopped answering on are cancelled meanwhile."""
+        while True:
+            wait_s = min(deadline - time.monotonic(), STALL_CHECK_S)
             try:
-                response = fetch.call.result()
-            except CancelledError:
-                continue
-            except grpc.RpcError as rpc_error:
-                self._handle_fetch_error(tp, error_from_rpc(rpc_error))
-                continue
-            self._take(tp, fetch.offset, response.record_batches)
+                if wait_s <= 0:
+                    return self._arrivals.get_nowait()
+                return self._arrivals.get(timeout=wait_s)
+            except queue.Empty:
+                self._cancel_stalled()
+                if wait_s < STALL_CHECK_S:
+                    return None
 
-    def _handle_fetch_error(self, tp: TopicPartition, error: TierlogError) -> None:
+    def _cancel_stalled(self) -> None:
+        """Each message is due within ``fetch.max.wait.ms`` (an empty one if need be), so
+        one not there ``request.timeout.ms`` later will not come: as a Fetch would, the
+        stream times out.  (With ``fetch.max.wait.ms`` 0 a quiet stream sends nothing.)"""
+        if not self.config.fetch_max_wait_ms:
+            return
+        limit_s = self._timeout_s + self.config.fetch_max_wait_ms / 1000
+        for tp, stream in list(self._streams.items()):
+            if stream.stalled(limit_s):
+                self._drop_stream(tp)
+                self._stream_failed(
+                    tp, RequestTimedOutError(f"{tp}: no message from the sidecar in {limit_s} s")
+                )
+
+    def _take(self, arrival: Arrival) -> None:
+        """Buffer the records of a stream's message (or see to the stream's end)."""
+        stream = arrival.stream
+        tp = stream.tp
+        if self._streams.get(tp) is not stream:
+            return  # from a stream a seek or a new assignment dropped
+        if arrival.message is None:
+            del self._streams[tp]
+            if arrival.error is None:  # the sidecar shut down: subscribe again
+                self._retry_at[tp] = time.monotonic() + self.config.retry_backoff_ms / 1000
+            else:
+                self._stream_failed(tp, arrival.error)
+            return
+        stream.release()  # the reader may take the next message while this one is decoded
+        data = arrival.message.record_batches  # (each read of a bytes field copies it)
+        try:
+            self._buffer(tp, self.position(tp), data, list(iter_batches(data)))
+        except BaseException:
+            self._drop_stream(tp)  # the next poll reads from the position again
+            raise
+
+    def _stream_failed(self, tp: TopicPartition, error: TierlogError) -> None:
+        """Act on a stream's error as Kafka's consumer does on a fetch's."""
+        self._retry_at[tp] = time.monotonic() + self.config.retry_backoff_ms / 1000
         reason = reason_of(error)
         if isinstance(error, NotLeaderOrFollowerError):
             self.cluster.moved(tp, error.leader_address)
@@ -311,23 +323,6 @@ class Consumer(ClusterClient):
             self.cluster.invalidate(tp.topic)
         else:
             raise error
-
-    def _take(self, tp: TopicPartition, position: int, data: bytes) -> None:
-        """Buffer a fetch's records, with the next fetch already on its way.
-
-        Pipelining: the next fetch is sent from after the last batch (its headers are
-        cheap to walk) *before* the records are decoded, so the sidecar reads and sends
-        it while this process decodes; neither waits for the other.  A fetch that
-        fails its checks drops that prefetch, as the position stays where it was.
-        """
-        batches = list(iter_batches(data))
-        if batches and batches[-1].next_offset > position:
-            self._send_fetch(tp, batches[-1].next_offset, self.config.fetch_max_wait_ms)
-        try:
-            self._buffer(tp, position, data, batches)
-        except BaseException:
-            self._drop_fetch(tp)
-            raise
 
     def _buffer(
         self, tp: TopicPartition, position: int, data: bytes, batches: list[BatchHeader]
@@ -356,12 +351,6 @@ class Consumer(ClusterClient):
 
 # ``ConsumerRecord`` from a (topic, partition, *row) tuple, without a Python-level call.
 _new_record = functools.partial(tuple.__new__, ConsumerRecord)
-
-
-@dataclass
-class _InFlightFetch:
-    offset: int
-    call: Future[log_service_pb2.FetchResponse]
 
 
 class _Buffered:

@@ -2,9 +2,10 @@
 
 Produce appends the producer's v2 batches as they came (or one batch the server
 builds from plain records); Fetch returns whole batches and long-polls on the
-partition's append event; Subscribe tails a partition on the same events. Offsets
-below the local log start come from the remote tier (``tiered_reads``), so Fetch,
-ListOffsets and Subscribe cross the boundary without the client noticing;
+partition's append event; Subscribe tails a partition on the same events, each of
+its messages such a long poll. Offsets below the local log start come from the
+remote tier (``tiered_reads``), so Fetch, ListOffsets and Subscribe cross the
+boundary without the client noticing;
 InitProducerId hands out producer ids (``producer_ids``) for idempotent produce. Storage
 calls that can block (reads, fsyncs by policy, the tier) run in a thread; the event
 loop parses requests, routes and waits.  The one exception is an append that cannot
@@ -187,21 +188,16 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
     async def Fetch(  # type: ignore[override]  # answered in wire format: see fetch_wire
         self, request: log_service_pb2.FetchRequest, context: _Context
     ) -> FetchAnswer:
-        if request.max_wait_ms < 0 or request.min_bytes < 0:
-            raise InvalidRequestError("max_wait_ms and min_bytes cannot be negative")
+        _check_long_poll(request.max_wait_ms, request.min_bytes)
         tp, partition_log = self.partitions.log(request.topic, request.partition)
-        max_bytes = self._max_bytes(request.max_bytes)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + _long_poll_s(request.max_wait_ms, context.time_remaining())
-        while True:
-            appended = self.watch.event(tp)
-            read = await asyncio.to_thread(self._read, tp, partition_log, request.offset, max_bytes)
-            remaining_s = deadline - loop.time()
-            if len(read.records) >= max(request.min_bytes, 1) or remaining_s <= 0:
-                break
-            if self.watch.closed:
-                break
-            await self.watch.wait(appended, remaining_s)
+        read = await self._long_poll(
+            tp,
+            partition_log,
+            request.offset,
+            self._max_bytes(request.max_bytes),
+            request.min_bytes,
+            _long_poll_s(request.max_wait_ms, context.time_remaining()),
+        )
         _report_record_bytes(tp.topic, len(read.records))
         return FetchAnswer(read.records, read.log_end_offset, read.log_start_offset)
 
@@ -209,8 +205,11 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
     async def Subscribe(
         self, request: log_service_pb2.SubscribeRequest, context: _Context
     ) -> AsyncIterator[log_service_pb2.SubscribeResponse]:
+        _check_long_poll(request.max_wait_ms, request.min_bytes)
         tp, partition_log = self.partitions.log(request.topic, request.partition)
         max_bytes = self._max_bytes(request.max_bytes)
+        # Without max_wait_ms a message waits for batches as long as it takes.
+        wait_s = _long_poll_s(request.max_wait_ms, None) if request.max_wait_ms else None
         offset = request.offset
         if offset == EARLIEST_TIMESTAMP:
             offset = partition_log.log_start_offset
@@ -219,18 +218,42 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         elif offset < 0:
             raise OffsetOutOfRangeError(f"offset {offset}: use -2 (earliest) or -1 (latest)")
         while not self.watch.closed:
-            appended = self.watch.event(tp)
-            read = await asyncio.to_thread(self._read, tp, partition_log, offset, max_bytes)
-            if not read.records:
-                await self.watch.wait(appended, None)
+            read = await self._long_poll(
+                tp, partition_log, offset, max_bytes, request.min_bytes, wait_s
+            )
+            if read.records:
+                offset = _next_offset(read)
+            elif wait_s is None or self.watch.closed:
                 continue
-            offset = _next_offset(read)
             _report_record_bytes(tp.topic, len(read.records))
             yield log_service_pb2.SubscribeResponse(
                 record_batches=read.records,
                 high_watermark=read.log_end_offset,
                 log_start_offset=read.log_start_offset,
             )
+
+    async def _long_poll(
+        self,
+        tp: TopicPartition,
+        partition_log: Log,
+        offset: int,
+        max_bytes: int,
+        min_bytes: int,
+        wait_s: float | None,
+    ) -> LogRead:
+        """The batches from ``offset`` once they are ``min_bytes`` (at least one byte),
+        woken by appends; or what there is when ``wait_s`` passed (None: no limit) or the
+        sidecar shuts down."""
+        loop = asyncio.get_running_loop()
+        deadline = None if wait_s is None else loop.time() + wait_s
+        while True:
+            appended = self.watch.event(tp)
+            read = await asyncio.to_thread(self._read, tp, partition_log, offset, max_bytes)
+            remaining_s = None if deadline is None else deadline - loop.time()
+            timed_out = remaining_s is not None and remaining_s <= 0
+            if len(read.records) >= max(min_bytes, 1) or timed_out or self.watch.closed:
+                return read
+            await self.watch.wait(appended, remaining_s)
 
     def _read(self, tp: TopicPartition, partition_log: Log, offset: int, max_bytes: int) -> LogRead:
         """Blocking (local files or the tier's GETs): called in a thread."""
@@ -330,8 +353,13 @@ def _next_offset(read: LogRead) -> int:
     return last.next_offset
 
 
+def _check_long_poll(max_wait_ms: int, min_bytes: int) -> None:
+    if max_wait_ms < 0 or min_bytes < 0:
+        raise InvalidRequestError("max_wait_ms and min_bytes cannot be negative")
+
+
 def _long_poll_s(max_wait_ms: int, time_remaining_s: float | None) -> float:
-    """How long a Fetch may wait for data: ``max_wait_ms`` (at most ``MAX_WAIT_MS``), cut
+    """How long a Fetch (or a Subscribe message) may wait for data: ``max_wait_ms`` (at most ``MAX_WAIT_MS``), cut
     short of the call's deadline so the answer arrives before the caller gives up."""
     wait_s = min(max_wait_ms, MAX_WAIT_MS) / 1000
     if time_remaining_s is None:

@@ -266,12 +266,21 @@ class SubscribeRequest(_message.Message):
     PARTITION_FIELD_NUMBER: _builtins.int
     OFFSET_FIELD_NUMBER: _builtins.int
     MAX_BYTES_FIELD_NUMBER: _builtins.int
+    MAX_WAIT_MS_FIELD_NUMBER: _builtins.int
+    MIN_BYTES_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     partition: _builtins.int
     offset: _builtins.int
     """First offset to send; -2 the log start, -1 the log end (only new records)."""
     max_bytes: _builtins.int
     """Upper bound of each message's batches (0: the server's limit)."""
+    max_wait_ms: _builtins.int
+    """Each message waits, as a Fetch does, up to max_wait_ms (capped at 60 s) for
+    min_bytes of batches. With max_wait_ms above 0 a message also goes out when that
+    time passed with none: a quiet partition's stream still shows it is alive and
+    where the high watermark is. 0: a message goes out only with batches in it.
+    """
+    min_bytes: _builtins.int
     def __init__(
         self,
         *,
@@ -279,10 +288,12 @@ class SubscribeRequest(_message.Message):
         partition: _builtins.int = ...,
         offset: _builtins.int = ...,
         max_bytes: _builtins.int = ...,
+        max_wait_ms: _builtins.int = ...,
+        min_bytes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_bytes", b"max_bytes", "offset", b"offset", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_bytes", b"max_bytes", "max_wait_ms", b"max_wait_ms", "min_bytes", b"min_bytes", "offset", b"offset", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -99,7 +99,8 @@ class LogServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Subscribe(self, request, context):
-        """Tail a partition: whole batches from an offset, then each append as it lands.
+        """Tail a partition: whole batches from an offset, then each append as it lands
+        (the consumer's way to read: the next message is on its way while one is read).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

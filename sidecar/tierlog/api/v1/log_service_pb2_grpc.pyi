@@ -46,7 +46,9 @@ class LogServiceStub:
     Fetch: _grpc.UnaryUnaryMultiCallable[_log_service_pb2.FetchRequest, _log_service_pb2.FetchResponse]
     """Whole batches from an offset; waits up to max_wait_ms for min_bytes (long poll)."""
     Subscribe: _grpc.UnaryStreamMultiCallable[_log_service_pb2.SubscribeRequest, _log_service_pb2.SubscribeResponse]
-    """Tail a partition: whole batches from an offset, then each append as it lands."""
+    """Tail a partition: whole batches from an offset, then each append as it lands
+    (the consumer's way to read: the next message is on its way while one is read).
+    """
     ListOffsets: _grpc.UnaryUnaryMultiCallable[_log_service_pb2.ListOffsetsRequest, _log_service_pb2.ListOffsetsResponse]
     """Kafka's ListOffsets for one partition."""
     DeleteRecords: _grpc.UnaryUnaryMultiCallable[_log_service_pb2.DeleteRecordsRequest, _log_service_pb2.DeleteRecordsResponse]
@@ -69,7 +71,9 @@ class LogServiceAsyncStub(LogServiceStub):
     Fetch: _aio.UnaryUnaryMultiCallable[_log_service_pb2.FetchRequest, _log_service_pb2.FetchResponse]  # type: ignore[assignment]
     """Whole batches from an offset; waits up to max_wait_ms for min_bytes (long poll)."""
     Subscribe: _aio.UnaryStreamMultiCallable[_log_service_pb2.SubscribeRequest, _log_service_pb2.SubscribeResponse]  # type: ignore[assignment]
-    """Tail a partition: whole batches from an offset, then each append as it lands."""
+    """Tail a partition: whole batches from an offset, then each append as it lands
+    (the consumer's way to read: the next message is on its way while one is read).
+    """
     ListOffsets: _aio.UnaryUnaryMultiCallable[_log_service_pb2.ListOffsetsRequest, _log_service_pb2.ListOffsetsResponse]  # type: ignore[assignment]
     """Kafka's ListOffsets for one partition."""
     DeleteRecords: _aio.UnaryUnaryMultiCallable[_log_service_pb2.DeleteRecordsRequest, _log_service_pb2.DeleteRecordsResponse]  # type: ignore[assignment]
@@ -113,7 +117,9 @@ class LogServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _log_service_pb2.SubscribeRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_log_service_pb2.SubscribeResponse], _abc.AsyncIterator[_log_service_pb2.SubscribeResponse]]:
-        """Tail a partition: whole batches from an offset, then each append as it lands."""
+        """Tail a partition: whole batches from an offset, then each append as it lands
+        (the consumer's way to read: the next message is on its way while one is read).
+        """
 
     @_abc_1.abstractmethod
     def ListOffsets(
