@@ -1,4 +1,5 @@
-"""Fetch answers written by hand are the FetchResponse the generated class reads."""
+"""Fetch answers written by hand are the FetchResponse (and SubscribeResponse) the
+generated classes read."""
 
 from __future__ import annotations
 
@@ -26,3 +27,5 @@ def test_an_answer_parses_as_the_fetch_response_it_stands_for(
         record_batches=batches, high_watermark=high_watermark, log_start_offset=log_start_offset
     )
     assert encoded == expected.SerializeToString()
+    as_message = log_service_pb2.SubscribeResponse.FromString(encoded)
+    assert as_message.SerializeToString() == encoded

@@ -202,9 +202,9 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         return FetchAnswer(read.records, read.log_end_offset, read.log_start_offset)
 
     @at_the_edge
-    async def Subscribe(
+    async def Subscribe(  # type: ignore[override]  # answered in wire format: see fetch_wire
         self, request: log_service_pb2.SubscribeRequest, context: _Context
-    ) -> AsyncIterator[log_service_pb2.SubscribeResponse]:
+    ) -> AsyncIterator[FetchAnswer]:
         _check_long_poll(request.max_wait_ms, request.min_bytes)
         tp, partition_log = self.partitions.log(request.topic, request.partition)
         max_bytes = self._max_bytes(request.max_bytes)
@@ -226,11 +226,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             elif wait_s is None or self.watch.closed:
                 continue
             _report_record_bytes(tp.topic, len(read.records))
-            yield log_service_pb2.SubscribeResponse(
-                record_batches=read.records,
-                high_watermark=read.log_end_offset,
-                log_start_offset=read.log_start_offset,
-            )
+            yield FetchAnswer(read.records, read.log_end_offset, read.log_start_offset)
 
     async def _long_poll(
         self,
@@ -359,8 +355,9 @@ def _check_long_poll(max_wait_ms: int, min_bytes: int) -> None:
 
 
 def _long_poll_s(max_wait_ms: int, time_remaining_s: float | None) -> float:
-    """How long a Fetch (or a Subscribe message) may wait for data: ``max_wait_ms`` (at most ``MAX_WAIT_MS``), cut
-    short of the call's deadline so the answer arrives before the caller gives up."""
+    """How long a Fetch (or a Subscribe message) may wait for data: ``max_wait_ms`` (at
+    most ``MAX_WAIT_MS``), cut short of the call's deadline so the answer arrives before
+    the caller gives up."""
     wait_s = min(max_wait_ms, MAX_WAIT_MS) / 1000
     if time_remaining_s is None:
         return wait_s
