@@ -14,8 +14,8 @@ from tierlog.client import Consumer, NoOffsetForPartitionError, Producer, TopicP
 from tierlog.client.consumer import ConsumerRecord
 from tierlog.storage.records import SimpleRecord, build_batch
 
-from .conftest import create_topic
-from .sidecars import LiveSidecar
+from .conftest import SidecarStarter, create_topic
+from .sidecars import LiveSidecar, TcpProxy, free_port
 
 TP = TopicPartition("events", 0)
 BASE_MS = 1_700_000_000_000
@@ -191,6 +191,39 @@ def test_the_consumer_goes_on_from_its_position_across_a_sidecar_restart(
         sidecar.start()
         after = _poll_until(consumer, 20 - len(before), timeout_s=20)
     assert [r.offset for r in before + after] == list(range(20))
+
+
+def test_a_broken_stream_is_opened_again_within_one_long_poll(sidecars: SidecarStarter) -> None:
+    """The connection drops while a poll waits: the stream fails, and after
+    retry.backoff.ms the same poll subscribes again and returns the next record."""
+    # The client reaches the sidecar only through the proxy (advertised as the owner).
+    proxy_port = free_port()
+    sidecar = sidecars("data", f"advertised.listeners=127.0.0.1:{proxy_port}")
+    _produce_batches(sidecar, batches=1, per_batch=1)
+    proxy = TcpProxy(sidecar.address, proxy_port)
+    try:
+        with Consumer({"bootstrap.servers": proxy.address}) as consumer:
+            consumer.assign([TP])
+            consumer.seek(TP, 0)
+            assert [r.offset for r in _poll_until(consumer, 1)] == [0]
+
+            def cut_then_produce() -> None:
+                time.sleep(0.3)
+                proxy.cut()
+                time.sleep(0.5)
+                with Producer({"bootstrap.servers": sidecar.address}) as producer:
+                    producer.send("events", b"after the cut").result(timeout=10)
+
+            thread = threading.Thread(target=cut_then_produce)
+            started = time.monotonic()
+            thread.start()
+            records = consumer.poll(20_000)
+            waited = time.monotonic() - started
+            thread.join()
+    finally:
+        proxy.close()
+    assert [(r.offset, r.value) for r in records] == [(1, b"after the cut")]
+    assert waited < 10
 
 
 def test_records_are_named_tuples_of_the_fetched_fields(sidecar: LiveSidecar) -> None:

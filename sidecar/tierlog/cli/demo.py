@@ -45,6 +45,8 @@ PARTITION = TopicPartition(TOPIC, 0)
 TOPIC_CONFIGS = {"segment.bytes": "65536", "index.interval.bytes": "1024"}
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 RECORDS_PER_CODEC = 800
+# How long the metrics step waits for the closed consumer's stream to be counted.
+STREAM_END_WAIT_S = 5.0
 ITEMS = ("espresso", "croissant", "bagel", "matcha", "scone", "cortado", "muffin", "chai")
 
 Say = Callable[[str], None]
@@ -354,6 +356,14 @@ def _lookups_by_timestamp(
 def _show_metrics(sidecar: LocalSidecar, end_offset: int, segments: list[Path], say: Say) -> None:
     say(f"8. Metrics scraped from http://{sidecar.metrics_address}/metrics")
     exposition = sidecar.scrape()
+    # A stream is counted as it ends, and the closed consumer's cancel reaches the
+    # sidecar a moment after ``close`` returned.
+    deadline = time.monotonic() + STREAM_END_WAIT_S
+    while time.monotonic() < deadline and not metric_value(
+        exposition, "tierlog_requests_total", method="Subscribe", code="CANCELLED"
+    ):
+        time.sleep(0.05)
+        exposition = sidecar.scrape()
     for service, method, code in (
         ("AdminService", "CreateTopics", "OK"),
         ("LogService", "ProduceStream", "OK"),

@@ -26,6 +26,7 @@ rows (``decode_record_rows``: runs of records laid out alike at C speed) and bec
 from __future__ import annotations
 
 import functools
+import math
 import queue
 import time
 from collections.abc import Iterable, Mapping
@@ -206,10 +207,12 @@ class Consumer(ClusterClient):
             if records:
                 return records
             self._open_streams()
-            arrival = self._next_arrival(deadline)
-            if arrival is None:
+            # Back by the end of a failed stream's back-off, to open it again.
+            arrival = self._next_arrival(min(deadline, self._next_retry()))
+            if arrival is not None:
+                self._take(arrival)
+            elif time.monotonic() >= deadline:
                 return []
-            self._take(arrival)
 
     def close(self) -> None:
         streams, self._streams = list(self._streams.values()), {}
@@ -256,16 +259,23 @@ class Consumer(ClusterClient):
         )
         self._streams[tp] = PartitionStream(tp, stub, request, self._arrivals)
 
+    def _next_retry(self) -> float:
+        """When the first partition without a stream may have one again (inf: none)."""
+        waiting = [
+            self._retry_at.get(tp, 0.0) for tp in self.assignment() if tp not in self._streams
+        ]
+        return min(waiting, default=math.inf)
+
     def _drop_stream(self, tp: TopicPartition) -> None:
         stream = self._streams.pop(tp, None)
         if stream is not None:
             stream.cancel()
 
-    def _next_arrival(self, deadline: float) -> Arrival | None:
-        """The next message (or end) of a stream, waited for until ``deadline``; streams
-        the sidecar stopped answering on are cancelled meanwhile."""
+    def _next_arrival(self, until: float) -> Arrival | None:
+        """The next message (or end) of a stream, waited for until ``until``; streams the
+        sidecar stopped answering on are cancelled meanwhile."""
         while True:
-            wait_s = min(deadline - time.monotonic(), STALL_CHECK_S)
+            wait_s = min(until - time.monotonic(), STALL_CHECK_S)
             try:
                 if wait_s <= 0:
                     return self._arrivals.get_nowait()
