@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Callable
 
 import grpc
 import pytest
@@ -33,6 +34,20 @@ def _consumer(sidecar: LiveSidecar, **props: object) -> Consumer:
     config: dict[str, object] = {"bootstrap.servers": sidecar.address}
     config.update({key.replace("_", "."): value for key, value in props.items()})
     return Consumer(config)
+
+
+def _poll_during(
+    consumer: Consumer, meanwhile: Callable[[], None], timeout_ms: int
+) -> tuple[list[ConsumerRecord], float]:
+    """One ``poll(timeout_ms)`` while ``meanwhile`` runs in a thread; its records and the
+    seconds it took."""
+    thread = threading.Thread(target=meanwhile)
+    started = time.monotonic()
+    thread.start()
+    records = consumer.poll(timeout_ms)
+    waited = time.monotonic() - started
+    thread.join()
+    return records, waited
 
 
 def _poll_until(consumer: Consumer, count: int, timeout_s: float = 10) -> list[ConsumerRecord]:
@@ -104,12 +119,7 @@ def test_poll_long_polls_and_wakes_on_a_produce(sidecar: LiveSidecar) -> None:
             with Producer({"bootstrap.servers": sidecar.address}) as producer:
                 producer.send("events", b"late", partition=1).result(timeout=10)
 
-        thread = threading.Thread(target=produce_later)
-        started = time.monotonic()
-        thread.start()
-        records = consumer.poll(10_000)
-        waited = time.monotonic() - started
-        thread.join()
+        records, waited = _poll_during(consumer, produce_later, 10_000)
     assert [(r.partition, r.value) for r in records] == [(1, b"late")]
     assert 0.25 < waited < 5
 
@@ -214,12 +224,7 @@ def test_a_broken_stream_is_opened_again_within_one_long_poll(sidecars: SidecarS
                 with Producer({"bootstrap.servers": sidecar.address}) as producer:
                     producer.send("events", b"after the cut").result(timeout=10)
 
-            thread = threading.Thread(target=cut_then_produce)
-            started = time.monotonic()
-            thread.start()
-            records = consumer.poll(20_000)
-            waited = time.monotonic() - started
-            thread.join()
+            records, waited = _poll_during(consumer, cut_then_produce, 20_000)
     finally:
         proxy.close()
     assert [(r.offset, r.value) for r in records] == [(1, b"after the cut")]
