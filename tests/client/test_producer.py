@@ -281,10 +281,13 @@ def test_full_batches_of_a_partition_share_a_request_and_each_record_gets_its_of
         "linger.ms": 60_000,
     }
     with Producer(config) as producer:
-        futures = {
-            b"v%04d" % i: producer.send("grouped", b"v%04d" % i, partition=i % 2)
-            for i in range(1000)
-        }
+        # Appended while the sender is held off (it drains under the producer's lock),
+        # so full batches wait together rather than leave one by one as they fill.
+        with producer._lock:
+            futures = {
+                b"v%04d" % i: producer.send("grouped", b"v%04d" % i, partition=i % 2)
+                for i in range(1000)
+            }
         producer.flush()
         sent = {value: (f.result().partition, f.result().offset) for value, f in futures.items()}
     assert max(sizes) > 1 and sum(sizes) > len(sizes)
