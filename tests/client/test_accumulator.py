@@ -243,14 +243,20 @@ def test_a_record_larger_than_max_request_size_is_refused(clock: FakeClock) -> N
     assert "max.request.size" in str(raised.value)
 
 
+def _fill_partitions(acc: RecordAccumulator, count: int, records_each: int) -> list[TopicPartition]:
+    """Topic ``t``'s ``count`` partitions, each given ``records_each`` records."""
+    partitions = [TopicPartition("t", p) for p in range(count)]
+    for tp in partitions:
+        for n in range(records_each):
+            appended(add(acc, "t", record(n), num_partitions=count, partition=tp.partition))
+    return partitions
+
+
 def test_one_drain_takes_one_batch_per_partition_within_max_request_size(
     clock: FakeClock,
 ) -> None:
     acc, _ = producer(clock, {"batch.size": 3000, "linger.ms": 0})
-    partitions = [TopicPartition("t", p) for p in range(6)]
-    for tp in partitions:
-        for n in range(40):
-            appended(add(acc, "t", record(n), num_partitions=6, partition=tp.partition))
+    partitions = _fill_partitions(acc, 6, records_each=40)
     drained = acc.drain(partitions, max_request_size=7000)
     assert len({b.topic_partition for b in drained}) == len(drained) == 2
     assert sum(len(b.close()) for b in drained) <= 7000
@@ -265,10 +271,7 @@ def test_a_drain_takes_a_partitions_full_batches_together_within_max_request_siz
     clock: FakeClock,
 ) -> None:
     acc, _ = producer(clock, {"batch.size": 3000, "linger.ms": 1000})
-    partitions = [TopicPartition("t", p) for p in range(2)]
-    for tp in partitions:
-        for n in range(100):  # 3 full batches of 26 and an open one each
-            appended(add(acc, "t", record(n), num_partitions=2, partition=tp.partition))
+    partitions = _fill_partitions(acc, 2, records_each=100)  # 3 full batches of 26, 1 open
     drained = acc.drain(partitions, max_request_size=100_000, batches_per_partition=100)
     order = [batch.topic_partition for batch in drained]
     assert order == sorted(order, key=order.index)  # a partition's batches together

@@ -61,7 +61,8 @@ def test_the_reader_holds_prefetch_messages_until_they_are_taken(
         stream.release()
         after = arrivals.get(timeout=10)
     finally:
-        stream.cancel(wait_s=5)
+        stream.cancel()
+        stream.join(5)
     assert [_base_offset(a) for a in (*held, after)] == list(range(PREFETCH + 1))
 
 
@@ -71,7 +72,8 @@ def test_a_cancelled_stream_puts_nothing_more_and_its_reader_ends(
     arrivals: queue.SimpleQueue[Arrival] = queue.SimpleQueue()
     stream = _subscribe(stub, arrivals)
     first = arrivals.get(timeout=10)
-    stream.cancel(wait_s=5)
+    stream.cancel()
+    stream.join(5)
     for _ in range(BATCHES):
         stream.release()
     time.sleep(0.3)
@@ -107,4 +109,5 @@ def test_a_quiet_stream_is_stalled_only_past_its_limit(
         assert stream.stalled(0.2)
         assert not stream.stalled(30)
     finally:
-        stream.cancel(wait_s=5)
+        stream.cancel()
+        stream.join(5)

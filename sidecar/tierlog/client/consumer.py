@@ -206,9 +206,9 @@ class Consumer(ClusterClient):
             records = self._take_buffered()
             if records:
                 return records
-            self._open_streams()
+            next_retry = self._open_streams()
             # Back by the end of a failed stream's back-off, to open it again.
-            arrival = self._next_arrival(min(deadline, self._next_retry()))
+            arrival = self._next_arrival(min(deadline, next_retry))
             if arrival is not None:
                 self._take(arrival)
             elif time.monotonic() >= deadline:
@@ -220,7 +220,7 @@ class Consumer(ClusterClient):
             stream.cancel()
         super().close()  # closing its channels ends the calls still running
         for stream in streams:  # none outlives the consumer
-            stream.cancel(wait_s=CLOSE_WAIT_S)
+            stream.join(CLOSE_WAIT_S)
 
     def _take_buffered(self) -> list[ConsumerRecord]:
         taken: list[ConsumerRecord] = []
@@ -235,13 +235,20 @@ class Consumer(ClusterClient):
 
     # --- streams ----------------------------------------------------------------------
 
-    def _open_streams(self) -> None:
-        """A stream from its position for each assigned partition that has none (and is
-        not waiting out the back-off of one that failed)."""
+    def _open_streams(self) -> float:
+        """A stream from its position for each assigned partition that has none and is
+        not waiting out the back-off of one that failed; when the first still without
+        one may have it (inf: none)."""
+        if len(self._streams) == len(self._positions):  # the common case: all open
+            return math.inf
         now = time.monotonic()
+        next_retry = math.inf
         for tp in self.assignment():
             if tp not in self._streams and self._retry_at.get(tp, 0.0) <= now:
                 self._open_stream(tp)
+            if tp not in self._streams:  # backing off, or failed to open just now
+                next_retry = min(next_retry, self._retry_at.get(tp, 0.0))
+        return next_retry
 
     def _open_stream(self, tp: TopicPartition) -> None:
         try:
@@ -258,13 +265,6 @@ class Consumer(ClusterClient):
             min_bytes=self.config.fetch_min_bytes,
         )
         self._streams[tp] = PartitionStream(tp, stub, request, self._arrivals)
-
-    def _next_retry(self) -> float:
-        """When the first partition without a stream may have one again (inf: none)."""
-        waiting = [
-            self._retry_at.get(tp, 0.0) for tp in self.assignment() if tp not in self._streams
-        ]
-        return min(waiting, default=math.inf)
 
     def _drop_stream(self, tp: TopicPartition) -> None:
         stream = self._streams.pop(tp, None)

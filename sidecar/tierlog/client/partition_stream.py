@@ -56,7 +56,6 @@ class PartitionStream:
         arrivals: queue.SimpleQueue[Arrival],
     ) -> None:
         self.tp = tp
-        self.offset = request.offset  # where the stream began
         self._arrivals = arrivals
         self._call = stub.Subscribe(request)
         self._credits = threading.Semaphore(PREFETCH)
@@ -77,13 +76,15 @@ class PartitionStream:
         since = self._waiting_since
         return since is not None and time.monotonic() - since > limit_s
 
-    def cancel(self, wait_s: float = 0.0) -> None:
-        """End the call; the reader puts nothing more (waited for up to ``wait_s``)."""
+    def cancel(self) -> None:
+        """End the call; the reader puts nothing more."""
         self._cancelled.set()
         self._call.cancel()
         self._credits.release()  # a reader waiting for room wakes to see the end
-        if wait_s:
-            self._reader.join(wait_s)
+
+    def join(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for the reader thread of a cancelled stream to end."""
+        self._reader.join(timeout_s)
 
     def _read(self) -> None:
         try:
