@@ -14,8 +14,8 @@ an epoch bump restamps a stamped batch (``reset_producer_state``).
 
 Sizes are estimated as Kafka's ``MemoryRecordsBuilder`` does: records are counted at
 their exact encoded size, and for a compressed batch the records part is scaled by the
-producer's running compression ratio (see ``CompressionRatioEstimator``) and a 5%
-safety factor.
+producer's compression ratio as it stood when the batch opened (see
+``CompressionRatioEstimator``) and a 5% safety factor.
 """
 
 from __future__ import annotations
@@ -151,6 +151,17 @@ class ProducerBatch:
         self.reserved_memory_bytes = reserved_memory_bytes
         self.compression = compression
         self._ratio = ratio
+        # Uncompressed records bytes to estimated built bytes, fixed when the batch opens
+        # as Kafka's ``MemoryRecordsBuilder`` fixes it: the estimate then changes only
+        # when a record joins, so ``is_full`` can be a plain flag set there.
+        self._size_factor = (
+            1.0
+            if compression is CompressionType.NONE
+            else ratio.ratio * COMPRESSION_RATE_ESTIMATION_FACTOR
+        )
+        self._estimated_bytes = V2_HEADER_SIZE
+        # Takes no more records: closed for them, or the estimate reached the write limit.
+        self.is_full = False
         self._records = bytearray()  # the encoded records, uncompressed
         # Each record's CreateTime, in order: record i of the stored batch is at base
         # offset + i, and its metadata reports this timestamp (unless LogAppendTime).
@@ -167,7 +178,6 @@ class ProducerBatch:
         self.drained_ms: int | None = None
         self.sequence_has_been_reset = False
         self._stamp = _ProducerStamp()
-        self._appends_closed = False
         self._encoded: bytes | None = None
 
     def __repr__(self) -> str:
@@ -187,13 +197,7 @@ class ProducerBatch:
         """What the batch will take once built (exact when uncompressed)."""
         if self._encoded is not None:
             return len(self._encoded)
-        return self._estimate(self.uncompressed_records_bytes)
-
-    def _estimate(self, records_bytes: int) -> int:
-        if self.compression is CompressionType.NONE:
-            return V2_HEADER_SIZE + records_bytes
-        scaled = records_bytes * self._ratio.ratio
-        return V2_HEADER_SIZE + int(scaled * COMPRESSION_RATE_ESTIMATION_FACTOR)
+        return self._estimated_bytes
 
     @property
     def worst_size_bytes(self) -> int:
@@ -204,16 +208,6 @@ class ProducerBatch:
         records = self.uncompressed_records_bytes
         return V2_HEADER_SIZE + records + records // 6 + _CODEC_FRAMING_BYTES
 
-    @property
-    def is_full(self) -> bool:
-        """No more appends: closed for them, or the estimate reached the write limit.
-        Asked about once per record sent, so it estimates without another property."""
-        if self._appends_closed or self._encoded is not None:
-            return True
-        if not self.timestamps:
-            return False
-        return self._estimate(self.uncompressed_records_bytes) >= self.write_limit_bytes
-
     def try_append(
         self,
         key: bytes | None,
@@ -222,38 +216,34 @@ class ProducerBatch:
         headers: Sequence[Header] = (),
     ) -> int | None:
         """Encode the record into the batch if it fits; its encoded size, or None (and the
-        batch is then closed for appends, as Kafka's ``tryAppend`` closes a batch that
-        refused one).  Runs once per record sent: the checks are inlined arithmetic."""
-        if self._appends_closed or self._encoded is not None:
+        batch is then full, as Kafka's ``tryAppend`` closes a batch that refused one).
+        Runs once per record sent: the checks are inlined arithmetic."""
+        if self.is_full:
             return None
         timestamps = self.timestamps
         count = len(timestamps)
         if not count:
-            used = 0
-        elif self.compression is _NONE:
-            used = V2_HEADER_SIZE + self.uncompressed_records_bytes
-        else:
-            used = self._estimate(self.uncompressed_records_bytes)
-        if count:
-            if used >= self.write_limit_bytes:
-                return None
-        else:
             self._base_timestamp = timestamp
         size = encode_record(
             self._records, count, timestamp - self._base_timestamp, key, value, headers
         )
-        if count and used + size > self.write_limit_bytes:
+        # Kafka's ``hasRoomFor``: the estimate so far plus the record uncompressed.
+        if count and self._estimated_bytes + size > self.write_limit_bytes:
             del self._records[-size:]
-            self._appends_closed = True
+            self.is_full = True
             return None
         timestamps.append(timestamp)
         if timestamp > self._max_timestamp:
             self._max_timestamp = timestamp
-        self.uncompressed_records_bytes += size
+        records_bytes = self.uncompressed_records_bytes + size
+        self.uncompressed_records_bytes = records_bytes
+        self._estimated_bytes = estimated = V2_HEADER_SIZE + int(records_bytes * self._size_factor)
+        if estimated >= self.write_limit_bytes:
+            self.is_full = True
         return size
 
     def close_for_appends(self) -> None:
-        self._appends_closed = True
+        self.is_full = True
 
     # --- closed: the bytes sent ---------------------------------------------------------
 
@@ -311,7 +301,7 @@ class ProducerBatch:
             return self._encoded
         if not self.timestamps:
             raise IllegalProducerStateError("an empty batch is never sent")
-        self._appends_closed = True
+        self.is_full = True
         self._encoded = self._assemble(self.compression)
         if self.compression is not CompressionType.NONE and self.uncompressed_records_bytes:
             compressed_records = len(self._encoded) - V2_HEADER_SIZE
