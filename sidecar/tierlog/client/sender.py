@@ -43,7 +43,7 @@ from operator import attrgetter
 import grpc
 
 from tierlog.api.errors import NotLeaderOrFollowerError
-from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
+from tierlog.api.v1 import log_service_pb2
 from tierlog.client.accumulator import RecordAccumulator
 from tierlog.client.cluster import Cluster
 from tierlog.client.config import ProducerConfig
@@ -57,6 +57,11 @@ from tierlog.client.errors import (
 from tierlog.client.futures import ProduceRequestResult
 from tierlog.client.idempotence import IdempotenceManager
 from tierlog.client.io_loop import IoLoop
+from tierlog.client.produce_wire import (
+    ProduceStream,
+    encode_produce_stream_request,
+    produce_stream,
+)
 from tierlog.client.producer_batch import ProducerBatch, TopicPartition
 from tierlog.client.rpc import error_from_proto, error_from_rpc
 
@@ -68,9 +73,6 @@ _ACKS = {"all": log_service_pb2.ACKS_ALL, "1": log_service_pb2.ACKS_LEADER, "0":
 Outcome = log_service_pb2.ProduceResponse | TierlogError
 Batches = tuple[ProducerBatch, ...]  # one request's: one partition's, in sequence order
 _MANY = 1 << 20  # batches of a partition in one request: max.request.size bounds them
-_Stream = grpc.aio.StreamStreamCall[
-    log_service_pb2.ProduceStreamRequest, log_service_pb2.ProduceStreamResponse
-]
 
 
 @dataclass(frozen=True)
@@ -101,20 +103,19 @@ class ProduceConnection:
         self._request_timeout_s = request_timeout_s
         self._lock = threading.Lock()
         self._channel: grpc.aio.Channel | None = None
-        self._call: _Stream | None = None
-        self._requests: asyncio.Queue[log_service_pb2.ProduceStreamRequest | None] | None = None
+        self._call: ProduceStream | None = None
+        self._requests: asyncio.Queue[bytes | None] | None = None
         self._in_flight: deque[tuple[Batches, float]] = deque()  # each request's
         self._timed_out = False
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def send(self, request: log_service_pb2.ProduceStreamRequest, batches: Batches) -> None:
+    def send(self, request: bytes, batches: Batches) -> None:
+        """Write ``request`` (a ``ProduceStreamRequest``'s wire bytes) for ``batches``."""
         self._io.call_soon(self._enqueue, request, batches, time.monotonic())
 
     # --- on the I/O loop: every change to the stream and what it has in flight --------
 
-    def _enqueue(
-        self, request: log_service_pb2.ProduceStreamRequest, batches: Batches, sent: float
-    ) -> None:
+    def _enqueue(self, request: bytes, batches: Batches, sent: float) -> None:
         if self._requests is None:
             self._open()
         assert self._requests is not None
@@ -125,9 +126,8 @@ class ProduceConnection:
     def _open(self) -> None:
         if self._channel is None:
             self._channel = self._cluster.open_stream_channel(self.address)
-        stub = log_service_pb2_grpc.LogServiceStub(self._channel)
-        requests: asyncio.Queue[log_service_pb2.ProduceStreamRequest | None] = asyncio.Queue()
-        call = stub.ProduceStream(metadata=self._cluster.security.call_metadata())
+        requests: asyncio.Queue[bytes | None] = asyncio.Queue()
+        call = produce_stream(self._channel, self._cluster.security.call_metadata())
         with self._lock:
             self._requests, self._call, self._timed_out = requests, call, False
         for work in (self._write(call, requests), self._read(call, requests)):
@@ -135,21 +135,13 @@ class ProduceConnection:
             self._tasks.add(task)  # the loop holds its tasks weakly
             task.add_done_callback(self._tasks.discard)
 
-    async def _write(
-        self,
-        call: _Stream,
-        requests: asyncio.Queue[log_service_pb2.ProduceStreamRequest | None],
-    ) -> None:
+    async def _write(self, call: ProduceStream, requests: asyncio.Queue[bytes | None]) -> None:
         with contextlib.suppress(grpc.RpcError, asyncio.InvalidStateError):
             while (request := await requests.get()) is not None:
                 await call.write(request)
             await call.done_writing()
 
-    async def _read(
-        self,
-        call: _Stream,
-        requests: asyncio.Queue[log_service_pb2.ProduceStreamRequest | None],
-    ) -> None:
+    async def _read(self, call: ProduceStream, requests: asyncio.Queue[bytes | None]) -> None:
         failure: TierlogError = NetworkError(f"the produce stream to {self.address} ended")
         try:
             async for response in call:
@@ -366,19 +358,15 @@ class Sender:
             self._connections[address] = connection
         return connection
 
-    def _request(self, batches: Batches) -> log_service_pb2.ProduceStreamRequest:
+    def _request(self, batches: Batches) -> bytes:
         """The stream request for one partition's ``batches``, built (compressed,
-        checksummed) here, outside the lock.  Fields are set in place: a message passed
-        to a constructor is copied, and a request is up to max.request.size."""
+        checksummed) here, outside the lock, and written in wire format: a request is up
+        to max.request.size, copied once so (``tierlog.client.produce_wire``)."""
         tp = batches[0].topic_partition
-        request = log_service_pb2.ProduceStreamRequest()
-        produce = request.produce
-        produce.topic = tp.topic
-        produce.partition = tp.partition
-        produce.acks = log_service_pb2.ACKS_NONE if self._acks is None else self._acks
-        built = [batch.close() for batch in batches]
-        produce.record_batches = built[0] if len(built) == 1 else b"".join(built)
-        return request
+        acks = log_service_pb2.ACKS_NONE if self._acks is None else self._acks
+        return encode_produce_stream_request(
+            tp.topic, tp.partition, acks, [batch.close() for batch in batches]
+        )
 
     def _on_outcome(self, batches: Batches, outcome: Outcome) -> None:
         """From a connection's reader, on the I/O loop: hand a request's outcome to the

@@ -1,8 +1,7 @@
 """Fetch answers and Subscribe messages written straight in protobuf's wire format.
 
-A ``FetchResponse`` carries up to a MiB of record batches. Building the message copies
-them into a upb arena and serializing copies them again; joining them with a few header
-bytes copies them once. The message is three fields (1: bytes, 2 and 3: int64), and a
+A ``FetchResponse`` carries up to a MiB of record batches, copied once this way (see
+``tierlog.api.wire``). The message is three fields (1: bytes, 2 and 3: int64), and a
 ``SubscribeResponse`` is the same three, so the service answers both with
 ``FetchAnswer``s and ``encode_fetch_answer`` is registered as the two methods' response
 serializer; clients parse the bytes as the messages they are. Measured: the sidecar's
@@ -19,11 +18,14 @@ from typing import Any, NamedTuple, cast
 import grpc
 
 from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
+from tierlog.api.wire import LENGTH_DELIMITED, VARINT, field_key, varint
 
 __all__ = ["FetchAnswer", "add_log_service", "encode_fetch_answer"]
 
 SERVICE = log_service_pb2.DESCRIPTOR.services_by_name["LogService"].full_name
-_UINT64 = (1 << 64) - 1
+_RECORD_BATCHES = field_key(1, LENGTH_DELIMITED)
+_HIGH_WATERMARK = field_key(2, VARINT)
+_LOG_START_OFFSET = field_key(3, VARINT)
 
 
 class FetchAnswer(NamedTuple):
@@ -34,26 +36,15 @@ class FetchAnswer(NamedTuple):
     log_start_offset: int
 
 
-def _varint(value: int) -> bytes:
-    """Protobuf's base-128 varint of an int64 (a negative one as its two's complement)."""
-    unsigned = value & _UINT64
-    out = bytearray()
-    while unsigned >= 0x80:
-        out.append((unsigned & 0x7F) | 0x80)
-        unsigned >>= 7
-    out.append(unsigned)
-    return bytes(out)
-
-
 def encode_fetch_answer(answer: FetchAnswer) -> bytes:
     """The ``FetchResponse`` wire bytes of ``answer`` (proto3: zero fields left out)."""
     parts: list[bytes] = []
     if answer.record_batches:
-        parts += (b"\x0a", _varint(len(answer.record_batches)), answer.record_batches)
+        parts += (_RECORD_BATCHES, varint(len(answer.record_batches)), answer.record_batches)
     if answer.high_watermark:
-        parts += (b"\x10", _varint(answer.high_watermark))
+        parts += (_HIGH_WATERMARK, varint(answer.high_watermark))
     if answer.log_start_offset:
-        parts += (b"\x18", _varint(answer.log_start_offset))
+        parts += (_LOG_START_OFFSET, varint(answer.log_start_offset))
     return b"".join(parts)
 
 

@@ -10,6 +10,7 @@ from tierlog.storage.errors import CorruptRecordError
 from tierlog.storage.records.varint import (
     decode_varint,
     decode_varlong,
+    encode_unsigned_varint,
     encode_varint,
     encode_varlong,
     sizeof_varint,
@@ -40,6 +41,14 @@ INT64 = st.integers(-(2**63), 2**63 - 1)
 def test_varint_bytes_are_zigzag_leb128(value: int, encoded: str) -> None:
     assert encode_varint(value).hex() == encoded
     assert decode_varint(bytes.fromhex(encoded), 0) == (value, len(encoded) // 2)
+
+
+@pytest.mark.parametrize(
+    ("value", "encoded"),
+    [(0, "00"), (127, "7f"), (128, "8001"), (300, "ac02"), (2**64 - 1, "ff" * 9 + "01")],
+)
+def test_unsigned_varints_are_leb128_without_zigzag(value: int, encoded: str) -> None:
+    assert encode_unsigned_varint(value).hex() == encoded
 
 
 def test_varlong_extremes_take_ten_bytes() -> None:

@@ -457,10 +457,12 @@ def assemble_batch(
     base_sequence: int,
 ) -> bytes:
     """A v2 batch around an already encoded (and compressed) records payload, with its
-    CRC-32C computed: what the producer and the cleaner both write."""
-    out = bytearray(V2_HEADER_SIZE)
+    CRC-32C computed: what the producer and the cleaner both write.  The CRC runs over
+    the header's tail and then the payload where it lies, so the payload is copied
+    once, into the batch."""
+    header = bytearray(V2_HEADER_SIZE)
     _V2.pack_into(
-        out,
+        header,
         0,
         base_offset,
         V2_HEADER_SIZE - LOG_OVERHEAD + len(memoryview(payload)),
@@ -476,9 +478,9 @@ def assemble_batch(
         base_sequence,
         record_count,
     )
-    out += payload
-    _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
-    return bytes(out)
+    crc = crc32c(payload, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
+    _UINT32.pack_into(header, CRC_OFFSET, crc)
+    return b"".join((header, payload))
 
 
 def decode_records(buf: ReadableBuffer, header: BatchHeader) -> list[Record]:

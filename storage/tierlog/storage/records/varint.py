@@ -18,6 +18,7 @@ __all__ = [
     "SMALL_VARINTS",
     "decode_varint",
     "decode_varlong",
+    "encode_unsigned_varint",
     "encode_varint",
     "encode_varlong",
     "sizeof_varint",
@@ -34,7 +35,9 @@ def _zigzag(value: int) -> int:
     return (value << 1) if value >= 0 else ((-value) << 1) - 1
 
 
-def _leb128(unsigned: int) -> bytes:
+def encode_unsigned_varint(unsigned: int) -> bytes:
+    """LEB128 of a non-negative ``unsigned``, no zigzag (Kafka's ``writeUnsignedVarint``;
+    protobuf's varint too, which writes a negative int64 as its 64-bit two's complement)."""
     out = bytearray()
     while unsigned >= 0x80:
         out.append((unsigned & 0x7F) | 0x80)
@@ -48,7 +51,7 @@ def _leb128(unsigned: int) -> bytes:
 # record.  Producers encode several a record, so a table lookup beats the arithmetic.
 SMALL_MIN, SMALL_LIMIT, SMALL_MASK = -8192, 8192, 0x3FFF
 SMALL_VARINTS: tuple[bytes, ...] = tuple(
-    _leb128(_zigzag(index if index < SMALL_LIMIT else index - 2 * SMALL_LIMIT))
+    encode_unsigned_varint(_zigzag(index if index < SMALL_LIMIT else index - 2 * SMALL_LIMIT))
     for index in range(2 * SMALL_LIMIT)
 )
 
@@ -59,7 +62,7 @@ def encode_varint(value: int) -> bytes:
         return SMALL_VARINTS[value & SMALL_MASK]
     if not _INT_MIN <= value <= _INT_MAX:
         raise ValueError(f"{value} does not fit a varint (int32)")
-    return _leb128(_zigzag(value))
+    return encode_unsigned_varint(_zigzag(value))
 
 
 def encode_varlong(value: int) -> bytes:
@@ -68,7 +71,7 @@ def encode_varlong(value: int) -> bytes:
         return SMALL_VARINTS[value & SMALL_MASK]
     if not _LONG_MIN <= value <= _LONG_MAX:
         raise ValueError(f"{value} does not fit a varlong (int64)")
-    return _leb128(_zigzag(value))
+    return encode_unsigned_varint(_zigzag(value))
 
 
 def sizeof_varint(value: int) -> int:
