@@ -113,18 +113,19 @@ class RecordAccumulator:
         topic: str,
         key: bytes | None,
         value: bytes | None,
-        *,
-        timestamp: int = NO_TIMESTAMP,
-        headers: Sequence[Header] = (),
+        timestamp: int,
+        headers: Sequence[Header],
         num_partitions: int,
         partition: int | None = None,
         deadline_ms: int | None = None,
     ) -> AppendResult | MemoryBlocked:
         """Add a record to ``topic`` (at ``partition``, or where the partitioner says).
 
-        A record without a timestamp gets the clock's.  Raises ``RecordTooLargeError`` if
-        the record alone exceeds ``max.request.size`` or ``buffer.memory``, and
-        ``BufferExhaustedError`` if memory is still short at ``deadline_ms``.
+        A record with timestamp ``NO_TIMESTAMP`` gets the clock's.  Raises
+        ``RecordTooLargeError`` if the record alone exceeds ``max.request.size`` or
+        ``buffer.memory``, and ``BufferExhaustedError`` if memory is still short at
+        ``deadline_ms``.  The producer passes everything by position, once per record:
+        keywords cost more to match.
         """
         if self._closed:
             raise RuntimeError("the accumulator is closed")

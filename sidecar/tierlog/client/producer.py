@@ -94,7 +94,7 @@ class Producer:
         ``buffer.memory`` full past ``max.block.ms``."""
         if self._closed:
             raise IllegalProducerStateError("the producer is closed")
-        partition_count = self.cluster.owners(topic).partition_count
+        partition_count = len(self.cluster.owners(topic).leaders)
         if not isinstance(headers, tuple):
             headers = tuple(headers)
         deadline_ms: int | None = None
@@ -104,11 +104,11 @@ class Producer:
                     topic,
                     key,
                     value,
-                    timestamp=NO_TIMESTAMP if timestamp is None else timestamp,
-                    headers=headers,
-                    num_partitions=partition_count,
-                    partition=partition,
-                    deadline_ms=deadline_ms,
+                    NO_TIMESTAMP if timestamp is None else timestamp,
+                    headers,
+                    partition_count,
+                    partition,
+                    deadline_ms,
                 )
                 if not isinstance(result, MemoryBlocked):
                     break
