@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from tierlog.cli import consume, demo, dump_log, perf, produce, tier, topics
 from tierlog.client.errors import reason_of
+from tierlog.process_memory import keep_freed_memory
 from tierlog.storage.errors import TierlogError
 
 __all__ = ["build_parser", "main"]
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    keep_freed_memory()  # the data commands move MiB batches: see tierlog.process_memory
     try:
         status: int = args.run(args)
     except BrokenPipeError:

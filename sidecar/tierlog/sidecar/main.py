@@ -19,6 +19,7 @@ import signal
 import time
 from pathlib import Path
 
+from tierlog.process_memory import keep_freed_memory
 from tierlog.sidecar.config import DEFAULT_LISTEN, SidecarConfig
 from tierlog.sidecar.logformat import LOG_FORMATS, configure_logging
 from tierlog.sidecar.metrics import SidecarMetrics
@@ -160,6 +161,8 @@ def _transport(config: SidecarConfig) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     configure_logging(args.log_level, args.log_format)
+    if not keep_freed_memory():  # see tierlog.process_memory
+        log.info("freed memory goes back to the kernel: no glibc mallopt here")
     try:
         config = build_config(args)
         asyncio.run(serve(config))
