@@ -6,7 +6,7 @@ dispatches, and prints a typed error (``TierlogError``) as its Kafka name and me
 with exit status 1.  The data commands (``topics``, ``produce``, ``consume``, ``perf``)
 are thin adapters over ``tierlog.client`` and take ``--server`` (``server_option``).
 ``main(argv)`` returns the status instead of exiting, so tests call it
-in-process.
+in-process; the installed command is ``run``, which tunes the process first.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from collections.abc import Sequence
 
 from tierlog.cli import consume, demo, dump_log, perf, produce, tier, topics
 from tierlog.client.errors import reason_of
-from tierlog.process_memory import keep_freed_memory
+from tierlog.process_tuning import tune_process
 from tierlog.storage.errors import TierlogError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "run"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,7 +42,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    keep_freed_memory()  # the data commands move MiB batches: see tierlog.process_memory
     try:
         status: int = args.run(args)
     except BrokenPipeError:
@@ -59,5 +58,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
+def run() -> int:
+    """The ``tierlog`` command: ``main`` in a process tuned for moving MiB batches
+    (``tierlog.process_tuning``; tests call ``main`` and leave theirs alone)."""
+    tune_process()
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

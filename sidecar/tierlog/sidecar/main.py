@@ -19,7 +19,7 @@ import signal
 import time
 from pathlib import Path
 
-from tierlog.process_memory import keep_freed_memory
+from tierlog.process_tuning import tune_process
 from tierlog.sidecar.config import DEFAULT_LISTEN, SidecarConfig
 from tierlog.sidecar.logformat import LOG_FORMATS, configure_logging
 from tierlog.sidecar.metrics import SidecarMetrics
@@ -129,6 +129,8 @@ async def _serve(
     server = SidecarServer(config, metrics)
     probes.enter(Phase.RECOVERING)
     await server.start(progress)
+    if not tune_process():  # start-up done: see tierlog.process_tuning
+        log.info("freed memory goes back to the kernel: this C library has no mallopt")
     probes.enter(Phase.SERVING)
     log.info(
         "started: %d partitions in %s, loaded in %.2fs",
@@ -161,8 +163,6 @@ def _transport(config: SidecarConfig) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     configure_logging(args.log_level, args.log_format)
-    if not keep_freed_memory():  # see tierlog.process_memory
-        log.info("freed memory goes back to the kernel: no glibc mallopt here")
     try:
         config = build_config(args)
         asyncio.run(serve(config))
