@@ -5,10 +5,12 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import grpc
 import pytest
 
+from tests.support.small_disk import fill_leaving, small_disk_at
 from tierlog.api.v1 import common_pb2, log_service_pb2
 from tierlog.storage.records import (
     CompressionType,
@@ -19,7 +21,7 @@ from tierlog.storage.records import (
     iter_batches,
 )
 
-from .conftest import Sidecar, reason_of
+from .conftest import Sidecar, SidecarFactory, reason_of
 
 
 def _now_ms() -> int:
@@ -244,3 +246,26 @@ def test_an_unknown_partition_is_named(sidecar: Sidecar) -> None:
         _produce(sidecar, "two", _batch([b"a"]), partition=2)
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
     assert reason_of(caught.value) == "UNKNOWN_TOPIC_OR_PARTITION"
+
+
+def test_a_full_disk_fails_a_produce_with_a_logged_storage_error_until_space_is_freed(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    with small_disk_at(tmp_path / "disk", "8m") as disk:
+        sidecar = sidecar_factory(disk / "data", "log.index.size.max.bytes=4096")
+        sidecar.create_topic("orders")
+        stored = _produce(sidecar, "orders", _batch([b"before"]))
+        filler = fill_leaving(disk, 16 * 1024)
+        big = _batch([bytes(1024)] * 64)  # 64 KiB: more than is left
+        with pytest.raises(grpc.RpcError) as refused:
+            _produce(sidecar, "orders", big)
+        assert reason_of(refused.value) == "KAFKA_STORAGE_ERROR"
+        assert "append to orders-0 failed: no space left" in sidecar.output
+
+        filler.unlink()
+        after = _produce(sidecar, "orders", big)
+        assert after.base_offset == stored.last_offset + 1  # the failed append left no trace
+        fetched = sidecar.log.Fetch(log_service_pb2.FetchRequest(topic="orders", offset=0))
+        values = [record.value for record in _records(fetched.record_batches)]
+        assert values == [b"before"] + [bytes(1024)] * 64
+        sidecar.stop()

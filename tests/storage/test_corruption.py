@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
@@ -26,6 +25,7 @@ from tests.storage.conftest import (
     write_closed_log,
 )
 from tests.storage.conftest import segment_name as name
+from tests.support.small_disk import fill_leaving, small_disk_at
 from tierlog.storage.errors import KafkaStorageError
 from tierlog.storage.log import Log
 from tierlog.storage.records import CompressionType, iter_batches
@@ -181,20 +181,9 @@ def test_a_killed_appender_recovers_to_a_valid_prefix_with_every_flushed_batch(
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A real 256 KiB filesystem (tmpfs, mounted as root, as the tests run here and in CI)."""
-    mount_point = tmp_path / "disk"
-    mount_point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount_point)],
-        capture_output=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.fail(f"cannot mount a small tmpfs for the full-disk tests: {mounted.stderr!r}")
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
+    """A real 256 KiB filesystem."""
+    with small_disk_at(tmp_path / "disk", "256k") as disk:
+        yield disk
 
 
 def test_a_full_disk_fails_the_append_and_keeps_the_log_consistent(small_disk: Path) -> None:
@@ -236,9 +225,7 @@ def test_a_full_disk_fails_the_append_and_keeps_the_log_consistent(small_disk: P
 def test_no_room_for_a_segments_index_blocks_is_an_error_not_a_crash(small_disk: Path) -> None:
     """Index blocks are reserved when a segment is created, so a full disk shows up as a
     KafkaStorageError there, never as a SIGBUS while storing an entry later."""
-    free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
-    filler = small_disk / "filler"
-    filler.write_bytes(b"\x00" * (free - 16 * 1024))
+    filler = fill_leaving(small_disk, 16 * 1024)
     settings = config(segment_index_bytes=64 * 1024, index_interval_bytes=100)
     with pytest.raises(KafkaStorageError, match="cannot size"):
         Log.open(small_disk / "t-0", settings)

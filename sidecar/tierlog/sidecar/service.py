@@ -38,7 +38,7 @@ from tierlog.sidecar.status import as_error, at_the_edge, unexpected
 from tierlog.sidecar.watch import AppendWatch
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.config import LogConfig
-from tierlog.storage.errors import OffsetOutOfRangeError, TierlogError
+from tierlog.storage.errors import KafkaStorageError, OffsetOutOfRangeError, TierlogError
 from tierlog.storage.log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIERED_TIMESTAMP,
@@ -153,10 +153,16 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
                 log_append_time_ms=-1,
                 log_start_offset=partition_log.log_start_offset,
             )
-        if partition_log.append_waits_for_sync(len(data)):
-            info = await asyncio.to_thread(partition_log.append, data)
-        else:
-            info = partition_log.append(data)
+        try:
+            if partition_log.append_waits_for_sync(len(data)):
+                info = await asyncio.to_thread(partition_log.append, data)
+            else:
+                info = partition_log.append(data)
+        except KafkaStorageError as error:
+            # Nothing was stored and the client retries, but the disk is full or failing:
+            # the operator must see it here, as Kafka's broker logs it.
+            log.error("append to %s failed: %s", tp, error)
+            raise
         self.watch.appended(tp)
         _report_record_bytes(tp.topic, len(data))
         return log_service_pb2.ProduceResponse(
