@@ -69,7 +69,6 @@ MAX_RECORD_OVERHEAD = 21
 # More than any codec's frame and block headers add to a batch: gzip's 18, xerial's 16
 # plus 4 a block, lz4's 15 plus 4 a block, zstd's up to 18 plus 3 a block.
 _CODEC_FRAMING_BYTES = 1024
-_NONE = CompressionType.NONE
 _STAMP = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence: contiguous
 _UINT32 = struct.Struct(">I")
 
