@@ -11,9 +11,13 @@ against the generated class's own serialization.
 
 from __future__ import annotations
 
+from tierlog.api.v1 import log_service_pb2
 from tierlog.storage.records.varint import encode_unsigned_varint
 
-__all__ = ["LENGTH_DELIMITED", "VARINT", "field_key", "varint"]
+__all__ = ["LENGTH_DELIMITED", "LOG_SERVICE", "VARINT", "field_key", "varint"]
+
+# The full name the hand-written methods are registered and called under.
+LOG_SERVICE = log_service_pb2.DESCRIPTOR.services_by_name["LogService"].full_name
 
 VARINT, LENGTH_DELIMITED = 0, 2  # the wire types used here
 _UINT64 = (1 << 64) - 1

@@ -14,6 +14,7 @@ share it.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -45,7 +46,7 @@ class TopicOwners:
     leaders: tuple[str, ...]  # index: partition
     fetched_monotonic: float
 
-    @property
+    @functools.cached_property  # the producer asks once per record
     def partition_count(self) -> int:
         return len(self.leaders)
 

@@ -14,13 +14,11 @@ from collections.abc import Sequence
 import grpc
 
 from tierlog.api.v1 import log_service_pb2
-from tierlog.api.wire import LENGTH_DELIMITED, VARINT, field_key, varint
+from tierlog.api.wire import LENGTH_DELIMITED, LOG_SERVICE, VARINT, field_key, varint
 
 __all__ = ["PRODUCE_STREAM", "ProduceStream", "encode_produce_stream_request", "produce_stream"]
 
-PRODUCE_STREAM = (
-    f"/{log_service_pb2.DESCRIPTOR.services_by_name['LogService'].full_name}/ProduceStream"
-)
+PRODUCE_STREAM = f"/{LOG_SERVICE}/ProduceStream"
 ProduceStream = grpc.aio.StreamStreamCall[bytes, log_service_pb2.ProduceStreamResponse]
 
 _PRODUCE = field_key(1, LENGTH_DELIMITED)  # ProduceStreamRequest.produce

@@ -94,7 +94,7 @@ class Producer:
         ``buffer.memory`` full past ``max.block.ms``."""
         if self._closed:
             raise IllegalProducerStateError("the producer is closed")
-        partition_count = len(self.cluster.owners(topic).leaders)
+        partition_count = self.cluster.owners(topic).partition_count
         if not isinstance(headers, tuple):
             headers = tuple(headers)
         deadline_ms: int | None = None

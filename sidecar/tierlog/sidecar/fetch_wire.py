@@ -18,11 +18,10 @@ from typing import Any, NamedTuple, cast
 import grpc
 
 from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
-from tierlog.api.wire import LENGTH_DELIMITED, VARINT, field_key, varint
+from tierlog.api.wire import LENGTH_DELIMITED, LOG_SERVICE, VARINT, field_key, varint
 
 __all__ = ["FetchAnswer", "add_log_service", "encode_fetch_answer"]
 
-SERVICE = log_service_pb2.DESCRIPTOR.services_by_name["LogService"].full_name
 _RECORD_BATCHES = field_key(1, LENGTH_DELIMITED)
 _HIGH_WATERMARK = field_key(2, VARINT)
 _LOG_START_OFFSET = field_key(3, VARINT)
@@ -79,6 +78,6 @@ def add_log_service(
         response_serializer=encode_fetch_answer,
     )
     server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(SERVICE, capture.handlers),)
+        (grpc.method_handlers_generic_handler(LOG_SERVICE, capture.handlers),)
     )
-    server.add_registered_method_handlers(SERVICE, capture.handlers)
+    server.add_registered_method_handlers(LOG_SERVICE, capture.handlers)
