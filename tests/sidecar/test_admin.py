@@ -18,6 +18,7 @@ from tierlog.storage.checkpoints import (
     TopicPartition,
     read_offset_checkpoint,
 )
+from tierlog.storage.names import MAX_TOPIC_NAME_LENGTH
 from tierlog.storage.records import SimpleRecord, build_batch
 
 from .conftest import Sidecar, SidecarFactory, reason_of
@@ -98,6 +99,32 @@ def test_create_list_describe_and_delete_topics(sidecar: Sidecar) -> None:
         sidecar.log.Fetch(log_service_pb2.FetchRequest(topic="orders", offset=0))
     assert reason_of(caught.value) == "UNKNOWN_TOPIC_OR_PARTITION"
     assert _create(sidecar, new_topic(name="orders")) == {"orders": ""}  # the name is free again
+
+
+def test_a_topic_of_the_longest_legal_name_is_deleted_and_stays_deleted(
+    sidecar: Sidecar, sidecar_factory: SidecarFactory
+) -> None:
+    """The deleted directory's name (topic, partition, id, ``-delete``) is cut to fit
+    a file name, as Kafka cuts it."""
+    longest = "t" * MAX_TOPIC_NAME_LENGTH
+    sidecar.create_topic(longest, partitions=2)
+    batch = build_batch([SimpleRecord(b"k", b"v", 1_000, ())] * 3)
+    sidecar.log.Produce(log_service_pb2.ProduceRequest(topic=longest, record_batches=batch))
+
+    deleted = sidecar.admin.DeleteTopics(admin_service_pb2.DeleteTopicsRequest(names=[longest]))
+    assert [(r.name, r.error.reason, r.error.message) for r in deleted.results] == [
+        (longest, "", "")
+    ]
+    assert list(sidecar.data_dir.glob("ttt*")) == []
+    assert sidecar.stop() == 0
+
+    again = sidecar_factory(sidecar.data_dir)
+    assert again.admin.ListTopics(admin_service_pb2.ListTopicsRequest()).topics == []
+    assert list(again.data_dir.glob("ttt*")) == []
+    with pytest.raises(grpc.RpcError) as caught:
+        again.log.Fetch(log_service_pb2.FetchRequest(topic=longest, offset=0))
+    assert reason_of(caught.value) == "UNKNOWN_TOPIC_OR_PARTITION"
+    assert " ERROR " not in again.output
 
 
 def test_configs_are_validated_applied_and_survive_a_restart(
