@@ -1,10 +1,17 @@
 """The broker's topics: names, partition counts and config overrides, kept on disk.
 
 Kafka keeps this in its metadata log; a tierlog broker keeps it in one small JSON
-file, ``tierlog-topics.json`` in its first log dir, replaced atomically on every
-change (a crash leaves the old or the new file, never half of one). Overrides are
-validated with ``LogConfig`` before they are stored, and ``log_config(topic)`` is
+file, ``tierlog-topics.json``, a copy in every log dir, each replaced atomically on
+every change (a crash leaves the old or the new file, never half of one). Overrides
+are validated with ``LogConfig`` before they are stored, and ``log_config(topic)`` is
 the log manager's ``topic_config`` provider, so a topic's settings survive restarts.
+
+Which copy is read does not depend on the order of the log dirs: each save carries a
+generation one above the last, and the newest generation wins (a new, empty log dir
+has none; a crash between two copies leaves the newer one). Two copies of the same
+generation that disagree (written by a version that kept only the first log dir's
+file) stop the start with both paths named: either one may hold the overrides, and
+reading the wrong one would turn a compacted topic into a deleting one.
 
 The store is the authority on which topics exist: a partition directory on disk
 whose topic is not in it (written before the store existed, or by the storage
@@ -15,9 +22,10 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from tierlog.api.errors import InvalidPartitionsError, TopicAlreadyExistsError
 from tierlog.storage.checkpoints import atomic_write
@@ -41,39 +49,64 @@ class Topic:
 
 
 class TopicStore:
-    """Topics and their overrides over broker-level defaults, persisted in ``path``."""
+    """Topics and their overrides over broker-level defaults, persisted in every log dir."""
 
-    def __init__(self, path: Path, defaults: LogConfig):
-        self.path = path
+    def __init__(self, log_dirs: Sequence[Path], defaults: LogConfig):
+        self.paths = tuple(log_dir / TOPICS_FILE for log_dir in log_dirs)
         self.defaults = defaults
         self._lock = threading.Lock()
         self._topics: dict[str, Topic] = {}
         self._configs: dict[str, LogConfig] = {}
-        if path.exists():
-            self._load()
+        self._generation = 0
+        self._stale_copies = False
+        self._load()
 
     def _load(self) -> None:
+        copies = {path: _read_document(path) for path in self.paths if path.exists()}
+        if not copies:
+            return
+        newest = max(_generation(document) for document in copies.values())
+        read_path, read = next((p, d) for p, d in copies.items() if _generation(d) == newest)
+        for path, document in copies.items():
+            if _generation(document) == newest and document["topics"] != read["topics"]:
+                raise InvalidConfigError(
+                    f"{read_path} and {path} disagree about the topics and neither is newer; "
+                    "keep the right one, move the other out of its log dir and start again"
+                )
+        self._stale_copies = len(copies) < len(self.paths) or any(
+            _generation(document) != newest for document in copies.values()
+        )
+        self._generation = newest
         try:
-            document = json.loads(self.path.read_text())
-            if document.get("version") != _VERSION:
-                raise InvalidConfigError(f"{self.path}: unknown version {document.get('version')}")
-            for name, entry in document["topics"].items():
+            for name, entry in read["topics"].items():
                 topic = Topic(name, int(entry["partitions"]), dict(entry["configs"]))
                 self._topics[name] = topic
                 self._configs[name] = self._validated(topic.configs)
-        except (ValueError, KeyError, TypeError) as error:
-            raise InvalidConfigError(f"{self.path} is unreadable: {error!r}") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            raise InvalidConfigError(f"{read_path} is unreadable: {error!r}") from None
+
+    def sync(self) -> None:
+        """Write the newest copy to every log dir whose copy is older or missing (a log
+        dir just added). Called once the log dirs are locked, so no other broker writes."""
+        with self._lock:
+            if self._stale_copies:
+                self._save_locked()
 
     def _save_locked(self) -> None:
+        self._generation += 1
         document = {
             "version": _VERSION,
+            "generation": self._generation,
             "topics": {
                 name: {"partitions": topic.partition_count, "configs": dict(topic.configs)}
                 for name, topic in sorted(self._topics.items())
             },
         }
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path, json.dumps(document, indent=2, sort_keys=True) + "\n")
+        text = json.dumps(document, indent=2, sort_keys=True) + "\n"
+        for path in self.paths:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, text)
+        self._stale_copies = False
 
     def _validated(self, configs: Mapping[str, str]) -> LogConfig:
         return LogConfig.from_properties(configs, base=self.defaults)
@@ -184,3 +217,22 @@ class TopicStore:
         self._configs[topic.name] = self._validated(topic.configs)
         self._topics[topic.name] = topic
         self._save_locked()
+
+
+def _read_document(path: Path) -> dict[str, Any]:
+    try:
+        document = json.loads(path.read_text())
+    except ValueError as error:
+        raise InvalidConfigError(f"{path} is unreadable: {error!r}") from None
+    if not isinstance(document, dict) or document.get("version") != _VERSION:
+        version = document.get("version") if isinstance(document, dict) else None
+        raise InvalidConfigError(f"{path}: unknown version {version}")
+    if not isinstance(document.get("topics"), dict):
+        raise InvalidConfigError(f"{path} is unreadable: no topics")
+    return document
+
+
+def _generation(document: Mapping[str, Any]) -> int:
+    """The save count a copy was written at; 0 for copies from before it was kept."""
+    generation = document.get("generation", 0)
+    return generation if isinstance(generation, int) else 0
