@@ -15,10 +15,15 @@ import pytest
 from tests.storage.conftest import headers_of, records_of
 from tests.support.scrape import METRICS, Scrape, scrape_sidecar
 from tests.support.sidecars import console_script
+from tests.support.small_disk import fill_leaving, small_disk_at
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2
 from tierlog.sidecar.topics import TOPICS_FILE, TopicStore
 from tierlog.storage.config import LogConfig
-from tierlog.storage.errors import InvalidConfigError
+from tierlog.storage.errors import (
+    InvalidConfigError,
+    KafkaStorageError,
+    UnknownTopicOrPartitionError,
+)
 from tierlog.storage.records import SimpleRecord, build_batch
 
 from .conftest import Sidecar, SidecarFactory
@@ -84,6 +89,26 @@ def test_copies_that_disagree_and_neither_is_newer_stop_the_start(tmp_path: Path
         _store(a, b)
     assert str(a / TOPICS_FILE) in str(refused.value)
     assert str(b / TOPICS_FILE) in str(refused.value)
+
+
+def test_a_change_that_cannot_be_written_is_refused_and_not_read_back(tmp_path: Path) -> None:
+    """One log dir is full: the change fails with KAFKA_STORAGE_ERROR, is not listed, and
+    the copy written before the full one is put back, so a restart does not find it."""
+    with small_disk_at(tmp_path / "disk", "64k") as disk:
+        fine, full = tmp_path / "fine", disk / "full"
+        store = _store(fine, full)
+        store.create("kept", 1, {})
+        filler = fill_leaving(disk, 0)
+        with pytest.raises(KafkaStorageError, match="No space left"):
+            store.create("refused", 1, COMPACT)
+        assert [t.name for t in store.topics()] == ["kept"]
+        with pytest.raises(UnknownTopicOrPartitionError):
+            store.get("refused")
+        assert [t.name for t in _store(fine, full).topics()] == ["kept"]  # as a restart reads
+
+        filler.unlink()
+        store.create("refused", 1, COMPACT)  # the name was never taken
+        assert [t.name for t in _store(full, fine).topics()] == ["kept", "refused"]
 
 
 # -- through a real sidecar ---------------------------------------------------------------

@@ -4,7 +4,9 @@ Topic changes go to the topic store first or last so that a crash in between lea
 something start-up repairs: a created topic is stored, then its logs are created (the
 next start creates any that are missing); a deleted topic loses its logs, then its
 entry (a partition left on disk is adopted again at the next start, never lost
-silently). Changes run one at a time, in a thread, under one lock.
+silently). A create that fails part way (a full disk) is rolled back as a delete
+would be: the logs made so far, then the entry, so the topic is not listed and its
+name is free. Changes run one at a time, in a thread, under one lock.
 
 Calls about many topics answer each in its own result with an ``Error``; calls about
 one topic fail with a status, like the data plane.
@@ -13,6 +15,7 @@ one topic fail with a status, like the data plane.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import grpc
@@ -28,6 +31,8 @@ from tierlog.storage.errors import TierlogError, UnknownTopicOrPartitionError
 __all__ = ["AdminService"]
 
 _Context = grpc.aio.ServicerContext[Any, Any]
+
+log = logging.getLogger(__name__)
 
 
 class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
@@ -71,7 +76,18 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
         if validate_only:
             self.topics.validate_new(name, count, configs)
             return
-        self.partitions.ensure_logs(self.topics.create(name, count, configs))
+        created = self.topics.create(name, count, configs)
+        try:
+            self.partitions.ensure_logs(created)
+        except BaseException:
+            self._roll_back_create(name)
+            raise
+
+    def _roll_back_create(self, name: str) -> None:
+        try:
+            self._delete(name)
+        except Exception:  # the create's own error is the answer; this one is logged
+            log.exception("the failed creation of topic %r could not be rolled back", name)
 
     @at_the_edge
     async def DeleteTopics(

@@ -20,6 +20,7 @@ tools) is adopted at start-up with no overrides.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Mapping, Sequence
@@ -30,7 +31,11 @@ from typing import Any
 from tierlog.api.errors import InvalidPartitionsError, TopicAlreadyExistsError
 from tierlog.storage.checkpoints import atomic_write
 from tierlog.storage.config import LogConfig
-from tierlog.storage.errors import InvalidConfigError, UnknownTopicOrPartitionError
+from tierlog.storage.errors import (
+    InvalidConfigError,
+    KafkaStorageError,
+    UnknownTopicOrPartitionError,
+)
 from tierlog.storage.names import validate_topic_name
 
 __all__ = ["MAX_PARTITIONS", "TOPICS_FILE", "Topic", "TopicStore"]
@@ -90,21 +95,38 @@ class TopicStore:
         dir just added). Called once the log dirs are locked, so no other broker writes."""
         with self._lock:
             if self._stale_copies:
-                self._save_locked()
+                self._save_locked(self._topics)
 
-    def _save_locked(self) -> None:
+    def _save_locked(self, topics: dict[str, Topic]) -> None:
+        """Write ``topics`` to every copy, and only then make them the store's: a change
+        that cannot be written (a full disk) is refused and changes nothing."""
+        try:
+            self._write_copies(topics)
+        except KafkaStorageError:
+            # Some copies may hold the refused change: the store's own topics go over
+            # them a generation later, so a restart does not read that change back.
+            with contextlib.suppress(KafkaStorageError):
+                self._write_copies(self._topics)
+            raise
+        self._topics = topics
+
+    def _write_copies(self, topics: Mapping[str, Topic]) -> None:
         self._generation += 1
+        self._stale_copies = True
         document = {
             "version": _VERSION,
             "generation": self._generation,
             "topics": {
                 name: {"partitions": topic.partition_count, "configs": dict(topic.configs)}
-                for name, topic in sorted(self._topics.items())
+                for name, topic in sorted(topics.items())
             },
         }
         text = json.dumps(document, indent=2, sort_keys=True) + "\n"
         for path in self.paths:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise KafkaStorageError(f"cannot write {path}: {error}") from error
             atomic_write(path, text)
         self._stale_copies = False
 
@@ -175,9 +197,8 @@ class TopicStore:
     def delete(self, name: str) -> None:
         self.get(name)
         with self._lock:
-            self._topics.pop(name, None)
+            self._save_locked({n: t for n, t in self._topics.items() if n != name})
             self._configs.pop(name, None)
-            self._save_locked()
 
     def alter_configs(
         self,
@@ -214,9 +235,9 @@ class TopicStore:
         return grown
 
     def _put_locked(self, topic: Topic) -> None:
-        self._configs[topic.name] = self._validated(topic.configs)
-        self._topics[topic.name] = topic
-        self._save_locked()
+        config = self._validated(topic.configs)
+        self._save_locked({**self._topics, topic.name: topic})
+        self._configs[topic.name] = config
 
 
 def _read_document(path: Path) -> dict[str, Any]:

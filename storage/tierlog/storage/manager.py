@@ -248,15 +248,31 @@ class LogManager:
             if existing is not None:
                 return existing
             log_dir = self._least_loaded_dir()
-            directory = log_dir / tp.dir_name
-            directory.mkdir()
-            write_partition_metadata(directory / PARTITION_METADATA, self._topic_id(tp.topic))
-            write_epoch_checkpoint(directory / LEADER_EPOCH_CHECKPOINT, [(0, 0)])
-            created = Log.open(directory, config or self._topic_config(tp.topic))
+            created = self._create_partition_dir(
+                log_dir / tp.dir_name, tp, config or self._topic_config(tp.topic)
+            )
             if self.tier is not None and created.config.remote_storage_enable:
                 self._join_tier(tp, created)
             self._register(tp, created, log_dir)
             return created
+
+    def _create_partition_dir(self, directory: Path, tp: TopicPartition, config: LogConfig) -> Log:
+        """A new partition's directory with its files and log; on a failure (a full disk)
+        nothing of it is left, so no half-made partition is loaded at the next start."""
+        try:
+            directory.mkdir()
+        except OSError as error:
+            raise KafkaStorageError(f"cannot create {directory}: {error}") from error
+        try:
+            write_partition_metadata(directory / PARTITION_METADATA, self._topic_id(tp.topic))
+            write_epoch_checkpoint(directory / LEADER_EPOCH_CHECKPOINT, [(0, 0)])
+            return Log.open(directory, config)
+        except OSError as error:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise KafkaStorageError(f"cannot create {directory}: {error}") from error
+        except BaseException:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
 
     def _join_tier(self, tp: TopicPartition, created: Log) -> None:
         """A new local log of a tiered topic continues the tier (a replaced pod's empty
