@@ -158,8 +158,11 @@ class SegmentIndex(ABC):
         """Give the pages of the first ``entries`` slots (as far as the file goes) real
         blocks, so storing those entries through the mapping cannot fault; raises
         KafkaStorageError when the disk has no room for them."""
+        needed = entries * self.entry_size
+        if needed <= self._reserved_bytes:  # the common case: a page lasts hundreds of entries
+            return
         length = len(self._buffer) if isinstance(self._buffer, mmap.mmap) else 0
-        end = min(-(-entries * self.entry_size // mmap.PAGESIZE) * mmap.PAGESIZE, length)
+        end = min(-(-needed // mmap.PAGESIZE) * mmap.PAGESIZE, length)
         if end <= self._reserved_bytes:
             return
         with self._file() as fd:
