@@ -35,6 +35,14 @@ def _store(*log_dirs: Path) -> TopicStore:
     return TopicStore(log_dirs, LogConfig())
 
 
+def _run_sidecar(*log_dirs: Path) -> subprocess.CompletedProcess[str]:
+    """A sidecar expected to refuse to start: its exit status and output."""
+    command = [console_script("tierlog-sidecar"), "--listen", "127.0.0.1:0"]
+    for log_dir in log_dirs:
+        command += ["--data-dir", str(log_dir)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=30)
+
+
 def test_every_log_dir_holds_the_topics_and_any_order_reads_them(tmp_path: Path) -> None:
     a, b, new = tmp_path / "a", tmp_path / "b", tmp_path / "new"
     store = _store(a, b)
@@ -89,6 +97,10 @@ def test_copies_that_disagree_and_neither_is_newer_stop_the_start(tmp_path: Path
         _store(a, b)
     assert str(a / TOPICS_FILE) in str(refused.value)
     assert str(b / TOPICS_FILE) in str(refused.value)
+
+    result = _run_sidecar(a, b)  # what the operator sees
+    assert result.returncode == 2
+    assert f"INVALID_CONFIG: {a / TOPICS_FILE} and {b / TOPICS_FILE} disagree" in result.stderr
 
 
 def test_a_change_that_cannot_be_written_is_refused_and_not_read_back(tmp_path: Path) -> None:
@@ -207,9 +219,7 @@ def test_one_partition_in_two_log_dirs_stops_the_sidecar_naming_both(
     assert first.stop() == 0
     shutil.copytree(a / "orders-0", b / "orders-0")  # a copy made by hand, say
 
-    command = [console_script("tierlog-sidecar"), "--listen", "127.0.0.1:0"]
-    command += ["--data-dir", str(a), "--data-dir", str(b)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    result = _run_sidecar(a, b)
     assert result.returncode == 2
     assert "KAFKA_STORAGE_ERROR" in result.stderr
     assert f"in both {a / 'orders-0'} and {b / 'orders-0'}" in result.stderr
