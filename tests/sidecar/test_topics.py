@@ -123,6 +123,20 @@ def test_a_change_that_cannot_be_written_is_refused_and_not_read_back(tmp_path: 
         assert [t.name for t in _store(full, fine).topics()] == ["kept", "refused"]
 
 
+def test_a_log_dir_too_full_for_its_copy_does_not_stop_the_start(tmp_path: Path) -> None:
+    with small_disk_at(tmp_path / "disk", "64k") as disk:
+        fine, full = tmp_path / "fine", disk / "full"
+        _store(fine).create("orders", 1, COMPACT)
+        filler = fill_leaving(disk, 0)
+        store = _store(full, fine)
+        store.sync()  # cannot write full's copy: the store still serves the newest
+        assert store.log_config("orders").cleanup_policy == "compact"
+        assert not (full / TOPICS_FILE).exists()
+        filler.unlink()
+        store.sync()
+        assert (full / TOPICS_FILE).read_text() == (fine / TOPICS_FILE).read_text()
+
+
 # -- through a real sidecar ---------------------------------------------------------------
 
 KEYS = 4

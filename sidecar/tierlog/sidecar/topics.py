@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -39,6 +40,8 @@ from tierlog.storage.errors import (
 from tierlog.storage.names import validate_topic_name
 
 __all__ = ["MAX_PARTITIONS", "TOPICS_FILE", "Topic", "TopicStore"]
+
+log = logging.getLogger(__name__)
 
 TOPICS_FILE = "tierlog-topics.json"
 _VERSION = 1
@@ -92,10 +95,17 @@ class TopicStore:
 
     def sync(self) -> None:
         """Write the newest copy to every log dir whose copy is older or missing (a log
-        dir just added). Called once the log dirs are locked, so no other broker writes."""
+        dir just added). Called once the log dirs are locked, so no other broker writes.
+        Best effort: the newest copy is read anyway, and the next change writes all."""
         with self._lock:
-            if self._stale_copies:
+            if not self._stale_copies:
+                return
+            try:
                 self._save_locked(self._topics)
+            except KafkaStorageError as error:
+                log.warning(
+                    "the topic store's copies stay out of step until the next change: %s", error
+                )
 
     def _save_locked(self, topics: dict[str, Topic]) -> None:
         """Write ``topics`` to every copy, and only then make them the store's: a change
