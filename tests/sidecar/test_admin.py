@@ -147,6 +147,38 @@ def test_a_create_that_fills_the_disk_is_rolled_back_and_never_listed(
         assert again.stop() == 0
 
 
+def test_a_growth_that_fills_the_disk_is_undone_and_the_old_partitions_kept(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    with small_disk_at(tmp_path / "disk", "1m") as disk:
+        sidecar = sidecar_factory(disk / "data")
+        sidecar.create_topic("grow", partitions=2)
+        batch = build_batch([SimpleRecord(b"k", b"v", 1_000, ())] * 3)
+        sidecar.log.Produce(
+            log_service_pb2.ProduceRequest(topic="grow", partition=1, record_batches=batch)
+        )
+        with pytest.raises(grpc.RpcError) as caught:
+            sidecar.admin.CreatePartitions(
+                admin_service_pb2.CreatePartitionsRequest(topic="grow", total_count=2_000)
+            )
+        assert reason_of(caught.value) == "KAFKA_STORAGE_ERROR"
+        failed_at = re.search(r"grow-(\d+)", caught.value.details() or "")
+        assert failed_at and int(failed_at[1]) > 2, "partitions were added before it failed"
+        listed = sidecar.admin.ListTopics(admin_service_pb2.ListTopicsRequest())
+        assert [(t.name, t.partition_count) for t in listed.topics] == [("grow", 2)]
+        assert sorted(path.name for path in (disk / "data").glob("grow-*")) == ["grow-0", "grow-1"]
+        fetched = sidecar.log.Fetch(
+            log_service_pb2.FetchRequest(topic="grow", partition=1, offset=0)
+        )
+        assert fetched.high_watermark == 3
+
+        assert sidecar.stop() == 0
+        again = sidecar_factory(disk / "data")
+        listed = again.admin.ListTopics(admin_service_pb2.ListTopicsRequest())
+        assert [(t.name, t.partition_count) for t in listed.topics] == [("grow", 2)]
+        assert again.stop() == 0
+
+
 def test_a_topic_of_the_longest_legal_name_is_deleted_and_stays_deleted(
     sidecar: Sidecar, sidecar_factory: SidecarFactory
 ) -> None:

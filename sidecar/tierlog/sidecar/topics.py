@@ -244,6 +244,12 @@ class TopicStore:
                 self._put_locked(grown)
         return grown
 
+    def restore(self, topic: Topic) -> None:
+        """Put ``topic`` back as it was before a change that failed part way (its
+        partition count may go down: the partitions above it were never made)."""
+        with self._lock:
+            self._put_locked(topic)
+
     def _put_locked(self, topic: Topic) -> None:
         config = self._validated(topic.configs)
         self._save_locked({**self._topics, topic.name: topic})
