@@ -118,13 +118,26 @@ def test_a_short_topics_delete_dir_name_keeps_the_whole_topic() -> None:
     "name",
     [
         "orders-3.0f8fad5bb9fd4f51bba3dfd1a6a1c0f2-delete",
-        "a.b-c-12.1234-delete",  # Kafka's pattern is loose about the id
+        "a.b-c-12.0f8fad5bb9fd4f51bba3dfd1a6a1c0f2-delete",
+        "-0.0f8fad5bb9fd4f51bba3dfd1a6a1c0f2-delete",  # a topic part cut to nothing
     ],
 )
 def test_delete_dirs_are_recognised(name: str) -> None:
     assert is_delete_dir(name) and parse_partition_dir(name) is None
 
 
-@pytest.mark.parametrize("name", ["orders-3", "topic-delete-0", "delete", "x-delete", "-delete"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "orders-3",
+        "topic-delete-0",
+        "delete",
+        "x-delete",
+        "-delete",
+        "backup-1.old-delete",  # someone's directory, not a deleted partition
+        "orders-3.0F8FAD5BB9FD4F51BBA3DFD1A6A1C0F2-delete",
+        "orders-x.0f8fad5bb9fd4f51bba3dfd1a6a1c0f2-delete",
+    ],
+)
 def test_partition_dirs_and_others_are_not_delete_dirs(name: str) -> None:
     assert not is_delete_dir(name)

@@ -30,8 +30,9 @@ MAX_TOPIC_NAME_LENGTH = 249
 MAX_FILE_NAME_BYTES = 255  # NAME_MAX of Linux filesystems
 DELETE_DIR_SUFFIX = "-delete"
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
-# Kafka's shape for a directory renamed for deletion, loose enough for its names too.
-_DELETE_DIR = re.compile(r"\S+-\S+\.\S+" + DELETE_DIR_SUFFIX)
+# A directory renamed for deletion, by us or by Kafka (the same shape: a UUID's 32 hex
+# digits), and nothing looser: start-up removes what matches.
+_DELETE_DIR = re.compile(r"[a-zA-Z0-9._-]*-\d+\.[0-9a-f]{32}" + DELETE_DIR_SUFFIX)
 
 
 def validate_topic_name(topic: str) -> str:
