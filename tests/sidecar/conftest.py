@@ -1,6 +1,6 @@
 """A real ``tierlog-sidecar`` process on loopback, and the generated stubs to talk to it.
 
-``sidecar_factory(data_dir, *configs, config_file=None)`` starts one
+``sidecar_factory(data_dir, *configs, config_file=None, data_dirs=())`` starts one
 (``tests.support.sidecars``: a free port picked by the kernel, its log in a file beside
 the data dir) with a channel and stubs open to it; every process still running is
 killed at the end of the test.
@@ -68,17 +68,28 @@ SidecarFactory = Callable[..., Sidecar]
 
 
 def start_sidecar(
-    data_dir: Path, *configs: str, timeout_s: float = 30, config_file: Path | None = None
+    data_dir: Path,
+    *configs: str,
+    timeout_s: float = 30,
+    config_file: Path | None = None,
+    data_dirs: tuple[Path, ...] = (),
 ) -> Sidecar:
-    return Sidecar(data_dir, configs, config_file=config_file).start(timeout_s)
+    return Sidecar(data_dir, configs, config_file=config_file, data_dirs=data_dirs).start(timeout_s)
 
 
 @pytest.fixture
 def sidecar_factory() -> Iterator[SidecarFactory]:
     sidecars = Sidecars()
 
-    def start(data_dir: Path, *configs: str, config_file: Path | None = None) -> Sidecar:
-        return sidecars.add(start_sidecar(data_dir, *configs, config_file=config_file))
+    def start(
+        data_dir: Path,
+        *configs: str,
+        config_file: Path | None = None,
+        data_dirs: tuple[Path, ...] = (),
+    ) -> Sidecar:
+        return sidecars.add(
+            start_sidecar(data_dir, *configs, config_file=config_file, data_dirs=data_dirs)
+        )
 
     yield start
     sidecars.kill_all()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from tests.support.small_disk import small_disk_at
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2
 from tierlog.sidecar.topics import TOPICS_FILE
 from tierlog.storage.checkpoints import (
@@ -18,6 +20,8 @@ from tierlog.storage.checkpoints import (
     TopicPartition,
     read_offset_checkpoint,
 )
+from tierlog.storage.config import LogConfig
+from tierlog.storage.names import MAX_TOPIC_NAME_LENGTH
 from tierlog.storage.records import SimpleRecord, build_batch
 
 from .conftest import Sidecar, SidecarFactory, reason_of
@@ -98,6 +102,107 @@ def test_create_list_describe_and_delete_topics(sidecar: Sidecar) -> None:
         sidecar.log.Fetch(log_service_pb2.FetchRequest(topic="orders", offset=0))
     assert reason_of(caught.value) == "UNKNOWN_TOPIC_OR_PARTITION"
     assert _create(sidecar, new_topic(name="orders")) == {"orders": ""}  # the name is free again
+
+
+def test_a_new_partitions_index_files_are_preallocated_sparse(sidecar: Sidecar) -> None:
+    """Kafka's preallocated indexes are sparse files; real blocks for them made each new
+    partition cost 20 MiB of disk before its first record."""
+    sidecar.create_topic("sparse", partitions=3)
+    preallocated = LogConfig().segment_index_bytes  # log.index.size.max.bytes, 10 MiB
+    for p in range(3):
+        for suffix, entry_size in ((".index", 8), (".timeindex", 12)):
+            stat = (sidecar.data_dir / f"sparse-{p}" / f"{0:020d}{suffix}").stat()
+            assert stat.st_size == preallocated // entry_size * entry_size
+            assert stat.st_blocks * 512 <= 4096
+
+
+def test_a_create_that_fills_the_disk_is_rolled_back_and_never_listed(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    with small_disk_at(tmp_path / "disk", "1m") as disk:
+        sidecar = sidecar_factory(disk / "data")
+        huge = admin_service_pb2.NewTopic(name="huge", num_partitions=2_000)
+        response = sidecar.admin.CreateTopics(admin_service_pb2.CreateTopicsRequest(topics=[huge]))
+        (result,) = response.results
+        assert result.error.reason == "KAFKA_STORAGE_ERROR", result.error
+        failed_at = re.search(r"huge-(\d+)", result.error.message)
+        assert failed_at and int(failed_at[1]) > 0, "partitions were created before it failed"
+        listed = sidecar.admin.ListTopics(admin_service_pb2.ListTopicsRequest())
+        assert [t.name for t in listed.topics] == []
+        assert list((disk / "data").glob("huge-*")) == []
+        with pytest.raises(grpc.RpcError) as caught:
+            sidecar.log.Fetch(log_service_pb2.FetchRequest(topic="huge", offset=0))
+        assert reason_of(caught.value) == "UNKNOWN_TOPIC_OR_PARTITION"
+
+        # The space and the name are free again, and a restart finds nothing of the failure.
+        huge.num_partitions = 4
+        assert _create(sidecar, huge) == {"huge": ""}
+        assert sidecar.stop() == 0
+        again = sidecar_factory(disk / "data")
+        listed = again.admin.ListTopics(admin_service_pb2.ListTopicsRequest())
+        assert [(t.name, t.partition_count) for t in listed.topics] == [("huge", 4)]
+        assert sorted(path.name for path in (disk / "data").glob("huge-*")) == [
+            f"huge-{p}" for p in range(4)
+        ]
+        assert again.stop() == 0
+
+
+def test_a_growth_that_fills_the_disk_is_undone_and_the_old_partitions_kept(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    with small_disk_at(tmp_path / "disk", "1m") as disk:
+        sidecar = sidecar_factory(disk / "data")
+        sidecar.create_topic("grow", partitions=2)
+        batch = build_batch([SimpleRecord(b"k", b"v", 1_000, ())] * 3)
+        sidecar.log.Produce(
+            log_service_pb2.ProduceRequest(topic="grow", partition=1, record_batches=batch)
+        )
+        with pytest.raises(grpc.RpcError) as caught:
+            sidecar.admin.CreatePartitions(
+                admin_service_pb2.CreatePartitionsRequest(topic="grow", total_count=2_000)
+            )
+        assert reason_of(caught.value) == "KAFKA_STORAGE_ERROR"
+        failed_at = re.search(r"grow-(\d+)", caught.value.details() or "")
+        assert failed_at and int(failed_at[1]) > 2, "partitions were added before it failed"
+        listed = sidecar.admin.ListTopics(admin_service_pb2.ListTopicsRequest())
+        assert [(t.name, t.partition_count) for t in listed.topics] == [("grow", 2)]
+        assert sorted(path.name for path in (disk / "data").glob("grow-*")) == ["grow-0", "grow-1"]
+        fetched = sidecar.log.Fetch(
+            log_service_pb2.FetchRequest(topic="grow", partition=1, offset=0)
+        )
+        assert fetched.high_watermark == 3
+
+        assert sidecar.stop() == 0
+        again = sidecar_factory(disk / "data")
+        listed = again.admin.ListTopics(admin_service_pb2.ListTopicsRequest())
+        assert [(t.name, t.partition_count) for t in listed.topics] == [("grow", 2)]
+        assert again.stop() == 0
+
+
+def test_a_topic_of_the_longest_legal_name_is_deleted_and_stays_deleted(
+    sidecar: Sidecar, sidecar_factory: SidecarFactory
+) -> None:
+    """The deleted directory's name (topic, partition, id, ``-delete``) is cut to fit
+    a file name, as Kafka cuts it."""
+    longest = "t" * MAX_TOPIC_NAME_LENGTH
+    sidecar.create_topic(longest, partitions=2)
+    batch = build_batch([SimpleRecord(b"k", b"v", 1_000, ())] * 3)
+    sidecar.log.Produce(log_service_pb2.ProduceRequest(topic=longest, record_batches=batch))
+
+    deleted = sidecar.admin.DeleteTopics(admin_service_pb2.DeleteTopicsRequest(names=[longest]))
+    assert [(r.name, r.error.reason, r.error.message) for r in deleted.results] == [
+        (longest, "", "")
+    ]
+    assert list(sidecar.data_dir.glob("ttt*")) == []
+    assert sidecar.stop() == 0
+
+    again = sidecar_factory(sidecar.data_dir)
+    assert again.admin.ListTopics(admin_service_pb2.ListTopicsRequest()).topics == []
+    assert list(again.data_dir.glob("ttt*")) == []
+    with pytest.raises(grpc.RpcError) as caught:
+        again.log.Fetch(log_service_pb2.FetchRequest(topic=longest, offset=0))
+    assert reason_of(caught.value) == "UNKNOWN_TOPIC_OR_PARTITION"
+    assert " ERROR " not in again.output
 
 
 def test_configs_are_validated_applied_and_survive_a_restart(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import random
 import signal
 import subprocess
@@ -222,18 +223,29 @@ def test_a_full_disk_fails_the_append_and_keeps_the_log_consistent(small_disk: P
     reopened.close()
 
 
-def test_no_room_for_a_segments_index_blocks_is_an_error_not_a_crash(small_disk: Path) -> None:
-    """Index blocks are reserved when a segment is created, so a full disk shows up as a
-    KafkaStorageError there, never as a SIGBUS while storing an entry later."""
-    filler = fill_leaving(small_disk, 16 * 1024)
-    settings = config(segment_index_bytes=64 * 1024, index_interval_bytes=100)
-    with pytest.raises(KafkaStorageError, match="cannot size"):
-        Log.open(small_disk / "t-0", settings)
+def test_an_append_that_needs_an_index_page_on_a_full_disk_fails_before_writing(
+    small_disk: Path,
+) -> None:
+    """Index files are sparse: a segment takes no disk for them when it is created, and
+    blocks for a page of entries are reserved before the append that stores into it
+    writes anything. Stored into without blocks on a full disk, the mapping would fault
+    (SIGBUS, the process killed) instead of this error."""
+    log = Log.open(
+        small_disk / "t-0", config(segment_index_bytes=64 * 1024, index_interval_bytes=1)
+    )
+    index = log.active_segment.offset_index
+    assert index.path.stat().st_blocks == 0
+    while index.entries < mmap.PAGESIZE // index.entry_size:  # a page of entries, no more
+        log.append(make_batch(1, tag=str(log.log_end_offset)))
+    end, size = log.log_end_offset, log.active_segment.size
+    filler = fill_leaving(small_disk, 0)
+    with pytest.raises(KafkaStorageError, match="no space left"):
+        log.append(make_batch(1, tag="refused"))  # its entry would start the next page
+    assert log.log_end_offset == end and index.entries == mmap.PAGESIZE // index.entry_size
+    assert log.active_segment.size == log.active_segment.log.path.stat().st_size == size
 
     filler.unlink()
-    log = Log.open(small_disk / "t-0", settings)
-    for i in range(20):
-        log.append(make_batch(2, value_size=500, tag=str(i)))
-    assert log.active_segment.offset_index.entries > 0
-    assert [r.offset for r in read_all_records(log)] == list(range(40))
+    log.append(make_batch(1, tag="later"))
+    assert index.entries == mmap.PAGESIZE // index.entry_size + 1
+    assert [r.key for r in read_all_records(log)][-2:] == [f"{end - 1}-0".encode(), b"later-0"]
     log.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import mmap
 import random
 import struct
 import tempfile
@@ -95,6 +96,25 @@ def test_a_writable_index_is_preallocated_to_whole_entries_and_trimmed_on_close(
     assert path.stat().st_size == 96
     index.close()
     assert path.stat().st_size == 16
+
+
+def _allocated_bytes(path: Path) -> int:
+    return path.stat().st_blocks * 512
+
+
+def test_the_preallocation_is_sparse_and_blocks_come_a_page_at_a_time(tmp_path: Path) -> None:
+    """A new partition's indexes cost no disk until entries are stored (as Kafka's), and
+    then only the pages those entries are in."""
+    for index in (offset_index(tmp_path, 10 * 1024 * 1024), time_index(tmp_path, 10 * 1024 * 1024)):
+        assert index.path.stat().st_size == index.max_entries * index.entry_size
+        assert _allocated_bytes(index.path) == 0
+        for slot in range(2 * mmap.PAGESIZE // index.entry_size):  # two pages of entries
+            if isinstance(index, OffsetIndex):
+                index.append(BASE + 1 + slot, slot)
+            else:
+                index.maybe_append(1_700_000_000_000 + slot, BASE + slot)
+        assert 0 < _allocated_bytes(index.path) <= 2 * mmap.PAGESIZE
+        index.close()
 
 
 def test_a_reopened_index_keeps_its_entries(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from tierlog.storage.errors import (
     UnknownTopicOrPartitionError,
 )
 from tierlog.storage.manager import LogManager, LogManagerConfig
+from tierlog.storage.names import MAX_TOPIC_NAME_LENGTH, delete_dir_name
 from tierlog.storage.properties import read_properties
 from tierlog.storage.tier.layout import partition_prefix
 from tierlog.storage.tier.local_store import LocalDirectoryStore
@@ -236,6 +238,49 @@ def test_a_second_manager_on_the_same_log_dir_refuses_to_start(tmp_path: Path) -
     first.shutdown()
     second.startup()  # the lock went with the first manager's shutdown
     second.shutdown()
+
+
+def test_the_same_partition_in_two_log_dirs_stops_startup_naming_both(tmp_path: Path) -> None:
+    dirs = (tmp_path / "a", tmp_path / "b")
+    first = manager_for(*dirs)
+    first.startup()
+    first.get_or_create_log(ORDERS_0)
+    first.shutdown()
+    (placed,) = [d for d in dirs if (d / "orders-0").is_dir()]
+    (other,) = [d for d in dirs if d != placed]
+    shutil.copytree(placed / "orders-0", other / "orders-0")
+
+    again = manager_for(*dirs)
+    with pytest.raises(KafkaStorageError) as refused:
+        again.startup()
+    assert str(dirs[0] / "orders-0") in str(refused.value)
+    assert str(dirs[1] / "orders-0") in str(refused.value)
+    assert again.partitions == []
+    shutil.rmtree(other / "orders-0")  # the operator removes the stale copy
+    again.startup()  # the refusal let go of the log dirs' locks
+    assert again.partitions == [ORDERS_0]
+    again.shutdown()
+
+
+def test_a_deletion_cut_short_by_a_crash_is_finished_at_startup(tmp_path: Path) -> None:
+    """delete_log renames the directory, then removes it; a crash in between leaves the
+    renamed directory, whose name is cut short for a topic of the longest legal name."""
+    longest = TopicPartition("t" * MAX_TOPIC_NAME_LENGTH, 0)
+    manager = manager_for(tmp_path / "a")
+    manager.startup()
+    for tp in (longest, ORDERS_0):
+        manager.get_or_create_log(tp)
+        manager.append(tp, make_batch(3))
+    manager.shutdown()
+    renamed = tmp_path / "a" / delete_dir_name(longest)
+    (tmp_path / "a" / longest.dir_name).rename(renamed)  # as delete_log does first
+
+    again = manager_for(tmp_path / "a")
+    again.startup()
+    assert again.partitions == [ORDERS_0]
+    assert not renamed.exists()
+    assert [p.name for p in (tmp_path / "a").iterdir() if p.is_dir()] == ["orders-0"]
+    again.shutdown()
 
 
 # -- with a remote tier -----------------------------------------------------------------

@@ -8,7 +8,13 @@ from hypothesis import strategies as st
 
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import InvalidTopicError
-from tierlog.storage.names import MAX_TOPIC_NAME_LENGTH, parse_partition_dir, validate_topic_name
+from tierlog.storage.names import (
+    MAX_TOPIC_NAME_LENGTH,
+    delete_dir_name,
+    is_delete_dir,
+    parse_partition_dir,
+    validate_topic_name,
+)
 
 LEGAL_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
 
@@ -89,3 +95,49 @@ def test_dir_name_round_trips() -> None:
     tp = TopicPartition("my-topic.v2", 7)
     assert tp.dir_name == "my-topic.v2-7"
     assert parse_partition_dir(tp.dir_name) == tp
+
+
+@pytest.mark.parametrize("partition", [0, 7, 2**31 - 1])
+def test_a_longest_topics_delete_dir_name_is_cut_to_fit_a_file_name(partition: int) -> None:
+    topic = "t" * MAX_TOPIC_NAME_LENGTH
+    name = delete_dir_name(TopicPartition(topic, partition))
+    assert len(name.encode()) == 255
+    assert name.endswith(f"-{partition}.{name[-39:-7]}-delete")
+    assert topic.startswith(name.partition("-")[0])
+    assert is_delete_dir(name) and parse_partition_dir(name) is None
+
+
+def test_a_short_topics_delete_dir_name_keeps_the_whole_topic() -> None:
+    name = delete_dir_name(TopicPartition("orders", 3))
+    assert name.startswith("orders-3.") and name.endswith("-delete")
+    assert len(name) == len("orders-3.") + 32 + len("-delete")
+    assert name != delete_dir_name(TopicPartition("orders", 3))  # a fresh id each time
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "orders-3.0f8fad5bb9fd4f51bba3dfd1a6a1c0f2-delete",
+        "a.b-c-12.0f8fad5bb9fd4f51bba3dfd1a6a1c0f2-delete",
+        "-0.0f8fad5bb9fd4f51bba3dfd1a6a1c0f2-delete",  # a topic part cut to nothing
+    ],
+)
+def test_delete_dirs_are_recognised(name: str) -> None:
+    assert is_delete_dir(name) and parse_partition_dir(name) is None
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "orders-3",
+        "topic-delete-0",
+        "delete",
+        "x-delete",
+        "-delete",
+        "backup-1.old-delete",  # someone's directory, not a deleted partition
+        "orders-3.0F8FAD5BB9FD4F51BBA3DFD1A6A1C0F2-delete",
+        "orders-x.0f8fad5bb9fd4f51bba3dfd1a6a1c0f2-delete",
+    ],
+)
+def test_partition_dirs_and_others_are_not_delete_dirs(name: str) -> None:
+    assert not is_delete_dir(name)

@@ -55,6 +55,8 @@ class SidecarProcess:
     port: int = 0  # 0: a free one picked by the kernel, kept for restarts
     env: Mapping[str, str] | None = None  # None: this process's environment
     config_file: Path | None = None  # --config-file, under the --config pairs
+    # Every --data-dir, in order, when there are several (data_dir still names the log).
+    data_dirs: tuple[Path, ...] = ()
     process: subprocess.Popen[bytes] = field(init=False)
     address: str = field(init=False, default="")
 
@@ -67,7 +69,9 @@ class SidecarProcess:
         return self.log_path.read_text(errors="replace")
 
     def start(self, timeout_s: float = 30) -> Self:
-        command = [console_script("tierlog-sidecar"), "--data-dir", str(self.data_dir)]
+        command = [console_script("tierlog-sidecar")]
+        for data_dir in self.data_dirs or (self.data_dir,):
+            command += ["--data-dir", str(data_dir)]
         command += ["--listen", f"127.0.0.1:{self.port}"]
         if self.config_file is not None:
             command += ["--config-file", str(self.config_file)]

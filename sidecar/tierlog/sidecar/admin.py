@@ -4,7 +4,10 @@ Topic changes go to the topic store first or last so that a crash in between lea
 something start-up repairs: a created topic is stored, then its logs are created (the
 next start creates any that are missing); a deleted topic loses its logs, then its
 entry (a partition left on disk is adopted again at the next start, never lost
-silently). Changes run one at a time, in a thread, under one lock.
+silently). A create or a growth that fails part way (a full disk) is undone: the
+logs made so far go, then the entry (or the old partition count comes back), so a
+failed create is not listed and its name is free. Changes run one at a time, in a
+thread, under one lock.
 
 Calls about many topics answer each in its own result with an ``Error``; calls about
 one topic fail with a status, like the data plane.
@@ -13,6 +16,8 @@ one topic fail with a status, like the data plane.
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import grpc
@@ -28,6 +33,8 @@ from tierlog.storage.errors import TierlogError, UnknownTopicOrPartitionError
 __all__ = ["AdminService"]
 
 _Context = grpc.aio.ServicerContext[Any, Any]
+
+log = logging.getLogger(__name__)
 
 
 class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
@@ -71,7 +78,26 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
         if validate_only:
             self.topics.validate_new(name, count, configs)
             return
-        self.partitions.ensure_logs(self.topics.create(name, count, configs))
+        created = self.topics.create(name, count, configs)
+        self._ensure_logs_or_undo(created, lambda: self._delete(name))
+
+    def _ensure_logs_or_undo(self, topic: Topic, undo: Callable[[], None]) -> None:
+        """Create the topic's logs; when that fails part way, ``undo`` the change that
+        asked for them, then raise the failure (the answer; an undo's own is logged)."""
+        try:
+            self.partitions.ensure_logs(topic)
+        except BaseException:
+            try:
+                undo()
+            except Exception:
+                log.exception("topic %r: a failed change could not be undone", topic.name)
+            raise
+
+    def _delete_logs(self, tps: Iterable[TopicPartition]) -> None:
+        manager = self.partitions.manager
+        for tp in tps:
+            if tp in manager.partitions:
+                manager.delete_log(tp)
 
     @at_the_edge
     async def DeleteTopics(
@@ -84,13 +110,9 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
         return admin_service_pb2.DeleteTopicsResponse(results=results)
 
     def _delete(self, name: str) -> None:
-        topic = self.topics.get(name)
-        manager = self.partitions.manager
-        for tp in self.partitions.owned(topic):
-            if tp in manager.partitions:
-                manager.delete_log(tp)
+        self._delete_logs(self.partitions.owned(self.topics.get(name)))
         self.topics.delete(name)
-        manager.write_checkpoints()
+        self.partitions.manager.write_checkpoints()
 
     @at_the_edge
     async def DescribeTopics(
@@ -156,9 +178,16 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
         return admin_service_pb2.CreatePartitionsResponse()
 
     def _add_partitions(self, name: str, total: int, validate_only: bool) -> None:
+        before = self.topics.get(name)
         grown = self.topics.add_partitions(name, total, validate_only=validate_only)
         if not validate_only:
-            self.partitions.ensure_logs(grown)
+            self._ensure_logs_or_undo(grown, lambda: self._shrink_back(before, grown))
+
+    def _shrink_back(self, before: Topic, grown: Topic) -> None:
+        added = self.partitions.owned(grown)
+        self._delete_logs(tp for tp in added if tp.partition >= before.partition_count)
+        self.topics.restore(before)
+        self.partitions.manager.write_checkpoints()
 
     # -- configs ----------------------------------------------------------------------
 

@@ -10,7 +10,8 @@ Unique in the cluster without coordination: broker ``node.id`` hands out ids
 1000, the broker reserves a block of ``n`` by writing its end to
 ``tierlog-producer-ids.json`` (atomic replace, fsynced) *before* handing out any id
 of it; after a crash it starts at the reserved end, skipping what the lost block did
-not hand out.
+not hand out. The file has a copy in every log dir and the largest end is read, so
+neither the order of the log dirs nor a new one listed first makes ids start again.
 
 An existing producer asking again with its id and epoch gets the epoch bumped
 (KIP-360, the idempotent producer's recovery from a sequence gap); at the largest
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 from tierlog.api.errors import InvalidRequestError
@@ -39,27 +41,16 @@ _VERSION = 1
 class ProducerIdManager:
     """Hands out this broker's producer ids; see the module docstring."""
 
-    def __init__(self, path: Path, node_id: int) -> None:
+    def __init__(self, log_dirs: Sequence[Path], node_id: int) -> None:
         if not 0 <= node_id < NODE_ID_SPAN:
             raise InvalidConfigError(
                 f"producer ids need a node.id in [0, {NODE_ID_SPAN}), not {node_id}"
             )
-        self.path = path
+        self.paths = tuple(log_dir / PRODUCER_IDS_FILE for log_dir in log_dirs)
         self.node_id = node_id
         self._lock = threading.Lock()
-        self._next = self._load()  # the next n to hand out
+        self._next = max((_reserved_end(path) for path in self.paths), default=0)
         self._reserved_end = self._next  # n below this are reserved on disk
-
-    def _load(self) -> int:
-        if not self.path.exists():
-            return 0
-        try:
-            document = json.loads(self.path.read_text())
-            if document.get("version") != _VERSION:
-                raise ValueError(f"unknown version {document.get('version')}")
-            return int(document["next_block_start"])
-        except (ValueError, KeyError, TypeError) as error:
-            raise KafkaStorageError(f"{self.path} is unreadable: {error!r}") from None
 
     def init_producer_id(self, producer_id: int, epoch: int) -> tuple[int, int]:
         """A new id (``producer_id`` -1) or the same id with the next epoch (blocking:
@@ -74,9 +65,23 @@ class ProducerIdManager:
         with self._lock:
             if self._next >= self._reserved_end:
                 end = self._next + BLOCK_SIZE
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write(self.path, json.dumps({"version": _VERSION, "next_block_start": end}))
+                for path in self.paths:  # a copy written before a failure only skips ids
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    atomic_write(path, json.dumps({"version": _VERSION, "next_block_start": end}))
                 self._reserved_end = end
             n = self._next
             self._next += 1
         return n * NODE_ID_SPAN + self.node_id
+
+
+def _reserved_end(path: Path) -> int:
+    """The end of the last block reserved in this copy (0 when there is none)."""
+    if not path.exists():
+        return 0
+    try:
+        document = json.loads(path.read_text())
+        if document.get("version") != _VERSION:
+            raise ValueError(f"unknown version {document.get('version')}")
+        return int(document["next_block_start"])
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise KafkaStorageError(f"{path} is unreadable: {error!r}") from None

@@ -43,7 +43,7 @@ from tierlog.sidecar.ownership import Broker, Ownership, read_assignment_file
 from tierlog.sidecar.partitions import Partitions
 from tierlog.sidecar.security import BearerTokenInterceptor
 from tierlog.sidecar.service import Limits, LogService
-from tierlog.sidecar.topics import TOPICS_FILE, TopicStore
+from tierlog.sidecar.topics import TopicStore
 from tierlog.sidecar.upload_metrics import UploadMetrics
 from tierlog.sidecar.watch import AppendWatch
 from tierlog.storage.errors import InvalidConfigError
@@ -73,9 +73,7 @@ class SidecarServer:
     def __init__(self, config: SidecarConfig, metrics: SidecarMetrics | None = None):
         self.config = config
         self.metrics = metrics or SidecarMetrics()
-        self.topics = TopicStore(
-            config.storage.log_dirs[0] / TOPICS_FILE, config.storage.default_log_config
-        )
+        self.topics = TopicStore(config.storage.log_dirs, config.storage.default_log_config)
         # The remote tier's object store: a directory ``tier`` in the first log dir
         # unless --tier-url names another (file:// or s3://); ``remote.storage.enable``
         # topics upload to it. Closed after the logs in stop().
@@ -117,6 +115,7 @@ class SidecarServer:
         self.remote_log_manager.scope = lambda _tp: False
         self.metrics.recovery.started()
         await asyncio.to_thread(self.manager.startup, progress or self.metrics.recovery)
+        await asyncio.to_thread(self.topics.sync)  # the log dirs are this broker's now
         self.metrics.recovery.finished()
         tls = self.config.tls
         if tls is None:

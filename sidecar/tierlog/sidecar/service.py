@@ -33,7 +33,7 @@ from tierlog.api.errors import InvalidRequestError, InvalidRequiredAcksError
 from tierlog.api.v1 import common_pb2, log_service_pb2, log_service_pb2_grpc
 from tierlog.sidecar.fetch_wire import FetchAnswer
 from tierlog.sidecar.partitions import Partitions
-from tierlog.sidecar.producer_ids import PRODUCER_IDS_FILE, ProducerIdManager
+from tierlog.sidecar.producer_ids import ProducerIdManager
 from tierlog.sidecar.status import as_error, at_the_edge, unexpected
 from tierlog.sidecar.watch import AppendWatch
 from tierlog.storage.checkpoints import TopicPartition
@@ -96,7 +96,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         self.remote = remote  # serves offsets below the local log start
         self._unacknowledged: set[asyncio.Task[None]] = set()  # acks=0 appends in flight
         self.producer_ids = ProducerIdManager(
-            partitions.manager.config.log_dirs[0] / PRODUCER_IDS_FILE, partitions.ownership.node_id
+            partitions.manager.config.log_dirs, partitions.ownership.node_id
         )
 
     # -- produce ----------------------------------------------------------------------

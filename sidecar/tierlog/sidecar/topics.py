@@ -1,10 +1,17 @@
 """The broker's topics: names, partition counts and config overrides, kept on disk.
 
 Kafka keeps this in its metadata log; a tierlog broker keeps it in one small JSON
-file, ``tierlog-topics.json`` in its first log dir, replaced atomically on every
-change (a crash leaves the old or the new file, never half of one). Overrides are
-validated with ``LogConfig`` before they are stored, and ``log_config(topic)`` is
+file, ``tierlog-topics.json``, a copy in every log dir, each replaced atomically on
+every change (a crash leaves the old or the new file, never half of one). Overrides
+are validated with ``LogConfig`` before they are stored, and ``log_config(topic)`` is
 the log manager's ``topic_config`` provider, so a topic's settings survive restarts.
+
+Which copy is read does not depend on the order of the log dirs: each save carries a
+generation one above the last, and the newest generation wins (a new, empty log dir
+has none; a crash between two copies leaves the newer one). Two copies of the same
+generation that disagree (written by a version that kept only the first log dir's
+file) stop the start with both paths named: either one may hold the overrides, and
+reading the wrong one would turn a compacted topic into a deleting one.
 
 The store is the authority on which topics exist: a partition directory on disk
 whose topic is not in it (written before the store existed, or by the storage
@@ -13,19 +20,28 @@ tools) is adopted at start-up with no overrides.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from tierlog.api.errors import InvalidPartitionsError, TopicAlreadyExistsError
 from tierlog.storage.checkpoints import atomic_write
 from tierlog.storage.config import LogConfig
-from tierlog.storage.errors import InvalidConfigError, UnknownTopicOrPartitionError
+from tierlog.storage.errors import (
+    InvalidConfigError,
+    KafkaStorageError,
+    UnknownTopicOrPartitionError,
+)
 from tierlog.storage.names import validate_topic_name
 
 __all__ = ["MAX_PARTITIONS", "TOPICS_FILE", "Topic", "TopicStore"]
+
+log = logging.getLogger(__name__)
 
 TOPICS_FILE = "tierlog-topics.json"
 _VERSION = 1
@@ -41,39 +57,88 @@ class Topic:
 
 
 class TopicStore:
-    """Topics and their overrides over broker-level defaults, persisted in ``path``."""
+    """Topics and their overrides over broker-level defaults, persisted in every log dir."""
 
-    def __init__(self, path: Path, defaults: LogConfig):
-        self.path = path
+    def __init__(self, log_dirs: Sequence[Path], defaults: LogConfig):
+        self.paths = tuple(log_dir / TOPICS_FILE for log_dir in log_dirs)
         self.defaults = defaults
         self._lock = threading.Lock()
         self._topics: dict[str, Topic] = {}
         self._configs: dict[str, LogConfig] = {}
-        if path.exists():
-            self._load()
+        self._generation = 0
+        self._stale_copies = False
+        self._load()
 
     def _load(self) -> None:
+        copies = {path: _read_document(path) for path in self.paths if path.exists()}
+        if not copies:
+            return
+        newest = max(_generation(document) for document in copies.values())
+        read_path, read = next((p, d) for p, d in copies.items() if _generation(d) == newest)
+        for path, document in copies.items():
+            if _generation(document) == newest and document["topics"] != read["topics"]:
+                raise InvalidConfigError(
+                    f"{read_path} and {path} disagree about the topics and neither is newer; "
+                    "keep the right one, move the other out of its log dir and start again"
+                )
+        self._stale_copies = len(copies) < len(self.paths) or any(
+            _generation(document) != newest for document in copies.values()
+        )
+        self._generation = newest
         try:
-            document = json.loads(self.path.read_text())
-            if document.get("version") != _VERSION:
-                raise InvalidConfigError(f"{self.path}: unknown version {document.get('version')}")
-            for name, entry in document["topics"].items():
+            for name, entry in read["topics"].items():
                 topic = Topic(name, int(entry["partitions"]), dict(entry["configs"]))
                 self._topics[name] = topic
                 self._configs[name] = self._validated(topic.configs)
-        except (ValueError, KeyError, TypeError) as error:
-            raise InvalidConfigError(f"{self.path} is unreadable: {error!r}") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            raise InvalidConfigError(f"{read_path} is unreadable: {error!r}") from None
 
-    def _save_locked(self) -> None:
+    def sync(self) -> None:
+        """Write the newest copy to every log dir whose copy is older or missing (a log
+        dir just added). Called once the log dirs are locked, so no other broker writes.
+        Best effort: the newest copy is read anyway, and the next change writes all."""
+        with self._lock:
+            if not self._stale_copies:
+                return
+            try:
+                self._save_locked(self._topics)
+            except KafkaStorageError as error:
+                log.warning(
+                    "the topic store's copies stay out of step until the next change: %s", error
+                )
+
+    def _save_locked(self, topics: dict[str, Topic]) -> None:
+        """Write ``topics`` to every copy, and only then make them the store's: a change
+        that cannot be written (a full disk) is refused and changes nothing."""
+        try:
+            self._write_copies(topics)
+        except KafkaStorageError:
+            # Some copies may hold the refused change: the store's own topics go over
+            # them a generation later, so a restart does not read that change back.
+            with contextlib.suppress(KafkaStorageError):
+                self._write_copies(self._topics)
+            raise
+        self._topics = topics
+
+    def _write_copies(self, topics: Mapping[str, Topic]) -> None:
+        self._generation += 1
+        self._stale_copies = True
         document = {
             "version": _VERSION,
+            "generation": self._generation,
             "topics": {
                 name: {"partitions": topic.partition_count, "configs": dict(topic.configs)}
-                for name, topic in sorted(self._topics.items())
+                for name, topic in sorted(topics.items())
             },
         }
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path, json.dumps(document, indent=2, sort_keys=True) + "\n")
+        text = json.dumps(document, indent=2, sort_keys=True) + "\n"
+        for path in self.paths:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise KafkaStorageError(f"cannot write {path}: {error}") from error
+            atomic_write(path, text)
+        self._stale_copies = False
 
     def _validated(self, configs: Mapping[str, str]) -> LogConfig:
         return LogConfig.from_properties(configs, base=self.defaults)
@@ -142,9 +207,8 @@ class TopicStore:
     def delete(self, name: str) -> None:
         self.get(name)
         with self._lock:
-            self._topics.pop(name, None)
+            self._save_locked({n: t for n, t in self._topics.items() if n != name})
             self._configs.pop(name, None)
-            self._save_locked()
 
     def alter_configs(
         self,
@@ -180,7 +244,32 @@ class TopicStore:
                 self._put_locked(grown)
         return grown
 
+    def restore(self, topic: Topic) -> None:
+        """Put ``topic`` back as it was before a change that failed part way (its
+        partition count may go down: the partitions above it were never made)."""
+        with self._lock:
+            self._put_locked(topic)
+
     def _put_locked(self, topic: Topic) -> None:
-        self._configs[topic.name] = self._validated(topic.configs)
-        self._topics[topic.name] = topic
-        self._save_locked()
+        config = self._validated(topic.configs)
+        self._save_locked({**self._topics, topic.name: topic})
+        self._configs[topic.name] = config
+
+
+def _read_document(path: Path) -> dict[str, Any]:
+    try:
+        document = json.loads(path.read_text())
+    except ValueError as error:
+        raise InvalidConfigError(f"{path} is unreadable: {error!r}") from None
+    if not isinstance(document, dict) or document.get("version") != _VERSION:
+        version = document.get("version") if isinstance(document, dict) else None
+        raise InvalidConfigError(f"{path}: unknown version {version}")
+    if not isinstance(document.get("topics"), dict):
+        raise InvalidConfigError(f"{path} is unreadable: no topics")
+    return document
+
+
+def _generation(document: Mapping[str, Any]) -> int:
+    """The save count a copy was written at; 0 for copies from before it was kept."""
+    generation = document.get("generation", 0)
+    return generation if isinstance(generation, int) else 0

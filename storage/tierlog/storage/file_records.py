@@ -19,7 +19,7 @@ from typing import NamedTuple
 from tierlog.storage.errors import CorruptRecordError, KafkaStorageError
 from tierlog.storage.records import HEADER_READ_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
 
-__all__ = ["FileBatch", "FileRecords"]
+__all__ = ["FileBatch", "FileRecords", "storage_error"]
 
 IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 SCAN_CHUNK_BYTES = 8 * 1024 * 1024
@@ -66,7 +66,7 @@ class FileRecords:
             _write_all(self._fd, start, pieces, total)
         except OSError as error:
             self._cut_back(start)
-            raise _storage_error(error, self.path) from error
+            raise storage_error(error, self.path) from error
         self.size = start + total
 
     def _cut_back(self, size: int) -> None:
@@ -87,7 +87,7 @@ class FileRecords:
         try:
             os.fdatasync(self._fd)
         except OSError as error:
-            raise _storage_error(error, self.path) from error
+            raise storage_error(error, self.path) from error
 
     def close(self) -> None:
         os.close(self._fd)
@@ -166,7 +166,8 @@ def _write_all(fd: int, position: int, pieces: Sequence[Buffer], total: int) -> 
     assert written_total == total
 
 
-def _storage_error(error: OSError, path: Path) -> KafkaStorageError:
+def storage_error(error: OSError, path: Path) -> KafkaStorageError:
+    """The typed error for a failed write of ``path``: a full disk says so plainly."""
     if error.errno == errno.ENOSPC:
         return KafkaStorageError(f"no space left on the device holding {path}")
     return KafkaStorageError(f"I/O error on {path}: {error.strerror or error}")

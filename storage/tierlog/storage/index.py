@@ -7,6 +7,15 @@ is <= the target. While a segment is active its index file is preallocated to
 slots are meaningful; when the segment rolls or closes the file is trimmed to exactly
 those entries, which is what Kafka's tools and a Kafka broker expect to find.
 
+The preallocation is sparse, as Kafka's (``RandomAccessFile.setLength``): a new
+partition costs no disk for the index pages it has not filled, where real blocks for
+two 10 MiB files per partition filled disks at topic creation. A page without blocks,
+stored into through the mapping on a full disk, is a SIGBUS that kills the process;
+so blocks are reserved (``reserve``, a page at a time) before an entry is stored in a
+page not yet reserved, and a full disk is a ``KafkaStorageError`` instead. The
+segment reserves for a whole append before it writes the log, so that error leaves
+the log as it was.
+
 Searches look at the newest entries first (the "warm section", Kafka's 8 KiB of tail
 entries): consumers near the log end keep hitting the same few pages, so those stay
 in the page cache while a plain binary search would touch cold pages each time.
@@ -30,6 +39,7 @@ from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 from tierlog.storage.errors import CorruptRecordError, KafkaStorageError
+from tierlog.storage.file_records import storage_error
 
 __all__ = [
     "IndexEntry",
@@ -94,6 +104,7 @@ class SegmentIndex(ABC):
         self.max_entries = max(max_index_bytes // self.entry_size, 1)
         self.read_only = read_only and not writable
         self._buffer: IndexBuffer | None = None
+        self._reserved_bytes = 0  # a prefix of the file known to have its blocks
         with self._file(create=not self.read_only) as fd:
             if self.read_only:
                 self._buffer = _read_whole(fd)
@@ -128,23 +139,38 @@ class SegmentIndex(ABC):
         self._buffer = mmap.mmap(fd, length, access=mmap.ACCESS_WRITE) if length > 0 else None
 
     def resize(self, length_bytes: int) -> None:
-        """Make the file hold ``length_bytes`` rounded down to whole entries (pre-allocation)."""
+        """Make the file hold ``length_bytes`` rounded down to whole entries (pre-allocation,
+        sparse: growing allocates no blocks)."""
         length = max(length_bytes // self.entry_size, self.entries) * self.entry_size
         with self._file() as fd:
             current = os.fstat(fd).st_size
             try:
-                if length > current:
-                    # Reserve real blocks: on a full disk this fails here, with an error,
-                    # not as a SIGBUS when a later entry is stored through the mapping.
-                    os.posix_fallocate(fd, current, length - current)
-                else:
-                    os.ftruncate(fd, length)
+                os.ftruncate(fd, length)
             except OSError as error:
                 self._map(fd, min(current, os.fstat(fd).st_size))
                 raise KafkaStorageError(
                     f"cannot size {self.path} to {length} bytes: {error}"
                 ) from error
             self._map(fd, length)
+        self._reserved_bytes = min(self._reserved_bytes, length)
+
+    def reserve(self, entries: int) -> None:
+        """Give the pages of the first ``entries`` slots (as far as the file goes) real
+        blocks, so storing those entries through the mapping cannot fault; raises
+        KafkaStorageError when the disk has no room for them."""
+        needed = entries * self.entry_size
+        if needed <= self._reserved_bytes:  # the common case: a page lasts hundreds of entries
+            return
+        length = len(self._buffer) if isinstance(self._buffer, mmap.mmap) else 0
+        end = min(-(-needed // mmap.PAGESIZE) * mmap.PAGESIZE, length)
+        if end <= self._reserved_bytes:
+            return
+        with self._file() as fd:
+            try:
+                os.posix_fallocate(fd, self._reserved_bytes, end - self._reserved_bytes)
+            except OSError as error:
+                raise storage_error(error, self.path) from error
+        self._reserved_bytes = end
 
     def trim_to_valid_size(self) -> None:
         """Cut the preallocated tail: the file holds exactly the valid entries."""
@@ -215,6 +241,7 @@ class SegmentIndex(ABC):
         if self._buffer is None or len(self._buffer) < (self.entries + 1) * self.entry_size:
             self.resize(self.max_entries * self.entry_size)
         assert isinstance(self._buffer, mmap.mmap)
+        self.reserve(self.entries + 1)
         self._entry.pack_into(self._buffer, self.entries * self.entry_size, key_field, value_field)
         self.entries += 1
         self.last_key = key

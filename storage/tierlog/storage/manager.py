@@ -5,6 +5,12 @@ files (recovery point, log start offset), the clean-shutdown marker, parallel
 recovery at start-up, the group-commit flusher, and the placement of new partitions
 (the log dir holding the fewest). The marker is removed as soon as the logs are
 loaded, so a crash from then on is recognised as unclean at the next start.
+
+A partition lives in exactly one log dir. The same partition directory in two of them
+(a disk copied by hand, a dir listed under two names) stops start-up with both paths
+named, as Kafka refuses to start: either copy may be the stale one, and serving one
+silently could hide the other's newer data. A directory renamed for deletion
+(``names.delete_dir_name``) that a crash left behind is removed at start-up.
 """
 
 from __future__ import annotations
@@ -46,7 +52,12 @@ from tierlog.storage.errors import (
 )
 from tierlog.storage.flush import GroupCommitter
 from tierlog.storage.log import AppendInfo, Log
-from tierlog.storage.names import parse_partition_dir, validate_topic_name
+from tierlog.storage.names import (
+    delete_dir_name,
+    is_delete_dir,
+    parse_partition_dir,
+    validate_topic_name,
+)
 from tierlog.storage.properties import read_properties
 from tierlog.storage.recovery import RecoveryProgress, load_segments
 from tierlog.storage.scheduler import PeriodicTask
@@ -114,6 +125,12 @@ class LogManager:
         for log_dir in self.config.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
             self._lock_dir(log_dir)
+        try:
+            _refuse_duplicate_partitions(self.config.log_dirs)
+        except KafkaStorageError:
+            self._release_dir_locks()
+            raise
+        for log_dir in self.config.log_dirs:
             self._ensure_meta_properties(log_dir)
             self._load_dir(log_dir, progress)
             (log_dir / CLEAN_SHUTDOWN_MARKER).unlink(missing_ok=True)
@@ -137,9 +154,7 @@ class LogManager:
             for log_dir in self.config.log_dirs:
                 atomic_write(log_dir / CLEAN_SHUTDOWN_MARKER, json.dumps({"version": 0}))
             self._logs.clear()
-        for fd in self._dir_locks:
-            os.close(fd)  # releases the lock
-        self._dir_locks.clear()
+        self._release_dir_locks()
 
     def _lock_dir(self, log_dir: Path) -> None:
         """Hold ``<log dir>/.lock`` as Kafka does: two brokers on one log dir would
@@ -153,6 +168,11 @@ class LogManager:
                 f"{log_dir} is in use by another process (its {LOCK_FILE} is held)"
             ) from None
         self._dir_locks.append(fd)
+
+    def _release_dir_locks(self) -> None:
+        for fd in self._dir_locks:
+            os.close(fd)  # releases the lock
+        self._dir_locks.clear()
 
     def _ensure_meta_properties(self, log_dir: Path) -> None:
         path = log_dir / META_PROPERTIES
@@ -176,11 +196,8 @@ class LogManager:
         self.had_clean_shutdown[log_dir] = clean
         recovery_points = read_offset_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
         start_offsets = read_offset_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
-        partitions = [
-            (tp, path)
-            for path in sorted(log_dir.iterdir())
-            if path.is_dir() and (tp := parse_partition_dir(path.name)) is not None
-        ]
+        _remove_deleted_dirs(log_dir)
+        partitions = _partition_dirs(log_dir)
         log.info("loading %d partitions from %s (clean=%s)", len(partitions), log_dir, clean)
 
         def load(item: tuple[TopicPartition, Path]) -> tuple[TopicPartition, Log]:
@@ -231,15 +248,31 @@ class LogManager:
             if existing is not None:
                 return existing
             log_dir = self._least_loaded_dir()
-            directory = log_dir / tp.dir_name
-            directory.mkdir()
-            write_partition_metadata(directory / PARTITION_METADATA, self._topic_id(tp.topic))
-            write_epoch_checkpoint(directory / LEADER_EPOCH_CHECKPOINT, [(0, 0)])
-            created = Log.open(directory, config or self._topic_config(tp.topic))
+            created = self._create_partition_dir(
+                log_dir / tp.dir_name, tp, config or self._topic_config(tp.topic)
+            )
             if self.tier is not None and created.config.remote_storage_enable:
                 self._join_tier(tp, created)
             self._register(tp, created, log_dir)
             return created
+
+    def _create_partition_dir(self, directory: Path, tp: TopicPartition, config: LogConfig) -> Log:
+        """A new partition's directory with its files and log; on a failure (a full disk)
+        nothing of it is left, so no half-made partition is loaded at the next start."""
+        try:
+            directory.mkdir()
+        except OSError as error:
+            raise KafkaStorageError(f"cannot create {directory}: {error}") from error
+        try:
+            write_partition_metadata(directory / PARTITION_METADATA, self._topic_id(tp.topic))
+            write_epoch_checkpoint(directory / LEADER_EPOCH_CHECKPOINT, [(0, 0)])
+            return Log.open(directory, config)
+        except OSError as error:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise KafkaStorageError(f"cannot create {directory}: {error}") from error
+        except BaseException:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
 
     def _join_tier(self, tp: TopicPartition, created: Log) -> None:
         """A new local log of a tiered topic continues the tier (a replaced pod's empty
@@ -266,7 +299,7 @@ class LogManager:
             del self._logs[tp]
             del self._log_dirs[tp]
         doomed.close()
-        renamed = doomed.directory.with_name(f"{tp.dir_name}.{uuid.uuid4().hex}-delete")
+        renamed = doomed.directory.with_name(delete_dir_name(tp))
         doomed.directory.replace(renamed)
         shutil.rmtree(renamed)
         self.cleaner.forget(tp)
@@ -332,6 +365,36 @@ class LogManager:
                 log_dir / LOG_START_OFFSET_CHECKPOINT,
                 {tp: lg.log_start_offset for tp, lg in mine.items()},
             )
+
+
+def _partition_dirs(log_dir: Path) -> list[tuple[TopicPartition, Path]]:
+    return [
+        (tp, path)
+        for path in sorted(log_dir.iterdir())
+        if path.is_dir() and (tp := parse_partition_dir(path.name)) is not None
+    ]
+
+
+def _refuse_duplicate_partitions(log_dirs: Sequence[Path]) -> None:
+    """Raise, naming both paths, when a partition directory is in two log dirs."""
+    seen: dict[TopicPartition, Path] = {}
+    for log_dir in log_dirs:
+        for tp, path in _partition_dirs(log_dir):
+            if tp in seen:
+                raise KafkaStorageError(
+                    f"duplicate log directories for {tp.dir_name} are found in both "
+                    f"{seen[tp]} and {path}: a partition lives in one log dir; "
+                    "move the stale copy out of the log dirs and start again"
+                )
+            seen[tp] = path
+
+
+def _remove_deleted_dirs(log_dir: Path) -> None:
+    """Finish deletions a crash interrupted: the directories were renamed, not yet removed."""
+    for path in log_dir.iterdir():
+        if path.is_dir() and is_delete_dir(path.name):
+            log.info("removing %s, a partition deleted before the last stop", path)
+            shutil.rmtree(path)
 
 
 def _tiered_in(partition_log: Log) -> Callable[[LogSegment], bool]:

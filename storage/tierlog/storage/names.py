@@ -2,19 +2,37 @@
 
 A topic name becomes a directory name, so it is checked before it touches a path:
 only ``[a-zA-Z0-9._-]``, at most 249 characters, never ``.`` or ``..``.
+
+A partition being deleted is first renamed to ``<topic>-<partition>.<id>-delete`` (as
+Kafka does), so a crash mid-removal leaves a directory start-up recognises and removes
+rather than a partition it would load again. A file name has at most 255 bytes, and
+the suffix of a 249-character topic's directory takes it over that, so the topic part
+is cut short to fit; the name is never parsed back into a topic.
 """
 
 from __future__ import annotations
 
 import re
+import uuid
 
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import InvalidTopicError
 
-__all__ = ["MAX_TOPIC_NAME_LENGTH", "parse_partition_dir", "validate_topic_name"]
+__all__ = [
+    "MAX_TOPIC_NAME_LENGTH",
+    "delete_dir_name",
+    "is_delete_dir",
+    "parse_partition_dir",
+    "validate_topic_name",
+]
 
 MAX_TOPIC_NAME_LENGTH = 249
+MAX_FILE_NAME_BYTES = 255  # NAME_MAX of Linux filesystems
+DELETE_DIR_SUFFIX = "-delete"
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
+# A directory renamed for deletion, by us or by Kafka (the same shape: a UUID's 32 hex
+# digits), and nothing looser: start-up removes what matches.
+_DELETE_DIR = re.compile(r"[a-zA-Z0-9._-]*-\d+\.[0-9a-f]{32}" + DELETE_DIR_SUFFIX)
 
 
 def validate_topic_name(topic: str) -> str:
@@ -42,3 +60,15 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
     except InvalidTopicError:
         return None
     return TopicPartition(topic, int(number))
+
+
+def delete_dir_name(tp: TopicPartition) -> str:
+    """A fresh name for ``tp``'s directory while it is removed: ``orders-3.<32 hex>-delete``,
+    with the topic cut short so the whole name fits in 255 bytes (names are ASCII)."""
+    suffix = f"-{tp.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    return tp.topic[: MAX_FILE_NAME_BYTES - len(suffix)] + suffix
+
+
+def is_delete_dir(name: str) -> bool:
+    """Whether ``name`` is a partition directory renamed for deletion (ours or Kafka's)."""
+    return _DELETE_DIR.fullmatch(name) is not None

@@ -215,6 +215,7 @@ class LogSegment:
             raise InvalidRecordError(
                 f"offset {batches[-1].last_offset} does not fit segment {self.base_offset}"
             )
+        self._reserve_index_room(len(batches))
         position = self.log.size
         if position == 0:
             self._rolling_based_timestamp = batches[0].max_timestamp
@@ -232,6 +233,13 @@ class LogSegment:
             self.bytes_since_last_index_entry += size
             position += size
         self._next_offset = batches[-1].last_offset + 1
+
+    def _reserve_index_room(self, batches: int) -> None:
+        # Each batch adds at most one entry to each index, and sealing the segment one
+        # more to the time index: with their blocks reserved before the log is written,
+        # a full disk fails the append here and leaves the segment as it was.
+        self.offset_index.reserve(self.offset_index.entries + batches)
+        self.time_index.reserve(self.time_index.entries + batches + 1)
 
     def _has_room(self) -> bool:
         # A request of many batches can fill an index part way (the roll check runs once
