@@ -230,3 +230,27 @@ def test_prepare_restart_flushes_and_checkpoints_then_says_it_is_safe(
     after = read_offset_checkpoint(checkpoint)
     assert after[TopicPartition("orders", 0)] == 3
     assert after[TopicPartition("orders", 1)] == 3
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("segment.bytes", "1_000_000"),
+        ("retention.ms", "\u0661\u0662\u0663"),  # Arabic-Indic digits
+        ("min.cleanable.dirty.ratio", "nan"),
+    ],
+)
+def test_numbers_kafka_would_not_parse_are_invalid_config_on_both_paths(
+    sidecar: Sidecar, key: str, value: str
+) -> None:
+    new_topic = admin_service_pb2.NewTopic(name="strict", configs={key: value})
+    assert _create(sidecar, new_topic) == {"strict": "INVALID_CONFIG"}
+    sidecar.create_topic("strict")
+    before = _configs(sidecar, "strict")
+    with pytest.raises(grpc.RpcError) as caught:
+        sidecar.admin.AlterConfigs(
+            admin_service_pb2.AlterConfigsRequest(topic="strict", set_configs={key: value})
+        )
+    assert reason_of(caught.value) == "INVALID_CONFIG"
+    assert key in (caught.value.details() or "")
+    assert _configs(sidecar, "strict") == before
