@@ -55,6 +55,11 @@ class TopicStore:
     def _load(self) -> None:
         try:
             document = json.loads(self.path.read_text())
+            if not isinstance(document, dict) or not isinstance(document.get("topics"), dict):
+                raise InvalidConfigError(
+                    f"{self.path} is not a topics file: expected an object with "
+                    f'"version" and "topics" (an object of topics), got {document!r:.100}'
+                )
             if document.get("version") != _VERSION:
                 raise InvalidConfigError(f"{self.path}: unknown version {document.get('version')}")
             for name, entry in document["topics"].items():
