@@ -187,3 +187,38 @@ def test_the_arithmetic_of_perf_and_produce() -> None:
     assert Throttle(-1, 0.0).delay_s(10**6, 0.0) == 0.0
     assert list(parse_lines([b"k=v=w\n", b"x=\n"], b"=")) == [(b"k", b"v=w"), (b"x", b"")]
     assert list(parse_lines([b"plain\n"], None)) == [(None, b"plain")]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--partitions", "0"], "argument --partitions: a topic has at least 1 partition, not 0"),
+        (
+            ["--config", "segment.bytes=1_000_000"],
+            "argument --config: INVALID_CONFIG: invalid value '1_000_000' for segment.bytes",
+        ),
+        (
+            ["--config", "retention.ms=\u0661\u0662\u0663"],
+            "INVALID_CONFIG: invalid value '\u0661\u0662\u0663' for retention.ms",
+        ),
+        (
+            ["--config", "min.cleanable.dirty.ratio=nan"],
+            "INVALID_CONFIG: invalid value 'nan' for min.cleanable.dirty.ratio",
+        ),
+    ],
+)
+def test_topics_create_refuses_what_kafka_would_not_take(
+    server: str, args: list[str], message: str
+) -> None:
+    result = tierlog(server, "topics", "create", "odd", *args)
+    assert result.returncode == 2, result.stderr.decode()
+    assert message in result.stderr.decode()
+    assert ok(tierlog(server, "topics", "list")).split() == []
+
+
+def test_consume_refuses_a_negative_offset(server: str) -> None:
+    ok(tierlog(server, "topics", "create", "tail"))
+    result = tierlog(server, "consume", "tail", "--offset", "-5", "--timeout-ms", "500")
+    assert result.returncode == 2
+    assert "argument --offset: an offset is 0 or more, not -5" in result.stderr.decode()
+    assert "a negative offset is refused" in ok(tierlog(server, "consume", "--help"))

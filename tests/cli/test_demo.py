@@ -133,12 +133,20 @@ def test_demo_console_script_in_a_fresh_temp_dir(tmp_path: Path) -> None:
         _assert_gone(pid)
 
 
-def test_ctrl_c_stops_the_sidecar_it_started(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "inherited",
+    [signal.SIG_DFL, signal.SIG_IGN],
+    ids=["from-a-terminal", "sigint-ignored-as-a-background-job-of-a-script"],
+)
+def test_ctrl_c_stops_the_sidecar_it_started(tmp_path: Path, inherited: signal.Handlers) -> None:
+    # A shell without job control starts background commands with SIGINT ignored (how
+    # ``make test &`` ran this test): the demo must take SIGINT all the same.
     process = subprocess.Popen(
         [console_script("tierlog"), "demo", "--data-dir", str(tmp_path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, inherited),
     )
     try:
         assert process.stdout is not None

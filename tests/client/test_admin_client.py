@@ -78,3 +78,11 @@ def test_prepare_restart_reports_the_broker_safe_once_flushed(sidecar: LiveSidec
     assert readiness.unflushed_messages == 0
     assert readiness.segments_awaiting_upload == 0
     assert readiness.safe
+
+
+def test_a_topic_of_no_partitions_is_refused_not_made_one(sidecar: LiveSidecar) -> None:
+    with AdminClient(sidecar.address) as admin:
+        for count in (0, -1):
+            with pytest.raises(InvalidPartitionsError, match=f"not {count}"):
+                admin.create_topic("empty", count)
+        assert "empty" not in admin.list_topics()

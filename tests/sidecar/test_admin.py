@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -335,3 +340,93 @@ def test_prepare_restart_flushes_and_checkpoints_then_says_it_is_safe(
     after = read_offset_checkpoint(checkpoint)
     assert after[TopicPartition("orders", 0)] == 3
     assert after[TopicPartition("orders", 1)] == 3
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("segment.bytes", "1_000_000"),
+        ("retention.ms", "\u0661\u0662\u0663"),  # Arabic-Indic digits
+        ("min.cleanable.dirty.ratio", "nan"),
+    ],
+)
+def test_numbers_kafka_would_not_parse_are_invalid_config_on_both_paths(
+    sidecar: Sidecar, key: str, value: str
+) -> None:
+    new_topic = admin_service_pb2.NewTopic(name="strict", configs={key: value})
+    assert _create(sidecar, new_topic) == {"strict": "INVALID_CONFIG"}
+    sidecar.create_topic("strict")
+    before = _configs(sidecar, "strict")
+    with pytest.raises(grpc.RpcError) as caught:
+        sidecar.admin.AlterConfigs(
+            admin_service_pb2.AlterConfigsRequest(topic="strict", set_configs={key: value})
+        )
+    assert reason_of(caught.value) == "INVALID_CONFIG"
+    assert key in (caught.value.details() or "")
+    assert _configs(sidecar, "strict") == before
+
+
+class _Reader(threading.Thread):
+    """Calls ``read`` until it fails, keeping the failure's Kafka error name."""
+
+    def __init__(self, read: Callable[[], object]):
+        super().__init__()
+        self.read = read
+        self.began = threading.Event()  # a first read came back
+        self.reason = ""
+
+    def run(self) -> None:
+        try:
+            while True:
+                self.read()
+                self.began.set()
+        except grpc.RpcError as error:
+            self.reason = reason_of(error)
+        finally:
+            self.began.set()
+
+
+def test_readers_of_a_deleted_topic_get_unknown_topic_or_partition(sidecar: Sidecar) -> None:
+    """Fetches and Subscribe streams reading while their topic is deleted: each ends with
+    UNKNOWN_TOPIC_OR_PARTITION, never an error from the log's closed files (which was
+    UNKNOWN_SERVER_ERROR, or CORRUPT_MESSAGE when a reused descriptor was read)."""
+    log = sidecar.log
+    batch = build_batch([SimpleRecord(b"k", b"v" * 200, 1_000, ())] * 10)
+    subscribe = log_service_pb2.SubscribeRequest
+    offsets = itertools.cycle(range(400))
+
+    def fetch() -> object:
+        request = log_service_pb2.FetchRequest(topic="doomed", offset=next(offsets), max_bytes=1)
+        return log.Fetch(request)
+
+    deadline = time.monotonic() + 60
+    rounds = 0
+    while rounds < 10 and time.monotonic() < deadline:
+        rounds += 1
+        sidecar.create_topic("doomed", segment_bytes="8192")
+        for _ in range(40):  # some segments: reads go through index lookups and files
+            log.Produce(log_service_pb2.ProduceRequest(topic="doomed", record_batches=batch))
+        # At the end, waiting for records; reading a batch every 5 ms; fetching.
+        caught_up = log.Subscribe(subscribe(topic="doomed", offset=-1), timeout=20)
+        reading = log.Subscribe(
+            subscribe(topic="doomed", offset=0, max_bytes=1, max_wait_ms=5), timeout=20
+        )
+        readers = [
+            _Reader(partial(next, caught_up)),
+            _Reader(partial(next, reading)),
+            _Reader(fetch),
+        ]
+        for reader in readers:
+            reader.start()
+        for reader in readers[1:]:
+            assert reader.began.wait(10)
+        response = sidecar.admin.DeleteTopics(
+            admin_service_pb2.DeleteTopicsRequest(names=["doomed"])
+        )
+        assert not response.results[0].HasField("error")
+        for reader in readers:
+            reader.join(timeout=30)
+        reasons = [reader.reason for reader in readers]
+        assert reasons == ["UNKNOWN_TOPIC_OR_PARTITION"] * 3, f"round {rounds}: {reasons}"
+    assert rounds >= 3, "too few rounds to say anything"
+    sidecar.assert_alive()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tests.storage.conftest import crash
 from tierlog.api.v1 import admin_service_pb2
+from tierlog.sidecar.topics import TOPICS_FILE
 from tierlog.storage.checkpoints import (
     CLEAN_SHUTDOWN_MARKER,
     RECOVERY_POINT_CHECKPOINT,
@@ -116,3 +117,11 @@ def test_a_config_file_configures_the_broker_and_config_flags_override_it(
     values = {entry.name: entry.value for entry in described.entries}
     assert values["max.message.bytes"] == "2000000"
     assert values["segment.bytes"] == "1048576"
+
+
+def test_a_topics_file_that_is_not_one_exits_with_invalid_config(tmp_path: Path) -> None:
+    (tmp_path / TOPICS_FILE).write_text("[]")
+    result = subprocess.run(_sidecar_command(tmp_path), capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert f"INVALID_CONFIG: {tmp_path / TOPICS_FILE} is not a topics file" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -20,7 +20,7 @@ import pytest
 
 from tests.storage.conftest import crash
 from tests.support.scrape import METRICS, Scrape, get, metrics_address, scrape, scrape_sidecar
-from tierlog.api.v1 import log_service_pb2
+from tierlog.api.v1 import admin_service_pb2, log_service_pb2, log_service_pb2_grpc
 from tierlog.sidecar.metrics import RecoveryMetrics
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.manager import LogManager, LogManagerConfig
@@ -93,7 +93,9 @@ def test_calls_bytes_errors_and_logs_move_their_series(
         "log.flush.interval.messages=1",  # every append is fsynced by the group committer
         "log.retention.check.interval.ms=200",
     )
-    sidecar.create_topic("metered", segment_bytes="2000", retention_bytes="1")
+    # retention.bytes=1 comes later: with it from the start, retention could delete
+    # segments before the scrape that counts them (it failed 5 runs in 7 so).
+    sidecar.create_topic("metered", segment_bytes="2000")
     before = scrape_sidecar(sidecar)
     assert DOCUMENTED - before.names() <= {
         "tierlog_topic_bytes_in_total",
@@ -164,6 +166,9 @@ def test_calls_bytes_errors_and_logs_move_their_series(
     assert after.value("process_resident_memory_bytes") > 0
 
     # Retention (retention.bytes=1) deletes the closed segments: the log start moves.
+    sidecar.admin.AlterConfigs(
+        admin_service_pb2.AlterConfigsRequest(topic="metered", set_configs={"retention.bytes": "1"})
+    )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         later = scrape_sidecar(sidecar)
@@ -369,3 +374,58 @@ def _wait_for_metrics(log_path: Path, process: subprocess.Popen[bytes]) -> str:
         assert process.poll() is None, f"the sidecar died:\n{text}"
         time.sleep(0.005)
     raise AssertionError(f"no metrics endpoint:\n{log_path.read_text()}")
+
+
+def _in_flight(scraped: Scrape) -> float:
+    return sum(scraped.labelled("tierlog_requests_in_flight").values())
+
+
+def test_requests_in_flight_returns_to_zero_after_cancelled_and_abandoned_streams(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    sidecar = sidecar_factory(tmp_path / "data", METRICS)
+    sidecar.create_topic("busy")
+    batch = _batch(50, value_bytes=1000)  # ~50 KB: a stream has more to send than is read
+    for _ in range(40):
+        sidecar.log.Produce(log_service_pb2.ProduceRequest(topic="busy", record_batches=batch))
+    subscribe = log_service_pb2.SubscribeRequest
+    for _ in range(20):  # unary calls, answered and failed
+        sidecar.log.Fetch(log_service_pb2.FetchRequest(topic="busy", offset=0))
+        with pytest.raises(grpc.RpcError):
+            sidecar.log.Fetch(log_service_pb2.FetchRequest(topic="absent", offset=0))
+    for round_ in range(30):
+        # Cancelled after one message, while the sidecar is writing the next ones.
+        stream = sidecar.log.Subscribe(subscribe(topic="busy", offset=0, max_bytes=60_000))
+        next(stream)
+        stream.cancel()
+        # Cancelled while it waits at the log end for records that do not come.
+        waiting = sidecar.log.Subscribe(subscribe(topic="busy", offset=-1, max_wait_ms=0))
+        waiting.cancel()
+        # A client that goes away mid-stream: its connection closes, nothing is cancelled.
+        with grpc.insecure_channel(sidecar.address) as channel:
+            stub = log_service_pb2_grpc.LogServiceStub(channel)
+            abandoned = stub.Subscribe(subscribe(topic="busy", offset=round_, max_bytes=60_000))
+            next(abandoned)
+        # A produce stream cancelled after its first answer.
+        produces = sidecar.log.ProduceStream(
+            iter(
+                [log_service_pb2.ProduceStreamRequest(
+                    produce=log_service_pb2.ProduceRequest(topic="busy", record_batches=batch)
+                )] * 3
+            )
+        )  # fmt: skip
+        next(produces)
+        produces.cancel()
+
+    # Every call above has ended; the gauge must come back down to 0 once the sidecar
+    # has seen the cancellations and the closed connections.
+    deadline = time.monotonic() + 20
+    while _in_flight(idle := scrape_sidecar(sidecar)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert idle.labelled("tierlog_requests_in_flight") and _in_flight(idle) == 0, (
+        idle.labelled("tierlog_requests_in_flight"),
+        sidecar.output[-3000:],
+    )
+    assert idle.value("tierlog_requests_total", **LOG, method="Subscribe", code="CANCELLED") > 0
+    assert "different Context" not in sidecar.output
+    sidecar.assert_alive()

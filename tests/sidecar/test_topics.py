@@ -238,3 +238,26 @@ def test_one_partition_in_two_log_dirs_stops_the_sidecar_naming_both(
     assert "KAFKA_STORAGE_ERROR" in result.stderr
     assert f"in both {a / 'orders-0'} and {b / 'orders-0'}" in result.stderr
     assert (a / "orders-0").is_dir() and (b / "orders-0").is_dir()  # nothing touched
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[]",
+        "null",
+        '"topics"',
+        "42",
+        '{"version": 1, "topics": []}',
+        '{"version": 1}',
+        '{"version": 1, "topics": {"t": []}}',
+        '{"version": 1, "topics": {"t": {"partitions": "many", "configs": {}}}}',
+        '{"version": 2, "topics": {}}',
+        "{not json",
+    ],
+)
+def test_an_unreadable_topics_file_is_invalid_config_naming_it(tmp_path: Path, text: str) -> None:
+    path = tmp_path / TOPICS_FILE
+    path.write_text(text)
+    with pytest.raises(InvalidConfigError, match=TOPICS_FILE):
+        TopicStore([tmp_path], LogConfig())
+    assert path.read_text() == text  # left as found, for its owner to look at

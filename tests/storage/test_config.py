@@ -88,3 +88,39 @@ def test_tiered_storage_refuses_compaction() -> None:
         {"remote.storage.enable": "TRUE", "cleanup.policy": "delete"}
     )
     assert tiered.remote_storage_enable is True
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("segment.bytes", "1_000_000"),  # Python's int() takes it; Long.parseLong does not
+        ("retention.ms", "\u0661\u0660\u0660\u0660"),  # Arabic-Indic digits: "1000"
+        ("retention.bytes", "\uff11\uff10"),  # full-width digits
+        ("segment.ms", "1e3"),
+        ("segment.ms", "0x10"),
+        ("min.cleanable.dirty.ratio", "nan"),  # passed every bound check, as NaN does
+        ("min.cleanable.dirty.ratio", "-inf"),
+        ("min.cleanable.dirty.ratio", "0_5"),
+        ("min.cleanable.dirty.ratio", "\u0660.\u0665"),
+    ],
+)
+def test_numbers_are_plain_ascii_as_kafka_configdef_parses_them(key: str, value: str) -> None:
+    with pytest.raises(InvalidConfigError, match=rf"invalid value .* for {key}: not a"):
+        LogConfig.from_properties({key: value})
+
+
+def test_numbers_kafka_takes_are_taken() -> None:
+    cfg = LogConfig.from_properties(
+        {
+            "segment.bytes": " +1048576 ",  # ConfigDef trims, and parseLong takes a sign
+            "retention.ms": "-1",
+            "min.cleanable.dirty.ratio": ".25",
+            "delete.retention.ms": 0,
+        }
+    )
+    assert (cfg.segment_bytes, cfg.retention_ms, cfg.delete_retention_ms) == (1048576, -1, 0)
+    assert cfg.min_cleanable_dirty_ratio == 0.25
+    assert (
+        LogConfig.from_properties({"min.cleanable.dirty.ratio": "5e-1"}).min_cleanable_dirty_ratio
+        == 0.5
+    )

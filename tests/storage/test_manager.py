@@ -25,9 +25,11 @@ from tierlog.storage.errors import (
     KafkaStorageError,
     UnknownTopicOrPartitionError,
 )
+from tierlog.storage.log import Log
 from tierlog.storage.manager import LogManager, LogManagerConfig
 from tierlog.storage.names import MAX_TOPIC_NAME_LENGTH, delete_dir_name
 from tierlog.storage.properties import read_properties
+from tierlog.storage.records import iter_batches
 from tierlog.storage.tier.layout import partition_prefix
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.remote_log_manager import RemoteLogManager, RemoteLogManagerConfig
@@ -175,6 +177,49 @@ def test_delete_log_removes_the_partition(tmp_path: Path) -> None:
     assert [p.name for p in (tmp_path / "a").iterdir() if p.is_dir()] == []
     manager.shutdown()
     assert read_offset_checkpoint(tmp_path / "a" / RECOVERY_POINT_CHECKPOINT) == {}
+
+
+def test_a_read_of_a_deleted_log_is_unknown_topic_or_partition(tmp_path: Path) -> None:
+    """Readers hold the Log they looked up: one reading while the partition is deleted,
+    or after, gets UNKNOWN_TOPIC_OR_PARTITION, never an error from its closed files (a
+    struct.error from an unmapped index, EBADF) nor bytes from a reused descriptor."""
+    manager = manager_for(tmp_path / "a", log_config=LogConfig(segment_bytes=4096))
+    manager.startup()
+    outcomes: list[str] = []  # how each reader's reading ended
+    for round_ in range(20):
+        doomed = manager.get_or_create_log(ORDERS_0)
+        for _ in range(30):  # several segments, so reads cross index lookups and files
+            manager.append(ORDERS_0, make_batch(5, value_size=100))
+        end = doomed.log_end_offset
+        stop = threading.Event()
+
+        def read_until_stopped(
+            log: Log = doomed, last: int = end, stop: threading.Event = stop
+        ) -> None:
+            offset = 0
+            while not stop.is_set():
+                try:
+                    read = log.read(offset, 2048)
+                except Exception as error:
+                    outcomes.append(type(error).__name__)
+                    return
+                first = next(iter_batches(read.records))
+                assert first.base_offset <= offset <= first.last_offset
+                offset = (offset + 7) % last
+
+        reader = threading.Thread(target=read_until_stopped, name=f"reader-{round_}")
+        reader.start()
+        manager.delete_log(ORDERS_0)
+        reader.join(timeout=10)
+        stop.set()
+        reader.join()
+        with pytest.raises(UnknownTopicOrPartitionError, match="orders-0 was deleted"):
+            doomed.read(0, 2048)
+        with pytest.raises(UnknownTopicOrPartitionError, match="orders-0 was deleted"):
+            doomed.append(make_batch(1))
+    assert len(outcomes) == 20  # each reader's reading ended at the deletion
+    assert set(outcomes) == {"UnknownTopicOrPartitionError"}, outcomes
+    manager.shutdown()
 
 
 def test_after_an_unclean_stop_the_logs_are_recovered(tmp_path: Path) -> None:

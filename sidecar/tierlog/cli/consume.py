@@ -22,7 +22,7 @@ from tierlog.cli.server_option import (
 )
 from tierlog.client import Consumer, ConsumerRecord, TopicPartition
 
-__all__ = ["add_parser", "format_record", "run"]
+__all__ = ["add_parser", "format_record", "offset", "run"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,7 +34,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("topic")
     start = parser.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true", help="start at the log start")
-    start.add_argument("--offset", type=int, help="start at this offset")
+    start.add_argument(
+        "--offset",
+        type=offset,
+        help="start at this offset, 0 or more (as in Kafka's console consumer, a negative "
+        "offset is refused: use --from-beginning, or leave both out to start at the end)",
+    )
     parser.add_argument("--partition", type=int, help="read only this partition")
     parser.add_argument("--max-messages", type=int, help="stop after this many records")
     parser.add_argument(
@@ -53,6 +58,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     add_server_option(parser)
     add_security_options(parser)
     parser.set_defaults(run=run)
+
+
+def offset(text: str) -> int:
+    """An ``--offset`` value: an offset in the log, never counted back from its end."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"an offset is 0 or more, not {value}")
+    return value
 
 
 def format_record(record: ConsumerRecord, print_key: bool, separator: bytes) -> bytes:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from tierlog.api.errors import TopicAlreadyExistsError
 from tierlog.cli.demo_tier import SIDECAR_CONFIGS, offload_and_read_back, show_tier_after_restart
@@ -50,6 +51,7 @@ STREAM_END_WAIT_S = 5.0
 ITEMS = ("espresso", "croissant", "bagel", "matcha", "scone", "cortado", "muffin", "chai")
 
 Say = Callable[[str], None]
+SignalHandler = Callable[[int, FrameType | None], Any] | int | None  # as signal.signal has it
 
 
 class DemoFailed(Exception):
@@ -455,14 +457,29 @@ def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)  # unwinds, so the sidecar is stopped on the way out
 
 
+def _take_stop_signals() -> dict[signal.Signals, SignalHandler]:
+    """Make SIGINT raise KeyboardInterrupt and SIGTERM exit, whatever this process
+    inherited; the handlers they replace.
+
+    SIGINT is set explicitly, not left to Python: a shell without job control (a script,
+    ``make test &``) starts a background command with SIGINT ignored, and Python then
+    leaves it ignored, so a Ctrl-C or ``kill -INT`` ran the demo on to its end and exit
+    0.  The sidecars run in sessions of their own: only this process can stop them."""
+    return {
+        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+        signal.SIGTERM: signal.signal(signal.SIGTERM, _exit_on_sigterm),
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="tierlog-demo-"))
-    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    previous = _take_stop_signals()
     try:
         run_demo(data_dir, lambda line: print(line, flush=True), keep_running=args.keep_running)
     except (DemoFailed, SidecarFailed) as failure:
         print(f"demo check failed: {failure}", file=sys.stderr)
         return 1
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return 0

@@ -16,18 +16,21 @@ child left running on purpose outlives the terminal.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -36,6 +39,7 @@ from tierlog.sidecar.security import TOKEN_ENV
 __all__ = ["LOG_NAME", "LocalSidecar", "SidecarFailed", "metric_value", "sidecar_script"]
 
 LOG_NAME = "tierlog-sidecar.log"
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _LISTENING = re.compile(r"listening on (\S+)")
 _METRICS = re.compile(r"serving metrics at http://(\S+)/metrics")
 
@@ -61,6 +65,28 @@ def metric_value(exposition: str, name: str, **labels: str) -> float:
             if sample.name == name and labels.items() <= sample.labels.items():
                 total += sample.value
     return total
+
+
+@contextlib.contextmanager
+def _stop_signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block is left, and are delivered then.  Only the
+    main thread runs Python signal handlers (and may set them): elsewhere, nothing to do."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+
+    def hold(signum: int, _frame: FrameType | None) -> None:
+        held.append(signum)
+
+    previous = {signum: signal.signal(signum, hold) for signum in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if held:
+            signal.raise_signal(held[0])
 
 
 @dataclass
@@ -107,20 +133,24 @@ class LocalSidecar:
         env = {key: value for key, value in os.environ.items() if key != TOKEN_ENV}
         log_path = data_dir / LOG_NAME
         log_start = log_path.stat().st_size if log_path.exists() else 0
-        with log_path.open("ab") as log_file:
-            process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-            )
-        sidecar = cls(data_dir, command, process, log_start)
+        sidecar: LocalSidecar | None = None
         try:
+            # A Ctrl-C between the fork and ``sidecar`` being set would leave the child
+            # running, unseen (it is in a session of its own): it waits until then.
+            with _stop_signals_held(), log_path.open("ab") as log_file:
+                process = subprocess.Popen(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                )
+                sidecar = cls(data_dir, command, process, log_start)
             sidecar._wait_ready(time.monotonic() + timeout_s)
         except BaseException:
-            sidecar.stop()
+            if sidecar is not None:
+                sidecar.stop()
             raise
         return sidecar
 

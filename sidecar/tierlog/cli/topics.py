@@ -11,8 +11,10 @@ from tierlog.cli.server_option import (
     key_value,
 )
 from tierlog.client.admin import AdminClient, TopicDescription
+from tierlog.storage.config import LogConfig
+from tierlog.storage.errors import InvalidConfigError
 
-__all__ = ["add_parser", "render_description", "run"]
+__all__ = ["add_parser", "partition_count", "render_description", "run", "topic_config"]
 
 _ACTIONS = ("create", "delete", "describe", "list")
 
@@ -25,11 +27,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     parser.add_argument("action", choices=_ACTIONS)
     parser.add_argument("name", nargs="?", help="the topic (describe: all when left out)")
-    parser.add_argument("--partitions", type=int, default=1, help="create: partition count")
+    parser.add_argument(
+        "--partitions", type=partition_count, default=1, help="create: partition count (1 or more)"
+    )
     parser.add_argument(
         "--config",
         action="append",
-        type=key_value,
+        type=topic_config,
         default=[],
         metavar="KEY=VALUE",
         help="create: a topic config under its Kafka name (repeatable)",
@@ -37,6 +41,25 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     add_server_option(parser)
     add_security_options(parser)
     parser.set_defaults(run=run)
+
+
+def partition_count(text: str) -> int:
+    """A ``--partitions`` value: a topic has at least one."""
+    count = int(text)
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"a topic has at least 1 partition, not {count}")
+    return count
+
+
+def topic_config(text: str) -> tuple[str, str]:
+    """A ``--config KEY=VALUE`` checked by the parser the sidecar uses (``LogConfig``), so
+    a bad value is an argument error here rather than a round trip."""
+    key, value = key_value(text)
+    try:
+        LogConfig.from_properties({key: value})
+    except InvalidConfigError as error:
+        raise argparse.ArgumentTypeError(f"INVALID_CONFIG: {error}") from None
+    return key, value
 
 
 def render_description(topic: TopicDescription, configs: dict[str, str]) -> list[str]:

@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from tierlog.api.errors import InvalidPartitionsError
 from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, log_service_pb2
 from tierlog.client.cluster import Cluster, ClusterClient
 from tierlog.client.config import AdminConfig
@@ -107,6 +108,8 @@ class AdminClient(ClusterClient):
         *,
         validate_only: bool = False,
     ) -> None:
+        if partitions < 1:  # on the wire 0 means 1: refused here, not silently changed
+            raise InvalidPartitionsError(f"a topic has at least 1 partition, not {partitions}")
         request = admin_service_pb2.CreateTopicsRequest(
             topics=[
                 admin_service_pb2.NewTopic(

@@ -27,6 +27,7 @@ from tierlog.sidecar.ownership import NO_OWNER
 from tierlog.sidecar.partitions import Partitions
 from tierlog.sidecar.status import as_error, at_the_edge, unexpected
 from tierlog.sidecar.topics import Topic
+from tierlog.sidecar.watch import AppendWatch
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import TierlogError, UnknownTopicOrPartitionError
 
@@ -38,8 +39,9 @@ log = logging.getLogger(__name__)
 
 
 class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
-    def __init__(self, partitions: Partitions):
+    def __init__(self, partitions: Partitions, watch: AppendWatch):
         self.partitions = partitions
+        self.watch = watch
         self.topics = partitions.topics
         self._changes = asyncio.Lock()
 
@@ -106,6 +108,8 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
         results = []
         for name in request.names:
             error = await self._change("AdminService.DeleteTopics", self._delete, name)
+            if error is None:  # long polls and streams waiting at its end: answer them now
+                self.watch.deleted(name)
             results.append(admin_service_pb2.TopicResult(name=name, error=error))
         return admin_service_pb2.DeleteTopicsResponse(results=results)
 

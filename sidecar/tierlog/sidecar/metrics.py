@@ -33,7 +33,6 @@ import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextvars import Token
 from types import TracebackType
 from typing import Any
 
@@ -444,15 +443,17 @@ class _ObservedCall:
         self.context = context
         appends = name.service == "LogService" and name.method in ("Produce", "ProduceStream")
         self._topic_bytes = metrics.topic_bytes_in if appends else metrics.topic_bytes_out
-        self._error_token: Token[Callable[[str], None] | None] | None = None
-        self._bytes_token: Token[Callable[[str, int], None] | None] | None = None
         self._started = 0.0
 
     def __enter__(self) -> _ObservedCall:
         self._started = time.perf_counter()
-        self.metrics.requests_in_flight.labels(*self.labels).inc()
-        self._error_token = ERROR_LISTENER.set(self._error)
-        self._bytes_token = RECORD_BYTES_LISTENER.set(self._record_bytes)
+        # Set, never reset: each call runs in a task of its own, so in a context of its
+        # own.  A reset must happen in the context its token came from, and a streaming
+        # call's generator is not always closed there (asyncio closes an abandoned one in
+        # a task of its own): the reset raised ValueError, and the gauge stayed up.
+        ERROR_LISTENER.set(self._error)
+        RECORD_BYTES_LISTENER.set(self._record_bytes)
+        self.metrics.requests_in_flight.labels(*self.labels).inc()  # last: nothing can fail after
         return self
 
     def __exit__(
@@ -461,17 +462,18 @@ class _ObservedCall:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if self._error_token is not None:
-            ERROR_LISTENER.reset(self._error_token)
-        if self._bytes_token is not None:
-            RECORD_BYTES_LISTENER.reset(self._bytes_token)
         metrics = self.metrics
-        metrics.requests_in_flight.labels(*self.labels).dec()
-        metrics.request_duration.labels(*self.labels).observe(time.perf_counter() - self._started)
-        metrics.requests.labels(*self.labels, self._code(error).name).inc()
+        try:
+            duration_s = time.perf_counter() - self._started
+            metrics.request_duration.labels(*self.labels).observe(duration_s)
+            metrics.requests.labels(*self.labels, self._code(error).name).inc()
+        finally:
+            metrics.requests_in_flight.labels(*self.labels).dec()
 
     def _code(self, error: BaseException | None) -> grpc.StatusCode:
-        if isinstance(error, asyncio.CancelledError):
+        # GeneratorExit: a streaming call's generator closed before its end, which only
+        # happens when the call ended first (the client cancelled or went away).
+        if isinstance(error, asyncio.CancelledError | GeneratorExit):
             expired = self.context.time_remaining() is not None and (
                 self.context.time_remaining() <= 0
             )

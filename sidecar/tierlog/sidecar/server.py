@@ -138,7 +138,7 @@ class SidecarServer:
         )
         add_log_service(self._log_service, self.server)
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
-            AdminService(partitions), self.server
+            AdminService(partitions, self.watch), self.server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(

@@ -261,11 +261,13 @@ def _read_document(path: Path) -> dict[str, Any]:
         document = json.loads(path.read_text())
     except ValueError as error:
         raise InvalidConfigError(f"{path} is unreadable: {error!r}") from None
-    if not isinstance(document, dict) or document.get("version") != _VERSION:
-        version = document.get("version") if isinstance(document, dict) else None
-        raise InvalidConfigError(f"{path}: unknown version {version}")
-    if not isinstance(document.get("topics"), dict):
-        raise InvalidConfigError(f"{path} is unreadable: no topics")
+    if not isinstance(document, dict) or not isinstance(document.get("topics"), dict):
+        raise InvalidConfigError(
+            f"{path} is not a topics file: expected an object with "
+            f'"version" and "topics" (an object of topics), got {document!r:.100}'
+        )
+    if document.get("version") != _VERSION:
+        raise InvalidConfigError(f"{path}: unknown version {document.get('version')}")
     return document
 
 

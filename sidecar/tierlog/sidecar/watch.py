@@ -39,6 +39,11 @@ class AppendWatch:
         if event is not None:
             event.set()
 
+    def deleted(self, topic: str) -> None:
+        """Wake the waiters on ``topic``'s partitions: their next read finds it deleted."""
+        for tp in [tp for tp in self._events if tp.topic == topic]:
+            self.appended(tp)
+
     async def wait(self, event: asyncio.Event, timeout_s: float | None) -> None:
         """Until ``event`` is set, the watch closes, or ``timeout_s`` passes."""
         if self.closed or (timeout_s is not None and timeout_s <= 0):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -121,20 +123,33 @@ class LogConfig:
         return out
 
 
+# Numbers as Kafka's ConfigDef reads them, trimmed: an INT or LONG is an optional sign
+# and digits (Long.parseLong), a DOUBLE here a finite decimal.  Python's int() and
+# float() take more that no Kafka tool writes: "1_000_000", "nan", "inf", and any
+# script's digits (so does parseLong; only ASCII ones are taken here, a config is ASCII).
+_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", re.ASCII)
+
+
 def _parse(key: str, raw: object, type_name: Any) -> Any:
     text = str(raw).strip()
-    try:
-        if type_name in ("bool", bool):
-            if text.lower() not in ("true", "false"):
-                raise ValueError(text)
-            return text.lower() == "true"
-        if type_name in ("int", int):
-            return int(text)
-        if type_name in ("float", float):
-            return float(text)
-    except ValueError:
-        raise InvalidConfigError(f"invalid value {raw!r} for {key}") from None
-    return text
+    kind = type_name if isinstance(type_name, str) else type_name.__name__  # (annotations)
+    if kind == "bool" and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    if kind == "int" and _INTEGER.fullmatch(text):
+        return int(text)
+    if kind == "float" and _DECIMAL.fullmatch(text) and math.isfinite(float(text)):
+        return float(text)
+    if kind == "str":
+        return text
+    raise InvalidConfigError(f"invalid value {raw!r} for {key}: not {_EXPECTED[kind]}")
+
+
+_EXPECTED = {
+    "bool": "true or false",
+    "int": "a whole number (ASCII digits, an optional sign)",
+    "float": "a finite decimal number",
+}
 
 
 def _check(f: dataclasses.Field[Any], value: Any) -> None:

@@ -32,6 +32,7 @@ from tierlog.storage.errors import (
     OffsetMovedToTieredStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
+    UnknownTopicOrPartitionError,
 )
 from tierlog.storage.file_records import Buffer
 from tierlog.storage.producer_snapshot import SnapshotEntry, snapshot_path, write_snapshot
@@ -189,6 +190,11 @@ class Log:
         # Odd while a truncation rewrites the log: a lock-free read that overlapped one
         # (the count moved) may hold bytes from before and after it, so it is retried.
         self._truncations = 0
+        # Set before the files close when the partition is deleted (``close_deleted``):
+        # a lock-free reader still holding this log checks it after reading, since what
+        # it read from closed files is an error or, through a reused descriptor, another
+        # file's bytes.
+        self.deleted = False
         for segment in self._segments:
             segment.roll_jitter_ms = self._jitter_ms(segment.base_offset)
         self.active_segment.created_ms = clock_ms()  # segment.ms runs on the log's clock
@@ -297,6 +303,7 @@ class Log:
             )
         append_time_ms = now_ms if config.timestamp_type is TimestampType.LOG_APPEND_TIME else -1
         with self._lock:
+            self._check_not_deleted()  # never write through a closed (or reused) descriptor
             first_offset = self.log_end_offset
             producers = self.producer_state.prepare_append(
                 headers, first_offset, append_time_ms=append_time_ms, markers=markers
@@ -630,6 +637,16 @@ class Log:
                 segment.delete()
             self._retired = []
 
+    def close_deleted(self) -> None:
+        """Close the log of a partition being deleted: reads under way or to come raise
+        UNKNOWN_TOPIC_OR_PARTITION."""
+        self.deleted = True
+        self.close()
+
+    def _check_not_deleted(self) -> None:
+        if self.deleted:
+            raise UnknownTopicOrPartitionError(f"{self.directory.name} was deleted")
+
     # -- retention --------------------------------------------------------------------
 
     @property
@@ -746,6 +763,7 @@ class Log:
         or a truncation overlapped it: then it runs again on the current segments.
         """
         for _attempt in range(_READ_ATTEMPTS):
+            self._check_not_deleted()
             seen = self._truncations
             if self._await_truncation(seen):
                 continue
@@ -753,10 +771,12 @@ class Log:
             try:
                 answer, relied_on = attempt(snapshot)
             except Exception:  # a segment retired or truncated under us fails in any way
+                self._check_not_deleted()
                 raced = any(s.deleted for s in snapshot[0]) or self._await_truncation(seen)
                 if not raced:
                     raise
                 continue
+            self._check_not_deleted()
             if self._await_truncation(seen):
                 continue
             if not any(segment.deleted for segment in relied_on):

@@ -298,7 +298,7 @@ class LogManager:
             doomed = self.get_log(tp)
             del self._logs[tp]
             del self._log_dirs[tp]
-        doomed.close()
+        doomed.close_deleted()  # readers still holding it get UNKNOWN_TOPIC_OR_PARTITION
         renamed = doomed.directory.with_name(delete_dir_name(tp))
         doomed.directory.replace(renamed)
         shutil.rmtree(renamed)
