@@ -9,11 +9,12 @@ largest timestamps, state, writer epoch, object key).
 bytes) into a scratch directory as Kafka-named ``.log``, ``.index`` and ``.timeindex``
 files, and runs ``dump-log``'s own checks on them: every batch's CRC and framing, every
 index entry against the batch it points at, and the broker's start-up sanity rules
-for both indexes. On top, what only the tier knows: the object's size against the
-manifest, the batches' offsets continuous and exactly covering the segment's
-``[base, end)``, its largest timestamp as recorded, and the segments continuous from
-one to the next and from the log start. Exit status as ``dump-log``'s: 0 all good,
-1 problems found, 2 something could not be checked (the store failed).
+for both indexes. On top, what only the tier knows: the object there (a missing one
+is a problem found) and its size as the manifest says, the batches' offsets
+continuous and exactly covering the segment's ``[base, end)``, its largest
+timestamp as recorded, and the segments continuous from one to the next and from the
+log start. Exit status as ``dump-log``'s: 0 all good, 1 problems found, 2 something
+could not be checked (the store failed).
 
 The cores (``list_lines``, ``verify_partition``) take an ``ObjectStore``; the argparse
 adapter at the bottom opens one from ``--tier-url`` and the sidecar's own S3 flags.
@@ -46,7 +47,7 @@ from tierlog.storage.tier.manifest import (
     SegmentState,
 )
 from tierlog.storage.tier.manifest_store import ChunkReader, load_manifest
-from tierlog.storage.tier.store import ObjectStore, ObjectStoreError
+from tierlog.storage.tier.store import ObjectNotFoundError, ObjectStore, ObjectStoreError
 from tierlog.storage.tier.url import open_store
 
 __all__ = ["VerifyReport", "add_parser", "list_lines", "run", "verify_partition"]
@@ -183,6 +184,11 @@ def _verify_segment(
             )
             return f"{segment.key}: wrong size"
         _download(store, segment, paths, advance)
+    except ObjectNotFoundError:
+        # A definite finding, not a failure to check: the manifest names an object the
+        # store does not hold (deleted by hand, or the bucket was replaced).
+        report.add(segment.key, "the object is missing from the store")
+        return f"{segment.key}: missing"
     except ObjectStoreError as error:
         report.errors.append(f"{segment.key}: cannot read: {error}")
         return f"{segment.key}: not checked"
