@@ -15,7 +15,11 @@ fetched through the chunk cache and searched with the broker's own
 (the indexes of recently read segments stay in memory too, a few MiB: each fetch
 needs one, and they are tiny beside the log bytes, which are never held);
 batch headers are walked from there; whole batches are returned, the first even when
-it is larger than ``max_bytes``. A segment with nothing at or after the offset (the
+it is larger than ``max_bytes``. Every batch returned or decoded is checked first: its
+CRC and its offsets inside the segment's range (a CRC-32C over a batch costs about what
+copying it does, and the tier is where bytes sit unwatched for months: an object
+damaged in the store is answered ``CORRUPT_MESSAGE`` naming it and the offset, never
+served). A segment with nothing at or after the offset (the
 tail a cleaner emptied) hands over to the next one. Every byte comes through the
 ``RangeReader``: chunked ranged GETs, the disk cache, prefetch. The aborted
 transactions of a range come from the segments' transaction index parts, searched as
@@ -31,9 +35,15 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from tierlog.storage.checkpoints import TopicPartition
-from tierlog.storage.errors import CorruptRecordError, OffsetOutOfRangeError
+from tierlog.storage.errors import CorruptRecordError, OffsetOutOfRangeError, TierlogError
 from tierlog.storage.index import offset_index_lookup, time_index_lookup
-from tierlog.storage.records import HEADER_READ_SIZE, BatchHeader, decode_records, parse_header
+from tierlog.storage.records import (
+    HEADER_READ_SIZE,
+    BatchHeader,
+    crc_is_valid,
+    decode_records,
+    parse_header,
+)
 from tierlog.storage.segment import TimestampAndOffset
 from tierlog.storage.tier.manifest import RemoteLogView, RemoteSegment, SegmentPart
 from tierlog.storage.tier.manifest_store import ChunkReader, load_view
@@ -139,6 +149,7 @@ class RemoteLogReader:
         start = self._index_position(segment, offset)
         log = _SegmentLog(self.ranges, segment, max_bytes + _WINDOW_SLACK_BYTES)
         first, length = -1, 0
+        chosen: list[BatchHeader] = []  # positioned within the answer
         for position, header in log.headers(start):
             if first < 0:
                 if header.last_offset < offset:
@@ -146,8 +157,14 @@ class RemoteLogReader:
                 first = position
             if length + header.size > max_bytes and (length or not min_one_batch):
                 break
+            chosen.append(header._replace(position=length))
             length += header.size
-        return log.read(first, first + length) if length else b""
+        if not length:
+            return b""
+        records = log.read(first, first + length)
+        for header in chosen:
+            _check_batch(segment, records, header)
+        return records
 
     def _index_position(self, segment: RemoteSegment, offset: int) -> int:
         """Where to start walking for ``offset``: its offset index entry's position."""
@@ -246,6 +263,18 @@ class RemoteLogReader:
         return self._with_view(tp, 0, attempt)
 
 
+def _check_batch(segment: RemoteSegment, buffer: bytes, header: BatchHeader) -> None:
+    """Refuse a batch whose bytes are not what was uploaded: CRC, offsets in range."""
+    where = f"{segment.key}: the batch at offset {header.base_offset}"
+    if not segment.base_offset <= header.base_offset <= header.last_offset < segment.end_offset:
+        raise CorruptRecordError(
+            f"{where} (to {header.last_offset}) lies outside the segment's "
+            f"[{segment.base_offset}, {segment.end_offset})"
+        )
+    if not crc_is_valid(buffer, header):
+        raise CorruptRecordError(f"{where} fails its CRC: the object is damaged")
+
+
 class _SegmentLog:
     """The log part of one remote segment, read in windows as a walk moves through it.
 
@@ -284,7 +313,7 @@ class _SegmentLog:
         """(position, header) of each batch from ``position`` (a batch boundary) on."""
         while position < self.size:
             self._cover(position, min(position + HEADER_READ_SIZE, self.size))
-            header = parse_header(self._data, position - self._start)
+            header = self._header(position)
             if position + header.size > self.size:
                 raise CorruptRecordError(
                     f"{self.segment.key}: the batch at {position} declares {header.size} bytes, "
@@ -293,9 +322,22 @@ class _SegmentLog:
             yield position, header
             position += header.size
 
+    def _header(self, position: int) -> BatchHeader:
+        """The header at ``position`` of the current window; garbage is a corrupt object."""
+        try:
+            return parse_header(self._data, position - self._start)
+        except TierlogError as error:
+            raise CorruptRecordError(
+                f"{self.segment.key}: no batch header at position {position} of the log "
+                f"of the segment from offset {self.segment.base_offset}: {error}"
+            ) from None
+
     def batch(self, position: int) -> tuple[bytes, BatchHeader]:
-        """The whole batch at ``position`` as (buffer, its header within the buffer)."""
+        """The whole batch at ``position`` as (buffer, its header within the buffer),
+        checked (``_check_batch``) before anything decodes it."""
         self._cover(position, position + HEADER_READ_SIZE)
-        size = parse_header(self._data, position - self._start).size
+        size = self._header(position).size
         self._cover(position, position + size)
-        return self._data, parse_header(self._data, position - self._start)
+        header = self._header(position)
+        _check_batch(self.segment, self._data, header)
+        return self._data, header
