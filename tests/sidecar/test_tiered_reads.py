@@ -225,24 +225,11 @@ def test_a_sidecar_on_an_empty_data_dir_reads_the_tier_of_a_local_directory(
     check_reads_everything(replacement, produced)
 
 
-def minio_tier(tmp_path: Path, minio: MinioServer, bucket: str) -> tuple[str, ...]:
-    """The sidecar's configs for a tier in ``bucket`` of the test's MinIO."""
-    credentials = minio.write_credentials(tmp_path / "s3-credentials")
-    return (
-        f"tierlog.tier.url=s3://{bucket}/tier",
-        f"tierlog.tier.s3.endpoint.url={minio.endpoint_url}",
-        f"tierlog.tier.s3.region={minio.region}",
-        "tierlog.tier.s3.path.style.access.enabled=true",
-        f"tierlog.tier.s3.credentials.path={credentials}",
-        "tierlog.tier.s3.max.attempts=2",
-    )
-
-
 @pytest.mark.slow
 def test_a_sidecar_on_an_empty_data_dir_reads_a_minio_bucket_back(
     sidecar_factory: SidecarFactory, tmp_path: Path, minio: MinioServer, s3_bucket: str
 ) -> None:
-    s3 = minio_tier(tmp_path, minio, s3_bucket)
+    s3 = minio.sidecar_tier_configs(s3_bucket, tmp_path / "s3-credentials")
     first = sidecar_factory(tmp_path / "data", *BROKER, *s3)
     produced = Produced()
     produce_and_tier(first, produced)
@@ -291,7 +278,8 @@ def test_a_damaged_object_in_minio_is_answered_corrupt_message_and_logged(
     """Garbage in a tiered segment is never served: Fetch and Subscribe at its batch are
     answered CORRUPT_MESSAGE naming the object and the offset, the sidecar logs it at
     ERROR, and the batches before the damage are still served."""
-    sidecar = sidecar_factory(tmp_path / "data", *BROKER, *minio_tier(tmp_path, minio, s3_bucket))
+    s3 = minio.sidecar_tier_configs(s3_bucket, tmp_path / "s3-credentials")
+    sidecar = sidecar_factory(tmp_path / "data", *BROKER, *s3)
     produced = Produced()
     produce_and_tier(sidecar, produced)
     store = open_store(f"s3://{s3_bucket}/tier", S3Options(

@@ -1,4 +1,5 @@
-"""Metrics of the remote tier's uploader: lag, throughput, latency, deletions, progress.
+"""Metrics of the remote tier's uploader: lag, throughput, latency, deletions, progress,
+and the partitions whose uploads stopped.
 
 The storage reports through its ``TierObserver`` hooks (called from the remote log
 manager's threads); the lag is read from the remote log manager at scrape time. A
@@ -17,7 +18,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.observer import TierObserver
-from tierlog.storage.tier.remote_log_manager import RemoteLogManager
+from tierlog.storage.tier.remote_log_manager import FAILING, RemoteLogManager
 
 __all__ = ["UploadMetrics"]
 
@@ -61,8 +62,9 @@ class UploadMetrics(TierObserver):
         registry.register(_InFlightCollector(self))
 
     def watch(self, manager: RemoteLogManager) -> None:
-        """Report ``manager``'s upload lag at each scrape."""
+        """Report ``manager``'s upload lag and stopped partitions at each scrape."""
         self._registry.register(_LagCollector(manager))
+        self._registry.register(_StoppedCollector(manager))
 
     # -- the storage's hooks ----------------------------------------------------------
 
@@ -135,3 +137,22 @@ class _LagCollector:
             lag_bytes.add_metric(values, lag.size_bytes)
             lag_segments.add_metric(values, lag.segments)
         yield from (lag_bytes, lag_segments)
+
+
+class _StoppedCollector:
+    """Partitions whose uploads stopped until an operator acts (a vanished manifest: see
+    ``tierlog tier rebase``) or for good in this process (fenced by a newer owner)."""
+
+    def __init__(self, manager: RemoteLogManager):
+        self.manager = manager
+
+    def collect(self) -> Iterator[Metric]:
+        stopped = GaugeMetricFamily(
+            "tierlog_remote_upload_stopped",
+            "1 for each partition whose uploads to the tier stopped, by reason "
+            "(manifest_vanished, fenced)", None, ["topic", "partition", "reason"],
+        )  # fmt: skip
+        for problem in self.manager.problems():
+            if problem.state != FAILING:
+                stopped.add_metric([problem.tp.topic, str(problem.tp.partition), problem.state], 1)
+        yield stopped

@@ -45,8 +45,13 @@ from tierlog.storage.records import (
     parse_header,
 )
 from tierlog.storage.segment import TimestampAndOffset
-from tierlog.storage.tier.manifest import RemoteLogView, RemoteSegment, SegmentPart
-from tierlog.storage.tier.manifest_store import ChunkReader, load_view
+from tierlog.storage.tier.manifest import (
+    ManifestVanishedError,
+    RemoteLogView,
+    RemoteSegment,
+    SegmentPart,
+)
+from tierlog.storage.tier.manifest_store import ChunkReader, load_manifest
 from tierlog.storage.tier.range_reader import RangeReader
 from tierlog.storage.tier.store import ObjectNotFoundError, ObjectStoreError
 from tierlog.storage.transaction_index import AbortedTxn, collect_aborted, decode_entries
@@ -79,6 +84,7 @@ class RemoteLogReader:
         self.bytes_read = 0  # record bytes returned by ``read`` (a counter for metrics)
         self._lock = threading.Lock()
         self._views: dict[TopicPartition, tuple[float, RemoteLogView]] = {}
+        self._without_manifest: set[TopicPartition] = set()  # as last loaded
         self._chunks = ChunkReader(self.store)  # the manifests' chunks, shared by the views
         self._indexes: OrderedDict[tuple[str, SegmentPart], bytes] = OrderedDict()
         self._index_bytes = 0
@@ -93,13 +99,18 @@ class RemoteLogReader:
         if cached is not None and not refresh and now - cached[0] < self.view_ttl_s:
             return cached[1]
         try:
-            fresh = load_view(self.store, tp, self._chunks)
+            manifest = load_manifest(self.store, tp)
         except ObjectStoreError:
             if cached is None or refresh:
                 raise
             return cached[1]  # the store is away: what was cached still names the segments
+        fresh = manifest.view(self._chunks)
         with self._lock:
             self._views[tp] = (now, fresh)
+            if manifest.version:
+                self._without_manifest.discard(tp)
+            else:
+                self._without_manifest.add(tp)
         return fresh
 
     def invalidate(self, tp: TopicPartition) -> None:
@@ -131,6 +142,13 @@ class RemoteLogReader:
                     f"{tp}: offset {offset} is below the tier's log start {view.log_start_offset}"
                 )
             if offset >= view.end_offset:
+                if tp in self._without_manifest:
+                    # The log says the offset is tiered; an empty answer would skip the
+                    # consumer to the local log start over data the tier lost.
+                    raise ManifestVanishedError(
+                        f"{tp}: offset {offset} lies in the tier, which has no manifest "
+                        f"for the partition in {self.store.url}"
+                    )
                 return b""
             for segment in view.segments_from(offset):
                 records = self._read_segment(segment, offset, max_bytes, min_one_batch)
