@@ -321,3 +321,42 @@ def test_a_recreated_bucket_stops_uploads_loudly_until_an_operator_rebases(
 def offsets_by(sidecar: Sidecar, timestamp: int) -> int:
     request = log_service_pb2.ListOffsetsRequest(topic="offload", timestamp_ms=timestamp)
     return int(sidecar.log.ListOffsets(request).offset)
+
+
+def test_wrong_credentials_are_said_in_readiness_and_a_refused_create_is_logged(
+    sidecar_factory: SidecarFactory, tmp_path: Path, minio: MinioServer, s3_bucket: str
+) -> None:
+    """A broker whose tier is unusable still serves its local data (ready), and says why
+    in /readyz's detail; a tiered topic it cannot create is refused and logged."""
+    s3 = minio.sidecar_tier_configs(s3_bucket, tmp_path / "s3-credentials")
+    sidecar = sidecar_factory(tmp_path / "data", *FAST, *s3)
+    sidecar.create_topic("offload", 1, **TIERED)
+    produce(sidecar, 12)
+    sidecar.stop()
+    (tmp_path / "s3-credentials").write_text(
+        f"access_key_id={minio.access_key_id}\nsecret_access_key=not-the-secret\n"
+    )
+    back = sidecar_factory(tmp_path / "data", *FAST, *s3)
+    address = metrics_address(back.output)
+    deadline = time.monotonic() + 30
+    while "tier unusable" not in (body := get(address, "/readyz")[1]):
+        assert time.monotonic() < deadline, body
+        time.sleep(0.1)
+    status, body = get(address, "/readyz")
+    assert status == 200 and body.splitlines()[0] == "serving"
+    assert "tier unusable for offload-0: failing:" in body
+    assert "SignatureDoesNotMatch" in body
+    assert offsets(back) == (0, 60)  # local data served
+
+    refused = back.admin.CreateTopics(
+        admin_service_pb2.CreateTopicsRequest(
+            topics=[
+                admin_service_pb2.NewTopic(
+                    name="more", num_partitions=1, configs={"remote.storage.enable": "true"}
+                )
+            ]
+        )
+    )
+    assert refused.results[0].error.reason == "KAFKA_STORAGE_ERROR"
+    warned = [line for line in back.output.splitlines() if "CreateTopics of 'more'" in line]
+    assert warned and " WARNING " in warned[0] and "KAFKA_STORAGE_ERROR" in warned[0]
