@@ -8,6 +8,7 @@ import pytest
 
 from tests.storage.tier.faults import FaultyStore
 from tests.storage.tier.test_manifest import remote_segment
+from tests.storage.tier.tiering import minio_store
 from tests.support.minio import MinioServer
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.layout import chunks_prefix, manifest_key, manifest_prefix
@@ -32,7 +33,6 @@ from tierlog.storage.tier.manifest_store import (
     load_view,
     read_part,
 )
-from tierlog.storage.tier.s3_store import S3Location, S3Options, S3Store
 from tierlog.storage.tier.store import Body, ObjectStore, ObjectStoreUnavailableError
 
 TP = TopicPartition("orders", 2)
@@ -265,15 +265,7 @@ def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Object
         yield LocalDirectoryStore(tmp_path / "tier")
         return
     minio: MinioServer = request.getfixturevalue("minio")
-    bucket: str = request.getfixturevalue("s3_bucket")
-    credentials = minio.write_credentials(tmp_path / "credentials")
-    options = S3Options(
-        region=minio.region,
-        endpoint_url=minio.endpoint_url,
-        path_style=True,
-        credentials_path=credentials,
-    )
-    store = S3Store(S3Location(bucket, "tier"), options)
+    store = minio_store(minio, request.getfixturevalue("s3_bucket"), tmp_path)
     yield store
     store.close()
 
