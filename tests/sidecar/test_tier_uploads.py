@@ -276,9 +276,10 @@ def test_a_recreated_bucket_stops_uploads_loudly_until_an_operator_rebases(
 
     recreate_empty(minio, s3_bucket)
     produce(sidecar, 12)  # more closed segments: the next upload meets the empty bucket
-    stopped = {**partition, "reason": "manifest_vanished"}
-    found = wait_for(sidecar, lambda s: s.value("tierlog_remote_upload_stopped", **stopped) == 1)
-    assert found.value("tierlog_remote_upload_stopped", **stopped) == 1
+    stopped = ("tierlog_remote_upload_stopped_partitions", "manifest_vanished")
+    assert scrape_sidecar(sidecar).value(stopped[0], reason=stopped[1]) == 0
+    found = wait_for(sidecar, lambda s: s.value(stopped[0], reason=stopped[1]) == 1)
+    assert found.value(stopped[0], reason=stopped[1]) == 1
     assert found.value("tierlog_remote_upload_lag_segments", **partition) >= 3  # kept locally
 
     assert main(["tier", "ls", "offload-0", *flags]) == 0  # no false manifest was written
@@ -303,7 +304,7 @@ def test_a_recreated_bucket_stops_uploads_loudly_until_an_operator_rebases(
     resumed = wait_for(
         sidecar,
         lambda s: (
-            s.labelled("tierlog_remote_upload_stopped") == {}
+            s.value(stopped[0], reason=stopped[1]) == 0
             and s.value("tierlog_remote_upload_lag_segments", **partition) == 0
         ),
     )

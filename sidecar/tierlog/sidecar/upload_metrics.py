@@ -18,7 +18,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.observer import TierObserver
-from tierlog.storage.tier.remote_log_manager import FAILING, RemoteLogManager
+from tierlog.storage.tier.remote_log_manager import RemoteLogManager, StopReason
 
 __all__ = ["UploadMetrics"]
 
@@ -141,18 +141,22 @@ class _LagCollector:
 
 class _StoppedCollector:
     """Partitions whose uploads stopped until an operator acts (a vanished manifest: see
-    ``tierlog tier rebase``) or for good in this process (fenced by a newer owner)."""
+    ``tierlog tier rebase``) or for good in this process (fenced by a newer owner). One
+    series per reason, 0 when none, so an alert on it watches a series that exists; which
+    partitions is in /readyz's detail and the ERROR log line."""
 
     def __init__(self, manager: RemoteLogManager):
         self.manager = manager
 
     def collect(self) -> Iterator[Metric]:
         stopped = GaugeMetricFamily(
-            "tierlog_remote_upload_stopped",
-            "1 for each partition whose uploads to the tier stopped, by reason "
-            "(manifest_vanished, fenced)", None, ["topic", "partition", "reason"],
+            "tierlog_remote_upload_stopped_partitions",
+            "Partitions whose uploads to the tier stopped, by reason", None, ["reason"],
         )  # fmt: skip
+        counts = dict.fromkeys((reason.value for reason in StopReason), 0)
         for problem in self.manager.problems():
-            if problem.state != FAILING:
-                stopped.add_metric([problem.tp.topic, str(problem.tp.partition), problem.state], 1)
+            if problem.state in counts:
+                counts[problem.state] += 1
+        for reason, count in counts.items():
+            stopped.add_metric([reason], count)
         yield stopped
