@@ -19,9 +19,12 @@ it is larger than ``max_bytes``. Every batch returned or decoded is checked firs
 CRC and its offsets inside the segment's range (a CRC-32C over a batch costs about what
 copying it does, and the tier is where bytes sit unwatched for months: an object
 damaged in the store is answered ``CORRUPT_MESSAGE`` naming it and the offset, never
-served). A segment with nothing at or after the offset (the
-tail a cleaner emptied) hands over to the next one. Every byte comes through the
-``RangeReader``: chunked ranged GETs, the disk cache, prefetch. The aborted
+served). A segment with nothing at or after the offset (the tail a cleaner emptied)
+hands over to the next one. An offset past the tier's end of a partition with no
+manifest at all is an error, not an empty answer: the log holds it as tiered, so the
+manifest vanished, and an empty answer would skip a consumer over the lost offsets.
+Every byte comes through the ``RangeReader``: chunked ranged GETs, the disk cache,
+prefetch. The aborted
 transactions of a range come from the segments' transaction index parts, searched as
 the broker searches its local ``.txnindex`` files.
 """
