@@ -124,9 +124,12 @@ def test_verify_finds_a_gap_between_segments(tiered: TieredPartition) -> None:
 
 def test_verify_says_which_object_is_missing(tiered: TieredPartition) -> None:
     tiered.object_path(0).unlink()
-    _lines, report = verify(tiered)
-    assert report.exit_code == 2
-    assert tiered.segments[0].key in report.errors[0]
+    lines, report = verify(tiered)
+    assert report.exit_code == 1  # a finding, not "could not check"
+    key = tiered.segments[0].key
+    assert report.problems == {key: ["the object is missing from the store"]}
+    assert report.errors == []
+    assert lines[0] == f"{key}: missing"
 
 
 def test_the_command_lists_and_verifies_with_exit_codes(
@@ -172,3 +175,34 @@ def test_the_command_reads_a_minio_bucket_with_the_sidecars_s3_flags(
     assert capsys.readouterr().out.count("state: finished") == closed > 1
     assert main(["tier", "verify", "events-0", *s3]) == 0
     assert f"{closed} segment(s), 40 batches: OK" in capsys.readouterr().out
+
+
+def test_verify_of_a_minio_bucket_finds_a_missing_object_as_a_problem(
+    tmp_path: Path, minio: MinioServer, s3_bucket: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An object deleted behind the manifest's back is a definite finding: exit 1."""
+    credentials = minio.write_credentials(tmp_path / "credentials")
+    s3 = [
+        "--tier-url", f"s3://{s3_bucket}/tier", "--s3-endpoint-url", minio.endpoint_url,
+        "--s3-region", minio.region, "--s3-path-style", "--s3-credentials", str(credentials),
+    ]  # fmt: skip
+    log = Log.open(tmp_path / "events-0", CONFIG)
+    fill(log, 40)
+    log.roll()
+    store = open_store(s3[1], S3Options(
+        endpoint_url=minio.endpoint_url, region=minio.region, path_style=True,
+        credentials_path=credentials,
+    ))  # fmt: skip
+    try:
+        tier_closed_segments(store, TP, log)
+        missing = load_view(store, TP).all_segments()[1].key
+    finally:
+        store.close()
+        log.close()
+    minio.client().delete_object(Bucket=s3_bucket, Key=f"tier/{missing}")
+    assert main(["tier", "verify", "events-0", *s3]) == 1
+    captured = capsys.readouterr()
+    assert f"{missing}: missing" in captured.out
+    assert f"Problems in {missing}" in captured.err
+    assert "the object is missing from the store" in captured.err
+    assert "could not check" not in captured.err

@@ -19,6 +19,7 @@ EXPECTED = {
     "TierlogFsyncSlow",
     "TierlogUploadLagGrowing",
     "TierlogUploadStuck",
+    "TierlogTierManifestVanished",
     "TierlogS3Errors",
     "TierlogReconciliationFailing",
     "TierlogOperatorDown",

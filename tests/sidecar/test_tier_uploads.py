@@ -13,12 +13,15 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import grpc
 import pytest
 
-from tests.support.scrape import METRICS, Scrape, scrape_sidecar
+from tests.support.minio import MinioServer
+from tests.support.scrape import METRICS, Scrape, get, metrics_address, scrape_sidecar
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2
+from tierlog.cli.main import main
 from tierlog.sidecar.ownership import NO_OWNER
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.records import SimpleRecord, build_batch
@@ -229,3 +232,132 @@ def wait_until(done: Callable[[], bool], timeout_s: float = 30) -> None:
     while not done():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.1)
+
+
+def recreate_empty(minio: MinioServer, bucket: str) -> None:
+    """Delete the bucket (its objects first, as S3 asks) and create an empty one of the
+    same name: what a mistaken cleanup, or a bucket lifecycle rule, leaves."""
+    client = minio.client()
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for item in page.get("Contents", []):
+            client.delete_object(Bucket=bucket, Key=item["Key"])
+    client.delete_bucket(Bucket=bucket)
+    client.create_bucket(Bucket=bucket)
+
+
+def test_a_recreated_bucket_stops_uploads_loudly_until_an_operator_rebases(
+    sidecar_factory: SidecarFactory,
+    tmp_path: Path,
+    minio: MinioServer,
+    s3_bucket: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The bucket is deleted and recreated empty while the topic is produced to. The
+    sidecar must not write a manifest naming the lost objects: it stops that
+    partition's uploads, logs it at ERROR, says it in a metric and in /readyz (still
+    200: local data is served), answers reads of the lost offsets with an error rather
+    than skipping them, and resumes once the operator runs ``tierlog tier rebase``."""
+    s3 = minio.sidecar_tier_configs(s3_bucket, tmp_path / "s3-credentials")
+    flags = [
+        "--tier-url", f"s3://{s3_bucket}/tier", "--s3-endpoint-url", minio.endpoint_url,
+        "--s3-region", minio.region, "--s3-path-style",
+        "--s3-credentials", str(tmp_path / "s3-credentials"),
+    ]  # fmt: skip
+    sidecar = sidecar_factory(
+        tmp_path / "data", *FAST, *s3, "remote.log.manager.task.retry.backoff.max.ms=500"
+    )
+    sidecar.create_topic("offload", 1, **TIERED)
+    produce(sidecar, 12)
+    topic, partition = {"topic": "offload"}, {"topic": "offload", "partition": "0"}
+    uploaded = wait_for(
+        sidecar, lambda s: s.value("tierlog_remote_uploaded_segments_total", **topic) >= 3
+    )
+    assert uploaded.value("tierlog_remote_uploaded_segments_total", **topic) >= 3
+
+    recreate_empty(minio, s3_bucket)
+    produce(sidecar, 12)  # more closed segments: the next upload meets the empty bucket
+    stopped = ("tierlog_remote_upload_stopped_partitions", "manifest_vanished")
+    assert scrape_sidecar(sidecar).value(stopped[0], reason=stopped[1]) == 0
+    found = wait_for(sidecar, lambda s: s.value(stopped[0], reason=stopped[1]) == 1)
+    assert found.value(stopped[0], reason=stopped[1]) == 1
+    assert found.value("tierlog_remote_upload_lag_segments", **partition) >= 3  # kept locally
+
+    assert main(["tier", "ls", "offload-0", *flags]) == 0  # no false manifest was written
+    listed = capsys.readouterr()
+    assert "ManifestVersion: 0\t" in listed.out
+    assert "tierlog tier rebase offload-0" in listed.err
+    errors = [line for line in sidecar.output.splitlines() if " ERROR " in line]
+    assert any("offload-0" in line and "stopping uploads to the tier" in line for line in errors)
+    status, body = get(metrics_address(sidecar.output), "/readyz")
+    assert status == 200
+    assert body.splitlines()[0] == "serving"
+    assert "tier unusable for offload-0: manifest_vanished" in body
+    with pytest.raises(grpc.RpcError) as lost:  # offset 0 was only in the lost objects
+        sidecar.log.Fetch(log_service_pb2.FetchRequest(topic="offload", offset=0))
+    assert reason_of(lost.value) == "KAFKA_STORAGE_ERROR"
+    assert "no manifest" in cast(grpc.Call, lost.value).details()
+    local_start = offsets_by(sidecar, -4)
+    assert offsets(sidecar) == (0, 120)
+
+    assert main(["tier", "rebase", "offload-0", *flags]) == 0
+    assert "wrote a fresh manifest (version 1)" in capsys.readouterr().out
+    resumed = wait_for(
+        sidecar,
+        lambda s: (
+            s.value(stopped[0], reason=stopped[1]) == 0
+            and s.value("tierlog_remote_upload_lag_segments", **partition) == 0
+        ),
+    )
+    assert resumed.value("tierlog_remote_upload_lag_segments", **partition) == 0
+    assert offsets(sidecar) == (local_start, 120)  # the lost offsets are gone, said so
+    assert main(["tier", "verify", "offload-0", *flags]) == 0
+    verified = capsys.readouterr().out
+    assert f".segment [{local_start}, " in verified.splitlines()[0]
+    status, body = get(metrics_address(sidecar.output), "/readyz")
+    assert (status, body.strip()) == (200, "serving")
+    assert main(["tier", "rebase", "offload-0", *flags]) == 1  # it has a manifest now
+    assert "nothing to rebase" in capsys.readouterr().err
+
+
+def offsets_by(sidecar: Sidecar, timestamp: int) -> int:
+    request = log_service_pb2.ListOffsetsRequest(topic="offload", timestamp_ms=timestamp)
+    return int(sidecar.log.ListOffsets(request).offset)
+
+
+def test_wrong_credentials_are_said_in_readiness_and_a_refused_create_is_logged(
+    sidecar_factory: SidecarFactory, tmp_path: Path, minio: MinioServer, s3_bucket: str
+) -> None:
+    """A broker whose tier is unusable still serves its local data (ready), and says why
+    in /readyz's detail; a tiered topic it cannot create is refused and logged."""
+    s3 = minio.sidecar_tier_configs(s3_bucket, tmp_path / "s3-credentials")
+    sidecar = sidecar_factory(tmp_path / "data", *FAST, *s3)
+    sidecar.create_topic("offload", 1, **TIERED)
+    produce(sidecar, 12)
+    sidecar.stop()
+    (tmp_path / "s3-credentials").write_text(
+        f"access_key_id={minio.access_key_id}\nsecret_access_key=not-the-secret\n"
+    )
+    back = sidecar_factory(tmp_path / "data", *FAST, *s3)
+    address = metrics_address(back.output)
+    deadline = time.monotonic() + 30
+    while "tier unusable" not in (body := get(address, "/readyz")[1]):
+        assert time.monotonic() < deadline, body
+        time.sleep(0.1)
+    status, body = get(address, "/readyz")
+    assert status == 200 and body.splitlines()[0] == "serving"
+    assert "tier unusable for offload-0: failing:" in body
+    assert "SignatureDoesNotMatch" in body
+    assert offsets(back) == (0, 60)  # local data served
+
+    refused = back.admin.CreateTopics(
+        admin_service_pb2.CreateTopicsRequest(
+            topics=[
+                admin_service_pb2.NewTopic(
+                    name="more", num_partitions=1, configs={"remote.storage.enable": "true"}
+                )
+            ]
+        )
+    )
+    assert refused.results[0].error.reason == "KAFKA_STORAGE_ERROR"
+    warned = [line for line in back.output.splitlines() if "CreateTopics of 'more'" in line]
+    assert warned and " WARNING " in warned[0] and "KAFKA_STORAGE_ERROR" in warned[0]

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import grpc
 import pytest
@@ -24,7 +25,12 @@ import pytest
 from tests.support.minio import MinioServer
 from tests.support.scrape import METRICS, metrics_address, scrape
 from tierlog.api.v1 import log_service_pb2
+from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.records import SimpleRecord, build_batch, iter_batches
+from tierlog.storage.tier.manifest import RemoteSegment
+from tierlog.storage.tier.manifest_store import load_view
+from tierlog.storage.tier.s3_store import S3Options
+from tierlog.storage.tier.url import open_store
 
 from .conftest import Sidecar, SidecarFactory, reason_of
 
@@ -223,15 +229,7 @@ def test_a_sidecar_on_an_empty_data_dir_reads_the_tier_of_a_local_directory(
 def test_a_sidecar_on_an_empty_data_dir_reads_a_minio_bucket_back(
     sidecar_factory: SidecarFactory, tmp_path: Path, minio: MinioServer, s3_bucket: str
 ) -> None:
-    credentials = minio.write_credentials(tmp_path / "s3-credentials")
-    s3 = (
-        f"tierlog.tier.url=s3://{s3_bucket}/tier",
-        f"tierlog.tier.s3.endpoint.url={minio.endpoint_url}",
-        f"tierlog.tier.s3.region={minio.region}",
-        "tierlog.tier.s3.path.style.access.enabled=true",
-        f"tierlog.tier.s3.credentials.path={credentials}",
-        "tierlog.tier.s3.max.attempts=2",
-    )
+    s3 = minio.sidecar_tier_configs(s3_bucket, tmp_path / "s3-credentials")
     first = sidecar_factory(tmp_path / "data", *BROKER, *s3)
     produced = Produced()
     produce_and_tier(first, produced)
@@ -258,3 +256,57 @@ def test_a_sidecar_on_an_empty_data_dir_reads_a_minio_bucket_back(
     assert len(served_again) == tier_end // RECORDS_PER_BATCH  # every tiered batch
     check_reads_everything(replacement, produced)
     check_subscribe_reads_across_the_boundary(replacement, produced)
+
+
+def damage_the_middle_of(minio: MinioServer, bucket: str, segment: RemoteSegment) -> int:
+    """Overwrite 300 bytes in the middle of the segment's log part, same length, in the
+    bucket; returns the base offset of the batch the damage starts in."""
+    client = minio.client()
+    key = f"tier/{segment.key}"
+    data = bytearray(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+    middle = segment.log_size_bytes // 2
+    log_part = bytes(data[: segment.log_size_bytes])
+    data[middle : middle + 300] = random.Random(5).randbytes(300)
+    client.put_object(Bucket=bucket, Key=key, Body=bytes(data))
+    (hit,) = (h for h in iter_batches(log_part) if h.position <= middle < h.end_position)
+    return hit.base_offset
+
+
+def test_a_damaged_object_in_minio_is_answered_corrupt_message_and_logged(
+    sidecar_factory: SidecarFactory, tmp_path: Path, minio: MinioServer, s3_bucket: str
+) -> None:
+    """Garbage in a tiered segment is never served: Fetch and Subscribe at its batch are
+    answered CORRUPT_MESSAGE naming the object and the offset, the sidecar logs it at
+    ERROR, and the batches before the damage are still served."""
+    s3 = minio.sidecar_tier_configs(s3_bucket, tmp_path / "s3-credentials")
+    sidecar = sidecar_factory(tmp_path / "data", *BROKER, *s3)
+    produced = Produced()
+    produce_and_tier(sidecar, produced)
+    store = open_store(f"s3://{s3_bucket}/tier", S3Options(
+        endpoint_url=minio.endpoint_url, region=minio.region, path_style=True,
+        credentials_path=tmp_path / "s3-credentials",
+    ))  # fmt: skip
+    try:
+        segment = load_view(store, TopicPartition("events", 0)).all_segments()[1]
+    finally:
+        store.close()
+    damaged = damage_the_middle_of(minio, s3_bucket, segment)  # nothing read yet: no cache
+    assert segment.base_offset < damaged < segment.end_offset
+
+    with pytest.raises(grpc.RpcError) as fetched:
+        fetch(sidecar, damaged)
+    assert reason_of(fetched.value) == "CORRUPT_MESSAGE"
+    message = cast(grpc.Call, fetched.value).details()
+    assert segment.key in message and f"offset {damaged}" in message
+    stream = sidecar.log.Subscribe(
+        log_service_pb2.SubscribeRequest(topic="events", offset=damaged, max_bytes=1)
+    )
+    with pytest.raises(grpc.RpcError) as subscribed:
+        next(iter(stream))
+    assert reason_of(subscribed.value) == "CORRUPT_MESSAGE"
+    logged = [line for line in sidecar.output.splitlines() if segment.key in line]
+    assert logged and all(" ERROR " in line for line in logged), logged
+    assert f"offset {damaged}" in logged[0]
+
+    before = fetch(sidecar, segment.base_offset)  # the batches before the damage
+    assert produced.check(before) <= damaged

@@ -3,6 +3,7 @@ hooks tiered storage relies on (local budgets, "is this segment safely tiered?")
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from pathlib import Path
@@ -116,10 +117,11 @@ def test_tiered_logs_only_lose_local_copies_that_are_in_the_tier() -> None:
 
 
 def test_local_budgets_borrow_the_total_ones_when_minus_two() -> None:
+    local_rules = (RetentionReason.LOCAL_TIME, RetentionReason.LOCAL_SIZE)
     both = config(retention_ms=5000, retention_bytes=900)
-    assert RetentionBudget.local(both) == RetentionBudget(5000, 900)
+    assert RetentionBudget.local(both) == RetentionBudget(5000, 900, *local_rules)
     own = config(retention_ms=5000, local_retention_ms=100, local_retention_bytes=10)
-    assert RetentionBudget.local(own) == RetentionBudget(100, 10)
+    assert RetentionBudget.local(own) == RetentionBudget(100, 10, *local_rules)
 
 
 # -- on a real log ------------------------------------------------------------------------
@@ -307,3 +309,18 @@ def test_the_manager_runs_retention_and_checkpoints_the_log_start(tmp_path: Path
     assert start > 0
     assert read_offset_checkpoint(tmp_path / LOG_START_OFFSET_CHECKPOINT) == {tp: start}
     manager.shutdown()
+
+
+def test_a_tiered_log_says_local_retention_freed_its_segments(
+    log_dir: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The log line names the budget that applied: local.retention.*, not retention.*."""
+    log = _log(log_dir, clock, remote_storage_enable=True, local_retention_bytes=0)
+    for i in range(8):
+        log.append(make_batch(3, start_ts=clock.now_ms, value_size=200, tag=f"b{i}"))
+    with caplog.at_level(logging.INFO, logger="tierlog.storage.log"):
+        retired = log.delete_old_segments(is_tiered=lambda _segment: True)
+    assert retired > 0
+    (line,) = [r.getMessage() for r in caplog.records if "retiring" in r.getMessage()]
+    assert line.endswith("(local.retention.bytes)")
+    log.close()

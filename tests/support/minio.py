@@ -118,6 +118,18 @@ class MinioServer:
         )
         return path
 
+    def sidecar_tier_configs(self, bucket: str, credentials: Path) -> tuple[str, ...]:
+        """A sidecar's configs for a tier under ``tier/`` of ``bucket`` (the root keys
+        written to ``credentials``)."""
+        return (
+            f"tierlog.tier.url=s3://{bucket}/tier",
+            f"tierlog.tier.s3.endpoint.url={self.endpoint_url}",
+            f"tierlog.tier.s3.region={self.region}",
+            "tierlog.tier.s3.path.style.access.enabled=true",
+            f"tierlog.tier.s3.credentials.path={self.write_credentials(credentials)}",
+            "tierlog.tier.s3.max.attempts=2",
+        )
+
     def create_bucket(self, prefix: str = "test") -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:12]}"
         self.client().create_bucket(Bucket=name)

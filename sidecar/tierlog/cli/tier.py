@@ -1,4 +1,5 @@
-"""``tierlog tier ls|verify TOPIC-PARTITION``: a partition's remote segments, listed or checked.
+"""``tierlog tier ls|verify|rebase TOPIC-PARTITION``: a partition's remote segments, listed,
+checked, or started afresh.
 
 ``ls`` prints the partition's manifest: its version, writer epoch, log start and
 chunk count, then one line per remote segment, live finished ones (from the head and
@@ -9,14 +10,29 @@ largest timestamps, state, writer epoch, object key).
 bytes) into a scratch directory as Kafka-named ``.log``, ``.index`` and ``.timeindex``
 files, and runs ``dump-log``'s own checks on them: every batch's CRC and framing, every
 index entry against the batch it points at, and the broker's start-up sanity rules
-for both indexes. On top, what only the tier knows: the object's size against the
-manifest, the batches' offsets continuous and exactly covering the segment's
-``[base, end)``, its largest timestamp as recorded, and the segments continuous from
-one to the next and from the log start. Exit status as ``dump-log``'s: 0 all good,
-1 problems found, 2 something could not be checked (the store failed).
+for both indexes. On top, what only the tier knows: the object there (a missing one
+is a problem found) and its size as the manifest says, the batches' offsets
+continuous and exactly covering the segment's ``[base, end)``, its largest
+timestamp as recorded, and the segments continuous from one to the next and from the
+log start. Exit status as ``dump-log``'s: 0 all good, 1 problems found, 2 something
+could not be checked (the store failed).
 
-The cores (``list_lines``, ``verify_partition``) take an ``ObjectStore``; the argparse
-adapter at the bottom opens one from ``--tier-url`` and the sidecar's own S3 flags.
+``rebase`` is the operator's answer to a manifest that vanished (the bucket was
+deleted and recreated, or emptied: the sidecar stopped the partition's uploads and
+said so): it writes a fresh manifest of what the bucket really holds for the
+partition, which is no readable segment (the objects' metadata went with the old
+manifest; any segment objects still there are named in its output and swept later as
+orphans). The sidecar notices it, claims the partition again and re-uploads its local
+segments; offsets only the lost objects held are gone, and the log start moves past
+them. It refuses a partition that has a manifest.
+
+A fresh volume pointed at an old bucket needs no rebase: the bucket's manifests are
+intact, and creating the topics again (with ``remote.storage.enable=true``) makes the
+sidecar continue each partition at the tier's end and serve the older offsets from it.
+
+The cores (``list_lines``, ``verify_partition``, ``rebase_partition``) take an
+``ObjectStore``; the argparse adapter at the bottom opens one from ``--tier-url`` and
+the sidecar's own S3 flags.
 """
 
 from __future__ import annotations
@@ -39,17 +55,26 @@ from tierlog.storage.errors import TierlogError
 from tierlog.storage.names import parse_partition_dir
 from tierlog.storage.records import parse_header
 from tierlog.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
+from tierlog.storage.tier.layout import segments_prefix
 from tierlog.storage.tier.manifest import (
+    ManifestStateError,
     PartitionManifest,
     RemoteSegment,
     SegmentPart,
     SegmentState,
 )
-from tierlog.storage.tier.manifest_store import ChunkReader, load_manifest
-from tierlog.storage.tier.store import ObjectStore, ObjectStoreError
+from tierlog.storage.tier.manifest_store import ChunkReader, ManifestWriter, load_manifest
+from tierlog.storage.tier.store import ObjectNotFoundError, ObjectStore, ObjectStoreError
 from tierlog.storage.tier.url import open_store
 
-__all__ = ["VerifyReport", "add_parser", "list_lines", "run", "verify_partition"]
+__all__ = [
+    "VerifyReport",
+    "add_parser",
+    "list_lines",
+    "rebase_partition",
+    "run",
+    "verify_partition",
+]
 
 DOWNLOAD_CHUNK_BYTES = 8 << 20
 _FILES = (
@@ -183,6 +208,11 @@ def _verify_segment(
             )
             return f"{segment.key}: wrong size"
         _download(store, segment, paths, advance)
+    except ObjectNotFoundError:
+        # A definite finding, not a failure to check: the manifest names an object the
+        # store does not hold (deleted by hand, or the bucket was replaced).
+        report.add(segment.key, "the object is missing from the store")
+        return f"{segment.key}: missing"
     except ObjectStoreError as error:
         report.errors.append(f"{segment.key}: cannot read: {error}")
         return f"{segment.key}: not checked"
@@ -262,6 +292,31 @@ def _check_files(
         report.errors.extend(f"{segment.key}: {error}" for error in dump.errors)
 
 
+# -- rebase -----------------------------------------------------------------------------
+
+REBASE_WRITER_ID = "tierlog-tier-rebase"
+
+
+def rebase_partition(store: ObjectStore, tp: TopicPartition) -> Iterator[str]:
+    """Write a fresh manifest for ``tp``, whose manifest vanished; yields what it did.
+    ``ManifestStateError`` when the partition has a manifest (nothing to rebase)."""
+    current = load_manifest(store, tp)
+    if current.version:
+        raise ManifestStateError(
+            f"{tp.dir_name} has manifest version {current.version} in {store.url}: "
+            "nothing to rebase"
+        )
+    leftovers = [info.key for info in store.list(segments_prefix(tp))]
+    fresh = ManifestWriter(store, current, REBASE_WRITER_ID).update(lambda manifest: manifest)
+    yield f"{tp.dir_name}: wrote a fresh manifest (version {fresh.version}) in {store.url}"
+    for key in leftovers:
+        yield f"not named (no metadata left; swept later as an orphan): {key}"
+    yield (
+        "the partition's sidecar claims it again at its next pass and re-uploads its local "
+        "segments; offsets only the lost objects held are gone"
+    )
+
+
 # -- the command-line adapter -----------------------------------------------------------
 
 
@@ -275,14 +330,19 @@ def _partition(text: str) -> TopicPartition:
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "tier",
-        help="list or verify a partition's segments in the remote tier",
+        help="list, verify or rebase a partition's segments in the remote tier",
         description=(
             "List a partition's remote segments (ls) or check every one of them (verify: "
-            "batches and CRCs, indexes against the data, offsets continuous). Exit status: "
-            "0 all good, 1 problems found, 2 something could not be checked."
+            "objects there, batches and CRCs, indexes against the data, offsets continuous; "
+            "exit status 0 all good, 1 problems found, 2 something could not be checked). "
+            "rebase writes a fresh manifest for a partition whose manifest vanished (a "
+            "deleted and recreated bucket): its sidecar then uploads again, and the offsets "
+            "only the lost objects held are gone. A fresh volume on an old bucket needs no "
+            "rebase: create its topics again (remote.storage.enable=true) and the sidecar "
+            "rebuilds each partition from the bucket."
         ),
     )
-    parser.add_argument("action", choices=("ls", "verify"))
+    parser.add_argument("action", choices=("ls", "verify", "rebase"))
     parser.add_argument(
         "partition", nargs="?", type=_partition, help="TOPIC-PARTITION, e.g. orders-0"
     )
@@ -318,13 +378,32 @@ def open_tier_store(args: argparse.Namespace) -> ObjectStore:
     return open_store(config.url, config.s3)
 
 
+_NO_MANIFEST = (
+    "{tp}: no manifest in {url}. Nothing was tiered yet; or the bucket was emptied or "
+    "recreated, and its sidecar stopped the partition's uploads (see its log and /readyz): "
+    "`tierlog tier rebase {tp}` starts afresh. A fresh volume on a bucket that has the "
+    "manifest rebuilds from it once the topic is created again (remote.storage.enable=true)."
+)
+
+
 def run(args: argparse.Namespace) -> int:
     tp = _topic_partition(args)
     store = open_tier_store(args)
     try:
         if args.action == "ls":
-            for line in list_lines(store, load_manifest(store, tp)):
+            manifest = load_manifest(store, tp)
+            for line in list_lines(store, manifest):
                 print(line)
+            if not manifest.version:
+                print(_NO_MANIFEST.format(tp=tp.dir_name, url=store.url), file=sys.stderr)
+            return 0
+        if args.action == "rebase":
+            try:
+                for line in rebase_partition(store, tp):
+                    print(line)
+            except TierlogError as error:
+                print(f"tierlog tier rebase: {error}", file=sys.stderr)
+                return 1
             return 0
         report = VerifyReport()
         for line in verify_partition(store, tp, report, choose_tracker(args.progress)):

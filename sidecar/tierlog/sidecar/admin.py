@@ -33,9 +33,9 @@ from tierlog.storage.errors import TierlogError, UnknownTopicOrPartitionError
 
 __all__ = ["AdminService"]
 
-_Context = grpc.aio.ServicerContext[Any, Any]
-
 log = logging.getLogger(__name__)
+
+_Context = grpc.aio.ServicerContext[Any, Any]
 
 
 class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
@@ -46,11 +46,13 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
         self._changes = asyncio.Lock()
 
     async def _change(self, what: str, change: Any, *args: Any) -> common_pb2.Error | None:
-        """Run one blocking change under the lock; its error, in band, or None."""
+        """Run one blocking change under the lock (``args[0]``: the topic); its error, in
+        band, or None. A refusal is logged too: the operator sees why a topic is missing."""
         try:
             async with self._changes:
                 await asyncio.to_thread(change, *args)
         except TierlogError as error:
+            log.warning("%s of %r refused: %s: %s", what, args[0], error.reason, error)
             return as_error(error)
         except Exception as error:  # one item failed; answer it in band
             return as_error(unexpected(error, what))

@@ -23,7 +23,7 @@ from tierlog.process_tuning import tune_process
 from tierlog.sidecar.config import DEFAULT_LISTEN, SidecarConfig
 from tierlog.sidecar.logformat import LOG_FORMATS, configure_logging
 from tierlog.sidecar.metrics import SidecarMetrics
-from tierlog.sidecar.probes import Phase, Probes, ProbeServer
+from tierlog.sidecar.probes import Phase, Probes, ProbeServer, tier_detail
 from tierlog.sidecar.security import TOKEN_ENV
 from tierlog.sidecar.server import SidecarServer
 from tierlog.sidecar.tier_config import add_tier_arguments, tier_properties
@@ -127,6 +127,7 @@ async def _serve(
         )
 
     server = SidecarServer(config, metrics)
+    probes.detail = tier_detail(server.remote_log_manager)
     probes.enter(Phase.RECOVERING)
     await server.start(progress)
     if not tune_process():  # start-up done: see tierlog.process_tuning

@@ -9,7 +9,9 @@ differently, and they answer different questions:
   is wedged and the answer is 503. A slow recovery is not a failure of liveness.
 - ``/readyz`` (readiness: send me traffic): 200 only while the logs are recovered and
   the gRPC port serves; 503 while starting, recovering and from the moment shutdown
-  begins, so Services stop routing to a broker that is going away.
+  begins, so Services stop routing to a broker that is going away. Under the phase,
+  one line per partition whose remote tier is unusable (uploads stopped or failing):
+  said, never failed on, since the broker still serves its local data.
 
 The server is the standard library's WSGI server with a thread per request, off the
 event loop: a scrape never waits behind gRPC work, nor gRPC behind a scrape.
@@ -29,8 +31,9 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import make_wsgi_app
 
 from tierlog.sidecar.metrics import SidecarMetrics
+from tierlog.storage.tier.remote_log_manager import RemoteLogManager
 
-__all__ = ["Phase", "ProbeServer", "Probes"]
+__all__ = ["Phase", "ProbeServer", "Probes", "tier_detail"]
 
 _StartResponse = Callable[..., Any]
 
@@ -50,6 +53,7 @@ class Probes:
         self.phase = Phase.STARTING
         self.stall_after_s = stall_after_s
         self._last_beat = time.monotonic()
+        self.detail: Callable[[], list[str]] = list  # lines /readyz adds under the phase
 
     def enter(self, phase: Phase) -> None:
         self.phase = phase
@@ -110,7 +114,8 @@ class ProbeServer:
             alive = self.probes.alive
             return _text(start_response, alive, "ok" if alive else "event loop stalled")
         if path == "/readyz":
-            return _text(start_response, self.probes.ready, self.probes.phase.value)
+            lines = [self.probes.phase.value, *self.probes.detail()]
+            return _text(start_response, self.probes.ready, "\n".join(lines))
         if path in ("/metrics", "/"):
             answer: Iterable[bytes] = self._metrics_app(environ, start_response)
             return answer
@@ -122,3 +127,15 @@ def _text(start_response: _StartResponse, ok: bool, body: str) -> list[bytes]:
     status = "200 OK" if ok else "503 Service Unavailable"
     start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
     return [body.encode() + b"\n"]
+
+
+def tier_detail(manager: RemoteLogManager) -> Callable[[], list[str]]:
+    """The readiness lines for ``manager``'s partitions whose tier is unusable."""
+
+    def lines() -> list[str]:
+        return [
+            f"tier unusable for {problem.tp.dir_name}: {problem.state}: {problem.detail}"
+            for problem in manager.problems()
+        ]
+
+    return lines

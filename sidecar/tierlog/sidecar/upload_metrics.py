@@ -1,4 +1,5 @@
-"""Metrics of the remote tier's uploader: lag, throughput, latency, deletions, progress.
+"""Metrics of the remote tier's uploader: lag, throughput, latency, deletions, progress,
+and the partitions whose uploads stopped.
 
 The storage reports through its ``TierObserver`` hooks (called from the remote log
 manager's threads); the lag is read from the remote log manager at scrape time. A
@@ -17,7 +18,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.observer import TierObserver
-from tierlog.storage.tier.remote_log_manager import RemoteLogManager
+from tierlog.storage.tier.remote_log_manager import RemoteLogManager, StopReason
 
 __all__ = ["UploadMetrics"]
 
@@ -61,8 +62,9 @@ class UploadMetrics(TierObserver):
         registry.register(_InFlightCollector(self))
 
     def watch(self, manager: RemoteLogManager) -> None:
-        """Report ``manager``'s upload lag at each scrape."""
+        """Report ``manager``'s upload lag and stopped partitions at each scrape."""
         self._registry.register(_LagCollector(manager))
+        self._registry.register(_StoppedCollector(manager))
 
     # -- the storage's hooks ----------------------------------------------------------
 
@@ -135,3 +137,26 @@ class _LagCollector:
             lag_bytes.add_metric(values, lag.size_bytes)
             lag_segments.add_metric(values, lag.segments)
         yield from (lag_bytes, lag_segments)
+
+
+class _StoppedCollector:
+    """Partitions whose uploads stopped until an operator acts (a vanished manifest: see
+    ``tierlog tier rebase``) or for good in this process (fenced by a newer owner). One
+    series per reason, 0 when none, so an alert on it watches a series that exists; which
+    partitions is in /readyz's detail and the ERROR log line."""
+
+    def __init__(self, manager: RemoteLogManager):
+        self.manager = manager
+
+    def collect(self) -> Iterator[Metric]:
+        stopped = GaugeMetricFamily(
+            "tierlog_remote_upload_stopped_partitions",
+            "Partitions whose uploads to the tier stopped, by reason", None, ["reason"],
+        )  # fmt: skip
+        counts = dict.fromkeys((reason.value for reason in StopReason), 0)
+        for problem in self.manager.problems():
+            if problem.state in counts:
+                counts[problem.state] += 1
+        for reason, count in counts.items():
+            stopped.add_metric([reason], count)
+        yield stopped

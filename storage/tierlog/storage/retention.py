@@ -48,12 +48,25 @@ class RetentionSegment(Protocol):
 Segment = TypeVar("Segment", bound=RetentionSegment)
 
 
+class RetentionReason:
+    """The rule that let segments go, by the config that set it (for the log line)."""
+
+    TIME = "retention.ms"
+    SIZE = "retention.bytes"
+    LOCAL_TIME = "local.retention.ms"
+    LOCAL_SIZE = "local.retention.bytes"
+    LOG_START_OFFSET = "log start offset"
+
+
 @dataclass(frozen=True)
 class RetentionBudget:
-    """How long and how much to keep; negative means unlimited."""
+    """How long and how much to keep; negative means unlimited. The rules are named by
+    the configs they come from, so a log line says which budget deleted a segment."""
 
     retention_ms: int
     retention_bytes: int
+    time_rule: str = RetentionReason.TIME
+    size_rule: str = RetentionReason.SIZE
 
     @classmethod
     def total(cls, config: LogConfig) -> RetentionBudget:
@@ -68,13 +81,7 @@ class RetentionBudget:
             if config.local_retention_bytes == -2
             else config.local_retention_bytes
         )
-        return cls(ms, size)
-
-
-class RetentionReason:
-    TIME = "retention.ms"
-    SIZE = "retention.bytes"
-    LOG_START_OFFSET = "log start offset"
+        return cls(ms, size, RetentionReason.LOCAL_TIME, RetentionReason.LOCAL_SIZE)
 
 
 def deletable_segments(
@@ -120,8 +127,8 @@ def rule_counts(
         (RetentionReason.LOG_START_OFFSET, _below_log_start(segments, log_start_offset))
     ]
     if delete_policy:
-        rules.append((RetentionReason.TIME, _expired(segments, budget.retention_ms, now_ms)))
-        rules.append((RetentionReason.SIZE, _over_size(segments, budget.retention_bytes)))
+        rules.append((budget.time_rule, _expired(segments, budget.retention_ms, now_ms)))
+        rules.append((budget.size_rule, _over_size(segments, budget.retention_bytes)))
     for reason, breached in rules:
         # Below the log start the data is gone everywhere: no need to ask the tier.
         tier_check = None if reason == RetentionReason.LOG_START_OFFSET else is_tiered

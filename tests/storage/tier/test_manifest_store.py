@@ -1,18 +1,23 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.storage.tier.faults import FaultyStore
 from tests.storage.tier.test_manifest import remote_segment
+from tests.storage.tier.tiering import minio_store
+from tests.support.minio import MinioServer
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.layout import chunks_prefix, manifest_key, manifest_prefix
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest import (
     CorruptManifestError,
     FencedWriterError,
+    ManifestChange,
+    ManifestVanishedError,
     PartitionManifest,
     RemoteSegment,
     SegmentPart,
@@ -28,7 +33,7 @@ from tierlog.storage.tier.manifest_store import (
     load_view,
     read_part,
 )
-from tierlog.storage.tier.store import Body, ObjectStoreUnavailableError
+from tierlog.storage.tier.store import Body, ObjectStore, ObjectStoreUnavailableError
 
 TP = TopicPartition("orders", 2)
 
@@ -251,3 +256,50 @@ def test_a_deposed_writer_with_chunks_is_fenced_and_the_new_one_builds_on_them(
     view = load_view(store, TP)
     assert [s.base_offset for s in view.all_segments()] == list(range(12))
     assert view.segment_for_offset(7) is not None and view.segment_for_offset(7).base_offset == 7  # type: ignore[union-attr]
+
+
+@pytest.fixture(params=["local", "minio"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ObjectStore]:
+    """The same promises from both stores: a local directory, and a bucket of MinIO."""
+    if request.param == "local":
+        yield LocalDirectoryStore(tmp_path / "tier")
+        return
+    minio: MinioServer = request.getfixturevalue("minio")
+    store = minio_store(minio, request.getfixturevalue("s3_bucket"), tmp_path)
+    yield store
+    store.close()
+
+
+def start_upload(base: int) -> ManifestChange:
+    """The change that starts the upload of a segment of ten offsets from ``base``."""
+    segment = remote_segment(base, base + 10)
+    return lambda manifest: manifest.start_upload(segment)
+
+
+def test_a_writer_whose_manifest_vanished_writes_nothing_and_says_so(
+    any_store: ObjectStore,
+) -> None:
+    """The bucket emptied under a writer (deleted and recreated): its next change must
+    not store a version built from memory, naming objects that are gone."""
+    writer = ManifestWriter.claim(any_store, TP, "w")
+    for base in (0, 10):
+        writer.update(start_upload(base))
+    any_store.delete(info.key for info in list(any_store.list("")))
+    with pytest.raises(ManifestVanishedError, match="emptied or replaced"):
+        writer.update(lambda m: m.advance_log_start(5))
+    with pytest.raises(ManifestVanishedError):
+        writer.refresh()
+    assert list(any_store.list(manifest_prefix(TP))) == []
+    assert load_manifest(any_store, TP).version == 0
+
+
+def test_a_base_pruned_by_a_newer_writer_is_fencing_not_a_vanished_manifest(
+    store: LocalDirectoryStore,
+) -> None:
+    old = ManifestWriter.claim(store, TP, "old")
+    new = ManifestWriter.claim(store, TP, "new")
+    for base in range(0, 10 * (VERSIONS_TO_KEEP + 1), 10):
+        new.update(start_upload(base))
+    assert list(store.list(manifest_key(TP, old.manifest.version))) == []  # pruned
+    with pytest.raises(FencedWriterError):
+        old.update(lambda m: m.advance_log_start(5))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +17,7 @@ from tests.storage.tier.s3_requests import Recorder
 from tests.storage.tier.tiering import (
     TP,
     last_offsets,
+    minio_store,
     open_log,
     produce,
     tier_bytes,
@@ -28,17 +29,17 @@ from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import InvalidConfigError, OffsetMovedToTieredStorageError
 from tierlog.storage.log import Log
 from tierlog.storage.records import build_batch
+from tierlog.storage.segment import LogSegment
 from tierlog.storage.tier.chunk_cache import ChunkCache
 from tierlog.storage.tier.layout import chunks_prefix, segments_prefix
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest import PartitionManifest, SegmentState
 from tierlog.storage.tier.manifest_chunks import seal
-from tierlog.storage.tier.manifest_store import load_manifest, load_view
+from tierlog.storage.tier.manifest_store import ManifestWriter, load_manifest, load_view
 from tierlog.storage.tier.observer import TierObserver
 from tierlog.storage.tier.range_reader import RangeReader
 from tierlog.storage.tier.remote_log_manager import RemoteLogManager, RemoteLogManagerConfig
 from tierlog.storage.tier.remote_reader import RemoteLogReader
-from tierlog.storage.tier.s3_store import S3Location, S3Options, S3Store
 from tierlog.storage.tier.store import ObjectStore, ObjectStoreUnavailableError
 
 # Chunks of 2 entries: a manifest seals its oldest entries into chunks from 4 segments on.
@@ -82,36 +83,6 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ObjectStor
     opened = minio_store(minio, request.getfixturevalue("s3_bucket"), tmp_path)
     yield opened
     opened.close()
-
-
-def minio_store(
-    minio: MinioServer,
-    bucket: str,
-    tmp_path: Path,
-    *,
-    rate: int | None = None,
-    part: int = 16 << 20,
-    observer: Recorder | None = None,
-) -> S3Store:
-    secret = tmp_path / "s3-secret"
-    secret.mkdir(exist_ok=True)
-    (secret / "access_key_id").write_text(minio.access_key_id)
-    (secret / "secret_access_key").write_text(minio.secret_access_key)
-    options = S3Options(
-        region=minio.region,
-        endpoint_url=minio.endpoint_url,
-        path_style=True,
-        credentials_path=secret,
-        connect_timeout_s=1,
-        read_timeout_s=5,
-        max_attempts=2,
-        backoff_base_s=0.02,
-        backoff_max_s=0.1,
-        upload_rate_bytes_per_s=rate,
-        multipart_threshold_bytes=part,
-        part_size_bytes=part,
-    )
-    return S3Store(S3Location(bucket, "tier"), options, observer=observer)
 
 
 @pytest.fixture
@@ -672,3 +643,48 @@ def run_catching(rlm: RemoteLogManager, failed: list[BaseException]) -> None:
         rlm.run_once()
     except BaseException as error:
         failed.append(error)
+
+
+def is_tiered_by(log: Log) -> Callable[[LogSegment], bool]:
+    return lambda segment: segment.next_offset <= log.tiered_end_offset
+
+
+def test_a_vanished_manifest_stops_the_partition_until_a_rebase(
+    log: Log, store: ObjectStore, clock: FakeClock
+) -> None:
+    """The store loses everything (a recreated bucket): no manifest is written from
+    memory, local segments stay, and a fresh manifest (an operator's rebase) lets the
+    partition go on from its local log, the lost offsets gone."""
+    rlm = manager(store, clock)
+    rlm.attach(TP, log)
+    produce(log, 10)  # [0,12) [12,24) tiered; the active [24,30)
+    rlm.run_once()
+    assert log.delete_old_segments(is_tiered=is_tiered_by(log)) == 2  # local start 24
+    store.delete([info.key for info in list(store.list(""))])
+    produce(log, 8, start=10)  # [24,36) [36,48) closed
+    clock.advance(CONFIG.retry_backoff_max_ms)
+    rlm.run_once()
+    (problem,) = rlm.problems()
+    assert (problem.tp, problem.state) == (TP, "manifest_vanished")
+    assert list(store.list("")) == []  # nothing written from memory
+    assert log.tiered_end_offset == 24  # the local start: local retention frees nothing
+    assert log.delete_old_segments(is_tiered=is_tiered_by(log)) == 0
+    clock.advance(CONFIG.retry_backoff_max_ms)
+    rlm.run_once()  # still no manifest: still stopped, nothing written
+    assert [p.state for p in rlm.problems()] == ["manifest_vanished"]
+    assert list(store.list("")) == []
+
+    restarted = manager(store, clock)  # a restart meets the empty store: the same
+    restarted.adopt(TP, log)
+    restarted.run_once()
+    assert [p.state for p in restarted.problems()] == ["manifest_vanished"]
+    assert list(store.list("")) == []
+
+    ManifestWriter(store, PartitionManifest(TP), "rebase").update(lambda m: m)  # the rebase
+    clock.advance(CONFIG.retry_backoff_max_ms)
+    rlm.run_once()
+    assert rlm.problems() == []
+    assert tier_offsets(store) == [(24, 36), (36, 48)]
+    assert load_manifest(store, TP).writer_epoch > 1  # above the vanished writer's
+    assert log.log_start_offset == 24  # offsets [0, 24) were only in the lost objects
+    assert tier_bytes(store) == read_all_bytes(log, 24)[: sum(s.size for s in log.segments[:2])]

@@ -12,9 +12,9 @@ from tests.storage.conftest import T0, batch_with_timestamps, config, headers_of
 from tests.storage.tier.uploads import tier_closed_segments, tier_segments
 from tests.storage.transactions import TxnWriter
 from tierlog.storage.checkpoints import TopicPartition
-from tierlog.storage.errors import OffsetOutOfRangeError
+from tierlog.storage.errors import CorruptRecordError, OffsetOutOfRangeError
 from tierlog.storage.log import MAX_TIMESTAMP, Log
-from tierlog.storage.records import CompressionType
+from tierlog.storage.records import CompressionType, iter_batches
 from tierlog.storage.tier.chunk_cache import ChunkCache
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest_store import ManifestWriter, load_view
@@ -235,3 +235,28 @@ def test_aborted_transactions_come_back_from_the_tier_as_the_local_log_has_them(
             assert tiered == log.collect_aborted_transactions(start, upper)
             assert set(tiered) == txns.overlapping(start, upper)
     log.close()
+
+
+def test_a_damaged_batch_is_refused_by_reads_and_time_lookups_naming_object_and_offset(
+    log: Log, store: LocalDirectoryStore, reader: RemoteLogReader
+) -> None:
+    tier_closed_segments(store, TP, log)
+    segment = load_view(store, TP).all_segments()[2]
+    batches = list(iter_batches(log.read(segment.base_offset, 1 << 20).records))
+    inside = [h for h in batches if h.last_offset < segment.end_offset]
+    victim = inside[len(inside) // 2]
+    path = store.root / segment.key
+    data = bytearray(path.read_bytes())
+    data[victim.position + victim.size - 5] ^= 0x01  # inside its records: only the CRC tells
+    path.write_bytes(data)
+
+    with pytest.raises(CorruptRecordError) as refused:
+        reader.read(TP, victim.base_offset, 1)
+    assert segment.key in str(refused.value)
+    assert f"offset {victim.base_offset}" in str(refused.value)
+    with pytest.raises(CorruptRecordError):  # a read from before it that reaches it
+        reader.read(TP, segment.base_offset, segment.log_size_bytes)
+    with pytest.raises(CorruptRecordError):  # decoding it for a time lookup
+        reader.offset_for_timestamp(TP, victim.max_timestamp, victim.base_offset)
+    before = reader.read(TP, segment.base_offset, 1)  # the batches before it still serve
+    assert before == log.read(segment.base_offset, 1).records

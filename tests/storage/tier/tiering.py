@@ -1,17 +1,21 @@
-"""Helpers for the remote tier's tests: a tiered log with small segments, and what a
-reader of the tier sees (read through the reader API, not through the uploader)."""
+"""Helpers for the remote tier's tests: a tiered log with small segments, what a reader
+of the tier sees (read through the reader API, not through the uploader), and an S3
+store on the session's MinIO."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from tests.storage.conftest import T0, FakeClock, config, make_batch
+from tests.storage.tier.s3_requests import Recorder
+from tests.support.minio import MinioServer
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
 from tierlog.storage.records import iter_batches
 from tierlog.storage.tier.manifest import SegmentPart
 from tierlog.storage.tier.manifest_store import load_view, read_part
+from tierlog.storage.tier.s3_store import S3Location, S3Options, S3Store
 from tierlog.storage.tier.store import ObjectStore
 
 TP = TopicPartition("events", 0)
@@ -54,3 +58,33 @@ def tier_offsets(store: ObjectStore) -> list[tuple[int, int]]:
 
 def last_offsets(data: bytes) -> list[int]:
     return [header.last_offset for header in iter_batches(data)]
+
+
+def minio_store(
+    minio: MinioServer,
+    bucket: str,
+    tmp_path: Path,
+    *,
+    rate: int | None = None,
+    part: int = 16 << 20,
+    observer: Recorder | None = None,
+) -> S3Store:
+    secret = tmp_path / "s3-secret"
+    secret.mkdir(exist_ok=True)
+    (secret / "access_key_id").write_text(minio.access_key_id)
+    (secret / "secret_access_key").write_text(minio.secret_access_key)
+    options = S3Options(
+        region=minio.region,
+        endpoint_url=minio.endpoint_url,
+        path_style=True,
+        credentials_path=secret,
+        connect_timeout_s=1,
+        read_timeout_s=5,
+        max_attempts=2,
+        backoff_base_s=0.02,
+        backoff_max_s=0.1,
+        upload_rate_bytes_per_s=rate,
+        multipart_threshold_bytes=part,
+        part_size_bytes=part,
+    )
+    return S3Store(S3Location(bucket, "tier"), options, observer=observer)

@@ -54,6 +54,7 @@ __all__ = [
     "ManifestChange",
     "ManifestEntry",
     "ManifestStateError",
+    "ManifestVanishedError",
     "PartitionManifest",
     "RemoteLogView",
     "RemoteSegment",
@@ -73,6 +74,13 @@ class FencedWriterError(TierlogError):
     this one was deposed and must stop writing."""
 
     reason = "FENCED_LEADER_EPOCH"
+
+
+class ManifestVanishedError(KafkaStorageError):
+    """The partition's manifest is no longer in the store (the bucket was deleted and
+    recreated, or emptied): the tier lost what it held, and writing the next version
+    from memory would name objects that are gone. Uploads stop until an operator
+    rebases the partition (``tierlog tier rebase``) or restores the bucket."""
 
 
 class ManifestStateError(TierlogError):

@@ -10,6 +10,12 @@ owner that has not noticed yet), the change is re-applied on top of the winner's
 version and tried again. A put that failed ambiguously (it may have landed) and is
 retried finds its own bytes under the key and counts as done.
 
+Before each put the version the change builds on must still be stored (a HEAD): a
+bucket deleted and recreated empty would otherwise take the next version, built from
+the writer's memory, naming objects that are gone. Nothing newer there either means
+the manifest vanished (``ManifestVanishedError``): the writer stops, and only an
+operator's rebase (or a restored bucket) lets the partition upload again.
+
 Versions older than the newest few are deleted after each change (best effort: a
 left-over old version is harmless and the next change removes it).
 
@@ -33,6 +39,7 @@ from tierlog.storage.tier.manifest import (
     FencedWriterError,
     ManifestChange,
     ManifestEntry,
+    ManifestVanishedError,
     PartitionManifest,
     RemoteLogView,
     RemoteSegment,
@@ -189,6 +196,9 @@ class ManifestWriter:
         base = self.manifest
         for _attempt in range(_REBASE_ATTEMPTS):
             self._check_not_fenced(base)
+            if not self._still_stored(base):
+                base = self._newer_than(base)
+                continue
             changed, sealed = seal(
                 dataclasses.replace(
                     change(base),
@@ -223,11 +233,45 @@ class ManifestWriter:
         return self.manifest.view(self.chunks)
 
     def refresh(self) -> PartitionManifest:
-        """Reload the newest version (and fail if another writer took over)."""
+        """Reload the newest version (and fail if another writer took over, or if the
+        stored versions went back: the manifest vanished)."""
         latest = load_manifest(self.store, self.tp)
+        if latest.version < self.manifest.version:
+            raise self._vanished(latest)
         self._check_not_fenced(latest)
         self.manifest = latest
         return latest
+
+    def _still_stored(self, base: PartitionManifest) -> bool:
+        """Whether the version a change builds on is still in the store (one HEAD).
+
+        The next version is written only if absent, which guards against a racing
+        writer but not against a store that lost every version: an emptied or
+        recreated bucket would take the next version, built from memory, naming
+        segments whose objects are gone."""
+        if base.version == 0:
+            return True  # never written: the if-absent put of version 1 is the guard
+        try:
+            self.store.size(manifest_key(self.tp, base.version))
+        except ObjectNotFoundError:
+            return False
+        return True
+
+    def _newer_than(self, base: PartitionManifest) -> PartitionManifest:
+        """The newest version, when ``base`` was pruned by a writer that moved past it
+        (the caller's fencing check then decides); ``ManifestVanishedError`` when the
+        store holds nothing newer: the manifest is gone."""
+        latest = load_manifest(self.store, self.tp)
+        if latest.version <= base.version:
+            raise self._vanished(latest)
+        return latest
+
+    def _vanished(self, latest: PartitionManifest) -> ManifestVanishedError:
+        found = f"version {latest.version}" if latest.version else "no version"
+        return ManifestVanishedError(
+            f"{self.tp}: manifest version {self.manifest.version} is gone from "
+            f"{self.store.url} ({found} there): the bucket was emptied or replaced"
+        )
 
     def _check_not_fenced(self, latest: PartitionManifest) -> None:
         newer = latest.writer_epoch > self.writer_epoch

@@ -29,6 +29,16 @@ stops for that partition and retries with exponential backoff; nothing local is
 deleted meanwhile because nothing new was confirmed. A writer that finds itself
 fenced (another owner claimed the partition) stops writing to that partition's tier.
 
+A partition whose manifest vanished (the bucket was emptied or recreated; also found
+at a claim when the log says offsets lie in the tier but the store has no manifest)
+stops too, logged at ERROR: its tiered end drops to the local log start, so local
+retention deletes nothing more (the tier's copies are gone), and the passes only look,
+now and then, whether a manifest is back: an operator's rebase
+(``tierlog tier rebase``, a fresh manifest of what the bucket holds) or a restored
+bucket. Then the partition is claimed again, with a writer epoch above its old one,
+and re-uploads its local segments. ``problems`` lists stopped and failing partitions
+(for the sidecar's metrics and readiness detail).
+
 Attaching a partition joins its log to the tier (``Log.continue_tier``): a replaced
 pod with an empty volume starts the partition at the tier's end offset, with the
 producers of the tier's last snapshot, and serves the older offsets from the tier.
@@ -37,6 +47,7 @@ producers of the tier's last snapshot, and serves the older offsets from the tie
 from __future__ import annotations
 
 import contextlib
+import enum
 import logging
 import threading
 import uuid
@@ -51,15 +62,28 @@ from tierlog.storage.producer_snapshot import decode_snapshot
 from tierlog.storage.scheduler import PeriodicTask
 from tierlog.storage.segment import LogSegment
 from tierlog.storage.tier.layout import chunks_prefix, manifest_prefix, segments_prefix
-from tierlog.storage.tier.manifest import FencedWriterError, PartitionManifest, SegmentPart
+from tierlog.storage.tier.manifest import (
+    FencedWriterError,
+    ManifestVanishedError,
+    PartitionManifest,
+    SegmentPart,
+)
 from tierlog.storage.tier.manifest_chunks import CHUNK_ENTRIES, dead_objects
-from tierlog.storage.tier.manifest_store import ManifestWriter, read_part
+from tierlog.storage.tier.manifest_store import ManifestWriter, load_manifest, read_part
 from tierlog.storage.tier.observer import TierObserver
 from tierlog.storage.tier.remote_retention import remote_segments_to_delete
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.uploader import sweep_abandoned_uploads, upload_segment
 
-__all__ = ["REMOTE_LOG_MANAGER_KEYS", "RemoteLogManager", "RemoteLogManagerConfig", "UploadLag"]
+__all__ = [
+    "FAILING",
+    "REMOTE_LOG_MANAGER_KEYS",
+    "RemoteLogManager",
+    "RemoteLogManagerConfig",
+    "StopReason",
+    "TierProblem",
+    "UploadLag",
+]
 
 log = logging.getLogger(__name__)
 
@@ -117,15 +141,36 @@ class UploadLag:
     size_bytes: int
 
 
+class StopReason(enum.Enum):
+    """Why a partition's uploads stopped until something changes."""
+
+    FENCED = "fenced"  # another owner claimed the tier: for good, in this process
+    MANIFEST_VANISHED = "manifest_vanished"  # until a rebase or a restored bucket
+
+
+FAILING = "failing"
+
+
+@dataclass(frozen=True)
+class TierProblem:
+    """A partition whose tier is not being kept up to date, and why."""
+
+    tp: TopicPartition
+    state: str  # a StopReason's value, or FAILING (passes fail and are retried)
+    detail: str  # the error that stopped it, or the last pass's
+
+
 @dataclass
 class _Partition:
     tp: TopicPartition
     log: Log
     writer: ManifestWriter | None = None  # None until claimed
     failures: int = 0
+    last_error: str = ""
     retry_at_ms: int = 0
     next_sweep_ms: int = 0
-    fenced: bool = False
+    stopped: StopReason | None = None
+    min_epoch: int = 0  # a claim's writer epoch is at least this (above a vanished one)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -273,24 +318,42 @@ class RemoteLogManager:
         if aborted:
             log.info("aborted %d abandoned multipart uploads", aborted)
 
+    def problems(self) -> list[TierProblem]:
+        """The partitions whose uploads are stopped or failing, in partition order."""
+        with self._lock:
+            partitions = sorted(self._partitions.values(), key=lambda p: p.tp)
+        found = []
+        for partition in partitions:
+            state = partition.stopped.value if partition.stopped else FAILING
+            if partition.stopped or partition.failures:
+                found.append(TierProblem(partition.tp, state, partition.last_error))
+        return found
+
     def _run_partition(self, partition: _Partition) -> None:
         now_ms = self.clock_ms()
-        if partition.fenced or now_ms < partition.retry_at_ms:
+        if partition.stopped is StopReason.FENCED or now_ms < partition.retry_at_ms:
             return
         if not partition.log.config.remote_storage_enable:
             return
         if not partition.lock.acquire(blocking=False):
             return  # the previous pass is still at it
         try:
+            if partition.stopped is StopReason.MANIFEST_VANISHED and not self._manifest_is_back(
+                partition, now_ms
+            ):
+                return
             self._pass(partition, now_ms)
             partition.failures = 0
         except FencedWriterError as error:
-            partition.fenced = True
+            partition.stopped, partition.last_error = StopReason.FENCED, str(error)
             log.error(
                 "%s: no longer the tier's writer, stopping its uploads: %s", partition.tp, error
             )
+        except ManifestVanishedError as error:
+            self._stop_vanished(partition, error, now_ms)
         except (TierlogError, OSError) as error:
             partition.failures += 1
+            partition.last_error = f"{type(error).__name__}: {error}"
             backoff = min(
                 self.config.retry_backoff_max_ms,
                 self.config.retry_backoff_ms * 2 ** (partition.failures - 1),
@@ -301,6 +364,42 @@ class RemoteLogManager:
             )
         finally:
             partition.lock.release()
+
+    def _stop_vanished(
+        self, partition: _Partition, error: ManifestVanishedError, now_ms: int
+    ) -> None:
+        """Stop uploading ``partition``: its manifest is gone (see the module doc)."""
+        if partition.writer is not None:
+            partition.min_epoch = partition.writer.writer_epoch + 1
+        partition.writer = None
+        partition.stopped, partition.last_error = StopReason.MANIFEST_VANISHED, str(error)
+        partition.failures = 0
+        partition.retry_at_ms = now_ms + self.config.retry_backoff_max_ms
+        # The tier no longer holds the local segments it was given: keep them all.
+        partition.log.tiered_end_offset = partition.log.local_log_start_offset
+        log.error(
+            "%s: stopping uploads to the tier: %s. Local segments are kept. To go on with "
+            "what the bucket holds, run `tierlog tier rebase %s` (offsets only the lost "
+            "objects held are then gone) or restore the bucket; uploads resume by themselves",
+            partition.tp,
+            error,
+            partition.tp.dir_name,
+        )
+
+    def _manifest_is_back(self, partition: _Partition, now_ms: int) -> bool:
+        """Whether a stopped partition's store holds a manifest again (a rebase or a
+        restore); if not, look again after the longest backoff."""
+        try:
+            back = load_manifest(self.store, partition.tp).version > 0
+        except (TierlogError, OSError) as error:
+            log.warning("%s: cannot look for a rebased manifest: %s", partition.tp, error)
+            back = False
+        if not back:
+            partition.retry_at_ms = now_ms + self.config.retry_backoff_max_ms
+            return False
+        log.warning("%s: a manifest is back in the tier: claiming it again", partition.tp)
+        partition.stopped, partition.last_error = None, ""
+        return True
 
     def _pass(self, partition: _Partition, now_ms: int) -> None:
         writer = self._claim(partition)
@@ -320,10 +419,12 @@ class RemoteLogManager:
     def _claim(self, partition: _Partition) -> ManifestWriter:
         if partition.writer is not None:
             return partition.writer
+        self._check_tier_not_lost(partition)
         writer = ManifestWriter.claim(
             self.store,
             partition.tp,
             self.writer_id,
+            min_epoch=partition.min_epoch,
             chunk_entries=self.config.manifest_chunk_entries,
             on_change=self._manifest_changed,
         )
@@ -346,6 +447,20 @@ class RemoteLogManager:
             manifest.end_offset,
         )
         return writer
+
+    def _check_tier_not_lost(self, partition: _Partition) -> None:
+        """A log whose start lies below its first local segment had those offsets in
+        the tier: a store with no manifest for it lost them (a restart after the bucket
+        was recreated). Claiming would start an empty manifest and hide the loss."""
+        partition_log = partition.log
+        if partition_log.log_start_offset >= partition_log.local_log_start_offset:
+            return
+        if load_manifest(self.store, partition.tp).version == 0:
+            raise ManifestVanishedError(
+                f"{partition.tp}: the log holds offsets [{partition_log.log_start_offset}, "
+                f"{partition_log.local_log_start_offset}) only in the tier, but "
+                f"{self.store.url} has no manifest for it: the bucket was emptied or replaced"
+            )
 
     # -- upload -------------------------------------------------------------------------
 

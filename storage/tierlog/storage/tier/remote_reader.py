@@ -15,9 +15,16 @@ fetched through the chunk cache and searched with the broker's own
 (the indexes of recently read segments stay in memory too, a few MiB: each fetch
 needs one, and they are tiny beside the log bytes, which are never held);
 batch headers are walked from there; whole batches are returned, the first even when
-it is larger than ``max_bytes``. A segment with nothing at or after the offset (the
-tail a cleaner emptied) hands over to the next one. Every byte comes through the
-``RangeReader``: chunked ranged GETs, the disk cache, prefetch. The aborted
+it is larger than ``max_bytes``. Every batch returned or decoded is checked first: its
+CRC and its offsets inside the segment's range (a CRC-32C over a batch costs about what
+copying it does, and the tier is where bytes sit unwatched for months: an object
+damaged in the store is answered ``CORRUPT_MESSAGE`` naming it and the offset, never
+served). A segment with nothing at or after the offset (the tail a cleaner emptied)
+hands over to the next one. An offset past the tier's end of a partition with no
+manifest at all is an error, not an empty answer: the log holds it as tiered, so the
+manifest vanished, and an empty answer would skip a consumer over the lost offsets.
+Every byte comes through the ``RangeReader``: chunked ranged GETs, the disk cache,
+prefetch. The aborted
 transactions of a range come from the segments' transaction index parts, searched as
 the broker searches its local ``.txnindex`` files.
 """
@@ -31,12 +38,23 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from tierlog.storage.checkpoints import TopicPartition
-from tierlog.storage.errors import CorruptRecordError, OffsetOutOfRangeError
+from tierlog.storage.errors import CorruptRecordError, OffsetOutOfRangeError, TierlogError
 from tierlog.storage.index import offset_index_lookup, time_index_lookup
-from tierlog.storage.records import HEADER_READ_SIZE, BatchHeader, decode_records, parse_header
+from tierlog.storage.records import (
+    HEADER_READ_SIZE,
+    BatchHeader,
+    crc_is_valid,
+    decode_records,
+    parse_header,
+)
 from tierlog.storage.segment import TimestampAndOffset
-from tierlog.storage.tier.manifest import RemoteLogView, RemoteSegment, SegmentPart
-from tierlog.storage.tier.manifest_store import ChunkReader, load_view
+from tierlog.storage.tier.manifest import (
+    ManifestVanishedError,
+    RemoteLogView,
+    RemoteSegment,
+    SegmentPart,
+)
+from tierlog.storage.tier.manifest_store import ChunkReader, load_manifest
 from tierlog.storage.tier.range_reader import RangeReader
 from tierlog.storage.tier.store import ObjectNotFoundError, ObjectStoreError
 from tierlog.storage.transaction_index import AbortedTxn, collect_aborted, decode_entries
@@ -69,6 +87,7 @@ class RemoteLogReader:
         self.bytes_read = 0  # record bytes returned by ``read`` (a counter for metrics)
         self._lock = threading.Lock()
         self._views: dict[TopicPartition, tuple[float, RemoteLogView]] = {}
+        self._without_manifest: set[TopicPartition] = set()  # as last loaded
         self._chunks = ChunkReader(self.store)  # the manifests' chunks, shared by the views
         self._indexes: OrderedDict[tuple[str, SegmentPart], bytes] = OrderedDict()
         self._index_bytes = 0
@@ -83,13 +102,18 @@ class RemoteLogReader:
         if cached is not None and not refresh and now - cached[0] < self.view_ttl_s:
             return cached[1]
         try:
-            fresh = load_view(self.store, tp, self._chunks)
+            manifest = load_manifest(self.store, tp)
         except ObjectStoreError:
             if cached is None or refresh:
                 raise
             return cached[1]  # the store is away: what was cached still names the segments
+        fresh = manifest.view(self._chunks)
         with self._lock:
             self._views[tp] = (now, fresh)
+            if manifest.version:
+                self._without_manifest.discard(tp)
+            else:
+                self._without_manifest.add(tp)
         return fresh
 
     def invalidate(self, tp: TopicPartition) -> None:
@@ -121,6 +145,13 @@ class RemoteLogReader:
                     f"{tp}: offset {offset} is below the tier's log start {view.log_start_offset}"
                 )
             if offset >= view.end_offset:
+                if tp in self._without_manifest:
+                    # The log says the offset is tiered; an empty answer would skip the
+                    # consumer to the local log start over data the tier lost.
+                    raise ManifestVanishedError(
+                        f"{tp}: offset {offset} lies in the tier, which has no manifest "
+                        f"for the partition in {self.store.url}"
+                    )
                 return b""
             for segment in view.segments_from(offset):
                 records = self._read_segment(segment, offset, max_bytes, min_one_batch)
@@ -139,6 +170,7 @@ class RemoteLogReader:
         start = self._index_position(segment, offset)
         log = _SegmentLog(self.ranges, segment, max_bytes + _WINDOW_SLACK_BYTES)
         first, length = -1, 0
+        chosen: list[BatchHeader] = []  # positioned within the answer
         for position, header in log.headers(start):
             if first < 0:
                 if header.last_offset < offset:
@@ -146,8 +178,14 @@ class RemoteLogReader:
                 first = position
             if length + header.size > max_bytes and (length or not min_one_batch):
                 break
+            chosen.append(header._replace(position=length))
             length += header.size
-        return log.read(first, first + length) if length else b""
+        if not length:
+            return b""
+        records = log.read(first, first + length)
+        for header in chosen:
+            _check_batch(segment, records, header)
+        return records
 
     def _index_position(self, segment: RemoteSegment, offset: int) -> int:
         """Where to start walking for ``offset``: its offset index entry's position."""
@@ -246,6 +284,18 @@ class RemoteLogReader:
         return self._with_view(tp, 0, attempt)
 
 
+def _check_batch(segment: RemoteSegment, buffer: bytes, header: BatchHeader) -> None:
+    """Refuse a batch whose bytes are not what was uploaded: CRC, offsets in range."""
+    where = f"{segment.key}: the batch at offset {header.base_offset}"
+    if not segment.base_offset <= header.base_offset <= header.last_offset < segment.end_offset:
+        raise CorruptRecordError(
+            f"{where} (to {header.last_offset}) lies outside the segment's "
+            f"[{segment.base_offset}, {segment.end_offset})"
+        )
+    if not crc_is_valid(buffer, header):
+        raise CorruptRecordError(f"{where} fails its CRC: the object is damaged")
+
+
 class _SegmentLog:
     """The log part of one remote segment, read in windows as a walk moves through it.
 
@@ -284,7 +334,7 @@ class _SegmentLog:
         """(position, header) of each batch from ``position`` (a batch boundary) on."""
         while position < self.size:
             self._cover(position, min(position + HEADER_READ_SIZE, self.size))
-            header = parse_header(self._data, position - self._start)
+            header = self._header(position)
             if position + header.size > self.size:
                 raise CorruptRecordError(
                     f"{self.segment.key}: the batch at {position} declares {header.size} bytes, "
@@ -293,9 +343,22 @@ class _SegmentLog:
             yield position, header
             position += header.size
 
+    def _header(self, position: int) -> BatchHeader:
+        """The header at ``position`` of the current window; garbage is a corrupt object."""
+        try:
+            return parse_header(self._data, position - self._start)
+        except TierlogError as error:
+            raise CorruptRecordError(
+                f"{self.segment.key}: no batch header at position {position} of the log "
+                f"of the segment from offset {self.segment.base_offset}: {error}"
+            ) from None
+
     def batch(self, position: int) -> tuple[bytes, BatchHeader]:
-        """The whole batch at ``position`` as (buffer, its header within the buffer)."""
+        """The whole batch at ``position`` as (buffer, its header within the buffer),
+        checked (``_check_batch``) before anything decodes it."""
         self._cover(position, position + HEADER_READ_SIZE)
-        size = parse_header(self._data, position - self._start).size
+        size = self._header(position).size
         self._cover(position, position + size)
-        return self._data, parse_header(self._data, position - self._start)
+        header = self._header(position)
+        _check_batch(self.segment, self._data, header)
+        return self._data, header

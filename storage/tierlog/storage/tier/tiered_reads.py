@@ -9,12 +9,25 @@ segment a cleaner emptied) carries on at the local start, as a local read carrie
 on into the next segment. ListOffsets by time asks the tier first when the log
 holds offsets below its local start, since the first record at or after a time
 is there if anywhere.
+
+A tiered read that fails is logged here, once, with what it names (the object key of
+a damaged batch at ERROR: the operator must act; an unreachable store at WARNING: the
+client retries), and raised on to be answered with its Kafka error name.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
+
 from tierlog.storage.checkpoints import TopicPartition
-from tierlog.storage.errors import OffsetMovedToTieredStorageError
+from tierlog.storage.errors import (
+    CorruptRecordError,
+    OffsetMovedToTieredStorageError,
+    OffsetOutOfRangeError,
+    TierlogError,
+)
 from tierlog.storage.log import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -29,6 +42,8 @@ from tierlog.storage.tier.remote_reader import RemoteLogReader
 
 __all__ = ["offset_for_timestamp", "read"]
 
+logger = logging.getLogger(__name__)  # "log" is the partition's Log here
+
 
 def read(
     tp: TopicPartition, log: Log, remote: RemoteLogReader | None, offset: int, max_bytes: int
@@ -39,10 +54,25 @@ def read(
     except OffsetMovedToTieredStorageError:
         if remote is None:
             raise
-    records = remote.read(tp, offset, max_bytes)
+    with _failures_logged(tp, f"read at offset {offset}"):
+        records = remote.read(tp, offset, max_bytes)
     if not records:  # past the tier's end, below the local start: nothing lies between
         return log.read(log.local_log_start_offset, max_bytes)
     return LogRead(records, log.log_start_offset, log.log_end_offset)
+
+
+@contextlib.contextmanager
+def _failures_logged(tp: TopicPartition, what: str) -> Iterator[None]:
+    try:
+        yield
+    except OffsetOutOfRangeError:
+        raise  # the client's to handle (retention moved the start meanwhile)
+    except CorruptRecordError as error:
+        logger.error("%s: tiered %s refused: %s", tp, what, error)
+        raise
+    except TierlogError as error:
+        logger.warning("%s: tiered %s failed: %s: %s", tp, what, error.reason, error)
+        raise
 
 
 def offset_for_timestamp(
@@ -51,6 +81,13 @@ def offset_for_timestamp(
     """Kafka's ListOffsets over the whole log (-2 earliest, -1 latest, -3 the largest
     timestamp, -4 the first local offset, -5 the last tiered one, otherwise the first
     record at or after ``timestamp``)."""
+    with _failures_logged(tp, f"offset lookup for timestamp {timestamp}"):
+        return _offset_for_timestamp(tp, log, remote, timestamp)
+
+
+def _offset_for_timestamp(
+    tp: TopicPartition, log: Log, remote: RemoteLogReader | None, timestamp: int
+) -> TimestampAndOffset | None:
     if timestamp == EARLIEST_LOCAL_TIMESTAMP:
         return TimestampAndOffset(-1, log.local_log_start_offset)
     if timestamp == LATEST_TIERED_TIMESTAMP:
