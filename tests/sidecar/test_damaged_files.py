@@ -8,11 +8,20 @@ served as it was produced, and what was damaged is refused with CORRUPT_MESSAGE.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
+import pytest
 
 from tierlog.api.v1 import log_service_pb2
+from tierlog.storage.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    TopicPartition,
+    read_offset_checkpoint,
+)
+from tierlog.storage.properties import read_properties
 from tierlog.storage.records import SimpleRecord, build_batch, decode_records, iter_batches
 
 from .conftest import Sidecar, SidecarFactory, reason_of
@@ -97,3 +106,72 @@ def test_a_flipped_byte_in_a_flushed_middle_segment_costs_only_its_batch(
         if start == 0:
             assert sidecar.stop() == 0
             sidecar.start()
+
+
+# -- garbled checkpoints and meta.properties (item 5) -------------------------------------
+
+BINARY = bytes(range(256)) * 4  # not UTF-8 text
+
+
+def cut_short(path: Path) -> bytes:
+    """The file as a crash in the middle of writing it in place would leave it."""
+    data = path.read_bytes()
+    return data[: len(data) // 2]
+
+
+def binary(_path: Path) -> bytes:
+    return BINARY
+
+
+@pytest.mark.parametrize("name", [RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT])
+@pytest.mark.parametrize("garble", [cut_short, binary], ids=["cut-short", "binary"])
+def test_a_garbled_checkpoint_is_ignored_with_a_warning(
+    tmp_path: Path,
+    sidecar_factory: SidecarFactory,
+    name: str,
+    garble: Callable[[Path], bytes],
+) -> None:
+    sidecar = sidecar_factory(tmp_path / "data")
+    fill(sidecar)
+    assert sidecar.stop() == 0
+    checkpoint = sidecar.data_dir / name
+    checkpoint.write_bytes(garble(checkpoint))
+
+    sidecar.start()
+    assert read_everything(sidecar) == (list(range(END_OFFSET)), [], END_OFFSET)
+    assert f"WARNING tierlog.storage.checkpoints ignoring {checkpoint}" in sidecar.output
+    assert sidecar.stop() == 0
+    assert read_offset_checkpoint(checkpoint)  # written whole again at the shutdown
+
+
+def test_a_garbled_recovery_point_after_a_crash_recovers_every_segment(
+    tmp_path: Path, sidecar_factory: SidecarFactory
+) -> None:
+    sidecar = sidecar_factory(tmp_path / "data")
+    fill(sidecar)
+    sidecar.kill()
+    (sidecar.data_dir / RECOVERY_POINT_CHECKPOINT).write_bytes(b"0\n1\ntri")
+
+    sidecar.start()
+    assert read_everything(sidecar) == (list(range(END_OFFSET)), [], END_OFFSET)
+    assert "ignoring" in sidecar.output
+    assert sidecar.stop() == 0
+    checkpoint = read_offset_checkpoint(sidecar.data_dir / RECOVERY_POINT_CHECKPOINT)
+    assert checkpoint == {TopicPartition(TOPIC, 0): END_OFFSET}
+
+
+def test_a_binary_meta_properties_is_kept_aside_and_written_again(
+    tmp_path: Path, sidecar_factory: SidecarFactory
+) -> None:
+    sidecar = sidecar_factory(tmp_path / "data", "node.id=7")
+    fill(sidecar)
+    assert sidecar.stop() == 0
+    meta = sidecar.data_dir / "meta.properties"
+    meta.write_bytes(BINARY)
+
+    sidecar.start()
+    assert read_everything(sidecar) == (list(range(END_OFFSET)), [], END_OFFSET)
+    assert f"WARNING tierlog.storage.manager writing {meta} again" in sidecar.output
+    assert "is not UTF-8 text" in sidecar.output
+    assert read_properties(meta)["node.id"] == "7"
+    assert (sidecar.data_dir / "meta.properties.unreadable").read_bytes() == BINARY
