@@ -319,3 +319,32 @@ def test_a_damaged_last_segment_keeps_the_log_end_and_appends_go_to_a_new_segmen
     assert [s.base_offset for s in log.segments] == [0, 12, 24, 30]
     assert offsets_read_from(log, 30) == [30]
     log.close()
+
+
+def damaged_middle_log(directory: Path) -> Log:
+    """Offsets 0-29 in segments 0, 12 and 24; the batch 15-17 damaged and found so."""
+    write_closed_log(directory)
+    flip_byte(directory / name(12, ".log"), 2 * len(BATCH) - 3)
+    (directory / name(12, ".index")).unlink()
+    return Log.open(directory, CONFIG, recovery_point=30, clean_shutdown=True)
+
+
+def test_a_truncation_past_the_damage_keeps_it_and_appends_to_a_new_segment(
+    tmp_path: Path,
+) -> None:
+    log = damaged_middle_log(tmp_path / "t-0")
+    log.truncate_to(21)
+    assert [s.base_offset for s in log.segments] == [0, 12, 21]
+    assert log.append(make_batch(2, tag="new")).first_offset == 21
+    assert readable_offsets(log) == ([*range(15), *range(18, 23)], [15, 16, 17])
+    log.close()
+
+
+def test_a_truncation_below_the_damage_takes_it_away(tmp_path: Path) -> None:
+    log = damaged_middle_log(tmp_path / "t-0")
+    log.truncate_to(13)  # the batch 12-14 holds 13: it goes, and everything after it
+    assert log.log_end_offset == 12
+    assert log.active_segment.damage == ()
+    assert log.append(make_batch(4, tag="new")).first_offset == 12
+    assert readable_offsets(log) == (list(range(16)), [])
+    log.close()

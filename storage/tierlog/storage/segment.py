@@ -206,7 +206,7 @@ class LogSegment:
         if not 0 <= start < self.size:
             start = 0  # a damaged index (sanity_check will say so): do not read through it
         next_offset = self.base_offset
-        for batch in self.log.headers(start):
+        for batch in self.headers(start):
             next_offset = batch.header.last_offset + 1
         return next_offset
 
@@ -512,6 +512,7 @@ class LogSegment:
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         removed = self.log.truncate_to(first.position)
+        self.damage = tuple(d for d in self.damage if d.end_position <= first.position)
         self._next_offset = None
         last = self.time_index.last_entry()
         self.max_timestamp_so_far = last.key if last else NO_TIMESTAMP
