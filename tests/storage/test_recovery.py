@@ -291,6 +291,23 @@ def test_a_damaged_batch_below_the_recovery_point_costs_only_its_own_offsets(
     reopened.close()
 
 
+@pytest.mark.parametrize("batch", range(4))
+def test_damage_anywhere_in_a_segment_is_found_again_at_every_start(
+    tmp_path: Path, batch: int
+) -> None:
+    directory = tmp_path / "t-0"
+    write_closed_log(directory)
+    flip_byte(directory / name(12, ".log"), (batch + 1) * len(BATCH) - 3)
+    (directory / name(12, ".index")).unlink()
+    lost = list(range(12 + 3 * batch, 15 + 3 * batch))
+    for _start in range(3):
+        log = Log.open(directory, CONFIG, recovery_point=30, clean_shutdown=True)
+        readable, refused = readable_offsets(log)
+        log.close()
+        assert (refused, log.log_end_offset) == (lost, 30)
+        assert readable == [offset for offset in range(30) if offset not in lost]
+
+
 def test_damage_to_a_batch_length_refuses_the_rest_of_its_segment_only(tmp_path: Path) -> None:
     """A flipped length byte (outside the CRC) loses the way through the segment: its
     offsets from the damage to the next segment are refused, the next segment is served."""

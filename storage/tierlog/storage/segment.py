@@ -397,16 +397,23 @@ class LogSegment:
 
     def sanity_check(self) -> None:
         """Raise CorruptRecordError when an index cannot belong to this log file, or a
-        batch after the last offset-index entry is not whole and valid.
+        batch after the one the last offset-index entry points at is not whole and valid.
 
-        Kafka checks the index files only. The unindexed tail (normally at most
-        ``index.interval.bytes`` and one batch) is read too, because a segment rebuilt
-        around damage is indexed only up to it: this is how the damage is found again
-        at every start instead of being served."""
+        Kafka checks the index files only. The unindexed batches (normally under
+        ``index.interval.bytes``) are checked too, because a segment rebuilt around
+        damage is indexed only up to it: this is how the damage is found again at every
+        start instead of being served. The batch the last entry points at was valid
+        when it was indexed, and is only walked over."""
         self.offset_index.sanity_check(self.size, self.next_offset)
         self.time_index.sanity_check(self.size)
         self.txn_index.sanity_check()
-        next_offset, position = self.offset_index.lookup(2**63 - 1)
+        next_offset, position = self.base_offset, 0
+        last = self.offset_index.last_entry()
+        if last is not None:
+            indexed = self.log.header_at(last.value)
+            if indexed is None:
+                raise CorruptRecordError(f"the indexed batch at byte {last.value} is cut short")
+            next_offset, position = indexed.header.last_offset + 1, indexed.end
         for batch in self.log.batches(position):
             if not _batch_is_valid(batch, next_offset, self):
                 raise CorruptRecordError(f"the batch at byte {batch.position} fails its check")
