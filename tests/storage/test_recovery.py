@@ -22,9 +22,11 @@ from tests.storage.conftest import (
 from tests.storage.conftest import (
     segment_name as name,
 )
+from tests.storage.test_idempotent_log import idempotent_batch
 from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import CorruptRecordError
 from tierlog.storage.log import Log
+from tierlog.storage.records import iter_batches
 from tierlog.storage.recovery import LoadedLog, load_segments
 
 
@@ -364,4 +366,27 @@ def test_a_truncation_below_the_damage_takes_it_away(tmp_path: Path) -> None:
     assert log.active_segment.damage == ()
     assert log.append(make_batch(4, tag="new")).first_offset == 12
     assert readable_offsets(log) == (list(range(16)), [])
+    log.close()
+
+
+def test_an_idempotent_producer_goes_on_after_damage_in_its_batches(tmp_path: Path) -> None:
+    """The producer state is replayed over the rebuilt segment: the damaged batch is
+    stepped over, the producer's later batches are still known (a retry is answered
+    with its offsets) and its next sequence is accepted."""
+    directory = tmp_path / "t-0"
+    log = Log.open(directory, CONFIG)
+    for batch in range(15):  # five to a segment: segments at 0, 15 and 30
+        log.append(idempotent_batch(7, 0, 3 * batch, 3, tag=f"{batch}-"))
+    log.close()
+    logs = sorted(directory.glob("*.log"))
+    first_batch = next(iter_batches(logs[1].read_bytes()))
+    flip_byte(logs[1], first_batch.size + 11)  # the length of the segment's second batch
+    logs[1].with_suffix(".index").unlink()
+
+    log = Log.open(directory, CONFIG, recovery_point=45, clean_shutdown=True)
+    damaged = range(first_batch.last_offset + 1, int(logs[2].name[:20]))
+    assert readable_offsets(log)[1] == list(damaged)
+    retry = log.append(idempotent_batch(7, 0, 42, 3, tag="14-"))
+    assert (retry.duplicate, retry.first_offset, retry.last_offset) == (True, 42, 44)
+    assert log.append(idempotent_batch(7, 0, 45, 3, tag="next")).first_offset == 45
     log.close()
