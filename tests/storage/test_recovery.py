@@ -390,3 +390,21 @@ def test_an_idempotent_producer_goes_on_after_damage_in_its_batches(tmp_path: Pa
     assert (retry.duplicate, retry.first_offset, retry.last_offset) == (True, 42, 44)
     assert log.append(idempotent_batch(7, 0, 45, 3, tag="next")).first_offset == 45
     log.close()
+
+
+def test_a_damaged_last_segment_without_a_recovery_point_goes_on_at_the_damage(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without the recovery point (a lost checkpoint) nothing tells where the damaged tail
+    ended: its bytes stay, the log goes on at the damage, and the log says so."""
+    directory = tmp_path / "t-0"
+    write_closed_log(directory)
+    last = directory / name(24, ".log")
+    flip_byte(last, len(BATCH) + 10)  # the length of the batch 27-29
+    (directory / name(24, ".index")).unlink()
+    log = Log.open(directory, CONFIG, recovery_point=0, clean_shutdown=True)
+    assert log.log_end_offset == 27
+    assert [s.base_offset for s in log.segments] == [0, 12, 24, 27]
+    assert readable_offsets(log) == (list(range(27)), [])
+    assert "log goes on at offset 27" in caplog.text
+    log.close()

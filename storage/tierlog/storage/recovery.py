@@ -208,6 +208,16 @@ def _index_problem(directory: Path, segment: LogSegment) -> str | None:
 
 def _report_damage(segment: LogSegment, damage: Sequence[SegmentDamage]) -> None:
     for each in damage:
+        if each.first_offset == each.end_offset:  # e.g. a last segment without a recovery point
+            log.error(
+                "%s is damaged at bytes %d..%d, kept on disk as they are; no offset the log "
+                "knows of lies there, and the log goes on at offset %d",
+                segment.log.path,
+                each.position,
+                each.end_position - 1,
+                each.end_offset,
+            )
+            continue
         log.error(
             "%s is damaged at bytes %d..%d: offsets %d..%d are kept on disk as they are "
             "and reads of them fail with CORRUPT_MESSAGE; the batches around them are served",
