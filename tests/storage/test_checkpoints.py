@@ -13,6 +13,7 @@ from tierlog.storage.checkpoints import (
     base64_uuid,
     read_epoch_checkpoint,
     read_offset_checkpoint,
+    read_offset_checkpoint_or_warn,
     write_epoch_checkpoint,
     write_meta_properties,
     write_offset_checkpoint,
@@ -69,6 +70,28 @@ def test_a_malformed_checkpoint_is_a_storage_error(tmp_path: Path, text: str) ->
     path.write_text(text)
     with pytest.raises(KafkaStorageError):
         read_offset_checkpoint(path)
+
+
+def test_a_binary_checkpoint_is_a_storage_error_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "recovery-point-offset-checkpoint"
+    path.write_bytes(b"0\n1\n\xff\xfe\x00 0 5\n")
+    with pytest.raises(KafkaStorageError, match="recovery-point-offset-checkpoint: not a text"):
+        read_offset_checkpoint(path)
+
+
+def test_an_unreadable_checkpoint_is_read_as_absent_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "log-start-offset-checkpoint"
+    path.write_text("0\n2\nt 0 5\n")  # cut short: one entry of two
+    assert read_offset_checkpoint_or_warn(path, "starting from the segments") == {}
+    (warning,) = caplog.records
+    assert warning.levelname == "WARNING"
+    assert warning.getMessage() == (
+        f"ignoring {path} (starting from the segments): {path}: expected 2 entries of 3 fields"
+    )
+    path.write_text("0\n1\nt 0 5\n")
+    assert read_offset_checkpoint_or_warn(path, "unused") == {TopicPartition("t", 0): 5}
 
 
 def test_leader_epoch_checkpoint_round_trip(tmp_path: Path) -> None:

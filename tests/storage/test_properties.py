@@ -64,6 +64,20 @@ def test_every_separator_comment_continuation_and_escape(tmp_path: Path) -> None
     assert read_properties(path) == EXPECTED
 
 
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [(b"node.id=1\n\xff\xfe\x00\x01", "is not UTF-8 text"), (b"a=\\u12x4\n", "malformed")],
+)
+def test_a_file_that_cannot_be_read_is_a_config_error_naming_it(
+    tmp_path: Path, content: bytes, problem: str
+) -> None:
+    path = tmp_path / "meta.properties"
+    path.write_bytes(content)
+    with pytest.raises(InvalidConfigError, match=problem) as caught:
+        read_properties(path)
+    assert str(path) in str(caught.value)
+
+
 @pytest.mark.interop
 def test_kafka_reads_the_same_file_the_same_way(tmp_path: Path) -> None:
     path = tmp_path / "server.properties"

@@ -18,6 +18,7 @@ Formats (as Kafka writes them):
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import uuid
 from collections.abc import Mapping
@@ -39,6 +40,7 @@ __all__ = [
     "fsync_file",
     "read_epoch_checkpoint",
     "read_offset_checkpoint",
+    "read_offset_checkpoint_or_warn",
     "write_epoch_checkpoint",
     "write_meta_properties",
     "write_offset_checkpoint",
@@ -53,6 +55,8 @@ PARTITION_METADATA = "partition.metadata"
 META_PROPERTIES = "meta.properties"
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 TEMP_SUFFIX = ".tmp"
+
+log = logging.getLogger(__name__)
 
 
 class TopicPartition(NamedTuple):
@@ -101,7 +105,12 @@ def atomic_write(path: Path, text: str) -> None:
 
 
 def _parse_lines(path: Path, fields: int) -> list[list[str]]:
-    lines = path.read_text().splitlines()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as error:
+        raise KafkaStorageError(f"{path}: not a text file ({error})") from error
+    except OSError as error:
+        raise KafkaStorageError(f"cannot read {path}: {error.strerror or error}") from error
     if len(lines) < 2 or lines[0].strip() != "0":
         raise KafkaStorageError(f"{path}: unknown checkpoint version or header")
     count = int(lines[1])
@@ -126,6 +135,19 @@ def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:
         return {TopicPartition(topic, int(part)): int(offset) for topic, part, offset in rows}
     except ValueError as error:
         raise KafkaStorageError(f"{path}: malformed entry ({error})") from error
+
+
+def read_offset_checkpoint_or_warn(path: Path, instead: str) -> dict[TopicPartition, int]:
+    """The checkpoint's offsets, or none when it cannot be read (garbled, cut short): a
+    warning names the file, what is wrong with it and what is done ``instead``, and
+    the caller goes on as if it were absent, as Kafka's log manager does. Such a
+    checkpoint only saves work (a recovery scan, a cleaning pass); the segments still
+    hold everything it summarises, and the next checkpoint replaces it."""
+    try:
+        return read_offset_checkpoint(path)
+    except KafkaStorageError as error:
+        log.warning("ignoring %s (%s): %s", path, instead, error)
+        return {}
 
 
 def write_epoch_checkpoint(path: Path, epochs: list[tuple[int, int]]) -> None:

@@ -209,7 +209,7 @@ class Cleaner:
             if segment.base_offset >= stop:
                 break
             if segment.next_offset <= start:  # wholly clean: headers tell the producers
-                for header_only in segment.log.headers():
+                for header_only in segment.headers():
                     _note_producer(producers, header_only.header)
                 continue
             state.check_abort()

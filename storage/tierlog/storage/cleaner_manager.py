@@ -33,11 +33,11 @@ from typing import Any
 from tierlog.storage.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
     TopicPartition,
-    read_offset_checkpoint,
+    read_offset_checkpoint_or_warn,
     write_offset_checkpoint,
 )
 from tierlog.storage.cleaner import Cleaner, CleanerStats, LogCleaningAbortedError
-from tierlog.storage.errors import InvalidConfigError, KafkaStorageError
+from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.log import Log
 
 __all__ = [
@@ -169,12 +169,9 @@ class LogCleanerManager:
     def load_checkpoints(self) -> None:
         with self._changed:
             for log_dir in self.log_dirs:
-                path = log_dir / CLEANER_OFFSET_CHECKPOINT
-                try:
-                    self._checkpoints[log_dir] = read_offset_checkpoint(path)
-                except (KafkaStorageError, OSError) as error:
-                    logger.warning("ignoring %s (cleaning from the log start): %s", path, error)
-                    self._checkpoints[log_dir] = {}
+                self._checkpoints[log_dir] = read_offset_checkpoint_or_warn(
+                    log_dir / CLEANER_OFFSET_CHECKPOINT, "cleaning from the log start"
+                )
 
     def checkpoint(self, tp: TopicPartition, log_dir: Path) -> int | None:
         with self._changed:

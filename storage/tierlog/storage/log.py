@@ -531,7 +531,10 @@ class Log:
         self._set_segments(self._segments[: keep + 1])
         active = self._segments[-1]
         active.truncate_to(offset)
-        active.resize_indexes(self.config.segment_index_bytes)
+        if active.damage:  # damage kept below the cut: appends go on in a new segment
+            self._roll_locked()
+        else:
+            active.resize_indexes(self.config.segment_index_bytes)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.producer_state.truncate_and_reload(

@@ -37,7 +37,7 @@ from tierlog.storage.checkpoints import (
     TopicPartition,
     atomic_write,
     base64_uuid,
-    read_offset_checkpoint,
+    read_offset_checkpoint_or_warn,
     write_epoch_checkpoint,
     write_meta_properties,
     write_offset_checkpoint,
@@ -46,6 +46,7 @@ from tierlog.storage.checkpoints import (
 from tierlog.storage.cleaner_manager import CleanerConfig, LogCleaner
 from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import (
+    InvalidConfigError,
     KafkaStorageError,
     TierlogError,
     UnknownTopicOrPartitionError,
@@ -177,10 +178,19 @@ class LogManager:
     def _ensure_meta_properties(self, log_dir: Path) -> None:
         path = log_dir / META_PROPERTIES
         if path.exists():
-            properties = read_properties(path)
-            if properties.get("cluster.id", self.config.cluster_id) != self.config.cluster_id:
-                log.warning("%s belongs to cluster %s", log_dir, properties["cluster.id"])
-            return
+            try:
+                properties = read_properties(path)
+            except InvalidConfigError as error:
+                # It only names the broker and cluster that wrote the dir, and even a
+                # mismatch is a warning here: an unreadable one is no reason to refuse
+                # the dir's logs. It is written again, the old bytes kept beside it.
+                aside = path.with_name(f"{META_PROPERTIES}.unreadable")
+                log.warning("writing %s again (the old one is kept as %s): %s", path, aside, error)
+                path.replace(aside)
+            else:
+                if properties.get("cluster.id", self.config.cluster_id) != self.config.cluster_id:
+                    log.warning("%s belongs to cluster %s", log_dir, properties["cluster.id"])
+                return
         write_meta_properties(
             path,
             {
@@ -194,8 +204,12 @@ class LogManager:
     def _load_dir(self, log_dir: Path, progress: RecoveryProgress | None) -> None:
         clean = (log_dir / CLEAN_SHUTDOWN_MARKER).exists()
         self.had_clean_shutdown[log_dir] = clean
-        recovery_points = read_offset_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
-        start_offsets = read_offset_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        recovery_points = read_offset_checkpoint_or_warn(
+            log_dir / RECOVERY_POINT_CHECKPOINT, "recovery points 0: after a crash all is scanned"
+        )
+        start_offsets = read_offset_checkpoint_or_warn(
+            log_dir / LOG_START_OFFSET_CHECKPOINT, "each log starts at its first segment"
+        )
         _remove_deleted_dirs(log_dir)
         partitions = _partition_dirs(log_dir)
         log.info("loading %d partitions from %s (clean=%s)", len(partitions), log_dir, clean)

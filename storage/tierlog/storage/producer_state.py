@@ -535,7 +535,7 @@ class ProducerStateManager:
                 first = found.position
                 if position + 1 < len(segments):
                     segment.release_indexes()
-            for batch in segment.log.headers(first):
+            for batch in segment.headers(first):
                 header = batch.header
                 if header.last_offset >= end_offset:
                     break

@@ -31,7 +31,14 @@ _NATURAL_LINE_END = re.compile(r"\r\n|\r|\n")  # Java's terminators, not str.spl
 
 
 def read_properties(path: Path) -> dict[str, str]:
-    return parse_properties(path.read_text(encoding="utf-8"))
+    """The file's key-value pairs; InvalidConfigError naming it when it is not UTF-8
+    text or holds a malformed escape."""
+    try:
+        return parse_properties(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as error:
+        raise InvalidConfigError(f"{path} is not UTF-8 text ({error})") from error
+    except InvalidConfigError as error:
+        raise InvalidConfigError(f"{path}: {error}") from error
 
 
 def parse_properties(text: str) -> dict[str, str]:

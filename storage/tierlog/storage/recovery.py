@@ -6,13 +6,20 @@ Kafka's rules, in order:
    removed. A ``.swap`` log was written completely before it was renamed, so it is
    finished: the segments it replaces are deleted and it takes its final name
    (its indexes are rebuilt).
-2. Index files without a ``.log`` are removed; a segment whose index is missing or
-   fails its sanity check has its indexes rebuilt from its log. A missing
-   ``.txnindex`` is an empty one (it is only created by the first aborted transaction).
+2. Index files without a ``.log`` are removed. A flushed segment (below the one
+   holding the recovery point, or any after a clean shutdown) whose index is missing
+   or fails its sanity check has its indexes rebuilt from its log, on its own: its
+   data was acknowledged and synced, and so was that of every later segment. Damage
+   found there is logged at ERROR and kept in place, never cut off (that would leave
+   a hole in the offsets); reads of the damaged offsets answer CORRUPT_MESSAGE
+   (``LogSegment.rebuild_indexes``). A damaged last segment is sealed and the log
+   goes on in a new segment at its end. A missing ``.txnindex`` is an empty one (it
+   is only created by the first aborted transaction).
 3. Without the clean-shutdown marker, every segment from the one holding the
-   recovery point onwards is scanned: each batch's CRC is checked, the log is cut
-   at the first invalid batch, the indexes are rebuilt, and every later segment
-   (which can only hold data written after the damage) is deleted.
+   recovery point onwards may hold bytes that never reached the disk whole: each
+   batch's CRC is checked, the log is cut at the first invalid batch, the indexes are
+   rebuilt, and every later segment (which can only hold data written after the
+   damage) is deleted.
 
 A rebuilt segment's transaction index is emptied here and written again by the log
 while it loads its producer state (``LoadedLog.rebuilt``): its entries depend on the
@@ -23,7 +30,7 @@ from __future__ import annotations
 
 import bisect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +42,7 @@ from tierlog.storage.segment import (
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     LogSegment,
+    SegmentDamage,
 )
 from tierlog.storage.transaction_index import TXN_INDEX_SUFFIX
 
@@ -73,14 +81,16 @@ def load_segments(
     """Open every segment in ``directory``, recovering as Kafka does; never empty."""
     _remove_temporary_files(directory)
     _complete_swaps(directory)
-    segments, truncated, rebuilt = _open_segments(directory, config)
-    recovered = 0
-    if not clean_shutdown and segments:
-        segments, cut, recovered = _recover_unflushed(segments, recovery_point, progress)
-        truncated += cut
+    bases = _log_base_offsets(directory)
+    first_unflushed = len(bases) if clean_shutdown else _segment_holding(bases, recovery_point)
+    segments, rebuilt = _open_segments(directory, config, bases, first_unflushed, recovery_point)
+    truncated = recovered = 0
+    if first_unflushed < len(segments):
+        segments, truncated, recovered = _recover_unflushed(segments, first_unflushed, progress)
         rebuilt += segments[len(segments) - recovered :]
-    if not segments:
-        segments = [_new_segment(directory, log_start_offset, config, active=True)]
+    if not segments or segments[-1].damage:  # a damaged segment takes no more appends
+        start = segments[-1].next_offset if segments else log_start_offset
+        segments.append(_new_segment(directory, start, config, active=True))
     else:
         segments[-1].resize_indexes(config.segment_index_bytes)
     log_end_offset = segments[-1].next_offset
@@ -154,59 +164,79 @@ def _new_segment(directory: Path, base: int, config: LogConfig, *, active: bool)
     )
 
 
+def _segment_holding(bases: list[int], offset: int) -> int:
+    """Position of the segment whose range holds ``offset`` (the first when none does)."""
+    return max(bisect.bisect_right(bases, offset) - 1, 0)
+
+
 def _open_segments(
-    directory: Path, config: LogConfig
-) -> tuple[list[LogSegment], int, list[LogSegment]]:
-    """Every segment, in order; a log cut while its indexes were rebuilt ends the list
-    (the later segments follow invalid data, as in rule 3). Returns the bytes dropped
-    and the segments whose indexes were rebuilt."""
+    directory: Path, config: LogConfig, bases: list[int], first_unflushed: int, recovery_point: int
+) -> tuple[list[LogSegment], list[LogSegment]]:
+    """Every segment, in order, and those whose indexes were rebuilt. Segments from
+    ``first_unflushed`` on are left as they are: recovery (rule 3) rebuilds them all."""
     segments: list[LogSegment] = []
     rebuilt: list[LogSegment] = []
-    bases = _log_base_offsets(directory)
     for position, base in enumerate(bases):
-        segment, truncated = _open_segment(directory, base, config)
-        if truncated is not None:
+        segment = _new_segment(directory, base, config, active=False)
+        segments.append(segment)
+        problem = _index_problem(directory, segment) if position < first_unflushed else None
+        if problem is not None:
+            log.warning("rebuilding the indexes of %s: %s", segment.log.path, problem)
+            if position + 1 < len(bases):
+                end_offset: int | None = bases[position + 1]
+            else:  # after a clean shutdown the recovery point is the log end
+                end_offset = recovery_point if recovery_point > base else None
+            _report_damage(segment, segment.rebuild_indexes(end_offset))
+            segment.on_become_inactive()
             rebuilt.append(segment)
         if position < len(bases) - 1:
             segment.release_indexes()  # mapped again when first searched
-        segments.append(segment)
-        if truncated:
-            later = bases[position + 1 :]
-            for doomed in later:
-                log.warning("deleting segment %d: it follows invalid data", doomed)
-                _delete_segment_files(directory, doomed)
-            return segments, truncated, rebuilt
-    return segments, 0, rebuilt
+    return segments, rebuilt
 
 
-def _open_segment(
-    directory: Path, base_offset: int, config: LogConfig
-) -> tuple[LogSegment, int | None]:
-    """The segment, and the bytes cut from it if its indexes had to be rebuilt (None
-    when they were sound)."""
-    indexes_exist = all(
-        (directory / f"{base_offset:020d}{suffix}").exists() for suffix in INDEX_SUFFIXES
-    )
-    segment = _new_segment(directory, base_offset, config, active=False)
+def _index_problem(directory: Path, segment: LogSegment) -> str | None:
+    """Why the segment's indexes cannot be used as they are, if they cannot."""
+    base = segment.base_offset
+    if not all((directory / f"{base:020d}{suffix}").exists() for suffix in INDEX_SUFFIXES):
+        return "index files missing"
     try:
-        if not indexes_exist:
-            raise CorruptRecordError("index files missing")
         segment.sanity_check()
     except (CorruptRecordError, UnsupportedCompressionTypeError) as problem:
-        log.warning("rebuilding the indexes of %s: %s", segment.log.path, problem)
-        truncated = segment.recover()
-        segment.on_become_inactive()
-        return segment, truncated
-    return segment, None
+        return str(problem)
+    return None
+
+
+def _report_damage(segment: LogSegment, damage: Sequence[SegmentDamage]) -> None:
+    for each in damage:
+        if each.first_offset == each.end_offset:  # e.g. a last segment without a recovery point
+            log.error(
+                "%s is damaged at bytes %d..%d, kept on disk as they are; no offset the log "
+                "knows of lies there, and the log goes on at offset %d",
+                segment.log.path,
+                each.position,
+                each.end_position - 1,
+                each.end_offset,
+            )
+            continue
+        log.error(
+            "%s is damaged at bytes %d..%d: offsets %d..%d are kept on disk as they are "
+            "and reads of them fail with CORRUPT_MESSAGE; the batches around them are served",
+            segment.log.path,
+            each.position,
+            each.end_position - 1,
+            each.first_offset,
+            each.end_offset - 1,
+        )
 
 
 def _recover_unflushed(
-    segments: list[LogSegment], recovery_point: int, progress: RecoveryProgress | None
+    segments: list[LogSegment], first: int, progress: RecoveryProgress | None
 ) -> tuple[list[LogSegment], int, int]:
+    """Scan ``segments[first:]``, cutting at the first invalid batch (rule 3); returns
+    the segments kept, the bytes dropped and how many segments were scanned."""
     # Kafka scans from the segment holding the recovery point, found by base offset: even
     # when the recovery point is that segment's end, bytes of an append cut short by the
     # crash may follow it, and they must go before anything is appended after them.
-    first = max(bisect.bisect_right([s.base_offset for s in segments], recovery_point) - 1, 0)
     to_scan = segments[first:]
     total = sum(segment.size for segment in to_scan)
     done = truncated = 0

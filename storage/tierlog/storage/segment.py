@@ -8,13 +8,20 @@ batch's *last* offset and its position, which is what Kafka writes and what its
 far with the last offset of the batch that carried it, growing strictly. The
 transaction index (transaction_index.py) lists the transactions aborted by markers
 in this segment; the log appends to it, since only the log knows the producers.
+
+A flushed segment found damaged when it is opened keeps its bytes (acknowledged data
+may follow the damage, and cutting a middle segment would leave a hole in the
+offsets): ``rebuild_indexes`` indexes the batches before the first damaged byte and
+records each damaged range, which reads then refuse with CorruptRecordError and
+every walk over the batches skips. The index stopping at the damage is what finds it
+again at the next start: ``sanity_check`` checks every batch after the last entry.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -34,6 +41,7 @@ __all__ = [
     "AppendedBatch",
     "LogSegment",
     "RollPolicy",
+    "SegmentDamage",
     "SegmentRead",
     "TimestampAndOffset",
     "segment_path",
@@ -58,6 +66,18 @@ class AppendedBatch(NamedTuple):
     last_offset: int
     max_timestamp: int
     size: int
+
+
+class SegmentDamage(NamedTuple):
+    """Bytes [position, end_position) of a segment's log that are not whole, valid
+    batches, and the offsets [first_offset, end_offset) they stand for: the offsets
+    between the last valid batch before them and the first valid batch after them (or
+    the segment's end, when nothing after the damage checks out)."""
+
+    position: int
+    end_position: int
+    first_offset: int
+    end_offset: int
 
 
 class SegmentRead(NamedTuple):
@@ -126,6 +146,7 @@ class LogSegment:
         self.max_timestamp_so_far = last.key if last else NO_TIMESTAMP
         self.offset_of_max_timestamp = last.value if last else base_offset
         self._next_offset: int | None = None
+        self.damage: tuple[SegmentDamage, ...] = ()  # set by rebuild_indexes
 
     # -- indexes ----------------------------------------------------------------------
 
@@ -185,7 +206,7 @@ class LogSegment:
         if not 0 <= start < self.size:
             start = 0  # a damaged index (sanity_check will say so): do not read through it
         next_offset = self.base_offset
-        for batch in self.log.headers(start):
+        for batch in self.headers(start):
             next_offset = batch.header.last_offset + 1
         return next_offset
 
@@ -295,7 +316,7 @@ class LogSegment:
     def translate_offset(self, offset: int, start_position: int = 0) -> FileBatch | None:
         """The first batch holding an offset >= ``offset``, if any (header only)."""
         start = max(self.offset_index.lookup(offset).value, start_position)
-        for batch in self.log.headers(start):
+        for batch in self.headers(start):
             if batch.header.last_offset >= offset:
                 return batch
         return None
@@ -316,9 +337,11 @@ class LogSegment:
         ``upper_bound_offset`` or ``max_position`` are not returned.
         """
         end = self.size if max_position is None else min(max_position, self.size)
+        self._refuse_damaged(start_offset)
         first = self.translate_offset(start_offset)
         if first is None or first.position >= end:
             return None
+        end = min([end, *(d.position for d in self.damage if d.position > first.position)])
         # One read of the window, then a walk over its headers in memory: a header read
         # per batch cost more than the copy of the one batch cut off at the window's end.
         window = self.log.read(first.position, min(max(max_bytes, 0), end - first.position))
@@ -337,7 +360,7 @@ class LogSegment:
         """First record at or after ``start_offset`` whose timestamp is >= ``timestamp``."""
         indexed = self.time_index.lookup(timestamp)
         position = self.offset_index.lookup(max(indexed.value, start_offset)).value
-        for batch in self.log.batches(position):
+        for batch in self.batches(position):
             header = batch.header
             if header.max_timestamp < timestamp or header.last_offset < start_offset:
                 continue
@@ -347,15 +370,64 @@ class LogSegment:
         return None
 
     def batches(self, start_position: int = 0) -> Iterator[FileBatch]:
-        return self.log.batches(start_position)
+        """The batches (with their bytes) from ``start_position``, stepping over damage."""
+        if not self.damage:
+            return self.log.batches(start_position)
+        return self._around_damage(self.log.batches, start_position)
+
+    def headers(self, start_position: int = 0) -> Iterator[FileBatch]:
+        """The batch headers from ``start_position``, stepping over damage."""
+        if not self.damage:
+            return self.log.headers(start_position)
+        return self._around_damage(self.log.headers, start_position)
+
+    def _around_damage(
+        self, walk: Callable[[int, int | None], Iterator[FileBatch]], start_position: int
+    ) -> Iterator[FileBatch]:
+        position = start_position
+        for damage in self.damage:
+            if damage.end_position > position:
+                yield from walk(position, damage.position)  # nothing if already past it
+                position = damage.end_position
+        yield from walk(position, None)
+
+    def _refuse_damaged(self, offset: int) -> None:
+        for damage in self.damage:
+            if damage.first_offset <= offset < damage.end_offset:
+                raise CorruptRecordError(
+                    f"offsets {damage.first_offset}..{damage.end_offset - 1} of "
+                    f"{self.log.path} are damaged (bytes {damage.position}.."
+                    f"{damage.end_position - 1}); the next readable offset is "
+                    f"{damage.end_offset}"
+                )
 
     # -- recovery and truncation ------------------------------------------------------
 
     def sanity_check(self) -> None:
-        """Raise CorruptRecordError when an index cannot belong to this log file."""
+        """Raise CorruptRecordError when an index cannot belong to this log file, or a
+        batch after the one the last offset-index entry points at is not whole and valid.
+
+        Kafka checks the index files only. The unindexed batches (normally under
+        ``index.interval.bytes``) are checked too, because a segment rebuilt around
+        damage is indexed only up to it: this is how the damage is found again at every
+        start instead of being served. The batch the last entry points at was valid
+        when it was indexed, and is only walked over."""
         self.offset_index.sanity_check(self.size, self.next_offset)
         self.time_index.sanity_check(self.size)
         self.txn_index.sanity_check()
+        next_offset, position = self.base_offset, 0
+        last = self.offset_index.last_entry()
+        if last is not None:
+            indexed = self.log.header_at(last.value)
+            if indexed is None:
+                raise CorruptRecordError(f"the indexed batch at byte {last.value} is cut short")
+            next_offset, position = indexed.header.last_offset + 1, indexed.end
+        for batch in self.log.batches(position):
+            if not _batch_is_valid(batch, next_offset, self):
+                raise CorruptRecordError(f"the batch at byte {batch.position} fails its check")
+            next_offset, position = batch.header.last_offset + 1, batch.end
+        if position != self.size:
+            raise CorruptRecordError(f"bytes {position}..{self.size - 1} are not a whole batch")
 
     def recover(self) -> int:
         """Rebuild the offset and time indexes from the log, cutting it at the first
@@ -365,21 +437,68 @@ class LogSegment:
         Returns the number of bytes truncated. A batch is valid when its header parses,
         its CRC matches, and its offsets increase and fit this segment.
         """
+        valid_bytes, next_offset = self._index_valid_prefix()
+        truncated = self.log.truncate_to(valid_bytes)
+        self._next_offset = next_offset
+        return truncated
+
+    def rebuild_indexes(self, end_offset: int | None) -> tuple[SegmentDamage, ...]:
+        """Rebuild the indexes as ``recover`` does, but keep every byte: the invalid
+        batches and any unreadable tail become ``damage``, and the valid batches after
+        them stay readable (they are found by following batch lengths from the damage,
+        and trusted only once a batch's CRC checks out again).
+
+        ``end_offset`` is where the segment's offsets end (the next segment's base
+        offset, or the known log end); None when unknown, and then offsets lost in
+        damage at the end of the file are not counted. Returns the damage found."""
+        valid_bytes, expected = self._index_valid_prefix()
+        damage: list[SegmentDamage] = []
+        damaged_since: int | None = valid_bytes if valid_bytes < self.size else None
+        walked = valid_bytes
+        try:
+            for batch in self.log.batches(valid_bytes):
+                header = batch.header
+                fits = end_offset is None or header.last_offset < end_offset
+                if batch.position == valid_bytes or not (
+                    fits and header.base_offset >= expected and _batch_is_valid(batch, 0, self)
+                ):
+                    walked = batch.end
+                    continue
+                if damaged_since is not None:
+                    damage.append(
+                        SegmentDamage(damaged_since, batch.position, expected, header.base_offset)
+                    )
+                    damaged_since = None
+                self._note_timestamp(header.max_timestamp, header.last_offset)
+                expected, walked = header.last_offset + 1, batch.end
+        except (CorruptRecordError, UnsupportedCompressionTypeError):
+            pass  # bytes that cannot start a batch: the damage runs to the end of the file
+        if walked < self.size and damaged_since is None:
+            damaged_since = walked
+        if damaged_since is not None:
+            end = expected if end_offset is None else max(end_offset, expected)
+            damage.append(SegmentDamage(damaged_since, self.size, expected, end))
+            expected = end
+        self._next_offset = expected
+        self.damage = tuple(damage)
+        return self.damage
+
+    def _index_valid_prefix(self) -> tuple[int, int]:
+        """Index the batches from the start of the file up to the first invalid one, and
+        empty the transaction index; returns where they end (bytes, next offset)."""
         self.offset_index.reset()
         self.time_index.reset()
         self.txn_index.reset()
         self.max_timestamp_so_far = NO_TIMESTAMP
         self.offset_of_max_timestamp = self.base_offset
-        self.bytes_since_last_index_entry = 0
+        self.damage = ()
         valid_bytes, last_indexed, next_offset = 0, 0, self.base_offset
         try:
             for batch in self.log.batches():
                 header = batch.header
                 if not _batch_is_valid(batch, next_offset, self):
                     break
-                if header.max_timestamp > self.max_timestamp_so_far:
-                    self.max_timestamp_so_far = header.max_timestamp
-                    self.offset_of_max_timestamp = header.last_offset
+                self._note_timestamp(header.max_timestamp, header.last_offset)
                 if valid_bytes - last_indexed > self.index_interval_bytes and self._has_room():
                     self.offset_index.append(header.last_offset, valid_bytes)
                     self.time_index.maybe_append(
@@ -390,11 +509,14 @@ class LogSegment:
                 next_offset = header.last_offset + 1
         except (CorruptRecordError, UnsupportedCompressionTypeError):
             pass  # bytes that cannot start a batch (a garbled codec id too): cut here
-        truncated = self.log.truncate_to(valid_bytes)
         self.bytes_since_last_index_entry = valid_bytes - last_indexed
-        self._next_offset = next_offset
         self._rolling_based_timestamp = None
-        return truncated
+        return valid_bytes, next_offset
+
+    def _note_timestamp(self, max_timestamp: int, last_offset: int) -> None:
+        if max_timestamp > self.max_timestamp_so_far:
+            self.max_timestamp_so_far = max_timestamp
+            self.offset_of_max_timestamp = last_offset
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch holding an offset >= ``offset``; returns bytes removed."""
@@ -405,6 +527,7 @@ class LogSegment:
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         removed = self.log.truncate_to(first.position)
+        self.damage = tuple(d for d in self.damage if d.end_position <= first.position)
         self._next_offset = None
         last = self.time_index.last_entry()
         self.max_timestamp_so_far = last.key if last else NO_TIMESTAMP
