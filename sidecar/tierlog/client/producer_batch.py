@@ -216,21 +216,26 @@ class ProducerBatch:
     ) -> int | None:
         """Encode the record into the batch if it fits; its encoded size, or None (and the
         batch is then full, as Kafka's ``tryAppend`` closes a batch that refused one).
-        Runs once per record sent: the checks are inlined arithmetic."""
+        All or nothing: a record the encoder fails on (a field of the wrong type) leaves
+        the batch as it was.  Runs once per record sent: the checks are inlined arithmetic."""
         if self.is_full:
             return None
         timestamps = self.timestamps
         count = len(timestamps)
-        if not count:
-            self._base_timestamp = timestamp
-        size = encode_record(
-            self._records, count, timestamp - self._base_timestamp, key, value, headers
-        )
+        base_timestamp = self._base_timestamp if count else timestamp
+        records = self._records
+        start = len(records)
+        try:  # free in 3.11 unless it raises
+            size = encode_record(records, count, timestamp - base_timestamp, key, value, headers)
+        except BaseException:
+            del records[start:]  # the part of the record written before the failure
+            raise
         # Kafka's ``hasRoomFor``: the estimate so far plus the record uncompressed.
         if count and self._estimated_bytes + size > self.write_limit_bytes:
-            del self._records[-size:]
+            del records[start:]
             self.is_full = True
             return None
+        self._base_timestamp = base_timestamp
         timestamps.append(timestamp)
         if timestamp > self._max_timestamp:
             self._max_timestamp = timestamp
