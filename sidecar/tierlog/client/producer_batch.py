@@ -222,20 +222,22 @@ class ProducerBatch:
             return None
         timestamps = self.timestamps
         count = len(timestamps)
-        base_timestamp = self._base_timestamp if count else timestamp
-        records = self._records
-        start = len(records)
+        if not count:  # (a first record that fails leaves a base the next one replaces)
+            self._base_timestamp = timestamp
         try:  # free in 3.11 unless it raises
-            size = encode_record(records, count, timestamp - base_timestamp, key, value, headers)
+            size = encode_record(
+                self._records, count, timestamp - self._base_timestamp, key, value, headers
+            )
         except BaseException:
-            del records[start:]  # the part of the record written before the failure
+            # The part written before the failure goes: the records before it are
+            # exactly ``uncompressed_records_bytes`` long.
+            del self._records[self.uncompressed_records_bytes :]
             raise
         # Kafka's ``hasRoomFor``: the estimate so far plus the record uncompressed.
         if count and self._estimated_bytes + size > self.write_limit_bytes:
-            del records[start:]
+            del self._records[-size:]
             self.is_full = True
             return None
-        self._base_timestamp = base_timestamp
         timestamps.append(timestamp)
         if timestamp > self._max_timestamp:
             self._max_timestamp = timestamp
