@@ -6,12 +6,17 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
+from tests.client.sidecars import damage_batch, produce_batches
+from tests.support.sidecars import start_sidecar
 from tierlog.cli.perf import Summary, Throttle, percentile
 from tierlog.cli.produce import parse_lines
 from tierlog.client import partition_for_key
+from tierlog.storage.records import V2_HEADER_SIZE
+from tierlog.storage.records.batch import MAGIC_OFFSET
 
 from .conftest import console_script
 
@@ -110,6 +115,43 @@ def test_consume_from_an_offset_and_by_default_from_the_end(server: str) -> None
     assert from_one.splitlines() == ["b", "c"]
     from_end = tierlog(server, "consume", "tail", "--timeout-ms", "500")
     assert ok(from_end) == "" and b"Processed a total of 0 messages" in from_end.stderr
+
+
+@pytest.mark.parametrize(
+    ("damage_at", "restart"),
+    [(MAGIC_OFFSET, False), (V2_HEADER_SIZE + 2, True)],
+    ids=["header the sidecar cannot parse", "record body whose CRC fails, after a clean stop"],
+)
+def test_consume_stops_at_a_corrupt_batch_with_its_partition_and_offset(
+    tmp_path: Path, damage_at: int, restart: bool
+) -> None:
+    """Not a silent exit 0 with part of the topic: the records before the damage, then
+    the error naming partition and offset on stderr, exit status 1."""
+    sidecar = start_sidecar(tmp_path / "data")
+    try:
+        ok(tierlog(sidecar.address, "topics", "create", "t"))
+        produce_batches(sidecar.address, "t", batches=3, per_batch=5)
+        if restart:
+            assert sidecar.stop() == 0
+        damage_batch(sidecar.data_dir / "t-0", 5, damage_at)
+        if restart:
+            sidecar.start()
+        consumed = tierlog(
+            sidecar.address,
+            "consume",
+            "t",
+            "--from-beginning",
+            "--timeout-ms",
+            "5000",
+            "--consumer-property",
+            "max.partition.fetch.bytes=1",  # a batch a message: those before come first
+        )
+    finally:
+        sidecar.kill()
+    assert consumed.returncode == 1, consumed.stderr.decode()
+    assert consumed.stdout.decode().splitlines() == [str(i) for i in range(5)]
+    assert re.search(rb"tierlog consume: CORRUPT_MESSAGE: t-0: .*offset 5", consumed.stderr)
+    assert b"Processed a total of 5 messages" in consumed.stderr
 
 
 def test_a_line_without_the_separator_is_refused(server: str) -> None:

@@ -288,6 +288,31 @@ def test_a_drain_takes_a_partitions_full_batches_together_within_max_request_siz
     assert len(first) == 2 and sum(len(batch.close()) for batch in first) <= 7000
 
 
+# --- a record the encoder fails on ------------------------------------------------------
+
+
+def test_a_record_that_fails_to_encode_leaves_the_open_batch_as_it_was(clock: FakeClock) -> None:
+    acc, _ = producer(clock, {"linger.ms": 60_000})
+    appended(add(acc, "t", record(0), num_partitions=1))
+    bad = SimpleRecord(key=b"k", value="a str", timestamp=1001)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        add(acc, "t", bad, num_partitions=1)  # fails after the record's first bytes
+    appended(add(acc, "t", record(2), num_partitions=1))
+    [batch] = acc.drain([TP0])
+    _header, records = read_back(batch)
+    assert as_simple(records) == [record(0), record(2)]
+
+
+def test_a_record_that_fails_to_encode_opens_no_batch(clock: FakeClock) -> None:
+    acc, _ = producer(clock, {"linger.ms": 60_000})
+    free = acc.free_memory_bytes
+    bad = SimpleRecord(key=b"k", value="a str", timestamp=1000)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        add(acc, "t", bad, num_partitions=1)
+    assert acc.queued(TP0) == () and acc.incomplete_batches == ()
+    assert acc.free_memory_bytes == free
+
+
 # --- buffer.memory ---------------------------------------------------------------------
 
 

@@ -7,16 +7,16 @@ import threading
 import time
 from collections.abc import Callable
 
-import grpc
 import pytest
 
-from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
 from tierlog.client import Consumer, NoOffsetForPartitionError, Producer, TopicPartition
 from tierlog.client.consumer import ConsumerRecord
-from tierlog.storage.records import SimpleRecord, build_batch
+from tierlog.storage.errors import CorruptRecordError
+from tierlog.storage.records import V2_HEADER_SIZE
+from tierlog.storage.records.batch import MAGIC_OFFSET
 
 from .conftest import SidecarStarter, create_topic
-from .sidecars import LiveSidecar, TcpProxy, free_port
+from .sidecars import LiveSidecar, TcpProxy, damage_batch, free_port, produce_batches
 
 TP = TopicPartition("events", 0)
 BASE_MS = 1_700_000_000_000
@@ -136,13 +136,7 @@ def test_an_empty_poll_returns_after_its_timeout(sidecar: LiveSidecar) -> None:
 def _produce_batches(sidecar: LiveSidecar, batches: int, per_batch: int) -> None:
     """``batches`` batches of ``per_batch`` records each, sent as they are."""
     create_topic(sidecar.address, "events")
-    with grpc.insecure_channel(sidecar.address) as channel:
-        stub = log_service_pb2_grpc.LogServiceStub(channel)
-        for b in range(batches):
-            records = [SimpleRecord(None, b"%d" % (b * per_batch + i)) for i in range(per_batch)]
-            stub.Produce(
-                log_service_pb2.ProduceRequest(topic="events", record_batches=build_batch(records))
-            )
+    produce_batches(sidecar.address, "events", batches, per_batch)
 
 
 def test_the_stream_runs_ahead_of_the_records_handed_out(sidecar: LiveSidecar) -> None:
@@ -229,6 +223,30 @@ def test_a_broken_stream_is_opened_again_within_one_long_poll(sidecars: SidecarS
         proxy.close()
     assert [(r.offset, r.value) for r in records] == [(1, b"after the cut")]
     assert waited < 10
+
+
+@pytest.mark.parametrize(
+    ("damage_at", "found_by"),
+    [(MAGIC_OFFSET, "the sidecar: CORRUPT_MESSAGE"), (V2_HEADER_SIZE + 2, "this CRC check")],
+    ids=["header", "record body"],
+)
+def test_a_corrupt_batch_raises_from_poll_naming_partition_and_offset(
+    sidecar: LiveSidecar, damage_at: int, found_by: str
+) -> None:
+    """A damaged batch on disk is never retried as a passing fault (it would spin, each
+    poll empty): every poll raises CORRUPT_MESSAGE with where, after the records before
+    it, as Kafka's consumer raises a CorruptRecordException.  One batch a message, so the
+    records before the damage come first whoever finds it (``found_by``)."""
+    _produce_batches(sidecar, batches=3, per_batch=5)
+    damage_batch(sidecar.data_dir / "events-0", 5, damage_at)
+    with _consumer(sidecar, max_partition_fetch_bytes=1) as consumer:
+        consumer.assign([TP])
+        consumer.seek(TP, 0)
+        assert [r.offset for r in _poll_until(consumer, 5)] == list(range(5))
+        for _ in range(2):
+            with pytest.raises(CorruptRecordError, match=r"events-0.* offset 5"):
+                consumer.poll(10_000)
+        assert consumer.position(TP) == 5
 
 
 def test_records_are_named_tuples_of_the_fetched_fields(sidecar: LiveSidecar) -> None:

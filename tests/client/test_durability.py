@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 
 import pytest
 
-from tierlog.client import Producer, RecordFuture
+from tierlog.client import Consumer, ConsumerRecord, Producer, RecordFuture
 
 from .conftest import SidecarStarter, create_topic
 from .test_producer import consume_all
@@ -98,3 +98,110 @@ def test_kill_9_under_load_loses_no_acknowledged_record_and_stores_none_twice(
         offsets = sorted(r.offset for r in records if r.partition == p)
         assert offsets == list(range(len(offsets))), f"partition {p} has gaps"
     assert len(records) == len(acknowledged)  # nothing stored that was not acknowledged
+
+
+def consume_to_end(address: str, topic: str, timeout_s: float = 60) -> list[ConsumerRecord]:
+    """Every record of ``topic``, up to the end offsets it has now (duplicates included)."""
+    with Consumer({"bootstrap.servers": address, "auto.offset.reset": "earliest"}) as consumer:
+        partitions = consumer.subscribe(topic)
+        ends = consumer.end_offsets(partitions)
+        records: list[ConsumerRecord] = []
+        deadline = time.monotonic() + timeout_s
+        while any(consumer.position(tp) < end for tp, end in ends.items()):
+            assert time.monotonic() < deadline, f"not at the end offsets {ends} in time"
+            records += consumer.poll(500)
+        return records
+
+
+class _Tally:
+    """What a producer's callbacks reported: acknowledged values (where) and failures."""
+
+    def __init__(self) -> None:
+        self.acknowledged: dict[bytes, tuple[int, int]] = {}
+        self.failures: list[BaseException] = []
+        self.changed = threading.Condition()
+
+    def callback(self, value: bytes) -> Callable[[RecordFuture], None]:
+        def done(future: RecordFuture) -> None:
+            error = future.exception()
+            with self.changed:
+                if error is not None:
+                    self.failures.append(error)
+                else:
+                    metadata = future.result()
+                    self.acknowledged[value] = (metadata.partition, metadata.offset)
+                self.changed.notify_all()
+
+        return done
+
+    def wait_for_acknowledged(self, count: int, timeout_s: float = 60) -> None:
+        with self.changed:
+            assert self.changed.wait_for(
+                lambda: len(self.acknowledged) >= count or bool(self.failures), timeout_s
+            ), f"{len(self.acknowledged)} acknowledged, waiting for {count}"
+
+
+RESTARTS = 6
+
+
+@pytest.mark.parametrize("idempotent", [True, False], ids=["idempotent", "at-least-once"])
+def test_sends_ride_out_sidecar_restarts_within_the_delivery_timeout(
+    sidecars: SidecarStarter, idempotent: bool
+) -> None:
+    """kill -9 and a restart on the same port and data dir, six times, while records go
+    out one request at a time (linger.ms 0, so a write is nearly always under way when
+    the connection dies): gRPC reports the broken streams as UNAVAILABLE or, for a
+    write racing the end, INTERNAL.  Both are a lost connection, retried within
+    delivery.timeout.ms as Kafka retries a NetworkException: no send fails.  Idempotent:
+    every acknowledged record stored exactly once, in order; otherwise at least once."""
+    sidecar = sidecars("data")
+    create_topic(sidecar.address, "restarts", partitions=PARTITIONS)
+    config = {
+        "bootstrap.servers": sidecar.address,
+        "linger.ms": 0,
+        "enable.idempotence": idempotent,
+        "acks": "all",
+        "request.timeout.ms": 5000,
+        "delivery.timeout.ms": 60_000,
+    }
+    tally = _Tally()
+    stop = threading.Event()
+    producer = Producer(config)
+
+    def send_until_stopped() -> None:
+        unsettled: deque[RecordFuture] = deque()
+        i = 0
+        while not stop.is_set():
+            value = b"%d" % i
+            future = producer.send("restarts", value, key=value)
+            future.add_done_callback(tally.callback(value))
+            unsettled.append(future)
+            if len(unsettled) > 20_000:  # at most so many records waiting
+                unsettled.popleft().exception()
+            i += 1
+
+    sending = threading.Thread(target=send_until_stopped)
+    sending.start()
+    try:
+        for restart in range(RESTARTS):
+            tally.wait_for_acknowledged((restart + 1) * 300)  # acknowledged since the last
+            sidecar.kill()
+            sidecar.start()
+        tally.wait_for_acknowledged((RESTARTS + 1) * 300)
+    finally:
+        stop.set()
+        sending.join()
+    assert producer.flush(timeout_s=60)
+    producer.close()
+    assert not tally.failures, tally.failures[:3]
+
+    acknowledged = tally.acknowledged
+    records = consume_to_end(sidecar.address, "restarts")
+    stored = Counter((r.value, r.partition, r.offset) for r in records)
+    missing = [v for v, (p, offset) in acknowledged.items() if (v, p, offset) not in stored]
+    assert not missing, missing[:10]  # each where its acknowledgement said
+    if idempotent:
+        assert len(records) == len(acknowledged)  # and nothing twice
+        for p in range(PARTITIONS):
+            values = [int(r.value or b"-1") for r in records if r.partition == p]
+            assert values == sorted(values), f"partition {p} out of send order"

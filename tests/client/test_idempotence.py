@@ -3,10 +3,15 @@ client keeps them, checked on the batch bytes the broker would receive."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support.small_disk import fill_leaving, small_disk_at
+from tierlog.client import Producer
 from tierlog.client.errors import IllegalProducerStateError
 from tierlog.client.idempotence import (
     MAX_PRODUCER_EPOCH,
@@ -16,7 +21,8 @@ from tierlog.client.idempotence import (
 from tierlog.client.producer_batch import CompressionRatioEstimator, ProducerBatch, TopicPartition
 from tierlog.storage.records import CompressionType
 
-from .conftest import read_back
+from .conftest import SidecarStarter, create_topic, read_back
+from .test_durability import consume_to_end
 
 TP = TopicPartition("t", 0)
 OTHER = TopicPartition("t", 1)
@@ -224,3 +230,91 @@ def test_stamping_a_built_compressed_batch_patches_only_the_header(codec: str) -
     assert len(records) == 20
     with pytest.raises(IllegalProducerStateError):
         batch.set_producer_state(7, 2, 120)
+
+
+# --- on a real full disk -----------------------------------------------------------------
+
+
+def test_an_idempotent_producer_resumes_once_a_full_disk_has_room_again(
+    sidecars: SidecarStarter, tmp_path: Path
+) -> None:
+    """The sidecar's disk fills while records are in flight: their appends fail with
+    KAFKA_STORAGE_ERROR, retriable, and are retried under the same stamp (the sidecar
+    stored none of them).  Once space is freed the producer goes on within
+    delivery.timeout.ms: every send succeeds, and a consumer reads each acknowledged
+    record exactly once, in the order it was sent in its partition."""
+    with small_disk_at(tmp_path / "disk", "8m") as disk:
+        sidecar = sidecars("disk/data", "log.index.size.max.bytes=4096")
+        create_topic(sidecar.address, "full", partitions=2)
+        config = {"bootstrap.servers": sidecar.address, "linger.ms": 0, "retry.backoff.ms": 20}
+        with Producer(config) as producer:
+            futures = [producer.send("full", b"%d" % i, key=b"%d" % i) for i in range(100)]
+            assert producer.flush(timeout_s=30)
+            filler = fill_leaving(disk, 16 * 1024)
+            value = bytes(1024)  # 200 KiB in all: more than is left
+            futures += [
+                producer.send("full", b"%d" % i + value, key=b"%d" % i) for i in range(100, 300)
+            ]
+            deadline = time.monotonic() + 30
+            while "no space left" not in sidecar.output:  # the sidecar refused an append
+                assert time.monotonic() < deadline, "the disk never filled up"
+                time.sleep(0.05)
+            filler.unlink()
+            futures += [producer.send("full", b"%d" % i, key=b"%d" % i) for i in range(300, 400)]
+            assert producer.flush(timeout_s=60)
+            metadata = [future.result(timeout=0) for future in futures]  # raises if any failed
+        records = consume_to_end(sidecar.address, "full")
+    acknowledged = {(m.partition, m.offset) for m in metadata}
+    assert {(r.partition, r.offset) for r in records} == acknowledged
+    assert len(records) == len(acknowledged) == 400  # stored once each
+    for partition in (0, 1):
+        sent = [int(r.key or b"-1") for r in records if r.partition == partition]
+        assert sent == sorted(sent)
+
+
+def test_after_a_full_disk_outlasted_delivery_timeout_the_producer_goes_on_losing_nothing(
+    sidecars: SidecarStarter, tmp_path: Path
+) -> None:
+    """The disk stays full past delivery.timeout.ms: records fail for good (the sidecar
+    stored none of them), each failure bumps the epoch and restarts its partition's
+    sequences (KIP-360), and the batches behind it are restamped.  Once space is freed
+    the producer goes on: every later send succeeds, each acknowledged record is read
+    exactly once and in order, and no failed one was stored."""
+    with small_disk_at(tmp_path / "disk", "8m") as disk:
+        sidecar = sidecars("disk/data", "log.index.size.max.bytes=4096")
+        create_topic(sidecar.address, "full", partitions=2)
+        config = {
+            "bootstrap.servers": sidecar.address,
+            "linger.ms": 0,
+            "retry.backoff.ms": 20,
+            "request.timeout.ms": 1000,
+            "delivery.timeout.ms": 1500,
+        }
+        with Producer(config) as producer:
+            futures = [producer.send("full", b"%d" % i, key=b"%d" % i) for i in range(100)]
+            assert producer.flush(timeout_s=30)
+            filler = fill_leaving(disk, 16 * 1024)
+            value = bytes(1024)
+            while_full = [
+                producer.send("full", b"%d" % i + value, key=b"%d" % i) for i in range(100, 300)
+            ]
+            deadline = time.monotonic() + 30
+            while not any(future.done() and future.exception() for future in while_full):
+                assert time.monotonic() < deadline, "no record failed while the disk was full"
+                time.sleep(0.05)
+            filler.unlink()
+            after = [producer.send("full", b"%d" % i, key=b"%d" % i) for i in range(300, 400)]
+            assert producer.flush(timeout_s=60)
+            assert producer.idempotence is not None
+            assert producer.idempotence.producer_id_and_epoch.epoch > 0  # bumped on the way
+            metadata = [future.result(timeout=0) for future in futures + after]
+            metadata += [future.result() for future in while_full if not future.exception()]
+            failed = {i for i, future in enumerate(while_full, 100) if future.exception()}
+        records = consume_to_end(sidecar.address, "full")
+    acknowledged = {(m.partition, m.offset) for m in metadata}
+    assert {(r.partition, r.offset) for r in records} == acknowledged
+    assert len(records) == len(acknowledged)  # stored once each
+    assert not failed & {int((r.key or b"-1").decode()) for r in records}  # none stored
+    for partition in (0, 1):
+        sent = [int(r.key or b"-1") for r in records if r.partition == partition]
+        assert sent == sorted(sent)

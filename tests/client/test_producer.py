@@ -114,6 +114,52 @@ def test_an_unknown_topic_is_a_typed_error(sidecar: LiveSidecar) -> None:
         producer.send("nope", b"v")
 
 
+BAD_RECORDS = [
+    pytest.param({"value": "a str"}, "value", id="str value"),
+    pytest.param({"value": b"v", "key": "a str"}, "key", id="str key"),
+    pytest.param({"value": 42}, "value", id="int value"),
+    pytest.param({"value": b"v", "headers": [("h", "a str")]}, "header 'h' value", id="str header"),
+    pytest.param({"value": b"v", "headers": [(b"h", b"x")]}, "header 0 key", id="bytes header key"),
+    pytest.param({"value": b"v", "headers": [("h",)]}, "header 0", id="header not a pair"),
+    pytest.param({"value": b"v", "timestamp": 1.5}, "timestamp", id="float timestamp"),
+]
+
+
+@pytest.mark.parametrize(("bad", "field"), BAD_RECORDS)
+def test_a_record_of_the_wrong_type_is_refused_whole_and_the_batch_stays_readable(
+    sidecar: LiveSidecar, bad: dict[str, object], field: str
+) -> None:
+    create_topic(sidecar.address, "typed")
+    config = {"bootstrap.servers": sidecar.address, "linger.ms": 60_000}
+    with Producer(config) as producer:
+        first = producer.send("typed", b"good-1", key=b"k")
+        with pytest.raises(TypeError, match=field):
+            producer.send("typed", **bad)  # type: ignore[arg-type]  # the wrong types
+        second = producer.send("typed", b"good-2", key=b"k")
+        producer.flush()
+        assert (first.result().offset, second.result().offset) == (0, 1)
+    records = consume_all(sidecar.address, "typed", 2)
+    assert [(r.offset, r.key, r.value) for r in records] == [
+        (0, b"k", b"good-1"),
+        (1, b"k", b"good-2"),
+    ]
+
+
+def test_bytes_like_fields_are_sent_as_their_bytes(sidecar: LiveSidecar) -> None:
+    create_topic(sidecar.address, "buffers")
+    wide = memoryview(bytes(range(8))).cast("I")  # len 2: items, not bytes
+    with Producer({"bootstrap.servers": sidecar.address}) as producer:
+        producer.send(
+            "buffers",
+            wide,  # type: ignore[arg-type]  # any buffer, as the docstring says
+            key=bytearray(b"k"),  # type: ignore[arg-type]
+            headers=[("h", memoryview(b"x"))],  # type: ignore[list-item]
+        )
+        producer.flush()
+    [record] = consume_all(sidecar.address, "buffers", 1)
+    assert (record.key, record.value, record.headers) == (b"k", bytes(range(8)), (("h", b"x"),))
+
+
 def test_a_lost_response_is_retried_and_stored_once(sidecars: SidecarStarter) -> None:
     # The client reaches the sidecar only through the proxy (advertised as the owner).
     proxy_port = free_port()

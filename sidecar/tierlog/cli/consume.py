@@ -4,7 +4,9 @@ Starts at each partition's end unless ``--from-beginning`` or ``--offset N``; re
 every partition, or ``--partition P``; stops after ``--max-messages N`` records, or
 when none came for ``--timeout-ms`` (else runs until interrupted).  ``--print-key``
 prints ``key SEP value`` (SEP: ``--key-separator``, a tab by default); a null key or
-value prints as ``null``, as Kafka's console consumer does.
+value prints as ``null``, as Kafka's console consumer does.  A typed error from the
+consumer (a corrupt batch: ``CORRUPT_MESSAGE`` with its partition and offset) ends the
+command with status 1 after the records before it were printed.
 """
 
 from __future__ import annotations
@@ -95,22 +97,24 @@ def run(args: argparse.Namespace) -> int:
     out: BinaryIO = sys.stdout.buffer
     separator = args.key_separator.encode()
     count = 0
-    with Consumer(props) as consumer:
-        _position(consumer, args)
-        last_record = time.monotonic()
-        while args.max_messages is None or count < args.max_messages:
-            wait_ms = 1000 if args.timeout_ms is None else min(1000, args.timeout_ms)
-            records = consumer.poll(wait_ms)
-            if records:
-                last_record = time.monotonic()
-            for record in records[
-                : None if args.max_messages is None else args.max_messages - count
-            ]:
-                out.write(format_record(record, args.print_key, separator))
-                count += 1
-            out.flush()
-            idle_ms = (time.monotonic() - last_record) * 1000
-            if args.timeout_ms is not None and not records and idle_ms >= args.timeout_ms:
-                break
-    print(f"Processed a total of {count} messages", file=sys.stderr)
+    try:
+        with Consumer(props) as consumer:
+            _position(consumer, args)
+            last_record = time.monotonic()
+            while args.max_messages is None or count < args.max_messages:
+                wait_ms = 1000 if args.timeout_ms is None else min(1000, args.timeout_ms)
+                records = consumer.poll(wait_ms)
+                if records:
+                    last_record = time.monotonic()
+                for record in records[
+                    : None if args.max_messages is None else args.max_messages - count
+                ]:
+                    out.write(format_record(record, args.print_key, separator))
+                    count += 1
+                out.flush()
+                idle_ms = (time.monotonic() - last_record) * 1000
+                if args.timeout_ms is not None and not records and idle_ms >= args.timeout_ms:
+                    break
+    finally:  # also when a poll raised (a corrupt batch: ``main`` prints it, exit 1)
+        print(f"Processed a total of {count} messages", file=sys.stderr)
     return 0

@@ -203,11 +203,9 @@ class RecordAccumulator:
         now_ms: int,
         deadline_ms: int | None,
     ) -> AppendResult | MemoryBlocked:
-        queue = self._queues.setdefault(tp, deque())
         size = max(self._config.batch_size, upper_bound)
         if size > self._free_memory_bytes:
             return self._blocked(now_ms, deadline_ms, size)
-        self._free_memory_bytes -= size
         batch = ProducerBatch(
             tp,
             created_ms=now_ms,
@@ -216,12 +214,15 @@ class RecordAccumulator:
             compression=self._config.compression,
             ratio=self._ratio,
         )
+        # The record first: if it cannot be encoded, no empty batch is left queued.
+        appended_bytes = batch.try_append(key, value, timestamp, headers)
+        assert appended_bytes is not None, "a fresh batch takes any record that passed the checks"
+        self._free_memory_bytes -= size
+        queue = self._queues.setdefault(tp, deque())
         if queue:
             queue[-1].close_for_appends()
         queue.append(batch)
         self._incomplete[id(batch)] = batch
-        appended_bytes = batch.try_append(key, value, timestamp, headers)
-        assert appended_bytes is not None, "a fresh batch takes any record that passed the checks"
         full = len(queue) > 1 or batch.is_full
         return AppendResult(batch, 0, full, True, appended_bytes)
 

@@ -15,7 +15,10 @@ decodes the last one, and a reader thread per partition holds at most
 first; when none are buffered it decodes the next message that arrived, from any
 partition, waiting for one while its timeout lasts.  A message holds whole batches:
 records before the position are skipped, control batches (transaction markers) are
-skipped without being returned, and CRCs are checked when ``check.crcs`` says so.
+skipped without being returned, and CRCs are checked when ``check.crcs`` says so.  A
+batch that fails its CRC here, or that the sidecar calls ``CORRUPT_MESSAGE``, raises
+``CorruptRecordError`` from ``poll`` naming the partition and offset (Kafka's
+``CorruptRecordException``), every poll until a seek moves past it: it is never retried.
 Positions move as records are returned; a seek discards what was buffered and starts
 the partition's stream again from there, as does a stream that failed (after
 ``retry.backoff.ms``).  Records are decoded straight from the message's bytes into
@@ -329,6 +332,13 @@ class Consumer(ClusterClient):
         elif reason == "OFFSET_OUT_OF_RANGE":
             self._positions[tp] = None
             self.position(tp)  # auto.offset.reset, or NoOffsetForPartitionError
+        elif reason == "CORRUPT_MESSAGE":
+            # Retriable for a produce (damaged on the way, sent again); stored bytes are
+            # damaged for good, and reading them again would spin: raise, as Kafka's
+            # consumer does, naming where (a seek past the batch goes on).
+            raise CorruptRecordError(
+                f"{tp}: corrupt data fetching offset {self._positions[tp]}: {error}"
+            ) from error
         elif is_retriable(error):
             self.cluster.invalidate(tp.topic)
         else:

@@ -30,10 +30,13 @@ from tierlog.client.config import ProducerConfig
 from tierlog.client.errors import IllegalProducerStateError, RequestTimedOutError
 from tierlog.client.futures import Callback, RecordFuture, RecordMetadata
 from tierlog.client.idempotence import IdempotenceManager
+from tierlog.client.record_fields import checked_record_fields
 from tierlog.client.sender import Sender
 from tierlog.storage.records import NO_TIMESTAMP, Header
 
 __all__ = ["Callback", "Producer", "RecordFuture", "RecordMetadata"]
+
+_BYTES_OR_NONE = frozenset({bytes, type(None)})
 
 
 def wall_clock_ms() -> int:
@@ -91,12 +94,19 @@ class Producer:
         """Queue one record; the future completes (and ``callback(metadata, error)`` runs)
         when the broker stored it or it failed for good.  Raises at once for an unknown
         topic or partition, a record too large for ``max.request.size``, or
-        ``buffer.memory`` full past ``max.block.ms``."""
+        ``buffer.memory`` full past ``max.block.ms``; ``TypeError`` for a field of the
+        wrong type (``tierlog.client.record_fields``), before anything is queued."""
         if self._closed:
             raise IllegalProducerStateError("the producer is closed")
+        if (
+            value.__class__ is not bytes
+            or key.__class__ not in _BYTES_OR_NONE
+            or headers
+            or timestamp is not None
+            or partition is not None
+        ):  # anything but the plainest record: check every field before encoding any
+            key, value, headers = checked_record_fields(key, value, headers, timestamp, partition)
         partition_count = self.cluster.owners(topic).partition_count
-        if not isinstance(headers, tuple):
-            headers = tuple(headers)
         deadline_ms: int | None = None
         with self._mutex:
             while True:

@@ -216,16 +216,23 @@ class ProducerBatch:
     ) -> int | None:
         """Encode the record into the batch if it fits; its encoded size, or None (and the
         batch is then full, as Kafka's ``tryAppend`` closes a batch that refused one).
-        Runs once per record sent: the checks are inlined arithmetic."""
+        All or nothing: a record the encoder fails on (a field of the wrong type) leaves
+        the batch as it was.  Runs once per record sent: the checks are inlined arithmetic."""
         if self.is_full:
             return None
         timestamps = self.timestamps
         count = len(timestamps)
-        if not count:
+        if not count:  # (a first record that fails leaves a base the next one replaces)
             self._base_timestamp = timestamp
-        size = encode_record(
-            self._records, count, timestamp - self._base_timestamp, key, value, headers
-        )
+        try:  # free in 3.11 unless it raises
+            size = encode_record(
+                self._records, count, timestamp - self._base_timestamp, key, value, headers
+            )
+        except BaseException:
+            # The part written before the failure goes: the records before it are
+            # exactly ``uncompressed_records_bytes`` long.
+            del self._records[self.uncompressed_records_bytes :]
+            raise
         # Kafka's ``hasRoomFor``: the estimate so far plus the record uncompressed.
         if count and self._estimated_bytes + size > self.write_limit_bytes:
             del self._records[-size:]

@@ -5,11 +5,13 @@ A failed call carries Kafka's error name twice (``tierlog.api.errors``): in the
 metadata.  ``error_from_rpc`` reads the ErrorInfo first and falls back to the
 metadata, then builds the error type of that name (``errors.error_for_reason``);
 ``NOT_LEADER_OR_FOLLOWER`` keeps the owner the broker named.  A call that failed
-without a reason never reached a handler: the connection failed (``NETWORK_EXCEPTION``),
-the deadline passed (``REQUEST_TIMED_OUT``), gRPC refused an oversized message
-(``MESSAGE_TOO_LARGE``), or something in between refused the credentials
-(``SASL_AUTHENTICATION_FAILED``).  A TLS handshake that fails (an untrusted server, a
-client certificate the server refuses) never reaches the server: ``NETWORK_EXCEPTION``.
+without a reason never reached a handler, or never heard its answer: the connection
+failed (``NETWORK_EXCEPTION``, retriable as Kafka's lost connection is, whichever of
+UNAVAILABLE, INTERNAL, UNKNOWN or CANCELLED gRPC said), the deadline passed
+(``REQUEST_TIMED_OUT``), gRPC refused an oversized message (``MESSAGE_TOO_LARGE``), or
+something in between refused the credentials (``SASL_AUTHENTICATION_FAILED``).  A TLS
+handshake that fails (an untrusted server, a client certificate the server refuses)
+never reaches the server: ``NETWORK_EXCEPTION``.
 This is the one place the client maps statuses.
 """
 
@@ -60,6 +62,19 @@ CHANNEL_OPTIONS = (
     ("grpc.max_reconnect_backoff_ms", 1000),
 )
 _DETAILS_KEY = "grpc-status-details-bin"
+# Statuses that, without a reason, the gRPC stack made up on this side of a broken
+# connection: refused or reset (UNAVAILABLE), a write into a stream the dying
+# connection had already ended ("Internal error from Core": INTERNAL), a peer gone
+# mid-frame (UNKNOWN, INTERNAL), a call cut short (CANCELLED).  The sidecar answers
+# every failure of its own with a reason, UNKNOWN_SERVER_ERROR included.
+_TRANSPORT_FAILURES = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNKNOWN,
+    }
+)
 
 
 def open_channel(address: str, security: ChannelSecurity = PLAINTEXT) -> grpc.Channel:
@@ -118,8 +133,8 @@ def error_from_rpc(error: grpc.RpcError) -> TierlogError:
         )
     if code is grpc.StatusCode.UNAUTHENTICATED:  # e.g. a proxy's refusal, without a reason
         return SaslAuthenticationFailedError(message)
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
-        return NetworkError(message)
+    if code in _TRANSPORT_FAILURES:
+        return NetworkError(f"{code.name}: {message}")
     return UnknownServerError(f"{code.name}: {message}")
 
 
