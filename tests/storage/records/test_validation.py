@@ -7,7 +7,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from tests.support.lying_batches import LIES, honest_records, lying_batch
 from tierlog.storage.config import TimestampType
 from tierlog.storage.errors import (
     CorruptRecordError,
@@ -27,8 +30,10 @@ from tierlog.storage.records import (
     build_end_txn_marker_batch,
     build_legacy_message_set,
     crc32c,
+    decode_records,
     validate_produce,
 )
+from tierlog.storage.records.batch import RECORDS_OFFSET, assemble_batch
 
 NOW = 1_700_000_000_000
 HOUR = 3_600_000
@@ -198,19 +203,110 @@ def test_compacted_topics_need_a_key_on_every_record(codec: CompressionType) -> 
     assert _validate(_batch(compression=codec), require_keys=True)
 
 
-def test_compacted_topics_bound_every_record_timestamp() -> None:
+@pytest.mark.parametrize("require_keys", [False, True])
+def test_every_record_timestamp_is_bounded(require_keys: bool) -> None:
     mixed = build_batch(
         [
             SimpleRecord(b"a", b"v", NOW),
-            SimpleRecord(b"b", b"v", NOW - 10 * HOUR),
+            SimpleRecord(b"b", b"v", NOW - 10 * HOUR),  # neither the first nor the max
             SimpleRecord(b"c", b"v", NOW),
         ]
     )
-    assert _validate(mixed, before_max_ms=HOUR)  # without decoding only first and max are seen
-    _rejects(InvalidTimestampError, mixed, before_max_ms=HOUR, require_keys=True)
+    _rejects(InvalidTimestampError, mixed, before_max_ms=HOUR, require_keys=require_keys)
+    assert _validate(mixed, before_max_ms=11 * HOUR, require_keys=require_keys)
 
 
 def test_one_bad_batch_fails_the_whole_request() -> None:
     good = _batch()
     bad = _edit(_batch(), lambda b: b.__setitem__(70, b[70] ^ 1), fix_crc=False)
     _rejects(CorruptRecordError, good + bytes(bad))
+
+
+# -- batches that lie about their records (the CRC is right, the records disagree) --
+
+
+@pytest.mark.parametrize("codec", list(CompressionType))
+@pytest.mark.parametrize("lie", sorted(LIES))
+def test_batches_whose_records_lie_are_invalid(lie: str, codec: CompressionType) -> None:
+    _rejects(InvalidRecordError, LIES[lie](codec))
+
+
+@pytest.mark.parametrize("codec", list(CompressionType))
+def test_honest_records_in_the_same_frame_pass(codec: CompressionType) -> None:
+    (header,) = _validate(lying_batch(honest_records(3), record_count=3, compression=codec))
+    assert header.record_count == 3
+
+
+@pytest.mark.parametrize("codec", [c for c in CompressionType if c is not CompressionType.NONE])
+def test_a_compressed_section_that_does_not_decompress_is_corrupt(codec: CompressionType) -> None:
+    garbage = assemble_batch(
+        b"\x00not a compressed stream\xff" * 3,
+        attributes=int(codec),
+        base_offset=0,
+        last_offset_delta=0,
+        record_count=1,
+        base_timestamp=NOW,
+        max_timestamp=NOW,
+        partition_leader_epoch=-1,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+    )
+    _rejects(CorruptRecordError, garbage)
+
+
+@pytest.mark.parametrize("max_timestamp", [NOW - 1, NOW + 1, -1])
+def test_the_max_timestamp_must_be_the_records_max(max_timestamp: int) -> None:
+    # The time index is built from the header's max timestamp, and it is stored as it
+    # came (Kafka rewrites it instead): one that disagrees with the records is refused.
+    _rejects(
+        InvalidRecordError,
+        lying_batch(honest_records(3), record_count=3, max_timestamp=max_timestamp),
+    )
+
+
+def test_a_later_lying_batch_fails_the_whole_request() -> None:
+    good = _batch()
+    _rejects(InvalidRecordError, good + LIES["record length lies"](CompressionType.NONE))
+
+
+_records = st.lists(
+    st.builds(
+        SimpleRecord,
+        key=st.none() | st.binary(max_size=20),
+        value=st.none() | st.binary(max_size=200),
+        timestamp=st.integers(NOW - HOUR, NOW + HOUR),
+        headers=st.lists(
+            st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=5)), max_size=2
+        ),
+    ),
+    min_size=1,
+    max_size=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    records=_records,
+    codec=st.sampled_from([CompressionType.NONE, CompressionType.LZ4]),
+    data=st.data(),
+)
+def test_an_accepted_batch_is_one_every_reader_decodes(
+    records: list[SimpleRecord], codec: CompressionType, data: st.DataObject
+) -> None:
+    """Damage any bytes of the records section, fix the CRC: the batch is either refused
+    with a typed error or decodes to exactly the records it declares, offsets 0..n-1."""
+    honest = build_batch(records, compression=codec)
+    assert _validate(honest)
+    damaged = bytearray(honest)
+    for _ in range(data.draw(st.integers(1, 4))):
+        position = data.draw(st.integers(RECORDS_OFFSET, len(damaged) - 1))
+        damaged[position] = data.draw(st.integers(0, 255))
+    struct.pack_into(">I", damaged, 17, crc32c(damaged[21:]))
+    try:
+        (header,) = _validate(damaged)
+    except (InvalidRecordError, CorruptRecordError, InvalidTimestampError):
+        return
+    decoded = decode_records(damaged, header)
+    assert [record.offset for record in decoded] == list(range(header.record_count))
+    assert max(record.timestamp for record in decoded) == header.max_timestamp

@@ -32,9 +32,26 @@ def decode_v2_rows(
     """The rows of the ``record_count`` records in ``data[pos:size]`` (a v2 batch's
     records section, decompressed); ``log_append_time`` replaces every timestamp.
 
-    Raises ``IndexError`` when a varint or field runs past the end of ``data``, and
-    ``CorruptRecordError`` for everything else that does not add up.
+    Raises ``CorruptRecordError`` when the records do not add up: a length, varint or
+    field that overruns, fewer or more records than ``record_count``, trailing bytes.
     """
+    try:
+        return _decode_rows(
+            data, pos, size, record_count, base_offset, base_timestamp, log_append_time
+        )
+    except IndexError:  # a varint or field ran past the end of ``data``: no check per read
+        raise CorruptRecordError("batch holds fewer bytes than its records declare") from None
+
+
+def _decode_rows(
+    data: bytes,
+    pos: int,
+    size: int,
+    record_count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+) -> list[RecordRow]:
     rows: list[RecordRow] = []
     append = rows.append
     remaining = record_count

@@ -1,15 +1,27 @@
-"""Batch-level checks on a produce request's records, before the log appends them.
+"""Checks on a produce request's batches, before the log appends them.
 
 The broker appends what the producer built, byte for byte (only base offset and
 leader epoch are patched in, and the LogAppendTime stamp if the topic wants it), so
-everything must be checked on the headers: whole-batch bounds, magic 2, CRC-32C,
-the count against the offset deltas, size limits, codec, producer fields and
-timestamps.  Records are decoded only when a compacted topic needs every record to
-have a key.  The rules and error types follow Kafka's LogValidator and
-UnifiedLog.analyzeAndValidateRecords.  The input buffer is never modified.
+whatever it accepts every later fetch, recovery and cleaning must be able to read.
+The header is checked first (whole-batch bounds, magic 2, CRC-32C, the count against
+the offset deltas, size limits, codec, producer fields); then every record is decoded,
+decompressing if need be, as Kafka's LogValidator does: a CRC only proves the bytes
+arrived as the producer built them, not that its records agree with its header.  The
+records must fill the section exactly, number ``record_count``, carry offset deltas
+0..n-1 in order and timestamps whose max is the header's (the time index trusts it,
+and unlike Kafka we do not rewrite it); on CreateTime topics each timestamp must lie
+within the topic's bounds, on compacted topics each record needs a key.
+
+The records are decoded by the consumer's own decoder (``rows``): what it accepts is
+by construction what readers can read, and its runs of alike records cost no Python
+per record.  A records section that does not decompress is CORRUPT_MESSAGE; records
+that do not add up are INVALID_RECORD, Kafka's ``InvalidRecordException``.  The input
+buffer is never modified.
 """
 
 from __future__ import annotations
+
+from operator import itemgetter
 
 from tierlog.storage.config import TimestampType
 from tierlog.storage.errors import (
@@ -30,13 +42,14 @@ from tierlog.storage.records.batch import (
     RECORDS_OFFSET,
     V2_HEADER_SIZE,
     BatchHeader,
-    decode_records,
     parse_header,
+    records_section,
 )
 from tierlog.storage.records.buffers import ReadableBuffer
 from tierlog.storage.records.crc import crc32c
 from tierlog.storage.records.legacy import LOG_OVERHEAD
 from tierlog.storage.records.record import MIN_RECORD_SIZE
+from tierlog.storage.records.rows import RecordRow, decode_v2_rows
 
 __all__ = ["validate_produce"]
 
@@ -56,7 +69,7 @@ def validate_produce(
 
     ``timestamp_type`` is the topic's; only CreateTime topics bound the producer's
     timestamps (``now_ms - before_max_ms <= t <= now_ms + after_max_ms``).
-    ``require_keys`` (compacted topics) decodes every record to check its key.
+    ``require_keys`` (compacted topics): every record needs a key.
     Control batches are refused unless ``allow_control`` (a transaction coordinator's
     markers; Kafka's AppendOrigin.COORDINATOR), and then need a producer id.
     """
@@ -68,10 +81,9 @@ def validate_produce(
     while pos < len(view):
         header = _parse(view, pos)
         _check_batch(view, header, max_message_bytes, allow_control)
-        if timestamp_type is TimestampType.CREATE_TIME:
-            _check_timestamps(header, now_ms, before_max_ms, after_max_ms)
-        if require_keys:
-            _check_keys(view, header, timestamp_type, now_ms, before_max_ms, after_max_ms)
+        _check_records(
+            buf, header, timestamp_type, require_keys, now_ms, before_max_ms, after_max_ms
+        )
         headers.append(header)
         pos = header.end_position
     return headers
@@ -165,6 +177,77 @@ def _check_producer(header: BatchHeader, where: str) -> None:
         raise InvalidRecordError(f"{where}: invalid sequence number {header.base_sequence}")
 
 
+_OFFSET, _TIMESTAMP, _KEY = itemgetter(0), itemgetter(1), itemgetter(2)
+
+
+def _check_records(
+    buf: ReadableBuffer,
+    header: BatchHeader,
+    timestamp_type: TimestampType,
+    require_keys: bool,
+    now_ms: int,
+    before_max_ms: int,
+    after_max_ms: int,
+) -> None:
+    # One decode of the batch, then C-level passes over its rows' columns.
+    rows = _decode_rows(buf, header)
+    _check_offsets(header, rows)
+    if header.timestamp_type is TimestampType.CREATE_TIME:
+        timestamps = list(map(_TIMESTAMP, rows))
+        _check_max_timestamp(header, timestamps)
+        if timestamp_type is TimestampType.CREATE_TIME:
+            _check_timestamps(timestamps, now_ms, before_max_ms, after_max_ms)
+    if require_keys and None in map(_KEY, rows):
+        keyless = list(map(_KEY, rows)).index(None)
+        raise InvalidRecordError(
+            f"{_where(header)}: record at offset delta {keyless} has no key; "
+            "compacted topics require one"
+        )
+
+
+def _decode_rows(buf: ReadableBuffer, header: BatchHeader) -> list[RecordRow]:
+    data, start, end = records_section(buf, header)  # CORRUPT_MESSAGE: does not decompress
+    try:
+        # Offsets and timestamps as deltas: base offset 0 is checked, base timestamp kept.
+        return decode_v2_rows(data, start, end, header.record_count, 0, header.base_timestamp, None)
+    except CorruptRecordError as exc:  # intact bytes (the CRC held) that do not add up
+        raise InvalidRecordError(f"{_where(header)}: {exc}") from exc
+
+
+def _check_offsets(header: BatchHeader, rows: list[RecordRow]) -> None:
+    # The log assigns base_offset + delta to each record and indexes the batch by its
+    # last offset: deltas other than 0..n-1 in order would give records offsets their
+    # batch does not own.  (The decoder has checked there are exactly n rows.)
+    offset_deltas = list(map(_OFFSET, rows))
+    if offset_deltas != list(range(len(rows))):
+        wrong = next(i for i, delta in enumerate(offset_deltas) if delta != i)
+        raise InvalidRecordError(
+            f"{_where(header)}: record {wrong} has offset delta {offset_deltas[wrong]}; "
+            "a produced batch's records are numbered 0, 1, 2... in order"
+        )
+
+
+def _check_max_timestamp(header: BatchHeader, timestamps: list[int]) -> None:
+    records_max = max(timestamps)
+    if records_max != header.max_timestamp:
+        raise InvalidRecordError(
+            f"{_where(header)}: max timestamp {header.max_timestamp} is not its records' "
+            f"max, {records_max}"
+        )
+
+
+def _check_timestamps(
+    timestamps: list[int], now_ms: int, before_max_ms: int, after_max_ms: int
+) -> None:
+    """Kafka's bounds on every record of a CreateTime batch on a CreateTime topic."""
+    _check_timestamp(max(timestamps), now_ms, before_max_ms, after_max_ms)
+    lowest = min(filter(_HAS_TIMESTAMP, timestamps), default=NO_TIMESTAMP)
+    _check_timestamp(lowest, now_ms, before_max_ms, after_max_ms)
+
+
+_HAS_TIMESTAMP = NO_TIMESTAMP.__ne__
+
+
 def _check_timestamp(timestamp: int, now_ms: int, before_max_ms: int, after_max_ms: int) -> None:
     if timestamp == NO_TIMESTAMP:
         return
@@ -173,36 +256,3 @@ def _check_timestamp(timestamp: int, now_ms: int, before_max_ms: int, after_max_
             f"timestamp {timestamp} is outside [{now_ms - before_max_ms}, "
             f"{now_ms + after_max_ms}] (now {now_ms})"
         )
-
-
-def _check_timestamps(
-    header: BatchHeader, now_ms: int, before_max_ms: int, after_max_ms: int
-) -> None:
-    if header.timestamp_type is not TimestampType.CREATE_TIME:
-        return  # the producer cannot know the append time; the log stamps it
-    _check_timestamp(header.max_timestamp, now_ms, before_max_ms, after_max_ms)
-    if header.delete_horizon_ms is None:
-        _check_timestamp(header.base_timestamp, now_ms, before_max_ms, after_max_ms)
-
-
-def _check_keys(
-    view: memoryview,
-    header: BatchHeader,
-    timestamp_type: TimestampType,
-    now_ms: int,
-    before_max_ms: int,
-    after_max_ms: int,
-) -> None:
-    records = decode_records(view, header)
-    check_times = (
-        timestamp_type is TimestampType.CREATE_TIME
-        and header.timestamp_type is TimestampType.CREATE_TIME
-    )
-    for record in records:
-        if record.key is None:
-            raise InvalidRecordError(
-                f"record at offset delta {record.offset - header.base_offset} has no key; "
-                "compacted topics require one"
-            )
-        if check_times:
-            _check_timestamp(record.timestamp, now_ms, before_max_ms, after_max_ms)
