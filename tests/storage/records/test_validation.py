@@ -225,19 +225,21 @@ def test_one_bad_batch_fails_the_whole_request() -> None:
 # -- batches that lie about their records (the CRC is right, the records disagree) --
 
 
-@pytest.mark.parametrize("codec", list(CompressionType))
+@pytest.mark.parametrize("codec", list(CompressionType), ids=lambda codec: codec.name)
 @pytest.mark.parametrize("lie", sorted(LIES))
 def test_batches_whose_records_lie_are_invalid(lie: str, codec: CompressionType) -> None:
     _rejects(InvalidRecordError, LIES[lie](codec))
 
 
-@pytest.mark.parametrize("codec", list(CompressionType))
+@pytest.mark.parametrize("codec", list(CompressionType), ids=lambda codec: codec.name)
 def test_honest_records_in_the_same_frame_pass(codec: CompressionType) -> None:
     (header,) = _validate(lying_batch(honest_records(3), record_count=3, compression=codec))
     assert header.record_count == 3
 
 
-@pytest.mark.parametrize("codec", [c for c in CompressionType if c is not CompressionType.NONE])
+@pytest.mark.parametrize(
+    "codec", [c for c in CompressionType if c is not CompressionType.NONE], ids=lambda c: c.name
+)
 def test_a_compressed_section_that_does_not_decompress_is_corrupt(codec: CompressionType) -> None:
     garbage = assemble_batch(
         b"\x00not a compressed stream\xff" * 3,
