@@ -34,6 +34,7 @@ from tierlog.storage.records import (
     validate_produce,
 )
 from tierlog.storage.records.batch import RECORDS_OFFSET, assemble_batch
+from tierlog.storage.records.record import encode_record
 
 NOW = 1_700_000_000_000
 HOUR = 3_600_000
@@ -285,11 +286,20 @@ _records = st.lists(
     min_size=1,
     max_size=20,
 )
+# Records laid out alike, as producers make them: long runs the validator checks in place.
+_alike_records = st.builds(
+    lambda count, value, step: [
+        SimpleRecord(b"key", value, NOW + index // step, ()) for index in range(count)
+    ],
+    st.integers(2, 150),
+    st.binary(min_size=0, max_size=30),
+    st.integers(1, 50),
+)
 
 
 @settings(max_examples=300, deadline=None)
 @given(
-    records=_records,
+    records=_records | _alike_records,
     codec=st.sampled_from([CompressionType.NONE, CompressionType.LZ4]),
     data=st.data(),
 )
@@ -312,3 +322,77 @@ def test_an_accepted_batch_is_one_every_reader_decodes(
     decoded = decode_records(damaged, header)
     assert [record.offset for record in decoded] == list(range(header.record_count))
     assert max(record.timestamp for record in decoded) == header.max_timestamp
+    assert all(record.timestamp <= NOW + HOUR for record in decoded)  # the topic's bound
+
+
+# -- long runs of alike records: checked where they lie, not decoded one by one --
+
+
+def _alike(
+    count: int,
+    *,
+    offset_deltas: dict[int, int] | None = None,
+    timestamp_deltas: dict[int, int] | None = None,
+    keys: bool = True,
+) -> bytearray:
+    """``count`` records of one layout; the dicts change the deltas of chosen records."""
+    out = bytearray()
+    for index in range(count):
+        encode_record(
+            out,
+            (offset_deltas or {}).get(index, index),
+            (timestamp_deltas or {}).get(index, index // 1000),
+            b"key-%06d" % index if keys else None,
+            b"v" * 80,
+        )
+    return out
+
+
+def _alike_batch(records: bytearray, count: int, codec: CompressionType, max_delta: int) -> bytes:
+    return lying_batch(
+        records, record_count=count, compression=codec, max_timestamp=NOW + max_delta
+    )
+
+
+@pytest.mark.parametrize(
+    "codec", [CompressionType.NONE, CompressionType.ZSTD], ids=lambda c: c.name
+)
+@pytest.mark.parametrize("count", [2, 64, 65, 8192, 9000])
+def test_long_runs_of_honest_records_pass(codec: CompressionType, count: int) -> None:
+    batch = _alike_batch(_alike(count), count, codec, (count - 1) // 1000)
+    (header,) = _validate(batch, require_keys=True, before_max_ms=HOUR)
+    assert header.record_count == count
+
+
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.LZ4], ids=lambda c: c.name)
+@pytest.mark.parametrize("swapped", [0, 1, 2, 62, 63, 100, 4000, 8190, 8191, 8500])
+def test_swapped_offset_deltas_inside_a_run_are_invalid(
+    codec: CompressionType, swapped: int
+) -> None:
+    count = 9000
+    records = _alike(count, offset_deltas={swapped: swapped + 1, swapped + 1: swapped})
+    _rejects(InvalidRecordError, _alike_batch(records, count, codec, 8))
+
+
+@pytest.mark.parametrize("shift", [0, 200], ids=["one-byte deltas", "two-byte deltas"])
+@pytest.mark.parametrize("at", [1, 100, 5000])
+def test_a_timestamp_inside_a_run_is_bounded_and_counts_for_the_max(shift: int, at: int) -> None:
+    count = 6000
+    usual = {index: shift + index // 1000 for index in range(count)}
+    newest = shift + (count - 1) // 1000
+
+    def batch(deviant: int, max_delta: int) -> bytes:
+        records = _alike(count, timestamp_deltas={**usual, at: shift + deviant})
+        return _alike_batch(records, count, CompressionType.NONE, max_delta)
+
+    early = batch(-60, newest)  # alike still: the deviant delta has the others' width
+    _rejects(InvalidTimestampError, early, before_max_ms=30 - shift)
+    assert _validate(early, before_max_ms=HOUR)
+    _rejects(InvalidRecordError, batch(60, newest))  # the header's max is not the records'
+    assert _validate(batch(60, shift + 60))
+
+
+def test_a_run_of_keyless_records_is_refused_on_compacted_topics() -> None:
+    batch = _alike_batch(_alike(500, keys=False), 500, CompressionType.NONE, 0)
+    assert _validate(batch)
+    _rejects(InvalidRecordError, batch, require_keys=True)

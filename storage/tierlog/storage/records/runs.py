@@ -28,7 +28,15 @@ from typing import NamedTuple
 from tierlog.storage.records.record import Header
 from tierlog.storage.records.varint import SMALL_LIMIT, SMALL_VARINTS
 
-__all__ = ["RecordLayout", "RecordRow", "decode_run", "has_patterns"]
+__all__ = [
+    "RecordLayout",
+    "RecordRow",
+    "decode_run",
+    "has_patterns",
+    "match_run",
+    "offset_deltas_count_up",
+    "timestamp_deltas",
+]
 
 RecordRow = tuple[int, int, bytes | None, bytes | None, tuple[Header, ...]]
 
@@ -129,3 +137,51 @@ def decode_run(
     no_headers: tuple[Header, ...] = ()
     rows: list[RecordRow] = list(zip(offsets, timestamps, keys, values, repeat(no_headers)))
     return rows, pos + len(rows) * layout.record_size
+
+
+# -- checking a run where it lies, for the produce validator: nothing made per record --
+
+# The first and second byte of the minimal varint of each 0..8191, by value: a run's
+# offset-delta fields, read down its records with a stride, must be these from the run's
+# first index on (its width fixed by the layout, the second byte only for width 2).
+_FIRST_BYTES = bytes(encoded[0] for encoded in SMALL_VARINTS[:SMALL_LIMIT])
+_SECOND_BYTES = bytes(encoded[-1] for encoded in SMALL_VARINTS[:SMALL_LIMIT])
+
+
+def match_run(data: bytes, pos: int, end: int, layout: RecordLayout, limit: int) -> int:
+    """How many records of ``layout`` (at most ``limit``, none past ``end``) lie back to
+    back from ``pos``, their structure checked by one match of the run pattern."""
+    run = _patterns_of(layout).run.match(data, pos, end)
+    if run is None:
+        return 0
+    return min((run.end() - pos) // layout.record_size, limit)
+
+
+def offset_deltas_count_up(
+    data: bytes, pos: int, count: int, layout: RecordLayout, first: int
+) -> bool:
+    """Whether the ``count`` records of ``layout`` at ``pos`` have the offset deltas
+    ``first``, ``first + 1``, ... in order."""
+    if first + count > SMALL_LIMIT:
+        return False  # a run's deltas take one or two bytes: 8191 at most
+    at = pos + len(layout.prefix) + layout.timestamp_delta_width
+    stop = pos + count * layout.record_size
+    stride = layout.record_size
+    if data[at:stop:stride] != _FIRST_BYTES[first : first + count]:
+        return False
+    return layout.offset_delta_width == 1 or (
+        data[at + 1 : stop + 1 : stride] == _SECOND_BYTES[first : first + count]
+    )
+
+
+def timestamp_deltas(data: bytes, pos: int, count: int, layout: RecordLayout) -> set[int]:
+    """The distinct timestamp deltas of the ``count`` records of ``layout`` at ``pos``
+    (a producer's batch holds few: its records were made milliseconds apart)."""
+    at = pos + len(layout.prefix)
+    stop = pos + count * layout.record_size
+    stride = layout.record_size
+    value_of = _small_varints()
+    if layout.timestamp_delta_width == 1:
+        return {value_of[bytes((byte,))] for byte in set(data[at:stop:stride])}
+    pairs = set(zip(data[at:stop:stride], data[at + 1 : stop + 1 : stride], strict=True))
+    return {value_of[bytes(pair)] for pair in pairs}

@@ -12,11 +12,14 @@ records must fill the section exactly, number ``record_count``, carry offset del
 and unlike Kafka we do not rewrite it); on CreateTime topics each timestamp must lie
 within the topic's bounds, on compacted topics each record needs a key.
 
-The records are decoded by the consumer's own decoder (``rows``): what it accepts is
-by construction what readers can read, and its runs of alike records cost no Python
-per record.  A records section that does not decompress is CORRUPT_MESSAGE; records
-that do not add up are INVALID_RECORD, Kafka's ``InvalidRecordException``.  The input
-buffer is never modified.
+The records are walked by the consumer's own loop (``rows.walk_v2_records``), so what
+the validator accepts is what readers can read: it reads records one at a time until
+two in a row are laid out alike, and a run of alike records (what producers make) is
+then checked where it lies with the patterns the consumer decodes it with
+(``runs.match_run``), its offset deltas by strided compares and its timestamp deltas
+as a set: no Python and no object per record.  A records section that does not
+decompress is CORRUPT_MESSAGE; records that do not add up are INVALID_RECORD, Kafka's
+``InvalidRecordException``.  The input buffer is never modified.
 """
 
 from __future__ import annotations
@@ -49,7 +52,13 @@ from tierlog.storage.records.buffers import ReadableBuffer
 from tierlog.storage.records.crc import crc32c
 from tierlog.storage.records.legacy import LOG_OVERHEAD
 from tierlog.storage.records.record import MIN_RECORD_SIZE
-from tierlog.storage.records.rows import RecordRow, decode_v2_rows
+from tierlog.storage.records.rows import RecordRow, walk_v2_records
+from tierlog.storage.records.runs import (
+    RecordLayout,
+    match_run,
+    offset_deltas_count_up,
+    timestamp_deltas,
+)
 
 __all__ = ["validate_produce"]
 
@@ -180,6 +189,65 @@ def _check_producer(header: BatchHeader, where: str) -> None:
 _OFFSET, _TIMESTAMP, _KEY = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
+class _RunChecks:
+    """The validator's ``RunTaker``: a run of alike records is checked where it lies
+    (structure by one match, offset deltas by strided compares, timestamp deltas
+    gathered as a set), so nothing is made per record; the records read one at a time
+    come back as rows, whose offsets are checked here each time a run begins."""
+
+    def __init__(self, header: BatchHeader) -> None:
+        self.header = header
+        self.run_timestamp_deltas: set[int] = set()
+        self.run_without_keys = False
+        self.checked_rows = 0  # rows of the careful loop checked so far
+        self.next_index = 0  # index of the first record not yet checked
+
+    def __call__(
+        self,
+        rows: list[RecordRow],
+        data: bytes,
+        pos: int,
+        end: int,
+        layout: RecordLayout,
+        limit: int,
+        index: int,
+    ) -> tuple[int, int]:
+        self.check_rows(rows, index)
+        count = match_run(data, pos, end, layout, limit)
+        if count == 0:
+            return 0, pos
+        if not offset_deltas_count_up(data, pos, count, layout, index):
+            raise InvalidRecordError(
+                f"{_where(self.header)}: records {index} to {index + count - 1} do not carry "
+                "the offset deltas of their places; a produced batch's are 0, 1, 2... in order"
+            )
+        self.run_timestamp_deltas |= timestamp_deltas(data, pos, count, layout)
+        self.run_without_keys = self.run_without_keys or layout.key_size < 0
+        self.next_index = index + count
+        return count, pos + count * layout.record_size
+
+    def check_rows(self, rows: list[RecordRow], up_to: int) -> None:
+        """The rows read since the last run are the records ``next_index`` to ``up_to``:
+        their offset deltas must be their places.  (The log assigns base offset + delta to
+        each record and indexes the batch by its last offset: other deltas would give
+        records offsets their batch does not own.)"""
+        offset_deltas = list(map(_OFFSET, rows[self.checked_rows :]))
+        if offset_deltas != list(range(self.next_index, up_to)):
+            wrong = next(i for i, delta in enumerate(offset_deltas, self.next_index) if delta != i)
+            raise InvalidRecordError(
+                f"{_where(self.header)}: record {wrong} has offset delta "
+                f"{offset_deltas[wrong - self.next_index]}; a produced batch's are 0, 1, 2... "
+                "in order"
+            )
+        self.checked_rows = len(rows)
+        self.next_index = up_to
+
+    def timestamps(self, rows: list[RecordRow]) -> list[int]:
+        """Every distinct record timestamp (the rows' and the runs')."""
+        base = self.header.base_timestamp
+        return [*map(_TIMESTAMP, rows), *(base + delta for delta in self.run_timestamp_deltas)]
+
+
 def _check_records(
     buf: ReadableBuffer,
     header: BatchHeader,
@@ -189,41 +257,24 @@ def _check_records(
     before_max_ms: int,
     after_max_ms: int,
 ) -> None:
-    # One decode of the batch, then C-level passes over its rows' columns.
-    rows = _decode_rows(buf, header)
-    _check_offsets(header, rows)
+    data, start, end = records_section(buf, header)  # CORRUPT_MESSAGE: does not decompress
+    checks = _RunChecks(header)
+    try:
+        # Offsets and timestamps as deltas: base offset 0 is checked, base timestamp kept.
+        rows = walk_v2_records(
+            data, start, end, header.record_count, 0, header.base_timestamp, None, checks
+        )
+    except CorruptRecordError as exc:  # intact bytes (the CRC held) that do not add up
+        raise InvalidRecordError(f"{_where(header)}: {exc}") from exc
+    checks.check_rows(rows, header.record_count)
     if header.timestamp_type is TimestampType.CREATE_TIME:
-        timestamps = list(map(_TIMESTAMP, rows))
+        timestamps = checks.timestamps(rows)
         _check_max_timestamp(header, timestamps)
         if timestamp_type is TimestampType.CREATE_TIME:
             _check_timestamps(timestamps, now_ms, before_max_ms, after_max_ms)
-    if require_keys and None in map(_KEY, rows):
-        keyless = list(map(_KEY, rows)).index(None)
+    if require_keys and (checks.run_without_keys or None in map(_KEY, rows)):
         raise InvalidRecordError(
-            f"{_where(header)}: record at offset delta {keyless} has no key; "
-            "compacted topics require one"
-        )
-
-
-def _decode_rows(buf: ReadableBuffer, header: BatchHeader) -> list[RecordRow]:
-    data, start, end = records_section(buf, header)  # CORRUPT_MESSAGE: does not decompress
-    try:
-        # Offsets and timestamps as deltas: base offset 0 is checked, base timestamp kept.
-        return decode_v2_rows(data, start, end, header.record_count, 0, header.base_timestamp, None)
-    except CorruptRecordError as exc:  # intact bytes (the CRC held) that do not add up
-        raise InvalidRecordError(f"{_where(header)}: {exc}") from exc
-
-
-def _check_offsets(header: BatchHeader, rows: list[RecordRow]) -> None:
-    # The log assigns base_offset + delta to each record and indexes the batch by its
-    # last offset: deltas other than 0..n-1 in order would give records offsets their
-    # batch does not own.  (The decoder has checked there are exactly n rows.)
-    offset_deltas = list(map(_OFFSET, rows))
-    if offset_deltas != list(range(len(rows))):
-        wrong = next(i for i, delta in enumerate(offset_deltas) if delta != i)
-        raise InvalidRecordError(
-            f"{_where(header)}: record {wrong} has offset delta {offset_deltas[wrong]}; "
-            "a produced batch's records are numbered 0, 1, 2... in order"
+            f"{_where(header)}: a record has no key; compacted topics require one"
         )
 
 
