@@ -16,7 +16,13 @@ from collections.abc import Callable
 
 from tierlog.storage.errors import CorruptRecordError
 from tierlog.storage.records.record import MIN_RECORD_SIZE, Header, read_headers
-from tierlog.storage.records.runs import RecordLayout, RecordRow, decode_run, has_patterns
+from tierlog.storage.records.runs import (
+    RecordLayout,
+    RecordRow,
+    decode_run,
+    has_patterns,
+    is_decodable,
+)
 from tierlog.storage.records.varint import decode_varint, decode_varlong
 
 __all__ = ["RecordRow", "RunTaker", "decode_v2_rows", "walk_v2_records"]
@@ -54,6 +60,8 @@ def decode_v2_rows(
         limit: int,
         index: int,
     ) -> tuple[int, int]:
+        if not is_decodable(layout):
+            return 0, pos
         run, pos = decode_run(
             data, pos, end, layout, limit, base_offset, base_timestamp, log_append_time
         )
@@ -196,11 +204,7 @@ def _walk(
             end - start,
         )
         # Two alike in a row make a run likely: worth compiling its patterns for.
-        if (
-            layout.timestamp_delta_width <= 2
-            and layout.offset_delta_width <= 2
-            and (layout == last_layout or has_patterns(layout))
-        ):
+        if layout == last_layout or has_patterns(layout):
             taken, pos = take_run(
                 rows, data, pos, size, layout, remaining, record_count - remaining
             )

@@ -26,13 +26,15 @@ from operator import add
 from typing import NamedTuple
 
 from tierlog.storage.records.record import Header
-from tierlog.storage.records.varint import SMALL_LIMIT, SMALL_VARINTS
+from tierlog.storage.records.varint import SMALL_LIMIT, SMALL_VARINTS, encode_varint
 
 __all__ = [
     "RecordLayout",
     "RecordRow",
     "decode_run",
     "has_patterns",
+    "is_checkable",
+    "is_decodable",
     "match_run",
     "offset_deltas_count_up",
     "timestamp_deltas",
@@ -42,7 +44,11 @@ RecordRow = tuple[int, int, bytes | None, bytes | None, tuple[Header, ...]]
 
 # One capture per varint width: a byte without, or a byte with and a last byte without
 # the continuation bit (non-zero, so the encoding is the minimal one of its value).
-_VARINT_OF_WIDTH = {1: rb"([\x00-\x7f])", 2: rb"([\x80-\xff][\x01-\x7f])"}
+_VARINT_OF_WIDTH = {
+    1: rb"([\x00-\x7f])",
+    2: rb"([\x80-\xff][\x01-\x7f])",
+    3: rb"([\x80-\xff][\x80-\xff][\x01-\x7f])",  # offset deltas 8192.., checked, not decoded
+}
 # Compiled patterns kept at most; a stream of ever new layouts starts again.
 _MAX_PATTERNS = 128
 
@@ -105,6 +111,11 @@ def _patterns_of(layout: RecordLayout) -> _Patterns:
     return made
 
 
+def is_decodable(layout: RecordLayout) -> bool:
+    """Whether ``decode_run`` takes runs of ``layout``: deltas of one or two bytes."""
+    return layout.timestamp_delta_width <= 2 and layout.offset_delta_width <= 2
+
+
 def decode_run(
     data: bytes,
     pos: int,
@@ -141,11 +152,25 @@ def decode_run(
 
 # -- checking a run where it lies, for the produce validator: nothing made per record --
 
-# The first and second byte of the minimal varint of each 0..8191, by value: a run's
-# offset-delta fields, read down its records with a stride, must be these from the run's
-# first index on (its width fixed by the layout, the second byte only for width 2).
-_FIRST_BYTES = bytes(encoded[0] for encoded in SMALL_VARINTS[:SMALL_LIMIT])
-_SECOND_BYTES = bytes(encoded[-1] for encoded in SMALL_VARINTS[:SMALL_LIMIT])
+# A run's offset deltas take at most three bytes: 0..2**20-1.
+_MAX_RUN_OFFSET_DELTAS = 1 << 20
+
+
+@functools.cache
+def _offset_delta_bytes(size: int) -> tuple[bytes, bytes, bytes]:
+    """Byte 0, 1 and 2 (or the last, where shorter) of the minimal varint of each offset
+    delta below ``size``: a run's offset-delta fields, read down its records with a
+    stride, must be these from the run's first index on."""
+    encoded = [encode_varint(delta) for delta in range(size)]
+    first, second, third = (
+        bytes(varint[min(place, len(varint) - 1)] for varint in encoded) for place in range(3)
+    )
+    return first, second, third
+
+
+def is_checkable(layout: RecordLayout) -> bool:
+    """Whether ``match_run`` and the checks below take runs of ``layout``."""
+    return layout.timestamp_delta_width <= 2 and layout.offset_delta_width <= 3
 
 
 def match_run(data: bytes, pos: int, end: int, layout: RecordLayout, limit: int) -> int:
@@ -162,15 +187,16 @@ def offset_deltas_count_up(
 ) -> bool:
     """Whether the ``count`` records of ``layout`` at ``pos`` have the offset deltas
     ``first``, ``first + 1``, ... in order."""
-    if first + count > SMALL_LIMIT:
-        return False  # a run's deltas take one or two bytes: 8191 at most
+    after = first + count
+    if after > _MAX_RUN_OFFSET_DELTAS:
+        return False
+    columns = _offset_delta_bytes(max(SMALL_LIMIT, 1 << (after - 1).bit_length()))
     at = pos + len(layout.prefix) + layout.timestamp_delta_width
     stop = pos + count * layout.record_size
     stride = layout.record_size
-    if data[at:stop:stride] != _FIRST_BYTES[first : first + count]:
-        return False
-    return layout.offset_delta_width == 1 or (
-        data[at + 1 : stop + 1 : stride] == _SECOND_BYTES[first : first + count]
+    return all(
+        data[at + place : stop + place : stride] == columns[place][first:after]
+        for place in range(layout.offset_delta_width)
     )
 
 

@@ -55,6 +55,7 @@ from tierlog.storage.records.record import MIN_RECORD_SIZE
 from tierlog.storage.records.rows import RecordRow, walk_v2_records
 from tierlog.storage.records.runs import (
     RecordLayout,
+    is_checkable,
     match_run,
     offset_deltas_count_up,
     timestamp_deltas,
@@ -213,6 +214,8 @@ class _RunChecks:
         index: int,
     ) -> tuple[int, int]:
         self.check_rows(rows, index)
+        if not is_checkable(layout):
+            return 0, pos
         count = match_run(data, pos, end, layout, limit)
         if count == 0:
             return 0, pos
