@@ -19,7 +19,7 @@ import os
 import statistics
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +30,7 @@ from tests.benchmarks.kafka_comparison_bench import (
     wait_for_listening,
 )
 from tierlog.client.admin import AdminClient
+from tierlog.client.errors import NetworkError
 
 MIB = 1024 * 1024
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -48,11 +49,12 @@ class Case:
         return f"{self.record_bytes} B records, {batch} batches, {self.codec}"
 
 
+# Enough records a run that the sidecar's CPU, counted in 10 ms ticks, reads to ~0.1 ms/MiB.
 CASES = (
     Case(1024, MIB, "none", 150_000),
     Case(1024, 64 * 1024, "none", 150_000),
-    Case(100, MIB, "none", 300_000),
-    Case(1024, MIB, "lz4", 150_000),
+    Case(100, MIB, "none", 1_000_000),
+    Case(1024, MIB, "lz4", 400_000),
 )
 
 
@@ -89,10 +91,22 @@ def sidecar(name: str, data_dir: Path, pythonpath: str | None) -> Iterator[Serve
         process.wait(timeout=60)
 
 
+def admin_call(server: Server, call: Callable[[AdminClient], None], attempts: int = 3) -> None:
+    """``call`` on an admin client of ``server``, again when the loaded machine made the
+    connection time out (it happens with a dozen runnable processes on two cores)."""
+    for attempt in range(attempts):
+        try:
+            with AdminClient(server.address) as admin:
+                call(admin)
+            return
+        except NetworkError:
+            if attempt == attempts - 1:
+                raise
+
+
 def produce(server: Server, topic: str, case: Case) -> tuple[float, float]:
     """One run: records/s, and the sidecar's CPU seconds per MiB of records."""
-    with AdminClient(server.address) as admin:
-        admin.create_topic(topic)
+    admin_call(server, lambda admin: admin.create_topic(topic))
     props = ("acks=1", f"batch.size={case.batch_bytes}", "linger.ms=1000")
     command: list[str | Path] = [
         TIERLOG_BIN / "tierlog",
@@ -104,8 +118,7 @@ def produce(server: Server, topic: str, case: Case) -> tuple[float, float]:
     cpu_before = server.cpu_seconds()
     produced = parse_produce(run_client(command))
     cpu = server.cpu_seconds() - cpu_before
-    with AdminClient(server.address) as admin:
-        admin.delete_topic(topic)  # the disk is shared: hundreds of MiB a run
+    admin_call(server, lambda admin: admin.delete_topic(topic))  # the disk is shared
     return produced.records_per_s, cpu / (case.records * case.record_bytes / MIB)
 
 
