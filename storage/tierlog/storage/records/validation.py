@@ -246,7 +246,7 @@ class _RunChecks:
         self.next_index = up_to
 
     def timestamps(self, rows: list[RecordRow]) -> list[int]:
-        """Every distinct record timestamp (the rows' and the runs')."""
+        """The timestamps of the rows, and each distinct one of the runs."""
         base = self.header.base_timestamp
         return [*map(_TIMESTAMP, rows), *(base + delta for delta in self.run_timestamp_deltas)]
 
