@@ -396,3 +396,16 @@ def test_a_run_of_keyless_records_is_refused_on_compacted_topics() -> None:
     batch = _alike_batch(_alike(500, keys=False), 500, CompressionType.NONE, 0)
     assert _validate(batch)
     _rejects(InvalidRecordError, batch, require_keys=True)
+
+
+@pytest.mark.parametrize(
+    "codec",
+    [CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD],
+    ids=lambda codec: codec.name,
+)
+def test_a_batch_that_decompresses_past_the_bound_is_too_large(codec: CompressionType) -> None:
+    # 64 x max.message.bytes: here 10,000 bytes on the wire may decode to 640,000.
+    bomb = build_batch([SimpleRecord(b"k", bytes(700_000), NOW)], compression=codec)
+    assert len(bomb) < 10_000
+    _rejects(RecordTooLargeError, bomb, max_message_bytes=10_000)
+    assert _validate(bomb, max_message_bytes=11_000)

@@ -521,13 +521,18 @@ def decode_record_rows(buf: ReadableBuffer, header: BatchHeader) -> list[RecordR
     )
 
 
-def records_section(buf: ReadableBuffer, header: BatchHeader) -> tuple[bytes, int, int]:
+def records_section(
+    buf: ReadableBuffer, header: BatchHeader, max_decompressed_bytes: int | None = None
+) -> tuple[bytes, int, int]:
     """The bytes holding the records of the v2 batch ``header`` describes, and where they
     start and end in them: the decompressed stream, or the batch's own bytes, read in
-    place when ``buf`` is ``bytes``.  ``CorruptRecordError`` if it does not decompress."""
+    place when ``buf`` is ``bytes``.  ``CorruptRecordError`` if it does not decompress,
+    ``RecordTooLargeError`` if it decompresses past ``max_decompressed_bytes``."""
     start, end = header.position + RECORDS_OFFSET, header.end_position
     if header.is_compressed:
-        data = decompress(header.compression, memoryview(buf)[start:end])
+        data = decompress(
+            header.compression, memoryview(buf)[start:end], max_bytes=max_decompressed_bytes
+        )
         return data, 0, len(data)
     if isinstance(buf, bytes):
         return buf, start, end  # a fetch's whole answer, not copied batch by batch

@@ -61,7 +61,12 @@ from tierlog.storage.records.runs import (
     timestamp_deltas,
 )
 
-__all__ = ["validate_produce"]
+__all__ = ["MAX_DECOMPRESSION_RATIO", "validate_produce"]
+
+# A compressed batch may decode to at most this many times max.message.bytes (64 MiB for
+# the default 1 MiB): room for what compresses best in practice, text and JSON at 5-20x,
+# and a bound on the memory one produced batch can claim (zstd reaches 32768x).
+MAX_DECOMPRESSION_RATIO = 64
 
 
 def validate_produce(
@@ -79,7 +84,8 @@ def validate_produce(
 
     ``timestamp_type`` is the topic's; only CreateTime topics bound the producer's
     timestamps (``now_ms - before_max_ms <= t <= now_ms + after_max_ms``).
-    ``require_keys`` (compacted topics): every record needs a key.
+    ``require_keys`` (compacted topics): every record needs a key.  A compressed batch
+    that decodes to more than ``MAX_DECOMPRESSION_RATIO * max_message_bytes`` is too large.
     Control batches are refused unless ``allow_control`` (a transaction coordinator's
     markers; Kafka's AppendOrigin.COORDINATOR), and then need a producer id.
     """
@@ -92,7 +98,14 @@ def validate_produce(
         header = _parse(view, pos)
         _check_batch(view, header, max_message_bytes, allow_control)
         _check_records(
-            buf, header, timestamp_type, require_keys, now_ms, before_max_ms, after_max_ms
+            buf,
+            header,
+            max_message_bytes * MAX_DECOMPRESSION_RATIO,
+            timestamp_type,
+            require_keys,
+            now_ms,
+            before_max_ms,
+            after_max_ms,
         )
         headers.append(header)
         pos = header.end_position
@@ -254,13 +267,16 @@ class _RunChecks:
 def _check_records(
     buf: ReadableBuffer,
     header: BatchHeader,
+    max_decompressed_bytes: int,
     timestamp_type: TimestampType,
     require_keys: bool,
     now_ms: int,
     before_max_ms: int,
     after_max_ms: int,
 ) -> None:
-    data, start, end = records_section(buf, header)  # CORRUPT_MESSAGE: does not decompress
+    # CORRUPT_MESSAGE if it does not decompress, MESSAGE_TOO_LARGE if it decompresses to
+    # more than a broker should hold for one batch (Kafka's producer splits the batch).
+    data, start, end = records_section(buf, header, max_decompressed_bytes)
     checks = _RunChecks(header)
     try:
         # Offsets and timestamps as deltas: base offset 0 is checked, base timestamp kept.
