@@ -21,6 +21,7 @@ from tierlog.storage.records import CompressionType, SimpleRecord, build_batch, 
 KiB = 1024
 MiB = 1024 * KiB
 NOW = 1_700_000_000_000
+MAX_MESSAGE_BYTES = 1024 * 1024 + 12  # the broker's default (or the batch, if larger)
 
 
 def producer_batch(batch_bytes: int, value_bytes: int, codec: CompressionType) -> bytes:
@@ -38,7 +39,7 @@ def seconds_per_validation(batch: bytes, runs: int) -> float:
         started = time.process_time()
         validate_produce(
             batch,
-            max_message_bytes=len(batch),
+            max_message_bytes=max(len(batch), MAX_MESSAGE_BYTES),
             require_keys=False,
             timestamp_type=TimestampType.CREATE_TIME,
             now_ms=NOW,

@@ -213,6 +213,11 @@ def _lz4_compress(data: ReadableBuffer, magic: int) -> bytes:
     return bytes(fixed)
 
 
+# LZ4's densest sequence adds 255 bytes of match for each byte of length: no frame decodes
+# to more than 255 times its size (plus a few bytes).
+_LZ4_MAX_RATIO = 256
+
+
 def _lz4_header_end(data: ReadableBuffer) -> int:
     """Index of the header-checksum byte of the LZ4 frame at the start of ``data``."""
     if len(data) < 7 or bytes(data[0:4]) != _LZ4_MAGIC:
@@ -237,9 +242,10 @@ def _lz4_decompress(data: ReadableBuffer, magic: int, limit: int) -> bytes:
             fixed = bytearray(data)
             fixed[hc] = correct
             data = fixed
-    if limit == _NO_LIMIT:
+    if len(data) * _LZ4_MAX_RATIO <= limit:
         return bytes(lz4.frame.decompress(data))
-    # The first frame, as lz4.frame.decompress reads it, but never past the limit.
+    # The first frame, as lz4.frame.decompress reads it, but never past the limit (a
+    # decompressor asked for a bounded output sets that much aside: the slow path).
     decompressor = lz4.frame.LZ4FrameDecompressor()
     result = decompressor.decompress(data, max_length=limit + 1)
     if len(result) > limit:
