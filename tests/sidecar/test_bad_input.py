@@ -19,6 +19,7 @@ from tierlog.storage.records import (
     SimpleRecord,
     build_batch,
     build_legacy_message_set,
+    compress,
     decode_records,
     iter_batches,
 )
@@ -61,6 +62,23 @@ def _assert_intact(sidecar: Sidecar) -> None:
 
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
+
+
+def _zstd_bomb() -> bytes:
+    """A few KiB of zstd that decode to 65 MiB, past 64 x the topic's max.message.bytes."""
+    return assemble_batch(
+        compress(CompressionType.ZSTD, bytes(65 * 1024 * 1024)),
+        attributes=int(CompressionType.ZSTD),
+        base_offset=0,
+        last_offset_delta=0,
+        record_count=1,
+        base_timestamp=1_000,
+        max_timestamp=1_000,
+        partition_leader_epoch=-1,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+    )
 
 
 def _undecompressable() -> bytes:
@@ -152,6 +170,12 @@ PRODUCE_CASES = [
         "INVALID_RECORD",
     ),
     ("does not decompress", _produce("data", _undecompressable()), INVALID, "CORRUPT_MESSAGE"),
+    (
+        "decompresses past the bound",
+        _produce("data", _zstd_bomb()),
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "MESSAGE_TOO_LARGE",
+    ),
     ("path as topic", _produce("../data-0", GOOD), INVALID, "INVALID_TOPIC_EXCEPTION"),
     ("dot topic", _produce("..", GOOD), INVALID, "INVALID_TOPIC_EXCEPTION"),
     ("long topic", _produce("t" * 250, GOOD), INVALID, "INVALID_TOPIC_EXCEPTION"),
