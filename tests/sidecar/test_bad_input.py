@@ -9,17 +9,21 @@ from typing import cast
 import grpc
 import pytest
 
+from tests.support.lying_batches import LIES
 from tierlog.api.errors import LEADER_KEY, InvalidRequiredAcksError
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2
 from tierlog.client.rpc import error_from_rpc
 from tierlog.storage.errors import RecordTooLargeError
 from tierlog.storage.records import (
+    CompressionType,
     SimpleRecord,
     build_batch,
     build_legacy_message_set,
+    compress,
     decode_records,
     iter_batches,
 )
+from tierlog.storage.records.batch import assemble_batch
 
 from .conftest import Sidecar, SidecarFactory, reason_of
 
@@ -58,6 +62,41 @@ def _assert_intact(sidecar: Sidecar) -> None:
 
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
+
+
+def _zstd_bomb() -> bytes:
+    """A few KiB of zstd that decode to 65 MiB, past 64 x the topic's max.message.bytes."""
+    return assemble_batch(
+        compress(CompressionType.ZSTD, bytes(65 * 1024 * 1024)),
+        attributes=int(CompressionType.ZSTD),
+        base_offset=0,
+        last_offset_delta=0,
+        record_count=1,
+        base_timestamp=1_000,
+        max_timestamp=1_000,
+        partition_leader_epoch=-1,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+    )
+
+
+def _undecompressable() -> bytes:
+    """A zstd batch whose section is no zstd stream, under a right CRC."""
+    return assemble_batch(
+        b"not a zstd frame" * 4,
+        attributes=int(CompressionType.ZSTD),
+        base_offset=0,
+        last_offset_delta=0,
+        record_count=1,
+        base_timestamp=1_000,
+        max_timestamp=1_000,
+        partition_leader_epoch=-1,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+    )
+
 
 PRODUCE_CASES = [
     ("corrupt CRC", _produce("data", _corrupt(GOOD)), INVALID, "CORRUPT_MESSAGE"),
@@ -112,6 +151,31 @@ PRODUCE_CASES = [
         grpc.StatusCode.NOT_FOUND,
         "UNKNOWN_TOPIC_OR_PARTITION",
     ),
+    # Batches whose CRC is right but whose records lie (tests.support.lying_batches).
+    *[
+        (f"{lie}, {codec.name}", _produce("data", LIES[lie](codec)), INVALID, "INVALID_RECORD")
+        for lie, codec in [
+            ("count above the records", CompressionType.NONE),
+            ("record length lies", CompressionType.NONE),
+            ("varint truncated", CompressionType.NONE),
+            ("trailing garbage", CompressionType.NONE),
+            ("offset deltas out of order", CompressionType.LZ4),
+            ("count below the records", CompressionType.ZSTD),
+        ]
+    ],
+    (
+        "good then lying",
+        _produce("data", GOOD + LIES["record length lies"](CompressionType.NONE)),
+        INVALID,
+        "INVALID_RECORD",
+    ),
+    ("does not decompress", _produce("data", _undecompressable()), INVALID, "CORRUPT_MESSAGE"),
+    (
+        "decompresses past the bound",
+        _produce("data", _zstd_bomb()),
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "MESSAGE_TOO_LARGE",
+    ),
     ("path as topic", _produce("../data-0", GOOD), INVALID, "INVALID_TOPIC_EXCEPTION"),
     ("dot topic", _produce("..", GOOD), INVALID, "INVALID_TOPIC_EXCEPTION"),
     ("long topic", _produce("t" * 250, GOOD), INVALID, "INVALID_TOPIC_EXCEPTION"),
@@ -130,6 +194,20 @@ def test_bad_produce_requests(
     _assert_fails(lambda: loaded.log.Produce(request_), code, reason)
     _assert_intact(loaded)
     assert loaded.log.Produce(_produce("data", GOOD)).base_offset == 3  # still appends
+
+
+def test_a_refused_lying_batch_leaves_nothing_for_recovery_to_trip_on(
+    tmp_path: Path, sidecar_factory: SidecarFactory
+) -> None:
+    broker = sidecar_factory(tmp_path / "data")
+    broker.create_topic("data", partitions=2)
+    broker.log.Produce(_produce("data", GOOD))
+    lie = LIES["count above the records"](CompressionType.LZ4)
+    _assert_fails(lambda: broker.log.Produce(_produce("data", lie)), INVALID, "INVALID_RECORD")
+    broker.kill()  # no clean shutdown: the restart recovers the partition's segment
+    restarted = sidecar_factory(tmp_path / "data")
+    _assert_intact(restarted)
+    assert restarted.log.Produce(_produce("data", GOOD)).base_offset == 3
 
 
 def test_undefined_acks_reach_the_client_as_their_type(loaded: Sidecar) -> None:

@@ -14,7 +14,11 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tierlog.storage.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from tierlog.storage.errors import (
+    CorruptRecordError,
+    RecordTooLargeError,
+    UnsupportedCompressionTypeError,
+)
 from tierlog.storage.records.codecs import (
     CompressionType,
     compress,
@@ -175,3 +179,41 @@ def test_zstd_reads_a_streamed_frame_and_concatenated_frames() -> None:
     frame = streamed.compress(b"first ") + streamed.flush()
     second = zstandard.ZstdCompressor().compress(b"second")
     assert decompress(CompressionType.ZSTD, frame + second) == b"first second"
+
+
+_COMPRESSED = [c for c in CompressionType if c is not CompressionType.NONE]
+
+
+@pytest.mark.parametrize("codec", _COMPRESSED, ids=lambda codec: codec.name)
+def test_max_bytes_bounds_what_a_stream_may_decode_to(codec: CompressionType) -> None:
+    data = os.urandom(1000) + bytes(200_000)
+    packed = compress(codec, data)
+    assert decompress(codec, packed, max_bytes=len(data)) == data  # exactly at the bound
+    with pytest.raises(RecordTooLargeError):
+        decompress(codec, packed, max_bytes=len(data) - 1)
+
+
+@pytest.mark.parametrize("codec", _COMPRESSED, ids=lambda codec: codec.name)
+def test_a_bounded_decompress_still_refuses_a_truncated_stream(codec: CompressionType) -> None:
+    packed = compress(codec, os.urandom(5000) * 4)
+    with pytest.raises(CorruptRecordError):
+        decompress(codec, packed[: len(packed) // 2], max_bytes=10**6)
+
+
+def test_a_zstd_bomb_is_refused_before_it_is_decoded() -> None:
+    # 256 MiB of zeros in a few KiB: refused having decoded little more than the bound.
+    bomb = zstandard.ZstdCompressor().compress(bytes(256 * 1024 * 1024))
+    assert len(bomb) < 16 * 1024
+    with pytest.raises(RecordTooLargeError):
+        decompress(CompressionType.ZSTD, bomb, max_bytes=1024 * 1024)
+
+
+def test_bounded_zstd_reads_frames_back_to_back() -> None:
+    frames = compress(CompressionType.ZSTD, b"first " * 1000) + compress(
+        CompressionType.ZSTD, b"second" * 1000
+    )
+    assert decompress(CompressionType.ZSTD, frames, max_bytes=12_000) == (
+        b"first " * 1000 + b"second" * 1000
+    )
+    with pytest.raises(RecordTooLargeError):
+        decompress(CompressionType.ZSTD, frames, max_bytes=11_999)

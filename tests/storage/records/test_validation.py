@@ -7,7 +7,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from tests.support.lying_batches import LIES, honest_records, lying_batch
 from tierlog.storage.config import TimestampType
 from tierlog.storage.errors import (
     CorruptRecordError,
@@ -27,8 +30,11 @@ from tierlog.storage.records import (
     build_end_txn_marker_batch,
     build_legacy_message_set,
     crc32c,
+    decode_records,
     validate_produce,
 )
+from tierlog.storage.records.batch import RECORDS_OFFSET, assemble_batch
+from tierlog.storage.records.record import encode_record
 
 NOW = 1_700_000_000_000
 HOUR = 3_600_000
@@ -198,19 +204,208 @@ def test_compacted_topics_need_a_key_on_every_record(codec: CompressionType) -> 
     assert _validate(_batch(compression=codec), require_keys=True)
 
 
-def test_compacted_topics_bound_every_record_timestamp() -> None:
+@pytest.mark.parametrize("require_keys", [False, True])
+def test_every_record_timestamp_is_bounded(require_keys: bool) -> None:
     mixed = build_batch(
         [
             SimpleRecord(b"a", b"v", NOW),
-            SimpleRecord(b"b", b"v", NOW - 10 * HOUR),
+            SimpleRecord(b"b", b"v", NOW - 10 * HOUR),  # neither the first nor the max
             SimpleRecord(b"c", b"v", NOW),
         ]
     )
-    assert _validate(mixed, before_max_ms=HOUR)  # without decoding only first and max are seen
-    _rejects(InvalidTimestampError, mixed, before_max_ms=HOUR, require_keys=True)
+    _rejects(InvalidTimestampError, mixed, before_max_ms=HOUR, require_keys=require_keys)
+    assert _validate(mixed, before_max_ms=11 * HOUR, require_keys=require_keys)
 
 
 def test_one_bad_batch_fails_the_whole_request() -> None:
     good = _batch()
     bad = _edit(_batch(), lambda b: b.__setitem__(70, b[70] ^ 1), fix_crc=False)
     _rejects(CorruptRecordError, good + bytes(bad))
+
+
+# -- batches that lie about their records (the CRC is right, the records disagree) --
+
+
+@pytest.mark.parametrize("codec", list(CompressionType), ids=lambda codec: codec.name)
+@pytest.mark.parametrize("lie", sorted(LIES))
+def test_batches_whose_records_lie_are_invalid(lie: str, codec: CompressionType) -> None:
+    _rejects(InvalidRecordError, LIES[lie](codec))
+
+
+@pytest.mark.parametrize("codec", list(CompressionType), ids=lambda codec: codec.name)
+def test_honest_records_in_the_same_frame_pass(codec: CompressionType) -> None:
+    (header,) = _validate(lying_batch(honest_records(3), record_count=3, compression=codec))
+    assert header.record_count == 3
+
+
+@pytest.mark.parametrize(
+    "codec", [c for c in CompressionType if c is not CompressionType.NONE], ids=lambda c: c.name
+)
+def test_a_compressed_section_that_does_not_decompress_is_corrupt(codec: CompressionType) -> None:
+    garbage = assemble_batch(
+        b"\x00not a compressed stream\xff" * 3,
+        attributes=int(codec),
+        base_offset=0,
+        last_offset_delta=0,
+        record_count=1,
+        base_timestamp=NOW,
+        max_timestamp=NOW,
+        partition_leader_epoch=-1,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+    )
+    _rejects(CorruptRecordError, garbage)
+
+
+@pytest.mark.parametrize("max_timestamp", [NOW - 1, NOW + 1, -1])
+def test_the_max_timestamp_must_be_the_records_max(max_timestamp: int) -> None:
+    # The time index is built from the header's max timestamp, and it is stored as it
+    # came (Kafka rewrites it instead): one that disagrees with the records is refused.
+    _rejects(
+        InvalidRecordError,
+        lying_batch(honest_records(3), record_count=3, max_timestamp=max_timestamp),
+    )
+
+
+def test_a_later_lying_batch_fails_the_whole_request() -> None:
+    good = _batch()
+    _rejects(InvalidRecordError, good + LIES["record length lies"](CompressionType.NONE))
+
+
+_records = st.lists(
+    st.builds(
+        SimpleRecord,
+        key=st.none() | st.binary(max_size=20),
+        value=st.none() | st.binary(max_size=200),
+        timestamp=st.integers(NOW - HOUR, NOW + HOUR),
+        headers=st.lists(
+            st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=5)), max_size=2
+        ),
+    ),
+    min_size=1,
+    max_size=20,
+)
+# Records laid out alike, as producers make them: long runs the validator checks in place.
+_alike_records = st.builds(
+    lambda count, value, step: [
+        SimpleRecord(b"key", value, NOW + index // step, ()) for index in range(count)
+    ],
+    st.integers(2, 150),
+    st.binary(min_size=0, max_size=30),
+    st.integers(1, 50),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    records=_records | _alike_records,
+    codec=st.sampled_from([CompressionType.NONE, CompressionType.LZ4]),
+    data=st.data(),
+)
+def test_an_accepted_batch_is_one_every_reader_decodes(
+    records: list[SimpleRecord], codec: CompressionType, data: st.DataObject
+) -> None:
+    """Damage any bytes of the records section, fix the CRC: the batch is either refused
+    with a typed error or decodes to exactly the records it declares, offsets 0..n-1."""
+    honest = build_batch(records, compression=codec)
+    assert _validate(honest)
+    damaged = bytearray(honest)
+    for _ in range(data.draw(st.integers(1, 4))):
+        position = data.draw(st.integers(RECORDS_OFFSET, len(damaged) - 1))
+        damaged[position] = data.draw(st.integers(0, 255))
+    struct.pack_into(">I", damaged, 17, crc32c(damaged[21:]))
+    try:
+        (header,) = _validate(damaged)
+    except (InvalidRecordError, CorruptRecordError, InvalidTimestampError):
+        return
+    decoded = decode_records(damaged, header)
+    assert [record.offset for record in decoded] == list(range(header.record_count))
+    assert max(record.timestamp for record in decoded) == header.max_timestamp
+    assert all(record.timestamp <= NOW + HOUR for record in decoded)  # the topic's bound
+
+
+# -- long runs of alike records: checked where they lie, not decoded one by one --
+
+
+def _alike(
+    count: int,
+    *,
+    offset_deltas: dict[int, int] | None = None,
+    timestamp_deltas: dict[int, int] | None = None,
+    keys: bool = True,
+) -> bytearray:
+    """``count`` records of one layout; the dicts change the deltas of chosen records."""
+    out = bytearray()
+    for index in range(count):
+        encode_record(
+            out,
+            (offset_deltas or {}).get(index, index),
+            (timestamp_deltas or {}).get(index, index // 1000),
+            b"key-%06d" % index if keys else None,
+            b"v" * 80,
+        )
+    return out
+
+
+def _alike_batch(records: bytearray, count: int, codec: CompressionType, max_delta: int) -> bytes:
+    return lying_batch(
+        records, record_count=count, compression=codec, max_timestamp=NOW + max_delta
+    )
+
+
+@pytest.mark.parametrize(
+    "codec", [CompressionType.NONE, CompressionType.ZSTD], ids=lambda c: c.name
+)
+@pytest.mark.parametrize("count", [2, 64, 65, 8192, 9000])
+def test_long_runs_of_honest_records_pass(codec: CompressionType, count: int) -> None:
+    batch = _alike_batch(_alike(count), count, codec, (count - 1) // 1000)
+    (header,) = _validate(batch, require_keys=True, before_max_ms=HOUR)
+    assert header.record_count == count
+
+
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.LZ4], ids=lambda c: c.name)
+@pytest.mark.parametrize("swapped", [0, 1, 2, 62, 63, 100, 4000, 8190, 8191, 8500])
+def test_swapped_offset_deltas_inside_a_run_are_invalid(
+    codec: CompressionType, swapped: int
+) -> None:
+    count = 9000
+    records = _alike(count, offset_deltas={swapped: swapped + 1, swapped + 1: swapped})
+    _rejects(InvalidRecordError, _alike_batch(records, count, codec, 8))
+
+
+@pytest.mark.parametrize("shift", [0, 200], ids=["one-byte deltas", "two-byte deltas"])
+@pytest.mark.parametrize("at", [1, 100, 5000])
+def test_a_timestamp_inside_a_run_is_bounded_and_counts_for_the_max(shift: int, at: int) -> None:
+    count = 6000
+    usual = {index: shift + index // 1000 for index in range(count)}
+    newest = shift + (count - 1) // 1000
+
+    def batch(deviant: int, max_delta: int) -> bytes:
+        records = _alike(count, timestamp_deltas={**usual, at: shift + deviant})
+        return _alike_batch(records, count, CompressionType.NONE, max_delta)
+
+    early = batch(-60, newest)  # alike still: the deviant delta has the others' width
+    _rejects(InvalidTimestampError, early, before_max_ms=30 - shift)
+    assert _validate(early, before_max_ms=HOUR)
+    _rejects(InvalidRecordError, batch(60, newest))  # the header's max is not the records'
+    assert _validate(batch(60, shift + 60))
+
+
+def test_a_run_of_keyless_records_is_refused_on_compacted_topics() -> None:
+    batch = _alike_batch(_alike(500, keys=False), 500, CompressionType.NONE, 0)
+    assert _validate(batch)
+    _rejects(InvalidRecordError, batch, require_keys=True)
+
+
+@pytest.mark.parametrize(
+    "codec",
+    [CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD],
+    ids=lambda codec: codec.name,
+)
+def test_a_batch_that_decompresses_past_the_bound_is_too_large(codec: CompressionType) -> None:
+    # 64 x max.message.bytes: here 10,000 bytes on the wire may decode to 640,000.
+    bomb = build_batch([SimpleRecord(b"k", bytes(700_000), NOW)], compression=codec)
+    assert len(bomb) < 10_000
+    _rejects(RecordTooLargeError, bomb, max_message_bytes=10_000)
+    assert _validate(bomb, max_message_bytes=11_000)

@@ -1,9 +1,10 @@
 """Kafka's record formats: v2 batches read and written, v0/v1 message sets read.
 
-The hot path (append, recovery scans, fetch) needs only ``parse_header``,
-``crc_is_valid``, ``patch_offsets``, ``set_log_append_time`` and ``validate_produce``,
-which never look at individual records.  Building and decoding records is for
-clients, the cleaner, tools and Spark.
+The hot path of recovery scans and fetch needs only ``parse_header``, ``crc_is_valid``
+and the batches' length fields; the append adds ``patch_offsets``,
+``set_log_append_time`` and ``validate_produce``, which decodes every produced record
+once (as Kafka's broker does) so that no batch whose records lie reaches the log.
+Building records is for clients, the cleaner, tools and Spark.
 """
 
 from __future__ import annotations

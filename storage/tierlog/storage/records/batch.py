@@ -77,6 +77,7 @@ __all__ = [
     "iter_batches",
     "parse_header",
     "patch_offsets",
+    "records_section",
     "resolve_legacy_header",
     "set_log_append_time",
     "whole_batches_length",
@@ -505,29 +506,37 @@ def decode_record_rows(buf: ReadableBuffer, header: BatchHeader) -> list[RecordR
         ]
     if header.record_count < 0:
         raise CorruptRecordError(f"invalid record count {header.record_count}")
-    start, end = header.position + RECORDS_OFFSET, header.end_position
-    if header.is_compressed:
-        data = decompress(header.compression, memoryview(buf)[start:end])
-        start, end = 0, len(data)
-    elif isinstance(buf, bytes):
-        data = buf  # read in place: a fetch's whole answer, not copied batch by batch
-    else:  # slices of these are not bytes
-        data, start, end = bytes(memoryview(buf)[start:end]), 0, end - start
+    data, start, end = records_section(buf, header)
     log_append_time = (
         header.max_timestamp if header.timestamp_type is TimestampType.LOG_APPEND_TIME else None
     )
-    try:
-        return decode_v2_rows(
-            data,
-            start,
-            end,
-            header.record_count,
-            header.base_offset,
-            header.base_timestamp,
-            log_append_time,
+    return decode_v2_rows(
+        data,
+        start,
+        end,
+        header.record_count,
+        header.base_offset,
+        header.base_timestamp,
+        log_append_time,
+    )
+
+
+def records_section(
+    buf: ReadableBuffer, header: BatchHeader, max_decompressed_bytes: int | None = None
+) -> tuple[bytes, int, int]:
+    """The bytes holding the records of the v2 batch ``header`` describes, and where they
+    start and end in them: the decompressed stream, or the batch's own bytes, read in
+    place when ``buf`` is ``bytes``.  ``CorruptRecordError`` if it does not decompress,
+    ``RecordTooLargeError`` if it decompresses past ``max_decompressed_bytes``."""
+    start, end = header.position + RECORDS_OFFSET, header.end_position
+    if header.is_compressed:
+        data = decompress(
+            header.compression, memoryview(buf)[start:end], max_bytes=max_decompressed_bytes
         )
-    except IndexError:  # a varint or field ran past the end of the records
-        raise CorruptRecordError("batch holds fewer bytes than its records declare") from None
+        return data, 0, len(data)
+    if isinstance(buf, bytes):
+        return buf, start, end  # a fetch's whole answer, not copied batch by batch
+    return bytes(memoryview(buf)[start:end]), 0, end - start  # slices of these are not bytes
 
 
 def resolve_legacy_header(buf: ReadableBuffer, header: BatchHeader) -> BatchHeader:

@@ -28,7 +28,11 @@ import cramjam
 import lz4.frame
 import zstandard
 
-from tierlog.storage.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from tierlog.storage.errors import (
+    CorruptRecordError,
+    RecordTooLargeError,
+    UnsupportedCompressionTypeError,
+)
 from tierlog.storage.records.buffers import ReadableBuffer
 
 __all__ = [
@@ -93,34 +97,56 @@ def compress(ctype: int, data: ReadableBuffer, *, magic: int = 2) -> bytes:
     return zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(memoryview(data))
 
 
-def decompress(ctype: int, data: ReadableBuffer, *, magic: int = 2) -> bytes:
-    """The bytes ``data`` decodes to under ``ctype``; ``CorruptRecordError`` if it cannot."""
+def decompress(
+    ctype: int, data: ReadableBuffer, *, magic: int = 2, max_bytes: int | None = None
+) -> bytes:
+    """The bytes ``data`` decodes to under ``ctype``; ``CorruptRecordError`` if it cannot.
+
+    ``max_bytes`` bounds the output: a stream that decodes to more raises
+    ``RecordTooLargeError`` having held little more than that in memory.  A broker
+    decoding what a producer sent needs it: a megabyte of zstd can hold 32 GiB of zeros.
+    """
     codec = compression_type(ctype)
     if codec is CompressionType.NONE:
         return bytes(data)
+    limit = _NO_LIMIT if max_bytes is None else max_bytes
     try:
         if codec is CompressionType.GZIP:
-            return _gzip_decompress(data)
+            return _gzip_decompress(data, limit)
         if codec is CompressionType.SNAPPY:
-            return _snappy_decompress(memoryview(data))
+            return _snappy_decompress(memoryview(data), limit)
         if codec is CompressionType.LZ4:
-            return _lz4_decompress(data, magic)
-        return _zstd_decompress(data)
-    except CorruptRecordError:
+            return _lz4_decompress(data, magic, limit)
+        return _zstd_decompress(data, limit)
+    except (CorruptRecordError, RecordTooLargeError):
         raise
     except Exception as exc:  # every codec library has its own error types
         raise CorruptRecordError(f"cannot decompress {codec.name} data: {exc}") from exc
 
 
+_NO_LIMIT = 2**62
+
+
+def _too_large(limit: int) -> RecordTooLargeError:
+    return RecordTooLargeError(f"compressed records decode to more than {limit} bytes")
+
+
 # -- gzip --------------------------------------------------------------------------
 
 
-def _gzip_decompress(data: ReadableBuffer) -> bytes:
+def _gzip_decompress(data: ReadableBuffer, limit: int) -> bytes:
     parts: list[bytes] = []
     rest: ReadableBuffer = data
+    room = limit
     while True:
         inflater = zlib.decompressobj(31)
-        parts.append(inflater.decompress(rest))
+        # One byte past the room: reaching it means the stream holds more than allowed.
+        parts.append(
+            inflater.decompress(rest, room + 1) if limit < _NO_LIMIT else inflater.decompress(rest)
+        )
+        room -= len(parts[-1])
+        if room < 0:
+            raise _too_large(limit)
         if not inflater.eof:
             raise CorruptRecordError("gzip stream is truncated")
         rest = inflater.unused_data
@@ -141,9 +167,16 @@ def _snappy_compress(view: memoryview) -> bytes:
     return b"".join(parts)
 
 
-def _snappy_decompress(view: memoryview) -> bytes:
+def _snappy_raw(block: memoryview, room: int, limit: int) -> bytes:
+    # A raw block begins with its decoded length: checked before anything is allocated.
+    if cramjam.snappy.decompress_raw_len(block) > room:
+        raise _too_large(limit)
+    return bytes(cramjam.snappy.decompress_raw(block))
+
+
+def _snappy_decompress(view: memoryview, limit: int) -> bytes:
     if view[:8] != _SNAPPY_MAGIC:
-        return bytes(cramjam.snappy.decompress_raw(view))
+        return _snappy_raw(view, limit, limit)
     if len(view) < len(_SNAPPY_HEADER):
         raise CorruptRecordError("snappy stream header is truncated")
     out = bytearray()
@@ -155,7 +188,7 @@ def _snappy_decompress(view: memoryview) -> bytes:
         pos += 4
         if length < 0 or pos + length > end:
             raise CorruptRecordError(f"snappy chunk of {length} bytes overruns the stream")
-        out += cramjam.snappy.decompress_raw(view[pos : pos + length])
+        out += _snappy_raw(view[pos : pos + length], limit - len(out), limit)
         pos += length
     return bytes(out)
 
@@ -180,6 +213,11 @@ def _lz4_compress(data: ReadableBuffer, magic: int) -> bytes:
     return bytes(fixed)
 
 
+# LZ4's densest sequence adds 255 bytes of match for each byte of length: no frame decodes
+# to more than 255 times its size (plus a few bytes).
+_LZ4_MAX_RATIO = 256
+
+
 def _lz4_header_end(data: ReadableBuffer) -> int:
     """Index of the header-checksum byte of the LZ4 frame at the start of ``data``."""
     if len(data) < 7 or bytes(data[0:4]) != _LZ4_MAGIC:
@@ -195,7 +233,7 @@ def _lz4_header_end(data: ReadableBuffer) -> int:
     return end
 
 
-def _lz4_decompress(data: ReadableBuffer, magic: int) -> bytes:
+def _lz4_decompress(data: ReadableBuffer, magic: int, limit: int) -> bytes:
     if magic == 0:
         hc = _lz4_header_end(data)
         descriptor = bytes(data[4:hc])
@@ -204,7 +242,16 @@ def _lz4_decompress(data: ReadableBuffer, magic: int) -> bytes:
             fixed = bytearray(data)
             fixed[hc] = correct
             data = fixed
-    result = lz4.frame.decompress(data)
+    if len(data) * _LZ4_MAX_RATIO <= limit:
+        return bytes(lz4.frame.decompress(data))
+    # The first frame, as lz4.frame.decompress reads it, but never past the limit (a
+    # decompressor asked for a bounded output sets that much aside: the slow path).
+    decompressor = lz4.frame.LZ4FrameDecompressor()
+    result = decompressor.decompress(data, max_length=limit + 1)
+    if len(result) > limit:
+        raise _too_large(limit)
+    if not decompressor.eof:
+        raise CorruptRecordError("LZ4 frame is truncated")
     return bytes(result)
 
 
@@ -252,15 +299,34 @@ def xxh32(data: bytes | bytearray, seed: int = 0) -> int:
 # -- zstd --------------------------------------------------------------------------
 
 
-def _zstd_decompress(data: ReadableBuffer) -> bytes:
+# zstd's densest block (RLE: a 3-byte header and the byte) decodes to 128 KiB: one input
+# byte to at most 2**15 out.  Fed in steps of room >> 15 bytes, a stream overshoots its
+# limit by at most one small step's worth before it is refused.
+_ZSTD_MAX_RATIO_SHIFT = 15
+_ZSTD_MIN_STEP = 64
+
+
+def _zstd_decompress(data: ReadableBuffer, limit: int) -> bytes:
     parts: list[bytes] = []
     rest: bytes | memoryview = memoryview(data)
     decompressor = zstandard.ZstdDecompressor()
+    room = limit
     while True:
         stream = decompressor.decompressobj()
-        parts.append(stream.decompress(rest))
+        pos = 0
+        while pos < len(rest) and not stream.eof:
+            step = (
+                len(rest)
+                if limit == _NO_LIMIT
+                else max(_ZSTD_MIN_STEP, room >> _ZSTD_MAX_RATIO_SHIFT)
+            )
+            parts.append(stream.decompress(rest[pos : pos + step]))
+            pos += step
+            room -= len(parts[-1])
+            if room < 0:
+                raise _too_large(limit)
         if not stream.eof:
             raise CorruptRecordError("zstd stream is truncated")
-        rest = stream.unused_data
+        rest = b"".join((stream.unused_data, rest[pos:]))
         if not rest:
             return parts[0] if len(parts) == 1 else b"".join(parts)

@@ -12,12 +12,27 @@ what both produce at C speed; a caller builds its own type from them (a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tierlog.storage.errors import CorruptRecordError
 from tierlog.storage.records.record import MIN_RECORD_SIZE, Header, read_headers
-from tierlog.storage.records.runs import RecordLayout, RecordRow, decode_run, has_patterns
+from tierlog.storage.records.runs import (
+    RecordLayout,
+    RecordRow,
+    decode_run,
+    has_patterns,
+    is_decodable,
+)
 from tierlog.storage.records.varint import decode_varint, decode_varlong
 
-__all__ = ["RecordRow", "decode_v2_rows"]
+__all__ = ["RecordRow", "RunTaker", "decode_v2_rows", "walk_v2_records"]
+
+
+# Takes the run of records of ``layout`` that may start at ``pos`` (at most ``limit``, none
+# past ``end``; ``index`` records come before it) and adds to ``rows`` what its caller
+# wants of them; returns how many it took and the position after them (0 and ``pos``
+# when the first does not match: the careful loop then reads it).
+RunTaker = Callable[[list[RecordRow], bytes, int, int, RecordLayout, int, int], tuple[int, int]]
 
 
 def decode_v2_rows(
@@ -32,9 +47,65 @@ def decode_v2_rows(
     """The rows of the ``record_count`` records in ``data[pos:size]`` (a v2 batch's
     records section, decompressed); ``log_append_time`` replaces every timestamp.
 
-    Raises ``IndexError`` when a varint or field runs past the end of ``data``, and
-    ``CorruptRecordError`` for everything else that does not add up.
+    Raises ``CorruptRecordError`` when the records do not add up: a length, varint or
+    field that overruns, fewer or more records than ``record_count``, trailing bytes.
     """
+
+    def take_rows(
+        rows: list[RecordRow],
+        data: bytes,
+        pos: int,
+        end: int,
+        layout: RecordLayout,
+        limit: int,
+        index: int,
+    ) -> tuple[int, int]:
+        if not is_decodable(layout):
+            return 0, pos
+        run, pos = decode_run(
+            data, pos, end, layout, limit, base_offset, base_timestamp, log_append_time
+        )
+        rows += run
+        return len(run), pos
+
+    return walk_v2_records(
+        data, pos, size, record_count, base_offset, base_timestamp, log_append_time, take_rows
+    )
+
+
+def walk_v2_records(
+    data: bytes,
+    pos: int,
+    size: int,
+    record_count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+    take_run: RunTaker,
+) -> list[RecordRow]:
+    """``decode_v2_rows`` with its runs of alike records handed to ``take_run``: the rows
+    of the records read one at a time, and whatever ``take_run`` added for the runs.
+
+    The validator's taker checks a run's fields where they lie instead of making rows.
+    """
+    try:
+        return _walk(
+            data, pos, size, record_count, base_offset, base_timestamp, log_append_time, take_run
+        )
+    except IndexError:  # a varint or field ran past the end of ``data``: no check per read
+        raise CorruptRecordError("batch holds fewer bytes than its records declare") from None
+
+
+def _walk(
+    data: bytes,
+    pos: int,
+    size: int,
+    record_count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+    take_run: RunTaker,
+) -> list[RecordRow]:
     rows: list[RecordRow] = []
     append = rows.append
     remaining = record_count
@@ -133,16 +204,11 @@ def decode_v2_rows(
             end - start,
         )
         # Two alike in a row make a run likely: worth compiling its patterns for.
-        if (
-            layout.timestamp_delta_width <= 2
-            and layout.offset_delta_width <= 2
-            and (layout == last_layout or has_patterns(layout))
-        ):
-            run, pos = decode_run(
-                data, pos, size, layout, remaining, base_offset, base_timestamp, log_append_time
+        if layout == last_layout or has_patterns(layout):
+            taken, pos = take_run(
+                rows, data, pos, size, layout, remaining, record_count - remaining
             )
-            rows += run
-            remaining -= len(run)
+            remaining -= taken
         last_layout = layout
     if pos != size:
         raise CorruptRecordError("batch holds bytes beyond its declared records")

@@ -26,15 +26,29 @@ from operator import add
 from typing import NamedTuple
 
 from tierlog.storage.records.record import Header
-from tierlog.storage.records.varint import SMALL_LIMIT, SMALL_VARINTS
+from tierlog.storage.records.varint import SMALL_LIMIT, SMALL_VARINTS, encode_varint
 
-__all__ = ["RecordLayout", "RecordRow", "decode_run", "has_patterns"]
+__all__ = [
+    "RecordLayout",
+    "RecordRow",
+    "decode_run",
+    "has_patterns",
+    "is_checkable",
+    "is_decodable",
+    "match_run",
+    "offset_deltas_count_up",
+    "timestamp_deltas",
+]
 
 RecordRow = tuple[int, int, bytes | None, bytes | None, tuple[Header, ...]]
 
 # One capture per varint width: a byte without, or a byte with and a last byte without
 # the continuation bit (non-zero, so the encoding is the minimal one of its value).
-_VARINT_OF_WIDTH = {1: rb"([\x00-\x7f])", 2: rb"([\x80-\xff][\x01-\x7f])"}
+_VARINT_OF_WIDTH = {
+    1: rb"([\x00-\x7f])",
+    2: rb"([\x80-\xff][\x01-\x7f])",
+    3: rb"([\x80-\xff][\x80-\xff][\x01-\x7f])",  # offset deltas 8192.., checked, not decoded
+}
 # Compiled patterns kept at most; a stream of ever new layouts starts again.
 _MAX_PATTERNS = 128
 
@@ -97,6 +111,11 @@ def _patterns_of(layout: RecordLayout) -> _Patterns:
     return made
 
 
+def is_decodable(layout: RecordLayout) -> bool:
+    """Whether ``decode_run`` takes runs of ``layout``: deltas of one or two bytes."""
+    return layout.timestamp_delta_width <= 2 and layout.offset_delta_width <= 2
+
+
 def decode_run(
     data: bytes,
     pos: int,
@@ -129,3 +148,66 @@ def decode_run(
     no_headers: tuple[Header, ...] = ()
     rows: list[RecordRow] = list(zip(offsets, timestamps, keys, values, repeat(no_headers)))
     return rows, pos + len(rows) * layout.record_size
+
+
+# -- checking a run where it lies, for the produce validator: nothing made per record --
+
+# A run's offset deltas take at most three bytes: 0..2**20-1.
+_MAX_RUN_OFFSET_DELTAS = 1 << 20
+
+
+@functools.cache
+def _offset_delta_bytes(size: int) -> tuple[bytes, bytes, bytes]:
+    """Byte 0, 1 and 2 (or the last, where shorter) of the minimal varint of each offset
+    delta below ``size``: a run's offset-delta fields, read down its records with a
+    stride, must be these from the run's first index on."""
+    encoded = [encode_varint(delta) for delta in range(size)]
+    first, second, third = (
+        bytes(varint[min(place, len(varint) - 1)] for varint in encoded) for place in range(3)
+    )
+    return first, second, third
+
+
+def is_checkable(layout: RecordLayout) -> bool:
+    """Whether ``match_run`` and the checks below take runs of ``layout``."""
+    return layout.timestamp_delta_width <= 2 and layout.offset_delta_width <= 3
+
+
+def match_run(data: bytes, pos: int, end: int, layout: RecordLayout, limit: int) -> int:
+    """How many records of ``layout`` (at most ``limit``, none past ``end``) lie back to
+    back from ``pos``, their structure checked by one match of the run pattern."""
+    run = _patterns_of(layout).run.match(data, pos, end)
+    if run is None:
+        return 0
+    return min((run.end() - pos) // layout.record_size, limit)
+
+
+def offset_deltas_count_up(
+    data: bytes, pos: int, count: int, layout: RecordLayout, first: int
+) -> bool:
+    """Whether the ``count`` records of ``layout`` at ``pos`` have the offset deltas
+    ``first``, ``first + 1``, ... in order."""
+    after = first + count
+    if after > _MAX_RUN_OFFSET_DELTAS:
+        return False
+    columns = _offset_delta_bytes(max(SMALL_LIMIT, 1 << (after - 1).bit_length()))
+    at = pos + len(layout.prefix) + layout.timestamp_delta_width
+    stop = pos + count * layout.record_size
+    stride = layout.record_size
+    return all(
+        data[at + place : stop + place : stride] == columns[place][first:after]
+        for place in range(layout.offset_delta_width)
+    )
+
+
+def timestamp_deltas(data: bytes, pos: int, count: int, layout: RecordLayout) -> set[int]:
+    """The distinct timestamp deltas of the ``count`` records of ``layout`` at ``pos``
+    (a producer's batch holds few: its records were made milliseconds apart)."""
+    at = pos + len(layout.prefix)
+    stop = pos + count * layout.record_size
+    stride = layout.record_size
+    value_of = _small_varints()
+    if layout.timestamp_delta_width == 1:
+        return {value_of[bytes((byte,))] for byte in set(data[at:stop:stride])}
+    pairs = set(zip(data[at:stop:stride], data[at + 1 : stop + 1 : stride], strict=True))
+    return {value_of[bytes(pair)] for pair in pairs}

@@ -1,15 +1,30 @@
-"""Batch-level checks on a produce request's records, before the log appends them.
+"""Checks on a produce request's batches, before the log appends them.
 
 The broker appends what the producer built, byte for byte (only base offset and
 leader epoch are patched in, and the LogAppendTime stamp if the topic wants it), so
-everything must be checked on the headers: whole-batch bounds, magic 2, CRC-32C,
-the count against the offset deltas, size limits, codec, producer fields and
-timestamps.  Records are decoded only when a compacted topic needs every record to
-have a key.  The rules and error types follow Kafka's LogValidator and
-UnifiedLog.analyzeAndValidateRecords.  The input buffer is never modified.
+whatever it accepts every later fetch, recovery and cleaning must be able to read.
+The header is checked first (whole-batch bounds, magic 2, CRC-32C, the count against
+the offset deltas, size limits, codec, producer fields); then every record is decoded,
+decompressing if need be, as Kafka's LogValidator does: a CRC only proves the bytes
+arrived as the producer built them, not that its records agree with its header.  The
+records must fill the section exactly, number ``record_count``, carry offset deltas
+0..n-1 in order and timestamps whose max is the header's (the time index trusts it,
+and unlike Kafka we do not rewrite it); on CreateTime topics each timestamp must lie
+within the topic's bounds, on compacted topics each record needs a key.
+
+The records are walked by the consumer's own loop (``rows.walk_v2_records``), so what
+the validator accepts is what readers can read: it reads records one at a time until
+two in a row are laid out alike, and a run of alike records (what producers make) is
+then checked where it lies with the patterns the consumer decodes it with
+(``runs.match_run``), its offset deltas by strided compares and its timestamp deltas
+as a set: no Python and no object per record.  A records section that does not
+decompress is CORRUPT_MESSAGE; records that do not add up are INVALID_RECORD, Kafka's
+``InvalidRecordException``.  The input buffer is never modified.
 """
 
 from __future__ import annotations
+
+from operator import itemgetter
 
 from tierlog.storage.config import TimestampType
 from tierlog.storage.errors import (
@@ -30,15 +45,28 @@ from tierlog.storage.records.batch import (
     RECORDS_OFFSET,
     V2_HEADER_SIZE,
     BatchHeader,
-    decode_records,
     parse_header,
+    records_section,
 )
 from tierlog.storage.records.buffers import ReadableBuffer
 from tierlog.storage.records.crc import crc32c
 from tierlog.storage.records.legacy import LOG_OVERHEAD
 from tierlog.storage.records.record import MIN_RECORD_SIZE
+from tierlog.storage.records.rows import RecordRow, walk_v2_records
+from tierlog.storage.records.runs import (
+    RecordLayout,
+    is_checkable,
+    match_run,
+    offset_deltas_count_up,
+    timestamp_deltas,
+)
 
-__all__ = ["validate_produce"]
+__all__ = ["MAX_DECOMPRESSION_RATIO", "validate_produce"]
+
+# A compressed batch may decode to at most this many times max.message.bytes (64 MiB for
+# the default 1 MiB): room for what compresses best in practice, text and JSON at 5-20x,
+# and a bound on the memory one produced batch can claim (zstd reaches 32768x).
+MAX_DECOMPRESSION_RATIO = 64
 
 
 def validate_produce(
@@ -56,7 +84,8 @@ def validate_produce(
 
     ``timestamp_type`` is the topic's; only CreateTime topics bound the producer's
     timestamps (``now_ms - before_max_ms <= t <= now_ms + after_max_ms``).
-    ``require_keys`` (compacted topics) decodes every record to check its key.
+    ``require_keys`` (compacted topics): every record needs a key.  A compressed batch
+    that decodes to more than ``MAX_DECOMPRESSION_RATIO * max_message_bytes`` is too large.
     Control batches are refused unless ``allow_control`` (a transaction coordinator's
     markers; Kafka's AppendOrigin.COORDINATOR), and then need a producer id.
     """
@@ -68,10 +97,16 @@ def validate_produce(
     while pos < len(view):
         header = _parse(view, pos)
         _check_batch(view, header, max_message_bytes, allow_control)
-        if timestamp_type is TimestampType.CREATE_TIME:
-            _check_timestamps(header, now_ms, before_max_ms, after_max_ms)
-        if require_keys:
-            _check_keys(view, header, timestamp_type, now_ms, before_max_ms, after_max_ms)
+        _check_records(
+            buf,
+            header,
+            max_message_bytes * MAX_DECOMPRESSION_RATIO,
+            timestamp_type,
+            require_keys,
+            now_ms,
+            before_max_ms,
+            after_max_ms,
+        )
         headers.append(header)
         pos = header.end_position
     return headers
@@ -165,6 +200,124 @@ def _check_producer(header: BatchHeader, where: str) -> None:
         raise InvalidRecordError(f"{where}: invalid sequence number {header.base_sequence}")
 
 
+_OFFSET, _TIMESTAMP, _KEY = itemgetter(0), itemgetter(1), itemgetter(2)
+
+
+class _RunChecks:
+    """The validator's ``RunTaker``: a run of alike records is checked where it lies
+    (structure by one match, offset deltas by strided compares, timestamp deltas
+    gathered as a set), so nothing is made per record; the records read one at a time
+    come back as rows, whose offsets are checked here each time a run begins."""
+
+    def __init__(self, header: BatchHeader) -> None:
+        self.header = header
+        self.run_timestamp_deltas: set[int] = set()
+        self.run_without_keys = False
+        self.checked_rows = 0  # rows of the careful loop checked so far
+        self.next_index = 0  # index of the first record not yet checked
+
+    def __call__(
+        self,
+        rows: list[RecordRow],
+        data: bytes,
+        pos: int,
+        end: int,
+        layout: RecordLayout,
+        limit: int,
+        index: int,
+    ) -> tuple[int, int]:
+        self.check_rows(rows, index)
+        if not is_checkable(layout):
+            return 0, pos
+        count = match_run(data, pos, end, layout, limit)
+        if count == 0:
+            return 0, pos
+        if not offset_deltas_count_up(data, pos, count, layout, index):
+            raise InvalidRecordError(
+                f"{_where(self.header)}: records {index} to {index + count - 1} do not carry "
+                "the offset deltas of their places; a produced batch's are 0, 1, 2... in order"
+            )
+        self.run_timestamp_deltas |= timestamp_deltas(data, pos, count, layout)
+        self.run_without_keys = self.run_without_keys or layout.key_size < 0
+        self.next_index = index + count
+        return count, pos + count * layout.record_size
+
+    def check_rows(self, rows: list[RecordRow], up_to: int) -> None:
+        """The rows read since the last run are the records ``next_index`` to ``up_to``:
+        their offset deltas must be their places.  (The log assigns base offset + delta to
+        each record and indexes the batch by its last offset: other deltas would give
+        records offsets their batch does not own.)"""
+        offset_deltas = list(map(_OFFSET, rows[self.checked_rows :]))
+        if offset_deltas != list(range(self.next_index, up_to)):
+            wrong = next(i for i, delta in enumerate(offset_deltas, self.next_index) if delta != i)
+            raise InvalidRecordError(
+                f"{_where(self.header)}: record {wrong} has offset delta "
+                f"{offset_deltas[wrong - self.next_index]}; a produced batch's are 0, 1, 2... "
+                "in order"
+            )
+        self.checked_rows = len(rows)
+        self.next_index = up_to
+
+    def timestamps(self, rows: list[RecordRow]) -> list[int]:
+        """The timestamps of the rows, and each distinct one of the runs."""
+        base = self.header.base_timestamp
+        return [*map(_TIMESTAMP, rows), *(base + delta for delta in self.run_timestamp_deltas)]
+
+
+def _check_records(
+    buf: ReadableBuffer,
+    header: BatchHeader,
+    max_decompressed_bytes: int,
+    timestamp_type: TimestampType,
+    require_keys: bool,
+    now_ms: int,
+    before_max_ms: int,
+    after_max_ms: int,
+) -> None:
+    # CORRUPT_MESSAGE if it does not decompress, MESSAGE_TOO_LARGE if it decompresses to
+    # more than a broker should hold for one batch (Kafka's producer splits the batch).
+    data, start, end = records_section(buf, header, max_decompressed_bytes)
+    checks = _RunChecks(header)
+    try:
+        # Offsets and timestamps as deltas: base offset 0 is checked, base timestamp kept.
+        rows = walk_v2_records(
+            data, start, end, header.record_count, 0, header.base_timestamp, None, checks
+        )
+    except CorruptRecordError as exc:  # intact bytes (the CRC held) that do not add up
+        raise InvalidRecordError(f"{_where(header)}: {exc}") from exc
+    checks.check_rows(rows, header.record_count)
+    if header.timestamp_type is TimestampType.CREATE_TIME:
+        timestamps = checks.timestamps(rows)
+        _check_max_timestamp(header, timestamps)
+        if timestamp_type is TimestampType.CREATE_TIME:
+            _check_timestamps(timestamps, now_ms, before_max_ms, after_max_ms)
+    if require_keys and (checks.run_without_keys or None in map(_KEY, rows)):
+        raise InvalidRecordError(
+            f"{_where(header)}: a record has no key; compacted topics require one"
+        )
+
+
+def _check_max_timestamp(header: BatchHeader, timestamps: list[int]) -> None:
+    records_max = max(timestamps)
+    if records_max != header.max_timestamp:
+        raise InvalidRecordError(
+            f"{_where(header)}: max timestamp {header.max_timestamp} is not its records' "
+            f"max, {records_max}"
+        )
+
+
+def _check_timestamps(
+    timestamps: list[int], now_ms: int, before_max_ms: int, after_max_ms: int
+) -> None:
+    """Kafka's bounds on every record of a CreateTime batch on a CreateTime topic."""
+    _check_timestamp(max(timestamps), now_ms, before_max_ms, after_max_ms)
+    lowest = min(filter(_HAS_TIMESTAMP, timestamps), default=NO_TIMESTAMP)
+    _check_timestamp(lowest, now_ms, before_max_ms, after_max_ms)
+
+
+_HAS_TIMESTAMP = NO_TIMESTAMP.__ne__
+
+
 def _check_timestamp(timestamp: int, now_ms: int, before_max_ms: int, after_max_ms: int) -> None:
     if timestamp == NO_TIMESTAMP:
         return
@@ -173,36 +326,3 @@ def _check_timestamp(timestamp: int, now_ms: int, before_max_ms: int, after_max_
             f"timestamp {timestamp} is outside [{now_ms - before_max_ms}, "
             f"{now_ms + after_max_ms}] (now {now_ms})"
         )
-
-
-def _check_timestamps(
-    header: BatchHeader, now_ms: int, before_max_ms: int, after_max_ms: int
-) -> None:
-    if header.timestamp_type is not TimestampType.CREATE_TIME:
-        return  # the producer cannot know the append time; the log stamps it
-    _check_timestamp(header.max_timestamp, now_ms, before_max_ms, after_max_ms)
-    if header.delete_horizon_ms is None:
-        _check_timestamp(header.base_timestamp, now_ms, before_max_ms, after_max_ms)
-
-
-def _check_keys(
-    view: memoryview,
-    header: BatchHeader,
-    timestamp_type: TimestampType,
-    now_ms: int,
-    before_max_ms: int,
-    after_max_ms: int,
-) -> None:
-    records = decode_records(view, header)
-    check_times = (
-        timestamp_type is TimestampType.CREATE_TIME
-        and header.timestamp_type is TimestampType.CREATE_TIME
-    )
-    for record in records:
-        if record.key is None:
-            raise InvalidRecordError(
-                f"record at offset delta {record.offset - header.base_offset} has no key; "
-                "compacted topics require one"
-            )
-        if check_times:
-            _check_timestamp(record.timestamp, now_ms, before_max_ms, after_max_ms)
