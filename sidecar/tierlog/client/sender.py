@@ -5,8 +5,8 @@ idempotence bookkeeping) is touched only under the producer's one lock, by the u
 threads that append and by this thread.  Each turn of the loop:
 
 1. settles the outcomes the connections reported (success, retry, or failure for
-   good, as the idempotence docstring says), then fails batches that waited past
-   ``delivery.timeout.ms`` without being sent;
+   good, as the idempotence docstring says), then fails queued batches, never sent
+   or waiting to be retried, past ``delivery.timeout.ms``;
 2. gets a producer id first if the idempotent producer has none (``InitProducerId``);
 3. asks the accumulator which partitions are ready, finds each one's owner
    (``Cluster``), drains the batches of each owner and writes them on that owner's
