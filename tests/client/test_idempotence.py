@@ -339,8 +339,8 @@ def test_after_a_full_disk_outlasted_delivery_timeout_the_producer_goes_on_losin
     sidecars: SidecarStarter, tmp_path: Path
 ) -> None:
     """The disk stays full past delivery.timeout.ms: records fail for good (the sidecar
-    stored none of them), each failure bumps the epoch and restarts its partition's
-    sequences (KIP-360), and the batches behind it are restamped.  Once space is freed
+    stored none of them), their partitions' sequences restart under a newer epoch
+    (KIP-360), and the batches behind them are restamped.  Once space is freed
     the producer goes on: every later send succeeds, each acknowledged record is read
     exactly once and in order, and no failed one was stored."""
     with small_disk_at(tmp_path / "disk", "8m") as disk:
