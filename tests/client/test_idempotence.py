@@ -12,13 +12,14 @@ from hypothesis import strategies as st
 
 from tests.support.small_disk import fill_leaving, small_disk_at
 from tierlog.client import Producer
-from tierlog.client.errors import IllegalProducerStateError
+from tierlog.client.errors import IllegalProducerStateError, TierlogError, reason_of
 from tierlog.client.idempotence import (
     MAX_PRODUCER_EPOCH,
     IdempotenceManager,
     increment_sequence,
 )
 from tierlog.client.producer_batch import CompressionRatioEstimator, ProducerBatch, TopicPartition
+from tierlog.storage.file_records import FileRecords
 from tierlog.storage.records import CompressionType
 
 from .conftest import SidecarStarter, create_topic, read_back
@@ -131,7 +132,8 @@ def test_out_of_order_for_a_batch_behind_a_retry_is_retried_without_a_bump() -> 
 
 def test_out_of_order_for_the_next_batch_is_a_real_gap_bump_epoch_and_restamp() -> None:
     """Kafka 3.x+: the idempotent producer bumps its epoch locally and restamps the
-    partition's batches in flight from sequence 0, then retries them."""
+    partition's batches in flight from sequence 0, then retries them, once none of
+    their requests is out (an old stamp still out might yet be stored)."""
     manager = manager_with_id(epoch=3)
     a, b, c = send(manager, 2, 3, 1)
     [other] = send(manager, 1, tp=OTHER)
@@ -139,6 +141,10 @@ def test_out_of_order_for_the_next_batch_is_a_real_gap_bump_epoch_and_restamp() 
     old_bytes = b.close()
     assert manager.can_retry(b, "OUT_OF_ORDER_SEQUENCE_NUMBER")
     assert manager.epoch_bump_required
+    manager.bump_epoch_if_needed()  # c's request is still out: nothing changes yet
+    assert manager.producer_id_and_epoch.epoch == 3 and c.producer_epoch == 3
+    assert not manager.may_drain(b)  # nor does anything of the partition go out
+    assert manager.can_retry(c, "OUT_OF_ORDER_SEQUENCE_NUMBER")  # behind the gap
     manager.bump_epoch_if_needed()
     assert manager.producer_id_and_epoch.epoch == 4
     assert [(x.base_sequence, x.producer_epoch) for x in (b, c)] == [(0, 4), (3, 4)]
@@ -158,11 +164,67 @@ def test_out_of_order_for_the_next_batch_is_a_real_gap_bump_epoch_and_restamp() 
 
 def test_a_confirmed_failure_leaves_a_gap_and_bumps_the_epoch() -> None:
     manager = manager_with_id()
-    a, b = send(manager, 1, 1)
+    stored, a, b = send(manager, 1, 1, 1)
+    manager.on_success(stored, 0)
     manager.on_failed(a, "MESSAGE_TOO_LARGE", adjust_sequences=True)
+    manager.bump_epoch_if_needed()
+    assert b.producer_epoch == 0  # b's request is out: it keeps its stamp until answered
+    assert manager.can_retry(b, "OUT_OF_ORDER_SEQUENCE_NUMBER")
     manager.bump_epoch_if_needed()
     assert manager.producer_id_and_epoch.epoch == 1
     assert (b.base_sequence, b.producer_epoch) == (0, 1)
+
+
+def test_a_restamped_batch_is_never_sent_while_its_old_stamp_is_out() -> None:
+    """The old request of a batch may still be stored: restamping it then would let a
+    later batch go out under the new epoch at a sequence the broker never starts at."""
+    manager = manager_with_id()
+    stored, a, b, c = send(manager, 1, 1, 1, 1)
+    manager.on_success(stored, 0)
+    manager.on_failed(b, "MESSAGE_TOO_LARGE", adjust_sequences=True)
+    manager.bump_epoch_if_needed()
+    manager.on_success(a, 1)  # a, ahead of the gap, is stored under its old stamp
+    assert manager.can_retry(c, "OUT_OF_ORDER_SEQUENCE_NUMBER")
+    manager.bump_epoch_if_needed()
+    assert (c.producer_epoch, c.base_sequence) == (1, 0)
+    assert manager.may_drain(c) and manager.next_sequence(TP) == 1
+
+
+def test_one_failure_episode_costs_one_bump_however_many_batches_fail_in_it() -> None:
+    """Every attempt under the new epoch was refused (the disk is still full): nothing
+    of the partition is stored under it, so its sequences start again under it."""
+    manager = manager_with_id()
+    stored, a, b, c = send(manager, 1, 1, 1, 1)
+    manager.on_success(stored, 0)
+    for batch in (a, b, c):
+        assert manager.can_retry(batch, "KAFKA_STORAGE_ERROR")
+    manager.on_failed(a, "KAFKA_STORAGE_ERROR", adjust_sequences=True)
+    manager.bump_epoch_if_needed()
+    assert manager.producer_id_and_epoch.epoch == 1
+    assert [(x.producer_epoch, x.base_sequence) for x in (b, c)] == [(1, 0), (1, 1)]
+    manager.stamp(b)
+    manager.on_failed(b, "KAFKA_STORAGE_ERROR", adjust_sequences=True)
+    manager.bump_epoch_if_needed()
+    assert manager.producer_id_and_epoch.epoch == 1  # no bump: nothing stored under 1
+    assert (c.producer_epoch, c.base_sequence) == (1, 0)
+
+
+def test_a_partition_behind_the_producer_epoch_starts_again_without_a_bump() -> None:
+    manager = manager_with_id()
+    p0, p1 = send(manager, 1)[0], send(manager, 1, tp=OTHER)[0]
+    manager.on_success(p0, 0)
+    manager.on_success(p1, 0)
+    a, b = send(manager, 1, 1)
+    c, d = send(manager, 1, 1, tp=OTHER)
+    manager.on_failed(a, "MESSAGE_TOO_LARGE", adjust_sequences=True)
+    assert manager.can_retry(b, "OUT_OF_ORDER_SEQUENCE_NUMBER")
+    manager.bump_epoch_if_needed()
+    assert manager.producer_id_and_epoch.epoch == 1
+    manager.on_failed(c, "MESSAGE_TOO_LARGE", adjust_sequences=True)
+    assert manager.can_retry(d, "OUT_OF_ORDER_SEQUENCE_NUMBER")
+    manager.bump_epoch_if_needed()
+    assert manager.producer_id_and_epoch.epoch == 1  # OTHER was at 0: 1 is new to it
+    assert (d.producer_epoch, d.base_sequence) == (1, 0)
 
 
 def test_unknown_producer_id_is_retried_with_an_epoch_bump() -> None:
@@ -202,7 +264,8 @@ def test_an_expired_batch_that_was_not_stored_bumps_the_epoch() -> None:
 
 def test_an_exhausted_epoch_asks_for_a_new_producer_id() -> None:
     manager = manager_with_id(epoch=MAX_PRODUCER_EPOCH)
-    [a] = send(manager, 1)
+    stored, a = send(manager, 1, 1)
+    manager.on_success(stored, 0)
     manager.on_failed(a, "OUT_OF_ORDER_SEQUENCE_NUMBER", adjust_sequences=False)
     manager.bump_epoch_if_needed()
     assert manager.needs_producer_id and not manager.may_drain(batch_of(1))
@@ -276,8 +339,8 @@ def test_after_a_full_disk_outlasted_delivery_timeout_the_producer_goes_on_losin
     sidecars: SidecarStarter, tmp_path: Path
 ) -> None:
     """The disk stays full past delivery.timeout.ms: records fail for good (the sidecar
-    stored none of them), each failure bumps the epoch and restarts its partition's
-    sequences (KIP-360), and the batches behind it are restamped.  Once space is freed
+    stored none of them), their partitions' sequences restart under a newer epoch
+    (KIP-360), and the batches behind them are restamped.  Once space is freed
     the producer goes on: every later send succeeds, each acknowledged record is read
     exactly once and in order, and no failed one was stored."""
     with small_disk_at(tmp_path / "disk", "8m") as disk:
@@ -317,4 +380,77 @@ def test_after_a_full_disk_outlasted_delivery_timeout_the_producer_goes_on_losin
     assert not failed & {int((r.key or b"-1").decode()) for r in records}  # none stored
     for partition in (0, 1):
         sent = [int(r.key or b"-1") for r in records if r.partition == partition]
+        assert sent == sorted(sent)
+
+
+def stored_producer_epochs(data_dir: Path, topic: str) -> set[int]:
+    """The producer epoch of every batch the sidecar stored for ``topic``, from its files."""
+    epochs: set[int] = set()
+    for path in data_dir.glob(f"{topic}-*/*.log"):
+        records = FileRecords(path, read_only=True)
+        try:
+            epochs |= {batch.header.producer_epoch for batch in records.headers()}
+        finally:
+            records.close()
+    return epochs
+
+
+def test_a_disk_full_past_delivery_timeout_bumps_the_epoch_once_per_partition_at_most(
+    sidecars: SidecarStarter, tmp_path: Path
+) -> None:
+    """Many small batches of three partitions are pipelined (five requests each) when
+    the disk fills, and it stays full until every one of them has failed.  Each
+    partition has one failure episode, so its sequences restart under a new epoch once
+    (Kafka: the partition is bumped once its requests in flight are done, and the
+    batches still queued for it are restamped from sequence 0): the epoch climbs by
+    at most one a partition.  A send fails with the disk's error or the delivery
+    timeout, never OUT_OF_ORDER_SEQUENCE_NUMBER; once space is freed every send
+    succeeds, and each acknowledged record is read back exactly once, in order."""
+    partitions = 3
+    with small_disk_at(tmp_path / "disk", "8m") as disk:
+        sidecar = sidecars("disk/data", "log.index.size.max.bytes=4096")
+        create_topic(sidecar.address, "full", partitions=partitions)
+        config = {
+            "bootstrap.servers": sidecar.address,
+            "linger.ms": 0,
+            "batch.size": 2048,  # one or two records a batch
+            "max.in.flight.requests.per.connection": 5,
+            "retry.backoff.ms": 20,
+            "request.timeout.ms": 1000,
+            "delivery.timeout.ms": 1500,
+        }
+        with Producer(config) as producer:
+            before = [producer.send("full", b"%d" % i, key=b"%d" % i) for i in range(90)]
+            assert producer.flush(timeout_s=30)
+            assert producer.idempotence is not None
+            first_epoch = producer.idempotence.producer_id_and_epoch.epoch
+            filler = fill_leaving(disk, 16 * 1024)
+            value = bytes(1024)  # 300 KiB in all: far more than is left
+            while_full = [
+                producer.send("full", b"%d" % i + value, key=b"%d" % i) for i in range(90, 390)
+            ]
+            deadline = time.monotonic() + 60
+            while not all(future.done() for future in while_full):  # full past the timeout
+                assert time.monotonic() < deadline, "records still pending on a full disk"
+                time.sleep(0.05)
+            filler.unlink()
+            after = [producer.send("full", b"%d" % i, key=b"%d" % i) for i in range(390, 490)]
+            assert producer.flush(timeout_s=60)
+            last_epoch = producer.idempotence.producer_id_and_epoch.epoch
+            failures = [future.exception() for future in while_full if future.exception()]
+            metadata = [future.result(timeout=0) for future in before + after]
+            metadata += [future.result() for future in while_full if not future.exception()]
+        records = consume_to_end(sidecar.address, "full")
+        epochs = stored_producer_epochs(disk / "data", "full")
+    assert failures, "nothing failed: the disk was not full past delivery.timeout.ms"
+    reasons = {reason_of(error) for error in failures if isinstance(error, TierlogError)}
+    assert reasons <= {"KAFKA_STORAGE_ERROR", "REQUEST_TIMED_OUT"}, reasons
+    assert all(isinstance(error, TierlogError) for error in failures), failures
+    assert 0 < last_epoch - first_epoch <= partitions, (first_epoch, last_epoch)
+    assert len(epochs) <= 1 + partitions, sorted(epochs)
+    acknowledged = {(m.partition, m.offset) for m in metadata}
+    assert {(r.partition, r.offset) for r in records} == acknowledged
+    assert len(records) == len(acknowledged)  # stored once each
+    for partition in range(partitions):
+        sent = [int((r.key or b"-1").decode()) for r in records if r.partition == partition]
         assert sent == sorted(sent)

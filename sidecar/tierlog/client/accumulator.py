@@ -400,12 +400,13 @@ class RecordAccumulator:
             self._free_memory_bytes += batch.reserved_memory_bytes
 
     def expired_batches(self) -> list[ProducerBatch]:
-        """Queued, never-sent batches past ``delivery.timeout.ms``, taken out of their
-        queues (Kafka's ``expiredBatches``); the transport fails and deallocates them."""
+        """Queued batches past ``delivery.timeout.ms``, never sent or waiting to be
+        retried, taken out of their queues in order (Kafka's ``expiredBatches``); the
+        transport fails and deallocates them."""
         now_ms = self._clock()
         expired: list[ProducerBatch] = []
         for queue in self._queues.values():
-            while queue and not queue[0].has_sequence:
+            while queue:
                 first = queue[0]
                 if now_ms - first.created_ms < self._config.delivery_timeout_ms:
                     break

@@ -15,26 +15,38 @@ idempotent (not transactional) producer, following Kafka 3.x/4.x's
 - **Order** (``may_drain``): a retried batch goes out only when it is the first in
   flight for its partition, so retries never overtake; a new batch waits while its
   partition has 5 in flight (the broker's cache), while in-flight batches carry an
-  older epoch, or while sequences are unresolved.
+  older epoch, or while sequences are unresolved.  Nothing of a partition waiting for
+  new sequences (below) goes out.
+- **Answers**: each attempt of a sent batch is answered through exactly one of
+  ``on_success``, ``can_retry``, ``on_failed`` or ``on_expired``; until then its
+  request is *out*, and the broker may still store it under the stamp it carries.
 - **Retries** (``can_retry``): ``OUT_OF_ORDER_SEQUENCE_NUMBER`` for a batch that is not
   the next after the last acknowledged one is retried as is (an earlier batch's retry
-  fills the gap); for the next one, there really is a gap, so the epoch is bumped and
-  the batch retried.  ``UNKNOWN_PRODUCER_ID`` (the broker lost our state, e.g. its log
-  start passed our last write) is retried with an epoch bump too, or as is when the
-  batch was already restamped.  Otherwise Kafka's retriable errors retry.
-- **Epoch bump** (``bump_epoch_if_needed``, before each drain): done locally, as the
-  idempotent producer does since KIP-360: epoch + 1, and the in-flight batches of the
-  partitions that asked for it are restamped with sequences from 0 in their order
-  (same records, new header and CRC).  Other partitions move to the new epoch from 0
-  once their in-flight batches are done.  An epoch at 32767 cannot grow: the producer
-  id is dropped and ``needs_producer_id`` asks the transport for a new one.
+  fills the gap); for the next one, there really is a gap, so the partition asks for
+  new sequences and the batch is retried restamped.  ``UNKNOWN_PRODUCER_ID`` (the
+  broker lost our state, e.g. its log start passed our last write) is retried under
+  new sequences too, or as is when the batch was already restamped.  Otherwise
+  Kafka's retriable errors retry.
+- **New sequences** (``bump_epoch_if_needed``, before each drain): a partition with a
+  gap in its sequences starts them again from 0 under an epoch the broker has stored
+  nothing of for it, as the idempotent producer does since KIP-360.  It waits until
+  none of its requests is out: a restamped batch must never go out while its old
+  stamp may still be stored.  Then its batches waiting to be retried are restamped
+  from 0 in their order (same records, new header and CRC), under the producer's
+  epoch if the partition's own is older (another partition bumped it) or nothing
+  under its epoch may have been stored (every attempt at it was refused, e.g. by a
+  full disk), else under epoch + 1.  So a failure episode costs a partition one bump
+  at most, and partitions failing together share it.  Other partitions move to a
+  new epoch from 0 once their in-flight batches are done.  An epoch at 32767 cannot
+  grow: the producer id is dropped and ``needs_producer_id`` asks the transport for
+  a new one.
 - **Failures** (``on_failed``): a batch that fails for good leaves a gap after it, so
   an ``OUT_OF_ORDER_SEQUENCE_NUMBER``, ``UNKNOWN_PRODUCER_ID`` or any failure the
-  broker confirmed (``adjust_sequences``) bumps the epoch.  A batch that expired in
-  flight (``delivery.timeout.ms``) may or may not be stored: its partition is
-  *unresolved* and takes no new batch until the batches in flight settle; then if the
-  last acknowledged sequence reaches the expired one all is well, otherwise the epoch
-  is bumped.
+  broker confirmed (``adjust_sequences``) asks for new sequences.  A batch that
+  expired in flight (``delivery.timeout.ms``) may or may not be stored: its partition
+  is *unresolved* and takes no new batch until the batches in flight settle; then if
+  the last acknowledged sequence reaches the expired one all is well, otherwise the
+  partition asks for new sequences.
 - ``DUPLICATE_SEQUENCE_NUMBER`` (a duplicate older than the broker's cache) is success
   without an offset; the transport reports it with ``on_success(batch, None)``.
 
@@ -88,6 +100,8 @@ class ProducerIdAndEpoch:
 
 
 NONE = ProducerIdAndEpoch(NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+# Answers after which a batch may or may not have been stored.
+_OUTCOME_UNKNOWN = frozenset({"NETWORK_EXCEPTION", "REQUEST_TIMED_OUT"})
 
 
 @dataclass
@@ -99,6 +113,11 @@ class _PartitionState:
     last_acked_sequence: int = NO_LAST_ACKED_SEQUENCE
     last_acked_offset: int = -1
     in_flight: list[ProducerBatch] = field(default_factory=list)  # in sequence order
+    # Those of ``in_flight`` whose request is out: sent, not yet answered.
+    out: set[ProducerBatch] = field(default_factory=set)
+    # A batch under this epoch was stored, or its outcome is unknown: starting the
+    # sequences again needs a newer epoch.
+    may_have_stored: bool = False
 
     def start_sequences_at_beginning(self, producer_id_and_epoch: ProducerIdAndEpoch) -> None:
         """Restamp the batches in flight from sequence 0 (Kafka's
@@ -112,6 +131,7 @@ class _PartitionState:
         self.producer_id_and_epoch = producer_id_and_epoch
         self.next_sequence = sequence
         self.last_acked_sequence = NO_LAST_ACKED_SEQUENCE
+        self.may_have_stored = False
 
 
 class IdempotenceManager:
@@ -126,10 +146,10 @@ class IdempotenceManager:
         self._max_in_flight = max_in_flight_per_partition
         self.producer_id_and_epoch = NONE
         self._partitions: dict[TopicPartition, _PartitionState] = {}
+        # Partitions whose sequences must start again under a newer epoch.
         self._partitions_to_rewrite: set[TopicPartition] = set()
         # partition -> the sequence after the last batch that expired in flight
         self._unresolved: dict[TopicPartition, int] = {}
-        self._epoch_bump_required = False
 
     # --- the producer id ----------------------------------------------------------------
 
@@ -146,7 +166,6 @@ class IdempotenceManager:
         self._partitions.clear()
         self._partitions_to_rewrite.clear()
         self._unresolved.clear()
-        self._epoch_bump_required = False
 
     # --- what the tests and the transport may look at -----------------------------------
 
@@ -167,7 +186,8 @@ class IdempotenceManager:
 
     @property
     def epoch_bump_required(self) -> bool:
-        return self._epoch_bump_required
+        """Some partition waits to start its sequences again under a newer epoch."""
+        return bool(self._partitions_to_rewrite)
 
     # --- drain ------------------------------------------------------------------------
 
@@ -177,6 +197,8 @@ class IdempotenceManager:
         if self.needs_producer_id:
             return False
         tp = batch.topic_partition
+        if tp in self._partitions_to_rewrite:
+            return False  # its batches go out restamped, once its requests are answered
         state = self._partitions.get(tp)
         if batch.has_sequence:
             # A retry: only the first in flight goes, so retries keep their order.
@@ -190,13 +212,16 @@ class IdempotenceManager:
 
     def stamp(self, batch: ProducerBatch) -> None:
         """Give a drained batch its producer id, epoch and base sequence (Kafka's drain:
-        ``setProducerState``, ``incrementSequenceNumber``, ``addInFlightBatch``)."""
-        if batch.has_sequence:
-            return  # a retry keeps its stamp, and its bytes
+        ``setProducerState``, ``incrementSequenceNumber``, ``addInFlightBatch``); its
+        request is out from now.  A retry keeps its stamp, and its bytes."""
         if not self.may_drain(batch):
             raise IllegalProducerStateError(f"{batch} may not be sent now")
         tp = batch.topic_partition
         state = self._partitions.get(tp)
+        if batch.has_sequence:
+            assert state is not None  # may_drain: it is the first in flight
+            state.out.add(batch)
+            return
         if state is None:
             state = self._partitions[tp] = _PartitionState(self.producer_id_and_epoch)
         elif state.producer_id_and_epoch != self.producer_id_and_epoch:
@@ -205,6 +230,7 @@ class IdempotenceManager:
         batch.set_producer_state(pid_epoch.producer_id, pid_epoch.epoch, state.next_sequence)
         state.next_sequence = increment_sequence(state.next_sequence, batch.record_count)
         state.in_flight.append(batch)
+        state.out.add(batch)
 
     # --- outcomes -----------------------------------------------------------------------
 
@@ -214,6 +240,7 @@ class IdempotenceManager:
         state = self._remove_in_flight(batch)
         if state is None:
             return
+        state.may_have_stored = True
         if state.last_acked_sequence == NO_LAST_ACKED_SEQUENCE or sequence_after(
             batch.last_sequence, state.last_acked_sequence
         ):
@@ -224,14 +251,24 @@ class IdempotenceManager:
 
     def can_retry(self, batch: ProducerBatch, reason: str, log_start_offset: int = -1) -> bool:
         """Whether a batch the broker refused with ``reason`` (a Kafka error name) should
-        be sent again; may request an epoch bump (Kafka's ``canRetry``)."""
+        be sent again; may request new sequences (Kafka's ``canRetry``).  The attempt
+        is answered: its request is no longer out."""
         tp = batch.topic_partition
+        state = self._partitions.get(tp)
+        if state is not None and batch in state.out:
+            state.out.discard(batch)
+            if reason in _OUTCOME_UNKNOWN:
+                state.may_have_stored = True
         if reason == "UNKNOWN_PRODUCER_ID":
             if log_start_offset == -1 or batch.sequence_has_been_reset:
                 return True
+            if state is not None:  # the broker's log start passed what we stored
+                state.may_have_stored = True
             self._request_epoch_bump(tp)
             return True
         if reason == "OUT_OF_ORDER_SEQUENCE_NUMBER":
+            if tp in self._partitions_to_rewrite:
+                return True  # behind the gap already found: goes again restamped
             unresolved = tp in self._unresolved
             if not unresolved and (
                 batch.sequence_has_been_reset or not self._is_next_sequence(tp, batch.base_sequence)
@@ -248,15 +285,23 @@ class IdempotenceManager:
         ``adjust_sequences``: the broker answered, so it surely did not store the batch
         and later sequences now have a gap.  Without it (a local failure) nothing is known.
         """
-        self._remove_in_flight(batch)
+        state = self._remove_in_flight(batch)
+        if state is not None and not adjust_sequences:
+            state.may_have_stored = True
         tp = batch.topic_partition
         if reason in ("OUT_OF_ORDER_SEQUENCE_NUMBER", "UNKNOWN_PRODUCER_ID") or adjust_sequences:
             self._request_epoch_bump(tp)
 
     def on_expired(self, batch: ProducerBatch) -> None:
-        """``batch`` reached ``delivery.timeout.ms`` while in flight: whether the broker
-        has it is unknown until the partition's other batches settle."""
-        if batch.has_sequence and self._remove_in_flight(batch) is not None:
+        """``batch`` reached ``delivery.timeout.ms`` while in flight (its request out
+        with no answer, or waiting to be retried): whether the broker has it is
+        unknown until the partition's other batches settle."""
+        if not batch.has_sequence:
+            return
+        state = self._partitions.get(batch.topic_partition)
+        if state is not None and batch in state.out:
+            state.may_have_stored = True  # its last attempt may yet be stored
+        if self._remove_in_flight(batch) is not None:
             tp = batch.topic_partition
             next_sequence = increment_sequence(batch.last_sequence, 1)
             known = self._unresolved.get(tp)
@@ -264,32 +309,40 @@ class IdempotenceManager:
                 self._unresolved[tp] = next_sequence
 
     def bump_epoch_if_needed(self) -> None:
-        """Settle unresolved partitions, then bump the epoch if anything asked for it
-        (Kafka's ``maybeResolveSequences`` and ``bumpIdempotentEpochAndResetIdIfNeeded``).
-        Call before each drain."""
+        """Settle unresolved partitions, then start the sequences of the partitions
+        that need it, and have none of their requests out, again under a new epoch
+        (Kafka's ``maybeResolveSequences`` and ``bumpIdempotentEpochAndResetIdIfNeeded``,
+        waiting as its ``maybeUpdateProducerIdAndEpoch`` waits).  Call before each drain."""
         self._maybe_resolve_sequences()
-        if not self._epoch_bump_required or self.needs_producer_id:
+        if self.needs_producer_id:
+            return
+        ready = [
+            (tp, self._partitions[tp])
+            for tp in self._partitions_to_rewrite
+            if tp in self._partitions and not self._partitions[tp].out
+        ]
+        self._partitions_to_rewrite &= set(self._partitions)  # those never stamped have none
+        if not ready:
             return
         current = self.producer_id_and_epoch
-        if current.epoch >= MAX_PRODUCER_EPOCH:
-            self.producer_id_and_epoch = NONE  # needs_producer_id: InitProducerId again
-            self._partitions.clear()
-            self._unresolved.clear()
-        else:
-            self.producer_id_and_epoch = ProducerIdAndEpoch(current.producer_id, current.epoch + 1)
-            for tp in self._partitions_to_rewrite:
-                state = self._partitions.get(tp)
-                if state is not None:
-                    state.start_sequences_at_beginning(self.producer_id_and_epoch)
-                self._unresolved.pop(tp, None)
-        self._partitions_to_rewrite.clear()
-        self._epoch_bump_required = False
+        if any(s.producer_id_and_epoch == current and s.may_have_stored for _tp, s in ready):
+            if current.epoch >= MAX_PRODUCER_EPOCH:
+                self.producer_id_and_epoch = NONE  # needs_producer_id: InitProducerId again
+                self._partitions.clear()
+                self._partitions_to_rewrite.clear()
+                self._unresolved.clear()
+                return
+            current = ProducerIdAndEpoch(current.producer_id, current.epoch + 1)
+            self.producer_id_and_epoch = current
+        for tp, state in ready:
+            state.start_sequences_at_beginning(current)
+            self._partitions_to_rewrite.discard(tp)
+            self._unresolved.pop(tp, None)
 
     # --- internals ----------------------------------------------------------------------
 
     def _request_epoch_bump(self, tp: TopicPartition) -> None:
         self._partitions_to_rewrite.add(tp)
-        self._epoch_bump_required = True
 
     def _is_next_sequence(self, tp: TopicPartition, sequence: int) -> bool:
         """``sequence`` follows the last acknowledged one (0 when none was)."""
@@ -302,6 +355,7 @@ class IdempotenceManager:
         for index, in_flight in enumerate(state.in_flight):
             if in_flight is batch:
                 del state.in_flight[index]
+                state.out.discard(batch)
                 return state
         return None
 

@@ -10,7 +10,8 @@ records, so stamping a built batch patches those 14 bytes and recomputes the CRC
 (as Kafka's ``reopenAndRewriteProducerState`` does); the records are never encoded or
 compressed again.  Once stamped, every attempt sends the *same bytes*, which is what
 lets the broker recognise a retry as a duplicate of (producer, epoch, sequence).  Only
-an epoch bump restamps a stamped batch (``reset_producer_state``).
+new sequences for its partition, once no request of it is out, restamp a stamped
+batch (``reset_producer_state``).
 
 Sizes are estimated as Kafka's ``MemoryRecordsBuilder`` does: records are counted at
 their exact encoded size, and for a compressed batch the records part is scaled by the
@@ -285,7 +286,7 @@ class ProducerBatch:
     def reset_producer_state(
         self, producer_id: int, producer_epoch: int, base_sequence: int
     ) -> None:
-        """Restamp after an epoch bump: new producer state, new CRC, same records."""
+        """Restamp under new sequences: new producer state, new CRC, same records."""
         self._restamp(_ProducerStamp(producer_id, producer_epoch, base_sequence))
         self.sequence_has_been_reset = True
 

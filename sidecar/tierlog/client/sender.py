@@ -5,8 +5,8 @@ idempotence bookkeeping) is touched only under the producer's one lock, by the u
 threads that append and by this thread.  Each turn of the loop:
 
 1. settles the outcomes the connections reported (success, retry, or failure for
-   good, as the idempotence docstring says), then fails batches that waited past
-   ``delivery.timeout.ms`` without being sent;
+   good, as the idempotence docstring says), then fails queued batches, never sent
+   or waiting to be retried, past ``delivery.timeout.ms``;
 2. gets a producer id first if the idempotent producer has none (``InitProducerId``);
 3. asks the accumulator which partitions are ready, finds each one's owner
    (``Cluster``), drains the batches of each owner and writes them on that owner's
@@ -428,16 +428,21 @@ class Sender:
             self.accumulator.reenqueue(batch)
             return
         self._fail(batch, error)
+        if reason in _SEQUENCING_REASONS and self._past_delivery_timeout(batch):
+            # The producer's own sequencing, which it would have retried: what the
+            # records' callers meet is the delivery timeout (Kafka's expiry), not it.
+            error = self._expired_error(batch)
         self._resolve_failed(batch, resolutions, error)
 
     def _may_retry(self, batch: ProducerBatch, reason: str) -> bool:
-        if batch.attempts >= self.config.retries:
-            return False
-        if self.clock() - batch.created_ms >= self.config.delivery_timeout_ms:
+        if batch.attempts >= self.config.retries or self._past_delivery_timeout(batch):
             return False
         if self.idempotence is not None:
             return self.idempotence.can_retry(batch, reason)
         return reason in RETRIABLE_REASONS
+
+    def _past_delivery_timeout(self, batch: ProducerBatch) -> bool:
+        return self.clock() - batch.created_ms >= self.config.delivery_timeout_ms
 
     def _fail(self, batch: ProducerBatch, error: TierlogError) -> None:
         if self.idempotence is not None and batch.has_sequence:
@@ -461,6 +466,8 @@ class Sender:
 
 
 _partition_of = attrgetter("topic_partition")
+# What the broker answers an idempotent producer's sequences with, which it retries.
+_SEQUENCING_REASONS = frozenset({"OUT_OF_ORDER_SEQUENCE_NUMBER", "UNKNOWN_PRODUCER_ID"})
 
 
 def _resolve(resolutions: list[_Settlement]) -> None:
