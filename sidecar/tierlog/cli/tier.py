@@ -374,7 +374,7 @@ def open_tier_store(args: argparse.Namespace) -> ObjectStore:
         raise SystemExit(
             "tierlog tier: --tier-url is required (file:///path or s3://bucket/prefix)"
         )
-    config = TierConfig.from_properties(props, Path.cwd())
+    config = TierConfig.from_properties(props, (Path.cwd(),))
     return open_store(config.url, config.s3)
 
 

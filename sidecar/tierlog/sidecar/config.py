@@ -115,23 +115,23 @@ class SidecarConfig:
     # Backpressure (``queued.max.requests``, ``queued.max.request.bytes``...).
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     # Reads from the remote tier: the chunk cache, prefetch (``tierlog.remote.*``);
-    # None: the defaults, with the cache in the first log dir.
+    # None: the defaults, with the cache in a log dir (``log_dir_home``).
     remote_read: RemoteReadConfig | None = None
 
     @property
     def remote_read_config(self) -> RemoteReadConfig:
-        return self.remote_read or RemoteReadConfig.from_properties({}, self.storage.log_dirs[0])
+        return self.remote_read or RemoteReadConfig.from_properties({}, self.storage.log_dirs)
 
     # Uploads to the remote tier (``remote.log.manager.*``, ``remote.log.segment.roll.ms``).
     remote_log_manager: RemoteLogManagerConfig = field(default_factory=RemoteLogManagerConfig)
 
     # The remote tier's object store (``tierlog.tier.*``); None: the default, a
-    # directory ``tier`` in the first log dir.
+    # directory ``tier`` in a log dir (``log_dir_home``).
     tier: TierConfig | None = None
 
     @property
     def tier_config(self) -> TierConfig:
-        return self.tier or TierConfig.from_properties({}, self.storage.log_dirs[0])
+        return self.tier or TierConfig.from_properties({}, self.storage.log_dirs)
 
     @property
     def node_id(self) -> int:
@@ -214,8 +214,8 @@ class SidecarConfig:
             auth_token=read_token(token_file) if token_file else None,
             limits=LimitsConfig.from_properties(props),
             remote_log_manager=RemoteLogManagerConfig.from_properties(props),
-            remote_read=RemoteReadConfig.from_properties(props, storage.log_dirs[0]),
-            tier=TierConfig.from_properties(props, storage.log_dirs[0]),
+            remote_read=RemoteReadConfig.from_properties(props, storage.log_dirs),
+            tier=TierConfig.from_properties(props, storage.log_dirs),
         )
 
 

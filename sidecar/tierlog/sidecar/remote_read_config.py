@@ -2,8 +2,9 @@
 
 Fetches below the local log start are served from the tier in chunks of
 ``tierlog.remote.fetch.chunk.bytes`` (ranged GETs), cached on disk under
-``tierlog.remote.cache.dir`` (default: ``tier-cache`` in the first log dir, which the
-log manager never mistakes for a partition), bounded by
+``tierlog.remote.cache.dir`` (default: ``tier-cache`` in the log dir whose cache holds
+files, else in the first, see ``log_dir_home``; the log manager never mistakes it for a
+partition), bounded by
 ``tierlog.remote.cache.max.bytes`` and ``tierlog.remote.cache.max.entries``, with
 ``tierlog.remote.fetch.prefetch.chunks`` chunks fetched ahead of each read on
 ``remote.log.reader.threads`` threads (Kafka's name for its remote reader pool).
@@ -11,10 +12,11 @@ log manager never mistakes for a partition), bounded by
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tierlog.sidecar.log_dir_home import home_log_dir
 from tierlog.storage.errors import InvalidConfigError
 
 __all__ = ["REMOTE_READ_KEYS", "RemoteReadConfig"]
@@ -42,7 +44,9 @@ class RemoteReadConfig:
     reader_threads: int = 4
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, str], first_log_dir: Path) -> RemoteReadConfig:
+    def from_properties(
+        cls, props: Mapping[str, str], log_dirs: Sequence[Path]
+    ) -> RemoteReadConfig:
         values: dict[str, int] = {}
         for key, (name, default, minimum) in _NUMBERS.items():
             text = props.get(key, "").strip()
@@ -53,10 +57,8 @@ class RemoteReadConfig:
             if value < minimum:
                 raise InvalidConfigError(f"{key} must be at least {minimum}, got {value}")
             values[name] = value
-        cache_dir = props.get(_CACHE_DIR, "").strip()
-        return cls(
-            cache_dir=Path(cache_dir).absolute()
-            if cache_dir
-            else first_log_dir / DEFAULT_CACHE_DIR_NAME,
-            **values,
-        )
+        named = props.get(_CACHE_DIR, "").strip()
+        if named:
+            return cls(cache_dir=Path(named).absolute(), **values)
+        home = home_log_dir(log_dirs, DEFAULT_CACHE_DIR_NAME, _CACHE_DIR)
+        return cls(cache_dir=home / DEFAULT_CACHE_DIR_NAME, **values)

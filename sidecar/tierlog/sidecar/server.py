@@ -74,7 +74,7 @@ class SidecarServer:
         self.config = config
         self.metrics = metrics or SidecarMetrics()
         self.topics = TopicStore(config.storage.log_dirs, config.storage.default_log_config)
-        # The remote tier's object store: a directory ``tier`` in the first log dir
+        # The remote tier's object store: a directory ``tier`` in a log dir
         # unless --tier-url names another (file:// or s3://); ``remote.storage.enable``
         # topics upload to it. Closed after the logs in stop().
         tier = config.tier_config

@@ -2,19 +2,22 @@
 
 ``tierlog.tier.url`` (``--tier-url``) names the object store: ``file:///path`` or
 ``s3://bucket/prefix`` (``tierlog.storage.tier.url``). Without it the tier is the
-directory ``tier`` beside the logs of the first log dir, so a single pod works with
-no infrastructure. The ``tierlog.tier.s3.*`` keys say how to reach an S3 bucket; a
-``file://`` tier ignores them. Sizes are bytes, times milliseconds, as in Kafka.
+directory ``tier`` beside the logs of a log dir, so a single pod works with no
+infrastructure: the log dir whose ``tier`` holds files, whatever the order of the log
+dirs, or the first when none does (``log_dir_home``). The ``tierlog.tier.s3.*`` keys
+say how to reach an S3 bucket; a ``file://`` tier ignores them. Sizes are bytes, times
+milliseconds, as in Kafka.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tierlog.sidecar.log_dir_home import home_log_dir
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.tier.s3_store import S3Options
 
@@ -46,7 +49,8 @@ TIER_KEYS = frozenset({_URL, *_S3_KEYS})
 # --flag -> the config key it sets, and its help: the sidecar's and ``tierlog tier``'s.
 TIER_FLAGS = (
     ("--tier-url", "tierlog.tier.url",
-     "file:///path or s3://bucket/prefix (default: the directory tier in the first data dir)"),
+     "file:///path or s3://bucket/prefix (default: the directory tier in the data dir that "
+     "holds one, else in the first)"),
     ("--s3-endpoint-url", "tierlog.tier.s3.endpoint.url",
      "an S3-compatible endpoint, e.g. http://minio:9000 (default: AWS)"),
     ("--s3-region", "tierlog.tier.s3.region", "the bucket's region (default: boto3's chain)"),
@@ -95,8 +99,8 @@ class TierConfig:
     s3: S3Options = field(default_factory=S3Options)
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, str], first_log_dir: Path) -> TierConfig:
-        url = props.get(_URL) or (first_log_dir / "tier").absolute().as_uri()
+    def from_properties(cls, props: Mapping[str, str], log_dirs: Sequence[Path]) -> TierConfig:
+        url = props.get(_URL) or _default_url(log_dirs)
         options: dict[str, Any] = {}
         for key, (name, read) in _S3_KEYS.items():
             if props.get(key, "").strip():
@@ -105,3 +109,8 @@ class TierConfig:
                 except ValueError as error:
                     raise InvalidConfigError(f"{key}: {error}") from None
         return cls(url=url, s3=S3Options(**options))
+
+
+def _default_url(log_dirs: Sequence[Path]) -> str:
+    """The directory ``tier`` in its log dir (``log_dir_home``) as a file:// URL."""
+    return (home_log_dir(log_dirs, "tier", _URL) / "tier").absolute().as_uri()
