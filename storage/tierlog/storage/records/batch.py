@@ -335,19 +335,20 @@ def iter_batches(
 
 def whole_batches_length(buf: ReadableBuffer, upper_bound_offset: int | None = None) -> int:
     """How many bytes at the start of ``buf`` are whole entries, stopping before the
-    first that is cut off by the end of ``buf`` or holds ``upper_bound_offset`` or later.
+    first that is cut off by the end of ``buf``, holds ``upper_bound_offset`` or later,
+    or cannot be an entry (an unknown magic, a length below its header's).
 
-    The walk reads only each entry's length field (a fetch's window of stored batches,
-    checked when they were appended); with an upper bound it parses each header too.
+    The walk reads only each entry's length field and magic (a fetch's window of stored
+    batches, checked when they were appended); with an upper bound it parses each header
+    too. An entry damaged since is not raised here: the whole entries before it are an
+    answer, and the read that starts at it finds the damage and refuses it.
     """
     stop = len(buf)
     pos = 0
-    while stop - pos >= LOG_OVERHEAD:
-        length = _INT32.unpack_from(buf, pos + 8)[0]
-        if length <= 0:
-            raise CorruptRecordError(f"entry at {pos} declares a length of {length}")
-        end = pos + LOG_OVERHEAD + length
-        if end > stop:
+    while stop - pos >= MIN_HEADER_SIZE:
+        magic = buf[pos + MAGIC_OFFSET]
+        end = pos + LOG_OVERHEAD + _INT32.unpack_from(buf, pos + 8)[0]
+        if magic > 2 or end - pos < _SMALLEST_ENTRY[magic] or end > stop:
             break
         if upper_bound_offset is not None and (
             parse_header(buf, pos).last_offset >= upper_bound_offset
@@ -355,6 +356,14 @@ def whole_batches_length(buf: ReadableBuffer, upper_bound_offset: int | None = N
             break
         pos = end
     return pos
+
+
+# The fewest bytes an entry of each magic can have: what parse_header accepts.
+_SMALLEST_ENTRY = (
+    LOG_OVERHEAD + legacy.record_overhead(0),
+    LOG_OVERHEAD + legacy.record_overhead(1),
+    V2_HEADER_SIZE,
+)
 
 
 def build_batch(
