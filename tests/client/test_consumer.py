@@ -13,7 +13,7 @@ from tierlog.client import Consumer, NoOffsetForPartitionError, Producer, TopicP
 from tierlog.client.consumer import ConsumerRecord
 from tierlog.storage.errors import CorruptRecordError
 from tierlog.storage.records import V2_HEADER_SIZE
-from tierlog.storage.records.batch import LENGTH_OFFSET, MAGIC_OFFSET
+from tierlog.storage.records.batch import ATTRIBUTES_OFFSET, LENGTH_OFFSET, MAGIC_OFFSET
 
 from .conftest import SidecarStarter, create_topic
 from .sidecars import LiveSidecar, TcpProxy, damage_batch, free_port, produce_batches
@@ -233,8 +233,15 @@ def test_a_broken_stream_is_opened_again_within_one_long_poll(sidecars: SidecarS
         (V2_HEADER_SIZE + 2, "this CRC check"),
         (LENGTH_OFFSET, "the sidecar: CORRUPT_MESSAGE"),
         (LENGTH_OFFSET + 1, "the sidecar: CORRUPT_MESSAGE"),
+        (ATTRIBUTES_OFFSET + 1, "the sidecar: CORRUPT_MESSAGE"),
     ],
-    ids=["header", "record body", "length below a header", "length past the segment's end"],
+    ids=[
+        "header",
+        "record body",
+        "length below a header",
+        "length past the segment's end",
+        "codec id",
+    ],
 )
 def test_a_corrupt_batch_raises_from_poll_naming_partition_and_offset(
     sidecar: LiveSidecar, damage_at: int, found_by: str, fetch_bytes: int

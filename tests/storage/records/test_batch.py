@@ -339,6 +339,7 @@ def test_whole_batches_length_stops_at_a_cut_entry_or_the_upper_bound() -> None:
         pytest.param(lambda entry: entry[:8] + struct.pack(">i", -5) + entry[12:], id="negative"),
         pytest.param(lambda entry: entry[:8] + struct.pack(">i", 40) + entry[12:], id="too short"),
         pytest.param(lambda entry: entry[:16] + b"\x07" + entry[17:], id="unknown magic"),
+        pytest.param(lambda entry: entry[:22] + b"\x07" + entry[23:], id="unknown codec"),
     ],
 )
 def test_whole_batches_length_stops_before_an_entry_that_cannot_be_one(
