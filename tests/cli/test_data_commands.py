@@ -16,7 +16,7 @@ from tierlog.cli.perf import Summary, Throttle, percentile
 from tierlog.cli.produce import parse_lines
 from tierlog.client import partition_for_key
 from tierlog.storage.records import V2_HEADER_SIZE
-from tierlog.storage.records.batch import MAGIC_OFFSET
+from tierlog.storage.records.batch import LENGTH_OFFSET, MAGIC_OFFSET
 
 from .conftest import console_script
 
@@ -152,6 +152,34 @@ def test_consume_stops_at_a_corrupt_batch_with_its_partition_and_offset(
     assert consumed.stdout.decode().splitlines() == [str(i) for i in range(5)]
     assert re.search(rb"tierlog consume: CORRUPT_MESSAGE: t-0: .*offset 5", consumed.stderr)
     assert b"Processed a total of 5 messages" in consumed.stderr
+
+
+@pytest.mark.parametrize(
+    "length_byte", [LENGTH_OFFSET, LENGTH_OFFSET + 1], ids=["below a header", "past the end"]
+)
+def test_consume_stops_at_a_length_flipped_under_the_running_sidecar(
+    tmp_path: Path, length_byte: int
+) -> None:
+    """The trial: a flipped byte in a batch's length field, in a closed segment of a
+    running sidecar, and ``consume`` with its default fetch sizes. It printed the records
+    of the other segments and exited 0 (35 of 60), or none at all: now every record
+    before the damage, then the partition and offset, exit status 1."""
+    sidecar = start_sidecar(tmp_path / "data")
+    try:
+        ok(tierlog(sidecar.address, "topics", "create", "t", "--config", "segment.bytes=600"))
+        produce_batches(sidecar.address, "t", batches=12, per_batch=5)
+        partition = sidecar.data_dir / "t-0"
+        assert len(list(partition.glob("*.log"))) >= 3
+        damage_batch(partition, 30, length_byte)  # the second batch of a closed segment
+        consumed = tierlog(
+            sidecar.address, "consume", "t", "--from-beginning", "--timeout-ms", "5000"
+        )
+    finally:
+        sidecar.kill()
+    assert consumed.returncode == 1, consumed.stderr.decode()
+    assert consumed.stdout.decode().splitlines() == [str(i) for i in range(30)]
+    assert re.search(rb"tierlog consume: CORRUPT_MESSAGE: t-0: .*offset 30", consumed.stderr)
+    assert b"Processed a total of 30 messages" in consumed.stderr
 
 
 def test_a_line_without_the_separator_is_refused(server: str) -> None:

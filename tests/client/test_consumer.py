@@ -13,7 +13,7 @@ from tierlog.client import Consumer, NoOffsetForPartitionError, Producer, TopicP
 from tierlog.client.consumer import ConsumerRecord
 from tierlog.storage.errors import CorruptRecordError
 from tierlog.storage.records import V2_HEADER_SIZE
-from tierlog.storage.records.batch import MAGIC_OFFSET
+from tierlog.storage.records.batch import ATTRIBUTES_OFFSET, LENGTH_OFFSET, MAGIC_OFFSET
 
 from .conftest import SidecarStarter, create_topic
 from .sidecars import LiveSidecar, TcpProxy, damage_batch, free_port, produce_batches
@@ -225,21 +225,35 @@ def test_a_broken_stream_is_opened_again_within_one_long_poll(sidecars: SidecarS
     assert waited < 10
 
 
+@pytest.mark.parametrize("fetch_bytes", [1, 1 << 20], ids=["a batch a message", "one message"])
 @pytest.mark.parametrize(
     ("damage_at", "found_by"),
-    [(MAGIC_OFFSET, "the sidecar: CORRUPT_MESSAGE"), (V2_HEADER_SIZE + 2, "this CRC check")],
-    ids=["header", "record body"],
+    [
+        (MAGIC_OFFSET, "the sidecar: CORRUPT_MESSAGE"),
+        (V2_HEADER_SIZE + 2, "this CRC check"),
+        (LENGTH_OFFSET, "the sidecar: CORRUPT_MESSAGE"),
+        (LENGTH_OFFSET + 1, "the sidecar: CORRUPT_MESSAGE"),
+        (ATTRIBUTES_OFFSET + 1, "the sidecar: CORRUPT_MESSAGE"),
+    ],
+    ids=[
+        "header",
+        "record body",
+        "length below a header",
+        "length past the segment's end",
+        "codec id",
+    ],
 )
 def test_a_corrupt_batch_raises_from_poll_naming_partition_and_offset(
-    sidecar: LiveSidecar, damage_at: int, found_by: str
+    sidecar: LiveSidecar, damage_at: int, found_by: str, fetch_bytes: int
 ) -> None:
     """A damaged batch on disk is never retried as a passing fault (it would spin, each
-    poll empty): every poll raises CORRUPT_MESSAGE with where, after the records before
-    it, as Kafka's consumer raises a CorruptRecordException.  One batch a message, so the
-    records before the damage come first whoever finds it (``found_by``)."""
+    poll empty), nor stepped over: every poll raises CORRUPT_MESSAGE with where, after
+    the records before it, as Kafka's consumer raises a CorruptRecordException. Those
+    records come first whoever finds the damage (``found_by``), even when the damaged
+    batch came in the same message as they did."""
     _produce_batches(sidecar, batches=3, per_batch=5)
     damage_batch(sidecar.data_dir / "events-0", 5, damage_at)
-    with _consumer(sidecar, max_partition_fetch_bytes=1) as consumer:
+    with _consumer(sidecar, max_partition_fetch_bytes=fetch_bytes) as consumer:
         consumer.assign([TP])
         consumer.seek(TP, 0)
         assert [r.offset for r in _poll_until(consumer, 5)] == list(range(5))

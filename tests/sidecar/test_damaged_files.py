@@ -23,6 +23,7 @@ from tierlog.storage.checkpoints import (
 )
 from tierlog.storage.properties import read_properties
 from tierlog.storage.records import SimpleRecord, build_batch, decode_records, iter_batches
+from tierlog.storage.records.batch import LENGTH_OFFSET
 
 from .conftest import Sidecar, SidecarFactory, reason_of
 
@@ -106,6 +107,45 @@ def test_a_flipped_byte_in_a_flushed_middle_segment_costs_only_its_batch(
         if start == 0:
             assert sidecar.stop() == 0
             sidecar.start()
+
+
+@pytest.mark.parametrize(
+    "length_byte", [LENGTH_OFFSET, LENGTH_OFFSET + 1], ids=["below a header", "past the end"]
+)
+def test_a_length_flipped_under_the_running_sidecar_is_refused_not_skipped(
+    tmp_path: Path, sidecar_factory: SidecarFactory, length_byte: int
+) -> None:
+    """No restart, so recovery never sees it: a flipped byte of a batch's length field
+    in a closed segment. A fetch from the segment's start answers the whole batches
+    before the damage; one at the damaged batch answers CORRUPT_MESSAGE naming partition
+    and offset. Reads used to fail whole (a length below a header) or move on to the
+    next segment without a word (a length past the end): a consumer jumped 27 -> 52."""
+    sidecar = sidecar_factory(tmp_path / "data")
+    fill(sidecar)
+    logs = sorted((sidecar.data_dir / f"{TOPIC}-0").glob("*.log"))
+    middle = logs[len(logs) // 2]
+    data = bytearray(middle.read_bytes())
+    batches = list(iter_batches(data))
+    damaged = batches[2]
+    data[damaged.position + length_byte] ^= 0xFF
+    middle.write_bytes(data)
+
+    first = batches[0].base_offset
+    fetched = sidecar.log.Fetch(log_service_pb2.FetchRequest(topic=TOPIC, offset=first))
+    assert [h.base_offset for h in iter_batches(fetched.record_batches)] == [
+        b.base_offset for b in batches[:2]
+    ]
+    with pytest.raises(grpc.RpcError) as refused_at:
+        sidecar.log.Fetch(log_service_pb2.FetchRequest(topic=TOPIC, offset=damaged.base_offset))
+    assert reason_of(refused_at.value) == "CORRUPT_MESSAGE"
+    assert f"{TOPIC}-0" in str(refused_at.value.details())
+    assert f"offset {damaged.base_offset} " in str(refused_at.value.details())
+
+    readable, refused, log_end = read_everything(sidecar)
+    assert refused[0] == damaged.base_offset
+    assert refused == list(range(refused[0], refused[0] + len(refused)))  # one stretch
+    assert sorted(readable + refused) == list(range(END_OFFSET))  # nothing stepped over
+    assert log_end == END_OFFSET
 
 
 # -- garbled checkpoints and meta.properties (item 5) -------------------------------------

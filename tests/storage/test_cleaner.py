@@ -31,6 +31,7 @@ from tierlog.storage.cleaner import (
     records_section,
     scan_records,
 )
+from tierlog.storage.errors import CorruptRecordError
 from tierlog.storage.file_records import FileBatch
 from tierlog.storage.log import Log
 from tierlog.storage.records import (
@@ -290,6 +291,24 @@ def test_an_aborted_round_leaves_the_log_and_the_directory_as_they_were(
         Cleaner(1 << 20).clean(log, 0, log.active_segment.base_offset, should_abort=lambda: True)
     assert records(log) == before
     assert segment_files(log_dir) == files
+
+
+def test_a_length_damaged_under_the_cleaner_fails_the_round_and_keeps_every_byte(
+    log_dir: Path, clock: FakeClock
+) -> None:
+    """A flipped length field in a segment being cleaned is CorruptRecordError, not the
+    segment's end: a cleaned copy ending there would lose every batch after it."""
+    log = open_compacted(log_dir, clock)
+    fill(log, rounds=3, keys=10)
+    first = log.segments[0]
+    data = bytearray(first.log.path.read_bytes())
+    second = parse_header(data, 0).size
+    data[second + 9] ^= 0xFF  # its length now claims 16 MiB more
+    first.log.path.write_bytes(data)
+    files = {name: (log_dir / name).read_bytes() for name in segment_files(log_dir)}
+    with pytest.raises(CorruptRecordError, match="is damaged"):
+        Cleaner(1 << 20).clean(log, 0, log.active_segment.base_offset, should_abort=lambda: False)
+    assert {name: (log_dir / name).read_bytes() for name in segment_files(log_dir)} == files
 
 
 def test_a_log_truncated_under_the_cleaner_is_not_swapped(

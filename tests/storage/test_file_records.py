@@ -10,7 +10,7 @@ from tests.storage.conftest import make_batch
 from tierlog.storage import file_records
 from tierlog.storage.errors import CorruptRecordError
 from tierlog.storage.file_records import FileRecords
-from tierlog.storage.records import crc_is_valid, decode_records
+from tierlog.storage.records import HEADER_READ_SIZE, crc_is_valid, decode_records
 
 
 def append(records: FileRecords, pieces: list[bytes]) -> None:
@@ -90,6 +90,20 @@ def test_batches_cross_chunk_boundaries_and_batches_larger_than_a_chunk(
     batches = [make_batch(1, value_size=n, tag=str(n)) for n in (100, 2000, 300, 300, 300, 50)]
     append(records, batches)
     assert [bytes(batch.data) for batch in records.batches()] == batches
+    records.close()
+
+
+def test_a_header_cut_by_a_chunk_end_is_read_with_the_next_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every place a scan chunk can end inside a header: not a torn batch, which
+    recovery would have cut off with every batch after it."""
+    records = FileRecords(tmp_path / "0.log")
+    batches = [make_batch(1, value_size=200, tag=str(i)) for i in range(3)]
+    append(records, batches)
+    for cut in range(1, HEADER_READ_SIZE):
+        monkeypatch.setattr(file_records, "SCAN_CHUNK_BYTES", len(batches[0]) + cut)
+        assert [bytes(batch.data) for batch in records.batches()] == batches, cut
     records.close()
 
 

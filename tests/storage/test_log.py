@@ -344,6 +344,38 @@ def test_read_outside_the_log_is_out_of_range(three_segment_log: Log) -> None:
     log.close()
 
 
+def flip_length_byte(log: Log, base_offset: int, byte: int) -> None:
+    """Flip every bit of ``byte`` (8: the length's sign, 9: +16 MiB) of the stored
+    length field of the batch at ``base_offset``, under the running log."""
+    segment = next(s for s in reversed(log.segments) if s.base_offset <= base_offset)
+    data = segment.log.path.read_bytes()
+    header = next(h for h in headers_of(data) if h.base_offset == base_offset)
+    with segment.log.path.open("r+b") as file:
+        file.seek(header.position + byte)
+        file.write(bytes([data[header.position + byte] ^ 0xFF]))
+
+
+@pytest.mark.parametrize(
+    "byte", [8, 9], ids=["length below a header", "length past the segment's end"]
+)
+def test_a_length_damaged_under_the_running_log_is_refused_not_skipped(
+    tmp_path: Path, byte: int
+) -> None:
+    """Reads keep the batches before the damage; a read of the damaged batch is
+    CorruptRecordError naming partition and offset, never the next segment's batches."""
+    batch_size = len(make_batch(3, tag="00"))
+    log = open_log(tmp_path / "t-0", config(segment_bytes=4 * batch_size))
+    for i in range(10):
+        log.append(make_batch(3, tag=f"{i:02d}"))
+    flip_length_byte(log, 3, byte)
+    assert [h.base_offset for h in headers_of(log.read(0, 10**6).records)] == [0]
+    for offset in (3, 5, 6):  # a walk from the segment's start meets the damage
+        with pytest.raises(CorruptRecordError, match=r"t-0/0+\.log.*offset 3 "):
+            log.read(offset, 10**6)
+    assert headers_of(log.read(12, 10**6).records)[0].base_offset == 12
+    log.close()
+
+
 # -- timestamp lookups ------------------------------------------------------------------
 
 

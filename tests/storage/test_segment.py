@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.storage.conftest import T0, FakeClock, config, headers_of, make_batch
+from tierlog.storage import file_records
 from tierlog.storage.errors import InvalidRecordError
 from tierlog.storage.log import Log
 from tierlog.storage.records import CompressionType
@@ -174,6 +175,22 @@ def test_recover_rebuilds_the_same_indexes_the_appends_made(tmp_path: Path) -> N
     assert [segment.time_index.entry(s) for s in range(segment.time_index.entries)] == times
     assert (segment.max_timestamp_so_far, segment.offset_of_max_timestamp) == max_ts
     assert segment.next_offset == end
+    log.close()
+
+
+def test_recover_keeps_a_batch_whose_header_a_scan_chunk_cuts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A segment larger than a scan chunk (8 MiB) lost everything after a header the
+    chunk's end cut in two."""
+    log = Log.open(tmp_path / "t-0", config(), clock_ms=FakeClock())
+    for i in range(6):
+        log.append(make_batch(2, value_size=300, tag=str(i)))
+    segment = log.active_segment
+    size, end = segment.size, segment.next_offset
+    monkeypatch.setattr(file_records, "SCAN_CHUNK_BYTES", len(make_batch(2, value_size=300)) + 30)
+    assert segment.recover() == 0
+    assert (segment.size, segment.next_offset) == (size, end)
     log.close()
 
 

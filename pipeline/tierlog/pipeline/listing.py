@@ -18,7 +18,7 @@ from tierlog.pipeline.segments import LocalSegment, SegmentReader, SegmentRef
 from tierlog.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     TopicPartition,
-    read_offset_checkpoint,
+    read_offset_checkpoint_or_warn,
 )
 from tierlog.storage.names import parse_partition_dir
 
@@ -69,7 +69,11 @@ def segment_info(reader: SegmentReader) -> SegmentInfo:
 def list_log_dir(log_dir: Path, wanted: Iterable[str] | None = None) -> list[PartitionSegments]:
     """Every partition in ``log_dir`` (only the ``wanted`` topics when given)."""
     topics = None if wanted is None else set(wanted)
-    starts = read_offset_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+    # Garbled, the checkpoint is skipped as the broker skips it: each partition then
+    # starts at its first segment, which the broker's retention moves on from anyway.
+    starts = read_offset_checkpoint_or_warn(
+        log_dir / LOG_START_OFFSET_CHECKPOINT, "each log starts at its first segment"
+    )
     partitions = []
     for directory in sorted(log_dir.iterdir()):
         tp = parse_partition_dir(directory.name) if directory.is_dir() else None

@@ -19,6 +19,8 @@ skipped without being returned, and CRCs are checked when ``check.crcs`` says so
 batch that fails its CRC here, or that the sidecar calls ``CORRUPT_MESSAGE``, raises
 ``CorruptRecordError`` from ``poll`` naming the partition and offset (Kafka's
 ``CorruptRecordException``), every poll until a seek moves past it: it is never retried.
+The records of the batches before it are returned first, even from the same message:
+they are buffered, the stream is dropped, and the read from the damaged batch raises.
 Positions move as records are returned; a seek discards what was buffered and starts
 the partition's stream again from there, as does a stream that failed (after
 ``retry.backoff.ms``).  Records are decoded straight from the message's bytes into
@@ -53,7 +55,6 @@ from tierlog.client.partition_stream import Arrival, PartitionStream
 from tierlog.client.producer_batch import TopicPartition
 from tierlog.storage.errors import CorruptRecordError
 from tierlog.storage.records import (
-    BatchHeader,
     Header,
     crc_is_valid,
     decode_record_rows,
@@ -318,10 +319,12 @@ class Consumer(ClusterClient):
         stream.release()  # the reader may take the next message while this one is decoded
         data = arrival.message.record_batches  # (each read of a bytes field copies it)
         try:
-            self._buffer(tp, self.position(tp), data, list(iter_batches(data)))
+            whole = self._buffer(tp, self.position(tp), data)
         except BaseException:
             self._drop_stream(tp)  # the next poll reads from the position again
             raise
+        if not whole:  # the records before a damaged batch are returned first, then the
+            self._drop_stream(tp)  # read from the damaged batch raises (as Kafka's does)
 
     def _stream_failed(self, tp: TopicPartition, error: TierlogError) -> None:
         """Act on a stream's error as Kafka's consumer does on a fetch's."""
@@ -344,29 +347,35 @@ class Consumer(ClusterClient):
         else:
             raise error
 
-    def _buffer(
-        self, tp: TopicPartition, position: int, data: bytes, batches: list[BatchHeader]
-    ) -> None:
-        """Buffer the records at or after ``position`` of ``batches`` (of ``data``)."""
+    def _buffer(self, tp: TopicPartition, position: int, data: bytes) -> bool:
+        """Buffer the records at or after ``position`` of the batches in ``data``; False
+        when a damaged batch ended them early, after some records (before any: raised)."""
         records: list[ConsumerRecord] = []
         next_offset = position
         topic_partition = (tp.topic, tp.partition)
-        for header in batches:
-            if self.config.check_crcs and not crc_is_valid(data, header):
+        try:
+            for header in iter_batches(data):
+                if self.config.check_crcs and not crc_is_valid(data, header):
+                    raise CorruptRecordError(f"batch at offset {header.base_offset} fails its CRC")
+                next_offset = max(next_offset, header.next_offset)
+                if header.is_control:
+                    continue
+                rows = decode_record_rows(data, header)
+                if header.base_offset < position:
+                    rows = [row for row in rows if row[0] >= position]
+                records += map(_new_record, map(add, repeat(topic_partition), rows))
+        except CorruptRecordError as error:
+            if not records:
                 raise CorruptRecordError(
-                    f"{tp}: batch at offset {header.base_offset} fails its CRC"
-                )
-            next_offset = max(next_offset, header.next_offset)
-            if header.is_control:
-                continue
-            rows = decode_record_rows(data, header)
-            if header.base_offset < position:
-                rows = [row for row in rows if row[0] >= position]
-            records += map(_new_record, map(add, repeat(topic_partition), rows))
+                    f"{tp}: corrupt data at offset {next_offset}: {error}"
+                ) from error
+            self._buffers[tp] = _Buffered(records)
+            return False
         if records:
             self._buffers[tp] = _Buffered(records)
         else:  # only control batches or records before the position: skip them
             self._positions[tp] = next_offset
+        return True
 
 
 # ``ConsumerRecord`` from a (topic, partition, *row) tuple, without a Python-level call.

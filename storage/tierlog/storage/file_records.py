@@ -132,7 +132,10 @@ class FileRecords:
         while end - position >= LOG_OVERHEAD:
             chunk = memoryview(os.pread(self._fd, min(SCAN_CHUNK_BYTES, end - position), position))
             offset = 0
+            last_chunk = position + len(chunk) == end
             while len(chunk) - offset >= LOG_OVERHEAD:
+                if len(chunk) - offset < HEADER_READ_SIZE and not last_chunk:
+                    break  # a header cut by the chunk's end: the next chunk starts with it
                 header = parse_header(chunk, offset)
                 if offset + header.size > len(chunk):
                     break

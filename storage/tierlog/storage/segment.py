@@ -371,25 +371,53 @@ class LogSegment:
 
     def batches(self, start_position: int = 0) -> Iterator[FileBatch]:
         """The batches (with their bytes) from ``start_position``, stepping over damage."""
-        if not self.damage:
-            return self.log.batches(start_position)
-        return self._around_damage(self.log.batches, start_position)
+        return self._walk(self.log.batches, start_position)
 
     def headers(self, start_position: int = 0) -> Iterator[FileBatch]:
         """The batch headers from ``start_position``, stepping over damage."""
-        if not self.damage:
-            return self.log.headers(start_position)
-        return self._around_damage(self.log.headers, start_position)
+        return self._walk(self.log.headers, start_position)
 
-    def _around_damage(
+    def _walk(
         self, walk: Callable[[int, int | None], Iterator[FileBatch]], start_position: int
     ) -> Iterator[FileBatch]:
+        """``walk`` over the bytes below ``size`` (as it is now) outside ``damage``.
+
+        Those bytes are whole batches: appends are whole, and at opening recovery cut or
+        recorded everything else. So a walk that cannot go on before its end met damage
+        done since (a flipped length field, say), and raises CorruptRecordError there:
+        ending quietly would move a read on to the next segment, past every offset left
+        in this one."""
+        end = self.size
         position = start_position
         for damage in self.damage:
             if damage.end_position > position:
-                yield from walk(position, damage.position)  # nothing if already past it
+                yield from self._whole_batches(walk, position, damage.position)
                 position = damage.end_position
-        yield from walk(position, None)
+        yield from self._whole_batches(walk, position, end)
+
+    def _whole_batches(
+        self, walk: Callable[[int, int | None], Iterator[FileBatch]], start: int, end: int
+    ) -> Iterator[FileBatch]:
+        position = start
+        try:
+            for batch in walk(start, end):
+                yield batch
+                position = batch.end
+        except (CorruptRecordError, UnsupportedCompressionTypeError) as error:
+            raise self._damaged_at(position, str(error)) from error
+        if position < end:
+            raise self._damaged_at(
+                position, f"it claims more than the {end - position} bytes left in the segment"
+            )
+
+    def _damaged_at(self, position: int, why: str) -> CorruptRecordError:
+        # The base offset leads the header, ahead of the length field a flip most
+        # often hits; it names what the reader lost even when the rest is garbage.
+        claimed = int.from_bytes(self.log.read(position, 8), "big", signed=True)
+        return CorruptRecordError(
+            f"{self.log.path}: the batch at byte {position} (offset {claimed} by its "
+            f"header) is damaged: {why}"
+        )
 
     def _refuse_damaged(self, offset: int) -> None:
         for damage in self.damage:

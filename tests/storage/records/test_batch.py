@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import mmap
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -330,8 +331,25 @@ def test_whole_batches_length_stops_at_a_cut_entry_or_the_upper_bound() -> None:
     assert whole_batches_length(buf, upper_bound_offset=3) == ends[2]
     assert whole_batches_length(buf, upper_bound_offset=2) == ends[1]  # 1-2 holds offset 2
     assert whole_batches_length(buf, upper_bound_offset=0) == 0
-    with pytest.raises(CorruptRecordError):
-        whole_batches_length(first + struct.pack(">qi", 1, -5) + second)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda entry: entry[:8] + struct.pack(">i", -5) + entry[12:], id="negative"),
+        pytest.param(lambda entry: entry[:8] + struct.pack(">i", 40) + entry[12:], id="too short"),
+        pytest.param(lambda entry: entry[:16] + b"\x07" + entry[17:], id="unknown magic"),
+        pytest.param(lambda entry: entry[:22] + b"\x07" + entry[23:], id="unknown codec"),
+    ],
+)
+def test_whole_batches_length_stops_before_an_entry_that_cannot_be_one(
+    damage: Callable[[bytes], bytes],
+) -> None:
+    """The whole entries before damage are an answer (a read starting at the damage is
+    what refuses it), not a failure of the whole window."""
+    first, second, legacy = three_entries()
+    assert whole_batches_length(first + damage(second) + legacy) == len(first)
+    assert whole_batches_length(damage(first) + second) == 0
 
 
 def test_batches_read_in_place_from_a_mapped_file(tmp_path: Path) -> None:

@@ -335,19 +335,36 @@ def iter_batches(
 
 def whole_batches_length(buf: ReadableBuffer, upper_bound_offset: int | None = None) -> int:
     """How many bytes at the start of ``buf`` are whole entries, stopping before the
-    first that is cut off by the end of ``buf`` or holds ``upper_bound_offset`` or later.
+    first that is cut off by the end of ``buf``, holds ``upper_bound_offset`` or later,
+    or cannot be an entry (an unknown magic or codec, a length below its header's).
 
-    The walk reads only each entry's length field (a fetch's window of stored batches,
-    checked when they were appended); with an upper bound it parses each header too.
+    The walk reads only each entry's length, magic and codec (a fetch's window of stored
+    batches, checked when they were appended); with an upper bound it parses each header
+    too. An entry damaged since is not raised here: the whole entries before it are an
+    answer, and the read that starts at it finds the damage and refuses it.
     """
     stop = len(buf)
     pos = 0
-    while stop - pos >= LOG_OVERHEAD:
-        length = _INT32.unpack_from(buf, pos + 8)[0]
-        if length <= 0:
-            raise CorruptRecordError(f"entry at {pos} declares a length of {length}")
+    # Locals, not globals, in the loop: this runs once a batch on every fetch.
+    entry_prefix, smallest_v2, codec_mask, codecs = (
+        _ENTRY_PREFIX.unpack_from,
+        _SMALLEST_LENGTH[2],
+        COMPRESSION_CODEC_MASK,
+        _CODECS,
+    )
+    while stop - pos >= _ENTRY_PREFIX_END:
+        length, magic, legacy_attributes, attributes = entry_prefix(buf, pos + LENGTH_OFFSET)
         end = pos + LOG_OVERHEAD + length
         if end > stop:
+            break
+        if magic == 2:  # the usual case first, in as few steps as can be
+            if length < smallest_v2 or attributes & codec_mask >= codecs:
+                break
+        elif (
+            magic > 2
+            or length < _SMALLEST_LENGTH[magic]
+            or legacy_attributes & COMPRESSION_CODEC_MASK >= _CODECS
+        ):
             break
         if upper_bound_offset is not None and (
             parse_header(buf, pos).last_offset >= upper_bound_offset
@@ -355,6 +372,19 @@ def whole_batches_length(buf: ReadableBuffer, upper_bound_offset: int | None = N
             break
         pos = end
     return pos
+
+
+# From an entry's length field: the length, its magic (past a v2 batch's leader epoch, a
+# message's CRC), a message's attributes, and the low byte of a v2 batch's attributes.
+_ENTRY_PREFIX = struct.Struct(">i4xBB4xB")
+_ENTRY_PREFIX_END = LENGTH_OFFSET + _ENTRY_PREFIX.size
+_CODECS = len(CompressionType)
+# The smallest length field of an entry of each magic: what parse_header accepts.
+_SMALLEST_LENGTH = (
+    legacy.record_overhead(0),
+    legacy.record_overhead(1),
+    V2_HEADER_SIZE - LOG_OVERHEAD,
+)
 
 
 def build_batch(
