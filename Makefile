@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint types unit tools bench stubs crds cluster cluster-tools cluster-down
+.PHONY: demo test lint types unit tools bench stubs crds cluster cluster-tools cluster-down e2e
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ cluster-tools: $(STAMP)
 ## cluster-down: stop the node and remove its state
 cluster-down: $(STAMP)
 	$(BIN)/python -m tests.support.cluster down
+
+## e2e: the end-to-end tests on the one-node cluster (started and stopped unless one runs)
+e2e: $(STAMP) cluster-tools
+	$(BIN)/pytest -m e2e tests/e2e
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -209,6 +209,22 @@ def _pki(layout: Layout) -> Pki:
     return pki
 
 
+def _recycle_volumes(layout: Layout) -> None:
+    """Free the local volumes whose claims are gone: delete, wipe, and let apply re-create."""
+    listed = kubectl(layout, "get", "pv", "-o", "json")
+    if listed.returncode != 0:
+        raise ClusterError(f"kubectl get pv failed: {listed.stderr}")
+    for volume in json.loads(listed.stdout)["items"]:
+        if volume["status"].get("phase") != "Released" or "local" not in volume["spec"]:
+            continue
+        name = volume["metadata"]["name"]
+        _say(f"recycling local volume {name}")
+        kubectl(layout, "delete", "pv", name, "--wait=true")
+        path = Path(volume["spec"]["local"]["path"])
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir(parents=True)
+
+
 def _start(layout: Layout, commands: dict[str, list[str | Path]], name: str) -> None:
     if not daemons.is_running(layout, name):
         _say(f"starting {name}")
@@ -238,6 +254,7 @@ def up(layout: Layout) -> str:
     image = images.build_images(layout)
     for name in ("kubelet", "kube-proxy", "coredns"):
         _start(layout, commands, name)
+    _recycle_volumes(layout)
     _apply(layout, [*manifests.coredns_access(), *manifests.local_volumes(layout)])
     _wait(
         f"node {NODE_NAME} Ready",
