@@ -29,8 +29,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.tools.base_image import BASE_IMAGE  # noqa: E402
+from tests.tools.cluster_dns import COREDNS  # noqa: E402
 from tests.tools.control_plane import ETCD, KUBERNETES  # noqa: E402
-from tests.tools.coredns import COREDNS  # noqa: E402
 from tests.tools.cri_tools import CRI_TOOLS  # noqa: E402
 from tests.tools.helm import HELM  # noqa: E402
 from tests.tools.kube_node import KUBE_NODE  # noqa: E402

@@ -122,6 +122,7 @@ def kubelet_config(layout: Layout) -> str:
         "clusterDNS": [GATEWAY],
         "clusterDomain": CLUSTER_DOMAIN,
         "resolvConf": "",
+        "podLogsDir": str(layout.pod_logs),
         "failSwapOn": False,
         "evictionHard": {
             "memory.available": "100Mi",

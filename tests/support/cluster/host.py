@@ -11,13 +11,14 @@ traffic through iptables, for kube-proxy) or that the kubelet sets on start
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
 from tests.support.cluster.layout import BRIDGE, GATEWAY, POD_SUBNET, SERVICE_RANGE, Layout
 
-__all__ = ["prepare_host", "restore_host"]
+__all__ = ["prepare_host", "remove_kubernetes_chains", "restore_host"]
 
 _SET_BY_US = {"net/ipv4/ip_forward": "1", "net/bridge/bridge-nf-call-iptables": "1"}
 _SET_BY_KUBELET = ("vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops")
@@ -75,3 +76,25 @@ def restore_host(layout: Layout) -> None:
         for key, value in json.loads(layout.saved_sysctls.read_text()).items():
             _sysctl(key).write_text(value)
         layout.saved_sysctls.unlink()
+
+
+def remove_kubernetes_chains() -> None:
+    """Every ``KUBE-*`` chain (kube-proxy's, the kubelet's canaries) and each rule that
+    jumps to one, IPv4 and IPv6: no other Kubernetes runs on these machines."""
+    for program in ("iptables", "ip6tables"):
+        for table in ("filter", "nat", "mangle"):
+            listed = _run([program, "-t", table, "-S"], check=False).stdout.splitlines()
+            # shlex: the rules' comments are quoted phrases.
+            jumps = [
+                shlex.split(line)[1:]
+                for line in listed
+                if line.startswith("-A ") and "KUBE-" in line
+            ]
+            for rule in jumps:
+                if not rule[0].startswith("KUBE-"):  # a built-in chain's jump into ours
+                    _run([program, "-t", table, "-D", *rule], check=False)
+            chains = [line.split()[1] for line in listed if line.startswith("-N KUBE-")]
+            for chain in chains:
+                _run([program, "-t", table, "-F", chain], check=False)
+            for chain in chains:
+                _run([program, "-t", table, "-X", chain], check=False)

@@ -69,6 +69,10 @@ class Layout:
         return self.state / "kubelet"
 
     @property
+    def pod_logs(self) -> Path:
+        return self.state / "pod-logs"
+
+    @property
     def cni_conf_dir(self) -> Path:
         return self.state / "cni" / "net.d"
 

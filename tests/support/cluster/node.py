@@ -28,8 +28,8 @@ from tests.support.cluster.layout import (
     Layout,
 )
 from tests.support.cluster.pki import Pki, api_server_url, write_pki
+from tests.tools.cluster_dns import coredns_bin
 from tests.tools.control_plane import etcd_bin, kube_apiserver_bin, kubectl_bin
-from tests.tools.coredns import coredns_bin
 from tests.tools.cri_tools import crictl_bin
 from tests.tools.kube_node import node_bin
 from tests.tools.node_packages import package_bin
@@ -286,11 +286,19 @@ def down(layout: Layout) -> None:
         if daemons.is_running(layout, name):
             _say(f"stopping {name}")
         daemons.stop(layout, name)
-    _ok([node_bin("kube-proxy"), "--cleanup"])
+    host.remove_kubernetes_chains()
+    _remove_container_log_links(layout)
     host.restore_host(layout)
     _unmount_under(layout.state)
     shutil.rmtree(layout.state, ignore_errors=True)
     _say("down: state removed")
+
+
+def _remove_container_log_links(layout: Layout) -> None:
+    """The kubelet links each container's log into /var/log/containers (a fixed path)."""
+    for link in Path("/var/log/containers").glob("*.log"):
+        if link.is_symlink() and str(link.readlink()).startswith(str(layout.pod_logs)):
+            link.unlink()
 
 
 def _unmount_under(root: Path) -> None:

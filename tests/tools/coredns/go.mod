@@ -1,5 +1,5 @@
 // The cluster DNS of the one-node cluster (make cluster), built by
-// tests/tools/coredns.py: CoreDNS's own main package, with its default plugins.
+// tests/tools/cluster_dns.py: CoreDNS's own main package, with its default plugins.
 
 module tierlog.test/coredns
 
