@@ -1,5 +1,5 @@
 """The path a user walks, on a real node: ``helm install`` of the chart with the image
-built from the ``Dockerfile``, a 3-broker ``TierlogCluster`` whose claims bind, and a Job
+built from the ``Dockerfile``, a 3-broker ``TierlogCluster`` whose claims bind, and Jobs
 in the cluster producing and consuming through the brokers' per-pod DNS names."""
 
 from __future__ import annotations
@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -21,7 +23,18 @@ REPO = Path(__file__).resolve().parents[2]
 RECORDS = 1000
 
 
-@pytest.fixture
+@dataclass(frozen=True)
+class Brokers:
+    namespace: str
+    name: str  # the TierlogCluster's
+
+    @property
+    def servers(self) -> str:
+        """The per-broker names of the headless Service, as clients in the cluster use them."""
+        return ",".join(f"{self.name}-{i}.{self.name}-brokers:9092" for i in range(3))
+
+
+@pytest.fixture(scope="module")
 def operator(one_node: Node) -> Iterator[str]:
     """The chart installed with the node's image, as docs/KUBERNETES.md says; its namespace.
 
@@ -42,23 +55,49 @@ def operator(one_node: Node) -> Iterator[str]:
         one_node.kubectl("delete", "namespace", namespace, "--timeout=180s")
 
 
-def _job(servers: str, image: str) -> dict[str, object]:
-    script = (
-        f"tierlog perf produce --num-records {RECORDS} --record-size 100 --throughput -1 orders"
-        f" && tierlog consume --from-beginning --max-messages {RECORDS} --timeout-ms 60000"
-        " orders | wc -l"
-    )
-    container = {
+@pytest.fixture(scope="module")
+def brokers(one_node: Node, operator: str) -> Iterator[Brokers]:
+    """``deploy/examples/cluster-minimal.yaml`` (3 brokers) in a namespace of its own, Ready."""
+    namespace = one_node.create_namespace("brokers")
+    try:
+        cluster = yaml.safe_load(
+            (REPO / "deploy" / "examples" / "cluster-minimal.yaml").read_text()
+        )
+        started = time.monotonic()
+        one_node.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(cluster))
+        name = cluster["metadata"]["name"]
+        one_node.wait(namespace, "--for=condition=Ready", f"tierlogcluster/{name}")
+        print(f"\n3-broker cluster Ready {time.monotonic() - started:.1f} s after kubectl apply")
+        yield Brokers(namespace, name)
+    finally:
+        # Waited for: the operator (still installed) removes its finalizers.
+        one_node.kubectl("delete", "namespace", namespace, "--timeout=180s")
+
+
+def _topic(one_node: Node, brokers: Brokers, topic: str) -> None:
+    manifest = {
+        "apiVersion": "tierlog.io/v1alpha1",
+        "kind": "TierlogTopic",
+        "metadata": {"name": topic},
+        "spec": {"cluster": brokers.name, "partitions": 3},
+    }
+    one_node.kubectl("apply", "-n", brokers.namespace, "-f", "-", input=json.dumps(manifest))
+    one_node.wait(brokers.namespace, "--for=condition=Ready", f"tierlogtopic/{topic}")
+
+
+def _run_job(one_node: Node, brokers: Brokers, name: str, script: str) -> str:
+    """A Job of the node's image running ``script`` with ``TIERLOG_SERVER`` set; its log."""
+    container: dict[str, Any] = {
         "name": "client",
-        "image": image,
-        "env": [{"name": "TIERLOG_SERVER", "value": servers}],
+        "image": one_node.image,
+        "env": [{"name": "TIERLOG_SERVER", "value": brokers.servers}],
         "command": ["sh", "-c", script],
         "securityContext": {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False},
     }
-    return {
+    job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": "produce-consume"},
+        "metadata": {"name": name},
         "spec": {
             "backoffLimit": 0,
             "template": {
@@ -70,42 +109,61 @@ def _job(servers: str, image: str) -> dict[str, object]:
             },
         },
     }
+    one_node.kubectl("apply", "-n", brokers.namespace, "-f", "-", input=json.dumps(job))
+    one_node.wait(brokers.namespace, "--for=condition=Complete", f"job/{name}")
+    return one_node.kubectl("logs", "-n", brokers.namespace, f"job/{name}")
+
+
+def _produce(topic: str) -> str:
+    return f"tierlog perf produce --num-records {RECORDS} --record-size 100 --throughput -1 {topic}"
+
+
+def _count(topic: str) -> str:
+    """Prints how many records a consumer from the beginning gets (it stops at RECORDS)."""
+    return (
+        f"tierlog consume --from-beginning --max-messages {RECORDS} --timeout-ms 60000 {topic}"
+        " | wc -l"
+    )
 
 
 def test_a_three_broker_cluster_binds_its_claims_and_serves_a_job_by_dns_names(
-    one_node: Node, operator: str
+    one_node: Node, brokers: Brokers
 ) -> None:
-    namespace = one_node.create_namespace("brokers")
-    try:
-        cluster = yaml.safe_load(
-            (REPO / "deploy" / "examples" / "cluster-minimal.yaml").read_text()
+    claims = json.loads(one_node.kubectl("get", "pvc", "-n", brokers.namespace, "-o", "json"))
+    assert sorted(c["status"]["phase"] for c in claims["items"]) == ["Bound"] * 3
+
+    _topic(one_node, brokers, "orders")
+    output = _run_job(
+        one_node, brokers, "produce-consume", f"{_produce('orders')} && {_count('orders')}"
+    )
+    assert f"{RECORDS} records sent" in output, one_node.story(brokers.namespace)
+    assert output.strip().splitlines()[-1] == str(RECORDS), one_node.story(brokers.namespace)
+
+
+def test_a_deleted_broker_pod_comes_back_on_its_claim_with_every_record(
+    one_node: Node, brokers: Brokers
+) -> None:
+    _topic(one_node, brokers, "restarts")
+    _run_job(one_node, brokers, "produce-before-restart", _produce("restarts"))
+    pod = f"{brokers.name}-1"
+    before = json.loads(one_node.kubectl("get", "pod", pod, "-n", brokers.namespace, "-o", "json"))
+    claim = f"data-{pod}"
+    volume = one_node.kubectl(
+        "get", "pvc", claim, "-n", brokers.namespace, "-o", "jsonpath={.spec.volumeName}"
+    )
+
+    one_node.kubectl("delete", "pod", pod, "-n", brokers.namespace)  # returns once it is gone
+    one_node.wait(brokers.namespace, "--for=create", f"pod/{pod}")  # the StatefulSet's new one
+    one_node.wait(brokers.namespace, "--for=condition=Ready", f"pod/{pod}")
+    one_node.wait(brokers.namespace, "--for=condition=Ready", f"tierlogcluster/{brokers.name}")
+
+    after = json.loads(one_node.kubectl("get", "pod", pod, "-n", brokers.namespace, "-o", "json"))
+    assert after["metadata"]["uid"] != before["metadata"]["uid"]  # a new pod...
+    assert (  # ...on the same claim, still on the same volume
+        one_node.kubectl(
+            "get", "pvc", claim, "-n", brokers.namespace, "-o", "jsonpath={.spec.volumeName}"
         )
-        started = time.monotonic()
-        one_node.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(cluster))
-        name = cluster["metadata"]["name"]
-        one_node.wait(namespace, "--for=condition=Ready", f"tierlogcluster/{name}")
-        print(f"\n3-broker cluster Ready {time.monotonic() - started:.1f} s after kubectl apply")
-
-        claims = json.loads(one_node.kubectl("get", "pvc", "-n", namespace, "-o", "json"))
-        assert sorted(c["status"]["phase"] for c in claims["items"]) == ["Bound"] * 3
-
-        topic = {
-            "apiVersion": "tierlog.io/v1alpha1",
-            "kind": "TierlogTopic",
-            "metadata": {"name": "orders"},
-            "spec": {"cluster": name, "partitions": 3},
-        }
-        one_node.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(topic))
-        one_node.wait(namespace, "--for=condition=Ready", "tierlogtopic/orders")
-
-        # The per-broker names of the headless Service, resolved by the cluster's DNS.
-        servers = ",".join(f"{name}-{i}.{name}-brokers:9092" for i in range(3))
-        job = _job(servers, one_node.image)
-        one_node.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(job))
-        one_node.wait(namespace, "--for=condition=Complete", "job/produce-consume")
-        output = one_node.kubectl("logs", "-n", namespace, "job/produce-consume")
-        assert f"{RECORDS} records sent" in output, one_node.story(namespace)
-        assert output.strip().splitlines()[-1] == str(RECORDS), one_node.story(namespace)
-    finally:
-        # Waited for: the operator (still installed) removes its finalizers.
-        one_node.kubectl("delete", "namespace", namespace, "--timeout=180s")
+        == volume
+    )
+    output = _run_job(one_node, brokers, "consume-after-restart", _count("restarts"))
+    assert output.strip().splitlines()[-1] == str(RECORDS), one_node.story(brokers.namespace)
