@@ -180,6 +180,7 @@ CLUSTER_TOOLS: tuple[Tool, ...] = (
     ETCD,
     KUBERNETES,
     HELM,
+    MINIO,  # the e2e tests' tier
     KUBE_NODE,
     COREDNS,
     CRI_TOOLS,
