@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint types unit tools bench stubs crds
+.PHONY: demo test lint types unit tools bench stubs crds cluster cluster-tools cluster-down e2e
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,22 @@ test: $(STAMP) tools lint types unit
 
 tools: $(STAMP)
 	$(BIN)/python tests/tools/bootstrap.py
+
+## cluster: a one-node Kubernetes here (docs/KUBERNETES.md); eval "$$(make -s cluster)" sets KUBECONFIG, TIERLOG_IMAGE, PATH
+cluster: $(STAMP) cluster-tools
+	$(BIN)/python -m tests.support.cluster up
+
+# Progress to stderr: `make -s cluster`'s stdout carries only the export lines.
+cluster-tools: $(STAMP)
+	$(BIN)/python tests/tools/bootstrap.py --cluster >&2
+
+## cluster-down: stop the node and remove its state
+cluster-down: $(STAMP)
+	$(BIN)/python -m tests.support.cluster down
+
+## e2e: the end-to-end tests on the one-node cluster (started and stopped unless one runs)
+e2e: $(STAMP) cluster-tools
+	$(BIN)/pytest -m e2e tests/e2e
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

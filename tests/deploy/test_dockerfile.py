@@ -1,5 +1,6 @@
-"""The image's Dockerfile documents the ports the pods really use (it cannot be built
-here: no image builder on this machine, so only its text is checked)."""
+"""The image's Dockerfile documents the ports the pods really use. Its text only: the
+image itself is built (podman, on a debootstrap base) and run by ``make cluster`` and the
+e2e tests (tests/e2e/), which ``make test`` does not run yet."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +38,9 @@ class Authority:
         )
         self.certificate_pem = self.certificate.public_bytes(serialization.Encoding.PEM)
 
-    def issue(self, common_name: str, *, server: bool) -> Issued:
+    def issue(self, common_name: str, *, server: bool, hosts: Sequence[str] = ()) -> Issued:
+        """A leaf certificate; a server's names localhost and 127.0.0.1, plus ``hosts``
+        (IP addresses or DNS names)."""
         key = ec.generate_private_key(ec.SECP256R1())
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
         usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
@@ -49,7 +52,7 @@ class Authority:
         if server:
             builder = builder.add_extension(
                 x509.SubjectAlternativeName(
-                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+                    [_name(host) for host in ("localhost", "127.0.0.1", *hosts)]
                 ),
                 critical=False,
             )
@@ -62,6 +65,13 @@ class Authority:
                 serialization.NoEncryption(),
             ),
         )
+
+
+def _name(host: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        return x509.DNSName(host)
 
 
 def _builder(

@@ -38,7 +38,14 @@ from tests.support.certs import Authority
 from tests.support.sidecars import free_port
 from tests.tools.control_plane import etcd_bin, kube_apiserver_bin, kubectl_bin
 
-__all__ = ["ControlPlane", "control_plane", "start_control_plane"]
+__all__ = [
+    "ADMIN_USER",
+    "ControlPlane",
+    "control_plane",
+    "kubeconfig",
+    "start_control_plane",
+    "write_key_pair",
+]
 
 ADMIN_USER = "tierlog-test-admin"
 _READY_TIMEOUT_S = 180.0  # a cold start on a busy 2-core machine is slow
@@ -131,7 +138,7 @@ class ControlPlane:
             process.stop()
 
 
-def _write_key_pair(workdir: Path) -> tuple[Path, Path]:
+def write_key_pair(workdir: Path) -> tuple[Path, Path]:
     """The service-account token signing key (private) and its public half."""
     key = ec.generate_private_key(ec.SECP256R1())
     private, public = workdir / "sa.key", workdir / "sa.pub"
@@ -150,7 +157,8 @@ def _write_key_pair(workdir: Path) -> tuple[Path, Path]:
     return private, public
 
 
-def _kubeconfig(server: str, ca_file: Path, token: str) -> dict[str, Any]:
+def kubeconfig(server: str, ca_file: Path, token: str, user: str = ADMIN_USER) -> dict[str, Any]:
+    """A kubeconfig (as data) that reaches ``server`` as ``user`` with a bearer token."""
     return {
         "apiVersion": "v1",
         "kind": "Config",
@@ -160,9 +168,9 @@ def _kubeconfig(server: str, ca_file: Path, token: str) -> dict[str, Any]:
                 "cluster": {"server": server, "certificate-authority": str(ca_file)},
             }
         ],
-        "users": [{"name": ADMIN_USER, "user": {"token": token}}],
+        "users": [{"name": user, "user": {"token": token}}],
         "contexts": [
-            {"name": "tierlog-test", "context": {"cluster": "tierlog-test", "user": ADMIN_USER}}
+            {"name": "tierlog-test", "context": {"cluster": "tierlog-test", "user": user}}
         ],
         "current-context": "tierlog-test",
     }
@@ -197,7 +205,7 @@ def _apiserver_command(workdir: Path, etcd_url: str, port: int, token: str) -> l
     serving_cert, serving_key = authority.issue("kube-apiserver", server=True).write(
         workdir, "apiserver"
     )
-    signing_key, public_key = _write_key_pair(workdir)
+    signing_key, public_key = write_key_pair(workdir)
     tokens = workdir / "tokens.csv"
     tokens.write_text(f'{token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
     return [
@@ -231,9 +239,9 @@ def start_control_plane(workdir: Path) -> ControlPlane:
     apiserver = _spawn("kube-apiserver", command, workdir)
     ca_file = workdir / "ca.crt"
     server = f"https://127.0.0.1:{port}"
-    kubeconfig = workdir / "kubeconfig"
-    kubeconfig.write_text(json.dumps(_kubeconfig(server, ca_file, token), indent=2))
-    plane = ControlPlane(workdir, server, token, ca_file, kubeconfig, [etcd, apiserver])
+    config_file = workdir / "kubeconfig"
+    config_file.write_text(json.dumps(kubeconfig(server, ca_file, token), indent=2))
+    plane = ControlPlane(workdir, server, token, ca_file, config_file, [etcd, apiserver])
     try:
         _wait_ready(plane)
     except BaseException:

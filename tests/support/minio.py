@@ -1,7 +1,8 @@
 """A real MinIO server on loopback for the tier's tests (S3 is never mocked).
 
 ``MinioServer(data_dir).start()`` runs the binary ``make tools`` installed
-(``tests/tools/minio.py``) on ``127.0.0.1`` with a free port, root credentials of its
+(``tests/tools/minio.py``) on ``127.0.0.1`` (or ``host``: the e2e tests use the one-node
+cluster's bridge address, which its pods reach) with a free port, root credentials of its
 own and its output in ``DATA_DIR.log``; it returns once MinIO answers its liveness
 probe. ``stop()`` or ``kill()`` then ``start()`` again brings it back on the same port
 and data directory, which is how tests take S3 away in the middle of an upload and
@@ -38,11 +39,12 @@ class MinioServer:
     secret_access_key: str = "tierlog-test-secret"
     region: str = "us-east-1"
     port: int = 0  # 0: a free one, picked at the first start and kept for restarts
+    host: str = "127.0.0.1"
     process: subprocess.Popen[bytes] | None = field(init=False, default=None)
 
     @property
     def endpoint_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     @property
     def log_path(self) -> Path:
@@ -58,7 +60,8 @@ class MinioServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         command = [
             str(binary), "server", str(self.data_dir), "--quiet",
-            "--address", f"127.0.0.1:{self.port}", "--console-address", f"127.0.0.1:{free_port()}",
+            "--address", f"{self.host}:{self.port}",
+            "--console-address", f"127.0.0.1:{free_port()}",
         ]  # fmt: skip
         environment = {
             "MINIO_ROOT_USER": self.access_key_id,

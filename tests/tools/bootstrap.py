@@ -28,10 +28,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from tests.tools.base_image import BASE_IMAGE  # noqa: E402
+from tests.tools.cluster_dns import COREDNS  # noqa: E402
 from tests.tools.control_plane import ETCD, KUBERNETES  # noqa: E402
+from tests.tools.cri_tools import CRI_TOOLS  # noqa: E402
 from tests.tools.helm import HELM  # noqa: E402
+from tests.tools.kube_node import KUBE_NODE  # noqa: E402
 from tests.tools.minio import MINIO  # noqa: E402
 from tests.tools.monitoring_crds import MONITORING_CRDS  # noqa: E402
+from tests.tools.node_packages import NODE_PACKAGES  # noqa: E402
 from tests.tools.prometheus import PROMETHEUS  # noqa: E402
 from tests.tools.toolkit import (  # noqa: E402
     CACHE_DIR,
@@ -46,6 +51,7 @@ __all__ = [
     "BUF",
     "BUF_VERSION",
     "CACHE_DIR",
+    "CLUSTER_TOOLS",
     "KAFKA",
     "KAFKA_VERSION",
     "TOOLS",
@@ -167,6 +173,21 @@ TOOLS: tuple[Tool, ...] = (
     KUBERNETES,
 )
 
+# The one-node cluster's (``make cluster``, tests/support/cluster/): the control plane's
+# tools plus these. Not in ``make test``'s set yet: they install Debian packages and
+# build for minutes more, and no test of ``make test`` runs a pod so far.
+CLUSTER_TOOLS: tuple[Tool, ...] = (
+    ETCD,
+    KUBERNETES,
+    HELM,
+    MINIO,  # the e2e tests' tier
+    KUBE_NODE,
+    COREDNS,
+    CRI_TOOLS,
+    NODE_PACKAGES,
+    BASE_IMAGE,
+)
+
 
 # --- driver ---------------------------------------------------------------------------------
 
@@ -192,13 +213,16 @@ def ensure(tool: Tool) -> None:
 
 
 def main(argv: Sequence[str] = ()) -> int:
-    wanted = set(argv)
-    unknown = wanted - {tool.name for tool in TOOLS}
+    """Install every tool of ``make test`` (or, with ``--cluster``, of ``make cluster``),
+    or only those named."""
+    tools = CLUSTER_TOOLS if "--cluster" in argv else TOOLS
+    wanted = set(argv) - {"--cluster"}
+    unknown = wanted - {tool.name for tool in tools}
     if unknown:
         print(f"bootstrap: unknown tools {sorted(unknown)}", file=sys.stderr)
         return 2
     try:
-        for tool in TOOLS:
+        for tool in tools:
             if not wanted or tool.name in wanted:
                 ensure(tool)
     except BootstrapError as exc:

@@ -16,13 +16,18 @@ checkout's ``.cache/tools`` holds links to them.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-from collections.abc import Sequence
 from pathlib import Path
 
-from tests.tools.toolkit import REPO, BootstrapError, Tool, require, run, shared_build
+from tests.tools.toolkit import (
+    REPO,
+    BootstrapError,
+    Tool,
+    go_build,
+    link_into,
+    run,
+    shared_build,
+)
 
 __all__ = [
     "ETCD",
@@ -32,6 +37,7 @@ __all__ = [
     "etcd_bin",
     "kube_apiserver_bin",
     "kubectl_bin",
+    "kubernetes_ldflags",
 ]
 
 KUBERNETES_MODULE_DIR = REPO / "tests" / "tools" / "kubernetes"
@@ -52,30 +58,10 @@ KUBERNETES_VERSION = required_version(KUBERNETES_MODULE_DIR, "k8s.io/kubernetes"
 ETCD_VERSION = required_version(ETCD_MODULE_DIR, _ETCD_SERVER)
 
 
-def _go_build(module_dir: Path, packages: Sequence[str], output: str, ldflags: str) -> None:
-    """``go build -o output`` (a directory, with a trailing slash, for several packages)."""
-    go = require("go", "install Go 1.26+ (https://go.dev/dl)")
-    run(
-        [go, "build", "-trimpath", "-ldflags", ldflags, "-o", output, *packages],
-        what=f"go build {' '.join(packages)}",
-        cwd=module_dir,
-        # readonly: the committed go.sum is the pin; a build never edits go.mod.
-        env={"GOFLAGS": "-mod=readonly -buildvcs=false"},
-    )
-
-
-def _link_into(home: Path, built: Path, names: Sequence[str]) -> None:
-    for name in names:
-        try:
-            os.link(built / name, home / name)
-        except OSError:  # another filesystem
-            shutil.copy2(built / name, home / name)
-
-
 # --- kube-apiserver and kubectl -------------------------------------------------------------
 
 
-def _kubernetes_ldflags() -> str:
+def kubernetes_ldflags() -> str:
     major, minor = KUBERNETES_VERSION.removeprefix("v").split(".")[:2]
     stamps = []
     for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
@@ -93,17 +79,17 @@ def _build_kubernetes(into: Path) -> None:
         f"  building kube-apiserver and kubectl {KUBERNETES_VERSION} from the Go module proxy "
         "(10-30 minutes on 2 cores)"
     )
-    _go_build(
+    go_build(
         KUBERNETES_MODULE_DIR,
         ["k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kubectl"],
         f"{into}/",
-        _kubernetes_ldflags(),
+        kubernetes_ldflags(),
     )
 
 
 def _install_kubernetes(home: Path) -> None:
     built = shared_build(f"kubernetes-{KUBERNETES_VERSION}", _build_kubernetes)
-    _link_into(home, built, ["kube-apiserver", "kubectl"])
+    link_into(home, built, ["kube-apiserver", "kubectl"])
     version = run([home / "kube-apiserver", "--version"], what="kube-apiserver --version")
     if KUBERNETES_VERSION not in version:
         raise BootstrapError(f"expected {KUBERNETES_VERSION}, kube-apiserver says {version!r}")
@@ -122,12 +108,12 @@ KUBERNETES = Tool(
 
 def _build_etcd(into: Path) -> None:
     print(f"  building etcd {ETCD_VERSION} from the Go module proxy (a few minutes)")
-    _go_build(ETCD_MODULE_DIR, [_ETCD_SERVER], str(into / "etcd"), "-s -w")
+    go_build(ETCD_MODULE_DIR, [_ETCD_SERVER], str(into / "etcd"), "-s -w")
 
 
 def _install_etcd(home: Path) -> None:
     built = shared_build(f"etcd-{ETCD_VERSION}", _build_etcd)
-    _link_into(home, built, ["etcd"])
+    link_into(home, built, ["etcd"])
     version = run([home / "etcd", "--version"], what="etcd --version")
     if ETCD_VERSION.removeprefix("v") not in version:
         raise BootstrapError(f"expected etcd {ETCD_VERSION}, it says {version!r}")

@@ -26,6 +26,8 @@ __all__ = [
     "SHARED_CACHE",
     "BootstrapError",
     "Tool",
+    "go_build",
+    "link_into",
     "require",
     "run",
     "shared_build",
@@ -128,3 +130,24 @@ def shared_build(name: str, build: Callable[[Path], None]) -> Path:
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return final
+
+
+def go_build(module_dir: Path, packages: Sequence[str], output: str, ldflags: str) -> None:
+    """``go build -o output`` (a directory, with a trailing slash, for several packages)."""
+    go = require("go", "install Go 1.26+ (https://go.dev/dl)")
+    run(
+        [go, "build", "-trimpath", "-ldflags", ldflags, "-o", output, *packages],
+        what=f"go build {' '.join(packages)}",
+        cwd=module_dir,
+        # readonly: the committed go.sum is the pin; a build never edits go.mod.
+        env={"GOFLAGS": "-mod=readonly -buildvcs=false"},
+    )
+
+
+def link_into(home: Path, built: Path, names: Sequence[str]) -> None:
+    """Hard links (copies across filesystems) of ``built/name`` into a tool's home."""
+    for name in names:
+        try:
+            os.link(built / name, home / name)
+        except OSError:  # another filesystem
+            shutil.copy2(built / name, home / name)
