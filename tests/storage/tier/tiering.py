@@ -73,15 +73,11 @@ def minio_store(
     part: int = 16 << 20,
     observer: Recorder | None = None,
 ) -> S3Store:
-    secret = tmp_path / "s3-secret"
-    secret.mkdir(exist_ok=True)
-    (secret / "access_key_id").write_text(minio.access_key_id)
-    (secret / "secret_access_key").write_text(minio.secret_access_key)
     options = S3Options(
         region=minio.region,
         endpoint_url=minio.endpoint_url,
         path_style=True,
-        credentials_path=secret,
+        credentials_path=minio.write_credentials(tmp_path / "s3-credentials"),
         connect_timeout_s=1,
         read_timeout_s=5,
         max_attempts=2,
