@@ -25,9 +25,10 @@ import pytest
 from tests.operator.conftest import Brokers, RunningOperator, wait_for
 from tests.operator.test_handlers import apply, cluster, condition, events, get, ready_cluster
 from tests.operator.test_handlers import topic as topic_resource
+from tests.support.acknowledged import Acknowledged
 from tests.support.kube import ControlPlane
 from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
-from tierlog.client import Consumer, ConsumerRecord, Producer, RecordFuture, TopicPartition
+from tierlog.client import Consumer, ConsumerRecord, Producer, TopicPartition
 from tierlog.client.rpc import open_channel
 
 pytestmark = pytest.mark.slow
@@ -35,27 +36,6 @@ pytestmark = pytest.mark.slow
 TOPIC = "orders"
 PARTITIONS = 6
 LATEST, LATEST_TIERED = -1, -5  # ListOffsets' special timestamps (KIP-1005 for the tier)
-
-
-class Acknowledged:
-    """What a producer thread was told: value -> (partition, offset), and any failure."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.where: dict[bytes, tuple[int, int]] = {}
-        self.failures: list[BaseException] = []
-
-    def track(self, value: bytes) -> Callable[[RecordFuture], None]:
-        def done(future: RecordFuture) -> None:
-            with self.lock:
-                error = future.exception()
-                if error is not None:
-                    self.failures.append(error)
-                    return
-                metadata = future.result()
-                self.where[value] = (metadata.partition, metadata.offset)
-
-        return done
 
 
 def offset(address: str, partition: int, timestamp_ms: int) -> int:
