@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support.small_disk import fill_leaving, small_disk_at
-from tierlog.client import Producer
+from tierlog.client import Producer, RecordFuture
 from tierlog.client.consumer import ConsumerRecord
 from tierlog.client.errors import IllegalProducerStateError, TierlogError, reason_of
 from tierlog.client.futures import RecordMetadata
@@ -315,6 +315,21 @@ def sidecar_on_small_disk(
         yield sidecar, disk
 
 
+def send_numbered(producer: Producer, numbers: range, padding: bytes = b"") -> list[RecordFuture]:
+    """Send record ``i`` of ``numbers`` to ``full`` keyed ``i`` (so its partition and
+    its place in the send order can be read back), its value ``i`` then ``padding``."""
+    return [producer.send("full", b"%d" % i + padding, key=b"%d" % i) for i in numbers]
+
+
+# Short timeouts, so that a disk kept full for a second or two outlasts delivery.timeout.ms.
+OUTLASTED_DELIVERY_TIMEOUT = {
+    "linger.ms": 0,
+    "retry.backoff.ms": 20,
+    "request.timeout.ms": 1000,
+    "delivery.timeout.ms": 1500,
+}
+
+
 def assert_read_once_in_order(
     records: list[ConsumerRecord], metadata: list[RecordMetadata], partitions: int
 ) -> None:
@@ -339,19 +354,17 @@ def test_an_idempotent_producer_resumes_once_a_full_disk_has_room_again(
     with sidecar_on_small_disk(sidecars, tmp_path, partitions=2) as (sidecar, disk):
         config = {"bootstrap.servers": sidecar.address, "linger.ms": 0, "retry.backoff.ms": 20}
         with Producer(config) as producer:
-            futures = [producer.send("full", b"%d" % i, key=b"%d" % i) for i in range(100)]
+            futures = send_numbered(producer, range(100))
             assert producer.flush(timeout_s=30)
             filler = fill_leaving(disk, 16 * 1024)
             value = bytes(1024)  # 200 KiB in all: more than is left
-            futures += [
-                producer.send("full", b"%d" % i + value, key=b"%d" % i) for i in range(100, 300)
-            ]
+            futures += send_numbered(producer, range(100, 300), padding=value)
             deadline = time.monotonic() + 30
             while "no space left" not in sidecar.output:  # the sidecar refused an append
                 assert time.monotonic() < deadline, "the disk never filled up"
                 time.sleep(0.05)
             filler.unlink()
-            futures += [producer.send("full", b"%d" % i, key=b"%d" % i) for i in range(300, 400)]
+            futures += send_numbered(producer, range(300, 400))
             assert producer.flush(timeout_s=60)
             metadata = [future.result(timeout=0) for future in futures]  # raises if any failed
         records = consume_to_end(sidecar.address, "full")
@@ -368,27 +381,19 @@ def test_after_a_full_disk_outlasted_delivery_timeout_the_producer_goes_on_losin
     the producer goes on: every later send succeeds, each acknowledged record is read
     exactly once and in order, and no failed one was stored."""
     with sidecar_on_small_disk(sidecars, tmp_path, partitions=2) as (sidecar, disk):
-        config = {
-            "bootstrap.servers": sidecar.address,
-            "linger.ms": 0,
-            "retry.backoff.ms": 20,
-            "request.timeout.ms": 1000,
-            "delivery.timeout.ms": 1500,
-        }
+        config = {"bootstrap.servers": sidecar.address, **OUTLASTED_DELIVERY_TIMEOUT}
         with Producer(config) as producer:
-            futures = [producer.send("full", b"%d" % i, key=b"%d" % i) for i in range(100)]
+            futures = send_numbered(producer, range(100))
             assert producer.flush(timeout_s=30)
             filler = fill_leaving(disk, 16 * 1024)
             value = bytes(1024)
-            while_full = [
-                producer.send("full", b"%d" % i + value, key=b"%d" % i) for i in range(100, 300)
-            ]
+            while_full = send_numbered(producer, range(100, 300), padding=value)
             deadline = time.monotonic() + 30
             while not any(future.done() and future.exception() for future in while_full):
                 assert time.monotonic() < deadline, "no record failed while the disk was full"
                 time.sleep(0.05)
             filler.unlink()
-            after = [producer.send("full", b"%d" % i, key=b"%d" % i) for i in range(300, 400)]
+            after = send_numbered(producer, range(300, 400))
             assert producer.flush(timeout_s=60)
             assert producer.idempotence is not None
             assert producer.idempotence.producer_id_and_epoch.epoch > 0  # bumped on the way
@@ -427,29 +432,24 @@ def test_a_disk_full_past_delivery_timeout_bumps_the_epoch_once_per_partition_at
     with sidecar_on_small_disk(sidecars, tmp_path, partitions) as (sidecar, disk):
         config = {
             "bootstrap.servers": sidecar.address,
-            "linger.ms": 0,
+            **OUTLASTED_DELIVERY_TIMEOUT,
             "batch.size": 2048,  # one or two records a batch
             "max.in.flight.requests.per.connection": 5,
-            "retry.backoff.ms": 20,
-            "request.timeout.ms": 1000,
-            "delivery.timeout.ms": 1500,
         }
         with Producer(config) as producer:
-            before = [producer.send("full", b"%d" % i, key=b"%d" % i) for i in range(90)]
+            before = send_numbered(producer, range(90))
             assert producer.flush(timeout_s=30)
             assert producer.idempotence is not None
             first_epoch = producer.idempotence.producer_id_and_epoch.epoch
             filler = fill_leaving(disk, 16 * 1024)
             value = bytes(1024)  # 300 KiB in all: far more than is left
-            while_full = [
-                producer.send("full", b"%d" % i + value, key=b"%d" % i) for i in range(90, 390)
-            ]
+            while_full = send_numbered(producer, range(90, 390), padding=value)
             deadline = time.monotonic() + 60
             while not all(future.done() for future in while_full):  # full past the timeout
                 assert time.monotonic() < deadline, "records still pending on a full disk"
                 time.sleep(0.05)
             filler.unlink()
-            after = [producer.send("full", b"%d" % i, key=b"%d" % i) for i in range(390, 490)]
+            after = send_numbered(producer, range(390, 490))
             assert producer.flush(timeout_s=60)
             last_epoch = producer.idempotence.producer_id_and_epoch.epoch
             failures = [future.exception() for future in while_full if future.exception()]
