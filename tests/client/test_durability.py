@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.support.acknowledged import Acknowledged
+from tests.support.producing import Acknowledged, sending_in_background
 from tierlog.client import Consumer, ConsumerRecord, Producer, RecordFuture
 
 from .conftest import SidecarStarter, create_topic
@@ -138,32 +138,26 @@ def test_sends_ride_out_sidecar_restarts_within_the_delivery_timeout(
         "delivery.timeout.ms": 60_000,
     }
     tally = Acknowledged()
-    stop = threading.Event()
     producer = Producer(config)
+    unsettled: deque[RecordFuture] = deque()
+    sent = 0
 
-    def send_until_stopped() -> None:
-        unsettled: deque[RecordFuture] = deque()
-        i = 0
-        while not stop.is_set():
-            value = b"%d" % i
-            future = producer.send("restarts", value, key=value)
-            future.add_done_callback(tally.track(value))
-            unsettled.append(future)
-            if len(unsettled) > 20_000:  # at most so many records waiting
-                unsettled.popleft().exception()
-            i += 1
+    def send_one() -> None:
+        nonlocal sent
+        value = b"%d" % sent
+        future = producer.send("restarts", value, key=value)
+        future.add_done_callback(tally.track(value))
+        unsettled.append(future)
+        if len(unsettled) > 20_000:  # at most so many records waiting
+            unsettled.popleft().exception()
+        sent += 1
 
-    sending = threading.Thread(target=send_until_stopped)
-    sending.start()
-    try:
+    with sending_in_background(send_one):
         for restart in range(RESTARTS):
             tally.wait_for((restart + 1) * 300)  # acknowledged since the last
             sidecar.kill()
             sidecar.start()
         tally.wait_for((RESTARTS + 1) * 300)
-    finally:
-        stop.set()
-        sending.join()
     assert producer.flush(timeout_s=60)
     producer.close()
     assert not tally.failures, tally.failures[:3]

@@ -1,13 +1,15 @@
-"""What a producer's callbacks reported, for tests that check the log against it."""
+"""A producer kept sending from a thread, and what its callbacks reported, for tests
+that check the log against it while brokers are killed, restarted or drained."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from tierlog.client import RecordFuture
 
-__all__ = ["Acknowledged"]
+__all__ = ["Acknowledged", "sending_in_background"]
 
 
 class Acknowledged:
@@ -40,3 +42,22 @@ class Acknowledged:
             assert self.changed.wait_for(
                 lambda: len(self.where) >= count or bool(self.failures), timeout_s
             ), f"{len(self.where)} acknowledged, waiting for {count}"
+
+
+@contextlib.contextmanager
+def sending_in_background(send_some: Callable[[], None]) -> Iterator[None]:
+    """A thread calls ``send_some`` again and again while the block runs; it is stopped
+    and joined when the block ends, however it ends."""
+    stop = threading.Event()
+
+    def keep_sending() -> None:
+        while not stop.is_set():
+            send_some()
+
+    sender = threading.Thread(target=keep_sending)
+    sender.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        sender.join()
