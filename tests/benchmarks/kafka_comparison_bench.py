@@ -236,19 +236,28 @@ class Tierlog:
 
 
 @contextlib.contextmanager
-def sidecar(data_dir: Path, start_timeout_s: float = 30) -> Iterator[str]:
-    """A ``tierlog-sidecar`` on a free loopback port; its address while it runs."""
+def sidecar(
+    data_dir: Path,
+    start_timeout_s: float = 30,
+    *,
+    name: str = "sidecar",
+    pythonpath: str | None = None,
+) -> Iterator[tuple[str, int]]:
+    """A ``tierlog-sidecar`` on a free loopback port, its output in ``<name>.log`` beside
+    ``data_dir`` (its code from ``pythonpath`` if given); its address and pid while it runs."""
     data_dir.mkdir(parents=True)
-    log_path = data_dir.parent / "sidecar.log"
+    env = None if pythonpath is None else {**os.environ, "PYTHONPATH": pythonpath}
+    log_path = data_dir.parent / f"{name}.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [TIERLOG_BIN / "tierlog-sidecar", "--data-dir", data_dir, "--listen", "127.0.0.1:0"],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            env=env,
         )
     try:
-        yield wait_for_listening(process, log_path, start_timeout_s)
+        yield wait_for_listening(process, log_path, start_timeout_s), process.pid
     finally:
         process.terminate()
         process.wait(timeout=60)
@@ -543,7 +552,7 @@ def run(args: argparse.Namespace) -> None:
     try:
         with (
             KafkaBroker(tools, workdir / "kafka") as broker,
-            sidecar(workdir / "tierlog" / "data") as address,
+            sidecar(workdir / "tierlog" / "data") as (address, _),
             loopback_server(workdir) as loopback_address,
         ):
             systems: list[System] = [Kafka(tools, broker), Tierlog(address)]

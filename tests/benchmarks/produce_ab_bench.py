@@ -17,7 +17,6 @@ import argparse
 import contextlib
 import os
 import statistics
-import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -27,8 +26,8 @@ from tests.benchmarks.kafka_comparison_bench import (
     TIERLOG_BIN,
     parse_produce,
     run_client,
-    wait_for_listening,
 )
+from tests.benchmarks.kafka_comparison_bench import sidecar as started_sidecar
 from tierlog.client.admin import AdminClient
 from tierlog.client.errors import NetworkError
 
@@ -71,24 +70,8 @@ class Server:
 
 @contextlib.contextmanager
 def sidecar(name: str, data_dir: Path, pythonpath: str | None) -> Iterator[Server]:
-    data_dir.mkdir(parents=True)
-    env = dict(os.environ)
-    if pythonpath is not None:
-        env["PYTHONPATH"] = pythonpath
-    log_path = data_dir.parent / f"{name}.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [TIERLOG_BIN / "tierlog-sidecar", "--data-dir", data_dir, "--listen", "127.0.0.1:0"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-        )
-    try:
-        yield Server(name, wait_for_listening(process, log_path, 30), process.pid)
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
+    with started_sidecar(data_dir, name=name, pythonpath=pythonpath) as (address, pid):
+        yield Server(name, address, pid)
 
 
 def admin_call(server: Server, call: Callable[[AdminClient], None], attempts: int = 3) -> None:

@@ -117,6 +117,16 @@ def test_consume_from_an_offset_and_by_default_from_the_end(server: str) -> None
     assert ok(from_end) == "" and b"Processed a total of 0 messages" in from_end.stderr
 
 
+def assert_stopped_at_damage(consumed: subprocess.CompletedProcess[bytes], offset: int) -> None:
+    """``consume`` printed every record before the damaged batch at ``offset`` of
+    ``t-0`` (their values are their offsets), then named it and exited 1."""
+    assert consumed.returncode == 1, consumed.stderr.decode()
+    assert consumed.stdout.decode().splitlines() == [str(i) for i in range(offset)]
+    where = rb"tierlog consume: CORRUPT_MESSAGE: t-0: .*offset %d" % offset
+    assert re.search(where, consumed.stderr)
+    assert b"Processed a total of %d messages" % offset in consumed.stderr
+
+
 @pytest.mark.parametrize(
     ("damage_at", "restart"),
     [(MAGIC_OFFSET, False), (V2_HEADER_SIZE + 2, True)],
@@ -148,10 +158,7 @@ def test_consume_stops_at_a_corrupt_batch_with_its_partition_and_offset(
         )
     finally:
         sidecar.kill()
-    assert consumed.returncode == 1, consumed.stderr.decode()
-    assert consumed.stdout.decode().splitlines() == [str(i) for i in range(5)]
-    assert re.search(rb"tierlog consume: CORRUPT_MESSAGE: t-0: .*offset 5", consumed.stderr)
-    assert b"Processed a total of 5 messages" in consumed.stderr
+    assert_stopped_at_damage(consumed, offset=5)
 
 
 @pytest.mark.parametrize(
@@ -176,10 +183,7 @@ def test_consume_stops_at_a_length_flipped_under_the_running_sidecar(
         )
     finally:
         sidecar.kill()
-    assert consumed.returncode == 1, consumed.stderr.decode()
-    assert consumed.stdout.decode().splitlines() == [str(i) for i in range(30)]
-    assert re.search(rb"tierlog consume: CORRUPT_MESSAGE: t-0: .*offset 30", consumed.stderr)
-    assert b"Processed a total of 30 messages" in consumed.stderr
+    assert_stopped_at_damage(consumed, offset=30)
 
 
 def test_a_line_without_the_separator_is_refused(server: str) -> None:

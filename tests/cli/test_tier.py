@@ -150,9 +150,16 @@ def test_the_command_lists_and_verifies_with_exit_codes(
     assert "Invalid batches" in capsys.readouterr().err
 
 
-def test_the_command_reads_a_minio_bucket_with_the_sidecars_s3_flags(
-    tmp_path: Path, minio: MinioServer, s3_bucket: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+@dataclasses.dataclass
+class MinioTiered:
+    s3: list[str]  # the sidecar's S3 flags for the bucket
+    closed: int  # the log's closed segments, all tiered
+    segments: tuple[RemoteSegment, ...]
+
+
+@pytest.fixture
+def minio_tiered(tmp_path: Path, minio: MinioServer, s3_bucket: str) -> MinioTiered:
+    """A partition of 40 batches whose closed segments are tiered to a MinIO bucket."""
     credentials = minio.write_credentials(tmp_path / "credentials")
     s3 = [
         "--tier-url", f"s3://{s3_bucket}/tier", "--s3-endpoint-url", minio.endpoint_url,
@@ -168,9 +175,16 @@ def test_the_command_reads_a_minio_bucket_with_the_sidecars_s3_flags(
     closed = len(log.segments) - 1
     try:
         tier_closed_segments(store, TP, log)
+        return MinioTiered(s3, closed, load_view(store, TP).all_segments())
     finally:
         store.close()
         log.close()
+
+
+def test_the_command_reads_a_minio_bucket_with_the_sidecars_s3_flags(
+    minio_tiered: MinioTiered, capsys: pytest.CaptureFixture[str]
+) -> None:
+    s3, closed = minio_tiered.s3, minio_tiered.closed
     assert main(["tier", "ls", "events-0", *s3]) == 0
     assert capsys.readouterr().out.count("state: finished") == closed > 1
     assert main(["tier", "verify", "events-0", *s3]) == 0
@@ -178,27 +192,13 @@ def test_the_command_reads_a_minio_bucket_with_the_sidecars_s3_flags(
 
 
 def test_verify_of_a_minio_bucket_finds_a_missing_object_as_a_problem(
-    tmp_path: Path, minio: MinioServer, s3_bucket: str, capsys: pytest.CaptureFixture[str]
+    minio_tiered: MinioTiered,
+    minio: MinioServer,
+    s3_bucket: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """An object deleted behind the manifest's back is a definite finding: exit 1."""
-    credentials = minio.write_credentials(tmp_path / "credentials")
-    s3 = [
-        "--tier-url", f"s3://{s3_bucket}/tier", "--s3-endpoint-url", minio.endpoint_url,
-        "--s3-region", minio.region, "--s3-path-style", "--s3-credentials", str(credentials),
-    ]  # fmt: skip
-    log = Log.open(tmp_path / "events-0", CONFIG)
-    fill(log, 40)
-    log.roll()
-    store = open_store(s3[1], S3Options(
-        endpoint_url=minio.endpoint_url, region=minio.region, path_style=True,
-        credentials_path=credentials,
-    ))  # fmt: skip
-    try:
-        tier_closed_segments(store, TP, log)
-        missing = load_view(store, TP).all_segments()[1].key
-    finally:
-        store.close()
-        log.close()
+    s3, missing = minio_tiered.s3, minio_tiered.segments[1].key
     minio.client().delete_object(Bucket=s3_bucket, Key=f"tier/{missing}")
     assert main(["tier", "verify", "events-0", *s3]) == 1
     captured = capsys.readouterr()

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.support.producing import Acknowledged, sending_in_background
 from tierlog.client import Consumer, ConsumerRecord, Producer, RecordFuture
 
 from .conftest import SidecarStarter, create_topic
@@ -113,34 +114,6 @@ def consume_to_end(address: str, topic: str, timeout_s: float = 60) -> list[Cons
         return records
 
 
-class _Tally:
-    """What a producer's callbacks reported: acknowledged values (where) and failures."""
-
-    def __init__(self) -> None:
-        self.acknowledged: dict[bytes, tuple[int, int]] = {}
-        self.failures: list[BaseException] = []
-        self.changed = threading.Condition()
-
-    def callback(self, value: bytes) -> Callable[[RecordFuture], None]:
-        def done(future: RecordFuture) -> None:
-            error = future.exception()
-            with self.changed:
-                if error is not None:
-                    self.failures.append(error)
-                else:
-                    metadata = future.result()
-                    self.acknowledged[value] = (metadata.partition, metadata.offset)
-                self.changed.notify_all()
-
-        return done
-
-    def wait_for_acknowledged(self, count: int, timeout_s: float = 60) -> None:
-        with self.changed:
-            assert self.changed.wait_for(
-                lambda: len(self.acknowledged) >= count or bool(self.failures), timeout_s
-            ), f"{len(self.acknowledged)} acknowledged, waiting for {count}"
-
-
 RESTARTS = 6
 
 
@@ -164,38 +137,32 @@ def test_sends_ride_out_sidecar_restarts_within_the_delivery_timeout(
         "request.timeout.ms": 5000,
         "delivery.timeout.ms": 60_000,
     }
-    tally = _Tally()
-    stop = threading.Event()
+    tally = Acknowledged()
     producer = Producer(config)
+    unsettled: deque[RecordFuture] = deque()
+    sent = 0
 
-    def send_until_stopped() -> None:
-        unsettled: deque[RecordFuture] = deque()
-        i = 0
-        while not stop.is_set():
-            value = b"%d" % i
-            future = producer.send("restarts", value, key=value)
-            future.add_done_callback(tally.callback(value))
-            unsettled.append(future)
-            if len(unsettled) > 20_000:  # at most so many records waiting
-                unsettled.popleft().exception()
-            i += 1
+    def send_one() -> None:
+        nonlocal sent
+        value = b"%d" % sent
+        future = producer.send("restarts", value, key=value)
+        future.add_done_callback(tally.track(value))
+        unsettled.append(future)
+        if len(unsettled) > 20_000:  # at most so many records waiting
+            unsettled.popleft().exception()
+        sent += 1
 
-    sending = threading.Thread(target=send_until_stopped)
-    sending.start()
-    try:
+    with sending_in_background(send_one):
         for restart in range(RESTARTS):
-            tally.wait_for_acknowledged((restart + 1) * 300)  # acknowledged since the last
+            tally.wait_for((restart + 1) * 300)  # acknowledged since the last
             sidecar.kill()
             sidecar.start()
-        tally.wait_for_acknowledged((RESTARTS + 1) * 300)
-    finally:
-        stop.set()
-        sending.join()
+        tally.wait_for((RESTARTS + 1) * 300)
     assert producer.flush(timeout_s=60)
     producer.close()
     assert not tally.failures, tally.failures[:3]
 
-    acknowledged = tally.acknowledged
+    acknowledged = tally.where
     records = consume_to_end(sidecar.address, "restarts")
     stored = Counter((r.value, r.partition, r.offset) for r in records)
     missing = [v for v, (p, offset) in acknowledged.items() if (v, p, offset) not in stored]

@@ -3,7 +3,9 @@ client keeps them, checked on the batch bytes the broker would receive."""
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,8 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support.small_disk import fill_leaving, small_disk_at
-from tierlog.client import Producer
+from tierlog.client import Producer, RecordFuture
+from tierlog.client.consumer import ConsumerRecord
 from tierlog.client.errors import IllegalProducerStateError, TierlogError, reason_of
+from tierlog.client.futures import RecordMetadata
 from tierlog.client.idempotence import (
     MAX_PRODUCER_EPOCH,
     IdempotenceManager,
@@ -23,6 +27,7 @@ from tierlog.storage.file_records import FileRecords
 from tierlog.storage.records import CompressionType
 
 from .conftest import SidecarStarter, create_topic, read_back
+from .sidecars import LiveSidecar
 from .test_durability import consume_to_end
 
 TP = TopicPartition("t", 0)
@@ -298,6 +303,46 @@ def test_stamping_a_built_compressed_batch_patches_only_the_header(codec: str) -
 # --- on a real full disk -----------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def sidecar_on_small_disk(
+    sidecars: SidecarStarter, tmp_path: Path, partitions: int
+) -> Iterator[tuple[LiveSidecar, Path]]:
+    """A sidecar whose data directory is on an 8 MiB tmpfs (the disk, yielded too, for
+    ``fill_leaving``), with a topic ``full`` of ``partitions`` partitions."""
+    with small_disk_at(tmp_path / "disk", "8m") as disk:
+        sidecar = sidecars("disk/data", "log.index.size.max.bytes=4096")
+        create_topic(sidecar.address, "full", partitions=partitions)
+        yield sidecar, disk
+
+
+def send_numbered(producer: Producer, numbers: range, padding: bytes = b"") -> list[RecordFuture]:
+    """Send record ``i`` of ``numbers`` to ``full`` keyed ``i`` (so its partition and
+    its place in the send order can be read back), its value ``i`` then ``padding``."""
+    return [producer.send("full", b"%d" % i + padding, key=b"%d" % i) for i in numbers]
+
+
+# Short timeouts, so that a disk kept full for a second or two outlasts delivery.timeout.ms.
+OUTLASTED_DELIVERY_TIMEOUT = {
+    "linger.ms": 0,
+    "retry.backoff.ms": 20,
+    "request.timeout.ms": 1000,
+    "delivery.timeout.ms": 1500,
+}
+
+
+def assert_read_once_in_order(
+    records: list[ConsumerRecord], metadata: list[RecordMetadata], partitions: int
+) -> None:
+    """Each acknowledged record was stored exactly once, and each partition holds its
+    records in the order they were sent (their keys are their send order)."""
+    acknowledged = {(m.partition, m.offset) for m in metadata}
+    assert {(r.partition, r.offset) for r in records} == acknowledged
+    assert len(records) == len(acknowledged)  # stored once each
+    for partition in range(partitions):
+        sent = [int(r.key or b"-1") for r in records if r.partition == partition]
+        assert sent == sorted(sent)
+
+
 def test_an_idempotent_producer_resumes_once_a_full_disk_has_room_again(
     sidecars: SidecarStarter, tmp_path: Path
 ) -> None:
@@ -306,33 +351,25 @@ def test_an_idempotent_producer_resumes_once_a_full_disk_has_room_again(
     stored none of them).  Once space is freed the producer goes on within
     delivery.timeout.ms: every send succeeds, and a consumer reads each acknowledged
     record exactly once, in the order it was sent in its partition."""
-    with small_disk_at(tmp_path / "disk", "8m") as disk:
-        sidecar = sidecars("disk/data", "log.index.size.max.bytes=4096")
-        create_topic(sidecar.address, "full", partitions=2)
+    with sidecar_on_small_disk(sidecars, tmp_path, partitions=2) as (sidecar, disk):
         config = {"bootstrap.servers": sidecar.address, "linger.ms": 0, "retry.backoff.ms": 20}
         with Producer(config) as producer:
-            futures = [producer.send("full", b"%d" % i, key=b"%d" % i) for i in range(100)]
+            futures = send_numbered(producer, range(100))
             assert producer.flush(timeout_s=30)
             filler = fill_leaving(disk, 16 * 1024)
             value = bytes(1024)  # 200 KiB in all: more than is left
-            futures += [
-                producer.send("full", b"%d" % i + value, key=b"%d" % i) for i in range(100, 300)
-            ]
+            futures += send_numbered(producer, range(100, 300), padding=value)
             deadline = time.monotonic() + 30
             while "no space left" not in sidecar.output:  # the sidecar refused an append
                 assert time.monotonic() < deadline, "the disk never filled up"
                 time.sleep(0.05)
             filler.unlink()
-            futures += [producer.send("full", b"%d" % i, key=b"%d" % i) for i in range(300, 400)]
+            futures += send_numbered(producer, range(300, 400))
             assert producer.flush(timeout_s=60)
             metadata = [future.result(timeout=0) for future in futures]  # raises if any failed
         records = consume_to_end(sidecar.address, "full")
-    acknowledged = {(m.partition, m.offset) for m in metadata}
-    assert {(r.partition, r.offset) for r in records} == acknowledged
-    assert len(records) == len(acknowledged) == 400  # stored once each
-    for partition in (0, 1):
-        sent = [int(r.key or b"-1") for r in records if r.partition == partition]
-        assert sent == sorted(sent)
+    assert_read_once_in_order(records, metadata, partitions=2)
+    assert len(records) == 400
 
 
 def test_after_a_full_disk_outlasted_delivery_timeout_the_producer_goes_on_losing_nothing(
@@ -343,30 +380,20 @@ def test_after_a_full_disk_outlasted_delivery_timeout_the_producer_goes_on_losin
     (KIP-360), and the batches behind them are restamped.  Once space is freed
     the producer goes on: every later send succeeds, each acknowledged record is read
     exactly once and in order, and no failed one was stored."""
-    with small_disk_at(tmp_path / "disk", "8m") as disk:
-        sidecar = sidecars("disk/data", "log.index.size.max.bytes=4096")
-        create_topic(sidecar.address, "full", partitions=2)
-        config = {
-            "bootstrap.servers": sidecar.address,
-            "linger.ms": 0,
-            "retry.backoff.ms": 20,
-            "request.timeout.ms": 1000,
-            "delivery.timeout.ms": 1500,
-        }
+    with sidecar_on_small_disk(sidecars, tmp_path, partitions=2) as (sidecar, disk):
+        config = {"bootstrap.servers": sidecar.address, **OUTLASTED_DELIVERY_TIMEOUT}
         with Producer(config) as producer:
-            futures = [producer.send("full", b"%d" % i, key=b"%d" % i) for i in range(100)]
+            futures = send_numbered(producer, range(100))
             assert producer.flush(timeout_s=30)
             filler = fill_leaving(disk, 16 * 1024)
             value = bytes(1024)
-            while_full = [
-                producer.send("full", b"%d" % i + value, key=b"%d" % i) for i in range(100, 300)
-            ]
+            while_full = send_numbered(producer, range(100, 300), padding=value)
             deadline = time.monotonic() + 30
             while not any(future.done() and future.exception() for future in while_full):
                 assert time.monotonic() < deadline, "no record failed while the disk was full"
                 time.sleep(0.05)
             filler.unlink()
-            after = [producer.send("full", b"%d" % i, key=b"%d" % i) for i in range(300, 400)]
+            after = send_numbered(producer, range(300, 400))
             assert producer.flush(timeout_s=60)
             assert producer.idempotence is not None
             assert producer.idempotence.producer_id_and_epoch.epoch > 0  # bumped on the way
@@ -374,13 +401,8 @@ def test_after_a_full_disk_outlasted_delivery_timeout_the_producer_goes_on_losin
             metadata += [future.result() for future in while_full if not future.exception()]
             failed = {i for i, future in enumerate(while_full, 100) if future.exception()}
         records = consume_to_end(sidecar.address, "full")
-    acknowledged = {(m.partition, m.offset) for m in metadata}
-    assert {(r.partition, r.offset) for r in records} == acknowledged
-    assert len(records) == len(acknowledged)  # stored once each
-    assert not failed & {int((r.key or b"-1").decode()) for r in records}  # none stored
-    for partition in (0, 1):
-        sent = [int(r.key or b"-1") for r in records if r.partition == partition]
-        assert sent == sorted(sent)
+    assert_read_once_in_order(records, metadata, partitions=2)
+    assert not failed & {int(r.key or b"-1") for r in records}  # none stored
 
 
 def stored_producer_epochs(data_dir: Path, topic: str) -> set[int]:
@@ -407,34 +429,27 @@ def test_a_disk_full_past_delivery_timeout_bumps_the_epoch_once_per_partition_at
     timeout, never OUT_OF_ORDER_SEQUENCE_NUMBER; once space is freed every send
     succeeds, and each acknowledged record is read back exactly once, in order."""
     partitions = 3
-    with small_disk_at(tmp_path / "disk", "8m") as disk:
-        sidecar = sidecars("disk/data", "log.index.size.max.bytes=4096")
-        create_topic(sidecar.address, "full", partitions=partitions)
+    with sidecar_on_small_disk(sidecars, tmp_path, partitions) as (sidecar, disk):
         config = {
             "bootstrap.servers": sidecar.address,
-            "linger.ms": 0,
+            **OUTLASTED_DELIVERY_TIMEOUT,
             "batch.size": 2048,  # one or two records a batch
             "max.in.flight.requests.per.connection": 5,
-            "retry.backoff.ms": 20,
-            "request.timeout.ms": 1000,
-            "delivery.timeout.ms": 1500,
         }
         with Producer(config) as producer:
-            before = [producer.send("full", b"%d" % i, key=b"%d" % i) for i in range(90)]
+            before = send_numbered(producer, range(90))
             assert producer.flush(timeout_s=30)
             assert producer.idempotence is not None
             first_epoch = producer.idempotence.producer_id_and_epoch.epoch
             filler = fill_leaving(disk, 16 * 1024)
             value = bytes(1024)  # 300 KiB in all: far more than is left
-            while_full = [
-                producer.send("full", b"%d" % i + value, key=b"%d" % i) for i in range(90, 390)
-            ]
+            while_full = send_numbered(producer, range(90, 390), padding=value)
             deadline = time.monotonic() + 60
             while not all(future.done() for future in while_full):  # full past the timeout
                 assert time.monotonic() < deadline, "records still pending on a full disk"
                 time.sleep(0.05)
             filler.unlink()
-            after = [producer.send("full", b"%d" % i, key=b"%d" % i) for i in range(390, 490)]
+            after = send_numbered(producer, range(390, 490))
             assert producer.flush(timeout_s=60)
             last_epoch = producer.idempotence.producer_id_and_epoch.epoch
             failures = [future.exception() for future in while_full if future.exception()]
@@ -448,9 +463,4 @@ def test_a_disk_full_past_delivery_timeout_bumps_the_epoch_once_per_partition_at
     assert all(isinstance(error, TierlogError) for error in failures), failures
     assert 0 < last_epoch - first_epoch <= partitions, (first_epoch, last_epoch)
     assert len(epochs) <= 1 + partitions, sorted(epochs)
-    acknowledged = {(m.partition, m.offset) for m in metadata}
-    assert {(r.partition, r.offset) for r in records} == acknowledged
-    assert len(records) == len(acknowledged)  # stored once each
-    for partition in range(partitions):
-        sent = [int((r.key or b"-1").decode()) for r in records if r.partition == partition]
-        assert sent == sorted(sent)
+    assert_read_once_in_order(records, metadata, partitions)

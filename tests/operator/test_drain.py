@@ -13,7 +13,6 @@ their file, and stops broker 2's sidecar once the StatefulSet no longer wants it
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -26,8 +25,9 @@ from tests.operator.conftest import Brokers, RunningOperator, wait_for
 from tests.operator.test_handlers import apply, cluster, condition, events, get, ready_cluster
 from tests.operator.test_handlers import topic as topic_resource
 from tests.support.kube import ControlPlane
+from tests.support.producing import Acknowledged, sending_in_background
 from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
-from tierlog.client import Consumer, ConsumerRecord, Producer, RecordFuture, TopicPartition
+from tierlog.client import Consumer, ConsumerRecord, Producer, TopicPartition
 from tierlog.client.rpc import open_channel
 
 pytestmark = pytest.mark.slow
@@ -35,27 +35,6 @@ pytestmark = pytest.mark.slow
 TOPIC = "orders"
 PARTITIONS = 6
 LATEST, LATEST_TIERED = -1, -5  # ListOffsets' special timestamps (KIP-1005 for the tier)
-
-
-class Acknowledged:
-    """What a producer thread was told: value -> (partition, offset), and any failure."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.where: dict[bytes, tuple[int, int]] = {}
-        self.failures: list[BaseException] = []
-
-    def track(self, value: bytes) -> Callable[[RecordFuture], None]:
-        def done(future: RecordFuture) -> None:
-            with self.lock:
-                error = future.exception()
-                if error is not None:
-                    self.failures.append(error)
-                    return
-                metadata = future.result()
-                self.where[value] = (metadata.partition, metadata.offset)
-
-        return done
 
 
 def offset(address: str, partition: int, timestamp_ms: int) -> int:
@@ -133,18 +112,13 @@ def test_a_scale_down_loses_no_acknowledged_record(
     for partition in leaving:  # the tier lacks some of what broker 2 acknowledged
         assert offset(leaver, partition, LATEST_TIERED) < offset(leaver, partition, LATEST)
 
-    stop = threading.Event()
+    def send_a_round() -> None:
+        for partition in range(PARTITIONS):
+            send(partition)
+        time.sleep(0.02)
 
-    def keep_sending() -> None:
-        while not stop.is_set():
-            for partition in range(PARTITIONS):
-                send(partition)
-            time.sleep(0.02)
-
-    sender = threading.Thread(target=keep_sending)
-    sender.start()
     phases: set[str] = set()
-    try:
+    with sending_in_background(send_a_round):
         apply(kube, ns, cluster("demo", brokers=2, tier=tier))
 
         def scaled_down() -> bool:
@@ -158,9 +132,6 @@ def test_a_scale_down_loses_no_acknowledged_record(
         # had could reach anyone on the way out.
         brokers.sidecars[2].kill()
         time.sleep(1)  # the producer goes on against two brokers
-    finally:
-        stop.set()
-        sender.join()
     assert producer.flush(timeout_s=120)
     producer.close()
     assert not acked.failures, acked.failures[:3]

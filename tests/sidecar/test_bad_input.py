@@ -9,7 +9,7 @@ from typing import cast
 import grpc
 import pytest
 
-from tests.support.lying_batches import LIES
+from tests.support.lying_batches import LIES, framed_batch
 from tierlog.api.errors import LEADER_KEY, InvalidRequiredAcksError
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2
 from tierlog.client.rpc import error_from_rpc
@@ -23,7 +23,6 @@ from tierlog.storage.records import (
     decode_records,
     iter_batches,
 )
-from tierlog.storage.records.batch import assemble_batch
 
 from .conftest import Sidecar, SidecarFactory, reason_of
 
@@ -66,36 +65,14 @@ INVALID = grpc.StatusCode.INVALID_ARGUMENT
 
 def _zstd_bomb() -> bytes:
     """A few KiB of zstd that decode to 65 MiB, past 64 x the topic's max.message.bytes."""
-    return assemble_batch(
-        compress(CompressionType.ZSTD, bytes(65 * 1024 * 1024)),
-        attributes=int(CompressionType.ZSTD),
-        base_offset=0,
-        last_offset_delta=0,
-        record_count=1,
-        base_timestamp=1_000,
-        max_timestamp=1_000,
-        partition_leader_epoch=-1,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
+    return framed_batch(
+        compress(CompressionType.ZSTD, bytes(65 * 1024 * 1024)), codec=CompressionType.ZSTD
     )
 
 
 def _undecompressable() -> bytes:
     """A zstd batch whose section is no zstd stream, under a right CRC."""
-    return assemble_batch(
-        b"not a zstd frame" * 4,
-        attributes=int(CompressionType.ZSTD),
-        base_offset=0,
-        last_offset_delta=0,
-        record_count=1,
-        base_timestamp=1_000,
-        max_timestamp=1_000,
-        partition_leader_epoch=-1,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-    )
+    return framed_batch(b"not a zstd frame" * 4, codec=CompressionType.ZSTD)
 
 
 PRODUCE_CASES = [

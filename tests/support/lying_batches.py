@@ -15,7 +15,7 @@ from tierlog.storage.records import CompressionType, compress
 from tierlog.storage.records.batch import assemble_batch, batch_attributes
 from tierlog.storage.records.record import encode_record
 
-__all__ = ["LIES", "honest_records", "lying_batch"]
+__all__ = ["LIES", "framed_batch", "honest_records", "lying_batch"]
 
 NOW = 1_700_000_000_000
 
@@ -38,16 +38,35 @@ def lying_batch(
 ) -> bytes:
     """A batch around ``records`` (compressed if asked) declaring ``record_count`` records,
     with a CRC that matches whatever it holds."""
+    payload = records if compression is CompressionType.NONE else compress(compression, records)
+    return framed_batch(
+        payload,
+        codec=compression,
+        record_count=record_count,
+        last_offset_delta=last_offset_delta,
+        max_timestamp=max_timestamp,
+    )
+
+
+def framed_batch(
+    section: bytes | bytearray,
+    *,
+    codec: CompressionType,
+    record_count: int = 1,
+    last_offset_delta: int | None = None,
+    max_timestamp: int = NOW,
+) -> bytes:
+    """A batch flagged ``codec`` around ``section`` as it is (a stream of that codec, or
+    bytes that are none), declaring ``record_count`` records, its CRC right."""
     attributes = batch_attributes(
-        compression,
+        codec,
         TimestampType.CREATE_TIME,
         is_transactional=False,
         is_control=False,
         has_delete_horizon=False,
     )
-    payload = records if compression is CompressionType.NONE else compress(compression, records)
     return assemble_batch(
-        payload,
+        section,
         attributes=attributes,
         base_offset=0,
         last_offset_delta=record_count - 1 if last_offset_delta is None else last_offset_delta,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support.lying_batches import LIES, honest_records, lying_batch
+from tests.support.lying_batches import LIES, framed_batch, honest_records, lying_batch
 from tierlog.storage.config import TimestampType
 from tierlog.storage.errors import (
     CorruptRecordError,
@@ -33,7 +33,7 @@ from tierlog.storage.records import (
     decode_records,
     validate_produce,
 )
-from tierlog.storage.records.batch import RECORDS_OFFSET, assemble_batch
+from tierlog.storage.records.batch import RECORDS_OFFSET
 from tierlog.storage.records.record import encode_record
 
 NOW = 1_700_000_000_000
@@ -242,19 +242,7 @@ def test_honest_records_in_the_same_frame_pass(codec: CompressionType) -> None:
     "codec", [c for c in CompressionType if c is not CompressionType.NONE], ids=lambda c: c.name
 )
 def test_a_compressed_section_that_does_not_decompress_is_corrupt(codec: CompressionType) -> None:
-    garbage = assemble_batch(
-        b"\x00not a compressed stream\xff" * 3,
-        attributes=int(codec),
-        base_offset=0,
-        last_offset_delta=0,
-        record_count=1,
-        base_timestamp=NOW,
-        max_timestamp=NOW,
-        partition_leader_epoch=-1,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-    )
+    garbage = framed_batch(b"\x00not a compressed stream\xff" * 3, codec=codec)
     _rejects(CorruptRecordError, garbage)
 
 

@@ -8,8 +8,7 @@ import pytest
 
 from tests.storage.tier.faults import FaultyStore
 from tests.storage.tier.test_manifest import remote_segment
-from tests.storage.tier.tiering import minio_store
-from tests.support.minio import MinioServer
+from tests.storage.tier.tiering import STORE_KINDS, both_stores
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.layout import chunks_prefix, manifest_key, manifest_prefix
 from tierlog.storage.tier.local_store import LocalDirectoryStore
@@ -258,16 +257,9 @@ def test_a_deposed_writer_with_chunks_is_fenced_and_the_new_one_builds_on_them(
     assert view.segment_for_offset(7) is not None and view.segment_for_offset(7).base_offset == 7  # type: ignore[union-attr]
 
 
-@pytest.fixture(params=["local", "minio"])
+@pytest.fixture(params=STORE_KINDS)
 def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ObjectStore]:
-    """The same promises from both stores: a local directory, and a bucket of MinIO."""
-    if request.param == "local":
-        yield LocalDirectoryStore(tmp_path / "tier")
-        return
-    minio: MinioServer = request.getfixturevalue("minio")
-    store = minio_store(minio, request.getfixturevalue("s3_bucket"), tmp_path)
-    yield store
-    store.close()
+    yield from both_stores(request, tmp_path)
 
 
 def start_upload(base: int) -> ManifestChange:

@@ -15,7 +15,9 @@ from tests.storage.conftest import FakeClock, make_batch, make_records, read_all
 from tests.storage.tier.faults import FaultyStore
 from tests.storage.tier.s3_requests import Recorder
 from tests.storage.tier.tiering import (
+    STORE_KINDS,
     TP,
+    both_stores,
     last_offsets,
     minio_store,
     open_log,
@@ -32,7 +34,6 @@ from tierlog.storage.records import build_batch
 from tierlog.storage.segment import LogSegment
 from tierlog.storage.tier.chunk_cache import ChunkCache
 from tierlog.storage.tier.layout import chunks_prefix, segments_prefix
-from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest import PartitionManifest, SegmentState
 from tierlog.storage.tier.manifest_chunks import seal
 from tierlog.storage.tier.manifest_store import ManifestWriter, load_manifest, load_view
@@ -73,16 +74,9 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=STORE_KINDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ObjectStore]:
-    """Every test runs on the local-directory store and on a real MinIO."""
-    if request.param == "local":
-        yield LocalDirectoryStore(tmp_path / "bucket")
-        return
-    minio: MinioServer = request.getfixturevalue("minio")
-    opened = minio_store(minio, request.getfixturevalue("s3_bucket"), tmp_path)
-    yield opened
-    opened.close()
+    yield from both_stores(request, tmp_path)
 
 
 @pytest.fixture

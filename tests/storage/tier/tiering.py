@@ -1,10 +1,13 @@
 """Helpers for the remote tier's tests: a tiered log with small segments, what a reader
-of the tier sees (read through the reader API, not through the uploader), and an S3
-store on the session's MinIO."""
+of the tier sees (read through the reader API, not through the uploader), an S3 store
+on the session's MinIO, and a fixture body for both stores."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from tests.storage.conftest import T0, FakeClock, config, make_batch
 from tests.storage.tier.s3_requests import Recorder
@@ -13,6 +16,7 @@ from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
 from tierlog.storage.records import iter_batches
+from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest import SegmentPart
 from tierlog.storage.tier.manifest_store import load_view, read_part
 from tierlog.storage.tier.s3_store import S3Location, S3Options, S3Store
@@ -69,15 +73,11 @@ def minio_store(
     part: int = 16 << 20,
     observer: Recorder | None = None,
 ) -> S3Store:
-    secret = tmp_path / "s3-secret"
-    secret.mkdir(exist_ok=True)
-    (secret / "access_key_id").write_text(minio.access_key_id)
-    (secret / "secret_access_key").write_text(minio.secret_access_key)
     options = S3Options(
         region=minio.region,
         endpoint_url=minio.endpoint_url,
         path_style=True,
-        credentials_path=secret,
+        credentials_path=minio.write_credentials(tmp_path / "s3-credentials"),
         connect_timeout_s=1,
         read_timeout_s=5,
         max_attempts=2,
@@ -88,3 +88,19 @@ def minio_store(
         part_size_bytes=part,
     )
     return S3Store(S3Location(bucket, "tier"), options, observer=observer)
+
+
+# The params of a fixture that runs each of its tests on both stores (``both_stores``).
+STORE_KINDS = ["local", "minio"]
+
+
+def both_stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ObjectStore]:
+    """The body of a fixture with ``params=STORE_KINDS``: the same promises from a local
+    directory and from a bucket of the session's MinIO (closed after the test)."""
+    if request.param == "local":
+        yield LocalDirectoryStore(tmp_path / "tier")
+        return
+    minio: MinioServer = request.getfixturevalue("minio")
+    store = minio_store(minio, request.getfixturevalue("s3_bucket"), tmp_path)
+    yield store
+    store.close()

@@ -89,127 +89,116 @@ def walk_v2_records(
     The validator's taker checks a run's fields where they lie instead of making rows.
     """
     try:
-        return _walk(
-            data, pos, size, record_count, base_offset, base_timestamp, log_append_time, take_run
-        )
+        rows: list[RecordRow] = []
+        append = rows.append
+        remaining = record_count
+        last_layout: RecordLayout | None = None
+        while remaining > 0:
+            if pos >= size:
+                raise CorruptRecordError("batch holds fewer records than it declares")
+            start = pos
+            byte = data[pos]
+            if byte < 0x80:
+                length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            elif data[pos + 1] < 0x80:  # two bytes: records of 64 B to 8 KiB
+                length = (byte & 0x7F) | (data[pos + 1] << 7)
+                length, pos = (length >> 1) ^ -(length & 1), pos + 2
+            else:
+                length, pos = decode_varint(data, pos)
+            end = pos + length
+            if length < MIN_RECORD_SIZE - 1 or end > size:
+                raise CorruptRecordError(f"record length {length} at {pos} is invalid or overruns")
+            timestamp_at = pos + 1  # after the attributes byte
+            byte = data[timestamp_at]
+            if byte < 0x80:
+                timestamp_delta, pos = (byte >> 1) ^ -(byte & 1), timestamp_at + 1
+            elif data[timestamp_at + 1] < 0x80:
+                timestamp_delta = (byte & 0x7F) | (data[timestamp_at + 1] << 7)
+                timestamp_delta = (timestamp_delta >> 1) ^ -(timestamp_delta & 1)
+                pos = timestamp_at + 2
+            else:
+                timestamp_delta, pos = decode_varlong(data, timestamp_at)
+            offset_at = pos
+            byte = data[pos]
+            if byte < 0x80:
+                offset_delta, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            elif data[pos + 1] < 0x80:  # two bytes: the 64th to the 8192nd record
+                offset_delta = (byte & 0x7F) | (data[pos + 1] << 7)
+                offset_delta, pos = (offset_delta >> 1) ^ -(offset_delta & 1), pos + 2
+            else:
+                offset_delta, pos = decode_varint(data, pos)
+            key_at = pos
+            byte = data[pos]
+            if byte < 0x80:
+                key_size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            else:
+                key_size, pos = decode_varint(data, pos)
+            key_length_end = pos
+            if key_size < 0:
+                key = None
+            else:
+                key, pos = data[pos : pos + key_size], pos + key_size
+            value_at = pos
+            byte = data[pos]
+            if byte < 0x80:
+                value_size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            elif data[pos + 1] < 0x80:
+                value_size = (byte & 0x7F) | (data[pos + 1] << 7)
+                value_size, pos = (value_size >> 1) ^ -(value_size & 1), pos + 2
+            else:
+                value_size, pos = decode_varint(data, pos)
+            value_length_end = pos
+            if value_size < 0:
+                value = None
+            else:
+                value, pos = data[pos : pos + value_size], pos + value_size
+            if pos >= end:
+                raise CorruptRecordError("a record's key or value overruns it")
+            headers: tuple[Header, ...] = ()
+            no_headers = data[pos] == 0  # a count of zero in its one-byte form
+            if no_headers:
+                pos += 1
+            else:
+                count, pos = decode_varint(data, pos)
+                headers, pos = read_headers(data, pos, end, count)
+            if pos != end:
+                raise CorruptRecordError(
+                    f"record declares {length} bytes but its fields end elsewhere"
+                )
+            append(
+                (
+                    base_offset + offset_delta,
+                    base_timestamp + timestamp_delta
+                    if log_append_time is None
+                    else log_append_time,
+                    key,
+                    value,
+                    headers,
+                )
+            )
+            remaining -= 1
+            if remaining == 0 or not no_headers:
+                last_layout = None
+                continue
+            layout = RecordLayout(
+                data[start:timestamp_at],
+                offset_at - timestamp_at,
+                key_at - offset_at,
+                data[key_at:key_length_end],
+                key_size,
+                data[value_at:value_length_end],
+                value_size,
+                end - start,
+            )
+            # Two alike in a row make a run likely: worth compiling its patterns for.
+            if layout == last_layout or has_patterns(layout):
+                taken, pos = take_run(
+                    rows, data, pos, size, layout, remaining, record_count - remaining
+                )
+                remaining -= taken
+            last_layout = layout
+        if pos != size:
+            raise CorruptRecordError("batch holds bytes beyond its declared records")
+        return rows
     except IndexError:  # a varint or field ran past the end of ``data``: no check per read
         raise CorruptRecordError("batch holds fewer bytes than its records declare") from None
-
-
-def _walk(
-    data: bytes,
-    pos: int,
-    size: int,
-    record_count: int,
-    base_offset: int,
-    base_timestamp: int,
-    log_append_time: int | None,
-    take_run: RunTaker,
-) -> list[RecordRow]:
-    rows: list[RecordRow] = []
-    append = rows.append
-    remaining = record_count
-    last_layout: RecordLayout | None = None
-    while remaining > 0:
-        if pos >= size:
-            raise CorruptRecordError("batch holds fewer records than it declares")
-        start = pos
-        byte = data[pos]
-        if byte < 0x80:
-            length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
-        elif data[pos + 1] < 0x80:  # two bytes: records of 64 B to 8 KiB
-            length = (byte & 0x7F) | (data[pos + 1] << 7)
-            length, pos = (length >> 1) ^ -(length & 1), pos + 2
-        else:
-            length, pos = decode_varint(data, pos)
-        end = pos + length
-        if length < MIN_RECORD_SIZE - 1 or end > size:
-            raise CorruptRecordError(f"record length {length} at {pos} is invalid or overruns")
-        timestamp_at = pos + 1  # after the attributes byte
-        byte = data[timestamp_at]
-        if byte < 0x80:
-            timestamp_delta, pos = (byte >> 1) ^ -(byte & 1), timestamp_at + 1
-        elif data[timestamp_at + 1] < 0x80:
-            timestamp_delta = (byte & 0x7F) | (data[timestamp_at + 1] << 7)
-            timestamp_delta = (timestamp_delta >> 1) ^ -(timestamp_delta & 1)
-            pos = timestamp_at + 2
-        else:
-            timestamp_delta, pos = decode_varlong(data, timestamp_at)
-        offset_at = pos
-        byte = data[pos]
-        if byte < 0x80:
-            offset_delta, pos = (byte >> 1) ^ -(byte & 1), pos + 1
-        elif data[pos + 1] < 0x80:  # two bytes: the 64th to the 8192nd record
-            offset_delta = (byte & 0x7F) | (data[pos + 1] << 7)
-            offset_delta, pos = (offset_delta >> 1) ^ -(offset_delta & 1), pos + 2
-        else:
-            offset_delta, pos = decode_varint(data, pos)
-        key_at = pos
-        byte = data[pos]
-        if byte < 0x80:
-            key_size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
-        else:
-            key_size, pos = decode_varint(data, pos)
-        key_length_end = pos
-        if key_size < 0:
-            key = None
-        else:
-            key, pos = data[pos : pos + key_size], pos + key_size
-        value_at = pos
-        byte = data[pos]
-        if byte < 0x80:
-            value_size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
-        elif data[pos + 1] < 0x80:
-            value_size = (byte & 0x7F) | (data[pos + 1] << 7)
-            value_size, pos = (value_size >> 1) ^ -(value_size & 1), pos + 2
-        else:
-            value_size, pos = decode_varint(data, pos)
-        value_length_end = pos
-        if value_size < 0:
-            value = None
-        else:
-            value, pos = data[pos : pos + value_size], pos + value_size
-        if pos >= end:
-            raise CorruptRecordError("a record's key or value overruns it")
-        headers: tuple[Header, ...] = ()
-        no_headers = data[pos] == 0  # a count of zero in its one-byte form
-        if no_headers:
-            pos += 1
-        else:
-            count, pos = decode_varint(data, pos)
-            headers, pos = read_headers(data, pos, end, count)
-        if pos != end:
-            raise CorruptRecordError(f"record declares {length} bytes but its fields end elsewhere")
-        append(
-            (
-                base_offset + offset_delta,
-                base_timestamp + timestamp_delta if log_append_time is None else log_append_time,
-                key,
-                value,
-                headers,
-            )
-        )
-        remaining -= 1
-        if remaining == 0 or not no_headers:
-            last_layout = None
-            continue
-        layout = RecordLayout(
-            data[start:timestamp_at],
-            offset_at - timestamp_at,
-            key_at - offset_at,
-            data[key_at:key_length_end],
-            key_size,
-            data[value_at:value_length_end],
-            value_size,
-            end - start,
-        )
-        # Two alike in a row make a run likely: worth compiling its patterns for.
-        if layout == last_layout or has_patterns(layout):
-            taken, pos = take_run(
-                rows, data, pos, size, layout, remaining, record_count - remaining
-            )
-            remaining -= taken
-        last_layout = layout
-    if pos != size:
-        raise CorruptRecordError("batch holds bytes beyond its declared records")
-    return rows
