@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.tools.control_plane import required_version
-from tests.tools.toolkit import REPO, BootstrapError, Tool, go_build, link_into, run, shared_build
+from tests.tools.toolkit import REPO, go_command_tool
 
 __all__ = ["COREDNS", "COREDNS_VERSION", "coredns_bin"]
 
@@ -21,24 +21,14 @@ _MODULE = "github.com/coredns/coredns"
 COREDNS_VERSION = required_version(COREDNS_MODULE_DIR, _MODULE)
 
 
-def _build(into: Path) -> None:
-    print(f"  building CoreDNS {COREDNS_VERSION} from the Go module proxy (~5 minutes cold)")
-    go_build(COREDNS_MODULE_DIR, [_MODULE], str(into / "coredns"), "-s -w")
-
-
-def _install(home: Path) -> None:
-    built = shared_build(f"coredns-{COREDNS_VERSION}", _build)
-    link_into(home, built, ["coredns"])
-    version = run([home / "coredns", "-version"], what="coredns -version")
-    if COREDNS_VERSION.removeprefix("v") not in version:
-        raise BootstrapError(f"expected CoreDNS {COREDNS_VERSION}, it says {version!r}")
-    print(f"  coredns runs: {version.splitlines()[0]}")
-
-
-COREDNS = Tool(
-    name=f"coredns-{COREDNS_VERSION}",
-    inputs=lambda: [Path(__file__), *sorted(COREDNS_MODULE_DIR.glob("go.*"))],
-    install=_install,
+COREDNS = go_command_tool(
+    "coredns",
+    COREDNS_VERSION,
+    COREDNS_MODULE_DIR,
+    _MODULE,
+    command="coredns",
+    version_flag="-version",
+    cold_build="~5 minutes",
 )
 
 

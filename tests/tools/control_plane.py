@@ -24,6 +24,7 @@ from tests.tools.toolkit import (
     BootstrapError,
     Tool,
     go_build,
+    go_command_tool,
     link_into,
     run,
     shared_build,
@@ -106,24 +107,8 @@ KUBERNETES = Tool(
 # --- etcd -----------------------------------------------------------------------------------
 
 
-def _build_etcd(into: Path) -> None:
-    print(f"  building etcd {ETCD_VERSION} from the Go module proxy (a few minutes)")
-    go_build(ETCD_MODULE_DIR, [_ETCD_SERVER], str(into / "etcd"), "-s -w")
-
-
-def _install_etcd(home: Path) -> None:
-    built = shared_build(f"etcd-{ETCD_VERSION}", _build_etcd)
-    link_into(home, built, ["etcd"])
-    version = run([home / "etcd", "--version"], what="etcd --version")
-    if ETCD_VERSION.removeprefix("v") not in version:
-        raise BootstrapError(f"expected etcd {ETCD_VERSION}, it says {version!r}")
-    print(f"  etcd runs: {version.splitlines()[0]}")
-
-
-ETCD = Tool(
-    name=f"etcd-{ETCD_VERSION}",
-    inputs=lambda: [Path(__file__), *sorted(ETCD_MODULE_DIR.glob("go.*"))],
-    install=_install_etcd,
+ETCD = go_command_tool(
+    "etcd", ETCD_VERSION, ETCD_MODULE_DIR, _ETCD_SERVER, command="etcd", version_flag="--version"
 )
 
 

@@ -151,3 +151,36 @@ def link_into(home: Path, built: Path, names: Sequence[str]) -> None:
             os.link(built / name, home / name)
         except OSError:  # another filesystem
             shutil.copy2(built / name, home / name)
+
+
+def go_command_tool(
+    name: str,
+    version: str,
+    module_dir: Path,
+    package: str,
+    *,
+    command: str,
+    version_flag: str,
+    ldflags: str = "-s -w",
+    cold_build: str = "a few minutes",
+) -> Tool:
+    """A tool that is one command built from a wrapper module (``module_dir/go.mod``
+    pins it): built once per machine into the shared cache, linked into the tool's
+    home, and installed only once it says the version that go.mod asked for."""
+
+    def build(into: Path) -> None:
+        print(f"  building {command} {version} from the Go module proxy ({cold_build} cold)")
+        go_build(module_dir, [package], str(into / command), ldflags)
+
+    def install(home: Path) -> None:
+        link_into(home, shared_build(f"{name}-{version}", build), [command])
+        said = run([home / command, version_flag], what=f"{command} {version_flag}")
+        if version.removeprefix("v") not in said:
+            raise BootstrapError(f"expected {command} {version}, it says {said!r}")
+        print(f"  {command} runs: {said.strip().splitlines()[0]}")
+
+    return Tool(
+        name=f"{name}-{version}",
+        inputs=lambda: [Path(__file__), *sorted(module_dir.glob("go.*"))],
+        install=install,
+    )
