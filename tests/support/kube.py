@@ -43,6 +43,7 @@ __all__ = [
     "ControlPlane",
     "control_plane",
     "kubeconfig",
+    "run_kubectl",
     "start_control_plane",
     "write_key_pair",
 ]
@@ -95,14 +96,7 @@ class ControlPlane:
         self, *args: str, input: str | None = None, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
         """Run kubectl against this server; with ``check``, a failure shows its output."""
-        done = subprocess.run(
-            [str(kubectl_bin()), f"--kubeconfig={self.kubeconfig}", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
-        )
+        done = run_kubectl(self.kubeconfig, *args, input=input)
         if check and done.returncode != 0:
             raise AssertionError(
                 f"kubectl {' '.join(args)} failed ({done.returncode}):\n{done.stdout}{done.stderr}"
@@ -278,3 +272,18 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
         yield plane
     finally:
         plane.stop()
+
+
+def run_kubectl(
+    kubeconfig: Path, *args: str, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """kubectl against the server ``kubeconfig`` names, its output captured, never raising
+    on a non-zero exit: the caller decides what a failure means."""
+    return subprocess.run(
+        [str(kubectl_bin()), f"--kubeconfig={kubeconfig}", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )

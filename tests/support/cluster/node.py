@@ -28,8 +28,9 @@ from tests.support.cluster.layout import (
     Layout,
 )
 from tests.support.cluster.pki import Pki, api_server_url, write_pki
+from tests.support.kube import run_kubectl
 from tests.tools.cluster_dns import coredns_bin
-from tests.tools.control_plane import etcd_bin, kube_apiserver_bin, kubectl_bin
+from tests.tools.control_plane import etcd_bin, kube_apiserver_bin
 from tests.tools.cri_tools import crictl_bin
 from tests.tools.kube_node import node_bin
 from tests.tools.node_packages import package_bin
@@ -73,14 +74,7 @@ def _wait(what: str, ready: Callable[[], bool], layout: Layout, daemon: str) -> 
 def kubectl(
     layout: Layout, *args: str, input: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(kubectl_bin()), f"--kubeconfig={layout.admin_kubeconfig}", *args],
-        input=input,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    return run_kubectl(layout.admin_kubeconfig, *args, input=input)
 
 
 def _apply(layout: Layout, objects: Sequence[object]) -> None:
