@@ -1,4 +1,5 @@
-"""A broker pod as the operator reads it (pure): its id, readiness, version and address."""
+"""A broker pod as the operator reads it (pure): its id, readiness, version, address and the
+Secrets its sidecar's TLS and token come from."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from tierlog.operator.render.common import CONFIG_HASH_ANNOTATION
+from tierlog.operator.render.security import TLS_VOLUME, TOKEN_VOLUME
 from tierlog.operator.rolling import BrokerPod
+from tierlog.operator.spec import SecretKeyRef
 
 __all__ = ["POD_INDEX_LABEL", "broker_pod"]
 
@@ -28,6 +31,21 @@ def _grpc_port(spec: Mapping[str, Any]) -> int | None:
     return None
 
 
+def _secret_volumes(spec: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {
+        volume["name"]: volume["secret"]
+        for volume in spec.get("volumes") or ()
+        if volume.get("secret")
+    }
+
+
+def _token_secret(volumes: Mapping[str, Mapping[str, Any]]) -> SecretKeyRef | None:
+    secret = volumes.get(TOKEN_VOLUME)
+    if secret is None:
+        return None
+    return SecretKeyRef(secret["secretName"], secret["items"][0]["key"])
+
+
 def broker_pod(pod: Mapping[str, Any]) -> BrokerPod | None:
     """The broker a pod runs, or None for a pod that is no broker of ours."""
     metadata, status = pod["metadata"], pod.get("status") or {}
@@ -38,7 +56,9 @@ def broker_pod(pod: Mapping[str, Any]) -> BrokerPod | None:
         condition.get("type") == "Ready" and condition.get("status") == "True"
         for condition in status.get("conditions") or ()
     )
-    port, ip = _grpc_port(pod.get("spec") or {}), status.get("podIP")
+    spec = pod.get("spec") or {}
+    port, ip = _grpc_port(spec), status.get("podIP")
+    secrets = _secret_volumes(spec)
     return BrokerPod(
         broker_id=broker_id,
         name=metadata["name"],
@@ -46,4 +66,6 @@ def broker_pod(pod: Mapping[str, Any]) -> BrokerPod | None:
         config_hash=(metadata.get("annotations") or {}).get(CONFIG_HASH_ANNOTATION, ""),
         deleting=bool(metadata.get("deletionTimestamp")),
         address=f"{ip}:{port}" if ip and port else "",
+        tls_secret=secrets[TLS_VOLUME]["secretName"] if TLS_VOLUME in secrets else "",
+        token_secret=_token_secret(secrets),
     )

@@ -37,6 +37,7 @@ from tierlog.operator.render.configmap import (
     properties_text,
     sidecar_properties,
 )
+from tierlog.operator.render.security import security_mounts, security_volumes
 from tierlog.operator.spec import ClusterSpec
 
 __all__ = [
@@ -120,6 +121,7 @@ def _container(cluster: ClusterSpec) -> dict[str, Any]:
             {"name": "data", "mountPath": DATA_MOUNT},
             {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
+            *security_mounts(cluster),
         ],
     }
 
@@ -139,8 +141,11 @@ def _pod_spec(cluster: ClusterSpec) -> dict[str, Any]:
         "volumes": [
             {"name": "config", "configMap": {"name": config_map_name(cluster)}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+            *security_volumes(cluster),
         ],
     }
+    if cluster.service_account_name:
+        spec["serviceAccountName"] = cluster.service_account_name
     if cluster.pod.affinity:
         spec["affinity"] = dict(cluster.pod.affinity)
     if cluster.pod.tolerations:
