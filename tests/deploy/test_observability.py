@@ -23,18 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.monitoring import (
-    DASHBOARDS,
-    RULES,
-    Alert,
-    Query,
-    alerts,
-    dashboard_queries,
-    load_dashboard,
-    metric_selectors,
-    substitute,
-)
+from tests.deploy.monitoring import RULES, Alert, alerts, metric_selectors
 from tests.operator.conftest import start_operator
+from tests.support.dashboards import assert_every_dashboard_query_has_data
 from tests.support.fault_proxy import FaultProxy
 from tests.support.kube import ControlPlane
 from tests.support.minio import MinioServer
@@ -216,54 +207,21 @@ def _traffic_again(address: str) -> None:
         assert all(future.result(timeout=10) for future in sent)
 
 
-def _queries() -> list[Query]:
-    return [query for path in DASHBOARDS for query in dashboard_queries(path)]
-
-
-def _variable_queries() -> list[tuple[str, str, str]]:
-    """(dashboard, variable, its label_values(selector, label) definition)."""
-    found = []
-    for path in DASHBOARDS:
-        dashboard = load_dashboard(path)
-        for variable in dashboard["templating"]["list"]:
-            if variable["type"] == "query":
-                found.append((dashboard["uid"], variable["name"], variable["definition"]))
-    return found
-
-
-@pytest.mark.parametrize("query", _queries(), ids=lambda q: f"{q.dashboard}:{q.where}:{q.expr}")
-def test_every_dashboard_query_returns_series(prometheus: PrometheusServer, query: Query) -> None:
-    expr = substitute(query.expr, VALUES)
-    assert prometheus.query(expr), f"{query.where}: no series for {expr}"
-    for selector in metric_selectors(expr):
-        assert prometheus.query(selector), f"{query.where}: no series for {selector}"
-
-
-@pytest.mark.parametrize("definition", _variable_queries(), ids=lambda d: f"{d[0]}:{d[1]}")
-def test_every_dashboard_variable_finds_its_value(
-    prometheus: PrometheusServer, definition: tuple[str, str, str]
-) -> None:
-    _, name, query = definition
-    assert query.startswith("label_values(") and query.endswith(")"), query
-    selector, _, label = substitute(query[len("label_values(") : -1], VALUES).rpartition(",")
-    label = label.strip()
-    found = {
-        series.labels.get(label) for series in prometheus.query(f"count by ({label}) ({selector})")
-    }
-    assert VALUES[name] in found, f"${name}: {query} gives {found}"
+def test_every_dashboard_query_returns_series(prometheus: PrometheusServer) -> None:
+    assert_every_dashboard_query_has_data(prometheus.url, VALUES)
 
 
 @pytest.mark.parametrize("alert", alerts(), ids=lambda alert: alert.name)
 def test_every_alert_watches_series_that_exist(prometheus: PrometheusServer, alert: Alert) -> None:
-    prometheus.query(alert.expr)  # valid PromQL on real data (empty: nothing is wrong)
+    prometheus.api.query(alert.expr)  # valid PromQL on real data (empty: nothing is wrong)
     for selector in metric_selectors(alert.expr):
-        assert prometheus.query(selector), f"{alert.name}: no series for {selector}"
+        assert prometheus.api.query(selector), f"{alert.name}: no series for {selector}"
 
 
 def test_the_loaded_rules_evaluate_without_errors(prometheus: PrometheusServer) -> None:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        rules = prometheus.rules()
+        rules = prometheus.api.rules()
         if rules and all(rule["health"] != "unknown" for rule in rules):
             break
         time.sleep(0.5)
