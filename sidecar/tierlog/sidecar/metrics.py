@@ -35,12 +35,13 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any
 
 import grpc
 import prometheus_client
+from google.protobuf.descriptor import ServiceDescriptor
 from prometheus_client import (
     GC_COLLECTOR,
     CollectorRegistry,
@@ -162,6 +163,17 @@ class SidecarMetrics:
             "tierlog_tier_s3_errors_total", "S3 request attempts that failed, by S3 error code",
             ["operation", "error"], registry=registry,
         )  # fmt: skip
+
+    def expect_calls(self, services: Iterable[ServiceDescriptor]) -> None:
+        """Latency series of every method of ``services`` from the start, at zero (as
+        go-grpc-prometheus' ``InitializeMetrics``): a dashboard's produce latency has its
+        series whether clients produce over the stream or the unary call, or not yet."""
+        for service in services:
+            for method in service.methods:
+                labels = (service.name, method.name)
+                self.request_duration.labels(*labels)
+                if method.server_streaming:
+                    self.stream_message_duration.labels(*labels)
 
     def observe_remote_fetch(self, seconds: float, size: int, error: BaseException | None) -> None:
         """The remote reader's ``on_fetch`` hook (called from its threads)."""
