@@ -49,6 +49,9 @@ class ScrapeTarget:
     job: str
     address: str  # host:port of a /metrics endpoint
     labels: Mapping[str, str] = field(default_factory=dict)  # added to every series
+    # The target's own labels win over ``labels`` (a ServiceMonitor's ``honorLabels``);
+    # set on one target, it holds for its whole job.
+    honor_labels: bool = False
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,7 @@ class PrometheusServer:
             "scrape_configs": [
                 {
                     "job_name": job,
+                    "honor_labels": any(t.honor_labels for t in self.targets if t.job == job),
                     "static_configs": [
                         {"targets": [target.address], "labels": dict(target.labels)}
                         for target in self.targets
