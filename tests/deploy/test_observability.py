@@ -263,7 +263,7 @@ def _panel_query(dashboard: str, title: str, values: dict[str, str], ref: int = 
 
 
 def _one_value(prometheus: PrometheusServer, expr: str) -> float:
-    [series] = prometheus.api.query(expr)
+    [series] = prometheus.query(expr)
     return series.value
 
 
@@ -272,7 +272,7 @@ def test_produce_and_fetch_latency_show_the_streams_clients_use(
 ) -> None:
     """The last minute's produce and fetch came from the real producer and consumer,
     which stream: the latency panels have a value, per message, not a stream's life."""
-    used = prometheus.api.query(
+    used = prometheus.query(
         'sum by (method) (increase(tierlog_requests_total{service="LogService"}[1m])) > 0'
     )
     assert {"ProduceStream", "Subscribe"} <= {series.labels["method"] for series in used}
@@ -288,7 +288,7 @@ def test_produce_and_fetch_latency_show_the_streams_clients_use(
 def test_the_error_ratio_leaves_out_streams_their_clients_closed(
     prometheus: PrometheusServer, values: dict[str, str]
 ) -> None:
-    closed = prometheus.api.query('increase(tierlog_requests_total{code="CANCELLED"}[1m]) > 0')
+    closed = prometheus.query('increase(tierlog_requests_total{code="CANCELLED"}[1m]) > 0')
     assert {series.labels["method"] for series in closed} >= {"Subscribe"}
     ratio = _one_value(prometheus, _panel_query("tierlog-cluster-overview", "Error ratio", values))
     assert abs(ratio) < 1e-9, f"a quiet run's error ratio is {ratio}"
@@ -306,15 +306,15 @@ def test_two_clusters_in_one_namespace_are_told_apart(
 
 @pytest.mark.parametrize("alert", alerts(), ids=lambda alert: alert.name)
 def test_every_alert_watches_series_that_exist(prometheus: PrometheusServer, alert: Alert) -> None:
-    prometheus.api.query(alert.expr)  # valid PromQL on real data (empty: nothing is wrong)
+    prometheus.query(alert.expr)  # valid PromQL on real data (empty: nothing is wrong)
     for selector in metric_selectors(alert.expr):
-        assert prometheus.api.query(selector), f"{alert.name}: no series for {selector}"
+        assert prometheus.query(selector), f"{alert.name}: no series for {selector}"
 
 
 def test_the_loaded_rules_evaluate_without_errors(prometheus: PrometheusServer) -> None:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        rules = prometheus.api.rules()
+        rules = prometheus.rules()
         if rules and all(rule["health"] != "unknown" for rule in rules):
             break
         time.sleep(0.5)

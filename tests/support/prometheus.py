@@ -110,6 +110,12 @@ class PrometheusServer:
     def api(self) -> PrometheusAPI:
         return PrometheusAPI(self.url)
 
+    def query(self, expr: str) -> list[Series]:
+        return self.api.query(expr)
+
+    def rules(self) -> list[dict[str, Any]]:
+        return self.api.rules()
+
     @property
     def log_path(self) -> Path:
         return self.work_dir / "prometheus.log"
@@ -174,7 +180,7 @@ class PrometheusServer:
         wanted = len(self.targets)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            scraped = self.api.query(f"count_over_time(up[1m]) >= {samples} and up == 1")
+            scraped = self.query(f"count_over_time(up[1m]) >= {samples} and up == 1")
             if len(scraped) == wanted:
                 return
             time.sleep(0.5)
