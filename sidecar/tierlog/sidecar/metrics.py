@@ -35,7 +35,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any
 
@@ -480,7 +480,7 @@ class _MessageTimer:
     def arrived(self) -> None:
         self._unanswered.append(time.perf_counter())
 
-    def requests(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    def requests(self, requests: AsyncIterable[Any]) -> AsyncIterator[Any]:
         """``requests``, each noted as it arrives."""
         return _ArrivingRequests(requests, self)
 
@@ -498,8 +498,8 @@ class _ArrivingRequests:
     An iterator object, not an async generator: one the handler leaves unfinished is
     not finalized later in another task."""
 
-    def __init__(self, requests: AsyncIterator[Any], timer: _MessageTimer):
-        self._requests = requests
+    def __init__(self, requests: AsyncIterable[Any], timer: _MessageTimer):
+        self._requests = aiter(requests)
         self._timer = timer
 
     def __aiter__(self) -> _ArrivingRequests:
