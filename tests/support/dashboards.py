@@ -11,6 +11,10 @@ that found nothing, so one run shows all that a scrape lacks.
 
 ``tests/deploy/test_observability.py`` runs it against a Prometheus scraping a sidecar
 and an operator on this machine, the end-to-end tests against one scraping real pods.
+Either must label the targets as the ServiceMonitors do: ``namespace`` and ``pod``, on
+the brokers also ``tierlog_cluster`` (their cluster's name: the ``cluster`` variable),
+and scrape the operator with ``honor_labels`` (its ``tierlog_cluster_brokers_desired``
+names its cluster's namespace), as ``ScrapeTarget(..., honor_labels=True)`` does.
 """
 
 from __future__ import annotations

@@ -10,10 +10,9 @@ ServiceMonitor honours the labels it exports (as kube-state-metrics' does), and
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -54,7 +53,7 @@ class OperatorMetrics:
 
     def cluster_deleted(self, namespace: str, name: str) -> None:
         """No brokers expected of a deleted cluster: its series goes."""
-        with contextlib.suppress(KeyError):  # never reconciled by this replica
+        with suppress(KeyError):  # never reconciled by this replica
             self.brokers_desired.remove(namespace, name)
 
     @contextmanager
