@@ -256,10 +256,16 @@ def test_every_dashboard_query_returns_series(
     assert_every_dashboard_query_has_data(prometheus.url, operator_values, OPERATOR_DASHBOARD)
 
 
+# Prometheus started after the first traffic: a window this long holds all it saw, the
+# clients' last traffic (``_traffic_again``) however long the tests before took.
+SINCE_START = "10m"
+
+
 def _panel_query(dashboard: str, title: str, values: dict[str, str], ref: int = 0) -> str:
+    """The panel's ``ref``-th query, its rates over all Prometheus saw."""
     path = next(path for path in DASHBOARDS if path.stem == dashboard)
     exprs = [query.expr for query in dashboard_queries(path) if query.where == title]
-    return substitute(exprs[ref], values)
+    return substitute(exprs[ref], {**values, "__rate_interval": SINCE_START})
 
 
 def _one_value(prometheus: PrometheusServer, expr: str) -> float:
@@ -270,10 +276,11 @@ def _one_value(prometheus: PrometheusServer, expr: str) -> float:
 def test_produce_and_fetch_latency_show_the_streams_clients_use(
     prometheus: PrometheusServer, values: dict[str, str]
 ) -> None:
-    """The last minute's produce and fetch came from the real producer and consumer,
+    """All the produce and fetch Prometheus saw came from the real producer and consumer,
     which stream: the latency panels have a value, per message, not a stream's life."""
     used = prometheus.query(
-        'sum by (method) (increase(tierlog_requests_total{service="LogService"}[1m])) > 0'
+        "sum by (method) "
+        f'(increase(tierlog_requests_total{{service="LogService"}}[{SINCE_START}])) > 0'
     )
     assert {"ProduceStream", "Subscribe"} <= {series.labels["method"] for series in used}
     assert not {"Produce", "Fetch"} & {series.labels["method"] for series in used}
@@ -288,7 +295,9 @@ def test_produce_and_fetch_latency_show_the_streams_clients_use(
 def test_the_error_ratio_leaves_out_streams_their_clients_closed(
     prometheus: PrometheusServer, values: dict[str, str]
 ) -> None:
-    closed = prometheus.query('increase(tierlog_requests_total{code="CANCELLED"}[1m]) > 0')
+    closed = prometheus.query(
+        f'increase(tierlog_requests_total{{code="CANCELLED"}}[{SINCE_START}]) > 0'
+    )
     assert {series.labels["method"] for series in closed} >= {"Subscribe"}
     ratio = _one_value(prometheus, _panel_query("tierlog-cluster-overview", "Error ratio", values))
     assert abs(ratio) < 1e-9, f"a quiet run's error ratio is {ratio}"
