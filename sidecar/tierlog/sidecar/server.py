@@ -106,7 +106,6 @@ class SidecarServer:
         self._log_service: LogService | None = None
         self._checkpoints: asyncio.Task[None] | None = None
         self._reloads: asyncio.Task[None] | None = None
-        self.assignment: AssignmentUpdates | None = None  # once started
 
     async def start(self, progress: RecoveryProgress | None = None) -> None:
         # The tier takes over only partitions this broker holds (ownership.py): none
@@ -126,7 +125,7 @@ class SidecarServer:
         host = self.config.listen.rpartition(":")[0]
         self.address = f"{host}:{port}"
         partitions = Partitions(self.manager, self.topics, self._ownership(host, port))
-        self.assignment = AssignmentUpdates(partitions, self.config.assignment_file)
+        assignment = AssignmentUpdates(partitions, self.config.assignment_file)
         self.remote_log_manager.scope = lambda tp: partitions.ownership.holds(tp)
         await asyncio.to_thread(partitions.adopt_logs_on_disk)
         self.remote_reader = await asyncio.to_thread(self._remote_reader)
@@ -138,7 +137,7 @@ class SidecarServer:
         )
         add_log_service(self._log_service, self.server)
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
-            AdminService(partitions, self.watch, self.assignment), self.server
+            AdminService(partitions, self.watch, assignment), self.server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(
@@ -149,7 +148,7 @@ class SidecarServer:
             await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
         self._checkpoints = asyncio.create_task(self._write_checkpoints())
         if self.config.assignment_file is not None:
-            self._reloads = asyncio.create_task(self.assignment.follow_file())
+            self._reloads = asyncio.create_task(assignment.follow_file())
 
     def _remote_reader(self) -> RemoteLogReader:
         """The tier's reader over its chunk cache (blocking: the cache scans its directory)."""
@@ -177,7 +176,7 @@ class SidecarServer:
         if self.config.assignment_file is not None:
             try:
                 return read_assignment_file(self.config.assignment_file, node_id)
-            except (OSError, ValueError, KeyError, TypeError) as error:
+            except (OSError, ValueError) as error:
                 raise InvalidConfigError(f"tierlog.cluster.assignment.file: {error}") from None
         listed = tuple(Broker(node, address) for node, address in self.config.cluster_brokers)
         if listed:
