@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,9 @@ import yaml
 from tests.e2e.conftest import Node
 from tests.support.cluster.layout import GATEWAY
 from tests.support.minio import MinioServer
+from tierlog.client import AdminClient
+from tierlog.client.admin import ClusterMetadata
+from tierlog.client.errors import TierlogError
 
 pytestmark = pytest.mark.e2e
 
@@ -215,3 +218,87 @@ def test_a_tiered_cluster_uploads_closed_segments_to_minio_and_serves_every_reco
         assert output.strip().splitlines()[-1] == str(records), one_node.story(namespace)
     finally:
         one_node.kubectl("delete", "namespace", namespace, "--timeout=180s")
+
+
+def _broker_views(
+    one_node: Node, brokers: Brokers, topics: list[str]
+) -> dict[int, ClusterMetadata]:
+    """What each running broker's own Metadata says (asked from the host at its pod IP,
+    on the node's bridge); a broker that does not answer, or lacks a topic, is left out."""
+    selector = f"app.kubernetes.io/instance={brokers.name},app.kubernetes.io/component=broker"
+    listed = json.loads(
+        one_node.kubectl("get", "pods", "-n", brokers.namespace, "-l", selector, "-o", "json")
+    )
+    views = {}
+    for pod in listed["items"]:
+        ip = pod.get("status", {}).get("podIP")
+        if not ip:
+            continue
+        try:
+            with AdminClient(f"{ip}:9092", request_timeout_ms=2000) as admin:
+                view = admin.metadata(topics)
+        except TierlogError:  # starting, or the topic not created there yet: not agreeing
+            continue
+        views[view.node_id] = view
+    return views
+
+
+def _seconds_until(what: str, check: Callable[[], bool], timeout_s: float = 180) -> float:
+    """Seconds until ``check()`` is true, polled twice a second (the measurement)."""
+    started = time.monotonic()
+    while not check():
+        assert time.monotonic() - started < timeout_s, f"never: {what}"
+        time.sleep(0.5)  # polling the brokers' own view: the measurement's resolution
+    return time.monotonic() - started
+
+
+def test_a_scale_up_and_a_new_topic_reach_every_broker_within_seconds(
+    one_node: Node, brokers: Brokers
+) -> None:
+    """A new partition plan reaches the running brokers by the operator's push, not when
+    the kubelet refreshes their mounted ConfigMap (a minute or more): measured from
+    ``kubectl scale`` until the three running brokers name the fourth, and from ``kubectl
+    apply`` of a TierlogTopic until all four name the owners the operator placed. Left at
+    four brokers: the cluster has no tier to drain one through."""
+    ns, name = brokers.namespace, brokers.name
+    one_node.kubectl("scale", "-n", ns, f"tierlogcluster/{name}", "--replicas=4")
+
+    def the_running_know_the_new_one() -> bool:
+        views = _broker_views(one_node, brokers, [])
+        return all(node in views and 3 in views[node].brokers for node in range(3))
+
+    known = _seconds_until("brokers 0-2 know broker 3", the_running_know_the_new_one)
+    print(f"\nbrokers 0-2 knew broker 3 {known:.1f} s after kubectl scale")
+    one_node.wait(ns, "--for=create", f"pod/{name}-3")
+    one_node.wait(ns, "--for=condition=Ready", f"pod/{name}-3")
+    one_node.wait(ns, "--for=condition=Ready", f"tierlogcluster/{name}")
+
+    manifest = {
+        "apiVersion": "tierlog.io/v1alpha1",
+        "kind": "TierlogTopic",
+        "metadata": {"name": "after-scale-up"},
+        "spec": {"cluster": name, "partitions": 8},
+    }
+    one_node.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(manifest))
+
+    def every_broker_follows_the_plan() -> bool:
+        cluster = json.loads(
+            one_node.kubectl("get", "tierlogcluster", name, "-n", ns, "-o", "json")
+        )
+        planned = cluster.get("status", {}).get("assignment", {}).get("after-scale-up")
+        views = _broker_views(one_node, brokers, ["after-scale-up"])
+        return (
+            bool(planned)
+            and sorted(views) == [0, 1, 2, 3]
+            and all(
+                list(view.leaders["after-scale-up"]) == planned and len(view.brokers) == 4
+                for view in views.values()
+            )
+        )
+
+    owned = _seconds_until("every broker owns as planned", every_broker_follows_the_plan)
+    print(f"new topic owned as planned by all 4 brokers {owned:.1f} s after kubectl apply")
+    assert known < 20, f"the scale-up reached the brokers after {known:.1f} s\n{one_node.story(ns)}"
+    assert owned < 20, (
+        f"the new topic was owned as planned after {owned:.1f} s\n{one_node.story(ns)}"
+    )

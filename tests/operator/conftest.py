@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.support.kube import ControlPlane
+from tests.support.pod_network import PodPort
 from tests.support.sidecars import SidecarProcess, Sidecars, console_script, free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -135,14 +136,17 @@ class Brokers:
     the operator applies grows no Pods. This plays their part: for broker ``n`` it starts a
     real ``tierlog-sidecar`` with the cluster's ``server.properties`` from the ConfigMap
     (paths and listeners made local), creates the Pod object from the StatefulSet's
-    template (its grpc port the sidecar's, its IP 127.0.0.1) and writes the Pod's status
-    (Ready) itself. ``project()`` copies the ConfigMap's assignment.json to the file the
-    sidecars read, as the kubelet projects a ConfigMap volume, with each started broker's
-    address (``NAME-N.NAME-brokers.NS.svc:9092``) as its loopback address, as the cluster's
-    DNS would resolve it, so clients can follow the plan to the owners. Secret volumes of
-    the template (the brokers' TLS and token) are projected as the kubelet does, into
-    files under ``workdir``, and the settings naming files under their mount paths name
-    those files instead. ``settings`` are
+    template (its IP 127.0.0.1, its grpc port a ``PodPort`` in front of the sidecar) and
+    writes the Pod's status (Ready) itself. ``project()`` copies the ConfigMap's
+    assignment.json to the file the sidecars read, as the kubelet projects a ConfigMap
+    volume; there, and in the plans the operator pushes through the ``PodPort``, each
+    started broker's address (``NAME-N.NAME-brokers.NS.svc:9092``) becomes its loopback
+    address, as the cluster's DNS would resolve it, so clients can follow the plan to
+    the owners. A broker serving TLS has its Pod name the sidecar itself (the ``PodPort``
+    speaks plain gRPC): plans pushed to it keep the DNS names, which no test of TLS
+    follows. Secret volumes of the template (the brokers' TLS and token) are projected
+    as the kubelet does, into files under ``workdir``, and the settings naming files
+    under their mount paths name those files instead. ``settings`` are
     broker settings a test adds to the ConfigMap's (e.g. a faster uploader), as a test's
     own image could.
     """
@@ -155,6 +159,7 @@ class Brokers:
         self.assignment_file = workdir / "assignment.json"
         self.sidecars: dict[int, SidecarProcess] = {}
         self.ports: dict[int, int] = {}  # broker id -> its sidecar's port, kept on restarts
+        self.pod_ports: dict[int, PodPort] = {}  # broker id -> the port its Pod names
         self.started = Sidecars()
 
     def config_map(self) -> dict[str, str]:
@@ -169,13 +174,17 @@ class Brokers:
         )
         return found
 
-    def project(self) -> None:
-        plan = json.loads(self.config_map()["assignment.json"])
+    def resolve(self, document: str) -> str:
+        """A plan (``assignment.json``) with each started broker's name resolved."""
+        plan = json.loads(document)
         for node, port in self.ports.items():
             if str(node) in plan["brokers"]:
                 plan["brokers"][str(node)] = f"127.0.0.1:{port}"
+        return json.dumps(plan)
+
+    def project(self) -> None:
         partial = self.assignment_file.with_suffix(".partial")
-        partial.write_text(json.dumps(plan))
+        partial.write_text(self.resolve(self.config_map()["assignment.json"]))
         partial.replace(self.assignment_file)
 
     def _project_secrets(self, node: int) -> dict[str, Path]:
@@ -227,7 +236,12 @@ class Brokers:
         self.project()
         sidecar = SidecarProcess(self.workdir / f"broker-{node}", self._configs(node), port)
         self.sidecars[node] = self.started.add(sidecar.start())
-        self.create_pod(node, sidecar.port)
+        if "ssl.keystore.location" in self.config_map()["server.properties"]:
+            self.create_pod(node, port)
+        else:
+            if node not in self.pod_ports:
+                self.pod_ports[node] = PodPort(f"127.0.0.1:{port}", self.resolve)
+            self.create_pod(node, self.pod_ports[node].port)
         return sidecar
 
     def create_pod(self, node: int, port: int) -> None:
@@ -277,6 +291,8 @@ class Brokers:
 
     def kill_all(self) -> None:
         self.started.kill_all()
+        for pod_port in self.pod_ports.values():
+            pod_port.close()
 
 
 @pytest.fixture

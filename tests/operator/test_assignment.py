@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tierlog.operator.assignment import NO_OWNER, Assignment, hand_over, plan
+from tierlog.operator.assignment import NO_OWNER, Assignment, hand_over, plan, stamped
 from tierlog.sidecar.ownership import Broker, Ownership
 from tierlog.storage.checkpoints import TopicPartition
 
@@ -77,6 +77,36 @@ def test_json_round_trip() -> None:
     assert NO_OWNER in json.loads(released.to_json())["topics"]["orders"]
     with pytest.raises(ValueError, match="version"):
         Assignment.from_json('{"version": 9, "brokers": {}, "topics": {}}')
+
+
+NOW_MS = 1_764_000_000_000
+
+
+def test_a_plan_keeps_its_generation_until_it_changes() -> None:
+    first = stamped(plan(brokers(2), {"orders": 4}), None, NOW_MS)
+    assert first.generation == NOW_MS
+    written = Assignment.from_json(first.to_json())  # as the next pass reads it back
+    assert written.generation == NOW_MS
+    again = stamped(plan(brokers(2), {"orders": 4}, written), written, NOW_MS + 5000)
+    assert again == first  # the same document: the ConfigMap and the brokers keep it
+
+    grown = stamped(plan(brokers(3), {"orders": 4}, written), written, NOW_MS + 5000)
+    assert grown.generation == NOW_MS + 5000
+    assert json.loads(grown.to_json())["generation"] == NOW_MS + 5000
+
+
+def test_a_changed_plan_is_newer_even_when_the_clock_is_behind() -> None:
+    written = stamped(plan(brokers(2), {"orders": 4}), None, NOW_MS)
+    behind = stamped(plan(brokers(2), {"orders": 6}, written), written, NOW_MS - 60_000)
+    assert behind.generation == NOW_MS + 1
+
+
+def test_a_plan_from_before_generations_reads_as_the_oldest() -> None:
+    document = '{"version": 1, "brokers": {"0": "b0:9092"}, "topics": {"orders": [0]}}'
+    old = Assignment.from_json(document)
+    assert old.generation == 0
+    assert stamped(old, old, NOW_MS).generation == 0  # unchanged: not rewritten
+    assert stamped(plan(brokers(2), {"orders": 1}, old), old, NOW_MS).generation == NOW_MS
 
 
 def test_owned_by_lists_a_brokers_partitions() -> None:

@@ -110,6 +110,7 @@ def test_the_assignment_file(tmp_path: Path) -> None:
     assert ownership.owns(TopicPartition("orders", 0))
     assert not ownership.owns(TopicPartition("orders", 1))
     assert ownership.holds(TopicPartition("audit", 0))  # it released it
+    assert ownership.generation == 0  # a file from before plans had one: the oldest
     path.write_text(json.dumps({"version": 2, "brokers": {}, "topics": {}}))
     with pytest.raises(ValueError, match="version"):
         read_assignment_file(path, 1)

@@ -16,6 +16,13 @@ scale-down called off), or to the staying broker owning fewest partitions (lowes
 ties) once the releasing broker is drained. A new owner claims the partition's tier and
 fences the old one, so handing over before the drain would lose the data not yet
 uploaded. Deterministic throughout.
+
+Each plan has a ``generation`` (``stamped``): the operator pushes every plan to the
+brokers as well as writing it into the ConfigMap, and a broker follows a plan only if
+it is not older than its own, so the generation must grow with every change, across
+operator restarts and even if the ConfigMap is deleted and made again. It is the
+previous plan's plus one, raised to the clock's milliseconds: a counter kept in the
+ConfigMap, with the clock as a floor for when the ConfigMap is gone.
 """
 
 from __future__ import annotations
@@ -23,11 +30,11 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tierlog.sidecar.ownership import NO_OWNER
 
-__all__ = ["NO_OWNER", "Assignment", "hand_over", "plan"]
+__all__ = ["NO_OWNER", "Assignment", "hand_over", "plan", "stamped"]
 
 _VERSION = 1
 
@@ -38,6 +45,7 @@ class Assignment:
     topics: Mapping[str, tuple[int, ...]]  # topic -> owner id of each partition, or NO_OWNER
     # topic -> partition -> the broker that released it (and holds its data meanwhile)
     released: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+    generation: int = 0  # grows with every change of the plan (see ``stamped``)
 
     def owned_by(self, broker_id: int) -> list[tuple[str, int]]:
         return [
@@ -61,6 +69,7 @@ class Assignment:
     def to_json(self) -> str:
         document = {
             "version": _VERSION,
+            "generation": self.generation,
             "brokers": {str(node): address for node, address in sorted(self.brokers.items())},
             "topics": {topic: list(owners) for topic, owners in sorted(self.topics.items())},
             "released": {
@@ -86,6 +95,7 @@ class Assignment:
                 str(topic): {int(partition): int(node) for partition, node in by_partition.items()}
                 for topic, by_partition in (document.get("released") or {}).items()
             },
+            generation=int(document.get("generation", 0)),
         )
 
 
@@ -161,6 +171,17 @@ def hand_over(
         {topic: tuple(owners) for topic, owners in topics.items()},
         {topic: by for topic, by in released.items() if by},
     )
+
+
+def stamped(assignment: Assignment, previous: Assignment | None, now_ms: int) -> Assignment:
+    """``assignment`` with its generation: the previous plan's if nothing changed, else
+    the previous one's plus one or ``now_ms`` (the clock), whichever is larger."""
+    if previous is None:
+        return replace(assignment, generation=now_ms)
+    unchanged = replace(assignment, generation=previous.generation)
+    if unchanged.to_json() == previous.to_json():  # the same document as written
+        return unchanged
+    return replace(assignment, generation=max(previous.generation + 1, now_ms))
 
 
 def _least_loaded(load: Mapping[int, int]) -> int:

@@ -13,12 +13,19 @@ from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from tierlog.client import AdminClient, ChannelSecurity, Cluster
-from tierlog.client.admin import RestartReadiness
+from tierlog.client.admin import AssignmentUpdate, RestartReadiness
 from tierlog.operator.spec import TopicSpec
 from tierlog.operator.topic_sync import BrokerTopic, TopicChanges
 from tierlog.storage.errors import UnknownTopicOrPartitionError
 
-__all__ = ["apply_topic", "delete_topic", "owned_partitions", "prepare_restart", "read_topic"]
+__all__ = [
+    "apply_topic",
+    "delete_topic",
+    "owned_partitions",
+    "prepare_restart",
+    "read_topic",
+    "update_assignment",
+]
 
 REQUEST_TIMEOUT_MS = 10_000
 _T = TypeVar("_T")
@@ -42,6 +49,14 @@ async def _with_admin(
 
 async def prepare_restart(address: str, *, security: ChannelSecurity) -> RestartReadiness:
     return await _with_admin(address, security, lambda admin: admin.prepare_restart())
+
+
+async def update_assignment(
+    address: str, document: str, *, security: ChannelSecurity
+) -> AssignmentUpdate:
+    """Hand the broker at ``address`` the partition assignment just written to the
+    ConfigMap (``assignment.json``), which its volume shows only a minute or so later."""
+    return await _with_admin(address, security, lambda admin: admin.update_assignment(document))
 
 
 async def owned_partitions(

@@ -3,17 +3,28 @@
 Level-based: every pass starts from what the API server and the brokers say now, so
 a pass interrupted anywhere is finished by the next one, and the operator can restart
 at any time. The handlers (``handlers.py``) run passes on changes and on a timer.
+
+The partition assignment goes to the brokers twice: into the ConfigMap (what a
+starting broker reads), and, right after, over gRPC to every ready broker, since a
+mounted ConfigMap reaches a running pod only a minute or so later. Each pass pushes
+again; a broker takes a plan only if it is newer than its own
+(``tierlog.sidecar.assignment_updates``), so repeats cost one small call, and a broker
+that missed a push (down, restarting) gets the plan on the next pass or from its file.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tierlog.client.admin import AssignmentUpdate
 from tierlog.operator import brokers
-from tierlog.operator.assignment import NO_OWNER, Assignment
+from tierlog.operator.assignment import NO_OWNER, Assignment, stamped
 from tierlog.operator.broker_security import BrokerSecurity
 from tierlog.operator.conditions import DEGRADED, PAUSED, PROGRESSING, READY, Condition, merge
 from tierlog.operator.events import Event
@@ -44,6 +55,8 @@ __all__ = [
     "status_conditions",
 ]
 
+log = logging.getLogger("tierlog.operator")
+
 PAUSE_ANNOTATION = "tierlog.io/pause-reconciliation"
 _MESSAGE_CHARS = 2000  # an error's text in a condition (an API server's can be long)
 _UNSAFE = "not safe"  # a deferred restart's cause when the sidecar answers
@@ -59,6 +72,10 @@ class Pass:
 
 def now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 def is_paused(body: Mapping[str, Any]) -> bool:
@@ -181,6 +198,40 @@ async def _apply_all(
     return events
 
 
+async def _push_assignment(
+    assignment: Assignment, pods: Mapping[int, BrokerPod], security: BrokerSecurity
+) -> None:
+    """Hand the plan just written to the ConfigMap to every ready broker, all at once; a
+    broker that does not take it is logged, never fatal (the next pass tries again)."""
+    document = assignment.to_json()
+
+    async def push(pod: BrokerPod) -> AssignmentUpdate:
+        pod_security = await security.for_pod(pod)
+        return await brokers.update_assignment(pod.address, document, security=pod_security)
+
+    targets = [pod for pod in pods.values() if pod.ready and pod.address and not pod.deleting]
+    answers = await asyncio.gather(*(push(pod) for pod in targets), return_exceptions=True)
+    for pod, answer in zip(targets, answers, strict=True):
+        if isinstance(answer, Exception):
+            log.warning(
+                "%s did not take the partition assignment of generation %d (it reads the "
+                "file later): %s: %s",
+                pod.name,
+                assignment.generation,
+                type(answer).__name__,
+                answer,
+            )
+        elif isinstance(answer, BaseException):
+            raise answer  # cancelled: the pass ends
+        elif answer.generation > assignment.generation:
+            log.warning(
+                "%s follows a newer partition assignment (generation %d) than the ConfigMap's (%d)",
+                pod.name,
+                answer.generation,
+                assignment.generation,
+            )
+
+
 def _deferred(roll: Roll, waiting: str, cause: str) -> tuple[Roll, list[Event]]:
     """The roll waiting instead of restarting; its Event stands for this broker and
     ``cause`` (a broker that answers again but is not safe yet is a new state)."""
@@ -256,7 +307,9 @@ async def reconcile_cluster(
         untiered=untiered,
         drained=set(range(cluster.brokers, current or 0)) - set(waits),
     )
+    scale = replace(scale, assignment=stamped(scale.assignment, previous, _now_ms()))
     events = await _apply_all(kube, cluster, owner, scale)
+    await _push_assignment(scale.assignment, pods, security)
     events += _scale_events(scale, previous, current, cluster.brokers)
     desired_hash = desired_config_hash(cluster)
     serving = min(cluster.brokers, scale.replicas)

@@ -23,6 +23,7 @@ from tierlog.client.security import ChannelSecurity
 
 __all__ = [
     "AdminClient",
+    "AssignmentUpdate",
     "ClusterMetadata",
     "ConfigEntry",
     "PartitionDescription",
@@ -60,6 +61,13 @@ class ClusterMetadata:
     node_id: int  # the broker that answered
     brokers: Mapping[int, str]  # node id -> address
     leaders: Mapping[str, tuple[int, ...]]  # topic -> leader id per partition
+
+
+@dataclass(frozen=True)
+class AssignmentUpdate:
+    node_id: int  # the broker that answered
+    generation: int  # of the assignment it follows now
+    adopted: bool  # whether it took the one sent (else it held the same or a newer one)
 
 
 @dataclass(frozen=True)
@@ -209,6 +217,14 @@ class AdminClient(ClusterClient):
             response.segments_awaiting_upload,
             response.safe,
         )
+
+    def update_assignment(self, document: str) -> AssignmentUpdate:
+        """Hand the broker the operator's partition assignment (``assignment.json``); it
+        follows it if it is newer than its own (ask one broker, as ``prepare_restart``)."""
+        request = admin_service_pb2.UpdateAssignmentRequest(document=document)
+        response = self._ask("UpdateAssignment", request)
+        assert isinstance(response, admin_service_pb2.UpdateAssignmentResponse)
+        return AssignmentUpdate(response.node_id, response.generation, response.adopted)
 
     # --- metadata and records ---------------------------------------------------------
 

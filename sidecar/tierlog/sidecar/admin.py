@@ -23,6 +23,7 @@ from typing import Any
 import grpc
 
 from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, common_pb2
+from tierlog.sidecar.assignment_updates import AssignmentUpdates
 from tierlog.sidecar.ownership import NO_OWNER
 from tierlog.sidecar.partitions import Partitions
 from tierlog.sidecar.status import as_error, at_the_edge, unexpected
@@ -39,9 +40,10 @@ _Context = grpc.aio.ServicerContext[Any, Any]
 
 
 class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
-    def __init__(self, partitions: Partitions, watch: AppendWatch):
+    def __init__(self, partitions: Partitions, watch: AppendWatch, assignment: AssignmentUpdates):
         self.partitions = partitions
         self.watch = watch
+        self.assignment = assignment
         self.topics = partitions.topics
         self._changes = asyncio.Lock()
 
@@ -276,6 +278,17 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
                 for broker in ownership.brokers
             ],
             topics=topics,
+        )
+
+    @at_the_edge
+    async def UpdateAssignment(
+        self, request: admin_service_pb2.UpdateAssignmentRequest, context: _Context
+    ) -> admin_service_pb2.UpdateAssignmentResponse:
+        adopted = await self.assignment.push(request.document)
+        return admin_service_pb2.UpdateAssignmentResponse(
+            node_id=self.partitions.ownership.node_id,
+            generation=self.assignment.generation,
+            adopted=adopted,
         )
 
     # -- restarts ---------------------------------------------------------------------

@@ -18,6 +18,11 @@ produce and fetch get NOT_LEADER_OR_FOLLOWER with no owner, a retriable error (t
 client asks for metadata again and waits until an owner is named). The plan also says
 which broker released it: that one still uploads what the tier lacks.
 
+Each plan carries a ``generation`` that only grows (0 in a file from before there was
+one): the operator also pushes every new plan to the brokers over gRPC, so a broker
+may follow a newer plan than its file for a while, and must never step back to the
+file's older one (``assignment_updates``).
+
 Which partitions a broker *holds* (owns, or released and not yet handed over) bounds
 the tier it writes: a broker that comes back with a stale volume must not claim the
 tier of partitions others own now, which would fence their uploads.
@@ -34,7 +39,14 @@ from pathlib import Path
 from tierlog.api.errors import NotLeaderOrFollowerError
 from tierlog.storage.checkpoints import TopicPartition
 
-__all__ = ["ASSIGNMENT_VERSION", "NO_OWNER", "Broker", "Ownership", "read_assignment_file"]
+__all__ = [
+    "ASSIGNMENT_VERSION",
+    "NO_OWNER",
+    "Broker",
+    "Ownership",
+    "parse_assignment",
+    "read_assignment_file",
+]
 
 ASSIGNMENT_VERSION = 1
 NO_OWNER = -1  # a placed partition nobody serves while it moves (Kafka's leader -1)
@@ -55,6 +67,7 @@ class Ownership:
     placed: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     # topic -> partition -> the broker that released it (placed on NO_OWNER meanwhile)
     released: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+    generation: int = 0  # the plan's, growing with each new plan the operator makes
 
     def __post_init__(self) -> None:
         if not any(broker.node_id == self.node_id for broker in self.brokers):
@@ -110,23 +123,38 @@ class Ownership:
 
 
 def read_assignment_file(path: Path, node_id: int) -> Ownership:
-    """This broker's view of the operator's plan (``{"version", "brokers", "topics"}``).
+    """This broker's view of the operator's plan in ``path`` (see ``parse_assignment``).
 
     Raises ValueError (or OSError) for a file that is missing, unreadable or names a
     broker it does not list; a caller re-reading a changed file keeps its old view then.
     """
-    document = json.loads(path.read_text())
-    if document.get("version") != ASSIGNMENT_VERSION:
-        raise ValueError(f"{path}: unknown assignment version {document.get('version')!r}")
-    brokers = tuple(
-        sorted(Broker(int(node), str(address)) for node, address in document["brokers"].items())
-    )
-    placed = {
-        str(topic): tuple(int(owner) for owner in owners)
-        for topic, owners in document["topics"].items()
-    }
-    released = {
-        str(topic): {int(partition): int(node) for partition, node in by_partition.items()}
-        for topic, by_partition in (document.get("released") or {}).items()
-    }
-    return Ownership(node_id, brokers, placed, released)
+    try:
+        return parse_assignment(path.read_text(), node_id)
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"{path}: {error}") from None
+
+
+def parse_assignment(document_text: str, node_id: int) -> Ownership:
+    """Broker ``node_id``'s view of a plan (``{"version", "generation", "brokers",
+    "topics", "released"}``); ValueError if it is not one this broker can follow."""
+    try:
+        document = json.loads(document_text)
+        if not isinstance(document, dict):
+            raise ValueError("not a JSON object")
+        if document.get("version") != ASSIGNMENT_VERSION:
+            raise ValueError(f"unknown assignment version {document.get('version')!r}")
+        brokers = tuple(
+            sorted(Broker(int(node), str(address)) for node, address in document["brokers"].items())
+        )
+        placed = {
+            str(topic): tuple(int(owner) for owner in owners)
+            for topic, owners in document["topics"].items()
+        }
+        released = {
+            str(topic): {int(partition): int(node) for partition, node in by_partition.items()}
+            for topic, by_partition in (document.get("released") or {}).items()
+        }
+        generation = int(document.get("generation", 0))
+    except (KeyError, TypeError, AttributeError) as error:
+        raise ValueError(f"not an assignment: {type(error).__name__}: {error}") from None
+    return Ownership(node_id, brokers, placed, released, generation)

@@ -35,6 +35,7 @@ from tierlog.api.v1 import (
     log_service_pb2,
 )
 from tierlog.sidecar.admin import AdminService
+from tierlog.sidecar.assignment_updates import AssignmentUpdates
 from tierlog.sidecar.config import SidecarConfig
 from tierlog.sidecar.fetch_wire import add_log_service
 from tierlog.sidecar.limits import LimitsInterceptor
@@ -60,9 +61,6 @@ __all__ = ["SidecarServer"]
 
 log = logging.getLogger(__name__)
 
-# How often a changed assignment file is noticed (a ConfigMap update reaches the pod's
-# volume within a minute or so; this adds little to that).
-ASSIGNMENT_RELOAD_S = 2.0
 _SERVICE_DESCRIPTORS = (
     log_service_pb2.DESCRIPTOR.services_by_name["LogService"],
     admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"],
@@ -128,6 +126,7 @@ class SidecarServer:
         host = self.config.listen.rpartition(":")[0]
         self.address = f"{host}:{port}"
         partitions = Partitions(self.manager, self.topics, self._ownership(host, port))
+        assignment = AssignmentUpdates(partitions, self.config.assignment_file)
         self.remote_log_manager.scope = lambda tp: partitions.ownership.holds(tp)
         await asyncio.to_thread(partitions.adopt_logs_on_disk)
         self.remote_reader = await asyncio.to_thread(self._remote_reader)
@@ -140,7 +139,7 @@ class SidecarServer:
         self.metrics.expect_calls(_SERVICE_DESCRIPTORS)
         add_log_service(self._log_service, self.server)
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
-            AdminService(partitions, self.watch), self.server
+            AdminService(partitions, self.watch, assignment), self.server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(
@@ -151,7 +150,7 @@ class SidecarServer:
             await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
         self._checkpoints = asyncio.create_task(self._write_checkpoints())
         if self.config.assignment_file is not None:
-            self._reloads = asyncio.create_task(self._reload_assignment(partitions))
+            self._reloads = asyncio.create_task(assignment.follow_file())
 
     def _remote_reader(self) -> RemoteLogReader:
         """The tier's reader over its chunk cache (blocking: the cache scans its directory)."""
@@ -179,7 +178,7 @@ class SidecarServer:
         if self.config.assignment_file is not None:
             try:
                 return read_assignment_file(self.config.assignment_file, node_id)
-            except (OSError, ValueError, KeyError, TypeError) as error:
+            except (OSError, ValueError) as error:
                 raise InvalidConfigError(f"tierlog.cluster.assignment.file: {error}") from None
         listed = tuple(Broker(node, address) for node, address in self.config.cluster_brokers)
         if listed:
@@ -192,27 +191,6 @@ class SidecarServer:
             wildcard = host in ("", "0.0.0.0", "[::]", "::")
             advertised = f"{socket.getfqdn() if wildcard else host}:{port}"
         return Ownership(node_id, (Broker(node_id, advertised),))
-
-    async def _reload_assignment(self, partitions: Partitions) -> None:
-        """Follow the operator's plan: take in a changed file and the logs it gives this
-        broker; a plan that cannot be followed yet is tried again on the next round."""
-        path = self.config.assignment_file
-        assert path is not None
-        while True:
-            await asyncio.sleep(ASSIGNMENT_RELOAD_S)
-            try:
-                ownership = await asyncio.to_thread(read_assignment_file, path, self.config.node_id)
-            except (OSError, ValueError, KeyError, TypeError) as error:
-                log.warning("keeping the partition assignment: %s is unusable: %s", path, error)
-                continue
-            if ownership == partitions.ownership:
-                continue
-            try:
-                await asyncio.to_thread(partitions.follow, ownership)
-            except Exception as error:  # the store down, a full disk: this loop must go on
-                log.warning("cannot follow the partition assignment yet: %s", error)
-                continue
-            log.info("partition assignment changed: %s", path)
 
     async def _write_checkpoints(self) -> None:
         interval_s = self.config.checkpoint_interval_ms / 1000

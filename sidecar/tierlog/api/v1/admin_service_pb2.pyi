@@ -694,3 +694,53 @@ class PrepareRestartResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PrepareRestartResponse: _TypeAlias = PrepareRestartResponse  # noqa: Y015
+
+@_typing.final
+class UpdateAssignmentRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DOCUMENT_FIELD_NUMBER: _builtins.int
+    document: _builtins.str
+    """assignment.json as the operator wrote it into the ConfigMap (JSON, with its
+    "generation"). Unreadable, or not listing this broker: INVALID_REQUEST.
+    """
+    def __init__(
+        self,
+        *,
+        document: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["document", b"document"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateAssignmentRequest: _TypeAlias = UpdateAssignmentRequest  # noqa: Y015
+
+@_typing.final
+class UpdateAssignmentResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_ID_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    ADOPTED_FIELD_NUMBER: _builtins.int
+    node_id: _builtins.int
+    """The broker that answered."""
+    generation: _builtins.int
+    """The generation of the assignment it follows now."""
+    adopted: _builtins.bool
+    """Whether this document was taken (false: it held the same or a newer one)."""
+    def __init__(
+        self,
+        *,
+        node_id: _builtins.int = ...,
+        generation: _builtins.int = ...,
+        adopted: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["adopted", b"adopted", "generation", b"generation", "node_id", b"node_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateAssignmentResponse: _TypeAlias = UpdateAssignmentResponse  # noqa: Y015

@@ -79,6 +79,11 @@ class AdminServiceStub:
                 request_serializer=tierlog_dot_v1_dot_admin__service__pb2.PrepareRestartRequest.SerializeToString,
                 response_deserializer=tierlog_dot_v1_dot_admin__service__pb2.PrepareRestartResponse.FromString,
                 _registered_method=True)
+        self.UpdateAssignment = channel.unary_unary(
+                '/tierlog.v1.AdminService/UpdateAssignment',
+                request_serializer=tierlog_dot_v1_dot_admin__service__pb2.UpdateAssignmentRequest.SerializeToString,
+                response_deserializer=tierlog_dot_v1_dot_admin__service__pb2.UpdateAssignmentResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -144,6 +149,16 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateAssignment(self, request, context):
+        """Take the operator's partition assignment now (Kafka's UpdateMetadata, from the
+        controller to the brokers): the document of the ConfigMap's assignment.json, which
+        reaches the pods' volume only a minute or so later. A broker takes it only if its
+        generation is newer than the one it follows; an older or equal one changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -191,6 +206,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.PrepareRestart,
                     request_deserializer=tierlog_dot_v1_dot_admin__service__pb2.PrepareRestartRequest.FromString,
                     response_serializer=tierlog_dot_v1_dot_admin__service__pb2.PrepareRestartResponse.SerializeToString,
+            ),
+            'UpdateAssignment': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateAssignment,
+                    request_deserializer=tierlog_dot_v1_dot_admin__service__pb2.UpdateAssignmentRequest.FromString,
+                    response_serializer=tierlog_dot_v1_dot_admin__service__pb2.UpdateAssignmentResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -436,6 +456,33 @@ class AdminService:
             '/tierlog.v1.AdminService/PrepareRestart',
             tierlog_dot_v1_dot_admin__service__pb2.PrepareRestartRequest.SerializeToString,
             tierlog_dot_v1_dot_admin__service__pb2.PrepareRestartResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateAssignment(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tierlog.v1.AdminService/UpdateAssignment',
+            tierlog_dot_v1_dot_admin__service__pb2.UpdateAssignmentRequest.SerializeToString,
+            tierlog_dot_v1_dot_admin__service__pb2.UpdateAssignmentResponse.FromString,
             options,
             channel_credentials,
             insecure,

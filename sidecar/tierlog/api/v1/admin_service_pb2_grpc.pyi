@@ -47,6 +47,12 @@ class AdminServiceStub:
     removing this broker is safe: nothing unflushed, nothing waiting for the tier.
     The operator asks before each restart of a rolling update and before a drain.
     """
+    UpdateAssignment: _grpc.UnaryUnaryMultiCallable[_admin_service_pb2.UpdateAssignmentRequest, _admin_service_pb2.UpdateAssignmentResponse]
+    """Take the operator's partition assignment now (Kafka's UpdateMetadata, from the
+    controller to the brokers): the document of the ConfigMap's assignment.json, which
+    reaches the pods' volume only a minute or so later. A broker takes it only if its
+    generation is newer than the one it follows; an older or equal one changes nothing.
+    """
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -66,6 +72,12 @@ class AdminServiceAsyncStub(AdminServiceStub):
     """Flush every log and write the checkpoints now, then say whether restarting or
     removing this broker is safe: nothing unflushed, nothing waiting for the tier.
     The operator asks before each restart of a rolling update and before a drain.
+    """
+    UpdateAssignment: _aio.UnaryUnaryMultiCallable[_admin_service_pb2.UpdateAssignmentRequest, _admin_service_pb2.UpdateAssignmentResponse]  # type: ignore[assignment]
+    """Take the operator's partition assignment now (Kafka's UpdateMetadata, from the
+    controller to the brokers): the document of the ConfigMap's assignment.json, which
+    reaches the pods' volume only a minute or so later. A broker takes it only if its
+    generation is newer than the one it follows; an older or equal one changes nothing.
     """
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -137,6 +149,18 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         """Flush every log and write the checkpoints now, then say whether restarting or
         removing this broker is safe: nothing unflushed, nothing waiting for the tier.
         The operator asks before each restart of a rolling update and before a drain.
+        """
+
+    @_abc_1.abstractmethod
+    def UpdateAssignment(
+        self,
+        request: _admin_service_pb2.UpdateAssignmentRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_service_pb2.UpdateAssignmentResponse, _abc.Awaitable[_admin_service_pb2.UpdateAssignmentResponse]]:
+        """Take the operator's partition assignment now (Kafka's UpdateMetadata, from the
+        controller to the brokers): the document of the ConfigMap's assignment.json, which
+        reaches the pods' volume only a minute or so later. A broker takes it only if its
+        generation is newer than the one it follows; an older or equal one changes nothing.
         """
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
