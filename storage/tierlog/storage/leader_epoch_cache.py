@@ -97,6 +97,11 @@ class LeaderEpochCache:
         after = self._entries[len(before) :]
         self._write([EpochEntry(before[-1].epoch, start_offset), *after])
 
+    def clear(self) -> None:
+        """The log was emptied and starts again: no epoch wrote anything in it."""
+        if self._entries:
+            self._write([])
+
     def _write(self, entries: list[EpochEntry]) -> None:
         write_epoch_checkpoint(self.path, [(e.epoch, e.start_offset) for e in entries])
         self._entries = entries

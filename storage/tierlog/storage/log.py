@@ -27,6 +27,7 @@ from enum import Enum
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
+from tierlog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT
 from tierlog.storage.config import LogConfig, TimestampType
 from tierlog.storage.errors import (
     OffsetMovedToTieredStorageError,
@@ -35,6 +36,7 @@ from tierlog.storage.errors import (
     UnknownTopicOrPartitionError,
 )
 from tierlog.storage.file_records import Buffer
+from tierlog.storage.leader_epoch_cache import LeaderEpochCache
 from tierlog.storage.producer_snapshot import SnapshotEntry, snapshot_path, write_snapshot
 from tierlog.storage.producer_state import (
     BatchMetadata,
@@ -157,7 +159,6 @@ class Log:
         *,
         log_start_offset: int,
         recovery_point: int,
-        leader_epoch: int = 0,
         clock_ms: Callable[[], int] = wall_clock_ms,
         recovered: Sequence[LogSegment] = (),
     ):
@@ -175,7 +176,13 @@ class Log:
             log_start_offset if config.remote_storage_enable else max(log_start_offset, local_start)
         )
         self.recovery_point = recovery_point
-        self.leader_epoch = leader_epoch
+        # Which epoch wrote which offsets; what the recovery cut or retention removed is
+        # forgotten here too, as Kafka's loader does. Appends are stamped with the
+        # latest epoch (0 for a log that has none).
+        self.leader_epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.leader_epoch = max(self.leader_epoch_cache.latest_epoch, 0)
         # One past the highest offset safely in the remote tier (the remote log manager
         # keeps it): producer snapshots at or above it are kept for the uploader.
         self.tiered_end_offset = 0
@@ -347,6 +354,9 @@ class Log:
             now_ms=now_ms,
         ):
             segment = self._roll_locked()
+        # Written ahead of the batches: an epoch entry at or past the log end (the append
+        # failed, or a crash came first) is dropped at the next open.
+        self.leader_epoch_cache.assign(self.leader_epoch, first_offset)
         segment.append(pieces, batches, total_bytes)
         self.producer_state.complete_append(producers, last_offset + 1)
         for aborted in producers.aborted:  # Kafka's order: the state, then the index
@@ -537,6 +547,7 @@ class Log:
             active.resize_indexes(self.config.segment_index_bytes)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.producer_state.truncate_and_reload(
             self._segments,
             log_start_offset=self.log_start_offset,
@@ -571,6 +582,7 @@ class Log:
         self.log_start_offset = offset
         self.recovery_point = offset
         self.unflushed_messages = 0
+        self.leader_epoch_cache.clear()
         self.producer_state.truncate_fully_and_start_at(offset)
 
     def increment_log_start_offset(self, offset: int) -> int:
@@ -580,8 +592,7 @@ class Log:
                 raise OffsetOutOfRangeError(
                     f"log start {offset} is beyond the log end {self.log_end_offset}"
                 )
-            self.log_start_offset = max(self.log_start_offset, offset)
-            self.producer_state.truncate_head(self.log_start_offset)
+            self._move_log_start_locked(offset)
             return self.log_start_offset
 
     def continue_tier(
@@ -612,7 +623,21 @@ class Log:
             self.log_start_offset = start
             if restarted and producer_snapshot:
                 self._restore_producers_locked(tier_end_offset, producer_snapshot)
-            self.producer_state.truncate_head(start)
+            self._move_log_start_locked(start)
+
+    def become_leader(self, leader_epoch: int) -> None:
+        """Lead in ``leader_epoch`` from the log end on (Kafka's ``maybeAssignEpochStartOffset``):
+        later appends are stamped with it, and the checkpoint says where it starts."""
+        with self._lock:
+            self.leader_epoch = leader_epoch
+            self.leader_epoch_cache.assign(leader_epoch, self.log_end_offset)
+
+    def _move_log_start_locked(self, offset: int) -> None:
+        """The log now starts at ``offset`` (if that is later): producers and epochs
+        wholly before it are forgotten."""
+        self.log_start_offset = max(self.log_start_offset, offset)
+        self.producer_state.truncate_head(self.log_start_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
 
     def _restore_producers_locked(self, offset: int, entries: Sequence[SnapshotEntry]) -> None:
         """Start the (empty) local log at ``offset`` with the producers the tier recorded."""
@@ -706,8 +731,7 @@ class Log:
         remaining = [segment for segment in self._segments if segment not in doomed]
         self._set_segments(remaining)
         if move_log_start:
-            self.log_start_offset = max(self.log_start_offset, remaining[0].base_offset)
-            self.producer_state.truncate_head(self.log_start_offset)
+            self._move_log_start_locked(remaining[0].base_offset)
         self.producer_state.on_segments_removed(
             [segment.base_offset for segment in doomed],
             [segment.base_offset for segment in remaining],
