@@ -30,9 +30,12 @@ from typing import NamedTuple, TypeVar
 from tierlog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT
 from tierlog.storage.config import LogConfig, TimestampType
 from tierlog.storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
     OffsetMovedToTieredStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
+    UnexpectedAppendOffsetError,
     UnknownTopicOrPartitionError,
 )
 from tierlog.storage.file_records import Buffer
@@ -48,7 +51,9 @@ from tierlog.storage.records import (
     LOG_OVERHEAD,
     BatchHeader,
     EndTransactionMarker,
+    crc_is_valid,
     decode_records,
+    iter_batches,
     parse_header,
     patch_offsets,
     read_end_txn_marker,
@@ -344,24 +349,12 @@ class Log:
         pieces, batches, max_timestamp = self._assign_offsets(
             records, headers, first_offset, append_time_ms
         )
+        epochs = [(self.leader_epoch, first_offset)]
+        segment = self._write_locked(pieces, batches, epochs, first_offset, max_timestamp, now_ms)
         last_offset = batches[-1].last_offset
-        segment = self.active_segment
-        if segment.should_roll(
-            self._roll_policy,
-            incoming_bytes=total_bytes,
-            incoming_max_timestamp=max_timestamp,
-            incoming_last_offset=last_offset,
-            now_ms=now_ms,
-        ):
-            segment = self._roll_locked()
-        # Written ahead of the batches: an epoch entry at or past the log end (the append
-        # failed, or a crash came first) is dropped at the next open.
-        self.leader_epoch_cache.assign(self.leader_epoch, first_offset)
-        segment.append(pieces, batches, total_bytes)
         self.producer_state.complete_append(producers, last_offset + 1)
         for aborted in producers.aborted:  # Kafka's order: the state, then the index
             segment.txn_index.append(aborted)
-        self.unflushed_messages += last_offset - first_offset + 1
         return AppendInfo(
             first_offset=first_offset,
             last_offset=last_offset,
@@ -371,6 +364,86 @@ class Log:
             batches=len(batches),
             size_bytes=total_bytes,
         )
+
+    def append_as_follower(self, records: Buffer) -> AppendInfo:
+        """Append batches exactly as the leader stored them (Kafka's ``appendAsFollower``):
+        their offsets, leader epochs and timestamps are the leader's and their bytes are
+        written unchanged, so a replica holds the same bytes at the same offsets.
+
+        Every batch's CRC is checked, and the batches must start at or past the log end
+        and rise (a compacted leader's log may skip offsets). The producer state and the
+        leader epochs follow what the batches say, unvalidated, as a recovery replays
+        them: the leader already validated them."""
+        view = memoryview(records).cast("B")
+        headers = list(iter_batches(view))  # a cut entry: CORRUPT_MESSAGE
+        for header, previous in zip(headers, [None, *headers], strict=False):
+            if not crc_is_valid(view, header):
+                raise CorruptRecordError(f"batch at offset {header.base_offset} fails its CRC")
+            if previous is not None and header.base_offset <= previous.last_offset:
+                raise UnexpectedAppendOffsetError(
+                    f"batch at offset {header.base_offset} follows one ending at "
+                    f"{previous.last_offset}"
+                )
+        if not headers:
+            raise InvalidRecordError("a follower append without batches")
+        now_ms = self.clock_ms()
+        first_offset, total_bytes = headers[0].base_offset, len(view)
+        batches = [AppendedBatch(h.last_offset, h.max_timestamp, h.size) for h in headers]
+        max_timestamp = max(h.max_timestamp for h in headers)
+        with self._lock:
+            self._check_not_deleted()
+            if first_offset < self.log_end_offset:
+                raise UnexpectedAppendOffsetError(
+                    f"batches from offset {first_offset} below the log end {self.log_end_offset}"
+                )
+            epochs = [(h.partition_leader_epoch, h.base_offset) for h in headers]
+            segment = self._write_locked(
+                [view], batches, epochs, first_offset, max_timestamp, now_ms
+            )
+            self.producer_state.replay(
+                self._segments, self.log_end_offset, rebuild_txn_indexes=[segment]
+            )
+            needs_flush = self.unflushed_messages >= self.config.flush_messages
+        if needs_flush:
+            self.flush_hook(self)
+        return AppendInfo(
+            first_offset=first_offset,
+            last_offset=batches[-1].last_offset,
+            log_append_time_ms=-1,
+            max_timestamp=max_timestamp,
+            log_start_offset=self.log_start_offset,
+            batches=len(batches),
+            size_bytes=total_bytes,
+        )
+
+    def _write_locked(
+        self,
+        pieces: Sequence[Buffer],
+        batches: Sequence[AppendedBatch],
+        epochs: Sequence[tuple[int, int]],
+        first_offset: int,
+        max_timestamp: int,
+        now_ms: int,
+    ) -> LogSegment:
+        """Write offset-assigned batches to the active segment (rolled first if due); the
+        segment written to. ``epochs`` are the (leader epoch, start offset) they begin."""
+        total_bytes = sum(batch.size for batch in batches)
+        segment = self.active_segment
+        if segment.should_roll(
+            self._roll_policy,
+            incoming_bytes=total_bytes,
+            incoming_max_timestamp=max_timestamp,
+            incoming_last_offset=batches[-1].last_offset,
+            now_ms=now_ms,
+        ):
+            segment = self._roll_locked()
+        # Written ahead of the batches: an epoch entry at or past the log end (the append
+        # failed, or a crash came first) is dropped at the next open.
+        for epoch, start_offset in epochs:
+            self.leader_epoch_cache.assign(epoch, start_offset)
+        segment.append(pieces, batches, total_bytes)
+        self.unflushed_messages += batches[-1].last_offset - first_offset + 1
+        return segment
 
     def append_waits_for_sync(self, records_bytes: int) -> bool:
         """Whether appending ``records_bytes`` of batches may wait for an fsync (the flush
