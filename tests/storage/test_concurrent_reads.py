@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,8 +30,11 @@ from tierlog.storage.records import (
     iter_batches,
 )
 
-RUN_SECONDS = 1.5
-MAX_APPENDS = 6_000
+# The writer goes on until it made MIN_WRITES and the readers checked enough answers
+# (work, not time: a loaded machine only makes the run longer), at most MAX_WRITES.
+MIN_WRITES = 1_000
+MIN_CHECKS = 150
+MAX_WRITES = 20_000
 READERS = 4
 # Small segments and dense indexes: many rolls (index trims) and index lookups.
 CONFIG = config(segment_bytes=6_000, index_interval_bytes=200, segment_index_bytes=2_048)
@@ -133,10 +135,10 @@ def run_with_readers(
     for thread in threads:
         thread.start()
     rng = random.Random(42)
-    deadline = time.monotonic() + RUN_SECONDS
     try:
-        for _ in range(MAX_APPENDS):
-            if time.monotonic() > deadline or outcome.failures:
+        for done in range(MAX_WRITES):
+            checked = min(outcome.whole_reads, outcome.timestamp_lookups)
+            if outcome.failures or (done >= MIN_WRITES and checked >= MIN_CHECKS):
                 break
             write(rng)
     finally:

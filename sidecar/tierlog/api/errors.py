@@ -23,9 +23,11 @@ __all__ = [
     "InvalidPartitionsError",
     "InvalidRequestError",
     "InvalidRequiredAcksError",
+    "InvalidUpdateVersionError",
     "LeaderNotAvailableError",
     "NotLeaderOrFollowerError",
     "SaslAuthenticationFailedError",
+    "StaleBrokerEpochError",
     "ThrottlingQuotaExceededError",
     "TopicAlreadyExistsError",
     "status_code",
@@ -78,6 +80,24 @@ class LeaderNotAvailableError(TierlogError):
     reason = "LEADER_NOT_AVAILABLE"
 
 
+class InvalidUpdateVersionError(TierlogError):
+    """A partition-state change made against a partition epoch that is no longer the
+    current one: another change won the race. Re-read the state and decide again."""
+
+    reason = "INVALID_UPDATE_VERSION"
+
+    def __init__(self, message: str, *, current_epoch: int) -> None:
+        super().__init__(message)
+        self.current_epoch = current_epoch
+
+
+class StaleBrokerEpochError(TierlogError):
+    """A broker's lease was taken by a newer incarnation of that broker: the caller is a
+    stale one (it was paused or cut off) and must stop acting for the broker."""
+
+    reason = "STALE_BROKER_EPOCH"
+
+
 class SaslAuthenticationFailedError(TierlogError):
     """A missing or wrong bearer token (the broker's ``tierlog.auth.token.file``)."""
 
@@ -118,6 +138,8 @@ STATUS_CODES: dict[str, grpc.StatusCode] = {
     "UNKNOWN_TOPIC_OR_PARTITION": _C.NOT_FOUND,
     "TOPIC_ALREADY_EXISTS": _C.ALREADY_EXISTS,
     "NOT_LEADER_OR_FOLLOWER": _C.FAILED_PRECONDITION,
+    "INVALID_UPDATE_VERSION": _C.FAILED_PRECONDITION,
+    "STALE_BROKER_EPOCH": _C.FAILED_PRECONDITION,
     "KAFKA_STORAGE_ERROR": _C.UNAVAILABLE,
     "LEADER_NOT_AVAILABLE": _C.UNAVAILABLE,
     "REQUEST_TIMED_OUT": _C.DEADLINE_EXCEEDED,

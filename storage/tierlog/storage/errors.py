@@ -26,6 +26,7 @@ __all__ = [
     "RecordTooLargeError",
     "TierlogError",
     "TransactionCoordinatorFencedError",
+    "UnexpectedAppendOffsetError",
     "UnknownTopicOrPartitionError",
     "UnsupportedCompressionTypeError",
     "UnsupportedForMessageFormatError",
@@ -96,6 +97,12 @@ class InvalidTopicError(TierlogError):
     """A topic name that breaks Kafka's naming rules."""
 
     reason = "INVALID_TOPIC_EXCEPTION"
+
+
+class UnexpectedAppendOffsetError(TierlogError):
+    """A follower was given batches that do not continue its log (they start below its
+    end, or go back): the replica fetch is out of step with the log, a bug to stop on
+    (Kafka's ``UnexpectedAppendOffsetException``, which has no error code of its own)."""
 
 
 class UnknownTopicOrPartitionError(TierlogError):

@@ -27,14 +27,19 @@ from enum import Enum
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
+from tierlog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT
 from tierlog.storage.config import LogConfig, TimestampType
 from tierlog.storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
     OffsetMovedToTieredStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
+    UnexpectedAppendOffsetError,
     UnknownTopicOrPartitionError,
 )
 from tierlog.storage.file_records import Buffer
+from tierlog.storage.leader_epoch_cache import LeaderEpochCache
 from tierlog.storage.producer_snapshot import SnapshotEntry, snapshot_path, write_snapshot
 from tierlog.storage.producer_state import (
     BatchMetadata,
@@ -46,7 +51,9 @@ from tierlog.storage.records import (
     LOG_OVERHEAD,
     BatchHeader,
     EndTransactionMarker,
+    crc_is_valid,
     decode_records,
+    iter_batches,
     parse_header,
     patch_offsets,
     read_end_txn_marker,
@@ -157,7 +164,6 @@ class Log:
         *,
         log_start_offset: int,
         recovery_point: int,
-        leader_epoch: int = 0,
         clock_ms: Callable[[], int] = wall_clock_ms,
         recovered: Sequence[LogSegment] = (),
     ):
@@ -175,7 +181,13 @@ class Log:
             log_start_offset if config.remote_storage_enable else max(log_start_offset, local_start)
         )
         self.recovery_point = recovery_point
-        self.leader_epoch = leader_epoch
+        # Which epoch wrote which offsets; what the recovery cut or retention removed is
+        # forgotten here too, as Kafka's loader does. Appends are stamped with the
+        # latest epoch (0 for a log that has none).
+        self.leader_epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.leader_epoch = max(self.leader_epoch_cache.latest_epoch, 0)
         # One past the highest offset safely in the remote tier (the remote log manager
         # keeps it): producer snapshots at or above it are kept for the uploader.
         self.tiered_end_offset = 0
@@ -337,21 +349,12 @@ class Log:
         pieces, batches, max_timestamp = self._assign_offsets(
             records, headers, first_offset, append_time_ms
         )
+        epochs = [(self.leader_epoch, first_offset)]
+        segment = self._write_locked(pieces, batches, epochs, first_offset, max_timestamp, now_ms)
         last_offset = batches[-1].last_offset
-        segment = self.active_segment
-        if segment.should_roll(
-            self._roll_policy,
-            incoming_bytes=total_bytes,
-            incoming_max_timestamp=max_timestamp,
-            incoming_last_offset=last_offset,
-            now_ms=now_ms,
-        ):
-            segment = self._roll_locked()
-        segment.append(pieces, batches, total_bytes)
         self.producer_state.complete_append(producers, last_offset + 1)
         for aborted in producers.aborted:  # Kafka's order: the state, then the index
             segment.txn_index.append(aborted)
-        self.unflushed_messages += last_offset - first_offset + 1
         return AppendInfo(
             first_offset=first_offset,
             last_offset=last_offset,
@@ -361,6 +364,86 @@ class Log:
             batches=len(batches),
             size_bytes=total_bytes,
         )
+
+    def append_as_follower(self, records: Buffer) -> AppendInfo:
+        """Append batches exactly as the leader stored them (Kafka's ``appendAsFollower``):
+        their offsets, leader epochs and timestamps are the leader's and their bytes are
+        written unchanged, so a replica holds the same bytes at the same offsets.
+
+        Every batch's CRC is checked, and the batches must start at or past the log end
+        and rise (a compacted leader's log may skip offsets). The producer state and the
+        leader epochs follow what the batches say, unvalidated, as a recovery replays
+        them: the leader already validated them."""
+        view = memoryview(records).cast("B")
+        headers = list(iter_batches(view))  # a cut entry: CORRUPT_MESSAGE
+        for header, previous in zip(headers, [None, *headers], strict=False):
+            if not crc_is_valid(view, header):
+                raise CorruptRecordError(f"batch at offset {header.base_offset} fails its CRC")
+            if previous is not None and header.base_offset <= previous.last_offset:
+                raise UnexpectedAppendOffsetError(
+                    f"batch at offset {header.base_offset} follows one ending at "
+                    f"{previous.last_offset}"
+                )
+        if not headers:
+            raise InvalidRecordError("a follower append without batches")
+        now_ms = self.clock_ms()
+        first_offset, total_bytes = headers[0].base_offset, len(view)
+        batches = [AppendedBatch(h.last_offset, h.max_timestamp, h.size) for h in headers]
+        max_timestamp = max(h.max_timestamp for h in headers)
+        with self._lock:
+            self._check_not_deleted()
+            if first_offset < self.log_end_offset:
+                raise UnexpectedAppendOffsetError(
+                    f"batches from offset {first_offset} below the log end {self.log_end_offset}"
+                )
+            epochs = [(h.partition_leader_epoch, h.base_offset) for h in headers]
+            segment = self._write_locked(
+                [view], batches, epochs, first_offset, max_timestamp, now_ms
+            )
+            self.producer_state.replay(
+                self._segments, self.log_end_offset, rebuild_txn_indexes=[segment]
+            )
+            needs_flush = self.unflushed_messages >= self.config.flush_messages
+        if needs_flush:
+            self.flush_hook(self)
+        return AppendInfo(
+            first_offset=first_offset,
+            last_offset=batches[-1].last_offset,
+            log_append_time_ms=-1,
+            max_timestamp=max_timestamp,
+            log_start_offset=self.log_start_offset,
+            batches=len(batches),
+            size_bytes=total_bytes,
+        )
+
+    def _write_locked(
+        self,
+        pieces: Sequence[Buffer],
+        batches: Sequence[AppendedBatch],
+        epochs: Sequence[tuple[int, int]],
+        first_offset: int,
+        max_timestamp: int,
+        now_ms: int,
+    ) -> LogSegment:
+        """Write offset-assigned batches to the active segment (rolled first if due); the
+        segment written to. ``epochs`` are the (leader epoch, start offset) they begin."""
+        total_bytes = sum(batch.size for batch in batches)
+        segment = self.active_segment
+        if segment.should_roll(
+            self._roll_policy,
+            incoming_bytes=total_bytes,
+            incoming_max_timestamp=max_timestamp,
+            incoming_last_offset=batches[-1].last_offset,
+            now_ms=now_ms,
+        ):
+            segment = self._roll_locked()
+        # Written ahead of the batches: an epoch entry at or past the log end (the append
+        # failed, or a crash came first) is dropped at the next open.
+        for epoch, start_offset in epochs:
+            self.leader_epoch_cache.assign(epoch, start_offset)
+        segment.append(pieces, batches, total_bytes)
+        self.unflushed_messages += batches[-1].last_offset - first_offset + 1
+        return segment
 
     def append_waits_for_sync(self, records_bytes: int) -> bool:
         """Whether appending ``records_bytes`` of batches may wait for an fsync (the flush
@@ -537,6 +620,7 @@ class Log:
             active.resize_indexes(self.config.segment_index_bytes)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.producer_state.truncate_and_reload(
             self._segments,
             log_start_offset=self.log_start_offset,
@@ -571,6 +655,7 @@ class Log:
         self.log_start_offset = offset
         self.recovery_point = offset
         self.unflushed_messages = 0
+        self.leader_epoch_cache.clear()
         self.producer_state.truncate_fully_and_start_at(offset)
 
     def increment_log_start_offset(self, offset: int) -> int:
@@ -580,8 +665,7 @@ class Log:
                 raise OffsetOutOfRangeError(
                     f"log start {offset} is beyond the log end {self.log_end_offset}"
                 )
-            self.log_start_offset = max(self.log_start_offset, offset)
-            self.producer_state.truncate_head(self.log_start_offset)
+            self._move_log_start_locked(offset)
             return self.log_start_offset
 
     def continue_tier(
@@ -612,7 +696,21 @@ class Log:
             self.log_start_offset = start
             if restarted and producer_snapshot:
                 self._restore_producers_locked(tier_end_offset, producer_snapshot)
-            self.producer_state.truncate_head(start)
+            self._move_log_start_locked(start)
+
+    def become_leader(self, leader_epoch: int) -> None:
+        """Lead in ``leader_epoch`` from the log end on (Kafka's ``maybeAssignEpochStartOffset``):
+        later appends are stamped with it, and the checkpoint says where it starts."""
+        with self._lock:
+            self.leader_epoch = leader_epoch
+            self.leader_epoch_cache.assign(leader_epoch, self.log_end_offset)
+
+    def _move_log_start_locked(self, offset: int) -> None:
+        """The log now starts at ``offset`` (if that is later): producers and epochs
+        wholly before it are forgotten."""
+        self.log_start_offset = max(self.log_start_offset, offset)
+        self.producer_state.truncate_head(self.log_start_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
 
     def _restore_producers_locked(self, offset: int, entries: Sequence[SnapshotEntry]) -> None:
         """Start the (empty) local log at ``offset`` with the producers the tier recorded."""
@@ -706,8 +804,7 @@ class Log:
         remaining = [segment for segment in self._segments if segment not in doomed]
         self._set_segments(remaining)
         if move_log_start:
-            self.log_start_offset = max(self.log_start_offset, remaining[0].base_offset)
-            self.producer_state.truncate_head(self.log_start_offset)
+            self._move_log_start_locked(remaining[0].base_offset)
         self.producer_state.on_segments_removed(
             [segment.base_offset for segment in doomed],
             [segment.base_offset for segment in remaining],

@@ -29,7 +29,6 @@ from pathlib import Path
 
 from tierlog.storage.checkpoints import (
     CLEAN_SHUTDOWN_MARKER,
-    LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     META_PROPERTIES,
     PARTITION_METADATA,
@@ -38,7 +37,6 @@ from tierlog.storage.checkpoints import (
     atomic_write,
     base64_uuid,
     read_offset_checkpoint_or_warn,
-    write_epoch_checkpoint,
     write_meta_properties,
     write_offset_checkpoint,
     write_partition_metadata,
@@ -279,8 +277,9 @@ class LogManager:
             raise KafkaStorageError(f"cannot create {directory}: {error}") from error
         try:
             write_partition_metadata(directory / PARTITION_METADATA, self._topic_id(tp.topic))
-            write_epoch_checkpoint(directory / LEADER_EPOCH_CHECKPOINT, [(0, 0)])
-            return Log.open(directory, config)
+            created = Log.open(directory, config)
+            created.become_leader(0)
+            return created
         except OSError as error:
             shutil.rmtree(directory, ignore_errors=True)
             raise KafkaStorageError(f"cannot create {directory}: {error}") from error

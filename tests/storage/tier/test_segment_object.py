@@ -7,10 +7,11 @@ import pytest
 from tests.storage.conftest import FakeClock, read_all_bytes
 from tests.storage.tier.tiering import open_log, produce
 from tests.storage.transactions import TxnWriter
-from tierlog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, write_epoch_checkpoint
+from tierlog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, read_epoch_checkpoint
 from tierlog.storage.errors import CorruptRecordError, KafkaStorageError
 from tierlog.storage.index import OffsetIndex, TimeIndex
 from tierlog.storage.producer_snapshot import decode_snapshot
+from tierlog.storage.records import iter_batches
 from tierlog.storage.tier.body import BodyReader
 from tierlog.storage.tier.manifest import SegmentPart
 from tierlog.storage.tier.segment_object import (
@@ -25,8 +26,14 @@ from tierlog.storage.transaction_index import AbortedTxn, decode_entries
 def test_a_segment_object_holds_the_segment_and_its_state(tmp_path: Path) -> None:
     clock = FakeClock()
     log = open_log(tmp_path, clock)
-    write_epoch_checkpoint(log.directory / LEADER_EPOCH_CHECKPOINT, [(0, 0), (1, 5), (2, 14)])
-    produce(log, 6)  # segments [0, 12) and [12, 18)
+    produce(log, 2)  # 3 records a batch: epoch 0 from offset 0
+    log.become_leader(1)  # from 6
+    produce(log, 3, start=2)
+    log.become_leader(2)  # from 15
+    produce(log, 1, start=5)  # segments [0, 12) and [12, 18)
+    assert read_epoch_checkpoint(log.directory / LEADER_EPOCH_CHECKPOINT) == [
+        (0, 0), (1, 6), (2, 15)
+    ]  # fmt: skip
     log.flush()
     first = log.segments[0]
     content = segment_object(first)
@@ -39,6 +46,10 @@ def test_a_segment_object_holds_the_segment_and_its_state(tmp_path: Path) -> Non
         return data[start:end]
 
     assert part(SegmentPart.LOG) == read_all_bytes(log)[: first.size]
+    stamped = [
+        (h.base_offset, h.partition_leader_epoch) for h in iter_batches(part(SegmentPart.LOG))
+    ]
+    assert stamped == [(0, 0), (3, 0), (6, 1), (9, 1)]  # each batch carries its leader's epoch
     assert content.body.parts[0] == first.log.path  # the log file itself, not a copy
     assert (content.base_offset, content.end_offset) == (0, 12)
     assert content.max_timestamp == first.max_timestamp_so_far
@@ -53,7 +64,7 @@ def test_a_segment_object_holds_the_segment_and_its_state(tmp_path: Path) -> Non
         first.time_index.last_entry()
     )
     assert decode_snapshot(part(SegmentPart.PRODUCER_SNAPSHOT)) == []  # no idempotent ones
-    assert decode_leader_epochs(part(SegmentPart.LEADER_EPOCHS)) == [(0, 0), (1, 5)]
+    assert decode_leader_epochs(part(SegmentPart.LEADER_EPOCHS)) == [(0, 0), (1, 6)]
 
 
 def test_the_active_segment_is_refused(tmp_path: Path) -> None:

@@ -1,0 +1,109 @@
+"""The partition-state store for processes on one machine: a directory.
+
+Layout: ``topics/<topic>.json`` (the topic's partitions) and ``leases/<broker>.json``,
+each beside a ``.lock`` file. A change takes an exclusive ``flock`` on the lock file,
+reads, and replaces the JSON file atomically (``checkpoints.atomic_write``: a crash
+leaves the old or the new document). The lock file is never replaced or deleted, so
+every process locks the same inode; the kernel drops a dead process's lock, so a
+``kill -9`` mid-change blocks nobody. Reads take no lock: a rename is atomic.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tierlog.partition_state.model import (
+    BrokerLease,
+    lease_from_document,
+    lease_to_document,
+    topic_from_json,
+    topic_to_json,
+)
+from tierlog.partition_state.store import LeaseChange, Partitions, PartitionStateStore, TopicChange
+from tierlog.storage.checkpoints import atomic_write, fsync_directory
+from tierlog.storage.errors import KafkaStorageError
+from tierlog.storage.names import validate_topic_name
+
+__all__ = ["LocalStateStore"]
+
+_SUFFIX = ".json"
+
+
+class LocalStateStore(PartitionStateStore):
+    def __init__(self, directory: Path, clock: Callable[[], float] = time.time) -> None:
+        super().__init__(clock)
+        self.directory = directory
+        self._topics = directory / "topics"
+        self._leases = directory / "leases"
+        for folder in (self._topics, self._leases):
+            folder.mkdir(parents=True, exist_ok=True)
+
+    def list_topics(self) -> list[str]:
+        return sorted(path.name.removesuffix(_SUFFIX) for path in self._topics.glob("*" + _SUFFIX))
+
+    def read_leases(self) -> dict[int, BrokerLease]:
+        leases = (self._read_lease(path) for path in self._leases.glob("*" + _SUFFIX))
+        return {lease.broker: lease for lease in leases if lease is not None}
+
+    def _read_topic(self, topic: str) -> Partitions | None:
+        path = self._topic_path(topic)
+        text = _read_text(path)
+        return None if text is None else topic_from_json(text, str(path))
+
+    def _update_topic(self, topic: str, change: TopicChange) -> None:
+        path = self._topic_path(topic)
+        with _locked(path):
+            text = _read_text(path)
+            after = change(None if text is None else topic_from_json(text, str(path)))
+            if after is not None:
+                atomic_write(path, topic_to_json(after))
+            elif text is not None:
+                path.unlink()
+                fsync_directory(path.parent)
+
+    def _update_lease(self, broker: int, change: LeaseChange) -> BrokerLease:
+        path = self._leases / f"{broker}{_SUFFIX}"
+        with _locked(path):
+            lease = change(self._read_lease(path))
+            atomic_write(path, json.dumps(lease_to_document(lease)))
+            return lease
+
+    def _topic_path(self, topic: str) -> Path:
+        return self._topics / f"{validate_topic_name(topic)}{_SUFFIX}"
+
+    @staticmethod
+    def _read_lease(path: Path) -> BrokerLease | None:
+        text = _read_text(path)
+        if text is None:
+            return None
+        try:
+            document = json.loads(text)
+        except ValueError as error:
+            raise KafkaStorageError(f"{path}: not JSON ({error})") from None
+        return lease_from_document(document, str(path))
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as error:
+        raise KafkaStorageError(f"cannot read {path}: {error}") from error
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path``'s lock file (created once, never replaced)."""
+    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock

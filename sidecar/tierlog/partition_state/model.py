@@ -1,0 +1,161 @@
+"""The values the partition-state store keeps, and their JSON documents.
+
+``PartitionState`` mirrors what Kafka's controller records for a partition: the replica
+list (the first is the preferred leader), the leader (``NO_LEADER`` while offline), the
+leader epoch (bumped by every election, carried by produce and fetch to fence stale
+leaders), the in-sync replicas and the partition epoch (bumped by every change: the
+version a compare-and-swap is made against, Kafka's ``partitionEpoch``). The invariants
+hold for every value that exists, so a document that breaks them is refused on read.
+
+``BrokerLease`` is one broker's liveness: who holds it (one incarnation of the broker
+process), when it was renewed, for how long that counts, and its broker epoch (bumped
+each time a new incarnation takes it, Kafka's broker epoch).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tierlog.storage.errors import KafkaStorageError
+
+__all__ = [
+    "NO_LEADER",
+    "BrokerLease",
+    "PartitionState",
+    "lease_from_document",
+    "lease_to_document",
+    "topic_from_json",
+    "topic_to_json",
+]
+
+NO_LEADER = -1
+DOCUMENT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    replicas: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int = 0
+
+    def __post_init__(self) -> None:
+        problems = _problems(self)
+        if problems:
+            raise ValueError(f"invalid partition state {self}: {'; '.join(problems)}")
+
+    @classmethod
+    def new(cls, replicas: tuple[int, ...]) -> PartitionState:
+        """A new partition: every replica in sync, the first one leading in epoch 0."""
+        return cls(replicas, replicas[0], 0, replicas)
+
+    def with_isr(self, isr: tuple[int, ...]) -> PartitionState:
+        """The leader shrank or expanded its ISR (Kafka's AlterPartition): same leader epoch."""
+        return replace(self, isr=isr)
+
+    def with_leader(self, leader: int, isr: tuple[int, ...] | None = None) -> PartitionState:
+        """A new leader (or ``NO_LEADER``) in the next leader epoch."""
+        return replace(
+            self,
+            leader=leader,
+            leader_epoch=self.leader_epoch + 1,
+            isr=self.isr if isr is None else isr,
+        )
+
+
+def _problems(state: PartitionState) -> list[str]:
+    problems = []
+    if not state.replicas:
+        problems.append("no replicas")
+    if len(set(state.replicas)) != len(state.replicas):
+        problems.append("a replica listed twice")
+    if len(set(state.isr)) != len(state.isr):
+        problems.append("an in-sync replica listed twice")
+    if not set(state.isr) <= set(state.replicas):
+        problems.append("an in-sync replica that is not a replica")
+    if state.leader != NO_LEADER and state.leader not in state.isr:
+        problems.append("a leader outside the ISR")
+    if state.leader_epoch < 0 or state.partition_epoch < 0:
+        problems.append("a negative epoch")
+    if any(replica < 0 for replica in state.replicas):
+        problems.append("a negative broker id")
+    return problems
+
+
+@dataclass(frozen=True)
+class BrokerLease:
+    broker: int
+    holder: str  # one incarnation of the broker process
+    renewed_at: float  # seconds since the epoch, the holder's clock
+    duration_s: float
+    broker_epoch: int
+
+
+def topic_to_json(partitions: Mapping[int, PartitionState]) -> str:
+    document = {
+        "version": DOCUMENT_VERSION,
+        "partitions": {
+            str(partition): {
+                "replicas": list(state.replicas),
+                "leader": state.leader,
+                "leaderEpoch": state.leader_epoch,
+                "isr": list(state.isr),
+                "partitionEpoch": state.partition_epoch,
+            }
+            for partition, state in sorted(partitions.items())
+        },
+    }
+    return json.dumps(document, separators=(",", ":"))
+
+
+def topic_from_json(text: str, where: str) -> dict[int, PartitionState]:
+    """A topic's partitions from its document; ``where`` names it in the error."""
+    try:
+        document = json.loads(text)
+        if document.get("version") != DOCUMENT_VERSION:
+            raise ValueError(f"unknown version {document.get('version')!r}")
+        return {
+            int(partition): PartitionState(
+                tuple(_ints(fields["replicas"])),
+                int(fields["leader"]),
+                int(fields["leaderEpoch"]),
+                tuple(_ints(fields["isr"])),
+                int(fields["partitionEpoch"]),
+            )
+            for partition, fields in document["partitions"].items()
+        }
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise KafkaStorageError(f"{where}: not a partition-state document ({error})") from None
+
+
+def _ints(values: Any) -> list[int]:
+    if not isinstance(values, list) or not all(isinstance(v, int) for v in values):
+        raise ValueError(f"expected a list of broker ids, got {values!r}")
+    return values
+
+
+def lease_to_document(lease: BrokerLease) -> dict[str, Any]:
+    return {
+        "broker": lease.broker,
+        "holder": lease.holder,
+        "renewedAt": lease.renewed_at,
+        "durationSeconds": lease.duration_s,
+        "brokerEpoch": lease.broker_epoch,
+    }
+
+
+def lease_from_document(document: Mapping[str, Any], where: str) -> BrokerLease:
+    try:
+        return BrokerLease(
+            int(document["broker"]),
+            str(document["holder"]),
+            float(document["renewedAt"]),
+            float(document["durationSeconds"]),
+            int(document["brokerEpoch"]),
+        )
+    except (ValueError, KeyError, TypeError) as error:
+        raise KafkaStorageError(f"{where}: not a broker lease ({error})") from None

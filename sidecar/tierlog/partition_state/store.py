@@ -1,0 +1,134 @@
+"""The partition-state store's interface, written once over two primitives.
+
+Every change is a read-modify-write of one topic's partitions or one broker's lease;
+a store only has to make that atomic (``_update_topic``, ``_update_lease``): a file
+lock on one machine, a ``resourceVersion`` precondition on Kubernetes. What a change may
+do (a compare-and-swap on the partition epoch, a lease taken over with a new broker
+epoch) is decided here, by pure functions both stores share, so they cannot drift.
+
+The methods block (files, HTTP): asyncio callers run them in a thread.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+
+from tierlog.api.errors import (
+    InvalidUpdateVersionError,
+    StaleBrokerEpochError,
+    TopicAlreadyExistsError,
+)
+from tierlog.partition_state.model import BrokerLease, PartitionState
+from tierlog.storage.errors import UnknownTopicOrPartitionError
+
+__all__ = ["LeaseChange", "PartitionStateStore", "TopicChange"]
+
+Partitions = dict[int, PartitionState]
+# A change of one topic: its partitions now (None: no such topic) -> after (None: deleted).
+TopicChange = Callable[[Partitions | None], Partitions | None]
+LeaseChange = Callable[[BrokerLease | None], BrokerLease]
+
+
+class PartitionStateStore(ABC):
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+
+    # -- topics ------------------------------------------------------------------------
+
+    def create_topic(self, topic: str, partitions: Mapping[int, PartitionState]) -> None:
+        """Record a new topic; ``TOPIC_ALREADY_EXISTS`` when the name is taken."""
+
+        def create(current: Partitions | None) -> Partitions:
+            if current is not None:
+                raise TopicAlreadyExistsError(f"topic {topic!r} already has partition state")
+            return dict(partitions)
+
+        self._update_topic(topic, create)
+
+    def read_topic(self, topic: str) -> Partitions:
+        partitions = self._read_topic(topic)
+        if partitions is None:
+            raise UnknownTopicOrPartitionError(f"no partition state for topic {topic!r}")
+        return partitions
+
+    def delete_topic(self, topic: str) -> None:
+        def delete(current: Partitions | None) -> None:
+            if current is None:
+                raise UnknownTopicOrPartitionError(f"no partition state for topic {topic!r}")
+
+        self._update_topic(topic, delete)
+
+    def alter_partition(
+        self, topic: str, partition: int, expected_epoch: int, new: PartitionState
+    ) -> PartitionState:
+        """Replace the partition's state if its partition epoch is still ``expected_epoch``;
+        the stored state (epoch ``expected_epoch + 1``) is returned. A lost race raises
+        ``INVALID_UPDATE_VERSION`` and changes nothing."""
+        stored = replace(new, partition_epoch=expected_epoch + 1)
+
+        def alter(current: Partitions | None) -> Partitions:
+            if current is None or partition not in current:
+                raise UnknownTopicOrPartitionError(f"no partition state for {topic}-{partition}")
+            epoch = current[partition].partition_epoch
+            if epoch != expected_epoch:
+                raise InvalidUpdateVersionError(
+                    f"{topic}-{partition} is at partition epoch {epoch}, not {expected_epoch}",
+                    current_epoch=epoch,
+                )
+            return {**current, partition: stored}
+
+        self._update_topic(topic, alter)
+        return stored
+
+    # -- broker leases -----------------------------------------------------------------
+
+    def acquire_lease(self, broker: int, holder: str, duration_s: float) -> BrokerLease:
+        """Take the broker's lease for ``holder`` (a starting incarnation of the broker).
+        A new holder gets the next broker epoch, which fences the previous one; the same
+        holder just renews."""
+        now = self._clock()
+
+        def acquire(current: BrokerLease | None) -> BrokerLease:
+            if current is not None and current.holder == holder:
+                return BrokerLease(broker, holder, now, duration_s, current.broker_epoch)
+            epoch = 1 if current is None else current.broker_epoch + 1
+            return BrokerLease(broker, holder, now, duration_s, epoch)
+
+        return self._update_lease(broker, acquire)
+
+    def renew_lease(self, broker: int, holder: str) -> BrokerLease:
+        """Renew ``holder``'s lease; ``STALE_BROKER_EPOCH`` when another incarnation took it."""
+        now = self._clock()
+
+        def renew(current: BrokerLease | None) -> BrokerLease:
+            if current is None or current.holder != holder:
+                taken = "nobody" if current is None else repr(current.holder)
+                raise StaleBrokerEpochError(
+                    f"broker {broker}'s lease is held by {taken}, not {holder!r}"
+                )
+            return BrokerLease(broker, holder, now, current.duration_s, current.broker_epoch)
+
+        return self._update_lease(broker, renew)
+
+    # -- what a store provides ---------------------------------------------------------
+
+    @abstractmethod
+    def list_topics(self) -> list[str]: ...
+
+    @abstractmethod
+    def read_leases(self) -> dict[int, BrokerLease]: ...
+
+    @abstractmethod
+    def _read_topic(self, topic: str) -> Partitions | None: ...
+
+    @abstractmethod
+    def _update_topic(self, topic: str, change: TopicChange) -> None:
+        """Apply ``change`` to the topic's partitions atomically: no other change of the
+        topic lands between the read it was given and the write of its result."""
+
+    @abstractmethod
+    def _update_lease(self, broker: int, change: LeaseChange) -> BrokerLease:
+        """Apply ``change`` to the broker's lease atomically; the lease written."""

@@ -1,0 +1,118 @@
+"""The partition-state store's contract, kept by both stores (the ``store_at`` fixture
+runs each test on a directory and on the real API server)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from tests.partition_state.conftest import Clock
+from tierlog.api.errors import (
+    InvalidUpdateVersionError,
+    StaleBrokerEpochError,
+    TopicAlreadyExistsError,
+)
+from tierlog.partition_state.model import NO_LEADER, PartitionState
+from tierlog.partition_state.store import PartitionStateStore
+from tierlog.storage.errors import UnknownTopicOrPartitionError
+
+OpenStore = Callable[..., tuple[PartitionStateStore, str, str]]
+ORDERS = {0: PartitionState.new((1, 2, 3)), 1: PartitionState.new((2, 3, 1))}
+
+
+def test_a_created_topic_reads_back_from_another_store_object(store_at: OpenStore) -> None:
+    store, _, _ = store_at()
+    store.create_topic("orders", ORDERS)
+    store.create_topic("audit.log_v2", {0: PartitionState.new((3,))})
+
+    again, _, _ = store_at()
+    assert again.read_topic("orders") == ORDERS
+    assert again.list_topics() == ["audit.log_v2", "orders"]
+
+
+def test_a_taken_topic_name_is_refused_and_keeps_its_state(store_at: OpenStore) -> None:
+    store, _, _ = store_at()
+    store.create_topic("orders", ORDERS)
+    with pytest.raises(TopicAlreadyExistsError):
+        store.create_topic("orders", {0: PartitionState.new((9,))})
+    assert store.read_topic("orders") == ORDERS
+
+
+def test_a_deleted_topic_is_unknown(store_at: OpenStore) -> None:
+    store, _, _ = store_at()
+    store.create_topic("orders", ORDERS)
+    store.delete_topic("orders")
+    assert store.list_topics() == []
+    with pytest.raises(UnknownTopicOrPartitionError):
+        store.read_topic("orders")
+    with pytest.raises(UnknownTopicOrPartitionError):
+        store.delete_topic("orders")
+
+
+def test_a_change_at_the_current_partition_epoch_lands_and_bumps_it(store_at: OpenStore) -> None:
+    store, _, _ = store_at()
+    store.create_topic("orders", ORDERS)
+
+    shrunk = store.alter_partition("orders", 0, 0, ORDERS[0].with_isr((1, 2)))
+    elected = store.alter_partition("orders", 0, 1, shrunk.with_leader(2, isr=(2,)))
+
+    assert (shrunk.partition_epoch, shrunk.leader_epoch, shrunk.isr) == (1, 0, (1, 2))
+    assert (elected.partition_epoch, elected.leader_epoch, elected.leader) == (2, 1, 2)
+    assert store.read_topic("orders") == {0: elected, 1: ORDERS[1]}
+
+
+def test_a_change_made_against_a_stale_epoch_loses_and_changes_nothing(
+    store_at: OpenStore,
+) -> None:
+    """Two deciders read epoch 0; the first change lands, the second is refused with the
+    epoch it must re-read at: the losing path is a normal one."""
+    first, _, _ = store_at()
+    second, _, _ = store_at()
+    first.create_topic("orders", ORDERS)
+    seen_by_both = second.read_topic("orders")[0]
+
+    landed = first.alter_partition("orders", 0, 0, seen_by_both.with_isr((1, 3)))
+    with pytest.raises(InvalidUpdateVersionError) as refused:
+        second.alter_partition("orders", 0, 0, seen_by_both.with_leader(NO_LEADER, isr=()))
+
+    assert refused.value.current_epoch == 1
+    assert second.read_topic("orders")[0] == landed
+
+
+def test_a_change_of_an_unknown_partition_is_refused(store_at: OpenStore) -> None:
+    store, _, _ = store_at()
+    with pytest.raises(UnknownTopicOrPartitionError):
+        store.alter_partition("orders", 0, 0, ORDERS[0])
+    store.create_topic("orders", ORDERS)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        store.alter_partition("orders", 7, 0, ORDERS[0])
+
+
+def test_a_broker_lease_is_renewed_by_its_holder_and_taken_over_by_a_new_incarnation(
+    store_at: OpenStore,
+) -> None:
+    clock = Clock()
+    store, _, _ = store_at(clock)
+
+    first = store.acquire_lease(1, "broker-1-a", 10)
+    clock.now += 4
+    renewed = store.renew_lease(1, "broker-1-a")
+    clock.now += 4
+    restarted = store.acquire_lease(1, "broker-1-b", 10)
+
+    assert first.broker_epoch == renewed.broker_epoch == 1
+    assert renewed.renewed_at - first.renewed_at == pytest.approx(4, abs=1e-5)
+    assert (restarted.holder, restarted.broker_epoch) == ("broker-1-b", 2)
+    with pytest.raises(StaleBrokerEpochError):
+        store.renew_lease(1, "broker-1-a")  # the old incarnation woke up: fenced
+    store.acquire_lease(2, "broker-2-a", 10)
+    assert store.read_leases() == {1: restarted, 2: store.read_leases()[2]}
+    assert store.read_leases()[1].duration_s == 10
+
+
+def test_a_lease_nobody_acquired_cannot_be_renewed(store_at: OpenStore) -> None:
+    store, _, _ = store_at()
+    with pytest.raises(StaleBrokerEpochError):
+        store.renew_lease(5, "broker-5-a")
+    assert store.read_leases() == {}

@@ -1,0 +1,58 @@
+"""The two partition-state stores as tests open them, by a name a subprocess can be given.
+
+``open_store("local", DIR)`` is a ``LocalStateStore`` on that directory;
+``open_store("kube", "KUBECONFIG NAMESPACE CLUSTER")`` a ``KubeStateStore`` through the
+API server the kubeconfig names. ``python -m tests.support.state_stores race KIND WHERE
+TOPIC COUNT`` is one racing writer (``tests/partition_state/test_races.py``): it bumps
+partition 0's leader epoch ``COUNT`` times, each a compare-and-swap retried on
+``INVALID_UPDATE_VERSION``, and prints one JSON line per success: the partition epoch
+the store gave it and how many races it lost first.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from lightkube import Client, KubeConfig
+
+from tierlog.api.errors import InvalidUpdateVersionError
+from tierlog.partition_state.kube_store import KubeStateStore
+from tierlog.partition_state.local_store import LocalStateStore
+from tierlog.partition_state.store import PartitionStateStore
+
+__all__ = ["open_store", "race"]
+
+
+def open_store(
+    kind: str, where: str, clock: Callable[[], float] = time.time
+) -> PartitionStateStore:
+    if kind == "local":
+        return LocalStateStore(Path(where), clock)
+    kubeconfig, namespace, cluster = where.split()
+    client = Client(KubeConfig.from_file(kubeconfig), field_manager="tierlog-tests")
+    return KubeStateStore(client, namespace, cluster, clock)
+
+
+def race(store: PartitionStateStore, topic: str, count: int) -> None:
+    for _ in range(count):
+        lost = 0
+        while True:
+            current = store.read_topic(topic)[0]
+            try:
+                stored = store.alter_partition(
+                    topic, 0, current.partition_epoch, current.with_leader(current.leader)
+                )
+                break
+            except InvalidUpdateVersionError:
+                lost += 1
+        print(json.dumps({"partition_epoch": stored.partition_epoch, "lost": lost}), flush=True)
+
+
+if __name__ == "__main__":
+    _, command, kind, where, topic, count = sys.argv
+    assert command == "race", command
+    race(open_store(kind, where), topic, int(count))
