@@ -112,6 +112,12 @@ def operator(kube: ControlPlane, tmp_path: Path) -> Iterator[RunningOperator]:
         running.stop()
 
 
+def shared_file_tier(directory: Path) -> dict[str, Any]:
+    """A ``file://`` tier on ``directory``, which the test's sidecars all reach as brokers
+    reach a ReadWriteMany volume (the CRD asks for one; no kubelet mounts it here)."""
+    return {"url": directory.as_uri(), "sharedVolume": {"claimName": "tier"}}
+
+
 def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 60) -> Any:
     """Poll ``check`` until it returns something true; that value."""
     deadline = time.monotonic() + timeout_s

@@ -145,6 +145,14 @@ def test_the_server_fills_in_defaults(kube: ControlPlane) -> None:
         ({"fsync": {"policy": "sometimes"}}, "spec.fsync.policy"),
         ({"tier": {"url": "ftp://bucket"}}, "spec.tier.url"),
         ({"tier": {"s3": {}}}, "spec.tier.url"),
+        (
+            {"tier": {"url": "file:///var/lib/tierlog/tier"}},
+            "a file:// tier must be on a volume every broker shares",
+        ),
+        (
+            {"tier": {"url": "s3://bucket/p", "sharedVolume": {"claimName": "nfs"}}},
+            "tier.sharedVolume is for a file:// tier only",
+        ),
         ({"deletionPolicy": "Shred"}, "spec.deletionPolicy"),
         ({"storage": {"size": "ten gigs"}}, "spec.storage.size"),
     ],
@@ -177,6 +185,14 @@ def test_invalid_topics_are_rejected(
     done = _apply(kube, namespace, _topic("bad", **spec))
     assert done.returncode != 0, f"accepted: {spec}"
     assert complaint in done.stderr, done.stderr
+
+
+@pytest.mark.slow
+def test_a_file_tier_on_a_shared_volume_is_accepted(kube: ControlPlane) -> None:
+    namespace = kube.create_namespace("shared")
+    tier = {"url": "file:///srv/tier", "sharedVolume": {"claimName": "nfs-tier"}}
+    done = _apply(kube, namespace, _cluster("shared", tier=tier))
+    assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.slow

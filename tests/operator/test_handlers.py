@@ -18,7 +18,13 @@ from typing import Any
 
 import pytest
 
-from tests.operator.conftest import Brokers, RunningOperator, start_operator, wait_for
+from tests.operator.conftest import (
+    Brokers,
+    RunningOperator,
+    shared_file_tier,
+    start_operator,
+    wait_for,
+)
 from tests.support.kube import ControlPlane
 from tests.tools.monitoring_crds import monitoring_crd_files
 from tierlog.client import AdminClient
@@ -317,7 +323,7 @@ def test_deletion_keeps_the_tier_unless_the_policy_says_delete(
 ) -> None:
     ns = operator.namespace
     root = _tier_with_objects(tmp_path / "tier", 3)
-    apply(kube, ns, cluster("gone", brokers=1, tier={"url": root.as_uri()}, deletionPolicy=policy))
+    apply(kube, ns, cluster("gone", brokers=1, tier=shared_file_tier(root), deletionPolicy=policy))
     body = wait_for(
         "the finalizer",
         lambda: (
@@ -349,7 +355,7 @@ def test_deleting_the_tier_waits_for_the_brokers_to_stop(
     ns = operator.namespace
     root = _tier_with_objects(tmp_path / "tier", 3)
     brokers = brokers_for(ns, "gone")
-    spec = {"tier": {"url": root.as_uri()}, "deletionPolicy": "Delete"}
+    spec = {"tier": shared_file_tier(root), "deletionPolicy": "Delete"}
     ready_cluster(kube, ns, brokers, "gone", 1, **spec)
     kube.kubectl("delete", "-n", ns, "tierlogcluster", "gone", "--wait=false")
     wait_for(

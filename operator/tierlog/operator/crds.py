@@ -216,18 +216,50 @@ def _tier_schema() -> Schema:
         "S3 settings for an s3:// tier URL",
         default={},
     )
-    return _obj(
+    shared = _obj(
+        {
+            "claimName": _str(
+                "A ReadWriteMany PersistentVolumeClaim (in the cluster's namespace), mounted "
+                "at the file:// tier's path in every broker pod",
+                minLength=1,
+            )
+        },
+        "The volume a file:// tier lives on, shared by every broker",
+        required=["claimName"],
+    )
+    schema = _obj(
         {
             "url": _str(
-                "Where closed segments are offloaded: s3://BUCKET[/PREFIX] or file:///PATH",
+                "Where closed segments are offloaded: s3://BUCKET[/PREFIX], or file:///PATH "
+                "on a sharedVolume",
                 pattern=r"^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?|file:///.+)$",
+                maxLength=1024,
             ),
             "s3": s3,
+            "sharedVolume": shared,
         },
         "Tiered storage; without it every segment stays on the brokers' volumes and a "
         "scale-down that would drop data is refused",
         required=["url"],
     )
+    # A file:// directory on each pod's own disk would be a different tier per broker: a
+    # partition drained through it, or a broker on a new node, would find nothing there.
+    schema["x-kubernetes-validations"] = [
+        {
+            "rule": "!self.url.startsWith('file://') || has(self.sharedVolume)",
+            "message": (
+                "a file:// tier must be on a volume every broker shares: set "
+                "tier.sharedVolume.claimName to a ReadWriteMany PersistentVolumeClaim, or use "
+                "an s3:// tier (a directory on each pod's own disk is a different tier per "
+                "broker)"
+            ),
+        },
+        {
+            "rule": "!has(self.sharedVolume) || self.url.startsWith('file://')",
+            "message": "tier.sharedVolume is for a file:// tier only",
+        },
+    ]
+    return schema
 
 
 def _pod_template_schema() -> Schema:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from tierlog.operator.crds import DEFAULT_IMAGE
 
@@ -38,6 +39,7 @@ class Tier:
     region: str = "us-east-1"
     force_path_style: bool = False
     credentials: CredentialsRef | None = None
+    shared_claim: str = ""  # a file:// tier's volume, mounted in every broker pod
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> Tier:
@@ -56,7 +58,13 @@ class Tier:
             region=s3.get("region", "us-east-1"),
             force_path_style=bool(s3.get("forcePathStyle", False)),
             credentials=credentials,
+            shared_claim=(spec.get("sharedVolume") or {}).get("claimName", ""),
         )
+
+    @property
+    def shared_path(self) -> str:
+        """Where a file:// tier's directory is (its volume is mounted there)."""
+        return unquote(urlsplit(self.url).path)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from tests.operator.render.conftest import resource
 from tierlog.operator.render.common import CONFIG_HASH_ANNOTATION, Owner
 from tierlog.operator.render.statefulset import desired_config_hash, stateful_set
 from tierlog.operator.spec import ClusterSpec
@@ -101,3 +102,11 @@ def test_the_config_hash_follows_config_and_template_but_not_scale(
         desired_config_hash(dataclasses.replace(bare, log_defaults={"log.retention.ms": 5})) != base
     )
     assert desired_config_hash(dataclasses.replace(bare, image="other:2")) != base
+
+
+def test_a_file_tier_is_its_shared_volume_mounted_at_its_path(owner: Owner) -> None:
+    tier = {"url": "file:///srv/tier", "sharedVolume": {"claimName": "nfs-tier"}}
+    manifest = stateful_set(ClusterSpec.from_resource(resource(tier=tier)), owner, 3)
+    pod = manifest["spec"]["template"]["spec"]
+    assert {"name": "tier", "persistentVolumeClaim": {"claimName": "nfs-tier"}} in pod["volumes"]
+    assert {"name": "tier", "mountPath": "/srv/tier"} in container(manifest)["volumeMounts"]

@@ -51,6 +51,7 @@ __all__ = [
 CONTAINER_NAME = "tierlog"
 RUN_AS_USER = 10001  # the image's non-root user
 DATA_MOUNT = "/var/lib/tierlog"
+SHARED_TIER_VOLUME = "tier"
 # SIGTERM gives calls in flight SHUTDOWN_GRACE_MS, then the logs flush and write their
 # checkpoints; the rest of the budget is for that clean shutdown of a large broker.
 TERMINATION_GRACE_S = SHUTDOWN_GRACE_MS // 1000 + 90
@@ -120,8 +121,16 @@ def _container(cluster: ClusterSpec) -> dict[str, Any]:
             {"name": "data", "mountPath": DATA_MOUNT},
             {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
+            *_shared_tier_mounts(cluster),
         ],
     }
+
+
+def _shared_tier_mounts(cluster: ClusterSpec) -> list[dict[str, Any]]:
+    """A file:// tier's shared volume, at the tier's path (the CRD requires one)."""
+    if cluster.tier is None or not cluster.tier.shared_claim:
+        return []
+    return [{"name": SHARED_TIER_VOLUME, "mountPath": cluster.tier.shared_path}]
 
 
 def _pod_spec(cluster: ClusterSpec) -> dict[str, Any]:
@@ -141,6 +150,9 @@ def _pod_spec(cluster: ClusterSpec) -> dict[str, Any]:
             {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
         ],
     }
+    if cluster.tier is not None and cluster.tier.shared_claim:
+        claim = {"claimName": cluster.tier.shared_claim}
+        spec["volumes"].append({"name": SHARED_TIER_VOLUME, "persistentVolumeClaim": claim})
     if cluster.pod.affinity:
         spec["affinity"] = dict(cluster.pod.affinity)
     if cluster.pod.tolerations:
