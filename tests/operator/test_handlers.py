@@ -13,6 +13,7 @@ import json
 import time
 import urllib.request
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -464,3 +465,35 @@ def test_service_monitor_and_network_policy_when_asked_and_their_crd_exists(
 
     wait_for("the ServiceMonitor removed", lambda: gone("servicemonitor"))
     wait_for("the NetworkPolicy removed", lambda: gone("networkpolicy"))
+
+
+def test_brokers_run_the_operators_image_unless_the_cluster_names_one(
+    kube: ControlPlane, tmp_path: Path
+) -> None:
+    """The CRD no longer writes a default image into the cluster at admission, so the
+    operator's (the chart's ``image``) reaches the StatefulSet; a cluster's own wins."""
+    ns = kube.create_namespace("image")
+    running = start_operator(
+        kube,
+        ns,
+        tmp_path / "operator.log",
+        "--standalone",
+        "--broker-image=registry.example/tierlog:9.9",
+        "--broker-image-pull-policy=Never",
+        "--broker-image-pull-secrets=regcred,mirror",
+    )
+    try:
+        apply(kube, ns, cluster("plain", brokers=1))
+        pinned = {"image": "pinned.example/tierlog:1", "imagePullSecrets": [{"name": "own"}]}
+        apply(kube, ns, cluster("pinned", brokers=1, **pinned))
+        for name, image, policy, secrets in (
+            ("plain", "registry.example/tierlog:9.9", "Never", ["regcred", "mirror"]),
+            ("pinned", "pinned.example/tierlog:1", "Never", ["own"]),
+        ):
+            sts = wait_for(f"the StatefulSet {name}", partial(get, kube, ns, "statefulset", name))
+            pod = sts["spec"]["template"]["spec"]
+            broker = pod["containers"][0]
+            assert (broker["image"], broker["imagePullPolicy"]) == (image, policy), name
+            assert [secret["name"] for secret in pod["imagePullSecrets"]] == secrets, name
+    finally:
+        running.stop()

@@ -43,3 +43,12 @@ app.kubernetes.io/part-of: tierlog
 {{- define "tierlog.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
+
+{{/* The names of imagePullSecrets, comma-separated (the operator's TIERLOG_BROKER_IMAGE_PULL_SECRETS). */}}
+{{- define "tierlog.imagePullSecretNames" -}}
+{{- $names := list -}}
+{{- range .Values.imagePullSecrets -}}
+{{- $names = append $names .name -}}
+{{- end -}}
+{{- join "," $names -}}
+{{- end -}}

@@ -45,7 +45,6 @@ GROUP = "tierlog.io"
 VERSION = "v1alpha1"
 CLUSTER_KIND = "TierlogCluster"
 TOPIC_KIND = "TierlogTopic"
-DEFAULT_IMAGE = "ghcr.io/tierlog/tierlog:0.1.0"
 
 # Where the rendered files live, relative to the checkout.
 CRD_DIRS = (Path("charts/tierlog/files/crds"), Path("deploy/base/crds"))
@@ -330,12 +329,23 @@ def _cluster_spec() -> Schema:
                 maximum=64,
                 default=3,
             ),
-            "image": _str("The tierlog image the brokers run", default=DEFAULT_IMAGE),
-            "imagePullPolicy": _str(
-                "The brokers' image pull policy",
-                enum=["Always", "IfNotPresent", "Never"],
-                default="IfNotPresent",
+            # No defaults: the operator's configuration (the chart's image) fills them in.
+            "image": _str(
+                "The tierlog image the brokers run (default: the operator's, which the "
+                "chart sets from image.repository and image.tag)",
+                minLength=1,
             ),
+            "imagePullPolicy": _str(
+                "The brokers' image pull policy (default: the operator's, the chart's "
+                "image.pullPolicy)",
+                enum=["Always", "IfNotPresent", "Never"],
+            ),
+            "imagePullSecrets": {
+                "type": "array",
+                "description": "Secrets (in the cluster's namespace) the brokers' image is "
+                "pulled with; replaces the operator's (the chart's imagePullSecrets)",
+                "items": _obj({"name": _str("The Secret's name", minLength=1)}, required=["name"]),
+            },
             "storage": _storage_schema(),
             "tier": _tier_schema(),
             "logDefaults": log_defaults_schema(),

@@ -15,6 +15,7 @@ from typing import Any
 from tierlog.operator import brokers
 from tierlog.operator.assignment import NO_OWNER, Assignment
 from tierlog.operator.conditions import DEGRADED, PAUSED, PROGRESSING, READY, Condition, merge
+from tierlog.operator.config import OperatorConfig
 from tierlog.operator.events import Event
 from tierlog.operator.kube import Kube
 from tierlog.operator.pods import broker_pod
@@ -218,12 +219,15 @@ async def _gate_restart(roll: Roll, desired_hash: str) -> tuple[Roll, list[Event
 
 
 async def reconcile_cluster(
-    kube: Kube, body: Mapping[str, Any], delete_pod: Callable[[str], Awaitable[None]]
+    kube: Kube,
+    body: Mapping[str, Any],
+    delete_pod: Callable[[str], Awaitable[None]],
+    config: OperatorConfig,
 ) -> Pass:
     """One pass; ``delete_pod(name)`` restarts a broker (the StatefulSet recreates it)."""
     if is_paused(body):
         return Pass(paused_status(body))
-    cluster = ClusterSpec.from_resource(body)
+    cluster = ClusterSpec.from_resource(body, config.broker_image)
     owner = Owner(cluster.name, body["metadata"]["uid"])
     topic_specs = await _topics_of(kube, cluster)
     topics = {topic.name: topic.partitions for topic in topic_specs}

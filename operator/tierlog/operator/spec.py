@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from tierlog.operator.crds import DEFAULT_IMAGE
+from tierlog.operator.config import BrokerImage
 
 __all__ = [
     "ClusterSpec",
@@ -82,13 +82,17 @@ class PodOverrides:
     priority_class_name: str = ""
 
 
+_OPERATOR_DEFAULTS = BrokerImage()  # a bare operator's (the tests' hand-written specs)
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
     name: str
     namespace: str
     brokers: int = 3
-    image: str = DEFAULT_IMAGE
-    image_pull_policy: str = "IfNotPresent"
+    image: str = BrokerImage.image
+    image_pull_policy: str = BrokerImage.pull_policy
+    image_pull_secrets: tuple[str, ...] = ()
     storage_size: str = "10Gi"
     storage_class: str | None = None
     tier: Tier | None = None
@@ -104,8 +108,11 @@ class ClusterSpec:
     deletion_policy: str = "Retain"
 
     @classmethod
-    def from_resource(cls, body: Mapping[str, Any]) -> ClusterSpec:
-        """From the custom resource's body (``metadata`` and ``spec``)."""
+    def from_resource(
+        cls, body: Mapping[str, Any], defaults: BrokerImage = _OPERATOR_DEFAULTS
+    ) -> ClusterSpec:
+        """From the custom resource's body (``metadata`` and ``spec``); the image, its
+        pull policy and pull Secrets are the operator's ``defaults`` unless it names them."""
         metadata, spec = body["metadata"], body.get("spec") or {}
         storage = spec.get("storage") or {}
         fsync = spec.get("fsync") or {}
@@ -116,8 +123,13 @@ class ClusterSpec:
             name=metadata["name"],
             namespace=metadata["namespace"],
             brokers=int(spec.get("brokers", 3)),
-            image=spec.get("image", DEFAULT_IMAGE),
-            image_pull_policy=spec.get("imagePullPolicy", "IfNotPresent"),
+            image=spec.get("image") or defaults.image,
+            image_pull_policy=spec.get("imagePullPolicy") or defaults.pull_policy,
+            image_pull_secrets=(
+                tuple(secret["name"] for secret in spec["imagePullSecrets"])
+                if "imagePullSecrets" in spec
+                else defaults.pull_secrets
+            ),
             storage_size=str(storage.get("size", "10Gi")),
             storage_class=storage.get("storageClassName") or None,
             tier=Tier.from_spec(spec["tier"]) if spec.get("tier") else None,

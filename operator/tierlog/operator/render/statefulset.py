@@ -153,6 +153,8 @@ def _pod_spec(cluster: ClusterSpec) -> dict[str, Any]:
     if cluster.tier is not None and cluster.tier.shared_claim:
         claim = {"claimName": cluster.tier.shared_claim}
         spec["volumes"].append({"name": SHARED_TIER_VOLUME, "persistentVolumeClaim": claim})
+    if cluster.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": name} for name in cluster.image_pull_secrets]
     if cluster.pod.affinity:
         spec["affinity"] = dict(cluster.pod.affinity)
     if cluster.pod.tolerations:
