@@ -218,7 +218,7 @@ class Brokers:
             for each in container["ports"]
         ]
         spec["volumes"] = [*spec["volumes"], {"name": "data", "emptyDir": {}}]
-        labels = {**template["metadata"]["labels"], "apps.kubernetes.io/pod-index": str(node)}
+        labels = template["metadata"]["labels"]  # as on Kubernetes 1.27: no pod-index label
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",

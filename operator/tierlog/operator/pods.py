@@ -7,17 +7,18 @@ from typing import Any
 
 from tierlog.operator.render.common import CONFIG_HASH_ANNOTATION
 from tierlog.operator.rolling import BrokerPod
+from tierlog.sidecar.pod_ordinal import pod_ordinal
+from tierlog.storage.errors import InvalidConfigError
 
-__all__ = ["POD_INDEX_LABEL", "broker_pod"]
-
-POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+__all__ = ["broker_pod"]
 
 
 def _broker_id(metadata: Mapping[str, Any]) -> int | None:
-    index = (metadata.get("labels") or {}).get(POD_INDEX_LABEL)
-    if index is None:  # clusters before the label: the StatefulSet ordinal ends the name
-        index = metadata["name"].rpartition("-")[2]
-    return int(index) if str(index).isdigit() else None
+    """The StatefulSet ordinal that ends the name, as the pod's sidecar reads it."""
+    try:
+        return pod_ordinal(metadata["name"])
+    except InvalidConfigError:
+        return None
 
 
 def _grpc_port(spec: Mapping[str, Any]) -> int | None:

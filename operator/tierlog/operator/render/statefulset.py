@@ -7,8 +7,9 @@ for (the shared config and the template itself), so a pod started from an older
 version is recognised by its annotation.
 
 Per-pod values come from the pod, not from the operator: the broker id is the
-StatefulSet ordinal (the ``apps.kubernetes.io/pod-index`` label, through the downward
-API) and the advertised address is the pod's stable name under the headless Service;
+StatefulSet ordinal that ends the pod's name (through the downward API; the
+``apps.kubernetes.io/pod-index`` label would need Kubernetes 1.28, the chart supports
+1.27) and the advertised address is the pod's stable name under the headless Service;
 Kubernetes expands ``$(VAR)`` in the arguments, so no shell is needed.
 """
 
@@ -61,12 +62,6 @@ def _container(cluster: ClusterSpec) -> dict[str, Any]:
     advertised = f"$(POD_NAME).{headless_service_name(cluster)}.{cluster.namespace}.svc:{GRPC_PORT}"
     env: list[dict[str, Any]] = [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-        {
-            "name": "TIERLOG_NODE_ID",
-            "valueFrom": {
-                "fieldRef": {"fieldPath": "metadata.labels['apps.kubernetes.io/pod-index']"}
-            },
-        },
     ]
     credentials = cluster.tier.credentials if cluster.tier else None
     if credentials is not None:
@@ -87,7 +82,7 @@ def _container(cluster: ClusterSpec) -> dict[str, Any]:
         "command": ["tierlog-sidecar"],
         "args": [
             f"--config-file={CONFIG_DIR}/{PROPERTIES_FILE}",
-            "--config=node.id=$(TIERLOG_NODE_ID)",
+            "--node-id-from-pod-name=$(POD_NAME)",
             f"--config=advertised.listeners={advertised}",
             "--log-format=json",
         ],
