@@ -133,6 +133,15 @@ def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 60) -> Any:
         time.sleep(0.25)
 
 
+# A broker pod whose sidecar runs on loopback and passes its readiness probe.
+READY_POD_STATUS: dict[str, Any] = {
+    "phase": "Running",
+    "podIP": "127.0.0.1",
+    "podIPs": [{"ip": "127.0.0.1"}],
+    "conditions": [{"type": "Ready", "status": "True"}],
+}
+
+
 class Brokers:
     """Real sidecars standing in for a TierlogCluster's pods, with the test as the kubelet.
 
@@ -206,9 +215,11 @@ class Brokers:
         sidecar = SidecarProcess(self.workdir / f"broker-{node}", self._configs(node), port)
         self.sidecars[node] = self.started.add(sidecar.start())
         self.create_pod(node, sidecar.port)
+        self.write_pod_status(node, READY_POD_STATUS)
         return sidecar
 
     def create_pod(self, node: int, port: int) -> None:
+        """Broker ``node``'s Pod object, as the StatefulSet controller creates it."""
         template = self.stateful_set()["spec"]["template"]
         name = f"{self.cluster}-{node}"
         spec = template["spec"]
@@ -231,17 +242,12 @@ class Brokers:
             "spec": spec,
         }
         self.plane.kubectl("apply", "-f", "-", input=json.dumps(pod))
-        status = {
-            "status": {
-                "phase": "Running",
-                "podIP": "127.0.0.1",
-                "podIPs": [{"ip": "127.0.0.1"}],
-                "conditions": [{"type": "Ready", "status": "True"}],
-            }
-        }
+
+    def write_pod_status(self, node: int, status: dict[str, Any]) -> None:
+        """Broker ``node``'s Pod status, written as its kubelet writes it."""
         self.plane.kubectl(
-            "patch", "pod", name, "-n", self.namespace, "--subresource=status",
-            "--type=merge", "-p", json.dumps(status),
+            "patch", "pod", f"{self.cluster}-{node}", "-n", self.namespace,
+            "--subresource=status", "--type=merge", "-p", json.dumps({"status": status}),
         )  # fmt: skip
 
     def pod_exists(self, node: int) -> bool:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.operator.conftest import (
+    READY_POD_STATUS,
     Brokers,
     RunningOperator,
     shared_file_tier,
@@ -497,3 +498,72 @@ def test_brokers_run_the_operators_image_unless_the_cluster_names_one(
             assert [secret["name"] for secret in pod["imagePullSecrets"]] == secrets, name
     finally:
         running.stop()
+
+
+def test_an_image_that_cannot_be_pulled_is_named_in_status_and_a_warning(
+    kube: ControlPlane, operator: RunningOperator, brokers_for: Callable[[str, str], Brokers]
+) -> None:
+    """The kubelet's word (containerStatuses[].state.waiting) reaches the cluster: Degraded
+    and Ready say which pod cannot pull which image, and a Warning Event once."""
+    ns, image = operator.namespace, "registry.invalid/tierlog:no-such-tag"
+    apply(kube, ns, cluster("unpulled", brokers=1, image=image))
+    wait_for("the StatefulSet", lambda: get(kube, ns, "statefulset", "unpulled"))
+    brokers = brokers_for(ns, "unpulled")
+    brokers.create_pod(0, 9092)
+    backing_off = {
+        "phase": "Pending",
+        "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}],
+        "containerStatuses": [
+            {
+                "name": "tierlog",
+                "image": image,
+                "imageID": "",
+                "ready": False,
+                "restartCount": 0,
+                "state": {
+                    "waiting": {
+                        "reason": "ImagePullBackOff",
+                        "message": f'Back-off pulling image "{image}"',
+                    }
+                },
+            }
+        ],
+    }
+    brokers.write_pod_status(0, backing_off)
+
+    def degraded() -> dict[str, Any] | None:
+        body = get(kube, ns, "tierlogcluster", "unpulled")
+        return body if condition(body, "Degraded")["reason"] == "ImagePullFailed" else None
+
+    body = wait_for("Degraded naming the image", degraded)
+    named = f"unpulled-0 cannot pull image {image} (ImagePullBackOff"
+    assert named in condition(body, "Degraded")["message"]
+    ready = condition(body, "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "ImagePullFailed")
+    assert named in ready["message"]
+    warnings = wait_for(
+        "the Warning Event",
+        lambda: [
+            e
+            for e in kube.get_json("events", "-n", ns)["items"]
+            if e["reason"] == "ImagePullFailed"
+        ],
+    )
+    assert warnings[0]["type"] == "Warning"
+    assert named in warnings[0]["message"]
+    assert warnings[0]["involvedObject"]["name"] == "unpulled"
+
+    # the image came (a fixed tag, a Secret): the kubelet runs the container
+    [waiting] = backing_off["containerStatuses"]
+    running = {
+        **waiting,
+        "ready": True,
+        "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+    }
+    brokers.write_pod_status(0, {**READY_POD_STATUS, "containerStatuses": [running]})
+    wait_for(
+        "Degraded cleared",
+        lambda: (
+            condition(get(kube, ns, "tierlogcluster", "unpulled"), "Degraded")["status"] == "False"
+        ),
+    )

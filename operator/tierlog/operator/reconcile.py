@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tierlog.operator import brokers
+from tierlog.operator import brokers, image_pull
 from tierlog.operator.assignment import NO_OWNER, Assignment
 from tierlog.operator.conditions import DEGRADED, PAUSED, PROGRESSING, READY, Condition, merge
 from tierlog.operator.config import OperatorConfig
@@ -234,10 +234,10 @@ async def reconcile_cluster(
     untiered = [topic.name for topic in topic_specs if not topic.tiered]
     previous = await _previous_assignment(kube, cluster)
     current = await kube.stateful_set_replicas(cluster.namespace, cluster.name)
-    found = [
-        broker_pod(pod) for pod in await kube.pods(cluster.namespace, selector_labels(cluster))
-    ]
+    listed = await kube.pods(cluster.namespace, selector_labels(cluster))
+    found = [broker_pod(pod) for pod in listed]
     pods = {pod.broker_id: pod for pod in found if pod is not None}
+    pull_failures = [failure for pod in listed for failure in image_pull.of_pod(pod)]
     width = max(cluster.brokers, current or 0)
     addresses = {node: broker_address(cluster, node) for node in range(width)}
     waits = await _drain_waits(cluster, current, pods, sorted(topics))
@@ -260,8 +260,8 @@ async def reconcile_cluster(
     )
     if roll.restart is not None:
         await delete_pod(roll.restart.name)
-    events += restart_events
-    status = _status(body, cluster, scale, pods, roll, desired_hash, serving, waits)
+    events += restart_events + image_pull.events(pull_failures)
+    status = _status(body, cluster, scale, pods, roll, desired_hash, serving, waits, pull_failures)
     return Pass(status, events)
 
 
@@ -367,6 +367,7 @@ def _status(
     desired_hash: str,
     serving: int,
     waits: Mapping[int, str],
+    pull_failures: list[image_pull.PullFailure],
 ) -> dict[str, Any]:
     ready = [
         node
@@ -392,17 +393,20 @@ def _status(
         )
     else:
         progressing = Condition(PROGRESSING, False, "ReconcileComplete", "nothing left to do")
-    degraded = (
-        Condition(DEGRADED, True, "ScaleDownRefused", scale.refused)
-        if scale.refused
-        else Condition(DEGRADED, False, "AsExpected")
-    )
-    ready_condition = Condition(
-        READY,
-        all_ready,
-        "BrokersReady" if all_ready else progressing.reason,
-        f"{len(ready)} of {serving} brokers ready and up to date",
-    )
+    pulling = image_pull.condition(pull_failures)
+    if pulling is not None:  # brokers that cannot start at all come first
+        degraded = pulling
+    elif scale.refused:
+        degraded = Condition(DEGRADED, True, "ScaleDownRefused", scale.refused)
+    else:
+        degraded = Condition(DEGRADED, False, "AsExpected")
+    counted = f"{len(ready)} of {serving} brokers ready and up to date"
+    if all_ready:
+        ready_condition = Condition(READY, True, "BrokersReady", counted)
+    elif pulling is not None:
+        ready_condition = Condition(READY, False, pulling.reason, f"{counted}; {pulling.message}")
+    else:
+        ready_condition = Condition(READY, False, progressing.reason, counted)
     paused = Condition(PAUSED, False, "Reconciling")
     selector = ",".join(f"{key}={value}" for key, value in selector_labels(cluster).items())
     return {
