@@ -510,7 +510,7 @@ def test_an_image_that_cannot_be_pulled_is_named_in_status_and_a_warning(
     wait_for("the StatefulSet", lambda: get(kube, ns, "statefulset", "unpulled"))
     brokers = brokers_for(ns, "unpulled")
     brokers.create_pod(0, 9092)
-    backing_off = {
+    backing_off: dict[str, Any] = {
         "phase": "Pending",
         "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}],
         "containerStatuses": [
