@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from tests.operator.conftest import (
-    READY_POD_STATUS,
     Brokers,
     RunningOperator,
     shared_file_tier,
@@ -553,17 +552,12 @@ def test_an_image_that_cannot_be_pulled_is_named_in_status_and_a_warning(
     assert named in warnings[0]["message"]
     assert warnings[0]["involvedObject"]["name"] == "unpulled"
 
-    # the image came (a fixed tag, a Secret): the kubelet runs the container
-    [waiting] = backing_off["containerStatuses"]
-    running = {
-        **waiting,
-        "ready": True,
-        "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
-    }
-    brokers.write_pod_status(0, {**READY_POD_STATUS, "containerStatuses": [running]})
-    wait_for(
-        "Degraded cleared",
-        lambda: (
-            condition(get(kube, ns, "tierlogcluster", "unpulled"), "Degraded")["status"] == "False"
-        ),
-    )
+    # The spec names an image that exists: the operator replaces the pod at once (it never
+    # started, so there is no sidecar to ask), though it is not ready.
+    apply(kube, ns, cluster("unpulled", brokers=1, image="registry.example/tierlog:good"))
+    wait_for("the stuck pod replaced", lambda: not brokers.pod_exists(0))
+    replaced = [m for r, m in events(kube, ns) if r == "RestartingBroker"]
+    assert "replacing unpulled-0 (broker 0), which cannot pull its image" in replaced[0]
+    brokers.start(0)  # the StatefulSet controller's new pod, whose image comes
+    wait_ready(kube, ns, "unpulled", "Ready with the new image")
+    assert condition(get(kube, ns, "tierlogcluster", "unpulled"), "Degraded")["status"] == "False"

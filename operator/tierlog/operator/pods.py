@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tierlog.operator import image_pull
 from tierlog.operator.render.common import CONFIG_HASH_ANNOTATION
 from tierlog.operator.rolling import BrokerPod
 from tierlog.sidecar.pod_ordinal import pod_ordinal
@@ -47,4 +48,5 @@ def broker_pod(pod: Mapping[str, Any]) -> BrokerPod | None:
         config_hash=(metadata.get("annotations") or {}).get(CONFIG_HASH_ANNOTATION, ""),
         deleting=bool(metadata.get("deletionTimestamp")),
         address=f"{ip}:{port}" if ip and port else "",
+        image_pull_failed=bool(image_pull.of_pod(pod)),
     )

@@ -191,6 +191,14 @@ async def _gate_restart(roll: Roll, desired_hash: str) -> tuple[Roll, list[Event
     pod = roll.restart
     if pod is None:
         return roll, []
+    if pod.image_pull_failed:  # its sidecar never ran: nothing to flush, nobody to ask
+        replacing = Event(
+            False,
+            "RestartingBroker",
+            f"replacing {pod.name} (broker {pod.broker_id}), which cannot pull its image, "
+            f"with the new configuration: {pod.config_hash or 'unknown'} -> {desired_hash}",
+        )
+        return roll, [replacing]
     if not pod.address:
         waiting = f"{pod.name} has no address to ask whether it is safe to restart"
         return _deferred(roll, waiting, "no address")
