@@ -42,7 +42,7 @@ def of_pod(pod: Mapping[str, Any]) -> list[PullFailure]:
     """The containers of ``pod`` waiting for an image that does not come."""
     name = pod["metadata"]["name"]
     images = {
-        container["name"]: container.get("image", "")
+        container.get("name", ""): container.get("image", "")
         for container in (pod.get("spec") or {}).get("containers") or ()
     }
     failures = []
