@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests.charts.helm import CHART, helm
 from tests.support.cluster import daemons
 from tests.support.cluster.layout import Layout
 from tests.support.cluster.node import down, kubectl, up
@@ -76,4 +77,25 @@ def one_node() -> Iterator[Node]:
             down(layout)
 
 
-__all__ = ["Node", "one_node"]
+@pytest.fixture(scope="module")
+def operator(one_node: Node) -> Iterator[str]:
+    """The chart installed with the node's image, as docs/KUBERNETES.md says; its namespace.
+
+    Release and namespace are the documented ones: the chart keeps its CRDs on uninstall,
+    labelled with the release that made them, so only that release can take them back.
+    """
+    namespace, kubeconfig = "tierlog-system", f"--kubeconfig={one_node.layout.admin_kubeconfig}"
+    repository, tag = one_node.image.rsplit(":", 1)
+    helm(
+        "install", "tierlog", CHART, "-n", namespace, "--create-namespace", kubeconfig,
+        "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
+    )  # fmt: skip
+    try:
+        one_node.wait(namespace, "--for=condition=Available", "deployment/tierlog-operator")
+        yield namespace
+    finally:
+        helm("uninstall", "tierlog", "-n", namespace, kubeconfig, "--wait", check=False)
+        one_node.kubectl("delete", "namespace", namespace, "--timeout=180s")
+
+
+__all__ = ["Node", "one_node", "operator"]

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.charts.helm import CHART, helm
 from tests.e2e.conftest import Node
 from tests.support.cluster.layout import GATEWAY
 from tests.support.minio import MinioServer
@@ -35,27 +34,6 @@ class Brokers:
     def servers(self) -> str:
         """The per-broker names of the headless Service, as clients in the cluster use them."""
         return ",".join(f"{self.name}-{i}.{self.name}-brokers:9092" for i in range(3))
-
-
-@pytest.fixture(scope="module")
-def operator(one_node: Node) -> Iterator[str]:
-    """The chart installed with the node's image, as docs/KUBERNETES.md says; its namespace.
-
-    Release and namespace are the documented ones: the chart keeps its CRDs on uninstall,
-    labelled with the release that made them, so only that release can take them back.
-    """
-    namespace, kubeconfig = "tierlog-system", f"--kubeconfig={one_node.layout.admin_kubeconfig}"
-    repository, tag = one_node.image.rsplit(":", 1)
-    helm(
-        "install", "tierlog", CHART, "-n", namespace, "--create-namespace", kubeconfig,
-        "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
-    )  # fmt: skip
-    try:
-        one_node.wait(namespace, "--for=condition=Available", "deployment/tierlog-operator")
-        yield namespace
-    finally:
-        helm("uninstall", "tierlog", "-n", namespace, kubeconfig, "--wait", check=False)
-        one_node.kubectl("delete", "namespace", namespace, "--timeout=180s")
 
 
 @pytest.fixture(scope="module")
