@@ -1,5 +1,6 @@
 """What the chart tells the operator, read by the operator's own parser: the brokers a
-cluster gets from an install are rendered with exactly that configuration."""
+cluster gets from an install are rendered with exactly that configuration, and their
+NetworkPolicy admits the operator pod the chart renders."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from tests.charts.helm import FULL_VALUES, template
+from tests.charts.helm import CHART, FULL_VALUES, Rendered, helm, template, write_values
 from tierlog.operator.config import OperatorConfig
 from tierlog.operator.main import parse_args
 from tierlog.operator.render.common import Owner
+from tierlog.operator.render.policy import network_policy
 from tierlog.operator.render.statefulset import stateful_set
 from tierlog.operator.spec import ClusterSpec
 
@@ -82,3 +84,44 @@ def test_the_default_install_pulls_the_brokers_without_secrets(
         == deployment["spec"]["template"]["spec"]["containers"][0]["image"]
     )
     assert "imagePullSecrets" not in pod
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A LabelSelector of matchLabels (all the policy uses) against an object's labels."""
+    assert set(selector) <= {"matchLabels"}, selector
+    return all(labels.get(key) == value for key, value in selector.get("matchLabels", {}).items())
+
+
+def test_the_brokers_network_policy_admits_the_charts_operator_pod(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The operator calls each broker's gRPC port (drain, restart safety, topics): the
+    rule must select the pod the chart renders, in the namespace it is installed in."""
+    values = write_values(tmp_path / "values.yaml", FULL_VALUES)
+    rendered = Rendered(
+        helm("template", "streams", CHART, "--namespace", "logs-ops", "--values", values).stdout
+    )
+    deployment = rendered.one("Deployment")
+    config = operator_config(deployment, monkeypatch)
+    body = {
+        "metadata": {"name": "demo", "namespace": "apps", "uid": "u"},
+        "spec": {"networkPolicy": {"enabled": True}},
+    }
+    cluster = ClusterSpec.from_resource(body, config.broker_image)
+    policy = network_policy(cluster, Owner("demo", "u"), config.peer)["spec"]
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    namespace_labels = {"kubernetes.io/metadata.name": "logs-ops"}  # the API server's own
+    [grpc] = [
+        rule for rule in policy["ingress"] if {"port": 9092, "protocol": "TCP"} in rule["ports"]
+    ]
+    admitting = [
+        peer
+        for peer in grpc["from"]
+        if "namespaceSelector" in peer
+        and _selects(peer["namespaceSelector"], namespace_labels)
+        and _selects(peer["podSelector"], pod_labels)
+    ]
+    assert admitting, (grpc["from"], pod_labels)
+    # ...and no other namespace's pods with the same labels
+    for peer in admitting:
+        assert not _selects(peer["namespaceSelector"], {"kubernetes.io/metadata.name": "apps"})

@@ -456,6 +456,16 @@ def test_service_monitor_and_network_policy_when_asked_and_their_crd_exists(
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
     policy = wait_for("the NetworkPolicy", lambda: get(kube, ns, "networkpolicy", "watched"))
     assert policy["spec"]["policyTypes"] == ["Ingress"]
+    # stored as applied: the operator's pods (its default namespace and labels) admitted
+    assert {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "tierlog-system"}},
+        "podSelector": {
+            "matchLabels": {
+                "app.kubernetes.io/name": "tierlog",
+                "app.kubernetes.io/component": "operator",
+            }
+        },
+    } in policy["spec"]["ingress"][0]["from"]
     # switched off again: both go
     apply(kube, ns, cluster("watched", brokers=1))
 

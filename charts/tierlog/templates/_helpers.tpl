@@ -52,3 +52,12 @@ app.kubernetes.io/part-of: tierlog
 {{- end -}}
 {{- join "," $names -}}
 {{- end -}}
+
+{{/* The operator pods' selector labels as KEY=VALUE,... (the operator's TIERLOG_OPERATOR_POD_LABELS). */}}
+{{- define "tierlog.selectorLabelList" -}}
+{{- $pairs := list -}}
+{{- range $key, $value := include "tierlog.selectorLabels" . | fromYaml -}}
+{{- $pairs = append $pairs (printf "%s=%s" $key $value) -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- end -}}

@@ -15,7 +15,7 @@ from typing import Any
 from tierlog.operator import brokers, image_pull
 from tierlog.operator.assignment import NO_OWNER, Assignment
 from tierlog.operator.conditions import DEGRADED, PAUSED, PROGRESSING, READY, Condition, merge
-from tierlog.operator.config import OperatorConfig
+from tierlog.operator.config import OperatorConfig, OperatorPeer
 from tierlog.operator.events import Event
 from tierlog.operator.kube import Kube
 from tierlog.operator.pods import broker_pod
@@ -141,7 +141,7 @@ async def _drain_waits(
 
 
 async def _apply_all(
-    kube: Kube, cluster: ClusterSpec, owner: Owner, scale: ScalePlan
+    kube: Kube, cluster: ClusterSpec, owner: Owner, scale: ScalePlan, operator: OperatorPeer
 ) -> list[Event]:
     events = []
     for manifest in (
@@ -152,7 +152,7 @@ async def _apply_all(
         pod_disruption_budget(cluster, owner),
     ):
         await kube.apply(manifest)
-    policy = network_policy(cluster, owner)
+    policy = network_policy(cluster, owner, operator)
     if cluster.network_policy:
         await kube.apply(policy)
     else:
@@ -259,7 +259,7 @@ async def reconcile_cluster(
         untiered=untiered,
         drained=set(range(cluster.brokers, current or 0)) - set(waits),
     )
-    events = await _apply_all(kube, cluster, owner, scale)
+    events = await _apply_all(kube, cluster, owner, scale, config.peer)
     events += _scale_events(scale, previous, current, cluster.brokers)
     desired_hash = desired_config_hash(cluster)
     serving = min(cluster.brokers, scale.replicas)
