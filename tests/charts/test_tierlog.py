@@ -51,8 +51,9 @@ def test_full_values_add_the_service_monitor_and_the_prometheus_rule(tmp_path: P
     rendered = template(tmp_path, FULL_VALUES)
     monitor = rendered.one("ServiceMonitor")
     assert monitor["metadata"]["labels"]["release"] == "kps"
+    # honorLabels: the desired-brokers gauge keeps its cluster's namespace.
     assert monitor["spec"]["endpoints"] == [
-        {"port": "metrics", "path": "/metrics", "interval": "15s"}
+        {"port": "metrics", "path": "/metrics", "honorLabels": True, "interval": "15s"}
     ]
     service = rendered.one("Service")
     assert monitor["spec"]["selector"]["matchLabels"] == service["spec"]["selector"]

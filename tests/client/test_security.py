@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from contextlib import closing
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
 from tests.support.certs import Authority
 from tierlog.api.errors import SaslAuthenticationFailedError, ThrottlingQuotaExceededError
-from tierlog.client import AdminClient, Consumer, NetworkError, Producer, TopicPartition
+from tierlog.client import (
+    AdminClient,
+    Cluster,
+    Consumer,
+    NetworkError,
+    Producer,
+    TopicPartition,
+)
 from tierlog.client.config import ConsumerConfig, ProducerConfig
 from tierlog.client.errors import ConfigError, error_for_reason, is_retriable
 from tierlog.client.security import TOKEN_ENV, ChannelSecurity
@@ -139,6 +147,28 @@ def test_a_client_certificate_and_key_may_share_one_pem_file(
     props = _tls(pki, **{"ssl.keystore.location": str(keystore)})
     with AdminClient({"bootstrap.servers": sidecar.address, **props}) as admin:
         assert admin.list_topics() == {}
+
+
+def test_a_server_name_checks_the_certificate_of_a_broker_dialled_by_its_ip(
+    sidecars: SidecarStarter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the operator dials a pod's IP, whose certificate names its DNS name only."""
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    authority = Authority("tierlog test CA")
+    server = authority.issue("demo-0", server=True, hosts=["*.demo-brokers.ns.svc"], loopback=False)
+    certificate, key = server.write(tmp_path, "tls")
+    sidecar = sidecars(
+        "data", f"ssl.keystore.location={certificate}", f"tierlog.ssl.keystore.key.location={key}"
+    )
+    trusting = ChannelSecurity(True, authority.certificate_pem)
+    named = replace(trusting, server_name="demo-0.demo-brokers.ns.svc")
+    with closing(Cluster([sidecar.address], security=named)) as cluster:
+        assert AdminClient(sidecar.address, cluster=cluster).list_topics() == {}
+    wrong_name = replace(trusting, server_name="demo-0.other.ns.svc")
+    for security in (trusting, wrong_name):  # 127.0.0.1; a name the certificate lacks
+        cluster = Cluster([sidecar.address], request_timeout_ms=3000, security=security)
+        with closing(cluster), pytest.raises(NetworkError):
+            AdminClient(sidecar.address, cluster=cluster).list_topics()
 
 
 @pytest.mark.parametrize(

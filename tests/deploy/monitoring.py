@@ -20,7 +20,9 @@ __all__ = [
     "alerts",
     "dashboard_queries",
     "load_dashboard",
+    "matchers",
     "metric_selectors",
+    "selects",
     "substitute",
 ]
 
@@ -112,3 +114,30 @@ def metric_selectors(expr: str) -> list[str]:
             continue
         found.append(name + matchers)
     return found
+
+
+_MATCHER = re.compile(r'([a-zA-Z_]\w*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
+
+
+def matchers(selector: str) -> list[tuple[str, str, str]]:
+    """``name{a="x", b!~"y"}`` -> [("a", "=", "x"), ("b", "!~", "y")]."""
+    _, _, inside = selector.partition("{")
+    return [(m.group(1), m.group(2), m.group(3)) for m in _MATCHER.finditer(inside)]
+
+
+def selects(selector: str, **labels: str) -> bool:
+    """Would ``selector`` keep a series with these labels (its matchers on other labels
+    aside)? PromQL's regexes are anchored: ``fullmatch``."""
+    for label, op, value in matchers(selector):
+        if label not in labels:
+            continue
+        actual = labels[label]
+        kept = {
+            "=": actual == value,
+            "!=": actual != value,
+            "=~": re.fullmatch(value, actual) is not None,
+            "!~": re.fullmatch(value, actual) is None,
+        }[op]
+        if not kept:
+            return False
+    return True

@@ -2,8 +2,10 @@
 
 Each is one dashboard with a unique uid, a ``datasource`` variable of type datasource
 (Prometheus) that every panel and target uses, panels on the 24-column grid without
-overlaps, and PromQL in every target. That the queries return series is shown against
-a real Prometheus in test_observability.py.
+overlaps, and PromQL in every target. What the queries select is read here: the
+brokers' series by cluster, latency per request as clients see it (the client streams),
+errors without the calls their clients cancelled. That the queries return series is
+shown against a real Prometheus in test_observability.py.
 """
 
 from __future__ import annotations
@@ -13,7 +15,16 @@ from typing import Any
 
 import pytest
 
-from tests.deploy.monitoring import DASHBOARDS, dashboard_queries, load_dashboard, substitute
+from tests.deploy.monitoring import (
+    DASHBOARDS,
+    dashboard_queries,
+    load_dashboard,
+    metric_selectors,
+    selects,
+    substitute,
+)
+from tests.support.dashboards import dashboard_variables
+from tierlog.api.v1 import admin_service_pb2, log_service_pb2
 
 PROMETHEUS_FROM_VARIABLE = {"type": "prometheus", "uid": "${datasource}"}
 # One per concern of issue 6: cluster overview; broker and partition; tiering and S3; operator.
@@ -82,3 +93,60 @@ def test_every_variable_a_query_uses_is_defined(path: Path) -> None:
 
 def _data_panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
     return [panel for panel in dashboard["panels"] if panel["type"] != "row"]
+
+
+# The dashboards of the brokers' series (the operator's has its own).
+BROKER_DASHBOARDS = [path for path in DASHBOARDS if path.stem != "tierlog-operator"]
+CLUSTER_MATCHER = 'tierlog_cluster=~"$cluster"'
+SERVICES = [
+    log_service_pb2.DESCRIPTOR.services_by_name["LogService"],
+    admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"],
+]
+STREAMING = {m.name for service in SERVICES for m in service.methods if m.server_streaming}
+CALL_LATENCY = "tierlog_request_duration_seconds_bucket"
+MESSAGE_LATENCY = "tierlog_stream_message_duration_seconds_bucket"
+
+
+@pytest.mark.parametrize("path", BROKER_DASHBOARDS, ids=lambda path: path.stem)
+def test_every_broker_series_is_selected_by_cluster(path: Path) -> None:
+    """Two clusters in one namespace: their brokers' series are told apart by the label
+    their ServiceMonitor gives them, which a ``cluster`` variable chooses."""
+    variables = {variable.name: variable for variable in dashboard_variables(path)}
+    assert variables["cluster"].label == "tierlog_cluster"
+    chained = [
+        (f"${name}", variable.selector)
+        for name, variable in variables.items()
+        if name not in {"namespace", "cluster"}
+    ]
+    queries = [(query.where, query.expr) for query in dashboard_queries(path)]
+    for where, expr in [*chained, *queries]:
+        for selector in metric_selectors(expr):
+            assert CLUSTER_MATCHER in selector, f"{where}: {selector}"
+
+
+def test_no_panel_times_a_stream_by_its_life() -> None:
+    """A stream's call lasts as long as its client keeps it: its latency is per message."""
+    assert {"ProduceStream", "Subscribe"} == STREAMING
+    for path in DASHBOARDS:
+        for query in dashboard_queries(path):
+            for selector in metric_selectors(query.expr):
+                if selector.startswith(CALL_LATENCY):
+                    timed = {m for m in STREAMING if selects(selector, method=m)}
+                    assert not timed, f"{query.where} times {timed} by their life: {selector}"
+
+
+def test_the_overview_has_the_latency_of_every_call_clients_make() -> None:
+    """The producer streams (ProduceStream), the consumer subscribes (Subscribe): their
+    latency is on the overview with every other method's, per request."""
+    path = next(path for path in DASHBOARDS if path.stem == "tierlog-cluster-overview")
+    selectors = [
+        selector for query in dashboard_queries(path) for selector in metric_selectors(query.expr)
+    ]
+    for service in SERVICES:
+        for method in service.methods:
+            histogram = MESSAGE_LATENCY if method.name in STREAMING else CALL_LATENCY
+            assert any(
+                selector.startswith(histogram)
+                and selects(selector, service=service.name, method=method.name)
+                for selector in selectors
+            ), f"no latency of {service.name}.{method.name} on the overview"

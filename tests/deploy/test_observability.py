@@ -6,8 +6,12 @@ uploaded to a real MinIO bucket (its first PUTs answered SlowDown by a fault pro
 retried), read back from the start out of the tier, and records deleted. A real
 ``tierlog-operator`` against the test API server reconciles a cluster and a topic whose
 passes fail (no sidecar answers without a kubelet), so its series exist too.
-Prometheus gives the targets the labels a ServiceMonitor would (``namespace``, ``pod``),
-and Grafana's variables are replaced by those values (``$__rate_interval`` by ``1m``).
+Prometheus gives the targets the labels the ServiceMonitors would (``namespace``, ``pod``,
+the brokers' ``tierlog_cluster``; the operator's own labels honoured, so the brokers it
+expects keep their cluster's namespace), and Grafana's variables are replaced by those
+values (``$__rate_interval`` by ``1m``). The broker is "watched-0" of the operator's
+cluster "watched"; a second sidecar is "other-0" of a cluster "other" in the same
+namespace, which the dashboards must tell apart.
 
 Alert expressions are checked selector by selector: a healthy broker must not fire
 them, but every series they watch must exist. The rule file is loaded into the
@@ -27,14 +31,13 @@ from tests.deploy.monitoring import (
     DASHBOARDS,
     RULES,
     Alert,
-    Query,
     alerts,
     dashboard_queries,
-    load_dashboard,
     metric_selectors,
     substitute,
 )
 from tests.operator.conftest import start_operator
+from tests.support.dashboards import assert_every_dashboard_query_has_data
 from tests.support.fault_proxy import FaultProxy
 from tests.support.kube import ControlPlane
 from tests.support.minio import MinioServer
@@ -47,11 +50,11 @@ from tierlog.client.errors import TierlogError
 
 pytestmark = pytest.mark.slow
 
-BROKER = {"namespace": "tierlog-test", "pod": "logs-0"}
-OPERATOR = {"namespace": "tierlog-test", "pod": "tierlog-operator-0"}
+OPERATOR = {"namespace": "tierlog-system", "pod": "tierlog-operator-0"}
 CRD_DIR = Path(__file__).resolve().parents[2] / "deploy" / "base" / "crds"
 TOPIC = "orders"
-VALUES = {**BROKER, "topic": TOPIC}  # what Grafana's variables select
+OPERATOR_DASHBOARD = [path for path in DASHBOARDS if path.stem == "tierlog-operator"]
+BROKER_DASHBOARDS = [path for path in DASHBOARDS if path not in OPERATOR_DASHBOARD]
 
 
 PARTITIONS = [TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)]
@@ -95,14 +98,14 @@ def _produce(address: str) -> None:
         assert all(future.result(timeout=10) for future in sent)
 
 
-def _consume_from_the_start(address: str) -> None:
+def _consume_from_the_start(address: str, expected: int = 400) -> None:
     with Consumer({"bootstrap.servers": address}) as consumer:
         consumer.assign(PARTITIONS)
         consumer.seek_to_beginning()
         read, deadline = 0, time.monotonic() + 30
-        while read < 400 and time.monotonic() < deadline:
+        while read < expected and time.monotonic() < deadline:
             read += len(consumer.poll(200))
-        assert read == 400
+        assert read == expected
 
 
 def _wait_for(
@@ -151,12 +154,12 @@ spec: {cluster: watched, partitions: 1}
 
 
 @contextmanager
-def _operator_at_work(plane: ControlPlane, work: Path) -> Iterator[str]:
-    """A real ``tierlog-operator`` reconciling a cluster and a topic; its metrics address."""
+def _operator_at_work(plane: ControlPlane, namespace: str, work: Path) -> Iterator[str]:
+    """A real ``tierlog-operator`` reconciling two clusters and a topic in ``namespace``;
+    its metrics address."""
     plane.kubectl("apply", "--server-side", "-k", str(CRD_DIR))
     for crd in ("tierlogclusters.tierlog.io", "tierlogtopics.tierlog.io"):
         plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd}")
-    namespace = plane.create_namespace("observed")
     running = start_operator(plane, namespace, work / "operator.log", "--standalone")
     try:
         plane.kubectl("apply", "-n", namespace, "-f", "-", input=OPERATOR_WORK)
@@ -176,28 +179,52 @@ def _operator_at_work(plane: ControlPlane, work: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
+def namespace(control_plane: ControlPlane) -> str:
+    """Of the operator's clusters, and of the brokers Prometheus scrapes."""
+    return control_plane.create_namespace("observed")
+
+
+@pytest.fixture(scope="module")
+def values(namespace: str) -> dict[str, str]:
+    """What Grafana's variables select on the brokers' dashboards."""
+    return {"namespace": namespace, "cluster": "watched", "pod": "watched-0", "topic": TOPIC}
+
+
+@pytest.fixture(scope="module")
 def prometheus(
-    tmp_path_factory: pytest.TempPathFactory, minio: MinioServer, control_plane: ControlPlane
+    tmp_path_factory: pytest.TempPathFactory,
+    minio: MinioServer,
+    control_plane: ControlPlane,
+    namespace: str,
 ) -> Iterator[PrometheusServer]:
     work = tmp_path_factory.mktemp("observability")
-    with _operator_at_work(control_plane, work) as operator_metrics:
-        yield from _brokers_and_prometheus(work, minio, operator_metrics)
+    with _operator_at_work(control_plane, namespace, work) as operator_metrics:
+        yield from _brokers_and_prometheus(work, minio, namespace, operator_metrics)
 
 
 def _brokers_and_prometheus(
-    work: Path, minio: MinioServer, operator_metrics: str
+    work: Path, minio: MinioServer, namespace: str, operator_metrics: str
 ) -> Iterator[PrometheusServer]:
     proxy = FaultProxy(f"127.0.0.1:{minio.port}")
     proxy.slow_down(3, method="PUT")  # S3 error series, from real retried requests
     sidecar = start_sidecar(work / "broker", *SIDECAR_CONFIGS, *_s3_configs(minio, proxy, work))
+    other = start_sidecar(work / "other", METRICS)  # the only broker of cluster "other"
     try:
         _produce(sidecar.address)
         metrics = metrics_address(sidecar.output)
         _tier_traffic(sidecar.address, metrics)
         assert proxy.injected["slow_down"] == 3
+        brokers = [("watched", metrics), ("other", metrics_address(other.output))]
         targets = [
-            ScrapeTarget("tierlog-brokers", metrics, BROKER),
-            ScrapeTarget("tierlog-operator", operator_metrics, OPERATOR),
+            *(
+                ScrapeTarget(
+                    "tierlog-brokers",
+                    address,
+                    {"namespace": namespace, "pod": f"{cluster}-0", "tierlog_cluster": cluster},
+                )
+                for cluster, address in brokers
+            ),
+            ScrapeTarget("tierlog-operator", operator_metrics, OPERATOR, honor_labels=True),
         ]
         with start_prometheus(work / "prometheus", targets, [RULES]) as server:
             server.wait_for_samples()
@@ -206,51 +233,84 @@ def _brokers_and_prometheus(
             yield server
     finally:
         sidecar.stop()
+        other.stop()
         proxy.close()
 
 
 def _traffic_again(address: str) -> None:
+    """The clients' way: the producer's ProduceStream and the consumer's Subscribe, both
+    closed by their clients at the end (CANCELLED, the normal end of a stream)."""
     with Producer({"bootstrap.servers": address, "batch.size": 2048}) as producer:
         sent = [producer.send(TOPIC, b"more %d" % i, key=b"%d" % i) for i in range(100)]
         producer.flush()
         assert all(future.result(timeout=10) for future in sent)
+    # The first 400, less the 50 DeleteRecords took from each partition, and these 100.
+    _consume_from_the_start(address, 400 - 50 * len(PARTITIONS) + 100)
 
 
-def _queries() -> list[Query]:
-    return [query for path in DASHBOARDS for query in dashboard_queries(path)]
-
-
-def _variable_queries() -> list[tuple[str, str, str]]:
-    """(dashboard, variable, its label_values(selector, label) definition)."""
-    found = []
-    for path in DASHBOARDS:
-        dashboard = load_dashboard(path)
-        for variable in dashboard["templating"]["list"]:
-            if variable["type"] == "query":
-                found.append((dashboard["uid"], variable["name"], variable["definition"]))
-    return found
-
-
-@pytest.mark.parametrize("query", _queries(), ids=lambda q: f"{q.dashboard}:{q.where}:{q.expr}")
-def test_every_dashboard_query_returns_series(prometheus: PrometheusServer, query: Query) -> None:
-    expr = substitute(query.expr, VALUES)
-    assert prometheus.query(expr), f"{query.where}: no series for {expr}"
-    for selector in metric_selectors(expr):
-        assert prometheus.query(selector), f"{query.where}: no series for {selector}"
-
-
-@pytest.mark.parametrize("definition", _variable_queries(), ids=lambda d: f"{d[0]}:{d[1]}")
-def test_every_dashboard_variable_finds_its_value(
-    prometheus: PrometheusServer, definition: tuple[str, str, str]
+def test_every_dashboard_query_returns_series(
+    prometheus: PrometheusServer, values: dict[str, str]
 ) -> None:
-    _, name, query = definition
-    assert query.startswith("label_values(") and query.endswith(")"), query
-    selector, _, label = substitute(query[len("label_values(") : -1], VALUES).rpartition(",")
-    label = label.strip()
-    found = {
-        series.labels.get(label) for series in prometheus.query(f"count by ({label}) ({selector})")
-    }
-    assert VALUES[name] in found, f"${name}: {query} gives {found}"
+    assert_every_dashboard_query_has_data(prometheus.url, values, BROKER_DASHBOARDS)
+    operator_values = {"namespace": OPERATOR["namespace"]}
+    assert_every_dashboard_query_has_data(prometheus.url, operator_values, OPERATOR_DASHBOARD)
+
+
+# Prometheus started after the first traffic: a window this long holds all it saw, the
+# clients' last traffic (``_traffic_again``) however long the tests before took.
+SINCE_START = "10m"
+
+
+def _panel_query(dashboard: str, title: str, values: dict[str, str], ref: int = 0) -> str:
+    """The panel's ``ref``-th query, its rates over all Prometheus saw."""
+    path = next(path for path in DASHBOARDS if path.stem == dashboard)
+    exprs = [query.expr for query in dashboard_queries(path) if query.where == title]
+    return substitute(exprs[ref], {**values, "__rate_interval": SINCE_START})
+
+
+def _one_value(prometheus: PrometheusServer, expr: str) -> float:
+    [series] = prometheus.query(expr)
+    return series.value
+
+
+def test_produce_and_fetch_latency_show_the_streams_clients_use(
+    prometheus: PrometheusServer, values: dict[str, str]
+) -> None:
+    """All the produce and fetch Prometheus saw came from the real producer and consumer,
+    which stream: the latency panels have a value, per message, not a stream's life."""
+    used = prometheus.query(
+        "sum by (method) "
+        f'(increase(tierlog_requests_total{{service="LogService"}}[{SINCE_START}])) > 0'
+    )
+    assert {"ProduceStream", "Subscribe"} <= {series.labels["method"] for series in used}
+    assert not {"Produce", "Fetch"} & {series.labels["method"] for series in used}
+    for title in ("Produce latency", "Fetch latency"):
+        for p50_p99 in (0, 1):
+            latency_s = _one_value(
+                prometheus, _panel_query("tierlog-cluster-overview", title, values, p50_p99)
+            )
+            assert 0 < latency_s < 10, f"{title}: {latency_s}"  # NaN fails too
+
+
+def test_the_error_ratio_leaves_out_streams_their_clients_closed(
+    prometheus: PrometheusServer, values: dict[str, str]
+) -> None:
+    closed = prometheus.query(
+        f'increase(tierlog_requests_total{{code="CANCELLED"}}[{SINCE_START}]) > 0'
+    )
+    assert {series.labels["method"] for series in closed} >= {"Subscribe"}
+    ratio = _one_value(prometheus, _panel_query("tierlog-cluster-overview", "Error ratio", values))
+    assert abs(ratio) < 1e-9, f"a quiet run's error ratio is {ratio}"
+
+
+def test_two_clusters_in_one_namespace_are_told_apart(
+    prometheus: PrometheusServer, values: dict[str, str]
+) -> None:
+    for cluster, brokers in (("watched", 1), ("other", 1), (".*", 2)):
+        chosen = {**values, "cluster": cluster}
+        for title in ("Brokers ready", "Brokers scraped"):
+            found = _one_value(prometheus, _panel_query("tierlog-cluster-overview", title, chosen))
+            assert found == brokers, f"{title} of cluster {cluster}: {found}"
 
 
 @pytest.mark.parametrize("alert", alerts(), ids=lambda alert: alert.name)
@@ -274,6 +334,10 @@ def test_the_loaded_rules_evaluate_without_errors(prometheus: PrometheusServer) 
     # watch this machine's real disk, which may well be under 20 % free: theirs to decide.
     states = {rule["name"]: rule["state"] for rule in rules}
     assert states.pop("TierlogReconciliationFailing") == "pending"
+    # "refused" asks for a broker that never starts (no target, no `up`): it is missed.
+    assert states.pop("TierlogBrokerDown") == "pending"
+    [down] = [rule for rule in rules if rule["name"] == "TierlogBrokerDown"]
+    assert [alert["labels"]["tierlog_cluster"] for alert in down["alerts"]] == ["refused"]
     for machine_disk in ("TierlogLogDirFilling", "TierlogLogDirAlmostFull"):
         states.pop(machine_disk)
     assert {name: state for name, state in states.items() if state != "inactive"} == {}

@@ -3,6 +3,7 @@ operator as a process, and real sidecars standing in for the brokers' pods."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -153,7 +154,10 @@ class Brokers:
     (Ready) itself. ``project()`` copies the ConfigMap's assignment.json to the file the
     sidecars read, as the kubelet projects a ConfigMap volume, with each started broker's
     address (``NAME-N.NAME-brokers.NS.svc:9092``) as its loopback address, as the cluster's
-    DNS would resolve it, so clients can follow the plan to the owners. ``settings`` are
+    DNS would resolve it, so clients can follow the plan to the owners. Secret volumes of
+    the template (the brokers' TLS and token) are projected as the kubelet does, into
+    files under ``workdir``, and the settings naming files under their mount paths name
+    those files instead. ``settings`` are
     broker settings a test adds to the ConfigMap's (e.g. a faster uploader), as a test's
     own image could.
     """
@@ -189,6 +193,25 @@ class Brokers:
         partial.write_text(json.dumps(plan))
         partial.replace(self.assignment_file)
 
+    def _project_secrets(self, node: int) -> dict[str, Path]:
+        """Each Secret volume's files under this broker's directory: mount path -> it."""
+        spec = self.stateful_set()["spec"]["template"]["spec"]
+        mounts = {
+            mount["name"]: mount["mountPath"] for mount in spec["containers"][0]["volumeMounts"]
+        }
+        projected = {}
+        for volume in spec["volumes"]:
+            secret = volume.get("secret")
+            if not secret:
+                continue
+            data = self.plane.get_json("secret", secret["secretName"], "-n", self.namespace)["data"]
+            directory = self.workdir / f"broker-{node}-{volume['name']}"
+            directory.mkdir(exist_ok=True)
+            for item in secret["items"]:
+                (directory / item["path"]).write_bytes(base64.b64decode(data[item["key"]]))
+            projected[mounts[volume["name"]]] = directory
+        return projected
+
     def _configs(self, node: int) -> tuple[str, ...]:
         local = {
             "log.dirs",
@@ -201,6 +224,11 @@ class Brokers:
             for line in self.config_map()["server.properties"].splitlines()
             if line and not line.startswith("#")
         ]
+        projected = self._project_secrets(node)
+        for index, (key, sep, value) in enumerate(props):
+            mount, _, name = value.rpartition("/")
+            if mount in projected:
+                props[index] = (key, sep, str(projected[mount] / name))
         return (
             *(f"{key}={value}" for key, _, value in props if key not in local),
             f"node.id={node}",

@@ -156,6 +156,14 @@ def test_the_server_fills_in_defaults(kube: ControlPlane) -> None:
         ),
         ({"deletionPolicy": "Shred"}, "spec.deletionPolicy"),
         ({"storage": {"size": "ten gigs"}}, "spec.storage.size"),
+        ({"tls": {"clientAuth": "none"}}, "spec.tls.secretName"),
+        ({"tls": {"secretName": "t", "clientAuth": "maybe"}}, "spec.tls.clientAuth"),
+        (
+            {"tls": {"secretName": "t", "clientAuth": "required"}},
+            "clientAuth: required needs operatorClientSecret",
+        ),
+        ({"authentication": {"tokenSecret": {"key": "token"}}}, "spec.authentication"),
+        ({"serviceAccountName": "Not_A_Name"}, "spec.serviceAccountName"),
     ],
 )
 def test_invalid_clusters_are_rejected(
@@ -165,6 +173,28 @@ def test_invalid_clusters_are_rejected(
     done = _apply(kube, namespace, _cluster("bad", **spec))
     assert done.returncode != 0, f"accepted: {spec}"
     assert complaint in done.stderr, done.stderr
+
+
+@pytest.mark.slow
+def test_tls_token_and_service_account_are_accepted_with_their_defaults(
+    kube: ControlPlane,
+) -> None:
+    namespace = kube.create_namespace("secured")
+    spec = {
+        "tls": {"secretName": "demo-tls", "trustedCASecret": {"name": "clients"}},
+        "authentication": {"tokenSecret": {"name": "demo-token"}},
+        "serviceAccountName": "demo-brokers",
+    }
+    done = _apply(kube, namespace, _cluster("secured", **spec))
+    assert done.returncode == 0, done.stderr
+    stored = kube.get_json("tierlogcluster", "secured", "-n", namespace)["spec"]
+    assert stored["tls"] == {
+        "secretName": "demo-tls",
+        "clientAuth": "none",
+        "trustedCASecret": {"name": "clients", "key": "ca.crt"},
+    }
+    assert stored["authentication"] == {"tokenSecret": {"name": "demo-token", "key": "token"}}
+    assert stored["serviceAccountName"] == "demo-brokers"
 
 
 @pytest.mark.slow

@@ -108,11 +108,18 @@ def test_a_cluster_becomes_objects_status_and_conditions(
 
     with urllib.request.urlopen(operator.health_url, timeout=5) as answer:
         assert answer.status == 200
-    with urllib.request.urlopen(operator.metrics_url, timeout=5) as answer:
-        text = answer.read().decode()
+    text = _scrape(operator)
     assert 'tierlog_operator_reconciliations_total{kind="TierlogCluster"}' in text
+    # What an alert compares the brokers Prometheus scrapes with.
+    assert f'tierlog_cluster_brokers_desired{{namespace="{ns}",tierlog_cluster="demo"}} 2.0' in text
     assert "tierlog_operator_reconcile_duration_seconds_bucket" in text
     assert AdminClient(brokers.sidecars[0].address).list_topics() == {}
+
+
+def _scrape(operator: RunningOperator) -> str:
+    with urllib.request.urlopen(operator.metrics_url, timeout=5) as answer:
+        text: str = answer.read().decode()
+    return text
 
 
 def wait_ready(kube: ControlPlane, ns: str, name: str, what: str) -> dict[str, Any]:
@@ -333,6 +340,7 @@ def test_deletion_keeps_the_tier_unless_the_policy_says_delete(
             and get(kube, ns, "tierlogcluster", "gone")
         ),
     )
+    wait_for("its brokers expected", lambda: 'tierlog_cluster="gone"' in _scrape(operator))
     kube.kubectl("delete", "-n", ns, "tierlogcluster", "gone", "--wait=true", "--timeout=60s")
     left = [info.key for info in LocalDirectoryStore(root).list("")]
     reasons = dict(events(kube, ns))
@@ -345,6 +353,8 @@ def test_deletion_keeps_the_tier_unless_the_policy_says_delete(
     # no garbage collector runs here: the owned objects remain, owned by the deleted uid
     sts = get(kube, ns, "statefulset", "gone")
     assert sts["metadata"]["ownerReferences"][0]["uid"] == body["metadata"]["uid"]
+    # A deleted cluster expects no brokers: no series left for an alert to fire on.
+    assert 'tierlog_cluster="gone"' not in _scrape(operator)
 
 
 def test_deleting_the_tier_waits_for_the_brokers_to_stop(
@@ -454,6 +464,8 @@ def test_service_monitor_and_network_policy_when_asked_and_their_crd_exists(
     monitor = wait_for("the ServiceMonitor", lambda: get(kube, ns, "servicemonitor", "watched"))
     assert monitor["metadata"]["labels"]["release"] == "prom"
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    # The real schema keeps the label that tells two clusters' brokers apart.
+    assert monitor["spec"]["endpoints"][0]["relabelings"][0]["targetLabel"] == "tierlog_cluster"
     policy = wait_for("the NetworkPolicy", lambda: get(kube, ns, "networkpolicy", "watched"))
     assert policy["spec"]["policyTypes"] == ["Ingress"]
     # stored as applied: the operator's pods (its default namespace and labels) admitted

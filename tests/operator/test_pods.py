@@ -1,10 +1,13 @@
-"""Reading a broker pod: its id, readiness, version and where its sidecar answers."""
+"""Reading a broker pod: its id, readiness, version, where its sidecar answers and the
+Secrets its TLS and token come from."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from tierlog.operator.pods import broker_pod
+from tierlog.operator.render.statefulset import pod_template
+from tierlog.operator.spec import ClusterSpec, SecretKeyRef
 
 
 def pod(**status: Any) -> dict[str, Any]:
@@ -43,3 +46,24 @@ def test_a_pod_whose_name_has_no_ordinal_is_no_broker() -> None:
     body = pod()
     body["metadata"]["name"] = "demo-debug"
     assert broker_pod(body) is None
+
+
+def test_the_secrets_a_pod_was_started_with() -> None:
+    """Read from the pod's own volumes (as rendered), not from the spec of now: a pod
+    started before TLS was turned on still speaks plaintext."""
+    secured = ClusterSpec.from_resource(
+        {
+            "metadata": {"name": "demo", "namespace": "ns"},
+            "spec": {
+                "tls": {"secretName": "demo-tls"},
+                "authentication": {"tokenSecret": {"name": "demo-auth", "key": "t"}},
+            },
+        }
+    )
+    body = pod()
+    body["spec"] = pod_template(secured)["spec"]
+    broker = broker_pod(body)
+    assert broker is not None
+    assert (broker.tls_secret, broker.token_secret) == ("demo-tls", SecretKeyRef("demo-auth", "t"))
+    plain = broker_pod(pod())
+    assert plain is not None and (plain.tls_secret, plain.token_secret) == ("", None)

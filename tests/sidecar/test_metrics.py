@@ -34,6 +34,9 @@ DOCUMENTED = {
     "tierlog_request_duration_seconds_bucket",
     "tierlog_request_duration_seconds_count",
     "tierlog_request_duration_seconds_sum",
+    "tierlog_stream_message_duration_seconds_bucket",
+    "tierlog_stream_message_duration_seconds_count",
+    "tierlog_stream_message_duration_seconds_sum",
     "tierlog_requests_in_flight",
     "tierlog_request_bytes_total",
     "tierlog_response_bytes_total",
@@ -102,6 +105,14 @@ def test_calls_bytes_errors_and_logs_move_their_series(
         "tierlog_topic_bytes_out_total",
         "tierlog_errors_total",
     }, "series missing before any traffic"
+    # Every method's latency is there from the start, at zero: a dashboard's produce
+    # latency has its series whichever way clients produce (or before they do).
+    for method, histogram in (
+        ("Produce", "tierlog_request_duration_seconds_count"),
+        ("ProduceStream", "tierlog_stream_message_duration_seconds_count"),
+        ("Subscribe", "tierlog_stream_message_duration_seconds_count"),
+    ):
+        assert before.labelled(histogram)[frozenset({**LOG, "method": method}.items())] == 0
 
     batch = _batch(5)
     for _ in range(6):  # ~600 bytes each: the 2000-byte segments roll
@@ -184,6 +195,48 @@ def test_calls_bytes_errors_and_logs_move_their_series(
     assert later.value("tierlog_log_segments", **partition) == 1  # the active one stays
     assert after.value("tierlog_log_segments", **partition) - 1 == deleted
     sidecar.assert_alive()
+
+
+def test_streams_are_timed_per_message_not_per_stream(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    """A client's produce and fetch latency, when it streams: each ProduceStream request
+    to its answer, each Subscribe message from the previous one. The stream's own life
+    (here over a client's idle second) is not what its produce or fetch took."""
+    sidecar = sidecar_factory(tmp_path / "data", METRICS)
+    sidecar.create_topic("streamed")
+    produce = log_service_pb2.ProduceStreamRequest(
+        produce=log_service_pb2.ProduceRequest(topic="streamed", record_batches=_batch(5))
+    )
+    first_answered = threading.Event()
+    idle_s = 1.0
+
+    def requests() -> Iterator[log_service_pb2.ProduceStreamRequest]:
+        yield produce
+        assert first_answered.wait(10)
+        time.sleep(idle_s)  # the client has nothing to send: the stream idles, no request waits
+        yield produce
+
+    answers = []
+    for answer in sidecar.log.ProduceStream(requests()):
+        answers.append(answer)
+        first_answered.set()
+    assert [answer.produced.base_offset for answer in answers] == [0, 5]
+    subscribe = log_service_pb2.SubscribeRequest(topic="streamed", offset=0, max_bytes=1)
+    messages = sidecar.log.Subscribe(subscribe)  # one batch a message: two messages
+    assert all(next(messages).record_batches for _ in range(2))
+    messages.cancel()
+
+    scraped = scrape_sidecar(sidecar)
+    stream = {**LOG, "method": "ProduceStream"}
+    assert scraped.value("tierlog_request_duration_seconds_sum", **stream) >= idle_s
+    assert scraped.value("tierlog_stream_message_duration_seconds_count", **stream) == 2
+    assert scraped.value("tierlog_stream_message_duration_seconds_sum", **stream) < idle_s / 2
+    tail = {**LOG, "method": "Subscribe"}
+    assert scraped.value("tierlog_stream_message_duration_seconds_count", **tail) >= 2
+    assert scraped.value(
+        "tierlog_stream_message_duration_seconds_bucket", **tail, le="+Inf"
+    ) == scraped.value("tierlog_stream_message_duration_seconds_count", **tail)
 
 
 def test_the_cleaner_counts_its_rounds(sidecar_factory: SidecarFactory, tmp_path: Path) -> None:

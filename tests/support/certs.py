@@ -38,9 +38,11 @@ class Authority:
         )
         self.certificate_pem = self.certificate.public_bytes(serialization.Encoding.PEM)
 
-    def issue(self, common_name: str, *, server: bool, hosts: Sequence[str] = ()) -> Issued:
-        """A leaf certificate; a server's names localhost and 127.0.0.1, plus ``hosts``
-        (IP addresses or DNS names)."""
+    def issue(
+        self, common_name: str, *, server: bool, hosts: Sequence[str] = (), loopback: bool = True
+    ) -> Issued:
+        """A leaf certificate; a server's names ``hosts`` (IP addresses or DNS names, e.g.
+        ``*.demo-brokers.ns.svc``), plus localhost and 127.0.0.1 unless not ``loopback``."""
         key = ec.generate_private_key(ec.SECP256R1())
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
         usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
@@ -50,11 +52,9 @@ class Authority:
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         )
         if server:
+            names = [*(("localhost", "127.0.0.1") if loopback else ()), *hosts]
             builder = builder.add_extension(
-                x509.SubjectAlternativeName(
-                    [_name(host) for host in ("localhost", "127.0.0.1", *hosts)]
-                ),
-                critical=False,
+                x509.SubjectAlternativeName([_name(host) for host in names]), critical=False
             )
         certificate = builder.sign(self.key, hashes.SHA256())
         return Issued(

@@ -4,8 +4,9 @@
 second (with the target labels a ServiceMonitor would give it: ``namespace``, ``pod``),
 starts Debian's ``prometheus`` from ``make tools`` on ``127.0.0.1``, and returns once it
 is ready. ``wait_for_samples`` waits until every target has been scraped a few times
-(so ``rate()`` has two points), ``query`` runs an instant query over the HTTP API and
-returns the series, ``rules`` reports how its loaded rule files evaluated.
+(so ``rate()`` has two points). ``PrometheusAPI`` is any Prometheus' HTTP API by its URL
+(this one's is ``api``, a cluster's through a port-forward works alike): ``query`` runs
+an instant query and returns the series, ``rules`` reports how its rule files evaluated.
 """
 
 from __future__ import annotations
@@ -27,7 +28,14 @@ import yaml
 from tests.support.sidecars import free_port
 from tests.tools.prometheus import prometheus_bin
 
-__all__ = ["PrometheusError", "PrometheusServer", "ScrapeTarget", "Series", "start_prometheus"]
+__all__ = [
+    "PrometheusAPI",
+    "PrometheusError",
+    "PrometheusServer",
+    "ScrapeTarget",
+    "Series",
+    "start_prometheus",
+]
 
 SCRAPE_INTERVAL = "1s"
 
@@ -41,12 +49,49 @@ class ScrapeTarget:
     job: str
     address: str  # host:port of a /metrics endpoint
     labels: Mapping[str, str] = field(default_factory=dict)  # added to every series
+    # The target's own labels win over ``labels`` (a ServiceMonitor's ``honorLabels``);
+    # set on one target, it holds for its whole job.
+    honor_labels: bool = False
 
 
 @dataclass(frozen=True)
 class Series:
     labels: Mapping[str, str]
     value: float
+
+
+@dataclass(frozen=True)
+class PrometheusAPI:
+    """A Prometheus' HTTP API at ``url`` (``http://host:port``)."""
+
+    url: str
+
+    def get(self, path: str, **params: str) -> Any:
+        url = f"{self.url.rstrip('/')}{path}?{urllib.parse.urlencode(params)}"
+        try:
+            with urllib.request.urlopen(url, timeout=30) as response:
+                answer = json.load(response)
+        except urllib.error.HTTPError as error:  # 400/422: a bad query, with Prometheus' reason
+            answer = json.load(error)
+        if answer.get("status") != "success":
+            raise PrometheusError(
+                f"{path} {params}: {answer.get('errorType')}: {answer.get('error')}"
+            )
+        return answer["data"]
+
+    def query(self, expr: str) -> list[Series]:
+        """An instant query now; the series of a vector result (a scalar is one series)."""
+        data = self.get("/api/v1/query", query=expr)
+        if data["resultType"] == "scalar":
+            return [Series({}, float(data["result"][1]))]
+        if data["resultType"] != "vector":
+            raise PrometheusError(f"{expr!r} is a {data['resultType']}, not an instant vector")
+        return [Series(item["metric"], float(item["value"][1])) for item in data["result"]]
+
+    def rules(self) -> list[dict[str, Any]]:
+        """Every loaded rule with its ``health`` (``ok``/``err``/``unknown``) and ``lastError``."""
+        groups = self.get("/api/v1/rules")["groups"]
+        return [rule for group in groups for rule in group["rules"]]
 
 
 @dataclass
@@ -62,6 +107,16 @@ class PrometheusServer:
         return f"http://127.0.0.1:{self.port}"
 
     @property
+    def api(self) -> PrometheusAPI:
+        return PrometheusAPI(self.url)
+
+    def query(self, expr: str) -> list[Series]:
+        return self.api.query(expr)
+
+    def rules(self) -> list[dict[str, Any]]:
+        return self.api.rules()
+
+    @property
     def log_path(self) -> Path:
         return self.work_dir / "prometheus.log"
 
@@ -72,6 +127,7 @@ class PrometheusServer:
             "scrape_configs": [
                 {
                     "job_name": job,
+                    "honor_labels": any(t.honor_labels for t in self.targets if t.job == job),
                     "static_configs": [
                         {"targets": [target.address], "labels": dict(target.labels)}
                         for target in self.targets
@@ -119,33 +175,6 @@ class PrometheusServer:
                 self.process.kill()
                 self.process.wait()
 
-    def _get(self, path: str, **params: str) -> Any:
-        url = f"{self.url}{path}?{urllib.parse.urlencode(params)}"
-        try:
-            with urllib.request.urlopen(url, timeout=30) as response:
-                answer = json.load(response)
-        except urllib.error.HTTPError as error:  # 400/422: a bad query, with Prometheus' reason
-            answer = json.load(error)
-        if answer.get("status") != "success":
-            raise PrometheusError(
-                f"{path} {params}: {answer.get('errorType')}: {answer.get('error')}"
-            )
-        return answer["data"]
-
-    def query(self, expr: str) -> list[Series]:
-        """An instant query now; the series of a vector result (a scalar is one series)."""
-        data = self._get("/api/v1/query", query=expr)
-        if data["resultType"] == "scalar":
-            return [Series({}, float(data["result"][1]))]
-        if data["resultType"] != "vector":
-            raise PrometheusError(f"{expr!r} is a {data['resultType']}, not an instant vector")
-        return [Series(item["metric"], float(item["value"][1])) for item in data["result"]]
-
-    def rules(self) -> list[dict[str, Any]]:
-        """Every loaded rule with its ``health`` (``ok``/``err``/``unknown``) and ``lastError``."""
-        groups = self._get("/api/v1/rules")["groups"]
-        return [rule for group in groups for rule in group["rules"]]
-
     def wait_for_samples(self, samples: int = 3, timeout_s: float = 60) -> None:
         """Until each target is up and has been scraped ``samples`` times."""
         wanted = len(self.targets)
@@ -155,7 +184,7 @@ class PrometheusServer:
             if len(scraped) == wanted:
                 return
             time.sleep(0.5)
-        targets = self._get("/api/v1/targets")["activeTargets"]
+        targets = self.api.get("/api/v1/targets")["activeTargets"]
         health = {target["scrapeUrl"]: target.get("lastError") or "up" for target in targets}
         raise PrometheusError(f"targets not scraped {samples} times in {timeout_s} s: {health}")
 

@@ -316,6 +316,76 @@ def _storage_schema() -> Schema:
     return schema
 
 
+def _secret_key_ref(description: str, default_key: str) -> Schema:
+    return _obj(
+        {
+            "name": _str("The Secret, in the cluster's namespace", minLength=1),
+            "key": _str("Its key", default=default_key, minLength=1),
+        },
+        description,
+        required=["name"],
+    )
+
+
+def _tls_schema() -> Schema:
+    """TLS on the brokers' gRPC port (``ssl.*`` of the sidecar). The operator reaches the
+    brokers through it too, so with mutual TLS it needs its own client certificate."""
+    schema = _obj(
+        {
+            "secretName": _str(
+                "A kubernetes.io/tls Secret with the brokers' certificate (tls.crt), valid "
+                "for NAME-N.NAME-brokers.NAMESPACE.svc (e.g. *.NAME-brokers.NAMESPACE.svc), "
+                "and its key (tls.key); its ca.crt, when present, is the CA the operator "
+                "trusts to verify the brokers (else the system's CAs)",
+                minLength=1,
+            ),
+            "clientAuth": _str(
+                "Client certificates: none; requested (checked when offered); required "
+                "(mutual TLS: no certificate, no connection)",
+                enum=["none", "requested", "required"],
+                default="none",
+            ),
+            "trustedCASecret": _secret_key_ref(
+                "The CA certificates client certificates must chain to (default: the ca.crt "
+                "of secretName); used when clientAuth is not none",
+                "ca.crt",
+            ),
+            "operatorClientSecret": _str(
+                "A kubernetes.io/tls Secret whose certificate (signed by a trusted CA, for "
+                "client authentication) the operator presents to the brokers; required "
+                "when clientAuth is required",
+                minLength=1,
+            ),
+        },
+        "TLS on the brokers' gRPC port; a renewed certificate takes a rolling restart",
+        required=["secretName"],
+    )
+    schema["x-kubernetes-validations"] = [
+        {
+            "rule": "!has(self.clientAuth) || self.clientAuth != 'required' || "
+            "has(self.operatorClientSecret)",
+            "message": "clientAuth: required needs operatorClientSecret: the operator calls "
+            "every broker (restarts, scale-downs, topics) and must present a certificate",
+        }
+    ]
+    return schema
+
+
+def _authentication_schema() -> Schema:
+    return _obj(
+        {
+            "tokenSecret": _secret_key_ref(
+                "The bearer token every client must send (authorization: Bearer TOKEN); "
+                "the operator reads it to call the brokers",
+                "token",
+            )
+        },
+        "Who may call the brokers: a bearer token on every call but health checks (use "
+        "it with tls: without TLS the token crosses the network in clear)",
+        required=["tokenSecret"],
+    )
+
+
 def _cluster_spec() -> Schema:
     resource_list = {
         "type": "object",
@@ -395,6 +465,13 @@ def _cluster_spec() -> Schema:
                 },
                 "A NetworkPolicy in front of the brokers",
                 default={},
+            ),
+            "tls": _tls_schema(),
+            "authentication": _authentication_schema(),
+            "serviceAccountName": _str(
+                "The broker pods' ServiceAccount (e.g. one bound to a cloud identity for "
+                "S3); empty: the namespace's default",
+                pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
             ),
             "deletionPolicy": _str(
                 "What deleting the cluster does to the tier's bucket data: Retain keeps it, "

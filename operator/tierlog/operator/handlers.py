@@ -28,6 +28,7 @@ from tierlog.operator.events import Event, to_post
 from tierlog.operator.kube import Kube, TierlogCluster, TierlogTopic
 from tierlog.operator.metrics import OperatorMetrics
 from tierlog.operator.reconcile import Pass, failed_status, reconcile_cluster
+from tierlog.operator.spec import ClusterSpec
 from tierlog.operator.topic_deletion import delete_topic
 from tierlog.operator.topic_reconcile import reconcile_topic
 
@@ -118,13 +119,14 @@ def register(
         async def delete_pod(name: str) -> None:
             await kube.delete_pod(namespace, name)
 
-        await run_pass(
-            TierlogCluster,
-            "TierlogCluster",
-            body,
-            memo,
-            lambda: reconcile_cluster(kube, body, delete_pod, config),
-        )
+        async def reconcile() -> Pass:
+            # Before the pass: one that fails (and a cluster that never starts) still
+            # expects its brokers.
+            expected = ClusterSpec.from_resource(body).brokers
+            metrics.cluster_brokers(namespace, body.metadata.name or "", expected)
+            return await reconcile_cluster(kube, body, delete_pod, config)
+
+        await run_pass(TierlogCluster, "TierlogCluster", body, memo, reconcile)
 
     async def topic_pass(body: kopf.Body, memo: Any, **_: Any) -> None:
         await run_pass(
@@ -169,3 +171,4 @@ def register(
         _post(body, memo, deletion.events)
         if not deletion.done:
             raise kopf.TemporaryError(f"waiting for {deletion.waiting}", delay=RESYNC_S)
+        metrics.cluster_deleted(body.metadata.namespace or "", body.metadata.name or "")

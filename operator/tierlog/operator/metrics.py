@@ -1,12 +1,20 @@
-"""The operator's own Prometheus metrics: passes, failures and how long they take."""
+"""The operator's Prometheus metrics: its passes, failures and how long they take, and
+how many brokers each cluster's spec asks for.
+
+``tierlog_cluster_brokers_desired`` is what an alert compares the brokers Prometheus
+scrapes with, so a broker whose target vanished (no ``up`` series left to be 0) is
+missed too. Its ``namespace`` is the cluster's, not the operator's: the operator's
+ServiceMonitor honours the labels it exports (as kube-state-metrics' does), and
+``tierlog_cluster`` is the label the brokers' ServiceMonitor gives their targets.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 __all__ = ["OperatorMetrics"]
 
@@ -33,6 +41,20 @@ class OperatorMetrics:
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
             registry=self.registry,
         )
+        self.brokers_desired = Gauge(
+            "tierlog_cluster_brokers_desired",
+            "Brokers a TierlogCluster's spec asks for, by its namespace and name",
+            ["namespace", "tierlog_cluster"],
+            registry=self.registry,
+        )
+
+    def cluster_brokers(self, namespace: str, name: str, brokers: int) -> None:
+        self.brokers_desired.labels(namespace, name).set(brokers)
+
+    def cluster_deleted(self, namespace: str, name: str) -> None:
+        """No brokers expected of a deleted cluster: its series goes."""
+        with suppress(KeyError):  # never reconciled by this replica
+            self.brokers_desired.remove(namespace, name)
 
     @contextmanager
     def timed(self, kind: str) -> Iterator[None]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from tierlog.operator import brokers, image_pull
 from tierlog.operator.assignment import NO_OWNER, Assignment
+from tierlog.operator.broker_security import BrokerSecurity
 from tierlog.operator.conditions import DEGRADED, PAUSED, PROGRESSING, READY, Condition, merge
 from tierlog.operator.config import OperatorConfig, OperatorPeer
 from tierlog.operator.events import Event
@@ -111,7 +112,11 @@ async def _previous_assignment(kube: Kube, cluster: ClusterSpec) -> Assignment |
 
 
 async def _drain_waits(
-    cluster: ClusterSpec, current: int | None, pods: Mapping[int, BrokerPod], topics: list[str]
+    cluster: ClusterSpec,
+    current: int | None,
+    pods: Mapping[int, BrokerPod],
+    topics: list[str],
+    security: BrokerSecurity,
 ) -> dict[int, str]:
     """What each leaving broker is still waiting for, if anything: a broker that owns
     nothing any more and says it is safe (flushed, all in the tier) is absent."""
@@ -124,11 +129,12 @@ async def _drain_waits(
             waits[node] = "its pod is not ready"
             continue
         try:
-            owned = await brokers.owned_partitions(pod.address, topics)
+            pod_security = await security.for_pod(pod)
+            owned = await brokers.owned_partitions(pod.address, topics, security=pod_security)
             if owned:
                 waits[node] = f"it still serves {owned} partitions (the new plan not read yet)"
                 continue
-            readiness = await brokers.prepare_restart(pod.address)
+            readiness = await brokers.prepare_restart(pod.address, security=pod_security)
         except Exception as error:  # unreachable: not drained; the next pass asks again
             waits[node] = f"it does not answer ({type(error).__name__})"
             continue
@@ -184,7 +190,9 @@ def _deferred(roll: Roll, waiting: str, cause: str) -> tuple[Roll, list[Event]]:
     return replace(roll, restart=None, waiting=waiting), [event]
 
 
-async def _gate_restart(roll: Roll, desired_hash: str) -> tuple[Roll, list[Event]]:
+async def _gate_restart(
+    roll: Roll, desired_hash: str, security: BrokerSecurity
+) -> tuple[Roll, list[Event]]:
     """The roll with its restart kept only if the broker's sidecar says it is safe now
     (flushed, nothing waiting for the tier); otherwise it says what it waits for. A
     sidecar that does not answer defers the restart: the next pass asks again."""
@@ -203,8 +211,8 @@ async def _gate_restart(roll: Roll, desired_hash: str) -> tuple[Roll, list[Event
         waiting = f"{pod.name} has no address to ask whether it is safe to restart"
         return _deferred(roll, waiting, "no address")
     try:
-        readiness = await brokers.prepare_restart(pod.address)
-    except Exception as error:  # unreachable, timed out: not known to be safe
+        readiness = await brokers.prepare_restart(pod.address, security=await security.for_pod(pod))
+    except Exception as error:  # unreachable, timed out, no Secret: not known to be safe
         waiting = (
             f"{pod.name} does not answer whether it is safe to restart "
             f"({type(error).__name__}: {error})"
@@ -248,7 +256,8 @@ async def reconcile_cluster(
     pull_failures = [failure for pod in listed for failure in image_pull.of_pod(pod)]
     width = max(cluster.brokers, current or 0)
     addresses = {node: broker_address(cluster, node) for node in range(width)}
-    waits = await _drain_waits(cluster, current, pods, sorted(topics))
+    security = BrokerSecurity(kube, cluster)
+    waits = await _drain_waits(cluster, current, pods, sorted(topics), security)
     scale = plan_scale(
         cluster.brokers,
         current,
@@ -264,7 +273,7 @@ async def reconcile_cluster(
     desired_hash = desired_config_hash(cluster)
     serving = min(cluster.brokers, scale.replicas)
     roll, restart_events = await _gate_restart(
-        next_restart(list(pods.values()), desired_hash, serving), desired_hash
+        next_restart(list(pods.values()), desired_hash, serving), desired_hash, security
     )
     if roll.restart is not None:
         await delete_pod(roll.restart.name)

@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tierlog.operator.spec import SecretKeyRef
+
 __all__ = ["BrokerPod", "Roll", "next_restart"]
 
 
@@ -29,6 +31,9 @@ class BrokerPod:
     config_hash: str
     deleting: bool = False
     address: str = ""  # where its sidecar's gRPC answers (pod IP and grpc port)
+    # The security it was started with (its mounted Secrets; see render/security.py).
+    tls_secret: str = ""
+    token_secret: SecretKeyRef | None = None
     image_pull_failed: bool = False  # its container waits for an image that does not come
 
 

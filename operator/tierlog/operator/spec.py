@@ -19,7 +19,9 @@ __all__ = [
     "CredentialsRef",
     "Fsync",
     "PodOverrides",
+    "SecretKeyRef",
     "Tier",
+    "Tls",
     "TopicSpec",
     "kafka_value",
 ]
@@ -86,6 +88,41 @@ _OPERATOR_DEFAULTS = BrokerImage()  # a bare operator's (the tests' hand-written
 
 
 @dataclass(frozen=True)
+class SecretKeyRef:
+    name: str
+    key: str
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any], default_key: str) -> SecretKeyRef:
+        return cls(spec["name"], spec.get("key", default_key))
+
+
+@dataclass(frozen=True)
+class Tls:
+    """``spec.tls``: the brokers' certificate, client certificates, the operator's own."""
+
+    secret_name: str  # kubernetes.io/tls: tls.crt, tls.key, maybe ca.crt
+    client_auth: str = "none"  # none | requested | required
+    trusted_ca: SecretKeyRef | None = None  # None: ca.crt of secret_name
+    operator_client_secret: str = ""  # kubernetes.io/tls, for mutual TLS
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any]) -> Tls:
+        trusted = spec.get("trustedCASecret")
+        return cls(
+            secret_name=spec["secretName"],
+            client_auth=spec.get("clientAuth", "none"),
+            trusted_ca=SecretKeyRef.from_spec(trusted, "ca.crt") if trusted else None,
+            operator_client_secret=spec.get("operatorClientSecret", ""),
+        )
+
+    @property
+    def client_ca(self) -> SecretKeyRef:
+        """Where the CAs that client certificates must chain to are."""
+        return self.trusted_ca or SecretKeyRef(self.secret_name, "ca.crt")
+
+
+@dataclass(frozen=True)
 class ClusterSpec:
     name: str
     namespace: str
@@ -106,6 +143,9 @@ class ClusterSpec:
     network_policy: bool = False
     allowed_clients: tuple[Mapping[str, Any], ...] = ()
     deletion_policy: str = "Retain"
+    tls: Tls | None = None
+    token: SecretKeyRef | None = None  # spec.authentication.tokenSecret
+    service_account_name: str = ""
 
     @classmethod
     def from_resource(
@@ -149,7 +189,15 @@ class ClusterSpec:
             network_policy=bool(network.get("enabled", False)),
             allowed_clients=tuple(network.get("allowedClients") or ()),
             deletion_policy=spec.get("deletionPolicy", "Retain"),
+            tls=Tls.from_spec(spec["tls"]) if spec.get("tls") else None,
+            token=_token_ref(spec.get("authentication") or {}),
+            service_account_name=spec.get("serviceAccountName", ""),
         )
+
+
+def _token_ref(authentication: Mapping[str, Any]) -> SecretKeyRef | None:
+    secret = authentication.get("tokenSecret")
+    return SecretKeyRef.from_spec(secret, "token") if secret else None
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tierlog.operator import brokers
+from tierlog.operator.broker_security import BrokerSecurity
 from tierlog.operator.events import Event
 from tierlog.operator.kube import Kube
 from tierlog.operator.pods import broker_pod
@@ -80,13 +81,16 @@ async def delete_topic(
     pods = {pod.broker_id: pod for pod in found if pod is not None}
     every = sorted(set(range(cluster.brokers)) | set(pods))
     unreached: dict[int, str] = {}
+    security = BrokerSecurity(kube, cluster)
     for node in every:
         pod = pods.get(node)
         if pod is None or not pod.ready or not pod.address:
             unreached[node] = "its pod is not ready"
             continue
         try:
-            await brokers.delete_topic(pod.address, topic.name)
+            await brokers.delete_topic(
+                pod.address, topic.name, security=await security.for_pod(pod)
+            )
         except Exception as error:  # tried again on the next pass, until giving up
             unreached[node] = f"{type(error).__name__}: {error}"
     if not unreached:

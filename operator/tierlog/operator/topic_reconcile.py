@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tierlog.operator import brokers
+from tierlog.operator.broker_security import BrokerSecurity
 from tierlog.operator.conditions import DEGRADED, READY, Condition
 from tierlog.operator.events import Event
 from tierlog.operator.kube import Kube
@@ -55,9 +56,11 @@ async def reconcile_topic(kube: Kube, body: Mapping[str, Any]) -> Pass:
             body, topic, "BrokersNotReady", f"waiting for brokers {missing} to be ready"
         )
     events = []
+    broker_security = BrokerSecurity(kube, cluster)
     for node in range(cluster.brokers):
         address = pods[node].address
-        change = changes(topic, await brokers.read_topic(address, topic.name))
+        security = await broker_security.for_pod(pods[node])
+        change = changes(topic, await brokers.read_topic(address, topic.name, security=security))
         if change.impossible:
             status = {
                 "topicName": topic.name,
@@ -72,7 +75,7 @@ async def reconcile_topic(kube: Kube, body: Mapping[str, Any]) -> Pass:
             shrink = Event(True, "PartitionsCannotShrink", change.impossible, state_of=topic.name)
             return Pass(status, [shrink])
         if not change.none:
-            await brokers.apply_topic(address, topic, change)
+            await brokers.apply_topic(address, topic, change, security=security)
             events.append(Event(False, "TopicUpdated", f"broker {node}: {_describe(change)}"))
     synced: dict[str, Any] = {
         "observedGeneration": body["metadata"].get("generation", 0),

@@ -41,6 +41,9 @@ class ChannelSecurity:
     certificate_chain: bytes | None = None  # a client certificate, for mutual TLS
     private_key: bytes | None = field(default=None, repr=False)
     token: str | None = field(default=None, repr=False)
+    # The name the sidecar's certificate must carry when it is not the dialled host (the
+    # operator dials a pod's IP; its certificate names the pod's DNS name).
+    server_name: str | None = None
 
     @classmethod
     def from_config(
@@ -83,9 +86,16 @@ class ChannelSecurity:
             certificate_chain=self.certificate_chain,
         )
 
+    def _tls_options(self, options: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+        if self.server_name is None:
+            return options
+        return [*options, ("grpc.ssl_target_name_override", self.server_name)]
+
     def open_channel(self, address: str, options: list[tuple[str, Any]]) -> grpc.Channel:
         if self.tls:
-            channel = grpc.secure_channel(address, self._credentials(), options=options)
+            channel = grpc.secure_channel(
+                address, self._credentials(), options=self._tls_options(options)
+            )
         else:
             channel = grpc.insecure_channel(address, options=options)
         if self.token is None:
@@ -103,7 +113,10 @@ class ChannelSecurity:
         stream through one more queue."""
         if self.tls:
             return grpc.aio.secure_channel(
-                address, self._credentials(), options=options, interceptors=interceptors
+                address,
+                self._credentials(),
+                options=self._tls_options(options),
+                interceptors=interceptors,
             )
         return grpc.aio.insecure_channel(address, options=options, interceptors=interceptors)
 

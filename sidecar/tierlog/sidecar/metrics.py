@@ -5,7 +5,9 @@ in base units); docs/METRICS.md lists each with what a dashboard does with it. T
 come from four places:
 
 - ``MetricsInterceptor``, around every gRPC call: calls by service, method and status
-  code, their latency, request and response bytes, record bytes in and out per topic
+  code, their latency, each streamed message's latency (a stream's life says nothing
+  of how long its produce or fetch took), request and response bytes, record bytes in
+  and out per topic
   (Kafka's BytesInPerSec/BytesOutPerSec: the batches appended and fetched), and errors
   by Kafka's reason. Errors answered in-band (a ProduceStream item, an admin result
   per topic) are counted too: ``status`` reports every error it maps through a
@@ -32,12 +34,14 @@ import inspect
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections import deque
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any
 
 import grpc
 import prometheus_client
+from google.protobuf.descriptor import ServiceDescriptor
 from prometheus_client import (
     GC_COLLECTOR,
     CollectorRegistry,
@@ -89,6 +93,11 @@ class SidecarMetrics:
         self.request_duration = Histogram(
             "tierlog_request_duration_seconds", "gRPC call latency, arrival to status", call,
             buckets=_LATENCY_BUCKETS_S, registry=registry,
+        )  # fmt: skip
+        self.stream_message_duration = Histogram(
+            "tierlog_stream_message_duration_seconds",
+            "Streaming calls, per response: its request's arrival (or the previous response) "
+            "to its hand-off to gRPC", call, buckets=_LATENCY_BUCKETS_S, registry=registry,
         )  # fmt: skip
         self.requests_in_flight = Gauge(
             "tierlog_requests_in_flight", "gRPC calls being handled", call, registry=registry
@@ -154,6 +163,17 @@ class SidecarMetrics:
             "tierlog_tier_s3_errors_total", "S3 request attempts that failed, by S3 error code",
             ["operation", "error"], registry=registry,
         )  # fmt: skip
+
+    def expect_calls(self, services: Iterable[ServiceDescriptor]) -> None:
+        """Latency series of every method of ``services`` from the start, at zero (as
+        go-grpc-prometheus' ``InitializeMetrics``): a dashboard's produce latency has its
+        series whether clients produce over the stream or the unary call, or not yet."""
+        for service in services:
+            for method in service.methods:
+                labels = (service.name, method.name)
+                self.request_duration.labels(*labels)
+                if method.server_streaming:
+                    self.stream_message_duration.labels(*labels)
 
     def observe_remote_fetch(self, seconds: float, size: int, error: BaseException | None) -> None:
         """The remote reader's ``on_fetch`` hook (called from its threads)."""
@@ -381,6 +401,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             return None
         name = call_name(handler_call_details)
+        labels = (name.service, name.method)
         inner = inner_behavior(handler)
         metrics = self.metrics
 
@@ -393,14 +414,21 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
 
             behavior: Callable[..., Any] = plain
         else:
+            request_streaming = handler.request_streaming
 
             async def streaming(request: Any, context: Context) -> AsyncIterator[Any]:
                 with _ObservedCall(metrics, name, context):
+                    messages = _MessageTimer(metrics.stream_message_duration.labels(*labels))
+                    if request_streaming:
+                        request = messages.requests(request)
+                    else:
+                        messages.arrived()
                     async for response in inner(request, context):
+                        messages.answered()
                         yield response
+                        messages.sent()
 
             behavior = streaming
-        labels = (name.service, name.method)
         return with_behavior(
             handler,
             behavior,
@@ -432,6 +460,55 @@ def _counting_serializer(
         return data
 
     return counted
+
+
+class _MessageTimer:
+    """One stream's per-message latency, what its client sees of each produce or fetch.
+
+    A response answers the oldest request not yet answered (ProduceStream answers each
+    request, in order), timed from that request's arrival: the one request of a
+    server-streaming call arrives with the call. A response with no request left to
+    answer (Subscribe's second and later) is timed from the previous one's send, as a
+    Fetch that long-polls again: the wait for records counts, as it does in a Fetch.
+    """
+
+    def __init__(self, histogram: Histogram):
+        self.histogram = histogram
+        self._unanswered: deque[float] = deque()  # arrival times, oldest first
+        self._last_sent = time.perf_counter()
+
+    def arrived(self) -> None:
+        self._unanswered.append(time.perf_counter())
+
+    def requests(self, requests: AsyncIterable[Any]) -> AsyncIterator[Any]:
+        """``requests``, each noted as it arrives."""
+        return _ArrivingRequests(requests, self)
+
+    def answered(self) -> None:
+        started = self._unanswered.popleft() if self._unanswered else self._last_sent
+        self.histogram.observe(time.perf_counter() - started)
+
+    def sent(self) -> None:
+        self._last_sent = time.perf_counter()
+
+
+class _ArrivingRequests:
+    """A stream's request iterator that tells its ``_MessageTimer`` of each arrival.
+
+    An iterator object, not an async generator: one the handler leaves unfinished is
+    not finalized later in another task."""
+
+    def __init__(self, requests: AsyncIterable[Any], timer: _MessageTimer):
+        self._requests = aiter(requests)
+        self._timer = timer
+
+    def __aiter__(self) -> _ArrivingRequests:
+        return self
+
+    async def __anext__(self) -> Any:
+        request = await anext(self._requests)
+        self._timer.arrived()
+        return request
 
 
 class _ObservedCall:

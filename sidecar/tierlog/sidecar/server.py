@@ -63,10 +63,11 @@ log = logging.getLogger(__name__)
 # How often a changed assignment file is noticed (a ConfigMap update reaches the pod's
 # volume within a minute or so; this adds little to that).
 ASSIGNMENT_RELOAD_S = 2.0
-_SERVICES = (
-    log_service_pb2.DESCRIPTOR.services_by_name["LogService"].full_name,
-    admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
+_SERVICE_DESCRIPTORS = (
+    log_service_pb2.DESCRIPTOR.services_by_name["LogService"],
+    admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"],
 )
+_SERVICES = tuple(service.full_name for service in _SERVICE_DESCRIPTORS)
 
 
 class SidecarServer:
@@ -136,6 +137,7 @@ class SidecarServer:
             Limits(fetch_max_bytes=self.config.storage.default_log_config.max_message_bytes),
             self.remote_reader,
         )
+        self.metrics.expect_calls(_SERVICE_DESCRIPTORS)
         add_log_service(self._log_service, self.server)
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
             AdminService(partitions, self.watch), self.server

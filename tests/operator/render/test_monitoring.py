@@ -1,4 +1,5 @@
-"""The ServiceMonitor scrapes every broker through the headless Service."""
+"""The ServiceMonitor scrapes every broker through the headless Service, each target
+labelled with its cluster."""
 
 from __future__ import annotations
 
@@ -16,6 +17,17 @@ def test_service_monitor_selects_only_the_headless_service(full: ClusterSpec, ow
     assert all(headless.get(key) == value for key, value in selector.items())
     assert not all(clients.get(key) == value for key, value in selector.items())
     assert monitor["metadata"]["labels"]["release"] == "prom"
-    assert monitor["spec"]["endpoints"] == [
-        {"port": "metrics", "path": "/metrics", "interval": "30s"}
+    [endpoint] = monitor["spec"]["endpoints"]
+    assert (endpoint["port"], endpoint["path"], endpoint["interval"]) == (
+        "metrics",
+        "/metrics",
+        "30s",
+    )
+
+
+def test_every_target_is_labelled_with_its_cluster(full: ClusterSpec, owner: Owner) -> None:
+    """Two clusters in one namespace: their series (``up`` too) differ by tierlog_cluster."""
+    [endpoint] = service_monitor(full, owner)["spec"]["endpoints"]
+    assert endpoint["relabelings"] == [
+        {"action": "replace", "targetLabel": "tierlog_cluster", "replacement": full.name}
     ]

@@ -19,6 +19,7 @@ from tierlog.operator.render.common import (
     config_map_name,
     metadata,
 )
+from tierlog.operator.render.security import security_properties
 from tierlog.operator.spec import ClusterSpec, Tier, kafka_value
 from tierlog.storage.properties import format_properties
 
@@ -57,6 +58,7 @@ def sidecar_properties(cluster: ClusterSpec) -> dict[str, str]:
         props["log.flush.interval.messages"] = "1"
     elif cluster.fsync.policy == "interval":
         props["log.flush.interval.ms"] = str(cluster.fsync.interval_ms)
+    props.update(security_properties(cluster))
     return props
 
 

@@ -38,6 +38,7 @@ from tierlog.operator.render.configmap import (
     properties_text,
     sidecar_properties,
 )
+from tierlog.operator.render.security import security_mounts, security_volumes
 from tierlog.operator.spec import ClusterSpec
 
 __all__ = [
@@ -117,6 +118,7 @@ def _container(cluster: ClusterSpec) -> dict[str, Any]:
             {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
             *_shared_tier_mounts(cluster),
+            *security_mounts(cluster),
         ],
     }
 
@@ -143,6 +145,7 @@ def _pod_spec(cluster: ClusterSpec) -> dict[str, Any]:
         "volumes": [
             {"name": "config", "configMap": {"name": config_map_name(cluster)}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+            *security_volumes(cluster),
         ],
     }
     if cluster.tier is not None and cluster.tier.shared_claim:
@@ -150,6 +153,8 @@ def _pod_spec(cluster: ClusterSpec) -> dict[str, Any]:
         spec["volumes"].append({"name": SHARED_TIER_VOLUME, "persistentVolumeClaim": claim})
     if cluster.image_pull_secrets:
         spec["imagePullSecrets"] = [{"name": name} for name in cluster.image_pull_secrets]
+    if cluster.service_account_name:
+        spec["serviceAccountName"] = cluster.service_account_name
     if cluster.pod.affinity:
         spec["affinity"] = dict(cluster.pod.affinity)
     if cluster.pod.tolerations:
