@@ -114,6 +114,12 @@ def operator(kube: ControlPlane, tmp_path: Path) -> Iterator[RunningOperator]:
         running.stop()
 
 
+def shared_file_tier(directory: Path) -> dict[str, Any]:
+    """A ``file://`` tier on ``directory``, which the test's sidecars all reach as brokers
+    reach a ReadWriteMany volume (the CRD asks for one; no kubelet mounts it here)."""
+    return {"url": directory.as_uri(), "sharedVolume": {"claimName": "tier"}}
+
+
 def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 60) -> Any:
     """Poll ``check`` until it returns something true; that value."""
     deadline = time.monotonic() + timeout_s
@@ -127,6 +133,15 @@ def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 60) -> Any:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.25)
+
+
+# A broker pod whose sidecar runs on loopback and passes its readiness probe.
+READY_POD_STATUS: dict[str, Any] = {
+    "phase": "Running",
+    "podIP": "127.0.0.1",
+    "podIPs": [{"ip": "127.0.0.1"}],
+    "conditions": [{"type": "Ready", "status": "True"}],
+}
 
 
 class Brokers:
@@ -242,9 +257,11 @@ class Brokers:
             if node not in self.pod_ports:
                 self.pod_ports[node] = PodPort(f"127.0.0.1:{port}", self.resolve)
             self.create_pod(node, self.pod_ports[node].port)
+        self.write_pod_status(node, READY_POD_STATUS)
         return sidecar
 
     def create_pod(self, node: int, port: int) -> None:
+        """Broker ``node``'s Pod object, as the StatefulSet controller creates it."""
         template = self.stateful_set()["spec"]["template"]
         name = f"{self.cluster}-{node}"
         spec = template["spec"]
@@ -254,7 +271,7 @@ class Brokers:
             for each in container["ports"]
         ]
         spec["volumes"] = [*spec["volumes"], {"name": "data", "emptyDir": {}}]
-        labels = {**template["metadata"]["labels"], "apps.kubernetes.io/pod-index": str(node)}
+        labels = template["metadata"]["labels"]  # as on Kubernetes 1.27: no pod-index label
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -267,17 +284,12 @@ class Brokers:
             "spec": spec,
         }
         self.plane.kubectl("apply", "-f", "-", input=json.dumps(pod))
-        status = {
-            "status": {
-                "phase": "Running",
-                "podIP": "127.0.0.1",
-                "podIPs": [{"ip": "127.0.0.1"}],
-                "conditions": [{"type": "Ready", "status": "True"}],
-            }
-        }
+
+    def write_pod_status(self, node: int, status: dict[str, Any]) -> None:
+        """Broker ``node``'s Pod status, written as its kubelet writes it."""
         self.plane.kubectl(
-            "patch", "pod", name, "-n", self.namespace, "--subresource=status",
-            "--type=merge", "-p", json.dumps(status),
+            "patch", "pod", f"{self.cluster}-{node}", "-n", self.namespace,
+            "--subresource=status", "--type=merge", "-p", json.dumps({"status": status}),
         )  # fmt: skip
 
     def pod_exists(self, node: int) -> bool:

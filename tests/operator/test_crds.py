@@ -122,7 +122,8 @@ def test_the_server_fills_in_defaults(kube: ControlPlane) -> None:
     assert _apply(kube, namespace, _cluster("bare")).returncode == 0
     spec = kube.get_json("tierlogcluster", "bare", "-n", namespace)["spec"]
     assert spec["brokers"] == 3
-    assert spec["image"] == crds.DEFAULT_IMAGE
+    # the brokers' image is the operator's (the chart's) unless a cluster names one
+    assert "image" not in spec and "imagePullPolicy" not in spec
     assert spec["fsync"] == {"policy": "interval", "intervalMs": 1000}
     assert spec["storage"] == {"size": "10Gi"}
     assert spec["deletionPolicy"] == "Retain"
@@ -145,6 +146,14 @@ def test_the_server_fills_in_defaults(kube: ControlPlane) -> None:
         ({"fsync": {"policy": "sometimes"}}, "spec.fsync.policy"),
         ({"tier": {"url": "ftp://bucket"}}, "spec.tier.url"),
         ({"tier": {"s3": {}}}, "spec.tier.url"),
+        (
+            {"tier": {"url": "file:///var/lib/tierlog/tier"}},
+            "a file:// tier must be on a volume every broker shares",
+        ),
+        (
+            {"tier": {"url": "s3://bucket/p", "sharedVolume": {"claimName": "nfs"}}},
+            "tier.sharedVolume is for a file:// tier only",
+        ),
         ({"deletionPolicy": "Shred"}, "spec.deletionPolicy"),
         ({"storage": {"size": "ten gigs"}}, "spec.storage.size"),
         ({"tls": {"clientAuth": "none"}}, "spec.tls.secretName"),
@@ -207,6 +216,14 @@ def test_invalid_topics_are_rejected(
     done = _apply(kube, namespace, _topic("bad", **spec))
     assert done.returncode != 0, f"accepted: {spec}"
     assert complaint in done.stderr, done.stderr
+
+
+@pytest.mark.slow
+def test_a_file_tier_on_a_shared_volume_is_accepted(kube: ControlPlane) -> None:
+    namespace = kube.create_namespace("shared")
+    tier = {"url": "file:///srv/tier", "sharedVolume": {"claimName": "nfs-tier"}}
+    done = _apply(kube, namespace, _cluster("shared", tier=tier))
+    assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.slow

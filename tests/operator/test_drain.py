@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.operator.conftest import Brokers, RunningOperator, wait_for
+from tests.operator.conftest import Brokers, RunningOperator, shared_file_tier, wait_for
 from tests.operator.test_handlers import apply, cluster, condition, events, get, ready_cluster
 from tests.operator.test_handlers import topic as topic_resource
 from tests.support.kube import ControlPlane
@@ -69,7 +69,7 @@ def test_a_scale_down_loses_no_acknowledged_record(
 ) -> None:
     ns = operator.namespace
     brokers = brokers_for(ns, "demo")
-    tier = {"url": (tmp_path / "tier").as_uri()}
+    tier = shared_file_tier(tmp_path / "tier")
     ready_cluster(kube, ns, brokers, "demo", 3, tier=tier)
     configs = {"remote.storage.enable": True, "segment.bytes": 4096}
     apply(kube, ns, topic_resource(TOPIC, "demo", PARTITIONS, **configs))
@@ -172,7 +172,7 @@ def test_a_scale_down_that_would_lose_an_untiered_topic_is_refused(
 ) -> None:
     ns = operator.namespace
     brokers = brokers_for(ns, "demo")
-    tier = {"url": (tmp_path / "tier").as_uri()}
+    tier = shared_file_tier(tmp_path / "tier")
     ready_cluster(kube, ns, brokers, "demo", 2, tier=tier)
     apply(kube, ns, topic_resource("local", "demo", 4))  # remote.storage.enable is false
     wait_for(

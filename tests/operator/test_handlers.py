@@ -13,12 +13,19 @@ import json
 import time
 import urllib.request
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.operator.conftest import Brokers, RunningOperator, start_operator, wait_for
+from tests.operator.conftest import (
+    Brokers,
+    RunningOperator,
+    shared_file_tier,
+    start_operator,
+    wait_for,
+)
 from tests.support.kube import ControlPlane
 from tests.tools.monitoring_crds import monitoring_crd_files
 from tierlog.client import AdminClient
@@ -324,7 +331,7 @@ def test_deletion_keeps_the_tier_unless_the_policy_says_delete(
 ) -> None:
     ns = operator.namespace
     root = _tier_with_objects(tmp_path / "tier", 3)
-    apply(kube, ns, cluster("gone", brokers=1, tier={"url": root.as_uri()}, deletionPolicy=policy))
+    apply(kube, ns, cluster("gone", brokers=1, tier=shared_file_tier(root), deletionPolicy=policy))
     body = wait_for(
         "the finalizer",
         lambda: (
@@ -359,7 +366,7 @@ def test_deleting_the_tier_waits_for_the_brokers_to_stop(
     ns = operator.namespace
     root = _tier_with_objects(tmp_path / "tier", 3)
     brokers = brokers_for(ns, "gone")
-    spec = {"tier": {"url": root.as_uri()}, "deletionPolicy": "Delete"}
+    spec = {"tier": shared_file_tier(root), "deletionPolicy": "Delete"}
     ready_cluster(kube, ns, brokers, "gone", 1, **spec)
     kube.kubectl("delete", "-n", ns, "tierlogcluster", "gone", "--wait=false")
     wait_for(
@@ -461,6 +468,16 @@ def test_service_monitor_and_network_policy_when_asked_and_their_crd_exists(
     assert monitor["spec"]["endpoints"][0]["relabelings"][0]["targetLabel"] == "tierlog_cluster"
     policy = wait_for("the NetworkPolicy", lambda: get(kube, ns, "networkpolicy", "watched"))
     assert policy["spec"]["policyTypes"] == ["Ingress"]
+    # stored as applied: the operator's pods (its default namespace and labels) admitted
+    assert {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "tierlog-system"}},
+        "podSelector": {
+            "matchLabels": {
+                "app.kubernetes.io/name": "tierlog",
+                "app.kubernetes.io/component": "operator",
+            }
+        },
+    } in policy["spec"]["ingress"][0]["from"]
     # switched off again: both go
     apply(kube, ns, cluster("watched", brokers=1))
 
@@ -470,3 +487,99 @@ def test_service_monitor_and_network_policy_when_asked_and_their_crd_exists(
 
     wait_for("the ServiceMonitor removed", lambda: gone("servicemonitor"))
     wait_for("the NetworkPolicy removed", lambda: gone("networkpolicy"))
+
+
+def test_brokers_run_the_operators_image_unless_the_cluster_names_one(
+    kube: ControlPlane, tmp_path: Path
+) -> None:
+    """The CRD no longer writes a default image into the cluster at admission, so the
+    operator's (the chart's ``image``) reaches the StatefulSet; a cluster's own wins."""
+    ns = kube.create_namespace("image")
+    running = start_operator(
+        kube,
+        ns,
+        tmp_path / "operator.log",
+        "--standalone",
+        "--broker-image=registry.example/tierlog:9.9",
+        "--broker-image-pull-policy=Never",
+        "--broker-image-pull-secrets=regcred,mirror",
+    )
+    try:
+        apply(kube, ns, cluster("plain", brokers=1))
+        pinned = {"image": "pinned.example/tierlog:1", "imagePullSecrets": [{"name": "own"}]}
+        apply(kube, ns, cluster("pinned", brokers=1, **pinned))
+        for name, image, policy, secrets in (
+            ("plain", "registry.example/tierlog:9.9", "Never", ["regcred", "mirror"]),
+            ("pinned", "pinned.example/tierlog:1", "Never", ["own"]),
+        ):
+            sts = wait_for(f"the StatefulSet {name}", partial(get, kube, ns, "statefulset", name))
+            pod = sts["spec"]["template"]["spec"]
+            broker = pod["containers"][0]
+            assert (broker["image"], broker["imagePullPolicy"]) == (image, policy), name
+            assert [secret["name"] for secret in pod["imagePullSecrets"]] == secrets, name
+    finally:
+        running.stop()
+
+
+def test_an_image_that_cannot_be_pulled_is_named_in_status_and_a_warning(
+    kube: ControlPlane, operator: RunningOperator, brokers_for: Callable[[str, str], Brokers]
+) -> None:
+    """The kubelet's word (containerStatuses[].state.waiting) reaches the cluster: Degraded
+    and Ready say which pod cannot pull which image, and a Warning Event once."""
+    ns, image = operator.namespace, "registry.invalid/tierlog:no-such-tag"
+    apply(kube, ns, cluster("unpulled", brokers=1, image=image))
+    wait_for("the StatefulSet", lambda: get(kube, ns, "statefulset", "unpulled"))
+    brokers = brokers_for(ns, "unpulled")
+    brokers.create_pod(0, 9092)
+    backing_off: dict[str, Any] = {
+        "phase": "Pending",
+        "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}],
+        "containerStatuses": [
+            {
+                "name": "tierlog",
+                "image": image,
+                "imageID": "",
+                "ready": False,
+                "restartCount": 0,
+                "state": {
+                    "waiting": {
+                        "reason": "ImagePullBackOff",
+                        "message": f'Back-off pulling image "{image}"',
+                    }
+                },
+            }
+        ],
+    }
+    brokers.write_pod_status(0, backing_off)
+
+    def degraded() -> dict[str, Any] | None:
+        body = get(kube, ns, "tierlogcluster", "unpulled")
+        return body if condition(body, "Degraded")["reason"] == "ImagePullFailed" else None
+
+    body = wait_for("Degraded naming the image", degraded)
+    named = f"unpulled-0 cannot pull image {image} (ImagePullBackOff"
+    assert named in condition(body, "Degraded")["message"]
+    ready = condition(body, "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "ImagePullFailed")
+    assert named in ready["message"]
+    warnings = wait_for(
+        "the Warning Event",
+        lambda: [
+            e
+            for e in kube.get_json("events", "-n", ns)["items"]
+            if e["reason"] == "ImagePullFailed"
+        ],
+    )
+    assert warnings[0]["type"] == "Warning"
+    assert named in warnings[0]["message"]
+    assert warnings[0]["involvedObject"]["name"] == "unpulled"
+
+    # The spec names an image that exists: the operator replaces the pod at once (it never
+    # started, so there is no sidecar to ask), though it is not ready.
+    apply(kube, ns, cluster("unpulled", brokers=1, image="registry.example/tierlog:good"))
+    wait_for("the stuck pod replaced", lambda: not brokers.pod_exists(0))
+    replaced = [m for r, m in events(kube, ns) if r == "RestartingBroker"]
+    assert "replacing unpulled-0 (broker 0), which cannot pull its image" in replaced[0]
+    brokers.start(0)  # the StatefulSet controller's new pod, whose image comes
+    wait_ready(kube, ns, "unpulled", "Ready with the new image")
+    assert condition(get(kube, ns, "tierlogcluster", "unpulled"), "Degraded")["status"] == "False"

@@ -14,7 +14,6 @@ def pod(**status: Any) -> dict[str, Any]:
     return {
         "metadata": {
             "name": "demo-2",
-            "labels": {"apps.kubernetes.io/pod-index": "2"},
             "annotations": {"tierlog.io/config-hash": "abc"},
         },
         "spec": {"containers": [{"ports": [{"name": "grpc", "containerPort": 9092}]}]},
@@ -35,11 +34,18 @@ def test_a_pod_without_an_ip_or_readiness() -> None:
     assert (broker.ready, broker.address, broker.deleting) == (False, "", False)
 
 
-def test_the_id_falls_back_to_the_name() -> None:
+def test_the_id_is_the_ordinal_ending_the_name_whatever_the_labels_say() -> None:
+    """As the pod's own sidecar reads it (Kubernetes 1.27 sets no pod-index label)."""
     body = pod()
-    del body["metadata"]["labels"]["apps.kubernetes.io/pod-index"]
+    body["metadata"]["labels"] = {"apps.kubernetes.io/pod-index": "7"}
     broker = broker_pod(body)
     assert broker is not None and broker.broker_id == 2
+
+
+def test_a_pod_whose_name_has_no_ordinal_is_no_broker() -> None:
+    body = pod()
+    body["metadata"]["name"] = "demo-debug"
+    assert broker_pod(body) is None
 
 
 def test_the_secrets_a_pod_was_started_with() -> None:

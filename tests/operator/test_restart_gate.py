@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.operator.conftest import Brokers, RunningOperator, wait_for
+from tests.operator.conftest import Brokers, RunningOperator, shared_file_tier, wait_for
 from tests.operator.test_handlers import (
     apply,
     cluster,
@@ -74,7 +74,7 @@ def test_a_restart_waits_until_the_tier_holds_the_closed_segments(
     ns = operator.namespace
     brokers = brokers_for(ns, "demo", *FAST_UPLOADER)
     tier_dir, away = tmp_path / "tier", tmp_path / "tier-away"
-    tier = {"url": tier_dir.as_uri()}
+    tier = shared_file_tier(tier_dir)
     ready_cluster(kube, ns, brokers, "demo", 1, tier=tier)
     configs = {"remote.storage.enable": True, "segment.bytes": 4096}
     apply(kube, ns, topic_resource("orders", "demo", 1, **configs))

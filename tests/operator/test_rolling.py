@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from tierlog.operator.rolling import BrokerPod, next_restart
 
 
@@ -32,3 +34,14 @@ def test_nothing_restarts_while_a_broker_is_away() -> None:
 def test_pods_beyond_the_brokers_are_not_rolled() -> None:
     roll = next_restart([pod(0, "new"), pod(1, "old")], "new", 1)
     assert roll.done
+
+
+def test_a_pod_that_cannot_pull_its_image_is_replaced_at_once_by_the_new_version() -> None:
+    """Its sidecar never ran, and it is never ready: waiting for it would hold the roll
+    that brings the fixed image forever."""
+    unpulled = dataclasses.replace(pod(1, "old", ready=False), image_pull_failed=True)
+    roll = next_restart([pod(0, "old", ready=False), unpulled, pod(2, "old")], "new", 3)
+    assert roll.restart == unpulled
+    current = dataclasses.replace(pod(1, "new", ready=False), image_pull_failed=True)
+    stuck = next_restart([pod(0, "old"), current], "new", 2)  # nothing newer to bring it
+    assert stuck.restart is None and "broker 1 is not ready" in stuck.waiting

@@ -9,8 +9,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.storage.conftest import crash
 from tierlog.api.v1 import admin_service_pb2
+from tierlog.sidecar.main import build_config, parse_args
 from tierlog.sidecar.topics import TOPICS_FILE
 from tierlog.storage.checkpoints import (
     CLEAN_SHUTDOWN_MARKER,
@@ -18,6 +21,7 @@ from tierlog.storage.checkpoints import (
     TopicPartition,
     read_offset_checkpoint,
 )
+from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.manager import LogManager, LogManagerConfig
 from tierlog.storage.properties import read_properties
 from tierlog.storage.records import SimpleRecord, build_batch
@@ -125,3 +129,11 @@ def test_a_topics_file_that_is_not_one_exits_with_invalid_config(tmp_path: Path)
     assert result.returncode == 2
     assert f"INVALID_CONFIG: {tmp_path / TOPICS_FILE} is not a topics file" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_node_id_can_come_from_the_pods_name(tmp_path: Path) -> None:
+    """How the operator's StatefulSet starts a broker on any Kubernetes version."""
+    args = ["--data-dir", str(tmp_path), "--node-id-from-pod-name=events-4"]
+    assert build_config(parse_args(args)).node_id == 4
+    with pytest.raises(InvalidConfigError, match=r"node\.id is given twice"):
+        build_config(parse_args([*args, "--config", "node.id=1"]))

@@ -43,3 +43,21 @@ app.kubernetes.io/part-of: tierlog
 {{- define "tierlog.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
+
+{{/* The names of imagePullSecrets, comma-separated (the operator's TIERLOG_BROKER_IMAGE_PULL_SECRETS). */}}
+{{- define "tierlog.imagePullSecretNames" -}}
+{{- $names := list -}}
+{{- range .Values.imagePullSecrets -}}
+{{- $names = append $names .name -}}
+{{- end -}}
+{{- join "," $names -}}
+{{- end -}}
+
+{{/* The operator pods' selector labels as KEY=VALUE,... (the operator's TIERLOG_OPERATOR_POD_LABELS). */}}
+{{- define "tierlog.selectorLabelList" -}}
+{{- $pairs := list -}}
+{{- range $key, $value := include "tierlog.selectorLabels" . | fromYaml -}}
+{{- $pairs = append $pairs (printf "%s=%s" $key $value) -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- end -}}

@@ -45,7 +45,6 @@ GROUP = "tierlog.io"
 VERSION = "v1alpha1"
 CLUSTER_KIND = "TierlogCluster"
 TOPIC_KIND = "TierlogTopic"
-DEFAULT_IMAGE = "ghcr.io/tierlog/tierlog:0.1.0"
 
 # Where the rendered files live, relative to the checkout.
 CRD_DIRS = (Path("charts/tierlog/files/crds"), Path("deploy/base/crds"))
@@ -216,18 +215,50 @@ def _tier_schema() -> Schema:
         "S3 settings for an s3:// tier URL",
         default={},
     )
-    return _obj(
+    shared = _obj(
+        {
+            "claimName": _str(
+                "A ReadWriteMany PersistentVolumeClaim (in the cluster's namespace), mounted "
+                "at the file:// tier's path in every broker pod",
+                minLength=1,
+            )
+        },
+        "The volume a file:// tier lives on, shared by every broker",
+        required=["claimName"],
+    )
+    schema = _obj(
         {
             "url": _str(
-                "Where closed segments are offloaded: s3://BUCKET[/PREFIX] or file:///PATH",
+                "Where closed segments are offloaded: s3://BUCKET[/PREFIX], or file:///PATH "
+                "on a sharedVolume",
                 pattern=r"^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?|file:///.+)$",
+                maxLength=1024,
             ),
             "s3": s3,
+            "sharedVolume": shared,
         },
         "Tiered storage; without it every segment stays on the brokers' volumes and a "
         "scale-down that would drop data is refused",
         required=["url"],
     )
+    # A file:// directory on each pod's own disk would be a different tier per broker: a
+    # partition drained through it, or a broker on a new node, would find nothing there.
+    schema["x-kubernetes-validations"] = [
+        {
+            "rule": "!self.url.startsWith('file://') || has(self.sharedVolume)",
+            "message": (
+                "a file:// tier must be on a volume every broker shares: set "
+                "tier.sharedVolume.claimName to a ReadWriteMany PersistentVolumeClaim, or use "
+                "an s3:// tier (a directory on each pod's own disk is a different tier per "
+                "broker)"
+            ),
+        },
+        {
+            "rule": "!has(self.sharedVolume) || self.url.startsWith('file://')",
+            "message": "tier.sharedVolume is for a file:// tier only",
+        },
+    ]
+    return schema
 
 
 def _pod_template_schema() -> Schema:
@@ -368,12 +399,23 @@ def _cluster_spec() -> Schema:
                 maximum=64,
                 default=3,
             ),
-            "image": _str("The tierlog image the brokers run", default=DEFAULT_IMAGE),
-            "imagePullPolicy": _str(
-                "The brokers' image pull policy",
-                enum=["Always", "IfNotPresent", "Never"],
-                default="IfNotPresent",
+            # No defaults: the operator's configuration (the chart's image) fills them in.
+            "image": _str(
+                "The tierlog image the brokers run (default: the operator's, which the "
+                "chart sets from image.repository and image.tag)",
+                minLength=1,
             ),
+            "imagePullPolicy": _str(
+                "The brokers' image pull policy (default: the operator's, the chart's "
+                "image.pullPolicy)",
+                enum=["Always", "IfNotPresent", "Never"],
+            ),
+            "imagePullSecrets": {
+                "type": "array",
+                "description": "Secrets (in the cluster's namespace) the brokers' image is "
+                "pulled with; replaces the operator's (the chart's imagePullSecrets)",
+                "items": _obj({"name": _str("The Secret's name", minLength=1)}, required=["name"]),
+            },
             "storage": _storage_schema(),
             "tier": _tier_schema(),
             "logDefaults": log_defaults_schema(),

@@ -22,6 +22,7 @@ from typing import Any
 import kopf
 
 from tierlog.operator.cluster_deletion import delete_cluster
+from tierlog.operator.config import OperatorConfig
 from tierlog.operator.crds import GROUP, VERSION
 from tierlog.operator.events import Event, to_post
 from tierlog.operator.kube import Kube, TierlogCluster, TierlogTopic
@@ -75,11 +76,13 @@ def register(
     registry: kopf.OperatorRegistry,
     kube: Kube,
     metrics: OperatorMetrics,
+    config: OperatorConfig,
     *,
     topic_deletion_timeout_s: float = 300,
 ) -> None:
-    """Register every handler on ``registry``, closing over the client and the metrics;
-    a deleted topic's brokers are retried for ``topic_deletion_timeout_s``."""
+    """Register every handler on ``registry``, closing over the client, the metrics and
+    the operator's ``config``; a deleted topic's brokers are retried for
+    ``topic_deletion_timeout_s``."""
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -121,7 +124,7 @@ def register(
             # expects its brokers.
             expected = ClusterSpec.from_resource(body).brokers
             metrics.cluster_brokers(namespace, body.metadata.name or "", expected)
-            return await reconcile_cluster(kube, body, delete_pod)
+            return await reconcile_cluster(kube, body, delete_pod, config)
 
         await run_pass(TierlogCluster, "TierlogCluster", body, memo, reconcile)
 

@@ -16,6 +16,7 @@ import logging
 
 import kopf
 
+from tierlog.operator.config import OperatorConfig, add_arguments
 from tierlog.operator.handlers import register
 from tierlog.operator.kube import Kube
 from tierlog.operator.metrics import OperatorMetrics
@@ -62,6 +63,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "its finalizer goes anyway (default %(default)s)",
     )
     parser.add_argument("--log-level", default="INFO")
+    add_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -90,7 +92,13 @@ async def _run(args: argparse.Namespace) -> None:
     if not args.standalone:
         await kube.ensure_peering(args.peering, args.namespace)
     registry = kopf.OperatorRegistry()
-    register(registry, kube, metrics, topic_deletion_timeout_s=args.topic_deletion_timeout)
+    register(
+        registry,
+        kube,
+        metrics,
+        OperatorConfig.from_args(args),
+        topic_deletion_timeout_s=args.topic_deletion_timeout,
+    )
     await kopf.operator(
         registry=registry,
         settings=_settings(args),

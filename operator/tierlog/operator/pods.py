@@ -6,21 +6,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tierlog.operator import image_pull
 from tierlog.operator.render.common import CONFIG_HASH_ANNOTATION
 from tierlog.operator.render.security import TLS_VOLUME, TOKEN_VOLUME
 from tierlog.operator.rolling import BrokerPod
 from tierlog.operator.spec import SecretKeyRef
+from tierlog.sidecar.pod_ordinal import pod_ordinal
+from tierlog.storage.errors import InvalidConfigError
 
-__all__ = ["POD_INDEX_LABEL", "broker_pod"]
-
-POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+__all__ = ["broker_pod"]
 
 
 def _broker_id(metadata: Mapping[str, Any]) -> int | None:
-    index = (metadata.get("labels") or {}).get(POD_INDEX_LABEL)
-    if index is None:  # clusters before the label: the StatefulSet ordinal ends the name
-        index = metadata["name"].rpartition("-")[2]
-    return int(index) if str(index).isdigit() else None
+    """The StatefulSet ordinal that ends the name, as the pod's sidecar reads it."""
+    try:
+        return pod_ordinal(metadata["name"])
+    except InvalidConfigError:
+        return None
 
 
 def _grpc_port(spec: Mapping[str, Any]) -> int | None:
@@ -66,6 +68,7 @@ def broker_pod(pod: Mapping[str, Any]) -> BrokerPod | None:
         config_hash=(metadata.get("annotations") or {}).get(CONFIG_HASH_ANNOTATION, ""),
         deleting=bool(metadata.get("deletionTimestamp")),
         address=f"{ip}:{port}" if ip and port else "",
+        image_pull_failed=bool(image_pull.of_pod(pod)),
         tls_secret=secrets[TLS_VOLUME]["secretName"] if TLS_VOLUME in secrets else "",
         token_secret=_token_secret(secrets),
     )

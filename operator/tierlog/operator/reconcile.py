@@ -23,10 +23,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tierlog.client.admin import AssignmentUpdate
-from tierlog.operator import brokers
+from tierlog.operator import brokers, image_pull
 from tierlog.operator.assignment import NO_OWNER, Assignment, stamped
 from tierlog.operator.broker_security import BrokerSecurity
 from tierlog.operator.conditions import DEGRADED, PAUSED, PROGRESSING, READY, Condition, merge
+from tierlog.operator.config import OperatorConfig, OperatorPeer
 from tierlog.operator.events import Event
 from tierlog.operator.kube import Kube
 from tierlog.operator.pods import broker_pod
@@ -163,7 +164,7 @@ async def _drain_waits(
 
 
 async def _apply_all(
-    kube: Kube, cluster: ClusterSpec, owner: Owner, scale: ScalePlan
+    kube: Kube, cluster: ClusterSpec, owner: Owner, scale: ScalePlan, operator: OperatorPeer
 ) -> list[Event]:
     events = []
     for manifest in (
@@ -174,7 +175,7 @@ async def _apply_all(
         pod_disruption_budget(cluster, owner),
     ):
         await kube.apply(manifest)
-    policy = network_policy(cluster, owner)
+    policy = network_policy(cluster, owner, operator)
     if cluster.network_policy:
         await kube.apply(policy)
     else:
@@ -249,6 +250,14 @@ async def _gate_restart(
     pod = roll.restart
     if pod is None:
         return roll, []
+    if pod.image_pull_failed:  # its sidecar never ran: nothing to flush, nobody to ask
+        replacing = Event(
+            False,
+            "RestartingBroker",
+            f"replacing {pod.name} (broker {pod.broker_id}), which cannot pull its image, "
+            f"with the new configuration: {pod.config_hash or 'unknown'} -> {desired_hash}",
+        )
+        return roll, [replacing]
     if not pod.address:
         waiting = f"{pod.name} has no address to ask whether it is safe to restart"
         return _deferred(roll, waiting, "no address")
@@ -277,22 +286,25 @@ async def _gate_restart(
 
 
 async def reconcile_cluster(
-    kube: Kube, body: Mapping[str, Any], delete_pod: Callable[[str], Awaitable[None]]
+    kube: Kube,
+    body: Mapping[str, Any],
+    delete_pod: Callable[[str], Awaitable[None]],
+    config: OperatorConfig,
 ) -> Pass:
     """One pass; ``delete_pod(name)`` restarts a broker (the StatefulSet recreates it)."""
     if is_paused(body):
         return Pass(paused_status(body))
-    cluster = ClusterSpec.from_resource(body)
+    cluster = ClusterSpec.from_resource(body, config.broker_image)
     owner = Owner(cluster.name, body["metadata"]["uid"])
     topic_specs = await _topics_of(kube, cluster)
     topics = {topic.name: topic.partitions for topic in topic_specs}
     untiered = [topic.name for topic in topic_specs if not topic.tiered]
     previous = await _previous_assignment(kube, cluster)
     current = await kube.stateful_set_replicas(cluster.namespace, cluster.name)
-    found = [
-        broker_pod(pod) for pod in await kube.pods(cluster.namespace, selector_labels(cluster))
-    ]
+    listed = await kube.pods(cluster.namespace, selector_labels(cluster))
+    found = [broker_pod(pod) for pod in listed]
     pods = {pod.broker_id: pod for pod in found if pod is not None}
+    pull_failures = [failure for pod in listed for failure in image_pull.of_pod(pod)]
     width = max(cluster.brokers, current or 0)
     addresses = {node: broker_address(cluster, node) for node in range(width)}
     security = BrokerSecurity(kube, cluster)
@@ -308,7 +320,7 @@ async def reconcile_cluster(
         drained=set(range(cluster.brokers, current or 0)) - set(waits),
     )
     scale = replace(scale, assignment=stamped(scale.assignment, previous, _now_ms()))
-    events = await _apply_all(kube, cluster, owner, scale)
+    events = await _apply_all(kube, cluster, owner, scale, config.peer)
     await _push_assignment(scale.assignment, pods, security)
     events += _scale_events(scale, previous, current, cluster.brokers)
     desired_hash = desired_config_hash(cluster)
@@ -318,8 +330,8 @@ async def reconcile_cluster(
     )
     if roll.restart is not None:
         await delete_pod(roll.restart.name)
-    events += restart_events
-    status = _status(body, cluster, scale, pods, roll, desired_hash, serving, waits)
+    events += restart_events + image_pull.events(pull_failures)
+    status = _status(body, cluster, scale, pods, roll, desired_hash, serving, waits, pull_failures)
     return Pass(status, events)
 
 
@@ -425,6 +437,7 @@ def _status(
     desired_hash: str,
     serving: int,
     waits: Mapping[int, str],
+    pull_failures: list[image_pull.PullFailure],
 ) -> dict[str, Any]:
     ready = [
         node
@@ -450,17 +463,20 @@ def _status(
         )
     else:
         progressing = Condition(PROGRESSING, False, "ReconcileComplete", "nothing left to do")
-    degraded = (
-        Condition(DEGRADED, True, "ScaleDownRefused", scale.refused)
-        if scale.refused
-        else Condition(DEGRADED, False, "AsExpected")
-    )
-    ready_condition = Condition(
-        READY,
-        all_ready,
-        "BrokersReady" if all_ready else progressing.reason,
-        f"{len(ready)} of {serving} brokers ready and up to date",
-    )
+    pulling = image_pull.condition(pull_failures)
+    if pulling is not None:  # brokers that cannot start at all come first
+        degraded = pulling
+    elif scale.refused:
+        degraded = Condition(DEGRADED, True, "ScaleDownRefused", scale.refused)
+    else:
+        degraded = Condition(DEGRADED, False, "AsExpected")
+    counted = f"{len(ready)} of {serving} brokers ready and up to date"
+    if all_ready:
+        ready_condition = Condition(READY, True, "BrokersReady", counted)
+    elif pulling is not None:
+        ready_condition = Condition(READY, False, pulling.reason, f"{counted}; {pulling.message}")
+    else:
+        ready_condition = Condition(READY, False, progressing.reason, counted)
     paused = Condition(PAUSED, False, "Reconciling")
     selector = ",".join(f"{key}={value}" for key, value in selector_labels(cluster).items())
     return {

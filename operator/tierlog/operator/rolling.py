@@ -6,6 +6,11 @@ asks the same of voluntary evictions). A broker runs an outdated version when it
 carries another config hash than the one the operator renders now. The highest id goes
 first, as a StatefulSet's own rolling update orders it. The sidecar still has to say
 it is safe before the pod is deleted; that question is asked by the caller.
+
+One exception: an outdated pod whose image cannot be pulled goes first and at once.
+Its sidecar never ran, so there is nothing to flush and nobody to ask, and it would
+otherwise hold the roll that brings the fixed image forever (``OnDelete``: only the
+operator replaces pods), as it is never ready.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ class BrokerPod:
     # The security it was started with (its mounted Secrets; see render/security.py).
     tls_secret: str = ""
     token_secret: SecretKeyRef | None = None
+    image_pull_failed: bool = False  # its container waits for an image that does not come
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,13 @@ def next_restart(pods: Sequence[BrokerPod], desired_hash: str, brokers: int) -> 
     )
     if not outdated:
         return Roll(None)
+    unpulled = [
+        by_id[node]
+        for node in outdated
+        if by_id[node].image_pull_failed and not by_id[node].deleting
+    ]
+    if unpulled:
+        return Roll(unpulled[-1], "", outdated)
     missing = sorted(set(range(brokers)) - set(by_id))
     if missing:
         return Roll(None, f"broker {missing[0]} has no pod yet", outdated)

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
-from tierlog.operator.crds import DEFAULT_IMAGE
+from tierlog.operator.config import BrokerImage
 
 __all__ = [
     "ClusterSpec",
@@ -40,6 +41,7 @@ class Tier:
     region: str = "us-east-1"
     force_path_style: bool = False
     credentials: CredentialsRef | None = None
+    shared_claim: str = ""  # a file:// tier's volume, mounted in every broker pod
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> Tier:
@@ -58,7 +60,13 @@ class Tier:
             region=s3.get("region", "us-east-1"),
             force_path_style=bool(s3.get("forcePathStyle", False)),
             credentials=credentials,
+            shared_claim=(spec.get("sharedVolume") or {}).get("claimName", ""),
         )
+
+    @property
+    def shared_path(self) -> str:
+        """Where a file:// tier's directory is (its volume is mounted there)."""
+        return unquote(urlsplit(self.url).path)
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,9 @@ class PodOverrides:
     affinity: Mapping[str, Any] | None = None
     tolerations: tuple[Mapping[str, Any], ...] = ()
     priority_class_name: str = ""
+
+
+_OPERATOR_DEFAULTS = BrokerImage()  # a bare operator's (the tests' hand-written specs)
 
 
 @dataclass(frozen=True)
@@ -116,8 +127,9 @@ class ClusterSpec:
     name: str
     namespace: str
     brokers: int = 3
-    image: str = DEFAULT_IMAGE
-    image_pull_policy: str = "IfNotPresent"
+    image: str = BrokerImage.image
+    image_pull_policy: str = BrokerImage.pull_policy
+    image_pull_secrets: tuple[str, ...] = ()
     storage_size: str = "10Gi"
     storage_class: str | None = None
     tier: Tier | None = None
@@ -136,8 +148,11 @@ class ClusterSpec:
     service_account_name: str = ""
 
     @classmethod
-    def from_resource(cls, body: Mapping[str, Any]) -> ClusterSpec:
-        """From the custom resource's body (``metadata`` and ``spec``)."""
+    def from_resource(
+        cls, body: Mapping[str, Any], defaults: BrokerImage = _OPERATOR_DEFAULTS
+    ) -> ClusterSpec:
+        """From the custom resource's body (``metadata`` and ``spec``); the image, its
+        pull policy and pull Secrets are the operator's ``defaults`` unless it names them."""
         metadata, spec = body["metadata"], body.get("spec") or {}
         storage = spec.get("storage") or {}
         fsync = spec.get("fsync") or {}
@@ -148,8 +163,13 @@ class ClusterSpec:
             name=metadata["name"],
             namespace=metadata["namespace"],
             brokers=int(spec.get("brokers", 3)),
-            image=spec.get("image", DEFAULT_IMAGE),
-            image_pull_policy=spec.get("imagePullPolicy", "IfNotPresent"),
+            image=spec.get("image") or defaults.image,
+            image_pull_policy=spec.get("imagePullPolicy") or defaults.pull_policy,
+            image_pull_secrets=(
+                tuple(secret["name"] for secret in spec["imagePullSecrets"])
+                if "imagePullSecrets" in spec
+                else defaults.pull_secrets
+            ),
             storage_size=str(storage.get("size", "10Gi")),
             storage_class=storage.get("storageClassName") or None,
             tier=Tier.from_spec(spec["tier"]) if spec.get("tier") else None,

@@ -23,11 +23,12 @@ from tierlog.process_tuning import tune_process
 from tierlog.sidecar.config import DEFAULT_LISTEN, SidecarConfig
 from tierlog.sidecar.logformat import LOG_FORMATS, configure_logging
 from tierlog.sidecar.metrics import SidecarMetrics
+from tierlog.sidecar.pod_ordinal import pod_ordinal
 from tierlog.sidecar.probes import Phase, Probes, ProbeServer, tier_detail
 from tierlog.sidecar.security import TOKEN_ENV
 from tierlog.sidecar.server import SidecarServer
 from tierlog.sidecar.tier_config import add_tier_arguments, tier_properties
-from tierlog.storage.errors import TierlogError
+from tierlog.storage.errors import InvalidConfigError, TierlogError
 from tierlog.storage.properties import read_properties
 
 __all__ = ["main", "serve"]
@@ -64,6 +65,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="serve /metrics, /healthz and /readyz over HTTP here (port 0: any free port); "
         "same as tierlog.metrics.listeners (default: not served)",
     )
+    parser.add_argument(
+        "--node-id-from-pod-name",
+        metavar="POD_NAME",
+        help="node.id is the ordinal that ends this StatefulSet pod name (NAME-ORDINAL); "
+        "Kubernetes passes it as $(POD_NAME) from the downward API",
+    )
     add_tier_arguments(parser)
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument(
@@ -88,6 +95,10 @@ def build_config(args: argparse.Namespace) -> SidecarConfig:
     if args.metrics_listen:
         props["tierlog.metrics.listeners"] = args.metrics_listen
     props.update(tier_properties(args))
+    if args.node_id_from_pod_name:
+        if "node.id" in props or "broker.id" in props:
+            raise InvalidConfigError("node.id is given twice: as a config and by the pod name")
+        props["node.id"] = str(pod_ordinal(args.node_id_from_pod_name))
     config = SidecarConfig.from_properties(props)
     token = os.environ.get(TOKEN_ENV, "").strip()
     if token and config.auth_token is None:  # the file, when given, wins

@@ -1,7 +1,9 @@
-"""At most one broker away at a time; the network policy admits the listed clients."""
+"""At most one broker away at a time; the network policy admits the listed clients, the
+brokers and the operator."""
 
 from __future__ import annotations
 
+from tierlog.operator.config import OperatorPeer
 from tierlog.operator.render.common import Owner, selector_labels
 from tierlog.operator.render.policy import network_policy, pod_disruption_budget
 from tierlog.operator.spec import ClusterSpec
@@ -16,9 +18,21 @@ def test_pod_disruption_budget_allows_one_broker_down(bare: ClusterSpec, owner: 
 
 
 def test_network_policy_admits_listed_clients_and_peers(full: ClusterSpec, owner: Owner) -> None:
-    policy = network_policy(full, owner)["spec"]
+    policy = network_policy(full, owner, OperatorPeer())["spec"]
     grpc, metrics = policy["ingress"]
     assert grpc["ports"] == [{"port": 9092, "protocol": "TCP"}]
     assert {"podSelector": {"matchLabels": selector_labels(full)}} in grpc["from"]
     assert {"podSelector": {"matchLabels": {"c": "1"}}, "namespaceSelector": {}} in grpc["from"]
     assert metrics == {"ports": [{"port": 9404, "protocol": "TCP"}]}
+
+
+def test_network_policy_admits_the_operators_pods_to_the_grpc_port(
+    full: ClusterSpec, owner: Owner
+) -> None:
+    """It drains brokers, asks whether a restart is safe and administers topics there."""
+    operator = OperatorPeer("ops", {"app.kubernetes.io/component": "operator", "r": "x"})
+    grpc = network_policy(full, owner, operator)["spec"]["ingress"][0]
+    assert {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ops"}},
+        "podSelector": {"matchLabels": {"app.kubernetes.io/component": "operator", "r": "x"}},
+    } in grpc["from"]

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import re
+from pathlib import Path
 from typing import Any
 
+from tests.operator.render.conftest import resource
 from tierlog.operator.render.common import CONFIG_HASH_ANNOTATION, Owner
+from tierlog.operator.render.configmap import properties_text, sidecar_properties
 from tierlog.operator.render.statefulset import desired_config_hash, stateful_set
 from tierlog.operator.spec import ClusterSpec
-from tierlog.sidecar.main import parse_args
+from tierlog.sidecar.main import build_config, parse_args
 
 
 def container(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -23,12 +27,47 @@ def test_the_sidecar_parses_the_rendered_arguments(bare: ClusterSpec, owner: Own
     assert main["command"] == ["tierlog-sidecar"]
     args = parse_args(main["args"])
     assert str(args.config_file) == "/etc/tierlog/server.properties"
-    assert "node.id=$(TIERLOG_NODE_ID)" in args.config
+    assert args.node_id_from_pod_name == "$(POD_NAME)"
     assert "advertised.listeners=$(POD_NAME).events-brokers.prod.svc:9092" in args.config
-    env = {item["name"]: item for item in main["env"]}
-    assert env["TIERLOG_NODE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == (
-        "metadata.labels['apps.kubernetes.io/pod-index']"
-    )
+
+
+def _kubelet_1_27_env(manifest: dict[str, Any], pod_name: str) -> dict[str, str]:
+    """The container's environment as a kubelet of Kubernetes 1.27 resolves it for the
+    StatefulSet's pod ``pod_name``: the pod has the template's labels and no
+    ``apps.kubernetes.io/pod-index`` (1.28+); a missing label's fieldRef is empty."""
+    labels = manifest["spec"]["template"]["metadata"]["labels"]
+    fields = {"metadata.name": pod_name, "metadata.namespace": manifest["metadata"]["namespace"]}
+    fields.update({f"metadata.labels['{key}']": value for key, value in labels.items()})
+    env = {}
+    for variable in container(manifest)["env"]:
+        if "value" in variable:
+            env[variable["name"]] = variable["value"]
+            continue
+        field = variable["valueFrom"].get("fieldRef")
+        if field is not None:
+            path = field["fieldPath"]
+            assert path in fields or path.startswith("metadata.labels["), path
+            env[variable["name"]] = fields.get(path, "")
+    return env
+
+
+def test_a_kubernetes_1_27_pod_starts_its_broker_with_the_pods_ordinal(
+    bare: ClusterSpec, owner: Owner, tmp_path: Path
+) -> None:
+    """The chart says kubeVersion >=1.27: the id comes from the pod's name, not from the
+    pod-index label that 1.27 does not set."""
+    manifest = stateful_set(bare, owner, 3)
+    env = _kubelet_1_27_env(manifest, "events-2")
+    config_file = tmp_path / "server.properties"
+    config_file.write_text(properties_text({**sidecar_properties(bare), "log.dirs": str(tmp_path)}))
+    args = [  # $(VAR) expanded as Kubernetes does; the ConfigMap's file where it is mounted
+        re.sub(r"\$\((\w+)\)", lambda ref: env.get(ref.group(1), ref.group(0)), arg)
+        for arg in container(manifest)["args"]
+    ]
+    args = [f"--config-file={config_file}" if a.startswith("--config-file") else a for a in args]
+    config = build_config(parse_args(args))
+    assert config.node_id == 2
+    assert config.advertised_listener == "events-2.events-brokers.prod.svc:9092"
 
 
 def test_rolls_are_the_operators_on_delete(bare: ClusterSpec, owner: Owner) -> None:
@@ -101,3 +140,11 @@ def test_the_config_hash_follows_config_and_template_but_not_scale(
         desired_config_hash(dataclasses.replace(bare, log_defaults={"log.retention.ms": 5})) != base
     )
     assert desired_config_hash(dataclasses.replace(bare, image="other:2")) != base
+
+
+def test_a_file_tier_is_its_shared_volume_mounted_at_its_path(owner: Owner) -> None:
+    tier = {"url": "file:///srv/tier", "sharedVolume": {"claimName": "nfs-tier"}}
+    manifest = stateful_set(ClusterSpec.from_resource(resource(tier=tier)), owner, 3)
+    pod = manifest["spec"]["template"]["spec"]
+    assert {"name": "tier", "persistentVolumeClaim": {"claimName": "nfs-tier"}} in pod["volumes"]
+    assert {"name": "tier", "mountPath": "/srv/tier"} in container(manifest)["volumeMounts"]

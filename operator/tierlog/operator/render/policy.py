@@ -2,15 +2,18 @@
 
 The PodDisruptionBudget stops voluntary evictions (node drains) from taking a second
 broker while one is away; the operator's own rolling restarts keep to the same rule.
-The NetworkPolicy, when asked for, admits the gRPC port from the listed client pods
-and from the brokers themselves, and the metrics port from anywhere in the cluster
-(Prometheus lives in its own namespace, under names we cannot know).
+The NetworkPolicy, when asked for, admits the gRPC port from the listed client pods,
+from the brokers themselves and from the operator's pods (it drains brokers, asks them
+whether a restart is safe and administers topics over gRPC: its namespace and pod labels
+come from its configuration, which the chart sets), and the metrics port from anywhere
+in the cluster (Prometheus lives in its own namespace, under names we cannot know).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from tierlog.operator.config import OperatorPeer
 from tierlog.operator.render.common import (
     GRPC_PORT,
     METRICS_PORT,
@@ -21,7 +24,10 @@ from tierlog.operator.render.common import (
 )
 from tierlog.operator.spec import ClusterSpec
 
-__all__ = ["network_policy", "pod_disruption_budget"]
+__all__ = ["NAMESPACE_NAME_LABEL", "network_policy", "pod_disruption_budget"]
+
+# Every namespace carries its own name in this label (Kubernetes 1.21 and later).
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 def pod_disruption_budget(cluster: ClusterSpec, owner: Owner) -> Manifest:
@@ -36,8 +42,14 @@ def pod_disruption_budget(cluster: ClusterSpec, owner: Owner) -> Manifest:
     }
 
 
-def network_policy(cluster: ClusterSpec, owner: Owner) -> Manifest:
-    peers: list[dict[str, Any]] = [{"podSelector": {"matchLabels": selector_labels(cluster)}}]
+def network_policy(cluster: ClusterSpec, owner: Owner, operator: OperatorPeer) -> Manifest:
+    peers: list[dict[str, Any]] = [
+        {"podSelector": {"matchLabels": selector_labels(cluster)}},
+        {  # the operator's pods, in their namespace: both selectors in one peer entry
+            "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: operator.namespace}},
+            "podSelector": {"matchLabels": dict(operator.pod_labels)},
+        },
+    ]
     for selector in cluster.allowed_clients:
         # a selector of pods in any namespace: both selectors in one peer entry
         peers.append({"podSelector": dict(selector), "namespaceSelector": {}})

@@ -7,8 +7,9 @@ for (the shared config and the template itself), so a pod started from an older
 version is recognised by its annotation.
 
 Per-pod values come from the pod, not from the operator: the broker id is the
-StatefulSet ordinal (the ``apps.kubernetes.io/pod-index`` label, through the downward
-API) and the advertised address is the pod's stable name under the headless Service;
+StatefulSet ordinal that ends the pod's name (through the downward API; the
+``apps.kubernetes.io/pod-index`` label would need Kubernetes 1.28, the chart supports
+1.27) and the advertised address is the pod's stable name under the headless Service;
 Kubernetes expands ``$(VAR)`` in the arguments, so no shell is needed.
 """
 
@@ -52,6 +53,7 @@ __all__ = [
 CONTAINER_NAME = "tierlog"
 RUN_AS_USER = 10001  # the image's non-root user
 DATA_MOUNT = "/var/lib/tierlog"
+SHARED_TIER_VOLUME = "tier"
 # SIGTERM gives calls in flight SHUTDOWN_GRACE_MS, then the logs flush and write their
 # checkpoints; the rest of the budget is for that clean shutdown of a large broker.
 TERMINATION_GRACE_S = SHUTDOWN_GRACE_MS // 1000 + 90
@@ -61,12 +63,6 @@ def _container(cluster: ClusterSpec) -> dict[str, Any]:
     advertised = f"$(POD_NAME).{headless_service_name(cluster)}.{cluster.namespace}.svc:{GRPC_PORT}"
     env: list[dict[str, Any]] = [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-        {
-            "name": "TIERLOG_NODE_ID",
-            "valueFrom": {
-                "fieldRef": {"fieldPath": "metadata.labels['apps.kubernetes.io/pod-index']"}
-            },
-        },
     ]
     credentials = cluster.tier.credentials if cluster.tier else None
     if credentials is not None:
@@ -87,7 +83,7 @@ def _container(cluster: ClusterSpec) -> dict[str, Any]:
         "command": ["tierlog-sidecar"],
         "args": [
             f"--config-file={CONFIG_DIR}/{PROPERTIES_FILE}",
-            "--config=node.id=$(TIERLOG_NODE_ID)",
+            "--node-id-from-pod-name=$(POD_NAME)",
             f"--config=advertised.listeners={advertised}",
             "--log-format=json",
         ],
@@ -121,9 +117,17 @@ def _container(cluster: ClusterSpec) -> dict[str, Any]:
             {"name": "data", "mountPath": DATA_MOUNT},
             {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
+            *_shared_tier_mounts(cluster),
             *security_mounts(cluster),
         ],
     }
+
+
+def _shared_tier_mounts(cluster: ClusterSpec) -> list[dict[str, Any]]:
+    """A file:// tier's shared volume, at the tier's path (the CRD requires one)."""
+    if cluster.tier is None or not cluster.tier.shared_claim:
+        return []
+    return [{"name": SHARED_TIER_VOLUME, "mountPath": cluster.tier.shared_path}]
 
 
 def _pod_spec(cluster: ClusterSpec) -> dict[str, Any]:
@@ -144,6 +148,11 @@ def _pod_spec(cluster: ClusterSpec) -> dict[str, Any]:
             *security_volumes(cluster),
         ],
     }
+    if cluster.tier is not None and cluster.tier.shared_claim:
+        claim = {"claimName": cluster.tier.shared_claim}
+        spec["volumes"].append({"name": SHARED_TIER_VOLUME, "persistentVolumeClaim": claim})
+    if cluster.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": name} for name in cluster.image_pull_secrets]
     if cluster.service_account_name:
         spec["serviceAccountName"] = cluster.service_account_name
     if cluster.pod.affinity:
