@@ -4,7 +4,8 @@ their opaque subscription and assignment bytes).
 
 Value versions: 0; 1 adds each member's rebalance timeout; 2 the time of the group's
 last state change; 3 each member's ``group.instance.id`` (static membership); 4 is
-flexible. Kafka 4.1 writes version 3. A deleted group is its key with a null value.
+flexible. Kafka 4.1 writes version 3. A field a version lacks is left out (and reads
+back as its default), as Kafka's writer leaves it out. A deleted group is its key with a null value.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from tierlog.coordinator.protocol_types import MessageReader, MessageWriter, require_default
+from tierlog.coordinator.protocol_types import MessageReader, MessageWriter
 from tierlog.coordinator.record_type import CoordinatorRecordType
 
 __all__ = ["GroupMetadataKey", "GroupMetadataValue", "MemberMetadata"]
@@ -54,14 +55,10 @@ class MemberMetadata:
         writer.string(self.member_id)
         if version >= 3:
             writer.nullable_string(self.group_instance_id)
-        else:
-            require_default("group_instance_id", self.group_instance_id, None, version)
         writer.string(self.client_id)
         writer.string(self.client_host)
         if version >= 1:
             writer.int32(self.rebalance_timeout_ms)
-        else:
-            require_default("rebalance_timeout_ms", self.rebalance_timeout_ms, -1, version)
         writer.int32(self.session_timeout_ms)
         writer.byte_array(self.subscription)
         writer.byte_array(self.assignment)
@@ -114,10 +111,6 @@ class GroupMetadataValue:
         writer.nullable_string(self.leader)
         if version >= 2:
             writer.int64(self.current_state_timestamp_ms)
-        else:
-            require_default(
-                "current_state_timestamp_ms", self.current_state_timestamp_ms, -1, version
-            )
         writer.array(self.members, lambda out, member: member.write(out, version))
         writer.tagged_fields()
 

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from typing import ClassVar
 
-from tierlog.coordinator.protocol_types import MessageReader, MessageWriter, require_default
+from tierlog.coordinator.protocol_types import MessageReader, MessageWriter
 from tierlog.coordinator.record_type import CoordinatorRecordType
 
 __all__ = [
@@ -73,16 +73,12 @@ class OffsetCommitValue:
         writer.int64(self.offset)
         if version >= 3:
             writer.int32(self.leader_epoch)
-        else:
-            require_default("leader_epoch", self.leader_epoch, NO_LEADER_EPOCH, version)
         writer.string(self.metadata)
         writer.int64(self.commit_timestamp_ms)
         if version == 1:
             writer.int64(self.expire_timestamp_ms)
-        else:
-            require_default("expire_timestamp_ms", self.expire_timestamp_ms, -1, version)
-        if version < 4:
-            require_default("topic_id", self.topic_id, ZERO_UUID, version)
+        if version not in self.FLEXIBLE_VERSIONS:
+            return  # no tagged fields: the topic id is left out
         tagged = {} if self.topic_id == ZERO_UUID else {_TOPIC_ID_TAG: self.topic_id.bytes}
         writer.tagged_fields(tagged)
 

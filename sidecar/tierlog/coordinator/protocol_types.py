@@ -10,8 +10,10 @@ written only when it differs from its default.
 As Kafka's generated code does, a string longer than 32767 UTF-8 bytes is refused both
 ways, and an array whose count exceeds the bytes left is corrupt before anything is
 allocated for it. Bytes that do not parse are ``CorruptRecordError``; values that no
-version can carry (an int out of its range, a field this version lacks) are
-``InvalidRecordError`` when writing.
+version can carry (an int out of its range, an over-long string) are
+``InvalidRecordError`` when writing. A field that a version lacks is simply not written,
+as Kafka's writers do (Kafka 4.1 writes an offset commit with an expire time at version
+1, leaving out its leader epoch and topic id).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import TypeVar
 from tierlog.storage.errors import CorruptRecordError, InvalidRecordError
 from tierlog.storage.records.varint import encode_unsigned_varint
 
-__all__ = ["MAX_STRING_BYTES", "MessageReader", "MessageWriter", "require_default"]
+__all__ = ["MAX_STRING_BYTES", "MessageReader", "MessageWriter"]
 
 T = TypeVar("T")
 
@@ -32,13 +34,6 @@ MAX_STRING_BYTES = 0x7FFF
 _INT8, _INT16 = struct.Struct(">b"), struct.Struct(">h")
 _INT32, _INT64 = struct.Struct(">i"), struct.Struct(">q")
 _UVARINT_MAX_BYTES = 5  # Kafka's unsigned varints are 32-bit
-
-
-def require_default(field: str, value: object, default: object, version: int) -> None:
-    """Refuse to drop a field: ``version`` has no ``field``, so it must hold its default
-    (Kafka's generated writers throw ``UnsupportedVersionException`` here)."""
-    if value != default:
-        raise InvalidRecordError(f"version {version} cannot carry {field}={value!r}")
 
 
 class MessageWriter:
