@@ -57,7 +57,14 @@ from tierlog.storage.log import Log
 from tierlog.storage.records import SimpleRecord, build_batch, decode_records, iter_batches
 
 from .conftest import BrokerFactory
-from .kafka import KafkaBroker, KafkaTools, RecordEntry, dump_log_segments, segment_files
+from .kafka import (
+    KafkaBroker,
+    KafkaTools,
+    ProducerRecord,
+    RecordEntry,
+    dump_log_segments,
+    segment_files,
+)
 
 pytestmark = pytest.mark.interop
 
@@ -327,8 +334,6 @@ def kafka_group_log(
     """A broker's log dir after it ran one group of each kind, then shut down cleanly."""
     broker = kafka_broker_factory("groups")
     broker.create_topic(TOPIC, partitions=PARTITIONS)
-    from .kafka import ProducerRecord
-
     broker.produce(
         TOPIC,
         [
