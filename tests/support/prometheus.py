@@ -27,7 +27,15 @@ import yaml
 from tests.support.sidecars import free_port
 from tests.tools.prometheus import prometheus_bin
 
-__all__ = ["PrometheusError", "PrometheusServer", "ScrapeTarget", "Series", "start_prometheus"]
+__all__ = [
+    "PrometheusError",
+    "PrometheusServer",
+    "ScrapeTarget",
+    "Series",
+    "api_get",
+    "instant_query",
+    "start_prometheus",
+]
 
 SCRAPE_INTERVAL = "1s"
 
@@ -120,26 +128,10 @@ class PrometheusServer:
                 self.process.wait()
 
     def _get(self, path: str, **params: str) -> Any:
-        url = f"{self.url}{path}?{urllib.parse.urlencode(params)}"
-        try:
-            with urllib.request.urlopen(url, timeout=30) as response:
-                answer = json.load(response)
-        except urllib.error.HTTPError as error:  # 400/422: a bad query, with Prometheus' reason
-            answer = json.load(error)
-        if answer.get("status") != "success":
-            raise PrometheusError(
-                f"{path} {params}: {answer.get('errorType')}: {answer.get('error')}"
-            )
-        return answer["data"]
+        return api_get(self.url, path, **params)
 
     def query(self, expr: str) -> list[Series]:
-        """An instant query now; the series of a vector result (a scalar is one series)."""
-        data = self._get("/api/v1/query", query=expr)
-        if data["resultType"] == "scalar":
-            return [Series({}, float(data["result"][1]))]
-        if data["resultType"] != "vector":
-            raise PrometheusError(f"{expr!r} is a {data['resultType']}, not an instant vector")
-        return [Series(item["metric"], float(item["value"][1])) for item in data["result"]]
+        return instant_query(self.url, expr)
 
     def rules(self) -> list[dict[str, Any]]:
         """Every loaded rule with its ``health`` (``ok``/``err``/``unknown``) and ``lastError``."""
@@ -158,6 +150,29 @@ class PrometheusServer:
         targets = self._get("/api/v1/targets")["activeTargets"]
         health = {target["scrapeUrl"]: target.get("lastError") or "up" for target in targets}
         raise PrometheusError(f"targets not scraped {samples} times in {timeout_s} s: {health}")
+
+
+def api_get(url: str, path: str, **params: str) -> Any:
+    """GET ``path`` of the HTTP API of the Prometheus at ``url``; its ``data``."""
+    request = f"{url}{path}?{urllib.parse.urlencode(params)}"
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            answer = json.load(response)
+    except urllib.error.HTTPError as error:  # 400/422: a bad query, with Prometheus' reason
+        answer = json.load(error)
+    if answer.get("status") != "success":
+        raise PrometheusError(f"{path} {params}: {answer.get('errorType')}: {answer.get('error')}")
+    return answer["data"]
+
+
+def instant_query(url: str, expr: str) -> list[Series]:
+    """An instant query now; the series of a vector result (a scalar is one series)."""
+    data = api_get(url, "/api/v1/query", query=expr)
+    if data["resultType"] == "scalar":
+        return [Series({}, float(data["result"][1]))]
+    if data["resultType"] != "vector":
+        raise PrometheusError(f"{expr!r} is a {data['resultType']}, not an instant vector")
+    return [Series(item["metric"], float(item["value"][1])) for item in data["result"]]
 
 
 @contextmanager
