@@ -16,8 +16,8 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/tierlog demo
 
-## test: every check: lint, types, unit, integration and interop tests
-test: $(STAMP) tools lint types unit
+## test: every check: lint, types, unit, integration and interop tests, then the e2e tests on a one-node cluster
+test: $(STAMP) tools lint types unit e2e
 
 tools: $(STAMP)
 	$(BIN)/python tests/tools/bootstrap.py

@@ -1,6 +1,6 @@
 """The image's Dockerfile documents the ports the pods really use. Its text only: the
 image itself is built (podman, on a debootstrap base) and run by ``make cluster`` and the
-e2e tests (tests/e2e/), which ``make test`` does not run yet."""
+e2e tests (tests/e2e/), which ``make test`` runs last."""
 
 from __future__ import annotations
 

@@ -2,11 +2,14 @@
 
 The session starts the node with ``tests.support.cluster`` unless one already runs (a
 developer's ``make cluster``): then it is reused and left running. ``up`` rebuilds the
-image from the checkout either way, so the pods run the code under test.
+image from the checkout either way, so the pods run the code under test. The chart's
+operator and a MinIO the pods reach are installed once per session too; each module
+makes its own ``TierlogCluster`` in a namespace of its own.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,8 +18,13 @@ import pytest
 
 from tests.charts.helm import CHART, helm
 from tests.support.cluster import daemons
-from tests.support.cluster.layout import Layout
-from tests.support.cluster.node import down, kubectl, up
+from tests.support.cluster.layout import GATEWAY, Layout
+from tests.support.cluster.node import down, free_released_volumes, kubectl, up
+from tests.support.minio import MinioServer
+
+# The documented release and namespace: the chart keeps its CRDs on uninstall, labelled
+# with the release that made them, so only that release can take them back.
+RELEASE, OPERATOR_NAMESPACE = "tierlog", "tierlog-system"
 
 
 @dataclass(frozen=True)
@@ -42,9 +50,8 @@ class Node:
 
     def wait(self, namespace: str, condition: str, target: str, timeout_s: int = 300) -> None:
         """``kubectl wait``; on a timeout the assertion carries ``story(namespace)``."""
-        done = kubectl(
-            self.layout, "wait", "-n", namespace, condition, target, f"--timeout={timeout_s}s"
-        )
+        scope = ["-n", namespace] if namespace else []  # "": a cluster-scoped target
+        done = kubectl(self.layout, "wait", *scope, condition, target, f"--timeout={timeout_s}s")
         if done.returncode != 0:
             raise AssertionError(
                 f"{target} not {condition}: {done.stderr}\n{self.story(namespace)}"
@@ -54,6 +61,34 @@ class Node:
         name = f"{prefix}-{uuid.uuid4().hex[:6]}"
         self.kubectl("create", "namespace", name)
         return name
+
+    def delete_namespace(self, name: str) -> None:
+        """Delete it (waited for), then free the local volumes its claims held."""
+        volumes = [
+            volume["metadata"]["name"]
+            for volume in json.loads(self.kubectl("get", "pv", "-o", "json"))["items"]
+            if (volume["spec"].get("claimRef") or {}).get("namespace") == name
+        ]
+        self.kubectl("delete", "namespace", name, "--timeout=180s")
+        for volume in volumes:  # the PV controller marks them once their claims are gone
+            self.wait("", "--for=jsonpath={.status.phase}=Released", f"pv/{volume}", 60)
+        free_released_volumes(self.layout)
+
+    def helm(self, *args: str, check: bool = True) -> str:
+        """helm on the release's namespace as the admin."""
+        kubeconfig = f"--kubeconfig={self.layout.admin_kubeconfig}"
+        done = helm(*args, "-n", OPERATOR_NAMESPACE, kubeconfig, check=check)
+        return done.stdout
+
+    def install_operator(self) -> None:
+        """``helm install`` of the chart with the node's image, as docs/KUBERNETES.md says;
+        returns once the operator is Available."""
+        repository, tag = self.image.rsplit(":", 1)
+        self.helm(
+            "install", RELEASE, str(CHART), "--create-namespace",
+            "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
+        )  # fmt: skip
+        self.wait(OPERATOR_NAMESPACE, "--for=condition=Available", "deployment/tierlog-operator")
 
     def _quiet(self, *args: str) -> str:
         done = kubectl(self.layout, *args)
@@ -77,25 +112,25 @@ def one_node() -> Iterator[Node]:
             down(layout)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def operator(one_node: Node) -> Iterator[str]:
-    """The chart installed with the node's image, as docs/KUBERNETES.md says; its namespace.
-
-    Release and namespace are the documented ones: the chart keeps its CRDs on uninstall,
-    labelled with the release that made them, so only that release can take them back.
-    """
-    namespace, kubeconfig = "tierlog-system", f"--kubeconfig={one_node.layout.admin_kubeconfig}"
-    repository, tag = one_node.image.rsplit(":", 1)
-    helm(
-        "install", "tierlog", CHART, "-n", namespace, "--create-namespace", kubeconfig,
-        "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
-    )  # fmt: skip
+    """The chart's operator, installed once for the session; its namespace."""
+    one_node.install_operator()
     try:
-        one_node.wait(namespace, "--for=condition=Available", "deployment/tierlog-operator")
-        yield namespace
+        yield OPERATOR_NAMESPACE
     finally:
-        helm("uninstall", "tierlog", "-n", namespace, kubeconfig, "--wait", check=False)
-        one_node.kubectl("delete", "namespace", namespace, "--timeout=180s")
+        one_node.helm("uninstall", RELEASE, "--wait", check=False)
+        one_node.kubectl("delete", "namespace", OPERATOR_NAMESPACE, "--timeout=180s")
 
 
-__all__ = ["Node", "one_node", "operator"]
+@pytest.fixture(scope="session")
+def tier(one_node: Node, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MinioServer]:
+    """A real MinIO on the bridge address (so after the node made it), where pods reach it."""
+    server = MinioServer(tmp_path_factory.mktemp("minio") / "data", host=GATEWAY).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+__all__ = ["OPERATOR_NAMESPACE", "RELEASE", "Node", "one_node", "operator", "tier"]

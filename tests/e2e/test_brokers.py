@@ -8,15 +8,22 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from tests.e2e.conftest import Node
-from tests.support.cluster.layout import GATEWAY
+from tests.e2e.workloads import (
+    RECORDS,
+    Brokers,
+    apply,
+    count_records,
+    make_topic,
+    produce_records,
+    run_job,
+    tiered_cluster,
+)
 from tests.support.minio import MinioServer
 from tierlog.client import AdminClient
 from tierlog.client.admin import ClusterMetadata
@@ -25,18 +32,6 @@ from tierlog.client.errors import TierlogError
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
-RECORDS = 1000
-
-
-@dataclass(frozen=True)
-class Brokers:
-    namespace: str
-    name: str  # the TierlogCluster's
-
-    @property
-    def servers(self) -> str:
-        """The per-broker names of the headless Service, as clients in the cluster use them."""
-        return ",".join(f"{self.name}-{i}.{self.name}-brokers:9092" for i in range(3))
 
 
 @pytest.fixture(scope="module")
@@ -48,68 +43,14 @@ def brokers(one_node: Node, operator: str) -> Iterator[Brokers]:
             (REPO / "deploy" / "examples" / "cluster-minimal.yaml").read_text()
         )
         started = time.monotonic()
-        one_node.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(cluster))
+        apply(one_node, namespace, cluster)
         name = cluster["metadata"]["name"]
         one_node.wait(namespace, "--for=condition=Ready", f"tierlogcluster/{name}")
         print(f"\n3-broker cluster Ready {time.monotonic() - started:.1f} s after kubectl apply")
         yield Brokers(namespace, name)
     finally:
         # Waited for: the operator (still installed) removes its finalizers.
-        one_node.kubectl("delete", "namespace", namespace, "--timeout=180s")
-
-
-def _topic(
-    one_node: Node, brokers: Brokers, topic: str, config: dict[str, object] | None = None
-) -> None:
-    manifest = {
-        "apiVersion": "tierlog.io/v1alpha1",
-        "kind": "TierlogTopic",
-        "metadata": {"name": topic},
-        "spec": {"cluster": brokers.name, "partitions": 3, "config": config or {}},
-    }
-    one_node.kubectl("apply", "-n", brokers.namespace, "-f", "-", input=json.dumps(manifest))
-    one_node.wait(brokers.namespace, "--for=condition=Ready", f"tierlogtopic/{topic}")
-
-
-def _run_job(one_node: Node, brokers: Brokers, name: str, script: str) -> str:
-    """A Job of the node's image running ``script`` with ``TIERLOG_SERVER`` set; its log."""
-    container: dict[str, Any] = {
-        "name": "client",
-        "image": one_node.image,
-        "env": [{"name": "TIERLOG_SERVER", "value": brokers.servers}],
-        "command": ["sh", "-c", script],
-        "securityContext": {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False},
-    }
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {
-            "backoffLimit": 0,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "securityContext": {"runAsUser": 10001, "runAsNonRoot": True},
-                    "containers": [container],
-                }
-            },
-        },
-    }
-    one_node.kubectl("apply", "-n", brokers.namespace, "-f", "-", input=json.dumps(job))
-    one_node.wait(brokers.namespace, "--for=condition=Complete", f"job/{name}")
-    return one_node.kubectl("logs", "-n", brokers.namespace, f"job/{name}")
-
-
-def _produce(topic: str, records: int = RECORDS) -> str:
-    return f"tierlog perf produce --num-records {records} --record-size 100 --throughput -1 {topic}"
-
-
-def _count(topic: str, records: int = RECORDS) -> str:
-    """Prints how many records a consumer from the beginning gets (it stops at ``records``)."""
-    return (
-        f"tierlog consume --from-beginning --max-messages {records} --timeout-ms 60000 {topic}"
-        " | wc -l"
-    )
+        one_node.delete_namespace(namespace)
 
 
 def test_a_three_broker_cluster_binds_its_claims_and_serves_a_job_by_dns_names(
@@ -118,10 +59,9 @@ def test_a_three_broker_cluster_binds_its_claims_and_serves_a_job_by_dns_names(
     claims = json.loads(one_node.kubectl("get", "pvc", "-n", brokers.namespace, "-o", "json"))
     assert sorted(c["status"]["phase"] for c in claims["items"]) == ["Bound"] * 3
 
-    _topic(one_node, brokers, "orders")
-    output = _run_job(
-        one_node, brokers, "produce-consume", f"{_produce('orders')} && {_count('orders')}"
-    )
+    make_topic(one_node, brokers, "orders")
+    script = f"{produce_records('orders')} && {count_records('orders')}"
+    output = run_job(one_node, brokers, "produce-consume", script)
     assert f"{RECORDS} records sent" in output, one_node.story(brokers.namespace)
     assert output.strip().splitlines()[-1] == str(RECORDS), one_node.story(brokers.namespace)
 
@@ -129,8 +69,8 @@ def test_a_three_broker_cluster_binds_its_claims_and_serves_a_job_by_dns_names(
 def test_a_deleted_broker_pod_comes_back_on_its_claim_with_every_record(
     one_node: Node, brokers: Brokers
 ) -> None:
-    _topic(one_node, brokers, "restarts")
-    _run_job(one_node, brokers, "produce-before-restart", _produce("restarts"))
+    make_topic(one_node, brokers, "restarts")
+    run_job(one_node, brokers, "produce-before-restart", produce_records("restarts"))
     pod = f"{brokers.name}-1"
     before = json.loads(one_node.kubectl("get", "pod", pod, "-n", brokers.namespace, "-o", "json"))
     claim = f"data-{pod}"
@@ -151,73 +91,33 @@ def test_a_deleted_broker_pod_comes_back_on_its_claim_with_every_record(
         )
         == volume
     )
-    output = _run_job(one_node, brokers, "consume-after-restart", _count("restarts"))
+    output = run_job(one_node, brokers, "consume-after-restart", count_records("restarts"))
     assert output.strip().splitlines()[-1] == str(RECORDS), one_node.story(brokers.namespace)
-
-
-@pytest.fixture(scope="module")
-def tier(one_node: Node, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MinioServer]:
-    """A real MinIO on the bridge address (so after the node made it), where pods reach it."""
-    server = MinioServer(tmp_path_factory.mktemp("minio") / "data", host=GATEWAY).start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_a_tiered_cluster_uploads_closed_segments_to_minio_and_serves_every_record(
     one_node: Node, operator: str, tier: MinioServer
 ) -> None:
-    namespace, bucket = one_node.create_namespace("tiered"), tier.create_bucket("e2e")
-    credentials = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": "tier-keys"},
-        "stringData": {
-            "AWS_ACCESS_KEY_ID": tier.access_key_id,
-            "AWS_SECRET_ACCESS_KEY": tier.secret_access_key,
-        },
-    }
-    cluster = {
-        "apiVersion": "tierlog.io/v1alpha1",
-        "kind": "TierlogCluster",
-        "metadata": {"name": "tiered"},
-        "spec": {
-            "brokers": 3,
-            "tier": {
-                "url": f"s3://{bucket}/e2e",
-                "s3": {
-                    "endpoint": tier.endpoint_url,
-                    "region": tier.region,
-                    "forcePathStyle": True,
-                    "credentialsSecret": {"name": "tier-keys"},
-                },
-            },
-        },
-    }
-    brokers = Brokers(namespace, "tiered")
     records = 3000
-    try:
-        for manifest in (credentials, cluster):
-            one_node.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(manifest))
-        one_node.wait(namespace, "--for=condition=Ready", "tierlogcluster/tiered")
+    with tiered_cluster(one_node, tier, "tiered") as brokers:
         topic_config: dict[str, object] = {"remote.storage.enable": True, "segment.bytes": 65536}
-        _topic(one_node, brokers, "tiered-orders", topic_config)
-        _run_job(one_node, brokers, "produce-tiered", _produce("tiered-orders", records))
+        make_topic(one_node, brokers, "tiered-orders", topic_config)
+        run_job(one_node, brokers, "produce-tiered", produce_records("tiered-orders", records))
 
         # An upload pass runs every 30 s (remote.log.manager.task.interval.ms, which the
         # CRD does not expose): wait for the first one that finds closed segments.
+        bucket = brokers.bucket
         deadline, uploaded = time.monotonic() + 180, 0
         while time.monotonic() < deadline and uploaded == 0:
-            listed = tier.client().list_objects_v2(Bucket=bucket, Prefix="e2e/")
+            listed = tier.client().list_objects_v2(Bucket=bucket, Prefix="tiered/")
             uploaded = listed.get("KeyCount", 0)
             time.sleep(1)  # polling the bucket for the brokers' first upload pass
-        assert uploaded > 0, f"nothing uploaded to {bucket}:\n{one_node.story(namespace)}"
+        assert uploaded > 0, f"nothing uploaded to {bucket}:\n{one_node.story(brokers.namespace)}"
 
-        output = _run_job(one_node, brokers, "consume-tiered", _count("tiered-orders", records))
-        assert output.strip().splitlines()[-1] == str(records), one_node.story(namespace)
-    finally:
-        one_node.kubectl("delete", "namespace", namespace, "--timeout=180s")
+        output = run_job(
+            one_node, brokers, "consume-tiered", count_records("tiered-orders", records)
+        )
+        assert output.strip().splitlines()[-1] == str(records), one_node.story(brokers.namespace)
 
 
 def _broker_views(
@@ -225,9 +125,10 @@ def _broker_views(
 ) -> dict[int, ClusterMetadata]:
     """What each running broker's own Metadata says (asked from the host at its pod IP,
     on the node's bridge); a broker that does not answer, or lacks a topic, is left out."""
-    selector = f"app.kubernetes.io/instance={brokers.name},app.kubernetes.io/component=broker"
     listed = json.loads(
-        one_node.kubectl("get", "pods", "-n", brokers.namespace, "-l", selector, "-o", "json")
+        one_node.kubectl(
+            "get", "pods", "-n", brokers.namespace, "-l", brokers.selector, "-o", "json"
+        )
     )
     views = {}
     for pod in listed["items"]:

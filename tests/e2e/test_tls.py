@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.e2e.conftest import Node
-from tests.e2e.test_brokers import RECORDS, Brokers, _count, _produce, _topic
+from tests.e2e.workloads import RECORDS, Brokers, count_records, make_topic, produce_records
 from tests.support.certs import Authority
 
 pytestmark = pytest.mark.e2e
@@ -132,8 +132,8 @@ def _run(one_node: Node, brokers: Brokers, job: Any, outcome: str) -> str:
 def test_a_job_with_the_ca_and_the_token_produces_and_reads_back_every_record(
     one_node: Node, secured: Brokers
 ) -> None:
-    _topic(one_node, secured, "secured")  # Ready: created on each broker over TLS
-    script = f"{_produce('secured')} && {_count('secured')}"
+    make_topic(one_node, secured, "secured")  # Ready: created on each broker over TLS
+    script = f"{produce_records('secured')} && {count_records('secured')}"
     job = _client_job(secured, "tls-produce-consume", script, one_node.image, token=True)
     output = _run(one_node, secured, job, "Complete")
     assert f"{RECORDS} records sent" in output, one_node.story(secured.namespace)
@@ -141,7 +141,9 @@ def test_a_job_with_the_ca_and_the_token_produces_and_reads_back_every_record(
 
 
 def test_a_job_without_the_token_is_refused(one_node: Node, secured: Brokers) -> None:
-    _topic(one_node, secured, "guarded")
-    job = _client_job(secured, "tls-no-token", _produce("guarded", 10), one_node.image, token=False)
+    make_topic(one_node, secured, "guarded")
+    job = _client_job(
+        secured, "tls-no-token", produce_records("guarded", 10), one_node.image, token=False
+    )
     output = _run(one_node, secured, job, "Failed")
     assert "SASL_AUTHENTICATION_FAILED" in output, one_node.story(secured.namespace)

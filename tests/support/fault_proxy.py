@@ -62,9 +62,9 @@ class _Rule:
 
 
 class FaultProxy:
-    """Listens on ``127.0.0.1`` (a free port); forwards to ``upstream`` (``host:port``)."""
+    """Listens on ``host`` (a free port); forwards to ``upstream`` (``host:port``)."""
 
-    def __init__(self, upstream: str):
+    def __init__(self, upstream: str, host: str = "127.0.0.1"):
         self.upstream = upstream
         self._lock = threading.Lock()
         self._rules: list[_Rule] = []
@@ -73,7 +73,7 @@ class FaultProxy:
         self.forwarded = 0
         self.in_flight = 0
         self.max_in_flight = 0
-        self._server = _QuietServer(("127.0.0.1", 0), _handler_for(self))
+        self._server = _QuietServer((host, 0), _handler_for(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()

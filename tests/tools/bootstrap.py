@@ -174,8 +174,8 @@ TOOLS: tuple[Tool, ...] = (
 )
 
 # The one-node cluster's (``make cluster``, tests/support/cluster/): the control plane's
-# tools plus these. Not in ``make test``'s set yet: they install Debian packages and
-# build for minutes more, and no test of ``make test`` runs a pod so far.
+# tools plus these. ``make test`` installs them through its ``e2e`` step
+# (``make cluster-tools``): they install Debian packages and build for minutes more.
 CLUSTER_TOOLS: tuple[Tool, ...] = (
     ETCD,
     KUBERNETES,

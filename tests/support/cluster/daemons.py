@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tests.support.cluster.layout import Layout
 
-__all__ = ["DaemonError", "is_running", "log_tail", "start", "stop"]
+__all__ = ["DaemonError", "is_running", "log_tail", "running_pid", "start", "stop"]
 
 
 class DaemonError(Exception):
@@ -29,7 +29,7 @@ def _pid_file(layout: Layout, name: str) -> Path:
     return layout.pids / name
 
 
-def _running_pid(layout: Layout, name: str) -> int | None:
+def running_pid(layout: Layout, name: str) -> int | None:
     """The daemon's pid if that process still runs the program it was started with."""
     pid_file = _pid_file(layout, name)
     if not pid_file.is_file():
@@ -43,7 +43,7 @@ def _running_pid(layout: Layout, name: str) -> int | None:
 
 
 def is_running(layout: Layout, name: str) -> bool:
-    return _running_pid(layout, name) is not None
+    return running_pid(layout, name) is not None
 
 
 def log_tail(layout: Layout, name: str, lines: int = 40) -> str:
@@ -73,12 +73,12 @@ def start(layout: Layout, name: str, command: Sequence[str | Path]) -> None:
 
 def stop(layout: Layout, name: str, timeout_s: float = 30.0) -> None:
     """SIGTERM, then SIGKILL after ``timeout_s``; forget the pid file either way."""
-    pid = _running_pid(layout, name)
+    pid = running_pid(layout, name)
     if pid is not None:
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
-        while _running_pid(layout, name) is not None and time.monotonic() < deadline:
+        while running_pid(layout, name) is not None and time.monotonic() < deadline:
             time.sleep(0.2)
-        if _running_pid(layout, name) is not None:
+        if running_pid(layout, name) is not None:
             os.kill(pid, signal.SIGKILL)
     _pid_file(layout, name).unlink(missing_ok=True)

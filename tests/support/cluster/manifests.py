@@ -5,7 +5,8 @@ a default StorageClass that binds on first use (``WaitForFirstConsumer``). The k
 gives a local volume to the pod's ``fsGroup``, so the brokers (uid 10001) can write to it;
 kube-controller-manager's built-in hostPath provisioner cannot serve them (it makes
 root-owned 0750 directories under /tmp). A volume whose claim was deleted is left
-``Released`` by Kubernetes; the next ``up`` wipes and frees it (``recycle_volumes``).
+``Released`` by Kubernetes; the next ``up`` (or an e2e test deleting its namespace)
+wipes and frees it (``node.free_released_volumes``).
 """
 
 from __future__ import annotations

@@ -35,9 +35,9 @@ from tests.tools.cri_tools import crictl_bin
 from tests.tools.kube_node import node_bin
 from tests.tools.node_packages import package_bin
 
-__all__ = ["ClusterError", "down", "up"]
+__all__ = ["START_ORDER", "ClusterError", "down", "free_released_volumes", "up"]
 
-_START_ORDER = (
+START_ORDER = (
     "etcd",
     "kube-apiserver",
     "kube-controller-manager",
@@ -176,6 +176,13 @@ def _commands(layout: Layout, pki: Pki) -> dict[str, list[str | Path]]:
     }
 
 
+def _write_if_changed(path: Path, text: str) -> None:
+    """A running kube-proxy watches its file and exits on any write ("content of the proxy
+    server's configuration file was updated"), even of the same text: leave it be."""
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
+
+
 def _write_configs(layout: Layout) -> None:
     files = {
         "containerd.toml": configs.containerd_config(layout),
@@ -185,9 +192,9 @@ def _write_configs(layout: Layout) -> None:
     }
     layout.config("x").parent.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
-        layout.config(name).write_text(text)
+        _write_if_changed(layout.config(name), text)
     layout.cni_conf_dir.mkdir(parents=True, exist_ok=True)
-    (layout.cni_conf_dir / "10-tierlog.conflist").write_text(configs.cni_conflist(layout))
+    _write_if_changed(layout.cni_conf_dir / "10-tierlog.conflist", configs.cni_conflist(layout))
     for index in range(manifests.VOLUME_COUNT):
         volume = layout.local_volumes / manifests.volume_name(index)
         volume.mkdir(parents=True, exist_ok=True)
@@ -203,8 +210,12 @@ def _pki(layout: Layout) -> Pki:
     return pki
 
 
-def _recycle_volumes(layout: Layout) -> None:
-    """Free the local volumes whose claims are gone: delete, wipe, and let apply re-create."""
+def free_released_volumes(layout: Layout) -> None:
+    """Free the local volumes whose claims are gone: delete, wipe, and apply them again.
+
+    Kubernetes leaves such a volume ``Released`` (``Retain``); without this, the eight
+    volumes run out after a few clusters' namespaces were deleted.
+    """
     listed = kubectl(layout, "get", "pv", "-o", "json")
     if listed.returncode != 0:
         raise ClusterError(f"kubectl get pv failed: {listed.stderr}")
@@ -217,6 +228,7 @@ def _recycle_volumes(layout: Layout) -> None:
         path = Path(volume["spec"]["local"]["path"])
         shutil.rmtree(path, ignore_errors=True)
         path.mkdir(parents=True)
+    _apply(layout, manifests.local_volumes(layout))
 
 
 def _start(layout: Layout, commands: dict[str, list[str | Path]], name: str) -> None:
@@ -248,8 +260,8 @@ def up(layout: Layout) -> str:
     image = images.build_images(layout)
     for name in ("kubelet", "kube-proxy", "coredns"):
         _start(layout, commands, name)
-    _recycle_volumes(layout)
-    _apply(layout, [*manifests.coredns_access(), *manifests.local_volumes(layout)])
+    _apply(layout, manifests.coredns_access())
+    free_released_volumes(layout)
     _wait(
         f"node {NODE_NAME} Ready",
         lambda: (
@@ -276,7 +288,7 @@ def down(layout: Layout) -> None:
         subprocess.run(
             [*map(str, crictl), "rmp", "--all", "--force"], capture_output=True, check=False
         )
-    for name in reversed(_START_ORDER):
+    for name in reversed(START_ORDER):
         if daemons.is_running(layout, name):
             _say(f"stopping {name}")
         daemons.stop(layout, name)
