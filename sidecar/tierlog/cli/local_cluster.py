@@ -6,9 +6,11 @@ every partition has one owner, hashed over the brokers (``tierlog.sidecar.owners
 The brokers list each other, so their gRPC ports are chosen before they start (free
 loopback ports, or from ``base_port``). They start at once, each in a session of its
 own with its output in its data dir (``LocalSidecar.spawn``), and outlive the command
-that started them; the command then waits until every one is ready, and writes
-``DIR/cluster.json`` atomically: the one record ``cluster_status`` and
-``stop_cluster`` work from, since no process remembers the brokers for them.
+that started them.  ``DIR/cluster.json`` records them (atomically) as soon as they are
+started, before the wait until every one is ready: it is the one record
+``broker_states`` and ``stop_cluster`` work from, since no process remembers the
+brokers for them, so even a command killed while waiting leaves nothing unfindable.
+A broker that fails stops the others and takes the record with it.
 
 A pid alone is not a broker: after a reboot or a ``kill -9`` it may name anything.  A
 pid counts as the broker only while ``/proc/PID/cmdline`` is a ``tierlog-sidecar`` on
@@ -218,26 +220,30 @@ def start_cluster(
     try:
         for node_id, (grpc_port, metrics_port) in enumerate(ports):
             own = (f"node.id={node_id}", f"tierlog.cluster.brokers={broker_list}", *configs)
+            data_dir = directory / f"{_BROKER_DIR}{node_id}"
             started.append(
                 LocalSidecar.spawn(
-                    directory / f"{_BROKER_DIR}{node_id}",
+                    data_dir,
                     own,
                     listen=f"127.0.0.1:{grpc_port}",
                     metrics_listen=f"127.0.0.1:{metrics_port}",
                 )
             )
+        cluster = ClusterRecord(
+            tuple(
+                BrokerRecord(n, f"127.0.0.1:{grpc}", f"127.0.0.1:{metrics}", s.pid, str(s.data_dir))
+                for n, ((grpc, metrics), s) in enumerate(zip(ports, started, strict=True))
+            )
+        )
+        # Recorded before they are ready: a command killed while waiting leaves brokers
+        # that ``stop_cluster`` still finds.
+        atomic_write(directory / CLUSTER_FILE, cluster.to_json())
         _wait_all_ready(started, track, ready_timeout_s)
     except BaseException:
         for sidecar in started:
             sidecar.stop()
+        (directory / CLUSTER_FILE).unlink(missing_ok=True)
         raise
-    cluster = ClusterRecord(
-        tuple(
-            BrokerRecord(n, s.address, s.metrics_address, s.pid, str(s.data_dir))
-            for n, s in enumerate(started)
-        )
-    )
-    atomic_write(directory / CLUSTER_FILE, cluster.to_json())
     return cluster
 
 
