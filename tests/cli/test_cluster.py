@@ -211,6 +211,29 @@ def test_brokers_of_an_up_killed_while_they_start_are_found_by_down(cluster_dir:
     assert not sidecars_on(cluster_dir)
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_an_up_stopped_while_they_start_stops_them(cluster_dir: Path, signum: int) -> None:
+    starting = subprocess.Popen(
+        [console_script("tierlog"), "cluster", "up", "--dir", str(cluster_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        while not (cluster_dir / "cluster.json").exists() and starting.poll() is None:
+            time.sleep(0.005)
+        brokers = recorded(cluster_dir)
+        readiness = [http_get(str(b["metrics_address"]), "/readyz")[0] for b in brokers]
+        starting.send_signal(signum)
+        stdout, _ = starting.communicate(timeout=60)
+    finally:
+        starting.kill()
+    assert readiness != [200] * len(brokers)  # it was still waiting for them
+    assert starting.returncode != 0
+    assert stdout == b""
+    assert not sidecars_on(cluster_dir)
+    assert not (cluster_dir / "cluster.json").exists()
+
+
 def test_zero_brokers_is_an_invalid_config(cluster_dir: Path) -> None:
     result = tierlog("up", "--dir", str(cluster_dir), "--brokers", "0")
 

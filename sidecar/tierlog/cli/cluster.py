@@ -19,6 +19,7 @@ from tierlog.cli.local_cluster import (
     start_cluster,
     stop_cluster,
 )
+from tierlog.cli.local_sidecar import stop_signals_unwind
 from tierlog.cli.progress import choose_tracker
 from tierlog.cli.topics import render_description, topic_overrides
 from tierlog.client.admin import AdminClient, PartitionDescription, TopicDescription
@@ -98,13 +99,15 @@ def _up(args: argparse.Namespace) -> int:
     if args.tier_url:
         configs.append(f"tierlog.tier.url={args.tier_url}")
     try:
-        cluster = start_cluster(
-            args.dir,
-            args.brokers,
-            base_port=args.base_port,
-            configs=configs,
-            track=choose_tracker(args.progress),
-        )
+        # A Ctrl-C or SIGTERM while they start stops them all, as a failed one does.
+        with stop_signals_unwind():
+            cluster = start_cluster(
+                args.dir,
+                args.brokers,
+                base_port=args.base_port,
+                configs=configs,
+                track=choose_tracker(args.progress),
+            )
     except BrokerFailed as failure:
         _err(f"tierlog cluster: {failure}; the other brokers were stopped")
         _err(f"--- the last {LOG_TAIL_LINES} lines of {failure.log_path}:")

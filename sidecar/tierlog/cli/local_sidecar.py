@@ -44,6 +44,7 @@ __all__ = [
     "http_get",
     "metric_value",
     "sidecar_script",
+    "stop_signals_unwind",
 ]
 
 LOG_NAME = "tierlog-sidecar.log"
@@ -85,6 +86,30 @@ def http_get(metrics_address: str, path: str, timeout_s: float = 5.0) -> tuple[i
         return error.code, error.read().decode()
     except OSError:
         return 0, ""
+
+
+def _exit_on_sigterm(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)  # unwinds, so the sidecars are stopped on the way out
+
+
+@contextlib.contextmanager
+def stop_signals_unwind() -> Iterator[None]:
+    """Inside, SIGINT raises KeyboardInterrupt and SIGTERM exits, whatever this process
+    inherited, so a command stopped by either stops its sidecars on the way out.
+
+    SIGINT is set explicitly, not left to Python: a shell without job control (a script,
+    ``make test &``) starts a background command with SIGINT ignored, and Python then
+    leaves it ignored, so a Ctrl-C or ``kill -INT`` ran the command on to its end.  The
+    sidecars run in sessions of their own: only this process can stop them."""
+    previous = {
+        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+        signal.SIGTERM: signal.signal(signal.SIGTERM, _exit_on_sigterm),
+    }
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 @contextlib.contextmanager
