@@ -142,6 +142,15 @@ def test_up_produce_status_kill_down_and_up_again_keeps_the_data(cluster_dir: Pa
     assert "broker(s) 1 down" in status.stderr
     assert f"pid {pids[1]} NOT RUNNING" in status.stdout
     assert "2 of 3 brokers ready" in status.stdout
+    offline = {
+        line.split("Partition: ")[1].split()[0]
+        for line in status.stdout.splitlines()
+        if f"Topic: {TOPIC}\tPartition:" in line and "Leader: 1\t" in line
+    }
+    assert len(offline) == 2
+    assert f"(partition(s) {', '.join(sorted(offline))} offline: their owner is down)" in (
+        status.stdout
+    )
 
     down = tierlog("down", "--dir", str(cluster_dir))
     assert down.returncode == 0, down.stderr
@@ -234,12 +243,33 @@ def test_an_up_stopped_while_they_start_stops_them(cluster_dir: Path, signum: in
     assert not (cluster_dir / "cluster.json").exists()
 
 
+def test_down_kills_a_broker_that_does_not_stop_within_the_grace(cluster_dir: Path) -> None:
+    up(cluster_dir, "--brokers", "2")
+    pids = [int(str(broker["pid"])) for broker in recorded(cluster_dir)]
+    os.kill(pids[0], signal.SIGSTOP)  # a stopped process leaves SIGTERM pending
+
+    down = tierlog("down", "--dir", str(cluster_dir), "--grace", "1")
+
+    assert down.returncode == 0, down.stderr
+    assert f"broker 0 (pid {pids[0]}) outlived 1 s: SIGKILL" in down.stderr
+    assert "broker 1" not in down.stderr  # it stopped on SIGTERM
+    assert not [pid for pid in pids if alive(pid)]
+
+
 def test_zero_brokers_is_an_invalid_config(cluster_dir: Path) -> None:
     result = tierlog("up", "--dir", str(cluster_dir), "--brokers", "0")
 
     assert result.returncode == 2
     assert "INVALID_CONFIG: a cluster has at least 1 broker, not 0" in result.stderr
     assert not cluster_dir.exists()
+
+
+def test_ports_beyond_the_last_are_an_invalid_config(cluster_dir: Path) -> None:
+    result = tierlog("up", "--dir", str(cluster_dir), "--brokers", "3", "--base-port", "65531")
+
+    assert result.returncode == 1
+    assert "INVALID_CONFIG: 3 brokers need ports 65531..65536, beyond 1..65535" in result.stderr
+    assert not sidecars_on(cluster_dir)
 
 
 def test_another_broker_count_on_the_same_data_is_refused(cluster_dir: Path) -> None:

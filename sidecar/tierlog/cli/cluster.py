@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from tierlog.cli.local_cluster import (
+    STOP_GRACE_S,
     BrokerFailed,
     BrokerState,
     broker_states,
@@ -75,6 +76,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="up: a broker config every broker gets (repeatable)",
     )
     parser.add_argument(
+        "--grace",
+        type=float,
+        default=STOP_GRACE_S,
+        metavar="SECONDS",
+        help="down: how long brokers get to stop cleanly before SIGKILL "
+        f"(default {STOP_GRACE_S:.0f})",
+    )
+    parser.add_argument(
         "--delete-data", action="store_true", help="down: delete the brokers' data dirs too"
     )
     parser.add_argument("--progress", action="store_true", help="up: always draw the bar")
@@ -86,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         return _up(args)
     if args.action == "status":
         return _status(args.dir)
-    stop_cluster(args.dir, delete_data=args.delete_data, say=_err)
+    stop_cluster(args.dir, delete_data=args.delete_data, grace_s=args.grace, say=_err)
     return 0
 
 
@@ -161,6 +170,9 @@ def _topic_lines(states: list[BrokerState]) -> list[str]:
         lacking = sorted(described.keys() - answers.keys())
         if lacking:
             lines.append(f"\t(not on broker(s) {', '.join(map(str, lacking))})")
+        offline = [str(p.partition) for p in partitions if p.leader_id not in described]
+        if offline:
+            lines.append(f"\t(partition(s) {', '.join(offline)} offline: their owner is down)")
     return lines
 
 

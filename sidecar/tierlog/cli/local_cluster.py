@@ -42,6 +42,7 @@ from tierlog.storage.errors import InvalidConfigError, TierlogError
 
 __all__ = [
     "CLUSTER_FILE",
+    "STOP_GRACE_S",
     "BrokerFailed",
     "BrokerRecord",
     "BrokerState",
@@ -62,6 +63,7 @@ READY_TIMEOUT_S = 60.0  # a broker recovering a big log takes a while
 STOP_GRACE_S = 30.0  # the sidecar's own default shutdown grace
 _KILL_WAIT_S = 10.0
 _POLL_S = 0.05
+_MAX_PORT = 65535
 
 
 class ClusterRunningError(TierlogError):
@@ -170,11 +172,15 @@ def _free_ports(count: int) -> list[int]:
 
 def _ports(brokers: int, base_port: int | None) -> list[tuple[int, int]]:
     """(gRPC, metrics) port of each broker: ``base_port + 2N`` and the next, or free."""
-    flat = (
-        list(range(base_port, base_port + 2 * brokers))
-        if base_port is not None
-        else _free_ports(2 * brokers)
-    )
+    if base_port is None:
+        flat = _free_ports(2 * brokers)
+    elif 1 <= base_port <= _MAX_PORT + 1 - 2 * brokers:
+        flat = list(range(base_port, base_port + 2 * brokers))
+    else:
+        raise InvalidConfigError(
+            f"{brokers} brokers need ports {base_port}..{base_port + 2 * brokers - 1}, "
+            f"beyond 1..{_MAX_PORT}"
+        )
     return [(flat[2 * n], flat[2 * n + 1]) for n in range(brokers)]
 
 
