@@ -20,7 +20,7 @@ from tierlog.cli.local_cluster import (
     start_cluster,
     stop_cluster,
 )
-from tierlog.cli.local_sidecar import stop_signals_unwind
+from tierlog.cli.local_sidecar import SidecarFailed, stop_signals_unwind
 from tierlog.cli.progress import choose_tracker
 from tierlog.cli.topics import render_description, topic_overrides
 from tierlog.client.admin import AdminClient, PartitionDescription, TopicDescription
@@ -91,11 +91,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.action == "up":
-        return _up(args)
-    if args.action == "status":
-        return _status(args.dir)
-    stop_cluster(args.dir, delete_data=args.delete_data, grace_s=args.grace, say=_err)
+    try:
+        if args.action == "up":
+            return _up(args)
+        if args.action == "status":
+            return _status(args.dir)
+        stop_cluster(args.dir, delete_data=args.delete_data, grace_s=args.grace, say=_err)
+    except SidecarFailed as failure:  # no sidecar script; a broker surviving SIGKILL
+        _err(f"tierlog cluster: {failure}")
+        return 1
     return 0
 
 
