@@ -9,14 +9,22 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tierlog.cli.local_sidecar import http_get
+from tierlog.cli.local_cluster import (
+    ClusterRecord,
+    ClusterRunningError,
+    read_cluster,
+    start_cluster,
+)
+from tierlog.cli.local_sidecar import LocalSidecar, http_get
 from tierlog.client import AdminClient, Consumer, ConsumerRecord, Producer
 
 from .conftest import console_script
@@ -181,6 +189,42 @@ def test_up_on_a_running_cluster_is_refused_and_leaves_it_running(cluster_dir: P
     assert sidecars_on(cluster_dir) == [before[0]["pid"]]
     with AdminClient(servers) as admin:
         assert admin.list_topics() == {}
+
+
+def test_two_ups_at_once_start_one_cluster(
+    cluster_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each up, once it found no cluster running, waits (up to 2 s) for the other to find
+    # the same before it starts a broker: two ups that could both pass the check do.
+    both_checked = threading.Barrier(2)
+    real_spawn = LocalSidecar.spawn
+
+    def spawn_after_the_rival(data_dir: Path, *args: Any, **kwargs: Any) -> LocalSidecar:
+        if data_dir.name == "broker-0":
+            with contextlib.suppress(threading.BrokenBarrierError):
+                both_checked.wait(timeout=2)
+        return real_spawn(data_dir, *args, **kwargs)
+
+    monkeypatch.setattr(LocalSidecar, "spawn", staticmethod(spawn_after_the_rival))
+    outcomes: list[ClusterRecord | Exception] = []
+
+    def start() -> None:
+        try:
+            outcomes.append(start_cluster(cluster_dir, 2))
+        except Exception as error:
+            outcomes.append(error)
+
+    ups = [threading.Thread(target=start) for _ in range(2)]
+    for up_thread in ups:
+        up_thread.start()
+    for up_thread in ups:
+        up_thread.join()
+
+    (started,) = [outcome for outcome in outcomes if isinstance(outcome, ClusterRecord)]
+    (refused,) = [outcome for outcome in outcomes if isinstance(outcome, Exception)]
+    assert isinstance(refused, ClusterRunningError), refused
+    assert read_cluster(cluster_dir) == started
+    assert sorted(sidecars_on(cluster_dir)) == sorted(b.pid for b in started.brokers)
 
 
 def test_a_stale_record_of_dead_brokers_does_not_stop_up(cluster_dir: Path) -> None:

@@ -19,6 +19,9 @@ stranger.
 
 Partitions hash over the broker count, so starting a DIR again with a different count
 would hide the records of partitions whose owner changed: refused (``INVALID_CONFIG``).
+``up`` and ``down`` on one DIR take turns (an ``flock`` on ``DIR/cluster.lock``, which
+the brokers do not inherit): two at once would each find no cluster running, and the
+loser's cleanup would remove the winner's record.
 """
 
 from __future__ import annotations
@@ -37,11 +40,13 @@ from typing import ClassVar
 
 from tierlog.cli.local_sidecar import LocalSidecar, SidecarFailed, http_get
 from tierlog.cli.progress import Track, no_progress
+from tierlog.file_lock import exclusive_lock
 from tierlog.storage.checkpoints import atomic_write
 from tierlog.storage.errors import InvalidConfigError, TierlogError
 
 __all__ = [
     "CLUSTER_FILE",
+    "LOCK_FILE",
     "STOP_GRACE_S",
     "BrokerFailed",
     "BrokerRecord",
@@ -57,6 +62,7 @@ __all__ = [
 ]
 
 CLUSTER_FILE = "cluster.json"
+LOCK_FILE = "cluster.lock"  # held by up and down: one at a time per DIR
 _BROKER_DIR = "broker-"
 _VERSION = 1
 READY_TIMEOUT_S = 60.0  # a broker recovering a big log takes a while
@@ -217,10 +223,21 @@ def start_cluster(
     BrokerFailed names it."""
     if brokers < 1:
         raise InvalidConfigError(f"a cluster has at least 1 broker, not {brokers}")
+    ports = _ports(brokers, base_port)
     directory = directory.resolve()  # the brokers' command lines name it: absolute
     directory.mkdir(parents=True, exist_ok=True)
-    _check_reusable(directory, brokers)
-    ports = _ports(brokers, base_port)
+    with exclusive_lock(directory / LOCK_FILE):
+        _check_reusable(directory, brokers)
+        return _start(directory, ports, configs, track, ready_timeout_s)
+
+
+def _start(
+    directory: Path,
+    ports: list[tuple[int, int]],
+    configs: Sequence[str],
+    track: Track,
+    ready_timeout_s: float,
+) -> ClusterRecord:
     broker_list = ",".join(f"{n}@127.0.0.1:{grpc}" for n, (grpc, _) in enumerate(ports))
     started: list[LocalSidecar] = []
     try:
@@ -277,27 +294,35 @@ def stop_cluster(
     """SIGTERM every broker still running, SIGKILL those still there after ``grace_s``,
     then forget the cluster (its data too with ``delete_data``).  Nothing to stop is
     not an error: stopping twice is stopping once."""
-    try:
-        cluster = read_cluster(directory)
-    except NoClusterError:
-        say(f"no {CLUSTER_FILE} in {directory}: nothing to stop")
-    else:
-        running = [broker for broker in cluster.brokers if is_running(broker)]
-        for broker in running:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(broker.pid, signal.SIGTERM)
-        stragglers = _wait_gone(running, grace_s)
-        for broker in stragglers:
-            say(f"broker {broker.node_id} (pid {broker.pid}) outlived {grace_s:.0f} s: SIGKILL")
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(broker.pid, signal.SIGKILL)
-        if _wait_gone(stragglers, _KILL_WAIT_S):
-            raise SidecarFailed(f"brokers survived SIGKILL: {stragglers}")
-        (directory / CLUSTER_FILE).unlink()
-        say(f"stopped {len(running)} of {len(cluster.brokers)} brokers")
-    if delete_data:
-        for data_dir in directory.glob(f"{_BROKER_DIR}*"):
-            shutil.rmtree(data_dir)
+    if not directory.is_dir():
+        say(f"no directory {directory}: nothing to stop")
+        return
+    with exclusive_lock(directory / LOCK_FILE):
+        try:
+            cluster = read_cluster(directory)
+        except NoClusterError:
+            say(f"no {CLUSTER_FILE} in {directory}: nothing to stop")
+        else:
+            _stop(cluster, grace_s, say)
+            (directory / CLUSTER_FILE).unlink()
+        if delete_data:
+            for data_dir in directory.glob(f"{_BROKER_DIR}*"):
+                shutil.rmtree(data_dir)
+
+
+def _stop(cluster: ClusterRecord, grace_s: float, say: Callable[[str], None]) -> None:
+    running = [broker for broker in cluster.brokers if is_running(broker)]
+    for broker in running:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(broker.pid, signal.SIGTERM)
+    stragglers = _wait_gone(running, grace_s)
+    for broker in stragglers:
+        say(f"broker {broker.node_id} (pid {broker.pid}) outlived {grace_s:.0f} s: SIGKILL")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(broker.pid, signal.SIGKILL)
+    if _wait_gone(stragglers, _KILL_WAIT_S):
+        raise SidecarFailed(f"brokers survived SIGKILL: {stragglers}")
+    say(f"stopped {len(running)} of {len(cluster.brokers)} brokers")
 
 
 def _wait_gone(brokers: list[BrokerRecord], timeout_s: float) -> list[BrokerRecord]:
