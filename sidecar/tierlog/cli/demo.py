@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -27,13 +26,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 from tierlog.api.errors import TopicAlreadyExistsError
 from tierlog.cli.demo_tier import SIDECAR_CONFIGS, offload_and_read_back, show_tier_after_restart
 from tierlog.cli.dump_log import DumpOptions, DumpReport, dump_files
-from tierlog.cli.local_sidecar import LocalSidecar, SidecarFailed, metric_value
+from tierlog.cli.local_sidecar import (
+    LocalSidecar,
+    SidecarFailed,
+    metric_value,
+    stop_signals_unwind,
+)
 from tierlog.client import AdminClient, Consumer, ConsumerRecord, Producer, TopicPartition
 from tierlog.client.producer import RecordFuture
 from tierlog.storage.checkpoints import CLEAN_SHUTDOWN_MARKER
@@ -51,7 +53,6 @@ STREAM_END_WAIT_S = 5.0
 ITEMS = ("espresso", "croissant", "bagel", "matcha", "scone", "cortado", "muffin", "chai")
 
 Say = Callable[[str], None]
-SignalHandler = Callable[[int, FrameType | None], Any] | int | None  # as signal.signal has it
 
 
 class DemoFailed(Exception):
@@ -453,33 +454,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.set_defaults(run=run)
 
 
-def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)  # unwinds, so the sidecar is stopped on the way out
-
-
-def _take_stop_signals() -> dict[signal.Signals, SignalHandler]:
-    """Make SIGINT raise KeyboardInterrupt and SIGTERM exit, whatever this process
-    inherited; the handlers they replace.
-
-    SIGINT is set explicitly, not left to Python: a shell without job control (a script,
-    ``make test &``) starts a background command with SIGINT ignored, and Python then
-    leaves it ignored, so a Ctrl-C or ``kill -INT`` ran the demo on to its end and exit
-    0.  The sidecars run in sessions of their own: only this process can stop them."""
-    return {
-        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
-        signal.SIGTERM: signal.signal(signal.SIGTERM, _exit_on_sigterm),
-    }
-
-
 def run(args: argparse.Namespace) -> int:
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="tierlog-demo-"))
-    previous = _take_stop_signals()
     try:
-        run_demo(data_dir, lambda line: print(line, flush=True), keep_running=args.keep_running)
+        with stop_signals_unwind():
+            run_demo(data_dir, lambda line: print(line, flush=True), keep_running=args.keep_running)
     except (DemoFailed, SidecarFailed) as failure:
         print(f"demo check failed: {failure}", file=sys.stderr)
         return 1
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
     return 0

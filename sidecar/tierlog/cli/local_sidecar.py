@@ -6,7 +6,8 @@ logs them (``serving metrics at http://HOST:PORT/metrics``, ``listening on HOST:
 so no port is guessed and raced for.  Its output goes to ``tierlog-sidecar.log`` in the
 data dir (the log manager only reads partition directories there), appended across
 restarts.  It is ready when ``/readyz`` answers 200, which it does only once the logs
-are recovered and the gRPC port serves.
+are recovered and the gRPC port serves.  ``spawn`` and ``wait_ready`` are ``start``'s
+two halves, for a caller starting several brokers at once on ports fixed beforehand.
 
 The child runs in a session of its own: a Ctrl-C at the terminal reaches only the
 parent, which then stops the child in order (``stop``: SIGTERM, the sidecar's graceful
@@ -36,7 +37,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tierlog.sidecar.security import TOKEN_ENV
 
-__all__ = ["LOG_NAME", "LocalSidecar", "SidecarFailed", "metric_value", "sidecar_script"]
+__all__ = [
+    "LOG_NAME",
+    "LocalSidecar",
+    "SidecarFailed",
+    "http_get",
+    "metric_value",
+    "sidecar_script",
+    "stop_signals_unwind",
+]
 
 LOG_NAME = "tierlog-sidecar.log"
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -65,6 +74,42 @@ def metric_value(exposition: str, name: str, **labels: str) -> float:
             if sample.name == name and labels.items() <= sample.labels.items():
                 total += sample.value
     return total
+
+
+def http_get(metrics_address: str, path: str, timeout_s: float = 5.0) -> tuple[int, str]:
+    """Status and body of ``path`` on a sidecar's metrics port (status 0: no answer)."""
+    url = f"http://{metrics_address}{path}"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+    except OSError:
+        return 0, ""
+
+
+def _exit_on_sigterm(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)  # unwinds, so the sidecars are stopped on the way out
+
+
+@contextlib.contextmanager
+def stop_signals_unwind() -> Iterator[None]:
+    """Inside, SIGINT raises KeyboardInterrupt and SIGTERM exits, whatever this process
+    inherited, so a command stopped by either stops its sidecars on the way out.
+
+    SIGINT is set explicitly, not left to Python: a shell without job control (a script,
+    ``make test &``) starts a background command with SIGINT ignored, and Python then
+    leaves it ignored, so a Ctrl-C or ``kill -INT`` ran the command on to its end.  The
+    sidecars run in sessions of their own: only this process can stop them."""
+    previous = {
+        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+        signal.SIGTERM: signal.signal(signal.SIGTERM, _exit_on_sigterm),
+    }
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 @contextlib.contextmanager
@@ -119,15 +164,34 @@ class LocalSidecar:
     ) -> LocalSidecar:
         """Start one on ``data_dir`` and wait until it is ready (stopped again if not);
         ``configs`` are broker settings as ``KEY=VALUE``."""
+        sidecar = cls.spawn(data_dir, configs)
+        try:
+            sidecar.wait_ready(timeout_s)
+        except BaseException:
+            sidecar.stop()
+            raise
+        return sidecar
+
+    @classmethod
+    def spawn(
+        cls,
+        data_dir: Path,
+        configs: Sequence[str] = (),
+        listen: str = "127.0.0.1:0",
+        metrics_listen: str = "127.0.0.1:0",
+    ) -> LocalSidecar:
+        """Start one on ``data_dir`` without waiting (``wait_ready`` does), so that
+        several brokers recover at once; ``listen`` fixed when other brokers must know
+        it beforehand (``tierlog.cluster.brokers``)."""
         data_dir.mkdir(parents=True, exist_ok=True)
         command = (
             sidecar_script(),
             "--data-dir",
             str(data_dir),
             "--listen",
-            "127.0.0.1:0",
+            listen,
             "--metrics-listen",
-            "127.0.0.1:0",
+            metrics_listen,
             *(argument for pair in configs for argument in ("--config", pair)),
         )
         env = {key: value for key, value in os.environ.items() if key != TOKEN_ENV}
@@ -147,14 +211,16 @@ class LocalSidecar:
                     start_new_session=True,
                 )
                 sidecar = cls(data_dir, command, process, log_start)
-            sidecar._wait_ready(time.monotonic() + timeout_s)
         except BaseException:
             if sidecar is not None:
                 sidecar.stop()
             raise
         return sidecar
 
-    def _wait_ready(self, deadline: float) -> None:
+    def wait_ready(self, timeout_s: float = 20.0) -> None:
+        """Return once ``/readyz`` answers 200 (the addresses then known); SidecarFailed
+        if the process exits or is not ready within ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
         while True:
             output = self.output
             if not self.metrics_address and (found := _METRICS.search(output)):
@@ -171,14 +237,7 @@ class LocalSidecar:
 
     def http_get(self, path: str) -> tuple[int, str]:
         """Status and body of ``path`` on the metrics port (status 0: no answer)."""
-        url = f"http://{self.metrics_address}{path}"
-        try:
-            with urllib.request.urlopen(url, timeout=5) as response:
-                return response.status, response.read().decode()
-        except urllib.error.HTTPError as error:
-            return error.code, error.read().decode()
-        except OSError:
-            return 0, ""
+        return http_get(self.metrics_address, path)
 
     def scrape(self) -> str:
         status, body = self.http_get("/metrics")

@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from tierlog.cli import consume, demo, dump_log, perf, produce, tier, topics
+from tierlog.cli import cluster, consume, demo, dump_log, perf, produce, tier, topics
 from tierlog.client.errors import reason_of
 from tierlog.process_tuning import tune_process
 from tierlog.storage.errors import TierlogError
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     demo.add_parser(subparsers)
+    cluster.add_parser(subparsers)
     dump_log.add_parser(subparsers)
     topics.add_parser(subparsers)
     produce.add_parser(subparsers)

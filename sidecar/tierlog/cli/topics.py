@@ -14,7 +14,14 @@ from tierlog.client.admin import AdminClient, TopicDescription
 from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import InvalidConfigError
 
-__all__ = ["add_parser", "partition_count", "render_description", "run", "topic_config"]
+__all__ = [
+    "add_parser",
+    "partition_count",
+    "render_description",
+    "run",
+    "topic_config",
+    "topic_overrides",
+]
 
 _ACTIONS = ("create", "delete", "describe", "list")
 
@@ -75,6 +82,12 @@ def render_description(topic: TopicDescription, configs: dict[str, str]) -> list
     return lines
 
 
+def topic_overrides(admin: AdminClient, topic: str) -> dict[str, str]:
+    """The configs set on ``topic`` (not left at their defaults)."""
+    entries = admin.describe_configs(topic).values()
+    return {entry.name: entry.value for entry in entries if not entry.is_default}
+
+
 def run(args: argparse.Namespace) -> int:
     if args.action in ("create", "delete") and not args.name:
         raise SystemExit(f"tierlog topics {args.action}: a topic NAME is needed")
@@ -91,10 +104,5 @@ def run(args: argparse.Namespace) -> int:
         else:
             names = [args.name] if args.name else []
             for topic in admin.describe_topics(names):
-                configs = {
-                    entry.name: entry.value
-                    for entry in admin.describe_configs(topic.name).values()
-                    if not entry.is_default
-                }
-                print("\n".join(render_description(topic, configs)))
+                print("\n".join(render_description(topic, topic_overrides(admin, topic.name))))
     return 0

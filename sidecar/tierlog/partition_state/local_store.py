@@ -10,14 +10,13 @@ every process locks the same inode; the kernel drops a dead process's lock, so a
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
+from tierlog.file_lock import exclusive_lock
 from tierlog.partition_state.model import (
     BrokerLease,
     lease_from_document,
@@ -98,12 +97,6 @@ def _read_text(path: Path) -> str | None:
         raise KafkaStorageError(f"cannot read {path}: {error}") from error
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: Path) -> AbstractContextManager[None]:
     """Hold an exclusive lock on ``path``'s lock file (created once, never replaced)."""
-    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing drops the lock
+    return exclusive_lock(path.with_name(path.name + ".lock"))

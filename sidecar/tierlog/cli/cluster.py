@@ -1,0 +1,189 @@
+"""``tierlog cluster up|status|down --dir DIR``: a developer's cluster of sidecars on loopback.
+
+``up`` prints only the ``--server`` list on stdout (``export TIERLOG_SERVER=$(tierlog
+cluster up --brokers 3 --dir DIR)``); progress and failures go to stderr.  The work is
+``local_cluster``'s; this module parses, prints and chooses exit statuses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tierlog.cli.local_cluster import (
+    STOP_GRACE_S,
+    BrokerFailed,
+    BrokerState,
+    broker_states,
+    read_cluster,
+    start_cluster,
+    stop_cluster,
+)
+from tierlog.cli.local_sidecar import SidecarFailed, stop_signals_unwind
+from tierlog.cli.progress import choose_tracker
+from tierlog.cli.topics import render_description, topic_overrides
+from tierlog.client.admin import AdminClient, PartitionDescription, TopicDescription
+
+__all__ = ["add_parser", "broker_count", "run"]
+
+LOG_TAIL_LINES = 20
+_STATUS_TIMEOUT_MS = 5000
+
+
+def broker_count(text: str) -> int:
+    """A ``--brokers`` value: a cluster has at least one."""
+    count = int(text)
+    if count < 1:
+        raise argparse.ArgumentTypeError(
+            f"INVALID_CONFIG: a cluster has at least 1 broker, not {count}"
+        )
+    return count
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "cluster",
+        help="start, inspect and stop a cluster of sidecars on loopback (development, tests)",
+        description=(
+            "up: start sidecar brokers on loopback over DIR (one data dir each, "
+            "DIR/broker-N), record them in DIR/cluster.json and print the --server list; "
+            "status: each broker's process and readiness, and the topics with each "
+            "partition's owner (exit 1 if a broker is down); down: stop them."
+        ),
+    )
+    parser.add_argument("action", choices=("up", "status", "down"))
+    parser.add_argument("--dir", type=Path, required=True, help="the cluster's directory")
+    parser.add_argument(
+        "--brokers", type=broker_count, default=3, help="up: how many brokers (default 3)"
+    )
+    parser.add_argument(
+        "--base-port",
+        type=int,
+        help="up: broker N serves gRPC on BASE_PORT+2N and metrics on the next port "
+        "(default: free ports)",
+    )
+    parser.add_argument(
+        "--tier-url",
+        help="up: every broker's remote tier, file:///path or s3://bucket/prefix "
+        "(default: a directory tier in each broker's data dir)",
+    )
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="up: a broker config every broker gets (repeatable)",
+    )
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=STOP_GRACE_S,
+        metavar="SECONDS",
+        help="down: how long brokers get to stop cleanly before SIGKILL "
+        f"(default {STOP_GRACE_S:.0f})",
+    )
+    parser.add_argument(
+        "--delete-data", action="store_true", help="down: delete the brokers' data dirs too"
+    )
+    parser.add_argument("--progress", action="store_true", help="up: always draw the bar")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.action == "up":
+            return _up(args)
+        if args.action == "status":
+            return _status(args.dir)
+        stop_cluster(args.dir, delete_data=args.delete_data, grace_s=args.grace, say=_err)
+    except SidecarFailed as failure:  # no sidecar script; a broker surviving SIGKILL
+        _err(f"tierlog cluster: {failure}")
+        return 1
+    return 0
+
+
+def _err(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _up(args: argparse.Namespace) -> int:
+    configs = list(args.config)
+    if args.tier_url:
+        configs.append(f"tierlog.tier.url={args.tier_url}")
+    try:
+        # A Ctrl-C or SIGTERM while they start stops them all, as a failed one does.
+        with stop_signals_unwind():
+            cluster = start_cluster(
+                args.dir,
+                args.brokers,
+                base_port=args.base_port,
+                configs=configs,
+                track=choose_tracker(args.progress),
+            )
+    except BrokerFailed as failure:
+        _err(f"tierlog cluster: {failure}; the other brokers were stopped")
+        _err(f"--- the last {LOG_TAIL_LINES} lines of {failure.log_path}:")
+        lines = failure.log_path.read_text(errors="replace").splitlines()
+        _err("\n".join(lines[-LOG_TAIL_LINES:]))
+        return 1
+    print(cluster.servers, flush=True)
+    return 0
+
+
+def _status(directory: Path) -> int:
+    states = broker_states(read_cluster(directory))
+    for state in states:
+        broker = state.broker
+        process = f"pid {broker.pid} " + ("running" if state.running else "NOT RUNNING")
+        readiness = "ready" if state.ready else "NOT READY"
+        print(
+            f"broker {broker.node_id}\t{broker.address}\t{process}\t{readiness}"
+            f"\tmetrics http://{broker.metrics_address}\t{broker.data_dir}"
+        )
+    down = [state.broker.node_id for state in states if not state.up]
+    print(f"{len(states) - len(down)} of {len(states)} brokers ready")
+    for line in _topic_lines(states):
+        print(line)
+    if down:
+        _err(f"tierlog cluster: broker(s) {', '.join(map(str, down))} down")
+        return 1
+    return 0
+
+
+def _topic_lines(states: list[BrokerState]) -> list[str]:
+    """Every topic as ``topics describe`` prints it, each partition as its owner reports
+    it (another broker knows its owner, not its log); a topic some up brokers lack is
+    named, since each broker keeps its own topic store today."""
+    described: dict[int, dict[str, TopicDescription]] = {}
+    overrides: dict[str, dict[str, str]] = {}
+    for state in states:
+        if not state.up:
+            continue
+        with AdminClient(state.broker.address, request_timeout_ms=_STATUS_TIMEOUT_MS) as admin:
+            topics = {topic.name: topic for topic in admin.describe_topics()}
+            for name in topics.keys() - overrides.keys():
+                overrides[name] = topic_overrides(admin, name)
+        described[state.broker.node_id] = topics
+    lines = []
+    for name in sorted(overrides):
+        answers = {node: topics[name] for node, topics in described.items() if name in topics}
+        first = next(iter(answers.values()))
+        partitions = tuple(_from_owner(p, answers) for p in first.partitions)
+        lines += render_description(TopicDescription(name, partitions), overrides[name])
+        lacking = sorted(described.keys() - answers.keys())
+        if lacking:
+            lines.append(f"\t(not on broker(s) {', '.join(map(str, lacking))})")
+        offline = [str(p.partition) for p in partitions if p.leader_id not in described]
+        if offline:
+            lines.append(f"\t(partition(s) {', '.join(offline)} offline: their owner is down)")
+    return lines
+
+
+def _from_owner(
+    partition: PartitionDescription, answers: dict[int, TopicDescription]
+) -> PartitionDescription:
+    owner = answers.get(partition.leader_id)
+    if owner is None or partition.partition >= len(owner.partitions):
+        return partition
+    return owner.partitions[partition.partition]

@@ -1,0 +1,335 @@
+"""A developer's cluster: ``tierlog-sidecar`` brokers on loopback, recorded in ``cluster.json``.
+
+``start_cluster(directory, brokers)`` starts broker ``N`` (``node.id=N``) on the data
+dir ``DIR/broker-N``, each told the whole broker list (``tierlog.cluster.brokers``), so
+every partition has one owner, hashed over the brokers (``tierlog.sidecar.ownership``).
+The brokers list each other, so their gRPC ports are chosen before they start (free
+loopback ports, or from ``base_port``). They start at once, each in a session of its
+own with its output in its data dir (``LocalSidecar.spawn``), and outlive the command
+that started them.  ``DIR/cluster.json`` records them (atomically) as soon as they are
+started, before the wait until every one is ready: it is the one record
+``broker_states`` and ``stop_cluster`` work from, since no process remembers the
+brokers for them, so even a command killed while waiting leaves nothing unfindable.
+A broker that fails stops the others and takes the record with it.
+
+A pid alone is not a broker: after a reboot or a ``kill -9`` it may name anything.  A
+pid counts as the broker only while ``/proc/PID/cmdline`` is a ``tierlog-sidecar`` on
+that broker's data dir (a zombie's is empty), so ``stop_cluster`` never signals a
+stranger.
+
+Partitions hash over the broker count, so starting a DIR again with a different count
+would hide the records of partitions whose owner changed: refused (``INVALID_CONFIG``).
+``up`` and ``down`` on one DIR take turns (an ``flock`` on ``DIR/cluster.lock``, which
+the brokers do not inherit): two at once would each find no cluster running, and the
+loser's cleanup would remove the winner's record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from tierlog.cli.local_sidecar import LocalSidecar, SidecarFailed, http_get
+from tierlog.cli.progress import Track, no_progress
+from tierlog.file_lock import exclusive_lock
+from tierlog.storage.checkpoints import atomic_write
+from tierlog.storage.errors import InvalidConfigError, TierlogError
+
+__all__ = [
+    "CLUSTER_FILE",
+    "LOCK_FILE",
+    "STOP_GRACE_S",
+    "BrokerFailed",
+    "BrokerRecord",
+    "BrokerState",
+    "ClusterRecord",
+    "ClusterRunningError",
+    "NoClusterError",
+    "broker_states",
+    "is_running",
+    "read_cluster",
+    "start_cluster",
+    "stop_cluster",
+]
+
+CLUSTER_FILE = "cluster.json"
+LOCK_FILE = "cluster.lock"  # held by up and down: one at a time per DIR
+_BROKER_DIR = "broker-"
+_VERSION = 1
+READY_TIMEOUT_S = 60.0  # a broker recovering a big log takes a while
+STOP_GRACE_S = 30.0  # the sidecar's own default shutdown grace
+_KILL_WAIT_S = 10.0
+_POLL_S = 0.05
+_MAX_PORT = 65535
+
+
+class ClusterRunningError(TierlogError):
+    """The directory already holds a cluster with brokers running."""
+
+    reason: ClassVar[str] = "CLUSTER_ALREADY_RUNNING"
+
+
+class NoClusterError(TierlogError):
+    """The directory holds no ``cluster.json``."""
+
+    reason: ClassVar[str] = "CLUSTER_NOT_FOUND"
+
+
+class BrokerFailed(SidecarFailed):
+    """A broker of a starting cluster exited or was not ready: the others were stopped."""
+
+    def __init__(self, node_id: int, log_path: Path, detail: str) -> None:
+        super().__init__(f"broker {node_id} did not start ({log_path}): {detail}")
+        self.node_id = node_id
+        self.log_path = log_path
+
+
+@dataclass(frozen=True)
+class BrokerRecord:
+    node_id: int
+    address: str  # gRPC HOST:PORT
+    metrics_address: str  # HOST:PORT of /metrics, /healthz and /readyz
+    pid: int
+    data_dir: str
+
+
+@dataclass(frozen=True)
+class ClusterRecord:
+    brokers: tuple[BrokerRecord, ...]
+
+    @property
+    def servers(self) -> str:
+        """The ``--server`` (``bootstrap.servers``) list: every broker's address."""
+        return ",".join(broker.address for broker in self.brokers)
+
+    def to_json(self) -> str:
+        brokers = [asdict(broker) for broker in self.brokers]
+        return json.dumps({"version": _VERSION, "brokers": brokers}, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> ClusterRecord:
+        try:
+            document = json.loads(text)
+            if document.get("version") != _VERSION:
+                raise ValueError(f"unknown version {document.get('version')!r}")
+            brokers = tuple(BrokerRecord(**broker) for broker in document["brokers"])
+        except (AttributeError, KeyError, TypeError, ValueError) as error:
+            raise InvalidConfigError(f"not a {CLUSTER_FILE}: {error}") from None
+        return cls(brokers)
+
+
+@dataclass(frozen=True)
+class BrokerState:
+    broker: BrokerRecord
+    running: bool  # its pid is still this broker's sidecar
+    ready: bool  # /readyz answered 200
+
+    @property
+    def up(self) -> bool:
+        return self.running and self.ready
+
+
+def read_cluster(directory: Path) -> ClusterRecord:
+    """The cluster recorded in ``directory``; NoClusterError when there is none."""
+    try:
+        text = (directory / CLUSTER_FILE).read_text()
+    except FileNotFoundError:
+        raise NoClusterError(f"no {CLUSTER_FILE} in {directory}: no cluster there") from None
+    return ClusterRecord.from_json(text)
+
+
+def is_running(broker: BrokerRecord) -> bool:
+    """Whether ``broker.pid`` is still a sidecar on the broker's data dir (not a zombie,
+    not a stranger that reused the pid)."""
+    try:
+        arguments = Path(f"/proc/{broker.pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:  # gone (or no /proc: then it cannot be told apart, and counts as gone)
+        return False
+    names = {Path(argument.decode(errors="replace")).name for argument in arguments}
+    return "tierlog-sidecar" in names and broker.data_dir.encode() in arguments
+
+
+def broker_states(cluster: ClusterRecord) -> list[BrokerState]:
+    states = []
+    for broker in cluster.brokers:
+        running = is_running(broker)
+        ready = running and http_get(broker.metrics_address, "/readyz", 2.0)[0] == 200
+        states.append(BrokerState(broker, running, ready))
+    return states
+
+
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct loopback ports free now (held together, so no two are equal)."""
+    with contextlib.ExitStack() as stack:
+        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
+
+
+def _ports(brokers: int, base_port: int | None) -> list[tuple[int, int]]:
+    """(gRPC, metrics) port of each broker: ``base_port + 2N`` and the next, or free."""
+    if base_port is None:
+        flat = _free_ports(2 * brokers)
+    elif 1 <= base_port <= _MAX_PORT + 1 - 2 * brokers:
+        flat = list(range(base_port, base_port + 2 * brokers))
+    else:
+        raise InvalidConfigError(
+            f"{brokers} brokers need ports {base_port}..{base_port + 2 * brokers - 1}, "
+            f"beyond 1..{_MAX_PORT}"
+        )
+    return [(flat[2 * n], flat[2 * n + 1]) for n in range(brokers)]
+
+
+def _check_reusable(directory: Path, brokers: int) -> None:
+    """Refuse a DIR whose brokers run, or whose data was written by another broker count."""
+    with contextlib.suppress(NoClusterError):
+        running = [b for b in read_cluster(directory).brokers if is_running(b)]
+        if running:
+            pids = ", ".join(f"broker {b.node_id} pid {b.pid}" for b in running)
+            raise ClusterRunningError(
+                f"{directory} already holds a running cluster ({pids}): "
+                f"tierlog cluster down --dir {directory} first"
+            )
+    earlier = sorted(path.name for path in directory.glob(f"{_BROKER_DIR}*") if path.is_dir())
+    if earlier and len(earlier) != brokers:
+        raise InvalidConfigError(
+            f"{directory} holds the data of {len(earlier)} brokers ({', '.join(earlier)}); "
+            f"partitions hash over the broker count, so --brokers {brokers} would hide "
+            f"records: use --brokers {len(earlier)}, or another directory"
+        )
+
+
+def start_cluster(
+    directory: Path,
+    brokers: int,
+    *,
+    base_port: int | None = None,
+    configs: Sequence[str] = (),
+    track: Track = no_progress,
+    ready_timeout_s: float = READY_TIMEOUT_S,
+) -> ClusterRecord:
+    """Start ``brokers`` sidecars on loopback over ``directory`` and record them; every
+    broker gets ``configs`` (``KEY=VALUE``) too.  If one fails, all are stopped and
+    BrokerFailed names it."""
+    if brokers < 1:
+        raise InvalidConfigError(f"a cluster has at least 1 broker, not {brokers}")
+    ports = _ports(brokers, base_port)
+    directory = directory.resolve()  # the brokers' command lines name it: absolute
+    directory.mkdir(parents=True, exist_ok=True)
+    with exclusive_lock(directory / LOCK_FILE):
+        _check_reusable(directory, brokers)
+        return _start(directory, ports, configs, track, ready_timeout_s)
+
+
+def _start(
+    directory: Path,
+    ports: list[tuple[int, int]],
+    configs: Sequence[str],
+    track: Track,
+    ready_timeout_s: float,
+) -> ClusterRecord:
+    broker_list = ",".join(f"{n}@127.0.0.1:{grpc}" for n, (grpc, _) in enumerate(ports))
+    started: list[LocalSidecar] = []
+    try:
+        for node_id, (grpc_port, metrics_port) in enumerate(ports):
+            own = (f"node.id={node_id}", f"tierlog.cluster.brokers={broker_list}", *configs)
+            data_dir = directory / f"{_BROKER_DIR}{node_id}"
+            started.append(
+                LocalSidecar.spawn(
+                    data_dir,
+                    own,
+                    listen=f"127.0.0.1:{grpc_port}",
+                    metrics_listen=f"127.0.0.1:{metrics_port}",
+                )
+            )
+        cluster = ClusterRecord(
+            tuple(
+                BrokerRecord(n, f"127.0.0.1:{grpc}", f"127.0.0.1:{metrics}", s.pid, str(s.data_dir))
+                for n, ((grpc, metrics), s) in enumerate(zip(ports, started, strict=True))
+            )
+        )
+        # Recorded before they are ready: a command killed while waiting leaves brokers
+        # that ``stop_cluster`` still finds.
+        atomic_write(directory / CLUSTER_FILE, cluster.to_json())
+        _wait_all_ready(started, track, ready_timeout_s)
+    except BaseException:
+        for sidecar in started:
+            sidecar.stop()
+        (directory / CLUSTER_FILE).unlink(missing_ok=True)
+        raise
+    return cluster
+
+
+def _wait_all_ready(started: list[LocalSidecar], track: Track, timeout_s: float) -> None:
+    """They recover at once; the deadline is shared, so waiting for one is time the
+    others used too."""
+    deadline = time.monotonic() + timeout_s
+    with track("brokers ready", len(started), "broker") as advance:
+        for node_id, sidecar in enumerate(started):
+            try:
+                sidecar.wait_ready(max(deadline - time.monotonic(), 0.0))
+            except SidecarFailed as failure:
+                first_line = str(failure).partition("\n")[0].rstrip(":")
+                raise BrokerFailed(node_id, sidecar.log_path, first_line) from failure
+            advance(1)
+
+
+def stop_cluster(
+    directory: Path,
+    *,
+    delete_data: bool = False,
+    grace_s: float = STOP_GRACE_S,
+    say: Callable[[str], None] = lambda _line: None,
+) -> None:
+    """SIGTERM every broker still running, SIGKILL those still there after ``grace_s``,
+    then forget the cluster (its data too with ``delete_data``).  Nothing to stop is
+    not an error: stopping twice is stopping once."""
+    if not directory.is_dir():
+        say(f"no directory {directory}: nothing to stop")
+        return
+    with exclusive_lock(directory / LOCK_FILE):
+        try:
+            cluster = read_cluster(directory)
+        except NoClusterError:
+            say(f"no {CLUSTER_FILE} in {directory}: nothing to stop")
+        else:
+            _stop(cluster, grace_s, say)
+            (directory / CLUSTER_FILE).unlink()
+        if delete_data:
+            for data_dir in directory.glob(f"{_BROKER_DIR}*"):
+                shutil.rmtree(data_dir)
+
+
+def _stop(cluster: ClusterRecord, grace_s: float, say: Callable[[str], None]) -> None:
+    running = [broker for broker in cluster.brokers if is_running(broker)]
+    for broker in running:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(broker.pid, signal.SIGTERM)
+    stragglers = _wait_gone(running, grace_s)
+    for broker in stragglers:
+        say(f"broker {broker.node_id} (pid {broker.pid}) outlived {grace_s:.0f} s: SIGKILL")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(broker.pid, signal.SIGKILL)
+    if _wait_gone(stragglers, _KILL_WAIT_S):
+        raise SidecarFailed(f"brokers survived SIGKILL: {stragglers}")
+    say(f"stopped {len(running)} of {len(cluster.brokers)} brokers")
+
+
+def _wait_gone(brokers: list[BrokerRecord], timeout_s: float) -> list[BrokerRecord]:
+    """Those of ``brokers`` still running after ``timeout_s`` (not our children: polled)."""
+    deadline = time.monotonic() + timeout_s
+    left = [broker for broker in brokers if is_running(broker)]
+    while left and time.monotonic() < deadline:
+        time.sleep(_POLL_S)
+        left = [broker for broker in left if is_running(broker)]
+    return left

@@ -1,0 +1,364 @@
+"""``tierlog cluster up|status|down``: real brokers started by the installed command, which
+exits while they keep serving; records produced through the server list it prints."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tierlog.cli.local_cluster import (
+    ClusterRecord,
+    ClusterRunningError,
+    read_cluster,
+    start_cluster,
+)
+from tierlog.cli.local_sidecar import LocalSidecar, http_get
+from tierlog.client import AdminClient, Consumer, ConsumerRecord, Producer
+
+from .conftest import console_script
+
+TOPIC = "spread"
+PARTITIONS = 6
+RECORDS = 120
+
+
+def tierlog(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [console_script("tierlog"), "cluster", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie nobody reaped is dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+def sidecars_on(directory: Path) -> list[int]:
+    """Pids of every live ``tierlog-sidecar`` whose command line names ``directory``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            command = (entry / "cmdline").read_bytes().decode(errors="replace")
+            if "tierlog-sidecar" in command and str(directory) in command:
+                pids.append(int(entry.name))
+    return [pid for pid in pids if alive(pid)]
+
+
+@pytest.fixture
+def cluster_dir(tmp_path: Path) -> Iterator[Path]:
+    """The cluster's DIR; whatever still runs on it when the test ends is killed."""
+    directory = tmp_path / "cluster"
+    try:
+        yield directory
+    finally:
+        for pid in sidecars_on(directory):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def recorded(directory: Path) -> list[dict[str, object]]:
+    brokers: list[dict[str, object]] = json.loads((directory / "cluster.json").read_text())[
+        "brokers"
+    ]
+    return brokers
+
+
+def up(directory: Path, *args: str) -> str:
+    result = tierlog("up", "--dir", str(directory), *args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def consume_all(servers: str, expected: int, timeout_s: float = 30) -> list[ConsumerRecord]:
+    config = {"bootstrap.servers": servers, "auto.offset.reset": "earliest"}
+    with Consumer(config) as consumer:
+        consumer.subscribe(TOPIC)
+        records: list[ConsumerRecord] = []
+        deadline = time.monotonic() + timeout_s
+        while len(records) < expected and time.monotonic() < deadline:
+            records += consumer.poll(500)
+        records += consumer.poll(200)  # nothing more must come
+        return records
+
+
+def test_up_produce_status_kill_down_and_up_again_keeps_the_data(cluster_dir: Path) -> None:
+    servers = up(cluster_dir, "--brokers", "3")
+
+    brokers = recorded(cluster_dir)
+    assert servers == ",".join(str(broker["address"]) for broker in brokers)
+    assert [broker["node_id"] for broker in brokers] == [0, 1, 2]
+    pids = [int(str(broker["pid"])) for broker in brokers]
+    assert all(alive(pid) for pid in pids)  # the command exited; its brokers serve on
+    for broker in brokers:
+        assert (Path(str(broker["data_dir"])) / "tierlog-sidecar.log").exists()
+
+    for address in servers.split(","):  # each broker keeps its own topic store today
+        with AdminClient(address) as admin:
+            admin.create_topic(TOPIC, PARTITIONS)
+    with Producer({"bootstrap.servers": servers, "linger.ms": 0}) as producer:
+        futures = [
+            producer.send(TOPIC, b"v%d" % n, key=b"k%d" % n, partition=n % PARTITIONS)
+            for n in range(RECORDS)
+        ]
+        acknowledged = [future.result(timeout=30) for future in futures]
+    assert Counter(ack.partition for ack in acknowledged) == dict.fromkeys(
+        range(PARTITIONS), RECORDS // PARTITIONS
+    )
+    consumed = consume_all(servers, RECORDS)
+    assert sorted(record.value or b"" for record in consumed) == sorted(
+        b"v%d" % n for n in range(RECORDS)
+    )
+
+    status = tierlog("status", "--dir", str(cluster_dir))
+    assert status.returncode == 0, status.stderr
+    assert "3 of 3 brokers ready" in status.stdout
+    leaders = {
+        int(line.split("Leader: ")[1].split()[0])
+        for line in status.stdout.splitlines()
+        if f"Topic: {TOPIC}\tPartition:" in line
+    }
+    assert leaders == {0, 1, 2}  # the partitions spread over the brokers
+    assert status.stdout.count(f"HighWatermark: {RECORDS // PARTITIONS}\t") == PARTITIONS
+
+    os.kill(pids[1], signal.SIGKILL)
+    while alive(pids[1]):  # gone once the kernel has torn it down
+        time.sleep(0.01)
+    status = tierlog("status", "--dir", str(cluster_dir))
+    assert status.returncode == 1
+    assert "broker(s) 1 down" in status.stderr
+    assert f"pid {pids[1]} NOT RUNNING" in status.stdout
+    assert "2 of 3 brokers ready" in status.stdout
+    offline = {
+        line.split("Partition: ")[1].split()[0]
+        for line in status.stdout.splitlines()
+        if f"Topic: {TOPIC}\tPartition:" in line and "Leader: 1\t" in line
+    }
+    assert len(offline) == 2
+    assert f"(partition(s) {', '.join(sorted(offline))} offline: their owner is down)" in (
+        status.stdout
+    )
+
+    down = tierlog("down", "--dir", str(cluster_dir))
+    assert down.returncode == 0, down.stderr
+    assert not [pid for pid in pids if alive(pid)]
+    assert not sidecars_on(cluster_dir)
+    assert not (cluster_dir / "cluster.json").exists()
+    assert tierlog("down", "--dir", str(cluster_dir)).returncode == 0  # stopping twice
+
+    servers = up(cluster_dir, "--brokers", "3")
+    again = consume_all(servers, RECORDS)
+    assert sorted((r.partition, r.offset, r.value) for r in again) == sorted(
+        (r.partition, r.offset, r.value) for r in consumed
+    )
+    assert tierlog("down", "--dir", str(cluster_dir), "--delete-data").returncode == 0
+    assert not list(cluster_dir.glob("broker-*"))
+
+
+def test_up_on_a_running_cluster_is_refused_and_leaves_it_running(cluster_dir: Path) -> None:
+    servers = up(cluster_dir, "--brokers", "1")
+    before = recorded(cluster_dir)
+
+    again = tierlog("up", "--dir", str(cluster_dir), "--brokers", "1")
+
+    assert again.returncode == 1
+    assert "CLUSTER_ALREADY_RUNNING" in again.stderr
+    assert f"pid {before[0]['pid']}" in again.stderr
+    assert recorded(cluster_dir) == before
+    assert sidecars_on(cluster_dir) == [before[0]["pid"]]
+    with AdminClient(servers) as admin:
+        assert admin.list_topics() == {}
+
+
+def test_two_ups_at_once_start_one_cluster(
+    cluster_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each up, once it found no cluster running, waits (up to 2 s) for the other to find
+    # the same before it starts a broker: two ups that could both pass the check do.
+    both_checked = threading.Barrier(2)
+    real_spawn = LocalSidecar.spawn
+
+    def spawn_after_the_rival(data_dir: Path, *args: Any, **kwargs: Any) -> LocalSidecar:
+        if data_dir.name == "broker-0":
+            with contextlib.suppress(threading.BrokenBarrierError):
+                both_checked.wait(timeout=2)
+        return real_spawn(data_dir, *args, **kwargs)
+
+    monkeypatch.setattr(LocalSidecar, "spawn", staticmethod(spawn_after_the_rival))
+    outcomes: list[ClusterRecord | Exception] = []
+
+    def start() -> None:
+        try:
+            outcomes.append(start_cluster(cluster_dir, 2))
+        except Exception as error:
+            outcomes.append(error)
+
+    ups = [threading.Thread(target=start) for _ in range(2)]
+    for up_thread in ups:
+        up_thread.start()
+    for up_thread in ups:
+        up_thread.join()
+
+    (started,) = [outcome for outcome in outcomes if isinstance(outcome, ClusterRecord)]
+    (refused,) = [outcome for outcome in outcomes if isinstance(outcome, Exception)]
+    assert isinstance(refused, ClusterRunningError), refused
+    assert read_cluster(cluster_dir) == started
+    assert sorted(sidecars_on(cluster_dir)) == sorted(b.pid for b in started.brokers)
+
+
+def test_a_stale_record_of_dead_brokers_does_not_stop_up(cluster_dir: Path) -> None:
+    up(cluster_dir, "--brokers", "2")
+    for broker in recorded(cluster_dir):
+        os.kill(int(str(broker["pid"])), signal.SIGKILL)
+
+    servers = up(cluster_dir, "--brokers", "2")
+
+    assert len(servers.split(",")) == 2
+    assert len(sidecars_on(cluster_dir)) == 2
+
+
+def test_brokers_of_an_up_killed_while_they_start_are_found_by_down(cluster_dir: Path) -> None:
+    starting = subprocess.Popen(
+        [console_script("tierlog"), "cluster", "up", "--dir", str(cluster_dir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        while not (cluster_dir / "cluster.json").exists() and starting.poll() is None:
+            time.sleep(0.005)
+        starting.kill()
+    finally:
+        starting.wait()
+    assert starting.returncode == -signal.SIGKILL  # killed before it could finish
+    brokers = recorded(cluster_dir)
+    # Killed while it waited for them: a sidecar takes a second or so to serve.
+    readiness = [http_get(str(broker["metrics_address"]), "/readyz")[0] for broker in brokers]
+    assert readiness != [200] * len(brokers)
+    pids = [int(str(broker["pid"])) for broker in brokers]
+    assert sorted(pids) == sorted(sidecars_on(cluster_dir))
+
+    down = tierlog("down", "--dir", str(cluster_dir))
+
+    assert down.returncode == 0, down.stderr
+    assert not sidecars_on(cluster_dir)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_an_up_stopped_while_they_start_stops_them(cluster_dir: Path, signum: int) -> None:
+    starting = subprocess.Popen(
+        [console_script("tierlog"), "cluster", "up", "--dir", str(cluster_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        while not (cluster_dir / "cluster.json").exists() and starting.poll() is None:
+            time.sleep(0.005)
+        brokers = recorded(cluster_dir)
+        readiness = [http_get(str(b["metrics_address"]), "/readyz")[0] for b in brokers]
+        starting.send_signal(signum)
+        stdout, _ = starting.communicate(timeout=60)
+    finally:
+        starting.kill()
+    assert readiness != [200] * len(brokers)  # it was still waiting for them
+    assert starting.returncode != 0
+    assert stdout == b""
+    assert not sidecars_on(cluster_dir)
+    assert not (cluster_dir / "cluster.json").exists()
+
+
+def test_down_kills_a_broker_that_does_not_stop_within_the_grace(cluster_dir: Path) -> None:
+    up(cluster_dir, "--brokers", "2")
+    pids = [int(str(broker["pid"])) for broker in recorded(cluster_dir)]
+    os.kill(pids[0], signal.SIGSTOP)  # a stopped process leaves SIGTERM pending
+
+    down = tierlog("down", "--dir", str(cluster_dir), "--grace", "1")
+
+    assert down.returncode == 0, down.stderr
+    assert f"broker 0 (pid {pids[0]}) outlived 1 s: SIGKILL" in down.stderr
+    assert "broker 1" not in down.stderr  # it stopped on SIGTERM
+    assert not [pid for pid in pids if alive(pid)]
+
+
+def test_zero_brokers_is_an_invalid_config(cluster_dir: Path) -> None:
+    result = tierlog("up", "--dir", str(cluster_dir), "--brokers", "0")
+
+    assert result.returncode == 2
+    assert "INVALID_CONFIG: a cluster has at least 1 broker, not 0" in result.stderr
+    assert not cluster_dir.exists()
+
+
+def test_ports_beyond_the_last_are_an_invalid_config(cluster_dir: Path) -> None:
+    result = tierlog("up", "--dir", str(cluster_dir), "--brokers", "3", "--base-port", "65531")
+
+    assert result.returncode == 1
+    assert "INVALID_CONFIG: 3 brokers need ports 65531..65536, beyond 1..65535" in result.stderr
+    assert not sidecars_on(cluster_dir)
+
+
+def test_another_broker_count_on_the_same_data_is_refused(cluster_dir: Path) -> None:
+    up(cluster_dir, "--brokers", "1")
+    assert tierlog("down", "--dir", str(cluster_dir)).returncode == 0
+
+    result = tierlog("up", "--dir", str(cluster_dir), "--brokers", "2")
+
+    assert result.returncode == 1
+    assert "INVALID_CONFIG" in result.stderr and "--brokers 1" in result.stderr
+    assert not sidecars_on(cluster_dir)
+
+
+def test_status_and_down_without_a_cluster(cluster_dir: Path) -> None:
+    cluster_dir.mkdir()
+    status = tierlog("status", "--dir", str(cluster_dir))
+    assert status.returncode == 1
+    assert "CLUSTER_NOT_FOUND" in status.stderr
+    down = tierlog("down", "--dir", str(cluster_dir))
+    assert down.returncode == 0
+    assert "nothing to stop" in down.stderr
+
+
+def test_a_broker_that_cannot_start_stops_the_others_and_shows_its_log(
+    cluster_dir: Path,
+) -> None:
+    with socket.socket() as taken:  # broker 1's gRPC port, BASE + 2, is in use
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        base_port = taken.getsockname()[1] - 2
+        result = tierlog("up", "--dir", str(cluster_dir), "--base-port", str(base_port))
+
+    assert result.returncode == 1
+    assert "broker 1 did not start" in result.stderr
+    assert f"Failed to bind to address 127.0.0.1:{base_port + 2}" in result.stderr  # its log
+    assert result.stdout == ""
+    assert not sidecars_on(cluster_dir)
+    assert not (cluster_dir / "cluster.json").exists()
+
+
+def test_every_broker_gets_the_tier_url(cluster_dir: Path, tmp_path: Path) -> None:
+    tier_url = (tmp_path / "tier").as_uri()
+
+    up(cluster_dir, "--brokers", "2", "--tier-url", tier_url)
+
+    for broker in recorded(cluster_dir):
+        log = (Path(str(broker["data_dir"])) / "tierlog-sidecar.log").read_text()
+        assert f"remote tier: {tier_url}" in log
