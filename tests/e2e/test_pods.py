@@ -120,19 +120,40 @@ def _delete_records(node: Node, brokers: Brokers) -> None:
 
 def _targets(node: Node, brokers: Brokers) -> list[ScrapeTarget]:
     """Each pod's metrics endpoint, labelled as the ServiceMonitors' targets are: the
-    Prometheus Operator sets ``namespace``, ``pod``, ``service`` and ``endpoint`` on each
-    (a scraped series' own label of those names becomes ``exported_<name>``)."""
-    targets = []
-    scraped = (
-        (brokers.namespace, brokers.selector, f"{brokers.name}-brokers", 9404),
-        (OPERATOR_NAMESPACE, OPERATOR_PODS, "tierlog-operator-metrics", 9100),
-    )
-    for namespace, selector, service, port in scraped:
-        for pod in _pods(node, namespace, selector):
-            labels = {"namespace": namespace, "pod": pod["metadata"]["name"], "service": service}
-            address = f"{pod['status']['podIP']}:{port}"
-            targets.append(ScrapeTarget(service, address, {**labels, "endpoint": "metrics"}))
-    return targets
+    Prometheus Operator sets ``namespace``, ``pod``, ``service`` and ``endpoint`` on each;
+    the brokers' ServiceMonitor (the operator's) adds ``tierlog_cluster``, and the
+    operator's (the chart's) honours the operator's own labels."""
+    broker_pods = _pods(node, brokers.namespace, brokers.selector)
+    operator_pods = _pods(node, OPERATOR_NAMESPACE, OPERATOR_PODS)
+    return [
+        *(
+            _target(pod, f"{brokers.name}-brokers", 9404, {"tierlog_cluster": brokers.name})
+            for pod in broker_pods
+        ),
+        *(
+            _target(pod, "tierlog-operator-metrics", 9100, {}, honor_labels=True)
+            for pod in operator_pods
+        ),
+    ]
+
+
+def _target(
+    pod: dict[str, Any],
+    service: str,
+    port: int,
+    extra: dict[str, str],
+    *,
+    honor_labels: bool = False,
+) -> ScrapeTarget:
+    labels = {
+        "namespace": pod["metadata"]["namespace"],
+        "pod": pod["metadata"]["name"],
+        "service": service,
+        "endpoint": "metrics",
+        **extra,
+    }
+    address = f"{pod['status']['podIP']}:{port}"
+    return ScrapeTarget(service, address, labels, honor_labels=honor_labels)
 
 
 def _until_uploaded(node: Node, prometheus: PrometheusServer, brokers: Brokers) -> None:
