@@ -162,7 +162,7 @@ def test_producers_and_consumers_under_load(sidecars: SidecarStarter, tmp_path: 
     server_calls: Counter[tuple[str, str]] = Counter()
     for labels, value in found.labelled("tierlog_requests_total").items():
         named = dict(labels)
-        if named["service"] in ("LogService", "AdminService"):
+        if named["grpc_service"] in ("LogService", "AdminService"):
             server_calls[(named["method"], named["code"])] += int(value)
     client_total, server_total = _per_method(client_calls), _per_method(server_calls)
     assert set(server_total) == set(client_total), (server_calls, client_calls)

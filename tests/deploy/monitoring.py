@@ -19,6 +19,7 @@ __all__ = [
     "Query",
     "alerts",
     "dashboard_queries",
+    "labels_used",
     "load_dashboard",
     "matchers",
     "metric_selectors",
@@ -123,6 +124,19 @@ def matchers(selector: str) -> list[tuple[str, str, str]]:
     """``name{a="x", b!~"y"}`` -> [("a", "=", "x"), ("b", "!~", "y")]."""
     _, _, inside = selector.partition("{")
     return [(m.group(1), m.group(2), m.group(3)) for m in _MATCHER.finditer(inside)]
+
+
+def labels_used(expr: str) -> set[str]:
+    """The label names a PromQL expression selects on (its matchers) or groups and
+    matches by (``by``/``without``/``on``/``ignoring``/``group_left``/``group_right``)."""
+    grouped = {
+        label.strip()
+        for match in _LABEL_LIST.finditer(expr)
+        for label in match.group(0).partition("(")[2].rstrip(")").split(",")
+        if label.strip()
+    }
+    selected = {label for selector in metric_selectors(expr) for label, _, _ in matchers(selector)}
+    return grouped | selected
 
 
 def selects(selector: str, **labels: str) -> bool:

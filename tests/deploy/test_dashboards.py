@@ -17,13 +17,16 @@ import pytest
 
 from tests.deploy.monitoring import (
     DASHBOARDS,
+    alerts,
     dashboard_queries,
+    labels_used,
     load_dashboard,
     metric_selectors,
     selects,
     substitute,
 )
 from tests.support.dashboards import dashboard_variables
+from tests.support.prometheus import SERVICE_MONITOR_TARGET_LABELS
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2
 
 PROMETHEUS_FROM_VARIABLE = {"type": "prometheus", "uid": "${datasource}"}
@@ -147,6 +150,33 @@ def test_the_overview_has_the_latency_of_every_call_clients_make() -> None:
             histogram = MESSAGE_LATENCY if method.name in STREAMING else CALL_LATENCY
             assert any(
                 selector.startswith(histogram)
-                and selects(selector, service=service.name, method=method.name)
+                and selects(selector, grpc_service=service.name, method=method.name)
                 for selector in selectors
             ), f"no latency of {service.name}.{method.name} on the overview"
+
+
+# Of the labels a ServiceMonitor's target gets, those our queries mean as the target's:
+# the pod scraped and its namespace, and the scrape itself (``up`` joined ``on (job,
+# instance)``). The Kubernetes Service, port name and container say nothing we chart.
+MEANT_AS_THE_TARGETS = {"namespace", "pod", "job", "instance"}
+
+
+def test_no_query_takes_a_target_label_for_one_of_the_series_own() -> None:
+    """On a real cluster the Prometheus Operator sets ``service`` (the Kubernetes
+    Service's name), ``endpoint`` and ``container`` on every target: a query selecting
+    or grouping by one of them, meaning a label of the sidecar's, finds nothing. The
+    sidecar's own labels avoid these names (tests/sidecar/test_metrics.py)."""
+    misused = SERVICE_MONITOR_TARGET_LABELS - MEANT_AS_THE_TARGETS
+    used = [
+        (f"{query.dashboard}: {query.where}", query.expr)
+        for path in DASHBOARDS
+        for query in dashboard_queries(path)
+    ]
+    used += [
+        (f"{variable.dashboard}: ${variable.name}", f"{variable.selector} by ({variable.label})")
+        for path in DASHBOARDS
+        for variable in dashboard_variables(path)
+    ]
+    used += [(f"alert {alert.name}", alert.expr) for alert in alerts()]
+    wrong = [f"{where}: {expr}" for where, expr in used if labels_used(expr) & misused]
+    assert not wrong, "\n".join(wrong)

@@ -7,11 +7,11 @@ retried), read back from the start out of the tier, and records deleted. A real
 ``tierlog-operator`` against the test API server reconciles a cluster and a topic whose
 passes fail (no sidecar answers without a kubelet), so its series exist too.
 Prometheus gives the targets the labels the ServiceMonitors would (``namespace``, ``pod``,
-the brokers' ``tierlog_cluster``; the operator's own labels honoured, so the brokers it
-expects keep their cluster's namespace), and Grafana's variables are replaced by those
-values (``$__rate_interval`` by ``1m``). The broker is "watched-0" of the operator's
-cluster "watched"; a second sidecar is "other-0" of a cluster "other" in the same
-namespace, which the dashboards must tell apart.
+``service``, ``endpoint``, the brokers' ``tierlog_cluster``; the operator's own labels
+honoured, so the brokers it expects keep their cluster's namespace), and Grafana's
+variables are replaced by those values (``$__rate_interval`` by ``1m``). The broker is
+"watched-0" of the operator's cluster "watched"; a second sidecar is "other-0" of a
+cluster "other" in the same namespace, which the dashboards must tell apart.
 
 Alert expressions are checked selector by selector: a healthy broker must not fire
 them, but every series they watch must exist. The rule file is loaded into the
@@ -220,11 +220,22 @@ def _brokers_and_prometheus(
                 ScrapeTarget(
                     "tierlog-brokers",
                     address,
-                    {"namespace": namespace, "pod": f"{cluster}-0", "tierlog_cluster": cluster},
+                    {
+                        "namespace": namespace,
+                        "pod": f"{cluster}-0",
+                        "service": f"{cluster}-brokers",
+                        "endpoint": "metrics",
+                        "tierlog_cluster": cluster,
+                    },
                 )
                 for cluster, address in brokers
             ),
-            ScrapeTarget("tierlog-operator", operator_metrics, OPERATOR, honor_labels=True),
+            ScrapeTarget(
+                "tierlog-operator",
+                operator_metrics,
+                {**OPERATOR, "service": "tierlog-operator-metrics", "endpoint": "metrics"},
+                honor_labels=True,
+            ),
         ]
         with start_prometheus(work / "prometheus", targets, [RULES]) as server:
             server.wait_for_samples()
@@ -280,7 +291,7 @@ def test_produce_and_fetch_latency_show_the_streams_clients_use(
     which stream: the latency panels have a value, per message, not a stream's life."""
     used = prometheus.query(
         "sum by (method) "
-        f'(increase(tierlog_requests_total{{service="LogService"}}[{SINCE_START}])) > 0'
+        f'(increase(tierlog_requests_total{{grpc_service="LogService"}}[{SINCE_START}])) > 0'
     )
     assert {"ProduceStream", "Subscribe"} <= {series.labels["method"] for series in used}
     assert not {"Produce", "Fetch"} & {series.labels["method"] for series in used}

@@ -154,7 +154,7 @@ def test_a_produce_flood_beyond_the_byte_budget_is_refused_and_memory_stays_boun
     assert answer.last_offset == outcomes["OK"]
 
     found = scrape_sidecar(sidecar)
-    produce_call = {"service": "LogService", "method": "Produce"}
+    produce_call = {"grpc_service": "LogService", "method": "Produce"}
     refused = outcomes["THROTTLING_QUOTA_EXCEEDED"]
     assert (
         found.value("tierlog_errors_total", **produce_call, reason="THROTTLING_QUOTA_EXCEEDED")

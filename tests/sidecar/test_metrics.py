@@ -19,6 +19,7 @@ import grpc
 import pytest
 
 from tests.storage.conftest import crash
+from tests.support.prometheus import SERVICE_MONITOR_TARGET_LABELS
 from tests.support.scrape import METRICS, Scrape, get, metrics_address, scrape, scrape_sidecar
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2, log_service_pb2_grpc
 from tierlog.sidecar.metrics import RecoveryMetrics
@@ -79,7 +80,7 @@ DOCUMENTED = {
     "process_resident_memory_bytes",
 }
 
-LOG = {"service": "LogService"}
+LOG = {"grpc_service": "LogService"}
 
 
 def _batch(count: int, value_bytes: int = 100) -> bytes:
@@ -195,6 +196,29 @@ def test_calls_bytes_errors_and_logs_move_their_series(
     assert later.value("tierlog_log_segments", **partition) == 1  # the active one stays
     assert after.value("tierlog_log_segments", **partition) - 1 == deleted
     sidecar.assert_alive()
+
+
+def test_no_series_has_a_label_its_scrape_target_gets(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    """A ServiceMonitor's target labels (``service``, ``pod``...) would rename a series'
+    own label of the same name to ``exported_<name>``: the dashboards' selectors on it
+    would find nothing. The gRPC service is ``grpc_service``, as go-grpc-prometheus
+    names it."""
+    sidecar = sidecar_factory(tmp_path / "data", METRICS)
+    sidecar.create_topic("labelled")
+    sidecar.log.Produce(log_service_pb2.ProduceRequest(topic="labelled", record_batches=_batch(1)))
+    with pytest.raises(grpc.RpcError):
+        sidecar.log.Fetch(log_service_pb2.FetchRequest(topic="absent", offset=0))
+    scraped = scrape_sidecar(sidecar)
+    assert scraped.value("tierlog_requests_total", **LOG, method="Produce", code="OK") == 1
+    clashing = {
+        (name, label)
+        for name, labels in scraped.samples
+        for label, _ in labels
+        if label in SERVICE_MONITOR_TARGET_LABELS
+    }
+    assert not clashing
 
 
 def test_streams_are_timed_per_message_not_per_stream(

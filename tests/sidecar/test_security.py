@@ -134,7 +134,7 @@ def test_a_bearer_token_is_required_on_every_call_but_health(
         assert checked.status == health_pb2.HealthCheckResponse.SERVING
 
     found = scrape_sidecar(sidecar)
-    refusals = {"service": "AdminService", "method": "ListTopics"}
+    refusals = {"grpc_service": "AdminService", "method": "ListTopics"}
     assert found.value("tierlog_requests_total", **refusals, code="UNAUTHENTICATED") == 3
     assert found.value("tierlog_requests_total", **refusals, code="OK") == 1
     assert found.value("tierlog_errors_total", **refusals, reason="SASL_AUTHENTICATION_FAILED") == 3

@@ -29,6 +29,7 @@ from tests.support.sidecars import free_port
 from tests.tools.prometheus import prometheus_bin
 
 __all__ = [
+    "SERVICE_MONITOR_TARGET_LABELS",
     "PrometheusAPI",
     "PrometheusError",
     "PrometheusServer",
@@ -38,6 +39,13 @@ __all__ = [
 ]
 
 SCRAPE_INTERVAL = "1s"
+# The labels the Prometheus Operator gives every target of a ServiceMonitor, besides its
+# relabelings. A scraped series' own label of one of these names is renamed
+# ``exported_<name>`` (unless the endpoint honours labels), so a query selecting it by
+# its own name finds the target's value instead: nothing of ours may be called so.
+SERVICE_MONITOR_TARGET_LABELS = frozenset(
+    {"namespace", "pod", "service", "endpoint", "container", "job", "instance"}
+)
 
 
 class PrometheusError(AssertionError):

@@ -375,7 +375,7 @@ def _show_metrics(sidecar: LocalSidecar, end_offset: int, segments: list[Path], 
         ("LogService", "ListOffsets", "OK"),
     ):
         calls = metric_value(
-            exposition, "tierlog_requests_total", service=service, method=method, code=code
+            exposition, "tierlog_requests_total", grpc_service=service, method=method, code=code
         )
         say(f'   tierlog_requests_total{{method="{method}",code="{code}"}} {calls:.0f}')
         _check(calls > 0, f"no {method} calls counted")

@@ -4,7 +4,7 @@ Names follow Prometheus' conventions (``_total`` counters, ``_seconds`` and ``_b
 in base units); docs/METRICS.md lists each with what a dashboard does with it. They
 come from four places:
 
-- ``MetricsInterceptor``, around every gRPC call: calls by service, method and status
+- ``MetricsInterceptor``, around every gRPC call: calls by gRPC service, method and status
   code, their latency, each streamed message's latency (a stream's life says nothing
   of how long its produce or fetch took), request and response bytes, record bytes in
   and out per topic
@@ -85,7 +85,9 @@ class SidecarMetrics:
         self.registry = registry = CollectorRegistry()
         ProcessCollector(registry=registry)
         registry.register(GC_COLLECTOR)
-        call = ["service", "method"]
+        # Not ``service``: a ServiceMonitor's targets carry the Kubernetes Service's name
+        # under it, which would rename ours ``exported_service``.
+        call = ["grpc_service", "method"]
         self.requests = Counter(
             "tierlog_requests_total", "gRPC calls handled, by status code", [*call, "code"],
             registry=registry,
