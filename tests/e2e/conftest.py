@@ -33,8 +33,9 @@ class Node:
     image: str  # repository:tag of the tierlog image loaded into the node
 
     def kubectl(self, *args: str, input: str | None = None) -> str:
-        """kubectl as the admin; a failure shows its output."""
-        done = kubectl(self.layout, *args, input=input)
+        """kubectl as the admin; a failure shows its output. Bounded at 5 minutes, above
+        the tests' own ``--timeout=180s`` (a namespace's deletion, a rollout)."""
+        done = kubectl(self.layout, *args, input=input, timeout_s=300)
         if done.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
         return done.stdout
@@ -51,7 +52,10 @@ class Node:
     def wait(self, namespace: str, condition: str, target: str, timeout_s: int = 300) -> None:
         """``kubectl wait``; on a timeout the assertion carries ``story(namespace)``."""
         scope = ["-n", namespace] if namespace else []  # "": a cluster-scoped target
-        done = kubectl(self.layout, "wait", *scope, condition, target, f"--timeout={timeout_s}s")
+        done = kubectl(
+            self.layout, "wait", *scope, condition, target, f"--timeout={timeout_s}s",
+            timeout_s=timeout_s + 30,
+        )  # fmt: skip
         if done.returncode != 0:
             raise AssertionError(
                 f"{target} not {condition}: {done.stderr}\n{self.story(namespace)}"

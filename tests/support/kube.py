@@ -275,15 +275,16 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
 
 
 def run_kubectl(
-    kubeconfig: Path, *args: str, input: str | None = None
+    kubeconfig: Path, *args: str, input: str | None = None, timeout_s: float = 120
 ) -> subprocess.CompletedProcess[str]:
     """kubectl against the server ``kubeconfig`` names, its output captured, never raising
-    on a non-zero exit: the caller decides what a failure means."""
+    on a non-zero exit: the caller decides what a failure means. ``timeout_s`` bounds the
+    process (a ``kubectl wait`` needs more than its own ``--timeout``)."""
     return subprocess.run(
         [str(kubectl_bin()), f"--kubeconfig={kubeconfig}", *args],
         input=input,
         capture_output=True,
         text=True,
         check=False,
-        timeout=120,
+        timeout=timeout_s,
     )

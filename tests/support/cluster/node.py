@@ -72,9 +72,9 @@ def _wait(what: str, ready: Callable[[], bool], layout: Layout, daemon: str) -> 
 
 
 def kubectl(
-    layout: Layout, *args: str, input: str | None = None
+    layout: Layout, *args: str, input: str | None = None, timeout_s: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    return run_kubectl(layout.admin_kubeconfig, *args, input=input)
+    return run_kubectl(layout.admin_kubeconfig, *args, input=input, timeout_s=timeout_s)
 
 
 def _apply(layout: Layout, objects: Sequence[object]) -> None:
