@@ -85,7 +85,7 @@ def _client_job(brokers: Brokers, name: str, script: str, image: str, *, token: 
     token when ``token``) mounted from the cluster's Secrets, found by the CLI through
     $TIERLOG_TLS_CA and $TIERLOG_AUTH_TOKEN_FILE."""
     env = [
-        {"name": "TIERLOG_SERVER", "value": brokers.servers},
+        {"name": "TIERLOG_SERVER", "value": brokers.qualified_servers},
         {"name": "TIERLOG_TLS_CA", "value": f"{CA_DIR}/ca.crt"},
     ]
     ca_only = {"secretName": TLS_SECRET, "items": [{"key": "ca.crt", "path": "ca.crt"}]}

@@ -42,6 +42,15 @@ class Brokers:
         return ",".join(f"{self.name}-{i}.{self.name}-brokers:9092" for i in range(self.count))
 
     @property
+    def qualified_servers(self) -> str:
+        """The same names, fully qualified: what a TLS client dials, since gRPC takes no
+        wildcard over a single label (``*.NAME-brokers``) for the short ones."""
+        return ",".join(
+            f"{self.name}-{i}.{self.name}-brokers.{self.namespace}.svc:9092"
+            for i in range(self.count)
+        )
+
+    @property
     def selector(self) -> str:
         """The label selector of its broker pods."""
         return f"app.kubernetes.io/instance={self.name},app.kubernetes.io/component=broker"
