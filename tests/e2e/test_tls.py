@@ -16,7 +16,16 @@ import pytest
 import yaml
 
 from tests.e2e.conftest import Node
-from tests.e2e.workloads import RECORDS, Brokers, count_records, make_topic, produce_records
+from tests.e2e.workloads import (
+    RECORDS,
+    Brokers,
+    SecretMount,
+    count_records,
+    finish_job,
+    make_topic,
+    produce_records,
+    start_job,
+)
 from tests.support.certs import Authority
 
 pytestmark = pytest.mark.e2e
@@ -80,53 +89,19 @@ def secured(one_node: Node, operator: str) -> Iterator[Brokers]:
         one_node.kubectl("delete", "namespace", namespace, "--timeout=180s")
 
 
-def _client_job(brokers: Brokers, name: str, script: str, image: str, *, token: bool) -> Any:
-    """A Job of the image running ``script`` against the brokers with the CA (and the
+def _client_job(node: Node, brokers: Brokers, name: str, script: str, *, token: bool) -> None:
+    """A Job running ``script`` against the brokers' full names with the CA (and the
     token when ``token``) mounted from the cluster's Secrets, found by the CLI through
     $TIERLOG_TLS_CA and $TIERLOG_AUTH_TOKEN_FILE."""
-    env = [
-        {"name": "TIERLOG_SERVER", "value": brokers.qualified_servers},
-        {"name": "TIERLOG_TLS_CA", "value": f"{CA_DIR}/ca.crt"},
-    ]
     ca_only = {"secretName": TLS_SECRET, "items": [{"key": "ca.crt", "path": "ca.crt"}]}
-    volumes: list[dict[str, Any]] = [{"name": "ca", "secret": ca_only}]
-    mounts = [{"name": "ca", "mountPath": CA_DIR, "readOnly": True}]
+    env = {"TIERLOG_TLS_CA": f"{CA_DIR}/ca.crt"}
+    secrets = [SecretMount("ca", ca_only, CA_DIR)]
     if token:
-        env.append({"name": "TIERLOG_AUTH_TOKEN_FILE", "value": f"{TOKEN_DIR}/{TOKEN['key']}"})
-        volumes.append({"name": "token", "secret": {"secretName": TOKEN["name"]}})
-        mounts.append({"name": "token", "mountPath": TOKEN_DIR, "readOnly": True})
-    container = {
-        "name": "client",
-        "image": image,
-        "env": env,
-        "command": ["sh", "-c", script],
-        "volumeMounts": mounts,
-        "securityContext": {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False},
-    }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {
-            "backoffLimit": 0,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "securityContext": {"runAsUser": 10001, "runAsNonRoot": True},
-                    "containers": [container],
-                    "volumes": volumes,
-                }
-            },
-        },
-    }
-
-
-def _run(one_node: Node, brokers: Brokers, job: Any, outcome: str) -> str:
-    """Apply ``job``, wait for its ``outcome`` (Complete or Failed); its log."""
-    one_node.kubectl("apply", "-n", brokers.namespace, "-f", "-", input=json.dumps(job))
-    name = job["metadata"]["name"]
-    one_node.wait(brokers.namespace, f"--for=condition={outcome}", f"job/{name}")
-    return one_node.kubectl("logs", "-n", brokers.namespace, f"job/{name}")
+        env["TIERLOG_AUTH_TOKEN_FILE"] = f"{TOKEN_DIR}/{TOKEN['key']}"
+        secrets.append(SecretMount("token", {"secretName": TOKEN["name"]}, TOKEN_DIR))
+    start_job(
+        node, brokers, name, script, servers=brokers.qualified_servers, env=env, secrets=secrets
+    )
 
 
 def test_a_job_with_the_ca_and_the_token_produces_and_reads_back_every_record(
@@ -134,16 +109,14 @@ def test_a_job_with_the_ca_and_the_token_produces_and_reads_back_every_record(
 ) -> None:
     make_topic(one_node, secured, "secured")  # Ready: created on each broker over TLS
     script = f"{produce_records('secured')} && {count_records('secured')}"
-    job = _client_job(secured, "tls-produce-consume", script, one_node.image, token=True)
-    output = _run(one_node, secured, job, "Complete")
+    _client_job(one_node, secured, "tls-produce-consume", script, token=True)
+    output = finish_job(one_node, secured, "tls-produce-consume")
     assert f"{RECORDS} records sent" in output, one_node.story(secured.namespace)
     assert output.strip().splitlines()[-1] == str(RECORDS), one_node.story(secured.namespace)
 
 
 def test_a_job_without_the_token_is_refused(one_node: Node, secured: Brokers) -> None:
     make_topic(one_node, secured, "guarded")
-    job = _client_job(
-        secured, "tls-no-token", produce_records("guarded", 10), one_node.image, token=False
-    )
-    output = _run(one_node, secured, job, "Failed")
+    _client_job(one_node, secured, "tls-no-token", produce_records("guarded", 10), token=False)
+    output = finish_job(one_node, secured, "tls-no-token", outcome="Failed")
     assert "SASL_AUTHENTICATION_FAILED" in output, one_node.story(secured.namespace)

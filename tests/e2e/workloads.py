@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +16,7 @@ from tests.support.minio import MinioServer
 __all__ = [
     "RECORDS",
     "Brokers",
+    "SecretMount",
     "apply",
     "count_records",
     "finish_job",
@@ -79,13 +80,36 @@ def make_topic(
     node.wait(brokers.namespace, "--for=condition=Ready", f"tierlogtopic/{topic}")
 
 
-def start_job(node: Node, brokers: Brokers, name: str, script: str) -> None:
-    """A Job of the node's image running ``script`` with ``TIERLOG_SERVER`` set."""
+@dataclass(frozen=True)
+class SecretMount:
+    """A Secret a Job's client reads, mounted read-only at ``path``."""
+
+    volume: str
+    secret: dict[str, Any]  # the volume's ``secret`` source (secretName, items...)
+    path: str
+
+
+def start_job(
+    node: Node,
+    brokers: Brokers,
+    name: str,
+    script: str,
+    *,
+    servers: str | None = None,
+    env: Mapping[str, str] | None = None,
+    secrets: Sequence[SecretMount] = (),
+) -> None:
+    """A Job of the node's image running ``script`` with ``TIERLOG_SERVER`` set (to
+    ``servers``, by default the brokers' short names), ``env`` and ``secrets`` mounted."""
+    variables = {"TIERLOG_SERVER": servers or brokers.servers, **(env or {})}
     container: dict[str, Any] = {
         "name": "client",
         "image": node.image,
-        "env": [{"name": "TIERLOG_SERVER", "value": brokers.servers}],
+        "env": [{"name": key, "value": value} for key, value in variables.items()],
         "command": ["sh", "-c", script],
+        "volumeMounts": [
+            {"name": mount.volume, "mountPath": mount.path, "readOnly": True} for mount in secrets
+        ],
         "securityContext": {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False},
     }
     job = {
@@ -99,6 +123,7 @@ def start_job(node: Node, brokers: Brokers, name: str, script: str) -> None:
                     "restartPolicy": "Never",
                     "securityContext": {"runAsUser": 10001, "runAsNonRoot": True},
                     "containers": [container],
+                    "volumes": [{"name": m.volume, "secret": m.secret} for m in secrets],
                 }
             },
         },
@@ -106,9 +131,11 @@ def start_job(node: Node, brokers: Brokers, name: str, script: str) -> None:
     apply(node, brokers.namespace, job)
 
 
-def finish_job(node: Node, brokers: Brokers, name: str, timeout_s: int = 300) -> str:
-    """Wait for the Job to complete; its log."""
-    node.wait(brokers.namespace, "--for=condition=Complete", f"job/{name}", timeout_s)
+def finish_job(
+    node: Node, brokers: Brokers, name: str, timeout_s: int = 300, outcome: str = "Complete"
+) -> str:
+    """Wait for the Job's ``outcome`` (Complete, or Failed); its log."""
+    node.wait(brokers.namespace, f"--for=condition={outcome}", f"job/{name}", timeout_s)
     return node.kubectl("logs", "-n", brokers.namespace, f"job/{name}")
 
 
