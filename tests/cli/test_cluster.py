@@ -337,13 +337,36 @@ def test_status_and_down_without_a_cluster(cluster_dir: Path) -> None:
     assert "nothing to stop" in down.stderr
 
 
+@contextlib.contextmanager
+def _taken_port_in_a_free_run(length: int, taken: int) -> Iterator[int]:
+    """A first port of ``length`` ports that were all free a moment ago, with port
+    ``first + taken`` held (listening) while the block runs. A run whose other ports
+    someone holds is skipped: only the held one may make a broker fail."""
+    for _ in range(100):
+        with socket.socket() as held:
+            held.bind(("127.0.0.1", 0))
+            held.listen()
+            first = held.getsockname()[1] - taken
+            others = [first + i for i in range(length) if i != taken]
+            if first > 1024 and all(_bindable(port) for port in others):
+                yield first
+                return
+    raise AssertionError(f"no run of {length} free ports found")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def test_a_broker_that_cannot_start_stops_the_others_and_shows_its_log(
     cluster_dir: Path,
 ) -> None:
-    with socket.socket() as taken:  # broker 1's gRPC port, BASE + 2, is in use
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        base_port = taken.getsockname()[1] - 2
+    with _taken_port_in_a_free_run(6, taken=2) as base_port:  # broker 1's gRPC port in use
         result = tierlog("up", "--dir", str(cluster_dir), "--base-port", str(base_port))
 
     assert result.returncode == 1
