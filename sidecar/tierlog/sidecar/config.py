@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tierlog.replication.config import REPLICATION_KEYS, ReplicationConfig
 from tierlog.sidecar.limits import LIMIT_KEYS, LimitsConfig
 from tierlog.sidecar.remote_read_config import REMOTE_READ_KEYS, RemoteReadConfig
 from tierlog.sidecar.security import SECURITY_KEYS, TlsConfig, read_token
@@ -54,6 +55,8 @@ BROKER_TO_TOPIC_KEYS: dict[str, str] = {
     "log.preallocate": "preallocate",
     "log.local.retention.ms": "local.retention.ms",
     "log.local.retention.bytes": "local.retention.bytes",
+    "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
 }
 
 # Kafka's coarser spellings of the same settings, converted to milliseconds.
@@ -117,6 +120,9 @@ class SidecarConfig:
     # Reads from the remote tier: the chunk cache, prefetch (``tierlog.remote.*``);
     # None: the defaults, with the cache in a log dir (``log_dir_home``).
     remote_read: RemoteReadConfig | None = None
+    # Replication (``tierlog.replication.state.dir``, ``replica.*``); None: each
+    # partition lives on its one owner.
+    replication: ReplicationConfig | None = None
 
     @property
     def remote_read_config(self) -> RemoteReadConfig:
@@ -151,6 +157,7 @@ class SidecarConfig:
             - set(REMOTE_LOG_MANAGER_KEYS)
             - REMOTE_READ_KEYS
             - TIER_KEYS
+            - REPLICATION_KEYS
         )
         if unknown:
             raise InvalidConfigError(f"unknown broker config {', '.join(sorted(unknown))}")
@@ -216,6 +223,7 @@ class SidecarConfig:
             remote_log_manager=RemoteLogManagerConfig.from_properties(props),
             remote_read=RemoteReadConfig.from_properties(props, storage.log_dirs),
             tier=TierConfig.from_properties(props, storage.log_dirs),
+            replication=ReplicationConfig.from_properties(props),
         )
 
 

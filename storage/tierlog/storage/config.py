@@ -76,6 +76,8 @@ class LogConfig:
     remote_storage_enable: bool = _key("remote.storage.enable", False)
     local_retention_ms: int = _key("local.retention.ms", -2, minimum=-2)
     local_retention_bytes: int = _key("local.retention.bytes", -2, minimum=-2)
+    min_insync_replicas: int = _key("min.insync.replicas", 1, minimum=1)
+    unclean_leader_election_enable: bool = _key("unclean.leader.election.enable", False)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
