@@ -65,6 +65,7 @@ def test_a_lease_that_stops_being_renewed_leads_to_a_new_leader_after_its_durati
         ("orders", 1, stored[1]),
     ]
     assert controller.live == {2, 3}
+    assert "Fenced broker(s) [1]: lease unchanged for its duration" in caplog.text
     assert "Elected leader 2 for partition orders-0 in leader epoch 1 (was leader 1" in caplog.text
     assert "Changed the ISR of partition orders-1: ISR [2, 3, 1] -> [2, 3]" in caplog.text
     assert controller.step() == []  # decided: the next pass has nothing to do

@@ -105,7 +105,7 @@ def _log_liveness(before: Set[int], after: Set[int]) -> None:
     if before - after:
         log.info("Fenced broker(s) %s: lease unchanged for its duration", sorted(before - after))
     if after - before:
-        log.info("Broker(s) %s alive (lease renewed)", sorted(after - before))
+        log.info("Unfenced broker(s) %s: lease held and changing", sorted(after - before))
 
 
 def run_passes(controller: Controller, interval_s: float, stopping: threading.Event) -> None:
