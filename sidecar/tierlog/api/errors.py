@@ -21,6 +21,7 @@ __all__ = [
     "REASON_KEY",
     "STATUS_CODES",
     "InvalidPartitionsError",
+    "InvalidReplicationFactorError",
     "InvalidRequestError",
     "InvalidRequiredAcksError",
     "InvalidUpdateVersionError",
@@ -48,6 +49,13 @@ class InvalidPartitionsError(TierlogError):
     """A partition count below 1, or CreatePartitions that does not grow the topic."""
 
     reason = "INVALID_PARTITIONS"
+
+
+class InvalidReplicationFactorError(TierlogError):
+    """A replication factor below 1, above the brokers there are to hold the replicas,
+    or above what this broker can serve."""
+
+    reason = "INVALID_REPLICATION_FACTOR"
 
 
 class InvalidRequestError(TierlogError):
@@ -121,6 +129,7 @@ STATUS_CODES: dict[str, grpc.StatusCode] = {
     "INVALID_TOPIC_EXCEPTION": _C.INVALID_ARGUMENT,
     "INVALID_CONFIG": _C.INVALID_ARGUMENT,
     "INVALID_PARTITIONS": _C.INVALID_ARGUMENT,
+    "INVALID_REPLICATION_FACTOR": _C.INVALID_ARGUMENT,
     "INVALID_REQUEST": _C.INVALID_ARGUMENT,
     "INVALID_REQUIRED_ACKS": _C.INVALID_ARGUMENT,
     "UNSUPPORTED_FOR_MESSAGE_FORMAT": _C.INVALID_ARGUMENT,

@@ -1,0 +1,1 @@
+"""Replicas of a partition on several brokers: where they go, and how they follow."""
