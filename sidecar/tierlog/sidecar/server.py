@@ -139,7 +139,13 @@ class SidecarServer:
         self.metrics.expect_calls(_SERVICE_DESCRIPTORS)
         add_log_service(self._log_service, self.server)
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
-            AdminService(partitions, self.watch, assignment), self.server
+            AdminService(
+                partitions,
+                self.watch,
+                assignment,
+                default_replication_factor=self.config.default_replication_factor,
+            ),
+            self.server,
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(
