@@ -92,6 +92,8 @@ def test_partition_counts_are_checked() -> None:
         assign_new_partitions(brokers, [(0,), (1,)], 2)  # does not grow
     with pytest.raises(InvalidPartitionsError):
         assign_new_partitions(brokers, [], 2)  # no topic to grow
+    with pytest.raises(ValueError, match="must not be negative"):
+        assign_replicas(brokers, 1, 1, start_index=-1)
 
 
 # -- invariants ------------------------------------------------------------------------

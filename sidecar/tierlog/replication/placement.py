@@ -55,7 +55,7 @@ def assign_replicas(
         raise InvalidPartitionsError(f"{partition_count} partitions; a topic has at least 1")
     _check_factor(replication_factor, len(racks))
     if start_index < 0 or first_partition < 0 or (replica_shift or 0) < 0:
-        raise ValueError("start_index, replica_shift and first_partition are not negative")
+        raise ValueError("start_index, replica_shift and first_partition must not be negative")
     brokers = rack_alternated(racks)
     shift = start_index if replica_shift is None else replica_shift
     return {
@@ -69,8 +69,8 @@ def assign_new_partitions(
 ) -> dict[int, tuple[int, ...]]:
     """Replicas of the partitions that grow a topic from ``len(existing)`` (its replicas
     by partition) to ``total_count``, as many per partition as partition 0 has, the
-    stripe starting where partition 0's leader sits (the list's head when that broker
-    is gone), as Kafka's CreatePartitions does."""
+    stripe starting where partition 0's leader sits, as in Kafka's CreatePartitions
+    (the list's head when that broker is gone)."""
     if not existing or total_count <= len(existing):
         raise InvalidPartitionsError(
             f"a topic of {len(existing)} partitions grows to more, not {total_count}"
