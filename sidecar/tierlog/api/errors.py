@@ -22,6 +22,7 @@ __all__ = [
     "STATUS_CODES",
     "FencedLeaderEpochError",
     "InvalidPartitionsError",
+    "InvalidReplicationFactorError",
     "InvalidRequestError",
     "InvalidRequiredAcksError",
     "InvalidUpdateVersionError",
@@ -53,6 +54,13 @@ class InvalidPartitionsError(TierlogError):
     """A partition count below 1, or CreatePartitions that does not grow the topic."""
 
     reason = "INVALID_PARTITIONS"
+
+
+class InvalidReplicationFactorError(TierlogError):
+    """A replication factor below 1, above the brokers there are to hold the replicas,
+    or above what this broker can serve."""
+
+    reason = "INVALID_REPLICATION_FACTOR"
 
 
 class InvalidRequestError(TierlogError):
@@ -162,6 +170,7 @@ STATUS_CODES: dict[str, grpc.StatusCode] = {
     "INVALID_TOPIC_EXCEPTION": _C.INVALID_ARGUMENT,
     "INVALID_CONFIG": _C.INVALID_ARGUMENT,
     "INVALID_PARTITIONS": _C.INVALID_ARGUMENT,
+    "INVALID_REPLICATION_FACTOR": _C.INVALID_ARGUMENT,
     "INVALID_REQUEST": _C.INVALID_ARGUMENT,
     "INVALID_REQUIRED_ACKS": _C.INVALID_ARGUMENT,
     "UNSUPPORTED_FOR_MESSAGE_FORMAT": _C.INVALID_ARGUMENT,

@@ -83,6 +83,7 @@ _PROCESS_KEYS = {
     "log.flush.scheduler.interval.ms",
     "log.flush.offset.checkpoint.interval.ms",
     "log.retention.check.interval.ms",
+    "default.replication.factor",
 }
 
 # gRPC's message lengths are 32-bit signed.
@@ -123,6 +124,9 @@ class SidecarConfig:
     # Replication (``tierlog.replication.state.dir``, ``replica.*``); None: each
     # partition lives on its one owner.
     replication: ReplicationConfig | None = None
+    # Replicas of each partition of a topic created without a replication factor
+    # (``default.replication.factor``, Kafka's default 1).
+    default_replication_factor: int = 1
 
     @property
     def remote_read_config(self) -> RemoteReadConfig:
@@ -193,11 +197,16 @@ class SidecarConfig:
             checkpoint_ms = int(props.get("log.flush.offset.checkpoint.interval.ms", "60000"))
             grace_ms = int(props.get("tierlog.shutdown.grace.ms", "30000"))
             request_max_bytes = int(props.get("socket.request.max.bytes", "104857600"))
+            replication_factor = int(props.get("default.replication.factor", "1"))
         except ValueError as error:
             raise InvalidConfigError(f"invalid number in broker config: {error}") from None
         if not 1 <= request_max_bytes <= _GRPC_MAX_MESSAGE_BYTES:
             raise InvalidConfigError(
                 f"socket.request.max.bytes must be in 1..{_GRPC_MAX_MESSAGE_BYTES}"
+            )
+        if replication_factor < 1:
+            raise InvalidConfigError(
+                f"default.replication.factor={replication_factor} is below its minimum 1"
             )
         listen = parse_host_port(props.get("listeners", DEFAULT_LISTEN), "listeners")
         advertised = props.get("advertised.listeners")
@@ -224,6 +233,7 @@ class SidecarConfig:
             remote_read=RemoteReadConfig.from_properties(props, storage.log_dirs),
             tier=TierConfig.from_properties(props, storage.log_dirs),
             replication=ReplicationConfig.from_properties(props),
+            default_replication_factor=replication_factor,
         )
 
 

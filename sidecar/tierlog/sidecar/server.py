@@ -153,7 +153,13 @@ class SidecarServer:
         self.metrics.expect_calls(descriptors)
         add_log_service(self._log_service, self.server)
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
-            AdminService(partitions, self.watch, assignment), self.server
+            AdminService(
+                partitions,
+                self.watch,
+                assignment,
+                default_replication_factor=self.config.default_replication_factor,
+            ),
+            self.server,
         )
         if partitions.replicas is not None:
             replication_service_pb2_grpc.add_ReplicationServiceServicer_to_server(
