@@ -11,10 +11,13 @@ finds them (failing with a pointer at ``make tools``, never skipping), and offer
   and the findings of its index checks, which it prints on stderr and exits 0 with);
 - ``KafkaBroker``: a fresh single-node KRaft broker (combined broker+controller) on
   loopback ports, formatted with ``kafka.tools.StorageTool``, stopped with SIGTERM so
-  it shuts down cleanly, and ``restart``-able on the same log dirs; with ``create_topic``
-  (Admin client), ``produce`` (the real Java producer: keys, values, headers,
-  timestamps, any codec, batch control) and ``consume`` (the real Java consumer, from
-  the beginning of a partition, plus its ListOffsets answers).
+  it shuts down cleanly (or ``kill``-ed with SIGKILL), and ``restart``-able on the same
+  log dirs; with ``create_topic`` (Admin client), ``produce`` (the real Java producer:
+  keys, values, headers, timestamps, any codec, batch control) and ``consume`` (the real
+  Java consumer, from the beginning of a partition, plus its ListOffsets answers);
+- ``KafkaCluster``: one KRaft controller and N brokers (each a ``KafkaBroker`` in one
+  role, its own JVM and dirs, one cluster id), for replication: topics with a
+  replication factor and the partition's leader through Kafka's ``TopicCommand``.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ __all__ = [
     "FileDump",
     "IndexEntry",
     "KafkaBroker",
+    "KafkaCluster",
     "KafkaTools",
     "KafkaToolsMissing",
     "ProducedRecord",
@@ -338,6 +342,9 @@ class KafkaBroker:
     ``workdir/metadata``, starts the broker and waits until it is serving; leaving
     the block (or ``stop()``) sends SIGTERM and waits for the clean shutdown, after
     which the log directory holds Kafka's closed, flushed files.
+
+    One node of a larger cluster (``KafkaCluster``) takes ``process_roles`` ``broker``
+    or ``controller``, the cluster's ``controller_voters`` and its ``cluster_id``.
     """
 
     tools: KafkaTools
@@ -350,6 +357,9 @@ class KafkaBroker:
     node_id: int = 1
     broker_port: int = field(default_factory=_free_port)
     controller_port: int = field(default_factory=_free_port)
+    process_roles: str = "broker,controller"
+    controller_voters: str = ""  # "": this node alone, on its controller port
+    cluster_id: str = field(default_factory=_random_cluster_id)
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _log_start: int = field(default=0, init=False, repr=False)  # this run's part of log_file
 
@@ -368,17 +378,31 @@ class KafkaBroker:
     def partition_dir(self, topic: str, partition: int = 0) -> Path:
         return self.log_dir / f"{topic}-{partition}"
 
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.process_roles.split(",")
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.process_roles.split(",")
+
+    def _listeners(self) -> dict[str, str]:
+        """Each role's listener: PLAINTEXT for clients and brokers, CONTROLLER for KRaft."""
+        listeners = []
+        if self.is_broker:
+            listeners.append(f"PLAINTEXT://127.0.0.1:{self.broker_port}")
+        if self.is_controller:
+            listeners.append(f"CONTROLLER://127.0.0.1:{self.controller_port}")
+        advertised = {"advertised.listeners": listeners[0]} if self.is_broker else {}
+        return {"listeners": ",".join(listeners), **advertised}
+
     def server_properties(self) -> dict[str, str]:
-        voters = f"{self.node_id}@127.0.0.1:{self.controller_port}"
+        voters = self.controller_voters or f"{self.node_id}@127.0.0.1:{self.controller_port}"
         return {
-            "process.roles": "broker,controller",
+            "process.roles": self.process_roles,
             "node.id": str(self.node_id),
             "controller.quorum.voters": voters,
-            "listeners": (
-                f"PLAINTEXT://127.0.0.1:{self.broker_port},"
-                f"CONTROLLER://127.0.0.1:{self.controller_port}"
-            ),
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.broker_port}",
+            **self._listeners(),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -416,7 +440,7 @@ class KafkaBroker:
                 "--config",
                 properties,
                 "--cluster-id",
-                _random_cluster_id(),
+                self.cluster_id,
             )
         levels = [f"-Dorg.slf4j.simpleLogger.log.{k}={v}" for k, v in self.log_levels.items()]
         cmd = self.tools.command("kafka.Kafka", properties, jvm_args=(*BROKER_JVM_ARGS, *levels))
@@ -446,6 +470,10 @@ class KafkaBroker:
             f"{self._log_tail()}"
         )
 
+    @property
+    def is_running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
     def run_log(self) -> str:
         """What the broker logged since its latest start (``log_file`` keeps every run)."""
         with contextlib.suppress(OSError), self.log_file.open("rb") as log:
@@ -473,6 +501,13 @@ class KafkaBroker:
                 f"Kafka broker ignored SIGTERM for {timeout_s} s and was killed; log tail:\n"
                 f"{self._log_tail()}"
             ) from None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash: no controlled shutdown, nothing flushed, no clean marker."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
 
     def restart(self) -> Self:
         """Stop (cleanly) if running, then start again on the same dirs and ports."""
@@ -593,6 +628,130 @@ class KafkaBroker:
                 for row in summary["forTimes"]
             },
         )
+
+
+# --- a replicated cluster -------------------------------------------------------------------
+
+CONTROLLER_NODE_ID = 100  # apart from the brokers' ids 0..N-1
+_DESCRIBED_LEADER = re.compile(r"Partition: (\d+)\s+Leader: (-?\d+)")
+
+
+@dataclass
+class KafkaCluster:
+    """A KRaft cluster on loopback: one controller and ``broker_count`` brokers, each a
+    ``KafkaBroker`` in its own JVM with its own dirs under ``workdir`` (``controller``,
+    ``broker-N``), sharing one cluster id. A dedicated controller keeps the quorum out of
+    the brokers, so a broker killed with SIGKILL is only a broker lost: its partitions
+    move when the controller fences it, after ``broker.session.timeout.ms``.
+
+    ``broker_configs`` go to every broker (and to the controller, where the controller
+    reads them, e.g. ``broker.session.timeout.ms``).
+    """
+
+    tools: KafkaTools
+    workdir: Path
+    broker_count: int = 3
+    broker_configs: Mapping[str, str] = field(default_factory=dict)
+    start_timeout_s: float = 120.0
+    controller: KafkaBroker = field(init=False)
+    brokers: list[KafkaBroker] = field(init=False)
+
+    def __post_init__(self) -> None:
+        cluster_id = _random_cluster_id()
+        self.controller = KafkaBroker(
+            self.tools,
+            self.workdir / "controller",
+            broker_configs=self.broker_configs,
+            start_timeout_s=self.start_timeout_s,
+            node_id=CONTROLLER_NODE_ID,
+            process_roles="controller",
+            cluster_id=cluster_id,
+        )
+        voters = f"{CONTROLLER_NODE_ID}@127.0.0.1:{self.controller.controller_port}"
+        self.brokers = [
+            KafkaBroker(
+                self.tools,
+                self.workdir / f"broker-{node}",
+                broker_configs=self.broker_configs,
+                start_timeout_s=self.start_timeout_s,
+                node_id=node,
+                process_roles="broker",
+                controller_voters=voters,
+                cluster_id=cluster_id,
+            )
+            for node in range(self.broker_count)
+        ]
+        self.controller.controller_voters = voters
+
+    @property
+    def bootstrap_server(self) -> str:
+        """Every broker, as clients list them in ``bootstrap.servers``."""
+        return ",".join(broker.bootstrap_server for broker in self.brokers)
+
+    def broker(self, node_id: int) -> KafkaBroker:
+        return self.brokers[node_id]
+
+    def start(self) -> Self:
+        self.controller.start()
+        for broker in self.brokers:
+            broker.start()
+        return self
+
+    def stop(self) -> None:
+        for broker in self.brokers:
+            broker.stop()
+        self.controller.stop()
+
+    def __enter__(self) -> Self:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _topic_command(self, *args: str) -> str:
+        return self.tools.run(
+            "org.apache.kafka.tools.TopicCommand",
+            "--bootstrap-server",
+            self.bootstrap_server,
+            *args,
+        )
+
+    def create_topic(
+        self,
+        topic: str,
+        configs: Mapping[str, str] | None = None,
+        *,
+        partitions: int = 1,
+        replication_factor: int | None = None,
+    ) -> None:
+        """``kafka-topics --create``; ``replication_factor`` None: every broker holds a replica."""
+        factor = self.broker_count if replication_factor is None else replication_factor
+        args = ["--create", "--topic", topic, "--partitions", str(partitions)]
+        args += ["--replication-factor", str(factor)]
+        for key, value in (configs or {}).items():
+            args += ["--config", f"{key}={value}"]
+        self._topic_command(*args)
+
+    def leader(self, topic: str, partition: int = 0) -> int:
+        """The partition's leader as ``kafka-topics --describe`` prints it (-1: none)."""
+        described = self._topic_command("--describe", "--topic", topic)
+        for match in _DESCRIBED_LEADER.finditer(described):
+            if int(match[1]) == partition:
+                return int(match[2])
+        raise RuntimeError(f"no partition {partition} in:\n{described}")
+
+    def live_broker(self) -> KafkaBroker:
+        """A broker whose process runs (for clients that need one address)."""
+        return next(broker for broker in self.brokers if broker.is_running)
 
 
 # --- DumpLogSegments output -----------------------------------------------------------------
