@@ -168,13 +168,23 @@ class System(Protocol):
     def consume(self, topic: str, records: int) -> Consumed: ...
 
 
+class KafkaEndpoint(Protocol):
+    """Where Kafka's clients connect: one broker (``KafkaBroker``) or a ``KafkaCluster``."""
+
+    @property
+    def bootstrap_server(self) -> str: ...
+
+    def create_topic(self, topic: str) -> None: ...
+
+
 @dataclass
 class Kafka:
     """Kafka's broker from the interop harness, driven by Kafka's own perf tools."""
 
     tools: KafkaTools
-    broker: KafkaBroker
+    broker: KafkaEndpoint
     name: str = "Kafka"
+    acks: str = "1"
 
     def create_topic(self, topic: str) -> None:
         self.broker.create_topic(topic)
@@ -186,7 +196,7 @@ class Kafka:
             *("--record-size", str(RECORD_BYTES), "--throughput", str(rate)),
             "--producer-props",
             f"bootstrap.servers={self.broker.bootstrap_server}",
-            "acks=1",
+            f"acks={self.acks}",
             f"batch.size={batch_bytes}",
             f"linger.ms={LINGER_MS}",
             jvm_args=PERF_TOOL_JVM_ARGS,
@@ -209,13 +219,14 @@ class Tierlog:
 
     address: str
     name: str = "tierlog"
+    acks: str = "1"
 
     def create_topic(self, topic: str) -> None:
         with AdminClient(self.address) as admin:
             admin.create_topic(topic)
 
     def produce(self, topic: str, records: int, batch_bytes: int, rate: float) -> Produced:
-        props = ("acks=1", f"batch.size={batch_bytes}", f"linger.ms={LINGER_MS}")
+        props = (f"acks={self.acks}", f"batch.size={batch_bytes}", f"linger.ms={LINGER_MS}")
         command: list[str | Path] = [
             TIERLOG_BIN / "tierlog",
             *("perf", "produce", topic, "--server", self.address),
