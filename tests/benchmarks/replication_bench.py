@@ -6,9 +6,11 @@ Run from the repository root (needs ``make tools``)::
 
 Kafka is the interop harness's ``KafkaCluster`` (one KRaft controller and three brokers,
 each its own JVM and dirs); tierlog is three ``tierlog-sidecar`` brokers replicating over
-one partition-state store directory (``tierlog.replication.state.dir``), everything on
-127.0.0.1. Every client runs in its own process: Kafka's own ``ProducerPerformance`` and
-``VerifiableProducer`` against ``tierlog perf produce`` and this module's ``--probe``.
+one partition-state store directory (``tierlog.replication.state.dir``), as ``tierlog
+cluster up`` starts them (each holding a lease, the controller run by whichever holds
+the store's lock), everything on 127.0.0.1. Every client runs in its own process:
+Kafka's own ``ProducerPerformance`` and ``VerifiableProducer`` against ``tierlog perf
+produce`` and this module's ``--probe``.
 For 64 KiB and 1 MiB ``batch.size`` (1 KiB records, one partition, no compression,
 ``linger.ms=1000`` so batches leave full, as in ``kafka_comparison_bench``):
 
@@ -66,9 +68,6 @@ from tests.support.sidecars import SidecarProcess, free_port
 from tierlog.cli.perf import Throttle
 from tierlog.client import AdminClient, Consumer, Producer, RecordMetadata
 from tierlog.partition_state.local_store import LocalStateStore
-from tierlog.partition_state.model import PartitionState
-from tierlog.sidecar.ownership import Broker, Ownership
-from tierlog.storage.checkpoints import TopicPartition
 
 MODULE = "tests.benchmarks.replication_bench"  # run with -m from the repository root
 REPO = Path(__file__).resolve().parents[2]
@@ -86,6 +85,9 @@ TUNED_KAFKA_BROKER = {
 }
 TUNED_TIERLOG_BROKER = {"broker.session.timeout.ms": str(TUNED_SESSION_TIMEOUT_MS)}
 TUNED_CLIENT = {"retry.backoff.max.ms": "100"}
+# VerifiableProducer sets retries=0 (so idempotence off) unless its config says otherwise:
+# give it back the producer's defaults, which tierlog's producer has too.
+VERIFIABLE_PRODUCER_DEFAULTS = {"retries": str(2**31 - 1), "enable.idempotence": "true"}
 
 
 # --- the clusters -----------------------------------------------------------------------------
@@ -144,7 +146,8 @@ class KafkaSide:
     def probe_command(self, topic: str, records: int, client_props: Mapping[str, str]) -> list[str]:
         """Kafka's ``VerifiableProducer``: one JSON line per acknowledgement, with the time."""
         config = self.cluster.workdir / f"probe-{topic}.properties"
-        config.write_text("".join(f"{key}={value}\n" for key, value in client_props.items()))
+        props = {**VERIFIABLE_PRODUCER_DEFAULTS, **client_props}
+        config.write_text("".join(f"{key}={value}\n" for key, value in props.items()))
         return self.tools.command(
             "org.apache.kafka.tools.VerifiableProducer",
             *("--bootstrap-server", self.cluster.bootstrap_server, "--topic", topic),
@@ -160,7 +163,8 @@ class KafkaSide:
 @dataclass
 class TierlogCluster:
     """Three ``tierlog-sidecar`` brokers on loopback replicating over one partition-state
-    store directory, as ``tests/replication/conftest.py`` starts them."""
+    store directory, with the configs ``tierlog cluster up`` gives them; started here,
+    not by that command, so that one killed broker can be started again on its port."""
 
     workdir: Path
     broker_configs: Mapping[str, str] = field(default_factory=dict)
@@ -210,28 +214,16 @@ class TierlogCluster:
             if hasattr(broker, "process") and broker.process.poll() is None:
                 broker.stop()
 
-    def first_leader(self, topic: str) -> int:
-        """The broker a client's Metadata names for a new topic's partition 0: until
-        Metadata follows the store, the broker the topic's name hashes to, so the store
-        makes it the leader too."""
-        brokers = tuple(Broker(node, b.address) for node, b in enumerate(self.brokers))
-        owner = Ownership(0, brokers).owner(TopicPartition(topic, 0))
-        assert owner is not None
-        return owner.node_id
-
     def create_topic(self, topic: str, replication_factor: int) -> None:
-        """The partition's state written into the store (leader first), its configs set on
-        every replica; back once the leader serves it."""
-        leader = self.first_leader(topic)
-        others = [node for node in range(self.broker_count) if node != leader]
-        replicas = (leader, *others[: replication_factor - 1])
-        self.store.create_topic(topic, {0: PartitionState.new(replicas)})
-        configs = topic_configs(replication_factor)
-        self.store.write_topic_configs(topic, configs)
-        for node in replicas:
+        """``tierlog topics create --replication-factor N --config ...`` through broker 0
+        (the store places the replicas); back once every replica's broker holds it."""
+        with AdminClient(self.brokers[0].address) as admin:
+            admin.create_topic(
+                topic, 1, topic_configs(replication_factor), replication_factor=replication_factor
+            )
+        for node in self.store.read_topic(topic)[0].replicas:
             with AdminClient(self.brokers[node].address) as admin:
                 wait_until(lambda: topic in admin.list_topics(), f"broker {node} to hold {topic}")
-                admin.alter_configs(topic, configs)
 
 
 def wait_until(condition: object, what: str, timeout_s: float = 60) -> None:
@@ -347,6 +339,9 @@ def measure_failover(
     client_props: Mapping[str, str],
     give_up_s: float,
 ) -> Failover:
+    """One kill: the probe runs until a second of acknowledgements came after the kill
+    (the first record sent after the kill is among them: they come in send order, and at
+    most a few were in flight before it), or ``give_up_s``."""
     system.create_topic(topic, REPLICAS)
     records = int(PROBE_RATE * (PROBE_START_S + give_up_s))
     output = workdir / f"{system.name}-{topic}.jsonl"
@@ -366,20 +361,30 @@ def measure_failover(
         leader = system.leader(topic)
         kill_ms = time.time() * 1000
         system.kill(leader)
-        try:
-            probe.wait(timeout=give_up_s + PROBE_START_S + 30)
-        except subprocess.TimeoutExpired:
-            probe.kill()
-            probe.wait()
+
+        def acknowledged_after_kill() -> bool:
+            later = [acked for _, acked in acknowledgements(output) if acked > kill_ms]
+            return len(later) >= PROBE_RATE
+
+        with contextlib.suppress(TimeoutError):
+            wait_until(acknowledged_after_kill, "acknowledgements after the kill", give_up_s)
     finally:
-        if probe.poll() is None:
-            probe.kill()
-            probe.wait()
+        stop_probe(probe)
     acks = acknowledgements(output)
     end_offset = max((offset for offset, _ in acks), default=-1) + 1
     system.restart(leader)  # first: a leader nobody replaced serves the read-back again
     send_times = system.send_times_ms(topic, end_offset)
     return Failover(failover_seconds(acks, send_times, kill_ms), leader, len(acks))
+
+
+def stop_probe(probe: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (Kafka's tool closes its producer), SIGKILL if that hangs on a dead leader."""
+    probe.terminate()
+    try:
+        probe.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        probe.kill()
+        probe.wait()
 
 
 # --- the run -----------------------------------------------------------------------------------
