@@ -151,12 +151,16 @@ class _Link:
         self.was_reset = False
 
     def reset(self) -> None:
+        """End the link from outside (a cut, the proxy stopping): both sides get an RST."""
         self.was_reset = True
+        self._abort()
+        if self.task is not None:
+            self.task.cancel()
+
+    def _abort(self) -> None:
         for writer in (self.client, self.upstream):
             if writer is not None:
                 _reset(writer)
-        if self.task is not None:
-            self.task.cancel()
 
     async def run(self) -> None:
         self.task = asyncio.current_task()
@@ -175,7 +179,7 @@ class _Link:
             ]
             await asyncio.gather(*pumps)
         except OSError:  # either side went away (or the upstream is down): end both
-            self.reset()
+            self._abort()
         finally:
             for pump in pumps:
                 pump.cancel()
