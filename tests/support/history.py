@@ -19,8 +19,8 @@ The events (every one carries ``worker`` and ``time_ns``):
 - ``Read(partition, offset, value)``: a consumer read ``value`` at that offset;
 - ``FinalRead(replica, partition, high_watermark, records)``: after the run, one
   replica's whole log of a partition, as ``(offset, value)`` pairs;
-- ``Fault(kind, target)``: the nemesis injected a fault (``availability`` measures
-  from it).
+- ``Fault(kind, target)``: the nemesis injected a fault, recorded once it is in
+  effect (``availability`` measures from it).
 
 ``check(events)`` is a pure function returning every ``Violation`` with the events that
 show it. The final log of a partition is the committed part (below its high watermark)
@@ -62,6 +62,7 @@ from types import TracebackType
 from typing import ClassVar, Self
 
 __all__ = [
+    "NULL_VALUE",
     "Event",
     "Fail",
     "Fault",
@@ -81,6 +82,9 @@ __all__ = [
 ]
 
 HISTORY_SUFFIX = ".jsonl"
+# How a record with a null value is written down: the workers never produce one, so the
+# checker reports it as a value nobody produced.
+NULL_VALUE = "<null>"
 
 
 class MalformedHistory(ValueError):
@@ -486,24 +490,27 @@ def _acknowledged_in_order(produces: Mapping[str, _Produce]) -> Iterator[Violati
 
 @dataclass(frozen=True)
 class Outage:
-    """A fault and the first acknowledgement after it (None: there was none)."""
+    """A fault and the first acknowledgement of a produce invoked after it (None: there
+    was none). An answer already on its way when the fault struck would say nothing of
+    recovery, so it does not count."""
 
     fault: Fault
     next_ok: Ok | None
 
     @property
     def seconds(self) -> float | None:
-        """From the fault to the next acknowledged produce."""
+        """From the fault to that acknowledgement."""
         if self.next_ok is None:
             return None
         return (self.next_ok.time_ns - self.fault.time_ns) / 1e9
 
 
 def availability(events: Sequence[Event]) -> list[Outage]:
-    """For each fault, in order, how long until a produce was acknowledged again."""
-    outages = []
-    for i, event in enumerate(events):
-        if isinstance(event, Fault):
-            after = (later for later in events[i + 1 :] if isinstance(later, Ok))
-            outages.append(Outage(event, next(after, None)))
-    return outages
+    """For each fault, in order, how long until a produce sent after it was acknowledged."""
+    invoked_ns = {event.value: event.time_ns for event in events if isinstance(event, Invoke)}
+    oks = [event for event in events if isinstance(event, Ok)]
+    return [
+        Outage(fault, next((ok for ok in oks if invoked_ns[ok.value] > fault.time_ns), None))
+        for fault in events
+        if isinstance(fault, Fault)
+    ]

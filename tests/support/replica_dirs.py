@@ -19,22 +19,18 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.history import NULL_VALUE
 from tierlog.storage.file_records import FileRecords
 from tierlog.storage.records import BatchHeader, decode_records, parse_header
 from tierlog.storage.segment import LOG_SUFFIX
 
 __all__ = [
-    "NULL_VALUE",
     "ReplicaBatch",
     "ReplicaDifference",
     "compare_replica_dirs",
     "read_values",
     "replica_batches",
 ]
-
-# How a record with a null value reads: the fault run's workers never write one, so the
-# history checker reports it as a value nobody produced.
-NULL_VALUE = "<null>"
 
 
 @dataclass(frozen=True)

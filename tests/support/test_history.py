@@ -333,22 +333,24 @@ def test_acknowledged_records_without_a_final_read_are_a_malformed_history() -> 
 # -- availability -----------------------------------------------------------------------
 
 
-def test_availability_is_the_time_from_each_fault_to_the_next_acknowledgement() -> None:
+def test_availability_is_the_time_from_each_fault_to_the_next_acknowledged_new_produce() -> None:
     history = (
         History()
         .produced("p1", "a", 0, 0)
-        .fault("kill -9", "broker-1")  # at 2
+        .invoke("p2", "in-flight")
+        .fault("kill -9", "broker-1")  # at 3
+        .ok("p2", "in-flight", 0, 1)  # answered already on its way: not a recovery
         .invoke("p1", "b")
         .info("p1", "b")
-        .produced("p1", "c", 0, 1)  # ok at 6
-        .fault("cut", "broker-2")  # at 7, never followed by an ok
+        .produced("p1", "c", 0, 2)  # ok at 8
+        .fault("cut", "broker-2")  # at 9, never followed by an ok
         .invoke("p1", "d")
     )
     first, second = availability(history.events)
     assert (first.fault.target, first.next_ok, first.seconds) == (
         "broker-1",
-        history.events[6],
-        4e-9,
+        history.events[8],
+        5e-9,
     )
     assert (second.fault.kind, second.next_ok, second.seconds) == ("cut", None, None)
 
