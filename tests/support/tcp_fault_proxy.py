@@ -18,6 +18,8 @@ Bytes pass unchanged in both directions (gRPC's HTTP/2 included). Per route:
   read is held, and a new connection dials its upstream only once bytes may pass: on
   ``heal`` it all flows, in order, as TCP's retransmissions deliver it when a partition
   heals before the connection gives up (a stale request arriving late included);
+- ``lose_answers``: requests reach the upstream, its answers are dropped, as when a
+  server acted and its reply was lost: the client cannot tell whether it took effect;
 - ``delay(ms)``: each chunk is forwarded ``ms`` after it arrived, both ways;
 - ``heal``: no fault: pass at once.
 
@@ -48,8 +50,8 @@ from typing import Any, Literal, Self, cast, get_args
 
 __all__ = ["Command", "FaultProxyError", "RouteStatus", "TcpFaultProxy"]
 
-Command = Literal["cut", "blackhole", "delay", "heal"]
-Mode = Literal["pass", "cut", "blackhole"]
+Command = Literal["cut", "blackhole", "lose_answers", "delay", "heal"]
+Mode = Literal["pass", "cut", "blackhole", "lose_answers"]
 CHUNK_BYTES = 64 * 1024
 REPO = Path(__file__).resolve().parents[2]
 
@@ -64,6 +66,7 @@ class RouteStatus:
     mode: Mode
     delay_ms: int
     links: int  # connections open now
+    answers_lost_bytes: int  # dropped by lose_answers since the proxy started
 
 
 # -- the proxy process ----------------------------------------------------------------------
@@ -93,6 +96,7 @@ class _Route:
         # Set (and replaced) at each command: a chunk waiting out a delay looks again.
         self.changed = asyncio.Event()
         self.links: set[_Link] = set()
+        self.answers_lost_bytes = 0
         self.server: asyncio.Server | None = None
 
     async def start(self) -> str:
@@ -127,6 +131,8 @@ class _Route:
         elif command == "blackhole":
             self.mode = "blackhole"
             self.flowing.clear()
+        elif command == "lose_answers":
+            self.mode = "lose_answers"
         elif command == "delay":
             self.delay_ms = delay_ms
         else:  # heal
@@ -134,7 +140,12 @@ class _Route:
             self.flowing.set()
 
     def status(self) -> dict[str, Any]:
-        return {"mode": self.mode, "delay_ms": self.delay_ms, "links": len(self.links)}
+        return {
+            "mode": self.mode,
+            "delay_ms": self.delay_ms,
+            "links": len(self.links),
+            "answers_lost_bytes": self.answers_lost_bytes,
+        }
 
 
 class _Link:
@@ -174,8 +185,8 @@ class _Link:
             )
             pumps += [
                 asyncio.create_task(self._read(upstream_reader, to_client)),
-                asyncio.create_task(self._write(to_upstream, self.upstream)),
-                asyncio.create_task(self._write(to_client, self.client)),
+                asyncio.create_task(self._write(to_upstream, self.upstream, answers=False)),
+                asyncio.create_task(self._write(to_client, self.client, answers=True)),
             ]
             await asyncio.gather(*pumps)
         except OSError:  # either side went away (or the upstream is down): end both
@@ -196,8 +207,14 @@ class _Link:
         queue.put_nowait(None)
 
     async def _write(
-        self, queue: asyncio.Queue[tuple[float, bytes] | None], writer: asyncio.StreamWriter
+        self,
+        queue: asyncio.Queue[tuple[float, bytes] | None],
+        writer: asyncio.StreamWriter,
+        *,
+        answers: bool,
     ) -> None:
+        """Forward what ``queue`` holds to ``writer`` under the route's fault; ``answers``:
+        this is the upstream's side, which ``lose_answers`` drops."""
         loop = asyncio.get_running_loop()
         while (item := await queue.get()) is not None:
             arrived, data = item
@@ -208,6 +225,9 @@ class _Link:
                     break
                 with contextlib.suppress(TimeoutError):  # the delay fault itself
                     await asyncio.wait_for(self.route.changed.wait(), wait_s)
+            if answers and self.route.mode == "lose_answers":
+                self.route.answers_lost_bytes += len(data)
+                continue
             writer.write(data)
             await writer.drain()
         if writer.can_write_eof():
@@ -326,6 +346,9 @@ class TcpFaultProxy:
 
     def blackhole(self, route: str) -> None:
         self._send({"command": "blackhole", "route": route})
+
+    def lose_answers(self, route: str) -> None:
+        self._send({"command": "lose_answers", "route": route})
 
     def delay(self, route: str, delay_ms: int) -> None:
         self._send({"command": "delay", "route": route, "delay_ms": delay_ms})

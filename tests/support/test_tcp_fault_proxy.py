@@ -100,12 +100,12 @@ def test_grpc_calls_and_raw_bytes_pass_unchanged(
     with socket.create_connection(_host_port(proxy.address("echo")), timeout=30) as sock:
         sender = threading.Thread(target=sock.sendall, args=(payload,))
         sender.start()
-        received = bytearray()
-        while len(received) < len(payload):
-            received += sock.recv(1 << 20)
+        received = _receive(sock, len(payload))
         sender.join()
-        assert proxy.status()["echo"] == RouteStatus(mode="pass", delay_ms=0, links=1)
-    assert bytes(received) == payload
+        assert proxy.status()["echo"] == RouteStatus(
+            mode="pass", delay_ms=0, links=1, answers_lost_bytes=0
+        )
+    assert received == payload
 
 
 def test_a_cut_fails_calls_fast_with_unavailable_and_heal_restores(
@@ -115,7 +115,9 @@ def test_a_cut_fails_calls_fast_with_unavailable_and_heal_restores(
     assert proxy.status()["grpc"].links == 1
 
     proxy.cut("grpc")
-    assert proxy.status()["grpc"] == RouteStatus(mode="cut", delay_ms=0, links=0)
+    assert proxy.status()["grpc"] == RouteStatus(
+        mode="cut", delay_ms=0, links=0, answers_lost_bytes=0
+    )
     code, took_s = failed_call(channel, timeout_s=20)
     assert code is grpc.StatusCode.UNAVAILABLE
     assert took_s < 10, "a cut must fail a call long before its deadline"
@@ -144,13 +146,32 @@ def test_a_blackhole_makes_calls_reach_their_deadline_and_heal_restores(
     assert check(channel, 30) == SERVING  # the same connection, as when a partition heals
 
 
+def test_lost_answers_reach_the_upstream_and_never_come_back(proxy: TcpFaultProxy) -> None:
+    with socket.create_connection(_host_port(proxy.address("echo")), timeout=30) as sock:
+        sock.sendall(b"before")
+        assert _receive(sock, 6) == b"before"
+
+        proxy.lose_answers("echo")
+        sock.sendall(b"lost")
+        deadline = time.monotonic() + 30
+        while proxy.status()["echo"].answers_lost_bytes < 4:  # the echo answered; dropped
+            assert time.monotonic() < deadline, "the request never reached the upstream"
+            time.sleep(0.01)
+
+        proxy.heal("echo")
+        sock.sendall(b"after")
+        assert _receive(sock, 5) == b"after"  # not "lostafter": the answer is gone
+
+
 def test_a_delay_slows_each_direction_and_heal_removes_it(
     proxy: TcpFaultProxy, channel: grpc.Channel
 ) -> None:
     assert check(channel, 10) == SERVING
 
     proxy.delay("grpc", 1000)
-    assert proxy.status()["grpc"] == RouteStatus(mode="pass", delay_ms=1000, links=1)
+    assert proxy.status()["grpc"] == RouteStatus(
+        mode="pass", delay_ms=1000, links=1, answers_lost_bytes=0
+    )
     started = time.monotonic()
     assert check(channel, 30) == SERVING
     assert time.monotonic() - started >= 2  # the request's second, then the answer's
@@ -209,6 +230,15 @@ def test_the_proxy_exits_on_sigterm_and_closes_its_connections(
     proxy.close()
     assert proxy.process.returncode == 0
     assert failed_call(channel, timeout_s=20)[0] is grpc.StatusCode.UNAVAILABLE
+
+
+def _receive(sock: socket.socket, size: int) -> bytes:
+    received = b""
+    while len(received) < size:
+        chunk = sock.recv(size - len(received))
+        assert chunk, f"the connection closed after {received!r}"
+        received += chunk
+    return received
 
 
 def _host_port(address: str) -> tuple[str, int]:
