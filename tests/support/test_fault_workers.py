@@ -1,7 +1,8 @@
 """The fault run's tools together, on one real broker (replication is not needed for
 what they promise): producer and consumer workers in their own processes record a
-history while the broker is paused with SIGSTOP and its link cut and blackholed through
-the fault proxy; its data directory is read back as the final log; the checker finds
+history while the broker is paused with SIGSTOP, its link cut and blackholed through the
+fault proxy, it is killed with ``kill -9`` and started again, and a producer is killed
+mid-run; the broker's data directory is read back as the final log; the checker finds
 nothing wrong and every fault is followed by acknowledgements again."""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from tests.support.history import (
     check,
     load_history,
 )
-from tests.support.process_faults import paused
+from tests.support.process_faults import kill_9, paused
 from tests.support.replica_dirs import read_values
 from tests.support.sidecars import SidecarProcess, free_port, start_sidecar
 from tests.support.tcp_fault_proxy import TcpFaultProxy
@@ -119,11 +120,21 @@ def test_a_fault_run_on_one_broker_records_a_history_that_checks(
                 time.sleep(FAULT_S)
                 proxy.heal("broker-0")
                 _wait_for_more_acknowledgements(history, workers, 100)
+            kill_9(sidecar.process.pid)
+            nemesis.fault("kill -9", "broker-0")
+            sidecar.process.wait()
+            sidecar.start()  # on its port, recovering its log
+            _wait_for_more_acknowledgements(history, workers, 100)
+            kill_9(workers[1].pid)  # producer-2 dies mid-run: its last sends are unanswered
+            nemesis.fault("kill -9", "producer-2")
+            workers[1].wait()
+            _wait_for_more_acknowledgements(history, workers[:1] + workers[2:], 100)
     finally:
         for worker in workers:
-            worker.send_signal(signal.SIGTERM)
+            if worker.poll() is None:
+                worker.send_signal(signal.SIGTERM)
         exits = [worker.wait(timeout=60) for worker in workers]
-    assert exits == [0, 0, 0]
+    assert exits == [0, -signal.SIGKILL, 0]
     assert sidecar.stop() == 0
 
     with HistoryRecorder(history, "final") as final:
@@ -138,7 +149,13 @@ def test_a_fault_run_on_one_broker_records_a_history_that_checks(
     reads = sum(isinstance(event, Read) for event in events)
     assert reads > 0, "the consumer read nothing: rule (b) was not exercised"
     outages = availability(events)
-    assert [outage.fault.kind for outage in outages] == ["SIGSTOP", "cut", "blackhole"]
+    assert [outage.fault.kind for outage in outages] == [
+        "SIGSTOP",
+        "cut",
+        "blackhole",
+        "kill -9",
+        "kill -9",
+    ]
     seconds = [outage.seconds for outage in outages]
     assert all(s is not None and s < AVAILABILITY_BOUND_S for s in seconds), seconds
     print(f"\n{acknowledged} acknowledged, {reads} read; back after each fault in {seconds} s")
