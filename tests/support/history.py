@@ -205,7 +205,8 @@ class HistoryRecorder:
     """One worker's events, appended to ``DIR/<worker>.jsonl`` as they happen.
 
     Each event is one ``write`` of one whole line on an ``O_APPEND`` descriptor, with no
-    buffer in between: what was recorded before a ``kill -9`` is in the file, whole."""
+    buffer in between: what was recorded before a ``kill -9`` is in the file, whole, and
+    threads may share a recorder (a producer's callbacks run on its I/O thread)."""
 
     def __init__(self, directory: Path, worker: str):
         self.worker = worker

@@ -162,8 +162,10 @@ class _Link:
         self.was_reset = False
 
     def reset(self) -> None:
-        """End the link from outside (a cut, the proxy stopping): both sides get an RST."""
+        """End the link from outside (a cut, the proxy stopping): both sides get an RST.
+        It leaves the route's links at once, so a status asked next no longer counts it."""
         self.was_reset = True
+        self.route.links.discard(self)
         self._abort()
         if self.task is not None:
             self.task.cancel()
