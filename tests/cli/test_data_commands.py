@@ -54,6 +54,46 @@ def test_topics_create_list_describe_delete(server: str) -> None:
     assert missing.returncode == 1 and b"UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
 
 
+def test_topics_describe_prints_leader_replicas_and_isr_as_kafka_topics_does(
+    server: str,
+) -> None:
+    created = tierlog(
+        server,
+        "topics",
+        "create",
+        "orders",
+        "--partitions",
+        "2",
+        "--replication-factor",
+        "1",
+        "--config",
+        "min.insync.replicas=1",
+        "--config",
+        "unclean.leader.election.enable=true",
+    )
+    assert "Created topic orders." in ok(created)
+    header, *partitions = ok(tierlog(server, "topics", "describe", "orders")).splitlines()
+    assert header == (
+        "Topic: orders\tPartitionCount: 2\tReplicationFactor: 1"
+        "\tConfigs: min.insync.replicas=1,unclean.leader.election.enable=true"
+    )
+    for p, line in enumerate(partitions):
+        assert line.startswith(
+            f"\tTopic: orders\tPartition: {p}\tLeader: 0\tReplicas: 0\tIsr: 0\tLogStartOffset: 0"
+        )
+
+
+def test_topics_create_with_more_replicas_than_the_broker_holds_names_what_is_missing(
+    server: str,
+) -> None:
+    refused = tierlog(server, "topics", "create", "orders", "--replication-factor", "3")
+    assert refused.returncode == 1
+    stderr = refused.stderr.decode()
+    assert "INVALID_REPLICATION_FACTOR" in stderr and "replication factor 3" in stderr
+    assert "replica fetcher" in stderr
+    assert ok(tierlog(server, "topics", "list")).split() == []
+
+
 @pytest.mark.parametrize("codec", ["none", "zstd"])
 def test_produce_stdin_lines_and_consume_them_back(server: str, codec: str) -> None:
     ok(tierlog(server, "topics", "create", "lines", "--partitions", "2"))
@@ -278,6 +318,15 @@ def test_the_arithmetic_of_perf_and_produce() -> None:
         (
             ["--config", "min.cleanable.dirty.ratio=nan"],
             "INVALID_CONFIG: invalid value 'nan' for min.cleanable.dirty.ratio",
+        ),
+        (
+            ["--replication-factor", "0"],
+            "argument --replication-factor: INVALID_REPLICATION_FACTOR: a partition has at "
+            "least 1 replica, not 0",
+        ),
+        (
+            ["--config", "min.insync.replicas=0"],
+            "INVALID_CONFIG: min.insync.replicas=0 is below its minimum 1",
         ),
     ],
 )

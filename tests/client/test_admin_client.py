@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tierlog.api.errors import InvalidPartitionsError, TopicAlreadyExistsError
+from tierlog.api.errors import (
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    TopicAlreadyExistsError,
+)
 from tierlog.client import AdminClient, NetworkError, Producer, TopicPartition
 from tierlog.storage.errors import (
     InvalidConfigError,
@@ -56,6 +60,22 @@ def test_topics_configs_partitions_and_metadata(sidecar: LiveSidecar) -> None:
         assert admin.list_topics() == {}
         with pytest.raises(UnknownTopicOrPartitionError):
             admin.delete_topic("orders")
+
+
+def test_replication_factors_and_the_replicas_described(sidecar: LiveSidecar) -> None:
+    with AdminClient(sidecar.address) as admin:
+        with pytest.raises(InvalidReplicationFactorError, match="at least 1 replica, not 0"):
+            admin.create_topic("orders", 2, replication_factor=0)  # on the wire: the default
+        with pytest.raises(InvalidReplicationFactorError, match="replica fetcher"):
+            admin.create_topic("orders", 2, replication_factor=2)
+        admin.create_topic("orders", 2, replication_factor=1)
+        admin.create_topic("defaulted", 1)
+        assert admin.list_topics() == {"orders": 2, "defaulted": 1}
+        (described,) = admin.describe_topics(["orders"])
+    assert [(p.leader_id, p.leader_epoch, p.replicas, p.isr) for p in described.partitions] == [
+        (0, 0, (0,), (0,)),
+        (0, 0, (0,), (0,)),
+    ]
 
 
 def test_no_sidecar_is_a_network_error() -> None:

@@ -304,6 +304,97 @@ def test_metadata_names_this_broker_as_the_owner_of_everything(sidecar: Sidecar)
     assert missing.topics[0].error.reason == "UNKNOWN_TOPIC_OR_PARTITION"
 
 
+def test_the_owner_is_leader_replicas_and_isr_in_metadata_and_describe(sidecar: Sidecar) -> None:
+    sidecar.create_topic("replicated", partitions=2)
+    metadata = sidecar.admin.Metadata(admin_service_pb2.MetadataRequest(topics=["replicated"]))
+    described = sidecar.admin.DescribeTopics(
+        admin_service_pb2.DescribeTopicsRequest(names=["replicated"])
+    )
+    for partitions in (metadata.topics[0].partitions, described.topics[0].partitions):
+        assert [(p.leader_epoch, list(p.replicas), list(p.isr)) for p in partitions] == [
+            (0, [0], [0]),
+            (0, [0], [0]),
+        ]
+
+
+def test_replication_factors_this_broker_cannot_hold_are_refused_by_name(
+    sidecar: Sidecar,
+) -> None:
+    new_topic = admin_service_pb2.NewTopic
+    results = _create(
+        sidecar,
+        new_topic(name="default", replication_factor=0),
+        new_topic(name="kafkas-default", replication_factor=-1),
+        new_topic(name="one", replication_factor=1),
+        new_topic(name="three", replication_factor=3),
+        new_topic(name="negative", replication_factor=-2),
+    )
+    assert results == {
+        "default": "",
+        "kafkas-default": "",
+        "one": "",
+        "three": "INVALID_REPLICATION_FACTOR",
+        "negative": "INVALID_REPLICATION_FACTOR",
+    }
+    dry = sidecar.admin.CreateTopics(
+        admin_service_pb2.CreateTopicsRequest(
+            topics=[new_topic(name="dry", replication_factor=2)], validate_only=True
+        )
+    )
+    refused = dry.results[0].error
+    assert refused.reason == "INVALID_REPLICATION_FACTOR"
+    assert "replica fetcher" in refused.message and "partition-state store" in refused.message
+    listed = sidecar.admin.ListTopics(admin_service_pb2.ListTopicsRequest())
+    assert [t.name for t in listed.topics] == ["default", "kafkas-default", "one"]
+    assert not (sidecar.data_dir / "three-0").exists()
+
+
+def test_broker_replication_defaults_are_topic_defaults_shown_and_overridden(
+    tmp_path: Path, sidecar_factory: SidecarFactory
+) -> None:
+    broker = sidecar_factory(
+        tmp_path / "data",
+        "min.insync.replicas=2",
+        "unclean.leader.election.enable=true",
+        "default.replication.factor=3",
+    )
+    new_topic = admin_service_pb2.NewTopic
+    refused = broker.admin.CreateTopics(
+        admin_service_pb2.CreateTopicsRequest(topics=[new_topic(name="orders")])
+    ).results[0]
+    assert refused.error.reason == "INVALID_REPLICATION_FACTOR"
+    assert "replication factor 3 (default.replication.factor)" in refused.error.message
+    assert _create(broker, new_topic(name="orders", replication_factor=1)) == {"orders": ""}
+    default = admin_service_pb2.CONFIG_SOURCE_DEFAULT
+    configs = _configs(broker, "orders")
+    assert configs["min.insync.replicas"] == ("2", default)
+    assert configs["unclean.leader.election.enable"] == ("true", default)
+
+    broker.admin.AlterConfigs(
+        admin_service_pb2.AlterConfigsRequest(
+            topic="orders",
+            set_configs={"min.insync.replicas": "3", "unclean.leader.election.enable": "false"},
+        )
+    )
+    topic = admin_service_pb2.CONFIG_SOURCE_TOPIC
+    configs = _configs(broker, "orders")
+    assert configs["min.insync.replicas"] == ("3", topic)
+    assert configs["unclean.leader.election.enable"] == ("false", topic)
+    with pytest.raises(grpc.RpcError) as caught:
+        broker.admin.AlterConfigs(
+            admin_service_pb2.AlterConfigsRequest(
+                topic="orders", set_configs={"min.insync.replicas": "0"}
+            )
+        )
+    assert reason_of(caught.value) == "INVALID_CONFIG"
+    broker.admin.AlterConfigs(
+        admin_service_pb2.AlterConfigsRequest(
+            topic="orders", delete_configs=["min.insync.replicas"]
+        )
+    )
+    assert _configs(broker, "orders")["min.insync.replicas"] == ("2", default)
+
+
 def test_health_and_reflection(sidecar: Sidecar) -> None:
     health: Any = health_pb2_grpc.HealthStub(sidecar.channel)  # typeshed: no methods
     for service in ("", "tierlog.v1.LogService", "tierlog.v1.AdminService"):

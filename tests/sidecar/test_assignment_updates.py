@@ -144,3 +144,14 @@ def test_a_pushed_document_this_broker_cannot_follow_is_an_invalid_request(
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert reason_of(raised.value) == "INVALID_REQUEST"
     assert owners(broker) == [0, 1]
+
+
+def test_metadata_names_the_owner_as_every_replica_and_a_moving_partition_none(
+    broker: Sidecar,
+) -> None:
+    assert push(broker, plan(6, [1, -1], me=broker.address)).adopted
+    metadata = broker.admin.Metadata(admin_service_pb2.MetadataRequest(topics=["orders"]))
+    assert [
+        (p.leader_id, p.leader_epoch, list(p.replicas), list(p.isr))
+        for p in metadata.topics[0].partitions
+    ] == [(1, 0, [1], [1]), (-1, -1, [], [])]

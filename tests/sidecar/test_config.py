@@ -28,6 +28,24 @@ def test_broker_log_settings_become_topic_defaults(tmp_path: Path) -> None:
     assert defaults.retention_ms == 24 * 3_600_000
 
 
+def test_replication_settings_are_kafkas_broker_defaults(tmp_path: Path) -> None:
+    config = SidecarConfig.from_properties(
+        {
+            "log.dirs": str(tmp_path),
+            "default.replication.factor": "3",
+            "min.insync.replicas": "2",
+            "unclean.leader.election.enable": "true",
+        }
+    )
+    assert config.default_replication_factor == 3
+    assert config.storage.default_log_config.min_insync_replicas == 2
+    assert config.storage.default_log_config.unclean_leader_election_enable is True
+    kafkas = SidecarConfig.from_properties({"log.dirs": str(tmp_path)})
+    assert kafkas.default_replication_factor == 1
+    assert kafkas.storage.default_log_config.min_insync_replicas == 1
+    assert kafkas.storage.default_log_config.unclean_leader_election_enable is False
+
+
 def test_cleaner_settings_configure_the_log_cleaner(tmp_path: Path) -> None:
     config = SidecarConfig.from_properties(
         {
@@ -63,6 +81,9 @@ def test_the_finer_unit_wins_as_in_kafka(tmp_path: Path) -> None:
         ({"log.dirs": "/x", "tierlog.cluster.brokers": "0@h:1,0@g:1"}, "twice"),
         ({"log.dirs": "/x", "socket.request.max.bytes": "0"}, "socket.request.max.bytes"),
         ({"log.dirs": "/x", "socket.request.max.bytes": str(2**31)}, "socket.request.max.bytes"),
+        ({"log.dirs": "/x", "default.replication.factor": "0"}, "default.replication.factor"),
+        ({"log.dirs": "/x", "default.replication.factor": "three"}, "invalid number"),
+        ({"log.dirs": "/x", "min.insync.replicas": "0"}, "min.insync.replicas"),
     ],
 )
 def test_bad_settings_are_typed_errors(props: dict[str, str], complaint: str) -> None:

@@ -22,6 +22,8 @@ def test_defaults_are_kafkas() -> None:
     assert defaults["min.cleanable.dirty.ratio"] == "0.5"
     assert defaults["preallocate"] == "false"
     assert defaults["local.retention.ms"] == "-2"
+    assert defaults["min.insync.replicas"] == "1"
+    assert defaults["unclean.leader.election.enable"] == "false"
 
 
 def test_from_properties_parses_strings_and_typed_values() -> None:
@@ -67,6 +69,9 @@ def test_to_properties_round_trips() -> None:
         {"min.cleanable.dirty.ratio": "1.5"},
         {"preallocate": "yes"},
         {"retention.ms": "-3"},
+        {"min.insync.replicas": "0"},  # Kafka's minimum is 1
+        {"min.insync.replicas": str(2**31)},  # does not fit a Java int
+        {"unclean.leader.election.enable": "maybe"},
     ],
 )
 def test_invalid_configs_are_rejected(props: dict[str, str]) -> None:
@@ -124,3 +129,11 @@ def test_numbers_kafka_takes_are_taken() -> None:
         LogConfig.from_properties({"min.cleanable.dirty.ratio": "5e-1"}).min_cleanable_dirty_ratio
         == 0.5
     )
+
+
+def test_replication_settings_parse_under_kafkas_names() -> None:
+    cfg = LogConfig.from_properties(
+        {"min.insync.replicas": "2", "unclean.leader.election.enable": "TRUE"}
+    )
+    assert (cfg.min_insync_replicas, cfg.unclean_leader_election_enable) == (2, True)
+    assert LogConfig.from_properties(cfg.to_properties()) == cfg

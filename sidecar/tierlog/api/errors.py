@@ -20,16 +20,22 @@ __all__ = [
     "LEADER_KEY",
     "REASON_KEY",
     "STATUS_CODES",
+    "FencedLeaderEpochError",
     "InvalidPartitionsError",
+    "InvalidReplicationFactorError",
     "InvalidRequestError",
     "InvalidRequiredAcksError",
     "InvalidUpdateVersionError",
     "LeaderNotAvailableError",
+    "NotEnoughReplicasAfterAppendError",
+    "NotEnoughReplicasError",
     "NotLeaderOrFollowerError",
+    "RequestTimedOutError",
     "SaslAuthenticationFailedError",
     "StaleBrokerEpochError",
     "ThrottlingQuotaExceededError",
     "TopicAlreadyExistsError",
+    "UnknownLeaderEpochError",
     "status_code",
 ]
 
@@ -48,6 +54,13 @@ class InvalidPartitionsError(TierlogError):
     """A partition count below 1, or CreatePartitions that does not grow the topic."""
 
     reason = "INVALID_PARTITIONS"
+
+
+class InvalidReplicationFactorError(TierlogError):
+    """A replication factor below 1, above the brokers there are to hold the replicas,
+    or above what this broker can serve."""
+
+    reason = "INVALID_REPLICATION_FACTOR"
 
 
 class InvalidRequestError(TierlogError):
@@ -78,6 +91,42 @@ class LeaderNotAvailableError(TierlogError):
     between brokers. Retriable: ask for metadata again after a backoff."""
 
     reason = "LEADER_NOT_AVAILABLE"
+
+
+class FencedLeaderEpochError(TierlogError):
+    """The request names a leader epoch older than the partition's: its sender follows a
+    leader that has since been replaced. Refresh metadata and retry."""
+
+    reason = "FENCED_LEADER_EPOCH"
+
+
+class UnknownLeaderEpochError(TierlogError):
+    """The request names a leader epoch newer than this broker has learnt: it will catch
+    up shortly. Retriable."""
+
+    reason = "UNKNOWN_LEADER_EPOCH"
+
+
+class NotEnoughReplicasError(TierlogError):
+    """An acks=all produce refused before the append: fewer in-sync replicas than the
+    topic's ``min.insync.replicas``. Retriable: the ISR may grow back."""
+
+    reason = "NOT_ENOUGH_REPLICAS"
+
+
+class NotEnoughReplicasAfterAppendError(TierlogError):
+    """An acks=all produce that was appended, but the ISR shrank below
+    ``min.insync.replicas`` before it was acknowledged: the batches are stored but fewer
+    replicas than asked hold them. Retriable (an idempotent retry is deduplicated)."""
+
+    reason = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+
+
+class RequestTimedOutError(TierlogError):
+    """An acks=all produce whose batches did not reach every in-sync replica in time: they
+    may or may not be committed later. Retriable (an idempotent retry is deduplicated)."""
+
+    reason = "REQUEST_TIMED_OUT"
 
 
 class InvalidUpdateVersionError(TierlogError):
@@ -121,6 +170,7 @@ STATUS_CODES: dict[str, grpc.StatusCode] = {
     "INVALID_TOPIC_EXCEPTION": _C.INVALID_ARGUMENT,
     "INVALID_CONFIG": _C.INVALID_ARGUMENT,
     "INVALID_PARTITIONS": _C.INVALID_ARGUMENT,
+    "INVALID_REPLICATION_FACTOR": _C.INVALID_ARGUMENT,
     "INVALID_REQUEST": _C.INVALID_ARGUMENT,
     "INVALID_REQUIRED_ACKS": _C.INVALID_ARGUMENT,
     "UNSUPPORTED_FOR_MESSAGE_FORMAT": _C.INVALID_ARGUMENT,
@@ -140,6 +190,10 @@ STATUS_CODES: dict[str, grpc.StatusCode] = {
     "NOT_LEADER_OR_FOLLOWER": _C.FAILED_PRECONDITION,
     "INVALID_UPDATE_VERSION": _C.FAILED_PRECONDITION,
     "STALE_BROKER_EPOCH": _C.FAILED_PRECONDITION,
+    "FENCED_LEADER_EPOCH": _C.FAILED_PRECONDITION,
+    "UNKNOWN_LEADER_EPOCH": _C.UNAVAILABLE,
+    "NOT_ENOUGH_REPLICAS": _C.UNAVAILABLE,
+    "NOT_ENOUGH_REPLICAS_AFTER_APPEND": _C.UNAVAILABLE,
     "KAFKA_STORAGE_ERROR": _C.UNAVAILABLE,
     "LEADER_NOT_AVAILABLE": _C.UNAVAILABLE,
     "REQUEST_TIMED_OUT": _C.DEADLINE_EXCEEDED,

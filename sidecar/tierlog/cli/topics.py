@@ -18,6 +18,7 @@ __all__ = [
     "add_parser",
     "partition_count",
     "render_description",
+    "replication_factor",
     "run",
     "topic_config",
     "topic_overrides",
@@ -36,6 +37,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("name", nargs="?", help="the topic (describe: all when left out)")
     parser.add_argument(
         "--partitions", type=partition_count, default=1, help="create: partition count (1 or more)"
+    )
+    parser.add_argument(
+        "--replication-factor",
+        type=replication_factor,
+        default=None,
+        help="create: replicas per partition (default: the broker's default.replication.factor)",
     )
     parser.add_argument(
         "--config",
@@ -58,6 +65,16 @@ def partition_count(text: str) -> int:
     return count
 
 
+def replication_factor(text: str) -> int:
+    """A ``--replication-factor`` value: a partition has at least one replica."""
+    factor = int(text)
+    if factor < 1:
+        raise argparse.ArgumentTypeError(
+            f"INVALID_REPLICATION_FACTOR: a partition has at least 1 replica, not {factor}"
+        )
+    return factor
+
+
 def topic_config(text: str) -> tuple[str, str]:
     """A ``--config KEY=VALUE`` checked by the parser the sidecar uses (``LogConfig``), so
     a bad value is an argument error here rather than a round trip."""
@@ -70,16 +87,28 @@ def topic_config(text: str) -> tuple[str, str]:
 
 
 def render_description(topic: TopicDescription, configs: dict[str, str]) -> list[str]:
-    """Lines as ``kafka-topics --describe`` prints them (configs: the topic's overrides)."""
+    """Lines as ``kafka-topics --describe`` prints them (configs: the topic's overrides),
+    each partition's line followed by what only its owner knows (-1 from another broker)."""
     overrides = ",".join(f"{key}={value}" for key, value in sorted(configs.items()))
-    lines = [f"Topic: {topic.name}\tPartitionCount: {len(topic.partitions)}\tConfigs: {overrides}"]
+    # Kafka's ReplicationFactor is partition 0's replica count.
+    factor = len(topic.partitions[0].replicas) if topic.partitions else 0
+    lines = [
+        f"Topic: {topic.name}\tPartitionCount: {len(topic.partitions)}"
+        f"\tReplicationFactor: {factor}\tConfigs: {overrides}"
+    ]
     for p in topic.partitions:
+        leader = "none" if p.leader_id < 0 else str(p.leader_id)
         lines.append(
-            f"\tTopic: {topic.name}\tPartition: {p.partition}\tLeader: {p.leader_id}"
+            f"\tTopic: {topic.name}\tPartition: {p.partition}\tLeader: {leader}"
+            f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
             f"\tLogStartOffset: {p.log_start_offset}\tHighWatermark: {p.high_watermark}"
             f"\tSizeBytes: {p.size_bytes}\tSegments: {p.segment_count}"
         )
     return lines
+
+
+def _ids(brokers: tuple[int, ...]) -> str:
+    return ",".join(map(str, brokers))
 
 
 def topic_overrides(admin: AdminClient, topic: str) -> dict[str, str]:
@@ -93,7 +122,12 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"tierlog topics {args.action}: a topic NAME is needed")
     with AdminClient(client_properties(args)) as admin:
         if args.action == "create":
-            admin.create_topic(args.name, args.partitions, dict(args.config))
+            admin.create_topic(
+                args.name,
+                args.partitions,
+                dict(args.config),
+                replication_factor=args.replication_factor,
+            )
             print(f"Created topic {args.name}.")
         elif args.action == "delete":
             admin.delete_topic(args.name)

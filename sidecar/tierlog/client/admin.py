@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tierlog.api.errors import InvalidPartitionsError
+from tierlog.api.errors import InvalidPartitionsError, InvalidReplicationFactorError
 from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, log_service_pb2
 from tierlog.client.cluster import Cluster, ClusterClient
 from tierlog.client.config import AdminConfig
@@ -40,6 +40,9 @@ class PartitionDescription:
     high_watermark: int
     size_bytes: int
     segment_count: int
+    leader_epoch: int  # -1 while the partition has no leader
+    replicas: tuple[int, ...]  # broker ids, the preferred leader first
+    isr: tuple[int, ...]  # the in-sync ones among them
 
 
 @dataclass(frozen=True)
@@ -114,14 +117,26 @@ class AdminClient(ClusterClient):
         partitions: int = 1,
         configs: Mapping[str, str] | None = None,
         *,
+        replication_factor: int | None = None,
         validate_only: bool = False,
     ) -> None:
-        if partitions < 1:  # on the wire 0 means 1: refused here, not silently changed
+        """Create ``name``; ``replication_factor`` None: the broker's
+        ``default.replication.factor``."""
+        # On the wire 0 means 1 partition, and 0 or -1 the default factor: refused here,
+        # not silently changed.
+        if partitions < 1:
             raise InvalidPartitionsError(f"a topic has at least 1 partition, not {partitions}")
+        if replication_factor is not None and replication_factor < 1:
+            raise InvalidReplicationFactorError(
+                f"a partition has at least 1 replica, not {replication_factor}"
+            )
         request = admin_service_pb2.CreateTopicsRequest(
             topics=[
                 admin_service_pb2.NewTopic(
-                    name=name, num_partitions=partitions, configs=dict(configs or {})
+                    name=name,
+                    num_partitions=partitions,
+                    replication_factor=replication_factor or 0,
+                    configs=dict(configs or {}),
                 )
             ],
             validate_only=validate_only,
@@ -158,6 +173,9 @@ class AdminClient(ClusterClient):
                     p.high_watermark,
                     p.size_bytes,
                     p.segment_count,
+                    p.leader_epoch,
+                    tuple(p.replicas),
+                    tuple(p.isr),
                 )
                 for p in topic.partitions
             )

@@ -12,5 +12,7 @@ new broker epoch) when it starts again, so an old incarnation that wakes up is f
 - ``store``: the interface both stores keep (``PartitionStateStore``);
 - ``local_store``: a directory on one machine, updates under file locks;
 - ``kube_store``: the Kubernetes API (a ConfigMap per cluster, a ``Lease`` per broker),
-  updates with ``resourceVersion`` preconditions.
+  updates with ``resourceVersion`` preconditions;
+- ``lease_keeper``: a broker holding and renewing its lease (the controller, in
+  ``tierlog.controller``, judges the leases).
 """

@@ -11,6 +11,10 @@ thread, under one lock.
 
 Calls about many topics answer each in its own result with an ``Error``; calls about
 one topic fail with a status, like the data plane.
+
+Each partition has one owner until replication is built: it is the partition's leader,
+its only replica and its whole ISR, at leader epoch 0, and a topic asking for more
+replicas than one is refused with INVALID_REPLICATION_FACTOR.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ from typing import Any
 
 import grpc
 
+from tierlog.api.errors import InvalidReplicationFactorError
 from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, common_pb2
 from tierlog.sidecar.assignment_updates import AssignmentUpdates
-from tierlog.sidecar.ownership import NO_OWNER
+from tierlog.sidecar.ownership import NO_OWNER, Broker
 from tierlog.sidecar.partitions import Partitions
 from tierlog.sidecar.status import as_error, at_the_edge, unexpected
 from tierlog.sidecar.topics import Topic
@@ -38,12 +43,24 @@ log = logging.getLogger(__name__)
 
 _Context = grpc.aio.ServicerContext[Any, Any]
 
+# A CreateTopics replication factor that asks for the broker's default.replication.factor:
+# Kafka's -1, and proto3's unset 0.
+_DEFAULT_REPLICATION_FACTORS = (0, -1)
+
 
 class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
-    def __init__(self, partitions: Partitions, watch: AppendWatch, assignment: AssignmentUpdates):
+    def __init__(
+        self,
+        partitions: Partitions,
+        watch: AppendWatch,
+        assignment: AssignmentUpdates,
+        *,
+        default_replication_factor: int = 1,
+    ):
         self.partitions = partitions
         self.watch = watch
         self.assignment = assignment
+        self.default_replication_factor = default_replication_factor
         self.topics = partitions.topics
         self._changes = asyncio.Lock()
 
@@ -74,18 +91,46 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
                 self._create,
                 new.name,
                 count,
+                new.replication_factor,
                 dict(new.configs),
                 request.validate_only,
             )
             results.append(admin_service_pb2.TopicResult(name=new.name, error=error))
         return admin_service_pb2.CreateTopicsResponse(results=results)
 
-    def _create(self, name: str, count: int, configs: dict[str, str], validate_only: bool) -> None:
+    def _create(
+        self,
+        name: str,
+        count: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        validate_only: bool,
+    ) -> None:
+        self._check_replication_factor(replication_factor)
         if validate_only:
             self.topics.validate_new(name, count, configs)
             return
         created = self.topics.create(name, count, configs)
         self._ensure_logs_or_undo(created, lambda: self._delete(name))
+
+    def _check_replication_factor(self, requested: int) -> None:
+        """Refuse a factor this broker cannot hold: it keeps one copy of each partition."""
+        if requested in _DEFAULT_REPLICATION_FACTORS:
+            factor, source = self.default_replication_factor, " (default.replication.factor)"
+        else:
+            factor, source = requested, ""
+        if factor < 1:
+            raise InvalidReplicationFactorError(
+                f"replication factor {factor}: a partition has at least 1 replica "
+                "(0 or -1 asks for the broker's default.replication.factor)"
+            )
+        if factor > 1:
+            raise InvalidReplicationFactorError(
+                f"replication factor {factor}{source}: this broker keeps one copy of each "
+                "partition, on its owner; more replicas need replication (the replica "
+                "fetcher, the replica manager and the partition-state store), which it "
+                "does not run yet"
+            )
 
     def _ensure_logs_or_undo(self, topic: Topic, undo: Callable[[], None]) -> None:
         """Create the topic's logs; when that fails part way, ``undo`` the change that
@@ -150,6 +195,7 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
                 high_watermark=-1,
                 size_bytes=-1,
                 segment_count=-1,
+                **_owner_as_replicas(owner),
             )
             if ownership.owns(tp):
                 try:
@@ -267,6 +313,7 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
                         partition=p,
                         leader_id=NO_OWNER if owner is None else owner.node_id,
                         leader_address="" if owner is None else owner.address,
+                        **_owner_as_replicas(owner),
                     )
                 )
             topics.append(admin_service_pb2.TopicMetadata(name=name, partitions=partitions))
@@ -342,3 +389,11 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
             segments_awaiting_upload=waiting,
             safe=unflushed == 0 and waiting == 0,
         )
+
+
+def _owner_as_replicas(owner: Broker | None) -> dict[str, Any]:
+    """Kafka's leader epoch, replicas and ISR of a partition with one owner: the owner is
+    all of them, at epoch 0; a partition nobody serves (moving) has none, at epoch -1."""
+    if owner is None:
+        return {"leader_epoch": -1, "replicas": [], "isr": []}
+    return {"leader_epoch": 0, "replicas": [owner.node_id], "isr": [owner.node_id]}

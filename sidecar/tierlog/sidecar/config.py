@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tierlog.replication.config import REPLICATION_KEYS, ReplicationConfig
 from tierlog.sidecar.limits import LIMIT_KEYS, LimitsConfig
 from tierlog.sidecar.remote_read_config import REMOTE_READ_KEYS, RemoteReadConfig
 from tierlog.sidecar.security import SECURITY_KEYS, TlsConfig, read_token
@@ -54,6 +55,8 @@ BROKER_TO_TOPIC_KEYS: dict[str, str] = {
     "log.preallocate": "preallocate",
     "log.local.retention.ms": "local.retention.ms",
     "log.local.retention.bytes": "local.retention.bytes",
+    "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
 }
 
 # Kafka's coarser spellings of the same settings, converted to milliseconds.
@@ -80,6 +83,7 @@ _PROCESS_KEYS = {
     "log.flush.scheduler.interval.ms",
     "log.flush.offset.checkpoint.interval.ms",
     "log.retention.check.interval.ms",
+    "default.replication.factor",
 }
 
 # gRPC's message lengths are 32-bit signed.
@@ -117,6 +121,12 @@ class SidecarConfig:
     # Reads from the remote tier: the chunk cache, prefetch (``tierlog.remote.*``);
     # None: the defaults, with the cache in a log dir (``log_dir_home``).
     remote_read: RemoteReadConfig | None = None
+    # Replication (``tierlog.replication.state.dir``, ``replica.*``); None: each
+    # partition lives on its one owner.
+    replication: ReplicationConfig | None = None
+    # Replicas of each partition of a topic created without a replication factor
+    # (``default.replication.factor``, Kafka's default 1).
+    default_replication_factor: int = 1
 
     @property
     def remote_read_config(self) -> RemoteReadConfig:
@@ -151,6 +161,7 @@ class SidecarConfig:
             - set(REMOTE_LOG_MANAGER_KEYS)
             - REMOTE_READ_KEYS
             - TIER_KEYS
+            - REPLICATION_KEYS
         )
         if unknown:
             raise InvalidConfigError(f"unknown broker config {', '.join(sorted(unknown))}")
@@ -186,11 +197,16 @@ class SidecarConfig:
             checkpoint_ms = int(props.get("log.flush.offset.checkpoint.interval.ms", "60000"))
             grace_ms = int(props.get("tierlog.shutdown.grace.ms", "30000"))
             request_max_bytes = int(props.get("socket.request.max.bytes", "104857600"))
+            replication_factor = int(props.get("default.replication.factor", "1"))
         except ValueError as error:
             raise InvalidConfigError(f"invalid number in broker config: {error}") from None
         if not 1 <= request_max_bytes <= _GRPC_MAX_MESSAGE_BYTES:
             raise InvalidConfigError(
                 f"socket.request.max.bytes must be in 1..{_GRPC_MAX_MESSAGE_BYTES}"
+            )
+        if replication_factor < 1:
+            raise InvalidConfigError(
+                f"default.replication.factor={replication_factor} is below its minimum 1"
             )
         listen = parse_host_port(props.get("listeners", DEFAULT_LISTEN), "listeners")
         advertised = props.get("advertised.listeners")
@@ -216,6 +232,8 @@ class SidecarConfig:
             remote_log_manager=RemoteLogManagerConfig.from_properties(props),
             remote_read=RemoteReadConfig.from_properties(props, storage.log_dirs),
             tier=TierConfig.from_properties(props, storage.log_dirs),
+            replication=ReplicationConfig.from_properties(props),
+            default_replication_factor=replication_factor,
         )
 
 

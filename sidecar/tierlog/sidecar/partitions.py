@@ -3,10 +3,14 @@
 One lookup order for every call: the topic must exist and have the partition
 (UNKNOWN_TOPIC_OR_PARTITION; a bad name is INVALID_TOPIC_EXCEPTION), this broker must
 own it (NOT_LEADER_OR_FOLLOWER with the owner), and then its log is the log manager's.
+With replication, "own" means "lead", as the replica manager knows from the
+partition-state store.
 """
 
 from __future__ import annotations
 
+from tierlog.replication.leader import LeaderPartition
+from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.sidecar.ownership import Ownership
 from tierlog.sidecar.topics import Topic, TopicStore
 from tierlog.storage.checkpoints import TopicPartition
@@ -17,16 +21,37 @@ __all__ = ["Partitions"]
 
 
 class Partitions:
-    def __init__(self, manager: LogManager, topics: TopicStore, ownership: Ownership):
+    def __init__(
+        self,
+        manager: LogManager,
+        topics: TopicStore,
+        ownership: Ownership,
+        replicas: ReplicaManager | None = None,
+    ):
         self.manager = manager
         self.topics = topics
         self.ownership = ownership
+        # With replication, the partition-state store says who leads (not ``ownership``).
+        self.replicas = replicas
 
     def log(self, topic: str, partition: int) -> tuple[TopicPartition, Log]:
         self.topics.check_partition(topic, partition)
         tp = TopicPartition(topic, partition)
+        if self.replicas is not None:
+            return tp, self.replicas.leader(tp).log
         self.ownership.check(tp)
         return tp, self.manager.get_log(tp)
+
+    def leadership(self, tp: TopicPartition) -> LeaderPartition | None:
+        """``tp``'s leadership on this broker (None without replication: the owner alone
+        holds the log, and what it appended is committed)."""
+        return None if self.replicas is None else self.replicas.leader(tp)
+
+    def high_watermark(self, tp: TopicPartition, partition_log: Log) -> int:
+        """Where consumers' reads end: the high watermark with replication, else the end."""
+        return (
+            partition_log.log_end_offset if self.replicas is None else partition_log.high_watermark
+        )
 
     def owned(self, topic: Topic, ownership: Ownership | None = None) -> list[TopicPartition]:
         """The topic's partitions this broker owns (under ``ownership``, else the current)."""

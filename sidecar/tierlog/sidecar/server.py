@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
+import uuid
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -33,7 +35,12 @@ from tierlog.api.v1 import (
     admin_service_pb2,
     admin_service_pb2_grpc,
     log_service_pb2,
+    replication_service_pb2,
+    replication_service_pb2_grpc,
 )
+from tierlog.partition_state.local_store import LocalStateStore
+from tierlog.replication.fetch_service import ReplicationService
+from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.sidecar.admin import AdminService
 from tierlog.sidecar.assignment_updates import AssignmentUpdates
 from tierlog.sidecar.config import SidecarConfig
@@ -65,7 +72,7 @@ _SERVICE_DESCRIPTORS = (
     log_service_pb2.DESCRIPTOR.services_by_name["LogService"],
     admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"],
 )
-_SERVICES = tuple(service.full_name for service in _SERVICE_DESCRIPTORS)
+_REPLICATION = replication_service_pb2.DESCRIPTOR.services_by_name["ReplicationService"]
 
 
 class SidecarServer:
@@ -105,6 +112,7 @@ class SidecarServer:
         self.address = ""
         self.remote_reader: RemoteLogReader | None = None  # once started
         self._log_service: LogService | None = None
+        self.replicas: ReplicaManager | None = None  # with replication, once started
         self._checkpoints: asyncio.Task[None] | None = None
         self._reloads: asyncio.Task[None] | None = None
 
@@ -126,6 +134,8 @@ class SidecarServer:
         host = self.config.listen.rpartition(":")[0]
         self.address = f"{host}:{port}"
         partitions = Partitions(self.manager, self.topics, self._ownership(host, port))
+        if self.config.replication is not None:
+            partitions.replicas = await self._replica_manager(partitions)
         assignment = AssignmentUpdates(partitions, self.config.assignment_file)
         self.remote_log_manager.scope = lambda tp: partitions.ownership.holds(tp)
         await asyncio.to_thread(partitions.adopt_logs_on_disk)
@@ -136,21 +146,82 @@ class SidecarServer:
             Limits(fetch_max_bytes=self.config.storage.default_log_config.max_message_bytes),
             self.remote_reader,
         )
-        self.metrics.expect_calls(_SERVICE_DESCRIPTORS)
+        descriptors = list(_SERVICE_DESCRIPTORS)
+        if partitions.replicas is not None:
+            descriptors.append(_REPLICATION)
+        services = tuple(service.full_name for service in descriptors)
+        self.metrics.expect_calls(descriptors)
         add_log_service(self._log_service, self.server)
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
-            AdminService(partitions, self.watch, assignment), self.server
+            AdminService(
+                partitions,
+                self.watch,
+                assignment,
+                default_replication_factor=self.config.default_replication_factor,
+            ),
+            self.server,
         )
+        if partitions.replicas is not None:
+            replication_service_pb2_grpc.add_ReplicationServiceServicer_to_server(
+                ReplicationService(
+                    partitions.replicas, self.watch, self.config.socket_request_max_bytes
+                ),
+                self.server,
+            )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(
-            (*_SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server
+            (*services, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server
         )
         await self.server.start()
-        for service in ("", *_SERVICES):
+        for service in ("", *services):
             await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
         self._checkpoints = asyncio.create_task(self._write_checkpoints())
+        if partitions.replicas is not None:
+            self.replicas = partitions.replicas
+            await self.replicas.start()
         if self.config.assignment_file is not None:
             self._reloads = asyncio.create_task(assignment.follow_file())
+
+    async def _replica_manager(self, partitions: Partitions) -> ReplicaManager:
+        """Replication over the partition-state store the config names: this broker's
+        lease taken (a new incarnation: the next broker epoch), the replica manager made."""
+        settings = self.config.replication
+        assert settings is not None
+        store = LocalStateStore(settings.state_dir)
+        node_id = self.config.node_id
+        holder = f"broker-{node_id}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        lease = await asyncio.to_thread(
+            store.acquire_lease, node_id, holder, settings.broker_session_timeout_ms / 1000
+        )
+        log.info("broker %d holds its lease in epoch %d", node_id, lease.broker_epoch)
+        token = self.config.auth_token
+        return ReplicaManager(
+            node_id,
+            lambda: lease.broker_epoch,
+            store,
+            self.manager,
+            self.topics,
+            self.watch,
+            lambda: {broker.node_id: broker.address for broker in partitions.ownership.brokers},
+            self._replica_channel,
+            [("authorization", f"Bearer {token}")] if token else [],
+            settings,
+        )
+
+    def _replica_channel(self, address: str) -> grpc.aio.Channel:
+        """A follower's channel to its leader, as clients dial brokers: over TLS (trusting
+        ``ssl.truststore.location`` and showing this broker's certificate) when the
+        brokers serve TLS."""
+        options = [("grpc.max_receive_message_length", self.config.socket_request_max_bytes)]
+        tls = self.config.tls
+        if tls is None:
+            return grpc.aio.insecure_channel(address, options=options)
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=tls.client_ca,
+            private_key=tls.private_key,
+            certificate_chain=tls.certificate_chain,
+        )
+        return grpc.aio.secure_channel(address, credentials, options=options)
 
     def _remote_reader(self) -> RemoteLogReader:
         """The tier's reader over its chunk cache (blocking: the cache scans its directory)."""
@@ -201,6 +272,8 @@ class SidecarServer:
     async def stop(self) -> None:
         """Graceful shutdown; the log manager's clean shutdown comes last."""
         await self.health.enter_graceful_shutdown()
+        if self.replicas is not None:
+            await self.replicas.stop()
         self.watch.close()
         for task in (self._checkpoints, self._reloads):
             if task is not None:

@@ -80,6 +80,9 @@ _CODECS = {
 class Limits:
     fetch_max_bytes: int  # the most a Fetch or Subscribe message carries (bar one big batch)
     max_unacknowledged_appends: int = 64  # acks=0 appends running after their answer
+    # How long an acks=all produce waits for the in-sync replicas (Kafka's produce
+    # request timeout.ms, 30 s by default): then REQUEST_TIMED_OUT.
+    acks_all_timeout_ms: int = 30_000
 
 
 class LogService(log_service_pb2_grpc.LogServiceServicer):
@@ -153,6 +156,10 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
                 log_append_time_ms=-1,
                 log_start_offset=partition_log.log_start_offset,
             )
+        leader = self.partitions.leadership(tp)
+        min_insync = partition_log.config.min_insync_replicas
+        if leader is not None and request.acks == log_service_pb2.ACKS_ALL:
+            leader.check_enough_replicas(min_insync)
         try:
             if partition_log.append_waits_for_sync(len(data)):
                 info = await asyncio.to_thread(partition_log.append, data)
@@ -163,8 +170,13 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             # the operator must see it here, as Kafka's broker logs it.
             log.error("append to %s failed: %s", tp, error)
             raise
+        if leader is not None:
+            leader.advance_high_watermark()  # alone in the ISR, the append is committed
         self.watch.appended(tp)
         _report_record_bytes(tp.topic, len(data))
+        if leader is not None and request.acks == log_service_pb2.ACKS_ALL:
+            timeout_s = self.limits.acks_all_timeout_ms / 1000
+            await leader.wait_until_committed(info.last_offset + 1, min_insync, timeout_s)
         return log_service_pb2.ProduceResponse(
             base_offset=info.first_offset,
             last_offset=info.last_offset,
@@ -181,6 +193,9 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         except Exception as error:  # nobody to answer: log it
             unexpected(error, "an acks=0 produce")
         else:
+            leader = self.partitions.leadership(tp) if self.partitions.replicas else None
+            if leader is not None and leader.log is target:
+                leader.advance_high_watermark()
             self.watch.appended(tp)
 
     async def drain(self) -> None:
@@ -220,7 +235,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         if offset == EARLIEST_TIMESTAMP:
             offset = partition_log.log_start_offset
         elif offset == LATEST_TIMESTAMP:
-            offset = partition_log.log_end_offset
+            offset = self.partitions.high_watermark(tp, partition_log)
         elif offset < 0:
             raise OffsetOutOfRangeError(f"offset {offset}: use -2 (earliest) or -1 (latest)")
         while not self.watch.closed:
@@ -258,8 +273,14 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             await self.watch.wait(appended, remaining_s)
 
     def _read(self, tp: TopicPartition, partition_log: Log, offset: int, max_bytes: int) -> LogRead:
-        """Blocking (local files or the tier's GETs): called in a thread."""
-        return tiered_reads.read(tp, partition_log, self.remote, offset, max_bytes)
+        """Blocking (local files or the tier's GETs): called in a thread. Consumers see
+        only what every in-sync replica holds: the log below the high watermark, which the
+        answer reports as its end."""
+        high_watermark = self.partitions.high_watermark(tp, partition_log)
+        read = tiered_reads.read(
+            tp, partition_log, self.remote, offset, max_bytes, upper_bound_offset=high_watermark
+        )
+        return read._replace(log_end_offset=high_watermark)
 
     def _max_bytes(self, asked: int) -> int:
         if asked < 0:
@@ -277,6 +298,9 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
                 f"timestamp {request.timestamp_ms}: use -1, -2, -3, -4, -5 or a time in ms"
             )
         tp, partition_log = self.partitions.log(request.topic, request.partition)
+        high_watermark = self.partitions.high_watermark(tp, partition_log)
+        if request.timestamp_ms == LATEST_TIMESTAMP:  # what consumers can read up to
+            return log_service_pb2.ListOffsetsResponse(offset=high_watermark, timestamp_ms=-1)
         found = await asyncio.to_thread(
             tiered_reads.offset_for_timestamp,
             tp,
@@ -284,7 +308,10 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             self.remote,
             request.timestamp_ms,
         )
-        if found is None:
+        uncommitted = (
+            request.timestamp_ms >= 0 and found is not None and found.offset >= high_watermark
+        )
+        if found is None or uncommitted:
             return log_service_pb2.ListOffsetsResponse(offset=-1, timestamp_ms=-1)
         return log_service_pb2.ListOffsetsResponse(
             offset=found.offset, timestamp_ms=found.timestamp
@@ -294,8 +321,9 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
     async def DeleteRecords(
         self, request: log_service_pb2.DeleteRecordsRequest, context: _Context
     ) -> log_service_pb2.DeleteRecordsResponse:
-        _tp, partition_log = self.partitions.log(request.topic, request.partition)
-        offset = partition_log.log_end_offset if request.offset == -1 else request.offset
+        tp, partition_log = self.partitions.log(request.topic, request.partition)
+        high_watermark = self.partitions.high_watermark(tp, partition_log)
+        offset = high_watermark if request.offset == -1 else request.offset
         if offset < 0:
             raise OffsetOutOfRangeError(f"offset {request.offset}: use -1 or an offset")
         low_watermark = await asyncio.to_thread(self._delete_records, partition_log, offset)

@@ -10,6 +10,7 @@ polling, and a partition with no waiters costs nothing.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 
 from tierlog.storage.checkpoints import TopicPartition
 
@@ -46,9 +47,14 @@ class AppendWatch:
 
     async def wait(self, event: asyncio.Event, timeout_s: float | None) -> None:
         """Until ``event`` is set, the watch closes, or ``timeout_s`` passes."""
+        await self.wait_any((event,), timeout_s)
+
+    async def wait_any(self, events: Iterable[asyncio.Event], timeout_s: float | None) -> None:
+        """Until one of ``events`` is set, the watch closes, or ``timeout_s`` passes."""
         if self.closed or (timeout_s is not None and timeout_s <= 0):
             return
-        waiters = {asyncio.ensure_future(event.wait()), asyncio.ensure_future(self._closed.wait())}
+        waiters = {asyncio.ensure_future(event.wait()) for event in events}
+        waiters.add(asyncio.ensure_future(self._closed.wait()))
         try:
             await asyncio.wait(waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
         finally:

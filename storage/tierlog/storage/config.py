@@ -76,6 +76,10 @@ class LogConfig:
     remote_storage_enable: bool = _key("remote.storage.enable", False)
     local_retention_ms: int = _key("local.retention.ms", -2, minimum=-2)
     local_retention_bytes: int = _key("local.retention.bytes", -2, minimum=-2)
+    # Replication: how many in-sync replicas an acks=all produce needs, and whether a
+    # replica outside the ISR may become leader (losing what only the ISR held).
+    min_insync_replicas: int = _key("min.insync.replicas", 1, minimum=1)
+    unclean_leader_election_enable: bool = _key("unclean.leader.election.enable", False)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -152,6 +156,10 @@ _EXPECTED = {
 }
 
 
+# Kafka declares these INT, not LONG.
+_JAVA_INT_KEYS = ("segment.bytes", "segment.index.bytes", "min.insync.replicas")
+
+
 def _check(f: dataclasses.Field[Any], value: Any) -> None:
     key, minimum, choices = f.metadata["key"], f.metadata["min"], f.metadata["choices"]
     if minimum is not None and value < minimum:
@@ -160,5 +168,5 @@ def _check(f: dataclasses.Field[Any], value: Any) -> None:
         raise InvalidConfigError(f"{key}={value} does not fit a Java long")
     if choices and value not in choices:
         raise InvalidConfigError(f"{key}={value!r} is not one of {', '.join(choices)}")
-    if key in ("segment.bytes", "segment.index.bytes") and value > INT_MAX:
+    if key in _JAVA_INT_KEYS and value > INT_MAX:
         raise InvalidConfigError(f"{key}={value} does not fit a Java int")

@@ -148,6 +148,9 @@ class LogRead(NamedTuple):
     records: bytes
     log_start_offset: int
     log_end_offset: int
+    # The base offset of the segment the batches come from (-1: none, or the tier's):
+    # a follower rolls where its leader rolled.
+    segment_base_offset: int = -1
 
 
 FlushHook = Callable[["Log"], None]
@@ -164,6 +167,7 @@ class Log:
         *,
         log_start_offset: int,
         recovery_point: int,
+        high_watermark: int = 0,
         clock_ms: Callable[[], int] = wall_clock_ms,
         recovered: Sequence[LogSegment] = (),
     ):
@@ -181,6 +185,9 @@ class Log:
             log_start_offset if config.remote_storage_enable else max(log_start_offset, local_start)
         )
         self.recovery_point = recovery_point
+        # The offset below which every in-sync replica holds the log (replication moves
+        # it; ``replication-offset-checkpoint`` keeps it): consumers read below it.
+        self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
         # Which epoch wrote which offsets; what the recovery cut or retention removed is
         # forgotten here too, as Kafka's loader does. Appends are stamped with the
         # latest epoch (0 for a log that has none).
@@ -365,10 +372,14 @@ class Log:
             size_bytes=total_bytes,
         )
 
-    def append_as_follower(self, records: Buffer) -> AppendInfo:
+    def append_as_follower(
+        self, records: Buffer, *, leader_segment_base: int | None = None
+    ) -> AppendInfo:
         """Append batches exactly as the leader stored them (Kafka's ``appendAsFollower``):
         their offsets, leader epochs and timestamps are the leader's and their bytes are
         written unchanged, so a replica holds the same bytes at the same offsets.
+        Given the base offset of the leader's segment they come from, the follower rolls
+        where the leader rolled and nowhere else, so its segment files are the leader's.
 
         Every batch's CRC is checked, and the batches must start at or past the log end
         and rise (a compacted leader's log may skip offsets). The producer state and the
@@ -397,8 +408,12 @@ class Log:
                     f"batches from offset {first_offset} below the log end {self.log_end_offset}"
                 )
             epochs = [(h.partition_leader_epoch, h.base_offset) for h in headers]
+            roll = None
+            if leader_segment_base is not None:
+                active = self.active_segment
+                roll = leader_segment_base > active.base_offset and active.size > 0
             segment = self._write_locked(
-                [view], batches, epochs, first_offset, max_timestamp, now_ms
+                [view], batches, epochs, first_offset, max_timestamp, now_ms, roll=roll
             )
             self.producer_state.replay(
                 self._segments, self.log_end_offset, rebuild_txn_indexes=[segment]
@@ -424,18 +439,23 @@ class Log:
         first_offset: int,
         max_timestamp: int,
         now_ms: int,
+        *,
+        roll: bool | None = None,
     ) -> LogSegment:
-        """Write offset-assigned batches to the active segment (rolled first if due); the
-        segment written to. ``epochs`` are the (leader epoch, start offset) they begin."""
+        """Write offset-assigned batches to the active segment, rolled first if the roll
+        policy says so (or as ``roll`` says, when given); the segment written to.
+        ``epochs`` are the (leader epoch, start offset) they begin."""
         total_bytes = sum(batch.size for batch in batches)
         segment = self.active_segment
-        if segment.should_roll(
-            self._roll_policy,
-            incoming_bytes=total_bytes,
-            incoming_max_timestamp=max_timestamp,
-            incoming_last_offset=batches[-1].last_offset,
-            now_ms=now_ms,
-        ):
+        if roll is None:
+            roll = segment.should_roll(
+                self._roll_policy,
+                incoming_bytes=total_bytes,
+                incoming_max_timestamp=max_timestamp,
+                incoming_last_offset=batches[-1].last_offset,
+                now_ms=now_ms,
+            )
+        if roll:
             segment = self._roll_locked()
         # Written ahead of the batches: an epoch entry at or past the log end (the append
         # failed, or a crash came first) is dropped at the next open.
@@ -620,6 +640,7 @@ class Log:
             active.resize_indexes(self.config.segment_index_bytes)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.producer_state.truncate_and_reload(
             self._segments,
@@ -654,6 +675,7 @@ class Log:
         self._set_segments([self._new_segment(offset)])
         self.log_start_offset = offset
         self.recovery_point = offset
+        self.high_watermark = offset
         self.unflushed_messages = 0
         self.leader_epoch_cache.clear()
         self.producer_state.truncate_fully_and_start_at(offset)
@@ -698,6 +720,12 @@ class Log:
                 self._restore_producers_locked(tier_end_offset, producer_snapshot)
             self._move_log_start_locked(start)
 
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, kept within [log start, log end]; the value set."""
+        with self._lock:
+            self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+            return self.high_watermark
+
     def become_leader(self, leader_epoch: int) -> None:
         """Lead in ``leader_epoch`` from the log end on (Kafka's ``maybeAssignEpochStartOffset``):
         later appends are stamped with it, and the checkpoint says where it starts."""
@@ -709,6 +737,7 @@ class Log:
         """The log now starts at ``offset`` (if that is later): producers and epochs
         wholly before it are forgotten."""
         self.log_start_offset = max(self.log_start_offset, offset)
+        self.high_watermark = max(self.high_watermark, self.log_start_offset)
         self.producer_state.truncate_head(self.log_start_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
 
@@ -849,7 +878,8 @@ class Log:
             records, visited = self._read_from(
                 segments, base_offsets, offset, max_bytes, upper_bound_offset, min_one_batch
             )
-            return LogRead(records, self.log_start_offset, log_end), visited
+            base = visited[-1].base_offset if records else -1
+            return LogRead(records, self.log_start_offset, log_end, base), visited
 
         return self._consistently(attempt, f"offset {offset}")
 

@@ -33,6 +33,7 @@ from tierlog.storage.checkpoints import (
     META_PROPERTIES,
     PARTITION_METADATA,
     RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     TopicPartition,
     atomic_write,
     base64_uuid,
@@ -208,6 +209,9 @@ class LogManager:
         start_offsets = read_offset_checkpoint_or_warn(
             log_dir / LOG_START_OFFSET_CHECKPOINT, "each log starts at its first segment"
         )
+        high_watermarks = read_offset_checkpoint_or_warn(
+            log_dir / REPLICATION_OFFSET_CHECKPOINT, "high watermarks 0 until replicas report"
+        )
         _remove_deleted_dirs(log_dir)
         partitions = _partition_dirs(log_dir)
         log.info("loading %d partitions from %s (clean=%s)", len(partitions), log_dir, clean)
@@ -229,6 +233,7 @@ class LogManager:
                 loaded.segments,
                 log_start_offset=start_offsets.get(tp, 0),
                 recovery_point=loaded.recovery_point,
+                high_watermark=high_watermarks.get(tp, 0),
                 recovered=loaded.rebuilt,
             )
 
@@ -367,7 +372,8 @@ class LogManager:
             each.flush()
 
     def write_checkpoints(self) -> None:
-        """Write each log dir's recovery-point and log-start-offset checkpoints."""
+        """Write each log dir's recovery-point, log-start-offset and high-watermark
+        (``replication-offset-checkpoint``) checkpoints."""
         for log_dir in self.config.log_dirs:
             mine = {tp: lg for tp, lg in self._logs.items() if self._log_dirs[tp] == log_dir}
             write_offset_checkpoint(
@@ -377,6 +383,10 @@ class LogManager:
             write_offset_checkpoint(
                 log_dir / LOG_START_OFFSET_CHECKPOINT,
                 {tp: lg.log_start_offset for tp, lg in mine.items()},
+            )
+            write_offset_checkpoint(
+                log_dir / REPLICATION_OFFSET_CHECKPOINT,
+                {tp: lg.high_watermark for tp, lg in mine.items()},
             )
 
 

@@ -68,9 +68,15 @@ class NewTopic(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     NUM_PARTITIONS_FIELD_NUMBER: _builtins.int
     CONFIGS_FIELD_NUMBER: _builtins.int
+    REPLICATION_FACTOR_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     num_partitions: _builtins.int
     """0 means 1."""
+    replication_factor: _builtins.int
+    """Replicas of each partition; 0 (or Kafka's -1) means the broker's
+    default.replication.factor. Below -1, or above the brokers there are (or above 1
+    on a broker without replication): INVALID_REPLICATION_FACTOR.
+    """
     @_builtins.property
     def configs(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Topic config overrides under Kafka's names (segment.bytes, retention.ms...)."""
@@ -81,10 +87,11 @@ class NewTopic(_message.Message):
         name: _builtins.str = ...,
         num_partitions: _builtins.int = ...,
         configs: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        replication_factor: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["configs", b"configs", "name", b"name", "num_partitions", b"num_partitions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["configs", b"configs", "name", b"name", "num_partitions", b"num_partitions", "replication_factor", b"replication_factor"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -229,6 +236,9 @@ class PartitionDescription(_message.Message):
     HIGH_WATERMARK_FIELD_NUMBER: _builtins.int
     SIZE_BYTES_FIELD_NUMBER: _builtins.int
     SEGMENT_COUNT_FIELD_NUMBER: _builtins.int
+    LEADER_EPOCH_FIELD_NUMBER: _builtins.int
+    REPLICAS_FIELD_NUMBER: _builtins.int
+    ISR_FIELD_NUMBER: _builtins.int
     partition: _builtins.int
     leader_id: _builtins.int
     log_start_offset: _builtins.int
@@ -236,6 +246,12 @@ class PartitionDescription(_message.Message):
     high_watermark: _builtins.int
     size_bytes: _builtins.int
     segment_count: _builtins.int
+    leader_epoch: _builtins.int
+    """As in PartitionMetadata."""
+    @_builtins.property
+    def replicas(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def isr(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     def __init__(
         self,
         *,
@@ -245,10 +261,13 @@ class PartitionDescription(_message.Message):
         high_watermark: _builtins.int = ...,
         size_bytes: _builtins.int = ...,
         segment_count: _builtins.int = ...,
+        leader_epoch: _builtins.int = ...,
+        replicas: _abc.Iterable[_builtins.int] | None = ...,
+        isr: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["high_watermark", b"high_watermark", "leader_id", b"leader_id", "log_start_offset", b"log_start_offset", "partition", b"partition", "segment_count", b"segment_count", "size_bytes", b"size_bytes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["high_watermark", b"high_watermark", "isr", b"isr", "leader_epoch", b"leader_epoch", "leader_id", b"leader_id", "log_start_offset", b"log_start_offset", "partition", b"partition", "replicas", b"replicas", "segment_count", b"segment_count", "size_bytes", b"size_bytes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -565,22 +584,37 @@ class PartitionMetadata(_message.Message):
     PARTITION_FIELD_NUMBER: _builtins.int
     LEADER_ID_FIELD_NUMBER: _builtins.int
     LEADER_ADDRESS_FIELD_NUMBER: _builtins.int
+    LEADER_EPOCH_FIELD_NUMBER: _builtins.int
+    REPLICAS_FIELD_NUMBER: _builtins.int
+    ISR_FIELD_NUMBER: _builtins.int
     partition: _builtins.int
     leader_id: _builtins.int
     """-1 and no address while the partition moves between brokers and nobody serves it
     (Kafka's LEADER_NOT_AVAILABLE): ask again.
     """
     leader_address: _builtins.str
+    leader_epoch: _builtins.int
+    """Kafka's Metadata fields: the leader's epoch (-1 while there is no leader), the
+    brokers holding a replica (the preferred leader first) and the in-sync ones among
+    them. Until replication is built, the one owner is every one of them, at epoch 0.
+    """
+    @_builtins.property
+    def replicas(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def isr(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     def __init__(
         self,
         *,
         partition: _builtins.int = ...,
         leader_id: _builtins.int = ...,
         leader_address: _builtins.str = ...,
+        leader_epoch: _builtins.int = ...,
+        replicas: _abc.Iterable[_builtins.int] | None = ...,
+        isr: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["leader_address", b"leader_address", "leader_id", b"leader_id", "partition", b"partition"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["isr", b"isr", "leader_address", b"leader_address", "leader_epoch", b"leader_epoch", "leader_id", b"leader_id", "partition", b"partition", "replicas", b"replicas"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

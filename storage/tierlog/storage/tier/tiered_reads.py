@@ -46,18 +46,26 @@ logger = logging.getLogger(__name__)  # "log" is the partition's Log here
 
 
 def read(
-    tp: TopicPartition, log: Log, remote: RemoteLogReader | None, offset: int, max_bytes: int
+    tp: TopicPartition,
+    log: Log,
+    remote: RemoteLogReader | None,
+    offset: int,
+    max_bytes: int,
+    upper_bound_offset: int | None = None,
 ) -> LogRead:
-    """Whole batches from the one holding ``offset``, from local disk or the tier."""
+    """Whole batches from the one holding ``offset``, from local disk or the tier, and
+    none at or past ``upper_bound_offset`` (the tier holds only offsets below it)."""
     try:
-        return log.read(offset, max_bytes)
+        return log.read(offset, max_bytes, upper_bound_offset=upper_bound_offset)
     except OffsetMovedToTieredStorageError:
         if remote is None:
             raise
     with _failures_logged(tp, f"read at offset {offset}"):
         records = remote.read(tp, offset, max_bytes)
     if not records:  # past the tier's end, below the local start: nothing lies between
-        return log.read(log.local_log_start_offset, max_bytes)
+        return log.read(
+            log.local_log_start_offset, max_bytes, upper_bound_offset=upper_bound_offset
+        )
     return LogRead(records, log.log_start_offset, log.log_end_offset)
 
 

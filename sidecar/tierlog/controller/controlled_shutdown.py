@@ -1,0 +1,58 @@
+"""A broker stopping on SIGTERM hands its leaderships over before it goes.
+
+Kafka's controlled shutdown: rather than let its partitions go leaderless until its
+lease expires, the stopping broker moves each leadership it holds to another live ISR
+member and leaves the ISRs it is in (``elections.hand_over``), each a compare-and-swap.
+A change that loses a race is decided again on a fresh read: a shutdown should leave no
+partition behind because a follower shrank its ISR at the same moment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Set
+
+from tierlog.controller.changes import PartitionChange, write_change
+from tierlog.controller.elections import hand_over
+from tierlog.partition_state.model import PartitionState
+from tierlog.partition_state.store import PartitionStateStore
+from tierlog.storage.errors import UnknownTopicOrPartitionError
+
+__all__ = ["hand_over_leaderships"]
+
+
+def hand_over_leaderships(
+    store: PartitionStateStore, broker: int, live: Set[int]
+) -> list[PartitionChange]:
+    """Move ``broker``'s leaderships to live ISR members and take it out of every ISR it
+    can leave; the changes made. ``live`` are the brokers that may take over."""
+    changes = []
+    for topic in store.list_topics():
+        try:
+            partitions = store.read_topic(topic)
+        except UnknownTopicOrPartitionError:
+            continue  # deleted since it was listed
+        for partition, state in sorted(partitions.items()):
+            change = _hand_over_one(store, topic, partition, state, broker, live)
+            if change is not None:
+                changes.append(change)
+    return changes
+
+
+def _hand_over_one(
+    store: PartitionStateStore,
+    topic: str,
+    partition: int,
+    state: PartitionState,
+    broker: int,
+    live: Set[int],
+) -> PartitionChange | None:
+    cause = f"controlled shutdown of broker {broker}"
+    while (after := hand_over(state, broker, live)) is not None:
+        change = write_change(store, topic, partition, state, after, cause)
+        if change is not None:
+            return change
+        try:  # another change won the race: decide again on what it left
+            state = store.read_topic(topic)[partition]
+        except (UnknownTopicOrPartitionError, KeyError):
+            return None
+    return None

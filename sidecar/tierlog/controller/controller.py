@@ -1,0 +1,144 @@
+"""The controller's pass over every partition, and the thread that repeats it.
+
+``Controller.step`` reads the leases, updates liveness by the controller's own clock,
+and for every partition decides its next state (``elections``) and writes it by
+compare-and-swap against the partition epoch it read. A change that loses the race is
+dropped: the next pass decides again on what won. Nothing is kept between passes but
+the liveness sightings, so a controller that takes over needs no hand-off.
+
+The store's methods block (files, HTTP), so passes run in a thread
+(``ControllerThread``), one every ``interval_s``, until stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Set
+
+from tierlog.controller.changes import PartitionChange, write_change
+from tierlog.controller.elections import elect, preferred_leader
+from tierlog.controller.liveness import Liveness
+from tierlog.partition_state.model import NO_LEADER, PartitionState
+from tierlog.partition_state.store import PartitionStateStore
+from tierlog.storage.errors import KafkaStorageError, UnknownTopicOrPartitionError
+
+__all__ = ["Controller", "ControllerThread", "run_passes"]
+
+log = logging.getLogger(__name__)
+
+
+def _never_unclean(topic: str) -> bool:
+    return False  # Kafka's default for unclean.leader.election.enable
+
+
+class Controller:
+    def __init__(
+        self,
+        store: PartitionStateStore,
+        unclean_for: Callable[[str], bool] = _never_unclean,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        preferred_leaders: bool = True,
+    ) -> None:
+        """``unclean_for(topic)`` is the topic's ``unclean.leader.election.enable``;
+        ``clock`` is monotonic; ``preferred_leaders`` is Kafka's
+        ``auto.leader.rebalance.enable``."""
+        self._store = store
+        self._unclean_for = unclean_for
+        self._clock = clock
+        self._preferred_leaders = preferred_leaders
+        self._liveness = Liveness()
+        self.live: frozenset[int] = frozenset()
+
+    def step(self) -> list[PartitionChange]:
+        """One pass: every change that landed."""
+        live = self._liveness.observe(self._store.read_leases(), self._clock())
+        _log_liveness(self.live, live)
+        self.live = live
+        changes = []
+        for topic in self._store.list_topics():
+            try:
+                changes.extend(self._step_topic(topic))
+            except KafkaStorageError as error:  # one unreadable topic stalls no other
+                log.error("No decision for topic %s in this pass: %s", topic, error)
+        return changes
+
+    def _step_topic(self, topic: str) -> list[PartitionChange]:
+        try:
+            partitions = self._store.read_topic(topic)
+        except UnknownTopicOrPartitionError:
+            return []  # deleted since it was listed
+        unclean = self._unclean_for(topic)
+        changes = []
+        for partition, state in sorted(partitions.items()):
+            after = self._decide(state, unclean)
+            if after is None:
+                continue
+            cause = _cause(state, after, self.live)
+            change = write_change(self._store, topic, partition, state, after, cause)
+            if change is not None:
+                changes.append(change)
+        return changes
+
+    def _decide(self, state: PartitionState, unclean: bool) -> PartitionState | None:
+        elected = elect(state, self.live, unclean)
+        if not self._preferred_leaders:
+            return elected
+        return preferred_leader(elected or state, self.live) or elected
+
+
+def _cause(before: PartitionState, after: PartitionState, live: Set[int]) -> str:
+    """Why the partition changed, for the log line."""
+    if after.leader not in (before.leader, NO_LEADER) and after.leader not in before.isr:
+        return "unclean leader election (unclean.leader.election.enable): records may be lost"
+    if before.leader == NO_LEADER:
+        return f"in-sync replica {after.leader} is alive again"
+    fenced = sorted({*before.isr, before.leader} - {NO_LEADER} - live)
+    if fenced:
+        return f"broker(s) {fenced} fenced (lease expired)"
+    return "preferred leader election"
+
+
+def _log_liveness(before: Set[int], after: Set[int]) -> None:
+    if before - after:
+        log.info("Fenced broker(s) %s: lease unchanged for its duration", sorted(before - after))
+    if after - before:
+        log.info("Unfenced broker(s) %s: lease held and changing", sorted(after - before))
+
+
+def run_passes(controller: Controller, interval_s: float, stopping: threading.Event) -> None:
+    """Run a pass every ``interval_s`` until ``stopping`` is set. A failed pass (the
+    store unreachable, say) is logged and the next one tries again: the controller must
+    outlive a store's bad minute."""
+    while not stopping.is_set():
+        try:
+            controller.step()
+        except Exception:
+            log.exception("Controller pass failed; retrying in %.1f s", interval_s)
+        stopping.wait(interval_s)
+
+
+class ControllerThread:
+    """``run_passes`` in a daemon thread, stopped cleanly by ``stop``."""
+
+    def __init__(self, controller: Controller, interval_s: float) -> None:
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(
+            target=run_passes,
+            args=(controller, interval_s, self._stopping),
+            name="tierlog-controller",
+            daemon=True,
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Finish the pass under way (if any) and return once the thread has ended."""
+        self._stopping.set()
+        self._thread.join(timeout_s)

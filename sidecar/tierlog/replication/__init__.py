@@ -1,0 +1,1 @@
+"""Replication: leaders, followers, the ISR and the high watermark (Kafka's model)."""

@@ -1,0 +1,77 @@
+"""How a broker replicates: where the partition-state store is, and Kafka's replica configs.
+
+Replication is on when the broker is given a partition-state store: for a cluster of
+processes on one machine, a directory every broker shares
+(``tierlog.replication.state.dir``, a ``LocalPartitionStateStore``). The rest are
+Kafka's broker configs under Kafka's names and defaults: ``replica.lag.time.max.ms``
+(how long a follower may lag before it leaves the ISR), ``replica.fetch.*`` (the
+follower's fetches) and ``broker.session.timeout.ms`` (how long a broker's lease lasts
+unrenewed before the controller fences it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tierlog.replication.fetcher import FetchSettings
+from tierlog.storage.errors import InvalidConfigError
+
+__all__ = ["REPLICATION_KEYS", "ReplicationConfig"]
+
+STATE_DIR = "tierlog.replication.state.dir"
+# Key -> (default, smallest value allowed).
+_NUMBERS: dict[str, tuple[int, int]] = {
+    "replica.lag.time.max.ms": (30_000, 1),
+    "replica.fetch.wait.max.ms": (500, 0),
+    "replica.fetch.min.bytes": (1, 1),
+    "replica.fetch.max.bytes": (1024 * 1024, 1),
+    "replica.fetch.response.max.bytes": (10 * 1024 * 1024, 1),
+    "replica.fetch.backoff.ms": (1000, 0),
+    "broker.session.timeout.ms": (9000, 1),
+    "tierlog.replication.state.poll.ms": (100, 1),
+}
+REPLICATION_KEYS = frozenset({STATE_DIR, *_NUMBERS})
+
+
+@dataclass(frozen=True)
+class ReplicationConfig:
+    state_dir: Path
+    replica_lag_time_max_ms: int = 30_000
+    broker_session_timeout_ms: int = 9000
+    state_poll_ms: int = 100  # how often the partition-state store is read
+    fetch: FetchSettings = field(default_factory=FetchSettings)
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> ReplicationConfig | None:
+        """The settings, or None when no partition-state store is named (no replication:
+        each partition lives on its one owner)."""
+        values = {key: _number(props, key, *limits) for key, limits in _NUMBERS.items()}
+        state_dir = props.get(STATE_DIR, "").strip()
+        if not state_dir:
+            return None
+        return cls(
+            state_dir=Path(state_dir).absolute(),
+            replica_lag_time_max_ms=values["replica.lag.time.max.ms"],
+            broker_session_timeout_ms=values["broker.session.timeout.ms"],
+            state_poll_ms=values["tierlog.replication.state.poll.ms"],
+            fetch=FetchSettings(
+                max_wait_ms=values["replica.fetch.wait.max.ms"],
+                min_bytes=values["replica.fetch.min.bytes"],
+                max_bytes=values["replica.fetch.response.max.bytes"],
+                partition_max_bytes=values["replica.fetch.max.bytes"],
+                backoff_ms=values["replica.fetch.backoff.ms"],
+            ),
+        )
+
+
+def _number(props: Mapping[str, str], key: str, default: int, minimum: int) -> int:
+    text = props.get(key, "").strip()
+    try:
+        value = int(text) if text else default
+    except ValueError:
+        raise InvalidConfigError(f"{key} expects a whole number, got {text!r}") from None
+    if value < minimum:
+        raise InvalidConfigError(f"{key} must be at least {minimum}, got {value}")
+    return value

@@ -1,0 +1,181 @@
+"""The leader's side of replica fetch: ``tierlog.v1.ReplicationService``.
+
+Each request on a follower's stream is answered once some partition has batches for it
+(or something else to say: an error, a divergence) or ``max_wait_ms`` passed, woken by
+appends as consumers' long polls are. For each partition the leader checks the
+follower's leader epoch (older: FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH), checks
+that the follower's log agrees with its own up to the fetch offset (the epoch of the
+follower's last batch must end at or past it here, KIP-320; else the answer is where
+that epoch ends, and the follower truncates), and notes how far the follower is, which
+moves the high watermark and the ISR.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from tierlog.api.errors import FencedLeaderEpochError, UnknownLeaderEpochError
+from tierlog.api.v1 import replication_service_pb2 as pb
+from tierlog.api.v1 import replication_service_pb2_grpc
+from tierlog.replication.leader import LeaderPartition
+from tierlog.replication.replica_manager import ReplicaManager
+from tierlog.sidecar.status import as_error, at_the_edge
+from tierlog.sidecar.watch import AppendWatch
+from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.errors import (
+    OffsetMovedToTieredStorageError,
+    OffsetOutOfRangeError,
+    TierlogError,
+)
+from tierlog.storage.log import LogRead
+
+__all__ = ["ReplicationService"]
+
+_Context = grpc.aio.ServicerContext[Any, Any]
+MAX_WAIT_MS = 60_000
+
+
+@dataclass
+class _Planned:
+    """One partition of a request, checked: where to read, or what to answer instead."""
+
+    tp: TopicPartition
+    asked: pb.ReplicaFetchPartition
+    leader: LeaderPartition | None = None
+    answer: pb.ReplicaFetchPartitionData | None = None  # an error or a divergence
+
+
+class ReplicationService(replication_service_pb2_grpc.ReplicationServiceServicer):
+    def __init__(self, replicas: ReplicaManager, watch: AppendWatch, max_bytes: int):
+        self.replicas = replicas
+        self.watch = watch
+        self.max_bytes = max_bytes
+
+    @at_the_edge
+    async def ReplicaFetch(
+        self, request_iterator: AsyncIterator[pb.ReplicaFetchRequest], context: _Context
+    ) -> AsyncIterator[pb.ReplicaFetchResponse]:
+        async for request in request_iterator:
+            if self.watch.closed:
+                return  # shutting down: the stream ends, its follower re-opens elsewhere
+            self.replicas.check_broker_epoch(request.replica_id, request.broker_epoch)
+            yield await self._answer(request)
+
+    async def _answer(self, request: pb.ReplicaFetchRequest) -> pb.ReplicaFetchResponse:
+        loop = asyncio.get_running_loop()
+        wait_s = min(max(request.max_wait_ms, 0), MAX_WAIT_MS) / 1000
+        deadline = loop.time() + wait_s
+        max_bytes = min(request.max_bytes or self.max_bytes, self.max_bytes)
+        while True:
+            planned = [self._plan(request.replica_id, asked) for asked in request.partitions]
+            events = [self.watch.event(item.tp) for item in planned]
+            answers = await asyncio.to_thread(_read_all, planned, max_bytes)
+            now_ms = int(time.time() * 1000)
+            for item in planned:
+                if item.leader is not None and item.answer is None:
+                    self.replicas.record_fetch(item.leader, request.replica_id, item.asked, now_ms)
+            said = sum(len(a.record_batches) for a in answers)
+            telling = any(a.HasField("error") or a.HasField("diverging_epoch") for a in answers)
+            remaining = deadline - loop.time()
+            if said >= max(request.min_bytes, 1) or telling or remaining <= 0 or self.watch.closed:
+                return pb.ReplicaFetchResponse(partitions=answers)
+            await self.watch.wait_any(events, remaining)
+
+    def _plan(self, replica: int, asked: pb.ReplicaFetchPartition) -> _Planned:
+        tp = TopicPartition(asked.topic, asked.partition)
+        item = _Planned(tp, asked)
+        try:
+            leader = self.replicas.leader_for_follower(tp, replica)
+            if asked.current_leader_epoch < leader.leader_epoch:
+                raise FencedLeaderEpochError(
+                    f"{tp}: epoch {asked.current_leader_epoch} is older than the leader's "
+                    f"{leader.leader_epoch}"
+                )
+            if asked.current_leader_epoch > leader.leader_epoch:
+                raise UnknownLeaderEpochError(
+                    f"{tp}: epoch {asked.current_leader_epoch} is newer than the leader's "
+                    f"{leader.leader_epoch}"
+                )
+        except TierlogError as error:
+            item.answer = _refusal(tp, error)
+            return item
+        item.leader = leader
+        if asked.last_fetched_epoch >= 0:
+            log = leader.log
+            end = log.leader_epoch_cache.end_offset_for(
+                asked.last_fetched_epoch, log.log_end_offset
+            )
+            if end.epoch < asked.last_fetched_epoch or end.end_offset < asked.fetch_offset:
+                item.answer = _offsets(tp, leader, pb.ReplicaFetchPartitionData())
+                item.answer.diverging_epoch.epoch = end.epoch
+                item.answer.diverging_epoch.end_offset = end.end_offset
+        return item
+
+
+def _read_all(planned: list[_Planned], max_bytes: int) -> list[pb.ReplicaFetchPartitionData]:
+    """Each partition's answer, reading the planned ones from the leader's log (blocking).
+    The whole answer stays within ``max_bytes`` bar the first batch."""
+    answers = []
+    budget = max_bytes
+    for item in planned:
+        if item.answer is not None or item.leader is None:
+            answers.append(item.answer or pb.ReplicaFetchPartitionData())
+            continue
+        limit = min(item.asked.partition_max_bytes or budget, budget)
+        try:
+            read = _read(item.leader, item.asked.fetch_offset, limit, first=budget == max_bytes)
+        except TierlogError as error:
+            item.answer = _offsets(item.tp, item.leader, _refusal(item.tp, error))
+            answers.append(item.answer)
+            continue
+        budget = max(budget - len(read.records), 0)
+        data = _offsets(item.tp, item.leader, pb.ReplicaFetchPartitionData())
+        data.record_batches = read.records
+        data.segment_base_offset = read.segment_base_offset
+        answers.append(data)
+    return answers
+
+
+def _read(leader: LeaderPartition, offset: int, max_bytes: int, *, first: bool) -> LogRead:
+    log = leader.log
+    if offset > log.log_end_offset or offset < log.log_start_offset:
+        raise OffsetOutOfRangeError(
+            f"offset {offset} is outside the leader's [{log.log_start_offset}, "
+            f"{log.log_end_offset}]"
+        )
+    if offset < log.local_log_start_offset:
+        raise OffsetMovedToTieredStorageError(
+            f"offset {offset} is below the leader's local log start {log.local_log_start_offset}"
+        )
+    if max_bytes == 0 and not first:
+        return LogRead(b"", log.log_start_offset, log.log_end_offset)
+    return log.read(offset, max_bytes, min_one_batch=first)
+
+
+def _offsets(
+    tp: TopicPartition, leader: LeaderPartition, data: pb.ReplicaFetchPartitionData
+) -> pb.ReplicaFetchPartitionData:
+    log = leader.log
+    data.topic, data.partition = tp.topic, tp.partition
+    data.high_watermark = log.high_watermark
+    data.log_start_offset = log.log_start_offset
+    data.local_log_start_offset = log.local_log_start_offset
+    data.log_end_offset = log.log_end_offset
+    data.segment_base_offset = -1
+    return data
+
+
+def _refusal(tp: TopicPartition, error: TierlogError) -> pb.ReplicaFetchPartitionData:
+    return pb.ReplicaFetchPartitionData(
+        topic=tp.topic,
+        partition=tp.partition,
+        error=as_error(error),
+        segment_base_offset=-1,
+        log_end_offset=-1,
+    )

@@ -1,0 +1,180 @@
+"""The follower's side of replica fetch: one stream to one leader, many partitions.
+
+A ``ReplicaFetcher`` asks its leader for every partition this broker follows there,
+from each log's end and with the epoch of its last batch, applies each answer
+(``follower.apply_fetched``) under the partition's lock (so a change of role never
+interleaves with an append), and asks again. The stream is re-opened after a failure
+with a back-off, as Kafka's fetcher threads back off (``replica.fetch.backoff.ms``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import grpc
+
+from tierlog.api.v1 import replication_service_pb2 as pb
+from tierlog.replication.follower import FetchOutcome, apply_fetched
+from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.errors import TierlogError
+from tierlog.storage.log import Log
+
+__all__ = ["FetchSettings", "ReplicaFetcher"]
+
+log = logging.getLogger(__name__)
+
+REPLICA_FETCH = "/tierlog.v1.ReplicationService/ReplicaFetch"
+
+
+@dataclass(frozen=True)
+class FetchSettings:
+    """Kafka's ``replica.fetch.*`` broker configs."""
+
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 10 * 1024 * 1024
+    partition_max_bytes: int = 1024 * 1024
+    backoff_ms: int = 1000
+
+
+# The partition's lock and log, from the replica manager.
+PartitionAccess = Callable[[TopicPartition], tuple[asyncio.Lock, Log]]
+Applied = Callable[[TopicPartition, FetchOutcome], Awaitable[None]]
+
+
+class ReplicaFetcher:
+    def __init__(
+        self,
+        node_id: int,
+        broker_epoch: Callable[[], int],
+        leader_id: int,
+        channel: grpc.aio.Channel,
+        metadata: Sequence[tuple[str, str]],
+        access: PartitionAccess,
+        applied: Applied,
+        settings: FetchSettings,
+    ):
+        self.node_id = node_id
+        self.broker_epoch = broker_epoch
+        self.leader_id = leader_id
+        self.channel = channel
+        self.metadata = tuple(metadata)  # the cluster's bearer token, if it has one
+        self.access = access
+        self.applied = applied  # told after each partition's answer is applied
+        self.settings = settings
+        self.epochs: dict[TopicPartition, int] = {}  # followed here -> leader epoch
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def follow(self, tp: TopicPartition, leader_epoch: int) -> None:
+        self.epochs[tp] = leader_epoch
+        self._changed.set()
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
+
+    def unfollow(self, tp: TopicPartition) -> None:
+        self.epochs.pop(tp, None)
+        self._changed.set()
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self.channel.close()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._stream()
+            except (grpc.aio.AioRpcError, TierlogError) as error:
+                detail = error.details() if isinstance(error, grpc.aio.AioRpcError) else error
+                log.warning("replica fetch from broker %d failed: %s", self.leader_id, detail)
+            await asyncio.sleep(self.settings.backoff_ms / 1000)
+
+    async def _stream(self) -> None:
+        method: grpc.aio.StreamStreamMultiCallable[pb.ReplicaFetchRequest, pb.ReplicaFetchResponse]
+        method = self.channel.stream_stream(
+            REPLICA_FETCH,
+            request_serializer=pb.ReplicaFetchRequest.SerializeToString,
+            response_deserializer=pb.ReplicaFetchResponse.FromString,
+        )
+        call = method(metadata=self.metadata)
+        try:
+            while True:
+                while not self.epochs:
+                    self._changed.clear()
+                    await self._changed.wait()
+                self._changed.clear()
+                request, asked = self._request()
+                await call.write(request)
+                response = await call.read()
+                if not isinstance(response, pb.ReplicaFetchResponse):  # the leader ended it
+                    return
+                refused = await self._apply(response, asked)
+                if refused and not self._changed.is_set():
+                    # Nothing to fetch here until the replica manager learns more (a new
+                    # leader or epoch): ask again after the back-off, not at once.
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(
+                            self._changed.wait(), self.settings.backoff_ms / 1000
+                        )
+        finally:
+            call.cancel()
+
+    def _request(self) -> tuple[pb.ReplicaFetchRequest, dict[TopicPartition, int]]:
+        """The next request, and the fetch offset asked for each partition."""
+        asked: dict[TopicPartition, int] = {}
+        partitions = []
+        for tp, epoch in list(self.epochs.items()):
+            _lock, partition_log = self.access(tp)
+            fetch_offset = partition_log.log_end_offset
+            asked[tp] = fetch_offset
+            partitions.append(
+                pb.ReplicaFetchPartition(
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    current_leader_epoch=epoch,
+                    fetch_offset=fetch_offset,
+                    last_fetched_epoch=partition_log.leader_epoch_cache.latest_epoch,
+                    partition_max_bytes=self.settings.partition_max_bytes,
+                )
+            )
+        request = pb.ReplicaFetchRequest(
+            replica_id=self.node_id,
+            broker_epoch=self.broker_epoch(),
+            max_wait_ms=self.settings.max_wait_ms,
+            min_bytes=self.settings.min_bytes,
+            max_bytes=self.settings.max_bytes,
+            partitions=partitions,
+        )
+        return request, asked
+
+    async def _apply(
+        self, response: pb.ReplicaFetchResponse, asked: dict[TopicPartition, int]
+    ) -> bool:
+        """Apply each partition's answer; whether every partition was refused."""
+        refused = 0
+        for data in response.partitions:
+            tp = TopicPartition(data.topic, data.partition)
+            if tp not in asked:
+                continue
+            lock, partition_log = self.access(tp)
+            async with lock:
+                if tp not in self.epochs or partition_log.log_end_offset != asked[tp]:
+                    continue  # no longer followed here, or changed meanwhile: ask again
+                outcome = await asyncio.to_thread(apply_fetched, partition_log, asked[tp], data)
+            if outcome.error is not None:
+                refused += 1
+                log.info(
+                    "replica fetch of %s from broker %d: %s: %s",
+                    tp,
+                    self.leader_id,
+                    outcome.error,
+                    data.error.message,
+                )
+            await self.applied(tp, outcome)
+        return refused == len(response.partitions) and refused > 0

@@ -1,0 +1,120 @@
+"""What a follower does with its leader's answer for one partition (blocking: disk work).
+
+The follower's log only ever changes in three ways here: it is cut back where the
+leader says it diverged (by leader epoch, KIP-101 / KIP-279: never by high watermark
+alone, which would keep records the new leader never had or drop ones it has); it
+starts over at the leader's log start when it has fallen out of the leader's range;
+and it takes the leader's batches as they are (``Log.append_as_follower``), rolling
+where the leader rolled. Its high watermark is the leader's, capped at its own end.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from tierlog.api.errors import FencedLeaderEpochError, NotLeaderOrFollowerError
+from tierlog.api.v1 import replication_service_pb2 as pb
+from tierlog.storage.leader_epoch_cache import UNDEFINED_OFFSET, EpochEnd
+from tierlog.storage.log import Log
+
+__all__ = ["FetchOutcome", "apply_fetched", "truncation_offset"]
+
+log = logging.getLogger(__name__)
+
+# Answers after which the follower waits for the replica manager to learn more
+# (a new leader or epoch) rather than asking the same leader again at once.
+STALE_LEADER_REASONS = frozenset(
+    {
+        NotLeaderOrFollowerError.reason,
+        FencedLeaderEpochError.reason,
+        "UNKNOWN_LEADER_EPOCH",
+        "UNKNOWN_TOPIC_OR_PARTITION",
+    }
+)
+
+
+@dataclass(frozen=True)
+class FetchOutcome:
+    appended_bytes: int = 0
+    truncated_to: int | None = None
+    error: str | None = None  # the leader's reason, when it refused
+
+
+def truncation_offset(log_: Log, diverging: EpochEnd) -> int:
+    """Where the follower cuts its log when the leader says it diverged after
+    ``diverging`` (the largest epoch the leader knows at or below the follower's last one,
+    and where that epoch ends in the leader's log).
+
+    If the follower knows that epoch too, the logs agree up to the earlier of the two
+    ends; if it knows only a smaller one, it cuts to that one's end and asks again (the
+    leader then answers for the smaller epoch). A leader that knows no epochs at all
+    leaves only the high watermark to go by (Kafka does the same)."""
+    log_end = log_.log_end_offset
+    if diverging.end_offset == UNDEFINED_OFFSET:
+        return min(log_.high_watermark, log_end)
+    mine = log_.leader_epoch_cache.end_offset_for(diverging.epoch, log_end)
+    if mine.end_offset == UNDEFINED_OFFSET:
+        return min(diverging.end_offset, log_end)
+    if mine.epoch != diverging.epoch:
+        return min(mine.end_offset, log_end)
+    return min(mine.end_offset, diverging.end_offset, log_end)
+
+
+def apply_fetched(log_: Log, fetch_offset: int, data: pb.ReplicaFetchPartitionData) -> FetchOutcome:
+    """Apply the leader's answer for a fetch from ``fetch_offset``; raises a typed error
+    when its batches cannot be appended (the fetcher logs it and asks again)."""
+    if data.HasField("error"):
+        return _recover_from(log_, fetch_offset, data)
+    if data.HasField("diverging_epoch"):
+        diverging = EpochEnd(data.diverging_epoch.epoch, data.diverging_epoch.end_offset)
+        offset = truncation_offset(log_, diverging)
+        log.info(
+            "%s: log diverged from the leader's after epoch %d (ends at %d there): "
+            "truncating from %d to %d",
+            log_.directory.name,
+            diverging.epoch,
+            diverging.end_offset,
+            log_.log_end_offset,
+            offset,
+        )
+        log_.truncate_to(offset)
+        return FetchOutcome(truncated_to=offset)
+    appended = 0
+    if data.record_batches and log_.log_end_offset == fetch_offset:
+        base = data.segment_base_offset if data.segment_base_offset >= 0 else None
+        log_.append_as_follower(data.record_batches, leader_segment_base=base)
+        appended = len(data.record_batches)
+    _follow_offsets(log_, data)
+    return FetchOutcome(appended_bytes=appended)
+
+
+def _follow_offsets(log_: Log, data: pb.ReplicaFetchPartitionData) -> None:
+    """The leader's log start (DeleteRecords, retention) and high watermark, as far as
+    this log reaches."""
+    if data.log_start_offset > log_.log_start_offset:
+        log_.increment_log_start_offset(min(data.log_start_offset, log_.log_end_offset))
+    log_.update_high_watermark(min(data.high_watermark, log_.log_end_offset))
+
+
+def _recover_from(log_: Log, fetch_offset: int, data: pb.ReplicaFetchPartitionData) -> FetchOutcome:
+    reason = data.error.reason
+    if reason == "OFFSET_OUT_OF_RANGE" and fetch_offset > data.log_end_offset >= 0:
+        # The leader's log is shorter (an unclean election, or it lost its tail): this
+        # log's extra records were never acknowledged by the ISR.
+        log_.truncate_to(data.log_end_offset)
+        return FetchOutcome(truncated_to=data.log_end_offset, error=reason)
+    if reason in ("OFFSET_OUT_OF_RANGE", "OFFSET_MOVED_TO_TIERED_STORAGE"):
+        # Behind the leader's (local) log start: what this log holds is gone from the
+        # leader; start over where the leader's local segments start.
+        start = max(data.local_log_start_offset, data.log_start_offset)
+        log.info(
+            "%s: offset %d is below the leader's log start %d: starting over at %d",
+            log_.directory.name,
+            fetch_offset,
+            data.log_start_offset,
+            start,
+        )
+        log_.truncate_fully_and_start_at(start)
+        return FetchOutcome(truncated_to=start, error=reason)
+    return FetchOutcome(error=reason)

@@ -1,0 +1,336 @@
+"""Which partitions this broker leads and follows, as the partition-state store says.
+
+Kafka's ``ReplicaManager``: the store is the truth (who leads in which epoch, who is in
+sync), read every ``poll_ms``; each change of a partition this broker replicates is
+applied under the partition's lock: becoming leader starts the epoch in the log
+(``Log.become_leader``) and a ``LeaderPartition``; becoming follower hands the
+partition to the fetcher of its leader (one per leader broker), which truncates by
+leader epoch and copies. A leader answers its producers and consumers, drops followers
+that fall behind from the ISR and adds them back once caught up, each change a
+compare-and-swap in the store (Kafka's AlterPartition): a lost race means the state
+moved on, which is re-read and applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import grpc
+
+from tierlog.api.errors import (
+    InvalidUpdateVersionError,
+    LeaderNotAvailableError,
+    NotLeaderOrFollowerError,
+    StaleBrokerEpochError,
+)
+from tierlog.api.v1 import replication_service_pb2 as pb
+from tierlog.partition_state.model import NO_LEADER, PartitionState
+from tierlog.partition_state.store import PartitionStateStore
+from tierlog.replication.config import ReplicationConfig
+from tierlog.replication.fetcher import ReplicaFetcher
+from tierlog.replication.follower import FetchOutcome
+from tierlog.replication.leader import LeaderPartition
+from tierlog.sidecar.topics import TopicStore
+from tierlog.sidecar.watch import AppendWatch
+from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.errors import TierlogError
+from tierlog.storage.log import Log
+from tierlog.storage.manager import LogManager
+
+__all__ = ["ReplicaManager"]
+
+log = logging.getLogger(__name__)
+
+ChannelFactory = Callable[[str], grpc.aio.Channel]
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        node_id: int,
+        broker_epoch: Callable[[], int],
+        store: PartitionStateStore,
+        logs: LogManager,
+        topics: TopicStore,
+        watch: AppendWatch,
+        addresses: Callable[[], Mapping[int, str]],
+        channel_factory: ChannelFactory,
+        call_metadata: Sequence[tuple[str, str]],
+        settings: ReplicationConfig,
+    ):
+        self.node_id = node_id
+        self.broker_epoch = broker_epoch
+        self.store = store
+        self.logs = logs
+        self.topics = topics
+        self.watch = watch
+        self.addresses = addresses  # broker id -> host:port
+        self.channel_factory = channel_factory
+        self.call_metadata = call_metadata  # what a follower's calls carry (the token)
+        self.settings = settings
+        self.states: dict[TopicPartition, PartitionState] = {}  # as last applied
+        self.leaders: dict[TopicPartition, LeaderPartition] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}  # by leader id
+        self._following: dict[TopicPartition, int] = {}  # -> leader id
+        self._locks: dict[TopicPartition, asyncio.Lock] = {}
+        self._broker_epochs: dict[int, int] = {}  # from the leases
+        self._altering: set[TopicPartition] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- running ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Apply the store's state once, then follow it in the background."""
+        await self.poll_once()
+        self._tasks = [
+            asyncio.create_task(self._follow_store(), name="replica-manager-poll"),
+            asyncio.create_task(self._maintain_isr(), name="replica-manager-isr"),
+        ]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for fetcher in self.fetchers.values():
+            await fetcher.close()
+        self.fetchers.clear()
+        for leader in self.leaders.values():
+            leader.resign()
+
+    async def poll_once(self) -> None:
+        """Read the store and apply what changed."""
+        topics, leases = await asyncio.to_thread(self._read_store)
+        self._broker_epochs = leases
+        for topic, partitions in topics.items():
+            if not self._known(topic, len(partitions)):
+                await asyncio.to_thread(self.topics.adopt, topic, len(partitions))
+            for partition, state in partitions.items():
+                tp = TopicPartition(topic, partition)
+                if self.states.get(tp) != state:
+                    await self.apply(tp, state)
+
+    def _known(self, topic: str, partitions: int) -> bool:
+        try:
+            return self.topics.get(topic).partition_count >= partitions
+        except TierlogError:
+            return False
+
+    def _read_store(self) -> tuple[dict[str, dict[int, PartitionState]], dict[int, int]]:
+        topics = {}
+        for topic in self.store.list_topics():
+            with contextlib.suppress(TierlogError):  # deleted meanwhile
+                topics[topic] = self.store.read_topic(topic)
+        leases = {broker: lease.broker_epoch for broker, lease in self.store.read_leases().items()}
+        return topics, leases
+
+    async def _follow_store(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.state_poll_ms / 1000)
+            try:
+                await self.poll_once()
+            except TierlogError as error:  # the store is unreachable: keep the last view
+                log.warning("reading the partition-state store failed: %s", error)
+
+    # -- changes of role --------------------------------------------------------------
+
+    def lock(self, tp: TopicPartition) -> asyncio.Lock:
+        lock = self._locks.get(tp)
+        if lock is None:
+            lock = self._locks[tp] = asyncio.Lock()
+        return lock
+
+    async def apply(self, tp: TopicPartition, state: PartitionState) -> None:
+        """Take the role ``state`` gives this broker for ``tp`` (if it is newer than the
+        one applied: a state never goes back in partition epoch)."""
+        async with self.lock(tp):
+            applied = self.states.get(tp)
+            if applied is not None and applied.partition_epoch > state.partition_epoch:
+                return
+            if self.node_id not in state.replicas:
+                await self._stop_replica(tp)
+            elif state.leader == self.node_id:
+                await self._lead(tp, state)
+            else:
+                self._resign(tp)
+                await asyncio.to_thread(self._log, tp)
+                self._follow(tp, state)
+            self.states[tp] = state
+        self.watch.appended(tp)  # long polls look again: at the leadership too
+
+    async def _lead(self, tp: TopicPartition, state: PartitionState) -> None:
+        leader = self.leaders.get(tp)
+        if leader is not None and leader.leader_epoch == state.leader_epoch:
+            leader.update_state(state)
+            return
+        self._unfollow(tp)
+        self._resign(tp)
+        partition_log = await asyncio.to_thread(self._log, tp)
+        await asyncio.to_thread(partition_log.become_leader, state.leader_epoch)
+        leader = LeaderPartition(tp, partition_log, state, self.node_id, _now_ms())
+        self.leaders[tp] = leader
+        leader.advance_high_watermark()
+        log.info(
+            "%s: leading in epoch %d from offset %d (ISR %s, high watermark %d)",
+            tp,
+            state.leader_epoch,
+            partition_log.log_end_offset,
+            list(state.isr),
+            partition_log.high_watermark,
+        )
+
+    def _follow(self, tp: TopicPartition, state: PartitionState) -> None:
+        previous = self._following.get(tp)
+        if previous is not None and previous != state.leader:
+            self._unfollow(tp)
+        if state.leader == NO_LEADER:
+            self._unfollow(tp)
+            return
+        fetcher = self.fetchers.get(state.leader)
+        if fetcher is None:
+            address = self.addresses().get(state.leader)
+            if address is None:
+                log.warning("%s: leader %d has no known address", tp, state.leader)
+                return
+            fetcher = ReplicaFetcher(
+                self.node_id,
+                self.broker_epoch,
+                state.leader,
+                self.channel_factory(address),
+                self.call_metadata,
+                self._access,
+                self._fetched,
+                self.settings.fetch,
+            )
+            self.fetchers[state.leader] = fetcher
+        fetcher.follow(tp, state.leader_epoch)
+        self._following[tp] = state.leader
+
+    def _unfollow(self, tp: TopicPartition) -> None:
+        leader_id = self._following.pop(tp, None)
+        if leader_id is not None and leader_id in self.fetchers:
+            self.fetchers[leader_id].unfollow(tp)
+
+    def _resign(self, tp: TopicPartition) -> None:
+        leader = self.leaders.pop(tp, None)
+        if leader is not None:
+            leader.resign()
+            log.info("%s: no longer leading (epoch %d)", tp, leader.leader_epoch)
+
+    async def _stop_replica(self, tp: TopicPartition) -> None:
+        self._unfollow(tp)
+        self._resign(tp)
+
+    def _log(self, tp: TopicPartition) -> Log:
+        return self.logs.get_or_create_log(tp, self.topics.log_config(tp.topic))
+
+    def _access(self, tp: TopicPartition) -> tuple[asyncio.Lock, Log]:
+        return self.lock(tp), self.logs.get_log(tp)
+
+    async def _fetched(self, tp: TopicPartition, outcome: FetchOutcome) -> None:
+        """A follower's partition changed: long polls on it look again."""
+        if outcome.appended_bytes or outcome.truncated_to is not None:
+            self.watch.appended(tp)
+
+    # -- the leader's answers ---------------------------------------------------------
+
+    def leader(self, tp: TopicPartition) -> LeaderPartition:
+        """``tp``'s leadership here; NOT_LEADER_OR_FOLLOWER (naming the leader) if another
+        broker leads it, LEADER_NOT_AVAILABLE while nobody does."""
+        leader = self.leaders.get(tp)
+        if leader is not None:
+            return leader
+        state = self.states.get(tp)
+        if state is None or state.leader == NO_LEADER:
+            raise LeaderNotAvailableError(f"{tp} has no leader right now; retry")
+        address = self.addresses().get(state.leader, "")
+        raise NotLeaderOrFollowerError(
+            f"{tp} is led by broker {state.leader} at {address} (epoch {state.leader_epoch})",
+            leader_id=state.leader,
+            leader_address=address,
+        )
+
+    def leader_for_follower(self, tp: TopicPartition, replica: int) -> LeaderPartition:
+        leader = self.leader(tp)
+        if replica not in leader.followers:
+            raise NotLeaderOrFollowerError(
+                f"broker {replica} is not a replica of {tp}", leader_id=-1, leader_address=""
+            )
+        return leader
+
+    def check_broker_epoch(self, replica: int, broker_epoch: int) -> None:
+        """Refuse a follower's request from an incarnation older than its lease's."""
+        known = self._broker_epochs.get(replica, -1)
+        if broker_epoch < known:
+            raise StaleBrokerEpochError(
+                f"broker {replica}'s epoch is {known}, the request carries {broker_epoch}"
+            )
+
+    def record_fetch(
+        self, leader: LeaderPartition, replica: int, asked: pb.ReplicaFetchPartition, now_ms: int
+    ) -> None:
+        before = leader.high_watermark
+        leader.record_fetch(replica, asked.fetch_offset, now_ms)
+        if leader.high_watermark != before:
+            self.watch.appended(leader.tp)  # consumers may read further now
+        joining = leader.caught_up()
+        if joining:
+            isr = {*leader.state.isr, *joining}
+            self._alter_isr_soon(leader, tuple(r for r in leader.state.replicas if r in isr))
+
+    # -- the ISR ----------------------------------------------------------------------
+
+    async def _maintain_isr(self) -> None:
+        lag_ms = self.settings.replica_lag_time_max_ms
+        while True:
+            await asyncio.sleep(lag_ms / 2000)
+            now_ms = _now_ms()
+            for leader in list(self.leaders.values()):
+                lagging = leader.out_of_sync(now_ms, lag_ms)
+                if lagging:
+                    isr = tuple(r for r in leader.state.isr if r not in lagging)
+                    log.info(
+                        "%s: shrinking the ISR from %s to %s: %s not caught up for %d ms",
+                        leader.tp,
+                        list(leader.state.isr),
+                        list(isr),
+                        list(lagging),
+                        lag_ms,
+                    )
+                    self._alter_isr_soon(leader, isr)
+
+    def _alter_isr_soon(self, leader: LeaderPartition, isr: tuple[int, ...]) -> None:
+        if leader.tp in self._altering:
+            return
+        self._altering.add(leader.tp)
+        task = asyncio.create_task(self._alter_isr(leader, isr))
+        self._tasks.append(task)
+        task.add_done_callback(self._tasks.remove)
+
+    async def _alter_isr(self, leader: LeaderPartition, isr: tuple[int, ...]) -> None:
+        tp, state = leader.tp, leader.state
+        try:
+            stored = await asyncio.to_thread(
+                self.store.alter_partition,
+                tp.topic,
+                tp.partition,
+                state.partition_epoch,
+                state.with_isr(isr),
+            )
+        except InvalidUpdateVersionError:
+            log.info("%s: the ISR change lost a race: reading the state again", tp)
+            fresh = await asyncio.to_thread(self.store.read_topic, tp.topic)
+            stored = fresh[tp.partition]
+        except TierlogError as error:
+            log.warning("%s: changing the ISR to %s failed: %s", tp, list(isr), error)
+            return
+        finally:
+            self._altering.discard(tp)
+        await self.apply(tp, stored)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,56 @@
+"""A broker stopping on SIGTERM hands its leaderships over, on both stores, and a race
+lost to another writer is decided again rather than leaving a partition behind."""
+
+from __future__ import annotations
+
+from tests.controller.conftest import OpenStore, RivalFirst
+from tierlog.controller.controlled_shutdown import hand_over_leaderships
+from tierlog.partition_state.model import PartitionState
+
+
+def test_a_stopping_broker_hands_over_every_leadership_it_can(store_at: OpenStore) -> None:
+    store, _, _ = store_at()
+    store.create_topic(
+        "orders",
+        {
+            0: PartitionState.new((1, 2, 3)),  # leads: hands over to 2
+            1: PartitionState.new((2, 1, 3)),  # follows: leaves the ISR
+            2: PartitionState((1, 2), 1, 5, (1,)),  # the only ISR member: stays leader
+        },
+    )
+    store.create_topic("audit", {0: PartitionState.new((3, 2))})  # not a replica
+
+    changes = hand_over_leaderships(store, 1, live={1, 2, 3})
+
+    again, _, _ = store_at()
+    orders = again.read_topic("orders")
+    assert orders == {
+        0: PartitionState((1, 2, 3), 2, 1, (2, 3), 1),
+        1: PartitionState((2, 1, 3), 2, 0, (2, 3), 1),
+        2: PartitionState((1, 2), 1, 5, (1,), 0),
+    }
+    assert [(c.topic, c.partition, c.after) for c in changes] == [
+        ("orders", 0, orders[0]),
+        ("orders", 1, orders[1]),
+    ]
+    assert again.read_topic("audit") == {0: PartitionState.new((3, 2))}
+    assert "controlled shutdown of broker 1" in changes[0].describe()
+
+
+def test_a_hand_over_that_loses_a_race_is_decided_again_on_the_winner(
+    store_at: OpenStore,
+) -> None:
+    """The leader's own ISR shrink lands between the read and the hand-over: the
+    hand-over is refused, re-read, and made to the member that is still in sync."""
+    store, _, _ = store_at()
+    rival, _, _ = store_at()
+    store.create_topic("orders", {0: PartitionState.new((1, 2, 3))})
+    racing = RivalFirst(store, rival, "orders", 0, lambda seen: seen.with_isr((1, 3)))
+    racing.armed = True
+
+    [change] = hand_over_leaderships(racing, 1, live={1, 2, 3})
+
+    [shrunk] = racing.rival_changes
+    assert change.before == shrunk
+    assert change.after == PartitionState((1, 2, 3), 3, 1, (3,), 2)
+    assert store.read_topic("orders")[0] == change.after

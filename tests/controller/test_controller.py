@@ -1,0 +1,199 @@
+"""The controller's pass on both stores: leases that stop changing lead to elections,
+races with other writers are lost cleanly and decided again, and the thread that runs
+passes survives a bad store and stops when told."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.controller.conftest import Clock, OpenStore, RivalFirst
+from tierlog.controller.controller import Controller, ControllerThread
+from tierlog.partition_state.lease_keeper import LeaseKeeper
+from tierlog.partition_state.local_store import LocalStateStore
+from tierlog.partition_state.model import NO_LEADER, PartitionState
+from tierlog.partition_state.store import PartitionStateStore
+
+DURATION_S = 10.0
+
+
+class Brokers:
+    """Brokers renewing their leases on the store's hand-moved clock."""
+
+    def __init__(self, store: PartitionStateStore, clock: Clock, *brokers: int) -> None:
+        self.store, self.clock = store, clock
+        for broker in brokers:
+            store.acquire_lease(broker, f"broker-{broker}-a", DURATION_S)
+
+    def renew(self, *brokers: int) -> None:
+        self.clock.now += 1.0  # a renewal the controller can see: renewed_at changes
+        for broker in brokers:
+            self.store.renew_lease(broker, f"broker-{broker}-a")
+
+
+def test_a_lease_that_stops_being_renewed_leads_to_a_new_leader_after_its_duration(
+    store_at: OpenStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    store_clock, controller_clock = Clock(), Clock()
+    store, _, _ = store_at(store_clock)
+    store.create_topic(
+        "orders", {0: PartitionState.new((1, 2, 3)), 1: PartitionState.new((2, 3, 1))}
+    )
+    brokers = Brokers(store, store_clock, 1, 2, 3)
+    controller = Controller(store, clock=controller_clock)
+    assert controller.step() == []  # everyone alive: nothing to do
+
+    controller_clock.now += 6.0
+    brokers.renew(2, 3)  # broker 1 stopped renewing at the controller's 0
+    assert controller.step() == []
+    controller_clock.now += 3.9
+    assert controller.step() == []  # 9.9 s unchanged: still alive
+
+    controller_clock.now += 0.1
+    with caplog.at_level(logging.INFO, logger="tierlog.controller"):
+        changes = controller.step()
+
+    again, _, _ = store_at()
+    stored = again.read_topic("orders")
+    assert stored[0] == PartitionState((1, 2, 3), 2, 1, (2, 3), partition_epoch=1)
+    assert stored[1] == PartitionState((2, 3, 1), 2, 0, (2, 3), partition_epoch=1)
+    assert [(c.topic, c.partition, c.after) for c in changes] == [
+        ("orders", 0, stored[0]),
+        ("orders", 1, stored[1]),
+    ]
+    assert controller.live == {2, 3}
+    assert "Fenced broker(s) [1]: lease unchanged for its duration" in caplog.text
+    assert "Elected leader 2 for partition orders-0 in leader epoch 1 (was leader 1" in caplog.text
+    assert "Changed the ISR of partition orders-1: ISR [2, 3, 1] -> [2, 3]" in caplog.text
+    assert controller.step() == []  # decided: the next pass has nothing to do
+
+
+def test_an_offline_partition_comes_back_when_its_last_isr_member_restarts(
+    store_at: OpenStore,
+) -> None:
+    store_clock, controller_clock = Clock(), Clock()
+    store, _, _ = store_at(store_clock)
+    store.create_topic("orders", {0: PartitionState((1, 2), 1, 3, (1,))})
+    brokers = Brokers(store, store_clock, 1, 2)
+    controller = Controller(store, clock=controller_clock)
+    controller.step()
+
+    controller_clock.now += DURATION_S
+    brokers.renew(2)
+    [offline] = controller.step()
+    assert (offline.after.leader, offline.after.leader_epoch, offline.after.isr) == (
+        NO_LEADER, 4, (1,),
+    )  # fmt: skip
+
+    controller_clock.now += 1.0
+    store.acquire_lease(1, "broker-1-b", DURATION_S)  # a new incarnation: broker epoch 2
+    [back] = controller.step()
+    assert store.read_topic("orders")[0] == back.after
+    assert (back.after.leader, back.after.leader_epoch, back.after.isr) == (1, 5, (1,))
+
+
+def test_unclean_election_follows_each_topics_setting(store_at: OpenStore) -> None:
+    store_clock, controller_clock = Clock(), Clock()
+    store, _, _ = store_at(store_clock)
+    for topic in ("risky", "safe"):
+        store.create_topic(topic, {0: PartitionState((1, 2), 1, 0, (1,))})
+    brokers = Brokers(store, store_clock, 1, 2)
+    controller = Controller(store, lambda topic: topic == "risky", controller_clock)
+    controller.step()
+
+    controller_clock.now += DURATION_S
+    brokers.renew(2)
+    controller.step()
+
+    assert store.read_topic("risky")[0] == PartitionState((1, 2), 2, 1, (2,), 1)
+    assert store.read_topic("safe")[0] == PartitionState((1, 2), NO_LEADER, 1, (1,), 1)
+
+
+def test_the_preferred_leader_is_restored_unless_switched_off(store_at: OpenStore) -> None:
+    store_clock = Clock()
+    store, _, _ = store_at(store_clock)
+    store.create_topic("orders", {0: PartitionState((1, 2), 2, 7, (2, 1))})
+    Brokers(store, store_clock, 1, 2)
+
+    assert Controller(store, clock=Clock(), preferred_leaders=False).step() == []
+    [change] = Controller(store, clock=Clock()).step()
+    assert change.after == PartitionState((1, 2), 1, 8, (2, 1), 1)
+    assert "preferred leader election" in change.describe()
+
+
+def test_a_pass_that_loses_a_race_changes_nothing_and_the_next_decides_on_the_winner(
+    store_at: OpenStore,
+) -> None:
+    """The leader shrinks its ISR (an AlterPartition) between the controller's read and
+    its write: the controller's change is refused, and the next pass elects from the
+    ISR that won."""
+    store_clock, controller_clock = Clock(), Clock()
+    store, _, _ = store_at(store_clock)
+    rival, _, _ = store_at(store_clock)
+    store.create_topic("orders", {0: PartitionState.new((1, 2, 3))})
+    brokers = Brokers(store, store_clock, 1, 2, 3)
+    racing = RivalFirst(store, rival, "orders", 0, lambda seen: seen.with_isr((1, 3)))
+    controller = Controller(racing, clock=controller_clock)
+    controller_clock.now += DURATION_S
+    brokers.renew(2, 3)  # broker 1 looks alive at the first sighting, then expires
+    controller.step()
+    controller_clock.now += DURATION_S
+    brokers.renew(2, 3)
+    racing.armed = True
+
+    assert controller.step() == []  # decided "leader 2, ISR [2, 3]" on a stale read
+    [shrunk] = racing.rival_changes
+    assert store.read_topic("orders")[0] == shrunk
+
+    [change] = controller.step()
+    assert change.before == shrunk
+    assert change.after == PartitionState((1, 2, 3), 3, 1, (3,), partition_epoch=2)
+
+
+def test_an_unreadable_topic_stalls_no_other(tmp_path: Path) -> None:
+    store_clock, controller_clock = Clock(), Clock()
+    store = LocalStateStore(tmp_path, store_clock)
+    store.create_topic("orders", {0: PartitionState.new((1, 2))})
+    (tmp_path / "topics" / "aaa.json").write_text("{not json")  # sorted first
+    brokers = Brokers(store, store_clock, 1, 2)
+    controller = Controller(store, clock=controller_clock)
+    controller.step()
+    controller_clock.now += DURATION_S
+    brokers.renew(2)
+
+    [change] = controller.step()
+    assert (change.topic, change.after.leader) == ("orders", 2)
+
+
+def test_the_controller_thread_elects_in_real_time_survives_a_bad_store_and_stops(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Real time, real threads: broker 2 keeps its lease with a LeaseKeeper, broker 1
+    never renews; a damaged lease file first fails whole passes, which the thread
+    survives; once it is repaired the controller elects broker 2."""
+    store = LocalStateStore(tmp_path)
+    store.create_topic("orders", {0: PartitionState.new((1, 2))})
+    store.acquire_lease(1, "broker-1-a", 1.0)
+    damaged = tmp_path / "leases" / "9.json"
+    damaged.write_text("{not json")
+    keeper = LeaseKeeper(store, 2, "broker-2-a", 1.0)
+    keeper.start()
+    thread = ControllerThread(Controller(store), interval_s=0.05)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while "Controller pass failed" not in caplog.text:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        damaged.unlink()  # from here on, passes succeed
+        while store.read_topic("orders")[0].leader != 2:
+            assert time.monotonic() < deadline, store.read_topic("orders")
+            time.sleep(0.05)  # polling the outcome, not waiting out a race
+        assert store.read_topic("orders")[0].isr == (2,)
+    finally:
+        thread.stop()
+        keeper.stop()
+    assert not thread.is_alive()

@@ -1,0 +1,62 @@
+"""The broker's side of liveness, on both stores: a kept lease keeps changing, and an
+incarnation whose lease a newer one took is told it is fenced and stops."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from tierlog.partition_state.lease_keeper import LeaseKeeper
+from tierlog.partition_state.store import PartitionStateStore
+
+OpenStore = Callable[..., tuple[PartitionStateStore, str, str]]
+DURATION_S = 1.0  # the Kubernetes store keeps whole seconds
+DEADLINE_S = 60.0
+
+
+def _wait_for(condition: Callable[[], bool], what: str) -> None:
+    """Poll until ``condition`` holds (background work landing), failing at a generous
+    deadline rather than guessing how long it takes."""
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_a_kept_lease_is_renewed_in_the_background_until_stopped(store_at: OpenStore) -> None:
+    store, _, _ = store_at(time.time)
+    keeper = LeaseKeeper(store, 1, "broker-1-a", DURATION_S)
+    assert keeper.start() == 1
+    try:
+        renewed_at: set[float] = set()
+
+        def renewed_twice() -> bool:
+            renewed_at.add(store.read_leases()[1].renewed_at)
+            return len(renewed_at) >= 3  # the acquisition and two renewals
+
+        _wait_for(renewed_twice, "two renewals")
+    finally:
+        keeper.stop()
+    assert not keeper.renewing
+    lease = store.read_leases()[1]
+    assert (lease.holder, lease.broker_epoch, lease.duration_s) == ("broker-1-a", 1, DURATION_S)
+
+
+def test_an_incarnation_whose_lease_a_newer_one_took_is_fenced_and_stops(
+    store_at: OpenStore,
+) -> None:
+    store, _, _ = store_at(time.time)
+    fenced = threading.Event()
+    old = LeaseKeeper(store, 1, "broker-1-a", DURATION_S, on_fenced=fenced.set)
+    new = LeaseKeeper(store, 1, "broker-1-b", DURATION_S)
+    assert old.start() == 1
+    try:
+        assert new.start() == 2  # the restarted broker: the next broker epoch
+        assert fenced.wait(DEADLINE_S), "the old incarnation's next renewal was not refused"
+        _wait_for(lambda: not old.renewing, "the fenced keeper to stop by itself")
+        lease = store.read_leases()[1]
+        assert (lease.holder, lease.broker_epoch) == ("broker-1-b", 2)
+    finally:
+        old.stop()
+        new.stop()
