@@ -18,22 +18,36 @@ it is given, polling again after a retriable error (a broker down or cut off).
 
 SIGTERM stops either one: the producer stops sending and closes, so what is unanswered
 ends as ``info`` (or, after ``kill -9``, as an invoke alone: indeterminate too).
+
+A test starts them with ``start_worker`` and waits for progress with
+``wait_for_acknowledgements``.
 """
 
 from __future__ import annotations
 
 import argparse
 import signal
+import subprocess
+import sys
 import threading
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.support.history import NULL_VALUE, HistoryRecorder
+from tests.support.history import HISTORY_SUFFIX, NULL_VALUE, HistoryRecorder
 from tierlog.client import Consumer, Producer, RecordMetadata, TopicPartition
 from tierlog.client.errors import is_retriable
 
-__all__ = ["consume", "produce"]
+__all__ = [
+    "acknowledged_so_far",
+    "consume",
+    "produce",
+    "start_worker",
+    "wait_for_acknowledgements",
+]
 
+REPO = Path(__file__).resolve().parents[2]
 POLL_MS = 200
 RETRY_BACKOFF_S = 0.1
 CLOSE_TIMEOUT_S = 30
@@ -59,7 +73,7 @@ def produce(
             if error is None and metadata is not None and metadata.offset >= 0:
                 recorder.ok(value, metadata.partition, metadata.offset)
             else:
-                recorder.info(value)
+                recorder.info(value, repr(error) if error else "acknowledged without an offset")
             window.release()
 
         return done
@@ -75,8 +89,8 @@ def produce(
             recorder.invoke(value)
             try:
                 producer.send(topic, value.encode(), key=value.encode(), callback=outcome_of(value))
-            except Exception:  # refused before it was queued: it never left
-                recorder.fail(value)
+            except Exception as error:  # refused before it was queued: it never left
+                recorder.fail(value, repr(error))
                 window.release()
         producer.close(CLOSE_TIMEOUT_S)
 
@@ -128,6 +142,49 @@ def main(argv: list[str] | None = None) -> None:
             produce(recorder, config, args.topic, args.in_flight, stopping)
         else:
             consume(recorder, config, args.topic, args.partitions, stopping)
+
+
+# -- the test's side ---------------------------------------------------------------------------
+
+
+def start_worker(
+    role: str,
+    worker: str,
+    history: Path,
+    servers: str,
+    topic: str,
+    partitions: int = 1,
+    configs: Sequence[str] = (),
+) -> subprocess.Popen[bytes]:
+    """A worker process (``role``: produce or consume) recording into ``history``."""
+    command = [sys.executable, "-m", "tests.support.fault_workers", role, "--servers", servers,
+               "--topic", topic, "--history", str(history), "--worker", worker,
+               "--partitions", str(partitions)]  # fmt: skip
+    command += [arg for config in configs for arg in ("--config", config)]
+    return subprocess.Popen(command, cwd=REPO)
+
+
+def acknowledged_so_far(history: Path) -> int:
+    """How many ``ok`` lines the workers have written (whole lines only: a worker may be
+    writing one as we read)."""
+    return sum(
+        line.startswith('{"type":"ok"')
+        for path in history.glob(f"*{HISTORY_SUFFIX}")
+        for line in path.read_text().splitlines(keepends=True)
+        if line.endswith("\n")
+    )
+
+
+def wait_for_acknowledgements(
+    history: Path, workers: Sequence[subprocess.Popen[bytes]], more: int, timeout_s: float = 60
+) -> None:
+    """Until ``more`` produces than now are acknowledged; fails if a worker dies first."""
+    target = acknowledged_so_far(history) + more
+    deadline = time.monotonic() + timeout_s
+    while acknowledged_so_far(history) < target:
+        assert all(worker.poll() is None for worker in workers), "a worker died"
+        assert time.monotonic() < deadline, f"fewer than {target} acknowledgements"
+        time.sleep(0.05)
 
 
 if __name__ == "__main__":

@@ -119,12 +119,14 @@ class Ok(Event):
 class Fail(Event):
     TYPE: ClassVar[str] = "fail"
     value: str
+    reason: str = ""  # the error, for whoever reads the history
 
 
 @dataclass(frozen=True)
 class Info(Event):
     TYPE: ClassVar[str] = "info"
     value: str
+    reason: str = ""  # the error, for whoever reads the history
 
 
 @dataclass(frozen=True)
@@ -228,11 +230,11 @@ class HistoryRecorder:
     def ok(self, value: str, partition: int, offset: int) -> None:
         self.record(Ok(*self._now(), value, partition, offset))
 
-    def fail(self, value: str) -> None:
-        self.record(Fail(*self._now(), value))
+    def fail(self, value: str, reason: str) -> None:
+        self.record(Fail(*self._now(), value, reason))
 
-    def info(self, value: str) -> None:
-        self.record(Info(*self._now(), value))
+    def info(self, value: str, reason: str) -> None:
+        self.record(Info(*self._now(), value, reason))
 
     def read(self, partition: int, offset: int, value: str) -> None:
         self.record(Read(*self._now(), partition, offset, value))

@@ -8,16 +8,14 @@ nothing wrong and every fault is followed by acknowledgements again."""
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.fault_workers import start_worker, wait_for_acknowledgements
 from tests.support.history import (
-    HISTORY_SUFFIX,
     HistoryRecorder,
     Ok,
     Read,
@@ -33,7 +31,6 @@ from tierlog.client import AdminClient
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
 TOPIC, PARTITIONS = "history", 2
 # The length of each fault: what the run measures the recovery from, not a wait for a
 # condition.
@@ -41,38 +38,7 @@ FAULT_S = 1.0
 # Acknowledgements again within this of each fault (its length, a request timeout and
 # the client's reconnect backoff, with room for a busy machine).
 AVAILABILITY_BOUND_S = 20.0
-PRODUCER_CONFIGS = ["request.timeout.ms=1500", "delivery.timeout.ms=120000", "linger.ms=5"]
-
-
-def _worker(role: str, name: str, history: Path, servers: str) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "tests.support.fault_workers", role, "--servers", servers,
-               "--topic", TOPIC, "--history", str(history), "--worker", name,
-               "--partitions", str(PARTITIONS)]  # fmt: skip
-    if role == "produce":
-        command += [arg for config in PRODUCER_CONFIGS for arg in ("--config", config)]
-    return subprocess.Popen(command, cwd=REPO)
-
-
-def _acknowledged(history: Path) -> int:
-    """How many ``ok`` lines the workers have written so far (whole lines only: a
-    worker may be writing one as we read)."""
-    return sum(
-        line.startswith('{"type":"ok"')
-        for path in history.glob(f"*{HISTORY_SUFFIX}")
-        for line in path.read_text().splitlines(keepends=True)
-        if line.endswith("\n")
-    )
-
-
-def _wait_for_more_acknowledgements(
-    history: Path, workers: list[subprocess.Popen[bytes]], more: int, timeout_s: float = 60
-) -> None:
-    target = _acknowledged(history) + more
-    deadline = time.monotonic() + timeout_s
-    while _acknowledged(history) < target:
-        assert all(worker.poll() is None for worker in workers), "a worker died"
-        assert time.monotonic() < deadline, f"fewer than {target} acknowledgements"
-        time.sleep(0.05)
+PRODUCER_CONFIGS = ("request.timeout.ms=1500", "delivery.timeout.ms=120000", "linger.ms=5")
 
 
 @pytest.fixture
@@ -103,32 +69,32 @@ def test_a_fault_run_on_one_broker_records_a_history_that_checks(
     history = tmp_path / "history"
     history.mkdir()
     workers = [
-        _worker("produce", "producer-1", history, servers),
-        _worker("produce", "producer-2", history, servers),
-        _worker("consume", "consumer-1", history, servers),
+        start_worker("produce", "producer-1", history, servers, TOPIC, configs=PRODUCER_CONFIGS),
+        start_worker("produce", "producer-2", history, servers, TOPIC, configs=PRODUCER_CONFIGS),
+        start_worker("consume", "consumer-1", history, servers, TOPIC, PARTITIONS),
     ]
     try:
         with HistoryRecorder(history, "nemesis") as nemesis:
-            _wait_for_more_acknowledgements(history, workers, 100)
+            wait_for_acknowledgements(history, workers, 100)
             with paused(sidecar.process.pid):
                 nemesis.fault("SIGSTOP", "broker-0")  # once it is in effect
                 time.sleep(FAULT_S)
-            _wait_for_more_acknowledgements(history, workers, 100)
+            wait_for_acknowledgements(history, workers, 100)
             for fault in ("cut", "blackhole"):
                 getattr(proxy, fault)("broker-0")
                 nemesis.fault(fault, "broker-0")
                 time.sleep(FAULT_S)
                 proxy.heal("broker-0")
-                _wait_for_more_acknowledgements(history, workers, 100)
+                wait_for_acknowledgements(history, workers, 100)
             kill_9(sidecar.process.pid)
             nemesis.fault("kill -9", "broker-0")
             sidecar.process.wait()
             sidecar.start()  # on its port, recovering its log
-            _wait_for_more_acknowledgements(history, workers, 100)
+            wait_for_acknowledgements(history, workers, 100)
             kill_9(workers[1].pid)  # producer-2 dies mid-run: its last sends are unanswered
             nemesis.fault("kill -9", "producer-2")
             workers[1].wait()
-            _wait_for_more_acknowledgements(history, workers[:1] + workers[2:], 100)
+            wait_for_acknowledgements(history, workers[:1] + workers[2:], 100)
     finally:
         for worker in workers:
             if worker.poll() is None:

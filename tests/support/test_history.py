@@ -368,9 +368,9 @@ def test_recorded_events_load_back_merged_in_time_order(tmp_path: Path) -> None:
         producer.ok("a", 0, 0)
         consumer.read(0, 0, "a")
         producer.invoke("b")
-        producer.info("b")
+        producer.info("b", "REQUEST_TIMED_OUT")
         producer.invoke("c")
-        producer.fail("c")
+        producer.fail("c", "RECORD_TOO_LARGE")
         final.final_read("broker-0", 0, 1, [(0, "a")])
     events = load_history(tmp_path)
     assert [(event.worker, event.TYPE) for event in events] == [
