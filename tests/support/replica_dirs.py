@@ -6,7 +6,8 @@ below the high watermark every replica must hold the same batches, with the same
 in segments with the same base offsets. ``compare_replica_dirs`` walks all replicas'
 segments side by side and names the first batch where they part;
 ``read_values`` gives a directory's records as ``(offset, value)`` pairs, what a
-``FinalRead`` event holds (``tests.support.history``).
+``FinalRead`` event holds (``tests.support.history``), and
+``checkpointed_high_watermark`` the high watermark its broker wrote down.
 
 The files are opened read-only and nothing is recovered: read them once the brokers are
 stopped, or below a high watermark they no longer write under.
@@ -20,6 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support.history import NULL_VALUE
+from tierlog.storage.checkpoints import (
+    REPLICATION_OFFSET_CHECKPOINT,
+    TopicPartition,
+    read_offset_checkpoint,
+)
 from tierlog.storage.file_records import FileRecords
 from tierlog.storage.records import BatchHeader, decode_records, parse_header
 from tierlog.storage.segment import LOG_SUFFIX
@@ -27,6 +33,7 @@ from tierlog.storage.segment import LOG_SUFFIX
 __all__ = [
     "ReplicaBatch",
     "ReplicaDifference",
+    "checkpointed_high_watermark",
     "compare_replica_dirs",
     "read_values",
     "replica_batches",
@@ -111,3 +118,11 @@ def read_values(directory: Path, upto_offset: int) -> list[tuple[int, str]]:
                 value = NULL_VALUE if record.value is None else record.value.decode()
                 values.append((record.offset, value))
     return values
+
+
+def checkpointed_high_watermark(log_dir: Path, topic: str, partition: int) -> int:
+    """The high watermark a broker last wrote for a partition in its log dir's
+    ``replication-offset-checkpoint`` (0 when it wrote none): read it once the broker
+    has stopped, which writes it on the way out."""
+    offsets = read_offset_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT)
+    return offsets.get(TopicPartition(topic, partition), 0)

@@ -9,9 +9,15 @@ from pathlib import Path
 from tests.storage.conftest import T0, config, make_batch, make_records
 from tests.support.replica_dirs import (
     ReplicaBatch,
+    checkpointed_high_watermark,
     compare_replica_dirs,
     read_values,
     replica_batches,
+)
+from tierlog.storage.checkpoints import (
+    REPLICATION_OFFSET_CHECKPOINT,
+    TopicPartition,
+    write_offset_checkpoint,
 )
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
@@ -119,3 +125,14 @@ def test_values_are_read_back_with_their_offsets_below_the_bound(tmp_path: Path)
     ]
     # 29 cuts the last batch in the middle: its last record is left out.
     assert read_values(leader, upto_offset=29) == list(enumerate(produced))[:29]
+
+
+def test_the_checkpointed_high_watermark_is_read_per_partition(tmp_path: Path) -> None:
+    write_offset_checkpoint(
+        tmp_path / REPLICATION_OFFSET_CHECKPOINT,
+        {TopicPartition("orders", 0): 30, TopicPartition("orders", 1): 7},
+    )
+    assert checkpointed_high_watermark(tmp_path, "orders", 0) == 30
+    assert checkpointed_high_watermark(tmp_path, "orders", 1) == 7
+    assert checkpointed_high_watermark(tmp_path, "orders", 2) == 0
+    assert checkpointed_high_watermark(tmp_path / "never-started", "orders", 0) == 0
