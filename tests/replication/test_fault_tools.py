@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fault_workers import start_worker, wait_for_acknowledgements
+from tests.support.fault_workers import start_worker, wait_for_events
 from tests.support.history import HistoryRecorder, Ok, Read, availability, check, load_history
 from tests.support.process_faults import kill_9, paused
 from tests.support.replica_dirs import (
@@ -90,19 +90,19 @@ def test_replicas_agree_and_the_history_checks_after_follower_faults(
     ]
     try:
         with HistoryRecorder(history, "nemesis") as nemesis:
-            wait_for_acknowledgements(history, workers, 200)
+            wait_for_events(history, workers, 200)
             with paused(cluster.broker(victim).process.pid):
                 nemesis.fault("SIGSTOP", f"broker-{victim}")
                 _wait_for_isr(cluster, lambda isr: victim not in isr, "to shrink")
-            wait_for_acknowledgements(history, workers, 200)
+            wait_for_events(history, workers, 200)
             kill_9(cluster.broker(victim).process.pid)
             nemesis.fault("kill -9", f"broker-{victim}")
             cluster.broker(victim).process.wait()
             _wait_for_isr(cluster, lambda isr: victim not in isr, "to shrink")
-            wait_for_acknowledgements(history, workers, 200)
+            wait_for_events(history, workers, 200)
             cluster.broker(victim).start()
             _wait_for_isr(cluster, lambda isr: set(isr) == {0, 1, 2}, "to be whole again")
-            wait_for_acknowledgements(history, workers, 200)
+            wait_for_events(history, workers, 200)
     finally:
         for worker in workers:
             worker.send_signal(signal.SIGTERM)

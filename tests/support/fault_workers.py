@@ -19,8 +19,7 @@ it is given, polling again after a retriable error (a broker down or cut off).
 SIGTERM stops either one: the producer stops sending and closes, so what is unanswered
 ends as ``info`` (or, after ``kill -9``, as an invoke alone: indeterminate too).
 
-A test starts them with ``start_worker`` and waits for progress with
-``wait_for_acknowledgements``.
+A test starts them with ``start_worker`` and waits for progress with ``wait_for_events``.
 """
 
 from __future__ import annotations
@@ -40,11 +39,11 @@ from tierlog.client import Consumer, Producer, RecordMetadata, TopicPartition
 from tierlog.client.errors import is_retriable
 
 __all__ = [
-    "acknowledged_so_far",
     "consume",
     "produce",
+    "recorded_so_far",
     "start_worker",
-    "wait_for_acknowledgements",
+    "wait_for_events",
 ]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -164,26 +163,32 @@ def start_worker(
     return subprocess.Popen(command, cwd=REPO)
 
 
-def acknowledged_so_far(history: Path) -> int:
-    """How many ``ok`` lines the workers have written (whole lines only: a worker may be
-    writing one as we read)."""
+def recorded_so_far(history: Path, event_type: str = "ok") -> int:
+    """How many events of ``event_type`` (``ok``, ``read``...) the workers have written
+    (whole lines only: a worker may be writing one as we read)."""
+    prefix = f'{{"type":"{event_type}"'
     return sum(
-        line.startswith('{"type":"ok"')
+        line.startswith(prefix)
         for path in history.glob(f"*{HISTORY_SUFFIX}")
         for line in path.read_text().splitlines(keepends=True)
         if line.endswith("\n")
     )
 
 
-def wait_for_acknowledgements(
-    history: Path, workers: Sequence[subprocess.Popen[bytes]], more: int, timeout_s: float = 60
+def wait_for_events(
+    history: Path,
+    workers: Sequence[subprocess.Popen[bytes]],
+    more: int,
+    event_type: str = "ok",
+    timeout_s: float = 60,
 ) -> None:
-    """Until ``more`` produces than now are acknowledged; fails if a worker dies first."""
-    target = acknowledged_so_far(history) + more
+    """Until ``more`` events of ``event_type`` than now are recorded (by default, that
+    many more acknowledgements); fails if a worker dies first."""
+    target = recorded_so_far(history, event_type) + more
     deadline = time.monotonic() + timeout_s
-    while acknowledged_so_far(history) < target:
+    while recorded_so_far(history, event_type) < target:
         assert all(worker.poll() is None for worker in workers), "a worker died"
-        assert time.monotonic() < deadline, f"fewer than {target} acknowledgements"
+        assert time.monotonic() < deadline, f"fewer than {target} {event_type} events"
         time.sleep(0.05)
 
 
