@@ -1,4 +1,4 @@
-"""A TCP proxy on loopback that can cut, blackhole or delay each link it carries.
+"""A TCP proxy on loopback that can cut, blackhole, delay or lose the answers of each link.
 
 The network faults of the fault run (issue 18): brokers talk to each other, and clients to
 brokers, through one listen port per upstream, so a test can cut one broker off while
