@@ -67,6 +67,25 @@ def test_truncation_forgets_the_epochs_that_began_past_the_cut(tmp_path: Path) -
     log.close()
 
 
+def test_truncation_at_the_end_forgets_an_epoch_that_began_there_with_no_batches(
+    tmp_path: Path,
+) -> None:
+    """A leader elected that appended nothing before it lost the leadership holds an epoch
+    the new leader never saw. Told it diverged at its own end, it must drop that epoch
+    (Kafka's ``truncateTo`` cuts the epochs even when it cuts no batch), or it asks again
+    with the same last epoch and is told the same, for ever."""
+    log = Log.open(tmp_path / "t-0", CONFIG)
+    _append(log, 2)
+    log.become_leader(1)  # epoch 1 from 6, and then nothing appended in it
+
+    log.truncate_to(6)
+
+    assert log.log_end_offset == 6
+    assert _epochs(log) == [(0, 0)]
+    assert log.leader_epoch_cache.latest_epoch == 0
+    log.close()
+
+
 def test_an_epoch_written_ahead_of_batches_a_crash_lost_is_dropped_at_open(
     tmp_path: Path,
 ) -> None:
