@@ -309,7 +309,7 @@ def run_probe(server: str, topic: str, records: int, props: Sequence[str]) -> No
 @dataclass(frozen=True)
 class Failover:
     seconds: float | None  # None: no record sent after the kill was acknowledged
-    leader: int
+    leader: int  # -1: never killed (the probe was not acknowledged before)
     acknowledged: int
 
 
@@ -354,10 +354,14 @@ def measure_failover(
             cwd=REPO,
         )
     try:
-        wait_until(
-            lambda: len(acknowledgements(output)) >= PROBE_RATE * PROBE_START_S,
-            f"{system.name}'s probe to be acknowledged",
-        )
+        try:
+            wait_until(
+                lambda: len(acknowledgements(output)) >= PROBE_RATE * PROBE_START_S,
+                f"{system.name}'s probe to be acknowledged",
+            )
+        except TimeoutError as error:  # a failure to report, not to stop the run on
+            progress(f"{system.name}, {topic}: {error}")
+            return Failover(None, -1, len(acknowledgements(output)))
         leader = system.leader(topic)
         kill_ms = time.time() * 1000
         system.kill(leader)
@@ -546,7 +550,12 @@ def failover_table(figures: Sequence[FailoverFigures], give_up_s: float) -> str:
 
 
 def _each(failovers: Sequence[Failover]) -> str:
-    return ", ".join("none" if f.seconds is None else f"{f.seconds:.2f}" for f in failovers)
+    def one(failover: Failover) -> str:
+        if failover.leader < 0:
+            return "not acknowledged before the kill"
+        return "none" if failover.seconds is None else f"{failover.seconds:.2f}"
+
+    return ", ".join(one(failover) for failover in failovers)
 
 
 # --- main --------------------------------------------------------------------------------------
@@ -573,8 +582,10 @@ def run(args: argparse.Namespace) -> None:
                         measure_throughput(label, batch_bytes, systems, args)
                         for label, batch_bytes in BATCH_SIZES.items()
                     ]
+                    progress(throughput_table(throughput))  # now, in case a later part fails
                 if not args.skip_failover:
                     failovers.append(measure_failovers(setting, systems, setting_dir, args))
+                    progress(failover_table(failovers, args.give_up_s))
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
