@@ -3,8 +3,9 @@ topic (RF 3, ``min.insync.replicas=2``) while idempotent acks=all producers and 
 consumer, each a process of its own, record a history, and a nemesis hits the leader of
 partition 0 with ``kill -9``, a SIGSTOP longer than its lease, a network cut (through
 the TCP fault proxy every broker is reached by, clients and replicas alike), and wipes
-a follower's data dir. After the brokers stop, every replica's files are compared below
-the lowest checkpointed high watermark and the whole history is checked: every
+a follower's data dir. After the brokers stop, Kafka's ``DumpLogSegments`` checks every
+replica's segments and indexes, the replicas' files are compared below the lowest
+checkpointed high watermark, and the whole history is checked: every
 acknowledged record readable exactly once at its offset, no read record vanished, no
 duplicates, and writes acknowledged again within a bound after each fault.
 
@@ -21,6 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.interop.kafka import dump_log_segments, segment_files
 from tests.support.fault_workers import start_worker, wait_for_events
 from tests.support.history import HistoryRecorder, Ok, Read, availability, check, load_history
 from tests.support.process_faults import kill_9, paused
@@ -136,6 +138,15 @@ def test_every_acknowledged_record_survives_leader_faults_and_a_wiped_follower(
     assert exits == [0, 0, 0]
     for broker in cluster.brokers:
         assert broker.stop() == 0
+
+    # Kafka's own tool finds every replica's segments and indexes valid.
+    every = [b.data_dir / f"{TOPIC}-{p}" for b in cluster.brokers for p in range(PARTITIONS)]
+    files = [path for directory in every for path in segment_files(directory)]
+    kafka = dump_log_segments(files, "--print-data-log", "--verify-index-only")
+    kafka.extend(
+        dump_log_segments([f for f in files if f.suffix != ".log"], "--index-sanity-check")
+    )
+    assert kafka.errors == [], kafka.errors[:20]
 
     with HistoryRecorder(history, "final") as final:
         for partition in range(PARTITIONS):
