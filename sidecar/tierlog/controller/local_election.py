@@ -45,6 +45,11 @@ class LocalControllerElection:
     def is_controller(self) -> bool:
         return self._elected.is_set()
 
+    @property
+    def controller(self) -> Controller:
+        """The controller this process runs while it holds the lock (its passes' counts)."""
+        return self._controller
+
     def start(self) -> None:
         self._thread.start()
 
