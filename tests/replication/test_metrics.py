@@ -81,8 +81,13 @@ def _total(cluster: Cluster, name: str, alive: tuple[int, ...], **labels: str) -
 def test_the_leader_reports_its_isr_changes_and_each_followers_lag(
     replicated_brokers: ClusterFactory,
 ) -> None:
+    # The leader alone changes the ISR here: no lease expires while a follower is stopped.
     cluster = replicated_brokers(
-        3, METRICS, "replica.lag.time.max.ms=1500", "min.insync.replicas=2"
+        3,
+        METRICS,
+        "replica.lag.time.max.ms=1500",
+        "broker.session.timeout.ms=60000",
+        "min.insync.replicas=2",
     )
     cluster.create_topic(TOPIC, (0, 1, 2))
     leader = cluster.broker(0)
