@@ -138,12 +138,15 @@ def test_the_controller_reports_offline_partitions_and_elections_by_cause(
     replicated_brokers: ClusterFactory,
 ) -> None:
     """Whichever broker runs the controller (the killed one may have): the brokers' sums
-    are the controller's counts, and exactly one of them is active."""
+    are the controller's counts, and exactly one of them is active. A leader counts the
+    ISR shrink the controller makes when it fences a follower (a lag time this long
+    leaves no leader time to make it first)."""
     cluster = replicated_brokers(
-        3, METRICS, "broker.session.timeout.ms=1500", "replica.lag.time.max.ms=1500"
+        3, METRICS, "broker.session.timeout.ms=1500", "replica.lag.time.max.ms=60000"
     )
     cluster.create_topic(TOPIC, (0, 1, 2))
     cluster.create_topic("solo", (0,))  # one replica: offline while broker 0 is down
+    cluster.create_topic("followed", (1, 0))  # led by broker 1, followed by broker 0
     for node in (0, 1, 2):
         scraped = scrape_sidecar(cluster.broker(node))
         assert scraped.value("tierlog_controller_offline_partitions") == 0
@@ -164,6 +167,11 @@ def test_the_controller_reports_offline_partitions_and_elections_by_cause(
     )
     assert cluster.state(TOPIC).leader in alive
     assert _total(cluster, "tierlog_controller_active", alive) == 1
+    wait_for(
+        lambda: scrape_sidecar(cluster.broker(1)).value("tierlog_isr_shrinks_total") == 1,
+        "broker 1 to count followed-0's ISR shrink",
+    )
+    assert cluster.state("followed").isr == (1,)
 
     cluster.broker(0).start()  # solo-0 is back; orders-0 goes back to its first replica
     everyone = (0, 1, 2)
@@ -178,6 +186,14 @@ def test_the_controller_reports_offline_partitions_and_elections_by_cause(
     assert cluster.state(TOPIC).leader == 0
     assert (elections("leader_fenced", everyone), elections("unclean", everyone)) == (1, 0)
     assert _total(cluster, "tierlog_controller_active", everyone) == 1
+    # Broker 0 rejoined followed-0's ISR and orders-0's (before it led again): two
+    # expansions, by broker 1 and orders-0's interim leader; one shrink in all.
+    wait_for(
+        lambda: _total(cluster, "tierlog_isr_expands_total", everyone) == 2,
+        "broker 0 back in both ISRs",
+    )
+    assert _total(cluster, "tierlog_isr_shrinks_total", everyone) == 1
+    assert cluster.state("followed").isr == (1, 0)
 
 
 def test_a_broker_without_replication_reports_none_of_it(tmp_path: Path) -> None:
