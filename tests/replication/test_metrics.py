@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.sidecar.conftest import Sidecar, start_sidecar
+from tests.support.prometheus import SERVICE_MONITOR_TARGET_LABELS
 from tests.support.scrape import METRICS, Scrape, scrape_sidecar
 from tierlog.api.v1 import log_service_pb2
 from tierlog.storage.records import SimpleRecord, build_batch
@@ -103,6 +104,14 @@ def test_the_leader_reports_its_isr_changes_and_each_followers_lag(
     assert _total(cluster, "tierlog_controller_active", (0, 1, 2)) == 1
     scraped = scrape_sidecar(leader)
     assert (_lag(scraped, 1), _lag(scraped, 2)) == (0, 0)
+    own_labels = {
+        label
+        for (name, labels) in scraped.samples
+        if name in REPLICATION_SERIES
+        for label, _ in labels
+    }
+    assert own_labels == {"follower", "cause"}  # none a ServiceMonitor's target sets
+    assert not own_labels & SERVICE_MONITOR_TARGET_LABELS
     assert not scrape_sidecar(cluster.broker(1)).labelled("tierlog_follower_max_lag_records")
 
     follower_1, follower_2 = cluster.broker(1).process.pid, cluster.broker(2).process.pid
