@@ -80,6 +80,7 @@ def test_every_replication_query_and_alert_finds_series(
     watched: tuple[Cluster, PrometheusServer],
 ) -> None:
     _, prometheus = watched
+    assert len(list(filter(of_replication, dashboard_queries(OVERVIEW[0])))) >= 10
     assert_every_dashboard_query_has_data(prometheus.url, VALUES, OVERVIEW, of_replication)
     replication_alerts = [alert for alert in alerts() if alert.group == REPLICATION_GROUP]
     assert {alert.name for alert in replication_alerts} == {
