@@ -50,11 +50,11 @@ class ReplicatedBroker:
             on_fenced=self._fenced,
         )
         self.broker_epoch = -1
-        controller = Controller(
+        self.controller = Controller(
             self.store,
             unclean_for=lambda topic: topics.log_config(topic).unclean_leader_election_enable,
         )
-        self.controller = ControllerThread(controller, CONTROLLER_INTERVAL_S)
+        self._controller_passes = ControllerThread(self.controller, CONTROLLER_INTERVAL_S)
         self.replicas: ReplicaManager | None = None  # set by the server before start
         self._loop: asyncio.AbstractEventLoop | None = None
         self._fencing: asyncio.Task[None] | None = None
@@ -74,7 +74,7 @@ class ReplicatedBroker:
         assert self.replicas is not None
         await self._hand_over("restart")
         await self.replicas.start()
-        self.controller.start()
+        self._controller_passes.start()
 
     async def controlled_shutdown(self) -> None:
         """Hand this broker's leaderships to live in-sync replicas and leave the ISRs,
@@ -91,7 +91,7 @@ class ReplicatedBroker:
     async def stop(self) -> None:
         if self.replicas is not None:
             await self.replicas.stop()
-        await asyncio.to_thread(self.controller.stop)
+        await asyncio.to_thread(self._controller_passes.stop)
         await asyncio.to_thread(self.lease.stop)
 
     def _live_brokers(self) -> set[int]:

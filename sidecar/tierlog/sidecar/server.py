@@ -39,6 +39,7 @@ from tierlog.api.v1 import (
 from tierlog.client.rpc import CHANNEL_OPTIONS
 from tierlog.replication.broker import ReplicatedBroker
 from tierlog.replication.fetch_service import ReplicationService
+from tierlog.replication.metrics import ReplicationCollector
 from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.sidecar.admin import AdminService
 from tierlog.sidecar.assignment_updates import AssignmentUpdates
@@ -205,6 +206,7 @@ class SidecarServer:
             settings,
         )
         self.replicated.replicas = replicas
+        self.metrics.registry.register(ReplicationCollector(replicas, self.replicated.controller))
         return replicas
 
     def _replica_channel(self, address: str) -> grpc.aio.Channel:
