@@ -67,22 +67,17 @@ def test_truncation_forgets_the_epochs_that_began_past_the_cut(tmp_path: Path) -
     log.close()
 
 
-def test_truncation_at_the_end_forgets_an_epoch_that_began_there_with_no_batches(
-    tmp_path: Path,
-) -> None:
-    """A leader elected that appended nothing before it lost the leadership holds an epoch
-    the new leader never saw. Told it diverged at its own end, it must drop that epoch
-    (Kafka's ``truncateTo`` cuts the epochs even when it cuts no batch), or it asks again
-    with the same last epoch and is told the same, for ever."""
+def test_a_truncation_at_the_end_forgets_an_epoch_that_wrote_nothing(tmp_path: Path) -> None:
+    """A deposed leader that began an epoch and appended nothing in it: the follower it
+    becomes is told its log diverged where that epoch began, at its end; the cut there
+    must drop the epoch, or every fetch is told the same again (the fault run found it)."""
     log = Log.open(tmp_path / "t-0", CONFIG)
     _append(log, 2)
-    log.become_leader(1)  # epoch 1 from 6, and then nothing appended in it
-
+    log.become_leader(1)  # epoch 1 from 6, nothing written in it
+    assert _epochs(log) == [(0, 0), (1, 6)]
     log.truncate_to(6)
-
-    assert log.log_end_offset == 6
     assert _epochs(log) == [(0, 0)]
-    assert log.leader_epoch_cache.latest_epoch == 0
+    assert log.log_end_offset == 6
     log.close()
 
 

@@ -36,8 +36,10 @@ from tierlog.api.v1 import (
     replication_service_pb2,
     replication_service_pb2_grpc,
 )
+from tierlog.client.rpc import CHANNEL_OPTIONS
 from tierlog.replication.broker import ReplicatedBroker
 from tierlog.replication.fetch_service import ReplicationService
+from tierlog.replication.metrics import ReplicationCollector
 from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.sidecar.admin import AdminService
 from tierlog.sidecar.assignment_updates import AssignmentUpdates
@@ -204,13 +206,16 @@ class SidecarServer:
             settings,
         )
         self.replicated.replicas = replicas
+        self.metrics.registry.register(ReplicationCollector(replicas, self.replicated.controller))
         return replicas
 
     def _replica_channel(self, address: str) -> grpc.aio.Channel:
         """A follower's channel to its leader, as clients dial brokers: over TLS (trusting
         ``ssl.truststore.location`` and showing this broker's certificate) when the
         brokers serve TLS."""
-        options = [("grpc.max_receive_message_length", self.config.socket_request_max_bytes)]
+        # The clients' channel tuning: back within a second of a broker's restart, where
+        # gRPC's own reconnect back-off grows to minutes.
+        options = list(CHANNEL_OPTIONS)
         tls = self.config.tls
         if tls is None:
             return grpc.aio.insecure_channel(address, options=options)
