@@ -53,6 +53,7 @@ class ReplicatedBroker:
         self.controller = Controller(
             self.store,
             unclean_for=lambda topic: topics.log_config(topic).unclean_leader_election_enable,
+            preferred_leaders=settings.auto_leader_rebalance,
         )
         self._controller_passes = ControllerThread(self.controller, CONTROLLER_INTERVAL_S)
         self.replicas: ReplicaManager | None = None  # set by the server before start

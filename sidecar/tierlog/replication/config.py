@@ -2,11 +2,12 @@
 
 Replication is on when the broker is given a partition-state store: for a cluster of
 processes on one machine, a directory every broker shares
-(``tierlog.replication.state.dir``, a ``LocalPartitionStateStore``). The rest are
-Kafka's broker configs under Kafka's names and defaults: ``replica.lag.time.max.ms``
-(how long a follower may lag before it leaves the ISR), ``replica.fetch.*`` (the
-follower's fetches) and ``broker.session.timeout.ms`` (how long a broker's lease lasts
-unrenewed before the controller fences it).
+(``tierlog.replication.state.dir``, a ``LocalStateStore``). The rest are Kafka's broker
+configs under Kafka's names and defaults: ``replica.lag.time.max.ms`` (how long a
+follower may lag before it leaves the ISR), ``replica.fetch.*`` (the follower's
+fetches), ``broker.session.timeout.ms`` (how long a broker's lease lasts unrenewed
+before a controller fences it) and ``auto.leader.rebalance.enable`` (preferred leaders
+lead again once back in sync).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from tierlog.storage.errors import InvalidConfigError
 __all__ = ["REPLICATION_KEYS", "ReplicationConfig"]
 
 STATE_DIR = "tierlog.replication.state.dir"
+AUTO_LEADER_REBALANCE = "auto.leader.rebalance.enable"
 # Key -> (default, smallest value allowed).
 _NUMBERS: dict[str, tuple[int, int]] = {
     "replica.lag.time.max.ms": (30_000, 1),
@@ -32,7 +34,7 @@ _NUMBERS: dict[str, tuple[int, int]] = {
     "broker.session.timeout.ms": (9000, 1),
     "tierlog.replication.state.poll.ms": (100, 1),
 }
-REPLICATION_KEYS = frozenset({STATE_DIR, *_NUMBERS})
+REPLICATION_KEYS = frozenset({STATE_DIR, AUTO_LEADER_REBALANCE, *_NUMBERS})
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,8 @@ class ReplicationConfig:
     replica_lag_time_max_ms: int = 30_000
     broker_session_timeout_ms: int = 9000
     state_poll_ms: int = 100  # how often the partition-state store is read
+    # Preferred leaders lead again once back in sync (Kafka's auto.leader.rebalance.enable).
+    auto_leader_rebalance: bool = True
     fetch: FetchSettings = field(default_factory=FetchSettings)
 
     @classmethod
@@ -56,6 +60,7 @@ class ReplicationConfig:
             replica_lag_time_max_ms=values["replica.lag.time.max.ms"],
             broker_session_timeout_ms=values["broker.session.timeout.ms"],
             state_poll_ms=values["tierlog.replication.state.poll.ms"],
+            auto_leader_rebalance=_flag(props, AUTO_LEADER_REBALANCE, default=True),
             fetch=FetchSettings(
                 max_wait_ms=values["replica.fetch.wait.max.ms"],
                 min_bytes=values["replica.fetch.min.bytes"],
@@ -64,6 +69,15 @@ class ReplicationConfig:
                 backoff_ms=values["replica.fetch.backoff.ms"],
             ),
         )
+
+
+def _flag(props: Mapping[str, str], key: str, *, default: bool) -> bool:
+    text = props.get(key, "").strip().lower()
+    if not text:
+        return default
+    if text not in ("true", "false"):
+        raise InvalidConfigError(f"{key} expects true or false, got {text!r}")
+    return text == "true"
 
 
 def _number(props: Mapping[str, str], key: str, default: int, minimum: int) -> int:
