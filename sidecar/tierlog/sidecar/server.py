@@ -38,9 +38,9 @@ from tierlog.api.v1 import (
     replication_service_pb2,
     replication_service_pb2_grpc,
 )
-from tierlog.partition_state.local_store import LocalStateStore
 from tierlog.replication.fetch_service import ReplicationService
 from tierlog.replication.replica_manager import ReplicaManager
+from tierlog.replication.state_store import open_state_store
 from tierlog.sidecar.admin import AdminService
 from tierlog.sidecar.assignment_updates import AssignmentUpdates
 from tierlog.sidecar.config import SidecarConfig
@@ -187,7 +187,7 @@ class SidecarServer:
         lease taken (a new incarnation: the next broker epoch), the replica manager made."""
         settings = self.config.replication
         assert settings is not None
-        store = LocalStateStore(settings.state_dir)
+        store = await asyncio.to_thread(open_state_store, settings.store)
         node_id = self.config.node_id
         holder = f"broker-{node_id}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         lease = await asyncio.to_thread(
