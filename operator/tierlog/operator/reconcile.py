@@ -40,11 +40,24 @@ from tierlog.operator.render.common import (
 from tierlog.operator.render.configmap import ASSIGNMENT_FILE, config_map
 from tierlog.operator.render.monitoring import SERVICE_MONITOR_CRD, service_monitor
 from tierlog.operator.render.policy import network_policy, pod_disruption_budget
+from tierlog.operator.render.rbac import (
+    broker_service_account,
+    partition_state_role,
+    partition_state_role_binding,
+)
 from tierlog.operator.render.services import client_service, headless_service
 from tierlog.operator.render.statefulset import desired_config_hash, stateful_set
 from tierlog.operator.rolling import BrokerPod, Roll, next_restart
-from tierlog.operator.scaling import DRAINING, HANDING_OVER, ScalePlan, plan_scale
+from tierlog.operator.scaling import (
+    DRAINING,
+    HANDING_OVER,
+    ScalePlan,
+    plan_replicated_scale,
+    plan_scale,
+)
 from tierlog.operator.spec import ClusterSpec, TopicSpec
+from tierlog.partition_state.kube_store import state_config_map_name
+from tierlog.partition_state.model import topic_from_json
 
 __all__ = [
     "PAUSE_ANNOTATION",
@@ -128,6 +141,18 @@ async def _previous_assignment(kube: Kube, cluster: ClusterSpec) -> Assignment |
     return Assignment.from_json(data[ASSIGNMENT_FILE])
 
 
+async def _replicas_in_store(kube: Kube, cluster: ClusterSpec) -> dict[str, tuple[int, ...]]:
+    """Each partition's replicas (``TOPIC-PARTITION``) in the cluster's partition-state
+    store (none before the brokers made it)."""
+    name = state_config_map_name(cluster.name)
+    data = await kube.config_map_data(cluster.namespace, name) or {}
+    return {
+        f"{topic}-{partition}": state.replicas
+        for topic, text in data.items()
+        for partition, state in topic_from_json(text, f"ConfigMap {name} key {topic!r}").items()
+    }
+
+
 async def _drain_waits(
     cluster: ClusterSpec,
     current: int | None,
@@ -163,10 +188,22 @@ async def _drain_waits(
     return waits
 
 
+async def _apply_partition_state_access(kube: Kube, cluster: ClusterSpec, owner: Owner) -> None:
+    """The brokers' ServiceAccount (unless the spec names one) and their Role on the
+    partition-state store, bound to it."""
+    account = broker_service_account(cluster, owner)
+    if account is not None:
+        await kube.apply(account)
+    await kube.apply(partition_state_role(cluster, owner))
+    await kube.apply(partition_state_role_binding(cluster, owner))
+
+
 async def _apply_all(
     kube: Kube, cluster: ClusterSpec, owner: Owner, scale: ScalePlan, operator: OperatorPeer
 ) -> list[Event]:
     events = []
+    if cluster.replication is not None:  # before the pods that use them
+        await _apply_partition_state_access(kube, cluster, owner)
     for manifest in (
         config_map(cluster, owner, scale.assignment),
         headless_service(cluster, owner),
@@ -308,17 +345,24 @@ async def reconcile_cluster(
     width = max(cluster.brokers, current or 0)
     addresses = {node: broker_address(cluster, node) for node in range(width)}
     security = BrokerSecurity(kube, cluster)
-    waits = await _drain_waits(cluster, current, pods, sorted(topics), security)
-    scale = plan_scale(
-        cluster.brokers,
-        current,
-        addresses,
-        topics,
-        previous,
-        has_tier=cluster.tier is not None,
-        untiered=untiered,
-        drained=set(range(cluster.brokers, current or 0)) - set(waits),
-    )
+    if cluster.replication is None:
+        waits = await _drain_waits(cluster, current, pods, sorted(topics), security)
+        scale = plan_scale(
+            cluster.brokers,
+            current,
+            addresses,
+            topics,
+            previous,
+            has_tier=cluster.tier is not None,
+            untiered=untiered,
+            drained=set(range(cluster.brokers, current or 0)) - set(waits),
+        )
+    else:  # nothing drains: the data is on the replicas
+        waits = {}
+        replicas = await _replicas_in_store(kube, cluster)
+        scale = plan_replicated_scale(
+            cluster.brokers, current, addresses, topics, previous, replicas
+        )
     scale = replace(scale, assignment=stamped(scale.assignment, previous, _now_ms()))
     events = await _apply_all(kube, cluster, owner, scale, config.peer)
     await _push_assignment(scale.assignment, pods, security)

@@ -34,10 +34,19 @@ from tierlog.partition_state.model import BrokerLease, topic_from_json, topic_to
 from tierlog.partition_state.store import LeaseChange, Partitions, PartitionStateStore, TopicChange
 from tierlog.storage.errors import KafkaStorageError
 
-__all__ = ["CLUSTER_LABEL", "KubeStateStore"]
+__all__ = ["CLUSTER_LABEL", "KubeStateStore", "lease_name", "state_config_map_name"]
 
 CLUSTER_LABEL = "tierlog.io/cluster"
 _NOT_FOUND, _CONFLICT = 404, 409
+
+
+def state_config_map_name(cluster: str) -> str:
+    """The ConfigMap holding every topic's partition state."""
+    return f"{cluster}-partition-state"
+
+
+def lease_name(cluster: str, broker: int) -> str:
+    return f"{cluster}-broker-{broker}"
 
 
 class KubeStateStore(PartitionStateStore):
@@ -52,7 +61,7 @@ class KubeStateStore(PartitionStateStore):
         self._client = client
         self.namespace = namespace
         self.cluster = cluster
-        self.config_map = f"{cluster}-partition-state"
+        self.config_map = state_config_map_name(cluster)
 
     def list_topics(self) -> list[str]:
         found = self._get_config_map()
@@ -88,7 +97,7 @@ class KubeStateStore(PartitionStateStore):
                 return
 
     def _update_lease(self, broker: int, change: LeaseChange) -> BrokerLease:
-        name = f"{self.cluster}-broker-{broker}"
+        name = lease_name(self.cluster, broker)
         while True:
             try:
                 found: Lease | None = self._client.get(Lease, name, namespace=self.namespace)
