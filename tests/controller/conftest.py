@@ -55,3 +55,9 @@ class RivalFirst(PartitionStateStore):
 
     def _update_lease(self, broker: int, change: LeaseChange) -> BrokerLease:
         return self._store._update_lease(broker, change)
+
+    def _read_configs(self, topic: str) -> dict[str, str] | None:
+        return self._store._read_configs(topic)
+
+    def _write_configs(self, topic: str, configs: dict[str, str] | None) -> None:
+        self._store._write_configs(topic, configs)

@@ -9,6 +9,7 @@ import pytest
 
 from tests.partition_state.conftest import Clock
 from tierlog.api.errors import (
+    InvalidPartitionsError,
     InvalidUpdateVersionError,
     StaleBrokerEpochError,
     TopicAlreadyExistsError,
@@ -29,6 +30,31 @@ def test_a_created_topic_reads_back_from_another_store_object(store_at: OpenStor
     again, _, _ = store_at()
     assert again.read_topic("orders") == ORDERS
     assert again.list_topics() == ["audit.log_v2", "orders"]
+
+
+def test_a_topics_configs_read_back_and_go_with_it(store_at: OpenStore) -> None:
+    store, _, _ = store_at()
+    store.write_topic_configs("orders", {"min.insync.replicas": "2", "segment.bytes": "2000"})
+    store.create_topic("orders", ORDERS)
+    again, _, _ = store_at()
+    assert again.read_topic_configs("orders") == {
+        "min.insync.replicas": "2",
+        "segment.bytes": "2000",
+    }
+    again.write_topic_configs("orders", {"min.insync.replicas": "3"})
+    assert store.read_topic_configs("orders") == {"min.insync.replicas": "3"}
+    assert store.list_topics() == ["orders"]  # configs are not a topic of their own
+    store.delete_topic("orders")
+    assert again.read_topic_configs("orders") == {}
+
+
+def test_partitions_are_added_after_the_last(store_at: OpenStore) -> None:
+    store, _, _ = store_at()
+    store.create_topic("orders", ORDERS)
+    store.add_partitions("orders", {2: PartitionState.new((3, 1, 2))})
+    assert store.read_topic("orders")[2] == PartitionState.new((3, 1, 2))
+    with pytest.raises(InvalidPartitionsError):
+        store.add_partitions("orders", {4: PartitionState.new((1,))})
 
 
 def test_a_taken_topic_name_is_refused_and_keeps_its_state(store_at: OpenStore) -> None:

@@ -30,11 +30,23 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap
 
-from tierlog.partition_state.model import BrokerLease, topic_from_json, topic_to_json
+from tierlog.partition_state.model import (
+    BrokerLease,
+    configs_from_json,
+    configs_to_json,
+    topic_from_json,
+    topic_to_json,
+)
 from tierlog.partition_state.store import LeaseChange, Partitions, PartitionStateStore, TopicChange
 from tierlog.storage.errors import KafkaStorageError
 
-__all__ = ["CLUSTER_LABEL", "KubeStateStore", "lease_name", "state_config_map_name"]
+__all__ = [
+    "CLUSTER_LABEL",
+    "KubeStateStore",
+    "lease_name",
+    "state_config_map_name",
+    "topic_configs_map_name",
+]
 
 CLUSTER_LABEL = "tierlog.io/cluster"
 _NOT_FOUND, _CONFLICT = 404, 409
@@ -43,6 +55,11 @@ _NOT_FOUND, _CONFLICT = 404, 409
 def state_config_map_name(cluster: str) -> str:
     """The ConfigMap holding every topic's partition state."""
     return f"{cluster}-partition-state"
+
+
+def topic_configs_map_name(cluster: str) -> str:
+    """The ConfigMap holding every topic's config overrides."""
+    return f"{cluster}-topic-configs"
 
 
 def lease_name(cluster: str, broker: int) -> str:
@@ -62,6 +79,7 @@ class KubeStateStore(PartitionStateStore):
         self.namespace = namespace
         self.cluster = cluster
         self.config_map = state_config_map_name(cluster)
+        self.configs_map = topic_configs_map_name(cluster)  # a topic's config overrides
 
     def list_topics(self) -> list[str]:
         found = self._get_config_map()
@@ -96,6 +114,22 @@ class KubeStateStore(PartitionStateStore):
             if self._write(found, data):
                 return
 
+    def _read_configs(self, topic: str) -> dict[str, str] | None:
+        found = self._get_config_map(self.configs_map)
+        text = None if found is None else (found.data or {}).get(topic)
+        return None if text is None else configs_from_json(text, self._where(topic))
+
+    def _write_configs(self, topic: str, configs: dict[str, str] | None) -> None:
+        while True:
+            found = self._get_config_map(self.configs_map)
+            data = dict((found.data or {}) if found is not None else {})
+            if configs is not None:
+                data[topic] = configs_to_json(configs)
+            elif data.pop(topic, None) is None:
+                return
+            if self._write(found, data, self.configs_map):
+                return
+
     def _update_lease(self, broker: int, change: LeaseChange) -> BrokerLease:
         name = lease_name(self.cluster, broker)
         while True:
@@ -117,16 +151,19 @@ class KubeStateStore(PartitionStateStore):
             if self._put(found, Lease(metadata=self._metadata(name, broker), spec=spec)):
                 return lease
 
-    def _get_config_map(self) -> ConfigMap | None:
+    def _get_config_map(self, name: str | None = None) -> ConfigMap | None:
+        name = name or self.config_map
         try:
-            return self._client.get(ConfigMap, self.config_map, namespace=self.namespace)
+            return self._client.get(ConfigMap, name, namespace=self.namespace)
         except ApiError as error:
             if error.status.code == _NOT_FOUND:
                 return None
-            raise self._unavailable(f"read ConfigMap {self.config_map}", error) from error
+            raise self._unavailable(f"read ConfigMap {name}", error) from error
 
-    def _write(self, found: ConfigMap | None, data: dict[str, str]) -> bool:
-        wanted = ConfigMap(metadata=self._metadata(self.config_map), data=data)
+    def _write(
+        self, found: ConfigMap | None, data: dict[str, str], name: str | None = None
+    ) -> bool:
+        wanted = ConfigMap(metadata=self._metadata(name or self.config_map), data=data)
         return self._put(found, wanted)
 
     def _put(self, found: ConfigMap | Lease | None, wanted: ConfigMap | Lease) -> bool:

@@ -1,6 +1,7 @@
 """The partition-state store for processes on one machine: a directory.
 
-Layout: ``topics/<topic>.json`` (the topic's partitions) and ``leases/<broker>.json``,
+Layout: ``topics/<topic>.json`` (the topic's partitions), ``configs/<topic>.json`` (its
+config overrides, replaced whole) and ``leases/<broker>.json``,
 each beside a ``.lock`` file. A change takes an exclusive ``flock`` on the lock file,
 reads, and replaces the JSON file atomically (``checkpoints.atomic_write``: a crash
 leaves the old or the new document). The lock file is never replaced or deleted, so
@@ -19,6 +20,8 @@ from pathlib import Path
 from tierlog.file_lock import exclusive_lock
 from tierlog.partition_state.model import (
     BrokerLease,
+    configs_from_json,
+    configs_to_json,
     lease_from_document,
     lease_to_document,
     topic_from_json,
@@ -39,8 +42,9 @@ class LocalStateStore(PartitionStateStore):
         super().__init__(clock)
         self.directory = directory
         self._topics = directory / "topics"
+        self._configs = directory / "configs"
         self._leases = directory / "leases"
-        for folder in (self._topics, self._leases):
+        for folder in (self._topics, self._configs, self._leases):
             folder.mkdir(parents=True, exist_ok=True)
 
     def list_topics(self) -> list[str]:
@@ -65,6 +69,19 @@ class LocalStateStore(PartitionStateStore):
             elif text is not None:
                 path.unlink()
                 fsync_directory(path.parent)
+
+    def _read_configs(self, topic: str) -> dict[str, str] | None:
+        path = self._configs / f"{validate_topic_name(topic)}{_SUFFIX}"
+        text = _read_text(path)
+        return None if text is None else configs_from_json(text, str(path))
+
+    def _write_configs(self, topic: str, configs: dict[str, str] | None) -> None:
+        path = self._configs / f"{validate_topic_name(topic)}{_SUFFIX}"
+        if configs is not None:
+            atomic_write(path, configs_to_json(configs))
+        elif path.exists():
+            path.unlink()
+            fsync_directory(path.parent)
 
     def _update_lease(self, broker: int, change: LeaseChange) -> BrokerLease:
         path = self._leases / f"{broker}{_SUFFIX}"

@@ -25,6 +25,8 @@ __all__ = [
     "NO_LEADER",
     "BrokerLease",
     "PartitionState",
+    "configs_from_json",
+    "configs_to_json",
     "lease_from_document",
     "lease_to_document",
     "topic_from_json",
@@ -130,6 +132,24 @@ def topic_from_json(text: str, where: str) -> dict[int, PartitionState]:
         }
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise KafkaStorageError(f"{where}: not a partition-state document ({error})") from None
+
+
+def configs_to_json(configs: Mapping[str, str]) -> str:
+    return json.dumps({"version": DOCUMENT_VERSION, "configs": dict(sorted(configs.items()))})
+
+
+def configs_from_json(text: str, where: str) -> dict[str, str]:
+    """A topic's config overrides from their document; ``where`` names it in the error."""
+    try:
+        document = json.loads(text)
+        if document.get("version") != DOCUMENT_VERSION:
+            raise ValueError(f"unknown version {document.get('version')!r}")
+        configs = document["configs"]
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in configs.items()):
+            raise ValueError("configs are not strings")
+        return dict(configs)
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise KafkaStorageError(f"{where}: not a topic-configs document ({error})") from None
 
 
 def _ints(values: Any) -> list[int]:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from tierlog.api.errors import (
+    InvalidPartitionsError,
     InvalidUpdateVersionError,
     StaleBrokerEpochError,
     TopicAlreadyExistsError,
@@ -60,6 +61,33 @@ class PartitionStateStore(ABC):
                 raise UnknownTopicOrPartitionError(f"no partition state for topic {topic!r}")
 
         self._update_topic(topic, delete)
+        self._write_configs(topic, None)
+
+    def add_partitions(self, topic: str, added: Mapping[int, PartitionState]) -> None:
+        """Add partitions after the topic's last (Kafka's CreatePartitions)."""
+
+        def add(current: Partitions | None) -> Partitions:
+            if current is None:
+                raise UnknownTopicOrPartitionError(f"no partition state for topic {topic!r}")
+            if min(added) != len(current):
+                raise InvalidPartitionsError(
+                    f"{topic} has {len(current)} partitions; new ones start there, "
+                    f"not at {min(added)}"
+                )
+            return {**current, **added}
+
+        self._update_topic(topic, add)
+
+    # -- topic configs ------------------------------------------------------------------
+
+    def write_topic_configs(self, topic: str, configs: Mapping[str, str]) -> None:
+        """The topic's config overrides, as every broker applies them (Kafka keeps them
+        in its metadata log too). Written before the topic's partitions, so a broker that
+        learns of the topic finds its configs."""
+        self._write_configs(topic, dict(configs))
+
+    def read_topic_configs(self, topic: str) -> dict[str, str]:
+        return self._read_configs(topic) or {}
 
     def alter_partition(
         self, topic: str, partition: int, expected_epoch: int, new: PartitionState
@@ -128,6 +156,13 @@ class PartitionStateStore(ABC):
     def _update_topic(self, topic: str, change: TopicChange) -> None:
         """Apply ``change`` to the topic's partitions atomically: no other change of the
         topic lands between the read it was given and the write of its result."""
+
+    @abstractmethod
+    def _read_configs(self, topic: str) -> dict[str, str] | None: ...
+
+    @abstractmethod
+    def _write_configs(self, topic: str, configs: dict[str, str] | None) -> None:
+        """Replace the topic's configs document (None: remove it)."""
 
     @abstractmethod
     def _update_lease(self, broker: int, change: LeaseChange) -> BrokerLease:

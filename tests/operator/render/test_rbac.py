@@ -32,8 +32,8 @@ def test_the_brokers_may_keep_their_configmap_and_leases_and_nothing_else(owner:
     }
     assert named == {
         ("configmaps", "create"): ("*",),  # a create has no name to check yet
-        ("configmaps", "get"): ("events-partition-state",),
-        ("configmaps", "update"): ("events-partition-state",),
+        ("configmaps", "get"): ("events-partition-state", "events-topic-configs"),
+        ("configmaps", "update"): ("events-partition-state", "events-topic-configs"),
         ("leases", "create"): ("*",),
         ("leases", "list"): ("*",),  # by label, which RBAC cannot restrict
         ("leases", "get"): ("events-broker-0", "events-broker-1", "events-broker-2"),
