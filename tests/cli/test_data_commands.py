@@ -90,7 +90,7 @@ def test_topics_create_with_more_replicas_than_the_broker_holds_names_what_is_mi
     assert refused.returncode == 1
     stderr = refused.stderr.decode()
     assert "INVALID_REPLICATION_FACTOR" in stderr and "replication factor 3" in stderr
-    assert "replica fetcher" in stderr
+    assert "tierlog.replication.state.dir" in stderr
     assert ok(tierlog(server, "topics", "list")).split() == []
 
 

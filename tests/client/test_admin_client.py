@@ -66,7 +66,7 @@ def test_replication_factors_and_the_replicas_described(sidecar: LiveSidecar) ->
     with AdminClient(sidecar.address) as admin:
         with pytest.raises(InvalidReplicationFactorError, match="at least 1 replica, not 0"):
             admin.create_topic("orders", 2, replication_factor=0)  # on the wire: the default
-        with pytest.raises(InvalidReplicationFactorError, match="replica fetcher"):
+        with pytest.raises(InvalidReplicationFactorError, match=r"replication\.state\.dir"):
             admin.create_topic("orders", 2, replication_factor=2)
         admin.create_topic("orders", 2, replication_factor=1)
         admin.create_topic("defaulted", 1)

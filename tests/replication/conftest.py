@@ -17,6 +17,8 @@ import pytest
 
 from tests.sidecar.conftest import Sidecar
 from tests.support.sidecars import Sidecars, free_port
+from tierlog.api.v1 import admin_service_pb2
+from tierlog.client import Consumer, TopicPartition
 from tierlog.partition_state.local_store import LocalStateStore
 from tierlog.partition_state.model import PartitionState
 
@@ -31,11 +33,41 @@ class Cluster:
         return self.brokers[node_id]
 
     def create_topic(self, topic: str, replicas: tuple[int, ...], partitions: int = 1) -> None:
-        """The topic's state as the controller records it; every broker picks it up."""
+        """The topic's state as the controller records it (with this replica order);
+        returns once every broker running knows the topic."""
         self.store.create_topic(topic, {p: PartitionState.new(replicas) for p in range(partitions)})
+        for broker in self.brokers:
+            if broker.process.poll() is None:
+                _learns(broker, topic)
+
+    @property
+    def servers(self) -> str:
+        return ",".join(broker.address for broker in self.brokers)
+
+    def read_values(self, topic: str, count: int) -> list[bytes]:
+        """Partition 0's first ``count`` values, read by a consumer from whoever leads."""
+        consumer = Consumer({"bootstrap.servers": self.servers, "auto.offset.reset": "earliest"})
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            values: list[bytes] = []
+            deadline = time.monotonic() + 30
+            while len(values) < count and time.monotonic() < deadline:
+                values += [record.value or b"" for record in consumer.poll(500)]
+            return values
+        finally:
+            consumer.close()
 
     def state(self, topic: str, partition: int = 0) -> PartitionState:
         return self.store.read_topic(topic)[partition]
+
+
+def _lists(broker: Sidecar, topic: str) -> bool:
+    listed = broker.admin.ListTopics(admin_service_pb2.ListTopicsRequest(), timeout=10)
+    return any(entry.name == topic for entry in listed.topics)
+
+
+def _learns(broker: Sidecar, topic: str) -> None:
+    wait_for(lambda: _lists(broker, topic), f"{broker.data_dir.name} to know {topic}")
 
 
 def wait_for(condition: Callable[[], object], what: str, timeout_s: float = 30) -> None:

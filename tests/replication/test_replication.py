@@ -181,7 +181,7 @@ def test_a_deposed_leaders_divergent_tail_is_cut_by_leader_epoch(cluster: Cluste
     assert _produce(new, _batch(b"c")).base_offset == 2
     old.start()
     wait_for(lambda: _end(old) == 3 and _segments(old) == _segments(new), "broker 0 to converge")
-    assert _values(new) == [b"a", b"b", b"c"]
+    assert cluster.read_values(TOPIC, 3) == [b"a", b"b", b"c"]
     epochs = (old.data_dir / f"{TOPIC}-0" / "leader-epoch-checkpoint").read_text()
     assert epochs == (new.data_dir / f"{TOPIC}-0" / "leader-epoch-checkpoint").read_text()
     assert epochs.splitlines()[2:] == ["0 0", "1 1"]

@@ -343,7 +343,7 @@ def test_replication_factors_this_broker_cannot_hold_are_refused_by_name(
     )
     refused = dry.results[0].error
     assert refused.reason == "INVALID_REPLICATION_FACTOR"
-    assert "replica fetcher" in refused.message and "partition-state store" in refused.message
+    assert "tierlog.replication.state.dir" in refused.message
     listed = sidecar.admin.ListTopics(admin_service_pb2.ListTopicsRequest())
     assert [t.name for t in listed.topics] == ["default", "kafkas-default", "one"]
     assert not (sidecar.data_dir / "three-0").exists()

@@ -47,7 +47,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="start, inspect and stop a cluster of sidecars on loopback (development, tests)",
         description=(
             "up: start sidecar brokers on loopback over DIR (one data dir each, "
-            "DIR/broker-N), record them in DIR/cluster.json and print the --server list; "
+            "DIR/broker-N), replicating through DIR/state (topics get 3 replicas unless "
+            "--config default.replication.factor=N says otherwise), record them in "
+            "DIR/cluster.json and print the --server list; "
             "status: each broker's process and readiness, and the topics with each "
             "partition's owner (exit 1 if a broker is down); down: stop them."
         ),
@@ -152,9 +154,9 @@ def _status(directory: Path) -> int:
 
 
 def _topic_lines(states: list[BrokerState]) -> list[str]:
-    """Every topic as ``topics describe`` prints it, each partition as its owner reports
-    it (another broker knows its owner, not its log); a topic some up brokers lack is
-    named, since each broker keeps its own topic store today."""
+    """Every topic as ``topics describe`` prints it, each partition as its leader reports
+    it (another broker knows its leader, not its log); a topic some up brokers lack is
+    named (brokers without replication each keep their own topics)."""
     described: dict[int, dict[str, TopicDescription]] = {}
     overrides: dict[str, dict[str, str]] = {}
     for state in states:
@@ -176,7 +178,7 @@ def _topic_lines(states: list[BrokerState]) -> list[str]:
             lines.append(f"\t(not on broker(s) {', '.join(map(str, lacking))})")
         offline = [str(p.partition) for p in partitions if p.leader_id not in described]
         if offline:
-            lines.append(f"\t(partition(s) {', '.join(offline)} offline: their owner is down)")
+            lines.append(f"\t(partition(s) {', '.join(offline)} offline: no leader is up)")
     return lines
 
 

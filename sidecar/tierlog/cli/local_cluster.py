@@ -1,8 +1,11 @@
 """A developer's cluster: ``tierlog-sidecar`` brokers on loopback, recorded in ``cluster.json``.
 
 ``start_cluster(directory, brokers)`` starts broker ``N`` (``node.id=N``) on the data
-dir ``DIR/broker-N``, each told the whole broker list (``tierlog.cluster.brokers``), so
-every partition has one owner, hashed over the brokers (``tierlog.sidecar.ownership``).
+dir ``DIR/broker-N``, each told the whole broker list (``tierlog.cluster.brokers``) and
+the cluster's partition-state store, ``DIR/state`` (``tierlog.replication.state.dir``):
+the brokers replicate, topics get 3 replicas (fewer brokers: one on each) unless told
+otherwise (``default.replication.factor``), and whichever broker holds the store's
+controller lock elects leaders when one goes.
 The brokers list each other, so their gRPC ports are chosen before they start (free
 loopback ports, or from ``base_port``). They start at once, each in a session of its
 own with its output in its data dir (``LocalSidecar.spawn``), and outlive the command
@@ -64,6 +67,8 @@ __all__ = [
 CLUSTER_FILE = "cluster.json"
 LOCK_FILE = "cluster.lock"  # held by up and down: one at a time per DIR
 _BROKER_DIR = "broker-"
+STATE_DIR = "state"  # the partition-state store every broker shares
+DEFAULT_REPLICATION_FACTOR = 3
 _VERSION = 1
 READY_TIMEOUT_S = 60.0  # a broker recovering a big log takes a while
 STOP_GRACE_S = 30.0  # the sidecar's own default shutdown grace
@@ -239,10 +244,19 @@ def _start(
     ready_timeout_s: float,
 ) -> ClusterRecord:
     broker_list = ",".join(f"{n}@127.0.0.1:{grpc}" for n, (grpc, _) in enumerate(ports))
+    replication = (
+        f"tierlog.replication.state.dir={directory / STATE_DIR}",
+        f"default.replication.factor={min(len(ports), DEFAULT_REPLICATION_FACTOR)}",
+    )
     started: list[LocalSidecar] = []
     try:
         for node_id, (grpc_port, metrics_port) in enumerate(ports):
-            own = (f"node.id={node_id}", f"tierlog.cluster.brokers={broker_list}", *configs)
+            own = (
+                f"node.id={node_id}",
+                f"tierlog.cluster.brokers={broker_list}",
+                *replication,
+                *configs,  # the caller's, after ours: theirs win
+            )
             data_dir = directory / f"{_BROKER_DIR}{node_id}"
             started.append(
                 LocalSidecar.spawn(
@@ -306,8 +320,8 @@ def stop_cluster(
             _stop(cluster, grace_s, say)
             (directory / CLUSTER_FILE).unlink()
         if delete_data:
-            for data_dir in directory.glob(f"{_BROKER_DIR}*"):
-                shutil.rmtree(data_dir)
+            for data_dir in [*directory.glob(f"{_BROKER_DIR}*"), directory / STATE_DIR]:
+                shutil.rmtree(data_dir, ignore_errors=data_dir.name == STATE_DIR)
 
 
 def _stop(cluster: ClusterRecord, grace_s: float, say: Callable[[str], None]) -> None:

@@ -70,6 +70,7 @@ class IllegalProducerStateError(TierlogError):
 RETRIABLE_REASONS = frozenset(
     {
         "CORRUPT_MESSAGE",
+        "FENCED_LEADER_EPOCH",
         "KAFKA_STORAGE_ERROR",
         "LEADER_NOT_AVAILABLE",
         "NETWORK_EXCEPTION",

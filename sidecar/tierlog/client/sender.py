@@ -421,7 +421,10 @@ class Sender:
         reason = reason_of(error)
         if isinstance(error, NotLeaderOrFollowerError):
             self.cluster.moved(tp, error.leader_address)
-        elif reason == "UNKNOWN_TOPIC_OR_PARTITION":
+        elif reason in _STALE_METADATA_REASONS:
+            # The leader may have moved (a broker that is gone leaves nobody to say
+            # NOT_LEADER_OR_FOLLOWER): ask a broker again, as Kafka's producer does after
+            # a disconnection.
             self.cluster.invalidate(tp.topic)
         if self._may_retry(batch, reason):
             log.debug("retrying %s after %s", batch, reason)
@@ -468,6 +471,17 @@ class Sender:
 _partition_of = attrgetter("topic_partition")
 # What the broker answers an idempotent producer's sequences with, which it retries.
 _SEQUENCING_REASONS = frozenset({"OUT_OF_ORDER_SEQUENCE_NUMBER", "UNKNOWN_PRODUCER_ID"})
+# Answers after which the partition's leader is looked up again before the retry.
+_STALE_METADATA_REASONS = frozenset(
+    {
+        "UNKNOWN_TOPIC_OR_PARTITION",
+        "LEADER_NOT_AVAILABLE",
+        "FENCED_LEADER_EPOCH",
+        "UNKNOWN_LEADER_EPOCH",
+        "NETWORK_EXCEPTION",
+        "REQUEST_TIMED_OUT",
+    }
+)
 
 
 def _resolve(resolutions: list[_Settlement]) -> None:

@@ -88,12 +88,15 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         while True:
+            while not self.epochs:  # nothing followed here: no stream held open
+                self._changed.clear()
+                await self._changed.wait()
             try:
                 await self._stream()
             except (grpc.aio.AioRpcError, TierlogError) as error:
                 detail = error.details() if isinstance(error, grpc.aio.AioRpcError) else error
                 log.warning("replica fetch from broker %d failed: %s", self.leader_id, detail)
-            await asyncio.sleep(self.settings.backoff_ms / 1000)
+                await asyncio.sleep(self.settings.backoff_ms / 1000)
 
     async def _stream(self) -> None:
         method: grpc.aio.StreamStreamMultiCallable[pb.ReplicaFetchRequest, pb.ReplicaFetchResponse]
@@ -104,15 +107,13 @@ class ReplicaFetcher:
         )
         call = method(metadata=self.metadata)
         try:
-            while True:
-                while not self.epochs:
-                    self._changed.clear()
-                    await self._changed.wait()
+            while self.epochs:  # a leader that follows nothing here sees its stream end
                 self._changed.clear()
                 request, asked = self._request()
                 await call.write(request)
                 response = await call.read()
                 if not isinstance(response, pb.ReplicaFetchResponse):  # the leader ended it
+                    await asyncio.sleep(self.settings.backoff_ms / 1000)
                     return
                 refused = await self._apply(response, asked)
                 if refused and not self._changed.is_set():

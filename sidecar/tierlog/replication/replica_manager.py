@@ -18,6 +18,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import grpc
 
@@ -34,7 +35,7 @@ from tierlog.replication.config import ReplicationConfig
 from tierlog.replication.fetcher import ReplicaFetcher
 from tierlog.replication.follower import FetchOutcome
 from tierlog.replication.leader import LeaderPartition
-from tierlog.sidecar.topics import TopicStore
+from tierlog.sidecar.topics import Topic, TopicStore
 from tierlog.sidecar.watch import AppendWatch
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import TierlogError
@@ -46,6 +47,17 @@ __all__ = ["ReplicaManager"]
 log = logging.getLogger(__name__)
 
 ChannelFactory = Callable[[str], grpc.aio.Channel]
+
+
+@dataclass(frozen=True)
+class Leadership:
+    """A partition as Metadata reports it (Kafka's fields)."""
+
+    leader_id: int  # NO_LEADER: offline, or not known here yet
+    leader_address: str
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
 
 
 class ReplicaManager:
@@ -79,6 +91,7 @@ class ReplicaManager:
         self._locks: dict[TopicPartition, asyncio.Lock] = {}
         self._broker_epochs: dict[int, int] = {}  # from the leases
         self._altering: set[TopicPartition] = set()
+        self._topics_seen: set[str] = set()  # in the store at the last poll
         self._tasks: list[asyncio.Task[None]] = []
 
     # -- running ----------------------------------------------------------------------
@@ -100,30 +113,65 @@ class ReplicaManager:
         self.fetchers.clear()
         for leader in self.leaders.values():
             leader.resign()
+        self.leaders.clear()
+        self._following.clear()
 
     async def poll_once(self) -> None:
-        """Read the store and apply what changed."""
+        """Read the store and apply what changed: topics (their partition counts and
+        configs, or their deletion), then each partition's state."""
         topics, leases = await asyncio.to_thread(self._read_store)
         self._broker_epochs = leases
-        for topic, partitions in topics.items():
-            if not self._known(topic, len(partitions)):
-                await asyncio.to_thread(self.topics.adopt, topic, len(partitions))
+        for gone in self._topics_seen - set(topics):
+            await self._forget_topic(gone)
+        self._topics_seen = set(topics)
+        for name, (partitions, configs) in topics.items():
+            wanted = Topic(name, len(partitions), configs)
+            if self._local_topic(name) != wanted:
+                await asyncio.to_thread(self._follow_topic, wanted)
             for partition, state in partitions.items():
-                tp = TopicPartition(topic, partition)
+                tp = TopicPartition(name, partition)
                 if self.states.get(tp) != state:
                     await self.apply(tp, state)
 
-    def _known(self, topic: str, partitions: int) -> bool:
+    def _local_topic(self, name: str) -> Topic | None:
         try:
-            return self.topics.get(topic).partition_count >= partitions
+            return self.topics.get(name)
         except TierlogError:
-            return False
+            return None
 
-    def _read_store(self) -> tuple[dict[str, dict[int, PartitionState]], dict[int, int]]:
+    def _follow_topic(self, topic: Topic) -> None:
+        """Keep ``topic`` as the store has it; its logs here take its new config."""
+        self.topics.put(topic)
+        config = self.topics.log_config(topic.name)
+        for partition in range(topic.partition_count):
+            tp = TopicPartition(topic.name, partition)
+            if tp in self.logs.partitions:
+                self.logs.get_log(tp).update_config(config)
+
+    async def _forget_topic(self, name: str) -> None:
+        """The topic was deleted: stop replicating it and delete its logs here."""
+        for tp in [tp for tp in self.states if tp.topic == name]:
+            async with self.lock(tp):
+                await self._stop_replica(tp)
+                del self.states[tp]
+        await asyncio.to_thread(self._delete_topic_here, name)
+        self.watch.deleted(name)
+        log.info("topic %s deleted: its replicas here are gone", name)
+
+    def _delete_topic_here(self, name: str) -> None:
+        for tp in [tp for tp in self.logs.partitions if tp.topic == name]:
+            self.logs.delete_log(tp)
+        with contextlib.suppress(TierlogError):  # never known here
+            self.topics.delete(name)
+        self.logs.write_checkpoints()
+
+    def _read_store(
+        self,
+    ) -> tuple[dict[str, tuple[dict[int, PartitionState], dict[str, str]]], dict[int, int]]:
         topics = {}
         for topic in self.store.list_topics():
             with contextlib.suppress(TierlogError):  # deleted meanwhile
-                topics[topic] = self.store.read_topic(topic)
+                topics[topic] = (self.store.read_topic(topic), self.store.read_topic_configs(topic))
         leases = {broker: lease.broker_epoch for broker, lease in self.store.read_leases().items()}
         return topics, leases
 
@@ -252,6 +300,20 @@ class ReplicaManager:
             leader_id=state.leader,
             leader_address=address,
         )
+
+    def leadership(self, tp: TopicPartition) -> Leadership:
+        state = self.states.get(tp)
+        if state is None:
+            return Leadership(NO_LEADER, "", -1, [], [])
+        address = "" if state.leader == NO_LEADER else self.addresses().get(state.leader, "")
+        return Leadership(
+            state.leader, address, state.leader_epoch, list(state.replicas), list(state.isr)
+        )
+
+    def racks(self) -> dict[int, str | None]:
+        """Each broker's rack, for placing replicas (no ``broker.rack`` yet: rack-unaware,
+        Kafka's placement for brokers without racks)."""
+        return dict.fromkeys(self.addresses())
 
     def leader_for_follower(self, tp: TopicPartition, replica: int) -> LeaderPartition:
         leader = self.leader(tp)

@@ -12,9 +12,12 @@ thread, under one lock.
 Calls about many topics answer each in its own result with an ``Error``; calls about
 one topic fail with a status, like the data plane.
 
-Each partition has one owner until replication is built: it is the partition's leader,
-its only replica and its whole ISR, at leader epoch 0, and a topic asking for more
-replicas than one is refused with INVALID_REPLICATION_FACTOR.
+Without replication each partition has one owner: it is the partition's leader, its only
+replica and its whole ISR, at leader epoch 0, and a topic asking for more replicas than
+one is refused with INVALID_REPLICATION_FACTOR. With replication, topic changes are made
+in the partition-state store (``replication.topic_changes``) and every broker applies
+them from there, this one before it answers; Metadata reports the store's leaders,
+leader epochs, replicas and ISRs.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ import grpc
 
 from tierlog.api.errors import InvalidReplicationFactorError
 from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, common_pb2
+from tierlog.replication import topic_changes
+from tierlog.replication.replica_manager import Leadership
 from tierlog.sidecar.assignment_updates import AssignmentUpdates
 from tierlog.sidecar.ownership import NO_OWNER, Broker
 from tierlog.sidecar.partitions import Partitions
@@ -84,11 +89,12 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
         self, request: admin_service_pb2.CreateTopicsRequest, context: _Context
     ) -> admin_service_pb2.CreateTopicsResponse:
         results = []
+        replicated = self.partitions.replicas is not None
         for new in request.topics:
             count = new.num_partitions or 1
             error = await self._change(
                 "AdminService.CreateTopics",
-                self._create,
+                self._create_replicated if replicated else self._create,
                 new.name,
                 count,
                 new.replication_factor,
@@ -96,6 +102,7 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
                 request.validate_only,
             )
             results.append(admin_service_pb2.TopicResult(name=new.name, error=error))
+        await self._caught_up_with_the_store()
         return admin_service_pb2.CreateTopicsResponse(results=results)
 
     def _create(
@@ -113,8 +120,36 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
         created = self.topics.create(name, count, configs)
         self._ensure_logs_or_undo(created, lambda: self._delete(name))
 
-    def _check_replication_factor(self, requested: int) -> None:
-        """Refuse a factor this broker cannot hold: it keeps one copy of each partition."""
+    def _create_replicated(
+        self,
+        name: str,
+        count: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        validate_only: bool,
+    ) -> None:
+        replicas = self.partitions.replicas
+        assert replicas is not None
+        factor, _source = self._replication_factor(replication_factor)
+        topic_changes.create_topic(
+            replicas.store,
+            self.topics,
+            replicas.racks(),
+            name,
+            count,
+            factor,
+            configs,
+            validate_only=validate_only,
+        )
+
+    async def _caught_up_with_the_store(self) -> None:
+        """With replication: apply what this broker just changed in the store before
+        answering, so the caller's next call here finds it."""
+        if self.partitions.replicas is not None:
+            await self.partitions.replicas.poll_once()
+
+    def _replication_factor(self, requested: int) -> tuple[int, str]:
+        """The factor asked for (the broker default for 0 or -1) and where it came from."""
         if requested in _DEFAULT_REPLICATION_FACTORS:
             factor, source = self.default_replication_factor, " (default.replication.factor)"
         else:
@@ -124,12 +159,16 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
                 f"replication factor {factor}: a partition has at least 1 replica "
                 "(0 or -1 asks for the broker's default.replication.factor)"
             )
+        return factor, source
+
+    def _check_replication_factor(self, requested: int) -> None:
+        """Refuse a factor this broker cannot hold: it keeps one copy of each partition."""
+        factor, source = self._replication_factor(requested)
         if factor > 1:
             raise InvalidReplicationFactorError(
                 f"replication factor {factor}{source}: this broker keeps one copy of each "
-                "partition, on its owner; more replicas need replication (the replica "
-                "fetcher, the replica manager and the partition-state store), which it "
-                "does not run yet"
+                "partition, on its owner; more replicas need replication, which it runs "
+                "only with a partition-state store (tierlog.replication.state.dir)"
             )
 
     def _ensure_logs_or_undo(self, topic: Topic, undo: Callable[[], None]) -> None:
@@ -155,17 +194,26 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
         self, request: admin_service_pb2.DeleteTopicsRequest, context: _Context
     ) -> admin_service_pb2.DeleteTopicsResponse:
         results = []
+        replicas = self.partitions.replicas
+        delete = self._delete if replicas is None else replicas.store.delete_topic
         for name in request.names:
-            error = await self._change("AdminService.DeleteTopics", self._delete, name)
+            error = await self._change("AdminService.DeleteTopics", delete, name)
             if error is None:  # long polls and streams waiting at its end: answer them now
                 self.watch.deleted(name)
             results.append(admin_service_pb2.TopicResult(name=name, error=error))
+        await self._caught_up_with_the_store()
         return admin_service_pb2.DeleteTopicsResponse(results=results)
 
     def _delete(self, name: str) -> None:
         self._delete_logs(self.partitions.owned(self.topics.get(name)))
         self.topics.delete(name)
         self.partitions.manager.write_checkpoints()
+
+    def _leadership(self, tp: TopicPartition) -> Leadership:
+        replicas = self.partitions.replicas
+        if replicas is None:
+            return _owner_as_replicas(self.partitions.ownership.owner(tp))
+        return replicas.leadership(tp)
 
     @at_the_edge
     async def DescribeTopics(
@@ -183,28 +231,29 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
         return admin_service_pb2.DescribeTopicsResponse(topics=described)
 
     def _describe(self, topic: Topic) -> admin_service_pb2.TopicDescription:
-        ownership = self.partitions.ownership
         partitions = []
         for p in range(topic.partition_count):
             tp = TopicPartition(topic.name, p)
-            owner = ownership.owner(tp)
+            leadership = self._leadership(tp)
             entry = admin_service_pb2.PartitionDescription(
                 partition=p,
-                leader_id=NO_OWNER if owner is None else owner.node_id,
+                leader_id=leadership.leader_id,
+                leader_epoch=leadership.leader_epoch,
+                replicas=leadership.replicas,
+                isr=leadership.isr,
                 log_start_offset=-1,
                 high_watermark=-1,
                 size_bytes=-1,
                 segment_count=-1,
-                **_owner_as_replicas(owner),
             )
-            if ownership.owns(tp):
+            if leadership.leader_id == self.partitions.ownership.node_id:
                 try:
                     found = self.partitions.manager.get_log(tp)
                 except UnknownTopicOrPartitionError:
                     pass
                 else:
                     entry.log_start_offset = found.log_start_offset
-                    entry.high_watermark = found.log_end_offset
+                    entry.high_watermark = self.partitions.high_watermark(tp, found)
                     entry.size_bytes = found.size_bytes
                     entry.segment_count = len(found.segments)
             partitions.append(entry)
@@ -225,10 +274,23 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
     async def CreatePartitions(
         self, request: admin_service_pb2.CreatePartitionsRequest, context: _Context
     ) -> admin_service_pb2.CreatePartitionsResponse:
+        replicas = self.partitions.replicas
         async with self._changes:
-            await asyncio.to_thread(
-                self._add_partitions, request.topic, request.total_count, request.validate_only
-            )
+            if replicas is None:
+                await asyncio.to_thread(
+                    self._add_partitions, request.topic, request.total_count, request.validate_only
+                )
+            else:
+                self.topics.add_partitions(request.topic, request.total_count, validate_only=True)
+                await asyncio.to_thread(
+                    topic_changes.add_partitions,
+                    replicas.store,
+                    replicas.racks(),
+                    request.topic,
+                    request.total_count,
+                    validate_only=request.validate_only,
+                )
+        await self._caught_up_with_the_store()
         return admin_service_pb2.CreatePartitionsResponse()
 
     def _add_partitions(self, name: str, total: int, validate_only: bool) -> None:
@@ -240,7 +302,7 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
     def _shrink_back(self, before: Topic, grown: Topic) -> None:
         added = self.partitions.owned(grown)
         self._delete_logs(tp for tp in added if tp.partition >= before.partition_count)
-        self.topics.restore(before)
+        self.topics.put(before)
         self.partitions.manager.write_checkpoints()
 
     # -- configs ----------------------------------------------------------------------
@@ -249,14 +311,27 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
     async def AlterConfigs(
         self, request: admin_service_pb2.AlterConfigsRequest, context: _Context
     ) -> admin_service_pb2.AlterConfigsResponse:
+        replicas = self.partitions.replicas
         async with self._changes:
-            await asyncio.to_thread(
-                self._alter,
-                request.topic,
-                dict(request.set_configs),
-                list(request.delete_configs),
-                request.validate_only,
-            )
+            if replicas is None:
+                await asyncio.to_thread(
+                    self._alter,
+                    request.topic,
+                    dict(request.set_configs),
+                    list(request.delete_configs),
+                    request.validate_only,
+                )
+            else:
+                await asyncio.to_thread(
+                    topic_changes.alter_configs,
+                    replicas.store,
+                    self.topics,
+                    request.topic,
+                    dict(request.set_configs),
+                    list(request.delete_configs),
+                    validate_only=request.validate_only,
+                )
+        await self._caught_up_with_the_store()
         return admin_service_pb2.AlterConfigsResponse()
 
     def _alter(
@@ -307,13 +382,15 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
                 continue
             partitions = []
             for p in range(topic.partition_count):
-                owner = ownership.owner(TopicPartition(name, p))
+                leadership = self._leadership(TopicPartition(name, p))
                 partitions.append(  # leader -1, no address: moving (LEADER_NOT_AVAILABLE)
                     admin_service_pb2.PartitionMetadata(
                         partition=p,
-                        leader_id=NO_OWNER if owner is None else owner.node_id,
-                        leader_address="" if owner is None else owner.address,
-                        **_owner_as_replicas(owner),
+                        leader_id=leadership.leader_id,
+                        leader_address=leadership.leader_address,
+                        leader_epoch=leadership.leader_epoch,
+                        replicas=leadership.replicas,
+                        isr=leadership.isr,
                     )
                 )
             topics.append(admin_service_pb2.TopicMetadata(name=name, partitions=partitions))
@@ -391,9 +468,9 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
         )
 
 
-def _owner_as_replicas(owner: Broker | None) -> dict[str, Any]:
+def _owner_as_replicas(owner: Broker | None) -> Leadership:
     """Kafka's leader epoch, replicas and ISR of a partition with one owner: the owner is
     all of them, at epoch 0; a partition nobody serves (moving) has none, at epoch -1."""
     if owner is None:
-        return {"leader_epoch": -1, "replicas": [], "isr": []}
-    return {"leader_epoch": 0, "replicas": [owner.node_id], "isr": [owner.node_id]}
+        return Leadership(NO_OWNER, "", -1, [], [])
+    return Leadership(owner.node_id, owner.address, 0, [owner.node_id], [owner.node_id])

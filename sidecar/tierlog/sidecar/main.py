@@ -112,6 +112,7 @@ async def serve(config: SidecarConfig) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, _log_tasks)
     metrics = SidecarMetrics()
     probes = Probes(metrics)
     heartbeat = asyncio.create_task(probes.beat())
@@ -124,6 +125,19 @@ async def serve(config: SidecarConfig) -> None:
     finally:
         heartbeat.cancel()
         http.stop()
+
+
+def _log_tasks() -> None:
+    """SIGUSR1: log where every task of the event loop waits (a stuck broker explains
+    itself, as a JVM's thread dump does; threads: ``py-spy dump``)."""
+    lines = []
+    for task in asyncio.all_tasks():
+        lines.append(f"-- {task.get_name()}: {task.get_coro()}")
+        lines += [
+            f"   {frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
+            for frame in task.get_stack()
+        ]
+    log.warning("tasks on SIGUSR1:\n%s", "\n".join(lines))
 
 
 async def _serve(

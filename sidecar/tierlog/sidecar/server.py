@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import socket
-import uuid
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -38,9 +36,9 @@ from tierlog.api.v1 import (
     replication_service_pb2,
     replication_service_pb2_grpc,
 )
+from tierlog.replication.broker import ReplicatedBroker
 from tierlog.replication.fetch_service import ReplicationService
 from tierlog.replication.replica_manager import ReplicaManager
-from tierlog.replication.state_store import open_state_store
 from tierlog.sidecar.admin import AdminService
 from tierlog.sidecar.assignment_updates import AssignmentUpdates
 from tierlog.sidecar.config import SidecarConfig
@@ -112,7 +110,7 @@ class SidecarServer:
         self.address = ""
         self.remote_reader: RemoteLogReader | None = None  # once started
         self._log_service: LogService | None = None
-        self.replicas: ReplicaManager | None = None  # with replication, once started
+        self.replicated: ReplicatedBroker | None = None  # with replication, once started
         self._checkpoints: asyncio.Task[None] | None = None
         self._reloads: asyncio.Task[None] | None = None
 
@@ -137,7 +135,11 @@ class SidecarServer:
         if self.config.replication is not None:
             partitions.replicas = await self._replica_manager(partitions)
         assignment = AssignmentUpdates(partitions, self.config.assignment_file)
-        self.remote_log_manager.scope = lambda tp: partitions.ownership.holds(tp)
+        if partitions.replicas is None:
+            self.remote_log_manager.scope = lambda tp: partitions.ownership.holds(tp)
+        else:  # only the leader uploads (a new leader continues the tier)
+            leaders = partitions.replicas.leaders
+            self.remote_log_manager.scope = lambda tp: tp in leaders
         await asyncio.to_thread(partitions.adopt_logs_on_disk)
         self.remote_reader = await asyncio.to_thread(self._remote_reader)
         self._log_service = LogService(
@@ -176,9 +178,8 @@ class SidecarServer:
         for service in ("", *services):
             await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
         self._checkpoints = asyncio.create_task(self._write_checkpoints())
-        if partitions.replicas is not None:
-            self.replicas = partitions.replicas
-            await self.replicas.start()
+        if self.replicated is not None:
+            await self.replicated.start()
         if self.config.assignment_file is not None:
             self._reloads = asyncio.create_task(assignment.follow_file())
 
@@ -187,18 +188,13 @@ class SidecarServer:
         lease taken (a new incarnation: the next broker epoch), the replica manager made."""
         settings = self.config.replication
         assert settings is not None
-        store = await asyncio.to_thread(open_state_store, settings.store)
-        node_id = self.config.node_id
-        holder = f"broker-{node_id}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        lease = await asyncio.to_thread(
-            store.acquire_lease, node_id, holder, settings.broker_session_timeout_ms / 1000
-        )
-        log.info("broker %d holds its lease in epoch %d", node_id, lease.broker_epoch)
+        self.replicated = ReplicatedBroker(self.config.node_id, settings, self.topics)
+        broker_epoch = await self.replicated.take_lease()
         token = self.config.auth_token
-        return ReplicaManager(
-            node_id,
-            lambda: lease.broker_epoch,
-            store,
+        replicas = ReplicaManager(
+            self.config.node_id,
+            lambda: broker_epoch,
+            self.replicated.store,
             self.manager,
             self.topics,
             self.watch,
@@ -207,6 +203,8 @@ class SidecarServer:
             [("authorization", f"Bearer {token}")] if token else [],
             settings,
         )
+        self.replicated.replicas = replicas
+        return replicas
 
     def _replica_channel(self, address: str) -> grpc.aio.Channel:
         """A follower's channel to its leader, as clients dial brokers: over TLS (trusting
@@ -272,8 +270,9 @@ class SidecarServer:
     async def stop(self) -> None:
         """Graceful shutdown; the log manager's clean shutdown comes last."""
         await self.health.enter_graceful_shutdown()
-        if self.replicas is not None:
-            await self.replicas.stop()
+        if self.replicated is not None:
+            await self.replicated.controlled_shutdown()
+            await self.replicated.stop()
         self.watch.close()
         for task in (self._checkpoints, self._reloads):
             if task is not None:

@@ -220,16 +220,23 @@ class TopicStore:
     ) -> LogConfig:
         """Kafka's incremental alter: set some overrides, remove others; the new config."""
         topic = self.get(name)
-        unknown = set(delete_configs) - set(LogConfig.keys())
-        if unknown:
-            raise InvalidConfigError(f"unknown topic config {', '.join(sorted(unknown))}")
         configs = {k: v for k, v in topic.configs.items() if k not in delete_configs}
         configs.update(set_configs)
-        config = self._validated(configs)
+        config = self.validate_configs(configs, delete_configs)
         if not validate_only:
             with self._lock:
                 self._put_locked(replace(topic, configs=configs))
         return config
+
+    def validate_configs(
+        self, configs: Mapping[str, str], delete_configs: Sequence[str] = ()
+    ) -> LogConfig:
+        """The config ``configs`` make over the defaults; INVALID_CONFIG for a bad value or
+        an unknown key (among ``delete_configs`` too)."""
+        unknown = set(delete_configs) - set(LogConfig.keys())
+        if unknown:
+            raise InvalidConfigError(f"unknown topic config {', '.join(sorted(unknown))}")
+        return self._validated(configs)
 
     def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> Topic:
         topic = self.get(name)
@@ -244,9 +251,10 @@ class TopicStore:
                 self._put_locked(grown)
         return grown
 
-    def restore(self, topic: Topic) -> None:
-        """Put ``topic`` back as it was before a change that failed part way (its
-        partition count may go down: the partitions above it were never made)."""
+    def put(self, topic: Topic) -> None:
+        """Keep ``topic`` as given: as it was before a change that failed part way (its
+        partition count may go down: the partitions above it were never made), or as
+        the partition-state store of a replicated cluster says it is."""
         with self._lock:
             self._put_locked(topic)
 

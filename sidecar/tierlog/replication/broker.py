@@ -1,0 +1,115 @@
+"""A broker's part in a replicated cluster, started and stopped with its server.
+
+``ReplicatedBroker`` holds what replication adds to a broker: its lease in the
+partition-state store (taken at start: this incarnation's broker epoch; renewed in the
+background; a newer incarnation taking it fences this one, which then stops leading),
+the replica manager, and on one machine a turn at running the controller (whichever
+broker holds the store's controller lock). ``controlled_shutdown`` is Kafka's: before
+the server stops, this broker's leaderships go to other in-sync replicas and it leaves
+the ISRs, so producers move on at once rather than after its lease expires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import uuid
+
+from tierlog.controller.controlled_shutdown import hand_over_leaderships
+from tierlog.controller.controller import Controller
+from tierlog.controller.local_election import LocalControllerElection
+from tierlog.partition_state.lease_keeper import LeaseKeeper
+from tierlog.replication.config import DirectoryStore, ReplicationConfig
+from tierlog.replication.replica_manager import ReplicaManager
+from tierlog.replication.state_store import open_state_store
+from tierlog.sidecar.topics import TopicStore
+
+__all__ = ["CONTROLLER_LOCK", "ReplicatedBroker"]
+
+log = logging.getLogger(__name__)
+
+CONTROLLER_LOCK = "controller.lock"  # in the state dir: its holder runs the controller
+CONTROLLER_INTERVAL_S = 0.1  # a controller pass: leases read, elections made
+
+
+class ReplicatedBroker:
+    def __init__(self, node_id: int, settings: ReplicationConfig, topics: TopicStore):
+        self.node_id = node_id
+        self.settings = settings
+        self.store = open_state_store(settings.store)
+        holder = f"broker-{node_id}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.lease = LeaseKeeper(
+            self.store,
+            node_id,
+            holder,
+            settings.broker_session_timeout_ms / 1000,
+            on_fenced=self._fenced,
+        )
+        self.broker_epoch = -1
+        # On one machine the brokers run the controller by turns; on Kubernetes the
+        # operator runs it (tierlog.operator.partition_controller).
+        self.controller: LocalControllerElection | None = None
+        if isinstance(settings.store, DirectoryStore):
+            controller = Controller(
+                self.store,
+                unclean_for=lambda topic: topics.log_config(topic).unclean_leader_election_enable,
+            )
+            self.controller = LocalControllerElection(
+                settings.store.directory / CONTROLLER_LOCK, controller, CONTROLLER_INTERVAL_S
+            )
+        self.replicas: ReplicaManager | None = None  # set by the server before start
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._fencing: asyncio.Task[None] | None = None
+
+    async def take_lease(self) -> int:
+        """This incarnation's broker epoch (renewed from now on)."""
+        self._loop = asyncio.get_running_loop()
+        self.broker_epoch = await asyncio.to_thread(self.lease.start)
+        return self.broker_epoch
+
+    async def start(self) -> None:
+        assert self.replicas is not None
+        await self.replicas.start()
+        if self.controller is not None:
+            self.controller.start()
+
+    async def controlled_shutdown(self) -> None:
+        """Hand this broker's leaderships to live in-sync replicas and leave the ISRs,
+        then follow the store until this broker leads nothing it could hand over."""
+        live = await asyncio.to_thread(self._live_brokers)
+        changes = await asyncio.to_thread(hand_over_leaderships, self.store, self.node_id, live)
+        log.info("controlled shutdown: %d partition changes handed over", len(changes))
+        if self.replicas is not None:
+            await self.replicas.poll_once()
+
+    async def stop(self) -> None:
+        if self.replicas is not None:
+            await self.replicas.stop()
+        if self.controller is not None:
+            await asyncio.to_thread(self.controller.stop)
+        await asyncio.to_thread(self.lease.stop)
+
+    def _live_brokers(self) -> set[int]:
+        """Brokers whose leases are current, by their renewal times (a hand-over target
+        that turns out dead is the controller's to replace one lease later)."""
+        now = time.time()
+        return {
+            broker
+            for broker, lease in self.store.read_leases().items()
+            if broker != self.node_id and lease.renewed_at + lease.duration_s > now
+        }
+
+    def _fenced(self) -> None:
+        """A newer incarnation of this broker took its lease (from the keeper's thread):
+        stop leading and following; the newer one is this broker now."""
+        log.error(
+            "broker %d was fenced by a newer incarnation: no longer replicating", self.node_id
+        )
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._stop_replicating)
+
+    def _stop_replicating(self) -> None:
+        if self.replicas is not None:
+            self._fencing = asyncio.create_task(self.replicas.stop())

@@ -1,0 +1,80 @@
+"""Topic changes on a replicated cluster: made in the partition-state store, for every broker.
+
+Without replication each broker keeps its own topics file and is told each change. With
+it the store is the one truth (as Kafka's metadata log is): a topic's partitions with
+their replicas and its config overrides are written there, checked first against this
+broker's rules (``TopicStore.validate_new``, ``LogConfig``), and every broker, this one
+included, applies what it reads there (``ReplicaManager.poll_once``). These functions
+block (the store's I/O): callers run them in a thread.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping, Sequence
+
+from tierlog.api.errors import TopicAlreadyExistsError
+from tierlog.partition_state.model import PartitionState
+from tierlog.partition_state.store import PartitionStateStore
+from tierlog.replication.placement import Racks, assign_new_partitions, assign_replicas
+from tierlog.sidecar.topics import TopicStore
+
+__all__ = ["add_partitions", "alter_configs", "create_topic"]
+
+
+def create_topic(
+    store: PartitionStateStore,
+    topics: TopicStore,
+    racks: Racks,
+    name: str,
+    partition_count: int,
+    replication_factor: int,
+    configs: Mapping[str, str],
+    *,
+    validate_only: bool = False,
+) -> None:
+    """Place the topic's replicas (Kafka's striped assignment, starting at a broker the
+    name picks, so topics spread) and record it, configs first: a broker that learns of
+    the topic finds them. TOPIC_ALREADY_EXISTS when the store has the name."""
+    topics.validate_new(name, partition_count, configs)
+    placed = assign_replicas(
+        racks,
+        partition_count,
+        replication_factor,
+        start_index=zlib.crc32(name.encode()) % len(racks),
+    )
+    if validate_only:
+        return
+    if name in store.list_topics():
+        raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+    store.write_topic_configs(name, configs)
+    store.create_topic(name, {p: PartitionState.new(replicas) for p, replicas in placed.items()})
+
+
+def add_partitions(
+    store: PartitionStateStore, racks: Racks, name: str, total: int, *, validate_only: bool
+) -> None:
+    """Grow the topic to ``total`` partitions, their replicas continuing its stripe."""
+    current = store.read_topic(name)
+    existing: Sequence[Sequence[int]] = [current[p].replicas for p in sorted(current)]
+    added = assign_new_partitions(racks, existing, total)
+    if not validate_only:
+        store.add_partitions(name, {p: PartitionState.new(r) for p, r in added.items()})
+
+
+def alter_configs(
+    store: PartitionStateStore,
+    topics: TopicStore,
+    name: str,
+    set_configs: Mapping[str, str],
+    delete_configs: list[str],
+    *,
+    validate_only: bool,
+) -> None:
+    """Kafka's incremental alter, validated here, applied by every broker."""
+    store.read_topic(name)  # UNKNOWN_TOPIC_OR_PARTITION for a topic the store lacks
+    configs = {k: v for k, v in store.read_topic_configs(name).items() if k not in delete_configs}
+    configs.update(set_configs)
+    topics.validate_configs(configs, delete_configs)
+    if not validate_only:
+        store.write_topic_configs(name, configs)

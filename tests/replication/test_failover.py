@@ -1,0 +1,96 @@
+"""A replicated cluster of real brokers through its users' eyes: topics created through
+any broker reach every one with their configs, a killed leader is replaced by the
+controller (one lease later) while an idempotent acks=all producer loses and duplicates
+nothing, and a broker stopped with SIGTERM hands its leaderships over first."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from tierlog.client import AdminClient, Producer
+
+from .conftest import ClusterFactory, wait_for
+
+FAST_FAILOVER = ("broker.session.timeout.ms=1500", "replica.lag.time.max.ms=1500")
+
+
+def test_a_topic_created_through_any_broker_reaches_every_broker_with_its_configs(
+    replicated_brokers: ClusterFactory,
+) -> None:
+    cluster = replicated_brokers(3)
+    with AdminClient(cluster.broker(1).address) as admin:
+        admin.create_topic("events", 3, {"min.insync.replicas": "2"}, replication_factor=3)
+    placed = cluster.store.read_topic("events")
+    assert sorted(state.leader for state in placed.values()) == [0, 1, 2]  # leaders spread
+    for state in placed.values():
+        assert sorted(state.replicas) == [0, 1, 2] and state.isr == state.replicas
+    for broker in cluster.brokers:
+        with AdminClient(broker.address) as admin:
+
+            def knows(admin: AdminClient = admin) -> bool:
+                return admin.metadata(["events"]).leaders.get("events") == tuple(
+                    placed[p].leader for p in range(3)
+                )
+
+            wait_for(knows, f"{broker.data_dir.name} to learn the topic's leaders")
+            configs = admin.describe_configs("events")
+            assert configs["min.insync.replicas"].value == "2"
+
+
+def test_a_killed_leader_is_replaced_and_an_idempotent_producer_loses_nothing(
+    replicated_brokers: ClusterFactory,
+) -> None:
+    cluster = replicated_brokers(3, *FAST_FAILOVER)
+    cluster.create_topic("orders", (0, 1, 2))
+    producer = Producer(
+        {"bootstrap.servers": cluster.servers, "linger.ms": 0, "delivery.timeout.ms": 60_000}
+    )
+    sent: list[bytes] = []
+    futures = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        i = 0
+        while not stop.is_set():
+            value = b"r%06d" % i
+            futures.append(producer.send("orders", value, partition=0))
+            sent.append(value)
+            i += 1
+            time.sleep(0.002)
+
+    worker = threading.Thread(target=produce)
+    worker.start()
+    try:
+        wait_for(lambda: len(sent) > 200, "records before the kill")
+        cluster.broker(0).kill()
+        killed_at = time.monotonic()
+        wait_for(lambda: cluster.state("orders").leader in (1, 2), "a new leader")
+        elected_after = time.monotonic() - killed_at
+        wait_for(lambda: len(sent) > 600, "records after the kill")
+    finally:
+        stop.set()
+        worker.join()
+    assert producer.flush(60)
+    producer.close()
+    offsets = [future.result(0).offset for future in futures]
+    assert offsets == list(range(len(sent)))  # each acknowledged once, in order, no gap
+    assert elected_after < 10  # one lease (1.5 s) and a controller pass, on a busy machine
+    assert cluster.read_values("orders", len(sent)) == sent
+    # The old leader comes back as a follower, catches up and rejoins the ISR.
+    cluster.broker(0).start()
+    wait_for(lambda: 0 in cluster.state("orders").isr, "broker 0 to rejoin the ISR")
+
+
+def test_a_broker_stopped_with_sigterm_hands_its_leaderships_over_first(
+    replicated_brokers: ClusterFactory,
+) -> None:
+    # A long session timeout: only the hand-over can move leadership in time.
+    cluster = replicated_brokers(3, "broker.session.timeout.ms=60000")
+    cluster.create_topic("orders", (0, 1, 2))
+    wait_for(lambda: cluster.state("orders").leader == 0, "broker 0 to lead")
+    assert cluster.broker(0).stop() == 0
+    state = cluster.state("orders")
+    assert state.leader in (1, 2)
+    assert 0 not in state.isr
+    assert state.leader_epoch == 1
