@@ -27,8 +27,10 @@ from tests.operator.conftest import (
     wait_for,
 )
 from tests.support.kube import ControlPlane
+from tests.support.state_stores import open_store
 from tests.tools.monitoring_crds import monitoring_crd_files
 from tierlog.client import AdminClient
+from tierlog.partition_state.model import PartitionState
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 
 pytestmark = pytest.mark.slow
@@ -288,6 +290,34 @@ def test_scale_up_and_a_refused_scale_down_without_a_tier(
     )
     assert condition(body, "Degraded")["status"] == "False"
     assert body["status"]["readyBrokers"] == 3
+
+
+def test_a_refused_replicated_scale_down_keeps_the_leaving_broker_in_its_lease(
+    kube: ControlPlane, operator: RunningOperator, brokers_for: Callable[[str, str], Brokers]
+) -> None:
+    """Broker 2 holds a replica, so the scale-down is refused and broker 2 runs on: the
+    brokers' Role must still let it renew its Lease (or the controller would fence it)."""
+    ns = operator.namespace
+    apply(kube, ns, cluster("shrink", brokers=3, replication={"factor": 2}))
+    wait_for("the brokers' Role", lambda: get(kube, ns, "role", "shrink-partition-state"))
+    brokers = brokers_for(ns, "shrink")
+    brokers.with_service_account("shrink-broker")
+    for node in range(3):
+        brokers.start(node)
+    store = open_store("kube", f"{kube.kubeconfig} {ns} shrink")
+    store.create_topic("orders", {0: PartitionState.new((0, 1, 2))})
+    kube.kubectl("scale", "-n", ns, "tierlogcluster/shrink", "--replicas=2")
+
+    def refused() -> dict[str, Any] | None:
+        body = get(kube, ns, "tierlogcluster", "shrink")
+        return body if condition(body, "Degraded")["reason"] == "ScaleDownRefused" else None
+
+    message = condition(wait_for("the refusal", refused), "Degraded")["message"]
+    assert "replicas of orders-0 with brokers 2" in message
+    assert get(kube, ns, "statefulset", "shrink")["spec"]["replicas"] == 3
+    renewed = store.read_leases()[2].renewed_at  # after the pass that refused
+    wait_for("broker 2 to renew its Lease", lambda: store.read_leases()[2].renewed_at > renewed)
+    assert 2 in store.read_topic("orders")[0].isr
 
 
 def test_a_failing_pass_is_degraded_until_one_gets_through(

@@ -188,13 +188,15 @@ async def _drain_waits(
     return waits
 
 
-async def _apply_partition_state_access(kube: Kube, cluster: ClusterSpec, owner: Owner) -> None:
+async def _apply_partition_state_access(
+    kube: Kube, cluster: ClusterSpec, owner: Owner, brokers: int
+) -> None:
     """The brokers' ServiceAccount (unless the spec names one) and their Role on the
-    partition-state store, bound to it."""
+    partition-state store for ``brokers`` brokers, bound to it."""
     account = broker_service_account(cluster, owner)
     if account is not None:
         await kube.apply(account)
-    await kube.apply(partition_state_role(cluster, owner))
+    await kube.apply(partition_state_role(cluster, owner, brokers))
     await kube.apply(partition_state_role_binding(cluster, owner))
 
 
@@ -202,8 +204,6 @@ async def _apply_all(
     kube: Kube, cluster: ClusterSpec, owner: Owner, scale: ScalePlan, operator: OperatorPeer
 ) -> list[Event]:
     events = []
-    if cluster.replication is not None:  # before the pods that use them
-        await _apply_partition_state_access(kube, cluster, owner)
     for manifest in (
         config_map(cluster, owner, scale.assignment),
         headless_service(cluster, owner),
@@ -364,6 +364,8 @@ async def reconcile_cluster(
             cluster.brokers, current, addresses, topics, previous, replicas
         )
     scale = replace(scale, assignment=stamped(scale.assignment, previous, _now_ms()))
+    if cluster.replication is not None:  # before the pods that use them
+        await _apply_partition_state_access(kube, cluster, owner, width)
     events = await _apply_all(kube, cluster, owner, scale, config.peer)
     await _push_assignment(scale.assignment, pods, security)
     events += _scale_events(scale, previous, current, cluster.brokers)

@@ -50,8 +50,10 @@ def _role_name(cluster: ClusterSpec) -> str:
     return f"{cluster.name}-partition-state"
 
 
-def partition_state_role(cluster: ClusterSpec, owner: Owner) -> Manifest:
-    leases = [lease_name(cluster.name, broker) for broker in range(cluster.brokers)]
+def partition_state_role(cluster: ClusterSpec, owner: Owner, brokers: int) -> Manifest:
+    """``brokers``: how many broker pods there may be (during a scale-down, or one that is
+    refused, the leaving ones still run and keep their Leases)."""
+    leases = [lease_name(cluster.name, broker) for broker in range(brokers)]
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
