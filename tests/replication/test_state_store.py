@@ -137,6 +137,8 @@ def test_brokers_replicate_over_the_api_servers_configmap_and_leases(
         # acks=all answered: the follower holds both batches (it is in the ISR).
         assert _follower_values(brokers[1])[:4] == [b"a", b"b", b"c", b"d"]
         assert store.read_topic("orders")[0].isr == (0, 1)
+        # The store's requests (several a second) are not logged one line each.
+        assert "HTTP Request" not in brokers[1].output, brokers[1].output[-2000:]
     finally:
         started.kill_all()
 
