@@ -109,7 +109,7 @@ def test_a_replicated_partition_keeps_taking_writes_when_its_leaders_pod_is_dele
 
     created = run_job(
         one_node, brokers, "create-ledger",
-        f"tierlog topics create --partitions 1 --replication-factor 3 {TOPIC}",
+        f"tierlog topics create {TOPIC} --partitions 1 --replication-factor 3",
     )  # fmt: skip
     before = _wait_state(one_node, brokers, "all three replicas in sync", lambda s: len(s.isr) == 3)
     assert sorted(before.replicas) == [0, 1, 2], created
