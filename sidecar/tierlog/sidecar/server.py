@@ -202,6 +202,7 @@ class SidecarServer:
             self._replica_channel,
             [("authorization", f"Bearer {token}")] if token else [],
             settings,
+            racks=lambda: {broker.node_id: broker.rack for broker in partitions.ownership.brokers},
         )
         self.replicated.replicas = replicas
         return replicas
