@@ -137,6 +137,7 @@ def test_rbac_grants_what_the_operator_uses_and_nothing_more(tmp_path: Path) -> 
         ("", "services"): apply,
         ("", "configmaps"): apply | {"update"},
         ("coordination.k8s.io", "leases"): {"get", "list", "create", "update"},
+        ("", "nodes"): {"get"},
         ("", "serviceaccounts"): apply,
         ("rbac.authorization.k8s.io", "roles"): apply,
         ("rbac.authorization.k8s.io", "rolebindings"): apply,

@@ -161,6 +161,7 @@ def test_the_operator_account_may_do_what_it_needs_and_not_more(
         ("create", "serviceaccounts"),
         ("create", "roles.rbac.authorization.k8s.io"),
         ("create", "rolebindings.rbac.authorization.k8s.io"),
+        ("get", "nodes"),
     ]
     for path in CRD_FILES:
         crd = yaml.safe_load(path.read_text())
@@ -180,6 +181,7 @@ def test_the_operator_account_may_do_what_it_needs_and_not_more(
         ("bind", "roles.rbac.authorization.k8s.io"),
         ("create", "clusterroles.rbac.authorization.k8s.io"),
         ("delete", "leases.coordination.k8s.io"),
+        ("list", "nodes"),
         ("create", "customresourcedefinitions.apiextensions.k8s.io"),
         ("delete", "namespaces"),
     ]

@@ -176,6 +176,7 @@ class Brokers:
         self.ports: dict[int, int] = {}  # broker id -> its sidecar's port, kept on restarts
         self.pod_ports: dict[int, PodPort] = {}  # broker id -> the port its Pod names
         self.env: dict[str, str] | None = None  # the sidecars' (None: the test's)
+        self.node_names: dict[int, str] = {}  # broker id -> the Node its Pod is on
         self.started = Sidecars()
 
     def with_service_account(self, account: str) -> None:
@@ -284,6 +285,8 @@ class Brokers:
             for each in container["ports"]
         ]
         spec["volumes"] = [*spec["volumes"], {"name": "data", "emptyDir": {}}]
+        if node in self.node_names:  # as the scheduler binds it
+            spec["nodeName"] = self.node_names[node]
         labels = template["metadata"]["labels"]  # as on Kubernetes 1.27: no pod-index label
         pod = {
             "apiVersion": "v1",

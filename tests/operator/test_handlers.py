@@ -320,6 +320,38 @@ def test_a_refused_replicated_scale_down_keeps_the_leaving_broker_in_its_lease(
     assert 2 in store.read_topic("orders")[0].isr
 
 
+def test_a_replicated_clusters_plan_names_each_brokers_zone(
+    kube: ControlPlane, operator: RunningOperator, brokers_for: Callable[[str, str], Brokers]
+) -> None:
+    """Its racks (the brokers place replicas across them) are the zones of the brokers'
+    nodes; a node without a zone label gives its broker no rack."""
+    ns = operator.namespace
+    zones = {0: "zone-a", 1: "zone-b", 2: ""}
+    nodes = {broker: f"{ns}-node-{broker}" for broker in zones}
+    for broker, zone in zones.items():
+        labels = {"topology.kubernetes.io/zone": zone} if zone else {}
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": nodes[broker], "labels": labels},
+        }
+        kube.kubectl("apply", "-f", "-", input=json.dumps(node))
+    apply(kube, ns, cluster("zoned", brokers=3, replication={"factor": 2}))
+    wait_for("the StatefulSet", lambda: get(kube, ns, "statefulset", "zoned"))
+    brokers = brokers_for(ns, "zoned")
+    brokers.node_names = nodes
+    for broker in zones:
+        brokers.create_pod(broker, 9092)
+
+    def racks() -> dict[str, str] | None:
+        found: dict[str, str] | None = json.loads(brokers.config_map()["assignment.json"]).get(
+            "racks"
+        )
+        return found
+
+    assert wait_for("the plan's racks", racks) == {"0": "zone-a", "1": "zone-b"}
+
+
 def test_a_failing_pass_is_degraded_until_one_gets_through(
     kube: ControlPlane, operator: RunningOperator
 ) -> None:

@@ -153,6 +153,30 @@ async def _replicas_in_store(kube: Kube, cluster: ClusterSpec) -> dict[str, tupl
     }
 
 
+ZONE_LABEL = "topology.kubernetes.io/zone"
+
+
+async def _broker_racks(
+    kube: Kube, listed: list[dict[str, Any]], previous: Assignment | None
+) -> dict[int, str]:
+    """Each broker's rack: the zone of the node its pod runs on (Strimzi's rack awareness),
+    where the node says one; a broker whose pod is not scheduled now keeps the rack the
+    previous plan gave it (a restarting pod does not change the plan)."""
+    racks = dict(previous.racks) if previous is not None else {}
+    zones: dict[str, str] = {}  # node -> zone, each node read once a pass
+    for pod in listed:
+        broker, node = broker_pod(pod), (pod.get("spec") or {}).get("nodeName")
+        if broker is None or not node:
+            continue
+        if node not in zones:
+            zones[node] = (await kube.node_labels(node)).get(ZONE_LABEL, "")
+        if zones[node]:
+            racks[broker.broker_id] = zones[node]
+        else:
+            racks.pop(broker.broker_id, None)
+    return racks
+
+
 async def _drain_waits(
     cluster: ClusterSpec,
     current: int | None,
@@ -363,6 +387,11 @@ async def reconcile_cluster(
         scale = plan_replicated_scale(
             cluster.brokers, current, addresses, topics, previous, replicas
         )
+    if cluster.replication is not None:  # replicas are placed across the brokers' zones
+        racks = await _broker_racks(kube, listed, previous)
+        listed_brokers = scale.assignment.brokers
+        placed = {node: rack for node, rack in racks.items() if node in listed_brokers}
+        scale = replace(scale, assignment=replace(scale.assignment, racks=placed))
     scale = replace(scale, assignment=stamped(scale.assignment, previous, _now_ms()))
     if cluster.replication is not None:  # before the pods that use them
         await _apply_partition_state_access(kube, cluster, owner, width)
