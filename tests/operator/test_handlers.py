@@ -343,13 +343,13 @@ def test_a_replicated_clusters_plan_names_each_brokers_zone(
     for broker in zones:
         brokers.create_pod(broker, 9092)
 
-    def racks() -> dict[str, str] | None:
-        found: dict[str, str] | None = json.loads(brokers.config_map()["assignment.json"]).get(
-            "racks"
-        )
+    def racks() -> dict[str, str]:
+        plan = json.loads(brokers.config_map()["assignment.json"])
+        found: dict[str, str] = plan.get("racks", {})
         return found
 
-    assert wait_for("the plan's racks", racks) == {"0": "zone-a", "1": "zone-b"}
+    # each pass reads the pods created so far: the plan has every zone once all are there
+    wait_for("the plan's racks", lambda: racks() == {"0": "zone-a", "1": "zone-b"})
 
 
 def test_a_failing_pass_is_degraded_until_one_gets_through(
