@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.support.tcp_fault_proxy import TcpFaultProxy
 from tierlog.client import Consumer, NoOffsetForPartitionError, Producer, TopicPartition
 from tierlog.client.consumer import ConsumerRecord
 from tierlog.storage.errors import CorruptRecordError
@@ -16,7 +17,7 @@ from tierlog.storage.records import V2_HEADER_SIZE
 from tierlog.storage.records.batch import ATTRIBUTES_OFFSET, LENGTH_OFFSET, MAGIC_OFFSET
 
 from .conftest import SidecarStarter, create_topic
-from .sidecars import LiveSidecar, TcpProxy, damage_batch, free_port, produce_batches
+from .sidecars import LiveSidecar, damage_batch, free_port, produce_batches
 
 TP = TopicPartition("events", 0)
 BASE_MS = 1_700_000_000_000
@@ -204,23 +205,23 @@ def test_a_broken_stream_is_opened_again_within_one_long_poll(sidecars: SidecarS
     proxy_port = free_port()
     sidecar = sidecars("data", f"advertised.listeners=127.0.0.1:{proxy_port}")
     _produce_batches(sidecar, batches=1, per_batch=1)
-    proxy = TcpProxy(sidecar.address, proxy_port)
-    try:
-        with Consumer({"bootstrap.servers": proxy.address}) as consumer:
-            consumer.assign([TP])
-            consumer.seek(TP, 0)
-            assert [r.offset for r in _poll_until(consumer, 1)] == [0]
+    with (
+        TcpFaultProxy.start({"sidecar": sidecar.address}, {"sidecar": proxy_port}) as proxy,
+        Consumer({"bootstrap.servers": proxy.address("sidecar")}) as consumer,
+    ):
+        consumer.assign([TP])
+        consumer.seek(TP, 0)
+        assert [r.offset for r in _poll_until(consumer, 1)] == [0]
 
-            def cut_then_produce() -> None:
-                time.sleep(0.3)
-                proxy.cut()
-                time.sleep(0.5)
-                with Producer({"bootstrap.servers": sidecar.address}) as producer:
-                    producer.send("events", b"after the cut").result(timeout=10)
+        def cut_then_produce() -> None:
+            time.sleep(0.3)
+            proxy.cut("sidecar")  # the connection drops; new ones pass again
+            proxy.heal("sidecar")
+            time.sleep(0.5)
+            with Producer({"bootstrap.servers": sidecar.address}) as producer:
+                producer.send("events", b"after the cut").result(timeout=10)
 
-            records, waited = _poll_during(consumer, cut_then_produce, 20_000)
-    finally:
-        proxy.close()
+        records, waited = _poll_during(consumer, cut_then_produce, 20_000)
     assert [(r.offset, r.value) for r in records] == [(1, b"after the cut")]
     assert waited < 10
 

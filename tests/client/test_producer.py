@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.tcp_fault_proxy import TcpFaultProxy
 from tierlog.api.errors import LeaderNotAvailableError
 from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
 from tierlog.client import (
@@ -29,7 +30,7 @@ from tierlog.sidecar.ownership import NO_OWNER
 from tierlog.storage.errors import UnknownTopicOrPartitionError
 
 from .conftest import SidecarStarter, create_topic
-from .sidecars import LiveSidecar, TcpProxy, free_port
+from .sidecars import LiveSidecar, free_port
 
 
 def consume_all(
@@ -164,27 +165,29 @@ def test_a_lost_response_is_retried_and_stored_once(sidecars: SidecarStarter) ->
     # The client reaches the sidecar only through the proxy (advertised as the owner).
     proxy_port = free_port()
     sidecar = sidecars("data", f"advertised.listeners=127.0.0.1:{proxy_port}")
-    proxy = TcpProxy(sidecar.address, proxy_port)
-    try:
-        create_topic(proxy.address, "retries")
-        config = {"bootstrap.servers": proxy.address, "linger.ms": 0, "request.timeout.ms": 5000}
+    with TcpFaultProxy.start({"sidecar": sidecar.address}, {"sidecar": proxy_port}) as proxy:
+        create_topic(proxy.address("sidecar"), "retries")
+        config = {
+            "bootstrap.servers": proxy.address("sidecar"),
+            "linger.ms": 0,
+            "request.timeout.ms": 5000,
+        }
         with Producer(config) as producer:
             assert producer.send("retries", b"first").result(timeout=10).offset == 0
-            proxy.hold_responses()
+            proxy.lose_answers("sidecar")
             second = producer.send("retries", b"second")
             deadline = time.monotonic() + 10
             while high_watermark(sidecar.address, "retries") < 2:
                 assert time.monotonic() < deadline, "the second batch never reached the log"
                 time.sleep(0.02)
             assert not second.done()  # stored, but the answer was swallowed
-            proxy.cut()
+            proxy.cut("sidecar")  # the connection drops: the retry goes on a new one
+            proxy.heal("sidecar")
             assert second.result(timeout=20).offset == 1  # the original offset, from the retry
             assert producer.send("retries", b"third").result(timeout=10).offset == 2
         assert high_watermark(sidecar.address, "retries") == 3
         values = [r.value for r in consume_all(sidecar.address, "retries", 3)]
         assert values == [b"first", b"second", b"third"]
-    finally:
-        proxy.close()
 
 
 def _two_brokers(sidecars: SidecarStarter) -> tuple[LiveSidecar, LiveSidecar]:

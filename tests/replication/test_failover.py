@@ -5,8 +5,10 @@ nothing, and a broker stopped with SIGTERM hands its leaderships over first."""
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
+from pathlib import Path
 
 from tierlog.client import AdminClient, Producer
 
@@ -94,3 +96,49 @@ def test_a_broker_stopped_with_sigterm_hands_its_leaderships_over_first(
     assert state.leader in (1, 2)
     assert 0 not in state.isr
     assert state.leader_epoch == 1
+
+
+def test_a_follower_whose_disk_was_wiped_copies_everything_again_and_rejoins_the_isr(
+    replicated_brokers: ClusterFactory,
+) -> None:
+    cluster = replicated_brokers(3, "log.segment.bytes=2000")
+    cluster.create_topic("orders", (0, 1, 2))
+    config = {"bootstrap.servers": cluster.servers, "linger.ms": 0, "batch.size": 500}
+    with Producer(config) as producer:
+        sent = [producer.send("orders", b"r%04d" % i, partition=0) for i in range(300)]
+    assert [future.result(0).offset for future in sent] == list(range(300))
+    wiped = cluster.broker(2)
+    wiped.kill()
+    shutil.rmtree(wiped.data_dir)
+    wiped.start()
+    # A new incarnation leaves the ISRs first (an empty log may never be elected), then
+    # rejoins once it holds what the ISR holds: two changes of the partition's state.
+    wait_for(
+        lambda: 2 in cluster.state("orders").isr and cluster.state("orders").partition_epoch >= 2,
+        "broker 2 to leave the ISR and rejoin it",
+    )
+    leader_dir = cluster.broker(cluster.state("orders").leader).data_dir / "orders-0"
+    assert len(_files(leader_dir)) >= 3  # several segments, each copied whole
+    assert _files(wiped.data_dir / "orders-0") == _files(leader_dir)
+    assert cluster.read_values("orders", 300) == [b"r%04d" % i for i in range(300)]
+
+
+def test_a_leader_whose_disk_was_wiped_leads_no_more_and_nothing_acknowledged_is_lost(
+    replicated_brokers: ClusterFactory,
+) -> None:
+    cluster = replicated_brokers(3, "broker.session.timeout.ms=60000")
+    cluster.create_topic("orders", (0, 1, 2))
+    with Producer({"bootstrap.servers": cluster.servers, "linger.ms": 0}) as producer:
+        sent = [producer.send("orders", b"r%04d" % i, partition=0) for i in range(100)]
+    assert [future.result(0).offset for future in sent] == list(range(100))
+    wiped = cluster.broker(0)
+    wiped.kill()
+    shutil.rmtree(wiped.data_dir)
+    wiped.start()  # well within its old lease: no controller has fenced it
+    wait_for(lambda: cluster.state("orders").leader in (1, 2), "leadership to move")
+    assert cluster.read_values("orders", 100) == [b"r%04d" % i for i in range(100)]
+    wait_for(lambda: 0 in cluster.state("orders").isr, "broker 0 to catch up and rejoin")
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(directory.glob("*.log"))}

@@ -6,7 +6,8 @@ background; a newer incarnation taking it fences this one, which then stops lead
 the replica manager, and on one machine a turn at running the controller (whichever
 broker holds the store's controller lock). ``controlled_shutdown`` is Kafka's: before
 the server stops, this broker's leaderships go to other in-sync replicas and it leaves
-the ISRs, so producers move on at once rather than after its lease expires.
+the ISRs, so producers move on at once rather than after its lease expires. A start
+does the same first: a restarted broker earns its place in each ISR again.
 """
 
 from __future__ import annotations
@@ -70,19 +71,28 @@ class ReplicatedBroker:
         return self.broker_epoch
 
     async def start(self) -> None:
+        """Rejoin the cluster as a new incarnation: first out of every ISR it can leave
+        (its log may have lost what the ISR promised: a crash before a flush, a wiped
+        disk), leading nothing another in-sync replica can lead; then replicate, and
+        rejoin each ISR once caught up (Kafka's controller does the same to a broker
+        that registers after an unclean shutdown, KIP-966)."""
         assert self.replicas is not None
+        await self._hand_over("restart")
         await self.replicas.start()
         if self.controller is not None:
             self.controller.start()
 
     async def controlled_shutdown(self) -> None:
         """Hand this broker's leaderships to live in-sync replicas and leave the ISRs,
-        then follow the store until this broker leads nothing it could hand over."""
-        live = await asyncio.to_thread(self._live_brokers)
-        changes = await asyncio.to_thread(hand_over_leaderships, self.store, self.node_id, live)
-        log.info("controlled shutdown: %d partition changes handed over", len(changes))
+        then apply that here before the server stops."""
+        await self._hand_over("controlled shutdown")
         if self.replicas is not None:
             await self.replicas.poll_once()
+
+    async def _hand_over(self, why: str) -> None:
+        live = await asyncio.to_thread(self._live_brokers)
+        changes = await asyncio.to_thread(hand_over_leaderships, self.store, self.node_id, live)
+        log.info("%s: %d partition(s) handed over or left", why, len(changes))
 
     async def stop(self) -> None:
         if self.replicas is not None:

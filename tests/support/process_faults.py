@@ -1,0 +1,90 @@
+"""Process faults over real signals, for a pid: ``kill -9``, SIGSTOP/SIGCONT, and waiting
+for a process to be gone.
+
+A signal is delivered asynchronously: ``kill`` returns before the target has stopped or
+died. So each helper waits, with a deadline, until ``/proc/PID/stat`` shows the state it
+asked for; a test then knows the fault is in effect, not merely requested. A killed
+child stays a zombie until its parent reaps it; a zombie counts as dead here (it runs no
+code and holds no port, file lock or socket), so waiting never needs the parent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+__all__ = [
+    "ProcessFaultTimeout",
+    "is_alive",
+    "is_stopped",
+    "kill_9",
+    "paused",
+    "state_of",
+    "wait_until_dead",
+]
+
+_DEAD_STATES = frozenset("ZXx")  # zombie, dead
+_POLL_S = 0.005
+
+
+class ProcessFaultTimeout(AssertionError):
+    """A process did not reach the state a fault asked for by its deadline."""
+
+
+def state_of(pid: int) -> str | None:
+    """The one-letter state in ``/proc/PID/stat`` (R, S, D, T, Z...); None once gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return None
+    # "PID (COMM) STATE ...": COMM may hold spaces and parentheses, so cut at the last ")".
+    return stat.rpartition(")")[2].split()[0]
+
+
+def is_alive(pid: int) -> bool:
+    """Whether ``pid`` is still a process that runs or can run (not gone, not a zombie)."""
+    state = state_of(pid)
+    return state is not None and state not in _DEAD_STATES
+
+
+def is_stopped(pid: int) -> bool:
+    """Whether ``pid`` is stopped by a signal (SIGSTOP, SIGTSTP...)."""
+    return state_of(pid) == "T"
+
+
+def _wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise ProcessFaultTimeout(f"{what} not reached within {timeout_s} s")
+        time.sleep(_POLL_S)
+
+
+def wait_until_dead(pid: int, timeout_s: float = 10) -> None:
+    """Return once ``pid`` is gone or a zombie; ProcessFaultTimeout at the deadline."""
+    _wait_until(lambda: not is_alive(pid), timeout_s, f"death of pid {pid} ({state_of(pid)})")
+
+
+def kill_9(pid: int, timeout_s: float = 10) -> None:
+    """SIGKILL, then wait until the process is dead: no handler, no flush, no goodbye."""
+    with contextlib.suppress(ProcessLookupError):  # already gone: the fault holds
+        os.kill(pid, signal.SIGKILL)
+    wait_until_dead(pid, timeout_s)
+
+
+@contextlib.contextmanager
+def paused(pid: int, timeout_s: float = 10) -> Iterator[None]:
+    """SIGSTOP ``pid`` for the block (entered once it is stopped), and SIGCONT it after,
+    however the block ends: a test that fails never leaves a frozen broker behind."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        _wait_until(lambda: is_stopped(pid), timeout_s, f"stop of pid {pid}")
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # killed while stopped: nothing to resume
+            os.kill(pid, signal.SIGCONT)
+        _wait_until(lambda: not is_stopped(pid), timeout_s, f"resume of pid {pid}")
