@@ -71,6 +71,15 @@ _SERVICE_DESCRIPTORS = (
     admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"],
 )
 _REPLICATION = replication_service_pb2.DESCRIPTOR.services_by_name["ReplicationService"]
+# A follower gives up a connection attempt to its leader after 100 ms, not gRPC's 20 s,
+# and then resolves the leader's name again: on Kubernetes a restarted leader's pod has a
+# new IP behind the same name, and 20 s spent dialling the old one held every acks=all
+# produce for as long (the clients' channels do the same, tierlog.client.rpc).
+_REPLICA_RECONNECT = (
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+)
 
 
 class SidecarServer:
@@ -211,7 +220,10 @@ class SidecarServer:
         """A follower's channel to its leader, as clients dial brokers: over TLS (trusting
         ``ssl.truststore.location`` and showing this broker's certificate) when the
         brokers serve TLS."""
-        options = [("grpc.max_receive_message_length", self.config.socket_request_max_bytes)]
+        options = [
+            ("grpc.max_receive_message_length", self.config.socket_request_max_bytes),
+            *_REPLICA_RECONNECT,
+        ]
         tls = self.config.tls
         if tls is None:
             return grpc.aio.insecure_channel(address, options=options)
