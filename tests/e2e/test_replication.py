@@ -130,6 +130,7 @@ def test_a_replicated_partition_keeps_taking_writes_when_its_leaders_pod_is_dele
     assert after.leader in before.isr
     produced = finish_job(one_node, brokers, "ledger-producer", timeout_s=300)
     assert f"{RECORDS} records sent" in produced, one_node.story(namespace)
+    print(f"\nproducer through the leader's deletion: {produced.strip().splitlines()[-1]}")
 
     # Exactly once each: the consumer asks for more than were sent and waits it out.
     counted = run_job(one_node, brokers, "ledger-count", count_records(TOPIC, RECORDS * 2))
