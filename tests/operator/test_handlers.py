@@ -197,6 +197,35 @@ def test_topics_are_created_grown_and_reconfigured_on_every_broker(
     assert list(metadata.leaders["orders"]) == assignment["orders"]
 
 
+def test_a_replicated_clusters_topic_is_placed_once_in_the_store_with_its_replicas(
+    kube: ControlPlane, operator: RunningOperator, brokers_for: Callable[[str, str], Brokers]
+) -> None:
+    """Asked of every broker, as for any cluster: the first creates the topic in the
+    partition-state store (spec.replication's factor), the others find it there."""
+    ns = operator.namespace
+    apply(kube, ns, cluster("repl", brokers=3, replication={"factor": 2, "minInsyncReplicas": 1}))
+    wait_for("the brokers' Role", lambda: get(kube, ns, "role", "repl-partition-state"))
+    brokers = brokers_for(ns, "repl")
+    brokers.with_service_account("repl-broker")
+    for node in range(3):
+        brokers.start(node)
+    wait_ready(kube, ns, "repl", "repl Ready")
+    store = open_store("kube", f"{kube.kubeconfig} {ns} repl")
+    for partitions in (3, 5):
+        apply(kube, ns, topic("orders", "repl", partitions, **{"retention.ms": 60000}))
+
+        def synced(count: int = partitions) -> bool:
+            body = get(kube, ns, "tierlogtopic", "orders")
+            ready = condition(body, "Ready")["status"] == "True"
+            return ready and int(body["status"]["partitions"]) == count
+
+        wait_for(f"the topic Ready with {partitions} partitions", synced)
+        placed = store.read_topic("orders")
+        assert sorted(placed) == list(range(partitions))
+        assert all(len(state.replicas) == 2 for state in placed.values()), placed
+    assert store.read_topic_configs("orders") == {"retention.ms": "60000"}
+
+
 def test_a_topic_of_a_missing_cluster_is_not_ready(
     kube: ControlPlane, operator: RunningOperator
 ) -> None:
