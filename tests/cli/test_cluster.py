@@ -124,6 +124,12 @@ def test_up_produce_status_kill_down_and_up_again_keeps_the_data(cluster_dir: Pa
 
     with AdminClient(servers.split(",")[2]) as admin:  # any broker: the store tells all
         admin.create_topic(TOPIC, PARTITIONS)
+    for address in servers.split(","):  # each learns it at its next read of the store
+        with AdminClient(address) as admin:
+            deadline = time.monotonic() + 30
+            while TOPIC not in admin.list_topics():
+                assert time.monotonic() < deadline, f"{address} never learnt {TOPIC}"
+                time.sleep(0.05)
     with Producer({"bootstrap.servers": servers, "linger.ms": 0}) as producer:
         futures = [
             producer.send(TOPIC, b"v%d" % n, key=b"k%d" % n, partition=n % PARTITIONS)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.controller.conftest import Clock, OpenStore, RivalFirst
-from tierlog.controller.controller import Controller, ControllerThread
+from tierlog.controller.controller import ELECTION_CAUSES, Controller, ControllerThread
 from tierlog.partition_state.lease_keeper import LeaseKeeper
 from tierlog.partition_state.local_store import LocalStateStore
 from tierlog.partition_state.model import NO_LEADER, PartitionState
@@ -119,9 +119,49 @@ def test_the_preferred_leader_is_restored_unless_switched_off(store_at: OpenStor
     Brokers(store, store_clock, 1, 2)
 
     assert Controller(store, clock=Clock(), preferred_leaders=False).step() == []
-    [change] = Controller(store, clock=Clock()).step()
+    controller = Controller(store, clock=Clock())
+    [change] = controller.step()
     assert change.after == PartitionState((1, 2), 1, 8, (2, 1), 1)
     assert "preferred leader election" in change.describe()
+    assert controller.elections == {**NO_ELECTIONS, "preferred": 1}
+
+
+NO_ELECTIONS = dict.fromkeys(ELECTION_CAUSES, 0)
+
+
+def test_elections_are_counted_by_cause_and_offline_partitions_as_the_last_pass_left_them(
+    store_at: OpenStore,
+) -> None:
+    """What the metrics report (Kafka's leader election rates, OfflinePartitionsCount):
+    an ISR change alone is no election, and going offline is none either."""
+    store_clock, controller_clock = Clock(), Clock()
+    store, _, _ = store_at(store_clock)
+    store.create_topic(
+        "orders",
+        {0: PartitionState.new((1, 2)), 1: PartitionState((1, 2), 1, 0, (1,))},
+    )
+    store.create_topic("risky", {0: PartitionState((1, 2), 1, 0, (1,))})
+    store.create_topic("followers", {0: PartitionState.new((2, 1))})
+    brokers = Brokers(store, store_clock, 1, 2)
+    controller = Controller(store, lambda topic: topic == "risky", controller_clock)
+    controller.step()
+    assert (controller.elections, controller.offline_partitions) == (NO_ELECTIONS, 0)
+
+    controller_clock.now += DURATION_S
+    brokers.renew(2)  # broker 1 is fenced
+    assert len(controller.step()) == 4
+    # orders-0: broker 2 leads instead; orders-1: offline (its only in-sync replica is
+    # gone); risky-0: broker 2 leads, uncleanly; followers-0: broker 1 leaves the ISR.
+    assert controller.elections == {**NO_ELECTIONS, "leader_fenced": 1, "unclean": 1}
+    assert controller.offline_partitions == 1
+
+    controller_clock.now += 1.0
+    store.acquire_lease(1, "broker-1-b", DURATION_S)  # back: orders-1 is led by it again
+    controller.step()
+    assert controller.elections == {
+        **NO_ELECTIONS, "leader_fenced": 1, "unclean": 1, "offline_recovered": 1,
+    }  # fmt: skip
+    assert controller.offline_partitions == 0
 
 
 def test_a_pass_that_loses_a_race_changes_nothing_and_the_next_decides_on_the_winner(

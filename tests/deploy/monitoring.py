@@ -13,6 +13,8 @@ import yaml
 
 __all__ = [
     "DASHBOARDS",
+    "REPLICATION_GROUP",
+    "REPLICATION_ROW",
     "RULES",
     "RULES_TEST",
     "Alert",
@@ -32,6 +34,10 @@ DEPLOY = REPO / "deploy"
 DASHBOARDS = sorted((DEPLOY / "dashboards").glob("*.json"))
 RULES = DEPLOY / "prometheus" / "tierlog.rules.yaml"
 RULES_TEST = DEPLOY / "prometheus" / "tierlog.rules_test.yaml"
+# What only brokers with replication on have series for: a row of the overview, a group
+# of the rules.
+REPLICATION_ROW = "Replication"
+REPLICATION_GROUP = "tierlog-replication"
 
 _VARIABLE = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 # Grafana's own variables, as a dashboard on a 1 h range would expand them.
@@ -43,6 +49,7 @@ class Query:
     dashboard: str
     where: str  # the panel's or the variable's title
     expr: str
+    row: str = ""  # the title of the row the panel is under ("": above every row)
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,7 @@ class Alert:
     name: str
     expr: str
     for_: str
+    group: str  # the rule group's name
 
 
 def load_dashboard(path: Path) -> dict[str, Any]:
@@ -57,18 +65,24 @@ def load_dashboard(path: Path) -> dict[str, Any]:
     return dashboard
 
 
-def _panels(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    for panel in panels:
-        yield panel
-        yield from _panels(panel.get("panels", []))  # a collapsed row holds its panels
+def _panels(panels: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each panel with the title of its row: the row before it on the grid (a collapsed
+    row holds its panels instead)."""
+    row = ""
+    for panel in sorted(panels, key=lambda p: (p["gridPos"]["y"], p["gridPos"]["x"])):
+        if panel["type"] == "row":
+            row = panel["title"]
+            for inside in panel.get("panels", []):
+                yield row, inside
+        yield row, panel
 
 
 def dashboard_queries(path: Path) -> Iterator[Query]:
     """Every panel target's PromQL of one dashboard."""
     dashboard = load_dashboard(path)
-    for panel in _panels(dashboard["panels"]):
+    for row, panel in _panels(dashboard["panels"]):
         for target in panel.get("targets", []):
-            yield Query(dashboard["uid"], panel["title"], target["expr"])
+            yield Query(dashboard["uid"], panel["title"], target["expr"], row)
 
 
 def substitute(expr: str, values: Mapping[str, str]) -> str:
@@ -87,7 +101,7 @@ def substitute(expr: str, values: Mapping[str, str]) -> str:
 def alerts(path: Path = RULES) -> list[Alert]:
     groups = yaml.safe_load(path.read_text())["groups"]
     return [
-        Alert(rule["alert"], rule["expr"], rule.get("for", "0s"))
+        Alert(rule["alert"], rule["expr"], rule.get("for", "0s"), group["name"])
         for group in groups
         for rule in group["rules"]
         if "alert" in rule

@@ -10,6 +10,7 @@ shown against a real Prometheus in test_observability.py.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 
 from tests.deploy.monitoring import (
     DASHBOARDS,
+    REPO,
     alerts,
     dashboard_queries,
     labels_used,
@@ -180,3 +182,19 @@ def test_no_query_takes_a_target_label_for_one_of_the_series_own() -> None:
     used += [(f"alert {alert.name}", alert.expr) for alert in alerts()]
     wrong = [f"{where}: {expr}" for where, expr in used if labels_used(expr) & misused]
     assert not wrong, "\n".join(wrong)
+
+
+def _series_used() -> set[str]:
+    """The names of the series every dashboard query and alert selects."""
+    exprs = [query.expr for path in DASHBOARDS for query in dashboard_queries(path)]
+    exprs += [alert.expr for alert in alerts()]
+    return {selector.partition("{")[0] for expr in exprs for selector in metric_selectors(expr)}
+
+
+def test_every_series_a_dashboard_or_alert_uses_is_documented() -> None:
+    """docs/ (METRICS.md for the brokers', OPERATOR.md for the operator's) names each,
+    a histogram's ``_bucket``/``_count``/``_sum`` by the histogram; ``up`` is Prometheus'."""
+    docs = "\n".join(path.read_text() for path in sorted((REPO / "docs").glob("*.md")))
+    used = {re.sub(r"_(bucket|count|sum)$", "", name) for name in _series_used()} - {"up"}
+    missing = sorted(name for name in used if not re.search(rf"`{name}[`{{]", docs))
+    assert not missing, f"not in docs/: {missing}"

@@ -10,13 +10,16 @@ from tests.deploy.monitoring import RULES, RULES_TEST, alerts
 from tests.tools.prometheus import promtool_bin
 
 # Issue 6's list (disk filling, upload lag growing, S3 errors, fsync latency, broker down,
-# reconciliation failing) and their neighbours.
+# reconciliation failing) and their neighbours; issue 18's replication alerts.
 EXPECTED = {
     "TierlogBrokerDown",
     "TierlogBrokerNotReady",
     "TierlogLogDirFilling",
     "TierlogLogDirAlmostFull",
     "TierlogFsyncSlow",
+    "TierlogUnderReplicatedPartitions",
+    "TierlogUnderMinIsrPartitions",
+    "TierlogOfflinePartitions",
     "TierlogUploadLagGrowing",
     "TierlogUploadStuck",
     "TierlogTierManifestVanished",

@@ -17,6 +17,7 @@ import pytest
 
 from tests.sidecar.conftest import Sidecar
 from tests.support.sidecars import Sidecars, free_port
+from tests.support.tcp_fault_proxy import TcpFaultProxy
 from tierlog.api.v1 import admin_service_pb2
 from tierlog.client import Consumer, TopicPartition
 from tierlog.partition_state.local_store import LocalStateStore
@@ -28,6 +29,9 @@ class Cluster:
     brokers: list[Sidecar]
     store: LocalStateStore
     state_dir: Path
+    # With ``proxied``: every broker is listed (to clients and to the other brokers) at
+    # its route of this TCP fault proxy, route ``broker-N``, so a test can cut it off.
+    proxy: TcpFaultProxy | None = None
 
     def broker(self, node_id: int) -> Sidecar:
         return self.brokers[node_id]
@@ -42,6 +46,9 @@ class Cluster:
 
     @property
     def servers(self) -> str:
+        """The bootstrap list (the proxy's routes when proxied)."""
+        if self.proxy is not None:
+            return ",".join(self.proxy.address(f"broker-{n}") for n in range(len(self.brokers)))
         return ",".join(broker.address for broker in self.brokers)
 
     def read_values(self, topic: str, count: int) -> list[bytes]:
@@ -83,10 +90,17 @@ ClusterFactory = Callable[..., Cluster]
 @pytest.fixture
 def replicated_brokers(tmp_path: Path) -> Iterator[ClusterFactory]:
     started = Sidecars()
+    proxies: list[TcpFaultProxy] = []
 
-    def start(count: int = 3, *configs: str) -> Cluster:
+    def start(count: int = 3, *configs: str, proxied: bool = False) -> Cluster:
         ports = [free_port() for _ in range(count)]
-        listed = ",".join(f"{node}@127.0.0.1:{port}" for node, port in enumerate(ports))
+        proxy = None
+        addresses = [f"127.0.0.1:{port}" for port in ports]
+        if proxied:
+            proxy = TcpFaultProxy.start({f"broker-{n}": a for n, a in enumerate(addresses)})
+            proxies.append(proxy)
+            addresses = [proxy.address(f"broker-{n}") for n in range(count)]
+        listed = ",".join(f"{node}@{address}" for node, address in enumerate(addresses))
         state_dir = tmp_path / "state"
         brokers = []
         for node, port in enumerate(ports):
@@ -103,7 +117,9 @@ def replicated_brokers(tmp_path: Path) -> Iterator[ClusterFactory]:
                 port=port,
             )
             brokers.append(started.add(sidecar.start()))
-        return Cluster(brokers, LocalStateStore(state_dir), state_dir)
+        return Cluster(brokers, LocalStateStore(state_dir), state_dir, proxy)
 
     yield start
     started.kill_all()
+    for proxy in proxies:
+        proxy.close()

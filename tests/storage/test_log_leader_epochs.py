@@ -67,6 +67,20 @@ def test_truncation_forgets_the_epochs_that_began_past_the_cut(tmp_path: Path) -
     log.close()
 
 
+def test_a_truncation_at_the_end_forgets_an_epoch_that_wrote_nothing(tmp_path: Path) -> None:
+    """A deposed leader that began an epoch and appended nothing in it: the follower it
+    becomes is told its log diverged where that epoch began, at its end; the cut there
+    must drop the epoch, or every fetch is told the same again (the fault run found it)."""
+    log = Log.open(tmp_path / "t-0", CONFIG)
+    _append(log, 2)
+    log.become_leader(1)  # epoch 1 from 6, nothing written in it
+    assert _epochs(log) == [(0, 0), (1, 6)]
+    log.truncate_to(6)
+    assert _epochs(log) == [(0, 0)]
+    assert log.log_end_offset == 6
+    log.close()
+
+
 def test_an_epoch_written_ahead_of_batches_a_crash_lost_is_dropped_at_open(
     tmp_path: Path,
 ) -> None:

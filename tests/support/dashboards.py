@@ -10,7 +10,9 @@ through ``or`` while one of its metrics is missing. It fails once, naming every 
 that found nothing, so one run shows all that a scrape lacks.
 
 ``tests/deploy/test_observability.py`` runs it against a Prometheus scraping a sidecar
-and an operator on this machine, the end-to-end tests against one scraping real pods.
+and an operator on this machine (all but the replication row),
+``tests/replication/test_observability.py`` the replication row against one scraping
+three replicating brokers, the end-to-end tests against one scraping real pods.
 Either must label the targets as the ServiceMonitors do: ``namespace`` and ``pod``, on
 the brokers also ``tierlog_cluster`` (their cluster's name: the ``cluster`` variable),
 and scrape the operator with ``honor_labels`` (its ``tierlog_cluster_brokers_desired``
@@ -19,12 +21,14 @@ names its cluster's namespace), as ``ScrapeTarget(..., honor_labels=True)`` does
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.deploy.monitoring import (
     DASHBOARDS,
+    REPLICATION_ROW,
+    Query,
     dashboard_queries,
     load_dashboard,
     metric_selectors,
@@ -32,7 +36,14 @@ from tests.deploy.monitoring import (
 )
 from tests.support.prometheus import PrometheusAPI
 
-__all__ = ["Variable", "assert_every_dashboard_query_has_data", "dashboard_variables"]
+__all__ = [
+    "Variable",
+    "assert_every_dashboard_query_has_data",
+    "dashboard_variables",
+    "every_query",
+    "of_replication",
+    "without_replication",
+]
 
 GRAFANA_ALL = ".*"  # the dashboards' allValue: what "All" puts in a regex matcher
 
@@ -57,13 +68,30 @@ def dashboard_variables(path: Path) -> Iterator[Variable]:
         yield Variable(dashboard["uid"], variable["name"], selector.strip(), label.strip())
 
 
+def every_query(_query: Query) -> bool:
+    return True
+
+
+def without_replication(query: Query) -> bool:
+    """A query a broker without replication answers: any but the replication row's, whose
+    series only replicating brokers report."""
+    return query.row != REPLICATION_ROW
+
+
+def of_replication(query: Query) -> bool:
+    return query.row == REPLICATION_ROW
+
+
 def assert_every_dashboard_query_has_data(
     prometheus_url: str,
     values: Mapping[str, str] | None = None,
     dashboards: Sequence[Path] = DASHBOARDS,
+    queries: Callable[[Query], bool] = every_query,
 ) -> None:
-    """Every variable and panel query of ``dashboards`` finds series in the Prometheus at
-    ``prometheus_url``, with the variables in ``values`` set and the others "All"."""
+    """Every variable and panel query of ``dashboards`` (those ``queries`` keeps: a row
+    whose series only some brokers have is checked against those) finds series in the
+    Prometheus at ``prometheus_url``, with the variables in ``values`` set and the others
+    "All"."""
     api = PrometheusAPI(prometheus_url)
     missing: list[str] = []
     for path in dashboards:
@@ -71,7 +99,7 @@ def assert_every_dashboard_query_has_data(
         chosen = {variable.name: GRAFANA_ALL for variable in variables} | dict(values or {})
         for variable in variables:
             missing += _variable_misses(api, variable, chosen, values or {})
-        for query in dashboard_queries(path):
+        for query in filter(queries, dashboard_queries(path)):
             expr = substitute(query.expr, chosen)
             for asked in (expr, *metric_selectors(expr)):
                 if not api.query(asked):

@@ -4,8 +4,8 @@
 dir ``DIR/broker-N``, each told the whole broker list (``tierlog.cluster.brokers``) and
 the cluster's partition-state store, ``DIR/state`` (``tierlog.replication.state.dir``):
 the brokers replicate, topics get 3 replicas (fewer brokers: one on each) unless told
-otherwise (``default.replication.factor``), and whichever broker holds the store's
-controller lock elects leaders when one goes.
+otherwise (``default.replication.factor``), and every broker's controller elects new
+leaders when one goes.
 The brokers list each other, so their gRPC ports are chosen before they start (free
 loopback ports, or from ``base_port``). They start at once, each in a session of its
 own with its output in its data dir (``LocalSidecar.spawn``), and outlive the command

@@ -7,7 +7,9 @@ dropped: the next pass decides again on what won. Nothing is kept between passes
 the liveness sightings, so a controller that takes over needs no hand-off.
 
 The store's methods block (files, HTTP), so passes run in a thread
-(``ControllerThread``), one every ``interval_s``, until stopped.
+(``ControllerThread``), one every ``interval_s``, until stopped. What the passes did is
+kept for the metrics (read from another thread): the leader elections by cause, and how
+many partitions the last pass left without a leader (Kafka's OfflinePartitionsCount).
 """
 
 from __future__ import annotations
@@ -24,9 +26,13 @@ from tierlog.partition_state.model import NO_LEADER, PartitionState
 from tierlog.partition_state.store import PartitionStateStore
 from tierlog.storage.errors import KafkaStorageError, UnknownTopicOrPartitionError
 
-__all__ = ["Controller", "ControllerThread", "run_passes"]
+__all__ = ["ELECTION_CAUSES", "Controller", "ControllerThread", "run_passes"]
 
 log = logging.getLogger(__name__)
+
+
+# Why a partition got a new leader (the metrics' ``cause`` label).
+ELECTION_CAUSES = ("leader_fenced", "offline_recovered", "preferred", "unclean")
 
 
 def _never_unclean(topic: str) -> bool:
@@ -51,6 +57,10 @@ class Controller:
         self._preferred_leaders = preferred_leaders
         self._liveness = Liveness()
         self.live: frozenset[int] = frozenset()
+        # Every cause there from the start: the metrics thread copies it while passes add.
+        self.elections = dict.fromkeys(ELECTION_CAUSES, 0)
+        self.offline_partitions = 0  # as the last pass left them
+        self._offline_seen = 0  # in the pass under way
 
     def step(self) -> list[PartitionChange]:
         """One pass: every change that landed."""
@@ -58,11 +68,13 @@ class Controller:
         _log_liveness(self.live, live)
         self.live = live
         changes = []
+        self._offline_seen = 0
         for topic in self._store.list_topics():
             try:
                 changes.extend(self._step_topic(topic))
             except KafkaStorageError as error:  # one unreadable topic stalls no other
                 log.error("No decision for topic %s in this pass: %s", topic, error)
+        self.offline_partitions = self._offline_seen
         return changes
 
     def _step_topic(self, topic: str) -> list[PartitionChange]:
@@ -74,13 +86,22 @@ class Controller:
         changes = []
         for partition, state in sorted(partitions.items()):
             after = self._decide(state, unclean)
-            if after is None:
-                continue
-            cause = _cause(state, after, self.live)
-            change = write_change(self._store, topic, partition, state, after, cause)
+            change = None if after is None else self._write(topic, partition, state, after)
             if change is not None:
                 changes.append(change)
+                state = change.after
+            if state.leader == NO_LEADER:
+                self._offline_seen += 1
         return changes
+
+    def _write(
+        self, topic: str, partition: int, before: PartitionState, after: PartitionState
+    ) -> PartitionChange | None:
+        kind, cause = _cause(before, after, self.live)
+        change = write_change(self._store, topic, partition, before, after, cause)
+        if change is not None and after.leader not in (before.leader, NO_LEADER):
+            self.elections[kind] += 1
+        return change
 
     def _decide(self, state: PartitionState, unclean: bool) -> PartitionState | None:
         elected = elect(state, self.live, unclean)
@@ -89,16 +110,21 @@ class Controller:
         return preferred_leader(elected or state, self.live) or elected
 
 
-def _cause(before: PartitionState, after: PartitionState, live: Set[int]) -> str:
-    """Why the partition changed, for the log line."""
+def _cause(before: PartitionState, after: PartitionState, live: Set[int]) -> tuple[str, str]:
+    """Why the partition changed: one of ``ELECTION_CAUSES``, and words for the log line."""
     if after.leader not in (before.leader, NO_LEADER) and after.leader not in before.isr:
-        return "unclean leader election (unclean.leader.election.enable): records may be lost"
+        return (
+            "unclean",
+            "unclean leader election (unclean.leader.election.enable): records may be lost",
+        )
     if before.leader == NO_LEADER:
-        return f"in-sync replica {after.leader} is alive again"
+        return "offline_recovered", f"in-sync replica {after.leader} is alive again"
+    if after.leader != before.leader and before.leader in live:
+        return "preferred", "preferred leader election"
+    # Left: brokers fenced, the leader among them or only followers (an ISR change, not
+    # an election, whose kind nothing counts).
     fenced = sorted({*before.isr, before.leader} - {NO_LEADER} - live)
-    if fenced:
-        return f"broker(s) {fenced} fenced (lease expired)"
-    return "preferred leader election"
+    return "leader_fenced", f"broker(s) {fenced} fenced (lease expired)"
 
 
 def _log_liveness(before: Set[int], after: Set[int]) -> None:

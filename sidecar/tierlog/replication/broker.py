@@ -3,8 +3,11 @@
 ``ReplicatedBroker`` holds what replication adds to a broker: its lease in the
 partition-state store (taken at start: this incarnation's broker epoch; renewed in the
 background; a newer incarnation taking it fences this one, which then stops leading),
-the replica manager, and on one machine a turn at running the controller (whichever
-broker holds the store's controller lock). ``controlled_shutdown`` is Kafka's: before
+the replica manager, and on one machine a controller: every broker runs one. Two at
+once are safe, since every change is a compare-and-swap on what its pass read and
+elects only what the ISR allows; a single controller chosen by a lock stopped the
+cluster's elections whenever its process was paused (SIGSTOP, a frozen VM), which the
+fault run showed. ``controlled_shutdown`` is Kafka's: before
 the server stops, this broker's leaderships go to other in-sync replicas and it leaves
 the ISRs, so producers move on at once rather than after its lease expires. A start
 does the same first: a restarted broker earns its place in each ISR again.
@@ -19,19 +22,17 @@ import time
 import uuid
 
 from tierlog.controller.controlled_shutdown import hand_over_leaderships
-from tierlog.controller.controller import Controller
-from tierlog.controller.local_election import LocalControllerElection
+from tierlog.controller.controller import Controller, ControllerThread
 from tierlog.partition_state.lease_keeper import LeaseKeeper
 from tierlog.replication.config import DirectoryStore, ReplicationConfig
 from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.replication.state_store import open_state_store
 from tierlog.sidecar.topics import TopicStore
 
-__all__ = ["CONTROLLER_LOCK", "ReplicatedBroker"]
+__all__ = ["ReplicatedBroker"]
 
 log = logging.getLogger(__name__)
 
-CONTROLLER_LOCK = "controller.lock"  # in the state dir: its holder runs the controller
 CONTROLLER_INTERVAL_S = 0.1  # a controller pass: leases read, elections made
 
 
@@ -49,17 +50,18 @@ class ReplicatedBroker:
             on_fenced=self._fenced,
         )
         self.broker_epoch = -1
-        # On one machine the brokers run the controller by turns; on Kubernetes the
-        # operator runs it (tierlog.operator.partition_controller).
-        self.controller: LocalControllerElection | None = None
-        if isinstance(settings.store, DirectoryStore):
-            controller = Controller(
-                self.store,
-                unclean_for=lambda topic: topics.log_config(topic).unclean_leader_election_enable,
-            )
-            self.controller = LocalControllerElection(
-                settings.store.directory / CONTROLLER_LOCK, controller, CONTROLLER_INTERVAL_S
-            )
+        self.controller = Controller(
+            self.store,
+            unclean_for=lambda topic: topics.log_config(topic).unclean_leader_election_enable,
+        )
+        # On Kubernetes the operator runs the controller's passes, one per cluster
+        # (tierlog.operator.partition_controller), not every broker ten times a second
+        # against the API server.
+        self._controller_passes: ControllerThread | None = (
+            ControllerThread(self.controller, CONTROLLER_INTERVAL_S)
+            if isinstance(settings.store, DirectoryStore)
+            else None
+        )
         self.replicas: ReplicaManager | None = None  # set by the server before start
         self._loop: asyncio.AbstractEventLoop | None = None
         self._fencing: asyncio.Task[None] | None = None
@@ -79,8 +81,8 @@ class ReplicatedBroker:
         assert self.replicas is not None
         await self._hand_over("restart")
         await self.replicas.start()
-        if self.controller is not None:
-            self.controller.start()
+        if self._controller_passes is not None:
+            self._controller_passes.start()
 
     async def controlled_shutdown(self) -> None:
         """Hand this broker's leaderships to live in-sync replicas and leave the ISRs,
@@ -97,8 +99,8 @@ class ReplicatedBroker:
     async def stop(self) -> None:
         if self.replicas is not None:
             await self.replicas.stop()
-        if self.controller is not None:
-            await asyncio.to_thread(self.controller.stop)
+        if self._controller_passes is not None:
+            await asyncio.to_thread(self._controller_passes.stop)
         await asyncio.to_thread(self.lease.stop)
 
     def _live_brokers(self) -> set[int]:

@@ -93,9 +93,14 @@ class ReplicaFetcher:
                 await self._changed.wait()
             try:
                 await self._stream()
-            except (grpc.aio.AioRpcError, TierlogError) as error:
+            except (grpc.aio.AioRpcError, TierlogError, asyncio.InvalidStateError) as error:
+                # InvalidStateError: a write into a stream the leader (or the network) had
+                # already ended. Either way the stream is opened again after the back-off.
                 detail = error.details() if isinstance(error, grpc.aio.AioRpcError) else error
                 log.warning("replica fetch from broker %d failed: %s", self.leader_id, detail)
+                await asyncio.sleep(self.settings.backoff_ms / 1000)
+            except Exception:  # a bug; the fetcher must go on, not die unseen
+                log.exception("replica fetch from broker %d failed", self.leader_id)
                 await asyncio.sleep(self.settings.backoff_ms / 1000)
 
     async def _stream(self) -> None:

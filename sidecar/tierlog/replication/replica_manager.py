@@ -95,6 +95,9 @@ class ReplicaManager:
         self._altering: set[TopicPartition] = set()
         self._topics_seen: set[str] = set()  # in the store at the last poll
         self._tasks: list[asyncio.Task[None]] = []
+        # ISR changes of partitions led here (Kafka's IsrShrinksPerSec, IsrExpandsPerSec).
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     # -- running ----------------------------------------------------------------------
 
@@ -214,6 +217,7 @@ class ReplicaManager:
     async def _lead(self, tp: TopicPartition, state: PartitionState) -> None:
         leader = self.leaders.get(tp)
         if leader is not None and leader.leader_epoch == state.leader_epoch:
+            self._count_isr_change(leader.state.isr, state.isr)
             leader.update_state(state)
             return
         self._unfollow(tp)
@@ -395,6 +399,16 @@ class ReplicaManager:
         finally:
             self._altering.discard(tp)
         await self.apply(tp, stored)
+
+    def _count_isr_change(self, before: Sequence[int], after: Sequence[int]) -> None:
+        """An ISR change of a partition led here, whoever made it: this leader (a follower
+        lagging for replica.lag.time.max.ms, or caught up) or the controller fencing a
+        broker whose lease expired, which with the default timeouts (9 s against 30 s)
+        is how a dead follower usually leaves."""
+        if set(before) - set(after):
+            self.isr_shrinks += 1
+        if set(after) - set(before):
+            self.isr_expands += 1
 
 
 def _now_ms() -> int:

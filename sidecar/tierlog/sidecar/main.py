@@ -18,6 +18,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 from tierlog.process_tuning import tune_process
 from tierlog.sidecar.config import DEFAULT_LISTEN, SidecarConfig
@@ -132,11 +133,16 @@ def _log_tasks() -> None:
     itself, as a JVM's thread dump does; threads: ``py-spy dump``)."""
     lines = []
     for task in asyncio.all_tasks():
-        lines.append(f"-- {task.get_name()}: {task.get_coro()}")
-        lines += [
-            f"   {frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
-            for frame in task.get_stack()
-        ]
+        lines.append(f"-- {task.get_name()}")
+        awaited: Any = task.get_coro()
+        while awaited is not None:  # down the chain of awaits to where it waits
+            frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+            if frame is not None:
+                code = frame.f_code
+                lines.append(f"   {code.co_filename}:{frame.f_lineno} in {code.co_name}")
+            else:
+                lines.append(f"   {awaited!r}")
+            awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
     log.warning("tasks on SIGUSR1:\n%s", "\n".join(lines))
 
 

@@ -2,7 +2,7 @@
 
 Names follow Prometheus' conventions (``_total`` counters, ``_seconds`` and ``_bytes``
 in base units); docs/METRICS.md lists each with what a dashboard does with it. They
-come from four places:
+come from these places:
 
 - ``MetricsInterceptor``, around every gRPC call: calls by gRPC service, method and status
   code, their latency, each streamed message's latency (a stream's life says nothing
@@ -21,6 +21,9 @@ come from four places:
 - the remote reader: each ranged GET it makes (``observe_remote_fetch``: latency,
   bytes, errors), and ``RemoteReadCollector`` at scrape time for its chunk cache
   (hits, misses, evictions, size) and the record bytes it served;
+- with replication on, ``tierlog.replication.metrics.ReplicationCollector`` at scrape
+  time (the server registers it here): partitions led, under-replicated and under
+  min.insync.replicas, ISR changes, followers' lag, and the controller's counts;
 - the process itself (resident memory, CPU, open files, GC) from prometheus-client.
 
 A registry per ``SidecarMetrics``, not the library's global one, so tests and

@@ -36,8 +36,10 @@ from tierlog.api.v1 import (
     replication_service_pb2,
     replication_service_pb2_grpc,
 )
+from tierlog.client.rpc import CHANNEL_OPTIONS
 from tierlog.replication.broker import ReplicatedBroker
 from tierlog.replication.fetch_service import ReplicationService
+from tierlog.replication.metrics import ReplicationCollector
 from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.sidecar.admin import AdminService
 from tierlog.sidecar.assignment_updates import AssignmentUpdates
@@ -71,16 +73,6 @@ _SERVICE_DESCRIPTORS = (
     admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"],
 )
 _REPLICATION = replication_service_pb2.DESCRIPTOR.services_by_name["ReplicationService"]
-# A follower gives up a connection attempt to its leader after 100 ms, not gRPC's 20 s,
-# and may resolve the leader's name again a second later, not 30 s: on Kubernetes a
-# restarted leader's pod has a new IP behind the same name, and the time spent dialling
-# the old one held every acks=all produce for as long (measured: 20 s, then 10-20 s).
-_REPLICA_RECONNECT = (
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 1000),
-    ("grpc.dns_min_time_between_resolutions_ms", 1000),
-)
 
 
 class SidecarServer:
@@ -215,16 +207,16 @@ class SidecarServer:
             racks=lambda: {broker.node_id: broker.rack for broker in partitions.ownership.brokers},
         )
         self.replicated.replicas = replicas
+        self.metrics.registry.register(ReplicationCollector(replicas, self.replicated.controller))
         return replicas
 
     def _replica_channel(self, address: str) -> grpc.aio.Channel:
         """A follower's channel to its leader, as clients dial brokers: over TLS (trusting
         ``ssl.truststore.location`` and showing this broker's certificate) when the
         brokers serve TLS."""
-        options = [
-            ("grpc.max_receive_message_length", self.config.socket_request_max_bytes),
-            *_REPLICA_RECONNECT,
-        ]
+        # The clients' channel tuning: back within a second of a broker's restart, where
+        # gRPC's own reconnect back-off grows to minutes, and its name resolved again.
+        options = list(CHANNEL_OPTIONS)
         tls = self.config.tls
         if tls is None:
             return grpc.aio.insecure_channel(address, options=options)

@@ -618,6 +618,11 @@ class Log:
         """Remove every batch holding an offset >= ``offset`` (whole batches only)."""
         with self._lock:
             if offset >= self.log_end_offset:
+                # No batch to cut, but an epoch this log started and wrote nothing in (it
+                # led, and another leader was elected first) must go: a follower asking
+                # from it would be told it diverged there, again and again (Kafka does
+                # the same).
+                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
                 return
             with self._truncating():
                 self._truncate_to_locked(offset)
