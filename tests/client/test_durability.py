@@ -58,11 +58,17 @@ def test_kill_9_under_load_loses_no_acknowledged_record_and_stores_none_twice(
                 metadata = future.result()
                 acknowledged[value] = (metadata.partition, metadata.offset)
 
+    refused: list[BaseException] = []  # send() itself must not fail while it restarts
+
     def send_forever() -> None:
         i = 0
         while not stop.is_set():
             value = b"%d" % i
-            future = producer.send("durable", value, key=value)
+            try:
+                future = producer.send("durable", value, key=value)
+            except Exception as error:
+                refused.append(error)
+                return
             future.add_done_callback(done_for(value))
             i += 1
             if i % 100 == 0:
@@ -84,6 +90,7 @@ def test_kill_9_under_load_loses_no_acknowledged_record_and_stores_none_twice(
     assert producer.flush(timeout_s=60)
     producer.close()
     assert not failures, failures[:3]
+    assert not refused, refused
     assert before_kill > 0 and len(acknowledged) > before_kill
 
     sidecar.kill()  # everything was acknowledged: it must survive another crash

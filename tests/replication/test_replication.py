@@ -158,11 +158,17 @@ def test_acks_all_is_refused_below_min_insync_replicas(
     assert _values(leader) == [b"a", b"b", b"d"]
 
 
-def test_a_deposed_leaders_divergent_tail_is_cut_by_leader_epoch(cluster: Cluster) -> None:
+def test_a_deposed_leaders_divergent_tail_is_cut_by_leader_epoch(
+    replicated_brokers: ClusterFactory,
+) -> None:
     """KIP-101: broker 0 leads epoch 0 and appends records only it has (acks=1, its
     followers down); it dies; broker 1 leads epoch 1 and takes other records at the
     same offsets; broker 0 comes back as a follower: its tail is cut where epoch 0 ended
-    in broker 1's log, and it then holds broker 1's bytes."""
+    in broker 1's log, and it then holds broker 1's bytes (and its epochs: no preferred
+    leader election moves the leadership back to broker 0 meanwhile)."""
+    cluster = replicated_brokers(3, "auto.leader.rebalance.enable=false")
+    cluster.create_topic(TOPIC, (0, 1, 2))
+    _leader_ready(cluster, 0)
     old, new = cluster.broker(0), cluster.broker(1)
     _produce(old, _batch(b"a"))
     wait_for(lambda: _end(new) == 1 and _end(cluster.broker(2)) == 1, "followers to copy a")

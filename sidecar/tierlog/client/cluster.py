@@ -14,7 +14,9 @@ share it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -146,7 +148,14 @@ class Cluster:
             and time.monotonic() - cached.fetched_monotonic < self.metadata_max_age_s
         ):
             return cached
-        return self.refresh([topic])[topic]
+        try:
+            return self.refresh([topic])[topic]
+        except NetworkError:
+            if cached is None:
+                raise
+            # No broker answers right now (one restarting, a leader gone): the partitions
+            # are what they were, and a send is queued for its retries, not refused.
+            return cached
 
     def refresh(self, topics: Sequence[str]) -> dict[str, TopicOwners]:
         """Ask a broker for the owners of ``topics`` (each must exist)."""
@@ -185,9 +194,12 @@ class Cluster:
         return address
 
     def invalidate(self, topic: str) -> None:
-        """Forget a topic's owners: the next look-up asks a broker."""
+        """Mark a topic's owners stale: the next look-up asks a broker (and keeps them if
+        no broker answers)."""
         with self._lock:
-            self._topics.pop(topic, None)
+            cached = self._topics.get(topic)
+            if cached is not None:
+                self._topics[topic] = dataclasses.replace(cached, fetched_monotonic=-math.inf)
 
     def moved(self, tp: TopicPartition, leader_address: str) -> None:
         """A broker said ``tp`` is owned at ``leader_address``: believe it until the next

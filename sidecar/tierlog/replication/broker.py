@@ -53,6 +53,7 @@ class ReplicatedBroker:
         self.controller = Controller(
             self.store,
             unclean_for=lambda topic: topics.log_config(topic).unclean_leader_election_enable,
+            preferred_leaders=settings.auto_leader_rebalance,
         )
         # On Kubernetes the operator runs the controller's passes, one per cluster
         # (tierlog.operator.partition_controller), not every broker ten times a second

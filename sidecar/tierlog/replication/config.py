@@ -5,11 +5,12 @@ processes on one machine, a directory every broker shares
 (``tierlog.replication.state.dir``, a ``LocalStateStore``); on Kubernetes, the API
 server (``tierlog.replication.state.store=kubernetes`` with
 ``tierlog.replication.state.namespace`` and ``tierlog.replication.state.cluster``, a
-``KubeStateStore`` reached with the pod's service account). The rest are
-Kafka's broker configs under Kafka's names and defaults: ``replica.lag.time.max.ms``
-(how long a follower may lag before it leaves the ISR), ``replica.fetch.*`` (the
-follower's fetches) and ``broker.session.timeout.ms`` (how long a broker's lease lasts
-unrenewed before the controller fences it).
+``KubeStateStore`` reached with the pod's service account). The rest are Kafka's broker
+configs under Kafka's names and defaults: ``replica.lag.time.max.ms`` (how long a
+follower may lag before it leaves the ISR), ``replica.fetch.*`` (the follower's
+fetches), ``broker.session.timeout.ms`` (how long a broker's lease lasts unrenewed
+before a controller fences it) and ``auto.leader.rebalance.enable`` (preferred leaders
+lead again once back in sync).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ STATE_STORE = "tierlog.replication.state.store"  # directory (the default) | kub
 STATE_DIR = "tierlog.replication.state.dir"
 STATE_NAMESPACE = "tierlog.replication.state.namespace"
 STATE_CLUSTER = "tierlog.replication.state.cluster"
+AUTO_LEADER_REBALANCE = "auto.leader.rebalance.enable"
 # Key -> (default, smallest value allowed).
 _NUMBERS: dict[str, tuple[int, int]] = {
     "replica.lag.time.max.ms": (30_000, 1),
@@ -44,7 +46,9 @@ _NUMBERS: dict[str, tuple[int, int]] = {
     "broker.session.timeout.ms": (9000, 1),
     "tierlog.replication.state.poll.ms": (100, 1),
 }
-REPLICATION_KEYS = frozenset({STATE_STORE, STATE_DIR, STATE_NAMESPACE, STATE_CLUSTER, *_NUMBERS})
+REPLICATION_KEYS = frozenset(
+    {STATE_STORE, STATE_DIR, STATE_NAMESPACE, STATE_CLUSTER, AUTO_LEADER_REBALANCE, *_NUMBERS}
+)
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,8 @@ class ReplicationConfig:
     replica_lag_time_max_ms: int = 30_000
     broker_session_timeout_ms: int = 9000
     state_poll_ms: int = 100  # how often the partition-state store is read
+    # Preferred leaders lead again once back in sync (Kafka's auto.leader.rebalance.enable).
+    auto_leader_rebalance: bool = True
     fetch: FetchSettings = field(default_factory=FetchSettings)
 
     @classmethod
@@ -86,6 +92,7 @@ class ReplicationConfig:
             replica_lag_time_max_ms=values["replica.lag.time.max.ms"],
             broker_session_timeout_ms=values["broker.session.timeout.ms"],
             state_poll_ms=values["tierlog.replication.state.poll.ms"],
+            auto_leader_rebalance=_flag(props, AUTO_LEADER_REBALANCE, default=True),
             fetch=FetchSettings(
                 max_wait_ms=values["replica.fetch.wait.max.ms"],
                 min_bytes=values["replica.fetch.min.bytes"],
@@ -112,6 +119,15 @@ def _store_location(props: Mapping[str, str]) -> StoreLocation | None:
             "(where the cluster's partition-state ConfigMap and broker Leases are)"
         )
     return KubernetesStore(namespace, cluster)
+
+
+def _flag(props: Mapping[str, str], key: str, *, default: bool) -> bool:
+    text = props.get(key, "").strip().lower()
+    if not text:
+        return default
+    if text not in ("true", "false"):
+        raise InvalidConfigError(f"{key} expects true or false, got {text!r}")
+    return text == "true"
 
 
 def _number(props: Mapping[str, str], key: str, default: int, minimum: int) -> int:
