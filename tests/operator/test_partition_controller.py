@@ -108,6 +108,11 @@ def test_only_the_active_operator_runs_the_controller(kube: ControlPlane, tmp_pa
     first = start_operator(kube, ns, tmp_path / "first.log", "--priority=10")
     second = start_operator(kube, ns, tmp_path / "second.log", "--priority=5")
     try:
+        # Until each replica has seen the other in the peering object, both are active.
+        wait_for(
+            "both replicas in the peering object",
+            lambda: len(get(kube, ns, "kopfpeering", "tierlog-operator").get("status", {})) == 2,
+        )
         apply(kube, ns, cluster("repl", brokers=3, replication=REPLICATED))
         started = f"Controller of {ns}/repl started"
         wait_for("the active operator's controller", lambda: started in first.output)
