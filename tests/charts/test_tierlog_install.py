@@ -155,6 +155,13 @@ def test_the_operator_account_may_do_what_it_needs_and_not_more(
         ("create", "kopfpeerings.kopf.dev"),
         ("watch", "kopfpeerings.kopf.dev"),
         ("patch", "kopfpeerings.kopf.dev"),
+        # replication: the controller, and the brokers' account, Role and binding
+        ("list", "leases.coordination.k8s.io"),
+        ("update", "configmaps"),
+        ("create", "serviceaccounts"),
+        ("create", "roles.rbac.authorization.k8s.io"),
+        ("create", "rolebindings.rbac.authorization.k8s.io"),
+        ("get", "nodes"),
     ]
     for path in CRD_FILES:
         crd = yaml.safe_load(path.read_text())
@@ -170,7 +177,11 @@ def test_the_operator_account_may_do_what_it_needs_and_not_more(
         ("delete", "statefulsets.apps"),
         ("delete", "persistentvolumeclaims"),
         ("create", "deployments.apps"),
-        ("create", "roles.rbac.authorization.k8s.io"),
+        ("escalate", "roles.rbac.authorization.k8s.io"),
+        ("bind", "roles.rbac.authorization.k8s.io"),
+        ("create", "clusterroles.rbac.authorization.k8s.io"),
+        ("delete", "leases.coordination.k8s.io"),
+        ("list", "nodes"),
         ("create", "customresourcedefinitions.apiextensions.k8s.io"),
         ("delete", "namespaces"),
     ]
@@ -180,7 +191,9 @@ def test_the_operator_account_may_do_what_it_needs_and_not_more(
 
 
 # A cluster that makes the operator use every grant: its objects, an optional
-# NetworkPolicy, a ServiceMonitor (the CRD is installed), status and events.
+# NetworkPolicy, a ServiceMonitor (the CRD is installed), status and events; with
+# replication, the brokers' ServiceAccount and Role (which the API server grants only if
+# the operator holds what it grants) and the controller reading the Leases.
 ACCOUNT = "granted-tierlog"  # the chart's ServiceAccount for the release "granted"
 WATCHED_CLUSTER = """
 apiVersion: tierlog.io/v1alpha1
@@ -190,6 +203,7 @@ spec:
   brokers: 2
   networkPolicy: {enabled: true}
   metrics: {serviceMonitor: {enabled: true}}
+  replication: {factor: 2, minInsyncReplicas: 1}
 """
 
 
@@ -227,6 +241,9 @@ def test_the_real_operator_works_with_the_charts_rbac_alone(
             "poddisruptionbudget",
             "networkpolicy",
             "servicemonitor",
+            "serviceaccount/granted-broker",
+            "role/granted-partition-state",
+            "rolebinding/granted-partition-state",
         ):
             found = plane.kubectl("get", kind, "-n", watched, "-o", "name").stdout
             assert found.strip(), f"no {kind} in {watched}:\n{running.output}"

@@ -175,7 +175,19 @@ class Brokers:
         self.sidecars: dict[int, SidecarProcess] = {}
         self.ports: dict[int, int] = {}  # broker id -> its sidecar's port, kept on restarts
         self.pod_ports: dict[int, PodPort] = {}  # broker id -> the port its Pod names
+        self.env: dict[str, str] | None = None  # the sidecars' (None: the test's)
+        self.node_names: dict[int, str] = {}  # broker id -> the Node its Pod is on
         self.started = Sidecars()
+
+    def with_service_account(self, account: str) -> None:
+        """Start the sidecars with a token of ``account`` (so with its RBAC alone) as the
+        API server's credentials, as the kubelet mounts a pod's service account token."""
+        token = self.plane.kubectl("create", "token", account, "-n", self.namespace).stdout
+        config = json.loads(self.plane.kubeconfig.read_text())
+        config["users"][0]["user"] = {"token": token.strip()}
+        path = self.workdir / f"kubeconfig-{account}"
+        path.write_text(json.dumps(config))
+        self.env = {**os.environ, "KUBECONFIG": str(path)}
 
     def config_map(self) -> dict[str, str]:
         data: dict[str, str] = self.plane.get_json(
@@ -249,7 +261,9 @@ class Brokers:
         """Start (or restart) broker ``node``'s sidecar and publish its ready Pod."""
         port = self.ports.setdefault(node, free_port())
         self.project()
-        sidecar = SidecarProcess(self.workdir / f"broker-{node}", self._configs(node), port)
+        sidecar = SidecarProcess(
+            self.workdir / f"broker-{node}", self._configs(node), port, env=self.env
+        )
         self.sidecars[node] = self.started.add(sidecar.start())
         if "ssl.keystore.location" in self.config_map()["server.properties"]:
             self.create_pod(node, port)
@@ -271,6 +285,8 @@ class Brokers:
             for each in container["ports"]
         ]
         spec["volumes"] = [*spec["volumes"], {"name": "data", "emptyDir": {}}]
+        if node in self.node_names:  # as the scheduler binds it
+            spec["nodeName"] = self.node_names[node]
         labels = template["metadata"]["labels"]  # as on Kubernetes 1.27: no pod-index label
         pod = {
             "apiVersion": "v1",

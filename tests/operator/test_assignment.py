@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -138,3 +139,14 @@ def test_every_partition_has_one_staying_owner_and_survivors_keep_theirs(
         owners = after.topics[topic]
         assert len(owners) == count
         assert all(0 <= owner < end for owner in owners)
+
+
+def test_racks_are_part_of_the_plan() -> None:
+    brokers = {0: "b0:9092", 1: "b1:9092"}
+    zoned = Assignment(brokers, {"orders": (0, 1)}, racks={0: "zone-a", 1: "zone-b"})
+    assert Assignment.from_json(zoned.to_json()) == zoned
+    assert '"racks"' not in Assignment(brokers, {}).to_json()  # older brokers' documents
+    first = stamped(zoned, None, 1000)
+    moved = replace(zoned, racks={0: "zone-a", 1: "zone-c"})
+    assert stamped(moved, first, 1000).generation == first.generation + 1
+    assert stamped(zoned, first, 5000).generation == first.generation

@@ -164,6 +164,15 @@ def test_the_server_fills_in_defaults(kube: ControlPlane) -> None:
         ),
         ({"authentication": {"tokenSecret": {"key": "token"}}}, "spec.authentication"),
         ({"serviceAccountName": "Not_A_Name"}, "spec.serviceAccountName"),
+        (
+            {"brokers": 2, "replication": {"factor": 3}},
+            "replication.factor cannot exceed brokers",
+        ),
+        (
+            {"replication": {"factor": 2, "minInsyncReplicas": 3}},
+            "minInsyncReplicas cannot exceed factor",
+        ),
+        ({"replication": {"factor": 0}}, "spec.replication.factor"),
     ],
 )
 def test_invalid_clusters_are_rejected(
@@ -276,3 +285,23 @@ def test_storage_cannot_change_once_the_cluster_exists(kube: ControlPlane) -> No
     assert grown.returncode == 0, grown.stderr
     spec = kube.get_json("tierlogcluster", "held", "-n", namespace)["spec"]
     assert (spec["brokers"], spec["storage"]) == (3, {"size": "10Gi"})
+
+
+@pytest.mark.slow
+def test_replication_has_defaults_and_stays_as_created(kube: ControlPlane) -> None:
+    """Its topics' state is in the API server, not on the brokers alone: switching it on or
+    off would strand it."""
+    namespace = kube.create_namespace("replication")
+    made = _apply(kube, namespace, _cluster("repl", replication={}))
+    assert made.returncode == 0, made.stderr
+    spec = kube.get_json("tierlogcluster", "repl", "-n", namespace)["spec"]
+    assert spec["replication"] == {"factor": 3, "minInsyncReplicas": 2}
+    off = _apply(kube, namespace, _cluster("repl"))
+    assert "replication cannot be switched on or off" in off.stderr
+    assert _apply(kube, namespace, _cluster("plain")).returncode == 0
+    on = _apply(kube, namespace, _cluster("plain", replication={"factor": 1}))
+    assert "replication cannot be switched on or off" in on.stderr
+    scaled = kube.kubectl(
+        "scale", "-n", namespace, "tierlogcluster/repl", "--replicas=2", check=False
+    )
+    assert "replication.factor cannot exceed brokers" in scaled.stderr

@@ -27,8 +27,10 @@ from tests.operator.conftest import (
     wait_for,
 )
 from tests.support.kube import ControlPlane
+from tests.support.state_stores import open_store
 from tests.tools.monitoring_crds import monitoring_crd_files
 from tierlog.client import AdminClient
+from tierlog.partition_state.model import PartitionState
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 
 pytestmark = pytest.mark.slow
@@ -195,6 +197,35 @@ def test_topics_are_created_grown_and_reconfigured_on_every_broker(
     assert list(metadata.leaders["orders"]) == assignment["orders"]
 
 
+def test_a_replicated_clusters_topic_is_placed_once_in_the_store_with_its_replicas(
+    kube: ControlPlane, operator: RunningOperator, brokers_for: Callable[[str, str], Brokers]
+) -> None:
+    """Asked of every broker, as for any cluster: the first creates the topic in the
+    partition-state store (spec.replication's factor), the others find it there."""
+    ns = operator.namespace
+    apply(kube, ns, cluster("repl", brokers=3, replication={"factor": 2, "minInsyncReplicas": 1}))
+    wait_for("the brokers' Role", lambda: get(kube, ns, "role", "repl-partition-state"))
+    brokers = brokers_for(ns, "repl")
+    brokers.with_service_account("repl-broker")
+    for node in range(3):
+        brokers.start(node)
+    wait_ready(kube, ns, "repl", "repl Ready")
+    store = open_store("kube", f"{kube.kubeconfig} {ns} repl")
+    for partitions in (3, 5):
+        apply(kube, ns, topic("orders", "repl", partitions, **{"retention.ms": 60000}))
+
+        def synced(count: int = partitions) -> bool:
+            body = get(kube, ns, "tierlogtopic", "orders")
+            ready = condition(body, "Ready")["status"] == "True"
+            return ready and int(body["status"]["partitions"]) == count
+
+        wait_for(f"the topic Ready with {partitions} partitions", synced)
+        placed = store.read_topic("orders")
+        assert sorted(placed) == list(range(partitions))
+        assert all(len(state.replicas) == 2 for state in placed.values()), placed
+    assert store.read_topic_configs("orders") == {"retention.ms": "60000"}
+
+
 def test_a_topic_of_a_missing_cluster_is_not_ready(
     kube: ControlPlane, operator: RunningOperator
 ) -> None:
@@ -288,6 +319,66 @@ def test_scale_up_and_a_refused_scale_down_without_a_tier(
     )
     assert condition(body, "Degraded")["status"] == "False"
     assert body["status"]["readyBrokers"] == 3
+
+
+def test_a_refused_replicated_scale_down_keeps_the_leaving_broker_in_its_lease(
+    kube: ControlPlane, operator: RunningOperator, brokers_for: Callable[[str, str], Brokers]
+) -> None:
+    """Broker 2 holds a replica, so the scale-down is refused and broker 2 runs on: the
+    brokers' Role must still let it renew its Lease (or the controller would fence it)."""
+    ns = operator.namespace
+    apply(kube, ns, cluster("shrink", brokers=3, replication={"factor": 2}))
+    wait_for("the brokers' Role", lambda: get(kube, ns, "role", "shrink-partition-state"))
+    brokers = brokers_for(ns, "shrink")
+    brokers.with_service_account("shrink-broker")
+    for node in range(3):
+        brokers.start(node)
+    store = open_store("kube", f"{kube.kubeconfig} {ns} shrink")
+    store.create_topic("orders", {0: PartitionState.new((0, 1, 2))})
+    kube.kubectl("scale", "-n", ns, "tierlogcluster/shrink", "--replicas=2")
+
+    def refused() -> dict[str, Any] | None:
+        body = get(kube, ns, "tierlogcluster", "shrink")
+        return body if condition(body, "Degraded")["reason"] == "ScaleDownRefused" else None
+
+    message = condition(wait_for("the refusal", refused), "Degraded")["message"]
+    assert "replicas of orders-0 with brokers 2" in message
+    assert get(kube, ns, "statefulset", "shrink")["spec"]["replicas"] == 3
+    renewed = store.read_leases()[2].renewed_at  # after the pass that refused
+    wait_for("broker 2 to renew its Lease", lambda: store.read_leases()[2].renewed_at > renewed)
+    assert 2 in store.read_topic("orders")[0].isr
+
+
+def test_a_replicated_clusters_plan_names_each_brokers_zone(
+    kube: ControlPlane, operator: RunningOperator, brokers_for: Callable[[str, str], Brokers]
+) -> None:
+    """Its racks (the brokers place replicas across them) are the zones of the brokers'
+    nodes; a node without a zone label gives its broker no rack."""
+    ns = operator.namespace
+    zones = {0: "zone-a", 1: "zone-b", 2: ""}
+    nodes = {broker: f"{ns}-node-{broker}" for broker in zones}
+    for broker, zone in zones.items():
+        labels = {"topology.kubernetes.io/zone": zone} if zone else {}
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": nodes[broker], "labels": labels},
+        }
+        kube.kubectl("apply", "-f", "-", input=json.dumps(node))
+    apply(kube, ns, cluster("zoned", brokers=3, replication={"factor": 2}))
+    wait_for("the StatefulSet", lambda: get(kube, ns, "statefulset", "zoned"))
+    brokers = brokers_for(ns, "zoned")
+    brokers.node_names = nodes
+    for broker in zones:
+        brokers.create_pod(broker, 9092)
+
+    def racks() -> dict[str, str]:
+        plan = json.loads(brokers.config_map()["assignment.json"])
+        found: dict[str, str] = plan.get("racks", {})
+        return found
+
+    # each pass reads the pods created so far: the plan has every zone once all are there
+    wait_for("the plan's racks", lambda: racks() == {"0": "zone-a", "1": "zone-b"})
 
 
 def test_a_failing_pass_is_degraded_until_one_gets_through(

@@ -4,7 +4,7 @@ handed over, and only then the pods go."""
 from __future__ import annotations
 
 from tierlog.operator.assignment import NO_OWNER, Assignment
-from tierlog.operator.scaling import DRAINING, HANDING_OVER, plan_scale
+from tierlog.operator.scaling import DRAINING, HANDING_OVER, plan_replicated_scale, plan_scale
 
 ADDRESSES = {node: f"b{node}:9092" for node in range(5)}
 TOPICS = {"orders": 6}
@@ -76,3 +76,23 @@ def test_a_leaving_broker_with_an_untiered_topic_is_refused() -> None:
     # refused half-way (the topic stopped being tiered): back to the broker that released it
     late = plan_scale(2, 3, ADDRESSES, TOPICS, fine.assignment, has_tier=True, untiered={"orders"})
     assert late.refused and late.assignment.topics["orders"] == before.topics["orders"]
+
+
+def test_a_replicated_cluster_scales_down_at_once_when_no_replica_leaves() -> None:
+    before = Assignment({n: ADDRESSES[n] for n in range(3)}, {"orders": (0, 1, 2, 0, 1, 2)})
+    replicas = {"orders-0": (0, 1), "orders-1": (1, 0)}
+    scale = plan_replicated_scale(2, 3, ADDRESSES, TOPICS, before, replicas)
+    assert (scale.replicas, scale.draining, scale.phase, scale.refused) == (2, (), "", "")
+    assert sorted(scale.assignment.brokers) == [0, 1]
+    assert NO_OWNER not in scale.assignment.topics["orders"]
+
+
+def test_a_replicated_scale_down_is_refused_while_a_leaving_broker_holds_a_replica() -> None:
+    before = Assignment({n: ADDRESSES[n] for n in range(3)}, {"orders": (0, 1, 2, 0, 1, 2)})
+    replicas = {"orders-0": (0, 1, 2), "orders-1": (1, 0, 2), "other-0": (0, 1)}
+    scale = plan_replicated_scale(2, 3, ADDRESSES, TOPICS, before, replicas)
+    assert (scale.replicas, scale.draining) == (3, ())
+    assert "replicas of orders-0, orders-1 with brokers 2" in scale.refused
+    assert "reassignment" in scale.refused
+    up = plan_replicated_scale(4, 3, ADDRESSES, TOPICS, before, replicas)
+    assert (up.replicas, up.refused) == (4, "")

@@ -46,6 +46,8 @@ class Assignment:
     # topic -> partition -> the broker that released it (and holds its data meanwhile)
     released: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
     generation: int = 0  # grows with every change of the plan (see ``stamped``)
+    # broker id -> its rack (its node's zone), where known: replicas are placed across them
+    racks: Mapping[int, str] = field(default_factory=dict)
 
     def owned_by(self, broker_id: int) -> list[tuple[str, int]]:
         return [
@@ -78,6 +80,8 @@ class Assignment:
                 if by_partition
             },
         }
+        if self.racks:
+            document["racks"] = {str(node): rack for node, rack in sorted(self.racks.items())}
         return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
     @classmethod
@@ -96,6 +100,7 @@ class Assignment:
                 for topic, by_partition in (document.get("released") or {}).items()
             },
             generation=int(document.get("generation", 0)),
+            racks={int(node): str(rack) for node, rack in (document.get("racks") or {}).items()},
         )
 
 

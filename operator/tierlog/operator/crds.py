@@ -391,7 +391,7 @@ def _cluster_spec() -> Schema:
         "type": "object",
         "additionalProperties": _quantity("A quantity"),
     }
-    return _obj(
+    schema = _obj(
         {
             "brokers": _int(
                 "How many brokers (StatefulSet pods); the scale subresource's replicas",
@@ -479,9 +479,55 @@ def _cluster_spec() -> Schema:
                 enum=["Retain", "Delete"],
                 default="Retain",
             ),
+            "replication": _replication_schema(),
         },
         "The desired cluster",
     )
+    schema["x-kubernetes-validations"] = [
+        {
+            "rule": "!has(self.replication) || self.replication.factor <= self.brokers",
+            "message": "replication.factor cannot exceed brokers: each replica of a partition "
+            "is on a broker of its own",
+        },
+        {
+            "rule": "has(self.replication) == has(oldSelf.replication)",
+            "message": "replication cannot be switched on or off once the cluster exists "
+            "(its topics' state lives in a different place)",
+        },
+    ]
+    return schema
+
+
+def _replication_schema() -> Schema:
+    schema = _obj(
+        {
+            "factor": _int(
+                "Replicas of each partition of a topic created without a replication "
+                "factor (the brokers' default.replication.factor)",
+                minimum=1,
+                maximum=64,
+                default=3,
+            ),
+            "minInsyncReplicas": _int(
+                "In-sync replicas an acks=all write needs (the brokers' "
+                "min.insync.replicas; a topic's own config overrides it)",
+                minimum=1,
+                maximum=64,
+                default=2,
+            ),
+        },
+        "Replication: each partition on several brokers, a leader elected by the "
+        "operator's controller from the in-sync replicas when its broker's lease expires. "
+        "Without it each partition lives on one broker and a scale-down drains through the "
+        "tier",
+    )
+    schema["x-kubernetes-validations"] = [
+        {
+            "rule": "self.minInsyncReplicas <= self.factor",
+            "message": "minInsyncReplicas cannot exceed factor",
+        }
+    ]
+    return schema
 
 
 def _cluster_status() -> Schema:

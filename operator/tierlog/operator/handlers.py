@@ -8,7 +8,8 @@ a sidecar becoming safe, are not events on our objects), one at a time per objec
 cluster's deletion waits for its finalizer: the tier's data is deleted only when its
 ``deletionPolicy`` says ``Delete``, once its brokers have stopped (``cluster_deletion.py``).
 A topic's deletion waits for its finalizer until the brokers deleted the topic
-(``topic_deletion.py``).
+(``topic_deletion.py``). A cluster with replication has its controller run by a daemon
+(``partition_controller.py``) for as long as it exists and this operator is active.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from tierlog.operator.crds import GROUP, VERSION
 from tierlog.operator.events import Event, to_post
 from tierlog.operator.kube import Kube, TierlogCluster, TierlogTopic
 from tierlog.operator.metrics import OperatorMetrics
+from tierlog.operator.partition_controller import cluster_controller, run_controller
 from tierlog.operator.reconcile import Pass, failed_status, reconcile_cluster
 from tierlog.operator.spec import ClusterSpec
 from tierlog.operator.topic_deletion import delete_topic
@@ -70,6 +72,10 @@ async def _write_failure(kube: Kube, resource: Any, body: kopf.Body, error: Exce
         )
     except Exception as unwritten:
         log.warning("cannot write the failure of %s: %s", body.metadata.name, unwritten)
+
+
+def _replicated(spec: kopf.Spec, **_: Any) -> bool:
+    return "replication" in spec
 
 
 def register(
@@ -150,6 +156,20 @@ def register(
             initial_delay=RESYNC_S,
             backoff=RESYNC_S,  # a failed pass is retried as soon as any (kopf's: 60 s)
         )(run)
+
+    @kopf.daemon(
+        GROUP,
+        VERSION,
+        _CLUSTERS,
+        id="controller",
+        registry=registry,
+        when=_replicated,
+        cancellation_timeout=30,  # a pass under way finishes; then it is cancelled
+    )
+    async def partition_controller(body: kopf.Body, stopped: kopf.DaemonStopped, **_: Any) -> None:
+        namespace, name = body.metadata.namespace or "", body.metadata.name or ""
+        controller = await asyncio.to_thread(cluster_controller, namespace, name)
+        await run_controller(controller, f"{namespace}/{name}", stopped)
 
     @kopf.on.delete(GROUP, VERSION, _TOPICS, registry=registry, backoff=RESYNC_S)
     async def topic_deleted(body: kopf.Body, memo: Any, **_: Any) -> None:

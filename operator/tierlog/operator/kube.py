@@ -20,7 +20,7 @@ from lightkube.generic_resource import create_global_resource, create_namespaced
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.apps_v1 import StatefulSet
-from lightkube.resources.core_v1 import ConfigMap, Pod, Secret
+from lightkube.resources.core_v1 import ConfigMap, Node, Pod, Secret
 from lightkube.types import PatchType
 
 from tierlog.operator.crds import CLUSTER_KIND, GROUP, TOPIC_KIND, VERSION
@@ -118,6 +118,16 @@ class Kube:
             _as_dict(pod)
             async for pod in self.client.list(Pod, namespace=namespace, labels=dict(selector))
         ]
+
+    async def node_labels(self, name: str) -> dict[str, str]:
+        """A Node's labels ({} if it is gone)."""
+        try:
+            found = await self.client.get(Node, name)
+        except ApiError as error:
+            if error.status.code == 404:
+                return {}
+            raise
+        return dict((found.metadata.labels if found.metadata else None) or {})
 
     async def delete_pod(self, namespace: str, name: str) -> None:
         await self.client.delete(Pod, name, namespace=namespace)

@@ -40,11 +40,24 @@ from tierlog.operator.render.common import (
 from tierlog.operator.render.configmap import ASSIGNMENT_FILE, config_map
 from tierlog.operator.render.monitoring import SERVICE_MONITOR_CRD, service_monitor
 from tierlog.operator.render.policy import network_policy, pod_disruption_budget
+from tierlog.operator.render.rbac import (
+    broker_service_account,
+    partition_state_role,
+    partition_state_role_binding,
+)
 from tierlog.operator.render.services import client_service, headless_service
 from tierlog.operator.render.statefulset import desired_config_hash, stateful_set
 from tierlog.operator.rolling import BrokerPod, Roll, next_restart
-from tierlog.operator.scaling import DRAINING, HANDING_OVER, ScalePlan, plan_scale
+from tierlog.operator.scaling import (
+    DRAINING,
+    HANDING_OVER,
+    ScalePlan,
+    plan_replicated_scale,
+    plan_scale,
+)
 from tierlog.operator.spec import ClusterSpec, TopicSpec
+from tierlog.partition_state.kube_store import state_config_map_name
+from tierlog.partition_state.model import topic_from_json
 
 __all__ = [
     "PAUSE_ANNOTATION",
@@ -128,6 +141,42 @@ async def _previous_assignment(kube: Kube, cluster: ClusterSpec) -> Assignment |
     return Assignment.from_json(data[ASSIGNMENT_FILE])
 
 
+async def _replicas_in_store(kube: Kube, cluster: ClusterSpec) -> dict[str, tuple[int, ...]]:
+    """Each partition's replicas (``TOPIC-PARTITION``) in the cluster's partition-state
+    store (none before the brokers made it)."""
+    name = state_config_map_name(cluster.name)
+    data = await kube.config_map_data(cluster.namespace, name) or {}
+    return {
+        f"{topic}-{partition}": state.replicas
+        for topic, text in data.items()
+        for partition, state in topic_from_json(text, f"ConfigMap {name} key {topic!r}").items()
+    }
+
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+
+
+async def _broker_racks(
+    kube: Kube, listed: list[dict[str, Any]], previous: Assignment | None
+) -> dict[int, str]:
+    """Each broker's rack: the zone of the node its pod runs on (Strimzi's rack awareness),
+    where the node says one; a broker whose pod is not scheduled now keeps the rack the
+    previous plan gave it (a restarting pod does not change the plan)."""
+    racks = dict(previous.racks) if previous is not None else {}
+    zones: dict[str, str] = {}  # node -> zone, each node read once a pass
+    for pod in listed:
+        broker, node = broker_pod(pod), (pod.get("spec") or {}).get("nodeName")
+        if broker is None or not node:
+            continue
+        if node not in zones:
+            zones[node] = (await kube.node_labels(node)).get(ZONE_LABEL, "")
+        if zones[node]:
+            racks[broker.broker_id] = zones[node]
+        else:
+            racks.pop(broker.broker_id, None)
+    return racks
+
+
 async def _drain_waits(
     cluster: ClusterSpec,
     current: int | None,
@@ -161,6 +210,18 @@ async def _drain_waits(
                 f"{readiness.unflushed_messages} unflushed messages"
             )
     return waits
+
+
+async def _apply_partition_state_access(
+    kube: Kube, cluster: ClusterSpec, owner: Owner, brokers: int
+) -> None:
+    """The brokers' ServiceAccount (unless the spec names one) and their Role on the
+    partition-state store for ``brokers`` brokers, bound to it."""
+    account = broker_service_account(cluster, owner)
+    if account is not None:
+        await kube.apply(account)
+    await kube.apply(partition_state_role(cluster, owner, brokers))
+    await kube.apply(partition_state_role_binding(cluster, owner))
 
 
 async def _apply_all(
@@ -308,18 +369,32 @@ async def reconcile_cluster(
     width = max(cluster.brokers, current or 0)
     addresses = {node: broker_address(cluster, node) for node in range(width)}
     security = BrokerSecurity(kube, cluster)
-    waits = await _drain_waits(cluster, current, pods, sorted(topics), security)
-    scale = plan_scale(
-        cluster.brokers,
-        current,
-        addresses,
-        topics,
-        previous,
-        has_tier=cluster.tier is not None,
-        untiered=untiered,
-        drained=set(range(cluster.brokers, current or 0)) - set(waits),
-    )
+    if cluster.replication is None:
+        waits = await _drain_waits(cluster, current, pods, sorted(topics), security)
+        scale = plan_scale(
+            cluster.brokers,
+            current,
+            addresses,
+            topics,
+            previous,
+            has_tier=cluster.tier is not None,
+            untiered=untiered,
+            drained=set(range(cluster.brokers, current or 0)) - set(waits),
+        )
+    else:  # nothing drains: the data is on the replicas
+        waits = {}
+        replicas = await _replicas_in_store(kube, cluster)
+        scale = plan_replicated_scale(
+            cluster.brokers, current, addresses, topics, previous, replicas
+        )
+    if cluster.replication is not None:  # replicas are placed across the brokers' zones
+        racks = await _broker_racks(kube, listed, previous)
+        listed_brokers = scale.assignment.brokers
+        placed = {node: rack for node, rack in racks.items() if node in listed_brokers}
+        scale = replace(scale, assignment=replace(scale.assignment, racks=placed))
     scale = replace(scale, assignment=stamped(scale.assignment, previous, _now_ms()))
+    if cluster.replication is not None:  # before the pods that use them
+        await _apply_partition_state_access(kube, cluster, owner, width)
     events = await _apply_all(kube, cluster, owner, scale, config.peer)
     await _push_assignment(scale.assignment, pods, security)
     events += _scale_events(scale, previous, current, cluster.brokers)

@@ -19,16 +19,22 @@ Scaling down moves data, so it goes in steps, each visible in the status:
 
 A scale-down called off before step 3 gives each released partition back to the broker
 that released it.
+
+With replication (``plan_replicated_scale``) nothing drains: a partition's data is on
+its replicas. A scale-down goes at once when no leaving broker holds a replica, and is
+refused while one does (as Strimzi refuses it): moving replicas off a broker, Kafka's
+partition reassignment, is not built yet, and removing the broker would leave those
+partitions a replica short for good.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from tierlog.operator.assignment import Assignment, hand_over, plan
 
-__all__ = ["DRAINING", "HANDING_OVER", "ScalePlan", "plan_scale"]
+__all__ = ["DRAINING", "HANDING_OVER", "ScalePlan", "plan_replicated_scale", "plan_scale"]
 
 DRAINING = "Draining"
 HANDING_OVER = "HandingOver"
@@ -83,6 +89,38 @@ def plan_scale(
         handed = hand_over(released, staying, drained=leaving)
         return ScalePlan(current, handed, draining=leaving, phase=HANDING_OVER)
     return ScalePlan(desired, plan(brokers(desired), topics, released))
+
+
+def plan_replicated_scale(
+    desired: int,
+    current: int | None,
+    addresses: Mapping[int, str],
+    topics: Mapping[str, int],
+    previous: Assignment | None,
+    replicas: Mapping[str, Sequence[int]],
+) -> ScalePlan:
+    """``desired`` brokers of a replicated cluster; ``replicas``: each partition's
+    (``TOPIC-PARTITION``) replicas in the partition-state store. The plan only lists
+    the brokers (their addresses): the store says who leads."""
+
+    def listing(count: int, refused: str = "") -> ScalePlan:
+        everyone = {node: addresses[node] for node in range(count)}
+        return ScalePlan(
+            count, hand_over(plan(everyone, topics, previous), everyone), refused=refused
+        )
+
+    if current is None or desired >= current:
+        return listing(desired)
+    held = sorted(name for name, ids in replicas.items() if any(node >= desired for node in ids))
+    if not held:
+        return listing(desired)
+    shown = ", ".join(held[:10]) + (f" and {len(held) - 10} more" if len(held) > 10 else "")
+    return listing(
+        current,
+        refused=f"scaling from {current} to {desired} brokers would take replicas of {shown} "
+        f"with brokers {', '.join(map(str, range(desired, current)))}; moving replicas "
+        f"(reassignment) is not built yet (delete those topics, or scale back to {current})",
+    )
 
 
 def _data_at_risk(

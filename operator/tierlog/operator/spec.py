@@ -19,6 +19,7 @@ __all__ = [
     "CredentialsRef",
     "Fsync",
     "PodOverrides",
+    "Replication",
     "SecretKeyRef",
     "Tier",
     "Tls",
@@ -123,6 +124,19 @@ class Tls:
 
 
 @dataclass(frozen=True)
+class Replication:
+    """``spec.replication``: the brokers' ``default.replication.factor`` and
+    ``min.insync.replicas``; the partition state in the API server."""
+
+    factor: int = 3
+    min_insync_replicas: int = 2
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any]) -> Replication:
+        return cls(int(spec.get("factor", 3)), int(spec.get("minInsyncReplicas", 2)))
+
+
+@dataclass(frozen=True)
 class ClusterSpec:
     name: str
     namespace: str
@@ -146,6 +160,7 @@ class ClusterSpec:
     tls: Tls | None = None
     token: SecretKeyRef | None = None  # spec.authentication.tokenSecret
     service_account_name: str = ""
+    replication: Replication | None = None  # None: each partition on one broker
 
     @classmethod
     def from_resource(
@@ -192,6 +207,9 @@ class ClusterSpec:
             tls=Tls.from_spec(spec["tls"]) if spec.get("tls") else None,
             token=_token_ref(spec.get("authentication") or {}),
             service_account_name=spec.get("serviceAccountName", ""),
+            replication=(
+                Replication.from_spec(spec["replication"]) if "replication" in spec else None
+            ),
         )
 
 

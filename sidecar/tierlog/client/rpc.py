@@ -60,6 +60,10 @@ CHANNEL_OPTIONS = (
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
+    # A broker's name resolved again a second after a failure, not 30 s: on Kubernetes a
+    # restarted broker's pod has a new IP behind the same name (a producer held its
+    # records ~20 s for the old one when leadership went back to a restarted broker).
+    ("grpc.dns_min_time_between_resolutions_ms", 1000),
 )
 _DETAILS_KEY = "grpc-status-details-bin"
 # Statuses that, without a reason, the gRPC stack made up on this side of a broken

@@ -40,10 +40,30 @@ from tierlog.partition_state.model import (
 from tierlog.partition_state.store import LeaseChange, Partitions, PartitionStateStore, TopicChange
 from tierlog.storage.errors import KafkaStorageError
 
-__all__ = ["CLUSTER_LABEL", "KubeStateStore"]
+__all__ = [
+    "CLUSTER_LABEL",
+    "KubeStateStore",
+    "lease_name",
+    "state_config_map_name",
+    "topic_configs_map_name",
+]
 
 CLUSTER_LABEL = "tierlog.io/cluster"
 _NOT_FOUND, _CONFLICT = 404, 409
+
+
+def state_config_map_name(cluster: str) -> str:
+    """The ConfigMap holding every topic's partition state."""
+    return f"{cluster}-partition-state"
+
+
+def topic_configs_map_name(cluster: str) -> str:
+    """The ConfigMap holding every topic's config overrides."""
+    return f"{cluster}-topic-configs"
+
+
+def lease_name(cluster: str, broker: int) -> str:
+    return f"{cluster}-broker-{broker}"
 
 
 class KubeStateStore(PartitionStateStore):
@@ -58,8 +78,8 @@ class KubeStateStore(PartitionStateStore):
         self._client = client
         self.namespace = namespace
         self.cluster = cluster
-        self.config_map = f"{cluster}-partition-state"
-        self.configs_map = f"{cluster}-topic-configs"  # a topic's config overrides
+        self.config_map = state_config_map_name(cluster)
+        self.configs_map = topic_configs_map_name(cluster)  # a topic's config overrides
 
     def list_topics(self) -> list[str]:
         found = self._get_config_map()
@@ -111,7 +131,7 @@ class KubeStateStore(PartitionStateStore):
                 return
 
     def _update_lease(self, broker: int, change: LeaseChange) -> BrokerLease:
-        name = f"{self.cluster}-broker-{broker}"
+        name = lease_name(self.cluster, broker)
         while True:
             try:
                 found: Lease | None = self._client.get(Lease, name, namespace=self.namespace)

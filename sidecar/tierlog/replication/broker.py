@@ -24,9 +24,9 @@ import uuid
 from tierlog.controller.controlled_shutdown import hand_over_leaderships
 from tierlog.controller.controller import Controller, ControllerThread
 from tierlog.partition_state.lease_keeper import LeaseKeeper
-from tierlog.partition_state.local_store import LocalStateStore
-from tierlog.replication.config import ReplicationConfig
+from tierlog.replication.config import DirectoryStore, ReplicationConfig
 from tierlog.replication.replica_manager import ReplicaManager
+from tierlog.replication.state_store import open_state_store
 from tierlog.sidecar.topics import TopicStore
 
 __all__ = ["ReplicatedBroker"]
@@ -40,7 +40,7 @@ class ReplicatedBroker:
     def __init__(self, node_id: int, settings: ReplicationConfig, topics: TopicStore):
         self.node_id = node_id
         self.settings = settings
-        self.store = LocalStateStore(settings.state_dir)
+        self.store = open_state_store(settings.store)
         holder = f"broker-{node_id}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.lease = LeaseKeeper(
             self.store,
@@ -55,7 +55,14 @@ class ReplicatedBroker:
             unclean_for=lambda topic: topics.log_config(topic).unclean_leader_election_enable,
             preferred_leaders=settings.auto_leader_rebalance,
         )
-        self._controller_passes = ControllerThread(self.controller, CONTROLLER_INTERVAL_S)
+        # On Kubernetes the operator runs the controller's passes, one per cluster
+        # (tierlog.operator.partition_controller), not every broker ten times a second
+        # against the API server.
+        self._controller_passes: ControllerThread | None = (
+            ControllerThread(self.controller, CONTROLLER_INTERVAL_S)
+            if isinstance(settings.store, DirectoryStore)
+            else None
+        )
         self.replicas: ReplicaManager | None = None  # set by the server before start
         self._loop: asyncio.AbstractEventLoop | None = None
         self._fencing: asyncio.Task[None] | None = None
@@ -75,7 +82,8 @@ class ReplicatedBroker:
         assert self.replicas is not None
         await self._hand_over("restart")
         await self.replicas.start()
-        self._controller_passes.start()
+        if self._controller_passes is not None:
+            self._controller_passes.start()
 
     async def controlled_shutdown(self) -> None:
         """Hand this broker's leaderships to live in-sync replicas and leave the ISRs,
@@ -92,7 +100,8 @@ class ReplicatedBroker:
     async def stop(self) -> None:
         if self.replicas is not None:
             await self.replicas.stop()
-        await asyncio.to_thread(self._controller_passes.stop)
+        if self._controller_passes is not None:
+            await asyncio.to_thread(self._controller_passes.stop)
         await asyncio.to_thread(self.lease.stop)
 
     def _live_brokers(self) -> set[int]:

@@ -2,7 +2,10 @@
 
 Replication is on when the broker is given a partition-state store: for a cluster of
 processes on one machine, a directory every broker shares
-(``tierlog.replication.state.dir``, a ``LocalStateStore``). The rest are Kafka's broker
+(``tierlog.replication.state.dir``, a ``LocalStateStore``); on Kubernetes, the API
+server (``tierlog.replication.state.store=kubernetes`` with
+``tierlog.replication.state.namespace`` and ``tierlog.replication.state.cluster``, a
+``KubeStateStore`` reached with the pod's service account). The rest are Kafka's broker
 configs under Kafka's names and defaults: ``replica.lag.time.max.ms`` (how long a
 follower may lag before it leaves the ISR), ``replica.fetch.*`` (the follower's
 fetches), ``broker.session.timeout.ms`` (how long a broker's lease lasts unrenewed
@@ -19,9 +22,18 @@ from pathlib import Path
 from tierlog.replication.fetcher import FetchSettings
 from tierlog.storage.errors import InvalidConfigError
 
-__all__ = ["REPLICATION_KEYS", "ReplicationConfig"]
+__all__ = [
+    "REPLICATION_KEYS",
+    "DirectoryStore",
+    "KubernetesStore",
+    "ReplicationConfig",
+    "StoreLocation",
+]
 
+STATE_STORE = "tierlog.replication.state.store"  # directory (the default) | kubernetes
 STATE_DIR = "tierlog.replication.state.dir"
+STATE_NAMESPACE = "tierlog.replication.state.namespace"
+STATE_CLUSTER = "tierlog.replication.state.cluster"
 AUTO_LEADER_REBALANCE = "auto.leader.rebalance.enable"
 # Key -> (default, smallest value allowed).
 _NUMBERS: dict[str, tuple[int, int]] = {
@@ -34,12 +46,32 @@ _NUMBERS: dict[str, tuple[int, int]] = {
     "broker.session.timeout.ms": (9000, 1),
     "tierlog.replication.state.poll.ms": (100, 1),
 }
-REPLICATION_KEYS = frozenset({STATE_DIR, AUTO_LEADER_REBALANCE, *_NUMBERS})
+REPLICATION_KEYS = frozenset(
+    {STATE_STORE, STATE_DIR, STATE_NAMESPACE, STATE_CLUSTER, AUTO_LEADER_REBALANCE, *_NUMBERS}
+)
+
+
+@dataclass(frozen=True)
+class DirectoryStore:
+    """A ``LocalStateStore``: a directory every broker of the machine shares."""
+
+    directory: Path
+
+
+@dataclass(frozen=True)
+class KubernetesStore:
+    """A ``KubeStateStore``: the cluster's ConfigMap and Leases in ``namespace``."""
+
+    namespace: str
+    cluster: str
+
+
+StoreLocation = DirectoryStore | KubernetesStore
 
 
 @dataclass(frozen=True)
 class ReplicationConfig:
-    state_dir: Path
+    store: StoreLocation
     replica_lag_time_max_ms: int = 30_000
     broker_session_timeout_ms: int = 9000
     state_poll_ms: int = 100  # how often the partition-state store is read
@@ -52,11 +84,11 @@ class ReplicationConfig:
         """The settings, or None when no partition-state store is named (no replication:
         each partition lives on its one owner)."""
         values = {key: _number(props, key, *limits) for key, limits in _NUMBERS.items()}
-        state_dir = props.get(STATE_DIR, "").strip()
-        if not state_dir:
+        store = _store_location(props)
+        if store is None:
             return None
         return cls(
-            state_dir=Path(state_dir).absolute(),
+            store=store,
             replica_lag_time_max_ms=values["replica.lag.time.max.ms"],
             broker_session_timeout_ms=values["broker.session.timeout.ms"],
             state_poll_ms=values["tierlog.replication.state.poll.ms"],
@@ -69,6 +101,24 @@ class ReplicationConfig:
                 backoff_ms=values["replica.fetch.backoff.ms"],
             ),
         )
+
+
+def _store_location(props: Mapping[str, str]) -> StoreLocation | None:
+    kind = props.get(STATE_STORE, "").strip() or "directory"
+    state_dir = props.get(STATE_DIR, "").strip()
+    if kind == "directory":
+        return DirectoryStore(Path(state_dir).absolute()) if state_dir else None
+    if kind != "kubernetes":
+        raise InvalidConfigError(f"{STATE_STORE} is directory or kubernetes, not {kind!r}")
+    if state_dir:
+        raise InvalidConfigError(f"{STATE_DIR} names a directory store, not {kind!r}")
+    namespace, cluster = (props.get(key, "").strip() for key in (STATE_NAMESPACE, STATE_CLUSTER))
+    if not namespace or not cluster:
+        raise InvalidConfigError(
+            f"{STATE_STORE}=kubernetes needs {STATE_NAMESPACE} and {STATE_CLUSTER} "
+            "(where the cluster's partition-state ConfigMap and broker Leases are)"
+        )
+    return KubernetesStore(namespace, cluster)
 
 
 def _flag(props: Mapping[str, str], key: str, *, default: bool) -> bool:

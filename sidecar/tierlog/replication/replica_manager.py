@@ -73,6 +73,7 @@ class ReplicaManager:
         channel_factory: ChannelFactory,
         call_metadata: Sequence[tuple[str, str]],
         settings: ReplicationConfig,
+        racks: Callable[[], Mapping[int, str | None]] = dict,
     ):
         self.node_id = node_id
         self.broker_epoch = broker_epoch
@@ -84,6 +85,7 @@ class ReplicaManager:
         self.channel_factory = channel_factory
         self.call_metadata = call_metadata  # what a follower's calls carry (the token)
         self.settings = settings
+        self.known_racks = racks  # broker id -> rack, where the plan names one
         self.states: dict[TopicPartition, PartitionState] = {}  # as last applied
         self.leaders: dict[TopicPartition, LeaderPartition] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}  # by leader id
@@ -315,9 +317,10 @@ class ReplicaManager:
         )
 
     def racks(self) -> dict[int, str | None]:
-        """Each broker's rack, for placing replicas (no ``broker.rack`` yet: rack-unaware,
+        """Each broker's rack, for placing replicas (None where the plan names none:
         Kafka's placement for brokers without racks)."""
-        return dict.fromkeys(self.addresses())
+        known = self.known_racks()
+        return {node: known.get(node) for node in self.addresses()}
 
     def leader_for_follower(self, tp: TopicPartition, replica: int) -> LeaderPartition:
         leader = self.leader(tp)

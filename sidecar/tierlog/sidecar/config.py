@@ -121,7 +121,7 @@ class SidecarConfig:
     # Reads from the remote tier: the chunk cache, prefetch (``tierlog.remote.*``);
     # None: the defaults, with the cache in a log dir (``log_dir_home``).
     remote_read: RemoteReadConfig | None = None
-    # Replication (``tierlog.replication.state.dir``, ``replica.*``); None: each
+    # Replication (``tierlog.replication.state.*``, ``replica.*``); None: each
     # partition lives on its one owner.
     replication: ReplicationConfig | None = None
     # Replicas of each partition of a topic created without a replication factor

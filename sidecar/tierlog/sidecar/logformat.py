@@ -32,7 +32,14 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+# The Kubernetes client's HTTP library logs every request at INFO: with the partition
+# state in the API server that is several lines a second, so they speak from WARNING.
+_CHATTY = ("httpx", "httpx2")
+
+
 def configure_logging(level: str, log_format: str) -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(_TEXT))
     logging.basicConfig(level=level.upper(), handlers=[handler])
+    for chatty in _CHATTY:
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.root.level))

@@ -9,8 +9,9 @@ as Kafka's replica assignment does. A broker asked about a partition it does not
 answers NOT_LEADER_OR_FOLLOWER with the owner's id and address.
 
 In Kubernetes the operator decides instead (``tierlog.cluster.assignment.file``, a JSON
-file in the cluster's ConfigMap, re-read while running): the brokers' addresses and
-the owner of each partition it placed. Partitions it does not list fall back to the
+file in the cluster's ConfigMap, re-read while running): the brokers' addresses (and,
+with replication, their racks: the zones of their nodes) and the owner of each
+partition it placed. Partitions it does not list fall back to the
 hash, which is also where the operator places new partitions, so the two agree. A
 partition placed on ``NO_OWNER`` (-1, Kafka's leader id for "no leader") is moving
 between brokers: nobody serves it, Metadata reports leader -1 with no address, and
@@ -56,6 +57,7 @@ NO_OWNER = -1  # a placed partition nobody serves while it moves (Kafka's leader
 class Broker:
     node_id: int
     address: str  # host:port clients dial
+    rack: str | None = None  # Kafka's broker.rack (on Kubernetes its node's zone)
 
 
 @dataclass(frozen=True)
@@ -136,15 +138,19 @@ def read_assignment_file(path: Path, node_id: int) -> Ownership:
 
 def parse_assignment(document_text: str, node_id: int) -> Ownership:
     """Broker ``node_id``'s view of a plan (``{"version", "generation", "brokers",
-    "topics", "released"}``); ValueError if it is not one this broker can follow."""
+    "topics", "released", "racks"}``); ValueError if it is not one this broker can follow."""
     try:
         document = json.loads(document_text)
         if not isinstance(document, dict):
             raise ValueError("not a JSON object")
         if document.get("version") != ASSIGNMENT_VERSION:
             raise ValueError(f"unknown assignment version {document.get('version')!r}")
+        racks = document.get("racks") or {}
         brokers = tuple(
-            sorted(Broker(int(node), str(address)) for node, address in document["brokers"].items())
+            sorted(
+                Broker(int(node), str(address), None if node not in racks else str(racks[node]))
+                for node, address in document["brokers"].items()
+            )
         )
         placed = {
             str(topic): tuple(int(owner) for owner in owners)

@@ -204,6 +204,7 @@ class SidecarServer:
             self._replica_channel,
             [("authorization", f"Bearer {token}")] if token else [],
             settings,
+            racks=lambda: {broker.node_id: broker.rack for broker in partitions.ownership.brokers},
         )
         self.replicated.replicas = replicas
         self.metrics.registry.register(ReplicationCollector(replicas, self.replicated.controller))
@@ -214,7 +215,7 @@ class SidecarServer:
         ``ssl.truststore.location`` and showing this broker's certificate) when the
         brokers serve TLS."""
         # The clients' channel tuning: back within a second of a broker's restart, where
-        # gRPC's own reconnect back-off grows to minutes.
+        # gRPC's own reconnect back-off grows to minutes, and its name resolved again.
         options = list(CHANNEL_OPTIONS)
         tls = self.config.tls
         if tls is None:

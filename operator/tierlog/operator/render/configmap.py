@@ -20,7 +20,7 @@ from tierlog.operator.render.common import (
     metadata,
 )
 from tierlog.operator.render.security import security_properties
-from tierlog.operator.spec import ClusterSpec, Tier, kafka_value
+from tierlog.operator.spec import ClusterSpec, Replication, Tier, kafka_value
 from tierlog.storage.properties import format_properties
 
 __all__ = [
@@ -59,7 +59,27 @@ def sidecar_properties(cluster: ClusterSpec) -> dict[str, str]:
     elif cluster.fsync.policy == "interval":
         props["log.flush.interval.ms"] = str(cluster.fsync.interval_ms)
     props.update(security_properties(cluster))
+    if cluster.replication is not None:
+        props.update(_replication_properties(cluster, cluster.replication))
     return props
+
+
+# How often a broker reads its partition state: each read is a few API requests, so
+# slower than a local store's 100 ms; a failover waits for a lease to expire anyway.
+REPLICATION_STATE_POLL_MS = 500
+
+
+def _replication_properties(cluster: ClusterSpec, replication: Replication) -> dict[str, str]:
+    """The partition-state store in the API server (the brokers' Role lets them keep
+    it), and Kafka's replication defaults from ``spec.replication``."""
+    return {
+        "tierlog.replication.state.store": "kubernetes",
+        "tierlog.replication.state.namespace": cluster.namespace,
+        "tierlog.replication.state.cluster": cluster.name,
+        "tierlog.replication.state.poll.ms": str(REPLICATION_STATE_POLL_MS),
+        "default.replication.factor": str(replication.factor),
+        "min.insync.replicas": str(replication.min_insync_replicas),
+    }
 
 
 def _tier_properties(tier: Tier) -> dict[str, str]:

@@ -38,6 +38,7 @@ from tierlog.operator.render.configmap import (
     properties_text,
     sidecar_properties,
 )
+from tierlog.operator.render.rbac import broker_service_account_name
 from tierlog.operator.render.security import security_mounts, security_volumes
 from tierlog.operator.spec import ClusterSpec
 
@@ -153,8 +154,8 @@ def _pod_spec(cluster: ClusterSpec) -> dict[str, Any]:
         spec["volumes"].append({"name": SHARED_TIER_VOLUME, "persistentVolumeClaim": claim})
     if cluster.image_pull_secrets:
         spec["imagePullSecrets"] = [{"name": name} for name in cluster.image_pull_secrets]
-    if cluster.service_account_name:
-        spec["serviceAccountName"] = cluster.service_account_name
+    if broker_service_account_name(cluster):
+        spec["serviceAccountName"] = broker_service_account_name(cluster)
     if cluster.pod.affinity:
         spec["affinity"] = dict(cluster.pod.affinity)
     if cluster.pod.tolerations:

@@ -1,0 +1,127 @@
+"""The operator runs the controller of each replicated cluster (``partition_controller.py``).
+
+Real sidecars play the pods of a ``TierlogCluster`` with ``spec.replication``, each
+started with a token of the ServiceAccount the operator rendered for its brokers, so the
+rendered Role alone lets them keep their Leases and follow the partition state in the
+API server. When the leader's sidecar is killed (``kill -9``: its Lease stops changing),
+the operator's controller fences it and elects an in-sync replica, which takes the
+writes; every acknowledged record is read back from it. With two peered operators only
+the active one runs the controller, and the other takes it over when the first stops.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+
+from tests.support.kube import ControlPlane
+from tests.support.sidecars import SidecarProcess
+from tests.support.state_stores import open_store
+from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
+from tierlog.partition_state.model import PartitionState
+from tierlog.storage.records import SimpleRecord, build_batch, decode_records, iter_batches
+
+from .conftest import Brokers, RunningOperator, start_operator, wait_for
+from .test_handlers import apply, cluster, get
+
+TOPIC = "orders"
+REPLICATED = {"factor": 3, "minInsyncReplicas": 2}
+
+
+def _log_stub(sidecar: SidecarProcess) -> log_service_pb2_grpc.LogServiceStub:
+    return log_service_pb2_grpc.LogServiceStub(grpc.insecure_channel(sidecar.address))
+
+
+def _leads(sidecar: SidecarProcess) -> bool:
+    try:
+        _log_stub(sidecar).ListOffsets(
+            log_service_pb2.ListOffsetsRequest(topic=TOPIC, partition=0, timestamp_ms=-1),
+            timeout=5,
+        )
+    except grpc.RpcError:
+        return False
+    return True
+
+
+def _produce(sidecar: SidecarProcess, *values: bytes) -> int:
+    """An acks=all produce; its base offset."""
+    now = int(time.time() * 1000)
+    batch = build_batch([SimpleRecord(None, value, now, ()) for value in values])
+    response = _log_stub(sidecar).Produce(
+        log_service_pb2.ProduceRequest(
+            topic=TOPIC, partition=0, acks=log_service_pb2.ACKS_ALL, record_batches=batch
+        ),
+        timeout=20,
+    )
+    return int(response.base_offset)
+
+
+def _values(sidecar: SidecarProcess) -> list[bytes]:
+    fetched = _log_stub(sidecar).Fetch(
+        log_service_pb2.FetchRequest(topic=TOPIC, partition=0, offset=0), timeout=10
+    )
+    data = fetched.record_batches
+    return [r.value or b"" for h in iter_batches(data) for r in decode_records(data, h)]
+
+
+def test_the_operators_controller_elects_a_new_leader_when_the_leaders_lease_expires(
+    kube: ControlPlane, operator: RunningOperator, brokers_for: Callable[..., Brokers]
+) -> None:
+    ns = operator.namespace
+    apply(kube, ns, cluster("repl", brokers=3, replication=REPLICATED))
+    wait_for("the brokers' Role", lambda: get(kube, ns, "role", "repl-partition-state"))
+    brokers = brokers_for(ns, "repl", "replica.fetch.backoff.ms=100")
+    brokers.with_service_account("repl-broker")
+    sidecars = [brokers.start(node) for node in range(3)]
+    leases = kube.get_json("leases", "-n", ns)["items"]
+    assert sorted(lease["metadata"]["name"] for lease in leases) == [
+        "repl-broker-0",
+        "repl-broker-1",
+        "repl-broker-2",
+    ]
+    store = open_store("kube", f"{kube.kubeconfig} {ns} repl")
+    store.create_topic(TOPIC, {0: PartitionState.new((0, 1, 2))})
+    wait_for("broker 0 to lead", lambda: _leads(sidecars[0]))
+    assert _produce(sidecars[0], b"a", b"b") == 0
+    assert store.read_topic(TOPIC)[0].isr == (0, 1, 2)
+
+    brokers.sidecars[0].process.kill()  # kill -9: its lease is renewed no more
+    brokers.sidecars[0].process.wait()
+    elected = wait_for(
+        "the operator's controller to elect a new leader",
+        lambda: (state := store.read_topic(TOPIC)[0]).leader not in (0, -1) and state,
+        timeout_s=60,
+    )
+    assert (elected.leader_epoch, elected.isr) == (1, (1, 2)), elected  # 1 and 2 renew
+    assert "fenced" in operator.output, operator.output
+    leader = sidecars[elected.leader]
+    wait_for(f"broker {elected.leader} to lead", lambda: _leads(leader))
+    assert _produce(leader, b"c", b"d") == 2
+    assert _values(leader) == [b"a", b"b", b"c", b"d"]
+
+
+def test_only_the_active_operator_runs_the_controller(kube: ControlPlane, tmp_path: Path) -> None:
+    ns = kube.create_namespace("peer-ctl")
+    first = start_operator(kube, ns, tmp_path / "first.log", "--priority=10")
+    second = start_operator(kube, ns, tmp_path / "second.log", "--priority=5")
+    try:
+        # Until each replica has seen the other in the peering object, both are active.
+        wait_for(
+            "both replicas in the peering object",
+            lambda: len(get(kube, ns, "kopfpeering", "tierlog-operator").get("status", {})) == 2,
+        )
+        apply(kube, ns, cluster("repl", brokers=3, replication=REPLICATED))
+        started = f"Controller of {ns}/repl started"
+        wait_for("the active operator's controller", lambda: started in first.output)
+        wait_for("the active operator's cluster pass", lambda: get(kube, ns, "statefulset", "repl"))
+        time.sleep(3)  # the paused replica saw the same cluster; its daemon would be up by now
+        assert started not in second.output
+        first.stop()  # it leaves the peering object: the other resumes
+        wait_for("the other operator's controller", lambda: started in second.output)
+        assert f"Controller of {ns}/repl stopped" in first.output
+    finally:
+        first.stop()
+        second.stop()
