@@ -88,7 +88,10 @@ def test_a_broker_stopped_with_sigterm_hands_its_leaderships_over_first(
     replicated_brokers: ClusterFactory,
 ) -> None:
     # A long session timeout: only the hand-over can move leadership in time.
-    cluster = replicated_brokers(3, "broker.session.timeout.ms=60000")
+    # No preferred leader election: broker 0, once caught up, would lead again at once.
+    cluster = replicated_brokers(
+        3, "broker.session.timeout.ms=60000", "auto.leader.rebalance.enable=false"
+    )
     cluster.create_topic("orders", (0, 1, 2))
     wait_for(lambda: cluster.state("orders").leader == 0, "broker 0 to lead")
     assert cluster.broker(0).stop() == 0
@@ -109,24 +112,34 @@ def test_a_follower_whose_disk_was_wiped_copies_everything_again_and_rejoins_the
     assert [future.result(0).offset for future in sent] == list(range(300))
     wiped = cluster.broker(2)
     wiped.kill()
+    before = cluster.state("orders").partition_epoch
     shutil.rmtree(wiped.data_dir)
     wiped.start()
     # A new incarnation leaves the ISRs first (an empty log may never be elected), then
     # rejoins once it holds what the ISR holds: two changes of the partition's state.
     wait_for(
-        lambda: 2 in cluster.state("orders").isr and cluster.state("orders").partition_epoch >= 2,
+        lambda: (
+            2 in cluster.state("orders").isr
+            and cluster.state("orders").partition_epoch >= before + 2
+        ),
         "broker 2 to leave the ISR and rejoin it",
     )
     leader_dir = cluster.broker(cluster.state("orders").leader).data_dir / "orders-0"
     assert len(_files(leader_dir)) >= 3  # several segments, each copied whole
-    assert _files(wiped.data_dir / "orders-0") == _files(leader_dir)
+    wait_for(
+        lambda: _files(wiped.data_dir / "orders-0") == _files(leader_dir),
+        "broker 2 to hold the leader's files",
+    )
     assert cluster.read_values("orders", 300) == [b"r%04d" % i for i in range(300)]
 
 
 def test_a_leader_whose_disk_was_wiped_leads_no_more_and_nothing_acknowledged_is_lost(
     replicated_brokers: ClusterFactory,
 ) -> None:
-    cluster = replicated_brokers(3, "broker.session.timeout.ms=60000")
+    # No preferred leader election: broker 0, once caught up, would lead again at once.
+    cluster = replicated_brokers(
+        3, "broker.session.timeout.ms=60000", "auto.leader.rebalance.enable=false"
+    )
     cluster.create_topic("orders", (0, 1, 2))
     with Producer({"bootstrap.servers": cluster.servers, "linger.ms": 0}) as producer:
         sent = [producer.send("orders", b"r%04d" % i, partition=0) for i in range(100)]

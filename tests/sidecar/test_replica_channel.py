@@ -27,12 +27,15 @@ from tierlog.sidecar.server import SidecarServer
 def test_a_replica_channel_to_an_address_that_never_answers_fails_within_a_second(
     tmp_path: Path,
 ) -> None:
-    server = SidecarServer(SidecarConfig.from_properties({"log.dirs": str(tmp_path / "data")}))
+    config = SidecarConfig.from_properties({"log.dirs": str(tmp_path / "data")})
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)  # never accepted: TCP completes, no HTTP/2 answer comes
 
         async def check() -> float:
+            # Made on the loop: gRPC's aio server binds to the running loop (with none
+            # current, as after another test closed its loop, it cannot be made).
+            server = SidecarServer(config)
             channel = server._replica_channel(f"127.0.0.1:{silent.getsockname()[1]}")
             health: Any = health_pb2_grpc.HealthStub(channel)  # typeshed: no methods
             started = time.monotonic()

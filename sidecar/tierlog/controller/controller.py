@@ -47,11 +47,15 @@ class Controller:
         clock: Callable[[], float] = time.monotonic,
         *,
         preferred_leaders: bool = True,
+        broker: int | None = None,
     ) -> None:
         """``unclean_for(topic)`` is the topic's ``unclean.leader.election.enable``;
         ``clock`` is monotonic; ``preferred_leaders`` is Kafka's
-        ``auto.leader.rebalance.enable``."""
+        ``auto.leader.rebalance.enable``. ``broker``: the broker this controller runs in,
+        when every broker runs one; it decides only while it is the lowest broker id it
+        sees alive (None: the only controller, as the operator's)."""
         self._store = store
+        self._broker = broker
         self._unclean_for = unclean_for
         self._clock = clock
         self._preferred_leaders = preferred_leaders
@@ -67,7 +71,12 @@ class Controller:
         live = self._liveness.observe(self._store.read_leases(), self._clock())
         _log_liveness(self.live, live)
         self.live = live
-        changes = []
+        changes: list[PartitionChange] = []
+        if self._broker is not None and self._broker != min(live, default=self._broker):
+            # Another broker decides (safe either way: every change is a compare-and-swap,
+            # but two deciders with views a moment apart undo each other's elections).
+            self.offline_partitions = 0
+            return changes
         self._offline_seen = 0
         for topic in self._store.list_topics():
             try:

@@ -3,14 +3,17 @@
 ``ReplicatedBroker`` holds what replication adds to a broker: its lease in the
 partition-state store (taken at start: this incarnation's broker epoch; renewed in the
 background; a newer incarnation taking it fences this one, which then stops leading),
-the replica manager, and on one machine a controller: every broker runs one. Two at
-once are safe, since every change is a compare-and-swap on what its pass read and
-elects only what the ISR allows; a single controller chosen by a lock stopped the
-cluster's elections whenever its process was paused (SIGSTOP, a frozen VM), which the
-fault run showed. ``controlled_shutdown`` is Kafka's: before
-the server stops, this broker's leaderships go to other in-sync replicas and it leaves
-the ISRs, so producers move on at once rather than after its lease expires. A start
-does the same first: a restarted broker earns its place in each ISR again.
+the replica manager, and on one machine a controller: every broker runs one, and the
+one in the lowest broker id it sees alive decides. When that broker stops renewing its
+lease (killed, paused by SIGSTOP, cut off), the next one takes over a lease later, by
+its own clock; a single controller chosen by a file lock stopped every election while
+its holder was paused, which the fault run showed. Two deciding at once (their views a
+moment apart) stay safe, as every change is a compare-and-swap that elects only what
+the ISR allows; deciding one at a time keeps them from undoing each other's elections.
+``controlled_shutdown`` is Kafka's: before the server stops, this broker's leaderships go
+to other in-sync replicas and it leaves the ISRs, so producers move on at once rather
+than after its lease expires. A start does the same first: a restarted broker earns its
+place in each ISR again.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ class ReplicatedBroker:
             self.store,
             unclean_for=lambda topic: topics.log_config(topic).unclean_leader_election_enable,
             preferred_leaders=settings.auto_leader_rebalance,
+            broker=node_id,
         )
         # On Kubernetes the operator runs the controller's passes, one per cluster
         # (tierlog.operator.partition_controller), not every broker ten times a second
