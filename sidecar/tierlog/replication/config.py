@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tierlog.replication.fetcher import FetchSettings
 from tierlog.storage.errors import InvalidConfigError
+from tierlog.storage.properties import whole_number
 
 __all__ = [
     "REPLICATION_KEYS",
@@ -83,7 +84,7 @@ class ReplicationConfig:
     def from_properties(cls, props: Mapping[str, str]) -> ReplicationConfig | None:
         """The settings, or None when no partition-state store is named (no replication:
         each partition lives on its one owner)."""
-        values = {key: _number(props, key, *limits) for key, limits in _NUMBERS.items()}
+        values = {key: whole_number(props, key, *limits) for key, limits in _NUMBERS.items()}
         store = _store_location(props)
         if store is None:
             return None
@@ -128,14 +129,3 @@ def _flag(props: Mapping[str, str], key: str, *, default: bool) -> bool:
     if text not in ("true", "false"):
         raise InvalidConfigError(f"{key} expects true or false, got {text!r}")
     return text == "true"
-
-
-def _number(props: Mapping[str, str], key: str, default: int, minimum: int) -> int:
-    text = props.get(key, "").strip()
-    try:
-        value = int(text) if text else default
-    except ValueError:
-        raise InvalidConfigError(f"{key} expects a whole number, got {text!r}") from None
-    if value < minimum:
-        raise InvalidConfigError(f"{key} must be at least {minimum}, got {value}")
-    return value

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tierlog.sidecar.log_dir_home import home_log_dir
-from tierlog.storage.errors import InvalidConfigError
+from tierlog.storage.properties import whole_number
 
 __all__ = ["REMOTE_READ_KEYS", "RemoteReadConfig"]
 
@@ -47,16 +47,10 @@ class RemoteReadConfig:
     def from_properties(
         cls, props: Mapping[str, str], log_dirs: Sequence[Path]
     ) -> RemoteReadConfig:
-        values: dict[str, int] = {}
-        for key, (name, default, minimum) in _NUMBERS.items():
-            text = props.get(key, "").strip()
-            try:
-                value = int(text) if text else default
-            except ValueError:
-                raise InvalidConfigError(f"{key} expects a whole number, got {text!r}") from None
-            if value < minimum:
-                raise InvalidConfigError(f"{key} must be at least {minimum}, got {value}")
-            values[name] = value
+        values = {
+            name: whole_number(props, key, default, minimum)
+            for key, (name, default, minimum) in _NUMBERS.items()
+        }
         named = props.get(_CACHE_DIR, "").strip()
         if named:
             return cls(cache_dir=Path(named).absolute(), **values)

@@ -20,7 +20,7 @@ from string import hexdigits
 
 from tierlog.storage.errors import InvalidConfigError
 
-__all__ = ["format_properties", "parse_properties", "read_properties"]
+__all__ = ["format_properties", "parse_properties", "read_properties", "whole_number"]
 
 _WHITESPACE = " \t\f"
 _SEPARATORS = "=:"
@@ -39,6 +39,19 @@ def read_properties(path: Path) -> dict[str, str]:
         raise InvalidConfigError(f"{path} is not UTF-8 text ({error})") from error
     except InvalidConfigError as error:
         raise InvalidConfigError(f"{path}: {error}") from error
+
+
+def whole_number(props: Mapping[str, str], key: str, default: int, minimum: int) -> int:
+    """The setting ``key`` as a whole number (``default`` when unset), at least
+    ``minimum``; INVALID_CONFIG naming the key otherwise."""
+    text = props.get(key, "").strip()
+    try:
+        value = int(text) if text else default
+    except ValueError:
+        raise InvalidConfigError(f"{key} expects a whole number, got {text!r}") from None
+    if value < minimum:
+        raise InvalidConfigError(f"{key} must be at least {minimum}, got {value}")
+    return value
 
 
 def parse_properties(text: str) -> dict[str, str]:
