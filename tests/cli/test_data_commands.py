@@ -390,3 +390,56 @@ def test_kafkas_flags_properties_files_and_line_format(server: str, tmp_path: Pa
     assert twice.returncode == 1 and b"two different topics given" in twice.stderr
     unknown = tierlog(server, "produce", "kafka-flags", "--property", "parse.keys=true")
     assert unknown.returncode == 2 and b"unknown property 'parse.keys'" in unknown.stderr
+
+
+def test_kafka_topics_form_alter_and_the_if_flags(server: str) -> None:
+    kafka_create = ("topics", "--create", "--topic", "events", "--partitions", "2")
+    assert "Created topic events." in ok(tierlog(server, *kafka_create))
+    again = tierlog(server, *kafka_create)
+    assert again.returncode == 1 and b"TOPIC_ALREADY_EXISTS" in again.stderr
+    assert ok(tierlog(server, *kafka_create, "--if-not-exists")) == ""
+    altered = ok(tierlog(server, "topics", "--alter", "--topic", "events", "--partitions", "5"))
+    assert altered == "Topic events now has 5 partitions.\n"
+    described = ok(tierlog(server, "topics", "--describe", "--topic", "events"))
+    assert "PartitionCount: 5" in described
+    lower = tierlog(server, "topics", "alter", "events", "--partitions", "3")
+    assert lower.returncode == 1 and b"INVALID_PARTITIONS" in lower.stderr
+    assert ok(tierlog(server, "topics", "--list")).split() == ["events"]
+    assert "Deleted topic events." in ok(tierlog(server, "topics", "--delete", "--topic", "events"))
+    missing = tierlog(server, "topics", "--delete", "--topic", "events")
+    assert missing.returncode == 1 and b"UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
+    assert ok(tierlog(server, "topics", "--delete", "--topic", "events", "--if-exists")) == ""
+    assert (
+        ok(tierlog(server, "topics", "alter", "events", "--partitions", "9", "--if-exists")) == ""
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["topics", "--list", "--create"], "not allowed with argument"),
+        (["topics", "list", "--create"], "two actions given"),
+        (["topics"], "give one action: create, delete, describe, list, alter"),
+        (["topics", "create", "a", "--topic", "b"], "two different topics given"),
+        (["topics", "--alter", "--topic", "a"], "alter: --partitions is needed"),
+        (["topics", "--delete"], "delete: a topic NAME (or --topic) is needed"),
+    ],
+)
+def test_kafka_topics_form_refuses_what_is_ambiguous(
+    server: str, args: list[str], message: str
+) -> None:
+    refused = tierlog(server, *args)
+    assert refused.returncode != 0 and message in refused.stderr.decode()
+
+
+def test_a_wrong_flag_prints_its_subcommands_usage_and_version_prints_the_version() -> None:
+    wrong = subprocess.run(
+        [console_script("tierlog"), "topics", "list", "--bogus"], capture_output=True, timeout=60
+    )
+    assert wrong.returncode == 2
+    assert wrong.stderr.decode().startswith("usage: tierlog topics")
+    assert "tierlog topics: error: unrecognized arguments: --bogus" in wrong.stderr.decode()
+    version = subprocess.run(
+        [console_script("tierlog"), "--version"], capture_output=True, timeout=60
+    )
+    assert re.fullmatch(r"tierlog \d+\.\d+\.\d+\n", version.stdout.decode())
