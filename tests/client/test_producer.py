@@ -3,6 +3,7 @@ routing by Metadata and NOT_LEADER_OR_FOLLOWER."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import time
@@ -19,6 +20,8 @@ from tierlog.client import (
     AdminClient,
     Consumer,
     Producer,
+    RecordMetadata,
+    RecordTooLargeError,
     RequestTimedOutError,
     TopicPartition,
     partition_for_key,
@@ -383,3 +386,35 @@ def test_full_batches_of_a_partition_share_a_request_and_each_record_gets_its_of
     assert max(sizes) > 1 and sum(sizes) > len(sizes)
     records = consume_all(sidecar.address, "grouped", 1000)
     assert {r.value: (r.partition, r.offset) for r in records} == sent
+
+
+def test_a_thousand_concurrent_sends_awaited_from_an_event_loop(sidecar: LiveSidecar) -> None:
+    create_topic(sidecar.address, "handlers", partitions=3)
+
+    async def handle(producer: Producer, request: int) -> RecordMetadata:
+        # What an aiohttp or FastAPI handler does: send, and await the acknowledgement.
+        return await producer.send("handlers", b"request %d" % request, key=b"%d" % request)
+
+    async def serve(producer: Producer) -> list[RecordMetadata]:
+        return await asyncio.gather(*(handle(producer, n) for n in range(1000)))
+
+    with Producer({"bootstrap.servers": sidecar.address, "linger.ms": 5}) as producer:
+        acknowledged = asyncio.run(serve(producer))
+    by_partition = Counter(metadata.partition for metadata in acknowledged)
+    assert sum(by_partition.values()) == 1000 and len(by_partition) == 3
+    for partition, count in by_partition.items():
+        offsets = sorted(m.offset for m in acknowledged if m.partition == partition)
+        assert offsets == list(range(count))  # each acknowledged once, no gaps
+
+
+def test_an_awaited_send_raises_the_records_error(sidecar: LiveSidecar) -> None:
+    create_topic(sidecar.address, "small", max_message_bytes="200")
+
+    async def send_too_large(producer: Producer) -> RecordMetadata:
+        return await producer.send("small", b"x" * 1000)
+
+    with (
+        Producer({"bootstrap.servers": sidecar.address, "linger.ms": 0}) as producer,
+        pytest.raises(RecordTooLargeError),
+    ):
+        asyncio.run(send_too_large(producer))
