@@ -41,6 +41,7 @@ from typing import NamedTuple
 
 from tierlog.api.errors import NotLeaderOrFollowerError
 from tierlog.api.v1 import log_service_pb2
+from tierlog.client.client_metrics import ConsumerMetrics
 from tierlog.client.cluster import Cluster, ClusterClient, OffsetAndTimestamp
 from tierlog.client.config import ConsumerConfig
 from tierlog.client.errors import (
@@ -100,6 +101,8 @@ class Consumer(ClusterClient):
         self._arrivals: queue.SimpleQueue[Arrival] = queue.SimpleQueue()
         # When a partition whose stream failed or ended may have a new one.
         self._retry_at: dict[TopicPartition, float] = {}
+        self._metrics = ConsumerMetrics()
+        self._high_watermarks: dict[TopicPartition, int] = {}  # as the last message said
 
     # --- assignment and positions -----------------------------------------------------
 
@@ -202,6 +205,11 @@ class Consumer(ClusterClient):
             elif time.monotonic() >= deadline:
                 return []
 
+    def metrics(self) -> dict[str, float]:
+        """Kafka's ``consumer-fetch-manager-metrics`` by name: ``records-consumed-rate``,
+        ``records-lag-max``, ... (``client_metrics``)."""
+        return self._metrics.snapshot()
+
     def close(self) -> None:
         streams, self._streams = list(self._streams.values()), {}
         for stream in streams:
@@ -218,7 +226,12 @@ class Consumer(ClusterClient):
                 chunk = buffered.take(room)
                 taken += chunk
                 room -= len(chunk)
-                self._positions[tp] = chunk[-1].offset + 1
+                position = self._positions[tp] = chunk[-1].offset + 1
+                if tp in self._high_watermarks:
+                    lag = self._high_watermarks[tp] - position
+                    self._metrics.lags[(tp.topic, tp.partition)] = max(0, lag)
+        if taken:
+            self._metrics.records.record(len(taken))
         return taken
 
     # --- streams ----------------------------------------------------------------------
@@ -302,6 +315,8 @@ class Consumer(ClusterClient):
             return
         stream.release()  # the reader may take the next message while this one is decoded
         data = arrival.message.record_batches  # (each read of a bytes field copies it)
+        self._high_watermarks[tp] = arrival.message.high_watermark
+        self._metrics.fetches.record(len(data))
         try:
             whole = self._buffer(tp, self.position(tp), data)
         except BaseException:

@@ -150,6 +150,14 @@ class Producer:
                     raise
                 time.sleep(self.config.retry_backoff_ms / 1000)
 
+    def metrics(self) -> dict[str, float]:
+        """Kafka's ``producer-metrics`` by name: ``record-send-rate``,
+        ``request-latency-avg``, ``buffer-available-bytes``, ... (``client_metrics``)."""
+        with self._lock:
+            return self._sender.metrics.snapshot(
+                self.config.buffer_memory, self.accumulator.free_memory_bytes
+            )
+
     def flush(self, timeout_s: float | None = None) -> bool:
         """Send everything appended so far now, and wait until each is stored or failed;
         False if ``timeout_s`` passed first."""
