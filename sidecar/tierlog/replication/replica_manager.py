@@ -223,6 +223,7 @@ class ReplicaManager:
         self._unfollow(tp)
         self._resign(tp)
         partition_log = await asyncio.to_thread(self._log, tp)
+        await asyncio.to_thread(self._claim_tier, tp, partition_log)
         await asyncio.to_thread(partition_log.become_leader, state.leader_epoch)
         leader = LeaderPartition(tp, partition_log, state, self.node_id, _now_ms())
         self.leaders[tp] = leader
@@ -235,6 +236,21 @@ class ReplicaManager:
             list(state.isr),
             partition_log.high_watermark,
         )
+
+    def _claim_tier(self, tp: TopicPartition, partition_log: Log) -> None:
+        """Take over a tiered partition's tier before leading it: the claim fences the
+        previous leader's writer, and a log that ends before the tier (its volume
+        lost) starts over at the tier's end before it takes an append. With the store
+        away the leader leads all the same (its log holds what the in-sync replicas
+        hold, which the tier never passes) and the remote log manager's passes claim
+        the tier once the store answers."""
+        tier = self.logs.tier
+        if tier is None or not partition_log.config.remote_storage_enable:
+            return
+        try:
+            tier.attach(tp, partition_log)
+        except (TierlogError, OSError) as error:
+            log.warning("%s: cannot claim the tier yet (%s): the next pass will", tp, error)
 
     def _follow(self, tp: TopicPartition, state: PartitionState) -> None:
         previous = self._following.get(tp)
@@ -258,6 +274,7 @@ class ReplicaManager:
                 self._access,
                 self._fetched,
                 self.settings.fetch,
+                self.logs.tier.store if self.logs.tier is not None else None,
             )
             self.fetchers[state.leader] = fetcher
         fetcher.follow(tp, state.leader_epoch)
@@ -272,6 +289,8 @@ class ReplicaManager:
         leader = self.leaders.pop(tp, None)
         if leader is not None:
             leader.resign()
+            if self.logs.tier is not None:
+                self.logs.tier.release(tp)  # its next leader keeps the tier
             log.info("%s: no longer leading (epoch %d)", tp, leader.leader_epoch)
 
     async def _stop_replica(self, tp: TopicPartition) -> None:
