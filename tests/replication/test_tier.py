@@ -11,6 +11,7 @@ producer's retried batch is still answered as a duplicate.
 
 from __future__ import annotations
 
+import functools
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -73,6 +74,9 @@ class TieredCluster:
         its disk: only the active segment is left, and the tier ends where it begins."""
         bases = local_bases(self.broker(node_id))
         return len(bases) == 1 and bases[0] > 0 and self.tier_end() == bases[0]
+
+    def writer_epoch_is(self, epoch: int) -> bool:
+        return load_manifest(self.store, TP).writer_epoch == epoch
 
     def leader(self) -> int:
         return self.cluster.state(TOPIC).leader
@@ -229,6 +233,40 @@ def test_a_new_leader_continues_the_tier_and_the_old_one_writes_no_more(
     assert (latest.writer_epoch, latest.writer_id) == (2, manifest.writer_id)
     assert contiguous(tiered.segments())
     assert uploaded_segments(cluster.broker(0)) == 0
+
+
+def test_a_leader_moved_away_and_back_claims_the_tier_each_time(
+    tiered_brokers: TieredFactory,
+) -> None:
+    """Leadership moves between live brokers (the test plays the controller): each
+    leader claims the tier as it starts (the one before is fenced from then on) and
+    uploads what follows; the first one, leading again, claims anew and uploads again."""
+    tiered = tiered_brokers()
+    cluster = tiered.cluster
+    for round_, leader in enumerate((0, 1, 0)):
+        if round_:
+            state = cluster.state(TOPIC)
+            cluster.store.alter_partition(
+                TOPIC, 0, state.partition_epoch, state.with_leader(leader)
+            )
+        wait_for(
+            functools.partial(tiered.writer_epoch_is, round_ + 1),
+            f"broker {leader} to claim the tier",
+        )
+        produce(cluster, 100 * round_, 100)
+        wait_for(
+            functools.partial(tiered.settled, leader),
+            f"broker {leader}'s segments to be in the tier",
+        )
+    segments = tiered.segments()
+    assert contiguous(segments)
+    epochs = [segment.writer_epoch for segment in segments]
+    assert epochs == sorted(epochs) and set(epochs) == {1, 2, 3}
+    by_broker_0 = sum(1 for epoch in epochs if epoch != 2)
+    assert uploaded_segments(cluster.broker(0)) == by_broker_0
+    assert uploaded_segments(cluster.broker(1)) == len(segments) - by_broker_0
+    assert uploaded_segments(cluster.broker(2)) == 0
+    assert cluster.read_values(TOPIC, 300) == [value(i) for i in range(300)]
 
 
 def test_a_wiped_follower_starts_over_from_the_tier_and_keeps_idempotent_producers(
