@@ -22,6 +22,7 @@ import pytest
 
 from tests.sidecar.conftest import Sidecar, reason_of
 from tests.support.minio import MinioServer
+from tests.support.process_faults import paused
 from tests.support.scrape import METRICS, scrape_sidecar
 from tierlog.api.v1 import log_service_pb2
 from tierlog.client import Producer
@@ -233,6 +234,33 @@ def test_a_new_leader_continues_the_tier_and_the_old_one_writes_no_more(
     assert (latest.writer_epoch, latest.writer_id) == (2, manifest.writer_id)
     assert contiguous(tiered.segments())
     assert uploaded_segments(cluster.broker(0)) == 0
+
+
+def test_a_paused_leader_resumed_after_its_successor_claimed_the_tier_writes_nothing(
+    tiered_brokers: TieredFactory,
+) -> None:
+    tiered = tiered_brokers()
+    cluster = tiered.cluster
+    produce(cluster, 0, 100)
+    wait_for(lambda: tiered.settled(0), "the first leader's segments to be in the tier")
+    uploaded_before = uploaded_segments(cluster.broker(0))
+    with paused(cluster.broker(0).process.pid):  # past its lease: the controller moves on
+        wait_for(lambda: tiered.leader() in (1, 2), "a new leader")
+        successor = tiered.leader()
+        wait_for(functools.partial(tiered.writer_epoch_is, 2), "the new leader's claim")
+        produce(cluster, 100, 100)
+        wait_for(lambda: tiered.settled(successor), "the new leader's segments in the tier")
+    claimed = load_manifest(tiered.store, TP)
+    # Resumed, it still holds the tier's writer of epoch 1 until it learns it leads no
+    # more: any change it tries meets epoch 2 and is fenced; then it follows.
+    wait_for(lambda: 0 in cluster.state(TOPIC).isr, "broker 0 to follow and rejoin the ISR")
+    produce(cluster, 200, 100)
+    wait_for(lambda: tiered.settled(successor), "the last segments to be in the tier")
+    latest = load_manifest(tiered.store, TP)
+    assert (latest.writer_epoch, latest.writer_id) == (2, claimed.writer_id)
+    assert contiguous(tiered.segments())
+    assert uploaded_segments(cluster.broker(0)) == uploaded_before
+    assert cluster.read_values(TOPIC, 300) == [value(i) for i in range(300)]
 
 
 def test_a_leader_moved_away_and_back_claims_the_tier_each_time(
