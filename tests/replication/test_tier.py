@@ -29,6 +29,7 @@ from tierlog.client import Producer
 from tierlog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, TopicPartition
 from tierlog.storage.records import SimpleRecord, build_batch
 from tierlog.storage.tier.layout import segments_prefix
+from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest import RemoteSegment
 from tierlog.storage.tier.manifest_store import load_manifest, load_view
 from tierlog.storage.tier.s3_store import S3Options
@@ -359,3 +360,40 @@ def test_a_wiped_follower_starts_over_from_the_tier_and_keeps_idempotent_produce
         *(record.value for record in records),
         *(value(i) for i in range(155, 255)),
     ]
+
+
+def test_followers_with_tiers_of_their_own_free_nothing_for_the_leaders(
+    replicated_brokers: ClusterFactory,
+) -> None:
+    """Without a shared tier (each broker's default directory in its log dir) the
+    leader's tier is no follower's: a follower that freed its copies for it would hold
+    them nowhere it can read, so it frees nothing."""
+    cluster = replicated_brokers(3, *BROKER)
+    cluster.store.write_topic_configs(TOPIC, TIERED)
+    cluster.create_topic(TOPIC, (0, 1, 2))
+    leader = LocalDirectoryStore(cluster.broker(0).data_dir / "tier")
+    produce(cluster, 0, 200)
+
+    def leader_settled() -> bool:
+        bases = local_bases(cluster.broker(0))
+        return len(bases) == 1 and load_view(leader, TP).end_offset == bases[0]
+
+    wait_for(leader_settled, "the leader's closed segments to be in its tier")
+    (active_base,) = local_bases(cluster.broker(0))
+    # One more record: the answer carrying it tells the followers the tier's end.
+    produce(cluster, 200, 1)
+    for node in (1, 2):
+        keeps_every_segment_after_a_retention_pass(cluster.broker(node), active_base)
+
+
+def keeps_every_segment_after_a_retention_pass(follower: Sidecar, active_base: int) -> None:
+    active = follower.data_dir / TP.dir_name / f"{active_base:020d}.log"
+    wait_for(lambda: active.exists() and active.stat().st_size > 0, "the follower's copy")
+    passes = retention_passes(follower)
+    wait_for(lambda: retention_passes(follower) >= passes + 2, "two retention passes")
+    assert local_bases(follower)[0] == 0  # every segment still here
+    assert local_bases(follower)[-1] == active_base
+
+
+def retention_passes(broker: Sidecar) -> float:
+    return scrape_sidecar(broker).value("tierlog_retention_runs_total")

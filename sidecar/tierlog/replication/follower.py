@@ -19,6 +19,11 @@ below it, as on the leader. The leader is the one writer of the manifest, so its
 is as current as the manifest and costs no request to the store; it is taken as it
 comes, even lower (a new leader that has not claimed the tier yet knows less), which
 only keeps more here.
+
+Both need the leader's tier to be this broker's too (``tier``: S3, or a directory every
+broker shares). A broker with a tier of its own (the default directory in its log dir)
+frees nothing for the leader's tier and starts over below the leader's local log start
+as for any log start, without the tier's state.
 """
 
 from __future__ import annotations
@@ -84,9 +89,10 @@ def apply_fetched(
     data: pb.ReplicaFetchPartitionData,
     tier: ObjectStore | None = None,
 ) -> FetchOutcome:
-    """Apply the leader's answer for a fetch from ``fetch_offset``; raises a typed error
-    when its batches cannot be appended or the tier cannot be read (the fetcher logs it
-    and asks again)."""
+    """Apply the leader's answer for a fetch from ``fetch_offset`` (``tier``: the tier
+    this broker shares with the leader, if it does); raises a typed error when its
+    batches cannot be appended or the tier cannot be read (the fetcher logs it and asks
+    again)."""
     if data.HasField("error"):
         return _recover_from(log_, fetch_offset, data, tier)
     if data.HasField("diverging_epoch"):
@@ -109,6 +115,8 @@ def apply_fetched(
         log_.append_as_follower(data.record_batches, leader_segment_base=base)
         appended = len(data.record_batches)
     _follow_offsets(log_, data)
+    if tier is not None:
+        log_.tiered_end_offset = data.tiered_end_offset
     return FetchOutcome(appended_bytes=appended)
 
 
@@ -118,7 +126,6 @@ def _follow_offsets(log_: Log, data: pb.ReplicaFetchPartitionData) -> None:
     if data.log_start_offset > log_.log_start_offset:
         log_.increment_log_start_offset(min(data.log_start_offset, log_.log_end_offset))
     log_.update_high_watermark(min(data.high_watermark, log_.log_end_offset))
-    log_.tiered_end_offset = data.tiered_end_offset
 
 
 def _recover_from(

@@ -41,6 +41,7 @@ from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.log import Log
 from tierlog.storage.manager import LogManager
+from tierlog.storage.tier.store import ObjectStore
 
 __all__ = ["ReplicaManager"]
 
@@ -74,6 +75,7 @@ class ReplicaManager:
         call_metadata: Sequence[tuple[str, str]],
         settings: ReplicationConfig,
         racks: Callable[[], Mapping[int, str | None]] = dict,
+        shared_tier: ObjectStore | None = None,
     ):
         self.node_id = node_id
         self.broker_epoch = broker_epoch
@@ -86,6 +88,10 @@ class ReplicaManager:
         self.call_metadata = call_metadata  # what a follower's calls carry (the token)
         self.settings = settings
         self.known_racks = racks  # broker id -> rack, where the plan names one
+        # The tier when every broker reads the same one (S3, a shared directory): only
+        # then can a follower go by its leader's tier (its end, the state a restart
+        # takes). A tier of its own is none of the leader's: nothing is freed for it.
+        self.shared_tier = shared_tier
         self.states: dict[TopicPartition, PartitionState] = {}  # as last applied
         self.leaders: dict[TopicPartition, LeaderPartition] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}  # by leader id
@@ -274,7 +280,7 @@ class ReplicaManager:
                 self._access,
                 self._fetched,
                 self.settings.fetch,
-                self.logs.tier.store if self.logs.tier is not None else None,
+                self.shared_tier,
             )
             self.fetchers[state.leader] = fetcher
         fetcher.follow(tp, state.leader_epoch)

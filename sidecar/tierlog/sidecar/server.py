@@ -206,6 +206,11 @@ class SidecarServer:
             [("authorization", f"Bearer {token}")] if token else [],
             settings,
             racks=lambda: {broker.node_id: broker.rack for broker in partitions.ownership.brokers},
+            shared_tier=(
+                None
+                if self.config.tier_config.private_to(self.config.storage.log_dirs)
+                else self.tier_store
+            ),
         )
         self.replicated.replicas = replicas
         self.metrics.registry.register(ReplicationCollector(replicas, self.replicated.controller))
