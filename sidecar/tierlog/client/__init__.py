@@ -6,6 +6,8 @@ Over gRPC:
   its ``sender`` thread drives the core below over ``ProduceStream``s.
 - ``consumer``: ``Consumer`` (assign/subscribe, seek by offset or time, ``poll``).
 - ``admin``: ``AdminClient`` (topics, configs, partitions, metadata).
+- ``serialization``: ``SerializingProducer`` / ``DeserializingConsumer`` over them, with
+  string, JSON and bytes (de)serializers.
 - ``cluster``: channels and who owns each partition (Metadata); ``rpc``: statuses to
   typed errors carrying Kafka's reason names; ``security``: TLS, mutual TLS and the
   bearer token the channels are opened with.
@@ -46,6 +48,17 @@ from tierlog.client.partitioner import StickyPartitioner, murmur2, partition_for
 from tierlog.client.producer import Callback, Producer, RecordFuture, RecordMetadata
 from tierlog.client.producer_batch import ProducerBatch, TopicPartition
 from tierlog.client.security import ChannelSecurity
+from tierlog.client.serialization import (
+    DeserializedRecord,
+    DeserializingConsumer,
+    SerializingProducer,
+    bytes_deserializer,
+    bytes_serializer,
+    json_deserializer,
+    json_serializer,
+    string_deserializer,
+    string_serializer,
+)
 
 __all__ = [
     "AdminClient",
@@ -60,6 +73,8 @@ __all__ = [
     "Consumer",
     "ConsumerConfig",
     "ConsumerRecord",
+    "DeserializedRecord",
+    "DeserializingConsumer",
     "IdempotenceManager",
     "IllegalProducerStateError",
     "MemoryBlocked",
@@ -77,8 +92,15 @@ __all__ = [
     "RecordMetadata",
     "RecordTooLargeError",
     "RequestTimedOutError",
+    "SerializingProducer",
     "StickyPartitioner",
     "TopicPartition",
+    "bytes_deserializer",
+    "bytes_serializer",
+    "json_deserializer",
+    "json_serializer",
     "murmur2",
     "partition_for_key",
+    "string_deserializer",
+    "string_serializer",
 ]
