@@ -354,7 +354,9 @@ def test_a_wiped_follower_starts_over_from_the_tier_and_keeps_idempotent_produce
     wait_for(lambda: retry(follower, request, answers), f"broker {wiped} to take the retry")
     (retried,) = answers
     assert (retried.base_offset, retried.last_offset, retried.duplicate) == (150, 154, True)
-    values = cluster.read_values(TOPIC, 255)  # its log start is the tier's: 0
+    earliest = log_service_pb2.ListOffsetsRequest(topic=TOPIC, partition=0, timestamp_ms=-2)
+    assert follower.log.ListOffsets(earliest).offset == 0  # its log start is the tier's
+    values = cluster.read_values(TOPIC, 255)  # the older offsets from the tier
     assert values == [
         *(value(i) for i in range(150)),
         *(record.value for record in records),
