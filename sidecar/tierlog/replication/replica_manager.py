@@ -244,14 +244,21 @@ class ReplicaManager:
         )
 
     def _claim_tier(self, tp: TopicPartition, partition_log: Log) -> None:
-        """Take over a tiered partition's tier before leading it: the claim fences the
-        previous leader's writer, and a log that ends before the tier (its volume
-        lost) starts over at the tier's end before it takes an append. With the store
-        away the leader leads all the same (its log holds what the in-sync replicas
-        hold, which the tier never passes) and the remote log manager's passes claim
-        the tier once the store answers."""
+        """Take over a tiered partition's tier as it starts leading here: the claim fences
+        the previous leader's writer.
+
+        An empty log claims before its first append: it may be a lost volume, which
+        must start over at the tier's end, not take appends at offsets the tier holds.
+        Any other log was elected from the ISR, so it holds everything the tier holds
+        (only committed segments are uploaded): its claim runs in the background, and
+        taking leadership waits for no request to the store. With the store away the
+        leader leads all the same and the remote log manager's passes claim later."""
         tier = self.logs.tier
         if tier is None or not partition_log.config.remote_storage_enable:
+            return
+        if partition_log.log_end_offset > 0:
+            tier.adopt(tp, partition_log)
+            tier.run_soon(tp)
             return
         try:
             tier.attach(tp, partition_log)
