@@ -142,6 +142,7 @@ class SidecarServer:
         else:  # only the leader uploads (a new leader continues the tier)
             leaders = partitions.replicas.leaders
             self.remote_log_manager.scope = lambda tp: tp in leaders
+        self.remote_log_manager.committed_end = partitions.high_watermark
         await asyncio.to_thread(partitions.adopt_logs_on_disk)
         self.remote_reader = await asyncio.to_thread(self._remote_reader)
         self._log_service = LogService(
@@ -205,6 +206,11 @@ class SidecarServer:
             [("authorization", f"Bearer {token}")] if token else [],
             settings,
             racks=lambda: {broker.node_id: broker.rack for broker in partitions.ownership.brokers},
+            shared_tier=(
+                None
+                if self.config.tier_config.private_to(self.config.storage.log_dirs)
+                else self.tier_store
+            ),
         )
         self.replicated.replicas = replicas
         self.metrics.registry.register(ReplicationCollector(replicas, self.replicated.controller))
