@@ -185,6 +185,13 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             duplicate=info.duplicate,
         )
 
+    async def produce(
+        self, request: log_service_pb2.ProduceRequest
+    ) -> log_service_pb2.ProduceResponse:
+        """A produce from inside the broker (the group coordinator's writes): a client's
+        checks, append and acknowledgement, its errors raised as types."""
+        return await self._produce(request)
+
     async def _append_unacknowledged(self, tp: TopicPartition, target: Log, data: bytes) -> None:
         try:
             await asyncio.to_thread(target.append, data)
