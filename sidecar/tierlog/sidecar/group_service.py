@@ -36,6 +36,7 @@ __all__ = ["CreateTopic", "GroupService"]
 log = logging.getLogger(__name__)
 
 _Context = grpc.aio.ServicerContext[Any, Any]
+_GROUP_KEY_TYPES = (pb.COORDINATOR_TYPE_UNSPECIFIED, pb.COORDINATOR_TYPE_GROUP)
 # Creates a topic as CreateTopics does: (name, partitions, replication factor, configs).
 CreateTopic = Callable[[str, int, int, Mapping[str, str]], Awaitable[None]]
 
@@ -52,8 +53,8 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def FindCoordinator(
         self, request: pb.FindCoordinatorRequest, context: _Context
     ) -> pb.FindCoordinatorResponse:
-        if request.key_type != pb.COORDINATOR_TYPE_GROUP:
-            raise InvalidRequestError(f"coordinator type {request.key_type}: only GROUP (0)")
+        if request.key_type not in _GROUP_KEY_TYPES:
+            raise InvalidRequestError(f"coordinator type {request.key_type}: only GROUP")
         partition = self.coordinator.partition_of(request.key)
         await self._ensure_offsets_topic()
         node_id, address = self._leader(TopicPartition(OFFSETS_TOPIC, partition))

@@ -35,11 +35,15 @@ class _CoordinatorType:
 
 class _CoordinatorTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CoordinatorType.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
-    COORDINATOR_TYPE_GROUP: _CoordinatorType.ValueType  # 0
+    COORDINATOR_TYPE_UNSPECIFIED: _CoordinatorType.ValueType  # 0
+    """Same as COORDINATOR_TYPE_GROUP."""
+    COORDINATOR_TYPE_GROUP: _CoordinatorType.ValueType  # 1
 
 class CoordinatorType(_CoordinatorType, metaclass=_CoordinatorTypeEnumTypeWrapper): ...
 
-COORDINATOR_TYPE_GROUP: CoordinatorType.ValueType  # 0
+COORDINATOR_TYPE_UNSPECIFIED: CoordinatorType.ValueType  # 0
+"""Same as COORDINATOR_TYPE_GROUP."""
+COORDINATOR_TYPE_GROUP: CoordinatorType.ValueType  # 1
 Global___CoordinatorType: _TypeAlias = CoordinatorType  # noqa: Y015
 
 @_typing.final
