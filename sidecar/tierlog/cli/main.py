@@ -3,7 +3,8 @@
 Each subcommand module offers ``add_parser(subparsers)``, which registers its options
 and sets ``run`` (``Namespace -> exit status``) as the parser default; ``main`` only
 dispatches, and prints a typed error (``TierlogError``) as its Kafka name and message
-with exit status 1.  The data commands (``topics``, ``produce``, ``consume``, ``perf``)
+with exit status 1.  The data commands (``topics``, ``produce``, ``consume``,
+``consumer-groups``, ``perf``)
 are thin adapters over ``tierlog.client`` and take ``--server`` (``server_option``).
 ``main(argv)`` returns the status instead of exiting, so tests call it
 in-process; the installed command is ``run``, which tunes the process first.
@@ -16,7 +17,17 @@ import os
 import sys
 from collections.abc import Sequence
 
-from tierlog.cli import cluster, consume, demo, dump_log, perf, produce, tier, topics
+from tierlog.cli import (
+    cluster,
+    consume,
+    consumer_groups,
+    demo,
+    dump_log,
+    perf,
+    produce,
+    tier,
+    topics,
+)
 from tierlog.client.errors import reason_of
 from tierlog.process_tuning import tune_process
 from tierlog.storage.errors import TierlogError
@@ -36,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     topics.add_parser(subparsers)
     produce.add_parser(subparsers)
     consume.add_parser(subparsers)
+    consumer_groups.add_parser(subparsers)
     perf.add_parser(subparsers)
     tier.add_parser(subparsers)
     return parser
