@@ -165,10 +165,14 @@ class GroupCoordinator:
         if replicas is not None:
             leader = replicas.leaders.get(tp)
             return None if leader is None else leader.leader_epoch
-        if tp not in self.partitions.manager.partitions:
-            return None  # not created here (yet)
         ownership = self.partitions.ownership
-        return ownership.generation if ownership.owns(tp) else None
+        if not ownership.owns(tp):
+            return None
+        try:
+            self.partitions.manager.get_log(tp)
+        except TierlogError:
+            return None  # not created here (yet)
+        return ownership.generation
 
     def _refresh(self, partition: int) -> _Loaded | None:
         """Load or unload the partition as its leadership here says; its entry."""
