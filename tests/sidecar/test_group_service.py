@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from tests.support.sidecars import free_port
-from tierlog.api.v1 import admin_service_pb2, group_service_pb2_grpc
+from tierlog.api.v1 import admin_service_pb2, common_pb2, group_service_pb2_grpc, log_service_pb2
 from tierlog.api.v1 import group_service_pb2 as pb
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for_group
 
@@ -164,6 +164,29 @@ def test_typed_errors(groups_sidecar: Sidecar) -> None:
     with pytest.raises(grpc.RpcError) as member:
         stub.OffsetCommit(pb.OffsetCommitRequest(group_id="g", member_id="m-1", generation_id=3))
     assert reason_of(member.value) == "UNKNOWN_MEMBER_ID"
+
+
+def test_clients_cannot_write_to_the_offsets_topic(groups_sidecar: Sidecar) -> None:
+    """Garbage there would stop the group's coordinator from loading: refused, as Kafka
+    refuses appends to internal topics, and the group's offsets stay readable."""
+    _coordinated(groups_sidecar, "g")
+    _commit(groups_sidecar, "g", {("orders", 0): 2})
+    partition = partition_for_group("g", 3)
+    with pytest.raises(grpc.RpcError) as refused:
+        groups_sidecar.log.Produce(
+            log_service_pb2.ProduceRequest(
+                topic=OFFSETS_TOPIC,
+                partition=partition,
+                records=log_service_pb2.RecordList(
+                    records=[common_pb2.Record(key=b"junk", value=b"junk")]
+                ),
+            )
+        )
+    assert reason_of(refused.value) == "INVALID_TOPIC_EXCEPTION"
+    groups_sidecar.kill()
+    groups_sidecar.start()
+    _coordinated(groups_sidecar, "g")
+    assert _fetch(groups_sidecar, "g") == {("orders", 0): 2}
 
 
 def test_a_broker_that_does_not_lead_the_partition_is_not_coordinator(
