@@ -7,6 +7,7 @@ import json
 import signal
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from tierlog.client import (
     partition_for_key,
 )
 from tierlog.client.consumer import ConsumerRecord
+from tierlog.client.errors import NetworkError
 from tierlog.client.producer_batch import ProducerBatch
 from tierlog.client.rpc import open_channel
 from tierlog.client.sender import Sender
@@ -254,6 +256,45 @@ def test_a_partition_without_an_owner_waits_and_then_goes_to_the_owner_named(
         place(0)
         assert future.result(timeout=20).offset == 0
     assert high_watermark(broker.address, "moving") == 1
+
+
+def test_a_slow_link_still_connects_and_the_first_send_waits_for_metadata(
+    sidecar: LiveSidecar,
+) -> None:
+    # Every byte 1.2 s late: the broker's half of a connection's handshake takes over
+    # 1 s, as on a loaded machine. Connection attempts once gave up after at most 1 s
+    # (100 ms, then the reconnect backoff), so this client never connected.
+    create_topic(sidecar.address, "slow")
+    with TcpFaultProxy.start({"sidecar": sidecar.address}) as proxy:
+        proxy.delay("sidecar", 1200)
+        config = {
+            "bootstrap.servers": proxy.address("sidecar"),
+            "linger.ms": 0,
+            "max.block.ms": 20_000,
+        }
+        with Producer(config) as producer:
+            assert producer.send("slow", b"late").result(timeout=30).offset == 0
+
+
+def test_a_send_waits_up_to_max_block_ms_for_a_broker_to_answer(
+    sidecars: SidecarStarter,
+) -> None:
+    port = free_port()
+    first = sidecars("data", port=port)
+    create_topic(first.address, "early")
+    first.kill()
+    config = {"bootstrap.servers": first.address, "linger.ms": 0, "max.block.ms": 60_000}
+    with Producer(config) as producer, ThreadPoolExecutor(1) as pool:
+        # Sent while no broker answers; the broker comes back on its port, topic and all.
+        sent = pool.submit(producer.send, "early", b"v")
+        sidecars("data", port=port)
+        assert sent.result(timeout=60).result(timeout=30).offset == 0
+    short = {**config, "max.block.ms": 300, "bootstrap.servers": f"127.0.0.1:{free_port()}"}
+    with Producer(short) as producer:
+        started = time.monotonic()
+        with pytest.raises(NetworkError):
+            producer.send("early", b"v")
+        assert time.monotonic() - started >= 0.3
 
 
 def test_producer_ids_differ_between_producers(sidecar: LiveSidecar, tmp_path: Path) -> None:

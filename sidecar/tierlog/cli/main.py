@@ -3,26 +3,31 @@
 Each subcommand module offers ``add_parser(subparsers)``, which registers its options
 and sets ``run`` (``Namespace -> exit status``) as the parser default; ``main`` only
 dispatches, and prints a typed error (``TierlogError``) as its Kafka name and message
-with exit status 1.  The data commands (``topics``, ``produce``, ``consume``,
-``consumer-groups``, ``perf``)
-are thin adapters over ``tierlog.client`` and take ``--server`` (``server_option``).
-``main(argv)`` returns the status instead of exiting, so tests call it
-in-process; the installed command is ``run``, which tunes the process first.
+with exit status 1; a flag a subcommand does not know is reported with that
+subcommand's usage.  The data commands (``topics``, ``configs``, ``get-offsets``,
+``delete-records``, ``produce``, ``consume``, ``consumer-groups``, ``perf``) are thin
+adapters over ``tierlog.client`` and take ``--server`` (``server_option``).
+``main(argv)`` returns the status instead of exiting, so tests call it in-process; the
+installed command is ``run``, which tunes the process first.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import sys
 from collections.abc import Sequence
 
 from tierlog.cli import (
     cluster,
+    configs,
     consume,
     consumer_groups,
+    delete_records,
     demo,
     dump_log,
+    get_offsets,
     perf,
     produce,
     tier,
@@ -45,16 +50,41 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_parser(subparsers)
     dump_log.add_parser(subparsers)
     topics.add_parser(subparsers)
+    configs.add_parser(subparsers)
+    get_offsets.add_parser(subparsers)
+    delete_records.add_parser(subparsers)
     produce.add_parser(subparsers)
     consume.add_parser(subparsers)
     consumer_groups.add_parser(subparsers)
     perf.add_parser(subparsers)
     tier.add_parser(subparsers)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    _name_each_subcommand(parser)
     return parser
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("tierlog")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "unknown"
+
+
+def _name_each_subcommand(parser: argparse.ArgumentParser) -> None:
+    """Give each (sub)subcommand's namespace its own parser as ``command_parser``, so a
+    flag it does not know is reported with its usage, not the top-level one."""
+    # argparse keeps subcommands in a private list; walking it is the one way in.
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for subparser in action.choices.values():
+                subparser.set_defaults(command_parser=subparser)
+                _name_each_subcommand(subparser)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         status: int = args.run(args)
     except BrokenPipeError:

@@ -41,14 +41,13 @@ import queue
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from itertools import repeat
 from operator import add
 from typing import NamedTuple
 
 from tierlog.api.errors import InvalidGroupIdError, NotLeaderOrFollowerError
 from tierlog.api.v1 import log_service_pb2
-from tierlog.client.cluster import Cluster, ClusterClient
+from tierlog.client.cluster import Cluster, ClusterClient, OffsetAndTimestamp
 from tierlog.client.config import ConsumerConfig
 from tierlog.client.errors import (
     NoOffsetForPartitionError,
@@ -95,15 +94,7 @@ class ConsumerRecord(NamedTuple):
 
 
 # Told the offsets an asynchronous commit stored, or its error.
-CommitCallback = Callable[
-    [Mapping["TopicPartition", OffsetAndMetadata], BaseException | None], None
-]
-
-
-@dataclass(frozen=True)
-class OffsetAndTimestamp:
-    offset: int
-    timestamp: int
+CommitCallback = Callable[[Mapping[TopicPartition, OffsetAndMetadata], BaseException | None], None]
 
 
 class Consumer(ClusterClient):
@@ -165,11 +156,11 @@ class Consumer(ClusterClient):
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] = ()) -> None:
         for tp in list(partitions) or self.assignment():
-            self.seek(tp, self._list_offset(tp, EARLIEST).offset)
+            self.seek(tp, self.list_offset(tp, EARLIEST).offset)
 
     def seek_to_end(self, partitions: Iterable[TopicPartition] = ()) -> None:
         for tp in list(partitions) or self.assignment():
-            self.seek(tp, self._list_offset(tp, LATEST).offset)
+            self.seek(tp, self.list_offset(tp, LATEST).offset)
 
     def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int]
@@ -179,7 +170,7 @@ class Consumer(ClusterClient):
         for tp, timestamp in timestamps.items():
             if timestamp < 0:
                 raise ValueError(f"a timestamp in ms since the epoch, not {timestamp}")
-            answer = self._list_offset(tp, timestamp)
+            answer = self.list_offset(tp, timestamp)
             found[tp] = None if answer.offset < 0 else answer
         return found
 
@@ -189,7 +180,7 @@ class Consumer(ClusterClient):
         """Each partition to its first record at or after ``timestamp_ms`` (its end if none)."""
         chosen = list(partitions) or self.assignment()
         for tp, found in self.offsets_for_times(dict.fromkeys(chosen, timestamp_ms)).items():
-            self.seek(tp, self._list_offset(tp, LATEST).offset if found is None else found.offset)
+            self.seek(tp, self.list_offset(tp, LATEST).offset if found is None else found.offset)
 
     def position(self, tp: TopicPartition) -> int:
         """The offset of the next record ``poll`` returns for ``tp``."""
@@ -201,23 +192,14 @@ class Consumer(ClusterClient):
         return position
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {tp: self._list_offset(tp, EARLIEST).offset for tp in partitions}
+        return {tp: self.list_offset(tp, EARLIEST).offset for tp in partitions}
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {tp: self._list_offset(tp, LATEST).offset for tp in partitions}
+        return {tp: self.list_offset(tp, LATEST).offset for tp in partitions}
 
     def _check_assigned(self, tp: TopicPartition) -> None:
         if tp not in self._positions:
             raise ValueError(f"{tp} is not assigned to this consumer")
-
-    def _list_offset(self, tp: TopicPartition, timestamp: int) -> OffsetAndTimestamp:
-        request = log_service_pb2.ListOffsetsRequest(
-            topic=tp.topic, partition=tp.partition, timestamp_ms=timestamp
-        )
-        response = self.cluster.call_leader(
-            tp, lambda stub: stub.ListOffsets(request, timeout=self._timeout_s)
-        )
-        return OffsetAndTimestamp(response.offset, response.timestamp_ms)
 
     def _initial_positions(self, partitions: list[TopicPartition]) -> None:
         """Positions for ``partitions`` (none yet): the group's committed offsets, else
@@ -236,7 +218,7 @@ class Consumer(ClusterClient):
         policy = self.config.auto_offset_reset
         if policy == "none":
             raise NoOffsetForPartitionError(f"{tp} has no position and auto.offset.reset is none")
-        offset = self._list_offset(tp, EARLIEST if policy == "earliest" else LATEST).offset
+        offset = self.list_offset(tp, EARLIEST if policy == "earliest" else LATEST).offset
         self._positions[tp] = offset
         self._buffers[tp] = _Buffered()
         self._drop_stream(tp)
