@@ -171,18 +171,18 @@ def test_clients_cannot_write_to_the_offsets_topic(groups_sidecar: Sidecar) -> N
     refuses appends to internal topics, and the group's offsets stay readable."""
     _coordinated(groups_sidecar, "g")
     _commit(groups_sidecar, "g", {("orders", 0): 2})
-    partition = partition_for_group("g", 3)
+    junk = log_service_pb2.ProduceRequest(
+        topic=OFFSETS_TOPIC,
+        partition=partition_for_group("g", 3),
+        records=log_service_pb2.RecordList(records=[common_pb2.Record(key=b"junk", value=b"x")]),
+    )
     with pytest.raises(grpc.RpcError) as refused:
-        groups_sidecar.log.Produce(
-            log_service_pb2.ProduceRequest(
-                topic=OFFSETS_TOPIC,
-                partition=partition,
-                records=log_service_pb2.RecordList(
-                    records=[common_pb2.Record(key=b"junk", value=b"junk")]
-                ),
-            )
-        )
+        groups_sidecar.log.Produce(junk)
     assert reason_of(refused.value) == "INVALID_TOPIC_EXCEPTION"
+    streamed = groups_sidecar.log.ProduceStream(
+        iter([log_service_pb2.ProduceStreamRequest(produce=junk)])
+    )
+    assert [answer.error.reason for answer in streamed] == ["INVALID_TOPIC_EXCEPTION"]
     groups_sidecar.kill()
     groups_sidecar.start()
     _coordinated(groups_sidecar, "g")
