@@ -3,13 +3,17 @@
 Starts at each partition's end unless ``--from-beginning`` or ``--offset N``; reads
 every partition, or ``--partition P``; stops after ``--max-messages N`` records, or
 when none came for ``--timeout-ms`` (else runs until interrupted).  The topic is the
-argument or Kafka's ``--topic``.  Records print as Kafka's console consumer prints them
-(``record_format``: ``--property print.key=true``, ``print.offset``, ``print.headers``
-and the rest, ``--print-key`` and ``--key-separator`` being short for two of them; a
-null key or value prints as ``null``), or one JSON object each with ``--formatter
-json``.  A typed error from the consumer (a corrupt batch: ``CORRUPT_MESSAGE`` with its
-partition and offset) ends the command with status 1 after the records before it were
-printed.
+argument or Kafka's ``--topic``.  With ``--group G`` it resumes where the group left off
+(a partition the group never committed starts at the end, or the start with
+``--from-beginning``) and commits the offset after each record it printed, once per
+poll, so a restart prints nothing twice that was committed and skips nothing
+(``--offset`` is refused with a group, as Kafka's tool refuses it).  Records print as
+Kafka's console consumer prints them (``record_format``: ``--property
+print.key=true``, ``print.offset``, ``print.headers`` and the rest, ``--print-key`` and
+``--key-separator`` being short for two of them; a null key or value prints as
+``null``), or one JSON object each with ``--formatter json``.  A typed error from the
+consumer (a corrupt batch: ``CORRUPT_MESSAGE`` with its partition and offset) ends the
+command with status 1 after the records before it were printed.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from tierlog.cli.server_option import (
     key_value,
     topic_of,
 )
-from tierlog.client import Consumer, TopicPartition
+from tierlog.client import Consumer, ConsumerRecord, TopicPartition
+from tierlog.client.groups import OffsetAndMetadata
 
 __all__ = ["add_parser", "offset", "record_format", "run"]
 
@@ -49,6 +54,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "offset is refused: use --from-beginning, or leave both out to start at the end)",
     )
     parser.add_argument("--partition", type=int, help="read only this partition")
+    parser.add_argument(
+        "--group", help="the consumer group: resume at its committed offsets, and commit"
+    )
     parser.add_argument("--max-messages", type=int, help="stop after this many records")
     parser.add_argument(
         "--timeout-ms", type=int, help="stop when no record came for this long (default: never)"
@@ -108,6 +116,8 @@ def _position(consumer: Consumer, args: argparse.Namespace) -> None:
         consumer.subscribe(topic)
     else:
         consumer.assign([TopicPartition(topic, args.partition)])
+    if args.group:
+        return  # the group's offsets, else auto.offset.reset
     if args.from_beginning:
         consumer.seek_to_beginning()
     elif args.offset is not None:
@@ -117,8 +127,31 @@ def _position(consumer: Consumer, args: argparse.Namespace) -> None:
         consumer.seek_to_end()
 
 
+def _group_properties(args: argparse.Namespace) -> dict[str, object]:
+    """With ``--group``: the group, where it starts without offsets, and commits made
+    here (of what was printed) instead of automatic ones (of what was polled)."""
+    if not args.group:
+        return {}
+    if args.offset is not None:
+        raise SystemExit("tierlog consume: --offset cannot be used with --group")
+    reset = "earliest" if args.from_beginning else "latest"
+    return {"group.id": args.group, "auto.offset.reset": reset, "enable.auto.commit": "false"}
+
+
+def _after(records: list[ConsumerRecord]) -> dict[TopicPartition, OffsetAndMetadata]:
+    """Per partition, the offset after the last of ``records``: what to commit."""
+    return {
+        TopicPartition(record.topic, record.partition): OffsetAndMetadata(record.offset + 1)
+        for record in records
+    }
+
+
 def run(args: argparse.Namespace) -> int:
-    props = {**client_properties(args), **dict(args.consumer_property)}
+    props = {
+        **client_properties(args),
+        **_group_properties(args),
+        **dict(args.consumer_property),
+    }
     out: BinaryIO = sys.stdout.buffer
     try:
         lines = record_format(args)
@@ -136,12 +169,15 @@ def run(args: argparse.Namespace) -> int:
                 records = consumer.poll(wait_ms)
                 if records:
                     last_record = time.monotonic()
-                for record in records[
+                printed = records[
                     : None if args.max_messages is None else args.max_messages - count
-                ]:
+                ]
+                for record in printed:
                     out.write(line_of(record))
                     count += 1
                 out.flush()
+                if args.group and printed:
+                    consumer.commit(_after(printed))
                 idle_ms = (time.monotonic() - last_record) * 1000
                 if args.timeout_ms is not None and not records and idle_ms >= args.timeout_ms:
                     break

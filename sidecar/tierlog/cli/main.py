@@ -5,10 +5,10 @@ and sets ``run`` (``Namespace -> exit status``) as the parser default; ``main`` 
 dispatches, and prints a typed error (``TierlogError``) as its Kafka name and message
 with exit status 1; a flag a subcommand does not know is reported with that
 subcommand's usage.  The data commands (``topics``, ``configs``, ``get-offsets``,
-``delete-records``, ``produce``, ``consume``, ``perf``) are thin adapters over
-``tierlog.client`` and take ``--server`` (``server_option``).  ``main(argv)`` returns
-the status instead of exiting, so tests call it in-process; the installed command is
-``run``, which tunes the process first.
+``delete-records``, ``produce``, ``consume``, ``consumer-groups``, ``perf``) are thin
+adapters over ``tierlog.client`` and take ``--server`` (``server_option``).
+``main(argv)`` returns the status instead of exiting, so tests call it in-process; the
+installed command is ``run``, which tunes the process first.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from tierlog.cli import (
     cluster,
     configs,
     consume,
+    consumer_groups,
     delete_records,
     demo,
     dump_log,
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     delete_records.add_parser(subparsers)
     produce.add_parser(subparsers)
     consume.add_parser(subparsers)
+    consumer_groups.add_parser(subparsers)
     perf.add_parser(subparsers)
     tier.add_parser(subparsers)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")

@@ -4,7 +4,10 @@ Over gRPC:
 
 - ``producer``: ``Producer.send`` -> ``RecordFuture`` (or a ``callback``), ``flush``, ``close``;
   its ``sender`` thread drives the core below over ``ProduceStream``s.
-- ``consumer``: ``Consumer`` (assign/subscribe, seek by offset or time, ``poll``).
+- ``consumer``: ``Consumer`` (assign/subscribe, seek by offset or time, ``poll``, and
+  with a ``group.id`` committed offsets: ``commit``, ``commit_async``, ``committed``).
+- ``groups``: a group's coordinator found and followed (``GroupClient``), and groups as
+  an administrator sees them (``ConsumerGroups``).
 - ``admin``: ``AdminClient`` (topics, configs, partitions, metadata).
 - ``serialization``: ``SerializingProducer`` / ``DeserializingConsumer`` over them, with
   string, JSON and bytes (de)serializers.
@@ -43,6 +46,7 @@ from tierlog.client.errors import (
     RecordTooLargeError,
     RequestTimedOutError,
 )
+from tierlog.client.groups import ConsumerGroups, GroupClient, OffsetAndMetadata
 from tierlog.client.idempotence import IdempotenceManager, ProducerIdAndEpoch
 from tierlog.client.partitioner import StickyPartitioner, murmur2, partition_for_key
 from tierlog.client.producer import Callback, Producer, RecordFuture, RecordMetadata
@@ -72,14 +76,17 @@ __all__ = [
     "ConfigError",
     "Consumer",
     "ConsumerConfig",
+    "ConsumerGroups",
     "ConsumerRecord",
     "DeserializedRecord",
     "DeserializingConsumer",
+    "GroupClient",
     "IdempotenceManager",
     "IllegalProducerStateError",
     "MemoryBlocked",
     "NetworkError",
     "NoOffsetForPartitionError",
+    "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "OutOfOrderSequenceError",
     "Producer",

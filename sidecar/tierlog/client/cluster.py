@@ -184,6 +184,11 @@ class Cluster:
             self._brokers = tuple(broker.address for broker in response.brokers)
         return found
 
+    def broker_addresses(self) -> tuple[str, ...]:
+        """Every broker's address, as a broker's Metadata answer lists them now."""
+        self.refresh([])
+        return self._brokers
+
     def leader(self, tp: TopicPartition) -> str:
         owners = self.owners(tp.topic)
         if tp.partition >= owners.partition_count:

@@ -1,11 +1,15 @@
 """The consumer: assigned partitions, positions it keeps itself, ``poll`` over Subscribe streams.
 
-Kafka's ``KafkaConsumer`` with ``assign`` and ``seek`` (the sidecar has no group
-coordinator, so no committed offsets): ``subscribe(topic)`` assigns every partition
-of a topic.  A partition without a position gets one from ``auto.offset.reset``
-(``earliest``/``latest`` via ListOffsets; ``none`` raises
-``NoOffsetForPartitionError``), and so does one whose position fell out of the log
-(``OFFSET_OUT_OF_RANGE``).
+Kafka's ``KafkaConsumer`` with ``assign`` and ``seek`` (no group membership yet):
+``subscribe(topic)`` assigns every partition of a topic.  A partition without a
+position takes its group's committed offset (with a ``group.id``: ``groups``), else one
+from ``auto.offset.reset`` (``earliest``/``latest`` via ListOffsets; ``none`` raises
+``NoOffsetForPartitionError``); one whose position fell out of the log
+(``OFFSET_OUT_OF_RANGE``) is reset by the policy.  ``commit`` stores the positions (or
+the offsets given) as the group's, ``commit_async`` does so on a thread of its own, in
+order, and with ``enable.auto.commit`` every ``poll`` after
+``auto.commit.interval.ms`` commits the positions of the records returned before it, as
+does ``close`` (at least once: a record is committed only once a later poll began).
 
 Each assigned partition is read through a Subscribe stream from its position
 (``partition_stream``): the sidecar sends the next message, each a long poll of
@@ -31,15 +35,17 @@ rows (``decode_record_rows``: runs of records laid out alike at C speed) and bec
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import queue
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import repeat
 from operator import add
 from typing import NamedTuple
 
-from tierlog.api.errors import NotLeaderOrFollowerError
+from tierlog.api.errors import InvalidGroupIdError, NotLeaderOrFollowerError
 from tierlog.api.v1 import log_service_pb2
 from tierlog.client.client_metrics import ConsumerMetrics
 from tierlog.client.cluster import Cluster, ClusterClient, OffsetAndTimestamp
@@ -51,6 +57,7 @@ from tierlog.client.errors import (
     is_retriable,
     reason_of,
 )
+from tierlog.client.groups import GroupClient, OffsetAndMetadata
 from tierlog.client.partition_stream import Arrival, PartitionStream
 from tierlog.client.producer_batch import TopicPartition
 from tierlog.storage.errors import CorruptRecordError
@@ -61,7 +68,9 @@ from tierlog.storage.records import (
     iter_batches,
 )
 
-__all__ = ["Consumer", "ConsumerRecord", "OffsetAndTimestamp"]
+__all__ = ["CommitCallback", "Consumer", "ConsumerRecord", "OffsetAndTimestamp"]
+
+log = logging.getLogger(__name__)
 
 EARLIEST = -2
 LATEST = -1
@@ -85,6 +94,10 @@ class ConsumerRecord(NamedTuple):
     headers: tuple[Header, ...] = ()
 
 
+# Told the offsets an asynchronous commit stored, or its error.
+CommitCallback = Callable[[Mapping[TopicPartition, OffsetAndMetadata], BaseException | None], None]
+
+
 class Consumer(ClusterClient):
     def __init__(
         self, config: ConsumerConfig | Mapping[str, object], *, cluster: Cluster | None = None
@@ -103,6 +116,20 @@ class Consumer(ClusterClient):
         self._retry_at: dict[TopicPartition, float] = {}
         self._metrics = ConsumerMetrics()
         self._high_watermarks: dict[TopicPartition, int] = {}  # as the last message said
+        self._group = (
+            GroupClient(
+                self.cluster,
+                self.config.group_id,
+                timeout_ms=self.config.default_api_timeout_ms,
+                retry_backoff_ms=self.config.retry_backoff_ms,
+                retry_backoff_max_ms=self.config.retry_backoff_max_ms,
+            )
+            if self.config.group_id
+            else None
+        )
+        self._auto_commit = self._group is not None and self.config.enable_auto_commit
+        self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
+        self._committer: ThreadPoolExecutor | None = None  # commit_async's, made on first use
 
     # --- assignment and positions -----------------------------------------------------
 
@@ -163,7 +190,8 @@ class Consumer(ClusterClient):
         self._check_assigned(tp)
         position = self._positions[tp]
         if position is None:
-            position = self._reset(tp)
+            self._initial_positions([tp])
+            position = self.position(tp)
         return position
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
@@ -175,6 +203,19 @@ class Consumer(ClusterClient):
     def _check_assigned(self, tp: TopicPartition) -> None:
         if tp not in self._positions:
             raise ValueError(f"{tp} is not assigned to this consumer")
+
+    def _initial_positions(self, partitions: list[TopicPartition]) -> None:
+        """Positions for ``partitions`` (none yet): the group's committed offsets, else
+        ``auto.offset.reset``."""
+        committed = self.committed(partitions) if self._group is not None else {}
+        for tp in partitions:
+            found = committed.get(tp)
+            if found is None:
+                self._reset(tp)
+            else:
+                self._positions[tp] = found.offset
+                self._buffers[tp] = _Buffered()
+                self._drop_stream(tp)
 
     def _reset(self, tp: TopicPartition) -> int:
         policy = self.config.auto_offset_reset
@@ -191,8 +232,10 @@ class Consumer(ClusterClient):
     def poll(self, timeout_ms: int = 0) -> list[ConsumerRecord]:
         """Up to ``max.poll.records`` records, waiting at most ``timeout_ms`` for some."""
         deadline = time.monotonic() + timeout_ms / 1000
-        for tp in self.assignment():
-            self.position(tp)
+        self._maybe_auto_commit()
+        unknown = [tp for tp, position in self._positions.items() if position is None]
+        if unknown:
+            self._initial_positions(unknown)
         while True:
             records = self._take_buffered()
             if records:
@@ -211,12 +254,86 @@ class Consumer(ClusterClient):
         return self._metrics.snapshot()
 
     def close(self) -> None:
+        if self._auto_commit:
+            try:
+                self.commit()
+            except TierlogError as error:  # closing goes on, as Kafka's consumer does
+                log.warning("the commit on close failed: %s", error)
+        if self._committer is not None:
+            self._committer.shutdown(wait=True)
         streams, self._streams = list(self._streams.values()), {}
         for stream in streams:
             stream.cancel()
         super().close()  # closing its channels ends the calls still running
         for stream in streams:  # none outlives the consumer
             stream.join(CLOSE_WAIT_S)
+
+    # --- committed offsets ------------------------------------------------------------
+
+    def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None) -> None:
+        """Store ``offsets`` (by default every assigned partition's position) as the
+        group's, once the coordinator's log committed them (Kafka's ``commitSync``)."""
+        group = self._group_client()
+        chosen = self._offsets_to_commit(offsets)
+        if chosen:
+            group.commit(chosen)
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None,
+        callback: CommitCallback | None = None,
+    ) -> Future[None]:
+        """``commit`` on the consumer's commit thread: commits are sent one at a time, in
+        the order asked (Kafka's ``commitAsync``); ``callback`` is told how it went."""
+        group = self._group_client()
+        chosen = self._offsets_to_commit(offsets)
+        if self._committer is None:
+            self._committer = ThreadPoolExecutor(1, thread_name_prefix="tierlog-commit")
+
+        def commit() -> None:
+            try:
+                if chosen:
+                    group.commit(chosen)
+            except BaseException as error:
+                if callback is not None:
+                    callback(chosen, error)
+                raise
+            if callback is not None:
+                callback(chosen, None)
+
+        return self._committer.submit(commit)
+
+    def committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets of ``partitions`` (None: none committed)."""
+        wanted = [TopicPartition(*tp) for tp in partitions]
+        found = self._group_client().committed(wanted)
+        return {tp: found.get(tp) for tp in wanted}
+
+    def _group_client(self) -> GroupClient:
+        if self._group is None:
+            raise InvalidGroupIdError(
+                "committed offsets need a group.id (this consumer was given none)"
+            )
+        return self._group
+
+    def _offsets_to_commit(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        if offsets is not None:
+            return {TopicPartition(*tp): committed for tp, committed in offsets.items()}
+        return {
+            tp: OffsetAndMetadata(position)
+            for tp, position in self._positions.items()
+            if position is not None
+        }
+
+    def _maybe_auto_commit(self) -> None:
+        if not self._auto_commit or time.monotonic() < self._next_auto_commit:
+            return
+        self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
+        self.commit_async(callback=_log_failed_auto_commit)
 
     def _take_buffered(self) -> list[ConsumerRecord]:
         taken: list[ConsumerRecord] = []
@@ -333,7 +450,7 @@ class Consumer(ClusterClient):
             self.cluster.moved(tp, error.leader_address)
         elif reason == "OFFSET_OUT_OF_RANGE":
             self._positions[tp] = None
-            self.position(tp)  # auto.offset.reset, or NoOffsetForPartitionError
+            self._reset(tp)  # auto.offset.reset, or NoOffsetForPartitionError
         elif reason == "CORRUPT_MESSAGE":
             # Retriable for a produce (damaged on the way, sent again); stored bytes are
             # damaged for good, and reading them again would spin: raise, as Kafka's
@@ -375,6 +492,13 @@ class Consumer(ClusterClient):
         else:  # only control batches or records before the position: skip them
             self._positions[tp] = next_offset
         return True
+
+
+def _log_failed_auto_commit(
+    offsets: Mapping[TopicPartition, OffsetAndMetadata], error: BaseException | None
+) -> None:
+    if error is not None:  # the next one commits later positions
+        log.warning("an automatic commit of %d offsets failed: %s", len(offsets), error)
 
 
 # ``ConsumerRecord`` from a (topic, partition, *row) tuple, without a Python-level call.
