@@ -74,6 +74,7 @@ _ACKS = {"all": log_service_pb2.ACKS_ALL, "1": log_service_pb2.ACKS_LEADER, "0":
 Outcome = log_service_pb2.ProduceResponse | TierlogError
 Batches = tuple[ProducerBatch, ...]  # one request's: one partition's, in sequence order
 _MANY = 1 << 20  # batches of a partition in one request: max.request.size bounds them
+CLOSE_GRACE_S = 1.0  # how long a closing stream waits for the sidecar to end it
 
 
 @dataclass(frozen=True)
@@ -196,11 +197,16 @@ class ProduceConnection:
         self._io.run(self._close())
 
     async def _close(self) -> None:
+        call = self._call
         if self._requests is not None:
-            self._requests.put_nowait(None)
-            await asyncio.sleep(0)  # the writer's turn to half-close
-        if self._call is not None:
-            self._call.cancel()
+            self._requests.put_nowait(None)  # the writer half-closes after what is queued
+        if call is not None:
+            # The sidecar ends the stream once it has answered all it was sent: let it,
+            # for a little while, so that a producer's close is an OK stream in the
+            # sidecar's metrics, not a cancelled one; then cancel whatever is left.
+            with contextlib.suppress(TimeoutError, grpc.RpcError):
+                await asyncio.wait_for(call.code(), CLOSE_GRACE_S)
+            call.cancel()
         if self._channel is not None:
             await self._channel.close()
 
