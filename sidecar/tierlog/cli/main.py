@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from tierlog.cli import cluster, consume, demo, dump_log, perf, produce, tier, topics
+from tierlog.cli import cluster, consume, demo, dump_log, partitions, perf, produce, tier, topics
 from tierlog.client.errors import reason_of
 from tierlog.process_tuning import tune_process
 from tierlog.storage.errors import TierlogError
@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_parser(subparsers)
     dump_log.add_parser(subparsers)
     topics.add_parser(subparsers)
+    partitions.add_parser(subparsers)
     produce.add_parser(subparsers)
     consume.add_parser(subparsers)
     perf.add_parser(subparsers)
