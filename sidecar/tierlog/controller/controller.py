@@ -59,7 +59,7 @@ class Controller:
         self._broker = broker
         self._unclean_for = unclean_for
         self._clock = clock
-        self._preferred_leaders = preferred_leaders
+        self.preferred_leaders = preferred_leaders  # may change between passes
         self._liveness = Liveness()
         self.live: frozenset[int] = frozenset()
         # Every cause there from the start: the metrics thread copies it while passes add.
@@ -92,10 +92,12 @@ class Controller:
             partitions = self._store.read_topic(topic)
         except UnknownTopicOrPartitionError:
             return []  # deleted since it was listed
-        unclean = self._unclean_for(topic)
+        unclean: bool | None = None  # read once a partition needs it (a store read)
         changes = []
         for partition, state in sorted(partitions.items()):
-            after = self._decide(state, unclean)
+            if unclean is None and not self.live & set(state.isr):
+                unclean = self._unclean_for(topic)
+            after = self._decide(state, bool(unclean))
             change = None if after is None else self._write(topic, partition, state, after)
             if change is not None:
                 changes.append(change)
@@ -117,7 +119,7 @@ class Controller:
         """The elections, then a reassignment whose target is in sync completed, in one
         change (``None``: nothing to change)."""
         after = elect(state, self.live, unclean) or state
-        if self._preferred_leaders:
+        if self.preferred_leaders:
             after = preferred_leader(after, self.live) or after
         after = complete_reassignment(after, self.live) or after
         return None if after == state else after
