@@ -186,10 +186,12 @@ def test_a_replicated_cluster_scales_down_by_moving_replicas_off_the_leaving_bro
         before = _topic_states(one_node, namespace, MOVED_TOPIC)
         assert any(2 in state.replicas for state in before.values()), before
 
+        scaled_at = time.monotonic()
         one_node.kubectl("scale", "-n", namespace, f"tierlogcluster/{SHRINKING}", "--replicas=2")
         one_node.wait(
             namespace, "--for=jsonpath={.spec.replicas}=2", f"statefulset/{SHRINKING}", 300
         )
+        print(f"\nreplicated scale 3 -> 2, replicas moved: {time.monotonic() - scaled_at:.1f} s")
         after = _topic_states(one_node, namespace, MOVED_TOPIC)
         for partition, state in after.items():
             assert sorted(state.replicas) == [0, 1] and not state.reassigning, (partition, state)
