@@ -36,8 +36,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser = subparsers.add_parser(
         "partitions",
         help="move partitions' replicas between brokers (Kafka's kafka-reassign-partitions)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Move partitions' replicas to the targets of Kafka's reassignment JSON "
+        "(--execute, which prints the current replicas as the plan that moves them back), "
+        "or say how far the moves got (--verify: exit 0 once all are done, 1 while any is "
+        "not). The store is the brokers': --state-dir (tierlog cluster up keeps it at "
+        "DIR/state) or --kubernetes NAMESPACE/CLUSTER with $KUBECONFIG's credentials.",
     )
     parser.add_argument("action", choices=("reassign",))
     parser.add_argument(
