@@ -142,3 +142,70 @@ def test_a_replicated_partition_keeps_taking_writes_when_its_leaders_pod_is_dele
     )
     operator_log = one_node.kubectl("logs", "-n", "tierlog-system", "deployment/tierlog-operator")
     assert f"Controller of {namespace}/{CLUSTER} started" in operator_log
+
+
+SHRINKING, MOVED_TOPIC, MOVED_RECORDS = "shrinking", "moved", 3000
+
+
+def _topic_states(node: Node, namespace: str, topic: str) -> dict[int, PartitionState]:
+    name = state_config_map_name(SHRINKING)
+    found = json.loads(
+        node.kubectl("get", "configmap", "-n", namespace, "-o", "json", "--ignore-not-found", name)
+        or "{}"
+    )
+    text = (found.get("data") or {}).get(topic)
+    return {} if text is None else topic_from_json(text, f"ConfigMap {name}")
+
+
+def test_a_replicated_cluster_scales_down_by_moving_replicas_off_the_leaving_broker(
+    one_node: Node, operator: str
+) -> None:
+    """3 brokers, replication factor 2, scaled to 2: the operator moves every replica of
+    broker 2 to the staying brokers (Kafka's reassignment, completed by its controller
+    once the new replicas are in sync), then the StatefulSet shrinks; every record
+    acknowledged before is read back exactly once afterwards."""
+    namespace = one_node.create_namespace("shrinking")
+    cluster = {
+        "apiVersion": "tierlog.io/v1alpha1",
+        "kind": "TierlogCluster",
+        "metadata": {"name": SHRINKING},
+        "spec": {"brokers": 3, "replication": {"factor": 2, "minInsyncReplicas": 1}},
+    }
+    try:
+        apply(one_node, namespace, cluster)
+        one_node.wait(namespace, "--for=condition=Ready", f"tierlogcluster/{SHRINKING}")
+        brokers = Brokers(namespace, SHRINKING)
+        run_job(
+            one_node, brokers, "create-moved",
+            f"tierlog topics create {MOVED_TOPIC} --partitions 3 --replication-factor 2",
+        )  # fmt: skip
+        produced = run_job(
+            one_node, brokers, "moved-producer", produce_records(MOVED_TOPIC, MOVED_RECORDS)
+        )
+        assert f"{MOVED_RECORDS} records sent" in produced, one_node.story(namespace)
+        before = _topic_states(one_node, namespace, MOVED_TOPIC)
+        assert any(2 in state.replicas for state in before.values()), before
+
+        scaled_at = time.monotonic()
+        one_node.kubectl("scale", "-n", namespace, f"tierlogcluster/{SHRINKING}", "--replicas=2")
+        one_node.wait(
+            namespace, "--for=jsonpath={.spec.replicas}=2", f"statefulset/{SHRINKING}", 300
+        )
+        print(f"\nreplicated scale 3 -> 2, replicas moved: {time.monotonic() - scaled_at:.1f} s")
+        after = _topic_states(one_node, namespace, MOVED_TOPIC)
+        for partition, state in after.items():
+            assert sorted(state.replicas) == [0, 1] and not state.reassigning, (partition, state)
+            assert sorted(state.isr) == [0, 1], (partition, state)
+        one_node.wait(namespace, "--for=delete", f"pod/{SHRINKING}-2", 300)
+        one_node.wait(namespace, "--for=condition=Ready", f"tierlogcluster/{SHRINKING}")
+
+        counted = run_job(
+            one_node, brokers, "moved-count", count_records(MOVED_TOPIC, MOVED_RECORDS * 2)
+        )
+        assert counted.strip().splitlines()[-1] == str(MOVED_RECORDS), one_node.story(namespace)
+        events = one_node.kubectl(
+            "get", "events", "-n", namespace, "-o", "jsonpath={.items[*].reason}"
+        )
+        assert "ReassignmentStarted" in events.split(), events
+    finally:
+        one_node.delete_namespace(namespace)

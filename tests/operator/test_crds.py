@@ -295,7 +295,7 @@ def test_replication_has_defaults_and_stays_as_created(kube: ControlPlane) -> No
     made = _apply(kube, namespace, _cluster("repl", replication={}))
     assert made.returncode == 0, made.stderr
     spec = kube.get_json("tierlogcluster", "repl", "-n", namespace)["spec"]
-    assert spec["replication"] == {"factor": 3, "minInsyncReplicas": 2}
+    assert spec["replication"] == {"factor": 3, "minInsyncReplicas": 2, "autoLeaderRebalance": True}
     off = _apply(kube, namespace, _cluster("repl"))
     assert "replication cannot be switched on or off" in off.stderr
     assert _apply(kube, namespace, _cluster("plain")).returncode == 0

@@ -324,8 +324,9 @@ def test_scale_up_and_a_refused_scale_down_without_a_tier(
 def test_a_refused_replicated_scale_down_keeps_the_leaving_broker_in_its_lease(
     kube: ControlPlane, operator: RunningOperator, brokers_for: Callable[[str, str], Brokers]
 ) -> None:
-    """Broker 2 holds a replica, so the scale-down is refused and broker 2 runs on: the
-    brokers' Role must still let it renew its Lease (or the controller would fence it)."""
+    """orders-0 has three replicas, more than two brokers can hold, so the scale-down is
+    refused and broker 2 runs on: the brokers' Role must still let it renew its Lease
+    (or the controller would fence it)."""
     ns = operator.namespace
     apply(kube, ns, cluster("shrink", brokers=3, replication={"factor": 2}))
     wait_for("the brokers' Role", lambda: get(kube, ns, "role", "shrink-partition-state"))
@@ -342,7 +343,7 @@ def test_a_refused_replicated_scale_down_keeps_the_leaving_broker_in_its_lease(
         return body if condition(body, "Degraded")["reason"] == "ScaleDownRefused" else None
 
     message = condition(wait_for("the refusal", refused), "Degraded")["message"]
-    assert "replicas of orders-0 with brokers 2" in message
+    assert "replication factor 3 is larger than the 2 available brokers" in message
     assert get(kube, ns, "statefulset", "shrink")["spec"]["replicas"] == 3
     renewed = store.read_leases()[2].renewed_at  # after the pass that refused
     wait_for("broker 2 to renew its Lease", lambda: store.read_leases()[2].renewed_at > renewed)

@@ -16,16 +16,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 import grpc
+import pytest
 
 from tests.support.kube import ControlPlane
 from tests.support.sidecars import SidecarProcess
 from tests.support.state_stores import open_store
 from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
+from tierlog.operator.partition_controller import unclean_election
+from tierlog.operator.spec import ClusterSpec, Replication
+from tierlog.partition_state.local_store import LocalStateStore
 from tierlog.partition_state.model import PartitionState
 from tierlog.storage.records import SimpleRecord, build_batch, decode_records, iter_batches
 
 from .conftest import Brokers, RunningOperator, start_operator, wait_for
-from .test_handlers import apply, cluster, get
+from .test_handlers import _scrape, apply, cluster, events, get, topic
 
 TOPIC = "orders"
 REPLICATED = {"factor": 3, "minInsyncReplicas": 2}
@@ -125,3 +129,74 @@ def test_only_the_active_operator_runs_the_controller(kube: ControlPlane, tmp_pa
     finally:
         first.stop()
         second.stop()
+
+
+def test_a_replicated_scale_down_moves_the_leaving_brokers_replicas_then_shrinks(
+    kube: ControlPlane, operator: RunningOperator, brokers_for: Callable[..., Brokers]
+) -> None:
+    """Kafka's reassignment driven by the operator: every partition with a replica on
+    broker 2 gets a target without it, the new replicas copy the log and join the ISR,
+    the operator's controller narrows each to its target (electing from it where broker
+    2 led), and only then the StatefulSet shrinks. The status names each partition's
+    leader; the controller's series are on the operator's metrics endpoint."""
+    ns = operator.namespace
+    apply(kube, ns, cluster("shrink", brokers=3, replication={"factor": 2, "minInsyncReplicas": 1}))
+    wait_for("the brokers' Role", lambda: get(kube, ns, "role", "shrink-partition-state"))
+    brokers = brokers_for(ns, "shrink", "replica.fetch.backoff.ms=100")
+    brokers.with_service_account("shrink-broker")
+    sidecars = [brokers.start(node) for node in range(3)]
+    store = open_store("kube", f"{kube.kubeconfig} {ns} shrink")
+    store.create_topic(TOPIC, {0: PartitionState.new((2, 0)), 1: PartitionState.new((0, 1))})
+    wait_for("broker 2 to lead", lambda: _leads(sidecars[2]))
+    assert _produce(sidecars[2], b"a", b"b") == 0
+    apply(kube, ns, topic(TOPIC, "shrink", 2))  # found in the store: listed in the status
+
+    kube.kubectl("scale", "-n", ns, "tierlogcluster/shrink", "--replicas=2")
+    wait_for(
+        "the StatefulSet to shrink",
+        lambda: get(kube, ns, "statefulset", "shrink")["spec"]["replicas"] == 2,
+        timeout_s=90,
+    )
+    moved = store.read_topic(TOPIC)
+    assert moved[0].replicas == (1, 0) and moved[0].leader == 1, moved  # 2's place: 1
+    assert moved[0].isr == (1, 0) and not moved[0].reassigning
+    assert moved[1] == PartitionState.new((0, 1))  # held nothing of broker 2: untouched
+    started = [message for reason, message in events(kube, ns) if reason == "ReassignmentStarted"]
+    assert len(started) == 1 and f"{TOPIC}-0 to [1, 0]" in started[0], started
+    wait_for("broker 1 to lead", lambda: _leads(sidecars[1]))
+    assert _produce(sidecars[1], b"c") == 2
+    assert _values(sidecars[1]) == [b"a", b"b", b"c"]
+
+    def leaders_in_status() -> bool:
+        status = get(kube, ns, "tierlogcluster", "shrink").get("status", {})
+        return bool(status.get("assignment", {}).get(TOPIC) == [1, 0])
+
+    wait_for("the status to name the leaders", leaders_in_status)
+    scraped = _scrape(operator)
+    labels = f'namespace="{ns}",tierlog_cluster="shrink"'
+    assert f"tierlog_controller_offline_partitions{{{labels}}} 0.0" in scraped
+    assert f'tierlog_controller_leader_elections_total{{cause="reassignment",{labels}}} 1.0' in (
+        scraped
+    ), scraped
+
+
+@pytest.mark.parametrize(
+    ("cluster_default", "topic_config", "unclean"),
+    [
+        (None, None, False),  # Kafka's default
+        (None, "true", True),
+        (True, None, True),  # the cluster's logDefaults
+        (True, "false", False),  # the topic's own config wins
+    ],
+)
+def test_the_operators_controller_takes_unclean_election_from_the_topic_then_the_cluster(
+    tmp_path: Path, cluster_default: bool | None, topic_config: str | None, unclean: bool
+) -> None:
+    store = LocalStateStore(tmp_path / "state")
+    if topic_config is not None:
+        store.write_topic_configs(TOPIC, {"unclean.leader.election.enable": topic_config})
+    defaults = (
+        {} if cluster_default is None else {"unclean.leader.election.enable": cluster_default}
+    )
+    spec = ClusterSpec("repl", "ns", log_defaults=defaults, replication=Replication())
+    assert unclean_election(store, lambda: spec)(TOPIC) is unclean

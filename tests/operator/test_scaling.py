@@ -3,8 +3,17 @@ handed over, and only then the pods go."""
 
 from __future__ import annotations
 
+from tierlog.controller.reassignment import start_reassignment
 from tierlog.operator.assignment import NO_OWNER, Assignment
-from tierlog.operator.scaling import DRAINING, HANDING_OVER, plan_replicated_scale, plan_scale
+from tierlog.operator.scaling import (
+    DRAINING,
+    HANDING_OVER,
+    REASSIGNING,
+    plan_replicated_scale,
+    plan_scale,
+)
+from tierlog.partition_state.model import PartitionState
+from tierlog.storage.checkpoints import TopicPartition
 
 ADDRESSES = {node: f"b{node}:9092" for node in range(5)}
 TOPICS = {"orders": 6}
@@ -78,21 +87,60 @@ def test_a_leaving_broker_with_an_untiered_topic_is_refused() -> None:
     assert late.refused and late.assignment.topics["orders"] == before.topics["orders"]
 
 
+def _states(replicas: dict[str, tuple[int, ...]]) -> dict[TopicPartition, PartitionState]:
+    """``{"orders-0": (0, 1)}`` -> orders-0's state, every replica in sync."""
+    states = {}
+    for name, ids in replicas.items():
+        topic, partition = name.rsplit("-", 1)
+        states[TopicPartition(topic, int(partition))] = PartitionState.new(ids)
+    return states
+
+
 def test_a_replicated_cluster_scales_down_at_once_when_no_replica_leaves() -> None:
     before = Assignment({n: ADDRESSES[n] for n in range(3)}, {"orders": (0, 1, 2, 0, 1, 2)})
-    replicas = {"orders-0": (0, 1), "orders-1": (1, 0)}
-    scale = plan_replicated_scale(2, 3, ADDRESSES, TOPICS, before, replicas)
+    states = _states({"orders-0": (0, 1), "orders-1": (1, 0)})
+    scale = plan_replicated_scale(2, 3, ADDRESSES, TOPICS, before, states, {})
     assert (scale.replicas, scale.draining, scale.phase, scale.refused) == (2, (), "", "")
     assert sorted(scale.assignment.brokers) == [0, 1]
     assert NO_OWNER not in scale.assignment.topics["orders"]
 
 
-def test_a_replicated_scale_down_is_refused_while_a_leaving_broker_holds_a_replica() -> None:
+def test_a_replicated_scale_down_moves_the_leaving_brokers_replicas_first() -> None:
+    before = Assignment({n: ADDRESSES[n] for n in range(4)}, {"orders": (0, 1, 2, 3, 0, 1)})
+    states = _states({"orders-0": (0, 1, 3), "orders-1": (3, 0, 2), "other-0": (0, 1)})
+    zones = {0: "a", 1: "a", 2: "b", 3: "b"}
+    scale = plan_replicated_scale(3, 4, ADDRESSES, TOPICS, before, states, zones)
+    assert (scale.replicas, scale.draining, scale.phase, scale.refused) == (
+        4,
+        (3,),
+        REASSIGNING,
+        "",
+    )
+    orders_0, orders_1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+    assert scale.moving == (orders_0, orders_1)
+    # In place, on the zone the partition lacks: broker 2 (zone b) for orders-0.
+    assert dict(scale.reassign) == {orders_0: (0, 1, 2), orders_1: (1, 0, 2)}
+
+    # Started: still moving (broker 3 is among the replicas) but nothing more to start.
+    moving = {**states, orders_0: start_reassignment(states[orders_0], (0, 1, 2))}
+    moving[orders_1] = start_reassignment(states[orders_1], (1, 0, 2))
+    started = plan_replicated_scale(3, 4, ADDRESSES, TOPICS, before, moving, zones)
+    assert (started.replicas, started.phase, started.moving) == (4, REASSIGNING, scale.moving)
+    assert dict(started.reassign) == {}
+    # Completed: the pods go.
+    done = {
+        **states,
+        orders_0: PartitionState.new((0, 1, 2)),
+        orders_1: PartitionState.new((1, 0, 2)),
+    }
+    finished = plan_replicated_scale(3, 4, ADDRESSES, TOPICS, before, done, zones)
+    assert (finished.replicas, finished.phase, finished.draining) == (3, "", ())
+    assert plan_replicated_scale(5, 4, ADDRESSES, TOPICS, before, states, zones).replicas == 5
+
+
+def test_a_replicated_scale_down_below_a_partitions_replicas_is_refused() -> None:
     before = Assignment({n: ADDRESSES[n] for n in range(3)}, {"orders": (0, 1, 2, 0, 1, 2)})
-    replicas = {"orders-0": (0, 1, 2), "orders-1": (1, 0, 2), "other-0": (0, 1)}
-    scale = plan_replicated_scale(2, 3, ADDRESSES, TOPICS, before, replicas)
-    assert (scale.replicas, scale.draining) == (3, ())
-    assert "replicas of orders-0, orders-1 with brokers 2" in scale.refused
-    assert "reassignment" in scale.refused
-    up = plan_replicated_scale(4, 3, ADDRESSES, TOPICS, before, replicas)
-    assert (up.replicas, up.refused) == (4, "")
+    states = _states({"orders-0": (0, 1, 2)})
+    scale = plan_replicated_scale(2, 3, ADDRESSES, TOPICS, before, states, {})
+    assert (scale.replicas, scale.draining, scale.reassign) == (3, (), {})
+    assert "replication factor 3 is larger than the 2 available brokers" in scale.refused

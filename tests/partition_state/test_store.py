@@ -4,6 +4,7 @@ runs each test on a directory and on the real API server)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -86,6 +87,19 @@ def test_a_change_at_the_current_partition_epoch_lands_and_bumps_it(store_at: Op
     assert (shrunk.partition_epoch, shrunk.leader_epoch, shrunk.isr) == (1, 0, (1, 2))
     assert (elected.partition_epoch, elected.leader_epoch, elected.leader) == (2, 1, 2)
     assert store.read_topic("orders") == {0: elected, 1: ORDERS[1]}
+
+
+def test_a_reassignment_under_way_reads_back_with_its_adding_and_removing_replicas(
+    store_at: OpenStore,
+) -> None:
+    store, _, _ = store_at()
+    store.create_topic("orders", ORDERS)
+    moving = replace(ORDERS[0], replicas=(2, 3, 4, 1), adding_replicas=(4,), removing_replicas=(1,))
+    stored = store.alter_partition("orders", 0, 0, moving)
+
+    again, _, _ = store_at()
+    assert again.read_topic("orders")[0] == stored
+    assert (stored.adding_replicas, stored.removing_replicas) == ((4,), (1,))
 
 
 def test_a_change_made_against_a_stale_epoch_loses_and_changes_nothing(

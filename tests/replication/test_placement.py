@@ -14,6 +14,7 @@ from tierlog.replication.placement import (
     assign_new_partitions,
     assign_replicas,
     rack_alternated,
+    replicas_without,
 )
 
 # The rack-aware example of Kafka's AdminUtils documentation: six brokers on three racks.
@@ -178,3 +179,24 @@ def test_partitions_placed_later_are_placed_as_if_placed_at_once(
         racks, partitions + more, factor, start_index=start_index, replica_shift=shift
     )
     assert {**_assign(placement), **later} == at_once
+
+
+def test_leaving_brokers_replicas_are_replaced_in_place_by_the_least_loaded() -> None:
+    staying = {0: None, 1: None, 2: None}
+    current = {"a-0": (3, 0, 1), "a-1": (0, 1, 2), "a-2": (1, 3, 2), "a-3": (2, 0, 3)}
+    moved = replicas_without(staying, current, leaving={3})
+    # a-1 has no replica on broker 3: not moved. The others keep their order, with the
+    # one staying broker each lacks where broker 3 stood.
+    assert moved == {"a-0": (2, 0, 1), "a-2": (1, 0, 2), "a-3": (2, 0, 1)}
+
+
+def test_a_replacement_goes_to_a_rack_the_partition_does_not_use_yet() -> None:
+    racks = {0: "a", 1: "a", 2: "b", 4: "a"}
+    current = {"t-0": (0, 3), "t-1": (2, 1), "t-2": (2, 0)}
+    moved = replicas_without(racks, current, leaving={3})
+    assert moved == {"t-0": (0, 2)}  # rack b, though broker 4 (rack a) holds fewer
+
+
+def test_more_replicas_than_staying_brokers_is_refused_by_name() -> None:
+    with pytest.raises(InvalidReplicationFactorError, match="larger than the 2 available"):
+        replicas_without({0: None, 1: None}, {"t-0": (0, 1, 2)}, leaving={2})

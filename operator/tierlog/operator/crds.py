@@ -515,6 +515,11 @@ def _replication_schema() -> Schema:
                 maximum=64,
                 default=2,
             ),
+            "autoLeaderRebalance": _bool(
+                "A partition's preferred replica (its first) leads again once it is back "
+                "in sync (the brokers' and controller's auto.leader.rebalance.enable)",
+                True,
+            ),
         },
         "Replication: each partition on several brokers, a leader elected by the "
         "operator's controller from the in-sync replicas when its broker's lease expires. "

@@ -168,8 +168,16 @@ def register(
     )
     async def partition_controller(body: kopf.Body, stopped: kopf.DaemonStopped, **_: Any) -> None:
         namespace, name = body.metadata.namespace or "", body.metadata.name or ""
-        controller = await asyncio.to_thread(cluster_controller, namespace, name)
-        await run_controller(controller, f"{namespace}/{name}", stopped)
+
+        def spec() -> ClusterSpec:  # kopf keeps a daemon's body up to date
+            return ClusterSpec.from_resource(body)
+
+        controller = await asyncio.to_thread(cluster_controller, namespace, name, spec)
+        metrics.controllers[namespace, name] = controller
+        try:
+            await run_controller(controller, f"{namespace}/{name}", stopped, spec)
+        finally:  # its series go with it (another replica reports them now, or nobody)
+            metrics.controllers.pop((namespace, name), None)
 
     @kopf.on.delete(GROUP, VERSION, _TOPICS, registry=registry, backoff=RESYNC_S)
     async def topic_deleted(body: kopf.Body, memo: Any, **_: Any) -> None:

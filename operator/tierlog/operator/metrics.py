@@ -1,5 +1,7 @@
-"""The operator's Prometheus metrics: its passes, failures and how long they take, and
-how many brokers each cluster's spec asks for.
+"""The operator's Prometheus metrics: its passes, failures and how long they take, how
+many brokers each cluster's spec asks for, and what the controller it runs for each
+replicated cluster did (the brokers' ``tierlog_controller_*`` series: on Kubernetes the
+operator's controller decides, so the brokers report 0 and these the truth).
 
 ``tierlog_cluster_brokers_desired`` is what an alert compares the brokers Prometheus
 scrapes with, so a broker whose target vanished (no ``up`` series left to be 0) is
@@ -11,12 +13,16 @@ ServiceMonitor honours the labels it exports (as kube-state-metrics' does), and
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
-__all__ = ["OperatorMetrics"]
+from tierlog.controller.controller import Controller
+
+__all__ = ["ControllerCollector", "OperatorMetrics"]
 
 
 class OperatorMetrics:
@@ -48,6 +54,10 @@ class OperatorMetrics:
             registry=self.registry,
         )
 
+        # (namespace, name) -> the controller this replica runs for that cluster.
+        self.controllers: dict[tuple[str, str], Controller] = {}
+        self.registry.register(ControllerCollector(self.controllers))
+
     def cluster_brokers(self, namespace: str, name: str, brokers: int) -> None:
         self.brokers_desired.labels(namespace, name).set(brokers)
 
@@ -71,3 +81,30 @@ class OperatorMetrics:
 
     def serve(self, port: int, address: str = "0.0.0.0") -> None:
         start_http_server(port, address, registry=self.registry)
+
+
+class ControllerCollector(Collector):
+    """The controllers' series, read at scrape time, labelled by their cluster."""
+
+    def __init__(self, controllers: Mapping[tuple[str, str], Controller]):
+        self.controllers = controllers
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["namespace", "tierlog_cluster"]
+        offline = GaugeMetricFamily(
+            "tierlog_controller_offline_partitions",
+            "Partitions without a leader at the controller's last pass (Kafka's "
+            "OfflinePartitionsCount), by cluster",
+            labels=labels,
+        )
+        elections = CounterMetricFamily(
+            "tierlog_controller_leader_elections_total",
+            "Leaders the operator's controller elected, by cluster and cause",
+            labels=[*labels, "cause"],
+        )
+        for (namespace, name), controller in sorted(dict(self.controllers).items()):
+            offline.add_metric([namespace, name], controller.offline_partitions)
+            for cause, count in sorted(dict(controller.elections).items()):
+                elections.add_metric([namespace, name, cause], count)
+        yield offline
+        yield elections

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tierlog.client.admin import AssignmentUpdate
+from tierlog.controller.reassignments import start_reassignments
 from tierlog.operator import brokers, image_pull
 from tierlog.operator.assignment import NO_OWNER, Assignment, stamped
 from tierlog.operator.broker_security import BrokerSecurity
@@ -30,6 +31,7 @@ from tierlog.operator.conditions import DEGRADED, PAUSED, PROGRESSING, READY, Co
 from tierlog.operator.config import OperatorConfig, OperatorPeer
 from tierlog.operator.events import Event
 from tierlog.operator.kube import Kube
+from tierlog.operator.partition_controller import cluster_store
 from tierlog.operator.pods import broker_pod
 from tierlog.operator.render.common import (
     Owner,
@@ -51,13 +53,15 @@ from tierlog.operator.rolling import BrokerPod, Roll, next_restart
 from tierlog.operator.scaling import (
     DRAINING,
     HANDING_OVER,
+    REASSIGNING,
     ScalePlan,
     plan_replicated_scale,
     plan_scale,
 )
 from tierlog.operator.spec import ClusterSpec, TopicSpec
 from tierlog.partition_state.kube_store import state_config_map_name
-from tierlog.partition_state.model import topic_from_json
+from tierlog.partition_state.model import NO_LEADER, PartitionState, topic_from_json
+from tierlog.storage.checkpoints import TopicPartition
 
 __all__ = [
     "PAUSE_ANNOTATION",
@@ -141,16 +145,35 @@ async def _previous_assignment(kube: Kube, cluster: ClusterSpec) -> Assignment |
     return Assignment.from_json(data[ASSIGNMENT_FILE])
 
 
-async def _replicas_in_store(kube: Kube, cluster: ClusterSpec) -> dict[str, tuple[int, ...]]:
-    """Each partition's replicas (``TOPIC-PARTITION``) in the cluster's partition-state
-    store (none before the brokers made it)."""
+async def _partition_states(
+    kube: Kube, cluster: ClusterSpec
+) -> dict[TopicPartition, PartitionState]:
+    """Each partition's state in the cluster's partition-state store (none before the
+    brokers made it)."""
     name = state_config_map_name(cluster.name)
     data = await kube.config_map_data(cluster.namespace, name) or {}
     return {
-        f"{topic}-{partition}": state.replicas
+        TopicPartition(topic, partition): state
         for topic, text in data.items()
         for partition, state in topic_from_json(text, f"ConfigMap {name} key {topic!r}").items()
     }
+
+
+async def _start_reassignments(cluster: ClusterSpec, scale: ScalePlan, brokers: int) -> list[Event]:
+    """Start the moves a replicated scale-down waits for (the operator's controller
+    completes them); an Event naming them."""
+    if not scale.reassign:
+        return []
+    store = cluster_store(cluster.namespace, cluster.name)
+    await asyncio.to_thread(start_reassignments, store, scale.reassign, range(brokers))
+    started = sorted(scale.reassign.items())
+    moves = "; ".join(f"{tp.topic}-{tp.partition} to {list(to)}" for tp, to in started[:10])
+    more = f" and {len(scale.reassign) - 10} more" if len(scale.reassign) > 10 else ""
+    message = (
+        f"moving replicas off brokers {list(scale.draining)} before their pods go: "
+        f"{moves}{more}; each completes once its new replicas are in sync"
+    )
+    return [Event(False, "ReassignmentStarted", message)]
 
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -369,6 +392,7 @@ async def reconcile_cluster(
     width = max(cluster.brokers, current or 0)
     addresses = {node: broker_address(cluster, node) for node in range(width)}
     security = BrokerSecurity(kube, cluster)
+    states: dict[TopicPartition, PartitionState] = {}
     if cluster.replication is None:
         waits = await _drain_waits(cluster, current, pods, sorted(topics), security)
         scale = plan_scale(
@@ -381,14 +405,14 @@ async def reconcile_cluster(
             untiered=untiered,
             drained=set(range(cluster.brokers, current or 0)) - set(waits),
         )
-    else:  # nothing drains: the data is on the replicas
+    else:  # nothing drains: the data is on the replicas, which move first
         waits = {}
-        replicas = await _replicas_in_store(kube, cluster)
+        states = await _partition_states(kube, cluster)
+        racks = await _broker_racks(kube, listed, previous)
         scale = plan_replicated_scale(
-            cluster.brokers, current, addresses, topics, previous, replicas
+            cluster.brokers, current, addresses, topics, previous, states, racks
         )
     if cluster.replication is not None:  # replicas are placed across the brokers' zones
-        racks = await _broker_racks(kube, listed, previous)
         listed_brokers = scale.assignment.brokers
         placed = {node: rack for node, rack in racks.items() if node in listed_brokers}
         scale = replace(scale, assignment=replace(scale.assignment, racks=placed))
@@ -396,6 +420,7 @@ async def reconcile_cluster(
     if cluster.replication is not None:  # before the pods that use them
         await _apply_partition_state_access(kube, cluster, owner, width)
     events = await _apply_all(kube, cluster, owner, scale, config.peer)
+    events += await _start_reassignments(cluster, scale, width)
     await _push_assignment(scale.assignment, pods, security)
     events += _scale_events(scale, previous, current, cluster.brokers)
     desired_hash = desired_config_hash(cluster)
@@ -407,7 +432,22 @@ async def reconcile_cluster(
         await delete_pod(roll.restart.name)
     events += restart_events + image_pull.events(pull_failures)
     status = _status(body, cluster, scale, pods, roll, desired_hash, serving, waits, pull_failures)
+    if cluster.replication is not None:  # who serves each partition: its leader
+        status["assignment"] = _leaders(scale.assignment, states)
     return Pass(status, events)
+
+
+def _leaders(
+    assignment: Assignment, states: Mapping[TopicPartition, PartitionState]
+) -> dict[str, list[int]]:
+    """Each topic's leader by partition, as the store says (-1: none, or not yet made)."""
+    return {
+        topic: [
+            states[tp].leader if (tp := TopicPartition(topic, p)) in states else NO_LEADER
+            for p in range(len(owners))
+        ]
+        for topic, owners in assignment.topics.items()
+    }
 
 
 def _partitions_text(partitions: list[tuple[str, int]]) -> str:
@@ -459,6 +499,13 @@ def _scale_events(
 
 def _drain_message(scale: ScalePlan, waits: Mapping[int, str]) -> str:
     leaving = list(scale.draining)
+    if scale.phase == REASSIGNING:
+        return (
+            f"moving the replicas of {len(scale.moving)} partitions "
+            f"({_partitions_text([(tp.topic, tp.partition) for tp in scale.moving])}) off "
+            f"brokers {leaving}: each completes once its new replicas are in sync; the "
+            "pods go after the last"
+        )
     if scale.phase == HANDING_OVER:
         return (
             f"brokers {leaving} are drained: their partitions go to the staying brokers, "

@@ -21,23 +21,42 @@ A scale-down called off before step 3 gives each released partition back to the 
 that released it.
 
 With replication (``plan_replicated_scale``) nothing drains: a partition's data is on
-its replicas. A scale-down goes at once when no leaving broker holds a replica, and is
-refused while one does (as Strimzi refuses it): moving replicas off a broker, Kafka's
-partition reassignment, is not built yet, and removing the broker would leave those
-partitions a replica short for good.
+its replicas. A scale-down goes at once when no leaving broker holds a replica;
+otherwise the replicas move first (``REASSIGNING``), as Kafka's partition reassignment
+moves them: each partition with a replica on a leaving broker gets a target without it
+(``replication.placement.replicas_without``: in place, rack-aware, least loaded), which
+the operator starts and its controller completes once the new replicas are in sync.
+The pods go once no leaving broker holds a replica. A scale-down with more replicas
+than the staying brokers can hold is refused.
+
+Scaling up moves nothing (neither does Kafka; Strimzi leaves it to Cruise Control):
+new brokers take new topics and partitions, and ``tierlog partitions reassign`` moves
+existing ones onto them when asked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, replace
 
+from tierlog.api.errors import InvalidReplicationFactorError
 from tierlog.operator.assignment import Assignment, hand_over, plan
+from tierlog.partition_state.model import PartitionState
+from tierlog.replication.placement import replicas_without
+from tierlog.storage.checkpoints import TopicPartition
 
-__all__ = ["DRAINING", "HANDING_OVER", "ScalePlan", "plan_replicated_scale", "plan_scale"]
+__all__ = [
+    "DRAINING",
+    "HANDING_OVER",
+    "REASSIGNING",
+    "ScalePlan",
+    "plan_replicated_scale",
+    "plan_scale",
+]
 
 DRAINING = "Draining"
 HANDING_OVER = "HandingOver"
+REASSIGNING = "Reassigning"
 
 
 @dataclass(frozen=True)
@@ -47,6 +66,10 @@ class ScalePlan:
     draining: tuple[int, ...] = ()  # leaving brokers still running
     phase: str = ""  # DRAINING or HANDING_OVER while brokers leave
     refused: str = ""  # why a scale-down does not happen
+    # REASSIGNING: the partitions whose replicas are still on leaving brokers, and the
+    # targets of those whose move is not started yet.
+    moving: tuple[TopicPartition, ...] = ()
+    reassign: Mapping[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
 
 
 def plan_scale(
@@ -97,29 +120,35 @@ def plan_replicated_scale(
     addresses: Mapping[int, str],
     topics: Mapping[str, int],
     previous: Assignment | None,
-    replicas: Mapping[str, Sequence[int]],
+    states: Mapping[TopicPartition, PartitionState],
+    racks: Mapping[int, str],
 ) -> ScalePlan:
-    """``desired`` brokers of a replicated cluster; ``replicas``: each partition's
-    (``TOPIC-PARTITION``) replicas in the partition-state store. The plan only lists
-    the brokers (their addresses): the store says who leads."""
+    """``desired`` brokers of a replicated cluster; ``states``: each partition's state in
+    the partition-state store; ``racks``: the brokers' zones. The plan only lists the
+    brokers (their addresses): the store says who leads."""
 
-    def listing(count: int, refused: str = "") -> ScalePlan:
+    def listing(count: int) -> ScalePlan:
         everyone = {node: addresses[node] for node in range(count)}
-        return ScalePlan(
-            count, hand_over(plan(everyone, topics, previous), everyone), refused=refused
-        )
+        return ScalePlan(count, hand_over(plan(everyone, topics, previous), everyone))
 
     if current is None or desired >= current:
         return listing(desired)
-    held = sorted(name for name, ids in replicas.items() if any(node >= desired for node in ids))
-    if not held:
+    leaving = tuple(range(desired, current))
+    moving = tuple(sorted(tp for tp, s in states.items() if set(s.replicas) & set(leaving)))
+    if not moving:
         return listing(desired)
-    shown = ", ".join(held[:10]) + (f" and {len(held) - 10} more" if len(held) > 10 else "")
-    return listing(
-        current,
-        refused=f"scaling from {current} to {desired} brokers would take replicas of {shown} "
-        f"with brokers {', '.join(map(str, range(desired, current)))}; moving replicas "
-        f"(reassignment) is not built yet (delete those topics, or scale back to {current})",
+    staying = {node: racks.get(node) for node in range(desired)}
+    targets = {tp: states[tp].target_replicas for tp in moving}
+    try:
+        reassign = replicas_without(staying, targets, leaving)
+    except InvalidReplicationFactorError as error:
+        refused = (
+            f"scaling from {current} to {desired} brokers cannot keep every replica: "
+            f"{error} (scale back to {current})"
+        )
+        return replace(listing(current), refused=refused)
+    return replace(
+        listing(current), draining=leaving, phase=REASSIGNING, moving=moving, reassign=reassign
     )
 
 

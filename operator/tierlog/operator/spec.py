@@ -125,15 +125,21 @@ class Tls:
 
 @dataclass(frozen=True)
 class Replication:
-    """``spec.replication``: the brokers' ``default.replication.factor`` and
-    ``min.insync.replicas``; the partition state in the API server."""
+    """``spec.replication``: the brokers' ``default.replication.factor``,
+    ``min.insync.replicas`` and ``auto.leader.rebalance.enable``; the partition state in
+    the API server."""
 
     factor: int = 3
     min_insync_replicas: int = 2
+    auto_leader_rebalance: bool = True
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> Replication:
-        return cls(int(spec.get("factor", 3)), int(spec.get("minInsyncReplicas", 2)))
+        return cls(
+            int(spec.get("factor", 3)),
+            int(spec.get("minInsyncReplicas", 2)),
+            bool(spec.get("autoLeaderRebalance", True)),
+        )
 
 
 @dataclass(frozen=True)

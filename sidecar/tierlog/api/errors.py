@@ -27,6 +27,7 @@ __all__ = [
     "IllegalGenerationError",
     "InvalidGroupIdError",
     "InvalidPartitionsError",
+    "InvalidReplicaAssignmentError",
     "InvalidReplicationFactorError",
     "InvalidRequestError",
     "InvalidRequiredAcksError",
@@ -70,6 +71,13 @@ class InvalidReplicationFactorError(TierlogError):
     or above what this broker can serve."""
 
     reason = "INVALID_REPLICATION_FACTOR"
+
+
+class InvalidReplicaAssignmentError(TierlogError):
+    """A reassignment's target replicas that cannot be: none, a broker twice, an
+    unknown broker, or one that would leave a partition without an in-sync replica."""
+
+    reason = "INVALID_REPLICA_ASSIGNMENT"
 
 
 class InvalidRequestError(TierlogError):
@@ -241,6 +249,7 @@ STATUS_CODES: dict[str, grpc.StatusCode] = {
     "INVALID_CONFIG": _C.INVALID_ARGUMENT,
     "INVALID_PARTITIONS": _C.INVALID_ARGUMENT,
     "INVALID_REPLICATION_FACTOR": _C.INVALID_ARGUMENT,
+    "INVALID_REPLICA_ASSIGNMENT": _C.INVALID_ARGUMENT,
     "INVALID_REQUEST": _C.INVALID_ARGUMENT,
     "INVALID_REQUIRED_ACKS": _C.INVALID_ARGUMENT,
     "UNSUPPORTED_FOR_MESSAGE_FORMAT": _C.INVALID_ARGUMENT,

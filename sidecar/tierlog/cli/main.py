@@ -28,6 +28,7 @@ from tierlog.cli import (
     demo,
     dump_log,
     get_offsets,
+    partitions,
     perf,
     produce,
     tier,
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     configs.add_parser(subparsers)
     get_offsets.add_parser(subparsers)
     delete_records.add_parser(subparsers)
+    partitions.add_parser(subparsers)
     produce.add_parser(subparsers)
     consume.add_parser(subparsers)
     consumer_groups.add_parser(subparsers)

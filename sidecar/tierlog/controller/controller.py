@@ -22,6 +22,7 @@ from collections.abc import Callable, Set
 from tierlog.controller.changes import PartitionChange, write_change
 from tierlog.controller.elections import elect, preferred_leader
 from tierlog.controller.liveness import Liveness
+from tierlog.controller.reassignment import complete_reassignment
 from tierlog.partition_state.model import NO_LEADER, PartitionState
 from tierlog.partition_state.store import PartitionStateStore
 from tierlog.storage.errors import KafkaStorageError, UnknownTopicOrPartitionError
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 
 
 # Why a partition got a new leader (the metrics' ``cause`` label).
-ELECTION_CAUSES = ("leader_fenced", "offline_recovered", "preferred", "unclean")
+ELECTION_CAUSES = ("leader_fenced", "offline_recovered", "preferred", "reassignment", "unclean")
 
 
 def _never_unclean(topic: str) -> bool:
@@ -58,7 +59,7 @@ class Controller:
         self._broker = broker
         self._unclean_for = unclean_for
         self._clock = clock
-        self._preferred_leaders = preferred_leaders
+        self.preferred_leaders = preferred_leaders  # may change between passes
         self._liveness = Liveness()
         self.live: frozenset[int] = frozenset()
         # Every cause there from the start: the metrics thread copies it while passes add.
@@ -91,10 +92,12 @@ class Controller:
             partitions = self._store.read_topic(topic)
         except UnknownTopicOrPartitionError:
             return []  # deleted since it was listed
-        unclean = self._unclean_for(topic)
+        unclean: bool | None = None  # read once a partition needs it (a store read)
         changes = []
         for partition, state in sorted(partitions.items()):
-            after = self._decide(state, unclean)
+            if unclean is None and not self.live & set(state.isr):
+                unclean = self._unclean_for(topic)
+            after = self._decide(state, bool(unclean))
             change = None if after is None else self._write(topic, partition, state, after)
             if change is not None:
                 changes.append(change)
@@ -113,14 +116,20 @@ class Controller:
         return change
 
     def _decide(self, state: PartitionState, unclean: bool) -> PartitionState | None:
-        elected = elect(state, self.live, unclean)
-        if not self._preferred_leaders:
-            return elected
-        return preferred_leader(elected or state, self.live) or elected
+        """The elections, then a reassignment whose target is in sync completed, in one
+        change (``None``: nothing to change)."""
+        after = elect(state, self.live, unclean) or state
+        if self.preferred_leaders:
+            after = preferred_leader(after, self.live) or after
+        after = complete_reassignment(after, self.live) or after
+        return None if after == state else after
 
 
 def _cause(before: PartitionState, after: PartitionState, live: Set[int]) -> tuple[str, str]:
     """Why the partition changed: one of ``ELECTION_CAUSES``, and words for the log line."""
+    if after.replicas != before.replicas and not after.reassigning:
+        moved = f"reassignment to replicas {list(after.replicas)} completed"
+        return "reassignment", moved
     if after.leader not in (before.leader, NO_LEADER) and after.leader not in before.isr:
         return (
             "unclean",

@@ -4,8 +4,11 @@
 list (the first is the preferred leader), the leader (``NO_LEADER`` while offline), the
 leader epoch (bumped by every election, carried by produce and fetch to fence stale
 leaders), the in-sync replicas and the partition epoch (bumped by every change: the
-version a compare-and-swap is made against, Kafka's ``partitionEpoch``). The invariants
-hold for every value that exists, so a document that breaks them is refused on read.
+version a compare-and-swap is made against, Kafka's ``partitionEpoch``). While the
+partition is being reassigned (KIP-455), ``replicas`` is the full set, the target's
+replicas first, and ``adding_replicas`` / ``removing_replicas`` say which of them are
+joining and leaving (``tierlog.controller.reassignment``). The invariants hold for every
+value that exists, so a document that breaks them is refused on read.
 
 ``BrokerLease`` is one broker's liveness: who holds it (one incarnation of the broker
 process), when it was renewed, for how long that counts, and its broker epoch (bumped
@@ -44,6 +47,8 @@ class PartitionState:
     leader_epoch: int
     isr: tuple[int, ...]
     partition_epoch: int = 0
+    adding_replicas: tuple[int, ...] = ()  # target - original, while reassigning
+    removing_replicas: tuple[int, ...] = ()  # original - target, while reassigning
 
     def __post_init__(self) -> None:
         problems = _problems(self)
@@ -54,6 +59,15 @@ class PartitionState:
     def new(cls, replicas: tuple[int, ...]) -> PartitionState:
         """A new partition: every replica in sync, the first one leading in epoch 0."""
         return cls(replicas, replicas[0], 0, replicas)
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """The replicas once a reassignment under way completes (``replicas`` if none)."""
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
 
     def with_isr(self, isr: tuple[int, ...]) -> PartitionState:
         """The leader shrank or expanded its ISR (Kafka's AlterPartition): same leader epoch."""
@@ -85,6 +99,11 @@ def _problems(state: PartitionState) -> list[str]:
         problems.append("a negative epoch")
     if any(replica < 0 for replica in state.replicas):
         problems.append("a negative broker id")
+    moving = (*state.adding_replicas, *state.removing_replicas)
+    if len(set(moving)) != len(moving) or not set(moving) <= set(state.replicas):
+        problems.append("adding or removing replicas that are not distinct replicas")
+    if state.removing_replicas and set(state.removing_replicas) >= set(state.replicas):
+        problems.append("every replica removed")
     return problems
 
 
@@ -107,6 +126,8 @@ def topic_to_json(partitions: Mapping[int, PartitionState]) -> str:
                 "leaderEpoch": state.leader_epoch,
                 "isr": list(state.isr),
                 "partitionEpoch": state.partition_epoch,
+                "addingReplicas": list(state.adding_replicas),
+                "removingReplicas": list(state.removing_replicas),
             }
             for partition, state in sorted(partitions.items())
         },
@@ -127,6 +148,9 @@ def topic_from_json(text: str, where: str) -> dict[int, PartitionState]:
                 int(fields["leaderEpoch"]),
                 tuple(_ints(fields["isr"])),
                 int(fields["partitionEpoch"]),
+                # Absent from the documents written before reassignment existed.
+                tuple(_ints(fields.get("addingReplicas", []))),
+                tuple(_ints(fields.get("removingReplicas", []))),
             )
             for partition, fields in document["partitions"].items()
         }

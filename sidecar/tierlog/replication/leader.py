@@ -73,10 +73,13 @@ class LeaderPartition:
         return self.log.high_watermark
 
     def update_state(self, state: PartitionState) -> None:
-        """The store has a newer state in the same leader epoch (an ISR change)."""
+        """The store has a newer state in the same leader epoch (an ISR change, or a
+        reassignment adding or removing followers)."""
         for replica in state.replicas:
             if replica != self.node_id and replica not in self.followers:
                 self.followers[replica] = FollowerProgress(UNKNOWN_OFFSET, 0)
+        for replica in set(self.followers) - set(state.replicas):
+            del self.followers[replica]  # removed: its fetches are refused from now on
         self.state = state
         self.advance_high_watermark()
 
@@ -89,7 +92,9 @@ class LeaderPartition:
         previous fetch if it asked from at least where the leader ended then (Kafka's
         rule: a follower that keeps fetching everything there is never falls behind,
         however fast the leader grows)."""
-        progress = self.followers[replica]
+        progress = self.followers.get(replica)
+        if progress is None:
+            return  # removed by a reassignment while its fetch was being read
         leader_end = self.log.log_end_offset
         if fetch_offset >= leader_end:
             progress.last_caught_up_ms = now_ms

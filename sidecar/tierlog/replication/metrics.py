@@ -47,7 +47,7 @@ class ReplicationCollector:
         under_replicated = under_min_isr = at_min_isr = 0
         for leader in leaders:
             isr, min_isr = len(leader.state.isr), leader.log.config.min_insync_replicas
-            under_replicated += isr < len(leader.state.replicas)
+            under_replicated += isr < len(leader.state.target_replicas)
             under_min_isr += isr < min_isr
             at_min_isr += isr == min_isr
         yield GaugeMetricFamily(

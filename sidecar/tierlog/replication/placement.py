@@ -23,17 +23,29 @@ first shift at random; callers here pass them (a random pick, or the topic's own
 Partitions added to a topic continue its stripe: with an unchanged set of brokers and
 a first shift equal to the start index, ``assign_new_partitions`` gives them the
 replicas they would have had if the topic had been created with them.
+
+Brokers that leave (a scale-down) hand their replicas to others with
+``replicas_without``: each leaving replica is replaced in its place, so a partition
+moves no more replicas than it must (Kafka leaves choosing a plan to its tools).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from typing import TypeVar
 
 from tierlog.api.errors import InvalidPartitionsError, InvalidReplicationFactorError
 
-__all__ = ["Racks", "assign_new_partitions", "assign_replicas", "rack_alternated"]
+__all__ = [
+    "Racks",
+    "assign_new_partitions",
+    "assign_replicas",
+    "rack_alternated",
+    "replicas_without",
+]
 
 Racks = Mapping[int, str | None]  # broker id -> its rack (None: none)
+Key = TypeVar("Key")  # what names a partition
 
 
 def assign_replicas(
@@ -85,6 +97,42 @@ def assign_new_partitions(
         start_index=start_index,
         first_partition=len(existing),
     )
+
+
+def replicas_without(
+    racks: Racks, current: Mapping[Key, Sequence[int]], leaving: Collection[int]
+) -> dict[Key, tuple[int, ...]]:
+    """New replicas for the partitions of ``current`` that have one on a ``leaving``
+    broker (the others are left out); ``racks`` names the brokers that stay.
+
+    Each leaving replica is replaced where it stands (a leaving preferred leader's
+    successor is preferred) by a staying broker holding none of the partition's
+    replicas: first one on a rack the partition does not use yet, then the one holding
+    the fewest replicas so far (the moves already chosen counted), then the lowest id.
+    ``INVALID_REPLICATION_FACTOR`` when a partition has more replicas than stay."""
+    load = dict.fromkeys(racks, 0)
+    for replicas in current.values():
+        for replica in replicas:
+            if replica in load:
+                load[replica] += 1
+    moved: dict[Key, tuple[int, ...]] = {}
+    for key, replicas in current.items():
+        if not set(replicas) & set(leaving):
+            continue
+        _check_factor(len(replicas), len(racks))
+        target = [r for r in replicas if r not in leaving]
+        for place, replica in enumerate(replicas):
+            if replica not in leaving:
+                continue
+            used = {racks[r] for r in target}
+            chosen = min(
+                (broker for broker in racks if broker not in target),
+                key=lambda broker: (racks[broker] in used, load[broker], broker),
+            )
+            target.insert(place, chosen)
+            load[chosen] += 1
+        moved[key] = tuple(target)
+    return moved
 
 
 def rack_alternated(racks: Racks) -> list[int]:

@@ -79,6 +79,7 @@ def _replication_properties(cluster: ClusterSpec, replication: Replication) -> d
         "tierlog.replication.state.poll.ms": str(REPLICATION_STATE_POLL_MS),
         "default.replication.factor": str(replication.factor),
         "min.insync.replicas": str(replication.min_insync_replicas),
+        "auto.leader.rebalance.enable": kafka_value(replication.auto_leader_rebalance),
     }
 
 

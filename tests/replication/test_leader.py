@@ -1,0 +1,40 @@
+"""The leader's view of its followers follows the replica set: a reassignment adds
+followers (out of sync until caught up) and removes the leaving ones, whose late fetches
+are ignored rather than counted (they would be offered back into the ISR)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.storage.conftest import config, make_batch
+from tierlog.controller.reassignment import complete_reassignment, start_reassignment
+from tierlog.partition_state.model import PartitionState
+from tierlog.replication.leader import LeaderPartition
+from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.log import Log
+
+
+def test_a_reassignment_adds_a_follower_and_drops_the_one_that_leaves(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "orders-0", config())
+    log.become_leader(0)
+    state = PartitionState.new((0, 1, 2))
+    leader = LeaderPartition(TopicPartition("orders", 0), log, state, node_id=0, now_ms=0)
+    for _ in range(3):
+        log.append(make_batch(2))
+    for follower in (1, 2):
+        leader.record_fetch(follower, log.log_end_offset, now_ms=1)
+    assert log.high_watermark == 6
+
+    moving = start_reassignment(state, (0, 2, 3))
+    leader.update_state(moving)
+    assert sorted(leader.followers) == [1, 2, 3]
+    assert leader.caught_up() == ()  # broker 3 has fetched nothing yet
+    leader.record_fetch(3, 6, now_ms=2)
+    assert leader.caught_up() == (3,)
+
+    done = complete_reassignment(moving.with_isr((0, 1, 2, 3)), {0, 1, 2, 3})
+    assert done is not None
+    leader.update_state(done)
+    assert sorted(leader.followers) == [2, 3]
+    leader.record_fetch(1, 6, now_ms=3)  # a fetch of broker 1 read before it was removed
+    assert leader.caught_up() == ()  # not offered back into the ISR
