@@ -20,6 +20,7 @@ import pytest
 
 from tests.sidecar.conftest import Sidecar, reason_of
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2
+from tierlog.client import Producer
 from tierlog.partition_state.model import PartitionState
 from tierlog.storage.records import SimpleRecord, build_batch, decode_records, iter_batches
 
@@ -161,3 +162,51 @@ def test_a_deposed_leader_refuses_a_client_with_the_new_epoch_before_it_reads_th
     assert _refusal(lambda: _fetch(new, 0)) == "FENCED_LEADER_EPOCH"
     assert _refusal(lambda: next(_subscribe(new, 0))) == "FENCED_LEADER_EPOCH"
     assert _fetch(new, 1).high_watermark == 2
+
+
+def test_a_producer_never_goes_back_to_a_deposed_leader_and_loses_nothing(
+    replicated_brokers: ClusterFactory,
+) -> None:
+    """acks=1, one request in flight: what the producer is told is stored must be in the
+    new leader's log, in the order sent. Broker 2 holds no replica and answers Metadata
+    as the store says; once it is gone, only the deposed leader (deaf) and the new one
+    remain to ask, and the deposed one names itself in epoch 0, which the producer,
+    knowing epoch 1, does not believe."""
+    cluster = replicated_brokers(3, *FAST_ELECTION, node_configs={0: DEAF})
+    _create(cluster, (0, 1), deaf=(0,))
+    old, new, informant = cluster.brokers
+    config = {
+        "bootstrap.servers": f"{informant.address},{old.address}",
+        "acks": "1",
+        "enable.idempotence": "false",
+        "max.in.flight.requests.per.connection": 1,
+        "linger.ms": 0,
+        "request.timeout.ms": 5000,
+    }
+    sent: list[bytes] = []
+    with Producer(config) as producer:
+
+        def produce(phase: str) -> None:
+            values = [b"%s%03d" % (phase.encode(), i) for i in range(20)]
+            futures = [producer.send(TOPIC, value, partition=0) for value in values]
+            assert producer.flush(60)
+            for future in futures:
+                future.result(0)
+            sent.extend(values)
+
+        produce("a")  # to broker 0, epoch 0
+        wait_for(lambda: len(_values_in_files(new)) == 20, "broker 1 to copy the first records")
+        assert _depose(cluster, 0) == 1
+        wait_for(lambda: _metadata(new) == (1, 1), "broker 1 to lead")
+        # The producer's next look at the metadata (metadata.max.age.ms, made now): broker
+        # 2 answers.
+        producer.cluster.refresh([TOPIC])
+        produce("b")  # to broker 1, epoch 1
+        informant.kill()
+        # The next look is answered by broker 0, which still leads in epoch 0 as it
+        # believes (a producer that took its word would have it acknowledge alone).
+        assert _metadata(old) == (0, 0)
+        producer.cluster.refresh([TOPIC])
+        produce("c")
+    assert _values_in_files(new) == sent
+    assert _values_in_files(old) == sent[:20]
