@@ -7,8 +7,8 @@ Run from the repository root (needs ``make tools``)::
 Kafka is the interop harness's ``KafkaCluster`` (one KRaft controller and three brokers,
 each its own JVM and dirs); tierlog is three ``tierlog-sidecar`` brokers replicating over
 one partition-state store directory (``tierlog.replication.state.dir``), as ``tierlog
-cluster up`` starts them (each holding a lease, the controller run by whichever holds
-the store's lock), everything on 127.0.0.1. Every client runs in its own process:
+cluster up`` starts them (each holding a lease, the controller's decisions taken by the
+lowest broker id alive), everything on 127.0.0.1. Every client runs in its own process:
 Kafka's own ``ProducerPerformance`` and ``VerifiableProducer`` against ``tierlog perf
 produce`` and this module's ``--probe``.
 For 64 KiB and 1 MiB ``batch.size`` (1 KiB records, one partition, no compression,

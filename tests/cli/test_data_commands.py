@@ -13,8 +13,7 @@ import pytest
 from tests.client.sidecars import damage_batch, produce_batches
 from tests.support.sidecars import start_sidecar
 from tierlog.cli.perf import Summary, Throttle, percentile
-from tierlog.cli.produce import parse_lines
-from tierlog.client import partition_for_key
+from tierlog.client import Consumer, TopicPartition, partition_for_key
 from tierlog.storage.records import V2_HEADER_SIZE
 from tierlog.storage.records.batch import LENGTH_OFFSET, MAGIC_OFFSET
 
@@ -229,7 +228,7 @@ def test_consume_stops_at_a_length_flipped_under_the_running_sidecar(
 def test_a_line_without_the_separator_is_refused(server: str) -> None:
     ok(tierlog(server, "topics", "create", "strict"))
     result = tierlog(server, "produce", "strict", "--key-separator", ":", stdin=b"k:v\nnokey\n")
-    assert result.returncode == 1 and b"line 2 has no key separator" in result.stderr
+    assert result.returncode == 1 and b"no key separator found on line number 2" in result.stderr
 
 
 def test_producing_to_a_missing_topic_names_the_reason(server: str) -> None:
@@ -299,8 +298,6 @@ def test_the_arithmetic_of_perf_and_produce() -> None:
     throttle = Throttle(100, start_s=0.0)
     assert throttle.delay_s(50, now_s=0.2) == pytest.approx(0.3)
     assert Throttle(-1, 0.0).delay_s(10**6, 0.0) == 0.0
-    assert list(parse_lines([b"k=v=w\n", b"x=\n"], b"=")) == [(b"k", b"v=w"), (b"x", b"")]
-    assert list(parse_lines([b"plain\n"], None)) == [(None, b"plain")]
 
 
 @pytest.mark.parametrize(
@@ -345,3 +342,104 @@ def test_consume_refuses_a_negative_offset(server: str) -> None:
     assert result.returncode == 2
     assert "argument --offset: an offset is 0 or more, not -5" in result.stderr.decode()
     assert "a negative offset is refused" in ok(tierlog(server, "consume", "--help"))
+
+
+def test_kafkas_flags_properties_files_and_line_format(server: str, tmp_path: Path) -> None:
+    admin_config = tmp_path / "admin.properties"
+    admin_config.write_text(f"# Kafka's --command-config\nbootstrap.servers={server}\n")
+    producer_config = tmp_path / "producer.properties"
+    producer_config.write_text("acks=all\nlinger.ms: 0\n")
+    env = {**os.environ, "TIERLOG_SERVER": "127.0.0.1:1"}  # the file's servers win over it
+    created = subprocess.run(
+        [
+            console_script("tierlog"),
+            "topics",
+            "create",
+            "kafka-flags",
+            "--command-config",
+            str(admin_config),
+        ],
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
+    assert "Created topic kafka-flags." in ok(created)
+    produced = subprocess.run(
+        [
+            *(console_script("tierlog"), "produce", "--bootstrap-server", server),
+            *("--topic", "kafka-flags", "--producer.config", str(producer_config)),
+            *("--property", "parse.key=true", "--property", "parse.headers=true"),
+            *("--property", "null.marker=NULL"),
+        ],
+        input=b"source:cli,trace:NULL\tk1\tfirst\nempty:\tNULL\tsecond\n",
+        capture_output=True,
+        timeout=120,
+    )
+    ok(produced)
+    consumer = Consumer({"bootstrap.servers": server, "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition("kafka-flags", 0)])
+        records = consumer.poll(5000)
+    finally:
+        consumer.close()
+    assert [(r.headers, r.key, r.value) for r in records] == [
+        ((("source", b"cli"), ("trace", None)), b"k1", b"first"),
+        ((("empty", b""),), None, b"second"),
+    ]
+    twice = tierlog(server, "produce", "one", "--topic", "two", stdin=b"x\n")
+    assert twice.returncode == 1 and b"two different topics given" in twice.stderr
+    unknown = tierlog(server, "produce", "kafka-flags", "--property", "parse.keys=true")
+    assert unknown.returncode == 2 and b"unknown property 'parse.keys'" in unknown.stderr
+
+
+def test_kafka_topics_form_alter_and_the_if_flags(server: str) -> None:
+    kafka_create = ("topics", "--create", "--topic", "events", "--partitions", "2")
+    assert "Created topic events." in ok(tierlog(server, *kafka_create))
+    again = tierlog(server, *kafka_create)
+    assert again.returncode == 1 and b"TOPIC_ALREADY_EXISTS" in again.stderr
+    assert ok(tierlog(server, *kafka_create, "--if-not-exists")) == ""
+    altered = ok(tierlog(server, "topics", "--alter", "--topic", "events", "--partitions", "5"))
+    assert altered == "Topic events now has 5 partitions.\n"
+    described = ok(tierlog(server, "topics", "--describe", "--topic", "events"))
+    assert "PartitionCount: 5" in described
+    lower = tierlog(server, "topics", "alter", "events", "--partitions", "3")
+    assert lower.returncode == 1 and b"INVALID_PARTITIONS" in lower.stderr
+    assert ok(tierlog(server, "topics", "--list")).split() == ["events"]
+    assert "Deleted topic events." in ok(tierlog(server, "topics", "--delete", "--topic", "events"))
+    missing = tierlog(server, "topics", "--delete", "--topic", "events")
+    assert missing.returncode == 1 and b"UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
+    assert ok(tierlog(server, "topics", "--delete", "--topic", "events", "--if-exists")) == ""
+    assert (
+        ok(tierlog(server, "topics", "alter", "events", "--partitions", "9", "--if-exists")) == ""
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["topics", "--list", "--create"], "not allowed with argument"),
+        (["topics", "list", "--create"], "two actions given"),
+        (["topics"], "give one action: create, delete, describe, list, alter"),
+        (["topics", "create", "a", "--topic", "b"], "two different topics given"),
+        (["topics", "--alter", "--topic", "a"], "alter: --partitions is needed"),
+        (["topics", "--delete"], "delete: a topic NAME (or --topic) is needed"),
+    ],
+)
+def test_kafka_topics_form_refuses_what_is_ambiguous(
+    server: str, args: list[str], message: str
+) -> None:
+    refused = tierlog(server, *args)
+    assert refused.returncode != 0 and message in refused.stderr.decode()
+
+
+def test_a_wrong_flag_prints_its_subcommands_usage_and_version_prints_the_version() -> None:
+    wrong = subprocess.run(
+        [console_script("tierlog"), "topics", "list", "--bogus"], capture_output=True, timeout=60
+    )
+    assert wrong.returncode == 2
+    assert wrong.stderr.decode().startswith("usage: tierlog topics")
+    assert "tierlog topics: error: unrecognized arguments: --bogus" in wrong.stderr.decode()
+    version = subprocess.run(
+        [console_script("tierlog"), "--version"], capture_output=True, timeout=60
+    )
+    assert re.fullmatch(r"tierlog \d+\.\d+\.\d+\n", version.stdout.decode())

@@ -134,6 +134,43 @@ def test_acks_all_waits_for_the_isr_and_consumers_read_only_below_the_high_water
     assert _segments(cluster.broker(1)) == _segments(leader)
 
 
+def test_a_produce_stream_appends_while_an_earlier_request_waits_for_the_isr(
+    replicated_brokers: ClusterFactory,
+) -> None:
+    # Followers that neither lag out of the ISR nor lose their lease while stopped: the
+    # first request's answer waits for them for as long as they are stopped.
+    cluster = replicated_brokers(
+        3, "replica.lag.time.max.ms=60000", "broker.session.timeout.ms=60000"
+    )
+    cluster.create_topic(TOPIC, (0, 1, 2))
+    _leader_ready(cluster, 0)
+    leader = cluster.broker(0)
+    _produce(leader, _batch(b"a"))
+    _caught_up(cluster.broker(1), 1)
+    _caught_up(cluster.broker(2), 1)
+    stopped = [cluster.broker(1).process.pid, cluster.broker(2).process.pid]
+    for pid in stopped:
+        os.kill(pid, signal.SIGSTOP)
+    requests = [
+        log_service_pb2.ProduceStreamRequest(
+            produce=log_service_pb2.ProduceRequest(
+                topic=TOPIC, partition=0, acks=log_service_pb2.ACKS_ALL, record_batches=data
+            )
+        )
+        for data in (_batch(b"b"), _batch(b"c", b"d"))
+    ]
+    try:
+        answers = leader.log.ProduceStream(iter(requests), timeout=60)
+        # The second request is in the leader's log while the first still waits.
+        wait_for(lambda: _end(leader) == 4, "the second request to be appended")
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+    produced = [answer.produced for answer in answers]
+    assert [(p.base_offset, p.last_offset) for p in produced] == [(1, 1), (2, 3)]
+    assert _values(leader) == [b"a", b"b", b"c", b"d"]
+
+
 def test_acks_all_is_refused_below_min_insync_replicas(
     replicated_brokers: ClusterFactory,
 ) -> None:

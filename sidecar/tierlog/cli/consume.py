@@ -57,7 +57,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="KEY=VALUE",
         help="a consumer config under its Kafka name (repeatable)",
     )
-    add_server_option(parser)
+    add_server_option(parser, "--consumer.config")
     add_security_options(parser)
     parser.set_defaults(run=run)
 

@@ -12,6 +12,7 @@ in-process; the installed command is ``run``, which tunes the process first.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import sys
 from collections.abc import Sequence
@@ -38,11 +39,33 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_parser(subparsers)
     perf.add_parser(subparsers)
     tier.add_parser(subparsers)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    _name_each_subcommand(parser)
     return parser
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("tierlog")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "unknown"
+
+
+def _name_each_subcommand(parser: argparse.ArgumentParser) -> None:
+    """Give each (sub)subcommand's namespace its own parser as ``command_parser``, so a
+    flag it does not know is reported with its usage, not the top-level one."""
+    # argparse keeps subcommands in a private list; walking it is the one way in.
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for subparser in action.choices.values():
+                subparser.set_defaults(command_parser=subparser)
+                _name_each_subcommand(subparser)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         status: int = args.run(args)
     except BrokenPipeError:

@@ -107,7 +107,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="KEY=VALUE",
         help="a producer config under its Kafka name (repeatable)",
     )
-    add_server_option(produce)
+    add_server_option(produce, "--producer.config")
     add_security_options(produce)
     produce.set_defaults(run=run_produce)
 
@@ -124,7 +124,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=[],
         metavar="KEY=VALUE",
     )
-    add_server_option(consume)
+    add_server_option(consume, "--consumer.config")
     add_security_options(consume)
     consume.set_defaults(run=run_consume)
 

@@ -1,26 +1,30 @@
 """``tierlog produce TOPIC``: one record per line of stdin (Kafka's console producer).
 
-Each line (without its newline) is a value; with ``--key-separator SEP`` the text
-before the first SEP is the key and the rest the value (a line without SEP is an
-error, as with Kafka's ``parse.key``).  Records go through the idempotent
-``Producer``; the command exits once every one is acknowledged, non-zero if any failed.
+Each line (without its newline) is a value; Kafka's ``--property`` settings
+(``parse.key``, ``key.separator``, ``parse.headers``, ...: ``line_format``) read keys and
+headers from it too, and ``--key-separator SEP`` is short for ``parse.key=true`` with
+that separator.  The topic is the argument or Kafka's ``--topic``.  Records go through
+the idempotent ``Producer``; the command exits once every one is acknowledged, non-zero
+if any failed.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable, Iterator
 
+from tierlog.cli.line_format import LineFormat, LineFormatError
 from tierlog.cli.server_option import (
     add_security_options,
     add_server_option,
+    add_topic_arguments,
     client_properties,
     key_value,
+    topic_of,
 )
 from tierlog.client import Producer, RecordFuture
 
-__all__ = ["add_parser", "parse_lines", "run"]
+__all__ = ["add_parser", "line_format", "run"]
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
@@ -31,8 +35,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="send stdin to a topic, one record per line (Kafka's console producer)",
         description="Send stdin to TOPIC, one record per line.",
     )
-    parser.add_argument("topic")
+    add_topic_arguments(parser)
     parser.add_argument("--key-separator", metavar="SEP", help="split each line into key SEP value")
+    parser.add_argument(
+        "--property",
+        action="append",
+        type=key_value,
+        default=[],
+        metavar="KEY=VALUE",
+        help="how lines are read, Kafka's names: parse.key, key.separator, parse.headers, "
+        "headers.delimiter, headers.separator, headers.key.separator, null.marker, "
+        "ignore.error (repeatable)",
+    )
     parser.add_argument("--partition", type=int, help="send every record to this partition")
     parser.add_argument("--compression-type", choices=CODECS, default="none")
     parser.add_argument("--linger-ms", type=int, default=5)
@@ -44,24 +58,17 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="KEY=VALUE",
         help="a producer config under its Kafka name (repeatable)",
     )
-    add_server_option(parser)
+    add_server_option(parser, "--producer.config")
     add_security_options(parser)
     parser.set_defaults(run=run)
 
 
-def parse_lines(
-    lines: Iterable[bytes], key_separator: bytes | None
-) -> Iterator[tuple[bytes | None, bytes]]:
-    """(key, value) per line; ValueError for a line without the separator."""
-    for number, line in enumerate(lines, 1):
-        line = line.removesuffix(b"\n")
-        if key_separator is None:
-            yield None, line
-            continue
-        key, sep, value = line.partition(key_separator)
-        if not sep:
-            raise ValueError(f"line {number} has no key separator {key_separator!r}")
-        yield key, value
+def line_format(args: argparse.Namespace) -> LineFormat:
+    """The ``--property`` settings, with ``--key-separator`` as ``parse.key``."""
+    props = dict(args.property)
+    if args.key_separator is not None:
+        props |= {"parse.key": "true", "key.separator": args.key_separator}
+    return LineFormat.from_properties(props)
 
 
 def producer_properties(args: argparse.Namespace) -> dict[str, object]:
@@ -74,13 +81,20 @@ def producer_properties(args: argparse.Namespace) -> dict[str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
-    separator = None if args.key_separator is None else args.key_separator.encode()
+    topic = topic_of(args)
+    try:
+        lines = line_format(args)
+    except LineFormatError as error:
+        print(f"tierlog produce: {error}", file=sys.stderr)
+        return 2
     futures: list[RecordFuture] = []
     with Producer(producer_properties(args)) as producer:
         try:
-            for key, value in parse_lines(sys.stdin.buffer, separator):
-                futures.append(producer.send(args.topic, value, key=key, partition=args.partition))
-        except ValueError as error:
+            for headers, key, value in lines.parse(sys.stdin.buffer):
+                futures.append(
+                    producer.send(topic, value, key=key, headers=headers, partition=args.partition)
+                )
+        except LineFormatError as error:
             print(f"tierlog produce: {error}", file=sys.stderr)
             return 1
         producer.flush()

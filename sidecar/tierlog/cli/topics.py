@@ -1,9 +1,17 @@
-"""``tierlog topics create|delete|describe|list [NAME]``: Kafka's ``kafka-topics``."""
+"""``tierlog topics create|delete|describe|list|alter [NAME]``: Kafka's ``kafka-topics``.
+
+Kafka's own form is taken too: the action as a flag (``--create``, ``--delete``,
+``--describe``, ``--list``, ``--alter``) and the topic as ``--topic``, with
+``--if-not-exists`` (create) and ``--if-exists`` (delete, alter, describe). ``alter``
+raises the partition count to ``--partitions``, as Kafka's ``--alter`` does.
+"""
 
 from __future__ import annotations
 
 import argparse
+from typing import NoReturn
 
+from tierlog.api.errors import TopicAlreadyExistsError
 from tierlog.cli.server_option import (
     add_security_options,
     add_server_option,
@@ -12,7 +20,7 @@ from tierlog.cli.server_option import (
 )
 from tierlog.client.admin import AdminClient, TopicDescription
 from tierlog.storage.config import LogConfig
-from tierlog.storage.errors import InvalidConfigError
+from tierlog.storage.errors import InvalidConfigError, UnknownTopicOrPartitionError
 
 __all__ = [
     "add_parser",
@@ -24,7 +32,7 @@ __all__ = [
     "topic_overrides",
 ]
 
-_ACTIONS = ("create", "delete", "describe", "list")
+_ACTIONS = ("create", "delete", "describe", "list", "alter")
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,10 +41,29 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="create, delete, describe and list topics (Kafka's kafka-topics)",
         description="Create, delete, describe and list a sidecar's topics.",
     )
-    parser.add_argument("action", choices=_ACTIONS)
+    parser.add_argument("action_argument", nargs="?", choices=_ACTIONS, metavar="ACTION")
     parser.add_argument("name", nargs="?", help="the topic (describe: all when left out)")
+    flags = parser.add_mutually_exclusive_group()
+    for action in _ACTIONS:
+        flags.add_argument(
+            f"--{action}",
+            dest="action_flag",
+            action="store_const",
+            const=action,
+            help=f"Kafka's form of ACTION {action}",
+        )
+    parser.add_argument("--topic", help="the topic (Kafka's flag; the same as NAME)")
     parser.add_argument(
-        "--partitions", type=partition_count, default=1, help="create: partition count (1 or more)"
+        "--partitions",
+        type=partition_count,
+        default=None,
+        help="create: partition count (1 or more, default 1); alter: the new, higher count",
+    )
+    parser.add_argument(
+        "--if-not-exists", action="store_true", help="create: a topic already there is fine"
+    )
+    parser.add_argument(
+        "--if-exists", action="store_true", help="delete, alter, describe: a missing topic is fine"
     )
     parser.add_argument(
         "--replication-factor",
@@ -118,25 +145,60 @@ def topic_overrides(admin: AdminClient, topic: str) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.action in ("create", "delete") and not args.name:
-        raise SystemExit(f"tierlog topics {args.action}: a topic NAME is needed")
+    action, name = _action_and_topic(args)
     with AdminClient(client_properties(args)) as admin:
-        if args.action == "create":
-            admin.create_topic(
-                args.name,
-                args.partitions,
-                dict(args.config),
-                replication_factor=args.replication_factor,
-            )
-            print(f"Created topic {args.name}.")
-        elif args.action == "delete":
-            admin.delete_topic(args.name)
-            print(f"Deleted topic {args.name}.")
-        elif args.action == "list":
-            for name in sorted(admin.list_topics()):
-                print(name)
-        else:
-            names = [args.name] if args.name else []
-            for topic in admin.describe_topics(names):
-                print("\n".join(render_description(topic, topic_overrides(admin, topic.name))))
+        try:
+            _act(admin, action, name, args)
+        except TopicAlreadyExistsError:
+            if not args.if_not_exists:
+                raise
+        except UnknownTopicOrPartitionError:
+            if not (args.if_exists and action in ("delete", "alter", "describe")):
+                raise
     return 0
+
+
+def _action_and_topic(args: argparse.Namespace) -> tuple[str, str | None]:
+    """The one action and topic asked for, as ACTION NAME or Kafka's flags."""
+    actions = {a for a in (args.action_argument, args.action_flag) if a}
+    names = {n for n in (args.name, args.topic) if n}
+    if len(actions) != 1:
+        _usage_error("two actions given" if actions else "give one action: " + ", ".join(_ACTIONS))
+    if len(names) > 1:
+        _usage_error("two different topics given")
+    action, name = actions.pop(), (names.pop() if names else None)
+    if action in ("create", "delete", "alter") and not name:
+        _usage_error(f"{action}: a topic NAME (or --topic) is needed")
+    if action == "alter" and args.partitions is None:
+        _usage_error("alter: --partitions is needed (the new partition count)")
+    return action, name
+
+
+def _usage_error(problem: str) -> NoReturn:
+    raise SystemExit(f"tierlog topics: {problem}")
+
+
+def _act(admin: AdminClient, action: str, name: str | None, args: argparse.Namespace) -> None:
+    if action == "create":
+        assert name is not None
+        admin.create_topic(
+            name,
+            args.partitions or 1,
+            dict(args.config),
+            replication_factor=args.replication_factor,
+        )
+        print(f"Created topic {name}.")
+    elif action == "delete":
+        assert name is not None
+        admin.delete_topic(name)
+        print(f"Deleted topic {name}.")
+    elif action == "alter":
+        assert name is not None
+        admin.create_partitions(name, args.partitions)
+        print(f"Topic {name} now has {args.partitions} partitions.")
+    elif action == "list":
+        for listed in sorted(admin.list_topics()):
+            print(listed)
+    else:
+        for topic in admin.describe_topics([name] if name else []):
+            print("\n".join(render_description(topic, topic_overrides(admin, topic.name))))

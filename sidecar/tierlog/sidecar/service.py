@@ -31,6 +31,7 @@ import grpc
 
 from tierlog.api.errors import InvalidRequestError, InvalidRequiredAcksError
 from tierlog.api.v1 import common_pb2, log_service_pb2, log_service_pb2_grpc
+from tierlog.replication.leader import LeaderPartition
 from tierlog.sidecar.fetch_wire import FetchAnswer
 from tierlog.sidecar.partitions import Partitions
 from tierlog.sidecar.producer_ids import ProducerIdManager
@@ -43,6 +44,7 @@ from tierlog.storage.log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
+    AppendInfo,
     Log,
     LogRead,
 )
@@ -89,6 +91,22 @@ class Limits:
     # How long an acks=all produce waits for the in-sync replicas (Kafka's produce
     # request timeout.ms, 30 s by default): then REQUEST_TIMED_OUT.
     acks_all_timeout_ms: int = 30_000
+    # How many of a ProduceStream's requests may be appended ahead of the answer the
+    # stream is waiting to send (the follower round trip of an acks=all produce).
+    max_pipelined_produces: int = 16
+
+
+@dataclass(frozen=True)
+class _Appended:
+    """A produce request in the log, waiting for its answer."""
+
+    log: Log
+    info: AppendInfo | None  # None: acks=0, appended (or appending) unacknowledged
+    leader: LeaderPartition | None  # set when the answer waits for the in-sync replicas
+
+
+# What a ProduceStream answers in its turn: an appended request, or why it was not.
+_Pending = _Appended | Exception
 
 
 class LogService(log_service_pb2_grpc.LogServiceServicer):
@@ -122,20 +140,59 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         request_iterator: AsyncIterator[log_service_pb2.ProduceStreamRequest],
         context: _Context,
     ) -> AsyncIterator[log_service_pb2.ProduceStreamResponse]:
-        async for request in request_iterator:
-            try:
-                produced = await self._produce(request.produce)
-            except TierlogError as error:
-                yield log_service_pb2.ProduceStreamResponse(error=as_error(error))
-            except Exception as error:  # answer in band, keep the stream
-                failure = unexpected(error, "LogService.ProduceStream")
-                yield log_service_pb2.ProduceStreamResponse(error=as_error(failure))
-            else:
-                yield log_service_pb2.ProduceStreamResponse(produced=produced)
+        # Appends run in the stream's order as the requests come, answers go back in
+        # the same order once each is committed: with replication a request no longer
+        # waits for the previous one's follower round trip before it is appended, so
+        # the followers fetch several requests' batches at once (Kafka gets the same
+        # overlap from a producer's batches for many partitions in one request).
+        pending: asyncio.Queue[_Pending | None] = asyncio.Queue()
+        room = asyncio.Semaphore(self.limits.max_pipelined_produces)
+        reader = asyncio.create_task(self._append_stream(request_iterator, pending, room))
+        try:
+            while (next_answer := await pending.get()) is not None:
+                answer = await self._stream_answer(next_answer)
+                room.release()
+                yield answer
+            await reader  # raises what ended the client's side, if it failed
+        finally:
+            reader.cancel()
+
+    async def _append_stream(
+        self,
+        request_iterator: AsyncIterator[log_service_pb2.ProduceStreamRequest],
+        pending: asyncio.Queue[_Pending | None],
+        room: asyncio.Semaphore,
+    ) -> None:
+        try:
+            async for request in request_iterator:
+                await room.acquire()
+                try:
+                    appended: _Pending = await self._append(request.produce)
+                except Exception as error:  # answered in band, in its turn
+                    appended = error
+                pending.put_nowait(appended)
+        finally:
+            pending.put_nowait(None)  # never blocks: ``room`` bounds the queue
+
+    async def _stream_answer(self, appended: _Pending) -> log_service_pb2.ProduceStreamResponse:
+        try:
+            if isinstance(appended, Exception):
+                raise appended
+            produced = await self._committed(appended)
+        except TierlogError as error:
+            return log_service_pb2.ProduceStreamResponse(error=as_error(error))
+        except Exception as error:  # answer in band, keep the stream
+            failure = unexpected(error, "LogService.ProduceStream")
+            return log_service_pb2.ProduceStreamResponse(error=as_error(failure))
+        return log_service_pb2.ProduceStreamResponse(produced=produced)
 
     async def _produce(
         self, request: log_service_pb2.ProduceRequest
     ) -> log_service_pb2.ProduceResponse:
+        return await self._committed(await self._append(request))
+
+    async def _append(self, request: log_service_pb2.ProduceRequest) -> _Appended:
+        """Validate and append one produce request; its answer waits in ``_committed``."""
         if request.acks not in _ACKS:  # proto3 enums are open: any number arrives
             names = ", ".join(log_service_pb2.Acks.keys())
             raise InvalidRequiredAcksError(f"acks {request.acks} is none of {names}")
@@ -158,16 +215,10 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             if len(self._unacknowledged) > self.limits.max_unacknowledged_appends:
                 await asyncio.shield(task)  # too many in flight: answer once this one lands
             _report_record_bytes(tp.topic, len(data))
-            return log_service_pb2.ProduceResponse(
-                base_offset=-1,
-                last_offset=-1,
-                log_append_time_ms=-1,
-                log_start_offset=partition_log.log_start_offset,
-            )
+            return _Appended(partition_log, info=None, leader=None)
         leader = self.partitions.leadership(tp)
-        min_insync = partition_log.config.min_insync_replicas
         if leader is not None and request.acks == log_service_pb2.ACKS_ALL:
-            leader.check_enough_replicas(min_insync)
+            leader.check_enough_replicas(partition_log.config.min_insync_replicas)
         try:
             if partition_log.append_waits_for_sync(len(data)):
                 info = await asyncio.to_thread(partition_log.append, data)
@@ -182,9 +233,25 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             leader.advance_high_watermark()  # alone in the ISR, the append is committed
         self.watch.appended(tp)
         _report_record_bytes(tp.topic, len(data))
-        if leader is not None and request.acks == log_service_pb2.ACKS_ALL:
-            timeout_s = self.limits.acks_all_timeout_ms / 1000
-            await leader.wait_until_committed(info.last_offset + 1, min_insync, timeout_s)
+        waits_for = leader if request.acks == log_service_pb2.ACKS_ALL else None
+        return _Appended(partition_log, info, waits_for)
+
+    async def _committed(self, appended: _Appended) -> log_service_pb2.ProduceResponse:
+        """The answer to an appended request, once the in-sync replicas have it if asked."""
+        info = appended.info
+        if info is None:  # acks=0: nothing to say but the log start
+            return log_service_pb2.ProduceResponse(
+                base_offset=-1,
+                last_offset=-1,
+                log_append_time_ms=-1,
+                log_start_offset=appended.log.log_start_offset,
+            )
+        if appended.leader is not None:
+            await appended.leader.wait_until_committed(
+                info.last_offset + 1,
+                appended.log.config.min_insync_replicas,
+                self.limits.acks_all_timeout_ms / 1000,
+            )
         return log_service_pb2.ProduceResponse(
             base_offset=info.first_offset,
             last_offset=info.last_offset,
