@@ -163,6 +163,13 @@ def test_a_deposed_leader_refuses_a_client_with_the_new_epoch_before_it_reads_th
     assert _refusal(lambda: next(_subscribe(new, 0))) == "FENCED_LEADER_EPOCH"
     assert _fetch(new, 1).high_watermark == 2
 
+    # A consumer on epoch 0 is served by the old leader while it believes it leads, and
+    # its stream ends the moment that broker learns epoch 1.
+    stream = _subscribe(old, 0)
+    assert next(stream).high_watermark == 1
+    _catch_up(old)
+    assert _refusal(lambda: list(stream)) == "FENCED_LEADER_EPOCH"
+
 
 def test_a_producer_never_goes_back_to_a_deposed_leader_and_loses_nothing(
     replicated_brokers: ClusterFactory,
