@@ -59,26 +59,32 @@ class TopicOwners:
     leaders: tuple[str, ...]  # index: partition
     fetched_monotonic: float
     leader_epochs: tuple[int, ...]  # index: partition; NO_PARTITION_LEADER_EPOCH: not known
+    epochs_monotonic: float  # when a broker's answer told these epochs
 
     def leader(self, partition: int) -> LeaderAndEpoch:
         return LeaderAndEpoch(self.leaders[partition], self.leader_epochs[partition])
 
-    def newest(self, fresh: TopicOwners) -> TopicOwners:
+    def newest(self, fresh: TopicOwners, trust_s: float) -> TopicOwners:
         """``fresh``, but where it names an older leader epoch for a partition than this
-        view (a broker that has not caught up answered), this view's leader and epoch."""
-        if fresh.partition_count != self.partition_count:
+        view (a broker that has not caught up answered), this view's leader and epoch;
+        for ``trust_s`` after this view's epochs were told, then the brokers are believed,
+        so a topic deleted and made again (its epochs start over) is not ignored for ever
+        (Kafka tells the two apart by topic id)."""
+        if (
+            fresh.partition_count != self.partition_count
+            or fresh.epochs_monotonic - self.epochs_monotonic >= trust_s
+        ):
             return fresh
-        chosen = [
-            known if 0 <= new.epoch < known.epoch else new
-            for known, new in (
-                (self.leader(p), fresh.leader(p)) for p in range(self.partition_count)
-            )
-        ]
+        pairs = [(self.leader(p), fresh.leader(p)) for p in range(self.partition_count)]
+        if not any(0 <= new.epoch < known.epoch for known, new in pairs):
+            return fresh
+        chosen = [known if 0 <= new.epoch < known.epoch else new for known, new in pairs]
         return TopicOwners(
             fresh.name,
             tuple(leader.address for leader in chosen),
             fresh.fetched_monotonic,
             tuple(leader.epoch for leader in chosen),
+            self.epochs_monotonic,
         )
 
     @functools.cached_property  # the producer asks once per record
@@ -213,11 +219,13 @@ class Cluster:
                 tuple(p.leader_address for p in by_partition),
                 now,
                 tuple(p.leader_epoch for p in by_partition),
+                now,
             )
         with self._lock:
             for name, fresh in found.items():
                 cached = self._topics.get(name)
-                found[name] = fresh if cached is None else cached.newest(fresh)
+                if cached is not None:
+                    found[name] = cached.newest(fresh, self.metadata_max_age_s)
             self._topics.update(found)
             self._brokers = tuple(broker.address for broker in response.brokers)
         return found
@@ -256,7 +264,9 @@ class Cluster:
             leaders[tp.partition] = leader_address
             epochs = list(cached.leader_epochs)
             epochs[tp.partition] = NO_PARTITION_LEADER_EPOCH
-            self._topics[tp.topic] = TopicOwners(tp.topic, tuple(leaders), 0.0, tuple(epochs))
+            self._topics[tp.topic] = TopicOwners(
+                tp.topic, tuple(leaders), 0.0, tuple(epochs), cached.epochs_monotonic
+            )
 
     def call_leader(
         self, tp: TopicPartition, call: Callable[[log_service_pb2_grpc.LogServiceStub], _T]
