@@ -3,6 +3,7 @@ stdin and stdout, ``--server`` or ``TIERLOG_SERVER``, against a real sidecar."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -443,3 +444,26 @@ def test_a_wrong_flag_prints_its_subcommands_usage_and_version_prints_the_versio
         [console_script("tierlog"), "--version"], capture_output=True, timeout=60
     )
     assert re.fullmatch(r"tierlog \d+\.\d+\.\d+\n", version.stdout.decode())
+
+
+def test_consume_prints_what_kafkas_properties_ask_for_or_json(server: str) -> None:
+    ok(tierlog(server, "topics", "create", "printed"))
+    ok(
+        tierlog(
+            server,
+            *("produce", "--topic", "printed", "--property", "parse.headers=true"),
+            *("--property", "parse.key=true"),
+            stdin=b"trace:1\tk1\tfirst\n",
+        )
+    )
+    common = ("consume", "--topic", "printed", "--from-beginning", "--max-messages", "1")
+    props = [("--property", f"print.{field}=true") for field in ("offset", "headers", "key")]
+    printed = ok(tierlog(server, *common, *(part for pair in props for part in pair)))
+    assert printed == "Offset:0\ttrace:1\tk1\tfirst\n"
+    as_json = json.loads(ok(tierlog(server, *common, "--formatter", "json")))
+    assert (as_json["offset"], as_json["headers"], as_json["key"], as_json["value"]) == (
+        0,
+        [["trace", "1"]],
+        "k1",
+        "first",
+    )

@@ -3,10 +3,12 @@ routing by Metadata and NOT_LEADER_OR_FOLLOWER."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -18,11 +20,14 @@ from tierlog.client import (
     AdminClient,
     Consumer,
     Producer,
+    RecordMetadata,
+    RecordTooLargeError,
     RequestTimedOutError,
     TopicPartition,
     partition_for_key,
 )
 from tierlog.client.consumer import ConsumerRecord
+from tierlog.client.errors import NetworkError
 from tierlog.client.producer_batch import ProducerBatch
 from tierlog.client.rpc import open_channel
 from tierlog.client.sender import Sender
@@ -256,6 +261,45 @@ def test_a_partition_without_an_owner_waits_and_then_goes_to_the_owner_named(
     assert high_watermark(broker.address, "moving") == 1
 
 
+def test_a_slow_link_still_connects_and_the_first_send_waits_for_metadata(
+    sidecar: LiveSidecar,
+) -> None:
+    # Every byte 1.2 s late: the broker's half of a connection's handshake takes over
+    # 1 s, as on a loaded machine. Connection attempts once gave up after at most 1 s
+    # (100 ms, then the reconnect backoff), so this client never connected.
+    create_topic(sidecar.address, "slow")
+    with TcpFaultProxy.start({"sidecar": sidecar.address}) as proxy:
+        proxy.delay("sidecar", 1200)
+        config = {
+            "bootstrap.servers": proxy.address("sidecar"),
+            "linger.ms": 0,
+            "max.block.ms": 20_000,
+        }
+        with Producer(config) as producer:
+            assert producer.send("slow", b"late").result(timeout=30).offset == 0
+
+
+def test_a_send_waits_up_to_max_block_ms_for_a_broker_to_answer(
+    sidecars: SidecarStarter,
+) -> None:
+    port = free_port()
+    first = sidecars("data", port=port)
+    create_topic(first.address, "early")
+    first.kill()
+    config = {"bootstrap.servers": first.address, "linger.ms": 0, "max.block.ms": 60_000}
+    with Producer(config) as producer, ThreadPoolExecutor(1) as pool:
+        # Sent while no broker answers; the broker comes back on its port, topic and all.
+        sent = pool.submit(producer.send, "early", b"v")
+        sidecars("data", port=port)
+        assert sent.result(timeout=60).result(timeout=30).offset == 0
+    short = {**config, "max.block.ms": 300, "bootstrap.servers": f"127.0.0.1:{free_port()}"}
+    with Producer(short) as producer:
+        started = time.monotonic()
+        with pytest.raises(NetworkError):
+            producer.send("early", b"v")
+        assert time.monotonic() - started >= 0.3
+
+
 def test_producer_ids_differ_between_producers(sidecar: LiveSidecar, tmp_path: Path) -> None:
     create_topic(sidecar.address, "ids")
     ids = set()
@@ -342,3 +386,35 @@ def test_full_batches_of_a_partition_share_a_request_and_each_record_gets_its_of
     assert max(sizes) > 1 and sum(sizes) > len(sizes)
     records = consume_all(sidecar.address, "grouped", 1000)
     assert {r.value: (r.partition, r.offset) for r in records} == sent
+
+
+def test_a_thousand_concurrent_sends_awaited_from_an_event_loop(sidecar: LiveSidecar) -> None:
+    create_topic(sidecar.address, "handlers", partitions=3)
+
+    async def handle(producer: Producer, request: int) -> RecordMetadata:
+        # What an aiohttp or FastAPI handler does: send, and await the acknowledgement.
+        return await producer.send("handlers", b"request %d" % request, key=b"%d" % request)
+
+    async def serve(producer: Producer) -> list[RecordMetadata]:
+        return await asyncio.gather(*(handle(producer, n) for n in range(1000)))
+
+    with Producer({"bootstrap.servers": sidecar.address, "linger.ms": 5}) as producer:
+        acknowledged = asyncio.run(serve(producer))
+    by_partition = Counter(metadata.partition for metadata in acknowledged)
+    assert sum(by_partition.values()) == 1000 and len(by_partition) == 3
+    for partition, count in by_partition.items():
+        offsets = sorted(m.offset for m in acknowledged if m.partition == partition)
+        assert offsets == list(range(count))  # each acknowledged once, no gaps
+
+
+def test_an_awaited_send_raises_the_records_error(sidecar: LiveSidecar) -> None:
+    create_topic(sidecar.address, "small", max_message_bytes="200")
+
+    async def send_too_large(producer: Producer) -> RecordMetadata:
+        return await producer.send("small", b"x" * 1000)
+
+    with (
+        Producer({"bootstrap.servers": sidecar.address, "linger.ms": 0}) as producer,
+        pytest.raises(RecordTooLargeError),
+    ):
+        asyncio.run(send_too_large(producer))

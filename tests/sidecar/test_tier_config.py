@@ -24,6 +24,20 @@ def test_by_default_the_tier_is_a_directory_in_the_first_data_dir(tmp_path: Path
     assert config.tier_config.s3 == S3Options()
 
 
+def test_only_a_tier_outside_the_data_dirs_can_be_shared_by_brokers(tmp_path: Path) -> None:
+    data_dirs = (tmp_path / "a", tmp_path / "b")
+    default = build_config(parse_args(["--data-dir", str(data_dirs[0]), "--data-dir", "b"]))
+    assert default.tier_config.private_to(data_dirs)
+
+    def tier_at(url: str) -> bool:
+        args = ["--data-dir", str(data_dirs[0]), "--tier-url", url]
+        return build_config(parse_args(args)).tier_config.private_to(data_dirs)
+
+    assert tier_at((data_dirs[1] / "mine").as_uri())
+    assert not tier_at((tmp_path / "shared tier").as_uri())
+    assert not tier_at("s3://bucket/tier")
+
+
 def test_flags_set_the_url_and_how_to_reach_s3(tmp_path: Path) -> None:
     args = parse_args(
         [

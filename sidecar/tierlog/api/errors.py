@@ -20,22 +20,31 @@ __all__ = [
     "LEADER_KEY",
     "REASON_KEY",
     "STATUS_CODES",
+    "CoordinatorLoadInProgressError",
+    "CoordinatorNotAvailableError",
     "FencedLeaderEpochError",
+    "GroupIdNotFoundError",
+    "IllegalGenerationError",
+    "InvalidGroupIdError",
     "InvalidPartitionsError",
     "InvalidReplicationFactorError",
     "InvalidRequestError",
     "InvalidRequiredAcksError",
     "InvalidUpdateVersionError",
     "LeaderNotAvailableError",
+    "NotCoordinatorError",
     "NotEnoughReplicasAfterAppendError",
     "NotEnoughReplicasError",
     "NotLeaderOrFollowerError",
+    "OffsetMetadataTooLargeError",
     "RequestTimedOutError",
     "SaslAuthenticationFailedError",
     "StaleBrokerEpochError",
     "ThrottlingQuotaExceededError",
     "TopicAlreadyExistsError",
     "UnknownLeaderEpochError",
+    "UnknownMemberIdError",
+    "UnstableOffsetCommitError",
     "status_code",
 ]
 
@@ -160,6 +169,67 @@ class ThrottlingQuotaExceededError(TierlogError):
     reason = "THROTTLING_QUOTA_EXCEEDED"
 
 
+# -- the group coordinator's (Kafka's codes in brackets) -------------------------------
+
+
+class OffsetMetadataTooLargeError(TierlogError):
+    """[12] A commit's metadata string is longer than ``offset.metadata.max.bytes``."""
+
+    reason = "OFFSET_METADATA_TOO_LARGE"
+
+
+class CoordinatorLoadInProgressError(TierlogError):
+    """[14] This broker coordinates the group but is still loading its state from
+    ``__consumer_offsets``. Retriable: ask again shortly."""
+
+    reason = "COORDINATOR_LOAD_IN_PROGRESS"
+
+
+class CoordinatorNotAvailableError(TierlogError):
+    """[15] The group's ``__consumer_offsets`` partition has no leader right now.
+    Retriable: find the coordinator again."""
+
+    reason = "COORDINATOR_NOT_AVAILABLE"
+
+
+class NotCoordinatorError(TierlogError):
+    """[16] Another broker coordinates the group (or this one just stopped). Retriable:
+    find the coordinator again."""
+
+    reason = "NOT_COORDINATOR"
+
+
+class IllegalGenerationError(TierlogError):
+    """[22] A commit names a generation (member epoch) the group is not at."""
+
+    reason = "ILLEGAL_GENERATION"
+
+
+class InvalidGroupIdError(TierlogError):
+    """[24] An empty group id."""
+
+    reason = "INVALID_GROUP_ID"
+
+
+class UnknownMemberIdError(TierlogError):
+    """[25] A commit names a member the group does not have."""
+
+    reason = "UNKNOWN_MEMBER_ID"
+
+
+class GroupIdNotFoundError(TierlogError):
+    """[69] The group has no committed offsets and no members here."""
+
+    reason = "GROUP_ID_NOT_FOUND"
+
+
+class UnstableOffsetCommitError(TierlogError):
+    """[88] OffsetFetch with ``require_stable`` while a commit of the partition is still
+    waiting for its acknowledgement. Retriable."""
+
+    reason = "UNSTABLE_OFFSET_COMMIT"
+
+
 _C = grpc.StatusCode
 
 # Kafka's error name -> the gRPC status a call fails with. Anything else: INTERNAL.
@@ -197,6 +267,15 @@ STATUS_CODES: dict[str, grpc.StatusCode] = {
     "KAFKA_STORAGE_ERROR": _C.UNAVAILABLE,
     "LEADER_NOT_AVAILABLE": _C.UNAVAILABLE,
     "REQUEST_TIMED_OUT": _C.DEADLINE_EXCEEDED,
+    "INVALID_GROUP_ID": _C.INVALID_ARGUMENT,
+    "OFFSET_METADATA_TOO_LARGE": _C.INVALID_ARGUMENT,
+    "GROUP_ID_NOT_FOUND": _C.NOT_FOUND,
+    "NOT_COORDINATOR": _C.FAILED_PRECONDITION,
+    "ILLEGAL_GENERATION": _C.FAILED_PRECONDITION,
+    "UNKNOWN_MEMBER_ID": _C.FAILED_PRECONDITION,
+    "COORDINATOR_LOAD_IN_PROGRESS": _C.UNAVAILABLE,
+    "COORDINATOR_NOT_AVAILABLE": _C.UNAVAILABLE,
+    "UNSTABLE_OFFSET_COMMIT": _C.UNAVAILABLE,
     "UNKNOWN_SERVER_ERROR": _C.INTERNAL,
 }
 

@@ -2,9 +2,16 @@
 
 Starts at each partition's end unless ``--from-beginning`` or ``--offset N``; reads
 every partition, or ``--partition P``; stops after ``--max-messages N`` records, or
-when none came for ``--timeout-ms`` (else runs until interrupted).  ``--print-key``
-prints ``key SEP value`` (SEP: ``--key-separator``, a tab by default); a null key or
-value prints as ``null``, as Kafka's console consumer does.  A typed error from the
+when none came for ``--timeout-ms`` (else runs until interrupted).  The topic is the
+argument or Kafka's ``--topic``.  With ``--group G`` it resumes where the group left off
+(a partition the group never committed starts at the end, or the start with
+``--from-beginning``) and commits the offset after each record it printed, once per
+poll, so a restart prints nothing twice that was committed and skips nothing
+(``--offset`` is refused with a group, as Kafka's tool refuses it).  Records print as
+Kafka's console consumer prints them (``record_format``: ``--property
+print.key=true``, ``print.offset``, ``print.headers`` and the rest, ``--print-key`` and
+``--key-separator`` being short for two of them; a null key or value prints as
+``null``), or one JSON object each with ``--formatter json``.  A typed error from the
 consumer (a corrupt batch: ``CORRUPT_MESSAGE`` with its partition and offset) ends the
 command with status 1 after the records before it were printed.
 """
@@ -16,15 +23,19 @@ import sys
 import time
 from typing import BinaryIO
 
+from tierlog.cli.record_format import FORMATTERS, RecordFormat, RecordFormatError, json_line
 from tierlog.cli.server_option import (
     add_security_options,
     add_server_option,
+    add_topic_arguments,
     client_properties,
     key_value,
+    topic_of,
 )
 from tierlog.client import Consumer, ConsumerRecord, TopicPartition
+from tierlog.client.groups import OffsetAndMetadata
 
-__all__ = ["add_parser", "format_record", "offset", "run"]
+__all__ = ["add_parser", "offset", "record_format", "run"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,7 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="print a topic's records, one value per line (Kafka's console consumer)",
         description="Print TOPIC's records to stdout, one per line.",
     )
-    parser.add_argument("topic")
+    add_topic_arguments(parser)
     start = parser.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true", help="start at the log start")
     start.add_argument(
@@ -43,12 +54,31 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "offset is refused: use --from-beginning, or leave both out to start at the end)",
     )
     parser.add_argument("--partition", type=int, help="read only this partition")
+    parser.add_argument(
+        "--group", help="the consumer group: resume at its committed offsets, and commit"
+    )
     parser.add_argument("--max-messages", type=int, help="stop after this many records")
     parser.add_argument(
         "--timeout-ms", type=int, help="stop when no record came for this long (default: never)"
     )
     parser.add_argument("--print-key", action="store_true", help="print key SEP value")
-    parser.add_argument("--key-separator", default="\t", metavar="SEP")
+    parser.add_argument("--key-separator", metavar="SEP", help="between the printed fields")
+    parser.add_argument(
+        "--property",
+        action="append",
+        type=key_value,
+        default=[],
+        metavar="KEY=VALUE",
+        help="how records print, Kafka's names: print.timestamp, print.partition, "
+        "print.offset, print.headers, print.key, print.value, key.separator, "
+        "line.separator, headers.separator, null.literal (repeatable)",
+    )
+    parser.add_argument(
+        "--formatter",
+        choices=FORMATTERS,
+        default="default",
+        help="default: Kafka's console consumer's lines; json: one JSON object per record",
+    )
     parser.add_argument(
         "--consumer-property",
         action="append",
@@ -70,19 +100,24 @@ def offset(text: str) -> int:
     return value
 
 
-def format_record(record: ConsumerRecord, print_key: bool, separator: bytes) -> bytes:
-    value = b"null" if record.value is None else record.value
-    if not print_key:
-        return value + b"\n"
-    key = b"null" if record.key is None else record.key
-    return key + separator + value + b"\n"
+def record_format(args: argparse.Namespace) -> RecordFormat:
+    """The ``--property`` settings, with ``--print-key`` and ``--key-separator``."""
+    props = dict(args.property)
+    if args.print_key:
+        props["print.key"] = "true"
+    if args.key_separator is not None:
+        props["key.separator"] = args.key_separator
+    return RecordFormat.from_properties(props)
 
 
 def _position(consumer: Consumer, args: argparse.Namespace) -> None:
+    topic = topic_of(args)
     if args.partition is None:
-        consumer.subscribe(args.topic)
+        consumer.subscribe(topic)
     else:
-        consumer.assign([TopicPartition(args.topic, args.partition)])
+        consumer.assign([TopicPartition(topic, args.partition)])
+    if args.group:
+        return  # the group's offsets, else auto.offset.reset
     if args.from_beginning:
         consumer.seek_to_beginning()
     elif args.offset is not None:
@@ -92,10 +127,38 @@ def _position(consumer: Consumer, args: argparse.Namespace) -> None:
         consumer.seek_to_end()
 
 
+def _group_properties(args: argparse.Namespace) -> dict[str, object]:
+    """With ``--group``: the group, where it starts without offsets, and commits made
+    here (of what was printed) instead of automatic ones (of what was polled)."""
+    if not args.group:
+        return {}
+    if args.offset is not None:
+        raise SystemExit("tierlog consume: --offset cannot be used with --group")
+    reset = "earliest" if args.from_beginning else "latest"
+    return {"group.id": args.group, "auto.offset.reset": reset, "enable.auto.commit": "false"}
+
+
+def _after(records: list[ConsumerRecord]) -> dict[TopicPartition, OffsetAndMetadata]:
+    """Per partition, the offset after the last of ``records``: what to commit."""
+    return {
+        TopicPartition(record.topic, record.partition): OffsetAndMetadata(record.offset + 1)
+        for record in records
+    }
+
+
 def run(args: argparse.Namespace) -> int:
-    props = {**client_properties(args), **dict(args.consumer_property)}
+    props = {
+        **client_properties(args),
+        **_group_properties(args),
+        **dict(args.consumer_property),
+    }
     out: BinaryIO = sys.stdout.buffer
-    separator = args.key_separator.encode()
+    try:
+        lines = record_format(args)
+    except RecordFormatError as error:
+        print(f"tierlog consume: {error}", file=sys.stderr)
+        return 2
+    line_of = json_line if args.formatter == "json" else lines.line
     count = 0
     try:
         with Consumer(props) as consumer:
@@ -106,12 +169,15 @@ def run(args: argparse.Namespace) -> int:
                 records = consumer.poll(wait_ms)
                 if records:
                     last_record = time.monotonic()
-                for record in records[
+                printed = records[
                     : None if args.max_messages is None else args.max_messages - count
-                ]:
-                    out.write(format_record(record, args.print_key, separator))
+                ]
+                for record in printed:
+                    out.write(line_of(record))
                     count += 1
                 out.flush()
+                if args.group and printed:
+                    consumer.commit(_after(printed))
                 idle_ms = (time.monotonic() - last_record) * 1000
                 if args.timeout_ms is not None and not records and idle_ms >= args.timeout_ms:
                     break

@@ -3,10 +3,12 @@
 Each subcommand module offers ``add_parser(subparsers)``, which registers its options
 and sets ``run`` (``Namespace -> exit status``) as the parser default; ``main`` only
 dispatches, and prints a typed error (``TierlogError``) as its Kafka name and message
-with exit status 1.  The data commands (``topics``, ``produce``, ``consume``, ``perf``)
-are thin adapters over ``tierlog.client`` and take ``--server`` (``server_option``).
-``main(argv)`` returns the status instead of exiting, so tests call it
-in-process; the installed command is ``run``, which tunes the process first.
+with exit status 1; a flag a subcommand does not know is reported with that
+subcommand's usage.  The data commands (``topics``, ``configs``, ``get-offsets``,
+``delete-records``, ``produce``, ``consume``, ``consumer-groups``, ``perf``) are thin
+adapters over ``tierlog.client`` and take ``--server`` (``server_option``).
+``main(argv)`` returns the status instead of exiting, so tests call it in-process; the
+installed command is ``run``, which tunes the process first.
 """
 
 from __future__ import annotations
@@ -17,7 +19,20 @@ import os
 import sys
 from collections.abc import Sequence
 
-from tierlog.cli import cluster, consume, demo, dump_log, perf, produce, tier, topics
+from tierlog.cli import (
+    cluster,
+    configs,
+    consume,
+    consumer_groups,
+    delete_records,
+    demo,
+    dump_log,
+    get_offsets,
+    perf,
+    produce,
+    tier,
+    topics,
+)
 from tierlog.client.errors import reason_of
 from tierlog.process_tuning import tune_process
 from tierlog.storage.errors import TierlogError
@@ -35,8 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_parser(subparsers)
     dump_log.add_parser(subparsers)
     topics.add_parser(subparsers)
+    configs.add_parser(subparsers)
+    get_offsets.add_parser(subparsers)
+    delete_records.add_parser(subparsers)
     produce.add_parser(subparsers)
     consume.add_parser(subparsers)
+    consumer_groups.add_parser(subparsers)
     perf.add_parser(subparsers)
     tier.add_parser(subparsers)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")

@@ -26,8 +26,10 @@ from tierlog.cli.produce import CODECS
 from tierlog.cli.server_option import (
     add_security_options,
     add_server_option,
+    add_topic_arguments,
     client_properties,
     key_value,
+    topic_of,
 )
 from tierlog.client import Callback, Consumer, Producer, RecordMetadata
 
@@ -91,7 +93,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     tests = parser.add_subparsers(dest="perf", metavar="produce|consume", required=True)
     produce = tests.add_parser("produce", help="like kafka-producer-perf-test")
-    produce.add_argument("topic")
+    add_topic_arguments(produce)
     produce.add_argument("--num-records", type=int, required=True)
     produce.add_argument("--record-size", type=int, default=1024, help="bytes per value")
     produce.add_argument(
@@ -112,7 +114,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     produce.set_defaults(run=run_produce)
 
     consume = tests.add_parser("consume", help="like kafka-consumer-perf-test")
-    consume.add_argument("topic")
+    add_topic_arguments(consume)
     consume.add_argument("--num-records", "--messages", type=int, required=True)
     consume.add_argument(
         "--timeout-ms", type=int, default=10_000, help="give up after this long without records"
@@ -157,7 +159,7 @@ def run_produce(args: argparse.Namespace) -> int:
 
     with Producer(props) as producer:
         send = producer.send
-        topic = args.topic
+        topic = topic_of(args)
         start_s = clock()
         throttle = Throttle(args.throughput, start_s) if args.throughput > 0 else None
         for sent in range(args.num_records):
@@ -189,7 +191,7 @@ def run_consume(args: argparse.Namespace) -> int:
     poll_ms: list[float] = []
     records = total_bytes = 0
     with Consumer(props) as consumer:
-        consumer.subscribe(args.topic)
+        consumer.subscribe(topic_of(args))
         consumer.seek_to_beginning()
         start_s = last_s = time.perf_counter()
         while records < args.num_records:

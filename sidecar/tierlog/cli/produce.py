@@ -48,7 +48,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "ignore.error (repeatable)",
     )
     parser.add_argument("--partition", type=int, help="send every record to this partition")
-    parser.add_argument("--compression-type", choices=CODECS, default="none")
+    parser.add_argument("--compression-type", "--compression-codec", choices=CODECS, default="none")
     parser.add_argument("--linger-ms", type=int, default=5)
     parser.add_argument(
         "--producer-property",

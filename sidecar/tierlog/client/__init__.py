@@ -4,8 +4,13 @@ Over gRPC:
 
 - ``producer``: ``Producer.send`` -> ``RecordFuture`` (or a ``callback``), ``flush``, ``close``;
   its ``sender`` thread drives the core below over ``ProduceStream``s.
-- ``consumer``: ``Consumer`` (assign/subscribe, seek by offset or time, ``poll``).
+- ``consumer``: ``Consumer`` (assign/subscribe, seek by offset or time, ``poll``, and
+  with a ``group.id`` committed offsets: ``commit``, ``commit_async``, ``committed``).
+- ``groups``: a group's coordinator found and followed (``GroupClient``), and groups as
+  an administrator sees them (``ConsumerGroups``).
 - ``admin``: ``AdminClient`` (topics, configs, partitions, metadata).
+- ``serialization``: ``SerializingProducer`` / ``DeserializingConsumer`` over them, with
+  string, JSON and bytes (de)serializers.
 - ``cluster``: channels and who owns each partition (Metadata); ``rpc``: statuses to
   typed errors carrying Kafka's reason names; ``security``: TLS, mutual TLS and the
   bearer token the channels are opened with.
@@ -41,11 +46,23 @@ from tierlog.client.errors import (
     RecordTooLargeError,
     RequestTimedOutError,
 )
+from tierlog.client.groups import ConsumerGroups, GroupClient, OffsetAndMetadata
 from tierlog.client.idempotence import IdempotenceManager, ProducerIdAndEpoch
 from tierlog.client.partitioner import StickyPartitioner, murmur2, partition_for_key
 from tierlog.client.producer import Callback, Producer, RecordFuture, RecordMetadata
 from tierlog.client.producer_batch import ProducerBatch, TopicPartition
 from tierlog.client.security import ChannelSecurity
+from tierlog.client.serialization import (
+    DeserializedRecord,
+    DeserializingConsumer,
+    SerializingProducer,
+    bytes_deserializer,
+    bytes_serializer,
+    json_deserializer,
+    json_serializer,
+    string_deserializer,
+    string_serializer,
+)
 
 __all__ = [
     "AdminClient",
@@ -59,12 +76,17 @@ __all__ = [
     "ConfigError",
     "Consumer",
     "ConsumerConfig",
+    "ConsumerGroups",
     "ConsumerRecord",
+    "DeserializedRecord",
+    "DeserializingConsumer",
+    "GroupClient",
     "IdempotenceManager",
     "IllegalProducerStateError",
     "MemoryBlocked",
     "NetworkError",
     "NoOffsetForPartitionError",
+    "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "OutOfOrderSequenceError",
     "Producer",
@@ -77,8 +99,15 @@ __all__ = [
     "RecordMetadata",
     "RecordTooLargeError",
     "RequestTimedOutError",
+    "SerializingProducer",
     "StickyPartitioner",
     "TopicPartition",
+    "bytes_deserializer",
+    "bytes_serializer",
+    "json_deserializer",
+    "json_serializer",
     "murmur2",
     "partition_for_key",
+    "string_deserializer",
+    "string_serializer",
 ]

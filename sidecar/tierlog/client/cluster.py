@@ -30,7 +30,12 @@ from typing import NamedTuple, Self, TypeVar
 import grpc
 
 from tierlog.api.errors import LeaderNotAvailableError, NotLeaderOrFollowerError
-from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, log_service_pb2_grpc
+from tierlog.api.v1 import (
+    admin_service_pb2,
+    admin_service_pb2_grpc,
+    log_service_pb2,
+    log_service_pb2_grpc,
+)
 from tierlog.client.config import ConsumerConfig, ProducerConfig
 from tierlog.client.errors import NetworkError, TierlogError, is_retriable
 from tierlog.client.producer_batch import TopicPartition
@@ -39,7 +44,7 @@ from tierlog.client.security import PLAINTEXT, ChannelSecurity
 from tierlog.storage.errors import UnknownTopicOrPartitionError
 from tierlog.storage.records import NO_PARTITION_LEADER_EPOCH
 
-__all__ = ["Cluster", "LeaderAndEpoch", "TopicOwners"]
+__all__ = ["Cluster", "ClusterClient", "LeaderAndEpoch", "OffsetAndTimestamp", "TopicOwners"]
 
 _T = TypeVar("_T")
 
@@ -230,6 +235,11 @@ class Cluster:
             self._brokers = tuple(broker.address for broker in response.brokers)
         return found
 
+    def broker_addresses(self) -> tuple[str, ...]:
+        """Every broker's address, as a broker's Metadata answer lists them now."""
+        self.refresh([])
+        return self._brokers
+
     def leader(self, tp: TopicPartition) -> LeaderAndEpoch:
         owners = self.owners(tp.topic)
         if tp.partition >= owners.partition_count:
@@ -292,12 +302,32 @@ class Cluster:
         raise AssertionError("unreachable")
 
 
+@dataclass(frozen=True)
+class OffsetAndTimestamp:
+    offset: int
+    timestamp: int
+
+
 class ClusterClient:
     """What the consumer and the admin client share: a cluster view they may own, closed
-    with them (``with`` blocks included); a view passed in stays open for its owner."""
+    with them (``with`` blocks included), and offset look-ups; a view passed in stays
+    open for its owner."""
 
     cluster: Cluster
     _own_cluster: bool
+    _timeout_s: float
+
+    def list_offset(self, tp: TopicPartition, timestamp: int) -> OffsetAndTimestamp:
+        """Kafka's ListOffsets from ``tp``'s leader: -2 earliest, -1 latest, -3 the largest
+        timestamp, -4 earliest local, -5 latest tiered, else the first offset whose
+        timestamp is at or after ``timestamp`` (offset -1: none)."""
+        request = log_service_pb2.ListOffsetsRequest(
+            topic=tp.topic, partition=tp.partition, timestamp_ms=timestamp
+        )
+        response = self.cluster.call_leader(
+            tp, lambda stub: stub.ListOffsets(request, timeout=self._timeout_s)
+        )
+        return OffsetAndTimestamp(response.offset, response.timestamp_ms)
 
     def __enter__(self) -> Self:
         return self

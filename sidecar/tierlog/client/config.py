@@ -274,12 +274,17 @@ def _idempotence_fits(values: Mapping[str, Any]) -> bool:
 class ConsumerConfig(CommonClientConfig):
     """A consumer's settings; each field carries its Kafka config name and default.
 
-    No consumer groups (the sidecar has no group coordinator): the consumer is assigned
-    partitions and keeps its own positions, as Kafka's ``assign()`` + ``seek()``.
+    The consumer is assigned partitions, as Kafka's ``assign()`` + ``seek()``; with a
+    ``group.id`` it resumes from the group's committed offsets and commits (every
+    ``auto.commit.interval.ms`` when ``enable.auto.commit``). Group membership is not
+    built yet.
     """
 
     kind: ClassVar[str] = "consumer"
 
+    group_id: str = _key("group.id", "")  # "": no group, no committed offsets
+    enable_auto_commit: bool = _key("enable.auto.commit", True)
+    auto_commit_interval_ms: int = _key("auto.commit.interval.ms", 5000, minimum=0)
     fetch_min_bytes: int = _key("fetch.min.bytes", 1, minimum=0)
     fetch_max_bytes: int = _key("fetch.max.bytes", 50 * 1024 * 1024, minimum=0)
     fetch_max_wait_ms: int = _key("fetch.max.wait.ms", 500, minimum=0)

@@ -1,11 +1,15 @@
 """The consumer: assigned partitions, positions it keeps itself, ``poll`` over Subscribe streams.
 
-Kafka's ``KafkaConsumer`` with ``assign`` and ``seek`` (the sidecar has no group
-coordinator, so no committed offsets): ``subscribe(topic)`` assigns every partition
-of a topic.  A partition without a position gets one from ``auto.offset.reset``
-(``earliest``/``latest`` via ListOffsets; ``none`` raises
-``NoOffsetForPartitionError``), and so does one whose position fell out of the log
-(``OFFSET_OUT_OF_RANGE``).
+Kafka's ``KafkaConsumer`` with ``assign`` and ``seek`` (no group membership yet):
+``subscribe(topic)`` assigns every partition of a topic.  A partition without a
+position takes its group's committed offset (with a ``group.id``: ``groups``), else one
+from ``auto.offset.reset`` (``earliest``/``latest`` via ListOffsets; ``none`` raises
+``NoOffsetForPartitionError``); one whose position fell out of the log
+(``OFFSET_OUT_OF_RANGE``) is reset by the policy.  ``commit`` stores the positions (or
+the offsets given) as the group's, ``commit_async`` does so on a thread of its own, in
+order, and with ``enable.auto.commit`` every ``poll`` after
+``auto.commit.interval.ms`` commits the positions of the records returned before it, as
+does ``close`` (at least once: a record is committed only once a later poll began).
 
 Each assigned partition is read through a Subscribe stream from its position
 (``partition_stream``): the sidecar sends the next message, each a long poll of
@@ -34,18 +38,20 @@ rows (``decode_record_rows``: runs of records laid out alike at C speed) and bec
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import queue
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import repeat
 from operator import add
 from typing import NamedTuple
 
-from tierlog.api.errors import NotLeaderOrFollowerError
+from tierlog.api.errors import InvalidGroupIdError, NotLeaderOrFollowerError
 from tierlog.api.v1 import log_service_pb2
-from tierlog.client.cluster import Cluster, ClusterClient
+from tierlog.client.client_metrics import ConsumerMetrics
+from tierlog.client.cluster import Cluster, ClusterClient, OffsetAndTimestamp
 from tierlog.client.config import ConsumerConfig
 from tierlog.client.errors import (
     NoOffsetForPartitionError,
@@ -54,6 +60,7 @@ from tierlog.client.errors import (
     is_retriable,
     reason_of,
 )
+from tierlog.client.groups import GroupClient, OffsetAndMetadata
 from tierlog.client.partition_stream import Arrival, PartitionStream
 from tierlog.client.producer_batch import TopicPartition
 from tierlog.storage.errors import CorruptRecordError
@@ -64,7 +71,9 @@ from tierlog.storage.records import (
     iter_batches,
 )
 
-__all__ = ["Consumer", "ConsumerRecord", "OffsetAndTimestamp"]
+__all__ = ["CommitCallback", "Consumer", "ConsumerRecord", "OffsetAndTimestamp"]
+
+log = logging.getLogger(__name__)
 
 EARLIEST = -2
 LATEST = -1
@@ -88,10 +97,8 @@ class ConsumerRecord(NamedTuple):
     headers: tuple[Header, ...] = ()
 
 
-@dataclass(frozen=True)
-class OffsetAndTimestamp:
-    offset: int
-    timestamp: int
+# Told the offsets an asynchronous commit stored, or its error.
+CommitCallback = Callable[[Mapping[TopicPartition, OffsetAndMetadata], BaseException | None], None]
 
 
 class Consumer(ClusterClient):
@@ -110,6 +117,22 @@ class Consumer(ClusterClient):
         self._arrivals: queue.SimpleQueue[Arrival] = queue.SimpleQueue()
         # When a partition whose stream failed or ended may have a new one.
         self._retry_at: dict[TopicPartition, float] = {}
+        self._metrics = ConsumerMetrics()
+        self._high_watermarks: dict[TopicPartition, int] = {}  # as the last message said
+        self._group = (
+            GroupClient(
+                self.cluster,
+                self.config.group_id,
+                timeout_ms=self.config.default_api_timeout_ms,
+                retry_backoff_ms=self.config.retry_backoff_ms,
+                retry_backoff_max_ms=self.config.retry_backoff_max_ms,
+            )
+            if self.config.group_id
+            else None
+        )
+        self._auto_commit = self._group is not None and self.config.enable_auto_commit
+        self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
+        self._committer: ThreadPoolExecutor | None = None  # commit_async's, made on first use
 
     # --- assignment and positions -----------------------------------------------------
 
@@ -139,11 +162,11 @@ class Consumer(ClusterClient):
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] = ()) -> None:
         for tp in list(partitions) or self.assignment():
-            self.seek(tp, self._list_offset(tp, EARLIEST).offset)
+            self.seek(tp, self.list_offset(tp, EARLIEST).offset)
 
     def seek_to_end(self, partitions: Iterable[TopicPartition] = ()) -> None:
         for tp in list(partitions) or self.assignment():
-            self.seek(tp, self._list_offset(tp, LATEST).offset)
+            self.seek(tp, self.list_offset(tp, LATEST).offset)
 
     def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int]
@@ -153,7 +176,7 @@ class Consumer(ClusterClient):
         for tp, timestamp in timestamps.items():
             if timestamp < 0:
                 raise ValueError(f"a timestamp in ms since the epoch, not {timestamp}")
-            answer = self._list_offset(tp, timestamp)
+            answer = self.list_offset(tp, timestamp)
             found[tp] = None if answer.offset < 0 else answer
         return found
 
@@ -163,40 +186,45 @@ class Consumer(ClusterClient):
         """Each partition to its first record at or after ``timestamp_ms`` (its end if none)."""
         chosen = list(partitions) or self.assignment()
         for tp, found in self.offsets_for_times(dict.fromkeys(chosen, timestamp_ms)).items():
-            self.seek(tp, self._list_offset(tp, LATEST).offset if found is None else found.offset)
+            self.seek(tp, self.list_offset(tp, LATEST).offset if found is None else found.offset)
 
     def position(self, tp: TopicPartition) -> int:
         """The offset of the next record ``poll`` returns for ``tp``."""
         self._check_assigned(tp)
         position = self._positions[tp]
         if position is None:
-            position = self._reset(tp)
+            self._initial_positions([tp])
+            position = self.position(tp)
         return position
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {tp: self._list_offset(tp, EARLIEST).offset for tp in partitions}
+        return {tp: self.list_offset(tp, EARLIEST).offset for tp in partitions}
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {tp: self._list_offset(tp, LATEST).offset for tp in partitions}
+        return {tp: self.list_offset(tp, LATEST).offset for tp in partitions}
 
     def _check_assigned(self, tp: TopicPartition) -> None:
         if tp not in self._positions:
             raise ValueError(f"{tp} is not assigned to this consumer")
 
-    def _list_offset(self, tp: TopicPartition, timestamp: int) -> OffsetAndTimestamp:
-        request = log_service_pb2.ListOffsetsRequest(
-            topic=tp.topic, partition=tp.partition, timestamp_ms=timestamp
-        )
-        response = self.cluster.call_leader(
-            tp, lambda stub: stub.ListOffsets(request, timeout=self._timeout_s)
-        )
-        return OffsetAndTimestamp(response.offset, response.timestamp_ms)
+    def _initial_positions(self, partitions: list[TopicPartition]) -> None:
+        """Positions for ``partitions`` (none yet): the group's committed offsets, else
+        ``auto.offset.reset``."""
+        committed = self.committed(partitions) if self._group is not None else {}
+        for tp in partitions:
+            found = committed.get(tp)
+            if found is None:
+                self._reset(tp)
+            else:
+                self._positions[tp] = found.offset
+                self._buffers[tp] = _Buffered()
+                self._drop_stream(tp)
 
     def _reset(self, tp: TopicPartition) -> int:
         policy = self.config.auto_offset_reset
         if policy == "none":
             raise NoOffsetForPartitionError(f"{tp} has no position and auto.offset.reset is none")
-        offset = self._list_offset(tp, EARLIEST if policy == "earliest" else LATEST).offset
+        offset = self.list_offset(tp, EARLIEST if policy == "earliest" else LATEST).offset
         self._positions[tp] = offset
         self._buffers[tp] = _Buffered()
         self._drop_stream(tp)
@@ -207,8 +235,10 @@ class Consumer(ClusterClient):
     def poll(self, timeout_ms: int = 0) -> list[ConsumerRecord]:
         """Up to ``max.poll.records`` records, waiting at most ``timeout_ms`` for some."""
         deadline = time.monotonic() + timeout_ms / 1000
-        for tp in self.assignment():
-            self.position(tp)
+        self._maybe_auto_commit()
+        unknown = [tp for tp, position in self._positions.items() if position is None]
+        if unknown:
+            self._initial_positions(unknown)
         while True:
             records = self._take_buffered()
             if records:
@@ -221,13 +251,92 @@ class Consumer(ClusterClient):
             elif time.monotonic() >= deadline:
                 return []
 
+    def metrics(self) -> dict[str, float]:
+        """Kafka's ``consumer-fetch-manager-metrics`` by name: ``records-consumed-rate``,
+        ``records-lag-max``, ... (``client_metrics``)."""
+        return self._metrics.snapshot()
+
     def close(self) -> None:
+        if self._auto_commit:
+            try:
+                self.commit()
+            except TierlogError as error:  # closing goes on, as Kafka's consumer does
+                log.warning("the commit on close failed: %s", error)
+        if self._committer is not None:
+            self._committer.shutdown(wait=True)
         streams, self._streams = list(self._streams.values()), {}
         for stream in streams:
             stream.cancel()
         super().close()  # closing its channels ends the calls still running
         for stream in streams:  # none outlives the consumer
             stream.join(CLOSE_WAIT_S)
+
+    # --- committed offsets ------------------------------------------------------------
+
+    def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None) -> None:
+        """Store ``offsets`` (by default every assigned partition's position) as the
+        group's, once the coordinator's log committed them (Kafka's ``commitSync``)."""
+        group = self._group_client()
+        chosen = self._offsets_to_commit(offsets)
+        if chosen:
+            group.commit(chosen)
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None,
+        callback: CommitCallback | None = None,
+    ) -> Future[None]:
+        """``commit`` on the consumer's commit thread: commits are sent one at a time, in
+        the order asked (Kafka's ``commitAsync``); ``callback`` is told how it went."""
+        group = self._group_client()
+        chosen = self._offsets_to_commit(offsets)
+        if self._committer is None:
+            self._committer = ThreadPoolExecutor(1, thread_name_prefix="tierlog-commit")
+
+        def commit() -> None:
+            try:
+                if chosen:
+                    group.commit(chosen)
+            except BaseException as error:
+                if callback is not None:
+                    callback(chosen, error)
+                raise
+            if callback is not None:
+                callback(chosen, None)
+
+        return self._committer.submit(commit)
+
+    def committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets of ``partitions`` (None: none committed)."""
+        wanted = [TopicPartition(*tp) for tp in partitions]
+        found = self._group_client().committed(wanted)
+        return {tp: found.get(tp) for tp in wanted}
+
+    def _group_client(self) -> GroupClient:
+        if self._group is None:
+            raise InvalidGroupIdError(
+                "committed offsets need a group.id (this consumer was given none)"
+            )
+        return self._group
+
+    def _offsets_to_commit(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        if offsets is not None:
+            return {TopicPartition(*tp): committed for tp, committed in offsets.items()}
+        return {
+            tp: OffsetAndMetadata(position)
+            for tp, position in self._positions.items()
+            if position is not None
+        }
+
+    def _maybe_auto_commit(self) -> None:
+        if not self._auto_commit or time.monotonic() < self._next_auto_commit:
+            return
+        self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
+        self.commit_async(callback=_log_failed_auto_commit)
 
     def _take_buffered(self) -> list[ConsumerRecord]:
         taken: list[ConsumerRecord] = []
@@ -237,7 +346,12 @@ class Consumer(ClusterClient):
                 chunk = buffered.take(room)
                 taken += chunk
                 room -= len(chunk)
-                self._positions[tp] = chunk[-1].offset + 1
+                position = self._positions[tp] = chunk[-1].offset + 1
+                if tp in self._high_watermarks:
+                    lag = self._high_watermarks[tp] - position
+                    self._metrics.lags[(tp.topic, tp.partition)] = max(0, lag)
+        if taken:
+            self._metrics.records.record(len(taken))
         return taken
 
     # --- streams ----------------------------------------------------------------------
@@ -324,6 +438,8 @@ class Consumer(ClusterClient):
             return
         stream.release()  # the reader may take the next message while this one is decoded
         data = arrival.message.record_batches  # (each read of a bytes field copies it)
+        self._high_watermarks[tp] = arrival.message.high_watermark
+        self._metrics.fetches.record(len(data))
         try:
             whole = self._buffer(tp, self.position(tp), data)
         except BaseException:
@@ -340,7 +456,7 @@ class Consumer(ClusterClient):
             self.cluster.moved(tp, error.leader_address)
         elif reason == "OFFSET_OUT_OF_RANGE":
             self._positions[tp] = None
-            self.position(tp)  # auto.offset.reset, or NoOffsetForPartitionError
+            self._reset(tp)  # auto.offset.reset, or NoOffsetForPartitionError
         elif reason == "CORRUPT_MESSAGE":
             # Retriable for a produce (damaged on the way, sent again); stored bytes are
             # damaged for good, and reading them again would spin: raise, as Kafka's
@@ -382,6 +498,13 @@ class Consumer(ClusterClient):
         else:  # only control batches or records before the position: skip them
             self._positions[tp] = next_offset
         return True
+
+
+def _log_failed_auto_commit(
+    offsets: Mapping[TopicPartition, OffsetAndMetadata], error: BaseException | None
+) -> None:
+    if error is not None:  # the next one commits later positions
+        log.warning("an automatic commit of %d offsets failed: %s", len(offsets), error)
 
 
 # ``ConsumerRecord`` from a (topic, partition, *row) tuple, without a Python-level call.

@@ -84,6 +84,11 @@ RETRIABLE_REASONS = frozenset(
         # the request was refused before it was read, so sending it again is safe.
         # Kafka throttles instead of refusing, so its name for this is not retriable.
         "THROTTLING_QUOTA_EXCEEDED",
+        # The group coordinator's: it moved, has none, is loading, or a commit is pending.
+        "COORDINATOR_LOAD_IN_PROGRESS",
+        "COORDINATOR_NOT_AVAILABLE",
+        "NOT_COORDINATOR",
+        "UNSTABLE_OFFSET_COMMIT",
     }
 )
 

@@ -15,12 +15,15 @@ the part that holds it.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["Callback", "ProduceRequestResult", "RecordFuture", "RecordMetadata"]
 
@@ -161,7 +164,11 @@ class ProduceRequestResult:
 
 
 class RecordFuture:
-    """One record's future (``concurrent.futures.Future``'s reading half)."""
+    """One record's future (``concurrent.futures.Future``'s reading half), awaitable
+    from an event loop: ``metadata = await producer.send(...)``.
+
+    Not a ``concurrent.futures.Future`` (nor so for ``asyncio.wrap_future``): that would
+    cost a lock and a condition per record, where this costs two slots."""
 
     __slots__ = ("_index", "_result")
 
@@ -191,3 +198,22 @@ class RecordFuture:
     def add_done_callback(self, fn: Callable[[RecordFuture], None]) -> None:
         """``fn(self)`` once the record is stored or failed (at once if it is)."""
         self._result.add_callback(self._index, lambda _metadata, _error: fn(self))
+
+    def __await__(self) -> Generator[Any, None, RecordMetadata]:
+        """Wait in the running loop (the sender thread wakes it) for the metadata."""
+        loop = asyncio.get_running_loop()
+        settled: asyncio.Future[None] = loop.create_future()
+
+        def wake(_future: RecordFuture) -> None:
+            # A loop closed meanwhile raises RuntimeError: nobody waits any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_settle, settled)
+
+        self.add_done_callback(wake)
+        yield from settled.__await__()
+        return self.result()
+
+
+def _settle(settled: asyncio.Future[None]) -> None:
+    if not settled.done():  # cancelled by its awaiting task meanwhile
+        settled.set_result(None)

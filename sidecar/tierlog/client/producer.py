@@ -27,7 +27,7 @@ from types import TracebackType
 from tierlog.client.accumulator import MemoryBlocked, RecordAccumulator
 from tierlog.client.cluster import Cluster
 from tierlog.client.config import ProducerConfig
-from tierlog.client.errors import IllegalProducerStateError, RequestTimedOutError
+from tierlog.client.errors import IllegalProducerStateError, NetworkError, RequestTimedOutError
 from tierlog.client.futures import Callback, RecordFuture, RecordMetadata
 from tierlog.client.idempotence import IdempotenceManager
 from tierlog.client.record_fields import checked_record_fields
@@ -93,9 +93,10 @@ class Producer:
     ) -> RecordFuture:
         """Queue one record; the future completes (and ``callback(metadata, error)`` runs)
         when the broker stored it or it failed for good.  Raises at once for an unknown
-        topic or partition, a record too large for ``max.request.size``, or
-        ``buffer.memory`` full past ``max.block.ms``; ``TypeError`` for a field of the
-        wrong type (``tierlog.client.record_fields``), before anything is queued."""
+        topic or partition or a record too large for ``max.request.size``; after
+        ``max.block.ms`` for ``buffer.memory`` full or no broker answering for the
+        topic's metadata; ``TypeError`` for a field of the wrong type
+        (``tierlog.client.record_fields``), before anything is queued."""
         if self._closed:
             raise IllegalProducerStateError("the producer is closed")
         if (
@@ -106,7 +107,7 @@ class Producer:
             or partition is not None
         ):  # anything but the plainest record: check every field before encoding any
             key, value, headers = checked_record_fields(key, value, headers, timestamp, partition)
-        partition_count = self.cluster.owners(topic).partition_count
+        partition_count = self._partition_count(topic)
         deadline_ms: int | None = None
         with self._mutex:
             while True:
@@ -134,6 +135,28 @@ class Producer:
             if new_batch_created or (batch_is_full and batch.is_full):
                 self._lock.notify_all()
         return RecordFuture(batch.result, index)
+
+    def _partition_count(self, topic: str) -> int:
+        """The topic's partition count, asking again every ``retry.backoff.ms`` while no
+        broker answers, for up to ``max.block.ms`` (Kafka's ``send`` waits for metadata
+        alike): a producer started beside its brokers, or while one restarts, waits
+        rather than failing its first records."""
+        deadline = time.monotonic() + self.config.max_block_ms / 1000
+        while True:
+            try:
+                return self.cluster.owners(topic).partition_count
+            except NetworkError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(self.config.retry_backoff_ms / 1000)
+
+    def metrics(self) -> dict[str, float]:
+        """Kafka's ``producer-metrics`` by name: ``record-send-rate``,
+        ``request-latency-avg``, ``buffer-available-bytes``, ... (``client_metrics``)."""
+        with self._lock:
+            return self._sender.metrics.snapshot(
+                self.config.buffer_memory, self.accumulator.free_memory_bytes
+            )
 
     def flush(self, timeout_s: float | None = None) -> bool:
         """Send everything appended so far now, and wait until each is stored or failed;

@@ -58,8 +58,13 @@ CHANNEL_OPTIONS = (
     ("grpc.keepalive_time_ms", 30_000),
     # Back within a second of a sidecar's restart, not gRPC's default of up to 2 minutes.
     ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
+    # gRPC's name for how long one connection attempt may take, handshake included (its
+    # default is 20 s; Kafka's socket.connection.setup.timeout.ms is 10 s). At 100 ms, as
+    # it once was, a sidecar busy on a loaded machine missed it and the client failed
+    # with "timed out before receiving SETTINGS frame"; 3 s still gives up on an address
+    # that swallows connections (a deleted pod's) soon enough to resolve its name again.
+    ("grpc.min_reconnect_backoff_ms", 3000),
     # A broker's name resolved again a second after a failure, not 30 s: on Kubernetes a
     # restarted broker's pod has a new IP behind the same name (a producer held its
     # records ~20 s for the old one when leadership went back to a restarted broker).

@@ -46,6 +46,7 @@ import grpc
 from tierlog.api.errors import NotLeaderOrFollowerError
 from tierlog.api.v1 import log_service_pb2
 from tierlog.client.accumulator import RecordAccumulator
+from tierlog.client.client_metrics import ProducerMetrics
 from tierlog.client.cluster import Cluster
 from tierlog.client.config import ProducerConfig
 from tierlog.client.errors import (
@@ -94,7 +95,7 @@ class ProduceConnection:
         address: str,
         io: IoLoop,
         cluster: Cluster,
-        on_outcome: Callable[[Batches, Outcome], None],
+        on_outcome: Callable[[Batches, Outcome, float | None], None],
         request_timeout_s: float,
     ) -> None:
         self.address = address
@@ -147,11 +148,12 @@ class ProduceConnection:
         try:
             async for response in call:
                 with self._lock:
-                    batches, _sent = self._in_flight.popleft()
+                    batches, sent = self._in_flight.popleft()
+                latency_s = time.monotonic() - sent
                 if response.WhichOneof("result") == "error":
-                    self._on_outcome(batches, error_from_proto(response.error))
+                    self._on_outcome(batches, error_from_proto(response.error), latency_s)
                 else:
-                    self._on_outcome(batches, response.produced)
+                    self._on_outcome(batches, response.produced, latency_s)
         except grpc.RpcError as error:
             failure = error_from_rpc(error)
         except asyncio.CancelledError:
@@ -175,7 +177,7 @@ class ProduceConnection:
                 len(lost),
             )
         for batches in lost:
-            self._on_outcome(batches, failure)
+            self._on_outcome(batches, failure, None)  # no answer: no latency
 
     # --- from the sender --------------------------------------------------------------
 
@@ -227,7 +229,8 @@ class Sender:
         self.clock = clock
         self._acks = _ACKS[config.acks]
         self._connections: dict[str, ProduceConnection] = {}
-        self._outcomes: deque[tuple[Batches, Outcome]] = deque()
+        self._outcomes: deque[tuple[Batches, Outcome, float | None]] = deque()
+        self.metrics = ProducerMetrics()  # recorded and read under ``lock``
         self._in_flight: dict[TopicPartition, int] = {}  # requests, per partition
         # Kafka's one batch per partition per request holds for an idempotent producer:
         # a retry must go out as its first attempt went, batch by batch, for the sidecar
@@ -348,6 +351,12 @@ class Sender:
             for batches in requests:
                 request = self._request(batches, epochs[batches[0].topic_partition])
                 self._connection(address).send(request, batches)
+                with self.lock:
+                    self.metrics.request_sent(
+                        len(request),
+                        [batch.estimated_size_bytes for batch in batches],
+                        sum(batch.record_count for batch in batches),
+                    )
             sent += len(drained)
         return sent
 
@@ -376,18 +385,20 @@ class Sender:
             tp.topic, tp.partition, acks, [batch.close() for batch in batches], leader_epoch
         )
 
-    def _on_outcome(self, batches: Batches, outcome: Outcome) -> None:
-        """From a connection's reader, on the I/O loop: hand a request's outcome to the
-        sender."""
+    def _on_outcome(self, batches: Batches, outcome: Outcome, latency_s: float | None) -> None:
+        """From a connection's reader, on the I/O loop: hand a request's outcome (and how
+        long its answer took) to the sender."""
         with self.lock:
-            self._outcomes.append((batches, outcome))
+            self._outcomes.append((batches, outcome, latency_s))
             self.lock.notify_all()
 
     # --- outcomes (under the lock) ----------------------------------------------------
 
     def _settle(self, resolutions: list[_Settlement]) -> None:
         while self._outcomes:
-            batches, outcome = self._outcomes.popleft()
+            batches, outcome, latency_s = self._outcomes.popleft()
+            if latency_s is not None:
+                self.metrics.requests.record(latency_s * 1000)
             tp = batches[0].topic_partition
             self._in_flight[tp] = max(0, self._in_flight.get(tp, 0) - 1)
             if isinstance(outcome, log_service_pb2.ProduceResponse):
@@ -436,6 +447,7 @@ class Sender:
             self.cluster.invalidate(tp.topic)
         if self._may_retry(batch, reason):
             log.debug("retrying %s after %s", batch, reason)
+            self.metrics.records_retried.record(batch.record_count)
             self.accumulator.reenqueue(batch)
             return
         self._fail(batch, error)
@@ -456,6 +468,7 @@ class Sender:
         return self.clock() - batch.created_ms >= self.config.delivery_timeout_ms
 
     def _fail(self, batch: ProducerBatch, error: TierlogError) -> None:
+        self.metrics.records_failed.record(batch.record_count)
         if self.idempotence is not None and batch.has_sequence:
             if isinstance(error, (NetworkError, RequestTimedOutError)):
                 self.idempotence.on_expired(batch)  # stored or not: unknown

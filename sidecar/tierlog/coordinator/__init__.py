@@ -14,5 +14,14 @@ bytes Kafka 4.1 writes, so Kafka's tools read our segments and ours read Kafka's
 - ``offsets_topic``: ``__consumer_offsets`` and which of its partitions holds a group;
 - ``errors``: unknown record types and value versions.
 
-Nothing here touches a log or the network: these are pure functions over bytes.
+Those are pure functions over bytes. Over them, the coordinator itself (issue 19, part 1:
+committed offsets; docs/GROUPS.md):
+
+- ``offsets_state``: the offsets one partition holds, as its records say;
+- ``loader``: a partition's log replayed into that state;
+- ``coordinator``: the partitions led here loaded and unloaded, and the calls (commit,
+  fetch, delete, list, describe, expiry) written as records through the produce path;
+- ``config``: its broker configs (``offsets.*``, ``offset.metadata.max.bytes``).
+
+The gRPC face is ``tierlog.sidecar.group_service``.
 """

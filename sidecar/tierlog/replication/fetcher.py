@@ -22,6 +22,7 @@ from tierlog.replication.follower import FetchOutcome, apply_fetched
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.log import Log
+from tierlog.storage.tier.store import ObjectStore
 
 __all__ = ["FetchSettings", "ReplicaFetcher"]
 
@@ -57,6 +58,7 @@ class ReplicaFetcher:
         access: PartitionAccess,
         applied: Applied,
         settings: FetchSettings,
+        tier_store: ObjectStore | None = None,
     ):
         self.node_id = node_id
         self.broker_epoch = broker_epoch
@@ -66,6 +68,7 @@ class ReplicaFetcher:
         self.access = access
         self.applied = applied  # told after each partition's answer is applied
         self.settings = settings
+        self.tier_store = tier_store  # where a follower below the leader's local start looks
         self.epochs: dict[TopicPartition, int] = {}  # followed here -> leader epoch
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -172,7 +175,9 @@ class ReplicaFetcher:
             async with lock:
                 if tp not in self.epochs or partition_log.log_end_offset != asked[tp]:
                     continue  # no longer followed here, or changed meanwhile: ask again
-                outcome = await asyncio.to_thread(apply_fetched, partition_log, asked[tp], data)
+                outcome = await asyncio.to_thread(
+                    apply_fetched, partition_log, asked[tp], data, self.tier_store
+                )
             if outcome.error is not None:
                 refused += 1
                 log.info(

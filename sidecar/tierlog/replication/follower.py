@@ -6,6 +6,24 @@ alone, which would keep records the new leader never had or drop ones it has); i
 starts over at the leader's log start when it has fallen out of the leader's range;
 and it takes the leader's batches as they are (``Log.append_as_follower``), rolling
 where the leader rolled. Its high watermark is the leader's, capped at its own end.
+
+Below the leader's *local* log start of a tiered partition (OFFSET_MOVED_TO_TIERED_STORAGE)
+the follower starts over there as Kafka's does (KIP-405): the producers and leader
+epochs of the log below come from the tier's segment ending there (``tier_state``), the
+log start from the leader, so the follower could lead at once and still know its
+idempotent producers. The tier is read from the store every broker shares.
+
+How far the tier reaches comes with every answer (``tiered_end_offset``, the leader's
+as it last confirmed it in the manifest): local retention here frees a segment only
+below it, as on the leader. The leader is the one writer of the manifest, so its word
+is as current as the manifest and costs no request to the store; it is taken as it
+comes, even lower (a new leader that has not claimed the tier yet knows less), which
+only keeps more here.
+
+Both need the leader's tier to be this broker's too (``tier``: S3, or a directory every
+broker shares). A broker with a tier of its own (the default directory in its log dir)
+frees nothing for the leader's tier and starts over below the leader's local log start
+as for any log start, without the tier's state.
 """
 
 from __future__ import annotations
@@ -15,8 +33,12 @@ from dataclasses import dataclass
 
 from tierlog.api.errors import FencedLeaderEpochError, NotLeaderOrFollowerError
 from tierlog.api.v1 import replication_service_pb2 as pb
+from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.leader_epoch_cache import UNDEFINED_OFFSET, EpochEnd
 from tierlog.storage.log import Log
+from tierlog.storage.tier.manifest_store import load_view
+from tierlog.storage.tier.store import ObjectStore
+from tierlog.storage.tier.tier_state import tier_state_at
 
 __all__ = ["FetchOutcome", "apply_fetched", "truncation_offset"]
 
@@ -61,11 +83,18 @@ def truncation_offset(log_: Log, diverging: EpochEnd) -> int:
     return min(mine.end_offset, diverging.end_offset, log_end)
 
 
-def apply_fetched(log_: Log, fetch_offset: int, data: pb.ReplicaFetchPartitionData) -> FetchOutcome:
-    """Apply the leader's answer for a fetch from ``fetch_offset``; raises a typed error
-    when its batches cannot be appended (the fetcher logs it and asks again)."""
+def apply_fetched(
+    log_: Log,
+    fetch_offset: int,
+    data: pb.ReplicaFetchPartitionData,
+    tier: ObjectStore | None = None,
+) -> FetchOutcome:
+    """Apply the leader's answer for a fetch from ``fetch_offset`` (``tier``: the tier
+    this broker shares with the leader, if it does); raises a typed error when its
+    batches cannot be appended or the tier cannot be read (the fetcher logs it and asks
+    again)."""
     if data.HasField("error"):
-        return _recover_from(log_, fetch_offset, data)
+        return _recover_from(log_, fetch_offset, data, tier)
     if data.HasField("diverging_epoch"):
         diverging = EpochEnd(data.diverging_epoch.epoch, data.diverging_epoch.end_offset)
         offset = truncation_offset(log_, diverging)
@@ -86,6 +115,8 @@ def apply_fetched(log_: Log, fetch_offset: int, data: pb.ReplicaFetchPartitionDa
         log_.append_as_follower(data.record_batches, leader_segment_base=base)
         appended = len(data.record_batches)
     _follow_offsets(log_, data)
+    if tier is not None:
+        log_.tiered_end_offset = data.tiered_end_offset
     return FetchOutcome(appended_bytes=appended)
 
 
@@ -97,13 +128,17 @@ def _follow_offsets(log_: Log, data: pb.ReplicaFetchPartitionData) -> None:
     log_.update_high_watermark(min(data.high_watermark, log_.log_end_offset))
 
 
-def _recover_from(log_: Log, fetch_offset: int, data: pb.ReplicaFetchPartitionData) -> FetchOutcome:
+def _recover_from(
+    log_: Log, fetch_offset: int, data: pb.ReplicaFetchPartitionData, tier: ObjectStore | None
+) -> FetchOutcome:
     reason = data.error.reason
     if reason == "OFFSET_OUT_OF_RANGE" and fetch_offset > data.log_end_offset >= 0:
         # The leader's log is shorter (an unclean election, or it lost its tail): this
         # log's extra records were never acknowledged by the ISR.
         log_.truncate_to(data.log_end_offset)
         return FetchOutcome(truncated_to=data.log_end_offset, error=reason)
+    if reason == "OFFSET_MOVED_TO_TIERED_STORAGE" and tier is not None:
+        return _start_over_from_tier(log_, fetch_offset, data, tier)
     if reason in ("OFFSET_OUT_OF_RANGE", "OFFSET_MOVED_TO_TIERED_STORAGE"):
         # Behind the leader's (local) log start: what this log holds is gone from the
         # leader; start over where the leader's local segments start.
@@ -118,3 +153,24 @@ def _recover_from(log_: Log, fetch_offset: int, data: pb.ReplicaFetchPartitionDa
         log_.truncate_fully_and_start_at(start)
         return FetchOutcome(truncated_to=start, error=reason)
     return FetchOutcome(error=reason)
+
+
+def _start_over_from_tier(
+    log_: Log, fetch_offset: int, data: pb.ReplicaFetchPartitionData, tier: ObjectStore
+) -> FetchOutcome:
+    """Continue at the leader's local log start with the tier's state below it."""
+    tp = TopicPartition(data.topic, data.partition)
+    start = data.local_log_start_offset
+    state = tier_state_at(tier, load_view(tier, tp), start)
+    log.info(
+        "%s: offset %d is below the leader's local log start %d: starting over there from "
+        "the tier (%d producers, %d leader epochs), log start %d",
+        log_.directory.name,
+        fetch_offset,
+        start,
+        len(state.producers),
+        len(state.leader_epochs),
+        data.log_start_offset,
+    )
+    log_.continue_tier(data.log_start_offset, start, state.producers, state.leader_epochs)
+    return FetchOutcome(truncated_to=start, error=data.error.reason)

@@ -43,6 +43,7 @@ from tierlog.storage.errors import TierlogError
 from tierlog.storage.log import Log
 from tierlog.storage.manager import LogManager
 from tierlog.storage.records import NO_PARTITION_LEADER_EPOCH
+from tierlog.storage.tier.store import ObjectStore
 
 __all__ = ["ReplicaManager"]
 
@@ -76,6 +77,7 @@ class ReplicaManager:
         call_metadata: Sequence[tuple[str, str]],
         settings: ReplicationConfig,
         racks: Callable[[], Mapping[int, str | None]] = dict,
+        shared_tier: ObjectStore | None = None,
     ):
         self.node_id = node_id
         self.broker_epoch = broker_epoch
@@ -88,6 +90,10 @@ class ReplicaManager:
         self.call_metadata = call_metadata  # what a follower's calls carry (the token)
         self.settings = settings
         self.known_racks = racks  # broker id -> rack, where the plan names one
+        # The tier when every broker reads the same one (S3, a shared directory): only
+        # then can a follower go by its leader's tier (its end, the state a restart
+        # takes). A tier of its own is none of the leader's: nothing is freed for it.
+        self.shared_tier = shared_tier
         self.states: dict[TopicPartition, PartitionState] = {}  # as last applied
         self.leaders: dict[TopicPartition, LeaderPartition] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}  # by leader id
@@ -225,6 +231,7 @@ class ReplicaManager:
         self._unfollow(tp)
         self._resign(tp)
         partition_log = await asyncio.to_thread(self._log, tp)
+        await asyncio.to_thread(self._claim_tier, tp, partition_log)
         await asyncio.to_thread(partition_log.become_leader, state.leader_epoch)
         leader = LeaderPartition(tp, partition_log, state, self.node_id, _now_ms())
         self.leaders[tp] = leader
@@ -237,6 +244,28 @@ class ReplicaManager:
             list(state.isr),
             partition_log.high_watermark,
         )
+
+    def _claim_tier(self, tp: TopicPartition, partition_log: Log) -> None:
+        """Take over a tiered partition's tier as it starts leading here: the claim fences
+        the previous leader's writer.
+
+        An empty log claims before its first append: it may be a lost volume, which
+        must start over at the tier's end, not take appends at offsets the tier holds.
+        Any other log was elected from the ISR, so it holds everything the tier holds
+        (only committed segments are uploaded): its claim runs in the background, and
+        taking leadership waits for no request to the store. With the store away the
+        leader leads all the same and the remote log manager's passes claim later."""
+        tier = self.logs.tier
+        if tier is None or not partition_log.config.remote_storage_enable:
+            return
+        if partition_log.log_end_offset > 0:
+            tier.adopt(tp, partition_log)
+            tier.run_soon(tp)
+            return
+        try:
+            tier.attach(tp, partition_log)
+        except (TierlogError, OSError) as error:
+            log.warning("%s: cannot claim the tier yet (%s): the next pass will", tp, error)
 
     def _follow(self, tp: TopicPartition, state: PartitionState) -> None:
         previous = self._following.get(tp)
@@ -260,6 +289,7 @@ class ReplicaManager:
                 self._access,
                 self._fetched,
                 self.settings.fetch,
+                self.shared_tier,
             )
             self.fetchers[state.leader] = fetcher
         fetcher.follow(tp, state.leader_epoch)
@@ -274,6 +304,8 @@ class ReplicaManager:
         leader = self.leaders.pop(tp, None)
         if leader is not None:
             leader.resign()
+            if self.logs.tier is not None:
+                self.logs.tier.release(tp)  # its next leader keeps the tier
             log.info("%s: no longer leading (epoch %d)", tp, leader.leader_epoch)
 
     async def _stop_replica(self, tp: TopicPartition) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import grpc
@@ -141,6 +141,16 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
             configs,
             validate_only=validate_only,
         )
+
+    async def create_internal_topic(
+        self, name: str, count: int, replication_factor: int, configs: Mapping[str, str]
+    ) -> None:
+        """Create a topic the broker itself needs (``__consumer_offsets`` on first use)
+        as CreateTopics does; TOPIC_ALREADY_EXISTS if another broker was first."""
+        create = self._create if self.partitions.replicas is None else self._create_replicated
+        async with self._changes:
+            await asyncio.to_thread(create, name, count, replication_factor, dict(configs), False)
+        await self._caught_up_with_the_store()
 
     async def _caught_up_with_the_store(self) -> None:
         """With replication: apply what this broker just changed in the store before

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tierlog.coordinator.config import GROUP_COORDINATOR_KEYS, GroupCoordinatorConfig
 from tierlog.replication.config import REPLICATION_KEYS, ReplicationConfig
 from tierlog.sidecar.limits import LIMIT_KEYS, LimitsConfig
 from tierlog.sidecar.remote_read_config import REMOTE_READ_KEYS, RemoteReadConfig
@@ -127,6 +128,8 @@ class SidecarConfig:
     # Replicas of each partition of a topic created without a replication factor
     # (``default.replication.factor``, Kafka's default 1).
     default_replication_factor: int = 1
+    # The group coordinator (``offsets.*``, ``offset.metadata.max.bytes``).
+    groups: GroupCoordinatorConfig = field(default_factory=GroupCoordinatorConfig)
 
     @property
     def remote_read_config(self) -> RemoteReadConfig:
@@ -162,6 +165,7 @@ class SidecarConfig:
             - REMOTE_READ_KEYS
             - TIER_KEYS
             - REPLICATION_KEYS
+            - GROUP_COORDINATOR_KEYS
         )
         if unknown:
             raise InvalidConfigError(f"unknown broker config {', '.join(sorted(unknown))}")
@@ -234,6 +238,7 @@ class SidecarConfig:
             tier=TierConfig.from_properties(props, storage.log_dirs),
             replication=ReplicationConfig.from_properties(props),
             default_replication_factor=replication_factor,
+            groups=GroupCoordinatorConfig.from_properties(props),
         )
 
 

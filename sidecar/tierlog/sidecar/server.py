@@ -32,11 +32,14 @@ from grpc_reflection.v1alpha import reflection
 from tierlog.api.v1 import (
     admin_service_pb2,
     admin_service_pb2_grpc,
+    group_service_pb2,
+    group_service_pb2_grpc,
     log_service_pb2,
     replication_service_pb2,
     replication_service_pb2_grpc,
 )
 from tierlog.client.rpc import CHANNEL_OPTIONS
+from tierlog.coordinator.coordinator import GroupCoordinator
 from tierlog.replication.broker import ReplicatedBroker
 from tierlog.replication.fetch_service import ReplicationService
 from tierlog.replication.metrics import ReplicationCollector
@@ -45,6 +48,7 @@ from tierlog.sidecar.admin import AdminService
 from tierlog.sidecar.assignment_updates import AssignmentUpdates
 from tierlog.sidecar.config import SidecarConfig
 from tierlog.sidecar.fetch_wire import add_log_service
+from tierlog.sidecar.group_service import GroupService
 from tierlog.sidecar.limits import LimitsInterceptor
 from tierlog.sidecar.metrics import MetricsInterceptor, SidecarMetrics
 from tierlog.sidecar.ownership import Broker, Ownership, read_assignment_file
@@ -54,6 +58,7 @@ from tierlog.sidecar.service import Limits, LogService
 from tierlog.sidecar.topics import TopicStore
 from tierlog.sidecar.upload_metrics import UploadMetrics
 from tierlog.sidecar.watch import AppendWatch
+from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.manager import LogManager
 from tierlog.storage.recovery import RecoveryProgress
@@ -71,6 +76,7 @@ log = logging.getLogger(__name__)
 _SERVICE_DESCRIPTORS = (
     log_service_pb2.DESCRIPTOR.services_by_name["LogService"],
     admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"],
+    group_service_pb2.DESCRIPTOR.services_by_name["GroupService"],
 )
 _REPLICATION = replication_service_pb2.DESCRIPTOR.services_by_name["ReplicationService"]
 
@@ -112,6 +118,7 @@ class SidecarServer:
         self.address = ""
         self.remote_reader: RemoteLogReader | None = None  # once started
         self._log_service: LogService | None = None
+        self.groups: GroupCoordinator | None = None  # once started
         self.replicated: ReplicatedBroker | None = None  # with replication, once started
         self._checkpoints: asyncio.Task[None] | None = None
         self._reloads: asyncio.Task[None] | None = None
@@ -142,6 +149,7 @@ class SidecarServer:
         else:  # only the leader uploads (a new leader continues the tier)
             leaders = partitions.replicas.leaders
             self.remote_log_manager.scope = lambda tp: tp in leaders
+        self.remote_log_manager.committed_end = partitions.high_watermark
         await asyncio.to_thread(partitions.adopt_logs_on_disk)
         self.remote_reader = await asyncio.to_thread(self._remote_reader)
         self._log_service = LogService(
@@ -156,14 +164,16 @@ class SidecarServer:
         services = tuple(service.full_name for service in descriptors)
         self.metrics.expect_calls(descriptors)
         add_log_service(self._log_service, self.server)
-        admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
-            AdminService(
-                partitions,
-                self.watch,
-                assignment,
-                default_replication_factor=self.config.default_replication_factor,
-            ),
-            self.server,
+        admin = AdminService(
+            partitions,
+            self.watch,
+            assignment,
+            default_replication_factor=self.config.default_replication_factor,
+        )
+        admin_service_pb2_grpc.add_AdminServiceServicer_to_server(admin, self.server)
+        self.groups = GroupCoordinator(partitions, self.config.groups, self._append_committed)
+        group_service_pb2_grpc.add_GroupServiceServicer_to_server(
+            GroupService(self.groups, admin.create_internal_topic), self.server
         )
         if partitions.replicas is not None:
             replication_service_pb2_grpc.add_ReplicationServiceServicer_to_server(
@@ -182,6 +192,7 @@ class SidecarServer:
         self._checkpoints = asyncio.create_task(self._write_checkpoints())
         if self.replicated is not None:
             await self.replicated.start()
+        await self.groups.start()
         if self.config.assignment_file is not None:
             self._reloads = asyncio.create_task(assignment.follow_file())
 
@@ -205,10 +216,26 @@ class SidecarServer:
             [("authorization", f"Bearer {token}")] if token else [],
             settings,
             racks=lambda: {broker.node_id: broker.rack for broker in partitions.ownership.brokers},
+            shared_tier=(
+                None
+                if self.config.tier_config.private_to(self.config.storage.log_dirs)
+                else self.tier_store
+            ),
         )
         self.replicated.replicas = replicas
         self.metrics.registry.register(ReplicationCollector(replicas, self.replicated.controller))
         return replicas
+
+    async def _append_committed(self, tp: TopicPartition, data: bytes) -> int:
+        """The group coordinator's writes: an acks=all produce; the base offset."""
+        assert self._log_service is not None
+        request = log_service_pb2.ProduceRequest(
+            topic=tp.topic,
+            partition=tp.partition,
+            acks=log_service_pb2.ACKS_ALL,
+            record_batches=data,
+        )
+        return (await self._log_service.produce(request)).base_offset
 
     def _replica_channel(self, address: str) -> grpc.aio.Channel:
         """A follower's channel to its leader, as clients dial brokers: over TLS (trusting
@@ -276,6 +303,8 @@ class SidecarServer:
     async def stop(self) -> None:
         """Graceful shutdown; the log manager's clean shutdown comes last."""
         await self.health.enter_graceful_shutdown()
+        if self.groups is not None:
+            await self.groups.stop()
         if self.replicated is not None:
             await self.replicated.controlled_shutdown()
             await self.replicated.stop()

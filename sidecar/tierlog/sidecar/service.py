@@ -31,6 +31,7 @@ import grpc
 
 from tierlog.api.errors import InvalidRequestError, InvalidRequiredAcksError
 from tierlog.api.v1 import common_pb2, log_service_pb2, log_service_pb2_grpc
+from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
 from tierlog.replication.leader import LeaderPartition
 from tierlog.sidecar.fetch_wire import FetchAnswer
 from tierlog.sidecar.partitions import Partitions
@@ -39,7 +40,12 @@ from tierlog.sidecar.status import as_error, at_the_edge, unexpected
 from tierlog.sidecar.watch import AppendWatch
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.config import LogConfig
-from tierlog.storage.errors import KafkaStorageError, OffsetOutOfRangeError, TierlogError
+from tierlog.storage.errors import (
+    InvalidTopicError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    TierlogError,
+)
 from tierlog.storage.log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIERED_TIMESTAMP,
@@ -76,6 +82,8 @@ RECORD_BYTES_LISTENER: ContextVar[Callable[[str, int], None] | None] = ContextVa
     "tierlog_record_bytes_listener", default=None
 )
 _ACKS = frozenset(log_service_pb2.Acks.values())
+# Topics only the broker writes (its coordinators' state).
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
 _CODECS = {
     "gzip": CompressionType.GZIP,
     "snappy": CompressionType.SNAPPY,
@@ -187,12 +195,16 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         return log_service_pb2.ProduceStreamResponse(produced=produced)
 
     async def _produce(
-        self, request: log_service_pb2.ProduceRequest
+        self, request: log_service_pb2.ProduceRequest, *, internal: bool = False
     ) -> log_service_pb2.ProduceResponse:
-        return await self._committed(await self._append(request))
+        return await self._committed(await self._append(request, internal=internal))
 
-    async def _append(self, request: log_service_pb2.ProduceRequest) -> _Appended:
+    async def _append(
+        self, request: log_service_pb2.ProduceRequest, *, internal: bool = False
+    ) -> _Appended:
         """Validate and append one produce request; its answer waits in ``_committed``."""
+        if request.topic in INTERNAL_TOPICS and not internal:  # as Kafka refuses them
+            raise InvalidTopicError(f"cannot append to internal topic {request.topic}")
         if request.acks not in _ACKS:  # proto3 enums are open: any number arrives
             names = ", ".join(log_service_pb2.Acks.keys())
             raise InvalidRequiredAcksError(f"acks {request.acks} is none of {names}")
@@ -259,6 +271,14 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             log_start_offset=info.log_start_offset,
             duplicate=info.duplicate,
         )
+
+    async def produce(
+        self, request: log_service_pb2.ProduceRequest
+    ) -> log_service_pb2.ProduceResponse:
+        """A produce from inside the broker (the group coordinator's writes): a client's
+        checks, append and acknowledgement, its errors raised as types; the only way
+        into an internal topic."""
+        return await self._produce(request, internal=True)
 
     async def _append_unacknowledged(self, tp: TopicPartition, target: Log, data: bytes) -> None:
         try:

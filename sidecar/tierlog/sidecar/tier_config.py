@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 from tierlog.sidecar.log_dir_home import home_log_dir
 from tierlog.storage.errors import InvalidConfigError
@@ -109,6 +110,15 @@ class TierConfig:
                 except ValueError as error:
                     raise InvalidConfigError(f"{key}: {error}") from None
         return cls(url=url, s3=S3Options(**options))
+
+    def private_to(self, log_dirs: Sequence[Path]) -> bool:
+        """Whether only this broker reads the tier: a directory inside its own log dirs
+        (the default). Replicas of a partition can share its tier only when it is not."""
+        parsed = urlparse(self.url)
+        if parsed.scheme != "file":
+            return False
+        path = Path(unquote(parsed.path))
+        return any(path.is_relative_to(log_dir.absolute()) for log_dir in log_dirs)
 
 
 def _default_url(log_dirs: Sequence[Path]) -> str:

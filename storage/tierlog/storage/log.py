@@ -704,12 +704,15 @@ class Log:
         tier_log_start_offset: int,
         tier_end_offset: int,
         producer_snapshot: Sequence[SnapshotEntry] = (),
+        leader_epochs: Sequence[tuple[int, int]] = (),
     ) -> None:
         """Join this log to the remote tier that holds its older offsets.
 
-        A local log that ends before the tier does (an empty or stale volume) is
-        dropped and continues at the tier's end, with the producers of the tier's
-        last snapshot (so idempotent producers carry on). The log then starts where the tier
+        A local log that ends before the tier does (an empty or stale volume, or a
+        follower below its leader's local log start) is dropped and continues at the
+        tier's end, with the producers of the tier's snapshot there (so idempotent
+        producers carry on) and the leader epochs the tier recorded below it (so
+        truncation by epoch still finds where they end). The log then starts where the tier
         starts, unless it was moved further (DeleteRecords not yet passed on to the
         tier), or the tier does not reach the first local segment (then the local
         log start is the first offset anyone holds)."""
@@ -727,6 +730,9 @@ class Log:
             self.log_start_offset = start
             if restarted and producer_snapshot:
                 self._restore_producers_locked(tier_end_offset, producer_snapshot)
+            if restarted:
+                for epoch, epoch_start in leader_epochs:
+                    self.leader_epoch_cache.assign(epoch, epoch_start)
             self._move_log_start_locked(start)
 
     def update_high_watermark(self, offset: int) -> int:

@@ -268,7 +268,11 @@ class LogManager:
             created = self._create_partition_dir(
                 log_dir / tp.dir_name, tp, config or self._topic_config(tp.topic)
             )
-            if self.tier is not None and created.config.remote_storage_enable:
+            # Only a broker that may write the partition's tier joins it here: claiming
+            # it would fence the writer (a replica's new log is a follower's until it
+            # leads, and its leader keeps the tier).
+            tier = self.tier
+            if tier is not None and created.config.remote_storage_enable and tier.scope(tp):
                 self._join_tier(tp, created)
             self._register(tp, created, log_dir)
             return created

@@ -119,6 +119,24 @@ def test_closed_segments_go_to_the_tier_oldest_first(
     assert len(stored_keys(store)) == 2
 
 
+def test_only_segments_below_the_committed_end_are_uploaded(
+    log: Log, store: ObjectStore, clock: FakeClock
+) -> None:
+    """Under replication the committed end is the high watermark: a segment holding
+    offsets the followers may lack waits, so a new leader's log holds the whole tier."""
+    rlm = manager(store, clock)
+    rlm.committed_end = lambda _tp, partition_log: partition_log.high_watermark
+    rlm.attach(TP, log)
+    produce(log, 10)  # segments [0,12) [12,24) and the active [24,30)
+    log.update_high_watermark(23)
+    rlm.run_once()
+    assert tier_offsets(store) == [(0, 12)] and log.tiered_end_offset == 12
+    assert rlm.upload_lag(TP).segments == 0  # nothing it may upload waits
+    log.update_high_watermark(24)
+    rlm.run_once()
+    assert tier_offsets(store) == [(0, 12), (12, 24)]
+
+
 def test_local_retention_frees_only_tiered_segments(
     log: Log, store: ObjectStore, clock: FakeClock
 ) -> None:

@@ -159,6 +159,7 @@ class ReplicaFetchPartitionData(_message.Message):
     RECORD_BATCHES_FIELD_NUMBER: _builtins.int
     SEGMENT_BASE_OFFSET_FIELD_NUMBER: _builtins.int
     LOG_END_OFFSET_FIELD_NUMBER: _builtins.int
+    TIERED_END_OFFSET_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     partition: _builtins.int
     high_watermark: _builtins.int
@@ -175,6 +176,10 @@ class ReplicaFetchPartitionData(_message.Message):
     """
     log_end_offset: _builtins.int
     """The leader's log end: a follower ahead of it (OFFSET_OUT_OF_RANGE) cuts back there."""
+    tiered_end_offset: _builtins.int
+    """One past the highest offset the leader has confirmed in the remote tier (0: none):
+    a follower's local retention deletes only segments below it, as the leader's does.
+    """
     @_builtins.property
     def error(self) -> _common_pb2.Error:
         """Unset when the partition's answer is good; else its Kafka error name
@@ -200,10 +205,11 @@ class ReplicaFetchPartitionData(_message.Message):
         record_batches: _builtins.bytes = ...,
         segment_base_offset: _builtins.int = ...,
         log_end_offset: _builtins.int = ...,
+        tiered_end_offset: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_diverging_epoch", b"_diverging_epoch", "diverging_epoch", b"diverging_epoch", "error", b"error"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_diverging_epoch", b"_diverging_epoch", "diverging_epoch", b"diverging_epoch", "error", b"error", "high_watermark", b"high_watermark", "local_log_start_offset", b"local_log_start_offset", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "partition", b"partition", "record_batches", b"record_batches", "segment_base_offset", b"segment_base_offset", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_diverging_epoch", b"_diverging_epoch", "diverging_epoch", b"diverging_epoch", "error", b"error", "high_watermark", b"high_watermark", "local_log_start_offset", b"local_log_start_offset", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "partition", b"partition", "record_batches", b"record_batches", "segment_base_offset", b"segment_base_offset", "tiered_end_offset", b"tiered_end_offset", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__diverging_epoch: _TypeAlias = _typing.Literal["diverging_epoch"]  # noqa: Y015
     _WhichOneofArgType__diverging_epoch: _TypeAlias = _typing.Literal["_diverging_epoch", b"_diverging_epoch"]  # noqa: Y015

@@ -41,7 +41,14 @@ and re-uploads its local segments. ``problems`` lists stopped and failing partit
 
 Attaching a partition joins its log to the tier (``Log.continue_tier``): a replaced
 pod with an empty volume starts the partition at the tier's end offset, with the
-producers of the tier's last snapshot, and serves the older offsets from the tier.
+producers of the tier's last snapshot and the leader epochs it recorded
+(``tier_state``), and serves the older offsets from the tier.
+
+Under replication only the leader keeps the tier (``scope``): it claims the manifest
+when it starts leading, with a writer epoch above the previous leader's (which is
+fenced from then on), and ``release`` drops the partition when it stops. Only
+segments below the high watermark (``committed_end``) are uploaded, so whichever
+in-sync replica leads next holds everything the tier holds.
 """
 
 from __future__ import annotations
@@ -58,7 +65,6 @@ from dataclasses import dataclass, field
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import InvalidConfigError, TierlogError
 from tierlog.storage.log import Log, wall_clock_ms
-from tierlog.storage.producer_snapshot import decode_snapshot
 from tierlog.storage.scheduler import PeriodicTask
 from tierlog.storage.segment import LogSegment
 from tierlog.storage.tier.layout import chunks_prefix, manifest_prefix, segments_prefix
@@ -66,13 +72,13 @@ from tierlog.storage.tier.manifest import (
     FencedWriterError,
     ManifestVanishedError,
     PartitionManifest,
-    SegmentPart,
 )
 from tierlog.storage.tier.manifest_chunks import CHUNK_ENTRIES, dead_objects
-from tierlog.storage.tier.manifest_store import ManifestWriter, load_manifest, read_part
+from tierlog.storage.tier.manifest_store import ManifestWriter, load_manifest
 from tierlog.storage.tier.observer import TierObserver
 from tierlog.storage.tier.remote_retention import remote_segments_to_delete
 from tierlog.storage.tier.store import ObjectStore
+from tierlog.storage.tier.tier_state import TierState, tier_state_at
 from tierlog.storage.tier.uploader import sweep_abandoned_uploads, upload_segment
 
 __all__ = [
@@ -193,8 +199,15 @@ class RemoteLogManager:
         self._manifest_listeners: list[Callable[[TopicPartition], None]] = []
         self._logs: LogSource | None = None
         # Which partitions this broker may take over in the tier (claiming fences the
-        # previous writer): the sidecar narrows it to those it owns or is draining.
+        # previous writer): the sidecar narrows it to those it owns or is draining, or
+        # under replication to those it leads.
         self.scope: Callable[[TopicPartition], bool] = lambda _tp: True
+        # How far a partition's log is committed: only segments below it are uploaded.
+        # Under replication the high watermark, so the tier never holds offsets a new
+        # leader may not have (its log would then disagree with the tier it continues).
+        self.committed_end: Callable[[TopicPartition, Log], int] = lambda _tp, partition_log: (
+            partition_log.log_end_offset
+        )
         self._lock = threading.Lock()
         self._next_upload_sweep_ms = 0
         self._task = PeriodicTask("remote-log-manager", self.config.task_interval_ms, self.run_once)
@@ -225,6 +238,14 @@ class RemoteLogManager:
         if partition is not None:
             with partition.lock:  # wait for a pass in progress
                 pass
+
+    def release(self, tp: TopicPartition) -> None:
+        """Stop managing ``tp`` at once, without waiting for a pass in progress: this
+        broker no longer leads it. A pass under way may finish its step; once the next
+        leader has claimed the tier, whatever it writes is fenced. Leading ``tp`` again
+        claims it anew, with a higher writer epoch."""
+        with self._lock:
+            self._partitions.pop(tp, None)
 
     def delete_partition(self, tp: TopicPartition) -> None:
         """Stop managing ``tp`` and delete its tier (the topic is being deleted).
@@ -266,7 +287,7 @@ class RemoteLogManager:
         partition = self._partitions.get(tp)
         if partition is None:
             return UploadLag(0, 0)
-        waiting = self._closed_untiered(partition.log)
+        waiting = self._closed_untiered(tp, partition.log)
         return UploadLag(len(waiting), sum(segment.size for segment in waiting))
 
     # -- the periodic pass --------------------------------------------------------------
@@ -429,14 +450,14 @@ class RemoteLogManager:
             on_change=self._manifest_changed,
         )
         manifest, view = writer.manifest, writer.view()
-        snapshot = b""
-        last = view.last_segment()
-        if last and partition.log.log_end_offset < manifest.end_offset:
-            snapshot = read_part(self.store, last, SegmentPart.PRODUCER_SNAPSHOT)
+        restart = TierState(manifest.end_offset, (), ())
+        if partition.log.log_end_offset < manifest.end_offset:  # it starts over there
+            restart = tier_state_at(self.store, view, manifest.end_offset)
         partition.log.continue_tier(
             manifest.log_start_offset,
             manifest.end_offset,
-            decode_snapshot(snapshot) if snapshot else (),
+            restart.producers,
+            restart.leader_epochs,
         )
         partition.writer = writer
         log.info(
@@ -469,21 +490,23 @@ class RemoteLogManager:
         if active.size > 0 and now_ms - active.created_ms >= self.config.segment_roll_ms:
             partition_log.roll()
 
-    @staticmethod
-    def _closed_untiered(partition_log: Log) -> list[LogSegment]:
-        """Closed segments above the tier's end that still hold offsets of the log."""
+    def _closed_untiered(self, tp: TopicPartition, partition_log: Log) -> list[LogSegment]:
+        """Closed, committed segments above the tier's end that still hold offsets of
+        the log."""
         segments = partition_log.segments[:-1]
+        committed_end = self.committed_end(tp, partition_log)
         return [
             segment
             for segment in segments
             if segment.next_offset > partition_log.tiered_end_offset
             and segment.next_offset > partition_log.log_start_offset
+            and segment.next_offset <= committed_end
             and not segment.deleted
         ]
 
     def _upload_closed_segments(self, partition: _Partition, writer: ManifestWriter) -> None:
         partition_log = partition.log
-        for segment in self._closed_untiered(partition_log):
+        for segment in self._closed_untiered(partition.tp, partition_log):
             partition_log.flush(segment.next_offset)
             try:
                 upload_segment(writer, segment, clock_ms=self.clock_ms, observer=self.observer)

@@ -1,0 +1,227 @@
+"""``tierlog consumer-groups``: Kafka's ``kafka-consumer-groups`` over the group coordinator.
+
+``--list`` prints every group (each broker lists those it coordinates); ``--describe
+--group G`` the group's partitions in Kafka's columns (GROUP TOPIC PARTITION
+CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID, '-' where a partition has
+no member, which until groups have members is always); ``--reset-offsets --group G
+--topic T[:P,P...]`` with one of ``--to-earliest``, ``--to-latest``, ``--to-offset N``,
+``--to-datetime T``, ``--shift-by N`` prints the new offsets and stores them only with
+``--execute`` (``--dry-run``, the default, stores nothing); a new offset outside the log
+is moved to its nearest end, as Kafka does. ``--delete --group G`` deletes the group's
+offsets. The tables are laid out as Kafka's tool lays them out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from tierlog.cli.server_option import add_security_options, add_server_option, client_properties
+from tierlog.client import Consumer, TopicPartition
+from tierlog.client.groups import ConsumerGroups, GroupClient, OffsetAndMetadata
+
+__all__ = ["add_parser", "describe_rows", "parse_topic", "reset_rows", "run"]
+
+NONE = "-"
+_DESCRIBE_COLUMNS = (
+    "GROUP",
+    "TOPIC",
+    "PARTITION",
+    "CURRENT-OFFSET",
+    "LOG-END-OFFSET",
+    "LAG",
+    "CONSUMER-ID",
+    "HOST",
+    "CLIENT-ID",
+)
+_RESET_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "consumer-groups",
+        help="list, describe, reset or delete consumer groups (Kafka's kafka-consumer-groups)",
+        description="List, describe, reset the offsets of, or delete consumer groups.",
+    )
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--list", action="store_true", help="every group")
+    action.add_argument("--describe", action="store_true", help="a group's offsets and lag")
+    action.add_argument("--reset-offsets", action="store_true", help="move a group's offsets")
+    action.add_argument("--delete", action="store_true", help="delete a group")
+    parser.add_argument("--group", help="the group (all but --list)")
+    parser.add_argument(
+        "--topic", action="append", default=[], help="TOPIC or TOPIC:P,P... (--reset-offsets)"
+    )
+    to = parser.add_mutually_exclusive_group()
+    to.add_argument("--to-earliest", action="store_true")
+    to.add_argument("--to-latest", action="store_true")
+    to.add_argument("--to-offset", type=int, metavar="N")
+    to.add_argument("--to-datetime", type=_datetime_ms, metavar="YYYY-MM-DDTHH:mm:SS.sss[+HH:MM]")
+    to.add_argument("--shift-by", type=int, metavar="N")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print, store nothing (default)")
+    mode.add_argument("--execute", action="store_true", help="store the new offsets")
+    add_server_option(parser)
+    add_security_options(parser)
+    parser.set_defaults(run=run)
+
+
+def _datetime_ms(text: str) -> int:
+    """Kafka's ``--to-datetime``: ISO 8601, local time when no zone is given."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a date-time like 2026-11-26T01:02:03.000"
+        ) from None
+    return int(moment.astimezone().timestamp() * 1000)
+
+
+def parse_topic(text: str) -> tuple[str, list[int]]:
+    """``TOPIC`` (every partition: an empty list) or ``TOPIC:P,P...``."""
+    topic, _sep, partitions = text.partition(":")
+    try:
+        return topic, [int(p) for p in partitions.split(",") if p.strip()]
+    except ValueError:
+        raise SystemExit(f"tierlog consumer-groups: --topic {text!r}: TOPIC or TOPIC:P,P") from None
+
+
+def table(columns: Sequence[str], rows: Sequence[Sequence[str]], widths: Sequence[int]) -> str:
+    """Kafka's layout: each column left-aligned in its width, one space between."""
+    lines = [columns, *rows]
+    return "\n".join(
+        " ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    )
+
+
+def describe_rows(
+    group: str,
+    committed: dict[TopicPartition, OffsetAndMetadata | None],
+    log_end_offsets: dict[TopicPartition, int],
+) -> str:
+    rows = []
+    for tp in sorted(committed):
+        current = committed[tp]
+        end = log_end_offsets[tp]
+        offset = NONE if current is None else str(current.offset)
+        lag = NONE if current is None else str(max(0, end - current.offset))
+        rows.append((group, tp.topic, str(tp.partition), offset, str(end), lag, NONE, NONE, NONE))
+    widths = [
+        max(len(_DESCRIBE_COLUMNS[0]), len(group)),
+        max([len(_DESCRIBE_COLUMNS[1]), *(len(row[1]) for row in rows)]),
+        10,
+        15,
+        15,
+        15,
+        max(len(_DESCRIBE_COLUMNS[6]), len(NONE)),
+        max(len(_DESCRIBE_COLUMNS[7]), len(NONE)),
+        len(_DESCRIBE_COLUMNS[8]),
+    ]
+    return table(_DESCRIBE_COLUMNS, rows, widths)
+
+
+def reset_rows(group: str, offsets: dict[TopicPartition, int]) -> str:
+    rows = [(group, tp.topic, str(tp.partition), str(offsets[tp])) for tp in sorted(offsets)]
+    return table(_RESET_COLUMNS, rows, (30, 30, 10, 15))
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.list and not args.group:
+        raise SystemExit("tierlog consumer-groups: --group is needed (all but --list)")
+    props = client_properties(args)
+    with Consumer(props) as offsets:  # no group: ListOffsets and the cluster's channels
+        groups = ConsumerGroups(offsets.cluster)
+        if args.list:
+            for listing in groups.list():
+                print(listing.group_id)
+            return 0
+        group = groups.group(args.group)
+        if args.describe:
+            return _describe(group, offsets)
+        if args.delete:
+            group.delete()
+            print(f"Deletion of requested consumer groups ('{args.group}') was successful.")
+            return 0
+        return _reset(group, offsets, args)
+
+
+def _describe(group: GroupClient, offsets: Consumer) -> int:
+    group.describe()  # GROUP_ID_NOT_FOUND for a group that does not exist
+    committed = group.committed()
+    log_end_offsets = offsets.end_offsets(committed)
+    print(f"\nConsumer group '{group.group_id}' has no active members.\n")
+    print(describe_rows(group.group_id, committed, log_end_offsets))
+    return 0
+
+
+def _reset(group: GroupClient, offsets: Consumer, args: argparse.Namespace) -> int:
+    if not args.topic:
+        raise SystemExit("tierlog consumer-groups: --reset-offsets needs --topic")
+    partitions: list[TopicPartition] = []
+    for text in args.topic:
+        topic, chosen = parse_topic(text)
+        count = offsets.cluster.owners(topic, refresh=True).partition_count
+        partitions += [TopicPartition(topic, p) for p in chosen or range(count)]
+    target = _target(group, offsets, args)
+    earliest = offsets.beginning_offsets(partitions)
+    latest = offsets.end_offsets(partitions)
+    wanted = target(partitions)
+    new = {tp: min(max(wanted[tp], earliest[tp]), latest[tp]) for tp in partitions}
+    if not args.execute and not args.dry_run:
+        print(
+            "WARN: No action will be performed as the --execute option is missing. "
+            "In a future major release, the default behavior of this command will be to "
+            "prompt the user before executing the reset rather than doing a dry run. You "
+            "should add the --dry-run option explicitly if you are scripting this command "
+            "and want to keep the current default behavior without prompting.",
+            file=sys.stderr,
+        )
+    if args.execute:
+        group.commit({tp: OffsetAndMetadata(offset) for tp, offset in new.items()})
+    print()
+    print(reset_rows(group.group_id, new))
+    return 0
+
+
+def _target(
+    group: GroupClient, offsets: Consumer, args: argparse.Namespace
+) -> Callable[[list[TopicPartition]], dict[TopicPartition, int]]:
+    """Where each partition is to go, before it is kept within the log."""
+    if args.to_earliest:
+        return offsets.beginning_offsets
+    if args.to_latest:
+        return offsets.end_offsets
+    if args.to_offset is not None:
+        return lambda partitions: dict.fromkeys(partitions, args.to_offset)
+    if args.to_datetime is not None:
+        return lambda partitions: _at_time(offsets, partitions, args.to_datetime)
+    if args.shift_by is not None:
+        return lambda partitions: _shifted(group, offsets, partitions, args.shift_by)
+    raise SystemExit(
+        "tierlog consumer-groups: --reset-offsets needs one of --to-earliest, --to-latest, "
+        "--to-offset, --to-datetime, --shift-by"
+    )
+
+
+def _at_time(
+    offsets: Consumer, partitions: list[TopicPartition], timestamp_ms: int
+) -> dict[TopicPartition, int]:
+    found = offsets.offsets_for_times(dict.fromkeys(partitions, timestamp_ms))
+    latest = offsets.end_offsets(partitions)
+    return {tp: latest[tp] if at is None else at.offset for tp, at in found.items()}
+
+
+def _shifted(
+    group: GroupClient, offsets: Consumer, partitions: list[TopicPartition], shift: int
+) -> dict[TopicPartition, int]:
+    """Each committed offset moved by ``shift`` (from the log end where none is)."""
+    committed = group.committed(partitions)
+    latest = offsets.end_offsets(partitions)
+    shifted = {}
+    for tp in partitions:
+        current = committed.get(tp)
+        shifted[tp] = (latest[tp] if current is None else current.offset) + shift
+    return shifted

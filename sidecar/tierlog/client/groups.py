@@ -1,0 +1,226 @@
+"""A consumer group's coordinator, found and followed: commits, committed offsets, admin.
+
+Kafka's consumer finds its group's coordinator with FindCoordinator (any broker
+answers), sends the group's calls there, and on NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE
+or a lost connection forgets it and finds it again; COORDINATOR_LOAD_IN_PROGRESS is
+waited out on the same coordinator. ``GroupClient`` does the same for each call, backing
+off ``retry.backoff.ms`` (doubling up to ``retry.backoff.max.ms``) until the call's
+timeout. ``ConsumerGroups`` is the admin side over it (Kafka's ``Admin`` group calls):
+list (every broker lists the groups it coordinates), describe, offsets, alter, delete.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+import grpc
+
+from tierlog.api.v1 import group_service_pb2 as pb
+from tierlog.api.v1 import group_service_pb2_grpc
+from tierlog.client.cluster import Cluster
+from tierlog.client.errors import RequestTimedOutError, TierlogError, reason_of
+from tierlog.client.producer_batch import TopicPartition
+from tierlog.client.rpc import error_from_proto, error_from_rpc
+
+__all__ = ["ConsumerGroups", "GroupClient", "GroupListing", "OffsetAndMetadata"]
+
+_T = TypeVar("_T")
+
+# Reasons after which the coordinator is found again (it moved, has none, or is gone).
+_FIND_AGAIN = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "NETWORK_EXCEPTION"})
+# Reasons waited out at the same coordinator.
+_WAIT = frozenset({"COORDINATOR_LOAD_IN_PROGRESS", "UNSTABLE_OFFSET_COMMIT", "REQUEST_TIMED_OUT"})
+
+
+@dataclass(frozen=True)
+class OffsetAndMetadata:
+    """A committed offset: the next record the group reads (Kafka's class of that name)."""
+
+    offset: int
+    metadata: str = ""
+    leader_epoch: int = -1  # of the last record consumed; -1: unknown
+    commit_timestamp_ms: int = -1  # as the coordinator stored it (-1 in a commit)
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    group_id: str
+    state: str
+    coordinator: str  # the address that listed it
+
+
+class GroupClient:
+    """One group's calls, sent to its coordinator wherever it is."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        group_id: str,
+        *,
+        timeout_ms: int = 30_000,
+        retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int = 1000,
+    ) -> None:
+        self.cluster = cluster
+        self.group_id = group_id
+        self.timeout_s = timeout_ms / 1000
+        self.retry_backoff_s = retry_backoff_ms / 1000
+        self.retry_backoff_max_s = max(retry_backoff_max_ms, retry_backoff_ms) / 1000
+        self._coordinator: str | None = None
+
+    def coordinator(self) -> str:
+        """The coordinator's address (asked for once, then kept until it fails)."""
+        if self._coordinator is None:
+            request = pb.FindCoordinatorRequest(key=self.group_id)
+
+            def ask(address: str) -> pb.FindCoordinatorResponse:
+                stub = group_service_pb2_grpc.GroupServiceStub(self.cluster.channel(address))
+                return stub.FindCoordinator(request, timeout=self.cluster.request_timeout_s)
+
+            self._coordinator = self.cluster.any_broker(ask).address
+        return self._coordinator
+
+    def call(self, method: Callable[[group_service_pb2_grpc.GroupServiceStub], _T]) -> _T:
+        """``method`` on the coordinator, retried as Kafka's consumer retries it."""
+        deadline = time.monotonic() + self.timeout_s
+        backoff_s = self.retry_backoff_s
+        while True:
+            try:
+                stub = group_service_pb2_grpc.GroupServiceStub(
+                    self.cluster.channel(self.coordinator())
+                )
+                return method(stub)
+            except grpc.RpcError as rpc_error:
+                error = error_from_rpc(rpc_error)
+            except TierlogError as raised:  # finding the coordinator failed
+                error = raised
+            reason = reason_of(error)
+            if reason in _FIND_AGAIN:
+                self._coordinator = None
+            elif reason not in _WAIT:
+                raise error from None
+            if time.monotonic() + backoff_s > deadline:
+                raise RequestTimedOutError(
+                    f"group {self.group_id!r}: no answer in {self.timeout_s} s: {error}"
+                ) from error
+            time.sleep(backoff_s)
+            backoff_s = min(backoff_s * 2, self.retry_backoff_max_s)
+
+    # -- offsets ----------------------------------------------------------------------
+
+    def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        """Store ``offsets`` (acknowledged once the coordinator's log committed them);
+        the first partition's error is raised."""
+        request = pb.OffsetCommitRequest(
+            group_id=self.group_id,
+            generation_id=-1,
+            partitions=[
+                pb.OffsetCommitPartition(
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    offset=committed.offset,
+                    leader_epoch=committed.leader_epoch,
+                    metadata=committed.metadata,
+                )
+                for tp, committed in offsets.items()
+            ],
+        )
+        response = self.call(lambda stub: stub.OffsetCommit(request, timeout=self.timeout_s))
+        _raise_first(response.results)
+
+    def committed(
+        self, partitions: Iterable[TopicPartition] = (), *, require_stable: bool = True
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's offsets of ``partitions`` (all it has when none are named); None
+        for a partition without one."""
+        request = pb.OffsetFetchRequest(
+            group_id=self.group_id,
+            partitions=[pb.TopicPartitionRef(topic=t, partition=p) for t, p in partitions],
+            require_stable=require_stable,
+        )
+
+        def fetch(stub: group_service_pb2_grpc.GroupServiceStub) -> pb.OffsetFetchResponse:
+            response = stub.OffsetFetch(request, timeout=self.timeout_s)
+            for entry in response.offsets:
+                if entry.HasField("error"):  # unstable: raised into call()'s retries
+                    raise error_from_proto(entry.error)
+            return response
+
+        found: dict[TopicPartition, OffsetAndMetadata | None] = {}
+        for entry in self._fetch_with_retries(fetch).offsets:
+            tp = TopicPartition(entry.topic, entry.partition)
+            found[tp] = (
+                None
+                if entry.offset < 0
+                else OffsetAndMetadata(
+                    entry.offset, entry.metadata, entry.leader_epoch, entry.commit_timestamp_ms
+                )
+            )
+        return found
+
+    def _fetch_with_retries(
+        self, fetch: Callable[[group_service_pb2_grpc.GroupServiceStub], pb.OffsetFetchResponse]
+    ) -> pb.OffsetFetchResponse:
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                return self.call(fetch)
+            except TierlogError as error:
+                if reason_of(error) != "UNSTABLE_OFFSET_COMMIT" or time.monotonic() > deadline:
+                    raise
+            time.sleep(self.retry_backoff_s)
+
+    def delete_offsets(self, partitions: Iterable[TopicPartition]) -> None:
+        request = pb.OffsetDeleteRequest(
+            group_id=self.group_id,
+            partitions=[pb.TopicPartitionRef(topic=t, partition=p) for t, p in partitions],
+        )
+        response = self.call(lambda stub: stub.OffsetDelete(request, timeout=self.timeout_s))
+        _raise_first(response.results)
+
+    # -- the group --------------------------------------------------------------------
+
+    def describe(self) -> pb.DescribeGroupsResponse:
+        request = pb.DescribeGroupsRequest(group_id=self.group_id)
+        return self.call(lambda stub: stub.DescribeGroups(request, timeout=self.timeout_s))
+
+    def delete(self) -> None:
+        request = pb.DeleteGroupsRequest(group_ids=[self.group_id])
+        response = self.call(lambda stub: stub.DeleteGroups(request, timeout=self.timeout_s))
+        for result in response.results:
+            if result.HasField("error"):
+                raise error_from_proto(result.error)
+
+
+class ConsumerGroups:
+    """Groups as an administrator sees them (Kafka's ``Admin`` group calls)."""
+
+    def __init__(self, cluster: Cluster, *, timeout_ms: int = 30_000) -> None:
+        self.cluster = cluster
+        self.timeout_ms = timeout_ms
+
+    def group(self, group_id: str) -> GroupClient:
+        return GroupClient(self.cluster, group_id, timeout_ms=self.timeout_ms)
+
+    def list(self) -> list[GroupListing]:
+        """Every group, asking each broker for those it coordinates."""
+        listed: list[GroupListing] = []
+        for address in self.cluster.broker_addresses():
+            stub = group_service_pb2_grpc.GroupServiceStub(self.cluster.channel(address))
+            try:
+                response = stub.ListGroups(
+                    pb.ListGroupsRequest(), timeout=self.cluster.request_timeout_s
+                )
+            except grpc.RpcError as error:
+                raise error_from_rpc(error) from None
+            listed += [GroupListing(g.group_id, g.state, address) for g in response.groups]
+        return sorted(listed, key=lambda listing: listing.group_id)
+
+
+def _raise_first(results: Iterable[pb.PartitionResult]) -> None:
+    for result in results:
+        if result.HasField("error"):
+            raise error_from_proto(result.error)

@@ -1,0 +1,111 @@
+"""The committed offsets one ``__consumer_offsets`` partition holds, as its log says.
+
+The log is the truth and this is its materialized view: replaying the partition from
+its start gives the latest commit per (group, topic, partition), a tombstone deleting
+it, which is also what compaction keeps. Each entry remembers the log offset of the
+record that made it, and a record older than the entry's is ignored: commits of one key
+can be acknowledged out of log order (two in flight, the later one answered first), and
+the view must still end where the log does. Records of membership (KIP-848's, the
+classic group's) are not kept yet: they are read and skipped.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from tierlog.coordinator.group_records import CoordinatorRecord
+from tierlog.coordinator.offset_records import OffsetCommitKey, OffsetCommitValue
+from tierlog.storage.checkpoints import TopicPartition
+
+__all__ = ["CommittedOffset", "OffsetsState"]
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    """A group's committed offset of one partition, and where its record is."""
+
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+    log_offset: int  # of the __consumer_offsets record that committed it
+
+
+class OffsetsState:
+    def __init__(self) -> None:
+        self._groups: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+        # The log offset of the last record applied per key, tombstones included, so a
+        # commit acknowledged after a later delete does not bring the offset back.
+        self._applied: dict[OffsetCommitKey, int] = {}
+        # Commits appended but not acknowledged yet (OffsetFetch's require_stable).
+        self._pending: Counter[tuple[str, TopicPartition]] = Counter()
+
+    # -- the log's records ------------------------------------------------------------
+
+    def replay(self, record: CoordinatorRecord, log_offset: int) -> None:
+        """Apply one record found (or just written) at ``log_offset``."""
+        key = record.key
+        if not isinstance(key, OffsetCommitKey):
+            return  # membership records: part 2 of issue 19
+        if self._applied.get(key, -1) >= log_offset:
+            return
+        self._applied[key] = log_offset
+        tp = TopicPartition(key.topic, key.partition)
+        if record.value is None:
+            self._forget(key.group, tp)
+            return
+        assert isinstance(record.value, OffsetCommitValue)
+        value = record.value
+        self._groups.setdefault(key.group, {})[tp] = CommittedOffset(
+            value.offset, value.leader_epoch, value.metadata, value.commit_timestamp_ms, log_offset
+        )
+
+    def _forget(self, group: str, tp: TopicPartition) -> None:
+        offsets = self._groups.get(group)
+        if offsets is None:
+            return
+        offsets.pop(tp, None)
+        if not offsets:
+            del self._groups[group]
+
+    # -- commits in flight ------------------------------------------------------------
+
+    def begin_commit(self, group: str, partitions: list[TopicPartition]) -> None:
+        self._pending.update((group, tp) for tp in partitions)
+
+    def end_commit(self, group: str, partitions: list[TopicPartition]) -> None:
+        self._pending.subtract((group, tp) for tp in partitions)
+        for tp in partitions:
+            if self._pending[(group, tp)] <= 0:
+                del self._pending[(group, tp)]
+
+    def is_pending(self, group: str, tp: TopicPartition) -> bool:
+        return self._pending[(group, tp)] > 0
+
+    # -- questions --------------------------------------------------------------------
+
+    def groups(self) -> list[str]:
+        """The groups with offsets here, or a commit on the way."""
+        return sorted({*self._groups, *(group for group, _tp in self._pending)})
+
+    def has_group(self, group: str) -> bool:
+        return group in self._groups or any(g == group for g, _tp in self._pending)
+
+    def offsets(self, group: str) -> dict[TopicPartition, CommittedOffset]:
+        return dict(self._groups.get(group, {}))
+
+    def expired(self, now_ms: int, retention_ms: int) -> dict[str, list[TopicPartition]]:
+        """Per group, the offsets committed more than ``retention_ms`` ago (Kafka's rule
+        for a group with no members: each offset expires on its own commit time)."""
+        due: dict[str, list[TopicPartition]] = {}
+        for group, offsets in self._groups.items():
+            old = [
+                tp
+                for tp, committed in offsets.items()
+                if committed.commit_timestamp_ms + retention_ms <= now_ms
+                and not self.is_pending(group, tp)
+            ]
+            if old:
+                due[group] = sorted(old)
+        return due

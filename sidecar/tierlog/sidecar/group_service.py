@@ -1,0 +1,209 @@
+"""Consumer groups' offsets: ``tierlog.v1.GroupService`` over the group coordinator.
+
+FindCoordinator names the leader of the group's ``__consumer_offsets`` partition (any
+broker answers), creating the topic on first use as Kafka's broker does (and so does
+every group call: without replication each broker keeps its own topic list):
+``offsets.topic.num.partitions`` partitions, ``offsets.topic.replication.factor``
+replicas capped to the brokers there are (one without replication), compacted. The
+other calls go to the coordinator (``tierlog.coordinator.coordinator``) and are mapped
+here from and to the wire; a partition's own failure is answered in its result.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import grpc
+
+from tierlog.api.errors import (
+    CoordinatorNotAvailableError,
+    InvalidRequestError,
+    TopicAlreadyExistsError,
+)
+from tierlog.api.v1 import group_service_pb2 as pb
+from tierlog.api.v1 import group_service_pb2_grpc
+from tierlog.coordinator.coordinator import GroupCoordinator, OffsetToCommit, PartitionOutcome
+from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
+from tierlog.partition_state.model import NO_LEADER
+from tierlog.sidecar.status import as_error, at_the_edge
+from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.errors import TierlogError
+
+__all__ = ["CreateTopic", "GroupService"]
+
+log = logging.getLogger(__name__)
+
+_Context = grpc.aio.ServicerContext[Any, Any]
+_GROUP_KEY_TYPES = (pb.COORDINATOR_TYPE_UNSPECIFIED, pb.COORDINATOR_TYPE_GROUP)
+# Creates a topic as CreateTopics does: (name, partitions, replication factor, configs).
+CreateTopic = Callable[[str, int, int, Mapping[str, str]], Awaitable[None]]
+
+
+class GroupService(group_service_pb2_grpc.GroupServiceServicer):
+    def __init__(self, coordinator: GroupCoordinator, create_topic: CreateTopic):
+        self.coordinator = coordinator
+        self.partitions = coordinator.partitions
+        self.create_topic = create_topic
+
+    # -- finding the coordinator ------------------------------------------------------
+
+    @at_the_edge
+    async def FindCoordinator(
+        self, request: pb.FindCoordinatorRequest, context: _Context
+    ) -> pb.FindCoordinatorResponse:
+        if request.key_type not in _GROUP_KEY_TYPES:
+            raise InvalidRequestError(f"coordinator type {request.key_type}: only GROUP")
+        partition = self.coordinator.partition_of(request.key)
+        await self._ensure_offsets_topic()
+        node_id, address = self._leader(TopicPartition(OFFSETS_TOPIC, partition))
+        return pb.FindCoordinatorResponse(node_id=node_id, address=address)
+
+    async def _ensure_offsets_topic(self) -> None:
+        try:
+            self.partitions.topics.get(OFFSETS_TOPIC)
+            return
+        except TierlogError:
+            pass
+        config = self.coordinator.config
+        replicas = self.partitions.replicas
+        factor = 1
+        if replicas is not None:  # Kafka's default of 3, on the brokers there are
+            factor = min(config.offsets_topic_replication_factor, len(replicas.racks()))
+        try:
+            await self.create_topic(
+                OFFSETS_TOPIC,
+                config.offsets_topic_partitions,
+                factor,
+                config.offsets_topic_configs(),
+            )
+            log.info(
+                "created %s: %d partitions, replication factor %d",
+                OFFSETS_TOPIC,
+                config.offsets_topic_partitions,
+                factor,
+            )
+        except TopicAlreadyExistsError:
+            pass  # another broker was first
+
+    def _leader(self, tp: TopicPartition) -> tuple[int, str]:
+        replicas = self.partitions.replicas
+        if replicas is not None:
+            leadership = replicas.leadership(tp)
+            if leadership.leader_id == NO_LEADER or not leadership.leader_address:
+                raise CoordinatorNotAvailableError(f"{tp} has no leader right now; retry")
+            return leadership.leader_id, leadership.leader_address
+        owner = self.partitions.ownership.owner(tp)
+        if owner is None:
+            raise CoordinatorNotAvailableError(f"{tp} is moving between brokers; retry")
+        return owner.node_id, owner.address
+
+    # -- offsets ----------------------------------------------------------------------
+
+    @at_the_edge
+    async def OffsetCommit(
+        self, request: pb.OffsetCommitRequest, context: _Context
+    ) -> pb.OffsetCommitResponse:
+        await self._ensure_offsets_topic()
+        offsets = [
+            OffsetToCommit(
+                TopicPartition(item.topic, item.partition),
+                item.offset,
+                item.leader_epoch,
+                item.metadata,
+            )
+            for item in request.partitions
+        ]
+        outcomes = await self.coordinator.commit(
+            request.group_id,
+            offsets,
+            member_id=request.member_id,
+            generation_id=request.generation_id,
+        )
+        return pb.OffsetCommitResponse(results=_results(outcomes))
+
+    @at_the_edge
+    async def OffsetFetch(
+        self, request: pb.OffsetFetchRequest, context: _Context
+    ) -> pb.OffsetFetchResponse:
+        await self._ensure_offsets_topic()
+        answers = self.coordinator.fetch(
+            request.group_id,
+            [TopicPartition(p.topic, p.partition) for p in request.partitions],
+            require_stable=request.require_stable,
+        )
+        offsets = []
+        for tp, committed, error in answers:
+            entry = pb.CommittedOffset(
+                topic=tp.topic, partition=tp.partition, offset=-1, leader_epoch=-1
+            )
+            if committed is not None:
+                entry.offset = committed.offset
+                entry.leader_epoch = committed.leader_epoch
+                entry.metadata = committed.metadata
+                entry.commit_timestamp_ms = committed.commit_timestamp_ms
+            if error is not None:
+                entry.error.CopyFrom(as_error(error))
+            offsets.append(entry)
+        return pb.OffsetFetchResponse(offsets=offsets)
+
+    @at_the_edge
+    async def OffsetDelete(
+        self, request: pb.OffsetDeleteRequest, context: _Context
+    ) -> pb.OffsetDeleteResponse:
+        await self._ensure_offsets_topic()
+        outcomes = await self.coordinator.delete_offsets(
+            request.group_id, [TopicPartition(p.topic, p.partition) for p in request.partitions]
+        )
+        return pb.OffsetDeleteResponse(results=_results(outcomes))
+
+    # -- groups -----------------------------------------------------------------------
+
+    @at_the_edge
+    async def DeleteGroups(
+        self, request: pb.DeleteGroupsRequest, context: _Context
+    ) -> pb.DeleteGroupsResponse:
+        await self._ensure_offsets_topic()
+        results = []
+        for group in request.group_ids:
+            result = pb.GroupResult(group_id=group)
+            try:
+                await self.coordinator.delete_group(group)
+            except TierlogError as error:
+                result.error.CopyFrom(as_error(error))
+            results.append(result)
+        return pb.DeleteGroupsResponse(results=results)
+
+    @at_the_edge
+    async def ListGroups(
+        self, request: pb.ListGroupsRequest, context: _Context
+    ) -> pb.ListGroupsResponse:
+        return pb.ListGroupsResponse(
+            groups=[
+                pb.ListedGroup(group_id=group, state=state)
+                for group, state in self.coordinator.list_groups()
+            ]
+        )
+
+    @at_the_edge
+    async def DescribeGroups(
+        self, request: pb.DescribeGroupsRequest, context: _Context
+    ) -> pb.DescribeGroupsResponse:
+        await self._ensure_offsets_topic()
+        state = self.coordinator.describe(request.group_id)
+        return pb.DescribeGroupsResponse(
+            group_id=request.group_id,
+            state=state,
+            coordinator_id=self.partitions.ownership.node_id,
+        )
+
+
+def _results(outcomes: list[PartitionOutcome]) -> list[pb.PartitionResult]:
+    results = []
+    for tp, error in outcomes:
+        result = pb.PartitionResult(topic=tp.topic, partition=tp.partition)
+        if error is not None:
+            result.error.CopyFrom(as_error(error))
+        results.append(result)
+    return results

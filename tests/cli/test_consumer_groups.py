@@ -1,0 +1,129 @@
+"""``tierlog consume --group`` and ``tierlog consumer-groups`` as users run them, against a
+real sidecar: a group resumes where it left off, and the tool prints Kafka's tables."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from tests.support.sidecars import start_sidecar
+from tierlog.client import Producer
+
+from .test_data_commands import ok, tierlog
+
+TIMESTAMP_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    """A sidecar with a small ``__consumer_offsets`` and a topic of two partitions holding
+    five records each, one second apart from ``TIMESTAMP_MS``."""
+    sidecar = start_sidecar(tmp_path / "data", "offsets.topic.num.partitions=3")
+    try:
+        ok(tierlog(sidecar.address, "topics", "create", "events", "--partitions", "2"))
+        with Producer({"bootstrap.servers": sidecar.address}) as producer:
+            for i in range(10):
+                producer.send(
+                    "events", b"v%d" % i, partition=i % 2, timestamp=TIMESTAMP_MS + 1000 * (i // 2)
+                )
+            producer.flush()
+        yield sidecar.address
+    finally:
+        sidecar.kill()
+
+
+def _consume(server: str, *args: str) -> list[str]:
+    return ok(
+        tierlog(server, "consume", "events", "--timeout-ms", "1500", "--group", "g", *args)
+    ).split()
+
+
+def _rows(output: str) -> list[list[str]]:
+    return [line.split() for line in output.strip().splitlines()]
+
+
+def test_consume_with_a_group_resumes_where_it_left_off(server: str) -> None:
+    first = _consume(server, "--from-beginning", "--partition", "0", "--max-messages", "3")
+    assert first == ["v0", "v2", "v4"]
+    rest = _consume(server, "--from-beginning", "--partition", "0")
+    assert rest == ["v6", "v8"]
+    assert _consume(server, "--partition", "0") == []
+    assert sorted(_consume(server)) == []  # partition 1: no commit, from the end
+    refused = tierlog(server, "consume", "events", "--group", "g", "--offset", "1")
+    assert refused.returncode != 0 and b"--offset cannot be used with --group" in refused.stderr
+
+
+def test_list_describe_and_delete(server: str) -> None:
+    _consume(server, "--from-beginning", "--partition", "0", "--max-messages", "3")
+    assert ok(tierlog(server, "consumer-groups", "--list")).split() == ["g"]
+    described = ok(tierlog(server, "consumer-groups", "--describe", "--group", "g"))
+    assert "Consumer group 'g' has no active members." in described
+    table = described.strip().splitlines()[-2:]
+    assert table[0].split() == [
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    ]
+    assert table[1].split() == ["g", "events", "0", "3", "5", "2", "-", "-", "-"]
+    # Kafka's layout: PARTITION starts where its header does, columns 10/15 wide.
+    assert table[1].index(" 0 ") + 1 == table[0].index("PARTITION")
+    assert table[0].index("LOG-END-OFFSET") - table[0].index("CURRENT-OFFSET") == 16
+    deleted = ok(tierlog(server, "consumer-groups", "--delete", "--group", "g"))
+    assert deleted.strip() == "Deletion of requested consumer groups ('g') was successful."
+    assert ok(tierlog(server, "consumer-groups", "--list")).split() == []
+    missing = tierlog(server, "consumer-groups", "--describe", "--group", "g")
+    assert missing.returncode == 1 and b"GROUP_ID_NOT_FOUND" in missing.stderr
+
+
+def _reset(server: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return tierlog(
+        server, "consumer-groups", "--reset-offsets", "--group", "g", "--topic", "events", *args
+    )
+
+
+def _new_offsets(output: str) -> list[int]:
+    rows = _rows(output)
+    assert rows[0] == ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
+    return [int(row[3]) for row in rows[1:]]
+
+
+def test_reset_offsets(server: str) -> None:
+    dry = _reset(server, "--to-offset", "4")
+    assert _new_offsets(ok(dry)) == [4, 4]
+    assert b"WARN: No action will be performed" in dry.stderr
+    assert ok(tierlog(server, "consumer-groups", "--list")).split() == []  # nothing stored
+    assert _new_offsets(ok(_reset(server, "--to-offset", "3", "--execute"))) == [3, 3]
+    assert _new_offsets(ok(_reset(server, "--shift-by", "-2", "--dry-run"))) == [1, 1]
+    assert _new_offsets(ok(_reset(server, "--shift-by", "9", "--dry-run"))) == [5, 5]  # clamped
+    assert _new_offsets(ok(_reset(server, "--to-earliest", "--dry-run"))) == [0, 0]
+    assert _new_offsets(ok(_reset(server, "--to-latest", "--dry-run"))) == [5, 5]
+    moment = datetime.fromtimestamp((TIMESTAMP_MS + 2500) / 1000, UTC).isoformat()
+    assert _new_offsets(ok(_reset(server, "--to-datetime", moment, "--dry-run"))) == [3, 3]
+    one = tierlog(
+        server,
+        "consumer-groups",
+        "--reset-offsets",
+        "--group",
+        "g",
+        "--topic",
+        "events:1",
+        "--to-earliest",
+        "--execute",
+    )
+    assert _new_offsets(ok(one)) == [0]
+    described = ok(tierlog(server, "consumer-groups", "--describe", "--group", "g"))
+    rows = [row for row in _rows(described) if row and row[0] == "g"]
+    assert [(row[2], row[3], row[5]) for row in rows] == [("0", "3", "2"), ("1", "0", "5")]
+    assert re.search(r"^GROUP +TOPIC +PARTITION +NEW-OFFSET$", ok(one), re.MULTILINE)
+    assert _consume(server, "--partition", "1") == ["v1", "v3", "v5", "v7", "v9"]

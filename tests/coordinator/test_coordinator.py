@@ -1,0 +1,145 @@
+"""The group coordinator inside a real sidecar server, on a clock the test moves: offsets
+expire ``offsets.retention.minutes`` after their commit (tombstones in the log), and a
+partition no longer owned here is unloaded (NOT_COORDINATOR) and loaded afresh when it is
+owned again."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from tierlog.api.errors import REASON_KEY
+from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, group_service_pb2_grpc
+from tierlog.api.v1 import group_service_pb2 as pb
+from tierlog.coordinator.loader import load_offsets
+from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
+from tierlog.sidecar.config import SidecarConfig
+from tierlog.sidecar.ownership import Broker
+from tierlog.sidecar.server import SidecarServer
+from tierlog.storage.checkpoints import TopicPartition
+
+START_MS = 1_700_000_000_000
+MINUTE_MS = 60_000
+
+
+# The generated stub's types are the blocking ones; on an aio channel each call awaits.
+AioStub = Any
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now_ms = START_MS
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+async def _reason(call: Awaitable[object]) -> str:
+    """The Kafka error name ``call`` fails with ("" if it succeeds)."""
+    try:
+        await call
+    except grpc.aio.AioRpcError as error:
+        trailing = dict(error.trailing_metadata() or ())
+        return str(trailing[REASON_KEY])
+    return ""
+
+
+async def _commit(stub: AioStub, group: str, offset: int) -> None:
+    request = pb.OffsetCommitRequest(
+        group_id=group,
+        generation_id=-1,
+        partitions=[pb.OffsetCommitPartition(topic="orders", partition=0, offset=offset)],
+    )
+    while await _reason(stub.OffsetCommit(request)) == "COORDINATOR_LOAD_IN_PROGRESS":
+        await asyncio.sleep(0.01)  # the load runs on the server's loop: look again
+
+
+async def _offsets(stub: AioStub, group: str) -> dict[int, int]:
+    response = await stub.OffsetFetch(pb.OffsetFetchRequest(group_id=group))
+    return {o.partition: o.offset for o in response.offsets}
+
+
+Scenario = Callable[[SidecarServer, AioStub], Awaitable[None]]
+
+
+def _run(tmp_path: Path, scenario: Scenario) -> None:
+    """``scenario`` against a sidecar server started on this test's loop, with a topic
+    ``orders`` and ``__consumer_offsets`` (one partition) made."""
+    config = SidecarConfig.from_properties(
+        {
+            "log.dirs": str(tmp_path / "data"),
+            "listeners": "127.0.0.1:0",
+            "offsets.topic.num.partitions": "1",
+            "offsets.retention.minutes": "1",
+        }
+    )
+
+    async def run() -> None:
+        server = SidecarServer(config)
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(server.address) as channel:
+                admin = admin_service_pb2_grpc.AdminServiceStub(channel)
+                await admin.CreateTopics(
+                    admin_service_pb2.CreateTopicsRequest(
+                        topics=[admin_service_pb2.NewTopic(name="orders", num_partitions=1)]
+                    )
+                )
+                stub = group_service_pb2_grpc.GroupServiceStub(channel)
+                await stub.FindCoordinator(pb.FindCoordinatorRequest(key="g"))
+                await scenario(server, stub)
+        finally:
+            await server.stop()
+
+    asyncio.run(run())
+
+
+def test_offsets_expire_on_their_commit_time(tmp_path: Path) -> None:
+    async def scenario(server: SidecarServer, stub: AioStub) -> None:
+        assert server.groups is not None
+        clock = Clock()
+        server.groups.clock_ms = clock
+        await _commit(stub, "old", 4)
+        clock.now_ms += MINUTE_MS // 2
+        await _commit(stub, "recent", 7)
+        clock.now_ms += MINUTE_MS // 2 - 1
+        assert await server.groups.expire_once() == 0
+        clock.now_ms += 1  # "old" was committed a minute ago
+        assert await server.groups.expire_once() == 1
+        assert await _offsets(stub, "old") == {}
+        assert await _offsets(stub, "recent") == {0: 7}
+        partition_log = server.manager.get_log(TopicPartition(OFFSETS_TOPIC, 0))
+        replayed = load_offsets(partition_log, partition_log.log_end_offset)
+        assert replayed.groups() == ["recent"]  # the log holds the tombstone
+
+    _run(tmp_path, scenario)
+
+
+def test_a_partition_owned_elsewhere_is_unloaded_and_loaded_again(tmp_path: Path) -> None:
+    async def scenario(server: SidecarServer, stub: AioStub) -> None:
+        assert server.groups is not None
+        await _commit(stub, "g", 3)
+        partitions = server.groups.partitions
+        mine = partitions.ownership
+        elsewhere = dataclasses.replace(
+            mine,
+            brokers=(*mine.brokers, Broker(9, "127.0.0.1:1")),
+            placed={OFFSETS_TOPIC: (9,)},
+            generation=mine.generation + 1,
+        )
+        partitions.ownership = elsewhere
+        assert await _reason(stub.OffsetFetch(pb.OffsetFetchRequest(group_id="g"))) == (
+            "NOT_COORDINATOR"
+        )
+        found = await stub.FindCoordinator(pb.FindCoordinatorRequest(key="g"))
+        assert (found.node_id, found.address) == (9, "127.0.0.1:1")
+        partitions.ownership = dataclasses.replace(mine, generation=mine.generation + 2)
+        await _commit(stub, "g", 5)  # waits out the new load, which finds offset 3 first
+        assert await _offsets(stub, "g") == {0: 5}
+
+    _run(tmp_path, scenario)
