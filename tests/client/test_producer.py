@@ -362,9 +362,9 @@ def test_full_batches_of_a_partition_share_a_request_and_each_record_gets_its_of
     sizes: list[int] = []
     build = Sender._request
 
-    def counted(self: Sender, batches: tuple[ProducerBatch, ...]) -> object:
+    def counted(self: Sender, batches: tuple[ProducerBatch, ...], leader_epoch: int) -> object:
         sizes.append(len(batches))
-        return build(self, batches)
+        return build(self, batches, leader_epoch)
 
     monkeypatch.setattr(Sender, "_request", counted)
     config = {

@@ -9,7 +9,7 @@ changing partition state in the same store (``Cluster.store``) as the controller
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,7 +92,14 @@ def replicated_brokers(tmp_path: Path) -> Iterator[ClusterFactory]:
     started = Sidecars()
     proxies: list[TcpFaultProxy] = []
 
-    def start(count: int = 3, *configs: str, proxied: bool = False) -> Cluster:
+    def start(
+        count: int = 3,
+        *configs: str,
+        proxied: bool = False,
+        node_configs: Mapping[int, Sequence[str]] | None = None,
+    ) -> Cluster:
+        """``configs`` for every broker, then ``node_configs[n]`` for broker ``n`` (later
+        ones win)."""
         ports = [free_port() for _ in range(count)]
         proxy = None
         addresses = [f"127.0.0.1:{port}" for port in ports]
@@ -113,6 +120,7 @@ def replicated_brokers(tmp_path: Path) -> Iterator[ClusterFactory]:
                     "tierlog.replication.state.poll.ms=20",
                     "replica.fetch.backoff.ms=100",
                     *configs,
+                    *(node_configs or {}).get(node, ()),
                 ),
                 port=port,
             )

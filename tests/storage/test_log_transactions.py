@@ -79,6 +79,25 @@ def test_the_last_stable_offset_waits_for_the_earliest_open_transaction(log: Log
     assert log.last_stable_offset == log.log_end_offset == txns.last_stable_offset
 
 
+def test_the_last_stable_offset_never_passes_the_high_watermark(log: Log) -> None:
+    """A transaction whose marker not every in-sync replica holds yet is not stable: a new
+    leader may lack the marker, and decide otherwise. read_committed readers stop at the
+    high watermark too (Kafka's LSO is bounded by it)."""
+    log.append(txn_batch(5, 0, 2))  # 0-1, open
+    log.update_high_watermark(2)
+    assert log.last_stable_offset == 0
+    log.append(marker_batch(5, commit=True), origin=AppendOrigin.COORDINATOR)  # 2
+    log.append(txn_batch(6, 0, 1))  # 3, open
+    assert (log.high_watermark, log.log_end_offset) == (2, 4)
+    assert log.last_stable_offset == 2  # committed here alone: not yet stable
+    log.update_high_watermark(3)  # the marker is on every in-sync replica
+    assert log.last_stable_offset == 3  # producer 6's transaction holds it there
+    log.append(marker_batch(6, commit=False), origin=AppendOrigin.COORDINATOR)  # 4
+    assert log.last_stable_offset == 3  # decided, on this replica alone
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == log.log_end_offset == 5
+
+
 def test_only_a_coordinator_writes_markers_and_a_stale_coordinator_is_fenced(log: Log) -> None:
     log.append(txn_batch(1, 0, 2))
     with pytest.raises(InvalidRecordError, match="control batches"):

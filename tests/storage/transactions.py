@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tests.storage.conftest import T0
-from tierlog.storage.log import AppendOrigin, Log
+from tierlog.storage.log import AppendInfo, AppendOrigin, Log
 from tierlog.storage.records import (
     ControlRecordType,
     EndTransactionMarker,
@@ -52,7 +52,9 @@ def marker_batch(
 
 @dataclass
 class TxnWriter:
-    """Drives transactions into ``log`` and keeps the expected outcome."""
+    """Drives transactions into ``log`` and keeps the expected outcome. The log stands
+    for a leader alone in its ISR: each append is committed at once (the high watermark
+    follows the log end), so the last stable offset waits for open transactions only."""
 
     log: Log
     sequences: dict[int, int] = field(default_factory=dict)
@@ -64,7 +66,7 @@ class TxnWriter:
 
     def send(self, producer_id: int, count: int = 2) -> None:
         sequence = self.sequences.get(producer_id, 0)
-        info = self.log.append(txn_batch(producer_id, sequence, count))
+        info = self._append(txn_batch(producer_id, sequence, count))
         self.sequences[producer_id] = sequence + count
         self.open_txns.setdefault(producer_id, info.first_offset)
         self.pending.setdefault(producer_id, []).extend(
@@ -73,13 +75,11 @@ class TxnWriter:
 
     def send_plain(self, count: int = 1) -> None:
         records = [SimpleRecord(key=b"k", value=b"plain", timestamp=T0) for _ in range(count)]
-        info = self.log.append(build_batch(records))
+        info = self._append(build_batch(records))
         self.committed.extend(range(info.first_offset, info.last_offset + 1))
 
     def end(self, producer_id: int, *, commit: bool) -> None:
-        info = self.log.append(
-            marker_batch(producer_id, commit=commit), origin=AppendOrigin.COORDINATOR
-        )
+        info = self._append(marker_batch(producer_id, commit=commit), AppendOrigin.COORDINATOR)
         first = self.open_txns.pop(producer_id, None)
         offsets = self.pending.pop(producer_id, [])
         if first is None:
@@ -90,6 +90,11 @@ class TxnWriter:
         others = [offset for pid, offset in self.open_txns.items() if pid != producer_id]
         last_stable = min(others) if others else info.last_offset + 1
         self.aborted.append(AbortedTxn(producer_id, first, info.first_offset, last_stable))
+
+    def _append(self, data: bytes, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
+        info = self.log.append(data, origin=origin)
+        self.log.update_high_watermark(self.log.log_end_offset)
+        return info
 
     @property
     def last_stable_offset(self) -> int:

@@ -5,7 +5,10 @@ to any broker (the bootstrap servers first, then any broker learned), are kept f
 ``metadata.max.age.ms``, and are forgotten early when a broker answers
 ``NOT_LEADER_OR_FOLLOWER`` (its answer names the owner, which is believed at once) or
 ``UNKNOWN_TOPIC_OR_PARTITION``.  A partition without an owner (leader -1 while it moves
-between brokers) is ``LEADER_NOT_AVAILABLE``, retriable, and asked about again.  One
+between brokers) is ``LEADER_NOT_AVAILABLE``, retriable, and asked about again.  Each
+leader comes with its leader epoch, which produce and fetch requests carry (KIP-320):
+an answer naming an older epoch than the one known comes from a broker that has not
+caught up, and is not believed for that partition (Kafka's client does the same).  One
 channel per broker address, shared by every call; gRPC reconnects a channel by itself.
 Every channel is opened with the client's ``ChannelSecurity`` (plaintext, TLS or mutual
 TLS, and the bearer token).  Thread-safe: producers' senders, user threads and consumers
@@ -22,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import NamedTuple, Self, TypeVar
 
 import grpc
 
@@ -39,19 +42,55 @@ from tierlog.client.producer_batch import TopicPartition
 from tierlog.client.rpc import error_from_proto, error_from_rpc, open_aio_channel, open_channel
 from tierlog.client.security import PLAINTEXT, ChannelSecurity
 from tierlog.storage.errors import UnknownTopicOrPartitionError
+from tierlog.storage.records import NO_PARTITION_LEADER_EPOCH
 
-__all__ = ["Cluster", "ClusterClient", "OffsetAndTimestamp", "TopicOwners"]
+__all__ = ["Cluster", "ClusterClient", "LeaderAndEpoch", "OffsetAndTimestamp", "TopicOwners"]
 
 _T = TypeVar("_T")
 
 
+class LeaderAndEpoch(NamedTuple):
+    """A partition's leader and its leader epoch (NO_PARTITION_LEADER_EPOCH: not known)."""
+
+    address: str
+    epoch: int
+
+
 @dataclass(frozen=True)
 class TopicOwners:
-    """One topic's partitions and the address of each one's owner."""
+    """One topic's partitions and the address of each one's owner, in its leader epoch."""
 
     name: str
     leaders: tuple[str, ...]  # index: partition
     fetched_monotonic: float
+    leader_epochs: tuple[int, ...]  # index: partition; NO_PARTITION_LEADER_EPOCH: not known
+    epochs_monotonic: float  # when a broker's answer told these epochs
+
+    def leader(self, partition: int) -> LeaderAndEpoch:
+        return LeaderAndEpoch(self.leaders[partition], self.leader_epochs[partition])
+
+    def newest(self, fresh: TopicOwners, trust_s: float) -> TopicOwners:
+        """``fresh``, but where it names an older leader epoch for a partition than this
+        view (a broker that has not caught up answered), this view's leader and epoch;
+        for ``trust_s`` after this view's epochs were told, then the brokers are believed,
+        so a topic deleted and made again (its epochs start over) is not ignored for ever
+        (Kafka tells the two apart by topic id)."""
+        if (
+            fresh.partition_count != self.partition_count
+            or fresh.epochs_monotonic - self.epochs_monotonic >= trust_s
+        ):
+            return fresh
+        pairs = [(self.leader(p), fresh.leader(p)) for p in range(self.partition_count)]
+        if not any(0 <= new.epoch < known.epoch for known, new in pairs):
+            return fresh
+        chosen = [known if 0 <= new.epoch < known.epoch else new for known, new in pairs]
+        return TopicOwners(
+            fresh.name,
+            tuple(leader.address for leader in chosen),
+            fresh.fetched_monotonic,
+            tuple(leader.epoch for leader in chosen),
+            self.epochs_monotonic,
+        )
 
     @functools.cached_property  # the producer asks once per record
     def partition_count(self) -> int:
@@ -174,12 +213,24 @@ class Cluster:
         found: dict[str, TopicOwners] = {}
         for entry in response.topics:
             if entry.HasField("error"):
+                if entry.error.reason == UnknownTopicOrPartitionError.reason:
+                    # Gone: a topic made again under its name starts at leader epoch 0.
+                    with self._lock:
+                        self._topics.pop(entry.name, None)
                 raise error_from_proto(entry.error)
             by_partition = sorted(entry.partitions, key=lambda p: p.partition)
             found[entry.name] = TopicOwners(
-                entry.name, tuple(p.leader_address for p in by_partition), now
+                entry.name,
+                tuple(p.leader_address for p in by_partition),
+                now,
+                tuple(p.leader_epoch for p in by_partition),
+                now,
             )
         with self._lock:
+            for name, fresh in found.items():
+                cached = self._topics.get(name)
+                if cached is not None:
+                    found[name] = cached.newest(fresh, self.metadata_max_age_s)
             self._topics.update(found)
             self._brokers = tuple(broker.address for broker in response.brokers)
         return found
@@ -189,7 +240,7 @@ class Cluster:
         self.refresh([])
         return self._brokers
 
-    def leader(self, tp: TopicPartition) -> str:
+    def leader(self, tp: TopicPartition) -> LeaderAndEpoch:
         owners = self.owners(tp.topic)
         if tp.partition >= owners.partition_count:
             owners = self.owners(tp.topic, refresh=True)
@@ -197,11 +248,11 @@ class Cluster:
             raise UnknownTopicOrPartitionError(
                 f"{tp}: the topic has {owners.partition_count} partitions"
             )
-        address = owners.leaders[tp.partition]
-        if not address:  # moving between brokers: ask again next time
+        leader = owners.leader(tp.partition)
+        if not leader.address:  # moving between brokers: ask again next time
             self.invalidate(tp.topic)
             raise LeaderNotAvailableError(f"{tp} has no owner right now (it is moving)")
-        return address
+        return leader
 
     def invalidate(self, topic: str) -> None:
         """Mark a topic's owners stale: the next look-up asks a broker (and keeps them if
@@ -213,7 +264,7 @@ class Cluster:
 
     def moved(self, tp: TopicPartition, leader_address: str) -> None:
         """A broker said ``tp`` is owned at ``leader_address``: believe it until the next
-        refresh (and refresh the rest of the topic then)."""
+        refresh (and refresh the rest of the topic then), in an epoch not known yet."""
         with self._lock:
             cached = self._topics.get(tp.topic)
             if not leader_address or cached is None or tp.partition >= cached.partition_count:
@@ -221,7 +272,11 @@ class Cluster:
                 return
             leaders = list(cached.leaders)
             leaders[tp.partition] = leader_address
-            self._topics[tp.topic] = TopicOwners(tp.topic, tuple(leaders), 0.0)
+            epochs = list(cached.leader_epochs)
+            epochs[tp.partition] = NO_PARTITION_LEADER_EPOCH
+            self._topics[tp.topic] = TopicOwners(
+                tp.topic, tuple(leaders), 0.0, tuple(epochs), cached.epochs_monotonic
+            )
 
     def call_leader(
         self, tp: TopicPartition, call: Callable[[log_service_pb2_grpc.LogServiceStub], _T]
@@ -232,7 +287,7 @@ class Cluster:
         for attempt in range(attempts):
             error: TierlogError
             try:
-                return call(self.log_stub(self.leader(tp)))
+                return call(self.log_stub(self.leader(tp).address))
             except LeaderNotAvailableError as unavailable:
                 error = unavailable
             except grpc.RpcError as rpc_error:

@@ -17,7 +17,10 @@ Each assigned partition is read through a Subscribe stream from its position
 decodes the last one, and a reader thread per partition holds at most
 ``PREFETCH`` messages the consumer has not taken.  ``poll`` returns buffered records
 first; when none are buffered it decodes the next message that arrived, from any
-partition, waiting for one while its timeout lasts.  A message holds whole batches:
+partition, waiting for one while its timeout lasts.  A stream names the partition's
+leader epoch from the metadata: a broker that leads in another epoch (or no longer
+leads) ends it, and it is opened again once the metadata is refreshed (KIP-320).
+A message holds whole batches:
 records before the position are skipped, control batches (transaction markers) are
 skipped without being returned, and CRCs are checked when ``check.crcs`` says so.  A
 batch that fails its CRC here, or that the sidecar calls ``CORRUPT_MESSAGE``, raises
@@ -370,7 +373,7 @@ class Consumer(ClusterClient):
 
     def _open_stream(self, tp: TopicPartition) -> None:
         try:
-            stub = self.cluster.log_stub(self.cluster.leader(tp))
+            leader = self.cluster.leader(tp)
         except TierlogError as error:
             self._stream_failed(tp, error)
             return
@@ -382,6 +385,9 @@ class Consumer(ClusterClient):
             max_wait_ms=self.config.fetch_max_wait_ms,
             min_bytes=self.config.fetch_min_bytes,
         )
+        if leader.epoch >= 0:  # a broker in another epoch ends the stream (KIP-320)
+            request.current_leader_epoch = leader.epoch
+        stub = self.cluster.log_stub(leader.address)
         self._streams[tp] = PartitionStream(tp, stub, request, self._arrivals)
 
     def _drop_stream(self, tp: TopicPartition) -> None:

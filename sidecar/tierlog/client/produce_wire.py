@@ -15,6 +15,7 @@ import grpc
 
 from tierlog.api.v1 import log_service_pb2
 from tierlog.api.wire import LENGTH_DELIMITED, LOG_SERVICE, VARINT, field_key, varint
+from tierlog.storage.records import NO_PARTITION_LEADER_EPOCH
 
 __all__ = ["PRODUCE_STREAM", "ProduceStream", "encode_produce_stream_request", "produce_stream"]
 
@@ -26,14 +27,21 @@ _TOPIC = field_key(1, LENGTH_DELIMITED)  # ProduceRequest.topic ...
 _PARTITION = field_key(2, VARINT)
 _ACKS = field_key(3, VARINT)
 _RECORD_BATCHES = field_key(4, LENGTH_DELIMITED)
+_CURRENT_LEADER_EPOCH = field_key(6, VARINT)
 
 
 def encode_produce_stream_request(
-    topic: str, partition: int, acks: int, record_batches: Sequence[bytes]
+    topic: str,
+    partition: int,
+    acks: int,
+    record_batches: Sequence[bytes],
+    leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
 ) -> bytes:
     """The wire bytes of a ``ProduceStreamRequest`` of ``record_batches``, back to back,
-    for ``topic``'s ``partition`` (proto3: zero fields left out; the batches, a oneof
-    member, always written)."""
+    for ``topic``'s ``partition`` led in ``leader_epoch`` (proto3: zero fields left out;
+    the batches, a oneof member, always written; the epoch, an optional field, written
+    when known, after the batches as protobuf orders fields)."""
+    tail = (_CURRENT_LEADER_EPOCH, varint(leader_epoch)) if leader_epoch >= 0 else ()
     head: list[bytes] = []
     if topic:
         name = topic.encode("utf-8")
@@ -44,8 +52,8 @@ def encode_produce_stream_request(
         head += (_ACKS, varint(acks))
     batches_size = sum(len(batch) for batch in record_batches)
     head += (_RECORD_BATCHES, varint(batches_size))
-    produce_size = sum(len(part) for part in head) + batches_size
-    return b"".join((_PRODUCE, varint(produce_size), *head, *record_batches))
+    produce_size = sum(len(part) for part in (*head, *tail)) + batches_size
+    return b"".join((_PRODUCE, varint(produce_size), *head, *record_batches, *tail))
 
 
 def produce_stream(channel: grpc.aio.Channel, metadata: Sequence[tuple[str, str]]) -> ProduceStream:

@@ -22,9 +22,10 @@ waiting for each other (Kafka's pipelining over one connection, up to five reque
 partition).  When the stream breaks or an answer takes longer than
 ``request.timeout.ms``, every batch in flight on it fails with a retriable error: it
 may or may not have been stored, and its retry, the same bytes under the same
-(producer id, epoch, sequence), is stored once either way.  A partition whose owner
-said ``NOT_LEADER_OR_FOLLOWER`` (or ``UNKNOWN_TOPIC_OR_PARTITION``) has its metadata
-refreshed before the retry goes out.
+(producer id, epoch, sequence), is stored once either way.  Each request names the
+partition's leader epoch from the metadata; a partition whose owner said
+``NOT_LEADER_OR_FOLLOWER``, ``FENCED_LEADER_EPOCH``, ``UNKNOWN_LEADER_EPOCH`` (or
+``UNKNOWN_TOPIC_OR_PARTITION``) has its metadata refreshed before the retry goes out.
 """
 
 from __future__ import annotations
@@ -331,11 +332,15 @@ class Sender:
 
     def _send_ready(self, ready: frozenset[TopicPartition]) -> int:
         by_leader: dict[str, list[TopicPartition]] = {}
+        epochs: dict[TopicPartition, int] = {}  # each request carries its leader's epoch
         for tp in sorted(ready):
             try:
-                by_leader.setdefault(self.cluster.leader(tp), []).append(tp)
+                leader = self.cluster.leader(tp)
             except TierlogError as error:
                 log.info("no owner known for %s yet (%s); will retry", tp, error)
+                continue
+            by_leader.setdefault(leader.address, []).append(tp)
+            epochs[tp] = leader.epoch
         sent = 0
         for address, partitions in by_leader.items():
             with self.lock:
@@ -350,7 +355,7 @@ class Sender:
                     tp = batches[0].topic_partition
                     self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
             for batches in requests:
-                request = self._request(batches)
+                request = self._request(batches, epochs[batches[0].topic_partition])
                 self._connection(address).send(request, batches)
                 with self.lock:
                     self.metrics.request_sent(
@@ -374,14 +379,16 @@ class Sender:
             self._connections[address] = connection
         return connection
 
-    def _request(self, batches: Batches) -> bytes:
+    def _request(self, batches: Batches, leader_epoch: int) -> bytes:
         """The stream request for one partition's ``batches``, built (compressed,
         checksummed) here, outside the lock, and written in wire format: a request is up
-        to max.request.size, copied once so (``tierlog.client.produce_wire``)."""
+        to max.request.size, copied once so (``tierlog.client.produce_wire``). It names
+        the leader epoch the metadata gave, so a broker that leads in another epoch
+        refuses it (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH) rather than appending."""
         tp = batches[0].topic_partition
         acks = log_service_pb2.ACKS_NONE if self._acks is None else self._acks
         return encode_produce_stream_request(
-            tp.topic, tp.partition, acks, [batch.close() for batch in batches]
+            tp.topic, tp.partition, acks, [batch.close() for batch in batches], leader_epoch
         )
 
     def _on_outcome(self, batches: Batches, outcome: Outcome, latency_s: float | None) -> None:

@@ -20,7 +20,6 @@ from typing import Any
 
 import grpc
 
-from tierlog.api.errors import FencedLeaderEpochError, UnknownLeaderEpochError
 from tierlog.api.v1 import replication_service_pb2 as pb
 from tierlog.api.v1 import replication_service_pb2_grpc
 from tierlog.replication.leader import LeaderPartition
@@ -91,17 +90,7 @@ class ReplicationService(replication_service_pb2_grpc.ReplicationServiceServicer
         tp = TopicPartition(asked.topic, asked.partition)
         item = _Planned(tp, asked)
         try:
-            leader = self.replicas.leader_for_follower(tp, replica)
-            if asked.current_leader_epoch < leader.leader_epoch:
-                raise FencedLeaderEpochError(
-                    f"{tp}: epoch {asked.current_leader_epoch} is older than the leader's "
-                    f"{leader.leader_epoch}"
-                )
-            if asked.current_leader_epoch > leader.leader_epoch:
-                raise UnknownLeaderEpochError(
-                    f"{tp}: epoch {asked.current_leader_epoch} is newer than the leader's "
-                    f"{leader.leader_epoch}"
-                )
+            leader = self.replicas.leader_for_follower(tp, replica, asked.current_leader_epoch)
         except TierlogError as error:
             item.answer = _refusal(tp, error)
             return item

@@ -35,12 +35,14 @@ from tierlog.replication.config import ReplicationConfig
 from tierlog.replication.fetcher import ReplicaFetcher
 from tierlog.replication.follower import FetchOutcome
 from tierlog.replication.leader import LeaderPartition
+from tierlog.replication.leader_epoch_check import check_leader_epoch
 from tierlog.sidecar.topics import Topic, TopicStore
 from tierlog.sidecar.watch import AppendWatch
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.log import Log
 from tierlog.storage.manager import LogManager
+from tierlog.storage.records import NO_PARTITION_LEADER_EPOCH
 from tierlog.storage.tier.store import ObjectStore
 
 __all__ = ["ReplicaManager"]
@@ -323,13 +325,20 @@ class ReplicaManager:
 
     # -- the leader's answers ---------------------------------------------------------
 
-    def leader(self, tp: TopicPartition) -> LeaderPartition:
+    def leader(
+        self, tp: TopicPartition, current_leader_epoch: int = NO_PARTITION_LEADER_EPOCH
+    ) -> LeaderPartition:
         """``tp``'s leadership here; NOT_LEADER_OR_FOLLOWER (naming the leader) if another
-        broker leads it, LEADER_NOT_AVAILABLE while nobody does."""
+        broker leads it, LEADER_NOT_AVAILABLE while nobody does. A request's
+        ``current_leader_epoch`` is checked first, against the epoch known here
+        (``leader_epoch_check``)."""
         leader = self.leaders.get(tp)
         if leader is not None:
+            check_leader_epoch(tp, current_leader_epoch, leader.leader_epoch)
             return leader
         state = self.states.get(tp)
+        if state is not None:
+            check_leader_epoch(tp, current_leader_epoch, state.leader_epoch)
         if state is None or state.leader == NO_LEADER:
             raise LeaderNotAvailableError(f"{tp} has no leader right now; retry")
         address = self.addresses().get(state.leader, "")
@@ -354,8 +363,10 @@ class ReplicaManager:
         known = self.known_racks()
         return {node: known.get(node) for node in self.addresses()}
 
-    def leader_for_follower(self, tp: TopicPartition, replica: int) -> LeaderPartition:
-        leader = self.leader(tp)
+    def leader_for_follower(
+        self, tp: TopicPartition, replica: int, current_leader_epoch: int
+    ) -> LeaderPartition:
+        leader = self.leader(tp, current_leader_epoch)
         if replica not in leader.followers:
             raise NotLeaderOrFollowerError(
                 f"broker {replica} is not a replica of {tp}", leader_id=-1, leader_address=""

@@ -35,7 +35,7 @@ from tierlog.replication import topic_changes
 from tierlog.replication.replica_manager import Leadership
 from tierlog.sidecar.assignment_updates import AssignmentUpdates
 from tierlog.sidecar.ownership import NO_OWNER, Broker
-from tierlog.sidecar.partitions import Partitions
+from tierlog.sidecar.partitions import UNREPLICATED_LEADER_EPOCH, Partitions
 from tierlog.sidecar.status import as_error, at_the_edge, unexpected
 from tierlog.sidecar.topics import Topic
 from tierlog.sidecar.watch import AppendWatch
@@ -483,4 +483,6 @@ def _owner_as_replicas(owner: Broker | None) -> Leadership:
     all of them, at epoch 0; a partition nobody serves (moving) has none, at epoch -1."""
     if owner is None:
         return Leadership(NO_OWNER, "", -1, [], [])
-    return Leadership(owner.node_id, owner.address, 0, [owner.node_id], [owner.node_id])
+    return Leadership(
+        owner.node_id, owner.address, UNREPLICATED_LEADER_EPOCH, [owner.node_id], [owner.node_id]
+    )

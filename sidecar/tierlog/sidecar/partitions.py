@@ -4,20 +4,26 @@ One lookup order for every call: the topic must exist and have the partition
 (UNKNOWN_TOPIC_OR_PARTITION; a bad name is INVALID_TOPIC_EXCEPTION), this broker must
 own it (NOT_LEADER_OR_FOLLOWER with the owner), and then its log is the log manager's.
 With replication, "own" means "lead", as the replica manager knows from the
-partition-state store.
+partition-state store. A leader epoch the request names is checked before the
+ownership (``leader_epoch_check``); without replication the owner's epoch is 0, as
+Metadata reports it.
 """
 
 from __future__ import annotations
 
 from tierlog.replication.leader import LeaderPartition
+from tierlog.replication.leader_epoch_check import check_leader_epoch
 from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.sidecar.ownership import Ownership
 from tierlog.sidecar.topics import Topic, TopicStore
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
 from tierlog.storage.manager import LogManager
+from tierlog.storage.records import NO_PARTITION_LEADER_EPOCH
 
-__all__ = ["Partitions"]
+__all__ = ["UNREPLICATED_LEADER_EPOCH", "Partitions"]
+
+UNREPLICATED_LEADER_EPOCH = 0  # an owner without replication (what Metadata reports)
 
 
 class Partitions:
@@ -34,11 +40,14 @@ class Partitions:
         # With replication, the partition-state store says who leads (not ``ownership``).
         self.replicas = replicas
 
-    def log(self, topic: str, partition: int) -> tuple[TopicPartition, Log]:
+    def log(
+        self, topic: str, partition: int, current_leader_epoch: int = NO_PARTITION_LEADER_EPOCH
+    ) -> tuple[TopicPartition, Log]:
         self.topics.check_partition(topic, partition)
         tp = TopicPartition(topic, partition)
         if self.replicas is not None:
-            return tp, self.replicas.leader(tp).log
+            return tp, self.replicas.leader(tp, current_leader_epoch).log
+        check_leader_epoch(tp, current_leader_epoch, UNREPLICATED_LEADER_EPOCH)
         self.ownership.check(tp)
         return tp, self.manager.get_log(tp)
 

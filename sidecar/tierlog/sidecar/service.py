@@ -54,7 +54,13 @@ from tierlog.storage.log import (
     Log,
     LogRead,
 )
-from tierlog.storage.records import CompressionType, SimpleRecord, build_batch, iter_batches
+from tierlog.storage.records import (
+    NO_PARTITION_LEADER_EPOCH,
+    CompressionType,
+    SimpleRecord,
+    build_batch,
+    iter_batches,
+)
 from tierlog.storage.tier import tiered_reads
 from tierlog.storage.tier.remote_reader import RemoteLogReader
 
@@ -202,7 +208,9 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         if request.acks not in _ACKS:  # proto3 enums are open: any number arrives
             names = ", ".join(log_service_pb2.Acks.keys())
             raise InvalidRequiredAcksError(f"acks {request.acks} is none of {names}")
-        tp, partition_log = self.partitions.log(request.topic, request.partition)
+        tp, partition_log = self.partitions.log(
+            request.topic, request.partition, _leader_epoch(request)
+        )
         kind = request.WhichOneof("data")
         if kind == "records":
             if not request.records.records:
@@ -297,10 +305,10 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         self, request: log_service_pb2.FetchRequest, context: _Context
     ) -> FetchAnswer:
         _check_long_poll(request.max_wait_ms, request.min_bytes)
-        tp, partition_log = self.partitions.log(request.topic, request.partition)
+        tp = TopicPartition(request.topic, request.partition)  # checked by the long poll
         read = await self._long_poll(
             tp,
-            partition_log,
+            _leader_epoch(request),
             request.offset,
             self._max_bytes(request.max_bytes),
             request.min_bytes,
@@ -314,7 +322,8 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         self, request: log_service_pb2.SubscribeRequest, context: _Context
     ) -> AsyncIterator[FetchAnswer]:
         _check_long_poll(request.max_wait_ms, request.min_bytes)
-        tp, partition_log = self.partitions.log(request.topic, request.partition)
+        epoch = _leader_epoch(request)
+        tp, partition_log = self.partitions.log(request.topic, request.partition, epoch)
         max_bytes = self._max_bytes(request.max_bytes)
         # Without max_wait_ms a message waits for batches as long as it takes.
         wait_s = _long_poll_s(request.max_wait_ms, None) if request.max_wait_ms else None
@@ -326,9 +335,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         elif offset < 0:
             raise OffsetOutOfRangeError(f"offset {offset}: use -2 (earliest) or -1 (latest)")
         while not self.watch.closed:
-            read = await self._long_poll(
-                tp, partition_log, offset, max_bytes, request.min_bytes, wait_s
-            )
+            read = await self._long_poll(tp, epoch, offset, max_bytes, request.min_bytes, wait_s)
             if read.records:
                 offset = _next_offset(read)
             elif wait_s is None or self.watch.closed:
@@ -339,7 +346,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
     async def _long_poll(
         self,
         tp: TopicPartition,
-        partition_log: Log,
+        leader_epoch: int,
         offset: int,
         max_bytes: int,
         min_bytes: int,
@@ -347,11 +354,14 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
     ) -> LogRead:
         """The batches from ``offset`` once they are ``min_bytes`` (at least one byte),
         woken by appends; or what there is when ``wait_s`` passed (None: no limit) or the
-        sidecar shuts down."""
+        sidecar shuts down. Each look checks again that this broker leads ``tp`` in
+        ``leader_epoch`` (a change of role wakes it too), so a deposed leader stops
+        serving at once, with the reason."""
         loop = asyncio.get_running_loop()
         deadline = None if wait_s is None else loop.time() + wait_s
         while True:
             appended = self.watch.event(tp)
+            _tp, partition_log = self.partitions.log(tp.topic, tp.partition, leader_epoch)
             read = await asyncio.to_thread(self._read, tp, partition_log, offset, max_bytes)
             remaining_s = None if deadline is None else deadline - loop.time()
             timed_out = remaining_s is not None and remaining_s <= 0
@@ -454,6 +464,17 @@ def _batch_of(records: Sequence[common_pb2.Record], config: LogConfig) -> bytes:
         )
     except ValueError as error:  # a negative timestamp
         raise InvalidRequestError(str(error)) from None
+
+
+def _leader_epoch(
+    request: log_service_pb2.ProduceRequest
+    | log_service_pb2.FetchRequest
+    | log_service_pb2.SubscribeRequest,
+) -> int:
+    """The leader epoch a request names (``NO_PARTITION_LEADER_EPOCH`` if it names none)."""
+    if request.HasField("current_leader_epoch"):
+        return request.current_leader_epoch
+    return NO_PARTITION_LEADER_EPOCH
 
 
 def _report_record_bytes(topic: str, size: int) -> None:

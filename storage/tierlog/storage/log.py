@@ -525,11 +525,15 @@ class Log:
     @property
     def last_stable_offset(self) -> int:
         """Kafka's LSO: the first offset of the earliest transaction still open, else the
-        log end. A read_committed reader gets nothing at or past it."""
+        high watermark, and never past it. A read_committed reader gets nothing at or
+        past it: a transaction's marker above the high watermark is not on every in-sync
+        replica yet, and a new leader may not have it (nor the records it decided)."""
         with self._lock:
             first_open = first_open_txn_offset(self.producer_state.producers)
-            end = self.log_end_offset
-        return end if first_open is None else max(min(first_open, end), self.log_start_offset)
+            committed = self.high_watermark
+        if first_open is None:
+            return committed
+        return max(min(first_open, committed), self.log_start_offset)
 
     def collect_aborted_transactions(
         self, start_offset: int, upper_bound_offset: int

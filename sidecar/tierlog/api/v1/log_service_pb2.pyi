@@ -4,6 +4,10 @@ isort:skip_file
 The data plane of a tierlog broker: produce, fetch, tail, offsets, deletion.
 Every call names one topic partition; a broker that does not own it fails the
 call with NOT_LEADER_OR_FOLLOWER and the owner's address (see common.proto).
+Produce, Fetch and Subscribe may name the leader epoch the client learnt from
+Metadata (current_leader_epoch, KIP-320): one older than the broker knows is
+FENCED_LEADER_EPOCH, one newer is UNKNOWN_LEADER_EPOCH (both: refresh metadata and
+retry), checked before the broker's leadership; unset or -1 is not checked.
 """
 
 from collections import abc as _abc
@@ -78,11 +82,14 @@ class ProduceRequest(_message.Message):
     ACKS_FIELD_NUMBER: _builtins.int
     RECORD_BATCHES_FIELD_NUMBER: _builtins.int
     RECORDS_FIELD_NUMBER: _builtins.int
+    CURRENT_LEADER_EPOCH_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     partition: _builtins.int
     acks: Global___Acks.ValueType
     record_batches: _builtins.bytes
     """One or more Kafka v2 RecordBatches, back to back, compressed or not."""
+    current_leader_epoch: _builtins.int
+    """The partition's leader epoch as the client knows it (unset or -1: not known)."""
     @_builtins.property
     def records(self) -> Global___RecordList:
         """Records the server puts in one batch (compressed as the topic's
@@ -97,13 +104,19 @@ class ProduceRequest(_message.Message):
         acks: Global___Acks.ValueType = ...,
         record_batches: _builtins.bytes = ...,
         records: Global___RecordList | None = ...,
+        current_leader_epoch: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "record_batches", b"record_batches", "records", b"records"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_current_leader_epoch", b"_current_leader_epoch", "current_leader_epoch", b"current_leader_epoch", "data", b"data", "record_batches", b"record_batches", "records", b"records"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["acks", b"acks", "data", b"data", "partition", b"partition", "record_batches", b"record_batches", "records", b"records", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_current_leader_epoch", b"_current_leader_epoch", "acks", b"acks", "current_leader_epoch", b"current_leader_epoch", "data", b"data", "partition", b"partition", "record_batches", b"record_batches", "records", b"records", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__current_leader_epoch: _TypeAlias = _typing.Literal["current_leader_epoch"]  # noqa: Y015
+    _WhichOneofArgType__current_leader_epoch: _TypeAlias = _typing.Literal["_current_leader_epoch", b"_current_leader_epoch"]  # noqa: Y015
     _WhichOneofReturnType_data: _TypeAlias = _typing.Literal["record_batches", "records"]  # noqa: Y015
     _WhichOneofArgType_data: _TypeAlias = _typing.Literal["data", b"data"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__current_leader_epoch) -> _WhichOneofReturnType__current_leader_epoch | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType_data) -> _WhichOneofReturnType_data | None: ...
 
 Global___ProduceRequest: _TypeAlias = ProduceRequest  # noqa: Y015
@@ -201,6 +214,7 @@ class FetchRequest(_message.Message):
     MAX_BYTES_FIELD_NUMBER: _builtins.int
     MAX_WAIT_MS_FIELD_NUMBER: _builtins.int
     MIN_BYTES_FIELD_NUMBER: _builtins.int
+    CURRENT_LEADER_EPOCH_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     partition: _builtins.int
     offset: _builtins.int
@@ -212,6 +226,8 @@ class FetchRequest(_message.Message):
     """How long to wait for min_bytes to be available (0: answer at once)."""
     min_bytes: _builtins.int
     """Answer as soon as this many bytes are available (at most max_wait_ms later)."""
+    current_leader_epoch: _builtins.int
+    """The partition's leader epoch as the client knows it (unset or -1: not known)."""
     def __init__(
         self,
         *,
@@ -221,12 +237,15 @@ class FetchRequest(_message.Message):
         max_bytes: _builtins.int = ...,
         max_wait_ms: _builtins.int = ...,
         min_bytes: _builtins.int = ...,
+        current_leader_epoch: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_current_leader_epoch", b"_current_leader_epoch", "current_leader_epoch", b"current_leader_epoch"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_bytes", b"max_bytes", "max_wait_ms", b"max_wait_ms", "min_bytes", b"min_bytes", "offset", b"offset", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_current_leader_epoch", b"_current_leader_epoch", "current_leader_epoch", b"current_leader_epoch", "max_bytes", b"max_bytes", "max_wait_ms", b"max_wait_ms", "min_bytes", b"min_bytes", "offset", b"offset", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__current_leader_epoch: _TypeAlias = _typing.Literal["current_leader_epoch"]  # noqa: Y015
+    _WhichOneofArgType__current_leader_epoch: _TypeAlias = _typing.Literal["_current_leader_epoch", b"_current_leader_epoch"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__current_leader_epoch) -> _WhichOneofReturnType__current_leader_epoch | None: ...
 
 Global___FetchRequest: _TypeAlias = FetchRequest  # noqa: Y015
 
@@ -268,6 +287,7 @@ class SubscribeRequest(_message.Message):
     MAX_BYTES_FIELD_NUMBER: _builtins.int
     MAX_WAIT_MS_FIELD_NUMBER: _builtins.int
     MIN_BYTES_FIELD_NUMBER: _builtins.int
+    CURRENT_LEADER_EPOCH_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     partition: _builtins.int
     offset: _builtins.int
@@ -281,6 +301,11 @@ class SubscribeRequest(_message.Message):
     where the high watermark is. 0: a message goes out only with batches in it.
     """
     min_bytes: _builtins.int
+    current_leader_epoch: _builtins.int
+    """The partition's leader epoch as the client knows it (unset or -1: not known). Each
+    message checks it again: once the broker learns a newer epoch, or that it no longer
+    leads, the stream ends with FENCED_LEADER_EPOCH or NOT_LEADER_OR_FOLLOWER.
+    """
     def __init__(
         self,
         *,
@@ -290,12 +315,15 @@ class SubscribeRequest(_message.Message):
         max_bytes: _builtins.int = ...,
         max_wait_ms: _builtins.int = ...,
         min_bytes: _builtins.int = ...,
+        current_leader_epoch: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_current_leader_epoch", b"_current_leader_epoch", "current_leader_epoch", b"current_leader_epoch"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_bytes", b"max_bytes", "max_wait_ms", b"max_wait_ms", "min_bytes", b"min_bytes", "offset", b"offset", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_current_leader_epoch", b"_current_leader_epoch", "current_leader_epoch", b"current_leader_epoch", "max_bytes", b"max_bytes", "max_wait_ms", b"max_wait_ms", "min_bytes", b"min_bytes", "offset", b"offset", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__current_leader_epoch: _TypeAlias = _typing.Literal["current_leader_epoch"]  # noqa: Y015
+    _WhichOneofArgType__current_leader_epoch: _TypeAlias = _typing.Literal["_current_leader_epoch", b"_current_leader_epoch"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__current_leader_epoch) -> _WhichOneofReturnType__current_leader_epoch | None: ...
 
 Global___SubscribeRequest: _TypeAlias = SubscribeRequest  # noqa: Y015
 

@@ -4,6 +4,10 @@ isort:skip_file
 The data plane of a tierlog broker: produce, fetch, tail, offsets, deletion.
 Every call names one topic partition; a broker that does not own it fails the
 call with NOT_LEADER_OR_FOLLOWER and the owner's address (see common.proto).
+Produce, Fetch and Subscribe may name the leader epoch the client learnt from
+Metadata (current_leader_epoch, KIP-320): one older than the broker knows is
+FENCED_LEADER_EPOCH, one newer is UNKNOWN_LEADER_EPOCH (both: refresh metadata and
+retry), checked before the broker's leadership; unset or -1 is not checked.
 """
 
 from collections import abc as _abc
