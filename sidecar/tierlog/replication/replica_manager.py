@@ -102,6 +102,7 @@ class ReplicaManager:
         self._broker_epochs: dict[int, int] = {}  # from the leases
         self._altering: set[TopicPartition] = set()
         self._topics_seen: set[str] = set()  # in the store at the last poll
+        self._polling = asyncio.Lock()  # one pass over the store at a time
         self._tasks: list[asyncio.Task[None]] = []
         # ISR changes of partitions led here (Kafka's IsrShrinksPerSec, IsrExpandsPerSec).
         self.isr_shrinks = 0
@@ -131,7 +132,14 @@ class ReplicaManager:
 
     async def poll_once(self) -> None:
         """Read the store and apply what changed: topics (their partition counts and
-        configs, or their deletion), then each partition's state."""
+        configs, or their deletion), then each partition's state. One pass at a time:
+        the admin service asks for one after each change beside the periodic ones, and
+        two passes both seeing a topic gone both deleted its logs (the second failed
+        with UNKNOWN_TOPIC_OR_PARTITION, which the caller's DeleteTopics then answered)."""
+        async with self._polling:
+            await self._poll()
+
+    async def _poll(self) -> None:
         topics, leases = await asyncio.to_thread(self._read_store)
         self._broker_epochs = leases
         for gone in self._topics_seen - set(topics):

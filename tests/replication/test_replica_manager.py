@@ -1,0 +1,57 @@
+"""The replica manager in-process, over a real directory store and real logs: what it
+does when passes over the store overlap."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import grpc
+
+from tierlog.partition_state.local_store import LocalStateStore
+from tierlog.partition_state.model import PartitionState
+from tierlog.replication.config import DirectoryStore, ReplicationConfig
+from tierlog.replication.replica_manager import ReplicaManager
+from tierlog.sidecar.topics import TopicStore
+from tierlog.sidecar.watch import AppendWatch
+from tierlog.storage.config import LogConfig
+from tierlog.storage.manager import LogManager, LogManagerConfig
+
+
+def _no_channel(address: str) -> grpc.aio.Channel:
+    raise AssertionError(f"a broker leading every partition dialled {address}")
+
+
+def test_passes_over_the_store_that_overlap_delete_a_topic_once(tmp_path: Path) -> None:
+    store = LocalStateStore(tmp_path / "state")
+    data = tmp_path / "data"
+    data.mkdir()
+    logs = LogManager(LogManagerConfig(log_dirs=(data,)))
+    replicas = ReplicaManager(
+        0,
+        lambda: 1,
+        store,
+        logs,
+        TopicStore([data], LogConfig()),
+        AppendWatch(),
+        dict,
+        _no_channel,
+        [],
+        ReplicationConfig(store=DirectoryStore(tmp_path / "state")),
+    )
+
+    async def create_then_delete() -> None:
+        store.create_topic("orders", {p: PartitionState.new((0,)) for p in range(3)})
+        await replicas.poll_once()
+        assert {tp.topic for tp in logs.partitions} == {"orders"}
+        store.delete_topic("orders")
+        # The admin service's pass after a DeleteTopics, beside the periodic one: both
+        # see the topic gone.
+        await asyncio.gather(replicas.poll_once(), replicas.poll_once())
+
+    try:
+        asyncio.run(create_then_delete())
+        assert not list(logs.partitions)
+        assert not [path for path in data.iterdir() if path.name.startswith("orders-")]
+    finally:
+        logs.shutdown()
