@@ -4,7 +4,10 @@ A ``ReplicaFetcher`` asks its leader for every partition this broker follows the
 from each log's end and with the epoch of its last batch, applies each answer
 (``follower.apply_fetched``) under the partition's lock (so a change of role never
 interleaves with an append), and asks again. The stream is re-opened after a failure
-with a back-off, as Kafka's fetcher threads back off (``replica.fetch.backoff.ms``).
+with a back-off, as Kafka's fetcher threads back off (``replica.fetch.backoff.ms``),
+and a partition the leader refused (it does not lead it yet, a stale epoch) is left
+out of the requests for that back-off, as Kafka delays a partition with an error,
+while the stream goes on for the others.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -70,17 +74,20 @@ class ReplicaFetcher:
         self.settings = settings
         self.tier_store = tier_store  # where a follower below the leader's local start looks
         self.epochs: dict[TopicPartition, int] = {}  # followed here -> leader epoch
+        self._delayed: dict[TopicPartition, float] = {}  # refused: asked again after this
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def follow(self, tp: TopicPartition, leader_epoch: int) -> None:
         self.epochs[tp] = leader_epoch
+        self._delayed.pop(tp, None)  # what the leader refused may be news to it now
         self._changed.set()
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
 
     def unfollow(self, tp: TopicPartition) -> None:
         self.epochs.pop(tp, None)
+        self._delayed.pop(tp, None)
         self._changed.set()
 
     async def close(self) -> None:
@@ -118,19 +125,16 @@ class ReplicaFetcher:
             while self.epochs:  # a leader that follows nothing here sees its stream end
                 self._changed.clear()
                 request, asked = self._request()
+                if not asked:  # every partition waits out a refusal's back-off
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._changed.wait(), self._until_retry_s())
+                    continue
                 await call.write(request)
                 response = await call.read()
                 if not isinstance(response, pb.ReplicaFetchResponse):  # the leader ended it
                     await asyncio.sleep(self.settings.backoff_ms / 1000)
                     return
-                refused = await self._apply(response, asked)
-                if refused and not self._changed.is_set():
-                    # Nothing to fetch here until the replica manager learns more (a new
-                    # leader or epoch): ask again after the back-off, not at once.
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(
-                            self._changed.wait(), self.settings.backoff_ms / 1000
-                        )
+                await self._apply(response, asked)
         finally:
             call.cancel()
 
@@ -138,7 +142,11 @@ class ReplicaFetcher:
         """The next request, and the fetch offset asked for each partition."""
         asked: dict[TopicPartition, int] = {}
         partitions = []
+        now = time.monotonic()
         for tp, epoch in list(self.epochs.items()):
+            if self._delayed.get(tp, now) > now:
+                continue
+            self._delayed.pop(tp, None)
             _lock, partition_log = self.access(tp)
             fetch_offset = partition_log.log_end_offset
             asked[tp] = fetch_offset
@@ -162,11 +170,15 @@ class ReplicaFetcher:
         )
         return request, asked
 
+    def _until_retry_s(self) -> float:
+        """How long until the first delayed partition may be asked again."""
+        first = min(self._delayed.values(), default=time.monotonic())
+        return max(0.0, first - time.monotonic())
+
     async def _apply(
         self, response: pb.ReplicaFetchResponse, asked: dict[TopicPartition, int]
-    ) -> bool:
-        """Apply each partition's answer; whether every partition was refused."""
-        refused = 0
+    ) -> None:
+        """Apply each partition's answer; a refused partition waits out the back-off."""
         for data in response.partitions:
             tp = TopicPartition(data.topic, data.partition)
             if tp not in asked:
@@ -179,7 +191,7 @@ class ReplicaFetcher:
                     apply_fetched, partition_log, asked[tp], data, self.tier_store
                 )
             if outcome.error is not None:
-                refused += 1
+                self._delayed[tp] = time.monotonic() + self.settings.backoff_ms / 1000
                 log.info(
                     "replica fetch of %s from broker %d: %s: %s",
                     tp,
@@ -188,4 +200,3 @@ class ReplicaFetcher:
                     data.error.message,
                 )
             await self.applied(tp, outcome)
-        return refused == len(response.partitions) and refused > 0
