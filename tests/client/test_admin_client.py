@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
 
 from tierlog.api.errors import (
@@ -16,6 +19,7 @@ from tierlog.storage.errors import (
     UnknownTopicOrPartitionError,
 )
 
+from .conftest import SidecarStarter, create_topic
 from .sidecars import LiveSidecar, free_port
 
 
@@ -106,3 +110,17 @@ def test_a_topic_of_no_partitions_is_refused_not_made_one(sidecar: LiveSidecar) 
             with pytest.raises(InvalidPartitionsError, match=f"not {count}"):
                 admin.create_topic("empty", count)
         assert "empty" not in admin.list_topics()
+
+
+def test_a_broker_that_does_not_answer_is_passed_over_for_the_next(
+    sidecars: SidecarStarter,
+) -> None:
+    paused, live = sidecars("paused"), sidecars("live")
+    create_topic(live.address, "orders")
+    os.kill(paused.process.pid, signal.SIGSTOP)  # connects, never answers
+    try:
+        config = {"bootstrap.servers": f"{paused.address},{live.address}"}
+        with AdminClient(config, request_timeout_ms=1000) as admin:
+            assert admin.list_topics() == {"orders": 1}
+    finally:
+        os.kill(paused.process.pid, signal.SIGCONT)

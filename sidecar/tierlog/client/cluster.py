@@ -37,16 +37,25 @@ from tierlog.api.v1 import (
     log_service_pb2_grpc,
 )
 from tierlog.client.config import ConsumerConfig, ProducerConfig
-from tierlog.client.errors import NetworkError, TierlogError, is_retriable
+from tierlog.client.errors import NetworkError, RequestTimedOutError, TierlogError, is_retriable
 from tierlog.client.producer_batch import TopicPartition
 from tierlog.client.rpc import error_from_proto, error_from_rpc, open_aio_channel, open_channel
 from tierlog.client.security import PLAINTEXT, ChannelSecurity
 from tierlog.storage.errors import UnknownTopicOrPartitionError
 from tierlog.storage.records import NO_PARTITION_LEADER_EPOCH
 
-__all__ = ["Cluster", "ClusterClient", "LeaderAndEpoch", "OffsetAndTimestamp", "TopicOwners"]
+__all__ = [
+    "NO_ANSWER",
+    "Cluster",
+    "ClusterClient",
+    "LeaderAndEpoch",
+    "OffsetAndTimestamp",
+    "TopicOwners",
+]
 
 _T = TypeVar("_T")
+# What a broker that did not answer raises: the next broker is asked, cached metadata kept.
+NO_ANSWER = (NetworkError, RequestTimedOutError)
 
 
 class LeaderAndEpoch(NamedTuple):
@@ -159,15 +168,16 @@ class Cluster:
 
     def any_broker(self, call: Callable[[str], _T]) -> _T:
         """``call(address)`` on the bootstrap servers, then the known brokers, until one
-        answers; the last connection failure if none does.  Errors with a reason (the
-        broker answered) are raised at once."""
+        answers; the last failure if none does.  A broker that cannot be reached or does
+        not answer in time (paused, overloaded) is passed over, as Kafka's client asks
+        another node; errors with a reason (the broker answered) are raised at once."""
         failure: TierlogError = NetworkError("no broker to ask")
         for address in dict.fromkeys((*self.bootstrap_servers, *self._brokers)):
             try:
                 return call(address)
             except grpc.RpcError as error:
                 failure = error_from_rpc(error)
-                if not isinstance(failure, NetworkError):
+                if not isinstance(failure, NO_ANSWER):
                     raise failure from None
         raise failure
 
@@ -194,7 +204,7 @@ class Cluster:
             return cached
         try:
             return self.refresh([topic])[topic]
-        except NetworkError:
+        except NO_ANSWER:
             if cached is None:
                 raise
             # No broker answers right now (one restarting, a leader gone): the partitions

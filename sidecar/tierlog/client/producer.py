@@ -25,9 +25,9 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 
 from tierlog.client.accumulator import MemoryBlocked, RecordAccumulator
-from tierlog.client.cluster import Cluster
+from tierlog.client.cluster import NO_ANSWER, Cluster
 from tierlog.client.config import ProducerConfig
-from tierlog.client.errors import IllegalProducerStateError, NetworkError, RequestTimedOutError
+from tierlog.client.errors import IllegalProducerStateError, RequestTimedOutError
 from tierlog.client.futures import Callback, RecordFuture, RecordMetadata
 from tierlog.client.idempotence import IdempotenceManager
 from tierlog.client.record_fields import checked_record_fields
@@ -145,7 +145,7 @@ class Producer:
         while True:
             try:
                 return self.cluster.owners(topic).partition_count
-            except NetworkError:
+            except NO_ANSWER:
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(self.config.retry_backoff_ms / 1000)
