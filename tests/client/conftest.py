@@ -24,7 +24,7 @@ from tierlog.storage.records import (
     parse_header,
 )
 
-from .sidecars import LiveSidecar
+from .sidecars import LiveSidecar, free_port
 
 
 class FakeClock:
@@ -118,3 +118,15 @@ def create_topic(address: str, name: str, partitions: int = 1, **configs: str) -
         admin.create_topic(
             name, partitions, {key.replace("_", "."): value for key, value in configs.items()}
         )
+
+
+def two_brokers(sidecars: SidecarStarter) -> tuple[LiveSidecar, LiveSidecar]:
+    """Two unreplicated brokers sharing the topic "spread" (6 partitions), each partition
+    owned by one of them."""
+    ports = [free_port(), free_port()]
+    brokers = f"tierlog.cluster.brokers=0@127.0.0.1:{ports[0]},1@127.0.0.1:{ports[1]}"
+    first = sidecars("b0", "node.id=0", brokers, port=ports[0])
+    second = sidecars("b1", "node.id=1", brokers, port=ports[1])
+    for broker in (first, second):  # each broker keeps its own topic store today
+        create_topic(broker.address, "spread", partitions=6)
+    return first, second

@@ -16,7 +16,7 @@ from tierlog.storage.errors import CorruptRecordError
 from tierlog.storage.records import V2_HEADER_SIZE
 from tierlog.storage.records.batch import ATTRIBUTES_OFFSET, LENGTH_OFFSET, MAGIC_OFFSET
 
-from .conftest import SidecarStarter, create_topic
+from .conftest import SidecarStarter, create_topic, two_brokers
 from .sidecars import LiveSidecar, damage_batch, free_port, produce_batches
 
 TP = TopicPartition("events", 0)
@@ -271,3 +271,33 @@ def test_records_are_named_tuples_of_the_fetched_fields(sidecar: LiveSidecar) ->
         records = _poll_until(consumer, 3)
     assert records[1] == ConsumerRecord("events", 0, 1, BASE_MS + 1000, None, b"1", ())
     assert records[1]._asdict()["value"] == b"1"
+
+
+def test_a_dead_broker_stalls_none_of_the_partitions_the_others_lead(
+    sidecars: SidecarStarter,
+) -> None:
+    first, second = two_brokers(sidecars)
+    with Producer({"bootstrap.servers": first.address, "linger.ms": 0}) as producer:
+        for partition in range(6):
+            producer.send("spread", b"%d" % partition, partition=partition)
+        assert producer.flush(30)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": first.address,
+            "auto.offset.reset": "earliest",
+            "request.timeout.ms": 2000,
+        }
+    )
+    try:
+        consumer.subscribe("spread")  # metadata while both answer
+        owners = consumer.cluster.owners("spread")
+        alive = {p for p in range(6) if owners.leaders[p] == first.address}
+        assert 0 < len(alive) < 6
+        second.kill()
+        # No position can be had for the dead broker's partitions: the live ones are
+        # read all the same, poll after poll, without an error.
+        read = _poll_until(consumer, len(alive))
+        assert {record.partition for record in read} == alive
+        assert consumer.poll(500) == []
+    finally:
+        consumer.close()

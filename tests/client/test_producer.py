@@ -34,7 +34,7 @@ from tierlog.client.sender import Sender
 from tierlog.sidecar.ownership import NO_OWNER
 from tierlog.storage.errors import UnknownTopicOrPartitionError
 
-from .conftest import SidecarStarter, create_topic
+from .conftest import SidecarStarter, create_topic, two_brokers
 from .sidecars import LiveSidecar, free_port
 
 
@@ -195,20 +195,10 @@ def test_a_lost_response_is_retried_and_stored_once(sidecars: SidecarStarter) ->
         assert values == [b"first", b"second", b"third"]
 
 
-def _two_brokers(sidecars: SidecarStarter) -> tuple[LiveSidecar, LiveSidecar]:
-    ports = [free_port(), free_port()]
-    brokers = f"tierlog.cluster.brokers=0@127.0.0.1:{ports[0]},1@127.0.0.1:{ports[1]}"
-    first = sidecars("b0", "node.id=0", brokers, port=ports[0])
-    second = sidecars("b1", "node.id=1", brokers, port=ports[1])
-    for broker in (first, second):  # each broker keeps its own topic store today
-        create_topic(broker.address, "spread", partitions=6)
-    return first, second
-
-
 def test_each_partition_goes_to_its_owner_and_stale_metadata_is_corrected(
     sidecars: SidecarStarter,
 ) -> None:
-    first, second = _two_brokers(sidecars)
+    first, second = two_brokers(sidecars)
     with Producer({"bootstrap.servers": first.address, "linger.ms": 0}) as producer:
         owners = producer.cluster.owners("spread")
         assert set(owners.leaders) == {first.address, second.address}

@@ -289,11 +289,14 @@ class Cluster:
             )
 
     def call_leader(
-        self, tp: TopicPartition, call: Callable[[log_service_pb2_grpc.LogServiceStub], _T]
+        self,
+        tp: TopicPartition,
+        call: Callable[[log_service_pb2_grpc.LogServiceStub], _T],
+        attempts: int = 5,
     ) -> _T:
         """``call`` on ``tp``'s owner, following ``NOT_LEADER_OR_FOLLOWER`` and retrying
-        retriable failures a few times (for one-off calls: ListOffsets, DeleteRecords)."""
-        attempts = 5
+        retriable failures up to ``attempts`` times (for one-off calls: ListOffsets,
+        DeleteRecords)."""
         for attempt in range(attempts):
             error: TierlogError
             try:
@@ -327,7 +330,9 @@ class ClusterClient:
     _own_cluster: bool
     _timeout_s: float
 
-    def list_offset(self, tp: TopicPartition, timestamp: int) -> OffsetAndTimestamp:
+    def list_offset(
+        self, tp: TopicPartition, timestamp: int, attempts: int = 5
+    ) -> OffsetAndTimestamp:
         """Kafka's ListOffsets from ``tp``'s leader: -2 earliest, -1 latest, -3 the largest
         timestamp, -4 earliest local, -5 latest tiered, else the first offset whose
         timestamp is at or after ``timestamp`` (offset -1: none)."""
@@ -335,7 +340,7 @@ class ClusterClient:
             topic=tp.topic, partition=tp.partition, timestamp_ms=timestamp
         )
         response = self.cluster.call_leader(
-            tp, lambda stub: stub.ListOffsets(request, timeout=self._timeout_s)
+            tp, lambda stub: stub.ListOffsets(request, timeout=self._timeout_s), attempts
         )
         return OffsetAndTimestamp(response.offset, response.timestamp_ms)
 

@@ -207,24 +207,47 @@ class Consumer(ClusterClient):
         if tp not in self._positions:
             raise ValueError(f"{tp} is not assigned to this consumer")
 
-    def _initial_positions(self, partitions: list[TopicPartition]) -> None:
+    def _initial_positions(self, partitions: list[TopicPartition], attempts: int = 5) -> None:
         """Positions for ``partitions`` (none yet): the group's committed offsets, else
-        ``auto.offset.reset``."""
+        ``auto.offset.reset`` (asking each leader up to ``attempts`` times)."""
         committed = self.committed(partitions) if self._group is not None else {}
         for tp in partitions:
             found = committed.get(tp)
             if found is None:
-                self._reset(tp)
+                self._reset(tp, attempts)
             else:
                 self._positions[tp] = found.offset
                 self._buffers[tp] = _Buffered()
                 self._drop_stream(tp)
 
-    def _reset(self, tp: TopicPartition) -> int:
+    def _initial_positions_meanwhile(self, partitions: list[TopicPartition]) -> None:
+        """``_initial_positions`` while polling: a partition whose broker (or the group's
+        coordinator) does not answer keeps no position until its back-off ends, and the
+        others are read meanwhile, as Kafka's consumer resets offsets asynchronously."""
+        try:
+            self._initial_positions(partitions, attempts=1)
+            return
+        except TierlogError as error:
+            if not is_retriable(error):
+                raise
+        for tp in partitions:  # one at a time, once each, to tell which cannot be had
+            if self._positions[tp] is not None:
+                continue
+            try:
+                self._initial_positions([tp], attempts=1)
+            except TierlogError as error:
+                if not is_retriable(error):
+                    raise
+                log.info("no position for %s yet (%s); will retry", tp, error)
+                retry_s = self.config.retry_backoff_max_ms / 1000
+                self._retry_at[tp] = time.monotonic() + retry_s
+
+    def _reset(self, tp: TopicPartition, attempts: int = 5) -> int:
         policy = self.config.auto_offset_reset
         if policy == "none":
             raise NoOffsetForPartitionError(f"{tp} has no position and auto.offset.reset is none")
-        offset = self.list_offset(tp, EARLIEST if policy == "earliest" else LATEST).offset
+        when = EARLIEST if policy == "earliest" else LATEST
+        offset = self.list_offset(tp, when, attempts).offset
         self._positions[tp] = offset
         self._buffers[tp] = _Buffered()
         self._drop_stream(tp)
@@ -236,9 +259,14 @@ class Consumer(ClusterClient):
         """Up to ``max.poll.records`` records, waiting at most ``timeout_ms`` for some."""
         deadline = time.monotonic() + timeout_ms / 1000
         self._maybe_auto_commit()
-        unknown = [tp for tp, position in self._positions.items() if position is None]
+        now = time.monotonic()
+        unknown = [
+            tp
+            for tp, position in self._positions.items()
+            if position is None and self._retry_at.get(tp, 0.0) <= now
+        ]
         if unknown:
-            self._initial_positions(unknown)
+            self._initial_positions_meanwhile(unknown)
         while True:
             records = self._take_buffered()
             if records:
@@ -372,6 +400,10 @@ class Consumer(ClusterClient):
         return next_retry
 
     def _open_stream(self, tp: TopicPartition) -> None:
+        if self._positions[tp] is None:
+            self._initial_positions_meanwhile([tp])
+            if self._positions[tp] is None:
+                return  # backing off
         try:
             leader = self.cluster.leader(tp)
         except TierlogError as error:
