@@ -1,8 +1,10 @@
 # Types of the native record walker (storage/columnar/src/columnar.c); see
 # tierlog.storage.records.columnar for the typed API over it.
 
-_Binary = tuple[bytes, bytes, bytes | None, int]
-_Headers = tuple[bytes, bytes | None, int, _Binary, _Binary]
+import mmap
+
+_Binary = tuple[bytearray, bytearray, bytearray | None, int]
+_Headers = tuple[bytearray, bytearray | None, int, _Binary, _Binary]
 
 class Columns:
     def __init__(self, include_headers: bool = False) -> None: ...
@@ -11,7 +13,7 @@ class Columns:
     def data_bytes(self) -> int: ...
     def add_v2(
         self,
-        data: bytes | bytearray | memoryview,
+        data: bytes | bytearray | memoryview | mmap.mmap,
         start: int,
         end: int,
         record_count: int,
@@ -32,4 +34,4 @@ class Columns:
     ) -> int: ...
     def take(
         self,
-    ) -> tuple[int, bytes, bytes, bytes, _Binary, _Binary, _Headers | None]: ...
+    ) -> tuple[int, bytearray, bytearray, bytearray, _Binary, _Binary, _Headers | None]: ...

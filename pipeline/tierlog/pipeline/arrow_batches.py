@@ -2,9 +2,9 @@
 
 Records are decoded by the storage engine's columnar decoder (``records.columnar``:
 a native walk of each batch into Arrow's buffer layouts, every magic and codec), so
-this module only wraps its buffers into arrays, without copying them: the topic and
-partition columns are made from buffers too, and the timestamps scaled to Spark's
-microseconds in one vectorised call.
+this module only wraps its buffers into arrays, without copying them; the topic and
+partition columns are repeated scalars, and the timestamps scaled to Spark's
+microseconds, in one vectorised call each.
 
 Reads are read_committed: control batches (transaction markers) are never returned,
 nor the transactional batches of the split's aborted transactions (found by the planner
@@ -14,7 +14,6 @@ every query at the last stable offset, so no undecided record is ever decoded.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Iterator
 from typing import Any
 
@@ -83,18 +82,11 @@ class SplitDecoder:
     def flush(self) -> pa.RecordBatch:
         columns = self.columns.take()
         rows = columns.rows
-        topic = self.split.tp.topic.encode()  # never empty: topic names are validated
         arrays: list[pa.Array[Any]] = [
             _binary_array(columns.keys, rows, pa.binary()),
             _binary_array(columns.values, rows, pa.binary()),
-            pa.StringArray.from_buffers(
-                rows,
-                pa.py_buffer(array("i", range(0, (rows + 1) * len(topic), len(topic)))),
-                pa.py_buffer(topic * rows),
-            ),
-            pa.Array.from_buffers(
-                pa.int32(), rows, [None, pa.py_buffer(array("i", [self.split.tp.partition]) * rows)]
-            ),
+            pa.repeat(pa.scalar(self.split.tp.topic, pa.string()), rows),
+            pa.repeat(pa.scalar(self.split.tp.partition, pa.int32()), rows),
             pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(columns.offsets)]),
             pc.multiply(
                 pa.Array.from_buffers(

@@ -18,36 +18,56 @@ static PyObject *corrupt_error; /* tierlog.storage.errors.CorruptRecordError */
 
 #define MIN_RECORD_SIZE 7
 
-/* ---- growable byte buffers ---------------------------------------------------- */
+/* ---- growable byte buffers ----------------------------------------------------- */
 
+/* A buffer grown in a ``bytearray`` that ``take`` hands to Python as it is: the columns
+ * are never copied, and Arrow wraps them without a copy either. */
 typedef struct {
+    PyObject *owner; /* a bytearray of ``cap`` bytes, or NULL before the first byte */
     char *data;
     Py_ssize_t len;
     Py_ssize_t cap;
+    Py_ssize_t last_len; /* the length last taken: the next chunk starts that large */
 } Buf;
 
 static int buf_reserve(Buf *b, Py_ssize_t extra) {
     if (b->len + extra <= b->cap) return 0;
-    Py_ssize_t cap = b->cap ? b->cap : 4096;
+    Py_ssize_t cap = b->cap ? b->cap : (b->last_len > 4096 ? b->last_len + b->last_len / 8 : 4096);
     while (cap < b->len + extra) {
         if (cap > PY_SSIZE_T_MAX / 2) { PyErr_NoMemory(); return -1; }
         cap *= 2;
     }
-    char *grown = PyMem_Realloc(b->data, (size_t)cap);
-    if (!grown) { PyErr_NoMemory(); return -1; }
-    b->data = grown;
+    if (!b->owner) {
+        b->owner = PyByteArray_FromStringAndSize(NULL, cap);
+        if (!b->owner) return -1;
+    } else if (PyByteArray_Resize(b->owner, cap) < 0) {
+        return -1;
+    }
+    b->data = PyByteArray_AS_STRING(b->owner);
     b->cap = cap;
     return 0;
 }
 
 static inline int buf_put(Buf *b, const void *src, Py_ssize_t n) {
-    if (buf_reserve(b, n) < 0) return -1;
+    if (b->len + n > b->cap && buf_reserve(b, n) < 0) return -1;
     memcpy(b->data + b->len, src, (size_t)n);
     b->len += n;
     return 0;
 }
 
-static void buf_free(Buf *b) { PyMem_Free(b->data); b->data = NULL; b->len = b->cap = 0; }
+static void buf_free(Buf *b) { Py_CLEAR(b->owner); b->data = NULL; b->len = b->cap = 0; }
+
+/* The bytes so far as a bytearray of exactly that length; the buffer starts empty. */
+static PyObject *buf_detach(Buf *b) {
+    PyObject *owner = b->owner ? b->owner : PyByteArray_FromStringAndSize(NULL, 0);
+    if (!owner) return NULL;
+    if (PyByteArray_Resize(owner, b->len) < 0) { Py_DECREF(owner); return NULL; }
+    b->last_len = b->len;
+    b->owner = NULL;
+    b->data = NULL;
+    b->len = b->cap = 0;
+    return owner;
+}
 
 /* An Arrow validity bitmap: bit i set when slot i is not null. */
 typedef struct {
@@ -434,34 +454,32 @@ fail:
     return NULL;
 }
 
-static PyObject *bytes_of(const Buf *b) {
-    return PyBytes_FromStringAndSize(b->data ? b->data : "", b->len);
-}
-
-static PyObject *validity_of(const Validity *v) {
+static PyObject *validity_of(Validity *v) {
     if (v->nulls == 0) Py_RETURN_NONE;
-    return bytes_of(&v->bits);
+    return buf_detach(&v->bits);
 }
 
-static PyObject *binary_of(const Binary *c) {
-    return Py_BuildValue("(NNNn)", bytes_of(&c->offsets), bytes_of(&c->data),
-                         validity_of(&c->validity), c->validity.nulls);
+static PyObject *binary_of(Binary *c) {
+    Py_ssize_t nulls = c->validity.nulls;
+    return Py_BuildValue("(NNNn)", buf_detach(&c->offsets), buf_detach(&c->data),
+                         validity_of(&c->validity), nulls);
 }
 
-/* The columns so far, as bytes (Arrow's layouts), and an empty start. */
+/* The columns so far (Arrow's layouts, in bytearrays handed over), and an empty start. */
 static PyObject *Columns_take(Columns *self, PyObject *Py_UNUSED(ignored)) {
     PyObject *headers = Py_None;
     Py_INCREF(Py_None);
     if (self->include_headers) {
         Py_DECREF(Py_None);
-        headers = Py_BuildValue("(NNnNN)", bytes_of(&self->header_lists),
-                                validity_of(&self->header_validity), self->header_validity.nulls,
+        Py_ssize_t nulls = self->header_validity.nulls;
+        headers = Py_BuildValue("(NNnNN)", buf_detach(&self->header_lists),
+                                validity_of(&self->header_validity), nulls,
                                 binary_of(&self->header_keys), binary_of(&self->header_values));
         if (!headers) return NULL;
     }
-    PyObject *taken = Py_BuildValue("(nNNNNNN)", self->rows, bytes_of(&self->offsets),
-                                    bytes_of(&self->timestamps_ms),
-                                    bytes_of(&self->timestamp_types), binary_of(&self->keys),
+    PyObject *taken = Py_BuildValue("(nNNNNNN)", self->rows, buf_detach(&self->offsets),
+                                    buf_detach(&self->timestamps_ms),
+                                    buf_detach(&self->timestamp_types), binary_of(&self->keys),
                                     binary_of(&self->values), headers);
     if (!taken) return NULL;
     if (columns_reset(self) < 0) { Py_DECREF(taken); return NULL; }
@@ -506,8 +524,10 @@ static PyTypeObject ColumnsType = {
 };
 
 static struct PyModuleDef columnar_module = {
-    PyModuleDef_HEAD_INIT, "tierlog._columnar",
-    "Kafka v2 records decoded into Arrow column buffers.", -1, NULL,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "tierlog._columnar",
+    .m_doc = "Kafka v2 records decoded into Arrow column buffers.",
+    .m_size = -1,
 };
 
 PyMODINIT_FUNC PyInit__columnar(void) {

@@ -75,6 +75,7 @@ __all__ = [
     "decode_records",
     "header_size_for_magic",
     "iter_batches",
+    "log_append_time_of",
     "parse_header",
     "patch_offsets",
     "records_section",
@@ -554,10 +555,15 @@ def v2_records(buf: ReadableBuffer, header: BatchHeader) -> tuple[bytes, int, in
     if header.record_count < 0:
         raise CorruptRecordError(f"invalid record count {header.record_count}")
     data, start, end = records_section(buf, header)
-    log_append_time = (
-        header.max_timestamp if header.timestamp_type is TimestampType.LOG_APPEND_TIME else None
-    )
-    return data, start, end, log_append_time
+    return data, start, end, log_append_time_of(header)
+
+
+def log_append_time_of(header: BatchHeader) -> int | None:
+    """The time that replaces every record's timestamp in a LogAppendTime v2 batch (its
+    max timestamp), else None."""
+    if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
+        return header.max_timestamp
+    return None
 
 
 def records_section(

@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from tierlog._columnar import Columns
 from tierlog.storage.config import TimestampType
 from tierlog.storage.errors import CorruptRecordError
-from tierlog.storage.records.batch import BatchHeader, decode_record_rows, v2_records
+from tierlog.storage.records.batch import (
+    RECORDS_OFFSET,
+    BatchHeader,
+    decode_record_rows,
+    log_append_time_of,
+    v2_records,
+)
 from tierlog.storage.records.buffers import ReadableBuffer
 
 __all__ = [
@@ -50,9 +56,9 @@ class BinaryBuffers:
     """A binary (or UTF-8) column: ``len + 1`` int32 ``offsets`` into ``data``, and the
     validity bitmap (bit set: not null), None when no slot is null."""
 
-    offsets: bytes
-    data: bytes
-    validity: bytes | None
+    offsets: bytearray
+    data: bytearray
+    validity: bytearray | None
     null_count: int
 
 
@@ -61,8 +67,8 @@ class HeaderBuffers:
     """Each row's headers: int32 ``lists`` offsets into the entries (``keys`` and
     ``values``), null (``validity``) for a record without headers."""
 
-    lists: bytes
-    validity: bytes | None
+    lists: bytearray
+    validity: bytearray | None
     null_count: int
     keys: BinaryBuffers
     values: BinaryBuffers
@@ -74,16 +80,17 @@ class ColumnBuffers:
     ``timestamp_types``, ``keys``, ``values``, and ``headers`` when asked for."""
 
     rows: int
-    offsets: bytes
-    timestamps_ms: bytes
-    timestamp_types: bytes
+    offsets: bytearray
+    timestamps_ms: bytearray
+    timestamp_types: bytearray
     keys: BinaryBuffers
     values: BinaryBuffers
     headers: HeaderBuffers | None
 
 
 class RecordColumns:
-    """Columns filled entry by entry (``add``) and taken in chunks (``take``)."""
+    """Columns filled entry by entry (``add``) and taken in chunks (``take``): the
+    buffers are handed over, never copied (bytearrays, which Arrow wraps as they are)."""
 
     def __init__(self, *, include_headers: bool) -> None:
         self._columns = Columns(include_headers=include_headers)
@@ -107,7 +114,12 @@ class RecordColumns:
             return self._columns.add_rows(rows, timestamp_type)
         if header.end_position > len(buf):
             raise CorruptRecordError(f"entry at {header.position} is truncated")
-        data, start, end, log_append_time = v2_records(buf, header)
+        data: ReadableBuffer
+        if header.is_compressed or header.record_count < 0:
+            data, start, end, log_append_time = v2_records(buf, header)
+        else:  # walked in place, not copied: a walk that reads past the section fails
+            data, start, end = buf, header.position + RECORDS_OFFSET, header.end_position
+            log_append_time = log_append_time_of(header)  # there as on a copy of it
         return self._columns.add_v2(
             data,
             start,
