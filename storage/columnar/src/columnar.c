@@ -87,9 +87,11 @@ static int validity_put(Validity *v, Py_ssize_t slot, int valid) {
     return 0;
 }
 
+/* Back to its first ``slots`` slots (fewer than it holds). */
 static void validity_truncate(Validity *v, Py_ssize_t slots, Py_ssize_t nulls) {
-    v->bits.len = (slots + 7) / 8;
-    if (slots % 8) v->bits.data[slots / 8] &= (char)((1 << (slots % 8)) - 1);
+    if (v->bits.len > (slots + 7) / 8) v->bits.len = (slots + 7) / 8;
+    if (slots % 8 && slots / 8 < v->bits.len)
+        v->bits.data[slots / 8] &= (char)((1 << (slots % 8)) - 1);
     v->nulls = nulls;
 }
 
@@ -190,6 +192,7 @@ static void columns_rollback(Columns *self, Mark m) {
     self->timestamp_types.len = m.rows * 4;
     binary_rollback(&self->keys, m.keys);
     binary_rollback(&self->values, m.values);
+    if (!self->include_headers) return; /* the header columns stay empty */
     binary_rollback(&self->header_keys, m.header_keys);
     binary_rollback(&self->header_values, m.header_values);
     self->header_lists.len = (m.rows + 1) * 4;
