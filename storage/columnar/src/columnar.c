@@ -49,6 +49,7 @@ static int buf_reserve(Buf *b, Py_ssize_t extra) {
 }
 
 static inline int buf_put(Buf *b, const void *src, Py_ssize_t n) {
+    if (n == 0) return 0; /* an empty key or value: nothing to copy (and maybe no buffer) */
     if (b->len + n > b->cap && buf_reserve(b, n) < 0) return -1;
     memcpy(b->data + b->len, src, (size_t)n);
     b->len += n;
