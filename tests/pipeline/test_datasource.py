@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -343,3 +344,22 @@ def test_a_stream_waits_for_an_open_transaction(spark: SparkSession, tmp_path: P
     finally:
         query.stop()
         log.close()
+
+
+def test_register_points_a_plain_virtualenvs_workers_at_this_python(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 21: a session started from a virtualenv that is not activated, without
+    PYSPARK_PYTHON, has its workers start the ``python3`` on PATH (no tierlog there);
+    ``register`` gives them this interpreter instead, and the read works."""
+    from tierlog.pipeline import register
+
+    context = spark.sparkContext
+    monkeypatch.delenv("PYSPARK_PYTHON")
+    monkeypatch.setattr(context, "pythonExec", "python3")  # SparkContext's default
+    write_log(tmp_path, TP0, 20)
+
+    register(spark)
+
+    assert context.pythonExec == sys.executable
+    assert spark.read.format("tierlog").option("subscribe", TOPIC).load(str(tmp_path)).count() == 20

@@ -1,10 +1,10 @@
 """Decoding a split into Arrow record batches with the Kafka source's schema.
 
-Records are decoded by the storage engine's own decoder (every magic, every codec);
-this module only turns them into columns. Per-batch work is done once per batch
-(timestamp type, control and range checks) and the columns are built from flat
-arrays: offsets and timestamps in ``array('q')``, the topic and partition columns
-straight from buffers, keys and values from lists of bytes in one call each.
+Records are decoded by the storage engine's columnar decoder (``records.columnar``:
+a native walk of each batch into Arrow's buffer layouts, every magic and codec), so
+this module only wraps its buffers into arrays, without copying them; the topic and
+partition columns are repeated scalars, and the timestamps scaled to Spark's
+microseconds, in one vectorised call each.
 
 Reads are read_committed: control batches (transaction markers) are never returned,
 nor the transactional batches of the split's aborted transactions (found by the planner
@@ -14,7 +14,6 @@ every query at the last stable offset, so no undecided record is ever decoded.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,18 +24,43 @@ from tierlog.pipeline.planner import InputSplit
 from tierlog.pipeline.schema import HEADER_TYPE, arrow_schema
 from tierlog.pipeline.segments import SegmentReader
 from tierlog.pipeline.transactions import AbortedRanges
-from tierlog.storage.config import TimestampType
-from tierlog.storage.records import BatchHeader, Record, decode_records
+from tierlog.storage.records.columnar import BinaryBuffers, ColumnBuffers, RecordColumns
 
 __all__ = ["SplitDecoder", "decode_split"]
 
-NO_TIMESTAMP_TYPE = -1  # Kafka's id for v0 messages, which carry no timestamp
+# An Arrow binary column addresses its data with int32 offsets: flush well before.
+MAX_PENDING_DATA_BYTES = 1 << 30
 
 
-def _timestamp_type_id(header: BatchHeader) -> int:
-    if header.magic == 0:
-        return NO_TIMESTAMP_TYPE
-    return 1 if header.timestamp_type is TimestampType.LOG_APPEND_TIME else 0
+def _binary_array(buffers: BinaryBuffers, rows: int, data_type: pa.DataType) -> pa.Array[Any]:
+    validity = None if buffers.validity is None else pa.py_buffer(buffers.validity)
+    return pa.Array.from_buffers(
+        data_type,
+        rows,
+        [validity, pa.py_buffer(buffers.offsets), pa.py_buffer(buffers.data)],
+        null_count=buffers.null_count,
+    )
+
+
+def _headers_array(columns: ColumnBuffers) -> pa.Array[Any]:
+    headers = columns.headers
+    assert headers is not None
+    entries = len(headers.keys.offsets) // 4 - 1
+    entry = pa.StructArray.from_arrays(
+        [
+            _binary_array(headers.keys, entries, pa.string()),
+            _binary_array(headers.values, entries, pa.binary()),
+        ],
+        fields=list(HEADER_TYPE.value_type),
+    )
+    validity = None if headers.validity is None else pa.py_buffer(headers.validity)
+    return pa.Array.from_buffers(
+        HEADER_TYPE,
+        columns.rows,
+        [validity, pa.py_buffer(headers.lists)],
+        null_count=headers.null_count,
+        children=[entry],
+    )
 
 
 class SplitDecoder:
@@ -46,61 +70,35 @@ class SplitDecoder:
         self.split = split
         self.include_headers = include_headers
         self.schema = arrow_schema(include_headers=include_headers)
-        self._reset()
-
-    def _reset(self) -> None:
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.offsets = array("q")
-        self.timestamps_ms = array("q")
-        self.timestamp_types = array("i")
-        self.headers: list[list[dict[str, object]] | None] = []
-
-    def add(self, header: BatchHeader, records: list[Record]) -> None:
-        low, high = self.split.start_offset, self.split.end_offset
-        if records[0].offset < low or records[-1].offset >= high:
-            records = [record for record in records if low <= record.offset < high]
-        self.keys += [record.key for record in records]
-        self.values += [record.value for record in records]
-        self.offsets.extend(record.offset for record in records)
-        self.timestamps_ms.extend(record.timestamp for record in records)
-        self.timestamp_types.extend(array("i", [_timestamp_type_id(header)]) * len(records))
-        if self.include_headers:
-            self.headers += [
-                [{"key": key, "value": value} for key, value in record.headers]
-                if record.headers
-                else None
-                for record in records
-            ]
+        self.columns = RecordColumns(include_headers=include_headers)
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return len(self.columns)
+
+    @property
+    def full(self) -> bool:
+        return self.columns.data_bytes >= MAX_PENDING_DATA_BYTES
 
     def flush(self) -> pa.RecordBatch:
-        rows = len(self.offsets)
-        topic = self.split.tp.topic.encode()  # never empty: topic names are validated
-        columns: list[pa.Array[Any]] = [
-            pa.array(self.keys, pa.binary()),
-            pa.array(self.values, pa.binary()),
-            pa.StringArray.from_buffers(
-                rows,
-                pa.py_buffer(array("i", range(0, (rows + 1) * len(topic), len(topic)))),
-                pa.py_buffer(topic * rows),
-            ),
-            pa.Array.from_buffers(
-                pa.int32(), rows, [None, pa.py_buffer(array("i", [self.split.tp.partition]) * rows)]
-            ),
-            pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(self.offsets)]),
+        columns = self.columns.take()
+        rows = columns.rows
+        arrays: list[pa.Array[Any]] = [
+            _binary_array(columns.keys, rows, pa.binary()),
+            _binary_array(columns.values, rows, pa.binary()),
+            pa.repeat(pa.scalar(self.split.tp.topic, pa.string()), rows),
+            pa.repeat(pa.scalar(self.split.tp.partition, pa.int32()), rows),
+            pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(columns.offsets)]),
             pc.multiply(
-                pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(self.timestamps_ms)]),
+                pa.Array.from_buffers(
+                    pa.int64(), rows, [None, pa.py_buffer(columns.timestamps_ms)]
+                ),
                 1000,
             ).cast(pa.timestamp("us", tz="UTC")),
-            pa.Array.from_buffers(pa.int32(), rows, [None, pa.py_buffer(self.timestamp_types)]),
+            pa.Array.from_buffers(pa.int32(), rows, [None, pa.py_buffer(columns.timestamp_types)]),
         ]
         if self.include_headers:
-            columns.append(pa.array(self.headers, HEADER_TYPE))
-        self._reset()
-        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+            arrays.append(_headers_array(columns))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
 def decode_split(
@@ -121,10 +119,8 @@ def decode_split(
             continue
         if aborted and aborted.holds(header):
             continue
-        records = decode_records(batch.buffer, header)
-        if records:
-            decoder.add(header, records)
-        if len(decoder) >= batch_rows:
+        decoder.columns.add(batch.buffer, header, split.start_offset, split.end_offset)
+        if len(decoder) >= batch_rows or decoder.full:
             yield decoder.flush()
     if len(decoder):
         yield decoder.flush()

@@ -9,6 +9,7 @@ pushed filters (Spark 4.1+) into ``RowBounds``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -32,6 +33,7 @@ from tierlog.pipeline.schema import spark_ddl
 from tierlog.pipeline.segments import opened
 from tierlog.pipeline.source import discover, latest_offsets, plan_batch, plan_stream_range
 from tierlog.pipeline.stream_offsets import initial_offsets, offsets_from_json, offsets_to_json
+from tierlog.pipeline.workers import worker_python
 
 __all__ = ["FORMAT", "TierlogDataSource", "register"]
 
@@ -129,7 +131,11 @@ def register(spark: SparkSession) -> None:
     """Make ``format("tierlog")`` available in ``spark``.
 
     Also turns on Python data source filter pushdown (Spark 4.1+, off by default): a
-    reader that implements ``pushFilters`` is refused while it is off.
+    reader that implements ``pushFilters`` is refused while it is off. In local mode,
+    points the Python workers at this interpreter unless ``PYSPARK_PYTHON`` names one
+    (``workers.worker_python``), which must then import tierlog.
     """
+    context = spark.sparkContext
+    context.pythonExec = worker_python(context.master or "", context.pythonExec, os.environ)
     spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
     spark.dataSource.register(TierlogDataSource)

@@ -75,11 +75,13 @@ __all__ = [
     "decode_records",
     "header_size_for_magic",
     "iter_batches",
+    "log_append_time_of",
     "parse_header",
     "patch_offsets",
     "records_section",
     "resolve_legacy_header",
     "set_log_append_time",
+    "v2_records",
     "whole_batches_length",
 ]
 
@@ -534,12 +536,7 @@ def decode_record_rows(buf: ReadableBuffer, header: BatchHeader) -> list[RecordR
             (r.offset, r.timestamp, r.key, r.value, r.headers)
             for r in legacy.decode_entry(buf, header.position)
         ]
-    if header.record_count < 0:
-        raise CorruptRecordError(f"invalid record count {header.record_count}")
-    data, start, end = records_section(buf, header)
-    log_append_time = (
-        header.max_timestamp if header.timestamp_type is TimestampType.LOG_APPEND_TIME else None
-    )
+    data, start, end, log_append_time = v2_records(buf, header)
     return decode_v2_rows(
         data,
         start,
@@ -549,6 +546,24 @@ def decode_record_rows(buf: ReadableBuffer, header: BatchHeader) -> list[RecordR
         header.base_timestamp,
         log_append_time,
     )
+
+
+def v2_records(buf: ReadableBuffer, header: BatchHeader) -> tuple[bytes, int, int, int | None]:
+    """What a walk over the records of the v2 batch ``header`` describes needs (both the
+    row decoder and the columnar one): its records section (``records_section``) and
+    the time that replaces every record's timestamp (LogAppendTime), else None."""
+    if header.record_count < 0:
+        raise CorruptRecordError(f"invalid record count {header.record_count}")
+    data, start, end = records_section(buf, header)
+    return data, start, end, log_append_time_of(header)
+
+
+def log_append_time_of(header: BatchHeader) -> int | None:
+    """The time that replaces every record's timestamp in a LogAppendTime v2 batch (its
+    max timestamp), else None."""
+    if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
+        return header.max_timestamp
+    return None
 
 
 def records_section(
