@@ -149,6 +149,7 @@ class SidecarServer:
         else:  # only the leader uploads (a new leader continues the tier)
             leaders = partitions.replicas.leaders
             self.remote_log_manager.scope = lambda tp: tp in leaders
+            self.remote_log_manager.joins_new_logs = lambda tp: tp in leaders
         self.remote_log_manager.committed_end = partitions.high_watermark
         await asyncio.to_thread(partitions.adopt_logs_on_disk)
         self.remote_reader = await asyncio.to_thread(self._remote_reader)

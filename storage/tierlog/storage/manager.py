@@ -268,11 +268,14 @@ class LogManager:
             created = self._create_partition_dir(
                 log_dir / tp.dir_name, tp, config or self._topic_config(tp.topic)
             )
-            # Only a broker that may write the partition's tier joins it here: claiming
-            # it would fence the writer (a replica's new log is a follower's until it
-            # leads, and its leader keeps the tier).
+            # A follower's new log does not join the tier here: claiming it would fence
+            # the leader, whose tier it is (``RemoteLogManager.joins_new_logs``).
             tier = self.tier
-            if tier is not None and created.config.remote_storage_enable and tier.scope(tp):
+            if (
+                tier is not None
+                and created.config.remote_storage_enable
+                and tier.joins_new_logs(tp)
+            ):
                 self._join_tier(tp, created)
             self._register(tp, created, log_dir)
             return created

@@ -202,6 +202,12 @@ class RemoteLogManager:
         # previous writer): the sidecar narrows it to those it owns or is draining, or
         # under replication to those it leads.
         self.scope: Callable[[TopicPartition], bool] = lambda _tp: True
+        # Whether a log created here continues the partition's tier at once (claiming
+        # it). A broker that owns a partition alone must: its new log (a replaced pod's
+        # empty volume, a partition handed over while the plan changes) starts at the
+        # tier's end, never at offset 0 beside the tier. Under replication only the
+        # leader does: a follower's new log copies its leader's, whose tier it is.
+        self.joins_new_logs: Callable[[TopicPartition], bool] = lambda _tp: True
         # How far a partition's log is committed: only segments below it are uploaded.
         # Under replication the high watermark, so the tier never holds offsets a new
         # leader may not have (its log would then disagree with the tier it continues).
