@@ -3,6 +3,7 @@ sidecars (``sidecars``: a factory that stops what it started)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from tests.support.sidecars import SidecarProcess, Sidecars, start_sidecar
 from tierlog.client.accumulator import AppendResult, MemoryBlocked, RecordAccumulator
 from tierlog.client.admin import AdminClient
 from tierlog.client.config import ProducerConfig
+from tierlog.client.consumer import Consumer, ConsumerRecord
 from tierlog.client.idempotence import IdempotenceManager
 from tierlog.client.producer_batch import ProducerBatch
 from tierlog.storage.records import (
@@ -130,3 +132,12 @@ def two_brokers(sidecars: SidecarStarter) -> tuple[LiveSidecar, LiveSidecar]:
     for broker in (first, second):  # each broker keeps its own topic store today
         create_topic(broker.address, "spread", partitions=6)
     return first, second
+
+
+def poll_until(consumer: Consumer, count: int, timeout_s: float = 10) -> list[ConsumerRecord]:
+    """What ``consumer`` polls until it has ``count`` records or ``timeout_s`` passed."""
+    records: list[ConsumerRecord] = []
+    deadline = time.monotonic() + timeout_s
+    while len(records) < count and time.monotonic() < deadline:
+        records += consumer.poll(200)
+    return records

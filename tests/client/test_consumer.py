@@ -16,7 +16,7 @@ from tierlog.storage.errors import CorruptRecordError
 from tierlog.storage.records import V2_HEADER_SIZE
 from tierlog.storage.records.batch import ATTRIBUTES_OFFSET, LENGTH_OFFSET, MAGIC_OFFSET
 
-from .conftest import SidecarStarter, create_topic, two_brokers
+from .conftest import SidecarStarter, create_topic, poll_until, two_brokers
 from .sidecars import LiveSidecar, damage_batch, free_port, produce_batches
 
 TP = TopicPartition("events", 0)
@@ -51,14 +51,6 @@ def _poll_during(
     return records, waited
 
 
-def _poll_until(consumer: Consumer, count: int, timeout_s: float = 10) -> list[ConsumerRecord]:
-    records: list[ConsumerRecord] = []
-    deadline = time.monotonic() + timeout_s
-    while len(records) < count and time.monotonic() < deadline:
-        records += consumer.poll(200)
-    return records
-
-
 def test_seek_by_offset_reads_from_the_middle_of_a_batch(sidecar: LiveSidecar) -> None:
     _fill(sidecar)
     with _consumer(sidecar, max_poll_records=7) as consumer:
@@ -67,7 +59,7 @@ def test_seek_by_offset_reads_from_the_middle_of_a_batch(sidecar: LiveSidecar) -
         first = consumer.poll(1000)
         assert [r.offset for r in first] == list(range(42, 49))  # max.poll.records
         assert consumer.position(TP) == 49
-        rest = _poll_until(consumer, 51)
+        rest = poll_until(consumer, 51)
         assert [r.offset for r in rest] == list(range(49, 100))
         assert [r.value for r in rest] == [b"%d" % i for i in range(49, 100)]
 
@@ -80,7 +72,7 @@ def test_seek_by_timestamp_finds_the_first_record_at_or_after_it(sidecar: LiveSi
         assert found is not None and (found.offset, found.timestamp) == (31, BASE_MS + 31_000)
         assert consumer.offsets_for_times({TP: BASE_MS + 10**9})[TP] is None
         consumer.seek_to_timestamp(BASE_MS + 60_000)
-        records = _poll_until(consumer, 40)
+        records = poll_until(consumer, 40)
         assert records[0].offset == 60 and records[0].timestamp == BASE_MS + 60_000
         assert consumer.beginning_offsets([TP]) == {TP: 0}
         assert consumer.end_offsets([TP]) == {TP: 100}
@@ -90,7 +82,7 @@ def test_auto_offset_reset_earliest_latest_and_none(sidecar: LiveSidecar) -> Non
     _fill(sidecar, 10)
     with _consumer(sidecar, auto_offset_reset="earliest") as earliest:
         earliest.assign([TP])
-        assert len(_poll_until(earliest, 10)) == 10
+        assert len(poll_until(earliest, 10)) == 10
     with _consumer(sidecar, auto_offset_reset="latest") as latest:
         latest.assign([TP])
         assert latest.poll(100) == [] and latest.position(TP) == 10
@@ -105,7 +97,7 @@ def test_a_position_past_the_log_end_is_reset(sidecar: LiveSidecar) -> None:
     with _consumer(sidecar, auto_offset_reset="earliest") as consumer:
         consumer.assign([TP])
         consumer.seek(TP, 1_000_000)
-        records = _poll_until(consumer, 10)
+        records = poll_until(consumer, 10)
         assert [r.offset for r in records] == list(range(10))
 
 
@@ -151,10 +143,10 @@ def test_the_stream_runs_ahead_of_the_records_handed_out(sidecar: LiveSidecar) -
         time.sleep(0.5)  # time for the next messages to come
         sidecar.process.send_signal(signal.SIGSTOP)
         try:
-            ahead = _poll_until(consumer, 9, timeout_s=3)
+            ahead = poll_until(consumer, 9, timeout_s=3)
         finally:
             sidecar.process.send_signal(signal.SIGCONT)
-        rest = _poll_until(consumer, 15 - 1 - len(ahead))
+        rest = poll_until(consumer, 15 - 1 - len(ahead))
     assert first.offset == 0 and [r.offset for r in ahead] == list(range(1, 10))
     assert [r.value for r in (first, *ahead, *rest)] == [b"%d" % i for i in range(15)]
 
@@ -178,7 +170,7 @@ def test_a_stream_the_sidecar_stopped_answering_times_out_and_starts_again(
             sidecar.process.send_signal(signal.SIGCONT)
         with Producer({"bootstrap.servers": sidecar.address}) as producer:
             producer.send("events", b"after").result(timeout=10)
-        assert [r.value for r in _poll_until(consumer, 1)] == [b"after"]
+        assert [r.value for r in poll_until(consumer, 1)] == [b"after"]
         assert consumer._streams[TP] is not quiet_stream
 
 
@@ -191,10 +183,10 @@ def test_the_consumer_goes_on_from_its_position_across_a_sidecar_restart(
     with _consumer(sidecar, max_partition_fetch_bytes=1, max_poll_records=3) as consumer:
         consumer.assign([TP])
         consumer.seek(TP, 0)
-        before = _poll_until(consumer, 7)
+        before = poll_until(consumer, 7)
         assert sidecar.stop() == 0
         sidecar.start()
-        after = _poll_until(consumer, 20 - len(before), timeout_s=20)
+        after = poll_until(consumer, 20 - len(before), timeout_s=20)
     assert [r.offset for r in before + after] == list(range(20))
 
 
@@ -211,7 +203,7 @@ def test_a_broken_stream_is_opened_again_within_one_long_poll(sidecars: SidecarS
     ):
         consumer.assign([TP])
         consumer.seek(TP, 0)
-        assert [r.offset for r in _poll_until(consumer, 1)] == [0]
+        assert [r.offset for r in poll_until(consumer, 1)] == [0]
 
         def cut_then_produce() -> None:
             time.sleep(0.3)
@@ -257,7 +249,7 @@ def test_a_corrupt_batch_raises_from_poll_naming_partition_and_offset(
     with _consumer(sidecar, max_partition_fetch_bytes=fetch_bytes) as consumer:
         consumer.assign([TP])
         consumer.seek(TP, 0)
-        assert [r.offset for r in _poll_until(consumer, 5)] == list(range(5))
+        assert [r.offset for r in poll_until(consumer, 5)] == list(range(5))
         for _ in range(2):
             with pytest.raises(CorruptRecordError, match=r"events-0.* offset 5"):
                 consumer.poll(10_000)
@@ -268,7 +260,7 @@ def test_records_are_named_tuples_of_the_fetched_fields(sidecar: LiveSidecar) ->
     _fill(sidecar, 3)
     with _consumer(sidecar, auto_offset_reset="earliest") as consumer:
         consumer.assign([TP])
-        records = _poll_until(consumer, 3)
+        records = poll_until(consumer, 3)
     assert records[1] == ConsumerRecord("events", 0, 1, BASE_MS + 1000, None, b"1", ())
     assert records[1]._asdict()["value"] == b"1"
 
@@ -296,7 +288,7 @@ def test_a_dead_broker_stalls_none_of_the_partitions_the_others_lead(
         second.kill()
         # No position can be had for the dead broker's partitions: the live ones are
         # read all the same, poll after poll, without an error.
-        read = _poll_until(consumer, len(alive))
+        read = poll_until(consumer, len(alive))
         assert {record.partition for record in read} == alive
         assert consumer.poll(500) == []
     finally:

@@ -11,10 +11,9 @@ import pytest
 
 from tierlog.api.errors import InvalidGroupIdError
 from tierlog.client import Consumer, Producer, TopicPartition
-from tierlog.client.consumer import ConsumerRecord
 from tierlog.client.groups import GroupClient, OffsetAndMetadata
 
-from .conftest import SidecarStarter, create_topic
+from .conftest import SidecarStarter, create_topic, poll_until
 from .sidecars import LiveSidecar, free_port
 
 TP = TopicPartition("events", 0)
@@ -42,14 +41,6 @@ def _consumer(sidecar: LiveSidecar, **props: object) -> Consumer:
     return Consumer(config)
 
 
-def _poll_until(consumer: Consumer, count: int, timeout_s: float = 10) -> list[ConsumerRecord]:
-    records: list[ConsumerRecord] = []
-    deadline = time.monotonic() + timeout_s
-    while len(records) < count and time.monotonic() < deadline:
-        records += consumer.poll(200)
-    return records
-
-
 def test_a_consumer_resumes_at_its_groups_commit(sidecar: LiveSidecar) -> None:
     with _consumer(sidecar, enable_auto_commit=False, max_poll_records=6) as first:
         first.assign([TP])
@@ -60,7 +51,7 @@ def test_a_consumer_resumes_at_its_groups_commit(sidecar: LiveSidecar) -> None:
     with _consumer(sidecar, enable_auto_commit=False) as second:
         second.assign([TP])
         assert second.position(TP) == 6
-        assert [r.offset for r in _poll_until(second, 14)] == list(range(6, 20))
+        assert [r.offset for r in poll_until(second, 14)] == list(range(6, 20))
 
 
 def _stored_at(consumer: Consumer) -> int:
