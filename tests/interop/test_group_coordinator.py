@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,11 +79,14 @@ def _commits(records: list[Decoded]) -> list[tuple[str, int, int | None]]:
 
 
 @pytest.fixture
-def sidecar(tmp_path: Path) -> SidecarProcess:
+def sidecar(tmp_path: Path) -> Iterator[SidecarProcess]:
     started = start_sidecar(tmp_path / "data", *COMPACTING)
-    with AdminClient({"bootstrap.servers": started.address}) as admin:
-        admin.create_topic("orders", 2)
-    return started
+    try:
+        with AdminClient({"bootstrap.servers": started.address}) as admin:
+            admin.create_topic("orders", 2)
+        yield started
+    finally:  # the one started here, or the test's restart of it
+        started.kill()
 
 
 def test_kafka_decodes_the_commits_a_sidecar_wrote(sidecar: SidecarProcess) -> None:
