@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from tierlog.cli.server_option import true_or_false
 from tierlog.storage.records import Header
 
 __all__ = ["LineFormat", "LineFormatError", "ParsedLine"]
@@ -75,16 +76,16 @@ class LineFormat:
                 raise LineFormatError(f"{name} must not be empty")
         defaults = cls()
         return cls(
-            parse_key=_flag(props, "parse.key"),
+            parse_key=true_or_false(props, "parse.key", False, LineFormatError),
             key_separator=separators.get("key.separator", defaults.key_separator),
-            parse_headers=_flag(props, "parse.headers"),
+            parse_headers=true_or_false(props, "parse.headers", False, LineFormatError),
             headers_delimiter=separators.get("headers.delimiter", defaults.headers_delimiter),
             headers_separator=separators.get("headers.separator", defaults.headers_separator),
             headers_key_separator=separators.get(
                 "headers.key.separator", defaults.headers_key_separator
             ),
             null_marker=props["null.marker"].encode() if "null.marker" in props else None,
-            ignore_error=_flag(props, "ignore.error"),
+            ignore_error=true_or_false(props, "ignore.error", False, LineFormatError),
         )
 
     def parse(self, lines: Iterable[bytes]) -> Iterator[ParsedLine]:
@@ -128,10 +129,3 @@ class LineFormat:
 
     def _nullable(self, part: bytes) -> bytes | None:
         return None if self.null_marker is not None and part == self.null_marker else part
-
-
-def _flag(props: Mapping[str, str], name: str) -> bool:
-    text = props.get(name, "false").strip().lower()
-    if text not in ("true", "false"):
-        raise LineFormatError(f"{name} is true or false, not {props[name]!r}")
-    return text == "true"

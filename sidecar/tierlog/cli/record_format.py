@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tierlog.cli.server_option import true_or_false
 from tierlog.client.consumer import ConsumerRecord
 
 __all__ = ["FORMATTERS", "RecordFormat", "RecordFormatError", "json_line"]
@@ -57,7 +58,7 @@ class RecordFormat:
         if unknown:
             known = ", ".join((*_FLAGS, "print.value", *_TEXTS))
             raise RecordFormatError(f"unknown property {unknown[0]!r} (known: {known})")
-        flags = {name: _flag(props, name, False) for name in _FLAGS}
+        flags = {name: true_or_false(props, name, False, RecordFormatError) for name in _FLAGS}
         texts = {name: props[name].encode() for name in _TEXTS if name in props}
         defaults = cls()
         return cls(
@@ -66,7 +67,7 @@ class RecordFormat:
             print_offset=flags["print.offset"],
             print_headers=flags["print.headers"],
             print_key=flags["print.key"],
-            print_value=_flag(props, "print.value", True),
+            print_value=true_or_false(props, "print.value", True, RecordFormatError),
             key_separator=texts.get("key.separator", defaults.key_separator),
             line_separator=texts.get("line.separator", defaults.line_separator),
             headers_separator=texts.get("headers.separator", defaults.headers_separator),
@@ -122,10 +123,3 @@ def json_line(record: ConsumerRecord) -> bytes:
 
 def _text_or_none(data: bytes | None) -> str | None:
     return None if data is None else data.decode(errors="backslashreplace")
-
-
-def _flag(props: Mapping[str, str], name: str, default: bool) -> bool:
-    text = props.get(name, str(default)).strip().lower()
-    if text not in ("true", "false"):
-        raise RecordFormatError(f"{name} is true or false, not {props[name]!r}")
-    return text == "true"

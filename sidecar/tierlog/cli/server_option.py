@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from tierlog.storage.properties import read_properties
@@ -41,6 +42,7 @@ __all__ = [
     "client_properties",
     "key_value",
     "topic_of",
+    "true_or_false",
 ]
 
 SERVER_ENV = "TIERLOG_SERVER"
@@ -134,3 +136,14 @@ def topic_of(args: argparse.Namespace) -> str:
         problem = "a TOPIC (or --topic) is needed" if not given else "two different topics given"
         raise SystemExit(f"tierlog {args.command}: {problem}")
     return given.pop()
+
+
+def true_or_false(
+    props: Mapping[str, str], name: str, default: bool, error: type[ValueError]
+) -> bool:
+    """A console tool's ``--property NAME=true|false`` (``default`` when unset); ``error``
+    naming it otherwise."""
+    text = props.get(name, str(default)).strip().lower()
+    if text not in ("true", "false"):
+        raise error(f"{name} is true or false, not {props[name]!r}")
+    return text == "true"

@@ -354,12 +354,15 @@ class Sender:
                 for batches in requests:
                     tp = batches[0].topic_partition
                     self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
+            request_sizes = []
             for batches in requests:
                 request = self._request(batches, epochs[batches[0].topic_partition])
                 self._connection(address).send(request, batches)
-                with self.lock:
+                request_sizes.append(len(request))
+            with self.lock:  # once for all of this broker's requests
+                for batches, size in zip(requests, request_sizes, strict=True):
                     self.metrics.request_sent(
-                        len(request),
+                        size,
                         [batch.estimated_size_bytes for batch in batches],
                         sum(batch.record_count for batch in batches),
                     )
