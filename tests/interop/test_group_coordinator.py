@@ -127,6 +127,8 @@ def test_compaction_keeps_the_latest_commit_per_key(sidecar: SidecarProcess) -> 
     latest = {TopicPartition("orders", 0): 590, TopicPartition("orders", 1): 391}
     tp = StoredPartition(OFFSETS_TOPIC, partition_for_group(kept_name, PARTITIONS))
     cleaned_to = _cleaned_past(sidecar, tp, 121)  # past the deletion (offsets 120, 121)
+    # A graceful stop joins the cleaner: a running one swaps segments under DumpLogSegments.
+    assert sidecar.stop() == 0
     partition_dir = sidecar.data_dir / f"{tp.topic}-{tp.partition}"
     cleaned = _commits(_decoded(partition_dir, below=cleaned_to))
     kept_keys = [(p, offset) for group, p, offset in cleaned if group == kept_name]
@@ -139,7 +141,6 @@ def test_compaction_keeps_the_latest_commit_per_key(sidecar: SidecarProcess) -> 
         (kept_name, 0): 590,
         (kept_name, 1): 391,
     }
-    sidecar.kill()
     sidecar.start()
     again = GroupClient(_cluster(sidecar), kept_name)
     assert {tp: o.offset for tp, o in again.committed().items() if o} == latest
