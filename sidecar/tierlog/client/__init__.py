@@ -5,7 +5,8 @@ Over gRPC:
 - ``producer``: ``Producer.send`` -> ``RecordFuture`` (or a ``callback``), ``flush``, ``close``;
   its ``sender`` thread drives the core below over ``ProduceStream``s.
 - ``consumer``: ``Consumer`` (assign/subscribe, seek by offset or time, ``poll``, and
-  with a ``group.id`` committed offsets: ``commit``, ``commit_async``, ``committed``).
+  with a ``group.id`` committed offsets: ``commit``, ``commit_async``, ``committed``);
+  ``aio_consumer``: ``AIOConsumer``, its face for an asyncio event loop.
 - ``groups``: a group's coordinator found and followed (``GroupClient``), and groups as
   an administrator sees them (``ConsumerGroups``).
 - ``admin``: ``AdminClient`` (topics, configs, partitions, metadata).
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 from tierlog.client.accumulator import AppendResult, MemoryBlocked, ReadyCheck, RecordAccumulator
 from tierlog.client.admin import AdminClient
+from tierlog.client.aio_consumer import AIOConsumer
 from tierlog.client.cluster import Cluster
 from tierlog.client.config import AdminConfig, CommonClientConfig, ConsumerConfig, ProducerConfig
 from tierlog.client.consumer import Consumer, ConsumerRecord, OffsetAndTimestamp
@@ -65,6 +67,7 @@ from tierlog.client.serialization import (
 )
 
 __all__ = [
+    "AIOConsumer",
     "AdminClient",
     "AdminConfig",
     "AppendResult",
