@@ -2,8 +2,10 @@
 transactions interleaved) commit and abort into a real broker; tierlog, appending the
 same batches (data as a client, markers as the coordinator), writes the very same
 ``.txnindex`` bytes, rebuilds them the same after a crash, and Kafka's DumpLogSegments
-reads ours as tierlog's dump-log does; the pipeline reads what Kafka's read_committed
-consumer reads, from Kafka's log dir and from a tier tierlog filled with its segments."""
+reads ours as tierlog's dump-log does; the pipeline, and tierlog's read_committed
+consumer through a sidecar serving a copy of Kafka's log dir, read what Kafka's
+read_committed consumer reads (the pipeline from a tier tierlog filled with its
+segments too)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,10 @@ import pytest
 
 from tests.pipeline.read_all import read_table
 from tests.pipeline.tiering import tier_closed_segments
+from tests.support.sidecars import start_sidecar
 from tierlog.cli.dump_log import DumpOptions, DumpReport, dump_files
+from tierlog.client import Consumer
+from tierlog.client import TopicPartition as ClientTopicPartition
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import AppendOrigin, Log
 from tierlog.storage.records import iter_batches
@@ -255,3 +260,42 @@ def _rows(table: pa.Table) -> list[tuple[object, object]]:
     return list(
         zip(table.column("offset").to_pylist(), table.column("value").to_pylist(), strict=True)
     )
+
+
+def _consume_all(address: str, isolation_level: str, end_offset: int) -> list[tuple[int, bytes]]:
+    """Every record tierlog's consumer returns from offset 0 until its position reaches
+    ``end_offset`` (the last stable offset, past the last markers)."""
+    tp = ClientTopicPartition(TOPIC, 0)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": address,
+            "isolation.level": isolation_level,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    records: list[tuple[int, bytes]] = []
+    try:
+        consumer.assign([tp])
+        deadline = time.monotonic() + 60
+        while consumer.position(tp) < end_offset and time.monotonic() < deadline:
+            records += [(record.offset, record.value or b"") for record in consumer.poll(500)]
+    finally:
+        consumer.close()
+    return records
+
+
+def test_tierlogs_read_committed_consumer_reads_what_kafkas_reads(
+    kafka_txn_log: KafkaTxnLog, tmp_path: Path
+) -> None:
+    """A sidecar serves a copy of Kafka's log dir: read_committed returns Kafka's
+    read_committed records exactly, read_uncommitted every record sent."""
+    partition_dir = kafka_txn_log.partition_dir
+    shutil.copytree(partition_dir, tmp_path / "data" / partition_dir.name)
+    sidecar = start_sidecar(tmp_path / "data")
+    try:
+        committed = _consume_all(sidecar.address, "read_committed", kafka_txn_log.end_offset)
+        everything = _consume_all(sidecar.address, "read_uncommitted", kafka_txn_log.end_offset)
+    finally:
+        sidecar.kill()
+    assert committed == kafka_txn_log.read_committed
+    assert everything == sorted((sent.offset, sent.value) for sent in kafka_txn_log.sent)
