@@ -16,6 +16,7 @@ from typing import TypeAlias
 import grpc
 import pytest
 
+from tests.support.minio import MinioServer
 from tests.support.transaction_logs import TxnWriter, transactions_in
 from tierlog.api.v1 import log_service_pb2
 from tierlog.storage.config import LogConfig
@@ -27,6 +28,7 @@ from .test_tiered_reads import BROKER, TOPIC, local_segments, wait_until
 IsolationLevel: TypeAlias = log_service_pb2.IsolationLevel.ValueType
 READ_COMMITTED = log_service_pb2.ISOLATION_LEVEL_READ_COMMITTED
 READ_UNCOMMITTED = log_service_pb2.ISOLATION_LEVEL_READ_UNCOMMITTED
+ONE_BATCH_A_SEGMENT = LogConfig(segment_bytes=100)
 
 
 def interleaved(writer: TxnWriter) -> int:
@@ -144,28 +146,67 @@ def test_an_unknown_isolation_level_is_an_invalid_request(sidecar: Sidecar) -> N
     assert reason_of(refused.value) == "INVALID_REQUEST"
 
 
+def tier_configs(store: str, tmp_path: Path, request: pytest.FixtureRequest) -> tuple[str, ...]:
+    """The sidecar's tier: its default local directory, or a bucket of the real MinIO."""
+    if store == "local":
+        return ()
+    minio: MinioServer = request.getfixturevalue("minio")
+    bucket: str = request.getfixturevalue("s3_bucket")
+    return tuple(minio.sidecar_tier_configs(bucket, tmp_path / "s3-credentials"))
+
+
+def read_committed_to_the_end(sidecar: Sidecar) -> tuple[int, set[tuple[int, int]]]:
+    """Fetch under read_committed from 0 until an answer is empty; where that was and
+    every aborted transaction listed on the way."""
+    offset, found = 0, set()
+    while (answer := fetch(sidecar, "events", offset, READ_COMMITTED)).record_batches:
+        found |= aborted(answer)
+        offset = next_offset(answer.record_batches)
+    return offset, found
+
+
+@pytest.mark.parametrize("store", ["local", pytest.param("minio", marks=pytest.mark.slow)])
 def test_aborted_transactions_in_tiered_segments_are_listed(
-    sidecar_factory: SidecarFactory, tmp_path: Path
+    sidecar_factory: SidecarFactory, tmp_path: Path, request: pytest.FixtureRequest, store: str
 ) -> None:
     """The transactions' segments are uploaded and deleted locally: a read_committed fetch
     from 0 lists the aborted ones from the tier's transaction indexes."""
-    sidecar = sidecar_factory(tmp_path / "data", *BROKER)
+    sidecar = sidecar_factory(tmp_path / "data", *BROKER, *tier_configs(store, tmp_path, request))
     sidecar.create_topic("events", 1, **TOPIC)
     # One batch a segment: every marker and every aborted batch in a segment of its own.
-    writer, open_from = stopped_with(sidecar, "events", LogConfig(segment_bytes=100))
+    writer, open_from = stopped_with(sidecar, "events", ONE_BATCH_A_SEGMENT)
     sidecar.start()
     wait_until(
         lambda: local_segments(sidecar.data_dir)[0] >= writer.aborted[-1].last_offset,
         "the upload and local deletion of the aborted transactions' segments",
     )
-    offset, found = 0, set()
-    while offset < open_from:
-        answer = fetch(sidecar, "events", offset, READ_COMMITTED)
-        found |= aborted(answer)
-        offset = next_offset(answer.record_batches)
-    assert offset == open_from
+    end, found = read_committed_to_the_end(sidecar)
+    assert end == open_from
     assert found == {(t.producer_id, t.first_offset) for t in writer.aborted}
     assert latest(sidecar, "events", READ_COMMITTED) == open_from
+
+
+def test_an_open_transaction_in_a_tiered_segment_ends_read_committed_reads_there(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    """Segments are uploaded below the high watermark, so past an open transaction too:
+    a read_committed read from the tier still stops at its first offset."""
+    sidecar = sidecar_factory(tmp_path / "data", *BROKER)
+    sidecar.create_topic("events", 1, **TOPIC)
+    sidecar.stop()
+    with transactions_in(sidecar.data_dir, "events", config=ONE_BATCH_A_SEGMENT) as writer:
+        writer.send_plain()
+        writer.send(9)  # open to the end
+        open_from = writer.open_txns[9]
+        interleaved(writer)
+    sidecar.start()
+    wait_until(
+        lambda: local_segments(sidecar.data_dir)[0] > open_from + 2,
+        "the upload and local deletion of the open transaction's segment and the next",
+    )
+    assert read_committed_to_the_end(sidecar)[0] == open_from
+    assert not fetch(sidecar, "events", open_from, READ_COMMITTED).record_batches
+    assert fetch(sidecar, "events", open_from, READ_UNCOMMITTED).record_batches
 
 
 def test_a_stream_stops_at_an_open_transaction_and_reads_on_once_it_is_committed(
