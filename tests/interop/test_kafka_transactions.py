@@ -28,6 +28,7 @@ from tests.support.sidecars import start_sidecar
 from tierlog.cli.dump_log import DumpOptions, DumpReport, dump_files
 from tierlog.client import Consumer
 from tierlog.client import TopicPartition as ClientTopicPartition
+from tierlog.client.admin import AdminClient
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import AppendOrigin, Log
 from tierlog.storage.records import iter_batches
@@ -284,18 +285,51 @@ def _consume_all(address: str, isolation_level: str, end_offset: int) -> list[tu
     return records
 
 
+@pytest.mark.parametrize("tiered", [False, True], ids=["local", "tiered"])
 def test_tierlogs_read_committed_consumer_reads_what_kafkas_reads(
-    kafka_txn_log: KafkaTxnLog, tmp_path: Path
+    kafka_txn_log: KafkaTxnLog, tmp_path: Path, tiered: bool
 ) -> None:
-    """A sidecar serves a copy of Kafka's log dir: read_committed returns Kafka's
+    """A sidecar serves a copy of Kafka's log dir (tiered: its closed segments uploaded to
+    the sidecar's tier and deleted locally first): read_committed returns Kafka's
     read_committed records exactly, read_uncommitted every record sent."""
     partition_dir = kafka_txn_log.partition_dir
-    shutil.copytree(partition_dir, tmp_path / "data" / partition_dir.name)
-    sidecar = start_sidecar(tmp_path / "data")
+    data_dir = tmp_path / "data"
+    shutil.copytree(partition_dir, data_dir / partition_dir.name)
+    sidecar = start_sidecar(data_dir, *SERVING)
     try:
+        if tiered:
+            _tier_locally_closed_segments(sidecar.address, data_dir / partition_dir.name)
         committed = _consume_all(sidecar.address, "read_committed", kafka_txn_log.end_offset)
         everything = _consume_all(sidecar.address, "read_uncommitted", kafka_txn_log.end_offset)
     finally:
         sidecar.kill()
     assert committed == kafka_txn_log.read_committed
     assert everything == sorted((sent.offset, sent.value) for sent in kafka_txn_log.sent)
+
+
+# The records are years old (BASE_TIMESTAMP_MS): no time retention, tier tasks often.
+SERVING = (
+    "log.retention.ms=-1",
+    "remote.log.manager.task.interval.ms=200",
+    "log.retention.check.interval.ms=200",
+)
+
+
+def _tier_locally_closed_segments(address: str, partition_dir: Path) -> None:
+    """Turn on the topic's tier with no local retention, and wait until every closed
+    segment is uploaded and gone from disk (the active one stays)."""
+    closed = len(list(partition_dir.glob("*.log"))) - 1
+    assert closed >= 2
+    with AdminClient(address) as admin:
+        admin.alter_configs(
+            TOPIC,
+            {
+                "remote.storage.enable": "true",
+                "local.retention.bytes": "0",
+                "file.delete.delay.ms": "0",
+            },
+        )
+    deadline = time.monotonic() + 60
+    while len(list(partition_dir.glob("*.log"))) > 1:
+        assert time.monotonic() < deadline, "the closed segments were not tiered"
+        time.sleep(0.2)
