@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TypeAlias
+from typing import TypeAlias, cast
 
 import grpc
 import pytest
@@ -223,11 +223,21 @@ def test_a_stream_stops_at_an_open_transaction_and_reads_on_once_it_is_committed
         topic="txns", offset=0, max_wait_ms=50, isolation_level=READ_COMMITTED
     )
     stream = sidecar.log.Subscribe(request)
-    reader = threading.Thread(target=lambda: received.extend(stream))
+    ended: list[grpc.StatusCode] = []
+
+    def read() -> None:
+        try:
+            received.extend(stream)
+            ended.append(grpc.StatusCode.OK)
+        except grpc.RpcError as error:  # the sidecar going away may cut the call
+            ended.append(cast(grpc.Call, error).code())
+
+    reader = threading.Thread(target=read)
     reader.start()
     wait_until(lambda: any(m.last_stable_offset == open_from for m in received), "the LSO")
     sidecar.stop()  # the stream ends with the sidecar
     reader.join()
+    assert ended in ([grpc.StatusCode.OK], [grpc.StatusCode.UNAVAILABLE]), ended
     assert max(next_offset(m.record_batches) for m in received if m.record_batches) == open_from
     with transactions_in(sidecar.data_dir, "txns") as more:
         more.end(1, commit=True)
