@@ -22,7 +22,12 @@ leader epoch from the metadata: a broker that leads in another epoch (or no long
 leads) ends it, and it is opened again once the metadata is refreshed (KIP-320).
 A message holds whole batches:
 records before the position are skipped, control batches (transaction markers) are
-skipped without being returned, and CRCs are checked when ``check.crcs`` says so.  A
+skipped without being returned, and CRCs are checked when ``check.crcs`` says so.
+With ``isolation.level=read_committed`` the streams, ListOffsets (so
+``auto.offset.reset=latest``, ``end_offsets`` and ``seek_to_end``) and the lag end at
+the last stable offset, and the records of the aborted transactions each message lists
+are dropped (``aborted_transactions``); the position moves past them, and past the
+markers, as past any batch the message ends with.  A
 batch that fails its CRC here, or that the sidecar calls ``CORRUPT_MESSAGE``, raises
 ``CorruptRecordError`` from ``poll`` naming the partition and offset (Kafka's
 ``CorruptRecordException``), every poll until a seek moves past it: it is never retried.
@@ -50,6 +55,7 @@ from typing import NamedTuple
 
 from tierlog.api.errors import InvalidGroupIdError, NotLeaderOrFollowerError
 from tierlog.api.v1 import log_service_pb2
+from tierlog.client.aborted_transactions import AbortedTransactionFilter
 from tierlog.client.client_metrics import ConsumerMetrics
 from tierlog.client.cluster import Cluster, ClusterClient, OffsetAndTimestamp
 from tierlog.client.config import ConsumerConfig
@@ -118,7 +124,10 @@ class Consumer(ClusterClient):
         # When a partition whose stream failed or ended may have a new one.
         self._retry_at: dict[TopicPartition, float] = {}
         self._metrics = ConsumerMetrics()
-        self._high_watermarks: dict[TopicPartition, int] = {}  # as the last message said
+        self._isolation_level = _ISOLATION_LEVELS[self.config.isolation_level]
+        # Where each partition's readable log ends (the high watermark, or the last stable
+        # offset under read_committed) as the last message said: the lag is measured to it.
+        self._fetchable_ends: dict[TopicPartition, int] = {}
         self._group = (
             GroupClient(
                 self.cluster,
@@ -202,6 +211,20 @@ class Consumer(ClusterClient):
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return {tp: self.list_offset(tp, LATEST).offset for tp in partitions}
+
+    def list_offset(
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        attempts: int = 5,
+        *,
+        isolation_level: log_service_pb2.IsolationLevel.ValueType | None = None,
+    ) -> OffsetAndTimestamp:
+        """``ClusterClient.list_offset``, by default under this consumer's
+        ``isolation.level``: latest is the last stable offset under read_committed (as
+        Kafka's consumer asks)."""
+        level = self._isolation_level if isolation_level is None else isolation_level
+        return super().list_offset(tp, timestamp, attempts, isolation_level=level)
 
     def _check_assigned(self, tp: TopicPartition) -> None:
         if tp not in self._positions:
@@ -374,9 +397,11 @@ class Consumer(ClusterClient):
                 chunk = buffered.take(room)
                 taken += chunk
                 room -= len(chunk)
-                position = self._positions[tp] = chunk[-1].offset + 1
-                if tp in self._high_watermarks:
-                    lag = self._high_watermarks[tp] - position
+                # Past the batches the message ends with too (markers, aborted data).
+                position = chunk[-1].offset + 1 if buffered else buffered.next_offset
+                self._positions[tp] = position
+                if tp in self._fetchable_ends:
+                    lag = self._fetchable_ends[tp] - position
                     self._metrics.lags[(tp.topic, tp.partition)] = max(0, lag)
         if taken:
             self._metrics.records.record(len(taken))
@@ -416,6 +441,7 @@ class Consumer(ClusterClient):
             max_bytes=min(self.config.max_partition_fetch_bytes, self.config.fetch_max_bytes),
             max_wait_ms=self.config.fetch_max_wait_ms,
             min_bytes=self.config.fetch_min_bytes,
+            isolation_level=self._isolation_level,
         )
         if leader.epoch >= 0:  # a broker in another epoch ends the stream (KIP-320)
             request.current_leader_epoch = leader.epoch
@@ -469,11 +495,19 @@ class Consumer(ClusterClient):
                 self._stream_failed(tp, arrival.error)
             return
         stream.release()  # the reader may take the next message while this one is decoded
-        data = arrival.message.record_batches  # (each read of a bytes field copies it)
-        self._high_watermarks[tp] = arrival.message.high_watermark
+        message = arrival.message
+        data = message.record_batches  # (each read of a bytes field copies it)
+        self._fetchable_ends[tp] = (
+            message.last_stable_offset
+            if self._isolation_level == log_service_pb2.ISOLATION_LEVEL_READ_COMMITTED
+            else message.high_watermark
+        )
         self._metrics.fetches.record(len(data))
+        aborted = AbortedTransactionFilter(
+            (txn.producer_id, txn.first_offset) for txn in message.aborted_transactions
+        )
         try:
-            whole = self._buffer(tp, self.position(tp), data)
+            whole = self._buffer(tp, self.position(tp), data, aborted)
         except BaseException:
             self._drop_stream(tp)  # the next poll reads from the position again
             raise
@@ -501,9 +535,12 @@ class Consumer(ClusterClient):
         else:
             raise error
 
-    def _buffer(self, tp: TopicPartition, position: int, data: bytes) -> bool:
-        """Buffer the records at or after ``position`` of the batches in ``data``; False
-        when a damaged batch ended them early, after some records (before any: raised)."""
+    def _buffer(
+        self, tp: TopicPartition, position: int, data: bytes, aborted: AbortedTransactionFilter
+    ) -> bool:
+        """Buffer the records at or after ``position`` of the batches in ``data`` but those
+        ``aborted`` drops; False when a damaged batch ended them early, after some records
+        (before any: raised)."""
         records: list[ConsumerRecord] = []
         next_offset = position
         topic_partition = (tp.topic, tp.partition)
@@ -512,6 +549,8 @@ class Consumer(ClusterClient):
                 if self.config.check_crcs and not crc_is_valid(data, header):
                     raise CorruptRecordError(f"batch at offset {header.base_offset} fails its CRC")
                 next_offset = max(next_offset, header.next_offset)
+                if aborted and aborted.drops(data, header):
+                    continue
                 if header.is_control:
                     continue
                 rows = decode_record_rows(data, header)
@@ -523,11 +562,11 @@ class Consumer(ClusterClient):
                 raise CorruptRecordError(
                     f"{tp}: corrupt data at offset {next_offset}: {error}"
                 ) from error
-            self._buffers[tp] = _Buffered(records)
+            self._buffers[tp] = _Buffered(records, next_offset)
             return False
         if records:
-            self._buffers[tp] = _Buffered(records)
-        else:  # only control batches or records before the position: skip them
+            self._buffers[tp] = _Buffered(records, next_offset)
+        else:  # only control batches, aborted data or records before the position
             self._positions[tp] = next_offset
         return True
 
@@ -539,18 +578,25 @@ def _log_failed_auto_commit(
         log.warning("an automatic commit of %d offsets failed: %s", len(offsets), error)
 
 
+_ISOLATION_LEVELS = {
+    "read_uncommitted": log_service_pb2.ISOLATION_LEVEL_READ_UNCOMMITTED,
+    "read_committed": log_service_pb2.ISOLATION_LEVEL_READ_COMMITTED,
+}
+
 # ``ConsumerRecord`` from a (topic, partition, *row) tuple, without a Python-level call.
 _new_record = functools.partial(tuple.__new__, ConsumerRecord)
 
 
 class _Buffered:
-    """A partition's fetched records not yet returned by ``poll``."""
+    """A partition's fetched records not yet returned by ``poll``, and the offset after
+    the batches they came in (the position once they are all returned)."""
 
-    __slots__ = ("_next", "_records")
+    __slots__ = ("_next", "_records", "next_offset")
 
-    def __init__(self, records: list[ConsumerRecord] | None = None) -> None:
+    def __init__(self, records: list[ConsumerRecord] | None = None, next_offset: int = 0) -> None:
         self._records = records or []
         self._next = 0
+        self.next_offset = next_offset
 
     def __bool__(self) -> bool:
         return self._next < len(self._records)
