@@ -109,14 +109,17 @@ class GroupMetrics:
                 for tp, offset in offsets.items():
                     committed.add_metric([group, tp.topic, str(tp.partition)], offset.offset)
         commits, rebalances, membership = self._live_hooks(set(states), with_offsets)
+        live = sorted(with_offsets | set(membership))
         yield committed
-        yield from _group_counts(with_offsets, membership)
+        yield from _group_counts(live, membership)
+        # Every group held here has its counters, from 0: increase() sees the first.
         yield _per_group(
             CounterMetricFamily(
                 "tierlog_consumergroup_offset_commits_total",
                 "Offsets the group committed, acknowledged by the log (Kafka's OffsetCommits)",
                 labels=["consumergroup"],
             ),
+            live,
             commits,
         )
         yield _per_group(
@@ -126,6 +129,7 @@ class GroupMetrics:
                 "assignment (Kafka's consumer-group-rebalance-count)",
                 labels=["consumergroup"],
             ),
+            live,
             rebalances,
         )
 
@@ -143,16 +147,14 @@ class GroupMetrics:
             return dict(self._commits), dict(self._rebalances), dict(self._membership)
 
 
-def _group_counts(
-    with_offsets: set[str], membership: Mapping[str, _Membership]
-) -> Iterator[Metric]:
+def _group_counts(live: list[str], membership: Mapping[str, _Membership]) -> Iterator[Metric]:
     by_state = dict.fromkeys(GROUP_STATES, 0)
     members = GaugeMetricFamily(
         "tierlog_consumergroup_members",
         "Members of the group (kafka-exporter's kafka_consumergroup_members)",
         labels=["consumergroup"],
     )
-    for group in sorted(with_offsets | set(membership)):
+    for group in live:
         known = membership.get(group)
         state, count = (EMPTY, 0) if known is None else (known.state, known.members)
         by_state[state] = by_state.get(state, 0) + 1
@@ -167,7 +169,9 @@ def _group_counts(
     yield from (groups, members)
 
 
-def _per_group(family: CounterMetricFamily, counts: Mapping[str, int]) -> CounterMetricFamily:
-    for group, count in sorted(counts.items()):
-        family.add_metric([group], count)
+def _per_group(
+    family: CounterMetricFamily, live: list[str], counts: Mapping[str, int]
+) -> CounterMetricFamily:
+    for group in live:
+        family.add_metric([group], counts.get(group, 0))
     return family
