@@ -116,19 +116,21 @@ class Coordinated:
     """What GroupMetrics reads of a coordinator: partition 0 holds every group here."""
 
     def __init__(self) -> None:
-        self.states: dict[int, OffsetsState] = {0: OffsetsState()}
+        self.states: dict[int, OffsetsState | None] = {0: OffsetsState()}
         self.log_offset = 0
 
     def partition_of(self, group: str) -> int:
         return 0
 
-    def loaded_states(self) -> dict[int, OffsetsState]:
+    def coordinated_partitions(self) -> dict[int, OffsetsState | None]:
         return dict(self.states)
 
     def commit(self, group: str, offset: int | None) -> None:
         value = None if offset is None else OffsetCommitValue(offset, 0, "", -1)
         record = CoordinatorRecord(OffsetCommitKey(group, "orders", 0), value)
-        self.states[0].replay(record, self.log_offset)
+        state = self.states[0]
+        assert state is not None
+        state.replay(record, self.log_offset)
         self.log_offset += 1
 
 
@@ -178,6 +180,9 @@ def test_series_of_groups_gone_from_the_log_or_the_broker_are_dropped() -> None:
     scraped = _collect(metrics)
     assert _by_group(scraped, COMMITS) == {"orders-app": 0}
     assert _committed(scraped) == {}
+
+    coordinated.states[0] = None  # led again, loading: the groups it reported stay
+    assert _by_group(_collect(metrics), MEMBERS) == {"orders-app": 1}
 
     coordinated.states.clear()  # the partition is led elsewhere now
     scraped = _collect(metrics)

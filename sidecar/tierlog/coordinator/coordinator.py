@@ -237,10 +237,10 @@ class GroupCoordinator:
             )
         return partition, loaded.state
 
-    def loaded_states(self) -> dict[int, OffsetsState]:
-        """For the metrics thread: the partitions loaded here and their states."""
-        loaded = list(self._loaded.items())  # one step: the loop changes the dict meanwhile
-        return {p: entry.state for p, entry in loaded if entry.state is not None}
+    def coordinated_partitions(self) -> dict[int, OffsetsState | None]:
+        """For the metrics thread: the partitions led here, their states (None: loading)."""
+        led = list(self._loaded.items())  # one step: the loop changes the dict meanwhile
+        return {partition: entry.state for partition, entry in led}
 
     def coordinated_states(self) -> Iterable[OffsetsState]:
         return [loaded.state for loaded in self._loaded.values() if loaded.state is not None]

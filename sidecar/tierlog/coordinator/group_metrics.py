@@ -14,9 +14,10 @@ dashboards know, and not ``group``, a PromQL keyword.
 Committed offsets are read at scrape time from the loaded partitions' states (copied in
 single steps, since the event loop changes them while a metrics thread reads), so the
 series of a deleted group or expired offset go with them, and those of a partition no
-longer led here go when it is unloaded: their number is the number of committed offsets
-the broker coordinates. Counters and membership come through hooks the coordinator calls
-on the event loop; the scrape drops those of groups it no longer holds.
+longer led here go when it is unloaded: one series per committed offset the broker
+coordinates (what ``--describe`` lists), no member or client labels. Counters and
+membership come through hooks the coordinator calls on the event loop; the scrape drops
+those of groups it no longer holds.
 """
 
 from __future__ import annotations
@@ -43,9 +44,9 @@ class CoordinatedGroups(Protocol):
 
     def partition_of(self, group: str) -> int: ...
 
-    def loaded_states(self) -> Mapping[int, OffsetsState]:
-        """The ``__consumer_offsets`` partitions loaded here and their states; safe to
-        call from a thread other than the event loop's."""
+    def coordinated_partitions(self) -> Mapping[int, OffsetsState | None]:
+        """The ``__consumer_offsets`` partitions led here and their states (None while
+        loading); safe to call from a thread other than the event loop's."""
         ...
 
 
@@ -95,7 +96,8 @@ class GroupMetrics:
     # -- the scrape -------------------------------------------------------------------
 
     def collect(self) -> Iterator[Metric]:
-        states = self.groups.loaded_states()
+        partitions = self.groups.coordinated_partitions()
+        states = [state for state in partitions.values() if state is not None]
         committed = GaugeMetricFamily(
             "tierlog_consumergroup_committed_offset",
             "The group's committed offset of the partition (the next record it consumes)",
@@ -103,12 +105,12 @@ class GroupMetrics:
             ["consumergroup", "topic", "partition"],
         )
         with_offsets: set[str] = set()
-        for state in states.values():
+        for state in states:
             for group, offsets in state.committed().items():
                 with_offsets.add(group)
                 for tp, offset in offsets.items():
                     committed.add_metric([group, tp.topic, str(tp.partition)], offset.offset)
-        commits, rebalances, membership = self._live_hooks(set(states), with_offsets)
+        commits, rebalances, membership = self._live_hooks(set(partitions), with_offsets)
         live = sorted(with_offsets | set(membership))
         yield committed
         yield from _group_counts(live, membership)
@@ -134,11 +136,12 @@ class GroupMetrics:
         )
 
     def _live_hooks(
-        self, loaded: set[int], with_offsets: set[str]
+        self, led: set[int], with_offsets: set[str]
     ) -> tuple[dict[str, int], dict[str, int], dict[str, _Membership]]:
-        """The hooks' values of the groups still held here; the others forgotten."""
+        """The hooks' values of the groups still held here; the others forgotten (a
+        partition still loading keeps its groups: its load may be reporting them)."""
         with self._lock:
-            for group in [g for g, m in self._membership.items() if m.partition not in loaded]:
+            for group in [g for g, m in self._membership.items() if m.partition not in led]:
                 del self._membership[group]
             live = with_offsets | set(self._membership)
             for counts in (self._commits, self._rebalances):
