@@ -40,6 +40,7 @@ from tierlog.api.errors import (
 )
 from tierlog.coordinator.classic_group_records import GroupMetadataKey
 from tierlog.coordinator.config import GroupCoordinatorConfig
+from tierlog.coordinator.group_metrics import GroupMetrics
 from tierlog.coordinator.group_records import CoordinatorRecord, encode_record
 from tierlog.coordinator.loader import load_offsets
 from tierlog.coordinator.offset_records import OffsetCommitKey, OffsetCommitValue
@@ -97,6 +98,7 @@ class GroupCoordinator:
         self.clock_ms = clock_ms
         self._loaded: dict[int, _Loaded] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self.metrics = GroupMetrics(self)  # the sidecar registers it; membership feeds it
 
     # -- running ----------------------------------------------------------------------
 
@@ -235,6 +237,11 @@ class GroupCoordinator:
             )
         return partition, loaded.state
 
+    def coordinated_partitions(self) -> dict[int, OffsetsState | None]:
+        """For the metrics thread: the partitions led here, their states (None: loading)."""
+        led = list(self._loaded.items())  # one step: the loop changes the dict meanwhile
+        return {partition: entry.state for partition, entry in led}
+
     def coordinated_states(self) -> Iterable[OffsetsState]:
         return [loaded.state for loaded in self._loaded.values() if loaded.state is not None]
 
@@ -295,6 +302,7 @@ class GroupCoordinator:
             outcomes.append((item.tp, None))
         if records:
             await self._write(partition, state, group, records)
+            self.metrics.offsets_committed(group, len(records))
         return outcomes
 
     def _check_commit(self, item: OffsetToCommit) -> None:

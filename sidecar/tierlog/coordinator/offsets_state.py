@@ -95,6 +95,11 @@ class OffsetsState:
     def offsets(self, group: str) -> dict[TopicPartition, CommittedOffset]:
         return dict(self._groups.get(group, {}))
 
+    def committed(self) -> dict[str, dict[TopicPartition, CommittedOffset]]:
+        """Every group's offsets, for a metrics thread: each dict is copied in one step
+        (no Python code runs during the copy), so the event loop's writes cannot break it."""
+        return {group: dict(offsets) for group, offsets in list(self._groups.items())}
+
     def expired(self, now_ms: int, retention_ms: int) -> dict[str, list[TopicPartition]]:
         """Per group, the offsets committed more than ``retention_ms`` ago (Kafka's rule
         for a group with no members: each offset expires on its own commit time)."""

@@ -173,6 +173,7 @@ class SidecarServer:
         )
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(admin, self.server)
         self.groups = GroupCoordinator(partitions, self.config.groups, self._append_committed)
+        self.metrics.registry.register(self.groups.metrics)
         group_service_pb2_grpc.add_GroupServiceServicer_to_server(
             GroupService(self.groups, admin.create_internal_topic), self.server
         )
