@@ -35,6 +35,7 @@ __all__ = [
     "InvalidRequiredAcksError",
     "InvalidUpdateVersionError",
     "LeaderNotAvailableError",
+    "NonEmptyGroupError",
     "NotCoordinatorError",
     "NotEnoughReplicasAfterAppendError",
     "NotEnoughReplicasError",
@@ -246,6 +247,12 @@ class UnstableOffsetCommitError(TierlogError):
 # -- KIP-848 membership (ConsumerGroupHeartbeat) ---------------------------------------
 
 
+class NonEmptyGroupError(TierlogError):
+    """[68] DeleteGroups of a group that still has members."""
+
+    reason = "NON_EMPTY_GROUP"
+
+
 class GroupMaxSizeReachedError(TierlogError):
     """[81] A new member would take the group over ``group.consumer.max.size``."""
 
@@ -325,6 +332,7 @@ STATUS_CODES: dict[str, grpc.StatusCode] = {
     "COORDINATOR_LOAD_IN_PROGRESS": _C.UNAVAILABLE,
     "COORDINATOR_NOT_AVAILABLE": _C.UNAVAILABLE,
     "UNSTABLE_OFFSET_COMMIT": _C.UNAVAILABLE,
+    "NON_EMPTY_GROUP": _C.FAILED_PRECONDITION,
     "GROUP_MAX_SIZE_REACHED": _C.RESOURCE_EXHAUSTED,
     "FENCED_MEMBER_EPOCH": _C.FAILED_PRECONDITION,
     "UNRELEASED_INSTANCE_ID": _C.FAILED_PRECONDITION,

@@ -39,6 +39,7 @@ from tierlog.api.errors import (
     FencedMemberEpochError,
     GroupMaxSizeReachedError,
     InvalidRequestError,
+    StaleMemberEpochError,
     UnknownMemberIdError,
     UnreleasedInstanceIdError,
 )
@@ -77,7 +78,7 @@ __all__ = [
     "TopicImage",
     "TopicInfo",
     "answer_topics",
-    "is_consumer_group_record",
+    "consumer_group_of",
 ]
 
 JOIN_EPOCH = 0
@@ -144,7 +145,7 @@ class ConsumerGroup:
     # -- the records ------------------------------------------------------------------
 
     def replay(self, record: CoordinatorRecord) -> None:
-        """Apply one of this group's records (``is_consumer_group_record``)."""
+        """Apply one of this group's records (``consumer_group_of``)."""
         key, value = record.key, record.value
         if isinstance(key, ConsumerGroupMetadataKey):
             if value is None:
@@ -213,6 +214,24 @@ class ConsumerGroup:
     def member_epoch(self, member_id: str) -> int | None:
         current = self.current.get(member_id)
         return None if current is None else current.member_epoch
+
+    def check_commit(self, member_id: str, member_epoch: int) -> None:
+        """An OffsetCommit against this group, as Kafka checks a KIP-848 group's: with no
+        member and epoch -1 only while the group is empty, else from a member at its
+        current epoch (STALE_MEMBER_EPOCH: it must heartbeat to catch up first)."""
+        if member_epoch < 0 and not member_id and not self.subscriptions:
+            return
+        current = self.current.get(member_id)
+        if current is None or member_id not in self.subscriptions:
+            raise UnknownMemberIdError(
+                f"group {self.group_id!r} has no member {member_id!r}"
+                + (" (it has members: commit as one of them)" if not member_id else "")
+            )
+        if member_epoch != current.member_epoch:
+            raise StaleMemberEpochError(
+                f"member {member_id!r} committed at epoch {member_epoch}, its epoch is "
+                f"{current.member_epoch}"
+            )
 
     def touch(self, member_id: str, now_ms: int) -> None:
         """A heartbeat of the member was answered at ``now_ms``."""
@@ -556,8 +575,10 @@ _CONSUMER_GROUP_KEYS = (
 )
 
 
-def is_consumer_group_record(record: CoordinatorRecord) -> bool:
-    return isinstance(record.key, _CONSUMER_GROUP_KEYS)
+def consumer_group_of(record: CoordinatorRecord) -> str | None:
+    """The group a KIP-848 membership record is about (None for any other record)."""
+    key = record.key
+    return key.group_id if isinstance(key, _CONSUMER_GROUP_KEYS) else None
 
 
 def answer_topics(assignment: Assignment, topics: TopicImage) -> dict[str, list[int]]:
