@@ -134,6 +134,40 @@ def test_two_consumers_split_six_partitions_and_a_third_moves_each_once(
     )
 
 
+def test_the_group_survives_a_kill_9_of_its_coordinator(sidecar: LiveSidecar) -> None:
+    """The sidecar (coordinator and log) is killed and started again under two live
+    members: they keep their member ids, epochs and partitions (nothing revoked or
+    lost), and go on consuming."""
+    _produce(sidecar.address, 5)
+    a, b = _member(sidecar.address, "a"), _member(sidecar.address, "b")
+    a.subscribe()
+    b.subscribe()
+    try:
+        _poll_until_split([a, b], [3, 3])
+        owned = (set(a.owned), set(b.owned))
+        before = [m.consumer.group_metadata() for m in (a, b)]
+        assert all(m.member_id and m.generation_id > 0 for m in before)
+        a.revoked.clear()
+        b.revoked.clear()
+        sidecar.kill()
+        sidecar.start()
+        _produce(sidecar.address, 5, start=5)
+        last: dict[int, int] = {}
+        deadline = time.monotonic() + 30
+        while sorted(last.items()) != [(p, 9) for p in range(6)]:
+            for member in (a, b):
+                for record in member.consumer.poll(50):
+                    last[record.partition] = max(last.get(record.partition, -1), record.offset)
+            assert time.monotonic() < deadline, f"consumed only up to {last}"
+        assert (a.owned, b.owned) == owned and a.revoked == b.revoked == []
+        assert [m.consumer.group_metadata() for m in (a, b)] == before
+        described = ConsumerGroups(a.consumer.cluster).group(GROUP).describe()
+        assert described.state == "Stable" and len(described.members) == 2
+    finally:
+        a.consumer.close()
+        b.consumer.close()
+
+
 # -- processes, kill -9 and the checker ------------------------------------------------
 
 

@@ -241,6 +241,26 @@ def test_members_not_heard_from_for_a_session_expire_and_are_removed() -> None:
     assert b.owned == all_partitions()
 
 
+def test_a_member_that_keeps_partitions_past_its_rebalance_timeout_is_removed() -> None:
+    group = ConsumerGroup("g")
+    join = Heartbeat(
+        "a", JOIN_EPOCH, subscribed_topic_names=("orders",), rebalance_timeout_ms=10_000
+    )
+    records, answer = group.heartbeat(join, TOPICS, max_size=10)
+    apply(group, records)
+    group.touch("a", 0)
+    Client("b").heartbeat(group)
+    group.touch("b", 0)
+    stubborn = Heartbeat("a", answer.member_epoch, owned=all_partitions())
+    for now_ms in (1_000, 5_000):  # told to revoke three, it reports all six still
+        records, _answer = group.heartbeat(stubborn, TOPICS, max_size=10)
+        apply(group, records)
+        group.touch("a", now_ms)
+        group.touch("b", now_ms)
+    assert group.expired_members(10_999, SESSION_MS) == []
+    assert group.expired_members(11_000, SESSION_MS) == ["a"]
+
+
 def test_replaying_the_records_rebuilds_the_same_group() -> None:
     group = ConsumerGroup("g")
     written: list[CoordinatorRecord] = []

@@ -66,7 +66,7 @@ from tierlog.client.errors import (
     is_retriable,
     reason_of,
 )
-from tierlog.client.groups import GroupClient, OffsetAndMetadata
+from tierlog.client.groups import ConsumerGroupMetadata, GroupClient, OffsetAndMetadata
 from tierlog.client.membership import GroupMembership, Subscription
 from tierlog.client.partition_stream import Arrival, PartitionStream
 from tierlog.client.producer_batch import TopicPartition
@@ -206,6 +206,14 @@ class Consumer(ClusterClient):
         ]
         self.assign(partitions)
         return partitions
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The member id and epoch this consumer commits with (Kafka's
+        ``groupMetadata()``)."""
+        group = self._group_client()
+        member_id, epoch = group.generation
+        instance_id = self.config.group_instance_id or None
+        return ConsumerGroupMetadata(group.group_id, member_id, epoch, instance_id)
 
     def unsubscribe(self) -> None:
         """Give up the partitions (revoked: committed first with auto-commit) and leave."""

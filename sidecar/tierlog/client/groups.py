@@ -25,7 +25,13 @@ from tierlog.client.errors import RequestTimedOutError, TierlogError, reason_of
 from tierlog.client.producer_batch import TopicPartition
 from tierlog.client.rpc import error_from_proto, error_from_rpc
 
-__all__ = ["ConsumerGroups", "GroupClient", "GroupListing", "OffsetAndMetadata"]
+__all__ = [
+    "ConsumerGroupMetadata",
+    "ConsumerGroups",
+    "GroupClient",
+    "GroupListing",
+    "OffsetAndMetadata",
+]
 
 _T = TypeVar("_T")
 
@@ -51,6 +57,17 @@ class OffsetAndMetadata:
     metadata: str = ""
     leader_epoch: int = -1  # of the last record consumed; -1: unknown
     commit_timestamp_ms: int = -1  # as the coordinator stored it (-1 in a commit)
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMetadata:
+    """A consumer's place in its group (Kafka's class of that name): its member id and
+    epoch ("" and -1 outside the group's membership)."""
+
+    group_id: str
+    member_id: str = ""
+    generation_id: int = -1
+    group_instance_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,9 @@ A heartbeat, as Kafka's coordinator runs it:
 4. the member's current assignment reconciled toward its target (``current_assignment``).
 
 Liveness is not in the records: ``last_seen_ms`` per member is reset when a coordinator
-loads the group, as Kafka's session timers restart on a new coordinator.
+loads the group, as Kafka's session timers restart on a new coordinator. Nor is how long
+a member has been asked to revoke partitions (``revoking_since_ms``): one that keeps
+them past its rebalance timeout is removed, so the others are not kept waiting.
 """
 
 from __future__ import annotations
@@ -140,6 +142,7 @@ class ConsumerGroup:
     current: dict[str, MemberAssignment] = field(default_factory=dict)
     owners: dict[TopicIdPartition, str] = field(default_factory=dict)
     last_seen_ms: dict[str, int] = field(default_factory=dict)
+    revoking_since_ms: dict[str, int] = field(default_factory=dict)
     exists: bool = False  # a group epoch record was replayed and not deleted
 
     # -- the records ------------------------------------------------------------------
@@ -158,6 +161,7 @@ class ConsumerGroup:
             if value is None:
                 self.subscriptions.pop(key.member_id, None)
                 self.last_seen_ms.pop(key.member_id, None)
+                self.revoking_since_ms.pop(key.member_id, None)
             else:
                 assert isinstance(value, ConsumerGroupMemberMetadataValue)
                 self.subscriptions[key.member_id] = value
@@ -235,20 +239,34 @@ class ConsumerGroup:
 
     def touch(self, member_id: str, now_ms: int) -> None:
         """A heartbeat of the member was answered at ``now_ms``."""
-        if member_id in self.subscriptions:
-            self.last_seen_ms[member_id] = now_ms
+        if member_id not in self.subscriptions:
+            return
+        self.last_seen_ms[member_id] = now_ms
+        current = self.current.get(member_id)
+        if current is not None and current.state == MemberState.UNREVOKED_PARTITIONS:
+            self.revoking_since_ms.setdefault(member_id, now_ms)
+        else:
+            self.revoking_since_ms.pop(member_id, None)
 
     def expired_members(self, now_ms: int, session_timeout_ms: int) -> list[str]:
         """Members not heard from for a session timeout (a static member that left
-        with epoch -2 included: it had that long to come back). A member not seen since
-        this coordinator loaded the group starts its session now."""
+        with epoch -2 included: it had that long to come back), and members still
+        holding partitions they were told to revoke a rebalance timeout ago (the
+        session timeout where they named none). A member not seen since this
+        coordinator loaded the group starts its session now."""
         for member_id in self.subscriptions:
             self.last_seen_ms.setdefault(member_id, now_ms)
-        return sorted(
-            member_id
-            for member_id in self.subscriptions
-            if self.last_seen_ms[member_id] + session_timeout_ms <= now_ms
-        )
+        expired = []
+        for member_id, subscription in self.subscriptions.items():
+            rebalance_timeout_ms = subscription.rebalance_timeout_ms
+            if rebalance_timeout_ms <= 0:
+                rebalance_timeout_ms = session_timeout_ms
+            revoking_since_ms = self.revoking_since_ms.get(member_id)
+            if self.last_seen_ms[member_id] + session_timeout_ms <= now_ms or (
+                revoking_since_ms is not None and revoking_since_ms + rebalance_timeout_ms <= now_ms
+            ):
+                expired.append(member_id)
+        return sorted(expired)
 
     # -- changes: records computed on a draft -----------------------------------------
 

@@ -188,7 +188,18 @@ class GroupCoordinator:
                 await self._write(partition, loaded.state, group, _tombstones(group, tps))
                 expired += len(tps)
                 log.info("group %s: %d offsets expired", group, len(tps))
+            await self._delete_empty_groups(partition, loaded.state)
         return expired
+
+    async def _delete_empty_groups(self, partition: int, state: OffsetsState) -> None:
+        """A consumer group without members or offsets is gone (Kafka's cleanup)."""
+        for members in state.consumer_groups():
+            group = members.group_id
+            async with self._group_lock(group):
+                if members.subscriptions or state.offsets(group) or state.is_busy(group):
+                    continue
+                await self._write(partition, state, group, members.delete())
+                log.info("group %s: empty, deleted", group)
 
     # -- leadership and loading -------------------------------------------------------
 

@@ -99,6 +99,10 @@ class OffsetsState:
     def is_pending(self, group: str, tp: TopicPartition) -> bool:
         return self._pending[(group, tp)] > 0
 
+    def is_busy(self, group: str) -> bool:
+        """Whether a commit of the group is on its way."""
+        return any(g == group for g, _tp in self._pending)
+
     # -- questions --------------------------------------------------------------------
 
     def groups(self) -> list[str]:
@@ -107,11 +111,7 @@ class OffsetsState:
         return sorted({*self._groups, *self._consumer_groups, *pending})
 
     def has_group(self, group: str) -> bool:
-        return (
-            group in self._groups
-            or group in self._consumer_groups
-            or any(g == group for g, _tp in self._pending)
-        )
+        return group in self._groups or group in self._consumer_groups or self.is_busy(group)
 
     def consumer_group(self, group: str) -> ConsumerGroup | None:
         """The group's membership (None: it never had a KIP-848 member, or was deleted)."""
