@@ -4,7 +4,8 @@
 ``group_worker.py ADDRESS GROUP TOPIC OUT DONE``: subscribes to TOPIC in GROUP (no
 auto-commit), and until the file DONE appears: polls, appends each record to OUT as
 ``R <partition> <offset> <value>``, then commits the positions and appends
-``C <partition> <position>`` once the commit is acknowledged; partitions assigned are
+``C <partition> <position>`` once the commit is acknowledged (``F`` when it failed: the
+member was fenced meanwhile, and the next owner reads those records again); assigned are
 ``A <partitions...>``, revoked ``V <partitions...>`` (from the callbacks). Lines are
 flushed as written, so what OUT holds when the process is killed is what it did. Then
 closes (leaves the group).
@@ -18,6 +19,7 @@ from typing import TextIO
 
 from tierlog.client import Consumer, TopicPartition
 from tierlog.client.groups import OffsetAndMetadata
+from tierlog.storage.errors import TierlogError
 
 
 def _write(out: TextIO, line: str) -> None:
@@ -39,7 +41,11 @@ def main(address: str, group: str, topic: str, out_path: str, done_path: str) ->
 
         def commit(partitions: list[TopicPartition]) -> None:
             positions = {tp: consumer.position(tp) for tp in partitions}
-            consumer.commit({tp: OffsetAndMetadata(p) for tp, p in positions.items()})
+            try:
+                consumer.commit({tp: OffsetAndMetadata(p) for tp, p in positions.items()})
+            except TierlogError as error:
+                _write(out, f"F {error.reason}")
+                return
             for tp, position in sorted(positions.items()):
                 _write(out, f"C {tp.partition} {position}")
 

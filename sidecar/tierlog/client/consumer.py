@@ -343,6 +343,9 @@ class Consumer(ClusterClient):
         if unknown:
             self._initial_positions_meanwhile(unknown)
         while True:
+            # News from the group first: no record of a partition revoked or lost
+            # meanwhile (a paused process wakes up to records it no longer owns).
+            self._reconcile()
             records = self._take_buffered()
             if records:
                 return records
@@ -357,10 +360,6 @@ class Consumer(ClusterClient):
                 self._take(arrival)
             elif time.monotonic() >= deadline:
                 return []
-            elif self._reconcile():
-                self._initial_positions_meanwhile(
-                    [tp for tp, position in self._positions.items() if position is None]
-                )
 
     # --- the group's assignment (KIP-848) ---------------------------------------------
 

@@ -11,7 +11,9 @@ assigned, and what the consumer then owns goes out with the next heartbeat, whic
 how the coordinator learns a revocation is done and hands those partitions to another
 member. So a partition is never consumed by two members of a live group.
 
-Fenced (``FENCED_MEMBER_EPOCH``, ``UNKNOWN_MEMBER_ID``: its session expired, say), the
+Fenced (``FENCED_MEMBER_EPOCH``, ``UNKNOWN_MEMBER_ID``: its session expired, say), or
+not answered for the session timeout the coordinator named (the process was paused, the
+coordinator unreachable: the coordinator has given its partitions away by now), the
 member has lost its partitions: the thread stops heartbeating until the application's
 thread has dropped them (``on_lost``), then joins again with epoch 0. Retriable errors
 (the coordinator moved, is loading) are retried on the next beat. ``leave`` sends epoch
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -83,6 +86,8 @@ class GroupMembership:
         self._lost = False
         self._send_subscription = True
         self._interval_s = INITIAL_INTERVAL_S
+        self._session_s = 0.0  # as the coordinator answered (0: not yet)
+        self._answered_at = time.monotonic()
         self._thread = threading.Thread(
             target=self._run, name=f"tierlog-heartbeat-{group.group_id}", daemon=True
         )
@@ -101,6 +106,14 @@ class GroupMembership:
     def update(self) -> Update | None:
         """What the consumer must do now (None: nothing)."""
         with self._lock:
+            silent_s = time.monotonic() - self._answered_at
+            if self._epoch > JOIN_EPOCH and 0 < self._session_s <= silent_s:
+                log.warning(
+                    "group %s: no answer for %.1f s, past the session: partitions lost",
+                    self.group.group_id,
+                    silent_s,
+                )
+                self._fenced_locked()
             if self._lost:
                 return Update(lost=True, assignment=None)
             if self._answered is not None and self._answered != self._owned:
@@ -172,11 +185,7 @@ class GroupMembership:
             if reason in _FENCED:
                 log.warning("group %s: fenced (%s): partitions lost", self.group.group_id, reason)
                 with self._lock:
-                    self._lost = True
-                    self._epoch = JOIN_EPOCH
-                    self._send_subscription = True
-                    self._answered = None
-                self.group.generation = ("", -1)
+                    self._fenced_locked()
             else:
                 log.info("group %s: heartbeat failed: %s", self.group.group_id, error)
             return
@@ -188,11 +197,24 @@ class GroupMembership:
         with self._lock:
             if self._stopping.is_set() and response.member_epoch < 0:
                 return
+            if self._lost:
+                return  # fenced meanwhile: the application drops everything first
             self._epoch = response.member_epoch
+            self._answered_at = time.monotonic()
+            self._session_s = response.session_timeout_ms / 1000
             self._interval_s = max(response.heartbeat_interval_ms, 1) / 1000
             self._send_subscription = False
             self._answered = None if assignment == self._owned else assignment
-        self.group.generation = (self.member_id, response.member_epoch)
+            self.group.generation = (self.member_id, response.member_epoch)
+
+    def _fenced_locked(self) -> None:
+        """Out of the group: nothing owned any more once the application dropped it
+        all, and then a new join (epoch 0)."""
+        self._lost = True
+        self._epoch = JOIN_EPOCH
+        self._send_subscription = True
+        self._answered = None
+        self.group.generation = ("", -1)
 
     def _request(self) -> pb.ConsumerGroupHeartbeatRequest:
         with self._lock:
