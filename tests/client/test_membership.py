@@ -342,3 +342,6 @@ def test_a_paused_consumer_loses_its_partitions_and_rejoins(
         "everything read",
     )
     check_at_least_once([first, second], 60)
+    # Woken up, it returned no record of the partitions it had lost: every commit it
+    # tried was of partitions it still owned (a zombie's would be UNKNOWN_MEMBER_ID).
+    assert [line for line in first.lines() if line[0] == "F"] == []
