@@ -69,13 +69,14 @@ class Member:
         self.consumer.subscribe([TOPIC], on_assign=on_assign, on_revoke=on_revoke)
 
 
-def _member(address: str, name: str) -> Member:
+def _member(address: str, name: str, instance_id: str = "") -> Member:
     consumer = Consumer(
         {
             "bootstrap.servers": address,
             "group.id": GROUP,
             "client.id": name,
             "auto.offset.reset": "earliest",
+            "group.instance.id": instance_id,
         }
     )
     return Member(consumer)
@@ -132,6 +133,33 @@ def test_two_consumers_split_six_partitions_and_a_third_moves_each_once(
         .state
         == "Empty"
     )
+
+
+def test_a_static_member_restarted_within_its_session_gets_its_partitions_back(
+    sidecar: LiveSidecar,
+) -> None:
+    """``group.instance.id``: closing leaves with epoch -2, so its partitions wait for it
+    (the other member is not given them); the next consumer with that instance id gets
+    them at once, without a rebalance of the other."""
+    a = _member(sidecar.address, "a", instance_id="pod-0")
+    b = _member(sidecar.address, "b", instance_id="pod-1")
+    a.subscribe()
+    b.subscribe()
+    try:
+        _poll_until_split([a, b], [3, 3])
+        kept = set(a.owned)
+        b.gained.clear()
+        b.revoked.clear()
+        a.consumer.close()
+        again = _member(sidecar.address, "a2", instance_id="pod-0")
+        again.subscribe()
+        _poll_until_split([again, b], [3, 3])
+        assert again.owned == kept and b.gained == b.revoked == []
+        described = ConsumerGroups(b.consumer.cluster).group(GROUP).describe()
+        assert sorted(m.instance_id for m in described.members) == ["pod-0", "pod-1"]
+        again.consumer.close()
+    finally:
+        b.consumer.close()
 
 
 def test_the_group_survives_a_kill_9_of_its_coordinator(sidecars: SidecarStarter) -> None:
