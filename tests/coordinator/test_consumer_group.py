@@ -157,6 +157,26 @@ def test_a_static_member_that_left_comes_back_to_its_partitions_without_a_rebala
     assert group.members == ["a2", "b"]
 
 
+def test_a_static_member_back_after_the_target_changed_reconciles_to_it() -> None:
+    """While a static member is away (-2) a third member joins: the target moves the
+    away member's share; back, it gives up what it no longer has and the group settles."""
+    group = ConsumerGroup("g")
+    a, b = Client("a", instance_id="pod-0"), Client("b", instance_id="pod-1")
+    settle(group, [a, b])
+    records, _answer = group.heartbeat(
+        Heartbeat("a", STATIC_LEAVE_EPOCH, instance_id="pod-0"), TOPICS, max_size=100
+    )
+    apply(group, records)
+    c = Client("c")
+    for _ in range(3):
+        b.heartbeat(group)
+        c.heartbeat(group)
+    again = Client("a2", instance_id="pod-0")
+    settle(group, [again, b, c])
+    assert sorted(len(x.owned) for x in (again, b, c)) == [2, 2, 2]
+    assert again.owned | b.owned | c.owned == all_partitions()
+
+
 def test_a_live_static_members_instance_id_is_unreleased() -> None:
     group = ConsumerGroup("g")
     settle(group, [Client("a", instance_id="pod-0")])
@@ -282,42 +302,58 @@ def test_replaying_the_records_rebuilds_the_same_group() -> None:
 # -- any sequence -------------------------------------------------------------------------
 
 actions = st.lists(
-    st.tuples(st.sampled_from(["join", "heartbeat", "leave", "die", "expire"]), st.integers(0, 4)),
-    max_size=60,
+    st.tuples(
+        st.sampled_from(["join", "heartbeat", "leave", "static-leave", "die", "expire"]),
+        st.integers(0, 3),
+    ),
+    max_size=80,
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(actions, st.integers(1, 9))
 def test_no_partition_is_ever_consumed_by_two_members(
     steps: list[tuple[str, int]], partitions: int
 ) -> None:
+    """Slots 0 and 2 are static members (``pod-<slot>``): leaving with -2 keeps their
+    partitions for the next incarnation; dying leaves their instance id unreleased until
+    the session expires."""
     topics = {"orders": TopicInfo(ORDERS.topic_id, partitions)}
     group = ConsumerGroup("g")
     live: dict[int, Client] = {}
-    dead: set[str] = set()
+    gone: set[str] = set()  # died, or left with -2: removed when their session expires
     generation = 0
     for action, slot in steps:
         client = live.get(slot)
         if action == "join" and client is None:
             generation += 1
-            live[slot] = client = Client(f"c{slot}-{generation}")
-            client.heartbeat(group, topics)
+            instance_id = f"pod-{slot}" if slot % 2 == 0 else None
+            client = Client(f"c{slot}-{generation}", instance_id=instance_id)
+            try:
+                client.heartbeat(group, topics)
+                live[slot] = client
+            except UnreleasedInstanceIdError:
+                pass  # its previous incarnation died and has not expired yet
         elif action == "heartbeat" and client is not None:
             client.heartbeat(group, topics)
         elif action == "leave" and client is not None:
-            records, _ = group.heartbeat(
-                Heartbeat(client.member_id, LEAVE_EPOCH), topics, max_size=100
-            )
+            leave = Heartbeat(client.member_id, LEAVE_EPOCH)
+            records, _ = group.heartbeat(leave, topics, max_size=100)
             apply(group, records)
             del live[slot]
+        elif action == "static-leave" and client is not None and client.instance_id:
+            leave = Heartbeat(client.member_id, STATIC_LEAVE_EPOCH, instance_id=client.instance_id)
+            records, _ = group.heartbeat(leave, topics, max_size=100)
+            apply(group, records)
+            gone.add(client.member_id)
+            del live[slot]
         elif action == "die" and client is not None:
-            dead.add(client.member_id)  # stops heartbeating; its session will expire
+            gone.add(client.member_id)  # stops heartbeating; its session will expire
             del live[slot]
         elif action == "expire":
-            for member_id in sorted(dead & set(group.members)):
+            for member_id in sorted(gone & set(group.members)):
                 apply(group, group.remove(member_id, topics))
-            dead.clear()
+            gone.clear()
         consuming = [c.owned for c in live.values()]
         assert sum(len(owned) for owned in consuming) == len(frozenset().union(*consuming))
         held = [member.held for member in group.current.values()]
@@ -325,7 +361,7 @@ def test_no_partition_is_ever_consumed_by_two_members(
         # The coordinator's view covers what every live client consumes.
         for c in live.values():
             assert all(group.owners.get(tp) == c.member_id for tp in c.owned)
-    for member_id in sorted(dead & set(group.members)):
+    for member_id in sorted(gone & set(group.members)):
         apply(group, group.remove(member_id, topics))
     if live:
         settle(group, list(live.values()), topics)

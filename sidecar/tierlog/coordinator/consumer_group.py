@@ -373,9 +373,14 @@ class _Draft:
             CoordinatorRecord(ConsumerGroupMemberMetadataKey(self.group_id, new_id), subscription)
         )
         self.emit(_target_record(self.group_id, new_id, target))
+        # At the epoch it had before it left (kept as the previous one by the -2): the
+        # target may have moved on meanwhile, and the reconciliation takes it there.
+        epoch = current.member_epoch
+        if epoch == STATIC_LEAVE_EPOCH:
+            epoch = current.previous_member_epoch
         resumed = MemberAssignment(
-            member_epoch=group.target_epoch if current.state == MemberState.STABLE else 0,
-            previous_member_epoch=0,
+            member_epoch=epoch,
+            previous_member_epoch=epoch,
             state=current.state,
             assigned=current.assigned,
             pending_revocation=current.pending_revocation,
