@@ -31,11 +31,13 @@ them past its rebalance timeout is removed, so the others are not kept waiting.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from tierlog.api.errors import (
     FencedMemberEpochError,
@@ -409,34 +411,29 @@ class _Draft:
                 )
 
     def update_subscription(self, member_id: str, request: Heartbeat) -> None:
+        """The member's record with what the heartbeat changed (its None fields and a
+        rebalance timeout of -1 change nothing); a new subscription bumps the epoch."""
         old = self.group.subscriptions.get(member_id)
-        names = request.subscribed_topic_names
-        regex = request.subscribed_topic_regex
-        if old is not None and names is None and regex is None:
-            names, regex = old.subscribed_topic_names, old.subscribed_topic_regex
-        if regex is not None:
-            _check_regex(regex)
-        new = ConsumerGroupMemberMetadataValue(
-            client_id=request.client_id or (old.client_id if old else ""),
-            client_host=request.client_host or (old.client_host if old else ""),
-            subscribed_topic_names=tuple(sorted(set(names or ()))),
-            subscribed_topic_regex=regex or None,
-            instance_id=request.instance_id
-            if request.instance_id is not None
-            else (old.instance_id if old else None),
-            rack_id=request.rack_id
-            if request.rack_id is not None
-            else (old.rack_id if old else None),
-            rebalance_timeout_ms=request.rebalance_timeout_ms
-            if request.rebalance_timeout_ms != -1
-            else (old.rebalance_timeout_ms if old else -1),
-            server_assignor=request.server_assignor
-            if request.server_assignor is not None
-            else (old.server_assignor if old else None),
-            classic_member_metadata=None,
-        )
-        if new.server_assignor is not None:
-            assignor_named(new.server_assignor)
+        base = old or ConsumerGroupMemberMetadataValue("", "", classic_member_metadata=None)
+        changes: dict[str, Any] = {}
+        if request.subscribed_topic_names is not None or request.subscribed_topic_regex:
+            if request.subscribed_topic_regex:
+                _check_regex(request.subscribed_topic_regex)
+            changes["subscribed_topic_names"] = tuple(
+                sorted(set(request.subscribed_topic_names or ()))
+            )
+            changes["subscribed_topic_regex"] = request.subscribed_topic_regex or None
+        if request.server_assignor is not None:
+            assignor_named(request.server_assignor)
+        for name in ("client_id", "client_host"):
+            if getattr(request, name):
+                changes[name] = getattr(request, name)
+        for name in ("instance_id", "rack_id", "server_assignor"):
+            if getattr(request, name) is not None:
+                changes[name] = getattr(request, name)
+        if request.rebalance_timeout_ms != -1:
+            changes["rebalance_timeout_ms"] = request.rebalance_timeout_ms
+        new = dataclasses.replace(base, **changes)
         if new == old:
             return
         self.emit(CoordinatorRecord(ConsumerGroupMemberMetadataKey(self.group_id, member_id), new))
