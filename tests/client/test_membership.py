@@ -6,6 +6,7 @@ was skipped and duplicates came only after an uncommitted position."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -133,6 +134,24 @@ def test_two_consumers_split_six_partitions_and_a_third_moves_each_once(
         .state
         == "Empty"
     )
+
+
+def test_a_pattern_subscription_takes_topics_made_later(sidecar: LiveSidecar) -> None:
+    member = _member(sidecar.address, "a")
+    member.consumer.subscribe(re.compile(r"orders(-.*)?"))
+    try:
+        deadline = time.monotonic() + 20
+        while len(member.consumer.assignment()) != 6:
+            member.consumer.poll(50)
+            assert time.monotonic() < deadline
+        create_topic(sidecar.address, "orders-eu", partitions=2)
+        create_topic(sidecar.address, "audit", partitions=1)
+        while len(member.consumer.assignment()) != 8:
+            member.consumer.poll(50)
+            assert time.monotonic() < deadline, member.consumer.assignment()
+        assert {tp.topic for tp in member.consumer.assignment()} == {"orders", "orders-eu"}
+    finally:
+        member.consumer.close()
 
 
 def test_a_static_member_restarted_within_its_session_gets_its_partitions_back(
