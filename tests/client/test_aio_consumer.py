@@ -67,15 +67,17 @@ def test_a_cancelled_poll_skips_no_record(sidecar: LiveSidecar) -> None:
         assert asyncio.run(scenario(producer)) == [0]
 
 
-def test_async_iteration_and_commits_of_a_group(sidecar: LiveSidecar) -> None:
+def test_a_group_member_iterates_and_commits(sidecar: LiveSidecar) -> None:
     create_topic(sidecar.address, TP.topic)
     with Producer({"bootstrap.servers": sidecar.address}) as producer:
         for n in range(5):
             producer.send(TP.topic, b"%d" % n, partition=0)
 
+    assigned: list[TopicPartition] = []
+
     async def scenario() -> tuple[list[bytes | None], int, OffsetAndMetadata | None]:
         async with _aio_consumer(sidecar, group_id="handlers") as consumer:
-            await consumer.assign([TP])
+            await consumer.subscribe(TP.topic, on_assign=assigned.extend)  # joins the group
             values = []
             async for record in consumer:
                 values.append(record.value)
@@ -86,6 +88,7 @@ def test_async_iteration_and_commits_of_a_group(sidecar: LiveSidecar) -> None:
             return values, position, (await consumer.committed([TP]))[TP]
 
     values, position, committed = asyncio.run(scenario())
+    assert assigned == [TP]
     assert values == [b"0", b"1", b"2", b"3", b"4"]
     assert position == 5
     assert committed is not None and committed.offset == 5

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.scrape import METRICS, Scrape, scrape_sidecar
 from tests.support.sidecars import SidecarProcess, start_sidecar
-from tierlog.client import TopicPartition
+from tierlog.client import Consumer, TopicPartition
 from tierlog.client.admin import AdminClient
 from tierlog.client.cluster import Cluster
 from tierlog.client.groups import GroupClient, OffsetAndMetadata
@@ -25,6 +26,7 @@ ORDERS_0, ORDERS_1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
 COMMITTED = "tierlog_consumergroup_committed_offset"
 COMMITS = "tierlog_consumergroup_offset_commits_total"
 MEMBERS = "tierlog_consumergroup_members"
+REBALANCES = "tierlog_consumergroup_rebalances_total"
 GROUPS = "tierlog_consumergroups"
 
 
@@ -107,6 +109,40 @@ def test_committed_offsets_are_read_back_from_the_log_after_kill_9(
     scraped = scrape_sidecar(sidecar)
     assert _committed(scraped) == {("billing", "orders", "1"): 9}
     assert _by_group(scraped, COMMITS) == {"billing": 0}  # a counter of this process
+
+
+def test_a_live_groups_members_and_rebalances_are_series(tmp_path: Path) -> None:
+    """Two real consumers join a group by heartbeats; the coordinator reports them."""
+    sidecar = start_sidecar(
+        tmp_path / "live",
+        METRICS,
+        "offsets.topic.num.partitions=1",
+        "group.consumer.heartbeat.interval.ms=100",
+    )
+    try:
+        with AdminClient(sidecar.address) as admin:
+            admin.create_topic("orders", 2)
+        config = {"bootstrap.servers": sidecar.address, "group.id": "billing"}
+        with Consumer(config) as first, Consumer(config) as second:
+            for consumer in (first, second):
+                consumer.subscribe("orders")
+            deadline = time.monotonic() + 30
+            while len(first.assignment()) + len(second.assignment()) < 2 or not (
+                first.assignment() and second.assignment()
+            ):
+                assert time.monotonic() < deadline, "the two never split the partitions"
+                first.poll(50)
+                second.poll(50)
+            scraped = scrape_sidecar(sidecar)
+            assert _by_group(scraped, MEMBERS) == {"billing": 2}
+            # One rebalance for the first member's join and one for the second's.
+            assert _by_group(scraped, REBALANCES)["billing"] >= 2
+        # Both left on close: the group is empty, and so reported.
+        scraped = scrape_sidecar(sidecar)
+        assert _by_group(scraped, MEMBERS) == {"billing": 0}
+        assert _by_state(scraped)["Empty"] == 1
+    finally:
+        sidecar.stop()
 
 
 # -- the hooks, over real states of a coordinator's partitions -----------------------------

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
+import re
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Self, TypeVar
 
 from tierlog.client.config import ConsumerConfig
-from tierlog.client.consumer import Consumer, ConsumerRecord
+from tierlog.client.consumer import Consumer, ConsumerRecord, Rebalance
 from tierlog.client.groups import OffsetAndMetadata
 from tierlog.client.producer_batch import TopicPartition
 
@@ -51,8 +53,27 @@ class AIOConsumer:
     async def assign(self, partitions: Iterable[TopicPartition]) -> None:
         await self._call(self._consumer.assign, list(partitions))
 
-    async def subscribe(self, topic: str) -> list[TopicPartition]:
-        return await self._call(self._consumer.subscribe, topic)
+    async def subscribe(
+        self,
+        topics: str | Iterable[str] | re.Pattern[str],
+        *,
+        on_assign: Rebalance | None = None,
+        on_revoke: Rebalance | None = None,
+        on_lost: Rebalance | None = None,
+    ) -> list[TopicPartition]:
+        """``Consumer.subscribe``; the callbacks run on the worker thread, inside a
+        ``poll``, as the consumer's run inside its ``poll``."""
+        subscribe = functools.partial(
+            self._consumer.subscribe,
+            topics if isinstance(topics, str | re.Pattern) else list(topics),
+            on_assign=on_assign,
+            on_revoke=on_revoke,
+            on_lost=on_lost,
+        )
+        return await self._call(subscribe)
+
+    async def unsubscribe(self) -> None:
+        await self._call(self._consumer.unsubscribe)
 
     async def assignment(self) -> list[TopicPartition]:
         return await self._call(self._consumer.assignment)

@@ -1,7 +1,12 @@
 """The consumer: assigned partitions, positions it keeps itself, ``poll`` over Subscribe streams.
 
-Kafka's ``KafkaConsumer`` with ``assign`` and ``seek`` (no group membership yet):
-``subscribe(topic)`` assigns every partition of a topic.  A partition without a
+Kafka's ``KafkaConsumer`` with ``assign`` and ``seek``, or ``subscribe``: with a
+``group.id`` the consumer is a member of the group (KIP-848, ``membership``) and its
+partitions are the ones the coordinator gives it, reconciled at each ``poll`` (revoked
+ones committed first when auto-commit is on, then ``on_revoke``; new ones
+``on_assign``; all of them ``on_lost`` when the member was fenced); ``close`` leaves the
+group. Without a ``group.id``, ``subscribe`` assigns every partition of the topics named.
+A partition without a
 position takes its group's committed offset (with a ``group.id``: ``groups``), else one
 from ``auto.offset.reset`` (``earliest``/``latest`` via ListOffsets; ``none`` raises
 ``NoOffsetForPartitionError``); one whose position fell out of the log
@@ -46,6 +51,7 @@ import functools
 import logging
 import math
 import queue
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -66,7 +72,8 @@ from tierlog.client.errors import (
     is_retriable,
     reason_of,
 )
-from tierlog.client.groups import GroupClient, OffsetAndMetadata
+from tierlog.client.groups import ConsumerGroupMetadata, GroupClient, OffsetAndMetadata
+from tierlog.client.membership import GroupMembership, Subscription
 from tierlog.client.partition_stream import Arrival, PartitionStream
 from tierlog.client.producer_batch import TopicPartition
 from tierlog.storage.errors import CorruptRecordError
@@ -77,7 +84,7 @@ from tierlog.storage.records import (
     iter_batches,
 )
 
-__all__ = ["CommitCallback", "Consumer", "ConsumerRecord", "OffsetAndTimestamp"]
+__all__ = ["CommitCallback", "Consumer", "ConsumerRecord", "OffsetAndTimestamp", "Rebalance"]
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +109,11 @@ class ConsumerRecord(NamedTuple):
     value: bytes | None
     headers: tuple[Header, ...] = ()
 
+
+# Told the partitions revoked, assigned or lost (Kafka's ConsumerRebalanceListener).
+Rebalance = Callable[[list[TopicPartition]], None]
+# How long a poll waits at most before it looks for news from the group's coordinator.
+MEMBERSHIP_CHECK_S = 0.1
 
 # Told the offsets an asynchronous commit stored, or its error.
 CommitCallback = Callable[[Mapping[TopicPartition, OffsetAndMetadata], BaseException | None], None]
@@ -142,6 +154,10 @@ class Consumer(ClusterClient):
         self._auto_commit = self._group is not None and self.config.enable_auto_commit
         self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
         self._committer: ThreadPoolExecutor | None = None  # commit_async's, made on first use
+        self._membership: GroupMembership | None = None  # once subscribed with a group.id
+        self._on_assign: Rebalance | None = None
+        self._on_revoke: Rebalance | None = None
+        self._on_lost: Rebalance | None = None
 
     # --- assignment and positions -----------------------------------------------------
 
@@ -153,12 +169,70 @@ class Consumer(ClusterClient):
         self._positions = {tp: self._positions.get(tp) for tp in wanted}
         self._buffers = {tp: self._buffers.get(tp, _Buffered()) for tp in wanted}
 
-    def subscribe(self, topic: str) -> list[TopicPartition]:
-        """Assign every partition of ``topic``; the partitions."""
-        count = self.cluster.owners(topic, refresh=True).partition_count
-        partitions = [TopicPartition(topic, p) for p in range(count)]
+    def subscribe(
+        self,
+        topics: str | Iterable[str] | re.Pattern[str],
+        *,
+        on_assign: Rebalance | None = None,
+        on_revoke: Rebalance | None = None,
+        on_lost: Rebalance | None = None,
+    ) -> list[TopicPartition]:
+        """With a ``group.id``: join the group for ``topics`` (names, or a compiled
+        regular expression); the partitions come at later polls, and [] is returned.
+        Without: assign every partition of the topics named; the partitions.
+        ``on_lost`` defaults to ``on_revoke``, as Kafka's listener does."""
+        if isinstance(topics, re.Pattern):
+            subscription = Subscription(pattern=topics.pattern)
+        else:
+            names = (topics,) if isinstance(topics, str) else tuple(topics)
+            subscription = Subscription(topics=names)
+        if self._group is None:
+            if subscription.pattern is not None:
+                raise InvalidGroupIdError("subscribing to a pattern needs a group.id")
+            return self._assign_all(subscription.topics)
+        self._on_assign, self._on_revoke = on_assign, on_revoke
+        self._on_lost = on_lost or on_revoke
+        if self._membership is not None:
+            self._membership.subscribe(subscription)
+            return []
+        self.assign([])
+        self._membership = GroupMembership(
+            self._group,
+            subscription,
+            client_id=self.config.client_id,
+            instance_id=self.config.group_instance_id,
+            server_assignor=self.config.group_remote_assignor,
+            rebalance_timeout_ms=self.config.max_poll_interval_ms,
+        )
+        self._membership.start()
+        return []
+
+    def _assign_all(self, topics: tuple[str, ...]) -> list[TopicPartition]:
+        partitions = [
+            TopicPartition(topic, p)
+            for topic in topics
+            for p in range(self.cluster.owners(topic, refresh=True).partition_count)
+        ]
         self.assign(partitions)
         return partitions
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The member id and epoch this consumer commits with (Kafka's
+        ``groupMetadata()``)."""
+        group = self._group_client()
+        member_id, epoch = group.generation
+        instance_id = self.config.group_instance_id or None
+        return ConsumerGroupMetadata(group.group_id, member_id, epoch, instance_id)
+
+    def unsubscribe(self) -> None:
+        """Give up the partitions (revoked: committed first with auto-commit) and leave."""
+        membership, self._membership = self._membership, None
+        if membership is None:
+            self.assign([])
+            return
+        self._revoke(set(self._positions))
+        self.assign([])
+        membership.leave()
 
     def assignment(self) -> list[TopicPartition]:
         return list(self._positions)
@@ -281,6 +355,7 @@ class Consumer(ClusterClient):
     def poll(self, timeout_ms: int = 0) -> list[ConsumerRecord]:
         """Up to ``max.poll.records`` records, waiting at most ``timeout_ms`` for some."""
         deadline = time.monotonic() + timeout_ms / 1000
+        self._reconcile()
         self._maybe_auto_commit()
         now = time.monotonic()
         unknown = [
@@ -291,16 +366,68 @@ class Consumer(ClusterClient):
         if unknown:
             self._initial_positions_meanwhile(unknown)
         while True:
+            # News from the group first: no record of a partition revoked or lost
+            # meanwhile (a paused process wakes up to records it no longer owns).
+            self._reconcile()
             records = self._take_buffered()
             if records:
                 return records
             next_retry = self._open_streams()
-            # Back by the end of a failed stream's back-off, to open it again.
-            arrival = self._next_arrival(min(deadline, next_retry))
+            # Back by the end of a failed stream's back-off, to open it again (and soon,
+            # when the group may send news).
+            until = min(deadline, next_retry)
+            if self._membership is not None:
+                until = min(until, time.monotonic() + MEMBERSHIP_CHECK_S)
+            arrival = self._next_arrival(until)
             if arrival is not None:
                 self._take(arrival)
             elif time.monotonic() >= deadline:
                 return []
+
+    # --- the group's assignment (KIP-848) ---------------------------------------------
+
+    def _reconcile(self) -> bool:
+        """Apply the group's news, callbacks included; whether anything changed."""
+        membership = self._membership
+        update = membership.update() if membership is not None else None
+        if membership is None or update is None:
+            return False
+        if update.lost:
+            lost = sorted(self._positions)
+            self.assign([])
+            if lost and self._on_lost is not None:
+                self._on_lost(lost)
+            membership.lost_handled()
+            return True
+        assert update.assignment is not None
+        target = update.assignment
+        owned = set(self._positions)
+        self._revoke(owned - target)
+        self.assign(sorted(target))
+        added = sorted(target - owned)
+        if added and self._on_assign is not None:
+            self._on_assign(added)
+        membership.reconciled(frozenset(target))
+        return True
+
+    def _revoke(self, revoked: set[TopicPartition]) -> None:
+        """Before partitions go: their positions committed (auto-commit), then
+        ``on_revoke`` (where an application commits its own)."""
+        if not revoked:
+            return
+        if self._auto_commit:
+            positions = {
+                tp: OffsetAndMetadata(position)
+                for tp, position in self._positions.items()
+                if tp in revoked and position is not None
+            }
+            try:
+                if positions:
+                    self._group_client().commit(positions)
+            except TierlogError as error:  # the next owner re-reads: at least once
+                log.warning("the commit of revoked partitions failed: %s", error)
+        if self._on_revoke is not None:
+            self._on_revoke(sorted(revoked))
 
     def metrics(self) -> dict[str, float]:
         """Kafka's ``consumer-fetch-manager-metrics`` by name: ``records-consumed-rate``,
@@ -308,7 +435,9 @@ class Consumer(ClusterClient):
         return self._metrics.snapshot()
 
     def close(self) -> None:
-        if self._auto_commit:
+        if self._membership is not None:
+            self.unsubscribe()  # commits (auto-commit) and revokes, then leaves
+        elif self._auto_commit:
             try:
                 self.commit()
             except TierlogError as error:  # closing goes on, as Kafka's consumer does
