@@ -1,13 +1,14 @@
 """The group coordinator inside a real sidecar server, on a clock the test moves: offsets
 expire ``offsets.retention.minutes`` after their commit (tombstones in the log), and a
 partition no longer owned here is unloaded (NOT_COORDINATOR) and loaded afresh when it is
-owned again."""
+owned again; and, on the real clock, a silent member goes when its session ends."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,7 @@ async def _offsets(stub: AioStub, group: str) -> dict[int, int]:
 Scenario = Callable[[SidecarServer, AioStub], Awaitable[None]]
 
 
-def _run(tmp_path: Path, scenario: Scenario) -> None:
+def _run(tmp_path: Path, scenario: Scenario, configs: Mapping[str, str] | None = None) -> None:
     """``scenario`` against a sidecar server started on this test's loop, with a topic
     ``orders`` and ``__consumer_offsets`` (one partition) made."""
     config = SidecarConfig.from_properties(
@@ -76,6 +77,7 @@ def _run(tmp_path: Path, scenario: Scenario) -> None:
             "listeners": "127.0.0.1:0",
             "offsets.topic.num.partitions": "1",
             "offsets.retention.minutes": "1",
+            **(configs or {}),
         }
     )
 
@@ -186,3 +188,33 @@ def test_members_keep_offsets_expire_by_session_and_an_empty_group_goes(tmp_path
         assert replayed.groups() == []  # the log's tombstones say so too
 
     _run(tmp_path, scenario)
+
+
+def test_a_silent_member_goes_when_its_session_ends_not_at_the_next_scan(tmp_path: Path) -> None:
+    """Kafka times each member's session; a coordinator that only looked every quarter
+    session removed a member up to that much late. Five members join a tenth of that
+    quarter apart and fall silent: each goes within a fraction of it after its session."""
+    session_ms = 2000
+    scan_s = session_ms / 4000  # how often sessions used to be looked at
+
+    async def scenario(server: SidecarServer, stub: AioStub) -> None:
+        session_ends: dict[str, float] = {}
+        for n in range(5):
+            member_id = f"m{n}"
+            await _join(stub, member_id)
+            session_ends[member_id] = time.time() + session_ms / 1000  # answered by now
+            await asyncio.sleep(scan_s / 5)
+        lateness_s: dict[str, float] = {}
+        deadline = time.monotonic() + session_ms / 1000 + 5
+        while len(lateness_s) < len(session_ends) and time.monotonic() < deadline:
+            described = await stub.DescribeGroups(pb.DescribeGroupsRequest(group_id="g"))
+            present = {member.member_id for member in described.members}
+            for member_id, ends in session_ends.items():
+                if member_id not in present and member_id not in lateness_s:
+                    lateness_s[member_id] = time.time() - ends
+            await asyncio.sleep(0.01)
+        assert sorted(lateness_s) == sorted(session_ends), "a member was never removed"
+        assert min(lateness_s.values()) > -0.05  # not before its session ended
+        assert max(lateness_s.values()) < scan_s / 2, lateness_s
+
+    _run(tmp_path, scenario, {"group.consumer.session.timeout.ms": str(session_ms)})

@@ -258,17 +258,32 @@ class ConsumerGroup:
         coordinator loaded the group starts its session now."""
         for member_id in self.subscriptions:
             self.last_seen_ms.setdefault(member_id, now_ms)
-        expired = []
-        for member_id, subscription in self.subscriptions.items():
-            rebalance_timeout_ms = subscription.rebalance_timeout_ms
-            if rebalance_timeout_ms <= 0:
-                rebalance_timeout_ms = session_timeout_ms
-            revoking_since_ms = self.revoking_since_ms.get(member_id)
-            if self.last_seen_ms[member_id] + session_timeout_ms <= now_ms or (
-                revoking_since_ms is not None and revoking_since_ms + rebalance_timeout_ms <= now_ms
-            ):
-                expired.append(member_id)
-        return sorted(expired)
+        return sorted(
+            member_id
+            for member_id in self.subscriptions
+            if self._deadline_ms(member_id, session_timeout_ms) <= now_ms
+        )
+
+    def next_expiry_ms(self, session_timeout_ms: int) -> int | None:
+        """When the first member expires if none is heard from again (None: no member
+        whose session has started); a coordinator looks at ``expired_members`` then."""
+        deadlines = [
+            self._deadline_ms(member_id, session_timeout_ms)
+            for member_id in self.subscriptions
+            if member_id in self.last_seen_ms
+        ]
+        return min(deadlines, default=None)
+
+    def _deadline_ms(self, member_id: str, session_timeout_ms: int) -> int:
+        """The end of the member's session, or of its time to revoke if sooner."""
+        deadline_ms = self.last_seen_ms[member_id] + session_timeout_ms
+        revoking_since_ms = self.revoking_since_ms.get(member_id)
+        if revoking_since_ms is None:
+            return deadline_ms
+        rebalance_timeout_ms = self.subscriptions[member_id].rebalance_timeout_ms
+        if rebalance_timeout_ms <= 0:
+            rebalance_timeout_ms = session_timeout_ms
+        return min(deadline_ms, revoking_since_ms + rebalance_timeout_ms)
 
     # -- changes: records computed on a draft -----------------------------------------
 

@@ -148,15 +148,29 @@ class GroupCoordinator:
                 log.warning("expiring offsets failed: %s: %s", error.reason, error)
 
     async def _expire_sessions(self) -> None:
-        # Looked at several times per session, so a member goes within a session
-        # timeout plus a fraction of it.
-        interval_s = min(1.0, self.config.consumer_session_timeout_ms / 4000)
+        # Looked at when the first session ends (as Kafka's per-member timers fire), so
+        # a member goes at its session timeout, not up to a scan interval later; and at
+        # least several times per session, for groups loaded meanwhile.
         while True:
-            await asyncio.sleep(interval_s)
+            await asyncio.sleep(self.next_session_check_s())
             try:
                 await self.expire_sessions_once()
             except TierlogError as error:
                 log.warning("expiring members failed: %s: %s", error.reason, error)
+
+    def next_session_check_s(self) -> float:
+        """Seconds until the earliest session of a loaded group ends, at most a quarter
+        session (and a second): a member joining meanwhile ends its session later."""
+        timeout_ms = self.config.consumer_session_timeout_ms
+        wait_ms = min(1000, timeout_ms / 4)
+        now_ms = self.clock_ms()
+        for loaded in self._loaded.values():
+            for group in loaded.state.consumer_groups() if loaded.state is not None else ():
+                expiry_ms = group.next_expiry_ms(timeout_ms)
+                if expiry_ms is not None:
+                    # Not 0: an expiry that failed is not asked again in a busy loop.
+                    wait_ms = min(wait_ms, max(expiry_ms - now_ms, 10))
+        return wait_ms / 1000
 
     async def expire_sessions_once(self) -> list[tuple[str, str]]:
         """Remove every member not heard from for a session timeout; (group, member)s."""
