@@ -26,6 +26,9 @@ both polling every 50 ms, auto-commit off, ``auto.offset.reset=earliest``.
   figure runs from the kill to the moment the survivor has read a record of each of
   those 3 partitions again (nothing was committed, so there are records to read).
 
+The second member starts, and is killed, at a random point of a heartbeat interval (the
+same points for both systems in a run): both figures are mostly waits for heartbeats.
+
 The rebalance figures are measured with each system's default timeouts
 (``group.consumer.session.timeout.ms`` 45 s, ``group.consumer.heartbeat.interval.ms``
 5 s on both) and with tuned ones (3 s and 500 ms on both; Kafka's broker also needs its
@@ -40,6 +43,7 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -72,6 +76,7 @@ TUNED_TIMEOUTS = {
     "group.consumer.session.timeout.ms": "3000",
     "group.consumer.heartbeat.interval.ms": "500",
 }
+DEFAULT_HEARTBEAT_INTERVAL_MS = 5000  # both systems' default
 TUNED_KAFKA_BOUNDS = {
     "group.consumer.min.session.timeout.ms": "3000",
     "group.consumer.min.heartbeat.interval.ms": "500",
@@ -341,8 +346,14 @@ class Rebalance:
     kill_s: float | None
 
 
-def measure_rebalance(system: GroupSystem, tag: str, workdir: Path, give_up_s: float) -> Rebalance:
+def measure_rebalance(
+    system: GroupSystem, tag: str, workdir: Path, give_up_s: float, heartbeat_interval_s: float
+) -> Rebalance:
+    """Both figures wait for heartbeats, so where the join and the kill fall in the
+    members' heartbeat cycles decides a good part of them: each is put at a random point
+    of a heartbeat interval (the same points for both systems in one run)."""
     topic, group = f"rebalance-{tag}", f"rebalance-{tag}"
+    phases = random.Random(tag)
     system.create_topic(topic, PARTITIONS)
     system.preload(topic, PARTITIONS)
     prefix = workdir / f"{system.name}-{tag}"
@@ -350,6 +361,7 @@ def measure_rebalance(system: GroupSystem, tag: str, workdir: Path, give_up_s: f
     second: Member | None = None
     try:
         wait_until(lambda: len(first.owned()) == PARTITIONS, "the first member", give_up_s)
+        time.sleep(phases.uniform(0, heartbeat_interval_s))
         second = Member(system, group, topic, prefix.with_name(prefix.name + "-second.jsonl"))
         second.start()
         join_s = None
@@ -369,6 +381,7 @@ def measure_rebalance(system: GroupSystem, tag: str, workdir: Path, give_up_s: f
             lambda: all(second.consumed_ms(p, 0) is not None for p in victims),
             "the second member to read its partitions",
         )
+        time.sleep(phases.uniform(0, heartbeat_interval_s))
         kill_ms = time.time() * 1000
         second.process.kill()
         second.process.wait()
@@ -397,6 +410,11 @@ def measure_commit_runs(
             runs[system.name].append(figure)
             progress(f"commits, {system.name} #{run_index + 1}: {figure}")
     return runs
+
+
+def heartbeat_interval_ms(setting: str) -> int:
+    timeouts = TUNED_TIMEOUTS if setting == "tuned" else {}
+    return int(timeouts.get("group.consumer.heartbeat.interval.ms", DEFAULT_HEARTBEAT_INTERVAL_MS))
 
 
 @contextlib.contextmanager
@@ -512,11 +530,12 @@ def run(args: argparse.Namespace) -> None:
                 if setting == NO_LINGER or (setting == "default" and args.skip_default):
                     continue
                 runs: dict[str, list[Rebalance]] = {"Kafka": [], "tierlog": []}
+                interval_s = heartbeat_interval_ms(setting) / 1000
                 rebalances[setting] = runs
                 for run_index in range(args.runs):
                     for system in pair:
                         figure = measure_rebalance(
-                            system, f"{run_index}", setting_dir, args.give_up_s
+                            system, f"{run_index}", setting_dir, args.give_up_s, interval_s
                         )
                         runs[system.name].append(figure)
                         progress(f"{setting} timeouts, {system.name} #{run_index + 1}: {figure}")
