@@ -26,8 +26,10 @@ both polling every 50 ms, auto-commit off, ``auto.offset.reset=earliest``.
   figure runs from the kill to the moment the survivor has read a record of each of
   those 3 partitions again (nothing was committed, so there are records to read).
 
-The second member starts, and is killed, at a random point of a heartbeat interval (the
-same points for both systems in a run): both figures are mostly waits for heartbeats.
+Both figures are mostly waits for heartbeats, so the second member joins at a random
+point of the first member's heartbeat cycle and is killed at a random point of its own
+(the same points for both systems in a run; each process starts and warms up first,
+then waits for the bench's signal to subscribe).
 
 The rebalance figures are measured with each system's default timeouts
 (``group.consumer.session.timeout.ms`` 45 s, ``group.consumer.heartbeat.interval.ms``
@@ -210,8 +212,11 @@ def warm_up(server: str, group: str, topic: str, props: Sequence[str]) -> None:
 
 
 def run_member(server: str, group: str, topic: str, args: Sequence[str]) -> None:
-    done, *props = args
+    done, go, *props = args
     warm_up(server, f"{group}-warmup", topic, props)
+    emit("ready")
+    while not Path(go).exists():  # the bench picks the moment to join
+        time.sleep(0.001)
     owned: set[int] = set()
     consumed: set[int] = set()  # read since assigned
     consumer = member_consumer(server, group, props)
@@ -253,11 +258,15 @@ class Member:
     topic: str
     path: Path
     done: Path = field(init=False)
+    go: Path = field(init=False)  # its subscribe waits for this file
     process: subprocess.Popen[bytes] = field(init=False)
 
     def start(self) -> Member:
         self.done = self.path.with_suffix(".done")
-        command = self.system.member_command("member", self.group, self.topic, str(self.done))
+        self.go = self.path.with_suffix(".go")
+        command = self.system.member_command(
+            "member", self.group, self.topic, str(self.done), str(self.go)
+        )
         with self.path.open("wb") as out, self.path.with_suffix(".err").open("wb") as err:
             self.process = subprocess.Popen(
                 command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=REPO
@@ -281,6 +290,9 @@ class Member:
             ),
             None,
         )
+
+    def event_ms(self, event: str) -> float | None:
+        return next((e["ms"] for e in self.events() if e["event"] == event), None)
 
     def consumed_ms(self, partition: int, after_ms: float) -> float | None:
         return next(
@@ -340,6 +352,16 @@ def measure_commits(system: GroupSystem, tag: str, workdir: Path, count: int) ->
     return Commits(percentile(latencies, 0.5), percentile(latencies, 0.99))
 
 
+def sleep_until_phase(beats_from_ms: float, interval_s: float, fraction: float) -> None:
+    """Until the next moment ``fraction`` of an interval after a heartbeat of a member
+    whose heartbeats fall every ``interval_s`` from ``beats_from_ms``."""
+    since_s = time.time() - beats_from_ms / 1000
+    target_s = (since_s // interval_s + fraction) * interval_s
+    if target_s < since_s:
+        target_s += interval_s
+    time.sleep(target_s - since_s)
+
+
 @dataclass(frozen=True)
 class Rebalance:
     join_s: float | None  # None: not settled within give_up_s
@@ -358,12 +380,19 @@ def measure_rebalance(
     system.preload(topic, PARTITIONS)
     prefix = workdir / f"{system.name}-{tag}"
     first = Member(system, group, topic, prefix.with_name(prefix.name + "-first.jsonl")).start()
+    first.go.touch()
     second: Member | None = None
     try:
         wait_until(lambda: len(first.owned()) == PARTITIONS, "the first member", give_up_s)
-        time.sleep(phases.uniform(0, heartbeat_interval_s))
         second = Member(system, group, topic, prefix.with_name(prefix.name + "-second.jsonl"))
         second.start()
+        wait_until(lambda: second.event_ms("ready") is not None, "the second member", give_up_s)
+        # The first member's heartbeats are due a whole number of intervals after its
+        # first answer (its assignment): join a random fraction of an interval after one.
+        beats_from_ms = first.event_ms("assigned")
+        assert beats_from_ms is not None
+        sleep_until_phase(beats_from_ms, heartbeat_interval_s, phases.random())
+        second.go.touch()
         join_s = None
         with contextlib.suppress(TimeoutError):
             wait_until(
@@ -381,7 +410,10 @@ def measure_rebalance(
             lambda: all(second.consumed_ms(p, 0) is not None for p in victims),
             "the second member to read its partitions",
         )
-        time.sleep(phases.uniform(0, heartbeat_interval_s))
+        # The same for the kill, in the second member's cycle (from its assignment).
+        beats_from_ms = second.settled_ms(SHARE, 0)
+        assert beats_from_ms is not None
+        sleep_until_phase(beats_from_ms, heartbeat_interval_s, phases.random())
         kill_ms = time.time() * 1000
         second.process.kill()
         second.process.wait()

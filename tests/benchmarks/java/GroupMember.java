@@ -4,9 +4,10 @@
 //   java -cp 'libs/*:CLASSES' GroupMember commit BOOTSTRAP GROUP TOPIC WARMUP COUNT [key=value ...]
 //     joins GROUP on TOPIC (one partition), then commitSync()s offsets 1, 2, ... WARMUP+COUNT
 //     times, one at a time; prints {"event":"commits","latencies_ms":[...]} of the last COUNT.
-//   java -cp 'libs/*:CLASSES' GroupMember member BOOTSTRAP GROUP TOPIC DONE_FILE [key=value ...]
-//     joins a group of its own first (GROUP-warmup, until assigned: a warm client), then
-//     GROUP: polls every 50 ms until DONE_FILE exists, then closes (leaves the group); prints
+//   java -cp 'libs/*:CLASSES' GroupMember member BOOTSTRAP GROUP TOPIC DONE_FILE GO_FILE [key=value ...]
+//     joins a group of its own first (GROUP-warmup, until assigned: a warm client), prints
+//     "ready", waits for GO_FILE, then joins GROUP: polls every 50 ms until DONE_FILE
+//     exists, then closes (leaves the group); prints
 //     "subscribed" (before subscribe()), "assigned"/"revoked"/"lost" (in the callbacks, with
 //     the partitions and what it owns after), "consumed" (the first record of a partition
 //     since it was assigned) and "closed".
@@ -61,7 +62,7 @@ public final class GroupMember {
         String mode = args[0], bootstrap = args[1], group = args[2], topic = args[3];
         switch (mode) {
             case "commit" -> commit(bootstrap, group, topic, Integer.parseInt(args[4]), Integer.parseInt(args[5]), args);
-            case "member" -> member(bootstrap, group, topic, Path.of(args[4]), args);
+            case "member" -> member(bootstrap, group, topic, Path.of(args[4]), Path.of(args[5]), args);
             default -> throw new IllegalArgumentException("unknown mode " + mode);
         }
     }
@@ -93,7 +94,7 @@ public final class GroupMember {
     // A member of a group of its own first, until it owns a partition: the measured join
     // is then a running application's, not a cold JVM's first network and group calls.
     private static void warmUp(String bootstrap, String group, String topic, String[] args) {
-        try (KafkaConsumer<byte[], byte[]> consumer = consumer(bootstrap, group, args, 5)) {
+        try (KafkaConsumer<byte[], byte[]> consumer = consumer(bootstrap, group, args, 6)) {
             consumer.subscribe(List.of(topic));
             while (consumer.assignment().isEmpty()) {
                 consumer.poll(POLL);
@@ -101,11 +102,17 @@ public final class GroupMember {
         }
     }
 
-    private static void member(String bootstrap, String group, String topic, Path done, String[] args) {
+    private static void member(
+            String bootstrap, String group, String topic, Path done, Path go, String[] args)
+            throws InterruptedException {
         warmUp(bootstrap, group + "-warmup", topic, args);
+        emit("ready", "");
+        while (!Files.exists(go)) {  // the bench picks the moment to join
+            Thread.sleep(1);
+        }
         TreeSet<Integer> owned = new TreeSet<>();
         TreeSet<Integer> consumed = new TreeSet<>();  // read since assigned
-        try (KafkaConsumer<byte[], byte[]> consumer = consumer(bootstrap, group, args, 5)) {
+        try (KafkaConsumer<byte[], byte[]> consumer = consumer(bootstrap, group, args, 6)) {
             ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
                 private void changed(String event, Collection<TopicPartition> tps, boolean added) {
                     List<Integer> ps = tps.stream().map(TopicPartition::partition).toList();
