@@ -1,14 +1,9 @@
 """The group coordinator: committed offsets kept in ``__consumer_offsets``.
 
 A group belongs to the partition its id hashes to (``offsets_topic``), and this broker
-coordinates it while it leads that partition: with replication, as the replica manager
-leads it (in a leader epoch); without, as this broker owns it (in the plan's generation).
-Each partition led here is loaded (its log replayed, ``loader``) when its leadership
-begins, keyed by that epoch: a leadership lost and won back is a new epoch and a fresh
-load, since another leader may have written meanwhile. Until its load is done a group's
-calls get COORDINATOR_LOAD_IN_PROGRESS; a group whose partition is not led here gets
-NOT_COORDINATOR, and the state of a partition no longer led is dropped. Leadership is
-looked at on every call and every ``follow_interval_s`` (loading ahead of the calls).
+coordinates it while it leads that partition (``loaded_partitions``: each partition led
+here is loaded by replaying its log, ``loader``, once per leadership epoch;
+COORDINATOR_LOAD_IN_PROGRESS meanwhile, NOT_COORDINATOR elsewhere).
 
 Writes are Kafka's records (``group_records``) appended through the broker's own produce
 path with acks=all (``Append``), one batch per request, and applied to the state only
@@ -27,7 +22,6 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from tierlog.api.errors import (
-    CoordinatorLoadInProgressError,
     GroupIdNotFoundError,
     IllegalGenerationError,
     InvalidGroupIdError,
@@ -41,6 +35,7 @@ from tierlog.api.errors import (
 from tierlog.coordinator.classic_group_records import GroupMetadataKey
 from tierlog.coordinator.config import GroupCoordinatorConfig
 from tierlog.coordinator.group_records import CoordinatorRecord, encode_record
+from tierlog.coordinator.loaded_partitions import LoadedPartitions
 from tierlog.coordinator.loader import load_offsets
 from tierlog.coordinator.offset_records import OffsetCommitKey, OffsetCommitValue
 from tierlog.coordinator.offsets_state import CommittedOffset, OffsetsState
@@ -71,15 +66,6 @@ class OffsetToCommit:
     metadata: str = ""
 
 
-class _Loaded:
-    """A partition led here in ``epoch``: its state once loaded (None meanwhile)."""
-
-    def __init__(self, epoch: int) -> None:
-        self.epoch = epoch
-        self.state: OffsetsState | None = None
-        self.task: asyncio.Task[None] | None = None
-
-
 class GroupCoordinator:
     def __init__(
         self,
@@ -95,31 +81,26 @@ class GroupCoordinator:
         self.append = append
         self.follow_interval_s = follow_interval_s
         self.clock_ms = clock_ms
-        self._loaded: dict[int, _Loaded] = {}
+        self._loaded = LoadedPartitions(
+            partitions, OFFSETS_TOPIC, config.offsets_topic_partitions, load_offsets
+        )
         self._tasks: list[asyncio.Task[None]] = []
 
     # -- running ----------------------------------------------------------------------
 
     async def start(self) -> None:
         self._tasks = [
-            asyncio.create_task(self._follow_leadership(), name="group-coordinator-follow"),
+            asyncio.create_task(
+                self._loaded.follow(self.follow_interval_s), name="group-coordinator-follow"
+            ),
             asyncio.create_task(self._expire_offsets(), name="group-coordinator-expire"),
         ]
 
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
-        for loaded in self._loaded.values():
-            if loaded.task is not None:
-                loaded.task.cancel()
+        self._loaded.stop()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._loaded.clear()
-
-    async def _follow_leadership(self) -> None:
-        while True:
-            for partition in range(self.partition_count()):
-                self._refresh(partition)
-            await asyncio.sleep(self.follow_interval_s)
 
     async def _expire_offsets(self) -> None:
         while True:
@@ -134,11 +115,10 @@ class GroupCoordinator:
         expired = 0
         now_ms = self.clock_ms()
         retention_ms = self.config.offsets_retention_ms
-        for partition, loaded in list(self._loaded.items()):
-            if loaded.state is None:
-                continue
+        for loaded in self._loaded:
+            assert loaded.state is not None
             for group, tps in loaded.state.expired(now_ms, retention_ms).items():
-                await self._write(partition, loaded.state, group, _tombstones(group, tps))
+                await self._write(loaded.partition, loaded.state, group, _tombstones(group, tps))
                 expired += len(tps)
                 log.info("group %s: %d offsets expired", group, len(tps))
         return expired
@@ -146,97 +126,25 @@ class GroupCoordinator:
     # -- leadership and loading -------------------------------------------------------
 
     def partition_count(self) -> int:
-        """``__consumer_offsets``' partitions: the topic's once it exists (every broker
-        must hash with the same count), ``offsets.topic.num.partitions`` before."""
-        try:
-            return self.partitions.topics.get(OFFSETS_TOPIC).partition_count
-        except TierlogError:
-            return self.config.offsets_topic_partitions
+        """``__consumer_offsets``' partitions (``offsets.topic.num.partitions`` before it
+        exists)."""
+        return self._loaded.partition_count()
 
     def partition_of(self, group: str) -> int:
         if not group:
             raise InvalidGroupIdError("a group id cannot be empty")
         return partition_for_group(group, self.partition_count())
 
-    def _leader_epoch(self, partition: int) -> int | None:
-        """The epoch of this broker's leadership of the partition (None: not led here)."""
-        tp = TopicPartition(OFFSETS_TOPIC, partition)
-        replicas = self.partitions.replicas
-        if replicas is not None:
-            leader = replicas.leaders.get(tp)
-            return None if leader is None else leader.leader_epoch
-        ownership = self.partitions.ownership
-        if not ownership.owns(tp):
-            return None
-        try:
-            self.partitions.manager.get_log(tp)
-        except TierlogError:
-            return None  # not created here (yet)
-        return ownership.generation
-
-    def _refresh(self, partition: int) -> _Loaded | None:
-        """Load or unload the partition as its leadership here says; its entry."""
-        epoch = self._leader_epoch(partition)
-        loaded = self._loaded.get(partition)
-        if loaded is not None and loaded.epoch == epoch:
-            return loaded
-        if loaded is not None:
-            self._unload(partition)
-        if epoch is None:
-            return None
-        loaded = self._loaded[partition] = _Loaded(epoch)
-        loaded.task = asyncio.create_task(self._load(partition, loaded))
-        return loaded
-
-    async def _load(self, partition: int, loaded: _Loaded) -> None:
-        tp = TopicPartition(OFFSETS_TOPIC, partition)
-        started = time.monotonic()
-        try:
-            partition_log = self.partitions.manager.get_log(tp)
-            end_offset = partition_log.log_end_offset
-            state = await asyncio.to_thread(load_offsets, partition_log, end_offset)
-        except Exception:
-            # Unreadable: not coordinating beats serving offsets rebuilt wrongly; the
-            # next look at the leadership tries again.
-            log.exception("%s: loading the group offsets failed", tp)
-            if self._loaded.get(partition) is loaded:
-                del self._loaded[partition]
-            return
-        if self._loaded.get(partition) is loaded:
-            loaded.state = state
-            log.info(
-                "%s: coordinating %d groups (epoch %d, up to offset %d, loaded in %.3f s)",
-                tp,
-                len(state.groups()),
-                loaded.epoch,
-                end_offset,
-                time.monotonic() - started,
-            )
-
-    def _unload(self, partition: int) -> None:
-        loaded = self._loaded.pop(partition)
-        if loaded.task is not None:
-            loaded.task.cancel()
-        log.info("%s-%d: no longer coordinating its groups", OFFSETS_TOPIC, partition)
-
     def _state(self, group: str) -> tuple[int, OffsetsState]:
         """The group's partition and its loaded state; NOT_COORDINATOR or
         COORDINATOR_LOAD_IN_PROGRESS."""
         partition = self.partition_of(group)
-        loaded = self._refresh(partition)
-        if loaded is None:
-            raise NotCoordinatorError(
-                f"broker {self.partitions.ownership.node_id} does not coordinate group "
-                f"{group!r} ({OFFSETS_TOPIC}-{partition} is not led here)"
-            )
-        if loaded.state is None:
-            raise CoordinatorLoadInProgressError(
-                f"{OFFSETS_TOPIC}-{partition} is loading; retry shortly"
-            )
-        return partition, loaded.state
+        state = self._loaded.loaded(partition, f"group {group!r}").state
+        assert state is not None
+        return partition, state
 
     def coordinated_states(self) -> Iterable[OffsetsState]:
-        return [loaded.state for loaded in self._loaded.values() if loaded.state is not None]
+        return [loaded.state for loaded in self._loaded if loaded.state is not None]
 
     # -- writing ----------------------------------------------------------------------
 
