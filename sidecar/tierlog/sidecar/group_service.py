@@ -4,7 +4,9 @@ FindCoordinator names the leader of the group's ``__consumer_offsets`` partition
 broker answers), creating the topic on first use as Kafka's broker does (and so does
 every group call: without replication each broker keeps its own topic list):
 ``offsets.topic.num.partitions`` partitions, ``offsets.topic.replication.factor``
-replicas capped to the brokers there are (one without replication), compacted. The
+replicas capped to the brokers there are (one without replication), compacted. Asked
+for a transactional id's coordinator, it names the leader of the id's
+``__transaction_state`` partition, creating that topic alike (``transaction.state.log.*``). The
 other calls go to the coordinator (``tierlog.coordinator.coordinator``) and are mapped
 here from and to the wire; a partition's own failure is answered in its result.
 """
@@ -26,6 +28,8 @@ from tierlog.api.v1 import group_service_pb2 as pb
 from tierlog.api.v1 import group_service_pb2_grpc
 from tierlog.coordinator.coordinator import GroupCoordinator, OffsetToCommit, PartitionOutcome
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
+from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
+from tierlog.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC
 from tierlog.partition_state.model import NO_LEADER
 from tierlog.sidecar.status import as_error, at_the_edge
 from tierlog.storage.checkpoints import TopicPartition
@@ -37,13 +41,20 @@ log = logging.getLogger(__name__)
 
 _Context = grpc.aio.ServicerContext[Any, Any]
 _GROUP_KEY_TYPES = (pb.COORDINATOR_TYPE_UNSPECIFIED, pb.COORDINATOR_TYPE_GROUP)
+_KEY_TYPES = (*_GROUP_KEY_TYPES, pb.COORDINATOR_TYPE_TRANSACTION)
 # Creates a topic as CreateTopics does: (name, partitions, replication factor, configs).
 CreateTopic = Callable[[str, int, int, Mapping[str, str]], Awaitable[None]]
 
 
 class GroupService(group_service_pb2_grpc.GroupServiceServicer):
-    def __init__(self, coordinator: GroupCoordinator, create_topic: CreateTopic):
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        create_topic: CreateTopic,
+        transactions: TransactionCoordinator | None = None,
+    ):
         self.coordinator = coordinator
+        self.transactions = transactions
         self.partitions = coordinator.partitions
         self.create_topic = create_topic
 
@@ -53,37 +64,56 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def FindCoordinator(
         self, request: pb.FindCoordinatorRequest, context: _Context
     ) -> pb.FindCoordinatorResponse:
-        if request.key_type not in _GROUP_KEY_TYPES:
-            raise InvalidRequestError(f"coordinator type {request.key_type}: only GROUP")
-        partition = self.coordinator.partition_of(request.key)
-        await self._ensure_offsets_topic()
-        node_id, address = self._leader(TopicPartition(OFFSETS_TOPIC, partition))
+        if request.key_type not in _KEY_TYPES:
+            raise InvalidRequestError(f"coordinator type {request.key_type}: GROUP or TRANSACTION")
+        if request.key_type == pb.COORDINATOR_TYPE_TRANSACTION:
+            if self.transactions is None:
+                raise CoordinatorNotAvailableError("this broker runs no transaction coordinator")
+            tp = TopicPartition(
+                TRANSACTION_STATE_TOPIC, self.transactions.partition_of(request.key)
+            )
+            await self.ensure_transaction_topic()
+        else:
+            tp = TopicPartition(OFFSETS_TOPIC, self.coordinator.partition_of(request.key))
+            await self._ensure_offsets_topic()
+        node_id, address = self._leader(tp)
         return pb.FindCoordinatorResponse(node_id=node_id, address=address)
 
     async def _ensure_offsets_topic(self) -> None:
+        config = self.coordinator.config
+        await self._ensure_topic(
+            OFFSETS_TOPIC,
+            config.offsets_topic_partitions,
+            config.offsets_topic_replication_factor,
+            config.offsets_topic_configs(),
+        )
+
+    async def ensure_transaction_topic(self) -> None:
+        """``__transaction_state``, created on first use (as every transaction call does)."""
+        assert self.transactions is not None
+        config = self.transactions.config
+        await self._ensure_topic(
+            TRANSACTION_STATE_TOPIC,
+            config.topic_partitions,
+            config.topic_replication_factor,
+            config.topic_configs(),
+        )
+
+    async def _ensure_topic(
+        self, topic: str, partitions: int, replication_factor: int, configs: Mapping[str, str]
+    ) -> None:
         try:
-            self.partitions.topics.get(OFFSETS_TOPIC)
+            self.partitions.topics.get(topic)
             return
         except TierlogError:
             pass
-        config = self.coordinator.config
         replicas = self.partitions.replicas
         factor = 1
         if replicas is not None:  # Kafka's default of 3, on the brokers there are
-            factor = min(config.offsets_topic_replication_factor, len(replicas.racks()))
+            factor = min(replication_factor, len(replicas.racks()))
         try:
-            await self.create_topic(
-                OFFSETS_TOPIC,
-                config.offsets_topic_partitions,
-                factor,
-                config.offsets_topic_configs(),
-            )
-            log.info(
-                "created %s: %d partitions, replication factor %d",
-                OFFSETS_TOPIC,
-                config.offsets_topic_partitions,
-                factor,
-            )
+            await self.create_topic(topic, partitions, factor, configs)
+            log.info("created %s: %d partitions, replication factor %d", topic, partitions, factor)
         except TopicAlreadyExistsError:
             pass  # another broker was first
 

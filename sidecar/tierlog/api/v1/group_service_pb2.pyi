@@ -38,12 +38,20 @@ class _CoordinatorTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Coord
     COORDINATOR_TYPE_UNSPECIFIED: _CoordinatorType.ValueType  # 0
     """Same as COORDINATOR_TYPE_GROUP."""
     COORDINATOR_TYPE_GROUP: _CoordinatorType.ValueType  # 1
+    COORDINATOR_TYPE_TRANSACTION: _CoordinatorType.ValueType  # 2
+    """A transactional id's coordinator: the leader of its __transaction_state partition
+    (TransactionService); creates __transaction_state on first use.
+    """
 
 class CoordinatorType(_CoordinatorType, metaclass=_CoordinatorTypeEnumTypeWrapper): ...
 
 COORDINATOR_TYPE_UNSPECIFIED: CoordinatorType.ValueType  # 0
 """Same as COORDINATOR_TYPE_GROUP."""
 COORDINATOR_TYPE_GROUP: CoordinatorType.ValueType  # 1
+COORDINATOR_TYPE_TRANSACTION: CoordinatorType.ValueType  # 2
+"""A transactional id's coordinator: the leader of its __transaction_state partition
+(TransactionService); creates __transaction_state on first use.
+"""
 Global___CoordinatorType: _TypeAlias = CoordinatorType  # noqa: Y015
 
 @_typing.final

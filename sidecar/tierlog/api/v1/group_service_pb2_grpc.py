@@ -75,7 +75,8 @@ class GroupServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
     def FindCoordinator(self, request, context):
-        """Which broker coordinates a group (creates __consumer_offsets on first use).
+        """Which broker coordinates a group (creates __consumer_offsets on first use), or a
+        transactional id (key_type COORDINATOR_TYPE_TRANSACTION).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

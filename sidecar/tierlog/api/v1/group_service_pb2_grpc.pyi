@@ -41,7 +41,9 @@ class GroupServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> GroupServiceAsyncStub: ...
     FindCoordinator: _grpc.UnaryUnaryMultiCallable[_group_service_pb2.FindCoordinatorRequest, _group_service_pb2.FindCoordinatorResponse]
-    """Which broker coordinates a group (creates __consumer_offsets on first use)."""
+    """Which broker coordinates a group (creates __consumer_offsets on first use), or a
+    transactional id (key_type COORDINATOR_TYPE_TRANSACTION).
+    """
     OffsetCommit: _grpc.UnaryUnaryMultiCallable[_group_service_pb2.OffsetCommitRequest, _group_service_pb2.OffsetCommitResponse]
     """Store a group's offsets; answered once the __consumer_offsets partition committed
     them (every in-sync replica holds them: acks=all).
@@ -59,7 +61,9 @@ class GroupServiceStub:
 class GroupServiceAsyncStub(GroupServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     FindCoordinator: _aio.UnaryUnaryMultiCallable[_group_service_pb2.FindCoordinatorRequest, _group_service_pb2.FindCoordinatorResponse]  # type: ignore[assignment]
-    """Which broker coordinates a group (creates __consumer_offsets on first use)."""
+    """Which broker coordinates a group (creates __consumer_offsets on first use), or a
+    transactional id (key_type COORDINATOR_TYPE_TRANSACTION).
+    """
     OffsetCommit: _aio.UnaryUnaryMultiCallable[_group_service_pb2.OffsetCommitRequest, _group_service_pb2.OffsetCommitResponse]  # type: ignore[assignment]
     """Store a group's offsets; answered once the __consumer_offsets partition committed
     them (every in-sync replica holds them: acks=all).
@@ -80,7 +84,9 @@ class GroupServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _group_service_pb2.FindCoordinatorRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_group_service_pb2.FindCoordinatorResponse, _abc.Awaitable[_group_service_pb2.FindCoordinatorResponse]]:
-        """Which broker coordinates a group (creates __consumer_offsets on first use)."""
+        """Which broker coordinates a group (creates __consumer_offsets on first use), or a
+        transactional id (key_type COORDINATOR_TYPE_TRANSACTION).
+        """
 
     @_abc_1.abstractmethod
     def OffsetCommit(
