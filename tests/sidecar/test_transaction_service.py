@@ -13,6 +13,7 @@ from typing import TypeVar
 import grpc
 import pytest
 
+from tests.support.transaction_markers import markers
 from tierlog.api.v1 import (
     group_service_pb2,
     group_service_pb2_grpc,
@@ -39,7 +40,6 @@ from tierlog.storage.records import (
     build_batch,
     decode_records,
     iter_batches,
-    read_end_txn_marker,
 )
 
 from .conftest import Sidecar, SidecarFactory, reason_of
@@ -133,14 +133,10 @@ def _produce(
 
 def _markers(sidecar: Sidecar, partition: int) -> list[tuple[bool, int, int]]:
     """(committed, producer id, producer epoch) of each marker in the partition's log."""
-    found = []
-    for segment in sorted((sidecar.data_dir / f"{TOPIC}-{partition}").glob("*.log")):
-        data = segment.read_bytes()
-        for header in iter_batches(data):
-            if header.is_control:
-                marker = read_end_txn_marker(data, header)
-                found.append((marker.committed, header.producer_id, header.producer_epoch))
-    return found
+    return [
+        (marker.committed, marker.producer_id, marker.producer_epoch)
+        for marker in markers(sidecar.data_dir / f"{TOPIC}-{partition}")
+    ]
 
 
 def _transaction_states(sidecar: Sidecar, transactional_id: str) -> list[TransactionState]:

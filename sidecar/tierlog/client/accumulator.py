@@ -26,7 +26,7 @@ batch whose estimate was too hopeful is split before it is stamped.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -213,6 +213,7 @@ class RecordAccumulator:
             reserved_memory_bytes=size,
             compression=self._config.compression,
             ratio=self._ratio,
+            is_transactional=bool(self._config.transactional_id),
         )
         # The record first: if it cannot be encoded, no empty batch is left queued.
         appended_bytes = batch.try_append(key, value, timestamp, headers)
@@ -340,6 +341,19 @@ class RecordAccumulator:
                 size += batch.estimated_size_bytes
                 drained.append(batch)
         return drained
+
+    def take_unsent(self, partitions: Iterable[TopicPartition]) -> list[ProducerBatch]:
+        """The queued batches of ``partitions`` never sent (no sequence yet), taken out
+        of their queues in order, for the transport to fail (a transactional producer's
+        partition its transaction could not take)."""
+        taken: list[ProducerBatch] = []
+        for tp in partitions:
+            queue = self._queues.get(tp)
+            while queue and not queue[0].has_sequence:
+                batch = queue.popleft()
+                batch.close_for_appends()
+                taken.append(batch)
+        return taken
 
     def _drainable(self, tp: TopicPartition, now_ms: int) -> ProducerBatch | None:
         queue = self._queues.get(tp)

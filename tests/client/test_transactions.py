@@ -1,0 +1,178 @@
+"""The transactional producer against real sidecars: commit and abort put a marker in
+every partition the transaction wrote (on whichever broker leads it), a second producer
+of the same transactional.id fences the first, a transaction open past its timeout is
+aborted over its producer's head, and calls out of turn are refused by type."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.transaction_markers import Marker, markers
+from tierlog.api.errors import InvalidTransactionTimeoutError, ProducerFencedError
+from tierlog.client import Producer
+from tierlog.client.errors import ConfigError, IllegalProducerStateError
+
+from .conftest import SidecarStarter, create_topic, two_brokers
+from .sidecars import LiveSidecar
+
+TOPIC = "orders"
+TXN_PARTITIONS = "transaction.state.log.num.partitions=3"
+
+
+def _producer(sidecar: LiveSidecar, transactional_id: str = "app", **props: object) -> Producer:
+    config: dict[str, object] = {
+        "bootstrap.servers": sidecar.address,
+        "transactional.id": transactional_id,
+        "linger.ms": 0,
+    }
+    config.update({key.replace("_", "."): value for key, value in props.items()})
+    return Producer(config)
+
+
+def _markers(data_dir: Path, topic: str, partition: int) -> list[Marker]:
+    return markers(data_dir / f"{topic}-{partition}")
+
+
+@pytest.fixture
+def sidecar(sidecars: SidecarStarter) -> LiveSidecar:
+    sidecar = sidecars("data", TXN_PARTITIONS)
+    create_topic(sidecar.address, TOPIC, partitions=3)
+    return sidecar
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_a_transaction_ends_with_a_marker_in_every_partition_it_wrote(
+    sidecar: LiveSidecar, commit: bool
+) -> None:
+    with _producer(sidecar) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        futures = [producer.send(TOPIC, b"v%d" % p, partition=p) for p in (0, 2) for _ in range(3)]
+        if commit:
+            producer.commit_transaction()
+        else:
+            producer.abort_transaction()
+        assert all(future.result().offset >= 0 for future in futures)
+        assert producer.idempotence is not None
+        pid = producer.idempotence.producer_id_and_epoch
+        expected = [Marker(commit, pid.producer_id, pid.epoch)]
+        assert _markers(sidecar.data_dir, TOPIC, 0) == expected
+        assert _markers(sidecar.data_dir, TOPIC, 2) == expected
+        assert _markers(sidecar.data_dir, TOPIC, 1) == []
+        # the next transaction goes on under the same producer
+        producer.begin_transaction()
+        producer.send(TOPIC, b"next", partition=1)
+        producer.commit_transaction()
+        assert _markers(sidecar.data_dir, TOPIC, 1) == [Marker(True, pid.producer_id, pid.epoch)]
+
+
+def test_a_transaction_that_sent_nothing_ends_without_a_marker(sidecar: LiveSidecar) -> None:
+    with _producer(sidecar) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.commit_transaction()
+        producer.begin_transaction()
+        producer.abort_transaction()
+    assert [_markers(sidecar.data_dir, TOPIC, p) for p in range(3)] == [[], [], []]
+
+
+def test_a_new_producer_of_the_same_id_fences_the_old_one(sidecar: LiveSidecar) -> None:
+    with _producer(sidecar) as old, _producer(sidecar) as new:
+        old.init_transactions()
+        old.begin_transaction()
+        old.send(TOPIC, b"zombie", partition=0).result()
+        new.init_transactions()  # aborts the old producer's open transaction
+        with pytest.raises(ProducerFencedError):
+            old.commit_transaction()
+        with pytest.raises(ProducerFencedError):  # and it stays fenced
+            old.send(TOPIC, b"more", partition=0)
+        new.begin_transaction()
+        new.send(TOPIC, b"fresh", partition=0)
+        new.commit_transaction()
+        assert new.idempotence is not None
+        pid = new.idempotence.producer_id_and_epoch
+    assert _markers(sidecar.data_dir, TOPIC, 0) == [
+        Marker(False, pid.producer_id, pid.epoch - 1),  # the fencing abort
+        Marker(True, pid.producer_id, pid.epoch),
+    ]
+
+
+def test_a_transaction_open_past_its_timeout_is_aborted_and_its_producer_fenced(
+    sidecars: SidecarStarter,
+) -> None:
+    sidecar = sidecars(
+        "data", TXN_PARTITIONS, "transaction.abort.timed.out.transaction.cleanup.interval.ms=100"
+    )
+    create_topic(sidecar.address, TOPIC, partitions=3)
+    with _producer(sidecar, transaction_timeout_ms=300) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(TOPIC, b"slow", partition=1).result()
+        deadline = time.monotonic() + 20
+        while not _markers(sidecar.data_dir, TOPIC, 1):
+            assert time.monotonic() < deadline, "the timed-out transaction was never aborted"
+            time.sleep(0.05)  # the coordinator looks for timed-out transactions every 100 ms
+        assert not _markers(sidecar.data_dir, TOPIC, 1)[0].committed
+        with pytest.raises(ProducerFencedError):
+            producer.commit_transaction()
+
+
+def test_markers_reach_partitions_another_broker_leads(sidecars: SidecarStarter) -> None:
+    first, second = two_brokers(sidecars)
+    with _producer(first) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for partition in range(6):
+            producer.send("spread", b"x", partition=partition)
+        producer.commit_transaction()
+        assert producer.idempotence is not None
+        pid = producer.idempotence.producer_id_and_epoch
+    found = {
+        partition: _markers(broker.data_dir, "spread", partition)
+        for broker in (first, second)
+        for partition in range(6)
+        if (broker.data_dir / f"spread-{partition}").is_dir()
+        and _markers(broker.data_dir, "spread", partition)
+    }
+    assert found == {p: [Marker(True, pid.producer_id, pid.epoch)] for p in range(6)}
+
+
+def test_calls_out_of_turn_are_refused(sidecar: LiveSidecar) -> None:
+    with _producer(sidecar) as producer:
+        with pytest.raises(IllegalProducerStateError):
+            producer.begin_transaction()  # before init_transactions
+        with pytest.raises(IllegalProducerStateError):
+            producer.send(TOPIC, b"x")
+        producer.init_transactions()
+        with pytest.raises(IllegalProducerStateError):
+            producer.init_transactions()
+        with pytest.raises(IllegalProducerStateError):
+            producer.send(TOPIC, b"x")  # outside a transaction
+        with pytest.raises(IllegalProducerStateError):
+            producer.commit_transaction()
+        producer.begin_transaction()
+        with pytest.raises(IllegalProducerStateError):
+            producer.begin_transaction()
+    with (
+        Producer({"bootstrap.servers": sidecar.address}) as plain,
+        pytest.raises(IllegalProducerStateError, match=r"transactional\.id"),
+    ):
+        plain.init_transactions()
+    with pytest.raises(ConfigError, match=r"enable\.idempotence"):
+        Producer(
+            {
+                "bootstrap.servers": sidecar.address,
+                "transactional.id": "app",
+                "enable.idempotence": "false",
+            }
+        )
+    with pytest.raises(ConfigError, match="acks"):
+        Producer({"bootstrap.servers": sidecar.address, "transactional.id": "app", "acks": "1"})
+    with (
+        _producer(sidecar, transaction_timeout_ms=3_600_000) as too_long,
+        pytest.raises(InvalidTransactionTimeoutError),
+    ):
+        too_long.init_transactions()
