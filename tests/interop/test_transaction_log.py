@@ -4,6 +4,10 @@
   tagged producer ids, null partitions, a tombstone) into v2 batches, tierlog's Log writes
   them to ``__transaction_state-N``, and Kafka's ``DumpLogSegments
   --transaction-log-decoder`` decodes every field as we meant it;
+- a running sidecar's transactional producer commits one transaction and aborts one:
+  Kafka reads the data segments' transactional batches and commit and abort markers, the
+  ``.txnindex`` of the aborted one, and ``__transaction_state``'s seven records, as it
+  reads its own;
 - a real broker runs transactions of Kafka's own transactional producer; tierlog decodes
   every record its coordinator wrote, re-encodes each to the very bytes Kafka wrote, agrees
   with DumpLogSegments field by field, and finds each transactional id in the partition
@@ -18,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.sidecars import start_sidecar
+from tierlog.client import AdminClient, Producer
 from tierlog.coordinator.transaction_records import (
     TransactionLogKey,
     TransactionLogRecord,
@@ -36,7 +42,13 @@ from tierlog.storage.log import Log
 from tierlog.storage.records import SimpleRecord, build_batch, decode_records, iter_batches
 
 from .conftest import BrokerFactory
-from .kafka import KafkaBroker, RecordEntry, dump_log_segments, segment_files
+from .kafka import (
+    KafkaBroker,
+    RecordEntry,
+    dump_log_segments,
+    segment_files,
+    verify_partition_dir,
+)
 from .test_kafka_transactions import TOPIC, _run_transactions, transaction_plan
 
 pytestmark = pytest.mark.interop
@@ -208,3 +220,68 @@ def test_tierlog_decodes_kafkas_transaction_records_to_the_same_bytes(
         TransactionState.PREPARE_ABORT,
     } <= states
     assert versions == {1}  # Kafka 4.1 at transaction version 2 writes the flexible value
+
+
+# --- a running sidecar's transactions, read by Kafka ----------------------------------------
+
+
+def test_kafka_reads_the_markers_and_state_of_a_transactional_producer(tmp_path: Path) -> None:
+    sidecar = start_sidecar(tmp_path / "data", "transaction.state.log.num.partitions=3")
+    try:
+        with AdminClient(sidecar.address) as admin:
+            admin.create_topic("payments", 1, {})
+        with Producer(
+            {"bootstrap.servers": sidecar.address, "transactional.id": "ledger", "linger.ms": 0}
+        ) as producer:
+            producer.init_transactions()
+            producer.begin_transaction()
+            for i in range(3):
+                producer.send("payments", b"kept-%d" % i, key=b"k")
+            producer.commit_transaction()
+            producer.begin_transaction()
+            for i in range(2):
+                producer.send("payments", b"dropped-%d" % i, key=b"k")
+            producer.abort_transaction()
+            assert producer.idempotence is not None
+            pid = producer.idempotence.producer_id_and_epoch
+    finally:
+        sidecar.stop()
+    data_dir = tmp_path / "data" / "payments-0"
+    dump = dump_log_segments(sorted(data_dir.glob("*.log")), "--deep-iteration")
+    assert dump.errors == []
+    kinds = [(batch.is_transactional, batch.is_control) for batch in dump.batches]
+    assert kinds == [(True, False), (True, True), (True, False), (True, True)]
+    assert {(batch.producer_id, batch.producer_epoch) for batch in dump.batches} == {
+        (pid.producer_id, pid.epoch)
+    }
+    markers = [line for line in dump.stdout.splitlines() if "endTxnMarker" in line]
+    assert [("COMMIT" in line, "ABORT" in line) for line in markers] == [
+        (True, False),
+        (False, True),
+    ]
+    assert all("coordinatorEpoch: 0" in line for line in markers)
+    assert verify_partition_dir(data_dir).errors == []
+    # the aborted transaction is in the .txnindex, as Kafka would index it
+    txn_dump = dump_log_segments(sorted(data_dir.glob("*.txnindex")))
+    assert txn_dump.errors == []
+    aborted = [line for f in txn_dump.files for line in f.other_lines if "producerId" in line]
+    assert len(aborted) == 1 and f"producerId: {pid.producer_id}" in aborted[0]
+    # and __transaction_state tells the two transactions' story, in Kafka's decoding
+    partition = partition_for_transactional_id("ledger", 3)
+    state_dir = tmp_path / "data" / f"{TRANSACTION_STATE_TOPIC}-{partition}"
+    state_dump = dump_log_segments(sorted(state_dir.glob("*.log")), "--transaction-log-decoder")
+    assert state_dump.errors == []
+    values = [json.loads(entry.payload or "null")["data"] for entry in state_dump.records]
+    assert [value["transactionStatus"] for value in values] == [
+        TransactionState.EMPTY,
+        TransactionState.ONGOING,
+        TransactionState.PREPARE_COMMIT,
+        TransactionState.COMPLETE_COMMIT,
+        TransactionState.ONGOING,
+        TransactionState.PREPARE_ABORT,
+        TransactionState.COMPLETE_ABORT,
+    ]
+    assert {(value["producerId"], value["producerEpoch"]) for value in values} == {
+        (pid.producer_id, pid.epoch)
+    }
+    assert values[1]["transactionPartitions"] == [{"topic": "payments", "partitionIds": [0]}]
