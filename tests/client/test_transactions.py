@@ -176,3 +176,20 @@ def test_calls_out_of_turn_are_refused(sidecar: LiveSidecar) -> None:
         pytest.raises(InvalidTransactionTimeoutError),
     ):
         too_long.init_transactions()
+
+
+def test_a_coordinator_killed_mid_transaction_takes_the_commit_after_its_restart(
+    sidecar: LiveSidecar,
+) -> None:
+    with _producer(sidecar) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for partition in range(3):
+            producer.send(TOPIC, b"before the crash", partition=partition).result()
+        sidecar.kill()  # kill -9: the transaction is Ongoing in __transaction_state
+        sidecar.start()  # same port: the producer's connections come back
+        producer.commit_transaction()
+        assert producer.idempotence is not None
+        pid = producer.idempotence.producer_id_and_epoch
+    committed = [Marker(True, pid.producer_id, pid.epoch)]
+    assert [_markers(sidecar.data_dir, TOPIC, p) for p in range(3)] == [committed] * 3
