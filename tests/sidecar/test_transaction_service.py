@@ -347,3 +347,27 @@ def test_a_transaction_prepared_before_a_crash_is_completed_by_the_next_coordina
         [],
         [(True, *producer)],
     ]
+
+
+def test_describe_transactions_tells_the_ids_state(txn_sidecar: Sidecar) -> None:
+    producer = _init(txn_sidecar, "app-1", timeout_ms=30_000)
+
+    def describe() -> pb.DescribeTransactionsResponse:
+        request = pb.DescribeTransactionsRequest(transactional_id="app-1")
+        response: pb.DescribeTransactionsResponse = _txns(txn_sidecar).DescribeTransactions(request)
+        return response
+
+    empty = describe()
+    assert (empty.state, empty.producer_id, empty.producer_epoch) == ("Empty", *producer)
+    assert (empty.transaction_timeout_ms, empty.transaction_start_time_ms) == (30_000, -1)
+    _add(txn_sidecar, "app-1", producer, 2, 0)
+    ongoing = describe()
+    assert ongoing.state == "Ongoing" and ongoing.transaction_start_time_ms > 0
+    assert [(p.topic, p.partition) for p in ongoing.partitions] == [(TOPIC, 0), (TOPIC, 2)]
+    _end(txn_sidecar, "app-1", producer, False)
+    assert describe().state == "CompleteAbort"
+    with pytest.raises(grpc.RpcError) as refused:
+        _txns(txn_sidecar).DescribeTransactions(
+            pb.DescribeTransactionsRequest(transactional_id="nobody")
+        )
+    assert reason_of(refused.value) == "TRANSACTIONAL_ID_NOT_FOUND"

@@ -159,9 +159,9 @@ class TransactionCoordinator:
 
     async def abort_timed_out_once(self) -> int:
         """Abort every ongoing transaction open longer than its timeout, fencing its
-        producer (the abort is at the next epoch); how many."""
+        producer (the abort is at the next epoch), all at once; how many were aborted."""
         now_ms = self.clock_ms()
-        aborted = 0
+        aborts = []
         for loaded in list(self._loaded):
             assert loaded.state is not None
             for transactional_id, value in loaded.state.items():
@@ -177,9 +177,14 @@ class TransactionCoordinator:
                     value.producer_epoch,
                     value.transaction_timeout_ms,
                 )
-                await self._abort_over_its_head(loaded, transactional_id, value)
-                aborted += 1
-        return aborted
+                aborts.append(self._abort_over_its_head(loaded, transactional_id, value))
+        outcomes = await asyncio.gather(*aborts, return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, TierlogError):
+                log.warning("aborting a timed-out transaction: %s: %s", outcome.reason, outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome
+        return sum(outcome is None for outcome in outcomes)
 
     # -- leadership and loading -------------------------------------------------------
 

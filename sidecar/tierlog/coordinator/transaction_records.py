@@ -60,6 +60,11 @@ class TransactionState(IntEnum):
     DEAD = 6
     PREPARE_EPOCH_FENCE = 7
 
+    @property
+    def kafka_name(self) -> str:
+        """Kafka's name of the state (``PrepareCommit``), as its tools print it."""
+        return "".join(part.title() for part in self.name.split("_"))
+
 
 @dataclass(frozen=True)
 class TransactionPartitions:

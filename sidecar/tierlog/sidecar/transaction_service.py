@@ -1,11 +1,12 @@
 """Transactions: ``tierlog.v1.TransactionService`` over the transaction coordinator.
 
-InitProducerId, AddPartitionsToTxn and EndTxn go to the transactional id's coordinator
-(``tierlog.coordinator.transaction_coordinator``), each creating ``__transaction_state``
-on first use as FindCoordinator does. WriteTxnMarkers is the brokers' own: a coordinator
-elsewhere has this broker, the partition's leader, append a marker it built, through the
-produce path with acks=all as the coordinator's own appends (``AppendOrigin.COORDINATOR``,
-the only origin allowed control batches); anything but one control batch is refused.
+InitProducerId, AddPartitionsToTxn, EndTxn and DescribeTransactions go to the
+transactional id's coordinator (``tierlog.coordinator.transaction_coordinator``), each
+creating ``__transaction_state`` on first use as FindCoordinator does. WriteTxnMarkers
+is the brokers' own: a coordinator elsewhere has this broker, the partition's leader,
+append a marker it built, through the produce path with acks=all as the coordinator's
+own appends (``AppendOrigin.COORDINATOR``, the only origin allowed control batches);
+anything but one control batch is refused.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tierlog.api.errors import InvalidRequestError
 from tierlog.api.v1 import transaction_service_pb2 as pb
 from tierlog.api.v1 import transaction_service_pb2_grpc
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
+from tierlog.coordinator.transaction_state import partitions_of
 from tierlog.sidecar.status import at_the_edge
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.records import iter_batches
@@ -76,6 +78,25 @@ class TransactionService(transaction_service_pb2_grpc.TransactionServiceServicer
             commit=request.committed,
         )
         return pb.EndTxnResponse()
+
+    @at_the_edge
+    async def DescribeTransactions(
+        self, request: pb.DescribeTransactionsRequest, context: _Context
+    ) -> pb.DescribeTransactionsResponse:
+        await self.ensure_topic()
+        value = self.coordinator.describe(request.transactional_id)
+        return pb.DescribeTransactionsResponse(
+            transactional_id=request.transactional_id,
+            state=value.state.kafka_name,
+            producer_id=value.producer_id,
+            producer_epoch=value.producer_epoch,
+            transaction_timeout_ms=value.transaction_timeout_ms,
+            transaction_start_time_ms=value.start_timestamp_ms,
+            partitions=[
+                pb.TxnPartition(topic=tp.topic, partition=tp.partition)
+                for tp in sorted(partitions_of(value))
+            ],
+        )
 
     @at_the_edge
     async def WriteTxnMarkers(

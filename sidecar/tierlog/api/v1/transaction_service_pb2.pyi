@@ -188,6 +188,69 @@ class EndTxnResponse(_message.Message):
 Global___EndTxnResponse: _TypeAlias = EndTxnResponse  # noqa: Y015
 
 @_typing.final
+class DescribeTransactionsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSACTIONAL_ID_FIELD_NUMBER: _builtins.int
+    transactional_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        transactional_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["transactional_id", b"transactional_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeTransactionsRequest: _TypeAlias = DescribeTransactionsRequest  # noqa: Y015
+
+@_typing.final
+class DescribeTransactionsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSACTIONAL_ID_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
+    TRANSACTION_TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    TRANSACTION_START_TIME_MS_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    transactional_id: _builtins.str
+    state: _builtins.str
+    """Kafka's state names: Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit,
+    CompleteAbort (Dead and PrepareEpochFence are never written here).
+    """
+    producer_id: _builtins.int
+    producer_epoch: _builtins.int
+    transaction_timeout_ms: _builtins.int
+    transaction_start_time_ms: _builtins.int
+    """When the open transaction began; -1 when none is open."""
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___TxnPartition]:
+        """The partitions of the open (or prepared) transaction."""
+
+    def __init__(
+        self,
+        *,
+        transactional_id: _builtins.str = ...,
+        state: _builtins.str = ...,
+        producer_id: _builtins.int = ...,
+        producer_epoch: _builtins.int = ...,
+        transaction_timeout_ms: _builtins.int = ...,
+        transaction_start_time_ms: _builtins.int = ...,
+        partitions: _abc.Iterable[Global___TxnPartition] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "state", b"state", "transaction_start_time_ms", b"transaction_start_time_ms", "transaction_timeout_ms", b"transaction_timeout_ms", "transactional_id", b"transactional_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeTransactionsResponse: _TypeAlias = DescribeTransactionsResponse  # noqa: Y015
+
+@_typing.final
 class WriteTxnMarkersRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

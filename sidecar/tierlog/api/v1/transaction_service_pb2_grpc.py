@@ -49,6 +49,11 @@ class TransactionServiceStub:
                 request_serializer=tierlog_dot_v1_dot_transaction__service__pb2.EndTxnRequest.SerializeToString,
                 response_deserializer=tierlog_dot_v1_dot_transaction__service__pb2.EndTxnResponse.FromString,
                 _registered_method=True)
+        self.DescribeTransactions = channel.unary_unary(
+                '/tierlog.v1.TransactionService/DescribeTransactions',
+                request_serializer=tierlog_dot_v1_dot_transaction__service__pb2.DescribeTransactionsRequest.SerializeToString,
+                response_deserializer=tierlog_dot_v1_dot_transaction__service__pb2.DescribeTransactionsResponse.FromString,
+                _registered_method=True)
         self.WriteTxnMarkers = channel.unary_unary(
                 '/tierlog.v1.TransactionService/WriteTxnMarkers',
                 request_serializer=tierlog_dot_v1_dot_transaction__service__pb2.WriteTxnMarkersRequest.SerializeToString,
@@ -83,6 +88,14 @@ class TransactionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeTransactions(self, request, context):
+        """A transactional id's producer and its current (or last) transaction, as the
+        coordinator holds them (Kafka's DescribeTransactions); TRANSACTIONAL_ID_NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def WriteTxnMarkers(self, request, context):
         """Broker to broker: append a marker (a control batch the coordinator built) to a
         partition this broker leads.
@@ -108,6 +121,11 @@ def add_TransactionServiceServicer_to_server(servicer, server):
                     servicer.EndTxn,
                     request_deserializer=tierlog_dot_v1_dot_transaction__service__pb2.EndTxnRequest.FromString,
                     response_serializer=tierlog_dot_v1_dot_transaction__service__pb2.EndTxnResponse.SerializeToString,
+            ),
+            'DescribeTransactions': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeTransactions,
+                    request_deserializer=tierlog_dot_v1_dot_transaction__service__pb2.DescribeTransactionsRequest.FromString,
+                    response_serializer=tierlog_dot_v1_dot_transaction__service__pb2.DescribeTransactionsResponse.SerializeToString,
             ),
             'WriteTxnMarkers': grpc.unary_unary_rpc_method_handler(
                     servicer.WriteTxnMarkers,
@@ -196,6 +214,33 @@ class TransactionService:
             '/tierlog.v1.TransactionService/EndTxn',
             tierlog_dot_v1_dot_transaction__service__pb2.EndTxnRequest.SerializeToString,
             tierlog_dot_v1_dot_transaction__service__pb2.EndTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeTransactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tierlog.v1.TransactionService/DescribeTransactions',
+            tierlog_dot_v1_dot_transaction__service__pb2.DescribeTransactionsRequest.SerializeToString,
+            tierlog_dot_v1_dot_transaction__service__pb2.DescribeTransactionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -57,6 +57,10 @@ class TransactionServiceStub:
     """Commit or abort the current transaction: answered once every partition has its
     marker and the transaction is complete in __transaction_state.
     """
+    DescribeTransactions: _grpc.UnaryUnaryMultiCallable[_transaction_service_pb2.DescribeTransactionsRequest, _transaction_service_pb2.DescribeTransactionsResponse]
+    """A transactional id's producer and its current (or last) transaction, as the
+    coordinator holds them (Kafka's DescribeTransactions); TRANSACTIONAL_ID_NOT_FOUND.
+    """
     WriteTxnMarkers: _grpc.UnaryUnaryMultiCallable[_transaction_service_pb2.WriteTxnMarkersRequest, _transaction_service_pb2.WriteTxnMarkersResponse]
     """Broker to broker: append a marker (a control batch the coordinator built) to a
     partition this broker leads.
@@ -76,6 +80,10 @@ class TransactionServiceAsyncStub(TransactionServiceStub):
     EndTxn: _aio.UnaryUnaryMultiCallable[_transaction_service_pb2.EndTxnRequest, _transaction_service_pb2.EndTxnResponse]  # type: ignore[assignment]
     """Commit or abort the current transaction: answered once every partition has its
     marker and the transaction is complete in __transaction_state.
+    """
+    DescribeTransactions: _aio.UnaryUnaryMultiCallable[_transaction_service_pb2.DescribeTransactionsRequest, _transaction_service_pb2.DescribeTransactionsResponse]  # type: ignore[assignment]
+    """A transactional id's producer and its current (or last) transaction, as the
+    coordinator holds them (Kafka's DescribeTransactions); TRANSACTIONAL_ID_NOT_FOUND.
     """
     WriteTxnMarkers: _aio.UnaryUnaryMultiCallable[_transaction_service_pb2.WriteTxnMarkersRequest, _transaction_service_pb2.WriteTxnMarkersResponse]  # type: ignore[assignment]
     """Broker to broker: append a marker (a control batch the coordinator built) to a
@@ -111,6 +119,16 @@ class TransactionServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_transaction_service_pb2.EndTxnResponse, _abc.Awaitable[_transaction_service_pb2.EndTxnResponse]]:
         """Commit or abort the current transaction: answered once every partition has its
         marker and the transaction is complete in __transaction_state.
+        """
+
+    @_abc_1.abstractmethod
+    def DescribeTransactions(
+        self,
+        request: _transaction_service_pb2.DescribeTransactionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_transaction_service_pb2.DescribeTransactionsResponse, _abc.Awaitable[_transaction_service_pb2.DescribeTransactionsResponse]]:
+        """A transactional id's producer and its current (or last) transaction, as the
+        coordinator holds them (Kafka's DescribeTransactions); TRANSACTIONAL_ID_NOT_FOUND.
         """
 
     @_abc_1.abstractmethod
