@@ -36,8 +36,11 @@ from tierlog.coordinator.transaction_topic import (
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
 from tierlog.storage.records import (
+    ControlRecordType,
+    EndTransactionMarker,
     SimpleRecord,
     build_batch,
+    build_end_txn_marker_batch,
     decode_records,
     iter_batches,
 )
@@ -371,3 +374,27 @@ def test_describe_transactions_tells_the_ids_state(txn_sidecar: Sidecar) -> None
             pb.DescribeTransactionsRequest(transactional_id="nobody")
         )
     assert reason_of(refused.value) == "TRANSACTIONAL_ID_NOT_FOUND"
+
+
+def test_write_txn_markers_appends_one_marker_and_nothing_else(txn_sidecar: Sidecar) -> None:
+    producer = _init(txn_sidecar, "app-1")
+    _add(txn_sidecar, "app-1", producer, 1)
+    _produce(txn_sidecar, producer, 1, 0, b"a")
+    marker = build_end_txn_marker_batch(
+        EndTransactionMarker(ControlRecordType.ABORT, 0),
+        producer_id=producer[0],
+        producer_epoch=producer[1],
+        timestamp_ms=0,
+    )
+    _txns(txn_sidecar).WriteTxnMarkers(
+        pb.WriteTxnMarkersRequest(topic=TOPIC, partition=1, marker_batch=marker)
+    )
+    assert _markers(txn_sidecar, 1) == [(False, *producer)]
+    data = build_batch([SimpleRecord(b"k", b"not a marker", timestamp=0)])
+    for batches in (data, marker + marker):
+        with pytest.raises(grpc.RpcError) as refused:
+            _txns(txn_sidecar).WriteTxnMarkers(
+                pb.WriteTxnMarkersRequest(topic=TOPIC, partition=1, marker_batch=batches)
+            )
+        assert reason_of(refused.value) == "INVALID_REQUEST"
+    assert _markers(txn_sidecar, 1) == [(False, *producer)]
