@@ -3,11 +3,13 @@
 Over gRPC:
 
 - ``producer``: ``Producer.send`` -> ``RecordFuture`` (or a ``callback``), ``flush``, ``close``;
-  its ``sender`` thread drives the core below over ``ProduceStream``s.
+  its ``sender`` thread drives the core below over ``ProduceStream``s; with a
+  ``transactional.id``, transactions (``transactions``: ``init_transactions``,
+  ``begin_transaction``, ``commit_transaction``, ``abort_transaction``).
 - ``consumer``: ``Consumer`` (assign/subscribe, seek by offset or time, ``poll``, and
   with a ``group.id`` committed offsets: ``commit``, ``commit_async``, ``committed``).
-- ``groups``: a group's coordinator found and followed (``GroupClient``), and groups as
-  an administrator sees them (``ConsumerGroups``).
+- ``groups``: a group's coordinator found and followed (``GroupClient``, over
+  ``coordinator_client``), and groups as an administrator sees them (``ConsumerGroups``).
 - ``admin``: ``AdminClient`` (topics, configs, partitions, metadata).
 - ``serialization``: ``SerializingProducer`` / ``DeserializingConsumer`` over them, with
   string, JSON and bytes (de)serializers.
@@ -31,6 +33,7 @@ vocabulary (``tierlog.storage.errors``) and, for the transport, the generated st
 
 from __future__ import annotations
 
+from tierlog.api.errors import ProducerFencedError
 from tierlog.client.accumulator import AppendResult, MemoryBlocked, ReadyCheck, RecordAccumulator
 from tierlog.client.admin import AdminClient
 from tierlog.client.cluster import Cluster
@@ -92,6 +95,7 @@ __all__ = [
     "Producer",
     "ProducerBatch",
     "ProducerConfig",
+    "ProducerFencedError",
     "ProducerIdAndEpoch",
     "ReadyCheck",
     "RecordAccumulator",
