@@ -206,10 +206,25 @@ class TransactionCoordinator:
         """Complete the transactions the previous coordinator prepared and left."""
         assert loaded.state is not None
         for transactional_id, value in loaded.state.items():
-            if value.state in PREPARED and transactional_id not in self._busy:
-                log.info("completing the %s of %r", value.state.name, transactional_id)
-                self._busy.add(transactional_id)
-                self._start_completion(loaded, transactional_id, value)
+            if value.state in PREPARED:
+                self._recover_one(loaded, transactional_id)
+
+    def _recover_one(self, loaded: Loaded[TransactionsState], transactional_id: str) -> None:
+        if not self._loaded.is_current(loaded):
+            return
+        assert loaded.state is not None
+        value = loaded.state.get(transactional_id)
+        if value is None or value.state not in PREPARED:
+            return
+        running = self._completions.get(transactional_id)
+        if running is not None:  # an earlier leadership's, about to find it lost: then us
+            running.add_done_callback(lambda _task: self._recover_one(loaded, transactional_id))
+            return
+        if transactional_id in self._busy:
+            return  # a call is writing it now; it completes what it prepares
+        log.info("completing the %s of %r", value.state.name, transactional_id)
+        self._busy.add(transactional_id)
+        self._start_completion(loaded, transactional_id, value)
 
     # -- writing ----------------------------------------------------------------------
 
@@ -246,6 +261,7 @@ class TransactionCoordinator:
         self._completions[transactional_id] = task
 
         def done(_task: asyncio.Task[None]) -> None:
+            # Before any other callback: whoever waits on the task finds the id free.
             self._busy.discard(transactional_id)
             if self._completions.get(transactional_id) is task:
                 del self._completions[transactional_id]
