@@ -13,7 +13,7 @@ import pytest
 from tests.support.transaction_markers import Marker, markers
 from tierlog.api.errors import InvalidTransactionTimeoutError, ProducerFencedError
 from tierlog.client import Producer
-from tierlog.client.errors import ConfigError, IllegalProducerStateError
+from tierlog.client.errors import ConfigError, IllegalProducerStateError, RecordTooLargeError
 
 from .conftest import SidecarStarter, create_topic, two_brokers
 from .sidecars import LiveSidecar
@@ -193,3 +193,29 @@ def test_a_coordinator_killed_mid_transaction_takes_the_commit_after_its_restart
         pid = producer.idempotence.producer_id_and_epoch
     committed = [Marker(True, pid.producer_id, pid.epoch)]
     assert [_markers(sidecar.data_dir, TOPIC, p) for p in range(3)] == [committed] * 3
+
+
+def test_a_record_refused_for_good_aborts_its_transaction_and_the_next_one_commits(
+    sidecar: LiveSidecar,
+) -> None:
+    create_topic(sidecar.address, "small", partitions=1, max_message_bytes="1024")
+    with _producer(sidecar) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send("small", b"fits", partition=0).result()
+        refused = producer.send("small", b"x" * 4096, partition=0)
+        with pytest.raises(RecordTooLargeError):
+            refused.result()  # MESSAGE_TOO_LARGE: a gap in the partition's sequences
+        with pytest.raises(RecordTooLargeError):
+            producer.commit_transaction()  # the transaction can only be aborted
+        producer.abort_transaction()
+        # the producer goes on: under a new epoch from its coordinator, sequences from 0
+        producer.begin_transaction()
+        producer.send("small", b"after", partition=0).result()
+        producer.commit_transaction()
+        assert producer.idempotence is not None
+        pid = producer.idempotence.producer_id_and_epoch
+    assert _markers(sidecar.data_dir, "small", 0) == [
+        Marker(False, pid.producer_id, pid.epoch - 1),
+        Marker(True, pid.producer_id, pid.epoch),
+    ]

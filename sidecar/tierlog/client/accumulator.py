@@ -342,18 +342,23 @@ class RecordAccumulator:
                 drained.append(batch)
         return drained
 
-    def take_unsent(self, partitions: Iterable[TopicPartition]) -> list[ProducerBatch]:
-        """The queued batches of ``partitions`` never sent (no sequence yet), taken out
-        of their queues in order, for the transport to fail (a transactional producer's
-        partition its transaction could not take)."""
+    def take_queued(self, partitions: Iterable[TopicPartition]) -> list[ProducerBatch]:
+        """The batches of ``partitions`` not in flight (never sent, or waiting to be
+        retried), taken out of their queues in order, for the transport to fail: a
+        transactional producer's partition its transaction could not take, or the batches
+        of a transaction being aborted (Kafka's ``abortUndrainedBatches``)."""
         taken: list[ProducerBatch] = []
         for tp in partitions:
-            queue = self._queues.get(tp)
-            while queue and not queue[0].has_sequence:
+            queue = self._queues.get(tp, deque())
+            while queue:
                 batch = queue.popleft()
                 batch.close_for_appends()
                 taken.append(batch)
         return taken
+
+    @property
+    def queued_partitions(self) -> list[TopicPartition]:
+        return [tp for tp, queue in self._queues.items() if queue]
 
     def _drainable(self, tp: TopicPartition, now_ms: int) -> ProducerBatch | None:
         queue = self._queues.get(tp)

@@ -57,7 +57,10 @@ class Producer:
         self._own_cluster = cluster is None
         self.cluster = cluster or Cluster.for_client(self.config)
         self.idempotence = (
-            IdempotenceManager(self.config.max_in_flight_requests_per_connection)
+            IdempotenceManager(
+                self.config.max_in_flight_requests_per_connection,
+                transactional=bool(self.config.transactional_id),
+            )
             if self.config.enable_idempotence
             else None
         )
@@ -186,7 +189,9 @@ class Producer:
         """End the transaction aborted: its records stay in the log, marked aborted, and a
         read_committed consumer never sees them."""
         transactions = self._transactional()
-        transactions.before_abort()
+        error = transactions.before_abort()
+        if error is not None:  # what is still queued will not be sent (Kafka's abort too)
+            self._sender.fail_queued(error)
         if not self.flush(timeout_s):
             raise RequestTimedOutError("the transaction's records were not all answered in time")
         transactions.end(commit=False)

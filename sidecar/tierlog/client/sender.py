@@ -381,15 +381,21 @@ class Sender:
         return sent
 
     def _fail_unsent(self, refused: dict[TopicPartition, TierlogError]) -> None:
-        """Fail the never-sent batches of partitions the transaction could not take."""
+        """Fail the queued batches of partitions the transaction could not take."""
         resolutions: list[_Settlement] = []
         with self.lock:
-            for batch in self.accumulator.take_unsent(refused):
+            for batch in self.accumulator.take_queued(refused):
                 error = refused[batch.topic_partition]
                 self._fail(batch, error)
                 self._resolve_failed(batch, resolutions, error)
             self.lock.notify_all()
         _resolve(resolutions)
+
+    def fail_queued(self, error: TierlogError) -> None:
+        """Fail every batch not in flight with ``error`` (a transaction being aborted)."""
+        with self.lock:
+            partitions = self.accumulator.queued_partitions
+        self._fail_unsent(dict.fromkeys(partitions, error))
 
     def _connection(self, address: str) -> ProduceConnection:
         connection = self._connections.get(address)

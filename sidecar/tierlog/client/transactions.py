@@ -5,8 +5,11 @@ transaction coordinator (``init_transactions``: InitProducerId, which fences any
 producer of the id and aborts its open transaction), then runs one transaction at a
 time: ``begin`` opens it locally; before the first batch for a partition is sent, the
 sender adds the partition to the transaction (AddPartitionsToTxn); ``commit`` flushes,
-then ends it (EndTxn, answered once every partition has its marker); ``abort`` flushes
-and ends it aborted. Every batch it sends has the transactional bit set.
+then ends it (EndTxn, answered once every partition has its marker); ``abort`` fails
+what is still queued if the transaction failed, flushes and ends it aborted, then, if a
+failure left a gap in a partition's sequences, takes the next epoch from the
+coordinator (InitProducerId again) to start them over. Every batch it sends has the
+transactional bit set.
 
 Errors are Kafka's two kinds. *Fatal*: the producer was fenced (``PRODUCER_FENCED``,
 or ``INVALID_PRODUCER_EPOCH`` from a partition whose markers carry a newer epoch) or
@@ -102,6 +105,13 @@ class TransactionManager:
             self._check_not_fatal()
             if self.state is not TransactionState.UNINITIALIZED:
                 raise IllegalProducerStateError("init_transactions was called already")
+        self._init_producer_id()
+        with self.lock:
+            self.state = TransactionState.READY
+
+    def _init_producer_id(self) -> None:
+        """InitProducerId: the id's next epoch (fencing older producers), every
+        partition's sequences from 0 (as KIP-360's bump after an aborted transaction)."""
         request = transaction_service_pb2.TransactionServiceInitProducerIdRequest(
             transactional_id=self.transactional_id, transaction_timeout_ms=self.timeout_ms
         )
@@ -110,7 +120,6 @@ class TransactionManager:
             self.idempotence.set_producer_id_and_epoch(
                 response.producer_id, response.producer_epoch
             )
-            self.state = TransactionState.READY
             self.lock.notify_all()
 
     def begin(self) -> None:
@@ -144,7 +153,8 @@ class TransactionManager:
             if self.state is not TransactionState.IN_TRANSACTION:
                 raise IllegalProducerStateError(f"no transaction to commit ({self.state.value})")
 
-    def before_abort(self) -> None:
+    def before_abort(self) -> TierlogError | None:
+        """Checks an abort may go on; the transaction's abortable error, if any."""
         with self.lock:
             self._check_not_fatal()
             if self.state not in (
@@ -152,6 +162,7 @@ class TransactionManager:
                 TransactionState.ABORTABLE_ERROR,
             ):
                 raise IllegalProducerStateError(f"no transaction to abort ({self.state.value})")
+            return self._error
 
     def end(self, *, commit: bool) -> None:
         """EndTxn, once the transaction's batches are all answered (the producer flushed)."""
@@ -170,6 +181,10 @@ class TransactionManager:
                 committed=commit,
             )
             self._call(lambda stub: stub.EndTxn(request, timeout=self._timeout()))
+        with self.lock:
+            needs_new_epoch = self.idempotence.epoch_bump_required
+        if needs_new_epoch:  # a gap in some partition's sequences: start them again
+            self._init_producer_id()
         with self.lock:
             self.state = TransactionState.READY
             self._added.clear()
