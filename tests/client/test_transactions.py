@@ -5,15 +5,25 @@ aborted over its producer's head, and calls out of turn are refused by type."""
 
 from __future__ import annotations
 
+import random
+import threading
 import time
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from tests.pipeline.read_all import read_table
 from tests.support.transaction_markers import Marker, markers
 from tierlog.api.errors import InvalidTransactionTimeoutError, ProducerFencedError
 from tierlog.client import Producer
-from tierlog.client.errors import ConfigError, IllegalProducerStateError, RecordTooLargeError
+from tierlog.client.errors import (
+    ConfigError,
+    IllegalProducerStateError,
+    RecordTooLargeError,
+    TierlogError,
+)
 
 from .conftest import SidecarStarter, create_topic, two_brokers
 from .sidecars import LiveSidecar
@@ -219,3 +229,98 @@ def test_a_record_refused_for_good_aborts_its_transaction_and_the_next_one_commi
         Marker(False, pid.producer_id, pid.epoch - 1),
         Marker(True, pid.producer_id, pid.epoch),
     ]
+
+
+@dataclass
+class _Writer:
+    """One transactional producer's loop, and what it was told of each transaction."""
+
+    sidecar: LiveSidecar
+    transactional_id: str
+    seed: int
+    stop: threading.Event
+    outcomes: dict[str, tuple[str, list[bytes]]] = field(default_factory=dict)
+
+    def run(self) -> None:
+        rng = random.Random(self.seed)
+        producer = self._fresh_producer()
+        number = 0
+        while not self.stop.is_set():
+            name = f"{self.transactional_id}-{number}"
+            number += 1
+            values = [f"{name}-{k}".encode() for k in range(rng.randint(1, 4))]
+            commit = rng.random() < 0.6
+            try:
+                producer.begin_transaction()
+                for value in values:
+                    producer.send(TOPIC, value, partition=rng.randrange(3))
+                if commit:
+                    producer.commit_transaction()
+                else:
+                    producer.abort_transaction()
+                self.outcomes[name] = ("committed" if commit else "aborted", values)
+            except TierlogError:
+                # The sidecar died under the call: the outcome is unknown, the producer
+                # unusable; the next one of the id aborts whatever is left open.
+                self.outcomes[name] = ("unknown", values)
+                producer.close(timeout_s=0)
+                producer = self._fresh_producer()
+        producer.close()
+
+    def _fresh_producer(self) -> Producer:
+        deadline = time.monotonic() + 60
+        while True:
+            producer = _producer(
+                self.sidecar, self.transactional_id, request_timeout_ms=2000, max_block_ms=20_000
+            )
+            try:
+                producer.init_transactions()
+                return producer
+            except TierlogError:
+                producer.close(timeout_s=0)
+                assert time.monotonic() < deadline, "the sidecar never came back"
+
+
+def test_concurrent_transactions_under_kill_9_are_read_whole_or_not_at_all(
+    sidecar: LiveSidecar,
+) -> None:
+    stop = threading.Event()
+    writers = [_Writer(sidecar, f"writer-{i}", seed=i, stop=stop) for i in range(3)]
+    threads = [threading.Thread(target=writer.run) for writer in writers]
+    for thread in threads:
+        thread.start()
+    try:
+        for _ in range(2):
+            _wait_for_outcomes(writers, at_least=len(writers) * 3)
+            sidecar.kill()  # kill -9, with transactions in every state
+            sidecar.start()
+        _wait_for_outcomes(writers, at_least=len(writers) * 3)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(120)
+    sidecar.stop()
+    read = read_table({"path": str(sidecar.data_dir), "subscribe": TOPIC})
+    visible = Counter(read.column("value").to_pylist())
+    assert max(visible.values(), default=1) == 1, "a record was read twice"
+    seen: Counter[str] = Counter()
+    for writer in writers:
+        for name, (outcome, values) in writer.outcomes.items():
+            present = [value for value in values if value in visible]
+            if outcome == "committed":
+                assert present == values, f"{name} committed but reads {present}"
+            elif outcome == "aborted":
+                assert present == [], f"{name} aborted but reads {present}"
+            else:
+                assert present in ([], values), f"{name} is read in part: {present}"
+            seen[outcome] += 1
+    assert seen["committed"] and seen["aborted"]
+
+
+def _wait_for_outcomes(writers: list[_Writer], at_least: int) -> None:
+    """Until the writers have ended ``at_least`` more transactions, one way or another."""
+    target = sum(len(writer.outcomes) for writer in writers) + at_least
+    deadline = time.monotonic() + 60
+    while sum(len(writer.outcomes) for writer in writers) < target:
+        assert time.monotonic() < deadline, "the writers made no progress"
+        time.sleep(0.05)  # the writer threads are at work: look again
