@@ -62,6 +62,30 @@ def test_full_values_add_the_service_monitor_and_the_prometheus_rule(tmp_path: P
     assert rule["spec"] == yaml.safe_load(RULES_FILE.read_text())  # the rule file's groups
 
 
+def _rules_by_name(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {rule["alert"]: rule for group in spec["groups"] for rule in group["rules"]}
+
+
+def test_the_consumer_lag_alert_takes_its_threshold_and_for_from_the_values(
+    tmp_path: Path,
+) -> None:
+    metrics = FULL_VALUES["metrics"]
+    lag = {"threshold": 250000, "for": "1h"}
+    values = {
+        **FULL_VALUES,
+        "metrics": {**metrics, "prometheusRule": {**metrics["prometheusRule"], "consumerLag": lag}},
+    }
+    rendered = _rules_by_name(template(tmp_path, values).one("PrometheusRule")["spec"])
+    written = _rules_by_name(yaml.safe_load(RULES_FILE.read_text()))
+    alert = rendered.pop("TierlogConsumerLagHigh")
+    default = written.pop("TierlogConsumerLagHigh")
+    assert default["expr"].rstrip().endswith(") > 10000")
+    assert alert["expr"] == default["expr"].replace(") > 10000", ") > 250000")
+    assert alert["for"] == "1h"
+    assert {**alert, "expr": default["expr"], "for": default["for"]} == default
+    assert rendered == written  # every other rule as the file has it
+
+
 def test_the_crds_are_templates_from_files_crds_kept_on_uninstall(tmp_path: Path) -> None:
     crds = template(tmp_path).of_kind("CustomResourceDefinition")
     assert [crd["metadata"]["name"] for crd in crds] == [

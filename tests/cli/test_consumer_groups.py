@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.sidecars import start_sidecar
-from tierlog.client import Producer
+from tierlog.client import Consumer, Producer
 
 from .test_data_commands import ok, tierlog
 
@@ -84,6 +84,32 @@ def test_list_describe_and_delete(server: str) -> None:
     assert ok(tierlog(server, "consumer-groups", "--list")).split() == []
     missing = tierlog(server, "consumer-groups", "--describe", "--group", "g")
     assert missing.returncode == 1 and b"GROUP_ID_NOT_FOUND" in missing.stderr
+
+
+def test_consume_with_a_group_joins_it_and_describe_shows_the_members(server: str) -> None:
+    """Without --partition, ``consume --group`` is a member: it gets both partitions and
+    prints everything; a live member shows in --describe with Kafka's columns."""
+    assert sorted(_consume(server, "--from-beginning")) == sorted(f"v{i}" for i in range(10))
+    with Consumer(
+        {"bootstrap.servers": server, "group.id": "g", "client.id": "reader-1"}
+    ) as member:
+        member.subscribe(["events"])
+        for _ in range(100):
+            member.poll(100)
+            if len(member.assignment()) == 2:
+                break
+        assert len(member.assignment()) == 2
+        described = ok(tierlog(server, "consumer-groups", "--describe", "--group", "g"))
+        assert "has no active members" not in described
+        rows = _rows(described)
+        assert rows[0][6:] == ["CONSUMER-ID", "HOST", "CLIENT-ID"]
+        member_id = rows[1][6]
+        assert [row[2:] for row in rows[1:]] == [
+            ["0", "5", "5", "0", member_id, "/127.0.0.1", "reader-1"],
+            ["1", "5", "5", "0", member_id, "/127.0.0.1", "reader-1"],
+        ]
+    described = ok(tierlog(server, "consumer-groups", "--describe", "--group", "g"))
+    assert "Consumer group 'g' has no active members." in described
 
 
 def _reset(server: str, *args: str) -> subprocess.CompletedProcess[bytes]:

@@ -13,6 +13,7 @@ import pytest
 
 from tests.client.sidecars import damage_batch, produce_batches
 from tests.support.sidecars import start_sidecar
+from tests.support.transaction_logs import transactions_in
 from tierlog.cli.perf import Summary, Throttle, percentile
 from tierlog.client import Consumer, TopicPartition, partition_for_key
 from tierlog.storage.records import V2_HEADER_SIZE
@@ -467,3 +468,49 @@ def test_consume_prints_what_kafkas_properties_ask_for_or_json(server: str) -> N
         "k1",
         "first",
     )
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        ("--isolation-level", "read_committed"),
+        ("--consumer-property", "isolation.level=read_committed"),
+    ],
+    ids=["kafka-flag", "consumer-property"],
+)
+def test_consume_read_committed_prints_only_committed_transactions(
+    tmp_path: Path, flag: tuple[str, str]
+) -> None:
+    sidecar = start_sidecar(tmp_path / "data")
+    try:
+        ok(tierlog(sidecar.address, "topics", "create", "t"))
+        sidecar.stop()
+        with transactions_in(sidecar.data_dir, "t") as writer:
+            writer.send(1)
+            writer.send_plain()
+            writer.send(2)
+            writer.end(1, commit=False)
+            writer.end(2, commit=True)
+            writer.send(3)  # open: the read_committed end
+        sidecar.start()
+        printed = ok(
+            tierlog(
+                sidecar.address,
+                "consume",
+                "t",
+                "--from-beginning",
+                "--timeout-ms",
+                "2000",
+                "--property",
+                "print.offset=true",
+                *flag,
+            )
+        )
+        everything = ok(
+            tierlog(sidecar.address, "consume", "t", "--from-beginning", "--timeout-ms", "2000")
+        )
+    finally:
+        sidecar.kill()
+    offsets = [int(line.split()[0].removeprefix("Offset:")) for line in printed.splitlines()]
+    assert offsets == sorted(writer.committed)
+    assert len(everything.splitlines()) == 7  # every data record, markers left out

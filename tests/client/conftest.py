@@ -129,8 +129,7 @@ def two_brokers(sidecars: SidecarStarter) -> tuple[LiveSidecar, LiveSidecar]:
     brokers = f"tierlog.cluster.brokers=0@127.0.0.1:{ports[0]},1@127.0.0.1:{ports[1]}"
     first = sidecars("b0", "node.id=0", brokers, port=ports[0])
     second = sidecars("b1", "node.id=1", brokers, port=ports[1])
-    for broker in (first, second):  # each broker keeps its own topic store today
-        create_topic(broker.address, "spread", partitions=6)
+    create_topic(first.address, "spread", partitions=6)  # the admin client tells both
     return first, second
 
 

@@ -124,3 +124,65 @@ def test_a_broker_that_does_not_answer_is_passed_over_for_the_next(
             assert admin.list_topics() == {"orders": 1}
     finally:
         os.kill(paused.process.pid, signal.SIGCONT)
+
+
+def _three_unreplicated(sidecars: SidecarStarter) -> list[LiveSidecar]:
+    ports = [free_port() for _ in range(3)]
+    brokers = ",".join(f"{n}@127.0.0.1:{port}" for n, port in enumerate(ports))
+    return [
+        sidecars(f"b{n}", f"node.id={n}", f"tierlog.cluster.brokers={brokers}", port=port)
+        for n, port in enumerate(ports)
+    ]
+
+
+def _topics_at(broker: LiveSidecar) -> dict[str, int]:
+    with AdminClient(broker.address) as admin:
+        return admin.list_topics()
+
+
+def test_topic_changes_reach_every_broker_that_keeps_its_own_topics(
+    sidecars: SidecarStarter,
+) -> None:
+    """Without a partition-state store each broker keeps its own topics; the admin
+    client, asked through the bootstrap list, changes them on every broker (as Kafka's
+    controller does), not only on whichever answered first."""
+    brokers = _three_unreplicated(sidecars)
+    bootstrap = {"bootstrap.servers": ",".join(b.address for b in brokers)}
+    with AdminClient(bootstrap) as admin:
+        admin.create_topic("orders", 3, {"retention.ms": "60000"})
+        assert [_topics_at(b) for b in brokers] == [{"orders": 3}] * 3
+        # Every broker names the same owner of each partition, and each owns one.
+        owners = set()
+        for broker in brokers:
+            with AdminClient(broker.address) as one:
+                owners.add(one.metadata(["orders"]).leaders["orders"])
+        (leaders,) = owners
+        assert sorted(leaders) == [0, 1, 2]
+        with pytest.raises(TopicAlreadyExistsError):
+            admin.create_topic("orders")  # every broker has it
+
+        admin.create_partitions("orders", 6)
+        admin.alter_configs("orders", {"segment.bytes": "1048576"}, ["retention.ms"])
+        for broker in brokers:
+            with AdminClient(broker.address) as one:
+                configs = one.describe_configs("orders")
+                assert one.list_topics() == {"orders": 6}
+                assert configs["segment.bytes"].value == "1048576"
+                assert configs["retention.ms"].is_default
+
+        admin.delete_topic("orders")
+        assert [_topics_at(b) for b in brokers] == [{}] * 3
+        with pytest.raises(UnknownTopicOrPartitionError):
+            admin.delete_topic("orders")  # on no broker
+
+
+def test_a_topic_change_that_reached_some_brokers_completes_when_asked_again(
+    sidecars: SidecarStarter,
+) -> None:
+    brokers = _three_unreplicated(sidecars)
+    with AdminClient(brokers[1].address, broker_only=True) as one:
+        one.create_topic("orders", 2)  # as a create cut short after broker 1
+    assert [_topics_at(b) for b in brokers] == [{}, {"orders": 2}, {}]
+    with AdminClient(brokers[0].address) as admin:
+        admin.create_topic("orders", 2)
+    assert [_topics_at(b) for b in brokers] == [{"orders": 2}] * 3

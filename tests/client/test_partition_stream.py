@@ -38,9 +38,9 @@ def _subscribe(
     stub: log_service_pb2_grpc.LogServiceStub, arrivals: queue.SimpleQueue[Arrival], **fields: int
 ) -> PartitionStream:
     # max_bytes 1: one batch a message.
-    request = log_service_pb2.SubscribeRequest(
-        topic=TP.topic, partition=TP.partition, max_bytes=1, **fields
-    )
+    request = log_service_pb2.SubscribeRequest(topic=TP.topic, partition=TP.partition, max_bytes=1)
+    for name, value in fields.items():
+        setattr(request, name, value)
     return PartitionStream(TP, stub, request, arrivals)
 
 

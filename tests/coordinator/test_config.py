@@ -19,6 +19,10 @@ def test_kafkas_defaults() -> None:
     assert (config.offsets_topic_partitions, config.offsets_topic_replication_factor) == (50, 3)
     assert config.offsets_retention_ms == 7 * 24 * 3600 * 1000
     assert config.offset_metadata_max_bytes == 4096
+    assert (config.consumer_session_timeout_ms, config.consumer_heartbeat_interval_ms) == (
+        45_000,
+        5_000,
+    )
     assert config.offsets_topic_configs() == {
         "cleanup.policy": "compact",
         "segment.bytes": str(100 * 1024 * 1024),
@@ -45,6 +49,8 @@ def test_the_sidecar_takes_them(tmp_path: Path) -> None:
         ("offsets.topic.replication.factor", "0"),
         ("offsets.retention.minutes", "x"),
         ("offset.metadata.max.bytes", "-1"),
+        ("group.consumer.session.timeout.ms", "0"),
+        ("group.consumer.max.size", "0"),
     ],
 )
 def test_out_of_range_values_are_refused_by_name(key: str, value: str) -> None:

@@ -143,3 +143,46 @@ def test_a_partition_owned_elsewhere_is_unloaded_and_loaded_again(tmp_path: Path
         assert await _offsets(stub, "g") == {0: 5}
 
     _run(tmp_path, scenario)
+
+
+async def _join(stub: AioStub, member_id: str) -> pb.ConsumerGroupHeartbeatResponse:
+    request = pb.ConsumerGroupHeartbeatRequest(group_id="g", member_id=member_id, member_epoch=0)
+    request.subscribed_topic_names.names.append("orders")
+    while True:
+        try:
+            response: pb.ConsumerGroupHeartbeatResponse = await stub.ConsumerGroupHeartbeat(request)
+            return response
+        except grpc.aio.AioRpcError as error:
+            if dict(error.trailing_metadata() or ())[REASON_KEY] != "COORDINATOR_LOAD_IN_PROGRESS":
+                raise
+            await asyncio.sleep(0.01)  # the load runs on the server's loop: look again
+
+
+def test_members_keep_offsets_expire_by_session_and_an_empty_group_goes(tmp_path: Path) -> None:
+    async def scenario(server: SidecarServer, stub: AioStub) -> None:
+        assert server.groups is not None
+        clock = Clock()
+        server.groups.clock_ms = clock
+        joined = await _join(stub, "m1")
+        assert [tp.partitions for tp in joined.assignment] == [[0]]
+        commit = pb.OffsetCommitRequest(
+            group_id="g",
+            member_id="m1",
+            generation_id=joined.member_epoch,
+            partitions=[pb.OffsetCommitPartition(topic="orders", partition=0, offset=3)],
+        )
+        await stub.OffsetCommit(commit)
+        clock.now_ms += 2 * MINUTE_MS  # past offsets.retention.minutes: a member keeps them
+        assert await server.groups.expire_once() == 0
+        assert await server.groups.expire_sessions_once() == [("g", "m1")]  # 45 s silent
+        described = await stub.DescribeGroups(pb.DescribeGroupsRequest(group_id="g"))
+        assert described.state == "Empty" and list(described.members) == []
+        assert await server.groups.expire_once() == 1  # now the empty group's offsets go
+        assert await _reason(stub.DescribeGroups(pb.DescribeGroupsRequest(group_id="g"))) == (
+            "GROUP_ID_NOT_FOUND"
+        )
+        partition_log = server.manager.get_log(TopicPartition(OFFSETS_TOPIC, 0))
+        replayed = load_offsets(partition_log, partition_log.log_end_offset)
+        assert replayed.groups() == []  # the log's tombstones say so too
+
+    _run(tmp_path, scenario)

@@ -5,6 +5,12 @@ acknowledgements."""
 from __future__ import annotations
 
 from tierlog.coordinator.classic_group_records import GroupMetadataKey
+from tierlog.coordinator.consumer_group_records import (
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+)
 from tierlog.coordinator.group_records import CoordinatorRecord
 from tierlog.coordinator.offset_records import OffsetCommitKey, OffsetCommitValue
 from tierlog.coordinator.offsets_state import OffsetsState
@@ -74,3 +80,19 @@ def test_offsets_expire_on_their_own_commit_time() -> None:
     assert state.expired(now_ms=3_999, retention_ms=3_000) == {}
     state.begin_commit("old", [TP0])  # a commit on the way is not expired under it
     assert state.expired(now_ms=4_000, retention_ms=3_000) == {"mixed": [TP0]}
+
+
+def test_a_group_with_members_keeps_its_offsets_and_an_empty_one_expires_them() -> None:
+    state = OffsetsState()
+    state.replay(commit("g", TP0, 1, at_ms=1_000), 0)
+    member = ConsumerGroupMemberMetadataKey("g", "m1")
+    subscription = ConsumerGroupMemberMetadataValue("client", "/127.0.0.1", ("orders",))
+    state.replay(CoordinatorRecord(ConsumerGroupMetadataKey("g"), ConsumerGroupMetadataValue(1)), 1)
+    state.replay(CoordinatorRecord(member, subscription), 2)
+    group = state.consumer_group("g")
+    assert group is not None and group.members == ["m1"]
+    assert state.expired(now_ms=10_000, retention_ms=3_000) == {}
+    state.replay(CoordinatorRecord(member, None), 3)
+    assert state.expired(now_ms=10_000, retention_ms=3_000) == {"g": [TP0]}
+    state.replay(CoordinatorRecord(ConsumerGroupMetadataKey("g"), None), 4)
+    assert state.consumer_group("g") is None

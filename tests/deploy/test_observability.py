@@ -3,7 +3,8 @@
 The sidecar gets traffic through the client first so its per-topic, per-error and
 tier series exist: a call that fails, a tiered topic with two partitions produced,
 uploaded to a real MinIO bucket (its first PUTs answered SlowDown by a fault proxy and
-retried), read back from the start out of the tier, and records deleted. A real
+retried), read back from the start out of the tier, records deleted, and read again by
+a consumer group that commits (the consumer-group row and the lag alert). A real
 ``tierlog-operator`` against the test API server reconciles a cluster and a topic whose
 passes fail (no sidecar answers without a kubelet), so its series exist too.
 Prometheus gives the targets the labels the ServiceMonitors would (``namespace``, ``pod``,
@@ -102,14 +103,20 @@ def _produce(address: str) -> None:
         assert all(future.result(timeout=10) for future in sent)
 
 
-def _consume_from_the_start(address: str, expected: int = 400) -> None:
-    with Consumer({"bootstrap.servers": address}) as consumer:
+def _consume_from_the_start(address: str, expected: int = 400, group: str = "") -> None:
+    """Read ``expected`` records from the start; as ``group``'s consumer, commit them."""
+    config = {"bootstrap.servers": address}
+    if group:
+        config |= {"group.id": group, "enable.auto.commit": "false"}
+    with Consumer(config) as consumer:
         consumer.assign(PARTITIONS)
         consumer.seek_to_beginning()
         read, deadline = 0, time.monotonic() + 30
         while read < expected and time.monotonic() < deadline:
             read += len(consumer.poll(200))
         assert read == expected
+        if group:
+            consumer.commit()  # the consumer-group series, and a lag of 0
 
 
 def _wait_for(
@@ -260,7 +267,7 @@ def _traffic_again(address: str) -> None:
         producer.flush()
         assert all(future.result(timeout=10) for future in sent)
     # The first 400, less the 50 DeleteRecords took from each partition, and these 100.
-    _consume_from_the_start(address, 400 - 50 * len(PARTITIONS) + 100)
+    _consume_from_the_start(address, 400 - 50 * len(PARTITIONS) + 100, group="billing")
 
 
 def test_every_dashboard_query_returns_series(

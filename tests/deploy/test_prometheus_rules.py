@@ -10,7 +10,8 @@ from tests.deploy.monitoring import RULES, RULES_TEST, alerts
 from tests.tools.prometheus import promtool_bin
 
 # Issue 6's list (disk filling, upload lag growing, S3 errors, fsync latency, broker down,
-# reconciliation failing) and their neighbours; issue 18's replication alerts.
+# reconciliation failing) and their neighbours; issue 18's replication alerts; issue 19's
+# consumer lag.
 EXPECTED = {
     "TierlogBrokerDown",
     "TierlogBrokerNotReady",
@@ -20,6 +21,7 @@ EXPECTED = {
     "TierlogUnderReplicatedPartitions",
     "TierlogUnderMinIsrPartitions",
     "TierlogOfflinePartitions",
+    "TierlogConsumerLagHigh",
     "TierlogUploadLagGrowing",
     "TierlogUploadStuck",
     "TierlogTierManifestVanished",

@@ -92,12 +92,13 @@ def test_brokers_and_operator_run_as_non_root_on_a_read_only_root_filesystem(
 
 
 def _traffic(node: Node, brokers: Brokers) -> None:
-    """An error (the topic exists already), records produced and read back."""
+    """An error (the topic exists already), records produced and read back by a consumer
+    group that commits them (the consumer-group row's series)."""
     make_topic(node, brokers, TOPIC, TIERED)
     script = (
         f"! tierlog topics create {TOPIC} --partitions 3"  # TOPIC_ALREADY_EXISTS
         f" && {produce_records(TOPIC, RECORDS)} --producer-props batch.size=2048"
-        f" && {count_records(TOPIC, RECORDS)}"
+        f" && {count_records(TOPIC, RECORDS, group='dashboards')}"
     )
     output = run_job(node, brokers, "traffic", script)
     assert output.strip().splitlines()[-1] == str(RECORDS), node.story(brokers.namespace)

@@ -152,11 +152,13 @@ def produce_records(topic: str, records: int = RECORDS, per_second: int = -1) ->
     )
 
 
-def count_records(topic: str, records: int = RECORDS) -> str:
-    """Prints how many records a consumer from the beginning gets (it stops at ``records``)."""
+def count_records(topic: str, records: int = RECORDS, group: str = "") -> str:
+    """Prints how many records a consumer from the beginning gets (it stops at
+    ``records``); with ``group``, as that group's consumer, committing what it read."""
+    as_group = f" --group {group}" if group else ""
     return (
-        f"tierlog consume --from-beginning --max-messages {records} --timeout-ms 60000 {topic}"
-        " | wc -l"
+        f"tierlog consume --from-beginning --max-messages {records} --timeout-ms 60000"
+        f"{as_group} {topic} | wc -l"
     )
 
 

@@ -291,7 +291,7 @@ PARTITIONS = 3
 RECORDS = 12
 
 
-def _read_log_dir(partition_dir: Path) -> Iterator[tuple[bytes | None, bytes | None]]:
+def read_log_dir(partition_dir: Path) -> Iterator[tuple[bytes | None, bytes | None]]:
     for segment in sorted(partition_dir.glob("*.log")):
         data = segment.read_bytes()
         for header in iter_batches(data):
@@ -362,7 +362,7 @@ def test_kafka_puts_each_group_in_the_partition_our_rule_names(
 
 def _kafka_written(broker: KafkaBroker, group: str) -> tuple[Path, list[CoordinatorRecord]]:
     partition_dir = broker.partition_dir(OFFSETS_TOPIC, partition_for_group(group))
-    return partition_dir, [decode_record(key, value) for key, value in _read_log_dir(partition_dir)]
+    return partition_dir, [decode_record(key, value) for key, value in read_log_dir(partition_dir)]
 
 
 def test_tierlog_decodes_kafkas_records_to_the_same_bytes_and_fields(
@@ -371,7 +371,7 @@ def test_tierlog_decodes_kafkas_records_to_the_same_bytes_and_fields(
     broker, _ = kafka_group_log
     for group in (CONSUMER_GROUP, RESET_GROUP):
         partition_dir, records = _kafka_written(broker, group)
-        raw = list(_read_log_dir(partition_dir))
+        raw = list(read_log_dir(partition_dir))
         assert [encode_record(record) for record in records] == raw
         dump = dump_log_segments(sorted(partition_dir.glob("*.log")), "--offsets-decoder")
         assert dump.errors == []

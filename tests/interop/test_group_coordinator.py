@@ -18,13 +18,16 @@ from typing import Any
 import pytest
 
 from tests.support.sidecars import SidecarProcess, start_sidecar
-from tierlog.client import AdminClient, Cluster, TopicPartition
+from tierlog.client import AdminClient, Cluster, Consumer, TopicPartition
 from tierlog.client.groups import ConsumerGroups, GroupClient, OffsetAndMetadata
+from tierlog.coordinator.consumer_group_records import ConsumerGroupCurrentMemberAssignmentValue
+from tierlog.coordinator.group_records import decode_record
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for_group
 from tierlog.storage.checkpoints import TopicPartition as StoredPartition
 from tierlog.storage.checkpoints import read_offset_checkpoint
 
 from .kafka import RecordEntry, dump_log_segments
+from .test_consumer_offsets import assert_dump_matches, read_log_dir
 from .test_kafka_reads_cleaned import kafka_findings
 
 pytestmark = pytest.mark.interop
@@ -162,3 +165,41 @@ def _cleaned_past(sidecar: SidecarProcess, tp: StoredPartition, offset: int) -> 
 
 def _cluster(sidecar: SidecarProcess) -> Cluster:
     return Cluster([sidecar.address])
+
+
+def test_kafka_decodes_the_membership_a_running_coordinator_wrote(
+    sidecar: SidecarProcess,
+) -> None:
+    """Two members join (KIP-848) and commit; every record the coordinator wrote, group
+    epochs, subscriptions, targets, current assignments and commits, is one Kafka's
+    ``DumpLogSegments`` decodes field by field to what tierlog reads in it."""
+    config = {"bootstrap.servers": sidecar.address, "group.id": KEPT, "client.id": "app"}
+    members = [Consumer(config), Consumer(config)]
+    try:
+        for member in members:
+            member.subscribe(["orders"])
+        deadline = time.monotonic() + 30
+        while sorted(len(member.assignment()) for member in members) != [1, 1]:
+            for member in members:
+                member.poll(50)
+            assert time.monotonic() < deadline, "the two members never split the topic"
+        for member in members:
+            member.commit()
+    finally:
+        for member in members:
+            member.close()
+    sidecar.kill()
+    partition_dir = sidecar.data_dir / f"{OFFSETS_TOPIC}-{partition_for_group(KEPT, PARTITIONS)}"
+    ours = [decode_record(key, value) for key, value in read_log_dir(partition_dir)]
+    dump = dump_log_segments(sorted(partition_dir.glob("*.log")), "--offsets-decoder")
+    assert len(dump.records) == len(ours)
+    for entry, record in zip(dump.records, ours, strict=True):
+        assert_dump_matches(entry, record)
+    kinds = {int(record.key.RECORD_TYPE) for record in ours}
+    assert kinds >= {1, 3, 5, 6, 7, 8}  # commits, epoch, member, target, current
+    epochs = [
+        record.value.member_epoch
+        for record in ours
+        if isinstance(record.value, ConsumerGroupCurrentMemberAssignmentValue)
+    ]
+    assert max(epochs) >= 2  # the second member's join moved the group to epoch 2

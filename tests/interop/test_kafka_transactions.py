@@ -2,8 +2,10 @@
 transactions interleaved) commit and abort into a real broker; tierlog, appending the
 same batches (data as a client, markers as the coordinator), writes the very same
 ``.txnindex`` bytes, rebuilds them the same after a crash, and Kafka's DumpLogSegments
-reads ours as tierlog's dump-log does; the pipeline reads what Kafka's read_committed
-consumer reads, from Kafka's log dir and from a tier tierlog filled with its segments."""
+reads ours as tierlog's dump-log does; the pipeline, and tierlog's read_committed
+consumer through a sidecar serving a copy of Kafka's log dir, read what Kafka's
+read_committed consumer reads (the pipeline from a tier tierlog filled with its
+segments too)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,11 @@ import pytest
 
 from tests.pipeline.read_all import read_table
 from tests.pipeline.tiering import tier_closed_segments
+from tests.support.sidecars import start_sidecar
 from tierlog.cli.dump_log import DumpOptions, DumpReport, dump_files
+from tierlog.client import Consumer
+from tierlog.client import TopicPartition as ClientTopicPartition
+from tierlog.client.admin import AdminClient
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import AppendOrigin, Log
 from tierlog.storage.records import iter_batches
@@ -255,3 +261,75 @@ def _rows(table: pa.Table) -> list[tuple[object, object]]:
     return list(
         zip(table.column("offset").to_pylist(), table.column("value").to_pylist(), strict=True)
     )
+
+
+def _consume_all(address: str, isolation_level: str, end_offset: int) -> list[tuple[int, bytes]]:
+    """Every record tierlog's consumer returns from offset 0 until its position reaches
+    ``end_offset`` (the last stable offset, past the last markers)."""
+    tp = ClientTopicPartition(TOPIC, 0)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": address,
+            "isolation.level": isolation_level,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    records: list[tuple[int, bytes]] = []
+    try:
+        consumer.assign([tp])
+        deadline = time.monotonic() + 60
+        while consumer.position(tp) < end_offset and time.monotonic() < deadline:
+            records += [(record.offset, record.value or b"") for record in consumer.poll(500)]
+    finally:
+        consumer.close()
+    return records
+
+
+@pytest.mark.parametrize("tiered", [False, True], ids=["local", "tiered"])
+def test_tierlogs_read_committed_consumer_reads_what_kafkas_reads(
+    kafka_txn_log: KafkaTxnLog, tmp_path: Path, tiered: bool
+) -> None:
+    """A sidecar serves a copy of Kafka's log dir (tiered: its closed segments uploaded to
+    the sidecar's tier and deleted locally first): read_committed returns Kafka's
+    read_committed records exactly, read_uncommitted every record sent."""
+    partition_dir = kafka_txn_log.partition_dir
+    data_dir = tmp_path / "data"
+    shutil.copytree(partition_dir, data_dir / partition_dir.name)
+    sidecar = start_sidecar(data_dir, *SERVING)
+    try:
+        if tiered:
+            _tier_locally_closed_segments(sidecar.address, data_dir / partition_dir.name)
+        committed = _consume_all(sidecar.address, "read_committed", kafka_txn_log.end_offset)
+        everything = _consume_all(sidecar.address, "read_uncommitted", kafka_txn_log.end_offset)
+    finally:
+        sidecar.kill()
+    assert committed == kafka_txn_log.read_committed
+    assert everything == sorted((sent.offset, sent.value) for sent in kafka_txn_log.sent)
+
+
+# The records are years old (BASE_TIMESTAMP_MS): no time retention, tier tasks often.
+SERVING = (
+    "log.retention.ms=-1",
+    "remote.log.manager.task.interval.ms=200",
+    "log.retention.check.interval.ms=200",
+)
+
+
+def _tier_locally_closed_segments(address: str, partition_dir: Path) -> None:
+    """Turn on the topic's tier with no local retention, and wait until every closed
+    segment is uploaded and gone from disk (the active one stays)."""
+    closed = len(list(partition_dir.glob("*.log"))) - 1
+    assert closed >= 2
+    with AdminClient(address) as admin:
+        admin.alter_configs(
+            TOPIC,
+            {
+                "remote.storage.enable": "true",
+                "local.retention.bytes": "0",
+                "file.delete.delay.ms": "0",
+            },
+        )
+    deadline = time.monotonic() + 60
+    while len(list(partition_dir.glob("*.log"))) > 1:
+        assert time.monotonic() < deadline, "the closed segments were not tiered"
+        time.sleep(0.2)

@@ -13,6 +13,7 @@ import grpc
 import pytest
 
 from tests.sidecar.conftest import Sidecar, reason_of
+from tests.storage.transactions import txn_batch
 from tierlog.api.v1 import log_service_pb2
 from tierlog.storage.records import SimpleRecord, build_batch, decode_records, iter_batches
 
@@ -239,3 +240,31 @@ def test_the_high_watermark_survives_a_restart_in_its_checkpoint(cluster: Cluste
     assert leader.stop() == 0
     checkpoint = leader.data_dir / "replication-offset-checkpoint"
     assert f"{TOPIC} 0 3" in checkpoint.read_text().splitlines()
+
+
+def test_read_committed_stops_at_a_replicated_open_transaction(cluster: Cluster) -> None:
+    """The last stable offset on a leader: the first offset of the open transaction, which
+    every in-sync replica holds; read_uncommitted reads on to the high watermark."""
+    leader = cluster.broker(0)
+    _produce(leader, _batch(b"a"))
+    opened = _produce(leader, txn_batch(producer_id=5, sequence=0, count=2))
+    _produce(leader, _batch(b"b"))
+    committed = leader.log.Fetch(
+        log_service_pb2.FetchRequest(
+            topic=TOPIC, isolation_level=log_service_pb2.ISOLATION_LEVEL_READ_COMMITTED
+        ),
+        timeout=10,
+    )
+    data = committed.record_batches
+    assert [r.value for h in iter_batches(data) for r in decode_records(data, h)] == [b"a"]
+    assert committed.last_stable_offset == opened.base_offset == 1
+    assert committed.high_watermark == 4
+    assert len(_values(leader)) == 4
+    latest = leader.log.ListOffsets(
+        log_service_pb2.ListOffsetsRequest(
+            topic=TOPIC,
+            timestamp_ms=-1,
+            isolation_level=log_service_pb2.ISOLATION_LEVEL_READ_COMMITTED,
+        )
+    )
+    assert latest.offset == 1

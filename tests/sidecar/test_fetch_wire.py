@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tierlog.api.v1 import log_service_pb2
-from tierlog.sidecar.fetch_wire import FetchAnswer, encode_fetch_answer
+from tierlog.sidecar.fetch_wire import AbortedTransaction, FetchAnswer, encode_fetch_answer
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 
@@ -24,8 +24,38 @@ def test_an_answer_parses_as_the_fetch_response_it_stands_for(
         log_start_offset,
     )
     expected = log_service_pb2.FetchResponse(
-        record_batches=batches, high_watermark=high_watermark, log_start_offset=log_start_offset
+        record_batches=batches,
+        high_watermark=high_watermark,
+        log_start_offset=log_start_offset,
+        last_stable_offset=-1,  # read_uncommitted: not looked up
     )
     assert encoded == expected.SerializeToString()
     as_message = log_service_pb2.SubscribeResponse.FromString(encoded)
     assert as_message.SerializeToString() == encoded
+
+
+@given(
+    st.binary(max_size=300),
+    INT64,
+    st.lists(st.tuples(INT64, INT64), max_size=5),
+)
+def test_a_read_committed_answer_carries_its_last_stable_offset_and_aborted_transactions(
+    batches: bytes, last_stable_offset: int, aborted: list[tuple[int, int]]
+) -> None:
+    answer = FetchAnswer(
+        batches, 10, 0, last_stable_offset, [AbortedTransaction(*txn) for txn in aborted]
+    )
+    encoded = encode_fetch_answer(answer)
+    expected = log_service_pb2.FetchResponse(
+        record_batches=batches,
+        high_watermark=10,
+        last_stable_offset=last_stable_offset,
+        aborted_transactions=[
+            log_service_pb2.AbortedTransaction(producer_id=pid, first_offset=first)
+            for pid, first in aborted
+        ],
+    )
+    assert encoded == expected.SerializeToString()
+    parsed = log_service_pb2.SubscribeResponse.FromString(encoded)
+    assert parsed.last_stable_offset == last_stable_offset
+    assert [(t.producer_id, t.first_offset) for t in parsed.aborted_transactions] == aborted

@@ -97,7 +97,8 @@ def test_subscribe_messages_are_long_polls_and_a_quiet_one_still_comes(sidecar: 
 @pytest.mark.parametrize("field", ["max_wait_ms", "min_bytes"])
 def test_subscribe_refuses_a_negative_wait_or_size(sidecar: Sidecar, field: str) -> None:
     sidecar.create_topic("negative")
-    request = log_service_pb2.SubscribeRequest(topic="negative", offset=-2, **{field: -1})
+    request = log_service_pb2.SubscribeRequest(topic="negative", offset=-2)
+    setattr(request, field, -1)
     with pytest.raises(grpc.RpcError) as refused:
         next(sidecar.log.Subscribe(request))
     assert reason_of(refused.value) == "INVALID_REQUEST"

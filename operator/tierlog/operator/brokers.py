@@ -38,7 +38,7 @@ async def _with_admin(
         cluster = Cluster([address], request_timeout_ms=REQUEST_TIMEOUT_MS, security=security)
         try:
             with AdminClient(
-                address, request_timeout_ms=REQUEST_TIMEOUT_MS, cluster=cluster
+                address, request_timeout_ms=REQUEST_TIMEOUT_MS, cluster=cluster, broker_only=True
             ) as admin:
                 return call(admin)
         finally:

@@ -24,7 +24,9 @@ __all__ = [
     "CoordinatorLoadInProgressError",
     "CoordinatorNotAvailableError",
     "FencedLeaderEpochError",
+    "FencedMemberEpochError",
     "GroupIdNotFoundError",
+    "GroupMaxSizeReachedError",
     "IllegalGenerationError",
     "InvalidGroupIdError",
     "InvalidPartitionsError",
@@ -36,6 +38,7 @@ __all__ = [
     "InvalidTransactionTimeoutError",
     "InvalidUpdateVersionError",
     "LeaderNotAvailableError",
+    "NonEmptyGroupError",
     "NotCoordinatorError",
     "NotEnoughReplicasAfterAppendError",
     "NotEnoughReplicasError",
@@ -45,12 +48,15 @@ __all__ = [
     "RequestTimedOutError",
     "SaslAuthenticationFailedError",
     "StaleBrokerEpochError",
+    "StaleMemberEpochError",
     "ThrottlingQuotaExceededError",
     "TopicAlreadyExistsError",
     "TransactionalIdNotFoundError",
     "UnknownLeaderEpochError",
     "UnknownMemberIdError",
+    "UnreleasedInstanceIdError",
     "UnstableOffsetCommitError",
+    "UnsupportedAssignorError",
     "status_code",
 ]
 
@@ -280,6 +286,47 @@ class TransactionalIdNotFoundError(TierlogError):
     reason = "TRANSACTIONAL_ID_NOT_FOUND"
 
 
+# -- KIP-848 membership (ConsumerGroupHeartbeat) ---------------------------------------
+
+
+class NonEmptyGroupError(TierlogError):
+    """[68] DeleteGroups of a group that still has members."""
+
+    reason = "NON_EMPTY_GROUP"
+
+
+class GroupMaxSizeReachedError(TierlogError):
+    """[81] A new member would take the group over ``group.consumer.max.size``."""
+
+    reason = "GROUP_MAX_SIZE_REACHED"
+
+
+class FencedMemberEpochError(TierlogError):
+    """[110] The member's epoch is not one the coordinator accepts (it was fenced, or
+    skipped ahead): it must give up all its partitions and join again with epoch 0."""
+
+    reason = "FENCED_MEMBER_EPOCH"
+
+
+class UnreleasedInstanceIdError(TierlogError):
+    """[111] A static member joins with a ``group.instance.id`` another live member holds."""
+
+    reason = "UNRELEASED_INSTANCE_ID"
+
+
+class UnsupportedAssignorError(TierlogError):
+    """[112] A ``server_assignor`` the coordinator does not have."""
+
+    reason = "UNSUPPORTED_ASSIGNOR"
+
+
+class StaleMemberEpochError(TierlogError):
+    """[113] An OffsetCommit from a member carries an epoch that is not its current one:
+    the member must catch up (heartbeat) before committing again."""
+
+    reason = "STALE_MEMBER_EPOCH"
+
+
 _C = grpc.StatusCode
 
 # Kafka's error name -> the gRPC status a call fails with. Anything else: INTERNAL.
@@ -332,6 +379,12 @@ STATUS_CODES: dict[str, grpc.StatusCode] = {
     "CONCURRENT_TRANSACTIONS": _C.UNAVAILABLE,
     "PRODUCER_FENCED": _C.FAILED_PRECONDITION,
     "TRANSACTIONAL_ID_NOT_FOUND": _C.NOT_FOUND,
+    "NON_EMPTY_GROUP": _C.FAILED_PRECONDITION,
+    "GROUP_MAX_SIZE_REACHED": _C.RESOURCE_EXHAUSTED,
+    "FENCED_MEMBER_EPOCH": _C.FAILED_PRECONDITION,
+    "UNRELEASED_INSTANCE_ID": _C.FAILED_PRECONDITION,
+    "UNSUPPORTED_ASSIGNOR": _C.INVALID_ARGUMENT,
+    "STALE_MEMBER_EPOCH": _C.FAILED_PRECONDITION,
     "UNKNOWN_SERVER_ERROR": _C.INTERNAL,
 }
 

@@ -11,7 +11,10 @@ poll, so a restart prints nothing twice that was committed and skips nothing
 Kafka's console consumer prints them (``record_format``: ``--property
 print.key=true``, ``print.offset``, ``print.headers`` and the rest, ``--print-key`` and
 ``--key-separator`` being short for two of them; a null key or value prints as
-``null``), or one JSON object each with ``--formatter json``.  A typed error from the
+``null``), or one JSON object each with ``--formatter json``.  ``--isolation-level
+read_committed`` (Kafka's flag; or ``--consumer-property isolation.level=...``, which
+the flag overrides) prints only committed transactions' records, up to the last
+stable offset.  A typed error from the
 consumer (a corrupt batch: ``CORRUPT_MESSAGE`` with its partition and offset) ends the
 command with status 1 after the records before it were printed.
 """
@@ -78,6 +81,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         choices=FORMATTERS,
         default="default",
         help="default: Kafka's console consumer's lines; json: one JSON object per record",
+    )
+    parser.add_argument(
+        "--isolation-level",
+        choices=("read_committed", "read_uncommitted"),
+        help="read_committed: only the records of committed transactions (and those of no "
+        "transaction), up to the last stable offset; read_uncommitted (the default): all",
     )
     parser.add_argument(
         "--consumer-property",
@@ -152,6 +161,8 @@ def run(args: argparse.Namespace) -> int:
         **_group_properties(args),
         **dict(args.consumer_property),
     }
+    if args.isolation_level is not None:
+        props["isolation.level"] = args.isolation_level
     out: BinaryIO = sys.stdout.buffer
     try:
         lines = record_format(args)

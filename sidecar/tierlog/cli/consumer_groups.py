@@ -2,8 +2,8 @@
 
 ``--list`` prints every group (each broker lists those it coordinates); ``--describe
 --group G`` the group's partitions in Kafka's columns (GROUP TOPIC PARTITION
-CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID, '-' where a partition has
-no member, which until groups have members is always); ``--reset-offsets --group G
+CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID: a member's partitions with
+its id, host and client id, those of no member with '-'); ``--reset-offsets --group G
 --topic T[:P,P...]`` with one of ``--to-earliest``, ``--to-latest``, ``--to-offset N``,
 ``--to-datetime T``, ``--shift-by N`` prints the new offsets and stores them only with
 ``--execute`` (``--dry-run``, the default, stores nothing); a new offset outside the log
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from tierlog.cli.server_option import add_security_options, add_server_option, client_properties
@@ -97,18 +97,26 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[str]], widths: Sequenc
     )
 
 
+# A partition's member: (CONSUMER-ID, HOST, CLIENT-ID).
+Owner = tuple[str, str, str]
+
+
 def describe_rows(
     group: str,
-    committed: dict[TopicPartition, OffsetAndMetadata | None],
-    log_end_offsets: dict[TopicPartition, int],
+    committed: Mapping[TopicPartition, OffsetAndMetadata | None],
+    log_end_offsets: Mapping[TopicPartition, int],
+    owners: Mapping[TopicPartition, Owner] | None = None,
 ) -> str:
+    """A row per partition committed or assigned to a member ('-' where there is none)."""
+    owners = owners or {}
     rows = []
-    for tp in sorted(committed):
-        current = committed[tp]
+    for tp in sorted({*committed, *owners}):
+        current = committed.get(tp)
         end = log_end_offsets[tp]
         offset = NONE if current is None else str(current.offset)
         lag = NONE if current is None else str(max(0, end - current.offset))
-        rows.append((group, tp.topic, str(tp.partition), offset, str(end), lag, NONE, NONE, NONE))
+        member = owners.get(tp, (NONE, NONE, NONE))
+        rows.append((group, tp.topic, str(tp.partition), offset, str(end), lag, *member))
     widths = [
         max(len(_DESCRIBE_COLUMNS[0]), len(group)),
         max([len(_DESCRIBE_COLUMNS[1]), *(len(row[1]) for row in rows)]),
@@ -116,8 +124,10 @@ def describe_rows(
         15,
         15,
         15,
-        max(len(_DESCRIBE_COLUMNS[6]), len(NONE)),
-        max(len(_DESCRIBE_COLUMNS[7]), len(NONE)),
+        *(
+            max([len(_DESCRIBE_COLUMNS[column]), *(len(row[column]) for row in rows)])
+            for column in (6, 7)
+        ),
         len(_DESCRIBE_COLUMNS[8]),
     ]
     return table(_DESCRIBE_COLUMNS, rows, widths)
@@ -149,11 +159,23 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _describe(group: GroupClient, offsets: Consumer) -> int:
-    group.describe()  # GROUP_ID_NOT_FOUND for a group that does not exist
+    described = group.describe()  # GROUP_ID_NOT_FOUND for a group that does not exist
     committed = group.committed()
-    log_end_offsets = offsets.end_offsets(committed)
-    print(f"\nConsumer group '{group.group_id}' has no active members.\n")
-    print(describe_rows(group.group_id, committed, log_end_offsets))
+    owners = {
+        TopicPartition(assigned.topic, assigned.partition): (
+            member.member_id,
+            member.host,
+            member.client_id,
+        )
+        for member in described.members
+        for assigned in member.assignment
+    }
+    log_end_offsets = offsets.end_offsets([*committed, *owners])
+    if described.members:
+        print()
+    else:
+        print(f"\nConsumer group '{group.group_id}' has no active members.\n")
+    print(describe_rows(group.group_id, committed, log_end_offsets, owners))
     return 0
 
 

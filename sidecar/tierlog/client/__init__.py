@@ -7,7 +7,8 @@ Over gRPC:
   ``transactional.id``, transactions (``transactions``: ``init_transactions``,
   ``begin_transaction``, ``commit_transaction``, ``abort_transaction``).
 - ``consumer``: ``Consumer`` (assign/subscribe, seek by offset or time, ``poll``, and
-  with a ``group.id`` committed offsets: ``commit``, ``commit_async``, ``committed``).
+  with a ``group.id`` committed offsets: ``commit``, ``commit_async``, ``committed``);
+  ``aio_consumer``: ``AIOConsumer``, its face for an asyncio event loop.
 - ``groups``: a group's coordinator found and followed (``GroupClient``, over
   ``coordinator_client``), and groups as an administrator sees them (``ConsumerGroups``).
 - ``admin``: ``AdminClient`` (topics, configs, partitions, metadata).
@@ -36,6 +37,7 @@ from __future__ import annotations
 from tierlog.api.errors import ProducerFencedError
 from tierlog.client.accumulator import AppendResult, MemoryBlocked, ReadyCheck, RecordAccumulator
 from tierlog.client.admin import AdminClient
+from tierlog.client.aio_consumer import AIOConsumer
 from tierlog.client.cluster import Cluster
 from tierlog.client.config import AdminConfig, CommonClientConfig, ConsumerConfig, ProducerConfig
 from tierlog.client.consumer import Consumer, ConsumerRecord, OffsetAndTimestamp
@@ -68,6 +70,7 @@ from tierlog.client.serialization import (
 )
 
 __all__ = [
+    "AIOConsumer",
     "AdminClient",
     "AdminConfig",
     "AppendResult",

@@ -1,25 +1,34 @@
 """The admin client: topics, configs, partitions and metadata (Kafka's ``Admin``).
 
-Each call goes to the first bootstrap server that answers (``Cluster.any_broker``);
-topic changes are each broker's own today (see docs/API.md), so in a cluster of
-several sidecars, create topics on every one.  Failures, per topic or of the whole
-call, are raised as the typed error of their Kafka name; answers are frozen
-dataclasses.
+Each call goes to the first bootstrap server that answers (``Cluster.any_broker``).
+Topic changes (create, delete, add partitions, alter configs) too where the brokers
+share a partition-state store; where each broker keeps its own topics (Metadata's
+``topics_per_broker``), they go to every broker Metadata lists, as Kafka's changes reach
+every broker through its controller.  Failures, per topic or of the whole call, are
+raised as the typed error of their Kafka name; answers are frozen dataclasses.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tierlog.api.errors import InvalidPartitionsError, InvalidReplicationFactorError
+import grpc
+
+from tierlog.api.errors import (
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    TopicAlreadyExistsError,
+)
 from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, log_service_pb2
 from tierlog.client.cluster import Cluster, ClusterClient
 from tierlog.client.config import AdminConfig
 from tierlog.client.producer_batch import TopicPartition
-from tierlog.client.rpc import error_from_proto
+from tierlog.client.rpc import error_from_proto, error_from_rpc
 from tierlog.client.security import ChannelSecurity
+from tierlog.storage.errors import TierlogError, UnknownTopicOrPartitionError
 
 __all__ = [
     "AdminClient",
@@ -82,6 +91,10 @@ class RestartReadiness:
     safe: bool
 
 
+# An admin call at one broker: (method, request) -> response.
+_Ask = Callable[[str, object], object]
+
+
 class AdminClient(ClusterClient):
     """``AdminClient("host:9092")``, several servers as a list, or Kafka-named settings
     (``AdminConfig``: ``bootstrap.servers``, ``request.timeout.ms``, the security ones)."""
@@ -92,8 +105,12 @@ class AdminClient(ClusterClient):
         *,
         request_timeout_ms: int | None = None,
         cluster: Cluster | None = None,
+        broker_only: bool = False,
     ) -> None:
         self.config = _admin_config(config, request_timeout_ms)
+        # Topic changes stay at the broker asked, where each keeps its own topics (the
+        # operator syncs every broker itself, reading each one's topics first).
+        self._broker_only = broker_only
         self._own_cluster = cluster is None
         self.cluster = cluster or Cluster(
             self.config.bootstrap_servers,
@@ -102,12 +119,57 @@ class AdminClient(ClusterClient):
         )
         self._timeout_s = self.config.request_timeout_ms / 1000
 
-    def _ask(self, method: str, request: object) -> object:
-        def call(address: str) -> object:
-            stub = admin_service_pb2_grpc.AdminServiceStub(self.cluster.channel(address))
-            return getattr(stub, method)(request, timeout=self._timeout_s)
+    def _call(self, address: str, method: str, request: object) -> object:
+        stub = admin_service_pb2_grpc.AdminServiceStub(self.cluster.channel(address))
+        return getattr(stub, method)(request, timeout=self._timeout_s)
 
-        return self.cluster.any_broker(call)
+    def _ask(self, method: str, request: object) -> object:
+        """``method`` at the first broker that answers."""
+        return self.cluster.any_broker(lambda address: self._call(address, method, request))
+
+    def _ask_at(self, address: str, method: str, request: object) -> object:
+        """``method`` at the broker at ``address``; its failure as the typed error."""
+        try:
+            return self._call(address, method, request)
+        except grpc.RpcError as error:
+            raise error_from_rpc(error) from None
+
+    def _change_topic(
+        self,
+        change: Callable[[_Ask], object],
+        *,
+        done_already: tuple[type[TierlogError], ...] = (),
+    ) -> None:
+        """``change(ask)`` where the cluster takes topic changes: one broker if they share
+        a store, else each broker Metadata lists. A broker that answers one of
+        ``done_already`` (the topic there already, or gone) had it done by an earlier,
+        partial attempt: the change succeeds once every broker has it, and raises that
+        error only if every broker answered it."""
+        if self._broker_only:
+            change(self._ask)
+            return
+        metadata = self._ask("Metadata", admin_service_pb2.MetadataRequest(brokers_only=True))
+        assert isinstance(metadata, admin_service_pb2.MetadataResponse)
+        if not metadata.topics_per_broker or len(metadata.brokers) < 2:
+            change(self._ask)
+            return
+        already: list[TierlogError] = []
+        changed: list[int] = []
+        for broker in sorted(metadata.brokers, key=lambda b: b.node_id):
+            try:
+                change(functools.partial(self._ask_at, broker.address))
+            except done_already as error:
+                already.append(error)
+            except TierlogError as error:
+                error.add_note(
+                    f"on broker {broker.node_id} ({broker.address}); brokers {changed} "
+                    "took the change: run it again once that broker can take it"
+                )
+                raise
+            else:
+                changed.append(broker.node_id)
+        if not changed:
+            raise already[0]
 
     # --- topics -----------------------------------------------------------------------
 
@@ -141,14 +203,26 @@ class AdminClient(ClusterClient):
             ],
             validate_only=validate_only,
         )
-        response = self._ask("CreateTopics", request)
-        assert isinstance(response, admin_service_pb2.CreateTopicsResponse)
-        _raise_first(response.results)
+
+        def create(ask: _Ask) -> None:
+            response = ask("CreateTopics", request)
+            assert isinstance(response, admin_service_pb2.CreateTopicsResponse)
+            _raise_first(response.results)
+
+        if validate_only:  # nothing changes: one broker's verdict is the cluster's
+            create(self._ask)
+        else:
+            self._change_topic(create, done_already=(TopicAlreadyExistsError,))
 
     def delete_topic(self, name: str) -> None:
-        response = self._ask("DeleteTopics", admin_service_pb2.DeleteTopicsRequest(names=[name]))
-        assert isinstance(response, admin_service_pb2.DeleteTopicsResponse)
-        _raise_first(response.results)
+        request = admin_service_pb2.DeleteTopicsRequest(names=[name])
+
+        def delete(ask: _Ask) -> None:
+            response = ask("DeleteTopics", request)
+            assert isinstance(response, admin_service_pb2.DeleteTopicsResponse)
+            _raise_first(response.results)
+
+        self._change_topic(delete, done_already=(UnknownTopicOrPartitionError,))
 
     def list_topics(self) -> dict[str, int]:
         """Topic name -> partition count."""
@@ -188,7 +262,10 @@ class AdminClient(ClusterClient):
         request = admin_service_pb2.CreatePartitionsRequest(
             topic=topic, total_count=total_count, validate_only=validate_only
         )
-        self._ask("CreatePartitions", request)
+        if validate_only:
+            self._ask("CreatePartitions", request)
+            return
+        self._change_topic(lambda ask: ask("CreatePartitions", request))
         self.cluster.invalidate(topic)
 
     # --- configs ----------------------------------------------------------------------
@@ -219,7 +296,10 @@ class AdminClient(ClusterClient):
             delete_configs=list(delete_configs),
             validate_only=validate_only,
         )
-        self._ask("AlterConfigs", request)
+        if validate_only:
+            self._ask("AlterConfigs", request)
+            return
+        self._change_topic(lambda ask: ask("AlterConfigs", request))
 
     # --- brokers ----------------------------------------------------------------------
 

@@ -6,7 +6,8 @@ and a rate divides by the time the windows cover, never less than all but one fu
 window (so a rate just started reads low rather than wild, as Kafka's does). Totals
 count from the client's start. ``records-lag-max`` is the largest of the assigned
 partitions' lags as the consumer last saw them (the high watermark of a partition's
-last message less its position), where Kafka's takes the largest seen in the windows.
+last message less its position; the last stable offset under read_committed), where
+Kafka's takes the largest seen in the windows.
 ``ProducerMetrics`` and ``ConsumerMetrics`` hold the
 figures their client records as it works and answer ``snapshot()`` with a plain
 ``{name: value}`` dict, the names of Kafka's ``producer-metrics`` and

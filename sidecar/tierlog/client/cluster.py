@@ -331,13 +331,24 @@ class ClusterClient:
     _timeout_s: float
 
     def list_offset(
-        self, tp: TopicPartition, timestamp: int, attempts: int = 5
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        attempts: int = 5,
+        *,
+        isolation_level: log_service_pb2.IsolationLevel.ValueType = (
+            log_service_pb2.ISOLATION_LEVEL_READ_UNCOMMITTED
+        ),
     ) -> OffsetAndTimestamp:
-        """Kafka's ListOffsets from ``tp``'s leader: -2 earliest, -1 latest, -3 the largest
-        timestamp, -4 earliest local, -5 latest tiered, else the first offset whose
-        timestamp is at or after ``timestamp`` (offset -1: none)."""
+        """Kafka's ListOffsets from ``tp``'s leader: -2 earliest, -1 latest (the last
+        stable offset under read_committed), -3 the largest timestamp, -4 earliest local,
+        -5 latest tiered, else the first offset whose timestamp is at or after
+        ``timestamp`` (offset -1: none)."""
         request = log_service_pb2.ListOffsetsRequest(
-            topic=tp.topic, partition=tp.partition, timestamp_ms=timestamp
+            topic=tp.topic,
+            partition=tp.partition,
+            timestamp_ms=timestamp,
+            isolation_level=isolation_level,
         )
         response = self.cluster.call_leader(
             tp, lambda stub: stub.ListOffsets(request, timeout=self._timeout_s), attempts

@@ -287,13 +287,18 @@ class ConsumerConfig(CommonClientConfig):
 
     The consumer is assigned partitions, as Kafka's ``assign()`` + ``seek()``; with a
     ``group.id`` it resumes from the group's committed offsets and commits (every
-    ``auto.commit.interval.ms`` when ``enable.auto.commit``). Group membership is not
-    built yet.
+    ``auto.commit.interval.ms`` when ``enable.auto.commit``), and ``subscribe()`` makes it
+    a member of the group (KIP-848: ``group.instance.id`` for a static member,
+    ``group.remote.assignor`` for the server's assignor, ``max.poll.interval.ms`` its
+    rebalance timeout; the session timeout and heartbeat interval are the broker's).
     """
 
     kind: ClassVar[str] = "consumer"
 
     group_id: str = _key("group.id", "")  # "": no group, no committed offsets
+    group_instance_id: str = _key("group.instance.id", "")  # "": a dynamic member
+    group_remote_assignor: str = _key("group.remote.assignor", "")  # "": the broker's default
+    max_poll_interval_ms: int = _key("max.poll.interval.ms", 300_000, minimum=1)
     enable_auto_commit: bool = _key("enable.auto.commit", True)
     auto_commit_interval_ms: int = _key("auto.commit.interval.ms", 5000, minimum=0)
     fetch_min_bytes: int = _key("fetch.min.bytes", 1, minimum=0)

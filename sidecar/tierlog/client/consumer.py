@@ -1,7 +1,12 @@
 """The consumer: assigned partitions, positions it keeps itself, ``poll`` over Subscribe streams.
 
-Kafka's ``KafkaConsumer`` with ``assign`` and ``seek`` (no group membership yet):
-``subscribe(topic)`` assigns every partition of a topic.  A partition without a
+Kafka's ``KafkaConsumer`` with ``assign`` and ``seek``, or ``subscribe``: with a
+``group.id`` the consumer is a member of the group (KIP-848, ``membership``) and its
+partitions are the ones the coordinator gives it, reconciled at each ``poll`` (revoked
+ones committed first when auto-commit is on, then ``on_revoke``; new ones
+``on_assign``; all of them ``on_lost`` when the member was fenced); ``close`` leaves the
+group. Without a ``group.id``, ``subscribe`` assigns every partition of the topics named.
+A partition without a
 position takes its group's committed offset (with a ``group.id``: ``groups``), else one
 from ``auto.offset.reset`` (``earliest``/``latest`` via ListOffsets; ``none`` raises
 ``NoOffsetForPartitionError``); one whose position fell out of the log
@@ -22,7 +27,12 @@ leader epoch from the metadata: a broker that leads in another epoch (or no long
 leads) ends it, and it is opened again once the metadata is refreshed (KIP-320).
 A message holds whole batches:
 records before the position are skipped, control batches (transaction markers) are
-skipped without being returned, and CRCs are checked when ``check.crcs`` says so.  A
+skipped without being returned, and CRCs are checked when ``check.crcs`` says so.
+With ``isolation.level=read_committed`` the streams, ListOffsets (so
+``auto.offset.reset=latest``, ``end_offsets`` and ``seek_to_end``) and the lag end at
+the last stable offset, and the records of the aborted transactions each message lists
+are dropped (``aborted_transactions``); the position moves past them, and past the
+markers, as past any batch the message ends with.  A
 batch that fails its CRC here, or that the sidecar calls ``CORRUPT_MESSAGE``, raises
 ``CorruptRecordError`` from ``poll`` naming the partition and offset (Kafka's
 ``CorruptRecordException``), every poll until a seek moves past it: it is never retried.
@@ -41,6 +51,7 @@ import functools
 import logging
 import math
 import queue
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -50,6 +61,7 @@ from typing import NamedTuple
 
 from tierlog.api.errors import InvalidGroupIdError, NotLeaderOrFollowerError
 from tierlog.api.v1 import log_service_pb2
+from tierlog.client.aborted_transactions import AbortedTransactionFilter
 from tierlog.client.client_metrics import ConsumerMetrics
 from tierlog.client.cluster import Cluster, ClusterClient, OffsetAndTimestamp
 from tierlog.client.config import ConsumerConfig
@@ -60,7 +72,8 @@ from tierlog.client.errors import (
     is_retriable,
     reason_of,
 )
-from tierlog.client.groups import GroupClient, OffsetAndMetadata
+from tierlog.client.groups import ConsumerGroupMetadata, GroupClient, OffsetAndMetadata
+from tierlog.client.membership import GroupMembership, Subscription
 from tierlog.client.partition_stream import Arrival, PartitionStream
 from tierlog.client.producer_batch import TopicPartition
 from tierlog.storage.errors import CorruptRecordError
@@ -71,7 +84,7 @@ from tierlog.storage.records import (
     iter_batches,
 )
 
-__all__ = ["CommitCallback", "Consumer", "ConsumerRecord", "OffsetAndTimestamp"]
+__all__ = ["CommitCallback", "Consumer", "ConsumerRecord", "OffsetAndTimestamp", "Rebalance"]
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +110,11 @@ class ConsumerRecord(NamedTuple):
     headers: tuple[Header, ...] = ()
 
 
+# Told the partitions revoked, assigned or lost (Kafka's ConsumerRebalanceListener).
+Rebalance = Callable[[list[TopicPartition]], None]
+# How long a poll waits at most before it looks for news from the group's coordinator.
+MEMBERSHIP_CHECK_S = 0.1
+
 # Told the offsets an asynchronous commit stored, or its error.
 CommitCallback = Callable[[Mapping[TopicPartition, OffsetAndMetadata], BaseException | None], None]
 
@@ -118,7 +136,10 @@ class Consumer(ClusterClient):
         # When a partition whose stream failed or ended may have a new one.
         self._retry_at: dict[TopicPartition, float] = {}
         self._metrics = ConsumerMetrics()
-        self._high_watermarks: dict[TopicPartition, int] = {}  # as the last message said
+        self._isolation_level = _ISOLATION_LEVELS[self.config.isolation_level]
+        # Where each partition's readable log ends (the high watermark, or the last stable
+        # offset under read_committed) as the last message said: the lag is measured to it.
+        self._fetchable_ends: dict[TopicPartition, int] = {}
         self._group = (
             GroupClient(
                 self.cluster,
@@ -133,6 +154,10 @@ class Consumer(ClusterClient):
         self._auto_commit = self._group is not None and self.config.enable_auto_commit
         self._next_auto_commit = time.monotonic() + self.config.auto_commit_interval_ms / 1000
         self._committer: ThreadPoolExecutor | None = None  # commit_async's, made on first use
+        self._membership: GroupMembership | None = None  # once subscribed with a group.id
+        self._on_assign: Rebalance | None = None
+        self._on_revoke: Rebalance | None = None
+        self._on_lost: Rebalance | None = None
 
     # --- assignment and positions -----------------------------------------------------
 
@@ -144,12 +169,70 @@ class Consumer(ClusterClient):
         self._positions = {tp: self._positions.get(tp) for tp in wanted}
         self._buffers = {tp: self._buffers.get(tp, _Buffered()) for tp in wanted}
 
-    def subscribe(self, topic: str) -> list[TopicPartition]:
-        """Assign every partition of ``topic``; the partitions."""
-        count = self.cluster.owners(topic, refresh=True).partition_count
-        partitions = [TopicPartition(topic, p) for p in range(count)]
+    def subscribe(
+        self,
+        topics: str | Iterable[str] | re.Pattern[str],
+        *,
+        on_assign: Rebalance | None = None,
+        on_revoke: Rebalance | None = None,
+        on_lost: Rebalance | None = None,
+    ) -> list[TopicPartition]:
+        """With a ``group.id``: join the group for ``topics`` (names, or a compiled
+        regular expression); the partitions come at later polls, and [] is returned.
+        Without: assign every partition of the topics named; the partitions.
+        ``on_lost`` defaults to ``on_revoke``, as Kafka's listener does."""
+        if isinstance(topics, re.Pattern):
+            subscription = Subscription(pattern=topics.pattern)
+        else:
+            names = (topics,) if isinstance(topics, str) else tuple(topics)
+            subscription = Subscription(topics=names)
+        if self._group is None:
+            if subscription.pattern is not None:
+                raise InvalidGroupIdError("subscribing to a pattern needs a group.id")
+            return self._assign_all(subscription.topics)
+        self._on_assign, self._on_revoke = on_assign, on_revoke
+        self._on_lost = on_lost or on_revoke
+        if self._membership is not None:
+            self._membership.subscribe(subscription)
+            return []
+        self.assign([])
+        self._membership = GroupMembership(
+            self._group,
+            subscription,
+            client_id=self.config.client_id,
+            instance_id=self.config.group_instance_id,
+            server_assignor=self.config.group_remote_assignor,
+            rebalance_timeout_ms=self.config.max_poll_interval_ms,
+        )
+        self._membership.start()
+        return []
+
+    def _assign_all(self, topics: tuple[str, ...]) -> list[TopicPartition]:
+        partitions = [
+            TopicPartition(topic, p)
+            for topic in topics
+            for p in range(self.cluster.owners(topic, refresh=True).partition_count)
+        ]
         self.assign(partitions)
         return partitions
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The member id and epoch this consumer commits with (Kafka's
+        ``groupMetadata()``)."""
+        group = self._group_client()
+        member_id, epoch = group.generation
+        instance_id = self.config.group_instance_id or None
+        return ConsumerGroupMetadata(group.group_id, member_id, epoch, instance_id)
+
+    def unsubscribe(self) -> None:
+        """Give up the partitions (revoked: committed first with auto-commit) and leave."""
+        membership, self._membership = self._membership, None
+        if membership is None:
+            self.assign([])
+            return
+        self._revoke(set(self._positions))
+        self.assign([])
+        membership.leave()
 
     def assignment(self) -> list[TopicPartition]:
         return list(self._positions)
@@ -202,6 +285,20 @@ class Consumer(ClusterClient):
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return {tp: self.list_offset(tp, LATEST).offset for tp in partitions}
+
+    def list_offset(
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        attempts: int = 5,
+        *,
+        isolation_level: log_service_pb2.IsolationLevel.ValueType | None = None,
+    ) -> OffsetAndTimestamp:
+        """``ClusterClient.list_offset``, by default under this consumer's
+        ``isolation.level``: latest is the last stable offset under read_committed (as
+        Kafka's consumer asks)."""
+        level = self._isolation_level if isolation_level is None else isolation_level
+        return super().list_offset(tp, timestamp, attempts, isolation_level=level)
 
     def _check_assigned(self, tp: TopicPartition) -> None:
         if tp not in self._positions:
@@ -258,6 +355,7 @@ class Consumer(ClusterClient):
     def poll(self, timeout_ms: int = 0) -> list[ConsumerRecord]:
         """Up to ``max.poll.records`` records, waiting at most ``timeout_ms`` for some."""
         deadline = time.monotonic() + timeout_ms / 1000
+        self._reconcile()
         self._maybe_auto_commit()
         now = time.monotonic()
         unknown = [
@@ -268,16 +366,68 @@ class Consumer(ClusterClient):
         if unknown:
             self._initial_positions_meanwhile(unknown)
         while True:
+            # News from the group first: no record of a partition revoked or lost
+            # meanwhile (a paused process wakes up to records it no longer owns).
+            self._reconcile()
             records = self._take_buffered()
             if records:
                 return records
             next_retry = self._open_streams()
-            # Back by the end of a failed stream's back-off, to open it again.
-            arrival = self._next_arrival(min(deadline, next_retry))
+            # Back by the end of a failed stream's back-off, to open it again (and soon,
+            # when the group may send news).
+            until = min(deadline, next_retry)
+            if self._membership is not None:
+                until = min(until, time.monotonic() + MEMBERSHIP_CHECK_S)
+            arrival = self._next_arrival(until)
             if arrival is not None:
                 self._take(arrival)
             elif time.monotonic() >= deadline:
                 return []
+
+    # --- the group's assignment (KIP-848) ---------------------------------------------
+
+    def _reconcile(self) -> bool:
+        """Apply the group's news, callbacks included; whether anything changed."""
+        membership = self._membership
+        update = membership.update() if membership is not None else None
+        if membership is None or update is None:
+            return False
+        if update.lost:
+            lost = sorted(self._positions)
+            self.assign([])
+            if lost and self._on_lost is not None:
+                self._on_lost(lost)
+            membership.lost_handled()
+            return True
+        assert update.assignment is not None
+        target = update.assignment
+        owned = set(self._positions)
+        self._revoke(owned - target)
+        self.assign(sorted(target))
+        added = sorted(target - owned)
+        if added and self._on_assign is not None:
+            self._on_assign(added)
+        membership.reconciled(frozenset(target))
+        return True
+
+    def _revoke(self, revoked: set[TopicPartition]) -> None:
+        """Before partitions go: their positions committed (auto-commit), then
+        ``on_revoke`` (where an application commits its own)."""
+        if not revoked:
+            return
+        if self._auto_commit:
+            positions = {
+                tp: OffsetAndMetadata(position)
+                for tp, position in self._positions.items()
+                if tp in revoked and position is not None
+            }
+            try:
+                if positions:
+                    self._group_client().commit(positions)
+            except TierlogError as error:  # the next owner re-reads: at least once
+                log.warning("the commit of revoked partitions failed: %s", error)
+        if self._on_revoke is not None:
+            self._on_revoke(sorted(revoked))
 
     def metrics(self) -> dict[str, float]:
         """Kafka's ``consumer-fetch-manager-metrics`` by name: ``records-consumed-rate``,
@@ -285,7 +435,9 @@ class Consumer(ClusterClient):
         return self._metrics.snapshot()
 
     def close(self) -> None:
-        if self._auto_commit:
+        if self._membership is not None:
+            self.unsubscribe()  # commits (auto-commit) and revokes, then leaves
+        elif self._auto_commit:
             try:
                 self.commit()
             except TierlogError as error:  # closing goes on, as Kafka's consumer does
@@ -374,9 +526,11 @@ class Consumer(ClusterClient):
                 chunk = buffered.take(room)
                 taken += chunk
                 room -= len(chunk)
-                position = self._positions[tp] = chunk[-1].offset + 1
-                if tp in self._high_watermarks:
-                    lag = self._high_watermarks[tp] - position
+                # Past the batches the message ends with too (markers, aborted data).
+                position = chunk[-1].offset + 1 if buffered else buffered.next_offset
+                self._positions[tp] = position
+                if tp in self._fetchable_ends:
+                    lag = self._fetchable_ends[tp] - position
                     self._metrics.lags[(tp.topic, tp.partition)] = max(0, lag)
         if taken:
             self._metrics.records.record(len(taken))
@@ -416,6 +570,7 @@ class Consumer(ClusterClient):
             max_bytes=min(self.config.max_partition_fetch_bytes, self.config.fetch_max_bytes),
             max_wait_ms=self.config.fetch_max_wait_ms,
             min_bytes=self.config.fetch_min_bytes,
+            isolation_level=self._isolation_level,
         )
         if leader.epoch >= 0:  # a broker in another epoch ends the stream (KIP-320)
             request.current_leader_epoch = leader.epoch
@@ -469,11 +624,19 @@ class Consumer(ClusterClient):
                 self._stream_failed(tp, arrival.error)
             return
         stream.release()  # the reader may take the next message while this one is decoded
-        data = arrival.message.record_batches  # (each read of a bytes field copies it)
-        self._high_watermarks[tp] = arrival.message.high_watermark
+        message = arrival.message
+        data = message.record_batches  # (each read of a bytes field copies it)
+        self._fetchable_ends[tp] = (
+            message.last_stable_offset
+            if self._isolation_level == log_service_pb2.ISOLATION_LEVEL_READ_COMMITTED
+            else message.high_watermark
+        )
         self._metrics.fetches.record(len(data))
+        aborted = AbortedTransactionFilter(
+            (txn.producer_id, txn.first_offset) for txn in message.aborted_transactions
+        )
         try:
-            whole = self._buffer(tp, self.position(tp), data)
+            whole = self._buffer(tp, self.position(tp), data, aborted)
         except BaseException:
             self._drop_stream(tp)  # the next poll reads from the position again
             raise
@@ -501,9 +664,12 @@ class Consumer(ClusterClient):
         else:
             raise error
 
-    def _buffer(self, tp: TopicPartition, position: int, data: bytes) -> bool:
-        """Buffer the records at or after ``position`` of the batches in ``data``; False
-        when a damaged batch ended them early, after some records (before any: raised)."""
+    def _buffer(
+        self, tp: TopicPartition, position: int, data: bytes, aborted: AbortedTransactionFilter
+    ) -> bool:
+        """Buffer the records at or after ``position`` of the batches in ``data`` but those
+        ``aborted`` drops; False when a damaged batch ended them early, after some records
+        (before any: raised)."""
         records: list[ConsumerRecord] = []
         next_offset = position
         topic_partition = (tp.topic, tp.partition)
@@ -512,6 +678,8 @@ class Consumer(ClusterClient):
                 if self.config.check_crcs and not crc_is_valid(data, header):
                     raise CorruptRecordError(f"batch at offset {header.base_offset} fails its CRC")
                 next_offset = max(next_offset, header.next_offset)
+                if aborted and aborted.drops(data, header):
+                    continue
                 if header.is_control:
                     continue
                 rows = decode_record_rows(data, header)
@@ -523,11 +691,11 @@ class Consumer(ClusterClient):
                 raise CorruptRecordError(
                     f"{tp}: corrupt data at offset {next_offset}: {error}"
                 ) from error
-            self._buffers[tp] = _Buffered(records)
+            self._buffers[tp] = _Buffered(records, next_offset)
             return False
         if records:
-            self._buffers[tp] = _Buffered(records)
-        else:  # only control batches or records before the position: skip them
+            self._buffers[tp] = _Buffered(records, next_offset)
+        else:  # only control batches, aborted data or records before the position
             self._positions[tp] = next_offset
         return True
 
@@ -539,18 +707,25 @@ def _log_failed_auto_commit(
         log.warning("an automatic commit of %d offsets failed: %s", len(offsets), error)
 
 
+_ISOLATION_LEVELS = {
+    "read_uncommitted": log_service_pb2.ISOLATION_LEVEL_READ_UNCOMMITTED,
+    "read_committed": log_service_pb2.ISOLATION_LEVEL_READ_COMMITTED,
+}
+
 # ``ConsumerRecord`` from a (topic, partition, *row) tuple, without a Python-level call.
 _new_record = functools.partial(tuple.__new__, ConsumerRecord)
 
 
 class _Buffered:
-    """A partition's fetched records not yet returned by ``poll``."""
+    """A partition's fetched records not yet returned by ``poll``, and the offset after
+    the batches they came in (the position once they are all returned)."""
 
-    __slots__ = ("_next", "_records")
+    __slots__ = ("_next", "_records", "next_offset")
 
-    def __init__(self, records: list[ConsumerRecord] | None = None) -> None:
+    def __init__(self, records: list[ConsumerRecord] | None = None, next_offset: int = 0) -> None:
         self._records = records or []
         self._next = 0
+        self.next_offset = next_offset
 
     def __bool__(self) -> bool:
         return self._next < len(self._records)

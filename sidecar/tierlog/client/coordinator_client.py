@@ -68,9 +68,11 @@ class CoordinatorClient:
             self._coordinator = self.cluster.any_broker(ask).address
         return self._coordinator
 
-    def call(self, method: Callable[[grpc.Channel], _T]) -> _T:
-        """``method`` over a channel to the coordinator, retried as Kafka's clients retry."""
-        deadline = time.monotonic() + self.timeout_s
+    def call(self, method: Callable[[grpc.Channel], _T], *, timeout_s: float | None = None) -> _T:
+        """``method`` over a channel to the coordinator, retried as Kafka's clients retry
+        (for ``timeout_s``, by default the client's)."""
+        timeout_s = self.timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
         backoff_s = self.retry_backoff_s
         while True:
             try:
@@ -86,7 +88,7 @@ class CoordinatorClient:
                 raise error from None
             if time.monotonic() + backoff_s > deadline:
                 raise RequestTimedOutError(
-                    f"{self.key!r}: no answer in {self.timeout_s} s: {error}"
+                    f"{self.key!r}: no answer in {timeout_s} s: {error}"
                 ) from error
             time.sleep(backoff_s)
             backoff_s = min(backoff_s * 2, self.retry_backoff_max_s)

@@ -27,7 +27,13 @@ from tierlog.client.errors import TierlogError, reason_of
 from tierlog.client.producer_batch import TopicPartition
 from tierlog.client.rpc import error_from_proto, error_from_rpc
 
-__all__ = ["ConsumerGroups", "GroupClient", "GroupListing", "OffsetAndMetadata"]
+__all__ = [
+    "ConsumerGroupMetadata",
+    "ConsumerGroups",
+    "GroupClient",
+    "GroupListing",
+    "OffsetAndMetadata",
+]
 
 _T = TypeVar("_T")
 
@@ -40,6 +46,17 @@ class OffsetAndMetadata:
     metadata: str = ""
     leader_epoch: int = -1  # of the last record consumed; -1: unknown
     commit_timestamp_ms: int = -1  # as the coordinator stored it (-1 in a commit)
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMetadata:
+    """A consumer's place in its group (Kafka's class of that name): its member id and
+    epoch ("" and -1 outside the group's membership)."""
+
+    group_id: str
+    member_id: str = ""
+    generation_id: int = -1
+    group_instance_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -71,40 +88,70 @@ class GroupClient:
             timeout_ms=timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
             retry_backoff_max_ms=retry_backoff_max_ms,
-            wait_reasons=("UNSTABLE_OFFSET_COMMIT",),
+            # A commit's stale member epoch: the heartbeat thread is about to learn the
+            # new one, and the commit is sent with it.
+            wait_reasons=("UNSTABLE_OFFSET_COMMIT", "STALE_MEMBER_EPOCH"),
         )
+        # (member id, member epoch) commits are sent with: a member's, set by its
+        # heartbeats (``membership``), or ("", -1) outside the group's membership.
+        self.generation: tuple[str, int] = ("", -1)
 
     def coordinator(self) -> str:
         """The coordinator's address (asked for once, then kept until it fails)."""
         return self._calls.coordinator()
 
-    def call(self, method: Callable[[group_service_pb2_grpc.GroupServiceStub], _T]) -> _T:
-        """``method`` on the coordinator, retried as Kafka's consumer retries it."""
+    def call(
+        self,
+        method: Callable[[group_service_pb2_grpc.GroupServiceStub], _T],
+        *,
+        timeout_s: float | None = None,
+    ) -> _T:
+        """``method`` on the coordinator, retried as Kafka's consumer retries it (for
+        ``timeout_s``, by default the client's)."""
         return self._calls.call(
-            lambda channel: method(group_service_pb2_grpc.GroupServiceStub(channel))
+            lambda channel: method(group_service_pb2_grpc.GroupServiceStub(channel)),
+            timeout_s=timeout_s,
         )
 
     # -- offsets ----------------------------------------------------------------------
 
     def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         """Store ``offsets`` (acknowledged once the coordinator's log committed them);
-        the first partition's error is raised."""
-        request = pb.OffsetCommitRequest(
-            group_id=self.group_id,
-            generation_id=-1,
-            partitions=[
-                pb.OffsetCommitPartition(
-                    topic=tp.topic,
-                    partition=tp.partition,
-                    offset=committed.offset,
-                    leader_epoch=committed.leader_epoch,
-                    metadata=committed.metadata,
-                )
-                for tp, committed in offsets.items()
-            ],
+        the first partition's error is raised. Each attempt carries the member's latest
+        ``generation``."""
+        partitions = [
+            pb.OffsetCommitPartition(
+                topic=tp.topic,
+                partition=tp.partition,
+                offset=committed.offset,
+                leader_epoch=committed.leader_epoch,
+                metadata=committed.metadata,
+            )
+            for tp, committed in offsets.items()
+        ]
+
+        def commit(stub: group_service_pb2_grpc.GroupServiceStub) -> pb.OffsetCommitResponse:
+            member_id, epoch = self.generation
+            request = pb.OffsetCommitRequest(
+                group_id=self.group_id,
+                member_id=member_id,
+                generation_id=epoch,
+                partitions=partitions,
+            )
+            return stub.OffsetCommit(request, timeout=self.timeout_s)
+
+        _raise_first(self.call(commit).results)
+
+    def heartbeat(
+        self, request: pb.ConsumerGroupHeartbeatRequest
+    ) -> pb.ConsumerGroupHeartbeatResponse:
+        """One ConsumerGroupHeartbeat, retried for at most a request timeout (the next
+        beat is the better retry after that)."""
+        timeout_s = self.cluster.request_timeout_s
+        return self.call(
+            lambda stub: stub.ConsumerGroupHeartbeat(request, timeout=timeout_s),
+            timeout_s=timeout_s,
         )
-        response = self.call(lambda stub: stub.OffsetCommit(request, timeout=self.timeout_s))
-        _raise_first(response.results)
 
     def committed(
         self, partitions: Iterable[TopicPartition] = (), *, require_stable: bool = True

@@ -9,6 +9,11 @@ with no members is kept after its commit, checked every
 ``offsets.retention.check.interval.ms`` (10 minutes); ``offset.metadata.max.bytes``
 (4096) bounds a commit's metadata string. A commit waits for the in-sync replicas as an
 acks=all produce does (the broker's produce timeout, not ``offsets.commit.timeout.ms``).
+
+KIP-848 membership: a member not heard from for ``group.consumer.session.timeout.ms``
+(45 s) is removed; members are told to heartbeat every
+``group.consumer.heartbeat.interval.ms`` (5 s); a group takes at most
+``group.consumer.max.size`` members (Kafka's default: no bound).
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ _NUMBERS: dict[str, tuple[int, int]] = {
     "offsets.retention.minutes": (7 * 24 * 60, 1),
     "offsets.retention.check.interval.ms": (600_000, 1),
     "offset.metadata.max.bytes": (4096, 0),
+    "group.consumer.session.timeout.ms": (45_000, 1),
+    "group.consumer.heartbeat.interval.ms": (5_000, 1),
+    "group.consumer.max.size": (2**31 - 1, 1),
 }
 GROUP_COORDINATOR_KEYS = frozenset(_NUMBERS)
 
@@ -41,6 +49,9 @@ class GroupCoordinatorConfig:
     offsets_retention_ms: int = 7 * 24 * 60 * 60_000
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_max_size: int = 2**31 - 1
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> GroupCoordinatorConfig:
@@ -52,6 +63,9 @@ class GroupCoordinatorConfig:
             offsets_retention_ms=number["offsets.retention.minutes"] * 60_000,
             offsets_retention_check_interval_ms=number["offsets.retention.check.interval.ms"],
             offset_metadata_max_bytes=number["offset.metadata.max.bytes"],
+            consumer_session_timeout_ms=number["group.consumer.session.timeout.ms"],
+            consumer_heartbeat_interval_ms=number["group.consumer.heartbeat.interval.ms"],
+            consumer_max_size=number["group.consumer.max.size"],
         )
 
     def offsets_topic_configs(self) -> dict[str, str]:

@@ -8,9 +8,12 @@ COORDINATOR_LOAD_IN_PROGRESS meanwhile, NOT_COORDINATOR elsewhere).
 Writes are Kafka's records (``group_records``) appended through the broker's own produce
 path with acks=all (``Append``), one batch per request, and applied to the state only
 once acknowledged, at the offset the log gave them (``OffsetsState`` keeps log order).
-Groups have no members yet (issue 19's part 2): every group is Kafka's "Empty" group of
-consumers that assign their own partitions, whose offsets each expire
-``offsets.retention.minutes`` after their commit.
+A group may have KIP-848 members (``consumer_group``): their heartbeats are computed
+into records under a lock per group (so a group's records are made from the state the
+previous ones left), written the same way, and a member not heard from for
+``group.consumer.session.timeout.ms`` is removed by the same path. A group without
+members is Kafka's "Empty" group of consumers that assign their own partitions, whose
+offsets each expire ``offsets.retention.minutes`` after their commit.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from tierlog.api.errors import (
     IllegalGenerationError,
     InvalidGroupIdError,
     LeaderNotAvailableError,
+    NonEmptyGroupError,
     NotCoordinatorError,
     NotLeaderOrFollowerError,
     OffsetMetadataTooLargeError,
@@ -34,6 +38,15 @@ from tierlog.api.errors import (
 )
 from tierlog.coordinator.classic_group_records import GroupMetadataKey
 from tierlog.coordinator.config import GroupCoordinatorConfig
+from tierlog.coordinator.consumer_group import (
+    ConsumerGroup,
+    GroupState,
+    Heartbeat,
+    HeartbeatAnswer,
+    TopicImage,
+    TopicInfo,
+)
+from tierlog.coordinator.group_metrics import GroupMetrics
 from tierlog.coordinator.group_records import CoordinatorRecord, encode_record
 from tierlog.coordinator.loaded_partitions import LoadedPartitions
 from tierlog.coordinator.loader import load_offsets
@@ -55,7 +68,9 @@ Append = Callable[[TopicPartition, bytes], Awaitable[int]]
 PartitionOutcome = tuple[TopicPartition, TierlogError | None]
 
 NO_GENERATION = -1  # a commit from a consumer outside any membership
-EMPTY = "Empty"  # Kafka's state of a group with offsets and no members
+EMPTY = GroupState.EMPTY  # Kafka's state of a group with offsets and no members
+# Topics a subscription never matches: the coordinators' own (Kafka's internal topics).
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 
 
 @dataclass(frozen=True)
@@ -85,6 +100,8 @@ class GroupCoordinator:
             partitions, OFFSETS_TOPIC, config.offsets_topic_partitions, load_offsets
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self.metrics = GroupMetrics(self)  # the sidecar registers it; membership feeds it
+        self._group_locks: dict[str, asyncio.Lock] = {}
 
     # -- running ----------------------------------------------------------------------
 
@@ -94,6 +111,7 @@ class GroupCoordinator:
                 self._loaded.follow(self.follow_interval_s), name="group-coordinator-follow"
             ),
             asyncio.create_task(self._expire_offsets(), name="group-coordinator-expire"),
+            asyncio.create_task(self._expire_sessions(), name="group-coordinator-sessions"),
         ]
 
     async def stop(self) -> None:
@@ -110,6 +128,37 @@ class GroupCoordinator:
             except TierlogError as error:  # not leading any more, the disk...: next time
                 log.warning("expiring offsets failed: %s: %s", error.reason, error)
 
+    async def _expire_sessions(self) -> None:
+        # Looked at several times per session, so a member goes within a session
+        # timeout plus a fraction of it.
+        interval_s = min(1.0, self.config.consumer_session_timeout_ms / 4000)
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self.expire_sessions_once()
+            except TierlogError as error:
+                log.warning("expiring members failed: %s: %s", error.reason, error)
+
+    async def expire_sessions_once(self) -> list[tuple[str, str]]:
+        """Remove every member not heard from for a session timeout; (group, member)s."""
+        removed: list[tuple[str, str]] = []
+        now_ms = self.clock_ms()
+        timeout_ms = self.config.consumer_session_timeout_ms
+        for loaded in self._loaded:
+            assert loaded.state is not None
+            partition = loaded.partition
+            for group in loaded.state.consumer_groups():
+                for member_id in group.expired_members(now_ms, timeout_ms):
+                    async with self._group_lock(group.group_id):
+                        current = loaded.state.consumer_group(group.group_id)
+                        if current is None or member_id not in current.subscriptions:
+                            continue
+                        records = current.remove(member_id, self.topic_image())
+                        await self._write(partition, loaded.state, group.group_id, records)
+                    removed.append((group.group_id, member_id))
+                    log.info("group %s: member %s expired", group.group_id, member_id)
+        return removed
+
     async def expire_once(self) -> int:
         """Tombstone every offset older than ``offsets.retention.minutes``; how many."""
         expired = 0
@@ -121,7 +170,18 @@ class GroupCoordinator:
                 await self._write(loaded.partition, loaded.state, group, _tombstones(group, tps))
                 expired += len(tps)
                 log.info("group %s: %d offsets expired", group, len(tps))
+            await self._delete_empty_groups(loaded.partition, loaded.state)
         return expired
+
+    async def _delete_empty_groups(self, partition: int, state: OffsetsState) -> None:
+        """A consumer group without members or offsets is gone (Kafka's cleanup)."""
+        for members in state.consumer_groups():
+            group = members.group_id
+            async with self._group_lock(group):
+                if members.subscriptions or state.offsets(group) or state.is_busy(group):
+                    continue
+                await self._write(partition, state, group, members.delete())
+                log.info("group %s: empty, deleted", group)
 
     # -- leadership and loading -------------------------------------------------------
 
@@ -143,6 +203,22 @@ class GroupCoordinator:
         assert state is not None
         return partition, state
 
+    def coordinated_partitions(self) -> dict[int, OffsetsState | None]:
+        """For the metrics thread: the partitions led here, their states (None: loading)."""
+        return self._loaded.led()
+
+    def _group_lock(self, group: str) -> asyncio.Lock:
+        return self._group_locks.setdefault(group, asyncio.Lock())
+
+    def topic_image(self) -> TopicImage:
+        """The topics a subscription can name, with their ids and partition counts."""
+        manager = self.partitions.manager
+        return {
+            topic.name: TopicInfo(manager.topic_id(topic.name), topic.partition_count)
+            for topic in self.partitions.topics.topics()
+            if topic.name not in INTERNAL_TOPICS
+        }
+
     def coordinated_states(self) -> Iterable[OffsetsState]:
         return [loaded.state for loaded in self._loaded if loaded.state is not None]
 
@@ -159,6 +235,8 @@ class GroupCoordinator:
             for record in records
             if isinstance(record.key, OffsetCommitKey)
         ]
+        before = state.consumer_group(group)
+        target_before = 0 if before is None else before.target_epoch
         state.begin_commit(group, keys)
         try:
             base_offset = await self.append(TopicPartition(OFFSETS_TOPIC, partition), batch)
@@ -168,6 +246,18 @@ class GroupCoordinator:
             state.end_commit(group, keys)
         for index, record in enumerate(records):
             state.replay(record, base_offset + index)
+        self._report_membership(state, group, target_before)
+
+    def _report_membership(self, state: OffsetsState, group: str, target_before: int) -> None:
+        """Tell the metrics what the group's membership is now; a target assignment newer
+        than ``target_before`` is a rebalance."""
+        members = state.consumer_group(group)
+        if members is None:
+            self.metrics.group_removed(group)
+            return
+        if members.target_epoch > target_before:
+            self.metrics.rebalance_completed(group)
+        self.metrics.membership_changed(group, members.state(), len(members.members))
 
     # -- the calls --------------------------------------------------------------------
 
@@ -180,11 +270,14 @@ class GroupCoordinator:
         generation_id: int = NO_GENERATION,
     ) -> list[PartitionOutcome]:
         partition, state = self._state(group)
-        if member_id:
+        members = state.consumer_group(group)
+        if members is not None:
+            members.check_commit(member_id, generation_id)
+        elif member_id:
             raise UnknownMemberIdError(
                 f"group {group!r} has no member {member_id!r} (it has no members)"
             )
-        if generation_id != NO_GENERATION:
+        elif generation_id != NO_GENERATION:
             raise IllegalGenerationError(
                 f"group {group!r} has no generation {generation_id}: commit with -1"
             )
@@ -203,6 +296,7 @@ class GroupCoordinator:
             outcomes.append((item.tp, None))
         if records:
             await self._write(partition, state, group, records)
+            self.metrics.offsets_committed(group, len(records))
         return outcomes
 
     def _check_commit(self, item: OffsetToCommit) -> None:
@@ -245,23 +339,53 @@ class GroupCoordinator:
         """Forget the group: a tombstone for each offset and for its group record."""
         partition, state = self._state(group)
         self._check_exists(state, group)
-        records = [
-            *_tombstones(group, sorted(state.offsets(group))),
-            CoordinatorRecord(GroupMetadataKey(group), None),
-        ]
-        await self._write(partition, state, group, records)
+        async with self._group_lock(group):
+            members = state.consumer_group(group)
+            if members is not None and members.subscriptions:
+                raise NonEmptyGroupError(f"group {group!r} has members: {members.members}")
+            records = [
+                *_tombstones(group, sorted(state.offsets(group))),
+                *(members.delete() if members is not None else ()),
+                CoordinatorRecord(GroupMetadataKey(group), None),
+            ]
+            await self._write(partition, state, group, records)
+
+    async def heartbeat(self, group: str, request: Heartbeat) -> HeartbeatAnswer:
+        """A KIP-848 ConsumerGroupHeartbeat: the member's records written, its answer."""
+        partition, state = self._state(group)
+        async with self._group_lock(group):
+            members = state.consumer_group(group) or ConsumerGroup(group)
+            records, answer = members.heartbeat(
+                request, self.topic_image(), max_size=self.config.consumer_max_size
+            )
+            if records:
+                await self._write(partition, state, group, records)
+            else:  # a coordinator that reloaded the group learns its members here too
+                self._report_membership(state, group, members.target_epoch)
+            loaded = state.consumer_group(group)
+            if loaded is not None:
+                loaded.touch(answer.member_id, self.clock_ms())
+            return answer
+
+    def consumer_group(self, group: str) -> ConsumerGroup | None:
+        """The group's membership (None when it has none), GROUP_ID_NOT_FOUND if unknown."""
+        _partition, state = self._state(group)
+        self._check_exists(state, group)
+        return state.consumer_group(group)
 
     def describe(self, group: str) -> str:
         """The group's state (GROUP_ID_NOT_FOUND for a group unknown here)."""
-        _partition, state = self._state(group)
-        self._check_exists(state, group)
-        return EMPTY
+        members = self.consumer_group(group)
+        return EMPTY if members is None else members.state()
 
     def list_groups(self) -> list[tuple[str, str]]:
         """Every group this broker coordinates, with its state."""
-        return sorted(
-            (group, EMPTY) for state in self.coordinated_states() for group in state.groups()
-        )
+        listed = []
+        for state in self.coordinated_states():
+            for group in state.groups():
+                members = state.consumer_group(group)
+                listed.append((group, EMPTY if members is None else members.state()))
+        return sorted(listed)
 
     @staticmethod
     def _check_exists(state: OffsetsState, group: str) -> None:

@@ -90,6 +90,12 @@ class LoadedPartitions(Generic[S]):
         """The partitions led here whose state is loaded."""
         return iter([loaded for loaded in self._loaded.values() if loaded.state is not None])
 
+    def led(self) -> dict[int, S | None]:
+        """Every partition led here and its state (None: loading); safe from another
+        thread (a metrics scrape): one step over the dict the loop changes."""
+        led = list(self._loaded.items())
+        return {partition: entry.state for partition, entry in led}
+
     def leader_epoch(self, partition: int) -> int | None:
         """The epoch of this broker's leadership of the partition (None: not led here)."""
         tp = TopicPartition(self.topic, partition)

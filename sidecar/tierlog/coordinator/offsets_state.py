@@ -1,12 +1,14 @@
-"""The committed offsets one ``__consumer_offsets`` partition holds, as its log says.
+"""The groups one ``__consumer_offsets`` partition holds, as its log says: their
+committed offsets and their KIP-848 membership (``consumer_group``).
 
 The log is the truth and this is its materialized view: replaying the partition from
 its start gives the latest commit per (group, topic, partition), a tombstone deleting
 it, which is also what compaction keeps. Each entry remembers the log offset of the
 record that made it, and a record older than the entry's is ignored: commits of one key
 can be acknowledged out of log order (two in flight, the later one answered first), and
-the view must still end where the log does. Records of membership (KIP-848's, the
-classic group's) are not kept yet: they are read and skipped.
+the view must still end where the log does. Membership records are written one group
+at a time under the coordinator's lock, so they arrive in log order and are simply
+replayed; a classic group's records are read and skipped (there are no classic members).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from tierlog.coordinator.consumer_group import ConsumerGroup, consumer_group_of
 from tierlog.coordinator.group_records import CoordinatorRecord
 from tierlog.coordinator.offset_records import OffsetCommitKey, OffsetCommitValue
 from tierlog.storage.checkpoints import TopicPartition
@@ -40,14 +43,19 @@ class OffsetsState:
         self._applied: dict[OffsetCommitKey, int] = {}
         # Commits appended but not acknowledged yet (OffsetFetch's require_stable).
         self._pending: Counter[tuple[str, TopicPartition]] = Counter()
+        self._consumer_groups: dict[str, ConsumerGroup] = {}
 
     # -- the log's records ------------------------------------------------------------
 
     def replay(self, record: CoordinatorRecord, log_offset: int) -> None:
         """Apply one record found (or just written) at ``log_offset``."""
         key = record.key
+        group_id = consumer_group_of(record)
+        if group_id is not None:
+            self._replay_membership(group_id, record)
+            return
         if not isinstance(key, OffsetCommitKey):
-            return  # membership records: part 2 of issue 19
+            return  # a classic group's records
         if self._applied.get(key, -1) >= log_offset:
             return
         self._applied[key] = log_offset
@@ -60,6 +68,14 @@ class OffsetsState:
         self._groups.setdefault(key.group, {})[tp] = CommittedOffset(
             value.offset, value.leader_epoch, value.metadata, value.commit_timestamp_ms, log_offset
         )
+
+    def _replay_membership(self, group_id: str, record: CoordinatorRecord) -> None:
+        group = self._consumer_groups.get(group_id)
+        if group is None:
+            group = self._consumer_groups[group_id] = ConsumerGroup(group_id)
+        group.replay(record)
+        if not group.exists and not group.subscriptions:
+            del self._consumer_groups[group_id]
 
     def _forget(self, group: str, tp: TopicPartition) -> None:
         offsets = self._groups.get(group)
@@ -83,23 +99,44 @@ class OffsetsState:
     def is_pending(self, group: str, tp: TopicPartition) -> bool:
         return self._pending[(group, tp)] > 0
 
+    def is_busy(self, group: str) -> bool:
+        """Whether a commit of the group is on its way."""
+        return any(g == group for g, _tp in self._pending)
+
     # -- questions --------------------------------------------------------------------
 
     def groups(self) -> list[str]:
-        """The groups with offsets here, or a commit on the way."""
-        return sorted({*self._groups, *(group for group, _tp in self._pending)})
+        """The groups with offsets here, membership, or a commit on the way."""
+        pending = (group for group, _tp in self._pending)
+        return sorted({*self._groups, *self._consumer_groups, *pending})
 
     def has_group(self, group: str) -> bool:
-        return group in self._groups or any(g == group for g, _tp in self._pending)
+        return group in self._groups or group in self._consumer_groups or self.is_busy(group)
+
+    def consumer_group(self, group: str) -> ConsumerGroup | None:
+        """The group's membership (None: it never had a KIP-848 member, or was deleted)."""
+        return self._consumer_groups.get(group)
+
+    def consumer_groups(self) -> list[ConsumerGroup]:
+        return [self._consumer_groups[group] for group in sorted(self._consumer_groups)]
 
     def offsets(self, group: str) -> dict[TopicPartition, CommittedOffset]:
         return dict(self._groups.get(group, {}))
 
+    def committed(self) -> dict[str, dict[TopicPartition, CommittedOffset]]:
+        """Every group's offsets, for a metrics thread: each dict is copied in one step
+        (no Python code runs during the copy), so the event loop's writes cannot break it."""
+        return {group: dict(offsets) for group, offsets in list(self._groups.items())}
+
     def expired(self, now_ms: int, retention_ms: int) -> dict[str, list[TopicPartition]]:
-        """Per group, the offsets committed more than ``retention_ms`` ago (Kafka's rule
-        for a group with no members: each offset expires on its own commit time)."""
+        """Per group without members, the offsets committed more than ``retention_ms``
+        ago (Kafka's rule for such a group: each offset expires on its own commit time;
+        a group with members keeps them all)."""
         due: dict[str, list[TopicPartition]] = {}
         for group, offsets in self._groups.items():
+            members = self._consumer_groups.get(group)
+            if members is not None and members.subscriptions:
+                continue  # a group with members keeps its offsets
             old = [
                 tp
                 for tp, committed in offsets.items()

@@ -382,7 +382,10 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
         self, request: admin_service_pb2.MetadataRequest, context: _Context
     ) -> admin_service_pb2.MetadataResponse:
         ownership = self.partitions.ownership
-        names = list(request.topics) or [topic.name for topic in self.topics.topics()]
+        if request.brokers_only:
+            names = []
+        else:
+            names = list(request.topics) or [topic.name for topic in self.topics.topics()]
         topics = []
         for name in names:
             try:
@@ -412,6 +415,7 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
                 for broker in ownership.brokers
             ],
             topics=topics,
+            topics_per_broker=self.partitions.replicas is None,
         )
 
     @at_the_edge

@@ -1,8 +1,9 @@
 """Fetch answers and Subscribe messages written straight in protobuf's wire format.
 
 A ``FetchResponse`` carries up to a MiB of record batches, copied once this way (see
-``tierlog.api.wire``). The message is three fields (1: bytes, 2 and 3: int64), and a
-``SubscribeResponse`` is the same three, so the service answers both with
+``tierlog.api.wire``). The message is the batches (1: bytes), three int64s (2, 3, 4)
+and the aborted transactions (5: a repeated message of two int64s), and a
+``SubscribeResponse`` is the same fields, so the service answers both with
 ``FetchAnswer``s and ``encode_fetch_answer`` is registered as the two methods' response
 serializer; clients parse the bytes as the messages they are. Measured: the sidecar's
 CPU per sequential 1 MiB Fetch went from ~2.3 to ~2.0 ms on a quiet machine.
@@ -13,6 +14,7 @@ CPU per sequential 1 MiB Fetch went from ~2.3 to ~2.0 ms on a quiet machine.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple, cast
 
 import grpc
@@ -20,11 +22,22 @@ import grpc
 from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
 from tierlog.api.wire import LENGTH_DELIMITED, LOG_SERVICE, VARINT, field_key, varint
 
-__all__ = ["FetchAnswer", "add_log_service", "encode_fetch_answer"]
+__all__ = ["AbortedTransaction", "FetchAnswer", "add_log_service", "encode_fetch_answer"]
 
 _RECORD_BATCHES = field_key(1, LENGTH_DELIMITED)
 _HIGH_WATERMARK = field_key(2, VARINT)
 _LOG_START_OFFSET = field_key(3, VARINT)
+_LAST_STABLE_OFFSET = field_key(4, VARINT)
+_ABORTED_TRANSACTION = field_key(5, LENGTH_DELIMITED)
+_PRODUCER_ID = field_key(1, VARINT)
+_FIRST_OFFSET = field_key(2, VARINT)
+
+
+class AbortedTransaction(NamedTuple):
+    """An ``AbortedTransaction`` message's fields."""
+
+    producer_id: int
+    first_offset: int
 
 
 class FetchAnswer(NamedTuple):
@@ -33,6 +46,8 @@ class FetchAnswer(NamedTuple):
     record_batches: bytes
     high_watermark: int
     log_start_offset: int
+    last_stable_offset: int = -1  # -1: read_uncommitted (none asked)
+    aborted_transactions: Sequence[AbortedTransaction] = ()
 
 
 def encode_fetch_answer(answer: FetchAnswer) -> bytes:
@@ -44,6 +59,20 @@ def encode_fetch_answer(answer: FetchAnswer) -> bytes:
         parts += (_HIGH_WATERMARK, varint(answer.high_watermark))
     if answer.log_start_offset:
         parts += (_LOG_START_OFFSET, varint(answer.log_start_offset))
+    if answer.last_stable_offset:
+        parts += (_LAST_STABLE_OFFSET, varint(answer.last_stable_offset))
+    for aborted in answer.aborted_transactions:
+        body = _encode_aborted(aborted)
+        parts += (_ABORTED_TRANSACTION, varint(len(body)), body)
+    return b"".join(parts)
+
+
+def _encode_aborted(aborted: AbortedTransaction) -> bytes:
+    parts: list[bytes] = []
+    if aborted.producer_id:
+        parts += (_PRODUCER_ID, varint(aborted.producer_id))
+    if aborted.first_offset:
+        parts += (_FIRST_OFFSET, varint(aborted.first_offset))
     return b"".join(parts)
 
 

@@ -1,4 +1,4 @@
-"""Consumer groups' offsets: ``tierlog.v1.GroupService`` over the group coordinator.
+"""Consumer groups: ``tierlog.v1.GroupService`` over the group coordinator.
 
 FindCoordinator names the leader of the group's ``__consumer_offsets`` partition (any
 broker answers), creating the topic on first use as Kafka's broker does (and so does
@@ -9,6 +9,8 @@ for a transactional id's coordinator, it names the leader of the id's
 ``__transaction_state`` partition, creating that topic alike (``transaction.state.log.*``). The
 other calls go to the coordinator (``tierlog.coordinator.coordinator``) and are mapped
 here from and to the wire; a partition's own failure is answered in its result.
+ConsumerGroupHeartbeat names partitions by topic name on the wire; the coordinator by
+topic id (a partition of a topic unknown here is left out of what a member owns).
 """
 
 from __future__ import annotations
@@ -26,6 +28,13 @@ from tierlog.api.errors import (
 )
 from tierlog.api.v1 import group_service_pb2 as pb
 from tierlog.api.v1 import group_service_pb2_grpc
+from tierlog.coordinator.assignment import Assignment, TopicIdPartition
+from tierlog.coordinator.consumer_group import (
+    ConsumerGroup,
+    Heartbeat,
+    TopicImage,
+    answer_topics,
+)
 from tierlog.coordinator.coordinator import GroupCoordinator, OffsetToCommit, PartitionOutcome
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
@@ -222,11 +231,101 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     ) -> pb.DescribeGroupsResponse:
         await self._ensure_offsets_topic()
         state = self.coordinator.describe(request.group_id)
+        group = self.coordinator.consumer_group(request.group_id)
+        members = [] if group is None else _members(group, self.coordinator.topic_image())
         return pb.DescribeGroupsResponse(
             group_id=request.group_id,
             state=state,
+            protocol_type="consumer" if group is not None else "",
             coordinator_id=self.partitions.ownership.node_id,
+            members=members,
         )
+
+    # -- membership (KIP-848) ---------------------------------------------------------
+
+    @at_the_edge
+    async def ConsumerGroupHeartbeat(
+        self, request: pb.ConsumerGroupHeartbeatRequest, context: _Context
+    ) -> pb.ConsumerGroupHeartbeatResponse:
+        await self._ensure_offsets_topic()
+        topics = self.coordinator.topic_image()
+        heartbeat = Heartbeat(
+            member_id=request.member_id,
+            member_epoch=request.member_epoch,
+            instance_id=_optional(request, "instance_id"),
+            rack_id=_optional(request, "rack_id"),
+            rebalance_timeout_ms=request.rebalance_timeout_ms,
+            subscribed_topic_names=(
+                tuple(request.subscribed_topic_names.names)
+                if request.HasField("subscribed_topic_names")
+                else None
+            ),
+            subscribed_topic_regex=_optional(request, "subscribed_topic_regex"),
+            server_assignor=_optional(request, "server_assignor"),
+            owned=_owned(request.owned, topics) if request.HasField("owned") else None,
+            client_id=request.client_id,
+            client_host=_host(context.peer()),
+        )
+        answer = await self.coordinator.heartbeat(request.group_id, heartbeat)
+        config = self.coordinator.config
+        return pb.ConsumerGroupHeartbeatResponse(
+            member_id=answer.member_id,
+            member_epoch=answer.member_epoch,
+            heartbeat_interval_ms=config.consumer_heartbeat_interval_ms,
+            session_timeout_ms=config.consumer_session_timeout_ms,
+            assignment=[
+                pb.TopicPartitions(topic=topic, partitions=partitions)
+                for topic, partitions in answer_topics(answer.assignment, topics).items()
+            ],
+        )
+
+
+def _members(group: ConsumerGroup, topics: TopicImage) -> list[pb.GroupMember]:
+    members = []
+    for member_id in group.members:
+        subscription = group.subscriptions[member_id]
+        current = group.current.get(member_id)
+        assigned = current.assigned if current is not None else frozenset()
+        members.append(
+            pb.GroupMember(
+                member_id=member_id,
+                client_id=subscription.client_id,
+                host=subscription.client_host,
+                assignment=[
+                    pb.TopicPartitionRef(topic=topic, partition=partition)
+                    for topic, partitions in answer_topics(assigned, topics).items()
+                    for partition in partitions
+                ],
+                instance_id=subscription.instance_id or "",
+                member_epoch=current.member_epoch if current is not None else 0,
+                subscribed_topic_names=subscription.subscribed_topic_names,
+                subscribed_topic_regex=subscription.subscribed_topic_regex or "",
+            )
+        )
+    return members
+
+
+def _optional(request: pb.ConsumerGroupHeartbeatRequest, field: str) -> str | None:
+    return str(getattr(request, field)) if request.HasField(field) else None  # type: ignore[arg-type]
+
+
+def _owned(owned: pb.OwnedPartitions, topics: TopicImage) -> Assignment:
+    return frozenset(
+        TopicIdPartition(topics[entry.topic].topic_id, partition)
+        for entry in owned.topics
+        if entry.topic in topics
+        for partition in entry.partitions
+    )
+
+
+def _host(peer: str) -> str:
+    """Kafka's HOST column ("/127.0.0.1") from a gRPC peer ("ipv4:127.0.0.1:5555")."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv6":
+        return "/" + rest.rsplit(":", 1)[0].strip("[]")
+    if kind == "ipv4":
+        return "/" + rest.rsplit(":", 1)[0]
+    return peer
 
 
 def _results(outcomes: list[PartitionOutcome]) -> list[pb.PartitionResult]:

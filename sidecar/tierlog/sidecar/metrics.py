@@ -24,6 +24,9 @@ come from these places:
 - with replication on, ``tierlog.replication.metrics.ReplicationCollector`` at scrape
   time (the server registers it here): partitions led, under-replicated and under
   min.insync.replicas, ISR changes, followers' lag, and the controller's counts;
+- the group coordinator's ``tierlog.coordinator.group_metrics.GroupMetrics`` at scrape
+  time (the server registers it here): committed offsets per group and partition,
+  groups by state, members, commits and rebalances;
 - the process itself (resident memory, CPU, open files, GC) from prometheus-client.
 
 A registry per ``SidecarMetrics``, not the library's global one, so tests and

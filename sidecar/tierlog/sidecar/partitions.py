@@ -62,6 +62,11 @@ class Partitions:
             partition_log.log_end_offset if self.replicas is None else partition_log.high_watermark
         )
 
+    def last_stable_offset(self, tp: TopicPartition, partition_log: Log) -> int:
+        """Where read_committed reads end: the first offset of the earliest transaction
+        still open, never past ``high_watermark``."""
+        return partition_log.stable_offset_below(self.high_watermark(tp, partition_log))
+
     def owned(self, topic: Topic, ownership: Ownership | None = None) -> list[TopicPartition]:
         """The topic's partitions this broker owns (under ``ownership``, else the current)."""
         every = (TopicPartition(topic.name, p) for p in range(topic.partition_count))

@@ -182,6 +182,7 @@ class SidecarServer:
         )
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(admin, self.server)
         self.groups = GroupCoordinator(partitions, self.config.groups, self._append_committed)
+        self.metrics.registry.register(self.groups.metrics)
         token = self.config.auth_token
         self._markers = MarkerRouter(
             partitions,

@@ -5,7 +5,10 @@ builds from plain records); Fetch returns whole batches and long-polls on the
 partition's append event; Subscribe tails a partition on the same events, each of
 its messages such a long poll. Offsets below the local log start come from the
 remote tier (``tiered_reads``), so Fetch, ListOffsets and Subscribe cross the
-boundary without the client noticing;
+boundary without the client noticing. Reads under read_committed (Kafka's
+``FetchIsolation.TXN_COMMITTED``) end at the last stable offset and list the aborted
+transactions overlapping the batches returned, local or tiered, as Kafka's
+``UnifiedLog.read`` does; the client drops their records;
 InitProducerId hands out producer ids (``producer_ids``) for idempotent produce. Storage
 calls that can block (reads, fsyncs by policy, the tier) run in a thread; the event
 loop parses requests, routes and waits.  The one exception is an append that cannot
@@ -34,7 +37,7 @@ from tierlog.api.v1 import common_pb2, log_service_pb2, log_service_pb2_grpc
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
 from tierlog.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC
 from tierlog.replication.leader import LeaderPartition
-from tierlog.sidecar.fetch_wire import FetchAnswer
+from tierlog.sidecar.fetch_wire import AbortedTransaction, FetchAnswer
 from tierlog.sidecar.partitions import Partitions
 from tierlog.sidecar.producer_ids import ProducerIdManager
 from tierlog.sidecar.status import as_error, at_the_edge, unexpected
@@ -54,7 +57,6 @@ from tierlog.storage.log import (
     AppendInfo,
     AppendOrigin,
     Log,
-    LogRead,
 )
 from tierlog.storage.records import (
     NO_PARTITION_LEADER_EPOCH,
@@ -84,6 +86,7 @@ RECORD_BYTES_LISTENER: ContextVar[Callable[[str, int], None] | None] = ContextVa
     "tierlog_record_bytes_listener", default=None
 )
 _ACKS = frozenset(log_service_pb2.Acks.values())
+_ISOLATION_LEVELS = frozenset(log_service_pb2.IsolationLevel.values())
 # Topics only the broker writes (its coordinators' state).
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 _CODECS = {
@@ -320,22 +323,25 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
     ) -> FetchAnswer:
         _check_long_poll(request.max_wait_ms, request.min_bytes)
         tp = TopicPartition(request.topic, request.partition)  # checked by the long poll
-        read = await self._long_poll(
+        read_committed = _read_committed(request.isolation_level)
+        answer = await self._long_poll(
             tp,
             _leader_epoch(request),
             request.offset,
             self._max_bytes(request.max_bytes),
             request.min_bytes,
             _long_poll_s(request.max_wait_ms, context.time_remaining()),
+            read_committed,
         )
-        _report_record_bytes(tp.topic, len(read.records))
-        return FetchAnswer(read.records, read.log_end_offset, read.log_start_offset)
+        _report_record_bytes(tp.topic, len(answer.record_batches))
+        return answer
 
     @at_the_edge
     async def Subscribe(  # type: ignore[override]  # answered in wire format: see fetch_wire
         self, request: log_service_pb2.SubscribeRequest, context: _Context
     ) -> AsyncIterator[FetchAnswer]:
         _check_long_poll(request.max_wait_ms, request.min_bytes)
+        read_committed = _read_committed(request.isolation_level)
         epoch = _leader_epoch(request)
         tp, partition_log = self.partitions.log(request.topic, request.partition, epoch)
         max_bytes = self._max_bytes(request.max_bytes)
@@ -345,17 +351,19 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         if offset == EARLIEST_TIMESTAMP:
             offset = partition_log.log_start_offset
         elif offset == LATEST_TIMESTAMP:
-            offset = self.partitions.high_watermark(tp, partition_log)
+            offset = self._fetchable_end(tp, partition_log, read_committed)
         elif offset < 0:
             raise OffsetOutOfRangeError(f"offset {offset}: use -2 (earliest) or -1 (latest)")
         while not self.watch.closed:
-            read = await self._long_poll(tp, epoch, offset, max_bytes, request.min_bytes, wait_s)
-            if read.records:
-                offset = _next_offset(read)
+            answer = await self._long_poll(
+                tp, epoch, offset, max_bytes, request.min_bytes, wait_s, read_committed
+            )
+            if answer.record_batches:
+                offset = _next_offset(answer.record_batches)
             elif wait_s is None or self.watch.closed:
                 continue
-            _report_record_bytes(tp.topic, len(read.records))
-            yield FetchAnswer(read.records, read.log_end_offset, read.log_start_offset)
+            _report_record_bytes(tp.topic, len(answer.record_batches))
+            yield answer
 
     async def _long_poll(
         self,
@@ -365,7 +373,8 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         max_bytes: int,
         min_bytes: int,
         wait_s: float | None,
-    ) -> LogRead:
+        read_committed: bool,
+    ) -> FetchAnswer:
         """The batches from ``offset`` once they are ``min_bytes`` (at least one byte),
         woken by appends; or what there is when ``wait_s`` passed (None: no limit) or the
         sidecar shuts down. Each look checks again that this broker leads ``tp`` in
@@ -376,22 +385,59 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         while True:
             appended = self.watch.event(tp)
             _tp, partition_log = self.partitions.log(tp.topic, tp.partition, leader_epoch)
-            read = await asyncio.to_thread(self._read, tp, partition_log, offset, max_bytes)
+            answer = await asyncio.to_thread(
+                self._read, tp, partition_log, offset, max_bytes, read_committed
+            )
             remaining_s = None if deadline is None else deadline - loop.time()
             timed_out = remaining_s is not None and remaining_s <= 0
-            if len(read.records) >= max(min_bytes, 1) or timed_out or self.watch.closed:
-                return read
+            enough = len(answer.record_batches) >= max(min_bytes, 1)
+            if enough or timed_out or self.watch.closed:
+                return answer
             await self.watch.wait(appended, remaining_s)
 
-    def _read(self, tp: TopicPartition, partition_log: Log, offset: int, max_bytes: int) -> LogRead:
+    def _read(
+        self,
+        tp: TopicPartition,
+        partition_log: Log,
+        offset: int,
+        max_bytes: int,
+        read_committed: bool,
+    ) -> FetchAnswer:
         """Blocking (local files or the tier's GETs): called in a thread. Consumers see
-        only what every in-sync replica holds: the log below the high watermark, which the
-        answer reports as its end."""
+        only what every in-sync replica holds: the log below the high watermark; under
+        read_committed only below the last stable offset, with the aborted transactions
+        overlapping the batches returned (from the fetched offset, as Kafka lists them)."""
         high_watermark = self.partitions.high_watermark(tp, partition_log)
+        if not read_committed:
+            read = tiered_reads.read(
+                tp, partition_log, self.remote, offset, max_bytes, upper_bound_offset=high_watermark
+            )
+            return FetchAnswer(read.records, high_watermark, read.log_start_offset)
+        last_stable = partition_log.stable_offset_below(high_watermark)
         read = tiered_reads.read(
-            tp, partition_log, self.remote, offset, max_bytes, upper_bound_offset=high_watermark
+            tp, partition_log, self.remote, offset, max_bytes, upper_bound_offset=last_stable
         )
-        return read._replace(log_end_offset=high_watermark)
+        aborted = (
+            tiered_reads.aborted_transactions(
+                tp, partition_log, self.remote, offset, _next_offset(read.records)
+            )
+            if read.records
+            else []
+        )
+        return FetchAnswer(
+            read.records,
+            high_watermark,
+            read.log_start_offset,
+            last_stable,
+            [AbortedTransaction(txn.producer_id, txn.first_offset) for txn in aborted],
+        )
+
+    def _fetchable_end(self, tp: TopicPartition, partition_log: Log, read_committed: bool) -> int:
+        """Where a consumer's reads end: the last stable offset under read_committed, else
+        the high watermark."""
+        if read_committed:
+            return self.partitions.last_stable_offset(tp, partition_log)
+        return self.partitions.high_watermark(tp, partition_log)
 
     def _max_bytes(self, asked: int) -> int:
         if asked < 0:
@@ -408,10 +454,11 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             raise InvalidRequestError(
                 f"timestamp {request.timestamp_ms}: use -1, -2, -3, -4, -5 or a time in ms"
             )
+        read_committed = _read_committed(request.isolation_level)
         tp, partition_log = self.partitions.log(request.topic, request.partition)
-        high_watermark = self.partitions.high_watermark(tp, partition_log)
+        fetchable_end = self._fetchable_end(tp, partition_log, read_committed)
         if request.timestamp_ms == LATEST_TIMESTAMP:  # what consumers can read up to
-            return log_service_pb2.ListOffsetsResponse(offset=high_watermark, timestamp_ms=-1)
+            return log_service_pb2.ListOffsetsResponse(offset=fetchable_end, timestamp_ms=-1)
         found = await asyncio.to_thread(
             tiered_reads.offset_for_timestamp,
             tp,
@@ -419,10 +466,10 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             self.remote,
             request.timestamp_ms,
         )
-        uncommitted = (
-            request.timestamp_ms >= 0 and found is not None and found.offset >= high_watermark
+        unreadable = (
+            request.timestamp_ms >= 0 and found is not None and found.offset >= fetchable_end
         )
-        if found is None or uncommitted:
+        if found is None or unreadable:
             return log_service_pb2.ListOffsetsResponse(offset=-1, timestamp_ms=-1)
         return log_service_pb2.ListOffsetsResponse(
             offset=found.offset, timestamp_ms=found.timestamp
@@ -497,12 +544,20 @@ def _report_record_bytes(topic: str, size: int) -> None:
         listener(topic, size)
 
 
-def _next_offset(read: LogRead) -> int:
+def _next_offset(records: bytes) -> int:
     last = None
-    for header in iter_batches(read.records):
+    for header in iter_batches(records):
         last = header
     assert last is not None
     return last.next_offset
+
+
+def _read_committed(isolation_level: int) -> bool:
+    """Whether a request's isolation level is read_committed (unset: read_uncommitted)."""
+    if isolation_level not in _ISOLATION_LEVELS:  # proto3 enums are open
+        names = ", ".join(log_service_pb2.IsolationLevel.keys())
+        raise InvalidRequestError(f"isolation_level {isolation_level} is none of {names}")
+    return isolation_level == log_service_pb2.ISOLATION_LEVEL_READ_COMMITTED
 
 
 def _check_long_poll(max_wait_ms: int, min_bytes: int) -> None:

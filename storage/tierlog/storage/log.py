@@ -528,12 +528,16 @@ class Log:
         high watermark, and never past it. A read_committed reader gets nothing at or
         past it: a transaction's marker above the high watermark is not on every in-sync
         replica yet, and a new leader may not have it (nor the records it decided)."""
+        return self.stable_offset_below(self.high_watermark)
+
+    def stable_offset_below(self, committed_offset: int) -> int:
+        """The LSO where ``committed_offset`` ends what consumers may read: the high
+        watermark of a replicated log, the log end of a log its owner holds alone."""
         with self._lock:
             first_open = first_open_txn_offset(self.producer_state.producers)
-            committed = self.high_watermark
         if first_open is None:
-            return committed
-        return max(min(first_open, committed), self.log_start_offset)
+            return committed_offset
+        return max(min(first_open, committed_offset), self.log_start_offset)
 
     def collect_aborted_transactions(
         self, start_offset: int, upper_bound_offset: int

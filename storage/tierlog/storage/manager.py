@@ -288,7 +288,7 @@ class LogManager:
         except OSError as error:
             raise KafkaStorageError(f"cannot create {directory}: {error}") from error
         try:
-            write_partition_metadata(directory / PARTITION_METADATA, self._topic_id(tp.topic))
+            write_partition_metadata(directory / PARTITION_METADATA, self.topic_id(tp.topic))
             created = Log.open(directory, config)
             created.become_leader(0)
             return created
@@ -339,7 +339,9 @@ class LogManager:
             counts[log_dir] += 1
         return min(self.config.log_dirs, key=lambda log_dir: counts[log_dir])
 
-    def _topic_id(self, topic: str) -> uuid.UUID:
+    def topic_id(self, topic: str) -> uuid.UUID:
+        """The topic's id (in ``partition.metadata``; the group coordinator names
+        partitions by it): derived from the cluster id and the name, so every broker agrees."""
         return uuid.uuid5(uuid.NAMESPACE_URL, f"tierlog:{self.config.cluster_id}/{topic}")
 
     @property

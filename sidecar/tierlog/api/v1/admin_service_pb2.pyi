@@ -560,6 +560,11 @@ class MetadataRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TOPICS_FIELD_NUMBER: _builtins.int
+    BROKERS_ONLY_FIELD_NUMBER: _builtins.int
+    brokers_only: _builtins.bool
+    """No topics at all, only the brokers (Kafka's empty topic list; proto3 cannot tell
+    an empty `topics` from an absent one).
+    """
     @_builtins.property
     def topics(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Empty means every topic."""
@@ -568,10 +573,11 @@ class MetadataRequest(_message.Message):
         self,
         *,
         topics: _abc.Iterable[_builtins.str] | None = ...,
+        brokers_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["brokers_only", b"brokers_only", "topics", b"topics"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -655,9 +661,15 @@ class MetadataResponse(_message.Message):
     NODE_ID_FIELD_NUMBER: _builtins.int
     BROKERS_FIELD_NUMBER: _builtins.int
     TOPICS_FIELD_NUMBER: _builtins.int
+    TOPICS_PER_BROKER_FIELD_NUMBER: _builtins.int
     cluster_id: _builtins.str
     node_id: _builtins.int
     """The broker that answered."""
+    topics_per_broker: _builtins.bool
+    """Each broker keeps its own topics (no partition-state store, docs/REPLICATION.md):
+    a topic change reaches the cluster only when every broker is asked, as the admin
+    client does. False: the store is shared, any one broker applies it for all.
+    """
     @_builtins.property
     def brokers(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Broker]: ...
     @_builtins.property
@@ -669,10 +681,11 @@ class MetadataResponse(_message.Message):
         node_id: _builtins.int = ...,
         brokers: _abc.Iterable[_common_pb2.Broker] | None = ...,
         topics: _abc.Iterable[Global___TopicMetadata] | None = ...,
+        topics_per_broker: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["brokers", b"brokers", "cluster_id", b"cluster_id", "node_id", b"node_id", "topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["brokers", b"brokers", "cluster_id", b"cluster_id", "node_id", b"node_id", "topics", b"topics", "topics_per_broker", b"topics_per_broker"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -143,8 +143,9 @@ class OffsetCommitRequest(_message.Message):
     PARTITIONS_FIELD_NUMBER: _builtins.int
     group_id: _builtins.str
     member_id: _builtins.str
-    """A member's id and generation (member epoch); "" and -1 for a consumer that assigns
-    its own partitions (the only kind until groups have members).
+    """A member's id and its current member epoch (STALE_MEMBER_EPOCH if it is not); ""
+    and -1 for a consumer that assigns its own partitions, allowed while the group has
+    no members (UNKNOWN_MEMBER_ID otherwise).
     """
     generation_id: _builtins.int
     @_builtins.property
@@ -519,11 +520,20 @@ class GroupMember(_message.Message):
     CLIENT_ID_FIELD_NUMBER: _builtins.int
     HOST_FIELD_NUMBER: _builtins.int
     ASSIGNMENT_FIELD_NUMBER: _builtins.int
+    INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    MEMBER_EPOCH_FIELD_NUMBER: _builtins.int
+    SUBSCRIBED_TOPIC_NAMES_FIELD_NUMBER: _builtins.int
+    SUBSCRIBED_TOPIC_REGEX_FIELD_NUMBER: _builtins.int
     member_id: _builtins.str
     client_id: _builtins.str
     host: _builtins.str
+    instance_id: _builtins.str
+    member_epoch: _builtins.int
+    subscribed_topic_regex: _builtins.str
     @_builtins.property
     def assignment(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicPartitionRef]: ...
+    @_builtins.property
+    def subscribed_topic_names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -531,10 +541,14 @@ class GroupMember(_message.Message):
         client_id: _builtins.str = ...,
         host: _builtins.str = ...,
         assignment: _abc.Iterable[Global___TopicPartitionRef] | None = ...,
+        instance_id: _builtins.str = ...,
+        member_epoch: _builtins.int = ...,
+        subscribed_topic_names: _abc.Iterable[_builtins.str] | None = ...,
+        subscribed_topic_regex: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["assignment", b"assignment", "client_id", b"client_id", "host", b"host", "member_id", b"member_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assignment", b"assignment", "client_id", b"client_id", "host", b"host", "instance_id", b"instance_id", "member_epoch", b"member_epoch", "member_id", b"member_id", "subscribed_topic_names", b"subscribed_topic_names", "subscribed_topic_regex", b"subscribed_topic_regex"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -571,3 +585,189 @@ class DescribeGroupsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DescribeGroupsResponse: _TypeAlias = DescribeGroupsResponse  # noqa: Y015
+
+@_typing.final
+class TopicPartitions(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        partitions: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TopicPartitions: _TypeAlias = TopicPartitions  # noqa: Y015
+
+@_typing.final
+class ConsumerGroupHeartbeatRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    MEMBER_EPOCH_FIELD_NUMBER: _builtins.int
+    INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    RACK_ID_FIELD_NUMBER: _builtins.int
+    REBALANCE_TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    SUBSCRIBED_TOPIC_NAMES_FIELD_NUMBER: _builtins.int
+    SUBSCRIBED_TOPIC_REGEX_FIELD_NUMBER: _builtins.int
+    SERVER_ASSIGNOR_FIELD_NUMBER: _builtins.int
+    OWNED_FIELD_NUMBER: _builtins.int
+    CLIENT_ID_FIELD_NUMBER: _builtins.int
+    group_id: _builtins.str
+    member_id: _builtins.str
+    """Made by the client (a UUID) when it first joins; kept for the member's life."""
+    member_epoch: _builtins.int
+    """0 to join, the epoch last answered to stay, -1 to leave, -2 (static) to leave and
+    come back with the same instance id.
+    """
+    instance_id: _builtins.str
+    """group.instance.id: a static member."""
+    rack_id: _builtins.str
+    rebalance_timeout_ms: _builtins.int
+    """-1: unchanged."""
+    subscribed_topic_regex: _builtins.str
+    server_assignor: _builtins.str
+    """"uniform" (the default) or "range"."""
+    client_id: _builtins.str
+    @_builtins.property
+    def subscribed_topic_names(self) -> Global___TopicNames:
+        """Sent on joining and whenever they change; both unset: unchanged."""
+
+    @_builtins.property
+    def owned(self) -> Global___OwnedPartitions:
+        """What the member consumes now; unset: unchanged since the last heartbeat."""
+
+    def __init__(
+        self,
+        *,
+        group_id: _builtins.str = ...,
+        member_id: _builtins.str = ...,
+        member_epoch: _builtins.int = ...,
+        instance_id: _builtins.str | None = ...,
+        rack_id: _builtins.str | None = ...,
+        rebalance_timeout_ms: _builtins.int = ...,
+        subscribed_topic_names: Global___TopicNames | None = ...,
+        subscribed_topic_regex: _builtins.str | None = ...,
+        server_assignor: _builtins.str | None = ...,
+        owned: Global___OwnedPartitions | None = ...,
+        client_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_instance_id", b"_instance_id", "_owned", b"_owned", "_rack_id", b"_rack_id", "_server_assignor", b"_server_assignor", "_subscribed_topic_names", b"_subscribed_topic_names", "_subscribed_topic_regex", b"_subscribed_topic_regex", "instance_id", b"instance_id", "owned", b"owned", "rack_id", b"rack_id", "server_assignor", b"server_assignor", "subscribed_topic_names", b"subscribed_topic_names", "subscribed_topic_regex", b"subscribed_topic_regex"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_instance_id", b"_instance_id", "_owned", b"_owned", "_rack_id", b"_rack_id", "_server_assignor", b"_server_assignor", "_subscribed_topic_names", b"_subscribed_topic_names", "_subscribed_topic_regex", b"_subscribed_topic_regex", "client_id", b"client_id", "group_id", b"group_id", "instance_id", b"instance_id", "member_epoch", b"member_epoch", "member_id", b"member_id", "owned", b"owned", "rack_id", b"rack_id", "rebalance_timeout_ms", b"rebalance_timeout_ms", "server_assignor", b"server_assignor", "subscribed_topic_names", b"subscribed_topic_names", "subscribed_topic_regex", b"subscribed_topic_regex"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__instance_id: _TypeAlias = _typing.Literal["instance_id"]  # noqa: Y015
+    _WhichOneofArgType__instance_id: _TypeAlias = _typing.Literal["_instance_id", b"_instance_id"]  # noqa: Y015
+    _WhichOneofReturnType__owned: _TypeAlias = _typing.Literal["owned"]  # noqa: Y015
+    _WhichOneofArgType__owned: _TypeAlias = _typing.Literal["_owned", b"_owned"]  # noqa: Y015
+    _WhichOneofReturnType__rack_id: _TypeAlias = _typing.Literal["rack_id"]  # noqa: Y015
+    _WhichOneofArgType__rack_id: _TypeAlias = _typing.Literal["_rack_id", b"_rack_id"]  # noqa: Y015
+    _WhichOneofReturnType__server_assignor: _TypeAlias = _typing.Literal["server_assignor"]  # noqa: Y015
+    _WhichOneofArgType__server_assignor: _TypeAlias = _typing.Literal["_server_assignor", b"_server_assignor"]  # noqa: Y015
+    _WhichOneofReturnType__subscribed_topic_names: _TypeAlias = _typing.Literal["subscribed_topic_names"]  # noqa: Y015
+    _WhichOneofArgType__subscribed_topic_names: _TypeAlias = _typing.Literal["_subscribed_topic_names", b"_subscribed_topic_names"]  # noqa: Y015
+    _WhichOneofReturnType__subscribed_topic_regex: _TypeAlias = _typing.Literal["subscribed_topic_regex"]  # noqa: Y015
+    _WhichOneofArgType__subscribed_topic_regex: _TypeAlias = _typing.Literal["_subscribed_topic_regex", b"_subscribed_topic_regex"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__instance_id) -> _WhichOneofReturnType__instance_id | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__owned) -> _WhichOneofReturnType__owned | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__rack_id) -> _WhichOneofReturnType__rack_id | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__server_assignor) -> _WhichOneofReturnType__server_assignor | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__subscribed_topic_names) -> _WhichOneofReturnType__subscribed_topic_names | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__subscribed_topic_regex) -> _WhichOneofReturnType__subscribed_topic_regex | None: ...
+
+Global___ConsumerGroupHeartbeatRequest: _TypeAlias = ConsumerGroupHeartbeatRequest  # noqa: Y015
+
+@_typing.final
+class TopicNames(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        names: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["names", b"names"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TopicNames: _TypeAlias = TopicNames  # noqa: Y015
+
+@_typing.final
+class OwnedPartitions(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPICS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicPartitions]: ...
+    def __init__(
+        self,
+        *,
+        topics: _abc.Iterable[Global___TopicPartitions] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OwnedPartitions: _TypeAlias = OwnedPartitions  # noqa: Y015
+
+@_typing.final
+class ConsumerGroupHeartbeatResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    MEMBER_EPOCH_FIELD_NUMBER: _builtins.int
+    HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _builtins.int
+    ASSIGNMENT_FIELD_NUMBER: _builtins.int
+    SESSION_TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    member_id: _builtins.str
+    member_epoch: _builtins.int
+    heartbeat_interval_ms: _builtins.int
+    """group.consumer.heartbeat.interval.ms."""
+    session_timeout_ms: _builtins.int
+    """group.consumer.session.timeout.ms: the member is removed when not heard from for
+    that long.
+    """
+    @_builtins.property
+    def assignment(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicPartitions]:
+        """What the member should consume now: it stops consuming what is not here."""
+
+    def __init__(
+        self,
+        *,
+        member_id: _builtins.str = ...,
+        member_epoch: _builtins.int = ...,
+        heartbeat_interval_ms: _builtins.int = ...,
+        assignment: _abc.Iterable[Global___TopicPartitions] | None = ...,
+        session_timeout_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assignment", b"assignment", "heartbeat_interval_ms", b"heartbeat_interval_ms", "member_epoch", b"member_epoch", "member_id", b"member_id", "session_timeout_ms", b"session_timeout_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConsumerGroupHeartbeatResponse: _TypeAlias = ConsumerGroupHeartbeatResponse  # noqa: Y015

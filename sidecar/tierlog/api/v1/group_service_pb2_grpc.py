@@ -69,6 +69,11 @@ class GroupServiceStub:
                 request_serializer=tierlog_dot_v1_dot_group__service__pb2.DescribeGroupsRequest.SerializeToString,
                 response_deserializer=tierlog_dot_v1_dot_group__service__pb2.DescribeGroupsResponse.FromString,
                 _registered_method=True)
+        self.ConsumerGroupHeartbeat = channel.unary_unary(
+                '/tierlog.v1.GroupService/ConsumerGroupHeartbeat',
+                request_serializer=tierlog_dot_v1_dot_group__service__pb2.ConsumerGroupHeartbeatRequest.SerializeToString,
+                response_deserializer=tierlog_dot_v1_dot_group__service__pb2.ConsumerGroupHeartbeatResponse.FromString,
+                _registered_method=True)
 
 
 class GroupServiceServicer:
@@ -123,6 +128,17 @@ class GroupServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ConsumerGroupHeartbeat(self, request, context):
+        """KIP-848 membership: join (member_epoch 0), stay (every heartbeat_interval_ms, with
+        the partitions the member owns), leave (-1; -2 for a static member that comes back).
+        Fails with FENCED_MEMBER_EPOCH (give up every partition, join again with epoch 0),
+        UNKNOWN_MEMBER_ID (likewise), UNRELEASED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED,
+        UNSUPPORTED_ASSIGNOR, INVALID_REQUEST, and the coordinator errors above.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -160,6 +176,11 @@ def add_GroupServiceServicer_to_server(servicer, server):
                     servicer.DescribeGroups,
                     request_deserializer=tierlog_dot_v1_dot_group__service__pb2.DescribeGroupsRequest.FromString,
                     response_serializer=tierlog_dot_v1_dot_group__service__pb2.DescribeGroupsResponse.SerializeToString,
+            ),
+            'ConsumerGroupHeartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConsumerGroupHeartbeat,
+                    request_deserializer=tierlog_dot_v1_dot_group__service__pb2.ConsumerGroupHeartbeatRequest.FromString,
+                    response_serializer=tierlog_dot_v1_dot_group__service__pb2.ConsumerGroupHeartbeatResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -351,6 +372,33 @@ class GroupService:
             '/tierlog.v1.GroupService/DescribeGroups',
             tierlog_dot_v1_dot_group__service__pb2.DescribeGroupsRequest.SerializeToString,
             tierlog_dot_v1_dot_group__service__pb2.DescribeGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsumerGroupHeartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tierlog.v1.GroupService/ConsumerGroupHeartbeat',
+            tierlog_dot_v1_dot_group__service__pb2.ConsumerGroupHeartbeatRequest.SerializeToString,
+            tierlog_dot_v1_dot_group__service__pb2.ConsumerGroupHeartbeatResponse.FromString,
             options,
             channel_credentials,
             insecure,

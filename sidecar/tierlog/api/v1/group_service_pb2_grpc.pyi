@@ -56,6 +56,13 @@ class GroupServiceStub:
     ListGroups: _grpc.UnaryUnaryMultiCallable[_group_service_pb2.ListGroupsRequest, _group_service_pb2.ListGroupsResponse]
     """The groups this broker coordinates (a client asks every broker)."""
     DescribeGroups: _grpc.UnaryUnaryMultiCallable[_group_service_pb2.DescribeGroupsRequest, _group_service_pb2.DescribeGroupsResponse]
+    ConsumerGroupHeartbeat: _grpc.UnaryUnaryMultiCallable[_group_service_pb2.ConsumerGroupHeartbeatRequest, _group_service_pb2.ConsumerGroupHeartbeatResponse]
+    """KIP-848 membership: join (member_epoch 0), stay (every heartbeat_interval_ms, with
+    the partitions the member owns), leave (-1; -2 for a static member that comes back).
+    Fails with FENCED_MEMBER_EPOCH (give up every partition, join again with epoch 0),
+    UNKNOWN_MEMBER_ID (likewise), UNRELEASED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED,
+    UNSUPPORTED_ASSIGNOR, INVALID_REQUEST, and the coordinator errors above.
+    """
 
 @_typing.type_check_only
 class GroupServiceAsyncStub(GroupServiceStub):
@@ -76,6 +83,13 @@ class GroupServiceAsyncStub(GroupServiceStub):
     ListGroups: _aio.UnaryUnaryMultiCallable[_group_service_pb2.ListGroupsRequest, _group_service_pb2.ListGroupsResponse]  # type: ignore[assignment]
     """The groups this broker coordinates (a client asks every broker)."""
     DescribeGroups: _aio.UnaryUnaryMultiCallable[_group_service_pb2.DescribeGroupsRequest, _group_service_pb2.DescribeGroupsResponse]  # type: ignore[assignment]
+    ConsumerGroupHeartbeat: _aio.UnaryUnaryMultiCallable[_group_service_pb2.ConsumerGroupHeartbeatRequest, _group_service_pb2.ConsumerGroupHeartbeatResponse]  # type: ignore[assignment]
+    """KIP-848 membership: join (member_epoch 0), stay (every heartbeat_interval_ms, with
+    the partitions the member owns), leave (-1; -2 for a static member that comes back).
+    Fails with FENCED_MEMBER_EPOCH (give up every partition, join again with epoch 0),
+    UNKNOWN_MEMBER_ID (likewise), UNRELEASED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED,
+    UNSUPPORTED_ASSIGNOR, INVALID_REQUEST, and the coordinator errors above.
+    """
 
 class GroupServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -135,5 +149,18 @@ class GroupServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _group_service_pb2.DescribeGroupsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_group_service_pb2.DescribeGroupsResponse, _abc.Awaitable[_group_service_pb2.DescribeGroupsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ConsumerGroupHeartbeat(
+        self,
+        request: _group_service_pb2.ConsumerGroupHeartbeatRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_group_service_pb2.ConsumerGroupHeartbeatResponse, _abc.Awaitable[_group_service_pb2.ConsumerGroupHeartbeatResponse]]:
+        """KIP-848 membership: join (member_epoch 0), stay (every heartbeat_interval_ms, with
+        the partitions the member owns), leave (-1; -2 for a static member that comes back).
+        Fails with FENCED_MEMBER_EPOCH (give up every partition, join again with epoch 0),
+        UNKNOWN_MEMBER_ID (likewise), UNRELEASED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED,
+        UNSUPPORTED_ASSIGNOR, INVALID_REQUEST, and the coordinator errors above.
+        """
 
 def add_GroupServiceServicer_to_server(servicer: GroupServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

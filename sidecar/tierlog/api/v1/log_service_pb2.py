@@ -25,45 +25,49 @@ _sym_db = _symbol_database.Default()
 from tierlog.api.v1 import common_pb2 as tierlog_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ctierlog/v1/log_service.proto\x12\ntierlog.v1\x1a\x17tierlog/v1/common.proto\"1\n\nRecordList\x12#\n\x07records\x18\x01 \x03(\x0b\x32\x12.tierlog.v1.Record\"\xdb\x01\n\x0eProduceRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x1e\n\x04\x61\x63ks\x18\x03 \x01(\x0e\x32\x10.tierlog.v1.Acks\x12\x18\n\x0erecord_batches\x18\x04 \x01(\x0cH\x00\x12)\n\x07records\x18\x05 \x01(\x0b\x32\x16.tierlog.v1.RecordListH\x00\x12!\n\x14\x63urrent_leader_epoch\x18\x06 \x01(\x05H\x01\x88\x01\x01\x42\x06\n\x04\x64\x61taB\x17\n\x15_current_leader_epoch\"\x84\x01\n\x0fProduceResponse\x12\x13\n\x0b\x62\x61se_offset\x18\x01 \x01(\x03\x12\x13\n\x0blast_offset\x18\x02 \x01(\x03\x12\x1a\n\x12log_append_time_ms\x18\x03 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x04 \x01(\x03\x12\x11\n\tduplicate\x18\x05 \x01(\x08\"C\n\x14ProduceStreamRequest\x12+\n\x07produce\x18\x01 \x01(\x0b\x32\x1a.tierlog.v1.ProduceRequest\"v\n\x15ProduceStreamResponse\x12/\n\x08produced\x18\x01 \x01(\x0b\x32\x1b.tierlog.v1.ProduceResponseH\x00\x12\"\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x11.tierlog.v1.ErrorH\x00\x42\x08\n\x06result\"\xb7\x01\n\x0c\x46\x65tchRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x11\n\tmax_bytes\x18\x04 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x05 \x01(\x05\x12\x11\n\tmin_bytes\x18\x06 \x01(\x05\x12!\n\x14\x63urrent_leader_epoch\x18\x07 \x01(\x05H\x00\x88\x01\x01\x42\x17\n\x15_current_leader_epoch\"Y\n\rFetchResponse\x12\x16\n\x0erecord_batches\x18\x01 \x01(\x0c\x12\x16\n\x0ehigh_watermark\x18\x02 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x03 \x01(\x03\"\xbb\x01\n\x10SubscribeRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x11\n\tmax_bytes\x18\x04 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x05 \x01(\x05\x12\x11\n\tmin_bytes\x18\x06 \x01(\x05\x12!\n\x14\x63urrent_leader_epoch\x18\x07 \x01(\x05H\x00\x88\x01\x01\x42\x17\n\x15_current_leader_epoch\"]\n\x11SubscribeResponse\x12\x16\n\x0erecord_batches\x18\x01 \x01(\x0c\x12\x16\n\x0ehigh_watermark\x18\x02 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x03 \x01(\x03\"L\n\x12ListOffsetsRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0ctimestamp_ms\x18\x03 \x01(\x03\";\n\x13ListOffsetsResponse\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\x14\n\x0ctimestamp_ms\x18\x02 \x01(\x03\"H\n\x14\x44\x65leteRecordsRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\".\n\x15\x44\x65leteRecordsResponse\x12\x15\n\rlow_watermark\x18\x01 \x01(\x03\"D\n\x15InitProducerIdRequest\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\"E\n\x16InitProducerIdResponse\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05*J\n\x04\x41\x63ks\x12\x14\n\x10\x41\x43KS_UNSPECIFIED\x10\x00\x12\r\n\tACKS_NONE\x10\x01\x12\x0f\n\x0b\x41\x43KS_LEADER\x10\x02\x12\x0c\n\x08\x41\x43KS_ALL\x10\x03\x32\xb3\x04\n\nLogService\x12\x42\n\x07Produce\x12\x1a.tierlog.v1.ProduceRequest\x1a\x1b.tierlog.v1.ProduceResponse\x12X\n\rProduceStream\x12 .tierlog.v1.ProduceStreamRequest\x1a!.tierlog.v1.ProduceStreamResponse(\x01\x30\x01\x12<\n\x05\x46\x65tch\x12\x18.tierlog.v1.FetchRequest\x1a\x19.tierlog.v1.FetchResponse\x12J\n\tSubscribe\x12\x1c.tierlog.v1.SubscribeRequest\x1a\x1d.tierlog.v1.SubscribeResponse0\x01\x12N\n\x0bListOffsets\x12\x1e.tierlog.v1.ListOffsetsRequest\x1a\x1f.tierlog.v1.ListOffsetsResponse\x12T\n\rDeleteRecords\x12 .tierlog.v1.DeleteRecordsRequest\x1a!.tierlog.v1.DeleteRecordsResponse\x12W\n\x0eInitProducerId\x12!.tierlog.v1.InitProducerIdRequest\x1a\".tierlog.v1.InitProducerIdResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ctierlog/v1/log_service.proto\x12\ntierlog.v1\x1a\x17tierlog/v1/common.proto\"?\n\x12\x41\x62ortedTransaction\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x14\n\x0c\x66irst_offset\x18\x02 \x01(\x03\"1\n\nRecordList\x12#\n\x07records\x18\x01 \x03(\x0b\x32\x12.tierlog.v1.Record\"\xdb\x01\n\x0eProduceRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x1e\n\x04\x61\x63ks\x18\x03 \x01(\x0e\x32\x10.tierlog.v1.Acks\x12\x18\n\x0erecord_batches\x18\x04 \x01(\x0cH\x00\x12)\n\x07records\x18\x05 \x01(\x0b\x32\x16.tierlog.v1.RecordListH\x00\x12!\n\x14\x63urrent_leader_epoch\x18\x06 \x01(\x05H\x01\x88\x01\x01\x42\x06\n\x04\x64\x61taB\x17\n\x15_current_leader_epoch\"\x84\x01\n\x0fProduceResponse\x12\x13\n\x0b\x62\x61se_offset\x18\x01 \x01(\x03\x12\x13\n\x0blast_offset\x18\x02 \x01(\x03\x12\x1a\n\x12log_append_time_ms\x18\x03 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x04 \x01(\x03\x12\x11\n\tduplicate\x18\x05 \x01(\x08\"C\n\x14ProduceStreamRequest\x12+\n\x07produce\x18\x01 \x01(\x0b\x32\x1a.tierlog.v1.ProduceRequest\"v\n\x15ProduceStreamResponse\x12/\n\x08produced\x18\x01 \x01(\x0b\x32\x1b.tierlog.v1.ProduceResponseH\x00\x12\"\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x11.tierlog.v1.ErrorH\x00\x42\x08\n\x06result\"\xec\x01\n\x0c\x46\x65tchRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x11\n\tmax_bytes\x18\x04 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x05 \x01(\x05\x12\x11\n\tmin_bytes\x18\x06 \x01(\x05\x12!\n\x14\x63urrent_leader_epoch\x18\x07 \x01(\x05H\x00\x88\x01\x01\x12\x33\n\x0fisolation_level\x18\x08 \x01(\x0e\x32\x1a.tierlog.v1.IsolationLevelB\x17\n\x15_current_leader_epoch\"\xb3\x01\n\rFetchResponse\x12\x16\n\x0erecord_batches\x18\x01 \x01(\x0c\x12\x16\n\x0ehigh_watermark\x18\x02 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x03 \x01(\x03\x12\x1a\n\x12last_stable_offset\x18\x04 \x01(\x03\x12<\n\x14\x61\x62orted_transactions\x18\x05 \x03(\x0b\x32\x1e.tierlog.v1.AbortedTransaction\"\xf0\x01\n\x10SubscribeRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x11\n\tmax_bytes\x18\x04 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x05 \x01(\x05\x12\x11\n\tmin_bytes\x18\x06 \x01(\x05\x12!\n\x14\x63urrent_leader_epoch\x18\x07 \x01(\x05H\x00\x88\x01\x01\x12\x33\n\x0fisolation_level\x18\x08 \x01(\x0e\x32\x1a.tierlog.v1.IsolationLevelB\x17\n\x15_current_leader_epoch\"\xb7\x01\n\x11SubscribeResponse\x12\x16\n\x0erecord_batches\x18\x01 \x01(\x0c\x12\x16\n\x0ehigh_watermark\x18\x02 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x03 \x01(\x03\x12\x1a\n\x12last_stable_offset\x18\x04 \x01(\x03\x12<\n\x14\x61\x62orted_transactions\x18\x05 \x03(\x0b\x32\x1e.tierlog.v1.AbortedTransaction\"\x81\x01\n\x12ListOffsetsRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0ctimestamp_ms\x18\x03 \x01(\x03\x12\x33\n\x0fisolation_level\x18\x04 \x01(\x0e\x32\x1a.tierlog.v1.IsolationLevel\";\n\x13ListOffsetsResponse\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\x14\n\x0ctimestamp_ms\x18\x02 \x01(\x03\"H\n\x14\x44\x65leteRecordsRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\".\n\x15\x44\x65leteRecordsResponse\x12\x15\n\rlow_watermark\x18\x01 \x01(\x03\"D\n\x15InitProducerIdRequest\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\"E\n\x16InitProducerIdResponse\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05*J\n\x04\x41\x63ks\x12\x14\n\x10\x41\x43KS_UNSPECIFIED\x10\x00\x12\r\n\tACKS_NONE\x10\x01\x12\x0f\n\x0b\x41\x43KS_LEADER\x10\x02\x12\x0c\n\x08\x41\x43KS_ALL\x10\x03*{\n\x0eIsolationLevel\x12\x1f\n\x1bISOLATION_LEVEL_UNSPECIFIED\x10\x00\x12$\n ISOLATION_LEVEL_READ_UNCOMMITTED\x10\x01\x12\"\n\x1eISOLATION_LEVEL_READ_COMMITTED\x10\x02\x32\xb3\x04\n\nLogService\x12\x42\n\x07Produce\x12\x1a.tierlog.v1.ProduceRequest\x1a\x1b.tierlog.v1.ProduceResponse\x12X\n\rProduceStream\x12 .tierlog.v1.ProduceStreamRequest\x1a!.tierlog.v1.ProduceStreamResponse(\x01\x30\x01\x12<\n\x05\x46\x65tch\x12\x18.tierlog.v1.FetchRequest\x1a\x19.tierlog.v1.FetchResponse\x12J\n\tSubscribe\x12\x1c.tierlog.v1.SubscribeRequest\x1a\x1d.tierlog.v1.SubscribeResponse0\x01\x12N\n\x0bListOffsets\x12\x1e.tierlog.v1.ListOffsetsRequest\x1a\x1f.tierlog.v1.ListOffsetsResponse\x12T\n\rDeleteRecords\x12 .tierlog.v1.DeleteRecordsRequest\x1a!.tierlog.v1.DeleteRecordsResponse\x12W\n\x0eInitProducerId\x12!.tierlog.v1.InitProducerIdRequest\x1a\".tierlog.v1.InitProducerIdResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'tierlog.api.v1.log_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ACKS']._serialized_start=1630
-  _globals['_ACKS']._serialized_end=1704
-  _globals['_RECORDLIST']._serialized_start=69
-  _globals['_RECORDLIST']._serialized_end=118
-  _globals['_PRODUCEREQUEST']._serialized_start=121
-  _globals['_PRODUCEREQUEST']._serialized_end=340
-  _globals['_PRODUCERESPONSE']._serialized_start=343
-  _globals['_PRODUCERESPONSE']._serialized_end=475
-  _globals['_PRODUCESTREAMREQUEST']._serialized_start=477
-  _globals['_PRODUCESTREAMREQUEST']._serialized_end=544
-  _globals['_PRODUCESTREAMRESPONSE']._serialized_start=546
-  _globals['_PRODUCESTREAMRESPONSE']._serialized_end=664
-  _globals['_FETCHREQUEST']._serialized_start=667
-  _globals['_FETCHREQUEST']._serialized_end=850
-  _globals['_FETCHRESPONSE']._serialized_start=852
-  _globals['_FETCHRESPONSE']._serialized_end=941
-  _globals['_SUBSCRIBEREQUEST']._serialized_start=944
-  _globals['_SUBSCRIBEREQUEST']._serialized_end=1131
-  _globals['_SUBSCRIBERESPONSE']._serialized_start=1133
-  _globals['_SUBSCRIBERESPONSE']._serialized_end=1226
-  _globals['_LISTOFFSETSREQUEST']._serialized_start=1228
-  _globals['_LISTOFFSETSREQUEST']._serialized_end=1304
-  _globals['_LISTOFFSETSRESPONSE']._serialized_start=1306
-  _globals['_LISTOFFSETSRESPONSE']._serialized_end=1365
-  _globals['_DELETERECORDSREQUEST']._serialized_start=1367
-  _globals['_DELETERECORDSREQUEST']._serialized_end=1439
-  _globals['_DELETERECORDSRESPONSE']._serialized_start=1441
-  _globals['_DELETERECORDSRESPONSE']._serialized_end=1487
-  _globals['_INITPRODUCERIDREQUEST']._serialized_start=1489
-  _globals['_INITPRODUCERIDREQUEST']._serialized_end=1557
-  _globals['_INITPRODUCERIDRESPONSE']._serialized_start=1559
-  _globals['_INITPRODUCERIDRESPONSE']._serialized_end=1628
-  _globals['_LOGSERVICE']._serialized_start=1707
-  _globals['_LOGSERVICE']._serialized_end=2270
+  _globals['_ACKS']._serialized_start=2037
+  _globals['_ACKS']._serialized_end=2111
+  _globals['_ISOLATIONLEVEL']._serialized_start=2113
+  _globals['_ISOLATIONLEVEL']._serialized_end=2236
+  _globals['_ABORTEDTRANSACTION']._serialized_start=69
+  _globals['_ABORTEDTRANSACTION']._serialized_end=132
+  _globals['_RECORDLIST']._serialized_start=134
+  _globals['_RECORDLIST']._serialized_end=183
+  _globals['_PRODUCEREQUEST']._serialized_start=186
+  _globals['_PRODUCEREQUEST']._serialized_end=405
+  _globals['_PRODUCERESPONSE']._serialized_start=408
+  _globals['_PRODUCERESPONSE']._serialized_end=540
+  _globals['_PRODUCESTREAMREQUEST']._serialized_start=542
+  _globals['_PRODUCESTREAMREQUEST']._serialized_end=609
+  _globals['_PRODUCESTREAMRESPONSE']._serialized_start=611
+  _globals['_PRODUCESTREAMRESPONSE']._serialized_end=729
+  _globals['_FETCHREQUEST']._serialized_start=732
+  _globals['_FETCHREQUEST']._serialized_end=968
+  _globals['_FETCHRESPONSE']._serialized_start=971
+  _globals['_FETCHRESPONSE']._serialized_end=1150
+  _globals['_SUBSCRIBEREQUEST']._serialized_start=1153
+  _globals['_SUBSCRIBEREQUEST']._serialized_end=1393
+  _globals['_SUBSCRIBERESPONSE']._serialized_start=1396
+  _globals['_SUBSCRIBERESPONSE']._serialized_end=1579
+  _globals['_LISTOFFSETSREQUEST']._serialized_start=1582
+  _globals['_LISTOFFSETSREQUEST']._serialized_end=1711
+  _globals['_LISTOFFSETSRESPONSE']._serialized_start=1713
+  _globals['_LISTOFFSETSRESPONSE']._serialized_end=1772
+  _globals['_DELETERECORDSREQUEST']._serialized_start=1774
+  _globals['_DELETERECORDSREQUEST']._serialized_end=1846
+  _globals['_DELETERECORDSRESPONSE']._serialized_start=1848
+  _globals['_DELETERECORDSRESPONSE']._serialized_end=1894
+  _globals['_INITPRODUCERIDREQUEST']._serialized_start=1896
+  _globals['_INITPRODUCERIDREQUEST']._serialized_end=1964
+  _globals['_INITPRODUCERIDRESPONSE']._serialized_start=1966
+  _globals['_INITPRODUCERIDRESPONSE']._serialized_end=2035
+  _globals['_LOGSERVICE']._serialized_start=2239
+  _globals['_LOGSERVICE']._serialized_end=2802
 # @@protoc_insertion_point(module_scope)

@@ -4,6 +4,11 @@ isort:skip_file
 The data plane of a tierlog broker: produce, fetch, tail, offsets, deletion.
 Every call names one topic partition; a broker that does not own it fails the
 call with NOT_LEADER_OR_FOLLOWER and the owner's address (see common.proto).
+Fetch, Subscribe and ListOffsets take Kafka's isolation level: under
+ISOLATION_LEVEL_READ_COMMITTED they read only below the last stable offset (the first
+offset of the earliest transaction still open, never past the high watermark), and a
+Fetch answer or Subscribe message lists the aborted transactions overlapping its
+batches, for the client to drop their records.
 Produce, Fetch and Subscribe may name the leader epoch the client learnt from
 Metadata (current_leader_epoch, KIP-320): one older than the broker knows is
 FENCED_LEADER_EPOCH, one newer is UNKNOWN_LEADER_EPOCH (both: refresh metadata and
@@ -52,6 +57,57 @@ ACKS_NONE: Acks.ValueType  # 1
 ACKS_LEADER: Acks.ValueType  # 2
 ACKS_ALL: Acks.ValueType  # 3
 Global___Acks: _TypeAlias = Acks  # noqa: Y015
+
+class _IsolationLevel:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _IsolationLevelEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_IsolationLevel.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ISOLATION_LEVEL_UNSPECIFIED: _IsolationLevel.ValueType  # 0
+    """Same as ISOLATION_LEVEL_READ_UNCOMMITTED."""
+    ISOLATION_LEVEL_READ_UNCOMMITTED: _IsolationLevel.ValueType  # 1
+    """Everything below the high watermark, transactions decided or not."""
+    ISOLATION_LEVEL_READ_COMMITTED: _IsolationLevel.ValueType  # 2
+    """Only below the last stable offset; aborted transactions are listed."""
+
+class IsolationLevel(_IsolationLevel, metaclass=_IsolationLevelEnumTypeWrapper):
+    """Kafka's isolation.level for reads."""
+
+ISOLATION_LEVEL_UNSPECIFIED: IsolationLevel.ValueType  # 0
+"""Same as ISOLATION_LEVEL_READ_UNCOMMITTED."""
+ISOLATION_LEVEL_READ_UNCOMMITTED: IsolationLevel.ValueType  # 1
+"""Everything below the high watermark, transactions decided or not."""
+ISOLATION_LEVEL_READ_COMMITTED: IsolationLevel.ValueType  # 2
+"""Only below the last stable offset; aborted transactions are listed."""
+Global___IsolationLevel: _TypeAlias = IsolationLevel  # noqa: Y015
+
+@_typing.final
+class AbortedTransaction(_message.Message):
+    """A transaction its producer aborted, as Kafka's FetchResponse lists it: the
+    producer's transactional batches from first_offset up to its next ABORT marker
+    (a control batch of the same producer) are aborted data.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    FIRST_OFFSET_FIELD_NUMBER: _builtins.int
+    producer_id: _builtins.int
+    first_offset: _builtins.int
+    def __init__(
+        self,
+        *,
+        producer_id: _builtins.int = ...,
+        first_offset: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["first_offset", b"first_offset", "producer_id", b"producer_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AbortedTransaction: _TypeAlias = AbortedTransaction  # noqa: Y015
 
 @_typing.final
 class RecordList(_message.Message):
@@ -215,6 +271,7 @@ class FetchRequest(_message.Message):
     MAX_WAIT_MS_FIELD_NUMBER: _builtins.int
     MIN_BYTES_FIELD_NUMBER: _builtins.int
     CURRENT_LEADER_EPOCH_FIELD_NUMBER: _builtins.int
+    ISOLATION_LEVEL_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     partition: _builtins.int
     offset: _builtins.int
@@ -228,6 +285,7 @@ class FetchRequest(_message.Message):
     """Answer as soon as this many bytes are available (at most max_wait_ms later)."""
     current_leader_epoch: _builtins.int
     """The partition's leader epoch as the client knows it (unset or -1: not known)."""
+    isolation_level: Global___IsolationLevel.ValueType
     def __init__(
         self,
         *,
@@ -238,10 +296,11 @@ class FetchRequest(_message.Message):
         max_wait_ms: _builtins.int = ...,
         min_bytes: _builtins.int = ...,
         current_leader_epoch: _builtins.int | None = ...,
+        isolation_level: Global___IsolationLevel.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_current_leader_epoch", b"_current_leader_epoch", "current_leader_epoch", b"current_leader_epoch"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_current_leader_epoch", b"_current_leader_epoch", "current_leader_epoch", b"current_leader_epoch", "max_bytes", b"max_bytes", "max_wait_ms", b"max_wait_ms", "min_bytes", b"min_bytes", "offset", b"offset", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_current_leader_epoch", b"_current_leader_epoch", "current_leader_epoch", b"current_leader_epoch", "isolation_level", b"isolation_level", "max_bytes", b"max_bytes", "max_wait_ms", b"max_wait_ms", "min_bytes", b"min_bytes", "offset", b"offset", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__current_leader_epoch: _TypeAlias = _typing.Literal["current_leader_epoch"]  # noqa: Y015
     _WhichOneofArgType__current_leader_epoch: _TypeAlias = _typing.Literal["_current_leader_epoch", b"_current_leader_epoch"]  # noqa: Y015
@@ -256,22 +315,34 @@ class FetchResponse(_message.Message):
     RECORD_BATCHES_FIELD_NUMBER: _builtins.int
     HIGH_WATERMARK_FIELD_NUMBER: _builtins.int
     LOG_START_OFFSET_FIELD_NUMBER: _builtins.int
+    LAST_STABLE_OFFSET_FIELD_NUMBER: _builtins.int
+    ABORTED_TRANSACTIONS_FIELD_NUMBER: _builtins.int
     record_batches: _builtins.bytes
     """Whole v2 (or legacy) batches, back to back, starting with the one that holds
     the requested offset; empty when nothing is there yet.
     """
     high_watermark: _builtins.int
     log_start_offset: _builtins.int
+    last_stable_offset: _builtins.int
+    """Where a read_committed reader stops (the high watermark when no transaction is
+    open); -1 under read_uncommitted.
+    """
+    @_builtins.property
+    def aborted_transactions(self) -> _containers.RepeatedCompositeFieldContainer[Global___AbortedTransaction]:
+        """Under read_committed, the aborted transactions overlapping record_batches."""
+
     def __init__(
         self,
         *,
         record_batches: _builtins.bytes = ...,
         high_watermark: _builtins.int = ...,
         log_start_offset: _builtins.int = ...,
+        last_stable_offset: _builtins.int = ...,
+        aborted_transactions: _abc.Iterable[Global___AbortedTransaction] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["high_watermark", b"high_watermark", "log_start_offset", b"log_start_offset", "record_batches", b"record_batches"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aborted_transactions", b"aborted_transactions", "high_watermark", b"high_watermark", "last_stable_offset", b"last_stable_offset", "log_start_offset", b"log_start_offset", "record_batches", b"record_batches"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -288,6 +359,7 @@ class SubscribeRequest(_message.Message):
     MAX_WAIT_MS_FIELD_NUMBER: _builtins.int
     MIN_BYTES_FIELD_NUMBER: _builtins.int
     CURRENT_LEADER_EPOCH_FIELD_NUMBER: _builtins.int
+    ISOLATION_LEVEL_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     partition: _builtins.int
     offset: _builtins.int
@@ -306,6 +378,8 @@ class SubscribeRequest(_message.Message):
     message checks it again: once the broker learns a newer epoch, or that it no longer
     leads, the stream ends with FENCED_LEADER_EPOCH or NOT_LEADER_OR_FOLLOWER.
     """
+    isolation_level: Global___IsolationLevel.ValueType
+    """Under read_committed, -1 (latest) is the last stable offset."""
     def __init__(
         self,
         *,
@@ -316,10 +390,11 @@ class SubscribeRequest(_message.Message):
         max_wait_ms: _builtins.int = ...,
         min_bytes: _builtins.int = ...,
         current_leader_epoch: _builtins.int | None = ...,
+        isolation_level: Global___IsolationLevel.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_current_leader_epoch", b"_current_leader_epoch", "current_leader_epoch", b"current_leader_epoch"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_current_leader_epoch", b"_current_leader_epoch", "current_leader_epoch", b"current_leader_epoch", "max_bytes", b"max_bytes", "max_wait_ms", b"max_wait_ms", "min_bytes", b"min_bytes", "offset", b"offset", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_current_leader_epoch", b"_current_leader_epoch", "current_leader_epoch", b"current_leader_epoch", "isolation_level", b"isolation_level", "max_bytes", b"max_bytes", "max_wait_ms", b"max_wait_ms", "min_bytes", b"min_bytes", "offset", b"offset", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__current_leader_epoch: _TypeAlias = _typing.Literal["current_leader_epoch"]  # noqa: Y015
     _WhichOneofArgType__current_leader_epoch: _TypeAlias = _typing.Literal["_current_leader_epoch", b"_current_leader_epoch"]  # noqa: Y015
@@ -334,19 +409,27 @@ class SubscribeResponse(_message.Message):
     RECORD_BATCHES_FIELD_NUMBER: _builtins.int
     HIGH_WATERMARK_FIELD_NUMBER: _builtins.int
     LOG_START_OFFSET_FIELD_NUMBER: _builtins.int
+    LAST_STABLE_OFFSET_FIELD_NUMBER: _builtins.int
+    ABORTED_TRANSACTIONS_FIELD_NUMBER: _builtins.int
     record_batches: _builtins.bytes
     high_watermark: _builtins.int
     log_start_offset: _builtins.int
+    last_stable_offset: _builtins.int
+    """As FetchResponse's."""
+    @_builtins.property
+    def aborted_transactions(self) -> _containers.RepeatedCompositeFieldContainer[Global___AbortedTransaction]: ...
     def __init__(
         self,
         *,
         record_batches: _builtins.bytes = ...,
         high_watermark: _builtins.int = ...,
         log_start_offset: _builtins.int = ...,
+        last_stable_offset: _builtins.int = ...,
+        aborted_transactions: _abc.Iterable[Global___AbortedTransaction] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["high_watermark", b"high_watermark", "log_start_offset", b"log_start_offset", "record_batches", b"record_batches"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aborted_transactions", b"aborted_transactions", "high_watermark", b"high_watermark", "last_stable_offset", b"last_stable_offset", "log_start_offset", b"log_start_offset", "record_batches", b"record_batches"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -359,11 +442,16 @@ class ListOffsetsRequest(_message.Message):
     TOPIC_FIELD_NUMBER: _builtins.int
     PARTITION_FIELD_NUMBER: _builtins.int
     TIMESTAMP_MS_FIELD_NUMBER: _builtins.int
+    ISOLATION_LEVEL_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     partition: _builtins.int
     timestamp_ms: _builtins.int
     """-2 earliest, -1 latest, -3 the record with the largest timestamp, otherwise the
     first record whose timestamp is at or after this (ms since the epoch).
+    """
+    isolation_level: Global___IsolationLevel.ValueType
+    """Under read_committed, latest (-1) is the last stable offset, and no record at or
+    past it is found by time (Kafka's rule).
     """
     def __init__(
         self,
@@ -371,10 +459,11 @@ class ListOffsetsRequest(_message.Message):
         topic: _builtins.str = ...,
         partition: _builtins.int = ...,
         timestamp_ms: _builtins.int = ...,
+        isolation_level: Global___IsolationLevel.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["partition", b"partition", "timestamp_ms", b"timestamp_ms", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["isolation_level", b"isolation_level", "partition", b"partition", "timestamp_ms", b"timestamp_ms", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

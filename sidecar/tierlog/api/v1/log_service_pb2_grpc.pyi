@@ -4,6 +4,11 @@ isort:skip_file
 The data plane of a tierlog broker: produce, fetch, tail, offsets, deletion.
 Every call names one topic partition; a broker that does not own it fails the
 call with NOT_LEADER_OR_FOLLOWER and the owner's address (see common.proto).
+Fetch, Subscribe and ListOffsets take Kafka's isolation level: under
+ISOLATION_LEVEL_READ_COMMITTED they read only below the last stable offset (the first
+offset of the earliest transaction still open, never past the high watermark), and a
+Fetch answer or Subscribe message lists the aborted transactions overlapping its
+batches, for the client to drop their records.
 Produce, Fetch and Subscribe may name the leader epoch the client learnt from
 Metadata (current_leader_epoch, KIP-320): one older than the broker knows is
 FENCED_LEADER_EPOCH, one newer is UNKNOWN_LEADER_EPOCH (both: refresh metadata and

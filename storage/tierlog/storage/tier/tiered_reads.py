@@ -8,7 +8,9 @@ that falls between the tier's end and the local start (nothing is there, e.g. a
 segment a cleaner emptied) carries on at the local start, as a local read carries
 on into the next segment. ListOffsets by time asks the tier first when the log
 holds offsets below its local start, since the first record at or after a time
-is there if anywhere.
+is there if anywhere. A read_committed read asks ``aborted_transactions`` for the
+aborted transactions overlapping what it returns: the tier's transaction indexes, then
+the local ones (Kafka's RemoteLogManager searches on into the local segments alike).
 
 A tiered read that fails is logged here, once, with what it names (the object key of
 a damaged batch at ERROR: the operator must act; an unreachable store at WARNING: the
@@ -37,10 +39,12 @@ from tierlog.storage.log import (
     Log,
     LogRead,
 )
+from tierlog.storage.records import whole_batches_length
 from tierlog.storage.segment import TimestampAndOffset
 from tierlog.storage.tier.remote_reader import RemoteLogReader
+from tierlog.storage.transaction_index import AbortedTxn
 
-__all__ = ["offset_for_timestamp", "read"]
+__all__ = ["aborted_transactions", "offset_for_timestamp", "read"]
 
 logger = logging.getLogger(__name__)  # "log" is the partition's Log here
 
@@ -54,7 +58,8 @@ def read(
     upper_bound_offset: int | None = None,
 ) -> LogRead:
     """Whole batches from the one holding ``offset``, from local disk or the tier, and
-    none at or past ``upper_bound_offset`` (the tier holds only offsets below it)."""
+    none at or past ``upper_bound_offset`` (the high watermark, or the last stable
+    offset, which a transaction left open in a tiered segment may hold below its end)."""
     try:
         return log.read(offset, max_bytes, upper_bound_offset=upper_bound_offset)
     except OffsetMovedToTieredStorageError:
@@ -66,7 +71,26 @@ def read(
         return log.read(
             log.local_log_start_offset, max_bytes, upper_bound_offset=upper_bound_offset
         )
+    if upper_bound_offset is not None:
+        records = records[: whole_batches_length(records, upper_bound_offset)]
     return LogRead(records, log.log_start_offset, log.log_end_offset)
+
+
+def aborted_transactions(
+    tp: TopicPartition,
+    log: Log,
+    remote: RemoteLogReader | None,
+    start_offset: int,
+    upper_bound_offset: int,
+) -> list[AbortedTxn]:
+    """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``, each
+    once (a segment still local after its upload lists its own in both places)."""
+    found: list[AbortedTxn] = []
+    if remote is not None and start_offset < log.local_log_start_offset:
+        with _failures_logged(tp, f"aborted transactions from offset {start_offset}"):
+            found += remote.collect_aborted_transactions(tp, start_offset, upper_bound_offset)
+    found += log.collect_aborted_transactions(start_offset, upper_bound_offset)
+    return list(dict.fromkeys(found))
 
 
 @contextlib.contextmanager
