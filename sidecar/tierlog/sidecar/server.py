@@ -258,8 +258,11 @@ class SidecarServer:
         self.metrics.registry.register(ReplicationCollector(replicas, self.replicated.controller))
         return replicas
 
-    async def _append_committed(self, tp: TopicPartition, data: bytes) -> int:
-        """The group coordinator's writes: an acks=all produce; the base offset."""
+    async def _append_committed(
+        self, tp: TopicPartition, data: bytes, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> int:
+        """The coordinators' writes: an acks=all produce; the base offset. Transaction
+        markers come as ``AppendOrigin.COORDINATOR``, the only origin allowed them."""
         assert self._log_service is not None
         request = log_service_pb2.ProduceRequest(
             topic=tp.topic,
@@ -267,18 +270,11 @@ class SidecarServer:
             acks=log_service_pb2.ACKS_ALL,
             record_batches=data,
         )
-        return (await self._log_service.produce(request)).base_offset
+        return (await self._log_service.produce(request, origin=origin)).base_offset
 
     async def _append_marker(self, tp: TopicPartition, data: bytes) -> None:
-        """A transaction marker appended here, as its coordinator (acks=all)."""
-        assert self._log_service is not None
-        request = log_service_pb2.ProduceRequest(
-            topic=tp.topic,
-            partition=tp.partition,
-            acks=log_service_pb2.ACKS_ALL,
-            record_batches=data,
-        )
-        await self._log_service.produce(request, origin=AppendOrigin.COORDINATOR)
+        """A transaction marker appended here, as its coordinator."""
+        await self._append_committed(tp, data, AppendOrigin.COORDINATOR)
 
     def _replica_channel(self, address: str) -> grpc.aio.Channel:
         """A follower's channel to its leader, as clients dial brokers: over TLS (trusting
