@@ -1,7 +1,9 @@
 """The transactional producer against real sidecars: commit and abort put a marker in
 every partition the transaction wrote (on whichever broker leads it), a second producer
 of the same transactional.id fences the first, a transaction open past its timeout is
-aborted over its producer's head, and calls out of turn are refused by type."""
+aborted over its producer's head, and calls out of turn are refused by type; under
+kill -9, a read_committed consumer reads every committed transaction whole and no
+aborted one."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import pytest
 from tests.pipeline.read_all import read_table
 from tests.support.transaction_markers import Marker, markers
 from tierlog.api.errors import InvalidTransactionTimeoutError, ProducerFencedError
-from tierlog.client import Producer
+from tierlog.client import Consumer, ConsumerRecord, Producer, TopicPartition
 from tierlog.client.errors import (
     ConfigError,
     IllegalProducerStateError,
@@ -299,10 +301,12 @@ def test_concurrent_transactions_under_kill_9_are_read_whole_or_not_at_all(
         stop.set()
         for thread in threads:
             thread.join(120)
-    sidecar.stop()
-    read = read_table({"path": str(sidecar.data_dir), "subscribe": TOPIC})
-    visible = Counter(read.column("value").to_pylist())
+    visible = Counter(record.value for record in _read_committed(sidecar))
     assert max(visible.values(), default=1) == 1, "a record was read twice"
+    sidecar.stop()
+    # The pipeline's read_committed reader, over the same files, sees the same records.
+    read = read_table({"path": str(sidecar.data_dir), "subscribe": TOPIC})
+    assert Counter(read.column("value").to_pylist()) == visible
     seen: Counter[str] = Counter()
     for writer in writers:
         for name, (outcome, values) in writer.outcomes.items():
@@ -315,6 +319,23 @@ def test_concurrent_transactions_under_kill_9_are_read_whole_or_not_at_all(
                 assert present in ([], values), f"{name} is read in part: {present}"
             seen[outcome] += 1
     assert seen["committed"] and seen["aborted"]
+
+
+def _read_committed(sidecar: LiveSidecar) -> list[ConsumerRecord]:
+    """Every record a read_committed consumer returns from the topic's three partitions,
+    read to their last stable offsets (every transaction has ended by now)."""
+    config = {"bootstrap.servers": sidecar.address, "isolation.level": "read_committed"}
+    partitions = [TopicPartition(TOPIC, p) for p in range(3)]
+    with Consumer(config) as consumer:
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(partitions)
+        ends = consumer.end_offsets(partitions)
+        records: list[ConsumerRecord] = []
+        deadline = time.monotonic() + 60
+        while any(consumer.position(tp) < ends[tp] for tp in partitions):
+            assert time.monotonic() < deadline, "the consumer never reached the stable end"
+            records += consumer.poll(200)
+    return records
 
 
 def _wait_for_outcomes(writers: list[_Writer], at_least: int) -> None:
