@@ -16,7 +16,7 @@ topic id (a partition of a topic unknown here is left out of what a member owns)
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import grpc
@@ -35,7 +35,12 @@ from tierlog.coordinator.consumer_group import (
     TopicImage,
     answer_topics,
 )
-from tierlog.coordinator.coordinator import GroupCoordinator, OffsetToCommit, PartitionOutcome
+from tierlog.coordinator.coordinator import (
+    GroupCoordinator,
+    OffsetToCommit,
+    PartitionOutcome,
+    TransactionalProducer,
+)
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
 from tierlog.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC
@@ -145,22 +150,30 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
         self, request: pb.OffsetCommitRequest, context: _Context
     ) -> pb.OffsetCommitResponse:
         await self._ensure_offsets_topic()
-        offsets = [
-            OffsetToCommit(
-                TopicPartition(item.topic, item.partition),
-                item.offset,
-                item.leader_epoch,
-                item.metadata,
-            )
-            for item in request.partitions
-        ]
         outcomes = await self.coordinator.commit(
             request.group_id,
-            offsets,
+            _offsets(request.partitions),
             member_id=request.member_id,
             generation_id=request.generation_id,
         )
         return pb.OffsetCommitResponse(results=_results(outcomes))
+
+    @at_the_edge
+    async def TxnOffsetCommit(
+        self, request: pb.TxnOffsetCommitRequest, context: _Context
+    ) -> pb.TxnOffsetCommitResponse:
+        await self._ensure_offsets_topic()
+        producer = TransactionalProducer(
+            request.transactional_id, request.producer_id, request.producer_epoch
+        )
+        outcomes = await self.coordinator.commit_transactional(
+            request.group_id,
+            producer,
+            _offsets(request.partitions),
+            member_id=request.member_id,
+            generation_id=request.generation_id,
+        )
+        return pb.TxnOffsetCommitResponse(results=_results(outcomes))
 
     @at_the_edge
     async def OffsetFetch(
@@ -326,6 +339,18 @@ def _host(peer: str) -> str:
     if kind == "ipv4":
         return "/" + rest.rsplit(":", 1)[0]
     return peer
+
+
+def _offsets(partitions: Iterable[pb.OffsetCommitPartition]) -> list[OffsetToCommit]:
+    return [
+        OffsetToCommit(
+            TopicPartition(item.topic, item.partition),
+            item.offset,
+            item.leader_epoch,
+            item.metadata,
+        )
+        for item in partitions
+    ]
 
 
 def _results(outcomes: list[PartitionOutcome]) -> list[pb.PartitionResult]:

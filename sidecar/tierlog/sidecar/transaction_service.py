@@ -1,6 +1,6 @@
 """Transactions: ``tierlog.v1.TransactionService`` over the transaction coordinator.
 
-InitProducerId, AddPartitionsToTxn, EndTxn and DescribeTransactions go to the
+InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and DescribeTransactions go to the
 transactional id's coordinator (``tierlog.coordinator.transaction_coordinator``), each
 creating ``__transaction_state`` on first use as FindCoordinator does. WriteTxnMarkers
 is the brokers' own: a coordinator elsewhere has this broker, the partition's leader,
@@ -67,6 +67,19 @@ class TransactionService(transaction_service_pb2_grpc.TransactionServiceServicer
             [TopicPartition(p.topic, p.partition) for p in request.partitions],
         )
         return pb.AddPartitionsToTxnResponse()
+
+    @at_the_edge
+    async def AddOffsetsToTxn(
+        self, request: pb.AddOffsetsToTxnRequest, context: _Context
+    ) -> pb.AddOffsetsToTxnResponse:
+        await self.ensure_topic()
+        await self.coordinator.add_offsets(
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            request.group_id,
+        )
+        return pb.AddOffsetsToTxnResponse()
 
     @at_the_edge
     async def EndTxn(self, request: pb.EndTxnRequest, context: _Context) -> pb.EndTxnResponse:
