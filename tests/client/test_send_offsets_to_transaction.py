@@ -211,3 +211,14 @@ def test_offsets_follow_the_transaction_across_kill_9_of_the_sidecar(
     assert committed(sidecar) == expected
     assert fetch_error(sidecar) is None
     assert outputs_read_committed(sidecar, 2 if commit else 0) == ([b"A", b"B"] if commit else [])
+
+
+def test_the_first_call_to_name_a_group_may_be_the_transactions(sidecar: LiveSidecar) -> None:
+    """No group call came before: AddOffsetsToTxn creates __consumer_offsets itself."""
+    with transactional(sidecar) as producer:
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction(
+            {INPUT: OffsetAndMetadata(3)}, ConsumerGroupMetadata(GROUP)
+        )
+        producer.commit_transaction()
+    assert committed(sidecar) == 3

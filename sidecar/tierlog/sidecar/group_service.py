@@ -89,11 +89,13 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
             await self.ensure_transaction_topic()
         else:
             tp = TopicPartition(OFFSETS_TOPIC, self.coordinator.partition_of(request.key))
-            await self._ensure_offsets_topic()
+            await self.ensure_offsets_topic()
         node_id, address = self._leader(tp)
         return pb.FindCoordinatorResponse(node_id=node_id, address=address)
 
-    async def _ensure_offsets_topic(self) -> None:
+    async def ensure_offsets_topic(self) -> None:
+        """``__consumer_offsets``, created on first use (as every group call does, and
+        AddOffsetsToTxn, which may come before any)."""
         config = self.coordinator.config
         await self._ensure_topic(
             OFFSETS_TOPIC,
@@ -149,7 +151,7 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def OffsetCommit(
         self, request: pb.OffsetCommitRequest, context: _Context
     ) -> pb.OffsetCommitResponse:
-        await self._ensure_offsets_topic()
+        await self.ensure_offsets_topic()
         outcomes = await self.coordinator.commit(
             request.group_id,
             _offsets(request.partitions),
@@ -162,7 +164,7 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def TxnOffsetCommit(
         self, request: pb.TxnOffsetCommitRequest, context: _Context
     ) -> pb.TxnOffsetCommitResponse:
-        await self._ensure_offsets_topic()
+        await self.ensure_offsets_topic()
         producer = TransactionalProducer(
             request.transactional_id, request.producer_id, request.producer_epoch
         )
@@ -179,7 +181,7 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def OffsetFetch(
         self, request: pb.OffsetFetchRequest, context: _Context
     ) -> pb.OffsetFetchResponse:
-        await self._ensure_offsets_topic()
+        await self.ensure_offsets_topic()
         answers = self.coordinator.fetch(
             request.group_id,
             [TopicPartition(p.topic, p.partition) for p in request.partitions],
@@ -204,7 +206,7 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def OffsetDelete(
         self, request: pb.OffsetDeleteRequest, context: _Context
     ) -> pb.OffsetDeleteResponse:
-        await self._ensure_offsets_topic()
+        await self.ensure_offsets_topic()
         outcomes = await self.coordinator.delete_offsets(
             request.group_id, [TopicPartition(p.topic, p.partition) for p in request.partitions]
         )
@@ -216,7 +218,7 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def DeleteGroups(
         self, request: pb.DeleteGroupsRequest, context: _Context
     ) -> pb.DeleteGroupsResponse:
-        await self._ensure_offsets_topic()
+        await self.ensure_offsets_topic()
         results = []
         for group in request.group_ids:
             result = pb.GroupResult(group_id=group)
@@ -242,7 +244,7 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def DescribeGroups(
         self, request: pb.DescribeGroupsRequest, context: _Context
     ) -> pb.DescribeGroupsResponse:
-        await self._ensure_offsets_topic()
+        await self.ensure_offsets_topic()
         state = self.coordinator.describe(request.group_id)
         group = self.coordinator.consumer_group(request.group_id)
         members = [] if group is None else _members(group, self.coordinator.topic_image())
@@ -260,7 +262,7 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def ConsumerGroupHeartbeat(
         self, request: pb.ConsumerGroupHeartbeatRequest, context: _Context
     ) -> pb.ConsumerGroupHeartbeatResponse:
-        await self._ensure_offsets_topic()
+        await self.ensure_offsets_topic()
         topics = self.coordinator.topic_image()
         heartbeat = Heartbeat(
             member_id=request.member_id,

@@ -204,7 +204,10 @@ class SidecarServer:
         group_service_pb2_grpc.add_GroupServiceServicer_to_server(group_service, self.server)
         transaction_service_pb2_grpc.add_TransactionServiceServicer_to_server(
             TransactionService(
-                self.transactions, group_service.ensure_transaction_topic, self._append_marker
+                self.transactions,
+                group_service.ensure_transaction_topic,
+                self._append_marker,
+                group_service.ensure_offsets_topic,
             ),
             self.server,
         )

@@ -6,7 +6,8 @@ creating ``__transaction_state`` on first use as FindCoordinator does. WriteTxnM
 is the brokers' own: a coordinator elsewhere has this broker, the partition's leader,
 append a marker it built, through the produce path with acks=all as the coordinator's
 own appends (``AppendOrigin.COORDINATOR``, the only origin allowed control batches);
-anything but one control batch is refused.
+anything but one control batch is refused. AddOffsetsToTxn creates ``__consumer_offsets``
+as group calls do: it may be the first call to name a group.
 """
 
 from __future__ import annotations
@@ -38,9 +39,11 @@ class TransactionService(transaction_service_pb2_grpc.TransactionServiceServicer
         coordinator: TransactionCoordinator,
         ensure_topic: Callable[[], Awaitable[None]],
         append_marker: AppendMarker,
+        ensure_offsets_topic: Callable[[], Awaitable[None]],
     ):
         self.coordinator = coordinator
         self.ensure_topic = ensure_topic
+        self.ensure_offsets_topic = ensure_offsets_topic
         self.append_marker = append_marker
 
     @at_the_edge
@@ -73,6 +76,7 @@ class TransactionService(transaction_service_pb2_grpc.TransactionServiceServicer
         self, request: pb.AddOffsetsToTxnRequest, context: _Context
     ) -> pb.AddOffsetsToTxnResponse:
         await self.ensure_topic()
+        await self.ensure_offsets_topic()  # the group's partition is named by it
         await self.coordinator.add_offsets(
             request.transactional_id,
             request.producer_id,
