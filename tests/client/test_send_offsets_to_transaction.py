@@ -222,3 +222,35 @@ def test_the_first_call_to_name_a_group_may_be_the_transactions(sidecar: LiveSid
         )
         producer.commit_transaction()
     assert committed(sidecar) == 3
+
+
+def test_a_transaction_its_producer_never_ends_is_aborted_with_its_offsets_after_kill_9(
+    sidecars: SidecarStarter,
+) -> None:
+    """The sidecar ``kill -9``ed with offsets sent, and the producer gone for good: the
+    restarted coordinator aborts the transaction at its timeout, and the group's offsets
+    stay where they were."""
+    sidecar = sidecars(
+        "data", *CONFIGS, "transaction.abort.timed.out.transaction.cleanup.interval.ms=100"
+    )
+    create_topic(sidecar.address, INPUT.topic)
+    with closing(group_consumer(sidecar)) as consumer:
+        consumer.assign([INPUT])
+        consumer.commit({INPUT: OffsetAndMetadata(2)})
+    producer = Producer(
+        {
+            "bootstrap.servers": sidecar.address,
+            "transactional.id": "abandoned",
+            "transaction.timeout.ms": 1000,
+        }
+    )
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction(
+        {INPUT: OffsetAndMetadata(6)}, ConsumerGroupMetadata(GROUP)
+    )
+    sidecar.kill()
+    sidecar.start()
+    assert committed(sidecar) == 2  # waits out UNSTABLE_OFFSET_COMMIT: the timeout's abort
+    assert fetch_error(sidecar) is None
+    producer.close(0)
