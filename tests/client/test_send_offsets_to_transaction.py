@@ -254,3 +254,22 @@ def test_a_transaction_its_producer_never_ends_is_aborted_with_its_offsets_after
     assert committed(sidecar) == 2  # waits out UNSTABLE_OFFSET_COMMIT: the timeout's abort
     assert fetch_error(sidecar) is None
     producer.close(0)
+
+
+def test_a_group_deleted_under_an_open_transaction_stays_deleted_when_it_commits(
+    sidecar: LiveSidecar,
+) -> None:
+    """As Kafka's coordinator, deleting a group tombstones its pending transactional
+    offsets too: the transaction's later COMMIT does not bring the group back."""
+    with transactional(sidecar) as producer:
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction(
+            {INPUT: OffsetAndMetadata(4)}, ConsumerGroupMetadata(GROUP)
+        )
+        with closing(Cluster([sidecar.address])) as cluster:
+            GroupClient(cluster, GROUP).delete()
+        producer.commit_transaction()
+    assert committed(sidecar) is None
+    sidecar.kill()  # and the log says the same
+    sidecar.start()
+    assert committed(sidecar) is None

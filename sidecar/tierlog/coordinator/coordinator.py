@@ -404,8 +404,10 @@ class GroupCoordinator:
     ) -> list[PartitionOutcome]:
         partition, state = self._state(group)
         self._check_exists(state, group)
-        committed = state.offsets(group)
-        gone = [tp for tp in partitions if tp in committed]
+        # An offset in an open transaction is deleted too (its COMMIT, older in the log
+        # than the tombstone, then changes nothing), as Kafka deletes it.
+        known = state.offsets(group).keys() | state.transactional_partitions(group)
+        gone = [tp for tp in partitions if tp in known]
         if gone:
             await self._write(partition, state, group, _tombstones(group, gone))
         return [(tp, None) for tp in partitions]
@@ -419,7 +421,10 @@ class GroupCoordinator:
             if members is not None and members.subscriptions:
                 raise NonEmptyGroupError(f"group {group!r} has members: {members.members}")
             records = [
-                *_tombstones(group, sorted(state.offsets(group))),
+                *_tombstones(
+                    group,
+                    sorted(state.offsets(group).keys() | state.transactional_partitions(group)),
+                ),
                 *(members.delete() if members is not None else ()),
                 CoordinatorRecord(GroupMetadataKey(group), None),
             ]

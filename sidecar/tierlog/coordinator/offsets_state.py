@@ -135,6 +135,15 @@ class OffsetsState:
         """Whether a commit of the group is on its way (or in an open transaction)."""
         return group in self._transactional_groups() or any(g == group for g, _tp in self._pending)
 
+    def transactional_partitions(self, group: str) -> set[TopicPartition]:
+        """The group's partitions with an offset in an open transaction."""
+        return {
+            TopicPartition(key.topic, key.partition)
+            for pending in self._transactional.values()
+            for key in pending
+            if key.group == group
+        }
+
     def _transactional_groups(self) -> set[str]:
         return {key.group for pending in self._transactional.values() for key in pending}
 
