@@ -130,3 +130,12 @@ def test_a_transactional_commit_makes_its_group_known() -> None:
     assert state.has_group("txn") and state.groups() == ["txn"] and state.is_busy("txn")
     state.replay_marker(3, committed=False)
     assert not state.has_group("txn")
+
+
+def test_a_tombstone_deletes_an_offset_in_an_open_transaction_too() -> None:
+    state = OffsetsState()
+    state.replay_transactional(commit("g", TP0, 6), 0, producer_id=7)
+    state.replay(tombstone("g", TP0), 1)
+    assert not state.is_pending("g", TP0)  # stable at once, as Kafka's
+    state.replay_marker(7, committed=True)
+    assert state.offsets("g") == {} and not state.has_group("g")

@@ -14,8 +14,9 @@ A transactional offset commit (TxnOffsetCommit: a batch with its producer's id) 
 pending under that producer id until the producer's marker reaches this partition: a
 COMMIT applies its offsets, at their own log offsets (so a later plain commit still
 wins), an ABORT drops them, as Kafka's ``OffsetMetadataManager`` replays an end
-transaction marker. A partition with a pending transactional commit is unstable for
-OffsetFetch's ``require_stable``.
+transaction marker; a tombstone of the key drops it from open transactions too. A
+partition with a pending transactional commit is unstable for OffsetFetch's
+``require_stable``.
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ class OffsetsState:
         tp = TopicPartition(key.topic, key.partition)
         if record.value is None:
             self._forget(key.group, tp)
+            for pending in self._transactional.values():  # deleted in open transactions too
+                pending.pop(key, None)
             return
         assert isinstance(record.value, OffsetCommitValue)
         value = record.value
