@@ -51,7 +51,12 @@ from tierlog.client.errors import (
     RecordTooLargeError,
     RequestTimedOutError,
 )
-from tierlog.client.groups import ConsumerGroups, GroupClient, OffsetAndMetadata
+from tierlog.client.groups import (
+    ConsumerGroupMetadata,
+    ConsumerGroups,
+    GroupClient,
+    OffsetAndMetadata,
+)
 from tierlog.client.idempotence import IdempotenceManager, ProducerIdAndEpoch
 from tierlog.client.partitioner import StickyPartitioner, murmur2, partition_for_key
 from tierlog.client.producer import Callback, Producer, RecordFuture, RecordMetadata
@@ -82,6 +87,7 @@ __all__ = [
     "ConfigError",
     "Consumer",
     "ConsumerConfig",
+    "ConsumerGroupMetadata",
     "ConsumerGroups",
     "ConsumerRecord",
     "DeserializedRecord",

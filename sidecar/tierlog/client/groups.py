@@ -119,16 +119,7 @@ class GroupClient:
         """Store ``offsets`` (acknowledged once the coordinator's log committed them);
         the first partition's error is raised. Each attempt carries the member's latest
         ``generation``."""
-        partitions = [
-            pb.OffsetCommitPartition(
-                topic=tp.topic,
-                partition=tp.partition,
-                offset=committed.offset,
-                leader_epoch=committed.leader_epoch,
-                metadata=committed.metadata,
-            )
-            for tp, committed in offsets.items()
-        ]
+        partitions = _commit_partitions(offsets)
 
         def commit(stub: group_service_pb2_grpc.GroupServiceStub) -> pb.OffsetCommitResponse:
             member_id, epoch = self.generation
@@ -141,6 +132,29 @@ class GroupClient:
             return stub.OffsetCommit(request, timeout=self.timeout_s)
 
         _raise_first(self.call(commit).results)
+
+    def commit_transactional(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        group_metadata: ConsumerGroupMetadata,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+    ) -> None:
+        """TxnOffsetCommit: ``offsets`` written in the producer's transaction (after
+        AddOffsetsToTxn), the group's once it commits; the first partition's error is
+        raised."""
+        request = pb.TxnOffsetCommitRequest(
+            transactional_id=transactional_id,
+            group_id=self.group_id,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            member_id=group_metadata.member_id,
+            generation_id=group_metadata.generation_id,
+            partitions=_commit_partitions(offsets),
+        )
+        response = self.call(lambda stub: stub.TxnOffsetCommit(request, timeout=self.timeout_s))
+        _raise_first(response.results)
 
     def heartbeat(
         self, request: pb.ConsumerGroupHeartbeatRequest
@@ -240,6 +254,21 @@ class ConsumerGroups:
                 raise error_from_rpc(error) from None
             listed += [GroupListing(g.group_id, g.state, address) for g in response.groups]
         return sorted(listed, key=lambda listing: listing.group_id)
+
+
+def _commit_partitions(
+    offsets: Mapping[TopicPartition, OffsetAndMetadata],
+) -> list[pb.OffsetCommitPartition]:
+    return [
+        pb.OffsetCommitPartition(
+            topic=tp.topic,
+            partition=tp.partition,
+            offset=committed.offset,
+            leader_epoch=committed.leader_epoch,
+            metadata=committed.metadata,
+        )
+        for tp, committed in offsets.items()
+    ]
 
 
 def _raise_first(results: Iterable[pb.PartitionResult]) -> None:

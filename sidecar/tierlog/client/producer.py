@@ -32,7 +32,9 @@ from tierlog.client.cluster import NO_ANSWER, Cluster
 from tierlog.client.config import ProducerConfig
 from tierlog.client.errors import IllegalProducerStateError, RequestTimedOutError
 from tierlog.client.futures import Callback, RecordFuture, RecordMetadata
+from tierlog.client.groups import ConsumerGroupMetadata, OffsetAndMetadata
 from tierlog.client.idempotence import IdempotenceManager
+from tierlog.client.producer_batch import TopicPartition
 from tierlog.client.record_fields import checked_record_fields
 from tierlog.client.sender import Sender
 from tierlog.client.transactions import TransactionManager
@@ -174,6 +176,19 @@ class Producer:
     def begin_transaction(self) -> None:
         """Start a transaction: the records sent until its end commit or abort together."""
         self._transactional().begin()
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        group_metadata: ConsumerGroupMetadata,
+    ) -> None:
+        """Commit a consumer's ``offsets`` with the current transaction (Kafka's
+        ``sendOffsetsToTransaction``, consume-transform-produce): the group's offsets move
+        if and only if the transaction commits. ``group_metadata`` is the consumer's
+        ``group_metadata()``: a member fenced since is refused (``UNKNOWN_MEMBER_ID``,
+        ``ILLEGAL_GENERATION``, ``FENCED_MEMBER_EPOCH``; abort the transaction).
+        Outside a transaction: ``IllegalProducerStateError``."""
+        self._transactional().send_offsets(offsets, group_metadata)
 
     def commit_transaction(self, timeout_s: float | None = None) -> None:
         """Send every record of the transaction, then commit it: returns once every

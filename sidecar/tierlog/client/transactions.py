@@ -4,7 +4,10 @@ A producer with a ``transactional.id`` gets its producer id and epoch from the i
 transaction coordinator (``init_transactions``: InitProducerId, which fences any older
 producer of the id and aborts its open transaction), then runs one transaction at a
 time: ``begin`` opens it locally; before the first batch for a partition is sent, the
-sender adds the partition to the transaction (AddPartitionsToTxn); ``commit`` flushes,
+sender adds the partition to the transaction (AddPartitionsToTxn); ``send_offsets``
+adds a consumer group's offsets to it (AddOffsetsToTxn to the transaction coordinator,
+then TxnOffsetCommit to the group's coordinator, with the consumer's member id and
+epoch so a zombie consumer's offsets are refused, KIP-447); ``commit`` flushes,
 then ends it (EndTxn, answered once every partition has its marker); ``abort`` fails
 what is still queued if the transaction failed, flushes and ends it aborted, then, if a
 failure left a gap in a partition's sequences, takes the next epoch from the
@@ -25,7 +28,7 @@ State lives under the producer's lock; the coordinator calls are made outside it
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from enum import Enum
 from typing import TypeVar
 
@@ -35,6 +38,7 @@ from tierlog.client.cluster import Cluster
 from tierlog.client.config import ProducerConfig
 from tierlog.client.coordinator_client import CoordinatorClient
 from tierlog.client.errors import IllegalProducerStateError, TierlogError, reason_of
+from tierlog.client.groups import ConsumerGroupMetadata, GroupClient, OffsetAndMetadata
 from tierlog.client.idempotence import IdempotenceManager
 from tierlog.client.producer_batch import TopicPartition
 
@@ -94,8 +98,12 @@ class TransactionManager:
             wait_reasons=("CONCURRENT_TRANSACTIONS",),
         )
         self.request_timeout_s = config.request_timeout_ms / 1000
+        self.cluster = cluster
+        self.config = config
+        self._group_clients: dict[str, GroupClient] = {}
         self.state = TransactionState.UNINITIALIZED
         self._added: set[TopicPartition] = set()
+        self._offsets_added = False  # a group's offsets are in the transaction
         self._error: TierlogError | None = None  # the abortable or fatal error
 
     # -- the user's calls (not under the lock) ------------------------------------------
@@ -131,6 +139,7 @@ class TransactionManager:
                 )
             self.state = TransactionState.IN_TRANSACTION
             self._added.clear()
+            self._offsets_added = False
             self._error = None
 
     def check_can_send(self) -> None:
@@ -171,7 +180,7 @@ class TransactionManager:
             if commit and self._error is not None:
                 self.state = TransactionState.ABORTABLE_ERROR
                 raise self._error
-            added = bool(self._added)
+            added = bool(self._added) or self._offsets_added
             pid_epoch = self.idempotence.producer_id_and_epoch
         if added:  # a transaction that wrote nothing has nothing to end at the coordinator
             request = transaction_service_pb2.EndTxnRequest(
@@ -188,7 +197,54 @@ class TransactionManager:
         with self.lock:
             self.state = TransactionState.READY
             self._added.clear()
+            self._offsets_added = False
             self._error = None
+
+    def send_offsets(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        group_metadata: ConsumerGroupMetadata,
+    ) -> None:
+        """The consumer's offsets committed with the transaction: AddOffsetsToTxn, then
+        TxnOffsetCommit (its refusal is the transaction's abortable error, or fatal)."""
+        with self.lock:
+            self.check_can_send()
+            pid_epoch = self.idempotence.producer_id_and_epoch
+        if not offsets:
+            return
+        request = transaction_service_pb2.AddOffsetsToTxnRequest(
+            transactional_id=self.transactional_id,
+            producer_id=pid_epoch.producer_id,
+            producer_epoch=pid_epoch.epoch,
+            group_id=group_metadata.group_id,
+        )
+        self._call(lambda stub: stub.AddOffsetsToTxn(request, timeout=self._timeout()))
+        with self.lock:
+            self._offsets_added = True
+        try:
+            self._group_client(group_metadata.group_id).commit_transactional(
+                offsets,
+                group_metadata,
+                self.transactional_id,
+                pid_epoch.producer_id,
+                pid_epoch.epoch,
+            )
+        except TierlogError as error:
+            with self.lock:
+                self._record(error)
+            raise _fatal(error) from None
+
+    def _group_client(self, group_id: str) -> GroupClient:
+        client = self._group_clients.get(group_id)
+        if client is None:
+            client = self._group_clients[group_id] = GroupClient(
+                self.cluster,
+                group_id,
+                timeout_ms=self.config.max_block_ms,
+                retry_backoff_ms=self.config.retry_backoff_ms,
+                retry_backoff_max_ms=self.config.retry_backoff_max_ms,
+            )
+        return client
 
     # -- the sender's (not under the lock) ----------------------------------------------
 

@@ -14,6 +14,12 @@ previous ones left), written the same way, and a member not heard from for
 ``group.consumer.session.timeout.ms`` is removed by the same path. A group without
 members is Kafka's "Empty" group of consumers that assign their own partitions, whose
 offsets each expire ``offsets.retention.minutes`` after their commit.
+
+A transactional producer's offsets (TxnOffsetCommit, KIP-98/447) are written the same
+way, as a transactional batch stamped with the producer's id and epoch (so the log
+fences an older epoch); they stay pending in the state until the transaction
+coordinator's marker is appended to the partition (``complete_transaction``), which
+applies or drops them.
 """
 
 from __future__ import annotations
@@ -58,7 +64,13 @@ from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.records import SimpleRecord, build_batch
 
-__all__ = ["Append", "GroupCoordinator", "OffsetToCommit", "PartitionOutcome"]
+__all__ = [
+    "Append",
+    "GroupCoordinator",
+    "OffsetToCommit",
+    "PartitionOutcome",
+    "TransactionalProducer",
+]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +83,15 @@ NO_GENERATION = -1  # a commit from a consumer outside any membership
 EMPTY = GroupState.EMPTY  # Kafka's state of a group with offsets and no members
 # Topics a subscription never matches: the coordinators' own (Kafka's internal topics).
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
+
+
+@dataclass(frozen=True)
+class TransactionalProducer:
+    """The producer whose transaction a TxnOffsetCommit belongs to."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
 
 
 @dataclass(frozen=True)
@@ -225,11 +246,26 @@ class GroupCoordinator:
     # -- writing ----------------------------------------------------------------------
 
     async def _write(
-        self, partition: int, state: OffsetsState, group: str, records: Sequence[CoordinatorRecord]
+        self,
+        partition: int,
+        state: OffsetsState,
+        group: str,
+        records: Sequence[CoordinatorRecord],
+        producer: TransactionalProducer | None = None,
     ) -> None:
-        """Append ``records`` as one batch, acks=all; once acknowledged, apply them."""
+        """Append ``records`` as one batch, acks=all; once acknowledged, apply them (a
+        ``producer``'s transactional batch: hold them until its marker)."""
         now_ms = self.clock_ms()
-        batch = build_batch([SimpleRecord(*encode_record(record), now_ms) for record in records])
+        simple = [SimpleRecord(*encode_record(record), now_ms) for record in records]
+        if producer is None:
+            batch = build_batch(simple)
+        else:
+            batch = build_batch(
+                simple,
+                producer_id=producer.producer_id,
+                producer_epoch=producer.producer_epoch,
+                is_transactional=True,
+            )
         keys = [
             TopicPartition(record.key.topic, record.key.partition)
             for record in records
@@ -245,7 +281,10 @@ class GroupCoordinator:
         finally:
             state.end_commit(group, keys)
         for index, record in enumerate(records):
-            state.replay(record, base_offset + index)
+            if producer is None:
+                state.replay(record, base_offset + index)
+            else:
+                state.replay_transactional(record, base_offset + index, producer.producer_id)
         self._report_membership(state, group, target_before)
 
     def _report_membership(self, state: OffsetsState, group: str, target_before: int) -> None:
@@ -273,14 +312,53 @@ class GroupCoordinator:
         members = state.consumer_group(group)
         if members is not None:
             members.check_commit(member_id, generation_id)
-        elif member_id:
-            raise UnknownMemberIdError(
-                f"group {group!r} has no member {member_id!r} (it has no members)"
-            )
-        elif generation_id != NO_GENERATION:
-            raise IllegalGenerationError(
-                f"group {group!r} has no generation {generation_id}: commit with -1"
-            )
+        else:
+            _check_no_member(group, member_id, generation_id)
+        outcomes, records = self._commit_records(group, offsets)
+        if records:
+            await self._write(partition, state, group, records)
+            self.metrics.offsets_committed(group, len(records))
+        return outcomes
+
+    async def commit_transactional(
+        self,
+        group: str,
+        producer: TransactionalProducer,
+        offsets: Sequence[OffsetToCommit],
+        *,
+        member_id: str = "",
+        generation_id: int = NO_GENERATION,
+    ) -> list[PartitionOutcome]:
+        """TxnOffsetCommit: the offsets written in the producer's transaction, applied
+        once its COMMIT marker reaches the partition (dropped on ABORT). The member and
+        its epoch are checked when given (KIP-447), as Kafka does."""
+        partition, state = self._state(group)
+        members = state.consumer_group(group)
+        if members is not None:
+            members.check_transactional_commit(member_id, generation_id)
+        else:
+            _check_no_member(group, member_id, generation_id)
+        outcomes, records = self._commit_records(group, offsets)
+        if records:
+            await self._write(partition, state, group, records, producer)
+        return outcomes
+
+    def complete_transaction(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A marker of ``producer_id`` was appended to our partition: its pending
+        offsets applied (COMMIT) or dropped (ABORT)."""
+        loaded = self._loaded.loaded(partition, f"the marker of producer {producer_id}")
+        assert loaded.state is not None
+        loaded.state.replay_marker(producer_id, committed)
+
+    def check_loaded(self, partition: int) -> None:
+        """NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS unless the partition's state
+        is loaded here (a marker written while it loads could be missed by the load)."""
+        self._loaded.loaded(partition, f"{OFFSETS_TOPIC}-{partition}")
+
+    def _commit_records(
+        self, group: str, offsets: Sequence[OffsetToCommit]
+    ) -> tuple[list[PartitionOutcome], list[CoordinatorRecord]]:
+        """The records of the offsets that pass the checks, and every partition's outcome."""
         outcomes: list[PartitionOutcome] = []
         records: list[CoordinatorRecord] = []
         now_ms = self.clock_ms()
@@ -294,10 +372,7 @@ class GroupCoordinator:
             value = OffsetCommitValue(item.offset, now_ms, item.metadata, item.leader_epoch)
             records.append(CoordinatorRecord(key, value))
             outcomes.append((item.tp, None))
-        if records:
-            await self._write(partition, state, group, records)
-            self.metrics.offsets_committed(group, len(records))
-        return outcomes
+        return outcomes, records
 
     def _check_commit(self, item: OffsetToCommit) -> None:
         self.partitions.topics.check_partition(item.tp.topic, item.tp.partition)
@@ -329,8 +404,10 @@ class GroupCoordinator:
     ) -> list[PartitionOutcome]:
         partition, state = self._state(group)
         self._check_exists(state, group)
-        committed = state.offsets(group)
-        gone = [tp for tp in partitions if tp in committed]
+        # An offset in an open transaction is deleted too (its COMMIT, older in the log
+        # than the tombstone, then changes nothing), as Kafka deletes it.
+        known = state.offsets(group).keys() | state.transactional_partitions(group)
+        gone = [tp for tp in partitions if tp in known]
         if gone:
             await self._write(partition, state, group, _tombstones(group, gone))
         return [(tp, None) for tp in partitions]
@@ -344,7 +421,10 @@ class GroupCoordinator:
             if members is not None and members.subscriptions:
                 raise NonEmptyGroupError(f"group {group!r} has members: {members.members}")
             records = [
-                *_tombstones(group, sorted(state.offsets(group))),
+                *_tombstones(
+                    group,
+                    sorted(state.offsets(group).keys() | state.transactional_partitions(group)),
+                ),
                 *(members.delete() if members is not None else ()),
                 CoordinatorRecord(GroupMetadataKey(group), None),
             ]
@@ -391,6 +471,18 @@ class GroupCoordinator:
     def _check_exists(state: OffsetsState, group: str) -> None:
         if not state.has_group(group):
             raise GroupIdNotFoundError(f"group {group!r} does not exist")
+
+
+def _check_no_member(group: str, member_id: str, generation_id: int) -> None:
+    """A commit to a group without members names none (and no generation)."""
+    if member_id:
+        raise UnknownMemberIdError(
+            f"group {group!r} has no member {member_id!r} (it has no members)"
+        )
+    if generation_id != NO_GENERATION:
+        raise IllegalGenerationError(
+            f"group {group!r} has no generation {generation_id}: commit with -1"
+        )
 
 
 def _tombstones(group: str, tps: Iterable[TopicPartition]) -> list[CoordinatorRecord]:

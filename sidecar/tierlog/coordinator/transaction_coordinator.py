@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from tierlog.api.errors import (
     ConcurrentTransactionsError,
+    InvalidGroupIdError,
     InvalidRequestError,
     InvalidTransactionTimeoutError,
     LeaderNotAvailableError,
@@ -40,6 +41,7 @@ from tierlog.api.errors import (
 )
 from tierlog.coordinator.coordinator import Append
 from tierlog.coordinator.loaded_partitions import Loaded, LoadedPartitions
+from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for_group
 from tierlog.coordinator.transaction_config import TransactionCoordinatorConfig
 from tierlog.coordinator.transaction_records import (
     TransactionLogKey,
@@ -95,6 +97,9 @@ MARKER_RETRIABLE_REASONS = frozenset(
         "KAFKA_STORAGE_ERROR",
         "NETWORK_EXCEPTION",
         "COORDINATOR_NOT_AVAILABLE",
+        # A __consumer_offsets partition whose group coordinator is loading or moving.
+        "COORDINATOR_LOAD_IN_PROGRESS",
+        "NOT_COORDINATOR",
     }
 )
 
@@ -373,6 +378,18 @@ class TransactionCoordinator:
                 await self._write(loaded, transactional_id, value)
         finally:
             self._busy.discard(transactional_id)
+
+    async def add_offsets(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
+    ) -> None:
+        """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the
+        producer's transaction, so its marker reaches the group's coordinator."""
+        if not group_id:
+            raise InvalidGroupIdError("a group id cannot be empty")
+        offsets_topic = self.partitions.topics.get(OFFSETS_TOPIC)
+        partition = partition_for_group(group_id, offsets_topic.partition_count)
+        tp = TopicPartition(OFFSETS_TOPIC, partition)
+        await self.add_partitions(transactional_id, producer_id, producer_epoch, [tp])
 
     async def end_transaction(
         self, transactional_id: str, producer_id: int, producer_epoch: int, *, commit: bool

@@ -16,7 +16,7 @@ topic id (a partition of a topic unknown here is left out of what a member owns)
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import grpc
@@ -35,7 +35,12 @@ from tierlog.coordinator.consumer_group import (
     TopicImage,
     answer_topics,
 )
-from tierlog.coordinator.coordinator import GroupCoordinator, OffsetToCommit, PartitionOutcome
+from tierlog.coordinator.coordinator import (
+    GroupCoordinator,
+    OffsetToCommit,
+    PartitionOutcome,
+    TransactionalProducer,
+)
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
 from tierlog.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC
@@ -84,11 +89,13 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
             await self.ensure_transaction_topic()
         else:
             tp = TopicPartition(OFFSETS_TOPIC, self.coordinator.partition_of(request.key))
-            await self._ensure_offsets_topic()
+            await self.ensure_offsets_topic()
         node_id, address = self._leader(tp)
         return pb.FindCoordinatorResponse(node_id=node_id, address=address)
 
-    async def _ensure_offsets_topic(self) -> None:
+    async def ensure_offsets_topic(self) -> None:
+        """``__consumer_offsets``, created on first use (as every group call does, and
+        AddOffsetsToTxn, which may come before any)."""
         config = self.coordinator.config
         await self._ensure_topic(
             OFFSETS_TOPIC,
@@ -144,29 +151,37 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def OffsetCommit(
         self, request: pb.OffsetCommitRequest, context: _Context
     ) -> pb.OffsetCommitResponse:
-        await self._ensure_offsets_topic()
-        offsets = [
-            OffsetToCommit(
-                TopicPartition(item.topic, item.partition),
-                item.offset,
-                item.leader_epoch,
-                item.metadata,
-            )
-            for item in request.partitions
-        ]
+        await self.ensure_offsets_topic()
         outcomes = await self.coordinator.commit(
             request.group_id,
-            offsets,
+            _offsets(request.partitions),
             member_id=request.member_id,
             generation_id=request.generation_id,
         )
         return pb.OffsetCommitResponse(results=_results(outcomes))
 
     @at_the_edge
+    async def TxnOffsetCommit(
+        self, request: pb.TxnOffsetCommitRequest, context: _Context
+    ) -> pb.TxnOffsetCommitResponse:
+        await self.ensure_offsets_topic()
+        producer = TransactionalProducer(
+            request.transactional_id, request.producer_id, request.producer_epoch
+        )
+        outcomes = await self.coordinator.commit_transactional(
+            request.group_id,
+            producer,
+            _offsets(request.partitions),
+            member_id=request.member_id,
+            generation_id=request.generation_id,
+        )
+        return pb.TxnOffsetCommitResponse(results=_results(outcomes))
+
+    @at_the_edge
     async def OffsetFetch(
         self, request: pb.OffsetFetchRequest, context: _Context
     ) -> pb.OffsetFetchResponse:
-        await self._ensure_offsets_topic()
+        await self.ensure_offsets_topic()
         answers = self.coordinator.fetch(
             request.group_id,
             [TopicPartition(p.topic, p.partition) for p in request.partitions],
@@ -191,7 +206,7 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def OffsetDelete(
         self, request: pb.OffsetDeleteRequest, context: _Context
     ) -> pb.OffsetDeleteResponse:
-        await self._ensure_offsets_topic()
+        await self.ensure_offsets_topic()
         outcomes = await self.coordinator.delete_offsets(
             request.group_id, [TopicPartition(p.topic, p.partition) for p in request.partitions]
         )
@@ -203,7 +218,7 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def DeleteGroups(
         self, request: pb.DeleteGroupsRequest, context: _Context
     ) -> pb.DeleteGroupsResponse:
-        await self._ensure_offsets_topic()
+        await self.ensure_offsets_topic()
         results = []
         for group in request.group_ids:
             result = pb.GroupResult(group_id=group)
@@ -229,7 +244,7 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def DescribeGroups(
         self, request: pb.DescribeGroupsRequest, context: _Context
     ) -> pb.DescribeGroupsResponse:
-        await self._ensure_offsets_topic()
+        await self.ensure_offsets_topic()
         state = self.coordinator.describe(request.group_id)
         group = self.coordinator.consumer_group(request.group_id)
         members = [] if group is None else _members(group, self.coordinator.topic_image())
@@ -247,7 +262,7 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def ConsumerGroupHeartbeat(
         self, request: pb.ConsumerGroupHeartbeatRequest, context: _Context
     ) -> pb.ConsumerGroupHeartbeatResponse:
-        await self._ensure_offsets_topic()
+        await self.ensure_offsets_topic()
         topics = self.coordinator.topic_image()
         heartbeat = Heartbeat(
             member_id=request.member_id,
@@ -326,6 +341,18 @@ def _host(peer: str) -> str:
     if kind == "ipv4":
         return "/" + rest.rsplit(":", 1)[0]
     return peer
+
+
+def _offsets(partitions: Iterable[pb.OffsetCommitPartition]) -> list[OffsetToCommit]:
+    return [
+        OffsetToCommit(
+            TopicPartition(item.topic, item.partition),
+            item.offset,
+            item.leader_epoch,
+            item.metadata,
+        )
+        for item in partitions
+    ]
 
 
 def _results(outcomes: list[PartitionOutcome]) -> list[pb.PartitionResult]:

@@ -42,6 +42,7 @@ from tierlog.api.v1 import (
 )
 from tierlog.client.rpc import CHANNEL_OPTIONS
 from tierlog.coordinator.coordinator import GroupCoordinator
+from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
 from tierlog.replication.broker import ReplicatedBroker
 from tierlog.replication.fetch_service import ReplicationService
@@ -67,6 +68,7 @@ from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.log import AppendOrigin
 from tierlog.storage.manager import LogManager
+from tierlog.storage.records import iter_batches, read_end_txn_marker
 from tierlog.storage.recovery import RecoveryProgress
 from tierlog.storage.tier.chunk_cache import ChunkCache
 from tierlog.storage.tier.range_reader import RangeReader
@@ -181,7 +183,7 @@ class SidecarServer:
             default_replication_factor=self.config.default_replication_factor,
         )
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(admin, self.server)
-        self.groups = GroupCoordinator(partitions, self.config.groups, self._append_committed)
+        self.groups = GroupCoordinator(partitions, self.config.groups, self._append_as_coordinator)
         self.metrics.registry.register(self.groups.metrics)
         token = self.config.auth_token
         self._markers = MarkerRouter(
@@ -202,7 +204,10 @@ class SidecarServer:
         group_service_pb2_grpc.add_GroupServiceServicer_to_server(group_service, self.server)
         transaction_service_pb2_grpc.add_TransactionServiceServicer_to_server(
             TransactionService(
-                self.transactions, group_service.ensure_transaction_topic, self._append_marker
+                self.transactions,
+                group_service.ensure_transaction_topic,
+                self._append_marker,
+                group_service.ensure_offsets_topic,
             ),
             self.server,
         )
@@ -272,9 +277,24 @@ class SidecarServer:
         )
         return (await self._log_service.produce(request, origin=origin)).base_offset
 
+    async def _append_as_coordinator(self, tp: TopicPartition, data: bytes) -> int:
+        """The group coordinator's writes (as Kafka's, ``AppendOrigin.COORDINATOR``: its
+        transactional offset commits carry a producer id but no sequence)."""
+        return await self._append_committed(tp, data, AppendOrigin.COORDINATOR)
+
     async def _append_marker(self, tp: TopicPartition, data: bytes) -> None:
-        """A transaction marker appended here, as its coordinator."""
+        """A transaction marker appended here, as its coordinator. One in
+        ``__consumer_offsets`` ends the producer's transactional offset commits there:
+        the group coordinator's state must be loaded first (else the load could miss it;
+        the transaction coordinator retries), and applies or drops them after."""
+        groups = self.groups
+        if tp.topic == OFFSETS_TOPIC and groups is not None:
+            groups.check_loaded(tp.partition)
         await self._append_committed(tp, data, AppendOrigin.COORDINATOR)
+        if tp.topic == OFFSETS_TOPIC and groups is not None:
+            header = next(iter_batches(data))
+            marker = read_end_txn_marker(data, header)
+            groups.complete_transaction(tp.partition, header.producer_id, marker.committed)
 
     def _replica_channel(self, address: str) -> grpc.aio.Channel:
         """A follower's channel to its leader, as clients dial brokers: over TLS (trusting

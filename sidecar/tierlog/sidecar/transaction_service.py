@@ -1,12 +1,13 @@
 """Transactions: ``tierlog.v1.TransactionService`` over the transaction coordinator.
 
-InitProducerId, AddPartitionsToTxn, EndTxn and DescribeTransactions go to the
+InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and DescribeTransactions go to the
 transactional id's coordinator (``tierlog.coordinator.transaction_coordinator``), each
 creating ``__transaction_state`` on first use as FindCoordinator does. WriteTxnMarkers
 is the brokers' own: a coordinator elsewhere has this broker, the partition's leader,
 append a marker it built, through the produce path with acks=all as the coordinator's
 own appends (``AppendOrigin.COORDINATOR``, the only origin allowed control batches);
-anything but one control batch is refused.
+anything but one control batch is refused. AddOffsetsToTxn creates ``__consumer_offsets``
+as group calls do: it may be the first call to name a group.
 """
 
 from __future__ import annotations
@@ -38,9 +39,11 @@ class TransactionService(transaction_service_pb2_grpc.TransactionServiceServicer
         coordinator: TransactionCoordinator,
         ensure_topic: Callable[[], Awaitable[None]],
         append_marker: AppendMarker,
+        ensure_offsets_topic: Callable[[], Awaitable[None]],
     ):
         self.coordinator = coordinator
         self.ensure_topic = ensure_topic
+        self.ensure_offsets_topic = ensure_offsets_topic
         self.append_marker = append_marker
 
     @at_the_edge
@@ -67,6 +70,20 @@ class TransactionService(transaction_service_pb2_grpc.TransactionServiceServicer
             [TopicPartition(p.topic, p.partition) for p in request.partitions],
         )
         return pb.AddPartitionsToTxnResponse()
+
+    @at_the_edge
+    async def AddOffsetsToTxn(
+        self, request: pb.AddOffsetsToTxnRequest, context: _Context
+    ) -> pb.AddOffsetsToTxnResponse:
+        await self.ensure_topic()
+        await self.ensure_offsets_topic()  # the group's partition is named by it
+        await self.coordinator.add_offsets(
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            request.group_id,
+        )
+        return pb.AddOffsetsToTxnResponse()
 
     @at_the_edge
     async def EndTxn(self, request: pb.EndTxnRequest, context: _Context) -> pb.EndTxnResponse:

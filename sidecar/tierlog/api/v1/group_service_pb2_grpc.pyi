@@ -48,6 +48,14 @@ class GroupServiceStub:
     """Store a group's offsets; answered once the __consumer_offsets partition committed
     them (every in-sync replica holds them: acks=all).
     """
+    TxnOffsetCommit: _grpc.UnaryUnaryMultiCallable[_group_service_pb2.TxnOffsetCommitRequest, _group_service_pb2.TxnOffsetCommitResponse]
+    """A transactional producer's offsets of a group (Kafka's TxnOffsetCommit, after
+    TransactionService.AddOffsetsToTxn): written in its transaction, they become the
+    group's offsets when the transaction commits and never if it aborts; until then
+    OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them. Fails with
+    UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, ILLEGAL_GENERATION (the consumer's group
+    metadata is stale), INVALID_PRODUCER_EPOCH (a newer producer of the id).
+    """
     OffsetFetch: _grpc.UnaryUnaryMultiCallable[_group_service_pb2.OffsetFetchRequest, _group_service_pb2.OffsetFetchResponse]
     OffsetDelete: _grpc.UnaryUnaryMultiCallable[_group_service_pb2.OffsetDeleteRequest, _group_service_pb2.OffsetDeleteResponse]
     """Forget a group's offsets of some partitions (tombstones)."""
@@ -74,6 +82,14 @@ class GroupServiceAsyncStub(GroupServiceStub):
     OffsetCommit: _aio.UnaryUnaryMultiCallable[_group_service_pb2.OffsetCommitRequest, _group_service_pb2.OffsetCommitResponse]  # type: ignore[assignment]
     """Store a group's offsets; answered once the __consumer_offsets partition committed
     them (every in-sync replica holds them: acks=all).
+    """
+    TxnOffsetCommit: _aio.UnaryUnaryMultiCallable[_group_service_pb2.TxnOffsetCommitRequest, _group_service_pb2.TxnOffsetCommitResponse]  # type: ignore[assignment]
+    """A transactional producer's offsets of a group (Kafka's TxnOffsetCommit, after
+    TransactionService.AddOffsetsToTxn): written in its transaction, they become the
+    group's offsets when the transaction commits and never if it aborts; until then
+    OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them. Fails with
+    UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, ILLEGAL_GENERATION (the consumer's group
+    metadata is stale), INVALID_PRODUCER_EPOCH (a newer producer of the id).
     """
     OffsetFetch: _aio.UnaryUnaryMultiCallable[_group_service_pb2.OffsetFetchRequest, _group_service_pb2.OffsetFetchResponse]  # type: ignore[assignment]
     OffsetDelete: _aio.UnaryUnaryMultiCallable[_group_service_pb2.OffsetDeleteRequest, _group_service_pb2.OffsetDeleteResponse]  # type: ignore[assignment]
@@ -110,6 +126,20 @@ class GroupServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_group_service_pb2.OffsetCommitResponse, _abc.Awaitable[_group_service_pb2.OffsetCommitResponse]]:
         """Store a group's offsets; answered once the __consumer_offsets partition committed
         them (every in-sync replica holds them: acks=all).
+        """
+
+    @_abc_1.abstractmethod
+    def TxnOffsetCommit(
+        self,
+        request: _group_service_pb2.TxnOffsetCommitRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_group_service_pb2.TxnOffsetCommitResponse, _abc.Awaitable[_group_service_pb2.TxnOffsetCommitResponse]]:
+        """A transactional producer's offsets of a group (Kafka's TxnOffsetCommit, after
+        TransactionService.AddOffsetsToTxn): written in its transaction, they become the
+        group's offsets when the transaction commits and never if it aborts; until then
+        OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them. Fails with
+        UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, ILLEGAL_GENERATION (the consumer's group
+        metadata is stale), INVALID_PRODUCER_EPOCH (a newer producer of the id).
         """
 
     @_abc_1.abstractmethod

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$tierlog/v1/transaction_service.proto\x12\ntierlog.v1\"c\n\'TransactionServiceInitProducerIdRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x1e\n\x16transaction_timeout_ms\x18\x02 \x01(\x05\"W\n(TransactionServiceInitProducerIdResponse\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\"0\n\x0cTxnPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\"\x90\x01\n\x19\x41\x64\x64PartitionsToTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12,\n\npartitions\x18\x04 \x03(\x0b\x32\x18.tierlog.v1.TxnPartition\"\x1c\n\x1a\x41\x64\x64PartitionsToTxnResponse\"i\n\rEndTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x11\n\tcommitted\x18\x04 \x01(\x08\"\x10\n\x0e\x45ndTxnResponse\"7\n\x1b\x44\x65scribeTransactionsRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\"\xe5\x01\n\x1c\x44\x65scribeTransactionsResponse\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x04 \x01(\x05\x12\x1e\n\x16transaction_timeout_ms\x18\x05 \x01(\x05\x12!\n\x19transaction_start_time_ms\x18\x06 \x01(\x03\x12,\n\npartitions\x18\x07 \x03(\x0b\x32\x18.tierlog.v1.TxnPartition\"P\n\x16WriteTxnMarkersRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0cmarker_batch\x18\x03 \x01(\x0c\"\x19\n\x17WriteTxnMarkersResponse2\xfe\x03\n\x12TransactionService\x12{\n\x0eInitProducerId\x12\x33.tierlog.v1.TransactionServiceInitProducerIdRequest\x1a\x34.tierlog.v1.TransactionServiceInitProducerIdResponse\x12\x63\n\x12\x41\x64\x64PartitionsToTxn\x12%.tierlog.v1.AddPartitionsToTxnRequest\x1a&.tierlog.v1.AddPartitionsToTxnResponse\x12?\n\x06\x45ndTxn\x12\x19.tierlog.v1.EndTxnRequest\x1a\x1a.tierlog.v1.EndTxnResponse\x12i\n\x14\x44\x65scribeTransactions\x12\'.tierlog.v1.DescribeTransactionsRequest\x1a(.tierlog.v1.DescribeTransactionsResponse\x12Z\n\x0fWriteTxnMarkers\x12\".tierlog.v1.WriteTxnMarkersRequest\x1a#.tierlog.v1.WriteTxnMarkersResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$tierlog/v1/transaction_service.proto\x12\ntierlog.v1\"c\n\'TransactionServiceInitProducerIdRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x1e\n\x16transaction_timeout_ms\x18\x02 \x01(\x05\"W\n(TransactionServiceInitProducerIdResponse\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\"0\n\x0cTxnPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\"\x90\x01\n\x19\x41\x64\x64PartitionsToTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12,\n\npartitions\x18\x04 \x03(\x0b\x32\x18.tierlog.v1.TxnPartition\"\x1c\n\x1a\x41\x64\x64PartitionsToTxnResponse\"q\n\x16\x41\x64\x64OffsetsToTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x10\n\x08group_id\x18\x04 \x01(\t\"\x19\n\x17\x41\x64\x64OffsetsToTxnResponse\"i\n\rEndTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x11\n\tcommitted\x18\x04 \x01(\x08\"\x10\n\x0e\x45ndTxnResponse\"7\n\x1b\x44\x65scribeTransactionsRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\"\xe5\x01\n\x1c\x44\x65scribeTransactionsResponse\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x04 \x01(\x05\x12\x1e\n\x16transaction_timeout_ms\x18\x05 \x01(\x05\x12!\n\x19transaction_start_time_ms\x18\x06 \x01(\x03\x12,\n\npartitions\x18\x07 \x03(\x0b\x32\x18.tierlog.v1.TxnPartition\"P\n\x16WriteTxnMarkersRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0cmarker_batch\x18\x03 \x01(\x0c\"\x19\n\x17WriteTxnMarkersResponse2\xda\x04\n\x12TransactionService\x12{\n\x0eInitProducerId\x12\x33.tierlog.v1.TransactionServiceInitProducerIdRequest\x1a\x34.tierlog.v1.TransactionServiceInitProducerIdResponse\x12\x63\n\x12\x41\x64\x64PartitionsToTxn\x12%.tierlog.v1.AddPartitionsToTxnRequest\x1a&.tierlog.v1.AddPartitionsToTxnResponse\x12Z\n\x0f\x41\x64\x64OffsetsToTxn\x12\".tierlog.v1.AddOffsetsToTxnRequest\x1a#.tierlog.v1.AddOffsetsToTxnResponse\x12?\n\x06\x45ndTxn\x12\x19.tierlog.v1.EndTxnRequest\x1a\x1a.tierlog.v1.EndTxnResponse\x12i\n\x14\x44\x65scribeTransactions\x12\'.tierlog.v1.DescribeTransactionsRequest\x1a(.tierlog.v1.DescribeTransactionsResponse\x12Z\n\x0fWriteTxnMarkers\x12\".tierlog.v1.WriteTxnMarkersRequest\x1a#.tierlog.v1.WriteTxnMarkersResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,18 +41,22 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ADDPARTITIONSTOTXNREQUEST']._serialized_end=437
   _globals['_ADDPARTITIONSTOTXNRESPONSE']._serialized_start=439
   _globals['_ADDPARTITIONSTOTXNRESPONSE']._serialized_end=467
-  _globals['_ENDTXNREQUEST']._serialized_start=469
-  _globals['_ENDTXNREQUEST']._serialized_end=574
-  _globals['_ENDTXNRESPONSE']._serialized_start=576
-  _globals['_ENDTXNRESPONSE']._serialized_end=592
-  _globals['_DESCRIBETRANSACTIONSREQUEST']._serialized_start=594
-  _globals['_DESCRIBETRANSACTIONSREQUEST']._serialized_end=649
-  _globals['_DESCRIBETRANSACTIONSRESPONSE']._serialized_start=652
-  _globals['_DESCRIBETRANSACTIONSRESPONSE']._serialized_end=881
-  _globals['_WRITETXNMARKERSREQUEST']._serialized_start=883
-  _globals['_WRITETXNMARKERSREQUEST']._serialized_end=963
-  _globals['_WRITETXNMARKERSRESPONSE']._serialized_start=965
-  _globals['_WRITETXNMARKERSRESPONSE']._serialized_end=990
-  _globals['_TRANSACTIONSERVICE']._serialized_start=993
-  _globals['_TRANSACTIONSERVICE']._serialized_end=1503
+  _globals['_ADDOFFSETSTOTXNREQUEST']._serialized_start=469
+  _globals['_ADDOFFSETSTOTXNREQUEST']._serialized_end=582
+  _globals['_ADDOFFSETSTOTXNRESPONSE']._serialized_start=584
+  _globals['_ADDOFFSETSTOTXNRESPONSE']._serialized_end=609
+  _globals['_ENDTXNREQUEST']._serialized_start=611
+  _globals['_ENDTXNREQUEST']._serialized_end=716
+  _globals['_ENDTXNRESPONSE']._serialized_start=718
+  _globals['_ENDTXNRESPONSE']._serialized_end=734
+  _globals['_DESCRIBETRANSACTIONSREQUEST']._serialized_start=736
+  _globals['_DESCRIBETRANSACTIONSREQUEST']._serialized_end=791
+  _globals['_DESCRIBETRANSACTIONSRESPONSE']._serialized_start=794
+  _globals['_DESCRIBETRANSACTIONSRESPONSE']._serialized_end=1023
+  _globals['_WRITETXNMARKERSREQUEST']._serialized_start=1025
+  _globals['_WRITETXNMARKERSREQUEST']._serialized_end=1105
+  _globals['_WRITETXNMARKERSRESPONSE']._serialized_start=1107
+  _globals['_WRITETXNMARKERSRESPONSE']._serialized_end=1132
+  _globals['_TRANSACTIONSERVICE']._serialized_start=1135
+  _globals['_TRANSACTIONSERVICE']._serialized_end=1737
 # @@protoc_insertion_point(module_scope)

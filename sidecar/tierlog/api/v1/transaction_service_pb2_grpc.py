@@ -44,6 +44,11 @@ class TransactionServiceStub:
                 request_serializer=tierlog_dot_v1_dot_transaction__service__pb2.AddPartitionsToTxnRequest.SerializeToString,
                 response_deserializer=tierlog_dot_v1_dot_transaction__service__pb2.AddPartitionsToTxnResponse.FromString,
                 _registered_method=True)
+        self.AddOffsetsToTxn = channel.unary_unary(
+                '/tierlog.v1.TransactionService/AddOffsetsToTxn',
+                request_serializer=tierlog_dot_v1_dot_transaction__service__pb2.AddOffsetsToTxnRequest.SerializeToString,
+                response_deserializer=tierlog_dot_v1_dot_transaction__service__pb2.AddOffsetsToTxnResponse.FromString,
+                _registered_method=True)
         self.EndTxn = channel.unary_unary(
                 '/tierlog.v1.TransactionService/EndTxn',
                 request_serializer=tierlog_dot_v1_dot_transaction__service__pb2.EndTxnRequest.SerializeToString,
@@ -75,6 +80,16 @@ class TransactionServiceServicer:
     def AddPartitionsToTxn(self, request, context):
         """Partitions the producer is about to write to in its current transaction (the first
         call begins it); answered once __transaction_state holds them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddOffsetsToTxn(self, request, context):
+        """The group's __consumer_offsets partition added to the producer's transaction (Kafka's
+        AddOffsetsToTxn), before GroupService.TxnOffsetCommit writes the group's offsets in
+        it: the transaction's marker then reaches the group coordinator, which applies the
+        offsets on commit and drops them on abort.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -116,6 +131,11 @@ def add_TransactionServiceServicer_to_server(servicer, server):
                     servicer.AddPartitionsToTxn,
                     request_deserializer=tierlog_dot_v1_dot_transaction__service__pb2.AddPartitionsToTxnRequest.FromString,
                     response_serializer=tierlog_dot_v1_dot_transaction__service__pb2.AddPartitionsToTxnResponse.SerializeToString,
+            ),
+            'AddOffsetsToTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddOffsetsToTxn,
+                    request_deserializer=tierlog_dot_v1_dot_transaction__service__pb2.AddOffsetsToTxnRequest.FromString,
+                    response_serializer=tierlog_dot_v1_dot_transaction__service__pb2.AddOffsetsToTxnResponse.SerializeToString,
             ),
             'EndTxn': grpc.unary_unary_rpc_method_handler(
                     servicer.EndTxn,
@@ -187,6 +207,33 @@ class TransactionService:
             '/tierlog.v1.TransactionService/AddPartitionsToTxn',
             tierlog_dot_v1_dot_transaction__service__pb2.AddPartitionsToTxnRequest.SerializeToString,
             tierlog_dot_v1_dot_transaction__service__pb2.AddPartitionsToTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddOffsetsToTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tierlog.v1.TransactionService/AddOffsetsToTxn',
+            tierlog_dot_v1_dot_transaction__service__pb2.AddOffsetsToTxnRequest.SerializeToString,
+            tierlog_dot_v1_dot_transaction__service__pb2.AddOffsetsToTxnResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -53,6 +53,12 @@ class TransactionServiceStub:
     """Partitions the producer is about to write to in its current transaction (the first
     call begins it); answered once __transaction_state holds them.
     """
+    AddOffsetsToTxn: _grpc.UnaryUnaryMultiCallable[_transaction_service_pb2.AddOffsetsToTxnRequest, _transaction_service_pb2.AddOffsetsToTxnResponse]
+    """The group's __consumer_offsets partition added to the producer's transaction (Kafka's
+    AddOffsetsToTxn), before GroupService.TxnOffsetCommit writes the group's offsets in
+    it: the transaction's marker then reaches the group coordinator, which applies the
+    offsets on commit and drops them on abort.
+    """
     EndTxn: _grpc.UnaryUnaryMultiCallable[_transaction_service_pb2.EndTxnRequest, _transaction_service_pb2.EndTxnResponse]
     """Commit or abort the current transaction: answered once every partition has its
     marker and the transaction is complete in __transaction_state.
@@ -76,6 +82,12 @@ class TransactionServiceAsyncStub(TransactionServiceStub):
     AddPartitionsToTxn: _aio.UnaryUnaryMultiCallable[_transaction_service_pb2.AddPartitionsToTxnRequest, _transaction_service_pb2.AddPartitionsToTxnResponse]  # type: ignore[assignment]
     """Partitions the producer is about to write to in its current transaction (the first
     call begins it); answered once __transaction_state holds them.
+    """
+    AddOffsetsToTxn: _aio.UnaryUnaryMultiCallable[_transaction_service_pb2.AddOffsetsToTxnRequest, _transaction_service_pb2.AddOffsetsToTxnResponse]  # type: ignore[assignment]
+    """The group's __consumer_offsets partition added to the producer's transaction (Kafka's
+    AddOffsetsToTxn), before GroupService.TxnOffsetCommit writes the group's offsets in
+    it: the transaction's marker then reaches the group coordinator, which applies the
+    offsets on commit and drops them on abort.
     """
     EndTxn: _aio.UnaryUnaryMultiCallable[_transaction_service_pb2.EndTxnRequest, _transaction_service_pb2.EndTxnResponse]  # type: ignore[assignment]
     """Commit or abort the current transaction: answered once every partition has its
@@ -109,6 +121,18 @@ class TransactionServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_transaction_service_pb2.AddPartitionsToTxnResponse, _abc.Awaitable[_transaction_service_pb2.AddPartitionsToTxnResponse]]:
         """Partitions the producer is about to write to in its current transaction (the first
         call begins it); answered once __transaction_state holds them.
+        """
+
+    @_abc_1.abstractmethod
+    def AddOffsetsToTxn(
+        self,
+        request: _transaction_service_pb2.AddOffsetsToTxnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_transaction_service_pb2.AddOffsetsToTxnResponse, _abc.Awaitable[_transaction_service_pb2.AddOffsetsToTxnResponse]]:
+        """The group's __consumer_offsets partition added to the producer's transaction (Kafka's
+        AddOffsetsToTxn), before GroupService.TxnOffsetCommit writes the group's offsets in
+        it: the transaction's marker then reaches the group coordinator, which applies the
+        offsets on commit and drops them on abort.
         """
 
     @_abc_1.abstractmethod
