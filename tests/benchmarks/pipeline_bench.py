@@ -12,7 +12,13 @@ Run from the repository's root with ``.venv/bin/python -m tests.benchmarks.pipel
    ``s3://`` tier in a MinIO on loopback holding the same segments (uploaded by the
    tier's uploader); and Spark reading the same records from Parquet (written from the
    same topic beforehand), with the same aggregate over the same columns: the ratio
-   to beat.
+   to beat;
+3. with ``--kafka`` (the default; ``make tools`` installs the broker and Spark's Kafka
+   source), Spark's own Kafka source (``spark-sql-kafka-0-10``) beside it on the same
+   records: a topic of the same size written to a real Kafka broker on loopback by
+   Kafka's ``ProducerPerformance`` (100-byte values, no keys), scanned through
+   ``format("kafka")`` from the broker and through ``format("tierlog")`` from the
+   broker's own log dir, same aggregate, same session, interleaved.
 
 Decode figures are medians of ``--runs`` repetitions, scans of ``--scan-runs``. The
 machine is shared: the load average is printed with the figures.
@@ -21,6 +27,7 @@ machine is shared: the load average is printed with the figures.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import shutil
@@ -32,8 +39,11 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
+from tests.benchmarks.kafka_comparison_bench import PERF_TOOL_JVM_ARGS, run_client
+from tests.interop.kafka import KafkaBroker, KafkaTools, kafka_tools
 from tests.pipeline.tiering import tier_closed_segments
 from tests.support.minio import MinioServer
+from tests.tools.bootstrap import SPARK_KAFKA
 from tierlog.pipeline import register
 from tierlog.pipeline.arrow_batches import decode_split
 from tierlog.pipeline.options import parse_options, parse_s3_options
@@ -115,16 +125,22 @@ def decompress_rate(log_dir: Path, topic: str, records: int) -> float:
     return records / (time.process_time() - started_cpu)
 
 
-def spark_session() -> SparkSession:
+def spark_session(*, kafka_source: bool = False) -> SparkSession:
+    """``local[2]``, with Spark's Kafka source's jars when ``kafka_source``."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("tierlog-pipeline-bench")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", "2g")
         .config("spark.python.authenticate.socketTimeout", "180s")
-        .getOrCreate()
     )
+    if kafka_source:
+        if not SPARK_KAFKA.is_current():
+            sys.exit(f"{SPARK_KAFKA.name} is not installed: run `make tools` first")
+        jars = sorted(str(jar) for jar in (SPARK_KAFKA.home / "libs").glob("*.jar"))
+        builder = builder.config("spark.jars", ",".join(jars))
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
@@ -143,6 +159,12 @@ def main() -> None:
     parser.add_argument("--decode-mib", type=int, default=64)
     parser.add_argument("--scan-mib", type=int, default=1024, help="0: decode figures only")
     parser.add_argument("--scan-runs", type=int, default=1, help="full scans are minutes each")
+    parser.add_argument(
+        "--kafka",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also scan the same records with Spark's Kafka source from a Kafka broker",
+    )
     parser.add_argument("--dir", type=Path, default=None, help="scratch directory")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="pipeline-bench-", dir=args.dir))
@@ -188,7 +210,15 @@ def run(args: argparse.Namespace, scratch: Path) -> None:
     minio = MinioServer(scratch / "minio").start()
     try:
         tier_url, s3_options = tier_to_minio(minio, log_dir / "scan-0", scratch / "secret")
-        seconds, counts = scan_all(args, scratch, log_dir, records, tier_url, s3_options)
+        with contextlib.ExitStack() as stack:
+            broker = None
+            if args.kafka:
+                tools = kafka_tools()
+                broker = stack.enter_context(KafkaBroker(tools, scratch / "kafka"))
+                produce_to_kafka(tools, broker, KAFKA_TOPIC, records)
+            seconds, counts = scan_all(
+                args, scratch, log_dir, records, tier_url, s3_options, broker
+            )
     finally:
         minio.stop()
     parquet_rate = counts[PARQUET] / statistics.median(seconds[PARQUET])
@@ -204,10 +234,38 @@ def run(args: argparse.Namespace, scratch: Path) -> None:
             f"| {name} | {counts[name]:,} | {median:.1f} | {rate:,.0f} | "
             f"{rate / parquet_rate:.2f} |"
         )
+    if KAFKA_SOURCE in seconds:
+        kafka_rate = counts[KAFKA_SOURCE] / statistics.median(seconds[KAFKA_SOURCE])
+        tierlog_rate = counts[TIERLOG_ON_KAFKA] / statistics.median(seconds[TIERLOG_ON_KAFKA])
+        print(
+            f"\ntierlog / Spark's Kafka source on the same topic: {tierlog_rate / kafka_rate:.2f}"
+        )
+    for name, runs in seconds.items():
+        print(f"{name}: " + ", ".join(f"{run:.2f}" for run in runs) + " s")
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
 
 
 PARQUET = "Parquet of the same records"
+KAFKA_TOPIC = "kafka-scan"
+KAFKA_SOURCE = "Spark's Kafka source, from the Kafka broker"
+TIERLOG_ON_KAFKA = "tierlog segments, the Kafka broker's log dir"
+
+
+def produce_to_kafka(tools: KafkaTools, broker: KafkaBroker, topic: str, records: int) -> None:
+    """``records`` 100-byte records (no key) in one partition of ``broker`` by Kafka's
+    own producer, in 64 MiB segments as tierlog's topic has."""
+    broker.create_topic(topic, {"segment.bytes": str(64 * MiB)})
+    run_client(
+        tools.command(
+            "org.apache.kafka.tools.ProducerPerformance",
+            *("--topic", topic, "--num-records", str(records), "--record-size", "100"),
+            *("--throughput", "-1", "--producer-props"),
+            f"bootstrap.servers={broker.bootstrap_server}",
+            *("acks=1", "batch.size=65536", "linger.ms=100"),
+            jvm_args=PERF_TOOL_JVM_ARGS,
+        ),
+        timeout_s=1800,
+    )
 
 
 def scan_all(
@@ -217,9 +275,10 @@ def scan_all(
     records: int,
     tier_url: str,
     s3_options: dict[str, str],
+    broker: KafkaBroker | None,
 ) -> tuple[dict[str, list[float]], dict[str, int]]:
     """Seconds of each full scan (interleaved runs) and the records each one reads."""
-    spark = spark_session()
+    spark = spark_session(kafka_source=broker is not None)
     try:
         reader = spark.read.format("tierlog").option("subscribe", "scan")
         local = reader.option("minPartitions", "8").load(str(log_dir))
@@ -234,6 +293,24 @@ def scan_all(
         counts = dict.fromkeys(scans, records)  # the tier lacks the active segment:
         counts["tierlog segments, MinIO tier (closed segments)"] = tiered.count()
         assert scans[PARQUET].count() == records
+        if broker is not None:
+            scans[KAFKA_SOURCE] = (
+                spark.read.format("kafka")
+                .option("kafka.bootstrap.servers", broker.bootstrap_server)
+                .option("subscribe", KAFKA_TOPIC)
+                .option("startingOffsets", "earliest")
+                .option("endingOffsets", "latest")
+                .option("minPartitions", "8")
+                .load()
+            )
+            scans[TIERLOG_ON_KAFKA] = (
+                spark.read.format("tierlog")
+                .option("subscribe", KAFKA_TOPIC)
+                .option("minPartitions", "8")
+                .load(str(broker.log_dir))
+            )
+            counts[KAFKA_SOURCE] = counts[TIERLOG_ON_KAFKA] = records
+            assert scans[KAFKA_SOURCE].count() == scans[TIERLOG_ON_KAFKA].count() == records
         seconds: dict[str, list[float]] = {name: [] for name in scans}
         for _ in range(args.scan_runs):  # interleaved: all see the same machine
             for name, frame in scans.items():

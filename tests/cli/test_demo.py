@@ -78,6 +78,9 @@ def test_demo_through_main(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert "only the active segment is local" in out
     assert re.search(r"fetched offsets 0\.\.\d+ back \(no longer on local disk", out)
     assert "demo-tiered-0 offsets [0, 3000)" in out
+    owned = re.findall(r"the (?:first|second) consumer owns partitions \[(.*?)\] and read 200", out)
+    assert sorted(p for share in owned for p in share.split(", ")) == ["0", "1", "2", "3"]
+    assert "demo-readers resumed at its commits: 0:50, 1:50, 2:50, 3:50; read 200 records" in out
     assert err == ""
     for pid, _address in _PIDS.findall(out):
         _assert_gone(int(pid))
@@ -95,7 +98,7 @@ def test_demo_again_on_the_same_dir_appends_and_keeps_running(tmp_path: Path) ->
         assert second.restarted_log_end_offset == 2 * DEMO_RECORDS
         assert "demo already exists from an earlier run" in out
         assert f"consume --server {sidecar.address} demo --from-beginning" in out
-        assert "12. Stop it again" not in out
+        assert "13. Stop it again" not in out
 
         with Consumer({"bootstrap.servers": sidecar.address}) as consumer:
             partition = TopicPartition("demo", 0)

@@ -13,7 +13,7 @@ record, and never a marker.
 from __future__ import annotations
 
 from tests.support.sidecars import SidecarProcess
-from tests.support.transaction_logs import TxnWriter, transactions_in
+from tests.support.transaction_logs import TxnWriter, interleaved, transactions_in
 from tierlog.client import Consumer, TopicPartition
 from tierlog.storage.records import decode_records, iter_batches
 
@@ -22,35 +22,13 @@ from .conftest import SidecarStarter, create_topic, poll_until
 TP = TopicPartition("txns", 0)
 
 
-def interleaved(writer: TxnWriter) -> int:
-    """Committed and aborted transactions overlapping, plain records between them, an
-    aborted transaction just before producer 1's second one, left open; the offset
-    that starts at."""
-    writer.send(1)
-    writer.send(2)
-    writer.send_plain()
-    writer.end(1, commit=False)
-    writer.send(3)
-    writer.send(2)
-    writer.end(2, commit=True)
-    writer.send(3)
-    writer.end(3, commit=False)
-    writer.send_plain(2)
-    writer.send(2)  # aborted data and its marker, right after the last committed records
-    writer.end(2, commit=False)
-    open_from = writer.log.log_end_offset
-    writer.send(1)
-    writer.send_plain()
-    return open_from
-
-
 def with_transactions(sidecar: SidecarProcess) -> tuple[TxnWriter, int, list[int]]:
     """``interleaved`` transactions in ``sidecar``'s topic; the writer, the offset of the
     open transaction and the offsets of every data record (markers left out)."""
     create_topic(sidecar.address, TP.topic)
     sidecar.stop()
     with transactions_in(sidecar.data_dir, TP.topic) as writer:
-        open_from = interleaved(writer)
+        open_from = interleaved(writer, aborted_before_open=True)
         stored = writer.log.read(0, 1 << 20).records
     sidecar.start()
     data = [

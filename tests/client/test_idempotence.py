@@ -180,6 +180,23 @@ def test_a_confirmed_failure_leaves_a_gap_and_bumps_the_epoch() -> None:
     assert (b.base_sequence, b.producer_epoch) == (0, 1)
 
 
+def test_a_transactional_producer_leaves_the_epoch_to_its_coordinator() -> None:
+    """The gap's partition waits: the transaction aborts, and the next epoch comes from
+    InitProducerId (tierlog.client.transactions), which starts every partition again."""
+    manager = IdempotenceManager(transactional=True)
+    manager.set_producer_id_and_epoch(42, 0)
+    stored, a, b = send(manager, 1, 1, 1)
+    manager.on_success(stored, 0)
+    manager.on_failed(a, "MESSAGE_TOO_LARGE", adjust_sequences=True)
+    assert manager.can_retry(b, "OUT_OF_ORDER_SEQUENCE_NUMBER")
+    manager.bump_epoch_if_needed()
+    waiting = manager.epoch_bump_required  # (a name: mypy would narrow the property)
+    assert manager.producer_id_and_epoch.epoch == 0 and waiting
+    assert not manager.may_drain(b)
+    manager.set_producer_id_and_epoch(42, 1)  # the coordinator's next epoch
+    assert not manager.epoch_bump_required and manager.next_sequence(TP) == 0
+
+
 def test_a_restamped_batch_is_never_sent_while_its_old_stamp_is_out() -> None:
     """The old request of a batch may still be stored: restamping it then would let a
     later batch go out under the new epoch at a sequence the broker never starts at."""

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tierlog.coordinator.config import GroupCoordinatorConfig
+from tierlog.coordinator.transaction_config import TransactionCoordinatorConfig
 from tierlog.sidecar.config import SidecarConfig
 from tierlog.storage.errors import InvalidConfigError
 
@@ -55,3 +56,22 @@ def test_the_sidecar_takes_them(tmp_path: Path) -> None:
 def test_out_of_range_values_are_refused_by_name(key: str, value: str) -> None:
     with pytest.raises(InvalidConfigError, match=key):
         GroupCoordinatorConfig.from_properties({key: value})
+
+
+def test_the_transaction_coordinators_defaults_and_names(tmp_path: Path) -> None:
+    assert TransactionCoordinatorConfig.from_properties({}) == TransactionCoordinatorConfig()
+    defaults = TransactionCoordinatorConfig()
+    assert (defaults.topic_partitions, defaults.topic_replication_factor) == (50, 3)
+    assert (defaults.max_timeout_ms, defaults.abort_timed_out_interval_ms) == (900_000, 10_000)
+    assert defaults.topic_configs()["cleanup.policy"] == "compact"
+    config = SidecarConfig.from_properties(
+        {
+            "log.dirs": str(tmp_path),
+            "transaction.state.log.num.partitions": "3",
+            "transaction.max.timeout.ms": "60000",
+        }
+    )
+    assert config.transactions.topic_partitions == 3
+    assert config.transactions.max_timeout_ms == 60_000
+    with pytest.raises(InvalidConfigError, match=r"transaction\.max\.timeout\.ms"):
+        TransactionCoordinatorConfig.from_properties({"transaction.max.timeout.ms": "0"})

@@ -96,3 +96,46 @@ def test_a_group_with_members_keeps_its_offsets_and_an_empty_one_expires_them() 
     assert state.expired(now_ms=10_000, retention_ms=3_000) == {"g": [TP0]}
     state.replay(CoordinatorRecord(ConsumerGroupMetadataKey("g"), None), 4)
     assert state.consumer_group("g") is None
+
+
+def test_transactional_commits_wait_for_their_producers_marker() -> None:
+    """Kafka's pending transactional offsets: COMMIT applies a producer's, ABORT drops
+    them, another producer's stay pending, and the partition is unstable meanwhile."""
+    state = OffsetsState()
+    state.replay(commit("g", TP0, 2), 0)
+    state.replay_transactional(commit("g", TP0, 6), 1, producer_id=7)
+    state.replay_transactional(commit("g", TP1, 4), 2, producer_id=8)
+    assert state.offsets("g")[TP0].offset == 2 and TP1 not in state.offsets("g")
+    assert state.is_pending("g", TP0) and state.is_pending("g", TP1)
+    state.replay_marker(7, committed=False)
+    assert state.offsets("g")[TP0].offset == 2 and not state.is_pending("g", TP0)
+    state.replay_marker(8, committed=True)
+    assert state.offsets("g")[TP1].offset == 4 and not state.is_pending("g", TP1)
+    assert state.offsets("g")[TP1].log_offset == 2
+
+
+def test_a_committed_transaction_does_not_undo_a_later_plain_commit() -> None:
+    """The transaction's offsets take effect at their own place in the log: a plain
+    commit written after them (a higher log offset) stays."""
+    state = OffsetsState()
+    state.replay_transactional(commit("g", TP0, 6), 3, producer_id=7)
+    state.replay(commit("g", TP0, 9), 4)
+    state.replay_marker(7, committed=True)
+    assert state.offsets("g")[TP0].offset == 9
+
+
+def test_a_transactional_commit_makes_its_group_known() -> None:
+    state = OffsetsState()
+    state.replay_transactional(commit("txn", TP0, 1), 0, producer_id=3)
+    assert state.has_group("txn") and state.groups() == ["txn"] and state.is_busy("txn")
+    state.replay_marker(3, committed=False)
+    assert not state.has_group("txn")
+
+
+def test_a_tombstone_deletes_an_offset_in_an_open_transaction_too() -> None:
+    state = OffsetsState()
+    state.replay_transactional(commit("g", TP0, 6), 0, producer_id=7)
+    state.replay(tombstone("g", TP0), 1)
+    assert not state.is_pending("g", TP0)  # stable at once, as Kafka's
+    state.replay_marker(7, committed=True)
+    assert state.offsets("g") == {} and not state.has_group("g")

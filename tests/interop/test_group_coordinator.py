@@ -18,8 +18,13 @@ from typing import Any
 import pytest
 
 from tests.support.sidecars import SidecarProcess, start_sidecar
-from tierlog.client import AdminClient, Cluster, Consumer, TopicPartition
-from tierlog.client.groups import ConsumerGroups, GroupClient, OffsetAndMetadata
+from tierlog.client import AdminClient, Cluster, Consumer, Producer, TopicPartition
+from tierlog.client.groups import (
+    ConsumerGroupMetadata,
+    ConsumerGroups,
+    GroupClient,
+    OffsetAndMetadata,
+)
 from tierlog.coordinator.consumer_group_records import ConsumerGroupCurrentMemberAssignmentValue
 from tierlog.coordinator.group_records import decode_record
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for_group
@@ -203,3 +208,46 @@ def test_kafka_decodes_the_membership_a_running_coordinator_wrote(
         if isinstance(record.value, ConsumerGroupCurrentMemberAssignmentValue)
     ]
     assert max(epochs) >= 2  # the second member's join moved the group to epoch 2
+
+
+def test_kafka_decodes_transactional_offset_commits_and_their_markers(
+    sidecar: SidecarProcess,
+) -> None:
+    """``send_offsets_to_transaction`` once committed, once aborted: Kafka reads the two
+    transactional offset commit batches (the producer's id and epoch, no sequence) and
+    their COMMIT and ABORT markers in the group's ``__consumer_offsets`` partition."""
+    tp = TopicPartition("orders", 0)
+    with Producer(
+        {"bootstrap.servers": sidecar.address, "transactional.id": "etl", "linger.ms": 0}
+    ) as producer:
+        producer.init_transactions()
+        for offset, commit in ((6, True), (9, False)):
+            producer.begin_transaction()
+            producer.send_offsets_to_transaction(
+                {tp: OffsetAndMetadata(offset)}, ConsumerGroupMetadata(KEPT)
+            )
+            if commit:
+                producer.commit_transaction()
+            else:
+                producer.abort_transaction()
+        assert producer.idempotence is not None
+        pid = producer.idempotence.producer_id_and_epoch
+    found = GroupClient(_cluster(sidecar), KEPT).committed([tp])[tp]
+    assert found is not None and found.offset == 6
+    sidecar.kill()
+    partition_dir = sidecar.data_dir / f"{OFFSETS_TOPIC}-{partition_for_group(KEPT, PARTITIONS)}"
+    dump = dump_log_segments(sorted(partition_dir.glob("*.log")), "--offsets-decoder")
+    assert dump.errors == []
+    kinds = [(batch.is_transactional, batch.is_control) for batch in dump.batches]
+    assert kinds == [(True, False), (True, True), (True, False), (True, True)]
+    assert {(batch.producer_id, batch.producer_epoch) for batch in dump.batches} == {
+        (pid.producer_id, pid.epoch)
+    }
+    assert {batch.base_sequence for batch in dump.batches} == {-1}  # Kafka's NO_SEQUENCE
+    markers = [line for line in dump.stdout.splitlines() if "endTxnMarker" in line]
+    assert [("COMMIT" in line, "ABORT" in line) for line in markers] == [
+        (True, False),
+        (False, True),
+    ]
+    commits = [entry for entry in dump.records if entry.key is not None and "group" in entry.key]
+    assert _commits([_key_and_value(entry) for entry in commits]) == [(KEPT, 0, 6), (KEPT, 0, 9)]

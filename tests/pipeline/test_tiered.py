@@ -20,6 +20,11 @@ from tests.pipeline.tiering import (
     tier_then_delete_older_half,
 )
 from tests.storage.conftest import read_all_records
+from tierlog.pipeline.arrow_batches import decode_split
+from tierlog.pipeline.options import parse_options
+from tierlog.pipeline.segments import opened
+from tierlog.pipeline.source import plan_batch
+from tierlog.pipeline.tiered import RemoteSegmentReader
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
 from tierlog.storage.tier.local_store import LocalDirectoryStore
@@ -106,3 +111,34 @@ def test_an_s3_tier_in_minio_plus_the_local_tail(tmp_path: Path, s3_tier: Tier) 
     )
 
     assert rows_of_table(table) == expected_rows(TP, history.records)
+
+
+def test_the_splits_of_an_s3_tier_read_through_one_store_per_process(
+    tmp_path: Path, s3_tier: Tier
+) -> None:
+    """A worker reads split after split of a tier: one boto3 client for them all (making
+    one costs more than decoding a segment), still open after each reader is closed."""
+    log = Log.open(tmp_path / "logs" / TP.dir_name, SMALL_SEGMENTS)
+    produce(log, records_for(600))
+    store = s3_tier.open()
+    try:
+        tier_closed_segments(store, TP, log)
+    finally:
+        store.close()
+    tiered = read_all_records(log)[: log.active_segment.base_offset]
+    log.close()
+    splits = plan_batch(
+        parse_options({"path": s3_tier.url, "subscribe": "orders"} | s3_tier.options)
+    )
+    assert len(splits) > 1
+
+    stores = []
+    rows = 0
+    for split in splits:
+        with opened(split.segment) as reader:
+            assert isinstance(reader, RemoteSegmentReader)
+            stores.append(reader.store)
+            rows += sum(batch.num_rows for batch in decode_split(split, reader))
+
+    assert all(store is stores[0] for store in stores)
+    assert rows == len(tiered)

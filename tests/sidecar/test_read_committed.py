@@ -17,7 +17,7 @@ import grpc
 import pytest
 
 from tests.support.minio import MinioServer
-from tests.support.transaction_logs import TxnWriter, transactions_in
+from tests.support.transaction_logs import TxnWriter, interleaved, transactions_in
 from tierlog.api.v1 import log_service_pb2
 from tierlog.storage.config import LogConfig
 from tierlog.storage.records import iter_batches
@@ -29,25 +29,6 @@ IsolationLevel: TypeAlias = log_service_pb2.IsolationLevel.ValueType
 READ_COMMITTED = log_service_pb2.ISOLATION_LEVEL_READ_COMMITTED
 READ_UNCOMMITTED = log_service_pb2.ISOLATION_LEVEL_READ_UNCOMMITTED
 ONE_BATCH_A_SEGMENT = LogConfig(segment_bytes=100)
-
-
-def interleaved(writer: TxnWriter) -> int:
-    """Three producers' transactions overlapping, plain records between them, producer
-    1's second transaction left open; the offset it starts at."""
-    writer.send(1)
-    writer.send(2)
-    writer.send_plain()
-    writer.end(1, commit=False)
-    writer.send(3)
-    writer.send(2)
-    writer.end(2, commit=True)
-    writer.send(3)
-    writer.end(3, commit=False)
-    writer.send_plain(2)
-    open_from = writer.log.log_end_offset
-    writer.send(1)
-    writer.send_plain()
-    return open_from
 
 
 def stopped_with(

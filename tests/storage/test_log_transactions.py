@@ -117,6 +117,22 @@ def test_only_a_coordinator_writes_markers_and_a_stale_coordinator_is_fenced(log
     assert all_entries(log) == [AbortedTxn(1, 0, 2, 3)]
 
 
+def test_a_coordinators_transactional_batches_carry_no_sequence_but_are_fenced(log: Log) -> None:
+    """The group coordinator's transactional offset commits (Kafka's NO_SEQUENCE): each
+    one is new (never a duplicate, never out of order), a client's is still refused
+    without a sequence, and an older epoch than the partition's is still fenced."""
+    offsets_commit = txn_batch(1, -1, 1)
+    with pytest.raises(InvalidRecordError, match="sequence"):
+        log.append(offsets_commit)
+    first = log.append(offsets_commit, origin=AppendOrigin.COORDINATOR)
+    log.append(marker_batch(1, commit=True), origin=AppendOrigin.COORDINATOR)
+    second = log.append(offsets_commit, origin=AppendOrigin.COORDINATOR)  # the next transaction
+    assert second.first_offset > first.first_offset
+    log.append(marker_batch(1, commit=False, epoch=1), origin=AppendOrigin.COORDINATOR)
+    with pytest.raises(InvalidProducerEpochError):
+        log.append(offsets_commit, origin=AppendOrigin.COORDINATOR)  # epoch 0: fenced
+
+
 def test_a_marker_with_no_open_transaction_indexes_nothing(log: Log) -> None:
     log.append(marker_batch(4, commit=False), origin=AppendOrigin.COORDINATOR)
     assert all_entries(log) == [] and not list(log.directory.glob("*.txnindex"))

@@ -17,7 +17,7 @@ from tests.storage.transactions import TxnWriter
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
 
-__all__ = ["TxnWriter", "transactions_in"]
+__all__ = ["TxnWriter", "interleaved", "transactions_in"]
 
 
 @contextlib.contextmanager
@@ -30,3 +30,26 @@ def transactions_in(
         yield TxnWriter(log)
     finally:
         log.close()
+
+
+def interleaved(writer: TxnWriter, *, aborted_before_open: bool = False) -> int:
+    """Three producers' transactions overlapping, plain records between them, producer
+    1's second transaction left open; the offset it starts at. ``aborted_before_open``:
+    an aborted transaction (data and marker) right before the open one too."""
+    writer.send(1)
+    writer.send(2)
+    writer.send_plain()
+    writer.end(1, commit=False)
+    writer.send(3)
+    writer.send(2)
+    writer.end(2, commit=True)
+    writer.send(3)
+    writer.end(3, commit=False)
+    writer.send_plain(2)
+    if aborted_before_open:
+        writer.send(2)
+        writer.end(2, commit=False)
+    open_from = writer.log.log_end_offset
+    writer.send(1)
+    writer.send_plain()
+    return open_from

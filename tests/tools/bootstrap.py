@@ -54,6 +54,7 @@ __all__ = [
     "CLUSTER_TOOLS",
     "KAFKA",
     "KAFKA_VERSION",
+    "SPARK_KAFKA",
     "TOOLS",
     "BootstrapError",
     "Tool",
@@ -84,16 +85,10 @@ def java_bin(program: str = "java") -> Path:
 # --- Apache Kafka ---------------------------------------------------------------------------
 
 
-def _kafka_inputs() -> list[Path]:
-    return [KAFKA_POM, *sorted(JAVA_HELPERS_DIR.glob("*.java"))]
-
-
-def _install_kafka(home: Path) -> None:
-    """Kafka's runtime classpath into libs/, our Java helpers compiled into classes/."""
-    java, javac = java_bin("java"), java_bin("javac")
+def _copy_maven_dependencies(what: str, pom: Path, libs: Path) -> None:
+    """The runtime classpath ``pom`` names, resolved by Maven into ``libs``."""
     mvn = require("mvn", "install Maven 3.8+ (e.g. apt-get install maven)")
-    libs = home / "libs"
-    print(f"  resolving Kafka {KAFKA_VERSION} jars from {KAFKA_POM.relative_to(REPO)} with Maven")
+    print(f"  resolving {what} jars from {pom.relative_to(REPO)} with Maven")
     run(
         [
             mvn,
@@ -101,15 +96,25 @@ def _install_kafka(home: Path) -> None:
             "--quiet",
             "-Dstyle.color=never",
             "--file",
-            KAFKA_POM,
+            pom,
             "dependency:copy-dependencies",
             "-DincludeScope=runtime",
             f"-DoutputDirectory={libs}",
         ],
         what="mvn dependency:copy-dependencies",
     )
-    jars = sorted(libs.glob("*.jar"))
-    print(f"  {len(jars)} jars")
+    print(f"  {len(list(libs.glob('*.jar')))} jars")
+
+
+def _kafka_inputs() -> list[Path]:
+    return [KAFKA_POM, *sorted(JAVA_HELPERS_DIR.glob("*.java"))]
+
+
+def _install_kafka(home: Path) -> None:
+    """Kafka's runtime classpath into libs/, our Java helpers compiled into classes/."""
+    java, javac = java_bin("java"), java_bin("javac")
+    libs = home / "libs"
+    _copy_maven_dependencies(f"Kafka {KAFKA_VERSION}", KAFKA_POM, libs)
     sources = sorted(JAVA_HELPERS_DIR.glob("*.java"))
     if sources:
         classes = home / "classes"
@@ -128,6 +133,26 @@ def _install_kafka(home: Path) -> None:
 
 
 KAFKA = Tool(name=f"kafka-{KAFKA_VERSION}", inputs=_kafka_inputs, install=_install_kafka)
+
+
+# --- Spark's Kafka source (spark-sql-kafka-0-10) ------------------------------------------
+
+SPARK_KAFKA_VERSION = "4.2.0"  # must match tests/tools/spark_kafka/pom.xml
+SPARK_KAFKA_POM = REPO / "tests" / "tools" / "spark_kafka" / "pom.xml"
+
+
+def _install_spark_kafka(home: Path) -> None:
+    """The connector's jars (beyond those pyspark ships) into libs/, for ``spark.jars``."""
+    _copy_maven_dependencies(
+        f"spark-sql-kafka-0-10 {SPARK_KAFKA_VERSION}", SPARK_KAFKA_POM, home / "libs"
+    )
+
+
+SPARK_KAFKA = Tool(
+    name=f"spark-kafka-{SPARK_KAFKA_VERSION}",
+    inputs=lambda: [SPARK_KAFKA_POM],
+    install=_install_spark_kafka,
+)
 
 
 # --- buf (from the npm registry) ------------------------------------------------------------
@@ -164,6 +189,7 @@ def buf_bin(home: Path | None = None) -> Path:
 
 TOOLS: tuple[Tool, ...] = (
     KAFKA,
+    SPARK_KAFKA,
     BUF,
     HELM,
     PROMETHEUS,

@@ -33,7 +33,7 @@ from tierlog.pipeline.schema import spark_ddl
 from tierlog.pipeline.segments import opened
 from tierlog.pipeline.source import discover, latest_offsets, plan_batch, plan_stream_range
 from tierlog.pipeline.stream_offsets import initial_offsets, offsets_from_json, offsets_to_json
-from tierlog.pipeline.workers import worker_python
+from tierlog.pipeline.workers import freeze_long_lived_objects, worker_python
 
 __all__ = ["FORMAT", "TierlogDataSource", "register"]
 
@@ -49,6 +49,7 @@ class SplitPartition(InputPartition):
 
 
 def _read(split: InputSplit, options: SourceOptions) -> Iterator[pa.RecordBatch]:
+    freeze_long_lived_objects()  # Spark's daemon collects after every task (workers.py)
     with opened(split.segment) as reader:
         yield from decode_split(
             split,

@@ -6,10 +6,16 @@ are found from segment keys (``layout.parse_segment_key``), a partition's readab
 segments and log start from its manifest (``manifest_store.load_view``), and each
 part of a segment object through ``read_part`` (ranged GETs). The indexes are Kafka's
 own files, read with the storage engine's index classes.
+
+Segment readers share one store per tier (and S3 options) in a process: a worker reads
+split after split of the same tier, and an S3 store's boto3 client costs ~0.1-0.5 s of
+CPU to make (its service model and endpoint rules parsed again), more than decoding a
+64 MiB segment; shared, its connections are reused as well.
 """
 
 from __future__ import annotations
 
+import functools
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -33,6 +39,7 @@ __all__ = [
     "list_tier",
     "open_remote_segment",
     "open_store",
+    "shared_store",
 ]
 
 READ_CHUNK_BYTES = 8 * 1024 * 1024
@@ -70,8 +77,16 @@ def list_tier(
         store.close()
 
 
+@functools.cache
+def shared_store(url: str, s3: S3Options | None = None) -> ObjectStore:
+    """The process's store for the tier at ``url``: never closed, it lives as long as
+    the process (a Spark worker), whose splits of that tier all read through it."""
+    return open_store(url, s3)
+
+
 class RemoteSegmentReader:
-    """One tiered segment, read with ranged GETs of its object's parts."""
+    """One tiered segment, read with ranged GETs of its object's parts, through the
+    process's ``shared_store`` (which closing the reader leaves open)."""
 
     def __init__(self, ref: SegmentRef, store: ObjectStore):
         assert ref.tier_segment is not None
@@ -138,7 +153,7 @@ class RemoteSegmentReader:
         return read_part(self.store, self.segment, SegmentPart.PRODUCER_SNAPSHOT)
 
     def close(self) -> None:
-        self.store.close()
+        """Nothing to release: the store is the process's (``shared_store``)."""
 
 
 def index_file_columns(
@@ -160,4 +175,4 @@ def index_file_columns(
 
 def open_remote_segment(ref: SegmentRef) -> RemoteSegmentReader:
     assert ref.store_url is not None
-    return RemoteSegmentReader(ref, open_store(ref.store_url, ref.s3))
+    return RemoteSegmentReader(ref, shared_store(ref.store_url, ref.s3))

@@ -20,6 +20,7 @@ __all__ = [
     "LEADER_KEY",
     "REASON_KEY",
     "STATUS_CODES",
+    "ConcurrentTransactionsError",
     "CoordinatorLoadInProgressError",
     "CoordinatorNotAvailableError",
     "FencedLeaderEpochError",
@@ -29,10 +30,12 @@ __all__ = [
     "IllegalGenerationError",
     "InvalidGroupIdError",
     "InvalidPartitionsError",
+    "InvalidProducerIdMappingError",
     "InvalidReplicaAssignmentError",
     "InvalidReplicationFactorError",
     "InvalidRequestError",
     "InvalidRequiredAcksError",
+    "InvalidTransactionTimeoutError",
     "InvalidUpdateVersionError",
     "LeaderNotAvailableError",
     "NonEmptyGroupError",
@@ -41,12 +44,14 @@ __all__ = [
     "NotEnoughReplicasError",
     "NotLeaderOrFollowerError",
     "OffsetMetadataTooLargeError",
+    "ProducerFencedError",
     "RequestTimedOutError",
     "SaslAuthenticationFailedError",
     "StaleBrokerEpochError",
     "StaleMemberEpochError",
     "ThrottlingQuotaExceededError",
     "TopicAlreadyExistsError",
+    "TransactionalIdNotFoundError",
     "UnknownLeaderEpochError",
     "UnknownMemberIdError",
     "UnreleasedInstanceIdError",
@@ -244,6 +249,43 @@ class UnstableOffsetCommitError(TierlogError):
     reason = "UNSTABLE_OFFSET_COMMIT"
 
 
+# -- the transaction coordinator's (Kafka's codes in brackets) -------------------------
+
+
+class InvalidProducerIdMappingError(TierlogError):
+    """[49] The transactional id has no producer, or another producer id than the one
+    the request names: call InitProducerId first."""
+
+    reason = "INVALID_PRODUCER_ID_MAPPING"
+
+
+class InvalidTransactionTimeoutError(TierlogError):
+    """[50] ``transaction.timeout.ms`` is not positive or is over the broker's
+    ``transaction.max.timeout.ms``."""
+
+    reason = "INVALID_TRANSACTION_TIMEOUT"
+
+
+class ConcurrentTransactionsError(TierlogError):
+    """[51] The transactional id's previous transaction is still being completed (its
+    markers written). Retriable: ask again shortly."""
+
+    reason = "CONCURRENT_TRANSACTIONS"
+
+
+class ProducerFencedError(TierlogError):
+    """[90] A newer producer with the same transactional id has a higher epoch (or the
+    transaction timed out and was aborted with one): this producer must close."""
+
+    reason = "PRODUCER_FENCED"
+
+
+class TransactionalIdNotFoundError(TierlogError):
+    """[105] The transactional id is unknown to its coordinator."""
+
+    reason = "TRANSACTIONAL_ID_NOT_FOUND"
+
+
 # -- KIP-848 membership (ConsumerGroupHeartbeat) ---------------------------------------
 
 
@@ -332,6 +374,11 @@ STATUS_CODES: dict[str, grpc.StatusCode] = {
     "COORDINATOR_LOAD_IN_PROGRESS": _C.UNAVAILABLE,
     "COORDINATOR_NOT_AVAILABLE": _C.UNAVAILABLE,
     "UNSTABLE_OFFSET_COMMIT": _C.UNAVAILABLE,
+    "INVALID_PRODUCER_ID_MAPPING": _C.FAILED_PRECONDITION,
+    "INVALID_TRANSACTION_TIMEOUT": _C.INVALID_ARGUMENT,
+    "CONCURRENT_TRANSACTIONS": _C.UNAVAILABLE,
+    "PRODUCER_FENCED": _C.FAILED_PRECONDITION,
+    "TRANSACTIONAL_ID_NOT_FOUND": _C.NOT_FOUND,
     "NON_EMPTY_GROUP": _C.FAILED_PRECONDITION,
     "GROUP_MAX_SIZE_REACHED": _C.RESOURCE_EXHAUSTED,
     "FENCED_MEMBER_EPOCH": _C.FAILED_PRECONDITION,

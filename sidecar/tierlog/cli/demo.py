@@ -8,7 +8,9 @@ verification on a rolled one, the records consumed back, offsets looked up by
 timestamp, a few metrics scraped from the sidecar, then SIGTERM, the clean-shutdown
 marker, a restart that must find the same log end, and a last stop (or, with
 ``--keep-running``, the sidecar left serving).  Between, a tiered topic is offloaded to
-the embedded local-directory tier, deleted locally and fetched back (``demo_tier``).
+the embedded local-directory tier, deleted locally and fetched back (``demo_tier``), and
+two consumers of a group share a topic and commit half-way, where one consumer of the
+same group resumes after the restart (``demo_groups``).
 Every claim it prints is computed from what the sidecar, its files or its metrics said,
 and checked; a failed check makes the demo exit non-zero.  Whatever happens, it stops
 the processes it started.
@@ -28,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tierlog.api.errors import TopicAlreadyExistsError
+from tierlog.cli.demo_groups import GROUP_SIDECAR_CONFIGS, resume_after_restart, share_a_topic
 from tierlog.cli.demo_tier import SIDECAR_CONFIGS, offload_and_read_back, show_tier_after_restart
 from tierlog.cli.dump_log import DumpOptions, DumpReport, dump_files
 from tierlog.cli.local_sidecar import (
@@ -116,21 +119,23 @@ def run_demo(data_dir: Path, say: Say = print, *, keep_running: bool = False) ->
         first_offset, produced, segments = _drive(sidecar, say)
         end_offset = first_offset + produced
         offload_and_read_back(sidecar, 9, say, _check)
-        _stop_cleanly(sidecar, "10. Stop it with SIGTERM", say)
+        share_a_topic(sidecar, 10, say, _check)
+        _stop_cleanly(sidecar, "11. Stop it with SIGTERM", say)
     finally:
         sidecar.stop()  # at once after a failure; a stopped sidecar stays stopped
 
-    sidecar = _start(data_dir, "11. Start it again on the same data dir", say)
+    sidecar = _start(data_dir, "12. Start it again on the same data dir", say)
     kept = False
     try:
         restarted_end = _show_restart(sidecar, end_offset, say)
         show_tier_after_restart(sidecar, say, _check)
+        resume_after_restart(sidecar, say, _check)
         say("")
         if keep_running:
             _show_how_to_use(sidecar, say)
             kept = True
         else:
-            _stop_cleanly(sidecar, "12. Stop it again", say)
+            _stop_cleanly(sidecar, "13. Stop it again", say)
     finally:
         if not kept:
             sidecar.stop()
@@ -149,7 +154,7 @@ def run_demo(data_dir: Path, say: Say = print, *, keep_running: bool = False) ->
 def _start(data_dir: Path, title: str, say: Say) -> LocalSidecar:
     say(title)
     started = time.monotonic()
-    sidecar = LocalSidecar.start(data_dir, configs=SIDECAR_CONFIGS)
+    sidecar = LocalSidecar.start(data_dir, configs=SIDECAR_CONFIGS + GROUP_SIDECAR_CONFIGS)
     try:
         say(f"   $ tierlog-sidecar {' '.join(sidecar.command[1:])}")
         say(
@@ -419,7 +424,7 @@ def _show_restart(sidecar: LocalSidecar, end_offset: int, say: Say) -> int:
 
 def _show_how_to_use(sidecar: LocalSidecar, say: Say) -> None:
     tierlog = shutil.which("tierlog", path=str(Path(sys.executable).parent)) or "tierlog"
-    say(f"12. Left running (--keep-running): pid {sidecar.pid}, gRPC on {sidecar.address}")
+    say(f"13. Left running (--keep-running): pid {sidecar.pid}, gRPC on {sidecar.address}")
     say(f"   $ {tierlog} consume --server {sidecar.address} {TOPIC} --from-beginning --print-key")
     say(f"   $ {tierlog} topics describe {TOPIC} --server {sidecar.address}")
     say(f"   $ curl -s http://{sidecar.metrics_address}/metrics | grep tierlog_log_end_offset")

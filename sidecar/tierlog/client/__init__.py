@@ -3,12 +3,14 @@
 Over gRPC:
 
 - ``producer``: ``Producer.send`` -> ``RecordFuture`` (or a ``callback``), ``flush``, ``close``;
-  its ``sender`` thread drives the core below over ``ProduceStream``s.
+  its ``sender`` thread drives the core below over ``ProduceStream``s; with a
+  ``transactional.id``, transactions (``transactions``: ``init_transactions``,
+  ``begin_transaction``, ``commit_transaction``, ``abort_transaction``).
 - ``consumer``: ``Consumer`` (assign/subscribe, seek by offset or time, ``poll``, and
   with a ``group.id`` committed offsets: ``commit``, ``commit_async``, ``committed``);
   ``aio_consumer``: ``AIOConsumer``, its face for an asyncio event loop.
-- ``groups``: a group's coordinator found and followed (``GroupClient``), and groups as
-  an administrator sees them (``ConsumerGroups``).
+- ``groups``: a group's coordinator found and followed (``GroupClient``, over
+  ``coordinator_client``), and groups as an administrator sees them (``ConsumerGroups``).
 - ``admin``: ``AdminClient`` (topics, configs, partitions, metadata).
 - ``serialization``: ``SerializingProducer`` / ``DeserializingConsumer`` over them, with
   string, JSON and bytes (de)serializers.
@@ -32,6 +34,7 @@ vocabulary (``tierlog.storage.errors``) and, for the transport, the generated st
 
 from __future__ import annotations
 
+from tierlog.api.errors import ProducerFencedError
 from tierlog.client.accumulator import AppendResult, MemoryBlocked, ReadyCheck, RecordAccumulator
 from tierlog.client.admin import AdminClient
 from tierlog.client.aio_consumer import AIOConsumer
@@ -48,7 +51,12 @@ from tierlog.client.errors import (
     RecordTooLargeError,
     RequestTimedOutError,
 )
-from tierlog.client.groups import ConsumerGroups, GroupClient, OffsetAndMetadata
+from tierlog.client.groups import (
+    ConsumerGroupMetadata,
+    ConsumerGroups,
+    GroupClient,
+    OffsetAndMetadata,
+)
 from tierlog.client.idempotence import IdempotenceManager, ProducerIdAndEpoch
 from tierlog.client.partitioner import StickyPartitioner, murmur2, partition_for_key
 from tierlog.client.producer import Callback, Producer, RecordFuture, RecordMetadata
@@ -79,6 +87,7 @@ __all__ = [
     "ConfigError",
     "Consumer",
     "ConsumerConfig",
+    "ConsumerGroupMetadata",
     "ConsumerGroups",
     "ConsumerRecord",
     "DeserializedRecord",
@@ -95,6 +104,7 @@ __all__ = [
     "Producer",
     "ProducerBatch",
     "ProducerConfig",
+    "ProducerFencedError",
     "ProducerIdAndEpoch",
     "ReadyCheck",
     "RecordAccumulator",

@@ -26,7 +26,7 @@ batch whose estimate was too hopeful is split before it is stamped.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -213,6 +213,7 @@ class RecordAccumulator:
             reserved_memory_bytes=size,
             compression=self._config.compression,
             ratio=self._ratio,
+            is_transactional=bool(self._config.transactional_id),
         )
         # The record first: if it cannot be encoded, no empty batch is left queued.
         appended_bytes = batch.try_append(key, value, timestamp, headers)
@@ -340,6 +341,24 @@ class RecordAccumulator:
                 size += batch.estimated_size_bytes
                 drained.append(batch)
         return drained
+
+    def take_queued(self, partitions: Iterable[TopicPartition]) -> list[ProducerBatch]:
+        """The batches of ``partitions`` not in flight (never sent, or waiting to be
+        retried), taken out of their queues in order, for the transport to fail: a
+        transactional producer's partition its transaction could not take, or the batches
+        of a transaction being aborted (Kafka's ``abortUndrainedBatches``)."""
+        taken: list[ProducerBatch] = []
+        for tp in partitions:
+            queue = self._queues.get(tp, deque())
+            while queue:
+                batch = queue.popleft()
+                batch.close_for_appends()
+                taken.append(batch)
+        return taken
+
+    @property
+    def queued_partitions(self) -> list[TopicPartition]:
+        return [tp for tp, queue in self._queues.items() if queue]
 
     def _drainable(self, tp: TopicPartition, now_ms: int) -> ProducerBatch | None:
         queue = self._queues.get(tp)

@@ -9,7 +9,8 @@ Two of Kafka's rules depend on what the user *said*, not on the values, so only
 
 - ``enable.idempotence`` is on by default; if the user did not set it but set
   ``acks`` other than ``all``, ``retries=0`` or more than 5 requests in flight, it is
-  quietly turned off.  Said explicitly, the contradiction is an error.
+  quietly turned off.  Said explicitly, or with a ``transactional.id`` (which needs
+  idempotence), the contradiction is an error.
 - ``delivery.timeout.ms`` must cover ``linger.ms + request.timeout.ms``; if the user
   did not set it, it is raised to that sum.
 
@@ -219,11 +220,16 @@ class ProducerConfig(CommonClientConfig):
     max_request_size: int = _key("max.request.size", 1024 * 1024, minimum=0)
     partitioner_ignore_keys: bool = _key("partitioner.ignore.keys", False)
     metadata_max_age_ms: int = _key("metadata.max.age.ms", 300_000, minimum=0, maximum=LONG_MAX)
+    # "": not transactional. A transactional producer is idempotent.
+    transactional_id: str = _key("transactional.id", "")
+    transaction_timeout_ms: int = _key("transaction.timeout.ms", 60_000, minimum=1, maximum=INT_MAX)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.acks == "-1":
             object.__setattr__(self, "acks", "all")
+        if self.transactional_id and not self.enable_idempotence:
+            raise ConfigError("enable.idempotence", "must be true for a transactional producer")
         if self.enable_idempotence:
             self._check_idempotence()
         if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
@@ -254,7 +260,12 @@ class ProducerConfig(CommonClientConfig):
         adjustments for settings the user left out (see the module docstring)."""
         values = cls._parse_properties(props)
         merged = {**{f.name: f.default for f in dataclasses.fields(cls)}, **values}
-        if "enable_idempotence" not in values and not _idempotence_fits(merged):
+        transactional = bool(merged["transactional_id"])  # then a contradiction is an error
+        if (
+            "enable_idempotence" not in values
+            and not transactional
+            and not _idempotence_fits(merged)
+        ):
             values["enable_idempotence"] = False
         floor = merged["linger_ms"] + merged["request_timeout_ms"]
         if "delivery_timeout_ms" not in values and merged["delivery_timeout_ms"] < floor:

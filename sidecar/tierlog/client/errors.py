@@ -89,6 +89,8 @@ RETRIABLE_REASONS = frozenset(
         "COORDINATOR_NOT_AVAILABLE",
         "NOT_COORDINATOR",
         "UNSTABLE_OFFSET_COMMIT",
+        # The transaction coordinator's: the previous transaction is being completed.
+        "CONCURRENT_TRANSACTIONS",
     }
 )
 

@@ -5,8 +5,9 @@ answers), sends the group's calls there, and on NOT_COORDINATOR, COORDINATOR_NOT
 or a lost connection forgets it and finds it again; COORDINATOR_LOAD_IN_PROGRESS is
 waited out on the same coordinator. ``GroupClient`` does the same for each call, backing
 off ``retry.backoff.ms`` (doubling up to ``retry.backoff.max.ms``) until the call's
-timeout. ``ConsumerGroups`` is the admin side over it (Kafka's ``Admin`` group calls):
-list (every broker lists the groups it coordinates), describe, offsets, alter, delete.
+timeout (``coordinator_client``). ``ConsumerGroups`` is the admin side over it (Kafka's
+``Admin`` group calls): list (every broker lists the groups it coordinates), describe,
+offsets, alter, delete.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import grpc
 from tierlog.api.v1 import group_service_pb2 as pb
 from tierlog.api.v1 import group_service_pb2_grpc
 from tierlog.client.cluster import Cluster
-from tierlog.client.errors import RequestTimedOutError, TierlogError, reason_of
+from tierlog.client.coordinator_client import CoordinatorClient
+from tierlog.client.errors import TierlogError, reason_of
 from tierlog.client.producer_batch import TopicPartition
 from tierlog.client.rpc import error_from_proto, error_from_rpc
 
@@ -34,19 +36,6 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
-
-# Reasons after which the coordinator is found again (it moved, has none, or is gone).
-_FIND_AGAIN = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "NETWORK_EXCEPTION"})
-# Reasons waited out at the same coordinator (a commit's stale member epoch: the
-# heartbeat thread is about to learn the new one, and the commit is sent with it).
-_WAIT = frozenset(
-    {
-        "COORDINATOR_LOAD_IN_PROGRESS",
-        "UNSTABLE_OFFSET_COMMIT",
-        "REQUEST_TIMED_OUT",
-        "STALE_MEMBER_EPOCH",
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -78,7 +67,7 @@ class GroupListing:
 
 
 class GroupClient:
-    """One group's calls, sent to its coordinator wherever it is."""
+    """One group's calls, sent to its coordinator wherever it is (``CoordinatorClient``)."""
 
     def __init__(
         self,
@@ -92,24 +81,24 @@ class GroupClient:
         self.cluster = cluster
         self.group_id = group_id
         self.timeout_s = timeout_ms / 1000
-        self.retry_backoff_s = retry_backoff_ms / 1000
-        self.retry_backoff_max_s = max(retry_backoff_max_ms, retry_backoff_ms) / 1000
-        self._coordinator: str | None = None
+        self._calls = CoordinatorClient(
+            cluster,
+            group_id,
+            pb.COORDINATOR_TYPE_GROUP,
+            timeout_ms=timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            retry_backoff_max_ms=retry_backoff_max_ms,
+            # A commit's stale member epoch: the heartbeat thread is about to learn the
+            # new one, and the commit is sent with it.
+            wait_reasons=("UNSTABLE_OFFSET_COMMIT", "STALE_MEMBER_EPOCH"),
+        )
         # (member id, member epoch) commits are sent with: a member's, set by its
         # heartbeats (``membership``), or ("", -1) outside the group's membership.
         self.generation: tuple[str, int] = ("", -1)
 
     def coordinator(self) -> str:
         """The coordinator's address (asked for once, then kept until it fails)."""
-        if self._coordinator is None:
-            request = pb.FindCoordinatorRequest(key=self.group_id)
-
-            def ask(address: str) -> pb.FindCoordinatorResponse:
-                stub = group_service_pb2_grpc.GroupServiceStub(self.cluster.channel(address))
-                return stub.FindCoordinator(request, timeout=self.cluster.request_timeout_s)
-
-            self._coordinator = self.cluster.any_broker(ask).address
-        return self._coordinator
+        return self._calls.coordinator()
 
     def call(
         self,
@@ -119,29 +108,10 @@ class GroupClient:
     ) -> _T:
         """``method`` on the coordinator, retried as Kafka's consumer retries it (for
         ``timeout_s``, by default the client's)."""
-        deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
-        backoff_s = self.retry_backoff_s
-        while True:
-            try:
-                stub = group_service_pb2_grpc.GroupServiceStub(
-                    self.cluster.channel(self.coordinator())
-                )
-                return method(stub)
-            except grpc.RpcError as rpc_error:
-                error = error_from_rpc(rpc_error)
-            except TierlogError as raised:  # finding the coordinator failed
-                error = raised
-            reason = reason_of(error)
-            if reason in _FIND_AGAIN:
-                self._coordinator = None
-            elif reason not in _WAIT:
-                raise error from None
-            if time.monotonic() + backoff_s > deadline:
-                raise RequestTimedOutError(
-                    f"group {self.group_id!r}: no answer in {self.timeout_s} s: {error}"
-                ) from error
-            time.sleep(backoff_s)
-            backoff_s = min(backoff_s * 2, self.retry_backoff_max_s)
+        return self._calls.call(
+            lambda channel: method(group_service_pb2_grpc.GroupServiceStub(channel)),
+            timeout_s=timeout_s,
+        )
 
     # -- offsets ----------------------------------------------------------------------
 
@@ -149,16 +119,7 @@ class GroupClient:
         """Store ``offsets`` (acknowledged once the coordinator's log committed them);
         the first partition's error is raised. Each attempt carries the member's latest
         ``generation``."""
-        partitions = [
-            pb.OffsetCommitPartition(
-                topic=tp.topic,
-                partition=tp.partition,
-                offset=committed.offset,
-                leader_epoch=committed.leader_epoch,
-                metadata=committed.metadata,
-            )
-            for tp, committed in offsets.items()
-        ]
+        partitions = _commit_partitions(offsets)
 
         def commit(stub: group_service_pb2_grpc.GroupServiceStub) -> pb.OffsetCommitResponse:
             member_id, epoch = self.generation
@@ -171,6 +132,29 @@ class GroupClient:
             return stub.OffsetCommit(request, timeout=self.timeout_s)
 
         _raise_first(self.call(commit).results)
+
+    def commit_transactional(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        group_metadata: ConsumerGroupMetadata,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+    ) -> None:
+        """TxnOffsetCommit: ``offsets`` written in the producer's transaction (after
+        AddOffsetsToTxn), the group's once it commits; the first partition's error is
+        raised."""
+        request = pb.TxnOffsetCommitRequest(
+            transactional_id=transactional_id,
+            group_id=self.group_id,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            member_id=group_metadata.member_id,
+            generation_id=group_metadata.generation_id,
+            partitions=_commit_partitions(offsets),
+        )
+        response = self.call(lambda stub: stub.TxnOffsetCommit(request, timeout=self.timeout_s))
+        _raise_first(response.results)
 
     def heartbeat(
         self, request: pb.ConsumerGroupHeartbeatRequest
@@ -223,7 +207,7 @@ class GroupClient:
             except TierlogError as error:
                 if reason_of(error) != "UNSTABLE_OFFSET_COMMIT" or time.monotonic() > deadline:
                     raise
-            time.sleep(self.retry_backoff_s)
+            time.sleep(self._calls.retry_backoff_s)
 
     def delete_offsets(self, partitions: Iterable[TopicPartition]) -> None:
         request = pb.OffsetDeleteRequest(
@@ -270,6 +254,21 @@ class ConsumerGroups:
                 raise error_from_rpc(error) from None
             listed += [GroupListing(g.group_id, g.state, address) for g in response.groups]
         return sorted(listed, key=lambda listing: listing.group_id)
+
+
+def _commit_partitions(
+    offsets: Mapping[TopicPartition, OffsetAndMetadata],
+) -> list[pb.OffsetCommitPartition]:
+    return [
+        pb.OffsetCommitPartition(
+            topic=tp.topic,
+            partition=tp.partition,
+            offset=committed.offset,
+            leader_epoch=committed.leader_epoch,
+            metadata=committed.metadata,
+        )
+        for tp, committed in offsets.items()
+    ]
 
 
 def _raise_first(results: Iterable[pb.PartitionResult]) -> None:

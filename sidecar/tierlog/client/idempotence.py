@@ -50,7 +50,11 @@ idempotent (not transactional) producer, following Kafka 3.x/4.x's
 - ``DUPLICATE_SEQUENCE_NUMBER`` (a duplicate older than the broker's cache) is success
   without an offset; the transport reports it with ``on_success(batch, None)``.
 
-Not here: transactions, and the InitProducerId round trip itself (the transport's).
+A transactional producer's epoch belongs to its coordinator: where a gap would bump it,
+its partitions wait instead; the transaction is aborted (its error is abortable) and
+the producer takes the next epoch from the coordinator (``tierlog.client.transactions``,
+as Kafka's KIP-360 does for transactional producers). Not here: the InitProducerId round
+trip itself (the transport's).
 """
 
 from __future__ import annotations
@@ -137,13 +141,20 @@ class _PartitionState:
 class IdempotenceManager:
     """One idempotent producer's id, epoch and per-partition sequences."""
 
-    def __init__(self, max_in_flight_per_partition: int = MAX_IN_FLIGHT_FOR_IDEMPOTENCE) -> None:
+    def __init__(
+        self,
+        max_in_flight_per_partition: int = MAX_IN_FLIGHT_FOR_IDEMPOTENCE,
+        *,
+        transactional: bool = False,
+    ) -> None:
         if not 1 <= max_in_flight_per_partition <= MAX_IN_FLIGHT_FOR_IDEMPOTENCE:
             raise ValueError(
                 f"between 1 and {MAX_IN_FLIGHT_FOR_IDEMPOTENCE} batches in flight, "
                 f"not {max_in_flight_per_partition}"
             )
         self._max_in_flight = max_in_flight_per_partition
+        # A transactional producer's epoch is its coordinator's: never bumped here.
+        self._transactional = transactional
         self.producer_id_and_epoch = NONE
         self._partitions: dict[TopicPartition, _PartitionState] = {}
         # Partitions whose sequences must start again under a newer epoch.
@@ -326,6 +337,8 @@ class IdempotenceManager:
             return
         current = self.producer_id_and_epoch
         if any(s.producer_id_and_epoch == current and s.may_have_stored for _tp, s in ready):
+            if self._transactional:
+                return  # the transaction aborts, and the coordinator gives the next epoch
             if current.epoch >= MAX_PRODUCER_EPOCH:
                 self.producer_id_and_epoch = NONE  # needs_producer_id: InitProducerId again
                 self._partitions.clear()

@@ -7,7 +7,10 @@ partition count from Metadata), encodes it into its partition's open batch in th
 result per batch, the record's metadata made on demand); a ``callback`` given to
 ``send`` runs when the record is stored or failed, as Kafka's ``send(record,
 callback)``.  The ``Sender`` thread builds (compresses, checksums), stamps and sends
-the batches, and retries idempotently (see ``tierlog.client.sender``).  ``send`` blocks only while
+the batches, and retries idempotently (see ``tierlog.client.sender``).  With a
+``transactional.id`` it is Kafka's transactional producer: ``init_transactions`` once,
+then ``begin_transaction``, ``send``..., ``commit_transaction`` or
+``abort_transaction`` (``tierlog.client.transactions``).  ``send`` blocks only while
 ``buffer.memory`` is full, at most ``max.block.ms``.  ``flush`` sends everything
 appended so far at once and waits for it; ``close`` flushes and stops the thread.
 
@@ -29,9 +32,12 @@ from tierlog.client.cluster import NO_ANSWER, Cluster
 from tierlog.client.config import ProducerConfig
 from tierlog.client.errors import IllegalProducerStateError, RequestTimedOutError
 from tierlog.client.futures import Callback, RecordFuture, RecordMetadata
+from tierlog.client.groups import ConsumerGroupMetadata, OffsetAndMetadata
 from tierlog.client.idempotence import IdempotenceManager
+from tierlog.client.producer_batch import TopicPartition
 from tierlog.client.record_fields import checked_record_fields
 from tierlog.client.sender import Sender
+from tierlog.client.transactions import TransactionManager
 from tierlog.storage.records import NO_TIMESTAMP, Header
 
 __all__ = ["Callback", "Producer", "RecordFuture", "RecordMetadata"]
@@ -53,7 +59,10 @@ class Producer:
         self._own_cluster = cluster is None
         self.cluster = cluster or Cluster.for_client(self.config)
         self.idempotence = (
-            IdempotenceManager(self.config.max_in_flight_requests_per_connection)
+            IdempotenceManager(
+                self.config.max_in_flight_requests_per_connection,
+                transactional=bool(self.config.transactional_id),
+            )
             if self.config.enable_idempotence
             else None
         )
@@ -65,8 +74,20 @@ class Producer:
         self._mutex = threading.RLock()
         self._lock = threading.Condition(self._mutex)
         self._closed = False
+        self.transactions: TransactionManager | None = None
+        if self.config.transactional_id:
+            assert self.idempotence is not None  # ProducerConfig: transactional is idempotent
+            self.transactions = TransactionManager(
+                self.config, self.cluster, self.idempotence, self._lock
+            )
         self._sender = Sender(
-            self.config, self.accumulator, self.idempotence, self.cluster, self._lock, wall_clock_ms
+            self.config,
+            self.accumulator,
+            self.idempotence,
+            self.cluster,
+            self._lock,
+            wall_clock_ms,
+            self.transactions,
         )
         self._sender.start()
 
@@ -110,6 +131,8 @@ class Producer:
         partition_count = self._partition_count(topic)
         deadline_ms: int | None = None
         with self._mutex:
+            if self.transactions is not None:
+                self.transactions.check_can_send()
             while True:
                 result = self.accumulator.append(
                     topic,
@@ -135,6 +158,58 @@ class Producer:
             if new_batch_created or (batch_is_full and batch.is_full):
                 self._lock.notify_all()
         return RecordFuture(batch.result, index)
+
+    # -- transactions (KIP-98; ``tierlog.client.transactions``) -----------------------------
+
+    def _transactional(self) -> TransactionManager:
+        if self.transactions is None:
+            raise IllegalProducerStateError("transactions need a transactional.id")
+        if self._closed:
+            raise IllegalProducerStateError("the producer is closed")
+        return self.transactions
+
+    def init_transactions(self) -> None:
+        """Get this transactional id's producer id and epoch from its coordinator, fencing
+        any older producer of the id (its open transaction is aborted). Call once, first."""
+        self._transactional().init()
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: the records sent until its end commit or abort together."""
+        self._transactional().begin()
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        group_metadata: ConsumerGroupMetadata,
+    ) -> None:
+        """Commit a consumer's ``offsets`` with the current transaction (Kafka's
+        ``sendOffsetsToTransaction``, consume-transform-produce): the group's offsets move
+        if and only if the transaction commits. ``group_metadata`` is the consumer's
+        ``group_metadata()``: a member fenced since is refused (``UNKNOWN_MEMBER_ID``,
+        ``ILLEGAL_GENERATION``, ``FENCED_MEMBER_EPOCH``; abort the transaction).
+        Outside a transaction: ``IllegalProducerStateError``."""
+        self._transactional().send_offsets(offsets, group_metadata)
+
+    def commit_transaction(self, timeout_s: float | None = None) -> None:
+        """Send every record of the transaction, then commit it: returns once every
+        partition it wrote has its commit marker. A record that failed raises its error
+        (abort then); ``ProducerFencedError`` means a newer producer took the id over."""
+        transactions = self._transactional()
+        transactions.before_commit()
+        if not self.flush(timeout_s):
+            raise RequestTimedOutError("the transaction's records were not all sent in time")
+        transactions.end(commit=True)
+
+    def abort_transaction(self, timeout_s: float | None = None) -> None:
+        """End the transaction aborted: its records stay in the log, marked aborted, and a
+        read_committed consumer never sees them."""
+        transactions = self._transactional()
+        error = transactions.before_abort()
+        if error is not None:  # what is still queued will not be sent (Kafka's abort too)
+            self._sender.fail_queued(error)
+        if not self.flush(timeout_s):
+            raise RequestTimedOutError("the transaction's records were not all answered in time")
+        transactions.end(commit=False)
 
     def _partition_count(self, topic: str) -> int:
         """The topic's partition count, asking again every ``retry.backoff.ms`` while no

@@ -141,8 +141,10 @@ class ProducerBatch:
         reserved_memory_bytes: int,
         compression: CompressionType,
         ratio: CompressionRatioEstimator,
+        is_transactional: bool = False,
     ) -> None:
         self.topic_partition = topic_partition
+        self.is_transactional = is_transactional  # part of a transaction (KIP-98)
         self.created_ms = created_ms
         # The estimate at which the batch is full: batch.size, or more for a first
         # record that alone is larger (Kafka's buffer size).
@@ -324,7 +326,7 @@ class ProducerBatch:
             attributes=batch_attributes(
                 compression,
                 TimestampType.CREATE_TIME,
-                is_transactional=False,
+                is_transactional=self.is_transactional,
                 is_control=False,
                 has_delete_horizon=False,
             ),

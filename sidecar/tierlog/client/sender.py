@@ -7,7 +7,9 @@ threads that append and by this thread.  Each turn of the loop:
 1. settles the outcomes the connections reported (success, retry, or failure for
    good, as the idempotence docstring says), then fails queued batches, never sent
    or waiting to be retried, past ``delivery.timeout.ms``;
-2. gets a producer id first if the idempotent producer has none (``InitProducerId``);
+2. gets a producer id first if the idempotent producer has none (``InitProducerId``;
+   a transactional producer's comes from ``init_transactions``), and a transactional
+   producer adds the partitions it is about to write to its transaction;
 3. asks the accumulator which partitions are ready, finds each one's owner
    (``Cluster``), drains the batches of each owner and writes them on that owner's
    ``ProduceConnection``, one request per partition: its one batch for an idempotent
@@ -66,6 +68,7 @@ from tierlog.client.produce_wire import (
 )
 from tierlog.client.producer_batch import ProducerBatch, TopicPartition
 from tierlog.client.rpc import error_from_proto, error_from_rpc
+from tierlog.client.transactions import TransactionManager
 
 __all__ = ["ProduceConnection", "Sender"]
 
@@ -226,8 +229,10 @@ class Sender:
         cluster: Cluster,
         lock: threading.Condition,
         clock: Callable[[], int],
+        transactions: TransactionManager | None = None,
     ) -> None:
         self.config = config
+        self.transactions = transactions
         self.accumulator = accumulator
         self.idempotence = idempotence
         self.cluster = cluster
@@ -292,6 +297,8 @@ class Sender:
         _resolve(resolutions)
         for connection in list(self._connections.values()):
             connection.expire()
+        # A transactional producer's id comes from init_transactions, not from here.
+        needs_producer_id = needs_producer_id and self.transactions is None
         if needs_producer_id and check.next_check_delay_ms is not None:
             self._init_producer_id()
             return
@@ -331,6 +338,10 @@ class Sender:
             self.lock.notify_all()
 
     def _send_ready(self, ready: frozenset[TopicPartition]) -> int:
+        if self.transactions is not None:  # a partition goes out once in the transaction
+            ready, refused = self.transactions.add_partitions(ready)
+            if refused:
+                self._fail_unsent(refused)
         by_leader: dict[str, list[TopicPartition]] = {}
         epochs: dict[TopicPartition, int] = {}  # each request carries its leader's epoch
         for tp in sorted(ready):
@@ -368,6 +379,23 @@ class Sender:
                     )
             sent += len(drained)
         return sent
+
+    def _fail_unsent(self, refused: dict[TopicPartition, TierlogError]) -> None:
+        """Fail the queued batches of partitions the transaction could not take."""
+        resolutions: list[_Settlement] = []
+        with self.lock:
+            for batch in self.accumulator.take_queued(refused):
+                error = refused[batch.topic_partition]
+                self._fail(batch, error)
+                self._resolve_failed(batch, resolutions, error)
+            self.lock.notify_all()
+        _resolve(resolutions)
+
+    def fail_queued(self, error: TierlogError) -> None:
+        """Fail every batch not in flight with ``error`` (a transaction being aborted)."""
+        with self.lock:
+            partitions = self.accumulator.queued_partitions
+        self._fail_unsent(dict.fromkeys(partitions, error))
 
     def _connection(self, address: str) -> ProduceConnection:
         connection = self._connections.get(address)
@@ -478,6 +506,8 @@ class Sender:
 
     def _fail(self, batch: ProducerBatch, error: TierlogError) -> None:
         self.metrics.records_failed.record(batch.record_count)
+        if self.transactions is not None:
+            self.transactions.on_batch_failed(error)
         if self.idempotence is not None and batch.has_sequence:
             if isinstance(error, (NetworkError, RequestTimedOutError)):
                 self.idempotence.on_expired(batch)  # stored or not: unknown

@@ -12,6 +12,10 @@ bytes Kafka 4.1 writes, so Kafka's tools read our segments and ours read Kafka's
   current assignments, regular expressions and (4.0's) partition metadata;
 - ``group_records``: any record's key and value to bytes and back (``CoordinatorRecord``);
 - ``offsets_topic``: ``__consumer_offsets`` and which of its partitions holds a group;
+- ``transaction_records``: the records of ``__transaction_state`` (``TransactionLogKey``/
+  ``TransactionLogValue``), and ``transaction_topic``: which of its partitions holds a
+  transactional id;
+- ``versioned_value``: a value's int16 version and fields, shared by both topics;
 - ``errors``: unknown record types and value versions.
 
 Those are pure functions over bytes. Over them, the coordinator itself (issue 19, part 1:

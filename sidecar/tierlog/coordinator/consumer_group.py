@@ -42,6 +42,7 @@ from typing import Any
 from tierlog.api.errors import (
     FencedMemberEpochError,
     GroupMaxSizeReachedError,
+    IllegalGenerationError,
     InvalidRequestError,
     StaleMemberEpochError,
     UnknownMemberIdError,
@@ -235,6 +236,27 @@ class ConsumerGroup:
             )
         if member_epoch != current.member_epoch:
             raise StaleMemberEpochError(
+                f"member {member_id!r} committed at epoch {member_epoch}, its epoch is "
+                f"{current.member_epoch}"
+            )
+
+    def check_transactional_commit(self, member_id: str, member_epoch: int) -> None:
+        """A TxnOffsetCommit against this group, as Kafka checks it (KIP-447): the member
+        is optional ("" and -1 pass); given, it must be a member (UNKNOWN_MEMBER_ID), not
+        ahead of its epoch (FENCED_MEMBER_EPOCH) nor behind it (ILLEGAL_GENERATION, the
+        call's name for a stale epoch)."""
+        if member_epoch < 0 and not member_id:
+            return
+        current = self.current.get(member_id)
+        if current is None or member_id not in self.subscriptions:
+            raise UnknownMemberIdError(f"group {self.group_id!r} has no member {member_id!r}")
+        if member_epoch > current.member_epoch:
+            raise FencedMemberEpochError(
+                f"member {member_id!r} committed at epoch {member_epoch}, ahead of its "
+                f"epoch {current.member_epoch}"
+            )
+        if member_epoch < current.member_epoch:
+            raise IllegalGenerationError(
                 f"member {member_id!r} committed at epoch {member_epoch}, its epoch is "
                 f"{current.member_epoch}"
             )

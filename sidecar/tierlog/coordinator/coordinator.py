@@ -1,14 +1,9 @@
 """The group coordinator: committed offsets kept in ``__consumer_offsets``.
 
 A group belongs to the partition its id hashes to (``offsets_topic``), and this broker
-coordinates it while it leads that partition: with replication, as the replica manager
-leads it (in a leader epoch); without, as this broker owns it (in the plan's generation).
-Each partition led here is loaded (its log replayed, ``loader``) when its leadership
-begins, keyed by that epoch: a leadership lost and won back is a new epoch and a fresh
-load, since another leader may have written meanwhile. Until its load is done a group's
-calls get COORDINATOR_LOAD_IN_PROGRESS; a group whose partition is not led here gets
-NOT_COORDINATOR, and the state of a partition no longer led is dropped. Leadership is
-looked at on every call and every ``follow_interval_s`` (loading ahead of the calls).
+coordinates it while it leads that partition (``loaded_partitions``: each partition led
+here is loaded by replaying its log, ``loader``, once per leadership epoch;
+COORDINATOR_LOAD_IN_PROGRESS meanwhile, NOT_COORDINATOR elsewhere).
 
 Writes are Kafka's records (``group_records``) appended through the broker's own produce
 path with acks=all (``Append``), one batch per request, and applied to the state only
@@ -19,6 +14,12 @@ previous ones left), written the same way, and a member not heard from for
 ``group.consumer.session.timeout.ms`` is removed by the same path. A group without
 members is Kafka's "Empty" group of consumers that assign their own partitions, whose
 offsets each expire ``offsets.retention.minutes`` after their commit.
+
+A transactional producer's offsets (TxnOffsetCommit, KIP-98/447) are written the same
+way, as a transactional batch stamped with the producer's id and epoch (so the log
+fences an older epoch); they stay pending in the state until the transaction
+coordinator's marker is appended to the partition (``complete_transaction``), which
+applies or drops them.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from tierlog.api.errors import (
-    CoordinatorLoadInProgressError,
     GroupIdNotFoundError,
     IllegalGenerationError,
     InvalidGroupIdError,
@@ -54,6 +54,7 @@ from tierlog.coordinator.consumer_group import (
 )
 from tierlog.coordinator.group_metrics import GroupMetrics
 from tierlog.coordinator.group_records import CoordinatorRecord, encode_record
+from tierlog.coordinator.loaded_partitions import LoadedPartitions
 from tierlog.coordinator.loader import load_offsets
 from tierlog.coordinator.offset_records import OffsetCommitKey, OffsetCommitValue
 from tierlog.coordinator.offsets_state import CommittedOffset, OffsetsState
@@ -63,7 +64,13 @@ from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.records import SimpleRecord, build_batch
 
-__all__ = ["Append", "GroupCoordinator", "OffsetToCommit", "PartitionOutcome"]
+__all__ = [
+    "Append",
+    "GroupCoordinator",
+    "OffsetToCommit",
+    "PartitionOutcome",
+    "TransactionalProducer",
+]
 
 log = logging.getLogger(__name__)
 
@@ -79,20 +86,20 @@ INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 
 
 @dataclass(frozen=True)
+class TransactionalProducer:
+    """The producer whose transaction a TxnOffsetCommit belongs to."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+
+
+@dataclass(frozen=True)
 class OffsetToCommit:
     tp: TopicPartition
     offset: int
     leader_epoch: int = -1
     metadata: str = ""
-
-
-class _Loaded:
-    """A partition led here in ``epoch``: its state once loaded (None meanwhile)."""
-
-    def __init__(self, epoch: int) -> None:
-        self.epoch = epoch
-        self.state: OffsetsState | None = None
-        self.task: asyncio.Task[None] | None = None
 
 
 class GroupCoordinator:
@@ -110,7 +117,9 @@ class GroupCoordinator:
         self.append = append
         self.follow_interval_s = follow_interval_s
         self.clock_ms = clock_ms
-        self._loaded: dict[int, _Loaded] = {}
+        self._loaded = LoadedPartitions(
+            partitions, OFFSETS_TOPIC, config.offsets_topic_partitions, load_offsets
+        )
         self._tasks: list[asyncio.Task[None]] = []
         self.metrics = GroupMetrics(self)  # the sidecar registers it; membership feeds it
         self._group_locks: dict[str, asyncio.Lock] = {}
@@ -119,7 +128,9 @@ class GroupCoordinator:
 
     async def start(self) -> None:
         self._tasks = [
-            asyncio.create_task(self._follow_leadership(), name="group-coordinator-follow"),
+            asyncio.create_task(
+                self._loaded.follow(self.follow_interval_s), name="group-coordinator-follow"
+            ),
             asyncio.create_task(self._expire_offsets(), name="group-coordinator-expire"),
             asyncio.create_task(self._expire_sessions(), name="group-coordinator-sessions"),
         ]
@@ -127,17 +138,8 @@ class GroupCoordinator:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
-        for loaded in self._loaded.values():
-            if loaded.task is not None:
-                loaded.task.cancel()
+        self._loaded.stop()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._loaded.clear()
-
-    async def _follow_leadership(self) -> None:
-        while True:
-            for partition in range(self.partition_count()):
-                self._refresh(partition)
-            await asyncio.sleep(self.follow_interval_s)
 
     async def _expire_offsets(self) -> None:
         while True:
@@ -177,9 +179,9 @@ class GroupCoordinator:
         removed: list[tuple[str, str]] = []
         now_ms = self.clock_ms()
         timeout_ms = self.config.consumer_session_timeout_ms
-        for partition, loaded in list(self._loaded.items()):
-            if loaded.state is None:
-                continue
+        for loaded in self._loaded:
+            assert loaded.state is not None
+            partition = loaded.partition
             for group in loaded.state.consumer_groups():
                 for member_id in group.expired_members(now_ms, timeout_ms):
                     async with self._group_lock(group.group_id):
@@ -197,14 +199,13 @@ class GroupCoordinator:
         expired = 0
         now_ms = self.clock_ms()
         retention_ms = self.config.offsets_retention_ms
-        for partition, loaded in list(self._loaded.items()):
-            if loaded.state is None:
-                continue
+        for loaded in self._loaded:
+            assert loaded.state is not None
             for group, tps in loaded.state.expired(now_ms, retention_ms).items():
-                await self._write(partition, loaded.state, group, _tombstones(group, tps))
+                await self._write(loaded.partition, loaded.state, group, _tombstones(group, tps))
                 expired += len(tps)
                 log.info("group %s: %d offsets expired", group, len(tps))
-            await self._delete_empty_groups(partition, loaded.state)
+            await self._delete_empty_groups(loaded.partition, loaded.state)
         return expired
 
     async def _delete_empty_groups(self, partition: int, state: OffsetsState) -> None:
@@ -220,99 +221,26 @@ class GroupCoordinator:
     # -- leadership and loading -------------------------------------------------------
 
     def partition_count(self) -> int:
-        """``__consumer_offsets``' partitions: the topic's once it exists (every broker
-        must hash with the same count), ``offsets.topic.num.partitions`` before."""
-        try:
-            return self.partitions.topics.get(OFFSETS_TOPIC).partition_count
-        except TierlogError:
-            return self.config.offsets_topic_partitions
+        """``__consumer_offsets``' partitions (``offsets.topic.num.partitions`` before it
+        exists)."""
+        return self._loaded.partition_count()
 
     def partition_of(self, group: str) -> int:
         if not group:
             raise InvalidGroupIdError("a group id cannot be empty")
         return partition_for_group(group, self.partition_count())
 
-    def _leader_epoch(self, partition: int) -> int | None:
-        """The epoch of this broker's leadership of the partition (None: not led here)."""
-        tp = TopicPartition(OFFSETS_TOPIC, partition)
-        replicas = self.partitions.replicas
-        if replicas is not None:
-            leader = replicas.leaders.get(tp)
-            return None if leader is None else leader.leader_epoch
-        ownership = self.partitions.ownership
-        if not ownership.owns(tp):
-            return None
-        try:
-            self.partitions.manager.get_log(tp)
-        except TierlogError:
-            return None  # not created here (yet)
-        return ownership.generation
-
-    def _refresh(self, partition: int) -> _Loaded | None:
-        """Load or unload the partition as its leadership here says; its entry."""
-        epoch = self._leader_epoch(partition)
-        loaded = self._loaded.get(partition)
-        if loaded is not None and loaded.epoch == epoch:
-            return loaded
-        if loaded is not None:
-            self._unload(partition)
-        if epoch is None:
-            return None
-        loaded = self._loaded[partition] = _Loaded(epoch)
-        loaded.task = asyncio.create_task(self._load(partition, loaded))
-        return loaded
-
-    async def _load(self, partition: int, loaded: _Loaded) -> None:
-        tp = TopicPartition(OFFSETS_TOPIC, partition)
-        started = time.monotonic()
-        try:
-            partition_log = self.partitions.manager.get_log(tp)
-            end_offset = partition_log.log_end_offset
-            state = await asyncio.to_thread(load_offsets, partition_log, end_offset)
-        except Exception:
-            # Unreadable: not coordinating beats serving offsets rebuilt wrongly; the
-            # next look at the leadership tries again.
-            log.exception("%s: loading the group offsets failed", tp)
-            if self._loaded.get(partition) is loaded:
-                del self._loaded[partition]
-            return
-        if self._loaded.get(partition) is loaded:
-            loaded.state = state
-            log.info(
-                "%s: coordinating %d groups (epoch %d, up to offset %d, loaded in %.3f s)",
-                tp,
-                len(state.groups()),
-                loaded.epoch,
-                end_offset,
-                time.monotonic() - started,
-            )
-
-    def _unload(self, partition: int) -> None:
-        loaded = self._loaded.pop(partition)
-        if loaded.task is not None:
-            loaded.task.cancel()
-        log.info("%s-%d: no longer coordinating its groups", OFFSETS_TOPIC, partition)
-
     def _state(self, group: str) -> tuple[int, OffsetsState]:
         """The group's partition and its loaded state; NOT_COORDINATOR or
         COORDINATOR_LOAD_IN_PROGRESS."""
         partition = self.partition_of(group)
-        loaded = self._refresh(partition)
-        if loaded is None:
-            raise NotCoordinatorError(
-                f"broker {self.partitions.ownership.node_id} does not coordinate group "
-                f"{group!r} ({OFFSETS_TOPIC}-{partition} is not led here)"
-            )
-        if loaded.state is None:
-            raise CoordinatorLoadInProgressError(
-                f"{OFFSETS_TOPIC}-{partition} is loading; retry shortly"
-            )
-        return partition, loaded.state
+        state = self._loaded.loaded(partition, f"group {group!r}").state
+        assert state is not None
+        return partition, state
 
     def coordinated_partitions(self) -> dict[int, OffsetsState | None]:
         """For the metrics thread: the partitions led here, their states (None: loading)."""
-        led = list(self._loaded.items())  # one step: the loop changes the dict meanwhile
-        return {partition: entry.state for partition, entry in led}
+        return self._loaded.led()
 
     def _group_lock(self, group: str) -> asyncio.Lock:
         return self._group_locks.setdefault(group, asyncio.Lock())
@@ -327,16 +255,31 @@ class GroupCoordinator:
         }
 
     def coordinated_states(self) -> Iterable[OffsetsState]:
-        return [loaded.state for loaded in self._loaded.values() if loaded.state is not None]
+        return [loaded.state for loaded in self._loaded if loaded.state is not None]
 
     # -- writing ----------------------------------------------------------------------
 
     async def _write(
-        self, partition: int, state: OffsetsState, group: str, records: Sequence[CoordinatorRecord]
+        self,
+        partition: int,
+        state: OffsetsState,
+        group: str,
+        records: Sequence[CoordinatorRecord],
+        producer: TransactionalProducer | None = None,
     ) -> None:
-        """Append ``records`` as one batch, acks=all; once acknowledged, apply them."""
+        """Append ``records`` as one batch, acks=all; once acknowledged, apply them (a
+        ``producer``'s transactional batch: hold them until its marker)."""
         now_ms = self.clock_ms()
-        batch = build_batch([SimpleRecord(*encode_record(record), now_ms) for record in records])
+        simple = [SimpleRecord(*encode_record(record), now_ms) for record in records]
+        if producer is None:
+            batch = build_batch(simple)
+        else:
+            batch = build_batch(
+                simple,
+                producer_id=producer.producer_id,
+                producer_epoch=producer.producer_epoch,
+                is_transactional=True,
+            )
         keys = [
             TopicPartition(record.key.topic, record.key.partition)
             for record in records
@@ -352,7 +295,10 @@ class GroupCoordinator:
         finally:
             state.end_commit(group, keys)
         for index, record in enumerate(records):
-            state.replay(record, base_offset + index)
+            if producer is None:
+                state.replay(record, base_offset + index)
+            else:
+                state.replay_transactional(record, base_offset + index, producer.producer_id)
         self._report_membership(state, group, target_before)
 
     def _report_membership(self, state: OffsetsState, group: str, target_before: int) -> None:
@@ -380,14 +326,53 @@ class GroupCoordinator:
         members = state.consumer_group(group)
         if members is not None:
             members.check_commit(member_id, generation_id)
-        elif member_id:
-            raise UnknownMemberIdError(
-                f"group {group!r} has no member {member_id!r} (it has no members)"
-            )
-        elif generation_id != NO_GENERATION:
-            raise IllegalGenerationError(
-                f"group {group!r} has no generation {generation_id}: commit with -1"
-            )
+        else:
+            _check_no_member(group, member_id, generation_id)
+        outcomes, records = self._commit_records(group, offsets)
+        if records:
+            await self._write(partition, state, group, records)
+            self.metrics.offsets_committed(group, len(records))
+        return outcomes
+
+    async def commit_transactional(
+        self,
+        group: str,
+        producer: TransactionalProducer,
+        offsets: Sequence[OffsetToCommit],
+        *,
+        member_id: str = "",
+        generation_id: int = NO_GENERATION,
+    ) -> list[PartitionOutcome]:
+        """TxnOffsetCommit: the offsets written in the producer's transaction, applied
+        once its COMMIT marker reaches the partition (dropped on ABORT). The member and
+        its epoch are checked when given (KIP-447), as Kafka does."""
+        partition, state = self._state(group)
+        members = state.consumer_group(group)
+        if members is not None:
+            members.check_transactional_commit(member_id, generation_id)
+        else:
+            _check_no_member(group, member_id, generation_id)
+        outcomes, records = self._commit_records(group, offsets)
+        if records:
+            await self._write(partition, state, group, records, producer)
+        return outcomes
+
+    def complete_transaction(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A marker of ``producer_id`` was appended to our partition: its pending
+        offsets applied (COMMIT) or dropped (ABORT)."""
+        loaded = self._loaded.loaded(partition, f"the marker of producer {producer_id}")
+        assert loaded.state is not None
+        loaded.state.replay_marker(producer_id, committed)
+
+    def check_loaded(self, partition: int) -> None:
+        """NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS unless the partition's state
+        is loaded here (a marker written while it loads could be missed by the load)."""
+        self._loaded.loaded(partition, f"{OFFSETS_TOPIC}-{partition}")
+
+    def _commit_records(
+        self, group: str, offsets: Sequence[OffsetToCommit]
+    ) -> tuple[list[PartitionOutcome], list[CoordinatorRecord]]:
+        """The records of the offsets that pass the checks, and every partition's outcome."""
         outcomes: list[PartitionOutcome] = []
         records: list[CoordinatorRecord] = []
         now_ms = self.clock_ms()
@@ -401,10 +386,7 @@ class GroupCoordinator:
             value = OffsetCommitValue(item.offset, now_ms, item.metadata, item.leader_epoch)
             records.append(CoordinatorRecord(key, value))
             outcomes.append((item.tp, None))
-        if records:
-            await self._write(partition, state, group, records)
-            self.metrics.offsets_committed(group, len(records))
-        return outcomes
+        return outcomes, records
 
     def _check_commit(self, item: OffsetToCommit) -> None:
         self.partitions.topics.check_partition(item.tp.topic, item.tp.partition)
@@ -436,8 +418,10 @@ class GroupCoordinator:
     ) -> list[PartitionOutcome]:
         partition, state = self._state(group)
         self._check_exists(state, group)
-        committed = state.offsets(group)
-        gone = [tp for tp in partitions if tp in committed]
+        # An offset in an open transaction is deleted too (its COMMIT, older in the log
+        # than the tombstone, then changes nothing), as Kafka deletes it.
+        known = state.offsets(group).keys() | state.transactional_partitions(group)
+        gone = [tp for tp in partitions if tp in known]
         if gone:
             await self._write(partition, state, group, _tombstones(group, gone))
         return [(tp, None) for tp in partitions]
@@ -451,7 +435,10 @@ class GroupCoordinator:
             if members is not None and members.subscriptions:
                 raise NonEmptyGroupError(f"group {group!r} has members: {members.members}")
             records = [
-                *_tombstones(group, sorted(state.offsets(group))),
+                *_tombstones(
+                    group,
+                    sorted(state.offsets(group).keys() | state.transactional_partitions(group)),
+                ),
                 *(members.delete() if members is not None else ()),
                 CoordinatorRecord(GroupMetadataKey(group), None),
             ]
@@ -498,6 +485,18 @@ class GroupCoordinator:
     def _check_exists(state: OffsetsState, group: str) -> None:
         if not state.has_group(group):
             raise GroupIdNotFoundError(f"group {group!r} does not exist")
+
+
+def _check_no_member(group: str, member_id: str, generation_id: int) -> None:
+    """A commit to a group without members names none (and no generation)."""
+    if member_id:
+        raise UnknownMemberIdError(
+            f"group {group!r} has no member {member_id!r} (it has no members)"
+        )
+    if generation_id != NO_GENERATION:
+        raise IllegalGenerationError(
+            f"group {group!r} has no generation {generation_id}: commit with -1"
+        )
 
 
 def _tombstones(group: str, tps: Iterable[TopicPartition]) -> list[CoordinatorRecord]:

@@ -31,10 +31,16 @@ from tierlog.coordinator.consumer_group_records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
 )
-from tierlog.coordinator.errors import UnknownRecordTypeError, UnknownRecordVersionError
+from tierlog.coordinator.errors import UnknownRecordTypeError
 from tierlog.coordinator.offset_records import OffsetCommitKey, OffsetCommitValue
 from tierlog.coordinator.protocol_types import MessageReader, MessageWriter
 from tierlog.coordinator.record_type import CoordinatorRecordType
+from tierlog.coordinator.versioned_value import (
+    VERSION_BYTES,
+    decode_versioned,
+    encode_versioned,
+    version_of,
+)
 from tierlog.storage.errors import CorruptRecordError, InvalidRecordError
 
 __all__ = [
@@ -89,7 +95,6 @@ _KEY_TYPES: dict[int, type[RecordKey]] = {
     CoordinatorRecordType.LEGACY_OFFSET_COMMIT: OffsetCommitKey,
     **{key_type.RECORD_TYPE: key_type for key_type in _VALUE_TYPES},
 }
-_VERSION_BYTES = 2
 
 
 @dataclass(frozen=True)
@@ -115,15 +120,7 @@ def encode_key(key: RecordKey) -> bytes:
 
 def encode_value(value: RecordValue, version: int | None = None) -> bytes:
     """The value's bytes at ``version`` (by default the one Kafka 4.1 writes)."""
-    version = value.default_version() if version is None else version
-    if version not in value.VERSIONS:
-        raise UnknownRecordVersionError(
-            f"{type(value).__name__} has versions {_span(value.VERSIONS)}, not {version}"
-        )
-    writer = MessageWriter(flexible=version in value.FLEXIBLE_VERSIONS)
-    writer.int16(version)
-    value.write(writer, version)
-    return writer.to_bytes()
+    return encode_versioned(value, version)
 
 
 def encode_record(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
@@ -139,18 +136,12 @@ def encode_record(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
     return encode_key(record.key), encode_value(record.value, record.value_version)
 
 
-def _version_prefix(data: bytes, what: str) -> int:
-    if len(data) < _VERSION_BYTES:
-        raise CorruptRecordError(f"{what} of {len(data)} bytes has no version")
-    return int.from_bytes(data[:_VERSION_BYTES], "big", signed=True)
-
-
 def decode_key(data: bytes) -> RecordKey:
-    record_type = _version_prefix(data, "a record key")
+    record_type = version_of(data, "a record key")
     key_type = _KEY_TYPES.get(record_type)
     if key_type is None:
         raise UnknownRecordTypeError(f"unknown coordinator record type {record_type}")
-    reader = MessageReader(data[_VERSION_BYTES:], flexible=False, what=key_type.__name__)
+    reader = MessageReader(data[VERSION_BYTES:], flexible=False, what=key_type.__name__)
     key = key_type.read(reader)
     reader.done()
     return key
@@ -158,17 +149,7 @@ def decode_key(data: bytes) -> RecordKey:
 
 def decode_value(key: RecordKey, data: bytes) -> tuple[RecordValue, int]:
     """The value that goes with ``key``, and the version it was written at."""
-    value_type = _VALUE_TYPES[type(key)]
-    version = _version_prefix(data, f"a {value_type.__name__}")
-    if version not in value_type.VERSIONS:
-        raise UnknownRecordVersionError(
-            f"{value_type.__name__} version {version} (known: {_span(value_type.VERSIONS)})"
-        )
-    flexible = version in value_type.FLEXIBLE_VERSIONS
-    reader = MessageReader(data[_VERSION_BYTES:], flexible=flexible, what=value_type.__name__)
-    value = value_type.read(reader, version)
-    reader.done()
-    return value, version
+    return decode_versioned(_VALUE_TYPES[type(key)], data)
 
 
 def decode_record(key: bytes | None, value: bytes | None) -> CoordinatorRecord:
@@ -180,7 +161,3 @@ def decode_record(key: bytes | None, value: bytes | None) -> CoordinatorRecord:
         return CoordinatorRecord(decoded_key, None)
     decoded_value, version = decode_value(decoded_key, value)
     return CoordinatorRecord(decoded_key, decoded_value, version)
-
-
-def _span(versions: range) -> str:
-    return f"{versions.start}-{versions.stop - 1}"

@@ -9,6 +9,14 @@ can be acknowledged out of log order (two in flight, the later one answered firs
 the view must still end where the log does. Membership records are written one group
 at a time under the coordinator's lock, so they arrive in log order and are simply
 replayed; a classic group's records are read and skipped (there are no classic members).
+
+A transactional offset commit (TxnOffsetCommit: a batch with its producer's id) stays
+pending under that producer id until the producer's marker reaches this partition: a
+COMMIT applies its offsets, at their own log offsets (so a later plain commit still
+wins), an ABORT drops them, as Kafka's ``OffsetMetadataManager`` replays an end
+transaction marker; a tombstone of the key drops it from open transactions too. A
+partition with a pending transactional commit is unstable for OffsetFetch's
+``require_stable``.
 """
 
 from __future__ import annotations
@@ -44,6 +52,9 @@ class OffsetsState:
         # Commits appended but not acknowledged yet (OffsetFetch's require_stable).
         self._pending: Counter[tuple[str, TopicPartition]] = Counter()
         self._consumer_groups: dict[str, ConsumerGroup] = {}
+        # Transactional commits per producer id, waiting for its marker: the record and
+        # its log offset, the latest per key.
+        self._transactional: dict[int, dict[OffsetCommitKey, tuple[CoordinatorRecord, int]]] = {}
 
     # -- the log's records ------------------------------------------------------------
 
@@ -62,12 +73,31 @@ class OffsetsState:
         tp = TopicPartition(key.topic, key.partition)
         if record.value is None:
             self._forget(key.group, tp)
+            for pending in self._transactional.values():  # deleted in open transactions too
+                pending.pop(key, None)
             return
         assert isinstance(record.value, OffsetCommitValue)
         value = record.value
         self._groups.setdefault(key.group, {})[tp] = CommittedOffset(
             value.offset, value.leader_epoch, value.metadata, value.commit_timestamp_ms, log_offset
         )
+
+    def replay_transactional(
+        self, record: CoordinatorRecord, log_offset: int, producer_id: int
+    ) -> None:
+        """Hold one record of ``producer_id``'s transactional batch until its marker."""
+        if not isinstance(record.key, OffsetCommitKey):
+            self.replay(record, log_offset)  # only offset commits are transactional
+            return
+        self._transactional.setdefault(producer_id, {})[record.key] = (record, log_offset)
+
+    def replay_marker(self, producer_id: int, committed: bool) -> None:
+        """The producer's transaction ended: its offsets applied (COMMIT) or dropped."""
+        pending = self._transactional.pop(producer_id, {})
+        if not committed:
+            return
+        for record, log_offset in pending.values():
+            self.replay(record, log_offset)
 
     def _replay_membership(self, group_id: str, record: CoordinatorRecord) -> None:
         group = self._consumer_groups.get(group_id)
@@ -97,18 +127,37 @@ class OffsetsState:
                 del self._pending[(group, tp)]
 
     def is_pending(self, group: str, tp: TopicPartition) -> bool:
-        return self._pending[(group, tp)] > 0
+        """Whether a commit of the partition is not acknowledged, or waits for its
+        transaction's marker."""
+        if self._pending[(group, tp)] > 0:
+            return True
+        key = OffsetCommitKey(group, tp.topic, tp.partition)
+        return any(key in pending for pending in self._transactional.values())
 
     def is_busy(self, group: str) -> bool:
-        """Whether a commit of the group is on its way."""
-        return any(g == group for g, _tp in self._pending)
+        """Whether a commit of the group is on its way (or in an open transaction)."""
+        return group in self._transactional_groups() or any(g == group for g, _tp in self._pending)
+
+    def transactional_partitions(self, group: str) -> set[TopicPartition]:
+        """The group's partitions with an offset in an open transaction."""
+        return {
+            TopicPartition(key.topic, key.partition)
+            for pending in self._transactional.values()
+            for key in pending
+            if key.group == group
+        }
+
+    def _transactional_groups(self) -> set[str]:
+        return {key.group for pending in self._transactional.values() for key in pending}
 
     # -- questions --------------------------------------------------------------------
 
     def groups(self) -> list[str]:
         """The groups with offsets here, membership, or a commit on the way."""
         pending = (group for group, _tp in self._pending)
-        return sorted({*self._groups, *self._consumer_groups, *pending})
+        return sorted(
+            {*self._groups, *self._consumer_groups, *pending, *self._transactional_groups()}
+        )
 
     def has_group(self, group: str) -> bool:
         return group in self._groups or group in self._consumer_groups or self.is_busy(group)

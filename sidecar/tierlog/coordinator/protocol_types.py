@@ -101,6 +101,14 @@ class MessageWriter:
         self._out += value
 
     def array(self, items: Sequence[T], write_item: Callable[[MessageWriter, T], None]) -> None:
+        self.nullable_array(items, write_item)
+
+    def nullable_array(
+        self, items: Sequence[T] | None, write_item: Callable[[MessageWriter, T], None]
+    ) -> None:
+        if items is None:
+            self._length(None)
+            return
         self._length(len(items))
         for item in items:
             write_item(self, item)
@@ -199,9 +207,15 @@ class MessageReader:
         return bytes(self._take(length))
 
     def array(self, field: str, read_item: Callable[[MessageReader], T]) -> list[T]:
+        items = self.nullable_array(read_item)
+        if items is None:
+            raise CorruptRecordError(f"{self.what}: non-nullable field {field} is null")
+        return items
+
+    def nullable_array(self, read_item: Callable[[MessageReader], T]) -> list[T] | None:
         count = self._length("array")
         if count is None:
-            raise CorruptRecordError(f"{self.what}: non-nullable field {field} is null")
+            return None
         if count > self.remaining:  # every item takes at least a byte
             raise CorruptRecordError(f"{self.what}: {count} items in {self.remaining} bytes")
         return [read_item(self) for _ in range(count)]

@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tierlog.coordinator.config import GROUP_COORDINATOR_KEYS, GroupCoordinatorConfig
+from tierlog.coordinator.transaction_config import (
+    TRANSACTION_COORDINATOR_KEYS,
+    TransactionCoordinatorConfig,
+)
 from tierlog.replication.config import REPLICATION_KEYS, ReplicationConfig
 from tierlog.sidecar.limits import LIMIT_KEYS, LimitsConfig
 from tierlog.sidecar.remote_read_config import REMOTE_READ_KEYS, RemoteReadConfig
@@ -130,6 +134,8 @@ class SidecarConfig:
     default_replication_factor: int = 1
     # The group coordinator (``offsets.*``, ``offset.metadata.max.bytes``).
     groups: GroupCoordinatorConfig = field(default_factory=GroupCoordinatorConfig)
+    # The transaction coordinator (``transaction.state.log.*``, ``transaction.max.timeout.ms``).
+    transactions: TransactionCoordinatorConfig = field(default_factory=TransactionCoordinatorConfig)
 
     @property
     def remote_read_config(self) -> RemoteReadConfig:
@@ -166,6 +172,7 @@ class SidecarConfig:
             - TIER_KEYS
             - REPLICATION_KEYS
             - GROUP_COORDINATOR_KEYS
+            - TRANSACTION_COORDINATOR_KEYS
         )
         if unknown:
             raise InvalidConfigError(f"unknown broker config {', '.join(sorted(unknown))}")
@@ -239,6 +246,7 @@ class SidecarConfig:
             replication=ReplicationConfig.from_properties(props),
             default_replication_factor=replication_factor,
             groups=GroupCoordinatorConfig.from_properties(props),
+            transactions=TransactionCoordinatorConfig.from_properties(props),
         )
 
 

@@ -4,7 +4,9 @@ FindCoordinator names the leader of the group's ``__consumer_offsets`` partition
 broker answers), creating the topic on first use as Kafka's broker does (and so does
 every group call: without replication each broker keeps its own topic list):
 ``offsets.topic.num.partitions`` partitions, ``offsets.topic.replication.factor``
-replicas capped to the brokers there are (one without replication), compacted. The
+replicas capped to the brokers there are (one without replication), compacted. Asked
+for a transactional id's coordinator, it names the leader of the id's
+``__transaction_state`` partition, creating that topic alike (``transaction.state.log.*``). The
 other calls go to the coordinator (``tierlog.coordinator.coordinator``) and are mapped
 here from and to the wire; a partition's own failure is answered in its result.
 ConsumerGroupHeartbeat names partitions by topic name on the wire; the coordinator by
@@ -14,7 +16,7 @@ topic id (a partition of a topic unknown here is left out of what a member owns)
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import grpc
@@ -33,8 +35,15 @@ from tierlog.coordinator.consumer_group import (
     TopicImage,
     answer_topics,
 )
-from tierlog.coordinator.coordinator import GroupCoordinator, OffsetToCommit, PartitionOutcome
+from tierlog.coordinator.coordinator import (
+    GroupCoordinator,
+    OffsetToCommit,
+    PartitionOutcome,
+    TransactionalProducer,
+)
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
+from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
+from tierlog.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC
 from tierlog.partition_state.model import NO_LEADER
 from tierlog.sidecar.status import as_error, at_the_edge
 from tierlog.storage.checkpoints import TopicPartition
@@ -46,13 +55,20 @@ log = logging.getLogger(__name__)
 
 _Context = grpc.aio.ServicerContext[Any, Any]
 _GROUP_KEY_TYPES = (pb.COORDINATOR_TYPE_UNSPECIFIED, pb.COORDINATOR_TYPE_GROUP)
+_KEY_TYPES = (*_GROUP_KEY_TYPES, pb.COORDINATOR_TYPE_TRANSACTION)
 # Creates a topic as CreateTopics does: (name, partitions, replication factor, configs).
 CreateTopic = Callable[[str, int, int, Mapping[str, str]], Awaitable[None]]
 
 
 class GroupService(group_service_pb2_grpc.GroupServiceServicer):
-    def __init__(self, coordinator: GroupCoordinator, create_topic: CreateTopic):
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        create_topic: CreateTopic,
+        transactions: TransactionCoordinator | None = None,
+    ):
         self.coordinator = coordinator
+        self.transactions = transactions
         self.partitions = coordinator.partitions
         self.create_topic = create_topic
 
@@ -62,37 +78,58 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def FindCoordinator(
         self, request: pb.FindCoordinatorRequest, context: _Context
     ) -> pb.FindCoordinatorResponse:
-        if request.key_type not in _GROUP_KEY_TYPES:
-            raise InvalidRequestError(f"coordinator type {request.key_type}: only GROUP")
-        partition = self.coordinator.partition_of(request.key)
-        await self._ensure_offsets_topic()
-        node_id, address = self._leader(TopicPartition(OFFSETS_TOPIC, partition))
+        if request.key_type not in _KEY_TYPES:
+            raise InvalidRequestError(f"coordinator type {request.key_type}: GROUP or TRANSACTION")
+        if request.key_type == pb.COORDINATOR_TYPE_TRANSACTION:
+            if self.transactions is None:
+                raise CoordinatorNotAvailableError("this broker runs no transaction coordinator")
+            tp = TopicPartition(
+                TRANSACTION_STATE_TOPIC, self.transactions.partition_of(request.key)
+            )
+            await self.ensure_transaction_topic()
+        else:
+            tp = TopicPartition(OFFSETS_TOPIC, self.coordinator.partition_of(request.key))
+            await self.ensure_offsets_topic()
+        node_id, address = self._leader(tp)
         return pb.FindCoordinatorResponse(node_id=node_id, address=address)
 
-    async def _ensure_offsets_topic(self) -> None:
+    async def ensure_offsets_topic(self) -> None:
+        """``__consumer_offsets``, created on first use (as every group call does, and
+        AddOffsetsToTxn, which may come before any)."""
+        config = self.coordinator.config
+        await self._ensure_topic(
+            OFFSETS_TOPIC,
+            config.offsets_topic_partitions,
+            config.offsets_topic_replication_factor,
+            config.offsets_topic_configs(),
+        )
+
+    async def ensure_transaction_topic(self) -> None:
+        """``__transaction_state``, created on first use (as every transaction call does)."""
+        assert self.transactions is not None
+        config = self.transactions.config
+        await self._ensure_topic(
+            TRANSACTION_STATE_TOPIC,
+            config.topic_partitions,
+            config.topic_replication_factor,
+            config.topic_configs(),
+        )
+
+    async def _ensure_topic(
+        self, topic: str, partitions: int, replication_factor: int, configs: Mapping[str, str]
+    ) -> None:
         try:
-            self.partitions.topics.get(OFFSETS_TOPIC)
+            self.partitions.topics.get(topic)
             return
         except TierlogError:
             pass
-        config = self.coordinator.config
         replicas = self.partitions.replicas
         factor = 1
         if replicas is not None:  # Kafka's default of 3, on the brokers there are
-            factor = min(config.offsets_topic_replication_factor, len(replicas.racks()))
+            factor = min(replication_factor, len(replicas.racks()))
         try:
-            await self.create_topic(
-                OFFSETS_TOPIC,
-                config.offsets_topic_partitions,
-                factor,
-                config.offsets_topic_configs(),
-            )
-            log.info(
-                "created %s: %d partitions, replication factor %d",
-                OFFSETS_TOPIC,
-                config.offsets_topic_partitions,
-                factor,
-            )
+            await self.create_topic(topic, partitions, factor, configs)
+            log.info("created %s: %d partitions, replication factor %d", topic, partitions, factor)
         except TopicAlreadyExistsError:
             pass  # another broker was first
 
@@ -114,29 +151,37 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def OffsetCommit(
         self, request: pb.OffsetCommitRequest, context: _Context
     ) -> pb.OffsetCommitResponse:
-        await self._ensure_offsets_topic()
-        offsets = [
-            OffsetToCommit(
-                TopicPartition(item.topic, item.partition),
-                item.offset,
-                item.leader_epoch,
-                item.metadata,
-            )
-            for item in request.partitions
-        ]
+        await self.ensure_offsets_topic()
         outcomes = await self.coordinator.commit(
             request.group_id,
-            offsets,
+            _offsets(request.partitions),
             member_id=request.member_id,
             generation_id=request.generation_id,
         )
         return pb.OffsetCommitResponse(results=_results(outcomes))
 
     @at_the_edge
+    async def TxnOffsetCommit(
+        self, request: pb.TxnOffsetCommitRequest, context: _Context
+    ) -> pb.TxnOffsetCommitResponse:
+        await self.ensure_offsets_topic()
+        producer = TransactionalProducer(
+            request.transactional_id, request.producer_id, request.producer_epoch
+        )
+        outcomes = await self.coordinator.commit_transactional(
+            request.group_id,
+            producer,
+            _offsets(request.partitions),
+            member_id=request.member_id,
+            generation_id=request.generation_id,
+        )
+        return pb.TxnOffsetCommitResponse(results=_results(outcomes))
+
+    @at_the_edge
     async def OffsetFetch(
         self, request: pb.OffsetFetchRequest, context: _Context
     ) -> pb.OffsetFetchResponse:
-        await self._ensure_offsets_topic()
+        await self.ensure_offsets_topic()
         answers = self.coordinator.fetch(
             request.group_id,
             [TopicPartition(p.topic, p.partition) for p in request.partitions],
@@ -161,7 +206,7 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def OffsetDelete(
         self, request: pb.OffsetDeleteRequest, context: _Context
     ) -> pb.OffsetDeleteResponse:
-        await self._ensure_offsets_topic()
+        await self.ensure_offsets_topic()
         outcomes = await self.coordinator.delete_offsets(
             request.group_id, [TopicPartition(p.topic, p.partition) for p in request.partitions]
         )
@@ -173,7 +218,7 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def DeleteGroups(
         self, request: pb.DeleteGroupsRequest, context: _Context
     ) -> pb.DeleteGroupsResponse:
-        await self._ensure_offsets_topic()
+        await self.ensure_offsets_topic()
         results = []
         for group in request.group_ids:
             result = pb.GroupResult(group_id=group)
@@ -199,7 +244,7 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def DescribeGroups(
         self, request: pb.DescribeGroupsRequest, context: _Context
     ) -> pb.DescribeGroupsResponse:
-        await self._ensure_offsets_topic()
+        await self.ensure_offsets_topic()
         state = self.coordinator.describe(request.group_id)
         group = self.coordinator.consumer_group(request.group_id)
         members = [] if group is None else _members(group, self.coordinator.topic_image())
@@ -217,7 +262,7 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def ConsumerGroupHeartbeat(
         self, request: pb.ConsumerGroupHeartbeatRequest, context: _Context
     ) -> pb.ConsumerGroupHeartbeatResponse:
-        await self._ensure_offsets_topic()
+        await self.ensure_offsets_topic()
         topics = self.coordinator.topic_image()
         heartbeat = Heartbeat(
             member_id=request.member_id,
@@ -296,6 +341,18 @@ def _host(peer: str) -> str:
     if kind == "ipv4":
         return "/" + rest.rsplit(":", 1)[0]
     return peer
+
+
+def _offsets(partitions: Iterable[pb.OffsetCommitPartition]) -> list[OffsetToCommit]:
+    return [
+        OffsetToCommit(
+            TopicPartition(item.topic, item.partition),
+            item.offset,
+            item.leader_epoch,
+            item.metadata,
+        )
+        for item in partitions
+    ]
 
 
 def _results(outcomes: list[PartitionOutcome]) -> list[pb.PartitionResult]:

@@ -37,9 +37,13 @@ from tierlog.api.v1 import (
     log_service_pb2,
     replication_service_pb2,
     replication_service_pb2_grpc,
+    transaction_service_pb2,
+    transaction_service_pb2_grpc,
 )
 from tierlog.client.rpc import CHANNEL_OPTIONS
 from tierlog.coordinator.coordinator import GroupCoordinator
+from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
+from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
 from tierlog.replication.broker import ReplicatedBroker
 from tierlog.replication.fetch_service import ReplicationService
 from tierlog.replication.metrics import ReplicationCollector
@@ -56,11 +60,15 @@ from tierlog.sidecar.partitions import Partitions
 from tierlog.sidecar.security import BearerTokenInterceptor
 from tierlog.sidecar.service import Limits, LogService
 from tierlog.sidecar.topics import TopicStore
+from tierlog.sidecar.transaction_service import TransactionService
+from tierlog.sidecar.txn_markers import MarkerRouter
 from tierlog.sidecar.upload_metrics import UploadMetrics
 from tierlog.sidecar.watch import AppendWatch
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import InvalidConfigError
+from tierlog.storage.log import AppendOrigin
 from tierlog.storage.manager import LogManager
+from tierlog.storage.records import iter_batches, read_end_txn_marker
 from tierlog.storage.recovery import RecoveryProgress
 from tierlog.storage.tier.chunk_cache import ChunkCache
 from tierlog.storage.tier.range_reader import RangeReader
@@ -77,6 +85,7 @@ _SERVICE_DESCRIPTORS = (
     log_service_pb2.DESCRIPTOR.services_by_name["LogService"],
     admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"],
     group_service_pb2.DESCRIPTOR.services_by_name["GroupService"],
+    transaction_service_pb2.DESCRIPTOR.services_by_name["TransactionService"],
 )
 _REPLICATION = replication_service_pb2.DESCRIPTOR.services_by_name["ReplicationService"]
 
@@ -119,6 +128,8 @@ class SidecarServer:
         self.remote_reader: RemoteLogReader | None = None  # once started
         self._log_service: LogService | None = None
         self.groups: GroupCoordinator | None = None  # once started
+        self.transactions: TransactionCoordinator | None = None  # once started
+        self._markers: MarkerRouter | None = None
         self.replicated: ReplicatedBroker | None = None  # with replication, once started
         self._checkpoints: asyncio.Task[None] | None = None
         self._reloads: asyncio.Task[None] | None = None
@@ -172,10 +183,33 @@ class SidecarServer:
             default_replication_factor=self.config.default_replication_factor,
         )
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(admin, self.server)
-        self.groups = GroupCoordinator(partitions, self.config.groups, self._append_committed)
+        self.groups = GroupCoordinator(partitions, self.config.groups, self._append_as_coordinator)
         self.metrics.registry.register(self.groups.metrics)
-        group_service_pb2_grpc.add_GroupServiceServicer_to_server(
-            GroupService(self.groups, admin.create_internal_topic), self.server
+        token = self.config.auth_token
+        self._markers = MarkerRouter(
+            partitions,
+            self._append_marker,
+            self._replica_channel,
+            [("authorization", f"Bearer {token}")] if token else [],
+        )
+        producer_ids = self._log_service.producer_ids
+        self.transactions = TransactionCoordinator(
+            partitions,
+            self.config.transactions,
+            self._append_committed,
+            self._markers.write,
+            lambda: producer_ids.init_producer_id(-1, -1)[0],
+        )
+        group_service = GroupService(self.groups, admin.create_internal_topic, self.transactions)
+        group_service_pb2_grpc.add_GroupServiceServicer_to_server(group_service, self.server)
+        transaction_service_pb2_grpc.add_TransactionServiceServicer_to_server(
+            TransactionService(
+                self.transactions,
+                group_service.ensure_transaction_topic,
+                self._append_marker,
+                group_service.ensure_offsets_topic,
+            ),
+            self.server,
         )
         if partitions.replicas is not None:
             replication_service_pb2_grpc.add_ReplicationServiceServicer_to_server(
@@ -195,6 +229,7 @@ class SidecarServer:
         if self.replicated is not None:
             await self.replicated.start()
         await self.groups.start()
+        await self.transactions.start()
         if self.config.assignment_file is not None:
             self._reloads = asyncio.create_task(assignment.follow_file())
 
@@ -228,8 +263,11 @@ class SidecarServer:
         self.metrics.registry.register(ReplicationCollector(replicas, self.replicated.controller))
         return replicas
 
-    async def _append_committed(self, tp: TopicPartition, data: bytes) -> int:
-        """The group coordinator's writes: an acks=all produce; the base offset."""
+    async def _append_committed(
+        self, tp: TopicPartition, data: bytes, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> int:
+        """The coordinators' writes: an acks=all produce; the base offset. Transaction
+        markers come as ``AppendOrigin.COORDINATOR``, the only origin allowed them."""
         assert self._log_service is not None
         request = log_service_pb2.ProduceRequest(
             topic=tp.topic,
@@ -237,7 +275,26 @@ class SidecarServer:
             acks=log_service_pb2.ACKS_ALL,
             record_batches=data,
         )
-        return (await self._log_service.produce(request)).base_offset
+        return (await self._log_service.produce(request, origin=origin)).base_offset
+
+    async def _append_as_coordinator(self, tp: TopicPartition, data: bytes) -> int:
+        """The group coordinator's writes (as Kafka's, ``AppendOrigin.COORDINATOR``: its
+        transactional offset commits carry a producer id but no sequence)."""
+        return await self._append_committed(tp, data, AppendOrigin.COORDINATOR)
+
+    async def _append_marker(self, tp: TopicPartition, data: bytes) -> None:
+        """A transaction marker appended here, as its coordinator. One in
+        ``__consumer_offsets`` ends the producer's transactional offset commits there:
+        the group coordinator's state must be loaded first (else the load could miss it;
+        the transaction coordinator retries), and applies or drops them after."""
+        groups = self.groups
+        if tp.topic == OFFSETS_TOPIC and groups is not None:
+            groups.check_loaded(tp.partition)
+        await self._append_committed(tp, data, AppendOrigin.COORDINATOR)
+        if tp.topic == OFFSETS_TOPIC and groups is not None:
+            header = next(iter_batches(data))
+            marker = read_end_txn_marker(data, header)
+            groups.complete_transaction(tp.partition, header.producer_id, marker.committed)
 
     def _replica_channel(self, address: str) -> grpc.aio.Channel:
         """A follower's channel to its leader, as clients dial brokers: over TLS (trusting
@@ -307,6 +364,10 @@ class SidecarServer:
         await self.health.enter_graceful_shutdown()
         if self.groups is not None:
             await self.groups.stop()
+        if self.transactions is not None:
+            await self.transactions.stop()
+        if self._markers is not None:
+            await self._markers.close()
         if self.replicated is not None:
             await self.replicated.controlled_shutdown()
             await self.replicated.stop()

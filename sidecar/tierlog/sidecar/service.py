@@ -35,6 +35,7 @@ import grpc
 from tierlog.api.errors import InvalidRequestError, InvalidRequiredAcksError
 from tierlog.api.v1 import common_pb2, log_service_pb2, log_service_pb2_grpc
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
+from tierlog.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC
 from tierlog.replication.leader import LeaderPartition
 from tierlog.sidecar.fetch_wire import AbortedTransaction, FetchAnswer
 from tierlog.sidecar.partitions import Partitions
@@ -54,6 +55,7 @@ from tierlog.storage.log import (
     LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
     AppendInfo,
+    AppendOrigin,
     Log,
 )
 from tierlog.storage.records import (
@@ -86,7 +88,7 @@ RECORD_BYTES_LISTENER: ContextVar[Callable[[str, int], None] | None] = ContextVa
 _ACKS = frozenset(log_service_pb2.Acks.values())
 _ISOLATION_LEVELS = frozenset(log_service_pb2.IsolationLevel.values())
 # Topics only the broker writes (its coordinators' state).
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 _CODECS = {
     "gzip": CompressionType.GZIP,
     "snappy": CompressionType.SNAPPY,
@@ -198,12 +200,20 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         return log_service_pb2.ProduceStreamResponse(produced=produced)
 
     async def _produce(
-        self, request: log_service_pb2.ProduceRequest, *, internal: bool = False
+        self,
+        request: log_service_pb2.ProduceRequest,
+        *,
+        internal: bool = False,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> log_service_pb2.ProduceResponse:
-        return await self._committed(await self._append(request, internal=internal))
+        return await self._committed(await self._append(request, internal=internal, origin=origin))
 
     async def _append(
-        self, request: log_service_pb2.ProduceRequest, *, internal: bool = False
+        self,
+        request: log_service_pb2.ProduceRequest,
+        *,
+        internal: bool = False,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> _Appended:
         """Validate and append one produce request; its answer waits in ``_committed``."""
         if request.topic in INTERNAL_TOPICS and not internal:  # as Kafka refuses them
@@ -236,9 +246,9 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             leader.check_enough_replicas(partition_log.config.min_insync_replicas)
         try:
             if partition_log.append_waits_for_sync(len(data)):
-                info = await asyncio.to_thread(partition_log.append, data)
+                info = await asyncio.to_thread(partition_log.append, data, origin=origin)
             else:
-                info = partition_log.append(data)
+                info = partition_log.append(data, origin=origin)
         except KafkaStorageError as error:
             # Nothing was stored and the client retries, but the disk is full or failing:
             # the operator must see it here, as Kafka's broker logs it.
@@ -276,12 +286,16 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         )
 
     async def produce(
-        self, request: log_service_pb2.ProduceRequest
+        self,
+        request: log_service_pb2.ProduceRequest,
+        *,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> log_service_pb2.ProduceResponse:
-        """A produce from inside the broker (the group coordinator's writes): a client's
-        checks, append and acknowledgement, its errors raised as types; the only way
-        into an internal topic."""
-        return await self._produce(request, internal=True)
+        """A produce from inside the broker (the coordinators' writes; a transaction
+        coordinator's markers as ``AppendOrigin.COORDINATOR``): a client's checks, append
+        and acknowledgement, its errors raised as types; the only way into an internal
+        topic."""
+        return await self._produce(request, internal=True, origin=origin)
 
     async def _append_unacknowledged(self, tp: TopicPartition, target: Log, data: bytes) -> None:
         try:

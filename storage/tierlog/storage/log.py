@@ -325,7 +325,11 @@ class Log:
             self._check_not_deleted()  # never write through a closed (or reused) descriptor
             first_offset = self.log_end_offset
             producers = self.producer_state.prepare_append(
-                headers, first_offset, append_time_ms=append_time_ms, markers=markers
+                headers,
+                first_offset,
+                append_time_ms=append_time_ms,
+                markers=markers,
+                from_coordinator=origin is AppendOrigin.COORDINATOR,
             )
             if producers.duplicates:
                 info = self._duplicate_append(producers.duplicates, append_time_ms)

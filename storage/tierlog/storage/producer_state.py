@@ -229,13 +229,18 @@ class ProducerAppendInfo:
     ``updated`` starts from the producer's epoch and transaction but no batches, and
     collects this append's; ``ProducerStateManager.update`` merges it once written.
     ``validate`` is for client produce; replaying the log checks nothing (the log is
-    what it is, as Kafka's replication origin).
+    what it is, as Kafka's replication origin). ``check_sequences`` is off for a
+    coordinator's own transactional writes, which carry no sequence (Kafka checks
+    sequences of client batches only).
     """
 
-    def __init__(self, current: ProducerStateEntry, *, validate: bool):
+    def __init__(
+        self, current: ProducerStateEntry, *, validate: bool, check_sequences: bool = True
+    ):
         self.producer_id = current.producer_id
         self._current = current
         self._validate = validate
+        self._check_sequences = check_sequences
         self.updated = ProducerStateEntry(
             current.producer_id,
             current.producer_epoch,
@@ -255,7 +260,8 @@ class ProducerAppendInfo:
         epoch, first_seq = header.producer_epoch, header.base_sequence
         if self._validate:
             self._check_epoch(epoch, first_offset)
-            self._check_sequence(epoch, first_seq, first_offset)
+            if self._check_sequences:
+                self._check_sequence(epoch, first_seq, first_offset)
         metadata = BatchMetadata(
             header.last_sequence, last_offset, last_offset - first_offset, timestamp
         )
@@ -389,6 +395,7 @@ class ProducerStateManager:
         *,
         append_time_ms: int = -1,
         markers: Mapping[int, EndTransactionMarker] | None = None,
+        from_coordinator: bool = False,
     ) -> ProducerAppend:
         """Check the producer batches of one request that will start at ``first_offset``.
 
@@ -396,7 +403,9 @@ class ProducerStateManager:
         batch position (a coordinator's append; a client's has none). Raises the typed
         error of the first batch that breaks a rule, and DUPLICATE_SEQUENCE_NUMBER for a
         request that mixes batches already written with new ones. Changes nothing:
-        ``update`` applies the result after the write.
+        ``update`` applies the result after the write. ``from_coordinator``: the group
+        coordinator's transactional offset commits carry no sequence (Kafka's
+        NO_SEQUENCE), so neither duplicates nor sequences are looked for in its batches.
         """
         markers = markers or {}
         updates: dict[int, ProducerAppendInfo] = {}
@@ -416,7 +425,7 @@ class ProducerStateManager:
                 entry.find_duplicate(
                     header.producer_epoch, header.base_sequence, header.last_sequence
                 )
-                if entry is not None and not header.is_control
+                if entry is not None and not header.is_control and not from_coordinator
                 else None
             )
             if header.is_control:
@@ -441,7 +450,9 @@ class ProducerStateManager:
                 info = updates.get(pid)
                 if info is None:
                     info = updates[pid] = ProducerAppendInfo(
-                        entry or ProducerStateEntry(pid), validate=True
+                        entry or ProducerStateEntry(pid),
+                        validate=True,
+                        check_sequences=not from_coordinator,
                     )
                 timestamp = append_time_ms if append_time_ms >= 0 else header.max_timestamp
                 info.append_data_batch(

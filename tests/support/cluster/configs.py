@@ -104,7 +104,9 @@ def kubelet_config(layout: Layout) -> str:
     """KubeletConfiguration (JSON is YAML). The kubelet of 1.35+ refuses cgroup v1 unless
     ``failCgroupV1`` is false, and this machine's hierarchies are v1; cgroupfs, as there
     is no systemd. The API server authenticates to it with a client certificate of the
-    node's CA; eviction thresholds are low so a busy shared disk does not evict pods."""
+    node's CA; eviction thresholds are low so a busy shared disk does not evict pods, and
+    image garbage collection is off (a high threshold of 100): on a disk others fill, it
+    deleted the pause image, and every pod after failed to get a sandbox."""
     config = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
@@ -130,8 +132,8 @@ def kubelet_config(layout: Layout) -> str:
             "imagefs.available": "2%",
             "nodefs.inodesFree": "2%",
         },
-        "imageGCHighThresholdPercent": 95,
-        "imageGCLowThresholdPercent": 90,
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
         "serializeImagePulls": False,
     }
     return json.dumps(config, indent=2)

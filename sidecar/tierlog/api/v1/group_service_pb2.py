@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from tierlog.api.v1 import common_pb2 as tierlog_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1etierlog/v1/group_service.proto\x12\ntierlog.v1\x1a\x17tierlog/v1/common.proto\"T\n\x16\x46indCoordinatorRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12-\n\x08key_type\x18\x02 \x01(\x0e\x32\x1b.tierlog.v1.CoordinatorType\";\n\x17\x46indCoordinatorResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\"q\n\x15OffsetCommitPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x10\n\x08metadata\x18\x05 \x01(\t\"\x88\x01\n\x13OffsetCommitRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x11\n\tmember_id\x18\x02 \x01(\t\x12\x15\n\rgeneration_id\x18\x03 \x01(\x05\x12\x35\n\npartitions\x18\x04 \x03(\x0b\x32!.tierlog.v1.OffsetCommitPartition\"U\n\x0fPartitionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12 \n\x05\x65rror\x18\x03 \x01(\x0b\x32\x11.tierlog.v1.Error\"D\n\x14OffsetCommitResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.tierlog.v1.PartitionResult\"5\n\x11TopicPartitionRef\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\"q\n\x12OffsetFetchRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x31\n\npartitions\x18\x02 \x03(\x0b\x32\x1d.tierlog.v1.TopicPartitionRef\x12\x16\n\x0erequire_stable\x18\x03 \x01(\x08\"\xaa\x01\n\x0f\x43ommittedOffset\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x10\n\x08metadata\x18\x05 \x01(\t\x12\x1b\n\x13\x63ommit_timestamp_ms\x18\x06 \x01(\x03\x12 \n\x05\x65rror\x18\x07 \x01(\x0b\x32\x11.tierlog.v1.Error\"C\n\x13OffsetFetchResponse\x12,\n\x07offsets\x18\x01 \x03(\x0b\x32\x1b.tierlog.v1.CommittedOffset\"Z\n\x13OffsetDeleteRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x31\n\npartitions\x18\x02 \x03(\x0b\x32\x1d.tierlog.v1.TopicPartitionRef\"D\n\x14OffsetDeleteResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.tierlog.v1.PartitionResult\"(\n\x13\x44\x65leteGroupsRequest\x12\x11\n\tgroup_ids\x18\x01 \x03(\t\"A\n\x0bGroupResult\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12 \n\x05\x65rror\x18\x02 \x01(\x0b\x32\x11.tierlog.v1.Error\"@\n\x14\x44\x65leteGroupsResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.tierlog.v1.GroupResult\"\x13\n\x11ListGroupsRequest\"E\n\x0bListedGroup\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x15\n\rprotocol_type\x18\x03 \x01(\t\"=\n\x12ListGroupsResponse\x12\'\n\x06groups\x18\x01 \x03(\x0b\x32\x17.tierlog.v1.ListedGroup\")\n\x15\x44\x65scribeGroupsRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\"\xdf\x01\n\x0bGroupMember\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x11\n\tclient_id\x18\x02 \x01(\t\x12\x0c\n\x04host\x18\x03 \x01(\t\x12\x31\n\nassignment\x18\x04 \x03(\x0b\x32\x1d.tierlog.v1.TopicPartitionRef\x12\x13\n\x0binstance_id\x18\x05 \x01(\t\x12\x14\n\x0cmember_epoch\x18\x06 \x01(\x05\x12\x1e\n\x16subscribed_topic_names\x18\x07 \x03(\t\x12\x1e\n\x16subscribed_topic_regex\x18\x08 \x01(\t\"\x92\x01\n\x16\x44\x65scribeGroupsResponse\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x15\n\rprotocol_type\x18\x03 \x01(\t\x12\x16\n\x0e\x63oordinator_id\x18\x04 \x01(\x05\x12(\n\x07members\x18\x05 \x03(\x0b\x32\x17.tierlog.v1.GroupMember\"4\n\x0fTopicPartitions\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"\xdc\x03\n\x1d\x43onsumerGroupHeartbeatRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x11\n\tmember_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_epoch\x18\x03 \x01(\x05\x12\x18\n\x0binstance_id\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x14\n\x07rack_id\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x1c\n\x14rebalance_timeout_ms\x18\x06 \x01(\x05\x12;\n\x16subscribed_topic_names\x18\x07 \x01(\x0b\x32\x16.tierlog.v1.TopicNamesH\x02\x88\x01\x01\x12#\n\x16subscribed_topic_regex\x18\x08 \x01(\tH\x03\x88\x01\x01\x12\x1c\n\x0fserver_assignor\x18\t \x01(\tH\x04\x88\x01\x01\x12/\n\x05owned\x18\n \x01(\x0b\x32\x1b.tierlog.v1.OwnedPartitionsH\x05\x88\x01\x01\x12\x11\n\tclient_id\x18\x0b \x01(\tB\x0e\n\x0c_instance_idB\n\n\x08_rack_idB\x19\n\x17_subscribed_topic_namesB\x19\n\x17_subscribed_topic_regexB\x12\n\x10_server_assignorB\x08\n\x06_owned\"\x1b\n\nTopicNames\x12\r\n\x05names\x18\x01 \x03(\t\">\n\x0fOwnedPartitions\x12+\n\x06topics\x18\x01 \x03(\x0b\x32\x1b.tierlog.v1.TopicPartitions\"\xb5\x01\n\x1e\x43onsumerGroupHeartbeatResponse\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x14\n\x0cmember_epoch\x18\x02 \x01(\x05\x12\x1d\n\x15heartbeat_interval_ms\x18\x03 \x01(\x05\x12/\n\nassignment\x18\x04 \x03(\x0b\x32\x1b.tierlog.v1.TopicPartitions\x12\x1a\n\x12session_timeout_ms\x18\x05 \x01(\x05*O\n\x0f\x43oordinatorType\x12 \n\x1c\x43OORDINATOR_TYPE_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x43OORDINATOR_TYPE_GROUP\x10\x01\x32\xca\x05\n\x0cGroupService\x12Z\n\x0f\x46indCoordinator\x12\".tierlog.v1.FindCoordinatorRequest\x1a#.tierlog.v1.FindCoordinatorResponse\x12Q\n\x0cOffsetCommit\x12\x1f.tierlog.v1.OffsetCommitRequest\x1a .tierlog.v1.OffsetCommitResponse\x12N\n\x0bOffsetFetch\x12\x1e.tierlog.v1.OffsetFetchRequest\x1a\x1f.tierlog.v1.OffsetFetchResponse\x12Q\n\x0cOffsetDelete\x12\x1f.tierlog.v1.OffsetDeleteRequest\x1a .tierlog.v1.OffsetDeleteResponse\x12Q\n\x0c\x44\x65leteGroups\x12\x1f.tierlog.v1.DeleteGroupsRequest\x1a .tierlog.v1.DeleteGroupsResponse\x12K\n\nListGroups\x12\x1d.tierlog.v1.ListGroupsRequest\x1a\x1e.tierlog.v1.ListGroupsResponse\x12W\n\x0e\x44\x65scribeGroups\x12!.tierlog.v1.DescribeGroupsRequest\x1a\".tierlog.v1.DescribeGroupsResponse\x12o\n\x16\x43onsumerGroupHeartbeat\x12).tierlog.v1.ConsumerGroupHeartbeatRequest\x1a*.tierlog.v1.ConsumerGroupHeartbeatResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1etierlog/v1/group_service.proto\x12\ntierlog.v1\x1a\x17tierlog/v1/common.proto\"T\n\x16\x46indCoordinatorRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12-\n\x08key_type\x18\x02 \x01(\x0e\x32\x1b.tierlog.v1.CoordinatorType\";\n\x17\x46indCoordinatorResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\"q\n\x15OffsetCommitPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x10\n\x08metadata\x18\x05 \x01(\t\"\x88\x01\n\x13OffsetCommitRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x11\n\tmember_id\x18\x02 \x01(\t\x12\x15\n\rgeneration_id\x18\x03 \x01(\x05\x12\x35\n\npartitions\x18\x04 \x03(\x0b\x32!.tierlog.v1.OffsetCommitPartition\"U\n\x0fPartitionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12 \n\x05\x65rror\x18\x03 \x01(\x0b\x32\x11.tierlog.v1.Error\"D\n\x14OffsetCommitResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.tierlog.v1.PartitionResult\"\xd2\x01\n\x16TxnOffsetCommitRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x10\n\x08group_id\x18\x02 \x01(\t\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x04 \x01(\x05\x12\x11\n\tmember_id\x18\x05 \x01(\t\x12\x15\n\rgeneration_id\x18\x06 \x01(\x05\x12\x35\n\npartitions\x18\x07 \x03(\x0b\x32!.tierlog.v1.OffsetCommitPartition\"G\n\x17TxnOffsetCommitResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.tierlog.v1.PartitionResult\"5\n\x11TopicPartitionRef\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\"q\n\x12OffsetFetchRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x31\n\npartitions\x18\x02 \x03(\x0b\x32\x1d.tierlog.v1.TopicPartitionRef\x12\x16\n\x0erequire_stable\x18\x03 \x01(\x08\"\xaa\x01\n\x0f\x43ommittedOffset\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x10\n\x08metadata\x18\x05 \x01(\t\x12\x1b\n\x13\x63ommit_timestamp_ms\x18\x06 \x01(\x03\x12 \n\x05\x65rror\x18\x07 \x01(\x0b\x32\x11.tierlog.v1.Error\"C\n\x13OffsetFetchResponse\x12,\n\x07offsets\x18\x01 \x03(\x0b\x32\x1b.tierlog.v1.CommittedOffset\"Z\n\x13OffsetDeleteRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x31\n\npartitions\x18\x02 \x03(\x0b\x32\x1d.tierlog.v1.TopicPartitionRef\"D\n\x14OffsetDeleteResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.tierlog.v1.PartitionResult\"(\n\x13\x44\x65leteGroupsRequest\x12\x11\n\tgroup_ids\x18\x01 \x03(\t\"A\n\x0bGroupResult\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12 \n\x05\x65rror\x18\x02 \x01(\x0b\x32\x11.tierlog.v1.Error\"@\n\x14\x44\x65leteGroupsResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.tierlog.v1.GroupResult\"\x13\n\x11ListGroupsRequest\"E\n\x0bListedGroup\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x15\n\rprotocol_type\x18\x03 \x01(\t\"=\n\x12ListGroupsResponse\x12\'\n\x06groups\x18\x01 \x03(\x0b\x32\x17.tierlog.v1.ListedGroup\")\n\x15\x44\x65scribeGroupsRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\"\xdf\x01\n\x0bGroupMember\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x11\n\tclient_id\x18\x02 \x01(\t\x12\x0c\n\x04host\x18\x03 \x01(\t\x12\x31\n\nassignment\x18\x04 \x03(\x0b\x32\x1d.tierlog.v1.TopicPartitionRef\x12\x13\n\x0binstance_id\x18\x05 \x01(\t\x12\x14\n\x0cmember_epoch\x18\x06 \x01(\x05\x12\x1e\n\x16subscribed_topic_names\x18\x07 \x03(\t\x12\x1e\n\x16subscribed_topic_regex\x18\x08 \x01(\t\"\x92\x01\n\x16\x44\x65scribeGroupsResponse\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x15\n\rprotocol_type\x18\x03 \x01(\t\x12\x16\n\x0e\x63oordinator_id\x18\x04 \x01(\x05\x12(\n\x07members\x18\x05 \x03(\x0b\x32\x17.tierlog.v1.GroupMember\"4\n\x0fTopicPartitions\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"\xdc\x03\n\x1d\x43onsumerGroupHeartbeatRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x11\n\tmember_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_epoch\x18\x03 \x01(\x05\x12\x18\n\x0binstance_id\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x14\n\x07rack_id\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x1c\n\x14rebalance_timeout_ms\x18\x06 \x01(\x05\x12;\n\x16subscribed_topic_names\x18\x07 \x01(\x0b\x32\x16.tierlog.v1.TopicNamesH\x02\x88\x01\x01\x12#\n\x16subscribed_topic_regex\x18\x08 \x01(\tH\x03\x88\x01\x01\x12\x1c\n\x0fserver_assignor\x18\t \x01(\tH\x04\x88\x01\x01\x12/\n\x05owned\x18\n \x01(\x0b\x32\x1b.tierlog.v1.OwnedPartitionsH\x05\x88\x01\x01\x12\x11\n\tclient_id\x18\x0b \x01(\tB\x0e\n\x0c_instance_idB\n\n\x08_rack_idB\x19\n\x17_subscribed_topic_namesB\x19\n\x17_subscribed_topic_regexB\x12\n\x10_server_assignorB\x08\n\x06_owned\"\x1b\n\nTopicNames\x12\r\n\x05names\x18\x01 \x03(\t\">\n\x0fOwnedPartitions\x12+\n\x06topics\x18\x01 \x03(\x0b\x32\x1b.tierlog.v1.TopicPartitions\"\xb5\x01\n\x1e\x43onsumerGroupHeartbeatResponse\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x14\n\x0cmember_epoch\x18\x02 \x01(\x05\x12\x1d\n\x15heartbeat_interval_ms\x18\x03 \x01(\x05\x12/\n\nassignment\x18\x04 \x03(\x0b\x32\x1b.tierlog.v1.TopicPartitions\x12\x1a\n\x12session_timeout_ms\x18\x05 \x01(\x05*q\n\x0f\x43oordinatorType\x12 \n\x1c\x43OORDINATOR_TYPE_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x43OORDINATOR_TYPE_GROUP\x10\x01\x12 \n\x1c\x43OORDINATOR_TYPE_TRANSACTION\x10\x02\x32\xa6\x06\n\x0cGroupService\x12Z\n\x0f\x46indCoordinator\x12\".tierlog.v1.FindCoordinatorRequest\x1a#.tierlog.v1.FindCoordinatorResponse\x12Q\n\x0cOffsetCommit\x12\x1f.tierlog.v1.OffsetCommitRequest\x1a .tierlog.v1.OffsetCommitResponse\x12Z\n\x0fTxnOffsetCommit\x12\".tierlog.v1.TxnOffsetCommitRequest\x1a#.tierlog.v1.TxnOffsetCommitResponse\x12N\n\x0bOffsetFetch\x12\x1e.tierlog.v1.OffsetFetchRequest\x1a\x1f.tierlog.v1.OffsetFetchResponse\x12Q\n\x0cOffsetDelete\x12\x1f.tierlog.v1.OffsetDeleteRequest\x1a .tierlog.v1.OffsetDeleteResponse\x12Q\n\x0c\x44\x65leteGroups\x12\x1f.tierlog.v1.DeleteGroupsRequest\x1a .tierlog.v1.DeleteGroupsResponse\x12K\n\nListGroups\x12\x1d.tierlog.v1.ListGroupsRequest\x1a\x1e.tierlog.v1.ListGroupsResponse\x12W\n\x0e\x44\x65scribeGroups\x12!.tierlog.v1.DescribeGroupsRequest\x1a\".tierlog.v1.DescribeGroupsResponse\x12o\n\x16\x43onsumerGroupHeartbeat\x12).tierlog.v1.ConsumerGroupHeartbeatRequest\x1a*.tierlog.v1.ConsumerGroupHeartbeatResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'tierlog.api.v1.group_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_COORDINATORTYPE']._serialized_start=2761
-  _globals['_COORDINATORTYPE']._serialized_end=2840
+  _globals['_COORDINATORTYPE']._serialized_start=3047
+  _globals['_COORDINATORTYPE']._serialized_end=3160
   _globals['_FINDCOORDINATORREQUEST']._serialized_start=71
   _globals['_FINDCOORDINATORREQUEST']._serialized_end=155
   _globals['_FINDCOORDINATORRESPONSE']._serialized_start=157
@@ -46,46 +46,50 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PARTITIONRESULT']._serialized_end=557
   _globals['_OFFSETCOMMITRESPONSE']._serialized_start=559
   _globals['_OFFSETCOMMITRESPONSE']._serialized_end=627
-  _globals['_TOPICPARTITIONREF']._serialized_start=629
-  _globals['_TOPICPARTITIONREF']._serialized_end=682
-  _globals['_OFFSETFETCHREQUEST']._serialized_start=684
-  _globals['_OFFSETFETCHREQUEST']._serialized_end=797
-  _globals['_COMMITTEDOFFSET']._serialized_start=800
-  _globals['_COMMITTEDOFFSET']._serialized_end=970
-  _globals['_OFFSETFETCHRESPONSE']._serialized_start=972
-  _globals['_OFFSETFETCHRESPONSE']._serialized_end=1039
-  _globals['_OFFSETDELETEREQUEST']._serialized_start=1041
-  _globals['_OFFSETDELETEREQUEST']._serialized_end=1131
-  _globals['_OFFSETDELETERESPONSE']._serialized_start=1133
-  _globals['_OFFSETDELETERESPONSE']._serialized_end=1201
-  _globals['_DELETEGROUPSREQUEST']._serialized_start=1203
-  _globals['_DELETEGROUPSREQUEST']._serialized_end=1243
-  _globals['_GROUPRESULT']._serialized_start=1245
-  _globals['_GROUPRESULT']._serialized_end=1310
-  _globals['_DELETEGROUPSRESPONSE']._serialized_start=1312
-  _globals['_DELETEGROUPSRESPONSE']._serialized_end=1376
-  _globals['_LISTGROUPSREQUEST']._serialized_start=1378
-  _globals['_LISTGROUPSREQUEST']._serialized_end=1397
-  _globals['_LISTEDGROUP']._serialized_start=1399
-  _globals['_LISTEDGROUP']._serialized_end=1468
-  _globals['_LISTGROUPSRESPONSE']._serialized_start=1470
-  _globals['_LISTGROUPSRESPONSE']._serialized_end=1531
-  _globals['_DESCRIBEGROUPSREQUEST']._serialized_start=1533
-  _globals['_DESCRIBEGROUPSREQUEST']._serialized_end=1574
-  _globals['_GROUPMEMBER']._serialized_start=1577
-  _globals['_GROUPMEMBER']._serialized_end=1800
-  _globals['_DESCRIBEGROUPSRESPONSE']._serialized_start=1803
-  _globals['_DESCRIBEGROUPSRESPONSE']._serialized_end=1949
-  _globals['_TOPICPARTITIONS']._serialized_start=1951
-  _globals['_TOPICPARTITIONS']._serialized_end=2003
-  _globals['_CONSUMERGROUPHEARTBEATREQUEST']._serialized_start=2006
-  _globals['_CONSUMERGROUPHEARTBEATREQUEST']._serialized_end=2482
-  _globals['_TOPICNAMES']._serialized_start=2484
-  _globals['_TOPICNAMES']._serialized_end=2511
-  _globals['_OWNEDPARTITIONS']._serialized_start=2513
-  _globals['_OWNEDPARTITIONS']._serialized_end=2575
-  _globals['_CONSUMERGROUPHEARTBEATRESPONSE']._serialized_start=2578
-  _globals['_CONSUMERGROUPHEARTBEATRESPONSE']._serialized_end=2759
-  _globals['_GROUPSERVICE']._serialized_start=2843
-  _globals['_GROUPSERVICE']._serialized_end=3557
+  _globals['_TXNOFFSETCOMMITREQUEST']._serialized_start=630
+  _globals['_TXNOFFSETCOMMITREQUEST']._serialized_end=840
+  _globals['_TXNOFFSETCOMMITRESPONSE']._serialized_start=842
+  _globals['_TXNOFFSETCOMMITRESPONSE']._serialized_end=913
+  _globals['_TOPICPARTITIONREF']._serialized_start=915
+  _globals['_TOPICPARTITIONREF']._serialized_end=968
+  _globals['_OFFSETFETCHREQUEST']._serialized_start=970
+  _globals['_OFFSETFETCHREQUEST']._serialized_end=1083
+  _globals['_COMMITTEDOFFSET']._serialized_start=1086
+  _globals['_COMMITTEDOFFSET']._serialized_end=1256
+  _globals['_OFFSETFETCHRESPONSE']._serialized_start=1258
+  _globals['_OFFSETFETCHRESPONSE']._serialized_end=1325
+  _globals['_OFFSETDELETEREQUEST']._serialized_start=1327
+  _globals['_OFFSETDELETEREQUEST']._serialized_end=1417
+  _globals['_OFFSETDELETERESPONSE']._serialized_start=1419
+  _globals['_OFFSETDELETERESPONSE']._serialized_end=1487
+  _globals['_DELETEGROUPSREQUEST']._serialized_start=1489
+  _globals['_DELETEGROUPSREQUEST']._serialized_end=1529
+  _globals['_GROUPRESULT']._serialized_start=1531
+  _globals['_GROUPRESULT']._serialized_end=1596
+  _globals['_DELETEGROUPSRESPONSE']._serialized_start=1598
+  _globals['_DELETEGROUPSRESPONSE']._serialized_end=1662
+  _globals['_LISTGROUPSREQUEST']._serialized_start=1664
+  _globals['_LISTGROUPSREQUEST']._serialized_end=1683
+  _globals['_LISTEDGROUP']._serialized_start=1685
+  _globals['_LISTEDGROUP']._serialized_end=1754
+  _globals['_LISTGROUPSRESPONSE']._serialized_start=1756
+  _globals['_LISTGROUPSRESPONSE']._serialized_end=1817
+  _globals['_DESCRIBEGROUPSREQUEST']._serialized_start=1819
+  _globals['_DESCRIBEGROUPSREQUEST']._serialized_end=1860
+  _globals['_GROUPMEMBER']._serialized_start=1863
+  _globals['_GROUPMEMBER']._serialized_end=2086
+  _globals['_DESCRIBEGROUPSRESPONSE']._serialized_start=2089
+  _globals['_DESCRIBEGROUPSRESPONSE']._serialized_end=2235
+  _globals['_TOPICPARTITIONS']._serialized_start=2237
+  _globals['_TOPICPARTITIONS']._serialized_end=2289
+  _globals['_CONSUMERGROUPHEARTBEATREQUEST']._serialized_start=2292
+  _globals['_CONSUMERGROUPHEARTBEATREQUEST']._serialized_end=2768
+  _globals['_TOPICNAMES']._serialized_start=2770
+  _globals['_TOPICNAMES']._serialized_end=2797
+  _globals['_OWNEDPARTITIONS']._serialized_start=2799
+  _globals['_OWNEDPARTITIONS']._serialized_end=2861
+  _globals['_CONSUMERGROUPHEARTBEATRESPONSE']._serialized_start=2864
+  _globals['_CONSUMERGROUPHEARTBEATRESPONSE']._serialized_end=3045
+  _globals['_GROUPSERVICE']._serialized_start=3163
+  _globals['_GROUPSERVICE']._serialized_end=3969
 # @@protoc_insertion_point(module_scope)

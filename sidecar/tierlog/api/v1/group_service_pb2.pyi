@@ -38,12 +38,20 @@ class _CoordinatorTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Coord
     COORDINATOR_TYPE_UNSPECIFIED: _CoordinatorType.ValueType  # 0
     """Same as COORDINATOR_TYPE_GROUP."""
     COORDINATOR_TYPE_GROUP: _CoordinatorType.ValueType  # 1
+    COORDINATOR_TYPE_TRANSACTION: _CoordinatorType.ValueType  # 2
+    """A transactional id's coordinator: the leader of its __transaction_state partition
+    (TransactionService); creates __transaction_state on first use.
+    """
 
 class CoordinatorType(_CoordinatorType, metaclass=_CoordinatorTypeEnumTypeWrapper): ...
 
 COORDINATOR_TYPE_UNSPECIFIED: CoordinatorType.ValueType  # 0
 """Same as COORDINATOR_TYPE_GROUP."""
 COORDINATOR_TYPE_GROUP: CoordinatorType.ValueType  # 1
+COORDINATOR_TYPE_TRANSACTION: CoordinatorType.ValueType  # 2
+"""A transactional id's coordinator: the leader of its __transaction_state partition
+(TransactionService); creates __transaction_state on first use.
+"""
 Global___CoordinatorType: _TypeAlias = CoordinatorType  # noqa: Y015
 
 @_typing.final
@@ -205,6 +213,67 @@ class OffsetCommitResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___OffsetCommitResponse: _TypeAlias = OffsetCommitResponse  # noqa: Y015
+
+@_typing.final
+class TxnOffsetCommitRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRANSACTIONAL_ID_FIELD_NUMBER: _builtins.int
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    GENERATION_ID_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    transactional_id: _builtins.str
+    group_id: _builtins.str
+    producer_id: _builtins.int
+    producer_epoch: _builtins.int
+    member_id: _builtins.str
+    """The consumer's group metadata (KIP-447): its member id and member epoch, checked
+    when given; "" and -1 skip the check.
+    """
+    generation_id: _builtins.int
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___OffsetCommitPartition]: ...
+    def __init__(
+        self,
+        *,
+        transactional_id: _builtins.str = ...,
+        group_id: _builtins.str = ...,
+        producer_id: _builtins.int = ...,
+        producer_epoch: _builtins.int = ...,
+        member_id: _builtins.str = ...,
+        generation_id: _builtins.int = ...,
+        partitions: _abc.Iterable[Global___OffsetCommitPartition] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation_id", b"generation_id", "group_id", b"group_id", "member_id", b"member_id", "partitions", b"partitions", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "transactional_id", b"transactional_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TxnOffsetCommitRequest: _TypeAlias = TxnOffsetCommitRequest  # noqa: Y015
+
+@_typing.final
+class TxnOffsetCommitResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___PartitionResult]: ...
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___PartitionResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TxnOffsetCommitResponse: _TypeAlias = TxnOffsetCommitResponse  # noqa: Y015
 
 @_typing.final
 class TopicPartitionRef(_message.Message):

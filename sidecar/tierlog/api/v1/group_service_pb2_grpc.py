@@ -44,6 +44,11 @@ class GroupServiceStub:
                 request_serializer=tierlog_dot_v1_dot_group__service__pb2.OffsetCommitRequest.SerializeToString,
                 response_deserializer=tierlog_dot_v1_dot_group__service__pb2.OffsetCommitResponse.FromString,
                 _registered_method=True)
+        self.TxnOffsetCommit = channel.unary_unary(
+                '/tierlog.v1.GroupService/TxnOffsetCommit',
+                request_serializer=tierlog_dot_v1_dot_group__service__pb2.TxnOffsetCommitRequest.SerializeToString,
+                response_deserializer=tierlog_dot_v1_dot_group__service__pb2.TxnOffsetCommitResponse.FromString,
+                _registered_method=True)
         self.OffsetFetch = channel.unary_unary(
                 '/tierlog.v1.GroupService/OffsetFetch',
                 request_serializer=tierlog_dot_v1_dot_group__service__pb2.OffsetFetchRequest.SerializeToString,
@@ -80,7 +85,8 @@ class GroupServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
     def FindCoordinator(self, request, context):
-        """Which broker coordinates a group (creates __consumer_offsets on first use).
+        """Which broker coordinates a group (creates __consumer_offsets on first use), or a
+        transactional id (key_type COORDINATOR_TYPE_TRANSACTION).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -89,6 +95,18 @@ class GroupServiceServicer:
     def OffsetCommit(self, request, context):
         """Store a group's offsets; answered once the __consumer_offsets partition committed
         them (every in-sync replica holds them: acks=all).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TxnOffsetCommit(self, request, context):
+        """A transactional producer's offsets of a group (Kafka's TxnOffsetCommit, after
+        TransactionService.AddOffsetsToTxn): written in its transaction, they become the
+        group's offsets when the transaction commits and never if it aborts; until then
+        OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them. Fails with
+        UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, ILLEGAL_GENERATION (the consumer's group
+        metadata is stale), INVALID_PRODUCER_EPOCH (a newer producer of the id).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -150,6 +168,11 @@ def add_GroupServiceServicer_to_server(servicer, server):
                     servicer.OffsetCommit,
                     request_deserializer=tierlog_dot_v1_dot_group__service__pb2.OffsetCommitRequest.FromString,
                     response_serializer=tierlog_dot_v1_dot_group__service__pb2.OffsetCommitResponse.SerializeToString,
+            ),
+            'TxnOffsetCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.TxnOffsetCommit,
+                    request_deserializer=tierlog_dot_v1_dot_group__service__pb2.TxnOffsetCommitRequest.FromString,
+                    response_serializer=tierlog_dot_v1_dot_group__service__pb2.TxnOffsetCommitResponse.SerializeToString,
             ),
             'OffsetFetch': grpc.unary_unary_rpc_method_handler(
                     servicer.OffsetFetch,
@@ -236,6 +259,33 @@ class GroupService:
             '/tierlog.v1.GroupService/OffsetCommit',
             tierlog_dot_v1_dot_group__service__pb2.OffsetCommitRequest.SerializeToString,
             tierlog_dot_v1_dot_group__service__pb2.OffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TxnOffsetCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tierlog.v1.GroupService/TxnOffsetCommit',
+            tierlog_dot_v1_dot_group__service__pb2.TxnOffsetCommitRequest.SerializeToString,
+            tierlog_dot_v1_dot_group__service__pb2.TxnOffsetCommitResponse.FromString,
             options,
             channel_credentials,
             insecure,

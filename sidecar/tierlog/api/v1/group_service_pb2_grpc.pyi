@@ -41,10 +41,20 @@ class GroupServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> GroupServiceAsyncStub: ...
     FindCoordinator: _grpc.UnaryUnaryMultiCallable[_group_service_pb2.FindCoordinatorRequest, _group_service_pb2.FindCoordinatorResponse]
-    """Which broker coordinates a group (creates __consumer_offsets on first use)."""
+    """Which broker coordinates a group (creates __consumer_offsets on first use), or a
+    transactional id (key_type COORDINATOR_TYPE_TRANSACTION).
+    """
     OffsetCommit: _grpc.UnaryUnaryMultiCallable[_group_service_pb2.OffsetCommitRequest, _group_service_pb2.OffsetCommitResponse]
     """Store a group's offsets; answered once the __consumer_offsets partition committed
     them (every in-sync replica holds them: acks=all).
+    """
+    TxnOffsetCommit: _grpc.UnaryUnaryMultiCallable[_group_service_pb2.TxnOffsetCommitRequest, _group_service_pb2.TxnOffsetCommitResponse]
+    """A transactional producer's offsets of a group (Kafka's TxnOffsetCommit, after
+    TransactionService.AddOffsetsToTxn): written in its transaction, they become the
+    group's offsets when the transaction commits and never if it aborts; until then
+    OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them. Fails with
+    UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, ILLEGAL_GENERATION (the consumer's group
+    metadata is stale), INVALID_PRODUCER_EPOCH (a newer producer of the id).
     """
     OffsetFetch: _grpc.UnaryUnaryMultiCallable[_group_service_pb2.OffsetFetchRequest, _group_service_pb2.OffsetFetchResponse]
     OffsetDelete: _grpc.UnaryUnaryMultiCallable[_group_service_pb2.OffsetDeleteRequest, _group_service_pb2.OffsetDeleteResponse]
@@ -66,10 +76,20 @@ class GroupServiceStub:
 class GroupServiceAsyncStub(GroupServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     FindCoordinator: _aio.UnaryUnaryMultiCallable[_group_service_pb2.FindCoordinatorRequest, _group_service_pb2.FindCoordinatorResponse]  # type: ignore[assignment]
-    """Which broker coordinates a group (creates __consumer_offsets on first use)."""
+    """Which broker coordinates a group (creates __consumer_offsets on first use), or a
+    transactional id (key_type COORDINATOR_TYPE_TRANSACTION).
+    """
     OffsetCommit: _aio.UnaryUnaryMultiCallable[_group_service_pb2.OffsetCommitRequest, _group_service_pb2.OffsetCommitResponse]  # type: ignore[assignment]
     """Store a group's offsets; answered once the __consumer_offsets partition committed
     them (every in-sync replica holds them: acks=all).
+    """
+    TxnOffsetCommit: _aio.UnaryUnaryMultiCallable[_group_service_pb2.TxnOffsetCommitRequest, _group_service_pb2.TxnOffsetCommitResponse]  # type: ignore[assignment]
+    """A transactional producer's offsets of a group (Kafka's TxnOffsetCommit, after
+    TransactionService.AddOffsetsToTxn): written in its transaction, they become the
+    group's offsets when the transaction commits and never if it aborts; until then
+    OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them. Fails with
+    UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, ILLEGAL_GENERATION (the consumer's group
+    metadata is stale), INVALID_PRODUCER_EPOCH (a newer producer of the id).
     """
     OffsetFetch: _aio.UnaryUnaryMultiCallable[_group_service_pb2.OffsetFetchRequest, _group_service_pb2.OffsetFetchResponse]  # type: ignore[assignment]
     OffsetDelete: _aio.UnaryUnaryMultiCallable[_group_service_pb2.OffsetDeleteRequest, _group_service_pb2.OffsetDeleteResponse]  # type: ignore[assignment]
@@ -94,7 +114,9 @@ class GroupServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _group_service_pb2.FindCoordinatorRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_group_service_pb2.FindCoordinatorResponse, _abc.Awaitable[_group_service_pb2.FindCoordinatorResponse]]:
-        """Which broker coordinates a group (creates __consumer_offsets on first use)."""
+        """Which broker coordinates a group (creates __consumer_offsets on first use), or a
+        transactional id (key_type COORDINATOR_TYPE_TRANSACTION).
+        """
 
     @_abc_1.abstractmethod
     def OffsetCommit(
@@ -104,6 +126,20 @@ class GroupServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_group_service_pb2.OffsetCommitResponse, _abc.Awaitable[_group_service_pb2.OffsetCommitResponse]]:
         """Store a group's offsets; answered once the __consumer_offsets partition committed
         them (every in-sync replica holds them: acks=all).
+        """
+
+    @_abc_1.abstractmethod
+    def TxnOffsetCommit(
+        self,
+        request: _group_service_pb2.TxnOffsetCommitRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_group_service_pb2.TxnOffsetCommitResponse, _abc.Awaitable[_group_service_pb2.TxnOffsetCommitResponse]]:
+        """A transactional producer's offsets of a group (Kafka's TxnOffsetCommit, after
+        TransactionService.AddOffsetsToTxn): written in its transaction, they become the
+        group's offsets when the transaction commits and never if it aborts; until then
+        OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them. Fails with
+        UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, ILLEGAL_GENERATION (the consumer's group
+        metadata is stale), INVALID_PRODUCER_EPOCH (a newer producer of the id).
         """
 
     @_abc_1.abstractmethod

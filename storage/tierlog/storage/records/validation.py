@@ -86,8 +86,10 @@ def validate_produce(
     timestamps (``now_ms - before_max_ms <= t <= now_ms + after_max_ms``).
     ``require_keys`` (compacted topics): every record needs a key.  A compressed batch
     that decodes to more than ``MAX_DECOMPRESSION_RATIO * max_message_bytes`` is too large.
-    Control batches are refused unless ``allow_control`` (a transaction coordinator's
-    markers; Kafka's AppendOrigin.COORDINATOR), and then need a producer id.
+    Control batches are refused unless ``allow_control`` (a coordinator's append; Kafka's
+    AppendOrigin.COORDINATOR), and then need a producer id; such an append's
+    transactional data batches (the group coordinator's offset commits) may carry no
+    sequence, as Kafka's do.
     """
     view = memoryview(buf)
     if len(view) == 0:
@@ -180,14 +182,14 @@ def _check_batch(
     if header.is_control and header.producer_id == NO_PRODUCER_ID:
         raise InvalidRecordError(f"{_where(header)}: control batch without a producer id")
     if header.producer_id != NO_PRODUCER_ID or header.is_transactional:
-        _check_producer(header, _where(header))
+        _check_producer(header, _where(header), from_coordinator=allow_control)
 
 
 def _where(header: BatchHeader) -> str:
     return f"batch at {header.position}"
 
 
-def _check_producer(header: BatchHeader, where: str) -> None:
+def _check_producer(header: BatchHeader, where: str, *, from_coordinator: bool) -> None:
     if header.producer_id < NO_PRODUCER_ID:
         raise InvalidRecordError(f"{where}: invalid producer id {header.producer_id}")
     if header.producer_id == NO_PRODUCER_ID:
@@ -196,7 +198,8 @@ def _check_producer(header: BatchHeader, where: str) -> None:
         return
     if header.producer_epoch < 0:
         raise InvalidRecordError(f"{where}: invalid producer epoch {header.producer_epoch}")
-    if header.base_sequence < 0 and not header.is_control:  # markers carry no sequence
+    # Markers carry no sequence, nor do a coordinator's transactional offset commits.
+    if header.base_sequence < 0 and not header.is_control and not from_coordinator:
         raise InvalidRecordError(f"{where}: invalid sequence number {header.base_sequence}")
 
 

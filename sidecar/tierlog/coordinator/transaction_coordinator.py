@@ -1,0 +1,427 @@
+"""The transaction coordinator: transactional producers' state kept in ``__transaction_state``.
+
+A transactional id belongs to the partition it hashes to (``transaction_topic``), and this
+broker coordinates it while it leads that partition (``loaded_partitions``, as the group
+coordinator: loaded by replaying the log once per leadership epoch). Every change is
+computed by ``transaction_state``'s transitions, written as one record through the
+broker's own produce path with acks=all (``Append``), and applied once acknowledged.
+
+Ending a transaction is Kafka's two phases. PrepareCommit (or PrepareAbort) is written
+first: from then on the outcome is decided and survives a crash. Then every partition of
+the transaction gets its marker, a control batch stamped with the producer's id and epoch
+and this coordinator's epoch (the leadership epoch of its ``__transaction_state``
+partition, so a deposed coordinator's late markers are refused), through ``WriteMarker``
+(an append on this broker or a WriteTxnMarkers call to the partition's leader). Then
+CompleteCommit (CompleteAbort) is written. A coordinator that loads a partition finds
+the prepared transactions its predecessor did not complete and completes them; an
+ongoing one past its ``transaction.timeout.ms`` is aborted at the next epoch, which
+fences its producer. While a transactional id's transaction is being completed, its
+calls get CONCURRENT_TRANSACTIONS.
+
+Unlike Kafka, EndTxn is answered once the transaction is complete, not once it is
+prepared, so a producer that saw its commit acknowledged can read its markers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+from tierlog.api.errors import (
+    ConcurrentTransactionsError,
+    InvalidGroupIdError,
+    InvalidRequestError,
+    InvalidTransactionTimeoutError,
+    LeaderNotAvailableError,
+    NotCoordinatorError,
+    NotLeaderOrFollowerError,
+    TransactionalIdNotFoundError,
+)
+from tierlog.coordinator.coordinator import Append
+from tierlog.coordinator.loaded_partitions import Loaded, LoadedPartitions
+from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for_group
+from tierlog.coordinator.transaction_config import TransactionCoordinatorConfig
+from tierlog.coordinator.transaction_records import (
+    TransactionLogKey,
+    TransactionLogRecord,
+    TransactionLogValue,
+    TransactionState,
+    encode_transaction_record,
+)
+from tierlog.coordinator.transaction_state import (
+    PREPARED,
+    TransactionsState,
+    add_partitions,
+    complete,
+    end_transaction,
+    fence_and_abort,
+    init_producer,
+    load_transactions,
+    partitions_of,
+)
+from tierlog.coordinator.transaction_topic import (
+    TRANSACTION_STATE_TOPIC,
+    partition_for_transactional_id,
+)
+from tierlog.sidecar.partitions import Partitions
+from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.errors import TierlogError, UnknownTopicOrPartitionError
+from tierlog.storage.records import (
+    ControlRecordType,
+    EndTransactionMarker,
+    SimpleRecord,
+    build_batch,
+    build_end_txn_marker_batch,
+)
+
+__all__ = ["MARKER_RETRIABLE_REASONS", "TransactionCoordinator", "WriteMarker"]
+
+log = logging.getLogger(__name__)
+
+# Appends a marker batch to a partition, on its leader, with acks=all.
+WriteMarker = Callable[[TopicPartition, bytes], Awaitable[None]]
+
+# A marker refused with one of these is written again after a back-off: the partition's
+# leader is moving, behind, or could not be reached.
+MARKER_RETRIABLE_REASONS = frozenset(
+    {
+        "NOT_LEADER_OR_FOLLOWER",
+        "LEADER_NOT_AVAILABLE",
+        "FENCED_LEADER_EPOCH",
+        "UNKNOWN_LEADER_EPOCH",
+        "NOT_ENOUGH_REPLICAS",
+        "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+        "REQUEST_TIMED_OUT",
+        "KAFKA_STORAGE_ERROR",
+        "NETWORK_EXCEPTION",
+        "COORDINATOR_NOT_AVAILABLE",
+        # A __consumer_offsets partition whose group coordinator is loading or moving.
+        "COORDINATOR_LOAD_IN_PROGRESS",
+        "NOT_COORDINATOR",
+    }
+)
+
+
+class TransactionCoordinator:
+    def __init__(
+        self,
+        partitions: Partitions,
+        config: TransactionCoordinatorConfig,
+        append: Append,
+        write_marker: WriteMarker,
+        new_producer_id: Callable[[], int],
+        *,
+        follow_interval_s: float = 0.2,
+        marker_retry_backoff_s: float = 0.1,
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self.partitions = partitions
+        self.config = config
+        self.append = append
+        self.write_marker = write_marker
+        self.new_producer_id = new_producer_id
+        self.follow_interval_s = follow_interval_s
+        self.marker_retry_backoff_s = marker_retry_backoff_s
+        self.clock_ms = clock_ms
+        self._loaded: LoadedPartitions[TransactionsState] = LoadedPartitions(
+            partitions,
+            TRANSACTION_STATE_TOPIC,
+            config.topic_partitions,
+            load_transactions,
+            on_loaded=self._recover,
+        )
+        # Transactional ids with a call or a completion in flight (one at a time each).
+        self._busy: set[str] = set()
+        self._completions: dict[str, asyncio.Task[None]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- running ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(
+                self._loaded.follow(self.follow_interval_s), name="txn-coordinator-follow"
+            ),
+            asyncio.create_task(self._abort_timed_out(), name="txn-coordinator-timeouts"),
+        ]
+
+    async def stop(self) -> None:
+        tasks = [*self._tasks, *self._completions.values()]
+        for task in tasks:
+            task.cancel()
+        self._loaded.stop()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _abort_timed_out(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.abort_timed_out_interval_ms / 1000)
+            try:
+                await self.abort_timed_out_once()
+            except TierlogError as error:  # not leading any more, the disk...: next time
+                log.warning("aborting timed-out transactions failed: %s: %s", error.reason, error)
+
+    async def abort_timed_out_once(self) -> int:
+        """Abort every ongoing transaction open longer than its timeout, fencing its
+        producer (the abort is at the next epoch), all at once; how many were aborted."""
+        now_ms = self.clock_ms()
+        aborts = []
+        for loaded in list(self._loaded):
+            assert loaded.state is not None
+            for transactional_id, value in loaded.state.items():
+                expired = value.start_timestamp_ms + value.transaction_timeout_ms < now_ms
+                if value.state is not TransactionState.ONGOING or not expired:
+                    continue
+                if transactional_id in self._busy:
+                    continue
+                log.info(
+                    "transaction of %r (producer %d epoch %d) timed out after %d ms: aborting",
+                    transactional_id,
+                    value.producer_id,
+                    value.producer_epoch,
+                    value.transaction_timeout_ms,
+                )
+                aborts.append(self._abort_over_its_head(loaded, transactional_id, value))
+        outcomes = await asyncio.gather(*aborts, return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, TierlogError):
+                log.warning("aborting a timed-out transaction: %s: %s", outcome.reason, outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome
+        return sum(outcome is None for outcome in outcomes)
+
+    # -- leadership and loading -------------------------------------------------------
+
+    def partition_count(self) -> int:
+        """``__transaction_state``'s partitions (``transaction.state.log.num.partitions``
+        before it exists)."""
+        return self._loaded.partition_count()
+
+    def partition_of(self, transactional_id: str) -> int:
+        if not transactional_id:
+            raise InvalidRequestError("a transactional id cannot be empty")
+        return partition_for_transactional_id(transactional_id, self.partition_count())
+
+    def _state(self, transactional_id: str) -> Loaded[TransactionsState]:
+        partition = self.partition_of(transactional_id)
+        return self._loaded.loaded(partition, f"transactional id {transactional_id!r}")
+
+    def _recover(self, loaded: Loaded[TransactionsState]) -> None:
+        """Complete the transactions the previous coordinator prepared and left."""
+        assert loaded.state is not None
+        for transactional_id, value in loaded.state.items():
+            if value.state in PREPARED:
+                self._recover_one(loaded, transactional_id)
+
+    def _recover_one(self, loaded: Loaded[TransactionsState], transactional_id: str) -> None:
+        if not self._loaded.is_current(loaded):
+            return
+        assert loaded.state is not None
+        value = loaded.state.get(transactional_id)
+        if value is None or value.state not in PREPARED:
+            return
+        running = self._completions.get(transactional_id)
+        if running is not None:  # an earlier leadership's, about to find it lost: then us
+            running.add_done_callback(lambda _task: self._recover_one(loaded, transactional_id))
+            return
+        if transactional_id in self._busy:
+            return  # a call is writing it now; it completes what it prepares
+        log.info("completing the %s of %r", value.state.name, transactional_id)
+        self._busy.add(transactional_id)
+        self._start_completion(loaded, transactional_id, value)
+
+    # -- writing ----------------------------------------------------------------------
+
+    async def _write(
+        self, loaded: Loaded[TransactionsState], transactional_id: str, value: TransactionLogValue
+    ) -> None:
+        """Append the id's new value, acks=all; once acknowledged, apply it."""
+        record = TransactionLogRecord(TransactionLogKey(transactional_id), value)
+        batch = build_batch([SimpleRecord(*encode_transaction_record(record), self.clock_ms())])
+        tp = TopicPartition(TRANSACTION_STATE_TOPIC, loaded.partition)
+        try:
+            await self.append(tp, batch)
+        except (NotLeaderOrFollowerError, LeaderNotAvailableError) as error:
+            raise NotCoordinatorError(f"transactional id {transactional_id!r}: {error}") from None
+        if not self._loaded.is_current(loaded):
+            raise NotCoordinatorError(f"{tp}: the leadership changed while writing")
+        assert loaded.state is not None
+        loaded.state.replay(record)
+
+    def _claim(self, transactional_id: str) -> None:
+        if transactional_id in self._busy:
+            raise ConcurrentTransactionsError(
+                f"{transactional_id!r}: another call or a transaction's completion is in "
+                "flight; retry"
+            )
+        self._busy.add(transactional_id)
+
+    def _start_completion(
+        self, loaded: Loaded[TransactionsState], transactional_id: str, value: TransactionLogValue
+    ) -> asyncio.Task[None]:
+        """Write the markers of a prepared transaction, then complete it (the id stays
+        claimed until then)."""
+        task = asyncio.create_task(self._complete(loaded, transactional_id, value))
+        self._completions[transactional_id] = task
+
+        def done(_task: asyncio.Task[None]) -> None:
+            # Before any other callback: whoever waits on the task finds the id free.
+            self._busy.discard(transactional_id)
+            if self._completions.get(transactional_id) is task:
+                del self._completions[transactional_id]
+
+        task.add_done_callback(done)
+        return task
+
+    async def _complete(
+        self, loaded: Loaded[TransactionsState], transactional_id: str, value: TransactionLogValue
+    ) -> None:
+        control = (
+            ControlRecordType.COMMIT
+            if value.state is TransactionState.PREPARE_COMMIT
+            else ControlRecordType.ABORT
+        )
+        marker = build_end_txn_marker_batch(
+            EndTransactionMarker(control, loaded.epoch),
+            producer_id=value.producer_id,
+            producer_epoch=value.producer_epoch,
+            timestamp_ms=self.clock_ms(),
+        )
+        await asyncio.gather(
+            *(self._write_marker(loaded, tp, marker) for tp in sorted(partitions_of(value)))
+        )
+        await self._write(loaded, transactional_id, complete(value, self.clock_ms()))
+
+    async def _write_marker(
+        self, loaded: Loaded[TransactionsState], tp: TopicPartition, marker: bytes
+    ) -> None:
+        """The marker appended to ``tp``: retried while its leader is moving, given up on
+        a partition deleted meanwhile (as Kafka drops it)."""
+        while True:
+            if not self._loaded.is_current(loaded):
+                raise NotCoordinatorError(f"{tp}: no longer the coordinator of its transaction")
+            try:
+                await self.write_marker(tp, marker)
+                return
+            except UnknownTopicOrPartitionError:
+                log.warning("%s is gone: its transaction marker is dropped", tp)
+                return
+            except TierlogError as error:
+                if error.reason not in MARKER_RETRIABLE_REASONS:
+                    raise
+                log.info("marker to %s: %s: %s; retrying", tp, error.reason, error)
+            await asyncio.sleep(self.marker_retry_backoff_s)
+
+    async def _abort_over_its_head(
+        self, loaded: Loaded[TransactionsState], transactional_id: str, value: TransactionLogValue
+    ) -> None:
+        """Abort an ongoing transaction at the next epoch, fencing its producer."""
+        self._claim(transactional_id)
+        try:
+            prepared = fence_and_abort(value, self.clock_ms())
+            await self._write(loaded, transactional_id, prepared)
+        except BaseException:
+            self._busy.discard(transactional_id)
+            raise
+        await asyncio.shield(self._start_completion(loaded, transactional_id, prepared))
+
+    # -- the calls --------------------------------------------------------------------
+
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int) -> tuple[int, int]:
+        """The producer id and epoch of ``transactional_id``'s next producer: a new id,
+        or the id's with the next epoch; an ongoing transaction is aborted first."""
+        if not 0 < timeout_ms <= self.config.max_timeout_ms:
+            raise InvalidTransactionTimeoutError(
+                f"transaction.timeout.ms {timeout_ms} is not in (0, transaction.max.timeout.ms "
+                f"= {self.config.max_timeout_ms}]"
+            )
+        loaded = self._state(transactional_id)
+        assert loaded.state is not None
+        current = loaded.state.get(transactional_id)
+        if current is not None and current.state is TransactionState.ONGOING:
+            await self._abort_over_its_head(loaded, transactional_id, current)
+            current = loaded.state.get(transactional_id)
+        self._claim(transactional_id)
+        try:
+            value = init_producer(
+                transactional_id, current, timeout_ms, self.clock_ms(), self.new_producer_id
+            )
+            await self._write(loaded, transactional_id, value)
+        finally:
+            self._busy.discard(transactional_id)
+        return value.producer_id, value.producer_epoch
+
+    async def add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        tps: Sequence[TopicPartition],
+    ) -> None:
+        """Add ``tps`` to the producer's transaction (beginning it)."""
+        loaded = self._state(transactional_id)
+        assert loaded.state is not None
+        for tp in tps:
+            self.partitions.topics.check_partition(tp.topic, tp.partition)
+        self._claim(transactional_id)
+        try:
+            value = add_partitions(
+                transactional_id,
+                loaded.state.get(transactional_id),
+                producer_id,
+                producer_epoch,
+                tps,
+                self.clock_ms(),
+            )
+            if value is not None:
+                await self._write(loaded, transactional_id, value)
+        finally:
+            self._busy.discard(transactional_id)
+
+    async def add_offsets(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
+    ) -> None:
+        """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the
+        producer's transaction, so its marker reaches the group's coordinator."""
+        if not group_id:
+            raise InvalidGroupIdError("a group id cannot be empty")
+        offsets_topic = self.partitions.topics.get(OFFSETS_TOPIC)
+        partition = partition_for_group(group_id, offsets_topic.partition_count)
+        tp = TopicPartition(OFFSETS_TOPIC, partition)
+        await self.add_partitions(transactional_id, producer_id, producer_epoch, [tp])
+
+    async def end_transaction(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, *, commit: bool
+    ) -> None:
+        """Commit or abort the producer's transaction; returns once it is complete."""
+        loaded = self._state(transactional_id)
+        assert loaded.state is not None
+        self._claim(transactional_id)
+        try:
+            prepared = end_transaction(
+                transactional_id,
+                loaded.state.get(transactional_id),
+                producer_id,
+                producer_epoch,
+                commit,
+                self.clock_ms(),
+            )
+            if prepared is not None:
+                await self._write(loaded, transactional_id, prepared)
+        except BaseException:
+            self._busy.discard(transactional_id)
+            raise
+        if prepared is None:  # already ended so: an EndTxn sent again
+            self._busy.discard(transactional_id)
+            return
+        await asyncio.shield(self._start_completion(loaded, transactional_id, prepared))
+
+    def describe(self, transactional_id: str) -> TransactionLogValue:
+        """The id's current value (TRANSACTIONAL_ID_NOT_FOUND for an id unknown here)."""
+        loaded = self._state(transactional_id)
+        assert loaded.state is not None
+        value = loaded.state.get(transactional_id)
+        if value is None:
+            raise TransactionalIdNotFoundError(f"transactional id {transactional_id!r} is unknown")
+        return value
