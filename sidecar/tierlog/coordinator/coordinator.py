@@ -166,8 +166,9 @@ class GroupCoordinator:
         timeout_ms = self.config.consumer_session_timeout_ms
         wait_ms = min(1000, timeout_ms / 4)
         now_ms = self.clock_ms()
-        for loaded in self._loaded.values():
-            for group in loaded.state.consumer_groups() if loaded.state is not None else ():
+        for loaded in self._loaded:  # the loaded ones
+            assert loaded.state is not None
+            for group in loaded.state.consumer_groups():
                 expiry_ms = group.next_expiry_ms(timeout_ms)
                 if expiry_ms is not None:
                     # Not 0: an expiry that failed is not asked again in a busy loop.
