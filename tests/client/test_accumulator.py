@@ -224,7 +224,7 @@ def test_a_batch_that_compressed_worse_than_estimated_is_split_within_max_reques
     assert sum(b.record_count for b in drained) == 60
     assert [r for b in drained for r in as_simple(read_back(b)[1])] == sent
     # Each record's future follows it into the part that holds it.
-    assert [f._result.locate(f._index) for f in futures] == [
+    assert [f._batch.locate(f._index) for f in futures] == [
         (b.result, i) for b in drained for i in range(b.record_count)
     ]
     assert [b.base_sequence for b in drained] == [

@@ -3,6 +3,7 @@ in record order, and records that follow their batch into the parts of a split."
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import threading
 
@@ -126,3 +127,35 @@ def test_a_producer_batch_completes_its_records_through_its_result() -> None:
         (8, 1001),
         (9, 1002),
     ]
+
+
+def test_a_record_future_is_a_concurrent_future_for_wait_and_as_completed() -> None:
+    """``concurrent.futures.wait`` and ``as_completed`` over records settled from another
+    thread while they wait, and over ones settled before."""
+    early, late = result_of(2), result_of(3)
+    early.complete(0, -1)
+    futures = [RecordFuture(early, i) for i in range(2)] + [RecordFuture(late, i) for i in range(3)]
+    assert all(isinstance(f, concurrent.futures.Future) for f in futures)
+    done, pending = concurrent.futures.wait(futures, timeout=0)
+    assert (len(done), len(pending)) == (2, 3)
+    settler = threading.Timer(0.05, late.complete, (10, -1))
+    settler.start()
+    done, pending = concurrent.futures.wait(futures, timeout=10)
+    settler.join()
+    assert (len(done), len(pending)) == (5, 0)
+    completed = list(concurrent.futures.as_completed(futures, timeout=10))
+    assert sorted(f.result().offset for f in completed) == [0, 1, 10, 11, 12]
+    assert not futures[0].cancel() and not futures[0].cancelled()
+    with pytest.raises(RuntimeError):
+        futures[0].set_result(futures[0].result())
+
+
+def test_asyncio_wrap_future_awaits_a_record() -> None:
+    result = result_of(1)
+    future = RecordFuture(result, 0)
+
+    async def wait_in_a_loop() -> int:
+        threading.Timer(0.05, result.complete, (7, -1)).start()
+        return (await asyncio.wrap_future(future)).offset
+
+    assert asyncio.run(wait_in_a_loop()) == 7

@@ -163,21 +163,75 @@ class ProduceRequestResult:
                 raise concurrent.futures.TimeoutError()
 
 
-class RecordFuture:
-    """One record's future (``concurrent.futures.Future``'s reading half), awaitable
-    from an event loop: ``metadata = await producer.send(...)``.
+# Shared by every RecordFuture: ``concurrent.futures.wait`` and ``as_completed`` hold a
+# future's condition only while they look at its state and add their waiter, which a
+# record's settling never needs (its waiters are told through a done callback).
+_WAIT_CONDITION = threading.Condition()
 
-    Not a ``concurrent.futures.Future`` (nor so for ``asyncio.wrap_future``): that would
-    cost a lock and a condition per record, where this costs two slots."""
 
-    __slots__ = ("_index", "_result")
+class _Waiters(list[Any]):
+    """A RecordFuture's ``_waiters`` as ``concurrent.futures.wait`` uses them: each one
+    added is told of the record through a done callback."""
+
+    __slots__ = ("_future",)
+
+    def __init__(self, future: RecordFuture) -> None:
+        super().__init__()
+        self._future = future
+
+    def append(self, waiter: Any) -> None:
+        super().append(waiter)
+        self._future.add_done_callback(waiter.add_result)
+
+
+class RecordFuture(concurrent.futures.Future[RecordMetadata]):
+    """One record's future, awaitable from an event loop: ``metadata = await
+    producer.send(...)``; a ``concurrent.futures.Future`` for ``asyncio.wrap_future``,
+    ``concurrent.futures.wait`` and ``as_completed``.
+
+    It skips ``Future.__init__`` (a condition and three lists per record): its state is
+    its batch's, and the little of ``Future``'s machinery that ``wait`` and
+    ``as_completed`` reach is made on first use (``_condition``, ``_state``,
+    ``_waiters``). A record cannot be cancelled once handed to the producer."""
+
+    __slots__ = ("_batch", "_index")
 
     def __init__(self, result: ProduceRequestResult, index: int) -> None:
-        self._result = result
+        self._batch = result
         self._index = index
 
+    @property
+    def _condition(self) -> threading.Condition:  # type: ignore[override]
+        return _WAIT_CONDITION
+
+    @property
+    def _state(self) -> str:  # type: ignore[override]
+        return "FINISHED" if self.done() else "PENDING"
+
+    @property
+    def _waiters(self) -> list[Any]:  # type: ignore[override]
+        waiters: list[Any] | None = self.__dict__.get("_waiters")
+        if waiters is None:
+            waiters = self.__dict__["_waiters"] = _Waiters(self)
+        return waiters
+
+    def cancel(self) -> bool:
+        return False
+
+    def set_running_or_notify_cancel(self) -> bool:
+        raise RuntimeError("a record's future is settled by its producer")
+
+    def set_result(self, result: RecordMetadata) -> None:
+        raise RuntimeError("a record's future is settled by its producer")
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        raise RuntimeError("a record's future is settled by its producer")
+
+    def __repr__(self) -> str:
+        return f"<RecordFuture {'done' if self.done() else 'pending'}>"
+
     def done(self) -> bool:
-        return self._result.locate(self._index)[0].done
+        return self._batch.locate(self._index)[0].done
 
     def running(self) -> bool:
         return not self.done()
@@ -187,17 +241,22 @@ class RecordFuture:
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
         """Its metadata once stored; raises its error, or ``TimeoutError`` after ``timeout``."""
-        result, index = self._result.wait(self._index, timeout)
+        result, index = self._batch.wait(self._index, timeout)
         if result.error is not None:
             raise result.error
         return result.metadata(index)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        return self._result.wait(self._index, timeout)[0].error
+        return self._batch.wait(self._index, timeout)[0].error
 
-    def add_done_callback(self, fn: Callable[[RecordFuture], None]) -> None:
-        """``fn(self)`` once the record is stored or failed (at once if it is)."""
-        self._result.add_callback(self._index, lambda _metadata, _error: fn(self))
+    def add_done_callback(self, fn: Callable[[RecordFuture], object]) -> None:
+        """``fn(self)`` once the record is stored or failed (at once if it is); ``fn``
+        is always given this RecordFuture, so it may be typed for one."""
+
+        def call(_metadata: RecordMetadata | None, _error: BaseException | None) -> None:
+            fn(self)
+
+        self._batch.add_callback(self._index, call)
 
     def __await__(self) -> Generator[Any, None, RecordMetadata]:
         """Wait in the running loop (the sender thread wakes it) for the metadata."""
