@@ -134,7 +134,9 @@ def test_a_record_future_is_a_concurrent_future_for_wait_and_as_completed() -> N
     thread while they wait, and over ones settled before."""
     early, late = result_of(2), result_of(3)
     early.complete(0, -1)
-    futures = [RecordFuture(early, i) for i in range(2)] + [RecordFuture(late, i) for i in range(3)]
+    futures: list[concurrent.futures.Future[RecordMetadata]] = []
+    futures += [RecordFuture(early, i) for i in range(2)]
+    futures += [RecordFuture(late, i) for i in range(3)]
     assert all(isinstance(f, concurrent.futures.Future) for f in futures)
     done, pending = concurrent.futures.wait(futures, timeout=0)
     assert (len(done), len(pending)) == (2, 3)
@@ -143,7 +145,7 @@ def test_a_record_future_is_a_concurrent_future_for_wait_and_as_completed() -> N
     done, pending = concurrent.futures.wait(futures, timeout=10)
     settler.join()
     assert (len(done), len(pending)) == (5, 0)
-    completed = list(concurrent.futures.as_completed(futures, timeout=10))
+    completed = list(concurrent.futures.as_completed(futures, timeout=10))  # each once
     assert sorted(f.result().offset for f in completed) == [0, 1, 10, 11, 12]
     assert not futures[0].cancel() and not futures[0].cancelled()
     with pytest.raises(RuntimeError):
