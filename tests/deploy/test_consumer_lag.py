@@ -91,9 +91,8 @@ def brokers(tmp_path: Path) -> Iterator[list[SidecarProcess]]:
                 f"tierlog.cluster.brokers={cluster}",
             )
             started.append(start_sidecar(tmp_path / f"broker-{node}", *configs, port=port))
-        for broker in started:  # each broker keeps its own topics' configs
-            with AdminClient(broker.address) as admin:
-                admin.create_topic(TOPIC, 2)
+        with AdminClient(started[0].address) as admin:  # it tells both brokers
+            admin.create_topic(TOPIC, 2)
         yield started
     finally:
         for broker in started:
