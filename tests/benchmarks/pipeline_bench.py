@@ -44,7 +44,7 @@ from tests.interop.kafka import KafkaBroker, KafkaTools, kafka_tools
 from tests.pipeline.tiering import tier_closed_segments
 from tests.support.minio import MinioServer
 from tests.tools.bootstrap import SPARK_KAFKA
-from tierlog.pipeline import register
+from tierlog.pipeline import configure, register
 from tierlog.pipeline.arrow_batches import decode_split
 from tierlog.pipeline.options import parse_options, parse_s3_options
 from tierlog.pipeline.segments import opened
@@ -140,7 +140,7 @@ def spark_session(*, kafka_source: bool = False) -> SparkSession:
             sys.exit(f"{SPARK_KAFKA.name} is not installed: run `make tools` first")
         jars = sorted(str(jar) for jar in (SPARK_KAFKA.home / "libs").glob("*.jar"))
         builder = builder.config("spark.jars", ",".join(jars))
-    spark = builder.getOrCreate()
+    spark = configure(builder).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark

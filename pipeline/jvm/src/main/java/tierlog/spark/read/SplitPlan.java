@@ -1,0 +1,39 @@
+package tierlog.spark.read;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import tierlog.spark.io.SegmentSources;
+
+/** The Python planner's splits (split_json.py) as Spark's input partitions. */
+public final class SplitPlan {
+    private SplitPlan() {}
+
+    /** {@code plan}: {@code {"batch_rows": n, "splits": [...]}}. */
+    public static InputSplit[] parse(JsonNode plan) {
+        int batchRows = plan.get("batch_rows").asInt();
+        JsonNode splits = plan.get("splits");
+        InputSplit[] result = new InputSplit[splits.size()];
+        for (int i = 0; i < result.length; i++) {
+            result[i] = split(splits.get(i), batchRows);
+        }
+        return result;
+    }
+
+    static InputSplit split(JsonNode split, int batchRows) {
+        JsonNode aborted = split.get("aborted");
+        long[][] ranges = new long[aborted.size()][];
+        for (int i = 0; i < ranges.length; i++) {
+            JsonNode txn = aborted.get(i);
+            ranges[i] = new long[] {txn.get(0).asLong(), txn.get(1).asLong(), txn.get(2).asLong()};
+        }
+        return new InputSplit(
+                split.get("topic").asText(),
+                split.get("partition").asInt(),
+                SegmentSources.of(split.get("source")),
+                split.get("start_position").asLong(),
+                split.get("end_position").asLong(),
+                split.get("start_offset").asLong(),
+                split.get("end_offset").asLong(),
+                new AbortedTransactions(ranges),
+                batchRows);
+    }
+}
