@@ -1,7 +1,8 @@
 package tierlog.spark.read;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import tierlog.spark.io.SegmentSources;
+import tierlog.spark.io.FileSource;
+import tierlog.spark.io.SegmentSource;
 
 /** The Python planner's splits (split_json.py) as Spark's input partitions. */
 public final class SplitPlan {
@@ -28,12 +29,23 @@ public final class SplitPlan {
         return new InputSplit(
                 split.get("topic").asText(),
                 split.get("partition").asInt(),
-                SegmentSources.of(split.get("source")),
+                source(split.get("source")),
                 split.get("start_position").asLong(),
                 split.get("end_position").asLong(),
                 split.get("start_offset").asLong(),
                 split.get("end_offset").asLong(),
                 new AbortedTransactions(ranges),
                 batchRows);
+    }
+
+    /** Where the split's bytes are: split_json.py's {@code "source"}. */
+    static SegmentSource source(JsonNode source) {
+        String kind = source.get("kind").asText();
+        String name = source.get("name").asText();
+        long base = source.get("base").asLong();
+        if (kind.equals("file")) {
+            return new FileSource(source.get("path").asText(), base, name);
+        }
+        throw new IllegalArgumentException("unknown segment source kind " + kind + " for " + name);
     }
 }
