@@ -57,7 +57,7 @@ public final class S3Connection implements Serializable {
     }
 
     /** The URL of an object: its key URI-encoded once, as the signature's canonical URI. */
-    URI objectUri(String bucket, String key) {
+    public URI objectUri(String bucket, String key) {
         String base = endpoint != null ? endpoint : "https://s3." + region + ".amazonaws.com";
         String path = "/" + SigV4.encodeKey(key);
         if (pathStyle) {
