@@ -1,0 +1,65 @@
+"""One JVM for the session with ``tierlog.spark.io`` compiled into it, driven over py4j
+(the bridge pyspark itself uses), so tests call the Java API as the Spark reader does.
+
+The JVM's stderr comes back line by line in ``Jvm.stderr``: it is where the reader logs
+each retry, which is how a test knows an attempt failed before it heals the fault.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from py4j.java_gateway import JavaGateway
+
+from tests.support.jvm_classes import compile_package
+from tests.tools.bootstrap import java_bin
+
+__all__ = ["Jvm", "jvm"]
+
+
+@dataclass(frozen=True)
+class Jvm:
+    gateway: Any  # py4j's JavaGateway (untyped)
+    stderr: queue.Queue[str]
+
+    @property
+    def io(self) -> Any:
+        """The ``tierlog.spark.io`` package, as py4j sees it."""
+        return self.gateway.jvm.tierlog.spark.io
+
+    def drain_stderr(self) -> None:
+        """Forget what earlier tests logged."""
+        while True:
+            try:
+                self.stderr.get_nowait()
+            except queue.Empty:
+                return
+
+    def wait_for_stderr(self, fragment: str, timeout_s: float = 60) -> str:
+        """The first line (from now on) that contains ``fragment``."""
+        while True:
+            line = self.stderr.get(timeout=timeout_s)
+            if fragment in line:
+                return line
+
+
+@pytest.fixture(scope="session")
+def jvm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jvm]:
+    classes = compile_package("tierlog.spark.io", tmp_path_factory.mktemp("jvm-classes"))
+    stderr: queue.Queue[str] = queue.Queue()
+    gateway = JavaGateway.launch_gateway(
+        classpath=str(classes),
+        die_on_exit=True,
+        redirect_stderr=stderr,
+        java_path=str(java_bin("java")),
+    )
+    try:
+        yield Jvm(gateway, stderr)
+    finally:
+        gateway.shutdown()
+        gateway.java_process.stdin.close()  # die_on_exit: the JVM ends with its stdin
+        gateway.java_process.wait(timeout=30)
