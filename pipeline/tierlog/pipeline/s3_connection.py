@@ -38,10 +38,9 @@ def _credentials(options: S3Options) -> S3Credentials:
 def s3_connection(options: S3Options) -> dict[str, Any]:
     """The JSON form of the ``S3Connection`` for ``options``."""
     region = options.region or boto3.session.Session().region_name or DEFAULT_REGION
-    endpoint = options.endpoint_url or f"https://s3.{region}.amazonaws.com"
     credentials = _credentials(options)
     return {
-        "endpoint": endpoint,
+        "endpoint": options.endpoint_url,  # None: AWS's, for the region
         "region": region,
         "access_key_id": credentials.access_key_id,
         "secret_access_key": credentials.secret_access_key,

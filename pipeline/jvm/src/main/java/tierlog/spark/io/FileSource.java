@@ -12,6 +12,8 @@ import java.nio.file.StandardOpenOption;
  * read-only: the log may belong to a running broker.
  */
 public record FileSource(String path, long base, String name) implements SegmentSource {
+    private static final long serialVersionUID = 1L;
+
     @Override
     public SegmentBytes open() throws IOException {
         return new FileBytes(FileChannel.open(Path.of(path), StandardOpenOption.READ), base);

@@ -2,6 +2,8 @@ package tierlog.spark.read;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import tierlog.spark.io.FileSource;
+import tierlog.spark.io.S3Connection;
+import tierlog.spark.io.S3Source;
 import tierlog.spark.io.SegmentSource;
 
 /** The Python planner's splits (split_json.py) as Spark's input partitions. */
@@ -46,6 +48,32 @@ public final class SplitPlan {
         if (kind.equals("file")) {
             return new FileSource(source.get("path").asText(), base, name);
         }
+        if (kind.equals("s3")) {
+            return new S3Source(
+                    connection(source.get("connection")),
+                    source.get("bucket").asText(),
+                    source.get("key").asText(),
+                    base,
+                    name);
+        }
         throw new IllegalArgumentException("unknown segment source kind " + kind + " for " + name);
+    }
+
+    /** s3_connection.py's JSON: what the driver resolved (endpoint, region, credentials...). */
+    static S3Connection connection(JsonNode json) {
+        return new S3Connection(
+                textOrNull(json.get("endpoint")),
+                json.get("region").asText(),
+                json.get("access_key_id").asText(),
+                json.get("secret_access_key").asText(),
+                textOrNull(json.get("session_token")),
+                json.get("path_style").asBoolean(),
+                json.get("connect_timeout_ms").asInt(),
+                json.get("read_timeout_ms").asInt(),
+                json.get("max_attempts").asInt());
+    }
+
+    private static String textOrNull(JsonNode value) {
+        return value == null || value.isNull() ? null : value.asText();
     }
 }
