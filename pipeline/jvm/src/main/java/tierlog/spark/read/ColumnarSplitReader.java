@@ -21,7 +21,8 @@ import tierlog.spark.io.SegmentBytes;
  * (every magic and codec). The rules are the Python decoder's (arrow_batches.py before it):
  * read_committed, so control batches and the batches of the split's aborted transactions are
  * skipped; only offsets in {@code [startOffset, endOffset)} are kept; reading stops at the
- * first batch past the end. Bytes that do not decode fail the task with a
+ * first batch past the end; v0/v1 messages are checked against their CRC, v2 batches are not
+ * (the storage engine checks those when they are appended). Bytes that do not decode fail the task with a
  * {@link CorruptSegmentException} naming the segment and the batch's position.
  */
 final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
@@ -88,6 +89,9 @@ final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
     }
 
     private CloseableIterator<Record> open(RecordBatch batch) {
+        if (batch.magic() < 2) {
+            batch.ensureValid(); // a v0/v1 entry (a wrapper too) by its CRC
+        }
         if (!columns.needsPayload() && batch instanceof DefaultRecordBatch v2) {
             return v2.skipKeyValueIterator(buffers);
         }
@@ -99,6 +103,9 @@ final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
         guarded(() -> {
             while (columns.rows() < split.batchRows() && records.hasNext()) {
                 Record record = records.next();
+                if (current.magic() < 2) {
+                    record.ensureValid(); // and a wrapper's inner messages by theirs
+                }
                 if (record.offset() >= split.startOffset() && record.offset() < split.endOffset()) {
                     columns.append(record, current.timestampTypeId());
                 }
@@ -115,8 +122,9 @@ final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
     private <T> T guarded(java.util.function.Supplier<T> step) {
         try {
             return step.get();
-        } catch (KafkaException | BufferUnderflowException | IllegalArgumentException
-                | IllegalStateException | ArithmeticException | UncheckedIOException error) {
+        } catch (KafkaException | BufferUnderflowException | IndexOutOfBoundsException
+                | NegativeArraySizeException | IllegalArgumentException | IllegalStateException
+                | ArithmeticException | UncheckedIOException error) {
             throw new CorruptSegmentException(split.source().name(), current.position(),
                     String.valueOf(error.getMessage()), error);
         }

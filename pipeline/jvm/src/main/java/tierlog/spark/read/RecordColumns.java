@@ -87,13 +87,21 @@ final class RecordColumns implements AutoCloseable {
                 case KEY -> appendBytes(writable(i), record.hasKey() ? record.key() : null);
                 case VALUE -> appendBytes(writable(i), record.hasValue() ? record.value() : null);
                 case OFFSET -> writable(i).appendLong(record.offset());
-                case TIMESTAMP -> writable(i).appendLong(Math.multiplyExact(record.timestamp(), 1000L));
+                case TIMESTAMP -> writable(i).appendLong(micros(record.timestamp()));
                 case TIMESTAMP_TYPE -> writable(i).appendInt(timestampTypeId);
                 case HEADERS -> appendHeaders(writable(i), record.headers());
                 case TOPIC, PARTITION -> { }
             }
         }
         rows++;
+    }
+
+    /** Spark's microseconds; a timestamp they cannot hold is damage, not a date to wrap. */
+    private static long micros(long timestampMs) {
+        if (timestampMs > Long.MAX_VALUE / 1000 || timestampMs < Long.MIN_VALUE / 1000) {
+            throw new ArithmeticException("timestamp " + timestampMs + " ms is beyond Spark's timestamps");
+        }
+        return timestampMs * 1000;
     }
 
     private WritableColumnVector writable(int column) {
