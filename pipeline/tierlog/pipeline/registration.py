@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from py4j.protocol import Py4JError
+from py4j.java_gateway import JavaPackage
 from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import SparkSession
 
@@ -30,15 +30,13 @@ def register(spark: SparkSession) -> None:
     context.pythonExec = worker_python(context.master or "", context.pythonExec, os.environ)
     jvm = context._jvm
     assert jvm is not None
-    try:
-        planners = jvm.tierlog.spark.Planners
-        planners.isInstalled()
-    except Py4JError:
+    planners = jvm.tierlog.spark.Planners
+    if isinstance(planners, JavaPackage):  # py4j's name for a class the JVM does not have
         raise JvmSourceError(
             'format("tierlog") is not on this session\'s classpath: build the session with '
             "tierlog.pipeline.configure(SparkSession.builder), or set spark.jars to the jars "
             "`python -m tierlog.pipeline.jars` prints, before the session starts"
-        ) from None
+        )
     gateway = context._gateway
     assert gateway is not None
     ensure_callback_server_started(gateway)  # type: ignore[no-untyped-call]
