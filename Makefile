@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test lint types unit tools bench stubs crds cluster cluster-tools cluster-down e2e
 
-$(STAMP): pyproject.toml storage/columnar/pyproject.toml storage/columnar/src/columnar.c
+$(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'

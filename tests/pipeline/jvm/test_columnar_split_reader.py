@@ -29,12 +29,13 @@ from hypothesis import strategies as st
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
-from tierlog.pipeline.transactions import AbortedRanges
+from tests.pipeline.read_all import split_records, timestamp_type_id
+from tierlog.pipeline.planner import InputSplit
+from tierlog.pipeline.segments import SegmentRef
+from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.config import TimestampType
 from tierlog.storage.errors import CorruptRecordError, TierlogError
-from tierlog.storage.file_records import FileRecords
 from tierlog.storage.records import (
-    BatchHeader,
     CompressionType,
     ControlRecordType,
     EndTransactionMarker,
@@ -42,13 +43,13 @@ from tierlog.storage.records import (
     build_batch,
     build_end_txn_marker_batch,
     build_legacy_message_set,
-    decode_records,
 )
 from tierlog.storage.transaction_index import AbortedTxn
 
 pytestmark = pytest.mark.slow
 
 PRODUCER = 7
+TP = TopicPartition("t", 0)
 T0 = 1_700_000_000_000
 NULLABLE_BYTES = st.none() | st.binary(max_size=30)
 HEADERS = st.lists(st.tuples(st.text(max_size=5), NULLABLE_BYTES), max_size=2).map(tuple)
@@ -125,12 +126,6 @@ def build_log(entries: Sequence[Entry]) -> tuple[bytes, int]:
     return b"".join(pieces), offset
 
 
-def timestamp_type_id(header: BatchHeader) -> int:
-    if header.magic == 0:
-        return -1
-    return 1 if header.timestamp_type is TimestampType.LOG_APPEND_TIME else 0
-
-
 Outcome = list[tuple[Any, ...]] | str
 SPARK_MAX_TIMESTAMP_MS = (2**63 - 1) // 1000
 NOT_UTF8 = "a header key that is not UTF-8"
@@ -138,37 +133,21 @@ NOT_UTF8 = "a header key that is not UTF-8"
 
 def python_rows(path: Path, start: int, end: int, aborted: Sequence[AbortedTxn]) -> Outcome:
     """The split read with the storage engine's row decoder, by the reader's rules."""
-    ranges = AbortedRanges(aborted)
-    log = FileRecords(path, read_only=True)
+    split = InputSplit(
+        TP, SegmentRef(0, str(path)), 0, path.stat().st_size, start, end, tuple(aborted)
+    )
     rows: list[tuple[Any, ...]] = []
     try:
-        for batch in log.batches(0, log.size):
-            header = batch.header
-            if header.base_offset >= end and header.record_count >= 0:
-                break
-            if header.is_control or header.last_offset < start or ranges.holds(header):
-                continue
-            for record in decode_records(batch.buffer, header):
-                if start <= record.offset < end:
-                    if abs(record.timestamp) > SPARK_MAX_TIMESTAMP_MS:
-                        return "corrupt"
-                    headers = [[k, v] for k, v in record.headers] or None
-                    rows.append(
-                        (
-                            record.offset,
-                            record.timestamp,
-                            timestamp_type_id(header),
-                            record.key,
-                            record.value,
-                            headers,
-                        )
-                    )
+        for header, record in split_records(split):
+            if abs(record.timestamp) > SPARK_MAX_TIMESTAMP_MS:
+                return "corrupt"
+            headers = [[key, value] for key, value in record.headers] or None
+            row = (record.offset, record.timestamp, timestamp_type_id(header))
+            rows.append((*row, record.key, record.value, headers))
     except CorruptRecordError as error:
         return NOT_UTF8 if "header key is not UTF-8" in str(error) else "corrupt"
     except TierlogError:
         return "corrupt"
-    finally:
-        log.close()
     return rows
 
 
