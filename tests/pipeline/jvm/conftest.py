@@ -3,6 +3,11 @@
 
 The JVM's stderr comes back line by line in ``Jvm.stderr``: it is where the reader logs
 each retry, which is how a test knows an attempt failed before it heals the fault.
+
+Once a SparkSession exists in the test process (the reader's tests in this folder make
+one), PySpark has hooked py4j's answer parsing to turn Java exceptions into its own
+through *its* gateway; an exception of this JVM must come back as py4j raised it, so
+each test runs with py4j's own parser.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import py4j.java_gateway
+import py4j.protocol
 import pytest
 from py4j.java_gateway import JavaGateway
 
@@ -47,8 +54,14 @@ class Jvm:
                 return line
 
 
+@pytest.fixture
+def jvm(jvm_process: Jvm, monkeypatch: pytest.MonkeyPatch) -> Jvm:
+    monkeypatch.setattr(py4j.java_gateway, "get_return_value", py4j.protocol.get_return_value)
+    return jvm_process
+
+
 @pytest.fixture(scope="session")
-def jvm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jvm]:
+def jvm_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jvm]:
     classes = compile_package("tierlog.spark.io", tmp_path_factory.mktemp("jvm-classes"))
     stderr: queue.Queue[str] = queue.Queue()
     gateway = JavaGateway.launch_gateway(
