@@ -11,4 +11,10 @@ public interface SegmentBytes extends Closeable {
      * (position 0, limit the bytes read) is valid until the next read.
      */
     ByteBuffer read(long position, int length) throws IOException;
+
+    /**
+     * A hint that the next read is likely {@code [position, position + length)}, so a
+     * store with a long round trip can fetch it while the caller decodes this one.
+     */
+    default void prefetch(long position, int length) {}
 }

@@ -65,5 +65,9 @@ final class BatchWalker {
         if (chunk.limit() < length) {
             end = position + chunk.limit(); // the file ends sooner: a torn tail
         }
+        long next = position + chunk.limit();
+        if (next < end) {
+            bytes.prefetch(next, (int) Math.min(CHUNK_BYTES, end - next));
+        }
     }
 }
