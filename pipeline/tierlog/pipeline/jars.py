@@ -124,6 +124,11 @@ def _fetch_kafka_clients(into: Path) -> None:
 
 def build() -> None:
     """Fetch kafka-clients, compile the sources into ``tierlog-spark.jar``, stamp both."""
+    if not JVM_PROJECT.is_dir():
+        raise JvmSourceError(
+            f"no tierlog-spark.jar in {JARS_DIR} and no Java sources to build it from: "
+            "install tierlog from a checkout, or from a wheel built after `make`"
+        )
     javac = _program("javac", "install a JDK 17+ (e.g. apt-get install openjdk-17-jdk-headless)")
     JARS_DIR.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tierlog-jvm-") as scratch:
