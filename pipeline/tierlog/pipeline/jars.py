@@ -11,6 +11,7 @@ stale, so a session made with ``tierlog.pipeline.configure`` always has them.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -62,21 +63,16 @@ def _is_fresh() -> bool:
     return _STAMP.read_text().strip() == _inputs_hash()
 
 
-class _Locked:
-    def __init__(self) -> None:
-        JARS_DIR.mkdir(parents=True, exist_ok=True)
-        self._file = (JARS_DIR / ".lock").open("w")
-
-    def __enter__(self) -> None:
-        fcntl.flock(self._file, fcntl.LOCK_EX)  # two sessions starting at once build once
-
-    def __exit__(self, *_: object) -> None:
-        fcntl.flock(self._file, fcntl.LOCK_UN)
-        self._file.close()
-
-
-def _lock() -> _Locked:
-    return _Locked()
+@contextlib.contextmanager
+def _lock() -> Iterator[None]:
+    """Held while checking and building: two sessions starting at once build once."""
+    JARS_DIR.mkdir(parents=True, exist_ok=True)
+    with (JARS_DIR / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _program(name: str, hint: str) -> str:

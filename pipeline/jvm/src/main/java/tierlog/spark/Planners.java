@@ -3,7 +3,6 @@ package tierlog.spark;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
-import java.util.Map;
 import java.util.function.Function;
 
 /**
@@ -20,11 +19,6 @@ public final class Planners {
     /** Called from Python (py4j) with the callback object that implements {@link Planner}. */
     public static void install(Planner planner) {
         installed = planner;
-    }
-
-    /** Whether a planner is installed (register's own check, and the tests'). */
-    public static boolean isInstalled() {
-        return installed != null;
     }
 
     /** The answer of {@code call} on the installed planner, unwrapped from its envelope. */
@@ -56,10 +50,5 @@ public final class Planners {
         } catch (IOException error) {
             throw new IllegalStateException("cannot write " + value + " as JSON", error);
         }
-    }
-
-    /** The query's options as one JSON object (Spark's case-insensitive map, as given). */
-    public static String optionsJson(Map<String, String> options) {
-        return toJson(options);
     }
 }

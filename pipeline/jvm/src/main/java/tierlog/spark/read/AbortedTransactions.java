@@ -31,10 +31,6 @@ public final class AbortedTransactions implements Serializable {
         this.byProducer = grouped;
     }
 
-    public boolean isEmpty() {
-        return byProducer.isEmpty();
-    }
-
     /** Whether a batch so described lies inside an aborted transaction of its producer. */
     public boolean holds(BatchHeader header) {
         if (!header.isTransactional() || header.isControl()) {

@@ -18,12 +18,14 @@ import tierlog.spark.io.SegmentBytes;
 
 /**
  * One split's selected records as column batches, decoded by Kafka's own record classes
- * (every magic and codec). The rules are the Python decoder's (arrow_batches.py before it):
- * read_committed, so control batches and the batches of the split's aborted transactions are
- * skipped; only offsets in {@code [startOffset, endOffset)} are kept; reading stops at the
- * first batch past the end; v0/v1 messages are checked against their CRC, v2 batches are not
- * (the storage engine checks those when they are appended). Bytes that do not decode fail the task with a
- * {@link CorruptSegmentException} naming the segment and the batch's position.
+ * (every magic and codec), by the rules the planner's splits are made for (the same as
+ * tests/pipeline/read_all.py's, over the storage engine's row decoder): read_committed, so
+ * control batches and the batches of the split's aborted transactions are skipped; only
+ * offsets in {@code [startOffset, endOffset)} are kept; reading stops at the first batch past
+ * the end. v0/v1 messages are checked against their CRC, as the storage engine reads them; v2
+ * batches are not (the broker checked them when they were appended). Bytes that do not
+ * decode fail the task with a {@link CorruptSegmentException} naming the segment and the
+ * batch's position.
  */
 final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
     private final InputSplit split;

@@ -44,7 +44,7 @@ final class TierlogScan implements Scan, Batch {
 
     @Override
     public InputPartition[] planInputPartitions() {
-        String optionsJson = Planners.optionsJson(options);
+        String optionsJson = Planners.toJson(options);
         return SplitPlan.parse(Planners.ask(planner -> planner.planBatch(optionsJson, filtersJson)));
     }
 

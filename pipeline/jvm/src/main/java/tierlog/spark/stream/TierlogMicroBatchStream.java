@@ -20,18 +20,18 @@ public final class TierlogMicroBatchStream implements MicroBatchStream {
     private final StructType required;
 
     public TierlogMicroBatchStream(Map<String, String> options, StructType required) {
-        this.optionsJson = Planners.optionsJson(options);
+        this.optionsJson = Planners.toJson(options);
         this.required = required;
     }
 
     @Override
     public Offset initialOffset() {
-        return offset(Planners.ask(planner -> planner.initialOffsets(optionsJson)).asText());
+        return new TierlogOffset(Planners.ask(planner -> planner.initialOffsets(optionsJson)).asText());
     }
 
     @Override
     public Offset latestOffset() {
-        return offset(Planners.ask(planner -> planner.latestOffsets(optionsJson)).asText());
+        return new TierlogOffset(Planners.ask(planner -> planner.latestOffsets(optionsJson)).asText());
     }
 
     @Override
@@ -56,8 +56,4 @@ public final class TierlogMicroBatchStream implements MicroBatchStream {
 
     @Override
     public void stop() {}
-
-    private static Offset offset(String json) {
-        return new TierlogOffset(json);
-    }
 }
