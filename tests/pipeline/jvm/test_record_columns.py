@@ -28,6 +28,7 @@ from tierlog.storage.records import (
     SimpleRecord,
     build_batch,
     build_end_txn_marker_batch,
+    parse_header,
 )
 
 pytestmark = pytest.mark.slow
@@ -133,3 +134,20 @@ def test_a_compacted_log_reads_with_its_offset_gaps(spark: SparkSession, tmp_pat
     offsets = table.column("offset").to_pylist()
     assert offsets == [r.offset for r in kept]
     assert offsets != list(range(offsets[0], offsets[0] + len(offsets)))  # gaps are real
+
+
+def test_a_corrupt_batch_fails_the_query_naming_its_segment_and_position(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Found by the task that reads it: Spark's error carries the reader's message."""
+    write_log(tmp_path, TP, 30)
+    segment = sorted((tmp_path / TP.dir_name).glob("*.log"))[0]
+    data = bytearray(segment.read_bytes())
+    second = parse_header(data, 0).size
+    data[second + 16] = 9  # the second batch's magic byte
+    segment.write_bytes(data)
+
+    frame = spark.read.format("tierlog").option("subscribe", "orders").load(str(tmp_path))
+
+    with pytest.raises(Exception, match=f"CORRUPT_MESSAGE: {segment} at position {second}: "):
+        frame.count()
