@@ -253,6 +253,20 @@ def test_a_hung_server_times_out_and_is_retried(
     assert f"no answer within {CONNECT_TIMEOUT_MS + 500} ms" in line
 
 
+def test_a_body_that_stalls_half_way_times_out_and_is_retried(
+    jvm: Jvm, minio: MinioServer, s3_bucket: str, fault_proxy: FaultProxy
+) -> None:
+    """java.net.http's own timeout ends with the headers; the reader's covers the body."""
+    data = put(minio, s3_bucket, "tier/k.log", 200_000)
+    fault_proxy.stall_body(1, seconds=600, method="GET")
+    jvm.drain_stderr()
+    s3 = connection(jvm, minio, endpoint=fault_proxy.url, read_timeout_ms=500, max_attempts=2)
+    assert read(jvm, s3, s3_bucket, "tier/k.log", 0, 200_000) == data
+    assert fault_proxy.injected["stall_body"] == 1
+    line = jvm.wait_for_stderr("attempt 1 of 2 failed")
+    assert "the body stalled for 500 ms" in line
+
+
 def test_a_stopped_server_is_retried_until_it_answers(
     jvm: Jvm, minio: MinioServer, s3_bucket: str
 ) -> None:

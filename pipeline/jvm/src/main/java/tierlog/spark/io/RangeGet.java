@@ -128,7 +128,9 @@ final class RangeGet {
                         : "the body stalled for " + connection.readTimeoutMillis() + " ms", 0, "", null);
             }
             try {
-                return sent.get(waitNanos, TimeUnit.NANOSECONDS);
+                // A quarter of the read timeout at most, so that a stall is seen soon after
+                // its deadline even when the answer came long before the first one.
+                return sent.get(Math.min(waitNanos, readNanos / 4 + 1), TimeUnit.NANOSECONDS);
             } catch (TimeoutException e) {
                 // Look again: bytes may have arrived meanwhile, moving the deadline.
             } catch (ExecutionException e) {
