@@ -147,6 +147,28 @@ def test_an_empty_range_reads_nothing(jvm: Jvm, minio: MinioServer, s3_bucket: s
     assert read(jvm, connection(jvm, minio), s3_bucket, "tier/k.log", 3, 0) == b""
 
 
+def test_reads_share_one_http_client_per_client_settings(
+    jvm: Jvm, minio: MinioServer, s3_bucket: str
+) -> None:
+    """Executors read many ranges: each read must not start a client (a selector thread,
+    a connection pool). The connect timeout is the one client setting; this test's own
+    value makes a client no other test has."""
+    data = put(minio, s3_bucket, "tier/k.log", 100)
+
+    def selector_threads() -> int:
+        threads = jvm.gateway.jvm.java.lang.Thread.getAllStackTraces().keySet()
+        return sum(1 for thread in threads if thread.getName().endswith("SelectorManager"))
+
+    before = selector_threads()
+    for read_timeout_ms in range(1000, 1010):  # equal client settings, distinct connections
+        s3 = jvm.io.S3Connection(
+            minio.endpoint_url, minio.region, minio.access_key_id, minio.secret_access_key,
+            None, True, 2345, read_timeout_ms, 2,
+        )  # fmt: skip
+        assert read(jvm, s3, s3_bucket, "tier/k.log", 0, 100) == data
+    assert selector_threads() == before + 1
+
+
 # --- refusals: at once, with S3's error code ------------------------------------------------
 
 
