@@ -42,13 +42,16 @@ public final class S3Ranges {
      *     message), the object ends before {@code offset + length}, or every attempt failed
      * @throws InterruptedIOException if the thread was interrupted (a killed Spark task)
      */
-    public static ByteBuffer read(S3Connection connection, String bucket, String key, long offset, int length)
+    public static ByteBuffer read(
+            S3Connection connection, String bucket, String key, long offset, int length)
             throws IOException {
         if (bucket == null || bucket.isEmpty() || key == null || key.isEmpty()) {
-            throw new IllegalArgumentException("an S3 read needs a bucket and a key, got s3://" + bucket + "/" + key);
+            throw new IllegalArgumentException(
+                    "an S3 read needs a bucket and a key, got s3://" + bucket + "/" + key);
         }
         if (offset < 0 || length < 0) {
-            throw new IllegalArgumentException("negative S3 range: offset " + offset + ", length " + length);
+            throw new IllegalArgumentException(
+                    "negative S3 range: offset " + offset + ", length " + length);
         }
         if (length == 0) {
             return ByteBuffer.allocate(0);
@@ -60,12 +63,14 @@ public final class S3Ranges {
                 return get.send(client);
             } catch (RangeGet.Retryable failure) {
                 if (attempt >= connection.maxAttempts()) {
-                    throw new S3ReadException(get + ": " + failure.getMessage() + "; gave up after "
-                            + attempt + " attempts", failure.statusCode(), failure.errorCode(), failure.getCause());
+                    throw new S3ReadException(
+                            get + ": " + failure.getMessage() + "; gave up after " + attempt
+                                    + " attempts",
+                            failure.statusCode(), failure.errorCode(), failure.getCause());
                 }
                 long waitMillis = backoffMillis(attempt);
-                LOG.log(WARNING, "{0}: {1}; attempt {2} of {3} failed, retrying in {4} ms",
-                        get, failure.getMessage(), attempt, connection.maxAttempts(), waitMillis);
+                LOG.log(WARNING, get + ": " + failure.getMessage() + "; attempt " + attempt + " of "
+                        + connection.maxAttempts() + " failed, retrying in " + waitMillis + " ms");
                 sleep(waitMillis);
             }
         }
