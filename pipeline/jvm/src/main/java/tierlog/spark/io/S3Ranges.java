@@ -23,7 +23,8 @@ import java.util.concurrent.ThreadLocalRandom;
  *
  * <p>Executors read many ranges, and an {@link HttpClient} (its selector thread, its
  * connection pool) is costly to make, so one client is shared per JVM by every read whose
- * connection needs the same client settings.
+ * connection has the same connect timeout, the one setting a client holds (endpoint, keys
+ * and read timeout belong to each request).
  */
 public final class S3Ranges {
     private static final System.Logger LOG = System.getLogger(S3Ranges.class.getName());
@@ -91,8 +92,10 @@ public final class S3Ranges {
         }
     }
 
-    /** HTTP/1.1 (what S3 speaks; no h2c upgrade to refuse), redirects not followed (S3's
-     *  301 to another region is an error to see, not to chase unsigned). */
+    /**
+     * HTTP/1.1 (what S3 speaks; no h2c upgrade to refuse), redirects not followed (S3's 301
+     * to a bucket's own region is an error to see, not to chase unsigned).
+     */
     private static HttpClient client(int connectTimeoutMillis) {
         return CLIENTS.computeIfAbsent(connectTimeoutMillis, millis -> HttpClient.newBuilder()
                 .version(HttpClient.Version.HTTP_1_1)
