@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import signal
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -306,6 +307,40 @@ def test_a_stopped_server_is_retried_until_it_answers(
             minio.process.send_signal(signal.SIGCONT)
         assert reading.result(timeout=120) == data
     assert f"no answer within {CONNECT_TIMEOUT_MS + 1000} ms" in line
+
+
+def test_an_interrupted_read_ends_at_once(jvm: Jvm, minio: MinioServer, s3_bucket: str) -> None:
+    """Spark interrupts the thread of a task it kills: the read must end then, not after its
+    attempts and timeouts (here a minute each against a stopped MinIO)."""
+    put(minio, s3_bucket, "tier/k.log", 10)
+    s3 = connection(jvm, minio, read_timeout_ms=60_000, max_attempts=5)
+    assert minio.process is not None
+    with ThreadPoolExecutor(1) as pool:
+        minio.process.send_signal(signal.SIGSTOP)
+        try:
+            reading = pool.submit(read_error, jvm, s3, s3_bucket, "tier/k.log", 0, 10)
+            reader = waiting_reader_thread(jvm)
+            reader.interrupt()
+            error = reading.result(timeout=30)
+        finally:
+            minio.process.send_signal(signal.SIGCONT)
+    assert error.getClass().getName() == "java.io.InterruptedIOException"
+    assert f"interrupted during S3 GET s3://{s3_bucket}/tier/k.log" in error.getMessage()
+
+
+def waiting_reader_thread(jvm: Jvm, timeout_s: float = 30) -> Any:
+    """The JVM thread waiting in a ranged GET (found in the JVM's thread dump)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        stacks = jvm.gateway.jvm.java.lang.Thread.getAllStackTraces()
+        for thread in stacks.keySet():
+            frames = stacks.get(thread)
+            if any(
+                frame.getMethodName() == "await" and "RangeGet" in frame.getClassName()
+                for frame in frames
+            ):
+                return thread
+    raise AssertionError("no thread is waiting in RangeGet.await")
 
 
 def test_a_restarted_server_is_retried_until_it_answers(
