@@ -309,17 +309,20 @@ def test_a_stopped_server_is_retried_until_it_answers(
     assert f"no answer within {CONNECT_TIMEOUT_MS + 1000} ms" in line
 
 
-def test_an_interrupted_read_ends_at_once(jvm: Jvm, minio: MinioServer, s3_bucket: str) -> None:
+def test_an_interrupted_read_ends_at_once(
+    fresh_jvm: Jvm, minio: MinioServer, s3_bucket: str
+) -> None:
     """Spark interrupts the thread of a task it kills: the read must end then, not after its
-    attempts and timeouts (here a minute each against a stopped MinIO)."""
+    attempts and timeouts (here a minute each against a stopped MinIO). A JVM of its own:
+    the interrupted thread keeps its flag set, as Java asks, and py4j would reuse it."""
     put(minio, s3_bucket, "tier/k.log", 10)
-    s3 = connection(jvm, minio, read_timeout_ms=60_000, max_attempts=5)
+    s3 = connection(fresh_jvm, minio, read_timeout_ms=60_000, max_attempts=5)
     assert minio.process is not None
     with ThreadPoolExecutor(1) as pool:
         minio.process.send_signal(signal.SIGSTOP)
         try:
-            reading = pool.submit(read_error, jvm, s3, s3_bucket, "tier/k.log", 0, 10)
-            reader = waiting_reader_thread(jvm)
+            reading = pool.submit(read_error, fresh_jvm, s3, s3_bucket, "tier/k.log", 0, 10)
+            reader = waiting_reader_thread(fresh_jvm)
             reader.interrupt()
             error = reading.result(timeout=30)
         finally:
