@@ -96,6 +96,18 @@ def test_every_variable_a_query_uses_is_defined(path: Path) -> None:
     assert "tierlog" in dashboard["tags"]
 
 
+@pytest.mark.parametrize("path", DASHBOARDS, ids=lambda path: path.stem)
+def test_no_two_panels_share_a_description(path: Path) -> None:
+    """A description is the panel's own explanation; one pasted onto another misleads
+    (the replication row once carried "Messages in by topic"'s words)."""
+    described: dict[str, str] = {}
+    for panel in _data_panels(load_dashboard(path)):
+        description = panel.get("description")
+        if description:
+            assert description not in described, (panel["title"], described.get(description))
+            described[description] = panel["title"]
+
+
 def _data_panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
     return [panel for panel in dashboard["panels"] if panel["type"] != "row"]
 

@@ -12,22 +12,24 @@ from tierlog.sidecar.fetch_wire import AbortedTransaction, FetchAnswer, encode_f
 INT64 = st.integers(-(2**63), 2**63 - 1)
 
 
-@given(st.binary(max_size=3000), INT64, INT64)
+@given(st.binary(max_size=3000), INT64, INT64, INT64)
 def test_an_answer_parses_as_the_fetch_response_it_stands_for(
-    batches: bytes, high_watermark: int, log_start_offset: int
+    batches: bytes, high_watermark: int, log_start_offset: int, last_stable_offset: int
 ) -> None:
-    encoded = encode_fetch_answer(FetchAnswer(batches, high_watermark, log_start_offset))
+    answer = FetchAnswer(batches, high_watermark, log_start_offset, last_stable_offset)
+    encoded = encode_fetch_answer(answer)
     parsed = log_service_pb2.FetchResponse.FromString(encoded)
-    assert (parsed.record_batches, parsed.high_watermark, parsed.log_start_offset) == (
-        batches,
-        high_watermark,
-        log_start_offset,
-    )
+    assert (
+        parsed.record_batches,
+        parsed.high_watermark,
+        parsed.log_start_offset,
+        parsed.last_stable_offset,
+    ) == (batches, high_watermark, log_start_offset, last_stable_offset)
     expected = log_service_pb2.FetchResponse(
         record_batches=batches,
         high_watermark=high_watermark,
         log_start_offset=log_start_offset,
-        last_stable_offset=-1,  # read_uncommitted: not looked up
+        last_stable_offset=last_stable_offset,
     )
     assert encoded == expected.SerializeToString()
     as_message = log_service_pb2.SubscribeResponse.FromString(encoded)

@@ -13,7 +13,10 @@ a method and a path fragment:
   whether its request took effect);
 - ``stall(n, seconds)``: hold the request, unanswered and not forwarded, for
   ``seconds`` (or until the proxy closes), then close the connection, as a hung server
-  does: the client's read timeout is what ends its wait.
+  does: the client's read timeout is what ends its wait;
+- ``stall_body(n, seconds)``: forward the request, send the answer's headers and the
+  first half of its body, then hold the rest for ``seconds`` (or until the proxy
+  closes) and close, as a server that hangs mid-answer does.
 
 ``injected`` counts the faults served per kind, so a test can tell that what it
 asked for actually happened; ``max_in_flight`` is the most requests it ever held at
@@ -34,7 +37,7 @@ from typing import Literal
 
 __all__ = ["FaultKind", "FaultProxy"]
 
-FaultKind = Literal["slow_down", "drop", "corrupt", "lose_answer", "stall"]
+FaultKind = Literal["slow_down", "drop", "corrupt", "lose_answer", "stall", "stall_body"]
 
 _SLOW_DOWN_BODY = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -103,6 +106,11 @@ class FaultProxy:
         self, n: int, seconds: float, method: str | None = None, path_contains: str | None = None
     ) -> None:
         self._add("stall", n, method, path_contains, seconds)
+
+    def stall_body(
+        self, n: int, seconds: float, method: str | None = None, path_contains: str | None = None
+    ) -> None:
+        self._add("stall_body", n, method, path_contains, seconds)
 
     def _add(
         self,
@@ -211,6 +219,13 @@ def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             for name, value in headers:
                 self.send_header(name, value)
             self.end_headers()
+            if rule is not None and fault == "stall_body":
+                self.wfile.write(answer[: len(answer) // 2])
+                proxy._closing.wait(rule.stall_s)  # the client's read timeout ends its wait
+                self.close_connection = True
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                return
             self.wfile.write(answer)
 
         def _forward(self, body: bytes) -> tuple[int, str, list[tuple[str, str]], bytes]:

@@ -46,7 +46,7 @@ class FetchAnswer(NamedTuple):
     record_batches: bytes
     high_watermark: int
     log_start_offset: int
-    last_stable_offset: int = -1  # -1: read_uncommitted (none asked)
+    last_stable_offset: int
     aborted_transactions: Sequence[AbortedTransaction] = ()
 
 

@@ -408,12 +408,14 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         read_committed only below the last stable offset, with the aborted transactions
         overlapping the batches returned (from the fetched offset, as Kafka lists them)."""
         high_watermark = self.partitions.high_watermark(tp, partition_log)
+        # Answered under either level, as Kafka's FetchResponse does: a read_uncommitted
+        # reader sees how far the decided records go too.
+        last_stable = partition_log.stable_offset_below(high_watermark)
         if not read_committed:
             read = tiered_reads.read(
                 tp, partition_log, self.remote, offset, max_bytes, upper_bound_offset=high_watermark
             )
-            return FetchAnswer(read.records, high_watermark, read.log_start_offset)
-        last_stable = partition_log.stable_offset_below(high_watermark)
+            return FetchAnswer(read.records, high_watermark, read.log_start_offset, last_stable)
         read = tiered_reads.read(
             tp, partition_log, self.remote, offset, max_bytes, upper_bound_offset=last_stable
         )

@@ -1,13 +1,17 @@
-"""One JVM for the session with ``tierlog.spark.io`` compiled into it, driven over py4j
-(the bridge pyspark itself uses), so tests call the Java API as the Spark reader does.
+"""JVMs with ``tierlog.spark.io`` compiled into them, driven over py4j (the bridge pyspark
+itself uses), so tests call the Java API as the Spark reader does.
 
-The JVM's stderr comes back line by line in ``Jvm.stderr``: it is where the reader logs
-each retry, which is how a test knows an attempt failed before it heals the fault.
+``jvm`` is one JVM for the session; ``fresh_jvm`` is one for a single test, for a test
+that leaves the JVM changed (py4j runs the calls of a connection on one Java thread, and
+an interrupted read leaves that thread's interrupt flag set, as Java asks).
+
+A JVM's stderr comes back line by line in ``Jvm.stderr``: it is where the reader logs each
+retry, which is how a test knows an attempt failed before it heals the fault.
 
 Once a SparkSession exists in the test process (the reader's tests in this folder make
 one), PySpark has hooked py4j's answer parsing to turn Java exceptions into its own
-through *its* gateway; an exception of this JVM must come back as py4j raised it, so
-each test runs with py4j's own parser.
+through *its* gateway; an exception of these JVMs must come back as py4j raised it, so
+each test that uses one runs with py4j's own parser (``py4j_parsing``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import queue
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import py4j.java_gateway
@@ -25,7 +30,7 @@ from py4j.java_gateway import JavaGateway
 from tests.support.jvm_classes import compile_package
 from tests.tools.bootstrap import java_bin
 
-__all__ = ["Jvm", "jvm"]
+__all__ = ["Jvm", "fresh_jvm", "jvm", "jvm_classes"]
 
 
 @dataclass(frozen=True)
@@ -54,15 +59,7 @@ class Jvm:
                 return line
 
 
-@pytest.fixture
-def jvm(jvm_process: Jvm, monkeypatch: pytest.MonkeyPatch) -> Jvm:
-    monkeypatch.setattr(py4j.java_gateway, "get_return_value", py4j.protocol.get_return_value)
-    return jvm_process
-
-
-@pytest.fixture(scope="session")
-def jvm_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jvm]:
-    classes = compile_package("tierlog.spark.io", tmp_path_factory.mktemp("jvm-classes"))
+def launched(classes: Path) -> Iterator[Jvm]:
     stderr: queue.Queue[str] = queue.Queue()
     gateway = JavaGateway.launch_gateway(
         classpath=str(classes),
@@ -76,3 +73,28 @@ def jvm_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jvm]:
         gateway.shutdown()
         gateway.java_process.stdin.close()  # die_on_exit: the JVM ends with its stdin
         gateway.java_process.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def jvm_classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compile_package("tierlog.spark.io", tmp_path_factory.mktemp("jvm-classes"))
+
+
+@pytest.fixture
+def py4j_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(py4j.java_gateway, "get_return_value", py4j.protocol.get_return_value)
+
+
+@pytest.fixture(scope="session")
+def jvm_process(jvm_classes: Path) -> Iterator[Jvm]:
+    yield from launched(jvm_classes)
+
+
+@pytest.fixture
+def jvm(jvm_process: Jvm, py4j_parsing: None) -> Jvm:
+    return jvm_process
+
+
+@pytest.fixture
+def fresh_jvm(jvm_classes: Path, py4j_parsing: None) -> Iterator[Jvm]:
+    yield from launched(jvm_classes)

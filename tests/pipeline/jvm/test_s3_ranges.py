@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import signal
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -147,6 +148,28 @@ def test_an_empty_range_reads_nothing(jvm: Jvm, minio: MinioServer, s3_bucket: s
     assert read(jvm, connection(jvm, minio), s3_bucket, "tier/k.log", 3, 0) == b""
 
 
+def test_reads_share_one_http_client_per_client_settings(
+    jvm: Jvm, minio: MinioServer, s3_bucket: str
+) -> None:
+    """Executors read many ranges: each read must not start a client (a selector thread,
+    a connection pool). The connect timeout is the one client setting; this test's own
+    value makes a client no other test has."""
+    data = put(minio, s3_bucket, "tier/k.log", 100)
+
+    def selector_threads() -> int:
+        threads = jvm.gateway.jvm.java.lang.Thread.getAllStackTraces().keySet()
+        return sum(1 for thread in threads if thread.getName().endswith("SelectorManager"))
+
+    before = selector_threads()
+    for read_timeout_ms in range(1000, 1010):  # equal client settings, distinct connections
+        s3 = jvm.io.S3Connection(
+            minio.endpoint_url, minio.region, minio.access_key_id, minio.secret_access_key,
+            None, True, 2345, read_timeout_ms, 2,
+        )  # fmt: skip
+        assert read(jvm, s3, s3_bucket, "tier/k.log", 0, 100) == data
+    assert selector_threads() == before + 1
+
+
 # --- refusals: at once, with S3's error code ------------------------------------------------
 
 
@@ -253,6 +276,20 @@ def test_a_hung_server_times_out_and_is_retried(
     assert f"no answer within {CONNECT_TIMEOUT_MS + 500} ms" in line
 
 
+def test_a_body_that_stalls_half_way_times_out_and_is_retried(
+    jvm: Jvm, minio: MinioServer, s3_bucket: str, fault_proxy: FaultProxy
+) -> None:
+    """java.net.http's own timeout ends with the headers; the reader's covers the body."""
+    data = put(minio, s3_bucket, "tier/k.log", 200_000)
+    fault_proxy.stall_body(1, seconds=600, method="GET")
+    jvm.drain_stderr()
+    s3 = connection(jvm, minio, endpoint=fault_proxy.url, read_timeout_ms=500, max_attempts=2)
+    assert read(jvm, s3, s3_bucket, "tier/k.log", 0, 200_000) == data
+    assert fault_proxy.injected["stall_body"] == 1
+    line = jvm.wait_for_stderr("attempt 1 of 2 failed")
+    assert "the body stalled for 500 ms" in line
+
+
 def test_a_stopped_server_is_retried_until_it_answers(
     jvm: Jvm, minio: MinioServer, s3_bucket: str
 ) -> None:
@@ -270,6 +307,43 @@ def test_a_stopped_server_is_retried_until_it_answers(
             minio.process.send_signal(signal.SIGCONT)
         assert reading.result(timeout=120) == data
     assert f"no answer within {CONNECT_TIMEOUT_MS + 1000} ms" in line
+
+
+def test_an_interrupted_read_ends_at_once(
+    fresh_jvm: Jvm, minio: MinioServer, s3_bucket: str
+) -> None:
+    """Spark interrupts the thread of a task it kills: the read must end then, not after its
+    attempts and timeouts (here a minute each against a stopped MinIO). A JVM of its own:
+    the interrupted thread keeps its flag set, as Java asks, and py4j would reuse it."""
+    put(minio, s3_bucket, "tier/k.log", 10)
+    s3 = connection(fresh_jvm, minio, read_timeout_ms=60_000, max_attempts=5)
+    assert minio.process is not None
+    with ThreadPoolExecutor(1) as pool:
+        minio.process.send_signal(signal.SIGSTOP)
+        try:
+            reading = pool.submit(read_error, fresh_jvm, s3, s3_bucket, "tier/k.log", 0, 10)
+            reader = waiting_reader_thread(fresh_jvm)
+            reader.interrupt()
+            error = reading.result(timeout=30)
+        finally:
+            minio.process.send_signal(signal.SIGCONT)
+    assert error.getClass().getName() == "java.io.InterruptedIOException"
+    assert f"interrupted during S3 GET s3://{s3_bucket}/tier/k.log" in error.getMessage()
+
+
+def waiting_reader_thread(jvm: Jvm, timeout_s: float = 30) -> Any:
+    """The JVM thread waiting in a ranged GET (found in the JVM's thread dump)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        stacks = jvm.gateway.jvm.java.lang.Thread.getAllStackTraces()
+        for thread in stacks.keySet():
+            frames = stacks.get(thread)
+            if any(
+                frame.getMethodName() == "await" and "RangeGet" in frame.getClassName()
+                for frame in frames
+            ):
+                return thread
+    raise AssertionError("no thread is waiting in RangeGet.await")
 
 
 def test_a_restarted_server_is_retried_until_it_answers(

@@ -324,8 +324,8 @@ class FetchResponse(_message.Message):
     high_watermark: _builtins.int
     log_start_offset: _builtins.int
     last_stable_offset: _builtins.int
-    """Where a read_committed reader stops (the high watermark when no transaction is
-    open); -1 under read_uncommitted.
+    """Where a read_committed reader stops: the first offset of the earliest open
+    transaction, else the high watermark. Answered under either isolation level.
     """
     @_builtins.property
     def aborted_transactions(self) -> _containers.RepeatedCompositeFieldContainer[Global___AbortedTransaction]:

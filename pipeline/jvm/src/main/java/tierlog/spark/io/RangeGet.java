@@ -39,8 +39,8 @@ final class RangeGet {
     // Worth another attempt besides any 5xx and 429: the server is overloaded or failed,
     // or the clocks disagree for now. The same list as the Python S3 store's.
     private static final Set<String> RETRYABLE_CODES = Set.of(
-            "SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "RequestTimeTooSkewed",
-            "InternalError", "ServiceUnavailable", "IncompleteBody");
+            "SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",
+            "RequestTimeTooSkewed", "InternalError", "ServiceUnavailable", "IncompleteBody");
 
     private final S3Connection connection;
     private final String bucket;
@@ -73,7 +73,8 @@ final class RangeGet {
         }
         if (response.statusCode() < 300) {
             throw new S3ReadException(this + ": the server answered " + response.statusCode()
-                    + " instead of 206: it ignored the Range header", response.statusCode(), "", null);
+                    + " instead of 206: it ignored the Range header",
+                    response.statusCode(), "", null);
         }
         throw refusal(response);
     }
@@ -91,7 +92,8 @@ final class RangeGet {
         String authorization = SigV4.authorization("GET", uri.getRawPath(), "", headers,
                 SigV4.EMPTY_PAYLOAD_SHA256, connection.accessKeyId(), connection.secretAccessKey(),
                 connection.region(), "s3", amzDate);
-        HttpRequest.Builder request = HttpRequest.newBuilder(uri).GET().header("Authorization", authorization);
+        HttpRequest.Builder request =
+                HttpRequest.newBuilder(uri).GET().header("Authorization", authorization);
         headers.remove("host"); // java.net.http sets it, and refuses to be told
         headers.forEach(request::header);
         return request.build();
@@ -112,23 +114,28 @@ final class RangeGet {
      * connect timeout on top before the answer's headers): java.net.http's own timeout
      * ends at the headers, and a body that stalls half way must end the attempt too.
      */
-    private HttpResponse<ByteBuffer> await(CompletableFuture<HttpResponse<ByteBuffer>> sent, RangeBody body)
+    private HttpResponse<ByteBuffer> await(
+            CompletableFuture<HttpResponse<ByteBuffer>> sent, RangeBody body)
             throws IOException, Retryable {
         long startedNanos = System.nanoTime();
         long readNanos = TimeUnit.MILLISECONDS.toNanos(connection.readTimeoutMillis());
-        long firstNanos = TimeUnit.MILLISECONDS.toNanos(connection.connectTimeoutMillis()) + readNanos;
+        long firstNanos =
+                TimeUnit.MILLISECONDS.toNanos(connection.connectTimeoutMillis()) + readNanos;
         while (true) {
             long lastArrival = body.lastArrivalNanos();
             long deadline = lastArrival == 0 ? startedNanos + firstNanos : lastArrival + readNanos;
             long waitNanos = deadline - System.nanoTime();
             if (waitNanos <= 0) {
                 sent.cancel(true);
-                throw new Retryable(lastArrival == 0
+                String reason = lastArrival == 0
                         ? "no answer within " + TimeUnit.NANOSECONDS.toMillis(firstNanos) + " ms"
-                        : "the body stalled for " + connection.readTimeoutMillis() + " ms", 0, "", null);
+                        : "the body stalled for " + connection.readTimeoutMillis() + " ms";
+                throw new Retryable(reason, 0, "", null);
             }
             try {
-                return sent.get(waitNanos, TimeUnit.NANOSECONDS);
+                // A quarter of the read timeout at most, so that a stall is seen soon after
+                // its deadline even when the answer came long before the first one.
+                return sent.get(Math.min(waitNanos, readNanos / 4 + 1), TimeUnit.NANOSECONDS);
             } catch (TimeoutException e) {
                 // Look again: bytes may have arrived meanwhile, moving the deadline.
             } catch (ExecutionException e) {
@@ -141,7 +148,10 @@ final class RangeGet {
         }
     }
 
-    /** A transport failure: another attempt may get through, unless the answer was garbled. */
+    /**
+     * A transport failure: thrown as {@link Retryable} when another attempt may get
+     * through, returned for the caller to throw when the answer was garbled.
+     */
     private IOException failed(Throwable cause) throws Retryable {
         if (cause instanceof ProtocolException) {
             return new S3ReadException(this + ": " + cause.getMessage(), 0, "", cause);
@@ -153,25 +163,32 @@ final class RangeGet {
     }
 
     /** The bytes of a 206, checked to be the range asked for and all of it. */
-    private ByteBuffer checkedRange(HttpResponse<ByteBuffer> response) throws IOException, Retryable {
+    private ByteBuffer checkedRange(HttpResponse<ByteBuffer> response)
+            throws IOException, Retryable {
         String contentRange = response.headers().firstValue("content-range").orElse("");
         Matcher parts = CONTENT_RANGE.matcher(contentRange);
         if (!parts.matches() || Long.parseLong(parts.group(1)) != offset) {
-            throw new S3ReadException(this + ": the answer's Content-Range is '" + contentRange + "'", 206, "", null);
+            throw new S3ReadException(
+                    this + ": the answer's Content-Range is '" + contentRange + "'", 206, "", null);
         }
         long served = Long.parseLong(parts.group(2)) - offset + 1;
         if (served < length) {
             throw new S3ReadException(this + ": short read: the object is " + parts.group(3)
-                    + " bytes long, so only " + served + " of the " + length + " bytes asked exist", 206, "", null);
+                    + " bytes long, so only " + served + " of the " + length + " bytes asked exist",
+                    206, "", null);
         }
         ByteBuffer bytes = response.body();
         if (bytes.remaining() < length) { // the connection ended early
-            throw new Retryable("the body ended after " + bytes.remaining() + " of " + length + " bytes", 206, "", null);
+            throw new Retryable("the body ended after " + bytes.remaining() + " of " + length
+                    + " bytes", 206, "", null);
         }
         return bytes;
     }
 
-    /** An S3 error answer: retryable if the server is failing or throttling, else for good. */
+    /**
+     * An S3 error answer: thrown as {@link Retryable} if the server is failing or
+     * throttling, else returned for the caller to throw.
+     */
     private IOException refusal(HttpResponse<ByteBuffer> response) throws Retryable {
         int status = response.statusCode();
         String xml = StandardCharsets.UTF_8.decode(response.body()).toString();
@@ -187,7 +204,8 @@ final class RangeGet {
         if (status == 416) {
             reason.append(" (the range starts at or past the object's end)");
         }
-        response.headers().firstValue("x-amz-request-id").ifPresent(id -> reason.append(" [request id ").append(id).append(']'));
+        response.headers().firstValue("x-amz-request-id")
+                .ifPresent(id -> reason.append(" [request id ").append(id).append(']'));
         if (status >= 500 || status == 429 || RETRYABLE_CODES.contains(code)) {
             throw new Retryable(reason.toString(), status, code, null);
         }

@@ -2,6 +2,7 @@ package tierlog.spark.io;
 
 import java.io.Serializable;
 import java.net.URI;
+import java.net.URISyntaxException;
 import java.util.Objects;
 
 /**
@@ -119,8 +120,9 @@ public final class S3Connection implements Serializable {
 
     @Override
     public String toString() {
-        return "S3Connection[endpoint=" + (endpoint == null ? "AWS" : endpoint) + ", region=" + region
-                + ", accessKeyId=" + accessKeyId + ", sessionToken=" + (sessionToken == null ? "none" : "set")
+        return "S3Connection[endpoint=" + (endpoint == null ? "AWS" : endpoint)
+                + ", region=" + region + ", accessKeyId=" + accessKeyId
+                + ", sessionToken=" + (sessionToken == null ? "none" : "set")
                 + ", pathStyle=" + pathStyle + ", connectTimeoutMillis=" + connectTimeoutMillis
                 + ", readTimeoutMillis=" + readTimeoutMillis + ", maxAttempts=" + maxAttempts + "]";
     }
@@ -129,11 +131,12 @@ public final class S3Connection implements Serializable {
         URI uri;
         try {
             uri = new URI(endpoint);
-        } catch (java.net.URISyntaxException e) {
+        } catch (URISyntaxException e) {
             throw new IllegalArgumentException("the S3 endpoint is not a URL: " + endpoint, e);
         }
         boolean http = "http".equals(uri.getScheme()) || "https".equals(uri.getScheme());
-        boolean bare = uri.getRawPath() == null || uri.getRawPath().isEmpty() || uri.getRawPath().equals("/");
+        String path = uri.getRawPath();
+        boolean bare = path == null || path.isEmpty() || path.equals("/");
         if (!http || uri.getHost() == null || !bare || uri.getRawQuery() != null) {
             throw new IllegalArgumentException(
                     "the S3 endpoint must be http(s)://host[:port], got " + endpoint);
@@ -150,7 +153,8 @@ public final class S3Connection implements Serializable {
 
     private static int positive(int value, String what) {
         if (value < 1) {
-            throw new IllegalArgumentException("the S3 " + what + " must be positive, got " + value);
+            throw new IllegalArgumentException(
+                    "the S3 " + what + " must be positive, got " + value);
         }
         return value;
     }

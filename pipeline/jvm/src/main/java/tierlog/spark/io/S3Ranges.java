@@ -23,7 +23,8 @@ import java.util.concurrent.ThreadLocalRandom;
  *
  * <p>Executors read many ranges, and an {@link HttpClient} (its selector thread, its
  * connection pool) is costly to make, so one client is shared per JVM by every read whose
- * connection needs the same client settings.
+ * connection has the same connect timeout, the one setting a client holds (endpoint, keys
+ * and read timeout belong to each request).
  */
 public final class S3Ranges {
     private static final System.Logger LOG = System.getLogger(S3Ranges.class.getName());
@@ -42,13 +43,16 @@ public final class S3Ranges {
      *     message), the object ends before {@code offset + length}, or every attempt failed
      * @throws InterruptedIOException if the thread was interrupted (a killed Spark task)
      */
-    public static ByteBuffer read(S3Connection connection, String bucket, String key, long offset, int length)
+    public static ByteBuffer read(
+            S3Connection connection, String bucket, String key, long offset, int length)
             throws IOException {
         if (bucket == null || bucket.isEmpty() || key == null || key.isEmpty()) {
-            throw new IllegalArgumentException("an S3 read needs a bucket and a key, got s3://" + bucket + "/" + key);
+            throw new IllegalArgumentException(
+                    "an S3 read needs a bucket and a key, got s3://" + bucket + "/" + key);
         }
         if (offset < 0 || length < 0) {
-            throw new IllegalArgumentException("negative S3 range: offset " + offset + ", length " + length);
+            throw new IllegalArgumentException(
+                    "negative S3 range: offset " + offset + ", length " + length);
         }
         if (length == 0) {
             return ByteBuffer.allocate(0);
@@ -60,12 +64,14 @@ public final class S3Ranges {
                 return get.send(client);
             } catch (RangeGet.Retryable failure) {
                 if (attempt >= connection.maxAttempts()) {
-                    throw new S3ReadException(get + ": " + failure.getMessage() + "; gave up after "
-                            + attempt + " attempts", failure.statusCode(), failure.errorCode(), failure.getCause());
+                    throw new S3ReadException(
+                            get + ": " + failure.getMessage() + "; gave up after " + attempt
+                                    + " attempts",
+                            failure.statusCode(), failure.errorCode(), failure.getCause());
                 }
                 long waitMillis = backoffMillis(attempt);
-                LOG.log(WARNING, "{0}: {1}; attempt {2} of {3} failed, retrying in {4} ms",
-                        get, failure.getMessage(), attempt, connection.maxAttempts(), waitMillis);
+                LOG.log(WARNING, get + ": " + failure.getMessage() + "; attempt " + attempt + " of "
+                        + connection.maxAttempts() + " failed, retrying in " + waitMillis + " ms");
                 sleep(waitMillis);
             }
         }
@@ -86,8 +92,10 @@ public final class S3Ranges {
         }
     }
 
-    /** HTTP/1.1 (what S3 speaks; no h2c upgrade to refuse), redirects not followed (S3's
-     *  301 to another region is an error to see, not to chase unsigned). */
+    /**
+     * HTTP/1.1 (what S3 speaks; no h2c upgrade to refuse), redirects not followed (S3's 301
+     * to a bucket's own region is an error to see, not to chase unsigned).
+     */
     private static HttpClient client(int connectTimeoutMillis) {
         return CLIENTS.computeIfAbsent(connectTimeoutMillis, millis -> HttpClient.newBuilder()
                 .version(HttpClient.Version.HTTP_1_1)

@@ -49,7 +49,8 @@ public final class SigV4 {
             String service,
             String amzDate) {
         String scope = scope(amzDate, region, service);
-        String request = canonicalRequest(method, canonicalUri, canonicalQuery, headers, payloadSha256);
+        String request =
+                canonicalRequest(method, canonicalUri, canonicalQuery, headers, payloadSha256);
         String toSign = stringToSign(amzDate, scope, sha256Hex(request));
         byte[] key = signingKey(secretAccessKey, amzDate.substring(0, 8), region, service);
         String signature = HEX.formatHex(hmacSha256(key, toSign));
@@ -65,13 +66,16 @@ public final class SigV4 {
             SortedMap<String, String> headers,
             String payloadSha256) {
         StringBuilder text = new StringBuilder();
-        text.append(method).append('\n').append(canonicalUri).append('\n').append(canonicalQuery).append('\n');
+        text.append(method).append('\n');
+        text.append(canonicalUri).append('\n');
+        text.append(canonicalQuery).append('\n');
         for (Map.Entry<String, String> header : headers.entrySet()) {
             // Values trimmed, inner runs of spaces as one, as the canonical form asks.
             String value = header.getValue().strip().replaceAll(" +", " ");
             text.append(header.getKey()).append(':').append(value).append('\n');
         }
-        return text.append('\n').append(signedHeaders(headers)).append('\n').append(payloadSha256).toString();
+        text.append('\n').append(signedHeaders(headers)).append('\n');
+        return text.append(payloadSha256).toString();
     }
 
     public static String stringToSign(String amzDate, String scope, String canonicalRequestSha256) {
@@ -84,7 +88,8 @@ public final class SigV4 {
     }
 
     /** The secret, chained through HMACs of the date, region, service and terminator. */
-    public static byte[] signingKey(String secretAccessKey, String date, String region, String service) {
+    public static byte[] signingKey(
+            String secretAccessKey, String date, String region, String service) {
         byte[] key = hmacSha256(("AWS4" + secretAccessKey).getBytes(StandardCharsets.UTF_8), date);
         key = hmacSha256(key, region);
         key = hmacSha256(key, service);
