@@ -4,9 +4,10 @@ The Java sources (``pipeline/jvm/src/main``) are compiled with ``javac --release
 against the jars of the installed PySpark and ``kafka-clients``, which Maven copies from
 Maven Central (``pipeline/jvm/pom.xml``). Both jars land in ``jars/`` beside this module
 (not versioned), with a stamp of what they were built from: a build happens once, and
-again only when the Java sources or the pom change. ``python -m tierlog.pipeline.jars``
-builds them (``make`` does), and ``classpath()`` builds them when they are missing or
-stale, so a session made with ``tierlog.pipeline.configure`` always has them.
+again only when the Java sources, the pom or the PySpark version change.
+``python -m tierlog.pipeline.jars`` builds them (``make`` does), and ``classpath()``
+builds them when they are missing or stale, so a session made with
+``tierlog.pipeline.configure`` always has them.
 """
 
 from __future__ import annotations
@@ -48,7 +49,10 @@ def _inputs() -> Iterator[Path]:
 
 
 def _inputs_hash() -> str:
-    digest = hashlib.sha256()
+    """The sources, the pom and the PySpark compiled against (a new Spark rebuilds)."""
+    import pyspark
+
+    digest = hashlib.sha256(f"pyspark {pyspark.__version__}\n".encode())
     for path in _inputs():
         digest.update(path.relative_to(JVM_PROJECT).as_posix().encode() + b"\0")
         digest.update(path.read_bytes())
