@@ -6,14 +6,20 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test lint types unit tools bench stubs crds cluster cluster-tools cluster-down e2e
 
-$(STAMP): pyproject.toml storage/columnar/pyproject.toml storage/columnar/src/columnar.c
+$(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
+# The JVM side of the Spark source (tierlog.pipeline.jars): rebuilt when its sources change.
+SPARK_JAR := pipeline/tierlog/pipeline/jars/tierlog-spark.jar
+$(SPARK_JAR): $(STAMP) pipeline/jvm/pom.xml $(shell find pipeline/jvm/src -type f)
+	$(BIN)/python -m tierlog.pipeline.jars
+	touch $@
+
 ## demo: the main job: a sidecar on a fresh temp dir, driven through the client, a topic offloaded to its tier and read back
-demo: $(STAMP)
+demo: $(STAMP) $(SPARK_JAR)
 	$(BIN)/tierlog demo
 
 ## test: every check: lint, types, unit, integration and interop tests, then the e2e tests on a one-node cluster
@@ -45,10 +51,10 @@ lint: $(STAMP)
 types: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) $(SPARK_JAR)
 	$(BIN)/pytest
 
-bench: $(STAMP)
+bench: $(STAMP) $(SPARK_JAR)
 	$(BIN)/python tests/benchmarks/storage_bench.py
 
 ## stubs: regenerate the committed gRPC stubs (sidecar/tierlog/api/v1) from proto/

@@ -3,10 +3,11 @@
 Run from the repository's root with ``.venv/bin/python -m tests.benchmarks.pipeline_bench``
 (after ``make tools``, which installs MinIO). In one run:
 
-1. records/s on one core decoding 100-byte records (10-byte key, 90-byte value) from
-   local segments into Arrow batches, uncompressed, lz4 and zstd: plan + ``decode_split``
-   exactly as a Spark task runs them, without Spark; beside it, the codec's own
-   decompression of the same batches (``records_section`` alone), the floor of a decode;
+1. records/s on one thread decoding 100-byte records (10-byte key, 90-byte value) from
+   local segments into Spark column batches, uncompressed, lz4 and zstd: plan, then the
+   JVM reader (``tierlog.spark.read.SplitRows.count``) over every split exactly as a Spark
+   task reads it, without Spark's scheduling; beside it, Python's decompression of the
+   same batches (``records_section`` alone), a floor for a decode;
 2. a full scan of a ``--scan-mib`` topic (1 GiB by default) through
    ``spark.read.format("tierlog")`` on ``local[2]``: from local disk, and from an
    ``s3://`` tier in a MinIO on loopback holding the same segments (uploaded by the
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import platform
 import shutil
@@ -44,11 +46,12 @@ from tests.interop.kafka import KafkaBroker, KafkaTools, kafka_tools
 from tests.pipeline.tiering import tier_closed_segments
 from tests.support.minio import MinioServer
 from tests.tools.bootstrap import SPARK_KAFKA
-from tierlog.pipeline import register
-from tierlog.pipeline.arrow_batches import decode_split
+from tierlog.pipeline import configure, register
 from tierlog.pipeline.options import parse_options, parse_s3_options
+from tierlog.pipeline.s3_connection import s3_connection
 from tierlog.pipeline.segments import opened
 from tierlog.pipeline.source import plan_batch
+from tierlog.pipeline.split_json import plan_json
 from tierlog.pipeline.tiered import open_store
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.config import LogConfig
@@ -100,18 +103,18 @@ def write_topic(log_dir: Path, topic: str, codec: CompressionType, total_bytes: 
     return records
 
 
-def decode_rate(log_dir: Path, topic: str, records: int) -> tuple[float, float]:
-    """Records per wall-clock second and per CPU second of this one thread: plan the
-    topic, decode every split to Arrow. On a shared machine the CPU figure is the one
-    that says what a core does; the wall figure says what this run got."""
-    started, started_cpu = time.perf_counter(), time.process_time()
-    decoded = 0
-    for split in plan_batch(parse_options({"path": str(log_dir), "subscribe": topic})):
-        with opened(split.segment) as reader:
-            decoded += sum(batch.num_rows for batch in decode_split(split, reader))
-    wall, cpu = time.perf_counter() - started, time.process_time() - started_cpu
+def decode_rate(spark: SparkSession, log_dir: Path, topic: str, records: int) -> float:
+    """Records per wall-clock second of one JVM thread decoding every split of the topic
+    (planned first, outside the timing) into column batches."""
+    options = parse_options({"path": str(log_dir), "subscribe": topic})
+    plan = json.dumps(plan_json(plan_batch(options), options.max_records_per_batch, s3_connection))
+    jvm = spark._jvm
+    assert jvm is not None
+    started = time.perf_counter()
+    decoded = jvm.tierlog.spark.read.SplitRows.count(plan)
+    wall = time.perf_counter() - started
     assert decoded == records, (decoded, records)
-    return records / wall, records / cpu
+    return records / wall
 
 
 def decompress_rate(log_dir: Path, topic: str, records: int) -> float:
@@ -140,7 +143,7 @@ def spark_session(*, kafka_source: bool = False) -> SparkSession:
             sys.exit(f"{SPARK_KAFKA.name} is not installed: run `make tools` first")
         jars = sorted(str(jar) for jar in (SPARK_KAFKA.home / "libs").glob("*.jar"))
         builder = builder.config("spark.jars", ",".join(jars))
-    spark = builder.getOrCreate()
+    spark = configure(builder).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
@@ -180,31 +183,41 @@ def run(args: argparse.Namespace, scratch: Path) -> None:
         f"{os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"load average {os.getloadavg()[0]:.1f} at start, {time.strftime('%Y-%m-%d')}"
     )
+    spark = spark_session(kafka_source=args.kafka and args.scan_mib > 0)
+    try:
+        decode_table(args, scratch, spark)
+        if args.scan_mib:
+            scan_table(args, scratch, spark)
+    finally:
+        spark.stop()
+
+
+def decode_table(args: argparse.Namespace, scratch: Path, spark: SparkSession) -> None:
     print(
-        "\n| decode 100-byte records to Arrow, one thread | records per CPU second "
-        "| records per wall second | MB of records per CPU second "
-        "| codec alone, records per CPU second | decode / codec time |"
+        "\n| decode 100-byte records to column batches, one JVM thread | records per wall "
+        "second | MB of records per wall second "
+        "| Python's codec alone, records per CPU second | decode / codec time |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|")
     for codec in (CompressionType.NONE, CompressionType.LZ4, CompressionType.ZSTD):
         log_dir = scratch / f"decode-{codec.name.lower()}"
         records = write_topic(log_dir, "bench", codec, args.decode_mib * MiB)
-        rates = [decode_rate(log_dir, "bench", records) for _ in range(args.runs)]
-        wall = statistics.median(rate for rate, _ in rates)
-        cpu = statistics.median(rate for _, rate in rates)
+        wall = statistics.median(
+            decode_rate(spark, log_dir, "bench", records) for _ in range(args.runs)
+        )
         codec_only = "-", "-"
         if codec is not CompressionType.NONE:
             floor = statistics.median(
                 decompress_rate(log_dir, "bench", records) for _ in range(args.runs)
             )
-            codec_only = f"{floor:,.0f}", f"{floor / cpu:.2f}"
+            codec_only = f"{floor:,.0f}", f"{floor / wall:.2f}"
         print(
-            f"| {codec.name.lower()} ({records:,} records) | {cpu:,.0f} | {wall:,.0f} | "
-            f"{cpu * 100 / 1e6:.1f} | {codec_only[0]} | {codec_only[1]} |"
+            f"| {codec.name.lower()} ({records:,} records) | {wall:,.0f} | "
+            f"{wall * 100 / 1e6:.1f} | {codec_only[0]} | {codec_only[1]} |"
         )
-    if not args.scan_mib:
-        return
 
+
+def scan_table(args: argparse.Namespace, scratch: Path, spark: SparkSession) -> None:
     log_dir = scratch / "scan"
     records = write_topic(log_dir, "scan", CompressionType.NONE, args.scan_mib * MiB)
     minio = MinioServer(scratch / "minio").start()
@@ -217,7 +230,7 @@ def run(args: argparse.Namespace, scratch: Path) -> None:
                 broker = stack.enter_context(KafkaBroker(tools, scratch / "kafka"))
                 produce_to_kafka(tools, broker, KAFKA_TOPIC, records)
             seconds, counts = scan_all(
-                args, scratch, log_dir, records, tier_url, s3_options, broker
+                spark, args, scratch, log_dir, records, tier_url, s3_options, broker
             )
     finally:
         minio.stop()
@@ -269,6 +282,7 @@ def produce_to_kafka(tools: KafkaTools, broker: KafkaBroker, topic: str, records
 
 
 def scan_all(
+    spark: SparkSession,
     args: argparse.Namespace,
     scratch: Path,
     log_dir: Path,
@@ -278,46 +292,42 @@ def scan_all(
     broker: KafkaBroker | None,
 ) -> tuple[dict[str, list[float]], dict[str, int]]:
     """Seconds of each full scan (interleaved runs) and the records each one reads."""
-    spark = spark_session(kafka_source=broker is not None)
-    try:
-        reader = spark.read.format("tierlog").option("subscribe", "scan")
-        local = reader.option("minPartitions", "8").load(str(log_dir))
-        tiered = reader.option("minPartitions", "8").options(**s3_options).load(tier_url)
-        parquet = scratch / "scan.parquet"
-        local.write.parquet(str(parquet))
-        scans = {
-            "tierlog segments, local disk": local,
-            "tierlog segments, MinIO tier (closed segments)": tiered,
-            PARQUET: spark.read.parquet(str(parquet)),
-        }
-        counts = dict.fromkeys(scans, records)  # the tier lacks the active segment:
-        counts["tierlog segments, MinIO tier (closed segments)"] = tiered.count()
-        assert scans[PARQUET].count() == records
-        if broker is not None:
-            scans[KAFKA_SOURCE] = (
-                spark.read.format("kafka")
-                .option("kafka.bootstrap.servers", broker.bootstrap_server)
-                .option("subscribe", KAFKA_TOPIC)
-                .option("startingOffsets", "earliest")
-                .option("endingOffsets", "latest")
-                .option("minPartitions", "8")
-                .load()
-            )
-            scans[TIERLOG_ON_KAFKA] = (
-                spark.read.format("tierlog")
-                .option("subscribe", KAFKA_TOPIC)
-                .option("minPartitions", "8")
-                .load(str(broker.log_dir))
-            )
-            counts[KAFKA_SOURCE] = counts[TIERLOG_ON_KAFKA] = records
-            assert scans[KAFKA_SOURCE].count() == scans[TIERLOG_ON_KAFKA].count() == records
-        seconds: dict[str, list[float]] = {name: [] for name in scans}
-        for _ in range(args.scan_runs):  # interleaved: all see the same machine
-            for name, frame in scans.items():
-                seconds[name].append(scan_seconds(frame))
-        return seconds, counts
-    finally:
-        spark.stop()
+    reader = spark.read.format("tierlog").option("subscribe", "scan")
+    local = reader.option("minPartitions", "8").load(str(log_dir))
+    tiered = reader.option("minPartitions", "8").options(**s3_options).load(tier_url)
+    parquet = scratch / "scan.parquet"
+    local.write.parquet(str(parquet))
+    scans = {
+        "tierlog segments, local disk": local,
+        "tierlog segments, MinIO tier (closed segments)": tiered,
+        PARQUET: spark.read.parquet(str(parquet)),
+    }
+    counts = dict.fromkeys(scans, records)  # the tier lacks the active segment:
+    counts["tierlog segments, MinIO tier (closed segments)"] = tiered.count()
+    assert scans[PARQUET].count() == records
+    if broker is not None:
+        scans[KAFKA_SOURCE] = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", broker.bootstrap_server)
+            .option("subscribe", KAFKA_TOPIC)
+            .option("startingOffsets", "earliest")
+            .option("endingOffsets", "latest")
+            .option("minPartitions", "8")
+            .load()
+        )
+        scans[TIERLOG_ON_KAFKA] = (
+            spark.read.format("tierlog")
+            .option("subscribe", KAFKA_TOPIC)
+            .option("minPartitions", "8")
+            .load(str(broker.log_dir))
+        )
+        counts[KAFKA_SOURCE] = counts[TIERLOG_ON_KAFKA] = records
+        assert scans[KAFKA_SOURCE].count() == scans[TIERLOG_ON_KAFKA].count() == records
+    seconds: dict[str, list[float]] = {name: [] for name in scans}
+    for _ in range(args.scan_runs):  # interleaved: all see the same machine
+        for name, frame in scans.items():
+            seconds[name].append(scan_seconds(frame))
+    return seconds, counts
 
 
 def tier_to_minio(

@@ -212,8 +212,11 @@ def spark() -> Iterator[SparkSession]:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
+    from tierlog.pipeline import configure, register
+
     session = (
-        SparkSession.builder.master("local[2]")
+        configure(SparkSession.builder)
+        .master("local[2]")
         .appName("tierlog-pipeline-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", "1g")
@@ -226,8 +229,6 @@ def spark() -> Iterator[SparkSession]:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
-    from tierlog.pipeline import register
-
     register(session)
     yield session
     session.stop()

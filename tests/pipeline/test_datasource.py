@@ -4,7 +4,6 @@ what the storage engine reads, with the Kafka source's schema, options and filte
 from __future__ import annotations
 
 import datetime
-import gc
 import json
 import sys
 from pathlib import Path
@@ -35,7 +34,6 @@ from tests.pipeline.tiering import (
 from tests.storage.conftest import T0, read_all_records
 from tests.storage.transactions import TxnWriter
 from tierlog.pipeline.bounds import RowBounds
-from tierlog.pipeline.datasource import TierlogBatchReader
 from tierlog.pipeline.options import parse_options
 from tierlog.pipeline.source import plan_batch
 from tierlog.storage.checkpoints import TopicPartition
@@ -46,25 +44,6 @@ pytestmark = pytest.mark.slow
 
 TOPIC = "orders"
 TP0 = TopicPartition(TOPIC, 0)
-
-
-def test_a_task_leaves_the_workers_own_objects_out_of_the_collection_after_it(
-    tmp_path: Path,
-) -> None:
-    """Spark's daemon runs a full collection after every task of a reused worker: the
-    modules and classes alive before the task must not be in it (workers.py)."""
-    write_log(tmp_path, TP0, 30)
-    reader = TierlogBatchReader(parse_options({"path": str(tmp_path), "subscribe": TOPIC}))
-    (partition,) = reader.partitions()
-    long_lived = sys.modules  # alive since the worker started, and tracked by the collector
-    gc.unfreeze()
-    try:
-        assert any(thing is long_lived for thing in gc.get_objects())
-        batches = list(reader.read(partition))
-        assert not any(thing is long_lived for thing in gc.get_objects())
-    finally:
-        gc.unfreeze()
-    assert sum(batch.num_rows for batch in batches) == 30
 
 
 def rows_of(frame: DataFrame) -> list[Row]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tierlog.storage.errors import InvalidConfigError, OffsetOutOfRangeError
 
-__all__ = ["DataLossError", "InvalidOptionError"]
+__all__ = ["DataLossError", "InvalidOptionError", "JvmSourceError"]
 
 
 class InvalidOptionError(InvalidConfigError):
@@ -17,3 +17,7 @@ class InvalidOptionError(InvalidConfigError):
 
 class DataLossError(OffsetOutOfRangeError):
     """Offsets the query asked for are no longer stored (``failOnDataLoss=true``)."""
+
+
+class JvmSourceError(InvalidConfigError):
+    """The JVM side of ``format("tierlog")`` cannot be built or is not on Spark's classpath."""

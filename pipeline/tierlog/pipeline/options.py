@@ -82,7 +82,7 @@ class SourceOptions:
     min_partitions: int | None = None
     fail_on_data_loss: bool = True
     include_headers: bool = False
-    max_records_per_batch: int = 65536
+    max_records_per_batch: int = 16384  # rows per column batch: a few MiB, cache-friendly
     s3: S3Options = field(default_factory=S3Options)
 
 
@@ -116,7 +116,7 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
         fail_on_data_loss=_boolean(options, "failondataloss", "failOnDataLoss", default=True),
         include_headers=_boolean(options, "includeheaders", "includeHeaders", default=False),
         max_records_per_batch=_positive_int(options, "maxrecordsperbatch", "maxRecordsPerBatch")
-        or 65536,
+        or SourceOptions.max_records_per_batch,
         s3=parse_s3_options(options),
     )
 

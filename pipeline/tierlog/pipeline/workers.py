@@ -1,4 +1,4 @@
-"""Which Python Spark starts for the data source's workers.
+"""Which Python Spark starts for the session's Python workers (the audit job's tasks).
 
 Spark runs its Python workers with ``PYSPARK_PYTHON``, else the ``python3`` on its
 ``PATH``: from a virtualenv that is not activated that is the system's Python, which
@@ -7,35 +7,25 @@ has no tierlog, and every task dies with ``ModuleNotFoundError: No module named
 interpreter is the right one when the user named none; a Python they named must import
 tierlog, or registration fails saying what to set. On a cluster the executors' Python
 is theirs to set (docs/SPARK.md), and nothing here can see it.
-
-A worker, once started, is reused for task after task, and after each one Spark's
-daemon runs a full ``gc.collect()``. That collection visits every object the worker
-holds: with pyspark, pyarrow, pandas and the pipeline imported, ~70 k of them and
-50-250 ms a task on the benchmark's machine, a third of a full scan's worker time
-(docs/BENCHMARKS.md). Nearly all of them are modules, classes and functions that live
-as long as the process, so a task moves what is alive when it starts out of the
-collector's sight (``gc.freeze``), and the collection after it looks at what the task
-made.
 """
 
 from __future__ import annotations
 
-import gc
 import subprocess
 import sys
 from collections.abc import Mapping
 
 from tierlog.pipeline.errors import InvalidOptionError
 
-__all__ = ["freeze_long_lived_objects", "worker_python"]
+__all__ = ["worker_python"]
 
-_IMPORT_TIMEOUT_SECONDS = 120  # a cold interpreter importing pyarrow on a busy machine
+_IMPORT_TIMEOUT_SECONDS = 120  # a cold interpreter on a busy machine
 
 
 def _imports_tierlog(python: str) -> bool:
     try:
         done = subprocess.run(
-            [python, "-c", "import tierlog.pipeline.arrow_batches"],
+            [python, "-c", "import tierlog.pipeline.jobs.audit_job"],
             capture_output=True,
             timeout=_IMPORT_TIMEOUT_SECONDS,
             check=False,
@@ -64,13 +54,3 @@ def worker_python(master: str, python_exec: str, environ: Mapping[str, str]) -> 
             "SparkSession starts, or install tierlog[spark] into that Python"
         )
     return python_exec
-
-
-def freeze_long_lived_objects() -> None:
-    """Leave the objects alive now out of every later collection of this process.
-
-    Called as a task starts in a Spark worker: what is alive then survived the full
-    collection after the last task, so it is the process's own (modules, caches), and
-    the daemon's collection after this task need not visit it again.
-    """
-    gc.freeze()

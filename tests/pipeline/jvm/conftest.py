@@ -7,6 +7,11 @@ an interrupted read leaves that thread's interrupt flag set, as Java asks).
 
 A JVM's stderr comes back line by line in ``Jvm.stderr``: it is where the reader logs each
 retry, which is how a test knows an attempt failed before it heals the fault.
+
+Once a SparkSession exists in the test process (the reader's tests in this folder make
+one), PySpark has hooked py4j's answer parsing to turn Java exceptions into its own
+through *its* gateway; an exception of these JVMs must come back as py4j raised it, so
+each test that uses one runs with py4j's own parser (``py4j_parsing``).
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import py4j.java_gateway
+import py4j.protocol
 import pytest
 from py4j.java_gateway import JavaGateway
 
@@ -73,11 +80,21 @@ def jvm_classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return compile_package("tierlog.spark.io", tmp_path_factory.mktemp("jvm-classes"))
 
 
+@pytest.fixture
+def py4j_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(py4j.java_gateway, "get_return_value", py4j.protocol.get_return_value)
+
+
 @pytest.fixture(scope="session")
-def jvm(jvm_classes: Path) -> Iterator[Jvm]:
+def jvm_process(jvm_classes: Path) -> Iterator[Jvm]:
     yield from launched(jvm_classes)
 
 
 @pytest.fixture
-def fresh_jvm(jvm_classes: Path) -> Iterator[Jvm]:
+def jvm(jvm_process: Jvm, py4j_parsing: None) -> Jvm:
+    return jvm_process
+
+
+@pytest.fixture
+def fresh_jvm(jvm_classes: Path, py4j_parsing: None) -> Iterator[Jvm]:
     yield from launched(jvm_classes)

@@ -22,7 +22,6 @@ from pyspark.sql import Column, DataFrameReader, SparkSession
 from pyspark.sql import functions as sf
 
 from tierlog.cli.progress import Track, no_progress
-from tierlog.pipeline.datasource import FORMAT
 from tierlog.pipeline.jobs.commit_log import (
     Commit,
     data_file_name,
@@ -36,6 +35,8 @@ from tierlog.pipeline.source import discover
 from tierlog.storage.checkpoints import fsync_directory, fsync_file
 
 __all__ = ["ExportResult", "run_export"]
+
+FORMAT = "tierlog"  # the JVM source's short name (tierlog.spark.TierlogProvider)
 
 Report = Callable[[str], None]
 

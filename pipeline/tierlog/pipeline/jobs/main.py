@@ -11,7 +11,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from tierlog.cli.progress import choose_tracker
-from tierlog.pipeline.datasource import register
+from tierlog.pipeline import configure, register
 from tierlog.pipeline.jobs.audit_job import run_audit
 from tierlog.pipeline.jobs.export import run_export
 from tierlog.pipeline.options import parse_s3_options
@@ -59,7 +59,7 @@ def _session(master: str | None, job: str) -> SparkSession:
     )
     if master:
         builder = builder.master(master)
-    spark = builder.getOrCreate()
+    spark = configure(builder).getOrCreate()
     register(spark)
     return spark
 

@@ -549,9 +549,9 @@ def decode_record_rows(buf: ReadableBuffer, header: BatchHeader) -> list[RecordR
 
 
 def v2_records(buf: ReadableBuffer, header: BatchHeader) -> tuple[bytes, int, int, int | None]:
-    """What a walk over the records of the v2 batch ``header`` describes needs (both the
-    row decoder and the columnar one): its records section (``records_section``) and
-    the time that replaces every record's timestamp (LogAppendTime), else None."""
+    """What a walk over the records of the v2 batch ``header`` describes needs: its
+    records section (``records_section``) and the time that replaces every record's
+    timestamp (LogAppendTime), else None."""
     if header.record_count < 0:
         raise CorruptRecordError(f"invalid record count {header.record_count}")
     data, start, end = records_section(buf, header)

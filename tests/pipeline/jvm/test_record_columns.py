@@ -1,11 +1,14 @@
-"""Decoding splits to Arrow gives exactly what the storage engine reads: every codec,
-v0/v1/v2 batches, headers, control batches left out, compacted logs with gaps."""
+"""The JVM reader's column batches through ``spark.read``: exactly what the storage engine
+reads, every codec, v0/v1/v2 batches, headers as an array of structs (null without
+headers), Kafka's timestamp types, control batches left out, compacted logs with gaps."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from pyspark.sql import SparkSession
 
 from tests.pipeline.conftest import (
     SMALL_SEGMENTS,
@@ -14,7 +17,6 @@ from tests.pipeline.conftest import (
     write_legacy_then_v2,
     write_log,
 )
-from tests.pipeline.read_all import read_table
 from tests.storage.compaction import clean_fully, keyed_batch, open_compacted
 from tests.storage.conftest import T0, FakeClock, read_all_records
 from tierlog.storage.checkpoints import TopicPartition
@@ -26,24 +28,37 @@ from tierlog.storage.records import (
     SimpleRecord,
     build_batch,
     build_end_txn_marker_batch,
+    parse_header,
 )
+
+pytestmark = pytest.mark.slow
 
 TP = TopicPartition("orders", 0)
 
 
-def test_every_codec_reads_back_as_storage_reads_it(tmp_path: Path) -> None:
+def read_table(spark: SparkSession, options: dict[str, str]) -> pa.Table:
+    """The query's rows in offset order, as Arrow (what Spark hands Python)."""
+    frame = spark.read.format("tierlog").options(**options).load()
+    return frame.orderBy("partition", "offset").toArrow()
+
+
+def test_every_codec_reads_back_as_storage_reads_it(spark: SparkSession, tmp_path: Path) -> None:
     records = write_log(tmp_path, TP, 500)
 
-    table = read_table({"path": str(tmp_path), "subscribe": "orders"})
+    table = read_table(spark, {"path": str(tmp_path), "subscribe": "orders"})
 
     assert rows_of_table(table) == expected_rows(TP, records)
     assert table.num_rows == 500
 
 
-def test_headers_are_an_array_of_structs_and_null_without_headers(tmp_path: Path) -> None:
+def test_headers_are_an_array_of_structs_and_null_without_headers(
+    spark: SparkSession, tmp_path: Path
+) -> None:
     records = write_log(tmp_path, TP, 40)
 
-    table = read_table({"path": str(tmp_path), "subscribe": "orders", "includeHeaders": "true"})
+    table = read_table(
+        spark, {"path": str(tmp_path), "subscribe": "orders", "includeHeaders": "true"}
+    )
 
     expected = [
         [{"key": key, "value": value} for key, value in r.headers] if r.headers else None
@@ -53,10 +68,12 @@ def test_headers_are_an_array_of_structs_and_null_without_headers(tmp_path: Path
 
 
 @pytest.mark.parametrize("magic", [0, 1])
-def test_legacy_message_sets_then_v2_batches_read_as_one_run(tmp_path: Path, magic: int) -> None:
+def test_legacy_message_sets_then_v2_batches_read_as_one_run(
+    spark: SparkSession, tmp_path: Path, magic: int
+) -> None:
     records = write_legacy_then_v2(tmp_path, TP, magic)
 
-    table = read_table({"path": str(tmp_path), "subscribe": "orders"})
+    table = read_table(spark, {"path": str(tmp_path), "subscribe": "orders"})
 
     assert table.column("offset").to_pylist() == [r.offset for r in records]
     assert table.column("value").to_pylist() == [r.value for r in records]
@@ -69,7 +86,7 @@ def test_legacy_message_sets_then_v2_batches_read_as_one_run(tmp_path: Path, mag
     assert millis == [r.timestamp for r in records]
 
 
-def test_control_batches_are_not_returned(tmp_path: Path) -> None:
+def test_control_batches_are_not_returned(spark: SparkSession, tmp_path: Path) -> None:
     # Producers cannot write markers through Log.append (only a coordinator does), so
     # the segment is laid down as bytes and opened (recovered) by the storage engine.
     plain = [SimpleRecord(key=b"k", value=b"plain %d" % i, timestamp=T0) for i in range(3)]
@@ -95,13 +112,13 @@ def test_control_batches_are_not_returned(tmp_path: Path) -> None:
     )
     Log.open(directory, SMALL_SEGMENTS).close()
 
-    table = read_table({"path": str(tmp_path), "subscribe": "orders"})
+    table = read_table(spark, {"path": str(tmp_path), "subscribe": "orders"})
 
     assert table.column("offset").to_pylist() == [0, 1, 2, 3, 4, 6, 7, 8]  # 5: the marker
     assert b"txn 1" in table.column("value").to_pylist()
 
 
-def test_a_compacted_log_reads_with_its_offset_gaps(tmp_path: Path) -> None:
+def test_a_compacted_log_reads_with_its_offset_gaps(spark: SparkSession, tmp_path: Path) -> None:
     clock = FakeClock()
     log = open_compacted(tmp_path / TP.dir_name, clock, segment_bytes=300)
     for round_number in range(20):
@@ -112,8 +129,25 @@ def test_a_compacted_log_reads_with_its_offset_gaps(tmp_path: Path) -> None:
     kept = read_all_records(log)
     log.close()
 
-    table = read_table({"path": str(tmp_path), "subscribe": "orders"})
+    table = read_table(spark, {"path": str(tmp_path), "subscribe": "orders"})
 
     offsets = table.column("offset").to_pylist()
     assert offsets == [r.offset for r in kept]
     assert offsets != list(range(offsets[0], offsets[0] + len(offsets)))  # gaps are real
+
+
+def test_a_corrupt_batch_fails_the_query_naming_its_segment_and_position(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Found by the task that reads it: Spark's error carries the reader's message."""
+    write_log(tmp_path, TP, 30)
+    segment = sorted((tmp_path / TP.dir_name).glob("*.log"))[0]
+    data = bytearray(segment.read_bytes())
+    second = parse_header(data, 0).size
+    data[second + 16] = 9  # the second batch's magic byte
+    segment.write_bytes(data)
+
+    frame = spark.read.format("tierlog").option("subscribe", "orders").load(str(tmp_path))
+
+    with pytest.raises(Exception, match=f"CORRUPT_MESSAGE: {segment} at position {second}: "):
+        frame.count()
