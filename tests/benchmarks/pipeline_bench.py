@@ -5,9 +5,12 @@ Run from the repository's root with ``.venv/bin/python -m tests.benchmarks.pipel
 
 1. records/s on one thread decoding 100-byte records (10-byte key, 90-byte value) from
    local segments into Spark column batches, uncompressed, lz4 and zstd: plan, then the
-   JVM reader (``tierlog.spark.read.SplitRows.count``) over every split exactly as a Spark
-   task reads it, without Spark's scheduling; beside it, Python's decompression of the
-   same batches (``records_section`` alone), a floor for a decode;
+   JVM reader over every split exactly as a Spark task reads it (every column of
+   ``select *``), without Spark, in a JVM of its own (``tests/benchmarks/java/
+   DecodeBench.java``, compiled here); beside it, in the same JVM and thread, the codec
+   alone: the same batches' records sections decompressed by Kafka's codec classes into
+   a reused buffer, nothing parsed; and the reading alone (the batches found in the
+   segment files, as a task reads them). Thread CPU time, after warm-up runs;
 2. a full scan of a ``--scan-mib`` topic (1 GiB by default) through
    ``spark.read.format("tierlog")`` on ``local[2]``: from local disk, and from an
    ``s3://`` tier in a MinIO on loopback holding the same segments (uploaded by the
@@ -34,9 +37,11 @@ import os
 import platform
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -45,11 +50,11 @@ from tests.benchmarks.kafka_comparison_bench import PERF_TOOL_JVM_ARGS, run_clie
 from tests.interop.kafka import KafkaBroker, KafkaTools, kafka_tools
 from tests.pipeline.tiering import tier_closed_segments
 from tests.support.minio import MinioServer
-from tests.tools.bootstrap import SPARK_KAFKA
+from tests.tools.bootstrap import SPARK_KAFKA, java_bin
 from tierlog.pipeline import configure, register
+from tierlog.pipeline.jars import classpath
 from tierlog.pipeline.options import parse_options, parse_s3_options
 from tierlog.pipeline.s3_connection import s3_connection
-from tierlog.pipeline.segments import opened
 from tierlog.pipeline.source import plan_batch
 from tierlog.pipeline.split_json import plan_json
 from tierlog.pipeline.tiered import open_store
@@ -57,7 +62,6 @@ from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
 from tierlog.storage.records import CompressionType, SimpleRecord, build_batch
-from tierlog.storage.records.batch import records_section
 
 MiB = 1024 * 1024
 # 64 MiB segments: a 1 GiB topic has 16 of them to split, tier and scan in parallel.
@@ -103,29 +107,70 @@ def write_topic(log_dir: Path, topic: str, codec: CompressionType, total_bytes: 
     return records
 
 
-def decode_rate(spark: SparkSession, log_dir: Path, topic: str, records: int) -> float:
-    """Records per wall-clock second of one JVM thread decoding every split of the topic
-    (planned first, outside the timing) into column batches."""
+DECODE_BENCH = Path(__file__).resolve().parent / "java" / "DecodeBench.java"
+# Spark's own module options for Java 17 (its column vectors use sun.misc.Unsafe and nio).
+SPARK_JAVA_OPTIONS = (
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "--add-opens=java.base/jdk.internal.misc=ALL-UNNAMED",
+)
+
+
+def decode_classpath(classes: Path) -> str:
+    """The reader's jars, PySpark's and DecodeBench compiled into ``classes``."""
+    import pyspark
+
+    spark_jars = Path(pyspark.__file__).parent / "jars" / "*"
+    path = os.pathsep.join([str(spark_jars), *map(str, classpath())])
+    classes.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [str(java_bin("javac")), "-nowarn", "-d", str(classes), "-cp", path, str(DECODE_BENCH)],
+        check=True,
+    )
+    return f"{classes}{os.pathsep}{path}"
+
+
+@dataclass(frozen=True)
+class DecodeFigures:
+    """Medians of DecodeBench's runs over one topic: thread CPU and wall seconds."""
+
+    records: int
+    decode_cpu_s: float
+    decode_wall_s: float
+    codec_cpu_s: float  # 0 for an uncompressed topic: no codec to run
+    read_cpu_s: float  # the batches found in the segment files, nothing decompressed
+
+
+def decode_figures(
+    java_classpath: str, scratch: Path, log_dir: Path, topic: str, runs: int
+) -> DecodeFigures:
+    """Every split of the topic (planned here) decoded, and its codec alone, by DecodeBench."""
     options = parse_options({"path": str(log_dir), "subscribe": topic})
-    plan = json.dumps(plan_json(plan_batch(options), options.max_records_per_batch, s3_connection))
-    jvm = spark._jvm
-    assert jvm is not None
-    started = time.perf_counter()
-    decoded = jvm.tierlog.spark.read.SplitRows.count(plan)
-    wall = time.perf_counter() - started
-    assert decoded == records, (decoded, records)
-    return records / wall
-
-
-def decompress_rate(log_dir: Path, topic: str, records: int) -> float:
-    """Records per CPU second of the codec alone: every batch of the same splits read and
-    its records section decompressed, nothing decoded."""
-    started_cpu = time.process_time()
-    for split in plan_batch(parse_options({"path": str(log_dir), "subscribe": topic})):
-        with opened(split.segment) as reader:
-            for batch in reader.batches(split.start_position, split.end_position):
-                records_section(batch.buffer, batch.header)
-    return records / (time.process_time() - started_cpu)
+    plan = scratch / f"{topic}-plan.json"
+    plan.write_text(
+        json.dumps(plan_json(plan_batch(options), options.max_records_per_batch, s3_connection))
+    )
+    done = subprocess.run(
+        [
+            str(java_bin("java")),
+            *("-Xms1g", "-Xmx1g", *SPARK_JAVA_OPTIONS),
+            *("-cp", java_classpath, "tierlog.spark.read.DecodeBench", str(plan), str(runs)),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    decode = answer["decode"]
+    codec = answer["codec"] if answer["compressed_batches"] else [[0, 0]]
+    return DecodeFigures(
+        records=answer["records"],
+        decode_cpu_s=statistics.median(run[0] for run in decode),
+        decode_wall_s=statistics.median(run[1] for run in decode),
+        codec_cpu_s=statistics.median(run[0] for run in codec),
+        read_cpu_s=statistics.median(run[0] for run in answer["read"]),
+    )
 
 
 def spark_session(*, kafka_source: bool = False) -> SparkSession:
@@ -183,37 +228,39 @@ def run(args: argparse.Namespace, scratch: Path) -> None:
         f"{os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"load average {os.getloadavg()[0]:.1f} at start, {time.strftime('%Y-%m-%d')}"
     )
-    spark = spark_session(kafka_source=args.kafka and args.scan_mib > 0)
+    decode_table(args, scratch)
+    if not args.scan_mib:
+        return
+    spark = spark_session(kafka_source=args.kafka)
     try:
-        decode_table(args, scratch, spark)
-        if args.scan_mib:
-            scan_table(args, scratch, spark)
+        scan_table(args, scratch, spark)
     finally:
         spark.stop()
 
 
-def decode_table(args: argparse.Namespace, scratch: Path, spark: SparkSession) -> None:
+def decode_table(args: argparse.Namespace, scratch: Path) -> None:
+    java_classpath = decode_classpath(scratch / "decode-classes")
     print(
-        "\n| decode 100-byte records to column batches, one JVM thread | records per wall "
-        "second | MB of records per wall second "
-        "| Python's codec alone, records per CPU second | decode / codec time |"
+        "\n| decode 100-byte records to column batches (select *), one JVM thread "
+        "| records per CPU second | records per wall second | MB of records per CPU second "
+        "| reading the batches alone, records per CPU second "
+        "| codec alone, records per CPU second | decode / codec CPU time |"
     )
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for codec in (CompressionType.NONE, CompressionType.LZ4, CompressionType.ZSTD):
         log_dir = scratch / f"decode-{codec.name.lower()}"
         records = write_topic(log_dir, "bench", codec, args.decode_mib * MiB)
-        wall = statistics.median(
-            decode_rate(spark, log_dir, "bench", records) for _ in range(args.runs)
-        )
+        figures = decode_figures(java_classpath, scratch, log_dir, "bench", args.runs)
+        assert figures.records == records, (figures.records, records)
+        cpu_rate = records / figures.decode_cpu_s
         codec_only = "-", "-"
-        if codec is not CompressionType.NONE:
-            floor = statistics.median(
-                decompress_rate(log_dir, "bench", records) for _ in range(args.runs)
-            )
-            codec_only = f"{floor:,.0f}", f"{floor / wall:.2f}"
+        if figures.codec_cpu_s:
+            codec_rate = records / figures.codec_cpu_s
+            codec_only = f"{codec_rate:,.0f}", f"{figures.decode_cpu_s / figures.codec_cpu_s:.2f}"
         print(
-            f"| {codec.name.lower()} ({records:,} records) | {wall:,.0f} | "
-            f"{wall * 100 / 1e6:.1f} | {codec_only[0]} | {codec_only[1]} |"
+            f"| {codec.name.lower()} ({records:,} records) | {cpu_rate:,.0f} | "
+            f"{records / figures.decode_wall_s:,.0f} | {cpu_rate * 100 / 1e6:.1f} | "
+            f"{records / figures.read_cpu_s:,.0f} | {codec_only[0]} | {codec_only[1]} |"
         )
 
 

@@ -270,3 +270,23 @@ def test_a_corrupt_batch_is_named_by_its_segment_and_position(
         decode_in_jvm(spark, path, 0, 2, [], 10)
 
     assert f"CORRUPT_MESSAGE: {path} at position {len(first)}: unknown magic 7" in str(raised.value)
+
+
+RECORD_COUNT_AT = 57  # a v2 header's record count (not under a CRC the reader checks)
+
+
+@pytest.mark.parametrize("declared", [1, 3])
+@pytest.mark.parametrize("codec", list(CompressionType))
+def test_a_batch_declaring_other_than_its_records_fails_on_both_sides(
+    spark: SparkSession, tmp_path: Path, codec: CompressionType, declared: int
+) -> None:
+    """The walk over a records section counts them as the storage engine does: records
+    left after the declared count, or fewer than it, are damage, whatever the codec."""
+    batch = bytearray(build_batch([SimpleRecord(b"k", b"v", T0)] * 2, compression=codec))
+    batch[RECORD_COUNT_AT : RECORD_COUNT_AT + 4] = declared.to_bytes(4, "big")
+
+    path = tmp_path / f"{0:020d}.log"
+    path.write_bytes(batch)
+
+    assert python_rows(path, 0, 2, []) == "corrupt"
+    assert jvm_rows(spark, path, 0, 2, [], 10) == "corrupt"

@@ -5,7 +5,6 @@ import java.io.UncheckedIOException;
 import java.nio.BufferUnderflowException;
 import java.nio.ByteBuffer;
 import org.apache.kafka.common.KafkaException;
-import org.apache.kafka.common.record.DefaultRecordBatch;
 import org.apache.kafka.common.record.MemoryRecords;
 import org.apache.kafka.common.record.Record;
 import org.apache.kafka.common.record.RecordBatch;
@@ -17,8 +16,9 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 import tierlog.spark.io.SegmentBytes;
 
 /**
- * One split's selected records as column batches, decoded by Kafka's own record classes
- * (every magic and codec), by the rules the planner's splits are made for (the same as
+ * One split's selected records as column batches: v2 batches walked in place by
+ * {@link V2Records} (decompressed once by Kafka's codec classes), v0/v1 entries decoded by
+ * Kafka's own record classes; by the rules the planner's splits are made for (the same as
  * tests/pipeline/read_all.py's, over the storage engine's row decoder): read_committed, so
  * control batches and the batches of the split's aborted transactions are skipped; only
  * offsets in {@code [startOffset, endOffset)} are kept; reading stops at the first batch past
@@ -31,10 +31,13 @@ final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
     private final InputSplit split;
     private final RecordColumns columns;
     private final BufferSupplier buffers = BufferSupplier.create();
+    private final V2Records v2Records = new V2Records();
     private SegmentBytes bytes;
     private BatchWalker walker;
-    private CloseableIterator<Record> records;
+    /** The current v0/v1 entry's records (null while a v2 batch is read, or none). */
+    private CloseableIterator<Record> legacyRecords;
     private BatchHeader current;
+    private boolean batchOpen;
     private boolean done;
 
     ColumnarSplitReader(InputSplit split, StructType required) {
@@ -46,7 +49,7 @@ final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
     public boolean next() throws IOException {
         columns.reset();
         while (columns.rows() < split.batchRows() && !done) {
-            if (records == null && !nextBatch()) {
+            if (!batchOpen && !nextBatch()) {
                 done = true;
                 break;
             }
@@ -84,40 +87,61 @@ final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
             }
             current = header;
             ByteBuffer batchBytes = found.bytes();
-            records = guarded(() -> open(MemoryRecords.readableRecords(batchBytes).batches().iterator().next()));
+            guarded(() -> {
+                if (header.magic() == 2) {
+                    v2Records.open(batchBytes, header.recordCount());
+                } else {
+                    legacyRecords = openLegacy(MemoryRecords.readableRecords(batchBytes).batches().iterator().next());
+                }
+                return null;
+            });
+            batchOpen = true;
             return true;
         }
         return false;
     }
 
-    private CloseableIterator<Record> open(RecordBatch batch) {
-        if (batch.magic() < 2) {
-            batch.ensureValid(); // a v0/v1 entry (a wrapper too) by its CRC
-        }
-        if (!columns.needsPayload() && batch instanceof DefaultRecordBatch v2) {
-            return v2.skipKeyValueIterator(buffers);
-        }
-        return batch.streamingIterator(buffers);
+    private CloseableIterator<Record> openLegacy(RecordBatch entry) {
+        entry.ensureValid(); // a v0/v1 entry (a wrapper too) by its CRC
+        return entry.streamingIterator(buffers);
     }
 
     /** Append the current batch's selected records until the column batch is full. */
     private void drain() {
         guarded(() -> {
-            while (columns.rows() < split.batchRows() && records.hasNext()) {
-                Record record = records.next();
-                if (current.magic() < 2) {
-                    record.ensureValid(); // and a wrapper's inner messages by theirs
-                }
-                if (record.offset() >= split.startOffset() && record.offset() < split.endOffset()) {
-                    columns.append(record, current.timestampTypeId());
-                }
-            }
-            if (!records.hasNext()) {
-                records.close();
-                records = null;
+            if (legacyRecords == null) {
+                drainV2();
+            } else {
+                drainLegacy();
             }
             return null;
         });
+    }
+
+    private void drainV2() {
+        while (columns.rows() < split.batchRows() && v2Records.hasNext()) {
+            v2Records.next();
+            long offset = v2Records.offset();
+            if (offset >= split.startOffset() && offset < split.endOffset()) {
+                columns.append(v2Records, current.timestampTypeId());
+            }
+        }
+        batchOpen = v2Records.hasNext();
+    }
+
+    private void drainLegacy() {
+        while (columns.rows() < split.batchRows() && legacyRecords.hasNext()) {
+            Record record = legacyRecords.next();
+            record.ensureValid(); // and a wrapper's inner messages by theirs
+            if (record.offset() >= split.startOffset() && record.offset() < split.endOffset()) {
+                columns.append(record, current.timestampTypeId());
+            }
+        }
+        if (!legacyRecords.hasNext()) {
+            legacyRecords.close();
+            legacyRecords = null;
+            batchOpen = false;
+        }
     }
 
     /** Kafka's decoding errors as the segment's corruption, where it was met. */
@@ -134,8 +158,8 @@ final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
 
     @Override
     public void close() throws IOException {
-        if (records != null) {
-            records.close();
+        if (legacyRecords != null) {
+            legacyRecords.close();
         }
         columns.close();
         if (bytes != null) {

@@ -2,7 +2,6 @@ package tierlog.spark.read;
 
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
-import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.record.Record;
 import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
 import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
@@ -23,29 +22,33 @@ import tierlog.spark.KafkaSchema;
 final class RecordColumns implements AutoCloseable {
     private enum Kind { KEY, VALUE, TOPIC, PARTITION, OFFSET, TIMESTAMP, TIMESTAMP_TYPE, HEADERS }
 
-    private final Kind[] kinds;
     private final ColumnVector[] vectors;
     private final ColumnarBatch batch;
-    private final boolean needsPayload;
+    // The vectors rows are appended to, each null when the query does not read it: one
+    // field per column, not a loop over kinds, as append runs once per record.
+    private final WritableColumnVector key;
+    private final WritableColumnVector value;
+    private final WritableColumnVector offset;
+    private final WritableColumnVector timestamp;
+    private final WritableColumnVector timestampType;
+    private final WritableColumnVector headers;
     private int rows;
 
     RecordColumns(StructType required, String topic, int partition, int capacity) {
         StructField[] fields = required.fields();
-        kinds = new Kind[fields.length];
         vectors = new ColumnVector[fields.length];
-        boolean payload = false;
+        Kind[] kinds = new Kind[fields.length];
         for (int i = 0; i < fields.length; i++) {
             kinds[i] = kindOf(fields[i].name());
-            payload |= kinds[i] == Kind.KEY || kinds[i] == Kind.VALUE || kinds[i] == Kind.HEADERS;
             vectors[i] = vectorFor(kinds[i], fields[i], topic, partition, capacity);
         }
-        needsPayload = payload;
         batch = new ColumnarBatch(vectors);
-    }
-
-    /** Whether keys, values or headers are read (else records may be decoded without them). */
-    boolean needsPayload() {
-        return needsPayload;
+        key = writable(kinds, Kind.KEY);
+        value = writable(kinds, Kind.VALUE);
+        offset = writable(kinds, Kind.OFFSET);
+        timestamp = writable(kinds, Kind.TIMESTAMP);
+        timestampType = writable(kinds, Kind.TIMESTAMP_TYPE);
+        headers = writable(kinds, Kind.HEADERS);
     }
 
     int rows() {
@@ -80,18 +83,59 @@ final class RecordColumns implements AutoCloseable {
         return new OnHeapColumnVector(capacity, field.dataType());
     }
 
-    /** Append one record, whose batch has Kafka's timestamp type id {@code timestampTypeId}. */
-    void append(Record record, int timestampTypeId) {
+    /** The vector of the column of {@code kind}, or null when the query does not read it. */
+    private WritableColumnVector writable(Kind[] kinds, Kind kind) {
         for (int i = 0; i < kinds.length; i++) {
-            switch (kinds[i]) {
-                case KEY -> appendBytes(writable(i), record.hasKey() ? record.key() : null);
-                case VALUE -> appendBytes(writable(i), record.hasValue() ? record.value() : null);
-                case OFFSET -> writable(i).appendLong(record.offset());
-                case TIMESTAMP -> writable(i).appendLong(micros(record.timestamp()));
-                case TIMESTAMP_TYPE -> writable(i).appendInt(timestampTypeId);
-                case HEADERS -> appendHeaders(writable(i), record.headers());
-                case TOPIC, PARTITION -> { }
+            if (kinds[i] == kind) {
+                return (WritableColumnVector) vectors[i];
             }
+        }
+        return null;
+    }
+
+    /** Append the record {@code records} has just read, of a batch with {@code timestampTypeId}. */
+    void append(V2Records records, int timestampTypeId) {
+        byte[] data = records.data();
+        if (key != null) {
+            appendBytes(key, data, records.keyStart(), records.keyLength());
+        }
+        if (value != null) {
+            appendBytes(value, data, records.valueStart(), records.valueLength());
+        }
+        if (offset != null) {
+            offset.appendLong(records.offset());
+        }
+        if (timestamp != null) {
+            timestamp.appendLong(micros(records.timestamp()));
+        }
+        if (timestampType != null) {
+            timestampType.appendInt(timestampTypeId);
+        }
+        if (headers != null) {
+            appendHeaders(headers, records);
+        }
+        rows++;
+    }
+
+    /** Append one v0/v1 record (Kafka's), of an entry with {@code timestampTypeId}. */
+    void append(Record record, int timestampTypeId) {
+        if (key != null) {
+            appendBytes(key, record.hasKey() ? record.key() : null);
+        }
+        if (value != null) {
+            appendBytes(value, record.hasValue() ? record.value() : null);
+        }
+        if (offset != null) {
+            offset.appendLong(record.offset());
+        }
+        if (timestamp != null) {
+            timestamp.appendLong(micros(record.timestamp()));
+        }
+        if (timestampType != null) {
+            timestampType.appendInt(timestampTypeId);
+        }
+        if (headers != null) {
+            headers.appendNull(); // v0/v1 messages have none
         }
         rows++;
     }
@@ -102,10 +146,6 @@ final class RecordColumns implements AutoCloseable {
             throw new ArithmeticException("timestamp " + timestampMs + " ms is beyond Spark's timestamps");
         }
         return timestampMs * 1000;
-    }
-
-    private WritableColumnVector writable(int column) {
-        return (WritableColumnVector) vectors[column];
     }
 
     private static void appendBytes(WritableColumnVector vector, ByteBuffer bytes) {
@@ -120,6 +160,15 @@ final class RecordColumns implements AutoCloseable {
         }
     }
 
+    /** {@code length} bytes of {@code data} from {@code start}; null when negative. */
+    private static void appendBytes(WritableColumnVector vector, byte[] data, int start, int length) {
+        if (length < 0) {
+            vector.appendNull();
+        } else {
+            vector.appendByteArray(data, start, length);
+        }
+    }
+
     private static void appendBytes(WritableColumnVector vector, byte[] bytes) {
         if (bytes == null) {
             vector.appendNull();
@@ -128,18 +177,25 @@ final class RecordColumns implements AutoCloseable {
         }
     }
 
-    /** Kafka's source gives null, not an empty list, for a record without headers. */
-    private static void appendHeaders(WritableColumnVector vector, Header[] headers) {
-        if (headers.length == 0) {
+    /**
+     * The current record's headers from where {@code records} found them; null, not an
+     * empty list, for a record without headers, as Kafka's source gives.
+     */
+    private static void appendHeaders(WritableColumnVector vector, V2Records records) {
+        int count = records.headerCount();
+        if (count == 0) {
             vector.appendNull();
             return;
         }
-        vector.appendArray(headers.length);
+        vector.appendArray(count);
         WritableColumnVector entries = vector.arrayData();
-        for (Header header : headers) {
+        byte[] data = records.data();
+        for (int i = 0; i < count; i++) {
             entries.appendStruct(false);
-            appendBytes(entries.getChild(0), header.key().getBytes(StandardCharsets.UTF_8));
-            appendBytes(entries.getChild(1), header.value());
+            // Kafka's consumer reads a key as UTF-8 leniently: invalid bytes become U+FFFD.
+            String key = new String(data, records.headerKeyStart(i), records.headerKeyLength(i), StandardCharsets.UTF_8);
+            appendBytes(entries.getChild(0), key.getBytes(StandardCharsets.UTF_8));
+            appendBytes(entries.getChild(1), data, records.headerValueStart(i), records.headerValueLength(i));
         }
     }
 

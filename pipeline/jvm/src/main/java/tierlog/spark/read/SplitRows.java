@@ -11,10 +11,10 @@ import tierlog.spark.KafkaSchema;
 import tierlog.spark.Planners;
 
 /**
- * The decoder as tests and benchmarks drive it over py4j (tests/pipeline/jvm,
- * tests/benchmarks/pipeline_bench.py): one split read exactly as a Spark task reads it, its
- * rows handed back as JSON, so the storage engine's Python decoder can be held equal to it on
- * generated logs, or only counted, so one thread's decoding can be timed without Spark.
+ * The decoder as tests drive it over py4j (tests/pipeline/jvm): one split read exactly as a
+ * Spark task reads it, its rows handed back as JSON, so the storage engine's Python decoder
+ * can be held equal to it on generated logs. (tests/benchmarks/java/DecodeBench.java times
+ * the same reader on one thread.)
  */
 public final class SplitRows {
     private SplitRows() {}
@@ -36,19 +36,6 @@ public final class SplitRows {
             }
         }
         return Planners.toJson(rows);
-    }
-
-    /** How many rows {@code planJson}'s splits hold, every column but headers decoded. */
-    public static long count(String planJson) throws IOException {
-        long rows = 0;
-        for (InputSplit split : SplitPlan.parse(Planners.JSON.readTree(planJson))) {
-            try (ColumnarSplitReader reader = new ColumnarSplitReader(split, KafkaSchema.of(false))) {
-                while (reader.next()) {
-                    rows += reader.get().numRows();
-                }
-            }
-        }
-        return rows;
     }
 
     private static ArrayNode row(ColumnarBatch batch, int row) {
