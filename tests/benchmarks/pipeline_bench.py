@@ -1,10 +1,11 @@
-"""Pipeline benchmarks (issue 7): decoding segments into Arrow, and Spark scans.
+"""Pipeline benchmarks (issues 7 and 21): decoding segments into column batches, and Spark scans.
 
 Run from the repository's root with ``.venv/bin/python -m tests.benchmarks.pipeline_bench``
 (after ``make tools``, which installs MinIO). In one run:
 
 1. records/s on one thread decoding 100-byte records (10-byte key, 90-byte value) from
-   local segments into Spark column batches, uncompressed, lz4 and zstd: plan, then the
+   local segments into Spark column batches, uncompressed, lz4 and zstd (random values,
+   which no codec shrinks, and lz4 and zstd again with JSON-like text values): plan, then the
    JVM reader over every split exactly as a Spark task reads it (every column of
    ``select *``), without Spark, in a JVM of its own (``tests/benchmarks/java/
    DecodeBench.java``, compiled here); beside it, in the same JVM and thread, the codec
@@ -35,6 +36,7 @@ import contextlib
 import json
 import os
 import platform
+import random
 import shutil
 import statistics
 import subprocess
@@ -77,13 +79,33 @@ SCAN_AGGREGATE = (
 )
 
 
-def templates(codec: CompressionType) -> list[bytes]:
-    """Distinct batches of 100-byte records (random values, so lz4 has work to do)."""
+VALUE_BYTES = 90
+# What the 90-byte values hold. Random bytes do not compress: lz4 stores them as
+# literals and zstd as raw blocks, so "decompressing" them is a copy. Text is what a
+# compressed topic usually carries (events as JSON); its codecs do real work.
+RANDOM_VALUES = "random"
+TEXT_VALUES = "text"
+
+
+def value(kind: str, rng: random.Random) -> bytes:
+    if kind == RANDOM_VALUES:
+        return rng.randbytes(VALUE_BYTES)
+    event = (
+        f'{{"user":{rng.randrange(10**7)},"page":"/catalog/item/{rng.randrange(10**5)}",'
+        f'"ms":{rng.randrange(10**4)},"ok":{rng.choice(["true", "false"])},'
+        f'"ref":"campaign-{rng.randrange(1000)}"}}'
+    )
+    return event.encode().ljust(VALUE_BYTES)[:VALUE_BYTES]
+
+
+def templates(codec: CompressionType, values: str = RANDOM_VALUES) -> list[bytes]:
+    """Distinct batches of 100-byte records: a 10-byte key and a 90-byte value."""
     now = int(time.time() * 1000)
+    rng = random.Random(now)
     return [
         build_batch(
             [
-                SimpleRecord(b"key-%06d" % i, os.urandom(90), now + i)
+                SimpleRecord(b"key-%06d" % i, value(values, rng), now + i)
                 for i in range(RECORDS_PER_BATCH)
             ],
             compression=codec,
@@ -92,10 +114,16 @@ def templates(codec: CompressionType) -> list[bytes]:
     ]
 
 
-def write_topic(log_dir: Path, topic: str, codec: CompressionType, total_bytes: int) -> int:
+def write_topic(
+    log_dir: Path,
+    topic: str,
+    codec: CompressionType,
+    total_bytes: int,
+    values: str = RANDOM_VALUES,
+) -> int:
     """One partition of about ``total_bytes`` of log; returns its record count."""
     log = Log.open(log_dir / f"{topic}-0", BENCH_LOG_CONFIG)
-    batches = templates(codec)
+    batches = templates(codec, values)
     written = 0
     records = 0
     while written < total_bytes:
@@ -238,6 +266,15 @@ def run(args: argparse.Namespace, scratch: Path) -> None:
         spark.stop()
 
 
+DECODE_CASES = [
+    (CompressionType.NONE, RANDOM_VALUES),
+    (CompressionType.LZ4, RANDOM_VALUES),
+    (CompressionType.ZSTD, RANDOM_VALUES),
+    (CompressionType.LZ4, TEXT_VALUES),
+    (CompressionType.ZSTD, TEXT_VALUES),
+]
+
+
 def decode_table(args: argparse.Namespace, scratch: Path) -> None:
     java_classpath = decode_classpath(scratch / "decode-classes")
     print(
@@ -247,9 +284,9 @@ def decode_table(args: argparse.Namespace, scratch: Path) -> None:
         "| codec alone, records per CPU second | decode / codec CPU time |"
     )
     print("|---|---|---|---|---|---|---|")
-    for codec in (CompressionType.NONE, CompressionType.LZ4, CompressionType.ZSTD):
-        log_dir = scratch / f"decode-{codec.name.lower()}"
-        records = write_topic(log_dir, "bench", codec, args.decode_mib * MiB)
+    for codec, values in DECODE_CASES:
+        log_dir = scratch / f"decode-{codec.name.lower()}-{values}"
+        records = write_topic(log_dir, "bench", codec, args.decode_mib * MiB, values)
         figures = decode_figures(java_classpath, scratch, log_dir, "bench", args.runs)
         assert figures.records == records, (figures.records, records)
         cpu_rate = records / figures.decode_cpu_s
@@ -258,7 +295,7 @@ def decode_table(args: argparse.Namespace, scratch: Path) -> None:
             codec_rate = records / figures.codec_cpu_s
             codec_only = f"{codec_rate:,.0f}", f"{figures.decode_cpu_s / figures.codec_cpu_s:.2f}"
         print(
-            f"| {codec.name.lower()} ({records:,} records) | {cpu_rate:,.0f} | "
+            f"| {codec.name.lower()}, {values} values ({records:,} records) | {cpu_rate:,.0f} | "
             f"{records / figures.decode_wall_s:,.0f} | {cpu_rate * 100 / 1e6:.1f} | "
             f"{records / figures.read_cpu_s:,.0f} | {codec_only[0]} | {codec_only[1]} |"
         )
