@@ -148,26 +148,19 @@ def test_an_empty_range_reads_nothing(jvm: Jvm, minio: MinioServer, s3_bucket: s
     assert read(jvm, connection(jvm, minio), s3_bucket, "tier/k.log", 3, 0) == b""
 
 
-def test_reads_share_one_http_client_per_client_settings(
-    jvm: Jvm, minio: MinioServer, s3_bucket: str
+def test_reads_reuse_one_kept_alive_connection(
+    jvm: Jvm, minio: MinioServer, s3_bucket: str, fault_proxy: FaultProxy
 ) -> None:
-    """Executors read many ranges: each read must not start a client (a selector thread,
-    a connection pool). The connect timeout is the one client setting; this test's own
-    value makes a client no other test has."""
-    data = put(minio, s3_bucket, "tier/k.log", 100)
-
-    def selector_threads() -> int:
-        threads = jvm.gateway.jvm.java.lang.Thread.getAllStackTraces().keySet()
-        return sum(1 for thread in threads if thread.getName().endswith("SelectorManager"))
-
-    before = selector_threads()
-    for read_timeout_ms in range(1000, 1010):  # equal client settings, distinct connections
-        s3 = jvm.io.S3Connection(
-            minio.endpoint_url, minio.region, minio.access_key_id, minio.secret_access_key,
-            None, True, 2345, read_timeout_ms, 2,
-        )  # fmt: skip
-        assert read(jvm, s3, s3_bucket, "tier/k.log", 0, 100) == data
-    assert selector_threads() == before + 1
+    """Executors read many ranges: each read must not open a connection of its own (a TCP
+    handshake, and TLS's on AWS). Ten reads one after the other, ranges of every size,
+    go over the one connection the first opened."""
+    data = put(minio, s3_bucket, "tier/k.log", 1 << 20)
+    s3 = connection(jvm, minio, endpoint=fault_proxy.url)
+    for offset, length in [(0, 100), (100, 1 << 19), (5, 1), *[(i * 1000, 999) for i in range(7)]]:
+        assert (
+            read(jvm, s3, s3_bucket, "tier/k.log", offset, length) == data[offset : offset + length]
+        )
+    assert (fault_proxy.forwarded, fault_proxy.connections) == (10, 1)
 
 
 # --- refusals: at once, with S3's error code ------------------------------------------------
@@ -273,13 +266,13 @@ def test_a_hung_server_times_out_and_is_retried(
     assert read(jvm, s3, s3_bucket, "tier/k.log", 0, 2000) == data
     assert fault_proxy.injected["stall"] == 1
     line = jvm.wait_for_stderr("attempt 1 of 2 failed")
-    assert f"no answer within {CONNECT_TIMEOUT_MS + 500} ms" in line
+    assert "no answer within 500 ms" in line
 
 
 def test_a_body_that_stalls_half_way_times_out_and_is_retried(
     jvm: Jvm, minio: MinioServer, s3_bucket: str, fault_proxy: FaultProxy
 ) -> None:
-    """java.net.http's own timeout ends with the headers; the reader's covers the body."""
+    """The read timeout counts from the last bytes that came, not from the request."""
     data = put(minio, s3_bucket, "tier/k.log", 200_000)
     fault_proxy.stall_body(1, seconds=600, method="GET")
     jvm.drain_stderr()
@@ -306,7 +299,7 @@ def test_a_stopped_server_is_retried_until_it_answers(
         finally:
             minio.process.send_signal(signal.SIGCONT)
         assert reading.result(timeout=120) == data
-    assert f"no answer within {CONNECT_TIMEOUT_MS + 1000} ms" in line
+    assert "no answer within 1000 ms" in line
 
 
 def test_an_interrupted_read_ends_at_once(
@@ -339,11 +332,11 @@ def waiting_reader_thread(jvm: Jvm, timeout_s: float = 30) -> Any:
         for thread in stacks.keySet():
             frames = stacks.get(thread)
             if any(
-                frame.getMethodName() == "await" and "RangeGet" in frame.getClassName()
+                frame.getMethodName() == "await" and "RangeFetch" in frame.getClassName()
                 for frame in frames
             ):
                 return thread
-    raise AssertionError("no thread is waiting in RangeGet.await")
+    raise AssertionError("no thread is waiting in RangeFetch.await")
 
 
 def test_a_restarted_server_is_retried_until_it_answers(
