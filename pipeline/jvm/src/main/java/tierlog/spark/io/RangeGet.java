@@ -23,7 +23,7 @@ import java.util.regex.Pattern;
  * attempt ({@link Retryable}), or a failure for good ({@link S3ReadException}).
  *
  * <p>Sent with {@link HttpURLConnection}: it reads the body straight from the socket into
- * the one array the caller gets, and its read timeout counts from the last bytes that
+ * the array the caller gives, and its read timeout counts from the last bytes that
  * came, which is the stall rule. {@code java.net.http} copied the body through its
  * publisher's small buffers and read 3-4x slower than boto3 from the same MinIO (issue 21).
  * Kept-alive connections are reused through the JDK's own cache.
@@ -50,21 +50,26 @@ final class RangeGet {
     private final String key;
     private final long offset;
     private final int length;
+    private final byte[] into;
     private final URI uri;
     private final String range;
 
-    RangeGet(S3Connection connection, String bucket, String key, long offset, int length) {
+    /** @param into where the bytes go, from index 0: at least {@code length} long */
+    RangeGet(S3Connection connection, String bucket, String key, long offset, int length,
+            byte[] into) {
         this.connection = connection;
         this.bucket = bucket;
         this.key = key;
         this.offset = offset;
         this.length = length;
+        this.into = into;
         this.uri = connection.objectUri(bucket, key);
         this.range = "bytes=" + offset + "-" + (offset + length - 1);
     }
 
     /**
-     * One attempt: the {@code length} bytes asked for, positioned at 0. A failed attempt's
+     * One attempt: the {@code length} bytes asked for, in {@code into} from position 0 (the
+     * limit {@code length}). A failed attempt's
      * connection is closed, never reused: its stream may be anywhere in a body.
      *
      * @throws InterruptedIOException if the thread was interrupted between two reads
@@ -175,14 +180,13 @@ final class RangeGet {
             throw new S3ReadException(this + ": the server sent more than the " + length
                     + " bytes asked for", 206, "", null);
         }
-        byte[] bytes = new byte[length];
         try (InputStream in = http.getInputStream()) {
             int filled = 0;
             while (filled < length) {
                 if (Thread.currentThread().isInterrupted()) { // the reader gave up on it
                     throw new InterruptedIOException("interrupted during " + this);
                 }
-                int read = in.read(bytes, filled, length - filled);
+                int read = in.read(into, filled, length - filled);
                 if (read < 0) { // the connection ended early
                     throw new Retryable("the body ended after " + filled + " of " + length
                             + " bytes", 206, "", null);
@@ -197,7 +201,7 @@ final class RangeGet {
         } catch (IOException e) {
             throw failed(e);
         }
-        return ByteBuffer.wrap(bytes);
+        return ByteBuffer.wrap(into, 0, length);
     }
 
     /**

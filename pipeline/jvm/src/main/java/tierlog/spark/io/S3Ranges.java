@@ -48,12 +48,18 @@ public final class S3Ranges {
     public static ByteBuffer read(
             S3Connection connection, String bucket, String key, long offset, int length)
             throws IOException {
-        return start(connection, bucket, key, offset, length).await();
+        return start(connection, bucket, key, offset, length, null).await();
     }
 
-    /** The same read, under way on a GET thread when this returns: a read ahead. */
-    static RangeFetch start(
-            S3Connection connection, String bucket, String key, long offset, int length) {
+    /**
+     * The same read, under way on a GET thread when this returns: a read ahead. Its bytes
+     * go into {@code into} (from index 0) when it is long enough, else into a new array:
+     * a reader that reuses its arrays spares the JVM an 8 MiB allocation (zeroed, and
+     * humongous to G1) per chunk. The array is the GET's until {@link RangeFetch#await()}
+     * returns it; a cancelled fetch's array may still be written to.
+     */
+    static RangeFetch start(S3Connection connection, String bucket, String key, long offset,
+            int length, byte[] into) {
         if (bucket == null || bucket.isEmpty() || key == null || key.isEmpty()) {
             throw new IllegalArgumentException(
                     "an S3 read needs a bucket and a key, got s3://" + bucket + "/" + key);
@@ -66,7 +72,8 @@ public final class S3Ranges {
         if (length == 0) {
             return new RangeFetch(what, CompletableFuture.completedFuture(ByteBuffer.allocate(0)));
         }
-        RangeGet get = new RangeGet(connection, bucket, key, offset, length);
+        byte[] array = into != null && into.length >= length ? into : new byte[length];
+        RangeGet get = new RangeGet(connection, bucket, key, offset, length, array);
         return new RangeFetch(get.toString(), GETS.submit(() -> attempts(get, connection)));
     }
 

@@ -18,11 +18,17 @@ public record S3Source(S3Connection connection, String bucket, String key, long 
         return new Ranges();
     }
 
-    /** Ranged reads, one of them fetched ahead when the reader says which comes next. */
+    /**
+     * Ranged reads, one of them fetched ahead when the reader says which comes next, into
+     * two arrays taken in turn: a read's buffer is valid until the next read only, so the
+     * array of the one before is free for the read ahead by then.
+     */
     private final class Ranges implements SegmentBytes {
         private RangeFetch ahead;
         private long aheadPosition = -1;
         private int aheadLength;
+        private byte[] current; // the array of the buffer the last read returned
+        private byte[] spare; // an array no read and no GET uses, or null
 
         @Override
         public ByteBuffer read(long position, int length) throws IOException {
@@ -30,11 +36,14 @@ public record S3Source(S3Connection connection, String bucket, String key, long 
             ahead = null;
             if (fetched == null || position != aheadPosition || length != aheadLength) {
                 if (fetched != null) {
-                    fetched.cancel();
+                    fetched.cancel(); // its array stays its GET's: never reused
                 }
                 fetched = start(position, length);
             }
-            return fetched.await();
+            ByteBuffer bytes = fetched.await();
+            spare = current;
+            current = bytes.array();
+            return bytes;
         }
 
         @Override
@@ -46,7 +55,9 @@ public record S3Source(S3Connection connection, String bucket, String key, long 
         }
 
         private RangeFetch start(long position, int length) {
-            return S3Ranges.start(connection, bucket, key, base + position, length);
+            byte[] into = spare;
+            spare = null;
+            return S3Ranges.start(connection, bucket, key, base + position, length, into);
         }
 
         @Override
