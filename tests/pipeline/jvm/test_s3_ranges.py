@@ -327,19 +327,46 @@ def test_an_interrupted_read_ends_at_once(
     assert f"interrupted during S3 GET s3://{s3_bucket}/tier/k.log" in error.getMessage()
 
 
-def waiting_reader_thread(jvm: Jvm, timeout_s: float = 30) -> Any:
-    """The JVM thread waiting in a ranged GET (found in the JVM's thread dump)."""
+def test_a_read_interrupted_while_its_body_stalls_ends_at_once(
+    fresh_jvm: Jvm, minio: MinioServer, s3_bucket: str, fault_proxy: FaultProxy
+) -> None:
+    """The blocking HTTP client cannot be interrupted in a socket read (nor disconnected:
+    that waits for the read): the task's thread waits for the GET's thread, and an
+    interrupt ends that wait, whatever the GET is doing (here half a body, then silence,
+    with a minute's read timeout)."""
+    put(minio, s3_bucket, "tier/k.log", 200_000)
+    fault_proxy.stall_body(1, seconds=600, method="GET")
+    s3 = connection(fresh_jvm, minio, endpoint=fault_proxy.url, read_timeout_ms=60_000)
+    with ThreadPoolExecutor(1) as pool:
+        reading = pool.submit(read_error, fresh_jvm, s3, s3_bucket, "tier/k.log", 0, 200_000)
+        reader = waiting_reader_thread(fresh_jvm)
+        thread_in(fresh_jvm, "RangeGet", "body")  # the GET's thread reads the body
+        started = time.monotonic()
+        reader.interrupt()
+        error = reading.result(timeout=30)
+    assert time.monotonic() - started < 10  # not the minute's read timeout
+    assert error.getClass().getName() == "java.io.InterruptedIOException"
+    assert f"interrupted during S3 GET s3://{s3_bucket}/tier/k.log" in error.getMessage()
+
+
+def waiting_reader_thread(jvm: Jvm) -> Any:
+    """The JVM thread waiting for a ranged GET (found in the JVM's thread dump)."""
+    return thread_in(jvm, "RangeFetch", "await")
+
+
+def thread_in(jvm: Jvm, class_name: str, method: str, timeout_s: float = 30) -> Any:
+    """A JVM thread running ``class_name.method`` (found in the JVM's thread dump)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         stacks = jvm.gateway.jvm.java.lang.Thread.getAllStackTraces()
         for thread in stacks.keySet():
             frames = stacks.get(thread)
             if any(
-                frame.getMethodName() == "await" and "RangeFetch" in frame.getClassName()
+                frame.getMethodName() == method and class_name in frame.getClassName()
                 for frame in frames
             ):
                 return thread
-    raise AssertionError("no thread is waiting in RangeFetch.await")
+    raise AssertionError(f"no thread is in {class_name}.{method}")
 
 
 def test_a_restarted_server_is_retried_until_it_answers(
