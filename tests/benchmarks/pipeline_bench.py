@@ -26,7 +26,9 @@ Run from the repository's root with ``.venv/bin/python -m tests.benchmarks.pipel
    broker's own log dir, same aggregate, same session, interleaved.
 
 Decode figures are medians of ``--runs`` repetitions, scans of ``--scan-runs``. The
-machine is shared: the load average is printed with the figures.
+machine is shared: the load average is printed with the figures, and each scan's CPU
+seconds (Spark's JVM and MinIO, from ``/proc``) beside its wall seconds, since the load
+of others stretches wall seconds far more than CPU seconds.
 """
 
 from __future__ import annotations
@@ -222,11 +224,19 @@ def spark_session(*, kafka_source: bool = False) -> SparkSession:
     return spark
 
 
-def scan_seconds(frame: DataFrame) -> float:
-    """One full scan: the same aggregate over the same columns, whatever the source."""
-    started = time.perf_counter()
+def scan_cost(frame: DataFrame, pids: list[int]) -> tuple[float, list[float]]:
+    """One full scan, the same aggregate over the same columns whatever the source: its
+    wall seconds and the CPU seconds each process of ``pids`` spent meanwhile."""
+    started, started_cpu = time.perf_counter(), [cpu_seconds(pid) for pid in pids]
     frame.selectExpr(*SCAN_AGGREGATE).collect()
-    return time.perf_counter() - started
+    wall = time.perf_counter() - started
+    return wall, [cpu_seconds(pid) - before for pid, before in zip(pids, started_cpu, strict=True)]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of a live process so far (Linux's ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
@@ -313,23 +323,27 @@ def scan_table(args: argparse.Namespace, scratch: Path, spark: SparkSession) -> 
                 tools = kafka_tools()
                 broker = stack.enter_context(KafkaBroker(tools, scratch / "kafka"))
                 produce_to_kafka(tools, broker, KAFKA_TOPIC, records)
-            seconds, counts = scan_all(
-                spark, args, scratch, log_dir, records, tier_url, s3_options, broker
-            )
+            assert minio.process is not None
+            seconds, cpu, counts = scan_all(
+                spark, args, scratch, log_dir, records, tier_url, s3_options, broker,
+                [spark.sparkContext._gateway.proc.pid, minio.process.pid],  # type: ignore[union-attr]
+            )  # fmt: skip
     finally:
         minio.stop()
     parquet_rate = counts[PARQUET] / statistics.median(seconds[PARQUET])
     print(
         f"\n| full scan, {args.scan_mib} MiB topic ({records:,} records), local[2] "
-        "| records | seconds | records/s | vs Parquet |"
+        "| records | seconds | records/s | vs Parquet | CPU seconds (Spark's JVM + MinIO) |"
     )
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|")
     for name, runs in seconds.items():
         median = statistics.median(runs)
         rate = counts[name] / median
         print(
             f"| {name} | {counts[name]:,} | {median:.1f} | {rate:,.0f} | "
-            f"{rate / parquet_rate:.2f} |"
+            f"{rate / parquet_rate:.2f} | "
+            + " + ".join(f"{statistics.median(each):.2f}" for each in zip(*cpu[name], strict=True))
+            + " |"
         )
     if KAFKA_SOURCE in seconds:
         kafka_rate = counts[KAFKA_SOURCE] / statistics.median(seconds[KAFKA_SOURCE])
@@ -338,7 +352,8 @@ def scan_table(args: argparse.Namespace, scratch: Path, spark: SparkSession) -> 
             f"\ntierlog / Spark's Kafka source on the same topic: {tierlog_rate / kafka_rate:.2f}"
         )
     for name, runs in seconds.items():
-        print(f"{name}: " + ", ".join(f"{run:.2f}" for run in runs) + " s")
+        cpu_runs = ", ".join(" + ".join(f"{each:.2f}" for each in run) for run in cpu[name])
+        print(f"{name}: " + ", ".join(f"{run:.2f}" for run in runs) + f" s, CPU {cpu_runs} s")
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
 
 
@@ -374,8 +389,10 @@ def scan_all(
     tier_url: str,
     s3_options: dict[str, str],
     broker: KafkaBroker | None,
-) -> tuple[dict[str, list[float]], dict[str, int]]:
-    """Seconds of each full scan (interleaved runs) and the records each one reads."""
+    pids: list[int],
+) -> tuple[dict[str, list[float]], dict[str, list[list[float]]], dict[str, int]]:
+    """Wall and CPU seconds (of the processes ``pids``) of each full scan (interleaved
+    runs), and the records each one reads."""
     reader = spark.read.format("tierlog").option("subscribe", "scan")
     local = reader.option("minPartitions", "8").load(str(log_dir))
     tiered = reader.option("minPartitions", "8").options(**s3_options).load(tier_url)
@@ -408,10 +425,13 @@ def scan_all(
         counts[KAFKA_SOURCE] = counts[TIERLOG_ON_KAFKA] = records
         assert scans[KAFKA_SOURCE].count() == scans[TIERLOG_ON_KAFKA].count() == records
     seconds: dict[str, list[float]] = {name: [] for name in scans}
+    cpu: dict[str, list[list[float]]] = {name: [] for name in scans}
     for _ in range(args.scan_runs):  # interleaved: all see the same machine
         for name, frame in scans.items():
-            seconds[name].append(scan_seconds(frame))
-    return seconds, counts
+            wall, cpu_seconds_each = scan_cost(frame, pids)
+            seconds[name].append(wall)
+            cpu[name].append(cpu_seconds_each)
+    return seconds, cpu, counts
 
 
 def tier_to_minio(

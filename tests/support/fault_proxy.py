@@ -20,7 +20,8 @@ a method and a path fragment:
 
 ``injected`` counts the faults served per kind, so a test can tell that what it
 asked for actually happened; ``max_in_flight`` is the most requests it ever held at
-once (how a test sees that uploads really go in parallel).
+once (how a test sees that uploads really go in parallel); ``connections`` is how many
+connections clients opened to it (how a test sees that they keep them alive).
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ class FaultProxy:
         self._closing = threading.Event()  # ends every stall at once
         self.injected: Counter[FaultKind] = Counter()
         self.forwarded = 0
+        self.connections = 0
         self.in_flight = 0
         self.max_in_flight = 0
         self._server = _QuietServer((host, 0), _handler_for(self))
@@ -142,6 +144,10 @@ class FaultProxy:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
 
+    def _connected(self) -> None:
+        with self._lock:
+            self.connections += 1
+
     def _left(self) -> None:
         with self._lock:
             self.in_flight -= 1
@@ -164,6 +170,10 @@ def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as S3 clients expect
         upstream_connection: http.client.HTTPConnection | None = None
+
+        def setup(self) -> None:
+            proxy._connected()
+            super().setup()
 
         def log_message(self, format: str, *args: object) -> None:
             """Quiet: the tests' output is the tests'."""

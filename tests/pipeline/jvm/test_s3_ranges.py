@@ -6,10 +6,13 @@ server stopped or restarted) and what the reader makes of each.
 
 from __future__ import annotations
 
+import os
 import random
 import signal
+import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -148,26 +151,19 @@ def test_an_empty_range_reads_nothing(jvm: Jvm, minio: MinioServer, s3_bucket: s
     assert read(jvm, connection(jvm, minio), s3_bucket, "tier/k.log", 3, 0) == b""
 
 
-def test_reads_share_one_http_client_per_client_settings(
-    jvm: Jvm, minio: MinioServer, s3_bucket: str
+def test_reads_reuse_one_kept_alive_connection(
+    jvm: Jvm, minio: MinioServer, s3_bucket: str, fault_proxy: FaultProxy
 ) -> None:
-    """Executors read many ranges: each read must not start a client (a selector thread,
-    a connection pool). The connect timeout is the one client setting; this test's own
-    value makes a client no other test has."""
-    data = put(minio, s3_bucket, "tier/k.log", 100)
-
-    def selector_threads() -> int:
-        threads = jvm.gateway.jvm.java.lang.Thread.getAllStackTraces().keySet()
-        return sum(1 for thread in threads if thread.getName().endswith("SelectorManager"))
-
-    before = selector_threads()
-    for read_timeout_ms in range(1000, 1010):  # equal client settings, distinct connections
-        s3 = jvm.io.S3Connection(
-            minio.endpoint_url, minio.region, minio.access_key_id, minio.secret_access_key,
-            None, True, 2345, read_timeout_ms, 2,
-        )  # fmt: skip
-        assert read(jvm, s3, s3_bucket, "tier/k.log", 0, 100) == data
-    assert selector_threads() == before + 1
+    """Executors read many ranges: each read must not open a connection of its own (a TCP
+    handshake, and TLS's on AWS). Ten reads one after the other, ranges of every size,
+    go over the one connection the first opened."""
+    data = put(minio, s3_bucket, "tier/k.log", 1 << 20)
+    s3 = connection(jvm, minio, endpoint=fault_proxy.url)
+    for offset, length in [(0, 100), (100, 1 << 19), (5, 1), *[(i * 1000, 999) for i in range(7)]]:
+        assert (
+            read(jvm, s3, s3_bucket, "tier/k.log", offset, length) == data[offset : offset + length]
+        )
+    assert (fault_proxy.forwarded, fault_proxy.connections) == (10, 1)
 
 
 # --- refusals: at once, with S3's error code ------------------------------------------------
@@ -273,13 +269,13 @@ def test_a_hung_server_times_out_and_is_retried(
     assert read(jvm, s3, s3_bucket, "tier/k.log", 0, 2000) == data
     assert fault_proxy.injected["stall"] == 1
     line = jvm.wait_for_stderr("attempt 1 of 2 failed")
-    assert f"no answer within {CONNECT_TIMEOUT_MS + 500} ms" in line
+    assert "no answer within 500 ms" in line
 
 
 def test_a_body_that_stalls_half_way_times_out_and_is_retried(
     jvm: Jvm, minio: MinioServer, s3_bucket: str, fault_proxy: FaultProxy
 ) -> None:
-    """java.net.http's own timeout ends with the headers; the reader's covers the body."""
+    """The read timeout counts from the last bytes that came, not from the request."""
     data = put(minio, s3_bucket, "tier/k.log", 200_000)
     fault_proxy.stall_body(1, seconds=600, method="GET")
     jvm.drain_stderr()
@@ -306,7 +302,7 @@ def test_a_stopped_server_is_retried_until_it_answers(
         finally:
             minio.process.send_signal(signal.SIGCONT)
         assert reading.result(timeout=120) == data
-    assert f"no answer within {CONNECT_TIMEOUT_MS + 1000} ms" in line
+    assert "no answer within 1000 ms" in line
 
 
 def test_an_interrupted_read_ends_at_once(
@@ -331,19 +327,46 @@ def test_an_interrupted_read_ends_at_once(
     assert f"interrupted during S3 GET s3://{s3_bucket}/tier/k.log" in error.getMessage()
 
 
-def waiting_reader_thread(jvm: Jvm, timeout_s: float = 30) -> Any:
-    """The JVM thread waiting in a ranged GET (found in the JVM's thread dump)."""
+def test_a_read_interrupted_while_its_body_stalls_ends_at_once(
+    fresh_jvm: Jvm, minio: MinioServer, s3_bucket: str, fault_proxy: FaultProxy
+) -> None:
+    """The blocking HTTP client cannot be interrupted in a socket read (nor disconnected:
+    that waits for the read): the task's thread waits for the GET's thread, and an
+    interrupt ends that wait, whatever the GET is doing (here half a body, then silence,
+    with a minute's read timeout)."""
+    put(minio, s3_bucket, "tier/k.log", 200_000)
+    fault_proxy.stall_body(1, seconds=600, method="GET")
+    s3 = connection(fresh_jvm, minio, endpoint=fault_proxy.url, read_timeout_ms=60_000)
+    with ThreadPoolExecutor(1) as pool:
+        reading = pool.submit(read_error, fresh_jvm, s3, s3_bucket, "tier/k.log", 0, 200_000)
+        reader = waiting_reader_thread(fresh_jvm)
+        thread_in(fresh_jvm, "RangeGet", "body")  # the GET's thread reads the body
+        started = time.monotonic()
+        reader.interrupt()
+        error = reading.result(timeout=30)
+    assert time.monotonic() - started < 10  # not the minute's read timeout
+    assert error.getClass().getName() == "java.io.InterruptedIOException"
+    assert f"interrupted during S3 GET s3://{s3_bucket}/tier/k.log" in error.getMessage()
+
+
+def waiting_reader_thread(jvm: Jvm) -> Any:
+    """The JVM thread waiting for a ranged GET (found in the JVM's thread dump)."""
+    return thread_in(jvm, "RangeFetch", "await")
+
+
+def thread_in(jvm: Jvm, class_name: str, method: str, timeout_s: float = 30) -> Any:
+    """A JVM thread running ``class_name.method`` (found in the JVM's thread dump)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         stacks = jvm.gateway.jvm.java.lang.Thread.getAllStackTraces()
         for thread in stacks.keySet():
             frames = stacks.get(thread)
             if any(
-                frame.getMethodName() == "await" and "RangeGet" in frame.getClassName()
+                frame.getMethodName() == method and class_name in frame.getClassName()
                 for frame in frames
             ):
                 return thread
-    raise AssertionError("no thread is waiting in RangeGet.await")
+    raise AssertionError(f"no thread is in {class_name}.{method}")
 
 
 def test_a_restarted_server_is_retried_until_it_answers(
@@ -375,3 +398,48 @@ def test_a_server_that_stays_down_fails_after_max_attempts(
         minio.start()
     assert_s3_error(error, 0, "", f"s3://{s3_bucket}/tier/k.log", "gave up after 2 attempts")
     assert "ConnectException" in error.getMessage()
+
+
+# --- cost -----------------------------------------------------------------------------------
+
+
+def test_reading_ranges_costs_the_jvm_little_more_cpu_than_boto3(
+    fresh_jvm: Jvm, minio: MinioServer, s3_bucket: str
+) -> None:
+    """Issue 21: java.net.http copied each body through its publisher's small buffers and
+    spent 4.2-4.6x the CPU of boto3 on the same 8 MiB ranged GETs (so a scan from a MinIO
+    tier ran at 0.19x Parquet on two cores shared with MinIO); HttpURLConnection reads
+    the socket into the array and spends 2.2-2.5x (py4j's threads and the JVM's GC count
+    on its side). CPU seconds, not wall seconds: they hardly move with the machine's load.
+    Medians of 5 interleaved passes after 5 warm-ups (the JIT)."""
+    size, rng = 128 << 20, 8 << 20
+    put(minio, s3_bucket, "tier/big.log", size)
+    s3 = connection(fresh_jvm, minio)
+    boto3_client = minio.client()
+    java_pid = fresh_jvm.gateway.java_process.pid
+
+    def jvm_cpu_s() -> float:
+        fields = Path(f"/proc/{java_pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+    def jvm_pass() -> float:
+        started = jvm_cpu_s()
+        for offset in range(0, size, rng):
+            fresh_jvm.io.S3Ranges.read(s3, s3_bucket, "tier/big.log", offset, rng)
+        return jvm_cpu_s() - started
+
+    def boto3_pass() -> float:
+        started = time.process_time()
+        for offset in range(0, size, rng):
+            answer = boto3_client.get_object(
+                Bucket=s3_bucket, Key="tier/big.log", Range=f"bytes={offset}-{offset + rng - 1}"
+            )
+            assert len(answer["Body"].read()) == rng
+        return time.process_time() - started
+
+    for _ in range(5):
+        jvm_pass()
+        boto3_pass()
+    jvm_s, boto3_s = zip(*[(jvm_pass(), boto3_pass()) for _ in range(5)], strict=True)
+    ratio = statistics.median(jvm_s) / statistics.median(boto3_s)
+    assert ratio < 3.3, (ratio, jvm_s, boto3_s)

@@ -9,9 +9,8 @@ import java.util.Objects;
  * Where a bucket is and who reads it: the settings an executor needs to sign and send a
  * ranged GET, built once on the driver and shipped to executors with the scan.
  *
- * <p>A value (equal settings are equal), so that {@link S3Ranges} can share one HTTP
- * client among every read with the same settings in a JVM. The secret and the session
- * token never appear in {@link #toString()}: connections end up in logs and Spark UIs.
+ * <p>A value (equal settings are equal). The secret and the session token never appear in
+ * {@link #toString()}: connections end up in logs and Spark UIs.
  */
 public final class S3Connection implements Serializable {
     private static final long serialVersionUID = 1L;

@@ -4,11 +4,10 @@ import static java.lang.System.Logger.Level.WARNING;
 
 import java.io.IOException;
 import java.io.InterruptedIOException;
-import java.net.http.HttpClient;
 import java.nio.ByteBuffer;
-import java.time.Duration;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ConcurrentMap;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.ThreadLocalRandom;
 
 /**
@@ -21,16 +20,19 @@ import java.util.concurrent.ThreadLocalRandom;
  * key, a range past the end) fails at once. Each retry is logged at WARNING, which is how
  * an executor's log shows a struggling S3.
  *
- * <p>Executors read many ranges, and an {@link HttpClient} (its selector thread, its
- * connection pool) is costly to make, so one client is shared per JVM by every read whose
- * connection has the same connect timeout, the one setting a client holds (endpoint, keys
- * and read timeout belong to each request).
+ * <p>The attempts run on a GET thread of this class while the caller waits on a
+ * {@link RangeFetch}, so that interrupting the caller ends its wait at once (see there).
  */
 public final class S3Ranges {
     private static final System.Logger LOG = System.getLogger(S3Ranges.class.getName());
     private static final long BACKOFF_BASE_MILLIS = 100; // the first retry waits up to this
     private static final long BACKOFF_MAX_MILLIS = 5_000;
-    private static final ConcurrentMap<Integer, HttpClient> CLIENTS = new ConcurrentHashMap<>();
+    /** Daemons, so that a GET left behind never holds the JVM up. */
+    private static final ExecutorService GETS = Executors.newCachedThreadPool(task -> {
+        Thread thread = new Thread(task, "tierlog-s3-get");
+        thread.setDaemon(true);
+        return thread;
+    });
 
     private S3Ranges() {}
 
@@ -46,6 +48,18 @@ public final class S3Ranges {
     public static ByteBuffer read(
             S3Connection connection, String bucket, String key, long offset, int length)
             throws IOException {
+        return start(connection, bucket, key, offset, length, null).await();
+    }
+
+    /**
+     * The same read, under way on a GET thread when this returns: a read ahead. Its bytes
+     * go into {@code into} (from index 0) when it is long enough, else into a new array:
+     * a reader that reuses its arrays spares the JVM an 8 MiB allocation (zeroed, and
+     * humongous to G1) per chunk. The array is the GET's until {@link RangeFetch#await()}
+     * returns it; a cancelled fetch's array may still be written to.
+     */
+    static RangeFetch start(S3Connection connection, String bucket, String key, long offset,
+            int length, byte[] into) {
         if (bucket == null || bucket.isEmpty() || key == null || key.isEmpty()) {
             throw new IllegalArgumentException(
                     "an S3 read needs a bucket and a key, got s3://" + bucket + "/" + key);
@@ -54,14 +68,19 @@ public final class S3Ranges {
             throw new IllegalArgumentException(
                     "negative S3 range: offset " + offset + ", length " + length);
         }
+        String what = "S3 GET s3://" + bucket + "/" + key;
         if (length == 0) {
-            return ByteBuffer.allocate(0);
+            return new RangeFetch(what, CompletableFuture.completedFuture(ByteBuffer.allocate(0)));
         }
-        RangeGet get = new RangeGet(connection, bucket, key, offset, length);
-        HttpClient client = client(connection.connectTimeoutMillis());
+        byte[] array = into != null && into.length >= length ? into : new byte[length];
+        RangeGet get = new RangeGet(connection, bucket, key, offset, length, array);
+        return new RangeFetch(get.toString(), GETS.submit(() -> attempts(get, connection)));
+    }
+
+    private static ByteBuffer attempts(RangeGet get, S3Connection connection) throws IOException {
         for (int attempt = 1; ; attempt++) {
             try {
-                return get.send(client);
+                return get.send();
             } catch (RangeGet.Retryable failure) {
                 if (attempt >= connection.maxAttempts()) {
                     throw new S3ReadException(
@@ -90,17 +109,5 @@ public final class S3Ranges {
             Thread.currentThread().interrupt();
             throw new InterruptedIOException("interrupted while waiting to retry an S3 read");
         }
-    }
-
-    /**
-     * HTTP/1.1 (what S3 speaks; no h2c upgrade to refuse), redirects not followed (S3's 301
-     * to a bucket's own region is an error to see, not to chase unsigned).
-     */
-    private static HttpClient client(int connectTimeoutMillis) {
-        return CLIENTS.computeIfAbsent(connectTimeoutMillis, millis -> HttpClient.newBuilder()
-                .version(HttpClient.Version.HTTP_1_1)
-                .followRedirects(HttpClient.Redirect.NEVER)
-                .connectTimeout(Duration.ofMillis(millis))
-                .build());
     }
 }

@@ -1,13 +1,7 @@
 package tierlog.spark.io;
 
 import java.io.IOException;
-import java.io.InterruptedIOException;
-import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.Executor;
-import java.util.concurrent.Executors;
 
 /**
  * A segment's log in an {@code s3://} tier: the log part of the segment object {@code key},
@@ -19,69 +13,58 @@ public record S3Source(S3Connection connection, String bucket, String key, long 
         implements SegmentSource {
     private static final long serialVersionUID = 1L;
 
-    /** Prefetching threads, shared by the JVM's readers; daemons, so they never hold it up. */
-    private static final Executor PREFETCH =
-            Executors.newCachedThreadPool(
-                    task -> {
-                        Thread thread = new Thread(task, "tierlog-s3-prefetch");
-                        thread.setDaemon(true);
-                        return thread;
-                    });
-
     @Override
     public SegmentBytes open() {
         return new Ranges();
     }
 
-    /** Ranged reads, one of them fetched ahead when the reader says which comes next. */
+    /**
+     * Ranged reads, one of them fetched ahead when the reader says which comes next, into
+     * two arrays taken in turn: a read's buffer is valid until the next read only, so the
+     * array of the one before is free for the read ahead by then.
+     */
     private final class Ranges implements SegmentBytes {
-        private CompletableFuture<ByteBuffer> ahead;
+        private RangeFetch ahead;
         private long aheadPosition = -1;
         private int aheadLength;
+        private byte[] current; // the array of the buffer the last read returned
+        private byte[] spare; // an array no read and no GET uses, or null
 
         @Override
         public ByteBuffer read(long position, int length) throws IOException {
-            CompletableFuture<ByteBuffer> fetched = ahead;
+            RangeFetch fetched = ahead;
             ahead = null;
             if (fetched == null || position != aheadPosition || length != aheadLength) {
                 if (fetched != null) {
-                    fetched.cancel(false);
+                    fetched.cancel(); // its array stays its GET's: never reused
                 }
-                return S3Ranges.read(connection, bucket, key, base + position, length);
+                fetched = start(position, length);
             }
-            try {
-                return fetched.get();
-            } catch (InterruptedException interrupted) {
-                Thread.currentThread().interrupt();
-                throw new InterruptedIOException("interrupted while waiting for " + name);
-            } catch (ExecutionException failed) {
-                Throwable cause = failed.getCause();
-                if (cause instanceof UncheckedIOException unchecked) {
-                    throw unchecked.getCause();
-                }
-                throw new IOException("reading " + name + " failed", cause);
-            }
+            ByteBuffer bytes = fetched.await();
+            spare = current;
+            current = bytes.array();
+            return bytes;
         }
 
         @Override
         public void prefetch(long position, int length) {
+            close(); // one read ahead at most
             aheadPosition = position;
             aheadLength = length;
-            ahead = CompletableFuture.supplyAsync(() -> get(position, length), PREFETCH);
+            ahead = start(position, length);
         }
 
-        private ByteBuffer get(long position, int length) {
-            try {
-                return S3Ranges.read(connection, bucket, key, base + position, length);
-            } catch (IOException error) {
-                throw new UncheckedIOException(error);
-            }
+        private RangeFetch start(long position, int length) {
+            byte[] into = spare;
+            spare = null;
+            return S3Ranges.start(connection, bucket, key, base + position, length, into);
         }
 
         @Override
         public void close() {
             if (ahead != null) {
-                ahead.cancel(false);
+                ahead.cancel();
+                ahead = null;
             }
         }
     }
