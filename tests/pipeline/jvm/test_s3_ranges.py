@@ -6,13 +6,10 @@ server stopped or restarted) and what the reader makes of each.
 
 from __future__ import annotations
 
-import os
 import random
 import signal
-import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -398,48 +395,3 @@ def test_a_server_that_stays_down_fails_after_max_attempts(
         minio.start()
     assert_s3_error(error, 0, "", f"s3://{s3_bucket}/tier/k.log", "gave up after 2 attempts")
     assert "ConnectException" in error.getMessage()
-
-
-# --- cost -----------------------------------------------------------------------------------
-
-
-def test_reading_ranges_costs_the_jvm_little_more_cpu_than_boto3(
-    fresh_jvm: Jvm, minio: MinioServer, s3_bucket: str
-) -> None:
-    """Issue 21: java.net.http copied each body through its publisher's small buffers and
-    spent 4.2-4.6x the CPU of boto3 on the same 8 MiB ranged GETs (so a scan from a MinIO
-    tier ran at 0.19x Parquet on two cores shared with MinIO); HttpURLConnection reads
-    the socket into the array and spends 2.2-2.5x (py4j's threads and the JVM's GC count
-    on its side). CPU seconds, not wall seconds: they hardly move with the machine's load.
-    Medians of 5 interleaved passes after 5 warm-ups (the JIT)."""
-    size, rng = 128 << 20, 8 << 20
-    put(minio, s3_bucket, "tier/big.log", size)
-    s3 = connection(fresh_jvm, minio)
-    boto3_client = minio.client()
-    java_pid = fresh_jvm.gateway.java_process.pid
-
-    def jvm_cpu_s() -> float:
-        fields = Path(f"/proc/{java_pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
-
-    def jvm_pass() -> float:
-        started = jvm_cpu_s()
-        for offset in range(0, size, rng):
-            fresh_jvm.io.S3Ranges.read(s3, s3_bucket, "tier/big.log", offset, rng)
-        return jvm_cpu_s() - started
-
-    def boto3_pass() -> float:
-        started = time.process_time()
-        for offset in range(0, size, rng):
-            answer = boto3_client.get_object(
-                Bucket=s3_bucket, Key="tier/big.log", Range=f"bytes={offset}-{offset + rng - 1}"
-            )
-            assert len(answer["Body"].read()) == rng
-        return time.process_time() - started
-
-    for _ in range(5):
-        jvm_pass()
-        boto3_pass()
-    jvm_s, boto3_s = zip(*[(jvm_pass(), boto3_pass()) for _ in range(5)], strict=True)
-    ratio = statistics.median(jvm_s) / statistics.median(boto3_s)
-    assert ratio < 3.3, (ratio, jvm_s, boto3_s)
