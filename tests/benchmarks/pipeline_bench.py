@@ -37,13 +37,10 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import random
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +48,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 
 from tests.benchmarks.kafka_comparison_bench import PERF_TOOL_JVM_ARGS, run_client
+from tests.benchmarks.scratch import machine_line, run_in_scratch
 from tests.interop.kafka import KafkaBroker, KafkaTools, kafka_tools
 from tests.pipeline.tiering import tier_closed_segments
 from tests.support.minio import MinioServer
@@ -253,19 +251,11 @@ def main() -> None:
     )
     parser.add_argument("--dir", type=Path, default=None, help="scratch directory")
     args = parser.parse_args()
-    scratch = Path(tempfile.mkdtemp(prefix="pipeline-bench-", dir=args.dir))
-    try:
-        run(args, scratch)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    run_in_scratch("pipeline-bench-", args.dir, lambda scratch: run(args, scratch))
 
 
 def run(args: argparse.Namespace, scratch: Path) -> None:
-    print(
-        f"# {platform.node()} {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPUs, Python {platform.python_version()}, "
-        f"load average {os.getloadavg()[0]:.1f} at start, {time.strftime('%Y-%m-%d')}"
-    )
+    print(machine_line())
     decode_table(args, scratch)
     if not args.scan_mib:
         return

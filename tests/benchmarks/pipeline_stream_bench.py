@@ -26,11 +26,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import shutil
 import statistics
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -38,6 +35,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from tests.benchmarks.kafka_comparison_bench import TIERLOG_BIN, parse_produce, sidecar
 from tests.benchmarks.pipeline_bench import spark_session
+from tests.benchmarks.scratch import machine_line, run_in_scratch
 from tierlog.client import AdminClient
 from tierlog.pipeline.options import parse_options
 from tierlog.pipeline.source import discover, latest_offsets
@@ -80,18 +78,11 @@ def main() -> None:
     )
     parser.add_argument("--dir", type=Path, default=None, help="scratch directory")
     args = parser.parse_args()
-    scratch = Path(tempfile.mkdtemp(prefix="pipeline-stream-bench-", dir=args.dir))
-    try:
-        run(args, scratch)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    run_in_scratch("pipeline-stream-bench-", args.dir, lambda scratch: run(args, scratch))
 
 
 def run(args: argparse.Namespace, scratch: Path) -> None:
-    print(
-        f"# {platform.node()}, {os.cpu_count()} CPUs, load average "
-        f"{os.getloadavg()[0]:.1f} at start, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
-    )
+    print(machine_line())
     data_dir = scratch / "data"
     with sidecar(data_dir) as (address, _):
         with AdminClient(address) as admin:

@@ -20,10 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import platform
-import shutil
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +29,7 @@ from typing import Any
 
 from py4j.java_gateway import JavaGateway
 
+from tests.benchmarks.scratch import machine_line, run_in_scratch
 from tests.support.jvm_classes import compile_package
 from tests.support.minio import MinioServer
 from tests.tools.bootstrap import java_bin
@@ -83,19 +81,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--dir", type=Path, default=None, help="scratch directory")
     args = parser.parse_args()
-    scratch = Path(tempfile.mkdtemp(prefix="s3-ranges-bench-", dir=args.dir))
-    try:
-        run(args, scratch)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    run_in_scratch("s3-ranges-bench-", args.dir, lambda scratch: run(args, scratch))
 
 
 def run(args: argparse.Namespace, scratch: Path) -> None:
-    print(
-        f"# {platform.node()} {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPUs, Python {platform.python_version()}, "
-        f"load average {os.getloadavg()[0]:.1f} at start, {time.strftime('%Y-%m-%d')}"
-    )
+    print(machine_line())
     size, rng = args.object_mib * MiB, args.range_mib * MiB
     minio = MinioServer(scratch / "minio").start()
     try:
