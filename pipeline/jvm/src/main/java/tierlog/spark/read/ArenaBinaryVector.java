@@ -6,13 +6,15 @@ import org.apache.spark.sql.types.Decimal;
 import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarArray;
 import org.apache.spark.sql.vectorized.ColumnarMap;
+import org.apache.spark.unsafe.types.BinaryView;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * A binary column (a record's key or value) as positions into its column batch's
  * {@link ByteArena}: a row is its start and length there, -1 for null, so appending a row
- * copies nothing. {@link #getBinary} copies the row's bytes out, as Spark's own on-heap
- * vector does. Only the binary getters are defined.
+ * copies nothing. As with Spark's own on-heap vector, {@link #getBinary} copies the row's
+ * bytes out and {@link #getBinaryView} is a view of them, valid until the reader's next
+ * batch. Only the binary getters are defined.
  */
 final class ArenaBinaryVector extends ColumnVector {
     private final ByteArena arena;
@@ -52,6 +54,12 @@ final class ArenaBinaryVector extends ColumnVector {
         }
         int start = starts[rowId];
         return Arrays.copyOfRange(arena.bytes(), start, start + length);
+    }
+
+    @Override
+    public BinaryView getBinaryView(int rowId) {
+        int length = lengths[rowId];
+        return length < 0 ? null : BinaryView.fromBytes(arena.bytes(), starts[rowId], length);
     }
 
     @Override
