@@ -18,6 +18,7 @@ JVM reader, as it fails Spark's Kafka source, where the Python decoder hands it 
 from __future__ import annotations
 
 import json
+import random
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -290,3 +291,32 @@ def test_a_batch_declaring_other_than_its_records_fails_on_both_sides(
 
     assert python_rows(path, 0, 2, []) == "corrupt"
     assert jvm_rows(spark, path, 0, 2, [], 10) == "corrupt"
+
+
+def test_batches_larger_than_the_arena_and_cut_across_column_batches_read_the_same(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Keys and values are positions into one arena per column batch (issue 21): batches
+    whose records outgrow its first 64 KiB, cut by every column batch, with v0/v1 entries
+    appended between them, read as the storage engine reads them."""
+    rng = random.Random(21)
+    pieces, offset = [], 0
+    for codec in [*CompressionType, CompressionType.NONE]:
+        records = [
+            SimpleRecord(
+                key=rng.randbytes(8) if i % 5 else None, value=rng.randbytes(size), timestamp=T0
+            )
+            for i, size in enumerate(rng.choices(range(2000), k=300))
+        ]
+        pieces.append(build_batch(records, compression=codec, base_offset=offset))
+        offset += len(records)
+        legacy = [SimpleRecord(b"legacy", rng.randbytes(100), T0)] * 3
+        pieces.append(build_legacy_message_set(legacy, magic=1, base_offset=offset))
+        offset += len(legacy)
+    path = tmp_path / f"{0:020d}.log"
+    path.write_bytes(b"".join(pieces))
+
+    expected = python_rows(path, 0, offset, [])
+
+    assert len(expected) == offset
+    assert jvm_rows(spark, path, 0, offset, [], 250) == expected

@@ -29,9 +29,11 @@ import tierlog.spark.io.SegmentBytes;
  */
 final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
     private final InputSplit split;
+    /** The current column batch's keys and values (and the v2 sections they lie in). */
+    private final ByteArena arena = new ByteArena();
     private final RecordColumns columns;
     private final BufferSupplier buffers = BufferSupplier.create();
-    private final V2Records v2Records = new V2Records();
+    private final V2Records v2Records = new V2Records(arena);
     private SegmentBytes bytes;
     private BatchWalker walker;
     /** The current v0/v1 entry's records (null while a v2 batch is read, or none). */
@@ -42,12 +44,14 @@ final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
 
     ColumnarSplitReader(InputSplit split, StructType required) {
         this.split = split;
-        this.columns = new RecordColumns(required, split.topic(), split.partition(), split.batchRows());
+        this.columns = new RecordColumns(required, split.topic(), split.partition(), split.batchRows(), arena);
     }
 
     @Override
     public boolean next() throws IOException {
+        // Spark has consumed the last batch (PartitionReader's contract): its bytes may go.
         columns.reset();
+        v2Records.keepOnlyUnreadInArena();
         while (columns.rows() < split.batchRows() && !done) {
             if (!batchOpen && !nextBatch()) {
                 done = true;

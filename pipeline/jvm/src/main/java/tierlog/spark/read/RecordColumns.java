@@ -15,40 +15,45 @@ import tierlog.spark.KafkaSchema;
 
 /**
  * One split's records as Spark column vectors, only the columns the query needs: a pruned
- * column is never copied out of its batch. Topic and partition are constants of the split;
- * timestamps go from Kafka's milliseconds to Spark's microseconds. The vectors are reused from
- * batch to batch.
+ * column is never copied out of its batch. Keys and values are positions into the column
+ * batch's {@link ByteArena} ({@link ArenaBinaryVector}), where their records were
+ * decompressed: no record's key or value is copied on its own. Topic and partition are
+ * constants of the split; timestamps go from Kafka's milliseconds to Spark's microseconds.
+ * The vectors are reused from batch to batch.
  */
 final class RecordColumns implements AutoCloseable {
     private enum Kind { KEY, VALUE, TOPIC, PARTITION, OFFSET, TIMESTAMP, TIMESTAMP_TYPE, HEADERS }
 
     private final ColumnVector[] vectors;
     private final ColumnarBatch batch;
+    private final ByteArena arena;
     // The vectors rows are appended to, each null when the query does not read it: one
     // field per column, not a loop over kinds, as append runs once per record.
-    private final WritableColumnVector key;
-    private final WritableColumnVector value;
+    private final ArenaBinaryVector key;
+    private final ArenaBinaryVector value;
     private final WritableColumnVector offset;
     private final WritableColumnVector timestamp;
     private final WritableColumnVector timestampType;
     private final WritableColumnVector headers;
     private int rows;
 
-    RecordColumns(StructType required, String topic, int partition, int capacity) {
+    /** Columns whose keys and values lie in {@code arena}, at most {@code capacity} rows a batch. */
+    RecordColumns(StructType required, String topic, int partition, int capacity, ByteArena arena) {
+        this.arena = arena;
         StructField[] fields = required.fields();
         vectors = new ColumnVector[fields.length];
         Kind[] kinds = new Kind[fields.length];
         for (int i = 0; i < fields.length; i++) {
             kinds[i] = kindOf(fields[i].name());
-            vectors[i] = vectorFor(kinds[i], fields[i], topic, partition, capacity);
+            vectors[i] = vectorFor(kinds[i], fields[i], topic, partition, capacity, arena);
         }
         batch = new ColumnarBatch(vectors);
-        key = writable(kinds, Kind.KEY);
-        value = writable(kinds, Kind.VALUE);
-        offset = writable(kinds, Kind.OFFSET);
-        timestamp = writable(kinds, Kind.TIMESTAMP);
-        timestampType = writable(kinds, Kind.TIMESTAMP_TYPE);
-        headers = writable(kinds, Kind.HEADERS);
+        key = (ArenaBinaryVector) vectorOf(kinds, Kind.KEY);
+        value = (ArenaBinaryVector) vectorOf(kinds, Kind.VALUE);
+        offset = (WritableColumnVector) vectorOf(kinds, Kind.OFFSET);
+        timestamp = (WritableColumnVector) vectorOf(kinds, Kind.TIMESTAMP);
+        timestampType = (WritableColumnVector) vectorOf(kinds, Kind.TIMESTAMP_TYPE);
+        headers = (WritableColumnVector) vectorOf(kinds, Kind.HEADERS);
     }
 
     int rows() {
@@ -69,7 +74,11 @@ final class RecordColumns implements AutoCloseable {
         };
     }
 
-    private static ColumnVector vectorFor(Kind kind, StructField field, String topic, int partition, int capacity) {
+    private static ColumnVector vectorFor(
+            Kind kind, StructField field, String topic, int partition, int capacity, ByteArena arena) {
+        if (kind == Kind.KEY || kind == Kind.VALUE) {
+            return new ArenaBinaryVector(field.dataType(), arena, capacity);
+        }
         if (kind == Kind.TOPIC) {
             ConstantColumnVector constant = new ConstantColumnVector(capacity, field.dataType());
             constant.setUtf8String(UTF8String.fromString(topic));
@@ -84,10 +93,10 @@ final class RecordColumns implements AutoCloseable {
     }
 
     /** The vector of the column of {@code kind}, or null when the query does not read it. */
-    private WritableColumnVector writable(Kind[] kinds, Kind kind) {
+    private ColumnVector vectorOf(Kind[] kinds, Kind kind) {
         for (int i = 0; i < kinds.length; i++) {
             if (kinds[i] == kind) {
-                return (WritableColumnVector) vectors[i];
+                return vectors[i];
             }
         }
         return null;
@@ -95,12 +104,11 @@ final class RecordColumns implements AutoCloseable {
 
     /** Append the record {@code records} has just read, of a batch with {@code timestampTypeId}. */
     void append(V2Records records, int timestampTypeId) {
-        byte[] data = records.data();
         if (key != null) {
-            appendBytes(key, data, records.keyStart(), records.keyLength());
+            key.append(records.keyStart(), records.keyLength());
         }
         if (value != null) {
-            appendBytes(value, data, records.valueStart(), records.valueLength());
+            value.append(records.valueStart(), records.valueLength());
         }
         if (offset != null) {
             offset.appendLong(records.offset());
@@ -120,10 +128,10 @@ final class RecordColumns implements AutoCloseable {
     /** Append one v0/v1 record (Kafka's), of an entry with {@code timestampTypeId}. */
     void append(Record record, int timestampTypeId) {
         if (key != null) {
-            appendBytes(key, record.hasKey() ? record.key() : null);
+            appendToArena(key, record.hasKey() ? record.key() : null);
         }
         if (value != null) {
-            appendBytes(value, record.hasValue() ? record.value() : null);
+            appendToArena(value, record.hasValue() ? record.value() : null);
         }
         if (offset != null) {
             offset.appendLong(record.offset());
@@ -148,15 +156,13 @@ final class RecordColumns implements AutoCloseable {
         return timestampMs * 1000;
     }
 
-    private static void appendBytes(WritableColumnVector vector, ByteBuffer bytes) {
+    /** A v0/v1 record's key or value, copied onto the arena (it lies in no section there). */
+    private void appendToArena(ArenaBinaryVector vector, ByteBuffer bytes) {
         if (bytes == null) {
-            vector.appendNull();
-        } else if (bytes.hasArray()) {
-            vector.appendByteArray(bytes.array(), bytes.arrayOffset() + bytes.position(), bytes.remaining());
+            vector.append(0, -1);
         } else {
-            byte[] copy = new byte[bytes.remaining()];
-            bytes.duplicate().get(copy);
-            vector.appendByteArray(copy, 0, copy.length);
+            int length = bytes.remaining();
+            vector.append(arena.append(bytes), length);
         }
     }
 
@@ -166,14 +172,6 @@ final class RecordColumns implements AutoCloseable {
             vector.appendNull();
         } else {
             vector.appendByteArray(data, start, length);
-        }
-    }
-
-    private static void appendBytes(WritableColumnVector vector, byte[] bytes) {
-        if (bytes == null) {
-            vector.appendNull();
-        } else {
-            vector.appendByteArray(bytes, 0, bytes.length);
         }
     }
 
@@ -193,8 +191,9 @@ final class RecordColumns implements AutoCloseable {
         for (int i = 0; i < count; i++) {
             entries.appendStruct(false);
             // Kafka's consumer reads a key as UTF-8 leniently: invalid bytes become U+FFFD.
-            String key = new String(data, records.headerKeyStart(i), records.headerKeyLength(i), StandardCharsets.UTF_8);
-            appendBytes(entries.getChild(0), key.getBytes(StandardCharsets.UTF_8));
+            byte[] key = new String(data, records.headerKeyStart(i), records.headerKeyLength(i), StandardCharsets.UTF_8)
+                    .getBytes(StandardCharsets.UTF_8);
+            entries.getChild(0).appendByteArray(key, 0, key.length);
             appendBytes(entries.getChild(1), data, records.headerValueStart(i), records.headerValueLength(i));
         }
     }
@@ -205,11 +204,16 @@ final class RecordColumns implements AutoCloseable {
         return batch;
     }
 
-    /** Empty the vectors for the next batch (their memory is kept). */
+    /**
+     * Empty the vectors for the next batch (their memory is kept); the arena is emptied by
+     * its owner, which knows what of it is still to be read.
+     */
     void reset() {
         for (ColumnVector vector : vectors) {
             if (vector instanceof WritableColumnVector writable) {
                 writable.reset();
+            } else if (vector instanceof ArenaBinaryVector binary) {
+                binary.reset();
             }
         }
         rows = 0;

@@ -4,9 +4,9 @@ import java.nio.ByteBuffer;
 import org.apache.kafka.common.InvalidRecordException;
 
 /**
- * The records of one v2 batch, walked where its {@link RecordsSection} holds them: varints
- * read in place, keys, values and headers left where they lie for {@link RecordColumns} to
- * copy once into the column vectors. Kafka's own iterator reads each record through a
+ * The records of one v2 batch, walked where its {@link RecordsSection} put them in the
+ * column batch's {@link ByteArena}: varints read in place, keys, values and headers left
+ * where they lie, for {@link RecordColumns} to point at (keys, values) or copy (headers). Kafka's own iterator reads each record through a
  * stream into a buffer of its own, which cost a decode many times the codec's time (issue
  * 21); v0/v1 entries still go through Kafka's classes.
  *
@@ -25,6 +25,7 @@ final class V2Records {
     private static final int MIN_RECORD_LENGTH = 6;
 
     private final RecordsSection section = new RecordsSection();
+    private final ByteArena arena;
     private byte[] data;
     private int position;
     private int end;
@@ -44,12 +45,15 @@ final class V2Records {
     private int headerCount;
     private int[] headerFields = new int[16]; // per header: key start, key length, value start, value length
 
+    V2Records(ByteArena arena) {
+        this.arena = arena;
+    }
+
     /** Start walking {@code batch} (a whole v2 batch) of {@code recordCount} records. */
     void open(ByteBuffer batch, int recordCount) {
-        section.load(batch);
-        data = section.array();
-        position = section.start();
-        end = section.end();
+        position = section.load(batch, arena);
+        data = arena.bytes();
+        end = arena.length();
         remaining = recordCount;
         baseOffset = batch.getLong(0);
         baseTimestamp = batch.getLong(FIRST_TIMESTAMP_OFFSET);
@@ -95,6 +99,21 @@ final class V2Records {
         if (--remaining == 0) {
             checkNothingAfterRecords();
         }
+    }
+
+    /**
+     * Empty the arena for a new column batch, all but the current batch's records not yet
+     * read: they move to its start, to be walked on from there.
+     */
+    void keepOnlyUnreadInArena() {
+        if (!hasNext()) {
+            arena.keepFrom(arena.length());
+            return;
+        }
+        arena.keepFrom(position);
+        data = arena.bytes();
+        end -= position;
+        position = 0;
     }
 
     private void checkNothingAfterRecords() {
@@ -168,7 +187,7 @@ final class V2Records {
         throw new InvalidRecordException("varlong longer than 10 bytes");
     }
 
-    /** The bytes the current record's key, value and headers lie in. */
+    /** The bytes the current record's key, value and headers lie in (the arena's). */
     byte[] data() {
         return data;
     }
