@@ -19,8 +19,10 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 # Run as a script, Python puts tests/tools on the path; the tool modules import as
@@ -217,12 +219,29 @@ CLUSTER_TOOLS: tuple[Tool, ...] = (
 
 # --- driver ---------------------------------------------------------------------------------
 
+# Compiling from the Go module proxy keeps both cores busy; the other installs mostly wait
+# on the network and the disk (Maven, npm, apt, debootstrap). ``--all`` runs the two kinds
+# side by side, each kind in its own order, so a cold machine's downloads hide behind its
+# compiles. Each tool is installed once even when both lists name it.
+COMPILED = frozenset(
+    tool.name for tool in (KUBERNETES, ETCD, HELM, MINIO, KUBE_NODE, COREDNS, CRI_TOOLS)
+)
 
-def ensure(tool: Tool) -> None:
+
+@dataclass
+class Installed:
+    """What one tool's ensure took: ``seconds`` of wall time, ``built`` False when current."""
+
+    name: str
+    seconds: float
+    built: bool
+
+
+def ensure(tool: Tool) -> Installed:
     if tool.is_current():
-        print(f"{tool.name}: up to date ({tool.home.relative_to(REPO)})")
-        return
-    print(f"{tool.name}: installing into {tool.home.relative_to(REPO)}")
+        print(f"{tool.name}: up to date ({tool.home.relative_to(REPO)})", flush=True)
+        return Installed(tool.name, 0.0, built=False)
+    print(f"{tool.name}: installing into {tool.home.relative_to(REPO)}", flush=True)
     started = time.monotonic()
     partial = tool.home.with_name(tool.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -235,12 +254,60 @@ def ensure(tool: Tool) -> None:
     (partial / STAMP_NAME).write_text(tool.input_hash() + "\n")
     shutil.rmtree(tool.home, ignore_errors=True)
     partial.rename(tool.home)
-    print(f"{tool.name}: installed in {time.monotonic() - started:.1f} s")
+    seconds = time.monotonic() - started
+    print(f"{tool.name}: installed in {seconds:.1f} s", flush=True)
+    return Installed(tool.name, seconds, built=True)
+
+
+class _Lane(threading.Thread):
+    """Installs its tools in order and stops at the first failure, keeping it."""
+
+    def __init__(self, name: str, tools: Sequence[Tool]) -> None:
+        super().__init__(name=name)
+        self.tools = tools
+        self.installed: list[Installed] = []
+        self.failure: BootstrapError | None = None
+
+    def run(self) -> None:
+        try:
+            for tool in self.tools:
+                self.installed.append(ensure(tool))
+        except BootstrapError as exc:
+            self.failure = exc
+
+
+def _report(lanes: Sequence[_Lane], seconds: float) -> None:
+    print(f"\ntools: {seconds:.0f} s in all, by lane (compiles beside downloads):")
+    for lane in lanes:
+        for done in lane.installed:
+            what = f"{done.seconds:7.1f} s" if done.built else "  up to date"
+            print(f"  {lane.name:<8} {done.name:<48} {what}")
+
+
+def install_all(tools: Sequence[Tool]) -> int:
+    """Every tool of ``tools`` once, compiles in one lane and the rest in another."""
+    unique = list({tool.name: tool for tool in tools}.values())
+    lanes = [
+        _Lane("compile", [tool for tool in unique if tool.name in COMPILED]),
+        _Lane("fetch", [tool for tool in unique if tool.name not in COMPILED]),
+    ]
+    started = time.monotonic()
+    for lane in lanes:
+        lane.start()
+    for lane in lanes:
+        lane.join()
+    _report(lanes, time.monotonic() - started)
+    failures = [lane.failure for lane in lanes if lane.failure is not None]
+    for failure in failures:
+        print(f"\nbootstrap FAILED: {failure}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def main(argv: Sequence[str] = ()) -> int:
-    """Install every tool of ``make test`` (or, with ``--cluster``, of ``make cluster``),
-    or only those named."""
+    """Install every tool of ``make test`` (``--all``: and of the one-node cluster, side by
+    side), or with ``--cluster`` those of ``make cluster``, or only those named."""
+    if "--all" in argv:
+        return install_all([*TOOLS, *CLUSTER_TOOLS])
     tools = CLUSTER_TOOLS if "--cluster" in argv else TOOLS
     wanted = set(argv) - {"--cluster"}
     unknown = wanted - {tool.name for tool in tools}
