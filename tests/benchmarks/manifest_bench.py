@@ -33,7 +33,6 @@ from pathlib import Path
 
 from tests.benchmarks.tier_bench import s3_store
 from tests.support.minio import MinioServer
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.layout import manifest_key, new_segment_id, segment_key
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest import (
@@ -47,6 +46,7 @@ from tierlog.storage.tier.manifest_chunks import CHUNK_ENTRIES, seal
 from tierlog.storage.tier.manifest_codec import encode_manifest
 from tierlog.storage.tier.manifest_store import ChunkReader, ManifestWriter, load_view
 from tierlog.storage.tier.store import Body, ObjectInfo, ObjectStore
+from tierlog.storage.topic_partition import TopicPartition
 
 FLAT = 10**12  # chunk entries no partition reaches: never seals
 SEGMENT_OFFSETS = 50_000

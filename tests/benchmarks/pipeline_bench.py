@@ -60,10 +60,10 @@ from tierlog.pipeline.s3_connection import s3_connection
 from tierlog.pipeline.source import plan_batch
 from tierlog.pipeline.split_json import plan_json
 from tierlog.pipeline.tiered import open_store
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
 from tierlog.storage.records import CompressionType, SimpleRecord, build_batch
+from tierlog.storage.topic_partition import TopicPartition
 
 MiB = 1024 * 1024
 # 64 MiB segments: a 1 GiB topic has 16 of them to split, tier and scan in parallel.

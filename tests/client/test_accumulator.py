@@ -16,8 +16,9 @@ from tierlog.client.config import ProducerConfig
 from tierlog.client.errors import BufferExhaustedError, RecordTooLargeError
 from tierlog.client.futures import RecordFuture
 from tierlog.client.partitioner import StickyPartitioner, partition_for_key
-from tierlog.client.producer_batch import ProducerBatch, TopicPartition
+from tierlog.client.producer_batch import ProducerBatch
 from tierlog.storage.records import CompressionType, SimpleRecord
+from tierlog.storage.topic_partition import TopicPartition
 
 from .conftest import FakeClock, add, appended, as_simple, producer, read_back
 

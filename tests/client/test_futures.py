@@ -10,13 +10,10 @@ import threading
 import pytest
 
 from tierlog.client.futures import Callback, ProduceRequestResult, RecordFuture, RecordMetadata
-from tierlog.client.producer_batch import (
-    CompressionRatioEstimator,
-    ProducerBatch,
-    TopicPartition,
-)
+from tierlog.client.producer_batch import CompressionRatioEstimator, ProducerBatch
 from tierlog.storage.errors import CorruptRecordError
 from tierlog.storage.records import CompressionType
+from tierlog.storage.topic_partition import TopicPartition
 
 
 def result_of(count: int) -> ProduceRequestResult:

@@ -22,9 +22,10 @@ from tierlog.client.idempotence import (
     IdempotenceManager,
     increment_sequence,
 )
-from tierlog.client.producer_batch import CompressionRatioEstimator, ProducerBatch, TopicPartition
+from tierlog.client.producer_batch import CompressionRatioEstimator, ProducerBatch
 from tierlog.storage.file_records import FileRecords
 from tierlog.storage.records import CompressionType
+from tierlog.storage.topic_partition import TopicPartition
 
 from .conftest import SidecarStarter, create_topic, read_back
 from .sidecars import LiveSidecar

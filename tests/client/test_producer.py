@@ -16,6 +16,7 @@ import pytest
 from tests.support.tcp_fault_proxy import TcpFaultProxy
 from tierlog.api.errors import LeaderNotAvailableError
 from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
+from tierlog.broker.ownership import NO_OWNER
 from tierlog.client import (
     AdminClient,
     Consumer,
@@ -31,7 +32,6 @@ from tierlog.client.errors import NetworkError
 from tierlog.client.producer_batch import ProducerBatch
 from tierlog.client.rpc import open_channel
 from tierlog.client.sender import Sender
-from tierlog.sidecar.ownership import NO_OWNER
 from tierlog.storage.errors import UnknownTopicOrPartitionError
 
 from .conftest import SidecarStarter, create_topic, two_brokers

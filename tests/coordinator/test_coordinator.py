@@ -17,12 +17,12 @@ import grpc
 from tierlog.api.errors import REASON_KEY
 from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, group_service_pb2_grpc
 from tierlog.api.v1 import group_service_pb2 as pb
+from tierlog.broker.ownership import Broker
 from tierlog.coordinator.loader import load_offsets
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
 from tierlog.sidecar.config import SidecarConfig
-from tierlog.sidecar.ownership import Broker
 from tierlog.sidecar.server import SidecarServer
-from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.topic_partition import TopicPartition
 
 START_MS = 1_700_000_000_000
 MINUTE_MS = 60_000

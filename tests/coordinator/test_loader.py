@@ -11,9 +11,9 @@ from tests.storage.transactions import marker_batch
 from tierlog.coordinator.group_records import CoordinatorRecord, encode_record
 from tierlog.coordinator.loader import load_offsets
 from tierlog.coordinator.offset_records import OffsetCommitKey, OffsetCommitValue
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import AppendOrigin, Log
 from tierlog.storage.records import SimpleRecord, build_batch
+from tierlog.storage.topic_partition import TopicPartition
 
 TP0, TP1, TP2 = (TopicPartition("orders", p) for p in range(3))
 

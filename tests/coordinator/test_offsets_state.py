@@ -14,7 +14,7 @@ from tierlog.coordinator.consumer_group_records import (
 from tierlog.coordinator.group_records import CoordinatorRecord
 from tierlog.coordinator.offset_records import OffsetCommitKey, OffsetCommitValue
 from tierlog.coordinator.offsets_state import OffsetsState
-from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.topic_partition import TopicPartition
 
 TP0, TP1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
 

@@ -15,10 +15,10 @@ import grpc
 from tests.support.transaction_markers import Marker, markers
 from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, transaction_service_pb2_grpc
 from tierlog.api.v1 import transaction_service_pb2 as pb
+from tierlog.broker.ownership import Broker
 from tierlog.coordinator.transaction_records import TransactionState
 from tierlog.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC
 from tierlog.sidecar.config import SidecarConfig
-from tierlog.sidecar.ownership import Broker
 from tierlog.sidecar.server import SidecarServer
 from tierlog.storage.records import iter_batches, read_end_txn_marker
 

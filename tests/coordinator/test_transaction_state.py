@@ -29,8 +29,8 @@ from tierlog.coordinator.transaction_state import (
     init_producer,
     partitions_of,
 )
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import InvalidTxnStateError
+from tierlog.storage.topic_partition import TopicPartition
 
 A, B, C = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 NOW = 1_000

@@ -28,8 +28,8 @@ from tierlog.client.groups import (
 from tierlog.coordinator.consumer_group_records import ConsumerGroupCurrentMemberAssignmentValue
 from tierlog.coordinator.group_records import decode_record
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for_group
-from tierlog.storage.checkpoints import TopicPartition as StoredPartition
 from tierlog.storage.checkpoints import read_offset_checkpoint
+from tierlog.storage.topic_partition import TopicPartition as StoredPartition
 
 from .kafka import RecordEntry, dump_log_segments
 from .test_consumer_offsets import assert_dump_matches, read_log_dir

@@ -28,13 +28,13 @@ from pathlib import Path
 import pytest
 
 from tierlog.storage.checkpoints import (
-    TopicPartition,
     read_epoch_checkpoint,
     write_epoch_checkpoint,
     write_offset_checkpoint,
 )
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
+from tierlog.storage.topic_partition import TopicPartition
 
 from .conftest import BrokerFactory
 from .datasets import (

@@ -29,10 +29,10 @@ from tierlog.cli.dump_log import DumpOptions, DumpReport, dump_files
 from tierlog.client import Consumer
 from tierlog.client import TopicPartition as ClientTopicPartition
 from tierlog.client.admin import AdminClient
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import AppendOrigin, Log
 from tierlog.storage.records import iter_batches
 from tierlog.storage.tier.local_store import LocalDirectoryStore
+from tierlog.storage.topic_partition import TopicPartition
 from tierlog.storage.transaction_index import TransactionIndex
 
 from .conftest import BrokerFactory

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tierlog.broker.ownership import Broker, Ownership
 from tierlog.operator.assignment import NO_OWNER, Assignment, hand_over, plan, stamped
-from tierlog.sidecar.ownership import Broker, Ownership
-from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.topic_partition import TopicPartition
 
 
 def brokers(count: int) -> dict[int, str]:

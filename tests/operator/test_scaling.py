@@ -13,7 +13,7 @@ from tierlog.operator.scaling import (
     plan_scale,
 )
 from tierlog.partition_state.model import PartitionState
-from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.topic_partition import TopicPartition
 
 ADDRESSES = {node: f"b{node}:9092" for node in range(5)}
 TOPICS = {"orders": 6}

@@ -21,7 +21,6 @@ from tests.storage.conftest import T0, config, read_all_records
 from tests.storage.transactions import TxnWriter
 from tests.support.minio import MinioServer
 from tierlog.pipeline.options import parse_s3_options
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
 from tierlog.storage.records import (
@@ -35,6 +34,7 @@ from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.s3_store import S3Options
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.url import open_store
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "CODECS",

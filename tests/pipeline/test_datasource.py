@@ -36,9 +36,9 @@ from tests.storage.transactions import TxnWriter
 from tierlog.pipeline.bounds import RowBounds
 from tierlog.pipeline.options import parse_options
 from tierlog.pipeline.source import plan_batch
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
 from tierlog.storage.tier.local_store import LocalDirectoryStore
+from tierlog.storage.topic_partition import TopicPartition
 
 pytestmark = pytest.mark.slow
 

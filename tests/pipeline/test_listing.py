@@ -10,7 +10,8 @@ import pytest
 from tests.pipeline.conftest import write_log
 from tests.pipeline.read_all import read_table
 from tierlog.pipeline.listing import list_log_dir
-from tierlog.storage.checkpoints import LOG_START_OFFSET_CHECKPOINT, TopicPartition
+from tierlog.storage.checkpoints import LOG_START_OFFSET_CHECKPOINT
+from tierlog.storage.topic_partition import TopicPartition
 
 TP = TopicPartition("orders", 0)
 

@@ -6,7 +6,7 @@ import pytest
 
 from tierlog.pipeline.errors import InvalidOptionError
 from tierlog.pipeline.options import EARLIEST, LATEST, parse_options
-from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.topic_partition import TopicPartition
 
 
 def test_defaults_read_every_offset_of_the_subscribed_topics() -> None:

@@ -15,11 +15,8 @@ from tierlog.pipeline.bounds import RowBounds
 from tierlog.pipeline.errors import DataLossError
 from tierlog.pipeline.options import parse_options
 from tierlog.pipeline.source import plan_batch
-from tierlog.storage.checkpoints import (
-    LOG_START_OFFSET_CHECKPOINT,
-    TopicPartition,
-    write_offset_checkpoint,
-)
+from tierlog.storage.checkpoints import LOG_START_OFFSET_CHECKPOINT, write_offset_checkpoint
+from tierlog.storage.topic_partition import TopicPartition
 
 TOPIC = "orders"
 COUNT = 400  # timestamps T0 + 10 * offset

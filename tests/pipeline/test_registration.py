@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from tests.pipeline.conftest import write_log
 from tierlog.pipeline import register
-from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.topic_partition import TopicPartition
 
 pytestmark = pytest.mark.slow
 

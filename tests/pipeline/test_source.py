@@ -20,10 +20,10 @@ from tests.storage.conftest import read_all_records
 from tierlog.pipeline.options import parse_options
 from tierlog.pipeline.segments import SegmentReader, SegmentRef, open_segment
 from tierlog.pipeline.source import plan_batch, plan_stream_range
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
 from tierlog.storage.records import Record
 from tierlog.storage.segment import LogSegment
+from tierlog.storage.topic_partition import TopicPartition
 
 TP = TopicPartition("orders", 0)
 

@@ -24,9 +24,9 @@ from tierlog.pipeline.options import parse_options
 from tierlog.pipeline.segments import opened
 from tierlog.pipeline.source import plan_batch
 from tierlog.pipeline.tiered import RemoteSegmentReader
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
 from tierlog.storage.tier.local_store import LocalDirectoryStore
+from tierlog.storage.topic_partition import TopicPartition
 
 TP = TopicPartition("orders", 0)
 

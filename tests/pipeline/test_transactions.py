@@ -17,10 +17,10 @@ from tierlog.pipeline.options import parse_options
 from tierlog.pipeline.segments import open_segment
 from tierlog.pipeline.source import discover, latest_offsets
 from tierlog.pipeline.transactions import AbortedRanges, last_stable_offset
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
 from tierlog.storage.records import parse_header
 from tierlog.storage.tier.local_store import LocalDirectoryStore
+from tierlog.storage.topic_partition import TopicPartition
 from tierlog.storage.transaction_index import AbortedTxn
 
 TP = TopicPartition("payments", 0)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.storage.conftest import read_all_records
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
 from tierlog.storage.records import V2_HEADER_SIZE, Record, parse_header
 from tierlog.storage.segment import LogSegment
@@ -18,6 +17,7 @@ from tierlog.storage.tier.manifest import PartitionManifest
 from tierlog.storage.tier.manifest_store import ManifestWriter, load_view
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.uploader import upload_segment
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "SplitHistory",

@@ -10,8 +10,8 @@ from tests.storage.conftest import config, make_batch
 from tierlog.controller.reassignment import complete_reassignment, start_reassignment
 from tierlog.partition_state.model import PartitionState
 from tierlog.replication.leader import LeaderPartition
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
+from tierlog.storage.topic_partition import TopicPartition
 
 
 def test_a_reassignment_adds_a_follower_and_drops_the_one_that_leaves(tmp_path: Path) -> None:

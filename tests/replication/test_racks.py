@@ -16,8 +16,8 @@ from pathlib import Path
 from tests.sidecar.conftest import Sidecar
 from tests.support.sidecars import Sidecars, free_port
 from tierlog.api.v1 import admin_service_pb2
+from tierlog.broker.ownership import Broker, parse_assignment
 from tierlog.partition_state.local_store import LocalStateStore
-from tierlog.sidecar.ownership import Broker, parse_assignment
 
 ZONES = {0: "zone-a", 1: "zone-a", 2: "zone-b", 3: "zone-b"}
 

@@ -17,7 +17,7 @@ from tierlog.controller.reassignments import (
     reassignment_progress,
     start_reassignments,
 )
-from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.topic_partition import TopicPartition
 
 from .conftest import ClusterFactory, wait_for
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import grpc
 
+from tierlog.broker.topics import TopicStore
+from tierlog.broker.watch import AppendWatch
 from tierlog.partition_state.local_store import LocalStateStore
 from tierlog.partition_state.model import PartitionState
 from tierlog.replication.config import DirectoryStore, ReplicationConfig
 from tierlog.replication.replica_manager import ReplicaManager
-from tierlog.sidecar.topics import TopicStore
-from tierlog.sidecar.watch import AppendWatch
 from tierlog.storage.config import LogConfig
 from tierlog.storage.manager import LogManager, LogManagerConfig
 

@@ -26,7 +26,7 @@ from tests.support.process_faults import paused
 from tests.support.scrape import METRICS, scrape_sidecar
 from tierlog.api.v1 import log_service_pb2
 from tierlog.client import Producer
-from tierlog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, TopicPartition
+from tierlog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT
 from tierlog.storage.records import SimpleRecord, build_batch
 from tierlog.storage.tier.layout import segments_prefix
 from tierlog.storage.tier.local_store import LocalDirectoryStore
@@ -35,6 +35,7 @@ from tierlog.storage.tier.manifest_store import load_manifest, load_view
 from tierlog.storage.tier.s3_store import S3Options
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.url import open_store
+from tierlog.storage.topic_partition import TopicPartition
 
 from .conftest import Cluster, ClusterFactory, wait_for
 from .test_failover import FAST_FAILOVER

@@ -19,15 +19,12 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from tests.support.small_disk import small_disk_at
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2
-from tierlog.sidecar.topics import TOPICS_FILE
-from tierlog.storage.checkpoints import (
-    RECOVERY_POINT_CHECKPOINT,
-    TopicPartition,
-    read_offset_checkpoint,
-)
+from tierlog.broker.topics import TOPICS_FILE
+from tierlog.storage.checkpoints import RECOVERY_POINT_CHECKPOINT, read_offset_checkpoint
 from tierlog.storage.config import LogConfig
 from tierlog.storage.names import MAX_TOPIC_NAME_LENGTH
 from tierlog.storage.records import SimpleRecord, build_batch
+from tierlog.storage.topic_partition import TopicPartition
 
 from .conftest import Sidecar, SidecarFactory, reason_of
 

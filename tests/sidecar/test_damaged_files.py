@@ -18,12 +18,12 @@ from tierlog.api.v1 import log_service_pb2
 from tierlog.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
-    TopicPartition,
     read_offset_checkpoint,
 )
 from tierlog.storage.properties import read_properties
 from tierlog.storage.records import SimpleRecord, build_batch, decode_records, iter_batches
 from tierlog.storage.records.batch import LENGTH_OFFSET
+from tierlog.storage.topic_partition import TopicPartition
 
 from .conftest import Sidecar, SidecarFactory, reason_of
 

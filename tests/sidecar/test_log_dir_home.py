@@ -11,10 +11,10 @@ from tests.support.sidecars import console_script
 from tierlog.api.v1 import log_service_pb2
 from tierlog.sidecar.main import build_config, parse_args
 from tierlog.sidecar.remote_read_config import DEFAULT_CACHE_DIR_NAME
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.records import iter_batches
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest_store import load_view
+from tierlog.storage.topic_partition import TopicPartition
 
 from .conftest import Sidecar, SidecarFactory
 from .test_tier_uploads import FAST, TIERED, offsets, produce, wait_for

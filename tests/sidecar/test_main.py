@@ -13,18 +13,18 @@ import pytest
 
 from tests.storage.conftest import crash
 from tierlog.api.v1 import admin_service_pb2
+from tierlog.broker.topics import TOPICS_FILE
 from tierlog.sidecar.main import build_config, parse_args
-from tierlog.sidecar.topics import TOPICS_FILE
 from tierlog.storage.checkpoints import (
     CLEAN_SHUTDOWN_MARKER,
     RECOVERY_POINT_CHECKPOINT,
-    TopicPartition,
     read_offset_checkpoint,
 )
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.manager import LogManager, LogManagerConfig
 from tierlog.storage.properties import read_properties
 from tierlog.storage.records import SimpleRecord, build_batch
+from tierlog.storage.topic_partition import TopicPartition
 
 from .conftest import SidecarFactory
 

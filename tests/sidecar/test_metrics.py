@@ -23,9 +23,9 @@ from tests.support.prometheus import SERVICE_MONITOR_TARGET_LABELS
 from tests.support.scrape import METRICS, Scrape, get, metrics_address, scrape, scrape_sidecar
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2, log_service_pb2_grpc
 from tierlog.sidecar.metrics import RecoveryMetrics
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.manager import LogManager, LogManagerConfig
 from tierlog.storage.records import SimpleRecord, build_batch
+from tierlog.storage.topic_partition import TopicPartition
 
 from .conftest import SidecarFactory, sidecar_script
 

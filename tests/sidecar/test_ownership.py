@@ -11,8 +11,8 @@ import pytest
 from tests.support.sidecars import Sidecars, free_port
 from tierlog.api.errors import NotLeaderOrFollowerError
 from tierlog.api.v1 import admin_service_pb2, common_pb2, log_service_pb2
-from tierlog.sidecar.ownership import NO_OWNER, Broker, Ownership, read_assignment_file
-from tierlog.storage.checkpoints import TopicPartition
+from tierlog.broker.ownership import NO_OWNER, Broker, Ownership, read_assignment_file
+from tierlog.storage.topic_partition import TopicPartition
 
 from .conftest import Sidecar
 

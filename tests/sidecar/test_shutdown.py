@@ -16,10 +16,10 @@ from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
 from tierlog.storage.checkpoints import (
     CLEAN_SHUTDOWN_MARKER,
     RECOVERY_POINT_CHECKPOINT,
-    TopicPartition,
     read_offset_checkpoint,
 )
 from tierlog.storage.records import SimpleRecord, build_batch
+from tierlog.storage.topic_partition import TopicPartition
 
 from .conftest import Sidecar, SidecarFactory
 

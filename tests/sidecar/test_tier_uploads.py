@@ -21,12 +21,12 @@ import pytest
 from tests.support.minio import MinioServer
 from tests.support.scrape import METRICS, Scrape, get, metrics_address, scrape_sidecar
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2
+from tierlog.broker.ownership import NO_OWNER
 from tierlog.cli.main import main
-from tierlog.sidecar.ownership import NO_OWNER
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.records import SimpleRecord, build_batch
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest_store import load_view
+from tierlog.storage.topic_partition import TopicPartition
 
 from .conftest import Sidecar, SidecarFactory, reason_of
 

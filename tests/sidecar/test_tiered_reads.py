@@ -25,12 +25,12 @@ import pytest
 from tests.support.minio import MinioServer
 from tests.support.scrape import METRICS, metrics_address, scrape
 from tierlog.api.v1 import log_service_pb2
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.records import SimpleRecord, build_batch, iter_batches
 from tierlog.storage.tier.manifest import RemoteSegment
 from tierlog.storage.tier.manifest_store import load_view
 from tierlog.storage.tier.s3_store import S3Options
 from tierlog.storage.tier.url import open_store
+from tierlog.storage.topic_partition import TopicPartition
 
 from .conftest import Sidecar, SidecarFactory, reason_of
 

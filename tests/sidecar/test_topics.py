@@ -17,7 +17,7 @@ from tests.support.scrape import METRICS, Scrape, scrape_sidecar
 from tests.support.sidecars import console_script
 from tests.support.small_disk import fill_leaving, small_disk_at
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2
-from tierlog.sidecar.topics import TOPICS_FILE, TopicStore
+from tierlog.broker.topics import TOPICS_FILE, TopicStore
 from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import (
     InvalidConfigError,

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from tierlog.storage.checkpoints import (
-    TopicPartition,
     atomic_write,
     base64_uuid,
     read_epoch_checkpoint,
@@ -21,6 +20,7 @@ from tierlog.storage.checkpoints import (
 )
 from tierlog.storage.errors import KafkaStorageError
 from tierlog.storage.properties import read_properties
+from tierlog.storage.topic_partition import TopicPartition
 
 
 def test_offset_checkpoint_is_version_count_then_topic_partition_offset_lines(

@@ -10,11 +10,7 @@ import pytest
 
 from tests.storage.compaction import compacted, keyed_batch, live_values, records
 from tests.storage.conftest import T0, FakeClock
-from tierlog.storage.checkpoints import (
-    CLEANER_OFFSET_CHECKPOINT,
-    TopicPartition,
-    read_offset_checkpoint,
-)
+from tierlog.storage.checkpoints import CLEANER_OFFSET_CHECKPOINT, read_offset_checkpoint
 from tierlog.storage.cleaner import Cleaner
 from tierlog.storage.cleaner_manager import (
     CleanerConfig,
@@ -26,6 +22,7 @@ from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.log import Log
 from tierlog.storage.manager import LogManager, LogManagerConfig
+from tierlog.storage.topic_partition import TopicPartition
 
 A, B, C = TopicPartition("a", 0), TopicPartition("b", 0), TopicPartition("c", 0)
 

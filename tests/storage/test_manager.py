@@ -15,7 +15,6 @@ from tierlog.storage.checkpoints import (
     CLEAN_SHUTDOWN_MARKER,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
-    TopicPartition,
     read_epoch_checkpoint,
     read_offset_checkpoint,
 )
@@ -34,6 +33,7 @@ from tierlog.storage.tier.layout import partition_prefix
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.remote_log_manager import RemoteLogManager, RemoteLogManagerConfig
 from tierlog.storage.tier.store import ObjectStore
+from tierlog.storage.topic_partition import TopicPartition
 
 ORDERS_0 = TopicPartition("orders", 0)
 ORDERS_1 = TopicPartition("orders", 1)

@@ -6,7 +6,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import InvalidTopicError
 from tierlog.storage.names import (
     MAX_TOPIC_NAME_LENGTH,
@@ -15,6 +14,7 @@ from tierlog.storage.names import (
     parse_partition_dir,
     validate_topic_name,
 )
+from tierlog.storage.topic_partition import TopicPartition
 
 LEGAL_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
 

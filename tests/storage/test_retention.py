@@ -18,16 +18,13 @@ from tests.storage.conftest import (
     read_all_records,
     records_of,
 )
-from tierlog.storage.checkpoints import (
-    LOG_START_OFFSET_CHECKPOINT,
-    TopicPartition,
-    read_offset_checkpoint,
-)
+from tierlog.storage.checkpoints import LOG_START_OFFSET_CHECKPOINT, read_offset_checkpoint
 from tierlog.storage.errors import OffsetMovedToTieredStorageError, OffsetOutOfRangeError
 from tierlog.storage.log import Log
 from tierlog.storage.manager import LogManager, LogManagerConfig
 from tierlog.storage.records import SimpleRecord, build_batch
 from tierlog.storage.retention import RetentionBudget, RetentionReason, deletable_segments
+from tierlog.storage.topic_partition import TopicPartition
 
 HOUR_MS = 3_600_000
 

@@ -21,14 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support.history import NULL_VALUE
-from tierlog.storage.checkpoints import (
-    REPLICATION_OFFSET_CHECKPOINT,
-    TopicPartition,
-    read_offset_checkpoint,
-)
+from tierlog.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offset_checkpoint
 from tierlog.storage.file_records import FileRecords
 from tierlog.storage.records import BatchHeader, decode_records, parse_header
 from tierlog.storage.segment import LOG_SUFFIX
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "ReplicaBatch",

@@ -14,13 +14,10 @@ from tests.support.replica_dirs import (
     read_values,
     replica_batches,
 )
-from tierlog.storage.checkpoints import (
-    REPLICATION_OFFSET_CHECKPOINT,
-    TopicPartition,
-    write_offset_checkpoint,
-)
+from tierlog.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, write_offset_checkpoint
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
+from tierlog.storage.topic_partition import TopicPartition
 
 BATCHES, RECORDS_EACH = 10, 3  # offsets 0-29
 # Three batches to a segment: segments at 0, 9, 18 and 27.

@@ -7,7 +7,7 @@ exactly the leaving brokers' partitions, once the tier holds their data.
 
 Rules, in order: a partition stays with its owner while that broker stays; a new
 partition goes where the sidecar's own fallback would put it (``crc32(topic) + p``
-over the sorted broker list, see ``tierlog.sidecar.ownership``), so a broker that has
+over the sorted broker list, see ``tierlog.broker.ownership``), so a broker that has
 not re-read the plan yet agrees with it. A leaving broker's partition is first
 *released*: placed on ``NO_OWNER``, so nobody serves it, and remembered as released by
 that broker, whose volume holds the data the tier may still lack. Only ``hand_over``
@@ -32,7 +32,7 @@ import zlib
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from tierlog.sidecar.ownership import NO_OWNER
+from tierlog.broker.ownership import NO_OWNER
 
 __all__ = ["NO_OWNER", "Assignment", "hand_over", "plan", "stamped"]
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import yaml
 
+from tierlog.broker.topics import MAX_PARTITIONS
 from tierlog.sidecar.config import BROKER_TO_TOPIC_KEYS
-from tierlog.sidecar.topics import MAX_PARTITIONS
 from tierlog.storage.config import LogConfig
 
 __all__ = [

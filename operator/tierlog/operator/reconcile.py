@@ -61,7 +61,7 @@ from tierlog.operator.scaling import (
 from tierlog.operator.spec import ClusterSpec, TopicSpec
 from tierlog.partition_state.kube_store import state_config_map_name
 from tierlog.partition_state.model import NO_LEADER, PartitionState, topic_from_json
-from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "PAUSE_ANNOTATION",

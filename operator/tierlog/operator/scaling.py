@@ -43,7 +43,7 @@ from tierlog.api.errors import InvalidReplicationFactorError
 from tierlog.operator.assignment import Assignment, hand_over, plan
 from tierlog.partition_state.model import PartitionState
 from tierlog.replication.placement import replicas_without
-from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "DRAINING",

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tierlog.pipeline.listing import PartitionSegments, SegmentInfo
-from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["PartitionHistory", "SegmentRange", "merge_history"]
 

@@ -15,12 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tierlog.pipeline.segments import LocalSegment, SegmentReader, SegmentRef
-from tierlog.storage.checkpoints import (
-    LOG_START_OFFSET_CHECKPOINT,
-    TopicPartition,
-    read_offset_checkpoint_or_warn,
-)
+from tierlog.storage.checkpoints import LOG_START_OFFSET_CHECKPOINT, read_offset_checkpoint_or_warn
 from tierlog.storage.names import parse_partition_dir
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "PartitionSegments",

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from tierlog.pipeline.errors import InvalidOptionError
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import InvalidConfigError, InvalidTopicError
 from tierlog.storage.names import validate_topic_name
 from tierlog.storage.tier.s3_store import S3Options
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "EARLIEST",

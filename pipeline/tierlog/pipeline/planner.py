@@ -29,8 +29,8 @@ from tierlog.pipeline.history import PartitionHistory, SegmentRange
 from tierlog.pipeline.options import EARLIEST, LATEST, OffsetSpec
 from tierlog.pipeline.segments import Opener, SegmentReader, SegmentRef
 from tierlog.pipeline.transactions import aborted_transactions
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.records import decode_records
+from tierlog.storage.topic_partition import TopicPartition
 from tierlog.storage.transaction_index import AbortedTxn
 
 __all__ = [

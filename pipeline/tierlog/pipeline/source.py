@@ -34,8 +34,8 @@ from tierlog.pipeline.planner import (
 from tierlog.pipeline.segments import Opener, open_segment
 from tierlog.pipeline.tiered import list_tier
 from tierlog.pipeline.transactions import with_last_stable_offset
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.s3_store import S3Options
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "discover",

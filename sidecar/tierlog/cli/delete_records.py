@@ -16,8 +16,8 @@ from pathlib import Path
 from tierlog.cli.server_option import add_security_options, add_server_option, client_properties
 from tierlog.client.admin import AdminClient
 from tierlog.client.errors import reason_of
-from tierlog.client.producer_batch import TopicPartition
 from tierlog.storage.errors import TierlogError
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["OffsetFileError", "add_parser", "read_offset_file", "run"]
 

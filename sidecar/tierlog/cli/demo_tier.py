@@ -16,11 +16,11 @@ from pathlib import Path
 from tierlog.api.errors import TopicAlreadyExistsError
 from tierlog.cli.local_sidecar import LocalSidecar, metric_value
 from tierlog.client import AdminClient, Consumer, ConsumerRecord, Producer, TopicPartition
-from tierlog.storage.checkpoints import TopicPartition as StoredPartition
 from tierlog.storage.records import SimpleRecord
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest import RemoteLogView
 from tierlog.storage.tier.manifest_store import ChunkReader, load_manifest
+from tierlog.storage.topic_partition import TopicPartition as StoredPartition
 
 __all__ = ["SIDECAR_CONFIGS", "TIERED_TOPIC", "offload_and_read_back", "show_tier_after_restart"]
 

@@ -14,8 +14,8 @@ import argparse
 
 from tierlog.cli.server_option import add_security_options, add_server_option, client_properties
 from tierlog.client.admin import AdminClient
-from tierlog.client.producer_batch import TopicPartition
 from tierlog.storage.errors import UnknownTopicOrPartitionError
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["add_parser", "offset_time", "partition_list", "run"]
 

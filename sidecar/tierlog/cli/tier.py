@@ -50,7 +50,6 @@ from tierlog.cli.dump_log import DumpOptions, DumpReport, dump_files
 from tierlog.cli.progress import Advance, Track, choose_tracker, no_progress
 from tierlog.cli.segment_files import open_log
 from tierlog.sidecar.tier_config import TierConfig, add_tier_arguments, tier_properties
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.names import parse_partition_dir
 from tierlog.storage.records import parse_header
@@ -66,6 +65,7 @@ from tierlog.storage.tier.manifest import (
 from tierlog.storage.tier.manifest_store import ChunkReader, ManifestWriter, load_manifest
 from tierlog.storage.tier.store import ObjectNotFoundError, ObjectStore, ObjectStoreError
 from tierlog.storage.tier.url import open_store
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "VerifyReport",

@@ -60,7 +60,7 @@ from tierlog.client.groups import (
 from tierlog.client.idempotence import IdempotenceManager, ProducerIdAndEpoch
 from tierlog.client.partitioner import StickyPartitioner, murmur2, partition_for_key
 from tierlog.client.producer import Callback, Producer, RecordFuture, RecordMetadata
-from tierlog.client.producer_batch import ProducerBatch, TopicPartition
+from tierlog.client.producer_batch import ProducerBatch
 from tierlog.client.security import ChannelSecurity
 from tierlog.client.serialization import (
     DeserializedRecord,
@@ -73,6 +73,7 @@ from tierlog.client.serialization import (
     string_deserializer,
     string_serializer,
 )
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "AIOConsumer",

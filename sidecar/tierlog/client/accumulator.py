@@ -37,10 +37,10 @@ from tierlog.client.partitioner import StickyPartitioner, partition_for_key
 from tierlog.client.producer_batch import (
     CompressionRatioEstimator,
     ProducerBatch,
-    TopicPartition,
     batch_size_upper_bound,
 )
 from tierlog.storage.records import NO_TIMESTAMP, Header
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["AppendResult", "MemoryBlocked", "ReadyCheck", "RecordAccumulator"]
 

@@ -25,10 +25,10 @@ from tierlog.api.errors import (
 from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, log_service_pb2
 from tierlog.client.cluster import Cluster, ClusterClient
 from tierlog.client.config import AdminConfig
-from tierlog.client.producer_batch import TopicPartition
 from tierlog.client.rpc import error_from_proto, error_from_rpc
 from tierlog.client.security import ChannelSecurity
 from tierlog.storage.errors import TierlogError, UnknownTopicOrPartitionError
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "AdminClient",

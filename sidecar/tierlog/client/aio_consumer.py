@@ -24,7 +24,7 @@ from typing import Self, TypeVar
 from tierlog.client.config import ConsumerConfig
 from tierlog.client.consumer import Consumer, ConsumerRecord, Rebalance
 from tierlog.client.groups import OffsetAndMetadata
-from tierlog.client.producer_batch import TopicPartition
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["AIOConsumer"]
 

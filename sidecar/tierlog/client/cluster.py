@@ -38,11 +38,11 @@ from tierlog.api.v1 import (
 )
 from tierlog.client.config import ConsumerConfig, ProducerConfig
 from tierlog.client.errors import NetworkError, RequestTimedOutError, TierlogError, is_retriable
-from tierlog.client.producer_batch import TopicPartition
 from tierlog.client.rpc import error_from_proto, error_from_rpc, open_aio_channel, open_channel
 from tierlog.client.security import PLAINTEXT, ChannelSecurity
 from tierlog.storage.errors import UnknownTopicOrPartitionError
 from tierlog.storage.records import NO_PARTITION_LEADER_EPOCH
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "NO_ANSWER",

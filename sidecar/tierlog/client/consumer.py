@@ -75,7 +75,6 @@ from tierlog.client.errors import (
 from tierlog.client.groups import ConsumerGroupMetadata, GroupClient, OffsetAndMetadata
 from tierlog.client.membership import GroupMembership, Subscription
 from tierlog.client.partition_stream import Arrival, PartitionStream
-from tierlog.client.producer_batch import TopicPartition
 from tierlog.storage.errors import CorruptRecordError
 from tierlog.storage.records import (
     Header,
@@ -83,6 +82,7 @@ from tierlog.storage.records import (
     decode_record_rows,
     iter_batches,
 )
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["CommitCallback", "Consumer", "ConsumerRecord", "OffsetAndTimestamp", "Rebalance"]
 

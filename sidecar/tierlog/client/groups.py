@@ -24,8 +24,8 @@ from tierlog.api.v1 import group_service_pb2_grpc
 from tierlog.client.cluster import Cluster
 from tierlog.client.coordinator_client import CoordinatorClient
 from tierlog.client.errors import TierlogError, reason_of
-from tierlog.client.producer_batch import TopicPartition
 from tierlog.client.rpc import error_from_proto, error_from_rpc
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "ConsumerGroupMetadata",

@@ -63,8 +63,9 @@ from dataclasses import dataclass, field
 
 from tierlog.client.config import MAX_IN_FLIGHT_FOR_IDEMPOTENCE
 from tierlog.client.errors import RETRIABLE_REASONS, IllegalProducerStateError
-from tierlog.client.producer_batch import ProducerBatch, TopicPartition
+from tierlog.client.producer_batch import ProducerBatch
 from tierlog.storage.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "MAX_PRODUCER_EPOCH",

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from tierlog.api.v1 import group_service_pb2 as pb
 from tierlog.client.errors import TierlogError, reason_of
 from tierlog.client.groups import GroupClient
-from tierlog.client.producer_batch import TopicPartition
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["GroupMembership", "Subscription"]
 

@@ -28,8 +28,8 @@ import grpc
 
 from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
 from tierlog.client.errors import TierlogError
-from tierlog.client.producer_batch import TopicPartition
 from tierlog.client.rpc import error_from_rpc
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["PREFETCH", "Arrival", "PartitionStream"]
 

@@ -34,11 +34,11 @@ from tierlog.client.errors import IllegalProducerStateError, RequestTimedOutErro
 from tierlog.client.futures import Callback, RecordFuture, RecordMetadata
 from tierlog.client.groups import ConsumerGroupMetadata, OffsetAndMetadata
 from tierlog.client.idempotence import IdempotenceManager
-from tierlog.client.producer_batch import TopicPartition
 from tierlog.client.record_fields import checked_record_fields
 from tierlog.client.sender import Sender
 from tierlog.client.transactions import TransactionManager
 from tierlog.storage.records import NO_TIMESTAMP, Header
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["Callback", "Producer", "RecordFuture", "RecordMetadata"]
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from tierlog.client.errors import IllegalProducerStateError
 from tierlog.client.futures import ProduceRequestResult
@@ -52,13 +51,13 @@ from tierlog.storage.records.batch import (
 )
 from tierlog.storage.records.record import encode_record
 from tierlog.storage.records.varint import sizeof_varint
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "COMPRESSION_RATE_ESTIMATION_FACTOR",
     "MAX_RECORD_OVERHEAD",
     "CompressionRatioEstimator",
     "ProducerBatch",
-    "TopicPartition",
     "batch_size_upper_bound",
 ]
 
@@ -72,14 +71,6 @@ MAX_RECORD_OVERHEAD = 21
 _CODEC_FRAMING_BYTES = 1024
 _STAMP = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence: contiguous
 _UINT32 = struct.Struct(">I")
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 def _sizeof_nullable(data: bytes | None) -> int:

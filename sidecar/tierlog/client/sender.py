@@ -66,9 +66,10 @@ from tierlog.client.produce_wire import (
     encode_produce_stream_request,
     produce_stream,
 )
-from tierlog.client.producer_batch import ProducerBatch, TopicPartition
+from tierlog.client.producer_batch import ProducerBatch
 from tierlog.client.rpc import error_from_proto, error_from_rpc
 from tierlog.client.transactions import TransactionManager
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["ProduceConnection", "Sender"]
 

@@ -23,8 +23,8 @@ from tierlog.client.config import ConsumerConfig, ProducerConfig
 from tierlog.client.consumer import Consumer, ConsumerRecord
 from tierlog.client.futures import RecordFuture
 from tierlog.client.producer import Callback, Producer
-from tierlog.client.producer_batch import TopicPartition
 from tierlog.storage.records import Header
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "DeserializedRecord",

@@ -40,7 +40,7 @@ from tierlog.client.coordinator_client import CoordinatorClient
 from tierlog.client.errors import IllegalProducerStateError, TierlogError, reason_of
 from tierlog.client.groups import ConsumerGroupMetadata, GroupClient, OffsetAndMetadata
 from tierlog.client.idempotence import IdempotenceManager
-from tierlog.client.producer_batch import TopicPartition
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["FATAL_REASONS", "TransactionManager", "TransactionState"]
 

@@ -21,8 +21,8 @@ from tierlog.controller.changes import write_change
 from tierlog.controller.reassignment import start_reassignment
 from tierlog.partition_state.model import PartitionState
 from tierlog.partition_state.store import PartitionStateStore
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import UnknownTopicOrPartitionError
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "COMPLETED",

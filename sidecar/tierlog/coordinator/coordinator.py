@@ -42,6 +42,7 @@ from tierlog.api.errors import (
     UnknownMemberIdError,
     UnstableOffsetCommitError,
 )
+from tierlog.broker.partitions import Leader, Leaders, Partitions
 from tierlog.coordinator.classic_group_records import GroupMetadataKey
 from tierlog.coordinator.config import GroupCoordinatorConfig
 from tierlog.coordinator.consumer_group import (
@@ -59,10 +60,9 @@ from tierlog.coordinator.loader import load_offsets
 from tierlog.coordinator.offset_records import OffsetCommitKey, OffsetCommitValue
 from tierlog.coordinator.offsets_state import CommittedOffset, OffsetsState
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for_group
-from tierlog.sidecar.partitions import Partitions
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.records import SimpleRecord, build_batch
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "Append",
@@ -105,7 +105,7 @@ class OffsetToCommit:
 class GroupCoordinator:
     def __init__(
         self,
-        partitions: Partitions,
+        partitions: Partitions[Leaders[Leader]],
         config: GroupCoordinatorConfig,
         append: Append,
         *,

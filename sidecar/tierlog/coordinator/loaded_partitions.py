@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 from tierlog.api.errors import CoordinatorLoadInProgressError, NotCoordinatorError
-from tierlog.sidecar.partitions import Partitions
-from tierlog.storage.checkpoints import TopicPartition
+from tierlog.broker.partitions import Leader, Leaders, Partitions
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.log import Log
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["Load", "Loaded", "LoadedPartitions"]
 
@@ -51,7 +51,7 @@ class LoadedPartitions(Generic[S]):
 
     def __init__(
         self,
-        partitions: Partitions,
+        partitions: Partitions[Leaders[Leader]],
         topic: str,
         default_partition_count: int,
         load: Load[S],
@@ -98,19 +98,7 @@ class LoadedPartitions(Generic[S]):
 
     def leader_epoch(self, partition: int) -> int | None:
         """The epoch of this broker's leadership of the partition (None: not led here)."""
-        tp = TopicPartition(self.topic, partition)
-        replicas = self.partitions.replicas
-        if replicas is not None:
-            leader = replicas.leaders.get(tp)
-            return None if leader is None else leader.leader_epoch
-        ownership = self.partitions.ownership
-        if not ownership.owns(tp):
-            return None
-        try:
-            self.partitions.manager.get_log(tp)
-        except TierlogError:
-            return None  # not created here (yet)
-        return ownership.generation
+        return self.partitions.leader_epoch(TopicPartition(self.topic, partition))
 
     def refresh(self, partition: int) -> Loaded[S] | None:
         """Load or unload the partition as its leadership here says; its entry."""

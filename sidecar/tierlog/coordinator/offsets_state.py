@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from tierlog.coordinator.consumer_group import ConsumerGroup, consumer_group_of
 from tierlog.coordinator.group_records import CoordinatorRecord
 from tierlog.coordinator.offset_records import OffsetCommitKey, OffsetCommitValue
-from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["CommittedOffset", "OffsetsState"]
 

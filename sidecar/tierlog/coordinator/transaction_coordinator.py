@@ -39,6 +39,7 @@ from tierlog.api.errors import (
     NotLeaderOrFollowerError,
     TransactionalIdNotFoundError,
 )
+from tierlog.broker.partitions import Leader, Leaders, Partitions
 from tierlog.coordinator.coordinator import Append
 from tierlog.coordinator.loaded_partitions import Loaded, LoadedPartitions
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for_group
@@ -65,8 +66,6 @@ from tierlog.coordinator.transaction_topic import (
     TRANSACTION_STATE_TOPIC,
     partition_for_transactional_id,
 )
-from tierlog.sidecar.partitions import Partitions
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import TierlogError, UnknownTopicOrPartitionError
 from tierlog.storage.records import (
     ControlRecordType,
@@ -75,6 +74,7 @@ from tierlog.storage.records import (
     build_batch,
     build_end_txn_marker_batch,
 )
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["MARKER_RETRIABLE_REASONS", "TransactionCoordinator", "WriteMarker"]
 
@@ -107,7 +107,7 @@ MARKER_RETRIABLE_REASONS = frozenset(
 class TransactionCoordinator:
     def __init__(
         self,
-        partitions: Partitions,
+        partitions: Partitions[Leaders[Leader]],
         config: TransactionCoordinatorConfig,
         append: Append,
         write_marker: WriteMarker,

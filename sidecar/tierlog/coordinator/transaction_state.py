@@ -37,9 +37,9 @@ from tierlog.coordinator.transaction_records import (
     TransactionState,
     decode_transaction_record,
 )
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import InvalidTxnStateError
 from tierlog.storage.log import Log
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "MAX_PRODUCER_EPOCH",

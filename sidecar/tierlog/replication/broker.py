@@ -24,13 +24,13 @@ import os
 import time
 import uuid
 
+from tierlog.broker.topics import TopicStore
 from tierlog.controller.controlled_shutdown import hand_over_leaderships
 from tierlog.controller.controller import Controller, ControllerThread
 from tierlog.partition_state.lease_keeper import LeaseKeeper
 from tierlog.replication.config import DirectoryStore, ReplicationConfig
 from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.replication.state_store import open_state_store
-from tierlog.sidecar.topics import TopicStore
 
 __all__ = ["ReplicatedBroker"]
 

@@ -23,10 +23,10 @@ import grpc
 
 from tierlog.api.v1 import replication_service_pb2 as pb
 from tierlog.replication.follower import FetchOutcome, apply_fetched
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.log import Log
 from tierlog.storage.tier.store import ObjectStore
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["FetchSettings", "ReplicaFetcher"]
 

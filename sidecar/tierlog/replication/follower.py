@@ -33,12 +33,12 @@ from dataclasses import dataclass
 
 from tierlog.api.errors import FencedLeaderEpochError, NotLeaderOrFollowerError
 from tierlog.api.v1 import replication_service_pb2 as pb
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.leader_epoch_cache import UNDEFINED_OFFSET, EpochEnd
 from tierlog.storage.log import Log
 from tierlog.storage.tier.manifest_store import load_view
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.tier_state import tier_state_at
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["FetchOutcome", "apply_fetched", "truncation_offset"]
 

@@ -25,8 +25,8 @@ from tierlog.api.errors import (
     RequestTimedOutError,
 )
 from tierlog.partition_state.model import PartitionState
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["FollowerProgress", "LeaderPartition"]
 

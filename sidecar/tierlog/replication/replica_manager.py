@@ -29,21 +29,21 @@ from tierlog.api.errors import (
     StaleBrokerEpochError,
 )
 from tierlog.api.v1 import replication_service_pb2 as pb
+from tierlog.broker.leader_epoch_check import check_leader_epoch
+from tierlog.broker.topics import Topic, TopicStore
+from tierlog.broker.watch import AppendWatch
 from tierlog.partition_state.model import NO_LEADER, PartitionState
 from tierlog.partition_state.store import PartitionStateStore
 from tierlog.replication.config import ReplicationConfig
 from tierlog.replication.fetcher import ReplicaFetcher
 from tierlog.replication.follower import FetchOutcome
 from tierlog.replication.leader import LeaderPartition
-from tierlog.replication.leader_epoch_check import check_leader_epoch
-from tierlog.sidecar.topics import Topic, TopicStore
-from tierlog.sidecar.watch import AppendWatch
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.log import Log
 from tierlog.storage.manager import LogManager
 from tierlog.storage.records import NO_PARTITION_LEADER_EPOCH
 from tierlog.storage.tier.store import ObjectStore
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["ReplicaManager"]
 

@@ -14,10 +14,10 @@ import zlib
 from collections.abc import Mapping, Sequence
 
 from tierlog.api.errors import TopicAlreadyExistsError
+from tierlog.broker.topics import TopicStore
 from tierlog.partition_state.model import PartitionState
 from tierlog.partition_state.store import PartitionStateStore
 from tierlog.replication.placement import Racks, assign_new_partitions, assign_replicas
-from tierlog.sidecar.topics import TopicStore
 
 __all__ = ["add_partitions", "alter_configs", "create_topic"]
 

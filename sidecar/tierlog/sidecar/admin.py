@@ -31,16 +31,16 @@ import grpc
 
 from tierlog.api.errors import InvalidReplicationFactorError
 from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, common_pb2
+from tierlog.broker.ownership import NO_OWNER, Broker
+from tierlog.broker.partitions import UNREPLICATED_LEADER_EPOCH, Partitions
+from tierlog.broker.topics import Topic
+from tierlog.broker.watch import AppendWatch
 from tierlog.replication import topic_changes
-from tierlog.replication.replica_manager import Leadership
+from tierlog.replication.replica_manager import Leadership, ReplicaManager
 from tierlog.sidecar.assignment_updates import AssignmentUpdates
-from tierlog.sidecar.ownership import NO_OWNER, Broker
-from tierlog.sidecar.partitions import UNREPLICATED_LEADER_EPOCH, Partitions
 from tierlog.sidecar.status import as_error, at_the_edge, unexpected
-from tierlog.sidecar.topics import Topic
-from tierlog.sidecar.watch import AppendWatch
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import TierlogError, UnknownTopicOrPartitionError
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["AdminService"]
 
@@ -56,7 +56,7 @@ _DEFAULT_REPLICATION_FACTORS = (0, -1)
 class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
     def __init__(
         self,
-        partitions: Partitions,
+        partitions: Partitions[ReplicaManager],
         watch: AppendWatch,
         assignment: AssignmentUpdates,
         *,

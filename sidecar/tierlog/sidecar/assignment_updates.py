@@ -34,8 +34,9 @@ import logging
 from pathlib import Path
 
 from tierlog.api.errors import InvalidRequestError
-from tierlog.sidecar.ownership import Ownership, parse_assignment, read_assignment_file
-from tierlog.sidecar.partitions import Partitions
+from tierlog.broker.ownership import Ownership, parse_assignment, read_assignment_file
+from tierlog.broker.partitions import Partitions
+from tierlog.replication.replica_manager import ReplicaManager
 
 __all__ = ["FILE_REREAD_S", "AssignmentUpdates"]
 
@@ -49,7 +50,7 @@ FILE_REREAD_S = 2.0
 class AssignmentUpdates:
     """The one way a new plan reaches ``partitions``: ``push`` or ``reread_file``."""
 
-    def __init__(self, partitions: Partitions, path: Path | None):
+    def __init__(self, partitions: Partitions[ReplicaManager], path: Path | None):
         self.partitions = partitions
         self.path = path  # tierlog.cluster.assignment.file, if the operator plans
         self._lock = asyncio.Lock()

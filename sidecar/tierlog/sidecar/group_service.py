@@ -28,6 +28,7 @@ from tierlog.api.errors import (
 )
 from tierlog.api.v1 import group_service_pb2 as pb
 from tierlog.api.v1 import group_service_pb2_grpc
+from tierlog.broker.partitions import Partitions
 from tierlog.coordinator.assignment import Assignment, TopicIdPartition
 from tierlog.coordinator.consumer_group import (
     ConsumerGroup,
@@ -45,9 +46,10 @@ from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
 from tierlog.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC
 from tierlog.partition_state.model import NO_LEADER
+from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.sidecar.status import as_error, at_the_edge
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import TierlogError
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["CreateTopic", "GroupService"]
 
@@ -63,13 +65,14 @@ CreateTopic = Callable[[str, int, int, Mapping[str, str]], Awaitable[None]]
 class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     def __init__(
         self,
+        partitions: Partitions[ReplicaManager],
         coordinator: GroupCoordinator,
         create_topic: CreateTopic,
         transactions: TransactionCoordinator | None = None,
     ):
+        self.partitions = partitions
         self.coordinator = coordinator
         self.transactions = transactions
-        self.partitions = coordinator.partitions
         self.create_topic = create_topic
 
     # -- finding the coordinator ------------------------------------------------------

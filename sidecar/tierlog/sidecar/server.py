@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from collections.abc import Callable, Sequence
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -40,12 +41,15 @@ from tierlog.api.v1 import (
     transaction_service_pb2,
     transaction_service_pb2_grpc,
 )
+from tierlog.broker.ownership import Broker, Ownership, read_assignment_file
+from tierlog.broker.partitions import Partitions
+from tierlog.broker.topics import TopicStore
+from tierlog.broker.watch import AppendWatch
 from tierlog.client.rpc import CHANNEL_OPTIONS
 from tierlog.coordinator.coordinator import GroupCoordinator
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
 from tierlog.replication.broker import ReplicatedBroker
-from tierlog.replication.fetch_service import ReplicationService
 from tierlog.replication.metrics import ReplicationCollector
 from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.sidecar.admin import AdminService
@@ -55,16 +59,12 @@ from tierlog.sidecar.fetch_wire import add_log_service
 from tierlog.sidecar.group_service import GroupService
 from tierlog.sidecar.limits import LimitsInterceptor
 from tierlog.sidecar.metrics import MetricsInterceptor, SidecarMetrics
-from tierlog.sidecar.ownership import Broker, Ownership, read_assignment_file
-from tierlog.sidecar.partitions import Partitions
+from tierlog.sidecar.replication_service import ReplicationService
 from tierlog.sidecar.security import BearerTokenInterceptor
 from tierlog.sidecar.service import Limits, LogService
-from tierlog.sidecar.topics import TopicStore
 from tierlog.sidecar.transaction_service import TransactionService
 from tierlog.sidecar.txn_markers import MarkerRouter
 from tierlog.sidecar.upload_metrics import UploadMetrics
-from tierlog.sidecar.watch import AppendWatch
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.log import AppendOrigin
 from tierlog.storage.manager import LogManager
@@ -76,6 +76,7 @@ from tierlog.storage.tier.remote_log_manager import RemoteLogManager
 from tierlog.storage.tier.remote_reader import RemoteLogReader
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.url import open_store
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["SidecarServer"]
 
@@ -151,9 +152,12 @@ class SidecarServer:
             raise InvalidConfigError(f"cannot listen on {self.config.listen}")
         host = self.config.listen.rpartition(":")[0]
         self.address = f"{host}:{port}"
-        partitions = Partitions(self.manager, self.topics, self._ownership(host, port))
+        # The replica manager reads the brokers from the partitions' current ownership,
+        # which it is made before: its lambdas look ``partitions`` up when called.
+        replicas = None
         if self.config.replication is not None:
-            partitions.replicas = await self._replica_manager(partitions)
+            replicas = await self._replica_manager(lambda: partitions.ownership.brokers)
+        partitions = Partitions(self.manager, self.topics, self._ownership(host, port), replicas)
         assignment = AssignmentUpdates(partitions, self.config.assignment_file)
         if partitions.replicas is None:
             self.remote_log_manager.scope = lambda tp: partitions.ownership.holds(tp)
@@ -200,7 +204,9 @@ class SidecarServer:
             self._markers.write,
             lambda: producer_ids.init_producer_id(-1, -1)[0],
         )
-        group_service = GroupService(self.groups, admin.create_internal_topic, self.transactions)
+        group_service = GroupService(
+            partitions, self.groups, admin.create_internal_topic, self.transactions
+        )
         group_service_pb2_grpc.add_GroupServiceServicer_to_server(group_service, self.server)
         transaction_service_pb2_grpc.add_TransactionServiceServicer_to_server(
             TransactionService(
@@ -233,7 +239,7 @@ class SidecarServer:
         if self.config.assignment_file is not None:
             self._reloads = asyncio.create_task(assignment.follow_file())
 
-    async def _replica_manager(self, partitions: Partitions) -> ReplicaManager:
+    async def _replica_manager(self, brokers: Callable[[], Sequence[Broker]]) -> ReplicaManager:
         """Replication over the partition-state store the config names: this broker's
         lease taken (a new incarnation: the next broker epoch), the replica manager made."""
         settings = self.config.replication
@@ -248,11 +254,11 @@ class SidecarServer:
             self.manager,
             self.topics,
             self.watch,
-            lambda: {broker.node_id: broker.address for broker in partitions.ownership.brokers},
+            lambda: {broker.node_id: broker.address for broker in brokers()},
             self._replica_channel,
             [("authorization", f"Bearer {token}")] if token else [],
             settings,
-            racks=lambda: {broker.node_id: broker.rack for broker in partitions.ownership.brokers},
+            racks=lambda: {broker.node_id: broker.rack for broker in brokers()},
             shared_tier=(
                 None
                 if self.config.tier_config.private_to(self.config.storage.log_dirs)

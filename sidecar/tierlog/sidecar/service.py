@@ -34,15 +34,15 @@ import grpc
 
 from tierlog.api.errors import InvalidRequestError, InvalidRequiredAcksError
 from tierlog.api.v1 import common_pb2, log_service_pb2, log_service_pb2_grpc
+from tierlog.broker.partitions import Partitions
+from tierlog.broker.watch import AppendWatch
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
 from tierlog.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC
 from tierlog.replication.leader import LeaderPartition
+from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.sidecar.fetch_wire import AbortedTransaction, FetchAnswer
-from tierlog.sidecar.partitions import Partitions
 from tierlog.sidecar.producer_ids import ProducerIdManager
 from tierlog.sidecar.status import as_error, at_the_edge, unexpected
-from tierlog.sidecar.watch import AppendWatch
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import (
     InvalidTopicError,
@@ -67,6 +67,7 @@ from tierlog.storage.records import (
 )
 from tierlog.storage.tier import tiered_reads
 from tierlog.storage.tier.remote_reader import RemoteLogReader
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["RECORD_BYTES_LISTENER", "Limits", "LogService"]
 
@@ -125,7 +126,7 @@ _Pending = _Appended | Exception
 class LogService(log_service_pb2_grpc.LogServiceServicer):
     def __init__(
         self,
-        partitions: Partitions,
+        partitions: Partitions[ReplicaManager],
         watch: AppendWatch,
         limits: Limits,
         remote: RemoteLogReader | None = None,
@@ -241,7 +242,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
                 await asyncio.shield(task)  # too many in flight: answer once this one lands
             _report_record_bytes(tp.topic, len(data))
             return _Appended(partition_log, info=None, leader=None)
-        leader = self.partitions.leadership(tp)
+        leader = self._leadership(tp)
         if leader is not None and request.acks == log_service_pb2.ACKS_ALL:
             leader.check_enough_replicas(partition_log.config.min_insync_replicas)
         try:
@@ -305,7 +306,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         except Exception as error:  # nobody to answer: log it
             unexpected(error, "an acks=0 produce")
         else:
-            leader = self.partitions.leadership(tp) if self.partitions.replicas else None
+            leader = self._leadership(tp)
             if leader is not None and leader.log is target:
                 leader.advance_high_watermark()
             self.watch.appended(tp)
@@ -440,6 +441,12 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         if read_committed:
             return self.partitions.last_stable_offset(tp, partition_log)
         return self.partitions.high_watermark(tp, partition_log)
+
+    def _leadership(self, tp: TopicPartition) -> LeaderPartition | None:
+        """``tp``'s leadership on this broker (None without replication: the owner alone
+        holds the log, and what it appended is committed)."""
+        replicas = self.partitions.replicas
+        return None if replicas is None else replicas.leader(tp)
 
     def _max_bytes(self, asked: int) -> int:
         if asked < 0:

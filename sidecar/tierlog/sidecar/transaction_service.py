@@ -23,8 +23,8 @@ from tierlog.api.v1 import transaction_service_pb2_grpc
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
 from tierlog.coordinator.transaction_state import partitions_of
 from tierlog.sidecar.status import at_the_edge
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.records import iter_batches
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["TransactionService"]
 

@@ -15,10 +15,11 @@ import grpc
 
 from tierlog.api.errors import LeaderNotAvailableError
 from tierlog.api.v1 import transaction_service_pb2, transaction_service_pb2_grpc
+from tierlog.broker.partitions import Partitions
 from tierlog.client.rpc import error_from_rpc
 from tierlog.partition_state.model import NO_LEADER
-from tierlog.sidecar.partitions import Partitions
-from tierlog.storage.checkpoints import TopicPartition
+from tierlog.replication.replica_manager import ReplicaManager
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["MarkerRouter"]
 
@@ -31,7 +32,7 @@ class MarkerRouter:
 
     def __init__(
         self,
-        partitions: Partitions,
+        partitions: Partitions[ReplicaManager],
         append_here: AppendMarker,
         open_channel: Callable[[str], grpc.aio.Channel],
         call_metadata: Sequence[tuple[str, str]] = (),

@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.observer import TierObserver
 from tierlog.storage.tier.remote_log_manager import RemoteLogManager, StopReason
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["UploadMetrics"]
 

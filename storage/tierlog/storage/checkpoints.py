@@ -23,10 +23,10 @@ import os
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import NamedTuple
 
 from tierlog.storage.errors import KafkaStorageError
 from tierlog.storage.properties import format_properties
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT",
@@ -34,7 +34,6 @@ __all__ = [
     "LOG_START_OFFSET_CHECKPOINT",
     "RECOVERY_POINT_CHECKPOINT",
     "REPLICATION_OFFSET_CHECKPOINT",
-    "TopicPartition",
     "atomic_write",
     "base64_uuid",
     "fsync_directory",
@@ -59,18 +58,6 @@ CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 TEMP_SUFFIX = ".tmp"
 
 log = logging.getLogger(__name__)
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    @property
-    def dir_name(self) -> str:
-        return f"{self.topic}-{self.partition}"
-
-    def __str__(self) -> str:
-        return self.dir_name
 
 
 def fsync_directory(directory: Path) -> None:

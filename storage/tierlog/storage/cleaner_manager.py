@@ -32,13 +32,13 @@ from typing import Any
 
 from tierlog.storage.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
-    TopicPartition,
     read_offset_checkpoint_or_warn,
     write_offset_checkpoint,
 )
 from tierlog.storage.cleaner import Cleaner, CleanerStats, LogCleaningAbortedError
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.log import Log
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "CLEANER_KEYS",

@@ -34,7 +34,6 @@ from tierlog.storage.checkpoints import (
     PARTITION_METADATA,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
-    TopicPartition,
     atomic_write,
     base64_uuid,
     read_offset_checkpoint_or_warn,
@@ -63,6 +62,7 @@ from tierlog.storage.recovery import RecoveryProgress, load_segments
 from tierlog.storage.scheduler import PeriodicTask
 from tierlog.storage.segment import LogSegment
 from tierlog.storage.tier.remote_log_manager import RemoteLogManager
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["LogManager", "LogManagerConfig"]
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 import uuid
 
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import InvalidTopicError
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "MAX_TOPIC_NAME_LENGTH",

@@ -11,9 +11,9 @@ from pyspark.sql import SparkSession
 from tests.pipeline.conftest import SMALL_SEGMENTS, produce, records_for
 from tests.pipeline.tiering import flip_a_byte_of_the_second_segment, tier_closed_segments
 from tierlog.pipeline.jobs.audit_job import run_audit
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
 from tierlog.storage.tier.local_store import LocalDirectoryStore
+from tierlog.storage.topic_partition import TopicPartition
 
 pytestmark = pytest.mark.slow
 

@@ -10,8 +10,8 @@ from pyspark.sql import SparkSession
 from tests.pipeline.conftest import SMALL_SEGMENTS, produce, records_for
 from tierlog.pipeline.jobs.commit_log import last_commit
 from tierlog.pipeline.jobs.export import run_export
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
+from tierlog.storage.topic_partition import TopicPartition
 
 pytestmark = pytest.mark.slow
 

@@ -33,7 +33,6 @@ from pyspark.sql import SparkSession
 from tests.pipeline.read_all import split_records, timestamp_type_id
 from tierlog.pipeline.planner import InputSplit
 from tierlog.pipeline.segments import SegmentRef
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.config import TimestampType
 from tierlog.storage.errors import CorruptRecordError, TierlogError
 from tierlog.storage.records import (
@@ -45,6 +44,7 @@ from tierlog.storage.records import (
     build_end_txn_marker_batch,
     build_legacy_message_set,
 )
+from tierlog.storage.topic_partition import TopicPartition
 from tierlog.storage.transaction_index import AbortedTxn
 
 pytestmark = pytest.mark.slow

@@ -19,7 +19,6 @@ from tests.pipeline.conftest import (
 )
 from tests.storage.compaction import clean_fully, keyed_batch, open_compacted
 from tests.storage.conftest import T0, FakeClock, read_all_records
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
 from tierlog.storage.records import (
     CompressionType,
@@ -30,6 +29,7 @@ from tierlog.storage.records import (
     build_end_txn_marker_batch,
     parse_header,
 )
+from tierlog.storage.topic_partition import TopicPartition
 
 pytestmark = pytest.mark.slow
 

@@ -13,9 +13,9 @@ from pyspark.sql import functions as sf
 from tests.pipeline.conftest import Tier
 from tests.pipeline.tiering import tier_closed_segments
 from tests.storage.conftest import T0, config
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
 from tierlog.storage.records import CompressionType, SimpleRecord, build_batch
+from tierlog.storage.topic_partition import TopicPartition
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ from pyspark.sql import functions as sf
 
 from tests.pipeline.conftest import expected_rows, write_log
 from tests.storage.conftest import T0
-from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.topic_partition import TopicPartition
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.layout import (
     SegmentKey,
     chunk_key,
@@ -14,6 +13,7 @@ from tierlog.storage.tier.layout import (
     partition_prefix,
     segment_key,
 )
+from tierlog.storage.topic_partition import TopicPartition
 
 topics = st.text("abcxyzABC019._-", min_size=1, max_size=40).filter(lambda t: t not in (".", ".."))
 partitions = st.builds(TopicPartition, topics, st.integers(0, 10_000))

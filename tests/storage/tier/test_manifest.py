@@ -5,7 +5,6 @@ import itertools
 
 import pytest
 
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.layout import new_segment_id, segment_key
 from tierlog.storage.tier.manifest import (
     ByteRange,
@@ -16,6 +15,7 @@ from tierlog.storage.tier.manifest import (
     SegmentState,
     part_ranges,
 )
+from tierlog.storage.topic_partition import TopicPartition
 
 TP = TopicPartition("orders", 2)
 # Ids in creation order, as the uploader's ``created_ms`` are: where entries tie on

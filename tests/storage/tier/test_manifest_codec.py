@@ -7,7 +7,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.storage.tier.test_manifest import TP, remote_segment
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.layout import new_segment_id, segment_key
 from tierlog.storage.tier.manifest import (
     ByteRange,
@@ -25,6 +24,7 @@ from tierlog.storage.tier.manifest_codec import (
     encode_chunk,
     encode_manifest,
 )
+from tierlog.storage.topic_partition import TopicPartition
 
 part_lengths = st.fixed_dictionaries({part: st.integers(0, 2**40) for part in SegmentPart})
 

@@ -9,7 +9,6 @@ import pytest
 from tests.storage.tier.faults import FaultyStore
 from tests.storage.tier.test_manifest import remote_segment
 from tests.storage.tier.tiering import STORE_KINDS, both_stores
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.layout import chunks_prefix, manifest_key, manifest_prefix
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest import (
@@ -33,6 +32,7 @@ from tierlog.storage.tier.manifest_store import (
     read_part,
 )
 from tierlog.storage.tier.store import Body, ObjectStore, ObjectStoreUnavailableError
+from tierlog.storage.topic_partition import TopicPartition
 
 TP = TopicPartition("orders", 2)
 

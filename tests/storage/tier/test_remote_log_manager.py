@@ -27,7 +27,6 @@ from tests.storage.tier.tiering import (
     tiered_config,
 )
 from tests.support.minio import MinioServer
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import InvalidConfigError, OffsetMovedToTieredStorageError
 from tierlog.storage.log import Log
 from tierlog.storage.records import build_batch
@@ -42,6 +41,7 @@ from tierlog.storage.tier.range_reader import RangeReader
 from tierlog.storage.tier.remote_log_manager import RemoteLogManager, RemoteLogManagerConfig
 from tierlog.storage.tier.remote_reader import RemoteLogReader
 from tierlog.storage.tier.store import ObjectStore, ObjectStoreUnavailableError
+from tierlog.storage.topic_partition import TopicPartition
 
 # Chunks of 2 entries: a manifest seals its oldest entries into chunks from 4 segments on.
 CONFIG = RemoteLogManagerConfig(

@@ -11,7 +11,6 @@ import pytest
 from tests.storage.conftest import T0, batch_with_timestamps, config, headers_of
 from tests.storage.tier.uploads import tier_closed_segments, tier_segments
 from tests.storage.transactions import TxnWriter
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import CorruptRecordError, OffsetOutOfRangeError
 from tierlog.storage.log import MAX_TIMESTAMP, Log
 from tierlog.storage.records import CompressionType, iter_batches
@@ -21,6 +20,7 @@ from tierlog.storage.tier.manifest_store import ManifestWriter, load_view
 from tierlog.storage.tier.range_reader import RangeReader
 from tierlog.storage.tier.remote_reader import RemoteLogReader
 from tierlog.storage.tier.store import ObjectInfo, ObjectStoreUnavailableError
+from tierlog.storage.topic_partition import TopicPartition
 
 TP = TopicPartition("events", 0)
 CODECS = [CompressionType.NONE, CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD]

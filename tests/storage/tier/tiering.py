@@ -12,7 +12,6 @@ import pytest
 from tests.storage.conftest import T0, FakeClock, config, make_batch
 from tests.storage.tier.s3_requests import Recorder
 from tests.support.minio import MinioServer
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
 from tierlog.storage.records import iter_batches
@@ -21,6 +20,7 @@ from tierlog.storage.tier.manifest import SegmentPart
 from tierlog.storage.tier.manifest_store import load_view, read_part
 from tierlog.storage.tier.s3_store import S3Location, S3Options, S3Store
 from tierlog.storage.tier.store import ObjectStore
+from tierlog.storage.topic_partition import TopicPartition
 
 TP = TopicPartition("events", 0)
 BATCH = make_batch(3, tag="00")

@@ -7,13 +7,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.log import Log
 from tierlog.storage.segment import LogSegment
 from tierlog.storage.tier.manifest import PartitionManifest
 from tierlog.storage.tier.manifest_store import ManifestWriter
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.uploader import upload_segment
+from tierlog.storage.topic_partition import TopicPartition
 
 
 def tier_segments(

@@ -20,8 +20,8 @@ from pyspark.sql import SparkSession
 from tierlog.cli.progress import Track, no_progress
 from tierlog.cli.tier import VerifyReport, verify_partition
 from tierlog.pipeline.tiered import list_tier, open_store
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.s3_store import S3Options
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["AuditReport", "PartitionAudit", "audit_partition", "run_audit"]
 

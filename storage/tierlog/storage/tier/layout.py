@@ -27,8 +27,8 @@ import re
 import uuid
 from typing import NamedTuple
 
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.names import parse_partition_dir
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "SegmentKey",

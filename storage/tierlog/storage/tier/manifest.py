@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
 
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import KafkaStorageError, TierlogError
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "ByteRange",

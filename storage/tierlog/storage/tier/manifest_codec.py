@@ -15,7 +15,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.manifest import (
     ByteRange,
     ChunkRef,
@@ -27,6 +26,7 @@ from tierlog.storage.tier.manifest import (
     SegmentPart,
     SegmentState,
 )
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["FORMAT_VERSION", "decode_chunk", "decode_manifest", "encode_chunk", "encode_manifest"]
 

@@ -31,7 +31,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.layout import manifest_key, manifest_prefix, parse_manifest_version
 from tierlog.storage.tier.manifest import (
     ChunkRef,
@@ -53,6 +52,7 @@ from tierlog.storage.tier.store import (
     ObjectStore,
     ObjectStoreError,
 )
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["ChunkReader", "ManifestWriter", "load_manifest", "load_view", "read_part"]
 

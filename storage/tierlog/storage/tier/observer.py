@@ -7,7 +7,7 @@ ignores them.
 
 from __future__ import annotations
 
-from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["TierObserver"]
 

@@ -62,7 +62,6 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import InvalidConfigError, TierlogError
 from tierlog.storage.log import Log, wall_clock_ms
 from tierlog.storage.scheduler import PeriodicTask
@@ -80,6 +79,7 @@ from tierlog.storage.tier.remote_retention import remote_segments_to_delete
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.tier_state import TierState, tier_state_at
 from tierlog.storage.tier.uploader import sweep_abandoned_uploads, upload_segment
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "FAILING",

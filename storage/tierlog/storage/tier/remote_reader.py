@@ -37,7 +37,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import CorruptRecordError, OffsetOutOfRangeError, TierlogError
 from tierlog.storage.index import offset_index_lookup, time_index_lookup
 from tierlog.storage.records import (
@@ -57,6 +56,7 @@ from tierlog.storage.tier.manifest import (
 from tierlog.storage.tier.manifest_store import ChunkReader, load_manifest
 from tierlog.storage.tier.range_reader import RangeReader
 from tierlog.storage.tier.store import ObjectNotFoundError, ObjectStoreError
+from tierlog.storage.topic_partition import TopicPartition
 from tierlog.storage.transaction_index import AbortedTxn, collect_aborted, decode_entries
 
 __all__ = ["RemoteLogReader"]

@@ -23,7 +23,6 @@ import contextlib
 import logging
 from collections.abc import Iterator
 
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import (
     CorruptRecordError,
     OffsetMovedToTieredStorageError,
@@ -42,6 +41,7 @@ from tierlog.storage.log import (
 from tierlog.storage.records import whole_batches_length
 from tierlog.storage.segment import TimestampAndOffset
 from tierlog.storage.tier.remote_reader import RemoteLogReader
+from tierlog.storage.topic_partition import TopicPartition
 from tierlog.storage.transaction_index import AbortedTxn
 
 __all__ = ["aborted_transactions", "offset_for_timestamp", "read"]

@@ -22,17 +22,17 @@ import grpc
 
 from tierlog.api.v1 import replication_service_pb2 as pb
 from tierlog.api.v1 import replication_service_pb2_grpc
+from tierlog.broker.watch import AppendWatch
 from tierlog.replication.leader import LeaderPartition
 from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.sidecar.status import as_error, at_the_edge
-from tierlog.sidecar.watch import AppendWatch
-from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import (
     OffsetMovedToTieredStorageError,
     OffsetOutOfRangeError,
     TierlogError,
 )
 from tierlog.storage.log import LogRead
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["ReplicationService"]
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tierlog.api.errors import NotLeaderOrFollowerError
-from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "ASSIGNMENT_VERSION",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["AppendWatch"]
 

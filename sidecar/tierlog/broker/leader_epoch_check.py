@@ -13,7 +13,7 @@ epoch instead of taking its records into a log that will be cut back.
 from __future__ import annotations
 
 from tierlog.api.errors import FencedLeaderEpochError, UnknownLeaderEpochError
-from tierlog.storage.checkpoints import TopicPartition
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["check_leader_epoch"]
 

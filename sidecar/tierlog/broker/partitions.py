@@ -7,38 +7,78 @@ With replication, "own" means "lead", as the replica manager knows from the
 partition-state store. A leader epoch the request names is checked before the
 ownership (``leader_epoch_check``); without replication the owner's epoch is 0, as
 Metadata reports it.
+
+This module sits below replication and the coordinators: it knows the replica manager
+only as ``Leaders`` (what a lookup needs of it), so the coordinators read partitions
+through it without importing replication, and the server names the concrete type
+(``Partitions[ReplicaManager]``) to reach the rest of it.
 """
 
 from __future__ import annotations
 
-from tierlog.replication.leader import LeaderPartition
-from tierlog.replication.leader_epoch_check import check_leader_epoch
-from tierlog.replication.replica_manager import ReplicaManager
-from tierlog.sidecar.ownership import Ownership
-from tierlog.sidecar.topics import Topic, TopicStore
-from tierlog.storage.checkpoints import TopicPartition
+from collections.abc import Mapping
+from typing import Generic, Protocol, TypeVar
+
+from tierlog.broker.leader_epoch_check import check_leader_epoch
+from tierlog.broker.ownership import Ownership
+from tierlog.broker.topics import Topic, TopicStore
+from tierlog.storage.errors import TierlogError
 from tierlog.storage.log import Log
 from tierlog.storage.manager import LogManager
 from tierlog.storage.records import NO_PARTITION_LEADER_EPOCH
+from tierlog.storage.topic_partition import TopicPartition
 
-__all__ = ["UNREPLICATED_LEADER_EPOCH", "Partitions"]
+__all__ = ["UNREPLICATED_LEADER_EPOCH", "Leader", "Leaders", "Partitions"]
 
 UNREPLICATED_LEADER_EPOCH = 0  # an owner without replication (what Metadata reports)
 
 
-class Partitions:
+class Leader(Protocol):
+    """A partition this broker leads (replication's ``LeaderPartition``)."""
+
+    @property
+    def log(self) -> Log: ...
+
+    @property
+    def leader_epoch(self) -> int: ...
+
+
+L = TypeVar("L", bound=Leader, covariant=True)
+
+
+class Leaders(Protocol[L]):
+    """The partitions this broker leads (replication's ``ReplicaManager``)."""
+
+    @property
+    def leaders(self) -> Mapping[TopicPartition, L]: ...
+
+    def leader(self, tp: TopicPartition, current_leader_epoch: int = ...) -> L:
+        """``tp``'s leadership here, checked against the epoch the caller knows; raises
+        NOT_LEADER_OR_FOLLOWER (or an epoch error) when this broker does not lead it."""
+        ...
+
+
+R = TypeVar("R", bound=Leaders[Leader], covariant=True)
+
+
+class Partitions(Generic[R]):
     def __init__(
         self,
         manager: LogManager,
         topics: TopicStore,
         ownership: Ownership,
-        replicas: ReplicaManager | None = None,
+        replicas: R | None = None,
     ):
         self.manager = manager
         self.topics = topics
         self.ownership = ownership
-        # With replication, the partition-state store says who leads (not ``ownership``).
-        self.replicas = replicas
+        self._replicas = replicas
+
+    @property
+    def replicas(self) -> R | None:
+        """The replica manager, None without replication. With it, the partition-state
+        store says who leads (not ``ownership``)."""
+        return self._replicas
 
     def log(
         self, topic: str, partition: int, current_leader_epoch: int = NO_PARTITION_LEADER_EPOCH
@@ -51,10 +91,19 @@ class Partitions:
         self.ownership.check(tp)
         return tp, self.manager.get_log(tp)
 
-    def leadership(self, tp: TopicPartition) -> LeaderPartition | None:
-        """``tp``'s leadership on this broker (None without replication: the owner alone
-        holds the log, and what it appended is committed)."""
-        return None if self.replicas is None else self.replicas.leader(tp)
+    def leader_epoch(self, tp: TopicPartition) -> int | None:
+        """The epoch of this broker's leadership of ``tp`` (None: not led here, or its log
+        not created here yet). Without replication, the ownership plan's generation."""
+        if self.replicas is not None:
+            leader = self.replicas.leaders.get(tp)
+            return None if leader is None else leader.leader_epoch
+        if not self.ownership.owns(tp):
+            return None
+        try:
+            self.manager.get_log(tp)
+        except TierlogError:
+            return None
+        return self.ownership.generation
 
     def high_watermark(self, tp: TopicPartition, partition_log: Log) -> int:
         """Where consumers' reads end: the high watermark with replication, else the end."""
