@@ -53,6 +53,7 @@ e2e: $(STAMP) cluster-tools
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 types: $(STAMP)
 	$(BIN)/mypy

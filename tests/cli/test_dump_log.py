@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from tests.storage.transactions import TxnWriter
-from tierlog.cli.dump_log import DumpOptions, DumpReport, dump_files
 from tierlog.cli.main import main
 from tierlog.storage.config import TimestampType
 from tierlog.storage.log import Log
@@ -28,6 +27,7 @@ from tierlog.storage.records import (
     build_legacy_message_set,
     iter_batches,
 )
+from tierlog.tools.dump_log import DumpOptions, DumpReport, dump_files
 
 from .segments import WrittenLog
 

@@ -13,7 +13,7 @@ from tests.storage.tier.test_remote_reader import TP, fill
 from tests.storage.tier.uploads import tier_closed_segments
 from tests.support.minio import MinioServer
 from tierlog.cli.main import main
-from tierlog.cli.tier import VerifyReport, list_lines, verify_partition
+from tierlog.cli.tier import list_lines
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
 from tierlog.storage.tier.local_store import LocalDirectoryStore
@@ -21,6 +21,7 @@ from tierlog.storage.tier.manifest import PartitionManifest, RemoteSegment, Segm
 from tierlog.storage.tier.manifest_store import ManifestWriter, load_view
 from tierlog.storage.tier.s3_store import S3Options
 from tierlog.storage.tier.url import open_store
+from tierlog.tools.tier_verify import VerifyReport, verify_partition
 
 CONFIG = LogConfig.from_properties(
     {"segment.bytes": "6000", "index.interval.bytes": "300", "remote.storage.enable": "true"}

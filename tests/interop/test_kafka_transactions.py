@@ -25,7 +25,6 @@ import pytest
 from tests.pipeline.read_all import read_table
 from tests.pipeline.tiering import tier_closed_segments
 from tests.support.sidecars import start_sidecar
-from tierlog.cli.dump_log import DumpOptions, DumpReport, dump_files
 from tierlog.client import Consumer
 from tierlog.client import TopicPartition as ClientTopicPartition
 from tierlog.client.admin import AdminClient
@@ -34,6 +33,7 @@ from tierlog.storage.records import iter_batches
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.topic_partition import TopicPartition
 from tierlog.storage.transaction_index import TransactionIndex
+from tierlog.tools.dump_log import DumpOptions, DumpReport, dump_files
 
 from .conftest import BrokerFactory
 from .datasets import BASE_TIMESTAMP_MS, WRITTEN_TOPIC_CONFIGS

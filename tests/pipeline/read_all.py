@@ -14,7 +14,7 @@ import pyarrow as pa
 from tierlog.pipeline.bounds import RowBounds
 from tierlog.pipeline.options import parse_options
 from tierlog.pipeline.planner import InputSplit
-from tierlog.pipeline.segments import opened
+from tierlog.pipeline.readers import opened
 from tierlog.pipeline.source import plan_batch
 from tierlog.pipeline.transactions import AbortedRanges
 from tierlog.storage.config import TimestampType

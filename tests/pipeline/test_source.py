@@ -18,7 +18,8 @@ from tests.pipeline.read_all import read_splits
 from tests.pipeline.tiering import delete_local_copies, tier_closed_segments
 from tests.storage.conftest import read_all_records
 from tierlog.pipeline.options import parse_options
-from tierlog.pipeline.segments import SegmentReader, SegmentRef, open_segment
+from tierlog.pipeline.readers import open_segment
+from tierlog.pipeline.segments import SegmentReader, SegmentRef
 from tierlog.pipeline.source import plan_batch, plan_stream_range
 from tierlog.storage.log import Log
 from tierlog.storage.records import Record

@@ -21,7 +21,7 @@ from tests.pipeline.tiering import (
 )
 from tests.storage.conftest import read_all_records
 from tierlog.pipeline.options import parse_options
-from tierlog.pipeline.segments import opened
+from tierlog.pipeline.readers import opened
 from tierlog.pipeline.source import plan_batch
 from tierlog.pipeline.tiered import RemoteSegmentReader
 from tierlog.storage.log import Log

@@ -14,7 +14,7 @@ from tests.pipeline.read_all import read_table
 from tests.pipeline.tiering import tier_closed_segments
 from tests.storage.transactions import TxnWriter, txn_batch
 from tierlog.pipeline.options import parse_options
-from tierlog.pipeline.segments import open_segment
+from tierlog.pipeline.readers import open_segment
 from tierlog.pipeline.source import discover, latest_offsets
 from tierlog.pipeline.transactions import AbortedRanges, last_stable_offset
 from tierlog.storage.log import Log

@@ -7,12 +7,11 @@ strictly increasing prefix of an index is believed (``live_prefix``), which a wr
 appending behind our back can only extend.
 
 A ``SegmentRef`` is the small picklable name of a segment that travels in a split to
-an executor, which opens it there with ``open_segment``.
+an executor, which opens it there with ``readers.open_segment``.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,8 +33,6 @@ __all__ = [
     "SegmentReader",
     "SegmentRef",
     "live_prefix",
-    "open_segment",
-    "opened",
 ]
 
 
@@ -173,22 +170,3 @@ class LocalSegment:
 
     def close(self) -> None:
         self._log.close()
-
-
-def open_segment(ref: SegmentRef) -> SegmentReader:
-    """A reader for ``ref``: local files here, a tier's objects through its store."""
-    if ref.is_remote:
-        from tierlog.pipeline.tiered import open_remote_segment  # tiered imports this module
-
-        return open_remote_segment(ref)
-    return LocalSegment(ref)
-
-
-@contextlib.contextmanager
-def opened(ref: SegmentRef) -> Iterator[SegmentReader]:
-    """``open_segment`` as a with-block that closes the reader."""
-    reader = open_segment(ref)
-    try:
-        yield reader
-    finally:
-        reader.close()

@@ -31,7 +31,8 @@ from tierlog.pipeline.planner import (
     resolve_range,
     split_for_parallelism,
 )
-from tierlog.pipeline.segments import Opener, open_segment
+from tierlog.pipeline.readers import open_segment
+from tierlog.pipeline.segments import Opener
 from tierlog.pipeline.tiered import list_tier
 from tierlog.pipeline.transactions import with_last_stable_offset
 from tierlog.storage.tier.s3_store import S3Options

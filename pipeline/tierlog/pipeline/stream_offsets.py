@@ -13,7 +13,7 @@ from tierlog.pipeline.errors import InvalidOptionError
 from tierlog.pipeline.history import PartitionHistory
 from tierlog.pipeline.options import EARLIEST, LATEST, SourceOptions
 from tierlog.pipeline.planner import find_offset_by_timestamp
-from tierlog.pipeline.segments import open_segment
+from tierlog.pipeline.readers import open_segment
 from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["initial_offsets", "offsets_from_json", "offsets_to_json"]

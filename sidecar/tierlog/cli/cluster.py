@@ -21,9 +21,9 @@ from tierlog.cli.local_cluster import (
     stop_cluster,
 )
 from tierlog.cli.local_sidecar import SidecarFailed, stop_signals_unwind
-from tierlog.cli.progress import choose_tracker
 from tierlog.cli.topics import render_description, topic_overrides
 from tierlog.client.admin import AdminClient, PartitionDescription, TopicDescription
+from tierlog.tools.progress import choose_tracker
 
 __all__ = ["add_parser", "broker_count", "run"]
 

@@ -32,7 +32,6 @@ from pathlib import Path
 from tierlog.api.errors import TopicAlreadyExistsError
 from tierlog.cli.demo_groups import GROUP_SIDECAR_CONFIGS, resume_after_restart, share_a_topic
 from tierlog.cli.demo_tier import SIDECAR_CONFIGS, offload_and_read_back, show_tier_after_restart
-from tierlog.cli.dump_log import DumpOptions, DumpReport, dump_files
 from tierlog.cli.local_sidecar import (
     LocalSidecar,
     SidecarFailed,
@@ -43,6 +42,7 @@ from tierlog.client import AdminClient, Consumer, ConsumerRecord, Producer, Topi
 from tierlog.client.producer import RecordFuture
 from tierlog.storage.checkpoints import CLEAN_SHUTDOWN_MARKER
 from tierlog.storage.records import BatchHeader, CompressionType, SimpleRecord, iter_batches
+from tierlog.tools.dump_log import DumpOptions, DumpReport, dump_files
 
 __all__ = ["DemoFailed", "DemoResult", "add_parser", "run", "run_demo"]
 

@@ -42,10 +42,10 @@ from pathlib import Path
 from typing import ClassVar
 
 from tierlog.cli.local_sidecar import LocalSidecar, SidecarFailed, http_get
-from tierlog.cli.progress import Track, no_progress
 from tierlog.file_lock import exclusive_lock
 from tierlog.storage.checkpoints import atomic_write
 from tierlog.storage.errors import InvalidConfigError, TierlogError
+from tierlog.tools.progress import Track, no_progress
 
 __all__ = [
     "CLUSTER_FILE",

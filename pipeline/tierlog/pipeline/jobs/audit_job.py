@@ -1,6 +1,6 @@
 """``tierlog-spark audit``: verify every tiered segment of a tier, in parallel on Spark.
 
-The checks are ``tierlog tier verify``'s own (``tierlog.cli.tier.verify_partition``:
+The checks are ``tierlog tier verify``'s own (``tierlog.tools.tier_verify.verify_partition``:
 each batch's CRC and framing, every index entry against its batch, the indexes' sanity
 rules, the object's size, offsets continuous within and across segments and against
 the manifest's log start, timestamps against the manifest). This job only spreads
@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from tierlog.cli.progress import Track, no_progress
-from tierlog.cli.tier import VerifyReport, verify_partition
 from tierlog.pipeline.tiered import list_tier, open_store
 from tierlog.storage.tier.s3_store import S3Options
 from tierlog.storage.topic_partition import TopicPartition
+from tierlog.tools.progress import Track, no_progress
+from tierlog.tools.tier_verify import VerifyReport, verify_partition
 
 __all__ = ["AuditReport", "PartitionAudit", "audit_partition", "run_audit"]
 

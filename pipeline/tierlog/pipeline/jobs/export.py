@@ -21,7 +21,6 @@ import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrameReader, SparkSession
 from pyspark.sql import functions as sf
 
-from tierlog.cli.progress import Track, no_progress
 from tierlog.pipeline.jobs.commit_log import (
     Commit,
     data_file_name,
@@ -33,6 +32,7 @@ from tierlog.pipeline.jobs.commit_log import (
 from tierlog.pipeline.options import Subscription, parse_s3_options
 from tierlog.pipeline.source import discover
 from tierlog.storage.checkpoints import fsync_directory, fsync_file
+from tierlog.tools.progress import Track, no_progress
 
 __all__ = ["ExportResult", "run_export"]
 

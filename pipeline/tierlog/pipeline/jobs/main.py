@@ -10,12 +10,12 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from tierlog.cli.progress import choose_tracker
 from tierlog.pipeline import configure, register
 from tierlog.pipeline.jobs.audit_job import run_audit
 from tierlog.pipeline.jobs.export import run_export
 from tierlog.pipeline.options import parse_s3_options
 from tierlog.storage.errors import TierlogError
+from tierlog.tools.progress import choose_tracker
 
 __all__ = ["main"]
 
