@@ -14,7 +14,8 @@ from tests.storage.transactions import TxnWriter
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.errors import CorruptRecordError, OffsetOutOfRangeError
 from tierlog.storage.log import MAX_TIMESTAMP, Log
-from tierlog.storage.records import CompressionType, iter_batches
+from tierlog.storage.records import V2_HEADER_SIZE, CompressionType, iter_batches
+from tierlog.storage.records.batch import LENGTH_OFFSET, MAGIC_OFFSET
 from tierlog.storage.tier.chunk_cache import ChunkCache
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest_store import ManifestWriter, load_view
@@ -254,9 +255,38 @@ def test_a_damaged_batch_is_refused_by_reads_and_time_lookups_naming_object_and_
         reader.read(TP, victim.base_offset, 1)
     assert segment.key in str(refused.value)
     assert f"offset {victim.base_offset}" in str(refused.value)
-    with pytest.raises(CorruptRecordError):  # a read from before it that reaches it
-        reader.read(TP, segment.base_offset, segment.log_size_bytes)
     with pytest.raises(CorruptRecordError):  # decoding it for a time lookup
         reader.offset_for_timestamp(TP, victim.max_timestamp, victim.base_offset)
     before = reader.read(TP, segment.base_offset, 1)  # the batches before it still serve
     assert before == log.read(segment.base_offset, 1).records
+
+
+@pytest.mark.parametrize(
+    "damage_at",
+    [V2_HEADER_SIZE + 2, MAGIC_OFFSET, LENGTH_OFFSET + 1, LENGTH_OFFSET + 3],
+    ids=["record body", "magic", "length past the segment's end", "length within it"],
+)
+def test_a_read_that_reaches_a_damaged_batch_returns_the_whole_batches_before_it(
+    log: Log, store: LocalDirectoryStore, reader: RemoteLogReader, damage_at: int
+) -> None:
+    """As a local read does: the batches before the damage are an answer (a consumer
+    reads every record up to it), and the read that starts at the damaged batch is
+    refused naming the object and the offset."""
+    tier_closed_segments(store, TP, log)
+    segment = load_view(store, TP).all_segments()[2]
+    records = log.read(segment.base_offset, 1 << 20).records
+    inside = [h for h in iter_batches(records) if h.last_offset < segment.end_offset]
+    victim = inside[len(inside) // 2]
+    path = store.root / segment.key
+    data = bytearray(path.read_bytes())
+    data[victim.position + damage_at] ^= 0xFF
+    path.write_bytes(data)
+
+    for start in range(segment.base_offset, victim.base_offset):
+        holder = next(h for h in inside if h.last_offset >= start)
+        intact = records[holder.position : victim.position]
+        assert reader.read(TP, start, segment.log_size_bytes) == intact
+    with pytest.raises(CorruptRecordError) as refused:
+        reader.read(TP, victim.base_offset, segment.log_size_bytes)
+    assert segment.key in str(refused.value)
+    assert f"offset {victim.base_offset}" in str(refused.value)

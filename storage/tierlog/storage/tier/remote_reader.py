@@ -17,14 +17,15 @@ needs one, and they are tiny beside the log bytes, which are never held);
 batch headers are walked from there; whole batches are returned, the first even when
 it is larger than ``max_bytes``. Every batch returned or decoded is checked first: its
 CRC and its offsets inside the segment's range (a CRC-32C over a batch costs about what
-copying it does, and the tier is where bytes sit unwatched for months: an object
-damaged in the store is answered ``CORRUPT_MESSAGE`` naming it and the offset, never
-served). A segment with nothing at or after the offset (the tail a cleaner emptied)
-hands over to the next one. An offset past the tier's end of a partition with no
-manifest at all is an error, not an empty answer: the log holds it as tiered, so the
-manifest vanished, and an empty answer would skip a consumer over the lost offsets.
-Every byte comes through the ``RangeReader``: chunked ranged GETs, the disk cache,
-prefetch. The aborted
+copying it does, and the tier is where bytes sit unwatched for months: a damaged batch
+is never served). As locally, a read ends before the first damaged batch it reaches,
+so a consumer gets every record before it; the read that starts at it is answered
+``CORRUPT_MESSAGE`` naming the object and the offset. A segment with nothing at or
+after the offset (the tail a cleaner emptied) hands over to the next one. An offset
+past the tier's end of a partition with no manifest at all is an error, not an empty
+answer: the log holds it as tiered, so the manifest vanished, and an empty answer
+would skip a consumer over the lost offsets. Every byte comes through the
+``RangeReader``: chunked ranged GETs, the disk cache, prefetch. The aborted
 transactions of a range come from the segments' transaction index parts, searched as
 the broker searches its local ``.txnindex`` files.
 """
@@ -167,24 +168,33 @@ class RemoteLogReader:
     def _read_segment(
         self, segment: RemoteSegment, offset: int, max_bytes: int, min_one_batch: bool
     ) -> bytes:
+        """Whole batches from the one holding ``offset``, ending before the first damaged
+        one: the batches before damage are an answer, as a local read's are, and the
+        read that starts at the damaged batch is the one refused."""
         start = self._index_position(segment, offset)
         log = _SegmentLog(self.ranges, segment, max_bytes + _WINDOW_SLACK_BYTES)
         first, length = -1, 0
         chosen: list[BatchHeader] = []  # positioned within the answer
-        for position, header in log.headers(start):
-            if first < 0:
-                if header.last_offset < offset:
-                    continue
-                first = position
-            if length + header.size > max_bytes and (length or not min_one_batch):
-                break
-            chosen.append(header._replace(position=length))
-            length += header.size
+        try:
+            for position, header in log.headers(start):
+                if first < 0:
+                    if header.last_offset < offset:
+                        continue
+                    first = position
+                if length + header.size > max_bytes and (length or not min_one_batch):
+                    break
+                chosen.append(header._replace(position=length))
+                length += header.size
+        except CorruptRecordError:
+            if not chosen:
+                raise
         if not length:
             return b""
         records = log.read(first, first + length)
-        for header in chosen:
-            _check_batch(segment, records, header)
+        _check_batch(segment, records, chosen[0])
+        for header in chosen[1:]:
+            if _damage_in(segment, records, header):
+                return records[: header.position]
         return records
 
     def _index_position(self, segment: RemoteSegment, offset: int) -> int:
@@ -285,15 +295,24 @@ class RemoteLogReader:
 
 
 def _check_batch(segment: RemoteSegment, buffer: bytes, header: BatchHeader) -> None:
-    """Refuse a batch whose bytes are not what was uploaded: CRC, offsets in range."""
-    where = f"{segment.key}: the batch at offset {header.base_offset}"
+    """Refuse a batch whose bytes are not what was uploaded."""
+    damage = _damage_in(segment, buffer, header)
+    if damage:
+        where = f"{segment.key}: the batch at offset {header.base_offset}"
+        raise CorruptRecordError(f"{where} {damage}")
+
+
+def _damage_in(segment: RemoteSegment, buffer: bytes, header: BatchHeader) -> str:
+    """How the batch differs from what was uploaded (its offsets out of the segment's
+    range, its CRC wrong), or ``""`` when it is intact."""
     if not segment.base_offset <= header.base_offset <= header.last_offset < segment.end_offset:
-        raise CorruptRecordError(
-            f"{where} (to {header.last_offset}) lies outside the segment's "
+        return (
+            f"(to {header.last_offset}) lies outside the segment's "
             f"[{segment.base_offset}, {segment.end_offset})"
         )
     if not crc_is_valid(buffer, header):
-        raise CorruptRecordError(f"{where} fails its CRC: the object is damaged")
+        return "fails its CRC: the object is damaged"
+    return ""
 
 
 class _SegmentLog:
@@ -336,9 +355,9 @@ class _SegmentLog:
             self._cover(position, min(position + HEADER_READ_SIZE, self.size))
             header = self._header(position)
             if position + header.size > self.size:
-                raise CorruptRecordError(
-                    f"{self.segment.key}: the batch at {position} declares {header.size} bytes, "
-                    f"the segment's log ends at {self.size}"
+                raise self._damaged_at(
+                    position,
+                    f"it declares {header.size} bytes, the segment's log ends at {self.size}",
                 )
             yield position, header
             position += header.size
@@ -348,10 +367,19 @@ class _SegmentLog:
         try:
             return parse_header(self._data, position - self._start)
         except TierlogError as error:
-            raise CorruptRecordError(
-                f"{self.segment.key}: no batch header at position {position} of the log "
-                f"of the segment from offset {self.segment.base_offset}: {error}"
-            ) from None
+            raise self._damaged_at(position, f"no batch header: {error}") from None
+
+    def _damaged_at(self, position: int, why: str) -> CorruptRecordError:
+        """The batch at ``position`` (within the current window) is damaged. Its base
+        offset leads the header, ahead of the length field a flip most often hits, so it
+        names what a reader lost even when the rest is garbage."""
+        at = position - self._start
+        claimed = int.from_bytes(self._data[at : at + 8], "big", signed=True)
+        return CorruptRecordError(
+            f"{self.segment.key}: the batch at byte {position} of the log of the segment "
+            f"from offset {self.segment.base_offset} (offset {claimed} by its header) is "
+            f"damaged: {why}"
+        )
 
     def batch(self, position: int) -> tuple[bytes, BatchHeader]:
         """The whole batch at ``position`` as (buffer, its header within the buffer),
