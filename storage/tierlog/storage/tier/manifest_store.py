@@ -19,6 +19,14 @@ operator's rebase (or a restored bucket) lets the partition upload again.
 Versions older than the newest few are deleted after each change (best effort: a
 left-over old version is harmless and the next change removes it).
 
+A garbled newest head (bytes that do not decode) is a storage error for writers: it
+is the latest committed change, and what only it records (an upload, a deletion, a
+newer writer epoch) is unknown, so a claim or a change built on an older head could
+hide uploaded offsets, name deleted objects or slip past the fence. Only the writer
+that stored it, which holds its content in memory, writes the next version (its base
+is still stored), and that version supersedes it. Readers fall back to the newest head
+that decodes (``load_readable_manifest``) and are told which is garbled.
+
 Readers call ``load_view`` and ``read_part``; the uploader holds a ``ManifestWriter``.
 Chunks never change, so a ``ChunkReader`` keeps the recently read ones decoded.
 """
@@ -30,6 +38,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from tierlog.storage.checkpoints import TopicPartition
 from tierlog.storage.tier.layout import manifest_key, manifest_prefix, parse_manifest_version
@@ -54,7 +63,15 @@ from tierlog.storage.tier.store import (
     ObjectStoreError,
 )
 
-__all__ = ["ChunkReader", "ManifestWriter", "load_manifest", "load_view", "read_part"]
+__all__ = [
+    "ChunkReader",
+    "ManifestWriter",
+    "ReadableManifest",
+    "load_manifest",
+    "load_readable_manifest",
+    "load_view",
+    "read_part",
+]
 
 log = logging.getLogger(__name__)
 
@@ -68,22 +85,54 @@ WRITER_CHUNKS_KEPT = 16
 
 
 def load_manifest(store: ObjectStore, tp: TopicPartition) -> PartitionManifest:
-    """The newest manifest version, or the empty version 0 when none was written."""
+    """The newest manifest version, or the empty version 0 when none was written;
+    ``CorruptManifestError`` when the newest head does not decode. What writers build
+    on: that head is the latest committed change, and may be the only record of an
+    upload, a deletion or a newer writer epoch (the fence)."""
+    readable = load_readable_manifest(store, tp)
+    if readable.garbled:
+        raise readable.garbled[0]
+    return readable.manifest
+
+
+@dataclass(frozen=True)
+class ReadableManifest:
+    """What a reader may serve from: the newest head that decodes, and the errors of
+    the newer heads that do not (newest first; empty when the newest head is fine)."""
+
+    manifest: PartitionManifest
+    garbled: tuple[CorruptManifestError, ...] = ()
+
+
+def load_readable_manifest(store: ObjectStore, tp: TopicPartition) -> ReadableManifest:
+    """The newest head that decodes, for readers: a garbled newest head leaves the older
+    kept ones (``VERSIONS_TO_KEEP``) to serve from. ``CorruptManifestError`` (the
+    newest's) when none decodes."""
     for _attempt in range(_LOAD_ATTEMPTS):
-        versions = _stored_versions(store, tp)
-        if not versions:
-            return PartitionManifest(tp)
+        garbled: list[CorruptManifestError] = []
         try:
-            manifest = decode_manifest(store.get(manifest_key(tp, versions[-1])))
+            for version in reversed(_stored_versions(store, tp)):
+                try:
+                    return ReadableManifest(_load_head(store, tp, version), tuple(garbled))
+                except CorruptManifestError as error:
+                    garbled.append(error)
         except ObjectNotFoundError:
-            continue
-        if manifest.tp != tp or manifest.version != versions[-1]:
-            raise CorruptManifestError(
-                f"{manifest_key(tp, versions[-1])} describes {manifest.tp} "
-                f"version {manifest.version}"
-            )
-        return manifest
+            continue  # pruned between the listing and the get: list again
+        if garbled:
+            raise garbled[0]
+        return ReadableManifest(PartitionManifest(tp))
     raise ObjectNotFoundError(f"{tp}: manifest versions kept disappearing while loading")
+
+
+def _load_head(store: ObjectStore, tp: TopicPartition, version: int) -> PartitionManifest:
+    key = manifest_key(tp, version)
+    try:
+        manifest = decode_manifest(store.get(key))
+    except CorruptManifestError as error:
+        raise CorruptManifestError(f"{key}: {error}") from error
+    if manifest.tp != tp or manifest.version != version:
+        raise CorruptManifestError(f"{key} describes {manifest.tp} version {manifest.version}")
+    return manifest
 
 
 def load_view(

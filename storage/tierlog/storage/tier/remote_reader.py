@@ -32,6 +32,7 @@ the broker searches its local ``.txnindex`` files.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -50,17 +51,20 @@ from tierlog.storage.records import (
 )
 from tierlog.storage.segment import TimestampAndOffset
 from tierlog.storage.tier.manifest import (
+    CorruptManifestError,
     ManifestVanishedError,
     RemoteLogView,
     RemoteSegment,
     SegmentPart,
 )
-from tierlog.storage.tier.manifest_store import ChunkReader, load_manifest
+from tierlog.storage.tier.manifest_store import ChunkReader, load_readable_manifest
 from tierlog.storage.tier.range_reader import RangeReader
 from tierlog.storage.tier.store import ObjectNotFoundError, ObjectStoreError
 from tierlog.storage.transaction_index import AbortedTxn, collect_aborted, decode_entries
 
 __all__ = ["RemoteLogReader"]
+
+logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
@@ -89,6 +93,8 @@ class RemoteLogReader:
         self._lock = threading.Lock()
         self._views: dict[TopicPartition, tuple[float, RemoteLogView]] = {}
         self._without_manifest: set[TopicPartition] = set()  # as last loaded
+        self._garbled_heads: dict[TopicPartition, str] = {}  # as last loaded: why
+        self._garbled_logged: set[str] = set()  # logged once each, not at every reload
         self._chunks = ChunkReader(self.store)  # the manifests' chunks, shared by the views
         self._indexes: OrderedDict[tuple[str, SegmentPart], bytes] = OrderedDict()
         self._index_bytes = 0
@@ -103,19 +109,52 @@ class RemoteLogReader:
         if cached is not None and not refresh and now - cached[0] < self.view_ttl_s:
             return cached[1]
         try:
-            manifest = load_manifest(self.store, tp)
+            readable = load_readable_manifest(self.store, tp)
         except ObjectStoreError:
             if cached is None or refresh:
                 raise
             return cached[1]  # the store is away: what was cached still names the segments
+        manifest = readable.manifest
         fresh = manifest.view(self._chunks)
+        garbled = str(readable.garbled[0]) if readable.garbled else ""
         with self._lock:
             self._views[tp] = (now, fresh)
             if manifest.version:
                 self._without_manifest.discard(tp)
             else:
                 self._without_manifest.add(tp)
+            if garbled:
+                self._garbled_heads[tp] = garbled
+            else:
+                self._garbled_heads.pop(tp, None)
+            first_seen = garbled and garbled not in self._garbled_logged
+            if first_seen:
+                self._garbled_logged.add(garbled)
+        if first_seen:
+            logger.error(
+                "%s: the newest tier manifest head is garbled (%s); reads are served from "
+                "version %d, the newest that decodes, and offsets past its end %d answer "
+                "KAFKA_STORAGE_ERROR until the head is restored or its writer supersedes it",
+                tp,
+                garbled,
+                manifest.version,
+                fresh.end_offset,
+            )
         return fresh
+
+    def _refuse_past_a_garbled_head(
+        self, tp: TopicPartition, view: RemoteLogView, what: str
+    ) -> None:
+        """Past the end of a head older than a garbled newest one lies what only that
+        head may name (its upload): a storage error, never an answer that the tier holds
+        nothing there, which would move a reader on to the local log over it."""
+        with self._lock:
+            garbled = self._garbled_heads.get(tp)
+        if garbled:
+            raise CorruptManifestError(
+                f"{tp}: {what} may lie past {view.end_offset}, the end of the newest "
+                f"manifest head that decodes; the newest one does not: {garbled}"
+            )
 
     def invalidate(self, tp: TopicPartition) -> None:
         """The partition's manifest changed: the next call reloads it."""
@@ -153,6 +192,7 @@ class RemoteLogReader:
                         f"{tp}: offset {offset} lies in the tier, which has no manifest "
                         f"for the partition in {self.store.url}"
                     )
+                self._refuse_past_a_garbled_head(tp, view, f"offset {offset}")
                 return b""
             for segment in view.segments_from(offset):
                 records = self._read_segment(segment, offset, max_bytes, min_one_batch)
@@ -252,6 +292,7 @@ class RemoteLogReader:
                 found = self._find_by_timestamp(segment, timestamp, start)
                 if found is not None:
                     return found
+            self._refuse_past_a_garbled_head(tp, view, f"a record at or after {timestamp}")
             return None
 
         return self._with_view(tp, start_offset, attempt)
@@ -276,6 +317,7 @@ class RemoteLogReader:
         """The tiered record with the largest timestamp (the first of equals), or None."""
 
         def attempt(view: RemoteLogView) -> TimestampAndOffset | None:
+            self._refuse_past_a_garbled_head(tp, view, "the largest timestamp")
             holder = view.segment_with_max_timestamp()
             if holder is None or holder.max_timestamp < 0:
                 return None
