@@ -24,10 +24,12 @@ so a consumer gets every record before it; the read that starts at it is answere
 after the offset (the tail a cleaner emptied) hands over to the next one. An offset
 past the tier's end of a partition with no manifest at all is an error, not an empty
 answer: the log holds it as tiered, so the manifest vanished, and an empty answer
-would skip a consumer over the lost offsets. Every byte comes through the
-``RangeReader``: chunked ranged GETs, the disk cache, prefetch. The aborted
-transactions of a range come from the segments' transaction index parts, searched as
-the broker searches its local ``.txnindex`` files.
+would skip a consumer over the lost offsets. So is an offset past the end of the view
+when the newest manifest head does not decode and the view is the newest that does
+(logged once at ERROR): the garbled head may be all that names what lies there.
+Every byte comes through the ``RangeReader``: chunked ranged GETs, the disk cache,
+prefetch. The aborted transactions of a range come from the segments' transaction
+index parts, searched as the broker searches its local ``.txnindex`` files.
 """
 
 from __future__ import annotations
