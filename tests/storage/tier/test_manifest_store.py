@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -352,3 +353,20 @@ def test_every_head_garbled_is_a_storage_error_for_readers_too(any_store: Object
         any_store.put(info.key, GARBLED)
     with pytest.raises(CorruptManifestError, match=manifest_key(TP, writer.manifest.version)):
         load_readable_manifest(any_store, TP)
+
+
+def test_the_writer_holding_a_garbled_head_writes_it_again_when_it_next_refreshes(
+    any_store: ObjectStore,
+) -> None:
+    """A quiet partition's writer supersedes the head at its sweep's refresh, not only
+    at its next upload: the garbled head's content is in its memory."""
+    writer = ManifestWriter.claim(any_store, TP, "w")
+    for base in (0, 10):
+        writer.update(start_upload(base))
+    held = writer.manifest
+    any_store.put(manifest_key(TP, held.version), GARBLED)
+
+    refreshed = writer.refresh()
+    assert refreshed.version == held.version + 1
+    assert refreshed == dataclasses.replace(held, version=held.version + 1)
+    assert load_manifest(any_store, TP) == refreshed

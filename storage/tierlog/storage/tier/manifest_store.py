@@ -23,8 +23,9 @@ A garbled newest head (bytes that do not decode) is a storage error for writers:
 is the latest committed change, and what only it records (an upload, a deletion, a
 newer writer epoch) is unknown, so a claim or a change built on an older head could
 hide uploaded offsets, name deleted objects or slip past the fence. Only the writer
-that stored it, which holds its content in memory, writes the next version (its base
-is still stored), and that version supersedes it. Readers fall back to the newest head
+that holds that version in memory writes the next one (its base is still stored), at
+its next change or ``refresh`` (the sweep's), and that version supersedes it. Readers
+fall back to the newest head
 that decodes (``load_readable_manifest``) and are told which is garbled.
 
 Readers call ``load_view`` and ``read_part``; the uploader holds a ``ManifestWriter``.
@@ -283,8 +284,20 @@ class ManifestWriter:
 
     def refresh(self) -> PartitionManifest:
         """Reload the newest version (and fail if another writer took over, or if the
-        stored versions went back: the manifest vanished)."""
-        latest = load_manifest(self.store, self.tp)
+        stored versions went back: the manifest vanished). A newest head that no longer
+        decodes but is the version this writer holds is written again as the next
+        version, superseding it: its content is known here and nowhere else."""
+        try:
+            latest = load_manifest(self.store, self.tp)
+        except CorruptManifestError as error:
+            if _stored_versions(self.store, self.tp)[-1:] != [self.manifest.version]:
+                raise
+            log.error(
+                "%s: %s; this writer holds that version and writes it again as the next",
+                self.tp,
+                error,
+            )
+            return self.update(lambda manifest: manifest)
         if latest.version < self.manifest.version:
             raise self._vanished(latest)
         self._check_not_fenced(latest)

@@ -31,8 +31,8 @@ fenced (another owner claimed the partition) stops writing to that partition's t
 
 A partition whose newest manifest head does not decode waits, logged at ERROR at every
 try (with the usual backoff), keeping its local segments: only the writer that stored
-that head knows what it records, and its next change (still possible: its base is
-stored) supersedes it; a claim or any other writer refuses (``manifest_store``).
+that head knows what it records, and its next change or sweep (still possible: its base
+is stored) supersedes it; a claim or any other writer refuses (``manifest_store``).
 
 A partition whose manifest vanished (the bucket was emptied or recreated; also found
 at a claim when the log says offsets lie in the tier but the store has no manifest)
