@@ -15,13 +15,14 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import cast
+from typing import NamedTuple, cast
 
 import grpc
 import pytest
 
+from tests.storage.tier.tiering import STORE_KINDS, both_stores
 from tests.support.minio import MinioServer
 from tests.support.scrape import METRICS, metrics_address, scrape
 from tierlog.api.v1 import log_service_pb2
@@ -35,6 +36,7 @@ from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest import RemoteSegment, SegmentPart
 from tierlog.storage.tier.manifest_store import load_manifest, load_view
 from tierlog.storage.tier.s3_store import S3Options
+from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.url import open_store
 
 from .conftest import Sidecar, SidecarFactory, reason_of
@@ -320,43 +322,56 @@ def middle_batch(log_part: bytes) -> BatchHeader:
     return batches[len(batches) // 2]
 
 
+class Tier(NamedTuple):
+    configs: tuple[str, ...]  # the sidecar's
+    store: ObjectStore  # the same tier, opened by the test
+
+
+@pytest.fixture(params=STORE_KINDS)
+def tier(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Tier]:
+    """A tier in a local directory, or in a bucket of the session's MinIO."""
+    for store in both_stores(request, tmp_path):
+        if isinstance(store, LocalDirectoryStore):
+            yield Tier((f"tierlog.tier.url={store.root.as_uri()}",), store)
+        else:
+            minio: MinioServer = request.getfixturevalue("minio")
+            bucket: str = request.getfixturevalue("s3_bucket")
+            yield Tier(minio.sidecar_tier_configs(bucket, tmp_path / "s3-credentials"), store)
+
+
 def test_a_damaged_batch_in_a_tiered_object_hides_none_of_the_batches_before_it(
-    sidecar_factory: SidecarFactory, tmp_path: Path
+    sidecar_factory: SidecarFactory, tmp_path: Path, tier: Tier
 ) -> None:
     """A flipped byte in the records of a batch in the middle of an object: Fetch,
     Subscribe and the consumer read every record before it (issue 29, item 2)."""
-    tier = tmp_path / "tier"
-    sidecar = sidecar_factory(tmp_path / "data", *BROKER, f"tierlog.tier.url={tier.as_uri()}")
+    sidecar = sidecar_factory(tmp_path / "data", *BROKER, *tier.configs)
     produced = Produced()
     produce_and_tier(sidecar, produced)
-    store = LocalDirectoryStore(tier)
-    segment = load_view(store, TopicPartition("events", 0)).all_segments()[1]
-    path = store.root / segment.key
-    data = bytearray(path.read_bytes())
+    segment = load_view(tier.store, TopicPartition("events", 0)).all_segments()[1]
+    data = bytearray(tier.store.get(segment.key))
     log_start = segment.range_of(SegmentPart.LOG).start
     victim = middle_batch(bytes(data[log_start : log_start + segment.log_size_bytes]))
     assert victim.base_offset > segment.base_offset
     data[log_start + victim.position + victim.size // 2] ^= 0xFF  # nothing read yet: no cache
-    path.write_bytes(data)
+    tier.store.put(segment.key, bytes(data))
 
     check_everything_before_the_damage_is_read(sidecar, produced, segment, victim.base_offset)
 
 
 def test_a_garbled_newest_manifest_head_serves_reads_from_the_newest_readable_one(
-    sidecar_factory: SidecarFactory, tmp_path: Path
+    sidecar_factory: SidecarFactory, tmp_path: Path, tier: Tier
 ) -> None:
     """Issue 29, item 10: the newest head of the tier's manifest does not decode (written
     half, bytes flipped) while older ones do: after a restart, Fetch, ListOffsets,
     Subscribe and the consumer read every tiered offset from the newest readable head,
     the sidecar logs the garbled head at ERROR, and no manifest version is written over
     it (uploads wait: what only it records is unknown)."""
-    tier = tmp_path / "tier"
-    configs = (*BROKER, f"tierlog.tier.url={tier.as_uri()}")
+    configs = (*BROKER, *tier.configs)
     first = sidecar_factory(tmp_path / "data", *configs)
     produced = Produced()
     produce_and_tier(first, produced)
     first.stop()
-    store = LocalDirectoryStore(tier)
+    store = tier.store
     tp = TopicPartition("events", 0)
     garbled = manifest_key(tp, load_manifest(store, tp).version + 1)
     store.put(garbled, b'{"format": 2, "topic": "ev\x00\xff')
