@@ -12,6 +12,7 @@ __all__ = [
     "CorruptRecordError",
     "CorruptSnapshotError",
     "DuplicateSequenceError",
+    "InconsistentClusterIdError",
     "InvalidConfigError",
     "InvalidProducerEpochError",
     "InvalidRecordError",
@@ -121,6 +122,13 @@ class KafkaStorageError(TierlogError):
     """The disk failed us: full (ENOSPC), read-only, or an I/O error."""
 
     reason = "KAFKA_STORAGE_ERROR"
+
+
+class InconsistentClusterIdError(TierlogError):
+    """A log dir's ``meta.properties`` names another cluster than the broker's: the
+    volume belongs elsewhere, so the broker does not start on it."""
+
+    reason = "INCONSISTENT_CLUSTER_ID"
 
 
 class InvalidProducerEpochError(TierlogError):

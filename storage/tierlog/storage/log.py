@@ -32,6 +32,7 @@ from tierlog.storage.config import LogConfig, TimestampType
 from tierlog.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    KafkaStorageError,
     OffsetMovedToTieredStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -449,6 +450,11 @@ class Log:
         """Write offset-assigned batches to the active segment, rolled first if the roll
         policy says so (or as ``roll`` says, when given); the segment written to.
         ``epochs`` are the (leader epoch, start offset) they begin."""
+        if first_offset < self.log_start_offset:  # it could never be read back
+            raise KafkaStorageError(
+                f"{self.directory.name}: an append at offset {first_offset} is below the "
+                f"log start {self.log_start_offset}"
+            )
         total_bytes = sum(batch.size for batch in batches)
         segment = self.active_segment
         if roll is None:

@@ -36,6 +36,7 @@ from tierlog.storage.checkpoints import (
     REPLICATION_OFFSET_CHECKPOINT,
     atomic_write,
     base64_uuid,
+    read_meta_properties,
     read_offset_checkpoint_or_warn,
     write_meta_properties,
     write_offset_checkpoint,
@@ -44,7 +45,7 @@ from tierlog.storage.checkpoints import (
 from tierlog.storage.cleaner_manager import CleanerConfig, LogCleaner
 from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import (
-    InvalidConfigError,
+    InconsistentClusterIdError,
     KafkaStorageError,
     TierlogError,
     UnknownTopicOrPartitionError,
@@ -57,7 +58,6 @@ from tierlog.storage.names import (
     parse_partition_dir,
     validate_topic_name,
 )
-from tierlog.storage.properties import read_properties
 from tierlog.storage.recovery import RecoveryProgress, load_segments
 from tierlog.storage.scheduler import PeriodicTask
 from tierlog.storage.segment import LogSegment
@@ -175,30 +175,28 @@ class LogManager:
         self._dir_locks.clear()
 
     def _ensure_meta_properties(self, log_dir: Path) -> None:
+        """Write the log dir's ``meta.properties``, or check that the one there names this
+        cluster. As Kafka does, a log dir of another cluster, or one whose file cannot be
+        read, stops the startup: a volume is never joined to a cluster it cannot be shown
+        to belong to, and the file is left as it is for an operator to look at."""
         path = log_dir / META_PROPERTIES
-        if path.exists():
-            try:
-                properties = read_properties(path)
-            except InvalidConfigError as error:
-                # It only names the broker and cluster that wrote the dir, and even a
-                # mismatch is a warning here: an unreadable one is no reason to refuse
-                # the dir's logs. It is written again, the old bytes kept beside it.
-                aside = path.with_name(f"{META_PROPERTIES}.unreadable")
-                log.warning("writing %s again (the old one is kept as %s): %s", path, aside, error)
-                path.replace(aside)
-            else:
-                if properties.get("cluster.id", self.config.cluster_id) != self.config.cluster_id:
-                    log.warning("%s belongs to cluster %s", log_dir, properties["cluster.id"])
-                return
-        write_meta_properties(
-            path,
-            {
-                "version": "1",
-                "node.id": str(self.config.node_id),
-                "cluster.id": self.config.cluster_id,
-                "directory.id": base64_uuid(uuid.uuid4()),
-            },
-        )
+        if not path.exists():
+            write_meta_properties(
+                path,
+                {
+                    "version": "1",
+                    "node.id": str(self.config.node_id),
+                    "cluster.id": self.config.cluster_id,
+                    "directory.id": base64_uuid(uuid.uuid4()),
+                },
+            )
+            return
+        stored = read_meta_properties(path)["cluster.id"]
+        if stored != self.config.cluster_id:
+            raise InconsistentClusterIdError(
+                f"{path} says the log dir belongs to cluster {stored}, but this broker's "
+                f"cluster.id is {self.config.cluster_id}: refusing to join it to this cluster"
+            )
 
     def _load_dir(self, log_dir: Path, progress: RecoveryProgress | None) -> None:
         clean = (log_dir / CLEAN_SHUTDOWN_MARKER).exists()
