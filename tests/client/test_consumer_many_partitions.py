@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 import grpc
+import pytest
 
 from tierlog.api.v1 import (
     admin_service_pb2,
@@ -15,10 +16,13 @@ from tierlog.api.v1 import (
     log_service_pb2_grpc,
 )
 from tierlog.client import Consumer, Producer, TopicPartition
-from tierlog.storage.records import SimpleRecord, build_batch
+from tierlog.client.consumer import ConsumerRecord
+from tierlog.storage.errors import CorruptRecordError
+from tierlog.storage.records import V2_HEADER_SIZE, SimpleRecord, build_batch
+from tierlog.storage.records.batch import MAGIC_OFFSET
 
 from .conftest import create_topic, poll_until
-from .sidecars import LiveSidecar
+from .sidecars import LiveSidecar, damage_batch
 
 # What a call of another client may take, the broker not throttling it: far below
 # tierlog.queued.max.wait.ms (30 s), which a call waits when the broker is saturated.
@@ -88,3 +92,41 @@ def test_a_consumer_of_1000_partitions_runs_a_bounded_number_of_threads(
         assert len({(r.topic, r.partition, r.offset) for r in records}) == 1000
         assert threading.active_count() - python_threads <= 4, threading.enumerate()
         assert _task_count() - tasks <= 8
+
+
+@pytest.mark.parametrize(
+    "damage_at",
+    [V2_HEADER_SIZE + 2, MAGIC_OFFSET],
+    ids=["found by this CRC check", "found by the sidecar"],
+)
+def test_a_damaged_partition_costs_the_others_in_its_message_nothing(
+    sidecar: LiveSidecar, damage_at: int
+) -> None:
+    """A session's message holds several partitions: when one raises CorruptRecordError
+    from its first batch, the others' batches in the same message are read again from
+    their positions, not lost with it."""
+    create_topic(sidecar.address, "pair", partitions=2)
+    with grpc.insecure_channel(sidecar.address) as channel:
+        stub = log_service_pb2_grpc.LogServiceStub(channel)
+        for partition in (0, 1):
+            for b in range(3):
+                records = [SimpleRecord(None, b"%d" % (b * 5 + i)) for i in range(5)]
+                stub.Produce(
+                    log_service_pb2.ProduceRequest(
+                        topic="pair", partition=partition, record_batches=build_batch(records)
+                    )
+                )
+    damage_batch(sidecar.data_dir / "pair-0", 5, damage_at)
+    damaged, intact = TopicPartition("pair", 0), TopicPartition("pair", 1)
+    read: list[ConsumerRecord] = []
+    with Consumer({"bootstrap.servers": sidecar.address}) as consumer:
+        consumer.assign([damaged, intact])
+        consumer.seek(damaged, 5)  # the damaged batch comes first in its partition's part
+        consumer.seek(intact, 0)
+        with pytest.raises(CorruptRecordError, match=r"pair-0.* offset 5"):
+            while True:  # the intact partition's records may come first
+                read += consumer.poll(10_000)
+        consumer.assign([intact])
+        read += poll_until(consumer, 15 - len(read))
+    assert [r.partition for r in read] == [1] * 15
+    assert sorted(r.offset for r in read) == list(range(15))

@@ -656,13 +656,13 @@ class Consumer(ClusterClient):
             if session.current(data)
             and self._streams.get(TopicPartition(data.topic, data.partition)) is session
         ]
-        try:
-            while pending:
-                self._take_partition(session, pending[0])
-                pending.pop(0)
-        finally:  # one raised: the rest are read again from their positions
-            for data in pending[1:]:
-                self._drop_stream(TopicPartition(data.topic, data.partition))
+        for index, data in enumerate(pending):
+            try:
+                self._take_partition(session, data)
+            except BaseException:  # the rest are read again from their positions
+                for rest in pending[index + 1 :]:
+                    self._drop_stream(TopicPartition(rest.topic, rest.partition))
+                raise
 
     def _take_partition(
         self, session: SessionStream, data: log_service_pb2.FetchSessionPartitionData
