@@ -98,21 +98,26 @@ def test_a_partition_that_fails_leaves_the_session_and_the_others_go_on(
     sidecar: Sidecar,
 ) -> None:
     sidecar.create_topic("good")
+    sidecar.create_topic("later")
     _produce(sidecar, "good", 0, b"a")
     session = Session(sidecar)
     try:
+        from_the_future = _add("later", 0)
+        from_the_future.current_leader_epoch = 99  # an epoch this broker has not seen
         session.send(
             log_service_pb2.FetchSessionRequest(
-                add=[_add("missing", 0), _add("good", 0, offset=5)], credits=10
+                add=[_add("missing", 0), _add("good", 0, offset=5), from_the_future],
+                credits=10,
             )
         )
         errors: dict[str, str] = {}
-        while len(errors) < 2:
+        while len(errors) < 3:
             for data in session.next().partitions:
                 errors[data.topic] = data.error.reason
         assert errors == {
             "missing": "UNKNOWN_TOPIC_OR_PARTITION",
             "good": "OFFSET_OUT_OF_RANGE",  # past the log end
+            "later": "UNKNOWN_LEADER_EPOCH",
         }
         session.send(log_service_pb2.FetchSessionRequest(add=[_add("good", 0, 0, generation=2)]))
         (data,) = session.next().partitions
