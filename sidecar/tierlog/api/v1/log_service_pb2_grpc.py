@@ -120,7 +120,8 @@ class LogServiceServicer:
         request grants `credits` messages; the broker sends no more than were granted (the
         client's read-ahead). A partition that cannot be read here (not the leader, a
         fenced epoch, an offset out of range...) answers its error once and leaves the
-        session; the stream and the other partitions go on.
+        session; the stream and the other partitions go on. The stream ends when the client
+        closes its side.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

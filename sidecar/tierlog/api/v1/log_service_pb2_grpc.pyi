@@ -67,7 +67,8 @@ class LogServiceStub:
     request grants `credits` messages; the broker sends no more than were granted (the
     client's read-ahead). A partition that cannot be read here (not the leader, a
     fenced epoch, an offset out of range...) answers its error once and leaves the
-    session; the stream and the other partitions go on.
+    session; the stream and the other partitions go on. The stream ends when the client
+    closes its side.
     """
     ListOffsets: _grpc.UnaryUnaryMultiCallable[_log_service_pb2.ListOffsetsRequest, _log_service_pb2.ListOffsetsResponse]
     """Kafka's ListOffsets for one partition."""
@@ -103,7 +104,8 @@ class LogServiceAsyncStub(LogServiceStub):
     request grants `credits` messages; the broker sends no more than were granted (the
     client's read-ahead). A partition that cannot be read here (not the leader, a
     fenced epoch, an offset out of range...) answers its error once and leaves the
-    session; the stream and the other partitions go on.
+    session; the stream and the other partitions go on. The stream ends when the client
+    closes its side.
     """
     ListOffsets: _aio.UnaryUnaryMultiCallable[_log_service_pb2.ListOffsetsRequest, _log_service_pb2.ListOffsetsResponse]  # type: ignore[assignment]
     """Kafka's ListOffsets for one partition."""
@@ -166,7 +168,8 @@ class LogServiceServicer(metaclass=_abc_1.ABCMeta):
         request grants `credits` messages; the broker sends no more than were granted (the
         client's read-ahead). A partition that cannot be read here (not the leader, a
         fenced epoch, an offset out of range...) answers its error once and leaves the
-        session; the stream and the other partitions go on.
+        session; the stream and the other partitions go on. The stream ends when the client
+        closes its side.
         """
 
     @_abc_1.abstractmethod
