@@ -3,12 +3,13 @@
 Produce appends the producer's v2 batches as they came (or one batch the server
 builds from plain records); Fetch returns whole batches and long-polls on the
 partition's append event; Subscribe tails a partition on the same events, each of
-its messages such a long poll. Offsets below the local log start come from the
-remote tier (``tiered_reads``), so Fetch, ListOffsets and Subscribe cross the
-boundary without the client noticing. Reads under read_committed (Kafka's
-``FetchIsolation.TXN_COMMITTED``) end at the last stable offset and list the aborted
-transactions overlapping the batches returned, local or tiered, as Kafka's
-``UnifiedLog.read`` does; the client drops their records;
+its messages such a long poll; FetchSession does so for many partitions on one
+stream (``fetch_session``), each message one long poll over all of them. Offsets below
+the local log start come from the remote tier (``tiered_reads``), so Fetch, ListOffsets,
+Subscribe and FetchSession cross the boundary without the client noticing. Reads
+under read_committed (Kafka's ``FetchIsolation.TXN_COMMITTED``) end at the last stable
+offset and list the aborted transactions overlapping the batches returned, local or
+tiered, as Kafka's ``UnifiedLog.read`` does; the client drops their records;
 InitProducerId hands out producer ids (``producer_ids``) for idempotent produce. Storage
 calls that can block (reads, fsyncs by policy, the tier) run in a thread; the event
 loop parses requests, routes and waits.  The one exception is an append that cannot
@@ -40,7 +41,12 @@ from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
 from tierlog.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC
 from tierlog.replication.leader import LeaderPartition
 from tierlog.replication.replica_manager import ReplicaManager
-from tierlog.sidecar.fetch_wire import AbortedTransaction, FetchAnswer
+from tierlog.sidecar.fetch_session import FetchSessionState, SessionPartition, SessionSettings
+from tierlog.sidecar.fetch_wire import (
+    AbortedTransaction,
+    FetchAnswer,
+    PartitionAnswer,
+)
 from tierlog.sidecar.producer_ids import ProducerIdManager
 from tierlog.sidecar.status import as_error, at_the_edge, unexpected
 from tierlog.storage.config import LogConfig
@@ -118,6 +124,9 @@ class _Appended:
     info: AppendInfo | None  # None: acks=0, appended (or appending) unacknowledged
     leader: LeaderPartition | None  # set when the answer waits for the in-sync replicas
 
+
+# A fetch session's partition and what its read found: batches, or why it failed.
+_SessionRead = tuple[SessionPartition, FetchAnswer | TierlogError]
 
 # What a ProduceStream answers in its turn: an appended request, or why it was not.
 _Pending = _Appended | Exception
@@ -348,13 +357,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         max_bytes = self._max_bytes(request.max_bytes)
         # Without max_wait_ms a message waits for batches as long as it takes.
         wait_s = _long_poll_s(request.max_wait_ms, None) if request.max_wait_ms else None
-        offset = request.offset
-        if offset == EARLIEST_TIMESTAMP:
-            offset = partition_log.log_start_offset
-        elif offset == LATEST_TIMESTAMP:
-            offset = self._fetchable_end(tp, partition_log, read_committed)
-        elif offset < 0:
-            raise OffsetOutOfRangeError(f"offset {offset}: use -2 (earliest) or -1 (latest)")
+        offset = self._start_offset(tp, partition_log, request.offset, read_committed)
         while not self.watch.closed:
             answer = await self._long_poll(
                 tp, epoch, offset, max_bytes, request.min_bytes, wait_s, read_committed
@@ -365,6 +368,141 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
                 continue
             _report_record_bytes(tp.topic, len(answer.record_batches))
             yield answer
+
+    @at_the_edge
+    async def FetchSession(  # type: ignore[override]  # answered in wire format: see fetch_wire
+        self,
+        request_iterator: AsyncIterator[log_service_pb2.FetchSessionRequest],
+        context: _Context,
+    ) -> AsyncIterator[Sequence[PartitionAnswer]]:
+        session = FetchSessionState(self.watch)
+        requests = asyncio.create_task(self._take_session_requests(request_iterator, session))
+        requests.add_done_callback(lambda _: session.wake.set())
+        try:
+            while not self.watch.closed:
+                while not (session.credits or requests.done() or self.watch.closed):
+                    session.wake.clear()
+                    await self.watch.wait(session.wake, None)
+                if requests.done():  # the client closed its side (or sent a bad request)
+                    requests.result()
+                    return
+                answer = await self._session_answer(session, requests)
+                session.credits -= 1
+                yield answer
+        finally:
+            requests.cancel()
+            session.close()
+
+    async def _take_session_requests(
+        self,
+        request_iterator: AsyncIterator[log_service_pb2.FetchSessionRequest],
+        session: FetchSessionState,
+    ) -> None:
+        async for request in request_iterator:
+            _check_long_poll(request.max_wait_ms, request.min_bytes)
+            settings = SessionSettings(
+                request.max_wait_ms,
+                request.min_bytes,
+                self._max_bytes(request.max_bytes),
+                _read_committed(request.isolation_level),
+            )
+            session.apply(request, settings)
+
+    async def _session_answer(
+        self, session: FetchSessionState, requests: asyncio.Task[None]
+    ) -> list[PartitionAnswer]:
+        """The next message: the batches of the session's partitions once they are
+        ``min_bytes`` together (or some partition failed), or what there is when
+        ``max_wait_ms`` passed (0: no limit). Sent partitions read on from where their
+        batches end; failed ones leave the session."""
+        loop = asyncio.get_running_loop()
+        max_wait_ms = session.settings.max_wait_ms
+        deadline = loop.time() + _long_poll_s(max_wait_ms, None) if max_wait_ms else None
+        while True:
+            session.wake.clear()
+            answers = await self._read_session(session)
+            size = sum(
+                len(answer.record_batches)
+                for _part, answer in answers
+                if isinstance(answer, FetchAnswer)
+            )
+            failed = any(isinstance(answer, TierlogError) for _part, answer in answers)
+            remaining_s = None if deadline is None else deadline - loop.time()
+            timed_out = remaining_s is not None and remaining_s <= 0
+            stop = self.watch.closed or requests.done()
+            if size >= max(session.settings.min_bytes, 1) or failed or timed_out or stop:
+                return self._sent(session, answers)
+            await self.watch.wait(session.wake, remaining_s)
+
+    async def _read_session(self, session: FetchSessionState) -> list[_SessionRead]:
+        """Read the partitions that may have news, within the message's byte budget
+        (each partition within its own too); those read with batches, and those the budget
+        left unread, stay dirty."""
+        settings = session.settings
+        readable: list[tuple[SessionPartition, Log]] = []
+        failed: list[_SessionRead] = []
+        for part in session.take_dirty():
+            try:  # on the loop: leadership, and where -2 and -1 are
+                tp, partition_log = self.partitions.log(
+                    part.tp.topic, part.tp.partition, part.leader_epoch
+                )
+                if part.offset < 0:
+                    part.offset = self._start_offset(
+                        tp, partition_log, part.offset, settings.read_committed
+                    )
+            except TierlogError as error:
+                failed.append((part, error))
+                continue
+            readable.append((part, partition_log))
+
+        def read_all() -> list[_SessionRead]:
+            answers: list[_SessionRead] = []
+            budget = settings.max_bytes
+            for part, partition_log in readable:
+                if budget <= 0:
+                    session.still_dirty(part)  # next message's turn
+                    continue
+                max_bytes = min(part.max_bytes or budget, budget)
+                try:
+                    answer = self._read(
+                        part.tp, partition_log, part.offset, max_bytes, settings.read_committed
+                    )
+                except TierlogError as error:
+                    answers.append((part, error))
+                    continue
+                if answer.record_batches:
+                    budget -= len(answer.record_batches)
+                    answers.append((part, answer))
+            return answers
+
+        read = await asyncio.to_thread(read_all)
+        for part, answer in read:
+            if isinstance(answer, FetchAnswer):
+                session.still_dirty(part)  # there may be more
+        return failed + read
+
+    def _sent(
+        self,
+        session: FetchSessionState,
+        answers: list[_SessionRead],
+    ) -> list[PartitionAnswer]:
+        """The message of ``answers``, the session moved past it."""
+        message = []
+        for part, answer in answers:
+            if not session.is_current(part):  # forgotten or sought while it was read
+                continue
+            tp = part.tp
+            if isinstance(answer, TierlogError):
+                session.remove(tp)
+                error = as_error(answer)
+                message.append(
+                    PartitionAnswer(tp.topic, tp.partition, part.generation, None, error)
+                )
+                continue
+            session.sent(part, _next_offset(answer.record_batches))
+            _report_record_bytes(tp.topic, len(answer.record_batches))
+            message.append(PartitionAnswer(tp.topic, tp.partition, part.generation, answer))
+        return message
 
     async def _long_poll(
         self,
@@ -434,6 +572,19 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             last_stable,
             [AbortedTransaction(txn.producer_id, txn.first_offset) for txn in aborted],
         )
+
+    def _start_offset(
+        self, tp: TopicPartition, partition_log: Log, offset: int, read_committed: bool
+    ) -> int:
+        """Where a subscription starts: ``offset``, or the log start for -2, the
+        fetchable end for -1."""
+        if offset == EARLIEST_TIMESTAMP:
+            return partition_log.log_start_offset
+        if offset == LATEST_TIMESTAMP:
+            return self._fetchable_end(tp, partition_log, read_committed)
+        if offset < 0:
+            raise OffsetOutOfRangeError(f"offset {offset}: use -2 (earliest) or -1 (latest)")
+        return offset
 
     def _fetchable_end(self, tp: TopicPartition, partition_log: Log, read_committed: bool) -> int:
         """Where a consumer's reads end: the last stable offset under read_committed, else
