@@ -1,0 +1,112 @@
+"""A broker-wide bound on the decompressed bytes that produce validation holds at once.
+
+A compressed batch is validated through a window on its decoded records (a chunk or
+two, ``validation``), and a record longer than a chunk is gathered whole, as Kafka's
+decompressing iterator reads a record whole: one batch holds little, but a record can
+be as long as ``MAX_DECOMPRESSION_RATIO * max.message.bytes``, and many producers
+validate at once.  Every validation of a compressed batch reserves what its window
+and its decoder hold from one ``DecompressedBytesBudget``
+(``tierlog.validation.max.inflight.decompressed.bytes``), and grows its reservation
+before it gathers a long record, so the total stays under the budget.
+
+A reservation that does not fit waits for others to end, at most ``max_wait_ms``
+(``tierlog.queued.max.wait.ms``, the wait of the other in-flight budgets), then fails
+with THROTTLING_QUOTA_EXCEEDED, which a producer retries; a record longer than the
+whole budget can never be validated here and is MESSAGE_TOO_LARGE at once.  Waiting
+is a thread's (appends of compressed batches run in threads): the event loop never
+waits on it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import TracebackType
+
+from tierlog.storage.errors import RecordTooLargeError, ThrottlingQuotaExceededError
+
+__all__ = ["BUDGET_KEY", "CHUNK_BYTES", "DecompressedBytesBudget", "Reservation"]
+
+BUDGET_KEY = "tierlog.validation.max.inflight.decompressed.bytes"
+
+# A compressed section is decoded and walked this much at a time.
+CHUNK_BYTES = 1024 * 1024
+
+
+class DecompressedBytesBudget:
+    """``capacity_bytes`` of decompressed records, shared by every validation of a broker,
+    each of which decodes ``chunk_bytes`` at a time."""
+
+    def __init__(
+        self, capacity_bytes: int, max_wait_ms: int, *, chunk_bytes: int = CHUNK_BYTES
+    ) -> None:
+        self.capacity_bytes = capacity_bytes
+        self.max_wait_ms = max_wait_ms
+        self.chunk_bytes = chunk_bytes
+        self.used_bytes = 0
+        self.waiting = 0  # validations waiting for room
+        self.refused = 0  # reservations that timed out
+        self._room = threading.Condition()
+
+    def reserve(self, size_bytes: int) -> Reservation:
+        """A reservation of ``size_bytes``, held until it is closed (``with``)."""
+        reservation = Reservation(self)
+        reservation.grow_to(size_bytes)
+        return reservation
+
+    def _take(self, more_bytes: int, total_bytes: int) -> None:
+        if total_bytes > self.capacity_bytes:
+            raise RecordTooLargeError(
+                f"validating this batch needs {total_bytes} decompressed bytes at once, more "
+                f"than {BUDGET_KEY}={self.capacity_bytes}"
+            )
+        deadline = time.monotonic() + self.max_wait_ms / 1000
+        with self._room:
+            self.waiting += 1
+            try:
+                while self.used_bytes + more_bytes > self.capacity_bytes:
+                    left_s = deadline - time.monotonic()
+                    if left_s <= 0:
+                        self.refused += 1
+                        raise ThrottlingQuotaExceededError(
+                            f"the broker is at its {BUDGET_KEY} limit ({self.capacity_bytes}); "
+                            "retry later"
+                        )
+                    self._room.wait(left_s)
+                self.used_bytes += more_bytes
+            finally:
+                self.waiting -= 1
+
+    def _give_back(self, size_bytes: int) -> None:
+        with self._room:
+            self.used_bytes -= size_bytes
+            self._room.notify_all()
+
+
+class Reservation:
+    """What one validation holds of a ``DecompressedBytesBudget``."""
+
+    def __init__(self, budget: DecompressedBytesBudget) -> None:
+        self.budget = budget
+        self.size_bytes = 0
+
+    def grow_to(self, size_bytes: int) -> None:
+        """Hold ``size_bytes`` in all (no less than now), waiting for room if need be."""
+        if size_bytes <= self.size_bytes:
+            return
+        # What is held stays held while it waits: the window it counts is in memory.  Two
+        # growing at once may each wait for the other; the wait's bound ends that.
+        self.budget._take(size_bytes - self.size_bytes, size_bytes)
+        self.size_bytes = size_bytes
+
+    def __enter__(self) -> Reservation:
+        return self
+
+    def __exit__(
+        self,
+        _type: type[BaseException] | None,
+        _error: BaseException | None,
+        _traceback: TracebackType | None,
+    ) -> None:
+        self.budget._give_back(self.size_bytes)
+        self.size_bytes = 0
