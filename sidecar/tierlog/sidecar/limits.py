@@ -12,6 +12,11 @@ Kafka's broker names:
   takes it until its answer. A request beyond it waits for room; one larger than the
   whole budget waits until nothing else is admitted.
 
+- ``tierlog.validation.max.inflight.decompressed.bytes`` (256 MiB): what the
+  validation of compressed produced batches holds decoded at once, over the whole
+  broker (``tierlog.storage.records.inflight``); a validation beyond it waits in its
+  thread, as long as the calls here do, then fails the same way.
+
 A call waits for at most its deadline, and at most ``tierlog.queued.max.wait.ms``
 (30 s), then fails with ``RESOURCE_EXHAUSTED`` and the reason
 ``THROTTLING_QUOTA_EXCEEDED``: the producer backs off and retries. Waiting is first
@@ -49,11 +54,12 @@ from tierlog.sidecar.interceptors import (
 )
 from tierlog.sidecar.status import abort
 from tierlog.storage.errors import InvalidConfigError
+from tierlog.storage.records.inflight import BUDGET_KEY, DecompressedBytesBudget
 
 __all__ = ["LIMIT_KEYS", "Budget", "LimitsConfig", "LimitsInterceptor"]
 
 LIMIT_KEYS = frozenset(
-    {"queued.max.requests", "queued.max.request.bytes", "tierlog.queued.max.wait.ms"}
+    {"queued.max.requests", "queued.max.request.bytes", "tierlog.queued.max.wait.ms", BUDGET_KEY}
 )
 
 
@@ -62,6 +68,8 @@ class LimitsConfig:
     max_requests: int = 500
     max_request_bytes: int = 100 * 1024 * 1024  # -1: unbounded
     max_wait_ms: int = 30_000
+    # Four batches decoded to the default bound (64 x max.message.bytes of 1 MiB).
+    max_inflight_decompressed_bytes: int = 256 * 1024 * 1024
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> LimitsConfig:
@@ -70,6 +78,9 @@ class LimitsConfig:
                 max_requests=int(props.get("queued.max.requests", cls.max_requests)),
                 max_request_bytes=int(props.get("queued.max.request.bytes", cls.max_request_bytes)),
                 max_wait_ms=int(props.get("tierlog.queued.max.wait.ms", cls.max_wait_ms)),
+                max_inflight_decompressed_bytes=int(
+                    props.get(BUDGET_KEY, cls.max_inflight_decompressed_bytes)
+                ),
             )
         except ValueError as error:
             raise InvalidConfigError(f"invalid number in broker config: {error}") from None
@@ -79,7 +90,13 @@ class LimitsConfig:
             raise InvalidConfigError("queued.max.request.bytes must be positive, or -1")
         if config.max_wait_ms < 0:
             raise InvalidConfigError("tierlog.queued.max.wait.ms cannot be negative")
+        if config.max_inflight_decompressed_bytes < 4 * 1024 * 1024:
+            raise InvalidConfigError(f"{BUDGET_KEY} must be at least 4 MiB (4194304)")
         return config
+
+    def decompression_budget(self) -> DecompressedBytesBudget:
+        """The broker's budget for validating compressed batches."""
+        return DecompressedBytesBudget(self.max_inflight_decompressed_bytes, self.max_wait_ms)
 
 
 class Budget:

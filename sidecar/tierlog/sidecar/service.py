@@ -15,8 +15,11 @@ loop parses requests, routes and waits.  The one exception is an append that can
 wait for an fsync (``Log.append_waits_for_sync``): it is a validation and a write
 into the page cache, tens of microseconds, where a hop to a thread and back costs
 the sidecar ~0.3 ms of CPU per request (measured on 64 KiB batches: 1.14 -> 0.81 ms
-per Produce), the largest share of a small produce.  A slow disk that throttles
-page-cache writes then stalls the loop as it would stall Kafka's request handlers.
+per Produce), the largest share of a small produce.  Compressed batches always go to a
+thread: decoding them takes longer, and may wait for the broker's budget of
+decompressed bytes (``tierlog.validation.max.inflight.decompressed.bytes``).  A slow
+disk that throttles page-cache writes then stalls the loop as it would stall Kafka's
+request handlers.
 Errors are raised as types and mapped to a status at the edge (``status.at_the_edge``).
 """
 
@@ -65,6 +68,7 @@ from tierlog.storage.records import (
     build_batch,
     iter_batches,
 )
+from tierlog.storage.records.validation import holds_compressed_batches
 from tierlog.storage.tier import tiered_reads
 from tierlog.storage.tier.remote_reader import RemoteLogReader
 
@@ -245,7 +249,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         if leader is not None and request.acks == log_service_pb2.ACKS_ALL:
             leader.check_enough_replicas(partition_log.config.min_insync_replicas)
         try:
-            if partition_log.append_waits_for_sync(len(data)):
+            if partition_log.append_waits_for_sync(len(data)) or holds_compressed_batches(data):
                 info = await asyncio.to_thread(partition_log.append, data, origin=origin)
             else:
                 info = partition_log.append(data, origin=origin)

@@ -60,6 +60,8 @@ from tierlog.storage.records import (
     set_log_append_time,
     validate_produce,
 )
+from tierlog.storage.records.inflight import DecompressedBytesBudget
+from tierlog.storage.records.validation import NO_BUDGET
 from tierlog.storage.retention import RetentionBudget, deletable_segments
 from tierlog.storage.segment import (
     DELETED_SUFFIX,
@@ -202,6 +204,8 @@ class Log:
         self.unflushed_messages = 0
         self.last_flush_ms = clock_ms()
         self.flush_hook: FlushHook = Log.flush
+        # The broker's bound on what validations hold decoded at once (its log manager's).
+        self.decompression_budget: DecompressedBytesBudget = NO_BUDGET
         self._roll_policy = RollPolicy(config.segment_bytes, config.segment_ms)
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
@@ -313,6 +317,7 @@ class Log:
             before_max_ms=config.message_timestamp_before_max_ms,
             after_max_ms=config.message_timestamp_after_max_ms,
             allow_control=origin is AppendOrigin.COORDINATOR,
+            budget=self.decompression_budget,
         )
         markers = _end_txn_markers(records, headers)
         total_bytes = sum([header.size for header in headers])

@@ -164,7 +164,7 @@ def decoder_window_bytes(ctype: int, data: ReadableBuffer) -> int:
     codec = compression_type(ctype)
     try:
         if codec is CompressionType.ZSTD:
-            window_bytes: int = zstandard.get_frame_parameters(data).window_size
+            window_bytes: int = zstandard.get_frame_parameters(memoryview(data)).window_size
             return min(window_bytes, _ZSTD_MAX_WINDOW)
         if codec is CompressionType.LZ4:
             return _LZ4_BLOCK_BYTES[data[5] >> 4 & 7]
@@ -397,13 +397,14 @@ def _zstd_chunks(
     data: ReadableBuffer, chunk_bytes: int, limit: int, _magic: int
 ) -> Iterator[bytes]:
     # A frame may say what it decodes to (Kafka's zstd-jni writes no size; others do).
-    if zstandard.frame_content_size(data) > limit:
+    view = memoryview(data)
+    if zstandard.frame_content_size(view) > limit:
         raise _too_large(limit)
-    reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
+    reader = zstandard.ZstdDecompressor().stream_reader(view, read_across_frames=True)
     while piece := reader.read(chunk_bytes):
         yield piece
     # The reader ends quietly where the input does, even inside a frame.
-    _check_zstd_frames_end(memoryview(data))
+    _check_zstd_frames_end(view)
 
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"

@@ -64,7 +64,12 @@ from tierlog.storage.records.runs import (
 )
 from tierlog.storage.records.varint import decode_varint
 
-__all__ = ["MAX_DECOMPRESSION_RATIO", "NO_BUDGET", "validate_produce"]
+__all__ = [
+    "MAX_DECOMPRESSION_RATIO",
+    "NO_BUDGET",
+    "holds_compressed_batches",
+    "validate_produce",
+]
 
 # A compressed batch may decode to at most this many times max.message.bytes (64 MiB for
 # the default 1 MiB): room for what compresses best in practice, text and JSON at 5-20x,
@@ -121,6 +126,19 @@ def validate_produce(
         headers.append(header)
         pos = header.end_position
     return headers
+
+
+def holds_compressed_batches(buf: ReadableBuffer) -> bool:
+    """Whether validating ``buf`` decodes a compressed batch: it may take long and wait
+    for the budget, so a caller on an event loop hands it to a thread.  Reads only
+    the batches' length and attributes fields (what is not a batch is refused later)."""
+    view = memoryview(buf)
+    pos = 0
+    while pos + V2_HEADER_SIZE <= len(view):
+        if view[pos + ATTRIBUTES_OFFSET + 1] & 0x07:
+            return True
+        pos += LOG_OVERHEAD + int.from_bytes(view[pos + LENGTH_OFFSET : pos + LENGTH_OFFSET + 4])
+    return False
 
 
 def _parse(view: memoryview, pos: int) -> BatchHeader:
