@@ -15,22 +15,53 @@ with THROTTLING_QUOTA_EXCEEDED, which a producer retries; a record longer than t
 whole budget can never be validated here and is MESSAGE_TOO_LARGE at once.  Waiting
 is a thread's (appends of compressed batches run in threads): the event loop never
 waits on it.
+
+After a burst, the memory goes back to the system: glibc keeps what its per-thread
+arenas freed for reuse, and a burst of validations on several threads left the
+sidecar's resident memory where the burst took it.  When the budget falls idle after
+holding ``TRIM_AFTER_BYTES`` or more, it asks glibc to give its free pages back
+(``malloc_trim``; elsewhere nothing is done).
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 
 from tierlog.storage.errors import RecordTooLargeError, ThrottlingQuotaExceededError
 
-__all__ = ["BUDGET_KEY", "CHUNK_BYTES", "DecompressedBytesBudget", "Reservation"]
+__all__ = [
+    "BUDGET_KEY",
+    "CHUNK_BYTES",
+    "TRIM_AFTER_BYTES",
+    "DecompressedBytesBudget",
+    "Reservation",
+]
 
 BUDGET_KEY = "tierlog.validation.max.inflight.decompressed.bytes"
 
 # A compressed section is decoded and walked this much at a time.
 CHUNK_BYTES = 1024 * 1024
+
+# A burst that held this much together is worth a trim of the heap once it is over.
+TRIM_AFTER_BYTES = 8 * CHUNK_BYTES
+
+
+def _heap_trimmer() -> Callable[[], None]:
+    """glibc's ``malloc_trim(0)``, or nothing where there is no glibc."""
+    name = ctypes.util.find_library("c")
+    trim = getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+    if trim is None:
+        return lambda: None
+    trim.argtypes = [ctypes.c_size_t]
+    return lambda: trim(0) and None
+
+
+_trim_heap = _heap_trimmer()
 
 
 class DecompressedBytesBudget:
@@ -46,6 +77,8 @@ class DecompressedBytesBudget:
         self.used_bytes = 0
         self.waiting = 0  # validations waiting for room
         self.refused = 0  # reservations that timed out
+        self.trims = 0  # heap trims after bursts
+        self._peak_bytes = 0  # the most held together since the budget was last idle
         self._room = threading.Condition()
 
     def reserve(self, size_bytes: int) -> Reservation:
@@ -74,6 +107,7 @@ class DecompressedBytesBudget:
                         )
                     self._room.wait(left_s)
                 self.used_bytes += more_bytes
+                self._peak_bytes = max(self._peak_bytes, self.used_bytes)
             finally:
                 self.waiting -= 1
 
@@ -81,6 +115,12 @@ class DecompressedBytesBudget:
         with self._room:
             self.used_bytes -= size_bytes
             self._room.notify_all()
+            burst_over = self.used_bytes == 0 and self._peak_bytes >= TRIM_AFTER_BYTES
+            if burst_over:
+                self._peak_bytes = 0
+                self.trims += 1
+        if burst_over:
+            _trim_heap()
 
 
 class Reservation:

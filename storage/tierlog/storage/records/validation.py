@@ -370,7 +370,8 @@ def _walk(data: bytes, pos: int, size: int, checks: _RecordChecks, *, final: boo
         if final and index < header.record_count:
             raise cut_record_error(data, pos, size)
     except CorruptRecordError as exc:  # intact bytes (the CRC held) that do not add up
-        raise InvalidRecordError(f"{_where(header)}: {exc}") from exc
+        # Without its traceback: it would hold the window (and this frame, a cycle).
+        raise InvalidRecordError(f"{_where(header)}: {exc}") from exc.with_traceback(None)
     return pos
 
 
@@ -400,19 +401,26 @@ def _walk_compressed(
         pos = 0
         gathered: list[bytes] = []
         gathered_bytes = needed_bytes = 0
-        for chunk in chunks:
-            gathered.append(chunk)
-            gathered_bytes += len(chunk)
-            if gathered_bytes < needed_bytes:
-                continue
+        try:
+            for chunk in chunks:
+                gathered.append(chunk)
+                gathered_bytes += len(chunk)
+                if gathered_bytes < needed_bytes:
+                    continue
+                window = b"".join((memoryview(window)[pos:], *gathered))
+                gathered.clear()
+                pos = _walk(window, 0, len(window), checks, final=False)
+                gathered_bytes = len(window) - pos
+                needed_bytes = _record_bytes(window, pos, max_decompressed_bytes, header)
+                reservation.grow_to(decoder_bytes + 2 * needed_bytes + 2 * chunk_bytes)
             window = b"".join((memoryview(window)[pos:], *gathered))
+            _walk(window, 0, len(window), checks, final=True)
+        finally:
+            # An error's traceback keeps this frame: it must not keep the decoder and
+            # the window too (nor count on a garbage collection to free them).
+            chunks.close()
+            window = chunk = b""
             gathered.clear()
-            pos = _walk(window, 0, len(window), checks, final=False)
-            gathered_bytes = len(window) - pos
-            needed_bytes = _record_bytes(window, pos, max_decompressed_bytes, header)
-            reservation.grow_to(decoder_bytes + 2 * needed_bytes + 2 * chunk_bytes)
-        window = b"".join((memoryview(window)[pos:], *gathered))
-        _walk(window, 0, len(window), checks, final=True)
 
 
 def _record_bytes(window: bytes, pos: int, max_decompressed_bytes: int, header: BatchHeader) -> int:
