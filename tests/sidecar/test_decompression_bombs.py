@@ -109,8 +109,10 @@ def test_concurrent_bombs_are_refused_within_the_broker_wide_budget(
     # requests within theirs, and room for the calls' own buffers and threads.
     peak_rss = _status_value(sidecar, "VmHWM")
     assert peak_rss - baseline_rss < BUDGET + REQUEST_BYTES + 64 * MiB, (baseline_rss, peak_rss)
-    # The burst over, its memory is given back.
-    assert _status_value(sidecar, "VmRSS") - baseline_rss < 32 * MiB
+    # The burst over, its memory is given back: less than the budget stays (the old
+    # validator kept what the burst took, 1.7 GiB for 64 bombs of 1 GiB).
+    after_rss = _status_value(sidecar, "VmRSS")
+    assert after_rss - baseline_rss < BUDGET, (baseline_rss, after_rss)
     found = scrape_sidecar(sidecar)
     assert found.value("tierlog_validation_decompressed_bytes_in_flight") == 0
     assert found.value("tierlog_validation_decompressed_bytes_limit") == BUDGET

@@ -18,9 +18,10 @@ waits on it.
 
 After a burst, the memory goes back to the system: glibc keeps what its per-thread
 arenas freed for reuse, and a burst of validations on several threads left the
-sidecar's resident memory where the burst took it.  When the budget falls idle after
-holding ``TRIM_AFTER_BYTES`` or more, it asks glibc to give its free pages back
-(``malloc_trim``; elsewhere nothing is done).
+sidecar's resident memory where the burst took it.  When the budget falls idle having
+handed out ``TRIM_AFTER_BYTES`` or more since it last did this, it asks glibc to give
+its free pages back (``malloc_trim``; elsewhere nothing is done): after a burst, and
+under steady load once per that many bytes, a fraction of a millisecond each time.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ BUDGET_KEY = "tierlog.validation.max.inflight.decompressed.bytes"
 # A compressed section is decoded and walked this much at a time.
 CHUNK_BYTES = 1024 * 1024
 
-# A burst that held this much together is worth a trim of the heap once it is over.
-TRIM_AFTER_BYTES = 8 * CHUNK_BYTES
+# Reservations of this much in all are worth a trim of the heap once they are over.
+TRIM_AFTER_BYTES = 64 * CHUNK_BYTES
 
 
 def _heap_trimmer() -> Callable[[], None]:
@@ -78,7 +79,7 @@ class DecompressedBytesBudget:
         self.waiting = 0  # validations waiting for room
         self.refused = 0  # reservations that timed out
         self.trims = 0  # heap trims after bursts
-        self._peak_bytes = 0  # the most held together since the budget was last idle
+        self._reserved_since_trim = 0
         self._room = threading.Condition()
 
     def reserve(self, size_bytes: int) -> Reservation:
@@ -107,7 +108,7 @@ class DecompressedBytesBudget:
                         )
                     self._room.wait(left_s)
                 self.used_bytes += more_bytes
-                self._peak_bytes = max(self._peak_bytes, self.used_bytes)
+                self._reserved_since_trim += more_bytes
             finally:
                 self.waiting -= 1
 
@@ -115,9 +116,9 @@ class DecompressedBytesBudget:
         with self._room:
             self.used_bytes -= size_bytes
             self._room.notify_all()
-            burst_over = self.used_bytes == 0 and self._peak_bytes >= TRIM_AFTER_BYTES
+            burst_over = self.used_bytes == 0 and self._reserved_since_trim >= TRIM_AFTER_BYTES
             if burst_over:
-                self._peak_bytes = 0
+                self._reserved_since_trim = 0
                 self.trims += 1
         if burst_over:
             _trim_heap()
