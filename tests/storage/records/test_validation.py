@@ -441,8 +441,9 @@ def test_a_section_streamed_in_small_chunks_gets_the_verdict_of_a_whole_one(
 def test_a_record_longer_than_the_budget_is_too_large_before_it_is_decoded(
     codec: CompressionType,
 ) -> None:
-    # A record claiming 2 GiB - 1 within a 64 x 100 MB bound: refused on its length alone.
-    section = bytearray(b"\xfe\xff\xff\xff\x0f") + bytes(1000)
+    # A record claiming 2 GiB - 1 within a 64 x 100 MB bound, cut by the first chunk:
+    # refused on its length alone.  (A section that ends first is INVALID_RECORD.)
+    section = bytearray(b"\xfe\xff\xff\xff\x0f") + bytes(2 * 1024 * 1024)
     bomb = lying_batch(section, record_count=1, compression=codec)
     budget = DecompressedBytesBudget(64 * 1024 * 1024, 0)
     with pytest.raises(RecordTooLargeError, match="decompressed bytes at once"):

@@ -138,13 +138,17 @@ def decompress_chunks(
 ) -> Iterator[bytes]:
     """The bytes ``data`` decodes to under ``ctype`` (compressed), in order, in pieces of
     at most ``chunk_bytes`` (a snappy block comes whole, as xerial reads it, its size
-    checked before it is decoded).  Nothing else of the output is held here.
+    checked before it is decoded; a small input in smaller pieces).  Nothing else of
+    the output is held here.
 
     ``RecordTooLargeError`` as soon as the output passes ``max_bytes`` (or a frame
     declares that it would); ``CorruptRecordError`` where the stream does not decode.
     """
     codec = compression_type(ctype)
-    pieces = _CHUNKERS[codec](data, chunk_bytes, max_bytes, magic)
+    # A decoder sets a piece's room aside before it knows how much will come: sized
+    # for what the input plausibly holds, a small batch does not pay for a large piece.
+    piece_bytes = min(chunk_bytes, max(_MIN_PIECE_BYTES, _LIKELY_RATIO * len(data)))
+    pieces = _CHUNKERS[codec](data, piece_bytes, max_bytes, magic)
     decoded_bytes = 0
     try:
         for piece in pieces:
@@ -178,6 +182,8 @@ _LZ4_BLOCK_BYTES = (0, 0, 0, 0, 64 << 10, 256 << 10, 1 << 20, 4 << 20)  # by blo
 _DEFLATE_WINDOW = 32 << 10
 _NO_LIMIT = 2**62
 _MiB = 1024 * 1024
+_MIN_PIECE_BYTES = 64 * 1024
+_LIKELY_RATIO = 16
 
 
 def _too_large(limit: int) -> RecordTooLargeError:

@@ -421,8 +421,8 @@ def _walk_compressed(
             for chunk in chunks:
                 gathered.append(chunk)
                 gathered_bytes += len(chunk)
-                if gathered_bytes < needed_bytes:
-                    continue
+                if gathered_bytes < max(needed_bytes, chunk_bytes):
+                    continue  # small pieces (snappy's blocks) are walked a chunk at a time
                 window = b"".join((memoryview(window)[pos:], *gathered))
                 gathered.clear()
                 pos = _walk(window, 0, len(window), checks, final=False)
