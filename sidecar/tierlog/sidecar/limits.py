@@ -3,7 +3,7 @@
 gRPC reads a request whole before its handler runs, and a handler holds it until the
 append is done. Without a bound, a flood of producers, or a disk that has slowed
 down, lets requests pile up until the process runs out of memory. Two budgets, under
-Kafka's broker names:
+Kafka's broker names, and a third for what decoding their batches holds:
 
 - ``queued.max.requests`` (500): calls in progress (streams and long polls included;
   health checks exempt). A call beyond it waits for a slot.

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from enum import IntEnum
 
 import cramjam
@@ -135,7 +135,7 @@ def decompress(
 
 def decompress_chunks(
     ctype: int, data: ReadableBuffer, *, max_bytes: int, chunk_bytes: int, magic: int = 2
-) -> Iterator[bytes]:
+) -> Generator[bytes, None, None]:
     """The bytes ``data`` decodes to under ``ctype`` (compressed), in order, in pieces of
     at most ``chunk_bytes`` (a snappy block comes whole, as xerial reads it, its size
     checked before it is decoded; a small input in smaller pieces).  Nothing else of

@@ -5,7 +5,9 @@ reads one record at a time (one- and two-byte varints inline, every read bounded
 the record's declared end or raising).  Once two records in a row share a layout
 (``runs.RecordLayout``: same sizes and varint widths, no headers), the records that
 follow with that layout are decoded as one run by C-level calls (``runs``), and the
-careful loop takes over again at the first record that differs.  Plain tuples are
+careful loop takes over again at the first record that differs.  A section too large
+to hold is walked through windows (``walk_v2_window``): each stops before the first
+record its end cuts, and the next window starts there.  Plain tuples are
 what both produce at C speed; a caller builds its own type from them (a
 ``NamedTuple`` subclass without a Python-level ``__init__`` keeps that speed).
 """

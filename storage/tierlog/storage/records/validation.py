@@ -20,6 +20,15 @@ then checked where it lies with the patterns the consumer decodes it with
 as a set: no Python and no object per record.  A records section that does not
 decompress is CORRUPT_MESSAGE; records that do not add up are INVALID_RECORD, Kafka's
 ``InvalidRecordException``.  The input buffer is never modified.
+
+A compressed section is never decoded whole: a megabyte of zstd can decode to 32 GiB.
+It is decoded a chunk at a time (``codecs.decompress_chunks``) and walked through a
+window holding the record the last chunk cut and the next chunk
+(``rows.walk_v2_window``), each window's rows folded into the batch's checks and
+dropped; a record longer than a chunk is gathered whole, as Kafka reads a record,
+once its declared length has been checked against the batch's bound and reserved
+from the broker's ``inflight.DecompressedBytesBudget``.  The verdict is the one a
+whole decode would give.
 """
 
 from __future__ import annotations
@@ -153,7 +162,8 @@ def holds_compressed_batches(buf: ReadableBuffer) -> bool:
     while pos + V2_HEADER_SIZE <= len(view):
         if view[pos + ATTRIBUTES_OFFSET + 1] & 0x07:
             return True
-        pos += LOG_OVERHEAD + int.from_bytes(view[pos + LENGTH_OFFSET : pos + LENGTH_OFFSET + 4])
+        length = int.from_bytes(view[pos + LENGTH_OFFSET : pos + LENGTH_OFFSET + 4], "big")
+        pos += LOG_OVERHEAD + length
     return False
 
 
