@@ -414,6 +414,7 @@ def _zstd_chunks(
 
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_ZSTD_SKIPPABLE_MAGIC = b"\x2a\x4d\x18"  # after a first byte of 0x50..0x5f
 _ZSTD_FRAME_HEADER = struct.Struct("<4sB")
 _ZSTD_CONTENT_SIZE_BYTES = (0, 2, 4, 8)  # by the descriptor's top two bits
 _ZSTD_DICTIONARY_ID_BYTES = (0, 1, 2, 4)  # by its bottom two
@@ -428,6 +429,10 @@ def _check_zstd_frames_end(view: memoryview) -> None:
         if pos + 5 > end:
             raise CorruptRecordError("zstd frame header is truncated")
         magic, descriptor = _ZSTD_FRAME_HEADER.unpack_from(view, pos)
+        skippable = magic[0] & 0xF0 == 0x50 and magic[1:] == _ZSTD_SKIPPABLE_MAGIC
+        if skippable and pos + 8 <= end:  # its size, then as many bytes
+            pos += 8 + int.from_bytes(view[pos + 4 : pos + 8], "little")
+            continue
         if magic != _ZSTD_MAGIC:
             raise CorruptRecordError("zstd stream holds bytes that are not a frame")
         single_segment = descriptor >> 5 & 1
