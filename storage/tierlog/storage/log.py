@@ -298,13 +298,18 @@ class Log:
 
     # -- append -----------------------------------------------------------------------
 
-    def append(self, records: Buffer, *, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
+    def append(
+        self, records: Buffer, *, origin: AppendOrigin = AppendOrigin.CLIENT, may_wait: bool = True
+    ) -> AppendInfo:
         """Validate a produced buffer of v2 batches, assign offsets and append it.
 
         Raises a typed error (and leaves the log unchanged) when any batch is invalid,
         including an idempotent producer's epoch or sequence. A request whose producer
         batches are all already in the log writes nothing and answers with their offsets.
         Only a COORDINATOR may write control batches, each one transaction marker.
+        Unless ``may_wait``, a compressed batch that would wait for the broker's budget
+        of decoded bytes, or decode long, raises ``ValidationWouldWait`` and nothing is
+        appended (an event loop's caller retries in a thread).
         """
         config = self.config
         now_ms = self.clock_ms()
@@ -318,6 +323,7 @@ class Log:
             after_max_ms=config.message_timestamp_after_max_ms,
             allow_control=origin is AppendOrigin.COORDINATOR,
             budget=self.decompression_budget,
+            may_wait=may_wait,
         )
         markers = _end_txn_markers(records, headers)
         total_bytes = sum([header.size for header in headers])

@@ -35,7 +35,7 @@ from tierlog.storage.records import (
     validate_produce,
 )
 from tierlog.storage.records.batch import RECORDS_OFFSET
-from tierlog.storage.records.inflight import DecompressedBytesBudget
+from tierlog.storage.records.inflight import DecompressedBytesBudget, ValidationWouldWait
 from tierlog.storage.records.record import encode_record
 
 NOW = 1_700_000_000_000
@@ -460,4 +460,23 @@ def test_validations_wait_for_room_in_the_budget_then_are_throttled() -> None:
             _validate(batch, budget=budget)
         assert budget.refused == 1
     assert _validate(batch, budget=budget)
+    assert budget.used_bytes == 0
+
+
+def test_a_caller_that_may_not_wait_is_told_to_go_where_it_may() -> None:
+    # An event loop validates in place only what decodes quickly and finds room now.
+    budget = DecompressedBytesBudget(16 * 1024 * 1024, 30_000)
+    small = _batch(3, compression=CompressionType.ZSTD)
+    large = build_batch(
+        [SimpleRecord(b"k%d" % i, bytes(100_000), NOW) for i in range(30)],
+        compression=CompressionType.ZSTD,
+    )
+    assert _validate(small, budget=budget, may_wait=False)
+    with pytest.raises(ValidationWouldWait):
+        _validate(large, budget=budget, may_wait=False)
+    assert _validate(large, budget=budget)
+    with budget.reserve(15 * 1024 * 1024):
+        with pytest.raises(ValidationWouldWait):
+            _validate(small, budget=budget, may_wait=False)
+        assert budget.refused == 0
     assert budget.used_bytes == 0

@@ -13,8 +13,9 @@ A reservation that does not fit waits for others to end, at most ``max_wait_ms``
 (``tierlog.queued.max.wait.ms``, the wait of the other in-flight budgets), then fails
 with THROTTLING_QUOTA_EXCEEDED, which a producer retries; a record longer than the
 whole budget can never be validated here and is MESSAGE_TOO_LARGE at once.  Waiting
-is a thread's (appends of compressed batches run in threads): the event loop never
-waits on it.
+is a thread's: a caller that may not wait (an event loop) validates with
+``may_wait=False``, and a batch that would wait for room, or decodes to more than
+``INLINE_DECODED_BYTES``, raises ``ValidationWouldWait`` for it to go to a thread.
 
 After a burst, the memory goes back to the system: glibc keeps what its per-thread
 arenas freed for reuse, and a burst of validations on several threads left the
@@ -38,15 +39,21 @@ from tierlog.storage.errors import RecordTooLargeError, ThrottlingQuotaExceededE
 __all__ = [
     "BUDGET_KEY",
     "CHUNK_BYTES",
+    "INLINE_DECODED_BYTES",
     "TRIM_AFTER_BYTES",
     "DecompressedBytesBudget",
     "Reservation",
+    "ValidationWouldWait",
 ]
 
 BUDGET_KEY = "tierlog.validation.max.inflight.decompressed.bytes"
 
 # A compressed section is decoded and walked this much at a time.
 CHUNK_BYTES = 1024 * 1024
+
+# What a validation that may not wait decodes of a batch at most: a producer's batch
+# (batch.size 16 KiB to 1 MiB, a few times that decoded), a millisecond or two of work.
+INLINE_DECODED_BYTES = 2 * CHUNK_BYTES
 
 # Reservations of this much in all are worth a trim of the heap once they are over.
 TRIM_AFTER_BYTES = 16 * CHUNK_BYTES
@@ -63,6 +70,11 @@ def _heap_trimmer() -> Callable[[], None]:
 
 
 _trim_heap = _heap_trimmer()
+
+
+class ValidationWouldWait(Exception):
+    """A validation that may not wait would: for room in the budget, or while it decodes
+    more than ``INLINE_DECODED_BYTES``.  Nothing was appended; run it where it may wait."""
 
 
 class DecompressedBytesBudget:
@@ -82,18 +94,25 @@ class DecompressedBytesBudget:
         self._reserved_since_trim = 0
         self._room = threading.Condition()
 
-    def reserve(self, size_bytes: int) -> Reservation:
+    def reserve(self, size_bytes: int, *, may_wait: bool = True) -> Reservation:
         """A reservation of ``size_bytes``, held until it is closed (``with``)."""
-        reservation = Reservation(self)
+        reservation = Reservation(self, may_wait)
         reservation.grow_to(size_bytes)
         return reservation
 
-    def _take(self, more_bytes: int, total_bytes: int) -> None:
+    def _take(self, more_bytes: int, total_bytes: int, may_wait: bool) -> None:
         if total_bytes > self.capacity_bytes:
             raise RecordTooLargeError(
                 f"validating this batch needs {total_bytes} decompressed bytes at once, more "
                 f"than {BUDGET_KEY}={self.capacity_bytes}"
             )
+        if not may_wait:
+            with self._room:
+                if self.used_bytes + more_bytes > self.capacity_bytes:
+                    raise ValidationWouldWait("no room in the budget now")
+                self.used_bytes += more_bytes
+                self._reserved_since_trim += more_bytes
+            return
         deadline = time.monotonic() + self.max_wait_ms / 1000
         with self._room:
             self.waiting += 1
@@ -127,9 +146,11 @@ class DecompressedBytesBudget:
 class Reservation:
     """What one validation holds of a ``DecompressedBytesBudget``."""
 
-    def __init__(self, budget: DecompressedBytesBudget) -> None:
+    def __init__(self, budget: DecompressedBytesBudget, may_wait: bool) -> None:
         self.budget = budget
+        self.may_wait = may_wait
         self.size_bytes = 0
+        self.decoded_bytes = 0
 
     def grow_to(self, size_bytes: int) -> None:
         """Hold ``size_bytes`` in all (no less than now), waiting for room if need be."""
@@ -137,8 +158,14 @@ class Reservation:
             return
         # What is held stays held while it waits: the window it counts is in memory.  Two
         # growing at once may each wait for the other; the wait's bound ends that.
-        self.budget._take(size_bytes - self.size_bytes, size_bytes)
+        self.budget._take(size_bytes - self.size_bytes, size_bytes, self.may_wait)
         self.size_bytes = size_bytes
+
+    def decoded(self, size_bytes: int) -> None:
+        """``size_bytes`` more of the batch were decoded."""
+        self.decoded_bytes += size_bytes
+        if not self.may_wait and self.decoded_bytes > INLINE_DECODED_BYTES:
+            raise ValidationWouldWait(f"the batch decodes to more than {INLINE_DECODED_BYTES}")
 
     def __enter__(self) -> Reservation:
         return self

@@ -77,7 +77,6 @@ from tierlog.storage.records.varint import decode_varint
 __all__ = [
     "MAX_DECOMPRESSION_RATIO",
     "NO_BUDGET",
-    "holds_compressed_batches",
     "validate_produce",
 ]
 
@@ -101,6 +100,7 @@ def validate_produce(
     after_max_ms: int,
     allow_control: bool = False,
     budget: DecompressedBytesBudget = NO_BUDGET,
+    may_wait: bool = True,
 ) -> list[BatchHeader]:
     """The headers of the v2 batches in ``buf``, or the typed error of the first bad one.
 
@@ -112,7 +112,9 @@ def validate_produce(
     AppendOrigin.COORDINATOR), and then need a producer id; such an append's
     transactional data batches (the group coordinator's offset commits) may carry no
     sequence, as Kafka's do.  A compressed batch is decoded and checked a chunk at a
-    time, under ``budget`` (the broker's decompressed bytes in flight).
+    time, under ``budget`` (the broker's decompressed bytes in flight); unless
+    ``may_wait``, one that would wait for room or decode long raises
+    ``ValidationWouldWait`` instead.
     """
     view = memoryview(buf)
     if len(view) == 0:
@@ -128,6 +130,7 @@ def validate_produce(
                 header,
                 max_message_bytes * MAX_DECOMPRESSION_RATIO,
                 budget,
+                may_wait,
                 timestamp_type,
                 require_keys,
                 now_ms,
@@ -151,20 +154,6 @@ def _without_frames(error: TierlogError) -> TierlogError:
         link.__traceback__ = None
         link = link.__cause__ or link.__context__
     return error
-
-
-def holds_compressed_batches(buf: ReadableBuffer) -> bool:
-    """Whether validating ``buf`` decodes a compressed batch: it may take long and wait
-    for the budget, so a caller on an event loop hands it to a thread.  Reads only
-    the batches' length and attributes fields (what is not a batch is refused later)."""
-    view = memoryview(buf)
-    pos = 0
-    while pos + V2_HEADER_SIZE <= len(view):
-        if view[pos + ATTRIBUTES_OFFSET + 1] & 0x07:
-            return True
-        length = int.from_bytes(view[pos + LENGTH_OFFSET : pos + LENGTH_OFFSET + 4], "big")
-        pos += LOG_OVERHEAD + length
-    return False
 
 
 def _parse(view: memoryview, pos: int) -> BatchHeader:
@@ -351,6 +340,7 @@ def _check_records(
     header: BatchHeader,
     max_decompressed_bytes: int,
     budget: DecompressedBytesBudget,
+    may_wait: bool,
     timestamp_type: TimestampType,
     require_keys: bool,
     now_ms: int,
@@ -359,7 +349,7 @@ def _check_records(
 ) -> None:
     checks = _RecordChecks(header)
     if header.is_compressed:
-        _walk_compressed(buf, header, max_decompressed_bytes, budget, checks)
+        _walk_compressed(buf, header, max_decompressed_bytes, budget, may_wait, checks)
     else:
         data, start, end = records_section(buf, header)
         _walk(data, start, end, checks, final=True)
@@ -406,6 +396,7 @@ def _walk_compressed(
     header: BatchHeader,
     max_decompressed_bytes: int,
     budget: DecompressedBytesBudget,
+    may_wait: bool,
     checks: _RecordChecks,
 ) -> None:
     """Check the records of a compressed batch as they are decoded, a chunk at a time:
@@ -422,13 +413,14 @@ def _walk_compressed(
     decoder_bytes = decoder_window_bytes(header.compression, section)
     # A window, the chunks gathered for the next, and the next being joined.
     chunk_bytes = budget.chunk_bytes
-    with budget.reserve(decoder_bytes + 3 * chunk_bytes) as reservation:
+    with budget.reserve(decoder_bytes + 3 * chunk_bytes, may_wait=may_wait) as reservation:
         window = b""
         pos = 0
         gathered: list[bytes] = []
         gathered_bytes = needed_bytes = 0
         try:
             for chunk in chunks:
+                reservation.decoded(len(chunk))
                 gathered.append(chunk)
                 gathered_bytes += len(chunk)
                 if gathered_bytes < max(needed_bytes, chunk_bytes):
