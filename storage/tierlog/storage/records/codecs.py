@@ -138,17 +138,13 @@ def decompress_chunks(
 ) -> Generator[bytes, None, None]:
     """The bytes ``data`` decodes to under ``ctype`` (compressed), in order, in pieces of
     at most ``chunk_bytes`` (a snappy block comes whole, as xerial reads it, its size
-    checked before it is decoded; a small input in smaller pieces).  Nothing else of
-    the output is held here.
+    checked before it is decoded).  Nothing else of the output is held here.
 
     ``RecordTooLargeError`` as soon as the output passes ``max_bytes`` (or a frame
     declares that it would); ``CorruptRecordError`` where the stream does not decode.
     """
     codec = compression_type(ctype)
-    # A decoder sets a piece's room aside before it knows how much will come: sized
-    # for what the input plausibly holds, a small batch does not pay for a large piece.
-    piece_bytes = min(chunk_bytes, max(_MIN_PIECE_BYTES, _LIKELY_RATIO * len(data)))
-    pieces = _CHUNKERS[codec](data, piece_bytes, max_bytes, magic)
+    pieces = _CHUNKERS[codec](data, chunk_bytes, max_bytes, magic)
     decoded_bytes = 0
     try:
         for piece in pieces:
@@ -178,12 +174,9 @@ def decoder_window_bytes(ctype: int, data: ReadableBuffer) -> int:
 
 
 _ZSTD_MAX_WINDOW = 1 << 27  # zstd's default limit on what a frame may ask for
-_LZ4_BLOCK_BYTES = (0, 0, 0, 0, 64 << 10, 256 << 10, 1 << 20, 4 << 20)  # by block max id
 _DEFLATE_WINDOW = 32 << 10
 _NO_LIMIT = 2**62
 _MiB = 1024 * 1024
-_MIN_PIECE_BYTES = 64 * 1024
-_LIKELY_RATIO = 16
 
 
 def _too_large(limit: int) -> RecordTooLargeError:
@@ -328,10 +321,16 @@ def _lz4_frame(data: ReadableBuffer, magic: int) -> ReadableBuffer:
 
 
 def _lz4_chunks(data: ReadableBuffer, chunk_bytes: int, _limit: int, magic: int) -> Iterator[bytes]:
-    # The first frame, as lz4.frame.decompress reads it (a decompressor asked for at
-    # most ``chunk_bytes`` sets that much aside for each piece).
+    # The first frame, as lz4.frame.decompress reads it: whole when its blocks cannot
+    # hold more than a chunk (a producer's batch), else a chunk at a time.  (A
+    # decompressor asked for at most ``chunk_bytes`` sets that much aside for each
+    # piece, and that allocation cost a 1 MiB batch 1 ms more than a whole decode.)
+    frame = _lz4_frame(data, magic)
+    if _lz4_decoded_bound(memoryview(frame)) <= chunk_bytes:
+        yield bytes(lz4.frame.decompress(frame))
+        return
     decompressor = lz4.frame.LZ4FrameDecompressor()
-    piece = decompressor.decompress(_lz4_frame(data, magic), max_length=chunk_bytes)
+    piece = decompressor.decompress(frame, max_length=chunk_bytes)
     while piece:
         yield piece
         if decompressor.eof or decompressor.needs_input:
@@ -339,6 +338,31 @@ def _lz4_chunks(data: ReadableBuffer, chunk_bytes: int, _limit: int, magic: int)
         piece = decompressor.decompress(b"", max_length=chunk_bytes)
     if not decompressor.eof:
         raise CorruptRecordError("LZ4 frame is truncated")
+
+
+_LZ4_FLG_BLOCK_CHECKSUM = 0x10
+_LZ4_UNCOMPRESSED_BLOCK = 0x80000000
+_LZ4_BLOCK_BYTES = (0, 0, 0, 0, 64 << 10, 256 << 10, 1 << 20, 4 << 20)  # by block max id
+
+
+def _lz4_decoded_bound(view: memoryview) -> int:
+    """The most the LZ4 frame at the start of ``view`` can decode to: its blocks times
+    their maximum size, from the block headers (``_NO_LIMIT`` if they do not add up:
+    the decoder then says what is wrong)."""
+    try:
+        header_end = _lz4_header_end(view)
+    except CorruptRecordError:
+        return _NO_LIMIT
+    block_bytes = _LZ4_BLOCK_BYTES[view[5] >> 4 & 7]
+    checksum_bytes = 4 if view[4] & _LZ4_FLG_BLOCK_CHECKSUM else 0
+    pos, blocks = header_end + 1, 0
+    while pos + 4 <= len(view):
+        size = int.from_bytes(view[pos : pos + 4], "little") & ~_LZ4_UNCOMPRESSED_BLOCK
+        if size == 0:  # the end mark
+            return blocks * block_bytes
+        pos += 4 + size + checksum_bytes
+        blocks += 1
+    return _NO_LIMIT
 
 
 _P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393

@@ -425,13 +425,13 @@ def _walk_compressed(
                 gathered_bytes += len(chunk)
                 if gathered_bytes < max(needed_bytes, chunk_bytes):
                     continue  # small pieces (snappy's blocks) are walked a chunk at a time
-                window = b"".join((memoryview(window)[pos:], *gathered))
+                window = _joined(window, pos, gathered)
                 gathered.clear()
                 pos = _walk(window, 0, len(window), checks, final=False)
                 gathered_bytes = len(window) - pos
                 needed_bytes = _record_bytes(window, pos, max_decompressed_bytes, header)
                 reservation.grow_to(decoder_bytes + 2 * needed_bytes + 2 * chunk_bytes)
-            window = b"".join((memoryview(window)[pos:], *gathered))
+            window = _joined(window, pos, gathered)
             _walk(window, 0, len(window), checks, final=True)
         finally:
             # An error's traceback keeps this frame: it must not keep the decoder and
@@ -439,6 +439,14 @@ def _walk_compressed(
             chunks.close()
             window = chunk = b""
             gathered.clear()
+
+
+def _joined(window: bytes, pos: int, gathered: list[bytes]) -> bytes:
+    """The next window: what is left of this one from ``pos``, and the chunks gathered
+    (the one chunk as it is when nothing is left: most windows, no copy)."""
+    if pos == len(window) and len(gathered) == 1:
+        return gathered[0]
+    return b"".join((memoryview(window)[pos:], *gathered))
 
 
 def _record_bytes(window: bytes, pos: int, max_decompressed_bytes: int, header: BatchHeader) -> int:
