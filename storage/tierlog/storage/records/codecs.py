@@ -138,7 +138,8 @@ def decompress_chunks(
 ) -> Generator[bytes, None, None]:
     """The bytes ``data`` decodes to under ``ctype`` (compressed), in order, in pieces of
     at most ``chunk_bytes`` (a snappy block comes whole, as xerial reads it, its size
-    checked before it is decoded).  Nothing else of the output is held here.
+    checked before it is decoded; an LZ4 frame whose blocks cannot hold more than two
+    chunks too).  Nothing else of the output is held here.
 
     ``RecordTooLargeError`` as soon as the output passes ``max_bytes`` (or a frame
     declares that it would); ``CorruptRecordError`` where the stream does not decode.
@@ -322,11 +323,12 @@ def _lz4_frame(data: ReadableBuffer, magic: int) -> ReadableBuffer:
 
 def _lz4_chunks(data: ReadableBuffer, chunk_bytes: int, _limit: int, magic: int) -> Iterator[bytes]:
     # The first frame, as lz4.frame.decompress reads it: whole when its blocks cannot
-    # hold more than a chunk (a producer's batch), else a chunk at a time.  (A
-    # decompressor asked for at most ``chunk_bytes`` sets that much aside for each
-    # piece, and that allocation cost a 1 MiB batch 1 ms more than a whole decode.)
+    # hold more than two chunks (a producer's batch of batch.size 1 MiB takes a block
+    # more than one), else a chunk at a time.  (A decompressor asked for at most
+    # ``chunk_bytes`` sets that much aside for each piece, and that allocation cost a
+    # 1 MiB batch 1 ms more than a whole decode.)
     frame = _lz4_frame(data, magic)
-    if _lz4_decoded_bound(memoryview(frame)) <= chunk_bytes:
+    if _lz4_decoded_bound(memoryview(frame)) <= 2 * chunk_bytes:
         yield bytes(lz4.frame.decompress(frame))
         return
     decompressor = lz4.frame.LZ4FrameDecompressor()
