@@ -24,7 +24,7 @@ having held ``TRIM_AFTER_BYTES`` or more at once since it last did this (several
 validations together, or a long record), it asks glibc to give its free pages back
 (``malloc_trim``; elsewhere nothing is done).  Not after every validation: pages given
 back are faulted in again by the next (trimming whenever 16 MiB had been reserved in
-all cost lz4 produce 0.7 ms of sidecar CPU per MiB).
+all cost lz4 produce a further 0.3 ms of sidecar CPU per MiB).
 """
 
 from __future__ import annotations
