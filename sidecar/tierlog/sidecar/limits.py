@@ -3,7 +3,7 @@
 gRPC reads a request whole before its handler runs, and a handler holds it until the
 append is done. Without a bound, a flood of producers, or a disk that has slowed
 down, lets requests pile up until the process runs out of memory. Two budgets, under
-Kafka's broker names:
+Kafka's broker names, and a third for what decoding their batches holds:
 
 - ``queued.max.requests`` (500): unary calls in progress (long polls included; health
   checks exempt). A call beyond it waits for a slot.
@@ -11,6 +11,10 @@ Kafka's broker names:
   admitted and not yet answered, a ``ProduceStream`` message from when the handler
   takes it until its answer. A request beyond it waits for room; one larger than the
   whole budget waits until nothing else is admitted.
+- ``tierlog.validation.max.inflight.decompressed.bytes`` (256 MiB): what the
+  validation of compressed produced batches holds decoded at once, over the whole
+  broker (``tierlog.storage.records.inflight``); a validation beyond it waits in its
+  thread, as long as the calls here do, then fails the same way.
 
 Streams (Subscribe, FetchSession, ProduceStream, ReplicaFetch) live as long as their
 client, so they are not requests in a queue: counted against ``queued.max.requests``,
@@ -65,6 +69,7 @@ from tierlog.sidecar.interceptors import (
 )
 from tierlog.sidecar.status import abort
 from tierlog.storage.errors import InvalidConfigError
+from tierlog.storage.records.inflight import BUDGET_KEY, DecompressedBytesBudget
 
 __all__ = ["LIMIT_KEYS", "Budget", "ConnectionShares", "LimitsConfig", "LimitsInterceptor"]
 
@@ -75,6 +80,7 @@ _KEYS = {
     "max_requests_per_connection": "tierlog.queued.max.requests.per.connection",
     "max_streams": "tierlog.max.streams",
     "max_streams_per_connection": "tierlog.max.streams.per.connection",
+    "max_inflight_decompressed_bytes": BUDGET_KEY,
 }
 LIMIT_KEYS = frozenset(_KEYS.values())
 
@@ -87,6 +93,8 @@ class LimitsConfig:
     max_requests_per_connection: int = 100
     max_streams: int = 10_000
     max_streams_per_connection: int = 1_000
+    # Four batches decoded to the default bound (64 x max.message.bytes of 1 MiB).
+    max_inflight_decompressed_bytes: int = 256 * 1024 * 1024
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> LimitsConfig:
@@ -112,7 +120,13 @@ class LimitsConfig:
             raise InvalidConfigError("queued.max.request.bytes must be positive, or -1")
         if config.max_wait_ms < 0:
             raise InvalidConfigError("tierlog.queued.max.wait.ms cannot be negative")
+        if config.max_inflight_decompressed_bytes < 4 * 1024 * 1024:
+            raise InvalidConfigError(f"{BUDGET_KEY} must be at least 4 MiB (4194304)")
         return config
+
+    def decompression_budget(self) -> DecompressedBytesBudget:
+        """The broker's budget for validating compressed batches."""
+        return DecompressedBytesBudget(self.max_inflight_decompressed_bytes, self.max_wait_ms)
 
 
 class Budget:

@@ -25,6 +25,7 @@ __all__ = [
     "OutOfOrderSequenceError",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
+    "ThrottlingQuotaExceededError",
     "TierlogError",
     "TransactionCoordinatorFencedError",
     "UnexpectedAppendOffsetError",
@@ -164,3 +165,11 @@ class TransactionCoordinatorFencedError(TierlogError):
 
 class CorruptSnapshotError(TierlogError):
     """A producer-state ``.snapshot`` file that cannot be read: ignored on load."""
+
+
+class ThrottlingQuotaExceededError(TierlogError):
+    """The broker is at one of its in-flight limits (``queued.max.requests``,
+    ``queued.max.request.bytes``, ``tierlog.validation.max.inflight.decompressed.bytes``)
+    and no room came in time: retry later."""
+
+    reason = "THROTTLING_QUOTA_EXCEEDED"

@@ -58,6 +58,8 @@ from tierlog.storage.names import (
     parse_partition_dir,
     validate_topic_name,
 )
+from tierlog.storage.records.inflight import DecompressedBytesBudget
+from tierlog.storage.records.validation import NO_BUDGET
 from tierlog.storage.recovery import RecoveryProgress, load_segments
 from tierlog.storage.scheduler import PeriodicTask
 from tierlog.storage.segment import LogSegment
@@ -95,11 +97,14 @@ class LogManager:
         topic_config: Callable[[str], LogConfig] | None = None,
         on_flush: Callable[[Log, float], None] | None = None,
         tier: RemoteLogManager | None = None,
+        decompression_budget: DecompressedBytesBudget = NO_BUDGET,
     ):
         if not config.log_dirs:
             raise KafkaStorageError("no log dirs configured")
         self.config = config
         self.tier = tier  # uploads and restores remote.storage.enable partitions
+        # What every log's produce validation may hold decoded at once.
+        self.decompression_budget = decompression_budget
         self._topic_config = topic_config or (lambda _topic: config.default_log_config)
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dirs: dict[TopicPartition, Path] = {}
@@ -242,6 +247,7 @@ class LogManager:
 
     def _register(self, tp: TopicPartition, partition_log: Log, log_dir: Path) -> None:
         partition_log.flush_hook = self.committer.flush_and_wait
+        partition_log.decompression_budget = self.decompression_budget
         self._logs[tp] = partition_log
         self._log_dirs[tp] = log_dir
 
