@@ -15,16 +15,20 @@ tests/replication/test_fault_run.py -s`` is the soak (results in docs/BENCHMARKS
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 from tests.interop.kafka import dump_log_segments, segment_files
+from tests.sidecar.conftest import Sidecar
 from tests.support.fault_workers import start_worker, wait_for_events
 from tests.support.history import Fault as FaultEvent
 from tests.support.history import (
@@ -193,15 +197,40 @@ def _controller_changes_ns(cluster: Cluster, since_ns: int) -> dict[int, int]:
     return changes
 
 
-def test_acks_resume_soon_after_a_paused_leader_that_is_the_first_bootstrap_server_is_replaced(
-    tmp_path: Path, replicated_brokers: ClusterFactory
+@contextlib.contextmanager
+def _paused_for_the_block(broker: Sidecar) -> Iterator[None]:
+    with paused(broker.process.pid):
+        yield
+
+
+@contextlib.contextmanager
+def _killed_for_the_block(broker: Sidecar) -> Iterator[None]:
+    kill_9(broker.process.pid)
+    broker.process.wait()
+    try:
+        yield
+    finally:
+        broker.start()
+
+
+@pytest.mark.parametrize(
+    ("fault_kind", "while_down"),
+    [("SIGSTOP leader", _paused_for_the_block), ("kill -9 leader", _killed_for_the_block)],
+    ids=["SIGSTOP", "kill-9"],
+)
+def test_acks_resume_within_1_5_s_of_the_election_when_the_first_bootstrap_server_leading_fails(
+    tmp_path: Path,
+    replicated_brokers: ClusterFactory,
+    fault_kind: str,
+    while_down: Callable[[Sidecar], contextlib.AbstractContextManager[None]],
 ) -> None:
     """At the default settings (``broker.session.timeout.ms`` 9 s, ``request.timeout.ms``
-    30 s): broker 0, the first bootstrap server and a partition's leader, is stopped with
-    SIGSTOP; the controller elects a new leader one lease later and drops broker 0 from
-    the other ISRs. Every partition is acknowledged again within 1.5 s of that change:
-    the producer does not wait out its requests to the paused broker, nor ask it for
-    metadata; and nothing acknowledged is lost or stored twice."""
+    30 s): broker 0, the first bootstrap server and a partition's leader, is stopped
+    with SIGSTOP (or killed); the controller elects a new leader one lease later and
+    drops broker 0 from the other ISRs. Every partition is acknowledged again within
+    1.5 s of that change: the producer does not wait out its requests to the silent
+    broker, nor ask it for metadata first; and nothing acknowledged is lost or stored
+    twice (issue 29)."""
     partitions = 3
     cluster = replicated_brokers(3)
     with AdminClient(cluster.servers.split(",")) as admin:
@@ -216,8 +245,8 @@ def test_acks_resume_soon_after_a_paused_leader_that_is_the_first_bootstrap_serv
     try:
         with HistoryRecorder(history, "nemesis") as nemesis:
             wait_for_events(history, workers, 200)
-            with paused(cluster.broker(victim).process.pid):
-                nemesis.fault("SIGSTOP leader", f"broker-{victim}")
+            with while_down(cluster.broker(victim)):
+                nemesis.fault(fault_kind, f"broker-{victim}")
                 for partition in led:
                     wait_for(
                         lambda p=partition: cluster.state(TOPIC, p).leader != victim,  # type: ignore[misc]

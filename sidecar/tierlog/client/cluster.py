@@ -314,6 +314,14 @@ class Cluster:
             raise LeaderNotAvailableError(f"{tp} has no owner right now (it is moving)")
         return leader
 
+    def known_leader_address(self, tp: TopicPartition) -> str:
+        """The address the cached metadata names as ``tp``'s leader, however old ("" if
+        none is known); never a request."""
+        cached = self._topics.get(tp.topic)
+        if cached is None or not 0 <= tp.partition < cached.partition_count:
+            return ""
+        return cached.leaders[tp.partition]
+
     def invalidate(self, topic: str) -> None:
         """Mark a topic's owners stale: the next look-up asks a broker (and keeps them if
         no broker answers)."""

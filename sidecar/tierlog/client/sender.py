@@ -264,7 +264,7 @@ class Sender:
         # share a request (within max.request.size): the per-request work, most of the
         # producer's own CPU at 64 KiB batches, is paid once for them.
         self._batches_per_request = 1 if idempotence is not None else _MANY
-        self._next_leader_check = 0.0  # monotonic: see _leave_stalled_leaders
+        self._next_leader_check = 0.0  # monotonic: see _follow_moving_leaders
         self._running = True
         self._thread = threading.Thread(target=self._run, name="tierlog-producer", daemon=True)
         self._io = IoLoop("tierlog-producer-io")
@@ -313,7 +313,7 @@ class Sender:
         _resolve(resolutions)
         for connection in list(self._connections.values()):
             connection.expire()
-        self._leave_stalled_leaders()
+        self._follow_moving_leaders()
         # A transactional producer's id comes from init_transactions, not from here.
         needs_producer_id = needs_producer_id and self.transactions is None
         if needs_producer_id and check.next_check_delay_ms is not None:
@@ -334,24 +334,28 @@ class Sender:
             if wait_s > 0:
                 self.lock.wait(wait_s)
 
-    def _leave_stalled_leaders(self) -> None:
+    def _follow_moving_leaders(self) -> None:
         """While a broker leaves a request unanswered for ``retry.backoff.max.ms`` (paused,
-        cut off, or only slow, or waiting for a follower that is), ask a broker every
-        ``retry.backoff.ms`` who leads the partitions waiting there: once one has a new
-        leader (the old one was fenced), break that stream so its requests go again,
-        same bytes and sequences, to the new leader, instead of waiting out
-        ``request.timeout.ms`` (the broker drops a retry it stored already).  A slow
-        leader that still leads is left alone."""
+        cut off, or only slow, or waiting for a follower that is), or batches wait to be
+        sent again, ask a broker every ``retry.backoff.ms`` who leads those partitions.
+        A batch to retry whose partition has a new leader goes at once, without its
+        back-off (``RecordAccumulator``, KIP-951); a stream whose waiting partitions have
+        one is broken, so its requests go again, same bytes and sequences, to the new
+        leader instead of waiting out ``request.timeout.ms`` (the broker drops a retry it
+        stored already).  A slow leader that still leads is left alone."""
         stall_s = self.config.retry_backoff_max_ms / 1000
         stalled = [c for c in list(self._connections.values()) if c.waiting_s() >= stall_s]
-        if not stalled:
+        with self.lock:
+            retrying = self.accumulator.retrying_partitions
+        if not stalled and not retrying:
             return
         now = time.monotonic()
         if now < self._next_leader_check:
             return
         self._next_leader_check = now + self.config.retry_backoff_ms / 1000
         waiting = {connection: connection.partitions_in_flight() for connection in stalled}
-        topics = sorted({tp.topic for partitions in waiting.values() for tp in partitions})
+        every = {tp for partitions in waiting.values() for tp in partitions} | set(retrying)
+        topics = sorted({tp.topic for tp in every})
         try:
             owners = self.cluster.refresh(topics)
         except TierlogError as error:
@@ -421,6 +425,9 @@ class Sender:
                     self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
             request_sizes = []
             for batches in requests:
+                for batch in batches:
+                    if batch.sent_to != address:  # a new leader: its own back-off
+                        batch.sent_to, batch.attempts_at_leader = address, 0
                 request = self._request(batches, epochs[batches[0].topic_partition])
                 self._connection(address).send(request, batches)
                 request_sizes.append(len(request))
