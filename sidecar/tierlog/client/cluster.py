@@ -1,7 +1,8 @@
 """What a client knows of the cluster: channels to its sidecars and who owns each partition.
 
 Kafka's ``Metadata``: the owners of a topic's partitions come from a ``Metadata`` call
-to any broker (the bootstrap servers first, then any broker learned), are kept for
+to any broker (the bootstrap servers first, then any broker learned, a silent one last:
+``any_broker``), are kept for
 ``metadata.max.age.ms``, and are forgotten early when a broker answers
 ``NOT_LEADER_OR_FOLLOWER`` (its answer names the owner, which is believed at once) or
 ``UNKNOWN_TOPIC_OR_PARTITION``.  A partition without an owner (leader -1 while it moves

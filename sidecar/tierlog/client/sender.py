@@ -28,6 +28,9 @@ may or may not have been stored, and its retry, the same bytes under the same
 partition's leader epoch from the metadata; a partition whose owner said
 ``NOT_LEADER_OR_FOLLOWER``, ``FENCED_LEADER_EPOCH``, ``UNKNOWN_LEADER_EPOCH`` (or
 ``UNKNOWN_TOPIC_OR_PARTITION``) has its metadata refreshed before the retry goes out.
+A leader that goes silent (paused, cut off) answers nothing, so the sender asks another
+broker who leads while requests wait or retries queue (``_follow_moving_leaders``) and
+moves them to a new leader as soon as there is one, without the old one's back-off.
 """
 
 from __future__ import annotations
