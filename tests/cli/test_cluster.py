@@ -455,7 +455,9 @@ def test_one_broker_is_killed_stopped_and_started_again_and_cluster_json_stays_t
     assert not sidecars_on(cluster_dir)
 
 
-def test_a_clean_down_of_a_replicating_cluster_logs_no_error(cluster_dir: Path) -> None:
+def test_a_clean_down_of_a_replicating_cluster_with_a_producer_connected_logs_no_error(
+    cluster_dir: Path,
+) -> None:
     servers = up(cluster_dir, "--brokers", "3")
     logs = [
         Path(str(broker["data_dir"])) / "tierlog-sidecar.log" for broker in recorded(cluster_dir)
@@ -466,7 +468,7 @@ def test_a_clean_down_of_a_replicating_cluster_logs_no_error(cluster_dir: Path) 
         futures = [producer.send(TOPIC, b"v%d" % n, partition=n % PARTITIONS) for n in range(600)]
         assert all(future.result(30).offset >= 0 for future in futures)
 
-    down = tierlog("down", "--dir", str(cluster_dir))
+        down = tierlog("down", "--dir", str(cluster_dir))  # its streams still open
 
     assert down.returncode == 0, down.stderr
     assert "SIGKILL" not in down.stderr  # each stopped on SIGTERM, within the grace
