@@ -268,6 +268,9 @@ class Sender:
         # producer's own CPU at 64 KiB batches, is paid once for them.
         self._batches_per_request = 1 if idempotence is not None else _MANY
         self._next_leader_check = 0.0  # monotonic: see _follow_moving_leaders
+        # Partitions whose last attempt failed in a way a leader change explains (under
+        # ``lock``): while their batches wait to retry, who leads them is asked again.
+        self._leader_in_doubt: set[TopicPartition] = set()
         self._running = True
         self._thread = threading.Thread(target=self._run, name="tierlog-producer", daemon=True)
         self._io = IoLoop("tierlog-producer-io")
@@ -340,7 +343,9 @@ class Sender:
     def _follow_moving_leaders(self) -> None:
         """While a broker leaves a request unanswered for ``retry.backoff.max.ms`` (paused,
         cut off, or only slow, or waiting for a follower that is), or batches wait to be
-        sent again, ask a broker every ``retry.backoff.ms`` who leads those partitions.
+        sent again after a failure a leader change explains (a lost connection, a timeout,
+        NOT_LEADER_OR_FOLLOWER...), ask a broker every ``retry.backoff.ms`` who leads
+        those partitions.
         A batch to retry whose partition has a new leader goes at once, without its
         back-off (``RecordAccumulator``, KIP-951); a stream whose waiting partitions have
         one is broken, so its requests go again, same bytes and sequences, to the new
@@ -349,7 +354,7 @@ class Sender:
         stall_s = self.config.retry_backoff_max_ms / 1000
         stalled = [c for c in list(self._connections.values()) if c.waiting_s() >= stall_s]
         with self.lock:
-            retrying = self.accumulator.retrying_partitions
+            retrying = self._leader_in_doubt.intersection(self.accumulator.retrying_partitions)
         if not stalled and not retrying:
             return
         now = time.monotonic()
@@ -357,7 +362,7 @@ class Sender:
             return
         self._next_leader_check = now + self.config.retry_backoff_ms / 1000
         waiting = {connection: connection.partitions_in_flight() for connection in stalled}
-        every = {tp for partitions in waiting.values() for tp in partitions} | set(retrying)
+        every = {tp for partitions in waiting.values() for tp in partitions} | retrying
         topics = sorted({tp.topic for tp in every})
         try:
             owners = self.cluster.refresh(topics)
@@ -528,6 +533,7 @@ class Sender:
     ) -> None:
         if self.idempotence is not None:
             self.idempotence.on_success(batch, base_offset if base_offset >= 0 else None)
+        self._leader_in_doubt.discard(batch.topic_partition)
         resolutions.append(_Settlement(batch.result, base_offset, append_time))
         self.accumulator.deallocate(batch)
 
@@ -539,6 +545,8 @@ class Sender:
     ) -> None:
         tp = batch.topic_partition
         reason = reason_of(error)
+        if isinstance(error, NotLeaderOrFollowerError) or reason in _STALE_METADATA_REASONS:
+            self._leader_in_doubt.add(tp)
         if isinstance(error, NotLeaderOrFollowerError):
             self.cluster.moved(tp, error.leader_address)
         elif reason in _STALE_METADATA_REASONS:
