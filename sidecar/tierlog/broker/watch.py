@@ -82,6 +82,9 @@ class AppendWatch:
             for waiter in waiters:
                 waiter.cancel()
 
+    async def until_closed(self) -> None:
+        await self._closed.wait()
+
     def close(self) -> None:
         self._closed.set()
         for event in self._events.values():

@@ -174,6 +174,10 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         # waits for the previous one's follower round trip before it is appended, so
         # the followers fetch several requests' batches at once (Kafka gets the same
         # overlap from a producer's batches for many partitions in one request).
+        # A stopping broker takes no new request: the stream ends once what it took is
+        # answered, so the server's stop does not wait out its grace for a producer that
+        # keeps its stream open (Kafka's broker closes its connections); the producer
+        # sends the next request again, to the new leader.
         pending: asyncio.Queue[_Pending | None] = asyncio.Queue()
         room = asyncio.Semaphore(self.limits.max_pipelined_produces)
         reader = asyncio.create_task(self._append_stream(request_iterator, pending, room))
@@ -192,8 +196,10 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         pending: asyncio.Queue[_Pending | None],
         room: asyncio.Semaphore,
     ) -> None:
+        requests = aiter(request_iterator)
+        stopping = asyncio.ensure_future(self.watch.until_closed())
         try:
-            async for request in request_iterator:
+            while (request := await _next_unless(stopping, requests)) is not None:
                 await room.acquire()
                 try:
                     appended: _Pending = await self._append(request.produce)
@@ -201,6 +207,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
                     appended = error
                 pending.put_nowait(appended)
         finally:
+            stopping.cancel()
             pending.put_nowait(None)  # never blocks: ``room`` bounds the queue
 
     async def _stream_answer(self, appended: _Pending) -> log_service_pb2.ProduceStreamResponse:
@@ -749,3 +756,19 @@ def _long_poll_s(max_wait_ms: int, time_remaining_s: float | None) -> float:
     if time_remaining_s is None:
         return wait_s
     return max(0.0, min(wait_s, time_remaining_s - DEADLINE_MARGIN_S))
+
+
+async def _next_unless(
+    stopping: asyncio.Future[None],
+    requests: AsyncIterator[log_service_pb2.ProduceStreamRequest],
+) -> log_service_pb2.ProduceStreamRequest | None:
+    """The stream's next request; None once it ends, or once ``stopping`` is done
+    first (the read is cancelled: a request it was taking is the client's to send again)."""
+    if stopping.done():
+        return None
+    reading = asyncio.ensure_future(anext(requests, None))
+    await asyncio.wait((reading, stopping), return_when=asyncio.FIRST_COMPLETED)
+    if reading.done():
+        return reading.result()
+    reading.cancel()
+    return None
