@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint types unit tools all-tools bench stubs crds cluster cluster-tools cluster-down e2e
+.PHONY: demo test lint types unit tools bench stubs crds cluster cluster-tools cluster-down e2e
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,16 +23,13 @@ demo: $(STAMP) $(SPARK_JAR)
 	$(BIN)/tierlog demo
 
 ## test: every check: lint, types, unit, integration and interop tests, then the e2e tests on a one-node cluster
-# Stage by stage (tests/tools/stages.py), with the time of each printed at the end.
+# Stage by stage (tests/tools/stages.py), with the time of each printed at the end; the
+# e2e stage's tools build behind lint, types and unit at the lowest CPU priority.
 test: $(STAMP)
-	$(BIN)/python tests/tools/stages.py all-tools lint types unit e2e
+	$(BIN)/python tests/tools/stages.py tools '&cluster-tools' lint types unit e2e
 
 tools: $(STAMP)
 	$(BIN)/python tests/tools/bootstrap.py
-
-# The tools of both `make tools` and `make cluster-tools`, compiles beside downloads.
-all-tools: $(STAMP)
-	$(BIN)/python tests/tools/bootstrap.py --all
 
 ## cluster: a one-node Kubernetes here (docs/KUBERNETES.md); eval "$$(make -s cluster)" sets KUBECONFIG, TIERLOG_IMAGE, PATH
 cluster: $(STAMP) cluster-tools

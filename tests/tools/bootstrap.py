@@ -220,9 +220,8 @@ CLUSTER_TOOLS: tuple[Tool, ...] = (
 # --- driver ---------------------------------------------------------------------------------
 
 # Compiling from the Go module proxy keeps both cores busy; the other installs mostly wait
-# on the network and the disk (Maven, npm, apt, debootstrap). ``--all`` runs the two kinds
-# side by side, each kind in its own order, so a cold machine's downloads hide behind its
-# compiles. Each tool is installed once even when both lists name it.
+# on the network and the disk (Maven, npm, apt, debootstrap). The two kinds run side by
+# side, each in its own order, so a cold machine's downloads hide behind its compiles.
 COMPILED = frozenset(
     tool.name for tool in (KUBERNETES, ETCD, HELM, MINIO, KUBE_NODE, COREDNS, CRI_TOOLS)
 )
@@ -285,11 +284,10 @@ def _report(lanes: Sequence[_Lane], seconds: float) -> None:
 
 
 def install_all(tools: Sequence[Tool]) -> int:
-    """Every tool of ``tools`` once, compiles in one lane and the rest in another."""
-    unique = list({tool.name: tool for tool in tools}.values())
+    """Every tool of ``tools``, compiles in one lane and the rest in another."""
     lanes = [
-        _Lane("compile", [tool for tool in unique if tool.name in COMPILED]),
-        _Lane("fetch", [tool for tool in unique if tool.name not in COMPILED]),
+        _Lane("compile", [tool for tool in tools if tool.name in COMPILED]),
+        _Lane("fetch", [tool for tool in tools if tool.name not in COMPILED]),
     ]
     started = time.monotonic()
     for lane in lanes:
@@ -304,19 +302,19 @@ def install_all(tools: Sequence[Tool]) -> int:
 
 
 def main(argv: Sequence[str] = ()) -> int:
-    """Install every tool of ``make test`` (``--all``: and of the one-node cluster, side by
-    side), or with ``--cluster`` those of ``make cluster``, or only those named."""
-    if "--all" in argv:
-        return install_all([*TOOLS, *CLUSTER_TOOLS])
+    """Install every tool of ``make test`` (with ``--cluster``, of ``make cluster``),
+    compiles beside downloads, or only those named, in order."""
     tools = CLUSTER_TOOLS if "--cluster" in argv else TOOLS
     wanted = set(argv) - {"--cluster"}
     unknown = wanted - {tool.name for tool in tools}
     if unknown:
         print(f"bootstrap: unknown tools {sorted(unknown)}", file=sys.stderr)
         return 2
+    if not wanted:
+        return install_all(tools)
     try:
         for tool in tools:
-            if not wanted or tool.name in wanted:
+            if tool.name in wanted:
                 ensure(tool)
     except BootstrapError as exc:
         print(f"\nbootstrap FAILED: {exc}", file=sys.stderr)
