@@ -22,7 +22,7 @@ import struct
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import NamedTuple, TypeVar
@@ -169,10 +169,10 @@ class Log:
         recovery_point: int,
         high_watermark: int = 0,
         clock_ms: Callable[[], int] = wall_clock_ms,
-        recovered: Sequence[LogSegment] = (),
+        recovered: Mapping[LogSegment, int] | None = None,
     ):
-        """``recovered`` are segments recovery rebuilt: their transaction indexes are
-        written again while the producer state is loaded."""
+        """``recovered`` are segments recovery rebuilt, each with the offset from which
+        their transaction indexes are written again while the producer state is loaded."""
         if not segments:
             raise ValueError("a log has at least one segment")
         self.directory = directory
@@ -420,7 +420,7 @@ class Log:
                 [view], batches, epochs, first_offset, max_timestamp, now_ms, roll=roll
             )
             self.producer_state.replay(
-                self._segments, self.log_end_offset, rebuild_txn_indexes=[segment]
+                self._segments, self.log_end_offset, rebuild_txn_indexes={segment: first_offset}
             )
             needs_flush = self.unflushed_messages >= self.config.flush_messages
         if needs_flush:

@@ -81,7 +81,9 @@ class LogManagerConfig:
     default_log_config: LogConfig = field(default_factory=LogConfig)
     flush_check_interval_ms: int = 1000
     retention_check_interval_ms: int = 300_000
-    recovery_threads_per_data_dir: int = 1
+    # Kafka's num.recovery.threads.per.data.dir (2 since Kafka 4.0): partitions loaded,
+    # and closed at shutdown, at once per log dir.
+    recovery_threads_per_data_dir: int = 2
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)  # log.cleaner.*
 
 
@@ -148,13 +150,26 @@ class LogManager:
         self.retention.stop()
         self.committer.stop()
         with self._lock:
-            for each in self._logs.values():
-                each.close()
+            self._close_logs()
             self.write_checkpoints()
             for log_dir in self.config.log_dirs:
                 atomic_write(log_dir / CLEAN_SHUTDOWN_MARKER, json.dumps({"version": 0}))
             self._logs.clear()
         self._release_dir_locks()
+
+    def _close_logs(self) -> None:
+        """Close every log, each flushing only what it has not synced yet, on the recovery
+        threads of every log dir as Kafka's shutdown does: the fsyncs of many partitions
+        overlap (the disk and the filesystem's journal take them together) instead of
+        each waiting for the one before."""
+        threads = self._recovery_threads * len(self.config.log_dirs)
+        with ThreadPoolExecutor(threads, thread_name_prefix="log-close") as pool:
+            for _closed in pool.map(Log.close, list(self._logs.values())):
+                pass
+
+    @property
+    def _recovery_threads(self) -> int:
+        return max(1, self.config.recovery_threads_per_data_dir)
 
     def _lock_dir(self, log_dir: Path) -> None:
         """Hold ``<log dir>/.lock`` as Kafka does: two brokers on one log dir would
@@ -214,7 +229,13 @@ class LogManager:
         )
         _remove_deleted_dirs(log_dir)
         partitions = _partition_dirs(log_dir)
-        log.info("loading %d partitions from %s (clean=%s)", len(partitions), log_dir, clean)
+        log.info(
+            "loading %d partitions from %s (clean=%s) on %d recovery threads",
+            len(partitions),
+            log_dir,
+            clean,
+            self._recovery_threads,
+        )
 
         def load(item: tuple[TopicPartition, Path]) -> tuple[TopicPartition, Log]:
             tp, path = item
@@ -237,8 +258,7 @@ class LogManager:
                 recovered=loaded.rebuilt,
             )
 
-        threads = max(1, self.config.recovery_threads_per_data_dir)
-        with ThreadPoolExecutor(threads, thread_name_prefix="log-recovery") as pool:
+        with ThreadPoolExecutor(self._recovery_threads, thread_name_prefix="log-recovery") as pool:
             for tp, loaded_log in pool.map(load, partitions):
                 self._register(tp, loaded_log, log_dir)
 
