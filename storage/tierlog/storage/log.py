@@ -779,16 +779,22 @@ class Log:
             self.config = config
             self._roll_policy = RollPolicy(config.segment_bytes, config.segment_ms)
 
-    def close(self) -> None:
-        """Flush and close every segment; the active one keeps its closing index entries."""
-        self.flush()
+    def close(self, *, sync: bool = True) -> None:
+        """Flush and close every segment; the active one keeps its closing index entries.
+
+        ``sync=False`` writes everything and syncs nothing, for a caller that syncs the
+        whole filesystem at once (``sync_filesystem``, the log manager's shutdown) and
+        only then records the recovery point, which this sets to the log end."""
+        if sync:
+            self.flush()
         with self._lock:
-            self.producer_state.take_snapshot(sync=True)
+            self.producer_state.take_snapshot(sync=sync)
             for segment in self._segments:
                 segment.close()
             for _due, segment in self._retired:
                 segment.delete()
             self._retired = []
+            self.recovery_point = self.log_end_offset
 
     def close_deleted(self) -> None:
         """Close the log of a partition being deleted: reads under way or to come raise

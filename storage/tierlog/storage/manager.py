@@ -21,6 +21,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +39,7 @@ from tierlog.storage.checkpoints import (
     atomic_write,
     base64_uuid,
     read_offset_checkpoint_or_warn,
+    sync_filesystem,
     write_meta_properties,
     write_offset_checkpoint,
     write_partition_metadata,
@@ -158,14 +160,28 @@ class LogManager:
         self._release_dir_locks()
 
     def _close_logs(self) -> None:
-        """Close every log, each flushing only what it has not synced yet, on the recovery
-        threads of every log dir as Kafka's shutdown does: the fsyncs of many partitions
-        overlap (the disk and the filesystem's journal take them together) instead of
-        each waiting for the one before."""
+        """Close every log, then sync each log dir's filesystem once.
+
+        The logs close on the recovery threads of every log dir, as Kafka's shutdown
+        does, writing what they hold (index trims, producer snapshots) without syncing
+        it; one ``syncfs`` then makes all of it durable, with what the page cache held
+        unflushed, before the checkpoints say so. An fsync per file made a broker of
+        2,000 just-written partitions take 40 s to stop."""
+        started = time.monotonic()
         threads = self._recovery_threads * len(self.config.log_dirs)
         with ThreadPoolExecutor(threads, thread_name_prefix="log-close") as pool:
-            for _closed in pool.map(Log.close, list(self._logs.values())):
+            for _closed in pool.map(lambda each: each.close(sync=False), self._logs.values()):
                 pass
+        closed = time.monotonic()
+        for log_dir in self.config.log_dirs:
+            sync_filesystem(log_dir)
+        log.info(
+            "closed %d logs in %.2fs on %d threads, synced their filesystems in %.2fs",
+            len(self._logs),
+            closed - started,
+            threads,
+            time.monotonic() - closed,
+        )
 
     @property
     def _recovery_threads(self) -> int:
@@ -247,6 +263,7 @@ class LogManager:
                 recovery_point=recovery_points.get(tp, 0),
                 clean_shutdown=clean,
                 progress=progress,
+                sync=False,  # one sync of the log dir's filesystem below, for all of them
             )
             return tp, Log(
                 path,
@@ -261,6 +278,8 @@ class LogManager:
         with ThreadPoolExecutor(self._recovery_threads, thread_name_prefix="log-recovery") as pool:
             for tp, loaded_log in pool.map(load, partitions):
                 self._register(tp, loaded_log, log_dir)
+        if not clean:
+            sync_filesystem(log_dir)
 
     def _register(self, tp: TopicPartition, partition_log: Log, log_dir: Path) -> None:
         partition_log.flush_hook = self.committer.flush_and_wait

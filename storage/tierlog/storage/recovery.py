@@ -98,8 +98,13 @@ def load_segments(
     recovery_point: int,
     clean_shutdown: bool,
     progress: RecoveryProgress | None = None,
+    sync: bool = True,
 ) -> LoadedLog:
-    """Open every segment in ``directory``, recovering as Kafka does; never empty."""
+    """Open every segment in ``directory``, recovering as Kafka does; never empty.
+
+    After an unclean shutdown the recovery point is the log end once what recovery
+    wrote is synced: here, or with ``sync=False`` by the caller, which syncs the whole
+    filesystem once for all its partitions (the log manager) before recording it."""
     _remove_temporary_files(directory)
     _complete_swaps(directory)
     bases = _log_base_offsets(directory)
@@ -115,9 +120,10 @@ def load_segments(
     else:
         segments[-1].resize_indexes(config.segment_index_bytes)
     log_end_offset = segments[-1].next_offset
-    if not clean_shutdown:
+    if not clean_shutdown and sync:
         for segment in rebuilt:  # what the recovery wrote; the rest was synced
             segment.flush()
+    if not clean_shutdown:
         recovery_point = log_end_offset
     kept = set(segments)
     rebuilt = {segment: offset for segment, offset in rebuilt.items() if segment in kept}
