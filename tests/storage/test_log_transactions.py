@@ -5,6 +5,8 @@ and ``last_stable_offset`` give a read_committed reader what it needs."""
 
 from __future__ import annotations
 
+import logging
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -183,6 +185,38 @@ def test_recovery_after_a_crash_rebuilds_the_index(log_dir: Path) -> None:
     for path in log_dir.glob("*.txnindex"):
         path.write_bytes(b"\x00" * 7)  # lost, or torn by the crash
     recovered = Log.open(log_dir, SMALL, recovery_point=0, clock_ms=FakeClock())
+    assert txn_index_bytes(log_dir) == expected
+    assert all_entries(recovered) == txns.aborted
+    recovered.close()
+
+
+def test_recovery_from_the_recovery_point_rewrites_only_the_entries_past_it(
+    log_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The check after a crash starts at the last index entry below the recovery point:
+    the transaction index keeps the (synced) entries before it and gets the later ones
+    again from a replay, even when the crash lost them."""
+    one_segment = config(segment_bytes=10**6, index_interval_bytes=0)
+    log = Log.open(log_dir, one_segment, clock_ms=FakeClock())
+    txns = TxnWriter(log)
+    txns.send(1, 2)
+    txns.send(2, 2)
+    txns.end(1, commit=False)
+    log.flush()
+    recovery_point, flushed_bytes = log.log_end_offset, log.active_segment.size
+    txns.send(3, 2)  # producer 2's transaction is still open across the recovery point
+    txns.end(2, commit=False)
+    txns.end(3, commit=False)
+    assert len(txns.aborted) == 3
+    expected = txn_index_bytes(log_dir)
+    abandon(log)
+    (holder,) = log_dir.glob("*.txnindex")
+    holder.write_bytes(expected[holder.name][: len(expected[holder.name]) // 3])  # 1 of 3 synced
+
+    caplog.set_level(logging.INFO, "tierlog.storage.recovery")
+    recovered = Log.open(log_dir, one_segment, recovery_point=recovery_point, clock_ms=FakeClock())
+    (start,) = [int(m) for m in re.findall(r"from byte (\d+)", caplog.text)]
+    assert 0 < start < flushed_bytes
     assert txn_index_bytes(log_dir) == expected
     assert all_entries(recovered) == txns.aborted
     recovered.close()

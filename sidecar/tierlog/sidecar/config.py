@@ -199,7 +199,7 @@ class SidecarConfig:
                     props.get("log.retention.check.interval.ms", "300000")
                 ),
                 recovery_threads_per_data_dir=int(
-                    props.get("num.recovery.threads.per.data.dir", "1")
+                    props.get("num.recovery.threads.per.data.dir", "2")
                 ),
                 cleaner=CleanerConfig.from_properties(
                     {key: value for key, value in props.items() if key in CLEANER_KEYS}

@@ -21,7 +21,12 @@ entries): consumers near the log end keep hitting the same few pages, so those s
 in the page cache while a plain binary search would touch cold pages each time.
 
 A crash can leave an index longer than its valid entries or pointing past the log;
-recovery detects that with ``sanity_check`` and rebuilds the index from the log.
+recovery detects that with ``sanity_check`` and rebuilds the index from the log. The
+index of a segment that was being written when the broker died is still preallocated:
+its tail is a hole, and on a filesystem that gives a mapped hole a page even to read it
+(tmpfs) a full disk makes that first read a SIGBUS. So recovery reads such a file
+without mapping it and cuts it to the entries it keeps (``keep_synced_prefix``) before
+the index is opened.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import struct
 import sys
 from abc import ABC, abstractmethod
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
@@ -54,6 +59,7 @@ __all__ = [
 ]
 
 WARM_SECTION_BYTES = 8192
+_PREFIX_CHUNK_BYTES = 64 * 1024
 NO_TIMESTAMP = -1
 
 IndexBuffer = bytes | bytearray | memoryview | mmap.mmap
@@ -172,6 +178,34 @@ class SegmentIndex(ABC):
                 raise storage_error(error, self.path) from error
         self._reserved_bytes = end
 
+    @classmethod
+    def _cut_after_prefix(
+        cls, path: Path, keeps: Callable[[tuple[int, int]], bool]
+    ) -> tuple[int, int] | None:
+        """Cut the file after its longest prefix of stored entries that ``keeps`` accepts
+        (called in order, so it may check each entry against the one before); the last
+        entry kept, as stored. Reads in chunks, without a mapping, and stops at the first
+        entry refused: a preallocated tail of zeros costs one chunk."""
+        kept, last = 0, None
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            return None
+        try:
+            done = False
+            while not done and (chunk := os.pread(fd, _PREFIX_CHUNK_BYTES, kept * cls.entry_size)):
+                whole = len(chunk) // cls.entry_size * cls.entry_size
+                done = whole < len(chunk) or whole == 0
+                for fields in cls._entry.iter_unpack(chunk[:whole]):
+                    if not keeps(fields):
+                        done = True
+                        break
+                    kept, last = kept + 1, fields
+            os.ftruncate(fd, kept * cls.entry_size)
+        finally:
+            os.close(fd)
+        return last
+
     def trim_to_valid_size(self) -> None:
         """Cut the preallocated tail: the file holds exactly the valid entries."""
         self.resize(self.entries * self.entry_size)
@@ -280,6 +314,27 @@ class OffsetIndex(SegmentIndex):
             )
         self._write(offset, offset - self.base_offset, position)
 
+    @classmethod
+    def keep_synced_prefix(
+        cls, path: Path, base_offset: int, below_offset: int, log_size_bytes: int
+    ) -> IndexEntry | None:
+        """Before the file is opened after a crash: keep the entries for offsets below
+        ``below_offset`` (the recovery point: they were synced with the batches they point
+        at) as long as they are in order and inside the log; the last one kept, if any."""
+        previous = (-1, -1)
+
+        def keeps(fields: tuple[int, int]) -> bool:
+            nonlocal previous
+            relative, position = fields
+            in_order = previous[0] < relative and previous[1] < position < log_size_bytes
+            if not (in_order and base_offset + relative < below_offset):
+                return False
+            previous = fields
+            return True
+
+        last = cls._cut_after_prefix(path, keeps)
+        return None if last is None else IndexEntry(base_offset + last[0], last[1])
+
     def lookup(self, offset: int) -> IndexEntry:
         """The entry to start scanning from for ``offset``: (base offset, 0) when none."""
         return offset_index_lookup(self._buffer or b"", self.base_offset, offset, self.entries)
@@ -344,6 +399,27 @@ class TimeIndex(SegmentIndex):
         if self.is_full:  # the closing entry of a full index: Kafka grows the file by one
             self.max_entries += 1
         self._write(timestamp, timestamp, offset - self.base_offset)
+
+    @classmethod
+    def keep_synced_prefix(
+        cls, path: Path, base_offset: int, up_to_offset: int
+    ) -> IndexEntry | None:
+        """Before the file is opened after a crash: keep the entries written up to the
+        offset index's last kept entry (those pointing at an offset at or below
+        ``up_to_offset``: each later entry's timestamp came from a later batch) as long as
+        they are in order; the last one kept, if any."""
+        previous = (NO_TIMESTAMP, base_offset)
+
+        def keeps(fields: tuple[int, int]) -> bool:
+            nonlocal previous
+            timestamp, offset = fields[0], base_offset + fields[1]
+            if not (timestamp > previous[0] and previous[1] <= offset <= up_to_offset):
+                return False
+            previous = (timestamp, offset)
+            return True
+
+        last = cls._cut_after_prefix(path, keeps)
+        return None if last is None else IndexEntry(last[0], base_offset + last[1])
 
     @classmethod
     def read_last_entry(cls, path: Path, base_offset: int) -> IndexEntry | None:

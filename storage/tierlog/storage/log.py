@@ -22,7 +22,7 @@ import struct
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import NamedTuple, TypeVar
@@ -172,10 +172,10 @@ class Log:
         recovery_point: int,
         high_watermark: int = 0,
         clock_ms: Callable[[], int] = wall_clock_ms,
-        recovered: Sequence[LogSegment] = (),
+        recovered: Mapping[LogSegment, int] | None = None,
     ):
-        """``recovered`` are segments recovery rebuilt: their transaction indexes are
-        written again while the producer state is loaded."""
+        """``recovered`` are segments recovery rebuilt, each with the offset from which
+        their transaction indexes are written again while the producer state is loaded."""
         if not segments:
             raise ValueError("a log has at least one segment")
         self.directory = directory
@@ -432,7 +432,7 @@ class Log:
                 [view], batches, epochs, first_offset, max_timestamp, now_ms, roll=roll
             )
             self.producer_state.replay(
-                self._segments, self.log_end_offset, rebuild_txn_indexes=[segment]
+                self._segments, self.log_end_offset, rebuild_txn_indexes={segment: first_offset}
             )
             needs_flush = self.unflushed_messages >= self.config.flush_messages
         if needs_flush:
@@ -796,16 +796,22 @@ class Log:
             self.config = config
             self._roll_policy = RollPolicy(config.segment_bytes, config.segment_ms)
 
-    def close(self) -> None:
-        """Flush and close every segment; the active one keeps its closing index entries."""
-        self.flush()
+    def close(self, *, sync: bool = True) -> None:
+        """Flush and close every segment; the active one keeps its closing index entries.
+
+        ``sync=False`` writes everything and syncs nothing, for a caller that syncs the
+        whole filesystem at once (``sync_filesystem``, the log manager's shutdown) and
+        only then records the recovery point, which this sets to the log end."""
+        if sync:
+            self.flush()
         with self._lock:
-            self.producer_state.take_snapshot(sync=True)
+            self.producer_state.take_snapshot(sync=sync)
             for segment in self._segments:
                 segment.close()
             for _due, segment in self._retired:
                 segment.delete()
             self._retired = []
+            self.recovery_point = self.log_end_offset
 
     def close_deleted(self) -> None:
         """Close the log of a partition being deleted: reads under way or to come raise

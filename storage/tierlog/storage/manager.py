@@ -21,6 +21,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +39,7 @@ from tierlog.storage.checkpoints import (
     base64_uuid,
     read_meta_properties,
     read_offset_checkpoint_or_warn,
+    sync_filesystem,
     write_meta_properties,
     write_offset_checkpoint,
     write_partition_metadata,
@@ -83,7 +85,9 @@ class LogManagerConfig:
     default_log_config: LogConfig = field(default_factory=LogConfig)
     flush_check_interval_ms: int = 1000
     retention_check_interval_ms: int = 300_000
-    recovery_threads_per_data_dir: int = 1
+    # Kafka's num.recovery.threads.per.data.dir (2 since Kafka 4.0): partitions loaded,
+    # and closed at shutdown, at once per log dir.
+    recovery_threads_per_data_dir: int = 2
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)  # log.cleaner.*
 
 
@@ -153,13 +157,40 @@ class LogManager:
         self.retention.stop()
         self.committer.stop()
         with self._lock:
-            for each in self._logs.values():
-                each.close()
+            self._close_logs()
             self.write_checkpoints()
             for log_dir in self.config.log_dirs:
                 atomic_write(log_dir / CLEAN_SHUTDOWN_MARKER, json.dumps({"version": 0}))
             self._logs.clear()
         self._release_dir_locks()
+
+    def _close_logs(self) -> None:
+        """Close every log, then sync each log dir's filesystem once.
+
+        The logs close on the recovery threads of every log dir, as Kafka's shutdown
+        does, writing what they hold (index trims, producer snapshots) without syncing
+        it; one ``syncfs`` then makes all of it durable, with what the page cache held
+        unflushed, before the checkpoints say so. An fsync per file made a broker of
+        2,000 just-written partitions take 40 s to stop."""
+        started = time.monotonic()
+        threads = self._recovery_threads * len(self.config.log_dirs)
+        with ThreadPoolExecutor(threads, thread_name_prefix="log-close") as pool:
+            for _closed in pool.map(lambda each: each.close(sync=False), self._logs.values()):
+                pass
+        closed = time.monotonic()
+        for log_dir in self.config.log_dirs:
+            sync_filesystem(log_dir)
+        log.info(
+            "closed %d logs in %.2fs on %d threads, synced their filesystems in %.2fs",
+            len(self._logs),
+            closed - started,
+            threads,
+            time.monotonic() - closed,
+        )
+
+    @property
+    def _recovery_threads(self) -> int:
+        return max(1, self.config.recovery_threads_per_data_dir)
 
     def _lock_dir(self, log_dir: Path) -> None:
         """Hold ``<log dir>/.lock`` as Kafka does: two brokers on one log dir would
@@ -217,7 +248,13 @@ class LogManager:
         )
         _remove_deleted_dirs(log_dir)
         partitions = _partition_dirs(log_dir)
-        log.info("loading %d partitions from %s (clean=%s)", len(partitions), log_dir, clean)
+        log.info(
+            "loading %d partitions from %s (clean=%s) on %d recovery threads",
+            len(partitions),
+            log_dir,
+            clean,
+            self._recovery_threads,
+        )
 
         def load(item: tuple[TopicPartition, Path]) -> tuple[TopicPartition, Log]:
             tp, path = item
@@ -229,6 +266,7 @@ class LogManager:
                 recovery_point=recovery_points.get(tp, 0),
                 clean_shutdown=clean,
                 progress=progress,
+                sync=False,  # one sync of the log dir's filesystem below, for all of them
             )
             return tp, Log(
                 path,
@@ -240,10 +278,11 @@ class LogManager:
                 recovered=loaded.rebuilt,
             )
 
-        threads = max(1, self.config.recovery_threads_per_data_dir)
-        with ThreadPoolExecutor(threads, thread_name_prefix="log-recovery") as pool:
+        with ThreadPoolExecutor(self._recovery_threads, thread_name_prefix="log-recovery") as pool:
             for tp, loaded_log in pool.map(load, partitions):
                 self._register(tp, loaded_log, log_dir)
+        if not clean:
+            sync_filesystem(log_dir)
 
     def _register(self, tp: TopicPartition, partition_log: Log, log_dir: Path) -> None:
         partition_log.flush_hook = self.committer.flush_and_wait

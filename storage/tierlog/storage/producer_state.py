@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -488,18 +488,17 @@ class ProducerStateManager:
         *,
         log_start_offset: int,
         log_end_offset: int,
-        rebuild_txn_indexes: Collection[LogSegment] = (),
+        rebuild_txn_indexes: Mapping[LogSegment, int] | None = None,
     ) -> None:
         """Rebuild the map of the log below ``log_end_offset``: the newest readable snapshot
         at or below it (within the local segments), then the batches after it.
 
-        The transaction indexes of ``rebuild_txn_indexes`` (segments recovery emptied)
-        are written again on the way, so the snapshot loaded is the newest at or below
-        the first of them; the later ones stay (they describe data recovery kept)."""
+        The transaction indexes of ``rebuild_txn_indexes`` (segments recovery emptied
+        from the offset given) are written again on the way, so the snapshot loaded is
+        the newest at or below the first of those offsets; the later ones stay (they
+        describe data recovery kept)."""
         local_start = max(log_start_offset, segments[0].base_offset)
-        load_up_to = min(
-            (segment.base_offset for segment in rebuild_txn_indexes), default=log_end_offset
-        )
+        load_up_to = min((rebuild_txn_indexes or {}).values(), default=log_end_offset)
         self._remove_stray_snapshots([segment.base_offset for segment in segments])
         self._delete_snapshots(
             lambda offset: offset > log_end_offset or offset < segments[0].base_offset
@@ -527,11 +526,12 @@ class ProducerStateManager:
         segments: Sequence[LogSegment],
         end_offset: int,
         *,
-        rebuild_txn_indexes: Collection[LogSegment] = (),
+        rebuild_txn_indexes: Mapping[LogSegment, int] | None = None,
     ) -> None:
         """Apply the batches in [``map_end_offset``, ``end_offset``) from ``segments``,
-        adding the transactions they abort to the indexes of ``rebuild_txn_indexes``."""
-        rebuilding = {id(segment) for segment in rebuild_txn_indexes}
+        adding the transactions aborted from the offset given to the indexes of
+        ``rebuild_txn_indexes``."""
+        rebuilding = rebuild_txn_indexes or {}
         start = self.map_end_offset
         for position, segment in enumerate(segments):
             if segment.base_offset >= end_offset:
@@ -553,7 +553,11 @@ class ProducerStateManager:
                 if header.last_offset < start or header.producer_id < 0:
                     continue
                 completed = self._replay_batch(segment, batch.position, header)
-                if completed is not None and completed.is_aborted and id(segment) in rebuilding:
+                if (
+                    completed is not None
+                    and completed.is_aborted
+                    and header.base_offset >= rebuilding.get(segment, end_offset)
+                ):
                     first_open = first_open_txn_offset(self.producers)
                     segment.txn_index.append(aborted_entry(completed, first_open))
         self.map_end_offset = max(self.map_end_offset, end_offset)

@@ -15,32 +15,50 @@ Kafka's rules, in order:
    (``LogSegment.rebuild_indexes``). A damaged last segment is sealed and the log
    goes on in a new segment at its end. A missing ``.txnindex`` is an empty one (it
    is only created by the first aborted transaction).
-3. Without the clean-shutdown marker, every segment from the one holding the
-   recovery point onwards may hold bytes that never reached the disk whole: each
-   batch's CRC is checked, the log is cut at the first invalid batch, the indexes are
-   rebuilt, and every later segment (which can only hold data written after the
-   damage) is deleted.
+3. Without the clean-shutdown marker, what lies past the recovery point may hold
+   bytes that never reached the disk whole: each batch's CRC is checked, the log is
+   cut at the first invalid batch, the indexes are rebuilt, and every later segment
+   (which can only hold data written after the damage) is deleted. The check starts
+   at the last offset-index entry below the recovery point, in the segment holding it:
+   that entry and the batches before the recovery point were synced together (Kafka
+   checks that segment from byte 0, so a partition restarted after a crash with
+   nothing unflushed rescans its whole active segment).
 4. A log start (from ``log-start-offset-checkpoint``) past the log end means segments
    were lost or the checkpoint was edited. As Kafka's loader does, the log continues
    empty at that log start, so no offset that may have been handed out is handed out
    again and every later append is readable; the old segments are not deleted but kept
    aside as ``<name>.below-log-start`` (nothing reads them) and logged at WARNING.
 
-A rebuilt segment's transaction index is emptied here and written again by the log
-while it loads its producer state (``LoadedLog.rebuilt``): its entries depend on the
-transactions open before the segment, which only a replay from a snapshot knows.
+A rebuilt segment's transaction index loses its entries from where the check started;
+the log writes them again while it loads its producer state (``LoadedLog.rebuilt``):
+they depend on the transactions open before them, which only a replay from a snapshot
+knows.
+
+A full disk stops the recovery with a KafkaStorageError naming the partition, what the
+rebuilt indexes need and what is free; nothing was cut yet, so the next start, with
+space freed, recovers the same bytes.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
+import errno
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import mmap
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tierlog.storage.config import LogConfig
-from tierlog.storage.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from tierlog.storage.errors import (
+    CorruptRecordError,
+    KafkaStorageError,
+    UnsupportedCompressionTypeError,
+)
+from tierlog.storage.index import OffsetIndex, TimeIndex
 from tierlog.storage.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -72,7 +90,10 @@ class LoadedLog:
     recovery_point: int
     truncated_bytes: int
     recovered_segments: int
-    rebuilt: list[LogSegment]  # segments whose indexes were rebuilt from their logs
+    # Segments whose indexes were rebuilt from their logs, each with the first offset
+    # from which its transaction index was emptied (the producer state writes it again).
+    rebuilt: dict[LogSegment, int]
+    scanned_bytes: int = 0  # of log checked batch by batch after an unclean shutdown
 
 
 def load_segments(
@@ -83,17 +104,22 @@ def load_segments(
     recovery_point: int,
     clean_shutdown: bool,
     progress: RecoveryProgress | None = None,
+    sync: bool = True,
 ) -> LoadedLog:
-    """Open every segment in ``directory``, recovering as Kafka does; never empty."""
+    """Open every segment in ``directory``, recovering as Kafka does; never empty.
+
+    After an unclean shutdown the recovery point is the log end once what recovery
+    wrote is synced: here, or with ``sync=False`` by the caller, which syncs the whole
+    filesystem once for all its partitions (the log manager) before recording it."""
     _remove_temporary_files(directory)
     _complete_swaps(directory)
     bases = _log_base_offsets(directory)
     first_unflushed = len(bases) if clean_shutdown else _segment_holding(bases, recovery_point)
     segments, rebuilt = _open_segments(directory, config, bases, first_unflushed, recovery_point)
-    truncated = recovered = 0
+    scan = _Scan()
     if first_unflushed < len(segments):
-        segments, truncated, recovered = _recover_unflushed(segments, first_unflushed, progress)
-        rebuilt += segments[len(segments) - recovered :]
+        segments, scan = _recover_unflushed(segments, first_unflushed, recovery_point, progress)
+        rebuilt.update(scan.rebuilt)
     if segments and segments[-1].next_offset < log_start_offset:
         _set_aside_below_log_start(segments, log_start_offset)
         segments = []
@@ -103,13 +129,21 @@ def load_segments(
     else:
         segments[-1].resize_indexes(config.segment_index_bytes)
     log_end_offset = segments[-1].next_offset
-    if not clean_shutdown:
-        for segment in segments:
+    kept = set(segments)  # not those cut off or set aside
+    rebuilt = {segment: offset for segment, offset in rebuilt.items() if segment in kept}
+    if not clean_shutdown and sync:
+        for segment in rebuilt:  # what the recovery wrote; the rest was synced
             segment.flush()
+    if not clean_shutdown:
         recovery_point = log_end_offset
-    kept = {id(segment) for segment in segments}
-    rebuilt = [segment for segment in rebuilt if id(segment) in kept]
-    return LoadedLog(segments, min(recovery_point, log_end_offset), truncated, recovered, rebuilt)
+    return LoadedLog(
+        segments,
+        min(recovery_point, log_end_offset),
+        scan.truncated_bytes,
+        len(scan.rebuilt),
+        rebuilt,
+        scan.scanned_bytes,
+    )
 
 
 def _remove_temporary_files(directory: Path) -> None:
@@ -180,11 +214,11 @@ def _segment_holding(bases: list[int], offset: int) -> int:
 
 def _open_segments(
     directory: Path, config: LogConfig, bases: list[int], first_unflushed: int, recovery_point: int
-) -> tuple[list[LogSegment], list[LogSegment]]:
+) -> tuple[list[LogSegment], dict[LogSegment, int]]:
     """Every segment, in order, and those whose indexes were rebuilt. Segments from
-    ``first_unflushed`` on are left as they are: recovery (rule 3) rebuilds them all."""
+    ``first_unflushed`` on are left as they are: recovery (rule 3) checks them."""
     segments: list[LogSegment] = []
-    rebuilt: list[LogSegment] = []
+    rebuilt: dict[LogSegment, int] = {}
     for position, base in enumerate(bases):
         segment = _new_segment(directory, base, config, active=False)
         segments.append(segment)
@@ -195,9 +229,11 @@ def _open_segments(
                 end_offset: int | None = bases[position + 1]
             else:  # after a clean shutdown the recovery point is the log end
                 end_offset = recovery_point if recovery_point > base else None
-            _report_damage(segment, segment.rebuild_indexes(end_offset))
+            with _full_disk_explained(segment, segment.size):
+                damage = segment.rebuild_indexes(end_offset)
+            _report_damage(segment, damage)
             segment.on_become_inactive()
-            rebuilt.append(segment)
+            rebuilt[segment] = segment.base_offset
         if position < len(bases) - 1:
             segment.release_indexes()  # mapped again when first searched
     return segments, rebuilt
@@ -255,32 +291,82 @@ def _set_aside_below_log_start(segments: Sequence[LogSegment], log_start_offset:
         segment.close()
 
 
+@dataclass
+class _Scan:
+    """What the check of the unflushed segments did."""
+
+    rebuilt: dict[LogSegment, int] = field(default_factory=dict)  # as LoadedLog.rebuilt
+    scanned_bytes: int = 0
+    truncated_bytes: int = 0
+
+
 def _recover_unflushed(
-    segments: list[LogSegment], first: int, progress: RecoveryProgress | None
-) -> tuple[list[LogSegment], int, int]:
-    """Scan ``segments[first:]``, cutting at the first invalid batch (rule 3); returns
-    the segments kept, the bytes dropped and how many segments were scanned."""
+    segments: list[LogSegment],
+    first: int,
+    recovery_point: int,
+    progress: RecoveryProgress | None,
+) -> tuple[list[LogSegment], _Scan]:
+    """Check ``segments[first:]`` from the last index entry below the recovery point,
+    cutting at the first invalid batch (rule 3); returns the segments kept and what
+    the check did."""
     # Kafka scans from the segment holding the recovery point, found by base offset: even
     # when the recovery point is that segment's end, bytes of an append cut short by the
     # crash may follow it, and they must go before anything is appended after them.
     to_scan = segments[first:]
-    total = sum(segment.size for segment in to_scan)
-    done = truncated = 0
-    for position, segment in enumerate(to_scan):
-        log.info("recovering %s from byte 0", segment.log.path)
-        size = segment.size
-        truncated = segment.recover()
-        done += size
+    starts = [segment.keep_synced_index_prefix(recovery_point) for segment in to_scan]
+    positions = [0 if start is None else start.value for start in starts]
+    total = sum(s.size - position for s, position in zip(to_scan, positions, strict=True))
+    scan = _Scan()
+    for number, (segment, start, position) in enumerate(
+        zip(to_scan, starts, positions, strict=True)
+    ):
+        log.info(
+            "recovering %s from byte %d (%s)",
+            segment.log.path,
+            position,
+            threading.current_thread().name,
+        )
+        scan.scanned_bytes += segment.size - position
+        with _full_disk_explained(segment, total - scan.scanned_bytes + segment.size - position):
+            truncated = segment.recover(position)
+        scan.rebuilt[segment] = segment.base_offset if start is None else start.key
         if progress:
-            progress(done, total)
+            progress(scan.scanned_bytes, total)
         if truncated:
-            later = to_scan[position + 1 :]
+            later = to_scan[number + 1 :]
             for doomed in later:
                 log.warning("deleting %s: it follows invalid data", doomed.log.path)
                 doomed.delete()
-            kept = segments[: first + position + 1]
-            return kept, truncated + sum(s.size for s in later), position + 1
+            scan.truncated_bytes = truncated + sum(s.size for s in later)
+            return segments[: first + number + 1], scan
         if segment is not to_scan[-1]:
             segment.on_become_inactive()
             segment.release_indexes()
-    return segments, truncated, len(to_scan)
+    return segments, scan
+
+
+@contextlib.contextmanager
+def _full_disk_explained(segment: LogSegment, log_bytes: int) -> Iterator[None]:
+    """A full disk while rebuilding indexes is explained: which partition, how many bytes
+    the indexes of the ``log_bytes`` left to check may take, how many are free."""
+    try:
+        yield
+    except KafkaStorageError as error:
+        cause = error.__cause__
+        if not (isinstance(cause, OSError) and cause.errno == errno.ENOSPC):
+            raise
+        stats = os.statvfs(segment.directory)
+        raise KafkaStorageError(
+            f"no space left to recover {segment.directory}: rebuilding its indexes may take "
+            f"up to {_index_bytes_for(log_bytes, segment)} bytes and "
+            f"{stats.f_bavail * stats.f_frsize} are free on that filesystem; nothing was "
+            "cut, free space and start again"
+        ) from error
+
+
+def _index_bytes_for(log_bytes: int, segment: LogSegment) -> int:
+    """The most the offset and time indexes of ``log_bytes`` of log can take, in pages:
+    at most one entry each per ``index.interval.bytes``, and one more for sealing."""
+    entries = log_bytes // max(segment.index_interval_bytes, 1) + 2
+    sizes = (OffsetIndex.entry_size, TimeIndex.entry_size)
+    return sum(-(-entries * size // mmap.PAGESIZE) for size in sizes) * mmap.PAGESIZE

@@ -33,7 +33,7 @@ from tierlog.storage.errors import (
     UnsupportedCompressionTypeError,
 )
 from tierlog.storage.file_records import Buffer, FileBatch, FileRecords
-from tierlog.storage.index import NO_TIMESTAMP, OffsetIndex, TimeIndex
+from tierlog.storage.index import NO_TIMESTAMP, IndexEntry, OffsetIndex, TimeIndex
 from tierlog.storage.records import crc_is_valid, decode_records, whole_batches_length
 from tierlog.storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 
@@ -457,15 +457,46 @@ class LogSegment:
         if position != self.size:
             raise CorruptRecordError(f"bytes {position}..{self.size - 1} are not a whole batch")
 
-    def recover(self) -> int:
-        """Rebuild the offset and time indexes from the log, cutting it at the first
-        invalid batch, and empty the transaction index (the log's producer state
-        rebuilds it: its entries depend on the transactions open before this segment).
+    def keep_synced_index_prefix(self, flushed_below: int) -> IndexEntry | None:
+        """Where recovery must start checking batches, given that every batch below
+        ``flushed_below`` (the recovery point) was synced with the index entries for it:
+        the last offset-index entry below it (its batch's last offset and position), or
+        None for byte 0.
 
-        Returns the number of bytes truncated. A batch is valid when its header parses,
-        its CRC matches, and its offsets increase and fit this segment.
+        Run before the indexes are mapped: the files are cut to the entries kept (a
+        crashed active segment's are still preallocated, see index.py)."""
+        self.release_indexes()
+        offset_path, time_path = self._index_paths
+        last = OffsetIndex.keep_synced_prefix(
+            offset_path, self.base_offset, flushed_below, self.size
+        )
+        if last is not None and not self._starts_batch_ending_at(last.value, last.key):
+            last = None  # not the batch it names: trust no entry
+            OffsetIndex.keep_synced_prefix(offset_path, self.base_offset, self.base_offset, 0)
+        TimeIndex.keep_synced_prefix(
+            time_path, self.base_offset, self.base_offset - 1 if last is None else last.key
+        )
+        return last
+
+    def _starts_batch_ending_at(self, position: int, last_offset: int) -> bool:
+        try:
+            batch = self.log.header_at(position)
+        except (CorruptRecordError, UnsupportedCompressionTypeError):
+            return False
+        return batch is not None and batch.header.last_offset == last_offset
+
+    def recover(self, start_position: int = 0) -> int:
+        """Rebuild the offset and time indexes from the log, from ``start_position`` on,
+        cutting it at the first invalid batch; returns the number of bytes truncated.
+
+        ``start_position`` 0 rebuilds everything; another is the position of the entry
+        ``keep_synced_index_prefix`` returned, and the index entries before it are kept.
+        The transaction index loses its entries from there on: the log's producer state
+        writes them again (they depend on the transactions open before them, which only
+        a replay from a snapshot knows). A batch is valid when its header parses, its
+        CRC matches, and its offsets increase and fit this segment.
         """
-        valid_bytes, next_offset = self._index_valid_prefix()
+        valid_bytes, next_offset = self._index_valid_prefix(start_position)
         truncated = self.log.truncate_to(valid_bytes)
         self._next_offset = next_offset
         return truncated
@@ -511,18 +542,27 @@ class LogSegment:
         self.damage = tuple(damage)
         return self.damage
 
-    def _index_valid_prefix(self) -> tuple[int, int]:
-        """Index the batches from the start of the file up to the first invalid one, and
-        empty the transaction index; returns where they end (bytes, next offset)."""
-        self.offset_index.reset()
-        self.time_index.reset()
-        self.txn_index.reset()
-        self.max_timestamp_so_far = NO_TIMESTAMP
-        self.offset_of_max_timestamp = self.base_offset
+    def _index_valid_prefix(self, start: int = 0) -> tuple[int, int]:
+        """Index the batches from ``start`` up to the first invalid one, dropping the
+        transaction index's entries from ``start`` on; returns where they end (bytes,
+        next offset). The indexes must hold exactly the entries before ``start``."""
         self.damage = ()
-        valid_bytes, last_indexed, next_offset = 0, 0, self.base_offset
+        next_offset = self.base_offset
+        if start == 0:
+            self.offset_index.reset()
+            self.time_index.reset()
+            self.txn_index.reset()
+        else:
+            indexed = self.log.header_at(start)
+            assert indexed is not None  # keep_synced_index_prefix checked it
+            next_offset = indexed.header.base_offset
+            self.txn_index.truncate_to(next_offset)
+        last = self.time_index.last_entry()
+        self.max_timestamp_so_far = last.key if last else NO_TIMESTAMP
+        self.offset_of_max_timestamp = last.value if last else self.base_offset
+        valid_bytes = last_indexed = start
         try:
-            for batch in self.log.batches():
+            for batch in self.log.batches(start):
                 header = batch.header
                 if not _batch_is_valid(batch, next_offset, self):
                     break

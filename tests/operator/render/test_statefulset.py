@@ -10,7 +10,11 @@ from typing import Any
 from tests.operator.render.conftest import resource
 from tierlog.operator.render.common import CONFIG_HASH_ANNOTATION, Owner
 from tierlog.operator.render.configmap import properties_text, sidecar_properties
-from tierlog.operator.render.statefulset import desired_config_hash, stateful_set
+from tierlog.operator.render.statefulset import (
+    CLOSE_BUDGET_S,
+    desired_config_hash,
+    stateful_set,
+)
 from tierlog.operator.spec import ClusterSpec
 from tierlog.sidecar.main import build_config, parse_args
 
@@ -93,7 +97,9 @@ def test_non_root_read_only_and_a_grace_period_past_the_sidecars(
     security = container(stateful_set(bare, owner, 3))["securityContext"]
     assert security["readOnlyRootFilesystem"] is True
     assert security["allowPrivilegeEscalation"] is False
-    assert pod["terminationGracePeriodSeconds"] > 30  # tierlog.shutdown.grace.ms, then flush
+    # the calls in flight get tierlog.shutdown.grace.ms, then the logs close
+    grace_ms = int(sidecar_properties(bare)["tierlog.shutdown.grace.ms"])
+    assert pod["terminationGracePeriodSeconds"] == grace_ms // 1000 + CLOSE_BUDGET_S
     mounts = {
         mount["mountPath"] for mount in container(stateful_set(bare, owner, 3))["volumeMounts"]
     }

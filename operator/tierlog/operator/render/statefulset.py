@@ -43,6 +43,7 @@ from tierlog.operator.render.security import security_mounts, security_volumes
 from tierlog.operator.spec import ClusterSpec
 
 __all__ = [
+    "CLOSE_BUDGET_S",
     "CONTAINER_NAME",
     "RUN_AS_USER",
     "TERMINATION_GRACE_S",
@@ -55,9 +56,16 @@ CONTAINER_NAME = "tierlog"
 RUN_AS_USER = 10001  # the image's non-root user
 DATA_MOUNT = "/var/lib/tierlog"
 SHARED_TIER_VOLUME = "tier"
-# SIGTERM gives calls in flight SHUTDOWN_GRACE_MS, then the logs flush and write their
-# checkpoints; the rest of the budget is for that clean shutdown of a large broker.
-TERMINATION_GRACE_S = SHUTDOWN_GRACE_MS // 1000 + 90
+# What a broker needs between SIGTERM and its exit (docs/OPERATOR.md, "Stopping a
+# broker"): calls in flight get SHUTDOWN_GRACE_MS, then every log closes (index trims
+# and producer snapshots on num.recovery.threads.per.data.dir threads, one syncfs per
+# log dir) and the checkpoints are written. CLOSE_BUDGET_S is that close for 4,000
+# partitions each written since its last flush: 3x the slowest of restart_bench's runs
+# on a 2-core machine at a load average of ~12 (docs/BENCHMARKS.md, "Restarts with
+# many partitions"). A kubelet SIGKILL past it costs no data, only the check of the
+# unflushed tails at the next start.
+CLOSE_BUDGET_S = 90
+TERMINATION_GRACE_S = SHUTDOWN_GRACE_MS // 1000 + CLOSE_BUDGET_S
 
 
 def _container(cluster: ClusterSpec) -> dict[str, Any]:
