@@ -27,17 +27,22 @@ CRD_DIR = REPO / "deploy" / "base" / "crds"
 EXAMPLES_DIR = REPO / "deploy" / "examples"
 
 
-@pytest.fixture(scope="session")
-def kube(control_plane: ControlPlane) -> ControlPlane:
-    """The control plane with our CRDs applied from the committed files and established."""
-    control_plane.kubectl("apply", "--server-side", "-k", str(CRD_DIR))
-    control_plane.kubectl(
+def install_crds(plane: ControlPlane) -> None:
+    """Our CRDs, applied from the committed files, once established."""
+    plane.kubectl("apply", "--server-side", "-k", str(CRD_DIR))
+    plane.kubectl(
         "wait",
         "--for=condition=Established",
         "--timeout=60s",
         "crd/tierlogclusters.tierlog.io",
         "crd/tierlogtopics.tierlog.io",
     )
+
+
+@pytest.fixture(scope="session")
+def kube(control_plane: ControlPlane) -> ControlPlane:
+    """The control plane with our CRDs applied from the committed files and established."""
+    install_crds(control_plane)
     return control_plane
 
 
