@@ -14,7 +14,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.support.scrape import METRICS, scrape_sidecar
+from tests.support.scrape import METRICS, scrape_sidecar, wait_for_calls_in_flight
 from tierlog.api.v1 import log_service_pb2
 from tierlog.sidecar.config import SidecarConfig
 from tierlog.sidecar.limits import Budget
@@ -170,20 +170,24 @@ def test_a_produce_flood_beyond_the_byte_budget_is_refused_and_memory_stays_boun
 def test_calls_beyond_queued_max_requests_wait_then_are_refused(
     sidecar_factory: SidecarFactory, tmp_path: Path
 ) -> None:
+    queued_wait_s = 0.3
     sidecar = sidecar_factory(
-        tmp_path / "data", "queued.max.requests=2", "tierlog.queued.max.wait.ms=300"
+        tmp_path / "data",
+        METRICS,
+        "queued.max.requests=2",
+        f"tierlog.queued.max.wait.ms={queued_wait_s * 1000:.0f}",
     )
     sidecar.create_topic("busy")
     tails = [
         sidecar.log.Subscribe(log_service_pb2.SubscribeRequest(topic="busy", offset=-1))
         for _ in range(2)
     ]  # each holds a call slot for as long as it is open
-    time.sleep(0.5)
+    wait_for_calls_in_flight(sidecar, "Subscribe", 2)
     fetch = log_service_pb2.FetchRequest(topic="busy", offset=0)
     started = time.monotonic()
     with pytest.raises(grpc.RpcError) as refused:
         sidecar.log.Fetch(fetch, timeout=10)
-    assert time.monotonic() - started >= 0.25  # it waited tierlog.queued.max.wait.ms
+    assert time.monotonic() - started >= queued_wait_s  # it waited tierlog.queued.max.wait.ms
     assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert reason_of(refused.value) == "THROTTLING_QUOTA_EXCEEDED"
 
@@ -194,7 +198,7 @@ def test_calls_beyond_queued_max_requests_wait_then_are_refused(
     started = time.monotonic()
     with pytest.raises(grpc.RpcError) as expired:  # a deadline shorter than the wait ends it
         sidecar.log.Fetch(fetch, timeout=0.1)
-    assert time.monotonic() - started < 0.25
+    assert time.monotonic() - started < queued_wait_s
     assert expired.value.code() in (
         grpc.StatusCode.DEADLINE_EXCEEDED,
         grpc.StatusCode.RESOURCE_EXHAUSTED,  # the server gave up at the deadline, first
