@@ -33,14 +33,14 @@ from tierlog.operator.events import Event, to_post
 from tierlog.operator.kube import Kube, TierlogCluster, TierlogTopic
 from tierlog.operator.metrics import OperatorMetrics
 from tierlog.operator.partition_controller import cluster_controller, run_controller
-from tierlog.operator.reconcile import Pass, failed_status, reconcile_cluster
+from tierlog.operator.reconcile import Pass, failed_status, is_paused, reconcile_cluster
 from tierlog.operator.spec import ClusterSpec
 from tierlog.operator.topic_deletion import delete_topic
 from tierlog.operator.topic_reconcile import reconcile_topic
 from tierlog.operator.wakeups import ClusterKey, Wakeups, sleep_until_woken, woken_event
 from tierlog.partition_state.kube_store import CLUSTER_LABEL
 
-__all__ = ["BROKER_POLL_S", "RESYNC_S", "register"]
+__all__ = ["BROKER_POLL_S", "RESYNC_S", "WAKER_PREFIX", "QuietWakers", "register"]
 
 log = logging.getLogger("tierlog.operator")
 
@@ -52,6 +52,17 @@ _INSTANCE = "app.kubernetes.io/instance"  # the cluster, on every object rendere
 _BROKER_POD_LABELS = {"app.kubernetes.io/name": "tierlog", "app.kubernetes.io/component": "broker"}
 _RENDERED_LABELS = {"app.kubernetes.io/managed-by": "tierlog-operator"}
 _STATE_LABELS = {CLUSTER_LABEL: kopf.PRESENT}
+
+
+WAKER_PREFIX = "wake-"  # the ids of the handlers that only wake passes
+
+
+class QuietWakers(logging.Filter):
+    """Drops kopf's "Handler ... succeeded." for the wakers, one per watch event."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (message.startswith(f"Handler '{WAKER_PREFIX}") and "succeeded" in message)
 
 
 def _lock(memo: Any) -> asyncio.Lock:
@@ -116,6 +127,9 @@ def register(
     ``topic_deletion_timeout_s``; an object nothing changes is passed every ``resync_s``."""
     wakeups = Wakeups()
 
+    async def rendered_changed(body: kopf.Body, **_: Any) -> None:
+        wakeups.wake_cluster(_labelled_key(body, _INSTANCE))
+
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         """In a pod, its service account; elsewhere $KUBECONFIG or ~/.kube/config."""
@@ -129,6 +143,7 @@ def register(
         reconcile: Callable[[], Awaitable[Pass]],
     ) -> Pass:
         """One pass of either kind: its status written, its events posted, or Degraded."""
+        memo["paused"] = is_paused(body)
         async with _lock(memo):
             with metrics.timed(kind):
                 try:
@@ -222,24 +237,42 @@ def register(
         ):
             decorate(GROUP, VERSION, resource, id=name, registry=registry)(changed)
 
-    @kopf.on.event(GROUP, VERSION, _TOPICS, registry=registry)
+    # The rest wake on watch events (their ids start with WAKER_PREFIX: one log line per
+    # event would drown the rest, see QuietWakers).
+    async def pause_changed(body: kopf.Body, memo: Any, **_: Any) -> None:
+        """kopf's change detection skips annotations under its own storage prefix
+        (``tierlog.io/``), the pause annotation among them: compared with the last pass."""
+        if "paused" in memo and memo["paused"] != is_paused(body):
+            woken_event(memo).set()
+
+    for resource in (_CLUSTERS, _TOPICS):
+        kopf.on.event(GROUP, VERSION, resource, id=f"{WAKER_PREFIX}paused", registry=registry)(
+            pause_changed
+        )
+
+    @kopf.on.event(GROUP, VERSION, _TOPICS, id=f"{WAKER_PREFIX}topic-gone", registry=registry)
     async def topic_gone(body: kopf.Body, type: str | None, **_: Any) -> None:
         if type == "DELETED":  # its partitions leave the cluster's plan
             wakeups.wake_cluster(_topic_cluster_key(body))
 
     # What a cluster's pass reads besides its own object. A pod also wakes its cluster's
     # topics, which wait for every broker to be ready.
-    @kopf.on.event("", "v1", "pods", labels=_BROKER_POD_LABELS, registry=registry)
+    @kopf.on.event(
+        "", "v1", "pods", id=f"{WAKER_PREFIX}pod", labels=_BROKER_POD_LABELS, registry=registry
+    )
     async def broker_pod_changed(body: kopf.Body, **_: Any) -> None:
         wakeups.wake_cluster(_labelled_key(body, _INSTANCE))
         wakeups.wake_topics(_labelled_key(body, _INSTANCE))
 
-    @kopf.on.event("apps", "v1", "statefulsets", labels=_RENDERED_LABELS, registry=registry)
-    @kopf.on.event("", "v1", "configmaps", labels=_RENDERED_LABELS, registry=registry)
-    async def rendered_changed(body: kopf.Body, **_: Any) -> None:
-        wakeups.wake_cluster(_labelled_key(body, _INSTANCE))
+    for group, plural in (("apps", "statefulsets"), ("", "configmaps")):
+        kopf.on.event(
+            group, "v1", plural, id=f"{WAKER_PREFIX}rendered", labels=_RENDERED_LABELS,
+            registry=registry,
+        )(rendered_changed)  # fmt: skip
 
-    @kopf.on.event("", "v1", "configmaps", labels=_STATE_LABELS, registry=registry)
+    @kopf.on.event(
+        "", "v1", "configmaps", id=f"{WAKER_PREFIX}state", labels=_STATE_LABELS, registry=registry
+    )
     async def partition_state_changed(body: kopf.Body, **_: Any) -> None:
         """The brokers' and the controller's partition state (leaders, reassignments)."""
         wakeups.wake_cluster(_labelled_key(body, CLUSTER_LABEL))

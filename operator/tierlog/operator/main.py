@@ -17,7 +17,7 @@ import logging
 import kopf
 
 from tierlog.operator.config import OperatorConfig, add_arguments
-from tierlog.operator.handlers import RESYNC_S, register
+from tierlog.operator.handlers import RESYNC_S, QuietWakers, register
 from tierlog.operator.kube import Kube
 from tierlog.operator.metrics import OperatorMetrics
 
@@ -127,5 +127,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     for chatty in ("httpx", "httpx2", "aiohttp.access"):  # a line per request or probe
         logging.getLogger(chatty).setLevel(logging.WARNING)
+    logging.getLogger("kopf.objects").addFilter(QuietWakers())
     asyncio.run(_run(args))
     return 0
