@@ -7,7 +7,6 @@ import os
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -111,7 +110,6 @@ def test_demo_again_on_the_same_dir_appends_and_keeps_running(tmp_path: Path) ->
 
 def test_demo_console_script_in_a_fresh_temp_dir(tmp_path: Path) -> None:
     env = {"TMPDIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    started = time.monotonic()
     done = subprocess.run(
         [console_script("tierlog"), "demo"],
         capture_output=True,
@@ -122,7 +120,6 @@ def test_demo_console_script_in_a_fresh_temp_dir(tmp_path: Path) -> None:
     )
 
     assert done.returncode == 0, done.stdout + done.stderr
-    assert time.monotonic() - started < 30
     announced = re.search(r"^   data dir (\S+)$", done.stdout, re.MULTILINE)
     assert announced
     data_dir = Path(announced[1])

@@ -28,6 +28,9 @@ from .test_producer import consume_all
 PARTITIONS = 3
 
 
+ACKNOWLEDGED_BETWEEN_FAULTS = 1000
+
+
 @pytest.mark.slow
 def test_kill_9_under_load_loses_no_acknowledged_record_and_stores_none_twice(
     sidecars: SidecarStarter,
@@ -76,14 +79,21 @@ def test_kill_9_under_load_loses_no_acknowledged_record_and_stores_none_twice(
 
     sender = threading.Thread(target=send_forever)
     sender.start()
+
+    def wait_for_acknowledged(count: int) -> None:
+        deadline = time.monotonic() + 60
+        while len(acknowledged) < count:
+            assert time.monotonic() < deadline, f"only {len(acknowledged)} acknowledged"
+            time.sleep(0.05)
+
     try:
-        time.sleep(1.5)
+        wait_for_acknowledged(ACKNOWLEDGED_BETWEEN_FAULTS)  # under load
         with lock:
             before_kill = len(acknowledged)
         sidecar.kill()
-        time.sleep(0.5)
+        time.sleep(0.5)  # the time it is down, not a wait for anything
         sidecar.start()
-        time.sleep(1.5)
+        wait_for_acknowledged(before_kill + ACKNOWLEDGED_BETWEEN_FAULTS)  # load again
     finally:
         stop.set()
         sender.join()

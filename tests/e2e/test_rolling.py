@@ -117,7 +117,7 @@ def test_a_configuration_change_rolls_one_safe_broker_at_a_time_under_a_producer
         deadline = time.monotonic() + 600
         while not _rolled(one_node, brokers, old_uids):
             assert time.monotonic() < deadline, f"no roll in 600 s:\n{one_node.story(namespace)}"
-            time.sleep(2)  # a restart takes seconds; the operator passes every 2 s
+            time.sleep(2)  # polling: a restart takes seconds, and a roll is passed every 2 s
         produced = finish_job(one_node, brokers, "roll-producer", timeout_s=300)
     history = seen[0]
 

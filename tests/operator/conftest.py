@@ -11,6 +11,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,17 +27,22 @@ CRD_DIR = REPO / "deploy" / "base" / "crds"
 EXAMPLES_DIR = REPO / "deploy" / "examples"
 
 
-@pytest.fixture(scope="session")
-def kube(control_plane: ControlPlane) -> ControlPlane:
-    """The control plane with our CRDs applied from the committed files and established."""
-    control_plane.kubectl("apply", "--server-side", "-k", str(CRD_DIR))
-    control_plane.kubectl(
+def install_crds(plane: ControlPlane) -> None:
+    """Our CRDs, applied from the committed files, once established."""
+    plane.kubectl("apply", "--server-side", "-k", str(CRD_DIR))
+    plane.kubectl(
         "wait",
         "--for=condition=Established",
         "--timeout=60s",
         "crd/tierlogclusters.tierlog.io",
         "crd/tierlogtopics.tierlog.io",
     )
+
+
+@pytest.fixture(scope="session")
+def kube(control_plane: ControlPlane) -> ControlPlane:
+    """The control plane with our CRDs applied from the committed files and established."""
+    install_crds(control_plane)
     return control_plane
 
 
@@ -56,6 +62,37 @@ class RunningOperator:
     @property
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def scrape(self) -> str:
+        with urllib.request.urlopen(self.metrics_url, timeout=5) as answer:
+            text: str = answer.read().decode()
+        return text
+
+    def passes(self, kind: str = "TierlogCluster") -> tuple[int, int]:
+        """How many passes of ``kind`` have started and how many have finished."""
+        found = dict.fromkeys(("reconciliations_total", "reconcile_duration_seconds_count"), 0)
+        for line in self.scrape().splitlines():
+            name, _, rest = line.partition("{")
+            series = name.removeprefix("tierlog_operator_")
+            if series in found and rest.startswith(f'kind="{kind}"}}'):
+                found[series] = int(float(rest.rpartition(" ")[2]))
+        return found["reconciliations_total"], found["reconcile_duration_seconds_count"]
+
+    @contextmanager
+    def next_pass(self, kind: str = "TierlogCluster") -> Iterator[None]:
+        """On leaving, wait until a pass of ``kind`` that started after entering has
+        finished: whatever it would do about what changed inside (a restart, an Event) is
+        done, and what it did not do, it would not. Inside, change something that wakes a
+        pass, unless the object is in a state its passes poll. Only for a test with one
+        object of ``kind`` (passes of one object never overlap)."""
+        started, _ = self.passes(kind)
+        yield
+        wait_for(f"a {kind} pass", lambda: self.passes(kind)[1] > started)
+
+    def wait_for_a_pass(self, kind: str = "TierlogCluster") -> None:
+        """``next_pass`` of an object whose passes poll its brokers (a roll, a drain)."""
+        with self.next_pass(kind):
+            pass
 
     def stop(self) -> None:
         if self.process.poll() is None:

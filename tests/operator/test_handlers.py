@@ -61,6 +61,18 @@ def get(plane: ControlPlane, namespace: str, *what: str) -> dict[str, Any]:
     return found
 
 
+def nudge(plane: ControlPlane, namespace: str, name: str) -> None:
+    """Change the cluster's annotations, a change that wakes a pass and alters nothing."""
+    plane.kubectl(
+        "annotate", "-n", namespace, "--overwrite", "tierlogcluster", name,
+        f"test.tierlog.io/nudge={time.monotonic_ns()}",
+    )  # fmt: skip
+
+
+# kopf's line when a replica, which starts paused, finds no peer of a higher priority
+RESUMED = "Resuming operations after the pause"
+
+
 def events(plane: ControlPlane, namespace: str) -> list[tuple[str, str]]:
     listed = plane.get_json("events", "-n", namespace)["items"]
     return [(event["reason"], event.get("message", "")) for event in listed]
@@ -110,18 +122,12 @@ def test_a_cluster_becomes_objects_status_and_conditions(
 
     with urllib.request.urlopen(operator.health_url, timeout=5) as answer:
         assert answer.status == 200
-    text = _scrape(operator)
+    text = operator.scrape()
     assert 'tierlog_operator_reconciliations_total{kind="TierlogCluster"}' in text
     # What an alert compares the brokers Prometheus scrapes with.
     assert f'tierlog_cluster_brokers_desired{{namespace="{ns}",tierlog_cluster="demo"}} 2.0' in text
     assert "tierlog_operator_reconcile_duration_seconds_bucket" in text
     assert AdminClient(brokers.sidecars[0].address).list_topics() == {}
-
-
-def _scrape(operator: RunningOperator) -> str:
-    with urllib.request.urlopen(operator.metrics_url, timeout=5) as answer:
-        text: str = answer.read().decode()
-    return text
 
 
 def wait_ready(kube: ControlPlane, ns: str, name: str, what: str) -> dict[str, Any]:
@@ -259,10 +265,9 @@ def test_a_config_change_rolls_one_safe_broker_at_a_time(
     assert "log.retention.ms=3600000" in brokers.config_map()["server.properties"]
     # the highest id goes first; the other is left alone while it is away
     wait_for("broker 1's pod deleted", lambda: not brokers.pod_exists(1))
-    brokers.stop(1)
-    for _ in range(12):  # several resync periods of the operator
-        assert brokers.pod_exists(0)
-        time.sleep(0.5)
+    with operator.next_pass():  # one that sees broker 1 away, and would restart broker 0
+        brokers.stop(1)
+    assert brokers.pod_exists(0)
     body = get(kube, ns, "tierlogcluster", "demo")
     assert condition(body, "Progressing")["reason"] == "RollingUpdate"
     assert condition(body, "Ready")["status"] == "False"
@@ -299,7 +304,10 @@ def test_scale_up_and_a_refused_scale_down_without_a_tier(
     assert condition(body, "Degraded")["reason"] == "ScaleDownRefused"
     assert "no tier" in condition(body, "Degraded")["message"]
     assert get(kube, ns, "statefulset", "demo")["spec"]["replicas"] == 2
-    time.sleep(3 * 2)  # three more resync periods, each refusing again
+    for _ in range(3):  # three more passes, each refusing again
+        with operator.next_pass():
+            nudge(kube, ns, "demo")
+    assert get(kube, ns, "statefulset", "demo")["spec"]["replicas"] == 2
     refusals = [reason for reason, _ in events(kube, ns) if reason == "ScaleDownRefused"]
     assert len(refusals) == 1  # an Event when the refusal began, not one per pass
 
@@ -432,7 +440,7 @@ def test_deletion_keeps_the_tier_unless_the_policy_says_delete(
             and get(kube, ns, "tierlogcluster", "gone")
         ),
     )
-    wait_for("its brokers expected", lambda: 'tierlog_cluster="gone"' in _scrape(operator))
+    wait_for("its brokers expected", lambda: 'tierlog_cluster="gone"' in operator.scrape())
     kube.kubectl("delete", "-n", ns, "tierlogcluster", "gone", "--wait=true", "--timeout=60s")
     left = [info.key for info in LocalDirectoryStore(root).list("")]
     reasons = dict(events(kube, ns))
@@ -446,7 +454,7 @@ def test_deletion_keeps_the_tier_unless_the_policy_says_delete(
     sts = get(kube, ns, "statefulset", "gone")
     assert sts["metadata"]["ownerReferences"][0]["uid"] == body["metadata"]["uid"]
     # A deleted cluster expects no brokers: no series left for an alert to fire on.
-    assert 'tierlog_cluster="gone"' not in _scrape(operator)
+    assert 'tierlog_cluster="gone"' not in operator.scrape()
 
 
 def test_deleting_the_tier_waits_for_the_brokers_to_stop(
@@ -469,7 +477,9 @@ def test_deleting_the_tier_waits_for_the_brokers_to_stop(
         "the Event", lambda: [m for r, m in events(kube, ns) if r == "WaitingForBrokers"]
     )
     assert "waiting for brokers ['gone-0'] to stop" in waiting[0]
-    time.sleep(3 * 2)  # three retries of the finalizer's handler
+    retried = "cluster_deleted' failed temporarily: waiting for brokers"  # kopf's line
+    before = operator.output.count(retried)
+    wait_for("three more tries", lambda: operator.output.count(retried) >= before + 3)
     assert len([info.key for info in LocalDirectoryStore(root).list("")]) == 3
     assert get(kube, ns, "tierlogcluster", "gone")["metadata"]["deletionTimestamp"]
     assert len([r for r, _ in events(kube, ns) if r == "WaitingForBrokers"]) == 1
@@ -499,8 +509,8 @@ def test_the_pause_annotation_stops_reconciliation(
         ),
     )
     assert condition(paused, "ReconciliationPaused")["reason"] == "PausedByAnnotation"
-    kube.kubectl("scale", "-n", ns, "tierlogcluster/held", "--replicas=4")
-    time.sleep(6)  # several resync periods
+    with operator.next_pass():  # the one the change wakes, which would scale
+        kube.kubectl("scale", "-n", ns, "tierlogcluster/held", "--replicas=4")
     assert get(kube, ns, "statefulset", "held")["spec"]["replicas"] == 2
     kube.kubectl("annotate", "-n", ns, "tierlogcluster", "held", "tierlog.io/pause-reconciliation-")
     wait_for(
@@ -527,9 +537,10 @@ def test_replicas_peer_through_kopfs_peering_object(kube: ControlPlane, tmp_path
         assert priorities == [5, 10]
         apply(kube, ns, cluster("shared", brokers=1))
         wait_for("the active replica's work", lambda: get(kube, ns, "statefulset", "shared"))
-        time.sleep(4)  # two resync periods: the paused replica would have run by now
-        assert "Handler 'create' succeeded" in first.output
+        wait_for("its handler", lambda: "Handler 'create' succeeded" in first.output)
+        assert RESUMED not in second.output  # it never stopped waiting, so it did nothing:
         assert "Handler 'create' succeeded" not in second.output
+        assert second.passes() == (0, 0)
     finally:
         first.stop()
         second.stop()

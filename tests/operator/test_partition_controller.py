@@ -29,7 +29,7 @@ from tierlog.partition_state.model import PartitionState
 from tierlog.storage.records import SimpleRecord, build_batch, decode_records, iter_batches
 
 from .conftest import Brokers, RunningOperator, start_operator, wait_for
-from .test_handlers import _scrape, apply, cluster, events, get, topic
+from .test_handlers import RESUMED, apply, cluster, events, get, topic
 
 TOPIC = "orders"
 REPLICATED = {"factor": 3, "minInsyncReplicas": 2}
@@ -121,8 +121,9 @@ def test_only_the_active_operator_runs_the_controller(kube: ControlPlane, tmp_pa
         started = f"Controller of {ns}/repl started"
         wait_for("the active operator's controller", lambda: started in first.output)
         wait_for("the active operator's cluster pass", lambda: get(kube, ns, "statefulset", "repl"))
-        time.sleep(3)  # the paused replica saw the same cluster; its daemon would be up by now
+        assert RESUMED not in second.output  # it never stopped waiting, so it did nothing:
         assert started not in second.output
+        assert second.passes() == (0, 0)
         first.stop()  # it leaves the peering object: the other resumes
         wait_for("the other operator's controller", lambda: started in second.output)
         assert f"Controller of {ns}/repl stopped" in first.output
@@ -172,7 +173,7 @@ def test_a_replicated_scale_down_moves_the_leaving_brokers_replicas_then_shrinks
         return bool(status.get("assignment", {}).get(TOPIC) == [1, 0])
 
     wait_for("the status to name the leaders", leaders_in_status)
-    scraped = _scrape(operator)
+    scraped = operator.scrape()
     labels = f'namespace="{ns}",tierlog_cluster="shrink"'
     assert f"tierlog_controller_offline_partitions{{{labels}}} 0.0" in scraped
     assert f'tierlog_controller_leader_elections_total{{cause="reassignment",{labels}}} 1.0' in (

@@ -12,7 +12,6 @@ is deleted. The sidecars' uploader runs every 200 ms and retries within 500 ms (
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -93,9 +92,8 @@ def test_a_restart_waits_until_the_tier_holds_the_closed_segments(
     apply(kube, ns, cluster("demo", brokers=1, tier=tier, logDefaults=CHANGED))
     (deferred,) = wait_for("a deferred restart", lambda: _unsafe(kube, ns))
     assert "segments waiting for the tier" in deferred
-    for _ in range(12):  # several resync periods of the operator
-        assert brokers.pod_exists(0)
-        time.sleep(0.5)
+    operator.wait_for_a_pass()  # the next, which would restart it were it safe now
+    assert brokers.pod_exists(0)
     progressing = wait_for(
         "the condition saying why",
         lambda: (

@@ -32,13 +32,15 @@ def test_subscribe_sends_the_backlog_then_tails_new_appends(sidecar: Sidecar) ->
     _produce(sidecar, "tail", now, now + 1)
     stream = sidecar.log.Subscribe(log_service_pb2.SubscribeRequest(topic="tail", offset=-2))
     seen: list[int] = []
-    received = threading.Event()
+    backlog, received = threading.Event(), threading.Event()
 
     def consume() -> None:
         try:
             for message in stream:
                 for header in iter_batches(message.record_batches):
                     seen.extend(r.offset for r in decode_records(message.record_batches, header))
+                if len(seen) >= 2:
+                    backlog.set()
                 if len(seen) >= 5:
                     received.set()
                     return
@@ -48,7 +50,7 @@ def test_subscribe_sends_the_backlog_then_tails_new_appends(sidecar: Sidecar) ->
     consumer = threading.Thread(target=consume)
     consumer.start()
     try:
-        time.sleep(0.3)
+        assert backlog.wait(10), f"only {seen} of the backlog arrived"  # now it tails
         _produce(sidecar, "tail", now + 2)
         _produce(sidecar, "tail", now + 3, now + 4)
         assert received.wait(10), f"only {seen} arrived"
@@ -62,10 +64,14 @@ def test_subscribe_from_latest_sees_only_new_records(sidecar: Sidecar) -> None:
     sidecar.create_topic("latest")
     now = int(time.time() * 1000)
     _produce(sidecar, "latest", now)
-    stream = sidecar.log.Subscribe(log_service_pb2.SubscribeRequest(topic="latest", offset=-1))
-    time.sleep(0.3)
+    request = log_service_pb2.SubscribeRequest(topic="latest", offset=-1, max_wait_ms=100)
+    stream = sidecar.log.Subscribe(request)
+    quiet = next(stream)  # the stream is at the latest offset: nothing to send yet
+    assert (quiet.record_batches, quiet.high_watermark) == (b"", 1)
     _produce(sidecar, "latest", now + 1)
     first = next(stream)
+    while not first.record_batches:  # a wait that ended before the produce
+        first = next(stream)
     stream.cancel()
     assert [h.base_offset for h in iter_batches(first.record_batches)] == [1]
     assert first.high_watermark == 2
@@ -75,14 +81,15 @@ def test_subscribe_messages_are_long_polls_and_a_quiet_one_still_comes(sidecar: 
     """With max_wait_ms each message waits that long for min_bytes, then goes out with
     what there is, even nothing (the high watermark tells where the log ends)."""
     sidecar.create_topic("polls")
+    max_wait_ms = 300
     request = log_service_pb2.SubscribeRequest(
-        topic="polls", offset=-2, max_wait_ms=300, min_bytes=1 << 20
+        topic="polls", offset=-2, max_wait_ms=max_wait_ms, min_bytes=1 << 20
     )
     stream = sidecar.log.Subscribe(request)
     try:
         started = time.monotonic()
         quiet = next(stream)
-        assert 0.25 < time.monotonic() - started < 5
+        assert time.monotonic() - started >= max_wait_ms / 1000
         assert (quiet.record_batches, quiet.high_watermark) == (b"", 0)
         _produce(sidecar, "polls", 1, 2)  # far below min_bytes: sent when the wait is over
         carrying = next(stream)

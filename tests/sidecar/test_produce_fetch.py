@@ -10,6 +10,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from tests.support.scrape import METRICS, wait_for_calls_in_flight
 from tests.support.small_disk import fill_leaving, small_disk_at
 from tierlog.api.v1 import common_pb2, log_service_pb2
 from tierlog.storage.records import (
@@ -135,42 +136,49 @@ def test_log_append_time_topics_answer_the_broker_time(sidecar: Sidecar) -> None
     assert before <= response.log_append_time_ms <= _now_ms()
 
 
-def test_a_long_poll_fetch_wakes_on_a_produce(sidecar: Sidecar) -> None:
+def test_a_long_poll_fetch_wakes_on_a_produce(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    sidecar = sidecar_factory(tmp_path / "data", METRICS)
     sidecar.create_topic("poll")
+    max_wait_ms = 20_000
     started = time.monotonic()
     with ThreadPoolExecutor(1) as pool:
         waiting = pool.submit(
             sidecar.log.Fetch,
-            log_service_pb2.FetchRequest(topic="poll", offset=0, max_wait_ms=20_000, min_bytes=1),
+            log_service_pb2.FetchRequest(
+                topic="poll", offset=0, max_wait_ms=max_wait_ms, min_bytes=1
+            ),
         )
-        time.sleep(0.5)
+        wait_for_calls_in_flight(sidecar, "Fetch", 1)  # the server holds it
         assert not waiting.done()
         _produce(sidecar, "poll", _batch([b"wake up"]))
-        fetched = waiting.result(timeout=10)
-    assert time.monotonic() - started < 10
+        fetched = waiting.result(timeout=max_wait_ms / 1000)
+    assert time.monotonic() - started < max_wait_ms / 1000  # the produce, not max_wait
     assert [r.value for r in _records(fetched.record_batches)] == [b"wake up"]
 
 
 def test_a_long_poll_answers_before_the_callers_deadline(sidecar: Sidecar) -> None:
     sidecar.create_topic("hurried")
-    started = time.monotonic()
-    fetched = sidecar.log.Fetch(
+    fetched = sidecar.log.Fetch(  # DEADLINE_EXCEEDED, were it to wait out max_wait
         log_service_pb2.FetchRequest(topic="hurried", offset=0, max_wait_ms=20_000, min_bytes=1),
         timeout=1.0,
     )
-    assert time.monotonic() - started < 1.0  # an empty answer, not DEADLINE_EXCEEDED
-    assert fetched.record_batches == b""
+    assert fetched.record_batches == b""  # an empty answer
 
 
 def test_a_long_poll_waits_for_min_bytes_or_max_wait(sidecar: Sidecar) -> None:
     sidecar.create_topic("min")
     batch = _batch([b"y" * 100])
     _produce(sidecar, "min", batch)
+    max_wait_ms = 300
     started = time.monotonic()
-    fetched = sidecar.log.Fetch(
-        log_service_pb2.FetchRequest(topic="min", offset=0, max_wait_ms=300, min_bytes=10_000)
+    fetched = sidecar.log.Fetch(  # fewer bytes than min_bytes ever: max_wait ends it
+        log_service_pb2.FetchRequest(
+            topic="min", offset=0, max_wait_ms=max_wait_ms, min_bytes=10_000
+        )
     )
-    assert 0.25 < time.monotonic() - started < 5  # waited out max_wait, then answered
+    assert time.monotonic() - started >= max_wait_ms / 1000  # waited out max_wait
     assert (
         fetched.record_batches
         == sidecar.log.Fetch(log_service_pb2.FetchRequest(topic="min", offset=0)).record_batches

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import grpc
 
+from tests.support.scrape import METRICS, wait_for_calls_in_flight
 from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
 from tierlog.storage.checkpoints import (
     CLEAN_SHUTDOWN_MARKER,
@@ -36,23 +37,26 @@ def assert_closed_cleanly(
 
 
 def test_sigterm_answers_long_polls_ends_streams_and_leaves_the_marker(
-    sidecar: Sidecar, sidecar_factory: SidecarFactory
+    sidecar_factory: SidecarFactory, tmp_path: Path
 ) -> None:
+    sidecar = sidecar_factory(tmp_path / "data", METRICS)
     sidecar.create_topic("down")
     batch = build_batch([SimpleRecord(b"k", b"v", 1_000, ())] * 4)
     for _ in range(5):
         sidecar.log.Produce(log_service_pb2.ProduceRequest(topic="down", record_batches=batch))
     stream = sidecar.log.Subscribe(log_service_pb2.SubscribeRequest(topic="down", offset=-1))
+    max_wait_ms = 30_000
     with ThreadPoolExecutor(2) as pool:
         poll = pool.submit(
             sidecar.log.Fetch,
-            log_service_pb2.FetchRequest(topic="down", offset=20, max_wait_ms=30_000),
+            log_service_pb2.FetchRequest(topic="down", offset=20, max_wait_ms=max_wait_ms),
         )
         tail = pool.submit(list, stream)
-        time.sleep(0.5)
+        wait_for_calls_in_flight(sidecar, "Fetch", 1)  # both held by the server
+        wait_for_calls_in_flight(sidecar, "Subscribe", 1)
         started = time.monotonic()
         assert sidecar.stop() == 0
-        assert time.monotonic() - started < 15  # no waiting out the 30 s poll
+        assert time.monotonic() - started < max_wait_ms / 1000  # not waiting out the poll
         assert poll.result(timeout=5).record_batches == b""
         try:
             assert tail.result(timeout=5) == []

@@ -83,12 +83,21 @@ def test_flush_ms_flushes_in_the_background_once_due(tmp_path: Path) -> None:
     clock = FakeClock()
     log = Log.open(tmp_path / "t-0", config(flush_ms=1000), clock_ms=clock)
     flushed: list[Log] = []
+    looks: list[int] = []  # a mark each time the committer looks for logs due
+
+    def logs() -> list[Log]:
+        looks.append(1)
+        return [log]
+
     committer = GroupCommitter(
-        lambda: [log], check_interval_ms=10, on_flush=lambda each, _s: flushed.append(each)
+        logs, check_interval_ms=10, on_flush=lambda each, _s: flushed.append(each)
     )
     committer.start()
     log.append(make_batch(4))
-    time.sleep(0.1)  # several checks, but flush.ms has not elapsed on the log's clock
+    # A whole check after the append (done once the next one looks), but flush.ms has
+    # not elapsed on the log's clock.
+    appended_at = len(looks)
+    assert wait_until(lambda: len(looks) >= appended_at + 2)
     assert log.recovery_point == 0
     assert flushed == []
     clock.advance(1000)

@@ -84,10 +84,10 @@ def test_a_retry_is_not_acknowledged_before_its_first_copy_is_synced(log_dir: Pa
     """flush.messages=1: the first append is fsyncing (held at the gate) when its retry
     arrives; the retry is answered only once the first copy is on disk."""
     log = Log.open(log_dir, config(flush_messages=1), clock_ms=FakeClock())
-    gate, flushing = threading.Event(), threading.Event()
+    gate, flushes = threading.Event(), threading.Semaphore(0)
 
     def gated_flush(target: Log) -> None:
-        flushing.set()
+        flushes.release()
         assert gate.wait(30)
         Log.flush(target)
 
@@ -100,9 +100,12 @@ def test_a_retry_is_not_acknowledged_before_its_first_copy_is_synced(log_dir: Pa
 
     with ThreadPoolExecutor(2) as pool:
         first = pool.submit(log.append, batch)
-        assert flushing.wait(30)
+        assert flushes.acquire(timeout=30)
         retried = pool.submit(retry)
-        time.sleep(0.5)  # time for a retry answered at once to come back
+        # It syncs too (held at the gate), or, were it answered at once, it is back.
+        deadline = time.monotonic() + 30
+        while not retried.done() and not flushes.acquire(timeout=0.05):
+            assert time.monotonic() < deadline, "the retry neither synced nor came back"
         assert not retried.done() and log.recovery_point == 0
         gate.set()
         answer, synced = retried.result(timeout=30)

@@ -40,6 +40,7 @@ from tests.tools.control_plane import etcd_bin, kube_apiserver_bin, kubectl_bin
 
 __all__ = [
     "ADMIN_USER",
+    "AUDIT_LOG",
     "ControlPlane",
     "control_plane",
     "kubeconfig",
@@ -224,12 +225,21 @@ def _apiserver_command(workdir: Path, etcd_url: str, port: int, token: str) -> l
     ]
 
 
-def start_control_plane(workdir: Path) -> ControlPlane:
-    """Start etcd and kube-apiserver in ``workdir``; return once the API server is ready."""
+AUDIT_LOG = "audit.log"  # in the control plane's workdir, when it has an audit policy
+
+
+def start_control_plane(workdir: Path, audit_policy: str | None = None) -> ControlPlane:
+    """Start etcd and kube-apiserver in ``workdir``; return once the API server is ready.
+    With ``audit_policy`` (a Policy document), the server writes the audit events it
+    asks for to ``workdir / AUDIT_LOG``, as JSON lines."""
     workdir.mkdir(parents=True, exist_ok=True)
     etcd, etcd_url = _start_etcd(workdir)
     port, token = free_port(), secrets.token_urlsafe(24)
     command = _apiserver_command(workdir, etcd_url, port, token)
+    if audit_policy is not None:
+        policy = workdir / "audit-policy.yaml"
+        policy.write_text(audit_policy)
+        command += [f"--audit-policy-file={policy}", f"--audit-log-path={workdir / AUDIT_LOG}"]
     apiserver = _spawn("kube-apiserver", command, workdir)
     ca_file = workdir / "ca.crt"
     server = f"https://127.0.0.1:{port}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -58,3 +59,19 @@ def scrape(address: str) -> Scrape:
 
 def scrape_sidecar(sidecar: SidecarProcess) -> Scrape:
     return scrape(metrics_address(sidecar.output))
+
+
+def wait_for_calls_in_flight(
+    sidecar: SidecarProcess, method: str, count: int, timeout_s: float = 30
+) -> Scrape:
+    """Until the sidecar (started with ``METRICS``) is handling ``count`` calls of
+    ``method``: the calls a test holds open (a long poll, a stream, a queued call) have
+    reached the server. The scrape that saw them."""
+    labels = {"grpc_service": "LogService", "method": method}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = scrape_sidecar(sidecar)
+        if found.value("tierlog_requests_in_flight", **labels) >= count:
+            return found
+        assert time.monotonic() < deadline, f"never {count} {method} calls in flight"
+        time.sleep(0.05)

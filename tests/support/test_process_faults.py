@@ -102,10 +102,11 @@ def test_a_paused_process_can_be_killed(echo: subprocess.Popen[bytes]) -> None:
 def test_waiting_for_a_live_process_to_die_fails_at_the_deadline(
     echo: subprocess.Popen[bytes],
 ) -> None:
+    timeout_s = 0.2
     started = time.monotonic()
     with pytest.raises(ProcessFaultTimeout, match=f"death of pid {echo.pid}"):
-        wait_until_dead(echo.pid, timeout_s=0.2)
-    assert time.monotonic() - started < 5
+        wait_until_dead(echo.pid, timeout_s=timeout_s)
+    assert time.monotonic() - started >= timeout_s  # it waited until the deadline
     assert is_alive(echo.pid)
 
 

@@ -168,18 +168,19 @@ def test_a_delay_slows_each_direction_and_heal_removes_it(
 ) -> None:
     assert check(channel, 10) == SERVING
 
-    proxy.delay("grpc", 1000)
+    delay_s = 1.0
+    proxy.delay("grpc", int(delay_s * 1000))
     assert proxy.status()["grpc"] == RouteStatus(
-        mode="pass", delay_ms=1000, links=1, answers_lost_bytes=0
+        mode="pass", delay_ms=int(delay_s * 1000), links=1, answers_lost_bytes=0
     )
     started = time.monotonic()
     assert check(channel, 30) == SERVING
-    assert time.monotonic() - started >= 2  # the request's second, then the answer's
+    assert time.monotonic() - started >= 2 * delay_s  # the request's delay, then the answer's
 
     proxy.heal("grpc")
     started = time.monotonic()
     assert check(channel, 30) == SERVING
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < delay_s  # not even one direction's delay
 
 
 def test_a_fault_on_one_route_leaves_the_others_alone(

@@ -1,12 +1,16 @@
 """kopf handlers: thin. Each runs one pass (``reconcile.py``, ``topic_reconcile.py``),
 writes the status it returns, posts its events, and counts and times itself. A pass that
-raises writes Degraded (``ReconcileFailed``) and raises on, so kopf retries it and counts
-the failure; events of a lasting state are posted when it begins (``events.py``).
+raises writes Degraded (``ReconcileFailed``), counts as a failure and is retried soon;
+events of a lasting state are posted when it begins (``events.py``).
 
-Passes run on every change and on a timer (changes on the brokers, a pod turning ready,
-a sidecar becoming safe, are not events on our objects), one at a time per object. A
-cluster's deletion waits for its finalizer: the tier's data is deleted only when its
-``deletionPolicy`` says ``Delete``, once its brokers have stopped (``cluster_deletion.py``).
+Each object's passes run in a daemon of its own, one at a time: one when it starts, one
+whenever a watched change wakes it (its own spec, labels or annotations; for a cluster
+also its pods, StatefulSet, ConfigMaps and topics, for a topic its cluster and its
+pods: ``wakeups.py``), one ``BROKER_POLL_S`` after a pass that waits on the brokers
+(a sidecar becoming safe to restart, a drain) or failed, and otherwise one every
+``resync_s`` for what no watch shows. A cluster's deletion waits for its finalizer: the
+tier's data is deleted only when its ``deletionPolicy`` says ``Delete``, once its
+brokers have stopped (``cluster_deletion.py``).
 A topic's deletion waits for its finalizer until the brokers deleted the topic
 (``topic_deletion.py``). A cluster with replication has its controller run by a daemon
 (``partition_controller.py``) for as long as it exists and this operator is active.
@@ -29,18 +33,36 @@ from tierlog.operator.events import Event, to_post
 from tierlog.operator.kube import Kube, TierlogCluster, TierlogTopic
 from tierlog.operator.metrics import OperatorMetrics
 from tierlog.operator.partition_controller import cluster_controller, run_controller
-from tierlog.operator.reconcile import Pass, failed_status, reconcile_cluster
+from tierlog.operator.reconcile import Pass, failed_status, is_paused, reconcile_cluster
 from tierlog.operator.spec import ClusterSpec
 from tierlog.operator.topic_deletion import delete_topic
 from tierlog.operator.topic_reconcile import reconcile_topic
+from tierlog.operator.wakeups import ClusterKey, Wakeups, sleep_until_woken, woken_event
+from tierlog.partition_state.kube_store import CLUSTER_LABEL
 
-__all__ = ["RESYNC_S", "register"]
+__all__ = ["BROKER_POLL_S", "RESYNC_S", "WAKER_PREFIX", "QuietWakers", "register"]
 
 log = logging.getLogger("tierlog.operator")
 
-RESYNC_S = 2.0  # how often a pass runs without a change (rolling, draining, topics)
+RESYNC_S = 300.0  # a pass without a change: for what no watch shows (a node's zone)
+BROKER_POLL_S = 2.0  # the next pass while one waits on the brokers, or after a failure
 _CLUSTERS = "tierlogclusters"
 _TOPICS = "tierlogtopics"
+_INSTANCE = "app.kubernetes.io/instance"  # the cluster, on every object rendered for it
+_BROKER_POD_LABELS = {"app.kubernetes.io/name": "tierlog", "app.kubernetes.io/component": "broker"}
+_RENDERED_LABELS = {"app.kubernetes.io/managed-by": "tierlog-operator"}
+_STATE_LABELS = {CLUSTER_LABEL: kopf.PRESENT}
+
+
+WAKER_PREFIX = "wake-"  # the ids of the handlers that only wake passes
+
+
+class QuietWakers(logging.Filter):
+    """Drops kopf's "Handler ... succeeded." for the wakers, one per watch event."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (message.startswith(f"Handler '{WAKER_PREFIX}") and "succeeded" in message)
 
 
 def _lock(memo: Any) -> asyncio.Lock:
@@ -78,6 +100,19 @@ def _replicated(spec: kopf.Spec, **_: Any) -> bool:
     return "replication" in spec
 
 
+def _cluster_key(body: kopf.Body) -> ClusterKey:
+    return body.metadata.namespace or "", body.metadata.name or ""
+
+
+def _topic_cluster_key(body: kopf.Body) -> ClusterKey:
+    return body.metadata.namespace or "", str(body.spec.get("cluster", ""))
+
+
+def _labelled_key(body: kopf.Body, label: str) -> ClusterKey:
+    """The cluster an object the operator renders (or the brokers write) belongs to."""
+    return body.metadata.namespace or "", body.metadata.labels.get(label, "")
+
+
 def register(
     registry: kopf.OperatorRegistry,
     kube: Kube,
@@ -85,10 +120,15 @@ def register(
     config: OperatorConfig,
     *,
     topic_deletion_timeout_s: float = 300,
+    resync_s: float = RESYNC_S,
 ) -> None:
     """Register every handler on ``registry``, closing over the client, the metrics and
     the operator's ``config``; a deleted topic's brokers are retried for
-    ``topic_deletion_timeout_s``."""
+    ``topic_deletion_timeout_s``; an object nothing changes is passed every ``resync_s``."""
+    wakeups = Wakeups()
+
+    async def rendered_changed(body: kopf.Body, **_: Any) -> None:
+        wakeups.wake_cluster(_labelled_key(body, _INSTANCE))
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -101,8 +141,9 @@ def register(
         body: kopf.Body,
         memo: Any,
         reconcile: Callable[[], Awaitable[Pass]],
-    ) -> None:
+    ) -> Pass:
         """One pass of either kind: its status written, its events posted, or Degraded."""
+        memo["paused"] = is_paused(body)
         async with _lock(memo):
             with metrics.timed(kind):
                 try:
@@ -118,8 +159,9 @@ def register(
                     await _write_failure(kube, resource, body, error)
                     raise
                 _post(body, memo, outcome.events)
+                return outcome
 
-    async def cluster_pass(body: kopf.Body, memo: Any, **_: Any) -> None:
+    async def cluster_pass(body: kopf.Body, memo: Any) -> Pass:
         namespace = body.metadata.namespace or ""
 
         async def delete_pod(name: str) -> None:
@@ -132,30 +174,108 @@ def register(
             metrics.cluster_brokers(namespace, body.metadata.name or "", expected)
             return await reconcile_cluster(kube, body, delete_pod, config)
 
-        await run_pass(TierlogCluster, "TierlogCluster", body, memo, reconcile)
+        return await run_pass(TierlogCluster, "TierlogCluster", body, memo, reconcile)
 
-    async def topic_pass(body: kopf.Body, memo: Any, **_: Any) -> None:
-        await run_pass(
+    async def topic_pass(body: kopf.Body, memo: Any) -> Pass:
+        return await run_pass(
             TierlogTopic, "TierlogTopic", body, memo, lambda: reconcile_topic(kube, body)
         )
 
-    for resource, run in ((_CLUSTERS, cluster_pass), (_TOPICS, topic_pass)):
+    async def passes(
+        memo: Any, stopped: kopf.DaemonStopped, run: Callable[[], Awaitable[Pass]]
+    ) -> None:
+        """An object's passes, one now and then one each time it is woken, soon while a
+        pass waits on the brokers or failed, else at the resync."""
+        woken, delay_s = woken_event(memo), 0.0
+        while True:
+            await sleep_until_woken(woken, stopped, delay_s)
+            if stopped:
+                return
+            woken.clear()
+            try:
+                outcome = await run()
+            except Exception as error:  # Degraded is written; the next pass comes soon
+                log.warning("a pass failed and is retried in %.0f s: %s", BROKER_POLL_S, error)
+                delay_s = BROKER_POLL_S
+                continue
+            delay_s = BROKER_POLL_S if outcome.polls_brokers else resync_s
+
+    @kopf.daemon(GROUP, VERSION, _CLUSTERS, id="passes", registry=registry, cancellation_timeout=30)
+    async def cluster_passes(
+        body: kopf.Body, memo: Any, stopped: kopf.DaemonStopped, **_: Any
+    ) -> None:
+        key = _cluster_key(body)
+        wakeups.wake_topics(key)  # a topic that waited for its cluster
+        with wakeups.cluster(key, woken_event(memo)):
+            await passes(memo, stopped, lambda: cluster_pass(body, memo))
+
+    @kopf.daemon(GROUP, VERSION, _TOPICS, id="passes", registry=registry, cancellation_timeout=30)
+    async def topic_passes(
+        body: kopf.Body, memo: Any, stopped: kopf.DaemonStopped, **_: Any
+    ) -> None:
+        key = _topic_cluster_key(body)
+        wakeups.wake_cluster(key)  # its partitions go into the cluster's plan
+        with wakeups.topic(key, woken_event(memo)):
+            await passes(memo, stopped, lambda: topic_pass(body, memo))
+
+    # The wakers: async, so they run on the loop the daemons wait on (an asyncio.Event is
+    # not for threads, where kopf runs plain functions).
+    async def cluster_changed(body: kopf.Body, memo: Any, **_: Any) -> None:
+        """Created, resumed, or its spec, labels or annotations (not its status) changed."""
+        woken_event(memo).set()
+        wakeups.wake_topics(_cluster_key(body))
+
+    async def topic_changed(body: kopf.Body, memo: Any, **_: Any) -> None:
+        woken_event(memo).set()
+        wakeups.wake_cluster(_topic_cluster_key(body))
+
+    for resource, changed in ((_CLUSTERS, cluster_changed), (_TOPICS, topic_changed)):
         for name, decorate in (
             ("create", kopf.on.create),
             ("update", kopf.on.update),
             ("resume", kopf.on.resume),
         ):
-            decorate(GROUP, VERSION, resource, id=name, registry=registry, backoff=RESYNC_S)(run)
-        kopf.timer(
-            GROUP,
-            VERSION,
-            resource,
-            id="resync",
+            decorate(GROUP, VERSION, resource, id=name, registry=registry)(changed)
+
+    # The rest wake on watch events (their ids start with WAKER_PREFIX: one log line per
+    # event would drown the rest, see QuietWakers).
+    async def pause_changed(body: kopf.Body, memo: Any, **_: Any) -> None:
+        """kopf's change detection skips annotations under its own storage prefix
+        (``tierlog.io/``), the pause annotation among them: compared with the last pass."""
+        if "paused" in memo and memo["paused"] != is_paused(body):
+            woken_event(memo).set()
+
+    for resource in (_CLUSTERS, _TOPICS):
+        kopf.on.event(GROUP, VERSION, resource, id=f"{WAKER_PREFIX}paused", registry=registry)(
+            pause_changed
+        )
+
+    @kopf.on.event(GROUP, VERSION, _TOPICS, id=f"{WAKER_PREFIX}topic-gone", registry=registry)
+    async def topic_gone(body: kopf.Body, type: str | None, **_: Any) -> None:
+        if type == "DELETED":  # its partitions leave the cluster's plan
+            wakeups.wake_cluster(_topic_cluster_key(body))
+
+    # What a cluster's pass reads besides its own object. A pod also wakes its cluster's
+    # topics, which wait for every broker to be ready.
+    @kopf.on.event(
+        "", "v1", "pods", id=f"{WAKER_PREFIX}pod", labels=_BROKER_POD_LABELS, registry=registry
+    )
+    async def broker_pod_changed(body: kopf.Body, **_: Any) -> None:
+        wakeups.wake_cluster(_labelled_key(body, _INSTANCE))
+        wakeups.wake_topics(_labelled_key(body, _INSTANCE))
+
+    for group, plural in (("apps", "statefulsets"), ("", "configmaps")):
+        kopf.on.event(
+            group, "v1", plural, id=f"{WAKER_PREFIX}rendered", labels=_RENDERED_LABELS,
             registry=registry,
-            interval=RESYNC_S,
-            initial_delay=RESYNC_S,
-            backoff=RESYNC_S,  # a failed pass is retried as soon as any (kopf's: 60 s)
-        )(run)
+        )(rendered_changed)  # fmt: skip
+
+    @kopf.on.event(
+        "", "v1", "configmaps", id=f"{WAKER_PREFIX}state", labels=_STATE_LABELS, registry=registry
+    )
+    async def partition_state_changed(body: kopf.Body, **_: Any) -> None:
+        """The brokers' and the controller's partition state (leaders, reassignments)."""
+        wakeups.wake_cluster(_labelled_key(body, CLUSTER_LABEL))
 
     @kopf.daemon(
         GROUP,
@@ -179,7 +299,7 @@ def register(
         finally:  # its series go with it (another replica reports them now, or nobody)
             metrics.controllers.pop((namespace, name), None)
 
-    @kopf.on.delete(GROUP, VERSION, _TOPICS, registry=registry, backoff=RESYNC_S)
+    @kopf.on.delete(GROUP, VERSION, _TOPICS, registry=registry, backoff=BROKER_POLL_S)
     async def topic_deleted(body: kopf.Body, memo: Any, **_: Any) -> None:
         async with _lock(memo):
             deletion = await delete_topic(
@@ -190,13 +310,13 @@ def register(
             )
         _post(body, memo, deletion.events)
         if not deletion.done:  # kopf keeps the finalizer and calls again after the delay
-            raise kopf.TemporaryError(f"waiting for {deletion.waiting}", delay=RESYNC_S)
+            raise kopf.TemporaryError(f"waiting for {deletion.waiting}", delay=BROKER_POLL_S)
 
-    @kopf.on.delete(GROUP, VERSION, _CLUSTERS, registry=registry, backoff=RESYNC_S)
+    @kopf.on.delete(GROUP, VERSION, _CLUSTERS, registry=registry, backoff=BROKER_POLL_S)
     async def cluster_deleted(body: kopf.Body, memo: Any, **_: Any) -> None:
         async with _lock(memo):
             deletion = await delete_cluster(kube, body)
         _post(body, memo, deletion.events)
         if not deletion.done:
-            raise kopf.TemporaryError(f"waiting for {deletion.waiting}", delay=RESYNC_S)
+            raise kopf.TemporaryError(f"waiting for {deletion.waiting}", delay=BROKER_POLL_S)
         metrics.cluster_deleted(body.metadata.namespace or "", body.metadata.name or "")

@@ -17,7 +17,7 @@ import logging
 import kopf
 
 from tierlog.operator.config import OperatorConfig, add_arguments
-from tierlog.operator.handlers import register
+from tierlog.operator.handlers import RESYNC_S, QuietWakers, register
 from tierlog.operator.kube import Kube
 from tierlog.operator.metrics import OperatorMetrics
 
@@ -62,6 +62,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="how long a deleted TierlogTopic waits for brokers that do not answer before "
         "its finalizer goes anyway (default %(default)s)",
     )
+    parser.add_argument(
+        "--resync-interval",
+        type=float,
+        default=RESYNC_S,
+        metavar="SECONDS",
+        help="how often an object nothing changed is passed anyway; changes to it and to "
+        "what it owns are followed at once (default %(default)s)",
+    )
     parser.add_argument("--log-level", default="INFO")
     add_arguments(parser)
     return parser.parse_args(argv)
@@ -98,6 +106,7 @@ async def _run(args: argparse.Namespace) -> None:
         metrics,
         OperatorConfig.from_args(args),
         topic_deletion_timeout_s=args.topic_deletion_timeout,
+        resync_s=args.resync_interval,
     )
     await kopf.operator(
         registry=registry,
@@ -118,5 +127,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     for chatty in ("httpx", "httpx2", "aiohttp.access"):  # a line per request or probe
         logging.getLogger(chatty).setLevel(logging.WARNING)
+    logging.getLogger("kopf.objects").addFilter(QuietWakers())
     asyncio.run(_run(args))
     return 0

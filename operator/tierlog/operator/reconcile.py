@@ -2,7 +2,9 @@
 
 Level-based: every pass starts from what the API server and the brokers say now, so
 a pass interrupted anywhere is finished by the next one, and the operator can restart
-at any time. The handlers (``handlers.py``) run passes on changes and on a timer.
+at any time. The handlers (``handlers.py``) run passes on watched changes and on a
+timer: a short one while a pass waits on what only the brokers can tell
+(``Pass.polls_brokers``), a long one otherwise.
 
 The partition assignment goes to the brokers twice: into the ConfigMap (what a
 starting broker reads), and, right after, over gRPC to every ready broker, since a
@@ -86,6 +88,9 @@ class Pass:
 
     status: dict[str, Any]
     events: list[Event] = field(default_factory=list)
+    # It waits on something no watch shows (a sidecar safe to restart, a drain, a plan a
+    # ready broker did not take): the next pass comes soon, not at the next resync.
+    polls_brokers: bool = False
 
 
 def now() -> str:
@@ -285,9 +290,10 @@ async def _apply_all(
 
 async def _push_assignment(
     assignment: Assignment, pods: Mapping[int, BrokerPod], security: BrokerSecurity
-) -> None:
+) -> bool:
     """Hand the plan just written to the ConfigMap to every ready broker, all at once; a
-    broker that does not take it is logged, never fatal (the next pass tries again)."""
+    broker that does not take it is logged, never fatal (the next pass tries again).
+    Whether every ready broker took it."""
     document = assignment.to_json()
 
     async def push(pod: BrokerPod) -> AssignmentUpdate:
@@ -296,6 +302,7 @@ async def _push_assignment(
 
     targets = [pod for pod in pods.values() if pod.ready and pod.address and not pod.deleting]
     answers = await asyncio.gather(*(push(pod) for pod in targets), return_exceptions=True)
+    taken = True
     for pod, answer in zip(targets, answers, strict=True):
         if isinstance(answer, Exception):
             log.warning(
@@ -306,6 +313,7 @@ async def _push_assignment(
                 type(answer).__name__,
                 answer,
             )
+            taken = False
         elif isinstance(answer, BaseException):
             raise answer  # cancelled: the pass ends
         elif answer.generation > assignment.generation:
@@ -315,6 +323,7 @@ async def _push_assignment(
                 answer.generation,
                 assignment.generation,
             )
+    return taken
 
 
 def _deferred(roll: Roll, waiting: str, cause: str) -> tuple[Roll, list[Event]]:
@@ -421,7 +430,7 @@ async def reconcile_cluster(
         await _apply_partition_state_access(kube, cluster, owner, width)
     events = await _apply_all(kube, cluster, owner, scale, config.peer)
     events += await _start_reassignments(cluster, scale, width)
-    await _push_assignment(scale.assignment, pods, security)
+    pushed = await _push_assignment(scale.assignment, pods, security)
     events += _scale_events(scale, previous, current, cluster.brokers)
     desired_hash = desired_config_hash(cluster)
     serving = min(cluster.brokers, scale.replicas)
@@ -434,7 +443,7 @@ async def reconcile_cluster(
     status = _status(body, cluster, scale, pods, roll, desired_hash, serving, waits, pull_failures)
     if cluster.replication is not None:  # who serves each partition: its leader
         status["assignment"] = _leaders(scale.assignment, states)
-    return Pass(status, events)
+    return Pass(status, events, polls_brokers=bool(scale.draining) or not roll.done or not pushed)
 
 
 def _leaders(
