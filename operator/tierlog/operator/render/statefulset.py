@@ -64,7 +64,7 @@ SHARED_TIER_VOLUME = "tier"
 # on a 2-core machine at a load average of ~12 (docs/BENCHMARKS.md, "Restarts with
 # many partitions"). A kubelet SIGKILL past it costs no data, only the check of the
 # unflushed tails at the next start.
-CLOSE_BUDGET_S = 90
+CLOSE_BUDGET_S = 105
 TERMINATION_GRACE_S = SHUTDOWN_GRACE_MS // 1000 + CLOSE_BUDGET_S
 
 
