@@ -1,6 +1,17 @@
-"""One partition's log: ordered segments, appends, reads and offset lookups.
+"""One partition's log as its users see it (Kafka's ``UnifiedLog``): appends, reads,
+offset lookups, and the state above the segment files.
 
-The log owns the end offset: append validates a produced buffer at the batch level
+It owns a ``LocalLog`` (``local_log.py``: the segments, roll, read, truncate, flush
+of the files, the log end) and keeps, under the one lock both share:
+
+- ``log_start_offset`` <= ``high_watermark`` <= the log end; a tiered log may start
+  below its first local segment (``local_log_start_offset``): the tier holds the rest.
+- The leader-epoch cache and the producer state describe exactly the offsets in
+  [log start, log end): every truncation, retention pass or restart cuts them too.
+- Nothing is appended below the log start, and every append is stamped with the
+  current ``leader_epoch`` (a follower's with its leader's).
+
+Append validates a produced buffer at the batch level
 (no per-record work on the hot path), assigns offsets by patching each batch header
 (base offset and partition leader epoch lie outside the CRC, so the payload is
 written as it came, with no copy), rolls the active segment when Kafka would, and
@@ -15,17 +26,14 @@ index of the segment its marker lands in; ``collect_aborted_transactions`` and
 
 from __future__ import annotations
 
-import bisect
-import contextlib
 import logging
 import struct
 import threading
 import time
-import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
 from tierlog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT
 from tierlog.storage.config import LogConfig, TimestampType
@@ -37,10 +45,10 @@ from tierlog.storage.errors import (
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     UnexpectedAppendOffsetError,
-    UnknownTopicOrPartitionError,
 )
 from tierlog.storage.file_records import Buffer
 from tierlog.storage.leader_epoch_cache import LeaderEpochCache
+from tierlog.storage.local_log import LocalLog
 from tierlog.storage.producer_snapshot import SnapshotEntry, snapshot_path, write_snapshot
 from tierlog.storage.producer_state import (
     BatchMetadata,
@@ -53,7 +61,6 @@ from tierlog.storage.records import (
     BatchHeader,
     EndTransactionMarker,
     crc_is_valid,
-    decode_records,
     iter_batches,
     parse_header,
     patch_offsets,
@@ -65,13 +72,11 @@ from tierlog.storage.records.inflight import DecompressedBytesBudget
 from tierlog.storage.records.validation import NO_BUDGET
 from tierlog.storage.retention import RetentionBudget, deletable_segments
 from tierlog.storage.segment import (
-    DELETED_SUFFIX,
     AppendedBatch,
     LogSegment,
-    RollPolicy,
     TimestampAndOffset,
 )
-from tierlog.storage.transaction_index import AbortedTxn, collect_aborted
+from tierlog.storage.transaction_index import AbortedTxn
 
 __all__ = [
     "EARLIEST_LOCAL_TIMESTAMP",
@@ -84,12 +89,6 @@ __all__ = [
     "Log",
     "LogRead",
 ]
-
-_T = TypeVar("_T")
-_Snapshot = tuple[list[LogSegment], list[int]]  # segments and their base offsets
-
-# A read that keeps racing deletions gives up with a clean error after this many tries.
-_READ_ATTEMPTS = 8
 
 # ListOffsets' special timestamps, as Kafka numbers them (-4 and -5: KIP-1005).
 LATEST_TIMESTAMP = -1
@@ -160,7 +159,8 @@ FlushHook = Callable[["Log"], None]
 
 
 class Log:
-    """Segments of one topic partition in a directory ``<topic>-<partition>``."""
+    """One topic partition in a directory ``<topic>-<partition>``: its ``LocalLog`` of
+    segments and the offsets, epochs and producers above them."""
 
     def __init__(
         self,
@@ -176,18 +176,24 @@ class Log:
     ):
         """``recovered`` are segments recovery rebuilt, each with the offset from which
         their transaction indexes are written again while the producer state is loaded."""
-        if not segments:
-            raise ValueError("a log has at least one segment")
         self.directory = directory
-        self.config = config
-        self._set_segments(segments)
+        self.clock_ms = clock_ms
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self.local = LocalLog(
+            directory,
+            config,
+            segments,
+            recovery_point=recovery_point,
+            clock_ms=clock_ms,
+            lock=self._lock,
+        )
         # A tiered log may start below its first local segment: the tier holds the rest
         # (``continue_tier`` settles it once the tier's view is known).
         local_start = segments[0].base_offset
         self.log_start_offset = (
             log_start_offset if config.remote_storage_enable else max(log_start_offset, local_start)
         )
-        self.recovery_point = recovery_point
         # The offset below which every in-sync replica holds the log (replication moves
         # it; ``replication-offset-checkpoint`` keeps it): consumers read below it.
         self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
@@ -201,30 +207,12 @@ class Log:
         # One past the highest offset safely in the remote tier (the remote log manager
         # keeps it): producer snapshots at or above it are kept for the uploader.
         self.tiered_end_offset = 0
-        self.clock_ms = clock_ms
-        self.unflushed_messages = 0
-        self.last_flush_ms = clock_ms()
         self.flush_hook: FlushHook = Log.flush
         # The broker's bound on what validations hold decoded at once (its log manager's).
         self.decompression_budget: DecompressedBytesBudget = NO_BUDGET
-        self._roll_policy = RollPolicy(config.segment_bytes, config.segment_ms)
-        self._lock = threading.Lock()
-        self._flush_lock = threading.Lock()
-        self._retired: list[tuple[int, LogSegment]] = []  # (delete at ms, segment)
-        # Odd while a truncation rewrites the log: a lock-free read that overlapped one
-        # (the count moved) may hold bytes from before and after it, so it is retried.
-        self._truncations = 0
-        # Set before the files close when the partition is deleted (``close_deleted``):
-        # a lock-free reader still holding this log checks it after reading, since what
-        # it read from closed files is an error or, through a reused descriptor, another
-        # file's bytes.
-        self.deleted = False
-        for segment in self._segments:
-            segment.roll_jitter_ms = self._jitter_ms(segment.base_offset)
-        self.active_segment.created_ms = clock_ms()  # segment.ms runs on the log's clock
         self.producer_state = ProducerStateManager(directory)
         self.producer_state.load(
-            self._segments,
+            segments,
             log_start_offset=self.log_start_offset,
             log_end_offset=self.log_end_offset,
             rebuild_txn_indexes=recovered,
@@ -263,39 +251,48 @@ class Log:
             recovered=loaded.rebuilt,
         )
 
-    # -- offsets ----------------------------------------------------------------------
+    # -- the local log's state, as callers read it ------------------------------------
+
+    @property
+    def config(self) -> LogConfig:
+        return self.local.config
 
     @property
     def segments(self) -> list[LogSegment]:
-        return list(self._segments)
+        return self.local.segments
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self.local.active_segment
 
     @property
     def log_end_offset(self) -> int:
-        return self._segments[-1].next_offset
+        return self.local.log_end_offset
 
     @property
     def size_bytes(self) -> int:
-        return sum(segment.size for segment in self._segments)
-
-    def _set_segments(self, segments: Sequence[LogSegment]) -> None:
-        # One attribute holds both lists so a lock-free reader never sees them disagree.
-        self._segments_and_bases = (
-            list(segments),
-            [segment.base_offset for segment in segments],
-        )
+        return self.local.size_bytes
 
     @property
-    def _segments(self) -> list[LogSegment]:
-        return self._segments_and_bases[0]
+    def recovery_point(self) -> int:
+        return self.local.recovery_point
 
-    @staticmethod
-    def _segment_index(base_offsets: list[int], offset: int) -> int:
-        """Index of the segment whose range holds ``offset`` (O(log n) over base offsets)."""
-        return max(bisect.bisect_right(base_offsets, offset) - 1, 0)
+    @property
+    def unflushed_messages(self) -> int:
+        return self.local.unflushed_messages
+
+    @property
+    def last_flush_ms(self) -> int:
+        return self.local.last_flush_ms
+
+    @property
+    def deleted(self) -> bool:
+        return self.local.deleted
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset still on local disk (below it, only the tier has the data)."""
+        return max(self.log_start_offset, self.local.first_segment_base_offset)
 
     # -- append -----------------------------------------------------------------------
 
@@ -334,7 +331,7 @@ class Log:
             )
         append_time_ms = now_ms if config.timestamp_type is TimestampType.LOG_APPEND_TIME else -1
         with self._lock:
-            self._check_not_deleted()  # never write through a closed (or reused) descriptor
+            self.local.check_not_deleted()  # never write through a closed (or reused) descriptor
             first_offset = self.log_end_offset
             producers = self.producer_state.prepare_append(
                 headers,
@@ -418,7 +415,7 @@ class Log:
         batches = [AppendedBatch(h.last_offset, h.max_timestamp, h.size) for h in headers]
         max_timestamp = max(h.max_timestamp for h in headers)
         with self._lock:
-            self._check_not_deleted()
+            self.local.check_not_deleted()
             if first_offset < self.log_end_offset:
                 raise UnexpectedAppendOffsetError(
                     f"batches from offset {first_offset} below the log end {self.log_end_offset}"
@@ -432,7 +429,9 @@ class Log:
                 [view], batches, epochs, first_offset, max_timestamp, now_ms, roll=roll
             )
             self.producer_state.replay(
-                self._segments, self.log_end_offset, rebuild_txn_indexes={segment: first_offset}
+                self.local.segments,
+                self.log_end_offset,
+                rebuild_txn_indexes={segment: first_offset},
             )
             needs_flush = self.unflushed_messages >= self.config.flush_messages
         if needs_flush:
@@ -466,25 +465,15 @@ class Log:
                 f"{self.directory.name}: an append at offset {first_offset} is below the "
                 f"log start {self.log_start_offset}"
             )
-        total_bytes = sum(batch.size for batch in batches)
-        segment = self.active_segment
         if roll is None:
-            roll = segment.should_roll(
-                self._roll_policy,
-                incoming_bytes=total_bytes,
-                incoming_max_timestamp=max_timestamp,
-                incoming_last_offset=batches[-1].last_offset,
-                now_ms=now_ms,
-            )
+            roll = self.local.should_roll(batches, max_timestamp, now_ms)
         if roll:
-            segment = self._roll_locked()
+            self._roll_locked()
         # Written ahead of the batches: an epoch entry at or past the log end (the append
         # failed, or a crash came first) is dropped at the next open.
         for epoch, start_offset in epochs:
             self.leader_epoch_cache.assign(epoch, start_offset)
-        segment.append(pieces, batches, total_bytes)
-        self.unflushed_messages += batches[-1].last_offset - first_offset + 1
-        return segment
+        return self.local.append(pieces, batches, first_offset)
 
     def append_waits_for_sync(self, records_bytes: int) -> bool:
         """Whether appending ``records_bytes`` of batches may wait for an fsync (the flush
@@ -565,23 +554,7 @@ class Log:
     ) -> list[AbortedTxn]:
         """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``, from
         the transaction indexes of the segment holding ``start_offset`` onwards."""
-
-        def attempt(snapshot: _Snapshot) -> tuple[list[AbortedTxn], Sequence[LogSegment]]:
-            segments, base_offsets = snapshot
-            first = self._segment_index(base_offsets, start_offset)
-            searched = segments[first:]
-            indexes = (segment.txn_index.entries() for segment in searched)
-            return collect_aborted(indexes, start_offset, upper_bound_offset), searched
-
-        return self._consistently(attempt, f"offset {start_offset}")
-
-    def _jitter_ms(self, base_offset: int) -> int:
-        """A per-segment, repeatable jitter so that many partitions do not roll together."""
-        jitter = min(self.config.segment_jitter_ms, self.config.segment_ms)
-        if jitter <= 0:
-            return 0
-        seed = f"{self.directory.name}/{base_offset}".encode()
-        return zlib.crc32(seed) % jitter
+        return self.local.collect_aborted_transactions(start_offset, upper_bound_offset)
 
     # -- roll, flush, truncate --------------------------------------------------------
 
@@ -591,32 +564,15 @@ class Log:
             return self._roll_locked()
 
     def _roll_locked(self) -> LogSegment:
-        old = self.active_segment
-        new_base = old.next_offset
-        if old.size == 0 and old.base_offset == new_base:
-            return old
-        # Kafka's roll-time snapshot: the producers of the log below the new segment.
-        self.producer_state.take_snapshot(sync=False)
-        self.producer_state.prune_snapshots(
-            self.recovery_point,
-            keep_from=self.tiered_end_offset if self.config.remote_storage_enable else None,
-        )
-        old.on_become_inactive()
-        segment = self._new_segment(new_base)
-        old.release_indexes()  # sealed: mapped again only if a reader searches it
-        self._set_segments([*self._segments, segment])
-        return segment
-
-    def _new_segment(self, base_offset: int) -> LogSegment:
-        segment = LogSegment(
-            self.directory,
-            base_offset,
-            index_interval_bytes=self.config.index_interval_bytes,
-            max_index_bytes=self.config.segment_index_bytes,
-            active=True,
-        )
-        segment.roll_jitter_ms = self._jitter_ms(base_offset)
-        segment.created_ms = self.clock_ms()
+        old = self.local.active_segment
+        segment = self.local.roll()
+        if segment is not old:
+            # Kafka's roll-time snapshot: the producers of the log below the new segment.
+            self.producer_state.take_snapshot(sync=False)
+            self.producer_state.prune_snapshots(
+                self.recovery_point,
+                keep_from=self.tiered_end_offset if self.config.remote_storage_enable else None,
+            )
         return segment
 
     def flush(self, up_to_offset: int | None = None) -> None:
@@ -627,21 +583,14 @@ class Log:
         with self._flush_lock:
             with self._lock:
                 target = self.log_end_offset if up_to_offset is None else up_to_offset
-                pending = [
-                    segment
-                    for segment in self._segments
-                    if segment.next_offset > self.recovery_point and segment.base_offset < target
-                ]
-                flushed_messages = self.unflushed_messages
+                pending = self.local.segments_to_flush(target)
+                flushed_messages = self.local.unflushed_messages
                 snapshots = self.producer_state.unsynced_snapshots(target)
             for segment in pending:
                 segment.flush()
             self.producer_state.sync_snapshots(snapshots)
             with self._lock:
-                self.recovery_point = max(self.recovery_point, target)
-                if target >= self.log_end_offset:
-                    self.unflushed_messages -= flushed_messages
-                self.last_flush_ms = self.clock_ms()
+                self.local.mark_flushed(target, flushed_messages)
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch holding an offset >= ``offset`` (whole batches only)."""
@@ -653,64 +602,32 @@ class Log:
                 # the same).
                 self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
                 return
-            with self._truncating():
+            with self.local.truncating():
                 self._truncate_to_locked(offset)
 
     def _truncate_to_locked(self, offset: int) -> None:
-        if offset < self._segments[0].base_offset:
+        if offset < self.local.first_segment_base_offset:
             self._truncate_fully_locked(offset)
             return
-        keep = self._segment_index(self._segments_and_bases[1], offset)
-        if self._segments[keep].base_offset == offset and keep > 0:
-            keep -= 1
-        for segment in self._segments[keep + 1 :]:
-            segment.delete()
-        self._set_segments(self._segments[: keep + 1])
-        active = self._segments[-1]
-        active.truncate_to(offset)
-        if active.damage:  # damage kept below the cut: appends go on in a new segment
-            self._roll_locked()
-        else:
-            active.resize_indexes(self.config.segment_index_bytes)
-        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.local.truncate_to(offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.producer_state.truncate_and_reload(
-            self._segments,
+            self.local.segments,
             log_start_offset=self.log_start_offset,
             log_end_offset=self.log_end_offset,
         )
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop everything and continue at ``offset`` (e.g. a replica far behind)."""
-        with self._lock, self._truncating():
+        with self._lock, self.local.truncating():
             self._truncate_fully_locked(offset)
 
-    @contextlib.contextmanager
-    def _truncating(self) -> Iterator[None]:
-        self._truncations += 1
-        try:
-            yield
-        finally:
-            self._truncations += 1
-
-    def _await_truncation(self, seen: int) -> bool:
-        """Whether a truncation overlapped a read that began at count ``seen``; if one is
-        running, wait for it (it holds the lock) so the retry sees the new log."""
-        if seen == self._truncations and not seen % 2:
-            return False
-        with self._lock:
-            return True
-
     def _truncate_fully_locked(self, offset: int) -> None:
-        for segment in self._segments:
-            segment.delete()
-        self._set_segments([self._new_segment(offset)])
+        self.local.truncate_fully_and_start_at(offset)
         self.log_start_offset = offset
-        self.recovery_point = offset
         self.high_watermark = offset
-        self.unflushed_messages = 0
         self.leader_epoch_cache.clear()
         self.producer_state.truncate_fully_and_start_at(offset)
 
@@ -741,13 +658,13 @@ class Log:
         starts, unless it was moved further (DeleteRecords not yet passed on to the
         tier), or the tier does not reach the first local segment (then the local
         log start is the first offset anyone holds)."""
-        with self._lock, self._truncating():
+        with self._lock, self.local.truncating():
             recorded_start = self.log_start_offset
             restarted = self.log_end_offset < tier_end_offset
             if restarted:
                 self._truncate_fully_locked(tier_end_offset)
             self.tiered_end_offset = max(self.tiered_end_offset, tier_end_offset)
-            local_start = self._segments[0].base_offset
+            local_start = self.local.first_segment_base_offset
             if tier_end_offset < local_start:
                 start = max(recorded_start, local_start)
             else:
@@ -786,15 +703,14 @@ class Log:
         write_snapshot(snapshot_path(self.directory, offset), entries, sync=True)
         self.producer_state = ProducerStateManager(self.directory)
         self.producer_state.load(
-            self._segments, log_start_offset=self.log_start_offset, log_end_offset=offset
+            self.local.segments, log_start_offset=self.log_start_offset, log_end_offset=offset
         )
 
     def update_config(self, config: LogConfig) -> None:
         """The topic's config changed (Kafka's ``UnifiedLog.updateConfig``): later appends,
         rolls, flushes and retention passes follow it; existing segments stay as they are."""
         with self._lock:
-            self.config = config
-            self._roll_policy = RollPolicy(config.segment_bytes, config.segment_ms)
+            self.local.update_config(config)
 
     def close(self, *, sync: bool = True) -> None:
         """Flush and close every segment; the active one keeps its closing index entries.
@@ -806,29 +722,15 @@ class Log:
             self.flush()
         with self._lock:
             self.producer_state.take_snapshot(sync=sync)
-            for segment in self._segments:
-                segment.close()
-            for _due, segment in self._retired:
-                segment.delete()
-            self._retired = []
-            self.recovery_point = self.log_end_offset
+            self.local.close()
 
     def close_deleted(self) -> None:
         """Close the log of a partition being deleted: reads under way or to come raise
         UNKNOWN_TOPIC_OR_PARTITION."""
-        self.deleted = True
+        self.local.deleted = True
         self.close()
 
-    def _check_not_deleted(self) -> None:
-        if self.deleted:
-            raise UnknownTopicOrPartitionError(f"{self.directory.name} was deleted")
-
     # -- retention --------------------------------------------------------------------
-
-    @property
-    def local_log_start_offset(self) -> int:
-        """The first offset still on local disk (below it, only the tier has the data)."""
-        return max(self.log_start_offset, self._segments[0].base_offset)
 
     def delete_old_segments(
         self,
@@ -851,7 +753,7 @@ class Log:
         retired = 0
         while True:
             with self._lock:
-                segments = self._segments
+                segments = self.local.segments
                 count, reason = deletable_segments(
                     segments,
                     budget,
@@ -865,40 +767,22 @@ class Log:
                 if count == len(segments):
                     self._roll_locked()  # the log end lives on in a new, empty segment
                 log.info("%s: retiring %d segments (%s)", self, count, reason)
-                self._retire_locked(segments[:count], now_ms, move_log_start=not tiered)
+                if not tiered:  # first, so a reader below it gets a clean out of range
+                    self._move_log_start_locked(self.local.segments[count].base_offset)
+                self.local.retire(segments[:count], now_ms)
+                self._forget_removed_segments_locked(segments[:count])
             retired += count
 
-    def _retire_locked(
-        self, doomed: Sequence[LogSegment], now_ms: int, *, move_log_start: bool
-    ) -> None:
-        """Take segments out of the readable list, then rename their files ``.deleted``.
-
-        Readers still holding them keep reading through open descriptors until
-        ``file.delete.delay.ms`` has passed and ``delete_retired_files`` removes them.
-        """
-        remaining = [segment for segment in self._segments if segment not in doomed]
-        self._set_segments(remaining)
-        if move_log_start:
-            self._move_log_start_locked(remaining[0].base_offset)
+    def _forget_removed_segments_locked(self, removed: Sequence[LogSegment]) -> None:
+        """Drop the producer snapshots of segments that left the local log."""
         self.producer_state.on_segments_removed(
-            [segment.base_offset for segment in doomed],
-            [segment.base_offset for segment in remaining],
+            [segment.base_offset for segment in removed],
+            [segment.base_offset for segment in self.local.segments],
         )
-        due_ms = now_ms + self.config.file_delete_delay_ms
-        for segment in doomed:
-            segment.deleted = True
-            segment.rename_with_suffix(DELETED_SUFFIX)
-            self._retired.append((due_ms, segment))
 
     def delete_retired_files(self, now_ms: int | None = None) -> int:
         """Delete the files of retired segments whose delay has passed; returns how many."""
-        now_ms = self.clock_ms() if now_ms is None else now_ms
-        with self._lock:
-            due = [segment for due_ms, segment in self._retired if due_ms <= now_ms]
-            self._retired = [(at, segment) for at, segment in self._retired if at > now_ms]
-        for segment in due:
-            segment.delete()
-        return len(due)
+        return self.local.delete_retired_files(self.clock_ms() if now_ms is None else now_ms)
 
     # -- read -------------------------------------------------------------------------
 
@@ -912,96 +796,31 @@ class Log:
     ) -> LogRead:
         """Whole batches from the one holding ``offset``, up to ``max_bytes``.
 
-        Raises OffsetOutOfRangeError below the log start or past the log end. A read
-        that raced the retirement of its segment, or a truncation, is retried on the
-        current segments, so it returns whole batches or the clean error.
+        Raises OffsetOutOfRangeError below the log start or past the log end, and
+        OffsetMovedToTieredStorageError below the local log start. A read that raced
+        the retirement of its segment, or a truncation, is retried on the current
+        segments, so it returns whole batches or the clean error.
         """
-
-        def attempt(snapshot: _Snapshot) -> tuple[LogRead, Sequence[LogSegment]]:
-            segments, base_offsets = snapshot
-            log_end = segments[-1].next_offset
-            self._check_in_range(offset, log_end)
-            records, visited = self._read_from(
-                segments, base_offsets, offset, max_bytes, upper_bound_offset, min_one_batch
-            )
-            base = visited[-1].base_offset if records else -1
-            return LogRead(records, self.log_start_offset, log_end, base), visited
-
-        return self._consistently(attempt, f"offset {offset}")
-
-    def _consistently(
-        self, attempt: Callable[[_Snapshot], tuple[_T, Sequence[LogSegment]]], what: str
-    ) -> _T:
-        """Run a lock-free read on a snapshot of the segments until nothing raced it.
-
-        ``attempt`` returns its answer and the segments it relied on. It raced when one
-        of those was retired meanwhile (it may have read nothing from it and moved on)
-        or a truncation overlapped it: then it runs again on the current segments.
-        """
-        for _attempt in range(_READ_ATTEMPTS):
-            self._check_not_deleted()
-            seen = self._truncations
-            if self._await_truncation(seen):
-                continue
-            snapshot = self._segments_and_bases
-            try:
-                answer, relied_on = attempt(snapshot)
-            except Exception:  # a segment retired or truncated under us fails in any way
-                self._check_not_deleted()
-                raced = any(s.deleted for s in snapshot[0]) or self._await_truncation(seen)
-                if not raced:
-                    raise
-                continue
-            self._check_not_deleted()
-            if self._await_truncation(seen):
-                continue
-            if not any(segment.deleted for segment in relied_on):
-                return answer
-        raise OffsetOutOfRangeError(f"{what} was deleted while being read")
+        found = self.local.read(
+            offset,
+            max_bytes,
+            upper_bound_offset=upper_bound_offset,
+            min_one_batch=min_one_batch,
+            check_range=self._check_in_range,
+        )
+        return LogRead(
+            found.records, self.log_start_offset, found.log_end_offset, found.segment_base_offset
+        )
 
     def _check_in_range(self, offset: int, log_end: int) -> None:
         if offset > log_end or offset < self.log_start_offset:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is outside [{self.log_start_offset}, {log_end}]"
             )
-        if offset < self._segments[0].base_offset:
+        if offset < self.local.first_segment_base_offset:
             raise OffsetMovedToTieredStorageError(
                 f"offset {offset} is below the local log start {self.local_log_start_offset}"
             )
-
-    def _read_from(
-        self,
-        segments: Sequence[LogSegment],
-        base_offsets: list[int],
-        offset: int,
-        max_bytes: int,
-        upper_bound_offset: int | None,
-        min_one_batch: bool,
-    ) -> tuple[bytes, list[LogSegment]]:
-        """Whole batches from the first segment at or after ``offset`` that has some,
-        and the segments visited on the way."""
-        index = self._segment_index(base_offsets, offset)
-        visited: list[LogSegment] = []
-        while index < len(segments):
-            segment = segments[index]
-            visited.append(segment)
-            found = segment.read(
-                offset,
-                max_bytes,
-                max_position=segment.size,
-                upper_bound_offset=upper_bound_offset,
-                min_one_batch=min_one_batch,
-            )
-            if found is not None and found.records:
-                return found.records, visited
-            if (
-                upper_bound_offset is not None
-                and index + 1 < len(segments)
-                and base_offsets[index + 1] >= upper_bound_offset
-            ):
-                break
-            index += 1
-        return b"", visited
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """Kafka's ListOffsets for one partition.
@@ -1013,89 +832,29 @@ class Log:
             return TimestampAndOffset(-1, self.log_start_offset)
         if timestamp == LATEST_TIMESTAMP:
             return TimestampAndOffset(-1, self.log_end_offset)
-
-        def attempt(snapshot: _Snapshot) -> tuple[TimestampAndOffset | None, Sequence[LogSegment]]:
-            return self._search_timestamp(snapshot[0], timestamp), snapshot[0]
-
-        return self._consistently(attempt, f"timestamp {timestamp}")
-
-    def _search_timestamp(
-        self, segments: Sequence[LogSegment], timestamp: int
-    ) -> TimestampAndOffset | None:
         if timestamp == MAX_TIMESTAMP:
-            return self._max_timestamp_record(segments)
-        for segment in segments:
-            if segment.max_timestamp_so_far < timestamp:
-                continue
-            found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
-            if found is not None:
-                return found
-        return None
-
-    def _max_timestamp_record(self, segments: Sequence[LogSegment]) -> TimestampAndOffset | None:
-        holder = max(segments, key=lambda segment: segment.max_timestamp_so_far)
-        if holder.max_timestamp_so_far < 0:
-            return None
-        found = holder.translate_offset(holder.offset_of_max_timestamp)
-        if found is None:
-            return None
-        whole = holder.log.read(found.position, found.header.size)
-        for record in decode_records(whole, parse_header(whole, 0)):
-            if record.timestamp == holder.max_timestamp_so_far:
-                return TimestampAndOffset(record.timestamp, record.offset)
-        return TimestampAndOffset(holder.max_timestamp_so_far, holder.offset_of_max_timestamp)
+            return self.local.max_timestamp_record()
+        return self.local.find_offset_by_timestamp(
+            timestamp, first_offset=lambda: self.log_start_offset
+        )
 
     def __repr__(self) -> str:
         return (
             f"Log({self.directory.name}, start={self.log_start_offset}, "
-            f"end={self.log_end_offset}, segments={len(self._segments)})"
+            f"end={self.log_end_offset}, segments={len(self.local.segments)})"
         )
 
     # -- compaction support -----------------------------------------------------------
     # The cleaner (cleaner.py) rewrites closed segments; this is what it needs of the log.
 
     def replace_segments(self, new: Sequence[LogSegment], old: Sequence[LogSegment]) -> bool:
-        """Swap cleaned segments in for those they were made from (Kafka's replaceSegments).
-
-        ``new`` are flushed ``.cleaned`` segments holding exactly the offsets of ``old``,
-        a run of closed segments of this log, and ending with the same batch. Under the
-        lock: ``new`` become ``.swap`` (from here recovery finishes the swap), the segment
-        list changes in one step, ``old`` are retired as ``.deleted`` (readers keep them
-        until ``file.delete.delay.ms``), and ``new`` take their final names. Returns
-        False, changing nothing, when ``old`` are no longer what the log holds (a
-        truncation or retention got there first); the caller then deletes ``new``.
+        """Swap cleaned segments in for those they were made from (``LocalLog``'s
+        ``replace_segments`` under the log's lock), then drop the producer snapshots of
+        base offsets no segment has any more. Returns False, changing nothing, when
+        ``old`` are no longer what the log holds; the caller then deletes ``new``.
         """
-        from tierlog.storage.checkpoints import fsync_directory
-        from tierlog.storage.recovery import SWAP_SUFFIX
-
-        now_ms = self.clock_ms()
         with self._lock:
-            if not self._replaceable(new, old):
+            if not self.local.replace_segments(new, old):
                 return False
-            for segment in new:
-                segment.rename_with_suffix(SWAP_SUFFIX)
-            fsync_directory(self.directory)
-            doomed = {id(segment) for segment in old}
-            kept = [segment for segment in self._segments if id(segment) not in doomed]
-            self._set_segments(sorted([*kept, *new], key=lambda segment: segment.base_offset))
-            self._retire_locked(old, now_ms, move_log_start=False)
-            for segment in new:
-                segment.rename_with_suffix("")
-            fsync_directory(self.directory)
+            self._forget_removed_segments_locked(old)
             return True
-
-    def _replaceable(self, new: Sequence[LogSegment], old: Sequence[LogSegment]) -> bool:
-        segments = self._segments
-        if not new or not old or any(segment.deleted for segment in old):
-            return False
-        try:
-            first = next(i for i, segment in enumerate(segments) if segment is old[0])
-        except StopIteration:
-            return False
-        run = segments[first : first + len(old)]
-        return (
-            first + len(old) < len(segments)  # never the active segment
-            and all(mine is theirs for mine, theirs in zip(run, old, strict=True))
-            and new[0].base_offset == old[0].base_offset
-            and new[-1].next_offset == old[-1].next_offset
-        )
