@@ -74,8 +74,8 @@ def main() -> None:
         for run in range(args.runs):
             log = Log.open(scratch / "t-0", base, clean_shutdown=True, clock_ms=lambda: now)
             oldest_kept = log.segments[100].largest_timestamp
-            log.config = LogConfig.from_properties(
-                {"retention.ms": str(now - oldest_kept + 1)}, base
+            log.update_config(
+                LogConfig.from_properties({"retention.ms": str(now - oldest_kept + 1)}, base)
             )
             count = len(log.segments)
             samples.append(timed_ms(lambda log=log: log.delete_old_segments(now_ms=now)))
