@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tierlog.api.v1 import log_service_pb2
-from tierlog.sidecar.fetch_wire import AbortedTransaction, FetchAnswer, encode_fetch_answer
+from tierlog.broker.fetch import AbortedTransaction, FetchAnswer
+from tierlog.sidecar.fetch_wire import encode_fetch_answer
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 

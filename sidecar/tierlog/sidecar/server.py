@@ -41,14 +41,17 @@ from tierlog.api.v1 import (
     transaction_service_pb2,
     transaction_service_pb2_grpc,
 )
+from tierlog.broker.fetch import FetchReader
 from tierlog.broker.ownership import Broker, Ownership, read_assignment_file
 from tierlog.broker.partitions import Partitions
+from tierlog.broker.produce import Acks, Appender
 from tierlog.broker.topics import TopicStore
 from tierlog.broker.watch import AppendWatch
 from tierlog.client.rpc import CHANNEL_OPTIONS
 from tierlog.coordinator.coordinator import GroupCoordinator
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
+from tierlog.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC
 from tierlog.replication.broker import ReplicatedBroker
 from tierlog.replication.metrics import ReplicationCollector
 from tierlog.replication.replica_manager import ReplicaManager
@@ -68,7 +71,7 @@ from tierlog.sidecar.upload_metrics import UploadMetrics
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.log import AppendOrigin
 from tierlog.storage.manager import LogManager
-from tierlog.storage.records import iter_batches, read_end_txn_marker
+from tierlog.storage.records import NO_PARTITION_LEADER_EPOCH, iter_batches, read_end_txn_marker
 from tierlog.storage.recovery import RecoveryProgress
 from tierlog.storage.tier.chunk_cache import ChunkCache
 from tierlog.storage.tier.range_reader import RangeReader
@@ -88,6 +91,8 @@ _SERVICE_DESCRIPTORS = (
     group_service_pb2.DESCRIPTOR.services_by_name["GroupService"],
     transaction_service_pb2.DESCRIPTOR.services_by_name["TransactionService"],
 )
+# Topics only the broker writes (its coordinators' state), as Kafka refuses clients them.
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 _REPLICATION = replication_service_pb2.DESCRIPTOR.services_by_name["ReplicationService"]
 
 
@@ -127,6 +132,8 @@ class SidecarServer:
         )
         self.address = ""
         self.remote_reader: RemoteLogReader | None = None  # once started
+        self.appender: Appender | None = None  # once started: the produce core
+        self.reader: FetchReader | None = None  # once started: the fetch core
         self._log_service: LogService | None = None
         self.groups: GroupCoordinator | None = None  # once started
         self.transactions: TransactionCoordinator | None = None  # once started
@@ -168,11 +175,13 @@ class SidecarServer:
         self.remote_log_manager.committed_end = partitions.high_watermark
         await asyncio.to_thread(partitions.adopt_logs_on_disk)
         self.remote_reader = await asyncio.to_thread(self._remote_reader)
+        self.appender = Appender(partitions, self.watch, INTERNAL_TOPICS)
+        self.reader = FetchReader(partitions, self.watch, self.remote_reader)
         self._log_service = LogService(
             partitions,
-            self.watch,
+            self.appender,
+            self.reader,
             Limits(fetch_max_bytes=self.config.storage.default_log_config.max_message_bytes),
-            self.remote_reader,
         )
         descriptors = list(_SERVICE_DESCRIPTORS)
         if partitions.replicas is not None:
@@ -274,14 +283,12 @@ class SidecarServer:
     ) -> int:
         """The coordinators' writes: an acks=all produce; the base offset. Transaction
         markers come as ``AppendOrigin.COORDINATOR``, the only origin allowed them."""
-        assert self._log_service is not None
-        request = log_service_pb2.ProduceRequest(
-            topic=tp.topic,
-            partition=tp.partition,
-            acks=log_service_pb2.ACKS_ALL,
-            record_batches=data,
+        assert self.appender is not None
+        _tp, target = self.appender.target(
+            tp.topic, tp.partition, NO_PARTITION_LEADER_EPOCH, Acks.ALL, internal=True
         )
-        return (await self._log_service.produce(request, origin=origin)).base_offset
+        appended = await self.appender.append(tp, target, data, Acks.ALL, origin)
+        return (await self.appender.committed(appended)).base_offset
 
     async def _append_as_coordinator(self, tp: TopicPartition, data: bytes) -> int:
         """The group coordinator's writes (as Kafka's, ``AppendOrigin.COORDINATOR``: its
@@ -382,8 +389,8 @@ class SidecarServer:
             if task is not None:
                 task.cancel()
         await self.server.stop(self.config.shutdown_grace_ms / 1000)
-        if self._log_service is not None:
-            await self._log_service.drain()
+        if self.appender is not None:
+            await self.appender.drain()
         await asyncio.to_thread(self.manager.shutdown)  # stops the uploads first
         if self.remote_reader is not None:
             await asyncio.to_thread(self.remote_reader.ranges.close)
