@@ -45,6 +45,7 @@ from tierlog.broker.fetch import FetchReader
 from tierlog.broker.ownership import Broker, Ownership, read_assignment_file
 from tierlog.broker.partitions import Partitions
 from tierlog.broker.produce import Acks, Appender
+from tierlog.broker.producer_ids import ProducerIdManager
 from tierlog.broker.topics import TopicStore
 from tierlog.broker.watch import AppendWatch
 from tierlog.client.rpc import CHANNEL_OPTIONS
@@ -52,6 +53,8 @@ from tierlog.coordinator.coordinator import GroupCoordinator
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
 from tierlog.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC
+from tierlog.kafka.broker import KafkaBroker
+from tierlog.kafka.listener import KafkaListener
 from tierlog.replication.broker import ReplicatedBroker
 from tierlog.replication.metrics import ReplicationCollector
 from tierlog.replication.replica_manager import ReplicaManager
@@ -134,7 +137,9 @@ class SidecarServer:
         self.remote_reader: RemoteLogReader | None = None  # once started
         self.appender: Appender | None = None  # once started: the produce core
         self.reader: FetchReader | None = None  # once started: the fetch core
+        self.producer_ids: ProducerIdManager | None = None  # once started
         self._log_service: LogService | None = None
+        self.kafka: KafkaListener | None = None  # with a Kafka listener, once started
         self.groups: GroupCoordinator | None = None  # once started
         self.transactions: TransactionCoordinator | None = None  # once started
         self._markers: MarkerRouter | None = None
@@ -177,10 +182,13 @@ class SidecarServer:
         self.remote_reader = await asyncio.to_thread(self._remote_reader)
         self.appender = Appender(partitions, self.watch, INTERNAL_TOPICS)
         self.reader = FetchReader(partitions, self.watch, self.remote_reader)
+        producer_ids = ProducerIdManager(self.config.storage.log_dirs, self.config.node_id)
+        self.producer_ids = producer_ids
         self._log_service = LogService(
             partitions,
             self.appender,
             self.reader,
+            self.producer_ids,
             Limits(fetch_max_bytes=self.config.storage.default_log_config.max_message_bytes),
         )
         descriptors = list(_SERVICE_DESCRIPTORS)
@@ -205,7 +213,6 @@ class SidecarServer:
             self._replica_channel,
             [("authorization", f"Bearer {token}")] if token else [],
         )
-        producer_ids = self._log_service.producer_ids
         self.transactions = TransactionCoordinator(
             partitions,
             self.config.transactions,
@@ -233,6 +240,8 @@ class SidecarServer:
                 ),
                 self.server,
             )
+        if self.config.kafka_listen is not None:
+            self.kafka = await self._kafka_listener(partitions)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(
             (*services, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server
@@ -247,6 +256,26 @@ class SidecarServer:
         await self.transactions.start()
         if self.config.assignment_file is not None:
             self._reloads = asyncio.create_task(assignment.follow_file())
+
+    async def _kafka_listener(self, partitions: Partitions[ReplicaManager]) -> KafkaListener:
+        """Kafka's wire protocol over the same produce and fetch cores as LogService."""
+        assert self.config.kafka_listen is not None
+        assert self.appender is not None and self.reader is not None
+        assert self.producer_ids is not None
+        listener = KafkaListener(self.config.kafka_listen, self.config.socket_request_max_bytes)
+        advertised = self.config.kafka_advertised_listener or _reachable(listener.address)
+        host, _sep, port = advertised.rpartition(":")
+        broker = KafkaBroker(
+            partitions,
+            self.appender,
+            self.reader,
+            self.producer_ids,
+            host.strip("[]"),
+            int(port),
+            fetch_max_bytes=self.config.storage.default_log_config.max_message_bytes,
+        )
+        await listener.start(broker)
+        return listener
 
     async def _replica_manager(self, brokers: Callable[[], Sequence[Broker]]) -> ReplicaManager:
         """Replication over the partition-state store the config names: this broker's
@@ -360,10 +389,7 @@ class SidecarServer:
                 return Ownership(node_id, listed)
             except ValueError as error:
                 raise InvalidConfigError(f"tierlog.cluster.brokers: {error}") from None
-        advertised = self.config.advertised_listener
-        if not advertised:
-            wildcard = host in ("", "0.0.0.0", "[::]", "::")
-            advertised = f"{socket.getfqdn() if wildcard else host}:{port}"
+        advertised = self.config.advertised_listener or _reachable(f"{host}:{port}")
         return Ownership(node_id, (Broker(node_id, advertised),))
 
     async def _write_checkpoints(self) -> None:
@@ -385,6 +411,8 @@ class SidecarServer:
             await self.replicated.controlled_shutdown()
             await self.replicated.stop()
         self.watch.close()
+        if self.kafka is not None:
+            await self.kafka.stop()
         for task in (self._checkpoints, self._reloads):
             if task is not None:
                 task.cancel()
@@ -395,3 +423,11 @@ class SidecarServer:
         if self.remote_reader is not None:
             await asyncio.to_thread(self.remote_reader.ranges.close)
         await asyncio.to_thread(self.tier_store.close)
+
+
+def _reachable(bound: str) -> str:
+    """The address to tell clients for a bound ``host:port``: this host's name when bound
+    to every interface."""
+    host, _sep, port = bound.rpartition(":")
+    wildcard = host in ("", "0.0.0.0", "[::]", "::")
+    return f"{socket.getfqdn() if wildcard else host}:{port}"

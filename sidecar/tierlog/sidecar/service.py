@@ -28,8 +28,8 @@ from tierlog.api.v1 import common_pb2, log_service_pb2, log_service_pb2_grpc
 from tierlog.broker.fetch import MAX_WAIT_MS, FetchAnswer, FetchReader, PartitionFetch, next_offset
 from tierlog.broker.partitions import Partitions
 from tierlog.broker.produce import Acks, Appended, Appender, Produced
+from tierlog.broker.producer_ids import ProducerIdManager
 from tierlog.replication.replica_manager import ReplicaManager
-from tierlog.sidecar.producer_ids import ProducerIdManager
 from tierlog.sidecar.status import as_error, at_the_edge, unexpected
 from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import OffsetOutOfRangeError, TierlogError
@@ -91,6 +91,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         partitions: Partitions[ReplicaManager],
         appender: Appender,
         reader: FetchReader,
+        producer_ids: ProducerIdManager,
         limits: Limits,
     ):
         self.partitions = partitions
@@ -98,9 +99,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         self.reader = reader
         self.watch = reader.watch
         self.limits = limits
-        self.producer_ids = ProducerIdManager(
-            partitions.manager.config.log_dirs, partitions.ownership.node_id
-        )
+        self.producer_ids = producer_ids
 
     # -- produce ----------------------------------------------------------------------
 
