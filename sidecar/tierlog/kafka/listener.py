@@ -148,6 +148,7 @@ class KafkaListener:
 
     async def _answer(self, payload: bytes) -> bytes | None:
         api_key, api_version, correlation_id = _HEADER_START.unpack_from(payload)
+        log.debug("kafka listener: api key %d v%d", api_key, api_version)
         served = API_VERSIONS.get(api_key)
         if served is None:
             raise _Refused(f"api key {api_key} is not served")
