@@ -26,7 +26,7 @@ def _kafka_records(sidecar: KafkaSidecar, topic: str, count: int) -> list[tuple[
     try:
         consumer.assign([KafkaTopicPartition(topic, 0)])
         consumer.seek_to_beginning()
-        read = []
+        read: list[tuple[object, ...]] = []
         for message in consumer:
             read.append(
                 (
