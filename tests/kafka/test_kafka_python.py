@@ -5,6 +5,8 @@ gRPC consumer, written by tierlog's producer and read by kafka-python."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
@@ -119,3 +121,37 @@ def test_a_record_written_through_kafka_is_read_through_grpc_and_back(
     ]
     assert through_grpc == expected
     assert through_kafka == expected
+
+
+def test_a_read_committed_kafka_consumer_skips_a_transaction_aborted_over_grpc(
+    kafka_sidecar: KafkaSidecar,
+) -> None:
+    kafka_sidecar.create_topic("orders")
+    config = {"bootstrap.servers": kafka_sidecar.address, "transactional.id": "app"}
+    with Producer({**config, "linger.ms": 0}) as ours:
+        ours.init_transactions()
+        ours.begin_transaction()
+        ours.send("orders", b"aborted", partition=0)
+        ours.abort_transaction()
+        ours.begin_transaction()
+        ours.send("orders", b"committed", partition=0)
+        ours.commit_transaction()
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=kafka_sidecar.kafka_address, isolation_level="read_committed"
+    )
+    tp = KafkaTopicPartition("orders", 0)
+    read: list[tuple[int, bytes]] = []
+    try:
+        consumer.assign([tp])
+        consumer.seek_to_beginning()
+        deadline = time.monotonic() + 60
+        while consumer.position(tp) < 4:  # past both markers: everything was seen
+            assert time.monotonic() < deadline, f"stuck at {consumer.position(tp)}"
+            for records in consumer.poll(timeout_ms=1_000).values():
+                read += [(m.offset, m.value) for m in records]
+    finally:
+        consumer.close()
+
+    # offset 0 aborted, 1 its ABORT marker, 2 committed, 3 its COMMIT marker
+    assert read == [(2, b"committed")]

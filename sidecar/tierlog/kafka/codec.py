@@ -111,10 +111,13 @@ def _value(hint: Any, field: dataclasses.Field[Any], value: Any) -> Any:
 
 
 def _nested_entity(hint: Any) -> type[Any] | None:
-    """The dataclass a field holds (one, a tuple of them, or optionally one), if any."""
-    for candidate in (hint, *typing.get_args(hint)):
-        if isinstance(candidate, type) and dataclasses.is_dataclass(candidate):
-            return candidate
+    """The dataclass a field holds (one, a tuple of them, either optionally), if any."""
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return hint
+    for argument in typing.get_args(hint):
+        found = _nested_entity(argument)
+        if found is not None:
+            return found
     return None
 
 
