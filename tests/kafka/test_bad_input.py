@@ -68,6 +68,9 @@ def _still_serves(sidecar: KafkaSidecar) -> None:
         ),
         pytest.param(_request(9999, 0, 1), False, "api key 9999 is not served", id="unknown-key"),
         pytest.param(
+            _request(0, 2, 1), False, "api key 0 version 2 is not served (3-11)", id="old-produce"
+        ),
+        pytest.param(
             struct.pack(">i", 16) + bytes(range(200, 216)),
             False,
             "is not served",
