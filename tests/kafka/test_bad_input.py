@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import socket
 import struct
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from kafka import KafkaProducer
 
 from tests.kafka.conftest import KafkaSidecar
+from tests.support.sidecars import console_script
 
 API_VERSIONS = 18
 UNSUPPORTED_VERSION = 35
@@ -108,3 +111,24 @@ def test_api_versions_at_an_unknown_version_answers_v0_with_the_ranges(
     assert (correlation_id, error_code) == (7, UNSUPPORTED_VERSION)
     assert len(answer) == 10 + 6 * count  # v0's shape: nothing after the ranges
     assert (API_VERSIONS, 0, 4) in ranges
+
+
+def test_a_kafka_port_already_taken_stops_the_start_naming_it(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [
+                console_script("tierlog-sidecar"),
+                "--data-dir", str(tmp_path / "data"),
+                "--listen", "127.0.0.1:0",
+                "--kafka-listen", f"127.0.0.1:{port}",
+            ],
+            capture_output=True,
+            encoding="utf-8",
+            timeout=60,
+            check=False,
+        )  # fmt: skip
+
+    assert done.returncode == 2, done.stderr
+    assert f"INVALID_CONFIG: cannot serve Kafka on 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr

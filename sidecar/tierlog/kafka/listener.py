@@ -39,6 +39,7 @@ from tierlog.kafka.versions import (
     METADATA,
     PRODUCE,
 )
+from tierlog.storage.errors import InvalidConfigError
 
 __all__ = ["KafkaListener"]
 
@@ -82,7 +83,10 @@ class KafkaListener:
         host, _sep, port = listen.rpartition(":")
         host = host.strip("[]")
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self._socket = socket.create_server((host, int(port)), family=family)
+        try:
+            self._socket = socket.create_server((host, int(port)), family=family)
+        except OSError as error:
+            raise InvalidConfigError(f"cannot serve Kafka on {listen}: {error}") from None
         self.address = f"{listen.rpartition(':')[0]}:{self._socket.getsockname()[1]}"
         self.socket_request_max_bytes = socket_request_max_bytes
         self._broker: KafkaBroker | None = None
