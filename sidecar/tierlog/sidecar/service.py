@@ -57,7 +57,7 @@ DEADLINE_MARGIN_S = 0.05
 RECORD_BYTES_LISTENER: ContextVar[Callable[[str, int], None] | None] = ContextVar(
     "tierlog_record_bytes_listener", default=None
 )
-_ACKS = frozenset(log_service_pb2.Acks.values())
+# The API's acks as Kafka's (unset: the leader's, as the .proto says).
 _KAFKA_ACKS = {
     log_service_pb2.ACKS_UNSPECIFIED: Acks.LEADER,
     log_service_pb2.ACKS_NONE: Acks.NONE,
@@ -163,7 +163,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
 
     async def _append(self, request: log_service_pb2.ProduceRequest) -> Appended:
         """Check and append one produce request; its answer waits in ``committed``."""
-        if request.acks not in _ACKS:  # proto3 enums are open: any number arrives
+        if request.acks not in _KAFKA_ACKS:  # proto3 enums are open: any number arrives
             names = ", ".join(log_service_pb2.Acks.keys())
             raise InvalidRequiredAcksError(f"acks {request.acks} is none of {names}")
         acks = _KAFKA_ACKS[request.acks]
