@@ -30,15 +30,24 @@ class KafkaSidecar(SidecarProcess):
             )
 
 
-@pytest.fixture
-def kafka_sidecar(tmp_path: Path) -> Iterator[KafkaSidecar]:
-    sidecars = Sidecars()
+def start_kafka_sidecar(sidecars: Sidecars, data_dir: Path, *configs: str) -> KafkaSidecar:
     port = free_port()
-    sidecar = KafkaSidecar(tmp_path / "data", (f"listeners=PLAINTEXT://127.0.0.1:{port}",))
+    sidecar = KafkaSidecar(data_dir, (f"listeners=PLAINTEXT://127.0.0.1:{port}", *configs))
     sidecar.kafka_port = port
     sidecars.add(sidecar).start()
     assert f"serving Kafka's wire protocol on 127.0.0.1:{port}" in sidecar.output
+    return sidecar
+
+
+@pytest.fixture
+def sidecars() -> Iterator[Sidecars]:
+    started = Sidecars()
     try:
-        yield sidecar
+        yield started
     finally:
-        sidecars.kill_all()
+        started.kill_all()
+
+
+@pytest.fixture
+def kafka_sidecar(sidecars: Sidecars, tmp_path: Path) -> KafkaSidecar:
+    return start_kafka_sidecar(sidecars, tmp_path / "data")

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from kafka import KafkaProducer
 
-from tests.kafka.conftest import KafkaSidecar
-from tests.support.sidecars import console_script
+from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar
+from tests.support.sidecars import Sidecars, console_script
 
 API_VERSIONS = 18
 UNSUPPORTED_VERSION = 35
@@ -132,3 +132,23 @@ def test_a_kafka_port_already_taken_stops_the_start_naming_it(tmp_path: Path) ->
     assert done.returncode == 2, done.stderr
     assert f"INVALID_CONFIG: cannot serve Kafka on 127.0.0.1:{port}" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_idle_connections_are_closed_after_connections_max_idle_ms(
+    sidecars: Sidecars, tmp_path: Path
+) -> None:
+    idle_ms = 1_000
+    sidecar = start_kafka_sidecar(sidecars, tmp_path / "data", f"connections.max.idle.ms={idle_ms}")
+    sidecar.create_topic("after")
+    idle = [
+        socket.create_connection(("127.0.0.1", sidecar.kafka_port), timeout=idle_ms / 1000 + 30)
+        for _ in range(200)
+    ]
+    try:
+        _still_serves(sidecar)  # 200 silent clients take nothing from a working one
+        assert all(conn.recv(1) == b"" for conn in idle)  # each closed by the broker
+    finally:
+        for conn in idle:
+            conn.close()
+    _wait_for_log(sidecar, f"idle for {idle_ms} ms (connections.max.idle.ms)")
+    _still_serves(sidecar)

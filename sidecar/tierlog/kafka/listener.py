@@ -6,7 +6,8 @@ flexible) and the body. Requests on one connection are handled one at a time and
 answered in order, as Kafka's broker mutes a connection while its request is in
 flight; connections run side by side.
 
-A connection is closed, with one log line saying why and from where, on what cannot be
+A connection is closed, with one log line saying why and from where, when it sent no
+request for ``connections.max.idle.ms`` (Kafka's 10 minutes), and on what cannot be
 answered: a size over ``socket.request.max.bytes`` (or too small for a header), a frame
 cut short, an API key not served, a version not served (but ApiVersions, answered at
 v0 with the ranges), bytes that do not parse. Other clients never notice.
@@ -79,7 +80,9 @@ class KafkaListener:
     """Bound at construction (so the address to advertise is known, port 0 included),
     serving once ``start`` is given the broker."""
 
-    def __init__(self, listen: str, socket_request_max_bytes: int):
+    def __init__(
+        self, listen: str, socket_request_max_bytes: int, connections_max_idle_ms: int = 600_000
+    ):
         host, _sep, port = listen.rpartition(":")
         host = host.strip("[]")
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -89,6 +92,7 @@ class KafkaListener:
             raise InvalidConfigError(f"cannot serve Kafka on {listen}: {error}") from None
         self.address = f"{listen.rpartition(':')[0]}:{self._socket.getsockname()[1]}"
         self.socket_request_max_bytes = socket_request_max_bytes
+        self.connections_max_idle_ms = connections_max_idle_ms
         self._broker: KafkaBroker | None = None
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -117,7 +121,13 @@ class KafkaListener:
         try:
             while True:
                 try:
-                    size_bytes = await reader.readexactly(4)
+                    size_bytes = await asyncio.wait_for(
+                        reader.readexactly(4), self.connections_max_idle_ms / 1000
+                    )
+                except TimeoutError:
+                    raise _Refused(
+                        f"idle for {self.connections_max_idle_ms} ms (connections.max.idle.ms)"
+                    ) from None
                 except asyncio.IncompleteReadError as error:
                     if error.partial:
                         raise _Refused("a size prefix cut short") from None

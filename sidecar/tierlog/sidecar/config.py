@@ -83,6 +83,7 @@ _PROCESS_KEYS = {
     "tierlog.cluster.assignment.file",
     "tierlog.shutdown.grace.ms",
     "socket.request.max.bytes",
+    "connections.max.idle.ms",
     "tierlog.metrics.listeners",
     "cluster.id",
     "num.recovery.threads.per.data.dir",
@@ -112,6 +113,9 @@ class SidecarConfig:
     # (``advertised.listeners``' ``PLAINTEXT://`` entry; default: the bound address).
     kafka_listen: str | None = None
     kafka_advertised_listener: str | None = None
+    # A Kafka client connection that sends no request this long is closed
+    # (``connections.max.idle.ms``, Kafka's 10 minutes).
+    connections_max_idle_ms: int = 600_000
     cluster_brokers: tuple[tuple[int, str], ...] = ()
     # The operator's partition plan (``tierlog.cluster.assignment.file``), re-read while
     # running; when set, it lists the brokers instead of ``tierlog.cluster.brokers``.
@@ -214,6 +218,7 @@ class SidecarConfig:
             checkpoint_ms = int(props.get("log.flush.offset.checkpoint.interval.ms", "60000"))
             grace_ms = int(props.get("tierlog.shutdown.grace.ms", "30000"))
             request_max_bytes = int(props.get("socket.request.max.bytes", "104857600"))
+            idle_ms = int(props.get("connections.max.idle.ms", "600000"))
             replication_factor = int(props.get("default.replication.factor", "1"))
         except ValueError as error:
             raise InvalidConfigError(f"invalid number in broker config: {error}") from None
@@ -221,6 +226,8 @@ class SidecarConfig:
             raise InvalidConfigError(
                 f"socket.request.max.bytes must be in 1..{_GRPC_MAX_MESSAGE_BYTES}"
             )
+        if idle_ms < 1:
+            raise InvalidConfigError(f"connections.max.idle.ms={idle_ms} is below its minimum 1")
         if replication_factor < 1:
             raise InvalidConfigError(
                 f"default.replication.factor={replication_factor} is below its minimum 1"
@@ -241,6 +248,7 @@ class SidecarConfig:
             advertised_listener=advertised,
             kafka_listen=kafka_listen,
             kafka_advertised_listener=kafka_advertised,
+            connections_max_idle_ms=idle_ms,
             cluster_brokers=_parse_brokers(props.get("tierlog.cluster.brokers", "")),
             assignment_file=_optional_path(props.get("tierlog.cluster.assignment.file")),
             shutdown_grace_ms=grace_ms,

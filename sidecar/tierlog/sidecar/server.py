@@ -262,7 +262,11 @@ class SidecarServer:
         assert self.config.kafka_listen is not None
         assert self.appender is not None and self.reader is not None
         assert self.producer_ids is not None
-        listener = KafkaListener(self.config.kafka_listen, self.config.socket_request_max_bytes)
+        listener = KafkaListener(
+            self.config.kafka_listen,
+            self.config.socket_request_max_bytes,
+            self.config.connections_max_idle_ms,
+        )
         advertised = self.config.kafka_advertised_listener or _reachable(listener.address)
         host, _sep, port = advertised.rpartition(":")
         broker = KafkaBroker(
