@@ -16,7 +16,7 @@ from tests.kafka.wire import KafkaWire
 from tierlog.storage.checkpoints import base64_uuid
 from tierlog.storage.records import SimpleRecord, build_batch
 
-PRODUCE, FETCH, METADATA = 0, 1, 3
+PRODUCE, FETCH, METADATA, OFFSET_FOR_LEADER_EPOCH = 0, 1, 3, 23
 PRODUCE_V, FETCH_V, METADATA_V = 11, 12, 12
 NO_ID = uuid.UUID(int=0)  # a topic asked by name
 
@@ -190,3 +190,38 @@ def test_metadata_reports_the_address_topic_ids_leaders_and_epochs(
     ]
     assert all(p.error_code == ErrorCode.none for p in described.partitions)
     assert nothing.error_code == ErrorCode.unknown_topic_or_partition  # never auto-created
+
+
+def test_offset_for_leader_epoch_answers_where_an_epoch_ended(
+    kafka_sidecar: KafkaSidecar, wire: KafkaWire
+) -> None:
+    kafka_sidecar.create_topic("epochs")
+    for value in (b"a", b"b", b"c"):
+        wire.call(PRODUCE, PRODUCE_V, _produce("epochs", _batch(value)))
+
+    def ask(leader_epoch: int, current_leader_epoch: int = 0) -> tuple[int, int, int]:
+        answer = wire.call(
+            OFFSET_FOR_LEADER_EPOCH,
+            4,
+            {
+                "replica_id": -1,
+                "topics": [
+                    {
+                        "topic": "epochs",
+                        "partitions": [
+                            {
+                                "partition": 0,
+                                "current_leader_epoch": current_leader_epoch,
+                                "leader_epoch": leader_epoch,
+                            }
+                        ],
+                    }
+                ],
+            },
+        )
+        (partition,) = answer.topics[0].partitions
+        return partition.error_code, partition.leader_epoch, partition.end_offset
+
+    assert ask(0) == (ErrorCode.none, 0, 3)  # the only epoch: it ends at the log end
+    assert ask(5) == (ErrorCode.none, -1, -1)  # newer than any the log knows
+    assert ask(0, current_leader_epoch=7)[0] == ErrorCode.unknown_leader_epoch

@@ -30,6 +30,7 @@ from tierlog.kafka.fetch import fetch
 from tierlog.kafka.init_producer_id import init_producer_id
 from tierlog.kafka.list_offsets import list_offsets
 from tierlog.kafka.metadata import metadata
+from tierlog.kafka.offset_for_leader_epoch import offset_for_leader_epoch
 from tierlog.kafka.produce import produce
 from tierlog.kafka.versions import (
     API_VERSIONS,
@@ -38,6 +39,7 @@ from tierlog.kafka.versions import (
     INIT_PRODUCER_ID,
     LIST_OFFSETS,
     METADATA,
+    OFFSET_FOR_LEADER_EPOCH,
     PRODUCE,
 )
 from tierlog.storage.errors import InvalidConfigError
@@ -69,6 +71,7 @@ _HANDLERS: dict[int, Handler] = {
     FETCH: fetch,
     LIST_OFFSETS: list_offsets,
     INIT_PRODUCER_ID: init_producer_id,
+    OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
 }
 
 

@@ -19,6 +19,7 @@ LIST_OFFSETS = 2
 METADATA = 3
 API_VERSIONS_KEY = 18
 INIT_PRODUCER_ID = 22
+OFFSET_FOR_LEADER_EPOCH = 23
 
 # api key -> (min version, max version)
 API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
@@ -29,5 +30,6 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         METADATA: (4, 12),  # v13 adds a top-level error code
         API_VERSIONS_KEY: (0, 4),
         INIT_PRODUCER_ID: (0, 4),  # v5 changes transactional fencing, v6 adds 2PC (KIP-939)
+        OFFSET_FOR_LEADER_EPOCH: (2, 4),  # all versions kio knows past KIP-896's floor
     }
 )
