@@ -34,3 +34,11 @@ def test_the_api_docs_examples_pass_mypy_strict(tmp_path: Path) -> None:
         timeout=600,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_the_api_docs_list_every_proto_file() -> None:
+    """The page's opening list of ``.proto`` files is the directory's, file for file."""
+    opening = API_DOC.read_text().split("\n\n", 2)[1]
+    listed = set(re.findall(r"`([a-z_]+\.proto)`", opening))
+    on_disk = {path.name for path in (REPO / "proto" / "tierlog" / "v1").glob("*.proto")}
+    assert listed == on_disk

@@ -235,7 +235,7 @@ def test_two_ups_at_once_start_one_cluster(
     (refused,) = [outcome for outcome in outcomes if isinstance(outcome, Exception)]
     assert isinstance(refused, ClusterRunningError), refused
     assert read_cluster(cluster_dir) == started
-    assert sorted(sidecars_on(cluster_dir)) == sorted(b.pid for b in started.brokers)
+    assert sorted(sidecars_on(cluster_dir)) == sorted(b.pid or 0 for b in started.brokers)
 
 
 def test_a_stale_record_of_dead_brokers_does_not_stop_up(cluster_dir: Path) -> None:
@@ -396,3 +396,83 @@ def test_every_broker_gets_the_tier_url(cluster_dir: Path, tmp_path: Path) -> No
     for broker in recorded(cluster_dir):
         log = (Path(str(broker["data_dir"])) / "tierlog-sidecar.log").read_text()
         assert f"remote tier: {tier_url}" in log
+
+
+def test_one_broker_is_killed_stopped_and_started_again_and_cluster_json_stays_true(
+    cluster_dir: Path,
+) -> None:
+    servers = up(cluster_dir, "--brokers", "3", "--config", "broker.session.timeout.ms=2000")
+    before = recorded(cluster_dir)
+    with AdminClient(servers.split(",")) as admin:
+        admin.create_topic(TOPIC, PARTITIONS)
+    with Producer({"bootstrap.servers": servers, "linger.ms": 0}) as producer:
+        futures = [producer.send(TOPIC, b"v%d" % n, partition=n % PARTITIONS) for n in range(60)]
+        acknowledged = sorted(
+            (ack.partition, ack.offset) for ack in (f.result(30) for f in futures)
+        )
+
+    killed = tierlog("stop", "--dir", str(cluster_dir), "--broker", "1", "--signal", "KILL")
+
+    assert killed.returncode == 0, killed.stderr
+    assert f"stopped broker 1 (pid {before[1]['pid']}) with SIGKILL" in killed.stderr
+    assert not alive(int(str(before[1]["pid"])))
+    assert recorded(cluster_dir) == [before[0], {**before[1], "pid": None}, before[2]]
+    status = tierlog("status", "--dir", str(cluster_dir))
+    assert status.returncode == 1
+    assert "broker(s) 1 down" in status.stderr
+    assert "\tstopped\t" in status.stdout.splitlines()[1]
+    again = tierlog("up", "--dir", str(cluster_dir), "--brokers", "3")
+    assert again.returncode == 1 and "CLUSTER_ALREADY_RUNNING" in again.stderr  # 0 and 2 run
+
+    started = tierlog("start", "--dir", str(cluster_dir), "--broker", "1")
+
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.strip() == before[1]["address"]  # the same ports and settings
+    restarted = recorded(cluster_dir)[1]
+    assert restarted == {**before[1], "pid": restarted["pid"]}
+    assert restarted["pid"] != before[1]["pid"] and alive(int(str(restarted["pid"])))
+    assert sorted(sidecars_on(cluster_dir)) == sorted(
+        int(str(b["pid"])) for b in recorded(cluster_dir)
+    )
+    status = tierlog("status", "--dir", str(cluster_dir))
+    assert status.returncode == 0 and "3 of 3 brokers ready" in status.stdout, status.stdout
+    twice = tierlog("start", "--dir", str(cluster_dir), "--broker", "1")
+    assert twice.returncode == 1 and "CLUSTER_ALREADY_RUNNING" in twice.stderr
+
+    stopped = tierlog("stop", "--dir", str(cluster_dir), "--broker", "2")  # SIGTERM
+
+    assert stopped.returncode == 0, stopped.stderr
+    assert f"stopped broker 2 (pid {before[2]['pid']}) with SIGTERM" in stopped.stderr
+    assert recorded(cluster_dir)[2] == {**before[2], "pid": None}
+    assert tierlog("start", "--dir", str(cluster_dir), "--broker", "2").returncode == 0
+    consumed = consume_all(servers, len(acknowledged))
+    assert sorted((r.partition, r.offset) for r in consumed) == acknowledged  # nothing lost
+
+    unknown = tierlog("stop", "--dir", str(cluster_dir), "--broker", "7")
+    assert unknown.returncode == 1
+    assert "INVALID_CONFIG: no broker 7" in unknown.stderr and "(brokers 0, 1, 2)" in unknown.stderr
+    assert tierlog("down", "--dir", str(cluster_dir)).returncode == 0
+    assert not sidecars_on(cluster_dir)
+
+
+def test_a_clean_down_of_a_replicating_cluster_with_a_producer_connected_logs_no_error(
+    cluster_dir: Path,
+) -> None:
+    servers = up(cluster_dir, "--brokers", "3")
+    logs = [
+        Path(str(broker["data_dir"])) / "tierlog-sidecar.log" for broker in recorded(cluster_dir)
+    ]
+    with AdminClient(servers.split(",")) as admin:
+        admin.create_topic(TOPIC, PARTITIONS)  # 3 replicas each: every broker fetches
+    with Producer({"bootstrap.servers": servers, "linger.ms": 5}) as producer:
+        futures = [producer.send(TOPIC, b"v%d" % n, partition=n % PARTITIONS) for n in range(600)]
+        assert all(future.result(30).offset >= 0 for future in futures)
+
+        down = tierlog("down", "--dir", str(cluster_dir))  # its streams still open
+
+    assert down.returncode == 0, down.stderr
+    assert "SIGKILL" not in down.stderr  # each stopped on SIGTERM, within the grace
+    for log in logs:
+        text = log.read_text()
+        assert "stopped cleanly" in text
+        assert [line for line in text.splitlines() if " ERROR " in line] == [], text

@@ -58,6 +58,33 @@ def test_consume_with_a_group_resumes_where_it_left_off(server: str) -> None:
     assert refused.returncode != 0 and b"--offset cannot be used with --group" in refused.stderr
 
 
+def test_consume_with_a_group_commits_every_assigned_partition_as_kafka_does(
+    server: str,
+) -> None:
+    """A partition the group was given but found nothing in is committed at its position,
+    as Kafka's consumer commits every assigned partition: ``--describe`` lists it with
+    LAG 0. A poll cut short by ``--max-messages`` commits only what was printed."""
+    ok(tierlog(server, "topics", "create", "billing", "--partitions", "3"))
+    with Producer({"bootstrap.servers": server}) as producer:
+        for i in range(4):
+            producer.send("billing", b"b%d" % i, partition=1)
+        producer.flush()
+
+    def consume(*args: str) -> list[str]:
+        command = ("consume", "billing", "--timeout-ms", "1500", "--group", "billing")
+        return ok(tierlog(server, *command, "--from-beginning", *args)).split()
+
+    def described() -> list[list[str]]:
+        rows = _rows(ok(tierlog(server, "consumer-groups", "--describe", "--group", "billing")))
+        header = next(i for i, row in enumerate(rows) if row[:1] == ["GROUP"])
+        return [row[2:6] for row in rows[header + 1 :]]
+
+    assert consume("--max-messages", "3") == ["b0", "b1", "b2"]
+    assert described() == [["0", "0", "0", "0"], ["1", "3", "4", "1"], ["2", "0", "0", "0"]]
+    assert consume() == ["b3"]
+    assert described() == [["0", "0", "0", "0"], ["1", "4", "4", "0"], ["2", "0", "0", "0"]]
+
+
 def test_list_describe_and_delete(server: str) -> None:
     _consume(server, "--from-beginning", "--partition", "0", "--max-messages", "3")
     assert ok(tierlog(server, "consumer-groups", "--list")).split() == ["g"]

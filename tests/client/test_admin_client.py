@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
 
@@ -124,6 +125,32 @@ def test_a_broker_that_does_not_answer_is_passed_over_for_the_next(
             assert admin.list_topics() == {"orders": 1}
     finally:
         os.kill(paused.process.pid, signal.SIGCONT)
+
+
+def test_a_silent_first_bootstrap_server_holds_a_call_up_only_until_the_next_is_asked(
+    sidecars: SidecarStarter,
+) -> None:
+    """At the default request.timeout.ms (30 s): a call is not held up by the first
+    bootstrap server, connected and then paused, for its timeout, only until the next
+    broker is asked beside it (``retry.backoff.max.ms``); from then on the silent one
+    is asked last (issue 29)."""
+    paused, live = sidecars("paused"), sidecars("live")
+    create_topic(live.address, "orders")
+    with AdminClient([paused.address, live.address]) as admin:
+        assert admin.list_topics() == {}  # the first answers: its connection is up
+        os.kill(paused.process.pid, signal.SIGSTOP)  # and answers no more
+        try:
+            started = time.monotonic()
+            assert admin.list_topics() == {"orders": 1}
+            first_s = time.monotonic() - started
+            started = time.monotonic()
+            assert admin.list_topics() == {"orders": 1}
+            again_s = time.monotonic() - started
+        finally:
+            os.kill(paused.process.pid, signal.SIGCONT)
+    assert first_s < admin.cluster.request_timeout_s / 2, first_s  # not held for it
+    assert admin.cluster.hedge_after_s <= first_s, first_s
+    assert again_s < admin.cluster.hedge_after_s, again_s
 
 
 def _three_unreplicated(sidecars: SidecarStarter) -> list[LiveSidecar]:

@@ -85,6 +85,30 @@ def test_auto_commit_commits_what_earlier_polls_returned_and_on_close(
         assert again.position(TP) == 10
 
 
+def test_close_commits_every_assigned_partition_also_those_with_nothing_read(
+    sidecar: LiveSidecar,
+) -> None:
+    """As Kafka's consumer: every assigned partition's position is committed, so a
+    partition with nothing to read is the group's too (LAG 0 in ``--describe``)."""
+    create_topic(sidecar.address, "billing", 3)
+    with Producer({"bootstrap.servers": sidecar.address}) as producer:
+        for i in range(4):
+            producer.send("billing", b"%d" % i, partition=1)
+        producer.flush()
+    partitions = [TopicPartition("billing", p) for p in range(3)]
+    with _consumer(sidecar, group_id="billing") as consumer:
+        consumer.subscribe(["billing"])
+        assert len(poll_until(consumer, 4)) == 4
+        assert sorted(consumer.assignment()) == partitions
+    with _consumer(sidecar, group_id="billing") as again:
+        committed = again.committed(partitions)
+    assert {tp: found and found.offset for tp, found in committed.items()} == {
+        partitions[0]: 0,
+        partitions[1]: 4,
+        partitions[2]: 0,
+    }
+
+
 def _offset(consumer: Consumer) -> int | None:
     committed = consumer.committed([TP])[TP]
     return None if committed is None else committed.offset

@@ -170,8 +170,8 @@ def test_producers_and_consumers_under_load(sidecars: SidecarStarter, tmp_path: 
     client_total, server_total = _per_method(client_calls), _per_method(server_calls)
     assert set(server_total) == set(client_total), (server_calls, client_calls)
     for method in client_total:
-        if method == "Subscribe":
-            # A closing consumer cancels its streams: one cancelled as it was opened may
+        if method == "FetchSession":
+            # A closing consumer cancels its sessions: one cancelled as it was opened may
             # never reach the sidecar.
             assert server_total[method] <= client_total[method], (server_calls, client_calls)
             assert server_calls[(method, "OK")] == client_calls[(method, "OK")]

@@ -143,7 +143,7 @@ def test_every_broker_series_is_selected_by_cluster(path: Path) -> None:
 
 def test_no_panel_times_a_stream_by_its_life() -> None:
     """A stream's call lasts as long as its client keeps it: its latency is per message."""
-    assert {"ProduceStream", "Subscribe"} == STREAMING
+    assert {"ProduceStream", "Subscribe", "FetchSession"} == STREAMING
     for path in DASHBOARDS:
         for query in dashboard_queries(path):
             for selector in metric_selectors(query.expr):
@@ -153,7 +153,7 @@ def test_no_panel_times_a_stream_by_its_life() -> None:
 
 
 def test_the_overview_has_the_latency_of_every_call_clients_make() -> None:
-    """The producer streams (ProduceStream), the consumer subscribes (Subscribe): their
+    """The producer streams (ProduceStream), the consumer reads a session (FetchSession): their
     latency is on the overview with every other method's, per request."""
     path = next(path for path in DASHBOARDS if path.stem == "tierlog-cluster-overview")
     selectors = [

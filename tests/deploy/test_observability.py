@@ -260,7 +260,7 @@ def _brokers_and_prometheus(
 
 
 def _traffic_again(address: str) -> None:
-    """The clients' way: the producer's ProduceStream and the consumer's Subscribe, both
+    """The clients' way: the producer's ProduceStream and the consumer's FetchSession, both
     closed by their clients at the end (CANCELLED, the normal end of a stream)."""
     with Producer({"bootstrap.servers": address, "batch.size": 2048}) as producer:
         sent = [producer.send(TOPIC, b"more %d" % i, key=b"%d" % i) for i in range(100)]
@@ -310,7 +310,7 @@ def test_produce_and_fetch_latency_show_the_streams_clients_use(
         f'increase(tierlog_request_duration_seconds_count{{grpc_service="LogService"}}'
         f"[{SINCE_START}]) > 0"
     )
-    assert {"ProduceStream", "Subscribe"} <= {series.labels["method"] for series in used}
+    assert {"ProduceStream", "FetchSession"} <= {series.labels["method"] for series in used}
     assert not {"Produce", "Fetch"} & {series.labels["method"] for series in used}
     for title in ("Produce latency", "Fetch latency"):
         for p50_p99 in (0, 1):
@@ -326,7 +326,7 @@ def test_the_error_ratio_leaves_out_streams_their_clients_closed(
     closed = prometheus.query(
         f'increase(tierlog_requests_total{{code="CANCELLED"}}[{SINCE_START}]) > 0'
     )
-    assert {series.labels["method"] for series in closed} >= {"Subscribe"}
+    assert {series.labels["method"] for series in closed} >= {"FetchSession"}
     ratio = _one_value(prometheus, _panel_query("tierlog-cluster-overview", "Error ratio", values))
     assert abs(ratio) < 1e-9, f"a quiet run's error ratio is {ratio}"
 

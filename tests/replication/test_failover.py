@@ -10,7 +10,7 @@ import threading
 import time
 from pathlib import Path
 
-from tierlog.client import AdminClient, Producer
+from tierlog.client import AdminClient, Consumer, Producer, TopicPartition
 
 from .conftest import ClusterFactory, wait_for
 
@@ -99,6 +99,44 @@ def test_a_broker_stopped_with_sigterm_hands_its_leaderships_over_first(
     assert state.leader in (1, 2)
     assert 0 not in state.isr
     assert state.leader_epoch == 1
+
+
+def test_a_consumer_follows_its_partitions_leadership_through_a_hand_over(
+    replicated_brokers: ClusterFactory,
+) -> None:
+    """The consumer's fetch session with the old leader ends (the partition answers
+    NOT_LEADER_OR_FOLLOWER, or the broker's stop ends the stream); the partition is added
+    to the new leader's session from its position: nothing skipped, nothing twice."""
+    cluster = replicated_brokers(
+        3, "broker.session.timeout.ms=60000", "auto.leader.rebalance.enable=false"
+    )
+    cluster.create_topic("orders", (0, 1, 2))
+    wait_for(lambda: cluster.state("orders").leader == 0, "broker 0 to lead")
+    config = {"bootstrap.servers": cluster.servers, "linger.ms": 0}
+    consumer = Consumer({"bootstrap.servers": cluster.servers, "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition("orders", 0)])
+        with Producer(config) as producer:
+            for i in range(100):
+                producer.send("orders", b"r%04d" % i, partition=0)
+        values = _read(consumer, 100)
+        assert cluster.broker(0).stop() == 0
+        assert cluster.state("orders").leader in (1, 2)
+        with Producer(config) as producer:
+            for i in range(100, 200):
+                producer.send("orders", b"r%04d" % i, partition=0)
+        values += _read(consumer, 100)
+    finally:
+        consumer.close()
+    assert values == [b"r%04d" % i for i in range(200)]
+
+
+def _read(consumer: Consumer, count: int) -> list[bytes]:
+    values: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(values) < count and time.monotonic() < deadline:
+        values += [record.value or b"" for record in consumer.poll(500)]
+    return values
 
 
 def test_a_follower_whose_disk_was_wiped_copies_everything_again_and_rejoins_the_isr(

@@ -15,22 +15,32 @@ tests/replication/test_fault_run.py -s`` is the soak (results in docs/BENCHMARKS
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 from tests.interop.kafka import dump_log_segments, segment_files
+from tests.sidecar.conftest import Sidecar
 from tests.support.fault_workers import start_worker, wait_for_events
-from tests.support.history import HistoryRecorder, Ok, Read, availability, check, load_history
-from tests.support.process_faults import kill_9, paused
-from tests.support.replica_dirs import (
-    checkpointed_high_watermark,
-    compare_replica_dirs,
-    read_values,
+from tests.support.history import Fault as FaultEvent
+from tests.support.history import (
+    HistoryRecorder,
+    Ok,
+    Read,
+    availability,
+    check,
+    load_history,
 )
+from tests.support.process_faults import kill_9, paused
+from tests.support.replica_dirs import record_final_reads
 from tierlog.client import AdminClient
 
 from .conftest import Cluster, ClusterFactory, wait_for
@@ -50,8 +60,8 @@ def _leader(cluster: Cluster) -> int:
     return cluster.state(TOPIC).leader
 
 
-def _whole_again(cluster: Cluster) -> None:
-    for partition in range(PARTITIONS):
+def _whole_again(cluster: Cluster, partitions: int = PARTITIONS) -> None:
+    for partition in range(partitions):
         wait_for(
             lambda p=partition: len(cluster.state(TOPIC, p).isr) == 3,  # type: ignore[misc]
             f"partition {partition}'s ISR to be whole again",
@@ -148,21 +158,7 @@ def test_every_acknowledged_record_survives_leader_faults_and_a_wiped_follower(
     )
     assert kafka.errors == [], kafka.errors[:20]
 
-    with HistoryRecorder(history, "final") as final:
-        for partition in range(PARTITIONS):
-            dirs = [broker.data_dir / f"{TOPIC}-{partition}" for broker in cluster.brokers]
-            high_watermarks = [
-                checkpointed_high_watermark(broker.data_dir, TOPIC, partition)
-                for broker in cluster.brokers
-            ]
-            assert min(high_watermarks) > 0
-            difference = compare_replica_dirs(dirs, min(high_watermarks))
-            assert difference is None, str(difference)
-            for node, (directory, high_watermark) in enumerate(
-                zip(dirs, high_watermarks, strict=True)
-            ):
-                records = read_values(directory, upto_offset=2**63)
-                final.final_read(f"broker-{node}", partition, high_watermark, records)
+    record_final_reads(history, [b.data_dir for b in cluster.brokers], TOPIC, PARTITIONS)
 
     events = load_history(history)
     violations = check(events)
@@ -175,3 +171,114 @@ def test_every_acknowledged_record_survives_leader_faults_and_a_wiped_follower(
     acknowledged = sum(isinstance(event, Ok) for event in events)
     back = [(outage.fault.kind, outage.seconds) for outage in outages]
     print(f"\n{rounds} faults, {acknowledged} acknowledged; back after {back}")
+
+
+# From the controller's change to the first acknowledgement after it (issue 29): the
+# producer's metadata check while a request waits, the move and the new leader's append.
+ACKS_AFTER_ELECTION_S = 1.5
+_CONTROLLER_LINE = re.compile(
+    r"^(\S+ \S+) INFO tierlog\.controller\.changes "
+    r"(?:Elected leader \d+ for|Changed the ISR of) partition (\S+)-(\d+)",
+    re.MULTILINE,
+)
+
+
+def _controller_changes_ns(cluster: Cluster, since_ns: int) -> dict[int, int]:
+    """Each partition of TOPIC's first change by a controller after ``since_ns`` (on the
+    monotonic clock the history uses), read off the controllers' own log lines."""
+    wall_minus_monotonic_ns = time.time_ns() - time.monotonic_ns()
+    changes: dict[int, int] = {}
+    for broker in cluster.brokers:
+        for stamp, topic, partition in _CONTROLLER_LINE.findall(broker.output):
+            wall = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            at_ns = int(wall * 1e9) - wall_minus_monotonic_ns
+            if topic == TOPIC and at_ns > since_ns:
+                changes[int(partition)] = min(changes.get(int(partition), at_ns), at_ns)
+    return changes
+
+
+@contextlib.contextmanager
+def _paused_for_the_block(broker: Sidecar) -> Iterator[None]:
+    with paused(broker.process.pid):
+        yield
+
+
+@contextlib.contextmanager
+def _killed_for_the_block(broker: Sidecar) -> Iterator[None]:
+    kill_9(broker.process.pid)
+    broker.process.wait()
+    try:
+        yield
+    finally:
+        broker.start()
+
+
+@pytest.mark.parametrize(
+    ("fault_kind", "while_down"),
+    [("SIGSTOP leader", _paused_for_the_block), ("kill -9 leader", _killed_for_the_block)],
+    ids=["SIGSTOP", "kill-9"],
+)
+def test_acks_resume_within_1_5_s_of_the_election_when_the_first_bootstrap_server_leading_fails(
+    tmp_path: Path,
+    replicated_brokers: ClusterFactory,
+    fault_kind: str,
+    while_down: Callable[[Sidecar], contextlib.AbstractContextManager[None]],
+) -> None:
+    """At the default settings (``broker.session.timeout.ms`` 9 s, ``request.timeout.ms``
+    30 s): broker 0, the first bootstrap server and a partition's leader, is stopped
+    with SIGSTOP (or killed); the controller elects a new leader one lease later and
+    drops broker 0 from the other ISRs. Every partition is acknowledged again within
+    1.5 s of that change: the producer does not wait out its requests to the silent
+    broker, nor ask it for metadata first; and nothing acknowledged is lost or stored
+    twice (issue 29)."""
+    partitions = 3
+    cluster = replicated_brokers(3)
+    with AdminClient(cluster.servers.split(",")) as admin:
+        admin.create_topic(TOPIC, partitions, {"min.insync.replicas": "2"}, replication_factor=3)
+    victim = 0
+    assert cluster.servers.split(",")[0] == cluster.broker(victim).address
+    led = [p for p in range(partitions) if cluster.state(TOPIC, p).leader == victim]
+    assert led, "broker 0 leads a partition"
+    history = tmp_path / "history"
+    history.mkdir()
+    workers = [start_worker("produce", "producer-1", history, cluster.servers, TOPIC)]
+    try:
+        with HistoryRecorder(history, "nemesis") as nemesis:
+            wait_for_events(history, workers, 200)
+            with while_down(cluster.broker(victim)):
+                nemesis.fault(fault_kind, f"broker-{victim}")
+                for partition in led:
+                    wait_for(
+                        lambda p=partition: cluster.state(TOPIC, p).leader != victim,  # type: ignore[misc]
+                        "the paused leader's replacement",
+                        60,
+                    )
+                wait_for_events(history, workers, 200)
+            _whole_again(cluster, partitions)
+            wait_for_events(history, workers, 100)
+    finally:
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        exits = [worker.wait(timeout=120) for worker in workers]
+    assert exits == [0]
+    for broker in cluster.brokers:
+        assert broker.stop() == 0
+    record_final_reads(history, [b.data_dir for b in cluster.brokers], TOPIC, partitions)
+
+    events = load_history(history)
+    violations = check(events)
+    assert not violations, "\n".join(map(str, violations))
+    (fault,) = [event for event in events if isinstance(event, FaultEvent)]
+    changes_ns = _controller_changes_ns(cluster, fault.time_ns)
+    assert sorted(changes_ns) == list(range(partitions))  # elections and ISR shrinks
+    waits = {}
+    for partition, change_ns in changes_ns.items():
+        next_ok = min(
+            event.time_ns
+            for event in events
+            if isinstance(event, Ok) and event.partition == partition and event.time_ns > change_ns
+        )
+        waits[partition] = (next_ok - change_ns) / 1e9
+    elected_after = {p: (changes_ns[p] - fault.time_ns) / 1e9 for p in led}
+    print(f"\nelected after {elected_after} s; acknowledged again after {waits} s")
+    assert all(wait <= ACKS_AFTER_ELECTION_S for wait in waits.values()), waits

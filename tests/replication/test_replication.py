@@ -14,7 +14,7 @@ import pytest
 
 from tests.sidecar.conftest import Sidecar, reason_of
 from tests.storage.transactions import txn_batch
-from tierlog.api.v1 import log_service_pb2
+from tierlog.api.v1 import admin_service_pb2, log_service_pb2
 from tierlog.storage.records import SimpleRecord, build_batch, decode_records, iter_batches
 
 from .conftest import Cluster, ClusterFactory, wait_for
@@ -187,6 +187,9 @@ def test_acks_all_is_refused_below_min_insync_replicas(
     # they lag.
     assert _produce(leader, _batch(b"b"), acks=log_service_pb2.ACKS_LEADER).base_offset == 1
     wait_for(lambda: cluster.state(TOPIC).isr == (0,), "the ISR to shrink to the leader")
+    # The leader applies the shrink once its write to the store returns (as Kafka's does
+    # once the controller answers): wait for its own view, which the check reads.
+    wait_for(lambda: _isr_seen_by(leader) == [0], "the leader to see its ISR shrink")
     with pytest.raises(grpc.RpcError) as refused:
         _produce(leader, _batch(b"c"))
     assert reason_of(refused.value) == "NOT_ENOUGH_REPLICAS"
@@ -268,3 +271,10 @@ def test_read_committed_stops_at_a_replicated_open_transaction(cluster: Cluster)
         )
     )
     assert latest.offset == 1
+
+
+def _isr_seen_by(broker: Sidecar) -> list[int]:
+    """The ISR of ``TOPIC``-0 as ``broker`` itself knows it (its replica manager's state,
+    set once its leadership has applied the change)."""
+    described = broker.admin.DescribeTopics(admin_service_pb2.DescribeTopicsRequest(names=[TOPIC]))
+    return list(described.topics[0].partitions[0].isr)

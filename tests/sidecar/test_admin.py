@@ -106,6 +106,25 @@ def test_create_list_describe_and_delete_topics(sidecar: Sidecar) -> None:
     assert _create(sidecar, new_topic(name="orders")) == {"orders": ""}  # the name is free again
 
 
+def test_a_name_colliding_on_dot_and_underscore_is_refused_as_kafka_does(
+    sidecar: Sidecar,
+) -> None:
+    """``a.b`` and ``a_b`` have one metric name: Kafka refuses the second with
+    INVALID_TOPIC_EXCEPTION, and so does a validate-only request for it."""
+    new_topic = admin_service_pb2.NewTopic
+    assert _create(sidecar, new_topic(name="billing.events")) == {"billing.events": ""}
+    for validate_only in (True, False):
+        request = admin_service_pb2.CreateTopicsRequest(
+            topics=[new_topic(name="billing_events")], validate_only=validate_only
+        )
+        (result,) = sidecar.admin.CreateTopics(request).results
+        assert result.error.reason == "INVALID_TOPIC_EXCEPTION"
+        assert "collides with existing topic 'billing.events'" in result.error.message
+    listed = sidecar.admin.ListTopics(admin_service_pb2.ListTopicsRequest())
+    assert [topic.name for topic in listed.topics] == ["billing.events"]
+    assert not list(sidecar.data_dir.glob("billing_events-*"))
+
+
 def test_a_new_partitions_index_files_are_preallocated_sparse(sidecar: Sidecar) -> None:
     """Kafka's preallocated indexes are sparse files; real blocks for them made each new
     partition cost 20 MiB of disk before its first record."""

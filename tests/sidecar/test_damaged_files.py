@@ -7,6 +7,7 @@ served as it was produced, and what was damaged is refused with CORRUPT_MESSAGE.
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,13 +15,13 @@ from pathlib import Path
 import grpc
 import pytest
 
+from tests.support.sidecars import console_script
 from tierlog.api.v1 import log_service_pb2
 from tierlog.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     read_offset_checkpoint,
 )
-from tierlog.storage.properties import read_properties
 from tierlog.storage.records import SimpleRecord, build_batch, decode_records, iter_batches
 from tierlog.storage.records.batch import LENGTH_OFFSET
 from tierlog.storage.topic_partition import TopicPartition
@@ -200,18 +201,64 @@ def test_a_garbled_recovery_point_after_a_crash_recovers_every_segment(
     assert checkpoint == {TopicPartition(TOPIC, 0): END_OFFSET}
 
 
-def test_a_binary_meta_properties_is_kept_aside_and_written_again(
-    tmp_path: Path, sidecar_factory: SidecarFactory
+def another_cluster(meta: Path) -> str:
+    meta.write_text("version=1\nnode.id=7\ncluster.id=elsewhere\n")
+    return f"INCONSISTENT_CLUSTER_ID: {meta} says the log dir belongs to cluster elsewhere"
+
+
+def binary_bytes(meta: Path) -> str:
+    meta.write_bytes(BINARY)
+    return f"KAFKA_STORAGE_ERROR: {meta} is not UTF-8 text"
+
+
+def empty(meta: Path) -> str:
+    meta.write_bytes(b"")
+    return f"KAFKA_STORAGE_ERROR: {meta} is not a meta.properties: it has no version=1"
+
+
+def text_garbage(meta: Path) -> str:
+    meta.write_text("all work and no play makes jack a dull boy\n")
+    return f"KAFKA_STORAGE_ERROR: {meta} is not a meta.properties: it has no version=1"
+
+
+def a_directory(meta: Path) -> str:
+    meta.unlink()
+    meta.mkdir()
+    return f"KAFKA_STORAGE_ERROR: {meta} is a directory, not a file"
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [another_cluster, binary_bytes, empty, text_garbage, a_directory],
+    ids=["another-cluster", "binary", "empty", "text-garbage", "a-directory"],
+)
+def test_a_meta_properties_not_of_this_cluster_stops_the_sidecar_touching_nothing(
+    tmp_path: Path, sidecar_factory: SidecarFactory, damage: Callable[[Path], str]
 ) -> None:
-    sidecar = sidecar_factory(tmp_path / "data", "node.id=7")
+    """As Kafka refuses a log dir whose meta.properties names another cluster or cannot be
+    read: the volume is never joined to a cluster it cannot be shown to belong to (an
+    unreadable file proves nothing either way, so it is not written over)."""
+    sidecar = sidecar_factory(tmp_path / "data", "node.id=7", "cluster.id=billing")
     fill(sidecar)
     assert sidecar.stop() == 0
     meta = sidecar.data_dir / "meta.properties"
-    meta.write_bytes(BINARY)
+    expected = damage(meta)
+    before = sorted(path.name for path in sidecar.data_dir.iterdir())
 
-    sidecar.start()
-    assert read_everything(sidecar) == (list(range(END_OFFSET)), [], END_OFFSET)
-    assert f"WARNING tierlog.storage.manager writing {meta} again" in sidecar.output
-    assert "is not UTF-8 text" in sidecar.output
-    assert read_properties(meta)["node.id"] == "7"
-    assert (sidecar.data_dir / "meta.properties.unreadable").read_bytes() == BINARY
+    command = [console_script("tierlog-sidecar"), "--data-dir", str(sidecar.data_dir)]
+    command += [
+        "--listen",
+        "127.0.0.1:0",
+        "--config",
+        "node.id=7",
+        "--config",
+        "cluster.id=billing",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and expected in errors[0], result.stderr
+    assert "Traceback" not in result.stderr
+    if damage is another_cluster:
+        assert "this broker's cluster.id is billing" in errors[0]
+    assert sorted(path.name for path in sidecar.data_dir.iterdir()) == before

@@ -15,7 +15,12 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.support.scrape import METRICS, scrape_sidecar
-from tierlog.api.v1 import log_service_pb2
+from tierlog.api.v1 import (
+    admin_service_pb2,
+    admin_service_pb2_grpc,
+    log_service_pb2,
+    log_service_pb2_grpc,
+)
 from tierlog.sidecar.config import SidecarConfig
 from tierlog.sidecar.limits import Budget
 from tierlog.storage.errors import InvalidConfigError
@@ -167,6 +172,17 @@ def test_a_produce_flood_beyond_the_byte_budget_is_refused_and_memory_stays_boun
     assert found.value("tierlog_produce_bytes_waiting") == 0
 
 
+def _connection(address: str) -> grpc.Channel:
+    """A channel on a connection of its own (gRPC may otherwise share one between
+    channels alike): what the broker sees as one client."""
+    return grpc.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
+
+
+def _long_poll(topic: str) -> log_service_pb2.FetchRequest:
+    """A Fetch that holds its call slot: nothing comes for 30 s."""
+    return log_service_pb2.FetchRequest(topic=topic, offset=0, max_wait_ms=30_000)
+
+
 def test_calls_beyond_queued_max_requests_wait_then_are_refused(
     sidecar_factory: SidecarFactory, tmp_path: Path
 ) -> None:
@@ -174,11 +190,7 @@ def test_calls_beyond_queued_max_requests_wait_then_are_refused(
         tmp_path / "data", "queued.max.requests=2", "tierlog.queued.max.wait.ms=300"
     )
     sidecar.create_topic("busy")
-    tails = [
-        sidecar.log.Subscribe(log_service_pb2.SubscribeRequest(topic="busy", offset=-1))
-        for _ in range(2)
-    ]  # each holds a call slot for as long as it is open
-    time.sleep(0.5)
+    holders = [sidecar.log.Fetch.future(_long_poll("busy"), timeout=60) for _ in range(2)]
     fetch = log_service_pb2.FetchRequest(topic="busy", offset=0)
     started = time.monotonic()
     with pytest.raises(grpc.RpcError) as refused:
@@ -186,6 +198,7 @@ def test_calls_beyond_queued_max_requests_wait_then_are_refused(
     assert time.monotonic() - started >= 0.25  # it waited tierlog.queued.max.wait.ms
     assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert reason_of(refused.value) == "THROTTLING_QUOTA_EXCEEDED"
+    assert not any(holder.done() for holder in holders)
 
     health: Any = health_pb2_grpc.HealthStub(sidecar.channel)  # exempt: probes still answer
     status = health.Check(health_pb2.HealthCheckRequest(service=""), timeout=5).status
@@ -203,7 +216,125 @@ def test_calls_beyond_queued_max_requests_wait_then_are_refused(
     with ThreadPoolExecutor(1) as pool:  # a slot freed while a call waits: it goes through
         waiting = pool.submit(sidecar.log.Fetch, fetch, timeout=10)
         time.sleep(0.1)
-        tails[0].cancel()
+        holders[0].cancel()
         assert waiting.result(timeout=10).high_watermark == 0
-    tails[1].cancel()
+    holders[1].cancel()
     sidecar.assert_alive()
+
+
+def test_abandoned_streams_do_not_hold_up_other_clients_calls(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    """Streams once counted against queued.max.requests (500): 500 Subscribe calls left
+    open by a client that stopped reading them made every other call wait, then fail."""
+    sidecar = sidecar_factory(tmp_path / "data")
+    sidecar.create_topic("tails")
+    batch = build_batch([SimpleRecord(None, b"x", 1_000, ())])
+    sidecar.log.Produce(log_service_pb2.ProduceRequest(topic="tails", record_batches=batch))
+    with _connection(sidecar.address) as abandoning:
+        stub = log_service_pb2_grpc.LogServiceStub(abandoning)
+        request = log_service_pb2.SubscribeRequest(topic="tails", offset=-2)
+        streams = [stub.Subscribe(request) for _ in range(500)]
+        for stream in streams:  # each admitted and answering; then nobody reads them
+            assert next(stream).high_watermark == 1
+        with _connection(sidecar.address) as other:
+            produced = log_service_pb2_grpc.LogServiceStub(other).Produce(
+                log_service_pb2.ProduceRequest(topic="tails", record_batches=batch), timeout=10
+            )
+            topics = admin_service_pb2_grpc.AdminServiceStub(other).ListTopics(
+                admin_service_pb2.ListTopicsRequest(), timeout=10
+            )
+        assert produced.base_offset == 1
+        assert [topic.name for topic in topics.topics] == ["tails"]
+        for stream in streams:
+            stream.cancel()
+    sidecar.assert_alive()
+
+
+def test_one_connection_cannot_take_every_call_slot(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    """As Kafka serves a connection's requests one at a time, a client's share of
+    queued.max.requests is bounded: its long polls leave room for the others' calls."""
+    sidecar = sidecar_factory(
+        tmp_path / "data",
+        "tierlog.queued.max.requests.per.connection=4",
+        "tierlog.queued.max.wait.ms=300",
+    )
+    sidecar.create_topic("polls")
+    with _connection(sidecar.address) as greedy, _connection(sidecar.address) as other:
+        stub = log_service_pb2_grpc.LogServiceStub(greedy)
+        polls = [stub.Fetch.future(_long_poll("polls"), timeout=60) for _ in range(5)]
+        refused = [poll for poll in polls if _refused_within(poll, 10)]
+        assert len(refused) == 1  # one beyond the connection's four waited, then was refused
+        error = refused[0].exception()
+        assert isinstance(error, grpc.RpcError)
+        assert reason_of(error) == "THROTTLING_QUOTA_EXCEEDED"
+        answer = log_service_pb2_grpc.LogServiceStub(other).Fetch(
+            log_service_pb2.FetchRequest(topic="polls", offset=0), timeout=10
+        )
+        assert answer.high_watermark == 0
+        for poll in polls:
+            poll.cancel()
+
+
+def _refused_within(call: Any, timeout_s: float) -> bool:
+    """Whether ``call`` failed within ``timeout_s`` (a long poll still waiting did not)."""
+    try:
+        call.result(timeout=timeout_s)
+    except grpc.FutureTimeoutError:
+        return False
+    except grpc.RpcError:
+        return True
+    return False
+
+
+def test_streams_have_a_bound_of_their_own_and_one_per_connection(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    sidecar = sidecar_factory(
+        tmp_path / "data",
+        "tierlog.max.streams=5",
+        "tierlog.max.streams.per.connection=3",
+        "tierlog.queued.max.wait.ms=300",
+    )
+    sidecar.create_topic("tails")
+    request = log_service_pb2.SubscribeRequest(topic="tails", offset=-1, max_wait_ms=100)
+    with (
+        _connection(sidecar.address) as first,
+        _connection(sidecar.address) as second,
+        _connection(sidecar.address) as third,
+    ):
+        held = []
+        for channel, count in ((first, 3), (second, 2)):
+            stub = log_service_pb2_grpc.LogServiceStub(channel)
+            for _ in range(count):
+                held.append(stub.Subscribe(request))
+                next(held[-1])  # admitted: its first (quiet) message came
+        for channel in (first, third):  # the connection's bound, then the broker's
+            beyond = log_service_pb2_grpc.LogServiceStub(channel).Subscribe(request)
+            with pytest.raises(grpc.RpcError) as refused:
+                next(beyond)
+            assert reason_of(refused.value) == "THROTTLING_QUOTA_EXCEEDED"
+        answer = log_service_pb2_grpc.LogServiceStub(third).Fetch(  # calls are not streams
+            log_service_pb2.FetchRequest(topic="tails", offset=0), timeout=10
+        )
+        assert answer.high_watermark == 0
+        held.pop().cancel()  # a stream ends: room for another
+        assert next(log_service_pb2_grpc.LogServiceStub(third).Subscribe(request)) is not None
+        for stream in held:
+            stream.cancel()
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "tierlog.max.streams=0",
+        "tierlog.max.streams.per.connection=0",
+        "tierlog.queued.max.requests.per.connection=0",
+    ],
+)
+def test_bad_stream_and_connection_limits_stop_the_start(tmp_path: Path, setting: str) -> None:
+    key, _, value = setting.partition("=")
+    with pytest.raises(InvalidConfigError, match=key):
+        SidecarConfig.from_properties({"log.dirs": str(tmp_path), key: value})

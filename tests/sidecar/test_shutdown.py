@@ -7,10 +7,8 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import cast
 
 import grpc
-import pytest
 
 from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
 from tierlog.storage.checkpoints import (
@@ -65,10 +63,14 @@ def test_sigterm_answers_long_polls_ends_streams_and_leaves_the_marker(
     assert_closed_cleanly(sidecar, sidecar_factory, "down", 20)
 
 
-def test_a_call_held_past_the_grace_period_is_cut_off_and_the_marker_still_written(
+def test_a_producers_open_stream_ends_at_the_stop_without_waiting_out_the_grace(
     tmp_path: Path, sidecar_factory: SidecarFactory
 ) -> None:
-    sidecar = sidecar_factory(tmp_path / "data", "tierlog.shutdown.grace.ms=1500")
+    """A producer keeps its stream open between requests; a stopping broker takes no new
+    request on it and ends it once what it took is answered (Kafka's broker closes its
+    connections), instead of holding its stop for the grace (issue 29)."""
+    grace_s = 20.0
+    sidecar = sidecar_factory(tmp_path / "data", f"tierlog.shutdown.grace.ms={grace_s * 1000:.0f}")
     sidecar.create_topic("held")
     batch = build_batch([SimpleRecord(b"k", b"v", 1_000, ())] * 4)
     release = threading.Event()
@@ -77,27 +79,20 @@ def test_a_call_held_past_the_grace_period_is_cut_off_and_the_marker_still_writt
         yield log_service_pb2.ProduceStreamRequest(
             produce=log_service_pb2.ProduceRequest(topic="held", record_batches=batch)
         )
-        release.wait(60)  # the stream stays open: its call is in flight until cut off
+        release.wait(60)  # the producer's stream stays open, with nothing more to send
 
     # A channel of its own: the sidecar's closes when it stops, which would end the call too.
     with grpc.insecure_channel(sidecar.address) as channel, ThreadPoolExecutor(1) as pool:
         stream = log_service_pb2_grpc.LogServiceStub(channel).ProduceStream(requests())
         assert next(stream).produced.base_offset == 0
-
-        def until_cut() -> grpc.StatusCode:
-            with pytest.raises(grpc.RpcError) as cut:
-                next(stream)
-            return cast(grpc.Call, cut.value).code()
-
-        ended = pool.submit(until_cut)
+        ended = pool.submit(list, stream)  # the answers after the first: none
         try:
             started = time.monotonic()
             assert sidecar.stop() == 0
             stopped_s = time.monotonic() - started
-            code = ended.result(timeout=5)
+            assert ended.result(timeout=5) == []  # ended, not cut off
         finally:
             release.set()
-    assert 1.5 <= stopped_s < 15, stopped_s  # waited out the grace, not the held call
-    assert code in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
+    assert stopped_s < grace_s / 2, stopped_s
     assert "stopped cleanly" in sidecar.output
     assert_closed_cleanly(sidecar, sidecar_factory, "held", 4)

@@ -23,6 +23,7 @@ from tierlog.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
+    KafkaStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
@@ -38,6 +39,7 @@ from tierlog.storage.records import (
     crc_is_valid,
     parse_header,
 )
+from tierlog.storage.recovery import load_segments
 from tierlog.storage.segment import INT32_MAX
 
 
@@ -167,6 +169,23 @@ def test_an_invalid_request_raises_a_typed_error_and_changes_nothing(
     assert log.append(make_batch(1, tag="after")).first_offset == 2
     assert [r.key for r in read_all_records(log)] == [b"before-0", b"before-1", b"after-0"]
     log.close()
+
+
+def test_an_append_below_the_log_start_is_refused_not_acknowledged(tmp_path: Path) -> None:
+    """However a log came to start past its end, an offset below its start could never
+    be read back, so no append is given one."""
+    directory = tmp_path / "t-0"
+    log = open_log(directory)
+    log.append(make_batch(5))
+    log.close()
+    loaded = load_segments(
+        directory, LogConfig(), log_start_offset=0, recovery_point=5, clean_shutdown=True
+    )
+    broken = Log(directory, LogConfig(), loaded.segments, log_start_offset=1000, recovery_point=5)
+    with pytest.raises(KafkaStorageError, match="offset 5 is below the log start 1000"):
+        broken.append(make_batch(1))
+    assert broken.log_end_offset == 5
+    broken.close()
 
 
 # -- rolling ----------------------------------------------------------------------------

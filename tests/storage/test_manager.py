@@ -120,6 +120,45 @@ def test_shutdown_writes_checkpoints_and_the_clean_marker_and_startup_removes_it
     again.shutdown()
 
 
+def test_a_log_start_checkpoint_past_the_log_end_starts_the_log_there(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A checkpoint saying the log starts past its end (segments lost, or the file
+    edited): the log continues at the checkpoint's offset, as Kafka's loader does, so no
+    offset that may have been handed out is handed out again, and every acknowledged
+    record reads back. The old segments are kept aside, not deleted."""
+    log_dir = tmp_path / "a"
+    log_config = config(segment_bytes=400, retention_ms=-1)  # only the log start retains
+    manager = manager_for(log_dir, log_config=log_config)
+    manager.startup()
+    manager.get_or_create_log(ORDERS_0)
+    for _ in range(10):
+        manager.append(ORDERS_0, make_batch(5))
+    manager.shutdown()
+    partition_dir = log_dir / ORDERS_0.dir_name
+    old_logs = sorted(path.name for path in partition_dir.glob("*.log"))
+    assert len(old_logs) > 1
+    (log_dir / LOG_START_OFFSET_CHECKPOINT).write_text("0\n1\norders 0 1000\n")
+
+    again = manager_for(log_dir, log_config=log_config)
+    with caplog.at_level("WARNING", logger="tierlog.storage"):
+        again.startup()
+    assert "log start 1000 is past the log end 50" in caplog.text
+    log = again.get_log(ORDERS_0)
+    assert (log.log_start_offset, log.log_end_offset) == (1000, 1000)
+    assert again.append(ORDERS_0, make_batch(2)).first_offset == 1000
+    again.run_retention_pass()
+    assert [r.offset for r in read_all_records(log)] == [1000, 1001]
+    aside = sorted(path.name for path in partition_dir.glob("*.log.*"))
+    assert aside == [f"{name}.below-log-start" for name in old_logs]
+    again.shutdown()
+
+    third = manager_for(log_dir, log_config=log_config)
+    third.startup()
+    assert [r.offset for r in read_all_records(third.get_log(ORDERS_0))] == [1000, 1001]
+    third.shutdown()
+
+
 def test_new_partitions_go_to_the_log_dir_with_the_fewest(tmp_path: Path) -> None:
     first, second = tmp_path / "a", tmp_path / "b"
     manager = manager_for(first)

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.history import NULL_VALUE
+from tests.support.history import NULL_VALUE, HistoryRecorder
 from tierlog.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offset_checkpoint
 from tierlog.storage.file_records import FileRecords
 from tierlog.storage.records import BatchHeader, decode_records, parse_header
@@ -33,6 +33,7 @@ __all__ = [
     "checkpointed_high_watermark",
     "compare_replica_dirs",
     "read_values",
+    "record_final_reads",
     "replica_batches",
 ]
 
@@ -123,3 +124,26 @@ def checkpointed_high_watermark(log_dir: Path, topic: str, partition: int) -> in
     has stopped, which writes it on the way out."""
     offsets = read_offset_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT)
     return offsets.get(TopicPartition(topic, partition), 0)
+
+
+def record_final_reads(
+    history: Path, log_dirs: Sequence[Path], topic: str, partitions: int
+) -> None:
+    """Once the brokers (one log dir each) have stopped: every partition's replicas hold
+    the same batches below their lowest checkpointed high watermark, and each replica's
+    whole log goes into ``history`` as a ``FinalRead`` of ``broker-N`` (N: its place in
+    ``log_dirs``) for the checker."""
+    with HistoryRecorder(history, "final") as final:
+        for partition in range(partitions):
+            dirs = [log_dir / f"{topic}-{partition}" for log_dir in log_dirs]
+            high_watermarks = [
+                checkpointed_high_watermark(log_dir, topic, partition) for log_dir in log_dirs
+            ]
+            assert min(high_watermarks) > 0
+            difference = compare_replica_dirs(dirs, min(high_watermarks))
+            assert difference is None, str(difference)
+            for node, (directory, high_watermark) in enumerate(
+                zip(dirs, high_watermarks, strict=True)
+            ):
+                records = read_values(directory, upto_offset=2**63)
+                final.final_read(f"broker-{node}", partition, high_watermark, records)

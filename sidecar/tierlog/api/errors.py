@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import grpc
 
-from tierlog.storage.errors import TierlogError
+from tierlog.storage.errors import ThrottlingQuotaExceededError, TierlogError
 
 __all__ = [
     "ERROR_DOMAIN",
@@ -179,13 +179,6 @@ class SaslAuthenticationFailedError(TierlogError):
     """A missing or wrong bearer token (the broker's ``tierlog.auth.token.file``)."""
 
     reason = "SASL_AUTHENTICATION_FAILED"
-
-
-class ThrottlingQuotaExceededError(TierlogError):
-    """The broker is at its in-flight limits (``queued.max.requests``,
-    ``queued.max.request.bytes``) and no room came before the call's deadline: retry later."""
-
-    reason = "THROTTLING_QUOTA_EXCEEDED"
 
 
 # -- the group coordinator's (Kafka's codes in brackets) -------------------------------

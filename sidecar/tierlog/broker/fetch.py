@@ -24,8 +24,8 @@ from typing import NamedTuple
 from tierlog.api.errors import InvalidRequestError
 from tierlog.broker.partitions import Leader, Leaders, Partitions
 from tierlog.broker.watch import AppendWatch
-from tierlog.storage.errors import TierlogError
-from tierlog.storage.log import LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, Log
+from tierlog.storage.errors import OffsetOutOfRangeError, TierlogError
+from tierlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, Log
 from tierlog.storage.records import NO_PARTITION_LEADER_EPOCH, iter_batches
 from tierlog.storage.tier import tiered_reads
 from tierlog.storage.tier.remote_reader import RemoteLogReader
@@ -107,7 +107,7 @@ class FetchReader:
         deadline = None if wait_s is None else loop.time() + wait_s
         while True:
             appended = [self.watch.event(fetch.tp) for fetch in fetches]
-            answers = await asyncio.to_thread(self._read_all, fetches, max_bytes, read_committed)
+            answers = await asyncio.to_thread(self.read_many, fetches, max_bytes, read_committed)
             found = sum(len(a.record_batches) for a in answers if isinstance(a, FetchAnswer))
             failed = any(isinstance(answer, TierlogError) for answer in answers)
             remaining_s = None if deadline is None else deadline - loop.time()
@@ -116,9 +116,12 @@ class FetchReader:
                 return answers
             await self.watch.wait_any(appended, remaining_s)
 
-    def _read_all(
+    def read_many(
         self, fetches: Sequence[PartitionFetch], max_bytes: int, read_committed: bool
     ) -> list[FetchAnswer | TierlogError]:
+        """Blocking: each partition's batches, or why not, read in turn within
+        ``max_bytes`` together (bar the first batch); once it is spent, the partitions
+        left are read for where their logs stand only."""
         budget = max_bytes
         answers: list[FetchAnswer | TierlogError] = []
         for fetch in fetches:
@@ -175,6 +178,19 @@ class FetchReader:
             last_stable,
             [AbortedTransaction(txn.producer_id, txn.first_offset) for txn in aborted],
         )
+
+    def start_offset(
+        self, tp: TopicPartition, partition_log: Log, offset: int, read_committed: bool
+    ) -> int:
+        """Where a subscription starts: ``offset``, or the log start for -2, the fetchable
+        end for -1."""
+        if offset == EARLIEST_TIMESTAMP:
+            return partition_log.log_start_offset
+        if offset == LATEST_TIMESTAMP:
+            return self.fetchable_end(tp, partition_log, read_committed)
+        if offset < 0:
+            raise OffsetOutOfRangeError(f"offset {offset}: use -2 (earliest) or -1 (latest)")
+        return offset
 
     def fetchable_end(self, tp: TopicPartition, partition_log: Log, read_committed: bool) -> int:
         """Where a consumer's reads end: the last stable offset under read_committed, else

@@ -37,7 +37,7 @@ from tierlog.storage.errors import (
     KafkaStorageError,
     UnknownTopicOrPartitionError,
 )
-from tierlog.storage.names import validate_topic_name
+from tierlog.storage.names import validate_no_collision, validate_topic_name
 
 __all__ = ["MAX_PARTITIONS", "TOPICS_FILE", "Topic", "TopicStore"]
 
@@ -181,17 +181,20 @@ class TopicStore:
             )
         self._validated(configs)
         with self._lock:
-            if name in self._topics:
-                raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+            self._check_name_free_locked(name)
         return Topic(name, partitions, dict(configs))
 
     def create(self, name: str, partitions: int, configs: Mapping[str, str]) -> Topic:
         topic = self.validate_new(name, partitions, configs)
         with self._lock:
-            if name in self._topics:
-                raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+            self._check_name_free_locked(name)  # again: another create may have come first
             self._put_locked(topic)
         return topic
+
+    def _check_name_free_locked(self, name: str) -> None:
+        if name in self._topics:
+            raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+        validate_no_collision(name, self._topics)
 
     def adopt(self, name: str, partitions: int) -> None:
         """Take in a topic found on disk: at least ``partitions`` partitions, no overrides."""

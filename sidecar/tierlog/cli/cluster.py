@@ -1,4 +1,5 @@
-"""``tierlog cluster up|status|down --dir DIR``: a developer's cluster of sidecars on loopback.
+"""``tierlog cluster up|status|down|start|stop --dir DIR``: a developer's cluster of sidecars
+on loopback; ``start`` and ``stop`` take one broker (``--broker N``) of it.
 
 ``up`` prints only the ``--server`` list on stdout (``export TIERLOG_SERVER=$(tierlog
 cluster up --brokers 3 --dir DIR)``); progress and failures go to stderr.  The work is
@@ -8,6 +9,7 @@ cluster up --brokers 3 --dir DIR)``); progress and failures go to stderr.  The w
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -17,7 +19,9 @@ from tierlog.cli.local_cluster import (
     BrokerState,
     broker_states,
     read_cluster,
+    start_broker,
     start_cluster,
+    stop_broker,
     stop_cluster,
 )
 from tierlog.cli.local_sidecar import SidecarFailed, stop_signals_unwind
@@ -51,10 +55,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "--config default.replication.factor=N says otherwise), record them in "
             "DIR/cluster.json and print the --server list; "
             "status: each broker's process and readiness, and the topics with each "
-            "partition's owner (exit 1 if a broker is down); down: stop them."
+            "partition's owner (exit 1 if a broker is down); down: stop them; "
+            "stop --broker N: stop one (--signal KILL: kill -9), recorded as stopped; "
+            "start --broker N: start it again as it was."
         ),
     )
-    parser.add_argument("action", choices=("up", "status", "down"))
+    parser.add_argument("action", choices=("up", "status", "down", "start", "stop"))
     parser.add_argument("--dir", type=Path, required=True, help="the cluster's directory")
     parser.add_argument(
         "--brokers", type=broker_count, default=3, help="up: how many brokers (default 3)"
@@ -78,11 +84,20 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="up: a broker config every broker gets (repeatable)",
     )
     parser.add_argument(
+        "--broker", type=int, metavar="N", help="start, stop: the broker's node id (required)"
+    )
+    parser.add_argument(
+        "--signal",
+        choices=("TERM", "KILL"),
+        default="TERM",
+        help="stop: SIGTERM (a controlled shutdown, the default) or SIGKILL (a crash)",
+    )
+    parser.add_argument(
         "--grace",
         type=float,
         default=STOP_GRACE_S,
         metavar="SECONDS",
-        help="down: how long brokers get to stop cleanly before SIGKILL "
+        help="down, stop: how long brokers get to stop cleanly before SIGKILL "
         f"(default {STOP_GRACE_S:.0f})",
     )
     parser.add_argument(
@@ -98,11 +113,39 @@ def run(args: argparse.Namespace) -> int:
             return _up(args)
         if args.action == "status":
             return _status(args.dir)
+        if args.action in ("start", "stop"):
+            return _one_broker(args)
         stop_cluster(args.dir, delete_data=args.delete_data, grace_s=args.grace, say=_err)
     except SidecarFailed as failure:  # no sidecar script; a broker surviving SIGKILL
         _err(f"tierlog cluster: {failure}")
         return 1
     return 0
+
+
+def _one_broker(args: argparse.Namespace) -> int:
+    if args.broker is None:
+        _err(f"tierlog cluster {args.action}: --broker N is required")
+        return 2
+    if args.action == "stop":
+        signum = signal.Signals[f"SIG{args.signal}"]
+        stop_broker(args.dir, args.broker, signum=signum, grace_s=args.grace, say=_err)
+        return 0
+    try:
+        with stop_signals_unwind():  # stopped while it starts: it is stopped and recorded so
+            broker = start_broker(args.dir, args.broker)
+    except BrokerFailed as failure:
+        return _failed_to_start(failure, "")
+    print(broker.address, flush=True)
+    return 0
+
+
+def _failed_to_start(failure: BrokerFailed, outcome: str) -> int:
+    """Say which broker failed, ``outcome`` for the others, and the end of its log."""
+    _err(f"tierlog cluster: {failure}{outcome}")
+    _err(f"--- the last {LOG_TAIL_LINES} lines of {failure.log_path}:")
+    lines = failure.log_path.read_text(errors="replace").splitlines()
+    _err("\n".join(lines[-LOG_TAIL_LINES:]))
+    return 1
 
 
 def _err(line: str) -> None:
@@ -124,11 +167,7 @@ def _up(args: argparse.Namespace) -> int:
                 track=choose_tracker(args.progress),
             )
     except BrokerFailed as failure:
-        _err(f"tierlog cluster: {failure}; the other brokers were stopped")
-        _err(f"--- the last {LOG_TAIL_LINES} lines of {failure.log_path}:")
-        lines = failure.log_path.read_text(errors="replace").splitlines()
-        _err("\n".join(lines[-LOG_TAIL_LINES:]))
-        return 1
+        return _failed_to_start(failure, "; the other brokers were stopped")
     print(cluster.servers, flush=True)
     return 0
 
@@ -137,7 +176,10 @@ def _status(directory: Path) -> int:
     states = broker_states(read_cluster(directory))
     for state in states:
         broker = state.broker
-        process = f"pid {broker.pid} " + ("running" if state.running else "NOT RUNNING")
+        if broker.pid is None:
+            process = "stopped"
+        else:
+            process = f"pid {broker.pid} " + ("running" if state.running else "NOT RUNNING")
         readiness = "ready" if state.ready else "NOT READY"
         print(
             f"broker {broker.node_id}\t{broker.address}\t{process}\t{readiness}"

@@ -5,8 +5,10 @@ every partition, or ``--partition P``; stops after ``--max-messages N`` records,
 when none came for ``--timeout-ms`` (else runs until interrupted).  The topic is the
 argument or Kafka's ``--topic``.  With ``--group G`` it resumes where the group left off
 (a partition the group never committed starts at the end, or the start with
-``--from-beginning``) and commits the offset after each record it printed, once per
-poll, so a restart prints nothing twice that was committed and skips nothing
+``--from-beginning``) and commits, once per poll and at the end, the position of every
+partition it was given (the offset after the last record printed, where a
+``--max-messages`` cut a poll short), as Kafka's consumer commits every assigned
+partition: a restart prints nothing twice that was committed and skips nothing
 (``--offset`` is refused with a group, as Kafka's tool refuses it).  Records print as
 Kafka's console consumer prints them (``record_format``: ``--property
 print.key=true``, ``print.offset``, ``print.headers`` and the rest, ``--print-key`` and
@@ -36,7 +38,6 @@ from tierlog.cli.server_option import (
     topic_of,
 )
 from tierlog.client import Consumer, ConsumerRecord, TopicPartition
-from tierlog.client.groups import OffsetAndMetadata
 
 __all__ = ["add_parser", "offset", "record_format", "run"]
 
@@ -147,12 +148,14 @@ def _group_properties(args: argparse.Namespace) -> dict[str, object]:
     return {"group.id": args.group, "auto.offset.reset": reset, "enable.auto.commit": "false"}
 
 
-def _after(records: list[ConsumerRecord]) -> dict[TopicPartition, OffsetAndMetadata]:
-    """Per partition, the offset after the last of ``records``: what to commit."""
-    return {
-        TopicPartition(record.topic, record.partition): OffsetAndMetadata(record.offset + 1)
-        for record in records
-    }
+def _seek_back(consumer: Consumer, unprinted: list[ConsumerRecord]) -> None:
+    """Put each partition of records polled but not printed (``--max-messages`` cut the
+    poll short) back to the first of them, so every position is what was printed."""
+    first: dict[TopicPartition, int] = {}
+    for record in unprinted:
+        first.setdefault(TopicPartition(record.topic, record.partition), record.offset)
+    for tp, offset in first.items():
+        consumer.seek(tp, offset)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -188,10 +191,13 @@ def run(args: argparse.Namespace) -> int:
                     count += 1
                 out.flush()
                 if args.group and printed:
-                    consumer.commit(_after(printed))
+                    _seek_back(consumer, records[len(printed) :])
+                    consumer.commit()  # every assigned partition's position, as Kafka's
                 idle_ms = (time.monotonic() - last_record) * 1000
                 if args.timeout_ms is not None and not records and idle_ms >= args.timeout_ms:
                     break
+            if args.group:  # partitions nothing was printed from are committed too
+                consumer.commit()
     finally:  # also when a poll raised (a corrupt batch: ``main`` prints it, exit 1)
         print(f"Processed a total of {count} messages", file=sys.stderr)
     return 0

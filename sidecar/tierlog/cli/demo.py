@@ -368,15 +368,15 @@ def _show_metrics(sidecar: LocalSidecar, end_offset: int, segments: list[Path], 
     # sidecar a moment after ``close`` returned.
     deadline = time.monotonic() + STREAM_END_WAIT_S
     while time.monotonic() < deadline and not metric_value(
-        exposition, "tierlog_requests_total", method="Subscribe", code="CANCELLED"
+        exposition, "tierlog_requests_total", method="FetchSession", code="CANCELLED"
     ):
         time.sleep(0.05)
         exposition = sidecar.scrape()
     for service, method, code in (
         ("AdminService", "CreateTopics", "OK"),
         ("LogService", "ProduceStream", "OK"),
-        # The consumer's stream of the partition ends as the consumer closes it.
-        ("LogService", "Subscribe", "CANCELLED"),
+        # The consumer's fetch session ends as the consumer closes it.
+        ("LogService", "FetchSession", "CANCELLED"),
         ("LogService", "ListOffsets", "OK"),
     ):
         calls = metric_value(

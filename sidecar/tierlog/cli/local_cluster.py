@@ -25,6 +25,11 @@ would hide the records of partitions whose owner changed: refused (``INVALID_CON
 ``up`` and ``down`` on one DIR take turns (an ``flock`` on ``DIR/cluster.lock``, which
 the brokers do not inherit): two at once would each find no cluster running, and the
 loser's cleanup would remove the winner's record.
+
+One broker stops and starts again on its own (``stop_broker``, ``start_broker``; a
+fault test's ``kill -9`` too): the record keeps each broker's configs, so it comes back
+on the same ports with the same settings, and says which pid runs it (``None``: stopped
+on purpose), under the same lock.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -60,7 +65,9 @@ __all__ = [
     "broker_states",
     "is_running",
     "read_cluster",
+    "start_broker",
     "start_cluster",
+    "stop_broker",
     "stop_cluster",
 ]
 
@@ -103,8 +110,9 @@ class BrokerRecord:
     node_id: int
     address: str  # gRPC HOST:PORT
     metrics_address: str  # HOST:PORT of /metrics, /healthz and /readyz
-    pid: int
+    pid: int | None  # None: stopped by ``stop_broker``
     data_dir: str
+    configs: tuple[str, ...] = ()  # KEY=VALUE, as it was started with (empty: not recorded)
 
 
 @dataclass(frozen=True)
@@ -126,7 +134,10 @@ class ClusterRecord:
             document = json.loads(text)
             if document.get("version") != _VERSION:
                 raise ValueError(f"unknown version {document.get('version')!r}")
-            brokers = tuple(BrokerRecord(**broker) for broker in document["brokers"])
+            brokers = tuple(
+                BrokerRecord(**{**broker, "configs": tuple(broker.get("configs", ()))})
+                for broker in document["brokers"]
+            )
         except (AttributeError, KeyError, TypeError, ValueError) as error:
             raise InvalidConfigError(f"not a {CLUSTER_FILE}: {error}") from None
         return cls(brokers)
@@ -155,6 +166,8 @@ def read_cluster(directory: Path) -> ClusterRecord:
 def is_running(broker: BrokerRecord) -> bool:
     """Whether ``broker.pid`` is still a sidecar on the broker's data dir (not a zombie,
     not a stranger that reused the pid)."""
+    if broker.pid is None:
+        return False
     try:
         arguments = Path(f"/proc/{broker.pid}/cmdline").read_bytes().split(b"\0")
     except OSError:  # gone (or no /proc: then it cannot be told apart, and counts as gone)
@@ -249,6 +262,7 @@ def _start(
         f"default.replication.factor={min(len(ports), DEFAULT_REPLICATION_FACTOR)}",
     )
     started: list[LocalSidecar] = []
+    own_configs: list[tuple[str, ...]] = []
     try:
         for node_id, (grpc_port, metrics_port) in enumerate(ports):
             own = (
@@ -257,6 +271,7 @@ def _start(
                 *replication,
                 *configs,  # the caller's, after ours: theirs win
             )
+            own_configs.append(own)
             data_dir = directory / f"{_BROKER_DIR}{node_id}"
             started.append(
                 LocalSidecar.spawn(
@@ -268,8 +283,12 @@ def _start(
             )
         cluster = ClusterRecord(
             tuple(
-                BrokerRecord(n, f"127.0.0.1:{grpc}", f"127.0.0.1:{metrics}", s.pid, str(s.data_dir))
-                for n, ((grpc, metrics), s) in enumerate(zip(ports, started, strict=True))
+                BrokerRecord(
+                    n, f"127.0.0.1:{grpc}", f"127.0.0.1:{metrics}", s.pid, str(s.data_dir), own
+                )
+                for n, ((grpc, metrics), s, own) in enumerate(
+                    zip(ports, started, own_configs, strict=True)
+                )
             )
         )
         # Recorded before they are ready: a command killed while waiting leaves brokers
@@ -293,9 +312,14 @@ def _wait_all_ready(started: list[LocalSidecar], track: Track, timeout_s: float)
             try:
                 sidecar.wait_ready(max(deadline - time.monotonic(), 0.0))
             except SidecarFailed as failure:
-                first_line = str(failure).partition("\n")[0].rstrip(":")
-                raise BrokerFailed(node_id, sidecar.log_path, first_line) from failure
+                raise _broker_failed(node_id, sidecar, failure) from failure
             advance(1)
+
+
+def _broker_failed(node_id: int, sidecar: LocalSidecar, failure: SidecarFailed) -> BrokerFailed:
+    """The failure of broker ``node_id`` to start, in one line (its log has the rest)."""
+    first_line = str(failure).partition("\n")[0].rstrip(":")
+    return BrokerFailed(node_id, sidecar.log_path, first_line)
 
 
 def stop_cluster(
@@ -317,26 +341,109 @@ def stop_cluster(
         except NoClusterError:
             say(f"no {CLUSTER_FILE} in {directory}: nothing to stop")
         else:
-            _stop(cluster, grace_s, say)
+            stopped = _stop(cluster.brokers, signal.SIGTERM, grace_s, say)
+            say(f"stopped {stopped} of {len(cluster.brokers)} brokers")
             (directory / CLUSTER_FILE).unlink()
         if delete_data:
             for data_dir in [*directory.glob(f"{_BROKER_DIR}*"), directory / STATE_DIR]:
                 shutil.rmtree(data_dir, ignore_errors=data_dir.name == STATE_DIR)
 
 
-def _stop(cluster: ClusterRecord, grace_s: float, say: Callable[[str], None]) -> None:
-    running = [broker for broker in cluster.brokers if is_running(broker)]
+def _stop(
+    brokers: Sequence[BrokerRecord],
+    signum: signal.Signals,
+    grace_s: float,
+    say: Callable[[str], None],
+) -> int:
+    """``signum`` to those of ``brokers`` still running, SIGKILL to any still there after
+    ``grace_s``; how many were running."""
+    running = [broker for broker in brokers if is_running(broker)]
     for broker in running:
         with contextlib.suppress(ProcessLookupError):
-            os.kill(broker.pid, signal.SIGTERM)
+            os.kill(_pid(broker), signum)
     stragglers = _wait_gone(running, grace_s)
     for broker in stragglers:
         say(f"broker {broker.node_id} (pid {broker.pid}) outlived {grace_s:.0f} s: SIGKILL")
         with contextlib.suppress(ProcessLookupError):
-            os.kill(broker.pid, signal.SIGKILL)
+            os.kill(_pid(broker), signal.SIGKILL)
     if _wait_gone(stragglers, _KILL_WAIT_S):
         raise SidecarFailed(f"brokers survived SIGKILL: {stragglers}")
-    say(f"stopped {len(running)} of {len(cluster.brokers)} brokers")
+    return len(running)
+
+
+def _pid(broker: BrokerRecord) -> int:
+    assert broker.pid is not None, "a running broker has a pid"
+    return broker.pid
+
+
+def _recorded_broker(directory: Path, node_id: int) -> tuple[ClusterRecord, BrokerRecord]:
+    cluster = read_cluster(directory)
+    for broker in cluster.brokers:
+        if broker.node_id == node_id:
+            return cluster, broker
+    known = ", ".join(str(broker.node_id) for broker in cluster.brokers)
+    raise InvalidConfigError(f"no broker {node_id} in {directory / CLUSTER_FILE} (brokers {known})")
+
+
+def _record_broker(directory: Path, cluster: ClusterRecord, broker: BrokerRecord) -> None:
+    """Rewrite the record with ``broker`` in its place (atomically)."""
+    brokers = tuple(broker if b.node_id == broker.node_id else b for b in cluster.brokers)
+    atomic_write(directory / CLUSTER_FILE, ClusterRecord(brokers).to_json())
+
+
+def stop_broker(
+    directory: Path,
+    node_id: int,
+    *,
+    signum: signal.Signals = signal.SIGTERM,
+    grace_s: float = STOP_GRACE_S,
+    say: Callable[[str], None] = lambda _line: None,
+) -> None:
+    """Stop broker ``node_id`` with ``signum`` (SIGTERM: its controlled shutdown; SIGKILL:
+    a crash), SIGKILL after ``grace_s``, and record it stopped.  A broker not running is
+    recorded stopped too."""
+    with exclusive_lock(directory / LOCK_FILE):
+        cluster, broker = _recorded_broker(directory, node_id)
+        if _stop([broker], signum, grace_s, say):
+            say(f"stopped broker {node_id} (pid {broker.pid}) with {signum.name}")
+        else:
+            say(f"broker {node_id} was not running")
+        _record_broker(directory, cluster, replace(broker, pid=None))
+
+
+def start_broker(
+    directory: Path, node_id: int, *, ready_timeout_s: float = READY_TIMEOUT_S
+) -> BrokerRecord:
+    """Start broker ``node_id`` of the recorded cluster again, as it was started (ports,
+    configs), record its pid and wait until it is ready; a broker that fails is stopped
+    and recorded so (BrokerFailed)."""
+    directory = directory.resolve()  # as the record names it
+    with exclusive_lock(directory / LOCK_FILE):
+        cluster, broker = _recorded_broker(directory, node_id)
+        if is_running(broker):
+            raise ClusterRunningError(f"broker {node_id} already runs (pid {broker.pid})")
+        if not broker.configs:
+            raise InvalidConfigError(
+                f"{directory / CLUSTER_FILE} has no configs for broker {node_id} (written by "
+                f"an older tierlog): tierlog cluster down --dir {directory}, then up"
+            )
+        sidecar = LocalSidecar.spawn(
+            Path(broker.data_dir),
+            broker.configs,
+            listen=broker.address,
+            metrics_listen=broker.metrics_address,
+        )
+        started = replace(broker, pid=sidecar.pid)
+        _record_broker(directory, cluster, started)  # before the wait, as ``up`` does
+        try:
+            sidecar.wait_ready(ready_timeout_s)
+        except BaseException as failure:
+            sidecar.stop()
+            _record_broker(directory, cluster, replace(broker, pid=None))
+            if isinstance(failure, SidecarFailed):
+                raise _broker_failed(node_id, sidecar, failure) from failure
+            raise
+        return started
 
 
 def _wait_gone(brokers: list[BrokerRecord], timeout_s: float) -> list[BrokerRecord]:

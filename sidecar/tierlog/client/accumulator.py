@@ -86,9 +86,14 @@ class RecordAccumulator:
         *,
         idempotence: IdempotenceManager | None = None,
         partitioner: StickyPartitioner | None = None,
+        known_leader: Callable[[TopicPartition], str] = lambda _tp: "",
     ) -> None:
+        """``known_leader(tp)``: the address the metadata at hand names as ``tp``'s
+        leader ("" when none), asked without a request: a retry to a new leader skips
+        its back-off."""
         self._config = config
         self._clock = clock
+        self._known_leader = known_leader
         self._idempotence = idempotence
         self._partitioner = partitioner or StickyPartitioner(config.batch_size)
         self._ratio = CompressionRatioEstimator()
@@ -360,6 +365,11 @@ class RecordAccumulator:
     def queued_partitions(self) -> list[TopicPartition]:
         return [tp for tp, queue in self._queues.items() if queue]
 
+    @property
+    def retrying_partitions(self) -> list[TopicPartition]:
+        """Partitions whose next batch waits to be sent again (backing off, maybe)."""
+        return [tp for tp, queue in self._queues.items() if queue and queue[0].attempts > 0]
+
     def _drainable(self, tp: TopicPartition, now_ms: int) -> ProducerBatch | None:
         queue = self._queues.get(tp)
         if not queue:
@@ -387,10 +397,17 @@ class RecordAccumulator:
         return parts[0]
 
     def _backoff_ms(self, batch: ProducerBatch) -> int:
-        """Kafka's exponential retry backoff (KIP-580) without its jitter."""
+        """Kafka's exponential retry backoff (KIP-580) without its jitter, grown by the
+        attempts at the partition's current leader: none for a retry whose partition
+        has another leader now than its last attempt went to (KIP-951), and from
+        ``retry.backoff.ms`` again at a new one (which may not know it leads yet): the
+        back-off was for the old one."""
         if batch.attempts == 0:
             return 0
-        backoff = self._config.retry_backoff_ms * 2 ** (batch.attempts - 1)
+        leader = self._known_leader(batch.topic_partition)
+        if leader and leader != batch.sent_to:
+            return 0
+        backoff = self._config.retry_backoff_ms * 2 ** (max(batch.attempts_at_leader, 1) - 1)
         return int(
             min(backoff, max(self._config.retry_backoff_max_ms, self._config.retry_backoff_ms))
         )
@@ -401,6 +418,7 @@ class RecordAccumulator:
         """Put a batch to retry back at the front of its partition, in sequence order
         among other retries (Kafka's ``reenqueue`` and ``insertInSequenceOrder``)."""
         batch.attempts += 1
+        batch.attempts_at_leader += 1
         batch.last_attempt_ms = self._clock()
         queue = self._queues.setdefault(batch.topic_partition, deque())
         position = 0

@@ -1,7 +1,8 @@
 """What a client knows of the cluster: channels to its sidecars and who owns each partition.
 
 Kafka's ``Metadata``: the owners of a topic's partitions come from a ``Metadata`` call
-to any broker (the bootstrap servers first, then any broker learned), are kept for
+to any broker (the bootstrap servers first, then any broker learned, a silent one last:
+``any_broker``), are kept for
 ``metadata.max.age.ms``, and are forgotten early when a broker answers
 ``NOT_LEADER_OR_FOLLOWER`` (its answer names the owner, which is believed at once) or
 ``UNKNOWN_TOPIC_OR_PARTITION``.  A partition without an owner (leader -1 while it moves
@@ -23,6 +24,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from types import TracebackType
 from typing import NamedTuple, Self, TypeVar
@@ -116,6 +118,7 @@ class Cluster:
         *,
         metadata_max_age_ms: int = 300_000,
         request_timeout_ms: int = 30_000,
+        hedge_after_ms: int = 1000,
         security: ChannelSecurity = PLAINTEXT,
     ) -> None:
         if not bootstrap_servers:
@@ -123,12 +126,16 @@ class Cluster:
         self.bootstrap_servers = tuple(bootstrap_servers)
         self.metadata_max_age_s = metadata_max_age_ms / 1000
         self.request_timeout_s = request_timeout_ms / 1000
+        self.hedge_after_s = hedge_after_ms / 1000  # see ``any_broker``
         self.security = security
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
         self._log_stubs: dict[str, log_service_pb2_grpc.LogServiceStub] = {}
         self._topics: dict[str, TopicOwners] = {}
         self._brokers: tuple[str, ...] = ()
+        # Brokers that did not answer (unreachable, or silent past a deadline): asked
+        # last, after every other, until one answers again (see ``any_broker``).
+        self._silent: set[str] = set()
 
     @classmethod
     def for_client(cls, config: ProducerConfig | ConsumerConfig) -> Cluster:
@@ -137,6 +144,7 @@ class Cluster:
             config.bootstrap_servers,
             metadata_max_age_ms=config.metadata_max_age_ms,
             request_timeout_ms=config.request_timeout_ms,
+            hedge_after_ms=config.retry_backoff_max_ms,
             security=ChannelSecurity.from_config(config),
         )
 
@@ -168,18 +176,61 @@ class Cluster:
 
     def any_broker(self, call: Callable[[str], _T]) -> _T:
         """``call(address)`` on the bootstrap servers, then the known brokers, until one
-        answers; the last failure if none does.  A broker that cannot be reached or does
-        not answer in time (paused, overloaded) is passed over, as Kafka's client asks
-        another node; errors with a reason (the broker answered) are raised at once."""
+        answers; the last failure if none does.  Errors with a reason (the broker
+        answered) are raised at once.
+
+        A broker that cannot be reached, or has not answered within ``hedge_after_ms``
+        (paused, cut off, overloaded), does not hold the call up: the next broker is
+        asked beside it, the first answer wins, and the silent one is remembered and
+        asked only after every other until it answers again, so later calls do not wait
+        on it first (Kafka's client backs off a node that failed and asks the least
+        loaded one).  Attempts left behind end on their own, within ``request.timeout.ms``."""
+        with self._lock:
+            silent = set(self._silent)
+        every = dict.fromkeys((*self.bootstrap_servers, *self._brokers))
+        candidates = iter(sorted(every, key=silent.__contains__))  # stable: order kept
+        attempts: dict[Future[_T], str] = {}
+
+        def ask_next() -> bool:
+            address = next(candidates, None)
+            if address is not None:
+                attempts[_in_a_thread(call, address)] = address
+            return address is not None
+
         failure: TierlogError = NetworkError("no broker to ask")
-        for address in dict.fromkeys((*self.bootstrap_servers, *self._brokers)):
-            try:
-                return call(address)
-            except grpc.RpcError as error:
-                failure = error_from_rpc(error)
-                if not isinstance(failure, NO_ANSWER):
-                    raise failure from None
+        more = ask_next()
+        while attempts:
+            done, _ = wait(attempts, self.hedge_after_s if more else None, FIRST_COMPLETED)
+            if not done:  # still silent: ask the next one beside them
+                for address in attempts.values():
+                    self.note_no_answer(address)
+                more = ask_next()
+            for attempt in done:
+                address = attempts.pop(attempt)
+                try:
+                    answer = attempt.result()
+                except grpc.RpcError as error:
+                    failure = error_from_rpc(error)
+                    if not isinstance(failure, NO_ANSWER):
+                        self.note_answer(address)
+                        raise failure from None
+                    self.note_no_answer(address)
+                    more = ask_next()
+                    continue
+                self.note_answer(address)
+                return answer
         raise failure
+
+    def note_no_answer(self, address: str) -> None:
+        """``address`` did not answer (in time): ask the other brokers first from now on."""
+        with self._lock:
+            self._silent.add(address)
+
+    def note_answer(self, address: str) -> None:
+        """``address`` answered: it is asked in its turn again."""
+        if address in self._silent:  # the common case, without the lock: nothing to do
+            with self._lock:
+                self._silent.discard(address)
 
     def close(self) -> None:
         with self._lock:
@@ -264,6 +315,14 @@ class Cluster:
             raise LeaderNotAvailableError(f"{tp} has no owner right now (it is moving)")
         return leader
 
+    def known_leader_address(self, tp: TopicPartition) -> str:
+        """The address the cached metadata names as ``tp``'s leader, however old ("" if
+        none is known); never a request."""
+        cached = self._topics.get(tp.topic)
+        if cached is None or not 0 <= tp.partition < cached.partition_count:
+            return ""
+        return cached.leaders[tp.partition]
+
     def invalidate(self, topic: str) -> None:
         """Mark a topic's owners stale: the next look-up asks a broker (and keeps them if
         no broker answers)."""
@@ -313,6 +372,21 @@ class Cluster:
                 raise error from None
             time.sleep(0.05 * 2**attempt)
         raise AssertionError("unreachable")
+
+
+def _in_a_thread(call: Callable[[str], _T], address: str) -> Future[_T]:
+    """``call(address)`` in a daemon thread of its own: one left waiting on a silent
+    broker (until its deadline) neither holds up the caller nor the process's exit."""
+    outcome: Future[_T] = Future()
+
+    def attempt() -> None:
+        try:
+            outcome.set_result(call(address))
+        except BaseException as error:  # handed to the caller, who raises it
+            outcome.set_exception(error)
+
+    threading.Thread(target=attempt, name=f"tierlog-ask-{address}", daemon=True).start()
+    return outcome
 
 
 @dataclass(frozen=True)

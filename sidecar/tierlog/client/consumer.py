@@ -1,4 +1,4 @@
-"""The consumer: assigned partitions, positions it keeps itself, ``poll`` over Subscribe streams.
+"""The consumer: assigned partitions, positions it keeps itself, ``poll`` over fetch sessions.
 
 Kafka's ``KafkaConsumer`` with ``assign`` and ``seek``, or ``subscribe``: with a
 ``group.id`` the consumer is a member of the group (KIP-848, ``membership``) and its
@@ -16,15 +16,16 @@ order, and with ``enable.auto.commit`` every ``poll`` after
 ``auto.commit.interval.ms`` commits the positions of the records returned before it, as
 does ``close`` (at least once: a record is committed only once a later poll began).
 
-Each assigned partition is read through a Subscribe stream from its position
-(``partition_stream``): the sidecar sends the next message, each a long poll of
-``fetch.max.wait.ms`` for ``fetch.min.bytes`` as a Fetch is, while this process
-decodes the last one, and a reader thread per partition holds at most
-``PREFETCH`` messages the consumer has not taken.  ``poll`` returns buffered records
-first; when none are buffered it decodes the next message that arrived, from any
-partition, waiting for one while its timeout lasts.  A stream names the partition's
-leader epoch from the metadata: a broker that leads in another epoch (or no longer
-leads) ends it, and it is opened again once the metadata is refreshed (KIP-320).
+The assigned partitions are read through one fetch session per broker
+(``fetch_session``), each partition added from its position: the sidecar sends the
+next message, each a long poll of ``fetch.max.wait.ms`` for ``fetch.min.bytes`` over
+the session's partitions as a Fetch is, while this process decodes the last one, and
+one reader thread per broker holds at most ``PREFETCH`` messages the consumer has not
+taken.  ``poll`` returns buffered records first; when none are buffered it decodes the
+next message that arrived, from any broker, waiting for one while its timeout lasts.
+A partition names its leader epoch from the metadata: a broker that leads in another
+epoch (or no longer leads) answers the partition's error and drops it from the
+session, and it is added again once the metadata is refreshed (KIP-320).
 A message holds whole batches:
 records before the position are skipped, control batches (transaction markers) are
 skipped without being returned, and CRCs are checked when ``check.crcs`` says so.
@@ -37,9 +38,10 @@ batch that fails its CRC here, or that the sidecar calls ``CORRUPT_MESSAGE``, ra
 ``CorruptRecordError`` from ``poll`` naming the partition and offset (Kafka's
 ``CorruptRecordException``), every poll until a seek moves past it: it is never retried.
 The records of the batches before it are returned first, even from the same message:
-they are buffered, the stream is dropped, and the read from the damaged batch raises.
-Positions move as records are returned; a seek discards what was buffered and starts
-the partition's stream again from there, as does a stream that failed (after
+they are buffered, the partition is dropped from its session, and the read from the
+damaged batch raises.
+Positions move as records are returned; a seek discards what was buffered and adds the
+partition to its session again from there, as does a partition that failed (after
 ``retry.backoff.ms``).  Records are decoded straight from the message's bytes into
 rows (``decode_record_rows``: runs of records laid out alike at C speed) and become
 ``ConsumerRecord`` tuples without a Python-level call.
@@ -72,9 +74,10 @@ from tierlog.client.errors import (
     is_retriable,
     reason_of,
 )
+from tierlog.client.fetch_session import Arrival, SessionStream
 from tierlog.client.groups import ConsumerGroupMetadata, GroupClient, OffsetAndMetadata
 from tierlog.client.membership import GroupMembership, Subscription
-from tierlog.client.partition_stream import Arrival, PartitionStream
+from tierlog.client.rpc import error_from_proto
 from tierlog.storage.errors import CorruptRecordError
 from tierlog.storage.records import (
     Header,
@@ -131,9 +134,10 @@ class Consumer(ClusterClient):
         self._timeout_s = self.config.request_timeout_ms / 1000
         self._positions: dict[TopicPartition, int | None] = {}
         self._buffers: dict[TopicPartition, _Buffered] = {}
-        self._streams: dict[TopicPartition, PartitionStream] = {}
+        self._sessions: dict[str, SessionStream] = {}  # by broker address
+        self._streams: dict[TopicPartition, SessionStream] = {}  # where each is read
         self._arrivals: queue.SimpleQueue[Arrival] = queue.SimpleQueue()
-        # When a partition whose stream failed or ended may have a new one.
+        # When a partition whose read failed (or whose session ended) may be read again.
         self._retry_at: dict[TopicPartition, float] = {}
         self._metrics = ConsumerMetrics()
         self._isolation_level = _ISOLATION_LEVELS[self.config.isolation_level]
@@ -444,12 +448,12 @@ class Consumer(ClusterClient):
                 log.warning("the commit on close failed: %s", error)
         if self._committer is not None:
             self._committer.shutdown(wait=True)
-        streams, self._streams = list(self._streams.values()), {}
-        for stream in streams:
-            stream.cancel()
+        sessions, self._sessions, self._streams = list(self._sessions.values()), {}, {}
+        for session in sessions:
+            session.cancel()
         super().close()  # closing its channels ends the calls still running
-        for stream in streams:  # none outlives the consumer
-            stream.join(CLOSE_WAIT_S)
+        for session in sessions:  # none outlives the consumer
+            session.join(CLOSE_WAIT_S)
 
     # --- committed offsets ------------------------------------------------------------
 
@@ -536,21 +540,26 @@ class Consumer(ClusterClient):
             self._metrics.records.record(len(taken))
         return taken
 
-    # --- streams ----------------------------------------------------------------------
+    # --- fetch sessions ---------------------------------------------------------------
 
     def _open_streams(self) -> float:
-        """A stream from its position for each assigned partition that has none and is
-        not waiting out the back-off of one that failed; when the first still without
-        one may have it (inf: none)."""
-        if len(self._streams) == len(self._positions):  # the common case: all open
-            return math.inf
-        now = time.monotonic()
+        """Add to its broker's session each assigned partition not read yet and not
+        waiting out the back-off of a failure, send what changed, and close the sessions
+        left with no partition; when the first still unread may be added (inf: none)."""
         next_retry = math.inf
-        for tp in self.assignment():
-            if tp not in self._streams and self._retry_at.get(tp, 0.0) <= now:
-                self._open_stream(tp)
-            if tp not in self._streams:  # backing off, or failed to open just now
-                next_retry = min(next_retry, self._retry_at.get(tp, 0.0))
+        if len(self._streams) != len(self._positions):
+            now = time.monotonic()
+            for tp in self.assignment():
+                if tp not in self._streams and self._retry_at.get(tp, 0.0) <= now:
+                    self._open_stream(tp)
+                if tp not in self._streams:  # backing off, or failed to open just now
+                    next_retry = min(next_retry, self._retry_at.get(tp, 0.0))
+        for address, session in list(self._sessions.items()):
+            if session.partitions:
+                session.flush()
+            else:
+                del self._sessions[address]
+                session.cancel()
         return next_retry
 
     def _open_stream(self, tp: TopicPartition) -> None:
@@ -563,28 +572,36 @@ class Consumer(ClusterClient):
         except TierlogError as error:
             self._stream_failed(tp, error)
             return
-        request = log_service_pb2.SubscribeRequest(
-            topic=tp.topic,
-            partition=tp.partition,
-            offset=self.position(tp),
-            max_bytes=min(self.config.max_partition_fetch_bytes, self.config.fetch_max_bytes),
-            max_wait_ms=self.config.fetch_max_wait_ms,
-            min_bytes=self.config.fetch_min_bytes,
-            isolation_level=self._isolation_level,
+        session = self._sessions.get(leader.address)
+        if session is None:
+            session = self._sessions[leader.address] = SessionStream(
+                leader.address,
+                self.cluster.log_stub(leader.address),
+                log_service_pb2.FetchSessionRequest(
+                    max_bytes=self.config.fetch_max_bytes,
+                    max_wait_ms=self.config.fetch_max_wait_ms,
+                    min_bytes=self.config.fetch_min_bytes,
+                    isolation_level=self._isolation_level,
+                ),
+                self._arrivals,
+            )
+        session.add(
+            tp,
+            self.position(tp),
+            leader.epoch,
+            min(self.config.max_partition_fetch_bytes, self.config.fetch_max_bytes),
         )
-        if leader.epoch >= 0:  # a broker in another epoch ends the stream (KIP-320)
-            request.current_leader_epoch = leader.epoch
-        stub = self.cluster.log_stub(leader.address)
-        self._streams[tp] = PartitionStream(tp, stub, request, self._arrivals)
+        self._streams[tp] = session
 
     def _drop_stream(self, tp: TopicPartition) -> None:
-        stream = self._streams.pop(tp, None)
-        if stream is not None:
-            stream.cancel()
+        """Stop reading ``tp`` (sent with the session's next request)."""
+        session = self._streams.pop(tp, None)
+        if session is not None:
+            session.forget(tp)
 
     def _next_arrival(self, until: float) -> Arrival | None:
-        """The next message (or end) of a stream, waited for until ``until``; streams the
-        sidecar stopped answering on are cancelled meanwhile."""
+        """The next message (or end) of a session, waited for until ``until``; sessions
+        the sidecar stopped answering on are cancelled meanwhile."""
         while True:
             wait_s = min(until - time.monotonic(), STALL_CHECK_S)
             try:
@@ -599,44 +616,75 @@ class Consumer(ClusterClient):
     def _cancel_stalled(self) -> None:
         """Each message is due within ``fetch.max.wait.ms`` (an empty one if need be), so
         one not there ``request.timeout.ms`` later will not come: as a Fetch would, the
-        stream times out.  (With ``fetch.max.wait.ms`` 0 a quiet stream sends nothing.)"""
+        session times out.  (With ``fetch.max.wait.ms`` 0 a quiet session sends nothing.)"""
         if not self.config.fetch_max_wait_ms:
             return
         limit_s = self._timeout_s + self.config.fetch_max_wait_ms / 1000
-        for tp, stream in list(self._streams.items()):
-            if stream.stalled(limit_s):
-                self._drop_stream(tp)
-                self._stream_failed(
-                    tp, RequestTimedOutError(f"{tp}: no message from the sidecar in {limit_s} s")
+        for session in list(self._sessions.values()):
+            if session.stalled(limit_s):
+                self._session_ended(
+                    session,
+                    RequestTimedOutError(f"{session.address}: no message in {limit_s} s"),
                 )
 
-    def _take(self, arrival: Arrival) -> None:
-        """Buffer the records of a stream's message (or see to the stream's end)."""
-        stream = arrival.stream
-        tp = stream.tp
-        if self._streams.get(tp) is not stream:
-            return  # from a stream a seek or a new assignment dropped
-        if arrival.message is None:
+    def _session_ended(self, session: SessionStream, error: TierlogError | None) -> None:
+        """Its partitions are read again after the back-off (error None: the sidecar
+        shut down), each failed as its read would have."""
+        session.cancel()
+        del self._sessions[session.address]
+        for tp in session.partitions:
+            if self._streams.get(tp) is not session:
+                continue
             del self._streams[tp]
-            if arrival.error is None:  # the sidecar shut down: subscribe again
+            if error is None:
                 self._retry_at[tp] = time.monotonic() + self.config.retry_backoff_ms / 1000
             else:
-                self._stream_failed(tp, arrival.error)
+                self._stream_failed(tp, error)
+
+    def _take(self, arrival: Arrival) -> None:
+        """Buffer the records of a session's message (or see to the session's end)."""
+        session = arrival.session
+        if self._sessions.get(session.address) is not session:
+            return  # from a session closed or cancelled since
+        if arrival.message is None:
+            self._session_ended(session, arrival.error)
             return
-        stream.release()  # the reader may take the next message while this one is decoded
-        message = arrival.message
-        data = message.record_batches  # (each read of a bytes field copies it)
+        session.release()  # the next message may come while this one is decoded
+        pending = [
+            data
+            for data in arrival.message.partitions
+            if session.current(data)
+            and self._streams.get(TopicPartition(data.topic, data.partition)) is session
+        ]
+        for index, data in enumerate(pending):
+            try:
+                self._take_partition(session, data)
+            except BaseException:  # the rest are read again from their positions
+                for rest in pending[index + 1 :]:
+                    self._drop_stream(TopicPartition(rest.topic, rest.partition))
+                raise
+
+    def _take_partition(
+        self, session: SessionStream, data: log_service_pb2.FetchSessionPartitionData
+    ) -> None:
+        tp = TopicPartition(data.topic, data.partition)
+        if data.HasField("error"):
+            session.left(tp)
+            del self._streams[tp]
+            self._stream_failed(tp, error_from_proto(data.error))
+            return
+        batches = data.record_batches  # (each read of a bytes field copies it)
         self._fetchable_ends[tp] = (
-            message.last_stable_offset
+            data.last_stable_offset
             if self._isolation_level == log_service_pb2.ISOLATION_LEVEL_READ_COMMITTED
-            else message.high_watermark
+            else data.high_watermark
         )
-        self._metrics.fetches.record(len(data))
+        self._metrics.fetches.record(len(batches))
         aborted = AbortedTransactionFilter(
-            (txn.producer_id, txn.first_offset) for txn in message.aborted_transactions
+            (txn.producer_id, txn.first_offset) for txn in data.aborted_transactions
         )
         try:
-            whole = self._buffer(tp, self.position(tp), data, aborted)
+            whole = self._buffer(tp, self.position(tp), batches, aborted)
         except BaseException:
             self._drop_stream(tp)  # the next poll reads from the position again
             raise

@@ -67,7 +67,10 @@ class Producer:
             else None
         )
         self.accumulator = RecordAccumulator(
-            self.config, wall_clock_ms, idempotence=self.idempotence
+            self.config,
+            wall_clock_ms,
+            idempotence=self.idempotence,
+            known_leader=self.cluster.known_leader_address,
         )
         # ``send`` takes the mutex itself: ``with`` on a Condition is a Python-level call,
         # once per record.

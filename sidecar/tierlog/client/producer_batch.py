@@ -168,6 +168,8 @@ class ProducerBatch:
         self.uncompressed_records_bytes = 0
         self.attempts = 0
         self.last_attempt_ms = created_ms
+        self.sent_to = ""  # the address of the leader its last attempt went to
+        self.attempts_at_leader = 0  # of ``attempts``, those to ``sent_to``
         self.drained_ms: int | None = None
         self.sequence_has_been_reset = False
         self._stamp = _ProducerStamp()

@@ -28,6 +28,9 @@ may or may not have been stored, and its retry, the same bytes under the same
 partition's leader epoch from the metadata; a partition whose owner said
 ``NOT_LEADER_OR_FOLLOWER``, ``FENCED_LEADER_EPOCH``, ``UNKNOWN_LEADER_EPOCH`` (or
 ``UNKNOWN_TOPIC_OR_PARTITION``) has its metadata refreshed before the retry goes out.
+A leader that goes silent (paused, cut off) answers nothing, so the sender asks another
+broker who leads while requests wait or retries queue (``_follow_moving_leaders``) and
+moves them to a new leader as soon as there is one, without the old one's back-off.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from tierlog.api.errors import NotLeaderOrFollowerError
 from tierlog.api.v1 import log_service_pb2
 from tierlog.client.accumulator import RecordAccumulator
 from tierlog.client.client_metrics import ProducerMetrics
-from tierlog.client.cluster import Cluster
+from tierlog.client.cluster import Cluster, TopicOwners
 from tierlog.client.config import ProducerConfig
 from tierlog.client.errors import (
     RETRIABLE_REASONS,
@@ -113,7 +116,7 @@ class ProduceConnection:
         self._call: ProduceStream | None = None
         self._requests: asyncio.Queue[bytes | None] | None = None
         self._in_flight: deque[tuple[Batches, float]] = deque()  # each request's
-        self._timed_out = False
+        self._broken_by: TierlogError | None = None  # why the sender broke the stream
         self._tasks: set[asyncio.Task[None]] = set()
 
     def send(self, request: bytes, batches: Batches) -> None:
@@ -136,7 +139,7 @@ class ProduceConnection:
         requests: asyncio.Queue[bytes | None] = asyncio.Queue()
         call = produce_stream(self._channel, self._cluster.security.call_metadata())
         with self._lock:
-            self._requests, self._call, self._timed_out = requests, call, False
+            self._requests, self._call, self._broken_by = requests, call, None
         for work in (self._write(call, requests), self._read(call, requests)):
             task = asyncio.get_running_loop().create_task(work)
             self._tasks.add(task)  # the loop holds its tasks weakly
@@ -152,6 +155,7 @@ class ProduceConnection:
         failure: TierlogError = NetworkError(f"the produce stream to {self.address} ended")
         try:
             async for response in call:
+                self._cluster.note_answer(self.address)
                 with self._lock:
                     batches, sent = self._in_flight.popleft()
                 latency_s = time.monotonic() - sent
@@ -166,10 +170,7 @@ class ProduceConnection:
         finally:
             requests.put_nowait(None)  # ends the writer
         with self._lock:
-            if self._timed_out:
-                failure = RequestTimedOutError(
-                    f"no answer from {self.address} within {self._request_timeout_s:.1f}s"
-                )
+            failure = self._broken_by or failure
             lost = [batches for batches, _sent in self._in_flight]
             self._in_flight.clear()
             if self._call is call:
@@ -186,14 +187,31 @@ class ProduceConnection:
 
     # --- from the sender --------------------------------------------------------------
 
+    def waiting_s(self) -> float:
+        """How long its oldest request in flight has waited for its answer (0: none)."""
+        with self._lock:
+            return time.monotonic() - self._in_flight[0][1] if self._in_flight else 0.0
+
+    def partitions_in_flight(self) -> set[TopicPartition]:
+        with self._lock:
+            return {batches[0].topic_partition for batches, _sent in self._in_flight}
+
     def expire(self) -> None:
         """Break the stream if its oldest request waited past ``request.timeout.ms``."""
+        if self.waiting_s() >= self._request_timeout_s:
+            self.abandon(
+                RequestTimedOutError(
+                    f"no answer from {self.address} within {self._request_timeout_s:.1f}s"
+                )
+            )
+
+    def abandon(self, failure: TierlogError) -> None:
+        """Break the stream: each request in flight on it fails with ``failure`` (a
+        retriable one: stored or not, its retry is stored once)."""
         with self._lock:
             if not self._in_flight or self._call is None:
                 return
-            if time.monotonic() - self._in_flight[0][1] < self._request_timeout_s:
-                return
-            self._timed_out = True
+            self._broken_by = failure
             call = self._call
         self._io.call_soon(call.cancel)
 
@@ -250,6 +268,10 @@ class Sender:
         # share a request (within max.request.size): the per-request work, most of the
         # producer's own CPU at 64 KiB batches, is paid once for them.
         self._batches_per_request = 1 if idempotence is not None else _MANY
+        self._next_leader_check = 0.0  # monotonic: see _follow_moving_leaders
+        # Partitions whose last attempt failed in a way a leader change explains (under
+        # ``lock``): while their batches wait to retry, who leads them is asked again.
+        self._leader_in_doubt: set[TopicPartition] = set()
         self._running = True
         self._thread = threading.Thread(target=self._run, name="tierlog-producer", daemon=True)
         self._io = IoLoop("tierlog-producer-io")
@@ -298,6 +320,7 @@ class Sender:
         _resolve(resolutions)
         for connection in list(self._connections.values()):
             connection.expire()
+        self._follow_moving_leaders()
         # A transactional producer's id comes from init_transactions, not from here.
         needs_producer_id = needs_producer_id and self.transactions is None
         if needs_producer_id and check.next_check_delay_ms is not None:
@@ -317,6 +340,49 @@ class Sender:
                     wait_s = min(wait_s, self.IDLE_WAIT_S)
             if wait_s > 0:
                 self.lock.wait(wait_s)
+
+    def _follow_moving_leaders(self) -> None:
+        """While a broker leaves a request unanswered for ``retry.backoff.max.ms`` (paused,
+        cut off, or only slow, or waiting for a follower that is), or batches wait to be
+        sent again after a failure a leader change explains (a lost connection, a timeout,
+        NOT_LEADER_OR_FOLLOWER...), ask a broker every ``retry.backoff.ms`` who leads
+        those partitions.
+        A batch to retry whose partition has a new leader goes at once, without its
+        back-off (``RecordAccumulator``, KIP-951); a stream whose waiting partitions have
+        one is broken, so its requests go again, same bytes and sequences, to the new
+        leader instead of waiting out ``request.timeout.ms`` (the broker drops a retry it
+        stored already).  A slow leader that still leads is left alone."""
+        stall_s = self.config.retry_backoff_max_ms / 1000
+        stalled = [c for c in list(self._connections.values()) if c.waiting_s() >= stall_s]
+        with self.lock:
+            retrying = self._leader_in_doubt.intersection(self.accumulator.retrying_partitions)
+        if not stalled and not retrying:
+            return
+        now = time.monotonic()
+        if now < self._next_leader_check:
+            return
+        self._next_leader_check = now + self.config.retry_backoff_ms / 1000
+        waiting = {connection: connection.partitions_in_flight() for connection in stalled}
+        every = {tp for partitions in waiting.values() for tp in partitions} | retrying
+        topics = sorted({tp.topic for tp in every})
+        try:
+            owners = self.cluster.refresh(topics)
+        except TierlogError as error:
+            log.debug("no metadata while requests wait (%s: %s)", reason_of(error), error)
+            return
+        for connection, partitions in waiting.items():
+            moved = sorted(
+                tp for tp in partitions if _led_elsewhere(tp, owners, connection.address)
+            )
+            if moved:
+                log.info(
+                    "%s moved from %s while their requests waited: sending them again",
+                    ", ".join(map(str, moved)),
+                    connection.address,
+                )
+                connection.abandon(
+                    NetworkError(f"{moved[0]} is led elsewhere now, not by {connection.address}")
+                )
 
     def _init_producer_id(self) -> None:
         request = log_service_pb2.InitProducerIdRequest(producer_id=-1, producer_epoch=-1)
@@ -368,6 +434,9 @@ class Sender:
                     self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
             request_sizes = []
             for batches in requests:
+                for batch in batches:
+                    if batch.sent_to != address:  # a new leader: its own back-off
+                        batch.sent_to, batch.attempts_at_leader = address, 0
                 request = self._request(batches, epochs[batches[0].topic_partition])
                 self._connection(address).send(request, batches)
                 request_sizes.append(len(request))
@@ -465,6 +534,7 @@ class Sender:
     ) -> None:
         if self.idempotence is not None:
             self.idempotence.on_success(batch, base_offset if base_offset >= 0 else None)
+        self._leader_in_doubt.discard(batch.topic_partition)
         resolutions.append(_Settlement(batch.result, base_offset, append_time))
         self.accumulator.deallocate(batch)
 
@@ -476,6 +546,8 @@ class Sender:
     ) -> None:
         tp = batch.topic_partition
         reason = reason_of(error)
+        if isinstance(error, NotLeaderOrFollowerError) or reason in _STALE_METADATA_REASONS:
+            self._leader_in_doubt.add(tp)
         if isinstance(error, NotLeaderOrFollowerError):
             self.cluster.moved(tp, error.leader_address)
         elif reason in _STALE_METADATA_REASONS:
@@ -543,6 +615,14 @@ _STALE_METADATA_REASONS = frozenset(
         "REQUEST_TIMED_OUT",
     }
 )
+
+
+def _led_elsewhere(tp: TopicPartition, owners: dict[str, TopicOwners], address: str) -> bool:
+    """Whether ``owners`` (a fresh answer) names a leader of ``tp`` other than ``address``."""
+    topic = owners.get(tp.topic)
+    if topic is None or tp.partition >= topic.partition_count:
+        return False
+    return topic.leaders[tp.partition] not in ("", address)
 
 
 def _resolve(resolutions: list[_Settlement]) -> None:

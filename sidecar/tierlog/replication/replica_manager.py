@@ -104,6 +104,7 @@ class ReplicaManager:
         self._topics_seen: set[str] = set()  # in the store at the last poll
         self._polling = asyncio.Lock()  # one pass over the store at a time
         self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False  # stop() began: no ISR change starts any more
         # ISR changes of partitions led here (Kafka's IsrShrinksPerSec, IsrExpandsPerSec).
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -119,6 +120,7 @@ class ReplicaManager:
         ]
 
     async def stop(self) -> None:
+        self._stopping = True
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -423,7 +425,10 @@ class ReplicaManager:
                     self._alter_isr_soon(leader, isr)
 
     def _alter_isr_soon(self, leader: LeaderPartition, isr: tuple[int, ...]) -> None:
-        if leader.tp in self._altering:
+        # Once stopping, a follower's fetch still answered must not start a change that
+        # would outlive stop() and apply its state to logs already shut down (a stopping
+        # broker's ISRs are the controller's to change: it leaves them).
+        if self._stopping or leader.tp in self._altering:
             return
         self._altering.add(leader.tp)
         task = asyncio.create_task(self._alter_isr(leader, isr))

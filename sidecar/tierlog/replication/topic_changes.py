@@ -18,6 +18,7 @@ from tierlog.broker.topics import TopicStore
 from tierlog.partition_state.model import PartitionState
 from tierlog.partition_state.store import PartitionStateStore
 from tierlog.replication.placement import Racks, assign_new_partitions, assign_replicas
+from tierlog.storage.names import validate_no_collision
 
 __all__ = ["add_partitions", "alter_configs", "create_topic"]
 
@@ -35,7 +36,8 @@ def create_topic(
 ) -> None:
     """Place the topic's replicas (Kafka's striped assignment, starting at a broker the
     name picks, so topics spread) and record it, configs first: a broker that learns of
-    the topic finds them. TOPIC_ALREADY_EXISTS when the store has the name."""
+    the topic finds them. TOPIC_ALREADY_EXISTS when the store has the name,
+    INVALID_TOPIC_EXCEPTION when it has one that collides (``a.b`` and ``a_b``)."""
     topics.validate_new(name, partition_count, configs)
     placed = assign_replicas(
         racks,
@@ -43,10 +45,12 @@ def create_topic(
         replication_factor,
         start_index=zlib.crc32(name.encode()) % len(racks),
     )
+    existing = store.list_topics()
+    if name in existing:
+        raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+    validate_no_collision(name, existing)
     if validate_only:
         return
-    if name in store.list_topics():
-        raise TopicAlreadyExistsError(f"topic {name!r} already exists")
     store.write_topic_configs(name, configs)
     store.create_topic(name, {p: PartitionState.new(replicas) for p, replicas in placed.items()})
 

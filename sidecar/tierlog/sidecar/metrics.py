@@ -312,6 +312,21 @@ class LogManagerCollector:
             count += 1
         yield from (start, end, size, segments)
         yield GaugeMetricFamily("tierlog_partitions", "Partitions this broker holds", count)
+        budget = self.manager.decompression_budget
+        yield GaugeMetricFamily(
+            "tierlog_validation_decompressed_bytes_in_flight",
+            "Decompressed record bytes held by produce validations now",
+            budget.used_bytes,
+        )  # fmt: skip
+        yield GaugeMetricFamily(
+            "tierlog_validation_decompressed_bytes_limit",
+            "tierlog.validation.max.inflight.decompressed.bytes", budget.capacity_bytes,
+        )  # fmt: skip
+        yield CounterMetricFamily(
+            "tierlog_validation_throttled_total",
+            "Produce validations refused after waiting for decompressed-bytes room",
+            budget.refused,
+        )  # fmt: skip
         yield from self._log_dir_space()
         cleaner = self.manager.cleaner
         yield CounterMetricFamily(

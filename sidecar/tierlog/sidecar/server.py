@@ -120,6 +120,7 @@ class SidecarServer:
             topic_config=self.topics.log_config,
             on_flush=self.metrics.observe_flush,
             tier=self.remote_log_manager,
+            decompression_budget=config.limits.decompression_budget(),
         )
         self.metrics.watch(self.manager)
         self.watch = AppendWatch()

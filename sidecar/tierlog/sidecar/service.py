@@ -5,10 +5,12 @@ from plain records) through ``broker.produce.Appender``; Fetch returns whole bat
 long-polls on the partition's append event, and Subscribe tails a partition on the same
 events, each of its messages such a long poll, through ``broker.fetch.FetchReader``, which
 reads the remote tier below the local log start and bounds read_committed reads at the
-last stable offset. The Kafka listener (``tierlog.kafka``) calls the same two cores, so a
-record written through either door reads the same through the other. InitProducerId
-hands out producer ids (``producer_ids``) for idempotent produce. Errors are raised as
-types and mapped to a status at the edge (``status.at_the_edge``).
+last stable offset; FetchSession reads many partitions on one stream through the same
+reader (``fetch_session``), each message one long poll over all of them. The Kafka
+listener (``tierlog.kafka``) calls the same two cores, so a record written through either
+door reads the same through the other. InitProducerId hands out producer ids
+(``producer_ids``) for idempotent produce. Errors are raised as types and mapped to a
+status at the edge (``status.at_the_edge``).
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ from tierlog.broker.partitions import Partitions
 from tierlog.broker.produce import Acks, Appended, Appender, Produced
 from tierlog.broker.producer_ids import ProducerIdManager
 from tierlog.replication.replica_manager import ReplicaManager
+from tierlog.sidecar.fetch_session import FetchSessionState, SessionPartition, SessionSettings
+from tierlog.sidecar.fetch_wire import PartitionAnswer
 from tierlog.sidecar.status import as_error, at_the_edge, unexpected
 from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import OffsetOutOfRangeError, TierlogError
-from tierlog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
+from tierlog.storage.log import Log
 from tierlog.storage.records import (
     NO_PARTITION_LEADER_EPOCH,
     CompressionType,
@@ -81,6 +85,9 @@ class Limits:
     max_pipelined_produces: int = 16
 
 
+# A fetch session's partition and what its read found: batches, or why it failed.
+_SessionRead = tuple[SessionPartition, FetchAnswer | TierlogError]
+
 # What a ProduceStream answers in its turn: an appended request, or why it was not.
 _Pending = Appended | Exception
 
@@ -120,6 +127,10 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         # waits for the previous one's follower round trip before it is appended, so
         # the followers fetch several requests' batches at once (Kafka gets the same
         # overlap from a producer's batches for many partitions in one request).
+        # A stopping broker takes no new request: the stream ends once what it took is
+        # answered, so the server's stop does not wait out its grace for a producer that
+        # keeps its stream open (Kafka's broker closes its connections); the producer
+        # sends the next request again, to the new leader.
         pending: asyncio.Queue[_Pending | None] = asyncio.Queue()
         room = asyncio.Semaphore(self.limits.max_pipelined_produces)
         reader = asyncio.create_task(self._append_stream(request_iterator, pending, room))
@@ -138,8 +149,10 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         pending: asyncio.Queue[_Pending | None],
         room: asyncio.Semaphore,
     ) -> None:
+        requests = aiter(request_iterator)
+        stopping = asyncio.ensure_future(self.watch.until_closed())
         try:
-            async for request in request_iterator:
+            while (request := await _next_unless(stopping, requests)) is not None:
                 await room.acquire()
                 try:
                     appended: _Pending = await self._append(request.produce)
@@ -147,6 +160,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
                     appended = error
                 pending.put_nowait(appended)
         finally:
+            stopping.cancel()
             pending.put_nowait(None)  # never blocks: ``room`` bounds the queue
 
     async def _stream_answer(self, appended: _Pending) -> log_service_pb2.ProduceStreamResponse:
@@ -213,13 +227,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         max_bytes = self._max_bytes(request.max_bytes)
         # Without max_wait_ms a message waits for batches as long as it takes.
         wait_s = _long_poll_s(request.max_wait_ms, None) if request.max_wait_ms else None
-        offset = request.offset
-        if offset == EARLIEST_TIMESTAMP:
-            offset = partition_log.log_start_offset
-        elif offset == LATEST_TIMESTAMP:
-            offset = self.reader.fetchable_end(tp, partition_log, read_committed)
-        elif offset < 0:
-            raise OffsetOutOfRangeError(f"offset {offset}: use -2 (earliest) or -1 (latest)")
+        offset = self.reader.start_offset(tp, partition_log, request.offset, read_committed)
         while not self.watch.closed:
             answer = await self._long_poll(
                 PartitionFetch(tp, offset, max_bytes, epoch),
@@ -233,6 +241,138 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
                 continue
             _report_record_bytes(tp.topic, len(answer.record_batches))
             yield answer
+
+    @at_the_edge
+    async def FetchSession(  # type: ignore[override]  # answered in wire format: see fetch_wire
+        self,
+        request_iterator: AsyncIterator[log_service_pb2.FetchSessionRequest],
+        context: _Context,
+    ) -> AsyncIterator[Sequence[PartitionAnswer]]:
+        session = FetchSessionState(self.watch)
+        requests = asyncio.create_task(self._take_session_requests(request_iterator, session))
+        requests.add_done_callback(lambda _: session.wake.set())
+        try:
+            while not self.watch.closed:
+                while not (session.credits or requests.done() or self.watch.closed):
+                    session.wake.clear()
+                    await self.watch.wait(session.wake, None)
+                if requests.done():  # the client closed its side (or sent a bad request)
+                    requests.result()
+                    return
+                answer = await self._session_answer(session, requests)
+                session.credits -= 1
+                yield answer
+        finally:
+            requests.cancel()
+            session.close()
+
+    async def _take_session_requests(
+        self,
+        request_iterator: AsyncIterator[log_service_pb2.FetchSessionRequest],
+        session: FetchSessionState,
+    ) -> None:
+        async for request in request_iterator:
+            _check_long_poll(request.max_wait_ms, request.min_bytes)
+            settings = SessionSettings(
+                request.max_wait_ms,
+                request.min_bytes,
+                self._max_bytes(request.max_bytes),
+                _read_committed(request.isolation_level),
+            )
+            session.apply(request, settings)
+
+    async def _session_answer(
+        self, session: FetchSessionState, requests: asyncio.Task[None]
+    ) -> list[PartitionAnswer]:
+        """The next message: the batches of the session's partitions once they are
+        ``min_bytes`` together (or some partition failed), or what there is when
+        ``max_wait_ms`` passed (0: no limit). Sent partitions read on from where their
+        batches end; failed ones leave the session."""
+        loop = asyncio.get_running_loop()
+        max_wait_ms = session.settings.max_wait_ms
+        deadline = loop.time() + _long_poll_s(max_wait_ms, None) if max_wait_ms else None
+        while True:
+            session.wake.clear()
+            answers = await self._read_session(session)
+            size = sum(
+                len(answer.record_batches)
+                for _part, answer in answers
+                if isinstance(answer, FetchAnswer)
+            )
+            failed = any(isinstance(answer, TierlogError) for _part, answer in answers)
+            remaining_s = None if deadline is None else deadline - loop.time()
+            timed_out = remaining_s is not None and remaining_s <= 0
+            stop = self.watch.closed or requests.done()
+            if size >= max(session.settings.min_bytes, 1) or failed or timed_out or stop:
+                return self._sent(session, answers)
+            await self.watch.wait(session.wake, remaining_s)
+
+    async def _read_session(self, session: FetchSessionState) -> list[_SessionRead]:
+        """Read the partitions that may have news (``FetchReader.read_many``) within the
+        message's byte budget, each within its own too; those read with batches stay
+        dirty, and so do all read empty once the budget is spent (it may not have reached
+        them). Only batches and errors are answered."""
+        settings = session.settings
+        parts: list[SessionPartition] = []
+        failed: list[_SessionRead] = []
+        for part in session.take_dirty():
+            if part.offset < 0:
+                try:  # on the loop: where -2 and -1 are, as of this first read
+                    tp, partition_log = self.partitions.log(
+                        part.tp.topic, part.tp.partition, part.leader_epoch
+                    )
+                    part.offset = self.reader.start_offset(
+                        tp, partition_log, part.offset, settings.read_committed
+                    )
+                except TierlogError as error:
+                    failed.append((part, error))
+                    continue
+            parts.append(part)
+        fetches = [
+            PartitionFetch(
+                part.tp, part.offset, part.max_bytes or settings.max_bytes, part.leader_epoch
+            )
+            for part in parts
+        ]
+        answers = await asyncio.to_thread(
+            self.reader.read_many, fetches, settings.max_bytes, settings.read_committed
+        )
+        spent = settings.max_bytes <= sum(
+            len(answer.record_batches) for answer in answers if isinstance(answer, FetchAnswer)
+        )
+        read: list[_SessionRead] = []
+        for part, answer in zip(parts, answers, strict=True):
+            if isinstance(answer, TierlogError):
+                read.append((part, answer))
+                continue
+            if answer.record_batches or spent:
+                session.still_dirty(part)  # there may be more, or the budget left it unread
+            if answer.record_batches:
+                read.append((part, answer))
+        return failed + read
+
+    def _sent(
+        self,
+        session: FetchSessionState,
+        answers: list[_SessionRead],
+    ) -> list[PartitionAnswer]:
+        """The message of ``answers``, the session moved past it."""
+        message = []
+        for part, answer in answers:
+            if not session.is_current(part):  # forgotten or sought while it was read
+                continue
+            tp = part.tp
+            if isinstance(answer, TierlogError):
+                session.remove(tp)
+                error = as_error(answer)
+                message.append(
+                    PartitionAnswer(tp.topic, tp.partition, part.generation, None, error)
+                )
+                continue
+            session.sent(part, next_offset(answer.record_batches))
+            _report_record_bytes(tp.topic, len(answer.record_batches))
+            message.append(PartitionAnswer(tp.topic, tp.partition, part.generation, answer))
+        return message
 
     async def _long_poll(
         self, fetch: PartitionFetch, min_bytes: int, wait_s: float | None, read_committed: bool
@@ -365,3 +505,19 @@ def _long_poll_s(max_wait_ms: int, time_remaining_s: float | None) -> float:
     if time_remaining_s is None:
         return wait_s
     return max(0.0, min(wait_s, time_remaining_s - DEADLINE_MARGIN_S))
+
+
+async def _next_unless(
+    stopping: asyncio.Future[None],
+    requests: AsyncIterator[log_service_pb2.ProduceStreamRequest],
+) -> log_service_pb2.ProduceStreamRequest | None:
+    """The stream's next request; None once it ends, or once ``stopping`` is done
+    first (the read is cancelled: a request it was taking is the client's to send again)."""
+    if stopping.done():
+        return None
+    reading = asyncio.ensure_future(anext(requests, None))
+    await asyncio.wait((reading, stopping), return_when=asyncio.FIRST_COMPLETED)
+    if reading.done():
+        return reading.result()
+    reading.cancel()
+    return None

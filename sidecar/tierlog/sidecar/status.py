@@ -5,6 +5,8 @@ never build a status themselves: ``at_the_edge`` wraps each handler and turns th
 error into the status code of its Kafka name, a ``google.rpc.ErrorInfo`` detail and
 the ``tierlog-reason`` trailing metadata. Any other exception is a bug: it is logged
 with its traceback and answered as ``UNKNOWN_SERVER_ERROR``, and the server goes on.
+A stream the server stopped under (its request stream read once the server is
+stopping) ends quietly: nobody is left to answer, and a clean stop is no bug.
 
 Every error answered, as a status (``abort``) or in-band (``as_error``), is told to
 the call's ``ERROR_LISTENER`` (a context variable the metrics interceptor sets per
@@ -14,6 +16,7 @@ call), so errors are counted by reason where they are mapped, once.
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -39,6 +42,12 @@ __all__ = ["ERROR_LISTENER", "abort", "as_error", "at_the_edge", "unexpected"]
 log = logging.getLogger(__name__)
 
 _Handler = TypeVar("_Handler", bound=Callable[..., Any])
+
+# What grpc raises into a handler reading a call's stream once its server has stopped:
+# the type is private to grpc's core, hence looked up by name.
+_SERVER_STOPPED: type[Exception] = importlib.import_module(
+    "grpc._cython.cygrpc"
+)._ServerStoppedError
 
 # Told the reason of every error the current call answers with (None: nobody listens).
 ERROR_LISTENER: ContextVar[Callable[[str], None] | None] = ContextVar(
@@ -100,6 +109,8 @@ def at_the_edge(handler: _Handler) -> _Handler:
                     yield response
             except grpc.aio.AbortError:
                 raise
+            except _SERVER_STOPPED:
+                log.debug("%s ended: the server stopped", what)
             except TierlogError as error:
                 await abort(context, error)
             except Exception as error:  # the edge: log it, answer, go on

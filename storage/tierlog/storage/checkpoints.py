@@ -12,7 +12,7 @@ Formats (as Kafka writes them):
 - ``leader-epoch-checkpoint`` in a partition dir: ``0``, the count, ``<epoch> <start offset>``;
 - ``partition.metadata``: ``version: 0`` and ``topic_id: <base64 uuid>``;
 - ``meta.properties`` in a log dir: Java properties (``version=1``, ``node.id``,
-  ``cluster.id``, ``directory.id``), read with ``properties.read_properties``.
+  ``cluster.id``, ``directory.id``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
-from tierlog.storage.errors import KafkaStorageError
-from tierlog.storage.properties import format_properties
+from tierlog.storage.errors import InvalidConfigError, KafkaStorageError
+from tierlog.storage.properties import format_properties, read_properties
 from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "fsync_directory",
     "fsync_file",
     "read_epoch_checkpoint",
+    "read_meta_properties",
     "read_offset_checkpoint",
     "read_offset_checkpoint_or_warn",
     "write_epoch_checkpoint",
@@ -160,6 +161,24 @@ def base64_uuid(value: uuid.UUID) -> str:
 
 def write_partition_metadata(path: Path, topic_id: uuid.UUID) -> None:
     atomic_write(path, f"version: 0\ntopic_id: {base64_uuid(topic_id)}\n")
+
+
+def read_meta_properties(path: Path) -> dict[str, str]:
+    """A log dir's ``meta.properties``, with the ``version=1`` and ``cluster.id`` that
+    Kafka's KRaft brokers require; KafkaStorageError naming the file when it is not one."""
+    try:
+        properties = read_properties(path)
+    except IsADirectoryError:
+        raise KafkaStorageError(f"{path} is a directory, not a file") from None
+    except OSError as error:
+        raise KafkaStorageError(f"cannot read {path}: {error.strerror}") from error
+    except InvalidConfigError as error:
+        raise KafkaStorageError(str(error)) from error
+    if properties.get("version") != "1":
+        raise KafkaStorageError(f"{path} is not a meta.properties: it has no version=1")
+    if not properties.get("cluster.id"):
+        raise KafkaStorageError(f"{path} is not a meta.properties: it has no cluster.id")
+    return properties
 
 
 def write_meta_properties(path: Path, properties: Mapping[str, str]) -> None:

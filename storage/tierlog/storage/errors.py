@@ -12,6 +12,7 @@ __all__ = [
     "CorruptRecordError",
     "CorruptSnapshotError",
     "DuplicateSequenceError",
+    "InconsistentClusterIdError",
     "InvalidConfigError",
     "InvalidProducerEpochError",
     "InvalidRecordError",
@@ -24,6 +25,7 @@ __all__ = [
     "OutOfOrderSequenceError",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
+    "ThrottlingQuotaExceededError",
     "TierlogError",
     "TransactionCoordinatorFencedError",
     "UnexpectedAppendOffsetError",
@@ -123,6 +125,13 @@ class KafkaStorageError(TierlogError):
     reason = "KAFKA_STORAGE_ERROR"
 
 
+class InconsistentClusterIdError(TierlogError):
+    """A log dir's ``meta.properties`` names another cluster than the broker's: the
+    volume belongs elsewhere, so the broker does not start on it."""
+
+    reason = "INCONSISTENT_CLUSTER_ID"
+
+
 class InvalidProducerEpochError(TierlogError):
     """A producer wrote with an epoch below the one the partition has seen (a zombie)."""
 
@@ -156,3 +165,11 @@ class TransactionCoordinatorFencedError(TierlogError):
 
 class CorruptSnapshotError(TierlogError):
     """A producer-state ``.snapshot`` file that cannot be read: ignored on load."""
+
+
+class ThrottlingQuotaExceededError(TierlogError):
+    """The broker is at one of its in-flight limits (``queued.max.requests``,
+    ``queued.max.request.bytes``, ``tierlog.validation.max.inflight.decompressed.bytes``)
+    and no room came in time: retry later."""
+
+    reason = "THROTTLING_QUOTA_EXCEEDED"

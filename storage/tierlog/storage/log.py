@@ -32,6 +32,7 @@ from tierlog.storage.config import LogConfig, TimestampType
 from tierlog.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    KafkaStorageError,
     OffsetMovedToTieredStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -60,6 +61,8 @@ from tierlog.storage.records import (
     set_log_append_time,
     validate_produce,
 )
+from tierlog.storage.records.inflight import DecompressedBytesBudget
+from tierlog.storage.records.validation import NO_BUDGET
 from tierlog.storage.retention import RetentionBudget, deletable_segments
 from tierlog.storage.segment import (
     DELETED_SUFFIX,
@@ -202,6 +205,8 @@ class Log:
         self.unflushed_messages = 0
         self.last_flush_ms = clock_ms()
         self.flush_hook: FlushHook = Log.flush
+        # The broker's bound on what validations hold decoded at once (its log manager's).
+        self.decompression_budget: DecompressedBytesBudget = NO_BUDGET
         self._roll_policy = RollPolicy(config.segment_bytes, config.segment_ms)
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
@@ -294,13 +299,18 @@ class Log:
 
     # -- append -----------------------------------------------------------------------
 
-    def append(self, records: Buffer, *, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
+    def append(
+        self, records: Buffer, *, origin: AppendOrigin = AppendOrigin.CLIENT, may_wait: bool = True
+    ) -> AppendInfo:
         """Validate a produced buffer of v2 batches, assign offsets and append it.
 
         Raises a typed error (and leaves the log unchanged) when any batch is invalid,
         including an idempotent producer's epoch or sequence. A request whose producer
         batches are all already in the log writes nothing and answers with their offsets.
         Only a COORDINATOR may write control batches, each one transaction marker.
+        Unless ``may_wait``, a compressed batch that would wait for the broker's budget
+        of decoded bytes, or decode long, raises ``ValidationWouldWait`` and nothing is
+        appended (an event loop's caller retries in a thread).
         """
         config = self.config
         now_ms = self.clock_ms()
@@ -313,6 +323,8 @@ class Log:
             before_max_ms=config.message_timestamp_before_max_ms,
             after_max_ms=config.message_timestamp_after_max_ms,
             allow_control=origin is AppendOrigin.COORDINATOR,
+            budget=self.decompression_budget,
+            may_wait=may_wait,
         )
         markers = _end_txn_markers(records, headers)
         total_bytes = sum([header.size for header in headers])
@@ -449,6 +461,11 @@ class Log:
         """Write offset-assigned batches to the active segment, rolled first if the roll
         policy says so (or as ``roll`` says, when given); the segment written to.
         ``epochs`` are the (leader epoch, start offset) they begin."""
+        if first_offset < self.log_start_offset:  # it could never be read back
+            raise KafkaStorageError(
+                f"{self.directory.name}: an append at offset {first_offset} is below the "
+                f"log start {self.log_start_offset}"
+            )
         total_bytes = sum(batch.size for batch in batches)
         segment = self.active_segment
         if roll is None:

@@ -36,6 +36,7 @@ from tierlog.storage.checkpoints import (
     REPLICATION_OFFSET_CHECKPOINT,
     atomic_write,
     base64_uuid,
+    read_meta_properties,
     read_offset_checkpoint_or_warn,
     write_meta_properties,
     write_offset_checkpoint,
@@ -44,7 +45,7 @@ from tierlog.storage.checkpoints import (
 from tierlog.storage.cleaner_manager import CleanerConfig, LogCleaner
 from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import (
-    InvalidConfigError,
+    InconsistentClusterIdError,
     KafkaStorageError,
     TierlogError,
     UnknownTopicOrPartitionError,
@@ -57,7 +58,8 @@ from tierlog.storage.names import (
     parse_partition_dir,
     validate_topic_name,
 )
-from tierlog.storage.properties import read_properties
+from tierlog.storage.records.inflight import DecompressedBytesBudget
+from tierlog.storage.records.validation import NO_BUDGET
 from tierlog.storage.recovery import RecoveryProgress, load_segments
 from tierlog.storage.scheduler import PeriodicTask
 from tierlog.storage.segment import LogSegment
@@ -95,11 +97,14 @@ class LogManager:
         topic_config: Callable[[str], LogConfig] | None = None,
         on_flush: Callable[[Log, float], None] | None = None,
         tier: RemoteLogManager | None = None,
+        decompression_budget: DecompressedBytesBudget = NO_BUDGET,
     ):
         if not config.log_dirs:
             raise KafkaStorageError("no log dirs configured")
         self.config = config
         self.tier = tier  # uploads and restores remote.storage.enable partitions
+        # What every log's produce validation may hold decoded at once.
+        self.decompression_budget = decompression_budget
         self._topic_config = topic_config or (lambda _topic: config.default_log_config)
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dirs: dict[TopicPartition, Path] = {}
@@ -175,30 +180,28 @@ class LogManager:
         self._dir_locks.clear()
 
     def _ensure_meta_properties(self, log_dir: Path) -> None:
+        """Write the log dir's ``meta.properties``, or check that the one there names this
+        cluster. As Kafka does, a log dir of another cluster, or one whose file cannot be
+        read, stops the startup: a volume is never joined to a cluster it cannot be shown
+        to belong to, and the file is left as it is for an operator to look at."""
         path = log_dir / META_PROPERTIES
-        if path.exists():
-            try:
-                properties = read_properties(path)
-            except InvalidConfigError as error:
-                # It only names the broker and cluster that wrote the dir, and even a
-                # mismatch is a warning here: an unreadable one is no reason to refuse
-                # the dir's logs. It is written again, the old bytes kept beside it.
-                aside = path.with_name(f"{META_PROPERTIES}.unreadable")
-                log.warning("writing %s again (the old one is kept as %s): %s", path, aside, error)
-                path.replace(aside)
-            else:
-                if properties.get("cluster.id", self.config.cluster_id) != self.config.cluster_id:
-                    log.warning("%s belongs to cluster %s", log_dir, properties["cluster.id"])
-                return
-        write_meta_properties(
-            path,
-            {
-                "version": "1",
-                "node.id": str(self.config.node_id),
-                "cluster.id": self.config.cluster_id,
-                "directory.id": base64_uuid(uuid.uuid4()),
-            },
-        )
+        if not path.exists():
+            write_meta_properties(
+                path,
+                {
+                    "version": "1",
+                    "node.id": str(self.config.node_id),
+                    "cluster.id": self.config.cluster_id,
+                    "directory.id": base64_uuid(uuid.uuid4()),
+                },
+            )
+            return
+        stored = read_meta_properties(path)["cluster.id"]
+        if stored != self.config.cluster_id:
+            raise InconsistentClusterIdError(
+                f"{path} says the log dir belongs to cluster {stored}, but this broker's "
+                f"cluster.id is {self.config.cluster_id}: refusing to join it to this cluster"
+            )
 
     def _load_dir(self, log_dir: Path, progress: RecoveryProgress | None) -> None:
         clean = (log_dir / CLEAN_SHUTDOWN_MARKER).exists()
@@ -244,6 +247,7 @@ class LogManager:
 
     def _register(self, tp: TopicPartition, partition_log: Log, log_dir: Path) -> None:
         partition_log.flush_hook = self.committer.flush_and_wait
+        partition_log.decompression_budget = self.decompression_budget
         self._logs[tp] = partition_log
         self._log_dirs[tp] = log_dir
 

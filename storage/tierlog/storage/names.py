@@ -1,7 +1,10 @@
 """Topic names by Kafka's rules, and the partition directory names built from them.
 
 A topic name becomes a directory name, so it is checked before it touches a path:
-only ``[a-zA-Z0-9._-]``, at most 249 characters, never ``.`` or ``..``.
+only ``[a-zA-Z0-9._-]``, at most 249 characters, never ``.`` or ``..``. Two topics
+whose names differ only in ``.`` against ``_`` cannot both exist (Kafka's
+``Topic.hasCollision``): metric names turn ``.`` into ``_``, so their metrics would
+be one.
 
 A partition being deleted is first renamed to ``<topic>-<partition>.<id>-delete`` (as
 Kafka does), so a crash mid-removal leaves a directory start-up recognises and removes
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Iterable
 
 from tierlog.storage.errors import InvalidTopicError
 from tierlog.storage.topic_partition import TopicPartition
@@ -23,6 +27,7 @@ __all__ = [
     "delete_dir_name",
     "is_delete_dir",
     "parse_partition_dir",
+    "validate_no_collision",
     "validate_topic_name",
 ]
 
@@ -48,6 +53,18 @@ def validate_topic_name(topic: str) -> str:
     if not _LEGAL.fullmatch(topic):
         raise InvalidTopicError(f"topic name {topic!r} has characters outside [a-zA-Z0-9._-]")
     return topic
+
+
+def validate_no_collision(topic: str, existing: Iterable[str]) -> None:
+    """Raise InvalidTopicError if another of the ``existing`` topics collides with
+    ``topic`` (the same name once ``.`` is read as ``_``)."""
+    metric_name = topic.replace(".", "_")
+    for other in sorted(existing):
+        if other != topic and other.replace(".", "_") == metric_name:
+            raise InvalidTopicError(
+                f"topic {topic!r} collides with existing topic {other!r}: "
+                "'.' and '_' are the same in metric names"
+            )
 
 
 def parse_partition_dir(name: str) -> TopicPartition | None:

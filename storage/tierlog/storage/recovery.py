@@ -20,6 +20,11 @@ Kafka's rules, in order:
    batch's CRC is checked, the log is cut at the first invalid batch, the indexes are
    rebuilt, and every later segment (which can only hold data written after the
    damage) is deleted.
+4. A log start (from ``log-start-offset-checkpoint``) past the log end means segments
+   were lost or the checkpoint was edited. As Kafka's loader does, the log continues
+   empty at that log start, so no offset that may have been handed out is handed out
+   again and every later append is readable; the old segments are not deleted but kept
+   aside as ``<name>.below-log-start`` (nothing reads them) and logged at WARNING.
 
 A rebuilt segment's transaction index is emptied here and written again by the log
 while it loads its producer state (``LoadedLog.rebuilt``): its entries depend on the
@@ -53,6 +58,7 @@ log = logging.getLogger(__name__)
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 TEMP_SUFFIX = ".tmp"
+BELOW_LOG_START_SUFFIX = ".below-log-start"
 INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX)  # a segment needs both
 SEGMENT_INDEX_SUFFIXES = (*INDEX_SUFFIXES, TXN_INDEX_SUFFIX)
 
@@ -88,6 +94,9 @@ def load_segments(
     if first_unflushed < len(segments):
         segments, truncated, recovered = _recover_unflushed(segments, first_unflushed, progress)
         rebuilt += segments[len(segments) - recovered :]
+    if segments and segments[-1].next_offset < log_start_offset:
+        _set_aside_below_log_start(segments, log_start_offset)
+        segments = []
     if not segments or segments[-1].damage:  # a damaged segment takes no more appends
         start = segments[-1].next_offset if segments else log_start_offset
         segments.append(_new_segment(directory, start, config, active=True))
@@ -227,6 +236,23 @@ def _report_damage(segment: LogSegment, damage: Sequence[SegmentDamage]) -> None
             each.first_offset,
             each.end_offset - 1,
         )
+
+
+def _set_aside_below_log_start(segments: Sequence[LogSegment], log_start_offset: int) -> None:
+    """Rule 4: every segment lies below the log start; keep its files under other names."""
+    log.warning(
+        "%s: log start %d is past the log end %d (segments lost, or the checkpoint edited): "
+        "the log continues empty at %d, its %d segments kept aside as *%s",
+        segments[0].log.path.parent,
+        log_start_offset,
+        segments[-1].next_offset,
+        log_start_offset,
+        len(segments),
+        BELOW_LOG_START_SUFFIX,
+    )
+    for segment in segments:
+        segment.rename_with_suffix(BELOW_LOG_START_SUFFIX)
+        segment.close()
 
 
 def _recover_unflushed(

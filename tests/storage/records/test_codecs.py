@@ -217,3 +217,25 @@ def test_bounded_zstd_reads_frames_back_to_back() -> None:
     )
     with pytest.raises(RecordTooLargeError):
         decompress(CompressionType.ZSTD, frames, max_bytes=11_999)
+
+
+def test_bounded_zstd_refuses_a_stream_cut_anywhere_but_between_frames() -> None:
+    # The chunked reader ends quietly where its input does: the frames' block headers
+    # tell a cut frame (CORRUPT_MESSAGE) from a whole one.
+    first = zstandard.ZstdCompressor(write_checksum=True).compress(os.urandom(3000) * 30)
+    second = zstandard.ZstdCompressor(write_content_size=False).compress(b"second" * 500)
+    stream = first + second
+    for cut in range(1, len(stream)):
+        if cut == len(first):
+            assert decompress(CompressionType.ZSTD, stream[:cut], max_bytes=10**6)
+            continue
+        with pytest.raises(CorruptRecordError):
+            decompress(CompressionType.ZSTD, stream[:cut], max_bytes=10**6)
+
+
+def test_zstd_skippable_frames_are_skipped_bounded_or_not() -> None:
+    skippable = struct.pack("<II", 0x184D2A5E, 3) + b"abc"
+    frame = compress(CompressionType.ZSTD, b"hello")
+    for stream in (skippable + frame, frame + skippable):
+        assert decompress(CompressionType.ZSTD, stream) == b"hello"
+        assert decompress(CompressionType.ZSTD, stream, max_bytes=5) == b"hello"

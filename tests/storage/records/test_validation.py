@@ -17,6 +17,7 @@ from tierlog.storage.errors import (
     InvalidRecordError,
     InvalidTimestampError,
     RecordTooLargeError,
+    ThrottlingQuotaExceededError,
     TierlogError,
     UnsupportedCompressionTypeError,
     UnsupportedForMessageFormatError,
@@ -34,6 +35,7 @@ from tierlog.storage.records import (
     validate_produce,
 )
 from tierlog.storage.records.batch import RECORDS_OFFSET
+from tierlog.storage.records.inflight import DecompressedBytesBudget, ValidationWouldWait
 from tierlog.storage.records.record import encode_record
 
 NOW = 1_700_000_000_000
@@ -397,3 +399,84 @@ def test_a_batch_that_decompresses_past_the_bound_is_too_large(codec: Compressio
     assert len(bomb) < 10_000
     _rejects(RecordTooLargeError, bomb, max_message_bytes=10_000)
     assert _validate(bomb, max_message_bytes=11_000)
+
+
+# -- compressed sections are checked as they decode, a chunk at a time --
+
+
+def _verdict(buf: bytes | bytearray, budget: DecompressedBytesBudget) -> object:
+    try:
+        return [(h.position, h.record_count) for h in _validate(buf, budget=budget)]
+    except TierlogError as error:
+        return type(error)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    records=_records | _alike_records,
+    codec=st.sampled_from(
+        [CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4, CompressionType.ZSTD]
+    ),
+    chunk_bytes=st.integers(1, 300),
+    data=st.data(),
+)
+def test_a_section_streamed_in_small_chunks_gets_the_verdict_of_a_whole_one(
+    records: list[SimpleRecord], codec: CompressionType, chunk_bytes: int, data: st.DataObject
+) -> None:
+    """Records cut by chunk ends anywhere (and longer than a chunk) are checked alike."""
+    section = bytearray(build_batch(records)[RECORDS_OFFSET:])
+    count = len(records)
+    for _ in range(data.draw(st.integers(0, 3))):
+        position = data.draw(st.integers(0, len(section) - 1))
+        section[position] = data.draw(st.integers(0, 255))
+    highest = max(record.timestamp for record in records)
+    batch = lying_batch(section, record_count=count, compression=codec, max_timestamp=highest)
+    whole = DecompressedBytesBudget(2**40, 0, chunk_bytes=2**30)
+    small = DecompressedBytesBudget(2**40, 0, chunk_bytes=chunk_bytes)
+    assert _verdict(batch, small) == _verdict(batch, whole)
+    assert small.used_bytes == 0
+
+
+@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.ZSTD], ids=str)
+def test_a_record_longer_than_the_budget_is_too_large_before_it_is_decoded(
+    codec: CompressionType,
+) -> None:
+    # A record claiming 2 GiB - 1 within a 64 x 100 MB bound, cut by the first chunk:
+    # refused on its length alone.  (A section that ends first is INVALID_RECORD.)
+    section = bytearray(b"\xfe\xff\xff\xff\x0f") + bytes(2 * 1024 * 1024)
+    bomb = lying_batch(section, record_count=1, compression=codec)
+    budget = DecompressedBytesBudget(64 * 1024 * 1024, 0)
+    with pytest.raises(RecordTooLargeError, match="decompressed bytes at once"):
+        _validate(bomb, max_message_bytes=100_000_000, budget=budget)
+    assert budget.used_bytes == 0
+
+
+def test_validations_wait_for_room_in_the_budget_then_are_throttled() -> None:
+    # A validation holds three chunks and its decoder's window (deflate's 32 KiB).
+    budget = DecompressedBytesBudget(4 * 1024 * 1024, 50, chunk_bytes=1024 * 1024)
+    batch = _batch(3, compression=CompressionType.GZIP)
+    with budget.reserve(1024 * 1024):
+        with pytest.raises(ThrottlingQuotaExceededError):
+            _validate(batch, budget=budget)
+        assert budget.refused == 1
+    assert _validate(batch, budget=budget)
+    assert budget.used_bytes == 0
+
+
+def test_a_caller_that_may_not_wait_is_told_to_go_where_it_may() -> None:
+    # An event loop validates in place only what decodes quickly and finds room now.
+    budget = DecompressedBytesBudget(16 * 1024 * 1024, 30_000)
+    small = _batch(3, compression=CompressionType.ZSTD)
+    large = build_batch(
+        [SimpleRecord(b"k%d" % i, bytes(100_000), NOW) for i in range(30)],
+        compression=CompressionType.ZSTD,
+    )
+    assert _validate(small, budget=budget, may_wait=False)
+    with pytest.raises(ValidationWouldWait):
+        _validate(large, budget=budget, may_wait=False)
+    assert _validate(large, budget=budget)
+    with budget.reserve(15 * 1024 * 1024):
+        with pytest.raises(ValidationWouldWait):
+            _validate(small, budget=budget, may_wait=False)
+        assert budget.refused == 0
+    assert budget.used_bytes == 0

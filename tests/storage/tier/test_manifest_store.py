@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,7 @@ from tierlog.storage.tier.manifest_store import (
     VERSIONS_TO_KEEP,
     ManifestWriter,
     load_manifest,
+    load_readable_manifest,
     load_view,
     read_part,
 )
@@ -295,3 +297,76 @@ def test_a_base_pruned_by_a_newer_writer_is_fencing_not_a_vanished_manifest(
     assert list(store.list(manifest_key(TP, old.manifest.version))) == []  # pruned
     with pytest.raises(FencedWriterError):
         old.update(lambda m: m.advance_log_start(5))
+
+
+GARBLED = b'{"format": 2, "topic": "ord\x00\xff'  # a head cut short, bytes flipped
+
+
+def test_a_reader_falls_back_to_the_newest_readable_head_and_is_told_which_is_garbled(
+    any_store: ObjectStore,
+) -> None:
+    writer = ManifestWriter.claim(any_store, TP, "w")
+    for base in (0, 10, 20):
+        writer.update(start_upload(base))
+    newest = writer.manifest.version
+    any_store.put(manifest_key(TP, newest), GARBLED)
+
+    readable = load_readable_manifest(any_store, TP)
+    assert readable.manifest.version == newest - 1
+    assert [s.base_offset for s in readable.manifest.segments] == [0, 10]
+    (garbled,) = readable.garbled
+    assert manifest_key(TP, newest) in str(garbled)
+    with pytest.raises(CorruptManifestError, match=manifest_key(TP, newest)):
+        load_manifest(any_store, TP)  # a writer's load: it must build on the newest head
+
+
+def test_no_writer_builds_on_an_older_head_than_a_garbled_newest_one(
+    any_store: ObjectStore,
+) -> None:
+    """The garbled head is the latest committed change, and may carry a newer writer
+    epoch (the fence) or uploads and deletions only it records: a new owner's claim and
+    a deposed owner's change refuse to write past it, and only the writer that stored
+    it, which holds its content, writes the next version, superseding it."""
+    deposed = ManifestWriter.claim(any_store, TP, "deposed")
+    owner = ManifestWriter.claim(any_store, TP, "owner")
+    owner.update(start_upload(0))
+    any_store.put(manifest_key(TP, owner.manifest.version), GARBLED)
+    stored = sorted(info.key for info in any_store.list(manifest_prefix(TP)))
+
+    with pytest.raises(CorruptManifestError):
+        ManifestWriter.claim(any_store, TP, "newcomer")
+    with pytest.raises(CorruptManifestError):
+        deposed.update(lambda m: m.advance_log_start(5))
+    assert sorted(info.key for info in any_store.list(manifest_prefix(TP))) == stored
+
+    owner.update(start_upload(10))
+    latest = load_manifest(any_store, TP)
+    assert latest == owner.manifest
+    assert [s.base_offset for s in latest.segments] == [0, 10]
+    assert load_readable_manifest(any_store, TP).garbled == ()
+
+
+def test_every_head_garbled_is_a_storage_error_for_readers_too(any_store: ObjectStore) -> None:
+    writer = ManifestWriter.claim(any_store, TP, "w")
+    writer.update(start_upload(0))
+    for info in list(any_store.list(manifest_prefix(TP))):
+        any_store.put(info.key, GARBLED)
+    with pytest.raises(CorruptManifestError, match=manifest_key(TP, writer.manifest.version)):
+        load_readable_manifest(any_store, TP)
+
+
+def test_the_writer_holding_a_garbled_head_writes_it_again_when_it_next_refreshes(
+    any_store: ObjectStore,
+) -> None:
+    """A quiet partition's writer supersedes the head at its sweep's refresh, not only
+    at its next upload: the garbled head's content is in its memory."""
+    writer = ManifestWriter.claim(any_store, TP, "w")
+    for base in (0, 10):
+        writer.update(start_upload(base))
+    held = writer.manifest
+    any_store.put(manifest_key(TP, held.version), GARBLED)
+
+    refreshed = writer.refresh()
+    assert refreshed.version == held.version + 1
+    assert refreshed == dataclasses.replace(held, version=held.version + 1)
+    assert load_manifest(any_store, TP) == refreshed

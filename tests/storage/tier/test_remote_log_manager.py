@@ -3,6 +3,7 @@ by ``FaultyStore`` at chosen calls (the store's behaviour itself is never imitat
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,7 +33,7 @@ from tierlog.storage.log import Log
 from tierlog.storage.records import build_batch
 from tierlog.storage.segment import LogSegment
 from tierlog.storage.tier.chunk_cache import ChunkCache
-from tierlog.storage.tier.layout import chunks_prefix, segments_prefix
+from tierlog.storage.tier.layout import chunks_prefix, manifest_key, segments_prefix
 from tierlog.storage.tier.manifest import PartitionManifest, SegmentState
 from tierlog.storage.tier.manifest_chunks import seal
 from tierlog.storage.tier.manifest_store import ManifestWriter, load_manifest, load_view
@@ -700,3 +701,33 @@ def test_a_vanished_manifest_stops_the_partition_until_a_rebase(
     assert load_manifest(store, TP).writer_epoch > 1  # above the vanished writer's
     assert log.log_start_offset == 24  # offsets [0, 24) were only in the lost objects
     assert tier_bytes(store) == read_all_bytes(log, 24)[: sum(s.size for s in log.segments[:2])]
+
+
+def test_a_garbled_newest_head_stops_other_writers_loudly_and_its_own_supersedes_it(
+    log: Log, store: ObjectStore, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 29, item 10: a broker that did not write the garbled head (a restart, a new
+    leader) uploads nothing and writes no version, logged at ERROR; the writer that
+    stored it holds its content and its next change supersedes it, losing nothing."""
+    rlm = manager(store, clock)
+    rlm.attach(TP, log)
+    produce(log, 10)  # [0,12) [12,24) tiered; the active [24,30)
+    rlm.run_once()
+    newest = load_manifest(store, TP).version
+    garbled = manifest_key(TP, newest)
+    store.put(garbled, b'{"format": 2, "top')
+    produce(log, 8, start=10)  # [24,36) [36,48) closed
+    stored = sorted(info.key for info in store.list(""))
+
+    restarted = manager(store, clock)
+    restarted.adopt(TP, log)
+    restarted.run_once()
+    (problem,) = restarted.problems()
+    assert problem.state == "failing" and garbled in problem.detail
+    assert sorted(info.key for info in store.list("")) == stored  # nothing written
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert any(garbled in r.getMessage() for r in errors)
+
+    rlm.run_once()  # the writer that stored it
+    assert tier_offsets(store) == [(0, 12), (12, 24), (24, 36), (36, 48)]
+    assert load_manifest(store, TP).version > newest

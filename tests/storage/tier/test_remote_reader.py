@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,10 +12,12 @@ import pytest
 from tests.storage.conftest import T0, batch_with_timestamps, config, headers_of
 from tests.storage.tier.uploads import tier_closed_segments, tier_segments
 from tests.storage.transactions import TxnWriter
-from tierlog.storage.errors import CorruptRecordError, OffsetOutOfRangeError
+from tierlog.storage.errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
 from tierlog.storage.log import MAX_TIMESTAMP, Log
-from tierlog.storage.records import CompressionType, iter_batches
+from tierlog.storage.records import V2_HEADER_SIZE, CompressionType, iter_batches
+from tierlog.storage.records.batch import LENGTH_OFFSET, MAGIC_OFFSET
 from tierlog.storage.tier.chunk_cache import ChunkCache
+from tierlog.storage.tier.layout import manifest_key
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest_store import ManifestWriter, load_view
 from tierlog.storage.tier.range_reader import RangeReader
@@ -254,9 +257,67 @@ def test_a_damaged_batch_is_refused_by_reads_and_time_lookups_naming_object_and_
         reader.read(TP, victim.base_offset, 1)
     assert segment.key in str(refused.value)
     assert f"offset {victim.base_offset}" in str(refused.value)
-    with pytest.raises(CorruptRecordError):  # a read from before it that reaches it
-        reader.read(TP, segment.base_offset, segment.log_size_bytes)
     with pytest.raises(CorruptRecordError):  # decoding it for a time lookup
         reader.offset_for_timestamp(TP, victim.max_timestamp, victim.base_offset)
     before = reader.read(TP, segment.base_offset, 1)  # the batches before it still serve
     assert before == log.read(segment.base_offset, 1).records
+
+
+@pytest.mark.parametrize(
+    "damage_at",
+    [V2_HEADER_SIZE + 2, MAGIC_OFFSET, LENGTH_OFFSET + 1, LENGTH_OFFSET + 3],
+    ids=["record body", "magic", "length past the segment's end", "length within it"],
+)
+def test_a_read_that_reaches_a_damaged_batch_returns_the_whole_batches_before_it(
+    log: Log, store: LocalDirectoryStore, reader: RemoteLogReader, damage_at: int
+) -> None:
+    """As a local read does: the batches before the damage are an answer (a consumer
+    reads every record up to it), and the read that starts at the damaged batch is
+    refused naming the object and the offset."""
+    tier_closed_segments(store, TP, log)
+    segment = load_view(store, TP).all_segments()[2]
+    records = log.read(segment.base_offset, 1 << 20).records
+    inside = [h for h in iter_batches(records) if h.last_offset < segment.end_offset]
+    victim = inside[len(inside) // 2]
+    path = store.root / segment.key
+    data = bytearray(path.read_bytes())
+    data[victim.position + damage_at] ^= 0xFF
+    path.write_bytes(data)
+
+    for start in range(segment.base_offset, victim.base_offset):
+        holder = next(h for h in inside if h.last_offset >= start)
+        intact = records[holder.position : victim.position]
+        assert reader.read(TP, start, segment.log_size_bytes) == intact
+    with pytest.raises(CorruptRecordError) as refused:
+        reader.read(TP, victim.base_offset, segment.log_size_bytes)
+    assert segment.key in str(refused.value)
+    assert f"offset {victim.base_offset}" in str(refused.value)
+
+
+def test_a_garbled_newest_head_serves_the_newest_readable_one_and_skips_nothing(
+    log: Log,
+    store: LocalDirectoryStore,
+    reader: RemoteLogReader,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 29, item 10: the offsets an older head names are served, logged once at
+    ERROR; the offsets only the garbled head names (its last upload) are a storage
+    error, never an empty answer that would move a consumer on to the local log."""
+    manifest = tier_closed_segments(store, TP, log)
+    newest = manifest_key(TP, manifest.version)  # the last segment's upload finished
+    intact = (store.root / newest).read_bytes()
+    (store.root / newest).write_bytes(intact[: len(intact) // 2])
+    last = log.segments[-2]  # the last tiered one: only the garbled head has it finished
+
+    for offset in range(0, last.base_offset, 7):
+        assert reader.read(TP, offset, 5000) == log.read(offset, 5000).records
+    for offset in (last.base_offset, manifest.end_offset - 1):
+        with pytest.raises(KafkaStorageError, match=newest):
+            reader.read(TP, offset, 5000)
+    with pytest.raises(KafkaStorageError, match=newest):  # only the lost part may hold it
+        reader.offset_for_timestamp(TP, last.max_timestamp_so_far)
+    garbled = [r for r in caplog.records if newest in r.getMessage()]
+    assert [r.levelno for r in garbled] == [logging.ERROR]  # once, however often reloaded
+
+    (store.root / newest).write_bytes(intact)  # restored (or superseded by its writer)
+    assert reader.read(TP, last.base_offset, 5000) == log.read(last.base_offset, 5000).records

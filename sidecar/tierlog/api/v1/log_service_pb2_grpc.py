@@ -54,6 +54,11 @@ class LogServiceStub:
                 request_serializer=tierlog_dot_v1_dot_log__service__pb2.SubscribeRequest.SerializeToString,
                 response_deserializer=tierlog_dot_v1_dot_log__service__pb2.SubscribeResponse.FromString,
                 _registered_method=True)
+        self.FetchSession = channel.stream_stream(
+                '/tierlog.v1.LogService/FetchSession',
+                request_serializer=tierlog_dot_v1_dot_log__service__pb2.FetchSessionRequest.SerializeToString,
+                response_deserializer=tierlog_dot_v1_dot_log__service__pb2.FetchSessionResponse.FromString,
+                _registered_method=True)
         self.ListOffsets = channel.unary_unary(
                 '/tierlog.v1.LogService/ListOffsets',
                 request_serializer=tierlog_dot_v1_dot_log__service__pb2.ListOffsetsRequest.SerializeToString,
@@ -106,6 +111,22 @@ class LogServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FetchSession(self, request_iterator, context):
+        """Many partitions on one stream (Kafka's fetch session, KIP-227): the consumer's way
+        to read. The client adds partitions (from an offset) and forgets them as it goes;
+        the broker keeps each partition's next offset and answers with the batches of
+        whichever partitions have some, each message a long poll as a Fetch is. A client
+        needs one such stream per broker, whatever the number of its partitions. Each
+        request grants `credits` messages; the broker sends no more than were granted (the
+        client's read-ahead). A partition that cannot be read here (not the leader, a
+        fenced epoch, an offset out of range...) answers its error once and leaves the
+        session; the stream and the other partitions go on. The stream ends when the client
+        closes its side.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListOffsets(self, request, context):
         """Kafka's ListOffsets for one partition.
         """
@@ -149,6 +170,11 @@ def add_LogServiceServicer_to_server(servicer, server):
                     servicer.Subscribe,
                     request_deserializer=tierlog_dot_v1_dot_log__service__pb2.SubscribeRequest.FromString,
                     response_serializer=tierlog_dot_v1_dot_log__service__pb2.SubscribeResponse.SerializeToString,
+            ),
+            'FetchSession': grpc.stream_stream_rpc_method_handler(
+                    servicer.FetchSession,
+                    request_deserializer=tierlog_dot_v1_dot_log__service__pb2.FetchSessionRequest.FromString,
+                    response_serializer=tierlog_dot_v1_dot_log__service__pb2.FetchSessionResponse.SerializeToString,
             ),
             'ListOffsets': grpc.unary_unary_rpc_method_handler(
                     servicer.ListOffsets,
@@ -274,6 +300,33 @@ class LogService:
             '/tierlog.v1.LogService/Subscribe',
             tierlog_dot_v1_dot_log__service__pb2.SubscribeRequest.SerializeToString,
             tierlog_dot_v1_dot_log__service__pb2.SubscribeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchSession(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/tierlog.v1.LogService/FetchSession',
+            tierlog_dot_v1_dot_log__service__pb2.FetchSessionRequest.SerializeToString,
+            tierlog_dot_v1_dot_log__service__pb2.FetchSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

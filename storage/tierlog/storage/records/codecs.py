@@ -14,7 +14,10 @@ A compressed batch's records section is one stream in the codec's Kafka framing:
 * zstd: standard zstd frames, decoded by streaming so frames without a content
   size (Kafka's zstd-jni writes none) are fine.
 
-Decoding failures of any kind surface as ``CorruptRecordError``; an id outside 0..4 is
+``decompress_chunks`` decodes any of them incrementally, in pieces of a bounded size,
+so a broker can walk what a producer sent without ever holding the whole decoded
+section: a megabyte of zstd can hold 32 GiB of zeros.  Decoding failures of any kind
+surface as ``CorruptRecordError``; an id outside 0..4 is
 ``UnsupportedCompressionTypeError``.
 """
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable, Generator, Iterator
 from enum import IntEnum
 
 import cramjam
@@ -41,7 +45,9 @@ __all__ = [
     "CompressionType",
     "compress",
     "compression_type",
+    "decoder_window_bytes",
     "decompress",
+    "decompress_chunks",
     "xxh32",
 ]
 
@@ -103,28 +109,75 @@ def decompress(
     """The bytes ``data`` decodes to under ``ctype``; ``CorruptRecordError`` if it cannot.
 
     ``max_bytes`` bounds the output: a stream that decodes to more raises
-    ``RecordTooLargeError`` having held little more than that in memory.  A broker
-    decoding what a producer sent needs it: a megabyte of zstd can hold 32 GiB of zeros.
+    ``RecordTooLargeError`` having held little more than that in memory (it is decoded
+    by ``decompress_chunks``).
     """
     codec = compression_type(ctype)
     if codec is CompressionType.NONE:
         return bytes(data)
-    limit = _NO_LIMIT if max_bytes is None else max_bytes
+    if max_bytes is not None:
+        return b"".join(
+            decompress_chunks(codec, data, magic=magic, max_bytes=max_bytes, chunk_bytes=_MiB)
+        )
     try:
         if codec is CompressionType.GZIP:
-            return _gzip_decompress(data, limit)
+            return _gzip_decompress(data)
         if codec is CompressionType.SNAPPY:
-            return _snappy_decompress(memoryview(data), limit)
+            return b"".join(_snappy_blocks(memoryview(data), _NO_LIMIT))
         if codec is CompressionType.LZ4:
-            return _lz4_decompress(data, magic, limit)
-        return _zstd_decompress(data, limit)
+            return bytes(lz4.frame.decompress(_lz4_frame(data, magic)))
+        return _zstd_decompress(data)
+    except CorruptRecordError:
+        raise
+    except Exception as exc:  # every codec library has its own error types
+        raise CorruptRecordError(f"cannot decompress {codec.name} data: {exc}") from exc
+
+
+def decompress_chunks(
+    ctype: int, data: ReadableBuffer, *, max_bytes: int, chunk_bytes: int, magic: int = 2
+) -> Generator[bytes, None, None]:
+    """The bytes ``data`` decodes to under ``ctype`` (compressed), in order, in pieces of
+    at most ``chunk_bytes`` (a snappy block comes whole, as xerial reads it, its size
+    checked before it is decoded; an LZ4 frame whose blocks cannot hold more than two
+    chunks too).  Nothing else of the output is held here.
+
+    ``RecordTooLargeError`` as soon as the output passes ``max_bytes`` (or a frame
+    declares that it would); ``CorruptRecordError`` where the stream does not decode.
+    """
+    codec = compression_type(ctype)
+    pieces = _CHUNKERS[codec](data, chunk_bytes, max_bytes, magic)
+    decoded_bytes = 0
+    try:
+        for piece in pieces:
+            decoded_bytes += len(piece)
+            if decoded_bytes > max_bytes:
+                raise _too_large(max_bytes)
+            yield piece
     except (CorruptRecordError, RecordTooLargeError):
         raise
     except Exception as exc:  # every codec library has its own error types
         raise CorruptRecordError(f"cannot decompress {codec.name} data: {exc}") from exc
 
 
+def decoder_window_bytes(ctype: int, data: ReadableBuffer) -> int:
+    """What a decoder of ``data`` sets aside besides its output: zstd's window (what the
+    frame asks for, up to 128 MiB), an LZ4 block (64 KiB to 4 MiB), deflate's 32 KiB."""
+    codec = compression_type(ctype)
+    try:
+        if codec is CompressionType.ZSTD:
+            window_bytes: int = zstandard.get_frame_parameters(memoryview(data)).window_size
+            return min(window_bytes, _ZSTD_MAX_WINDOW)
+        if codec is CompressionType.LZ4:
+            return _LZ4_BLOCK_BYTES[data[5] >> 4 & 7]
+    except (zstandard.ZstdError, IndexError):
+        return 0  # not a frame: decoding it fails before a window is set aside
+    return _DEFLATE_WINDOW if codec is CompressionType.GZIP else 0
+
+
+_ZSTD_MAX_WINDOW = 1 << 27  # zstd's default limit on what a frame may ask for
+_DEFLATE_WINDOW = 32 << 10
 _NO_LIMIT = 2**62
+_MiB = 1024 * 1024
 
 
 def _too_large(limit: int) -> RecordTooLargeError:
@@ -134,25 +187,42 @@ def _too_large(limit: int) -> RecordTooLargeError:
 # -- gzip --------------------------------------------------------------------------
 
 
-def _gzip_decompress(data: ReadableBuffer, limit: int) -> bytes:
+def _gzip_decompress(data: ReadableBuffer) -> bytes:
     parts: list[bytes] = []
     rest: ReadableBuffer = data
-    room = limit
     while True:
         inflater = zlib.decompressobj(31)
-        # One byte past the room: reaching it means the stream holds more than allowed.
-        parts.append(
-            inflater.decompress(rest, room + 1) if limit < _NO_LIMIT else inflater.decompress(rest)
-        )
-        room -= len(parts[-1])
-        if room < 0:
-            raise _too_large(limit)
-        if not inflater.eof:
-            raise CorruptRecordError("gzip stream is truncated")
-        rest = inflater.unused_data
-        # Like java.util.zip.GZIPInputStream, read on only into another gzip member.
-        if not rest.startswith(b"\x1f\x8b"):
+        parts.append(inflater.decompress(rest))
+        rest = _gzip_rest(inflater)
+        if not rest:
             return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _gzip_rest(inflater: zlib._Decompress) -> bytes:
+    """What follows the gzip member ``inflater`` has read: the next member, if any."""
+    if not inflater.eof:
+        raise CorruptRecordError("gzip stream is truncated")
+    rest = inflater.unused_data
+    # Like java.util.zip.GZIPInputStream, read on only into another gzip member.
+    return rest if rest.startswith(b"\x1f\x8b") else b""
+
+
+def _gzip_chunks(
+    data: ReadableBuffer, chunk_bytes: int, _limit: int, _magic: int
+) -> Iterator[bytes]:
+    rest: ReadableBuffer = data
+    while True:
+        inflater = zlib.decompressobj(31)
+        while True:
+            piece = inflater.decompress(rest, chunk_bytes)
+            rest = inflater.unconsumed_tail
+            if piece:
+                yield piece
+            elif not rest:
+                break  # input spent: at its end, or truncated
+        rest = _gzip_rest(inflater)
+        if not rest:
+            return
 
 
 # -- snappy (xerial framing) -------------------------------------------------------
@@ -174,12 +244,14 @@ def _snappy_raw(block: memoryview, room: int, limit: int) -> bytes:
     return bytes(cramjam.snappy.decompress_raw(block))
 
 
-def _snappy_decompress(view: memoryview, limit: int) -> bytes:
+def _snappy_blocks(view: memoryview, limit: int) -> Iterator[bytes]:
+    """Each block decoded, in order (a bare raw block is the one block)."""
     if view[:8] != _SNAPPY_MAGIC:
-        return _snappy_raw(view, limit, limit)
+        yield _snappy_raw(view, limit, limit)
+        return
     if len(view) < len(_SNAPPY_HEADER):
         raise CorruptRecordError("snappy stream header is truncated")
-    out = bytearray()
+    room = limit
     pos, end = len(_SNAPPY_HEADER), len(view)
     while pos < end:
         if pos + 4 > end:
@@ -188,9 +260,16 @@ def _snappy_decompress(view: memoryview, limit: int) -> bytes:
         pos += 4
         if length < 0 or pos + length > end:
             raise CorruptRecordError(f"snappy chunk of {length} bytes overruns the stream")
-        out += _snappy_raw(view[pos : pos + length], limit - len(out), limit)
+        block = _snappy_raw(view[pos : pos + length], room, limit)
+        room -= len(block)
         pos += length
-    return bytes(out)
+        yield block
+
+
+def _snappy_chunks(
+    data: ReadableBuffer, _chunk_bytes: int, limit: int, _magic: int
+) -> Iterator[bytes]:
+    return _snappy_blocks(memoryview(data), limit)
 
 
 # -- lz4 (Kafka's frame) -----------------------------------------------------------
@@ -213,11 +292,6 @@ def _lz4_compress(data: ReadableBuffer, magic: int) -> bytes:
     return bytes(fixed)
 
 
-# LZ4's densest sequence adds 255 bytes of match for each byte of length: no frame decodes
-# to more than 255 times its size (plus a few bytes).
-_LZ4_MAX_RATIO = 256
-
-
 def _lz4_header_end(data: ReadableBuffer) -> int:
     """Index of the header-checksum byte of the LZ4 frame at the start of ``data``."""
     if len(data) < 7 or bytes(data[0:4]) != _LZ4_MAGIC:
@@ -233,26 +307,64 @@ def _lz4_header_end(data: ReadableBuffer) -> int:
     return end
 
 
-def _lz4_decompress(data: ReadableBuffer, magic: int, limit: int) -> bytes:
-    if magic == 0:
-        hc = _lz4_header_end(data)
-        descriptor = bytes(data[4:hc])
-        correct = (xxh32(descriptor) >> 8) & 0xFF
-        if data[hc] != correct and data[hc] == (xxh32(_LZ4_MAGIC + descriptor) >> 8) & 0xFF:
-            fixed = bytearray(data)
-            fixed[hc] = correct
-            data = fixed
-    if len(data) * _LZ4_MAX_RATIO <= limit:
-        return bytes(lz4.frame.decompress(data))
-    # The first frame, as lz4.frame.decompress reads it, but never past the limit (a
-    # decompressor asked for a bounded output sets that much aside: the slow path).
+def _lz4_frame(data: ReadableBuffer, magic: int) -> ReadableBuffer:
+    """``data``, its header checksum repaired if a magic-0 writer computed it Kafka's way."""
+    if magic != 0:
+        return data
+    hc = _lz4_header_end(data)
+    descriptor = bytes(data[4:hc])
+    correct = (xxh32(descriptor) >> 8) & 0xFF
+    if data[hc] == correct or data[hc] != (xxh32(_LZ4_MAGIC + descriptor) >> 8) & 0xFF:
+        return data
+    fixed = bytearray(data)
+    fixed[hc] = correct
+    return fixed
+
+
+def _lz4_chunks(data: ReadableBuffer, chunk_bytes: int, _limit: int, magic: int) -> Iterator[bytes]:
+    # The first frame, as lz4.frame.decompress reads it: whole when its blocks cannot
+    # hold more than two chunks (a producer's batch of batch.size 1 MiB takes a block
+    # more than one), else a chunk at a time.  (A decompressor asked for at most
+    # ``chunk_bytes`` sets that much aside for each piece, and that allocation cost a
+    # 1 MiB batch 1 ms more than a whole decode.)
+    frame = _lz4_frame(data, magic)
+    if _lz4_decoded_bound(memoryview(frame)) <= 2 * chunk_bytes:
+        yield bytes(lz4.frame.decompress(frame))
+        return
     decompressor = lz4.frame.LZ4FrameDecompressor()
-    result = decompressor.decompress(data, max_length=limit + 1)
-    if len(result) > limit:
-        raise _too_large(limit)
+    piece = decompressor.decompress(frame, max_length=chunk_bytes)
+    while piece:
+        yield piece
+        if decompressor.eof or decompressor.needs_input:
+            break
+        piece = decompressor.decompress(b"", max_length=chunk_bytes)
     if not decompressor.eof:
         raise CorruptRecordError("LZ4 frame is truncated")
-    return bytes(result)
+
+
+_LZ4_FLG_BLOCK_CHECKSUM = 0x10
+_LZ4_UNCOMPRESSED_BLOCK = 0x80000000
+_LZ4_BLOCK_BYTES = (0, 0, 0, 0, 64 << 10, 256 << 10, 1 << 20, 4 << 20)  # by block max id
+
+
+def _lz4_decoded_bound(view: memoryview) -> int:
+    """The most the LZ4 frame at the start of ``view`` can decode to: its blocks times
+    their maximum size, from the block headers (``_NO_LIMIT`` if they do not add up:
+    the decoder then says what is wrong)."""
+    try:
+        header_end = _lz4_header_end(view)
+    except CorruptRecordError:
+        return _NO_LIMIT
+    block_bytes = _LZ4_BLOCK_BYTES[view[5] >> 4 & 7]
+    checksum_bytes = 4 if view[4] & _LZ4_FLG_BLOCK_CHECKSUM else 0
+    pos, blocks = header_end + 1, 0
+    while pos + 4 <= len(view):
+        size = int.from_bytes(view[pos : pos + 4], "little") & ~_LZ4_UNCOMPRESSED_BLOCK
+        if size == 0:  # the end mark
+            return blocks * block_bytes
+        pos += 4 + size + checksum_bytes
+        blocks += 1
+    return _NO_LIMIT
 
 
 _P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
@@ -299,34 +411,76 @@ def xxh32(data: bytes | bytearray, seed: int = 0) -> int:
 # -- zstd --------------------------------------------------------------------------
 
 
-# zstd's densest block (RLE: a 3-byte header and the byte) decodes to 128 KiB: one input
-# byte to at most 2**15 out.  Fed in steps of room >> 15 bytes, a stream overshoots its
-# limit by at most one small step's worth before it is refused.
-_ZSTD_MAX_RATIO_SHIFT = 15
-_ZSTD_MIN_STEP = 64
-
-
-def _zstd_decompress(data: ReadableBuffer, limit: int) -> bytes:
+def _zstd_decompress(data: ReadableBuffer) -> bytes:
     parts: list[bytes] = []
     rest: bytes | memoryview = memoryview(data)
     decompressor = zstandard.ZstdDecompressor()
-    room = limit
     while True:
         stream = decompressor.decompressobj()
-        pos = 0
-        while pos < len(rest) and not stream.eof:
-            step = (
-                len(rest)
-                if limit == _NO_LIMIT
-                else max(_ZSTD_MIN_STEP, room >> _ZSTD_MAX_RATIO_SHIFT)
-            )
-            parts.append(stream.decompress(rest[pos : pos + step]))
-            pos += step
-            room -= len(parts[-1])
-            if room < 0:
-                raise _too_large(limit)
+        parts.append(stream.decompress(rest))
         if not stream.eof:
             raise CorruptRecordError("zstd stream is truncated")
-        rest = b"".join((stream.unused_data, rest[pos:]))
+        rest = stream.unused_data
         if not rest:
             return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _zstd_chunks(
+    data: ReadableBuffer, chunk_bytes: int, limit: int, _magic: int
+) -> Iterator[bytes]:
+    # A frame may say what it decodes to (Kafka's zstd-jni writes no size; others do).
+    view = memoryview(data)
+    if zstandard.frame_content_size(view) > limit:
+        raise _too_large(limit)
+    reader = zstandard.ZstdDecompressor().stream_reader(view, read_across_frames=True)
+    while piece := reader.read(chunk_bytes):
+        yield piece
+    # The reader ends quietly where the input does, even inside a frame.
+    _check_zstd_frames_end(view)
+
+
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_ZSTD_SKIPPABLE_MAGIC = b"\x2a\x4d\x18"  # after a first byte of 0x50..0x5f
+_ZSTD_FRAME_HEADER = struct.Struct("<4sB")
+_ZSTD_CONTENT_SIZE_BYTES = (0, 2, 4, 8)  # by the descriptor's top two bits
+_ZSTD_DICTIONARY_ID_BYTES = (0, 1, 2, 4)  # by its bottom two
+_ZSTD_RLE_BLOCK = 1
+
+
+def _check_zstd_frames_end(view: memoryview) -> None:
+    """``CorruptRecordError`` unless the zstd frames in ``view`` end where it does: their
+    block headers are walked, nothing is decoded."""
+    pos, end = 0, len(view)
+    while pos < end:
+        if pos + 5 > end:
+            raise CorruptRecordError("zstd frame header is truncated")
+        magic, descriptor = _ZSTD_FRAME_HEADER.unpack_from(view, pos)
+        skippable = magic[0] & 0xF0 == 0x50 and magic[1:] == _ZSTD_SKIPPABLE_MAGIC
+        if skippable and pos + 8 <= end:  # its size, then as many bytes
+            pos += 8 + int.from_bytes(view[pos + 4 : pos + 8], "little")
+            continue
+        if magic != _ZSTD_MAGIC:
+            raise CorruptRecordError("zstd stream holds bytes that are not a frame")
+        single_segment = descriptor >> 5 & 1
+        content_size_bytes = _ZSTD_CONTENT_SIZE_BYTES[descriptor >> 6] or single_segment
+        pos += 5 + (not single_segment) + _ZSTD_DICTIONARY_ID_BYTES[descriptor & 3]
+        pos += content_size_bytes
+        last = False
+        while not last:
+            if pos + 3 > end:
+                raise CorruptRecordError("zstd stream is truncated")
+            block = int.from_bytes(view[pos : pos + 3], "little")
+            last = bool(block & 1)
+            pos += 3 + (1 if block >> 1 & 3 == _ZSTD_RLE_BLOCK else block >> 3)
+        pos += 4 * (descriptor >> 2 & 1)  # the content checksum
+    if pos > end:
+        raise CorruptRecordError("zstd stream is truncated")
+
+
+_Chunker = Callable[[ReadableBuffer, int, int, int], Iterator[bytes]]
+_CHUNKERS: dict[CompressionType, _Chunker] = {
+    CompressionType.GZIP: _gzip_chunks,
+    CompressionType.SNAPPY: _snappy_chunks,
+    CompressionType.LZ4: _lz4_chunks,
+    CompressionType.ZSTD: _zstd_chunks,
+}

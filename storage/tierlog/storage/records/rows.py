@@ -5,7 +5,9 @@ reads one record at a time (one- and two-byte varints inline, every read bounded
 the record's declared end or raising).  Once two records in a row share a layout
 (``runs.RecordLayout``: same sizes and varint widths, no headers), the records that
 follow with that layout are decoded as one run by C-level calls (``runs``), and the
-careful loop takes over again at the first record that differs.  Plain tuples are
+careful loop takes over again at the first record that differs.  A section too large
+to hold is walked through windows (``walk_v2_window``): each stops before the first
+record its end cuts, and the next window starts there.  Plain tuples are
 what both produce at C speed; a caller builds its own type from them (a
 ``NamedTuple`` subclass without a Python-level ``__init__`` keeps that speed).
 """
@@ -25,7 +27,14 @@ from tierlog.storage.records.runs import (
 )
 from tierlog.storage.records.varint import decode_varint, decode_varlong
 
-__all__ = ["RecordRow", "RunTaker", "decode_v2_rows", "walk_v2_records"]
+__all__ = [
+    "RecordRow",
+    "RunTaker",
+    "cut_record_error",
+    "decode_v2_rows",
+    "walk_v2_records",
+    "walk_v2_window",
+]
 
 
 # Takes the run of records of ``layout`` that may start at ``pos`` (at most ``limit``, none
@@ -88,14 +97,52 @@ def walk_v2_records(
 
     The validator's taker checks a run's fields where they lie instead of making rows.
     """
+    rows, pos, index = walk_v2_window(
+        data, pos, size, 0, record_count, base_offset, base_timestamp, log_append_time, take_run
+    )
+    if index < record_count:
+        raise cut_record_error(data, pos, size)
+    return rows
+
+
+def cut_record_error(data: bytes, pos: int, size: int) -> CorruptRecordError:
+    """Why the records of a section end at ``pos``, short of their count, the section
+    ending at ``size``."""
+    if pos >= size:
+        return CorruptRecordError("batch holds fewer records than it declares")
+    try:
+        length, pos = decode_varint(data, pos)
+    except IndexError:
+        return CorruptRecordError("batch holds fewer bytes than its records declare")
+    return CorruptRecordError(f"record length {length} at {pos} is invalid or overruns")
+
+
+def walk_v2_window(
+    data: bytes,
+    pos: int,
+    size: int,
+    first_index: int,
+    record_count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+    take_run: RunTaker,
+) -> tuple[list[RecordRow], int, int]:
+    """``walk_v2_records`` over the records that lie whole in ``data[pos:size]``, a window
+    on a section whose records ``first_index`` to ``record_count - 1`` start at ``pos``:
+    the rows, and the position and index of the first record not read, cut by the
+    window's end (``record_count`` when all are).  What follows them in the section
+    cannot make those read wrong, so a caller streams a section through windows.
+    """
     try:
         rows: list[RecordRow] = []
         append = rows.append
-        remaining = record_count
+        remaining = record_count - first_index
         last_layout: RecordLayout | None = None
+        start = pos
         while remaining > 0:
             if pos >= size:
-                raise CorruptRecordError("batch holds fewer records than it declares")
+                break
             start = pos
             byte = data[pos]
             if byte < 0x80:
@@ -106,8 +153,10 @@ def walk_v2_records(
             else:
                 length, pos = decode_varint(data, pos)
             end = pos + length
-            if length < MIN_RECORD_SIZE - 1 or end > size:
+            if length < MIN_RECORD_SIZE - 1:
                 raise CorruptRecordError(f"record length {length} at {pos} is invalid or overruns")
+            if end > size:
+                return rows, start, record_count - remaining
             timestamp_at = pos + 1  # after the attributes byte
             byte = data[timestamp_at]
             if byte < 0x80:
@@ -197,8 +246,19 @@ def walk_v2_records(
                 )
                 remaining -= taken
             last_layout = layout
-        if pos != size:
+        if remaining == 0 and pos != size:
             raise CorruptRecordError("batch holds bytes beyond its declared records")
-        return rows
+        return rows, pos, record_count - remaining
     except IndexError:  # a varint or field ran past the end of ``data``: no check per read
+        if remaining and _length_is_cut(data, start, size):
+            return rows, start, record_count - remaining
         raise CorruptRecordError("batch holds fewer bytes than its records declare") from None
+    except CorruptRecordError:
+        if remaining and _length_is_cut(data, start, size):
+            return rows, start, record_count - remaining
+        raise
+
+
+def _length_is_cut(data: bytes, pos: int, size: int) -> bool:
+    """Whether the window ends inside the length varint of the record at ``pos``."""
+    return size - pos < 5 and all(byte >= 0x80 for byte in data[pos:size])

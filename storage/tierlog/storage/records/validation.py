@@ -20,6 +20,15 @@ then checked where it lies with the patterns the consumer decodes it with
 as a set: no Python and no object per record.  A records section that does not
 decompress is CORRUPT_MESSAGE; records that do not add up are INVALID_RECORD, Kafka's
 ``InvalidRecordException``.  The input buffer is never modified.
+
+A compressed section is never decoded whole: a megabyte of zstd can decode to 32 GiB.
+It is decoded a chunk at a time (``codecs.decompress_chunks``) and walked through a
+window holding the record the last chunk cut and the next chunk
+(``rows.walk_v2_window``), each window's rows folded into the batch's checks and
+dropped; a record longer than a chunk is gathered whole, as Kafka reads a record,
+once its declared length has been checked against the batch's bound and reserved
+from the broker's ``inflight.DecompressedBytesBudget``.  The verdict is the one a
+whole decode would give.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from tierlog.storage.errors import (
     InvalidRecordError,
     InvalidTimestampError,
     RecordTooLargeError,
+    TierlogError,
     UnsupportedCompressionTypeError,
     UnsupportedForMessageFormatError,
 )
@@ -49,10 +59,12 @@ from tierlog.storage.records.batch import (
     records_section,
 )
 from tierlog.storage.records.buffers import ReadableBuffer
+from tierlog.storage.records.codecs import decoder_window_bytes, decompress_chunks
 from tierlog.storage.records.crc import crc32c
+from tierlog.storage.records.inflight import DecompressedBytesBudget
 from tierlog.storage.records.legacy import LOG_OVERHEAD
 from tierlog.storage.records.record import MIN_RECORD_SIZE
-from tierlog.storage.records.rows import RecordRow, walk_v2_records
+from tierlog.storage.records.rows import RecordRow, cut_record_error, walk_v2_window
 from tierlog.storage.records.runs import (
     RecordLayout,
     is_checkable,
@@ -60,13 +72,21 @@ from tierlog.storage.records.runs import (
     offset_deltas_count_up,
     timestamp_deltas,
 )
+from tierlog.storage.records.varint import decode_varint
 
-__all__ = ["MAX_DECOMPRESSION_RATIO", "validate_produce"]
+__all__ = [
+    "MAX_DECOMPRESSION_RATIO",
+    "NO_BUDGET",
+    "validate_produce",
+]
 
 # A compressed batch may decode to at most this many times max.message.bytes (64 MiB for
 # the default 1 MiB): room for what compresses best in practice, text and JSON at 5-20x,
 # and a bound on the memory one produced batch can claim (zstd reaches 32768x).
 MAX_DECOMPRESSION_RATIO = 64
+
+# What a validation without a broker's budget reserves from (tools, tests).
+NO_BUDGET = DecompressedBytesBudget(capacity_bytes=2**62, max_wait_ms=0)
 
 
 def validate_produce(
@@ -79,6 +99,8 @@ def validate_produce(
     before_max_ms: int,
     after_max_ms: int,
     allow_control: bool = False,
+    budget: DecompressedBytesBudget = NO_BUDGET,
+    may_wait: bool = True,
 ) -> list[BatchHeader]:
     """The headers of the v2 batches in ``buf``, or the typed error of the first bad one.
 
@@ -89,7 +111,10 @@ def validate_produce(
     Control batches are refused unless ``allow_control`` (a coordinator's append; Kafka's
     AppendOrigin.COORDINATOR), and then need a producer id; such an append's
     transactional data batches (the group coordinator's offset commits) may carry no
-    sequence, as Kafka's do.
+    sequence, as Kafka's do.  A compressed batch is decoded and checked a chunk at a
+    time, under ``budget`` (the broker's decompressed bytes in flight); unless
+    ``may_wait``, one that would wait for room or decode long raises
+    ``ValidationWouldWait`` instead.
     """
     view = memoryview(buf)
     if len(view) == 0:
@@ -99,19 +124,36 @@ def validate_produce(
     while pos < len(view):
         header = _parse(view, pos)
         _check_batch(view, header, max_message_bytes, allow_control)
-        _check_records(
-            buf,
-            header,
-            max_message_bytes * MAX_DECOMPRESSION_RATIO,
-            timestamp_type,
-            require_keys,
-            now_ms,
-            before_max_ms,
-            after_max_ms,
-        )
+        try:
+            _check_records(
+                buf,
+                header,
+                max_message_bytes * MAX_DECOMPRESSION_RATIO,
+                budget,
+                may_wait,
+                timestamp_type,
+                require_keys,
+                now_ms,
+                before_max_ms,
+                after_max_ms,
+            )
+        except TierlogError as error:
+            raise _without_frames(error) from error.__cause__
         headers.append(header)
         pos = header.end_position
     return headers
+
+
+def _without_frames(error: TierlogError) -> TierlogError:
+    """``error`` (and its causes) without the frames it was raised through: they hold a
+    decoder and decoded chunks, which an error kept in a reference cycle (the broker's
+    error paths make some) would keep from the allocator until a full collection: a
+    burst of refused bombs then left the sidecar some 150 MiB larger."""
+    link: BaseException | None = error
+    while link is not None:
+        link.__traceback__ = None
+        link = link.__cause__ or link.__context__
+    return error
 
 
 def _parse(view: memoryview, pos: int) -> BatchHeader:
@@ -206,17 +248,21 @@ def _check_producer(header: BatchHeader, where: str, *, from_coordinator: bool) 
 _OFFSET, _TIMESTAMP, _KEY = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
-class _RunChecks:
+class _RecordChecks:
     """The validator's ``RunTaker``: a run of alike records is checked where it lies
     (structure by one match, offset deltas by strided compares, timestamp deltas
     gathered as a set), so nothing is made per record; the records read one at a time
-    come back as rows, whose offsets are checked here each time a run begins."""
+    come back as rows, whose offsets are checked here each time a run begins.  A
+    window's rows are folded into what the batch's checks need (``absorb``) and
+    dropped, so a streamed section is never held here either."""
 
     def __init__(self, header: BatchHeader) -> None:
         self.header = header
         self.run_timestamp_deltas: set[int] = set()
-        self.run_without_keys = False
-        self.checked_rows = 0  # rows of the careful loop checked so far
+        self.without_keys = False
+        self.highest_timestamp: int | None = None
+        self.lowest_timestamp: int | None = None  # of those that have one
+        self.checked_rows = 0  # rows of the window's careful loop checked so far
         self.next_index = 0  # index of the first record not yet checked
 
     def __call__(
@@ -241,7 +287,7 @@ class _RunChecks:
                 "the offset deltas of their places; a produced batch's are 0, 1, 2... in order"
             )
         self.run_timestamp_deltas |= timestamp_deltas(data, pos, count, layout)
-        self.run_without_keys = self.run_without_keys or layout.key_size < 0
+        self.without_keys = self.without_keys or layout.key_size < 0
         self.next_index = index + count
         return count, pos + count * layout.record_size
 
@@ -261,47 +307,165 @@ class _RunChecks:
         self.checked_rows = len(rows)
         self.next_index = up_to
 
-    def timestamps(self, rows: list[RecordRow]) -> list[int]:
-        """The timestamps of the rows, and each distinct one of the runs."""
+    def absorb(self, rows: list[RecordRow], up_to: int) -> None:
+        """A window's walk is over, its records before ``up_to``: keep what the batch's
+        checks need of its rows."""
+        self.check_rows(rows, up_to)
+        self.checked_rows = 0
+        if not rows:
+            return
+        self.timestamps_seen(list(map(_TIMESTAMP, rows)))
+        self.without_keys = self.without_keys or None in map(_KEY, rows)
+
+    def timestamps_seen(self, timestamps: list[int]) -> None:
+        highest = max(timestamps)
+        if self.highest_timestamp is None or highest > self.highest_timestamp:
+            self.highest_timestamp = highest
+        lowest = min(filter(_HAS_TIMESTAMP, timestamps), default=None)
+        if lowest is not None and (self.lowest_timestamp is None or lowest < self.lowest_timestamp):
+            self.lowest_timestamp = lowest
+
+    def timestamp_bounds(self) -> tuple[int, int]:
+        """The highest timestamp of the records, and the lowest but for NO_TIMESTAMP."""
         base = self.header.base_timestamp
-        return [*map(_TIMESTAMP, rows), *(base + delta for delta in self.run_timestamp_deltas)]
+        if self.run_timestamp_deltas:
+            self.timestamps_seen([base + delta for delta in self.run_timestamp_deltas])
+        lowest = NO_TIMESTAMP if self.lowest_timestamp is None else self.lowest_timestamp
+        assert self.highest_timestamp is not None  # a batch holds a record or is refused
+        return self.highest_timestamp, lowest
 
 
 def _check_records(
     buf: ReadableBuffer,
     header: BatchHeader,
     max_decompressed_bytes: int,
+    budget: DecompressedBytesBudget,
+    may_wait: bool,
     timestamp_type: TimestampType,
     require_keys: bool,
     now_ms: int,
     before_max_ms: int,
     after_max_ms: int,
 ) -> None:
-    # CORRUPT_MESSAGE if it does not decompress, MESSAGE_TOO_LARGE if it decompresses to
-    # more than a broker should hold for one batch (Kafka's producer splits the batch).
-    data, start, end = records_section(buf, header, max_decompressed_bytes)
-    checks = _RunChecks(header)
-    try:
-        # Offsets and timestamps as deltas: base offset 0 is checked, base timestamp kept.
-        rows = walk_v2_records(
-            data, start, end, header.record_count, 0, header.base_timestamp, None, checks
-        )
-    except CorruptRecordError as exc:  # intact bytes (the CRC held) that do not add up
-        raise InvalidRecordError(f"{_where(header)}: {exc}") from exc
-    checks.check_rows(rows, header.record_count)
+    checks = _RecordChecks(header)
+    if header.is_compressed:
+        _walk_compressed(buf, header, max_decompressed_bytes, budget, may_wait, checks)
+    else:
+        data, start, end = records_section(buf, header)
+        _walk(data, start, end, checks, final=True)
     if header.timestamp_type is TimestampType.CREATE_TIME:
-        timestamps = checks.timestamps(rows)
-        _check_max_timestamp(header, timestamps)
+        highest, lowest = checks.timestamp_bounds()
+        _check_max_timestamp(header, highest)
         if timestamp_type is TimestampType.CREATE_TIME:
-            _check_timestamps(timestamps, now_ms, before_max_ms, after_max_ms)
-    if require_keys and (checks.run_without_keys or None in map(_KEY, rows)):
+            _check_timestamp(highest, now_ms, before_max_ms, after_max_ms)
+            _check_timestamp(lowest, now_ms, before_max_ms, after_max_ms)
+    if require_keys and checks.without_keys:
         raise InvalidRecordError(
             f"{_where(header)}: a record has no key; compacted topics require one"
         )
 
 
-def _check_max_timestamp(header: BatchHeader, timestamps: list[int]) -> None:
-    records_max = max(timestamps)
+def _walk(data: bytes, pos: int, size: int, checks: _RecordChecks, *, final: bool) -> int:
+    """Check the records that lie whole in ``data[pos:size]``; the position of the first
+    one cut by its end.  ``final``: the section ends there, so none may be cut."""
+    header = checks.header
+    try:
+        # Offsets and timestamps as deltas: base offset 0 is checked, base timestamp kept.
+        rows, pos, index = walk_v2_window(
+            data,
+            pos,
+            size,
+            checks.next_index,
+            header.record_count,
+            0,
+            header.base_timestamp,
+            None,
+            checks,
+        )
+        checks.absorb(rows, index)
+        if final and index < header.record_count:
+            raise cut_record_error(data, pos, size)
+    except CorruptRecordError as exc:  # intact bytes (the CRC held) that do not add up
+        # Without its traceback: it would hold the window (and this frame, a cycle).
+        raise InvalidRecordError(f"{_where(header)}: {exc}") from exc.with_traceback(None)
+    return pos
+
+
+def _walk_compressed(
+    buf: ReadableBuffer,
+    header: BatchHeader,
+    max_decompressed_bytes: int,
+    budget: DecompressedBytesBudget,
+    may_wait: bool,
+    checks: _RecordChecks,
+) -> None:
+    """Check the records of a compressed batch as they are decoded, a chunk at a time:
+    a window holds the record the last chunk cut and the next chunk; a record longer
+    than a chunk is gathered whole (its length known first, so its room is reserved,
+    or it is refused, before it is decoded)."""
+    section = memoryview(buf)[header.position + RECORDS_OFFSET : header.end_position]
+    chunks = decompress_chunks(
+        header.compression,
+        section,
+        max_bytes=max_decompressed_bytes,
+        chunk_bytes=budget.chunk_bytes,
+    )
+    decoder_bytes = decoder_window_bytes(header.compression, section)
+    # A window, the chunks gathered for the next, and the next being joined.
+    chunk_bytes = budget.chunk_bytes
+    with budget.reserve(decoder_bytes + 3 * chunk_bytes, may_wait=may_wait) as reservation:
+        window = b""
+        pos = 0
+        gathered: list[bytes] = []
+        gathered_bytes = needed_bytes = 0
+        try:
+            for chunk in chunks:
+                reservation.decoded(len(chunk))
+                gathered.append(chunk)
+                gathered_bytes += len(chunk)
+                if gathered_bytes < max(needed_bytes, chunk_bytes):
+                    continue  # small pieces (snappy's blocks) are walked a chunk at a time
+                window = _joined(window, pos, gathered)
+                gathered.clear()
+                pos = _walk(window, 0, len(window), checks, final=False)
+                gathered_bytes = len(window) - pos
+                needed_bytes = _record_bytes(window, pos, max_decompressed_bytes, header)
+                reservation.grow_to(decoder_bytes + 2 * needed_bytes + 2 * chunk_bytes)
+            window = _joined(window, pos, gathered)
+            _walk(window, 0, len(window), checks, final=True)
+        finally:
+            # An error's traceback keeps this frame: it must not keep the decoder and
+            # the window too (nor count on a garbage collection to free them).
+            chunks.close()
+            window = chunk = b""
+            gathered.clear()
+
+
+def _joined(window: bytes, pos: int, gathered: list[bytes]) -> bytes:
+    """The next window: what is left of this one from ``pos``, and the chunks gathered
+    (the one chunk as it is when nothing is left: most windows, no copy)."""
+    if pos == len(window) and len(gathered) == 1:
+        return gathered[0]
+    return b"".join((memoryview(window)[pos:], *gathered))
+
+
+def _record_bytes(window: bytes, pos: int, max_decompressed_bytes: int, header: BatchHeader) -> int:
+    """The bytes of the record the window cuts at ``pos`` (0 if it does not know yet);
+    MESSAGE_TOO_LARGE if that is more than the batch may decode to."""
+    try:
+        length, records_at = decode_varint(window, pos)
+    except (CorruptRecordError, IndexError):  # cut inside its length: the next chunk tells
+        return 0
+    record_bytes = records_at - pos + length
+    if record_bytes > max_decompressed_bytes:
+        raise RecordTooLargeError(
+            f"{_where(header)}: a record of {record_bytes} bytes is more than its batch may "
+            f"decode to ({max_decompressed_bytes})"
+        )
+    return record_bytes
+
+
+def _check_max_timestamp(header: BatchHeader, records_max: int) -> None:
     if records_max != header.max_timestamp:
         raise InvalidRecordError(
             f"{_where(header)}: max timestamp {header.max_timestamp} is not its records' "
@@ -309,19 +473,11 @@ def _check_max_timestamp(header: BatchHeader, timestamps: list[int]) -> None:
         )
 
 
-def _check_timestamps(
-    timestamps: list[int], now_ms: int, before_max_ms: int, after_max_ms: int
-) -> None:
-    """Kafka's bounds on every record of a CreateTime batch on a CreateTime topic."""
-    _check_timestamp(max(timestamps), now_ms, before_max_ms, after_max_ms)
-    lowest = min(filter(_HAS_TIMESTAMP, timestamps), default=NO_TIMESTAMP)
-    _check_timestamp(lowest, now_ms, before_max_ms, after_max_ms)
-
-
 _HAS_TIMESTAMP = NO_TIMESTAMP.__ne__
 
 
 def _check_timestamp(timestamp: int, now_ms: int, before_max_ms: int, after_max_ms: int) -> None:
+    """Kafka's bounds on every record of a CreateTime batch on a CreateTime topic."""
     if timestamp == NO_TIMESTAMP:
         return
     if now_ms - timestamp > before_max_ms or timestamp - now_ms > after_max_ms:

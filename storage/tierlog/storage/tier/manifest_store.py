@@ -19,6 +19,15 @@ operator's rebase (or a restored bucket) lets the partition upload again.
 Versions older than the newest few are deleted after each change (best effort: a
 left-over old version is harmless and the next change removes it).
 
+A garbled newest head (bytes that do not decode) is a storage error for writers: it
+is the latest committed change, and what only it records (an upload, a deletion, a
+newer writer epoch) is unknown, so a claim or a change built on an older head could
+hide uploaded offsets, name deleted objects or slip past the fence. Only the writer
+that holds that version in memory writes the next one (its base is still stored), at
+its next change or ``refresh`` (the sweep's), and that version supersedes it. Readers
+fall back to the newest head
+that decodes (``load_readable_manifest``) and are told which is garbled.
+
 Readers call ``load_view`` and ``read_part``; the uploader holds a ``ManifestWriter``.
 Chunks never change, so a ``ChunkReader`` keeps the recently read ones decoded.
 """
@@ -30,6 +39,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from tierlog.storage.tier.layout import manifest_key, manifest_prefix, parse_manifest_version
 from tierlog.storage.tier.manifest import (
@@ -54,7 +64,15 @@ from tierlog.storage.tier.store import (
 )
 from tierlog.storage.topic_partition import TopicPartition
 
-__all__ = ["ChunkReader", "ManifestWriter", "load_manifest", "load_view", "read_part"]
+__all__ = [
+    "ChunkReader",
+    "ManifestWriter",
+    "ReadableManifest",
+    "load_manifest",
+    "load_readable_manifest",
+    "load_view",
+    "read_part",
+]
 
 log = logging.getLogger(__name__)
 
@@ -68,22 +86,54 @@ WRITER_CHUNKS_KEPT = 16
 
 
 def load_manifest(store: ObjectStore, tp: TopicPartition) -> PartitionManifest:
-    """The newest manifest version, or the empty version 0 when none was written."""
+    """The newest manifest version, or the empty version 0 when none was written;
+    ``CorruptManifestError`` when the newest head does not decode. What writers build
+    on: that head is the latest committed change, and may be the only record of an
+    upload, a deletion or a newer writer epoch (the fence)."""
+    readable = load_readable_manifest(store, tp)
+    if readable.garbled:
+        raise readable.garbled[0]
+    return readable.manifest
+
+
+@dataclass(frozen=True)
+class ReadableManifest:
+    """What a reader may serve from: the newest head that decodes, and the errors of
+    the newer heads that do not (newest first; empty when the newest head is fine)."""
+
+    manifest: PartitionManifest
+    garbled: tuple[CorruptManifestError, ...] = ()
+
+
+def load_readable_manifest(store: ObjectStore, tp: TopicPartition) -> ReadableManifest:
+    """The newest head that decodes, for readers: a garbled newest head leaves the older
+    kept ones (``VERSIONS_TO_KEEP``) to serve from. ``CorruptManifestError`` (the
+    newest's) when none decodes."""
     for _attempt in range(_LOAD_ATTEMPTS):
-        versions = _stored_versions(store, tp)
-        if not versions:
-            return PartitionManifest(tp)
+        garbled: list[CorruptManifestError] = []
         try:
-            manifest = decode_manifest(store.get(manifest_key(tp, versions[-1])))
+            for version in reversed(_stored_versions(store, tp)):
+                try:
+                    return ReadableManifest(_load_head(store, tp, version), tuple(garbled))
+                except CorruptManifestError as error:
+                    garbled.append(error)
         except ObjectNotFoundError:
-            continue
-        if manifest.tp != tp or manifest.version != versions[-1]:
-            raise CorruptManifestError(
-                f"{manifest_key(tp, versions[-1])} describes {manifest.tp} "
-                f"version {manifest.version}"
-            )
-        return manifest
+            continue  # pruned between the listing and the get: list again
+        if garbled:
+            raise garbled[0]
+        return ReadableManifest(PartitionManifest(tp))
     raise ObjectNotFoundError(f"{tp}: manifest versions kept disappearing while loading")
+
+
+def _load_head(store: ObjectStore, tp: TopicPartition, version: int) -> PartitionManifest:
+    key = manifest_key(tp, version)
+    try:
+        manifest = decode_manifest(store.get(key))
+    except CorruptManifestError as error:
+        raise CorruptManifestError(f"{key}: {error}") from error
+    if manifest.tp != tp or manifest.version != version:
+        raise CorruptManifestError(f"{key} describes {manifest.tp} version {manifest.version}")
+    return manifest
 
 
 def load_view(
@@ -234,8 +284,20 @@ class ManifestWriter:
 
     def refresh(self) -> PartitionManifest:
         """Reload the newest version (and fail if another writer took over, or if the
-        stored versions went back: the manifest vanished)."""
-        latest = load_manifest(self.store, self.tp)
+        stored versions went back: the manifest vanished). A newest head that no longer
+        decodes but is the version this writer holds is written again as the next
+        version, superseding it: its content is known here and nowhere else."""
+        try:
+            latest = load_manifest(self.store, self.tp)
+        except CorruptManifestError as error:
+            if _stored_versions(self.store, self.tp)[-1:] != [self.manifest.version]:
+                raise
+            log.error(
+                "%s: %s; this writer holds that version and writes it again as the next",
+                self.tp,
+                error,
+            )
+            return self.update(lambda manifest: manifest)
         if latest.version < self.manifest.version:
             raise self._vanished(latest)
         self._check_not_fenced(latest)

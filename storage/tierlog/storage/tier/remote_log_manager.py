@@ -29,6 +29,11 @@ stops for that partition and retries with exponential backoff; nothing local is
 deleted meanwhile because nothing new was confirmed. A writer that finds itself
 fenced (another owner claimed the partition) stops writing to that partition's tier.
 
+A partition whose newest manifest head does not decode waits, logged at ERROR at every
+try (with the usual backoff), keeping its local segments: only the writer that stored
+that head knows what it records, and its next change or sweep (still possible: its base
+is stored) supersedes it; a claim or any other writer refuses (``manifest_store``).
+
 A partition whose manifest vanished (the bucket was emptied or recreated; also found
 at a claim when the log says offsets lie in the tier but the store has no manifest)
 stops too, logged at ERROR: its tiered end drops to the local log start, so local
@@ -68,6 +73,7 @@ from tierlog.storage.scheduler import PeriodicTask
 from tierlog.storage.segment import LogSegment
 from tierlog.storage.tier.layout import chunks_prefix, manifest_prefix, segments_prefix
 from tierlog.storage.tier.manifest import (
+    CorruptManifestError,
     FencedWriterError,
     ManifestVanishedError,
     PartitionManifest,
@@ -378,19 +384,35 @@ class RemoteLogManager:
             )
         except ManifestVanishedError as error:
             self._stop_vanished(partition, error, now_ms)
-        except (TierlogError, OSError) as error:
-            partition.failures += 1
-            partition.last_error = f"{type(error).__name__}: {error}"
-            backoff = min(
-                self.config.retry_backoff_max_ms,
-                self.config.retry_backoff_ms * 2 ** (partition.failures - 1),
+        except CorruptManifestError as error:
+            backoff = self._back_off(partition, error, now_ms)
+            log.error(
+                "%s: uploads wait: the newest tier manifest head does not decode (%s), and "
+                "what only it records (an upload, a deletion, a newer writer epoch) must not "
+                "be written over from an older head. Local segments are kept. Restore the "
+                "head; retrying in %d ms",
+                partition.tp,
+                error,
+                backoff,
             )
-            partition.retry_at_ms = now_ms + backoff
+        except (TierlogError, OSError) as error:
+            backoff = self._back_off(partition, error, now_ms)
             log.warning(
                 "%s: tier pass failed (%s), retrying in %d ms", partition.tp, error, backoff
             )
         finally:
             partition.lock.release()
+
+    def _back_off(self, partition: _Partition, error: Exception, now_ms: int) -> int:
+        """Count a failed pass and put the next off, doubling; returns the wait in ms."""
+        partition.failures += 1
+        partition.last_error = f"{type(error).__name__}: {error}"
+        backoff: int = min(
+            self.config.retry_backoff_max_ms,
+            self.config.retry_backoff_ms * 2 ** (partition.failures - 1),
+        )
+        partition.retry_at_ms = now_ms + backoff
+        return backoff
 
     def _stop_vanished(
         self, partition: _Partition, error: ManifestVanishedError, now_ms: int

@@ -17,20 +17,24 @@ needs one, and they are tiny beside the log bytes, which are never held);
 batch headers are walked from there; whole batches are returned, the first even when
 it is larger than ``max_bytes``. Every batch returned or decoded is checked first: its
 CRC and its offsets inside the segment's range (a CRC-32C over a batch costs about what
-copying it does, and the tier is where bytes sit unwatched for months: an object
-damaged in the store is answered ``CORRUPT_MESSAGE`` naming it and the offset, never
-served). A segment with nothing at or after the offset (the tail a cleaner emptied)
-hands over to the next one. An offset past the tier's end of a partition with no
-manifest at all is an error, not an empty answer: the log holds it as tiered, so the
-manifest vanished, and an empty answer would skip a consumer over the lost offsets.
+copying it does, and the tier is where bytes sit unwatched for months: a damaged batch
+is never served). As locally, a read ends before the first damaged batch it reaches,
+so a consumer gets every record before it; the read that starts at it is answered
+``CORRUPT_MESSAGE`` naming the object and the offset. A segment with nothing at or
+after the offset (the tail a cleaner emptied) hands over to the next one. An offset
+past the tier's end of a partition with no manifest at all is an error, not an empty
+answer: the log holds it as tiered, so the manifest vanished, and an empty answer
+would skip a consumer over the lost offsets. So is an offset past the end of the view
+when the newest manifest head does not decode and the view is the newest that does
+(logged once at ERROR): the garbled head may be all that names what lies there.
 Every byte comes through the ``RangeReader``: chunked ranged GETs, the disk cache,
-prefetch. The aborted
-transactions of a range come from the segments' transaction index parts, searched as
-the broker searches its local ``.txnindex`` files.
+prefetch. The aborted transactions of a range come from the segments' transaction
+index parts, searched as the broker searches its local ``.txnindex`` files.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -48,18 +52,21 @@ from tierlog.storage.records import (
 )
 from tierlog.storage.segment import TimestampAndOffset
 from tierlog.storage.tier.manifest import (
+    CorruptManifestError,
     ManifestVanishedError,
     RemoteLogView,
     RemoteSegment,
     SegmentPart,
 )
-from tierlog.storage.tier.manifest_store import ChunkReader, load_manifest
+from tierlog.storage.tier.manifest_store import ChunkReader, load_readable_manifest
 from tierlog.storage.tier.range_reader import RangeReader
 from tierlog.storage.tier.store import ObjectNotFoundError, ObjectStoreError
 from tierlog.storage.topic_partition import TopicPartition
 from tierlog.storage.transaction_index import AbortedTxn, collect_aborted, decode_entries
 
 __all__ = ["RemoteLogReader"]
+
+logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
@@ -88,6 +95,8 @@ class RemoteLogReader:
         self._lock = threading.Lock()
         self._views: dict[TopicPartition, tuple[float, RemoteLogView]] = {}
         self._without_manifest: set[TopicPartition] = set()  # as last loaded
+        self._garbled_heads: dict[TopicPartition, str] = {}  # as last loaded: why
+        self._garbled_logged: set[str] = set()  # logged once each, not at every reload
         self._chunks = ChunkReader(self.store)  # the manifests' chunks, shared by the views
         self._indexes: OrderedDict[tuple[str, SegmentPart], bytes] = OrderedDict()
         self._index_bytes = 0
@@ -102,19 +111,52 @@ class RemoteLogReader:
         if cached is not None and not refresh and now - cached[0] < self.view_ttl_s:
             return cached[1]
         try:
-            manifest = load_manifest(self.store, tp)
+            readable = load_readable_manifest(self.store, tp)
         except ObjectStoreError:
             if cached is None or refresh:
                 raise
             return cached[1]  # the store is away: what was cached still names the segments
+        manifest = readable.manifest
         fresh = manifest.view(self._chunks)
+        garbled = str(readable.garbled[0]) if readable.garbled else ""
         with self._lock:
             self._views[tp] = (now, fresh)
             if manifest.version:
                 self._without_manifest.discard(tp)
             else:
                 self._without_manifest.add(tp)
+            if garbled:
+                self._garbled_heads[tp] = garbled
+            else:
+                self._garbled_heads.pop(tp, None)
+            first_seen = garbled and garbled not in self._garbled_logged
+            if first_seen:
+                self._garbled_logged.add(garbled)
+        if first_seen:
+            logger.error(
+                "%s: the newest tier manifest head is garbled (%s); reads are served from "
+                "version %d, the newest that decodes, and offsets past its end %d answer "
+                "KAFKA_STORAGE_ERROR until the head is restored or its writer supersedes it",
+                tp,
+                garbled,
+                manifest.version,
+                fresh.end_offset,
+            )
         return fresh
+
+    def _refuse_past_a_garbled_head(
+        self, tp: TopicPartition, view: RemoteLogView, what: str
+    ) -> None:
+        """Past the end of a head older than a garbled newest one lies what only that
+        head may name (its upload): a storage error, never an answer that the tier holds
+        nothing there, which would move a reader on to the local log over it."""
+        with self._lock:
+            garbled = self._garbled_heads.get(tp)
+        if garbled:
+            raise CorruptManifestError(
+                f"{tp}: {what} may lie past {view.end_offset}, the end of the newest "
+                f"manifest head that decodes; the newest one does not: {garbled}"
+            )
 
     def invalidate(self, tp: TopicPartition) -> None:
         """The partition's manifest changed: the next call reloads it."""
@@ -152,6 +194,7 @@ class RemoteLogReader:
                         f"{tp}: offset {offset} lies in the tier, which has no manifest "
                         f"for the partition in {self.store.url}"
                     )
+                self._refuse_past_a_garbled_head(tp, view, f"offset {offset}")
                 return b""
             for segment in view.segments_from(offset):
                 records = self._read_segment(segment, offset, max_bytes, min_one_batch)
@@ -167,24 +210,33 @@ class RemoteLogReader:
     def _read_segment(
         self, segment: RemoteSegment, offset: int, max_bytes: int, min_one_batch: bool
     ) -> bytes:
+        """Whole batches from the one holding ``offset``, ending before the first damaged
+        one: the batches before damage are an answer, as a local read's are, and the
+        read that starts at the damaged batch is the one refused."""
         start = self._index_position(segment, offset)
         log = _SegmentLog(self.ranges, segment, max_bytes + _WINDOW_SLACK_BYTES)
         first, length = -1, 0
         chosen: list[BatchHeader] = []  # positioned within the answer
-        for position, header in log.headers(start):
-            if first < 0:
-                if header.last_offset < offset:
-                    continue
-                first = position
-            if length + header.size > max_bytes and (length or not min_one_batch):
-                break
-            chosen.append(header._replace(position=length))
-            length += header.size
+        try:
+            for position, header in log.headers(start):
+                if first < 0:
+                    if header.last_offset < offset:
+                        continue
+                    first = position
+                if length + header.size > max_bytes and (length or not min_one_batch):
+                    break
+                chosen.append(header._replace(position=length))
+                length += header.size
+        except CorruptRecordError:
+            if not chosen:
+                raise
         if not length:
             return b""
         records = log.read(first, first + length)
-        for header in chosen:
-            _check_batch(segment, records, header)
+        _check_batch(segment, records, chosen[0])
+        for header in chosen[1:]:
+            if _damage_in(segment, records, header):
+                return records[: header.position]
         return records
 
     def _index_position(self, segment: RemoteSegment, offset: int) -> int:
@@ -242,6 +294,7 @@ class RemoteLogReader:
                 found = self._find_by_timestamp(segment, timestamp, start)
                 if found is not None:
                     return found
+            self._refuse_past_a_garbled_head(tp, view, f"a record at or after {timestamp}")
             return None
 
         return self._with_view(tp, start_offset, attempt)
@@ -266,6 +319,7 @@ class RemoteLogReader:
         """The tiered record with the largest timestamp (the first of equals), or None."""
 
         def attempt(view: RemoteLogView) -> TimestampAndOffset | None:
+            self._refuse_past_a_garbled_head(tp, view, "the largest timestamp")
             holder = view.segment_with_max_timestamp()
             if holder is None or holder.max_timestamp < 0:
                 return None
@@ -285,15 +339,24 @@ class RemoteLogReader:
 
 
 def _check_batch(segment: RemoteSegment, buffer: bytes, header: BatchHeader) -> None:
-    """Refuse a batch whose bytes are not what was uploaded: CRC, offsets in range."""
-    where = f"{segment.key}: the batch at offset {header.base_offset}"
+    """Refuse a batch whose bytes are not what was uploaded."""
+    damage = _damage_in(segment, buffer, header)
+    if damage:
+        where = f"{segment.key}: the batch at offset {header.base_offset}"
+        raise CorruptRecordError(f"{where} {damage}")
+
+
+def _damage_in(segment: RemoteSegment, buffer: bytes, header: BatchHeader) -> str:
+    """How the batch differs from what was uploaded (its offsets out of the segment's
+    range, its CRC wrong), or ``""`` when it is intact."""
     if not segment.base_offset <= header.base_offset <= header.last_offset < segment.end_offset:
-        raise CorruptRecordError(
-            f"{where} (to {header.last_offset}) lies outside the segment's "
+        return (
+            f"(to {header.last_offset}) lies outside the segment's "
             f"[{segment.base_offset}, {segment.end_offset})"
         )
     if not crc_is_valid(buffer, header):
-        raise CorruptRecordError(f"{where} fails its CRC: the object is damaged")
+        return "fails its CRC: the object is damaged"
+    return ""
 
 
 class _SegmentLog:
@@ -336,9 +399,9 @@ class _SegmentLog:
             self._cover(position, min(position + HEADER_READ_SIZE, self.size))
             header = self._header(position)
             if position + header.size > self.size:
-                raise CorruptRecordError(
-                    f"{self.segment.key}: the batch at {position} declares {header.size} bytes, "
-                    f"the segment's log ends at {self.size}"
+                raise self._damaged_at(
+                    position,
+                    f"it declares {header.size} bytes, the segment's log ends at {self.size}",
                 )
             yield position, header
             position += header.size
@@ -348,10 +411,19 @@ class _SegmentLog:
         try:
             return parse_header(self._data, position - self._start)
         except TierlogError as error:
-            raise CorruptRecordError(
-                f"{self.segment.key}: no batch header at position {position} of the log "
-                f"of the segment from offset {self.segment.base_offset}: {error}"
-            ) from None
+            raise self._damaged_at(position, f"no batch header: {error}") from None
+
+    def _damaged_at(self, position: int, why: str) -> CorruptRecordError:
+        """The batch at ``position`` (within the current window) is damaged. Its base
+        offset leads the header, ahead of the length field a flip most often hits, so it
+        names what a reader lost even when the rest is garbage."""
+        at = position - self._start
+        claimed = int.from_bytes(self._data[at : at + 8], "big", signed=True)
+        return CorruptRecordError(
+            f"{self.segment.key}: the batch at byte {position} of the log of the segment "
+            f"from offset {self.segment.base_offset} (offset {claimed} by its header) is "
+            f"damaged: {why}"
+        )
 
     def batch(self, position: int) -> tuple[bytes, BatchHeader]:
         """The whole batch at ``position`` as (buffer, its header within the buffer),
