@@ -1,24 +1,32 @@
 """The Kafka listener's answers, read off the wire with kio (tests/kafka/wire.py): Kafka's
-error code for each refused produce, acks=0 answered with silence, a fetch that
+error code for each refused produce, a decompression bomb refused off the event loop,
+acks=0 answered with silence, a fetch that
 long-polls until a record lands and returns the stored batch byte for byte, sessions it
 does not keep, and Metadata's topic ids, leaders and epochs."""
 
 from __future__ import annotations
 
+import select
+import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tests.kafka.conftest import KafkaSidecar
+from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar
 from tests.kafka.wire import KafkaWire
+from tests.support.bombs import MiB, bomb
+from tests.support.scrape import METRICS, scrape_sidecar
+from tests.support.sidecars import Sidecars
 from tierlog.storage.checkpoints import base64_uuid
-from tierlog.storage.records import SimpleRecord, build_batch
+from tierlog.storage.records import CompressionType, SimpleRecord, build_batch
 
 PRODUCE, FETCH, METADATA, OFFSET_FOR_LEADER_EPOCH = 0, 1, 3, 23
 PRODUCE_V, FETCH_V, METADATA_V = 11, 12, 12
 NO_ID = uuid.UUID(int=0)  # a topic asked by name
+IN_FLIGHT = "tierlog_validation_decompressed_bytes_in_flight"
 
 
 @pytest.fixture
@@ -109,6 +117,41 @@ def test_a_refused_produce_answers_kafkas_error_code(
     assert answer.base_offset == -1  # type: ignore[attr-defined]
     stored = wire.call(PRODUCE, PRODUCE_V, _produce("events", _batch(b"good")))
     assert _partition_answer(stored).base_offset == 0  # type: ignore[attr-defined]
+
+
+def test_a_bomb_is_refused_in_a_thread_within_its_memory_while_others_are_served(
+    sidecars: Sidecars, tmp_path: Path
+) -> None:
+    # The gRPC path's guard (broker.produce), at the Kafka door: 8 GiB of records that may
+    # decode to 6.4 GB (64 x max.message.bytes) are walked a window at a time, in a thread.
+    sidecar = start_kafka_sidecar(sidecars, tmp_path / "data", METRICS)
+    sidecar.create_topic("huge", max_message_bytes="100000000")
+    sidecar.create_topic("events")
+    eight_gib = bomb(CompressionType.ZSTD, 1024, 8 * MiB)
+    baseline_rss = sidecar.rss_bytes()
+    bomber, other = KafkaWire(sidecar.kafka_port), KafkaWire(sidecar.kafka_port)
+    try:
+        bomber.send(PRODUCE, PRODUCE_V, _produce("huge", eight_gib))
+        deadline = time.monotonic() + 60
+        while not scrape_sidecar(sidecar).value(IN_FLIGHT):  # the walk has begun
+            assert time.monotonic() < deadline, "the bomb's validation never started"
+
+        # Another connection's produce is answered while the bomb is still walked: its
+        # validation left the event loop once it decoded past a couple of MiB.
+        stored = other.call(PRODUCE, PRODUCE_V, _produce("events", _batch(b"served")))
+        assert _partition_answer(stored).base_offset == 0  # type: ignore[attr-defined]
+        readable, _, _ = select.select([bomber.sock], [], [], 0)
+        assert not readable, "the bomb was answered first: it held the event loop"
+
+        _correlation_id, refused = bomber.receive(PRODUCE, PRODUCE_V)
+    finally:
+        bomber.close()
+        other.close()
+    answer = _partition_answer(refused)
+    assert answer.error_code == ErrorCode.message_too_large  # type: ignore[attr-defined]
+    # A window of an 8 MiB record (twice, as it is gathered and joined) and chunks.
+    assert sidecar.peak_rss_bytes() - baseline_rss < 4 * 8 * MiB + 64 * MiB
+    sidecar.assert_alive()
 
 
 def test_acks_0_is_answered_with_silence_and_stored(
