@@ -60,3 +60,37 @@ def test_every_tierlog_command_the_tables_name_exists() -> None:
             timeout=60,
         )
         assert helped.returncode == 0, f"tierlog {command}: {helped.stderr.decode()}"
+
+
+def _supported_flags(notes: str) -> set[str]:
+    """The ``--flags`` a row's notes name as supported: all before its "Not supported:"
+    list, but a clause that says it is "not supported" (yet)."""
+    clauses = re.split(r"(?<=[.;])\s+", notes.split("Not supported:")[0])
+    kept = " ".join(clause for clause in clauses if "not supported" not in clause.lower())
+    return set(re.findall(r"(?<![\w-])(--[a-z][a-z.-]*[a-z])", kept))
+
+
+def _help(command: list[str]) -> str:
+    helped = subprocess.run(
+        [str(BIN / "tierlog"), *command, "--help"],
+        env=_tierlog_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert helped.returncode == 0, f"tierlog {' '.join(command)}: {helped.stderr}"
+    return helped.stdout
+
+
+def test_every_flag_the_tools_table_names_as_supported_is_accepted() -> None:
+    rows = re.findall(
+        r"^\| `kafka-[^|]*\| `tierlog ([a-z -]+)` \| (.*) \|$", PAGE.read_text(), re.M
+    )
+    assert len(rows) >= 10, "KAFKA-USERS.md lost its tools table"
+    missing = {}
+    for command, notes in rows:
+        offered = _help(command.split())
+        absent = sorted(flag for flag in _supported_flags(notes) if flag not in offered)
+        if absent:
+            missing[command] = absent
+    assert missing == {}

@@ -111,3 +111,36 @@ def test_network_and_cluster_settings(tmp_path: Path) -> None:
     assert config.socket_request_max_bytes == 8388608
     defaults = SidecarConfig.from_properties({"log.dirs": str(tmp_path)})
     assert defaults.socket_request_max_bytes == 100 * 1024 * 1024  # Kafka's default
+
+
+def test_listeners_name_the_kafka_listener_in_kafkas_syntax(tmp_path: Path) -> None:
+    config = SidecarConfig.from_properties(
+        {
+            "log.dirs": str(tmp_path),
+            "listeners": "0.0.0.0:9092, PLAINTEXT://0.0.0.0:19092",
+            "advertised.listeners": "PLAINTEXT://broker-0.example:19092,broker-0.example:9092",
+        }
+    )
+    assert (config.listen, config.kafka_listen) == ("0.0.0.0:9092", "0.0.0.0:19092")
+    assert config.advertised_listener == "broker-0.example:9092"
+    assert config.kafka_advertised_listener == "broker-0.example:19092"
+    kafka_only = SidecarConfig.from_properties(
+        {"log.dirs": str(tmp_path), "listeners": "PLAINTEXT://127.0.0.1:0"}
+    )
+    assert (kafka_only.listen, kafka_only.kafka_listen) == ("0.0.0.0:9092", "127.0.0.1:0")
+
+
+@pytest.mark.parametrize(
+    ("listeners", "complaint"),
+    [
+        ("SASL_SSL://0.0.0.0:19092", "PLAINTEXT only"),
+        ("PLAINTEXT://a:1,PLAINTEXT://b:2", "two Kafka listeners"),
+        ("a:1,b:2", "two gRPC listeners"),
+        ("PLAINTEXT://nowhere", "HOST:PORT"),
+    ],
+)
+def test_listeners_that_cannot_be_served_are_invalid_config(
+    tmp_path: Path, listeners: str, complaint: str
+) -> None:
+    with pytest.raises(InvalidConfigError, match=complaint):
+        SidecarConfig.from_properties({"log.dirs": str(tmp_path), "listeners": listeners})

@@ -7,13 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tierlog.api.v1 import common_pb2, log_service_pb2
-from tierlog.sidecar.fetch_wire import (
-    AbortedTransaction,
-    FetchAnswer,
-    PartitionAnswer,
-    encode_fetch_answer,
-    encode_session_answer,
-)
+from tierlog.broker.fetch import AbortedTransaction, FetchAnswer
+from tierlog.sidecar.fetch_wire import PartitionAnswer, encode_fetch_answer, encode_session_answer
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 

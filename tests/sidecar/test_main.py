@@ -137,3 +137,13 @@ def test_the_node_id_can_come_from_the_pods_name(tmp_path: Path) -> None:
     assert build_config(parse_args(args)).node_id == 4
     with pytest.raises(InvalidConfigError, match=r"node\.id is given twice"):
         build_config(parse_args([*args, "--config", "node.id=1"]))
+
+
+def test_kafka_listen_adds_the_kafka_entry_and_keeps_the_grpc_one(tmp_path: Path) -> None:
+    args = ["--data-dir", str(tmp_path), "--config", "listeners=127.0.0.1:7000"]
+    config = build_config(parse_args([*args, "--kafka-listen", "127.0.0.1:7001"]))
+    assert (config.listen, config.kafka_listen) == ("127.0.0.1:7000", "127.0.0.1:7001")
+    listen_too = build_config(
+        parse_args([*args, "--kafka-listen", "0.0.0.0:7001", "--listen", "0.0.0.0:7002"])
+    )
+    assert (listen_too.listen, listen_too.kafka_listen) == ("0.0.0.0:7002", "0.0.0.0:7001")

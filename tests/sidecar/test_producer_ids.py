@@ -8,7 +8,7 @@ import grpc
 import pytest
 
 from tierlog.api.v1 import log_service_pb2
-from tierlog.sidecar.producer_ids import (
+from tierlog.broker.producer_ids import (
     BLOCK_SIZE,
     MAX_EPOCH,
     NODE_ID_SPAN,

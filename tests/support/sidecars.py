@@ -119,10 +119,17 @@ class SidecarProcess:
 
     def rss_bytes(self) -> int:
         """The process's resident memory now (``VmRSS`` of ``/proc/PID/status``)."""
+        return self._status_bytes("VmRSS")
+
+    def peak_rss_bytes(self) -> int:
+        """The most resident memory the process has held (``VmHWM``)."""
+        return self._status_bytes("VmHWM")
+
+    def _status_bytes(self, field: str) -> int:
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
-        raise AssertionError("no VmRSS")
+        raise AssertionError(f"no {field}")
 
 
 def start_sidecar(

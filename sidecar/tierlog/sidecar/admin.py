@@ -31,11 +31,11 @@ import grpc
 
 from tierlog.api.errors import InvalidReplicationFactorError
 from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, common_pb2
-from tierlog.broker.ownership import NO_OWNER, Broker
-from tierlog.broker.partitions import UNREPLICATED_LEADER_EPOCH, Partitions
+from tierlog.broker.partitions import Partitions
 from tierlog.broker.topics import Topic
 from tierlog.broker.watch import AppendWatch
 from tierlog.replication import topic_changes
+from tierlog.replication.leadership import partition_leadership
 from tierlog.replication.replica_manager import Leadership, ReplicaManager
 from tierlog.sidecar.assignment_updates import AssignmentUpdates
 from tierlog.sidecar.status import as_error, at_the_edge, unexpected
@@ -220,10 +220,7 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
         self.partitions.manager.write_checkpoints()
 
     def _leadership(self, tp: TopicPartition) -> Leadership:
-        replicas = self.partitions.replicas
-        if replicas is None:
-            return _owner_as_replicas(self.partitions.ownership.owner(tp))
-        return replicas.leadership(tp)
+        return partition_leadership(self.partitions, tp)
 
     @at_the_edge
     async def DescribeTopics(
@@ -480,13 +477,3 @@ class AdminService(admin_service_pb2_grpc.AdminServiceServicer):
             segments_awaiting_upload=waiting,
             safe=unflushed == 0 and waiting == 0,
         )
-
-
-def _owner_as_replicas(owner: Broker | None) -> Leadership:
-    """Kafka's leader epoch, replicas and ISR of a partition with one owner: the owner is
-    all of them, at epoch 0; a partition nobody serves (moving) has none, at epoch -1."""
-    if owner is None:
-        return Leadership(NO_OWNER, "", -1, [], [])
-    return Leadership(
-        owner.node_id, owner.address, UNREPLICATED_LEADER_EPOCH, [owner.node_id], [owner.node_id]
-    )

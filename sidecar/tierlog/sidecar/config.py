@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_LISTEN",
     "SidecarConfig",
     "parse_host_port",
+    "split_listeners",
 ]
 
 # Kafka's broker setting -> the topic setting it provides the default for.
@@ -82,6 +83,7 @@ _PROCESS_KEYS = {
     "tierlog.cluster.assignment.file",
     "tierlog.shutdown.grace.ms",
     "socket.request.max.bytes",
+    "connections.max.idle.ms",
     "tierlog.metrics.listeners",
     "cluster.id",
     "num.recovery.threads.per.data.dir",
@@ -106,6 +108,14 @@ class SidecarConfig:
     # and every broker of the cluster as id -> host:port (``tierlog.cluster.brokers``).
     listen: str = DEFAULT_LISTEN
     advertised_listener: str | None = None
+    # Kafka's wire protocol (``listeners``' ``PLAINTEXT://HOST:PORT`` entry,
+    # ``--kafka-listen``; None: not served) and the address Kafka clients are told
+    # (``advertised.listeners``' ``PLAINTEXT://`` entry; default: the bound address).
+    kafka_listen: str | None = None
+    kafka_advertised_listener: str | None = None
+    # A Kafka client connection that sends no request this long is closed
+    # (``connections.max.idle.ms``, Kafka's 10 minutes).
+    connections_max_idle_ms: int = 600_000
     cluster_brokers: tuple[tuple[int, str], ...] = ()
     # The operator's partition plan (``tierlog.cluster.assignment.file``), re-read while
     # running; when set, it lists the brokers instead of ``tierlog.cluster.brokers``.
@@ -208,6 +218,7 @@ class SidecarConfig:
             checkpoint_ms = int(props.get("log.flush.offset.checkpoint.interval.ms", "60000"))
             grace_ms = int(props.get("tierlog.shutdown.grace.ms", "30000"))
             request_max_bytes = int(props.get("socket.request.max.bytes", "104857600"))
+            idle_ms = int(props.get("connections.max.idle.ms", "600000"))
             replication_factor = int(props.get("default.replication.factor", "1"))
         except ValueError as error:
             raise InvalidConfigError(f"invalid number in broker config: {error}") from None
@@ -215,14 +226,17 @@ class SidecarConfig:
             raise InvalidConfigError(
                 f"socket.request.max.bytes must be in 1..{_GRPC_MAX_MESSAGE_BYTES}"
             )
+        if idle_ms < 1:
+            raise InvalidConfigError(f"connections.max.idle.ms={idle_ms} is below its minimum 1")
         if replication_factor < 1:
             raise InvalidConfigError(
                 f"default.replication.factor={replication_factor} is below its minimum 1"
             )
-        listen = parse_host_port(props.get("listeners", DEFAULT_LISTEN), "listeners")
-        advertised = props.get("advertised.listeners")
-        if advertised:
-            parse_host_port(advertised, "advertised.listeners")
+        grpc_listen, kafka_listen = split_listeners(props.get("listeners", ""), "listeners")
+        listen = grpc_listen or DEFAULT_LISTEN
+        advertised, kafka_advertised = split_listeners(
+            props.get("advertised.listeners", ""), "advertised.listeners"
+        )
         token_file = props.get("tierlog.auth.token.file")
         metrics_listen = props.get("tierlog.metrics.listeners")
         if metrics_listen:
@@ -231,7 +245,10 @@ class SidecarConfig:
             storage=storage,
             checkpoint_interval_ms=checkpoint_ms,
             listen=listen,
-            advertised_listener=advertised or None,
+            advertised_listener=advertised,
+            kafka_listen=kafka_listen,
+            kafka_advertised_listener=kafka_advertised,
+            connections_max_idle_ms=idle_ms,
             cluster_brokers=_parse_brokers(props.get("tierlog.cluster.brokers", "")),
             assignment_file=_optional_path(props.get("tierlog.cluster.assignment.file")),
             shutdown_grace_ms=grace_ms,
@@ -248,6 +265,28 @@ class SidecarConfig:
             groups=GroupCoordinatorConfig.from_properties(props),
             transactions=TransactionCoordinatorConfig.from_properties(props),
         )
+
+
+def split_listeners(value: str, key: str) -> tuple[str | None, str | None]:
+    """``listeners`` (or ``advertised.listeners``) as (gRPC, Kafka): a bare ``HOST:PORT``
+    entry is gRPC's, as it always was; ``PLAINTEXT://HOST:PORT`` is the Kafka listener's,
+    in Kafka's own syntax. Kafka's other security protocols are not served yet."""
+    grpc_entry = kafka_entry = None
+    for entry in filter(None, (part.strip() for part in value.split(","))):
+        protocol, sep, address = entry.partition("://")
+        if not sep:
+            if grpc_entry is not None:
+                raise InvalidConfigError(f"{key} names two gRPC listeners: {value!r}")
+            grpc_entry = parse_host_port(entry, key)
+        elif protocol.upper() != "PLAINTEXT":
+            raise InvalidConfigError(
+                f"{key}: the Kafka listener serves PLAINTEXT only for now, got {entry!r}"
+            )
+        elif kafka_entry is not None:
+            raise InvalidConfigError(f"{key} names two Kafka listeners: {value!r}")
+        else:
+            kafka_entry = parse_host_port(address, key)
+    return grpc_entry, kafka_entry
 
 
 def parse_host_port(value: str, key: str) -> str:

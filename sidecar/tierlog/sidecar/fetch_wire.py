@@ -24,15 +24,9 @@ import grpc
 
 from tierlog.api.v1 import common_pb2, log_service_pb2, log_service_pb2_grpc
 from tierlog.api.wire import LENGTH_DELIMITED, LOG_SERVICE, VARINT, field_key, varint
+from tierlog.broker.fetch import AbortedTransaction, FetchAnswer
 
-__all__ = [
-    "AbortedTransaction",
-    "FetchAnswer",
-    "PartitionAnswer",
-    "add_log_service",
-    "encode_fetch_answer",
-    "encode_session_answer",
-]
+__all__ = ["PartitionAnswer", "add_log_service", "encode_fetch_answer", "encode_session_answer"]
 
 _RECORD_BATCHES = field_key(1, LENGTH_DELIMITED)
 _HIGH_WATERMARK = field_key(2, VARINT)
@@ -46,23 +40,6 @@ _TOPIC = field_key(6, LENGTH_DELIMITED)
 _PARTITION = field_key(7, VARINT)
 _GENERATION = field_key(8, VARINT)
 _ERROR = field_key(9, LENGTH_DELIMITED)
-
-
-class AbortedTransaction(NamedTuple):
-    """An ``AbortedTransaction`` message's fields."""
-
-    producer_id: int
-    first_offset: int
-
-
-class FetchAnswer(NamedTuple):
-    """A ``FetchResponse``'s (or ``SubscribeResponse``'s) fields, before they are encoded."""
-
-    record_batches: bytes
-    high_watermark: int
-    log_start_offset: int
-    last_stable_offset: int
-    aborted_transactions: Sequence[AbortedTransaction] = ()
 
 
 def encode_fetch_answer(answer: FetchAnswer) -> bytes:

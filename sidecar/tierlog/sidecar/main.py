@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tierlog.process_tuning import tune_process
-from tierlog.sidecar.config import DEFAULT_LISTEN, SidecarConfig
+from tierlog.sidecar.config import DEFAULT_LISTEN, SidecarConfig, split_listeners
 from tierlog.sidecar.logformat import LOG_FORMATS, configure_logging
 from tierlog.sidecar.metrics import SidecarMetrics
 from tierlog.sidecar.pod_ordinal import pod_ordinal
@@ -51,6 +51,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="HOST:PORT",
         help=f"where to serve gRPC (port 0: any free port); same as listeners "
         f"(default {DEFAULT_LISTEN})",
+    )
+    parser.add_argument(
+        "--kafka-listen",
+        metavar="HOST:PORT",
+        help="also serve Kafka's wire protocol here (port 0: any free port); same as a "
+        "PLAINTEXT://HOST:PORT entry in listeners (default: not served)",
     )
     parser.add_argument("--config-file", type=Path, help="a Java properties file of broker configs")
     parser.add_argument(
@@ -91,8 +97,12 @@ def build_config(args: argparse.Namespace) -> SidecarConfig:
         props[key.strip()] = value.strip()
     if args.data_dir:
         props["log.dirs"] = ",".join(str(path) for path in args.data_dir)
-    if args.listen:
-        props["listeners"] = args.listen
+    if args.listen or args.kafka_listen:  # each flag replaces its own entry
+        grpc_listen, kafka_listen = split_listeners(props.get("listeners", ""), "listeners")
+        grpc_listen = args.listen or grpc_listen
+        kafka_listen = args.kafka_listen or kafka_listen
+        entries = [grpc_listen, kafka_listen and f"PLAINTEXT://{kafka_listen}"]
+        props["listeners"] = ",".join(entry for entry in entries if entry)
     if args.metrics_listen:
         props["tierlog.metrics.listeners"] = args.metrics_listen
     props.update(tier_properties(args))
@@ -177,6 +187,8 @@ async def _serve(
         _transport(config),
         ", bearer token required" if config.auth_token else "",
     )
+    if server.kafka is not None:
+        log.info("serving Kafka's wire protocol on %s (plaintext)", server.kafka.address)
     await stop.wait()
     probes.enter(Phase.STOPPING)
     log.info("shutting down: finishing calls, then flushing logs and writing checkpoints")

@@ -41,14 +41,20 @@ from tierlog.api.v1 import (
     transaction_service_pb2,
     transaction_service_pb2_grpc,
 )
+from tierlog.broker.fetch import FetchReader
 from tierlog.broker.ownership import Broker, Ownership, read_assignment_file
 from tierlog.broker.partitions import Partitions
+from tierlog.broker.produce import Acks, Appender
+from tierlog.broker.producer_ids import ProducerIdManager
 from tierlog.broker.topics import TopicStore
 from tierlog.broker.watch import AppendWatch
 from tierlog.client.rpc import CHANNEL_OPTIONS
 from tierlog.coordinator.coordinator import GroupCoordinator
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
+from tierlog.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC
+from tierlog.kafka.broker import KafkaBroker
+from tierlog.kafka.listener import KafkaListener
 from tierlog.replication.broker import ReplicatedBroker
 from tierlog.replication.metrics import ReplicationCollector
 from tierlog.replication.replica_manager import ReplicaManager
@@ -68,7 +74,7 @@ from tierlog.sidecar.upload_metrics import UploadMetrics
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.log import AppendOrigin
 from tierlog.storage.manager import LogManager
-from tierlog.storage.records import iter_batches, read_end_txn_marker
+from tierlog.storage.records import NO_PARTITION_LEADER_EPOCH, iter_batches, read_end_txn_marker
 from tierlog.storage.recovery import RecoveryProgress
 from tierlog.storage.tier.chunk_cache import ChunkCache
 from tierlog.storage.tier.range_reader import RangeReader
@@ -88,6 +94,8 @@ _SERVICE_DESCRIPTORS = (
     group_service_pb2.DESCRIPTOR.services_by_name["GroupService"],
     transaction_service_pb2.DESCRIPTOR.services_by_name["TransactionService"],
 )
+# Topics only the broker writes (its coordinators' state), as Kafka refuses clients them.
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 _REPLICATION = replication_service_pb2.DESCRIPTOR.services_by_name["ReplicationService"]
 
 
@@ -128,7 +136,11 @@ class SidecarServer:
         )
         self.address = ""
         self.remote_reader: RemoteLogReader | None = None  # once started
+        self.appender: Appender | None = None  # once started: the produce core
+        self.reader: FetchReader | None = None  # once started: the fetch core
+        self.producer_ids: ProducerIdManager | None = None  # once started
         self._log_service: LogService | None = None
+        self.kafka: KafkaListener | None = None  # with a Kafka listener, once started
         self.groups: GroupCoordinator | None = None  # once started
         self.transactions: TransactionCoordinator | None = None  # once started
         self._markers: MarkerRouter | None = None
@@ -169,11 +181,16 @@ class SidecarServer:
         self.remote_log_manager.committed_end = partitions.high_watermark
         await asyncio.to_thread(partitions.adopt_logs_on_disk)
         self.remote_reader = await asyncio.to_thread(self._remote_reader)
+        self.appender = Appender(partitions, self.watch, INTERNAL_TOPICS)
+        self.reader = FetchReader(partitions, self.watch, self.remote_reader)
+        producer_ids = ProducerIdManager(self.config.storage.log_dirs, self.config.node_id)
+        self.producer_ids = producer_ids
         self._log_service = LogService(
             partitions,
-            self.watch,
+            self.appender,
+            self.reader,
+            self.producer_ids,
             Limits(fetch_max_bytes=self.config.storage.default_log_config.max_message_bytes),
-            self.remote_reader,
         )
         descriptors = list(_SERVICE_DESCRIPTORS)
         if partitions.replicas is not None:
@@ -197,7 +214,6 @@ class SidecarServer:
             self._replica_channel,
             [("authorization", f"Bearer {token}")] if token else [],
         )
-        producer_ids = self._log_service.producer_ids
         self.transactions = TransactionCoordinator(
             partitions,
             self.config.transactions,
@@ -225,6 +241,8 @@ class SidecarServer:
                 ),
                 self.server,
             )
+        if self.config.kafka_listen is not None:
+            self.kafka = await self._kafka_listener(partitions)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(
             (*services, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server
@@ -239,6 +257,30 @@ class SidecarServer:
         await self.transactions.start()
         if self.config.assignment_file is not None:
             self._reloads = asyncio.create_task(assignment.follow_file())
+
+    async def _kafka_listener(self, partitions: Partitions[ReplicaManager]) -> KafkaListener:
+        """Kafka's wire protocol over the same produce and fetch cores as LogService."""
+        assert self.config.kafka_listen is not None
+        assert self.appender is not None and self.reader is not None
+        assert self.producer_ids is not None
+        listener = KafkaListener(
+            self.config.kafka_listen,
+            self.config.socket_request_max_bytes,
+            self.config.connections_max_idle_ms,
+        )
+        advertised = self.config.kafka_advertised_listener or _reachable(listener.address)
+        host, _sep, port = advertised.rpartition(":")
+        broker = KafkaBroker(
+            partitions,
+            self.appender,
+            self.reader,
+            self.producer_ids,
+            host.strip("[]"),
+            int(port),
+            fetch_max_bytes=self.config.storage.default_log_config.max_message_bytes,
+        )
+        await listener.start(broker)
+        return listener
 
     async def _replica_manager(self, brokers: Callable[[], Sequence[Broker]]) -> ReplicaManager:
         """Replication over the partition-state store the config names: this broker's
@@ -275,14 +317,12 @@ class SidecarServer:
     ) -> int:
         """The coordinators' writes: an acks=all produce; the base offset. Transaction
         markers come as ``AppendOrigin.COORDINATOR``, the only origin allowed them."""
-        assert self._log_service is not None
-        request = log_service_pb2.ProduceRequest(
-            topic=tp.topic,
-            partition=tp.partition,
-            acks=log_service_pb2.ACKS_ALL,
-            record_batches=data,
+        assert self.appender is not None
+        _tp, target = self.appender.target(
+            tp.topic, tp.partition, NO_PARTITION_LEADER_EPOCH, Acks.ALL, internal=True
         )
-        return (await self._log_service.produce(request, origin=origin)).base_offset
+        appended = await self.appender.append(tp, target, data, Acks.ALL, origin)
+        return (await self.appender.committed(appended)).base_offset
 
     async def _append_as_coordinator(self, tp: TopicPartition, data: bytes) -> int:
         """The group coordinator's writes (as Kafka's, ``AppendOrigin.COORDINATOR``: its
@@ -354,10 +394,7 @@ class SidecarServer:
                 return Ownership(node_id, listed)
             except ValueError as error:
                 raise InvalidConfigError(f"tierlog.cluster.brokers: {error}") from None
-        advertised = self.config.advertised_listener
-        if not advertised:
-            wildcard = host in ("", "0.0.0.0", "[::]", "::")
-            advertised = f"{socket.getfqdn() if wildcard else host}:{port}"
+        advertised = self.config.advertised_listener or _reachable(f"{host}:{port}")
         return Ownership(node_id, (Broker(node_id, advertised),))
 
     async def _write_checkpoints(self) -> None:
@@ -379,13 +416,23 @@ class SidecarServer:
             await self.replicated.controlled_shutdown()
             await self.replicated.stop()
         self.watch.close()
+        if self.kafka is not None:
+            await self.kafka.stop()
         for task in (self._checkpoints, self._reloads):
             if task is not None:
                 task.cancel()
         await self.server.stop(self.config.shutdown_grace_ms / 1000)
-        if self._log_service is not None:
-            await self._log_service.drain()
+        if self.appender is not None:
+            await self.appender.drain()
         await asyncio.to_thread(self.manager.shutdown)  # stops the uploads first
         if self.remote_reader is not None:
             await asyncio.to_thread(self.remote_reader.ranges.close)
         await asyncio.to_thread(self.tier_store.close)
+
+
+def _reachable(bound: str) -> str:
+    """The address to tell clients for a bound ``host:port``: this host's name when bound
+    to every interface."""
+    host, _sep, port = bound.rpartition(":")
+    wildcard = host in ("", "0.0.0.0", "[::]", "::")
+    return f"{socket.getfqdn() if wildcard else host}:{port}"

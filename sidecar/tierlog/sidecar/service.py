@@ -1,29 +1,16 @@
-"""The data plane: ``tierlog.v1.LogService`` over the log manager.
+"""The data plane: ``tierlog.v1.LogService`` over the broker's produce and fetch cores.
 
-Produce appends the producer's v2 batches as they came (or one batch the server
-builds from plain records); Fetch returns whole batches and long-polls on the
-partition's append event; Subscribe tails a partition on the same events, each of
-its messages such a long poll; FetchSession does so for many partitions on one
-stream (``fetch_session``), each message one long poll over all of them. Offsets below
-the local log start come from the remote tier (``tiered_reads``), so Fetch, ListOffsets,
-Subscribe and FetchSession cross the boundary without the client noticing. Reads
-under read_committed (Kafka's ``FetchIsolation.TXN_COMMITTED``) end at the last stable
-offset and list the aborted transactions overlapping the batches returned, local or
-tiered, as Kafka's ``UnifiedLog.read`` does; the client drops their records;
-InitProducerId hands out producer ids (``producer_ids``) for idempotent produce. Storage
-calls that can block (reads, fsyncs by policy, the tier) run in a thread; the event
-loop parses requests, routes and waits.  The one exception is an append that cannot
-wait for an fsync (``Log.append_waits_for_sync``): it is a validation and a write
-into the page cache, tens of microseconds, where a hop to a thread and back costs
-the sidecar ~0.3 ms of CPU per request (measured on 64 KiB batches: 1.14 -> 0.81 ms
-per Produce), the largest share of a small produce.  A compressed batch is validated
-here too unless it decodes to more than a couple of MiB or would wait for the broker's
-budget of decoded bytes (``tierlog.validation.max.inflight.decompressed.bytes``): then
-the append starts again in a thread (measured, always going to a thread cost lz4
-produce 0.82 -> 1.10 ms of sidecar CPU per MiB in 1 MiB batches).  A slow
-disk that throttles page-cache writes then stalls the loop as it would stall Kafka's
-request handlers.
-Errors are raised as types and mapped to a status at the edge (``status.at_the_edge``).
+Produce appends the producer's v2 batches as they came (or one batch the server builds
+from plain records) through ``broker.produce.Appender``; Fetch returns whole batches and
+long-polls on the partition's append event, and Subscribe tails a partition on the same
+events, each of its messages such a long poll, through ``broker.fetch.FetchReader``, which
+reads the remote tier below the local log start and bounds read_committed reads at the
+last stable offset; FetchSession reads many partitions on one stream through the same
+reader (``fetch_session``), each message one long poll over all of them. The Kafka
+listener (``tierlog.kafka``) calls the same two cores, so a record written through either
+door reads the same through the other. InitProducerId hands out producer ids
+(``producer_ids``) for idempotent produce. Errors are raised as types and mapped to a
+status at the edge (``status.at_the_edge``).
 """
 
 from __future__ import annotations
@@ -40,45 +27,23 @@ import grpc
 
 from tierlog.api.errors import InvalidRequestError, InvalidRequiredAcksError
 from tierlog.api.v1 import common_pb2, log_service_pb2, log_service_pb2_grpc
+from tierlog.broker.fetch import MAX_WAIT_MS, FetchAnswer, FetchReader, PartitionFetch, next_offset
 from tierlog.broker.partitions import Partitions
-from tierlog.broker.watch import AppendWatch
-from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
-from tierlog.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC
-from tierlog.replication.leader import LeaderPartition
+from tierlog.broker.produce import Acks, Appended, Appender, Produced
+from tierlog.broker.producer_ids import ProducerIdManager
 from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.sidecar.fetch_session import FetchSessionState, SessionPartition, SessionSettings
-from tierlog.sidecar.fetch_wire import (
-    AbortedTransaction,
-    FetchAnswer,
-    PartitionAnswer,
-)
-from tierlog.sidecar.producer_ids import ProducerIdManager
+from tierlog.sidecar.fetch_wire import PartitionAnswer
 from tierlog.sidecar.status import as_error, at_the_edge, unexpected
 from tierlog.storage.config import LogConfig
-from tierlog.storage.errors import (
-    InvalidTopicError,
-    KafkaStorageError,
-    OffsetOutOfRangeError,
-    TierlogError,
-)
-from tierlog.storage.log import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIERED_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    AppendInfo,
-    AppendOrigin,
-    Log,
-)
+from tierlog.storage.errors import OffsetOutOfRangeError, TierlogError
+from tierlog.storage.log import Log
 from tierlog.storage.records import (
     NO_PARTITION_LEADER_EPOCH,
     CompressionType,
     SimpleRecord,
     build_batch,
-    iter_batches,
 )
-from tierlog.storage.records.inflight import ValidationWouldWait
-from tierlog.storage.tier import tiered_reads
-from tierlog.storage.tier.remote_reader import RemoteLogReader
 from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["RECORD_BYTES_LISTENER", "Limits", "LogService"]
@@ -87,8 +52,6 @@ log = logging.getLogger(__name__)
 
 _Context = grpc.aio.ServicerContext[Any, Any]
 
-# The longest a Fetch may wait, whatever it asks (Kafka caps fetch.max.wait.ms alike).
-MAX_WAIT_MS = 60_000
 # A long poll answers this long before the caller's deadline, so that the caller gets
 # its (possibly empty) answer rather than DEADLINE_EXCEEDED.
 DEADLINE_MARGIN_S = 0.05
@@ -98,10 +61,14 @@ DEADLINE_MARGIN_S = 0.05
 RECORD_BYTES_LISTENER: ContextVar[Callable[[str, int], None] | None] = ContextVar(
     "tierlog_record_bytes_listener", default=None
 )
-_ACKS = frozenset(log_service_pb2.Acks.values())
+# The API's acks as Kafka's (unset: the leader's, as the .proto says).
+_KAFKA_ACKS = {
+    log_service_pb2.ACKS_UNSPECIFIED: Acks.LEADER,
+    log_service_pb2.ACKS_NONE: Acks.NONE,
+    log_service_pb2.ACKS_LEADER: Acks.LEADER,
+    log_service_pb2.ACKS_ALL: Acks.ALL,
+}
 _ISOLATION_LEVELS = frozenset(log_service_pb2.IsolationLevel.values())
-# Topics only the broker writes (its coordinators' state).
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 _CODECS = {
     "gzip": CompressionType.GZIP,
     "snappy": CompressionType.SNAPPY,
@@ -113,47 +80,33 @@ _CODECS = {
 @dataclass(frozen=True)
 class Limits:
     fetch_max_bytes: int  # the most a Fetch or Subscribe message carries (bar one big batch)
-    max_unacknowledged_appends: int = 64  # acks=0 appends running after their answer
-    # How long an acks=all produce waits for the in-sync replicas (Kafka's produce
-    # request timeout.ms, 30 s by default): then REQUEST_TIMED_OUT.
-    acks_all_timeout_ms: int = 30_000
     # How many of a ProduceStream's requests may be appended ahead of the answer the
     # stream is waiting to send (the follower round trip of an acks=all produce).
     max_pipelined_produces: int = 16
-
-
-@dataclass(frozen=True)
-class _Appended:
-    """A produce request in the log, waiting for its answer."""
-
-    log: Log
-    info: AppendInfo | None  # None: acks=0, appended (or appending) unacknowledged
-    leader: LeaderPartition | None  # set when the answer waits for the in-sync replicas
 
 
 # A fetch session's partition and what its read found: batches, or why it failed.
 _SessionRead = tuple[SessionPartition, FetchAnswer | TierlogError]
 
 # What a ProduceStream answers in its turn: an appended request, or why it was not.
-_Pending = _Appended | Exception
+_Pending = Appended | Exception
 
 
 class LogService(log_service_pb2_grpc.LogServiceServicer):
     def __init__(
         self,
         partitions: Partitions[ReplicaManager],
-        watch: AppendWatch,
+        appender: Appender,
+        reader: FetchReader,
+        producer_ids: ProducerIdManager,
         limits: Limits,
-        remote: RemoteLogReader | None = None,
     ):
         self.partitions = partitions
-        self.watch = watch
+        self.appender = appender
+        self.reader = reader
+        self.watch = reader.watch
         self.limits = limits
-        self.remote = remote  # serves offsets below the local log start
-        self._unacknowledged: set[asyncio.Task[None]] = set()  # acks=0 appends in flight
-        self.producer_ids = ProducerIdManager(
-            partitions.manager.config.log_dirs, partitions.ownership.node_id
-        )
+        self.producer_ids = producer_ids
 
     # -- produce ----------------------------------------------------------------------
 
@@ -161,7 +114,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
     async def Produce(
         self, request: log_service_pb2.ProduceRequest, context: _Context
     ) -> log_service_pb2.ProduceResponse:
-        return await self._produce(request)
+        return _produce_response(await self.appender.committed(await self._append(request)))
 
     @at_the_edge
     async def ProduceStream(
@@ -214,7 +167,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         try:
             if isinstance(appended, Exception):
                 raise appended
-            produced = await self._committed(appended)
+            produced = _produce_response(await self.appender.committed(appended))
         except TierlogError as error:
             return log_service_pb2.ProduceStreamResponse(error=as_error(error))
         except Exception as error:  # answer in band, keep the stream
@@ -222,30 +175,14 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             return log_service_pb2.ProduceStreamResponse(error=as_error(failure))
         return log_service_pb2.ProduceStreamResponse(produced=produced)
 
-    async def _produce(
-        self,
-        request: log_service_pb2.ProduceRequest,
-        *,
-        internal: bool = False,
-        origin: AppendOrigin = AppendOrigin.CLIENT,
-    ) -> log_service_pb2.ProduceResponse:
-        return await self._committed(await self._append(request, internal=internal, origin=origin))
-
-    async def _append(
-        self,
-        request: log_service_pb2.ProduceRequest,
-        *,
-        internal: bool = False,
-        origin: AppendOrigin = AppendOrigin.CLIENT,
-    ) -> _Appended:
-        """Validate and append one produce request; its answer waits in ``_committed``."""
-        if request.topic in INTERNAL_TOPICS and not internal:  # as Kafka refuses them
-            raise InvalidTopicError(f"cannot append to internal topic {request.topic}")
-        if request.acks not in _ACKS:  # proto3 enums are open: any number arrives
+    async def _append(self, request: log_service_pb2.ProduceRequest) -> Appended:
+        """Check and append one produce request; its answer waits in ``committed``."""
+        if request.acks not in _KAFKA_ACKS:  # proto3 enums are open: any number arrives
             names = ", ".join(log_service_pb2.Acks.keys())
             raise InvalidRequiredAcksError(f"acks {request.acks} is none of {names}")
-        tp, partition_log = self.partitions.log(
-            request.topic, request.partition, _leader_epoch(request)
+        acks = _KAFKA_ACKS[request.acks]
+        tp, partition_log = self.appender.target(
+            request.topic, request.partition, _leader_epoch(request), acks
         )
         kind = request.WhichOneof("data")
         if kind == "records":
@@ -256,87 +193,9 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             data = request.record_batches
         else:
             raise InvalidRequestError("a produce request without records")
-        if request.acks == log_service_pb2.ACKS_NONE:
-            task = asyncio.create_task(self._append_unacknowledged(tp, partition_log, data))
-            self._unacknowledged.add(task)
-            task.add_done_callback(self._unacknowledged.discard)
-            if len(self._unacknowledged) > self.limits.max_unacknowledged_appends:
-                await asyncio.shield(task)  # too many in flight: answer once this one lands
-            _report_record_bytes(tp.topic, len(data))
-            return _Appended(partition_log, info=None, leader=None)
-        leader = self._leadership(tp)
-        if leader is not None and request.acks == log_service_pb2.ACKS_ALL:
-            leader.check_enough_replicas(partition_log.config.min_insync_replicas)
-        try:
-            if partition_log.append_waits_for_sync(len(data)):
-                info = await asyncio.to_thread(partition_log.append, data, origin=origin)
-            else:
-                info = await _append_here_unless_it_waits(partition_log, data, origin)
-        except KafkaStorageError as error:
-            # Nothing was stored and the client retries, but the disk is full or failing:
-            # the operator must see it here, as Kafka's broker logs it.
-            log.error("append to %s failed: %s", tp, error)
-            raise
-        if leader is not None:
-            leader.advance_high_watermark()  # alone in the ISR, the append is committed
-        self.watch.appended(tp)
+        appended = await self.appender.append(tp, partition_log, data, acks)
         _report_record_bytes(tp.topic, len(data))
-        waits_for = leader if request.acks == log_service_pb2.ACKS_ALL else None
-        return _Appended(partition_log, info, waits_for)
-
-    async def _committed(self, appended: _Appended) -> log_service_pb2.ProduceResponse:
-        """The answer to an appended request, once the in-sync replicas have it if asked."""
-        info = appended.info
-        if info is None:  # acks=0: nothing to say but the log start
-            return log_service_pb2.ProduceResponse(
-                base_offset=-1,
-                last_offset=-1,
-                log_append_time_ms=-1,
-                log_start_offset=appended.log.log_start_offset,
-            )
-        if appended.leader is not None:
-            await appended.leader.wait_until_committed(
-                info.last_offset + 1,
-                appended.log.config.min_insync_replicas,
-                self.limits.acks_all_timeout_ms / 1000,
-            )
-        return log_service_pb2.ProduceResponse(
-            base_offset=info.first_offset,
-            last_offset=info.last_offset,
-            log_append_time_ms=info.log_append_time_ms,
-            log_start_offset=info.log_start_offset,
-            duplicate=info.duplicate,
-        )
-
-    async def produce(
-        self,
-        request: log_service_pb2.ProduceRequest,
-        *,
-        origin: AppendOrigin = AppendOrigin.CLIENT,
-    ) -> log_service_pb2.ProduceResponse:
-        """A produce from inside the broker (the coordinators' writes; a transaction
-        coordinator's markers as ``AppendOrigin.COORDINATOR``): a client's checks, append
-        and acknowledgement, its errors raised as types; the only way into an internal
-        topic."""
-        return await self._produce(request, internal=True, origin=origin)
-
-    async def _append_unacknowledged(self, tp: TopicPartition, target: Log, data: bytes) -> None:
-        try:
-            await asyncio.to_thread(target.append, data)
-        except TierlogError as error:
-            log.warning("acks=0 produce to %s failed: %s: %s", tp, error.reason, error)
-        except Exception as error:  # nobody to answer: log it
-            unexpected(error, "an acks=0 produce")
-        else:
-            leader = self._leadership(tp)
-            if leader is not None and leader.log is target:
-                leader.advance_high_watermark()
-            self.watch.appended(tp)
-
-    async def drain(self) -> None:
-        """Wait for the acks=0 appends still in flight (at shutdown)."""
-        if self._unacknowledged:
-            await asyncio.gather(*self._unacknowledged, return_exceptions=True)
+        return appended
 
     # -- fetch ------------------------------------------------------------------------
 
@@ -346,15 +205,13 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
     ) -> FetchAnswer:
         _check_long_poll(request.max_wait_ms, request.min_bytes)
         tp = TopicPartition(request.topic, request.partition)  # checked by the long poll
-        read_committed = _read_committed(request.isolation_level)
         answer = await self._long_poll(
-            tp,
-            _leader_epoch(request),
-            request.offset,
-            self._max_bytes(request.max_bytes),
+            PartitionFetch(
+                tp, request.offset, self._max_bytes(request.max_bytes), _leader_epoch(request)
+            ),
             request.min_bytes,
             _long_poll_s(request.max_wait_ms, context.time_remaining()),
-            read_committed,
+            _read_committed(request.isolation_level),
         )
         _report_record_bytes(tp.topic, len(answer.record_batches))
         return answer
@@ -370,13 +227,16 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         max_bytes = self._max_bytes(request.max_bytes)
         # Without max_wait_ms a message waits for batches as long as it takes.
         wait_s = _long_poll_s(request.max_wait_ms, None) if request.max_wait_ms else None
-        offset = self._start_offset(tp, partition_log, request.offset, read_committed)
+        offset = self.reader.start_offset(tp, partition_log, request.offset, read_committed)
         while not self.watch.closed:
             answer = await self._long_poll(
-                tp, epoch, offset, max_bytes, request.min_bytes, wait_s, read_committed
+                PartitionFetch(tp, offset, max_bytes, epoch),
+                request.min_bytes,
+                wait_s,
+                read_committed,
             )
             if answer.record_batches:
-                offset = _next_offset(answer.record_batches)
+                offset = next_offset(answer.record_batches)
             elif wait_s is None or self.watch.closed:
                 continue
             _report_record_bytes(tp.topic, len(answer.record_batches))
@@ -448,50 +308,47 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             await self.watch.wait(session.wake, remaining_s)
 
     async def _read_session(self, session: FetchSessionState) -> list[_SessionRead]:
-        """Read the partitions that may have news, within the message's byte budget
-        (each partition within its own too); those read with batches, and those the budget
-        left unread, stay dirty."""
+        """Read the partitions that may have news (``FetchReader.read_many``) within the
+        message's byte budget, each within its own too; those read with batches stay
+        dirty, and so do all read empty once the budget is spent (it may not have reached
+        them). Only batches and errors are answered."""
         settings = session.settings
-        readable: list[tuple[SessionPartition, Log]] = []
+        parts: list[SessionPartition] = []
         failed: list[_SessionRead] = []
         for part in session.take_dirty():
-            try:  # on the loop: leadership, and where -2 and -1 are
-                tp, partition_log = self.partitions.log(
-                    part.tp.topic, part.tp.partition, part.leader_epoch
-                )
-                if part.offset < 0:
-                    part.offset = self._start_offset(
+            if part.offset < 0:
+                try:  # on the loop: where -2 and -1 are, as of this first read
+                    tp, partition_log = self.partitions.log(
+                        part.tp.topic, part.tp.partition, part.leader_epoch
+                    )
+                    part.offset = self.reader.start_offset(
                         tp, partition_log, part.offset, settings.read_committed
                     )
-            except TierlogError as error:
-                failed.append((part, error))
-                continue
-            readable.append((part, partition_log))
-
-        def read_all() -> list[_SessionRead]:
-            answers: list[_SessionRead] = []
-            budget = settings.max_bytes
-            for part, partition_log in readable:
-                if budget <= 0:
-                    session.still_dirty(part)  # next message's turn
-                    continue
-                max_bytes = min(part.max_bytes or budget, budget)
-                try:
-                    answer = self._read(
-                        part.tp, partition_log, part.offset, max_bytes, settings.read_committed
-                    )
                 except TierlogError as error:
-                    answers.append((part, error))
+                    failed.append((part, error))
                     continue
-                if answer.record_batches:
-                    budget -= len(answer.record_batches)
-                    answers.append((part, answer))
-            return answers
-
-        read = await asyncio.to_thread(read_all)
-        for part, answer in read:
-            if isinstance(answer, FetchAnswer):
-                session.still_dirty(part)  # there may be more
+            parts.append(part)
+        fetches = [
+            PartitionFetch(
+                part.tp, part.offset, part.max_bytes or settings.max_bytes, part.leader_epoch
+            )
+            for part in parts
+        ]
+        answers = await asyncio.to_thread(
+            self.reader.read_many, fetches, settings.max_bytes, settings.read_committed
+        )
+        spent = settings.max_bytes <= sum(
+            len(answer.record_batches) for answer in answers if isinstance(answer, FetchAnswer)
+        )
+        read: list[_SessionRead] = []
+        for part, answer in zip(parts, answers, strict=True):
+            if isinstance(answer, TierlogError):
+                read.append((part, answer))
+                continue
+            if answer.record_batches or spent:
+                session.still_dirty(part)  # there may be more, or the budget left it unread
+            if answer.record_batches:
+                read.append((part, answer))
         return failed + read
 
     def _sent(
@@ -512,105 +369,21 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
                     PartitionAnswer(tp.topic, tp.partition, part.generation, None, error)
                 )
                 continue
-            session.sent(part, _next_offset(answer.record_batches))
+            session.sent(part, next_offset(answer.record_batches))
             _report_record_bytes(tp.topic, len(answer.record_batches))
             message.append(PartitionAnswer(tp.topic, tp.partition, part.generation, answer))
         return message
 
     async def _long_poll(
-        self,
-        tp: TopicPartition,
-        leader_epoch: int,
-        offset: int,
-        max_bytes: int,
-        min_bytes: int,
-        wait_s: float | None,
-        read_committed: bool,
+        self, fetch: PartitionFetch, min_bytes: int, wait_s: float | None, read_committed: bool
     ) -> FetchAnswer:
-        """The batches from ``offset`` once they are ``min_bytes`` (at least one byte),
-        woken by appends; or what there is when ``wait_s`` passed (None: no limit) or the
-        sidecar shuts down. Each look checks again that this broker leads ``tp`` in
-        ``leader_epoch`` (a change of role wakes it too), so a deposed leader stops
-        serving at once, with the reason."""
-        loop = asyncio.get_running_loop()
-        deadline = None if wait_s is None else loop.time() + wait_s
-        while True:
-            appended = self.watch.event(tp)
-            _tp, partition_log = self.partitions.log(tp.topic, tp.partition, leader_epoch)
-            answer = await asyncio.to_thread(
-                self._read, tp, partition_log, offset, max_bytes, read_committed
-            )
-            remaining_s = None if deadline is None else deadline - loop.time()
-            timed_out = remaining_s is not None and remaining_s <= 0
-            enough = len(answer.record_batches) >= max(min_bytes, 1)
-            if enough or timed_out or self.watch.closed:
-                return answer
-            await self.watch.wait(appended, remaining_s)
-
-    def _read(
-        self,
-        tp: TopicPartition,
-        partition_log: Log,
-        offset: int,
-        max_bytes: int,
-        read_committed: bool,
-    ) -> FetchAnswer:
-        """Blocking (local files or the tier's GETs): called in a thread. Consumers see
-        only what every in-sync replica holds: the log below the high watermark; under
-        read_committed only below the last stable offset, with the aborted transactions
-        overlapping the batches returned (from the fetched offset, as Kafka lists them)."""
-        high_watermark = self.partitions.high_watermark(tp, partition_log)
-        # Answered under either level, as Kafka's FetchResponse does: a read_uncommitted
-        # reader sees how far the decided records go too.
-        last_stable = partition_log.stable_offset_below(high_watermark)
-        if not read_committed:
-            read = tiered_reads.read(
-                tp, partition_log, self.remote, offset, max_bytes, upper_bound_offset=high_watermark
-            )
-            return FetchAnswer(read.records, high_watermark, read.log_start_offset, last_stable)
-        read = tiered_reads.read(
-            tp, partition_log, self.remote, offset, max_bytes, upper_bound_offset=last_stable
+        """One partition's long poll (``FetchReader.long_poll``), its error raised."""
+        (answer,) = await self.reader.long_poll(
+            (fetch,), fetch.max_bytes, min_bytes, wait_s, read_committed
         )
-        aborted = (
-            tiered_reads.aborted_transactions(
-                tp, partition_log, self.remote, offset, _next_offset(read.records)
-            )
-            if read.records
-            else []
-        )
-        return FetchAnswer(
-            read.records,
-            high_watermark,
-            read.log_start_offset,
-            last_stable,
-            [AbortedTransaction(txn.producer_id, txn.first_offset) for txn in aborted],
-        )
-
-    def _start_offset(
-        self, tp: TopicPartition, partition_log: Log, offset: int, read_committed: bool
-    ) -> int:
-        """Where a subscription starts: ``offset``, or the log start for -2, the
-        fetchable end for -1."""
-        if offset == EARLIEST_TIMESTAMP:
-            return partition_log.log_start_offset
-        if offset == LATEST_TIMESTAMP:
-            return self._fetchable_end(tp, partition_log, read_committed)
-        if offset < 0:
-            raise OffsetOutOfRangeError(f"offset {offset}: use -2 (earliest) or -1 (latest)")
-        return offset
-
-    def _fetchable_end(self, tp: TopicPartition, partition_log: Log, read_committed: bool) -> int:
-        """Where a consumer's reads end: the last stable offset under read_committed, else
-        the high watermark."""
-        if read_committed:
-            return self.partitions.last_stable_offset(tp, partition_log)
-        return self.partitions.high_watermark(tp, partition_log)
-
-    def _leadership(self, tp: TopicPartition) -> LeaderPartition | None:
-        """``tp``'s leadership on this broker (None without replication: the owner alone
-        holds the log, and what it appended is committed)."""
-        replicas = self.partitions.replicas
-        return None if replicas is None else replicas.leader(tp)
+        if isinstance(answer, TierlogError):
+            raise answer
+        return answer
 
     def _max_bytes(self, asked: int) -> int:
         if asked < 0:
@@ -623,29 +396,13 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
     async def ListOffsets(
         self, request: log_service_pb2.ListOffsetsRequest, context: _Context
     ) -> log_service_pb2.ListOffsetsResponse:
-        if request.timestamp_ms < LATEST_TIERED_TIMESTAMP:
-            raise InvalidRequestError(
-                f"timestamp {request.timestamp_ms}: use -1, -2, -3, -4, -5 or a time in ms"
-            )
         read_committed = _read_committed(request.isolation_level)
         tp, partition_log = self.partitions.log(request.topic, request.partition)
-        fetchable_end = self._fetchable_end(tp, partition_log, read_committed)
-        if request.timestamp_ms == LATEST_TIMESTAMP:  # what consumers can read up to
-            return log_service_pb2.ListOffsetsResponse(offset=fetchable_end, timestamp_ms=-1)
-        found = await asyncio.to_thread(
-            tiered_reads.offset_for_timestamp,
-            tp,
-            partition_log,
-            self.remote,
-            request.timestamp_ms,
+        listed = await self.reader.list_offset(
+            tp, partition_log, request.timestamp_ms, read_committed
         )
-        unreadable = (
-            request.timestamp_ms >= 0 and found is not None and found.offset >= fetchable_end
-        )
-        if found is None or unreadable:
-            return log_service_pb2.ListOffsetsResponse(offset=-1, timestamp_ms=-1)
         return log_service_pb2.ListOffsetsResponse(
-            offset=found.offset, timestamp_ms=found.timestamp
+            offset=listed.offset, timestamp_ms=listed.timestamp_ms
         )
 
     @at_the_edge
@@ -677,6 +434,16 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
         return log_service_pb2.InitProducerIdResponse(producer_id=producer_id, producer_epoch=epoch)
 
 
+def _produce_response(produced: Produced) -> log_service_pb2.ProduceResponse:
+    return log_service_pb2.ProduceResponse(
+        base_offset=produced.base_offset,
+        last_offset=produced.last_offset,
+        log_append_time_ms=produced.log_append_time_ms,
+        log_start_offset=produced.log_start_offset,
+        duplicate=produced.duplicate,
+    )
+
+
 def _batch_of(records: Sequence[common_pb2.Record], config: LogConfig) -> bytes:
     """One v2 batch of plain records, compressed as the topic's compression.type says."""
     now_ms = int(time.time() * 1000)
@@ -700,16 +467,6 @@ def _batch_of(records: Sequence[common_pb2.Record], config: LogConfig) -> bytes:
         raise InvalidRequestError(str(error)) from None
 
 
-async def _append_here_unless_it_waits(
-    partition_log: Log, data: bytes, origin: AppendOrigin
-) -> AppendInfo:
-    """Append on the event loop, or in a thread if validating ``data`` would wait."""
-    try:
-        return partition_log.append(data, origin=origin, may_wait=False)
-    except ValidationWouldWait:  # a bomb, or a large batch: nothing was appended
-        return await asyncio.to_thread(partition_log.append, data, origin=origin)
-
-
 def _leader_epoch(
     request: log_service_pb2.ProduceRequest
     | log_service_pb2.FetchRequest
@@ -725,14 +482,6 @@ def _report_record_bytes(topic: str, size: int) -> None:
     listener = RECORD_BYTES_LISTENER.get()
     if listener is not None and size:
         listener(topic, size)
-
-
-def _next_offset(records: bytes) -> int:
-    last = None
-    for header in iter_batches(records):
-        last = header
-    assert last is not None
-    return last.next_offset
 
 
 def _read_committed(isolation_level: int) -> bool:

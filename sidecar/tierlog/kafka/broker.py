@@ -1,0 +1,34 @@
+"""The broker as the Kafka handlers see it: the core's pieces and the listener's names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tierlog.broker.fetch import FetchReader
+from tierlog.broker.partitions import Partitions
+from tierlog.broker.produce import Appender
+from tierlog.broker.producer_ids import ProducerIdManager
+from tierlog.replication.replica_manager import ReplicaManager
+
+__all__ = ["KafkaBroker"]
+
+
+@dataclass(frozen=True)
+class KafkaBroker:
+    partitions: Partitions[ReplicaManager]
+    appender: Appender
+    reader: FetchReader
+    producer_ids: ProducerIdManager  # idempotent producers' ids (transactional ones: later)
+    # Where Kafka clients reach this broker (``advertised.listeners``' Kafka entry).
+    advertised_host: str
+    advertised_port: int
+    # The most a Fetch answer carries per partition when the client asks for more.
+    fetch_max_bytes: int
+
+    @property
+    def node_id(self) -> int:
+        return self.partitions.ownership.node_id
+
+    @property
+    def cluster_id(self) -> str:
+        return self.partitions.manager.config.cluster_id

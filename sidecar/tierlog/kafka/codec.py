@@ -1,0 +1,126 @@
+"""Kafka's request and response messages, read and written by ``kio``.
+
+``kio`` is generated from Kafka's message JSON schemas: one frozen dataclass per API,
+version and direction, with readers and writers that know each version's field layout
+and flexibility (compact strings, tagged fields) and each message's header version
+(``__header_schema__``: ApiVersions answers with header v0 at every version, as Kafka
+does, so a client that sent a version the broker does not know can still read it).
+
+Our handlers fill a response from plain values that name the fields of the newest
+version (``build``): fields the asked version lacks are dropped, nested lists are made
+of that version's nested types. One handler thus serves a range of versions without a
+branch per version; what differs in meaning between versions is the handler's to say.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import io
+import typing
+from collections.abc import Mapping
+from functools import cache
+from typing import Any, TypeVar
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i32
+from kio.static.protocol import RequestPayload, ResponsePayload
+
+__all__ = ["Frame", "build", "encode_response", "read_request", "request_type", "response_type"]
+
+E = TypeVar("E")
+
+# api_key (int16) and api_version (int16): what every request header starts with.
+HEADER_PREFIX_BYTES = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Frame:
+    """A request as read off the wire: its header's fields and its body."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: RequestPayload
+
+
+@cache
+def request_type(api_key: int, api_version: int) -> type[RequestPayload]:
+    return load_request_schema(api_key, api_version)
+
+
+@cache
+def response_type(api_key: int, api_version: int) -> type[ResponsePayload]:
+    return load_response_schema(api_key, api_version)
+
+
+def read_request(payload: bytes, api_key: int, api_version: int) -> Frame:
+    """Parse one request (the bytes after the size prefix) of a version we serve. Raises
+    ``ValueError`` (or kio's errors) on bytes that do not parse."""
+    schema = request_type(api_key, api_version)
+    header, header_size = entity_reader(schema.__header_schema__)(payload, 0)
+    body, body_size = entity_reader(schema)(payload, header_size)
+    if header_size + body_size != len(payload):
+        raise ValueError(
+            f"{len(payload) - header_size - body_size} bytes after the request's last field"
+        )
+    return Frame(api_key, api_version, header.correlation_id, header.client_id, body)
+
+
+def encode_response(correlation_id: int, response: ResponsePayload) -> bytes:
+    """The response's frame: its size, its header (v0 or v1, as its schema says), its body."""
+    buffer = io.BytesIO()
+    buffer.write(b"\0\0\0\0")
+    header_type = type(response).__header_schema__
+    entity_writer(header_type)(buffer, header_type(correlation_id=i32(correlation_id)))
+    entity_writer(type(response))(buffer, response)
+    frame = buffer.getbuffer()
+    frame[:4] = (len(frame) - 4).to_bytes(4, "big")
+    return bytes(frame)
+
+
+def build(schema: type[E], values: Mapping[str, Any]) -> E:
+    """An instance of ``schema`` from ``values`` named as its fields (any version's): the
+    fields it lacks are dropped, the ones missing take their defaults, a nested entity
+    (or a list of them) is built from a mapping (or a list of mappings) the same way,
+    and milliseconds become the ``timedelta`` kio takes for a ``timedelta_i32`` field."""
+    hints = _hints(typing.cast(type, schema))
+    arguments: dict[str, Any] = {}
+    for field in dataclasses.fields(schema):  # type: ignore[arg-type]
+        if field.name not in values:
+            continue
+        arguments[field.name] = _value(hints[field.name], field, values[field.name])
+    return schema(**arguments)
+
+
+def _value(hint: Any, field: dataclasses.Field[Any], value: Any) -> Any:
+    if field.metadata.get("kafka_type") in ("timedelta_i32", "timedelta_i64") and isinstance(
+        value, int
+    ):
+        return datetime.timedelta(milliseconds=value)
+    nested = _nested_entity(hint)
+    if nested is None:
+        return value
+    if isinstance(value, Mapping):
+        return build(nested, value)
+    if isinstance(value, (list, tuple)):
+        return tuple(build(nested, item) if isinstance(item, Mapping) else item for item in value)
+    return value
+
+
+def _nested_entity(hint: Any) -> type[Any] | None:
+    """The dataclass a field holds (one, a tuple of them, either optionally), if any."""
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return hint
+    for argument in typing.get_args(hint):
+        found = _nested_entity(argument)
+        if found is not None:
+            return found
+    return None
+
+
+@cache
+def _hints(schema: Any) -> dict[str, Any]:
+    return typing.get_type_hints(schema)

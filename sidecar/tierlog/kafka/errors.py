@@ -1,0 +1,17 @@
+"""Every tierlog error as Kafka's error code: ``reason`` is already Kafka's error name
+(``tierlog.storage.errors``, ``tierlog.api.errors``) and kio's ``ErrorCode`` holds
+Kafka's whole table under the same names, so the mapping is a lookup, not a list to
+keep in step."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from tierlog.storage.errors import TierlogError
+
+__all__ = ["error_code"]
+
+
+def error_code(error: TierlogError) -> ErrorCode:
+    """Kafka's code for ``error`` (UNKNOWN_SERVER_ERROR for a name Kafka lacks)."""
+    return ErrorCode.__members__.get(error.reason.lower(), ErrorCode.unknown_server_error)

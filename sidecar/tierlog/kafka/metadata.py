@@ -1,0 +1,100 @@
+"""Metadata: the brokers with their Kafka addresses, the topics with their ids, and each
+partition's leader, leader epoch, replicas and ISR (``replication.leadership``, the same
+view the gRPC Metadata reports), so a client sends each request to the partition's
+leader and follows a failover by the epochs.
+
+Topics are never created by a Metadata request (``allow_auto_topic_creation`` is
+ignored: Kafka's ``auto.create.topics.enable`` is off here); a topic asked by id that
+is unknown is UNKNOWN_TOPIC_ID.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.protocol import RequestPayload, ResponsePayload
+
+from tierlog.broker.ownership import NO_OWNER
+from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
+from tierlog.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC
+from tierlog.kafka.broker import KafkaBroker
+from tierlog.kafka.codec import build, response_type
+from tierlog.kafka.errors import error_code
+from tierlog.kafka.versions import METADATA
+from tierlog.replication.leadership import partition_leadership
+from tierlog.storage.errors import TierlogError
+from tierlog.storage.topic_partition import TopicPartition
+
+__all__ = ["metadata"]
+
+_INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+
+
+def metadata(broker: KafkaBroker, request: RequestPayload, version: int) -> ResponsePayload:
+    store = broker.partitions.topics
+    manager = broker.partitions.manager
+    asked: Any = getattr(request, "topics", None)
+    if asked is None:  # null: every topic
+        wanted: list[tuple[str | None, Any]] = [(t.name, None) for t in store.topics()]
+    else:
+        wanted = [(t.name, getattr(t, "topic_id", None)) for t in asked]
+    by_id = {manager.topic_id(t.name): t.name for t in store.topics()}
+    topics = []
+    for name, topic_id in wanted:
+        if name is None:  # asked by id (v10+)
+            if topic_id not in by_id:
+                topics.append(_topic_error(None, topic_id, ErrorCode.unknown_topic_id))
+                continue
+            name = by_id[topic_id]
+        try:
+            topic = store.get(name)
+        except TierlogError as error:
+            topics.append(_topic_error(name, topic_id, error_code(error)))
+            continue
+        topics.append(
+            {
+                "error_code": ErrorCode.none,
+                "name": name,
+                "topic_id": manager.topic_id(name),
+                "is_internal": name in _INTERNAL_TOPICS,
+                "partitions": [
+                    _partition(broker, TopicPartition(name, p))
+                    for p in range(topic.partition_count)
+                ],
+            }
+        )
+    return build(
+        response_type(METADATA, version),
+        {
+            "throttle_time": 0,
+            "brokers": [
+                {
+                    "node_id": broker.node_id,
+                    "host": broker.advertised_host,
+                    "port": broker.advertised_port,
+                }
+            ],
+            "cluster_id": broker.cluster_id,
+            "controller_id": broker.node_id,
+            "topics": topics,
+        },
+    )
+
+
+def _partition(broker: KafkaBroker, tp: TopicPartition) -> dict[str, Any]:
+    leadership = partition_leadership(broker.partitions, tp)
+    moving = leadership.leader_id == NO_OWNER
+    return {
+        "error_code": ErrorCode.leader_not_available if moving else ErrorCode.none,
+        "partition_index": tp.partition,
+        "leader_id": leadership.leader_id,
+        "leader_epoch": leadership.leader_epoch,
+        "replica_nodes": tuple(leadership.replicas),
+        "isr_nodes": tuple(leadership.isr),
+        "offline_replicas": (),
+    }
+
+
+def _topic_error(name: str | None, topic_id: Any, code: ErrorCode) -> dict[str, Any]:
+    return {"error_code": code, "name": name, "topic_id": topic_id, "partitions": []}

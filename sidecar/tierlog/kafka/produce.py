@@ -1,0 +1,85 @@
+"""Produce: each partition's record batches appended as they came, through the same
+``broker.produce.Appender`` the gRPC Produce uses (the same checks, validation and
+acknowledgement); one error code per partition, as Kafka answers. Under ``acks=0`` Kafka
+sends no response at all, and neither does this: the listener is told ``None``.
+Transactional batches meet the same producer-state checks as on the gRPC path; the
+transaction APIs themselves (AddPartitionsToTxn, EndTxn...) are not served here yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.protocol import RequestPayload, ResponsePayload
+
+from tierlog.broker.produce import Acks, Produced
+from tierlog.kafka.broker import KafkaBroker
+from tierlog.kafka.codec import build, response_type
+from tierlog.kafka.errors import error_code
+from tierlog.kafka.versions import PRODUCE
+from tierlog.storage.errors import TierlogError
+from tierlog.storage.records import NO_PARTITION_LEADER_EPOCH
+
+__all__ = ["produce"]
+
+
+async def produce(
+    broker: KafkaBroker, request: RequestPayload, version: int
+) -> ResponsePayload | None:
+    body: Any = request
+    acks = int(body.acks)
+    pending = []
+    for topic in body.topic_data:
+        for partition in topic.partition_data:
+            pending.append((topic.name, partition.index, _one(broker, topic.name, partition, acks)))
+    answers = await asyncio.gather(*(call for _n, _p, call in pending))
+    if acks == Acks.NONE:
+        return None
+    responses: dict[str, list[dict[str, Any]]] = {}
+    for (name, index, _call), answer in zip(pending, answers, strict=True):
+        responses.setdefault(name, []).append({"index": index, **answer})
+    return build(
+        response_type(PRODUCE, version),
+        {
+            "throttle_time": 0,
+            "responses": [
+                {"name": name, "partition_responses": partitions}
+                for name, partitions in responses.items()
+            ],
+        },
+    )
+
+
+async def _one(broker: KafkaBroker, topic: str, partition: Any, acks: int) -> dict[str, Any]:
+    appender = broker.appender
+    try:
+        tp, target = appender.target(topic, partition.index, NO_PARTITION_LEADER_EPOCH, acks)
+        produced = await appender.committed(
+            await appender.append(tp, target, partition.records or b"", acks)
+        )
+    except TierlogError as error:
+        return {
+            "error_code": error_code(error),
+            "base_offset": -1,
+            "error_message": str(error),
+            "record_errors": (),
+        }
+    return _answer(produced)
+
+
+def _answer(produced: Produced) -> dict[str, Any]:
+    append_time = (
+        None
+        if produced.log_append_time_ms < 0
+        else datetime.datetime.fromtimestamp(produced.log_append_time_ms / 1000, datetime.UTC)
+    )
+    return {
+        "error_code": ErrorCode.none,
+        "base_offset": produced.base_offset,
+        "log_append_time": append_time,
+        "log_start_offset": produced.log_start_offset,
+        "record_errors": (),
+    }

@@ -1,0 +1,35 @@
+"""The API keys and versions this listener serves, as ApiVersions advertises them.
+
+Each range starts at Kafka 2.1's versions (KIP-896: Kafka 4 clients need no older ones)
+and ends where a handler here implements every field's meaning and a real client test
+runs it (docs/KAFKA-PROTOCOL.md says why each range ends where it does). A client
+takes the highest version both sides know.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+__all__ = ["API_VERSIONS", "API_VERSIONS_KEY", "FETCH", "LIST_OFFSETS", "METADATA", "PRODUCE"]
+
+PRODUCE = 0
+FETCH = 1
+LIST_OFFSETS = 2
+METADATA = 3
+API_VERSIONS_KEY = 18
+INIT_PRODUCER_ID = 22
+OFFSET_FOR_LEADER_EPOCH = 23
+
+# api key -> (min version, max version)
+API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
+    {
+        PRODUCE: (3, 11),  # v12 is transactions v2 (KIP-890), v13 names topics by id
+        FETCH: (4, 12),  # v13 names topics by id
+        LIST_OFFSETS: (1, 9),  # v10 adds a timeout for KIP-1075's remote reads
+        METADATA: (4, 12),  # v13 adds a top-level error code
+        API_VERSIONS_KEY: (0, 4),
+        INIT_PRODUCER_ID: (0, 4),  # v5 changes transactional fencing, v6 adds 2PC (KIP-939)
+        OFFSET_FOR_LEADER_EPOCH: (2, 4),  # all versions kio knows past KIP-896's floor
+    }
+)

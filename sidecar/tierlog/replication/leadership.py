@@ -1,0 +1,28 @@
+"""A partition's leader, epoch, replicas and ISR as Metadata reports them, through
+either front door: the replica manager's view with replication, else the owner alone."""
+
+from __future__ import annotations
+
+from tierlog.broker.ownership import NO_OWNER, Broker
+from tierlog.broker.partitions import UNREPLICATED_LEADER_EPOCH, Partitions
+from tierlog.replication.replica_manager import Leadership, ReplicaManager
+from tierlog.storage.topic_partition import TopicPartition
+
+__all__ = ["partition_leadership"]
+
+
+def partition_leadership(partitions: Partitions[ReplicaManager], tp: TopicPartition) -> Leadership:
+    replicas = partitions.replicas
+    if replicas is None:
+        return _owner_as_replicas(partitions.ownership.owner(tp))
+    return replicas.leadership(tp)
+
+
+def _owner_as_replicas(owner: Broker | None) -> Leadership:
+    """Kafka's leader epoch, replicas and ISR of a partition with one owner: the owner is
+    all of them, at epoch 0; a partition nobody serves (moving) has none, at epoch -1."""
+    if owner is None:
+        return Leadership(NO_OWNER, "", -1, [], [])
+    return Leadership(
+        owner.node_id, owner.address, UNREPLICATED_LEADER_EPOCH, [owner.node_id], [owner.node_id]
+    )

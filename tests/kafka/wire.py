@@ -1,0 +1,62 @@
+"""A test's own Kafka connection: requests built from kio's dataclasses (``codec.build``
+names their fields once for every version), framed and read back by hand, so a test
+sees exactly what the listener answered, with no client library deciding for it."""
+
+from __future__ import annotations
+
+import io
+import socket
+import struct
+from typing import Any
+
+from kio.serial import entity_reader, entity_writer
+
+from tierlog.kafka.codec import build, request_type, response_type
+
+
+class KafkaWire:
+    def __init__(self, port: int, timeout_s: float = 60) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
+        self._next_correlation_id = 1
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send(self, api_key: int, version: int, fields: dict[str, Any]) -> int:
+        """Send one request; its correlation id."""
+        schema = request_type(api_key, version)
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id += 1
+        header_type: Any = schema.__header_schema__
+        header = header_type(
+            request_api_key=api_key,
+            request_api_version=version,
+            correlation_id=correlation_id,
+            client_id="tests",
+        )
+        buffer = io.BytesIO()
+        entity_writer(header_type)(buffer, header)
+        entity_writer(schema)(buffer, build(schema, fields))
+        body = buffer.getvalue()
+        self.sock.sendall(struct.pack(">i", len(body)) + body)
+        return correlation_id
+
+    def receive(self, api_key: int, version: int) -> tuple[int, Any]:
+        """The next response: its correlation id and body."""
+        size = struct.unpack(">i", self._exactly(4))[0]
+        payload = self._exactly(size)
+        schema = response_type(api_key, version)
+        header, header_size = entity_reader(schema.__header_schema__)(payload, 0)
+        body, _size = entity_reader(schema)(payload, header_size)
+        return header.correlation_id, body
+
+    def call(self, api_key: int, version: int, fields: dict[str, Any]) -> Any:
+        sent = self.send(api_key, version, fields)
+        correlation_id, body = self.receive(api_key, version)
+        assert correlation_id == sent
+        return body
+
+    def _exactly(self, size: int) -> bytes:
+        data = self.sock.recv(size, socket.MSG_WAITALL)
+        assert len(data) == size, f"the broker closed the connection ({len(data)} of {size})"
+        return data
