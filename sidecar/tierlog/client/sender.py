@@ -42,6 +42,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import groupby
 from operator import attrgetter
@@ -269,6 +270,11 @@ class Sender:
         # producer's own CPU at 64 KiB batches, is paid once for them.
         self._batches_per_request = 1 if idempotence is not None else _MANY
         self._next_leader_check = 0.0  # monotonic: see _follow_moving_leaders
+        # Who leads is asked on a thread of its own: an answer from a silent broker takes
+        # up to request.timeout.ms, and the loop must go on expiring batches and breaking
+        # stalled attempts meanwhile. At most one question is out at a time.
+        self._leader_checks = ThreadPoolExecutor(1, thread_name_prefix="tierlog-producer-leaders")
+        self._leader_check: _LeaderCheck | None = None
         # Partitions whose last attempt failed in a way a leader change explains (under
         # ``lock``): while their batches wait to retry, who leads them is asked again.
         self._leader_in_doubt: set[TopicPartition] = set()
@@ -284,6 +290,7 @@ class Sender:
             self._running = False
             self.lock.notify_all()
         self._thread.join(timeout_s)
+        self._leader_checks.shutdown(wait=False, cancel_futures=True)
         for connection in self._connections.values():
             connection.close()
         self._io.close()
@@ -346,12 +353,17 @@ class Sender:
         cut off, or only slow, or waiting for a follower that is), or batches wait to be
         sent again after a failure a leader change explains (a lost connection, a timeout,
         NOT_LEADER_OR_FOLLOWER...), ask a broker every ``retry.backoff.ms`` who leads
-        those partitions.
+        those partitions, on the leader-check thread (the loop goes on meanwhile).
         A batch to retry whose partition has a new leader goes at once, without its
         back-off (``RecordAccumulator``, KIP-951); a stream whose waiting partitions have
         one is broken, so its requests go again, same bytes and sequences, to the new
         leader instead of waiting out ``request.timeout.ms`` (the broker drops a retry it
         stored already).  A slow leader that still leads is left alone."""
+        if self._leader_check is not None:
+            if self._leader_check.answer.done():
+                check, self._leader_check = self._leader_check, None
+                self._move_off_old_leaders(check)
+            return
         stall_s = self.config.retry_backoff_max_ms / 1000
         stalled = [c for c in list(self._connections.values()) if c.waiting_s() >= stall_s]
         with self.lock:
@@ -365,12 +377,24 @@ class Sender:
         waiting = {connection: connection.partitions_in_flight() for connection in stalled}
         every = {tp for partitions in waiting.values() for tp in partitions} | retrying
         topics = sorted({tp.topic for tp in every})
+        answer = self._leader_checks.submit(self.cluster.refresh, topics)
+        answer.add_done_callback(lambda _answer: self._wake())
+        self._leader_check = _LeaderCheck(answer, waiting)
+
+    def _wake(self) -> None:
+        with self.lock:
+            self.lock.notify_all()
+
+    def _move_off_old_leaders(self, check: _LeaderCheck) -> None:
+        """Break the streams whose waiting partitions a fresh answer says are led elsewhere."""
         try:
-            owners = self.cluster.refresh(topics)
+            owners = check.answer.result()
         except TierlogError as error:
             log.debug("no metadata while requests wait (%s: %s)", reason_of(error), error)
             return
-        for connection, partitions in waiting.items():
+        for connection, partitions in check.waiting.items():
+            if self._connections.get(connection.address) is not connection:
+                continue  # broken and replaced since the question was asked
             moved = sorted(
                 tp for tp in partitions if _led_elsewhere(tp, owners, connection.address)
             )
@@ -615,6 +639,15 @@ _STALE_METADATA_REASONS = frozenset(
         "REQUEST_TIMED_OUT",
     }
 )
+
+
+@dataclass(frozen=True)
+class _LeaderCheck:
+    """A question of who leads, out on the leader-check thread, and the partitions each
+    stalled connection was waiting on when it was asked."""
+
+    answer: Future[dict[str, TopicOwners]]
+    waiting: dict[ProduceConnection, set[TopicPartition]]
 
 
 def _led_elsewhere(tp: TopicPartition, owners: dict[str, TopicOwners], address: str) -> bool:
