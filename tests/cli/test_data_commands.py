@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 from pathlib import Path
 
@@ -31,7 +32,19 @@ def tierlog(
         env["TIERLOG_SERVER"] = server
     else:
         command += ["--server", server]
-    return subprocess.run(command, input=stdin, capture_output=True, env=env, timeout=120)
+    env["PYTHONFAULTHANDLER"] = "1"  # SIGABRT prints every thread's stack
+    with subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    ) as process:
+        try:
+            out, err = process.communicate(stdin, timeout=120)
+        except subprocess.TimeoutExpired:
+            # A command that hangs says where: its threads' stacks (one consume hung once
+            # under a heavily loaded machine and was not seen again).
+            process.send_signal(signal.SIGABRT)
+            out, err = process.communicate()
+            raise AssertionError(f"{command} hung; its threads:\n{err.decode()}") from None
+    return subprocess.CompletedProcess(command, process.returncode, out, err)
 
 
 def ok(result: subprocess.CompletedProcess[bytes]) -> str:
