@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from tierlog.client import AdminClient, Consumer, Producer, TopicPartition
+from tierlog.storage.errors import UnknownTopicOrPartitionError
 
 from .conftest import ClusterFactory, wait_for
 
@@ -31,9 +32,13 @@ def test_a_topic_created_through_any_broker_reaches_every_broker_with_its_config
         with AdminClient(broker.address) as admin:
 
             def knows(admin: AdminClient = admin) -> bool:
-                return admin.metadata(["events"]).leaders.get("events") == tuple(
-                    placed[p].leader for p in range(3)
-                )
+                # A broker learns the topic from the store's watch, a moment after the
+                # creating broker answered; until then it rightly calls the topic unknown.
+                try:
+                    leaders = admin.metadata(["events"]).leaders.get("events")
+                except UnknownTopicOrPartitionError:
+                    return False
+                return leaders == tuple(placed[p].leader for p in range(3))
 
             wait_for(knows, f"{broker.data_dir.name} to learn the topic's leaders")
             configs = admin.describe_configs("events")
