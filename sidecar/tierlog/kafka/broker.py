@@ -29,6 +29,13 @@ class KafkaBroker:
     def node_id(self) -> int:
         return self.partitions.ownership.node_id
 
+    def address_of(self, node_id: int) -> tuple[str, int] | None:
+        """Where Kafka clients reach broker ``node_id`` (host, port); None when this
+        broker does not know (it knows only its own address so far)."""
+        if node_id == self.node_id:
+            return self.advertised_host, self.advertised_port
+        return None
+
     @property
     def cluster_id(self) -> str:
         return self.partitions.manager.config.cluster_id
