@@ -1,10 +1,11 @@
 """A real Prometheus scrapes a real sidecar; every dashboard query and alert returns series.
 
 The sidecar gets traffic through the client first so its per-topic, per-error and
-tier series exist: a call that fails, a tiered topic with two partitions produced,
-uploaded to a real MinIO bucket (its first PUTs answered SlowDown by a fault proxy and
-retried), read back from the start out of the tier, records deleted, and read again by
-a consumer group that commits (the consumer-group row and the lag alert). A real
+tier series exist: a call that fails (and a Kafka request, on its Kafka listener), a
+tiered topic with two partitions produced, uploaded to a real MinIO bucket (its first
+PUTs answered SlowDown by a fault proxy and retried), read back from the start out of
+the tier, records deleted, and read again by a consumer group that commits (the
+consumer-group row and the lag alert). A real
 ``tierlog-operator`` against the test API server reconciles a cluster and a topic whose
 passes fail (no sidecar answers without a kubelet), so its series exist too.
 Prometheus gives the targets the labels the ServiceMonitors would (``namespace``, ``pod``,
@@ -30,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from kafka import KafkaProducer
 
 from tests.deploy.monitoring import (
     DASHBOARDS,
@@ -41,6 +43,8 @@ from tests.deploy.monitoring import (
     metric_selectors,
     substitute,
 )
+from tests.kafka.test_protocol import METADATA, METADATA_V, NO_ID, _metadata
+from tests.kafka.wire import KafkaWire
 from tests.operator.conftest import start_operator
 from tests.support.dashboards import assert_every_dashboard_query_has_data, without_replication
 from tests.support.fault_proxy import FaultProxy
@@ -48,7 +52,7 @@ from tests.support.kube import ControlPlane
 from tests.support.minio import MinioServer
 from tests.support.prometheus import PrometheusServer, ScrapeTarget, start_prometheus
 from tests.support.scrape import METRICS, metrics_address, scrape
-from tests.support.sidecars import start_sidecar
+from tests.support.sidecars import free_port, start_sidecar
 from tierlog.client import Consumer, Producer, TopicPartition
 from tierlog.client.admin import AdminClient
 from tierlog.client.errors import TierlogError
@@ -101,6 +105,25 @@ def _produce(address: str) -> None:
         sent = [producer.send(TOPIC, b"order %-100d" % i, key=b"%d" % (i % 17)) for i in range(400)]
         producer.flush()
         assert all(future.result(timeout=10) for future in sent)
+
+
+def _kafka_request_that_fails(kafka_port: int) -> None:
+    """A Metadata request for a topic nobody made: an error series of the Kafka listener."""
+    wire = KafkaWire(kafka_port)
+    try:
+        answer = wire.call(METADATA, METADATA_V, _metadata([{"name": "nobody", "topic_id": NO_ID}]))
+        assert answer.topics[0].error_code.name == "unknown_topic_or_partition"
+    finally:
+        wire.close()
+
+
+def _produce_through_kafka(kafka_port: int, count: int) -> None:
+    producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{kafka_port}", acks="all")
+    try:
+        sent = [producer.send(TOPIC, b"kafka %d" % i, key=b"%d" % i) for i in range(count)]
+        assert all(future.get(timeout=10) for future in sent)
+    finally:
+        producer.close()
 
 
 def _consume_from_the_start(address: str, expected: int = 400, group: str = "") -> None:
@@ -218,10 +241,17 @@ def _brokers_and_prometheus(
 ) -> Iterator[PrometheusServer]:
     proxy = FaultProxy(f"127.0.0.1:{minio.port}")
     proxy.slow_down(3, method="PUT")  # S3 error series, from real retried requests
-    sidecar = start_sidecar(work / "broker", *SIDECAR_CONFIGS, *_s3_configs(minio, proxy, work))
+    kafka_port = free_port()
+    sidecar = start_sidecar(
+        work / "broker",
+        *SIDECAR_CONFIGS,
+        f"listeners=PLAINTEXT://127.0.0.1:{kafka_port}",
+        *_s3_configs(minio, proxy, work),
+    )
     other = start_sidecar(work / "other", METRICS)  # the only broker of cluster "other"
     try:
         _produce(sidecar.address)
+        _kafka_request_that_fails(kafka_port)
         metrics = metrics_address(sidecar.output)
         _tier_traffic(sidecar.address, metrics)
         assert proxy.injected["slow_down"] == 3
@@ -250,7 +280,9 @@ def _brokers_and_prometheus(
         ]
         with start_prometheus(work / "prometheus", targets, [RULES]) as server:
             server.wait_for_samples()
-            _traffic_again(sidecar.address)  # so rates over the scrapes are not all zero
+            _traffic_again(
+                sidecar.address, kafka_port
+            )  # so rates over the scrapes are not all zero
             server.wait_for_samples(samples=6)
             yield server
     finally:
@@ -259,15 +291,17 @@ def _brokers_and_prometheus(
         proxy.close()
 
 
-def _traffic_again(address: str) -> None:
+def _traffic_again(address: str, kafka_port: int) -> None:
     """The clients' way: the producer's ProduceStream and the consumer's FetchSession, both
-    closed by their clients at the end (CANCELLED, the normal end of a stream)."""
+    closed by their clients at the end (CANCELLED, the normal end of a stream); and a
+    Kafka client's produce."""
+    _produce_through_kafka(kafka_port, 20)
     with Producer({"bootstrap.servers": address, "batch.size": 2048}) as producer:
         sent = [producer.send(TOPIC, b"more %d" % i, key=b"%d" % i) for i in range(100)]
         producer.flush()
         assert all(future.result(timeout=10) for future in sent)
-    # The first 400, less the 50 DeleteRecords took from each partition, and these 100.
-    _consume_from_the_start(address, 400 - 50 * len(PARTITIONS) + 100, group="billing")
+    # The first 400, less the 50 DeleteRecords took from each partition, and these 120.
+    _consume_from_the_start(address, 400 - 50 * len(PARTITIONS) + 120, group="billing")
 
 
 def test_every_dashboard_query_returns_series(

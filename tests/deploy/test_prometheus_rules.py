@@ -11,13 +11,14 @@ from tests.tools.prometheus import promtool_bin
 
 # Issue 6's list (disk filling, upload lag growing, S3 errors, fsync latency, broker down,
 # reconciliation failing) and their neighbours; issue 18's replication alerts; issue 19's
-# consumer lag.
+# consumer lag; issue 31's error ratio over both front doors.
 EXPECTED = {
     "TierlogBrokerDown",
     "TierlogBrokerNotReady",
     "TierlogLogDirFilling",
     "TierlogLogDirAlmostFull",
     "TierlogFsyncSlow",
+    "TierlogRequestErrors",
     "TierlogUnderReplicatedPartitions",
     "TierlogUnderMinIsrPartitions",
     "TierlogOfflinePartitions",

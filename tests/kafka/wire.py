@@ -18,6 +18,7 @@ class KafkaWire:
     def __init__(self, port: int, timeout_s: float = 60) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
         self._next_correlation_id = 1
+        self.bytes_sent = self.bytes_received = 0  # whole frames, size prefixes included
 
     def close(self) -> None:
         self.sock.close()
@@ -39,6 +40,7 @@ class KafkaWire:
         entity_writer(schema)(buffer, build(schema, fields))
         body = buffer.getvalue()
         self.sock.sendall(struct.pack(">i", len(body)) + body)
+        self.bytes_sent += 4 + len(body)
         return correlation_id
 
     def receive(self, api_key: int, version: int) -> tuple[int, Any]:
@@ -59,4 +61,5 @@ class KafkaWire:
     def _exactly(self, size: int) -> bytes:
         data = self.sock.recv(size, socket.MSG_WAITALL)
         assert len(data) == size, f"the broker closed the connection ({len(data)} of {size})"
+        self.bytes_received += size
         return data

@@ -27,7 +27,15 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-__all__ = ["Frame", "build", "encode_response", "read_request", "request_type", "response_type"]
+__all__ = [
+    "Frame",
+    "build",
+    "encode_response",
+    "nested_entity",
+    "read_request",
+    "request_type",
+    "response_type",
+]
 
 E = TypeVar("E")
 
@@ -108,6 +116,12 @@ def _value(hint: Any, field: dataclasses.Field[Any], value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return tuple(build(nested, item) if isinstance(item, Mapping) else item for item in value)
     return value
+
+
+def nested_entity(schema: Any, field_name: str) -> type[Any] | None:
+    """The entity type ``schema``'s field holds (one, a tuple of them, either
+    optionally), or None for a field of plain values."""
+    return _nested_entity(_hints(schema)[field_name])
 
 
 def _nested_entity(hint: Any) -> type[Any] | None:

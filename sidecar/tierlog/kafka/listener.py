@@ -19,17 +19,22 @@ import asyncio
 import logging
 import socket
 import struct
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
+from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 from tierlog.kafka.api_versions import api_versions, unsupported_version
 from tierlog.kafka.broker import KafkaBroker
-from tierlog.kafka.codec import encode_response, read_request
+from tierlog.kafka.codec import encode_response, read_request, request_type
+from tierlog.kafka.error_codes import error_codes
 from tierlog.kafka.fetch import fetch
 from tierlog.kafka.init_producer_id import init_producer_id
 from tierlog.kafka.list_offsets import list_offsets
 from tierlog.kafka.metadata import metadata
+from tierlog.kafka.observer import UNOBSERVED, Closed, KafkaObserver, RequestDone
 from tierlog.kafka.offset_for_leader_epoch import offset_for_leader_epoch
 from tierlog.kafka.produce import produce
 from tierlog.kafka.versions import (
@@ -44,7 +49,7 @@ from tierlog.kafka.versions import (
 )
 from tierlog.storage.errors import InvalidConfigError
 
-__all__ = ["KafkaListener"]
+__all__ = ["KafkaListener", "api_name"]
 
 log = logging.getLogger(__name__)
 
@@ -78,13 +83,34 @@ _HANDLERS: dict[int, Handler] = {
 class _Refused(Exception):
     """Why a connection is closed without an answer."""
 
+    def __init__(self, message: str, why: Closed = Closed.INVALID_REQUEST):
+        super().__init__(message)
+        self.why = why
+
+
+@dataclass(frozen=True)
+class _Answered:
+    api: str
+    frame: bytes | None  # None: acks=0 produce, answered with nothing
+    errors: tuple[ErrorCode, ...]  # every code the answer carries, NONE included
+
+
+def api_name(api_key: int) -> str:
+    """Kafka's name of an API ("Produce"), as its request metrics label it."""
+    low, _high = API_VERSIONS[api_key]
+    return request_type(api_key, low).__name__.removesuffix("Request")
+
 
 class KafkaListener:
     """Bound at construction (so the address to advertise is known, port 0 included),
     serving once ``start`` is given the broker."""
 
     def __init__(
-        self, listen: str, socket_request_max_bytes: int, connections_max_idle_ms: int = 600_000
+        self,
+        listen: str,
+        socket_request_max_bytes: int,
+        connections_max_idle_ms: int = 600_000,
+        observer: KafkaObserver = UNOBSERVED,
     ):
         host, _sep, port = listen.rpartition(":")
         host = host.strip("[]")
@@ -96,6 +122,7 @@ class KafkaListener:
         self.address = f"{listen.rpartition(':')[0]}:{self._socket.getsockname()[1]}"
         self.socket_request_max_bytes = socket_request_max_bytes
         self.connections_max_idle_ms = connections_max_idle_ms
+        self.observer = observer
         self._broker: KafkaBroker | None = None
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -120,34 +147,64 @@ class KafkaListener:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        self.observer.kafka_connection_opened()
         peer = writer.get_extra_info("peername")
+        why = Closed.CLIENT
         try:
             while True:
-                try:
-                    size_bytes = await asyncio.wait_for(
-                        reader.readexactly(4), self.connections_max_idle_ms / 1000
-                    )
-                except TimeoutError:
-                    raise _Refused(
-                        f"idle for {self.connections_max_idle_ms} ms (connections.max.idle.ms)"
-                    ) from None
-                except asyncio.IncompleteReadError as error:
-                    if error.partial:
-                        raise _Refused("a size prefix cut short") from None
+                size_bytes = await self._size_prefix(reader)
+                if size_bytes is None:
                     return  # the client closed between requests
-                answer = await self._answer(await self._frame(reader, size_bytes))
-                if answer is not None:
-                    writer.write(answer)
+                frame = await self._frame(reader, size_bytes)
+                started = time.perf_counter()
+                answered = await self._answer(frame)
+                if answered.frame is not None:
+                    writer.write(answered.frame)
                     await writer.drain()
-        except _Refused as why:
-            log.warning("kafka listener: closing the connection from %s: %s", peer, why)
-        except (ConnectionError, asyncio.CancelledError):
+                self._observe(answered, started, len(frame) + len(size_bytes))
+        except _Refused as refused:
+            why = refused.why
+            log.warning("kafka listener: closing the connection from %s: %s", peer, refused)
+        except ConnectionError:
             pass
+        except asyncio.CancelledError:
+            why = Closed.SHUTDOWN
         except Exception:  # a bug: this client's connection ends, the others go on
+            why = Closed.SERVER_ERROR
             log.exception("kafka listener: closing the connection from %s", peer)
         finally:
             self._connections.discard(task)
             writer.close()
+            self.observer.kafka_connection_closed(why)
+
+    async def _size_prefix(self, reader: asyncio.StreamReader) -> bytes | None:
+        """The next request's size prefix; None when the client closed between requests."""
+        try:
+            return await asyncio.wait_for(
+                reader.readexactly(4), self.connections_max_idle_ms / 1000
+            )
+        except TimeoutError:
+            raise _Refused(
+                f"idle for {self.connections_max_idle_ms} ms (connections.max.idle.ms)",
+                Closed.IDLE,
+            ) from None
+        except asyncio.IncompleteReadError as error:
+            if error.partial:
+                raise _Refused("a size prefix cut short") from None
+            return None
+
+    def _observe(self, answered: _Answered, started: float, bytes_in: int) -> None:
+        failed = tuple(code for code in answered.errors if code != ErrorCode.none)
+        self.observer.kafka_request(
+            RequestDone(
+                api=answered.api,
+                outcome=failed[0] if failed else ErrorCode.none,
+                errors=failed,
+                seconds=time.perf_counter() - started,
+                bytes_in=bytes_in,
+                bytes_out=0 if answered.frame is None else len(answered.frame),
+            )
+        )
 
     async def _frame(self, reader: asyncio.StreamReader, size_bytes: bytes) -> bytes:
         size = int.from_bytes(size_bytes, "big", signed=True)
@@ -163,7 +220,7 @@ class KafkaListener:
         except asyncio.IncompleteReadError as error:
             raise _Refused(f"a request cut short: {len(error.partial)} of {size} bytes") from None
 
-    async def _answer(self, payload: bytes) -> bytes | None:
+    async def _answer(self, payload: bytes) -> _Answered:
         api_key, api_version, correlation_id = _HEADER_START.unpack_from(payload)
         log.debug("kafka listener: api key %d v%d", api_key, api_version)
         served = API_VERSIONS.get(api_key)
@@ -172,7 +229,12 @@ class KafkaListener:
         low, high = served
         if not low <= api_version <= high:
             if api_key == API_VERSIONS_KEY:
-                return encode_response(correlation_id, unsupported_version())
+                refusal = unsupported_version()
+                return _Answered(
+                    api_name(api_key),
+                    encode_response(correlation_id, refusal),
+                    (ErrorCode.unsupported_version,),
+                )
             raise _Refused(f"api key {api_key} version {api_version} is not served ({low}-{high})")
         try:
             frame = read_request(payload, api_key, api_version)
@@ -180,4 +242,10 @@ class KafkaListener:
             raise _Refused(f"api key {api_key} v{api_version} does not parse: {error}") from None
         assert self._broker is not None  # connections are accepted once started
         response = await _HANDLERS[api_key](self._broker, frame.body, api_version)
-        return None if response is None else encode_response(correlation_id, response)
+        if response is None:
+            return _Answered(api_name(api_key), None, ())
+        return _Answered(
+            api_name(api_key),
+            encode_response(correlation_id, response),
+            tuple(error_codes(response)),
+        )

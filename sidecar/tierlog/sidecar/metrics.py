@@ -27,6 +27,8 @@ come from these places:
 - the group coordinator's ``tierlog.coordinator.group_metrics.GroupMetrics`` at scrape
   time (the server registers it here): committed offsets per group and partition,
   groups by state, members, commits and rebalances;
+- the Kafka listener (``kafka_metrics.KafkaMetrics``, its observer): requests, errors,
+  latency and bytes per Kafka API, and its connections;
 - the process itself (resident memory, CPU, open files, GC) from prometheus-client.
 
 A registry per ``SidecarMetrics``, not the library's global one, so tests and
@@ -59,6 +61,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from tierlog.sidecar.interceptors import CallName, Context, call_name, inner_behavior, with_behavior
+from tierlog.sidecar.kafka_metrics import KafkaMetrics
 from tierlog.sidecar.service import RECORD_BYTES_LISTENER
 from tierlog.sidecar.status import ERROR_LISTENER
 from tierlog.storage.errors import TierlogError, UnknownTopicOrPartitionError
@@ -171,6 +174,7 @@ class SidecarMetrics:
             "tierlog_tier_s3_errors_total", "S3 request attempts that failed, by S3 error code",
             ["operation", "error"], registry=registry,
         )  # fmt: skip
+        self.kafka = KafkaMetrics(registry, _LATENCY_BUCKETS_S)
 
     def expect_calls(self, services: Iterable[ServiceDescriptor]) -> None:
         """Latency series of every method of ``services`` from the start, at zero (as

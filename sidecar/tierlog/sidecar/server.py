@@ -267,6 +267,7 @@ class SidecarServer:
             self.config.kafka_listen,
             self.config.socket_request_max_bytes,
             self.config.connections_max_idle_ms,
+            self.metrics.kafka,
         )
         advertised = self.config.kafka_advertised_listener or _reachable(listener.address)
         host, _sep, port = advertised.rpartition(":")
@@ -280,6 +281,7 @@ class SidecarServer:
             fetch_max_bytes=self.config.storage.default_log_config.max_message_bytes,
         )
         await listener.start(broker)
+        self.metrics.kafka.serving()
         return listener
 
     async def _replica_manager(self, brokers: Callable[[], Sequence[Broker]]) -> ReplicaManager:
