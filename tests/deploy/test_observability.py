@@ -1,7 +1,7 @@
 """A real Prometheus scrapes a real sidecar; every dashboard query and alert returns series.
 
 The sidecar gets traffic through the client first so its per-topic, per-error and
-tier series exist: a call that fails (and a Kafka request, on its Kafka listener), a
+tier series exist: calls that fail (gRPC, and Kafka on its Kafka listener), a
 tiered topic with two partitions produced, uploaded to a real MinIO bucket (its first
 PUTs answered SlowDown by a fault proxy and retried), read back from the start out of
 the tier, records deleted, and read again by a consumer group that commits (the
@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import grpc
 import pytest
 from kafka import KafkaProducer
 
@@ -53,6 +54,7 @@ from tests.support.minio import MinioServer
 from tests.support.prometheus import PrometheusServer, ScrapeTarget, start_prometheus
 from tests.support.scrape import METRICS, metrics_address, scrape
 from tests.support.sidecars import free_port, start_sidecar
+from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
 from tierlog.client import Consumer, Producer, TopicPartition
 from tierlog.client.admin import AdminClient
 from tierlog.client.errors import TierlogError
@@ -105,6 +107,15 @@ def _produce(address: str) -> None:
         sent = [producer.send(TOPIC, b"order %-100d" % i, key=b"%d" % (i % 17)) for i in range(400)]
         producer.flush()
         assert all(future.result(timeout=10) for future in sent)
+
+
+def _grpc_call_that_fails(address: str) -> None:
+    """A Fetch of a topic nobody made: a call ending NOT_FOUND, which the error ratio counts."""
+    with grpc.insecure_channel(address) as channel:
+        stub = log_service_pb2_grpc.LogServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.Fetch(log_service_pb2.FetchRequest(topic="nobody", offset=0), timeout=10)
+        assert refused.value.code() == grpc.StatusCode.NOT_FOUND
 
 
 def _kafka_request_that_fails(kafka_port: int) -> None:
@@ -251,6 +262,7 @@ def _brokers_and_prometheus(
     other = start_sidecar(work / "other", METRICS)  # the only broker of cluster "other"
     try:
         _produce(sidecar.address)
+        _grpc_call_that_fails(sidecar.address)
         _kafka_request_that_fails(kafka_port)
         metrics = metrics_address(sidecar.output)
         _tier_traffic(sidecar.address, metrics)
