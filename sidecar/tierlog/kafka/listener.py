@@ -11,6 +11,11 @@ request for ``connections.max.idle.ms`` (Kafka's 10 minutes), and on what cannot
 answered: a size over ``socket.request.max.bytes`` (or too small for a header), a frame
 cut short, an API key not served, a version not served (but ApiVersions, answered at
 v0 with the ranges), bytes that do not parse. Other clients never notice.
+
+Connections are bounded as Kafka bounds them (``connection_quotas``): accepting stops
+while ``max.connections`` are open, and a connection over its address's
+``max.connections.per.ip`` is closed as soon as it is accepted. Each connection and
+request is told to the ``observer`` (the sidecar's metrics).
 """
 
 from __future__ import annotations
@@ -29,12 +34,13 @@ from kio.static.protocol import RequestPayload, ResponsePayload
 from tierlog.kafka.api_versions import api_versions, unsupported_version
 from tierlog.kafka.broker import KafkaBroker
 from tierlog.kafka.codec import encode_response, read_request, request_type
+from tierlog.kafka.connection_quotas import ConnectionLimits, ConnectionQuotas
 from tierlog.kafka.error_codes import error_codes
 from tierlog.kafka.fetch import fetch
 from tierlog.kafka.init_producer_id import init_producer_id
 from tierlog.kafka.list_offsets import list_offsets
 from tierlog.kafka.metadata import metadata
-from tierlog.kafka.observer import UNOBSERVED, Closed, KafkaObserver, RequestDone
+from tierlog.kafka.observer import UNOBSERVED, Closed, KafkaObserver, Refused, RequestDone
 from tierlog.kafka.offset_for_leader_epoch import offset_for_leader_epoch
 from tierlog.kafka.produce import produce
 from tierlog.kafka.versions import (
@@ -111,6 +117,7 @@ class KafkaListener:
         socket_request_max_bytes: int,
         connections_max_idle_ms: int = 600_000,
         observer: KafkaObserver = UNOBSERVED,
+        limits: ConnectionLimits | None = None,
     ):
         host, _sep, port = listen.rpartition(":")
         host = host.strip("[]")
@@ -123,30 +130,66 @@ class KafkaListener:
         self.socket_request_max_bytes = socket_request_max_bytes
         self.connections_max_idle_ms = connections_max_idle_ms
         self.observer = observer
+        self.quotas = ConnectionQuotas(limits or ConnectionLimits())
         self._broker: KafkaBroker | None = None
-        self._server: asyncio.Server | None = None
+        self._accepting: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
 
     async def start(self, broker: KafkaBroker) -> None:
         self._broker = broker
-        self._server = await asyncio.start_server(self._serve, sock=self._socket)
+        self._socket.setblocking(False)
+        self._accepting = asyncio.create_task(self._accept())
 
     async def stop(self) -> None:
         """Stop accepting, then end every connection (their requests are answered or
         dropped: a Kafka client retries on another connection)."""
-        if self._server is None:
-            self._socket.close()
-            return
-        self._server.close()
+        if self._accepting is not None:
+            self._accepting.cancel()
+            await asyncio.gather(self._accepting, return_exceptions=True)
+        self._socket.close()
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
-        await self._server.wait_closed()
+
+    async def _accept(self) -> None:
+        """Accepts while fewer than ``max.connections`` are open (as Kafka's acceptor,
+        which blocks at the limit), closing at once a connection over its address's
+        ``max.connections.per.ip``."""
+        loop = asyncio.get_running_loop()
+        while True:
+            blocked_s = await self.quotas.wait_for_room()
+            if blocked_s:
+                self.observer.kafka_accept_blocked(blocked_s)
+            connection, peer = await loop.sock_accept(self._socket)
+            address = peer[0]
+            if not self.quotas.admit(address):
+                connection.close()
+                self.observer.kafka_connection_refused(Refused.MAX_CONNECTIONS_PER_IP)
+                log.info(
+                    "kafka listener: refusing a connection from %s: %d open from it "
+                    "(max.connections.per.ip)",
+                    address,
+                    self.quotas.limits.per_ip(address),
+                )
+                continue
+            task = asyncio.create_task(self._open(connection, address))
+            self._connections.add(task)
+            task.add_done_callback(self._connections.discard)
+
+    async def _open(self, connection: socket.socket, address: str) -> None:
+        """Serves one accepted connection; its quota is freed when it ends, however."""
+        try:
+            loop = asyncio.get_running_loop()
+            reader = asyncio.StreamReader()
+            protocol = asyncio.StreamReaderProtocol(reader)
+            transport, _ = await loop.connect_accepted_socket(lambda: protocol, connection)
+            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+            await self._serve(reader, writer)
+        finally:
+            connection.close()
+            self.quotas.release(address)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
         self.observer.kafka_connection_opened()
         peer = writer.get_extra_info("peername")
         why = Closed.CLIENT
@@ -173,16 +216,17 @@ class KafkaListener:
             why = Closed.SERVER_ERROR
             log.exception("kafka listener: closing the connection from %s", peer)
         finally:
-            self._connections.discard(task)
             writer.close()
             self.observer.kafka_connection_closed(why)
 
     async def _size_prefix(self, reader: asyncio.StreamReader) -> bytes | None:
         """The next request's size prefix; None when the client closed between requests."""
         try:
-            return await asyncio.wait_for(
-                reader.readexactly(4), self.connections_max_idle_ms / 1000
-            )
+            # asyncio.timeout, not wait_for: on 3.11 wait_for wraps the read in a task
+            # of its own, and the exception that ends a connection then holds that
+            # task in a reference cycle, its memory kept until a full collection.
+            async with asyncio.timeout(self.connections_max_idle_ms / 1000):
+                return await reader.readexactly(4)
         except TimeoutError:
             raise _Refused(
                 f"idle for {self.connections_max_idle_ms} ms (connections.max.idle.ms)",

@@ -17,6 +17,7 @@ from tierlog.coordinator.transaction_config import (
     TRANSACTION_COORDINATOR_KEYS,
     TransactionCoordinatorConfig,
 )
+from tierlog.kafka.connection_quotas import CONNECTION_QUOTA_KEYS, ConnectionLimits
 from tierlog.replication.config import REPLICATION_KEYS, ReplicationConfig
 from tierlog.sidecar.limits import LIMIT_KEYS, LimitsConfig
 from tierlog.sidecar.remote_read_config import REMOTE_READ_KEYS, RemoteReadConfig
@@ -116,6 +117,9 @@ class SidecarConfig:
     # A Kafka client connection that sends no request this long is closed
     # (``connections.max.idle.ms``, Kafka's 10 minutes).
     connections_max_idle_ms: int = 600_000
+    # Kafka client connections at once, overall and per address (``max.connections``,
+    # ``max.connections.per.ip``, ``max.connections.per.ip.overrides``).
+    kafka_connection_limits: ConnectionLimits = field(default_factory=ConnectionLimits)
     cluster_brokers: tuple[tuple[int, str], ...] = ()
     # The operator's partition plan (``tierlog.cluster.assignment.file``), re-read while
     # running; when set, it lists the brokers instead of ``tierlog.cluster.brokers``.
@@ -176,6 +180,7 @@ class SidecarConfig:
             - set(BROKER_TO_TOPIC_KEYS)
             - set(CLEANER_KEYS)
             - SECURITY_KEYS
+            - CONNECTION_QUOTA_KEYS
             - LIMIT_KEYS
             - set(REMOTE_LOG_MANAGER_KEYS)
             - REMOTE_READ_KEYS
@@ -249,6 +254,7 @@ class SidecarConfig:
             kafka_listen=kafka_listen,
             kafka_advertised_listener=kafka_advertised,
             connections_max_idle_ms=idle_ms,
+            kafka_connection_limits=ConnectionLimits.from_properties(props),
             cluster_brokers=_parse_brokers(props.get("tierlog.cluster.brokers", "")),
             assignment_file=_optional_path(props.get("tierlog.cluster.assignment.file")),
             shutdown_grace_ms=grace_ms,

@@ -268,6 +268,7 @@ class SidecarServer:
             self.config.socket_request_max_bytes,
             self.config.connections_max_idle_ms,
             self.metrics.kafka,
+            self.config.kafka_connection_limits,
         )
         advertised = self.config.kafka_advertised_listener or _reachable(listener.address)
         host, _sep, port = advertised.rpartition(":")
