@@ -30,9 +30,11 @@ class KafkaSidecar(SidecarProcess):
             )
 
 
-def start_kafka_sidecar(sidecars: Sidecars, data_dir: Path, *configs: str) -> KafkaSidecar:
+def start_kafka_sidecar(
+    sidecars: Sidecars, data_dir: Path, *configs: str, protocol: str = "PLAINTEXT"
+) -> KafkaSidecar:
     port = free_port()
-    sidecar = KafkaSidecar(data_dir, (f"listeners=PLAINTEXT://127.0.0.1:{port}", *configs))
+    sidecar = KafkaSidecar(data_dir, (f"listeners={protocol}://127.0.0.1:{port}", *configs))
     sidecar.kafka_port = port
     sidecars.add(sidecar).start()
     assert f"serving Kafka's wire protocol on 127.0.0.1:{port}" in sidecar.output

@@ -12,6 +12,9 @@ answered: a size over ``socket.request.max.bytes`` (or too small for a header), 
 cut short, an API key not served, a version not served (but ApiVersions, answered at
 v0 with the ranges), bytes that do not parse. Other clients never notice.
 
+On a SASL listener a connection authenticates before any request but ApiVersions is
+served (``sasl``).
+
 Connections are bounded as Kafka bounds them (``connection_quotas``): accepting stops
 while ``max.connections`` are open, and a connection over its address's
 ``max.connections.per.ip`` is closed as soon as it is accepted. Each connection and
@@ -43,6 +46,9 @@ from tierlog.kafka.metadata import metadata
 from tierlog.kafka.observer import UNOBSERVED, Closed, KafkaObserver, Refused, RequestDone
 from tierlog.kafka.offset_for_leader_epoch import offset_for_leader_epoch
 from tierlog.kafka.produce import produce
+from tierlog.kafka.sasl import SaslAuthenticator, SaslOutOfOrder, SaslSettings
+from tierlog.kafka.sasl_handshake import sasl_authenticate, sasl_handshake
+from tierlog.kafka.sasl_mechanisms import SaslFailed
 from tierlog.kafka.versions import (
     API_VERSIONS,
     API_VERSIONS_KEY,
@@ -52,6 +58,8 @@ from tierlog.kafka.versions import (
     METADATA,
     OFFSET_FOR_LEADER_EPOCH,
     PRODUCE,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
 )
 from tierlog.storage.errors import InvalidConfigError
 
@@ -83,6 +91,8 @@ _HANDLERS: dict[int, Handler] = {
     LIST_OFFSETS: list_offsets,
     INIT_PRODUCER_ID: init_producer_id,
     OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
+    SASL_HANDSHAKE: sasl_handshake,
+    SASL_AUTHENTICATE: sasl_authenticate,
 }
 
 
@@ -118,6 +128,7 @@ class KafkaListener:
         connections_max_idle_ms: int = 600_000,
         observer: KafkaObserver = UNOBSERVED,
         limits: ConnectionLimits | None = None,
+        sasl: SaslSettings | None = None,
     ):
         host, _sep, port = listen.rpartition(":")
         host = host.strip("[]")
@@ -131,6 +142,7 @@ class KafkaListener:
         self.connections_max_idle_ms = connections_max_idle_ms
         self.observer = observer
         self.quotas = ConnectionQuotas(limits or ConnectionLimits())
+        self.sasl = sasl  # None: no authentication (a PLAINTEXT listener)
         self._broker: KafkaBroker | None = None
         self._accepting: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -192,19 +204,25 @@ class KafkaListener:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.observer.kafka_connection_opened()
         peer = writer.get_extra_info("peername")
+        authenticator = None if self.sasl is None else SaslAuthenticator(self.sasl, peer)
         why = Closed.CLIENT
         try:
             while True:
                 size_bytes = await self._size_prefix(reader)
                 if size_bytes is None:
                     return  # the client closed between requests
-                frame = await self._frame(reader, size_bytes)
+                frame = await self._frame(reader, size_bytes, authenticator)
                 started = time.perf_counter()
-                answered = await self._answer(frame)
+                if authenticator is not None and authenticator.expects_bare_token:
+                    answered = self._bare_token(authenticator, frame)
+                else:
+                    answered = await self._answer(frame, authenticator)
                 if answered.frame is not None:
                     writer.write(answered.frame)
                     await writer.drain()
                 self._observe(answered, started, len(frame) + len(size_bytes))
+                if authenticator is not None and authenticator.failure is not None:
+                    raise _Refused(authenticator.failure, Closed.AUTHENTICATION)
         except _Refused as refused:
             why = refused.why
             log.warning("kafka listener: closing the connection from %s: %s", peer, refused)
@@ -250,21 +268,44 @@ class KafkaListener:
             )
         )
 
-    async def _frame(self, reader: asyncio.StreamReader, size_bytes: bytes) -> bytes:
+    async def _frame(
+        self,
+        reader: asyncio.StreamReader,
+        size_bytes: bytes,
+        authenticator: SaslAuthenticator | None,
+    ) -> bytes:
         size = int.from_bytes(size_bytes, "big", signed=True)
         if size > self.socket_request_max_bytes:
             raise _Refused(
                 f"a request of {size} bytes is over socket.request.max.bytes "
                 f"({self.socket_request_max_bytes})"
             )
-        if size < _HEADER_START.size:
+        bare = authenticator is not None and authenticator.expects_bare_token
+        if authenticator is not None and not authenticator.complete:
+            limit = authenticator.settings.max_receive_bytes
+            if size > limit:
+                raise _Refused(
+                    f"a request of {size} bytes before authentication is over "
+                    f"sasl.server.max.receive.size ({limit})",
+                    Closed.AUTHENTICATION,
+                )
+        if size < 0 or (size < _HEADER_START.size and not bare):
             raise _Refused(f"a request of {size} bytes cannot hold a header")
         try:
             return await reader.readexactly(size)
         except asyncio.IncompleteReadError as error:
             raise _Refused(f"a request cut short: {len(error.partial)} of {size} bytes") from None
 
-    async def _answer(self, payload: bytes) -> _Answered:
+    def _bare_token(self, authenticator: SaslAuthenticator, message: bytes) -> _Answered:
+        """Handshake v0's bare mechanism message, answered bare (size and bytes)."""
+        try:
+            reply = authenticator.bare_token(message)
+        except SaslFailed as failed:
+            raise _Refused(f"authentication failed: {failed}", Closed.AUTHENTICATION) from None
+        errors = (ErrorCode.none,)
+        return _Answered(api_name(SASL_AUTHENTICATE), struct.pack(">i", len(reply)) + reply, errors)
+
+    async def _answer(self, payload: bytes, authenticator: SaslAuthenticator | None) -> _Answered:
         api_key, api_version, correlation_id = _HEADER_START.unpack_from(payload)
         log.debug("kafka listener: api key %d v%d", api_key, api_version)
         served = API_VERSIONS.get(api_key)
@@ -285,7 +326,13 @@ class KafkaListener:
         except Exception as error:  # kio raises whatever its readers meet
             raise _Refused(f"api key {api_key} v{api_version} does not parse: {error}") from None
         assert self._broker is not None  # connections are accepted once started
-        response = await _HANDLERS[api_key](self._broker, frame.body, api_version)
+        if authenticator is None or authenticator.complete or api_key == API_VERSIONS_KEY:
+            response = await _HANDLERS[api_key](self._broker, frame.body, api_version)
+        else:
+            try:
+                response = authenticator.answer(frame)
+            except SaslOutOfOrder as error:
+                raise _Refused(str(error), Closed.AUTHENTICATION) from None
         if response is None:
             return _Answered(api_name(api_key), None, ())
         return _Answered(

@@ -17,9 +17,11 @@ PRODUCE = 0
 FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
+SASL_HANDSHAKE = 17
 API_VERSIONS_KEY = 18
 INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
+SASL_AUTHENTICATE = 36
 
 # api key -> (min version, max version)
 API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
@@ -31,5 +33,7 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         API_VERSIONS_KEY: (0, 4),
         INIT_PRODUCER_ID: (0, 4),  # v5 changes transactional fencing, v6 adds 2PC (KIP-939)
         OFFSET_FOR_LEADER_EPOCH: (2, 4),  # all versions kio knows past KIP-896's floor
+        SASL_HANDSHAKE: (0, 1),  # every version: v0 sends the mechanism's messages bare
+        SASL_AUTHENTICATE: (0, 2),  # every version (v1 adds the session lifetime: 0)
     }
 )

@@ -18,6 +18,7 @@ from tierlog.coordinator.transaction_config import (
     TransactionCoordinatorConfig,
 )
 from tierlog.kafka.connection_quotas import CONNECTION_QUOTA_KEYS, ConnectionLimits
+from tierlog.kafka.listener_security import LISTENER_SECURITY_KEYS, ListenerSecurity
 from tierlog.replication.config import REPLICATION_KEYS, ReplicationConfig
 from tierlog.sidecar.limits import LIMIT_KEYS, LimitsConfig
 from tierlog.sidecar.remote_read_config import REMOTE_READ_KEYS, RemoteReadConfig
@@ -34,6 +35,7 @@ __all__ = [
     "DEFAULT_LISTEN",
     "SidecarConfig",
     "parse_host_port",
+    "parse_listeners",
     "split_listeners",
 ]
 
@@ -120,6 +122,9 @@ class SidecarConfig:
     # Kafka client connections at once, overall and per address (``max.connections``,
     # ``max.connections.per.ip``, ``max.connections.per.ip.overrides``).
     kafka_connection_limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    # The Kafka listener's security protocol and SASL mechanisms
+    # (``listener.security.protocol.map``, ``sasl.enabled.mechanisms``).
+    kafka_security: ListenerSecurity = field(default_factory=ListenerSecurity)
     cluster_brokers: tuple[tuple[int, str], ...] = ()
     # The operator's partition plan (``tierlog.cluster.assignment.file``), re-read while
     # running; when set, it lists the brokers instead of ``tierlog.cluster.brokers``.
@@ -181,6 +186,7 @@ class SidecarConfig:
             - set(CLEANER_KEYS)
             - SECURITY_KEYS
             - CONNECTION_QUOTA_KEYS
+            - LISTENER_SECURITY_KEYS
             - LIMIT_KEYS
             - set(REMOTE_LOG_MANAGER_KEYS)
             - REMOTE_READ_KEYS
@@ -237,8 +243,12 @@ class SidecarConfig:
             raise InvalidConfigError(
                 f"default.replication.factor={replication_factor} is below its minimum 1"
             )
-        grpc_listen, kafka_listen = split_listeners(props.get("listeners", ""), "listeners")
+        grpc_listen, kafka_entry = parse_listeners(props.get("listeners", ""), "listeners")
         listen = grpc_listen or DEFAULT_LISTEN
+        kafka_listen = None if kafka_entry is None else kafka_entry[1]
+        kafka_security = ListenerSecurity.from_properties(
+            props, "PLAINTEXT" if kafka_entry is None else kafka_entry[0]
+        )
         advertised, kafka_advertised = split_listeners(
             props.get("advertised.listeners", ""), "advertised.listeners"
         )
@@ -253,6 +263,7 @@ class SidecarConfig:
             advertised_listener=advertised,
             kafka_listen=kafka_listen,
             kafka_advertised_listener=kafka_advertised,
+            kafka_security=kafka_security,
             connections_max_idle_ms=idle_ms,
             kafka_connection_limits=ConnectionLimits.from_properties(props),
             cluster_brokers=_parse_brokers(props.get("tierlog.cluster.brokers", "")),
@@ -274,24 +285,28 @@ class SidecarConfig:
 
 
 def split_listeners(value: str, key: str) -> tuple[str | None, str | None]:
-    """``listeners`` (or ``advertised.listeners``) as (gRPC, Kafka): a bare ``HOST:PORT``
-    entry is gRPC's, as it always was; ``PLAINTEXT://HOST:PORT`` is the Kafka listener's,
-    in Kafka's own syntax. Kafka's other security protocols are not served yet."""
-    grpc_entry = kafka_entry = None
+    """``listeners`` (or ``advertised.listeners``) as (gRPC, Kafka) addresses."""
+    grpc_entry, kafka_entry = parse_listeners(value, key)
+    return grpc_entry, None if kafka_entry is None else kafka_entry[1]
+
+
+def parse_listeners(value: str, key: str) -> tuple[str | None, tuple[str, str] | None]:
+    """``listeners`` (or ``advertised.listeners``) as the gRPC address and the Kafka
+    listener's (name, address): a bare ``HOST:PORT`` entry is gRPC's, as it always was;
+    ``NAME://HOST:PORT`` the Kafka listener's, in Kafka's own syntax (the name's
+    security protocol: ``listener_security``)."""
+    grpc_entry: str | None = None
+    kafka_entry: tuple[str, str] | None = None
     for entry in filter(None, (part.strip() for part in value.split(","))):
-        protocol, sep, address = entry.partition("://")
+        name, sep, address = entry.partition("://")
         if not sep:
             if grpc_entry is not None:
                 raise InvalidConfigError(f"{key} names two gRPC listeners: {value!r}")
             grpc_entry = parse_host_port(entry, key)
-        elif protocol.upper() != "PLAINTEXT":
-            raise InvalidConfigError(
-                f"{key}: the Kafka listener serves PLAINTEXT only for now, got {entry!r}"
-            )
         elif kafka_entry is not None:
             raise InvalidConfigError(f"{key} names two Kafka listeners: {value!r}")
         else:
-            kafka_entry = parse_host_port(address, key)
+            kafka_entry = (name.upper(), parse_host_port(address, key))
     return grpc_entry, kafka_entry
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tierlog.process_tuning import tune_process
-from tierlog.sidecar.config import DEFAULT_LISTEN, SidecarConfig, split_listeners
+from tierlog.sidecar.config import DEFAULT_LISTEN, SidecarConfig, parse_listeners
 from tierlog.sidecar.logformat import LOG_FORMATS, configure_logging
 from tierlog.sidecar.metrics import SidecarMetrics
 from tierlog.sidecar.pod_ordinal import pod_ordinal
@@ -98,10 +98,11 @@ def build_config(args: argparse.Namespace) -> SidecarConfig:
     if args.data_dir:
         props["log.dirs"] = ",".join(str(path) for path in args.data_dir)
     if args.listen or args.kafka_listen:  # each flag replaces its own entry
-        grpc_listen, kafka_listen = split_listeners(props.get("listeners", ""), "listeners")
+        grpc_listen, kafka_entry = parse_listeners(props.get("listeners", ""), "listeners")
         grpc_listen = args.listen or grpc_listen
+        name, kafka_listen = kafka_entry or ("PLAINTEXT", None)
         kafka_listen = args.kafka_listen or kafka_listen
-        entries = [grpc_listen, kafka_listen and f"PLAINTEXT://{kafka_listen}"]
+        entries = [grpc_listen, kafka_listen and f"{name}://{kafka_listen}"]
         props["listeners"] = ",".join(entry for entry in entries if entry)
     if args.metrics_listen:
         props["tierlog.metrics.listeners"] = args.metrics_listen
@@ -188,7 +189,11 @@ async def _serve(
         ", bearer token required" if config.auth_token else "",
     )
     if server.kafka is not None:
-        log.info("serving Kafka's wire protocol on %s (plaintext)", server.kafka.address)
+        log.info(
+            "serving Kafka's wire protocol on %s (%s)",
+            server.kafka.address,
+            config.kafka_security.protocol,
+        )
     await stop.wait()
     probes.enter(Phase.STOPPING)
     log.info("shutting down: finishing calls, then flushing logs and writing checkpoints")

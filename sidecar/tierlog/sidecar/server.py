@@ -269,6 +269,7 @@ class SidecarServer:
             self.config.connections_max_idle_ms,
             self.metrics.kafka,
             self.config.kafka_connection_limits,
+            self.config.kafka_security.sasl(self.config.auth_token),
         )
         advertised = self.config.kafka_advertised_listener or _reachable(listener.address)
         host, _sep, port = advertised.rpartition(":")

@@ -1,0 +1,94 @@
+"""What the Kafka listener asks of its clients, under Kafka's names.
+
+``listeners`` names the Kafka listener (``PLAINTEXT://...``, ``SASL_PLAINTEXT://...``,
+or a name of one's own, ``CLIENT://...``); ``listener.security.protocol.map`` maps
+names to security protocols (``CLIENT:SASL_PLAINTEXT``; by default each protocol's
+own name maps to itself, as in Kafka). On a ``SASL_*`` listener every connection
+authenticates with one of ``sasl.enabled.mechanisms`` (``PLAIN``, ``OAUTHBEARER``;
+both by default, where Kafka's default is GSSAPI, which tierlog does not offer)
+against the broker's bearer token, so one is required.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tierlog.kafka.sasl import SaslSettings
+from tierlog.kafka.sasl_mechanisms import MECHANISMS
+from tierlog.storage.errors import InvalidConfigError
+
+__all__ = ["LISTENER_SECURITY_KEYS", "ListenerSecurity"]
+
+LISTENER_SECURITY_KEYS = frozenset(
+    {"listener.security.protocol.map", "sasl.enabled.mechanisms", "sasl.server.max.receive.size"}
+)
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_SERVED = ("PLAINTEXT", "SASL_PLAINTEXT")
+
+
+@dataclass(frozen=True)
+class ListenerSecurity:
+    protocol: str = "PLAINTEXT"
+    sasl_mechanisms: tuple[str, ...] = tuple(MECHANISMS)
+    sasl_max_receive_bytes: int = 524_288  # Kafka's sasl.server.max.receive.size
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str], listener_name: str) -> ListenerSecurity:
+        protocol = _protocol_map(props).get(listener_name.upper())
+        if protocol is None:
+            raise InvalidConfigError(
+                f"listener.security.protocol.map has no security protocol for the listener "
+                f"{listener_name!r}"
+            )
+        if protocol not in _SERVED:
+            raise InvalidConfigError(
+                f"listeners: the Kafka listener serves {' and '.join(_SERVED)} for now, "
+                f"not {protocol}"
+            )
+        mechanisms = tuple(
+            name.strip().upper()
+            for name in props.get("sasl.enabled.mechanisms", ",".join(MECHANISMS)).split(",")
+            if name.strip()
+        )
+        unknown = [name for name in mechanisms if name not in MECHANISMS]
+        if unknown or not mechanisms:
+            raise InvalidConfigError(
+                f"sasl.enabled.mechanisms: {', '.join(unknown) or 'none'} (tierlog offers "
+                f"{', '.join(MECHANISMS)})"
+            )
+        size = props.get("sasl.server.max.receive.size", "524288").strip()
+        if not size.isdigit() or int(size) < 1:
+            raise InvalidConfigError(f"sasl.server.max.receive.size must be positive, got {size!r}")
+        return cls(protocol, mechanisms, int(size))
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+    def sasl(self, token: str | None) -> SaslSettings | None:
+        """The SASL settings of this listener (None without SASL), over ``token``."""
+        if not self.uses_sasl:
+            return None
+        if token is None:
+            raise InvalidConfigError(
+                f"a {self.protocol} Kafka listener checks clients against the bearer token: "
+                "set tierlog.auth.token.file or $TIERLOG_AUTH_TOKEN"
+            )
+        return SaslSettings(self.sasl_mechanisms, token, self.sasl_max_receive_bytes)
+
+
+def _protocol_map(props: Mapping[str, str]) -> dict[str, str]:
+    value = props.get("listener.security.protocol.map")
+    if value is None:
+        return {protocol: protocol for protocol in _PROTOCOLS}
+    mapped = {}
+    for entry in filter(None, (part.strip() for part in value.split(","))):
+        name, sep, protocol = entry.partition(":")
+        if not sep or not name or protocol.upper() not in _PROTOCOLS:
+            raise InvalidConfigError(
+                f"listener.security.protocol.map expects NAME:PROTOCOL pairs "
+                f"({', '.join(_PROTOCOLS)}), got {entry!r}"
+            )
+        mapped[name.strip().upper()] = protocol.upper()
+    return mapped

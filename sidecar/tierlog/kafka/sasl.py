@@ -1,0 +1,130 @@
+"""SASL authentication of one Kafka connection, before any other request is served.
+
+As Kafka's ``SaslServerAuthenticator``: on a SASL listener a connection may send
+ApiVersions, then must send SaslHandshake naming an enabled mechanism
+(``sasl.enabled.mechanisms``), then the mechanism's messages; only then are its other
+requests served. Handshake v1 carries those messages in SaslAuthenticate requests;
+handshake v0 (clients older than Kafka 1.0) sends them bare, a size prefix and the
+bytes, answered the same way. Any other request before the end, a second handshake, a
+mechanism not enabled, or credentials that fail close the connection: the failures
+after their answer (UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED with the
+reason), the rest at once, as Kafka's broker does (its ILLEGAL_SASL_STATE is for SASL
+requests that reach a connection past authentication: ``sasl_handshake``).
+
+The mechanisms check tierlog's bearer token (``sasl_mechanisms``). Sessions do not
+expire (lifetime 0: Kafka's default ``connections.max.reauth.ms``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from enum import Enum, auto
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.protocol import ResponsePayload
+
+from tierlog.kafka.codec import Frame, build, response_type
+from tierlog.kafka.sasl_mechanisms import MECHANISMS, SaslFailed
+from tierlog.kafka.versions import SASL_AUTHENTICATE, SASL_HANDSHAKE
+
+__all__ = ["SaslAuthenticator", "SaslOutOfOrder", "SaslSettings"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SaslSettings:
+    mechanisms: tuple[str, ...]  # sasl.enabled.mechanisms, each one of MECHANISMS
+    token: str = field(repr=False)  # the broker's bearer token
+    # The largest request read before authentication ends (Kafka's
+    # ``sasl.server.max.receive.size``): an unauthenticated client cannot make the
+    # broker read socket.request.max.bytes.
+    max_receive_bytes: int = 524_288
+
+
+class SaslOutOfOrder(Exception):
+    """A request the authentication's state does not allow: the connection is closed."""
+
+
+class _State(Enum):
+    HANDSHAKE = auto()  # ApiVersions or SaslHandshake expected
+    AUTHENTICATE = auto()  # SaslAuthenticate expected (handshake v1)
+    BARE_TOKEN = auto()  # a bare mechanism message expected (handshake v0)
+    COMPLETE = auto()
+
+
+class SaslAuthenticator:
+    """One connection's authentication."""
+
+    def __init__(self, settings: SaslSettings, peer: object):
+        self.settings = settings
+        self.peer = peer
+        self.failure: str | None = None  # set: close once the answer is sent
+        self._state = _State.HANDSHAKE
+        self._mechanism = ""
+
+    @property
+    def complete(self) -> bool:
+        return self._state is _State.COMPLETE
+
+    @property
+    def expects_bare_token(self) -> bool:
+        return self._state is _State.BARE_TOKEN
+
+    def answer(self, frame: Frame) -> ResponsePayload:
+        """The answer to a SASL request during authentication."""
+        if frame.api_key == SASL_HANDSHAKE and self._state is _State.HANDSHAKE:
+            return self._handshake(frame.body, frame.api_version)
+        if frame.api_key == SASL_AUTHENTICATE and self._state is _State.AUTHENTICATE:
+            return self._authenticate(frame.body, frame.api_version)
+        raise SaslOutOfOrder(
+            f"api key {frame.api_key} v{frame.api_version} before SASL authentication ended"
+        )
+
+    def bare_token(self, message: bytes) -> bytes:
+        """Handshake v0: the mechanism's answer to a bare message (nothing, on success).
+        Raises ``SaslFailed``: v0 has no way to say why but closing."""
+        self._check(message)
+        return b""
+
+    def _handshake(self, body: Any, version: int) -> ResponsePayload:
+        enabled = self.settings.mechanisms
+        schema = response_type(SASL_HANDSHAKE, version)
+        if body.mechanism not in enabled:
+            self.failure = (
+                f"SASL mechanism {body.mechanism!r} is not enabled ({', '.join(enabled)})"
+            )
+            return build(
+                schema, {"error_code": ErrorCode.unsupported_sasl_mechanism, "mechanisms": enabled}
+            )
+        self._mechanism = body.mechanism
+        self._state = _State.AUTHENTICATE if version >= 1 else _State.BARE_TOKEN
+        return build(schema, {"error_code": ErrorCode.none, "mechanisms": enabled})
+
+    def _authenticate(self, body: Any, version: int) -> ResponsePayload:
+        schema = response_type(SASL_AUTHENTICATE, version)
+        try:
+            self._check(body.auth_bytes)
+        except SaslFailed as failed:
+            self.failure = f"authentication failed: {failed}"
+            return build(
+                schema,
+                {
+                    "error_code": ErrorCode.sasl_authentication_failed,
+                    "error_message": str(failed),
+                    "auth_bytes": b"",
+                },
+            )
+        return build(
+            schema,
+            {"error_code": ErrorCode.none, "error_message": None, "auth_bytes": b"",
+             "session_lifetime": 0},
+        )  # fmt: skip
+
+    def _check(self, message: bytes) -> None:
+        principal = MECHANISMS[self._mechanism](message, self.settings.token)
+        self._state = _State.COMPLETE
+        log.debug("kafka listener: %s authenticated as %r (SASL/%s)", self.peer, principal,
+                  self._mechanism)  # fmt: skip
