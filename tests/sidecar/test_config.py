@@ -133,7 +133,7 @@ def test_listeners_name_the_kafka_listener_in_kafkas_syntax(tmp_path: Path) -> N
 @pytest.mark.parametrize(
     ("listeners", "complaint"),
     [
-        ("SASL_SSL://0.0.0.0:19092", "PLAINTEXT and SASL_PLAINTEXT for now, not SASL_SSL"),
+        ("SASL_SSL://0.0.0.0:19092", "serves the certificate of ssl.keystore.location"),
         ("CLIENT://0.0.0.0:19092", "no security protocol for the listener .CLIENT."),
         ("PLAINTEXT://a:1,PLAINTEXT://b:2", "two Kafka listeners"),
         ("a:1,b:2", "two gRPC listeners"),

@@ -12,8 +12,9 @@ answered: a size over ``socket.request.max.bytes`` (or too small for a header), 
 cut short, an API key not served, a version not served (but ApiVersions, answered at
 v0 with the ranges), bytes that do not parse. Other clients never notice.
 
-On a SASL listener a connection authenticates before any request but ApiVersions is
-served (``sasl``).
+On a TLS listener (``SSL``, ``SASL_SSL``) each connection's handshake runs in its own
+task, so a slow one holds up nobody. On a SASL listener a connection authenticates
+before any request but ApiVersions is served (``sasl``).
 
 Connections are bounded as Kafka bounds them (``connection_quotas``): accepting stops
 while ``max.connections`` are open, and a connection over its address's
@@ -26,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Awaitable, Callable
@@ -129,6 +131,7 @@ class KafkaListener:
         observer: KafkaObserver = UNOBSERVED,
         limits: ConnectionLimits | None = None,
         sasl: SaslSettings | None = None,
+        tls: ssl.SSLContext | None = None,
     ):
         host, _sep, port = listen.rpartition(":")
         host = host.strip("[]")
@@ -143,6 +146,7 @@ class KafkaListener:
         self.observer = observer
         self.quotas = ConnectionQuotas(limits or ConnectionLimits())
         self.sasl = sasl  # None: no authentication (a PLAINTEXT listener)
+        self.tls = tls  # None: plaintext (PLAINTEXT, SASL_PLAINTEXT)
         self._broker: KafkaBroker | None = None
         self._accepting: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -189,12 +193,20 @@ class KafkaListener:
             task.add_done_callback(self._connections.discard)
 
     async def _open(self, connection: socket.socket, address: str) -> None:
-        """Serves one accepted connection; its quota is freed when it ends, however."""
+        """Serves one accepted connection (after its TLS handshake, on a TLS listener);
+        its quota is freed when it ends, however."""
         try:
             loop = asyncio.get_running_loop()
             reader = asyncio.StreamReader()
             protocol = asyncio.StreamReaderProtocol(reader)
-            transport, _ = await loop.connect_accepted_socket(lambda: protocol, connection)
+            try:
+                transport, _ = await loop.connect_accepted_socket(
+                    lambda: protocol, connection, ssl=self.tls
+                )
+            except (OSError, TimeoutError) as error:  # ssl.SSLError is an OSError
+                self.observer.kafka_connection_refused(Refused.TLS_HANDSHAKE)
+                log.info("kafka listener: TLS handshake with %s failed: %s", address, error)
+                return
             writer = asyncio.StreamWriter(transport, protocol, reader, loop)
             await self._serve(reader, writer)
         finally:

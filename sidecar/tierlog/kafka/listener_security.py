@@ -6,7 +6,10 @@ names to security protocols (``CLIENT:SASL_PLAINTEXT``; by default each protocol
 own name maps to itself, as in Kafka). On a ``SASL_*`` listener every connection
 authenticates with one of ``sasl.enabled.mechanisms`` (``PLAIN``, ``OAUTHBEARER``;
 both by default, where Kafka's default is GSSAPI, which tierlog does not offer)
-against the broker's bearer token, so one is required.
+against the broker's bearer token, so one is required. On an ``SSL`` or ``SASL_SSL``
+listener connections are TLS with the gRPC port's certificate and client checks
+(``ssl.keystore.location``, ``ssl.truststore.location``, ``ssl.client.auth``), so
+that certificate is required.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ LISTENER_SECURITY_KEYS = frozenset(
     {"listener.security.protocol.map", "sasl.enabled.mechanisms", "sasl.server.max.receive.size"}
 )
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_SERVED = ("PLAINTEXT", "SASL_PLAINTEXT")
 
 
 @dataclass(frozen=True)
@@ -40,11 +42,6 @@ class ListenerSecurity:
             raise InvalidConfigError(
                 f"listener.security.protocol.map has no security protocol for the listener "
                 f"{listener_name!r}"
-            )
-        if protocol not in _SERVED:
-            raise InvalidConfigError(
-                f"listeners: the Kafka listener serves {' and '.join(_SERVED)} for now, "
-                f"not {protocol}"
             )
         mechanisms = tuple(
             name.strip().upper()
@@ -65,6 +62,18 @@ class ListenerSecurity:
     @property
     def uses_sasl(self) -> bool:
         return self.protocol.startswith("SASL_")
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.protocol.endswith("SSL")
+
+    def check_tls(self, has_certificate: bool) -> None:
+        """A TLS listener needs the broker's certificate (``ssl.keystore.location``)."""
+        if self.uses_tls and not has_certificate:
+            raise InvalidConfigError(
+                f"a {self.protocol} Kafka listener serves the certificate of "
+                "ssl.keystore.location, which is not set"
+            )
 
     def sasl(self, token: str | None) -> SaslSettings | None:
         """The SASL settings of this listener (None without SASL), over ``token``."""

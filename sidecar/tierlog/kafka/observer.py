@@ -32,6 +32,7 @@ class Refused(Enum):
     """Why a new connection was closed as soon as it was accepted."""
 
     MAX_CONNECTIONS_PER_IP = "max_connections_per_ip"
+    TLS_HANDSHAKE = "tls_handshake"  # the client was not TLS, or not trusted, or gave up
 
 
 @dataclass(frozen=True)

@@ -252,6 +252,8 @@ class SidecarConfig:
         advertised, kafka_advertised = split_listeners(
             props.get("advertised.listeners", ""), "advertised.listeners"
         )
+        tls = TlsConfig.from_properties(props)
+        kafka_security.check_tls(tls is not None)
         token_file = props.get("tierlog.auth.token.file")
         metrics_listen = props.get("tierlog.metrics.listeners")
         if metrics_listen:
@@ -271,7 +273,7 @@ class SidecarConfig:
             shutdown_grace_ms=grace_ms,
             socket_request_max_bytes=request_max_bytes,
             metrics_listen=metrics_listen or None,
-            tls=TlsConfig.from_properties(props),
+            tls=tls,
             auth_token=read_token(token_file) if token_file else None,
             limits=LimitsConfig.from_properties(props),
             remote_log_manager=RemoteLogManagerConfig.from_properties(props),

@@ -1,4 +1,5 @@
-"""Who may talk to the sidecar: TLS or mutual TLS on the gRPC port, and a bearer token.
+"""Who may talk to the sidecar: TLS or mutual TLS on the gRPC port (and on a Kafka
+listener whose security protocol is ``SSL`` or ``SASL_SSL``), and a bearer token.
 
 TLS uses Kafka's names for a PEM keystore and truststore:
 
@@ -26,7 +27,9 @@ token crosses the network in clear: use both outside the pod.
 from __future__ import annotations
 
 import hmac
+import os
 import re
+import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +64,11 @@ SECURITY_KEYS = frozenset(
     }
 )
 _CLIENT_AUTH = ("none", "requested", "required")
+_VERIFY_MODES = {
+    "none": ssl.CERT_NONE,
+    "requested": ssl.CERT_OPTIONAL,
+    "required": ssl.CERT_REQUIRED,
+}
 _PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----.*?-----END \1-----\s*", re.DOTALL)
 
 
@@ -112,6 +120,23 @@ class TlsConfig:
             root_certificates=self.client_ca,
             require_client_auth=self.client_auth == "required",
         )
+
+    def server_ssl_context(self) -> ssl.SSLContext:
+        """The same certificate, key and client checks for a TLS socket (the Kafka
+        listener's ``SSL`` and ``SASL_SSL``)."""
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        # ssl loads a chain and key from files only: an anonymous in-memory file keeps
+        # the key off the disk and the settings read once.
+        keystore = os.memfd_create("tierlog-tls-keystore", os.MFD_CLOEXEC)
+        try:
+            os.write(keystore, self.certificate_chain + self.private_key)
+            context.load_cert_chain(f"/proc/self/fd/{keystore}")
+        finally:
+            os.close(keystore)
+        if self.client_ca is not None:
+            context.load_verify_locations(cadata=self.client_ca.decode())
+        context.verify_mode = _VERIFY_MODES[self.client_auth]
+        return context
 
 
 def _read(key: str, location: str) -> bytes:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 from collections.abc import Callable, Sequence
 
 import grpc
@@ -270,6 +271,7 @@ class SidecarServer:
             self.metrics.kafka,
             self.config.kafka_connection_limits,
             self.config.kafka_security.sasl(self.config.auth_token),
+            self._kafka_tls(),
         )
         advertised = self.config.kafka_advertised_listener or _reachable(listener.address)
         host, _sep, port = advertised.rpartition(":")
@@ -285,6 +287,13 @@ class SidecarServer:
         await listener.start(broker)
         self.metrics.kafka.serving()
         return listener
+
+    def _kafka_tls(self) -> ssl.SSLContext | None:
+        """The gRPC port's certificate and client checks, on an SSL or SASL_SSL listener."""
+        if not self.config.kafka_security.uses_tls:
+            return None
+        assert self.config.tls is not None  # the config checked it
+        return self.config.tls.server_ssl_context()
 
     async def _replica_manager(self, brokers: Callable[[], Sequence[Broker]]) -> ReplicaManager:
         """Replication over the partition-state store the config names: this broker's
