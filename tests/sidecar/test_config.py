@@ -145,3 +145,42 @@ def test_listeners_that_cannot_be_served_are_invalid_config(
 ) -> None:
     with pytest.raises(InvalidConfigError, match=complaint):
         SidecarConfig.from_properties({"log.dirs": str(tmp_path), "listeners": listeners})
+
+
+def test_kafka_connection_limits_and_sasl_take_kafkas_names(tmp_path: Path) -> None:
+    config = SidecarConfig.from_properties(
+        {
+            "log.dirs": str(tmp_path),
+            "listeners": "CLIENT://127.0.0.1:0",
+            "listener.security.protocol.map": "CLIENT:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "oauthbearer",
+            "max.connections": "100",
+            "max.connections.per.ip": "10",
+            "max.connections.per.ip.overrides": "localhost:50,10.0.0.7:0",
+        }
+    )
+    limits = config.kafka_connection_limits
+    assert (limits.max_connections, limits.per_ip("10.0.0.1")) == (100, 10)
+    assert (limits.per_ip("127.0.0.1"), limits.per_ip("10.0.0.7")) == (50, 0)
+    security = config.kafka_security
+    assert (security.protocol, security.sasl_mechanisms) == ("SASL_PLAINTEXT", ("OAUTHBEARER",))
+
+
+@pytest.mark.parametrize(
+    ("props", "complaint"),
+    [
+        ({"max.connections": "-1"}, "max.connections must be a count"),
+        ({"max.connections.per.ip": "many"}, "max.connections.per.ip must be a count"),
+        ({"max.connections.per.ip": "0"}, "admits nobody"),
+        ({"max.connections.per.ip.overrides": "10.0.0.7"}, "HOST:COUNT"),
+        ({"max.connections.per.ip.overrides": "no-such-host.invalid:5"}, "cannot resolve"),
+        ({"listener.security.protocol.map": "CLIENT:TLS"}, "NAME:PROTOCOL"),
+        ({"sasl.enabled.mechanisms": "GSSAPI"}, "GSSAPI"),
+        ({"sasl.server.max.receive.size": "0"}, "must be positive"),
+    ],
+)
+def test_bad_kafka_listener_settings_are_invalid_config(
+    tmp_path: Path, props: dict[str, str], complaint: str
+) -> None:
+    with pytest.raises(InvalidConfigError, match=complaint):
+        SidecarConfig.from_properties({"log.dirs": str(tmp_path), **props})
