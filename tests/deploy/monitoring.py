@@ -13,6 +13,8 @@ import yaml
 
 __all__ = [
     "DASHBOARDS",
+    "KAFKA_ROW",
+    "KAFKA_SERIES",
     "REPLICATION_GROUP",
     "REPLICATION_ROW",
     "RULES",
@@ -38,6 +40,10 @@ RULES_TEST = DEPLOY / "prometheus" / "tierlog.rules_test.yaml"
 # of the rules.
 REPLICATION_ROW = "Replication"
 REPLICATION_GROUP = "tierlog-replication"
+# What only brokers serving Kafka's protocol have series for: a row of the overview, and
+# the Kafka half of a panel (the error ratio's target B).
+KAFKA_ROW = "Kafka listener"
+KAFKA_SERIES = "tierlog_kafka_"
 
 _VARIABLE = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 # Grafana's own variables, as a dashboard on a 1 h range would expand them.

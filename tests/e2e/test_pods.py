@@ -31,7 +31,10 @@ from tests.e2e.workloads import (
 )
 from tests.support.cluster.layout import GATEWAY
 from tests.support.cluster.node import kubectl
-from tests.support.dashboards import assert_every_dashboard_query_has_data, without_replication
+from tests.support.dashboards import (
+    assert_every_dashboard_query_has_data,
+    without_replication_or_kafka,
+)
 from tests.support.fault_proxy import FaultProxy
 from tests.support.minio import MinioServer
 from tests.support.prometheus import PrometheusServer, ScrapeTarget, start_prometheus
@@ -179,7 +182,7 @@ def _until_every_query_has_data(prometheus: PrometheusServer, brokers: Brokers) 
                 prometheus.url,
                 {"namespace": brokers.namespace},
                 BROKER_DASHBOARDS,
-                without_replication,  # the pods do not replicate yet
+                without_replication_or_kafka,  # the pods neither replicate nor serve Kafka yet
             )
             assert_every_dashboard_query_has_data(
                 prometheus.url, {"namespace": OPERATOR_NAMESPACE}, OPERATOR_DASHBOARD

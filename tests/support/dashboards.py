@@ -10,7 +10,7 @@ through ``or`` while one of its metrics is missing. It fails once, naming every 
 that found nothing, so one run shows all that a scrape lacks.
 
 ``tests/deploy/test_observability.py`` runs it against a Prometheus scraping a sidecar
-and an operator on this machine (all but the replication row),
+(with a Kafka listener) and an operator on this machine (all but the replication row),
 ``tests/replication/test_observability.py`` the replication row against one scraping
 three replicating brokers, the end-to-end tests against one scraping real pods.
 Either must label the targets as the ServiceMonitors do: ``namespace`` and ``pod``, on
@@ -27,6 +27,8 @@ from pathlib import Path
 
 from tests.deploy.monitoring import (
     DASHBOARDS,
+    KAFKA_ROW,
+    KAFKA_SERIES,
     REPLICATION_ROW,
     Query,
     dashboard_queries,
@@ -43,6 +45,7 @@ __all__ = [
     "every_query",
     "of_replication",
     "without_replication",
+    "without_replication_or_kafka",
 ]
 
 GRAFANA_ALL = ".*"  # the dashboards' allValue: what "All" puts in a regex matcher
@@ -76,6 +79,11 @@ def without_replication(query: Query) -> bool:
     """A query a broker without replication answers: any but the replication row's, whose
     series only replicating brokers report."""
     return query.row != REPLICATION_ROW
+
+
+def without_replication_or_kafka(query: Query) -> bool:
+    """A query a broker with neither replication nor a Kafka listener answers."""
+    return without_replication(query) and query.row != KAFKA_ROW and KAFKA_SERIES not in query.expr
 
 
 def of_replication(query: Query) -> bool:
