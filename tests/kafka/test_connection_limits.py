@@ -4,11 +4,13 @@
 connection over its address's limit as soon as it is accepted; ``max.connections``
 stops accepting until one closes, as Kafka's acceptor does. A thousand idle clients
 take nothing from a new one, and the broker's memory (the real process's RSS) comes
-back once they are gone.
+back once they are gone. A broker out of file descriptors goes on accepting once it has
+some again.
 """
 
 from __future__ import annotations
 
+import resource
 import select
 import socket
 import struct
@@ -18,6 +20,7 @@ from pathlib import Path
 from kafka import KafkaProducer
 
 from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar
+from tests.kafka.test_bad_input import _wait_for_log
 from tests.kafka.wire import KafkaWire
 from tests.support.scrape import METRICS, Scrape, scrape_sidecar
 from tests.support.sidecars import Sidecars
@@ -122,6 +125,25 @@ def test_at_max_connections_accepting_waits_until_one_closes(
     assert found.value("tierlog_kafka_accept_blocked_seconds_total") > 0
     for conn in (second.sock, waiting):
         conn.close()
+
+
+def test_accepting_goes_on_after_the_broker_ran_out_of_file_descriptors(
+    sidecars: Sidecars, tmp_path: Path
+) -> None:
+    sidecar = start_kafka_sidecar(sidecars, tmp_path / "data")
+    sidecar.create_topic("after")
+    pid = sidecar.process.pid
+    soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    in_use = len(list(Path(f"/proc/{pid}/fd").iterdir()))
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (in_use + 2, hard))
+    try:
+        starved = [_connect(sidecar) for _ in range(5)]  # some cannot be accepted
+        _wait_for_log(sidecar, "kafka listener: cannot accept a connection")
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
+    for conn in starved:
+        conn.close()
+    _produce_one(sidecar, "after")
 
 
 def _rss_bytes(pid: int) -> int:

@@ -71,6 +71,10 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[KafkaBroker, RequestPayload, int], Awaitable[ResponsePayload | None]]
 
+# After a failed accept (the process out of file descriptors) the acceptor waits this
+# long before trying again, as asyncio's own servers do, rather than spin.
+_ACCEPT_RETRY_S = 1.0
+
 # A header's api key, api version and correlation id.
 _HEADER_START = struct.Struct(">hhi")
 
@@ -176,7 +180,16 @@ class KafkaListener:
             blocked_s = await self.quotas.wait_for_room()
             if blocked_s:
                 self.observer.kafka_accept_blocked(blocked_s)
-            connection, peer = await loop.sock_accept(self._socket)
+            try:
+                connection, peer = await loop.sock_accept(self._socket)
+            except OSError as error:  # out of file descriptors (EMFILE), most likely
+                log.warning(
+                    "kafka listener: cannot accept a connection (retrying in %.1f s): %s",
+                    _ACCEPT_RETRY_S,
+                    error,
+                )
+                await asyncio.sleep(_ACCEPT_RETRY_S)  # the client waits in the backlog
+                continue
             address = peer[0]
             if not self.quotas.admit(address):
                 connection.close()
