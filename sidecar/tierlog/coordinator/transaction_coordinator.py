@@ -27,10 +27,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 
 from tierlog.api.errors import (
     ConcurrentTransactionsError,
+    CoordinatorLoadInProgressError,
     InvalidGroupIdError,
     InvalidRequestError,
     InvalidTransactionTimeoutError,
@@ -45,6 +46,7 @@ from tierlog.coordinator.loaded_partitions import Loaded, LoadedPartitions
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for_group
 from tierlog.coordinator.transaction_config import TransactionCoordinatorConfig
 from tierlog.coordinator.transaction_records import (
+    NO_PRODUCER_ID,
     TransactionLogKey,
     TransactionLogRecord,
     TransactionLogValue,
@@ -59,6 +61,7 @@ from tierlog.coordinator.transaction_state import (
     end_transaction,
     fence_and_abort,
     init_producer,
+    is_retried_rollover,
     load_transactions,
     partitions_of,
 )
@@ -328,9 +331,17 @@ class TransactionCoordinator:
 
     # -- the calls --------------------------------------------------------------------
 
-    async def init_producer_id(self, transactional_id: str, timeout_ms: int) -> tuple[int, int]:
+    async def init_producer_id(
+        self,
+        transactional_id: str,
+        timeout_ms: int,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = -1,
+    ) -> tuple[int, int]:
         """The producer id and epoch of ``transactional_id``'s next producer: a new id,
-        or the id's with the next epoch; an ongoing transaction is aborted first."""
+        or the id's with the next epoch; an ongoing transaction is aborted first. A
+        producer naming its id and epoch (KIP-360, after an abortable error) must be the
+        id's current one (``transaction_state.is_retried_rollover``)."""
         if not 0 < timeout_ms <= self.config.max_timeout_ms:
             raise InvalidTransactionTimeoutError(
                 f"transaction.timeout.ms {timeout_ms} is not in (0, transaction.max.timeout.ms "
@@ -339,6 +350,9 @@ class TransactionCoordinator:
         loaded = self._state(transactional_id)
         assert loaded.state is not None
         current = loaded.state.get(transactional_id)
+        if is_retried_rollover(transactional_id, current, producer_id, producer_epoch):
+            assert current is not None
+            return current.producer_id, current.producer_epoch
         if current is not None and current.state is TransactionState.ONGOING:
             await self._abort_over_its_head(loaded, transactional_id, current)
             current = loaded.state.get(transactional_id)
@@ -425,3 +439,34 @@ class TransactionCoordinator:
         if value is None:
             raise TransactionalIdNotFoundError(f"transactional id {transactional_id!r} is unknown")
         return value
+
+    def list_transactions(
+        self,
+        states: Collection[TransactionState] = (),
+        producer_ids: Collection[int] = (),
+        running_longer_than_ms: int = -1,
+    ) -> list[tuple[str, TransactionLogValue]]:
+        """The transactional ids this broker coordinates (a client asks every broker),
+        filtered as Kafka's ListTransactions: by state, by producer id (each when given),
+        and to transactions open longer than ``running_longer_than_ms`` (when >= 0).
+        COORDINATOR_LOAD_IN_PROGRESS while a partition led here is loading."""
+        led = self._loaded.led()
+        loading = sorted(partition for partition, state in led.items() if state is None)
+        if loading:
+            raise CoordinatorLoadInProgressError(
+                f"{TRANSACTION_STATE_TOPIC} partitions {loading} are loading; retry"
+            )
+        now_ms = self.clock_ms()
+        listed = []
+        for state in led.values():
+            assert state is not None
+            for transactional_id, value in state.items():
+                if states and value.state not in states:
+                    continue
+                if producer_ids and value.producer_id not in producer_ids:
+                    continue
+                running_ms = now_ms - value.start_timestamp_ms  # as Kafka: from -1 if none
+                if running_longer_than_ms >= 0 and running_ms <= running_longer_than_ms:
+                    continue
+                listed.append((transactional_id, value))
+        return listed

@@ -50,6 +50,7 @@ __all__ = [
     "fence_and_abort",
     "grouped",
     "init_producer",
+    "is_retried_rollover",
     "load_transactions",
     "partitions_of",
 ]
@@ -128,6 +129,28 @@ def _check_producer(
             f"{transactional_id!r}: the previous transaction is being completed; retry"
         )
     return value
+
+
+def is_retried_rollover(
+    transactional_id: str, value: TransactionLogValue | None, producer_id: int, epoch: int
+) -> bool:
+    """KIP-360: an InitProducerId naming the producer's id and epoch (``producer_id`` -1:
+    none named) is let through when it names the id's current producer at its current
+    epoch (the epoch is bumped) or when the id is new; it is True when it names the
+    producer id a rollover replaced at an exhausted epoch (the call is the retry of that
+    rollover: the current id and epoch are its answer). Anything else is a producer a
+    newer one fenced: PRODUCER_FENCED. Kafka also takes a retry of a plain bump by the
+    epoch before it, which it keeps in memory only; that retry is fenced here."""
+    if producer_id < 0 or value is None:
+        return False
+    if producer_id == value.producer_id and epoch == value.producer_epoch:
+        return False
+    if producer_id == value.previous_producer_id and epoch >= MAX_PRODUCER_EPOCH - 1:
+        return True
+    raise ProducerFencedError(
+        f"producer {producer_id} epoch {epoch} of {transactional_id!r} is not its current "
+        f"producer ({value.producer_id} epoch {value.producer_epoch}): a newer one fenced it"
+    )
 
 
 def init_producer(

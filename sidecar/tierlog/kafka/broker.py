@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from tierlog.broker.fetch import FetchReader
 from tierlog.broker.partitions import Partitions
 from tierlog.broker.produce import Appender
 from tierlog.broker.producer_ids import ProducerIdManager
+from tierlog.coordinator.coordinator import GroupCoordinator
+from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
 from tierlog.replication.replica_manager import ReplicaManager
 
 __all__ = ["KafkaBroker"]
@@ -18,12 +21,18 @@ class KafkaBroker:
     partitions: Partitions[ReplicaManager]
     appender: Appender
     reader: FetchReader
-    producer_ids: ProducerIdManager  # idempotent producers' ids (transactional ones: later)
+    producer_ids: ProducerIdManager  # idempotent producers' ids
     # Where Kafka clients reach this broker (``advertised.listeners``' Kafka entry).
     advertised_host: str
     advertised_port: int
     # The most a Fetch answer carries per partition when the client asks for more.
     fetch_max_bytes: int
+    transactions: TransactionCoordinator
+    groups: GroupCoordinator  # TxnOffsetCommit's
+    # ``__transaction_state`` and ``__consumer_offsets`` created on first use, as every
+    # gRPC transaction and group call does (one implementation, the server's).
+    ensure_transaction_topic: Callable[[], Awaitable[None]]
+    ensure_offsets_topic: Callable[[], Awaitable[None]]
 
     @property
     def node_id(self) -> int:

@@ -23,24 +23,38 @@ from collections.abc import Awaitable, Callable
 
 from kio.static.protocol import RequestPayload, ResponsePayload
 
+from tierlog.kafka.add_offsets_to_txn import add_offsets_to_txn
+from tierlog.kafka.add_partitions_to_txn import add_partitions_to_txn
 from tierlog.kafka.api_versions import api_versions, unsupported_version
 from tierlog.kafka.broker import KafkaBroker
 from tierlog.kafka.codec import encode_response, read_request
+from tierlog.kafka.describe_producers import describe_producers
+from tierlog.kafka.describe_transactions import describe_transactions
+from tierlog.kafka.end_txn import end_txn
 from tierlog.kafka.fetch import fetch
 from tierlog.kafka.init_producer_id import init_producer_id
 from tierlog.kafka.list_offsets import list_offsets
+from tierlog.kafka.list_transactions import list_transactions
 from tierlog.kafka.metadata import metadata
 from tierlog.kafka.offset_for_leader_epoch import offset_for_leader_epoch
 from tierlog.kafka.produce import produce
+from tierlog.kafka.txn_offset_commit import txn_offset_commit
 from tierlog.kafka.versions import (
+    ADD_OFFSETS_TO_TXN,
+    ADD_PARTITIONS_TO_TXN,
     API_VERSIONS,
     API_VERSIONS_KEY,
+    DESCRIBE_PRODUCERS,
+    DESCRIBE_TRANSACTIONS,
+    END_TXN,
     FETCH,
     INIT_PRODUCER_ID,
     LIST_OFFSETS,
+    LIST_TRANSACTIONS,
     METADATA,
     OFFSET_FOR_LEADER_EPOCH,
     PRODUCE,
+    TXN_OFFSET_COMMIT,
 )
 from tierlog.storage.errors import InvalidConfigError
 
@@ -72,6 +86,13 @@ _HANDLERS: dict[int, Handler] = {
     LIST_OFFSETS: list_offsets,
     INIT_PRODUCER_ID: init_producer_id,
     OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
+    ADD_PARTITIONS_TO_TXN: add_partitions_to_txn,
+    ADD_OFFSETS_TO_TXN: add_offsets_to_txn,
+    END_TXN: end_txn,
+    TXN_OFFSET_COMMIT: txn_offset_commit,
+    DESCRIBE_PRODUCERS: describe_producers,
+    DESCRIBE_TRANSACTIONS: describe_transactions,
+    LIST_TRANSACTIONS: list_transactions,
 }
 
 

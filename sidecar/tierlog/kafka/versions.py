@@ -11,7 +11,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-__all__ = ["API_VERSIONS", "API_VERSIONS_KEY", "FETCH", "LIST_OFFSETS", "METADATA", "PRODUCE"]
+__all__ = [
+    "ADD_OFFSETS_TO_TXN",
+    "ADD_PARTITIONS_TO_TXN",
+    "API_VERSIONS",
+    "API_VERSIONS_KEY",
+    "DESCRIBE_PRODUCERS",
+    "DESCRIBE_TRANSACTIONS",
+    "END_TXN",
+    "FETCH",
+    "INIT_PRODUCER_ID",
+    "LIST_OFFSETS",
+    "LIST_TRANSACTIONS",
+    "METADATA",
+    "OFFSET_FOR_LEADER_EPOCH",
+    "PRODUCE",
+    "TXN_OFFSET_COMMIT",
+]
 
 PRODUCE = 0
 FETCH = 1
@@ -20,6 +36,13 @@ METADATA = 3
 API_VERSIONS_KEY = 18
 INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
+ADD_PARTITIONS_TO_TXN = 24
+ADD_OFFSETS_TO_TXN = 25
+END_TXN = 26
+TXN_OFFSET_COMMIT = 28
+DESCRIBE_PRODUCERS = 61
+DESCRIBE_TRANSACTIONS = 65
+LIST_TRANSACTIONS = 66
 
 # api key -> (min version, max version)
 API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
@@ -31,5 +54,16 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         API_VERSIONS_KEY: (0, 4),
         INIT_PRODUCER_ID: (0, 4),  # v5 changes transactional fencing, v6 adds 2PC (KIP-939)
         OFFSET_FOR_LEADER_EPOCH: (2, 4),  # all versions kio knows past KIP-896's floor
+        # v4+ batches transactional ids for brokers verifying a produce (KIP-890): never a
+        # client's, and tierlog's brokers reach the coordinator over gRPC.
+        ADD_PARTITIONS_TO_TXN: (1, 3),
+        ADD_OFFSETS_TO_TXN: (1, 3),  # v4 adds TRANSACTION_ABORTABLE (KIP-890)
+        # v4 adds TRANSACTION_ABORTABLE, v5 is transactions v2 (an epoch bump per EndTxn,
+        # KIP-890 part 2), which the coordinator does not keep.
+        END_TXN: (1, 3),
+        TXN_OFFSET_COMMIT: (1, 3),  # v4 adds TRANSACTION_ABORTABLE (KIP-890)
+        DESCRIBE_PRODUCERS: (0, 0),  # the only version
+        DESCRIBE_TRANSACTIONS: (0, 0),  # the only version
+        LIST_TRANSACTIONS: (0, 1),  # v2 adds a transactional id pattern (KIP-1152)
     }
 )

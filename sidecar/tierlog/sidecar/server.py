@@ -242,7 +242,7 @@ class SidecarServer:
                 self.server,
             )
         if self.config.kafka_listen is not None:
-            self.kafka = await self._kafka_listener(partitions)
+            self.kafka = await self._kafka_listener(partitions, group_service)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(
             (*services, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server
@@ -258,11 +258,15 @@ class SidecarServer:
         if self.config.assignment_file is not None:
             self._reloads = asyncio.create_task(assignment.follow_file())
 
-    async def _kafka_listener(self, partitions: Partitions[ReplicaManager]) -> KafkaListener:
-        """Kafka's wire protocol over the same produce and fetch cores as LogService."""
+    async def _kafka_listener(
+        self, partitions: Partitions[ReplicaManager], group_service: GroupService
+    ) -> KafkaListener:
+        """Kafka's wire protocol over the same produce and fetch cores as LogService, and
+        the same coordinators as the group and transaction services."""
         assert self.config.kafka_listen is not None
         assert self.appender is not None and self.reader is not None
         assert self.producer_ids is not None
+        assert self.transactions is not None and self.groups is not None
         listener = KafkaListener(
             self.config.kafka_listen,
             self.config.socket_request_max_bytes,
@@ -278,6 +282,10 @@ class SidecarServer:
             host.strip("[]"),
             int(port),
             fetch_max_bytes=self.config.storage.default_log_config.max_message_bytes,
+            transactions=self.transactions,
+            groups=self.groups,
+            ensure_transaction_topic=group_service.ensure_transaction_topic,
+            ensure_offsets_topic=group_service.ensure_offsets_topic,
         )
         await listener.start(broker)
         return listener
