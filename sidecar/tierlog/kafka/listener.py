@@ -27,6 +27,7 @@ from tierlog.kafka.api_versions import api_versions, unsupported_version
 from tierlog.kafka.broker import KafkaBroker
 from tierlog.kafka.codec import encode_response, read_request
 from tierlog.kafka.fetch import fetch
+from tierlog.kafka.find_coordinator import find_coordinator
 from tierlog.kafka.init_producer_id import init_producer_id
 from tierlog.kafka.list_offsets import list_offsets
 from tierlog.kafka.metadata import metadata
@@ -36,6 +37,7 @@ from tierlog.kafka.versions import (
     API_VERSIONS,
     API_VERSIONS_KEY,
     FETCH,
+    FIND_COORDINATOR,
     INIT_PRODUCER_ID,
     LIST_OFFSETS,
     METADATA,
@@ -72,6 +74,7 @@ _HANDLERS: dict[int, Handler] = {
     LIST_OFFSETS: list_offsets,
     INIT_PRODUCER_ID: init_producer_id,
     OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
+    FIND_COORDINATOR: find_coordinator,
 }
 
 
