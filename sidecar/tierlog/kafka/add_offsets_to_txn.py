@@ -27,8 +27,8 @@ async def add_offsets_to_txn(
     body: Any = request
     code = ErrorCode.none
     try:
-        await broker.ensure_transaction_topic()
-        await broker.ensure_offsets_topic()
+        await broker.coordinators.ensure_transaction_topic()
+        await broker.coordinators.ensure_offsets_topic()
         await broker.transactions.add_offsets(
             body.transactional_id, body.producer_id, body.producer_epoch, body.group_id
         )

@@ -45,7 +45,7 @@ async def add_partitions_to_txn(
     else:
         code = ErrorCode.none
         try:
-            await broker.ensure_transaction_topic()
+            await broker.coordinators.ensure_transaction_topic()
             await broker.transactions.add_partitions(
                 body.v3_and_below_transactional_id,
                 body.v3_and_below_producer_id,

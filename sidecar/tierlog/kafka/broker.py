@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from tierlog.broker.fetch import FetchReader
@@ -11,6 +10,7 @@ from tierlog.broker.produce import Appender
 from tierlog.broker.producer_ids import ProducerIdManager
 from tierlog.coordinator.coordinator import GroupCoordinator
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
+from tierlog.replication.coordinator_lookup import CoordinatorLookup
 from tierlog.replication.replica_manager import ReplicaManager
 
 __all__ = ["KafkaBroker"]
@@ -27,12 +27,10 @@ class KafkaBroker:
     advertised_port: int
     # The most a Fetch answer carries per partition when the client asks for more.
     fetch_max_bytes: int
+    # Which broker coordinates a group or a transactional id (FindCoordinator).
+    coordinators: CoordinatorLookup
     transactions: TransactionCoordinator
     groups: GroupCoordinator  # TxnOffsetCommit's
-    # ``__transaction_state`` and ``__consumer_offsets`` created on first use, as every
-    # gRPC transaction and group call does (one implementation, the server's).
-    ensure_transaction_topic: Callable[[], Awaitable[None]]
-    ensure_offsets_topic: Callable[[], Awaitable[None]]
 
     @property
     def node_id(self) -> int:

@@ -29,7 +29,7 @@ async def describe_transactions(
     states = []
     if body.transactional_ids:
         try:
-            await broker.ensure_transaction_topic()
+            await broker.coordinators.ensure_transaction_topic()
         except TierlogError as error:
             states = [_refused(tid, error) for tid in body.transactional_ids]
         else:

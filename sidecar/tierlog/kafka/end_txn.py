@@ -32,7 +32,7 @@ async def end_txn(broker: KafkaBroker, request: RequestPayload, version: int) ->
     body: Any = request
     code = ErrorCode.none
     try:
-        await broker.ensure_transaction_topic()
+        await broker.coordinators.ensure_transaction_topic()
         await broker.transactions.end_transaction(
             body.transactional_id, body.producer_id, body.producer_epoch, commit=body.committed
         )

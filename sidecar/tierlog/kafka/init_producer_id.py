@@ -41,7 +41,7 @@ async def init_producer_id(
                 broker.producer_ids.init_producer_id, producer_id, epoch
             )
         else:
-            await broker.ensure_transaction_topic()
+            await broker.coordinators.ensure_transaction_topic()
             producer_id, epoch = await broker.transactions.init_producer_id(
                 body.transactional_id,
                 int(body.transaction_timeout.total_seconds() * 1000),

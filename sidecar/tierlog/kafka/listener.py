@@ -32,6 +32,7 @@ from tierlog.kafka.describe_producers import describe_producers
 from tierlog.kafka.describe_transactions import describe_transactions
 from tierlog.kafka.end_txn import end_txn
 from tierlog.kafka.fetch import fetch
+from tierlog.kafka.find_coordinator import find_coordinator
 from tierlog.kafka.init_producer_id import init_producer_id
 from tierlog.kafka.list_offsets import list_offsets
 from tierlog.kafka.list_transactions import list_transactions
@@ -48,6 +49,7 @@ from tierlog.kafka.versions import (
     DESCRIBE_TRANSACTIONS,
     END_TXN,
     FETCH,
+    FIND_COORDINATOR,
     INIT_PRODUCER_ID,
     LIST_OFFSETS,
     LIST_TRANSACTIONS,
@@ -86,6 +88,7 @@ _HANDLERS: dict[int, Handler] = {
     LIST_OFFSETS: list_offsets,
     INIT_PRODUCER_ID: init_producer_id,
     OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
+    FIND_COORDINATOR: find_coordinator,
     ADD_PARTITIONS_TO_TXN: add_partitions_to_txn,
     ADD_OFFSETS_TO_TXN: add_offsets_to_txn,
     END_TXN: end_txn,

@@ -39,7 +39,7 @@ async def txn_offset_commit(
     ]
     producer = TransactionalProducer(body.transactional_id, body.producer_id, body.producer_epoch)
     try:
-        await broker.ensure_offsets_topic()
+        await broker.coordinators.ensure_offsets_topic()
         outcomes = await broker.groups.commit_transactional(
             body.group_id,
             producer,

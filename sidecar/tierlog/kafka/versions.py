@@ -20,6 +20,7 @@ __all__ = [
     "DESCRIBE_TRANSACTIONS",
     "END_TXN",
     "FETCH",
+    "FIND_COORDINATOR",
     "INIT_PRODUCER_ID",
     "LIST_OFFSETS",
     "LIST_TRANSACTIONS",
@@ -33,6 +34,7 @@ PRODUCE = 0
 FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
+FIND_COORDINATOR = 10
 API_VERSIONS_KEY = 18
 INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
@@ -51,6 +53,9 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         FETCH: (4, 12),  # v13 names topics by id
         LIST_OFFSETS: (1, 9),  # v10 adds a timeout for KIP-1075's remote reads
         METADATA: (4, 12),  # v13 adds a top-level error code
+        # v0 is older than KIP-896's floor; v6 adds share groups' key type (KIP-932),
+        # which is refused per key (INVALID_REQUEST) as no share coordinator runs here.
+        FIND_COORDINATOR: (1, 6),
         API_VERSIONS_KEY: (0, 4),
         INIT_PRODUCER_ID: (0, 4),  # v5 changes transactional fencing, v6 adds 2PC (KIP-939)
         OFFSET_FOR_LEADER_EPOCH: (2, 4),  # all versions kio knows past KIP-896's floor
