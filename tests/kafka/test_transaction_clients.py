@@ -2,9 +2,10 @@
 each test has its own topic and transactional id): kafka-python 3's KafkaProducer with a
 ``transactional_id`` (commit, abort, offsets sent to the transaction, fencing by a second
 producer), a read_committed KafkaConsumer; Kafka 4.1.1's own transactional producer
-(``ProducerPerformance --transactional-id``) and ``kafka-transactions`` (list, describe,
-describe-producers); and across the front doors, a transaction committed through Kafka
-read by tierlog's gRPC consumer under read_committed."""
+(``ProducerPerformance --transactional-id``), read_committed by its ConsoleConsumer, and
+``kafka-transactions`` (list, describe, describe-producers); and across the front doors,
+a transaction committed through Kafka read by tierlog's gRPC consumer under
+read_committed."""
 
 from __future__ import annotations
 
@@ -225,6 +226,17 @@ def test_kafkas_transactional_producer_and_the_kafka_transactions_tool(
     (holding,) = _table(_java(*tool, "describe", "--transactional-id", holder))
     producers = _table(_java(*tool, "describe-producers", "--topic", topic, "--partition", "0"))
     committed_before_the_open_one = len(_read(broker, topic, "read_committed"))
+    read_by_java = _java(
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        "--bootstrap-server", bootstrap,
+        "--topic", topic,
+        "--partition", "0",
+        "--offset", "earliest",
+        "--isolation-level", "read_committed",
+        "--max-messages", "1000",
+        "--property", "print.offset=true",
+        "--property", "print.value=false",
+    )  # fmt: skip
     open_producer.abort_transaction()
     open_producer.close()
 
@@ -237,3 +249,6 @@ def test_kafkas_transactional_producer_and_the_kafka_transactions_tool(
     assert open_offsets[listed[transactional_id]["ProducerId"]] == "None"
     assert open_offsets[listed[holder]["ProducerId"]] != "None"
     assert committed_before_the_open_one == 1000  # every record, each transaction whole
+    # Kafka's own read_committed consumer reads the same 1,000, skipping the markers.
+    java_offsets = [int(line.split(":")[1]) for line in read_by_java.splitlines()]
+    assert len(java_offsets) == 1000 and java_offsets == sorted(set(java_offsets))
