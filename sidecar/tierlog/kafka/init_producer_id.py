@@ -12,6 +12,7 @@ INVALID_PRODUCER_EPOCH (KIP-588).
 from __future__ import annotations
 
 import asyncio
+import datetime
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -27,6 +28,7 @@ __all__ = ["init_producer_id"]
 
 # The first version that knows PRODUCER_FENCED.
 _PRODUCER_FENCED_SINCE = 4
+_MILLISECOND = datetime.timedelta(milliseconds=1)
 
 
 async def init_producer_id(
@@ -44,7 +46,7 @@ async def init_producer_id(
             await broker.coordinators.ensure_transaction_topic()
             producer_id, epoch = await broker.transactions.init_producer_id(
                 body.transactional_id,
-                int(body.transaction_timeout.total_seconds() * 1000),
+                body.transaction_timeout // _MILLISECOND,
                 producer_id,
                 epoch,
             )
