@@ -240,6 +240,27 @@ class ConsumerGroup:
                 f"{current.member_epoch}"
             )
 
+    def check_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        """An OffsetFetch (v9+) against this group, as Kafka checks it: without a member
+        and an epoch (an admin, or an older client) it passes; else it must come from a
+        member (UNKNOWN_MEMBER_ID) at its epoch (FENCED_MEMBER_EPOCH ahead of it,
+        STALE_MEMBER_EPOCH behind)."""
+        if member_id is None and member_epoch < 0:
+            return
+        current = self.current.get(member_id or "")
+        if current is None or member_id not in self.subscriptions:
+            raise UnknownMemberIdError(f"group {self.group_id!r} has no member {member_id!r}")
+        if member_epoch > current.member_epoch:
+            raise FencedMemberEpochError(
+                f"member {member_id!r} fetched at epoch {member_epoch}, ahead of its "
+                f"epoch {current.member_epoch}"
+            )
+        if member_epoch < current.member_epoch:
+            raise StaleMemberEpochError(
+                f"member {member_id!r} fetched at epoch {member_epoch}, its epoch is "
+                f"{current.member_epoch}"
+            )
+
     def check_transactional_commit(self, member_id: str, member_epoch: int) -> None:
         """A TxnOffsetCommit against this group, as Kafka checks it (KIP-447): the member
         is optional ("" and -1 pass); given, it must be a member (UNKNOWN_MEMBER_ID), not

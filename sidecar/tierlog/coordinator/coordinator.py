@@ -399,11 +399,21 @@ class GroupCoordinator:
             )
 
     def fetch(
-        self, group: str, partitions: Sequence[TopicPartition], *, require_stable: bool = False
+        self,
+        group: str,
+        partitions: Sequence[TopicPartition],
+        *,
+        require_stable: bool = False,
+        member_id: str | None = None,
+        member_epoch: int = NO_GENERATION,
     ) -> list[tuple[TopicPartition, CommittedOffset | None, TierlogError | None]]:
         """The group's offsets of ``partitions`` (every one it has, if empty); None for a
-        partition without one (and for every partition of an unknown group)."""
+        partition without one (and for every partition of an unknown group). A KIP-848
+        member that names itself is checked (``ConsumerGroup.check_fetch``)."""
         _partition, state = self._state(group)
+        members = state.consumer_group(group)
+        if members is not None:
+            members.check_fetch(member_id, member_epoch)
         committed = state.offsets(group)
         answers: list[tuple[TopicPartition, CommittedOffset | None, TierlogError | None]] = []
         for tp in partitions or sorted(committed):

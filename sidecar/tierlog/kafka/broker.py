@@ -8,6 +8,7 @@ from tierlog.broker.fetch import FetchReader
 from tierlog.broker.partitions import Partitions
 from tierlog.broker.produce import Appender
 from tierlog.broker.producer_ids import ProducerIdManager
+from tierlog.coordinator.coordinator import GroupCoordinator
 from tierlog.replication.coordinator_lookup import CoordinatorLookup
 from tierlog.replication.replica_manager import ReplicaManager
 
@@ -27,6 +28,8 @@ class KafkaBroker:
     fetch_max_bytes: int
     # Which broker coordinates a group or a transactional id (FindCoordinator).
     coordinators: CoordinatorLookup
+    # Committed offsets and KIP-848 groups (OffsetCommit, OffsetFetch, heartbeats).
+    groups: GroupCoordinator
 
     @property
     def node_id(self) -> int:

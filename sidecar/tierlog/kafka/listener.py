@@ -31,6 +31,9 @@ from tierlog.kafka.find_coordinator import find_coordinator
 from tierlog.kafka.init_producer_id import init_producer_id
 from tierlog.kafka.list_offsets import list_offsets
 from tierlog.kafka.metadata import metadata
+from tierlog.kafka.offset_commit import offset_commit
+from tierlog.kafka.offset_delete import offset_delete
+from tierlog.kafka.offset_fetch import offset_fetch
 from tierlog.kafka.offset_for_leader_epoch import offset_for_leader_epoch
 from tierlog.kafka.produce import produce
 from tierlog.kafka.versions import (
@@ -41,6 +44,9 @@ from tierlog.kafka.versions import (
     INIT_PRODUCER_ID,
     LIST_OFFSETS,
     METADATA,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    OFFSET_FETCH,
     OFFSET_FOR_LEADER_EPOCH,
     PRODUCE,
 )
@@ -75,6 +81,9 @@ _HANDLERS: dict[int, Handler] = {
     INIT_PRODUCER_ID: init_producer_id,
     OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
     FIND_COORDINATOR: find_coordinator,
+    OFFSET_COMMIT: offset_commit,
+    OFFSET_FETCH: offset_fetch,
+    OFFSET_DELETE: offset_delete,
 }
 
 

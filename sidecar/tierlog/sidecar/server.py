@@ -297,7 +297,7 @@ class SidecarServer:
         """Kafka's wire protocol over the same produce and fetch cores as LogService."""
         assert self.config.kafka_listen is not None
         assert self.appender is not None and self.reader is not None
-        assert self.producer_ids is not None
+        assert self.producer_ids is not None and self.groups is not None
         listener = KafkaListener(
             self.config.kafka_listen,
             self.config.socket_request_max_bytes,
@@ -314,6 +314,7 @@ class SidecarServer:
             int(port),
             fetch_max_bytes=self.config.storage.default_log_config.max_message_bytes,
             coordinators=lookup,
+            groups=self.groups,
         )
         await listener.start(broker)
         return listener
