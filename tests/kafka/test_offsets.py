@@ -42,6 +42,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
             started, tmp_path_factory.mktemp("offsets") / "data", *CONFIGS
         )
         sidecar.create_topic(TOPIC, partitions=2)
+        sidecar.load_offsets_topic(3)
         yield sidecar
     finally:
         started.kill_all()

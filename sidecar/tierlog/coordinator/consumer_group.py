@@ -218,6 +218,13 @@ class ConsumerGroup:
                 return GroupState.RECONCILING
         return GroupState.STABLE
 
+    def assignor(self) -> str:
+        """The assignor most members ask for (ties: by name), else the default."""
+        asked = [s.server_assignor for s in self.subscriptions.values() if s.server_assignor]
+        if not asked:
+            return DEFAULT_ASSIGNOR
+        return min(set(asked), key=lambda name: (-asked.count(name), name))
+
     def member_epoch(self, member_id: str) -> int | None:
         current = self.current.get(member_id)
         return None if current is None else current.member_epoch
@@ -559,19 +566,12 @@ class _Draft:
         counts = {info.topic_id: info.partition_count for info in topics.values()}
         subscribed = set().union(*(spec.subscribed_topic_ids for spec in specs.values()))
         spec = GroupSpec(specs, {t: n for t, n in counts.items() if t in subscribed})
-        targets = assignor_named(self._group_assignor()).assign(spec)
+        targets = assignor_named(self.group.assignor()).assign(spec)
         for member_id in sorted(targets):
             if group.targets.get(member_id) != targets[member_id]:
                 self.emit(_target_record(self.group_id, member_id, targets[member_id]))
         value = ConsumerGroupTargetAssignmentMetadataValue(group.group_epoch)
         self.emit(CoordinatorRecord(ConsumerGroupTargetAssignmentMetadataKey(self.group_id), value))
-
-    def _group_assignor(self) -> str:
-        """The assignor most members ask for (ties: by name), else the default."""
-        asked = [s.server_assignor for s in self.group.subscriptions.values() if s.server_assignor]
-        if not asked:
-            return DEFAULT_ASSIGNOR
-        return min(set(asked), key=lambda name: (-asked.count(name), name))
 
     def _subscribed_topics(self, topics: TopicImage) -> set[str]:
         return {

@@ -14,6 +14,8 @@ from types import MappingProxyType
 __all__ = [
     "API_VERSIONS",
     "API_VERSIONS_KEY",
+    "CONSUMER_GROUP_DESCRIBE",
+    "CONSUMER_GROUP_HEARTBEAT",
     "FETCH",
     "FIND_COORDINATOR",
     "LIST_OFFSETS",
@@ -35,6 +37,8 @@ API_VERSIONS_KEY = 18
 INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
 OFFSET_DELETE = 47
+CONSUMER_GROUP_HEARTBEAT = 68
+CONSUMER_GROUP_DESCRIBE = 69
 
 # api key -> (min version, max version)
 API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
@@ -56,5 +60,9 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         INIT_PRODUCER_ID: (0, 4),  # v5 changes transactional fencing, v6 adds 2PC (KIP-939)
         OFFSET_FOR_LEADER_EPOCH: (2, 4),  # all versions kio knows past KIP-896's floor
         OFFSET_DELETE: (0, 0),  # the only version
+        # v1 has the consumer make its member id (KIP-1082); the newest kio knows.
+        CONSUMER_GROUP_HEARTBEAT: (0, 1),
+        # v1 adds each member's type; the newest kio knows.
+        CONSUMER_GROUP_DESCRIBE: (0, 1),
     }
 )
