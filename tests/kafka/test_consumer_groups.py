@@ -29,7 +29,7 @@ from tierlog.client.rpc import open_channel
 from tierlog.storage.topic_partition import TopicPartition
 
 METADATA, OFFSET_COMMIT, OFFSET_FETCH = 3, 8, 9
-HEARTBEAT, DESCRIBE = 68, 69
+HEARTBEAT, DESCRIBE, OFFSET_DELETE = 68, 69, 47
 TOPIC = "events"
 CONFIGS = ("offsets.topic.num.partitions=3", "group.consumer.heartbeat.interval.ms=500")
 
@@ -249,3 +249,27 @@ def test_the_java_consumer_reads_and_commits_in_a_kip848_group(broker: KafkaSide
         TopicPartition(TOPIC, 0): 5,
         TopicPartition(TOPIC, 1): 5,
     }
+
+
+def test_offsets_of_a_topic_the_group_subscribes_to_are_not_deleted(wire: KafkaWire) -> None:
+    """OffsetDelete of a topic a member subscribes to is GROUP_SUBSCRIBED_TO_TOPIC and
+    keeps the offset, as Kafka refuses it (``kafka-consumer-groups --delete-offsets``
+    on a live group); once the member left it is deleted."""
+    group, member = "subscribed", uuid.uuid4().hex
+    joined = wire.call(HEARTBEAT, 1, _heartbeat(group, member, 0, subscribed_topic_names=(TOPIC,)))
+    wire.call(OFFSET_COMMIT, 9, _commit(group, member, joined.member_epoch))
+    delete = {
+        "group_id": group,
+        "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0}]}],
+    }
+    refused = wire.call(OFFSET_DELETE, 0, delete)
+    assert refused.error_code == ErrorCode.none
+    assert refused.topics[0].partitions[0].error_code == ErrorCode.group_subscribed_to_topic
+    kept = wire.call(OFFSET_FETCH, 9, _fetch(group, None, -1)).groups[0]
+    assert kept.topics[0].partitions[0].committed_offset == 1
+
+    wire.call(HEARTBEAT, 1, _heartbeat(group, member, -1))
+    deleted = wire.call(OFFSET_DELETE, 0, delete)
+    assert deleted.topics[0].partitions[0].error_code == ErrorCode.none
+    gone = wire.call(OFFSET_FETCH, 9, _fetch(group, None, -1)).groups[0]
+    assert gone.topics[0].partitions[0].committed_offset == -1

@@ -218,6 +218,14 @@ class ConsumerGroup:
                 return GroupState.RECONCILING
         return GroupState.STABLE
 
+    def subscribed_topics(self, topics: TopicImage) -> set[str]:
+        """The existing topics some member subscribes to, by name or by its regex."""
+        return {
+            name
+            for subscription in self.subscriptions.values()
+            for name in _resolve(subscription, topics)
+        }
+
     def assignor(self) -> str:
         """The assignor most members ask for (ties: by name), else the default."""
         asked = [s.server_assignor for s in self.subscriptions.values() if s.server_assignor]
@@ -546,7 +554,7 @@ class _Draft:
 
     def bump_epoch_if_needed(self, topics: TopicImage) -> None:
         group = self.group
-        metadata_hash = _metadata_hash(self._subscribed_topics(topics), topics)
+        metadata_hash = _metadata_hash(self.group.subscribed_topics(topics), topics)
         if not (self.force_bump or metadata_hash != group.metadata_hash or not group.exists):
             return
         value = ConsumerGroupMetadataValue(group.group_epoch + 1, metadata_hash)
@@ -572,13 +580,6 @@ class _Draft:
                 self.emit(_target_record(self.group_id, member_id, targets[member_id]))
         value = ConsumerGroupTargetAssignmentMetadataValue(group.group_epoch)
         self.emit(CoordinatorRecord(ConsumerGroupTargetAssignmentMetadataKey(self.group_id), value))
-
-    def _subscribed_topics(self, topics: TopicImage) -> set[str]:
-        return {
-            name
-            for subscription in self.group.subscriptions.values()
-            for name in _resolve(subscription, topics)
-        }
 
     def reconcile(self, member_id: str, owned: Assignment | None) -> None:
         group = self.group
