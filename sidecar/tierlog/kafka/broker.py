@@ -29,8 +29,10 @@ class KafkaBroker:
     fetch_max_bytes: int
     # Which broker coordinates a group or a transactional id (FindCoordinator).
     coordinators: CoordinatorLookup
+    # Committed offsets and KIP-848 groups (OffsetCommit, OffsetFetch, heartbeats,
+    # TxnOffsetCommit).
+    groups: GroupCoordinator
     transactions: TransactionCoordinator
-    groups: GroupCoordinator  # TxnOffsetCommit's
 
     @property
     def node_id(self) -> int:

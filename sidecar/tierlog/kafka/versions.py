@@ -16,6 +16,8 @@ __all__ = [
     "ADD_PARTITIONS_TO_TXN",
     "API_VERSIONS",
     "API_VERSIONS_KEY",
+    "CONSUMER_GROUP_DESCRIBE",
+    "CONSUMER_GROUP_HEARTBEAT",
     "DESCRIBE_PRODUCERS",
     "DESCRIBE_TRANSACTIONS",
     "END_TXN",
@@ -25,6 +27,9 @@ __all__ = [
     "LIST_OFFSETS",
     "LIST_TRANSACTIONS",
     "METADATA",
+    "OFFSET_COMMIT",
+    "OFFSET_DELETE",
+    "OFFSET_FETCH",
     "OFFSET_FOR_LEADER_EPOCH",
     "PRODUCE",
     "TXN_OFFSET_COMMIT",
@@ -34,6 +39,8 @@ PRODUCE = 0
 FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
 FIND_COORDINATOR = 10
 API_VERSIONS_KEY = 18
 INIT_PRODUCER_ID = 22
@@ -42,9 +49,12 @@ ADD_PARTITIONS_TO_TXN = 24
 ADD_OFFSETS_TO_TXN = 25
 END_TXN = 26
 TXN_OFFSET_COMMIT = 28
+OFFSET_DELETE = 47
 DESCRIBE_PRODUCERS = 61
 DESCRIBE_TRANSACTIONS = 65
 LIST_TRANSACTIONS = 66
+CONSUMER_GROUP_HEARTBEAT = 68
+CONSUMER_GROUP_DESCRIBE = 69
 
 # api key -> (min version, max version)
 API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
@@ -53,6 +63,12 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         FETCH: (4, 12),  # v13 names topics by id
         LIST_OFFSETS: (1, 9),  # v10 adds a timeout for KIP-1075's remote reads
         METADATA: (4, 12),  # v13 adds a top-level error code
+        # v2 is KIP-896's floor; v9 is the first a KIP-848 member commits with, v10
+        # names topics by id.
+        OFFSET_COMMIT: (2, 9),
+        # v1 is KIP-896's floor; v8 batches groups, v9 adds KIP-848's member and epoch,
+        # v10 names topics by id.
+        OFFSET_FETCH: (1, 9),
         # v0 is older than KIP-896's floor; v6 adds share groups' key type (KIP-932),
         # which is refused per key (INVALID_REQUEST) as no share coordinator runs here.
         FIND_COORDINATOR: (1, 6),
@@ -67,8 +83,13 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         # KIP-890 part 2), which the coordinator does not keep.
         END_TXN: (1, 3),
         TXN_OFFSET_COMMIT: (1, 3),  # v4 adds TRANSACTION_ABORTABLE (KIP-890)
+        OFFSET_DELETE: (0, 0),  # the only version
         DESCRIBE_PRODUCERS: (0, 0),  # the only version
         DESCRIBE_TRANSACTIONS: (0, 0),  # the only version
         LIST_TRANSACTIONS: (0, 1),  # v2 adds a transactional id pattern (KIP-1152)
+        # v1 has the consumer make its member id (KIP-1082); the newest kio knows.
+        CONSUMER_GROUP_HEARTBEAT: (0, 1),
+        # v1 adds each member's type; the newest kio knows.
+        CONSUMER_GROUP_DESCRIBE: (0, 1),
     }
 )
