@@ -22,6 +22,7 @@ from tierlog.coordinator.transaction_records import (
 from tierlog.coordinator.transaction_state import (
     MAX_PRODUCER_EPOCH,
     add_partitions,
+    check_partition_in_transaction,
     complete,
     end_transaction,
     fence_and_abort,
@@ -30,7 +31,7 @@ from tierlog.coordinator.transaction_state import (
     is_retried_rollover,
     partitions_of,
 )
-from tierlog.storage.errors import InvalidTxnStateError
+from tierlog.storage.errors import InvalidProducerEpochError, InvalidTxnStateError
 from tierlog.storage.topic_partition import TopicPartition
 
 A, B, C = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
@@ -86,6 +87,25 @@ def test_kip_360_lets_the_current_producer_and_a_retried_rollover_through_and_fe
         against = rolled if stale == (100, 0) else current
         with pytest.raises(ProducerFencedError):
             is_retried_rollover("t", against, *stale)
+
+
+def test_a_batch_may_open_a_transaction_only_on_a_partition_added_to_it() -> None:
+    ongoing = add_partitions("t", _new(), 100, 0, [A], NOW)
+    assert ongoing is not None
+    prepared = end_transaction("t", ongoing, 100, 0, True, NOW)
+
+    check_partition_in_transaction("t", ongoing, 100, 0, A)  # added: let through
+    refusals = [
+        (ongoing, 100, 0, B, InvalidTxnStateError),  # not added
+        (_new(), 100, 0, A, InvalidTxnStateError),  # no transaction open
+        (None, 100, 0, A, InvalidProducerIdMappingError),
+        (ongoing, 101, 0, A, InvalidProducerIdMappingError),
+        (ongoing, 100, 1, A, InvalidProducerEpochError),
+        (prepared, 100, 0, A, ConcurrentTransactionsError),
+    ]
+    for value, producer_id, epoch, tp, refusal in refusals:
+        with pytest.raises(refusal):
+            check_partition_in_transaction("t", value, producer_id, epoch, tp)
 
 
 def test_a_transaction_begins_with_its_first_partitions_and_grows() -> None:

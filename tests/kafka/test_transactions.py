@@ -411,3 +411,26 @@ def test_describe_producers_shows_an_open_transactions_first_offset(
     assert producers() == [(pid, 0, 1, 0)]
     _end(wire, tid, pid, 0, commit=True)
     assert producers() == [(pid, 0, 1, -1)]
+
+
+def test_a_transactional_batch_to_a_partition_not_in_the_transaction_is_refused(
+    broker: KafkaSidecar, wire: KafkaWire
+) -> None:
+    added, skipped, tid = _name("added"), _name("skipped"), _name("app")
+    broker.create_topic(added)
+    broker.create_topic(skipped)
+    pid = _init(wire, tid).producer_id
+    _add(wire, tid, pid, 0, added)
+
+    refused = _produce(wire, tid, pid, 0, skipped, 0, b"no AddPartitionsToTxn")
+    taken = _produce(wire, tid, pid, 0, added, 0, b"added first")
+    assert _end(wire, tid, pid, 0, commit=True) == ErrorCode.none
+    # The next transaction: its first batch is checked again, against its own partitions.
+    again = _produce(wire, tid, pid, 0, added, 1, b"not added this time")
+
+    # Kafka 3.6+ verifies so too (KIP-890): no transaction is left that no marker ends.
+    assert refused.error_code == ErrorCode.invalid_txn_state
+    assert taken.error_code == ErrorCode.none
+    assert again.error_code == ErrorCode.invalid_txn_state
+    nothing = _fetch_committed(wire, skipped)
+    assert (nothing.high_watermark, nothing.last_stable_offset) == (0, 0)

@@ -37,6 +37,7 @@ from tierlog.api.errors import (
     InvalidTransactionTimeoutError,
     LeaderNotAvailableError,
     NotCoordinatorError,
+    NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     TransactionalIdNotFoundError,
 )
@@ -57,6 +58,7 @@ from tierlog.coordinator.transaction_state import (
     PREPARED,
     TransactionsState,
     add_partitions,
+    check_partition_in_transaction,
     complete,
     end_transaction,
     fence_and_abort,
@@ -70,12 +72,14 @@ from tierlog.coordinator.transaction_topic import (
     partition_for_transactional_id,
 )
 from tierlog.storage.errors import TierlogError, UnknownTopicOrPartitionError
+from tierlog.storage.log import Log
 from tierlog.storage.records import (
     ControlRecordType,
     EndTransactionMarker,
     SimpleRecord,
     build_batch,
     build_end_txn_marker_batch,
+    iter_batches,
 )
 from tierlog.storage.topic_partition import TopicPartition
 
@@ -430,6 +434,46 @@ class TransactionCoordinator:
             self._busy.discard(transactional_id)
             return
         await asyncio.shield(self._start_completion(loaded, transactional_id, prepared))
+
+    def verify_append(
+        self, transactional_id: str, tp: TopicPartition, partition_log: Log, data: bytes
+    ) -> None:
+        """Before a producer's transactional batches are appended to ``tp`` under
+        ``transactional_id`` (Produce names it): the batch that would open its
+        transaction there must find ``tp`` in its ongoing transaction
+        (``check_partition_in_transaction``). Checked when this broker coordinates the
+        id; an id coordinated by another broker is not checked (that needs a broker to
+        broker call, Kafka's AddPartitionsToTxn v4). A coordinator loading or moving, or
+        a transaction being completed, is NOT_ENOUGH_REPLICAS, which a producer
+        retries, as Kafka answers. The check and the append are not one step: an EndTxn
+        the same producer sends while its batch is in flight could slip between them
+        (Kafka's verification guard closes that; a producer flushes before it ends)."""
+        header = next(iter_batches(data), None)
+        if header is None or not header.is_transactional or header.is_control:
+            return
+        if partition_log.has_open_transaction(header.producer_id):
+            return  # its transaction on tp was verified by the batch that opened it
+        partition = self.partition_of(transactional_id)
+        if self._loaded.leader_epoch(partition) is None:
+            return  # coordinated elsewhere
+        try:
+            loaded = self._state(transactional_id)
+            assert loaded.state is not None
+            check_partition_in_transaction(
+                transactional_id,
+                loaded.state.get(transactional_id),
+                header.producer_id,
+                header.producer_epoch,
+                tp,
+            )
+        except (
+            CoordinatorLoadInProgressError,
+            NotCoordinatorError,
+            ConcurrentTransactionsError,
+        ) as error:
+            raise NotEnoughReplicasError(
+                f"{tp}: cannot verify the transaction yet: {error}"
+            ) from None
 
     def describe(self, transactional_id: str) -> TransactionLogValue:
         """The id's current value (TRANSACTIONAL_ID_NOT_FOUND for an id unknown here)."""
