@@ -8,6 +8,9 @@ from tierlog.broker.fetch import FetchReader
 from tierlog.broker.partitions import Partitions
 from tierlog.broker.produce import Appender
 from tierlog.broker.producer_ids import ProducerIdManager
+from tierlog.coordinator.coordinator import GroupCoordinator
+from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
+from tierlog.replication.coordinator_lookup import CoordinatorLookup
 from tierlog.replication.replica_manager import ReplicaManager
 
 __all__ = ["KafkaBroker"]
@@ -18,12 +21,18 @@ class KafkaBroker:
     partitions: Partitions[ReplicaManager]
     appender: Appender
     reader: FetchReader
-    producer_ids: ProducerIdManager  # idempotent producers' ids (transactional ones: later)
+    producer_ids: ProducerIdManager  # idempotent producers' ids
     # Where Kafka clients reach this broker (``advertised.listeners``' Kafka entry).
     advertised_host: str
     advertised_port: int
     # The most a Fetch answer carries per partition when the client asks for more.
     fetch_max_bytes: int
+    # Which broker coordinates a group or a transactional id (FindCoordinator).
+    coordinators: CoordinatorLookup
+    # Committed offsets and KIP-848 groups (OffsetCommit, OffsetFetch, heartbeats,
+    # TxnOffsetCommit).
+    groups: GroupCoordinator
+    transactions: TransactionCoordinator
 
     @property
     def node_id(self) -> int:

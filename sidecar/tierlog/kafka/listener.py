@@ -36,32 +36,59 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
+from tierlog.kafka.add_offsets_to_txn import add_offsets_to_txn
+from tierlog.kafka.add_partitions_to_txn import add_partitions_to_txn
 from tierlog.kafka.api_versions import api_versions, unsupported_version
 from tierlog.kafka.broker import KafkaBroker
 from tierlog.kafka.codec import encode_response, read_request, request_type
 from tierlog.kafka.connection_quotas import ConnectionLimits, ConnectionQuotas
+from tierlog.kafka.consumer_group_describe import consumer_group_describe
+from tierlog.kafka.consumer_group_heartbeat import consumer_group_heartbeat
+from tierlog.kafka.describe_producers import describe_producers
+from tierlog.kafka.describe_transactions import describe_transactions
+from tierlog.kafka.end_txn import end_txn
 from tierlog.kafka.error_codes import error_codes
 from tierlog.kafka.fetch import fetch
+from tierlog.kafka.find_coordinator import find_coordinator
 from tierlog.kafka.init_producer_id import init_producer_id
 from tierlog.kafka.list_offsets import list_offsets
+from tierlog.kafka.list_transactions import list_transactions
 from tierlog.kafka.metadata import metadata
 from tierlog.kafka.observer import UNOBSERVED, Closed, KafkaObserver, Refused, RequestDone
+from tierlog.kafka.offset_commit import offset_commit
+from tierlog.kafka.offset_delete import offset_delete
+from tierlog.kafka.offset_fetch import offset_fetch
 from tierlog.kafka.offset_for_leader_epoch import offset_for_leader_epoch
 from tierlog.kafka.produce import produce
+from tierlog.kafka.request_client import serving
 from tierlog.kafka.sasl import SaslAuthenticator, SaslOutOfOrder, SaslSettings
 from tierlog.kafka.sasl_handshake import sasl_authenticate, sasl_handshake
 from tierlog.kafka.sasl_mechanisms import SaslFailed
+from tierlog.kafka.txn_offset_commit import txn_offset_commit
 from tierlog.kafka.versions import (
+    ADD_OFFSETS_TO_TXN,
+    ADD_PARTITIONS_TO_TXN,
     API_VERSIONS,
     API_VERSIONS_KEY,
+    CONSUMER_GROUP_DESCRIBE,
+    CONSUMER_GROUP_HEARTBEAT,
+    DESCRIBE_PRODUCERS,
+    DESCRIBE_TRANSACTIONS,
+    END_TXN,
     FETCH,
+    FIND_COORDINATOR,
     INIT_PRODUCER_ID,
     LIST_OFFSETS,
+    LIST_TRANSACTIONS,
     METADATA,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    OFFSET_FETCH,
     OFFSET_FOR_LEADER_EPOCH,
     PRODUCE,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
+    TXN_OFFSET_COMMIT,
 )
 from tierlog.storage.errors import InvalidConfigError
 
@@ -97,6 +124,19 @@ _HANDLERS: dict[int, Handler] = {
     LIST_OFFSETS: list_offsets,
     INIT_PRODUCER_ID: init_producer_id,
     OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
+    FIND_COORDINATOR: find_coordinator,
+    OFFSET_COMMIT: offset_commit,
+    OFFSET_FETCH: offset_fetch,
+    OFFSET_DELETE: offset_delete,
+    CONSUMER_GROUP_HEARTBEAT: consumer_group_heartbeat,
+    CONSUMER_GROUP_DESCRIBE: consumer_group_describe,
+    ADD_PARTITIONS_TO_TXN: add_partitions_to_txn,
+    ADD_OFFSETS_TO_TXN: add_offsets_to_txn,
+    END_TXN: end_txn,
+    TXN_OFFSET_COMMIT: txn_offset_commit,
+    DESCRIBE_PRODUCERS: describe_producers,
+    DESCRIBE_TRANSACTIONS: describe_transactions,
+    LIST_TRANSACTIONS: list_transactions,
     SASL_HANDSHAKE: sasl_handshake,
     SASL_AUTHENTICATE: sasl_authenticate,
 }
@@ -241,7 +281,7 @@ class KafkaListener:
                 if authenticator is not None and authenticator.expects_bare_token:
                     answered = self._bare_token(authenticator, frame)
                 else:
-                    answered = await self._answer(frame, authenticator)
+                    answered = await self._answer(frame, authenticator, peer)
                 if answered.frame is not None:
                     writer.write(answered.frame)
                     await writer.drain()
@@ -330,7 +370,9 @@ class KafkaListener:
         errors = (ErrorCode.none,)
         return _Answered(api_name(SASL_AUTHENTICATE), struct.pack(">i", len(reply)) + reply, errors)
 
-    async def _answer(self, payload: bytes, authenticator: SaslAuthenticator | None) -> _Answered:
+    async def _answer(
+        self, payload: bytes, authenticator: SaslAuthenticator | None, peer: object
+    ) -> _Answered:
         api_key, api_version, correlation_id = _HEADER_START.unpack_from(payload)
         log.debug("kafka listener: api key %d v%d", api_key, api_version)
         served = API_VERSIONS.get(api_key)
@@ -351,6 +393,7 @@ class KafkaListener:
         except Exception as error:  # kio raises whatever its readers meet
             raise _Refused(f"api key {api_key} v{api_version} does not parse: {error}") from None
         assert self._broker is not None  # connections are accepted once started
+        serving(frame.client_id, peer)
         if authenticator is None or authenticator.complete or api_key == API_VERSIONS_KEY:
             response = await _HANDLERS[api_key](self._broker, frame.body, api_version)
         else:

@@ -11,17 +11,52 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-__all__ = ["API_VERSIONS", "API_VERSIONS_KEY", "FETCH", "LIST_OFFSETS", "METADATA", "PRODUCE"]
+__all__ = [
+    "ADD_OFFSETS_TO_TXN",
+    "ADD_PARTITIONS_TO_TXN",
+    "API_VERSIONS",
+    "API_VERSIONS_KEY",
+    "CONSUMER_GROUP_DESCRIBE",
+    "CONSUMER_GROUP_HEARTBEAT",
+    "DESCRIBE_PRODUCERS",
+    "DESCRIBE_TRANSACTIONS",
+    "END_TXN",
+    "FETCH",
+    "FIND_COORDINATOR",
+    "INIT_PRODUCER_ID",
+    "LIST_OFFSETS",
+    "LIST_TRANSACTIONS",
+    "METADATA",
+    "OFFSET_COMMIT",
+    "OFFSET_DELETE",
+    "OFFSET_FETCH",
+    "OFFSET_FOR_LEADER_EPOCH",
+    "PRODUCE",
+    "TXN_OFFSET_COMMIT",
+]
 
 PRODUCE = 0
 FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+FIND_COORDINATOR = 10
 SASL_HANDSHAKE = 17
 API_VERSIONS_KEY = 18
 INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
+ADD_PARTITIONS_TO_TXN = 24
+ADD_OFFSETS_TO_TXN = 25
+END_TXN = 26
+TXN_OFFSET_COMMIT = 28
 SASL_AUTHENTICATE = 36
+OFFSET_DELETE = 47
+DESCRIBE_PRODUCERS = 61
+DESCRIBE_TRANSACTIONS = 65
+LIST_TRANSACTIONS = 66
+CONSUMER_GROUP_HEARTBEAT = 68
+CONSUMER_GROUP_DESCRIBE = 69
 
 # api key -> (min version, max version)
 API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
@@ -30,10 +65,35 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         FETCH: (4, 12),  # v13 names topics by id
         LIST_OFFSETS: (1, 9),  # v10 adds a timeout for KIP-1075's remote reads
         METADATA: (4, 12),  # v13 adds a top-level error code
+        # v2 is KIP-896's floor; v9 is the first a KIP-848 member commits with, v10
+        # names topics by id.
+        OFFSET_COMMIT: (2, 9),
+        # v1 is KIP-896's floor; v8 batches groups, v9 adds KIP-848's member and epoch,
+        # v10 names topics by id.
+        OFFSET_FETCH: (1, 9),
+        # v0 is older than KIP-896's floor; v6 adds share groups' key type (KIP-932),
+        # which is refused per key (INVALID_REQUEST) as no share coordinator runs here.
+        FIND_COORDINATOR: (1, 6),
+        SASL_HANDSHAKE: (0, 1),  # every version: v0 sends the mechanism's messages bare
         API_VERSIONS_KEY: (0, 4),
         INIT_PRODUCER_ID: (0, 4),  # v5 changes transactional fencing, v6 adds 2PC (KIP-939)
         OFFSET_FOR_LEADER_EPOCH: (2, 4),  # all versions kio knows past KIP-896's floor
-        SASL_HANDSHAKE: (0, 1),  # every version: v0 sends the mechanism's messages bare
+        # v4+ batches transactional ids for brokers verifying a produce (KIP-890): never a
+        # client's, and tierlog's brokers reach the coordinator over gRPC.
+        ADD_PARTITIONS_TO_TXN: (1, 3),
+        ADD_OFFSETS_TO_TXN: (1, 3),  # v4 adds TRANSACTION_ABORTABLE (KIP-890)
+        # v4 adds TRANSACTION_ABORTABLE, v5 is transactions v2 (an epoch bump per EndTxn,
+        # KIP-890 part 2), which the coordinator does not keep.
+        END_TXN: (1, 3),
+        TXN_OFFSET_COMMIT: (1, 3),  # v4 adds TRANSACTION_ABORTABLE (KIP-890)
         SASL_AUTHENTICATE: (0, 2),  # every version (v1 adds the session lifetime: 0)
+        OFFSET_DELETE: (0, 0),  # the only version
+        DESCRIBE_PRODUCERS: (0, 0),  # the only version
+        DESCRIBE_TRANSACTIONS: (0, 0),  # the only version
+        LIST_TRANSACTIONS: (0, 1),  # v2 adds a transactional id pattern (KIP-1152)
+        # v1 has the consumer make its member id (KIP-1082); the newest kio knows.
+        CONSUMER_GROUP_HEARTBEAT: (0, 1),
+        # v1 adds each member's type; the newest kio knows.
+        CONSUMER_GROUP_DESCRIBE: (0, 1),
     }
 )
