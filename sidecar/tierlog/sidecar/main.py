@@ -181,6 +181,14 @@ async def _serve(
         ", ".join(str(path) for path in config.storage.log_dirs),
         time.monotonic() - started,
     )
+    if server.kafka is not None:
+        log.info(
+            "serving Kafka's wire protocol on %s (%s)",
+            server.kafka.address,
+            config.kafka_security.protocol,
+        )
+    # Last: the line that says the broker is up (scripts and tests wait for it) comes
+    # after everything it serves is named.
     log.info(
         "listening on %s (broker %d, %s%s)",
         server.address,
@@ -188,12 +196,6 @@ async def _serve(
         _transport(config),
         ", bearer token required" if config.auth_token else "",
     )
-    if server.kafka is not None:
-        log.info(
-            "serving Kafka's wire protocol on %s (%s)",
-            server.kafka.address,
-            config.kafka_security.protocol,
-        )
     await stop.wait()
     probes.enter(Phase.STOPPING)
     log.info("shutting down: finishing calls, then flushing logs and writing checkpoints")
