@@ -18,9 +18,10 @@ from tierlog.broker.topics import TopicStore
 from tierlog.partition_state.model import PartitionState
 from tierlog.partition_state.store import PartitionStateStore
 from tierlog.replication.placement import Racks, assign_new_partitions, assign_replicas
+from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.storage.names import validate_no_collision
 
-__all__ = ["add_partitions", "alter_configs", "create_topic"]
+__all__ = ["StoreTopicChanges", "add_partitions", "alter_configs", "create_topic"]
 
 
 def create_topic(
@@ -71,7 +72,7 @@ def alter_configs(
     topics: TopicStore,
     name: str,
     set_configs: Mapping[str, str],
-    delete_configs: list[str],
+    delete_configs: Sequence[str],
     *,
     validate_only: bool,
 ) -> None:
@@ -82,3 +83,60 @@ def alter_configs(
     topics.validate_configs(configs, delete_configs)
     if not validate_only:
         store.write_topic_configs(name, configs)
+
+
+class StoreTopicChanges:
+    """The broker core's ``ClusterTopicChanges``: this broker's replica manager's store
+    and racks, and its poll to catch up with them."""
+
+    def __init__(self, replicas: ReplicaManager, topics: TopicStore):
+        self.replicas = replicas
+        self.topics = topics
+
+    def create_topic(
+        self,
+        name: str,
+        partition_count: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+        *,
+        validate_only: bool,
+    ) -> None:
+        create_topic(
+            self.replicas.store,
+            self.topics,
+            self.replicas.racks(),
+            name,
+            partition_count,
+            replication_factor,
+            configs,
+            validate_only=validate_only,
+        )
+
+    def delete_topic(self, name: str) -> None:
+        self.replicas.store.delete_topic(name)
+
+    def add_partitions(self, name: str, total: int, *, validate_only: bool) -> None:
+        add_partitions(
+            self.replicas.store, self.replicas.racks(), name, total, validate_only=validate_only
+        )
+
+    def alter_configs(
+        self,
+        name: str,
+        set_configs: Mapping[str, str],
+        delete_configs: Sequence[str],
+        *,
+        validate_only: bool,
+    ) -> None:
+        alter_configs(
+            self.replicas.store,
+            self.topics,
+            name,
+            set_configs,
+            delete_configs,
+            validate_only=validate_only,
+        )
+
+    async def caught_up(self) -> None:
+        await self.replicas.poll_once()

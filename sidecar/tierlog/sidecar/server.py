@@ -46,6 +46,7 @@ from tierlog.broker.ownership import Broker, Ownership, read_assignment_file
 from tierlog.broker.partitions import Partitions
 from tierlog.broker.produce import Acks, Appender
 from tierlog.broker.producer_ids import ProducerIdManager
+from tierlog.broker.topic_changes import TopicChanges
 from tierlog.broker.topics import TopicStore
 from tierlog.broker.watch import AppendWatch
 from tierlog.client.rpc import CHANNEL_OPTIONS
@@ -58,6 +59,7 @@ from tierlog.kafka.listener import KafkaListener
 from tierlog.replication.broker import ReplicatedBroker
 from tierlog.replication.metrics import ReplicationCollector
 from tierlog.replication.replica_manager import ReplicaManager
+from tierlog.replication.topic_changes import StoreTopicChanges
 from tierlog.sidecar.admin import AdminService
 from tierlog.sidecar.assignment_updates import AssignmentUpdates
 from tierlog.sidecar.config import SidecarConfig
@@ -140,6 +142,7 @@ class SidecarServer:
         self.reader: FetchReader | None = None  # once started: the fetch core
         self.producer_ids: ProducerIdManager | None = None  # once started
         self._log_service: LogService | None = None
+        self.topic_changes: TopicChanges | None = None  # once started: the topic changes core
         self.kafka: KafkaListener | None = None  # with a Kafka listener, once started
         self.groups: GroupCoordinator | None = None  # once started
         self.transactions: TransactionCoordinator | None = None  # once started
@@ -198,12 +201,18 @@ class SidecarServer:
         services = tuple(service.full_name for service in descriptors)
         self.metrics.expect_calls(descriptors)
         add_log_service(self._log_service, self.server)
-        admin = AdminService(
+        topic_changes = TopicChanges(
             partitions,
             self.watch,
-            assignment,
             default_replication_factor=self.config.default_replication_factor,
+            cluster=(
+                None
+                if partitions.replicas is None
+                else StoreTopicChanges(partitions.replicas, self.topics)
+            ),
         )
+        self.topic_changes = topic_changes
+        admin = AdminService(partitions, topic_changes, assignment)
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(admin, self.server)
         self.groups = GroupCoordinator(partitions, self.config.groups, self._append_as_coordinator)
         self.metrics.registry.register(self.groups.metrics)
@@ -222,7 +231,7 @@ class SidecarServer:
             lambda: producer_ids.init_producer_id(-1, -1)[0],
         )
         group_service = GroupService(
-            partitions, self.groups, admin.create_internal_topic, self.transactions
+            partitions, self.groups, topic_changes.create_topic, self.transactions
         )
         group_service_pb2_grpc.add_GroupServiceServicer_to_server(group_service, self.server)
         transaction_service_pb2_grpc.add_TransactionServiceServicer_to_server(
