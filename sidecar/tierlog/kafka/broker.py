@@ -8,6 +8,7 @@ from tierlog.broker.fetch import FetchReader
 from tierlog.broker.partitions import Partitions
 from tierlog.broker.produce import Appender
 from tierlog.broker.producer_ids import ProducerIdManager
+from tierlog.broker.topic_changes import TopicChanges
 from tierlog.replication.replica_manager import ReplicaManager
 
 __all__ = ["KafkaBroker"]
@@ -24,6 +25,8 @@ class KafkaBroker:
     advertised_port: int
     # The most a Fetch answer carries per partition when the client asks for more.
     fetch_max_bytes: int
+    # Topic creation, deletion, growth and config changes (the gRPC AdminService's too).
+    topic_changes: TopicChanges
 
     @property
     def node_id(self) -> int:

@@ -23,19 +23,37 @@ from collections.abc import Awaitable, Callable
 
 from kio.static.protocol import RequestPayload, ResponsePayload
 
+from tierlog.kafka.alter_configs import alter_configs
 from tierlog.kafka.api_versions import api_versions, unsupported_version
 from tierlog.kafka.broker import KafkaBroker
 from tierlog.kafka.codec import encode_response, read_request
+from tierlog.kafka.create_partitions import create_partitions
+from tierlog.kafka.create_topics import create_topics
+from tierlog.kafka.delete_records import delete_records
+from tierlog.kafka.delete_topics import delete_topics
+from tierlog.kafka.describe_cluster import describe_cluster
+from tierlog.kafka.describe_configs import describe_configs
+from tierlog.kafka.describe_log_dirs import describe_log_dirs
 from tierlog.kafka.fetch import fetch
+from tierlog.kafka.incremental_alter_configs import incremental_alter_configs
 from tierlog.kafka.init_producer_id import init_producer_id
 from tierlog.kafka.list_offsets import list_offsets
 from tierlog.kafka.metadata import metadata
 from tierlog.kafka.offset_for_leader_epoch import offset_for_leader_epoch
 from tierlog.kafka.produce import produce
 from tierlog.kafka.versions import (
+    ALTER_CONFIGS,
     API_VERSIONS,
     API_VERSIONS_KEY,
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DELETE_RECORDS,
+    DELETE_TOPICS,
+    DESCRIBE_CLUSTER,
+    DESCRIBE_CONFIGS,
+    DESCRIBE_LOG_DIRS,
     FETCH,
+    INCREMENTAL_ALTER_CONFIGS,
     INIT_PRODUCER_ID,
     LIST_OFFSETS,
     METADATA,
@@ -72,6 +90,15 @@ _HANDLERS: dict[int, Handler] = {
     LIST_OFFSETS: list_offsets,
     INIT_PRODUCER_ID: init_producer_id,
     OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
+    CREATE_TOPICS: create_topics,
+    DELETE_TOPICS: delete_topics,
+    DELETE_RECORDS: delete_records,
+    DESCRIBE_CONFIGS: describe_configs,
+    ALTER_CONFIGS: alter_configs,
+    DESCRIBE_LOG_DIRS: describe_log_dirs,
+    CREATE_PARTITIONS: create_partitions,
+    INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
+    DESCRIBE_CLUSTER: describe_cluster,
 }
 
 

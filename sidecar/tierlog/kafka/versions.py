@@ -11,7 +11,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-__all__ = ["API_VERSIONS", "API_VERSIONS_KEY", "FETCH", "LIST_OFFSETS", "METADATA", "PRODUCE"]
+__all__ = [
+    "ALTER_CONFIGS",
+    "API_VERSIONS",
+    "API_VERSIONS_KEY",
+    "CREATE_PARTITIONS",
+    "CREATE_TOPICS",
+    "DELETE_RECORDS",
+    "DELETE_TOPICS",
+    "DESCRIBE_CLUSTER",
+    "DESCRIBE_CONFIGS",
+    "DESCRIBE_LOG_DIRS",
+    "FETCH",
+    "INCREMENTAL_ALTER_CONFIGS",
+    "INIT_PRODUCER_ID",
+    "LIST_OFFSETS",
+    "METADATA",
+    "OFFSET_FOR_LEADER_EPOCH",
+    "PRODUCE",
+]
 
 PRODUCE = 0
 FETCH = 1
@@ -19,7 +37,16 @@ LIST_OFFSETS = 2
 METADATA = 3
 API_VERSIONS_KEY = 18
 INIT_PRODUCER_ID = 22
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+DELETE_RECORDS = 21
 OFFSET_FOR_LEADER_EPOCH = 23
+DESCRIBE_CONFIGS = 32
+ALTER_CONFIGS = 33
+DESCRIBE_LOG_DIRS = 35
+CREATE_PARTITIONS = 37
+INCREMENTAL_ALTER_CONFIGS = 44
+DESCRIBE_CLUSTER = 60
 
 # api key -> (min version, max version)
 API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
@@ -31,5 +58,14 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         API_VERSIONS_KEY: (0, 4),
         INIT_PRODUCER_ID: (0, 4),  # v5 changes transactional fencing, v6 adds 2PC (KIP-939)
         OFFSET_FOR_LEADER_EPOCH: (2, 4),  # all versions kio knows past KIP-896's floor
+        CREATE_TOPICS: (2, 7),  # every version past the floor (v7 answers topic ids)
+        DELETE_TOPICS: (1, 6),  # every version past the floor (v6 deletes by topic id)
+        DELETE_RECORDS: (0, 2),  # every version
+        DESCRIBE_CONFIGS: (1, 4),  # every version past the floor (v3: types, documentation)
+        ALTER_CONFIGS: (0, 2),  # every version
+        DESCRIBE_LOG_DIRS: (1, 4),  # v4 adds disk sizes; v5 is not in Kafka 4.1's clients
+        CREATE_PARTITIONS: (0, 3),  # every version
+        INCREMENTAL_ALTER_CONFIGS: (0, 1),  # every version
+        DESCRIBE_CLUSTER: (0, 1),  # v2 adds fenced brokers (KIP-1073), which are not kept
     }
 )

@@ -272,6 +272,8 @@ class SidecarServer:
         assert self.config.kafka_listen is not None
         assert self.appender is not None and self.reader is not None
         assert self.producer_ids is not None
+        topic_changes = self.topic_changes
+        assert topic_changes is not None
         listener = KafkaListener(
             self.config.kafka_listen,
             self.config.socket_request_max_bytes,
@@ -287,6 +289,7 @@ class SidecarServer:
             host.strip("[]"),
             int(port),
             fetch_max_bytes=self.config.storage.default_log_config.max_message_bytes,
+            topic_changes=topic_changes,
         )
         await listener.start(broker)
         return listener
