@@ -5,6 +5,7 @@ topics of its own."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +27,7 @@ from kafka.errors import (
     InvalidRequestError,
     InvalidTopicError,
     TopicAlreadyExistsError,
+    UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
 
@@ -160,6 +162,14 @@ def test_partitions_grow_and_deletion_is_seen_by_both_doors(
     assert "grows" not in grpc_admin.list_topics()
     with pytest.raises(UnknownTopicOrPartitionError):
         admin.delete_topics(["grows"])
+
+    # By topic id (DeleteTopics v6), the id Metadata reports.
+    grpc_admin.create_topic("by-id", 1)
+    (described,) = admin.describe_topics(["by-id"])
+    admin.delete_topics([uuid.UUID(str(described["topic_id"]))])
+    assert "by-id" not in grpc_admin.list_topics()
+    with pytest.raises(UnknownTopicIdError):
+        admin.delete_topics([uuid.UUID(str(described["topic_id"]))])
 
 
 def test_alter_configs_replaces_and_incremental_alter_sets_deletes_appends_subtracts(
