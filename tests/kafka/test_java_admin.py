@@ -48,6 +48,11 @@ def test_kafka_topics_and_kafka_configs_create_describe_alter_and_delete(
             "--all",
         )  # fmt: skip
         assert "log.segment.bytes=1073741824" in broker
+        # The cluster-wide dynamic defaults: tierlog has none, as a Kafka broker without any.
+        defaults = run_java(
+            CONFIGS, *server, "--describe", "--entity-type", "brokers", "--entity-default"
+        )
+        assert "log.segment.bytes" not in defaults
 
         refused = java(
             TOPICS, *server, "--create", "--topic", "java-made",

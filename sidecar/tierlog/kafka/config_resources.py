@@ -1,10 +1,11 @@
 """The config resources the config APIs name: a topic, or a broker (this one).
 
 A broker's configs are its topic defaults under their broker names, read-only: they
-come from its properties file and change with a restart (tierlog has no dynamic broker
-configs). A broker resource names this broker's id, or is empty (Kafka's cluster-wide
-default, which here is each broker's own); another id is INVALID_REQUEST, as a Kafka
-broker answers a resource meant for another. Other resource types are INVALID_REQUEST.
+come from its properties file and change with a restart. A broker resource names this
+broker's id; an empty name asks for the cluster-wide dynamic defaults, of which tierlog
+has none (Kafka's answer without any: no configs); another id is INVALID_REQUEST, as a
+Kafka broker answers a resource meant for another. Other resource types are
+INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def configs_of(broker: KafkaBroker, resource_type: int, name: str) -> list[Confi
         return topic_configs(topics.defaults, topics.get(name).configs)
     if resource_type == BROKER:
         _check_broker(broker, name)
-        return broker_configs(topics.defaults)
+        return broker_configs(topics.defaults) if name else []
     raise InvalidRequestError(f"resource type {resource_type}: only topics (2) and brokers (4)")
 
 
