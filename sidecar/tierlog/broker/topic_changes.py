@@ -96,16 +96,18 @@ class TopicChanges:
         self._lock = asyncio.Lock()
 
     async def _run(self, what: str, name: str, change: Callable[..., T], *args: Any) -> T:
-        """One blocking change, under the lock, then this broker caught up with the store."""
+        """One blocking change, under the lock, then this broker caught up with the store
+        (after a refusal too: TOPIC_ALREADY_EXISTS from another broker's create leaves
+        that topic found here)."""
         try:
             async with self._lock:
-                done = await asyncio.to_thread(change, *args)
+                return await asyncio.to_thread(change, *args)
         except TierlogError as error:
             log.warning("%s of %r refused: %s: %s", what, name, error.reason, error)
             raise
-        if self.cluster is not None:
-            await self.cluster.caught_up()
-        return done
+        finally:
+            if self.cluster is not None:
+                await self.cluster.caught_up()
 
     # -- create -----------------------------------------------------------------------
 
