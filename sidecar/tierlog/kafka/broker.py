@@ -9,6 +9,8 @@ from tierlog.broker.partitions import Partitions
 from tierlog.broker.produce import Appender
 from tierlog.broker.producer_ids import ProducerIdManager
 from tierlog.broker.topic_changes import TopicChanges
+from tierlog.coordinator.coordinator import GroupCoordinator
+from tierlog.replication.coordinator_lookup import CoordinatorLookup
 from tierlog.replication.replica_manager import ReplicaManager
 
 __all__ = ["KafkaBroker"]
@@ -27,6 +29,10 @@ class KafkaBroker:
     fetch_max_bytes: int
     # Topic creation, deletion, growth and config changes (the gRPC AdminService's too).
     topic_changes: TopicChanges
+    # Which broker coordinates a group or a transactional id (FindCoordinator).
+    coordinators: CoordinatorLookup
+    # Committed offsets and KIP-848 groups (OffsetCommit, OffsetFetch, heartbeats).
+    groups: GroupCoordinator
 
     @property
     def node_id(self) -> int:

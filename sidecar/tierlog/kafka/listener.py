@@ -27,6 +27,8 @@ from tierlog.kafka.alter_configs import alter_configs
 from tierlog.kafka.api_versions import api_versions, unsupported_version
 from tierlog.kafka.broker import KafkaBroker
 from tierlog.kafka.codec import encode_response, read_request
+from tierlog.kafka.consumer_group_describe import consumer_group_describe
+from tierlog.kafka.consumer_group_heartbeat import consumer_group_heartbeat
 from tierlog.kafka.create_partitions import create_partitions
 from tierlog.kafka.create_topics import create_topics
 from tierlog.kafka.delete_records import delete_records
@@ -35,16 +37,23 @@ from tierlog.kafka.describe_cluster import describe_cluster
 from tierlog.kafka.describe_configs import describe_configs
 from tierlog.kafka.describe_log_dirs import describe_log_dirs
 from tierlog.kafka.fetch import fetch
+from tierlog.kafka.find_coordinator import find_coordinator
 from tierlog.kafka.incremental_alter_configs import incremental_alter_configs
 from tierlog.kafka.init_producer_id import init_producer_id
 from tierlog.kafka.list_offsets import list_offsets
 from tierlog.kafka.metadata import metadata
+from tierlog.kafka.offset_commit import offset_commit
+from tierlog.kafka.offset_delete import offset_delete
+from tierlog.kafka.offset_fetch import offset_fetch
 from tierlog.kafka.offset_for_leader_epoch import offset_for_leader_epoch
 from tierlog.kafka.produce import produce
+from tierlog.kafka.request_client import serving
 from tierlog.kafka.versions import (
     ALTER_CONFIGS,
     API_VERSIONS,
     API_VERSIONS_KEY,
+    CONSUMER_GROUP_DESCRIBE,
+    CONSUMER_GROUP_HEARTBEAT,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
     DELETE_RECORDS,
@@ -53,10 +62,14 @@ from tierlog.kafka.versions import (
     DESCRIBE_CONFIGS,
     DESCRIBE_LOG_DIRS,
     FETCH,
+    FIND_COORDINATOR,
     INCREMENTAL_ALTER_CONFIGS,
     INIT_PRODUCER_ID,
     LIST_OFFSETS,
     METADATA,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    OFFSET_FETCH,
     OFFSET_FOR_LEADER_EPOCH,
     PRODUCE,
 )
@@ -99,6 +112,12 @@ _HANDLERS: dict[int, Handler] = {
     CREATE_PARTITIONS: create_partitions,
     INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
     DESCRIBE_CLUSTER: describe_cluster,
+    FIND_COORDINATOR: find_coordinator,
+    OFFSET_COMMIT: offset_commit,
+    OFFSET_FETCH: offset_fetch,
+    OFFSET_DELETE: offset_delete,
+    CONSUMER_GROUP_HEARTBEAT: consumer_group_heartbeat,
+    CONSUMER_GROUP_DESCRIBE: consumer_group_describe,
 }
 
 
@@ -162,7 +181,7 @@ class KafkaListener:
                     if error.partial:
                         raise _Refused("a size prefix cut short") from None
                     return  # the client closed between requests
-                answer = await self._answer(await self._frame(reader, size_bytes))
+                answer = await self._answer(await self._frame(reader, size_bytes), peer)
                 if answer is not None:
                     writer.write(answer)
                     await writer.drain()
@@ -190,7 +209,7 @@ class KafkaListener:
         except asyncio.IncompleteReadError as error:
             raise _Refused(f"a request cut short: {len(error.partial)} of {size} bytes") from None
 
-    async def _answer(self, payload: bytes) -> bytes | None:
+    async def _answer(self, payload: bytes, peer: object) -> bytes | None:
         api_key, api_version, correlation_id = _HEADER_START.unpack_from(payload)
         log.debug("kafka listener: api key %d v%d", api_key, api_version)
         served = API_VERSIONS.get(api_key)
@@ -206,5 +225,6 @@ class KafkaListener:
         except Exception as error:  # kio raises whatever its readers meet
             raise _Refused(f"api key {api_key} v{api_version} does not parse: {error}") from None
         assert self._broker is not None  # connections are accepted once started
+        serving(frame.client_id, peer)
         response = await _HANDLERS[api_key](self._broker, frame.body, api_version)
         return None if response is None else encode_response(correlation_id, response)

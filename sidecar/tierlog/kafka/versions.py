@@ -15,6 +15,8 @@ __all__ = [
     "ALTER_CONFIGS",
     "API_VERSIONS",
     "API_VERSIONS_KEY",
+    "CONSUMER_GROUP_DESCRIBE",
+    "CONSUMER_GROUP_HEARTBEAT",
     "CREATE_PARTITIONS",
     "CREATE_TOPICS",
     "DELETE_RECORDS",
@@ -23,10 +25,14 @@ __all__ = [
     "DESCRIBE_CONFIGS",
     "DESCRIBE_LOG_DIRS",
     "FETCH",
+    "FIND_COORDINATOR",
     "INCREMENTAL_ALTER_CONFIGS",
     "INIT_PRODUCER_ID",
     "LIST_OFFSETS",
     "METADATA",
+    "OFFSET_COMMIT",
+    "OFFSET_DELETE",
+    "OFFSET_FETCH",
     "OFFSET_FOR_LEADER_EPOCH",
     "PRODUCE",
 ]
@@ -35,18 +41,24 @@ PRODUCE = 0
 FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+FIND_COORDINATOR = 10
 API_VERSIONS_KEY = 18
-INIT_PRODUCER_ID = 22
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 DELETE_RECORDS = 21
+INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
 DESCRIBE_LOG_DIRS = 35
 CREATE_PARTITIONS = 37
 INCREMENTAL_ALTER_CONFIGS = 44
+OFFSET_DELETE = 47
 DESCRIBE_CLUSTER = 60
+CONSUMER_GROUP_HEARTBEAT = 68
+CONSUMER_GROUP_DESCRIBE = 69
 
 # api key -> (min version, max version)
 API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
@@ -55,6 +67,15 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         FETCH: (4, 12),  # v13 names topics by id
         LIST_OFFSETS: (1, 9),  # v10 adds a timeout for KIP-1075's remote reads
         METADATA: (4, 12),  # v13 adds a top-level error code
+        # v2 is KIP-896's floor; v9 is the first a KIP-848 member commits with, v10
+        # names topics by id.
+        OFFSET_COMMIT: (2, 9),
+        # v1 is KIP-896's floor; v8 batches groups, v9 adds KIP-848's member and epoch,
+        # v10 names topics by id.
+        OFFSET_FETCH: (1, 9),
+        # v0 is older than KIP-896's floor; v6 adds share groups' key type (KIP-932),
+        # which is refused per key (INVALID_REQUEST) as no share coordinator runs here.
+        FIND_COORDINATOR: (1, 6),
         API_VERSIONS_KEY: (0, 4),
         INIT_PRODUCER_ID: (0, 4),  # v5 changes transactional fencing, v6 adds 2PC (KIP-939)
         OFFSET_FOR_LEADER_EPOCH: (2, 4),  # all versions kio knows past KIP-896's floor
@@ -63,9 +84,14 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         DELETE_RECORDS: (0, 2),  # every version
         DESCRIBE_CONFIGS: (1, 4),  # every version past the floor (v3: types, documentation)
         ALTER_CONFIGS: (0, 2),  # every version
-        DESCRIBE_LOG_DIRS: (1, 4),  # v4 adds disk sizes; v5 is not in Kafka 4.1's clients
+        DESCRIBE_LOG_DIRS: (1, 4),  # v4 adds disk sizes; no client in the tests sends v5
         CREATE_PARTITIONS: (0, 3),  # every version
         INCREMENTAL_ALTER_CONFIGS: (0, 1),  # every version
         DESCRIBE_CLUSTER: (0, 1),  # v2 adds fenced brokers (KIP-1073), which are not kept
+        OFFSET_DELETE: (0, 0),  # the only version
+        # v1 has the consumer make its member id (KIP-1082); the newest kio knows.
+        CONSUMER_GROUP_HEARTBEAT: (0, 1),
+        # v1 adds each member's type; the newest kio knows.
+        CONSUMER_GROUP_DESCRIBE: (0, 1),
     }
 )
