@@ -30,10 +30,19 @@ from kafka.errors import (
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
+from kio.schema.errors import ErrorCode
 
 from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar
+from tests.kafka.wire import KafkaWire
 from tests.support.sidecars import Sidecars
+from tierlog.broker.topic_configs import ConfigSource
 from tierlog.client.admin import AdminClient
+from tierlog.kafka.versions import (
+    CREATE_TOPICS,
+    DELETE_TOPICS,
+    DESCRIBE_CLUSTER,
+    DESCRIBE_CONFIGS,
+)
 from tierlog.storage.errors import InvalidConfigError as TierlogInvalidConfigError
 
 
@@ -294,3 +303,90 @@ def test_describe_cluster_names_the_broker_and_the_cluster(
     ]
     assert described["cluster_id"]
     assert "describe_configs" in [op.lower() for op in described["authorized_operations"]]
+    wire = KafkaWire(sidecar.kafka_port)
+    try:  # a broker does not describe the controllers' endpoints, as in Kafka
+        asked = {"include_cluster_authorized_operations": False, "endpoint_type": 2}
+        controllers = wire.call(DESCRIBE_CLUSTER, 1, asked)
+    finally:
+        wire.close()
+    assert controllers.error_code == ErrorCode.unsupported_endpoint_type
+
+
+@pytest.mark.parametrize("version", [2, 7])
+def test_create_and_delete_topics_at_both_ends_of_their_ranges(
+    sidecar: KafkaSidecar, grpc_admin: AdminClient, version: int
+) -> None:
+    name = f"wire-v{version}"
+    wire = KafkaWire(sidecar.kafka_port)
+    try:
+        topic = {
+            "name": name,
+            "num_partitions": -1,
+            "replication_factor": -1,
+            "assignments": (),
+            "configs": ({"name": "segment.bytes", "value": "2097152"},),
+        }
+        (created,) = wire.call(CREATE_TOPICS, version, {"topics": (topic,), "timeout": 1000}).topics
+        assert created.error_code == ErrorCode.none
+        if version >= 5:  # the counts and every config with its source come back
+            assert (created.num_partitions, created.replication_factor) == (1, 1)
+            configs = {config.name: config for config in created.configs}
+            assert configs["segment.bytes"].value == "2097152"
+            assert configs["segment.bytes"].config_source == ConfigSource.DYNAMIC_TOPIC_CONFIG
+            assert configs["retention.ms"].config_source == ConfigSource.STATIC_BROKER_CONFIG
+        assert grpc_admin.list_topics()[name] == 1
+
+        delete_version = version - 1  # DeleteTopics v1 and v6
+        asked: dict[str, Any]
+        if delete_version >= 6:
+            asked = {"topics": ({"name": name, "topic_id": None},)}
+        else:
+            asked = {"topic_names": (name,)}
+        (deleted,) = wire.call(DELETE_TOPICS, delete_version, {**asked, "timeout": 1000}).responses
+        assert deleted.error_code == ErrorCode.none
+        assert name not in grpc_admin.list_topics()
+    finally:
+        wire.close()
+
+
+@pytest.mark.parametrize("version", [1, 4])
+def test_describe_configs_types_documentation_and_bad_resources(
+    sidecar: KafkaSidecar, grpc_admin: AdminClient, version: int
+) -> None:
+    grpc_admin.create_topic(f"described-v{version}", 1)
+    wire = KafkaWire(sidecar.kafka_port)
+    try:
+        named = [
+            (2, f"described-v{version}"),
+            (2, "no-such-topic"),
+            (2, "bad/name"),
+            (4, "7"),  # another broker
+            (8, "0"),  # a broker's loggers
+        ]
+        resources = tuple(
+            {"resource_type": kind, "resource_name": name, "configuration_keys": None}
+            for kind, name in named
+        )
+        answer = wire.call(
+            DESCRIBE_CONFIGS,
+            version,
+            {"resources": resources, "include_synonyms": True, "include_documentation": True},
+        )
+    finally:
+        wire.close()
+    topic = answer.results[0]
+    assert topic.error_code == ErrorCode.none
+    assert [r.error_code for r in answer.results[1:]] == [
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.invalid_topic_exception,
+        ErrorCode.invalid_request,
+        ErrorCode.invalid_request,
+    ]
+    configs = {config.name: config for config in topic.configs}
+    assert [s.name for s in configs["retention.ms"].synonyms] == ["log.retention.ms"] * 2
+    if version >= 3:  # Kafka's ConfigDef types, and a line of documentation
+        assert (configs["segment.bytes"].config_type, configs["cleanup.policy"].config_type) == (
+            3,  # INT
+            7,  # LIST
+        )
+        assert configs["retention.ms"].documentation
