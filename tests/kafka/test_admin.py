@@ -38,10 +38,15 @@ from tests.support.sidecars import Sidecars
 from tierlog.broker.topic_configs import ConfigSource
 from tierlog.client.admin import AdminClient
 from tierlog.kafka.versions import (
+    ALTER_CONFIGS,
+    CREATE_PARTITIONS,
     CREATE_TOPICS,
+    DELETE_RECORDS,
     DELETE_TOPICS,
     DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
+    DESCRIBE_LOG_DIRS,
+    INCREMENTAL_ALTER_CONFIGS,
 )
 from tierlog.storage.errors import InvalidConfigError as TierlogInvalidConfigError
 
@@ -390,3 +395,79 @@ def test_describe_configs_types_documentation_and_bad_resources(
             7,  # LIST
         )
         assert configs["retention.ms"].documentation
+
+
+def test_the_oldest_versions_served_are_answered_whole(
+    sidecar: KafkaSidecar, grpc_admin: AdminClient
+) -> None:
+    """Each admin API at the lowest version served (its fields differ from the newest
+    one's): answered in that version's shape, with the change made."""
+    grpc_admin.create_topic("oldest", 1, {"retention.ms": "1000"})
+    topic_resource = {"resource_type": 2, "resource_name": "oldest"}
+    wire = KafkaWire(sidecar.kafka_port)
+    try:
+        grown = wire.call(
+            CREATE_PARTITIONS,
+            0,
+            {
+                "topics": ({"name": "oldest", "count": 2, "assignments": None},),
+                "timeout": 1000,
+                "validate_only": False,
+            },
+        )
+        altered = wire.call(
+            ALTER_CONFIGS,
+            0,
+            {
+                "resources": (
+                    {**topic_resource, "configs": ({"name": "retention.ms", "value": "2000"},)},
+                ),
+                "validate_only": False,
+            },
+        )
+        appended = wire.call(
+            INCREMENTAL_ALTER_CONFIGS,
+            0,
+            {
+                "resources": (
+                    {
+                        **topic_resource,
+                        "configs": (
+                            {"name": "cleanup.policy", "config_operation": 2, "value": "compact"},
+                        ),
+                    },
+                ),
+                "validate_only": False,
+            },
+        )
+        trimmed = wire.call(
+            DELETE_RECORDS,
+            0,
+            {
+                "topics": (
+                    {"name": "oldest", "partitions": ({"partition_index": 0, "offset": 0},)},
+                ),
+                "timeout": 1000,
+            },
+        )
+        log_dirs = wire.call(DESCRIBE_LOG_DIRS, 1, {"topics": None})
+        cluster = wire.call(DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations": False})
+    finally:
+        wire.close()
+
+    assert [r.error_code for r in grown.results] == [ErrorCode.none]
+    assert [r.error_code for r in altered.responses] == [ErrorCode.none]
+    assert [r.error_code for r in appended.responses] == [ErrorCode.none]
+    (trimmed_topic,) = trimmed.topics
+    assert [(p.error_code, p.low_watermark) for p in trimmed_topic.partitions] == [
+        (ErrorCode.none, 0)
+    ]
+    (log_dir,) = log_dirs.results
+    assert "oldest" in {topic.name for topic in log_dir.topics}
+    assert cluster.error_code == ErrorCode.none
+    assert grpc_admin.list_topics()["oldest"] == 2
+    configs = grpc_admin.describe_configs("oldest")
+    assert (configs["retention.ms"].value, configs["cleanup.policy"].value) == (
+        "2000",
+        "delete,compact",
+    )
