@@ -23,6 +23,7 @@ from kafka.admin import (
 from kafka.errors import (
     InvalidConfigurationError,
     InvalidPartitionsError,
+    InvalidReplicationAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
@@ -148,7 +149,9 @@ def test_create_topics_answers_its_counts_and_configs_and_validate_only_makes_no
             NewTopic("bad-value", 1, 1, topic_configs={"retention.ms": "soon"}),
             InvalidConfigurationError,
         ),
-        (NewTopic("placed", replica_assignments={0: [0]}), InvalidRequestError),
+        # A manual placement: each partition is on its owner here (no replication).
+        (NewTopic("placed", replica_assignments={0: [0]}), InvalidReplicationAssignmentError),
+        (NewTopic("placed-counted", 1, 1, replica_assignments={0: [0]}), InvalidRequestError),
     ],
 )
 def test_a_topic_that_cannot_be_made_gets_kafkas_error_and_nothing_is_made(

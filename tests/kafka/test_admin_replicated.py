@@ -9,7 +9,7 @@ from functools import partial
 
 import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
-from kafka.errors import InvalidReplicationFactorError
+from kafka.errors import InvalidReplicationAssignmentError, InvalidReplicationFactorError
 
 from tests.replication.conftest import ClusterFactory, replicated_brokers, wait_for
 from tierlog.client.admin import AdminClient
@@ -29,6 +29,11 @@ def test_a_topic_made_through_kafka_on_one_broker_is_replicated_on_all(
         admin.create_topics([NewTopic("everywhere", 2, 3, topic_configs={"retention.ms": "9000"})])
         with pytest.raises(InvalidReplicationFactorError):
             admin.create_topics([NewTopic("too-many", 1, 4)])
+        # The client's own placement, checked as Kafka checks it.
+        admin.create_topics([NewTopic("placed", replica_assignments={0: [2, 0, 1], 1: [1, 2, 0]})])
+        for bad in ({0: [0, 0, 1]}, {0: [0, 9]}, {1: [0]}, {0: [0, 1], 1: [2]}):
+            with pytest.raises(InvalidReplicationAssignmentError):
+                admin.create_topics([NewTopic("badly-placed", replica_assignments=bad)])
     finally:
         admin.close()
 
@@ -40,6 +45,9 @@ def test_a_topic_made_through_kafka_on_one_broker_is_replicated_on_all(
             assert grpc.describe_configs("everywhere")["retention.ms"].value == "9000"
             assert "too-many" not in grpc.list_topics()
     assert sorted(cluster.store.read_topic("everywhere")) == [0, 1]
+    placed = cluster.store.read_topic("placed")
+    assert [placed[p].replicas for p in (0, 1)] == [(2, 0, 1), (1, 2, 0)]
+    assert "badly-placed" not in cluster.store.list_topics()
 
 
 def _lists(grpc: AdminClient, topic: str) -> bool:

@@ -29,14 +29,14 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from tierlog.api.errors import InvalidReplicationFactorError
+from tierlog.api.errors import InvalidReplicaAssignmentError, InvalidReplicationFactorError
 from tierlog.broker.partitions import Leader, Leaders, Partitions
 from tierlog.broker.topics import Topic
 from tierlog.broker.watch import AppendWatch
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.topic_partition import TopicPartition
 
-__all__ = ["DEFAULT_REPLICATION_FACTORS", "ClusterTopicChanges", "TopicChanges"]
+__all__ = ["DEFAULT_REPLICATION_FACTORS", "Assignment", "ClusterTopicChanges", "TopicChanges"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 DEFAULT_REPLICATION_FACTORS = (0, -1)
 
 T = TypeVar("T")
+
+# A client's own placement of a new topic: (partition, replicas) pairs, in its order.
+Assignment = Sequence[tuple[int, Sequence[int]]]
 
 
 class ClusterTopicChanges(Protocol):
@@ -59,6 +62,7 @@ class ClusterTopicChanges(Protocol):
         configs: Mapping[str, str],
         *,
         validate_only: bool,
+        assignment: Assignment | None,
     ) -> None: ...
 
     def delete_topic(self, name: str) -> None: ...
@@ -119,8 +123,12 @@ class TopicChanges:
         configs: Mapping[str, str],
         *,
         validate_only: bool = False,
+        assignment: Assignment | None = None,
     ) -> None:
-        """Create the topic (or only check it can be)."""
+        """Create the topic (or only check it can be), its replicas placed by the broker
+        or, with replication, by the client's ``assignment`` ((partition, replicas)
+        pairs; INVALID_REPLICA_ASSIGNMENT without replication: each partition is on
+        its owner)."""
         await self._run(
             "create",
             name,
@@ -130,6 +138,7 @@ class TopicChanges:
             replication_factor,
             dict(configs),
             validate_only,
+            assignment,
         )
 
     def _create(
@@ -139,11 +148,19 @@ class TopicChanges:
         replication_factor: int,
         configs: dict[str, str],
         validate_only: bool,
+        assignment: Assignment | None,
     ) -> None:
         factor = self.replication_factor(replication_factor)
         if self.cluster is not None:
-            self.cluster.create_topic(name, count, factor, configs, validate_only=validate_only)
+            self.cluster.create_topic(
+                name, count, factor, configs, validate_only=validate_only, assignment=assignment
+            )
             return
+        if assignment is not None:
+            raise InvalidReplicaAssignmentError(
+                "this broker places each partition on its owner; a manual replica "
+                "assignment needs replication (tierlog.replication.state.dir)"
+            )
         if factor > 1:
             source = (
                 " (default.replication.factor)"

@@ -2,9 +2,10 @@
 
 -1 partitions asks for Kafka's default ``num.partitions`` (1) and -1 replicas for the
 broker's ``default.replication.factor``; 0 of either is refused as Kafka refuses it. A
-manual replica assignment is INVALID_REQUEST: replicas are placed by the broker (the
-partition-state store's striped placement), never by the client. A name given twice in
-one request is INVALID_REQUEST for each. From v5 a created (or validated) topic comes
+manual replica assignment (both counts -1 with it, else INVALID_REQUEST) is taken with
+replication, checked as Kafka checks it (INVALID_REPLICA_ASSIGNMENT); without
+replication each partition is on its owner, so it is INVALID_REPLICA_ASSIGNMENT. A name
+given twice in one request is INVALID_REQUEST for each. From v5 a created (or validated) topic comes
 back with its partition count, replication factor and every config with its source;
 from v7 with its topic id.
 """
@@ -56,10 +57,7 @@ async def create_topics(
 
 async def _create(broker: KafkaBroker, topic: Any, validate_only: bool) -> dict[str, Any]:
     if topic.assignments:
-        raise InvalidRequestError(
-            "manual replica assignments are not taken: the broker places replicas "
-            "(leave assignments empty, give num_partitions and replication_factor)"
-        )
+        return await _create_placed(broker, topic, validate_only)
     if topic.num_partitions == 0 or topic.num_partitions < _DEFAULT:
         raise InvalidPartitionsError(
             f"{topic.num_partitions} partitions: a topic has at least 1 (-1: the default)"
@@ -68,23 +66,53 @@ async def _create(broker: KafkaBroker, topic: Any, validate_only: bool) -> dict[
         raise InvalidReplicationFactorError(
             f"replication factor {topic.replication_factor}: at least 1 (-1: the default)"
         )
-    configs = {}
-    for config in topic.configs:
-        if config.value is None:
-            raise InvalidConfigError(f"{config.name}: a topic config needs a value")
-        configs[config.name] = config.value
+    configs = _configs(topic)
     count = _NUM_PARTITIONS if topic.num_partitions == _DEFAULT else topic.num_partitions
     changes = broker.topic_changes
     await changes.create_topic(
         topic.name, count, topic.replication_factor, configs, validate_only=validate_only
     )
+    factor = changes.replication_factor(topic.replication_factor)
+    return _created(broker, topic.name, count, factor, configs)
+
+
+async def _create_placed(broker: KafkaBroker, topic: Any, validate_only: bool) -> dict[str, Any]:
+    """A topic with the client's own replica assignment (counts follow from it)."""
+    if topic.num_partitions != _DEFAULT or topic.replication_factor != _DEFAULT:
+        raise InvalidRequestError(
+            "with a replica assignment, num_partitions and replication_factor are -1"
+        )
+    assignment = [
+        (placed.partition_index, tuple(placed.broker_ids)) for placed in topic.assignments
+    ]
+    count, factor = len(assignment), len(assignment[0][1])
+    configs = _configs(topic)
+    await broker.topic_changes.create_topic(
+        topic.name, count, factor, configs, validate_only=validate_only, assignment=assignment
+    )
+    return _created(broker, topic.name, count, factor, configs)
+
+
+def _configs(topic: Any) -> dict[str, str]:
+    configs = {}
+    for config in topic.configs:
+        if config.value is None:
+            raise InvalidConfigError(f"{config.name}: a topic config needs a value")
+        configs[config.name] = config.value
+    return configs
+
+
+def _created(
+    broker: KafkaBroker, name: str, count: int, factor: int, configs: dict[str, str]
+) -> dict[str, Any]:
+    """v5+: the topic as made (or as it would be: validate_only), with every config."""
     return {
-        "name": topic.name,
-        "topic_id": broker.partitions.manager.topic_id(topic.name),
+        "name": name,
+        "topic_id": broker.partitions.manager.topic_id(name),
         "error_code": ErrorCode.none,
         "error_message": None,
         "num_partitions": count,
-        "replication_factor": changes.replication_factor(topic.replication_factor),
+        "replication_factor": factor,
         "configs": [
             {
                 "name": value.name,
@@ -93,7 +121,7 @@ async def _create(broker: KafkaBroker, topic: Any, validate_only: bool) -> dict[
                 "config_source": value.source,
                 "is_sensitive": False,
             }
-            for value in topic_configs(changes.topics.defaults, configs)
+            for value in topic_configs(broker.partitions.topics.defaults, configs)
         ],
     }
 

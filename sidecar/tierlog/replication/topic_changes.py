@@ -17,7 +17,12 @@ from tierlog.api.errors import TopicAlreadyExistsError
 from tierlog.broker.topics import TopicStore
 from tierlog.partition_state.model import PartitionState
 from tierlog.partition_state.store import PartitionStateStore
-from tierlog.replication.placement import Racks, assign_new_partitions, assign_replicas
+from tierlog.replication.placement import (
+    Racks,
+    assign_new_partitions,
+    assign_replicas,
+    check_assignment,
+)
 from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.storage.names import validate_no_collision
 
@@ -34,18 +39,23 @@ def create_topic(
     configs: Mapping[str, str],
     *,
     validate_only: bool = False,
+    assignment: Sequence[tuple[int, Sequence[int]]] | None = None,
 ) -> None:
     """Place the topic's replicas (Kafka's striped assignment, starting at a broker the
-    name picks, so topics spread) and record it, configs first: a broker that learns of
-    the topic finds them. TOPIC_ALREADY_EXISTS when the store has the name,
-    INVALID_TOPIC_EXCEPTION when it has one that collides (``a.b`` and ``a_b``)."""
+    name picks, so topics spread; or the client's own ``assignment``, checked) and
+    record it, configs first: a broker that learns of the topic finds them.
+    TOPIC_ALREADY_EXISTS when the store has the name, INVALID_TOPIC_EXCEPTION when it
+    has one that collides (``a.b`` and ``a_b``)."""
     topics.validate_new(name, partition_count, configs)
-    placed = assign_replicas(
-        racks,
-        partition_count,
-        replication_factor,
-        start_index=zlib.crc32(name.encode()) % len(racks),
-    )
+    if assignment is not None:
+        placed = check_assignment(racks, assignment)
+    else:
+        placed = assign_replicas(
+            racks,
+            partition_count,
+            replication_factor,
+            start_index=zlib.crc32(name.encode()) % len(racks),
+        )
     existing = store.list_topics()
     if name in existing:
         raise TopicAlreadyExistsError(f"topic {name!r} already exists")
@@ -101,6 +111,7 @@ class StoreTopicChanges:
         configs: Mapping[str, str],
         *,
         validate_only: bool,
+        assignment: Sequence[tuple[int, Sequence[int]]] | None,
     ) -> None:
         create_topic(
             self.replicas.store,
@@ -111,6 +122,7 @@ class StoreTopicChanges:
             replication_factor,
             configs,
             validate_only=validate_only,
+            assignment=assignment,
         )
 
     def delete_topic(self, name: str) -> None:
