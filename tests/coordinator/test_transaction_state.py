@@ -22,14 +22,16 @@ from tierlog.coordinator.transaction_records import (
 from tierlog.coordinator.transaction_state import (
     MAX_PRODUCER_EPOCH,
     add_partitions,
+    check_partition_in_transaction,
     complete,
     end_transaction,
     fence_and_abort,
     grouped,
     init_producer,
+    is_retried_rollover,
     partitions_of,
 )
-from tierlog.storage.errors import InvalidTxnStateError
+from tierlog.storage.errors import InvalidProducerEpochError, InvalidTxnStateError
 from tierlog.storage.topic_partition import TopicPartition
 
 A, B, C = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
@@ -68,6 +70,42 @@ def test_an_exhausted_epoch_gets_a_fresh_producer_id_remembering_the_old_one() -
     ids = itertools.count(200)
     fresh = init_producer("t", worn, 60_000, NOW, ids.__next__)
     assert (fresh.producer_id, fresh.producer_epoch, fresh.previous_producer_id) == (200, 0, 100)
+
+
+def test_kip_360_lets_the_current_producer_and_a_retried_rollover_through_and_fences_others() -> (
+    None
+):
+    current = _new()  # producer 100 at epoch 0
+    worn = dataclasses.replace(current, producer_epoch=MAX_PRODUCER_EPOCH - 1)
+    rolled = init_producer("t", worn, 60_000, NOW, itertools.count(200).__next__)
+
+    assert not is_retried_rollover("t", current, -1, -1)  # nothing named: a plain bump
+    assert not is_retried_rollover("t", None, 100, 3)  # a new id: a new producer
+    assert not is_retried_rollover("t", current, 100, 0)  # the current one: bumped
+    assert is_retried_rollover("t", rolled, 100, MAX_PRODUCER_EPOCH - 1)
+    for stale in ((100, 1), (99, 0), (100, 0)):
+        against = rolled if stale == (100, 0) else current
+        with pytest.raises(ProducerFencedError):
+            is_retried_rollover("t", against, *stale)
+
+
+def test_a_batch_may_open_a_transaction_only_on_a_partition_added_to_it() -> None:
+    ongoing = add_partitions("t", _new(), 100, 0, [A], NOW)
+    assert ongoing is not None
+    prepared = end_transaction("t", ongoing, 100, 0, True, NOW)
+
+    check_partition_in_transaction("t", ongoing, 100, 0, A)  # added: let through
+    refusals = [
+        (ongoing, 100, 0, B, InvalidTxnStateError),  # not added
+        (_new(), 100, 0, A, InvalidTxnStateError),  # no transaction open
+        (None, 100, 0, A, InvalidProducerIdMappingError),
+        (ongoing, 101, 0, A, InvalidProducerIdMappingError),
+        (ongoing, 100, 1, A, InvalidProducerEpochError),
+        (prepared, 100, 0, A, ConcurrentTransactionsError),
+    ]
+    for value, producer_id, epoch, tp, refusal in refusals:
+        with pytest.raises(refusal):
+            check_partition_in_transaction("t", value, producer_id, epoch, tp)
 
 
 def test_a_transaction_begins_with_its_first_partitions_and_grows() -> None:

@@ -27,15 +27,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 
 from tierlog.api.errors import (
     ConcurrentTransactionsError,
+    CoordinatorLoadInProgressError,
     InvalidGroupIdError,
     InvalidRequestError,
     InvalidTransactionTimeoutError,
     LeaderNotAvailableError,
     NotCoordinatorError,
+    NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     TransactionalIdNotFoundError,
 )
@@ -45,6 +47,7 @@ from tierlog.coordinator.loaded_partitions import Loaded, LoadedPartitions
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for_group
 from tierlog.coordinator.transaction_config import TransactionCoordinatorConfig
 from tierlog.coordinator.transaction_records import (
+    NO_PRODUCER_ID,
     TransactionLogKey,
     TransactionLogRecord,
     TransactionLogValue,
@@ -55,10 +58,12 @@ from tierlog.coordinator.transaction_state import (
     PREPARED,
     TransactionsState,
     add_partitions,
+    check_partition_in_transaction,
     complete,
     end_transaction,
     fence_and_abort,
     init_producer,
+    is_retried_rollover,
     load_transactions,
     partitions_of,
 )
@@ -67,12 +72,14 @@ from tierlog.coordinator.transaction_topic import (
     partition_for_transactional_id,
 )
 from tierlog.storage.errors import TierlogError, UnknownTopicOrPartitionError
+from tierlog.storage.log import Log
 from tierlog.storage.records import (
     ControlRecordType,
     EndTransactionMarker,
     SimpleRecord,
     build_batch,
     build_end_txn_marker_batch,
+    iter_batches,
 )
 from tierlog.storage.topic_partition import TopicPartition
 
@@ -328,9 +335,17 @@ class TransactionCoordinator:
 
     # -- the calls --------------------------------------------------------------------
 
-    async def init_producer_id(self, transactional_id: str, timeout_ms: int) -> tuple[int, int]:
+    async def init_producer_id(
+        self,
+        transactional_id: str,
+        timeout_ms: int,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = -1,
+    ) -> tuple[int, int]:
         """The producer id and epoch of ``transactional_id``'s next producer: a new id,
-        or the id's with the next epoch; an ongoing transaction is aborted first."""
+        or the id's with the next epoch; an ongoing transaction is aborted first. A
+        producer naming its id and epoch (KIP-360, after an abortable error) must be the
+        id's current one (``transaction_state.is_retried_rollover``)."""
         if not 0 < timeout_ms <= self.config.max_timeout_ms:
             raise InvalidTransactionTimeoutError(
                 f"transaction.timeout.ms {timeout_ms} is not in (0, transaction.max.timeout.ms "
@@ -339,6 +354,9 @@ class TransactionCoordinator:
         loaded = self._state(transactional_id)
         assert loaded.state is not None
         current = loaded.state.get(transactional_id)
+        if is_retried_rollover(transactional_id, current, producer_id, producer_epoch):
+            assert current is not None
+            return current.producer_id, current.producer_epoch
         if current is not None and current.state is TransactionState.ONGOING:
             await self._abort_over_its_head(loaded, transactional_id, current)
             current = loaded.state.get(transactional_id)
@@ -417,6 +435,46 @@ class TransactionCoordinator:
             return
         await asyncio.shield(self._start_completion(loaded, transactional_id, prepared))
 
+    def verify_append(
+        self, transactional_id: str, tp: TopicPartition, partition_log: Log, data: bytes
+    ) -> None:
+        """Before a producer's transactional batches are appended to ``tp`` under
+        ``transactional_id`` (Produce names it): the batch that would open its
+        transaction there must find ``tp`` in its ongoing transaction
+        (``check_partition_in_transaction``). Checked when this broker coordinates the
+        id; an id coordinated by another broker is not checked (that needs a broker to
+        broker call, Kafka's AddPartitionsToTxn v4). A coordinator loading or moving, or
+        a transaction being completed, is NOT_ENOUGH_REPLICAS, which a producer
+        retries, as Kafka answers. The check and the append are not one step: an EndTxn
+        the same producer sends while its batch is in flight could slip between them
+        (Kafka's verification guard closes that; a producer flushes before it ends)."""
+        header = next(iter_batches(data), None)
+        if header is None or not header.is_transactional or header.is_control:
+            return
+        if partition_log.has_open_transaction(header.producer_id):
+            return  # its transaction on tp was verified by the batch that opened it
+        partition = self.partition_of(transactional_id)
+        if self._loaded.leader_epoch(partition) is None:
+            return  # coordinated elsewhere
+        try:
+            loaded = self._state(transactional_id)
+            assert loaded.state is not None
+            check_partition_in_transaction(
+                transactional_id,
+                loaded.state.get(transactional_id),
+                header.producer_id,
+                header.producer_epoch,
+                tp,
+            )
+        except (
+            CoordinatorLoadInProgressError,
+            NotCoordinatorError,
+            ConcurrentTransactionsError,
+        ) as error:
+            raise NotEnoughReplicasError(
+                f"{tp}: cannot verify the transaction yet: {error}"
+            ) from None
+
     def describe(self, transactional_id: str) -> TransactionLogValue:
         """The id's current value (TRANSACTIONAL_ID_NOT_FOUND for an id unknown here)."""
         loaded = self._state(transactional_id)
@@ -425,3 +483,34 @@ class TransactionCoordinator:
         if value is None:
             raise TransactionalIdNotFoundError(f"transactional id {transactional_id!r} is unknown")
         return value
+
+    def list_transactions(
+        self,
+        states: Collection[TransactionState] = (),
+        producer_ids: Collection[int] = (),
+        running_longer_than_ms: int = -1,
+    ) -> list[tuple[str, TransactionLogValue]]:
+        """The transactional ids this broker coordinates (a client asks every broker),
+        filtered as Kafka's ListTransactions: by state, by producer id (each when given),
+        and to transactions open longer than ``running_longer_than_ms`` (when >= 0).
+        COORDINATOR_LOAD_IN_PROGRESS while a partition led here is loading."""
+        led = self._loaded.led()
+        loading = sorted(partition for partition, state in led.items() if state is None)
+        if loading:
+            raise CoordinatorLoadInProgressError(
+                f"{TRANSACTION_STATE_TOPIC} partitions {loading} are loading; retry"
+            )
+        now_ms = self.clock_ms()
+        listed = []
+        for state in led.values():
+            assert state is not None
+            for transactional_id, value in state.items():
+                if states and value.state not in states:
+                    continue
+                if producer_ids and value.producer_id not in producer_ids:
+                    continue
+                running_ms = now_ms - value.start_timestamp_ms  # as Kafka: from -1 if none
+                if running_longer_than_ms >= 0 and running_ms <= running_longer_than_ms:
+                    continue
+                listed.append((transactional_id, value))
+        return listed

@@ -37,7 +37,7 @@ from tierlog.coordinator.transaction_records import (
     TransactionState,
     decode_transaction_record,
 )
-from tierlog.storage.errors import InvalidTxnStateError
+from tierlog.storage.errors import InvalidProducerEpochError, InvalidTxnStateError
 from tierlog.storage.log import Log
 from tierlog.storage.topic_partition import TopicPartition
 
@@ -45,11 +45,13 @@ __all__ = [
     "MAX_PRODUCER_EPOCH",
     "TransactionsState",
     "add_partitions",
+    "check_partition_in_transaction",
     "complete",
     "end_transaction",
     "fence_and_abort",
     "grouped",
     "init_producer",
+    "is_retried_rollover",
     "load_transactions",
     "partitions_of",
 ]
@@ -128,6 +130,28 @@ def _check_producer(
             f"{transactional_id!r}: the previous transaction is being completed; retry"
         )
     return value
+
+
+def is_retried_rollover(
+    transactional_id: str, value: TransactionLogValue | None, producer_id: int, epoch: int
+) -> bool:
+    """KIP-360: an InitProducerId naming the producer's id and epoch (``producer_id`` -1:
+    none named) is let through when it names the id's current producer at its current
+    epoch (the epoch is bumped) or when the id is new; it is True when it names the
+    producer id a rollover replaced at an exhausted epoch (the call is the retry of that
+    rollover: the current id and epoch are its answer). Anything else is a producer a
+    newer one fenced: PRODUCER_FENCED. Kafka also takes a retry of a plain bump by the
+    epoch before it, which it keeps in memory only; that retry is fenced here."""
+    if producer_id < 0 or value is None:
+        return False
+    if producer_id == value.producer_id and epoch == value.producer_epoch:
+        return False
+    if producer_id == value.previous_producer_id and epoch >= MAX_PRODUCER_EPOCH - 1:
+        return True
+    raise ProducerFencedError(
+        f"producer {producer_id} epoch {epoch} of {transactional_id!r} is not its current "
+        f"producer ({value.producer_id} epoch {value.producer_epoch}): a newer one fenced it"
+    )
 
 
 def init_producer(
@@ -226,6 +250,39 @@ def end_transaction(
         )
     prepared = TransactionState.PREPARE_COMMIT if commit else TransactionState.PREPARE_ABORT
     return dataclasses.replace(value, state=prepared, last_update_timestamp_ms=now_ms)
+
+
+def check_partition_in_transaction(
+    transactional_id: str,
+    value: TransactionLogValue | None,
+    producer_id: int,
+    epoch: int,
+    tp: TopicPartition,
+) -> None:
+    """A transactional batch may start the producer's transaction on ``tp`` only if
+    ``tp`` was added to its ongoing transaction (Kafka's verification, KIP-890): else no
+    marker would ever end what it starts there. Refused as a produce is: another
+    producer id INVALID_PRODUCER_ID_MAPPING, another epoch INVALID_PRODUCER_EPOCH, a
+    transaction being completed CONCURRENT_TRANSACTIONS, a partition not in the
+    transaction INVALID_TXN_STATE."""
+    if value is None or value.producer_id != producer_id:
+        raise InvalidProducerIdMappingError(
+            f"transactional id {transactional_id!r} is not producer {producer_id}"
+        )
+    if epoch != value.producer_epoch:
+        raise InvalidProducerEpochError(
+            f"producer {producer_id} of {transactional_id!r} is at epoch "
+            f"{value.producer_epoch}, not {epoch}"
+        )
+    if value.state in PREPARED:
+        raise ConcurrentTransactionsError(
+            f"{transactional_id!r}: its transaction is being completed"
+        )
+    if value.state is not TransactionState.ONGOING or tp not in partitions_of(value):
+        raise InvalidTxnStateError(
+            f"{tp} is not in the transaction of {transactional_id!r}: call "
+            "AddPartitionsToTxn before producing to it"
+        )
 
 
 def fence_and_abort(value: TransactionLogValue, now_ms: int) -> TransactionLogValue:

@@ -10,6 +10,7 @@ from tierlog.broker.produce import Appender
 from tierlog.broker.producer_ids import ProducerIdManager
 from tierlog.broker.topic_changes import TopicChanges
 from tierlog.coordinator.coordinator import GroupCoordinator
+from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
 from tierlog.replication.coordinator_lookup import CoordinatorLookup
 from tierlog.replication.replica_manager import ReplicaManager
 
@@ -21,7 +22,7 @@ class KafkaBroker:
     partitions: Partitions[ReplicaManager]
     appender: Appender
     reader: FetchReader
-    producer_ids: ProducerIdManager  # idempotent producers' ids (transactional ones: later)
+    producer_ids: ProducerIdManager  # idempotent producers' ids
     # Where Kafka clients reach this broker (``advertised.listeners``' Kafka entry).
     advertised_host: str
     advertised_port: int
@@ -31,8 +32,10 @@ class KafkaBroker:
     topic_changes: TopicChanges
     # Which broker coordinates a group or a transactional id (FindCoordinator).
     coordinators: CoordinatorLookup
-    # Committed offsets and KIP-848 groups (OffsetCommit, OffsetFetch, heartbeats).
+    # Committed offsets and KIP-848 groups (OffsetCommit, OffsetFetch, heartbeats,
+    # TxnOffsetCommit).
     groups: GroupCoordinator
+    transactions: TransactionCoordinator
 
     @property
     def node_id(self) -> int:

@@ -85,7 +85,8 @@ def build(schema: type[E], values: Mapping[str, Any]) -> E:
     """An instance of ``schema`` from ``values`` named as its fields (any version's): the
     fields it lacks are dropped, the ones missing take their defaults, a nested entity
     (or a list of them) is built from a mapping (or a list of mappings) the same way,
-    and milliseconds become the ``timedelta`` kio takes for a ``timedelta_i32`` field."""
+    and milliseconds become the ``timedelta`` kio takes for a ``timedelta_i32`` field
+    (the ``datetime`` for a ``datetime_i64`` one: -1 stays -1 on the wire)."""
     hints = _hints(typing.cast(type, schema))
     arguments: dict[str, Any] = {}
     for field in dataclasses.fields(schema):  # type: ignore[arg-type]
@@ -96,10 +97,11 @@ def build(schema: type[E], values: Mapping[str, Any]) -> E:
 
 
 def _value(hint: Any, field: dataclasses.Field[Any], value: Any) -> Any:
-    if field.metadata.get("kafka_type") in ("timedelta_i32", "timedelta_i64") and isinstance(
-        value, int
-    ):
+    kafka_type = field.metadata.get("kafka_type")
+    if kafka_type in ("timedelta_i32", "timedelta_i64") and isinstance(value, int):
         return datetime.timedelta(milliseconds=value)
+    if kafka_type == "datetime_i64" and isinstance(value, int):
+        return datetime.datetime.fromtimestamp(value / 1000, datetime.UTC)
     nested = _nested_entity(hint)
     if nested is None:
         return value

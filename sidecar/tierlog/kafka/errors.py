@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from tierlog.storage.errors import TierlogError
 
-__all__ = ["error_code", "failure"]
+__all__ = ["error_code", "failure", "fencing_error_code"]
 
 log = logging.getLogger(__name__)
 
@@ -29,3 +29,13 @@ def failure(error: Exception, what: str) -> tuple[ErrorCode, str]:
         return error_code(error), str(error)
     log.error("kafka listener: %s failed", what, exc_info=error)
     return ErrorCode.unknown_server_error, f"{what} failed: {type(error).__name__}"
+
+
+def fencing_error_code(error: TierlogError, version: int, producer_fenced_since: int) -> ErrorCode:
+    """``error_code`` for a transaction API whose versions before ``producer_fenced_since``
+    predate PRODUCER_FENCED (KIP-588): they are told INVALID_PRODUCER_EPOCH instead, which
+    such clients take as the same fatal fencing."""
+    code = error_code(error)
+    if code is ErrorCode.producer_fenced and version < producer_fenced_since:
+        return ErrorCode.invalid_producer_epoch
+    return code

@@ -2,8 +2,10 @@
 ``broker.produce.Appender`` the gRPC Produce uses (the same checks, validation and
 acknowledgement); one error code per partition, as Kafka answers. Under ``acks=0`` Kafka
 sends no response at all, and neither does this: the listener is told ``None``.
-Transactional batches meet the same producer-state checks as on the gRPC path; the
-transaction APIs themselves (AddPartitionsToTxn, EndTxn...) are not served here yet.
+Transactional batches meet the same producer-state checks as on the gRPC path, and the
+batch that would open a producer's transaction on a partition must find that partition
+added to it at the coordinator (``TransactionCoordinator.verify_append``, when this broker
+coordinates the request's ``transactional_id``): INVALID_TXN_STATE otherwise.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ async def produce(
     pending = []
     for topic in body.topic_data:
         for partition in topic.partition_data:
-            pending.append((topic.name, partition.index, _one(broker, topic.name, partition, acks)))
+            call = _one(broker, topic.name, partition, acks, body.transactional_id)
+            pending.append((topic.name, partition.index, call))
     answers = await asyncio.gather(*(call for _n, _p, call in pending))
     if acks == Acks.NONE:
         return None
@@ -53,13 +56,16 @@ async def produce(
     )
 
 
-async def _one(broker: KafkaBroker, topic: str, partition: Any, acks: int) -> dict[str, Any]:
+async def _one(
+    broker: KafkaBroker, topic: str, partition: Any, acks: int, transactional_id: str | None
+) -> dict[str, Any]:
     appender = broker.appender
+    records = partition.records or b""
     try:
         tp, target = appender.target(topic, partition.index, NO_PARTITION_LEADER_EPOCH, acks)
-        produced = await appender.committed(
-            await appender.append(tp, target, partition.records or b"", acks)
-        )
+        if transactional_id is not None:
+            broker.transactions.verify_append(transactional_id, tp, target, records)
+        produced = await appender.committed(await appender.append(tp, target, records, acks))
     except TierlogError as error:
         return {
             "error_code": error_code(error),

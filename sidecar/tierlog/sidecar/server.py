@@ -303,10 +303,12 @@ class SidecarServer:
     async def _kafka_listener(
         self, partitions: Partitions[ReplicaManager], lookup: CoordinatorLookup
     ) -> KafkaListener:
-        """Kafka's wire protocol over the same produce and fetch cores as LogService."""
+        """Kafka's wire protocol over the same produce and fetch cores as LogService, and
+        the same coordinators as the group and transaction services."""
         assert self.config.kafka_listen is not None
         assert self.appender is not None and self.reader is not None
-        assert self.producer_ids is not None and self.groups is not None
+        assert self.producer_ids is not None
+        assert self.transactions is not None and self.groups is not None
         topic_changes = self.topic_changes
         assert topic_changes is not None
         listener = KafkaListener(
@@ -325,6 +327,7 @@ class SidecarServer:
             int(port),
             fetch_max_bytes=self.config.storage.default_log_config.max_message_bytes,
             coordinators=lookup,
+            transactions=self.transactions,
             groups=self.groups,
             topic_changes=topic_changes,
         )

@@ -549,6 +549,19 @@ class Log:
             return committed_offset
         return max(min(first_open, committed_offset), self.log_start_offset)
 
+    def has_open_transaction(self, producer_id: int) -> bool:
+        """Whether ``producer_id`` has a transaction open in this log (its batches since
+        its last marker were transactional)."""
+        with self._lock:
+            entry = self.producer_state.last_entry(producer_id)
+            return entry is not None and entry.current_txn_first_offset is not None
+
+    def active_producers(self) -> list[SnapshotEntry]:
+        """Each producer the log keeps state for, as its snapshot would hold it: what
+        Kafka's DescribeProducers answers (its open transaction's first offset included)."""
+        with self._lock:
+            return [entry.to_snapshot() for entry in self.producer_state.producers.values()]
+
     def collect_aborted_transactions(
         self, start_offset: int, upper_bound_offset: int
     ) -> list[AbortedTxn]:

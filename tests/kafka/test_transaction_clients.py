@@ -1,0 +1,254 @@
+"""Real transactional clients against the Kafka listener of one sidecar (module-scoped:
+each test has its own topic and transactional id): kafka-python 3's KafkaProducer with a
+``transactional_id`` (commit, abort, offsets sent to the transaction, fencing by a second
+producer), a read_committed KafkaConsumer; Kafka 4.1.1's own transactional producer
+(``ProducerPerformance --transactional-id``), read_committed by its ConsoleConsumer, and
+``kafka-transactions`` (list, describe, describe-producers); and across the front doors,
+a transaction committed through Kafka read by tierlog's gRPC consumer under
+read_committed."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
+from kafka import TopicPartition as KafkaTopicPartition
+from kafka.errors import ProducerFencedError
+
+from tests.interop.kafka import kafka_tools
+from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar
+from tests.support.sidecars import Sidecars
+from tierlog.client.consumer import Consumer
+from tierlog.storage.topic_partition import TopicPartition
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
+    started = Sidecars()
+    try:
+        yield start_kafka_sidecar(
+            started,
+            tmp_path_factory.mktemp("txn-clients") / "data",
+            "transaction.state.log.num.partitions=1",
+            "offsets.topic.num.partitions=1",
+        )
+    finally:
+        started.kill_all()
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _producer(broker: KafkaSidecar, transactional_id: str) -> KafkaProducer:
+    producer = KafkaProducer(
+        bootstrap_servers=broker.kafka_address, transactional_id=transactional_id
+    )
+    producer.init_transactions()
+    return producer
+
+
+def _read(broker: KafkaSidecar, topic: str, isolation: str) -> list[tuple[int, bytes]]:
+    """Every record a consumer at ``isolation`` reads from partition 0, up to the end it
+    is told (the last stable offset under read_committed)."""
+    consumer = KafkaConsumer(
+        bootstrap_servers=broker.kafka_address,
+        isolation_level=isolation,
+        enable_auto_commit=False,
+    )
+    tp = KafkaTopicPartition(topic, 0)
+    read: list[tuple[int, bytes]] = []
+    try:
+        consumer.assign([tp])
+        consumer.seek_to_beginning()
+        end = consumer.end_offsets([tp])[tp]
+        deadline = time.monotonic() + 60
+        while consumer.position(tp) < end:
+            assert time.monotonic() < deadline, f"stuck at {consumer.position(tp)} of {end}"
+            for records in consumer.poll(timeout_ms=1_000).values():
+                read += [(m.offset, m.value) for m in records]
+    finally:
+        consumer.close()
+    return read
+
+
+def _java(main_class: str, *args: str) -> str:
+    done = subprocess.run(
+        kafka_tools().command(main_class, *args),
+        capture_output=True,
+        encoding="utf-8",
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, f"{main_class} exited {done.returncode}:\n{done.stderr}"
+    return done.stdout
+
+
+def _table(printed: str) -> list[dict[str, str]]:
+    """``kafka-transactions``' tab-separated table, one dict per row."""
+    header, *rows = (line.split("\t") for line in printed.splitlines() if line.strip())
+    names = [name.strip() for name in header]
+    return [dict(zip(names, (cell.strip() for cell in row), strict=False)) for row in rows]
+
+
+def test_kafka_python_commits_and_aborts_and_read_committed_sees_only_the_commits(
+    broker: KafkaSidecar,
+) -> None:
+    topic = _name("orders")
+    broker.create_topic(topic)
+    producer = _producer(broker, _name("app"))
+    producer.begin_transaction()
+    producer.send(topic, b"aborted-1")
+    producer.send(topic, b"aborted-2")
+    producer.flush()  # in the log before the abort (else the abort drops them unsent)
+    producer.abort_transaction()
+    producer.begin_transaction()
+    producer.send(topic, b"committed-1")
+    producer.send(topic, b"committed-2")
+    producer.commit_transaction()
+    producer.close()
+
+    committed = _read(broker, topic, "read_committed")
+    everything = _read(broker, topic, "read_uncommitted")
+
+    # 0-1 aborted, 2 the ABORT marker, 3-4 committed, 5 the COMMIT marker
+    assert committed == [(3, b"committed-1"), (4, b"committed-2")]
+    assert everything == [
+        (0, b"aborted-1"),
+        (1, b"aborted-2"),
+        (3, b"committed-1"),
+        (4, b"committed-2"),
+    ]
+
+
+def test_offsets_sent_to_a_transaction_move_the_group_only_when_it_commits(
+    broker: KafkaSidecar,
+) -> None:
+    topic, group = _name("input"), _name("group")
+    broker.create_topic(topic)
+    tp = KafkaTopicPartition(topic, 0)
+    producer = _producer(broker, _name("app"))
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction({tp: OffsetAndMetadata(5, "", -1)}, group)
+    producer.abort_transaction()
+    with Consumer({"bootstrap.servers": broker.address, "group.id": group}) as ours:
+        after_abort = ours.committed([TopicPartition(topic, 0)])[TopicPartition(topic, 0)]
+    producer.begin_transaction()
+    producer.send(topic, b"output")
+    producer.send_offsets_to_transaction({tp: OffsetAndMetadata(7, "m", -1)}, group)
+    producer.commit_transaction()
+    producer.close()
+
+    with Consumer({"bootstrap.servers": broker.address, "group.id": group}) as ours:
+        after_commit = ours.committed([TopicPartition(topic, 0)])[TopicPartition(topic, 0)]
+
+    assert after_abort is None
+    assert after_commit is not None
+    assert (after_commit.offset, after_commit.metadata) == (7, "m")
+
+
+def test_a_second_producer_of_the_id_fences_the_first_and_its_transaction_is_aborted(
+    broker: KafkaSidecar,
+) -> None:
+    topic, transactional_id = _name("fenced"), _name("app")
+    broker.create_topic(topic)
+    zombie = _producer(broker, transactional_id)
+    zombie.begin_transaction()
+    zombie.send(topic, b"zombie").get(timeout=30)
+
+    successor = _producer(broker, transactional_id)  # aborts the zombie's transaction
+    with pytest.raises(ProducerFencedError):
+        zombie.commit_transaction()
+    zombie.close()
+    successor.begin_transaction()
+    successor.send(topic, b"successor")
+    successor.commit_transaction()
+    successor.close()
+
+    assert [value for _offset, value in _read(broker, topic, "read_committed")] == [b"successor"]
+
+
+def test_a_transaction_committed_through_kafka_is_read_committed_through_grpc(
+    broker: KafkaSidecar,
+) -> None:
+    topic = _name("across")
+    broker.create_topic(topic)
+    producer = _producer(broker, _name("app"))
+    producer.begin_transaction()
+    producer.send(topic, b"aborted", key=b"a").get(timeout=30)
+    producer.abort_transaction()
+    producer.begin_transaction()
+    producer.send(topic, b"committed", key=b"c")
+    producer.commit_transaction()
+    producer.close()
+
+    config = {"bootstrap.servers": broker.address, "isolation.level": "read_committed"}
+    read: list[tuple[int, bytes | None, bytes | None]] = []
+    with Consumer(config) as ours:
+        ours.assign([TopicPartition(topic, 0)])
+        ours.seek_to_beginning()
+        deadline = time.monotonic() + 60
+        while ours.position(TopicPartition(topic, 0)) < 4:  # past both markers
+            assert time.monotonic() < deadline, "the gRPC consumer never passed the commit"
+            read += [(r.offset, r.key, r.value) for r in ours.poll(timeout_ms=1_000)]
+
+    assert read == [(2, b"c", b"committed")]
+
+
+def test_kafkas_transactional_producer_and_the_kafka_transactions_tool(
+    broker: KafkaSidecar,
+) -> None:
+    topic, transactional_id = _name("perf"), _name("perf")
+    broker.create_topic(topic)
+    bootstrap = broker.kafka_address
+    _java(
+        "org.apache.kafka.tools.ProducerPerformance",
+        "--topic", topic,
+        "--num-records", "1000",
+        "--record-size", "100",
+        "--throughput", "-1",
+        "--transactional-id", transactional_id,
+        "--transaction-duration-ms", "50",
+        "--producer-props", f"bootstrap.servers={bootstrap}",
+    )  # fmt: skip
+    holder = _name("holder")  # a transaction left open, for list and describe-producers
+    open_producer = _producer(broker, holder)
+    open_producer.begin_transaction()
+    open_producer.send(topic, b"open").get(timeout=30)
+    tool = ("org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", bootstrap)
+
+    listed = {row["TransactionalId"]: row for row in _table(_java(*tool, "list"))}
+    (described,) = _table(_java(*tool, "describe", "--transactional-id", transactional_id))
+    (holding,) = _table(_java(*tool, "describe", "--transactional-id", holder))
+    producers = _table(_java(*tool, "describe-producers", "--topic", topic, "--partition", "0"))
+    committed_before_the_open_one = len(_read(broker, topic, "read_committed"))
+    read_by_java = _java(
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        "--bootstrap-server", bootstrap,
+        "--topic", topic,
+        "--partition", "0",
+        "--offset", "earliest",
+        "--isolation-level", "read_committed",
+        "--max-messages", "1000",
+        "--property", "print.offset=true",
+        "--property", "print.value=false",
+    )  # fmt: skip
+    open_producer.abort_transaction()
+    open_producer.close()
+
+    assert listed[transactional_id]["TransactionState"] == "CompleteCommit"
+    assert listed[holder]["TransactionState"] == "Ongoing"
+    assert described["TransactionState"] == "CompleteCommit"
+    assert described["ProducerId"] == listed[transactional_id]["ProducerId"]
+    assert (holding["TransactionState"], holding["TopicPartitions"]) == ("Ongoing", f"{topic}-0")
+    open_offsets = {row["ProducerId"]: row["CurrentTransactionStartOffset"] for row in producers}
+    assert open_offsets[listed[transactional_id]["ProducerId"]] == "None"
+    assert open_offsets[listed[holder]["ProducerId"]] != "None"
+    assert committed_before_the_open_one == 1000  # every record, each transaction whole
+    # Kafka's own read_committed consumer reads the same 1,000, skipping the markers.
+    java_offsets = [int(line.split(":")[1]) for line in read_by_java.splitlines()]
+    assert len(java_offsets) == 1000 and java_offsets == sorted(set(java_offsets))
