@@ -7,16 +7,37 @@ gRPC with tierlog's admin client, so a Kafka client meets a topic it did not mak
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.interop.kafka import kafka_tools
 from tests.support.sidecars import SidecarProcess, Sidecars, free_port
 from tierlog.client.admin import AdminClient
 from tierlog.client.cluster import Cluster
 from tierlog.client.groups import GroupClient
 from tierlog.coordinator.offsets_topic import partition_for_group
+
+
+def java(main_class: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """One of Kafka's own Java programs (from the jars the tests fetch), run to its end."""
+    return subprocess.run(
+        kafka_tools().command(main_class, *args),
+        input=stdin,
+        capture_output=True,
+        encoding="utf-8",
+        timeout=180,
+        check=False,
+    )
+
+
+def run_java(main_class: str, *args: str, stdin: str = "") -> str:
+    """What a Java program printed; it must succeed."""
+    done = java(main_class, *args, stdin=stdin)
+    assert done.returncode == 0, f"{main_class} exited {done.returncode}:\n{done.stderr}"
+    return done.stdout
 
 
 class KafkaSidecar(SidecarProcess):

@@ -8,7 +8,6 @@ OffsetFetch v9, and leaving."""
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -17,8 +16,7 @@ import pytest
 from kafka import KafkaProducer
 from kio.schema.errors import ErrorCode
 
-from tests.interop.kafka import kafka_tools
-from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar
+from tests.kafka.conftest import KafkaSidecar, run_java, start_kafka_sidecar
 from tests.kafka.wire import KafkaWire
 from tests.support.sidecars import Sidecars
 from tierlog.api.v1 import group_service_pb2 as pb
@@ -203,18 +201,6 @@ def test_member_ids_and_unknown_groups(wire: KafkaWire) -> None:
     assert unknown.error_code == ErrorCode.group_id_not_found
 
 
-def _java(main_class: str, *args: str) -> str:
-    done = subprocess.run(
-        kafka_tools().command(main_class, *args),
-        capture_output=True,
-        encoding="utf-8",
-        timeout=180,
-        check=False,
-    )
-    assert done.returncode == 0, f"{main_class} exited {done.returncode}:\n{done.stderr}"
-    return done.stdout
-
-
 def test_the_java_consumer_reads_and_commits_in_a_kip848_group(broker: KafkaSidecar) -> None:
     """Kafka's console consumer with ``group.protocol=consumer`` joins through
     ConsumerGroupHeartbeat, reads every record and commits; ``kafka-consumer-groups
@@ -227,7 +213,7 @@ def test_the_java_consumer_reads_and_commits_in_a_kip848_group(broker: KafkaSide
     producer.flush()
     producer.close()
 
-    printed = _java(
+    printed = run_java(
         "org.apache.kafka.tools.consumer.ConsoleConsumer",
         *("--bootstrap-server", broker.kafka_address, "--topic", TOPIC, "--group", group),
         *("--from-beginning", "--max-messages", str(count), "--timeout-ms", "60000"),
@@ -235,7 +221,7 @@ def test_the_java_consumer_reads_and_commits_in_a_kip848_group(broker: KafkaSide
     )
     assert sorted(printed.split()) == sorted(f"v{i}" for i in range(count))
 
-    described = _java(
+    described = run_java(
         "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
         *("--bootstrap-server", broker.kafka_address, "--describe", "--group", group),
     )

@@ -4,35 +4,19 @@ acks=all by default, the consumer reads the partition from the earliest offset."
 
 from __future__ import annotations
 
-import subprocess
-
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 
-from tests.interop.kafka import kafka_tools
-from tests.kafka.conftest import KafkaSidecar
+from tests.kafka.conftest import KafkaSidecar, run_java
 
 LINES = [f"key-{i}\tvalue {i} \u00e9" for i in range(20)]
-
-
-def _java(main_class: str, *args: str, stdin: str = "") -> str:
-    done = subprocess.run(
-        kafka_tools().command(main_class, *args),
-        input=stdin,
-        capture_output=True,
-        encoding="utf-8",
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, f"{main_class} exited {done.returncode}:\n{done.stderr}"
-    return done.stdout
 
 
 def test_java_console_producer_and_consumer(kafka_sidecar: KafkaSidecar) -> None:
     kafka_sidecar.create_topic("console")
     bootstrap = kafka_sidecar.kafka_address
 
-    _java(
+    run_java(
         "org.apache.kafka.tools.ConsoleProducer",
         "--bootstrap-server", bootstrap,
         "--topic", "console",
@@ -40,7 +24,7 @@ def test_java_console_producer_and_consumer(kafka_sidecar: KafkaSidecar) -> None
         "--producer-property", "acks=all",
         stdin="\n".join(LINES) + "\n",
     )  # fmt: skip
-    printed = _java(
+    printed = run_java(
         "org.apache.kafka.tools.consumer.ConsoleConsumer",
         "--bootstrap-server", bootstrap,
         "--topic", "console",

@@ -25,8 +25,7 @@ from typing import Any
 import yaml
 
 from tierlog.broker.topics import MAX_PARTITIONS
-from tierlog.sidecar.config import BROKER_TO_TOPIC_KEYS
-from tierlog.storage.config import LogConfig
+from tierlog.storage.config import BROKER_TO_TOPIC_KEYS, LogConfig
 
 __all__ = [
     "CLUSTER_KIND",

@@ -8,6 +8,7 @@ from tierlog.broker.fetch import FetchReader
 from tierlog.broker.partitions import Partitions
 from tierlog.broker.produce import Appender
 from tierlog.broker.producer_ids import ProducerIdManager
+from tierlog.broker.topic_changes import TopicChanges
 from tierlog.coordinator.coordinator import GroupCoordinator
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
 from tierlog.replication.coordinator_lookup import CoordinatorLookup
@@ -27,6 +28,8 @@ class KafkaBroker:
     advertised_port: int
     # The most a Fetch answer carries per partition when the client asks for more.
     fetch_max_bytes: int
+    # Topic creation, deletion, growth and config changes (the gRPC AdminService's too).
+    topic_changes: TopicChanges
     # Which broker coordinates a group or a transactional id (FindCoordinator).
     coordinators: CoordinatorLookup
     # Committed offsets and KIP-848 groups (OffsetCommit, OffsetFetch, heartbeats,

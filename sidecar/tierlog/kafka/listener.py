@@ -38,18 +38,27 @@ from kio.static.protocol import RequestPayload, ResponsePayload
 
 from tierlog.kafka.add_offsets_to_txn import add_offsets_to_txn
 from tierlog.kafka.add_partitions_to_txn import add_partitions_to_txn
+from tierlog.kafka.alter_configs import alter_configs
 from tierlog.kafka.api_versions import api_versions, unsupported_version
 from tierlog.kafka.broker import KafkaBroker
 from tierlog.kafka.codec import encode_response, read_request, request_type
 from tierlog.kafka.connection_quotas import ConnectionLimits, ConnectionQuotas
 from tierlog.kafka.consumer_group_describe import consumer_group_describe
 from tierlog.kafka.consumer_group_heartbeat import consumer_group_heartbeat
+from tierlog.kafka.create_partitions import create_partitions
+from tierlog.kafka.create_topics import create_topics
+from tierlog.kafka.delete_records import delete_records
+from tierlog.kafka.delete_topics import delete_topics
+from tierlog.kafka.describe_cluster import describe_cluster
+from tierlog.kafka.describe_configs import describe_configs
+from tierlog.kafka.describe_log_dirs import describe_log_dirs
 from tierlog.kafka.describe_producers import describe_producers
 from tierlog.kafka.describe_transactions import describe_transactions
 from tierlog.kafka.end_txn import end_txn
 from tierlog.kafka.error_codes import error_codes
 from tierlog.kafka.fetch import fetch
 from tierlog.kafka.find_coordinator import find_coordinator
+from tierlog.kafka.incremental_alter_configs import incremental_alter_configs
 from tierlog.kafka.init_producer_id import init_producer_id
 from tierlog.kafka.list_offsets import list_offsets
 from tierlog.kafka.list_transactions import list_transactions
@@ -68,15 +77,24 @@ from tierlog.kafka.txn_offset_commit import txn_offset_commit
 from tierlog.kafka.versions import (
     ADD_OFFSETS_TO_TXN,
     ADD_PARTITIONS_TO_TXN,
+    ALTER_CONFIGS,
     API_VERSIONS,
     API_VERSIONS_KEY,
     CONSUMER_GROUP_DESCRIBE,
     CONSUMER_GROUP_HEARTBEAT,
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DELETE_RECORDS,
+    DELETE_TOPICS,
+    DESCRIBE_CLUSTER,
+    DESCRIBE_CONFIGS,
+    DESCRIBE_LOG_DIRS,
     DESCRIBE_PRODUCERS,
     DESCRIBE_TRANSACTIONS,
     END_TXN,
     FETCH,
     FIND_COORDINATOR,
+    INCREMENTAL_ALTER_CONFIGS,
     INIT_PRODUCER_ID,
     LIST_OFFSETS,
     LIST_TRANSACTIONS,
@@ -117,28 +135,37 @@ async def _metadata(broker: KafkaBroker, request: RequestPayload, version: int) 
 
 
 _HANDLERS: dict[int, Handler] = {
-    API_VERSIONS_KEY: _api_versions,
-    METADATA: _metadata,
     PRODUCE: produce,
     FETCH: fetch,
     LIST_OFFSETS: list_offsets,
-    INIT_PRODUCER_ID: init_producer_id,
-    OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
-    FIND_COORDINATOR: find_coordinator,
+    METADATA: _metadata,
     OFFSET_COMMIT: offset_commit,
     OFFSET_FETCH: offset_fetch,
-    OFFSET_DELETE: offset_delete,
-    CONSUMER_GROUP_HEARTBEAT: consumer_group_heartbeat,
-    CONSUMER_GROUP_DESCRIBE: consumer_group_describe,
+    FIND_COORDINATOR: find_coordinator,
+    API_VERSIONS_KEY: _api_versions,
+    CREATE_TOPICS: create_topics,
+    DELETE_TOPICS: delete_topics,
+    DELETE_RECORDS: delete_records,
+    INIT_PRODUCER_ID: init_producer_id,
+    OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
     ADD_PARTITIONS_TO_TXN: add_partitions_to_txn,
     ADD_OFFSETS_TO_TXN: add_offsets_to_txn,
     END_TXN: end_txn,
     TXN_OFFSET_COMMIT: txn_offset_commit,
+    DESCRIBE_CONFIGS: describe_configs,
+    ALTER_CONFIGS: alter_configs,
+    DESCRIBE_LOG_DIRS: describe_log_dirs,
+    CREATE_PARTITIONS: create_partitions,
+    INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
+    OFFSET_DELETE: offset_delete,
+    DESCRIBE_CLUSTER: describe_cluster,
     DESCRIBE_PRODUCERS: describe_producers,
     DESCRIBE_TRANSACTIONS: describe_transactions,
     LIST_TRANSACTIONS: list_transactions,
     SASL_HANDSHAKE: sasl_handshake,
     SASL_AUTHENTICATE: sasl_authenticate,
+    CONSUMER_GROUP_HEARTBEAT: consumer_group_heartbeat,
+    CONSUMER_GROUP_DESCRIBE: consumer_group_describe,
 }
 
 

@@ -14,15 +14,24 @@ from types import MappingProxyType
 __all__ = [
     "ADD_OFFSETS_TO_TXN",
     "ADD_PARTITIONS_TO_TXN",
+    "ALTER_CONFIGS",
     "API_VERSIONS",
     "API_VERSIONS_KEY",
     "CONSUMER_GROUP_DESCRIBE",
     "CONSUMER_GROUP_HEARTBEAT",
+    "CREATE_PARTITIONS",
+    "CREATE_TOPICS",
+    "DELETE_RECORDS",
+    "DELETE_TOPICS",
+    "DESCRIBE_CLUSTER",
+    "DESCRIBE_CONFIGS",
+    "DESCRIBE_LOG_DIRS",
     "DESCRIBE_PRODUCERS",
     "DESCRIBE_TRANSACTIONS",
     "END_TXN",
     "FETCH",
     "FIND_COORDINATOR",
+    "INCREMENTAL_ALTER_CONFIGS",
     "INIT_PRODUCER_ID",
     "LIST_OFFSETS",
     "LIST_TRANSACTIONS",
@@ -44,14 +53,23 @@ OFFSET_FETCH = 9
 FIND_COORDINATOR = 10
 SASL_HANDSHAKE = 17
 API_VERSIONS_KEY = 18
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+DELETE_RECORDS = 21
 INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
 ADD_PARTITIONS_TO_TXN = 24
 ADD_OFFSETS_TO_TXN = 25
 END_TXN = 26
 TXN_OFFSET_COMMIT = 28
+DESCRIBE_CONFIGS = 32
+ALTER_CONFIGS = 33
+DESCRIBE_LOG_DIRS = 35
 SASL_AUTHENTICATE = 36
+CREATE_PARTITIONS = 37
+INCREMENTAL_ALTER_CONFIGS = 44
 OFFSET_DELETE = 47
+DESCRIBE_CLUSTER = 60
 DESCRIBE_PRODUCERS = 61
 DESCRIBE_TRANSACTIONS = 65
 LIST_TRANSACTIONS = 66
@@ -76,6 +94,9 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         FIND_COORDINATOR: (1, 6),
         SASL_HANDSHAKE: (0, 1),  # every version: v0 sends the mechanism's messages bare
         API_VERSIONS_KEY: (0, 4),
+        CREATE_TOPICS: (2, 7),  # every version past the floor (v7 answers topic ids)
+        DELETE_TOPICS: (1, 6),  # every version past the floor (v6 deletes by topic id)
+        DELETE_RECORDS: (0, 2),  # every version
         INIT_PRODUCER_ID: (0, 4),  # v5 changes transactional fencing, v6 adds 2PC (KIP-939)
         OFFSET_FOR_LEADER_EPOCH: (2, 4),  # all versions kio knows past KIP-896's floor
         # v4+ batches transactional ids for brokers verifying a produce (KIP-890): never a
@@ -86,8 +107,14 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         # KIP-890 part 2), which the coordinator does not keep.
         END_TXN: (1, 3),
         TXN_OFFSET_COMMIT: (1, 3),  # v4 adds TRANSACTION_ABORTABLE (KIP-890)
+        DESCRIBE_CONFIGS: (1, 4),  # every version past the floor (v3: types, documentation)
+        ALTER_CONFIGS: (0, 2),  # every version
+        DESCRIBE_LOG_DIRS: (1, 4),  # v4 adds disk sizes; no client in the tests sends v5
         SASL_AUTHENTICATE: (0, 2),  # every version (v1 adds the session lifetime: 0)
+        CREATE_PARTITIONS: (0, 3),  # every version
+        INCREMENTAL_ALTER_CONFIGS: (0, 1),  # every version
         OFFSET_DELETE: (0, 0),  # the only version
+        DESCRIBE_CLUSTER: (0, 1),  # v2 adds fenced brokers (KIP-1073), which are not kept
         DESCRIBE_PRODUCERS: (0, 0),  # the only version
         DESCRIBE_TRANSACTIONS: (0, 0),  # the only version
         LIST_TRANSACTIONS: (0, 1),  # v2 adds a transactional id pattern (KIP-1152)

@@ -34,12 +34,17 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import TypeVar
 
-from tierlog.api.errors import InvalidPartitionsError, InvalidReplicationFactorError
+from tierlog.api.errors import (
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+)
 
 __all__ = [
     "Racks",
     "assign_new_partitions",
     "assign_replicas",
+    "check_assignment",
     "rack_alternated",
     "replicas_without",
 ]
@@ -74,6 +79,35 @@ def assign_replicas(
         p: _replicas_of(p, brokers, racks, replication_factor, start_index, shift)
         for p in range(first_partition, first_partition + partition_count)
     }
+
+
+def check_assignment(
+    racks: Racks, assignment: Sequence[tuple[int, Sequence[int]]]
+) -> dict[int, tuple[int, ...]]:
+    """A client's own placement of a new topic, as (partition, replicas) pairs in the
+    order given, checked as Kafka checks it: partitions numbered 0 up in order, each
+    with the same number of replicas, each replica a distinct broker of ``racks``.
+    INVALID_REPLICA_ASSIGNMENT otherwise."""
+    partitions = [partition for partition, _replicas in assignment]
+    if partitions != list(range(len(assignment))) or not assignment:
+        raise InvalidReplicaAssignmentError(
+            f"partitions {partitions}: an assignment numbers them 0, 1, 2... in order"
+        )
+    placed = {partition: tuple(replicas) for partition, replicas in assignment}
+    if len({len(replicas) for replicas in placed.values()}) != 1:
+        raise InvalidReplicaAssignmentError("every partition needs as many replicas")
+    for partition, replicas in placed.items():
+        if not replicas or len(set(replicas)) != len(replicas):
+            raise InvalidReplicaAssignmentError(
+                f"partition {partition}: replicas {list(replicas)}: at least one, "
+                "each a distinct broker"
+            )
+        unknown = sorted(set(replicas) - set(racks))
+        if unknown:
+            raise InvalidReplicaAssignmentError(
+                f"partition {partition}: no broker {unknown} (the brokers: {sorted(racks)})"
+            )
+    return placed
 
 
 def assign_new_partitions(

@@ -17,10 +17,16 @@ from tierlog.api.errors import TopicAlreadyExistsError
 from tierlog.broker.topics import TopicStore
 from tierlog.partition_state.model import PartitionState
 from tierlog.partition_state.store import PartitionStateStore
-from tierlog.replication.placement import Racks, assign_new_partitions, assign_replicas
+from tierlog.replication.placement import (
+    Racks,
+    assign_new_partitions,
+    assign_replicas,
+    check_assignment,
+)
+from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.storage.names import validate_no_collision
 
-__all__ = ["add_partitions", "alter_configs", "create_topic"]
+__all__ = ["StoreTopicChanges", "add_partitions", "alter_configs", "create_topic"]
 
 
 def create_topic(
@@ -33,18 +39,23 @@ def create_topic(
     configs: Mapping[str, str],
     *,
     validate_only: bool = False,
+    assignment: Sequence[tuple[int, Sequence[int]]] | None = None,
 ) -> None:
     """Place the topic's replicas (Kafka's striped assignment, starting at a broker the
-    name picks, so topics spread) and record it, configs first: a broker that learns of
-    the topic finds them. TOPIC_ALREADY_EXISTS when the store has the name,
-    INVALID_TOPIC_EXCEPTION when it has one that collides (``a.b`` and ``a_b``)."""
+    name picks, so topics spread; or the client's own ``assignment``, checked) and
+    record it, configs first: a broker that learns of the topic finds them.
+    TOPIC_ALREADY_EXISTS when the store has the name, INVALID_TOPIC_EXCEPTION when it
+    has one that collides (``a.b`` and ``a_b``)."""
     topics.validate_new(name, partition_count, configs)
-    placed = assign_replicas(
-        racks,
-        partition_count,
-        replication_factor,
-        start_index=zlib.crc32(name.encode()) % len(racks),
-    )
+    if assignment is not None:
+        placed = check_assignment(racks, assignment)
+    else:
+        placed = assign_replicas(
+            racks,
+            partition_count,
+            replication_factor,
+            start_index=zlib.crc32(name.encode()) % len(racks),
+        )
     existing = store.list_topics()
     if name in existing:
         raise TopicAlreadyExistsError(f"topic {name!r} already exists")
@@ -71,7 +82,7 @@ def alter_configs(
     topics: TopicStore,
     name: str,
     set_configs: Mapping[str, str],
-    delete_configs: list[str],
+    delete_configs: Sequence[str],
     *,
     validate_only: bool,
 ) -> None:
@@ -82,3 +93,62 @@ def alter_configs(
     topics.validate_configs(configs, delete_configs)
     if not validate_only:
         store.write_topic_configs(name, configs)
+
+
+class StoreTopicChanges:
+    """The broker core's ``ClusterTopicChanges``: this broker's replica manager's store
+    and racks, and its poll to catch up with them."""
+
+    def __init__(self, replicas: ReplicaManager, topics: TopicStore):
+        self.replicas = replicas
+        self.topics = topics
+
+    def create_topic(
+        self,
+        name: str,
+        partition_count: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+        *,
+        validate_only: bool,
+        assignment: Sequence[tuple[int, Sequence[int]]] | None,
+    ) -> None:
+        create_topic(
+            self.replicas.store,
+            self.topics,
+            self.replicas.racks(),
+            name,
+            partition_count,
+            replication_factor,
+            configs,
+            validate_only=validate_only,
+            assignment=assignment,
+        )
+
+    def delete_topic(self, name: str) -> None:
+        self.replicas.store.delete_topic(name)
+
+    def add_partitions(self, name: str, total: int, *, validate_only: bool) -> None:
+        add_partitions(
+            self.replicas.store, self.replicas.racks(), name, total, validate_only=validate_only
+        )
+
+    def alter_configs(
+        self,
+        name: str,
+        set_configs: Mapping[str, str],
+        delete_configs: Sequence[str],
+        *,
+        validate_only: bool,
+    ) -> None:
+        alter_configs(
+            self.replicas.store,
+            self.topics,
+            name,
+            set_configs,
+            delete_configs,
+            validate_only=validate_only,
+        )
+
+    async def caught_up(self) -> None:
+        await self.replicas.poll_once()

@@ -25,48 +25,18 @@ from tierlog.sidecar.remote_read_config import REMOTE_READ_KEYS, RemoteReadConfi
 from tierlog.sidecar.security import SECURITY_KEYS, TlsConfig, read_token
 from tierlog.sidecar.tier_config import TIER_KEYS, TierConfig
 from tierlog.storage.cleaner_manager import CLEANER_KEYS, CleanerConfig
-from tierlog.storage.config import LogConfig
+from tierlog.storage.config import BROKER_TO_TOPIC_KEYS, LogConfig
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.manager import LogManagerConfig
 from tierlog.storage.tier.remote_log_manager import REMOTE_LOG_MANAGER_KEYS, RemoteLogManagerConfig
 
 __all__ = [
-    "BROKER_TO_TOPIC_KEYS",
     "DEFAULT_LISTEN",
     "SidecarConfig",
     "parse_host_port",
     "parse_listeners",
     "split_listeners",
 ]
-
-# Kafka's broker setting -> the topic setting it provides the default for.
-BROKER_TO_TOPIC_KEYS: dict[str, str] = {
-    "log.segment.bytes": "segment.bytes",
-    "log.roll.ms": "segment.ms",
-    "log.roll.jitter.ms": "segment.jitter.ms",
-    "log.index.size.max.bytes": "segment.index.bytes",
-    "log.index.interval.bytes": "index.interval.bytes",
-    "log.flush.interval.messages": "flush.messages",
-    "log.flush.interval.ms": "flush.ms",
-    "message.max.bytes": "max.message.bytes",
-    "log.message.timestamp.type": "message.timestamp.type",
-    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
-    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
-    "log.cleanup.policy": "cleanup.policy",
-    "log.retention.ms": "retention.ms",
-    "log.retention.bytes": "retention.bytes",
-    "log.cleaner.delete.retention.ms": "delete.retention.ms",
-    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
-    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
-    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
-    "log.segment.delete.delay.ms": "file.delete.delay.ms",
-    "compression.type": "compression.type",
-    "log.preallocate": "preallocate",
-    "log.local.retention.ms": "local.retention.ms",
-    "log.local.retention.bytes": "local.retention.bytes",
-    "min.insync.replicas": "min.insync.replicas",
-    "unclean.leader.election.enable": "unclean.leader.election.enable",
-}
 
 # Kafka's coarser spellings of the same settings, converted to milliseconds.
 _UNIT_ALIASES = {

@@ -47,6 +47,7 @@ from tierlog.broker.ownership import Broker, Ownership, read_assignment_file
 from tierlog.broker.partitions import Partitions
 from tierlog.broker.produce import Acks, Appender
 from tierlog.broker.producer_ids import ProducerIdManager
+from tierlog.broker.topic_changes import TopicChanges
 from tierlog.broker.topics import TopicStore
 from tierlog.broker.watch import AppendWatch
 from tierlog.client.rpc import CHANNEL_OPTIONS
@@ -65,6 +66,7 @@ from tierlog.replication.coordinator_lookup import (
 )
 from tierlog.replication.metrics import ReplicationCollector
 from tierlog.replication.replica_manager import ReplicaManager
+from tierlog.replication.topic_changes import StoreTopicChanges
 from tierlog.sidecar.admin import AdminService
 from tierlog.sidecar.assignment_updates import AssignmentUpdates
 from tierlog.sidecar.config import SidecarConfig
@@ -147,6 +149,7 @@ class SidecarServer:
         self.reader: FetchReader | None = None  # once started: the fetch core
         self.producer_ids: ProducerIdManager | None = None  # once started
         self._log_service: LogService | None = None
+        self.topic_changes: TopicChanges | None = None  # once started: the topic changes core
         self.kafka: KafkaListener | None = None  # with a Kafka listener, once started
         self.groups: GroupCoordinator | None = None  # once started
         self.transactions: TransactionCoordinator | None = None  # once started
@@ -205,12 +208,18 @@ class SidecarServer:
         services = tuple(service.full_name for service in descriptors)
         self.metrics.expect_calls(descriptors)
         add_log_service(self._log_service, self.server)
-        admin = AdminService(
+        topic_changes = TopicChanges(
             partitions,
             self.watch,
-            assignment,
             default_replication_factor=self.config.default_replication_factor,
+            cluster=(
+                None
+                if partitions.replicas is None
+                else StoreTopicChanges(partitions.replicas, self.topics)
+            ),
         )
+        self.topic_changes = topic_changes
+        admin = AdminService(partitions, topic_changes, assignment)
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(admin, self.server)
         self.groups = GroupCoordinator(partitions, self.config.groups, self._append_as_coordinator)
         self.metrics.registry.register(self.groups.metrics)
@@ -228,7 +237,7 @@ class SidecarServer:
             self._markers.write,
             lambda: producer_ids.init_producer_id(-1, -1)[0],
         )
-        lookup = self._coordinator_lookup(partitions, admin.create_internal_topic)
+        lookup = self._coordinator_lookup(partitions, topic_changes.create_topic)
         group_service = GroupService(partitions, self.groups, lookup)
         group_service_pb2_grpc.add_GroupServiceServicer_to_server(group_service, self.server)
         transaction_service_pb2_grpc.add_TransactionServiceServicer_to_server(
@@ -301,6 +310,8 @@ class SidecarServer:
         assert self.appender is not None and self.reader is not None
         assert self.producer_ids is not None
         assert self.transactions is not None and self.groups is not None
+        topic_changes = self.topic_changes
+        assert topic_changes is not None
         listener = KafkaListener(
             self.config.kafka_listen,
             self.config.socket_request_max_bytes,
@@ -323,6 +334,7 @@ class SidecarServer:
             coordinators=lookup,
             transactions=self.transactions,
             groups=self.groups,
+            topic_changes=topic_changes,
         )
         await listener.start(broker)
         self.metrics.kafka.serving()

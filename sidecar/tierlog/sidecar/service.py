@@ -27,6 +27,7 @@ import grpc
 
 from tierlog.api.errors import InvalidRequestError, InvalidRequiredAcksError
 from tierlog.api.v1 import common_pb2, log_service_pb2, log_service_pb2_grpc
+from tierlog.broker.delete_records import delete_records
 from tierlog.broker.fetch import MAX_WAIT_MS, FetchAnswer, FetchReader, PartitionFetch, next_offset
 from tierlog.broker.partitions import Partitions
 from tierlog.broker.produce import Acks, Appended, Appender, Produced
@@ -36,8 +37,7 @@ from tierlog.sidecar.fetch_session import FetchSessionState, SessionPartition, S
 from tierlog.sidecar.fetch_wire import PartitionAnswer
 from tierlog.sidecar.status import as_error, at_the_edge, unexpected
 from tierlog.storage.config import LogConfig
-from tierlog.storage.errors import OffsetOutOfRangeError, TierlogError
-from tierlog.storage.log import Log
+from tierlog.storage.errors import TierlogError
 from tierlog.storage.records import (
     NO_PARTITION_LEADER_EPOCH,
     CompressionType,
@@ -409,18 +409,10 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
     async def DeleteRecords(
         self, request: log_service_pb2.DeleteRecordsRequest, context: _Context
     ) -> log_service_pb2.DeleteRecordsResponse:
-        tp, partition_log = self.partitions.log(request.topic, request.partition)
-        high_watermark = self.partitions.high_watermark(tp, partition_log)
-        offset = high_watermark if request.offset == -1 else request.offset
-        if offset < 0:
-            raise OffsetOutOfRangeError(f"offset {request.offset}: use -1 or an offset")
-        low_watermark = await asyncio.to_thread(self._delete_records, partition_log, offset)
+        low_watermark = await delete_records(
+            self.partitions, request.topic, request.partition, request.offset
+        )
         return log_service_pb2.DeleteRecordsResponse(low_watermark=low_watermark)
-
-    def _delete_records(self, partition_log: Log, offset: int) -> int:
-        low_watermark = partition_log.increment_log_start_offset(offset)
-        self.partitions.manager.write_checkpoints()  # the new log start survives a crash
-        return low_watermark
 
     # -- producers --------------------------------------------------------------------
 

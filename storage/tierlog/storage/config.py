@@ -17,10 +17,39 @@ from typing import Any
 
 from tierlog.storage.errors import InvalidConfigError
 
-__all__ = ["LONG_MAX", "LogConfig", "TimestampType"]
+__all__ = ["BROKER_TO_TOPIC_KEYS", "LONG_MAX", "LogConfig", "TimestampType"]
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
+
+# Kafka's broker setting -> the topic setting it provides the default for.
+BROKER_TO_TOPIC_KEYS: dict[str, str] = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.roll.jitter.ms": "segment.jitter.ms",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "message.max.bytes": "max.message.bytes",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "compression.type": "compression.type",
+    "log.preallocate": "preallocate",
+    "log.local.retention.ms": "local.retention.ms",
+    "log.local.retention.bytes": "local.retention.bytes",
+    "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+}
 
 
 class TimestampType(Enum):
@@ -118,6 +147,18 @@ class LogConfig:
             changes[attr] = _parse(key, raw, fields_by_name[attr].type)
         return dataclasses.replace(base or cls(), **changes)
 
+    @classmethod
+    def kafka_type(cls, key: str) -> str:
+        """The type Kafka's ConfigDef declares for ``key`` (BOOLEAN, INT, LONG, DOUBLE,
+        STRING or LIST), as DescribeConfigs reports it."""
+        kind = {f.metadata["key"]: f.type for f in dataclasses.fields(cls)}[key]
+        kind = kind if isinstance(kind, str) else kind.__name__
+        if kind == "int":
+            return "INT" if key in _JAVA_INT_KEYS else "LONG"
+        if kind == "str":
+            return "LIST" if key in _LIST_KEYS else "STRING"
+        return {"bool": "BOOLEAN", "float": "DOUBLE"}[kind]
+
     def to_properties(self) -> dict[str, str]:
         """Every setting under its Kafka name, as the string Kafka would print."""
         out: dict[str, str] = {}
@@ -157,7 +198,15 @@ _EXPECTED = {
 
 
 # Kafka declares these INT, not LONG.
-_JAVA_INT_KEYS = ("segment.bytes", "segment.index.bytes", "min.insync.replicas")
+_JAVA_INT_KEYS = (
+    "segment.bytes",
+    "segment.index.bytes",
+    "index.interval.bytes",
+    "max.message.bytes",
+    "min.insync.replicas",
+)
+# Kafka declares these a LIST (of comma-separated values).
+_LIST_KEYS = ("cleanup.policy",)
 
 
 def _check(f: dataclasses.Field[Any], value: Any) -> None:
