@@ -31,7 +31,6 @@ applies or drops them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -148,7 +147,8 @@ class GroupCoordinator:
         self._tasks: list[asyncio.Task[None]] = []
         self.metrics = GroupMetrics(self)  # the sidecar registers it; membership feeds it
         self._group_locks: dict[str, asyncio.Lock] = {}
-        self._sessions_changed = asyncio.Event()  # a classic call set a nearer deadline
+        # Set when a classic call may have set a nearer deadline: the expiry loop looks now.
+        self._session_waker: asyncio.Future[None] | None = None
 
     # -- running ----------------------------------------------------------------------
 
@@ -180,13 +180,27 @@ class GroupCoordinator:
         # a member goes at its session timeout, not up to a scan interval later; and at
         # least several times per session, for groups loaded meanwhile.
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._sessions_changed.wait(), self.next_session_check_s())
-            self._sessions_changed.clear()
+            await self._sleep_unless_woken(self.next_session_check_s())
             try:
                 await self.expire_sessions_once()
             except TierlogError as error:
                 log.warning("expiring members failed: %s: %s", error.reason, error)
+
+    async def _sleep_unless_woken(self, seconds: float) -> None:
+        # A future and a timer, not wait_for: Python 3.11's wait_for can swallow a
+        # cancellation that coincides with the wake-up, and stop() would wait forever.
+        loop = asyncio.get_running_loop()
+        waker = self._session_waker = loop.create_future()
+        timer = loop.call_later(seconds, self._wake_sessions)
+        try:
+            await waker
+        finally:
+            timer.cancel()
+
+    def _wake_sessions(self) -> None:
+        waker = self._session_waker
+        if waker is not None and not waker.done():
+            waker.set_result(None)
 
     def next_session_check_s(self) -> float:
         """Seconds until the earliest session of a loaded group ends, at most a quarter
@@ -591,7 +605,7 @@ class GroupCoordinator:
                 state.add_classic_group(classic)
             timeouts = Timeouts(config.classic_initial_rebalance_delay_ms)
             waiter = classic.join(request, self.clock_ms(), timeouts)
-        self._sessions_changed.set()
+        self._wake_sessions()
         return await waiter
 
     async def sync_group(
@@ -623,7 +637,7 @@ class GroupCoordinator:
                     classic.assignment_failed(error, self.clock_ms())
                 else:
                     classic.assignment_written(self.clock_ms())
-        self._sessions_changed.set()
+        self._wake_sessions()
         return await waiter
 
     def classic_heartbeat(
@@ -653,7 +667,7 @@ class GroupCoordinator:
                     outcomes.append(None)
             if emptied:
                 await self._write(partition, state, group, [classic.record(now_ms)])
-        self._sessions_changed.set()
+        self._wake_sessions()
         return outcomes
 
     @staticmethod
