@@ -14,6 +14,9 @@ import pytest
 
 from tests.support.sidecars import SidecarProcess, Sidecars, free_port
 from tierlog.client.admin import AdminClient
+from tierlog.client.cluster import Cluster
+from tierlog.client.groups import GroupClient
+from tierlog.coordinator.offsets_topic import partition_for_group
 
 
 class KafkaSidecar(SidecarProcess):
@@ -28,6 +31,20 @@ class KafkaSidecar(SidecarProcess):
             admin.create_topic(
                 name, partitions, {key.replace("_", "."): value for key, value in configs.items()}
             )
+
+    def load_offsets_topic(self, partitions: int) -> None:
+        """Create ``__consumer_offsets`` (of ``partitions``) and wait until each partition
+        is loaded, through tierlog's GroupClient, which waits out
+        COORDINATOR_LOAD_IN_PROGRESS as Kafka's clients do: a test's raw requests then
+        meet a coordinator that is ready."""
+        loaded: set[int] = set()
+        probe = 0
+        while len(loaded) < partitions:
+            group = f"probe-{probe}"
+            probe += 1
+            if partition_for_group(group, partitions) not in loaded:
+                GroupClient(Cluster([self.address]), group).committed()
+                loaded.add(partition_for_group(group, partitions))
 
 
 def start_kafka_sidecar(sidecars: Sidecars, data_dir: Path, *configs: str) -> KafkaSidecar:

@@ -28,6 +28,7 @@ __all__ = [
     "FencedMemberEpochError",
     "GroupIdNotFoundError",
     "GroupMaxSizeReachedError",
+    "GroupSubscribedToTopicError",
     "IllegalGenerationError",
     "InconsistentGroupProtocolError",
     "InvalidGroupIdError",
@@ -293,6 +294,13 @@ class NonEmptyGroupError(TierlogError):
     reason = "NON_EMPTY_GROUP"
 
 
+class GroupSubscribedToTopicError(TierlogError):
+    """[86] OffsetDelete of a topic a member of the group subscribes to: its offset is
+    in use (the members would lose their place)."""
+
+    reason = "GROUP_SUBSCRIBED_TO_TOPIC"
+
+
 class GroupMaxSizeReachedError(TierlogError):
     """[81] A new member would take the group over ``group.consumer.max.size``."""
 
@@ -416,6 +424,7 @@ STATUS_CODES: dict[str, grpc.StatusCode] = {
     "PRODUCER_FENCED": _C.FAILED_PRECONDITION,
     "TRANSACTIONAL_ID_NOT_FOUND": _C.NOT_FOUND,
     "NON_EMPTY_GROUP": _C.FAILED_PRECONDITION,
+    "GROUP_SUBSCRIBED_TO_TOPIC": _C.FAILED_PRECONDITION,
     "GROUP_MAX_SIZE_REACHED": _C.RESOURCE_EXHAUSTED,
     "FENCED_MEMBER_EPOCH": _C.FAILED_PRECONDITION,
     "UNRELEASED_INSTANCE_ID": _C.FAILED_PRECONDITION,

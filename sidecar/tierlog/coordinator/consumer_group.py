@@ -218,6 +218,21 @@ class ConsumerGroup:
                 return GroupState.RECONCILING
         return GroupState.STABLE
 
+    def subscribed_topics(self, topics: TopicImage) -> set[str]:
+        """The existing topics some member subscribes to, by name or by its regex."""
+        return {
+            name
+            for subscription in self.subscriptions.values()
+            for name in _resolve(subscription, topics)
+        }
+
+    def assignor(self) -> str:
+        """The assignor most members ask for (ties: by name), else the default."""
+        asked = [s.server_assignor for s in self.subscriptions.values() if s.server_assignor]
+        if not asked:
+            return DEFAULT_ASSIGNOR
+        return min(set(asked), key=lambda name: (-asked.count(name), name))
+
     def member_epoch(self, member_id: str) -> int | None:
         current = self.current.get(member_id)
         return None if current is None else current.member_epoch
@@ -237,6 +252,27 @@ class ConsumerGroup:
         if member_epoch != current.member_epoch:
             raise StaleMemberEpochError(
                 f"member {member_id!r} committed at epoch {member_epoch}, its epoch is "
+                f"{current.member_epoch}"
+            )
+
+    def check_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        """An OffsetFetch (v9+) against this group, as Kafka checks it: without a member
+        and an epoch (an admin, or an older client) it passes; else it must come from a
+        member (UNKNOWN_MEMBER_ID) at its epoch (FENCED_MEMBER_EPOCH ahead of it,
+        STALE_MEMBER_EPOCH behind)."""
+        if member_id is None and member_epoch < 0:
+            return
+        current = self.current.get(member_id or "")
+        if current is None or member_id not in self.subscriptions:
+            raise UnknownMemberIdError(f"group {self.group_id!r} has no member {member_id!r}")
+        if member_epoch > current.member_epoch:
+            raise FencedMemberEpochError(
+                f"member {member_id!r} fetched at epoch {member_epoch}, ahead of its "
+                f"epoch {current.member_epoch}"
+            )
+        if member_epoch < current.member_epoch:
+            raise StaleMemberEpochError(
+                f"member {member_id!r} fetched at epoch {member_epoch}, its epoch is "
                 f"{current.member_epoch}"
             )
 
@@ -518,7 +554,7 @@ class _Draft:
 
     def bump_epoch_if_needed(self, topics: TopicImage) -> None:
         group = self.group
-        metadata_hash = _metadata_hash(self._subscribed_topics(topics), topics)
+        metadata_hash = _metadata_hash(self.group.subscribed_topics(topics), topics)
         if not (self.force_bump or metadata_hash != group.metadata_hash or not group.exists):
             return
         value = ConsumerGroupMetadataValue(group.group_epoch + 1, metadata_hash)
@@ -538,26 +574,12 @@ class _Draft:
         counts = {info.topic_id: info.partition_count for info in topics.values()}
         subscribed = set().union(*(spec.subscribed_topic_ids for spec in specs.values()))
         spec = GroupSpec(specs, {t: n for t, n in counts.items() if t in subscribed})
-        targets = assignor_named(self._group_assignor()).assign(spec)
+        targets = assignor_named(self.group.assignor()).assign(spec)
         for member_id in sorted(targets):
             if group.targets.get(member_id) != targets[member_id]:
                 self.emit(_target_record(self.group_id, member_id, targets[member_id]))
         value = ConsumerGroupTargetAssignmentMetadataValue(group.group_epoch)
         self.emit(CoordinatorRecord(ConsumerGroupTargetAssignmentMetadataKey(self.group_id), value))
-
-    def _group_assignor(self) -> str:
-        """The assignor most members ask for (ties: by name), else the default."""
-        asked = [s.server_assignor for s in self.group.subscriptions.values() if s.server_assignor]
-        if not asked:
-            return DEFAULT_ASSIGNOR
-        return min(set(asked), key=lambda name: (-asked.count(name), name))
-
-    def _subscribed_topics(self, topics: TopicImage) -> set[str]:
-        return {
-            name
-            for subscription in self.group.subscriptions.values()
-            for name in _resolve(subscription, topics)
-        }
 
     def reconcile(self, member_id: str, owned: Assignment | None) -> None:
         group = self.group

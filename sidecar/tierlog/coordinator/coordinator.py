@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from tierlog.api.errors import (
     GroupIdNotFoundError,
+    GroupSubscribedToTopicError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
     InvalidGroupIdError,
@@ -474,11 +475,21 @@ class GroupCoordinator:
             )
 
     def fetch(
-        self, group: str, partitions: Sequence[TopicPartition], *, require_stable: bool = False
+        self,
+        group: str,
+        partitions: Sequence[TopicPartition],
+        *,
+        require_stable: bool = False,
+        member_id: str | None = None,
+        member_epoch: int = NO_GENERATION,
     ) -> list[tuple[TopicPartition, CommittedOffset | None, TierlogError | None]]:
         """The group's offsets of ``partitions`` (every one it has, if empty); None for a
-        partition without one (and for every partition of an unknown group)."""
+        partition without one (and for every partition of an unknown group). A KIP-848
+        member that names itself is checked (``ConsumerGroup.check_fetch``)."""
         _partition, state = self._state(group)
+        members = state.consumer_group(group)
+        if members is not None:
+            members.check_fetch(member_id, member_epoch)
         committed = state.offsets(group)
         answers: list[tuple[TopicPartition, CommittedOffset | None, TierlogError | None]] = []
         for tp in partitions or sorted(committed):
@@ -492,15 +503,19 @@ class GroupCoordinator:
     async def delete_offsets(
         self, group: str, partitions: Sequence[TopicPartition]
     ) -> list[PartitionOutcome]:
+        """Tombstones for the group's offsets of ``partitions``, but for the topics its
+        members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC, as Kafka refuses them)."""
         partition, state = self._state(group)
         self._check_exists(state, group)
+        members = state.consumer_group(group)
+        in_use = set() if members is None else members.subscribed_topics(self.topic_image())
         # An offset in an open transaction is deleted too (its COMMIT, older in the log
         # than the tombstone, then changes nothing), as Kafka deletes it.
         known = state.offsets(group).keys() | state.transactional_partitions(group)
-        gone = [tp for tp in partitions if tp in known]
+        gone = [tp for tp in partitions if tp in known and tp.topic not in in_use]
         if gone:
             await self._write(partition, state, group, _tombstones(group, gone))
-        return [(tp, None) for tp in partitions]
+        return [(tp, _subscribed(group, tp) if tp.topic in in_use else None) for tp in partitions]
 
     async def delete_group(self, group: str) -> None:
         """Forget the group: a tombstone for each offset and for its group record."""
@@ -725,6 +740,12 @@ def _answer_classic_waiters(loaded: Loaded[OffsetsState]) -> None:
     assert loaded.state is not None
     for classic in loaded.state.classic_groups():
         classic.kill(NotCoordinatorError(f"group {classic.group_id!r} moved"))
+
+
+def _subscribed(group: str, tp: TopicPartition) -> GroupSubscribedToTopicError:
+    return GroupSubscribedToTopicError(
+        f"{tp}: a member of group {group!r} subscribes to {tp.topic!r}; its offset is kept"
+    )
 
 
 def _tombstones(group: str, tps: Iterable[TopicPartition]) -> list[CoordinatorRecord]:

@@ -8,6 +8,8 @@ from tierlog.broker.fetch import FetchReader
 from tierlog.broker.partitions import Partitions
 from tierlog.broker.produce import Appender
 from tierlog.broker.producer_ids import ProducerIdManager
+from tierlog.coordinator.coordinator import GroupCoordinator
+from tierlog.replication.coordinator_lookup import CoordinatorLookup
 from tierlog.replication.replica_manager import ReplicaManager
 
 __all__ = ["KafkaBroker"]
@@ -24,6 +26,10 @@ class KafkaBroker:
     advertised_port: int
     # The most a Fetch answer carries per partition when the client asks for more.
     fetch_max_bytes: int
+    # Which broker coordinates a group or a transactional id (FindCoordinator).
+    coordinators: CoordinatorLookup
+    # Committed offsets and KIP-848 groups (OffsetCommit, OffsetFetch, heartbeats).
+    groups: GroupCoordinator
 
     @property
     def node_id(self) -> int:

@@ -26,19 +26,32 @@ from kio.static.protocol import RequestPayload, ResponsePayload
 from tierlog.kafka.api_versions import api_versions, unsupported_version
 from tierlog.kafka.broker import KafkaBroker
 from tierlog.kafka.codec import encode_response, read_request
+from tierlog.kafka.consumer_group_describe import consumer_group_describe
+from tierlog.kafka.consumer_group_heartbeat import consumer_group_heartbeat
 from tierlog.kafka.fetch import fetch
+from tierlog.kafka.find_coordinator import find_coordinator
 from tierlog.kafka.init_producer_id import init_producer_id
 from tierlog.kafka.list_offsets import list_offsets
 from tierlog.kafka.metadata import metadata
+from tierlog.kafka.offset_commit import offset_commit
+from tierlog.kafka.offset_delete import offset_delete
+from tierlog.kafka.offset_fetch import offset_fetch
 from tierlog.kafka.offset_for_leader_epoch import offset_for_leader_epoch
 from tierlog.kafka.produce import produce
+from tierlog.kafka.request_client import serving
 from tierlog.kafka.versions import (
     API_VERSIONS,
     API_VERSIONS_KEY,
+    CONSUMER_GROUP_DESCRIBE,
+    CONSUMER_GROUP_HEARTBEAT,
     FETCH,
+    FIND_COORDINATOR,
     INIT_PRODUCER_ID,
     LIST_OFFSETS,
     METADATA,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    OFFSET_FETCH,
     OFFSET_FOR_LEADER_EPOCH,
     PRODUCE,
 )
@@ -72,6 +85,12 @@ _HANDLERS: dict[int, Handler] = {
     LIST_OFFSETS: list_offsets,
     INIT_PRODUCER_ID: init_producer_id,
     OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
+    FIND_COORDINATOR: find_coordinator,
+    OFFSET_COMMIT: offset_commit,
+    OFFSET_FETCH: offset_fetch,
+    OFFSET_DELETE: offset_delete,
+    CONSUMER_GROUP_HEARTBEAT: consumer_group_heartbeat,
+    CONSUMER_GROUP_DESCRIBE: consumer_group_describe,
 }
 
 
@@ -135,7 +154,7 @@ class KafkaListener:
                     if error.partial:
                         raise _Refused("a size prefix cut short") from None
                     return  # the client closed between requests
-                answer = await self._answer(await self._frame(reader, size_bytes))
+                answer = await self._answer(await self._frame(reader, size_bytes), peer)
                 if answer is not None:
                     writer.write(answer)
                     await writer.drain()
@@ -163,7 +182,7 @@ class KafkaListener:
         except asyncio.IncompleteReadError as error:
             raise _Refused(f"a request cut short: {len(error.partial)} of {size} bytes") from None
 
-    async def _answer(self, payload: bytes) -> bytes | None:
+    async def _answer(self, payload: bytes, peer: object) -> bytes | None:
         api_key, api_version, correlation_id = _HEADER_START.unpack_from(payload)
         log.debug("kafka listener: api key %d v%d", api_key, api_version)
         served = API_VERSIONS.get(api_key)
@@ -179,5 +198,6 @@ class KafkaListener:
         except Exception as error:  # kio raises whatever its readers meet
             raise _Refused(f"api key {api_key} v{api_version} does not parse: {error}") from None
         assert self._broker is not None  # connections are accepted once started
+        serving(frame.client_id, peer)
         response = await _HANDLERS[api_key](self._broker, frame.body, api_version)
         return None if response is None else encode_response(correlation_id, response)

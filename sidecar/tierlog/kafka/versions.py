@@ -11,15 +11,34 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-__all__ = ["API_VERSIONS", "API_VERSIONS_KEY", "FETCH", "LIST_OFFSETS", "METADATA", "PRODUCE"]
+__all__ = [
+    "API_VERSIONS",
+    "API_VERSIONS_KEY",
+    "CONSUMER_GROUP_DESCRIBE",
+    "CONSUMER_GROUP_HEARTBEAT",
+    "FETCH",
+    "FIND_COORDINATOR",
+    "LIST_OFFSETS",
+    "METADATA",
+    "OFFSET_COMMIT",
+    "OFFSET_DELETE",
+    "OFFSET_FETCH",
+    "PRODUCE",
+]
 
 PRODUCE = 0
 FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+FIND_COORDINATOR = 10
 API_VERSIONS_KEY = 18
 INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
+OFFSET_DELETE = 47
+CONSUMER_GROUP_HEARTBEAT = 68
+CONSUMER_GROUP_DESCRIBE = 69
 
 # api key -> (min version, max version)
 API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
@@ -28,8 +47,22 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         FETCH: (4, 12),  # v13 names topics by id
         LIST_OFFSETS: (1, 9),  # v10 adds a timeout for KIP-1075's remote reads
         METADATA: (4, 12),  # v13 adds a top-level error code
+        # v2 is KIP-896's floor; v9 is the first a KIP-848 member commits with, v10
+        # names topics by id.
+        OFFSET_COMMIT: (2, 9),
+        # v1 is KIP-896's floor; v8 batches groups, v9 adds KIP-848's member and epoch,
+        # v10 names topics by id.
+        OFFSET_FETCH: (1, 9),
+        # v0 is older than KIP-896's floor; v6 adds share groups' key type (KIP-932),
+        # which is refused per key (INVALID_REQUEST) as no share coordinator runs here.
+        FIND_COORDINATOR: (1, 6),
         API_VERSIONS_KEY: (0, 4),
         INIT_PRODUCER_ID: (0, 4),  # v5 changes transactional fencing, v6 adds 2PC (KIP-939)
         OFFSET_FOR_LEADER_EPOCH: (2, 4),  # all versions kio knows past KIP-896's floor
+        OFFSET_DELETE: (0, 0),  # the only version
+        # v1 has the consumer make its member id (KIP-1082); the newest kio knows.
+        CONSUMER_GROUP_HEARTBEAT: (0, 1),
+        # v1 adds each member's type; the newest kio knows.
+        CONSUMER_GROUP_DESCRIBE: (0, 1),
     }
 )

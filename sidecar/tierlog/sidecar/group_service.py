@@ -1,12 +1,9 @@
 """Consumer groups: ``tierlog.v1.GroupService`` over the group coordinator.
 
-FindCoordinator names the leader of the group's ``__consumer_offsets`` partition (any
-broker answers), creating the topic on first use as Kafka's broker does (and so does
-every group call: without replication each broker keeps its own topic list):
-``offsets.topic.num.partitions`` partitions, ``offsets.topic.replication.factor``
-replicas capped to the brokers there are (one without replication), compacted. Asked
-for a transactional id's coordinator, it names the leader of the id's
-``__transaction_state`` partition, creating that topic alike (``transaction.state.log.*``). The
+FindCoordinator names the leader of the group's ``__consumer_offsets`` partition, or of
+a transactional id's ``__transaction_state`` partition (any broker answers), through
+the lookup the Kafka listener shares (``replication.coordinator_lookup``), which
+creates the topic on first use; so does every group call. The
 other calls go to the coordinator (``tierlog.coordinator.coordinator``) and are mapped
 here from and to the wire; a partition's own failure is answered in its result.
 ConsumerGroupHeartbeat names partitions by topic name on the wire; the coordinator by
@@ -15,17 +12,12 @@ topic id (a partition of a topic unknown here is left out of what a member owns)
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import grpc
 
-from tierlog.api.errors import (
-    CoordinatorNotAvailableError,
-    InvalidRequestError,
-    TopicAlreadyExistsError,
-)
+from tierlog.api.errors import InvalidRequestError
 from tierlog.api.v1 import group_service_pb2 as pb
 from tierlog.api.v1 import group_service_pb2_grpc
 from tierlog.broker.partitions import Partitions
@@ -42,24 +34,20 @@ from tierlog.coordinator.coordinator import (
     PartitionOutcome,
     TransactionalProducer,
 )
-from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
-from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
-from tierlog.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC
-from tierlog.partition_state.model import NO_LEADER
+from tierlog.replication.coordinator_lookup import CoordinatorLookup, CoordinatorType
 from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.sidecar.status import as_error, at_the_edge
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.topic_partition import TopicPartition
 
-__all__ = ["CreateTopic", "GroupService"]
-
-log = logging.getLogger(__name__)
+__all__ = ["GroupService"]
 
 _Context = grpc.aio.ServicerContext[Any, Any]
-_GROUP_KEY_TYPES = (pb.COORDINATOR_TYPE_UNSPECIFIED, pb.COORDINATOR_TYPE_GROUP)
-_KEY_TYPES = (*_GROUP_KEY_TYPES, pb.COORDINATOR_TYPE_TRANSACTION)
-# Creates a topic as CreateTopics does: (name, partitions, replication factor, configs).
-CreateTopic = Callable[[str, int, int, Mapping[str, str]], Awaitable[None]]
+_COORDINATOR_TYPES = {
+    pb.COORDINATOR_TYPE_UNSPECIFIED: CoordinatorType.GROUP,
+    pb.COORDINATOR_TYPE_GROUP: CoordinatorType.GROUP,
+    pb.COORDINATOR_TYPE_TRANSACTION: CoordinatorType.TRANSACTION,
+}
 
 
 class GroupService(group_service_pb2_grpc.GroupServiceServicer):
@@ -67,13 +55,11 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
         self,
         partitions: Partitions[ReplicaManager],
         coordinator: GroupCoordinator,
-        create_topic: CreateTopic,
-        transactions: TransactionCoordinator | None = None,
+        lookup: CoordinatorLookup,
     ):
         self.partitions = partitions
         self.coordinator = coordinator
-        self.transactions = transactions
-        self.create_topic = create_topic
+        self.lookup = lookup
 
     # -- finding the coordinator ------------------------------------------------------
 
@@ -81,72 +67,11 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def FindCoordinator(
         self, request: pb.FindCoordinatorRequest, context: _Context
     ) -> pb.FindCoordinatorResponse:
-        if request.key_type not in _KEY_TYPES:
+        key_type = _COORDINATOR_TYPES.get(request.key_type)
+        if key_type is None:
             raise InvalidRequestError(f"coordinator type {request.key_type}: GROUP or TRANSACTION")
-        if request.key_type == pb.COORDINATOR_TYPE_TRANSACTION:
-            if self.transactions is None:
-                raise CoordinatorNotAvailableError("this broker runs no transaction coordinator")
-            tp = TopicPartition(
-                TRANSACTION_STATE_TOPIC, self.transactions.partition_of(request.key)
-            )
-            await self.ensure_transaction_topic()
-        else:
-            tp = TopicPartition(OFFSETS_TOPIC, self.coordinator.partition_of(request.key))
-            await self.ensure_offsets_topic()
-        node_id, address = self._leader(tp)
-        return pb.FindCoordinatorResponse(node_id=node_id, address=address)
-
-    async def ensure_offsets_topic(self) -> None:
-        """``__consumer_offsets``, created on first use (as every group call does, and
-        AddOffsetsToTxn, which may come before any)."""
-        config = self.coordinator.config
-        await self._ensure_topic(
-            OFFSETS_TOPIC,
-            config.offsets_topic_partitions,
-            config.offsets_topic_replication_factor,
-            config.offsets_topic_configs(),
-        )
-
-    async def ensure_transaction_topic(self) -> None:
-        """``__transaction_state``, created on first use (as every transaction call does)."""
-        assert self.transactions is not None
-        config = self.transactions.config
-        await self._ensure_topic(
-            TRANSACTION_STATE_TOPIC,
-            config.topic_partitions,
-            config.topic_replication_factor,
-            config.topic_configs(),
-        )
-
-    async def _ensure_topic(
-        self, topic: str, partitions: int, replication_factor: int, configs: Mapping[str, str]
-    ) -> None:
-        try:
-            self.partitions.topics.get(topic)
-            return
-        except TierlogError:
-            pass
-        replicas = self.partitions.replicas
-        factor = 1
-        if replicas is not None:  # Kafka's default of 3, on the brokers there are
-            factor = min(replication_factor, len(replicas.racks()))
-        try:
-            await self.create_topic(topic, partitions, factor, configs)
-            log.info("created %s: %d partitions, replication factor %d", topic, partitions, factor)
-        except TopicAlreadyExistsError:
-            pass  # another broker was first
-
-    def _leader(self, tp: TopicPartition) -> tuple[int, str]:
-        replicas = self.partitions.replicas
-        if replicas is not None:
-            leadership = replicas.leadership(tp)
-            if leadership.leader_id == NO_LEADER or not leadership.leader_address:
-                raise CoordinatorNotAvailableError(f"{tp} has no leader right now; retry")
-            return leadership.leader_id, leadership.leader_address
-        owner = self.partitions.ownership.owner(tp)
-        if owner is None:
-            raise CoordinatorNotAvailableError(f"{tp} is moving between brokers; retry")
-        return owner.node_id, owner.address
+        found = await self.lookup.find(key_type, request.key)
+        return pb.FindCoordinatorResponse(node_id=found.node_id, address=found.address)
 
     # -- offsets ----------------------------------------------------------------------
 
@@ -154,7 +79,7 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def OffsetCommit(
         self, request: pb.OffsetCommitRequest, context: _Context
     ) -> pb.OffsetCommitResponse:
-        await self.ensure_offsets_topic()
+        await self.lookup.ensure_offsets_topic()
         outcomes = await self.coordinator.commit(
             request.group_id,
             _offsets(request.partitions),
@@ -167,7 +92,7 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def TxnOffsetCommit(
         self, request: pb.TxnOffsetCommitRequest, context: _Context
     ) -> pb.TxnOffsetCommitResponse:
-        await self.ensure_offsets_topic()
+        await self.lookup.ensure_offsets_topic()
         producer = TransactionalProducer(
             request.transactional_id, request.producer_id, request.producer_epoch
         )
@@ -184,7 +109,7 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def OffsetFetch(
         self, request: pb.OffsetFetchRequest, context: _Context
     ) -> pb.OffsetFetchResponse:
-        await self.ensure_offsets_topic()
+        await self.lookup.ensure_offsets_topic()
         answers = self.coordinator.fetch(
             request.group_id,
             [TopicPartition(p.topic, p.partition) for p in request.partitions],
@@ -209,7 +134,7 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def OffsetDelete(
         self, request: pb.OffsetDeleteRequest, context: _Context
     ) -> pb.OffsetDeleteResponse:
-        await self.ensure_offsets_topic()
+        await self.lookup.ensure_offsets_topic()
         outcomes = await self.coordinator.delete_offsets(
             request.group_id, [TopicPartition(p.topic, p.partition) for p in request.partitions]
         )
@@ -221,7 +146,7 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def DeleteGroups(
         self, request: pb.DeleteGroupsRequest, context: _Context
     ) -> pb.DeleteGroupsResponse:
-        await self.ensure_offsets_topic()
+        await self.lookup.ensure_offsets_topic()
         results = []
         for group in request.group_ids:
             result = pb.GroupResult(group_id=group)
@@ -247,7 +172,7 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def DescribeGroups(
         self, request: pb.DescribeGroupsRequest, context: _Context
     ) -> pb.DescribeGroupsResponse:
-        await self.ensure_offsets_topic()
+        await self.lookup.ensure_offsets_topic()
         state = self.coordinator.describe(request.group_id)
         group = self.coordinator.consumer_group(request.group_id)
         members = [] if group is None else _members(group, self.coordinator.topic_image())
@@ -269,7 +194,7 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     async def ConsumerGroupHeartbeat(
         self, request: pb.ConsumerGroupHeartbeatRequest, context: _Context
     ) -> pb.ConsumerGroupHeartbeatResponse:
-        await self.ensure_offsets_topic()
+        await self.lookup.ensure_offsets_topic()
         topics = self.coordinator.topic_image()
         heartbeat = Heartbeat(
             member_id=request.member_id,

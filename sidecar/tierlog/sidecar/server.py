@@ -56,6 +56,12 @@ from tierlog.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC
 from tierlog.kafka.broker import KafkaBroker
 from tierlog.kafka.listener import KafkaListener
 from tierlog.replication.broker import ReplicatedBroker
+from tierlog.replication.coordinator_lookup import (
+    CoordinatorLookup,
+    CoordinatorType,
+    CreateTopic,
+    InternalTopic,
+)
 from tierlog.replication.metrics import ReplicationCollector
 from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.sidecar.admin import AdminService
@@ -221,16 +227,15 @@ class SidecarServer:
             self._markers.write,
             lambda: producer_ids.init_producer_id(-1, -1)[0],
         )
-        group_service = GroupService(
-            partitions, self.groups, admin.create_internal_topic, self.transactions
-        )
+        lookup = self._coordinator_lookup(partitions, admin.create_internal_topic)
+        group_service = GroupService(partitions, self.groups, lookup)
         group_service_pb2_grpc.add_GroupServiceServicer_to_server(group_service, self.server)
         transaction_service_pb2_grpc.add_TransactionServiceServicer_to_server(
             TransactionService(
                 self.transactions,
-                group_service.ensure_transaction_topic,
+                lookup.ensure_transaction_topic,
                 self._append_marker,
-                group_service.ensure_offsets_topic,
+                lookup.ensure_offsets_topic,
             ),
             self.server,
         )
@@ -242,7 +247,7 @@ class SidecarServer:
                 self.server,
             )
         if self.config.kafka_listen is not None:
-            self.kafka = await self._kafka_listener(partitions)
+            self.kafka = await self._kafka_listener(partitions, lookup)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(
             (*services, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server
@@ -258,11 +263,41 @@ class SidecarServer:
         if self.config.assignment_file is not None:
             self._reloads = asyncio.create_task(assignment.follow_file())
 
-    async def _kafka_listener(self, partitions: Partitions[ReplicaManager]) -> KafkaListener:
+    def _coordinator_lookup(
+        self, partitions: Partitions[ReplicaManager], create_topic: CreateTopic
+    ) -> CoordinatorLookup:
+        """Where groups and transactional ids are coordinated, for both front doors."""
+        assert self.groups is not None and self.transactions is not None
+        groups = self.config.groups
+        transactions = self.config.transactions
+        return CoordinatorLookup(
+            partitions,
+            create_topic,
+            {
+                CoordinatorType.GROUP: InternalTopic(
+                    OFFSETS_TOPIC,
+                    self.groups.partition_of,
+                    groups.offsets_topic_partitions,
+                    groups.offsets_topic_replication_factor,
+                    groups.offsets_topic_configs(),
+                ),
+                CoordinatorType.TRANSACTION: InternalTopic(
+                    TRANSACTION_STATE_TOPIC,
+                    self.transactions.partition_of,
+                    transactions.topic_partitions,
+                    transactions.topic_replication_factor,
+                    transactions.topic_configs(),
+                ),
+            },
+        )
+
+    async def _kafka_listener(
+        self, partitions: Partitions[ReplicaManager], lookup: CoordinatorLookup
+    ) -> KafkaListener:
         """Kafka's wire protocol over the same produce and fetch cores as LogService."""
         assert self.config.kafka_listen is not None
         assert self.appender is not None and self.reader is not None
-        assert self.producer_ids is not None
+        assert self.producer_ids is not None and self.groups is not None
         listener = KafkaListener(
             self.config.kafka_listen,
             self.config.socket_request_max_bytes,
@@ -278,6 +313,8 @@ class SidecarServer:
             host.strip("[]"),
             int(port),
             fetch_max_bytes=self.config.storage.default_log_config.max_message_bytes,
+            coordinators=lookup,
+            groups=self.groups,
         )
         await listener.start(broker)
         return listener

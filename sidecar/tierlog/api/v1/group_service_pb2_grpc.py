@@ -119,7 +119,8 @@ class GroupServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def OffsetDelete(self, request, context):
-        """Forget a group's offsets of some partitions (tombstones).
+        """Forget a group's offsets of some partitions (tombstones); a partition of a topic a
+        member subscribes to is kept, with GROUP_SUBSCRIBED_TO_TOPIC in its result.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -58,7 +58,9 @@ class GroupServiceStub:
     """
     OffsetFetch: _grpc.UnaryUnaryMultiCallable[_group_service_pb2.OffsetFetchRequest, _group_service_pb2.OffsetFetchResponse]
     OffsetDelete: _grpc.UnaryUnaryMultiCallable[_group_service_pb2.OffsetDeleteRequest, _group_service_pb2.OffsetDeleteResponse]
-    """Forget a group's offsets of some partitions (tombstones)."""
+    """Forget a group's offsets of some partitions (tombstones); a partition of a topic a
+    member subscribes to is kept, with GROUP_SUBSCRIBED_TO_TOPIC in its result.
+    """
     DeleteGroups: _grpc.UnaryUnaryMultiCallable[_group_service_pb2.DeleteGroupsRequest, _group_service_pb2.DeleteGroupsResponse]
     """Forget groups altogether (tombstones); each group's result in band."""
     ListGroups: _grpc.UnaryUnaryMultiCallable[_group_service_pb2.ListGroupsRequest, _group_service_pb2.ListGroupsResponse]
@@ -93,7 +95,9 @@ class GroupServiceAsyncStub(GroupServiceStub):
     """
     OffsetFetch: _aio.UnaryUnaryMultiCallable[_group_service_pb2.OffsetFetchRequest, _group_service_pb2.OffsetFetchResponse]  # type: ignore[assignment]
     OffsetDelete: _aio.UnaryUnaryMultiCallable[_group_service_pb2.OffsetDeleteRequest, _group_service_pb2.OffsetDeleteResponse]  # type: ignore[assignment]
-    """Forget a group's offsets of some partitions (tombstones)."""
+    """Forget a group's offsets of some partitions (tombstones); a partition of a topic a
+    member subscribes to is kept, with GROUP_SUBSCRIBED_TO_TOPIC in its result.
+    """
     DeleteGroups: _aio.UnaryUnaryMultiCallable[_group_service_pb2.DeleteGroupsRequest, _group_service_pb2.DeleteGroupsResponse]  # type: ignore[assignment]
     """Forget groups altogether (tombstones); each group's result in band."""
     ListGroups: _aio.UnaryUnaryMultiCallable[_group_service_pb2.ListGroupsRequest, _group_service_pb2.ListGroupsResponse]  # type: ignore[assignment]
@@ -155,7 +159,9 @@ class GroupServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _group_service_pb2.OffsetDeleteRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_group_service_pb2.OffsetDeleteResponse, _abc.Awaitable[_group_service_pb2.OffsetDeleteResponse]]:
-        """Forget a group's offsets of some partitions (tombstones)."""
+        """Forget a group's offsets of some partitions (tombstones); a partition of a topic a
+        member subscribes to is kept, with GROUP_SUBSCRIBED_TO_TOPIC in its result.
+        """
 
     @_abc_1.abstractmethod
     def DeleteGroups(

@@ -1,0 +1,38 @@
+"""Who sent the request being handled: its header's client id and the peer's address,
+which group membership records (Kafka's CLIENT-ID and HOST columns). The listener sets
+them around each handler call; a handler that needs them asks ``current_client()``
+instead of every handler taking them as arguments. Each connection is served by its own
+task, so the value never leaks between connections."""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+__all__ = ["RequestClient", "current_client", "kafka_host", "serving"]
+
+
+@dataclass(frozen=True)
+class RequestClient:
+    client_id: str
+    host: str  # as Kafka shows it: "/" and the peer's IP address
+
+
+_CURRENT: ContextVar[RequestClient] = ContextVar("kafka_request_client")
+
+
+def current_client() -> RequestClient:
+    return _CURRENT.get(RequestClient("", ""))
+
+
+def serving(client_id: str | None, peer: object) -> None:
+    """Name the client of the request this task handles next."""
+    _CURRENT.set(RequestClient(client_id or "", kafka_host(peer)))
+
+
+def kafka_host(peer: object) -> str:
+    """Kafka's HOST ("/127.0.0.1") from asyncio's ``peername`` (a (host, port, ...)
+    tuple for TCP)."""
+    if isinstance(peer, tuple) and peer:
+        return f"/{peer[0]}"
+    return ""
