@@ -28,9 +28,15 @@ from tierlog.kafka.broker import KafkaBroker
 from tierlog.kafka.codec import encode_response, read_request
 from tierlog.kafka.consumer_group_describe import consumer_group_describe
 from tierlog.kafka.consumer_group_heartbeat import consumer_group_heartbeat
+from tierlog.kafka.delete_groups import delete_groups
+from tierlog.kafka.describe_groups import describe_groups
 from tierlog.kafka.fetch import fetch
 from tierlog.kafka.find_coordinator import find_coordinator
+from tierlog.kafka.heartbeat import heartbeat
 from tierlog.kafka.init_producer_id import init_producer_id
+from tierlog.kafka.join_group import join_group
+from tierlog.kafka.leave_group import leave_group
+from tierlog.kafka.list_groups import list_groups
 from tierlog.kafka.list_offsets import list_offsets
 from tierlog.kafka.metadata import metadata
 from tierlog.kafka.offset_commit import offset_commit
@@ -39,14 +45,21 @@ from tierlog.kafka.offset_fetch import offset_fetch
 from tierlog.kafka.offset_for_leader_epoch import offset_for_leader_epoch
 from tierlog.kafka.produce import produce
 from tierlog.kafka.request_client import serving
+from tierlog.kafka.sync_group import sync_group
 from tierlog.kafka.versions import (
     API_VERSIONS,
     API_VERSIONS_KEY,
     CONSUMER_GROUP_DESCRIBE,
     CONSUMER_GROUP_HEARTBEAT,
+    DELETE_GROUPS,
+    DESCRIBE_GROUPS,
     FETCH,
     FIND_COORDINATOR,
+    HEARTBEAT,
     INIT_PRODUCER_ID,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    LIST_GROUPS,
     LIST_OFFSETS,
     METADATA,
     OFFSET_COMMIT,
@@ -54,6 +67,7 @@ from tierlog.kafka.versions import (
     OFFSET_FETCH,
     OFFSET_FOR_LEADER_EPOCH,
     PRODUCE,
+    SYNC_GROUP,
 )
 from tierlog.storage.errors import InvalidConfigError
 
@@ -91,6 +105,13 @@ _HANDLERS: dict[int, Handler] = {
     OFFSET_DELETE: offset_delete,
     CONSUMER_GROUP_HEARTBEAT: consumer_group_heartbeat,
     CONSUMER_GROUP_DESCRIBE: consumer_group_describe,
+    JOIN_GROUP: join_group,
+    SYNC_GROUP: sync_group,
+    HEARTBEAT: heartbeat,
+    LEAVE_GROUP: leave_group,
+    DESCRIBE_GROUPS: describe_groups,
+    LIST_GROUPS: list_groups,
+    DELETE_GROUPS: delete_groups,
 }
 
 

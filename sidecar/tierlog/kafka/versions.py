@@ -16,14 +16,21 @@ __all__ = [
     "API_VERSIONS_KEY",
     "CONSUMER_GROUP_DESCRIBE",
     "CONSUMER_GROUP_HEARTBEAT",
+    "DELETE_GROUPS",
+    "DESCRIBE_GROUPS",
     "FETCH",
     "FIND_COORDINATOR",
+    "HEARTBEAT",
+    "JOIN_GROUP",
+    "LEAVE_GROUP",
+    "LIST_GROUPS",
     "LIST_OFFSETS",
     "METADATA",
     "OFFSET_COMMIT",
     "OFFSET_DELETE",
     "OFFSET_FETCH",
     "PRODUCE",
+    "SYNC_GROUP",
 ]
 
 PRODUCE = 0
@@ -33,9 +40,16 @@ METADATA = 3
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
 FIND_COORDINATOR = 10
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
 API_VERSIONS_KEY = 18
 INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
+DELETE_GROUPS = 42
 OFFSET_DELETE = 47
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
@@ -56,6 +70,16 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         # v0 is older than KIP-896's floor; v6 adds share groups' key type (KIP-932),
         # which is refused per key (INVALID_REQUEST) as no share coordinator runs here.
         FIND_COORDINATOR: (1, 6),
+        # Classic groups. Each range starts at KIP-896's floor. JoinGroup v9 adds
+        # skip_assignment (answered false), the newest before v10's KIP-848 migration.
+        JOIN_GROUP: (2, 9),
+        SYNC_GROUP: (1, 5),  # v5 (protocol type and name) is the newest
+        HEARTBEAT: (1, 4),  # v4 is the newest
+        LEAVE_GROUP: (1, 5),  # v3 batches members (KIP-345), v5 a reason: the newest
+        # v5 is the newest kio knows; v6 answers GROUP_ID_NOT_FOUND instead of "Dead".
+        DESCRIBE_GROUPS: (1, 5),
+        LIST_GROUPS: (1, 5),  # v4 filters by state, v5 by type (KIP-848)
+        DELETE_GROUPS: (0, 2),  # every version (v0 predates KIP-896's floor and stays)
         API_VERSIONS_KEY: (0, 4),
         INIT_PRODUCER_ID: (0, 4),  # v5 changes transactional fencing, v6 adds 2PC (KIP-939)
         OFFSET_FOR_LEADER_EPOCH: (2, 4),  # all versions kio knows past KIP-896's floor
