@@ -1,0 +1,265 @@
+"""Classic consumer groups (JoinGroup/SyncGroup/Heartbeat/LeaveGroup) through the Kafka
+listener, with real clients: kafka-python 3 consumers subscribe with a ``group_id`` and
+split a topic's partitions, a consumer closing hands its partitions over at once, one
+killed with SIGKILL has them moved after its ``session.timeout.ms``, and their commits
+outlive them; Kafka's own Java console consumer joins with ``--group`` and
+``kafka-consumer-groups`` lists, describes and deletes the groups."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaTopicPartition
+
+from tests.interop.kafka import kafka_tools
+from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar
+from tests.support.sidecars import Sidecars
+
+PARTITIONS = 4
+SESSION_MS = 3000  # the consumers' session.timeout.ms (the broker's minimum is lower)
+HEARTBEAT_MS = 300
+CONFIGS = (
+    "offsets.topic.num.partitions=3",
+    "group.initial.rebalance.delay.ms=100",
+    "group.min.session.timeout.ms=1000",
+)
+WAIT_S = 60  # how long a test waits for what must happen (a bound, not a measurement)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
+    started = Sidecars()
+    try:
+        sidecar = start_kafka_sidecar(
+            started, tmp_path_factory.mktemp("classic") / "data", *CONFIGS
+        )
+        sidecar.load_offsets_topic(3)
+        yield sidecar
+    finally:
+        started.kill_all()
+
+
+def _topic(broker: KafkaSidecar, records_per_partition: int = 5) -> str:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(name, partitions=PARTITIONS)
+    producer = KafkaProducer(bootstrap_servers=broker.kafka_address, acks="all")
+    for partition in range(PARTITIONS):
+        for i in range(records_per_partition):
+            producer.send(name, f"{partition}-{i}".encode(), partition=partition)
+    producer.flush()
+    producer.close()
+    return name
+
+
+def _consumer(broker: KafkaSidecar, group: str, client_id: str) -> KafkaConsumer:
+    return KafkaConsumer(
+        bootstrap_servers=broker.kafka_address,
+        group_id=group,
+        client_id=client_id,
+        session_timeout_ms=SESSION_MS,
+        heartbeat_interval_ms=HEARTBEAT_MS,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+
+
+class Polling:
+    """A kafka-python consumer polled on its own thread (its heartbeats ride on polls),
+    remembering what it was assigned and read."""
+
+    def __init__(self, consumer: KafkaConsumer, topic: str) -> None:
+        self.consumer = consumer
+        self.assigned: set[int] = set()
+        self.read: list[tuple[int, int]] = []  # (partition, offset)
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        consumer.subscribe([topic])
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            polled = self.consumer.poll(timeout_ms=100)
+            with self._lock:
+                self.assigned = {tp.partition for tp in self.consumer.assignment()}
+                for records in polled.values():
+                    self.read.extend((r.partition, r.offset) for r in records)
+                if polled:
+                    self.consumer.commit()
+
+    def partitions(self) -> set[int]:
+        with self._lock:
+            return set(self.assigned)
+
+    def close(self) -> None:
+        """Stop polling and leave the group (LeaveGroup)."""
+        self._stop.set()
+        self._thread.join(WAIT_S)
+        self.consumer.close()
+
+
+def _until(condition: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> float:
+    """Wait for ``condition``; the seconds it took."""
+    started = time.monotonic()
+    while not condition():
+        assert time.monotonic() - started < timeout_s, f"timed out waiting for {what}"
+        time.sleep(0.05)
+    return time.monotonic() - started
+
+
+def test_two_consumers_split_the_partitions_and_one_closing_hands_its_over(
+    broker: KafkaSidecar,
+) -> None:
+    topic, group = _topic(broker), f"g-{uuid.uuid4().hex[:8]}"
+    first = Polling(_consumer(broker, group, "first"), topic)
+    second: Polling | None = None
+    try:
+        _until(lambda: first.partitions() == set(range(PARTITIONS)), "the first member")
+        second = Polling(_consumer(broker, group, "second"), topic)
+        _until(
+            lambda: len(first.partitions()) == len(second.partitions()) == PARTITIONS // 2,
+            "the two members to split the partitions",
+        )
+        assert first.partitions() | second.partitions() == set(range(PARTITIONS))
+        second.close()
+        _until(lambda: first.partitions() == set(range(PARTITIONS)), "the partitions back")
+        # Every record read once by one member or the other, and committed.
+        _until(lambda: len(first.read) + len(second.read) >= 5 * PARTITIONS, "every record")
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+    assert sorted(first.read + second.read) == [(p, o) for p in range(PARTITIONS) for o in range(5)]
+    # The commits outlive the members: a newcomer starts where they stopped.
+    late = _consumer(broker, group, "late")
+    committed = {p: late.committed(KafkaTopicPartition(topic, p)) for p in range(PARTITIONS)}
+    late.close()
+    assert committed == dict.fromkeys(range(PARTITIONS), 5)
+
+
+_KILLED_CONSUMER = """
+import sys, time
+from kafka import KafkaConsumer
+bootstrap, group, topic, session_ms, heartbeat_ms = sys.argv[1:]
+consumer = KafkaConsumer(
+    bootstrap_servers=bootstrap, group_id=group, client_id="doomed",
+    session_timeout_ms=int(session_ms), heartbeat_interval_ms=int(heartbeat_ms),
+    auto_offset_reset="earliest", enable_auto_commit=False,
+)
+consumer.subscribe([topic])
+said = set()
+while True:
+    consumer.poll(timeout_ms=100)
+    assigned = sorted(tp.partition for tp in consumer.assignment())
+    if assigned and set(assigned) != said:
+        said = set(assigned)
+        print("assigned", *assigned, flush=True)
+"""
+
+
+def test_a_killed_member_s_partitions_move_after_its_session_timeout(
+    broker: KafkaSidecar,
+) -> None:
+    topic, group = _topic(broker), f"g-{uuid.uuid4().hex[:8]}"
+    survivor = Polling(_consumer(broker, group, "survivor"), topic)
+    timeouts = [str(SESSION_MS), str(HEARTBEAT_MS)]
+    doomed = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_CONSUMER, broker.kafka_address, group, topic, *timeouts],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert doomed.stdout is not None
+        line = doomed.stdout.readline()  # blocks until it is assigned (or dies)
+        assert line.startswith("assigned"), f"the doomed consumer said {line!r}"
+        _until(lambda: len(survivor.partitions()) == PARTITIONS // 2, "the split")
+        doomed.kill()  # SIGKILL: no LeaveGroup, its session has to run out
+        doomed.wait()
+        took_s = _until(lambda: survivor.partitions() == set(range(PARTITIONS)), "the move")
+        # Its session ends SESSION_MS after its last heartbeat; the survivor then learns
+        # of the rebalance at its next heartbeat and rejoins alone.
+        assert took_s < (SESSION_MS + 2 * HEARTBEAT_MS) / 1000 + 2, took_s
+    finally:
+        doomed.kill()
+        doomed.wait()
+        survivor.close()
+
+
+def _java(main_class: str, *args: str) -> str:
+    done = subprocess.run(
+        kafka_tools().command(main_class, *args),
+        capture_output=True,
+        encoding="utf-8",
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, f"{main_class} exited {done.returncode}:\n{done.stderr}"
+    return done.stdout
+
+
+_GROUPS_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+
+
+def _rows(table: str, group: str, columns: tuple[int, ...] | None = None) -> list[list[str]]:
+    """The lines of ``kafka-consumer-groups``' table about ``group``, split on blanks
+    (only ``columns`` of each, if given)."""
+    rows = [line.split() for line in table.splitlines() if line.startswith(group + " ")]
+    return rows if columns is None else [[row[i] for i in columns] for row in rows]
+
+
+def test_java_console_consumer_with_a_group_and_kafka_consumer_groups(
+    broker: KafkaSidecar,
+) -> None:
+    topic, group = _topic(broker, records_per_partition=3), f"java-{uuid.uuid4().hex[:8]}"
+    bootstrap = broker.kafka_address
+    printed = _java(
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        "--bootstrap-server", bootstrap,
+        "--topic", topic,
+        "--group", group,
+        "--from-beginning",
+        "--max-messages", str(3 * PARTITIONS),
+    )  # fmt: skip
+    assert sorted(printed.splitlines()) == sorted(
+        f"{p}-{i}" for p in range(PARTITIONS) for i in range(3)
+    )
+
+    listed = _java(_GROUPS_COMMAND, "--bootstrap-server", bootstrap, "--list")
+    assert group in listed.split()
+    member = Polling(_consumer(broker, group, "python-member"), topic)
+    try:
+        _until(lambda: member.partitions() == set(range(PARTITIONS)), "the python member")
+        described = _java(
+            _GROUPS_COMMAND, "--bootstrap-server", bootstrap, "--describe", "--group", group
+        )
+        rows = _rows(described, group)
+        # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID
+        assert sorted((r[1], r[2], r[3], r[4], r[5]) for r in rows) == [
+            (topic, str(p), "3", "3", "0") for p in range(PARTITIONS)
+        ]
+        assert {r[8] for r in rows} == {"python-member"}
+        members = _java(
+            _GROUPS_COMMAND,
+            "--bootstrap-server", bootstrap,
+            "--describe", "--members", "--group", group,
+        )  # fmt: skip
+        assert "python-member" in members
+    finally:
+        member.close()
+    state = [_GROUPS_COMMAND, "--bootstrap-server", bootstrap, "--describe", "--state"]
+    # GROUP COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE #MEMBERS; the strategy is blank
+    # once the group is empty.
+    _until(
+        lambda: [group, "Empty", "0"] in _rows(_java(*state, "--group", group), group, (0, -2, -1)),
+        "the group to empty",
+    )
+    deleted = _java(_GROUPS_COMMAND, "--bootstrap-server", bootstrap, "--delete", "--group", group)
+    assert "successful" in deleted
+    assert group not in _java(_GROUPS_COMMAND, "--bootstrap-server", bootstrap, "--list").split()
