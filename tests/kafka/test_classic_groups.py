@@ -3,7 +3,8 @@ listener, with real clients: kafka-python 3 consumers subscribe with a ``group_i
 split a topic's partitions, a consumer closing hands its partitions over at once, one
 killed with SIGKILL has them moved after its ``session.timeout.ms``, and their commits
 outlive them; Kafka's own Java console consumer joins with ``--group`` and
-``kafka-consumer-groups`` lists, describes and deletes the groups."""
+``kafka-consumer-groups`` lists, describes and deletes the groups; and every version
+served, on a connection of the test's own."""
 
 from __future__ import annotations
 
@@ -13,13 +14,16 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
+from kio.schema.errors import ErrorCode
 
 from tests.interop.kafka import kafka_tools
 from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar
+from tests.kafka.wire import KafkaWire
 from tests.support.sidecars import Sidecars
 
 PARTITIONS = 4
@@ -263,3 +267,133 @@ def test_java_console_consumer_with_a_group_and_kafka_consumer_groups(
     deleted = _java(_GROUPS_COMMAND, "--bootstrap-server", bootstrap, "--delete", "--group", group)
     assert "successful" in deleted
     assert group not in _java(_GROUPS_COMMAND, "--bootstrap-server", bootstrap, "--list").split()
+
+
+JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
+DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 15, 16, 42
+
+
+def _join(wire: KafkaWire, version: int, group: str, member_id: str = "", **more: Any) -> Any:
+    fields = {
+        "group_id": group,
+        "session_timeout": SESSION_MS,
+        "rebalance_timeout": SESSION_MS,
+        "member_id": member_id,
+        "group_instance_id": None,
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b"meta"}],
+        "reason": None,
+        **more,
+    }
+    return wire.call(JOIN_GROUP, version, fields)
+
+
+def _member(wire: KafkaWire, version: int, group: str) -> str:
+    """A member that joined ``group`` alone at JoinGroup ``version`` (KIP-394's round
+    first from v4): its id."""
+    joined = _join(wire, version, group)
+    if version >= 4:
+        assert joined.error_code == ErrorCode.member_id_required and joined.member_id
+        joined = _join(wire, version, group, joined.member_id)
+    assert joined.error_code == ErrorCode.none
+    assert (joined.generation_id, joined.leader, joined.protocol_name) == (
+        1,
+        joined.member_id,
+        "range",
+    )
+    assert [(m.member_id, m.metadata) for m in joined.members] == [(joined.member_id, b"meta")]
+    return str(joined.member_id)
+
+
+@pytest.mark.parametrize(
+    ("join_v", "sync_v", "heartbeat_v", "leave_v"),
+    [
+        (2, 1, 1, 1),
+        (3, 2, 2, 2),
+        (4, 2, 2, 2),
+        (5, 3, 3, 3),
+        (6, 4, 4, 4),
+        (7, 5, 4, 5),
+        (9, 5, 4, 5),
+    ],
+)
+def test_join_sync_heartbeat_and_leave_at_every_version(
+    broker: KafkaSidecar, join_v: int, sync_v: int, heartbeat_v: int, leave_v: int
+) -> None:
+    group = f"v-{uuid.uuid4().hex[:8]}"
+    wire = KafkaWire(broker.kafka_port)
+    try:
+        member = _member(wire, join_v, group)
+        synced = wire.call(
+            SYNC_GROUP,
+            sync_v,
+            {
+                "group_id": group,
+                "generation_id": 1,
+                "member_id": member,
+                "group_instance_id": None,
+                "protocol_type": "consumer",
+                "protocol_name": "range",
+                "assignments": [{"member_id": member, "assignment": b"mine"}],
+            },
+        )
+        assert (synced.error_code, synced.assignment) == (ErrorCode.none, b"mine")
+        beat = {"group_id": group, "member_id": member, "group_instance_id": None}
+        assert wire.call(HEARTBEAT, heartbeat_v, {**beat, "generation_id": 1}).error_code == (
+            ErrorCode.none
+        )
+        stale = wire.call(HEARTBEAT, heartbeat_v, {**beat, "generation_id": 0})
+        assert stale.error_code == ErrorCode.illegal_generation
+        other = _join(wire, join_v, group, protocol_type="connect")
+        assert other.error_code == ErrorCode.inconsistent_group_protocol
+        leaving = {"member_id": member, "group_instance_id": None, "reason": None}
+        left = wire.call(LEAVE_GROUP, leave_v, {"group_id": group, **leaving, "members": [leaving]})
+        assert left.error_code == ErrorCode.none
+        if leave_v >= 3:
+            assert [m.error_code for m in left.members] == [ErrorCode.none]
+        gone = wire.call(HEARTBEAT, heartbeat_v, {**beat, "generation_id": 1})
+        assert gone.error_code == ErrorCode.unknown_member_id
+    finally:
+        wire.close()
+
+
+def test_describe_list_and_delete_groups_at_every_version(broker: KafkaSidecar) -> None:
+    group = f"d-{uuid.uuid4().hex[:8]}"
+    wire = KafkaWire(broker.kafka_port)
+    try:
+        member = _member(wire, 9, group)
+        for version in range(1, 6):
+            described = wire.call(
+                DESCRIBE_GROUPS,
+                version,
+                {"groups": [group, "nobody"], "include_authorized_operations": False},
+            ).groups
+            assert [(g.group_id, g.error_code, g.group_state) for g in described] == [
+                (group, ErrorCode.none, "CompletingRebalance"),
+                ("nobody", ErrorCode.none, "Dead"),
+            ]
+            assert described[0].protocol_type == "consumer"
+            assert [m.member_id for m in described[0].members] == [member]
+        for version in range(1, 6):
+            listed = wire.call(LIST_GROUPS, version, {"states_filter": [], "types_filter": []})
+            assert (group, "consumer") in [(g.group_id, g.protocol_type) for g in listed.groups]
+        by_state = wire.call(LIST_GROUPS, 4, {"states_filter": ["Stable"]})
+        assert group not in [g.group_id for g in by_state.groups]
+        by_type = wire.call(LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["classic"]})
+        assert (group, "classic") in [(g.group_id, g.group_type) for g in by_type.groups]
+        for version in range(3):
+            refused = wire.call(DELETE_GROUPS, version, {"groups_names": [group, "nobody"]})
+            assert [r.error_code for r in refused.results] == [
+                ErrorCode.non_empty_group,
+                ErrorCode.group_id_not_found,
+            ]
+        leaving = {"member_id": member, "group_instance_id": None, "reason": None}
+        wire.call(LEAVE_GROUP, 5, {"group_id": group, "members": [leaving]})
+        deleted = wire.call(DELETE_GROUPS, 2, {"groups_names": [group]})
+        assert [r.error_code for r in deleted.results] == [ErrorCode.none]
+        after = wire.call(
+            DESCRIBE_GROUPS, 5, {"groups": [group], "include_authorized_operations": False}
+        ).groups
+        assert after[0].group_state == "Dead"
+    finally:
+        wire.close()

@@ -29,6 +29,7 @@ from tierlog.storage.errors import TierlogError
 __all__ = ["join_group"]
 
 _KNOWN_MEMBER_ID_VERSION = 4  # KIP-394
+_NULLABLE_PROTOCOL_VERSION = 7  # a refusal's protocol type and name are null from v7
 
 
 async def join_group(broker: KafkaBroker, request: RequestPayload, version: int) -> ResponsePayload:
@@ -50,9 +51,9 @@ async def join_group(broker: KafkaBroker, request: RequestPayload, version: int)
         await broker.coordinators.ensure_offsets_topic()
         answer = await broker.groups.join_group(body.group_id, join)
     except MemberIdRequiredError as required:
-        return build(schema, _refused(ErrorCode.member_id_required, required.member_id))
+        return build(schema, _refused(ErrorCode.member_id_required, required.member_id, version))
     except TierlogError as error:
-        return build(schema, _refused(error_code(error), body.member_id))
+        return build(schema, _refused(error_code(error), body.member_id, version))
     members = [
         {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "metadata": m.metadata}
         for m in answer.members
@@ -78,13 +79,14 @@ def _ms(value: Any) -> int:
     return int(value.total_seconds() * 1000)
 
 
-def _refused(code: ErrorCode, member_id: str) -> dict[str, Any]:
+def _refused(code: ErrorCode, member_id: str, version: int) -> dict[str, Any]:
+    protocol = None if version >= _NULLABLE_PROTOCOL_VERSION else ""
     return {
         "throttle_time": 0,
         "error_code": code,
         "generation_id": -1,
-        "protocol_type": None,
-        "protocol_name": None,
+        "protocol_type": protocol,
+        "protocol_name": protocol,
         "leader": "",
         "member_id": member_id,
         "members": [],

@@ -38,7 +38,13 @@ async def sync_group(broker: KafkaBroker, request: RequestPayload, version: int)
     except TierlogError as error:
         return build(
             schema,
-            {"throttle_time": 0, "error_code": error_code(error), "assignment": b""},
+            {
+                "throttle_time": 0,
+                "error_code": error_code(error),
+                "protocol_type": None,
+                "protocol_name": None,
+                "assignment": b"",
+            },
         )
     return build(
         schema,
