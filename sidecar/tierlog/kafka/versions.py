@@ -71,12 +71,12 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         # which is refused per key (INVALID_REQUEST) as no share coordinator runs here.
         FIND_COORDINATOR: (1, 6),
         # Classic groups. Each range starts at KIP-896's floor. JoinGroup v9 adds
-        # skip_assignment (answered false), the newest before v10's KIP-848 migration.
+        # skip_assignment (answered false), the newest kio knows.
         JOIN_GROUP: (2, 9),
         SYNC_GROUP: (1, 5),  # v5 (protocol type and name) is the newest
         HEARTBEAT: (1, 4),  # v4 is the newest
         LEAVE_GROUP: (1, 5),  # v3 batches members (KIP-345), v5 a reason: the newest
-        # v5 is the newest kio knows; v6 answers GROUP_ID_NOT_FOUND instead of "Dead".
+        # v6 answers an unknown group GROUP_ID_NOT_FOUND (with a message), not "Dead".
         DESCRIBE_GROUPS: (1, 5),
         LIST_GROUPS: (1, 5),  # v4 filters by state, v5 by type (KIP-848)
         DELETE_GROUPS: (0, 2),  # every version (v0 predates KIP-896's floor and stays)
