@@ -3,8 +3,9 @@ listener, with real clients: kafka-python 3 consumers subscribe with a ``group_i
 split a topic's partitions, a consumer closing hands its partitions over at once, one
 killed with SIGKILL has them moved after its ``session.timeout.ms``, and their commits
 outlive them; Kafka's own Java console consumer joins with ``--group`` and
-``kafka-consumer-groups`` lists, describes and deletes the groups; and every version
-served, on a connection of the test's own."""
+``kafka-consumer-groups`` lists, describes and deletes the groups; a broker killed and
+restarted takes its groups back from the log; and every version served, on a connection
+of the test's own."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -397,3 +399,39 @@ def test_describe_list_and_delete_groups_at_every_version(broker: KafkaSidecar) 
         assert after[0].group_state == "Dead"
     finally:
         wire.close()
+
+
+def _described(broker: KafkaSidecar, group: str) -> Any:
+    wire = KafkaWire(broker.kafka_port)
+    try:
+        fields = {"groups": [group], "include_authorized_operations": False}
+        return wire.call(DESCRIBE_GROUPS, 5, fields).groups[0]
+    finally:
+        wire.close()
+
+
+def test_a_broker_killed_and_restarted_loads_the_group_at_its_generation(
+    sidecars: Sidecars, tmp_path: Path
+) -> None:
+    broker = start_kafka_sidecar(sidecars, tmp_path / "data", *CONFIGS)
+    broker.load_offsets_topic(3)
+    topic, group = _topic(broker), f"r-{uuid.uuid4().hex[:8]}"
+    member = Polling(_consumer(broker, group, "steady"), topic)
+    try:
+        _until(lambda: len(member.read) == 5 * PARTITIONS, "every record")
+        before = _described(broker, group)
+        broker.kill()  # SIGKILL: the group lives on only in __consumer_offsets
+        broker.start()
+        producer = KafkaProducer(bootstrap_servers=broker.kafka_address, acks="all")
+        producer.send(topic, b"after", partition=0).get(WAIT_S)
+        producer.close()
+        _until(lambda: len(member.read) == 5 * PARTITIONS + 1, "the record after the restart")
+        after = _described(broker, group)
+    finally:
+        member.close()
+    assert (before.group_state, after.group_state) == ("Stable", "Stable")
+    assert [m.member_id for m in after.members] == [m.member_id for m in before.members]
+    assert [m.member_assignment for m in after.members] == [
+        m.member_assignment for m in before.members
+    ]
+    assert member.read[-1] == (0, 5)  # from the committed offset on, nothing read twice
