@@ -1,7 +1,9 @@
 """The group coordinator inside a real sidecar server, on a clock the test moves: offsets
 expire ``offsets.retention.minutes`` after their commit (tombstones in the log), and a
 partition no longer owned here is unloaded (NOT_COORDINATOR) and loaded afresh when it is
-owned again; and, on the real clock, a silent member goes when its session ends."""
+owned again; and, on the real clock, a silent member goes when its session ends. Classic
+groups: written to the log each generation, loaded back, their commits checked, one id
+one kind of group."""
 
 from __future__ import annotations
 
@@ -13,11 +15,27 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 
-from tierlog.api.errors import REASON_KEY
+from tierlog.api.errors import (
+    REASON_KEY,
+    CoordinatorLoadInProgressError,
+    IllegalGenerationError,
+    InconsistentGroupProtocolError,
+    MemberIdRequiredError,
+    NotCoordinatorError,
+    UnknownMemberIdError,
+)
 from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, group_service_pb2_grpc
 from tierlog.api.v1 import group_service_pb2 as pb
 from tierlog.broker.ownership import Broker
+from tierlog.coordinator.classic_group import (
+    ClassicGroup,
+    ClassicGroupState,
+    JoinAnswer,
+    JoinRequest,
+)
+from tierlog.coordinator.coordinator import GroupCoordinator, ListedGroup, OffsetToCommit
 from tierlog.coordinator.loader import load_offsets
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
 from tierlog.sidecar.config import SidecarConfig
@@ -218,3 +236,139 @@ def test_a_silent_member_goes_when_its_session_ends_not_at_the_next_scan(tmp_pat
         assert max(lateness_s.values()) < scan_s / 2, lateness_s
 
     _run(tmp_path, scenario, {"group.consumer.session.timeout.ms": str(session_ms)})
+
+
+_CLASSIC = {
+    "group.initial.rebalance.delay.ms": "50",
+    "group.min.session.timeout.ms": "100",
+}
+
+
+def _classic_join(member_id: str = "", session_timeout_ms: int = 60_000) -> JoinRequest:
+    return JoinRequest(
+        member_id=member_id,
+        group_instance_id=None,
+        protocol_type="consumer",
+        protocols=(("range", b"orders"),),
+        session_timeout_ms=session_timeout_ms,
+        rebalance_timeout_ms=60_000,
+        client_id="c",
+    )
+
+
+async def _classic_member(
+    groups: GroupCoordinator, group: str, session_timeout_ms: int = 60_000
+) -> JoinAnswer:
+    """A member that joined ``group`` alone and synced its assignment ``p0``."""
+    while True:
+        try:
+            await groups.join_group(group, _classic_join())
+        except MemberIdRequiredError as required:
+            member_id = required.member_id
+            break
+        except CoordinatorLoadInProgressError:
+            await asyncio.sleep(0.01)  # the load runs on the server's loop: look again
+    joined = await groups.join_group(group, _classic_join(member_id, session_timeout_ms))
+    assignment = {member_id: b"p0"}
+    assert await groups.sync_group(group, member_id, joined.generation, assignment) == b"p0"
+    return joined
+
+
+def _loaded_classic(server: SidecarServer, group: str) -> ClassicGroup | None:
+    partition_log = server.manager.get_log(TopicPartition(OFFSETS_TOPIC, 0))
+    return load_offsets(partition_log, partition_log.log_end_offset).classic_group(group)
+
+
+def test_a_classic_group_is_in_the_log_each_generation_and_loaded_by_a_new_coordinator(
+    tmp_path: Path,
+) -> None:
+    async def scenario(server: SidecarServer, stub: AioStub) -> None:
+        groups = server.groups
+        assert groups is not None
+        joined = await _classic_member(groups, "c")
+        member, generation = joined.member_id, joined.generation
+        loaded = _loaded_classic(server, "c")
+        assert loaded is not None and loaded.state == ClassicGroupState.STABLE
+        assert (loaded.generation, list(loaded.members)) == (generation, [member])
+        assert loaded.members[member].assignment == b"p0"
+        orders0 = [OffsetToCommit(TopicPartition("orders", 0), 5)]
+        with pytest.raises(IllegalGenerationError):
+            await groups.commit("c", orders0, member_id=member, generation_id=generation - 1)
+        with pytest.raises(UnknownMemberIdError):
+            await groups.commit("c", orders0, member_id="stranger", generation_id=generation)
+        await groups.commit("c", orders0, member_id=member, generation_id=generation)
+
+        # A second member's join waits for the first to rejoin; the partition moves away.
+        with pytest.raises(MemberIdRequiredError) as required:
+            await groups.join_group("c", _classic_join())
+        second = asyncio.ensure_future(
+            groups.join_group("c", _classic_join(required.value.member_id))
+        )
+        await asyncio.sleep(0.01)
+        assert groups.describe("c") == ClassicGroupState.PREPARING_REBALANCE
+        partitions = groups.partitions
+        mine = partitions.ownership
+        partitions.ownership = dataclasses.replace(
+            mine,
+            brokers=(*mine.brokers, Broker(9, "127.0.0.1:1")),
+            placed={OFFSETS_TOPIC: (9,)},
+            generation=mine.generation + 1,
+        )
+        with pytest.raises(NotCoordinatorError):
+            groups.classic_heartbeat("c", member, generation)
+        with pytest.raises(NotCoordinatorError):  # the long poll is answered, not left hanging
+            await asyncio.wait_for(second, 5)
+
+        # Back here: loaded from the log, at the generation it was written at.
+        partitions.ownership = dataclasses.replace(mine, generation=mine.generation + 2)
+        while True:
+            try:
+                groups.classic_heartbeat("c", member, generation)
+                break
+            except CoordinatorLoadInProgressError:
+                await asyncio.sleep(0.01)
+        await groups.commit("c", orders0, member_id=member, generation_id=generation)
+        assert await groups.sync_group("c", member, generation, {}) == b"p0"
+
+    _run(tmp_path, scenario, _CLASSIC)
+
+
+def test_a_silent_classic_member_goes_at_its_session_timeout_and_the_empty_group_is_written(
+    tmp_path: Path,
+) -> None:
+    session_ms = 300
+
+    async def scenario(server: SidecarServer, stub: AioStub) -> None:
+        groups = server.groups
+        assert groups is not None
+        joined = await _classic_member(groups, "c", session_ms)
+        deadline = time.monotonic() + session_ms / 1000 + 5
+        while groups.describe("c") != ClassicGroupState.EMPTY:
+            assert time.monotonic() < deadline, "the silent member was never removed"
+            await asyncio.sleep(0.01)
+        loaded = _loaded_classic(server, "c")
+        assert loaded is not None and loaded.state == ClassicGroupState.EMPTY
+        assert (loaded.generation, loaded.members) == (joined.generation + 1, {})
+        listed = [g for g in groups.list_groups() if g.group_id == "c"]
+        assert listed == [ListedGroup("c", "Empty", "classic", "consumer")]
+
+    _run(tmp_path, scenario, _CLASSIC)
+
+
+def test_a_group_id_is_either_a_classic_or_a_consumer_group(tmp_path: Path) -> None:
+    async def scenario(server: SidecarServer, stub: AioStub) -> None:
+        groups = server.groups
+        assert groups is not None
+        await _join(stub, "m1")  # KIP-848 group "g"
+        with pytest.raises(InconsistentGroupProtocolError):
+            await groups.join_group("g", _classic_join())
+        await _classic_member(groups, "c")
+        heartbeat = pb.ConsumerGroupHeartbeatRequest(group_id="c", member_id="m", member_epoch=0)
+        heartbeat.subscribed_topic_names.names.append("orders")
+        assert await _reason(stub.ConsumerGroupHeartbeat(heartbeat)) == (
+            "INCONSISTENT_GROUP_PROTOCOL"
+        )
+        described = await stub.DescribeGroups(pb.DescribeGroupsRequest(group_id="c"))
+        assert (described.state, described.protocol_type) == ("Stable", "consumer")
+
+    _run(tmp_path, scenario, _CLASSIC)

@@ -23,12 +23,14 @@ __all__ = [
     "ConcurrentTransactionsError",
     "CoordinatorLoadInProgressError",
     "CoordinatorNotAvailableError",
+    "FencedInstanceIdError",
     "FencedLeaderEpochError",
     "FencedMemberEpochError",
     "GroupIdNotFoundError",
     "GroupMaxSizeReachedError",
     "GroupSubscribedToTopicError",
     "IllegalGenerationError",
+    "InconsistentGroupProtocolError",
     "InvalidGroupIdError",
     "InvalidPartitionsError",
     "InvalidProducerIdMappingError",
@@ -36,9 +38,11 @@ __all__ = [
     "InvalidReplicationFactorError",
     "InvalidRequestError",
     "InvalidRequiredAcksError",
+    "InvalidSessionTimeoutError",
     "InvalidTransactionTimeoutError",
     "InvalidUpdateVersionError",
     "LeaderNotAvailableError",
+    "MemberIdRequiredError",
     "NonEmptyGroupError",
     "NotCoordinatorError",
     "NotEnoughReplicasAfterAppendError",
@@ -46,6 +50,7 @@ __all__ = [
     "NotLeaderOrFollowerError",
     "OffsetMetadataTooLargeError",
     "ProducerFencedError",
+    "RebalanceInProgressError",
     "RequestTimedOutError",
     "SaslAuthenticationFailedError",
     "StaleBrokerEpochError",
@@ -328,6 +333,44 @@ class StaleMemberEpochError(TierlogError):
     reason = "STALE_MEMBER_EPOCH"
 
 
+# -- classic groups (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) ---------------------
+
+
+class InconsistentGroupProtocolError(TierlogError):
+    """[23] A member's protocol type or protocols match none the group runs, or the
+    group id belongs to a group of the other protocol (classic vs KIP-848)."""
+
+    reason = "INCONSISTENT_GROUP_PROTOCOL"
+
+
+class InvalidSessionTimeoutError(TierlogError):
+    """[26] A session timeout outside ``group.min.session.timeout.ms``..``max``."""
+
+    reason = "INVALID_SESSION_TIMEOUT"
+
+
+class RebalanceInProgressError(TierlogError):
+    """[27] The group is rebalancing: the member must join again."""
+
+    reason = "REBALANCE_IN_PROGRESS"
+
+
+class MemberIdRequiredError(TierlogError):
+    """[79] KIP-394: a new member is given its id and must join again with it."""
+
+    reason = "MEMBER_ID_REQUIRED"
+
+    def __init__(self, member_id: str) -> None:
+        super().__init__(f"join again as member {member_id!r}")
+        self.member_id = member_id
+
+
+class FencedInstanceIdError(TierlogError):
+    """[82] A static member's ``group.instance.id`` now belongs to a newer member id."""
+
+    reason = "FENCED_INSTANCE_ID"
+
+
 _C = grpc.StatusCode
 
 # Kafka's error name -> the gRPC status a call fails with. Anything else: INTERNAL.
@@ -387,6 +430,11 @@ STATUS_CODES: dict[str, grpc.StatusCode] = {
     "UNRELEASED_INSTANCE_ID": _C.FAILED_PRECONDITION,
     "UNSUPPORTED_ASSIGNOR": _C.INVALID_ARGUMENT,
     "STALE_MEMBER_EPOCH": _C.FAILED_PRECONDITION,
+    "INCONSISTENT_GROUP_PROTOCOL": _C.FAILED_PRECONDITION,
+    "INVALID_SESSION_TIMEOUT": _C.INVALID_ARGUMENT,
+    "REBALANCE_IN_PROGRESS": _C.UNAVAILABLE,
+    "MEMBER_ID_REQUIRED": _C.FAILED_PRECONDITION,
+    "FENCED_INSTANCE_ID": _C.FAILED_PRECONDITION,
     "UNKNOWN_SERVER_ERROR": _C.INTERNAL,
 }
 

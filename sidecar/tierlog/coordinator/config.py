@@ -14,6 +14,11 @@ KIP-848 membership: a member not heard from for ``group.consumer.session.timeout
 (45 s) is removed; members are told to heartbeat every
 ``group.consumer.heartbeat.interval.ms`` (5 s); a group takes at most
 ``group.consumer.max.size`` members (Kafka's default: no bound).
+
+Classic groups (JoinGroup/SyncGroup): a member's session timeout must lie within
+``group.min.session.timeout.ms`` (6 s) and ``group.max.session.timeout.ms`` (30 min); the
+first rebalance of an empty group waits ``group.initial.rebalance.delay.ms`` (3 s) for
+more members to join.
 """
 
 from __future__ import annotations
@@ -37,6 +42,9 @@ _NUMBERS: dict[str, tuple[int, int]] = {
     "group.consumer.session.timeout.ms": (45_000, 1),
     "group.consumer.heartbeat.interval.ms": (5_000, 1),
     "group.consumer.max.size": (2**31 - 1, 1),
+    "group.min.session.timeout.ms": (6_000, 1),
+    "group.max.session.timeout.ms": (1_800_000, 1),
+    "group.initial.rebalance.delay.ms": (3_000, 0),
 }
 GROUP_COORDINATOR_KEYS = frozenset(_NUMBERS)
 
@@ -52,6 +60,9 @@ class GroupCoordinatorConfig:
     consumer_session_timeout_ms: int = 45_000
     consumer_heartbeat_interval_ms: int = 5_000
     consumer_max_size: int = 2**31 - 1
+    classic_min_session_timeout_ms: int = 6_000
+    classic_max_session_timeout_ms: int = 1_800_000
+    classic_initial_rebalance_delay_ms: int = 3_000
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> GroupCoordinatorConfig:
@@ -66,6 +77,9 @@ class GroupCoordinatorConfig:
             consumer_session_timeout_ms=number["group.consumer.session.timeout.ms"],
             consumer_heartbeat_interval_ms=number["group.consumer.heartbeat.interval.ms"],
             consumer_max_size=number["group.consumer.max.size"],
+            classic_min_session_timeout_ms=number["group.min.session.timeout.ms"],
+            classic_max_session_timeout_ms=number["group.max.session.timeout.ms"],
+            classic_initial_rebalance_delay_ms=number["group.initial.rebalance.delay.ms"],
         )
 
     def offsets_topic_configs(self) -> dict[str, str]:

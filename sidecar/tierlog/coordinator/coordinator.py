@@ -11,7 +11,13 @@ once acknowledged, at the offset the log gave them (``OffsetsState`` keeps log o
 A group may have KIP-848 members (``consumer_group``): their heartbeats are computed
 into records under a lock per group (so a group's records are made from the state the
 previous ones left), written the same way, and a member not heard from for
-``group.consumer.session.timeout.ms`` is removed by the same path. A group without
+``group.consumer.session.timeout.ms`` is removed by the same path. A classic group
+(``classic_group``: JoinGroup/SyncGroup) lives in memory under the same lock, its
+JoinGroup and SyncGroup answers long polls, and its ``GroupMetadataValue`` is written
+with each generation's assignment and when it empties. The one expiry loop ends both
+kinds' sessions (and classic rebalances that ran out of time), woken early when a
+classic call sets a nearer deadline. A group id is one kind or the other while it has
+members (INCONSISTENT_GROUP_PROTOCOL). A group without
 members is Kafka's "Empty" group of consumers that assign their own partitions, whose
 offsets each expire ``offsets.retention.minutes`` after their commit.
 
@@ -34,7 +40,9 @@ from tierlog.api.errors import (
     GroupIdNotFoundError,
     GroupSubscribedToTopicError,
     IllegalGenerationError,
+    InconsistentGroupProtocolError,
     InvalidGroupIdError,
+    InvalidSessionTimeoutError,
     LeaderNotAvailableError,
     NonEmptyGroupError,
     NotCoordinatorError,
@@ -44,6 +52,7 @@ from tierlog.api.errors import (
     UnstableOffsetCommitError,
 )
 from tierlog.broker.partitions import Leader, Leaders, Partitions
+from tierlog.coordinator.classic_group import ClassicGroup, JoinAnswer, JoinRequest, Timeouts
 from tierlog.coordinator.classic_group_records import GroupMetadataKey
 from tierlog.coordinator.config import GroupCoordinatorConfig
 from tierlog.coordinator.consumer_group import (
@@ -56,7 +65,7 @@ from tierlog.coordinator.consumer_group import (
 )
 from tierlog.coordinator.group_metrics import GroupMetrics
 from tierlog.coordinator.group_records import CoordinatorRecord, encode_record
-from tierlog.coordinator.loaded_partitions import LoadedPartitions
+from tierlog.coordinator.loaded_partitions import Loaded, LoadedPartitions
 from tierlog.coordinator.loader import load_offsets
 from tierlog.coordinator.offset_records import OffsetCommitKey, OffsetCommitValue
 from tierlog.coordinator.offsets_state import CommittedOffset, OffsetsState
@@ -68,6 +77,7 @@ from tierlog.storage.topic_partition import TopicPartition
 __all__ = [
     "Append",
     "GroupCoordinator",
+    "ListedGroup",
     "OffsetToCommit",
     "PartitionOutcome",
     "TransactionalProducer",
@@ -96,6 +106,16 @@ class TransactionalProducer:
 
 
 @dataclass(frozen=True)
+class ListedGroup:
+    """A group as ListGroups names it: ``group_type`` "classic" or "consumer"."""
+
+    group_id: str
+    state: str
+    group_type: str
+    protocol_type: str
+
+
+@dataclass(frozen=True)
 class OffsetToCommit:
     tp: TopicPartition
     offset: int
@@ -119,11 +139,17 @@ class GroupCoordinator:
         self.follow_interval_s = follow_interval_s
         self.clock_ms = clock_ms
         self._loaded = LoadedPartitions(
-            partitions, OFFSETS_TOPIC, config.offsets_topic_partitions, load_offsets
+            partitions,
+            OFFSETS_TOPIC,
+            config.offsets_topic_partitions,
+            load_offsets,
+            on_unloaded=_answer_classic_waiters,
         )
         self._tasks: list[asyncio.Task[None]] = []
         self.metrics = GroupMetrics(self)  # the sidecar registers it; membership feeds it
         self._group_locks: dict[str, asyncio.Lock] = {}
+        # Set when a classic call may have set a nearer deadline: the expiry loop looks now.
+        self._session_waker: asyncio.Future[None] | None = None
 
     # -- running ----------------------------------------------------------------------
 
@@ -155,11 +181,27 @@ class GroupCoordinator:
         # a member goes at its session timeout, not up to a scan interval later; and at
         # least several times per session, for groups loaded meanwhile.
         while True:
-            await asyncio.sleep(self.next_session_check_s())
+            await self._sleep_unless_woken(self.next_session_check_s())
             try:
                 await self.expire_sessions_once()
             except TierlogError as error:
                 log.warning("expiring members failed: %s: %s", error.reason, error)
+
+    async def _sleep_unless_woken(self, seconds: float) -> None:
+        # A future and a timer, not wait_for: Python 3.11's wait_for can swallow a
+        # cancellation that coincides with the wake-up, and stop() would wait forever.
+        loop = asyncio.get_running_loop()
+        waker = self._session_waker = loop.create_future()
+        timer = loop.call_later(seconds, self._wake_sessions)
+        try:
+            await waker
+        finally:
+            timer.cancel()
+
+    def _wake_sessions(self) -> None:
+        waker = self._session_waker
+        if waker is not None and not waker.done():
+            waker.set_result(None)
 
     def next_session_check_s(self) -> float:
         """Seconds until the earliest session of a loaded group ends, at most a quarter
@@ -174,6 +216,10 @@ class GroupCoordinator:
                 if expiry_ms is not None:
                     # Not 0: an expiry that failed is not asked again in a busy loop.
                     wait_ms = min(wait_ms, max(expiry_ms - now_ms, 10))
+            for classic in loaded.state.classic_groups():
+                deadline_ms = classic.next_deadline_ms()
+                if deadline_ms is not None:
+                    wait_ms = min(wait_ms, max(deadline_ms - now_ms, 10))
         return wait_ms / 1000
 
     async def expire_sessions_once(self) -> list[tuple[str, str]]:
@@ -194,7 +240,25 @@ class GroupCoordinator:
                         await self._write(partition, loaded.state, group.group_id, records)
                     removed.append((group.group_id, member_id))
                     log.info("group %s: member %s expired", group.group_id, member_id)
+            for classic in loaded.state.classic_groups():
+                removed.extend(await self._expire_classic(partition, loaded.state, classic))
         return removed
+
+    async def _expire_classic(
+        self, partition: int, state: OffsetsState, classic: ClassicGroup
+    ) -> list[tuple[str, str]]:
+        group = classic.group_id
+        async with self._group_lock(group):
+            if state.classic_group(group) is not classic:
+                return []
+            before = set(classic.members)
+            now_ms = self.clock_ms()
+            if classic.expire(now_ms):
+                await self._write(partition, state, group, [classic.record(now_ms)])
+        gone = sorted(before - set(classic.members))
+        for member_id in gone:
+            log.info("group %s: member %s left by timeout", group, member_id)
+        return [(group, member_id) for member_id in gone]
 
     async def expire_once(self) -> int:
         """Tombstone every offset older than ``offsets.retention.minutes``; how many."""
@@ -211,7 +275,14 @@ class GroupCoordinator:
         return expired
 
     async def _delete_empty_groups(self, partition: int, state: OffsetsState) -> None:
-        """A consumer group without members or offsets is gone (Kafka's cleanup)."""
+        """A group without members or offsets is gone (Kafka's cleanup)."""
+        for classic in state.classic_groups():
+            group = classic.group_id
+            async with self._group_lock(group):
+                if not classic.is_empty() or state.offsets(group) or state.is_busy(group):
+                    continue
+                await self._write(partition, state, group, [_classic_tombstone(group)])
+                log.info("group %s: empty, deleted", group)
         for members in state.consumer_groups():
             group = members.group_id
             async with self._group_lock(group):
@@ -323,10 +394,14 @@ class GroupCoordinator:
         *,
         member_id: str = "",
         generation_id: int = NO_GENERATION,
+        group_instance_id: str | None = None,
     ) -> list[PartitionOutcome]:
         partition, state = self._state(group)
         members = state.consumer_group(group)
-        if members is not None:
+        classic = state.classic_group(group)
+        if classic is not None:
+            classic.check_commit(member_id, group_instance_id, generation_id)
+        elif members is not None:
             members.check_commit(member_id, generation_id)
         else:
             _check_no_member(group, member_id, generation_id)
@@ -450,13 +525,16 @@ class GroupCoordinator:
             members = state.consumer_group(group)
             if members is not None and members.subscriptions:
                 raise NonEmptyGroupError(f"group {group!r} has members: {members.members}")
+            classic = state.classic_group(group)
+            if classic is not None and not classic.is_empty():
+                raise NonEmptyGroupError(f"group {group!r} has members: {sorted(classic.members)}")
             records = [
                 *_tombstones(
                     group,
                     sorted(state.offsets(group).keys() | state.transactional_partitions(group)),
                 ),
                 *(members.delete() if members is not None else ()),
-                CoordinatorRecord(GroupMetadataKey(group), None),
+                _classic_tombstone(group),
             ]
             await self._write(partition, state, group, records)
 
@@ -465,9 +543,12 @@ class GroupCoordinator:
         partition, state = self._state(group)
         async with self._group_lock(group):
             members = state.consumer_group(group) or ConsumerGroup(group)
+            replaced = self._replaced_classic(state, group)
             records, answer = members.heartbeat(
                 request, self.topic_image(), max_size=self.config.consumer_max_size
             )
+            if records and replaced:
+                records = [_classic_tombstone(group), *records]
             if records:
                 await self._write(partition, state, group, records)
             else:  # a coordinator that reloaded the group learns its members here too
@@ -483,19 +564,144 @@ class GroupCoordinator:
         self._check_exists(state, group)
         return state.consumer_group(group)
 
+    def classic_group(self, group: str) -> ClassicGroup | None:
+        """The group's classic membership (None: not a classic group), GROUP_ID_NOT_FOUND
+        if unknown."""
+        _partition, state = self._state(group)
+        self._check_exists(state, group)
+        return state.classic_group(group)
+
     def describe(self, group: str) -> str:
         """The group's state (GROUP_ID_NOT_FOUND for a group unknown here)."""
-        members = self.consumer_group(group)
-        return EMPTY if members is None else members.state()
+        _partition, state = self._state(group)
+        self._check_exists(state, group)
+        return _listed(state, group).state
 
-    def list_groups(self) -> list[tuple[str, str]]:
-        """Every group this broker coordinates, with its state."""
-        listed = []
-        for state in self.coordinated_states():
-            for group in state.groups():
-                members = state.consumer_group(group)
-                listed.append((group, EMPTY if members is None else members.state()))
-        return sorted(listed)
+    def list_groups(self) -> list[ListedGroup]:
+        """Every group this broker coordinates, with its state and type."""
+        return sorted(
+            (
+                _listed(state, group)
+                for state in self.coordinated_states()
+                for group in state.groups()
+            ),
+            key=lambda listed: listed.group_id,
+        )
+
+    # -- classic groups ---------------------------------------------------------------
+
+    async def join_group(self, group: str, request: JoinRequest) -> JoinAnswer:
+        """A JoinGroup, answered once the rebalance it joins completes (MEMBER_ID_REQUIRED
+        first for a new dynamic member)."""
+        config = self.config
+        timeout_ms = request.session_timeout_ms
+        if not (
+            config.classic_min_session_timeout_ms
+            <= timeout_ms
+            <= config.classic_max_session_timeout_ms
+        ):
+            raise InvalidSessionTimeoutError(
+                f"session timeout {timeout_ms} ms is outside group.min.session.timeout.ms.."
+                f"group.max.session.timeout.ms ({config.classic_min_session_timeout_ms}.."
+                f"{config.classic_max_session_timeout_ms})"
+            )
+        partition, state = self._state(group)
+        async with self._group_lock(group):
+            classic = state.classic_group(group)
+            if classic is None:
+                replaced = state.consumer_group(group)
+                if replaced is not None and replaced.subscriptions:
+                    raise InconsistentGroupProtocolError(
+                        f"group {group!r} is a consumer group (KIP-848) with members"
+                    )
+                if replaced is not None:  # an empty consumer group becomes classic
+                    await self._write(partition, state, group, replaced.delete())
+                classic = ClassicGroup(group)
+                state.add_classic_group(classic)
+            timeouts = Timeouts(config.classic_initial_rebalance_delay_ms)
+            waiter = classic.join(request, self.clock_ms(), timeouts)
+        self._wake_sessions()
+        return await waiter
+
+    async def sync_group(
+        self,
+        group: str,
+        member_id: str,
+        generation: int,
+        assignments: dict[str, bytes],
+        *,
+        group_instance_id: str | None = None,
+        protocol: tuple[str | None, str | None] = (None, None),
+    ) -> bytes:
+        """A SyncGroup: the member's assignment, once its leader's is written."""
+        partition, state = self._state(group)
+        async with self._group_lock(group):
+            classic = self._classic(state, group, member_id)
+            waiter, write = classic.sync(
+                member_id,
+                group_instance_id,
+                generation,
+                assignments,
+                self.clock_ms(),
+                protocol=protocol,
+            )
+            if write:
+                try:
+                    await self._write(partition, state, group, [classic.record(self.clock_ms())])
+                except TierlogError as error:
+                    classic.assignment_failed(error, self.clock_ms())
+                else:
+                    classic.assignment_written(self.clock_ms())
+        self._wake_sessions()
+        return await waiter
+
+    def classic_heartbeat(
+        self, group: str, member_id: str, generation: int, group_instance_id: str | None = None
+    ) -> None:
+        """A classic Heartbeat: REBALANCE_IN_PROGRESS tells the member to join again."""
+        _partition, state = self._state(group)
+        classic = self._classic(state, group, member_id)
+        classic.heartbeat(member_id, group_instance_id, generation, self.clock_ms())
+
+    async def leave_group(
+        self, group: str, members: Sequence[tuple[str, str | None]]
+    ) -> list[TierlogError | None]:
+        """A LeaveGroup of (member id, instance id)s: each one's outcome."""
+        partition, state = self._state(group)
+        outcomes: list[TierlogError | None] = []
+        async with self._group_lock(group):
+            classic = self._classic(state, group, members[0][0] if members else "")
+            now_ms = self.clock_ms()
+            emptied = False
+            for member_id, instance_id in members:
+                try:
+                    emptied = classic.leave(member_id, instance_id, now_ms) or emptied
+                except TierlogError as error:
+                    outcomes.append(error)
+                else:
+                    outcomes.append(None)
+            if emptied:
+                await self._write(partition, state, group, [classic.record(now_ms)])
+        self._wake_sessions()
+        return outcomes
+
+    @staticmethod
+    def _classic(state: OffsetsState, group: str, member_id: str) -> ClassicGroup:
+        classic = state.classic_group(group)
+        if classic is None:
+            raise UnknownMemberIdError(f"group {group!r} has no member {member_id!r}")
+        return classic
+
+    @staticmethod
+    def _replaced_classic(state: OffsetsState, group: str) -> bool:
+        """Whether a KIP-848 member takes over an empty classic group (Kafka converts
+        it); INCONSISTENT_GROUP_PROTOCOL while it has members."""
+        classic = state.classic_group(group)
+        if classic is None:
+            return False
+        if not classic.is_empty():
+            raise InconsistentGroupProtocolError(f"group {group!r} is a classic group with members")
+        return True
 
     @staticmethod
     def _check_exists(state: OffsetsState, group: str) -> None:
@@ -513,6 +719,27 @@ def _check_no_member(group: str, member_id: str, generation_id: int) -> None:
         raise IllegalGenerationError(
             f"group {group!r} has no generation {generation_id}: commit with -1"
         )
+
+
+def _listed(state: OffsetsState, group: str) -> ListedGroup:
+    classic = state.classic_group(group)
+    if classic is not None:
+        return ListedGroup(group, classic.state, "classic", classic.protocol_type or "")
+    members = state.consumer_group(group)
+    if members is not None:
+        return ListedGroup(group, members.state(), "consumer", "consumer")
+    return ListedGroup(group, EMPTY, "classic", "")  # offsets only: Kafka lists it so
+
+
+def _classic_tombstone(group: str) -> CoordinatorRecord:
+    return CoordinatorRecord(GroupMetadataKey(group), None)
+
+
+def _answer_classic_waiters(loaded: Loaded[OffsetsState]) -> None:
+    """A partition no longer coordinated here: its classic groups' long polls end."""
+    assert loaded.state is not None
+    for classic in loaded.state.classic_groups():
+        classic.kill(NotCoordinatorError(f"group {classic.group_id!r} moved"))
 
 
 def _subscribed(group: str, tp: TopicPartition) -> GroupSubscribedToTopicError:

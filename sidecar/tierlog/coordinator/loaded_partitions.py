@@ -47,7 +47,8 @@ class Loaded(Generic[S]):
 
 class LoadedPartitions(Generic[S]):
     """The partitions of ``topic`` led here and their states; see the module docstring.
-    ``on_loaded`` runs once a partition's state is in (a coordinator's recovery work)."""
+    ``on_loaded`` runs once a partition's state is in (a coordinator's recovery work),
+    ``on_unloaded`` when a loaded state is dropped (its long polls answered)."""
 
     def __init__(
         self,
@@ -57,12 +58,14 @@ class LoadedPartitions(Generic[S]):
         load: Load[S],
         *,
         on_loaded: Callable[[Loaded[S]], None] = lambda _loaded: None,
+        on_unloaded: Callable[[Loaded[S]], None] = lambda _loaded: None,
     ) -> None:
         self.partitions = partitions
         self.topic = topic
         self.default_partition_count = default_partition_count
         self.load = load
         self.on_loaded = on_loaded
+        self.on_unloaded = on_unloaded
         self._loaded: dict[int, Loaded[S]] = {}
 
     def partition_count(self) -> int:
@@ -81,10 +84,8 @@ class LoadedPartitions(Generic[S]):
             await asyncio.sleep(interval_s)
 
     def stop(self) -> None:
-        for loaded in self._loaded.values():
-            if loaded.task is not None:
-                loaded.task.cancel()
-        self._loaded.clear()
+        for partition in list(self._loaded):
+            self._unload(partition)
 
     def __iter__(self) -> Iterator[Loaded[S]]:
         """The partitions led here whose state is loaded."""
@@ -162,4 +163,6 @@ class LoadedPartitions(Generic[S]):
         loaded = self._loaded.pop(partition)
         if loaded.task is not None:
             loaded.task.cancel()
+        if loaded.state is not None:
+            self.on_unloaded(loaded)
         log.info("%s-%d: no longer coordinating", self.topic, partition)

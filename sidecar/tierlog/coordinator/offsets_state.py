@@ -8,7 +8,9 @@ record that made it, and a record older than the entry's is ignored: commits of 
 can be acknowledged out of log order (two in flight, the later one answered first), and
 the view must still end where the log does. Membership records are written one group
 at a time under the coordinator's lock, so they arrive in log order and are simply
-replayed; a classic group's records are read and skipped (there are no classic members).
+replayed. A classic group (``classic_group``) is its latest ``GroupMetadataValue``: a
+record of the generation the live group is at is its own write and changes nothing; any
+other (a load, or another coordinator's write) rebuilds the group from it.
 
 A transactional offset commit (TxnOffsetCommit: a batch with its producer's id) stays
 pending under that producer id until the producer's marker reaches this partition: a
@@ -24,6 +26,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from tierlog.coordinator.classic_group import ClassicGroup
+from tierlog.coordinator.classic_group_records import GroupMetadataKey, GroupMetadataValue
 from tierlog.coordinator.consumer_group import ConsumerGroup, consumer_group_of
 from tierlog.coordinator.group_records import CoordinatorRecord
 from tierlog.coordinator.offset_records import OffsetCommitKey, OffsetCommitValue
@@ -52,6 +56,7 @@ class OffsetsState:
         # Commits appended but not acknowledged yet (OffsetFetch's require_stable).
         self._pending: Counter[tuple[str, TopicPartition]] = Counter()
         self._consumer_groups: dict[str, ConsumerGroup] = {}
+        self._classic_groups: dict[str, ClassicGroup] = {}
         # Transactional commits per producer id, waiting for its marker: the record and
         # its log offset, the latest per key.
         self._transactional: dict[int, dict[OffsetCommitKey, tuple[CoordinatorRecord, int]]] = {}
@@ -65,8 +70,11 @@ class OffsetsState:
         if group_id is not None:
             self._replay_membership(group_id, record)
             return
+        if isinstance(key, GroupMetadataKey):
+            self._replay_classic(key.group, record.value)
+            return
         if not isinstance(key, OffsetCommitKey):
-            return  # a classic group's records
+            return
         if self._applied.get(key, -1) >= log_offset:
             return
         self._applied[key] = log_offset
@@ -106,6 +114,15 @@ class OffsetsState:
         group.replay(record)
         if not group.exists and not group.subscriptions:
             del self._consumer_groups[group_id]
+
+    def _replay_classic(self, group_id: str, value: object) -> None:
+        if value is None:
+            self._classic_groups.pop(group_id, None)
+            return
+        assert isinstance(value, GroupMetadataValue)
+        live = self._classic_groups.get(group_id)
+        if live is None or live.generation != value.generation:
+            self._classic_groups[group_id] = ClassicGroup.loaded(group_id, value)
 
     def _forget(self, group: str, tp: TopicPartition) -> None:
         offsets = self._groups.get(group)
@@ -156,11 +173,34 @@ class OffsetsState:
         """The groups with offsets here, membership, or a commit on the way."""
         pending = (group for group, _tp in self._pending)
         return sorted(
-            {*self._groups, *self._consumer_groups, *pending, *self._transactional_groups()}
+            {
+                *self._groups,
+                *self._consumer_groups,
+                *self._classic_groups,
+                *pending,
+                *self._transactional_groups(),
+            }
         )
 
     def has_group(self, group: str) -> bool:
-        return group in self._groups or group in self._consumer_groups or self.is_busy(group)
+        return (
+            group in self._groups
+            or group in self._consumer_groups
+            or group in self._classic_groups
+            or self.is_busy(group)
+        )
+
+    def classic_group(self, group: str) -> ClassicGroup | None:
+        """The group's classic membership (None: not a classic group)."""
+        return self._classic_groups.get(group)
+
+    def add_classic_group(self, group: ClassicGroup) -> None:
+        """A classic group's first member is joining (its record comes with the first
+        assignment or the group's emptying)."""
+        self._classic_groups[group.group_id] = group
+
+    def classic_groups(self) -> list[ClassicGroup]:
+        return [self._classic_groups[group] for group in sorted(self._classic_groups)]
 
     def consumer_group(self, group: str) -> ConsumerGroup | None:
         """The group's membership (None: it never had a KIP-848 member, or was deleted)."""
@@ -186,6 +226,9 @@ class OffsetsState:
             members = self._consumer_groups.get(group)
             if members is not None and members.subscriptions:
                 continue  # a group with members keeps its offsets
+            classic = self._classic_groups.get(group)
+            if classic is not None and not classic.is_empty():
+                continue
             old = [
                 tp
                 for tp, committed in offsets.items()

@@ -47,10 +47,12 @@ from tierlog.kafka.consumer_group_describe import consumer_group_describe
 from tierlog.kafka.consumer_group_heartbeat import consumer_group_heartbeat
 from tierlog.kafka.create_partitions import create_partitions
 from tierlog.kafka.create_topics import create_topics
+from tierlog.kafka.delete_groups import delete_groups
 from tierlog.kafka.delete_records import delete_records
 from tierlog.kafka.delete_topics import delete_topics
 from tierlog.kafka.describe_cluster import describe_cluster
 from tierlog.kafka.describe_configs import describe_configs
+from tierlog.kafka.describe_groups import describe_groups
 from tierlog.kafka.describe_log_dirs import describe_log_dirs
 from tierlog.kafka.describe_producers import describe_producers
 from tierlog.kafka.describe_transactions import describe_transactions
@@ -58,8 +60,12 @@ from tierlog.kafka.end_txn import end_txn
 from tierlog.kafka.error_codes import error_codes
 from tierlog.kafka.fetch import fetch
 from tierlog.kafka.find_coordinator import find_coordinator
+from tierlog.kafka.heartbeat import heartbeat
 from tierlog.kafka.incremental_alter_configs import incremental_alter_configs
 from tierlog.kafka.init_producer_id import init_producer_id
+from tierlog.kafka.join_group import join_group
+from tierlog.kafka.leave_group import leave_group
+from tierlog.kafka.list_groups import list_groups
 from tierlog.kafka.list_offsets import list_offsets
 from tierlog.kafka.list_transactions import list_transactions
 from tierlog.kafka.metadata import metadata
@@ -73,6 +79,7 @@ from tierlog.kafka.request_client import serving
 from tierlog.kafka.sasl import SaslAuthenticator, SaslOutOfOrder, SaslSettings
 from tierlog.kafka.sasl_handshake import sasl_authenticate, sasl_handshake
 from tierlog.kafka.sasl_mechanisms import SaslFailed
+from tierlog.kafka.sync_group import sync_group
 from tierlog.kafka.txn_offset_commit import txn_offset_commit
 from tierlog.kafka.versions import (
     ADD_OFFSETS_TO_TXN,
@@ -84,18 +91,24 @@ from tierlog.kafka.versions import (
     CONSUMER_GROUP_HEARTBEAT,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
+    DELETE_GROUPS,
     DELETE_RECORDS,
     DELETE_TOPICS,
     DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
+    DESCRIBE_GROUPS,
     DESCRIBE_LOG_DIRS,
     DESCRIBE_PRODUCERS,
     DESCRIBE_TRANSACTIONS,
     END_TXN,
     FETCH,
     FIND_COORDINATOR,
+    HEARTBEAT,
     INCREMENTAL_ALTER_CONFIGS,
     INIT_PRODUCER_ID,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    LIST_GROUPS,
     LIST_OFFSETS,
     LIST_TRANSACTIONS,
     METADATA,
@@ -106,6 +119,7 @@ from tierlog.kafka.versions import (
     PRODUCE,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
+    SYNC_GROUP,
     TXN_OFFSET_COMMIT,
 )
 from tierlog.storage.errors import InvalidConfigError
@@ -142,6 +156,13 @@ _HANDLERS: dict[int, Handler] = {
     OFFSET_COMMIT: offset_commit,
     OFFSET_FETCH: offset_fetch,
     FIND_COORDINATOR: find_coordinator,
+    JOIN_GROUP: join_group,
+    HEARTBEAT: heartbeat,
+    LEAVE_GROUP: leave_group,
+    SYNC_GROUP: sync_group,
+    DESCRIBE_GROUPS: describe_groups,
+    LIST_GROUPS: list_groups,
+    SASL_HANDSHAKE: sasl_handshake,
     API_VERSIONS_KEY: _api_versions,
     CREATE_TOPICS: create_topics,
     DELETE_TOPICS: delete_topics,
@@ -155,15 +176,15 @@ _HANDLERS: dict[int, Handler] = {
     DESCRIBE_CONFIGS: describe_configs,
     ALTER_CONFIGS: alter_configs,
     DESCRIBE_LOG_DIRS: describe_log_dirs,
+    SASL_AUTHENTICATE: sasl_authenticate,
     CREATE_PARTITIONS: create_partitions,
+    DELETE_GROUPS: delete_groups,
     INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
     OFFSET_DELETE: offset_delete,
     DESCRIBE_CLUSTER: describe_cluster,
     DESCRIBE_PRODUCERS: describe_producers,
     DESCRIBE_TRANSACTIONS: describe_transactions,
     LIST_TRANSACTIONS: list_transactions,
-    SASL_HANDSHAKE: sasl_handshake,
-    SASL_AUTHENTICATE: sasl_authenticate,
     CONSUMER_GROUP_HEARTBEAT: consumer_group_heartbeat,
     CONSUMER_GROUP_DESCRIBE: consumer_group_describe,
 }

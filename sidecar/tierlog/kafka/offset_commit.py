@@ -60,6 +60,7 @@ async def offset_commit(
                     offsets,
                     member_id=body.member_id,
                     generation_id=body.generation_id_or_member_epoch,
+                    group_instance_id=getattr(body, "group_instance_id", None),
                 )
             )
     except TierlogError as error:

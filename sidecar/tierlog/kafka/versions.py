@@ -21,18 +21,24 @@ __all__ = [
     "CONSUMER_GROUP_HEARTBEAT",
     "CREATE_PARTITIONS",
     "CREATE_TOPICS",
+    "DELETE_GROUPS",
     "DELETE_RECORDS",
     "DELETE_TOPICS",
     "DESCRIBE_CLUSTER",
     "DESCRIBE_CONFIGS",
+    "DESCRIBE_GROUPS",
     "DESCRIBE_LOG_DIRS",
     "DESCRIBE_PRODUCERS",
     "DESCRIBE_TRANSACTIONS",
     "END_TXN",
     "FETCH",
     "FIND_COORDINATOR",
+    "HEARTBEAT",
     "INCREMENTAL_ALTER_CONFIGS",
     "INIT_PRODUCER_ID",
+    "JOIN_GROUP",
+    "LEAVE_GROUP",
+    "LIST_GROUPS",
     "LIST_OFFSETS",
     "LIST_TRANSACTIONS",
     "METADATA",
@@ -41,6 +47,7 @@ __all__ = [
     "OFFSET_FETCH",
     "OFFSET_FOR_LEADER_EPOCH",
     "PRODUCE",
+    "SYNC_GROUP",
     "TXN_OFFSET_COMMIT",
 ]
 
@@ -51,6 +58,12 @@ METADATA = 3
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
 FIND_COORDINATOR = 10
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
 SASL_HANDSHAKE = 17
 API_VERSIONS_KEY = 18
 CREATE_TOPICS = 19
@@ -67,6 +80,7 @@ ALTER_CONFIGS = 33
 DESCRIBE_LOG_DIRS = 35
 SASL_AUTHENTICATE = 36
 CREATE_PARTITIONS = 37
+DELETE_GROUPS = 42
 INCREMENTAL_ALTER_CONFIGS = 44
 OFFSET_DELETE = 47
 DESCRIBE_CLUSTER = 60
@@ -92,6 +106,15 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         # v0 is older than KIP-896's floor; v6 adds share groups' key type (KIP-932),
         # which is refused per key (INVALID_REQUEST) as no share coordinator runs here.
         FIND_COORDINATOR: (1, 6),
+        # Classic groups. Each range starts at KIP-896's floor. JoinGroup v9 adds
+        # skip_assignment (answered false), the newest kio knows.
+        JOIN_GROUP: (2, 9),
+        SYNC_GROUP: (1, 5),  # v5 (protocol type and name) is the newest
+        HEARTBEAT: (1, 4),  # v4 is the newest
+        LEAVE_GROUP: (1, 5),  # v3 batches members (KIP-345), v5 a reason: the newest
+        # v6 answers an unknown group GROUP_ID_NOT_FOUND (with a message), not "Dead".
+        DESCRIBE_GROUPS: (1, 5),
+        LIST_GROUPS: (1, 5),  # v4 filters by state, v5 by type (KIP-848)
         SASL_HANDSHAKE: (0, 1),  # every version: v0 sends the mechanism's messages bare
         API_VERSIONS_KEY: (0, 4),
         CREATE_TOPICS: (2, 7),  # every version past the floor (v7 answers topic ids)
@@ -112,6 +135,7 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         DESCRIBE_LOG_DIRS: (1, 4),  # v4 adds disk sizes; no client in the tests sends v5
         SASL_AUTHENTICATE: (0, 2),  # every version (v1 adds the session lifetime: 0)
         CREATE_PARTITIONS: (0, 3),  # every version
+        DELETE_GROUPS: (0, 2),  # every version (v0 predates KIP-896's floor and stays)
         INCREMENTAL_ALTER_CONFIGS: (0, 1),  # every version
         OFFSET_DELETE: (0, 0),  # the only version
         DESCRIBE_CLUSTER: (0, 1),  # v2 adds fenced brokers (KIP-1073), which are not kept

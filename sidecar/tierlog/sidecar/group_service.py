@@ -163,8 +163,8 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
     ) -> pb.ListGroupsResponse:
         return pb.ListGroupsResponse(
             groups=[
-                pb.ListedGroup(group_id=group, state=state)
-                for group, state in self.coordinator.list_groups()
+                pb.ListedGroup(group_id=listed.group_id, state=listed.state)
+                for listed in self.coordinator.list_groups()
             ]
         )
 
@@ -176,10 +176,14 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
         state = self.coordinator.describe(request.group_id)
         group = self.coordinator.consumer_group(request.group_id)
         members = [] if group is None else _members(group, self.coordinator.topic_image())
+        classic = self.coordinator.classic_group(request.group_id)
+        protocol_type = "consumer" if group is not None else ""
+        if classic is not None:
+            protocol_type = classic.protocol_type or ""
         return pb.DescribeGroupsResponse(
             group_id=request.group_id,
             state=state,
-            protocol_type="consumer" if group is not None else "",
+            protocol_type=protocol_type,
             coordinator_id=self.partitions.ownership.node_id,
             members=members,
         )
