@@ -20,9 +20,10 @@ medians are reported. Consumers join with ``group.protocol=consumer`` (KIP-848) 
 brokers; ``fetch.*`` figures leave the join out.
 
 Around every peak produce and every consume the broker's CPU time (``utime + stime`` from
-``/proc/PID/stat``, all its threads) is read, and reported per MiB moved: the sidecar's for A
-and C, the JVM's for B. A runs in a different process from C only on the client side, so the
-sidecar's CPU per MiB compares the two front doors directly.
+``/proc/PID/stat``, all its threads) and its threads' run-queue wait (``task/*/schedstat``)
+are read, and reported per MiB moved: the sidecar's for A and C, the JVM's for B. A and C
+share one sidecar, so its CPU per MiB compares the two front doors directly; the run-queue
+wait says how long the broker was ready to work but the machine gave it no CPU.
 
 RF 3 is not measured: ``tierlog cluster up`` does not start Kafka listeners on main yet.
 """
@@ -40,6 +41,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from tests.benchmarks.kafka_comparison_bench import (
     BATCH_SIZES,
@@ -68,11 +70,31 @@ SYSTEMS = (LISTENER, KAFKA, GRPC)
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of every thread of ``pid`` so far (proc(5): fields 14, 15)."""
+class Usage(NamedTuple):
+    """Seconds a process's threads spent on a CPU, and runnable but waiting for one."""
+
+    cpu_s: float
+    run_queue_s: float
+
+    def since(self, before: Usage) -> Usage:
+        return Usage(self.cpu_s - before.cpu_s, self.run_queue_s - before.run_queue_s)
+
+    def per_mib(self, records: int) -> Usage:
+        mib = records * RECORD_BYTES / MIB
+        return Usage(self.cpu_s / mib, self.run_queue_s / mib)
+
+
+def usage(pid: int) -> Usage:
+    """``pid``'s CPU time so far (user plus system, every thread: proc(5) stat fields 14
+    and 15) and its threads' run-queue wait (field 2 of each ``task/*/schedstat``): on a
+    shared machine the second says how long the broker was ready but not running."""
     stat = Path(f"/proc/{pid}/stat").read_text()
     fields = stat[stat.rindex(")") + 2 :].split()  # the command name may hold spaces
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    waited_ns = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # a thread that ended
+            waited_ns += int((task / "schedstat").read_text().split()[1])
+    return Usage((int(fields[11]) + int(fields[12])) / CLOCK_TICKS, waited_ns / 1e9)
 
 
 @dataclass
@@ -89,7 +111,7 @@ class TierlogKafkaEndpoint:
 
 @dataclass
 class Metered:
-    """A system whose server's CPU time is read around each peak produce and each consume.
+    """A system whose server's ``usage`` is read around each peak produce and each consume.
 
     Its topics carry ``prefix``: the listener and gRPC share one sidecar, and ``measure`` gives
     every system the same topic names."""
@@ -98,32 +120,32 @@ class Metered:
     pid: int
     prefix: str
     advance: Advance
-    produce_cpu_s_per_mib: list[float] = field(default_factory=list)
-    consume_cpu_s_per_mib: list[float] = field(default_factory=list)
+    produce_per_mib: list[Usage] = field(default_factory=list)
+    consume_per_mib: list[Usage] = field(default_factory=list)
     name: str = field(init=False)
 
     def __post_init__(self) -> None:
         self.name = self.system.name
 
+    def clear(self) -> None:
+        self.produce_per_mib.clear()
+        self.consume_per_mib.clear()
+
     def create_topic(self, topic: str) -> None:
         self.system.create_topic(f"{self.prefix}-{topic}")
 
     def produce(self, topic: str, records: int, batch_bytes: int, rate: float) -> Produced:
-        before = cpu_seconds(self.pid)
+        before = usage(self.pid)
         produced = self.system.produce(f"{self.prefix}-{topic}", records, batch_bytes, rate)
         if rate < 0:  # the peak runs: the rate-limited ones idle between batches
-            self.produce_cpu_s_per_mib.append(
-                (cpu_seconds(self.pid) - before) / (produced.records * RECORD_BYTES / MIB)
-            )
+            self.produce_per_mib.append(usage(self.pid).since(before).per_mib(produced.records))
         self.advance(1)
         return produced
 
     def consume(self, topic: str, records: int) -> Consumed:
-        before = cpu_seconds(self.pid)
+        before = usage(self.pid)
         consumed = self.system.consume(f"{self.prefix}-{topic}", records)
-        self.consume_cpu_s_per_mib.append(
-            (cpu_seconds(self.pid) - before) / (consumed.records * RECORD_BYTES / MIB)
-        )
+        self.consume_per_mib.append(usage(self.pid).since(before).per_mib(consumed.records))
         self.advance(1)
         return consumed
 
@@ -165,8 +187,8 @@ class Figures:
     p99: dict[str, float]
     p50: dict[str, float]
     achieved: dict[str, float]
-    produce_cpu: dict[str, float]
-    consume_cpu: dict[str, float]
+    produce_usage: dict[str, Usage]  # per MiB
+    consume_usage: dict[str, Usage]
     runs: dict[str, list[str]]  # every run's figures, for the record
 
 
@@ -190,9 +212,16 @@ def summarise(measured: BatchSizeFigures, metered: Sequence[Metered]) -> Figures
         p99={name: med(p.p99_ms for p in latency[name]) for name in SYSTEMS},
         p50={name: med(p.p50_ms for p in latency[name]) for name in SYSTEMS},
         achieved={name: med(p.records_per_s for p in latency[name]) for name in SYSTEMS},
-        produce_cpu={m.name: med(m.produce_cpu_s_per_mib) for m in metered},
-        consume_cpu={m.name: med(m.consume_cpu_s_per_mib) for m in metered},
+        produce_usage={m.name: _median_usage(m.produce_per_mib) for m in metered},
+        consume_usage={m.name: _median_usage(m.consume_per_mib) for m in metered},
         runs=runs,
+    )
+
+
+def _median_usage(readings: Sequence[Usage]) -> Usage:
+    return Usage(
+        statistics.median(u.cpu_s for u in readings),
+        statistics.median(u.run_queue_s for u in readings),
     )
 
 
@@ -224,12 +253,13 @@ def table(figures: Sequence[Figures]) -> str:
             f"| {f.label} | rate achieved in those runs | {_rate(a)} | {_rate(b)} | {_rate(c)} "
             f"| {_ratio(a, b)} | | {_ratio(a, c)} |"
         )
-        for what, cpu in (("produce", f.produce_cpu), ("consume", f.consume_cpu)):
-            a, b, c = (cpu[name] for name in SYSTEMS)
-            rows.append(
-                f"| {f.label} | broker CPU s per MiB, {what} (sidecar; Kafka's JVM) "
-                f"| {a:.3f} | {b:.3f} | {c:.3f} | {_ratio(a, b)} | | {_ratio(a, c)} |"
-            )
+        for what, per_mib in (("produce", f.produce_usage), ("consume", f.consume_usage)):
+            for figure, index in (("CPU", 0), ("run-queue wait", 1)):
+                a, b, c = (per_mib[name][index] for name in SYSTEMS)
+                rows.append(
+                    f"| {f.label} | broker {figure} s per MiB, {what} (sidecar; Kafka's JVM) "
+                    f"| {a:.3f} | {b:.3f} | {c:.3f} | {_ratio(a, b)} | | {_ratio(a, c)} |"
+                )
     return "\n".join(rows)
 
 
@@ -282,16 +312,14 @@ def run(args: argparse.Namespace) -> None:
                 system.create_topic("warm-up")
                 system.produce("warm-up", args.warm_up_records, 64 * 1024, -1)
                 system.consume("warm-up", args.warm_up_records)
-                system.produce_cpu_s_per_mib.clear()
-                system.consume_cpu_s_per_mib.clear()
+                system.clear()
                 progress(f"{system.name} warmed up (not counted)")
             figures = []
             for label, batch_bytes in batch_sizes.items():
                 measured = measure(label, batch_bytes, metered, None, args)
                 figures.append(summarise(measured, metered))
                 for system in metered:
-                    system.produce_cpu_s_per_mib.clear()
-                    system.consume_cpu_s_per_mib.clear()
+                    system.clear()
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
