@@ -185,6 +185,7 @@ class Kafka:
     broker: KafkaEndpoint
     name: str = "Kafka"
     acks: str = "1"
+    consumer_config: Path | None = None  # ConsumerPerformance's --consumer.config
 
     def create_topic(self, topic: str) -> None:
         self.broker.create_topic(topic)
@@ -208,6 +209,7 @@ class Kafka:
             "org.apache.kafka.tools.ConsumerPerformance",
             *("--bootstrap-server", self.broker.bootstrap_server, "--topic", topic),
             *("--messages", str(records), "--fetch-size", str(MIB), "--timeout", "60000"),
+            *(() if self.consumer_config is None else ("--consumer.config", self.consumer_config)),
             jvm_args=PERF_TOOL_JVM_ARGS,
         )
         return parse_kafka_consume(run_client(command))
@@ -253,15 +255,20 @@ def sidecar(
     *,
     name: str = "sidecar",
     pythonpath: str | None = None,
+    extra_args: Sequence[str] = (),
 ) -> Iterator[tuple[str, int]]:
     """A ``tierlog-sidecar`` on a free loopback port, its output in ``<name>.log`` beside
-    ``data_dir`` (its code from ``pythonpath`` if given); its address and pid while it runs."""
+    ``data_dir`` (its code from ``pythonpath`` if given, ``extra_args`` after its own);
+    its address and pid while it runs."""
     data_dir.mkdir(parents=True)
     env = None if pythonpath is None else {**os.environ, "PYTHONPATH": pythonpath}
     log_path = data_dir.parent / f"{name}.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [TIERLOG_BIN / "tierlog-sidecar", "--data-dir", data_dir, "--listen", "127.0.0.1:0"],
+            [
+                *(TIERLOG_BIN / "tierlog-sidecar", "--data-dir", data_dir),
+                *("--listen", "127.0.0.1:0", *extra_args),
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -428,9 +435,11 @@ def measure(
     label: str,
     batch_bytes: int,
     systems: Sequence[System],
-    loopback_address: str,
+    loopback_address: str | None,
     args: argparse.Namespace,
 ) -> BatchSizeFigures:
+    """Each figure ``args.runs`` times, the systems interleaved in every round; the loopback
+    ceiling too unless ``loopback_address`` is None."""
     tag = label.replace(" ", "").lower()
     peak: dict[str, list[Produced]] = {system.name: [] for system in systems}
     consume: dict[str, list[Consumed]] = {system.name: [] for system in systems}
@@ -460,6 +469,8 @@ def measure(
             produced = system.produce(topic, records, batch_bytes, rate)
             latency[system.name].append(produced)
             progress(f"{label} {system.name} produce at {rate}/s #{run + 1}: {produced}")
+    if loopback_address is None:
+        return BatchSizeFigures(label, peak, consume, rate, latency, [], [])
     total_bytes = args.records * RECORD_BYTES
     loopback_produce = [
         loopback_mib_per_s("produce", loopback_address, batch_bytes, total_bytes)

@@ -372,6 +372,13 @@ class KafkaBroker:
         return self.workdir / "data"
 
     @property
+    def pid(self) -> int:
+        """The running broker's process id (a benchmark reads its CPU time)."""
+        if self._process is None:
+            raise RuntimeError("the broker is not running")
+        return self._process.pid
+
+    @property
     def log_file(self) -> Path:
         return self.workdir / "broker.log"
 

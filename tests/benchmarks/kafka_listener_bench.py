@@ -1,0 +1,361 @@
+"""Issue 31's figures: tierlog's Kafka listener beside Kafka 4.1.1 and beside its own gRPC path.
+
+Run from the repository root (needs the Kafka jars in ``.cache``; ~15 minutes on 2 vCPUs)::
+
+    .venv/bin/python -m tests.benchmarks.kafka_listener_bench
+
+Three systems, all on loopback and up for the whole run:
+
+- **A**, tierlog's Kafka listener: one ``tierlog-sidecar --kafka-listen``, driven by Kafka's
+  own ``ProducerPerformance`` and ``ConsumerPerformance`` (kafka-tools 4.1.1);
+- **B**, Kafka: the interop harness's single-node KRaft broker (``tests/interop/kafka.py``),
+  driven by the same two tools;
+- **C**, tierlog's gRPC path: the same sidecar as A, driven by ``tierlog perf``.
+
+The workload is ``kafka_comparison_bench``'s (its ``measure``: peak produce, consume of what
+was produced, produce at half of Kafka's median peak), with ``acks=all``: 1 KiB records, one
+partition, RF 1, no compression, ``batch.size`` 64 KiB and 1 MiB, ``linger.ms=1000``. Every
+figure is taken ``--runs`` times with the systems interleaved (A, B, C, A, B, C, ...), and
+medians are reported. Consumers join with ``group.protocol=consumer`` (KIP-848) on both
+brokers; ``fetch.*`` figures leave the join out.
+
+Around every peak produce and every consume the broker's CPU time (``utime + stime`` from
+``/proc/PID/stat``, all its threads) and its threads' run-queue wait (``task/*/schedstat``)
+are read, and reported per MiB moved: the sidecar's for A and C, the JVM's for B. A and C
+share one sidecar, so its CPU per MiB compares the two front doors directly; the run-queue
+wait says how long the broker was ready to work but the machine gave it no CPU.
+
+RF 3 is not measured: ``tierlog cluster up`` does not start Kafka listeners on main yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from tests.benchmarks.kafka_comparison_bench import (
+    BATCH_SIZES,
+    MIB,
+    RATE_REACHED,
+    RECORD_BYTES,
+    BatchSizeFigures,
+    Consumed,
+    Kafka,
+    Produced,
+    System,
+    Tierlog,
+    machine,
+    measure,
+    mib_per_s,
+    progress,
+    sidecar,
+)
+from tests.interop.kafka import KafkaBroker, KafkaTools
+from tierlog.client import AdminClient
+from tierlog.tools.progress import Advance, choose_tracker
+
+KAFKA_SERVING = re.compile(r"serving Kafka's wire protocol on (\S+)")
+LISTENER, KAFKA, GRPC = "tierlog Kafka listener", "Kafka", "tierlog gRPC"
+SYSTEMS = (LISTENER, KAFKA, GRPC)
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class Usage(NamedTuple):
+    """Seconds a process's threads spent on a CPU, and runnable but waiting for one."""
+
+    cpu_s: float
+    run_queue_s: float
+
+    def since(self, before: Usage) -> Usage:
+        return Usage(self.cpu_s - before.cpu_s, self.run_queue_s - before.run_queue_s)
+
+    def per_mib(self, records: int) -> Usage:
+        mib = records * RECORD_BYTES / MIB
+        return Usage(self.cpu_s / mib, self.run_queue_s / mib)
+
+
+def usage(pid: int) -> Usage:
+    """``pid``'s CPU time so far (user plus system, every thread: proc(5) stat fields 14
+    and 15) and its threads' run-queue wait (field 2 of each ``task/*/schedstat``): on a
+    shared machine the second says how long the broker was ready but not running."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()  # the command name may hold spaces
+    waited_ns = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # a thread that ended
+            waited_ns += int((task / "schedstat").read_text().split()[1])
+    return Usage((int(fields[11]) + int(fields[12])) / CLOCK_TICKS, waited_ns / 1e9)
+
+
+@dataclass
+class TierlogKafkaEndpoint:
+    """The sidecar's Kafka listener, where Kafka's tools connect; topics made over gRPC."""
+
+    bootstrap_server: str
+    grpc_address: str
+
+    def create_topic(self, topic: str) -> None:
+        with AdminClient(self.grpc_address) as admin:
+            admin.create_topic(topic)
+
+
+@dataclass
+class Metered:
+    """A system whose server's ``usage`` is read around each peak produce and each consume.
+
+    Its topics carry ``prefix``: the listener and gRPC share one sidecar, and ``measure`` gives
+    every system the same topic names."""
+
+    system: System
+    pid: int
+    prefix: str
+    advance: Advance
+    produce_per_mib: list[Usage] = field(default_factory=list)
+    consume_per_mib: list[Usage] = field(default_factory=list)
+    name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.name = self.system.name
+
+    def clear(self) -> None:
+        self.produce_per_mib.clear()
+        self.consume_per_mib.clear()
+
+    def create_topic(self, topic: str) -> None:
+        self.system.create_topic(f"{self.prefix}-{topic}")
+
+    def produce(self, topic: str, records: int, batch_bytes: int, rate: float) -> Produced:
+        before = usage(self.pid)
+        produced = self.system.produce(f"{self.prefix}-{topic}", records, batch_bytes, rate)
+        if rate < 0:  # the peak runs: the rate-limited ones idle between batches
+            self.produce_per_mib.append(usage(self.pid).since(before).per_mib(produced.records))
+        self.advance(1)
+        return produced
+
+    def consume(self, topic: str, records: int) -> Consumed:
+        before = usage(self.pid)
+        consumed = self.system.consume(f"{self.prefix}-{topic}", records)
+        self.consume_per_mib.append(usage(self.pid).since(before).per_mib(consumed.records))
+        self.advance(1)
+        return consumed
+
+
+@contextlib.contextmanager
+def listener_sidecar(data_dir: Path) -> Iterator[tuple[str, str, int]]:
+    """A sidecar serving gRPC and Kafka's protocol: its gRPC and Kafka addresses, its pid."""
+    with sidecar(data_dir, extra_args=("--kafka-listen", "127.0.0.1:0")) as (address, pid):
+        log = data_dir.parent / "sidecar.log"
+        deadline = time.monotonic() + 30
+        while (match := KAFKA_SERVING.search(log.read_text(errors="replace"))) is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no Kafka listener in {log}")
+            time.sleep(0.1)
+        yield address, match[1], pid
+
+
+def _ratio(value: float, base: float) -> str:
+    return f"{value / base:.2f}" if base > 0 else "n/a"
+
+
+def _verdict(ratio: float, target: float, at_least: bool) -> str:
+    met = ratio >= target if at_least else ratio <= target
+    return f"{'≥' if at_least else '≤'} {target}x {'✔' if met else '✘'}"
+
+
+def _rate(records_per_s: float) -> str:
+    return f"{records_per_s:,.0f} rec/s ({mib_per_s(records_per_s) * MIB / 1e6:.1f} MB/s)"
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One batch size's medians by system name."""
+
+    label: str
+    peak: dict[str, float]
+    consume: dict[str, float]
+    latency_rate: float
+    p99: dict[str, float]
+    p50: dict[str, float]
+    achieved: dict[str, float]
+    produce_usage: dict[str, Usage]  # per MiB
+    consume_usage: dict[str, Usage]
+    runs: dict[str, list[str]]  # every run's figures, for the record
+
+
+def summarise(measured: BatchSizeFigures, metered: Sequence[Metered]) -> Figures:
+    """The medians of ``kafka_comparison_bench.measure``'s figures and of the CPU readings."""
+    med = statistics.median
+    peak, consume, latency = measured.peak, measured.consume, measured.latency
+    runs = {
+        name: [
+            "peak " + ", ".join(f"{p.records_per_s / 1000:.1f} k" for p in peak[name]),
+            "consume " + ", ".join(f"{c.records_per_s / 1000:.1f} k" for c in consume[name]),
+            "p99 " + ", ".join(f"{p.p99_ms:g} ms" for p in latency[name]),
+        ]
+        for name in SYSTEMS
+    }
+    return Figures(
+        label=measured.label,
+        peak={name: med(p.records_per_s for p in peak[name]) for name in SYSTEMS},
+        consume={name: med(c.records_per_s for c in consume[name]) for name in SYSTEMS},
+        latency_rate=measured.latency_rate,
+        p99={name: med(p.p99_ms for p in latency[name]) for name in SYSTEMS},
+        p50={name: med(p.p50_ms for p in latency[name]) for name in SYSTEMS},
+        achieved={name: med(p.records_per_s for p in latency[name]) for name in SYSTEMS},
+        produce_usage={m.name: _median_usage(m.produce_per_mib) for m in metered},
+        consume_usage={m.name: _median_usage(m.consume_per_mib) for m in metered},
+        runs=runs,
+    )
+
+
+def _median_usage(readings: Sequence[Usage]) -> Usage:
+    return Usage(
+        statistics.median(u.cpu_s for u in readings),
+        statistics.median(u.run_queue_s for u in readings),
+    )
+
+
+def table(figures: Sequence[Figures]) -> str:
+    rows = [
+        f"| batch | figure (median) | {LISTENER} (A) | {KAFKA} (B) | {GRPC} (C) "
+        "| A/B | target | A/C |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for f in figures:
+        for what, values in (("produce, peak", f.peak), ("consume", f.consume)):
+            a, b, c = (values[name] for name in SYSTEMS)
+            rows.append(
+                f"| {f.label} | {what} | {_rate(a)} | {_rate(b)} | {_rate(c)} | {_ratio(a, b)} "
+                f"| {_verdict(a / b, 1.0, at_least=True)} | {_ratio(a, c)} |"
+            )
+        a, b, c = (f.p99[name] for name in SYSTEMS)
+        verdict = _verdict(a / b if b > 0 else float("inf"), 1.5, at_least=False)
+        if f.achieved[LISTENER] < RATE_REACHED * f.latency_rate:
+            verdict = "≤ 1.5x ✘ (rate not reached)"
+        p50 = [f.p50[name] for name in SYSTEMS]
+        rows.append(
+            f"| {f.label} | produce at {f.latency_rate:,.0f} rec/s (½ Kafka's peak): p99 (p50) "
+            f"| {a:g} ms ({p50[0]:g}) | {b:g} ms ({p50[1]:g}) | {c:g} ms ({p50[2]:g}) "
+            f"| {_ratio(a, b)} | {verdict} | {_ratio(a, c)} |"
+        )
+        a, b, c = (f.achieved[name] for name in SYSTEMS)
+        rows.append(
+            f"| {f.label} | rate achieved in those runs | {_rate(a)} | {_rate(b)} | {_rate(c)} "
+            f"| {_ratio(a, b)} | | {_ratio(a, c)} |"
+        )
+        for what, per_mib in (("produce", f.produce_usage), ("consume", f.consume_usage)):
+            for figure, index in (("CPU", 0), ("run-queue wait", 1)):
+                a, b, c = (per_mib[name][index] for name in SYSTEMS)
+                rows.append(
+                    f"| {f.label} | broker {figure} s per MiB, {what} (sidecar; Kafka's JVM) "
+                    f"| {a:.3f} | {b:.3f} | {c:.3f} | {_ratio(a, b)} | | {_ratio(a, c)} |"
+                )
+    return "\n".join(rows)
+
+
+def run(args: argparse.Namespace) -> None:
+    tools = KafkaTools.locate()
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="tierlog-kafka-listener-bench-"))
+    consumer_config = workdir / "consumer.properties"
+    batch_sizes = dict(list(BATCH_SIZES.items())[: 1 if args.quick else None])
+    # per batch size and round, each system: a peak produce, a consume, a latency produce
+    total_runs = len(batch_sizes) * args.runs * len(SYSTEMS) * 3 + len(SYSTEMS) * 2
+    loads: list[float] = []
+    started = time.monotonic()
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+        consumer_config.write_text("group.protocol=consumer\n")
+        with (
+            KafkaBroker(tools, workdir / "kafka") as broker,
+            listener_sidecar(workdir / "tierlog" / "data") as (grpc_address, kafka_address, pid),
+            choose_tracker(args.progress)("runs", total_runs, "run") as advance,
+        ):
+            progress(
+                f"Kafka {tools.version} at {broker.bootstrap_server}; tierlog (pid {pid}): "
+                f"Kafka listener at {kafka_address}, gRPC at {grpc_address}"
+            )
+
+            def sampled(step: Advance) -> Advance:
+                def advance_and_sample(n: int) -> None:
+                    loads.append(os.getloadavg()[0])
+                    step(n)
+
+                return advance_and_sample
+
+            endpoint = TierlogKafkaEndpoint(kafka_address, grpc_address)
+            metered = [
+                Metered(
+                    Kafka(tools, endpoint, LISTENER, "all", consumer_config),
+                    pid,
+                    "a",
+                    sampled(advance),
+                ),
+                Metered(
+                    Kafka(tools, broker, KAFKA, "all", consumer_config),
+                    broker.pid,
+                    "b",
+                    sampled(advance),
+                ),
+                Metered(Tierlog(grpc_address, GRPC, "all"), pid, "c", sampled(advance)),
+            ]
+            for system in metered:  # the JVM's JIT and the sidecar's first segments
+                system.create_topic("warm-up")
+                system.produce("warm-up", args.warm_up_records, 64 * 1024, -1)
+                system.consume("warm-up", args.warm_up_records)
+                system.clear()
+                progress(f"{system.name} warmed up (not counted)")
+            figures = []
+            for label, batch_bytes in batch_sizes.items():
+                measured = measure(label, batch_bytes, metered, None, args)
+                figures.append(summarise(measured, metered))
+                for system in metered:
+                    system.clear()
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    print(f"Machine: {machine()}; Kafka {tools.version}.")
+    print(
+        f"{args.runs} rounds (A, B, C interleaved), {args.records:,} records of {RECORD_BYTES} B "
+        f"per throughput run, {args.latency_seconds:g} s of records per latency run, acks=all, "
+        f"RF 1; {time.monotonic() - started:.0f} s in all; 1-minute load average during the "
+        f"run {min(loads):.1f}-{max(loads):.1f} (median {statistics.median(loads):.1f})."
+    )
+    print()
+    print(table(figures))
+    print()
+    for f in figures:
+        for name, runs in f.runs.items():
+            print(f"- {f.label} {name}: {'; '.join(runs)}")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=3, help="rounds; medians reported")
+    parser.add_argument("--records", type=int, default=200_000, help="per throughput run")
+    parser.add_argument("--warm-up-records", type=int, default=100_000, help="before measuring")
+    parser.add_argument("--latency-seconds", type=float, default=10.0, help="per latency run")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a check that every piece works: 64 KiB only, 1 round of 20,000 records",
+    )
+    parser.add_argument("--progress", action="store_true", help="draw a bar even off a terminal")
+    parser.add_argument("--workdir", help="keep the data here (default: a temporary dir)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.runs, args.records, args.warm_up_records, args.latency_seconds = 1, 20_000, 5_000, 2
+    run(args)
+
+
+if __name__ == "__main__":
+    main()
