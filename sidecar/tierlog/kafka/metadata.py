@@ -1,7 +1,8 @@
-"""Metadata: the brokers with their Kafka addresses, the topics with their ids, and each
-partition's leader, leader epoch, replicas and ISR (``replication.leadership``, the same
-view the gRPC Metadata reports), so a client sends each request to the partition's
-leader and follows a failover by the epochs.
+"""Metadata: every broker whose Kafka address is known (``KafkaBroker.address_of``), the
+controller's broker, the topics with their ids, and each partition's leader, leader
+epoch, replicas and ISR (``replication.leadership``, the same view the gRPC Metadata
+reports), so a client sends each request to the partition's leader and follows a
+failover by the epochs.
 
 Topics are never created by a Metadata request (``allow_auto_topic_creation`` is
 ignored: Kafka's ``auto.create.topics.enable`` is off here); a topic asked by id that
@@ -69,14 +70,11 @@ def metadata(broker: KafkaBroker, request: RequestPayload, version: int) -> Resp
         {
             "throttle_time": 0,
             "brokers": [
-                {
-                    "node_id": broker.node_id,
-                    "host": broker.advertised_host,
-                    "port": broker.advertised_port,
-                }
+                {"node_id": node_id, "host": host, "port": port}
+                for node_id, host, port in broker.known_brokers()
             ],
             "cluster_id": broker.cluster_id,
-            "controller_id": broker.node_id,
+            "controller_id": broker.controller_id,
             "topics": topics,
         },
     )

@@ -89,6 +89,14 @@ class ReplicatedBroker:
         if self._controller_passes is not None:
             self._controller_passes.start()
 
+    def deciding_controller(self) -> int | None:
+        """The broker whose controller decides now, by this one's last view of the leases
+        (the lowest live id); None where the operator runs the controller, or before a
+        first pass."""
+        if self._controller_passes is None:
+            return None
+        return min(self.controller.live, default=None)
+
     async def controlled_shutdown(self) -> None:
         """Hand this broker's leaderships to live in-sync replicas and leave the ISRs,
         then apply that here before the server stops."""
