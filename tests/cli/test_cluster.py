@@ -323,7 +323,7 @@ def test_ports_beyond_the_last_are_an_invalid_config(cluster_dir: Path) -> None:
     result = tierlog("up", "--dir", str(cluster_dir), "--brokers", "3", "--base-port", "65531")
 
     assert result.returncode == 1
-    assert "INVALID_CONFIG: 3 brokers need ports 65531..65536, beyond 1..65535" in result.stderr
+    assert "INVALID_CONFIG: 3 brokers need ports 65531..65539, beyond 1..65535" in result.stderr
     assert not sidecars_on(cluster_dir)
 
 
@@ -377,12 +377,12 @@ def _bindable(port: int) -> bool:
 def test_a_broker_that_cannot_start_stops_the_others_and_shows_its_log(
     cluster_dir: Path,
 ) -> None:
-    with _taken_port_in_a_free_run(6, taken=2) as base_port:  # broker 1's gRPC port in use
+    with _taken_port_in_a_free_run(9, taken=3) as base_port:  # broker 1's gRPC port in use
         result = tierlog("up", "--dir", str(cluster_dir), "--base-port", str(base_port))
 
     assert result.returncode == 1
     assert "broker 1 did not start" in result.stderr
-    assert f"Failed to bind to address 127.0.0.1:{base_port + 2}" in result.stderr  # its log
+    assert f"Failed to bind to address 127.0.0.1:{base_port + 3}" in result.stderr  # its log
     assert result.stdout == ""
     assert not sidecars_on(cluster_dir)
     assert not (cluster_dir / "cluster.json").exists()

@@ -1,12 +1,14 @@
 """A developer's cluster: ``tierlog-sidecar`` brokers on loopback, recorded in ``cluster.json``.
 
 ``start_cluster(directory, brokers)`` starts broker ``N`` (``node.id=N``) on the data
-dir ``DIR/broker-N``, each told the whole broker list (``tierlog.cluster.brokers``) and
+dir ``DIR/broker-N``, each told the whole broker list (``tierlog.cluster.brokers``, and
+their Kafka listeners' addresses ``tierlog.cluster.kafka.brokers``: each broker serves
+Kafka's wire protocol on a loopback port of its own beside gRPC) and
 the cluster's partition-state store, ``DIR/state`` (``tierlog.replication.state.dir``):
 the brokers replicate, topics get 3 replicas (fewer brokers: one on each) unless told
 otherwise (``default.replication.factor``), and every broker's controller elects new
 leaders when one goes.
-The brokers list each other, so their gRPC ports are chosen before they start (free
+The brokers list each other, so their gRPC and Kafka ports are chosen before they start (free
 loopback ports, or from ``base_port``). They start at once, each in a session of its
 own with its output in its data dir (``LocalSidecar.spawn``), and outlive the command
 that started them.  ``DIR/cluster.json`` records them (atomically) as soon as they are
@@ -82,6 +84,7 @@ STOP_GRACE_S = 30.0  # the sidecar's own default shutdown grace
 _KILL_WAIT_S = 10.0
 _POLL_S = 0.05
 _MAX_PORT = 65535
+_PORTS_PER_BROKER = 3  # gRPC, metrics, Kafka
 
 
 class ClusterRunningError(TierlogError):
@@ -113,6 +116,7 @@ class BrokerRecord:
     pid: int | None  # None: stopped by ``stop_broker``
     data_dir: str
     configs: tuple[str, ...] = ()  # KEY=VALUE, as it was started with (empty: not recorded)
+    kafka_address: str | None = None  # Kafka's wire protocol (None: a record from before)
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,11 @@ class ClusterRecord:
     def servers(self) -> str:
         """The ``--server`` (``bootstrap.servers``) list: every broker's address."""
         return ",".join(broker.address for broker in self.brokers)
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        """Kafka clients' ``bootstrap.servers``: every broker's Kafka listener."""
+        return ",".join(b.kafka_address for b in self.brokers if b.kafka_address is not None)
 
     def to_json(self) -> str:
         brokers = [asdict(broker) for broker in self.brokers]
@@ -194,18 +203,27 @@ def _free_ports(count: int) -> list[int]:
         return [probe.getsockname()[1] for probe in probes]
 
 
-def _ports(brokers: int, base_port: int | None) -> list[tuple[int, int]]:
-    """(gRPC, metrics) port of each broker: ``base_port + 2N`` and the next, or free."""
+@dataclass(frozen=True)
+class _Ports:
+    grpc: int
+    metrics: int
+    kafka: int
+
+
+def _ports(brokers: int, base_port: int | None) -> list[_Ports]:
+    """Each broker's ports: gRPC ``base_port + 3N``, metrics the next, Kafka the one
+    after; or free ones."""
+    count = _PORTS_PER_BROKER * brokers
     if base_port is None:
-        flat = _free_ports(2 * brokers)
-    elif 1 <= base_port <= _MAX_PORT + 1 - 2 * brokers:
-        flat = list(range(base_port, base_port + 2 * brokers))
+        flat = _free_ports(count)
+    elif 1 <= base_port <= _MAX_PORT + 1 - count:
+        flat = list(range(base_port, base_port + count))
     else:
         raise InvalidConfigError(
-            f"{brokers} brokers need ports {base_port}..{base_port + 2 * brokers - 1}, "
+            f"{brokers} brokers need ports {base_port}..{base_port + count - 1}, "
             f"beyond 1..{_MAX_PORT}"
         )
-    return [(flat[2 * n], flat[2 * n + 1]) for n in range(brokers)]
+    return [_Ports(*flat[n : n + _PORTS_PER_BROKER]) for n in range(0, count, _PORTS_PER_BROKER)]
 
 
 def _check_reusable(directory: Path, brokers: int) -> None:
@@ -251,12 +269,13 @@ def start_cluster(
 
 def _start(
     directory: Path,
-    ports: list[tuple[int, int]],
+    ports: list[_Ports],
     configs: Sequence[str],
     track: Track,
     ready_timeout_s: float,
 ) -> ClusterRecord:
-    broker_list = ",".join(f"{n}@127.0.0.1:{grpc}" for n, (grpc, _) in enumerate(ports))
+    broker_list = ",".join(f"{n}@127.0.0.1:{port.grpc}" for n, port in enumerate(ports))
+    kafka_list = ",".join(f"{n}@127.0.0.1:{port.kafka}" for n, port in enumerate(ports))
     replication = (
         f"tierlog.replication.state.dir={directory / STATE_DIR}",
         f"default.replication.factor={min(len(ports), DEFAULT_REPLICATION_FACTOR)}",
@@ -264,10 +283,12 @@ def _start(
     started: list[LocalSidecar] = []
     own_configs: list[tuple[str, ...]] = []
     try:
-        for node_id, (grpc_port, metrics_port) in enumerate(ports):
+        for node_id, port in enumerate(ports):
             own = (
                 f"node.id={node_id}",
+                f"listeners=PLAINTEXT://127.0.0.1:{port.kafka}",  # gRPC's: ``listen``
                 f"tierlog.cluster.brokers={broker_list}",
+                f"tierlog.cluster.kafka.brokers={kafka_list}",
                 *replication,
                 *configs,  # the caller's, after ours: theirs win
             )
@@ -277,18 +298,22 @@ def _start(
                 LocalSidecar.spawn(
                     data_dir,
                     own,
-                    listen=f"127.0.0.1:{grpc_port}",
-                    metrics_listen=f"127.0.0.1:{metrics_port}",
+                    listen=f"127.0.0.1:{port.grpc}",
+                    metrics_listen=f"127.0.0.1:{port.metrics}",
                 )
             )
         cluster = ClusterRecord(
             tuple(
                 BrokerRecord(
-                    n, f"127.0.0.1:{grpc}", f"127.0.0.1:{metrics}", s.pid, str(s.data_dir), own
+                    n,
+                    f"127.0.0.1:{port.grpc}",
+                    f"127.0.0.1:{port.metrics}",
+                    s.pid,
+                    str(s.data_dir),
+                    own,
+                    f"127.0.0.1:{port.kafka}",
                 )
-                for n, ((grpc, metrics), s, own) in enumerate(
-                    zip(ports, started, own_configs, strict=True)
-                )
+                for n, (port, s, own) in enumerate(zip(ports, started, own_configs, strict=True))
             )
         )
         # Recorded before they are ready: a command killed while waiting leaves brokers
