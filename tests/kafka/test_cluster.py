@@ -27,7 +27,7 @@ from tests.kafka.wire import KafkaWire
 from tests.support.sidecars import console_script
 from tierlog.cli.local_cluster import ClusterRecord, read_cluster
 from tierlog.client.admin import AdminClient
-from tierlog.kafka.versions import METADATA, PRODUCE
+from tierlog.kafka.versions import FETCH, METADATA, PRODUCE
 from tierlog.storage.records import SimpleRecord, build_batch
 
 BROKERS = 3
@@ -36,7 +36,8 @@ PARTITIONS = 6
 # elects another in-sync replica.
 SESSION_TIMEOUT_MS = 2000
 FAILOVER_TIMEOUT_S = 60  # the producer's delivery.timeout.ms, far above the session timeout
-PRODUCE_V, METADATA_V = 11, 12  # the newest served: Produce v10+ has KIP-951's fields
+# The newest served: Produce v10+ has KIP-951's fields, Fetch v12 the leader and epoch.
+PRODUCE_V, FETCH_V, METADATA_V = 11, 12, 12
 _NO_AUTHORIZED_OPERATIONS = {
     "allow_auto_topic_creation": False,
     "include_topic_authorized_operations": False,
@@ -195,6 +196,36 @@ def test_produce_to_a_follower_names_the_leader_and_its_endpoint(
     assert [(n.node_id, n.host, n.port) for n in answer.node_endpoints] == [
         (leader, leader_host, int(leader_port))
     ]
+
+
+def test_fetch_from_a_follower_names_the_leader(cluster_dir: Path, bootstrap: str) -> None:
+    """Fetch v12 has the leader and epoch; its endpoint would come with v16 (not served)."""
+    create_topic(read_cluster(cluster_dir), bootstrap, "misfetched")
+    leader = leaders(bootstrap, "misfetched")[0]
+    request = {
+        "replica_id": -1,
+        "max_wait": 0,
+        "min_bytes": 0,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": "misfetched",
+                "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1024}],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+    answer = _call(_addresses(bootstrap)[(leader + 1) % BROKERS][1], FETCH, FETCH_V, request)
+
+    ((partition,),) = [topic.partitions for topic in answer.responses]
+    assert partition.error_code == ErrorCode.not_leader_or_follower
+    assert partition.current_leader.leader_id == leader
+    assert partition.current_leader.leader_epoch >= 0
 
 
 def test_acks_all_to_every_leader_and_every_record_read_back(
