@@ -154,6 +154,11 @@ def _call(port: int, api_key: int, version: int, fields: dict[str, Any]) -> Any:
         wire.close()
 
 
+def _metadata_broker_ids(port: int) -> list[int]:
+    answer = _call(port, METADATA, METADATA_V, {"topics": [], **_NO_AUTHORIZED_OPERATIONS})
+    return [broker.node_id for broker in answer.brokers]
+
+
 def test_status_prints_the_kafka_bootstrap_list_alone(cluster_dir: Path, bootstrap: str) -> None:
     recorded = read_cluster(cluster_dir)
     assert bootstrap == ",".join(str(broker.kafka_address) for broker in recorded.brokers)
@@ -167,7 +172,7 @@ def test_metadata_from_any_broker_names_every_broker_and_the_controller(
     expected = [(n, host, int(port)) for n, (host, port) in enumerate(_addresses(bootstrap))]
     for _host, port in _addresses(bootstrap):
         answer = _call(port, METADATA, METADATA_V, {"topics": [], **_NO_AUTHORIZED_OPERATIONS})
-        assert [(b.node_id, b.host, b.port) for b in answer.brokers] == expected
+        assert [(b.node_id, b.host, b.port) for b in answer.brokers] == expected, port
         # The deciding controller: the lowest live broker id (replication/broker.py).
         assert answer.controller_id == 0
 
@@ -305,6 +310,11 @@ def test_a_producer_follows_a_killed_leader_and_loses_nothing_acknowledged(
     # kafka-python's first connection gives up on a dead bootstrap server: the live ones.
     live = ",".join(a for n, a in enumerate(bootstrap.split(",")) if n != victim)
     assert leaders(live, "failover")[0] != victim
+    # Metadata lists only brokers whose leases are current, as Kafka lists unfenced ones.
+    survivor = _addresses(bootstrap)[(victim + 1) % BROKERS][1]
+    deadline = time.monotonic() + FAILOVER_TIMEOUT_S
+    while victim in _metadata_broker_ids(survivor):
+        assert time.monotonic() < deadline, f"broker {victim} is still listed"
     values = {value for _p, _k, value in read_all(live, "failover")}
     assert values >= {b"before-%d" % n for n in range(50)} | {b"after-%d" % n for n in range(50)}
     started = tierlog_cluster("start", "--dir", str(cluster_dir), "--broker", str(victim))

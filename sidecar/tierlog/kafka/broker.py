@@ -18,6 +18,10 @@ def _no_controller() -> int | None:
     return None
 
 
+def _liveness_unknown() -> frozenset[int] | None:
+    return None
+
+
 @dataclass(frozen=True)
 class KafkaBroker:
     partitions: Partitions[ReplicaManager]
@@ -31,6 +35,8 @@ class KafkaBroker:
     fetch_max_bytes: int
     # The broker whose controller decides now (replicated, on one machine), if known.
     controller: Callable[[], int | None] = _no_controller
+    # The brokers whose leases are current, where this broker watches them (else None).
+    live: Callable[[], frozenset[int] | None] = _liveness_unknown
 
     @property
     def node_id(self) -> int:
@@ -49,8 +55,13 @@ class KafkaBroker:
         return None
 
     def known_brokers(self) -> list[tuple[int, str, int]]:
-        """(node id, host, port) of every broker whose Kafka address is known, by id."""
+        """(node id, host, port) of every broker whose Kafka address is known, by id;
+        where leases are watched, only the live ones (and this one), as Kafka lists only
+        unfenced brokers: a client then never picks a dead one for its next request."""
         ids = sorted({broker.node_id for broker in self.partitions.ownership.brokers})
+        live = self.live()
+        if live is not None:
+            ids = [node_id for node_id in ids if node_id in live or node_id == self.node_id]
         return [
             (node_id, *address)
             for node_id in ids

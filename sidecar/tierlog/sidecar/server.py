@@ -279,6 +279,7 @@ class SidecarServer:
             int(port),
             fetch_max_bytes=self.config.storage.default_log_config.max_message_bytes,
             controller=self.replicated.deciding_controller if self.replicated else lambda: None,
+            live=self.replicated.live_brokers if self.replicated else lambda: None,
         )
         await listener.start(broker)
         return listener
