@@ -476,3 +476,18 @@ def test_a_clean_down_of_a_replicating_cluster_with_a_producer_connected_logs_no
         text = log.read_text()
         assert "stopped cleanly" in text
         assert [line for line in text.splitlines() if " ERROR " in line] == [], text
+
+
+def test_kafka_bootstrap_of_a_record_without_kafka_listeners_says_what_to_do(
+    cluster_dir: Path,
+) -> None:
+    cluster_dir.mkdir()
+    older = {"version": 1, "brokers": [{"node_id": 0, "address": "127.0.0.1:1",
+             "metrics_address": "127.0.0.1:2", "pid": None, "data_dir": "d"}]}  # fmt: skip
+    (cluster_dir / "cluster.json").write_text(json.dumps(older))
+
+    status = tierlog("status", "--dir", str(cluster_dir), "--kafka-bootstrap")
+
+    assert status.returncode == 1
+    assert status.stdout == ""
+    assert "serve no Kafka listener" in status.stderr and "then up" in status.stderr
