@@ -491,3 +491,17 @@ def test_kafka_bootstrap_of_a_record_without_kafka_listeners_says_what_to_do(
     assert status.returncode == 1
     assert status.stdout == ""
     assert "serve no Kafka listener" in status.stderr and "then up" in status.stderr
+
+
+def test_up_picks_ports_below_the_ephemeral_range(cluster_dir: Path) -> None:
+    """The brokers bind them seconds later; meanwhile any outgoing connection on the
+    machine could take a port from the kernel's ephemeral range."""
+    ephemeral_start = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    up(cluster_dir, "--brokers", "1")
+    try:
+        (broker,) = read_cluster(cluster_dir).brokers
+        addresses = (broker.address, broker.metrics_address, str(broker.kafka_address))
+        ports = [int(address.rpartition(":")[2]) for address in addresses]
+        assert all(1024 <= port < ephemeral_start for port in ports), ports
+    finally:
+        assert tierlog("down", "--dir", str(cluster_dir)).returncode == 0
