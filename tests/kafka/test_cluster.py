@@ -31,7 +31,7 @@ from tierlog.kafka.versions import FETCH, METADATA, PRODUCE
 from tierlog.storage.records import SimpleRecord, build_batch
 
 BROKERS = 3
-PARTITIONS = 6
+PARTITIONS = 3  # one led by each broker
 # A killed leader's lease expires this long after its last renewal; the controller then
 # elects another in-sync replica.
 SESSION_TIMEOUT_MS = 2000
