@@ -33,8 +33,9 @@ from tierlog.storage.records import SimpleRecord, build_batch
 BROKERS = 3
 PARTITIONS = 3  # one led by each broker
 # A killed leader's lease expires this long after its last renewal; the controller then
-# elects another in-sync replica.
-SESSION_TIMEOUT_MS = 2000
+# elects another in-sync replica. Short, for a quick failover, but not so short that a
+# renewal delayed on a loaded machine fences a live broker.
+SESSION_TIMEOUT_MS = 4000
 FAILOVER_TIMEOUT_S = 60  # the producer's delivery.timeout.ms, far above the session timeout
 # The newest served: Produce v10+ has KIP-951's fields, Fetch v12 the leader and epoch.
 PRODUCE_V, FETCH_V, METADATA_V = 11, 12, 12
