@@ -122,6 +122,7 @@ def test_the_brokers_network_policy_admits_the_charts_operator_pod(
         and _selects(peer["podSelector"], pod_labels)
     ]
     assert admitting, (grpc["from"], pod_labels)
+    assert {"port": 19092, "protocol": "TCP"} in grpc["ports"]  # Kafka's, from the same peers
     # ...and no other namespace's pods with the same labels
     for peer in admitting:
         assert not _selects(peer["namespaceSelector"], {"kubernetes.io/metadata.name": "apps"})

@@ -323,7 +323,7 @@ def test_ports_beyond_the_last_are_an_invalid_config(cluster_dir: Path) -> None:
     result = tierlog("up", "--dir", str(cluster_dir), "--brokers", "3", "--base-port", "65531")
 
     assert result.returncode == 1
-    assert "INVALID_CONFIG: 3 brokers need ports 65531..65536, beyond 1..65535" in result.stderr
+    assert "INVALID_CONFIG: 3 brokers need ports 65531..65539, beyond 1..65535" in result.stderr
     assert not sidecars_on(cluster_dir)
 
 
@@ -377,12 +377,12 @@ def _bindable(port: int) -> bool:
 def test_a_broker_that_cannot_start_stops_the_others_and_shows_its_log(
     cluster_dir: Path,
 ) -> None:
-    with _taken_port_in_a_free_run(6, taken=2) as base_port:  # broker 1's gRPC port in use
+    with _taken_port_in_a_free_run(9, taken=3) as base_port:  # broker 1's gRPC port in use
         result = tierlog("up", "--dir", str(cluster_dir), "--base-port", str(base_port))
 
     assert result.returncode == 1
     assert "broker 1 did not start" in result.stderr
-    assert f"Failed to bind to address 127.0.0.1:{base_port + 2}" in result.stderr  # its log
+    assert f"Failed to bind to address 127.0.0.1:{base_port + 3}" in result.stderr  # its log
     assert result.stdout == ""
     assert not sidecars_on(cluster_dir)
     assert not (cluster_dir / "cluster.json").exists()
@@ -476,3 +476,32 @@ def test_a_clean_down_of_a_replicating_cluster_with_a_producer_connected_logs_no
         text = log.read_text()
         assert "stopped cleanly" in text
         assert [line for line in text.splitlines() if " ERROR " in line] == [], text
+
+
+def test_kafka_bootstrap_of_a_record_without_kafka_listeners_says_what_to_do(
+    cluster_dir: Path,
+) -> None:
+    cluster_dir.mkdir()
+    older = {"version": 1, "brokers": [{"node_id": 0, "address": "127.0.0.1:1",
+             "metrics_address": "127.0.0.1:2", "pid": None, "data_dir": "d"}]}  # fmt: skip
+    (cluster_dir / "cluster.json").write_text(json.dumps(older))
+
+    status = tierlog("status", "--dir", str(cluster_dir), "--kafka-bootstrap")
+
+    assert status.returncode == 1
+    assert status.stdout == ""
+    assert "serve no Kafka listener" in status.stderr and "then up" in status.stderr
+
+
+def test_up_picks_ports_below_the_ephemeral_range(cluster_dir: Path) -> None:
+    """The brokers bind them seconds later; meanwhile any outgoing connection on the
+    machine could take a port from the kernel's ephemeral range."""
+    ephemeral_start = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    up(cluster_dir, "--brokers", "1")
+    try:
+        (broker,) = read_cluster(cluster_dir).brokers
+        addresses = (broker.address, broker.metrics_address, str(broker.kafka_address))
+        ports = [int(address.rpartition(":")[2]) for address in addresses]
+        assert all(1024 <= port < ephemeral_start for port in ports), ports
+    finally:
+        assert tierlog("down", "--dir", str(cluster_dir)).returncode == 0

@@ -7,13 +7,16 @@ import os
 import re
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tierlog.cli.demo import run_demo
+from tierlog.cli.demo_kafka import KAFKA_SIDECAR_CONFIGS, KAFKA_TOPIC, both_front_doors
+from tierlog.cli.local_sidecar import LocalSidecar
 from tierlog.cli.main import main
-from tierlog.client import Consumer, TopicPartition
+from tierlog.client import AdminClient, Consumer, TopicPartition
 from tierlog.storage.checkpoints import CLEAN_SHUTDOWN_MARKER
 from tierlog.storage.records import iter_batches
 
@@ -80,6 +83,9 @@ def test_demo_through_main(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     owned = re.findall(r"the (?:first|second) consumer owns partitions \[(.*?)\] and read 200", out)
     assert sorted(p for share in owned for p in share.split(", ")) == ["0", "1", "2", "3"]
     assert "demo-readers resumed at its commits: 0:50, 1:50, 2:50, 3:50; read 200 records" in out
+    # kafka-python (a dev dependency): the step ran, it was not skipped
+    assert "kafka-python produced 100 records (acks=all); tierlog's consumer read them" in out
+    assert "kafka-python read them through the Kafka listener at offsets 100..199" in out
     assert err == ""
     for pid, _address in _PIDS.findall(out):
         _assert_gone(int(pid))
@@ -97,7 +103,7 @@ def test_demo_again_on_the_same_dir_appends_and_keeps_running(tmp_path: Path) ->
         assert second.restarted_log_end_offset == 2 * DEMO_RECORDS
         assert "demo already exists from an earlier run" in out
         assert f"consume --server {sidecar.address} demo --from-beginning" in out
-        assert "13. Stop it again" not in out
+        assert "14. Stop it again" not in out
 
         with Consumer({"bootstrap.servers": sidecar.address}) as consumer:
             partition = TopicPartition("demo", 0)
@@ -164,3 +170,24 @@ def test_ctrl_c_stops_the_sidecar_it_started(tmp_path: Path, inherited: signal.H
     assert process.returncode == 130
     _assert_gone(int(started[1]))
     assert (tmp_path / CLEAN_SHUTDOWN_MARKER).exists()  # stopped by SIGTERM, cleanly
+
+
+def test_the_kafka_step_says_how_to_get_kafka_python_when_it_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sidecar = LocalSidecar.start(tmp_path, configs=KAFKA_SIDECAR_CONFIGS)
+    try:
+        monkeypatch.setitem(sys.modules, "kafka", None)  # what a missing package imports as
+        lines: list[str] = []
+        both_front_doors(sidecar, 11, lines.append, _fail)
+        assert lines[1] == (
+            "   skipped: kafka-python is not installed (pip install 'tierlog[kafka]' brings it)"
+        )
+        with AdminClient(sidecar.address) as admin:
+            assert KAFKA_TOPIC not in admin.list_topics()
+    finally:
+        assert sidecar.stop() == 0
+
+
+def _fail(condition: bool, claim: str) -> None:
+    assert condition, claim

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tierlog.broker.ownership import Broker, Ownership
+from tierlog.broker.ownership import Broker, Ownership, parse_assignment
 from tierlog.operator.assignment import NO_OWNER, Assignment, hand_over, plan, stamped
 from tierlog.storage.topic_partition import TopicPartition
 
@@ -139,6 +139,18 @@ def test_every_partition_has_one_staying_owner_and_survivors_keep_theirs(
         owners = after.topics[topic]
         assert len(owners) == count
         assert all(0 <= owner < end for owner in owners)
+
+
+def test_kafka_addresses_are_part_of_the_plan_and_the_brokers_read_them() -> None:
+    kafka = {0: "b0:19092", 1: "b1:19092"}
+    listed = Assignment(brokers(2), {"orders": (0, 1)}, kafka_brokers=kafka)
+    assert Assignment.from_json(listed.to_json()) == listed
+    assert '"kafka_brokers"' not in Assignment(brokers(2), {}).to_json()
+    ownership = parse_assignment(listed.to_json(), 1)
+    assert [(b.node_id, b.address, b.kafka_address) for b in ownership.brokers] == [
+        (0, "b0:9092", "b0:19092"),
+        (1, "b1:9092", "b1:19092"),
+    ]
 
 
 def test_racks_are_part_of_the_plan() -> None:

@@ -318,6 +318,7 @@ def test_scale_up_and_a_refused_scale_down_without_a_tier(
     brokers.start(2)
     plan = json.loads(brokers.config_map()["assignment.json"])
     assert sorted(plan["brokers"]) == ["0", "1", "2"]
+    assert plan["kafka_brokers"]["2"] == f"demo-2.demo-brokers.{ns}.svc:19092"
     body = wait_for(
         "Ready with three",
         lambda: (

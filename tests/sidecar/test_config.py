@@ -79,6 +79,8 @@ def test_the_finer_unit_wins_as_in_kafka(tmp_path: Path) -> None:
         ({"log.dirs": "/x", "listeners": "host:99999"}, "HOST:PORT"),
         ({"log.dirs": "/x", "tierlog.cluster.brokers": "0:h:1"}, "ID@HOST:PORT"),
         ({"log.dirs": "/x", "tierlog.cluster.brokers": "0@h:1,0@g:1"}, "twice"),
+        ({"log.dirs": "/x", "tierlog.cluster.kafka.brokers": "0@h"}, "kafka.brokers.*HOST:PORT"),
+        ({"log.dirs": "/x", "tierlog.cluster.kafka.brokers": "h:1"}, "kafka.brokers.*ID@HOST"),
         ({"log.dirs": "/x", "socket.request.max.bytes": "0"}, "socket.request.max.bytes"),
         ({"log.dirs": "/x", "socket.request.max.bytes": str(2**31)}, "socket.request.max.bytes"),
         ({"log.dirs": "/x", "default.replication.factor": "0"}, "default.replication.factor"),
@@ -99,6 +101,7 @@ def test_network_and_cluster_settings(tmp_path: Path) -> None:
             "listeners": "0.0.0.0:9093",
             "advertised.listeners": "broker-2.tierlog:9093",
             "tierlog.cluster.brokers": "1@broker-1.tierlog:9093, 2@broker-2.tierlog:9093",
+            "tierlog.cluster.kafka.brokers": "2@broker-2.tierlog:19093,1@broker-1.tierlog:19093",
             "tierlog.shutdown.grace.ms": "5000",
             "socket.request.max.bytes": "8388608",
         }
@@ -107,6 +110,10 @@ def test_network_and_cluster_settings(tmp_path: Path) -> None:
     assert config.listen == "0.0.0.0:9093"
     assert config.advertised_listener == "broker-2.tierlog:9093"
     assert config.cluster_brokers == ((1, "broker-1.tierlog:9093"), (2, "broker-2.tierlog:9093"))
+    assert config.cluster_kafka_brokers == (
+        (1, "broker-1.tierlog:19093"),
+        (2, "broker-2.tierlog:19093"),
+    )
     assert config.shutdown_grace_ms == 5000
     assert config.socket_request_max_bytes == 8388608
     defaults = SidecarConfig.from_properties({"log.dirs": str(tmp_path)})

@@ -93,6 +93,23 @@ def test_a_bad_config_exits_with_its_kafka_error_name(tmp_path: Path) -> None:
     assert "INVALID_CONFIG" in result.stderr
 
 
+def test_kafka_addresses_of_brokers_not_in_the_broker_list_exit_with_invalid_config(
+    tmp_path: Path,
+) -> None:
+    command = [
+        *_sidecar_command(tmp_path),
+        "--config", "tierlog.cluster.brokers=0@127.0.0.1:1",
+        "--config", "tierlog.cluster.kafka.brokers=0@127.0.0.1:2,7@127.0.0.1:3",
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert (
+        "INVALID_CONFIG: tierlog.cluster.kafka.brokers names brokers tierlog.cluster.brokers "
+        "does not: [7]"
+    ) in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 # How the operator's StatefulSet starts a broker: the shared file, then per-pod --config.
 CONFIG_FILE = """\
 # server.properties, in each of Java's separator styles

@@ -48,6 +48,8 @@ class Assignment:
     generation: int = 0  # grows with every change of the plan (see ``stamped``)
     # broker id -> its rack (its node's zone), where known: replicas are placed across them
     racks: Mapping[int, str] = field(default_factory=dict)
+    # broker id -> the address Kafka clients dial (where the brokers serve Kafka's protocol)
+    kafka_brokers: Mapping[int, str] = field(default_factory=dict)
 
     def owned_by(self, broker_id: int) -> list[tuple[str, int]]:
         return [
@@ -82,6 +84,10 @@ class Assignment:
         }
         if self.racks:
             document["racks"] = {str(node): rack for node, rack in sorted(self.racks.items())}
+        if self.kafka_brokers:
+            document["kafka_brokers"] = {
+                str(node): address for node, address in sorted(self.kafka_brokers.items())
+            }
         return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
     @classmethod
@@ -101,6 +107,10 @@ class Assignment:
             },
             generation=int(document.get("generation", 0)),
             racks={int(node): str(rack) for node, rack in (document.get("racks") or {}).items()},
+            kafka_brokers={
+                int(node): str(address)
+                for node, address in (document.get("kafka_brokers") or {}).items()
+            },
         )
 
 

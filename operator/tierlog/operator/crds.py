@@ -458,7 +458,9 @@ def _cluster_spec() -> Schema:
                     "enabled": _bool("Admit only the listed clients and Prometheus", False),
                     "allowedClients": {
                         "type": "array",
-                        "description": "Pod selectors (in any namespace) allowed to the gRPC port",
+                        "description": (
+                            "Pod selectors (in any namespace) allowed to the gRPC and Kafka ports"
+                        ),
                         "items": _opaque("A metav1 LabelSelector"),
                     },
                 },

@@ -8,9 +8,14 @@ answer with no coordination, and a topic's partitions spread from a per-topic st
 as Kafka's replica assignment does. A broker asked about a partition it does not own
 answers NOT_LEADER_OR_FOLLOWER with the owner's id and address.
 
+Each broker's Kafka listener is listed beside it in ``tierlog.cluster.kafka.brokers``
+(the same ``id@host:port,...`` form, each broker's advertised Kafka address), so any
+broker can tell Kafka clients where every other one is (Metadata, NOT_LEADER answers).
+
 In Kubernetes the operator decides instead (``tierlog.cluster.assignment.file``, a JSON
-file in the cluster's ConfigMap, re-read while running): the brokers' addresses (and,
-with replication, their racks: the zones of their nodes) and the owner of each
+file in the cluster's ConfigMap, re-read while running): the brokers' addresses, their
+Kafka addresses (``kafka_brokers``), (with replication) their racks, the zones of
+their nodes, and the owner of each
 partition it placed. Partitions it does not list fall back to the
 hash, which is also where the operator places new partitions, so the two agree. A
 partition placed on ``NO_OWNER`` (-1, Kafka's leader id for "no leader") is moving
@@ -58,6 +63,8 @@ class Broker:
     node_id: int
     address: str  # host:port clients dial
     rack: str | None = None  # Kafka's broker.rack (on Kubernetes its node's zone)
+    # host:port Kafka clients dial (its ``advertised.listeners``' Kafka entry), if known
+    kafka_address: str | None = None
 
 
 @dataclass(frozen=True)
@@ -138,7 +145,8 @@ def read_assignment_file(path: Path, node_id: int) -> Ownership:
 
 def parse_assignment(document_text: str, node_id: int) -> Ownership:
     """Broker ``node_id``'s view of a plan (``{"version", "generation", "brokers",
-    "topics", "released", "racks"}``); ValueError if it is not one this broker can follow."""
+    "topics", "released", "racks", "kafka_brokers"}``); ValueError if it is not one this
+    broker can follow."""
     try:
         document = json.loads(document_text)
         if not isinstance(document, dict):
@@ -146,9 +154,15 @@ def parse_assignment(document_text: str, node_id: int) -> Ownership:
         if document.get("version") != ASSIGNMENT_VERSION:
             raise ValueError(f"unknown assignment version {document.get('version')!r}")
         racks = document.get("racks") or {}
+        kafka = document.get("kafka_brokers") or {}
         brokers = tuple(
             sorted(
-                Broker(int(node), str(address), None if node not in racks else str(racks[node]))
+                Broker(
+                    int(node),
+                    str(address),
+                    None if node not in racks else str(racks[node]),
+                    None if node not in kafka else str(kafka[node]),
+                )
                 for node, address in document["brokers"].items()
             )
         )

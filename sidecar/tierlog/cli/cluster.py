@@ -2,7 +2,9 @@
 on loopback; ``start`` and ``stop`` take one broker (``--broker N``) of it.
 
 ``up`` prints only the ``--server`` list on stdout (``export TIERLOG_SERVER=$(tierlog
-cluster up --brokers 3 --dir DIR)``); progress and failures go to stderr.  The work is
+cluster up --brokers 3 --dir DIR)``), and ``status --kafka-bootstrap`` only Kafka
+clients' ``bootstrap.servers`` (``--bootstrap-server $(tierlog cluster status --dir DIR
+--kafka-bootstrap)``); progress and failures go to stderr.  The work is
 ``local_cluster``'s; this module parses, prints and chooses exit statuses.
 """
 
@@ -55,7 +57,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "--config default.replication.factor=N says otherwise), record them in "
             "DIR/cluster.json and print the --server list; "
             "status: each broker's process and readiness, and the topics with each "
-            "partition's owner (exit 1 if a broker is down); down: stop them; "
+            "partition's owner (exit 1 if a broker is down); with --kafka-bootstrap only "
+            "the brokers' Kafka listeners, HOST:PORT,...; down: stop them; "
             "stop --broker N: stop one (--signal KILL: kill -9), recorded as stopped; "
             "start --broker N: start it again as it was."
         ),
@@ -68,8 +71,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument(
         "--base-port",
         type=int,
-        help="up: broker N serves gRPC on BASE_PORT+2N and metrics on the next port "
-        "(default: free ports)",
+        help="up: broker N serves gRPC on BASE_PORT+3N, metrics on the next port and "
+        "Kafka's wire protocol on the one after (default: free ports)",
+    )
+    parser.add_argument(
+        "--kafka-bootstrap",
+        action="store_true",
+        help="status: print only the brokers' Kafka listeners, HOST:PORT,... on one line "
+        "(a Kafka client's bootstrap.servers)",
     )
     parser.add_argument(
         "--tier-url",
@@ -112,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "up":
             return _up(args)
         if args.action == "status":
-            return _status(args.dir)
+            return _kafka_bootstrap(args.dir) if args.kafka_bootstrap else _status(args.dir)
         if args.action in ("start", "stop"):
             return _one_broker(args)
         stop_cluster(args.dir, delete_data=args.delete_data, grace_s=args.grace, say=_err)
@@ -172,6 +181,18 @@ def _up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kafka_bootstrap(directory: Path) -> int:
+    bootstrap = read_cluster(directory).kafka_bootstrap
+    if not bootstrap:
+        _err(
+            f"tierlog cluster: the brokers of {directory} serve no Kafka listener (started by "
+            f"an older tierlog): tierlog cluster down --dir {directory}, then up"
+        )
+        return 1
+    print(bootstrap, flush=True)
+    return 0
+
+
 def _status(directory: Path) -> int:
     states = broker_states(read_cluster(directory))
     for state in states:
@@ -183,7 +204,8 @@ def _status(directory: Path) -> int:
         readiness = "ready" if state.ready else "NOT READY"
         print(
             f"broker {broker.node_id}\t{broker.address}\t{process}\t{readiness}"
-            f"\tmetrics http://{broker.metrics_address}\t{broker.data_dir}"
+            f"\tmetrics http://{broker.metrics_address}\tkafka {broker.kafka_address or '-'}"
+            f"\t{broker.data_dir}"
         )
     down = [state.broker.node_id for state in states if not state.up]
     print(f"{len(states) - len(down)} of {len(states)} brokers ready")

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from tierlog.api.errors import TopicAlreadyExistsError
 from tierlog.cli.demo_groups import GROUP_SIDECAR_CONFIGS, resume_after_restart, share_a_topic
+from tierlog.cli.demo_kafka import KAFKA_SIDECAR_CONFIGS, both_front_doors
 from tierlog.cli.demo_tier import SIDECAR_CONFIGS, offload_and_read_back, show_tier_after_restart
 from tierlog.cli.local_sidecar import (
     LocalSidecar,
@@ -120,11 +121,12 @@ def run_demo(data_dir: Path, say: Say = print, *, keep_running: bool = False) ->
         end_offset = first_offset + produced
         offload_and_read_back(sidecar, 9, say, _check)
         share_a_topic(sidecar, 10, say, _check)
-        _stop_cleanly(sidecar, "11. Stop it with SIGTERM", say)
+        both_front_doors(sidecar, 11, say, _check)
+        _stop_cleanly(sidecar, "12. Stop it with SIGTERM", say)
     finally:
         sidecar.stop()  # at once after a failure; a stopped sidecar stays stopped
 
-    sidecar = _start(data_dir, "12. Start it again on the same data dir", say)
+    sidecar = _start(data_dir, "13. Start it again on the same data dir", say)
     kept = False
     try:
         restarted_end = _show_restart(sidecar, end_offset, say)
@@ -135,7 +137,7 @@ def run_demo(data_dir: Path, say: Say = print, *, keep_running: bool = False) ->
             _show_how_to_use(sidecar, say)
             kept = True
         else:
-            _stop_cleanly(sidecar, "13. Stop it again", say)
+            _stop_cleanly(sidecar, "14. Stop it again", say)
     finally:
         if not kept:
             sidecar.stop()
@@ -154,11 +156,13 @@ def run_demo(data_dir: Path, say: Say = print, *, keep_running: bool = False) ->
 def _start(data_dir: Path, title: str, say: Say) -> LocalSidecar:
     say(title)
     started = time.monotonic()
-    sidecar = LocalSidecar.start(data_dir, configs=SIDECAR_CONFIGS + GROUP_SIDECAR_CONFIGS)
+    configs = SIDECAR_CONFIGS + GROUP_SIDECAR_CONFIGS + KAFKA_SIDECAR_CONFIGS
+    sidecar = LocalSidecar.start(data_dir, configs=configs)
     try:
         say(f"   $ tierlog-sidecar {' '.join(sidecar.command[1:])}")
         say(
             f"   pid {sidecar.pid}: gRPC on {sidecar.address}, "
+            f"Kafka's wire protocol on {sidecar.kafka_address}, "
             f"metrics on {sidecar.metrics_address}; "
             f"/readyz answered 200 after {time.monotonic() - started:.1f} s"
         )
@@ -424,9 +428,16 @@ def _show_restart(sidecar: LocalSidecar, end_offset: int, say: Say) -> int:
 
 def _show_how_to_use(sidecar: LocalSidecar, say: Say) -> None:
     tierlog = shutil.which("tierlog", path=str(Path(sys.executable).parent)) or "tierlog"
-    say(f"13. Left running (--keep-running): pid {sidecar.pid}, gRPC on {sidecar.address}")
+    say(
+        f"14. Left running (--keep-running): pid {sidecar.pid}, gRPC on {sidecar.address}, "
+        f"Kafka's wire protocol on {sidecar.kafka_address}"
+    )
     say(f"   $ {tierlog} consume --server {sidecar.address} {TOPIC} --from-beginning --print-key")
     say(f"   $ {tierlog} topics describe {TOPIC} --server {sidecar.address}")
+    say(
+        f"   $ kafka-console-consumer.sh --bootstrap-server {sidecar.kafka_address} "
+        f"--topic {TOPIC} --partition 0 --offset earliest"
+    )
     say(f"   $ curl -s http://{sidecar.metrics_address}/metrics | grep tierlog_log_end_offset")
     say(f"   $ kill {sidecar.pid}      # SIGTERM: a clean shutdown")
     say("")

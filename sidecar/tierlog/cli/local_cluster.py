@@ -1,12 +1,14 @@
 """A developer's cluster: ``tierlog-sidecar`` brokers on loopback, recorded in ``cluster.json``.
 
 ``start_cluster(directory, brokers)`` starts broker ``N`` (``node.id=N``) on the data
-dir ``DIR/broker-N``, each told the whole broker list (``tierlog.cluster.brokers``) and
+dir ``DIR/broker-N``, each told the whole broker list (``tierlog.cluster.brokers``, and
+their Kafka listeners' addresses ``tierlog.cluster.kafka.brokers``: each broker serves
+Kafka's wire protocol on a loopback port of its own beside gRPC) and
 the cluster's partition-state store, ``DIR/state`` (``tierlog.replication.state.dir``):
 the brokers replicate, topics get 3 replicas (fewer brokers: one on each) unless told
 otherwise (``default.replication.factor``), and every broker's controller elects new
 leaders when one goes.
-The brokers list each other, so their gRPC ports are chosen before they start (free
+The brokers list each other, so their gRPC and Kafka ports are chosen before they start (free
 loopback ports, or from ``base_port``). They start at once, each in a session of its
 own with its output in its data dir (``LocalSidecar.spawn``), and outlive the command
 that started them.  ``DIR/cluster.json`` records them (atomically) as soon as they are
@@ -37,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -82,6 +85,10 @@ STOP_GRACE_S = 30.0  # the sidecar's own default shutdown grace
 _KILL_WAIT_S = 10.0
 _POLL_S = 0.05
 _MAX_PORT = 65535
+_PORTS_PER_BROKER = 3  # gRPC, metrics, Kafka
+_FIRST_UNPRIVILEGED_PORT = 1024
+_EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
+_LINUX_EPHEMERAL_START = 32768
 
 
 class ClusterRunningError(TierlogError):
@@ -113,6 +120,7 @@ class BrokerRecord:
     pid: int | None  # None: stopped by ``stop_broker``
     data_dir: str
     configs: tuple[str, ...] = ()  # KEY=VALUE, as it was started with (empty: not recorded)
+    kafka_address: str | None = None  # Kafka's wire protocol (None: a record from before)
 
 
 @dataclass(frozen=True)
@@ -123,6 +131,11 @@ class ClusterRecord:
     def servers(self) -> str:
         """The ``--server`` (``bootstrap.servers``) list: every broker's address."""
         return ",".join(broker.address for broker in self.brokers)
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        """Kafka clients' ``bootstrap.servers``: every broker's Kafka listener."""
+        return ",".join(b.kafka_address for b in self.brokers if b.kafka_address is not None)
 
     def to_json(self) -> str:
         brokers = [asdict(broker) for broker in self.brokers]
@@ -186,26 +199,56 @@ def broker_states(cluster: ClusterRecord) -> list[BrokerState]:
 
 
 def _free_ports(count: int) -> list[int]:
-    """``count`` distinct loopback ports free now (held together, so no two are equal)."""
+    """``count`` distinct loopback ports free now (held together, so no two are equal),
+    below the kernel's ephemeral range: a broker binds its ports a few seconds after they
+    are chosen, and meanwhile any process's outgoing connection (or ``bind`` to port 0)
+    on this machine could take a port from that range (seen: ``Address already in use``
+    for a broker's metrics port while other tests ran)."""
+    low = _ephemeral_start()
+    candidates = random.sample(range(_FIRST_UNPRIVILEGED_PORT, low), low - _FIRST_UNPRIVILEGED_PORT)
     with contextlib.ExitStack() as stack:
-        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [probe.getsockname()[1] for probe in probes]
+        ports: list[int] = []
+        for port in candidates:
+            probe = stack.enter_context(socket.socket())
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            ports.append(port)
+            if len(ports) == count:
+                return ports
+    raise InvalidConfigError(f"no {count} free loopback ports below {low}: use --base-port")
 
 
-def _ports(brokers: int, base_port: int | None) -> list[tuple[int, int]]:
-    """(gRPC, metrics) port of each broker: ``base_port + 2N`` and the next, or free."""
+def _ephemeral_start() -> int:
+    """The first port of the kernel's ephemeral range (Linux's default where unreadable)."""
+    try:
+        return int(Path(_EPHEMERAL_RANGE).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return _LINUX_EPHEMERAL_START
+
+
+@dataclass(frozen=True)
+class _Ports:
+    grpc: int
+    metrics: int
+    kafka: int
+
+
+def _ports(brokers: int, base_port: int | None) -> list[_Ports]:
+    """Each broker's ports: gRPC ``base_port + 3N``, metrics the next, Kafka the one
+    after; or free ones."""
+    count = _PORTS_PER_BROKER * brokers
     if base_port is None:
-        flat = _free_ports(2 * brokers)
-    elif 1 <= base_port <= _MAX_PORT + 1 - 2 * brokers:
-        flat = list(range(base_port, base_port + 2 * brokers))
+        flat = _free_ports(count)
+    elif 1 <= base_port <= _MAX_PORT + 1 - count:
+        flat = list(range(base_port, base_port + count))
     else:
         raise InvalidConfigError(
-            f"{brokers} brokers need ports {base_port}..{base_port + 2 * brokers - 1}, "
+            f"{brokers} brokers need ports {base_port}..{base_port + count - 1}, "
             f"beyond 1..{_MAX_PORT}"
         )
-    return [(flat[2 * n], flat[2 * n + 1]) for n in range(brokers)]
+    return [_Ports(*flat[n : n + _PORTS_PER_BROKER]) for n in range(0, count, _PORTS_PER_BROKER)]
 
 
 def _check_reusable(directory: Path, brokers: int) -> None:
@@ -251,12 +294,13 @@ def start_cluster(
 
 def _start(
     directory: Path,
-    ports: list[tuple[int, int]],
+    ports: list[_Ports],
     configs: Sequence[str],
     track: Track,
     ready_timeout_s: float,
 ) -> ClusterRecord:
-    broker_list = ",".join(f"{n}@127.0.0.1:{grpc}" for n, (grpc, _) in enumerate(ports))
+    broker_list = ",".join(f"{n}@127.0.0.1:{port.grpc}" for n, port in enumerate(ports))
+    kafka_list = ",".join(f"{n}@127.0.0.1:{port.kafka}" for n, port in enumerate(ports))
     replication = (
         f"tierlog.replication.state.dir={directory / STATE_DIR}",
         f"default.replication.factor={min(len(ports), DEFAULT_REPLICATION_FACTOR)}",
@@ -264,10 +308,12 @@ def _start(
     started: list[LocalSidecar] = []
     own_configs: list[tuple[str, ...]] = []
     try:
-        for node_id, (grpc_port, metrics_port) in enumerate(ports):
+        for node_id, port in enumerate(ports):
             own = (
                 f"node.id={node_id}",
+                f"listeners=PLAINTEXT://127.0.0.1:{port.kafka}",  # gRPC's: ``listen``
                 f"tierlog.cluster.brokers={broker_list}",
+                f"tierlog.cluster.kafka.brokers={kafka_list}",
                 *replication,
                 *configs,  # the caller's, after ours: theirs win
             )
@@ -277,18 +323,22 @@ def _start(
                 LocalSidecar.spawn(
                     data_dir,
                     own,
-                    listen=f"127.0.0.1:{grpc_port}",
-                    metrics_listen=f"127.0.0.1:{metrics_port}",
+                    listen=f"127.0.0.1:{port.grpc}",
+                    metrics_listen=f"127.0.0.1:{port.metrics}",
                 )
             )
         cluster = ClusterRecord(
             tuple(
                 BrokerRecord(
-                    n, f"127.0.0.1:{grpc}", f"127.0.0.1:{metrics}", s.pid, str(s.data_dir), own
+                    n,
+                    f"127.0.0.1:{port.grpc}",
+                    f"127.0.0.1:{port.metrics}",
+                    s.pid,
+                    str(s.data_dir),
+                    own,
+                    f"127.0.0.1:{port.kafka}",
                 )
-                for n, ((grpc, metrics), s, own) in enumerate(
-                    zip(ports, started, own_configs, strict=True)
-                )
+                for n, (port, s, own) in enumerate(zip(ports, started, own_configs, strict=True))
             )
         )
         # Recorded before they are ready: a command killed while waiting leaves brokers

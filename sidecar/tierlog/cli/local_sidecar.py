@@ -51,6 +51,7 @@ LOG_NAME = "tierlog-sidecar.log"
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _LISTENING = re.compile(r"listening on (\S+)")
 _METRICS = re.compile(r"serving metrics at http://(\S+)/metrics")
+_KAFKA = re.compile(r"serving Kafka's wire protocol on (\S+)")
 
 
 class SidecarFailed(Exception):
@@ -142,6 +143,7 @@ class LocalSidecar:
     log_start: int  # where this run's output begins in the log file
     address: str = ""  # gRPC HOST:PORT, once ready
     metrics_address: str = ""
+    kafka_address: str = ""  # Kafka's wire protocol, once ready, if a listener asked it
 
     @property
     def log_path(self) -> Path:
@@ -228,6 +230,7 @@ class LocalSidecar:
             listening = _LISTENING.search(output)
             if listening and self.metrics_address and self.http_get("/readyz")[0] == 200:
                 self.address = listening[1]
+                self.kafka_address = kafka[1] if (kafka := _KAFKA.search(output)) else ""
                 return
             if self.process.poll() is not None:
                 raise SidecarFailed(f"the sidecar exited with {self.process.returncode}:\n{output}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tierlog.broker.fetch import FetchReader
@@ -15,6 +16,14 @@ from tierlog.replication.coordinator_lookup import CoordinatorLookup
 from tierlog.replication.replica_manager import ReplicaManager
 
 __all__ = ["KafkaBroker"]
+
+
+def _no_controller() -> int | None:
+    return None
+
+
+def _liveness_unknown() -> frozenset[int] | None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -36,17 +45,51 @@ class KafkaBroker:
     # TxnOffsetCommit).
     groups: GroupCoordinator
     transactions: TransactionCoordinator
+    # The broker whose controller decides now (replicated, on one machine), if known.
+    controller: Callable[[], int | None] = _no_controller
+    # The brokers whose leases are current, where this broker watches them (else None).
+    live: Callable[[], frozenset[int] | None] = _liveness_unknown
 
     @property
     def node_id(self) -> int:
         return self.partitions.ownership.node_id
 
     def address_of(self, node_id: int) -> tuple[str, int] | None:
-        """Where Kafka clients reach broker ``node_id`` (host, port); None when this
-        broker does not know (it knows only its own address so far)."""
+        """Where Kafka clients reach broker ``node_id`` (host, port): this broker's own
+        advertised address, another's from the cluster's broker list or the operator's
+        plan (read anew on each call: a new plan may add brokers); None when unknown."""
         if node_id == self.node_id:
             return self.advertised_host, self.advertised_port
+        for broker in self.partitions.ownership.brokers:
+            if broker.node_id == node_id and broker.kafka_address is not None:
+                host, _sep, port = broker.kafka_address.rpartition(":")
+                return host.strip("[]"), int(port)
         return None
+
+    def known_brokers(self) -> list[tuple[int, str, int]]:
+        """(node id, host, port) of every broker whose Kafka address is known, by id;
+        where leases are watched, only the live ones (and this one), as Kafka lists only
+        unfenced brokers: a client then never picks a dead one for its next request."""
+        ids = sorted({broker.node_id for broker in self.partitions.ownership.brokers})
+        live = self.live()
+        if live is not None:
+            ids = [node_id for node_id in ids if node_id in live or node_id == self.node_id]
+        return [
+            (node_id, *address)
+            for node_id in ids
+            if (address := self.address_of(node_id)) is not None
+        ]
+
+    @property
+    def controller_id(self) -> int:
+        """What Metadata names as the controller: the deciding controller's broker when
+        known, else this broker. A KRaft broker names a random live broker, never -1
+        while one lives (clients cannot reach KRaft controllers: KIP-590), and a Java
+        admin client waits for a controller that is not -1 before CreateTopics."""
+        controller = self.controller()
+        if controller is not None and self.address_of(controller) is not None:
+            return controller
+        return self.node_id
 
     @property
     def cluster_id(self) -> str:

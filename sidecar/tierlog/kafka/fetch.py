@@ -8,7 +8,9 @@ the client that no session was made, so its next fetch is a full one again (Kafk
 ``FetchSessionHandler`` does exactly this when a broker's session cache is full). A
 request naming a session id this broker never gave is FETCH_SESSION_ID_NOT_FOUND, as
 Kafka answers for a session it evicted. Fetches from followers (``replica_id`` >= 0) are
-refused: replicas fetch over gRPC's ReplicaFetch.
+refused: replicas fetch over gRPC's ReplicaFetch. A partition this broker does not lead
+is NOT_LEADER_OR_FOLLOWER with its leader and epoch (``current_leader``, v12+); the
+leader's endpoint comes with v16 (KIP-951), past the versions served here.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
+from tierlog.api.errors import NotLeaderOrFollowerError
 from tierlog.broker.fetch import MAX_WAIT_MS, FetchAnswer, PartitionFetch
 from tierlog.kafka.broker import KafkaBroker
 from tierlog.kafka.codec import build, response_type
+from tierlog.kafka.current_leader import current_leader
 from tierlog.kafka.errors import error_code
 from tierlog.kafka.versions import FETCH
 from tierlog.storage.topic_partition import TopicPartition
@@ -61,7 +65,10 @@ async def fetch(broker: KafkaBroker, request: RequestPayload, version: int) -> R
     )
     responses: dict[str, list[dict[str, Any]]] = {}
     for asked, answer in zip(fetches, answers, strict=True):
-        responses.setdefault(asked.tp.topic, []).append(_partition(asked.tp.partition, answer))
+        partition = _partition(asked.tp.partition, answer)
+        if isinstance(answer, NotLeaderOrFollowerError):
+            partition["current_leader"] = current_leader(broker, asked.tp)
+        responses.setdefault(asked.tp.topic, []).append(partition)
     return build(
         schema,
         {

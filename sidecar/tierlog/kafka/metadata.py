@@ -1,7 +1,8 @@
-"""Metadata: the brokers with their Kafka addresses, the topics with their ids, and each
-partition's leader, leader epoch, replicas and ISR (``replication.leadership``, the same
-view the gRPC Metadata reports), so a client sends each request to the partition's
-leader and follows a failover by the epochs.
+"""Metadata: every broker whose Kafka address is known (``KafkaBroker.address_of``), the
+controller's broker, the topics with their ids, and each partition's leader, leader
+epoch, replicas and ISR (``replication.leadership``, the same view the gRPC Metadata
+reports), so a client sends each request to the partition's leader and follows a
+failover by the epochs.
 
 Topics are never created by a Metadata request (``allow_auto_topic_creation`` is
 ignored: Kafka's ``auto.create.topics.enable`` is off here); a topic asked by id that
@@ -40,6 +41,8 @@ def metadata(broker: KafkaBroker, request: RequestPayload, version: int) -> Resp
     else:
         wanted = [(t.name, getattr(t, "topic_id", None)) for t in asked]
     by_id = {manager.topic_id(t.name): t.name for t in store.topics()}
+    brokers = broker.known_brokers()
+    listed = frozenset(node_id for node_id, _host, _port in brokers)
     topics = []
     for name, topic_id in wanted:
         if name is None:  # asked by id (v10+)
@@ -59,7 +62,7 @@ def metadata(broker: KafkaBroker, request: RequestPayload, version: int) -> Resp
                 "topic_id": manager.topic_id(name),
                 "is_internal": name in _INTERNAL_TOPICS,
                 "partitions": [
-                    _partition(broker, TopicPartition(name, p))
+                    _partition(broker, TopicPartition(name, p), listed)
                     for p in range(topic.partition_count)
                 ],
             }
@@ -69,30 +72,29 @@ def metadata(broker: KafkaBroker, request: RequestPayload, version: int) -> Resp
         {
             "throttle_time": 0,
             "brokers": [
-                {
-                    "node_id": broker.node_id,
-                    "host": broker.advertised_host,
-                    "port": broker.advertised_port,
-                }
+                {"node_id": node_id, "host": host, "port": port} for node_id, host, port in brokers
             ],
             "cluster_id": broker.cluster_id,
-            "controller_id": broker.node_id,
+            "controller_id": broker.controller_id,
             "topics": topics,
         },
     )
 
 
-def _partition(broker: KafkaBroker, tp: TopicPartition) -> dict[str, Any]:
+def _partition(broker: KafkaBroker, tp: TopicPartition, listed: frozenset[int]) -> dict[str, Any]:
+    """A leader not among the brokers listed (moving, dead, or of unknown address) is
+    reported as none, LEADER_NOT_AVAILABLE, as Kafka reports a leader that is not alive:
+    a client never meets a leader id it has no address for, and asks again."""
     leadership = partition_leadership(broker.partitions, tp)
-    moving = leadership.leader_id == NO_OWNER
+    reachable = leadership.leader_id in listed
     return {
-        "error_code": ErrorCode.leader_not_available if moving else ErrorCode.none,
+        "error_code": ErrorCode.none if reachable else ErrorCode.leader_not_available,
         "partition_index": tp.partition,
-        "leader_id": leadership.leader_id,
+        "leader_id": leadership.leader_id if reachable else NO_OWNER,
         "leader_epoch": leadership.leader_epoch,
         "replica_nodes": tuple(leadership.replicas),
         "isr_nodes": tuple(leadership.isr),
-        "offline_replicas": (),
+        "offline_replicas": tuple(r for r in leadership.replicas if r not in listed),
     }
 
 

@@ -1,6 +1,8 @@
 """Produce: each partition's record batches appended as they came, through the same
 ``broker.produce.Appender`` the gRPC Produce uses (the same checks, validation and
-acknowledgement); one error code per partition, as Kafka answers. Under ``acks=0`` Kafka
+acknowledgement); one error code per partition, as Kafka answers, and with
+NOT_LEADER_OR_FOLLOWER the partition's leader and its endpoint (v10+, KIP-951:
+``current_leader``). Under ``acks=0`` Kafka
 sends no response at all, and neither does this: the listener is told ``None``.
 Transactional batches meet the same producer-state checks as on the gRPC path, and the
 batch that would open a producer's transaction on a partition must find that partition
@@ -17,13 +19,16 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
+from tierlog.api.errors import NotLeaderOrFollowerError
 from tierlog.broker.produce import Acks, Produced
 from tierlog.kafka.broker import KafkaBroker
 from tierlog.kafka.codec import build, response_type
+from tierlog.kafka.current_leader import current_leader, node_endpoints
 from tierlog.kafka.errors import error_code
 from tierlog.kafka.versions import PRODUCE
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.records import NO_PARTITION_LEADER_EPOCH
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["produce"]
 
@@ -44,6 +49,9 @@ async def produce(
     responses: dict[str, list[dict[str, Any]]] = {}
     for (name, index, _call), answer in zip(pending, answers, strict=True):
         responses.setdefault(name, []).append({"index": index, **answer})
+    leaders = [
+        answer["current_leader"]["leader_id"] for answer in answers if "current_leader" in answer
+    ]
     return build(
         response_type(PRODUCE, version),
         {
@@ -52,6 +60,7 @@ async def produce(
                 {"name": name, "partition_responses": partitions}
                 for name, partitions in responses.items()
             ],
+            "node_endpoints": node_endpoints(broker, leaders),
         },
     )
 
@@ -67,12 +76,17 @@ async def _one(
             broker.transactions.verify_append(transactional_id, tp, target, records)
         produced = await appender.committed(await appender.append(tp, target, records, acks))
     except TierlogError as error:
-        return {
+        failed: dict[str, Any] = {
             "error_code": error_code(error),
             "base_offset": -1,
             "error_message": str(error),
             "record_errors": (),
         }
+        if isinstance(error, NotLeaderOrFollowerError):
+            failed["current_leader"] = current_leader(
+                broker, TopicPartition(topic, partition.index)
+            )
+        return failed
     return _answer(produced)
 
 

@@ -89,6 +89,22 @@ class ReplicatedBroker:
         if self._controller_passes is not None:
             self._controller_passes.start()
 
+    def live_brokers(self) -> frozenset[int] | None:
+        """The brokers whose leases were current at this one's last controller pass;
+        None where the operator runs the controller (this broker does not watch) and
+        before a first pass (which always finds this broker's own lease)."""
+        if self._controller_passes is None:
+            return None
+        return self.controller.live or None
+
+    def deciding_controller(self) -> int | None:
+        """The broker whose controller decides now, by this one's last view of the leases
+        (the lowest live id); None where the operator runs the controller, or before a
+        first pass."""
+        if self._controller_passes is None:
+            return None
+        return min(self.controller.live, default=None)
+
     async def controlled_shutdown(self) -> None:
         """Hand this broker's leaderships to live in-sync replicas and leave the ISRs,
         then apply that here before the server stops."""

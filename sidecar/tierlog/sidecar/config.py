@@ -53,6 +53,7 @@ _PROCESS_KEYS = {
     "listeners",
     "advertised.listeners",
     "tierlog.cluster.brokers",
+    "tierlog.cluster.kafka.brokers",
     "tierlog.cluster.assignment.file",
     "tierlog.shutdown.grace.ms",
     "socket.request.max.bytes",
@@ -96,6 +97,9 @@ class SidecarConfig:
     # (``listener.security.protocol.map``, ``sasl.enabled.mechanisms``).
     kafka_security: ListenerSecurity = field(default_factory=ListenerSecurity)
     cluster_brokers: tuple[tuple[int, str], ...] = ()
+    # Every broker's advertised Kafka address as id -> host:port
+    # (``tierlog.cluster.kafka.brokers``), what Metadata tells Kafka clients.
+    cluster_kafka_brokers: tuple[tuple[int, str], ...] = ()
     # The operator's partition plan (``tierlog.cluster.assignment.file``), re-read while
     # running; when set, it lists the brokers instead of ``tierlog.cluster.brokers``.
     assignment_file: Path | None = None
@@ -238,7 +242,8 @@ class SidecarConfig:
             kafka_security=kafka_security,
             connections_max_idle_ms=idle_ms,
             kafka_connection_limits=ConnectionLimits.from_properties(props),
-            cluster_brokers=_parse_brokers(props.get("tierlog.cluster.brokers", "")),
+            cluster_brokers=_parse_brokers(props, "tierlog.cluster.brokers"),
+            cluster_kafka_brokers=_parse_brokers(props, "tierlog.cluster.kafka.brokers"),
             assignment_file=_optional_path(props.get("tierlog.cluster.assignment.file")),
             shutdown_grace_ms=grace_ms,
             socket_request_max_bytes=request_max_bytes,
@@ -290,16 +295,16 @@ def parse_host_port(value: str, key: str) -> str:
     return value.strip()
 
 
-def _parse_brokers(value: str) -> tuple[tuple[int, str], ...]:
+def _parse_brokers(props: Mapping[str, str], key: str) -> tuple[tuple[int, str], ...]:
     """``0@host-0:9092,1@host-1:9092`` (Kafka's ``controller.quorum.voters`` form)."""
     brokers: dict[int, str] = {}
-    for part in filter(None, (piece.strip() for piece in value.split(","))):
+    for part in filter(None, (piece.strip() for piece in props.get(key, "").split(","))):
         node, at, address = part.partition("@")
         if not at or not node.isdigit():
-            raise InvalidConfigError(f"tierlog.cluster.brokers expects ID@HOST:PORT, got {part!r}")
+            raise InvalidConfigError(f"{key} expects ID@HOST:PORT, got {part!r}")
         if int(node) in brokers:
-            raise InvalidConfigError(f"tierlog.cluster.brokers lists broker {node} twice")
-        brokers[int(node)] = parse_host_port(address, "tierlog.cluster.brokers")
+            raise InvalidConfigError(f"{key} lists broker {node} twice")
+        brokers[int(node)] = parse_host_port(address, key)
     return tuple(sorted(brokers.items()))
 
 

@@ -335,6 +335,8 @@ class SidecarServer:
             transactions=self.transactions,
             groups=self.groups,
             topic_changes=topic_changes,
+            controller=self.replicated.deciding_controller if self.replicated else lambda: None,
+            live=self.replicated.live_brokers if self.replicated else lambda: None,
         )
         await listener.start(broker)
         self.metrics.kafka.serving()
@@ -453,7 +455,17 @@ class SidecarServer:
                 return read_assignment_file(self.config.assignment_file, node_id)
             except (OSError, ValueError) as error:
                 raise InvalidConfigError(f"tierlog.cluster.assignment.file: {error}") from None
-        listed = tuple(Broker(node, address) for node, address in self.config.cluster_brokers)
+        kafka = dict(self.config.cluster_kafka_brokers)
+        listed = tuple(
+            Broker(node, address, kafka_address=kafka.get(node))
+            for node, address in self.config.cluster_brokers
+        )
+        strangers = kafka.keys() - {broker.node_id for broker in listed}
+        if strangers:
+            raise InvalidConfigError(
+                "tierlog.cluster.kafka.brokers names brokers tierlog.cluster.brokers does not: "
+                f"{sorted(strangers)}"
+            )
         if listed:
             try:
                 return Ownership(node_id, listed)

@@ -32,7 +32,8 @@ def test_the_sidecar_parses_the_rendered_arguments(bare: ClusterSpec, owner: Own
     args = parse_args(main["args"])
     assert str(args.config_file) == "/etc/tierlog/server.properties"
     assert args.node_id_from_pod_name == "$(POD_NAME)"
-    assert "advertised.listeners=$(POD_NAME).events-brokers.prod.svc:9092" in args.config
+    host = "$(POD_NAME).events-brokers.prod.svc"
+    assert f"advertised.listeners={host}:9092,PLAINTEXT://{host}:19092" in args.config
 
 
 def _kubelet_1_27_env(manifest: dict[str, Any], pod_name: str) -> dict[str, str]:
@@ -72,6 +73,8 @@ def test_a_kubernetes_1_27_pod_starts_its_broker_with_the_pods_ordinal(
     config = build_config(parse_args(args))
     assert config.node_id == 2
     assert config.advertised_listener == "events-2.events-brokers.prod.svc:9092"
+    assert config.kafka_listen == "0.0.0.0:19092"
+    assert config.kafka_advertised_listener == "events-2.events-brokers.prod.svc:19092"
 
 
 def test_rolls_are_the_operators_on_delete(bare: ClusterSpec, owner: Owner) -> None:
@@ -86,7 +89,18 @@ def test_probes_use_the_metrics_ports_endpoints(bare: ClusterSpec, owner: Owner)
     assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     ports = {port["name"]: port["containerPort"] for port in main["ports"]}
-    assert ports == {"grpc": 9092, "metrics": 9404}
+    assert ports == {"grpc": 9092, "metrics": 9404, "kafka": 19092}
+
+
+def test_a_cluster_with_tokens_serves_no_kafka_listener(owner: Owner, tmp_path: Path) -> None:
+    """The Kafka listener has no authentication yet: it would be a way around the token."""
+    cluster = ClusterSpec.from_resource(
+        resource(authentication={"tokenSecret": {"name": "events-token"}})
+    )
+    main = container(stateful_set(cluster, owner, 3))
+    assert {port["name"] for port in main["ports"]} == {"grpc", "metrics"}
+    assert not any("PLAINTEXT://" in arg for arg in main["args"])
+    assert "PLAINTEXT://" not in sidecar_properties(cluster)["listeners"]
 
 
 def test_non_root_read_only_and_a_grace_period_past_the_sidecars(

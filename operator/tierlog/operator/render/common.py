@@ -15,21 +15,25 @@ from tierlog.operator.spec import ClusterSpec
 __all__ = [
     "CONFIG_HASH_ANNOTATION",
     "GRPC_PORT",
+    "KAFKA_PORT",
     "METRICS_PORT",
     "Manifest",
     "Owner",
     "broker_address",
     "broker_host",
+    "broker_kafka_address",
     "config_map_name",
     "headless_service_name",
     "labels",
     "metadata",
     "selector_labels",
+    "serves_kafka",
 ]
 
 Manifest = dict[str, Any]
 
 GRPC_PORT = 9092
+KAFKA_PORT = 19092  # Kafka's wire protocol (9092, Kafka's own, is gRPC's here)
 METRICS_PORT = 9404
 # On the pod template: the hash of the configuration the pod was started with.
 CONFIG_HASH_ANNOTATION = "tierlog.io/config-hash"
@@ -96,3 +100,14 @@ def broker_host(cluster: ClusterSpec, broker_id: int) -> str:
 
 def broker_address(cluster: ClusterSpec, broker_id: int) -> str:
     return f"{broker_host(cluster, broker_id)}:{GRPC_PORT}"
+
+
+def broker_kafka_address(cluster: ClusterSpec, broker_id: int) -> str:
+    return f"{broker_host(cluster, broker_id)}:{KAFKA_PORT}"
+
+
+def serves_kafka(cluster: ClusterSpec) -> bool:
+    """Whether the brokers serve Kafka's wire protocol: the listener is plaintext without
+    authentication for now, so a cluster asking for TLS or tokens does not get it (it
+    would be a way around both)."""
+    return cluster.tls is None and cluster.token is None

@@ -2,8 +2,8 @@
 
 ``server.properties`` is what every broker starts with (Kafka's broker names); a change
 to it is a configuration change, rolled out one broker at a time, and its hash marks
-which pods run which version. ``assignment.json`` (brokers' addresses and each
-partition's owner) is re-read by running sidecars, so scaling never restarts a broker.
+which pods run which version. ``assignment.json`` (brokers' gRPC and Kafka addresses
+and each partition's owner) is re-read by running sidecars, so scaling never restarts a broker.
 Per-pod settings (``node.id``, ``advertised.listeners``) come from the pod itself (see
 ``statefulset.py``).
 """
@@ -13,11 +13,13 @@ from __future__ import annotations
 from tierlog.operator.assignment import Assignment
 from tierlog.operator.render.common import (
     GRPC_PORT,
+    KAFKA_PORT,
     METRICS_PORT,
     Manifest,
     Owner,
     config_map_name,
     metadata,
+    serves_kafka,
 )
 from tierlog.operator.render.security import security_properties
 from tierlog.operator.spec import ClusterSpec, Replication, Tier, kafka_value
@@ -45,7 +47,8 @@ def sidecar_properties(cluster: ClusterSpec) -> dict[str, str]:
     """The broker config every broker of the cluster shares, under Kafka's names."""
     props = {
         "log.dirs": DATA_DIR,
-        "listeners": f"0.0.0.0:{GRPC_PORT}",
+        "listeners": f"0.0.0.0:{GRPC_PORT}"
+        + (f",PLAINTEXT://0.0.0.0:{KAFKA_PORT}" if serves_kafka(cluster) else ""),
         "tierlog.metrics.listeners": f"0.0.0.0:{METRICS_PORT}",
         "cluster.id": f"{cluster.namespace}.{cluster.name}",
         "tierlog.shutdown.grace.ms": str(SHUTDOWN_GRACE_MS),

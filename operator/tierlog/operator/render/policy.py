@@ -2,7 +2,8 @@
 
 The PodDisruptionBudget stops voluntary evictions (node drains) from taking a second
 broker while one is away; the operator's own rolling restarts keep to the same rule.
-The NetworkPolicy, when asked for, admits the gRPC port from the listed client pods,
+The NetworkPolicy, when asked for, admits the gRPC port (and the Kafka port, where
+served) from the listed client pods,
 from the brokers themselves and from the operator's pods (it drains brokers, asks them
 whether a restart is safe and administers topics over gRPC: its namespace and pod labels
 come from its configuration, which the chart sets), and the metrics port from anywhere
@@ -16,11 +17,13 @@ from typing import Any
 from tierlog.operator.config import OperatorPeer
 from tierlog.operator.render.common import (
     GRPC_PORT,
+    KAFKA_PORT,
     METRICS_PORT,
     Manifest,
     Owner,
     metadata,
     selector_labels,
+    serves_kafka,
 )
 from tierlog.operator.spec import ClusterSpec
 
@@ -53,6 +56,9 @@ def network_policy(cluster: ClusterSpec, owner: Owner, operator: OperatorPeer) -
     for selector in cluster.allowed_clients:
         # a selector of pods in any namespace: both selectors in one peer entry
         peers.append({"podSelector": dict(selector), "namespaceSelector": {}})
+    client_ports = [{"port": GRPC_PORT, "protocol": "TCP"}]
+    if serves_kafka(cluster):
+        client_ports.append({"port": KAFKA_PORT, "protocol": "TCP"})
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -61,7 +67,7 @@ def network_policy(cluster: ClusterSpec, owner: Owner, operator: OperatorPeer) -
             "podSelector": {"matchLabels": selector_labels(cluster)},
             "policyTypes": ["Ingress"],
             "ingress": [
-                {"from": peers, "ports": [{"port": GRPC_PORT, "protocol": "TCP"}]},
+                {"from": peers, "ports": client_ports},
                 {"ports": [{"port": METRICS_PORT, "protocol": "TCP"}]},
             ],
         },

@@ -10,7 +10,9 @@ Per-pod values come from the pod, not from the operator: the broker id is the
 StatefulSet ordinal that ends the pod's name (through the downward API; the
 ``apps.kubernetes.io/pod-index`` label would need Kubernetes 1.28, the chart supports
 1.27) and the advertised address is the pod's stable name under the headless Service;
-Kubernetes expands ``$(VAR)`` in the arguments, so no shell is needed.
+Kubernetes expands ``$(VAR)`` in the arguments, so no shell is needed. The Kafka
+listener (where served) advertises the same name on its own port, as a Strimzi broker
+advertises its pod's name.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 from tierlog.operator.render.common import (
     CONFIG_HASH_ANNOTATION,
     GRPC_PORT,
+    KAFKA_PORT,
     METRICS_PORT,
     Manifest,
     Owner,
@@ -30,6 +33,7 @@ from tierlog.operator.render.common import (
     labels,
     metadata,
     selector_labels,
+    serves_kafka,
 )
 from tierlog.operator.render.configmap import (
     CONFIG_DIR,
@@ -69,7 +73,15 @@ TERMINATION_GRACE_S = SHUTDOWN_GRACE_MS // 1000 + CLOSE_BUDGET_S
 
 
 def _container(cluster: ClusterSpec) -> dict[str, Any]:
-    advertised = f"$(POD_NAME).{headless_service_name(cluster)}.{cluster.namespace}.svc:{GRPC_PORT}"
+    host = f"$(POD_NAME).{headless_service_name(cluster)}.{cluster.namespace}.svc"
+    advertised = f"{host}:{GRPC_PORT}"
+    ports = [
+        {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
+        {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+    ]
+    if serves_kafka(cluster):
+        advertised += f",PLAINTEXT://{host}:{KAFKA_PORT}"
+        ports.append({"name": "kafka", "containerPort": KAFKA_PORT, "protocol": "TCP"})
     env: list[dict[str, Any]] = [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
     ]
@@ -97,10 +109,7 @@ def _container(cluster: ClusterSpec) -> dict[str, Any]:
             "--log-format=json",
         ],
         "env": env,
-        "ports": [
-            {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
-            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
-        ],
+        "ports": ports,
         # /healthz: the event loop turns (a long recovery is not a reason to restart);
         # /readyz: recovered and serving, and false from the moment shutdown starts.
         "livenessProbe": {

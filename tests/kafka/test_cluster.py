@@ -1,0 +1,322 @@
+"""Kafka clients against a 3-broker ``tierlog cluster up`` (replication factor 3), the way
+a user meets it: ``cluster status --kafka-bootstrap`` gives the bootstrap list, Metadata
+from any broker names every broker and each partition's leader, so produce (acks=all)
+goes to each leader and a leader's ``kill -9`` is followed to the new one.
+
+One cluster for the module; the test that kills a leader runs last and starts it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaTopicPartition
+from kio.schema.errors import ErrorCode
+
+from tests.interop.kafka import kafka_tools
+from tests.kafka.wire import KafkaWire
+from tests.support.sidecars import console_script
+from tierlog.cli.local_cluster import ClusterRecord, read_cluster
+from tierlog.client.admin import AdminClient
+from tierlog.kafka.versions import FETCH, METADATA, PRODUCE
+from tierlog.storage.records import SimpleRecord, build_batch
+
+BROKERS = 3
+PARTITIONS = 3  # one led by each broker
+# A killed leader's lease expires this long after its last renewal; the controller then
+# elects another in-sync replica. Short, for a quick failover, but not so short that a
+# renewal delayed on a loaded machine fences a live broker.
+SESSION_TIMEOUT_MS = 4000
+FAILOVER_TIMEOUT_S = 60  # the producer's delivery.timeout.ms, far above the session timeout
+# The newest served: Produce v10+ has KIP-951's fields, Fetch v12 the leader and epoch.
+PRODUCE_V, FETCH_V, METADATA_V = 11, 12, 12
+_NO_AUTHORIZED_OPERATIONS = {
+    "allow_auto_topic_creation": False,
+    "include_topic_authorized_operations": False,
+}
+
+
+def tierlog_cluster(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [console_script("tierlog"), "cluster", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def cluster_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    directory = tmp_path_factory.mktemp("kafka-cluster") / "cluster"
+    up = tierlog_cluster(
+        "up",
+        "--dir", str(directory),
+        "--brokers", str(BROKERS),
+        "--config", f"broker.session.timeout.ms={SESSION_TIMEOUT_MS}",
+    )  # fmt: skip
+    try:
+        assert up.returncode == 0, up.stderr
+        yield directory
+    finally:
+        down = tierlog_cluster("down", "--dir", str(directory), "--grace", "10")
+        for broker in read_cluster(directory).brokers if down.returncode else ():
+            if broker.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(broker.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def bootstrap(cluster_dir: Path) -> str:
+    status = tierlog_cluster("status", "--dir", str(cluster_dir), "--kafka-bootstrap")
+    assert status.returncode == 0, status.stderr
+    return status.stdout.strip()
+
+
+def create_topic(cluster: ClusterRecord, bootstrap: str, name: str) -> None:
+    """Create ``name`` over gRPC and wait until every broker's Metadata has its leaders."""
+    with AdminClient(cluster.brokers[0].address) as admin:
+        admin.create_topic(name, PARTITIONS)
+    for address in bootstrap.split(","):
+        consumer = KafkaConsumer(bootstrap_servers=address)
+        try:
+            deadline = time.monotonic() + 30
+            while consumer.partitions_for_topic(name) != set(range(PARTITIONS)):
+                assert time.monotonic() < deadline, f"{address} never learnt {name}"
+                consumer._client.cluster.request_update()
+                consumer._client.poll(timeout_ms=100)
+        finally:
+            consumer.close()
+
+
+def leaders(bootstrap: str, topic: str) -> dict[int, int]:
+    """Partition -> leader id, as a Kafka client learns it from Metadata."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        consumer.partitions_for_topic(topic)
+        cluster = consumer._client.cluster
+        return {
+            p: cluster.leader_for_partition(KafkaTopicPartition(topic, p))
+            for p in range(PARTITIONS)
+        }
+    finally:
+        consumer.close()
+
+
+def read_all(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes]]:
+    """(partition, key, value) of every record, each partition read to its end."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=20_000)
+    try:
+        assigned = [KafkaTopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(assigned)
+        consumer.seek_to_beginning()
+        ends = consumer.end_offsets(assigned)
+        read = []
+        for message in consumer:
+            read.append((message.partition, message.key, message.value))
+            if all(consumer.position(tp) >= end for tp, end in ends.items()):
+                break
+        return read
+    finally:
+        consumer.close()
+
+
+def _java(main_class: str, *args: str, stdin: str = "") -> str:
+    done = subprocess.run(
+        kafka_tools().command(main_class, *args),
+        input=stdin,
+        capture_output=True,
+        encoding="utf-8",
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, f"{main_class} exited {done.returncode}:\n{done.stderr}"
+    return done.stdout
+
+
+def _addresses(bootstrap: str) -> list[tuple[str, int]]:
+    return [(host, int(port)) for host, port in (a.rsplit(":", 1) for a in bootstrap.split(","))]
+
+
+def _call(port: int, api_key: int, version: int, fields: dict[str, Any]) -> Any:
+    wire = KafkaWire(port)
+    try:
+        return wire.call(api_key, version, fields)
+    finally:
+        wire.close()
+
+
+def _metadata_broker_ids(port: int) -> list[int]:
+    answer = _call(port, METADATA, METADATA_V, {"topics": [], **_NO_AUTHORIZED_OPERATIONS})
+    return [broker.node_id for broker in answer.brokers]
+
+
+def test_status_prints_the_kafka_bootstrap_list_alone(cluster_dir: Path, bootstrap: str) -> None:
+    recorded = read_cluster(cluster_dir)
+    assert bootstrap == ",".join(str(broker.kafka_address) for broker in recorded.brokers)
+    assert len(bootstrap.split(",")) == BROKERS
+    assert len({broker.kafka_address for broker in recorded.brokers}) == BROKERS
+
+
+def test_metadata_from_any_broker_names_every_broker_and_the_controller(
+    bootstrap: str,
+) -> None:
+    expected = [(n, host, int(port)) for n, (host, port) in enumerate(_addresses(bootstrap))]
+    for _host, port in _addresses(bootstrap):
+        answer = _call(port, METADATA, METADATA_V, {"topics": [], **_NO_AUTHORIZED_OPERATIONS})
+        assert [(b.node_id, b.host, b.port) for b in answer.brokers] == expected, port
+        # The deciding controller: the lowest live broker id (replication/broker.py).
+        assert answer.controller_id == 0
+
+
+def test_produce_to_a_follower_names_the_leader_and_its_endpoint(
+    cluster_dir: Path, bootstrap: str
+) -> None:
+    create_topic(read_cluster(cluster_dir), bootstrap, "misdirected")
+    leader = leaders(bootstrap, "misdirected")[0]
+    follower = (leader + 1) % BROKERS
+    batch = build_batch([SimpleRecord(b"k", b"v", 1_700_000_000_000, ())])
+    request = {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout": 30_000,
+        "topic_data": [{"name": "misdirected", "partition_data": [{"index": 0, "records": batch}]}],
+    }
+
+    answer = _call(_addresses(bootstrap)[follower][1], PRODUCE, PRODUCE_V, request)
+
+    ((partition,),) = [topic.partition_responses for topic in answer.responses]
+    assert partition.error_code == ErrorCode.not_leader_or_follower
+    assert partition.current_leader.leader_id == leader
+    assert partition.current_leader.leader_epoch >= 0
+    leader_host, leader_port = _addresses(bootstrap)[leader]
+    assert [(n.node_id, n.host, n.port) for n in answer.node_endpoints] == [
+        (leader, leader_host, int(leader_port))
+    ]
+
+
+def test_fetch_from_a_follower_names_the_leader(cluster_dir: Path, bootstrap: str) -> None:
+    """Fetch v12 has the leader and epoch; its endpoint would come with v16 (not served)."""
+    create_topic(read_cluster(cluster_dir), bootstrap, "misfetched")
+    leader = leaders(bootstrap, "misfetched")[0]
+    request = {
+        "replica_id": -1,
+        "max_wait": 0,
+        "min_bytes": 0,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": "misfetched",
+                "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1024}],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+    answer = _call(_addresses(bootstrap)[(leader + 1) % BROKERS][1], FETCH, FETCH_V, request)
+
+    ((partition,),) = [topic.partitions for topic in answer.responses]
+    assert partition.error_code == ErrorCode.not_leader_or_follower
+    assert partition.current_leader.leader_id == leader
+    assert partition.current_leader.leader_epoch >= 0
+
+
+def test_acks_all_to_every_leader_and_every_record_read_back(
+    cluster_dir: Path, bootstrap: str
+) -> None:
+    create_topic(read_cluster(cluster_dir), bootstrap, "spread")
+    assert set(leaders(bootstrap, "spread").values()) == set(range(BROKERS))
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    sent = [(p, b"k%d" % n, b"v%d" % n) for n in range(60) for p in [n % PARTITIONS]]
+    futures = [producer.send("spread", key=k, value=v, partition=p) for p, k, v in sent]
+    acked = [future.get(timeout=30) for future in futures]
+    producer.close()
+
+    assert {ack.partition for ack in acked} == set(range(PARTITIONS))
+    assert sorted(read_all(bootstrap, "spread")) == sorted(sent)
+
+
+def test_java_console_producer_and_consumer_from_the_status_bootstrap(
+    cluster_dir: Path, bootstrap: str
+) -> None:
+    create_topic(read_cluster(cluster_dir), bootstrap, "console")
+    lines = [f"key-{i}\tvalue {i}" for i in range(30)]
+    _java(
+        "org.apache.kafka.tools.ConsoleProducer",
+        "--bootstrap-server", bootstrap,
+        "--topic", "console",
+        "--property", "parse.key=true",
+        "--producer-property", "acks=all",
+        stdin="\n".join(lines) + "\n",
+    )  # fmt: skip
+    # Keys hash over the partitions, led by every broker. The console consumer reads one
+    # partition without a group (groups are not served yet): each partition in turn.
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    ends = consumer.end_offsets([KafkaTopicPartition("console", p) for p in range(PARTITIONS)])
+    consumer.close()
+    printed = []
+    for tp, end in sorted(ends.items()):
+        if end:
+            printed += _java(
+                "org.apache.kafka.tools.consumer.ConsoleConsumer",
+                "--bootstrap-server", bootstrap,
+                "--topic", "console",
+                "--partition", str(tp.partition),
+                "--offset", "earliest",
+                "--max-messages", str(end),
+                "--property", "print.key=true",
+            ).splitlines()  # fmt: skip
+    assert sorted(printed) == sorted(lines)
+    assert len([end for end in ends.values() if end]) > 1  # more than one leader was asked
+
+
+def test_a_producer_follows_a_killed_leader_and_loses_nothing_acknowledged(
+    cluster_dir: Path, bootstrap: str
+) -> None:
+    create_topic(read_cluster(cluster_dir), bootstrap, "failover")
+    victim = leaders(bootstrap, "failover")[0]
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        retries=1_000_000,
+        retry_backoff_ms=100,
+        request_timeout_ms=5_000,
+        delivery_timeout_ms=FAILOVER_TIMEOUT_S * 1000,
+        linger_ms=0,
+    )
+    before = [producer.send("failover", value=b"before-%d" % n, partition=0) for n in range(50)]
+    acked = [future.get(timeout=30) for future in before]
+
+    killed = tierlog_cluster(
+        "stop", "--dir", str(cluster_dir), "--broker", str(victim), "--signal", "KILL"
+    )
+    assert killed.returncode == 0, killed.stderr
+    after = [producer.send("failover", value=b"after-%d" % n, partition=0) for n in range(50)]
+    acked += [future.get(timeout=FAILOVER_TIMEOUT_S) for future in after]
+    producer.close()
+
+    # kafka-python's first connection gives up on a dead bootstrap server: the live ones.
+    live = ",".join(a for n, a in enumerate(bootstrap.split(",")) if n != victim)
+    assert leaders(live, "failover")[0] != victim
+    # Metadata lists only brokers whose leases are current, as Kafka lists unfenced ones.
+    survivor = _addresses(bootstrap)[(victim + 1) % BROKERS][1]
+    deadline = time.monotonic() + FAILOVER_TIMEOUT_S
+    while victim in _metadata_broker_ids(survivor):
+        assert time.monotonic() < deadline, f"broker {victim} is still listed"
+    values = {value for _p, _k, value in read_all(live, "failover")}
+    assert values >= {b"before-%d" % n for n in range(50)} | {b"after-%d" % n for n in range(50)}
+    started = tierlog_cluster("start", "--dir", str(cluster_dir), "--broker", str(victim))
+    assert started.returncode == 0, started.stderr
