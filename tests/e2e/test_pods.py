@@ -182,7 +182,7 @@ def _until_every_query_has_data(prometheus: PrometheusServer, brokers: Brokers) 
                 prometheus.url,
                 {"namespace": brokers.namespace},
                 BROKER_DASHBOARDS,
-                without_replication_or_kafka,  # the pods do not replicate; no Kafka client runs here
+                without_replication_or_kafka,  # no replication, no Kafka client here
             )
             assert_every_dashboard_query_has_data(
                 prometheus.url, {"namespace": OPERATOR_NAMESPACE}, OPERATOR_DASHBOARD
