@@ -28,7 +28,7 @@ demo: $(STAMP) $(SPARK_JAR)
 # lowest CPU priority while lint, types and the unit tests that need none of them run;
 # the unit tests that do (marked go_tools) wait for them (docs/BENCHMARKS.md, cold run).
 test: $(STAMP)
-	$(BIN)/python tests/tools/stages.py fetched-tools '&compiled-tools,cluster-tools' \
+	$(BIN)/python tests/tools/stages.py '&compiled-tools,cluster-tools' fetched-tools \
 		lint types unit-no-go-tools wait:compiled-tools unit-go-tools e2e
 
 tools: $(STAMP)

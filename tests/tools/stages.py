@@ -18,6 +18,7 @@ like bootstrap.py.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -91,6 +92,7 @@ class _Behind(threading.Thread):
                     ["nice", "-n", "19", _make(), stage.target],
                     stdout=output,
                     stderr=subprocess.STDOUT,
+                    start_new_session=True,  # its own process group: a stop ends the compiles too
                 )
             stage.started = time.monotonic()
             return True
@@ -99,7 +101,7 @@ class _Behind(threading.Thread):
         with self._lock:
             self._stopped = True
             if self._process is not None and self._process.poll() is None:
-                self._process.terminate()
+                os.killpg(self._process.pid, signal.SIGTERM)
         self.join()
 
 

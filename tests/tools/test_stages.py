@@ -9,10 +9,14 @@ from pathlib import Path
 STAGES = Path(__file__).with_name("stages.py")
 
 # ``build`` stands for a compile behind the tests: it finishes only once ``release`` (a
-# foreground stage) has run, so a stage that sees its output was truly waited for.
+# foreground stage) has run, so a stage that sees its output was truly waited for. Its
+# loop runs in a grandchild of make, as ``go build`` does under bootstrap.py.
 MAKEFILE = """\
 build:
-\tuntil [ -f released ]; do sleep 0.05; done; touch built; echo build-output
+\tsh -c 'echo $$$$ > build.pid; until [ -f released ]; do sleep 0.05; done; touch built'; \
+\techo build-output
+started:
+\tuntil [ -f build.pid ]; do sleep 0.05; done
 release:
 \ttouch released
 check:
@@ -68,9 +72,16 @@ def test_a_failed_background_stage_stops_its_chain_and_fails_the_wait(tmp_path: 
 
 
 def test_a_failed_stage_stops_the_background_ones(tmp_path: Path) -> None:
-    done = run_stages(tmp_path, "&build", "fail", "check")  # build waits for a release
+    done = run_stages(tmp_path, "&build", "started", "fail", "check")  # never released
     assert done.returncode == 2
     assert "stopped (background)" in stage_lines(done.stdout)["build"]
+    loop = int((tmp_path / "build.pid").read_text())
+    assert not Path(f"/proc/{loop}").exists() or process_state(loop) == "Z"
+
+
+def process_state(pid: int) -> str:
+    """The state letter in /proc/PID/stat (Z: ended, not yet reaped by its parent)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
 def test_a_wait_for_an_unknown_stage_is_refused(tmp_path: Path) -> None:
