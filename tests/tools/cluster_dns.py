@@ -3,7 +3,8 @@
 ``tests/tools/coredns/main.go`` is CoreDNS's main with only the plugins the node's
 Corefile names (``kubernetes`` among them); its go.mod requires the release and pins
 what those need. Leaving out the default set's other plugins (and the cloud SDKs they
-bring) cut the cold build from 13 minutes to a few (docs/BENCHMARKS.md). The node runs
+bring) cuts a cold build's CPU time by 39% and its module downloads from about 1.5 GB
+to 0.23 GB (docs/BENCHMARKS.md). The node runs
 it as a process on the host, not as a pod: it needs no image, and it listens on the pod
 bridge's gateway address, which every pod reaches without a Service or kube-proxy.
 """

@@ -3,7 +3,7 @@
 // CoreDNS's own main with only the plugins the node's Corefile names
 // (tests/support/cluster/configs.py: bind, errors, kubernetes, cache), as CoreDNS's
 // docs build a custom server: the default set pulls in the cloud providers' SDKs
-// (Azure, AWS, Google, Datadog...), which took most of a 13-minute cold build.
+// (Azure, AWS, Google, Datadog...): 64% more compile CPU, six times the downloads.
 // Directive order comes from core/dnsserver, so only the imports below change.
 package main
 
