@@ -299,8 +299,8 @@ def install_all(tools: Sequence[Tool]) -> int:
     return 1 if failures else 0
 
 
-# ``make test`` installs the fetched tools first, then compiles the rest behind the unit
-# tests that need none of them (tests/tools/stages.py).
+# ``make test`` installs the two halves apart: the compiled ones in the background from the
+# start, behind the fetched ones and the unit tests that need no Go tool (stages.py).
 _SELECTIONS = {
     "--cluster": CLUSTER_TOOLS,
     "--fetched": tuple(tool for tool in TOOLS if not tool.compiled),

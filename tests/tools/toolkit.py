@@ -207,10 +207,11 @@ def _module_files(module_dir: Path) -> list[Path]:
 
 
 def _build_key(name: str, version: str, module_dir: Path) -> str:
-    """The shared cache's name for a build: the version, and a digest of the wrapper's
-    own Go sources when it has any, since they decide what is compiled in as well."""
-    sources = sorted(module_dir.glob("*.go"))
-    if not sources:
+    """The shared cache's name for a build: the version and, for a wrapper with a main
+    of its own (whose imports decide what is compiled in), a digest of its module."""
+    if not any(module_dir.glob("*.go")):
         return f"{name}-{version}"
-    digest = hashlib.sha256(b"".join(path.read_bytes() for path in sources)).hexdigest()
-    return f"{name}-{version}-{digest[:12]}"
+    digest = hashlib.sha256()
+    for path in _module_files(module_dir):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return f"{name}-{version}-{digest.hexdigest()[:12]}"
