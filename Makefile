@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint types unit tools bench stubs crds cluster cluster-tools cluster-down e2e
+.PHONY: demo test lint types unit unit-no-go-tools unit-go-tools tools fetched-tools compiled-tools bench stubs crds cluster cluster-tools cluster-down e2e
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,13 +23,22 @@ demo: $(STAMP) $(SPARK_JAR)
 	$(BIN)/tierlog demo
 
 ## test: every check: lint, types, unit, integration and interop tests, then the e2e tests on a one-node cluster
-# Stage by stage (tests/tools/stages.py), with the time of each printed at the end; the
-# e2e stage's tools build behind lint, types and unit at the lowest CPU priority.
+# Stage by stage (tests/tools/stages.py), with the time of each printed at the end. The
+# tools compiled from Go source (then the e2e stage's) build in the background at the
+# lowest CPU priority while lint, types and the unit tests that need none of them run;
+# the unit tests that do (marked go_tools) wait for them (docs/BENCHMARKS.md, cold run).
 test: $(STAMP)
-	$(BIN)/python tests/tools/stages.py tools '&cluster-tools' lint types unit e2e
+	$(BIN)/python tests/tools/stages.py '&compiled-tools,cluster-tools' fetched-tools \
+		lint types unit-no-go-tools wait:compiled-tools unit-go-tools e2e
 
 tools: $(STAMP)
 	$(BIN)/python tests/tools/bootstrap.py
+
+fetched-tools: $(STAMP)
+	$(BIN)/python tests/tools/bootstrap.py --fetched
+
+compiled-tools: $(STAMP)
+	$(BIN)/python tests/tools/bootstrap.py --compiled
 
 ## cluster: a one-node Kubernetes here (docs/KUBERNETES.md); eval "$$(make -s cluster)" sets KUBECONFIG, TIERLOG_IMAGE, PATH
 cluster: $(STAMP) cluster-tools
@@ -57,6 +66,13 @@ types: $(STAMP)
 
 unit: $(STAMP) $(SPARK_JAR)
 	$(BIN)/pytest
+
+# make unit in two parts: make test runs the first while the Go tools compile.
+unit-no-go-tools: $(STAMP) $(SPARK_JAR)
+	TIERLOG_WITHOUT_COMPILED_TOOLS=1 $(BIN)/pytest -m 'not e2e and not go_tools'
+
+unit-go-tools: $(STAMP) $(SPARK_JAR)
+	$(BIN)/pytest -m 'go_tools and not e2e'
 
 bench: $(STAMP) $(SPARK_JAR)
 	$(BIN)/python tests/benchmarks/storage_bench.py

@@ -17,6 +17,8 @@ import yaml
 
 from tests.charts.helm import CHART, FULL_VALUES, helm, template, write_values
 
+pytestmark = pytest.mark.go_tools  # helm renders the chart
+
 REPO = CHART.parents[1]
 CRD_FILES = sorted((CHART / "files" / "crds").glob("*.yaml"))
 DASHBOARD_FILES = sorted((CHART / "files" / "dashboards").glob("*.json"))

@@ -27,7 +27,7 @@ from tests.operator.conftest import start_operator, wait_for
 from tests.support.kube import ControlPlane, start_control_plane
 from tests.tools.monitoring_crds import monitoring_crd_files
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.go_tools]  # helm, etcd and kube-apiserver
 
 CRD_FILES = sorted((CHART / "files" / "crds").glob("*.yaml"))
 CRD_DIR = CHART.parents[1] / "deploy" / "base" / "crds"

@@ -17,6 +17,10 @@ from tierlog.operator.render.policy import network_policy
 from tierlog.operator.render.statefulset import stateful_set
 from tierlog.operator.spec import ClusterSpec
 
+pytestmark = pytest.mark.go_tools  # helm renders the chart
+
+pytestmark = pytest.mark.go_tools  # helm renders the chart
+
 
 def operator_config(deployment: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> OperatorConfig:
     """The configuration the rendered operator container starts with: its environment

@@ -8,6 +8,8 @@ import yaml
 from tests.deploy.kustomize_base import OPERATOR_YAML, render_operator_manifests
 from tests.support.kube import ControlPlane
 
+pytestmark = pytest.mark.go_tools  # helm renders the operator's manifests; kube-apiserver
+
 BASE = OPERATOR_YAML.parent
 CRD_FILES = sorted((BASE / "crds").glob("*.yaml"))
 

@@ -23,7 +23,7 @@ class Clock:
         return self.now
 
 
-@pytest.fixture(params=["local", "kube"])
+@pytest.fixture(params=["local", pytest.param("kube", marks=pytest.mark.go_tools)])
 def store_at(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> Callable[..., tuple[PartitionStateStore, str, str]]:

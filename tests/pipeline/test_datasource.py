@@ -196,7 +196,7 @@ def test_an_s3_tier_plus_the_local_tail_through_spark(
         assert all(s.segment.store_url == s3_tier.url for s in remote)
 
 
-@pytest.fixture(params=["file", "s3"])
+@pytest.fixture(params=["file", pytest.param("s3", marks=pytest.mark.go_tools)])
 def tier(request: pytest.FixtureRequest, tmp_path: Path) -> Tier:
     if request.param == "s3":
         s3: Tier = request.getfixturevalue("s3_tier")

@@ -146,7 +146,9 @@ def read_committed_to_the_end(sidecar: Sidecar) -> tuple[int, set[tuple[int, int
     return offset, found
 
 
-@pytest.mark.parametrize("store", ["local", pytest.param("minio", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "store", ["local", pytest.param("minio", marks=[pytest.mark.slow, pytest.mark.go_tools])]
+)
 def test_aborted_transactions_in_tiered_segments_are_listed(
     sidecar_factory: SidecarFactory, tmp_path: Path, request: pytest.FixtureRequest, store: str
 ) -> None:

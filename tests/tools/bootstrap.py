@@ -219,12 +219,10 @@ CLUSTER_TOOLS: tuple[Tool, ...] = (
 
 # --- driver ---------------------------------------------------------------------------------
 
-# Compiling from the Go module proxy keeps both cores busy; the other installs mostly wait
-# on the network and the disk (Maven, npm, apt, debootstrap). The two kinds run side by
-# side, each in its own order, so a cold machine's downloads hide behind its compiles.
-COMPILED = frozenset(
-    tool.name for tool in (KUBERNETES, ETCD, HELM, MINIO, KUBE_NODE, COREDNS, CRI_TOOLS)
-)
+# Compiling from the Go module proxy keeps both cores busy (``Tool.compiled``); the other
+# installs mostly wait on the network and the disk (Maven, npm, apt, debootstrap). The two
+# kinds run side by side, each in its own order, so a cold machine's downloads hide
+# behind its compiles.
 
 
 @dataclass
@@ -286,8 +284,8 @@ def _report(lanes: Sequence[_Lane], seconds: float) -> None:
 def install_all(tools: Sequence[Tool]) -> int:
     """Every tool of ``tools``, compiles in one lane and the rest in another."""
     lanes = [
-        _Lane("compile", [tool for tool in tools if tool.name in COMPILED]),
-        _Lane("fetch", [tool for tool in tools if tool.name not in COMPILED]),
+        _Lane("compile", [tool for tool in tools if tool.compiled]),
+        _Lane("fetch", [tool for tool in tools if not tool.compiled]),
     ]
     started = time.monotonic()
     for lane in lanes:
@@ -301,11 +299,25 @@ def install_all(tools: Sequence[Tool]) -> int:
     return 1 if failures else 0
 
 
+# ``make test`` installs the two halves apart: the compiled ones in the background from the
+# start, behind the fetched ones and the unit tests that need no Go tool (stages.py).
+_SELECTIONS = {
+    "--cluster": CLUSTER_TOOLS,
+    "--fetched": tuple(tool for tool in TOOLS if not tool.compiled),
+    "--compiled": tuple(tool for tool in TOOLS if tool.compiled),
+}
+
+
 def main(argv: Sequence[str] = ()) -> int:
-    """Install every tool of ``make test`` (with ``--cluster``, of ``make cluster``),
+    """Install every tool of ``make test`` (with ``--cluster``, of ``make cluster``; with
+    ``--fetched`` or ``--compiled``, only those of ``make test`` that are),
     compiles beside downloads, or only those named, in order."""
-    tools = CLUSTER_TOOLS if "--cluster" in argv else TOOLS
-    wanted = set(argv) - {"--cluster"}
+    selections = [_SELECTIONS[flag] for flag in argv if flag in _SELECTIONS]
+    if len(selections) > 1:
+        print(f"bootstrap: at most one of {sorted(_SELECTIONS)}", file=sys.stderr)
+        return 2
+    tools = selections[0] if selections else TOOLS
+    wanted = set(argv) - set(_SELECTIONS)
     unknown = wanted - {tool.name for tool in tools}
     if unknown:
         print(f"bootstrap: unknown tools {sorted(unknown)}", file=sys.stderr)

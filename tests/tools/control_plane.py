@@ -101,6 +101,7 @@ KUBERNETES = Tool(
     name=f"kubernetes-{KUBERNETES_VERSION}",
     inputs=lambda: [Path(__file__), *sorted(KUBERNETES_MODULE_DIR.glob("go.*"))],
     install=_install_kubernetes,
+    compiled=True,
 )
 
 

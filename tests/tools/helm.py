@@ -56,7 +56,9 @@ def _install(home: Path) -> None:
     print(f"  helm runs: {version.strip()}")
 
 
-HELM = Tool(name=f"helm-{HELM_VERSION}", inputs=lambda: [Path(__file__)], install=_install)
+HELM = Tool(
+    name=f"helm-{HELM_VERSION}", inputs=lambda: [Path(__file__)], install=_install, compiled=True
+)
 
 
 def helm_bin() -> Path:

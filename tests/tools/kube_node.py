@@ -85,6 +85,7 @@ KUBE_NODE = Tool(
     name=f"kubernetes-node-{KUBERNETES_VERSION}",
     inputs=lambda: [Path(__file__), *sorted(KUBERNETES_MODULE_DIR.glob("go.*"))],
     install=_install,
+    compiled=True,
 )
 
 

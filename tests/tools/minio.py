@@ -45,7 +45,9 @@ def _install(home: Path) -> None:
     print(f"  minio runs: {version[0] if version else '(no version line)'}")
 
 
-MINIO = Tool(name=f"minio-{MINIO_VERSION}", inputs=lambda: [Path(__file__)], install=_install)
+MINIO = Tool(
+    name=f"minio-{MINIO_VERSION}", inputs=lambda: [Path(__file__)], install=_install, compiled=True
+)
 
 
 def minio_bin() -> Path:

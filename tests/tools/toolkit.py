@@ -24,6 +24,7 @@ __all__ = [
     "CACHE_DIR",
     "REPO",
     "SHARED_CACHE",
+    "WITHOUT_COMPILED_TOOLS",
     "BootstrapError",
     "Tool",
     "go_build",
@@ -39,6 +40,9 @@ SHARED_CACHE = Path(
     os.environ.get("TIERLOG_TOOLS_CACHE", Path.home() / ".cache" / "tierlog-tools")
 ).expanduser()
 STAMP_NAME = ".stamp"
+# Set for the unit tests that run while the Go tools still compile: asking for one of
+# them is then an error every time, not only when the build has not finished yet.
+WITHOUT_COMPILED_TOOLS = "TIERLOG_WITHOUT_COMPILED_TOOLS"
 _COMPLETE = ".complete"
 
 
@@ -51,6 +55,9 @@ class Tool:
     name: str
     inputs: Callable[[], Sequence[Path]]  # files whose content keys the stamp
     install: Callable[[Path], None]  # fills the given (empty) directory
+    # Built from Go source: minutes of both cores cold. ``make test`` builds these behind
+    # the tests that need none of them (the ``go_tools`` marker says which do).
+    compiled: bool = False
 
     @property
     def home(self) -> Path:
@@ -68,7 +75,14 @@ class Tool:
         return stamp.is_file() and stamp.read_text().strip() == self.input_hash()
 
     def require_current(self) -> Path:
-        """The tool's home for a test; a clear error when ``make tools`` has not run."""
+        """The tool's home for a test; a clear error when ``make tools`` has not run, or
+        when a compiled tool is asked for while the Go builds may still be running."""
+        if self.compiled and os.environ.get(WITHOUT_COMPILED_TOOLS):
+            raise BootstrapError(
+                f"{self.name} is compiled from Go source and this run is without such tools "
+                f"({WITHOUT_COMPILED_TOOLS} is set: make unit-no-go-tools); mark the test "
+                "go_tools or give it the fixture that needs the tool (tests/conftest.py)"
+            )
         if not self.is_current():
             raise BootstrapError(
                 f"{self.name} is not installed in {self.home} or is older than its inputs; "
@@ -173,7 +187,7 @@ def go_command_tool(
         go_build(module_dir, [package], str(into / command), ldflags)
 
     def install(home: Path) -> None:
-        link_into(home, shared_build(f"{name}-{version}", build), [command])
+        link_into(home, shared_build(_build_key(name, version, module_dir), build), [command])
         said = run([home / command, version_flag], what=f"{command} {version_flag}")
         if version.removeprefix("v") not in said:
             raise BootstrapError(f"expected {command} {version}, it says {said!r}")
@@ -181,6 +195,23 @@ def go_command_tool(
 
     return Tool(
         name=f"{name}-{version}",
-        inputs=lambda: [Path(__file__), *sorted(module_dir.glob("go.*"))],
+        inputs=lambda: [Path(__file__), *_module_files(module_dir)],
         install=install,
+        compiled=True,
     )
+
+
+def _module_files(module_dir: Path) -> list[Path]:
+    """A wrapper module's go.mod, go.sum and Go sources (a ``main.go`` of its own)."""
+    return sorted([*module_dir.glob("go.*"), *module_dir.glob("*.go")])
+
+
+def _build_key(name: str, version: str, module_dir: Path) -> str:
+    """The shared cache's name for a build: the version and, for a wrapper with a main
+    of its own (whose imports decide what is compiled in), a digest of its module."""
+    if not any(module_dir.glob("*.go")):
+        return f"{name}-{version}"
+    digest = hashlib.sha256()
+    for path in _module_files(module_dir):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return f"{name}-{version}-{digest.hexdigest()[:12]}"

@@ -91,7 +91,7 @@ def minio_store(
 
 
 # The params of a fixture that runs each of its tests on both stores (``both_stores``).
-STORE_KINDS = ["local", "minio"]
+STORE_KINDS = ["local", pytest.param("minio", marks=pytest.mark.go_tools)]
 
 
 def both_stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ObjectStore]:

@@ -158,7 +158,8 @@ def kube_proxy_config(layout: Layout) -> str:
 
 def corefile(layout: Layout) -> str:
     """Only the cluster's zones, served on the bridge address: a name outside them is
-    refused, never forwarded off the machine."""
+    refused, never forwarded off the machine. A plugin added here must be imported by
+    tests/tools/coredns/main.go too: the node's CoreDNS is built with these alone."""
     zones = f"{CLUSTER_DOMAIN} in-addr.arpa ip6.arpa"
     return f"""{zones}:53 {{
     bind {GATEWAY}
