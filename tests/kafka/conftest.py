@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.interop.kafka import kafka_tools
+from tests.kafka.wire import KafkaWire
 from tests.support.sidecars import SidecarProcess, Sidecars, free_port
 from tierlog.client.admin import AdminClient
 from tierlog.client.cluster import Cluster
@@ -91,3 +92,12 @@ def sidecars() -> Iterator[Sidecars]:
 @pytest.fixture
 def kafka_sidecar(sidecars: Sidecars, tmp_path: Path) -> KafkaSidecar:
     return start_kafka_sidecar(sidecars, tmp_path / "data")
+
+
+@pytest.fixture
+def wire(broker: KafkaSidecar) -> Iterator[KafkaWire]:
+    """A raw Kafka connection to the module's ``broker`` (each module that uses this
+    starts its own, shared by its tests)."""
+    connection = KafkaWire(broker.kafka_port)
+    yield connection
+    connection.close()

@@ -44,13 +44,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
         started.kill_all()
 
 
-@pytest.fixture
-def wire(broker: KafkaSidecar) -> Iterator[KafkaWire]:
-    connection = KafkaWire(broker.kafka_port)
-    yield connection
-    connection.close()
-
-
 def _heartbeat(group: str, member_id: str, epoch: int, **fields: Any) -> dict[str, Any]:
     return {
         "group_id": group,

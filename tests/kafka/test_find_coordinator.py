@@ -38,13 +38,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
         started.kill_all()
 
 
-@pytest.fixture
-def wire(broker: KafkaSidecar) -> Iterator[KafkaWire]:
-    connection = KafkaWire(broker.kafka_port)
-    yield connection
-    connection.close()
-
-
 def _grpc_coordinator(
     broker: KafkaSidecar, key: str, key_type: pb.CoordinatorType.ValueType
 ) -> int:

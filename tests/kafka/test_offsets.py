@@ -48,13 +48,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
         started.kill_all()
 
 
-@pytest.fixture
-def wire(broker: KafkaSidecar) -> Iterator[KafkaWire]:
-    connection = KafkaWire(broker.kafka_port)
-    yield connection
-    connection.close()
-
-
 def _group() -> str:
     return f"group-{uuid.uuid4().hex[:8]}"
 

@@ -81,13 +81,6 @@ def _offsets(producer: dict[str, Any], group: str, topic: str, offset: int) -> d
     }
 
 
-@pytest.fixture
-def wire(broker: KafkaSidecar) -> Iterator[KafkaWire]:
-    connection = KafkaWire(broker.kafka_port)
-    yield connection
-    connection.close()
-
-
 def _name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
