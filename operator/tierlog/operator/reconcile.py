@@ -41,7 +41,6 @@ from tierlog.operator.render.common import (
     broker_kafka_address,
     config_map_name,
     selector_labels,
-    serves_kafka,
 )
 from tierlog.operator.render.configmap import ASSIGNMENT_FILE, config_map
 from tierlog.operator.render.monitoring import SERVICE_MONITOR_CRD, service_monitor
@@ -427,9 +426,9 @@ async def reconcile_cluster(
         listed_brokers = scale.assignment.brokers
         placed = {node: rack for node, rack in racks.items() if node in listed_brokers}
         scale = replace(scale, assignment=replace(scale.assignment, racks=placed))
-    if serves_kafka(cluster):  # every broker tells Kafka clients where the others are
-        kafka = {node: broker_kafka_address(cluster, node) for node in scale.assignment.brokers}
-        scale = replace(scale, assignment=replace(scale.assignment, kafka_brokers=kafka))
+    # every broker tells Kafka clients where the others are
+    kafka = {node: broker_kafka_address(cluster, node) for node in scale.assignment.brokers}
+    scale = replace(scale, assignment=replace(scale.assignment, kafka_brokers=kafka))
     scale = replace(scale, assignment=stamped(scale.assignment, previous, _now_ms()))
     if cluster.replication is not None:  # before the pods that use them
         await _apply_partition_state_access(kube, cluster, owner, width)

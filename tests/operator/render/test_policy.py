@@ -3,6 +3,8 @@ brokers and the operator."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tests.operator.render.conftest import resource
 from tierlog.operator.config import OperatorPeer
 from tierlog.operator.render.common import Owner, selector_labels
@@ -40,12 +42,16 @@ def test_network_policy_admits_the_operators_pods_to_the_grpc_port(
     } in grpc["from"]
 
 
-def test_a_cluster_with_tls_or_tokens_admits_no_kafka_port(owner: Owner) -> None:
-    """The Kafka listener is plaintext without authentication: not served there."""
-    for spec in (
-        {"tls": {"secretName": "events-tls"}},
-        {"authentication": {"tokenSecret": {"name": "events-token"}}},
+def test_tls_and_tokens_change_nothing_the_policy_admits(full: ClusterSpec, owner: Owner) -> None:
+    """The Kafka listener secures itself (TLS, SASL), as the gRPC port does: the same
+    ports, from the same peers."""
+    tls = ClusterSpec.from_resource(resource(tls={"secretName": "events-tls"})).tls
+    tokens = {"tokenSecret": {"name": "events-token"}}
+    token = ClusterSpec.from_resource(resource(authentication=tokens)).token
+    plain = network_policy(full, owner, OperatorPeer())
+    for secured in (
+        replace(full, tls=tls),
+        replace(full, token=token),
+        replace(full, tls=tls, token=token),
     ):
-        cluster = ClusterSpec.from_resource(resource(**spec))
-        grpc = network_policy(cluster, owner, OperatorPeer())["spec"]["ingress"][0]
-        assert grpc["ports"] == [{"port": 9092, "protocol": "TCP"}]
+        assert network_policy(secured, owner, OperatorPeer()) == plain

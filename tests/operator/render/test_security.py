@@ -127,3 +127,8 @@ def test_the_sidecar_starts_from_the_config_with_the_projected_files(
     assert config.tls is not None and config.tls.client_auth == "required"
     assert config.tls.client_ca == authority.certificate_pem
     assert config.auth_token == "s3cret"
+    # the Kafka listener: TLS with the same certificate, SASL over the same token
+    assert config.kafka_listen == "0.0.0.0:19092"
+    assert config.kafka_security.protocol == "SASL_SSL"
+    sasl = config.kafka_security.sasl(config.auth_token)
+    assert sasl is not None and sasl.mechanisms == ("PLAIN", "OAUTHBEARER")

@@ -34,7 +34,9 @@ def test_client_service_balances_over_ready_brokers(bare: ClusterSpec, owner: Ow
     assert {port["port"] for port in service["spec"]["ports"]} == {9092, 9404, 19092}
 
 
-def test_a_cluster_with_tls_has_no_kafka_port(owner: Owner) -> None:
-    cluster = ClusterSpec.from_resource(resource(tls={"secretName": "events-tls"}))
+def test_a_cluster_with_tls_and_tokens_has_the_kafka_port(owner: Owner) -> None:
+    cluster = ClusterSpec.from_resource(
+        resource(tls={"secretName": "events-tls"}, authentication={"tokenSecret": {"name": "t"}})
+    )
     for service in (client_service(cluster, owner), headless_service(cluster, owner)):
-        assert {port["port"] for port in service["spec"]["ports"]} == {9092, 9404}
+        assert {port["port"] for port in service["spec"]["ports"]} == {9092, 9404, 19092}

@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.operator.render.conftest import resource
 from tierlog.operator.render.common import CONFIG_HASH_ANNOTATION, Owner
 from tierlog.operator.render.configmap import properties_text, sidecar_properties
@@ -92,15 +94,30 @@ def test_probes_use_the_metrics_ports_endpoints(bare: ClusterSpec, owner: Owner)
     assert ports == {"grpc": 9092, "metrics": 9404, "kafka": 19092}
 
 
-def test_a_cluster_with_tokens_serves_no_kafka_listener(owner: Owner, tmp_path: Path) -> None:
-    """The Kafka listener has no authentication yet: it would be a way around the token."""
-    cluster = ClusterSpec.from_resource(
-        resource(authentication={"tokenSecret": {"name": "events-token"}})
-    )
+TLS = {"tls": {"secretName": "events-tls"}}
+TOKENS = {"authentication": {"tokenSecret": {"name": "events-token"}}}
+
+
+@pytest.mark.parametrize(
+    ("spec", "protocol"),
+    [({}, "PLAINTEXT"), (TLS, "SSL"), (TOKENS, "SASL_PLAINTEXT"), ({**TLS, **TOKENS}, "SASL_SSL")],
+    ids=["bare", "tls", "tokens", "tls-and-tokens"],
+)
+def test_the_kafka_listener_secures_itself_as_the_cluster_does(
+    owner: Owner, spec: dict[str, Any], protocol: str
+) -> None:
+    """TLS from spec.tls, SASL over the token from spec.authentication: the Kafka port is
+    served whatever the cluster asks for, and is never a way around it."""
+    cluster = ClusterSpec.from_resource(resource(**spec))
     main = container(stateful_set(cluster, owner, 3))
-    assert {port["name"] for port in main["ports"]} == {"grpc", "metrics"}
-    assert not any("PLAINTEXT://" in arg for arg in main["args"])
-    assert "PLAINTEXT://" not in sidecar_properties(cluster)["listeners"]
+    assert {port["name"]: port["containerPort"] for port in main["ports"]}["kafka"] == 19092
+    host = "$(POD_NAME).events-brokers.prod.svc"
+    advertised = f"advertised.listeners={host}:9092,{protocol}://{host}:19092"
+    assert advertised in parse_args(main["args"]).config
+    props = sidecar_properties(cluster)
+    assert props["listeners"] == f"0.0.0.0:9092,{protocol}://0.0.0.0:19092"
+    sasl = props.get("sasl.enabled.mechanisms")
+    assert sasl == ("PLAIN,OAUTHBEARER" if protocol.startswith("SASL_") else None)
 
 
 def test_non_root_read_only_and_a_grace_period_past_the_sidecars(

@@ -24,10 +24,10 @@ __all__ = [
     "broker_kafka_address",
     "config_map_name",
     "headless_service_name",
+    "kafka_security_protocol",
     "labels",
     "metadata",
     "selector_labels",
-    "serves_kafka",
 ]
 
 Manifest = dict[str, Any]
@@ -106,8 +106,13 @@ def broker_kafka_address(cluster: ClusterSpec, broker_id: int) -> str:
     return f"{broker_host(cluster, broker_id)}:{KAFKA_PORT}"
 
 
-def serves_kafka(cluster: ClusterSpec) -> bool:
-    """Whether the brokers serve Kafka's wire protocol: the listener is plaintext without
-    authentication for now, so a cluster asking for TLS or tokens does not get it (it
-    would be a way around both)."""
-    return cluster.tls is None and cluster.token is None
+def kafka_security_protocol(cluster: ClusterSpec) -> str:
+    """The Kafka listener's security protocol, from the cluster's gRPC security: TLS
+    with ``spec.tls`` (the same certificate), SASL with ``spec.authentication`` (PLAIN
+    and OAUTHBEARER check the same token), so the Kafka port is never a way around
+    either. The protocol's name is also the listener's, in ``listeners`` and
+    ``advertised.listeners`` alike (Kafka's default ``listener.security.protocol.map``)."""
+    sasl = "SASL_" if cluster.token is not None else ""
+    if cluster.tls is not None:
+        return f"{sasl}SSL"
+    return f"{sasl}PLAINTEXT"

@@ -18,8 +18,8 @@ from tierlog.operator.render.common import (
     Manifest,
     Owner,
     config_map_name,
+    kafka_security_protocol,
     metadata,
-    serves_kafka,
 )
 from tierlog.operator.render.security import security_properties
 from tierlog.operator.spec import ClusterSpec, Replication, Tier, kafka_value
@@ -47,8 +47,7 @@ def sidecar_properties(cluster: ClusterSpec) -> dict[str, str]:
     """The broker config every broker of the cluster shares, under Kafka's names."""
     props = {
         "log.dirs": DATA_DIR,
-        "listeners": f"0.0.0.0:{GRPC_PORT}"
-        + (f",PLAINTEXT://0.0.0.0:{KAFKA_PORT}" if serves_kafka(cluster) else ""),
+        "listeners": f"0.0.0.0:{GRPC_PORT},{kafka_security_protocol(cluster)}://0.0.0.0:{KAFKA_PORT}",
         "tierlog.metrics.listeners": f"0.0.0.0:{METRICS_PORT}",
         "cluster.id": f"{cluster.namespace}.{cluster.name}",
         "tierlog.shutdown.grace.ms": str(SHUTDOWN_GRACE_MS),

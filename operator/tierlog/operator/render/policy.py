@@ -2,12 +2,12 @@
 
 The PodDisruptionBudget stops voluntary evictions (node drains) from taking a second
 broker while one is away; the operator's own rolling restarts keep to the same rule.
-The NetworkPolicy, when asked for, admits the gRPC port (and the Kafka port, where
-served) from the listed client pods,
-from the brokers themselves and from the operator's pods (it drains brokers, asks them
-whether a restart is safe and administers topics over gRPC: its namespace and pod labels
-come from its configuration, which the chart sets), and the metrics port from anywhere
-in the cluster (Prometheus lives in its own namespace, under names we cannot know).
+The NetworkPolicy, when asked for, admits the gRPC port and the Kafka port (each as
+secure as the cluster asks: TLS, tokens) from the listed client pods, from the brokers
+themselves and from the operator's pods (it drains brokers, asks them whether a restart
+is safe and administers topics over gRPC: its namespace and pod labels come from its
+configuration, which the chart sets), and the metrics port from anywhere in the cluster
+(Prometheus lives in its own namespace, under names we cannot know).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from tierlog.operator.render.common import (
     Owner,
     metadata,
     selector_labels,
-    serves_kafka,
 )
 from tierlog.operator.spec import ClusterSpec
 
@@ -56,9 +55,7 @@ def network_policy(cluster: ClusterSpec, owner: Owner, operator: OperatorPeer) -
     for selector in cluster.allowed_clients:
         # a selector of pods in any namespace: both selectors in one peer entry
         peers.append({"podSelector": dict(selector), "namespaceSelector": {}})
-    client_ports = [{"port": GRPC_PORT, "protocol": "TCP"}]
-    if serves_kafka(cluster):
-        client_ports.append({"port": KAFKA_PORT, "protocol": "TCP"})
+    client_ports = [{"port": GRPC_PORT, "protocol": "TCP"}, {"port": KAFKA_PORT, "protocol": "TCP"}]
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",

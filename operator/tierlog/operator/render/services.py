@@ -2,7 +2,7 @@
 
 Clients bootstrap from ``<cluster>.<namespace>.svc:9092`` (any ready broker answers
 Metadata) and then dial each partition's owner at its stable per-pod name under the
-headless Service; Kafka clients do the same on port ``kafka`` (19092), where served.
+headless Service; Kafka clients do the same on port ``kafka`` (19092).
 The headless Service publishes addresses of brokers that are not ready yet, so a
 broker's name resolves while it recovers and its peers can point clients at it.
 """
@@ -18,7 +18,6 @@ from tierlog.operator.render.common import (
     headless_service_name,
     metadata,
     selector_labels,
-    serves_kafka,
 )
 from tierlog.operator.spec import ClusterSpec
 
@@ -30,12 +29,8 @@ SERVICE_LABEL = "tierlog.io/service"
 _PORTS = [
     {"name": "grpc", "port": GRPC_PORT, "targetPort": "grpc", "protocol": "TCP"},
     {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
+    {"name": "kafka", "port": KAFKA_PORT, "targetPort": "kafka", "protocol": "TCP"},
 ]
-_KAFKA = {"name": "kafka", "port": KAFKA_PORT, "targetPort": "kafka", "protocol": "TCP"}
-
-
-def _ports(cluster: ClusterSpec) -> list[dict[str, object]]:
-    return [*_PORTS, _KAFKA] if serves_kafka(cluster) else _PORTS
 
 
 def headless_service(cluster: ClusterSpec, owner: Owner) -> Manifest:
@@ -49,7 +44,7 @@ def headless_service(cluster: ClusterSpec, owner: Owner) -> Manifest:
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
             "selector": selector_labels(cluster),
-            "ports": _ports(cluster),
+            "ports": _PORTS,
         },
     }
 
@@ -62,6 +57,6 @@ def client_service(cluster: ClusterSpec, owner: Owner) -> Manifest:
         "spec": {
             "type": "ClusterIP",
             "selector": selector_labels(cluster),
-            "ports": _ports(cluster),
+            "ports": _PORTS,
         },
     }

@@ -11,8 +11,8 @@ StatefulSet ordinal that ends the pod's name (through the downward API; the
 ``apps.kubernetes.io/pod-index`` label would need Kubernetes 1.28, the chart supports
 1.27) and the advertised address is the pod's stable name under the headless Service;
 Kubernetes expands ``$(VAR)`` in the arguments, so no shell is needed. The Kafka
-listener (where served) advertises the same name on its own port, as a Strimzi broker
-advertises its pod's name.
+listener advertises the same name on its own port, as a Strimzi broker advertises its
+pod's name, under the listener's name (its security protocol: ``kafka_security_protocol``).
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from tierlog.operator.render.common import (
     Owner,
     config_map_name,
     headless_service_name,
+    kafka_security_protocol,
     labels,
     metadata,
     selector_labels,
-    serves_kafka,
 )
 from tierlog.operator.render.configmap import (
     CONFIG_DIR,
@@ -74,14 +74,12 @@ TERMINATION_GRACE_S = SHUTDOWN_GRACE_MS // 1000 + CLOSE_BUDGET_S
 
 def _container(cluster: ClusterSpec) -> dict[str, Any]:
     host = f"$(POD_NAME).{headless_service_name(cluster)}.{cluster.namespace}.svc"
-    advertised = f"{host}:{GRPC_PORT}"
+    advertised = f"{host}:{GRPC_PORT},{kafka_security_protocol(cluster)}://{host}:{KAFKA_PORT}"
     ports = [
         {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
         {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+        {"name": "kafka", "containerPort": KAFKA_PORT, "protocol": "TCP"},
     ]
-    if serves_kafka(cluster):
-        advertised += f",PLAINTEXT://{host}:{KAFKA_PORT}"
-        ports.append({"name": "kafka", "containerPort": KAFKA_PORT, "protocol": "TCP"})
     env: list[dict[str, Any]] = [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
     ]
