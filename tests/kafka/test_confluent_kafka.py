@@ -189,14 +189,14 @@ def _poll_until_assigned(consumers: list[Consumer], partitions: int) -> list[set
 
 
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
-def test_group_splits_partitions_rebalances_on_close_and_commits(
+def test_group_splits_partitions_hands_over_on_close_with_commits(
     broker: KafkaSidecar, protocol: str
 ) -> None:
+    """Two members split two partitions, each reads its own and commits; the second
+    closes, and the first, now owning both, resumes the second's partition at its commit."""
     topic, group = _name(f"group-{protocol}"), _name(f"g-{protocol}")
     broker.create_topic(topic, partitions=2)
     producer = Producer(_config(broker, acks="all"))
-    _produce_all(producer, topic, [(f"k{i}".encode(), f"v{i}".encode(), i % 2) for i in range(10)])
-
     first, second = (
         _group_consumer(broker, group, protocol),
         _group_consumer(broker, group, protocol),
@@ -206,13 +206,21 @@ def test_group_splits_partitions_rebalances_on_close_and_commits(
     owned = _poll_until_assigned([first, second], 2)
     assert owned[0].isdisjoint(owned[1])
 
+    _produce_all(producer, topic, [(b"k", f"v{i}".encode(), i % 2) for i in range(10)])
+    for consumer, (partition,) in zip((first, second), owned, strict=True):
+        assert {m.partition() for m in _drain(consumer, 5)} == {partition}
+        # Committed by both: a classic (eager) rebalance revokes the first's partition
+        # too, and it then resumes at its commit.
+        consumer.commit(asynchronous=False)
     second.close()
+
     assert _poll_until_assigned([first], 2) == [{0, 1}]
+    _produce_all(producer, topic, [(b"k", f"w{i}".encode(), i % 2) for i in range(10)])
     read = _drain(first, 10)
-    assert sorted(m.value() for m in read) == sorted(f"v{i}".encode() for i in range(10))
+    assert sorted(m.value() for m in read) == sorted(f"w{i}".encode() for i in range(10))
     first.commit(asynchronous=False)
     committed = first.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], TIMEOUT_S)
-    assert [(tp.partition, tp.offset) for tp in committed] == [(0, 5), (1, 5)]
+    assert [(tp.partition, tp.offset) for tp in committed] == [(0, 10), (1, 10)]
     first.close()
 
 
