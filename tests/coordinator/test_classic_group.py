@@ -266,3 +266,24 @@ def test_offset_commits_are_checked_against_member_and_generation() -> None:
         group.check_commit("", None, -1)  # an Empty group takes one (tools, assign())
 
     run(test)
+
+
+def test_transactional_commits_are_checked_against_a_given_member_and_generation() -> None:
+    """KIP-447, as Kafka checks a classic group's TxnOffsetCommit: a member and
+    generation when given, none needed otherwise, and no refusal mid-rebalance."""
+
+    async def test() -> None:
+        group, member = await stable_group()
+        group.check_transactional_commit(member, None, 1)
+        group.check_transactional_commit("", None, -1)  # a producer not in the group
+        with pytest.raises(IllegalGenerationError):
+            group.check_transactional_commit(member, None, 0)
+        with pytest.raises(UnknownMemberIdError):
+            group.check_transactional_commit("stranger", None, 1)
+        rejoined = await group.join(request(member), T0 + 1, TIMEOUTS)
+        assert group.state == ClassicGroupState.COMPLETING_REBALANCE
+        with pytest.raises(RebalanceInProgressError):
+            group.check_commit(member, None, rejoined.generation)
+        group.check_transactional_commit(member, None, rejoined.generation)
+
+    run(test)

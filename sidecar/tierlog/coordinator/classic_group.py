@@ -246,6 +246,20 @@ class ClassicGroup:
                 f"group {self.group_id!r} is waiting for its leader's assignment"
             )
 
+    def check_transactional_commit(
+        self, member_id: str, instance_id: str | None, generation: int
+    ) -> None:
+        """A TxnOffsetCommit against this group, as Kafka checks a classic group's
+        (KIP-447): the member is optional (no member, no instance and generation -1
+        pass); given, it must be a member at the group's generation. Unlike OffsetCommit
+        it is not refused mid-rebalance: the producer's transaction must still end."""
+        if self.state == ClassicGroupState.DEAD:
+            raise CoordinatorNotAvailableError(f"group {self.group_id!r} is being deleted")
+        if generation < 0 and not member_id and instance_id is None:
+            return
+        self.check_member(member_id, instance_id)
+        self.check_generation(generation)
+
     def next_deadline_ms(self) -> int | None:
         """When ``expire`` has something to do if no one is heard from meanwhile."""
         deadlines = [*self.pending.values()]

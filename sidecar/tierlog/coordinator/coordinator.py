@@ -419,13 +419,18 @@ class GroupCoordinator:
         *,
         member_id: str = "",
         generation_id: int = NO_GENERATION,
+        group_instance_id: str | None = None,
     ) -> list[PartitionOutcome]:
         """TxnOffsetCommit: the offsets written in the producer's transaction, applied
         once its COMMIT marker reaches the partition (dropped on ABORT). The member and
-        its epoch are checked when given (KIP-447), as Kafka does."""
+        its generation or epoch are checked when given (KIP-447), as Kafka does, in a
+        classic group as in a KIP-848 one."""
         partition, state = self._state(group)
         members = state.consumer_group(group)
-        if members is not None:
+        classic = state.classic_group(group)
+        if classic is not None:
+            classic.check_transactional_commit(member_id, group_instance_id, generation_id)
+        elif members is not None:
             members.check_transactional_commit(member_id, generation_id)
         else:
             _check_no_member(group, member_id, generation_id)

@@ -1,4 +1,4 @@
-"""AddOffsetsToTxn (v1-v3): the group's ``__consumer_offsets`` partition joins the
+"""AddOffsetsToTxn (v0-v3): the group's ``__consumer_offsets`` partition joins the
 producer's transaction at its coordinator, as the gRPC TransactionService's call does
 (``__consumer_offsets`` created first: this may be the first call to name a group).
 Before v2 a fenced producer is told INVALID_PRODUCER_EPOCH (KIP-588)."""

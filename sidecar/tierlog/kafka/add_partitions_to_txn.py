@@ -1,4 +1,4 @@
-"""AddPartitionsToTxn (v1-v3, a client's): the partitions join the producer's transaction
+"""AddPartitionsToTxn (v0-v3, a client's): the partitions join the producer's transaction
 at its coordinator, as the gRPC TransactionService's call does. As Kafka answers, a
 partition unknown here is UNKNOWN_TOPIC_OR_PARTITION and the others of the request
 OPERATION_NOT_ATTEMPTED; otherwise the coordinator's answer (NOT_COORDINATOR,

@@ -66,14 +66,15 @@ def response_type(api_key: int, api_version: int) -> type[ResponsePayload]:
 
 def read_request(payload: bytes, api_key: int, api_version: int) -> Frame:
     """Parse one request (the bytes after the size prefix) of a version we serve. Raises
-    ``ValueError`` (or kio's errors) on bytes that do not parse."""
+    ``ValueError`` (or kio's errors) on bytes that do not parse.
+
+    Bytes after the body's last field are ignored, as Kafka's broker ignores them:
+    librdkafka 2.12 sends a Metadata v9+ for every topic with its null topic array as
+    four bytes where one belongs (confluentinc/librdkafka#5049), which Kafka reads as
+    the null array, the two flags false and no tagged fields, and answers."""
     schema = request_type(api_key, api_version)
     header, header_size = entity_reader(schema.__header_schema__)(payload, 0)
-    body, body_size = entity_reader(schema)(payload, header_size)
-    if header_size + body_size != len(payload):
-        raise ValueError(
-            f"{len(payload) - header_size - body_size} bytes after the request's last field"
-        )
+    body, _ = entity_reader(schema)(payload, header_size)
     return Frame(api_key, api_version, header.correlation_id, header.client_id, body)
 
 

@@ -1,4 +1,4 @@
-"""EndTxn (v1-v3): commit or abort the producer's transaction at its coordinator, as the
+"""EndTxn (v0-v3): commit or abort the producer's transaction at its coordinator, as the
 gRPC TransactionService's call does: answered once every partition has its marker (Kafka
 answers once the outcome is prepared), so a producer whose commit returned finds its
 records readable under read_committed. Before v2 a fenced producer is told

@@ -1,4 +1,4 @@
-"""TxnOffsetCommit (v1-v3): a transactional producer's offsets for a group, written by the
+"""TxnOffsetCommit (v0-v3): a transactional producer's offsets for a group, written by the
 group coordinator (``GroupCoordinator.commit_transactional``, as the gRPC GroupService's
 call) and applied when the producer's COMMIT marker reaches ``__consumer_offsets``. The
 member id and generation (v3, KIP-447) are checked when given. One error code per
@@ -46,6 +46,7 @@ async def txn_offset_commit(
             offsets,
             member_id=getattr(body, "member_id", ""),
             generation_id=int(getattr(body, "generation_id", -1)),
+            group_instance_id=getattr(body, "group_instance_id", None),
         )
         codes = {
             tp: ErrorCode.none if error is None else error_code(error) for tp, error in outcomes

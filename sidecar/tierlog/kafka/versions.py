@@ -122,14 +122,17 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         DELETE_RECORDS: (0, 2),  # every version
         INIT_PRODUCER_ID: (0, 4),  # v5 changes transactional fencing, v6 adds 2PC (KIP-939)
         OFFSET_FOR_LEADER_EPOCH: (2, 4),  # all versions kio knows past KIP-896's floor
+        # The four transaction calls start at v0, as Kafka 4 still serves them (KIP-896
+        # kept them): librdkafka 2.12 sends AddPartitionsToTxn and AddOffsetsToTxn only
+        # at v0 and EndTxn at v0-v1, and without v0 its transactions cannot start.
         # v4+ batches transactional ids for brokers verifying a produce (KIP-890): never a
         # client's, and tierlog's brokers reach the coordinator over gRPC.
-        ADD_PARTITIONS_TO_TXN: (1, 3),
-        ADD_OFFSETS_TO_TXN: (1, 3),  # v4 adds TRANSACTION_ABORTABLE (KIP-890)
+        ADD_PARTITIONS_TO_TXN: (0, 3),
+        ADD_OFFSETS_TO_TXN: (0, 3),  # v4 adds TRANSACTION_ABORTABLE (KIP-890)
         # v4 adds TRANSACTION_ABORTABLE, v5 is transactions v2 (an epoch bump per EndTxn,
         # KIP-890 part 2), which the coordinator does not keep.
-        END_TXN: (1, 3),
-        TXN_OFFSET_COMMIT: (1, 3),  # v4 adds TRANSACTION_ABORTABLE (KIP-890)
+        END_TXN: (0, 3),
+        TXN_OFFSET_COMMIT: (0, 3),  # v4 adds TRANSACTION_ABORTABLE (KIP-890)
         DESCRIBE_CONFIGS: (1, 4),  # every version past the floor (v3: types, documentation)
         ALTER_CONFIGS: (0, 2),  # every version
         DESCRIBE_LOG_DIRS: (1, 4),  # v4 adds disk sizes; no client in the tests sends v5
