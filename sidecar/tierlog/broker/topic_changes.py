@@ -100,7 +100,8 @@ class TopicChanges:
         self._lock = asyncio.Lock()
 
     async def _run(self, what: str, name: str, change: Callable[..., T], *args: Any) -> T:
-        """One blocking change, under the lock, then this broker caught up with the store
+        """One blocking change, under the lock, a refusal logged under the request's name
+        (``what``: the same in both front doors), then this broker caught up with the store
         (after a refusal too: TOPIC_ALREADY_EXISTS from another broker's create leaves
         that topic found here)."""
         try:
@@ -130,7 +131,7 @@ class TopicChanges:
         pairs; INVALID_REPLICA_ASSIGNMENT without replication: each partition is on
         its owner)."""
         await self._run(
-            "create",
+            "CreateTopics",
             name,
             self._create,
             name,
@@ -205,7 +206,7 @@ class TopicChanges:
 
     async def delete_topic(self, name: str) -> None:
         delete = self._delete if self.cluster is None else self.cluster.delete_topic
-        await self._run("delete", name, delete, name)
+        await self._run("DeleteTopics", name, delete, name)
         self.watch.deleted(name)  # long polls and streams waiting at its end: answer them now
 
     def _delete(self, name: str) -> None:
@@ -223,7 +224,7 @@ class TopicChanges:
 
     async def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
         """Grow the topic to ``total`` partitions (INVALID_PARTITIONS for no growth)."""
-        await self._run("partition growth", name, self._add_partitions, name, total, validate_only)
+        await self._run("CreatePartitions", name, self._add_partitions, name, total, validate_only)
 
     def _add_partitions(self, name: str, total: int, validate_only: bool) -> None:
         if self.cluster is not None:
@@ -253,7 +254,7 @@ class TopicChanges:
     ) -> None:
         """Set some overrides, remove others (INVALID_CONFIG for a bad value or key)."""
         await self._run(
-            "config change",
+            "AlterConfigs",
             name,
             self._alter,
             name,
