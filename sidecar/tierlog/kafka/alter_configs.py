@@ -6,13 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 from tierlog.kafka.broker import KafkaBroker
 from tierlog.kafka.codec import build, response_type
-from tierlog.kafka.config_resources import TOPIC, alter
-from tierlog.kafka.errors import failure
+from tierlog.kafka.config_resources import TOPIC, alter_each
 from tierlog.kafka.versions import ALTER_CONFIGS
 from tierlog.storage.errors import InvalidConfigError
 
@@ -22,23 +20,14 @@ __all__ = ["alter_configs"]
 async def alter_configs(
     broker: KafkaBroker, request: RequestPayload, version: int
 ) -> ResponsePayload:
-    body: Any = request
-    responses = []
-    for resource in body.resources:
-        answer = {"resource_type": resource.resource_type, "resource_name": resource.resource_name}
-        try:
-            await _alter(broker, resource, body.validate_only)
-        except Exception as error:
-            code, message = failure(error, "AlterConfigs")
-            responses.append({**answer, "error_code": code, "error_message": message})
-            continue
-        responses.append({**answer, "error_code": ErrorCode.none, "error_message": None})
+    responses = await alter_each(broker, request, "AlterConfigs", _changes)
     return build(
         response_type(ALTER_CONFIGS, version), {"throttle_time": 0, "responses": responses}
     )
 
 
-async def _alter(broker: KafkaBroker, resource: Any, validate_only: bool) -> None:
+def _changes(broker: KafkaBroker, resource: Any) -> tuple[dict[str, str], list[str]]:
+    """The named overrides set, every other override of a topic removed."""
     wanted = {}
     for config in resource.configs:
         if config.value is None:
@@ -48,11 +37,4 @@ async def _alter(broker: KafkaBroker, resource: Any, validate_only: bool) -> Non
     if resource.resource_type == TOPIC:
         current = broker.partitions.topics.get(resource.resource_name).configs
         dropped = [key for key in current if key not in wanted]
-    await alter(
-        broker,
-        resource.resource_type,
-        resource.resource_name,
-        wanted,
-        dropped,
-        validate_only=validate_only,
-    )
+    return wanted, dropped

@@ -10,14 +10,21 @@ INVALID_REQUEST.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from kio.schema.errors import ErrorCode
 
 from tierlog.api.errors import InvalidRequestError
 from tierlog.broker.topic_configs import ConfigValue, broker_configs, topic_configs
 from tierlog.kafka.broker import KafkaBroker
+from tierlog.kafka.errors import failure
 from tierlog.storage.errors import InvalidConfigError
 
-__all__ = ["BROKER", "CONFIG_TYPES", "TOPIC", "alter", "configs_of"]
+__all__ = ["BROKER", "CONFIG_TYPES", "TOPIC", "Changes", "alter_each", "configs_of"]
+
+# What a request asks of one resource: the overrides to set and those to remove.
+Changes = Callable[[KafkaBroker, Any], tuple[dict[str, str], list[str]]]
 
 TOPIC = 2
 BROKER = 4
@@ -45,7 +52,33 @@ def configs_of(broker: KafkaBroker, resource_type: int, name: str) -> list[Confi
     raise InvalidRequestError(f"resource type {resource_type}: only topics (2) and brokers (4)")
 
 
-async def alter(
+async def alter_each(
+    broker: KafkaBroker, body: Any, api: str, changes: Changes
+) -> list[dict[str, Any]]:
+    """Each resource of an AlterConfigs-shaped request altered as ``changes`` reads it,
+    answered on its own (one refused resource does not fail the others)."""
+    responses = []
+    for resource in body.resources:
+        answer = {"resource_type": resource.resource_type, "resource_name": resource.resource_name}
+        try:
+            set_configs, delete_configs = changes(broker, resource)
+            await _alter(
+                broker,
+                resource.resource_type,
+                resource.resource_name,
+                set_configs,
+                delete_configs,
+                validate_only=body.validate_only,
+            )
+        except Exception as error:
+            code, message = failure(error, api)
+            responses.append({**answer, "error_code": code, "error_message": message})
+            continue
+        responses.append({**answer, "error_code": ErrorCode.none, "error_message": None})
+    return responses
+
+
+async def _alter(
     broker: KafkaBroker,
     resource_type: int,
     name: str,

@@ -12,14 +12,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 from tierlog.api.errors import InvalidRequestError
 from tierlog.kafka.broker import KafkaBroker
 from tierlog.kafka.codec import build, response_type
-from tierlog.kafka.config_resources import TOPIC, alter
-from tierlog.kafka.errors import failure
+from tierlog.kafka.config_resources import TOPIC, alter_each
 from tierlog.kafka.versions import INCREMENTAL_ALTER_CONFIGS
 from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import InvalidConfigError
@@ -32,25 +30,7 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 async def incremental_alter_configs(
     broker: KafkaBroker, request: RequestPayload, version: int
 ) -> ResponsePayload:
-    body: Any = request
-    responses = []
-    for resource in body.resources:
-        answer = {"resource_type": resource.resource_type, "resource_name": resource.resource_name}
-        try:
-            set_configs, delete_configs = _changes(broker, resource)
-            await alter(
-                broker,
-                resource.resource_type,
-                resource.resource_name,
-                set_configs,
-                delete_configs,
-                validate_only=body.validate_only,
-            )
-        except Exception as error:
-            code, message = failure(error, "IncrementalAlterConfigs")
-            responses.append({**answer, "error_code": code, "error_message": message})
-            continue
-        responses.append({**answer, "error_code": ErrorCode.none, "error_message": None})
+    responses = await alter_each(broker, request, "IncrementalAlterConfigs", _changes)
     return build(
         response_type(INCREMENTAL_ALTER_CONFIGS, version),
         {"throttle_time": 0, "responses": responses},
