@@ -71,6 +71,7 @@ from tierlog.coordinator.consumer_group_records import (
 )
 from tierlog.coordinator.current_assignment import MemberAssignment, reconcile
 from tierlog.coordinator.group_records import CoordinatorRecord
+from tierlog.storage.errors import TierlogError
 
 __all__ = [
     "JOIN_EPOCH",
@@ -262,19 +263,7 @@ class ConsumerGroup:
         STALE_MEMBER_EPOCH behind)."""
         if member_id is None and member_epoch < 0:
             return
-        current = self.current.get(member_id or "")
-        if current is None or member_id not in self.subscriptions:
-            raise UnknownMemberIdError(f"group {self.group_id!r} has no member {member_id!r}")
-        if member_epoch > current.member_epoch:
-            raise FencedMemberEpochError(
-                f"member {member_id!r} fetched at epoch {member_epoch}, ahead of its "
-                f"epoch {current.member_epoch}"
-            )
-        if member_epoch < current.member_epoch:
-            raise StaleMemberEpochError(
-                f"member {member_id!r} fetched at epoch {member_epoch}, its epoch is "
-                f"{current.member_epoch}"
-            )
+        self._check_epoch(member_id or "", member_epoch, "fetched", StaleMemberEpochError)
 
     def check_transactional_commit(self, member_id: str, member_epoch: int) -> None:
         """A TxnOffsetCommit against this group, as Kafka checks it (KIP-447): the member
@@ -283,17 +272,24 @@ class ConsumerGroup:
         call's name for a stale epoch)."""
         if member_epoch < 0 and not member_id:
             return
+        self._check_epoch(member_id, member_epoch, "committed", IllegalGenerationError)
+
+    def _check_epoch(
+        self, member_id: str, member_epoch: int, did: str, stale: type[TierlogError]
+    ) -> None:
+        """``member_id`` a member (UNKNOWN_MEMBER_ID) at ``member_epoch``: ahead of it
+        FENCED_MEMBER_EPOCH, behind it ``stale`` (each call names a stale epoch its way)."""
         current = self.current.get(member_id)
         if current is None or member_id not in self.subscriptions:
             raise UnknownMemberIdError(f"group {self.group_id!r} has no member {member_id!r}")
         if member_epoch > current.member_epoch:
             raise FencedMemberEpochError(
-                f"member {member_id!r} committed at epoch {member_epoch}, ahead of its "
+                f"member {member_id!r} {did} at epoch {member_epoch}, ahead of its "
                 f"epoch {current.member_epoch}"
             )
         if member_epoch < current.member_epoch:
-            raise IllegalGenerationError(
-                f"member {member_id!r} committed at epoch {member_epoch}, its epoch is "
+            raise stale(
+                f"member {member_id!r} {did} at epoch {member_epoch}, its epoch is "
                 f"{current.member_epoch}"
             )
 
