@@ -23,8 +23,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kio.schema.errors import ErrorCode
 
-from tests.interop.kafka import kafka_tools
-from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar
+from tests.kafka.conftest import KafkaSidecar, run_java, start_kafka_sidecar
 from tests.kafka.wire import KafkaWire
 from tests.support.sidecars import Sidecars
 
@@ -198,18 +197,6 @@ def test_a_killed_member_s_partitions_move_after_its_session_timeout(
         survivor.close()
 
 
-def _java(main_class: str, *args: str) -> str:
-    done = subprocess.run(
-        kafka_tools().command(main_class, *args),
-        capture_output=True,
-        encoding="utf-8",
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, f"{main_class} exited {done.returncode}:\n{done.stderr}"
-    return done.stdout
-
-
 _GROUPS_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 
 
@@ -225,7 +212,7 @@ def test_java_console_consumer_with_a_group_and_kafka_consumer_groups(
 ) -> None:
     topic, group = _topic(broker, records_per_partition=3), f"java-{uuid.uuid4().hex[:8]}"
     bootstrap = broker.kafka_address
-    printed = _java(
+    printed = run_java(
         "org.apache.kafka.tools.consumer.ConsoleConsumer",
         "--bootstrap-server", bootstrap,
         "--topic", topic,
@@ -237,12 +224,12 @@ def test_java_console_consumer_with_a_group_and_kafka_consumer_groups(
         f"{p}-{i}" for p in range(PARTITIONS) for i in range(3)
     )
 
-    listed = _java(_GROUPS_COMMAND, "--bootstrap-server", bootstrap, "--list")
+    listed = run_java(_GROUPS_COMMAND, "--bootstrap-server", bootstrap, "--list")
     assert group in listed.split()
     member = Polling(_consumer(broker, group, "python-member"), topic)
     try:
         _until(lambda: member.partitions() == set(range(PARTITIONS)), "the python member")
-        described = _java(
+        described = run_java(
             _GROUPS_COMMAND, "--bootstrap-server", bootstrap, "--describe", "--group", group
         )
         rows = _rows(described, group)
@@ -251,7 +238,7 @@ def test_java_console_consumer_with_a_group_and_kafka_consumer_groups(
             (topic, str(p), "3", "3", "0") for p in range(PARTITIONS)
         ]
         assert {r[8] for r in rows} == {"python-member"}
-        members = _java(
+        members = run_java(
             _GROUPS_COMMAND,
             "--bootstrap-server", bootstrap,
             "--describe", "--members", "--group", group,
@@ -263,12 +250,16 @@ def test_java_console_consumer_with_a_group_and_kafka_consumer_groups(
     # GROUP COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE #MEMBERS; the strategy is blank
     # once the group is empty.
     _until(
-        lambda: [group, "Empty", "0"] in _rows(_java(*state, "--group", group), group, (0, -2, -1)),
+        lambda: (
+            [group, "Empty", "0"] in _rows(run_java(*state, "--group", group), group, (0, -2, -1))
+        ),
         "the group to empty",
     )
-    deleted = _java(_GROUPS_COMMAND, "--bootstrap-server", bootstrap, "--delete", "--group", group)
+    deleted = run_java(
+        _GROUPS_COMMAND, "--bootstrap-server", bootstrap, "--delete", "--group", group
+    )
     assert "successful" in deleted
-    assert group not in _java(_GROUPS_COMMAND, "--bootstrap-server", bootstrap, "--list").split()
+    assert group not in run_java(_GROUPS_COMMAND, "--bootstrap-server", bootstrap, "--list").split()
 
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14

@@ -22,7 +22,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kio.schema.errors import ErrorCode
 
-from tests.interop.kafka import kafka_tools
+from tests.kafka.conftest import run_java
 from tests.kafka.wire import KafkaWire
 from tests.support.sidecars import console_script
 from tierlog.cli.local_cluster import ClusterRecord, read_cluster
@@ -128,19 +128,6 @@ def read_all(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes]]:
         return read
     finally:
         consumer.close()
-
-
-def _java(main_class: str, *args: str, stdin: str = "") -> str:
-    done = subprocess.run(
-        kafka_tools().command(main_class, *args),
-        input=stdin,
-        capture_output=True,
-        encoding="utf-8",
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, f"{main_class} exited {done.returncode}:\n{done.stderr}"
-    return done.stdout
 
 
 def _addresses(bootstrap: str) -> list[tuple[str, int]]:
@@ -254,7 +241,7 @@ def test_java_console_producer_and_consumer_from_the_status_bootstrap(
 ) -> None:
     create_topic(read_cluster(cluster_dir), bootstrap, "console")
     lines = [f"key-{i}\tvalue {i}" for i in range(30)]
-    _java(
+    run_java(
         "org.apache.kafka.tools.ConsoleProducer",
         "--bootstrap-server", bootstrap,
         "--topic", "console",
@@ -270,7 +257,7 @@ def test_java_console_producer_and_consumer_from_the_status_bootstrap(
     printed = []
     for tp, end in sorted(ends.items()):
         if end:
-            printed += _java(
+            printed += run_java(
                 "org.apache.kafka.tools.consumer.ConsoleConsumer",
                 "--bootstrap-server", bootstrap,
                 "--topic", "console",

@@ -9,7 +9,6 @@ read_committed."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,8 +18,7 @@ from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import ProducerFencedError
 
-from tests.interop.kafka import kafka_tools
-from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar
+from tests.kafka.conftest import KafkaSidecar, run_java, start_kafka_sidecar
 from tests.support.sidecars import Sidecars
 from tierlog.client.consumer import Consumer
 from tierlog.storage.topic_partition import TopicPartition
@@ -74,18 +72,6 @@ def _read(broker: KafkaSidecar, topic: str, isolation: str) -> list[tuple[int, b
     finally:
         consumer.close()
     return read
-
-
-def _java(main_class: str, *args: str) -> str:
-    done = subprocess.run(
-        kafka_tools().command(main_class, *args),
-        capture_output=True,
-        encoding="utf-8",
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, f"{main_class} exited {done.returncode}:\n{done.stderr}"
-    return done.stdout
 
 
 def _table(printed: str) -> list[dict[str, str]]:
@@ -205,7 +191,7 @@ def test_kafkas_transactional_producer_and_the_kafka_transactions_tool(
     topic, transactional_id = _name("perf"), _name("perf")
     broker.create_topic(topic)
     bootstrap = broker.kafka_address
-    _java(
+    run_java(
         "org.apache.kafka.tools.ProducerPerformance",
         "--topic", topic,
         "--num-records", "1000",
@@ -221,12 +207,12 @@ def test_kafkas_transactional_producer_and_the_kafka_transactions_tool(
     open_producer.send(topic, b"open").get(timeout=30)
     tool = ("org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", bootstrap)
 
-    listed = {row["TransactionalId"]: row for row in _table(_java(*tool, "list"))}
-    (described,) = _table(_java(*tool, "describe", "--transactional-id", transactional_id))
-    (holding,) = _table(_java(*tool, "describe", "--transactional-id", holder))
-    producers = _table(_java(*tool, "describe-producers", "--topic", topic, "--partition", "0"))
+    listed = {row["TransactionalId"]: row for row in _table(run_java(*tool, "list"))}
+    (described,) = _table(run_java(*tool, "describe", "--transactional-id", transactional_id))
+    (holding,) = _table(run_java(*tool, "describe", "--transactional-id", holder))
+    producers = _table(run_java(*tool, "describe-producers", "--topic", topic, "--partition", "0"))
     committed_before_the_open_one = len(_read(broker, topic, "read_committed"))
-    read_by_java = _java(
+    read_by_java = run_java(
         "org.apache.kafka.tools.consumer.ConsoleConsumer",
         "--bootstrap-server", bootstrap,
         "--topic", topic,
