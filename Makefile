@@ -64,15 +64,20 @@ lint: $(STAMP)
 types: $(STAMP)
 	$(BIN)/mypy
 
+# Two pytest-xdist workers, each taking a whole test file at a time (its module-scoped
+# brokers stay in one process): most tests wait on brokers, elections and deadlines,
+# and those waits overlap. The slowest tests are listed at the end.
+UNIT_PYTEST = $(BIN)/pytest -n 2 --dist loadfile --durations=30
+
 unit: $(STAMP) $(SPARK_JAR)
-	$(BIN)/pytest
+	$(UNIT_PYTEST)
 
 # make unit in two parts: make test runs the first while the Go tools compile.
 unit-no-go-tools: $(STAMP) $(SPARK_JAR)
-	TIERLOG_WITHOUT_COMPILED_TOOLS=1 $(BIN)/pytest -m 'not e2e and not go_tools'
+	TIERLOG_WITHOUT_COMPILED_TOOLS=1 $(UNIT_PYTEST) -m 'not e2e and not go_tools'
 
 unit-go-tools: $(STAMP) $(SPARK_JAR)
-	$(BIN)/pytest -m 'go_tools and not e2e'
+	$(UNIT_PYTEST) -m 'go_tools and not e2e'
 
 bench: $(STAMP) $(SPARK_JAR)
 	$(BIN)/python tests/benchmarks/storage_bench.py

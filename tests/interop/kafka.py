@@ -31,7 +31,6 @@ import os
 import re
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Self
+
+from tests.support.sidecars import free_port
 
 __all__ = [
     "BatchEntry",
@@ -319,13 +320,6 @@ def _unb64(data: str | None) -> bytes | None:
 # --- the broker -----------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _random_cluster_id() -> str:
     """A Kafka Uuid string: 16 random bytes, URL-safe base64 without padding."""
     while True:
@@ -355,8 +349,8 @@ class KafkaBroker:
     log_levels: Mapping[str, str] = field(default_factory=dict)
     start_timeout_s: float = 90.0
     node_id: int = 1
-    broker_port: int = field(default_factory=_free_port)
-    controller_port: int = field(default_factory=_free_port)
+    broker_port: int = field(default_factory=free_port)
+    controller_port: int = field(default_factory=free_port)
     process_roles: str = "broker,controller"
     controller_voters: str = ""  # "": this node alone, on its controller port
     cluster_id: str = field(default_factory=_random_cluster_id)

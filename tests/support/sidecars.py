@@ -16,10 +16,10 @@ pyproject.toml makes ``tests`` a namespace package from any test folder.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self, TypeVar
+
+from tierlog.cli.loopback_ports import FIRST_UNPRIVILEGED_PORT, ephemeral_start, free_ports
 
 __all__ = ["SidecarProcess", "Sidecars", "console_script", "free_port", "start_sidecar"]
 
@@ -42,10 +44,24 @@ def console_script(name: str) -> str:
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+    """A loopback port free now, for a process that binds it later (a broker whose peers
+    must know its address first). Each pytest-xdist worker picks from its own slice of
+    the ports below the kernel's ephemeral range, so two workers never hand out the same
+    port, and no outgoing connection takes it meanwhile (``loopback_ports``)."""
+    return free_ports(1, within=_worker_ports())[0]
+
+
+def _worker_ports() -> range:
+    """This worker's slice: ``gw0`` the first of ``PYTEST_XDIST_WORKER_COUNT`` slices,
+    a run without workers all of them."""
+    ports = range(FIRST_UNPRIVILEGED_PORT, ephemeral_start())
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return ports
+    count = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    size = len(ports) // count
+    first = ports.start + int(worker[2:]) * size
+    return range(first, first + size)
 
 
 @dataclass

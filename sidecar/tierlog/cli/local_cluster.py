@@ -39,10 +39,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import shutil
 import signal
-import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -50,6 +48,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from tierlog.cli.local_sidecar import LocalSidecar, SidecarFailed, http_get
+from tierlog.cli.loopback_ports import free_ports
 from tierlog.file_lock import exclusive_lock
 from tierlog.storage.checkpoints import atomic_write
 from tierlog.storage.errors import InvalidConfigError, TierlogError
@@ -86,9 +85,6 @@ _KILL_WAIT_S = 10.0
 _POLL_S = 0.05
 _MAX_PORT = 65535
 _PORTS_PER_BROKER = 3  # gRPC, metrics, Kafka
-_FIRST_UNPRIVILEGED_PORT = 1024
-_EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
-_LINUX_EPHEMERAL_START = 32768
 
 
 class ClusterRunningError(TierlogError):
@@ -198,36 +194,6 @@ def broker_states(cluster: ClusterRecord) -> list[BrokerState]:
     return states
 
 
-def _free_ports(count: int) -> list[int]:
-    """``count`` distinct loopback ports free now (held together, so no two are equal),
-    below the kernel's ephemeral range: a broker binds its ports a few seconds after they
-    are chosen, and meanwhile any process's outgoing connection (or ``bind`` to port 0)
-    on this machine could take a port from that range (seen: ``Address already in use``
-    for a broker's metrics port while other tests ran)."""
-    low = _ephemeral_start()
-    candidates = random.sample(range(_FIRST_UNPRIVILEGED_PORT, low), low - _FIRST_UNPRIVILEGED_PORT)
-    with contextlib.ExitStack() as stack:
-        ports: list[int] = []
-        for port in candidates:
-            probe = stack.enter_context(socket.socket())
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            ports.append(port)
-            if len(ports) == count:
-                return ports
-    raise InvalidConfigError(f"no {count} free loopback ports below {low}: use --base-port")
-
-
-def _ephemeral_start() -> int:
-    """The first port of the kernel's ephemeral range (Linux's default where unreadable)."""
-    try:
-        return int(Path(_EPHEMERAL_RANGE).read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return _LINUX_EPHEMERAL_START
-
-
 @dataclass(frozen=True)
 class _Ports:
     grpc: int
@@ -240,7 +206,7 @@ def _ports(brokers: int, base_port: int | None) -> list[_Ports]:
     after; or free ones."""
     count = _PORTS_PER_BROKER * brokers
     if base_port is None:
-        flat = _free_ports(count)
+        flat = free_ports(count)
     elif 1 <= base_port <= _MAX_PORT + 1 - count:
         flat = list(range(base_port, base_port + count))
     else:
