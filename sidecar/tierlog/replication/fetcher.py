@@ -57,6 +57,7 @@ class ReplicaFetcher:
         node_id: int,
         broker_epoch: Callable[[], int],
         leader_id: int,
+        address: str,
         channel: grpc.aio.Channel,
         metadata: Sequence[tuple[str, str]],
         access: PartitionAccess,
@@ -67,6 +68,7 @@ class ReplicaFetcher:
         self.node_id = node_id
         self.broker_epoch = broker_epoch
         self.leader_id = leader_id
+        self.address = address  # where ``channel`` goes: the leader's host:port then
         self.channel = channel
         self.metadata = tuple(metadata)  # the cluster's bearer token, if it has one
         self.access = access

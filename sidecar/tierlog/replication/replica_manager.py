@@ -155,6 +155,7 @@ class ReplicaManager:
                 tp = TopicPartition(name, partition)
                 if self.states.get(tp) != state:
                     await self.apply(tp, state)
+        await self._repoint_fetchers()
 
     def _local_topic(self, name: str) -> Topic | None:
         try:
@@ -290,20 +291,41 @@ class ReplicaManager:
             if address is None:
                 log.warning("%s: leader %d has no known address", tp, state.leader)
                 return
-            fetcher = ReplicaFetcher(
-                self.node_id,
-                self.broker_epoch,
-                state.leader,
-                self.channel_factory(address),
-                self.call_metadata,
-                self._access,
-                self._fetched,
-                self.settings.fetch,
-                self.shared_tier,
-            )
-            self.fetchers[state.leader] = fetcher
+            fetcher = self._new_fetcher(state.leader, address)
         fetcher.follow(tp, state.leader_epoch)
         self._following[tp] = state.leader
+
+    def _new_fetcher(self, leader_id: int, address: str) -> ReplicaFetcher:
+        fetcher = self.fetchers[leader_id] = ReplicaFetcher(
+            self.node_id,
+            self.broker_epoch,
+            leader_id,
+            address,
+            self.channel_factory(address),
+            self.call_metadata,
+            self._access,
+            self._fetched,
+            self.settings.fetch,
+            self.shared_tier,
+        )
+        return fetcher
+
+    async def _repoint_fetchers(self) -> None:
+        """A leader whose address changed (a new plan naming it, as when the operator's
+        plan first resolves a pod) is fetched from at the new one: its fetcher is
+        replaced and the partitions it followed move over, as Kafka's fetcher manager
+        replaces a fetcher whose leader's endpoint changed. Without this, a follower
+        that met a leader before its address was known kept asking the old one."""
+        addresses = self.addresses()
+        for leader_id, fetcher in list(self.fetchers.items()):
+            address = addresses.get(leader_id)
+            if address is None or address == fetcher.address:
+                continue
+            log.info("broker %d is now at %s: fetching from it there", leader_id, address)
+            moved = self._new_fetcher(leader_id, address)  # in place before any await
+            for tp, leader_epoch in fetcher.epochs.items():
+                moved.follow(tp, leader_epoch)
+            await fetcher.close()
 
     def _unfollow(self, tp: TopicPartition) -> None:
         leader_id = self._following.pop(tp, None)
