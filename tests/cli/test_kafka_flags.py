@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.sidecars import console_script, start_sidecar
-from tierlog.cli.main import main
+from tierlog.cli.main import build_parser, main
 
 from .segments import WrittenLog
 
@@ -122,3 +122,43 @@ def test_dump_log_refuses_a_decoder_class_it_does_not_have(
               "--value-decoder-class", "com.example.AvroDecoder"])  # fmt: skip
     assert refused.value.code == 2
     assert "com.example.AvroDecoder" in capsys.readouterr().err
+
+
+def test_produce_compression_codec_is_kafkas_name_for_compression_type(server: str) -> None:
+    ok(typed("topics", "--bootstrap-server", server, "--create", "--topic", "zipped"))
+    typed_line = f"produce --bootstrap-server {server} --topic zipped --compression-codec gzip"
+    ok(typed(*typed_line.split(), stdin=b"a\nb\n"))
+    read = f"consume --bootstrap-server {server} --topic zipped --from-beginning --max-messages 2"
+    assert ok(typed(*read.split())) == "a\nb\n"
+
+
+def test_dump_log_data_flags_as_kafka_users_type_them(
+    written_log: WrittenLog, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = str(written_log.log_files[0])
+    status = main([
+        "dump-log", "--files", log, "--skip-record-metadata",
+        "--key-decoder", "hex", "--value-decoder", "string",
+    ])  # fmt: skip
+    assert status == 0
+    records = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
+    assert records[1] == f"| key: {b'key-1'.hex()} payload: value-1-value-1-"  # data only
+    index = str(sorted(written_log.directory.glob("*.index"))[0])
+    # A batch above --max-message-size is not read by the index check: said, exit 2.
+    assert (
+        main(["dump-log", "--files", index, "--verify-index-only", "--max-message-size", "10"]) == 2
+    )
+    assert "above --max-message-size 10; not verified" in capsys.readouterr().err
+    # --max-bytes: the first batch (852 bytes) is within 900, the second is not.
+    assert main(["dump-log", "--files", log, "--max-bytes", "900"]) == 0
+    batches = [line for line in capsys.readouterr().out.splitlines() if line.startswith("base")]
+    assert len(batches) == 1 and batches[0].startswith("baseOffset: 0 lastOffset: 19 ")
+
+
+def test_partitions_reassign_takes_a_kubernetes_store() -> None:
+    """Where only acceptance matters (the Kubernetes store itself runs against an API
+    server in tests/partition_state): the parser."""
+    args = build_parser().parse_args(
+        ["partitions", "reassign", "--plan", "move.json", "--verify", "--kubernetes", "ns/prod"]
+    )
+    assert (args.kubernetes, args.verify, args.state_dir) == ("ns/prod", True, None)
