@@ -90,11 +90,12 @@ def test_perf_produce_prints_a_progress_line_every_reporting_interval(server: st
         f"perf produce --bootstrap-server {server} --topic windows --num-records {records} "
         "--record-size 10 --throughput 40"
     ).splitlines()
-    assert len(produced) == 3, produced
-    assert all(WINDOW.match(line) for line in produced[:2]), produced
-    assert TOTAL.match(produced[2]) is not None
-    windowed = sum(int(line.split()[0]) for line in produced[:2])
-    assert windowed < records  # the last records come after the last full interval
+    *windows, total = produced
+    # Two intervals at least (more if a loaded machine sends slower than asked).
+    assert len(windows) >= 2 and all(WINDOW.match(line) for line in windows), produced
+    assert TOTAL.match(total) is not None
+    windowed = sum(int(line.split()[0]) for line in windows)
+    assert 0 < windowed < records  # the last records come after the last full interval
 
 
 def test_perf_consume_prints_kafkas_csv_and_commits_with_its_group(server: str) -> None:
@@ -138,7 +139,7 @@ def test_perf_consume_prints_kafkas_csv_and_commits_with_its_group(server: str) 
 def test_perf_consume_show_detailed_stats_prints_each_interval(server: str) -> None:
     tierlog(f"topics --bootstrap-server {server} --create --topic detailed")
     command = shlex.split(
-        f"perf consume --bootstrap-server {server} --topic detailed --messages 200 "
+        f"perf consume --bootstrap-server {server} --topic detailed --messages 320 "
         "--show-detailed-stats --reporting-interval 500 --timeout 30000"
     )
     with subprocess.Popen(
@@ -146,9 +147,9 @@ def test_perf_consume_show_detailed_stats_prints_each_interval(server: str) -> N
     ) as reader:
         assert reader.stdout is not None
         header = reader.stdout.readline().rstrip("\n")  # the reader is up
-        # 200 records over 2.5 s: the reader sees them arrive across several intervals.
+        # 320 records over 4 s: the reader sees them arrive across several intervals.
         tierlog(
-            f"perf produce --bootstrap-server {server} --topic detailed --num-records 200 "
+            f"perf produce --bootstrap-server {server} --topic detailed --num-records 320 "
             "--record-size 10 --throughput 80"
         )
         out, _ = reader.communicate(timeout=120)
@@ -160,4 +161,4 @@ def test_perf_consume_show_detailed_stats_prints_each_interval(server: str) -> N
         fields = line.split(", ")
         assert re.fullmatch(DATE, fields[0]) and fields[1] == "0" and len(fields) == 10, line
     counts = [int(line.split(", ")[4]) for line in lines]
-    assert counts == sorted(counts) and counts[-1] <= 200
+    assert counts == sorted(counts) and counts[-1] <= 320
