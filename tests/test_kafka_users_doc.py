@@ -17,6 +17,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import confluent_kafka
+import confluent_kafka.admin
+import kafka
+
+import tierlog.client
 from tierlog.cli.main import build_parser
 
 REPO = Path(__file__).resolve().parents[1]
@@ -139,3 +144,28 @@ def test_every_kafka_flag_the_tools_table_offers_is_exercised_by_a_test() -> Non
         command: sorted(_supported_flags(notes) - used) for command, notes in _tool_rows()
     }
     assert {command: flags for command, flags in unexercised.items() if flags} == {}
+
+
+def test_the_side_by_side_table_names_calls_each_library_has() -> None:
+    """Each ``producer.x(``, ``consumer.x(`` and ``admin.x(`` of the table of
+    tierlog.client beside kafka-python and confluent-kafka is a call of that library's
+    class (both are installed for the Kafka listener's tests)."""
+    classes = (
+        {"producer": tierlog.client.Producer, "consumer": tierlog.client.Consumer,
+         "admin": tierlog.client.AdminClient},
+        {"producer": kafka.KafkaProducer, "consumer": kafka.KafkaConsumer,
+         "admin": kafka.KafkaAdminClient},
+        {"producer": confluent_kafka.Producer, "consumer": confluent_kafka.Consumer,
+         "admin": confluent_kafka.admin.AdminClient},
+    )  # fmt: skip
+    section = PAGE.read_text().split("## tierlog.client beside kafka-python and confluent-kafka")
+    assert len(section) == 2, "KAFKA-USERS.md lost its side-by-side table"
+    rows = re.findall(r"^\| ([^|`][^|]*) \| (.*) \|$", section[1].split("\n## ")[0], re.M)
+    assert len(rows) >= 20
+    missing = []
+    for task, cells in rows:
+        for library, cell in zip(classes, cells.split(" | "), strict=True):
+            for role, call in re.findall(r"\b(producer|consumer|admin)\.(\w+)\(", cell):
+                if not hasattr(library[role], call):
+                    missing.append(f"{task}: {library[role].__name__}.{call}")
+    assert missing == []
