@@ -85,9 +85,6 @@ PRODUCE_SUMMARY = re.compile(
     r"[\d.]+ ms avg latency, [\d.]+ ms max latency, (?P<p50>[\d.]+) ms 50th, "
     r"[\d.]+ ms 95th, (?P<p99>[\d.]+) ms 99th"
 )
-TIERLOG_CONSUME_SUMMARY = re.compile(
-    r"(?P<records>\d+) records consumed, (?P<rate>[\d.]+) records/sec"
-)
 
 
 # --- results --------------------------------------------------------------------------------
@@ -121,20 +118,14 @@ def parse_produce(output: str) -> Produced:
     )
 
 
-def parse_kafka_consume(output: str) -> Consumed:
-    """ConsumerPerformance's CSV: a header line, then one line of figures."""
+def parse_consume(output: str) -> Consumed:
+    """ConsumerPerformance's CSV (which ``tierlog perf consume`` prints too): a header
+    line, then one line of figures."""
     lines = [line for line in output.splitlines() if line.strip()]
     header_at = next(i for i, line in enumerate(lines) if line.startswith("start.time"))
     names = [name.strip() for name in lines[header_at].split(",")]
     values = dict(zip(names, (v.strip() for v in lines[header_at + 1].split(",")), strict=True))
     return Consumed(int(values["data.consumed.in.nMsg"]), float(values["fetch.nMsg.sec"]))
-
-
-def parse_tierlog_consume(output: str) -> Consumed:
-    match = TIERLOG_CONSUME_SUMMARY.search(output)
-    if match is None:
-        raise RuntimeError(f"no consume summary in:\n{output[-2000:]}")
-    return Consumed(int(match["records"]), float(match["rate"]))
 
 
 def run_client(command: Sequence[str | Path], timeout_s: float = 300) -> str:
@@ -212,7 +203,7 @@ class Kafka:
             *(() if self.consumer_config is None else ("--consumer.config", self.consumer_config)),
             jvm_args=PERF_TOOL_JVM_ARGS,
         )
-        return parse_kafka_consume(run_client(command))
+        return parse_consume(run_client(command))
 
 
 @dataclass
@@ -245,7 +236,7 @@ class Tierlog:
             *("--num-records", str(records), "--consumer-property"),
             f"max.partition.fetch.bytes={MIB}",
         ]
-        return parse_tierlog_consume(run_client(command))
+        return parse_consume(run_client(command))
 
 
 @contextlib.contextmanager

@@ -3,8 +3,10 @@ real sidecar: a group resumes where it left off, and the tool prints Kafka's tab
 
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.sidecars import start_sidecar
+from tierlog.cli.consumer_groups import duration_ms
 from tierlog.client import Consumer, Producer
 
 from .test_data_commands import ok, tierlog
@@ -180,3 +183,75 @@ def test_reset_offsets(server: str) -> None:
     assert [(row[2], row[3], row[5]) for row in rows] == [("0", "3", "2"), ("1", "0", "5")]
     assert re.search(r"^GROUP +TOPIC +PARTITION +NEW-OFFSET$", ok(one), re.MULTILINE)
     assert _consume(server, "--partition", "1") == ["v1", "v3", "v5", "v7", "v9"]
+
+
+# -- Kafka's other flags (issue 34, item 3) ------------------------------------------
+
+
+def _member_of(server: str, group: str, client_id: str) -> Consumer:
+    """A consumer of ``events`` in ``group`` once it holds both partitions."""
+    member = Consumer({"bootstrap.servers": server, "group.id": group, "client.id": client_id})
+    member.subscribe(["events"])
+    for _ in range(100):
+        member.poll(100)
+        if len(member.assignment()) == 2:
+            return member
+    member.close()
+    raise AssertionError(f"{client_id} was not given both partitions")
+
+
+def test_describe_all_groups_members_state_and_offsets_as_kafka_does(server: str) -> None:
+    _consume(server, "--from-beginning", "--partition", "0", "--max-messages", "3")
+    every = ok(tierlog(server, "consumer-groups", "--describe", "--all-groups"))
+    assert [row[:4] for row in _rows(every) if row and row[0] == "g"] == [["g", "events", "0", "3"]]
+    with _member_of(server, "g", "reader-1") as member:
+        member_id = member.group_metadata().member_id
+        members = _rows(ok(tierlog(server, "consumer-groups", "--describe", "--group", "g",
+                                   "--members")))  # fmt: skip
+        assert members == [
+            ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"],
+            ["g", member_id, "/127.0.0.1", "reader-1", "2"],
+        ]
+        verbose = ok(tierlog(server, "consumer-groups", "--describe", "--group", "g",
+                             "--members", "--verbose"))  # fmt: skip
+        assert verbose.rstrip().endswith(" 2               events(0,1)")
+        assert _rows(verbose)[0][-1] == "ASSIGNMENT"
+        state = ok(tierlog(server, "consumer-groups", "--describe", "--group", "g", "--state"))
+        header, row = state.strip().splitlines()
+        assert header.split("  ")[0] == "GROUP" and "COORDINATOR (ID)" in header
+        assert row.split() == ["g", server, "(0)", "uniform", "Stable", "1"]
+        assert header.index("STATE") == row.index("Stable")
+        offsets = ok(tierlog(server, "consumer-groups", "--describe", "--group", "g", "--offsets"))
+        assert [row[2:7] for row in _rows(offsets)[1:]] == [
+            ["0", "3", "5", "2", member_id],
+            ["1", "-", "5", "-", member_id],
+        ]
+
+
+def test_reset_offsets_all_topics_to_current_and_by_duration(server: str) -> None:
+    _consume(server, "--from-beginning", "--partition", "0", "--max-messages", "3")
+    reset = ("consumer-groups", "--reset-offsets", "--group", "g")
+    current = ok(tierlog(server, *reset, "--all-topics", "--to-current", "--dry-run"))
+    assert _new_offsets(current) == [3]  # only what the group committed
+    assert _new_offsets(ok(tierlog(server, *reset, "--topic", "events", "--to-current"))) == [
+        3,
+        5,  # never committed: from the log end, as Kafka's --to-current
+    ]
+    now_ms = int(time.time() * 1000)
+    ok(tierlog(server, "topics", "create", "recent"))
+    with Producer({"bootstrap.servers": server}) as producer:
+        for minutes_ago in (180, 120, 30, 10):
+            producer.send("recent", b"v", timestamp=now_ms - minutes_ago * 60_000)
+        producer.flush()
+    hour = ok(tierlog(server, *reset, "--topic", "recent", "--by-duration", "PT1H", "--execute"))
+    assert _new_offsets(hour) == [2]  # the first record at most an hour old
+    assert _new_offsets(ok(tierlog(server, *reset, "--all-topics", "--to-earliest"))) == [0, 0]
+
+
+def test_by_duration_reads_iso_8601_as_java_does() -> None:
+    assert duration_ms("PT1H") == 3_600_000
+    assert duration_ms("P1DT30M") == 86_400_000 + 1_800_000
+    assert duration_ms("pt0.5s") == 500
+    for bad in ("1H", "P", "PT", "P1DT", "PT1X"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            duration_ms(bad)

@@ -164,3 +164,36 @@ def test_consumer_settings_parse() -> None:
         100,
         False,
     )
+
+
+@pytest.mark.parametrize("protocol", ["consumer", "CONSUMER"])
+def test_group_protocol_consumer_is_the_one_protocol(protocol: str) -> None:
+    """Kafka 4 users set group.protocol=consumer (KIP-848): the only protocol here."""
+    config = ConsumerConfig.from_properties({"group.id": "g", "group.protocol": protocol})
+    assert config.group_protocol == "consumer"
+
+
+def test_group_protocol_classic_is_refused_with_the_reason() -> None:
+    with pytest.raises(ConfigError, match="KIP-848") as raised:
+        ConsumerConfig.from_properties({"group.protocol": "classic"})
+    assert raised.value.key == "group.protocol"
+
+
+@pytest.mark.parametrize(
+    ("key", "instead"),
+    [
+        ("session.timeout.ms", "group.consumer.session.timeout.ms"),
+        ("heartbeat.interval.ms", "group.consumer.heartbeat.interval.ms"),
+        ("partition.assignment.strategy", "group.remote.assignor"),
+    ],
+)
+def test_the_classic_protocols_settings_are_refused_as_kafka_4_refuses_them(
+    key: str, instead: str
+) -> None:
+    """As Kafka 4's consumer under group.protocol=consumer: "cannot be set", and what
+    sets it instead."""
+    with pytest.raises(ConfigError) as raised:
+        ConsumerConfig.from_properties({"group.protocol": "consumer", key: "45000"})
+    assert raised.value.key == key
+    assert "cannot be set when group.protocol=consumer" in str(raised.value)
+    assert instead in str(raised.value)

@@ -94,3 +94,53 @@ def test_a_record_that_cannot_be_deserialized_stops_the_consumer_at_it(
             consumer.poll(5000)
         consumer.consumer.seek(TopicPartition("events", 0), 2)
         assert [(r.offset, r.value) for r in consumer.poll(5000)] == [(2, {"n": 3})]
+
+
+def test_deserializing_consumer_seeks_past_a_bad_record_commits_and_seeks_to_end(
+    sidecar: LiveSidecar,
+) -> None:
+    """What its docstring tells a user to do, on the consumer itself, as confluent-kafka's
+    DeserializingConsumer offers it: seek past the bad record, commit, seek to the end."""
+    create_topic(sidecar.address, "ledger")
+    config = {"bootstrap.servers": sidecar.address, "linger.ms": 0}
+    with Producer(config) as producer:
+        for value in (b'{"n": 1}', b"not json", b'{"n": 3}'):
+            producer.send("ledger", value, key=b"k", partition=0)
+        assert producer.flush(30)
+    tp = TopicPartition("ledger", 0)
+    group = {
+        "bootstrap.servers": sidecar.address,
+        "group.id": "ledger-readers",
+        "enable.auto.commit": "false",  # only what commit() stores
+    }
+
+    def reader(**more: str) -> DeserializingConsumer[str, Any]:
+        return DeserializingConsumer(
+            {**group, **more},
+            key_deserializer=string_deserializer,
+            value_deserializer=json_deserializer,
+        )
+
+    with reader(**{"auto.offset.reset": "earliest"}) as consumer:
+        consumer.assign([tp])
+        first: list[DeserializedRecord[str, Any]] = []
+        for _ in range(10):  # the first poll may come back before the records do
+            first = first or consumer.poll(2000)
+        assert [r.value for r in first] == [{"n": 1}]
+        with pytest.raises(json.JSONDecodeError):
+            consumer.poll(5000)
+        consumer.seek(tp, 2)
+        assert [(r.offset, r.value) for r in consumer.poll(5000)] == [(2, {"n": 3})]
+        consumer.commit()
+        committed = consumer.committed([tp])[tp]
+        assert committed is not None and committed.offset == 3
+        consumer.seek(tp, 0)
+        consumer.seek_to_end()
+        assert consumer.position(tp) == 3
+        with Producer(config) as producer:
+            producer.send("ledger", b'{"n": 4}', partition=0)
+            assert producer.flush(30)
+        assert [(r.offset, r.value) for r in consumer.poll(5000)] == [(3, {"n": 4})]
+    with reader() as resumed:
+        resumed.assign([tp])
+        assert resumed.position(tp) == 3  # where the commit left the group

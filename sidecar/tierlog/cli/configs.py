@@ -1,11 +1,11 @@
 """``tierlog configs``: Kafka's ``kafka-configs`` for topics.
 
-``--describe --entity-type topics --entity-name T`` prints the topic's own configs as
-Kafka does (``--all`` adds the defaults it inherits); ``--alter`` sets
-``--add-config k=v,k2=v2`` (a value holding commas goes in square brackets, as Kafka
-reads them) and removes ``--delete-config k,k2``. Brokers take their configs from their
-properties file when they start: tierlog has no dynamic broker configs, so
-``--entity-type brokers`` is refused by name rather than answered with nothing.
+``--describe --entity-type topics --entity-name T`` (or Kafka's shortcut, ``--topic T``)
+prints the topic's own configs as Kafka does (``--all`` adds the defaults it inherits);
+``--alter`` sets ``--add-config k=v,k2=v2`` (a value holding commas goes in square
+brackets, as Kafka reads them) and removes ``--delete-config k,k2``. Brokers take their
+configs from their properties file when they start: tierlog has no dynamic broker configs,
+so ``--entity-type brokers`` is refused by name rather than answered with nothing.
 """
 
 from __future__ import annotations
@@ -27,9 +27,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true", help="print the configs")
     action.add_argument("--alter", action="store_true", help="set or remove configs")
-    parser.add_argument("--entity-type", choices=("topics", "brokers"), required=True)
+    parser.add_argument(
+        "--entity-type", choices=("topics", "brokers"), help="topics (implied by --topic)"
+    )
     parser.add_argument("--entity-name", help="the topic (describe: every topic when left out)")
-    parser.add_argument("--topic", dest="entity_name", help="the same as --entity-name topics")
+    parser.add_argument(
+        "--topic", help="the same as --entity-type topics --entity-name TOPIC (Kafka's shortcut)"
+    )
     parser.add_argument("--all", action="store_true", help="describe: the defaults as well")
     parser.add_argument(
         "--add-config",
@@ -83,8 +87,20 @@ def render_configs(topic: str, entries: dict[str, ConfigEntry], everything: bool
     return lines
 
 
+def _entity(args: argparse.Namespace) -> tuple[str, str | None]:
+    """The entity type and name: ``--topic T`` stands for topics and T, as in Kafka."""
+    if args.topic is None:
+        if args.entity_type is None:
+            raise SystemExit("tierlog configs: --entity-type (or --topic) is needed")
+        return args.entity_type, args.entity_name
+    if args.entity_type not in (None, "topics") or args.entity_name not in (None, args.topic):
+        raise SystemExit("tierlog configs: --topic names a topic; give it alone")
+    return "topics", args.topic
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.entity_type == "brokers":
+    entity_type, topic = _entity(args)
+    if entity_type == "brokers":
         raise SystemExit(
             "tierlog configs: brokers take their configs from their properties file at start; "
             "tierlog has no dynamic broker configs (describe a topic to see the defaults it "
@@ -92,14 +108,14 @@ def run(args: argparse.Namespace) -> int:
         )
     with AdminClient(client_properties(args)) as admin:
         if args.alter:
-            if not args.entity_name:
+            if not topic:
                 raise SystemExit("tierlog configs: --alter needs --entity-name")
             if not (args.add_config or args.delete_config):
                 raise SystemExit("tierlog configs: --alter needs --add-config or --delete-config")
-            admin.alter_configs(args.entity_name, args.add_config, args.delete_config)
-            print(f"Completed updating config for topic {args.entity_name}.")
+            admin.alter_configs(topic, args.add_config, args.delete_config)
+            print(f"Completed updating config for topic {topic}.")
             return 0
-        topics = [args.entity_name] if args.entity_name else sorted(admin.list_topics())
-        for topic in topics:
-            print("\n".join(render_configs(topic, admin.describe_configs(topic), args.all)))
+        topics = [topic] if topic else sorted(admin.list_topics())
+        for name in topics:
+            print("\n".join(render_configs(name, admin.describe_configs(name), args.all)))
     return 0

@@ -1,6 +1,7 @@
 """``tierlog consume TOPIC``: records to stdout, one value per line (Kafka's console consumer).
 
-Starts at each partition's end unless ``--from-beginning`` or ``--offset N``; reads
+Starts at each partition's end unless ``--from-beginning`` or ``--offset N`` (or
+``earliest``, ``latest``, as Kafka's tool takes them); reads
 every partition, or ``--partition P``; stops after ``--max-messages N`` records, or
 when none came for ``--timeout-ms`` (else runs until interrupted).  The topic is the
 argument or Kafka's ``--topic``.  With ``--group G`` it resumes where the group left off
@@ -54,8 +55,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     start.add_argument(
         "--offset",
         type=offset,
-        help="start at this offset, 0 or more (as in Kafka's console consumer, a negative "
-        "offset is refused: use --from-beginning, or leave both out to start at the end)",
+        metavar="OFFSET|earliest|latest",
+        help="start at this offset, 0 or more, or at the log's start (earliest) or end "
+        "(latest), as Kafka's console consumer takes it (a negative offset is refused)",
     )
     parser.add_argument("--partition", type=int, help="read only this partition")
     parser.add_argument(
@@ -102,9 +104,17 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.set_defaults(run=run)
 
 
-def offset(text: str) -> int:
-    """An ``--offset`` value: an offset in the log, never counted back from its end."""
-    value = int(text)
+def offset(text: str) -> int | str:
+    """An ``--offset`` value: ``earliest``, ``latest``, or an offset in the log, never
+    counted back from its end."""
+    if text in ("earliest", "latest"):
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is none of an offset, earliest, latest"
+        ) from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"an offset is 0 or more, not {value}")
     return value
@@ -128,13 +138,13 @@ def _position(consumer: Consumer, args: argparse.Namespace) -> None:
         consumer.assign([TopicPartition(topic, args.partition)])
     if args.group:
         return  # the group's offsets, else auto.offset.reset
-    if args.from_beginning:
+    if args.from_beginning or args.offset == "earliest":
         consumer.seek_to_beginning()
-    elif args.offset is not None:
+    elif args.offset in (None, "latest"):
+        consumer.seek_to_end()
+    else:
         for tp in consumer.assignment():
             consumer.seek(tp, args.offset)
-    else:
-        consumer.seek_to_end()
 
 
 def _group_properties(args: argparse.Namespace) -> dict[str, object]:

@@ -1,28 +1,44 @@
 """``tierlog consumer-groups``: Kafka's ``kafka-consumer-groups`` over the group coordinator.
 
 ``--list`` prints every group (each broker lists those it coordinates); ``--describe
---group G`` the group's partitions in Kafka's columns (GROUP TOPIC PARTITION
-CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID: a member's partitions with
-its id, host and client id, those of no member with '-'); ``--reset-offsets --group G
---topic T[:P,P...]`` with one of ``--to-earliest``, ``--to-latest``, ``--to-offset N``,
-``--to-datetime T``, ``--shift-by N`` prints the new offsets and stores them only with
-``--execute`` (``--dry-run``, the default, stores nothing); a new offset outside the log
-is moved to its nearest end, as Kafka does. ``--delete --group G`` deletes the group's
-offsets. The tables are laid out as Kafka's tool lays them out.
+--group G`` (or ``--all-groups``, each group in turn) the group's partitions in Kafka's
+columns (``--offsets``, the default: GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET
+LAG CONSUMER-ID HOST CLIENT-ID: a member's partitions with its id, host and client id,
+those of no member with '-'), its members with ``--members`` (``--verbose`` adds each
+one's partitions), or its coordinator, assignor, state and member count with
+``--state``; ``--reset-offsets --group G --topic T[:P,P...]`` (or ``--all-topics``, every
+partition the group committed) with one of ``--to-earliest``, ``--to-latest``,
+``--to-current``, ``--to-offset N``, ``--to-datetime T``, ``--by-duration PnDTnHnMnS``,
+``--shift-by N`` prints the new offsets and stores them only with ``--execute``
+(``--dry-run``, the default, stores nothing); a new offset outside the log is moved to
+its nearest end, as Kafka does. ``--delete --group G`` deletes the group's offsets. The
+tables are laid out as Kafka's tool lays them out.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
+from tierlog.api.v1 import group_service_pb2 as pb
 from tierlog.cli.server_option import add_security_options, add_server_option, client_properties
 from tierlog.client import Consumer, TopicPartition
 from tierlog.client.groups import ConsumerGroups, GroupClient, OffsetAndMetadata
 
-__all__ = ["add_parser", "describe_rows", "parse_topic", "reset_rows", "run"]
+__all__ = [
+    "add_parser",
+    "describe_rows",
+    "duration_ms",
+    "member_rows",
+    "parse_topic",
+    "reset_rows",
+    "run",
+    "state_rows",
+]
 
 NONE = "-"
 _DESCRIBE_COLUMNS = (
@@ -50,15 +66,34 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     action.add_argument("--describe", action="store_true", help="a group's offsets and lag")
     action.add_argument("--reset-offsets", action="store_true", help="move a group's offsets")
     action.add_argument("--delete", action="store_true", help="delete a group")
-    parser.add_argument("--group", help="the group (all but --list)")
+    groups = parser.add_mutually_exclusive_group()
+    groups.add_argument("--group", help="the group (all but --list)")
+    groups.add_argument(
+        "--all-groups", action="store_true", help="every group, in place of --group"
+    )
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument("--offsets", action="store_true", help="describe: offsets and lag (default)")
+    shown.add_argument("--members", action="store_true", help="describe: the members")
+    shown.add_argument("--state", action="store_true", help="describe: the group's state")
     parser.add_argument(
+        "--verbose", action="store_true", help="describe --members: each member's partitions too"
+    )
+    topics = parser.add_mutually_exclusive_group()
+    topics.add_argument(
         "--topic", action="append", default=[], help="TOPIC or TOPIC:P,P... (--reset-offsets)"
+    )
+    topics.add_argument(
+        "--all-topics", action="store_true", help="--reset-offsets: every partition committed"
     )
     to = parser.add_mutually_exclusive_group()
     to.add_argument("--to-earliest", action="store_true")
     to.add_argument("--to-latest", action="store_true")
+    to.add_argument("--to-current", action="store_true", help="the committed offset")
     to.add_argument("--to-offset", type=int, metavar="N")
     to.add_argument("--to-datetime", type=_datetime_ms, metavar="YYYY-MM-DDTHH:mm:SS.sss[+HH:MM]")
+    to.add_argument(
+        "--by-duration", type=duration_ms, metavar="PnDTnHnMnS", help="this long before now"
+    )
     to.add_argument("--shift-by", type=int, metavar="N")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="print, store nothing (default)")
@@ -77,6 +112,24 @@ def _datetime_ms(text: str) -> int:
             f"{text!r} is not a date-time like 2026-11-26T01:02:03.000"
         ) from None
     return int(moment.astimezone().timestamp() * 1000)
+
+
+_DURATION = re.compile(
+    r"P(?:(?P<days>\d+)D)?(?:T(?:(?P<hours>\d+)H)?(?:(?P<minutes>\d+)M)?"
+    r"(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?",
+    re.IGNORECASE,
+)
+
+
+def duration_ms(text: str) -> int:
+    """Kafka's ``--by-duration``: an ISO 8601 duration (``PnDTnHnMn.nS``, as Java's
+    ``Duration.parse`` reads it), in ms."""
+    match = _DURATION.fullmatch(text)
+    if match is None or text.upper() in ("P", "PT") or text.upper().endswith("T"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like PT1H or P1DT30M")
+    parts = {name: float(value or 0) for name, value in match.groupdict().items()}
+    seconds = ((parts["days"] * 24 + parts["hours"]) * 60 + parts["minutes"]) * 60
+    return round((seconds + parts["seconds"]) * 1000)
 
 
 def parse_topic(text: str) -> tuple[str, list[int]]:
@@ -139,8 +192,10 @@ def reset_rows(group: str, offsets: dict[TopicPartition, int]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.list and not args.group:
-        raise SystemExit("tierlog consumer-groups: --group is needed (all but --list)")
+    if not args.list and not (args.group or args.all_groups):
+        raise SystemExit(
+            "tierlog consumer-groups: --group (or --all-groups) is needed (all but --list)"
+        )
     props = client_properties(args)
     with Consumer(props) as offsets:  # no group: ListOffsets and the cluster's channels
         groups = ConsumerGroups(offsets.cluster)
@@ -148,18 +203,76 @@ def run(args: argparse.Namespace) -> int:
             for listing in groups.list():
                 print(listing.group_id)
             return 0
-        group = groups.group(args.group)
-        if args.describe:
-            return _describe(group, offsets)
-        if args.delete:
-            group.delete()
-            print(f"Deletion of requested consumer groups ('{args.group}') was successful.")
-            return 0
-        return _reset(group, offsets, args)
+        names = sorted({g.group_id for g in groups.list()}) if args.all_groups else [args.group]
+        for name in names:
+            group = groups.group(name)
+            if args.describe:
+                _describe(group, offsets, args)
+            elif args.delete:
+                group.delete()
+                print(f"Deletion of requested consumer groups ('{name}') was successful.")
+            else:
+                _reset(group, offsets, args)
+    return 0
 
 
-def _describe(group: GroupClient, offsets: Consumer) -> int:
+def _describe(group: GroupClient, offsets: Consumer, args: argparse.Namespace) -> None:
     described = group.describe()  # GROUP_ID_NOT_FOUND for a group that does not exist
+    if described.members:
+        print()
+    else:
+        print(f"\nConsumer group '{group.group_id}' has no active members.\n")
+    if args.members:
+        print(member_rows(group.group_id, described.members, args.verbose))
+    elif args.state:
+        print(state_rows(group.group_id, group.coordinator(), described))
+    else:
+        _describe_offsets(group, offsets, described)
+
+
+def member_rows(group: str, members: Sequence[pb.GroupMember], verbose: bool) -> str:
+    """``--describe --members``: a row per member, GROUP-INSTANCE-ID when any is static,
+    and with ``--verbose`` its partitions as ``topic(0,1)``."""
+    static = any(member.instance_id for member in members)
+    columns = ["GROUP", "CONSUMER-ID", *(["GROUP-INSTANCE-ID"] if static else []), "HOST"]
+    columns += ["CLIENT-ID", "#PARTITIONS", *(["ASSIGNMENT"] if verbose else [])]
+    rows = []
+    for member in members:
+        row = [group, member.member_id, *([member.instance_id or NONE] if static else [])]
+        row += [member.host, member.client_id, str(len(member.assignment))]
+        if verbose:
+            row.append(_assignment(member.assignment) or NONE)
+        rows.append(row)
+    minimum = {"GROUP-INSTANCE-ID": 17, "#PARTITIONS": 15}
+    widths = [
+        max([minimum.get(name, 15), *(len(row[column]) for row in rows)])
+        for column, name in enumerate(columns)
+    ]
+    return table(columns, rows, widths)
+
+
+def _assignment(assigned: Sequence[pb.TopicPartitionRef]) -> str:
+    by_topic: dict[str, list[int]] = {}
+    for tp in assigned:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return ", ".join(
+        f"{topic}({','.join(map(str, sorted(partitions)))})"
+        for topic, partitions in sorted(by_topic.items())
+    )
+
+
+def state_rows(group: str, coordinator: str, described: pb.DescribeGroupsResponse) -> str:
+    """``--describe --state``: the group's coordinator, assignor, state and member count."""
+    where = f"{coordinator}  ({described.coordinator_id})"
+    columns = ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
+    row = (group, where, described.assignor, described.state, str(len(described.members)))
+    widths = (max(15, len(group)), max(25, len(where)), 20, 15, len(columns[4]))
+    return table(columns, [row], widths)
+
+
+def _describe_offsets(
+    group: GroupClient, offsets: Consumer, described: pb.DescribeGroupsResponse
+) -> None:
     committed = group.committed()
     owners = {
         TopicPartition(assigned.topic, assigned.partition): (
@@ -171,22 +284,11 @@ def _describe(group: GroupClient, offsets: Consumer) -> int:
         for assigned in member.assignment
     }
     log_end_offsets = offsets.end_offsets([*committed, *owners])
-    if described.members:
-        print()
-    else:
-        print(f"\nConsumer group '{group.group_id}' has no active members.\n")
     print(describe_rows(group.group_id, committed, log_end_offsets, owners))
-    return 0
 
 
-def _reset(group: GroupClient, offsets: Consumer, args: argparse.Namespace) -> int:
-    if not args.topic:
-        raise SystemExit("tierlog consumer-groups: --reset-offsets needs --topic")
-    partitions: list[TopicPartition] = []
-    for text in args.topic:
-        topic, chosen = parse_topic(text)
-        count = offsets.cluster.owners(topic, refresh=True).partition_count
-        partitions += [TopicPartition(topic, p) for p in chosen or range(count)]
+def _reset(group: GroupClient, offsets: Consumer, args: argparse.Namespace) -> None:
+    partitions = _partitions_to_reset(group, offsets, args)
     target = _target(group, offsets, args)
     earliest = offsets.beginning_offsets(partitions)
     latest = offsets.end_offsets(partitions)
@@ -205,7 +307,22 @@ def _reset(group: GroupClient, offsets: Consumer, args: argparse.Namespace) -> i
         group.commit({tp: OffsetAndMetadata(offset) for tp, offset in new.items()})
     print()
     print(reset_rows(group.group_id, new))
-    return 0
+
+
+def _partitions_to_reset(
+    group: GroupClient, offsets: Consumer, args: argparse.Namespace
+) -> list[TopicPartition]:
+    """``--topic``'s partitions, or with ``--all-topics`` every one the group committed."""
+    if args.all_topics:
+        return sorted(group.committed())
+    if not args.topic:
+        raise SystemExit("tierlog consumer-groups: --reset-offsets needs --topic or --all-topics")
+    partitions: list[TopicPartition] = []
+    for text in args.topic:
+        topic, chosen = parse_topic(text)
+        count = offsets.cluster.owners(topic, refresh=True).partition_count
+        partitions += [TopicPartition(topic, p) for p in chosen or range(count)]
+    return partitions
 
 
 def _target(
@@ -216,15 +333,20 @@ def _target(
         return offsets.beginning_offsets
     if args.to_latest:
         return offsets.end_offsets
+    if args.to_current:
+        return lambda partitions: _shifted(group, offsets, partitions, 0)
     if args.to_offset is not None:
         return lambda partitions: dict.fromkeys(partitions, args.to_offset)
     if args.to_datetime is not None:
         return lambda partitions: _at_time(offsets, partitions, args.to_datetime)
+    if args.by_duration is not None:
+        since_ms = int(time.time() * 1000) - args.by_duration
+        return lambda partitions: _at_time(offsets, partitions, since_ms)
     if args.shift_by is not None:
         return lambda partitions: _shifted(group, offsets, partitions, args.shift_by)
     raise SystemExit(
         "tierlog consumer-groups: --reset-offsets needs one of --to-earliest, --to-latest, "
-        "--to-offset, --to-datetime, --shift-by"
+        "--to-current, --to-offset, --to-datetime, --by-duration, --shift-by"
     )
 
 
@@ -239,7 +361,8 @@ def _at_time(
 def _shifted(
     group: GroupClient, offsets: Consumer, partitions: list[TopicPartition], shift: int
 ) -> dict[TopicPartition, int]:
-    """Each committed offset moved by ``shift`` (from the log end where none is)."""
+    """Each committed offset moved by ``shift`` (from the log end where none is, as
+    Kafka's ``--to-current`` and ``--shift-by`` start)."""
     committed = group.committed(partitions)
     latest = offsets.end_offsets(partitions)
     shifted = {}

@@ -35,6 +35,24 @@ def _positive(text: str) -> int:
     return value
 
 
+# Kafka's decoder classes (``kafka.serializer.*`` before Kafka 4, then
+# ``org.apache.kafka.tools.api.*``) by their simple name. Kafka prints DefaultDecoder's
+# byte arrays as Java object ids; hex is what a reader can use.
+DECODER_CLASSES = {"StringDecoder": "string", "DefaultDecoder": "hex"}
+_DECODER_PACKAGES = ("kafka.serializer", "org.apache.kafka.tools.api")
+
+
+def decoder_of_class(text: str) -> str:
+    """A Kafka decoder class name as the decoder that prints what it would."""
+    package, _dot, name = text.rpartition(".")
+    if package in _DECODER_PACKAGES and name in DECODER_CLASSES:
+        return DECODER_CLASSES[name]
+    raise argparse.ArgumentTypeError(
+        f"{text!r}: tierlog runs no Java decoder; it prints as "
+        f"{' or '.join(f'{_DECODER_PACKAGES[-1]}.{n}' for n in DECODER_CLASSES)} would"
+    )
+
+
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "dump-log",
@@ -99,6 +117,16 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             default=None,
             help=f"how to print record {which}s: string (UTF-8, the default) or hex; "
             "implies --print-data-log",
+        )
+    for which in ("key", "value"):
+        parser.add_argument(
+            f"--{which}-decoder-class",
+            dest=f"{which}_decoder",
+            type=decoder_of_class,
+            default=None,
+            metavar="CLASS",
+            help=f"Kafka's spelling of --{which}-decoder: {', '.join(sorted(DECODER_CLASSES))} "
+            "(in kafka.serializer or org.apache.kafka.tools.api)",
         )
     parser.add_argument(
         "--progress",

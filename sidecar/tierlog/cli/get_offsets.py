@@ -4,13 +4,14 @@
 (the log start), ``-3`` / ``max-timestamp`` (the record with the largest timestamp),
 ``-4`` / ``earliest-local`` (the first offset still on the broker's disk), ``-5`` /
 ``latest-tiered`` (the last offset in the remote tier), or a timestamp in ms (the first
-record at or after it). One ``TOPIC:PARTITION:OFFSET`` line per partition, as Kafka
-prints them; the offset is left empty where no record matches.
+record at or after it). Without ``--topic``, every topic. One ``TOPIC:PARTITION:OFFSET``
+line per partition, as Kafka prints them; the offset is left empty where no record matches.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 from tierlog.cli.server_option import add_security_options, add_server_option, client_properties
 from tierlog.client.admin import AdminClient
@@ -34,7 +35,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="print partitions' offsets at a time (Kafka's kafka-get-offsets)",
         description="Print TOPIC:PARTITION:OFFSET for each partition at --time.",
     )
-    parser.add_argument("--topic", required=True)
+    parser.add_argument("--topic", help="this topic only (default: every topic)")
     parser.add_argument(
         "--partitions",
         type=partition_list,
@@ -83,13 +84,24 @@ def partition_list(text: str) -> list[int]:
 
 def run(args: argparse.Namespace) -> int:
     with AdminClient(client_properties(args)) as admin:
-        partitions = args.partitions
-        if partitions is None:
-            count = admin.list_topics().get(args.topic)
-            if count is None:
-                raise UnknownTopicOrPartitionError(f"no topic {args.topic}")
-            partitions = range(count)
-        for partition in partitions:  # a partition past the count: UNKNOWN_TOPIC_OR_PARTITION
-            found = admin.list_offset(TopicPartition(args.topic, partition), args.time).offset
-            print(f"{args.topic}:{partition}:{found if found >= 0 else ''}")
+        counts = admin.list_topics()
+        if args.topic is None:
+            # Every topic: each of the --partitions it has, as Kafka's tool filters them.
+            topics = sorted(counts)
+        elif args.topic in counts:
+            topics = [args.topic]
+        else:
+            raise UnknownTopicOrPartitionError(f"no topic {args.topic}")
+        for topic in topics:
+            everything = range(counts[topic])
+            if args.partitions is None:
+                partitions: Sequence[int] = everything
+            elif args.topic is None:
+                partitions = [p for p in args.partitions if p in everything]
+            else:  # a partition past the count: UNKNOWN_TOPIC_OR_PARTITION
+                partitions = args.partitions
+            for partition in partitions:
+                tp = TopicPartition(topic, partition)
+                found = admin.list_offset(tp, args.time).offset
+                print(f"{topic}:{partition}:{found if found >= 0 else ''}")
     return 0

@@ -2,10 +2,11 @@
 
 Each line (without its newline) is a value; Kafka's ``--property`` settings
 (``parse.key``, ``key.separator``, ``parse.headers``, ...: ``line_format``) read keys and
-headers from it too, and ``--key-separator SEP`` is short for ``parse.key=true`` with
-that separator.  The topic is the argument or Kafka's ``--topic``.  Records go through
-the idempotent ``Producer``; the command exits once every one is acknowledged, non-zero
-if any failed.
+headers from it too, and ``--key-separator SEP`` is short for ``parse.key=true`` with that
+separator.  The topic is the argument or Kafka's ``--topic``; Kafka's older
+``--broker-list`` and ``--request-required-acks`` are taken as its tool takes them.
+Records go through the idempotent ``Producer``; the command exits once every one is
+acknowledged, non-zero if any failed.
 """
 
 from __future__ import annotations
@@ -58,7 +59,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="KEY=VALUE",
         help="a producer config under its Kafka name (repeatable)",
     )
+    parser.add_argument(
+        "--request-required-acks",
+        choices=("all", "-1", "0", "1"),
+        help="the producer's acks (Kafka's console producer flag; default: all)",
+    )
     add_server_option(parser, "--producer.config")
+    parser.add_argument(
+        "--broker-list", dest="server", metavar="HOST:PORT", help="the same as --bootstrap-server"
+    )
     add_security_options(parser)
     parser.set_defaults(run=run)
 
@@ -77,6 +86,8 @@ def producer_properties(args: argparse.Namespace) -> dict[str, object]:
         "compression.type": args.compression_type,
         "linger.ms": args.linger_ms,
         **dict(args.producer_property),
+        # Kafka's tool lets the flag win over a --producer-property acks.
+        **({"acks": args.request_required_acks} if args.request_required_acks else {}),
     }
 
 

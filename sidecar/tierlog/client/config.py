@@ -76,6 +76,8 @@ class _KafkaNamedConfig:
     """``from_properties`` / ``to_properties`` over dataclass fields that carry a Kafka key."""
 
     kind: ClassVar[str]
+    # Kafka configs this kind refuses by name, with the reason (not "not a ... config").
+    refused: ClassVar[Mapping[str, str]] = {}
 
     @classmethod
     def keys(cls) -> dict[str, str]:
@@ -88,6 +90,8 @@ class _KafkaNamedConfig:
         types = {f.name: f.type for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
         values: dict[str, Any] = {}
         for key, raw in props.items():
+            if key in cls.refused:
+                raise ConfigError(key, cls.refused[key])
             if key not in names:
                 raise ConfigError(key, f"not a {cls.kind} config")
             values[names[key]] = _parse(key, raw, types[names[key]])
@@ -294,8 +298,20 @@ class ConsumerConfig(CommonClientConfig):
     """
 
     kind: ClassVar[str] = "consumer"
+    # KIP-848 moved these to the broker: Kafka 4's consumer refuses them under
+    # group.protocol=consumer, the one protocol this consumer speaks.
+    refused: ClassVar[Mapping[str, str]] = {
+        "session.timeout.ms": "cannot be set when group.protocol=consumer (KIP-848): the "
+        "broker's group.consumer.session.timeout.ms sets the session",
+        "heartbeat.interval.ms": "cannot be set when group.protocol=consumer (KIP-848): the "
+        "broker's group.consumer.heartbeat.interval.ms sets the interval",
+        "partition.assignment.strategy": "cannot be set when group.protocol=consumer "
+        "(KIP-848): the broker assigns; choose its assignor with group.remote.assignor",
+    }
 
     group_id: str = _key("group.id", "")  # "": no group, no committed offsets
+    # KIP-848's consumer protocol, the only one (Kafka takes the name in any case).
+    group_protocol: str = _key("group.protocol", "consumer", choices=("consumer",))
     group_instance_id: str = _key("group.instance.id", "")  # "": a dynamic member
     group_remote_assignor: str = _key("group.remote.assignor", "")  # "": the broker's default
     max_poll_interval_ms: int = _key("max.poll.interval.ms", 300_000, minimum=1)
@@ -318,3 +334,15 @@ class ConsumerConfig(CommonClientConfig):
     retry_backoff_ms: int = _key("retry.backoff.ms", 100, minimum=0, maximum=LONG_MAX)
     retry_backoff_max_ms: int = _key("retry.backoff.max.ms", 1000, minimum=0, maximum=LONG_MAX)
     metadata_max_age_ms: int = _key("metadata.max.age.ms", 300_000, minimum=0, maximum=LONG_MAX)
+
+    def __post_init__(self) -> None:
+        protocol = self.group_protocol.lower()
+        if protocol == "classic":
+            raise ConfigError(
+                "group.protocol",
+                "classic is not offered: this consumer joins groups with KIP-848's consumer "
+                "protocol (group.protocol=consumer); classic consumers (kafka-python, the Java "
+                "console consumer) join through a broker's Kafka listener",
+            )
+        object.__setattr__(self, "group_protocol", protocol)
+        super().__post_init__()

@@ -22,6 +22,7 @@ from tierlog.client.cluster import Cluster
 from tierlog.client.config import ConsumerConfig, ProducerConfig
 from tierlog.client.consumer import Consumer, ConsumerRecord
 from tierlog.client.futures import RecordFuture
+from tierlog.client.groups import OffsetAndMetadata
 from tierlog.client.producer import Callback, Producer
 from tierlog.storage.records import Header
 from tierlog.storage.topic_partition import TopicPartition
@@ -156,13 +157,39 @@ class DeserializingConsumer(Generic[K, V]):
     def subscribe(self, topic: str) -> list[TopicPartition]:
         return self.consumer.subscribe(topic)
 
+    # Positions and offsets carry no keys or values to deserialize: these are the
+    # consumer's own calls, as confluent-kafka's DeserializingConsumer offers them.
+
+    def assignment(self) -> list[TopicPartition]:
+        return self.consumer.assignment()
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self.consumer.seek(tp, offset)
+
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition] = ()) -> None:
+        self.consumer.seek_to_beginning(partitions)
+
+    def seek_to_end(self, partitions: Iterable[TopicPartition] = ()) -> None:
+        self.consumer.seek_to_end(partitions)
+
+    def position(self, tp: TopicPartition) -> int:
+        return self.consumer.position(tp)
+
+    def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None) -> None:
+        self.consumer.commit(offsets)
+
+    def committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        return self.consumer.committed(partitions)
+
     def poll(self, timeout_ms: int = 0) -> list[DeserializedRecord[K, V]]:
         """``Consumer.poll``, each key and value deserialized (null stays ``None``).
 
         As Kafka's consumer: when a record cannot be deserialized, the records before it
         are returned, and the partitions are put back at the first record not returned,
         so the next poll raises the deserializer's error at the bad record, whose
-        offset the caller can ``seek`` past."""
+        offset the caller can ``seek`` past (on this consumer, as on Kafka's)."""
         polled = self.consumer.poll(timeout_ms)
         done: list[DeserializedRecord[K, V]] = []
         for index, record in enumerate(polled):

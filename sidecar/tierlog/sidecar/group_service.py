@@ -186,6 +186,7 @@ class GroupService(group_service_pb2_grpc.GroupServiceServicer):
             protocol_type=protocol_type,
             coordinator_id=self.partitions.ownership.node_id,
             members=members,
+            assignor="" if group is None else group.assignor(),
         )
 
     # -- membership (KIP-848) ---------------------------------------------------------

@@ -624,10 +624,13 @@ class DescribeGroupsResponse(_message.Message):
     PROTOCOL_TYPE_FIELD_NUMBER: _builtins.int
     COORDINATOR_ID_FIELD_NUMBER: _builtins.int
     MEMBERS_FIELD_NUMBER: _builtins.int
+    ASSIGNOR_FIELD_NUMBER: _builtins.int
     group_id: _builtins.str
     state: _builtins.str
     protocol_type: _builtins.str
     coordinator_id: _builtins.int
+    assignor: _builtins.str
+    """A KIP-848 group's server-side assignor ("uniform", "range"); "" for a classic group."""
     @_builtins.property
     def members(self) -> _containers.RepeatedCompositeFieldContainer[Global___GroupMember]: ...
     def __init__(
@@ -638,10 +641,11 @@ class DescribeGroupsResponse(_message.Message):
         protocol_type: _builtins.str = ...,
         coordinator_id: _builtins.int = ...,
         members: _abc.Iterable[Global___GroupMember] | None = ...,
+        assignor: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["coordinator_id", b"coordinator_id", "group_id", b"group_id", "members", b"members", "protocol_type", b"protocol_type", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assignor", b"assignor", "coordinator_id", b"coordinator_id", "group_id", b"group_id", "members", b"members", "protocol_type", b"protocol_type", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
