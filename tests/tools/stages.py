@@ -1,6 +1,6 @@
 """Run ``make test``'s stages in order and print how long each took.
 
-``make test`` is long (about 40 minutes with the tool cache warm, before the unit tests ran in two workers); the table at the end
+``make test`` is long (tens of minutes, more with no tool cache); the table at the end
 says where the time went, also when a stage fails, so a slow or failing CI run is read
 at a glance.
 
