@@ -7,6 +7,10 @@ TOPIC COUNT`` is one racing writer (``tests/partition_state/test_races.py``): it
 partition 0's leader epoch ``COUNT`` times, each a compare-and-swap retried on
 ``INVALID_UPDATE_VERSION``, and prints one JSON line per success: the partition epoch
 the store gave it and how many races it lost first.
+
+``write_previous_layout`` leaves the state as the version before parts did: a version 1
+document per topic holding all its partitions, a file per topic or a key per topic of
+one ConfigMap per cluster.
 """
 
 from __future__ import annotations
@@ -18,13 +22,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lightkube import Client, KubeConfig
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import ConfigMap
 
 from tierlog.api.errors import InvalidUpdateVersionError
-from tierlog.partition_state.kube_store import KubeStateStore
+from tierlog.partition_state.kube_store import (
+    CLUSTER_LABEL,
+    KubeStateStore,
+    single_config_map_name,
+)
 from tierlog.partition_state.local_store import LocalStateStore
+from tierlog.partition_state.model import PartitionState
 from tierlog.partition_state.store import PartitionStateStore
 
-__all__ = ["open_store", "race"]
+__all__ = ["open_store", "race", "write_previous_layout"]
 
 
 def open_store(
@@ -35,6 +46,37 @@ def open_store(
     kubeconfig, namespace, cluster = where.split()
     client = Client(KubeConfig.from_file(kubeconfig), field_manager="tierlog-tests")
     return KubeStateStore(client, namespace, cluster, clock)
+
+
+def write_previous_layout(
+    kind: str, where: str, topics: dict[str, dict[int, PartitionState]]
+) -> None:
+    documents = {topic: _version_1_document(partitions) for topic, partitions in topics.items()}
+    if kind == "local":
+        (Path(where) / "topics").mkdir(parents=True, exist_ok=True)
+        for topic, text in documents.items():
+            (Path(where) / "topics" / f"{topic}.json").write_text(text)
+        return
+    kubeconfig, namespace, cluster = where.split()
+    client = Client(KubeConfig.from_file(kubeconfig), field_manager="tierlog-tests")
+    metadata = ObjectMeta(
+        name=single_config_map_name(cluster), namespace=namespace, labels={CLUSTER_LABEL: cluster}
+    )
+    client.create(ConfigMap(metadata=metadata, data=documents))
+
+
+def _version_1_document(partitions: dict[int, PartitionState]) -> str:
+    fields = {
+        str(partition): {
+            "replicas": list(state.replicas),
+            "leader": state.leader,
+            "leaderEpoch": state.leader_epoch,
+            "isr": list(state.isr),
+            "partitionEpoch": state.partition_epoch,
+        }  # no addingReplicas / removingReplicas: the oldest documents lack them
+        for partition, state in partitions.items()
+    }
+    return json.dumps({"version": 1, "partitions": fields})
 
 
 def race(store: PartitionStateStore, topic: str, count: int) -> None:

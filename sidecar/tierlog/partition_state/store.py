@@ -220,7 +220,7 @@ class PartitionStateStore(ABC):
             if text is None:
                 return None
             head = self._decode(topic, HEAD, text, None)
-            layout = self._head_layout(topic, text)
+            layout = _layout_of(head)
             partitions = dict(head.partitions)
             for index in range(1, layout.part_count):
                 part_text = self._read_part(topic, index, layout.topic_id)
@@ -242,9 +242,7 @@ class PartitionStateStore(ABC):
         return self._head_layout(topic, text)
 
     def _head_layout(self, topic: str, text: str) -> TopicLayout:
-        layout = self._decode(topic, HEAD, text, None).layout
-        assert layout is not None  # a head always has one (part_from_json)
-        return layout
+        return _layout_of(self._decode(topic, HEAD, text, None))
 
     def _decode(self, topic: str, index: int, text: str | None, topic_id: str | None) -> StatePart:
         """The part in ``text``: ``UNKNOWN_TOPIC_OR_PARTITION`` when it is absent or of
@@ -346,6 +344,11 @@ class PartitionStateStore(ABC):
     @abstractmethod
     def _update_lease(self, broker: int, change: LeaseChange) -> BrokerLease:
         """Apply ``change`` to the broker's lease atomically; the lease written."""
+
+
+def _layout_of(head: StatePart) -> TopicLayout:
+    assert head.layout is not None  # a head always has one (``_decode`` checks)
+    return head.layout
 
 
 def _written_as(text: str | None) -> PartChange:
