@@ -241,3 +241,18 @@ def test_a_batch_with_a_partition_the_topic_lacks_is_refused(store_at: OpenStore
     assert store.read_topic("orders") == ORDERS
     with pytest.raises(UnknownTopicOrPartitionError):
         store.alter_partitions("audit", {0: (0, ORDERS[0])})
+
+
+def test_topics_whose_names_differ_only_in_case_or_in_dots_are_kept_apart(
+    store_at: OpenStore,
+) -> None:
+    """Kafka's names allow capitals, ``.`` and ``_``, a ConfigMap's do not: the stored
+    names keep what the names alone would mix up (``.`` against ``_`` is refused a level
+    up, by the broker's topic changes, not by the store)."""
+    store, _, _ = store_at()
+    names = ("Orders", "orders", "orders.eu", "orders_eu")
+    for number, name in enumerate(names):
+        store.create_topic(name, {0: PartitionState.new((number,))})
+    again, _, _ = store_at()
+    assert again.list_topics() == sorted(names)
+    assert [again.read_topic(name)[0].replicas for name in names] == [(0,), (1,), (2,), (3,)]
