@@ -3,8 +3,8 @@
 ``open_store("local", DIR)`` is a ``LocalStateStore`` on that directory;
 ``open_store("kube", "KUBECONFIG NAMESPACE CLUSTER")`` a ``KubeStateStore`` through the
 API server the kubeconfig names. ``python -m tests.support.state_stores race KIND WHERE
-TOPIC COUNT`` is one racing writer (``tests/partition_state/test_races.py``): it bumps
-partition 0's leader epoch ``COUNT`` times, each a compare-and-swap retried on
+TOPIC PARTITION COUNT`` is one racing writer (``tests/partition_state/test_races.py``): it
+bumps the partition's leader epoch ``COUNT`` times, each a compare-and-swap retried on
 ``INVALID_UPDATE_VERSION``, and prints one JSON line per success: the partition epoch
 the store gave it and how many races it lost first.
 
@@ -79,14 +79,14 @@ def _version_1_document(partitions: dict[int, PartitionState]) -> str:
     return json.dumps({"version": 1, "partitions": fields})
 
 
-def race(store: PartitionStateStore, topic: str, count: int) -> None:
+def race(store: PartitionStateStore, topic: str, partition: int, count: int) -> None:
     for _ in range(count):
         lost = 0
         while True:
-            current = store.read_topic(topic)[0]
+            current = store.read_topic(topic)[partition]
             try:
                 stored = store.alter_partition(
-                    topic, 0, current.partition_epoch, current.with_leader(current.leader)
+                    topic, partition, current.partition_epoch, current.with_leader(current.leader)
                 )
                 break
             except InvalidUpdateVersionError:
@@ -95,6 +95,6 @@ def race(store: PartitionStateStore, topic: str, count: int) -> None:
 
 
 if __name__ == "__main__":
-    _, command, kind, where, topic, count = sys.argv
+    _, command, kind, where, topic, partition, count = sys.argv
     assert command == "race", command
-    race(open_store(kind, where), topic, int(count))
+    race(open_store(kind, where), topic, int(partition), int(count))
