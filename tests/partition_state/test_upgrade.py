@@ -1,6 +1,6 @@
 """State the version before parts left (a version 1 document per topic holding all its
-partitions) is read on, changed and grown in parts, on both stores: the directory as it
-is, the one ConfigMap of a cluster once adopted."""
+partitions, and the topics' config overrides) is read on, changed and grown in parts, on
+both stores: the directory as it is, the one ConfigMap of a cluster once adopted."""
 
 from __future__ import annotations
 
@@ -20,10 +20,11 @@ def test_state_of_the_previous_layout_reads_on_changes_and_grows_in_parts(
     store, kind, where = store_at()
     orders = {p: PartitionState((1, 2), 1 + p % 2, 4, (1, 2), 7) for p in range(1200)}
     audit = {0: PartitionState.new((3,))}
-    write_previous_layout(kind, where, {"orders": orders, "audit": audit})
+    overrides = {"retention.ms": "60000"}
+    write_previous_layout(kind, where, {"orders": orders, "audit": audit}, {"orders": overrides})
     if isinstance(store, KubeStateStore):
-        assert store.adopt_single_config_map() == ["audit", "orders"]
-        assert store.adopt_single_config_map() == []  # emptied: adopted once
+        assert store.adopt_single_config_maps() == ["audit", "orders"]
+        assert store.adopt_single_config_maps() == []  # emptied: adopted once
 
     assert store.list_topics() == ["audit", "orders"]
     assert store.read_topic("orders") == orders  # 1,200: its head keeps them all
@@ -34,5 +35,7 @@ def test_state_of_the_previous_layout_reads_on_changes_and_grows_in_parts(
     again, _, _ = store_at()
     assert again.read_topic("orders") == {**orders, 1100: shrunk, **added}
     assert again.read_topic("audit") == audit
+    assert again.read_topic_configs("orders") == overrides
     again.delete_topic("orders")
     assert store.list_topics() == ["audit"]
+    assert store.read_topic_configs("orders") == {}

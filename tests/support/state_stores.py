@@ -10,7 +10,7 @@ the store gave it and how many races it lost first.
 
 ``write_previous_layout`` leaves the state as the version before parts did: a version 1
 document per topic holding all its partitions, a file per topic or a key per topic of
-one ConfigMap per cluster.
+one ConfigMap per cluster, and the topics' config overrides likewise.
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ from tierlog.partition_state.kube_store import (
     CLUSTER_LABEL,
     KubeStateStore,
     single_config_map_name,
+    single_configs_map_name,
 )
 from tierlog.partition_state.local_store import LocalStateStore
-from tierlog.partition_state.model import PartitionState
+from tierlog.partition_state.model import PartitionState, configs_to_json
 from tierlog.partition_state.store import PartitionStateStore
 
 __all__ = ["open_store", "race", "write_previous_layout"]
@@ -49,20 +50,27 @@ def open_store(
 
 
 def write_previous_layout(
-    kind: str, where: str, topics: dict[str, dict[int, PartitionState]]
+    kind: str,
+    where: str,
+    topics: dict[str, dict[int, PartitionState]],
+    configs: dict[str, dict[str, str]],
 ) -> None:
     documents = {topic: _version_1_document(partitions) for topic, partitions in topics.items()}
+    overrides = {topic: configs_to_json(topic_configs) for topic, topic_configs in configs.items()}
     if kind == "local":
-        (Path(where) / "topics").mkdir(parents=True, exist_ok=True)
-        for topic, text in documents.items():
-            (Path(where) / "topics" / f"{topic}.json").write_text(text)
+        for folder, written in (("topics", documents), ("configs", overrides)):
+            (Path(where) / folder).mkdir(parents=True, exist_ok=True)
+            for topic, text in written.items():
+                (Path(where) / folder / f"{topic}.json").write_text(text)
         return
     kubeconfig, namespace, cluster = where.split()
     client = Client(KubeConfig.from_file(kubeconfig), field_manager="tierlog-tests")
-    metadata = ObjectMeta(
-        name=single_config_map_name(cluster), namespace=namespace, labels={CLUSTER_LABEL: cluster}
-    )
-    client.create(ConfigMap(metadata=metadata, data=documents))
+    for name, data in (
+        (single_config_map_name(cluster), documents),
+        (single_configs_map_name(cluster), overrides),
+    ):
+        metadata = ObjectMeta(name=name, namespace=namespace, labels={CLUSTER_LABEL: cluster})
+        client.create(ConfigMap(metadata=metadata, data=data))
 
 
 def _version_1_document(partitions: dict[int, PartitionState]) -> str:

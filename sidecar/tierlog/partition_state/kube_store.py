@@ -16,11 +16,12 @@ another writer got there first the API server answers 409 Conflict, and the chan
 decided again on a fresh read. Every conflict means some other change landed, so the
 writers as a whole always progress.
 
-Before parts, one ConfigMap, ``<cluster>-partition-state``, held every topic (some
-10,000 partitions fit its 1 MiB). ``adopt_single_config_map`` moves its topics into
-heads of their own, unchanged (a version 1 document reads as a head), and empties it by
-compare-and-swap, so a broker of the previous version still running finds no topic
-there rather than acting on a copy that no longer changes.
+A topic's config overrides are ``<head>-configs``. Before parts, one ConfigMap,
+``<cluster>-partition-state``, held every topic (some 10,000 partitions fit its 1 MiB)
+and ``<cluster>-topic-configs`` every topic's overrides. ``adopt_single_config_maps``
+moves their topics into objects of their own, unchanged (a version 1 document reads as
+a head), and empties them by compare-and-swap, so a broker of the previous version still
+running finds no topic there rather than acting on a copy that no longer changes.
 """
 
 from __future__ import annotations
@@ -51,13 +52,14 @@ __all__ = [
     "lease_name",
     "part_config_map_name",
     "single_config_map_name",
+    "single_configs_map_name",
     "topic_configs_map_name",
 ]
 
 CLUSTER_LABEL = "tierlog.io/cluster"
-PARTITION_STATE_LABEL = "tierlog.io/partition-state"  # "head" or "part"
+PARTITION_STATE_LABEL = "tierlog.io/partition-state"  # "head", "part" or "configs"
 _NOT_FOUND, _CONFLICT = 404, 409
-_TOPIC_KEY, _PART_KEY = "topic", "part"
+_TOPIC_KEY, _PART_KEY, _CONFIGS_KEY = "topic", "part", "configs"
 _NOT_IN_A_NAME = re.compile("[^a-z0-9-]")
 
 
@@ -66,19 +68,29 @@ def single_config_map_name(cluster: str) -> str:
     return f"{cluster}-partition-state"
 
 
+def single_configs_map_name(cluster: str) -> str:
+    """The ConfigMap that held every topic's config overrides before parts."""
+    return f"{cluster}-topic-configs"
+
+
 def part_config_map_name(cluster: str, topic: str, index: int, topic_id: str) -> str:
     """The ConfigMap of the topic's part ``index`` (``topic_id`` names the parts after
-    the head). Kafka's topic names allow capitals and ``_``, a ConfigMap's do not: the
-    slug is for people, the hash of the exact name keeps ``A`` and ``a`` apart."""
-    slug = _NOT_IN_A_NAME.sub("-", topic.lower())[:60]
-    digest = hashlib.sha256(topic.encode()).hexdigest()[:12]
-    head = f"{cluster}-state-{slug}-{digest}"
+    the head)."""
+    head = _topic_object_name(cluster, topic)
     return head if index == HEAD else f"{head}-{topic_id}-{index}"
 
 
-def topic_configs_map_name(cluster: str) -> str:
-    """The ConfigMap holding every topic's config overrides."""
-    return f"{cluster}-topic-configs"
+def topic_configs_map_name(cluster: str, topic: str) -> str:
+    """The ConfigMap of the topic's config overrides."""
+    return f"{_topic_object_name(cluster, topic)}-configs"
+
+
+def _topic_object_name(cluster: str, topic: str) -> str:
+    """Kafka's topic names allow capitals and ``_``, a ConfigMap's do not: the slug is
+    for people, the hash of the exact name keeps ``A`` and ``a`` apart."""
+    slug = _NOT_IN_A_NAME.sub("-", topic.lower())[:60]
+    digest = hashlib.sha256(topic.encode()).hexdigest()[:12]
+    return f"{cluster}-state-{slug}-{digest}"
 
 
 def lease_name(cluster: str, broker: int) -> str:
@@ -97,7 +109,6 @@ class KubeStateStore(PartitionStateStore):
         self._client = client
         self.namespace = namespace
         self.cluster = cluster
-        self.configs_map = topic_configs_map_name(cluster)  # a topic's config overrides
 
     def list_topics(self) -> list[str]:
         try:
@@ -121,63 +132,74 @@ class KubeStateStore(PartitionStateStore):
 
     def _read_part(self, topic: str, index: int, topic_id: str) -> str | None:
         name = part_config_map_name(self.cluster, topic, index, topic_id)
-        return _part_text(self._get_config_map(name), topic)
+        return _text(self._get_config_map(name), topic, _PART_KEY)
 
     def _update_part(self, topic: str, index: int, topic_id: str, change: PartChange) -> None:
         name = part_config_map_name(self.cluster, topic, index, topic_id)
-        while True:
-            found = self._get_config_map(name)
-            text = _part_text(found, topic)
-            after = change(text)
-            if after == text:
-                return
+        kind = "head" if index == HEAD else "part"
+        if self._update_object(name, kind, topic, _PART_KEY, change):
             self.part_writes += 1
-            if after is None:
-                self._delete_config_map(name)
-                return
-            kind = "head" if index == HEAD else "part"
-            wanted = ConfigMap(
-                metadata=self._metadata(name, labels={PARTITION_STATE_LABEL: kind}),
-                data={_TOPIC_KEY: topic, _PART_KEY: after},
-            )
-            if self._put(found, wanted):
-                return
 
-    def adopt_single_config_map(self) -> list[str]:
-        """Move the topics of the ConfigMap that held them all (before parts) into heads
-        of their own, then empty it by compare-and-swap; the topics moved. A topic that
-        has a head already keeps it, unless it is the copy this call made and the old
-        ConfigMap changed since (a broker of the previous version wrote it): then the
-        newer document is copied over it."""
-        name = single_config_map_name(self.cluster)
+    def _read_configs(self, topic: str) -> dict[str, str] | None:
+        name = topic_configs_map_name(self.cluster, topic)
+        text = _text(self._get_config_map(name), topic, _CONFIGS_KEY)
+        return None if text is None else configs_from_json(text, f"ConfigMap {name}")
+
+    def _write_configs(self, topic: str, configs: dict[str, str] | None) -> None:
+        text = None if configs is None else configs_to_json(configs)
+        name = topic_configs_map_name(self.cluster, topic)
+        self._update_object(name, "configs", topic, _CONFIGS_KEY, lambda _: text)
+
+    def adopt_single_config_maps(self) -> list[str]:
+        """Move the topics of the ConfigMaps that held them all before parts (their
+        partitions, their config overrides) into objects of their own; the topics whose
+        partitions moved."""
+        moved = self._adopt(single_config_map_name(self.cluster), "head", _PART_KEY, HEAD)
+        self._adopt(single_configs_map_name(self.cluster), "configs", _CONFIGS_KEY, None)
+        return moved
+
+    def _adopt(self, old_name: str, kind: str, key: str, index: int | None) -> list[str]:
+        """Copy each topic's document of ``old_name`` into its own object, then empty it
+        by compare-and-swap; the topics copied. A topic that has an object already keeps
+        it, unless it is the copy this call made and the old ConfigMap changed since (a
+        broker of the previous version wrote it): then the newer document goes over it."""
         copied: dict[str, str] = {}
         while True:
-            found = self._get_config_map(name)
+            found = self._get_config_map(old_name)
             old = dict((found.data or {}) if found is not None else {})
             if not old:
                 return sorted(copied)
             for topic, text in sorted(old.items()):
-                self._update_part(topic, HEAD, "", _adopt(text, copied.get(topic)))
+                name = (
+                    topic_configs_map_name(self.cluster, topic)
+                    if index is None
+                    else part_config_map_name(self.cluster, topic, index, "")
+                )
+                self._update_object(name, kind, topic, key, _adopt(text, copied.get(topic)))
                 copied[topic] = text
-            if self._put(found, ConfigMap(metadata=self._metadata(name), data={})):
+            if self._put(found, ConfigMap(metadata=self._metadata(old_name), data={})):
                 return sorted(copied)
 
-    def _read_configs(self, topic: str) -> dict[str, str] | None:
-        found = self._get_config_map(self.configs_map)
-        text = None if found is None else (found.data or {}).get(topic)
-        return None if text is None else configs_from_json(text, self._where(topic))
-
-    def _write_configs(self, topic: str, configs: dict[str, str] | None) -> None:
+    def _update_object(
+        self, name: str, kind: str, topic: str, key: str, change: PartChange
+    ) -> bool:
+        """Apply ``change`` to the document under ``key`` of the topic's ConfigMap
+        ``name`` (labelled ``kind``); whether it wrote."""
         while True:
-            found = self._get_config_map(self.configs_map)
-            data = dict((found.data or {}) if found is not None else {})
-            if configs is not None:
-                data[topic] = configs_to_json(configs)
-            elif data.pop(topic, None) is None:
-                return
-            wanted = ConfigMap(metadata=self._metadata(self.configs_map), data=data)
+            found = self._get_config_map(name)
+            text = _text(found, topic, key)
+            after = change(text)
+            if after == text:
+                return False
+            if after is None:
+                self._delete_config_map(name)
+                return True
+            wanted = ConfigMap(
+                metadata=self._metadata(name, labels={PARTITION_STATE_LABEL: kind}),
+                data={_TOPIC_KEY: topic, key: after},
+            )
             if self._put(found, wanted):
-                return
+                return True
 
     def _update_lease(self, broker: int, change: LeaseChange) -> BrokerLease:
         name = lease_name(self.cluster, broker)
@@ -237,16 +259,14 @@ class KubeStateStore(PartitionStateStore):
         all_labels = {CLUSTER_LABEL: self.cluster, **(labels or {})}
         return ObjectMeta(name=name, namespace=self.namespace, labels=all_labels)
 
-    def _where(self, topic: str) -> str:
-        return f"ConfigMap {self.namespace}/{self.configs_map} key {topic!r}"
-
     def _unavailable(self, what: str, error: ApiError) -> KafkaStorageError:
         return KafkaStorageError(
             f"partition-state store: cannot {what} in {self.namespace}: {error.status.message}"
         )
 
 
-def _part_text(found: ConfigMap | None, topic: str) -> str | None:
+def _text(found: ConfigMap | None, topic: str, key: str) -> str | None:
+    """The document under ``key`` of a topic's ConfigMap (None: no such ConfigMap)."""
     if found is None:
         return None
     data = found.data or {}
@@ -256,11 +276,11 @@ def _part_text(found: ConfigMap | None, topic: str) -> str | None:
             f"ConfigMap {found.metadata.name} holds the partition state of "
             f"{data.get(_TOPIC_KEY)!r}, not of {topic!r}"
         )
-    return data.get(_PART_KEY)
+    return data.get(key)
 
 
 def _adopt(text: str, copied_before: str | None) -> PartChange:
-    """Copy ``text`` into a head that is absent, or still the copy made before."""
+    """Copy ``text`` into an object that is absent, or still the copy made before."""
 
     def adopt(current: str | None) -> str | None:
         return text if current is None or current == copied_before else current

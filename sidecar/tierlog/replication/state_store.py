@@ -25,5 +25,5 @@ def open_state_store(location: StoreLocation) -> PartitionStateStore:
         case KubernetesStore(namespace, cluster):
             client = Client(KubeConfig.from_env(), field_manager="tierlog-sidecar")
             store = KubeStateStore(client, namespace, cluster)
-            store.adopt_single_config_map()  # a broker may start before the operator's upgrade
+            store.adopt_single_config_maps()  # a broker may start before the operator's upgrade
             return store

@@ -2,11 +2,12 @@
 
 With ``spec.replication`` the brokers keep the partition-state store of
 ``tierlog.partition_state.kube_store``: a ConfigMap per part of each topic's partitions
-(named after the topic, so not known when the Role is made), ``NAME-topic-configs``,
-the ``NAME-partition-state`` that held every topic before parts (emptied once adopted)
-and one Lease per broker, ``NAME-broker-ID``. The parts' ConfigMaps cannot be granted
-by name: the brokers may read, list, create, replace and delete the namespace's
-ConfigMaps, a reason to give a cluster a namespace of its own. The Leases are granted
+and one for its config overrides (named after the topic, so not known when the Role is
+made), the ``NAME-partition-state`` and ``NAME-topic-configs`` that held every topic
+before parts (emptied once adopted) and one Lease per broker, ``NAME-broker-ID``. The
+topics' ConfigMaps cannot be granted by name: the brokers may read, list, create,
+replace and delete the namespace's ConfigMaps, a reason to give a cluster a namespace
+of its own. The Leases are granted
 by name, but for their create and list (the API server authorizes a create before the
 object has a name, and a list is by label). The brokers run as
 ``spec.serviceAccountName`` when set, else as a ServiceAccount of their own,
