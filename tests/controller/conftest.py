@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from tests.partition_state.conftest import Clock, store_at
 from tierlog.partition_state.model import BrokerLease, PartitionState
-from tierlog.partition_state.store import LeaseChange, Partitions, PartitionStateStore, TopicChange
+from tierlog.partition_state.store import LeaseChange, PartChange, Partitions, PartitionStateStore
 
 __all__ = ["Clock", "OpenStore", "RivalFirst", "store_at"]
 
@@ -50,8 +50,11 @@ class RivalFirst(PartitionStateStore):
     def read_leases(self) -> dict[int, BrokerLease]:
         return self._store.read_leases()
 
-    def _update_topic(self, topic: str, change: TopicChange) -> None:
-        self._store._update_topic(topic, change)
+    def _read_part(self, topic: str, index: int, topic_id: str) -> str | None:
+        return self._store._read_part(topic, index, topic_id)
+
+    def _update_part(self, topic: str, index: int, topic_id: str, change: PartChange) -> None:
+        self._store._update_part(topic, index, topic_id, change)
 
     def _update_lease(self, broker: int, change: LeaseChange) -> BrokerLease:
         return self._store._update_lease(broker, change)

@@ -54,3 +54,21 @@ def test_a_hand_over_that_loses_a_race_is_decided_again_on_the_winner(
     assert change.before == shrunk
     assert change.after == PartitionState((1, 2, 3), 3, 1, (3,), 2)
     assert store.read_topic("orders")[0] == change.after
+
+
+def test_a_stopping_brokers_hand_overs_cost_a_write_per_part_not_per_partition(
+    store_at: OpenStore,
+) -> None:
+    """2,500 partitions (three parts) of which broker 1 leads 1,250: one batch, three
+    writes."""
+    store, _, _ = store_at()
+    rotations = ((1, 2), (2, 1))
+    store.create_topic("clicks", {p: PartitionState.new(rotations[p % 2]) for p in range(2500)})
+    writes = store.part_writes
+
+    changes = hand_over_leaderships(store, 1, live={1, 2})
+
+    assert store.part_writes - writes == 3
+    assert len(changes) == 2500
+    again, _, _ = store_at()
+    assert all(state.leader == 2 for state in again.read_topic("clicks").values())

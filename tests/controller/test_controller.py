@@ -237,3 +237,34 @@ def test_the_controller_thread_elects_in_real_time_survives_a_bad_store_and_stop
         thread.stop()
         keeper.stop()
     assert not thread.is_alive()
+
+
+def test_a_brokers_failure_moves_its_leaderships_in_a_write_per_part_it_touched(
+    store_at: OpenStore,
+) -> None:
+    """Three topics of 1,500 partitions (two parts each), broker 1 leading a third of
+    them and following the rest. Once its lease expires one pass leads every partition
+    again and takes broker 1 out of every ISR: 4,500 changes in 6 writes, one per part,
+    as Kafka's controller batches a fenced broker's partitions into few records."""
+    store_clock, controller_clock = Clock(), Clock()
+    store, _, _ = store_at(store_clock)
+    rotations = ((1, 2, 3), (2, 3, 1), (3, 1, 2))
+    topics = ("clicks", "orders", "views")
+    for topic in topics:
+        store.create_topic(topic, {p: PartitionState.new(rotations[p % 3]) for p in range(1500)})
+    brokers = Brokers(store, store_clock, 1, 2, 3)
+    controller = Controller(store, clock=controller_clock)
+    assert controller.step() == []
+
+    controller_clock.now += DURATION_S
+    brokers.renew(2, 3)
+    writes = store.part_writes
+    changes = controller.step()
+
+    assert store.part_writes - writes == 6
+    assert len(changes) == 4500
+    assert controller.elections["leader_fenced"] == 1500
+    again, _, _ = store_at()
+    for topic in topics:
+        states = again.read_topic(topic).values()
+        assert all(state.leader in (2, 3) and 1 not in state.isr for state in states)

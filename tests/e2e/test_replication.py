@@ -30,8 +30,8 @@ from tests.e2e.workloads import (
     start_job,
 )
 from tierlog.operator.render.configmap import DATA_DIR
-from tierlog.partition_state.kube_store import state_config_map_name
-from tierlog.partition_state.model import PartitionState, topic_from_json
+from tierlog.partition_state.kube_store import part_config_map_name
+from tierlog.partition_state.model import PartitionState, part_from_json
 
 pytestmark = pytest.mark.e2e
 
@@ -59,16 +59,8 @@ def brokers(one_node: Node, operator: str) -> Iterator[Brokers]:
 
 
 def _state(node: Node, brokers: Brokers) -> PartitionState | None:
-    """Partition 0's state in the cluster's partition-state ConfigMap (None: not yet)."""
-    name = state_config_map_name(brokers.name)
-    found = json.loads(
-        node.kubectl(
-            "get", "configmap", "-n", brokers.namespace, "-o", "json", "--ignore-not-found", name
-        )
-        or "{}"
-    )
-    text = (found.get("data") or {}).get(TOPIC)
-    return None if text is None else topic_from_json(text, f"ConfigMap {name}")[0]
+    """Partition 0's state in the cluster's partition-state store (None: not yet)."""
+    return _topic_states(node, brokers.namespace, brokers.name, TOPIC).get(0)
 
 
 def _wait_state(
@@ -147,14 +139,18 @@ def test_a_replicated_partition_keeps_taking_writes_when_its_leaders_pod_is_dele
 SHRINKING, MOVED_TOPIC, MOVED_RECORDS = "shrinking", "moved", 3000
 
 
-def _topic_states(node: Node, namespace: str, topic: str) -> dict[int, PartitionState]:
-    name = state_config_map_name(SHRINKING)
+def _topic_states(
+    node: Node, namespace: str, cluster: str, topic: str
+) -> dict[int, PartitionState]:
+    """The topic's partitions in its head ConfigMap (all of them: it has fewer than a
+    part holds)."""
+    name = part_config_map_name(cluster, topic, 0, "")
     found = json.loads(
         node.kubectl("get", "configmap", "-n", namespace, "-o", "json", "--ignore-not-found", name)
         or "{}"
     )
-    text = (found.get("data") or {}).get(topic)
-    return {} if text is None else topic_from_json(text, f"ConfigMap {name}")
+    text = (found.get("data") or {}).get("part")
+    return {} if text is None else part_from_json(text, f"ConfigMap {name}").partitions
 
 
 def test_a_replicated_cluster_scales_down_by_moving_replicas_off_the_leaving_broker(
@@ -183,7 +179,7 @@ def test_a_replicated_cluster_scales_down_by_moving_replicas_off_the_leaving_bro
             one_node, brokers, "moved-producer", produce_records(MOVED_TOPIC, MOVED_RECORDS)
         )
         assert f"{MOVED_RECORDS} records sent" in produced, one_node.story(namespace)
-        before = _topic_states(one_node, namespace, MOVED_TOPIC)
+        before = _topic_states(one_node, namespace, SHRINKING, MOVED_TOPIC)
         assert any(2 in state.replicas for state in before.values()), before
 
         scaled_at = time.monotonic()
@@ -192,7 +188,7 @@ def test_a_replicated_cluster_scales_down_by_moving_replicas_off_the_leaving_bro
             namespace, "--for=jsonpath={.spec.replicas}=2", f"statefulset/{SHRINKING}", 300
         )
         print(f"\nreplicated scale 3 -> 2, replicas moved: {time.monotonic() - scaled_at:.1f} s")
-        after = _topic_states(one_node, namespace, MOVED_TOPIC)
+        after = _topic_states(one_node, namespace, SHRINKING, MOVED_TOPIC)
         for partition, state in after.items():
             assert sorted(state.replicas) == [0, 1] and not state.reassigning, (partition, state)
             assert sorted(state.isr) == [0, 1], (partition, state)

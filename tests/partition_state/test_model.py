@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tierlog.partition_state.model import NO_LEADER, PartitionState, topic_from_json, topic_to_json
+from tierlog.partition_state.model import (
+    LEGACY_TOPIC_ID,
+    NO_LEADER,
+    PartitionState,
+    StatePart,
+    TopicLayout,
+    part_from_json,
+    part_to_json,
+)
 from tierlog.storage.errors import KafkaStorageError
 
 
@@ -48,16 +58,42 @@ def _states(draw: st.DrawFn) -> PartitionState:
     )
 
 
-@given(st.dictionaries(st.integers(0, 1000), _states(), max_size=8))
-def test_a_topic_document_round_trips(partitions: dict[int, PartitionState]) -> None:
-    assert topic_from_json(topic_to_json(partitions), "here") == partitions
+@given(st.dictionaries(st.integers(0, 1000), _states(), max_size=8), st.integers(1, 5))
+def test_a_part_document_round_trips(partitions: dict[int, PartitionState], index: int) -> None:
+    topic_id = "0123456789abcdef" * 2
+    head = StatePart(topic_id, 0, partitions, TopicLayout(topic_id, 1001, 1000))
+    part = StatePart(topic_id, index, partitions)
+    assert part_from_json(part_to_json(head), "here") == head
+    assert part_from_json(part_to_json(part), "here") == part
+
+
+def test_a_version_1_document_reads_as_a_head_holding_every_partition() -> None:
+    """What one object per topic (files) or per cluster (a ConfigMap key) held before
+    parts: read as it is, its head range covering all its partitions."""
+    partitions = {p: PartitionState.new((1, 2)) for p in range(1500)}
+    old = json.dumps(
+        {
+            "version": 1,
+            "partitions": {
+                str(p): {"replicas": [1, 2], "leader": 1, "leaderEpoch": 0, "isr": [1, 2],
+                         "partitionEpoch": 0}
+                for p in partitions
+            },
+        }
+    )  # fmt: skip
+    head = part_from_json(old, "here")
+    assert head == StatePart(
+        LEGACY_TOPIC_ID, 0, partitions, TopicLayout(LEGACY_TOPIC_ID, 1500, 1500)
+    )
 
 
 @pytest.mark.parametrize(
     "text",
     [
         "not json",
-        '{"version": 2, "partitions": {}}',
+        '{"version": 3, "partitions": {}}',
+        '{"version": 2, "topicId": "../x", "part": 1, "partitions": {}}',
+        '{"version": 2, "topicId": "' + "a" * 32 + '", "part": 0, "partitions": {}}',
         '{"version": 1, "partitions": {"0": {"replicas": [1]}}}',
         '{"version": 1, "partitions": {"0": {"replicas": ["1"], "leader": 1, "leaderEpoch": 0,'
         ' "isr": [1], "partitionEpoch": 0}}}',
@@ -67,4 +103,4 @@ def test_a_topic_document_round_trips(partitions: dict[int, PartitionState]) -> 
 )
 def test_a_damaged_document_is_refused_naming_where_it_is(text: str) -> None:
     with pytest.raises(KafkaStorageError, match="ConfigMap x"):
-        topic_from_json(text, "ConfigMap x")
+        part_from_json(text, "ConfigMap x")

@@ -16,6 +16,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.support.state_stores import open_store
 from tierlog.partition_state.model import PartitionState
 from tierlog.partition_state.store import PartitionStateStore
@@ -25,26 +27,29 @@ WRITERS, CHANGES_EACH = 4, 25
 OpenStore = Callable[..., tuple[PartitionStateStore, str, str]]
 
 
-def _writer(kind: str, where: str, count: int) -> subprocess.Popen[str]:
+def _writer(kind: str, where: str, partition: int, count: int) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "tests.support.state_stores", "race", kind, where, "orders",
-         str(count)],
+         str(partition), str(count)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
 
-def test_racing_writers_lose_no_change_and_win_none_twice(store_at: OpenStore) -> None:
+@pytest.mark.parametrize("partition", [0, 1500], ids=["in-the-head", "in-a-later-part"])
+def test_racing_writers_lose_no_change_and_win_none_twice(
+    store_at: OpenStore, partition: int
+) -> None:
     store, kind, where = store_at()
-    store.create_topic("orders", {0: PartitionState.new((1, 2, 3))})
+    store.create_topic("orders", {p: PartitionState.new((1, 2, 3)) for p in range(partition + 1)})
 
-    writers = [_writer(kind, where, CHANGES_EACH) for _ in range(WRITERS)]
+    writers = [_writer(kind, where, partition, CHANGES_EACH) for _ in range(WRITERS)]
     outputs = [writer.communicate(timeout=300) for writer in writers]
     assert all(writer.returncode == 0 for writer in writers), [err for _, err in outputs]
 
     wins = [json.loads(line) for out, _ in outputs for line in out.splitlines()]
     total = WRITERS * CHANGES_EACH
     assert sorted(win["partition_epoch"] for win in wins) == list(range(1, total + 1))
-    final = store.read_topic("orders")[0]
+    final = store.read_topic("orders")[partition]
     assert (final.partition_epoch, final.leader_epoch) == (total, total)
     print(f"\n{kind}: {sum(win['lost'] for win in wins)} lost races over {total} changes")
 

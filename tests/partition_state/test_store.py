@@ -15,7 +15,14 @@ from tierlog.api.errors import (
     StaleBrokerEpochError,
     TopicAlreadyExistsError,
 )
-from tierlog.partition_state.model import NO_LEADER, PartitionState
+from tierlog.partition_state.model import (
+    LEGACY_TOPIC_ID,
+    NO_LEADER,
+    PartitionState,
+    StatePart,
+    TopicLayout,
+    part_to_json,
+)
 from tierlog.partition_state.store import PartitionStateStore
 from tierlog.storage.errors import UnknownTopicOrPartitionError
 
@@ -156,3 +163,96 @@ def test_a_lease_nobody_acquired_cannot_be_renewed(store_at: OpenStore) -> None:
     with pytest.raises(StaleBrokerEpochError):
         store.renew_lease(5, "broker-5-a")
     assert store.read_leases() == {}
+
+
+# More partitions than the one ConfigMap of before parts held (1 MiB: some 10,000), and
+# not a whole number of parts, so adding partitions fills the last part and makes one.
+BIG = 11_500
+ROTATIONS = ((1, 2, 3), (2, 3, 1), (3, 1, 2))
+
+
+def _big_topic(count: int, first_replica: int = 0) -> dict[int, PartitionState]:
+    return {p: PartitionState.new(ROTATIONS[(p + first_replica) % 3]) for p in range(count)}
+
+
+def test_a_topic_larger_than_one_object_could_hold_is_created_changed_and_deleted(
+    store_at: OpenStore,
+) -> None:
+    store, _, _ = store_at()
+    partitions = _big_topic(BIG)
+    whole = TopicLayout(LEGACY_TOPIC_ID, BIG, BIG)
+    assert len(part_to_json(StatePart(LEGACY_TOPIC_ID, 0, partitions, whole))) > 2**20
+    store.create_topic("clicks", partitions)
+    again, _, _ = store_at()
+    assert again.read_topic("clicks") == partitions
+
+    store.add_partitions("clicks", {p: PartitionState.new((2, 1)) for p in range(BIG, 12_500)})
+    grown = again.read_topic("clicks")
+    assert len(grown) == 12_500 and grown[12_499] == PartitionState.new((2, 1))
+
+    shrunk = store.alter_partition("clicks", 12_001, 0, grown[12_001].with_isr((2,)))
+    assert again.read_topic("clicks")[12_001] == shrunk
+
+    store.delete_topic("clicks")
+    assert again.list_topics() == []
+    with pytest.raises(UnknownTopicOrPartitionError):
+        again.read_topic("clicks")
+    store.create_topic("clicks", _big_topic(BIG, first_replica=1))  # none of its parts
+    assert again.read_topic("clicks") == _big_topic(BIG, first_replica=1)
+
+
+def test_a_batch_costs_one_write_per_part_it_touches_and_each_change_stands_alone(
+    store_at: OpenStore,
+) -> None:
+    """Changes in parts 0, 5 and 11, the last one decided on a stale epoch: the first two
+    land in one write each, the third is refused with the epoch it must re-read at, and
+    its part is not written at all."""
+    store, _, _ = store_at()
+    partitions = _big_topic(BIG)
+    store.create_topic("clicks", partitions)
+    stale = store.alter_partition("clicks", 11_400, 0, partitions[11_400].with_isr((3, 1)))
+    writes = store.part_writes
+
+    altered = store.alter_partitions(
+        "clicks",
+        {
+            0: (0, partitions[0].with_leader(2, isr=(2, 3))),
+            1: (0, partitions[1].with_leader(3, isr=(3, 1))),
+            5_500: (0, partitions[5_500].with_isr((2, 3))),
+            11_400: (0, partitions[11_400].with_leader(NO_LEADER, isr=())),
+        },
+    )
+
+    assert store.part_writes - writes == 2
+    assert altered.lost == {11_400: 1}
+    assert sorted(altered.stored) == [0, 1, 5_500]
+    assert all(state.partition_epoch == 1 for state in altered.stored.values())
+    again, _, _ = store_at()
+    read = again.read_topic("clicks")
+    assert {p: read[p] for p in altered.stored} == altered.stored
+    assert read[11_400] == stale
+
+
+def test_a_batch_with_a_partition_the_topic_lacks_is_refused(store_at: OpenStore) -> None:
+    store, _, _ = store_at()
+    store.create_topic("orders", ORDERS)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        store.alter_partitions("orders", {0: (0, ORDERS[0].with_isr((1,))), 2: (0, ORDERS[0])})
+    assert store.read_topic("orders") == ORDERS
+    with pytest.raises(UnknownTopicOrPartitionError):
+        store.alter_partitions("audit", {0: (0, ORDERS[0])})
+
+
+def test_topics_whose_names_differ_only_in_case_or_in_dots_are_kept_apart(
+    store_at: OpenStore,
+) -> None:
+    """Kafka's names allow capitals, ``.`` and ``_``, a ConfigMap's do not: the stored
+    names keep what the names alone would mix up (``.`` against ``_`` is refused a level
+    up, by the broker's topic changes, not by the store)."""
+    store, _, _ = store_at()
+    names = ("Orders", "orders", "orders.eu", "orders_eu")
+    for number, name in enumerate(names):
+        store.create_topic(name, {0: PartitionState.new((number,))})
+    again, _, _ = store_at()
+    assert again.list_topics() == sorted(names)
+    assert [again.read_topic(name)[0].replicas for name in names] == [(0,), (1,), (2,), (3,)]

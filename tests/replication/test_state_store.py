@@ -3,7 +3,7 @@
 Two real brokers told ``tierlog.replication.state.store=kubernetes`` (credentials from
 ``$KUBECONFIG``, as a pod's come from its service account) keep their leases as
 ``coordination.k8s.io`` Leases of the session's real API server and replicate a topic
-whose state is in the cluster's ConfigMap there: an ``acks=all`` produce to the leader
+whose state is in its ConfigMaps there: an ``acks=all`` produce to the leader
 is answered once the follower holds it.
 """
 

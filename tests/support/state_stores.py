@@ -3,10 +3,14 @@
 ``open_store("local", DIR)`` is a ``LocalStateStore`` on that directory;
 ``open_store("kube", "KUBECONFIG NAMESPACE CLUSTER")`` a ``KubeStateStore`` through the
 API server the kubeconfig names. ``python -m tests.support.state_stores race KIND WHERE
-TOPIC COUNT`` is one racing writer (``tests/partition_state/test_races.py``): it bumps
-partition 0's leader epoch ``COUNT`` times, each a compare-and-swap retried on
+TOPIC PARTITION COUNT`` is one racing writer (``tests/partition_state/test_races.py``): it
+bumps the partition's leader epoch ``COUNT`` times, each a compare-and-swap retried on
 ``INVALID_UPDATE_VERSION``, and prints one JSON line per success: the partition epoch
 the store gave it and how many races it lost first.
+
+``write_previous_layout`` leaves the state as the version before parts did: a version 1
+document per topic holding all its partitions, a file per topic or a key per topic of
+one ConfigMap per cluster, and the topics' config overrides likewise.
 """
 
 from __future__ import annotations
@@ -18,13 +22,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lightkube import Client, KubeConfig
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import ConfigMap
 
 from tierlog.api.errors import InvalidUpdateVersionError
-from tierlog.partition_state.kube_store import KubeStateStore
+from tierlog.partition_state.kube_store import (
+    CLUSTER_LABEL,
+    KubeStateStore,
+    single_config_map_name,
+    single_configs_map_name,
+)
 from tierlog.partition_state.local_store import LocalStateStore
+from tierlog.partition_state.model import PartitionState, configs_to_json
 from tierlog.partition_state.store import PartitionStateStore
 
-__all__ = ["open_store", "race"]
+__all__ = ["open_store", "race", "write_previous_layout"]
 
 
 def open_store(
@@ -37,14 +49,52 @@ def open_store(
     return KubeStateStore(client, namespace, cluster, clock)
 
 
-def race(store: PartitionStateStore, topic: str, count: int) -> None:
+def write_previous_layout(
+    kind: str,
+    where: str,
+    topics: dict[str, dict[int, PartitionState]],
+    configs: dict[str, dict[str, str]],
+) -> None:
+    documents = {topic: _version_1_document(partitions) for topic, partitions in topics.items()}
+    overrides = {topic: configs_to_json(topic_configs) for topic, topic_configs in configs.items()}
+    if kind == "local":
+        for folder, written in (("topics", documents), ("configs", overrides)):
+            (Path(where) / folder).mkdir(parents=True, exist_ok=True)
+            for topic, text in written.items():
+                (Path(where) / folder / f"{topic}.json").write_text(text)
+        return
+    kubeconfig, namespace, cluster = where.split()
+    client = Client(KubeConfig.from_file(kubeconfig), field_manager="tierlog-tests")
+    for name, data in (
+        (single_config_map_name(cluster), documents),
+        (single_configs_map_name(cluster), overrides),
+    ):
+        metadata = ObjectMeta(name=name, namespace=namespace, labels={CLUSTER_LABEL: cluster})
+        client.create(ConfigMap(metadata=metadata, data=data))
+
+
+def _version_1_document(partitions: dict[int, PartitionState]) -> str:
+    fields = {
+        str(partition): {
+            "replicas": list(state.replicas),
+            "leader": state.leader,
+            "leaderEpoch": state.leader_epoch,
+            "isr": list(state.isr),
+            "partitionEpoch": state.partition_epoch,
+        }  # no addingReplicas / removingReplicas: the oldest documents lack them
+        for partition, state in partitions.items()
+    }
+    return json.dumps({"version": 1, "partitions": fields})
+
+
+def race(store: PartitionStateStore, topic: str, partition: int, count: int) -> None:
     for _ in range(count):
         lost = 0
         while True:
-            current = store.read_topic(topic)[0]
+            current = store.read_topic(topic)[partition]
             try:
                 stored = store.alter_partition(
-                    topic, 0, current.partition_epoch, current.with_leader(current.leader)
+                    topic, partition, current.partition_epoch, current.with_leader(current.leader)
                 )
                 break
             except InvalidUpdateVersionError:
@@ -53,6 +103,6 @@ def race(store: PartitionStateStore, topic: str, count: int) -> None:
 
 
 if __name__ == "__main__":
-    _, command, kind, where, topic, count = sys.argv
+    _, command, kind, where, topic, partition, count = sys.argv
     assert command == "race", command
-    race(open_store(kind, where), topic, int(count))
+    race(open_store(kind, where), topic, int(partition), int(count))

@@ -75,8 +75,12 @@ def unclean_election(
 
 
 def cluster_controller(namespace: str, name: str, spec: Callable[[], ClusterSpec]) -> Controller:
-    """A controller over the cluster's partition state; ``spec`` reads the cluster now."""
+    """A controller over the cluster's partition state; ``spec`` reads the cluster now.
+    Topics still in the one ConfigMap of before parts are moved out of it first."""
     store = cluster_store(namespace, name)
+    adopted = store.adopt_single_config_maps()
+    if adopted:
+        log.info("Moved %d topics' partition state into ConfigMaps of their own", len(adopted))
     return Controller(store, unclean_election(store, spec))
 
 

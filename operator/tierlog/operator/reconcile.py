@@ -62,8 +62,9 @@ from tierlog.operator.scaling import (
     plan_scale,
 )
 from tierlog.operator.spec import ClusterSpec, TopicSpec
-from tierlog.partition_state.kube_store import state_config_map_name
-from tierlog.partition_state.model import NO_LEADER, PartitionState, topic_from_json
+from tierlog.partition_state.model import NO_LEADER, PartitionState
+from tierlog.partition_state.store import PartitionStateStore
+from tierlog.storage.errors import UnknownTopicOrPartitionError
 from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
@@ -151,18 +152,22 @@ async def _previous_assignment(kube: Kube, cluster: ClusterSpec) -> Assignment |
     return Assignment.from_json(data[ASSIGNMENT_FILE])
 
 
-async def _partition_states(
-    kube: Kube, cluster: ClusterSpec
-) -> dict[TopicPartition, PartitionState]:
+async def _partition_states(cluster: ClusterSpec) -> dict[TopicPartition, PartitionState]:
     """Each partition's state in the cluster's partition-state store (none before the
     brokers made it)."""
-    name = state_config_map_name(cluster.name)
-    data = await kube.config_map_data(cluster.namespace, name) or {}
-    return {
-        TopicPartition(topic, partition): state
-        for topic, text in data.items()
-        for partition, state in topic_from_json(text, f"ConfigMap {name} key {topic!r}").items()
-    }
+    store = cluster_store(cluster.namespace, cluster.name)
+    return await asyncio.to_thread(_read_every_partition, store)
+
+
+def _read_every_partition(store: PartitionStateStore) -> dict[TopicPartition, PartitionState]:
+    states = {}
+    for topic in store.list_topics():
+        try:
+            partitions = store.read_topic(topic)
+        except UnknownTopicOrPartitionError:
+            continue  # deleted since it was listed
+        states.update({TopicPartition(topic, p): state for p, state in partitions.items()})
+    return states
 
 
 async def _start_reassignments(cluster: ClusterSpec, scale: ScalePlan, brokers: int) -> list[Event]:
@@ -417,7 +422,7 @@ async def reconcile_cluster(
         )
     else:  # nothing drains: the data is on the replicas, which move first
         waits = {}
-        states = await _partition_states(kube, cluster)
+        states = await _partition_states(cluster)
         racks = await _broker_racks(kube, listed, previous)
         scale = plan_replicated_scale(
             cluster.brokers, current, addresses, topics, previous, states, racks

@@ -1,22 +1,25 @@
 """A partition change the controller (or a stopping broker) made, and how it is written.
 
 A change is decided on a state read with its partition epoch and written by
-compare-and-swap against that epoch (``alter_partition``): when another writer changed
-the partition first, the change is dropped (``None``) and the caller decides again on a
-fresh read, as Kafka's controller does when an AlterPartition loses.
+compare-and-swap against that epoch: when another writer changed the partition first,
+the change is dropped and the caller decides again on a fresh read, as Kafka's
+controller does when an AlterPartition loses. The changes of one topic's partitions go
+to the store together (``alter_partitions``), a write per part of the topic they touch,
+as Kafka's controller batches a broker's leaderships into few metadata records: a
+broker's failure costs writes in proportion to the topics it served, not its partitions.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tierlog.api.errors import InvalidUpdateVersionError
 from tierlog.partition_state.model import NO_LEADER, PartitionState
 from tierlog.partition_state.store import PartitionStateStore
 from tierlog.storage.errors import UnknownTopicOrPartitionError
 
-__all__ = ["PartitionChange", "write_change"]
+__all__ = ["PartitionChange", "ProposedChange", "write_change", "write_changes"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,47 @@ class PartitionChange:
         )
 
 
+@dataclass(frozen=True)
+class ProposedChange:
+    """A change decided on ``before`` (read with its partition epoch), not yet written."""
+
+    partition: int
+    before: PartitionState
+    after: PartitionState
+    cause: str
+
+
+def write_changes(
+    store: PartitionStateStore, topic: str, proposed: Sequence[ProposedChange]
+) -> list[PartitionChange]:
+    """Write the proposed changes of ``topic``'s partitions, each if its partition is
+    still at its ``before``'s partition epoch, and log them; the changes that landed.
+    One that lost its race (or a topic deleted meanwhile) is left out."""
+    if not proposed:
+        return []
+    wanted = {
+        change.partition: (change.before.partition_epoch, change.after) for change in proposed
+    }
+    try:
+        altered = store.alter_partitions(topic, wanted)
+    except UnknownTopicOrPartitionError:
+        return []  # deleted since it was read: nothing left to decide
+    landed = []
+    for change in proposed:
+        if change.partition in altered.lost:
+            log.info(
+                "Partition %s-%d moved on to partition epoch %d before our change (%s): "
+                "deciding again on a fresh read",
+                topic, change.partition, altered.lost[change.partition], change.cause,
+            )  # fmt: skip
+            continue
+        stored = altered.stored[change.partition]
+        written = PartitionChange(topic, change.partition, change.before, stored, change.cause)
+        log.info("%s", written.describe())
+        landed.append(written)
+    return landed
+
+
 def write_change(
     store: PartitionStateStore,
     topic: str,
@@ -58,19 +102,6 @@ def write_change(
     after: PartitionState,
     cause: str,
 ) -> PartitionChange | None:
-    """Write ``after`` if the partition is still at ``before``'s partition epoch and log
-    it; ``None`` when another change won the race (or the topic was deleted)."""
-    try:
-        stored = store.alter_partition(topic, partition, before.partition_epoch, after)
-    except InvalidUpdateVersionError as lost:
-        log.info(
-            "Partition %s-%d moved on to partition epoch %d before our change (%s): "
-            "deciding again on a fresh read",
-            topic, partition, lost.current_epoch, cause,
-        )  # fmt: skip
-        return None
-    except UnknownTopicOrPartitionError:
-        return None  # deleted since it was read: nothing left to decide
-    change = PartitionChange(topic, partition, before, stored, cause)
-    log.info("%s", change.describe())
-    return change
+    """``write_changes`` of one partition: its change, or ``None`` when it lost."""
+    landed = write_changes(store, topic, [ProposedChange(partition, before, after, cause)])
+    return landed[0] if landed else None

@@ -2,9 +2,10 @@
 
 ``Controller.step`` reads the leases, updates liveness by the controller's own clock,
 and for every partition decides its next state (``elections``) and writes it by
-compare-and-swap against the partition epoch it read. A change that loses the race is
-dropped: the next pass decides again on what won. Nothing is kept between passes but
-the liveness sightings, so a controller that takes over needs no hand-off.
+compare-and-swap against the partition epoch it read, a topic's decisions in one batch.
+A change that loses the race is dropped: the next pass decides again on what won.
+Nothing is kept between passes but the liveness sightings, so a controller that takes
+over needs no hand-off.
 
 The store's methods block (files, HTTP), so passes run in a thread
 (``ControllerThread``), one every ``interval_s``, until stopped. What the passes did is
@@ -19,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Set
 
-from tierlog.controller.changes import PartitionChange, write_change
+from tierlog.controller.changes import PartitionChange, ProposedChange, write_changes
 from tierlog.controller.elections import elect, preferred_leader
 from tierlog.controller.liveness import Liveness
 from tierlog.controller.reassignment import complete_reassignment
@@ -88,32 +89,28 @@ class Controller:
         return changes
 
     def _step_topic(self, topic: str) -> list[PartitionChange]:
+        """Decide every partition of the topic on one read, and write the decisions in
+        one batch (``write_changes``)."""
         try:
             partitions = self._store.read_topic(topic)
         except UnknownTopicOrPartitionError:
             return []  # deleted since it was listed
         unclean: bool | None = None  # read once a partition needs it (a store read)
-        changes = []
+        proposed = []
         for partition, state in sorted(partitions.items()):
             if unclean is None and not self.live & set(state.isr):
                 unclean = self._unclean_for(topic)
             after = self._decide(state, bool(unclean))
-            change = None if after is None else self._write(topic, partition, state, after)
-            if change is not None:
-                changes.append(change)
-                state = change.after
-            if state.leader == NO_LEADER:
-                self._offline_seen += 1
+            if after is not None:
+                cause = _cause(state, after, self.live)[1]
+                proposed.append(ProposedChange(partition, state, after, cause))
+        changes = write_changes(self._store, topic, proposed)
+        for change in changes:
+            if change.after.leader not in (change.before.leader, NO_LEADER):
+                self.elections[_cause(change.before, change.after, self.live)[0]] += 1
+        after_pass = {**partitions, **{change.partition: change.after for change in changes}}
+        self._offline_seen += sum(state.leader == NO_LEADER for state in after_pass.values())
         return changes
-
-    def _write(
-        self, topic: str, partition: int, before: PartitionState, after: PartitionState
-    ) -> PartitionChange | None:
-        kind, cause = _cause(before, after, self.live)
-        change = write_change(self._store, topic, partition, before, after, cause)
-        if change is not None and after.leader not in (before.leader, NO_LEADER):
-            self.elections[kind] += 1
-        return change
 
     def _decide(self, state: PartitionState, unclean: bool) -> PartitionState | None:
         """The elections, then a reassignment whose target is in sync completed, in one

@@ -1,8 +1,12 @@
 """The partition-state store on Kubernetes: the API server (etcd) decides.
 
-One ConfigMap per cluster, ``<cluster>-partition-state``, holds every topic's partitions
-under the topic's name (Kafka's topic characters are exactly a ConfigMap key's). Each
-broker's lease is a ``coordination.k8s.io/v1`` Lease, ``<cluster>-broker-<id>``: its
+A topic's partitions are ConfigMaps of their own, one per part (``store``): the head
+``<cluster>-state-<slug>-<hash>`` (the slug is the topic's name made a DNS label, the
+hash of the exact name keeps two names apart) and ``<head>-<topic id>-<part>`` after it,
+each with the topic's name and the part's document in ``data``, labelled with the cluster
+and ``tierlog.io/partition-state: head|part``. A ConfigMap holds at most 1 MiB: a part
+of 1,000 partitions of three replicas is some 150 KB, so no object grows with the
+cluster. Each broker's lease is a ``coordination.k8s.io/v1`` Lease, ``<cluster>-broker-<id>``: its
 ``holderIdentity`` the incarnation, ``renewTime`` and ``leaseDurationSeconds`` as the
 API defines them, ``leaseTransitions`` the broker epoch minus one (the times another
 incarnation took it).
@@ -10,14 +14,21 @@ incarnation took it).
 A change reads the object and writes it back with the ``resourceVersion`` it read: when
 another writer got there first the API server answers 409 Conflict, and the change is
 decided again on a fresh read. Every conflict means some other change landed, so the
-writers as a whole always progress. One object for all topics keeps a topic's creation
-and a partition's change equally simple; it holds some 10,000 partitions (a ConfigMap's
-1 MiB), far more than a tierlog cluster serves today.
+writers as a whole always progress.
+
+A topic's config overrides are ``<head>-configs``. Before parts, one ConfigMap,
+``<cluster>-partition-state``, held every topic (some 10,000 partitions fit its 1 MiB)
+and ``<cluster>-topic-configs`` every topic's overrides. ``adopt_single_config_maps``
+moves their topics into objects of their own, unchanged (a version 1 document reads as
+a head), and empties them by compare-and-swap, so a broker of the previous version still
+running finds no topic there rather than acting on a copy that no longer changes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -30,36 +41,56 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap
 
-from tierlog.partition_state.model import (
-    BrokerLease,
-    configs_from_json,
-    configs_to_json,
-    topic_from_json,
-    topic_to_json,
-)
-from tierlog.partition_state.store import LeaseChange, Partitions, PartitionStateStore, TopicChange
+from tierlog.partition_state.model import BrokerLease, configs_from_json, configs_to_json
+from tierlog.partition_state.store import HEAD, LeaseChange, PartChange, PartitionStateStore
 from tierlog.storage.errors import KafkaStorageError
 
 __all__ = [
     "CLUSTER_LABEL",
+    "PARTITION_STATE_LABEL",
     "KubeStateStore",
     "lease_name",
-    "state_config_map_name",
+    "part_config_map_name",
+    "single_config_map_name",
+    "single_configs_map_name",
     "topic_configs_map_name",
 ]
 
 CLUSTER_LABEL = "tierlog.io/cluster"
+PARTITION_STATE_LABEL = "tierlog.io/partition-state"  # "head", "part" or "configs"
 _NOT_FOUND, _CONFLICT = 404, 409
+_TOPIC_KEY, _PART_KEY, _CONFIGS_KEY = "topic", "part", "configs"
+_NOT_IN_A_NAME = re.compile("[^a-z0-9-]")
 
 
-def state_config_map_name(cluster: str) -> str:
-    """The ConfigMap holding every topic's partition state."""
+def single_config_map_name(cluster: str) -> str:
+    """The ConfigMap that held every topic's partition state before parts."""
     return f"{cluster}-partition-state"
 
 
-def topic_configs_map_name(cluster: str) -> str:
-    """The ConfigMap holding every topic's config overrides."""
+def single_configs_map_name(cluster: str) -> str:
+    """The ConfigMap that held every topic's config overrides before parts."""
     return f"{cluster}-topic-configs"
+
+
+def part_config_map_name(cluster: str, topic: str, index: int, topic_id: str) -> str:
+    """The ConfigMap of the topic's part ``index`` (``topic_id`` names the parts after
+    the head)."""
+    head = _topic_object_name(cluster, topic)
+    return head if index == HEAD else f"{head}-{topic_id}-{index}"
+
+
+def topic_configs_map_name(cluster: str, topic: str) -> str:
+    """The ConfigMap of the topic's config overrides."""
+    return f"{_topic_object_name(cluster, topic)}-configs"
+
+
+def _topic_object_name(cluster: str, topic: str) -> str:
+    """Kafka's topic names allow capitals and ``_``, a ConfigMap's do not: the slug is
+    for people, the hash of the exact name keeps ``A`` and ``a`` apart."""
+    slug = _NOT_IN_A_NAME.sub("-", topic.lower())[:60]
+    digest = hashlib.sha256(topic.encode()).hexdigest()[:12]
+    return f"{cluster}-state-{slug}-{digest}"
 
 
 def lease_name(cluster: str, broker: int) -> str:
@@ -78,12 +109,17 @@ class KubeStateStore(PartitionStateStore):
         self._client = client
         self.namespace = namespace
         self.cluster = cluster
-        self.config_map = state_config_map_name(cluster)
-        self.configs_map = topic_configs_map_name(cluster)  # a topic's config overrides
 
     def list_topics(self) -> list[str]:
-        found = self._get_config_map()
-        return sorted((found.data or {}) if found is not None else {})
+        try:
+            heads = self._client.list(
+                ConfigMap,
+                namespace=self.namespace,
+                labels={CLUSTER_LABEL: self.cluster, PARTITION_STATE_LABEL: "head"},
+            )
+            return sorted((head.data or {}).get(_TOPIC_KEY, "") for head in heads)
+        except ApiError as error:
+            raise self._unavailable("list the topics' partition state", error) from error
 
     def read_leases(self) -> dict[int, BrokerLease]:
         try:
@@ -94,41 +130,76 @@ class KubeStateStore(PartitionStateStore):
         except ApiError as error:
             raise self._unavailable("list the broker leases", error) from error
 
-    def _read_topic(self, topic: str) -> Partitions | None:
-        found = self._get_config_map()
-        text = None if found is None else (found.data or {}).get(topic)
-        return None if text is None else topic_from_json(text, self._where(topic))
+    def _read_part(self, topic: str, index: int, topic_id: str) -> str | None:
+        name = part_config_map_name(self.cluster, topic, index, topic_id)
+        return _text(self._get_config_map(name), topic, _PART_KEY)
 
-    def _update_topic(self, topic: str, change: TopicChange) -> None:
-        while True:
-            found = self._get_config_map()
-            data = dict((found.data or {}) if found is not None else {})
-            text = data.get(topic)
-            after = change(None if text is None else topic_from_json(text, self._where(topic)))
-            if after is None:
-                if text is None:
-                    return
-                del data[topic]
-            else:
-                data[topic] = topic_to_json(after)
-            if self._write(found, data):
-                return
+    def _update_part(self, topic: str, index: int, topic_id: str, change: PartChange) -> None:
+        name = part_config_map_name(self.cluster, topic, index, topic_id)
+        kind = "head" if index == HEAD else "part"
+        if self._update_object(name, kind, topic, _PART_KEY, change):
+            self.part_writes += 1
 
     def _read_configs(self, topic: str) -> dict[str, str] | None:
-        found = self._get_config_map(self.configs_map)
-        text = None if found is None else (found.data or {}).get(topic)
-        return None if text is None else configs_from_json(text, self._where(topic))
+        name = topic_configs_map_name(self.cluster, topic)
+        text = _text(self._get_config_map(name), topic, _CONFIGS_KEY)
+        return None if text is None else configs_from_json(text, f"ConfigMap {name}")
 
     def _write_configs(self, topic: str, configs: dict[str, str] | None) -> None:
+        text = None if configs is None else configs_to_json(configs)
+        name = topic_configs_map_name(self.cluster, topic)
+        self._update_object(name, "configs", topic, _CONFIGS_KEY, lambda _: text)
+
+    def adopt_single_config_maps(self) -> list[str]:
+        """Move the topics of the ConfigMaps that held them all before parts (their
+        partitions, their config overrides) into objects of their own; the topics whose
+        partitions moved."""
+        moved = self._adopt(single_config_map_name(self.cluster), "head", _PART_KEY, HEAD)
+        self._adopt(single_configs_map_name(self.cluster), "configs", _CONFIGS_KEY, None)
+        return moved
+
+    def _adopt(self, old_name: str, kind: str, key: str, index: int | None) -> list[str]:
+        """Copy each topic's document of ``old_name`` into its own object, then empty it
+        by compare-and-swap; the topics copied. A topic that has an object already keeps
+        it, unless it is the copy this call made and the old ConfigMap changed since (a
+        broker of the previous version wrote it): then the newer document goes over it."""
+        copied: dict[str, str] = {}
         while True:
-            found = self._get_config_map(self.configs_map)
-            data = dict((found.data or {}) if found is not None else {})
-            if configs is not None:
-                data[topic] = configs_to_json(configs)
-            elif data.pop(topic, None) is None:
-                return
-            if self._write(found, data, self.configs_map):
-                return
+            found = self._get_config_map(old_name)
+            old = dict((found.data or {}) if found is not None else {})
+            if not old:
+                return sorted(copied)
+            for topic, text in sorted(old.items()):
+                name = (
+                    topic_configs_map_name(self.cluster, topic)
+                    if index is None
+                    else part_config_map_name(self.cluster, topic, index, "")
+                )
+                self._update_object(name, kind, topic, key, _adopt(text, copied.get(topic)))
+                copied[topic] = text
+            if self._put(found, ConfigMap(metadata=self._metadata(old_name), data={})):
+                return sorted(copied)
+
+    def _update_object(
+        self, name: str, kind: str, topic: str, key: str, change: PartChange
+    ) -> bool:
+        """Apply ``change`` to the document under ``key`` of the topic's ConfigMap
+        ``name`` (labelled ``kind``); whether it wrote."""
+        while True:
+            found = self._get_config_map(name)
+            text = _text(found, topic, key)
+            after = change(text)
+            if after == text:
+                return False
+            if after is None:
+                self._delete_config_map(name)
+                return True
+            wanted = ConfigMap(
+                metadata=self._metadata(name, labels={PARTITION_STATE_LABEL: kind}),
+                data={_TOPIC_KEY: topic, key: after},
+            )
+            if self._put(found, wanted):
+                return True
 
     def _update_lease(self, broker: int, change: LeaseChange) -> BrokerLease:
         name = lease_name(self.cluster, broker)
@@ -148,11 +219,11 @@ class KubeStateStore(PartitionStateStore):
                 leaseDurationSeconds=math.ceil(lease.duration_s),
                 leaseTransitions=lease.broker_epoch - 1,
             )
-            if self._put(found, Lease(metadata=self._metadata(name, broker), spec=spec)):
+            metadata = self._metadata(name, {"tierlog.io/broker": str(broker)})
+            if self._put(found, Lease(metadata=metadata, spec=spec)):
                 return lease
 
-    def _get_config_map(self, name: str | None = None) -> ConfigMap | None:
-        name = name or self.config_map
+    def _get_config_map(self, name: str) -> ConfigMap | None:
         try:
             return self._client.get(ConfigMap, name, namespace=self.namespace)
         except ApiError as error:
@@ -160,11 +231,12 @@ class KubeStateStore(PartitionStateStore):
                 return None
             raise self._unavailable(f"read ConfigMap {name}", error) from error
 
-    def _write(
-        self, found: ConfigMap | None, data: dict[str, str], name: str | None = None
-    ) -> bool:
-        wanted = ConfigMap(metadata=self._metadata(name or self.config_map), data=data)
-        return self._put(found, wanted)
+    def _delete_config_map(self, name: str) -> None:
+        try:
+            self._client.delete(ConfigMap, name, namespace=self.namespace)
+        except ApiError as error:
+            if error.status.code != _NOT_FOUND:  # gone already: what was wanted
+                raise self._unavailable(f"delete ConfigMap {name}", error) from error
 
     def _put(self, found: ConfigMap | Lease | None, wanted: ConfigMap | Lease) -> bool:
         """Create ``wanted``, or replace ``found`` with it at the version read; False when
@@ -183,19 +255,37 @@ class KubeStateStore(PartitionStateStore):
                 return False
             raise self._unavailable(f"write {wanted.metadata.name}", error) from error
 
-    def _metadata(self, name: str, broker: int | None = None) -> ObjectMeta:
-        labels = {CLUSTER_LABEL: self.cluster}
-        if broker is not None:
-            labels["tierlog.io/broker"] = str(broker)
-        return ObjectMeta(name=name, namespace=self.namespace, labels=labels)
-
-    def _where(self, topic: str) -> str:
-        return f"ConfigMap {self.namespace}/{self.config_map} key {topic!r}"
+    def _metadata(self, name: str, labels: dict[str, str] | None = None) -> ObjectMeta:
+        all_labels = {CLUSTER_LABEL: self.cluster, **(labels or {})}
+        return ObjectMeta(name=name, namespace=self.namespace, labels=all_labels)
 
     def _unavailable(self, what: str, error: ApiError) -> KafkaStorageError:
         return KafkaStorageError(
             f"partition-state store: cannot {what} in {self.namespace}: {error.status.message}"
         )
+
+
+def _text(found: ConfigMap | None, topic: str, key: str) -> str | None:
+    """The document under ``key`` of a topic's ConfigMap (None: no such ConfigMap)."""
+    if found is None:
+        return None
+    data = found.data or {}
+    if data.get(_TOPIC_KEY) != topic:
+        assert found.metadata is not None
+        raise KafkaStorageError(
+            f"ConfigMap {found.metadata.name} holds the partition state of "
+            f"{data.get(_TOPIC_KEY)!r}, not of {topic!r}"
+        )
+    return data.get(key)
+
+
+def _adopt(text: str, copied_before: str | None) -> PartChange:
+    """Copy ``text`` into an object that is absent, or still the copy made before."""
+
+    def adopt(current: str | None) -> str | None:
+        return text if current is None or current == copied_before else current
+
+    return adopt
 
 
 def _micro_time(seconds: float) -> datetime:

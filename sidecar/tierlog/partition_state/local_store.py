@@ -1,12 +1,15 @@
 """The partition-state store for processes on one machine: a directory.
 
-Layout: ``topics/<topic>.json`` (the topic's partitions), ``configs/<topic>.json`` (its
-config overrides, replaced whole) and ``leases/<broker>.json``,
-each beside a ``.lock`` file. A change takes an exclusive ``flock`` on the lock file,
-reads, and replaces the JSON file atomically (``checkpoints.atomic_write``: a crash
-leaves the old or the new document). The lock file is never replaced or deleted, so
-every process locks the same inode; the kernel drops a dead process's lock, so a
-``kill -9`` mid-change blocks nobody. Reads take no lock: a rename is atomic.
+Layout: ``topics/<topic>.json`` (the head of the topic's partitions, ``store``),
+``parts/<topic>/<topic id>-<part>.json`` (the parts after it), ``configs/<topic>.json``
+(its config overrides, replaced whole) and ``leases/<broker>.json``, each beside a
+``.lock`` file. A head written before parts existed (version 1, every partition in one
+file) reads as it is: the directory needs no migration. A change takes an exclusive
+``flock`` on the lock file, reads, and replaces the JSON file atomically
+(``checkpoints.atomic_write``: a crash leaves the old or the new document). The lock
+file is never replaced or deleted, so every process locks the same inode; the kernel
+drops a dead process's lock, so a ``kill -9`` mid-change blocks nobody. Reads take no
+lock: a rename is atomic.
 """
 
 from __future__ import annotations
@@ -24,10 +27,8 @@ from tierlog.partition_state.model import (
     configs_to_json,
     lease_from_document,
     lease_to_document,
-    topic_from_json,
-    topic_to_json,
 )
-from tierlog.partition_state.store import LeaseChange, Partitions, PartitionStateStore, TopicChange
+from tierlog.partition_state.store import HEAD, LeaseChange, PartChange, PartitionStateStore
 from tierlog.storage.checkpoints import atomic_write, fsync_directory
 from tierlog.storage.errors import KafkaStorageError
 from tierlog.storage.names import validate_topic_name
@@ -42,9 +43,10 @@ class LocalStateStore(PartitionStateStore):
         super().__init__(clock)
         self.directory = directory
         self._topics = directory / "topics"
+        self._parts = directory / "parts"
         self._configs = directory / "configs"
         self._leases = directory / "leases"
-        for folder in (self._topics, self._configs, self._leases):
+        for folder in (self._topics, self._parts, self._configs, self._leases):
             folder.mkdir(parents=True, exist_ok=True)
 
     def list_topics(self) -> list[str]:
@@ -54,19 +56,21 @@ class LocalStateStore(PartitionStateStore):
         leases = (self._read_lease(path) for path in self._leases.glob("*" + _SUFFIX))
         return {lease.broker: lease for lease in leases if lease is not None}
 
-    def _read_topic(self, topic: str) -> Partitions | None:
-        path = self._topic_path(topic)
-        text = _read_text(path)
-        return None if text is None else topic_from_json(text, str(path))
+    def _read_part(self, topic: str, index: int, topic_id: str) -> str | None:
+        return _read_text(self._part_path(topic, index, topic_id))
 
-    def _update_topic(self, topic: str, change: TopicChange) -> None:
-        path = self._topic_path(topic)
+    def _update_part(self, topic: str, index: int, topic_id: str, change: PartChange) -> None:
+        path = self._part_path(topic, index, topic_id)
+        path.parent.mkdir(exist_ok=True)
         with _locked(path):
             text = _read_text(path)
-            after = change(None if text is None else topic_from_json(text, str(path)))
+            after = change(text)
+            if after == text:
+                return
+            self.part_writes += 1
             if after is not None:
-                atomic_write(path, topic_to_json(after))
-            elif text is not None:
+                atomic_write(path, after)
+            else:
                 path.unlink()
                 fsync_directory(path.parent)
 
@@ -90,8 +94,11 @@ class LocalStateStore(PartitionStateStore):
             atomic_write(path, json.dumps(lease_to_document(lease)))
             return lease
 
-    def _topic_path(self, topic: str) -> Path:
-        return self._topics / f"{validate_topic_name(topic)}{_SUFFIX}"
+    def _part_path(self, topic: str, index: int, topic_id: str) -> Path:
+        name = validate_topic_name(topic)
+        if index == HEAD:
+            return self._topics / f"{name}{_SUFFIX}"
+        return self._parts / name / f"{topic_id}-{index}{_SUFFIX}"
 
     @staticmethod
     def _read_lease(path: Path) -> BrokerLease | None:

@@ -13,11 +13,15 @@ value that exists, so a document that breaks them is refused on read.
 ``BrokerLease`` is one broker's liveness: who holds it (one incarnation of the broker
 process), when it was renewed, for how long that counts, and its broker epoch (bumped
 each time a new incarnation takes it, Kafka's broker epoch).
+
+A topic's partitions are stored in parts of ``PARTITIONS_PER_PART`` (``TopicLayout``),
+so no object grows with the cluster, nor even with one topic.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -25,19 +29,31 @@ from typing import Any
 from tierlog.storage.errors import KafkaStorageError
 
 __all__ = [
+    "LEGACY_TOPIC_ID",
     "NO_LEADER",
+    "PARTITIONS_PER_PART",
     "BrokerLease",
     "PartitionState",
+    "StatePart",
+    "TopicLayout",
     "configs_from_json",
     "configs_to_json",
     "lease_from_document",
     "lease_to_document",
-    "topic_from_json",
-    "topic_to_json",
+    "part_from_json",
+    "part_to_json",
+    "split_into_parts",
 ]
 
 NO_LEADER = -1
-DOCUMENT_VERSION = 1
+DOCUMENT_VERSION = 2
+LEGACY_DOCUMENT_VERSION = 1  # a topic's partitions in one document, however many
+CONFIGS_DOCUMENT_VERSION = 1
+# A part's size: some 150 bytes a partition with three replicas, so a part stays far
+# below a ConfigMap's 1 MiB up to some 30 replicas a partition while reassigning.
+PARTITIONS_PER_PART = 1000
+LEGACY_TOPIC_ID = "0" * 32  # Kafka's zero topic id: a topic from before topic ids
+_TOPIC_ID = re.compile("[0-9a-f]{32}")  # a file name and a ConfigMap name may carry it
 
 
 @dataclass(frozen=True)
@@ -116,57 +132,124 @@ class BrokerLease:
     broker_epoch: int
 
 
-def topic_to_json(partitions: Mapping[int, PartitionState]) -> str:
-    document = {
+@dataclass(frozen=True)
+class TopicLayout:
+    """How a topic's partitions are split into stored objects ("parts"): part ``k`` holds
+    partitions ``[k * partitions_per_part, (k + 1) * partitions_per_part)``; part 0, the
+    head, also holds this layout. ``topic_id`` names one incarnation of the topic (Kafka's
+    topic id): the parts after the head are stored under it, so a topic deleted and
+    created again never reads its predecessor's parts."""
+
+    topic_id: str
+    partition_count: int
+    partitions_per_part: int
+
+    def part_of(self, partition: int) -> int:
+        return partition // self.partitions_per_part
+
+    @property
+    def part_count(self) -> int:
+        return max(1, -(-self.partition_count // self.partitions_per_part))
+
+
+@dataclass(frozen=True)
+class StatePart:
+    """One stored object of a topic's partition state; the head's carries the layout."""
+
+    topic_id: str
+    index: int
+    partitions: dict[int, PartitionState]
+    layout: TopicLayout | None = None
+
+
+def split_into_parts(
+    partitions: Mapping[int, PartitionState], layout: TopicLayout
+) -> dict[int, dict[int, PartitionState]]:
+    """``partitions`` grouped by the part that holds each."""
+    parts: dict[int, dict[int, PartitionState]] = {}
+    for partition, state in sorted(partitions.items()):
+        parts.setdefault(layout.part_of(partition), {})[partition] = state
+    return parts
+
+
+def part_to_json(part: StatePart) -> str:
+    document: dict[str, Any] = {
         "version": DOCUMENT_VERSION,
-        "partitions": {
-            str(partition): {
-                "replicas": list(state.replicas),
-                "leader": state.leader,
-                "leaderEpoch": state.leader_epoch,
-                "isr": list(state.isr),
-                "partitionEpoch": state.partition_epoch,
-                "addingReplicas": list(state.adding_replicas),
-                "removingReplicas": list(state.removing_replicas),
-            }
-            for partition, state in sorted(partitions.items())
-        },
+        "topicId": part.topic_id,
+        "part": part.index,
+    }
+    if part.layout is not None:
+        document["partitionCount"] = part.layout.partition_count
+        document["partitionsPerPart"] = part.layout.partitions_per_part
+    document["partitions"] = {
+        str(partition): {
+            "replicas": list(state.replicas),
+            "leader": state.leader,
+            "leaderEpoch": state.leader_epoch,
+            "isr": list(state.isr),
+            "partitionEpoch": state.partition_epoch,
+            "addingReplicas": list(state.adding_replicas),
+            "removingReplicas": list(state.removing_replicas),
+        }
+        for partition, state in sorted(part.partitions.items())
     }
     return json.dumps(document, separators=(",", ":"))
 
 
-def topic_from_json(text: str, where: str) -> dict[int, PartitionState]:
-    """A topic's partitions from its document; ``where`` names it in the error."""
+def part_from_json(text: str, where: str) -> StatePart:
+    """A part from its document; ``where`` names it in the error. A version 1 document
+    (one object held all of a topic's partitions) reads as the head of a topic with
+    ``LEGACY_TOPIC_ID`` whose head range covers every partition it has."""
     try:
         document = json.loads(text)
+        partitions = _partitions(document["partitions"])
+        if document.get("version") == LEGACY_DOCUMENT_VERSION:
+            count = len(partitions)
+            whole = TopicLayout(LEGACY_TOPIC_ID, count, max(PARTITIONS_PER_PART, count))
+            return StatePart(LEGACY_TOPIC_ID, 0, partitions, whole)
         if document.get("version") != DOCUMENT_VERSION:
             raise ValueError(f"unknown version {document.get('version')!r}")
-        return {
-            int(partition): PartitionState(
-                tuple(_ints(fields["replicas"])),
-                int(fields["leader"]),
-                int(fields["leaderEpoch"]),
-                tuple(_ints(fields["isr"])),
-                int(fields["partitionEpoch"]),
-                # Absent from the documents written before reassignment existed.
-                tuple(_ints(fields.get("addingReplicas", []))),
-                tuple(_ints(fields.get("removingReplicas", []))),
-            )
-            for partition, fields in document["partitions"].items()
-        }
+        topic_id, index = str(document["topicId"]), int(document["part"])
+        if not _TOPIC_ID.fullmatch(topic_id) or index < 0:
+            raise ValueError(f"part {index} of topic id {topic_id!r}")
+        layout: TopicLayout | None = None
+        if index == 0:
+            per_part = int(document["partitionsPerPart"])
+            if per_part < 1:
+                raise ValueError(f"{per_part} partitions per part")
+            layout = TopicLayout(topic_id, int(document["partitionCount"]), per_part)
+        return StatePart(topic_id, index, partitions, layout)
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise KafkaStorageError(f"{where}: not a partition-state document ({error})") from None
 
 
+def _partitions(document: Any) -> dict[int, PartitionState]:
+    return {
+        int(partition): PartitionState(
+            tuple(_ints(fields["replicas"])),
+            int(fields["leader"]),
+            int(fields["leaderEpoch"]),
+            tuple(_ints(fields["isr"])),
+            int(fields["partitionEpoch"]),
+            # Absent from the documents written before reassignment existed.
+            tuple(_ints(fields.get("addingReplicas", []))),
+            tuple(_ints(fields.get("removingReplicas", []))),
+        )
+        for partition, fields in document.items()
+    }
+
+
 def configs_to_json(configs: Mapping[str, str]) -> str:
-    return json.dumps({"version": DOCUMENT_VERSION, "configs": dict(sorted(configs.items()))})
+    return json.dumps(
+        {"version": CONFIGS_DOCUMENT_VERSION, "configs": dict(sorted(configs.items()))}
+    )
 
 
 def configs_from_json(text: str, where: str) -> dict[str, str]:
     """A topic's config overrides from their document; ``where`` names it in the error."""
     try:
         document = json.loads(text)
-        if document.get("version") != DOCUMENT_VERSION:
+        if document.get("version") != CONFIGS_DOCUMENT_VERSION:
             raise ValueError(f"unknown version {document.get('version')!r}")
         configs = document["configs"]
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in configs.items()):

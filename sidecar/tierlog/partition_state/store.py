@@ -1,10 +1,23 @@
-"""The partition-state store's interface, written once over two primitives.
+"""The partition-state store's interface, written once over a few primitives.
 
-Every change is a read-modify-write of one topic's partitions or one broker's lease;
-a store only has to make that atomic (``_update_topic``, ``_update_lease``): a file
-lock on one machine, a ``resourceVersion`` precondition on Kubernetes. What a change may
-do (a compare-and-swap on the partition epoch, a lease taken over with a new broker
-epoch) is decided here, by pure functions both stores share, so they cannot drift.
+Every change is a read-modify-write of one stored object: a part of a topic's partitions
+(``model.TopicLayout``) or one broker's lease. A store only has to make that atomic
+(``_update_part``, ``_update_lease``): a file lock on one machine, a ``resourceVersion``
+precondition on Kubernetes. What a change may do (a compare-and-swap on the partition
+epoch, a lease taken over with a new broker epoch) and how a topic spans its parts are
+decided here, by functions both stores share, so they cannot drift.
+
+A topic is its head (part 0: the layout and the first partitions); the parts after it
+are named by the topic id, so they are invisible until the head names that id:
+
+- creating writes the parts after the head, then the head (refused if it exists);
+- deleting removes the head (the topic is gone in that write), then the parts;
+- adding partitions writes them into their parts beyond the head's partition count,
+  where no reader looks, then raises the count in the head;
+- ``alter_partitions`` writes each touched part once, in ascending order: every
+  partition's compare-and-swap is decided in its part's one write, so a batch is atomic
+  per part, not across parts (a writer that dies between two parts has landed the first
+  one's changes only: each partition's change stands alone, as in Kafka's AlterPartition).
 
 The methods block (files, HTTP): asyncio callers run them in a thread.
 """
@@ -12,9 +25,10 @@ The methods block (files, HTTP): asyncio callers run them in a thread.
 from __future__ import annotations
 
 import time
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from tierlog.api.errors import (
     InvalidPartitionsError,
@@ -22,32 +36,64 @@ from tierlog.api.errors import (
     StaleBrokerEpochError,
     TopicAlreadyExistsError,
 )
-from tierlog.partition_state.model import BrokerLease, PartitionState
-from tierlog.storage.errors import UnknownTopicOrPartitionError
+from tierlog.partition_state.model import (
+    PARTITIONS_PER_PART,
+    BrokerLease,
+    PartitionState,
+    StatePart,
+    TopicLayout,
+    part_from_json,
+    part_to_json,
+    split_into_parts,
+)
+from tierlog.storage.errors import KafkaStorageError, UnknownTopicOrPartitionError
 
-__all__ = ["LeaseChange", "PartitionStateStore", "TopicChange"]
+__all__ = ["AlteredPartitions", "LeaseChange", "PartChange", "PartitionStateStore"]
 
 Partitions = dict[int, PartitionState]
-# A change of one topic: its partitions now (None: no such topic) -> after (None: deleted).
-TopicChange = Callable[[Partitions | None], Partitions | None]
+# A change of one stored part: its document now (None: absent) -> after (None: removed).
+PartChange = Callable[[str | None], str | None]
 LeaseChange = Callable[[BrokerLease | None], BrokerLease]
+HEAD = 0
+
+
+@dataclass(frozen=True)
+class AlteredPartitions:
+    """A batch's outcome: the states stored (each at its new partition epoch), and the
+    partitions whose compare-and-swap lost, with the partition epoch they are at."""
+
+    stored: dict[int, PartitionState] = field(default_factory=dict)
+    lost: dict[int, int] = field(default_factory=dict)
 
 
 class PartitionStateStore(ABC):
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
+        self.part_writes = 0  # parts written or removed: what a batch costs the store
 
     # -- topics ------------------------------------------------------------------------
 
     def create_topic(self, topic: str, partitions: Mapping[int, PartitionState]) -> None:
         """Record a new topic; ``TOPIC_ALREADY_EXISTS`` when the name is taken."""
+        if self._read_part(topic, HEAD, "") is not None:
+            raise TopicAlreadyExistsError(f"topic {topic!r} already has partition state")
+        layout = TopicLayout(uuid.uuid4().hex, len(partitions), PARTITIONS_PER_PART)
+        parts = split_into_parts(partitions, layout)
+        for index in range(1, layout.part_count):
+            text = part_to_json(StatePart(layout.topic_id, index, parts.get(index, {})))
+            self._update_part(topic, index, layout.topic_id, _written_as(text))
+        head = part_to_json(StatePart(layout.topic_id, HEAD, parts.get(HEAD, {}), layout))
 
-        def create(current: Partitions | None) -> Partitions:
+        def create(current: str | None) -> str:
             if current is not None:
                 raise TopicAlreadyExistsError(f"topic {topic!r} already has partition state")
-            return dict(partitions)
+            return head
 
-        self._update_topic(topic, create)
+        try:
+            self._update_part(topic, HEAD, layout.topic_id, create)
+        except TopicAlreadyExistsError:
+            self._remove_parts(topic, layout)  # a rival created it first: ours are litter
+            raise
 
     def read_topic(self, topic: str) -> Partitions:
         partitions = self._read_topic(topic)
@@ -56,27 +102,176 @@ class PartitionStateStore(ABC):
         return partitions
 
     def delete_topic(self, topic: str) -> None:
-        def delete(current: Partitions | None) -> None:
+        removed: list[TopicLayout] = []
+
+        def delete(current: str | None) -> None:
             if current is None:
                 raise UnknownTopicOrPartitionError(f"no partition state for topic {topic!r}")
+            removed[:] = [self._head_layout(topic, current)]
 
-        self._update_topic(topic, delete)
+        self._update_part(topic, HEAD, "", delete)
+        self._remove_parts(topic, removed[0])
         self._write_configs(topic, None)
 
     def add_partitions(self, topic: str, added: Mapping[int, PartitionState]) -> None:
         """Add partitions after the topic's last (Kafka's CreatePartitions)."""
-
-        def add(current: Partitions | None) -> Partitions:
-            if current is None:
-                raise UnknownTopicOrPartitionError(f"no partition state for topic {topic!r}")
-            if min(added) != len(current):
-                raise InvalidPartitionsError(
-                    f"{topic} has {len(current)} partitions; new ones start there, "
-                    f"not at {min(added)}"
+        layout = self._read_layout(topic)
+        if min(added) != layout.partition_count:
+            raise InvalidPartitionsError(
+                f"{topic} has {layout.partition_count} partitions; new ones start there, "
+                f"not at {min(added)}"
+            )
+        parts = split_into_parts(added, layout)
+        for index, states in sorted(parts.items()):
+            if index != HEAD:  # beyond the head's count: no reader looks there yet
+                self._update_part(
+                    topic,
+                    index,
+                    layout.topic_id,
+                    self._merge(topic, layout.topic_id, index, states),
                 )
-            return {**current, **added}
+        grown = replace(layout, partition_count=max(added) + 1)
 
-        self._update_topic(topic, add)
+        def commit(current: str | None) -> str:
+            head = self._decode(topic, HEAD, current, layout.topic_id)
+            if head.layout != layout:
+                raise InvalidPartitionsError(
+                    f"{topic}'s partitions changed while partitions were being added"
+                )
+            partitions = {**head.partitions, **parts.get(HEAD, {})}
+            return part_to_json(StatePart(layout.topic_id, HEAD, partitions, grown))
+
+        self._update_part(topic, HEAD, layout.topic_id, commit)
+
+    def alter_partition(
+        self, topic: str, partition: int, expected_epoch: int, new: PartitionState
+    ) -> PartitionState:
+        """Replace the partition's state if its partition epoch is still ``expected_epoch``;
+        the stored state (epoch ``expected_epoch + 1``) is returned. A lost race raises
+        ``INVALID_UPDATE_VERSION`` and changes nothing."""
+        altered = self.alter_partitions(topic, {partition: (expected_epoch, new)})
+        if partition in altered.lost:
+            epoch = altered.lost[partition]
+            raise InvalidUpdateVersionError(
+                f"{topic}-{partition} is at partition epoch {epoch}, not {expected_epoch}",
+                current_epoch=epoch,
+            )
+        return altered.stored[partition]
+
+    def alter_partitions(
+        self, topic: str, changes: Mapping[int, tuple[int, PartitionState]]
+    ) -> AlteredPartitions:
+        """Many partitions' compare-and-swaps (partition -> (expected partition epoch, new
+        state)) in one write per part they touch. Each lands or loses on its own epoch;
+        ``UNKNOWN_TOPIC_OR_PARTITION`` when the topic (or one of the partitions) is gone,
+        leaving the parts not yet written unchanged."""
+        layout = self._read_layout(topic)
+        by_part: dict[int, list[int]] = {}
+        for partition in sorted(changes):
+            by_part.setdefault(layout.part_of(partition), []).append(partition)
+        outcome = AlteredPartitions()
+        for index, partitions in sorted(by_part.items()):
+            landed = AlteredPartitions()
+            alter = self._alter_part(topic, layout, index, partitions, changes, landed)
+            self._update_part(topic, index, layout.topic_id, alter)
+            outcome.stored.update(landed.stored)
+            outcome.lost.update(landed.lost)
+        return outcome
+
+    def _alter_part(
+        self,
+        topic: str,
+        layout: TopicLayout,
+        index: int,
+        partitions: list[int],
+        changes: Mapping[int, tuple[int, PartitionState]],
+        landed: AlteredPartitions,
+    ) -> PartChange:
+        """The change of part ``index`` for ``partitions``' compare-and-swaps; what it
+        decided goes into ``landed`` (afresh on each try: a store may try again)."""
+
+        def alter(current: str | None) -> str:
+            part = self._decode(topic, index, current, layout.topic_id)
+            count = (part.layout or layout).partition_count
+            landed.stored.clear()
+            landed.lost.clear()
+            states = dict(part.partitions)
+            for partition in partitions:
+                if partition not in states or partition >= count:
+                    raise UnknownTopicOrPartitionError(
+                        f"no partition state for {topic}-{partition}"
+                    )
+                expected, new = changes[partition]
+                epoch = states[partition].partition_epoch
+                if epoch != expected:
+                    landed.lost[partition] = epoch
+                    continue
+                states[partition] = landed.stored[partition] = replace(
+                    new, partition_epoch=expected + 1
+                )
+            return part_to_json(replace(part, partitions=states))
+
+        return alter
+
+    def _read_topic(self, topic: str) -> Partitions | None:
+        """Every partition of the topic: the head, then the parts it names."""
+        while True:
+            text = self._read_part(topic, HEAD, "")
+            if text is None:
+                return None
+            head = self._decode(topic, HEAD, text, None)
+            layout = _layout_of(head)
+            partitions = dict(head.partitions)
+            for index in range(1, layout.part_count):
+                part_text = self._read_part(topic, index, layout.topic_id)
+                if part_text is None:
+                    break
+                partitions.update(self._decode(topic, index, part_text, layout.topic_id).partitions)
+            else:
+                return {p: s for p, s in partitions.items() if p < layout.partition_count}
+            if self._read_part(topic, HEAD, "") == text:  # not deleted or re-created since
+                raise KafkaStorageError(
+                    f"partition state of {topic!r}: part {index} of topic id "
+                    f"{layout.topic_id} is missing"
+                )
+
+    def _read_layout(self, topic: str) -> TopicLayout:
+        text = self._read_part(topic, HEAD, "")
+        if text is None:
+            raise UnknownTopicOrPartitionError(f"no partition state for topic {topic!r}")
+        return self._head_layout(topic, text)
+
+    def _head_layout(self, topic: str, text: str) -> TopicLayout:
+        return _layout_of(self._decode(topic, HEAD, text, None))
+
+    def _decode(self, topic: str, index: int, text: str | None, topic_id: str | None) -> StatePart:
+        """The part in ``text``: ``UNKNOWN_TOPIC_OR_PARTITION`` when it is absent or of
+        another incarnation of the topic than ``topic_id`` (None: any)."""
+        if text is None:
+            raise UnknownTopicOrPartitionError(f"no partition state for topic {topic!r}")
+        part = part_from_json(text, f"partition state of {topic!r}, part {index}")
+        if part.index != index or (part.layout is None) != (index != HEAD):
+            raise KafkaStorageError(
+                f"partition state of {topic!r}: part {index} holds part {part.index}"
+            )
+        if topic_id is not None and part.topic_id != topic_id:
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic!r} was deleted (and perhaps created again) meanwhile"
+            )
+        return part
+
+    def _merge(self, topic: str, topic_id: str, index: int, states: Partitions) -> PartChange:
+        def merge(current: str | None) -> str:
+            found = (
+                {} if current is None else self._decode(topic, index, current, topic_id).partitions
+            )
+            return part_to_json(StatePart(topic_id, index, {**found, **states}))
+
+        return merge
+
+    def _remove_parts(self, topic: str, layout: TopicLayout) -> None:
+        for index in range(1, layout.part_count):
+            self._update_part(topic, index, layout.topic_id, _written_as(None))
 
     # -- topic configs ------------------------------------------------------------------
 
@@ -88,28 +283,6 @@ class PartitionStateStore(ABC):
 
     def read_topic_configs(self, topic: str) -> dict[str, str]:
         return self._read_configs(topic) or {}
-
-    def alter_partition(
-        self, topic: str, partition: int, expected_epoch: int, new: PartitionState
-    ) -> PartitionState:
-        """Replace the partition's state if its partition epoch is still ``expected_epoch``;
-        the stored state (epoch ``expected_epoch + 1``) is returned. A lost race raises
-        ``INVALID_UPDATE_VERSION`` and changes nothing."""
-        stored = replace(new, partition_epoch=expected_epoch + 1)
-
-        def alter(current: Partitions | None) -> Partitions:
-            if current is None or partition not in current:
-                raise UnknownTopicOrPartitionError(f"no partition state for {topic}-{partition}")
-            epoch = current[partition].partition_epoch
-            if epoch != expected_epoch:
-                raise InvalidUpdateVersionError(
-                    f"{topic}-{partition} is at partition epoch {epoch}, not {expected_epoch}",
-                    current_epoch=epoch,
-                )
-            return {**current, partition: stored}
-
-        self._update_topic(topic, alter)
-        return stored
 
     # -- broker leases -----------------------------------------------------------------
 
@@ -150,12 +323,16 @@ class PartitionStateStore(ABC):
     def read_leases(self) -> dict[int, BrokerLease]: ...
 
     @abstractmethod
-    def _read_topic(self, topic: str) -> Partitions | None: ...
+    def _read_part(self, topic: str, index: int, topic_id: str) -> str | None:
+        """The document of the topic's part ``index`` (the head, 0, is one per topic
+        name; the others are stored under ``topic_id``); None when absent."""
 
     @abstractmethod
-    def _update_topic(self, topic: str, change: TopicChange) -> None:
-        """Apply ``change`` to the topic's partitions atomically: no other change of the
-        topic lands between the read it was given and the write of its result."""
+    def _update_part(self, topic: str, index: int, topic_id: str, change: PartChange) -> None:
+        """Apply ``change`` to the part's document atomically: no other change of the
+        part lands between the read it was given and the write of its result. A result
+        equal to what was read writes nothing; each write or removal counts in
+        ``part_writes``."""
 
     @abstractmethod
     def _read_configs(self, topic: str) -> dict[str, str] | None: ...
@@ -167,3 +344,13 @@ class PartitionStateStore(ABC):
     @abstractmethod
     def _update_lease(self, broker: int, change: LeaseChange) -> BrokerLease:
         """Apply ``change`` to the broker's lease atomically; the lease written."""
+
+
+def _layout_of(head: StatePart) -> TopicLayout:
+    assert head.layout is not None  # a head always has one (``_decode`` checks)
+    return head.layout
+
+
+def _written_as(text: str | None) -> PartChange:
+    """A change that writes ``text`` (None: removes the part) whatever was there."""
+    return lambda _: text

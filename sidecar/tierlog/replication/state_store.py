@@ -3,7 +3,7 @@
 A directory on one machine, or the API server on Kubernetes: there the broker reaches
 it with its pod's service account (``KubeConfig.from_env`` reads the mounted token, and
 ``$KUBECONFIG`` or ``~/.kube/config`` outside a pod), which the operator's Role lets
-read and write its cluster's ConfigMap and Leases only.
+read and write its namespace's ConfigMaps and its cluster's Leases only.
 """
 
 from __future__ import annotations
@@ -24,4 +24,6 @@ def open_state_store(location: StoreLocation) -> PartitionStateStore:
             return LocalStateStore(directory)
         case KubernetesStore(namespace, cluster):
             client = Client(KubeConfig.from_env(), field_manager="tierlog-sidecar")
-            return KubeStateStore(client, namespace, cluster)
+            store = KubeStateStore(client, namespace, cluster)
+            store.adopt_single_config_maps()  # a broker may start before the operator's upgrade
+            return store

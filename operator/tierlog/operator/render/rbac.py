@@ -1,24 +1,24 @@
 """What a replicated cluster's brokers may do in the API server: their partition state.
 
 With ``spec.replication`` the brokers keep the partition-state store of
-``tierlog.partition_state.kube_store``: the ConfigMaps ``NAME-partition-state`` and
-``NAME-topic-configs`` and one Lease per broker, ``NAME-broker-ID``. Their Role grants
-exactly that. Reading and replacing are granted by name; creating cannot be (the API
-server authorizes a create before the object has a name), nor can the list of leases by
-label the store reads. The brokers run as ``spec.serviceAccountName`` when set, else as
-a ServiceAccount of their own, ``NAME-broker``, so no other pod of the namespace gets
-these rights.
+``tierlog.partition_state.kube_store``: a ConfigMap per part of each topic's partitions
+and one for its config overrides (named after the topic, so not known when the Role is
+made), the ``NAME-partition-state`` and ``NAME-topic-configs`` that held every topic
+before parts (emptied once adopted) and one Lease per broker, ``NAME-broker-ID``. The
+topics' ConfigMaps cannot be granted by name: the brokers may read, list, create,
+replace and delete the namespace's ConfigMaps, a reason to give a cluster a namespace
+of its own. The Leases are granted
+by name, but for their create and list (the API server authorizes a create before the
+object has a name, and a list is by label). The brokers run as
+``spec.serviceAccountName`` when set, else as a ServiceAccount of their own,
+``NAME-broker``, so no other pod of the namespace gets these rights.
 """
 
 from __future__ import annotations
 
 from tierlog.operator.render.common import Manifest, Owner, metadata
 from tierlog.operator.spec import ClusterSpec
-from tierlog.partition_state.kube_store import (
-    lease_name,
-    state_config_map_name,
-    topic_configs_map_name,
-)
+from tierlog.partition_state.kube_store import lease_name
 
 __all__ = [
     "broker_service_account",
@@ -59,15 +59,10 @@ def partition_state_role(cluster: ClusterSpec, owner: Owner, brokers: int) -> Ma
         "kind": "Role",
         "metadata": metadata(cluster, _role_name(cluster), owner),
         "rules": [
-            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
             {
                 "apiGroups": [""],
                 "resources": ["configmaps"],
-                "resourceNames": [
-                    state_config_map_name(cluster.name),
-                    topic_configs_map_name(cluster.name),
-                ],
-                "verbs": ["get", "update"],
+                "verbs": ["get", "list", "create", "update", "delete"],
             },
             {
                 "apiGroups": ["coordination.k8s.io"],
