@@ -17,6 +17,8 @@ The events (every one carries ``worker`` and ``time_ns``):
   such as ``NOT_ENOUGH_REPLICAS_AFTER_APPEND``): it may or may not be stored. An
   ``Invoke`` with no outcome (its worker was killed) is indeterminate too;
 - ``Read(partition, offset, value)``: a consumer read ``value`` at that offset;
+- ``Commit(group, partition, offset)``: a consumer of ``group`` committed ``offset`` (the
+  next one it would read) and the coordinator accepted it;
 - ``FinalRead(replica, partition, high_watermark, records)``: after the run, one
   replica's whole log of a partition, as ``(offset, value)`` pairs;
 - ``Fault(kind, target)``: the nemesis injected a fault, recorded once it is in
@@ -39,7 +41,11 @@ of the final read with the highest high watermark; the rules of issue 18's fault
   nothing in the final log;
 - (f) ``REPLICAS_AGREE``: where two replicas' final reads both lie below their high
   watermarks, they hold the same values at the same offsets (the bytes of their segment
-  files are compared by ``tests.support.replica_dirs.compare_replica_dirs``).
+  files are compared by ``tests.support.replica_dirs.compare_replica_dirs``);
+- (g) ``COMMITTED_READ``: a group commits an offset only once its members (the workers
+  that commit for it) have read every record of the final log below it, and never past
+  the final log's high watermark: what a group committed is a gap-free prefix of what
+  it read (Kafka's at-least-once promise to a consumer that commits after processing).
 
 A history that cannot be checked (a value produced twice, an outcome with no invoke, a
 partition with acknowledged records but no final read) raises ``MalformedHistory``:
@@ -48,6 +54,7 @@ that is a bug of the harness, not of the system under test.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import enum
 import itertools
@@ -63,6 +70,7 @@ from typing import ClassVar, Self
 
 __all__ = [
     "NULL_VALUE",
+    "Commit",
     "Event",
     "Fail",
     "Fault",
@@ -138,6 +146,14 @@ class Read(Event):
 
 
 @dataclass(frozen=True)
+class Commit(Event):
+    TYPE: ClassVar[str] = "commit"
+    group: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True)
 class FinalRead(Event):
     TYPE: ClassVar[str] = "final"
     replica: str
@@ -158,7 +174,7 @@ class Fault(Event):
 
 
 _EVENT_TYPES: dict[str, type[Event]] = {
-    cls.TYPE: cls for cls in (Invoke, Ok, Fail, Info, Read, FinalRead, Fault)
+    cls.TYPE: cls for cls in (Invoke, Ok, Fail, Info, Read, Commit, FinalRead, Fault)
 }
 
 
@@ -239,6 +255,9 @@ class HistoryRecorder:
     def read(self, partition: int, offset: int, value: str) -> None:
         self.record(Read(*self._now(), partition, offset, value))
 
+    def commit(self, group: str, partition: int, offset: int) -> None:
+        self.record(Commit(*self._now(), group, partition, offset))
+
     def final_read(
         self,
         replica: str,
@@ -289,6 +308,7 @@ class Rule(enum.Enum):
     ACKNOWLEDGED_IN_ORDER = "d: a producer's acknowledged offsets in a partition rise"
     FAILED_ABSENT = "e: a produce that definitely failed left nothing"
     REPLICAS_AGREE = "f: replicas hold the same records below their high watermarks"
+    COMMITTED_READ = "g: a group commits an offset once it has read every record below it"
 
 
 @dataclass(frozen=True)
@@ -335,6 +355,7 @@ def check(events: Sequence[Event]) -> list[Violation]:
         *_reads_kept(events, logs),
         *_final_log_values(produces, logs),
         *_acknowledged_in_order(produces),
+        *_committed_read(events, logs),
     ]
 
 
@@ -486,6 +507,46 @@ def _acknowledged_in_order(produces: Mapping[str, _Produce]) -> Iterator[Violati
                     f"{partition}, acknowledged at {earlier.offset} and {later.offset}",
                     (earlier, later),
                 )
+
+
+def _committed_read(events: Sequence[Event], logs: Mapping[int, _FinalLog]) -> Iterator[Violation]:
+    groups_of: dict[str, set[str]] = defaultdict(set)  # worker -> the groups it commits for
+    for event in events:
+        if isinstance(event, Commit):
+            groups_of[event.worker].add(event.group)
+    offsets = {partition: sorted(log.by_offset) for partition, log in logs.items()}
+    read: dict[tuple[str, int], set[int]] = defaultdict(set)  # (group, partition) -> offsets
+    for event in events:
+        if isinstance(event, Read):
+            for group in groups_of[event.worker]:
+                read[group, event.partition].add(event.offset)
+        if isinstance(event, Commit):
+            yield from _commit_checked(event, logs.get(event.partition), offsets, read)
+
+
+def _commit_checked(
+    commit: Commit,
+    log: _FinalLog | None,
+    offsets: Mapping[int, list[int]],
+    read: Mapping[tuple[str, int], set[int]],
+) -> Iterator[Violation]:
+    """The violation of rule (g) by one commit, given what its group had read by then."""
+    high_watermark = log.read.high_watermark if log else 0
+    shown = (commit,) if log is None else (commit, log.read)
+    where = (
+        f"group {commit.group!r} committed offset {commit.offset} of partition {commit.partition}"
+    )
+    if commit.offset > high_watermark:
+        message = f"{where}, past the final log's high watermark {high_watermark}"
+        yield Violation(Rule.COMMITTED_READ, message, shown)
+        return
+    below = offsets.get(commit.partition, [])
+    below = below[: bisect.bisect_left(below, commit.offset)]
+    seen = read.get((commit.group, commit.partition), set())
+    unread = [offset for offset in below if offset not in seen]
+    if unread:
+        message = f"{where} before reading offset {unread[0]} ({len(unread)} unread below it)"
+        yield Violation(Rule.COMMITTED_READ, message, shown)
 
 
 # -- availability ---------------------------------------------------------------------
