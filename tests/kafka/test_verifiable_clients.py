@@ -117,6 +117,7 @@ def start_cluster(replicated_brokers: ClusterFactory) -> tuple[Cluster, str]:
         + ",".join(f"{n}@127.0.0.1:{p}" for n, p in enumerate(ports)),
         f"broker.session.timeout.ms={SESSION_TIMEOUT_MS}",
         "offsets.topic.num.partitions=1",  # one coordinator for every group: the victim
+        "group.initial.rebalance.delay.ms=0",  # one member: nobody else to wait for
         node_configs={n: [f"listeners=PLAINTEXT://127.0.0.1:{p}"] for n, p in enumerate(ports)},
     )
     with AdminClient(cluster.servers.split(",")) as admin:

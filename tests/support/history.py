@@ -515,22 +515,41 @@ def _committed_read(events: Sequence[Event], logs: Mapping[int, _FinalLog]) -> I
         if isinstance(event, Commit):
             groups_of[event.worker].add(event.group)
     offsets = {partition: sorted(log.by_offset) for partition, log in logs.items()}
-    read: dict[tuple[str, int], set[int]] = defaultdict(set)  # (group, partition) -> offsets
+    read: dict[tuple[str, int], _ReadPrefix] = {}
     for event in events:
         if isinstance(event, Read):
             for group in groups_of[event.worker]:
-                read[group, event.partition].add(event.offset)
-        if isinstance(event, Commit):
-            yield from _commit_checked(event, logs.get(event.partition), offsets, read)
+                prefix = read.setdefault((group, event.partition), _ReadPrefix())
+                prefix.seen.add(event.offset)
+        if not isinstance(event, Commit):
+            continue
+        log = logs.get(event.partition)
+        prefix = read.setdefault((event.group, event.partition), _ReadPrefix())
+        violation = _commit_violation(event, log, offsets.get(event.partition, []), prefix)
+        if violation is not None:
+            yield violation
 
 
-def _commit_checked(
-    commit: Commit,
-    log: _FinalLog | None,
-    offsets: Mapping[int, list[int]],
-    read: Mapping[tuple[str, int], set[int]],
-) -> Iterator[Violation]:
-    """The violation of rule (g) by one commit, given what its group had read by then."""
+@dataclass
+class _ReadPrefix:
+    """What a group read of a partition: the offsets, and how many of the final log's
+    offsets (in order) it had read all of when last asked; reads only add, so that
+    count never falls and each commit costs only what was read since the last."""
+
+    seen: set[int] = dataclasses.field(default_factory=set)
+    whole: int = 0
+
+    def whole_prefix(self, offsets: Sequence[int]) -> int:
+        while self.whole < len(offsets) and offsets[self.whole] in self.seen:
+            self.whole += 1
+        return self.whole
+
+
+def _commit_violation(
+    commit: Commit, log: _FinalLog | None, offsets: Sequence[int], prefix: _ReadPrefix
+) -> Violation | None:
+    """Rule (g) for one commit, given what its group had read of the partition by then
+    (``offsets``: the final log's, in order)."""
     high_watermark = log.read.high_watermark if log else 0
     shown = (commit,) if log is None else (commit, log.read)
     where = (
@@ -538,15 +557,13 @@ def _commit_checked(
     )
     if commit.offset > high_watermark:
         message = f"{where}, past the final log's high watermark {high_watermark}"
-        yield Violation(Rule.COMMITTED_READ, message, shown)
-        return
-    below = offsets.get(commit.partition, [])
-    below = below[: bisect.bisect_left(below, commit.offset)]
-    seen = read.get((commit.group, commit.partition), set())
-    unread = [offset for offset in below if offset not in seen]
-    if unread:
-        message = f"{where} before reading offset {unread[0]} ({len(unread)} unread below it)"
-        yield Violation(Rule.COMMITTED_READ, message, shown)
+        return Violation(Rule.COMMITTED_READ, message, shown)
+    below = bisect.bisect_left(offsets, commit.offset)
+    if below <= prefix.whole_prefix(offsets):
+        return None
+    unread = [offset for offset in offsets[:below] if offset not in prefix.seen]
+    message = f"{where} before reading offset {unread[0]} ({len(unread)} unread below it)"
+    return Violation(Rule.COMMITTED_READ, message, shown)
 
 
 # -- availability ---------------------------------------------------------------------
