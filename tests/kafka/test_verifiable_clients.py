@@ -249,6 +249,10 @@ def test_verifiable_producer_and_consumer_lose_nothing_acknowledged_when_a_leade
     assert sum(ends.values()) == MESSAGES
     assert caught_up, f"the group committed {committed_offsets(consumed)} of {ends}"
     assert consumed[-1]["name"] == "shutdown_complete"
+    given = len(named(consumed, "record_data"))
+    assignments = len(named(consumed, "partitions_assigned"))
+    print(f"\n{MESSAGES} acknowledged; the consumer was given {given} records in {assignments} "
+          f"assignments, broker {victim} killed")  # fmt: skip
 
     # The same history with one acknowledged record gone from the topic fails the check.
     lost = next(e for e in events if isinstance(e, Ok) and e.partition == led[0])
