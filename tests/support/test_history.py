@@ -542,7 +542,8 @@ OUTCOMES = ("ok", "fail", "info", "unfinished")
 def valid_histories(draw: st.DrawFn) -> History:
     """Producers' produces with every outcome, served by a correct broker: acknowledged
     records stored where acknowledged, indeterminate ones stored or not, failed ones
-    not; consumers read stored records; replicas hold prefixes of the log."""
+    not; consumers read stored records and commit what they read without a gap;
+    replicas hold prefixes of the log."""
     partitions = draw(st.integers(1, 3))
     produces = draw(
         st.lists(
@@ -559,6 +560,7 @@ def valid_histories(draw: st.DrawFn) -> History:
     produces[0] = (produces[0][0], produces[0][1], "ok", True)  # one acknowledged at least
     history = History()
     logs: list[list[str]] = [[] for _ in range(partitions)]
+    read: list[set[int]] = [set() for _ in range(partitions)]  # offsets the consumer read
     for i, (worker, partition, outcome, stored) in enumerate(produces):
         value = f"{worker}-{i}"
         history.invoke(worker, value)
@@ -574,6 +576,9 @@ def valid_histories(draw: st.DrawFn) -> History:
             history.info(worker, value)
         if draw(st.booleans()):
             history.read(partition, offset, value)
+            read[partition].add(offset)
+        if offset in read[partition] and draw(st.booleans()):  # the group's read prefix
+            history.commit("g", partition, min(set(range(offset + 2)) - read[partition]))
     replicas = draw(st.integers(1, 3))
     for partition, log in enumerate(logs):
         history.final(partition, log, replica="broker-0")
