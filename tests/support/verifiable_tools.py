@@ -2,8 +2,8 @@
 as workers of a fault run: the JSON events they print on stdout, one per line, read
 back as ``tests.support.history`` events for its checker.
 
-The producer sends the values ``0``, ``1``, ... ``max_messages - 1`` in that order (no
-key: the partitioner spreads them) and prints a line per outcome:
+The producer sends the values ``0``, ``1``, ... ``max_messages - 1`` in that order (keys,
+if any, only choose the partition) and prints a line per outcome:
 ``producer_send_success`` with the partition and offset acknowledged (``Ok``; with no
 offset, ``Info``), or ``producer_send_error`` (``Info``: the tool prints a send refused
 before it left and one that failed after it was sent alike, and the second may be
