@@ -17,6 +17,8 @@ The events (every one carries ``worker`` and ``time_ns``):
   such as ``NOT_ENOUGH_REPLICAS_AFTER_APPEND``): it may or may not be stored. An
   ``Invoke`` with no outcome (its worker was killed) is indeterminate too;
 - ``Read(partition, offset, value)``: a consumer read ``value`` at that offset;
+- ``Commit(group, partition, offset)``: a consumer of ``group`` committed ``offset`` (the
+  next one it would read) and the coordinator accepted it;
 - ``FinalRead(replica, partition, high_watermark, records)``: after the run, one
   replica's whole log of a partition, as ``(offset, value)`` pairs;
 - ``Fault(kind, target)``: the nemesis injected a fault, recorded once it is in
@@ -39,7 +41,11 @@ of the final read with the highest high watermark; the rules of issue 18's fault
   nothing in the final log;
 - (f) ``REPLICAS_AGREE``: where two replicas' final reads both lie below their high
   watermarks, they hold the same values at the same offsets (the bytes of their segment
-  files are compared by ``tests.support.replica_dirs.compare_replica_dirs``).
+  files are compared by ``tests.support.replica_dirs.compare_replica_dirs``);
+- (g) ``COMMITTED_READ``: a group commits an offset only once its members (the workers
+  that commit for it) have read every record of the final log below it, and never past
+  the final log's high watermark: what a group committed is a gap-free prefix of what
+  it read (Kafka's at-least-once promise to a consumer that commits after processing).
 
 A history that cannot be checked (a value produced twice, an outcome with no invoke, a
 partition with acknowledged records but no final read) raises ``MalformedHistory``:
@@ -48,6 +54,7 @@ that is a bug of the harness, not of the system under test.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import enum
 import itertools
@@ -63,6 +70,7 @@ from typing import ClassVar, Self
 
 __all__ = [
     "NULL_VALUE",
+    "Commit",
     "Event",
     "Fail",
     "Fault",
@@ -138,6 +146,14 @@ class Read(Event):
 
 
 @dataclass(frozen=True)
+class Commit(Event):
+    TYPE: ClassVar[str] = "commit"
+    group: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True)
 class FinalRead(Event):
     TYPE: ClassVar[str] = "final"
     replica: str
@@ -158,7 +174,7 @@ class Fault(Event):
 
 
 _EVENT_TYPES: dict[str, type[Event]] = {
-    cls.TYPE: cls for cls in (Invoke, Ok, Fail, Info, Read, FinalRead, Fault)
+    cls.TYPE: cls for cls in (Invoke, Ok, Fail, Info, Read, Commit, FinalRead, Fault)
 }
 
 
@@ -239,6 +255,9 @@ class HistoryRecorder:
     def read(self, partition: int, offset: int, value: str) -> None:
         self.record(Read(*self._now(), partition, offset, value))
 
+    def commit(self, group: str, partition: int, offset: int) -> None:
+        self.record(Commit(*self._now(), group, partition, offset))
+
     def final_read(
         self,
         replica: str,
@@ -289,6 +308,7 @@ class Rule(enum.Enum):
     ACKNOWLEDGED_IN_ORDER = "d: a producer's acknowledged offsets in a partition rise"
     FAILED_ABSENT = "e: a produce that definitely failed left nothing"
     REPLICAS_AGREE = "f: replicas hold the same records below their high watermarks"
+    COMMITTED_READ = "g: a group commits an offset once it has read every record below it"
 
 
 @dataclass(frozen=True)
@@ -335,6 +355,7 @@ def check(events: Sequence[Event]) -> list[Violation]:
         *_reads_kept(events, logs),
         *_final_log_values(produces, logs),
         *_acknowledged_in_order(produces),
+        *_committed_read(events, logs),
     ]
 
 
@@ -486,6 +507,63 @@ def _acknowledged_in_order(produces: Mapping[str, _Produce]) -> Iterator[Violati
                     f"{partition}, acknowledged at {earlier.offset} and {later.offset}",
                     (earlier, later),
                 )
+
+
+def _committed_read(events: Sequence[Event], logs: Mapping[int, _FinalLog]) -> Iterator[Violation]:
+    groups_of: dict[str, set[str]] = defaultdict(set)  # worker -> the groups it commits for
+    for event in events:
+        if isinstance(event, Commit):
+            groups_of[event.worker].add(event.group)
+    offsets = {partition: sorted(log.by_offset) for partition, log in logs.items()}
+    read: dict[tuple[str, int], _ReadPrefix] = {}
+    for event in events:
+        if isinstance(event, Read):
+            for group in groups_of[event.worker]:
+                prefix = read.setdefault((group, event.partition), _ReadPrefix())
+                prefix.seen.add(event.offset)
+        if not isinstance(event, Commit):
+            continue
+        log = logs.get(event.partition)
+        prefix = read.setdefault((event.group, event.partition), _ReadPrefix())
+        violation = _commit_violation(event, log, offsets.get(event.partition, []), prefix)
+        if violation is not None:
+            yield violation
+
+
+@dataclass
+class _ReadPrefix:
+    """What a group read of a partition: the offsets, and how many of the final log's
+    offsets (in order) it had read all of when last asked; reads only add, so that
+    count never falls and each commit costs only what was read since the last."""
+
+    seen: set[int] = dataclasses.field(default_factory=set)
+    whole: int = 0
+
+    def whole_prefix(self, offsets: Sequence[int]) -> int:
+        while self.whole < len(offsets) and offsets[self.whole] in self.seen:
+            self.whole += 1
+        return self.whole
+
+
+def _commit_violation(
+    commit: Commit, log: _FinalLog | None, offsets: Sequence[int], prefix: _ReadPrefix
+) -> Violation | None:
+    """Rule (g) for one commit, given what its group had read of the partition by then
+    (``offsets``: the final log's, in order)."""
+    high_watermark = log.read.high_watermark if log else 0
+    shown = (commit,) if log is None else (commit, log.read)
+    where = (
+        f"group {commit.group!r} committed offset {commit.offset} of partition {commit.partition}"
+    )
+    if commit.offset > high_watermark:
+        message = f"{where}, past the final log's high watermark {high_watermark}"
+        return Violation(Rule.COMMITTED_READ, message, shown)
+    below = bisect.bisect_left(offsets, commit.offset)
+    if below <= prefix.whole_prefix(offsets):
+        return None
+    unread = [offset for offset in offsets[:below] if offset not in prefix.seen]
+    message = f"{where} before reading offset {unread[0]} ({len(unread)} unread below it)"
+    return Violation(Rule.COMMITTED_READ, message, shown)
 
 
 # -- availability ---------------------------------------------------------------------

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.history import (
+    Commit,
     Event,
     Fail,
     Fault,
@@ -63,8 +64,12 @@ class History:
         self.events.append(Info(worker, self._at(), value))
         return self
 
-    def read(self, partition: int, offset: int, value: str) -> History:
-        self.events.append(Read("consumer", self._at(), partition, offset, value))
+    def read(self, partition: int, offset: int, value: str, worker: str = "consumer") -> History:
+        self.events.append(Read(worker, self._at(), partition, offset, value))
+        return self
+
+    def commit(self, group: str, partition: int, offset: int, worker: str = "consumer") -> History:
+        self.events.append(Commit(worker, self._at(), group, partition, offset))
         return self
 
     def final(
@@ -303,6 +308,90 @@ def test_a_replica_missing_a_committed_record_is_caught() -> None:
     assert rules(check(history.events)) == [Rule.REPLICAS_AGREE]
 
 
+def test_a_group_that_committed_what_its_members_read_passes() -> None:
+    """Members take turns (a rebalance): each commits what it read, a record read twice
+    (after a commit that failed) is fine, and a commit may stop short of what was read."""
+    history = (
+        History()
+        .produced("p1", "a", 0, 0)
+        .produced("p1", "b", 0, 1)
+        .produced("p1", "c", 0, 2)
+        .read(0, 0, "a", worker="c1")
+        .read(0, 1, "b", worker="c1")
+        .commit("g", 0, 1, worker="c1")
+        .commit("g", 0, 2, worker="c1")
+        .read(0, 1, "b", worker="c2")
+        .read(0, 2, "c", worker="c2")
+        .commit("g", 0, 3, worker="c2")
+        .commit("g", 1, 0, worker="c2")  # nothing read there, nothing committed
+        .final(0, ["a", "b", "c"])
+    )
+    assert check(history.events) == []
+
+
+def test_a_commit_past_a_record_the_group_never_read_is_caught() -> None:
+    """The consumer skipped offset 1 (a lost fetch answer) and committed past it."""
+    history = (
+        History()
+        .produced("p1", "a", 0, 0)
+        .produced("p1", "b", 0, 1)
+        .produced("p1", "c", 0, 2)
+        .read(0, 0, "a")
+        .read(0, 2, "c")
+        .commit("g", 0, 3)
+        .final(0, ["a", "b", "c"])
+    )
+    [violation] = check(history.events)
+    assert violation.rule is Rule.COMMITTED_READ
+    assert "group 'g' committed offset 3 of partition 0 before reading offset 1 (1 unread" in str(
+        violation
+    )
+    assert [type(event) for event in violation.events] == [Commit, FinalRead]
+
+
+@pytest.mark.parametrize(
+    "history",
+    [
+        History().produced("p1", "a", 0, 0).commit("g", 0, 1).read(0, 0, "a").final(0, ["a"]),
+        History()
+        .produced("p1", "a", 0, 0)
+        .read(0, 0, "a", worker="other-group")
+        .commit("other", 0, 1, worker="other-group")
+        .commit("g", 0, 1)
+        .final(0, ["a"]),
+        History()
+        .produced("p1", "a", 0, 0)
+        .produced("p1", "b", 1, 0)
+        .read(1, 0, "b")
+        .commit("g", 0, 1)
+        .final(0, ["a"])
+        .final(1, ["b"]),
+    ],
+    ids=["read-after-the-commit", "read-by-another-group", "another-partition"],
+)
+def test_a_read_counts_only_before_the_commit_in_its_group_and_partition(
+    history: History,
+) -> None:
+    assert Rule.COMMITTED_READ in rules(check(history.events))
+
+
+def test_a_commit_past_the_final_logs_high_watermark_is_caught() -> None:
+    """Records read and committed, then lost: the commit points past the log's end."""
+    history = (
+        History()
+        .produced("p1", "a", 0, 0)
+        .invoke("p1", "b")
+        .info("p1", "b")
+        .read(0, 0, "a")
+        .read(0, 1, "b")
+        .commit("g", 0, 2)
+        .final(0, ["a"])
+    )
+    violations = check(history.events)
+    assert rules(violations) == [Rule.READS_KEPT, Rule.COMMITTED_READ]
+    assert "past the final log's high watermark 1" in violations[1].message
+
+
 # -- histories that cannot be checked ------------------------------------------------------
 
 
@@ -367,6 +456,7 @@ def test_recorded_events_load_back_merged_in_time_order(tmp_path: Path) -> None:
         producer.invoke("a")
         producer.ok("a", 0, 0)
         consumer.read(0, 0, "a")
+        consumer.commit("group-1", 0, 1)
         producer.invoke("b")
         producer.info("b", "REQUEST_TIMED_OUT")
         producer.invoke("c")
@@ -377,6 +467,7 @@ def test_recorded_events_load_back_merged_in_time_order(tmp_path: Path) -> None:
         ("producer-1", "invoke"),
         ("producer-1", "ok"),
         ("consumer-1", "read"),
+        ("consumer-1", "commit"),
         ("producer-1", "invoke"),
         ("producer-1", "info"),
         ("producer-1", "invoke"),
@@ -451,7 +542,8 @@ OUTCOMES = ("ok", "fail", "info", "unfinished")
 def valid_histories(draw: st.DrawFn) -> History:
     """Producers' produces with every outcome, served by a correct broker: acknowledged
     records stored where acknowledged, indeterminate ones stored or not, failed ones
-    not; consumers read stored records; replicas hold prefixes of the log."""
+    not; consumers read stored records and commit what they read without a gap;
+    replicas hold prefixes of the log."""
     partitions = draw(st.integers(1, 3))
     produces = draw(
         st.lists(
@@ -468,6 +560,7 @@ def valid_histories(draw: st.DrawFn) -> History:
     produces[0] = (produces[0][0], produces[0][1], "ok", True)  # one acknowledged at least
     history = History()
     logs: list[list[str]] = [[] for _ in range(partitions)]
+    read: list[set[int]] = [set() for _ in range(partitions)]  # offsets the consumer read
     for i, (worker, partition, outcome, stored) in enumerate(produces):
         value = f"{worker}-{i}"
         history.invoke(worker, value)
@@ -483,6 +576,9 @@ def valid_histories(draw: st.DrawFn) -> History:
             history.info(worker, value)
         if draw(st.booleans()):
             history.read(partition, offset, value)
+            read[partition].add(offset)
+        if offset in read[partition] and draw(st.booleans()):  # the group's read prefix
+            history.commit("g", partition, min(set(range(offset + 2)) - read[partition]))
     replicas = draw(st.integers(1, 3))
     for partition, log in enumerate(logs):
         history.final(partition, log, replica="broker-0")
