@@ -1,10 +1,13 @@
 """Incremental fetch sessions (KIP-227) read off the wire (tests/kafka/wire.py): a session
 made at epoch 0, incremental fetches that answer only what is new, partitions added and
 forgotten, a wrong epoch, an id not held, a session closed at epoch -1, topics named by
-id from v13, the cache's limit and its eviction, and the cache's metrics."""
+id from v13, the cache's limit and its eviction, and the cache's metrics. Then real
+clients that fetch in sessions, reading every record once while others are produced:
+kafka-python (Fetch v12) and Kafka's Java console consumer (v17)."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -12,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaTopicPartition
 from kio.schema.errors import ErrorCode
 
 from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar
@@ -29,7 +34,7 @@ EVICTION_MS = 2_000
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
     started = Sidecars()
     try:
-        yield start_kafka_sidecar(started, tmp_path_factory.mktemp("sessions") / "data")
+        yield start_kafka_sidecar(started, tmp_path_factory.mktemp("sessions") / "data", METRICS)
     finally:
         started.kill_all()
 
@@ -240,3 +245,57 @@ def test_a_full_cache_keeps_young_sessions_evicts_small_old_ones_and_stale_ones_
         assert scrape_sidecar(broker).value("tierlog_kafka_fetch_session_evictions_total") >= 2
     finally:
         wire.close()
+
+
+def _produce_while(bootstrap: str, topic: str, partitions: int, count: int) -> threading.Thread:
+    """A kafka-python producer writing ``count`` values ("0", "1"...) round the partitions
+    in small flushed bursts, in a thread (started)."""
+
+    def produce() -> None:
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+        try:
+            for i in range(count):
+                producer.send(topic, value=str(i).encode(), partition=i % partitions)
+                if i % 50 == 49:
+                    producer.flush()
+        finally:
+            producer.close()
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    return thread
+
+
+def _session_errors(broker: KafkaSidecar) -> float:
+    errors = scrape_sidecar(broker)
+    return sum(
+        errors.value("tierlog_kafka_errors_total", api="Fetch", reason=reason)
+        for reason in ("FETCH_SESSION_ID_NOT_FOUND", "INVALID_FETCH_SESSION_EPOCH")
+    )
+
+
+def test_kafka_python_reads_every_record_once_through_a_session_while_producing(
+    broker: KafkaSidecar,
+) -> None:
+    topic, partitions, count = "kafka-python-sessions", 4, 2_000
+    broker.create_topic(topic, partitions=partitions)
+    errors_before = _session_errors(broker)
+    consumer = KafkaConsumer(bootstrap_servers=broker.kafka_address, enable_auto_commit=False)
+    try:
+        consumer.assign([KafkaTopicPartition(topic, p) for p in range(partitions)])
+        consumer.seek_to_beginning()
+        producing = _produce_while(broker.kafka_address, topic, partitions, count)
+        read: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(read) < count and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                read.extend(record.value for record in records)
+        held = scrape_sidecar(broker)
+        producing.join(timeout=30)
+    finally:
+        consumer.close()
+
+    assert sorted(read, key=int) == [str(i).encode() for i in range(count)]
+    assert held.value("tierlog_kafka_fetch_sessions") >= 1
+    assert held.value("tierlog_kafka_fetch_session_partitions") >= partitions
+    assert _session_errors(broker) == errors_before

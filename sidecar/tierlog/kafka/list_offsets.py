@@ -2,13 +2,10 @@
 watermark, or the last stable offset under read_committed), the largest timestamp (-3),
 the local log start (-4), the tier's end (-5), or the first offset at or after a time,
 through the same ``broker.fetch.FetchReader.list_offset`` the gRPC ListOffsets uses.
-From v10 a partition whose answer (a timestamp looked up in the remote tier) takes
-longer than the request's ``timeout`` is REQUEST_TIMED_OUT, as Kafka answers (KIP-1075).
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -30,25 +27,11 @@ async def list_offsets(
 ) -> ResponsePayload:
     body: Any = request
     read_committed = int(getattr(body, "isolation_level", 0)) == _READ_COMMITTED
-    timeout = getattr(body, "timeout", None)  # v10+
-    deadline_s = (
-        None
-        if timeout is None
-        else asyncio.get_running_loop().time() + max(timeout.total_seconds(), 0)
-    )
     topics = []
     for topic in body.topics:
         partitions = []
         for partition in topic.partitions:
-            try:
-                async with asyncio.timeout_at(deadline_s):
-                    listed = await _one(broker, topic.name, partition, read_committed)
-            except TimeoutError:
-                listed = {
-                    "partition_index": partition.partition_index,
-                    "error_code": ErrorCode.request_timed_out,
-                }
-            partitions.append(listed)
+            partitions.append(await _one(broker, topic.name, partition, read_committed))
         topics.append({"name": topic.name, "partitions": partitions})
     return build(response_type(LIST_OFFSETS, version), {"throttle_time": 0, "topics": topics})
 

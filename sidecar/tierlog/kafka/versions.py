@@ -98,9 +98,9 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         # leader's endpoint (KIP-951), v17 a follower's directory id; v18 adds a
         # follower's high watermark (KIP-1166), a field no consumer sends.
         FETCH: (4, 17),
-        # v10 adds a timeout for remote reads (KIP-1075); v11 the earliest offset
-        # pending upload (KIP-1023), which the tier does not track.
-        LIST_OFFSETS: (1, 10),
+        # v10 adds a timeout bounding only the lookups that read the remote tier
+        # (KIP-1075), which FetchReader.list_offset does not tell apart yet.
+        LIST_OFFSETS: (1, 9),
         METADATA: (4, 13),  # v13 (a top-level error code) is the newest
         # v2 is KIP-896's floor; v9 is the first a KIP-848 member commits with, v10
         # names topics by id.
