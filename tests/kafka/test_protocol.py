@@ -24,7 +24,7 @@ from tierlog.storage.checkpoints import base64_uuid
 from tierlog.storage.records import CompressionType, SimpleRecord, build_batch
 
 PRODUCE, FETCH, METADATA, OFFSET_FOR_LEADER_EPOCH = 0, 1, 3, 23
-PRODUCE_V, FETCH_V, METADATA_V = 11, 12, 12
+PRODUCE_V, FETCH_V, METADATA_V = 11, 12, 13
 NO_ID = uuid.UUID(int=0)  # a topic asked by name
 IN_FLIGHT = "tierlog_validation_decompressed_bytes_in_flight"
 
@@ -209,6 +209,7 @@ def test_metadata_reports_the_address_topic_ids_leaders_and_epochs(
         ),
     )
 
+    assert answer.error_code == ErrorCode.none  # v13's top-level code
     assert [(b.node_id, b.host, b.port) for b in answer.brokers] == [
         (0, "127.0.0.1", kafka_sidecar.kafka_port)
     ]
