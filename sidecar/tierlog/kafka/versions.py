@@ -95,8 +95,8 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
     {
         PRODUCE: (3, 11),  # v12 is transactions v2 (KIP-890), v13 names topics by id
         # v13 names topics by id, v15 moves replica_id into replica_state, v16 adds the
-        # leader's endpoint (KIP-951), v17 a follower's directory id; v18 adds a
-        # follower's high watermark (KIP-1166), a field no consumer sends.
+        # leader's endpoint (KIP-951), v17 a follower's directory id; v18 adds the high
+        # watermark a follower knows, a field no consumer sends.
         FETCH: (4, 17),
         # v10 adds a timeout bounding only the lookups that read the remote tier
         # (KIP-1075), which FetchReader.list_offset does not tell apart yet.
