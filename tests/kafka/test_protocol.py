@@ -24,7 +24,8 @@ from tierlog.storage.checkpoints import base64_uuid
 from tierlog.storage.records import CompressionType, SimpleRecord, build_batch
 
 PRODUCE, FETCH, METADATA, OFFSET_FOR_LEADER_EPOCH = 0, 1, 3, 23
-PRODUCE_V, FETCH_V, METADATA_V = 11, 12, 13
+PRODUCE_V, FETCH_V, METADATA_V = 11, 12, 12
+METADATA_NEWEST_V = 13  # adds a top-level error code
 NO_ID = uuid.UUID(int=0)  # a topic asked by name
 IN_FLIGHT = "tierlog_validation_decompressed_bytes_in_flight"
 
@@ -203,7 +204,7 @@ def test_metadata_reports_the_address_topic_ids_leaders_and_epochs(
 
     answer = wire.call(
         METADATA,
-        METADATA_V,
+        METADATA_NEWEST_V,
         _metadata(
             [{"topic_id": NO_ID, "name": "described"}, {"topic_id": NO_ID, "name": "nothing"}]
         ),
