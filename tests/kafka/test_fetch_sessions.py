@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,13 @@ from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar
 from tests.kafka.wire import KafkaWire
 from tests.support.scrape import METRICS, scrape_sidecar
 from tests.support.sidecars import Sidecars
+from tierlog.kafka.fetch_sessions import (
+    CachedPartition,
+    FetchSessionCache,
+    FetchSessionConfig,
+    SessionKey,
+    next_epoch,
+)
 from tierlog.storage.records import SimpleRecord, build_batch
 
 PRODUCE, FETCH = 0, 1
@@ -299,3 +307,34 @@ def test_kafka_python_reads_every_record_once_through_a_session_while_producing(
     assert held.value("tierlog_kafka_fetch_sessions") >= 1
     assert held.value("tierlog_kafka_fetch_session_partitions") >= partitions
     assert _session_errors(broker) == errors_before
+
+
+def _partitions(count: int) -> OrderedDict[SessionKey, CachedPartition]:
+    return OrderedDict((SessionKey("t", p), CachedPartition(0, 1024, -1)) for p in range(count))
+
+
+def test_the_cache_evicts_by_kafkas_rules_on_its_own_clock() -> None:
+    now = [0.0]
+    cache = FetchSessionCache(FetchSessionConfig(cache_slots=2, eviction_ms=1_000), lambda: now[0])
+    small = cache.create("User:a", False, _partitions(1))
+    medium = cache.create("User:a", False, _partitions(2))
+    assert small is not None and medium is not None
+    assert cache.create("User:a", False, _partitions(3)) is None  # both too young
+
+    for now[0] in (0.9, 1.5):  # in use, so never stale, and now past their youth
+        for session in (small, medium):
+            assert cache.get(session.session_id, "User:a") is session
+    big = cache.create("User:b", False, _partitions(3))
+    assert big is not None and cache.get(small.session_id, "User:a") is None
+    assert cache.create("User:a", False, _partitions(2)) is None  # a tie keeps the old one
+    assert (cache.session_count, cache.partition_count, cache.evictions) == (2, 5, 1)
+
+    now[0] = 2.6  # medium and big unused for over a second
+    assert cache.get(medium.session_id, "User:a") is None
+    assert (cache.session_count, cache.evictions) == (0, 3)
+    assert next_epoch(2**31 - 1) == 1  # past int32's end a session's epoch wraps to 1
+
+
+def test_no_slots_no_sessions() -> None:
+    cache = FetchSessionCache(FetchSessionConfig(cache_slots=0))
+    assert cache.create("User:ANONYMOUS", True, _partitions(100)) is None
