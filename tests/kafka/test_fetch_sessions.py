@@ -191,6 +191,22 @@ def test_a_follower_fetch_is_refused_at_v15(broker: KafkaSidecar, wire: KafkaWir
     assert refused.error_code == ErrorCode.not_leader_or_follower
 
 
+def test_every_version_before_sessions_and_after_fetches_in_full(
+    broker: KafkaSidecar, wire: KafkaWire
+) -> None:
+    broker.create_topic("versions")
+    _produce(wire, "versions", 0, b"any version")
+    topic_id = _topic_id(wire, "versions")
+
+    for version in range(4, IDS_V + 1):
+        topic = topic_id if version >= 13 else "versions"
+        fetched = wire.call(FETCH, version, _fetch((0, -1), {topic: {0: 0}}))
+        (answered,) = fetched.responses
+        assert answered.partitions[0].records, f"v{version}"
+        if version >= 7:  # KIP-227's fields
+            assert (fetched.error_code, fetched.session_id) == (ErrorCode.none, 0)
+
+
 def _topic_id(wire: KafkaWire, topic: str) -> uuid.UUID:
     metadata = wire.call(
         3,

@@ -45,6 +45,7 @@ from tierlog.kafka.fetch_sessions import (
 from tierlog.kafka.request_client import current_client
 from tierlog.kafka.versions import FETCH
 from tierlog.storage.errors import TierlogError
+from tierlog.storage.records import NO_PARTITION_LEADER_EPOCH
 from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["fetch"]
@@ -65,7 +66,9 @@ async def fetch(broker: KafkaBroker, request: RequestPayload, version: int) -> R
     asked = _asked(body, uses_topic_ids, broker.fetch_max_bytes)
     principal = current_client().principal
     cache = broker.fetch_sessions
-    session_id, epoch = int(body.session_id), int(body.session_epoch)
+    # Before v7 there are no sessions: every fetch is full, without one.
+    session_id = int(getattr(body, "session_id", NO_SESSION_ID))
+    epoch = int(getattr(body, "session_epoch", FINAL_EPOCH))
     session: FetchSession | None = None
     if epoch in (INITIAL_EPOCH, FINAL_EPOCH):  # a full fetch: it ends the session named
         if session_id != NO_SESSION_ID:
@@ -96,7 +99,9 @@ async def fetch(broker: KafkaBroker, request: RequestPayload, version: int) -> R
             leader = current_leader(broker, tp)
             partition["current_leader"] = leader
             leaders.append(leader["leader_id"])
-        if session is None or _news(session, key, answer) or epoch == INITIAL_EPOCH:
+        # A session records what each answer tells; a full answer carries every partition.
+        news = session is None or _news(session, key, answer)
+        if news or epoch == INITIAL_EPOCH:
             responses.setdefault(key.topic, []).append(partition)
     return build(
         schema,
@@ -173,7 +178,7 @@ def _asked(
             asked[key] = CachedPartition(
                 int(partition.fetch_offset),
                 min(max(int(partition.partition_max_bytes), 0), fetch_max_bytes),
-                int(partition.current_leader_epoch),
+                int(getattr(partition, "current_leader_epoch", NO_PARTITION_LEADER_EPOCH)),
             )
     return asked
 
