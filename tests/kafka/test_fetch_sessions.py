@@ -7,6 +7,7 @@ kafka-python (Fetch v12) and Kafka's Java console consumer (v17)."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 import uuid
@@ -20,6 +21,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kio.schema.errors import ErrorCode
 
+from tests.interop.kafka import kafka_tools
 from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar
 from tests.kafka.wire import KafkaWire
 from tests.support.scrape import METRICS, scrape_sidecar
@@ -42,7 +44,14 @@ EVICTION_MS = 2_000
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
     started = Sidecars()
     try:
-        yield start_kafka_sidecar(started, tmp_path_factory.mktemp("sessions") / "data", METRICS)
+        sidecar = start_kafka_sidecar(
+            started,
+            tmp_path_factory.mktemp("sessions") / "data",
+            METRICS,
+            "offsets.topic.num.partitions=1",  # the Java consumer's group
+        )
+        sidecar.load_offsets_topic(1)
+        yield sidecar
     finally:
         started.kill_all()
 
@@ -271,14 +280,14 @@ def test_a_full_cache_keeps_young_sessions_evicts_small_old_ones_and_stale_ones_
         wire.close()
 
 
-def _produce_while(bootstrap: str, topic: str, partitions: int, count: int) -> threading.Thread:
-    """A kafka-python producer writing ``count`` values ("0", "1"...) round the partitions
-    in small flushed bursts, in a thread (started)."""
+def _produce_while(bootstrap: str, topic: str, partitions: int, values: range) -> threading.Thread:
+    """A kafka-python producer writing ``values`` ("0", "1"...) round the partitions in
+    small flushed bursts, in a thread (started)."""
 
     def produce() -> None:
         producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
         try:
-            for i in range(count):
+            for i in values:
                 producer.send(topic, value=str(i).encode(), partition=i % partitions)
                 if i % 50 == 49:
                     producer.flush()
@@ -308,7 +317,7 @@ def test_kafka_python_reads_every_record_once_through_a_session_while_producing(
     try:
         consumer.assign([KafkaTopicPartition(topic, p) for p in range(partitions)])
         consumer.seek_to_beginning()
-        producing = _produce_while(broker.kafka_address, topic, partitions, count)
+        producing = _produce_while(broker.kafka_address, topic, partitions, range(count))
         read: list[bytes] = []
         deadline = time.monotonic() + 60
         while len(read) < count and time.monotonic() < deadline:
@@ -354,3 +363,40 @@ def test_the_cache_evicts_by_kafkas_rules_on_its_own_clock() -> None:
 def test_no_slots_no_sessions() -> None:
     cache = FetchSessionCache(FetchSessionConfig(cache_slots=0))
     assert cache.create("User:ANONYMOUS", True, _partitions(100)) is None
+
+
+def test_the_java_console_consumer_reads_every_record_once_in_a_session(
+    broker: KafkaSidecar,
+) -> None:
+    """Kafka's Java consumer 4.1.1 (Fetch v17, topic ids, sessions) in a classic group
+    over three partitions while records are produced: it holds a session once it waits
+    for the last record, and prints every record once."""
+    topic, partitions, count = "java-sessions", 3, 600
+    broker.create_topic(topic, partitions=partitions)
+    held_before = scrape_sidecar(broker).value("tierlog_kafka_fetch_session_partitions")
+    errors_before = _session_errors(broker)
+    command = kafka_tools().command(
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        "--bootstrap-server", broker.kafka_address,
+        "--topic", topic,
+        "--from-beginning",
+        "--max-messages", str(count),
+        "--timeout-ms", "120000",
+    )  # fmt: skip
+    consumer = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _produce_while(broker.kafka_address, topic, partitions, range(count - 1)).join(60)
+        deadline = time.monotonic() + 120
+        while scrape_sidecar(broker).value("tierlog_kafka_fetch_session_partitions") < (
+            held_before + partitions
+        ):
+            assert consumer.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)  # polling for the consumer's session
+        _produce_while(broker.kafka_address, topic, partitions, range(count - 1, count)).join(60)
+        printed, stderr = consumer.communicate(timeout=120)
+    finally:
+        consumer.kill()
+
+    assert consumer.returncode == 0, stderr
+    assert sorted(printed.splitlines(), key=int) == [str(i) for i in range(count)]
+    assert _session_errors(broker) == errors_before
