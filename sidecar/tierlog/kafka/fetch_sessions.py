@@ -52,12 +52,12 @@ FETCH_SESSION_KEYS = frozenset(
 NO_SESSION_ID = 0  # an answer with it: no session was made
 INITIAL_EPOCH = 0  # a full fetch that makes a session
 FINAL_EPOCH = -1  # a full fetch without a session (ending the one named)
-_MAX_EPOCH = 2**31 - 1
+_INT32_MAX = 2**31 - 1
 
 
 def next_epoch(epoch: int) -> int:
     """The epoch a session expects after ``epoch`` (past int32's end it wraps to 1)."""
-    return 1 if epoch == _MAX_EPOCH else epoch + 1
+    return 1 if epoch == _INT32_MAX else epoch + 1
 
 
 @dataclass(frozen=True)
@@ -67,16 +67,17 @@ class FetchSessionConfig:
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> FetchSessionConfig:
-        values = {}
-        for key, default, least in (
-            ("max.incremental.fetch.session.cache.slots", cls.cache_slots, 0),
-            ("tierlog.kafka.fetch.session.eviction.ms", cls.eviction_ms, 1),
-        ):
-            value = props.get(key, str(default)).strip()
-            if not value.isdigit() or int(value) < least or int(value) > _MAX_EPOCH:
-                raise InvalidConfigError(f"{key} must be a count in {least}..{_MAX_EPOCH}")
-            values[key] = int(value)
-        return cls(*values.values())
+        return cls(
+            cache_slots=_count(props, "max.incremental.fetch.session.cache.slots", 1000, 0),
+            eviction_ms=_count(props, "tierlog.kafka.fetch.session.eviction.ms", 120_000, 1),
+        )
+
+
+def _count(props: Mapping[str, str], key: str, default: int, least: int) -> int:
+    value = props.get(key, str(default)).strip()
+    if not value.isdigit() or not least <= int(value) <= _INT32_MAX:
+        raise InvalidConfigError(f"{key} must be a count in {least}..{_INT32_MAX}, got {value!r}")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -98,23 +99,17 @@ class CachedPartition:
     last_stable_offset: int = -1
     log_start_offset: int = -1
 
-    def asked(self, fetch_offset: int, max_bytes: int, leader_epoch: int) -> None:
-        self.fetch_offset, self.max_bytes, self.leader_epoch = (
-            fetch_offset,
-            max_bytes,
-            leader_epoch,
-        )
+    def asked_again(self, asked: CachedPartition) -> None:
+        """The client's new offset, size or leader epoch (what it was told stays)."""
+        self.fetch_offset = asked.fetch_offset
+        self.max_bytes = asked.max_bytes
+        self.leader_epoch = asked.leader_epoch
 
     def told(self, high_watermark: int, last_stable_offset: int, log_start_offset: int) -> bool:
         """Record what an answer says of the partition; whether any of it is news."""
-        news = (high_watermark, last_stable_offset, log_start_offset) != (
-            self.high_watermark,
-            self.last_stable_offset,
-            self.log_start_offset,
-        )
-        self.high_watermark = high_watermark
-        self.last_stable_offset = last_stable_offset
-        self.log_start_offset = log_start_offset
+        told = (high_watermark, last_stable_offset, log_start_offset)
+        news = told != (self.high_watermark, self.last_stable_offset, self.log_start_offset)
+        self.high_watermark, self.last_stable_offset, self.log_start_offset = told
         return news
 
 
@@ -138,7 +133,7 @@ class FetchSession:
             if cached is None:
                 self.partitions[key] = partition
             else:
-                cached.asked(partition.fetch_offset, partition.max_bytes, partition.leader_epoch)
+                cached.asked_again(partition)
         for key in forgotten:
             self.partitions.pop(key, None)
 
@@ -227,6 +222,6 @@ class FetchSessionCache:
 
     def _new_id(self) -> int:
         while True:
-            session_id = secrets.randbelow(_MAX_EPOCH) + 1
+            session_id = secrets.randbelow(_INT32_MAX) + 1
             if session_id not in self._sessions:
                 return session_id
