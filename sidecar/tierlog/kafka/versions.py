@@ -98,9 +98,9 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         # leader's endpoint (KIP-951), v17 a follower's directory id; v18 adds the high
         # watermark a follower knows, a field no consumer sends.
         FETCH: (4, 17),
-        # v10 adds a timeout bounding only the lookups that read the remote tier
-        # (KIP-1075), which FetchReader.list_offset does not tell apart yet.
-        LIST_OFFSETS: (1, 9),
+        # v10 adds a timeout for lookups in the remote tier (KIP-1075); v11 a new
+        # special timestamp (KIP-1023's earliest pending upload), not kept here.
+        LIST_OFFSETS: (1, 10),
         METADATA: (4, 13),  # v13 (a top-level error code) is the newest
         # v2 is KIP-896's floor; v9 is the first a KIP-848 member commits with, v10
         # names topics by id.
