@@ -355,16 +355,19 @@ def test_describe_list_and_delete_groups_at_every_version(broker: KafkaSidecar) 
     wire = KafkaWire(broker.kafka_port)
     try:
         member = _member(wire, 9, group)
-        for version in range(1, 6):
+        for version in range(1, 7):
             described = wire.call(
                 DESCRIBE_GROUPS,
                 version,
                 {"groups": [group, "nobody"], "include_authorized_operations": False},
             ).groups
+            unknown = ErrorCode.group_id_not_found if version >= 6 else ErrorCode.none
             assert [(g.group_id, g.error_code, g.group_state) for g in described] == [
                 (group, ErrorCode.none, "CompletingRebalance"),
-                ("nobody", ErrorCode.none, "Dead"),
+                ("nobody", unknown, "Dead"),
             ]
+            if version >= 6:
+                assert described[1].error_message == "Group nobody not found."
             assert described[0].protocol_type == "consumer"
             assert [m.member_id for m in described[0].members] == [member]
         for version in range(1, 6):

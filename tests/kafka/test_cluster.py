@@ -192,7 +192,7 @@ def test_produce_to_a_follower_names_the_leader_and_its_endpoint(
 
 
 def test_fetch_from_a_follower_names_the_leader(cluster_dir: Path, bootstrap: str) -> None:
-    """Fetch v12 has the leader and epoch; its endpoint would come with v16 (not served)."""
+    """Fetch v12 has the leader and epoch; v16 (topics by id) the leader's endpoint too."""
     create_topic(read_cluster(cluster_dir), bootstrap, "misfetched")
     leader = leaders(bootstrap, "misfetched")[0]
     request = {
@@ -213,12 +213,24 @@ def test_fetch_from_a_follower_names_the_leader(cluster_dir: Path, bootstrap: st
         "rack_id": "",
     }
 
-    answer = _call(_addresses(bootstrap)[(leader + 1) % BROKERS][1], FETCH, FETCH_V, request)
+    follower = _addresses(bootstrap)[(leader + 1) % BROKERS][1]
+    answer = _call(follower, FETCH, FETCH_V, request)
+    asked = {"topics": [{"name": "misfetched", "topic_id": None}], **_NO_AUTHORIZED_OPERATIONS}
+    topic_id = _call(follower, METADATA, METADATA_V, asked).topics[0].topic_id
+    request["topics"][0]["topic_id"] = topic_id  # type: ignore[index]
+    by_id = _call(follower, FETCH, 16, request)
 
     ((partition,),) = [topic.partitions for topic in answer.responses]
     assert partition.error_code == ErrorCode.not_leader_or_follower
     assert partition.current_leader.leader_id == leader
     assert partition.current_leader.leader_epoch >= 0
+    ((named,),) = [topic.partitions for topic in by_id.responses]
+    assert by_id.responses[0].topic_id == topic_id
+    assert named.error_code == ErrorCode.not_leader_or_follower
+    assert named.current_leader.leader_id == leader
+    assert [(n.node_id, n.host, n.port) for n in by_id.node_endpoints] == [
+        (leader, *_addresses(bootstrap)[leader])
+    ]
 
 
 def test_acks_all_to_every_leader_and_every_record_read_back(

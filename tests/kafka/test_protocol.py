@@ -1,8 +1,8 @@
 """The Kafka listener's answers, read off the wire with kio (tests/kafka/wire.py): Kafka's
 error code for each refused produce, a decompression bomb refused off the event loop,
 acks=0 answered with silence, a fetch that
-long-polls until a record lands and returns the stored batch byte for byte, sessions it
-does not keep, and Metadata's topic ids, leaders and epochs."""
+long-polls until a record lands and returns the stored batch byte for byte, and
+Metadata's topic ids, leaders and epochs (fetch sessions: test_fetch_sessions.py)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from tierlog.storage.records import CompressionType, SimpleRecord, build_batch
 
 PRODUCE, FETCH, METADATA, OFFSET_FOR_LEADER_EPOCH = 0, 1, 3, 23
 PRODUCE_V, FETCH_V, METADATA_V = 11, 12, 12
+METADATA_NEWEST_V = 13  # adds a top-level error code
 NO_ID = uuid.UUID(int=0)  # a topic asked by name
 IN_FLIGHT = "tierlog_validation_decompressed_bytes_in_flight"
 
@@ -49,14 +50,14 @@ def _produce(topic: str, records: bytes, acks: int = -1) -> dict[str, object]:
     }
 
 
-def _fetch(topic: str, offset: int, session_id: int = 0) -> dict[str, object]:
+def _fetch(topic: str, offset: int) -> dict[str, object]:
     return {
         "replica_id": -1,
         "max_wait": 30_000,
         "min_bytes": 1,
         "max_bytes": 1 << 20,
         "isolation_level": 0,
-        "session_id": session_id,
+        "session_id": 0,
         "session_epoch": -1,
         "topics": [
             {
@@ -187,24 +188,13 @@ def test_a_fetch_long_polls_until_a_record_lands_and_returns_the_stored_batch(
 
     assert answered == waiting
     assert fetched.error_code == ErrorCode.none
-    assert fetched.session_id == 0  # no session kept: the client's next fetch is full
+    assert fetched.session_id == 0  # epoch -1: a fetch without a session
     (partition,) = fetched.responses[0].partitions
     assert _partition_answer(produced).base_offset == 1  # type: ignore[attr-defined]
     assert (partition.high_watermark, partition.last_stable_offset) == (2, 2)
     assert partition.log_start_offset == 0
     assert partition.records[:8] == (1).to_bytes(8, "big")
     assert _without_offset_and_epoch(partition.records) == _without_offset_and_epoch(second)
-
-
-def test_a_fetch_session_this_broker_never_gave_is_not_found(
-    kafka_sidecar: KafkaSidecar, wire: KafkaWire
-) -> None:
-    kafka_sidecar.create_topic("sessions")
-
-    fetched = wire.call(FETCH, FETCH_V, _fetch("sessions", 0, session_id=12345))
-
-    assert fetched.error_code == ErrorCode.fetch_session_id_not_found
-    assert fetched.responses == ()
 
 
 def test_metadata_reports_the_address_topic_ids_leaders_and_epochs(
@@ -214,12 +204,13 @@ def test_metadata_reports_the_address_topic_ids_leaders_and_epochs(
 
     answer = wire.call(
         METADATA,
-        METADATA_V,
+        METADATA_NEWEST_V,
         _metadata(
             [{"topic_id": NO_ID, "name": "described"}, {"topic_id": NO_ID, "name": "nothing"}]
         ),
     )
 
+    assert answer.error_code == ErrorCode.none  # v13's top-level code
     assert [(b.node_id, b.host, b.port) for b in answer.brokers] == [
         (0, "127.0.0.1", kafka_sidecar.kafka_port)
     ]

@@ -19,6 +19,7 @@ from kafka.net.sasl.oauth import AbstractTokenProvider
 
 from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar
 from tests.kafka.test_bad_input import _wait_for_log
+from tests.kafka.test_fetch_sessions import FETCH, NAMES_V, _fetch
 from tests.kafka.test_protocol import METADATA, METADATA_V, _metadata
 from tests.kafka.wire import KafkaWire
 from tests.support.scrape import METRICS, scrape_sidecar
@@ -223,3 +224,30 @@ def test_a_sasl_listener_without_a_token_stops_the_start(tmp_path: Path) -> None
     assert done.returncode == 2, done.stderr
     assert "INVALID_CONFIG: a SASL_PLAINTEXT Kafka listener checks clients" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_fetch_session_belongs_to_the_principal_that_made_it(sidecar: KafkaSidecar) -> None:
+    """Another principal naming the session's id is told it does not exist; the owner's
+    next connection goes on with it (sessions are not tied to a connection)."""
+
+    def authenticated(user: str) -> KafkaWire:
+        wire = KafkaWire(sidecar.kafka_port)
+        plain = f"\0{user}\0{TOKEN}".encode()
+        assert _authenticate(wire, "PLAIN", plain).error_code.name == "none"
+        return wire
+
+    owner, other = authenticated("billing"), authenticated("shipping")
+    try:
+        made = owner.call(FETCH, NAMES_V, _fetch((0, 0), {TOPIC: {0: 0}}))
+        session = made.session_id
+        stolen = other.call(FETCH, NAMES_V, _fetch((session, 1), {}))
+        owner.close()
+        owner = authenticated("billing")
+        kept = owner.call(FETCH, NAMES_V, _fetch((session, 1), {}))
+    finally:
+        owner.close()
+        other.close()
+
+    assert session != 0
+    assert stolen.error_code.name == "fetch_session_id_not_found"
+    assert (kept.error_code.name, kept.session_id) == ("none", session)

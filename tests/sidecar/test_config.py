@@ -164,8 +164,11 @@ def test_kafka_connection_limits_and_sasl_take_kafkas_names(tmp_path: Path) -> N
             "max.connections": "100",
             "max.connections.per.ip": "10",
             "max.connections.per.ip.overrides": "localhost:50,10.0.0.7:0",
+            "max.incremental.fetch.session.cache.slots": "20",
         }
     )
+    assert config.kafka_fetch_sessions.cache_slots == 20
+    assert config.kafka_fetch_sessions.eviction_ms == 120_000  # Kafka's fixed 2 minutes
     limits = config.kafka_connection_limits
     assert (limits.max_connections, limits.per_ip("10.0.0.1")) == (100, 10)
     assert (limits.per_ip("127.0.0.1"), limits.per_ip("10.0.0.7")) == (50, 0)
@@ -184,6 +187,8 @@ def test_kafka_connection_limits_and_sasl_take_kafkas_names(tmp_path: Path) -> N
         ({"listener.security.protocol.map": "CLIENT:TLS"}, "NAME:PROTOCOL"),
         ({"sasl.enabled.mechanisms": "GSSAPI"}, "GSSAPI"),
         ({"sasl.server.max.receive.size": "0"}, "must be positive"),
+        ({"max.incremental.fetch.session.cache.slots": "-1"}, "cache.slots must be a count"),
+        ({"tierlog.kafka.fetch.session.eviction.ms": "0"}, "eviction.ms must be a count"),
     ],
 )
 def test_bad_kafka_listener_settings_are_invalid_config(

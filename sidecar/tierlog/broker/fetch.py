@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from tierlog.api.errors import InvalidRequestError
+from tierlog.api.errors import InvalidRequestError, RequestTimedOutError
 from tierlog.broker.partitions import Leader, Leaders, Partitions
 from tierlog.broker.watch import AppendWatch
 from tierlog.storage.errors import OffsetOutOfRangeError, TierlogError
@@ -205,10 +205,13 @@ class FetchReader:
         partition_log: Log,
         timestamp_ms: int,
         read_committed: bool,
+        tier_timeout_s: float | None = None,
     ) -> ListedOffset:
         """ListOffsets for one partition: -1 the latest a consumer can read, -2 the log
         start, -3 the largest timestamp, -4 the local log start, -5 the tier's end, else
-        the first record at or after ``timestamp_ms`` that a consumer can read."""
+        the first record at or after ``timestamp_ms`` that a consumer can read. A lookup
+        in the tier's segments taking over ``tier_timeout_s`` is ``RequestTimedOutError``
+        (the thread finishes on its own)."""
         if timestamp_ms < LATEST_TIERED_TIMESTAMP:
             raise InvalidRequestError(
                 f"timestamp {timestamp_ms}: use -1, -2, -3, -4, -5 or a time in ms"
@@ -216,9 +219,19 @@ class FetchReader:
         fetchable_end = self.fetchable_end(tp, partition_log, read_committed)
         if timestamp_ms == LATEST_TIMESTAMP:
             return ListedOffset(fetchable_end, -1)
-        found = await asyncio.to_thread(
-            tiered_reads.offset_for_timestamp, tp, partition_log, self.remote, timestamp_ms
+        bounded = tier_timeout_s is not None and tiered_reads.timestamp_lookup_reads_tier(
+            partition_log, self.remote, timestamp_ms
         )
+        try:
+            async with asyncio.timeout(tier_timeout_s if bounded else None):
+                found = await asyncio.to_thread(
+                    tiered_reads.offset_for_timestamp, tp, partition_log, self.remote, timestamp_ms
+                )
+        except TimeoutError:
+            raise RequestTimedOutError(
+                f"{tp}: the lookup of timestamp {timestamp_ms} in the remote tier took over "
+                f"{tier_timeout_s} s"
+            ) from None
         unreadable = timestamp_ms >= 0 and found is not None and found.offset >= fetchable_end
         if found is None or unreadable:
             return ListedOffset(-1, -1)

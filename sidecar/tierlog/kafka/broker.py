@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tierlog.broker.fetch import FetchReader
 from tierlog.broker.partitions import Partitions
@@ -12,6 +13,7 @@ from tierlog.broker.producer_ids import ProducerIdManager
 from tierlog.broker.topic_changes import TopicChanges
 from tierlog.coordinator.coordinator import GroupCoordinator
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
+from tierlog.kafka.fetch_sessions import FetchSessionCache
 from tierlog.replication.coordinator_lookup import CoordinatorLookup
 from tierlog.replication.replica_manager import ReplicaManager
 
@@ -49,6 +51,8 @@ class KafkaBroker:
     controller: Callable[[], int | None] = _no_controller
     # The brokers whose leases are current, where this broker watches them (else None).
     live: Callable[[], frozenset[int] | None] = _liveness_unknown
+    # Consumers' incremental fetch sessions (KIP-227), for every connection.
+    fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
 
     @property
     def node_id(self) -> int:
@@ -65,6 +69,13 @@ class KafkaBroker:
                 host, _sep, port = broker.kafka_address.rpartition(":")
                 return host.strip("[]"), int(port)
         return None
+
+    def topic_names_by_id(self) -> dict[uuid.UUID, str]:
+        """Every topic's name by the id Metadata reports for it."""
+        manager = self.partitions.manager
+        return {
+            manager.topic_id(topic.name): topic.name for topic in self.partitions.topics.topics()
+        }
 
     def known_brokers(self) -> list[tuple[int, str, int]]:
         """(node id, host, port) of every broker whose Kafka address is known, by id;

@@ -26,7 +26,7 @@ async def delete_topics(
     else:
         asked = [(name, None) for name in body.topic_names]
     manager = broker.partitions.manager
-    by_id = {manager.topic_id(t.name): t.name for t in broker.partitions.topics.topics()}
+    by_id = broker.topic_names_by_id()
     results = []
     for name, topic_id in asked:
         if name is None:

@@ -5,7 +5,8 @@ A classic group's members carry their metadata for the group's protocol and thei
 assignment (what ``kafka-consumer-groups --describe`` decodes). A KIP-848 group is
 described as well, protocol type "consumer", its members without metadata or assignment
 bytes (ConsumerGroupDescribe has those). A group this coordinator does not know is
-state "Dead" with no error, as Kafka answers up to v5. v4 adds members' instance ids.
+state "Dead" with no error, as Kafka answers up to v5; from v6 it is GROUP_ID_NOT_FOUND
+with a message (KIP-1043). v4 adds members' instance ids.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from tierlog.storage.errors import TierlogError
 __all__ = ["describe_groups"]
 
 _DEAD = "Dead"
+_NOT_FOUND_SINCE = 6  # DescribeGroups v6 tells an unknown group as an error
 _NO_OPERATIONS = -(2**31)  # authorized_operations not computed (Kafka's "omitted")
 
 
@@ -38,7 +40,7 @@ async def describe_groups(
             await broker.coordinators.ensure_offsets_topic()
             groups.append(_describe(broker, group_id))
         except GroupIdNotFoundError:
-            groups.append(_described(group_id, ErrorCode.none, _DEAD))
+            groups.append(_unknown(group_id, version))
         except TierlogError as error:
             groups.append(_described(group_id, error_code(error), ""))
     return build(response_type(DESCRIBE_GROUPS, version), {"throttle_time": 0, "groups": groups})
@@ -78,6 +80,14 @@ def _describe(broker: KafkaBroker, group_id: str) -> dict[str, Any]:
     return _described(group_id, ErrorCode.none, state, ("consumer", ""), members)
 
 
+def _unknown(group_id: str, version: int) -> dict[str, Any]:
+    if version < _NOT_FOUND_SINCE:
+        return _described(group_id, ErrorCode.none, _DEAD)
+    unknown = _described(group_id, ErrorCode.group_id_not_found, _DEAD)
+    unknown["error_message"] = f"Group {group_id} not found."
+    return unknown
+
+
 def _described(
     group_id: str,
     code: ErrorCode,
@@ -87,6 +97,7 @@ def _described(
 ) -> dict[str, Any]:
     return {
         "error_code": code,
+        "error_message": None,
         "group_id": group_id,
         "group_state": state,
         "protocol_type": protocol[0],

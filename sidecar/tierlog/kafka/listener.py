@@ -441,7 +441,7 @@ class KafkaListener:
         except Exception as error:  # kio raises whatever its readers meet
             raise _Refused(f"api key {api_key} v{api_version} does not parse: {error}") from None
         assert self._broker is not None  # connections are accepted once started
-        serving(frame.client_id, peer)
+        serving(frame.client_id, peer, None if authenticator is None else authenticator.principal)
         if authenticator is None or authenticator.complete or api_key == API_VERSIONS_KEY:
             response = await _HANDLERS[api_key](self._broker, frame.body, api_version)
         else:

@@ -40,7 +40,7 @@ def metadata(broker: KafkaBroker, request: RequestPayload, version: int) -> Resp
         wanted: list[tuple[str | None, Any]] = [(t.name, None) for t in store.topics()]
     else:
         wanted = [(t.name, getattr(t, "topic_id", None)) for t in asked]
-    by_id = {manager.topic_id(t.name): t.name for t in store.topics()}
+    by_id = broker.topic_names_by_id()
     brokers = broker.known_brokers()
     listed = frozenset(node_id for node_id, _host, _port in brokers)
     topics = []
@@ -77,6 +77,7 @@ def metadata(broker: KafkaBroker, request: RequestPayload, version: int) -> Resp
             "cluster_id": broker.cluster_id,
             "controller_id": broker.controller_id,
             "topics": topics,
+            "error_code": ErrorCode.none,  # v13: REBOOTSTRAP_REQUIRED is never asked of clients
         },
     )
 

@@ -1,5 +1,6 @@
 """Who sent the request being handled: its header's client id and the peer's address,
-which group membership records (Kafka's CLIENT-ID and HOST columns). The listener sets
+which group membership records (Kafka's CLIENT-ID and HOST columns), and the principal
+it authenticated as, whose fetch sessions it may use. The listener sets
 them around each handler call; a handler that needs them asks ``current_client()``
 instead of every handler taking them as arguments. Each connection is served by its own
 task, so the value never leaks between connections."""
@@ -16,6 +17,9 @@ __all__ = ["RequestClient", "current_client", "kafka_host", "serving"]
 class RequestClient:
     client_id: str
     host: str  # as Kafka shows it: "/" and the peer's IP address
+    # Who the connection authenticated as, as Kafka names it: "User:NAME" for SASL,
+    # "User:ANONYMOUS" otherwise. Fetch sessions belong to it.
+    principal: str = "User:ANONYMOUS"
 
 
 _CURRENT: ContextVar[RequestClient] = ContextVar("kafka_request_client")
@@ -25,9 +29,12 @@ def current_client() -> RequestClient:
     return _CURRENT.get(RequestClient("", ""))
 
 
-def serving(client_id: str | None, peer: object) -> None:
-    """Name the client of the request this task handles next."""
-    _CURRENT.set(RequestClient(client_id or "", kafka_host(peer)))
+def serving(client_id: str | None, peer: object, principal: str | None = None) -> None:
+    """Name the client of the request this task handles next (``principal`` None: the
+    connection did not authenticate)."""
+    _CURRENT.set(
+        RequestClient(client_id or "", kafka_host(peer), f"User:{principal or 'ANONYMOUS'}")
+    )
 
 
 def kafka_host(peer: object) -> str:

@@ -64,6 +64,7 @@ class SaslAuthenticator:
         self.failure: str | None = None  # set: close once the answer is sent
         self._state = _State.HANDSHAKE
         self._mechanism = ""
+        self.principal: str | None = None  # who it authenticated as, once complete
 
     @property
     def complete(self) -> bool:
@@ -125,6 +126,7 @@ class SaslAuthenticator:
 
     def _check(self, message: bytes) -> None:
         principal = MECHANISMS[self._mechanism](message, self.settings.token)
+        self.principal = principal
         self._state = _State.COMPLETE
         log.debug("kafka listener: %s authenticated as %r (SASL/%s)", self.peer, principal,
                   self._mechanism)  # fmt: skip

@@ -94,9 +94,14 @@ CONSUMER_GROUP_DESCRIBE = 69
 API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
     {
         PRODUCE: (3, 11),  # v12 is transactions v2 (KIP-890), v13 names topics by id
-        FETCH: (4, 12),  # v13 names topics by id
-        LIST_OFFSETS: (1, 9),  # v10 adds a timeout for KIP-1075's remote reads
-        METADATA: (4, 12),  # v13 adds a top-level error code
+        # v13 names topics by id, v15 moves replica_id into replica_state, v16 adds the
+        # leader's endpoint (KIP-951), v17 a follower's directory id; v18 adds the high
+        # watermark a follower knows, a field no consumer sends.
+        FETCH: (4, 17),
+        # v10 adds a timeout for lookups in the remote tier (KIP-1075); v11 a new
+        # special timestamp (KIP-1023's earliest pending upload), not kept here.
+        LIST_OFFSETS: (1, 10),
+        METADATA: (4, 13),  # v13 (a top-level error code) is the newest
         # v2 is KIP-896's floor; v9 is the first a KIP-848 member commits with, v10
         # names topics by id.
         OFFSET_COMMIT: (2, 9),
@@ -112,8 +117,8 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         SYNC_GROUP: (1, 5),  # v5 (protocol type and name) is the newest
         HEARTBEAT: (1, 4),  # v4 is the newest
         LEAVE_GROUP: (1, 5),  # v3 batches members (KIP-345), v5 a reason: the newest
-        # v6 answers an unknown group GROUP_ID_NOT_FOUND (with a message), not "Dead".
-        DESCRIBE_GROUPS: (1, 5),
+        # v6 answers an unknown group GROUP_ID_NOT_FOUND (with a message): the newest.
+        DESCRIBE_GROUPS: (1, 6),
         LIST_GROUPS: (1, 5),  # v4 filters by state, v5 by type (KIP-848)
         SASL_HANDSHAKE: (0, 1),  # every version: v0 sends the mechanism's messages bare
         API_VERSIONS_KEY: (0, 4),

@@ -18,6 +18,7 @@ from tierlog.coordinator.transaction_config import (
     TransactionCoordinatorConfig,
 )
 from tierlog.kafka.connection_quotas import CONNECTION_QUOTA_KEYS, ConnectionLimits
+from tierlog.kafka.fetch_sessions import FETCH_SESSION_KEYS, FetchSessionConfig
 from tierlog.kafka.listener_security import LISTENER_SECURITY_KEYS, ListenerSecurity
 from tierlog.replication.config import REPLICATION_KEYS, ReplicationConfig
 from tierlog.sidecar.limits import LIMIT_KEYS, LimitsConfig
@@ -96,6 +97,8 @@ class SidecarConfig:
     # The Kafka listener's security protocol and SASL mechanisms
     # (``listener.security.protocol.map``, ``sasl.enabled.mechanisms``).
     kafka_security: ListenerSecurity = field(default_factory=ListenerSecurity)
+    # Kafka consumers' incremental fetch sessions (``max.incremental.fetch.session.cache.slots``).
+    kafka_fetch_sessions: FetchSessionConfig = field(default_factory=FetchSessionConfig)
     cluster_brokers: tuple[tuple[int, str], ...] = ()
     # Every broker's advertised Kafka address as id -> host:port
     # (``tierlog.cluster.kafka.brokers``), what Metadata tells Kafka clients.
@@ -160,6 +163,7 @@ class SidecarConfig:
             - set(CLEANER_KEYS)
             - SECURITY_KEYS
             - CONNECTION_QUOTA_KEYS
+            - FETCH_SESSION_KEYS
             - LISTENER_SECURITY_KEYS
             - LIMIT_KEYS
             - set(REMOTE_LOG_MANAGER_KEYS)
@@ -242,6 +246,7 @@ class SidecarConfig:
             kafka_security=kafka_security,
             connections_max_idle_ms=idle_ms,
             kafka_connection_limits=ConnectionLimits.from_properties(props),
+            kafka_fetch_sessions=FetchSessionConfig.from_properties(props),
             cluster_brokers=_parse_brokers(props, "tierlog.cluster.brokers"),
             cluster_kafka_brokers=_parse_brokers(props, "tierlog.cluster.kafka.brokers"),
             assignment_file=_optional_path(props.get("tierlog.cluster.assignment.file")),

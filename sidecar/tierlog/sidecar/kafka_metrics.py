@@ -8,14 +8,21 @@ request and response bytes. Per listener: connections open, closed by why, refus
 accept by which limit, and how long accepting waited at ``max.connections``. Once the
 listener serves (``serving``), every API and every reason has its series, at zero, so a
 dashboard panel and an alert ratio have their series before the first Kafka client; a
-sidecar without a Kafka listener has none.
+sidecar without a Kafka listener has none. The fetch session cache (Kafka's
+``NumIncrementalFetchSessions``, ``NumIncrementalFetchPartitionsCached`` and
+``IncrementalFetchSessionEvictionsPerSec``) is read when scraped.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from kio.schema.errors import ErrorCode
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
+from tierlog.kafka.fetch_sessions import FetchSessionCache
 from tierlog.kafka.listener import api_name
 from tierlog.kafka.observer import Closed, Refused, RequestDone
 from tierlog.kafka.versions import API_VERSIONS
@@ -27,6 +34,7 @@ class KafkaMetrics:
     """A ``KafkaObserver`` over Prometheus series in the sidecar's registry."""
 
     def __init__(self, registry: CollectorRegistry, latency_buckets_s: tuple[float, ...]):
+        self._registry = registry
         api = ["api"]
         self.requests = Counter(
             "tierlog_kafka_requests_total",
@@ -69,8 +77,10 @@ class KafkaMetrics:
             registry=registry,
         )  # fmt: skip
 
-    def serving(self) -> None:
-        """The listener is up: every API's and every reason's series, at zero."""
+    def serving(self, fetch_sessions: FetchSessionCache) -> None:
+        """The listener is up: every API's and every reason's series, at zero, and the
+        fetch session cache's."""
+        self._registry.register(_FetchSessionCollector(fetch_sessions))
         for key in API_VERSIONS:
             name = api_name(key)
             self.requests.labels(name, ErrorCode.none.name.upper())
@@ -101,3 +111,25 @@ class KafkaMetrics:
 
     def kafka_accept_blocked(self, seconds: float) -> None:
         self.accept_blocked.inc(seconds)
+
+
+class _FetchSessionCollector(Collector):
+    def __init__(self, cache: FetchSessionCache):
+        self.cache = cache
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "tierlog_kafka_fetch_sessions",
+            "Incremental fetch sessions (KIP-227) the Kafka listener holds",
+            value=self.cache.session_count,
+        )
+        yield GaugeMetricFamily(
+            "tierlog_kafka_fetch_session_partitions",
+            "Partitions held in the Kafka listener's incremental fetch sessions",
+            value=self.cache.partition_count,
+        )
+        yield CounterMetricFamily(
+            "tierlog_kafka_fetch_session_evictions",
+            "Fetch sessions removed for being stale or to make room for a bigger one",
+            value=self.cache.evictions,
+        )

@@ -56,6 +56,7 @@ from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
 from tierlog.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC
 from tierlog.kafka.broker import KafkaBroker
+from tierlog.kafka.fetch_sessions import FetchSessionCache
 from tierlog.kafka.listener import KafkaListener
 from tierlog.replication.broker import ReplicatedBroker
 from tierlog.replication.coordinator_lookup import (
@@ -337,9 +338,10 @@ class SidecarServer:
             topic_changes=topic_changes,
             controller=self.replicated.deciding_controller if self.replicated else lambda: None,
             live=self.replicated.live_brokers if self.replicated else lambda: None,
+            fetch_sessions=FetchSessionCache(self.config.kafka_fetch_sessions),
         )
         await listener.start(broker)
-        self.metrics.kafka.serving()
+        self.metrics.kafka.serving(broker.fetch_sessions)
         return listener
 
     def _kafka_tls(self) -> ssl.SSLContext | None:

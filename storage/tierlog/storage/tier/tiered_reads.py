@@ -44,7 +44,7 @@ from tierlog.storage.tier.remote_reader import RemoteLogReader
 from tierlog.storage.topic_partition import TopicPartition
 from tierlog.storage.transaction_index import AbortedTxn
 
-__all__ = ["aborted_transactions", "offset_for_timestamp", "read"]
+__all__ = ["aborted_transactions", "offset_for_timestamp", "read", "timestamp_lookup_reads_tier"]
 
 logger = logging.getLogger(__name__)  # "log" is the partition's Log here
 
@@ -117,6 +117,20 @@ def offset_for_timestamp(
         return _offset_for_timestamp(tp, log, remote, timestamp)
 
 
+def timestamp_lookup_reads_tier(log: Log, remote: RemoteLogReader | None, timestamp: int) -> bool:
+    """Whether ``offset_for_timestamp`` looks into the tier's segments (a time, or the
+    largest timestamp, on a log whose start is tiered), not only the local log and the
+    tier's metadata: what ListOffsets v10's timeout bounds (KIP-1075)."""
+    tiered = remote is not None and log.log_start_offset < log.local_log_start_offset
+    local_only = (
+        EARLIEST_TIMESTAMP,
+        LATEST_TIMESTAMP,
+        EARLIEST_LOCAL_TIMESTAMP,
+        LATEST_TIERED_TIMESTAMP,
+    )
+    return tiered and timestamp not in local_only
+
+
 def _offset_for_timestamp(
     tp: TopicPartition, log: Log, remote: RemoteLogReader | None, timestamp: int
 ) -> TimestampAndOffset | None:
@@ -125,8 +139,7 @@ def _offset_for_timestamp(
     if timestamp == LATEST_TIERED_TIMESTAMP:
         view = remote.view(tp) if remote is not None else None
         return TimestampAndOffset(-1, view.end_offset - 1) if view and view.top else None
-    tiered = remote is not None and log.log_start_offset < log.local_log_start_offset
-    if remote is None or not tiered or timestamp in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP):
+    if remote is None or not timestamp_lookup_reads_tier(log, remote, timestamp):
         return log.offset_for_timestamp(timestamp)
     if timestamp == MAX_TIMESTAMP:
         local = log.offset_for_timestamp(MAX_TIMESTAMP)
