@@ -3,12 +3,14 @@
 A change is decided on a state read with its partition epoch and written by
 compare-and-swap against that epoch (``alter_partition``): when another writer changed
 the partition first, the change is dropped (``None``) and the caller decides again on a
-fresh read, as Kafka's controller does when an AlterPartition loses.
+fresh read, as Kafka's controller does when an AlterPartition loses
+(``write_decided`` does that until the change lands or there is none to make).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tierlog.api.errors import InvalidUpdateVersionError
@@ -16,7 +18,7 @@ from tierlog.partition_state.model import NO_LEADER, PartitionState
 from tierlog.partition_state.store import PartitionStateStore
 from tierlog.storage.errors import UnknownTopicOrPartitionError
 
-__all__ = ["PartitionChange", "write_change"]
+__all__ = ["PartitionChange", "write_change", "write_decided"]
 
 log = logging.getLogger(__name__)
 
@@ -74,3 +76,25 @@ def write_change(
     change = PartitionChange(topic, partition, before, stored, cause)
     log.info("%s", change.describe())
     return change
+
+
+def write_decided(
+    store: PartitionStateStore,
+    topic: str,
+    partition: int,
+    state: PartitionState,
+    decide: Callable[[PartitionState], PartitionState | None],
+    cause: str,
+) -> PartitionChange | None:
+    """Write what ``decide`` makes of ``state``; when another change wins the race,
+    decide again on what it left, until a change lands. ``None`` when there is nothing
+    to change (or the partition is gone); what ``decide`` raises is the caller's."""
+    while (after := decide(state)) is not None:
+        change = write_change(store, topic, partition, state, after, cause)
+        if change is not None:
+            return change
+        try:
+            state = store.read_topic(topic)[partition]
+        except (UnknownTopicOrPartitionError, KeyError):
+            return None
+    return None

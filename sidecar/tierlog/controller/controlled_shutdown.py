@@ -10,10 +10,10 @@ partition behind because a follower shrank its ISR at the same moment.
 from __future__ import annotations
 
 from collections.abc import Set
+from functools import partial
 
-from tierlog.controller.changes import PartitionChange, write_change
+from tierlog.controller.changes import PartitionChange, write_decided
 from tierlog.controller.elections import hand_over
-from tierlog.partition_state.model import PartitionState
 from tierlog.partition_state.store import PartitionStateStore
 from tierlog.storage.errors import UnknownTopicOrPartitionError
 
@@ -25,6 +25,7 @@ def hand_over_leaderships(
 ) -> list[PartitionChange]:
     """Move ``broker``'s leaderships to live ISR members and take it out of every ISR it
     can leave; the changes made. ``live`` are the brokers that may take over."""
+    cause = f"controlled shutdown of broker {broker}"
     changes = []
     for topic in store.list_topics():
         try:
@@ -32,27 +33,8 @@ def hand_over_leaderships(
         except UnknownTopicOrPartitionError:
             continue  # deleted since it was listed
         for partition, state in sorted(partitions.items()):
-            change = _hand_over_one(store, topic, partition, state, broker, live)
+            decide = partial(hand_over, broker=broker, live=live)
+            change = write_decided(store, topic, partition, state, decide, cause)
             if change is not None:
                 changes.append(change)
     return changes
-
-
-def _hand_over_one(
-    store: PartitionStateStore,
-    topic: str,
-    partition: int,
-    state: PartitionState,
-    broker: int,
-    live: Set[int],
-) -> PartitionChange | None:
-    cause = f"controlled shutdown of broker {broker}"
-    while (after := hand_over(state, broker, live)) is not None:
-        change = write_change(store, topic, partition, state, after, cause)
-        if change is not None:
-            return change
-        try:  # another change won the race: decide again on what it left
-            state = store.read_topic(topic)[partition]
-        except (UnknownTopicOrPartitionError, KeyError):
-            return None
-    return None

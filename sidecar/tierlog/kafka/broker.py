@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from tierlog.broker.fetch import FetchReader
@@ -10,12 +10,16 @@ from tierlog.broker.partitions import Partitions
 from tierlog.broker.produce import Appender
 from tierlog.broker.producer_ids import ProducerIdManager
 from tierlog.broker.topic_changes import TopicChanges
+from tierlog.controller.leader_elections import AskedPartitions, ElectionType, TopicOutcomes
 from tierlog.coordinator.coordinator import GroupCoordinator
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
 from tierlog.replication.coordinator_lookup import CoordinatorLookup
 from tierlog.replication.replica_manager import ReplicaManager
 
-__all__ = ["KafkaBroker"]
+__all__ = ["KafkaBroker", "LeaderElector"]
+
+# ElectLeaders made in a replicated cluster's store (``ReplicatedBroker.elect_leaders``).
+LeaderElector = Callable[[ElectionType, AskedPartitions | None], Awaitable[list[TopicOutcomes]]]
 
 
 def _no_controller() -> int | None:
@@ -49,6 +53,8 @@ class KafkaBroker:
     controller: Callable[[], int | None] = _no_controller
     # The brokers whose leases are current, where this broker watches them (else None).
     live: Callable[[], frozenset[int] | None] = _liveness_unknown
+    # Leader elections on demand, with replication (None: each partition has one replica).
+    elect_leaders: LeaderElector | None = None
 
     @property
     def node_id(self) -> int:

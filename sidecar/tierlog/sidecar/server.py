@@ -337,6 +337,7 @@ class SidecarServer:
             topic_changes=topic_changes,
             controller=self.replicated.deciding_controller if self.replicated else lambda: None,
             live=self.replicated.live_brokers if self.replicated else lambda: None,
+            elect_leaders=self.replicated.elect_leaders if self.replicated else None,
         )
         await listener.start(broker)
         self.metrics.kafka.serving()
