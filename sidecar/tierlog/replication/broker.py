@@ -13,7 +13,8 @@ the ISR allows; deciding one at a time keeps them from undoing each other's elec
 ``controlled_shutdown`` is Kafka's: before the server stops, this broker's leaderships go
 to other in-sync replicas and it leaves the ISRs, so producers move on at once rather
 than after its lease expires. A start does the same first: a restarted broker earns its
-place in each ISR again.
+place in each ISR again. ``elect_leaders`` is Kafka's ElectLeaders, made by whichever
+broker is asked.
 """
 
 from __future__ import annotations
