@@ -21,7 +21,7 @@ from tierlog.controller.leader_elections import (
     election_type,
 )
 from tierlog.partition_state.model import NO_LEADER, PartitionState
-from tierlog.storage.errors import UnknownTopicOrPartitionError
+from tierlog.storage.errors import InvalidTopicError, UnknownTopicOrPartitionError
 
 PREFERRED, UNCLEAN = ElectionType.PREFERRED, ElectionType.UNCLEAN
 OFF_PREFERRED = PartitionState((1, 2, 3), 2, 4, (1, 2, 3))  # broker 2 leads, 1 is preferred
@@ -81,9 +81,10 @@ def test_every_partition_when_none_is_named_leaving_out_those_already_led(
 
 def test_an_unknown_topic_is_unknown_for_each_partition_named(store_at: OpenStore) -> None:
     store, _, _ = store_at()
-    outcomes = elect_leaders(store, UNCLEAN, [("nowhere", [0, 1])], live={1})
+    outcomes = elect_leaders(store, UNCLEAN, [("nowhere", [0, 1]), ("../x", [0])], live={1})
     assert _errors(outcomes) == {
-        "nowhere": {0: UnknownTopicOrPartitionError, 1: UnknownTopicOrPartitionError}
+        "nowhere": {0: UnknownTopicOrPartitionError, 1: UnknownTopicOrPartitionError},
+        "../x": {0: InvalidTopicError},  # never a path in the store
     }
 
 

@@ -79,22 +79,29 @@ def elect_leaders(
     if asked is None:
         everything = []
         for topic in store.list_topics():
-            partitions = _read_topic(store, topic)
+            try:
+                partitions = store.read_topic(topic)
+            except UnknownTopicOrPartitionError:
+                partitions = {}  # deleted since it was listed
             outcomes = _elect_in_topic(store, topic, partitions, sorted(partitions), election, live)
             needed = [(p, error) for p, error in outcomes if not _not_needed(error)]
             everything.append((topic, needed))
         return everything
-    return [
-        (topic, _elect_in_topic(store, topic, _read_topic(store, topic), indexes, election, live))
-        for topic, indexes in asked
-    ]
+    return [(topic, _elect_asked(store, topic, ps, election, live)) for topic, ps in asked]
 
 
-def _read_topic(store: PartitionStateStore, topic: str) -> Partitions:
+def _elect_asked(
+    store: PartitionStateStore,
+    topic: str,
+    indexes: Sequence[int],
+    election: ElectionType,
+    live: Set[int],
+) -> list[tuple[int, TierlogError | None]]:
     try:
-        return store.read_topic(topic)
-    except UnknownTopicOrPartitionError:
-        return {}  # each asked partition is then unknown
+        partitions = store.read_topic(topic)
+    except TierlogError as error:  # no such topic, or a name no topic can have
+        return [(index, error) for index in indexes]
+    return _elect_in_topic(store, topic, partitions, indexes, election, live)
 
 
 def _elect_in_topic(
