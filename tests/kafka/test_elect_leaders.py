@@ -37,6 +37,8 @@ from tests.replication.conftest import wait_for
 from tests.support.sidecars import console_script
 from tierlog.cli.local_cluster import STATE_DIR, read_cluster
 from tierlog.kafka.versions import ELECT_LEADERS, METADATA
+from tierlog.partition_state.local_store import LocalStateStore
+from tierlog.partition_state.model import NO_LEADER
 
 LEADER_ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"
 NO_ID = uuid.UUID(int=0)  # a topic asked by name
@@ -239,8 +241,9 @@ def test_an_offline_partition_is_led_again_by_an_unclean_election(
             done = tierlog_cluster("stop", "--dir", directory, "--broker", str(broker))
             assert done.returncode == 0, done.stderr
             stopped.append(broker)
+        store = LocalStateStore(cluster_dir / STATE_DIR)
         wait_for(
-            lambda: partitions(bootstrap, "offline")[0].leader_id == -1,
+            lambda: store.read_topic("offline")[0].leader == NO_LEADER,
             "the partition offline",
             timeout_s=OFFLINE_TIMEOUT_S,
         )
