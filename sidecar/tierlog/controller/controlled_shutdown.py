@@ -26,6 +26,7 @@ def hand_over_leaderships(
     """Move ``broker``'s leaderships to live ISR members and take it out of every ISR it
     can leave; the changes made. ``live`` are the brokers that may take over."""
     cause = f"controlled shutdown of broker {broker}"
+    decide = partial(hand_over, broker=broker, live=live)
     changes = []
     for topic in store.list_topics():
         try:
@@ -33,7 +34,6 @@ def hand_over_leaderships(
         except UnknownTopicOrPartitionError:
             continue  # deleted since it was listed
         for partition, state in sorted(partitions.items()):
-            decide = partial(hand_over, broker=broker, live=live)
             change = write_decided(store, topic, partition, state, decide, cause)
             if change is not None:
                 changes.append(change)
