@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka.admin import KafkaAdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
-from tests.kafka.conftest import java, run_java
+from tests.kafka.conftest import run_java
 from tests.kafka.test_cluster import (
     _NO_AUTHORIZED_OPERATIONS,
     BROKERS,
@@ -227,10 +228,11 @@ def test_an_offline_partition_is_led_again_by_an_unclean_election(
     """Replicas [2, 1]: broker 1 stops (leaving the ISR), then broker 2, the only one in
     sync, whose lease then expires: the partition is offline. Broker 1 back is alive but
     out of sync, so only an unclean election makes it lead (what 2 alone had is lost)."""
-    run_java(
-        "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap,
-        "--create", "--topic", "offline", "--replica-assignment", "2:1",
-    )  # fmt: skip
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic("offline", replica_assignments={0: [2, 1]})])
+    finally:
+        admin.close()
     wait_for(lambda: 0 in partitions(bootstrap, "offline"), "the topic in Metadata")
     directory = str(cluster_dir)
     host, port = _addresses(bootstrap)[0]  # the one broker that stays up
@@ -250,15 +252,14 @@ def test_an_offline_partition_is_led_again_by_an_unclean_election(
         done = tierlog_cluster("start", "--dir", directory, "--broker", "1")
         assert done.returncode == 0, done.stderr
         stopped.remove(1)
-        preferred = java(*election, "--partition", "0", "--election-type", "PREFERRED")
+        preferred = elect(bootstrap, 0, 2, PREFERRED, [{"topic": "offline", "partitions": [0]}])
         unclean = run_java(*election, "--partition", "0", "--election-type", "UNCLEAN")
     finally:
         for broker in stopped:
             tierlog_cluster("start", "--dir", directory, "--broker", str(broker))
 
-    assert preferred.returncode != 0  # broker 2, its preferred replica, is down
-    assert "for partition: offline-0" in preferred.stdout
-    assert "PreferredLeaderNotAvailableException" in preferred.stdout
+    # Broker 2, its preferred replica, is down.
+    assert codes(preferred) == {("offline", 0): ErrorCode.preferred_leader_not_available}
     assert "Successfully completed leader election (UNCLEAN) for partitions offline-0" in unclean
     # Broker 2, back, follows broker 1 (and truncates to its log).
     wait_for(lambda: partitions(bootstrap, "offline")[0].leader_id == 1, "broker 1 leading")
