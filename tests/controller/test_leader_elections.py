@@ -21,7 +21,7 @@ from tierlog.controller.leader_elections import (
     election_type,
 )
 from tierlog.partition_state.model import NO_LEADER, PartitionState
-from tierlog.storage.errors import InvalidTopicError, UnknownTopicOrPartitionError
+from tierlog.storage.errors import UnknownTopicOrPartitionError
 
 PREFERRED, UNCLEAN = ElectionType.PREFERRED, ElectionType.UNCLEAN
 OFF_PREFERRED = PartitionState((1, 2, 3), 2, 4, (1, 2, 3))  # broker 2 leads, 1 is preferred
@@ -84,7 +84,7 @@ def test_an_unknown_topic_is_unknown_for_each_partition_named(store_at: OpenStor
     outcomes = elect_leaders(store, UNCLEAN, [("nowhere", [0, 1]), ("../x", [0])], live={1})
     assert _errors(outcomes) == {
         "nowhere": {0: UnknownTopicOrPartitionError, 1: UnknownTopicOrPartitionError},
-        "../x": {0: InvalidTopicError},  # never a path in the store
+        "../x": {0: UnknownTopicOrPartitionError},  # no topic has it (never a path)
     }
 
 

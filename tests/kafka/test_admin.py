@@ -487,6 +487,7 @@ def test_elect_leaders_without_replication_needs_no_election(
     asked = [
         {"topic": "one-replica", "partitions": [0, 1, 2]},
         {"topic": "no-such-topic", "partitions": [0]},
+        {"topic": "../bad", "partitions": [0]},
     ]
     wire = KafkaWire(sidecar.kafka_port)
     try:
@@ -508,6 +509,7 @@ def test_elect_leaders_without_replication_needs_no_election(
             ("one-replica", 1): not_needed,
             ("one-replica", 2): unknown,
             ("no-such-topic", 0): unknown,
+            ("../bad", 0): unknown,  # no topic can have the name, as Kafka answers
         }
     assert everything.error_code == ErrorCode.none
     assert "one-replica" in {result.topic for result in everything.replica_election_results}

@@ -35,7 +35,11 @@ from tierlog.controller.changes import write_decided
 from tierlog.controller.elections import elect, preferred_leader
 from tierlog.partition_state.model import NO_LEADER, PartitionState
 from tierlog.partition_state.store import Partitions, PartitionStateStore
-from tierlog.storage.errors import TierlogError, UnknownTopicOrPartitionError
+from tierlog.storage.errors import (
+    InvalidTopicError,
+    TierlogError,
+    UnknownTopicOrPartitionError,
+)
 
 __all__ = [
     "AskedPartitions",
@@ -99,7 +103,10 @@ def _elect_asked(
 ) -> list[tuple[int, TierlogError | None]]:
     try:
         partitions = store.read_topic(topic)
-    except TierlogError as error:  # no such topic, or a name no topic can have
+    except InvalidTopicError as bad_name:  # no topic has it: unknown, as Kafka answers
+        unknown = UnknownTopicOrPartitionError(str(bad_name))
+        return [(index, unknown) for index in indexes]
+    except TierlogError as error:  # no such topic, or its state unreadable
         return [(index, error) for index in indexes]
     return _elect_in_topic(store, topic, partitions, indexes, election, live)
 

@@ -30,7 +30,11 @@ from tierlog.kafka.broker import KafkaBroker
 from tierlog.kafka.codec import build, response_type
 from tierlog.kafka.errors import error_code, failure
 from tierlog.kafka.versions import ELECT_LEADERS
-from tierlog.storage.errors import TierlogError
+from tierlog.storage.errors import (
+    InvalidTopicError,
+    TierlogError,
+    UnknownTopicOrPartitionError,
+)
 
 __all__ = ["elect_leaders"]
 
@@ -74,6 +78,9 @@ def _one_replica_each(broker: KafkaBroker, asked: AskedPartitions | None) -> lis
         for index in indexes:
             try:
                 broker.partitions.topics.check_partition(topic, index)
+            except InvalidTopicError as bad_name:  # no topic has it: unknown, as in Kafka
+                results.append((index, UnknownTopicOrPartitionError(str(bad_name))))
+                continue
             except TierlogError as error:
                 results.append((index, error))
                 continue
