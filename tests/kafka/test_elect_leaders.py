@@ -30,6 +30,7 @@ from tests.kafka.test_cluster import (
     SESSION_TIMEOUT_MS,
     _addresses,
     _call,
+    _metadata_broker_ids,
     create_topic,
     running_cluster,
     tierlog_cluster,
@@ -184,9 +185,15 @@ def test_a_stopped_preferred_replica_leads_again_only_once_back_in_sync(
     stopped = tierlog_cluster("stop", "--dir", str(cluster_dir), "--broker", str(victim))
     assert stopped.returncode == 0, stopped.stderr  # a controlled shutdown: leaderships go
     try:
+        # Fenced: its lease expired and it is out of the ISR (a broker on its way out may
+        # be put back in sync by its last fetches; the controller takes it out again).
         wait_for(
-            lambda: partitions(bootstrap, "restarted")[preferred].leader_id != victim,
-            f"broker {victim}'s leadership handed over",
+            lambda: (
+                victim not in _metadata_broker_ids(_addresses(bootstrap)[1][1])
+                and victim not in partitions(bootstrap, "restarted", broker=1)[preferred].isr_nodes
+            ),
+            f"broker {victim} fenced",
+            timeout_s=OFFLINE_TIMEOUT_S,
         )
         refused = [elect(bootstrap, 1, version, PREFERRED, asked) for version in (0, 1, 2)]
         unclean = elect(bootstrap, 0, 2, UNCLEAN, asked[:1])
