@@ -47,6 +47,7 @@ from tierlog.kafka.versions import (
     DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
     DESCRIBE_LOG_DIRS,
+    ELECT_LEADERS,
     INCREMENTAL_ALTER_CONFIGS,
 )
 from tierlog.storage.errors import InvalidConfigError as TierlogInvalidConfigError
@@ -474,3 +475,52 @@ def test_the_oldest_versions_served_are_answered_whole(
         "2000",
         "delete,compact",
     )
+
+
+def test_elect_leaders_without_replication_needs_no_election(
+    sidecar: KafkaSidecar, grpc_admin: AdminClient
+) -> None:
+    """Each partition's one replica leads it: at every version, ELECTION_NOT_NEEDED for
+    a partition that exists, UNKNOWN_TOPIC_OR_PARTITION for one that does not; asked
+    for every partition, none is answered; a type Kafka lacks is INVALID_REQUEST."""
+    grpc_admin.create_topic("one-replica", 2)
+    asked = [
+        {"topic": "one-replica", "partitions": [0, 1, 2]},
+        {"topic": "no-such-topic", "partitions": [0]},
+        {"topic": "../bad", "partitions": [0]},
+    ]
+    wire = KafkaWire(sidecar.kafka_port)
+    try:
+        answers = [
+            wire.call(ELECT_LEADERS, version, {"election_type": 0, "topic_partitions": asked})
+            for version in (0, 1, 2)
+        ]
+        everything = wire.call(ELECT_LEADERS, 2, {"election_type": 1, "topic_partitions": None})
+        unknown_type = wire.call(
+            ELECT_LEADERS, 2, {"election_type": 7, "topic_partitions": asked[:1]}
+        )
+    finally:
+        wire.close()
+
+    not_needed, unknown = ErrorCode.election_not_needed, ErrorCode.unknown_topic_or_partition
+    for answer in answers:
+        assert _election_codes(answer) == {
+            ("one-replica", 0): not_needed,
+            ("one-replica", 1): not_needed,
+            ("one-replica", 2): unknown,
+            ("no-such-topic", 0): unknown,
+            ("../bad", 0): unknown,  # no topic can have the name, as Kafka answers
+        }
+    assert everything.error_code == ErrorCode.none
+    assert "one-replica" in {result.topic for result in everything.replica_election_results}
+    assert _election_codes(everything) == {}
+    assert unknown_type.error_code == ErrorCode.invalid_request
+    assert set(_election_codes(unknown_type).values()) == {ErrorCode.invalid_request}
+
+
+def _election_codes(answer: Any) -> dict[tuple[str, int], ErrorCode]:
+    return {
+        (result.topic, partition.partition_id): partition.error_code
+        for result in answer.replica_election_results
+        for partition in result.partition_result
+    }

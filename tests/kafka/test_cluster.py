@@ -55,14 +55,15 @@ def tierlog_cluster(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(scope="module")
-def cluster_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    directory = tmp_path_factory.mktemp("kafka-cluster") / "cluster"
+@contextlib.contextmanager
+def running_cluster(directory: Path, *configs: str) -> Iterator[Path]:
+    """``tierlog cluster up`` of ``BROKERS`` in ``directory`` with these broker configs
+    (``key=value``), brought down (or killed) at the end."""
     up = tierlog_cluster(
         "up",
         "--dir", str(directory),
         "--brokers", str(BROKERS),
-        "--config", f"broker.session.timeout.ms={SESSION_TIMEOUT_MS}",
+        *(argument for config in configs for argument in ("--config", config)),
     )  # fmt: skip
     try:
         assert up.returncode == 0, up.stderr
@@ -73,6 +74,13 @@ def cluster_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             if broker.pid is not None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(broker.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def cluster_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    directory = tmp_path_factory.mktemp("kafka-cluster") / "cluster"
+    with running_cluster(directory, f"broker.session.timeout.ms={SESSION_TIMEOUT_MS}"):
+        yield directory
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,8 @@ __all__ = [
     "ConcurrentTransactionsError",
     "CoordinatorLoadInProgressError",
     "CoordinatorNotAvailableError",
+    "ElectionNotNeededError",
+    "EligibleLeadersNotAvailableError",
     "FencedInstanceIdError",
     "FencedLeaderEpochError",
     "FencedMemberEpochError",
@@ -49,6 +51,7 @@ __all__ = [
     "NotEnoughReplicasError",
     "NotLeaderOrFollowerError",
     "OffsetMetadataTooLargeError",
+    "PreferredLeaderNotAvailableError",
     "ProducerFencedError",
     "RebalanceInProgressError",
     "RequestTimedOutError",
@@ -179,6 +182,27 @@ class StaleBrokerEpochError(TierlogError):
     stale one (it was paused or cut off) and must stop acting for the broker."""
 
     reason = "STALE_BROKER_EPOCH"
+
+
+class ElectionNotNeededError(TierlogError):
+    """A leader election asked for a partition already led as it would make it: by its
+    preferred replica (a preferred election), or by anyone (an unclean one)."""
+
+    reason = "ELECTION_NOT_NEEDED"
+
+
+class PreferredLeaderNotAvailableError(TierlogError):
+    """A preferred leader election for a partition whose preferred replica (its first)
+    is not alive or not in sync: it cannot lead yet."""
+
+    reason = "PREFERRED_LEADER_NOT_AVAILABLE"
+
+
+class EligibleLeadersNotAvailableError(TierlogError):
+    """An unclean leader election for an offline partition none of whose replicas is
+    alive: there is nobody to elect."""
+
+    reason = "ELIGIBLE_LEADERS_NOT_AVAILABLE"
 
 
 class SaslAuthenticationFailedError(TierlogError):
@@ -402,6 +426,9 @@ STATUS_CODES: dict[str, grpc.StatusCode] = {
     "NOT_LEADER_OR_FOLLOWER": _C.FAILED_PRECONDITION,
     "INVALID_UPDATE_VERSION": _C.FAILED_PRECONDITION,
     "STALE_BROKER_EPOCH": _C.FAILED_PRECONDITION,
+    "ELECTION_NOT_NEEDED": _C.FAILED_PRECONDITION,
+    "PREFERRED_LEADER_NOT_AVAILABLE": _C.UNAVAILABLE,
+    "ELIGIBLE_LEADERS_NOT_AVAILABLE": _C.UNAVAILABLE,
     "FENCED_LEADER_EPOCH": _C.FAILED_PRECONDITION,
     "UNKNOWN_LEADER_EPOCH": _C.UNAVAILABLE,
     "NOT_ENOUGH_REPLICAS": _C.UNAVAILABLE,

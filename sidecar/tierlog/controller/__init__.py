@@ -12,5 +12,6 @@ compare-and-swap, as Kafka's KRaft controller does through its metadata log:
 - ``controller``: one pass over every partition (``Controller.step``) and the thread
   that runs passes until stopped;
 - ``local_election``: one controller per machine, whoever holds a file lock;
-- ``controlled_shutdown``: a stopping broker handing its leaderships over.
+- ``controlled_shutdown``: a stopping broker handing its leaderships over;
+- ``leader_elections``: elections an administrator asks for (Kafka's ElectLeaders).
 """

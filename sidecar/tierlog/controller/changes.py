@@ -7,19 +7,27 @@ controller does when an AlterPartition loses. The changes of one topic's partiti
 to the store together (``alter_partitions``), a write per part of the topic they touch,
 as Kafka's controller batches a broker's leaderships into few metadata records: a
 broker's failure costs writes in proportion to the topics it served, not its partitions.
+``write_decided`` decides one partition's change again on each fresh read until it
+lands or there is none to make.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tierlog.partition_state.model import NO_LEADER, PartitionState
 from tierlog.partition_state.store import PartitionStateStore
 from tierlog.storage.errors import UnknownTopicOrPartitionError
 
-__all__ = ["PartitionChange", "ProposedChange", "write_change", "write_changes"]
+__all__ = [
+    "PartitionChange",
+    "ProposedChange",
+    "write_change",
+    "write_changes",
+    "write_decided",
+]
 
 log = logging.getLogger(__name__)
 
@@ -105,3 +113,25 @@ def write_change(
     """``write_changes`` of one partition: its change, or ``None`` when it lost."""
     landed = write_changes(store, topic, [ProposedChange(partition, before, after, cause)])
     return landed[0] if landed else None
+
+
+def write_decided(
+    store: PartitionStateStore,
+    topic: str,
+    partition: int,
+    state: PartitionState,
+    decide: Callable[[PartitionState], PartitionState | None],
+    cause: str,
+) -> PartitionChange | None:
+    """Write what ``decide`` makes of ``state``; when another change wins the race,
+    decide again on what it left, until a change lands. ``None`` when there is nothing
+    to change (or the partition is gone); what ``decide`` raises is the caller's."""
+    while (after := decide(state)) is not None:
+        change = write_change(store, topic, partition, state, after, cause)
+        if change is not None:
+            return change
+        try:
+            state = store.read_topic(topic)[partition]
+        except (UnknownTopicOrPartitionError, KeyError):
+            return None
+    return None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from tierlog.broker.fetch import FetchReader
@@ -11,13 +11,17 @@ from tierlog.broker.partitions import Partitions
 from tierlog.broker.produce import Appender
 from tierlog.broker.producer_ids import ProducerIdManager
 from tierlog.broker.topic_changes import TopicChanges
+from tierlog.controller.leader_elections import AskedPartitions, ElectionType, TopicOutcomes
 from tierlog.coordinator.coordinator import GroupCoordinator
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
 from tierlog.kafka.fetch_sessions import FetchSessionCache
 from tierlog.replication.coordinator_lookup import CoordinatorLookup
 from tierlog.replication.replica_manager import ReplicaManager
 
-__all__ = ["KafkaBroker"]
+__all__ = ["KafkaBroker", "LeaderElector"]
+
+# ElectLeaders made in a replicated cluster's store (``ReplicatedBroker.elect_leaders``).
+LeaderElector = Callable[[ElectionType, AskedPartitions | None], Awaitable[list[TopicOutcomes]]]
 
 
 def _no_controller() -> int | None:
@@ -53,6 +57,8 @@ class KafkaBroker:
     live: Callable[[], frozenset[int] | None] = _liveness_unknown
     # Consumers' incremental fetch sessions (KIP-227), for every connection.
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
+    # Leader elections on demand, with replication (None: each partition has one replica).
+    elect_leaders: LeaderElector | None = None
 
     @property
     def node_id(self) -> int:

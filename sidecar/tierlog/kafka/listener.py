@@ -56,6 +56,7 @@ from tierlog.kafka.describe_groups import describe_groups
 from tierlog.kafka.describe_log_dirs import describe_log_dirs
 from tierlog.kafka.describe_producers import describe_producers
 from tierlog.kafka.describe_transactions import describe_transactions
+from tierlog.kafka.elect_leaders import elect_leaders
 from tierlog.kafka.end_txn import end_txn
 from tierlog.kafka.error_codes import error_codes
 from tierlog.kafka.fetch import fetch
@@ -100,6 +101,7 @@ from tierlog.kafka.versions import (
     DESCRIBE_LOG_DIRS,
     DESCRIBE_PRODUCERS,
     DESCRIBE_TRANSACTIONS,
+    ELECT_LEADERS,
     END_TXN,
     FETCH,
     FIND_COORDINATOR,
@@ -179,6 +181,7 @@ _HANDLERS: dict[int, Handler] = {
     SASL_AUTHENTICATE: sasl_authenticate,
     CREATE_PARTITIONS: create_partitions,
     DELETE_GROUPS: delete_groups,
+    ELECT_LEADERS: elect_leaders,
     INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
     OFFSET_DELETE: offset_delete,
     DESCRIBE_CLUSTER: describe_cluster,

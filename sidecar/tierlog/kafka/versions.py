@@ -30,6 +30,7 @@ __all__ = [
     "DESCRIBE_LOG_DIRS",
     "DESCRIBE_PRODUCERS",
     "DESCRIBE_TRANSACTIONS",
+    "ELECT_LEADERS",
     "END_TXN",
     "FETCH",
     "FIND_COORDINATOR",
@@ -81,6 +82,7 @@ DESCRIBE_LOG_DIRS = 35
 SASL_AUTHENTICATE = 36
 CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
+ELECT_LEADERS = 43
 INCREMENTAL_ALTER_CONFIGS = 44
 OFFSET_DELETE = 47
 DESCRIBE_CLUSTER = 60
@@ -144,6 +146,8 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         SASL_AUTHENTICATE: (0, 2),  # every version (v1 adds the session lifetime: 0)
         CREATE_PARTITIONS: (0, 3),  # every version
         DELETE_GROUPS: (0, 2),  # every version (v0 predates KIP-896's floor and stays)
+        # Every version: v1 adds a top-level error code, v2 the election type (KIP-460).
+        ELECT_LEADERS: (0, 2),
         INCREMENTAL_ALTER_CONFIGS: (0, 1),  # every version
         OFFSET_DELETE: (0, 0),  # the only version
         DESCRIBE_CLUSTER: (0, 1),  # v2 adds fenced brokers (KIP-1073), which are not kept

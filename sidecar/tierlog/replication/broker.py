@@ -13,7 +13,8 @@ the ISR allows; deciding one at a time keeps them from undoing each other's elec
 ``controlled_shutdown`` is Kafka's: before the server stops, this broker's leaderships go
 to other in-sync replicas and it leaves the ISRs, so producers move on at once rather
 than after its lease expires. A start does the same first: a restarted broker earns its
-place in each ISR again.
+place in each ISR again. ``elect_leaders`` is Kafka's ElectLeaders, made by whichever
+broker is asked.
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ import uuid
 from tierlog.broker.topics import TopicStore
 from tierlog.controller.controlled_shutdown import hand_over_leaderships
 from tierlog.controller.controller import Controller, ControllerThread
+from tierlog.controller.leader_elections import (
+    AskedPartitions,
+    ElectionType,
+    TopicOutcomes,
+    elect_leaders,
+)
 from tierlog.partition_state.lease_keeper import LeaseKeeper
 from tierlog.replication.config import DirectoryStore, ReplicationConfig
 from tierlog.replication.replica_manager import ReplicaManager
@@ -105,6 +112,21 @@ class ReplicatedBroker:
             return None
         return min(self.controller.live, default=None)
 
+    async def elect_leaders(
+        self, election: ElectionType, asked: AskedPartitions | None
+    ) -> list[TopicOutcomes]:
+        """Kafka's ElectLeaders, made in the store by this broker (every election a
+        compare-and-swap, so any broker may), with the brokers alive by this one's
+        controller view (or, where the operator runs the controller, by the leases'
+        renewal times); then applied here, so this broker's Metadata names the new
+        leaders at once."""
+        live = self.live_brokers() or frozenset(await asyncio.to_thread(self._live_brokers))
+        outcomes = await asyncio.to_thread(elect_leaders, self.store, election, asked, live)
+        elected = any(error is None for _topic, results in outcomes for _p, error in results)
+        if elected and self.replicas is not None:
+            await self.replicas.poll_once()
+        return outcomes
+
     async def controlled_shutdown(self) -> None:
         """Hand this broker's leaderships to live in-sync replicas and leave the ISRs,
         then apply that here before the server stops."""
@@ -126,12 +148,13 @@ class ReplicatedBroker:
 
     def _live_brokers(self) -> set[int]:
         """Brokers whose leases are current, by their renewal times (a hand-over target
-        that turns out dead is the controller's to replace one lease later)."""
+        or an elected leader that turns out dead is the controller's to replace one
+        lease later)."""
         now = time.time()
         return {
             broker
             for broker, lease in self.store.read_leases().items()
-            if broker != self.node_id and lease.renewed_at + lease.duration_s > now
+            if lease.renewed_at + lease.duration_s > now
         }
 
     def _fenced(self) -> None:

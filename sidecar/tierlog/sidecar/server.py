@@ -339,6 +339,7 @@ class SidecarServer:
             controller=self.replicated.deciding_controller if self.replicated else lambda: None,
             live=self.replicated.live_brokers if self.replicated else lambda: None,
             fetch_sessions=FetchSessionCache(self.config.kafka_fetch_sessions),
+            elect_leaders=self.replicated.elect_leaders if self.replicated else None,
         )
         await listener.start(broker)
         self.metrics.kafka.serving(broker.fetch_sessions)
