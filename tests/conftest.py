@@ -3,8 +3,9 @@
 import pytest
 
 # tests/support/s3_fixtures.py: MinIO; tests/support/kube.py: ``control_plane``, one
-# etcd + kube-apiserver for the session.
-pytest_plugins = ["tests.support.s3_fixtures", "tests.support.kube"]
+# etcd + kube-apiserver for the session; tests/support/spark.py: ``spark``, the one
+# SparkSession of the run.
+pytest_plugins = ["tests.support.s3_fixtures", "tests.support.kube", "tests.support.spark"]
 
 
 # The session fixtures that start a tool compiled from Go source (MinIO; etcd and

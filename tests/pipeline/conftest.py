@@ -1,21 +1,19 @@
-"""Shared helpers for the pipeline tests: logs written by the storage engine, what the
-storage engine reads back from them, and the one SparkSession of the test run.
+"""Shared helpers for the pipeline tests: logs written by the storage engine and what the
+storage engine reads back from them. The one SparkSession of the test run (``spark``)
+is tests/support/spark.py's.
 
 Test modules import the helpers (``from tests.pipeline.conftest import write_log``).
 """
 
 from __future__ import annotations
 
-import os
 import random
-import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from pyspark.sql import SparkSession
 
 from tests.storage.conftest import T0, config, read_all_records
 from tests.storage.transactions import TxnWriter
@@ -204,31 +202,3 @@ def s3_tier(minio: MinioServer, s3_bucket: str, tmp_path: Path) -> Tier:
         "s3.credentials.path": str(secret),
     }
     return Tier(f"s3://{s3_bucket}/cluster/tier", parse_s3_options(options), options)
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    """One local[2] SparkSession for every Spark test: JVM start-up is slow."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-
-    from tierlog.pipeline import configure, register
-
-    session = (
-        configure(SparkSession.builder)
-        .master("local[2]")
-        .appName("tierlog-pipeline-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.memory", "1g")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        # Python workers import PySpark, pyarrow and pandas: on a loaded machine that can
-        # outlast the 15 s default for a worker to connect back.
-        .config("spark.python.authenticate.socketTimeout", "180s")
-        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=error")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
-    yield session
-    session.stop()
