@@ -131,7 +131,7 @@ class ReplicatedBroker:
         return {
             broker
             for broker, lease in self.store.read_leases().items()
-            if broker != self.node_id and lease.renewed_at + lease.duration_s > now
+            if broker != self.node_id and lease.current_at(now)
         }
 
     def _fenced(self) -> None:
