@@ -28,13 +28,13 @@ def test_a_reassignment_adds_a_follower_and_drops_the_one_that_leaves(tmp_path: 
     moving = start_reassignment(state, (0, 2, 3))
     leader.update_state(moving)
     assert sorted(leader.followers) == [1, 2, 3]
-    assert leader.caught_up() == ()  # broker 3 has fetched nothing yet
+    assert not leader.caught_up(3)  # broker 3 has fetched nothing yet
     leader.record_fetch(3, 6, now_ms=2)
-    assert leader.caught_up() == (3,)
+    assert leader.caught_up(3)
 
     done = complete_reassignment(moving.with_isr((0, 1, 2, 3)), {0, 1, 2, 3})
     assert done is not None
     leader.update_state(done)
     assert sorted(leader.followers) == [2, 3]
     leader.record_fetch(1, 6, now_ms=3)  # a fetch of broker 1 read before it was removed
-    assert leader.caught_up() == ()  # not offered back into the ISR
+    assert not leader.caught_up(1)  # not offered back into the ISR

@@ -1,5 +1,5 @@
 """The replica manager in-process, over a real directory store and real logs: what it
-does when passes over the store overlap."""
+does when passes over the store overlap, and which followers its ISR takes back."""
 
 from __future__ import annotations
 
@@ -8,8 +8,12 @@ from pathlib import Path
 
 import grpc
 
+from tests.partition_state.conftest import Clock
+from tests.storage.conftest import make_batch
+from tierlog.api.v1 import replication_service_pb2 as pb
 from tierlog.broker.topics import TopicStore
 from tierlog.broker.watch import AppendWatch
+from tierlog.controller.controller import Controller
 from tierlog.partition_state.local_store import LocalStateStore
 from tierlog.partition_state.model import PartitionState
 from tierlog.replication.config import DirectoryStore, ReplicationConfig
@@ -101,5 +105,88 @@ def test_a_leader_whose_address_changes_is_fetched_from_at_the_new_one(tmp_path:
 
     try:
         asyncio.run(follow_then_move())
+    finally:
+        logs.shutdown()
+
+
+def test_an_idle_partitions_isr_keeps_a_dead_follower_out_until_it_fetches_again(
+    tmp_path: Path,
+) -> None:
+    """Seen in a 3-broker cluster: broker 1 killed, the idle partition's leader put it
+    back in the ISR on each fetch of broker 2 (its last fetch had reached the high
+    watermark, and nothing was written since), and the controller fenced it again: 38
+    ISR changes in 6 s. A follower rejoins on a fetch it made, from an incarnation whose
+    lease is current (Kafka's isReplicaIsrEligible)."""
+    clock = Clock()
+    store = LocalStateStore(tmp_path / "state", clock)
+    epochs = {b: store.acquire_lease(b, f"broker-{b}", 10.0).broker_epoch for b in (0, 1, 2)}
+    data = tmp_path / "data"
+    data.mkdir()
+    logs = LogManager(LogManagerConfig(log_dirs=(data,)))
+    replicas = ReplicaManager(
+        0,
+        lambda: epochs[0],
+        store,
+        logs,
+        TopicStore([data], LogConfig()),
+        AppendWatch(),
+        dict,
+        _no_channel,
+        [],
+        ReplicationConfig(store=DirectoryStore(tmp_path / "state")),
+    )
+    controller_clock = Clock()
+    controller = Controller(store, clock=controller_clock, preferred_leaders=False)
+    orders = TopicPartition("orders", 0)
+
+    async def fetch_and_settle(replica: int) -> None:
+        """``replica`` fetches from the leader's end; the ISR change it starts (if any)
+        lands and the controller makes its pass over what it left."""
+        leader = replicas.leaders[orders]
+        asked = pb.ReplicaFetchPartition(
+            topic="orders", partition=0, fetch_offset=leader.log.log_end_offset
+        )
+        replicas.record_fetch(leader, replica, asked, int(clock.now * 1000), epochs[replica])
+        await asyncio.gather(*replicas._tasks)
+        controller.step()
+        await replicas.poll_once()
+
+    def lease_time_passes(alive: tuple[int, ...]) -> None:
+        clock.now += 11
+        controller_clock.now += 11
+        for broker in alive:
+            store.renew_lease(broker, f"broker-{broker}")
+
+    async def kill_then_revive() -> None:
+        store.create_topic("orders", {0: PartitionState.new((0, 1, 2))})
+        controller.step()
+        await replicas.poll_once()
+        replicas.leaders[orders].log.append(make_batch(3))
+        for follower in (1, 2):
+            await fetch_and_settle(follower)
+        assert replicas.leaders[orders].high_watermark == 3
+
+        lease_time_passes(alive=(0, 2))  # broker 1 killed: its lease runs out
+        controller.step()
+        await replicas.poll_once()
+        assert store.read_topic("orders")[0].isr == (0, 2)
+        for _ in range(3):  # the idle partition's live follower keeps fetching
+            await fetch_and_settle(2)
+        assert store.read_topic("orders")[0].isr == (0, 2)
+        assert (replicas.isr_shrinks, replicas.isr_expands) == (1, 0)
+
+        # A fetch of broker 1's fenced incarnation (paused, not killed) brings it no closer.
+        await fetch_and_settle(1)
+        assert store.read_topic("orders")[0].isr == (0, 2)
+
+        epochs[1] = store.acquire_lease(1, "broker-1-again", 10.0).broker_epoch
+        await replicas.poll_once()  # the new incarnation's lease is read
+        await fetch_and_settle(1)
+        assert store.read_topic("orders")[0].isr == (0, 1, 2)
+        assert (replicas.isr_shrinks, replicas.isr_expands) == (1, 1)
+        await replicas.stop()
+
+    try:
+        asyncio.run(kill_then_revive())
     finally:
         logs.shutdown()

@@ -177,6 +177,13 @@ class InvalidUpdateVersionError(TierlogError):
         self.current_epoch = current_epoch
 
 
+class IneligibleReplicaError(TierlogError):
+    """A leader's ISR change adds a broker whose lease is gone or expired: a fenced broker
+    never rejoins an ISR, whatever its last fetch said (Kafka's KIP-841)."""
+
+    reason = "INELIGIBLE_REPLICA"
+
+
 class StaleBrokerEpochError(TierlogError):
     """A broker's lease was taken by a newer incarnation of that broker: the caller is a
     stale one (it was paused or cut off) and must stop acting for the broker."""

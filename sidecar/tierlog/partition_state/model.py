@@ -131,6 +131,12 @@ class BrokerLease:
     duration_s: float
     broker_epoch: int
 
+    def current_at(self, now: float) -> bool:
+        """Whether the lease still counts at ``now`` (seconds since the epoch) by its
+        renewal time: a clock that is not the holder's, so a judgement to refuse by (an
+        ISR addition, a hand-over target), not to fence by (the controller's ``Liveness``)."""
+        return now < self.renewed_at + self.duration_s
+
 
 @dataclass(frozen=True)
 class TopicLayout:

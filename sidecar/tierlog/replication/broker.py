@@ -152,9 +152,7 @@ class ReplicatedBroker:
         lease later)."""
         now = time.time()
         return {
-            broker
-            for broker, lease in self.store.read_leases().items()
-            if lease.renewed_at + lease.duration_s > now
+            broker for broker, lease in self.store.read_leases().items() if lease.current_at(now)
         }
 
     def _fenced(self) -> None:

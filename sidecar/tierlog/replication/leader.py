@@ -4,8 +4,8 @@ Kafka's ``Partition`` on the leader's side, without I/O: followers report how fa
 are with each fetch (``record_fetch``); the high watermark is the lowest log end among
 the in-sync replicas and never moves back; a follower is out of sync once it has not
 caught up with the leader's log end for ``replica.lag.time.max.ms``, and back in sync once
-it reaches the high watermark and the start of the current leader epoch (it then holds
-everything this leader acknowledged). The ISR changes themselves are the replica
+it reaches the high watermark and the start of the current leader epoch in a fetch of its
+own (it then holds everything this leader acknowledged). The ISR changes themselves are the replica
 manager's to make, in the partition-state store; this class says which are due.
 
 Acks=all producers wait here for the high watermark to pass their batches.
@@ -128,14 +128,15 @@ class LeaderPartition:
             and now_ms - self.followers[replica].last_caught_up_ms > lag_ms
         )
 
-    def caught_up(self) -> tuple[int, ...]:
-        """Followers outside the ISR that hold everything it committed (to add)."""
-        needed = max(self.log.high_watermark, self.epoch_start_offset)
-        return tuple(
-            replica
-            for replica, progress in self.followers.items()
-            if replica not in self.state.isr and progress.log_end_offset >= needed
-        )
+    def caught_up(self, replica: int) -> bool:
+        """Whether ``replica``, outside the ISR, holds everything it committed (to add).
+        Asked right after its own fetch (``record_fetch``), never of the others: a dead
+        follower's last fetch stays at the high watermark of an idle partition, and
+        counting it caught up put it back in the ISR after each fencing."""
+        progress = self.followers.get(replica)
+        if progress is None or replica in self.state.isr:
+            return False
+        return progress.log_end_offset >= max(self.log.high_watermark, self.epoch_start_offset)
 
     # -- acks=all ---------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from tierlog.api.v1 import replication_service_pb2 as pb
 from tierlog.broker.leader_epoch_check import check_leader_epoch
 from tierlog.broker.topics import Topic, TopicStore
 from tierlog.broker.watch import AppendWatch
-from tierlog.partition_state.model import NO_LEADER, PartitionState
+from tierlog.partition_state.model import NO_LEADER, BrokerLease, PartitionState
 from tierlog.partition_state.store import PartitionStateStore
 from tierlog.replication.config import ReplicationConfig
 from tierlog.replication.fetcher import ReplicaFetcher
@@ -99,7 +99,7 @@ class ReplicaManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}  # by leader id
         self._following: dict[TopicPartition, int] = {}  # -> leader id
         self._locks: dict[TopicPartition, asyncio.Lock] = {}
-        self._broker_epochs: dict[int, int] = {}  # from the leases
+        self._leases: dict[int, BrokerLease] = {}  # as the last poll read them
         self._altering: set[TopicPartition] = set()
         self._topics_seen: set[str] = set()  # in the store at the last poll
         self._polling = asyncio.Lock()  # one pass over the store at a time
@@ -143,7 +143,7 @@ class ReplicaManager:
 
     async def _poll(self) -> None:
         topics, leases = await asyncio.to_thread(self._read_store)
-        self._broker_epochs = leases
+        self._leases = leases
         for gone in self._topics_seen - set(topics):
             await self._forget_topic(gone)
         self._topics_seen = set(topics)
@@ -191,13 +191,12 @@ class ReplicaManager:
 
     def _read_store(
         self,
-    ) -> tuple[dict[str, tuple[dict[int, PartitionState], dict[str, str]]], dict[int, int]]:
+    ) -> tuple[dict[str, tuple[dict[int, PartitionState], dict[str, str]]], dict[int, BrokerLease]]:
         topics = {}
         for topic in self.store.list_topics():
             with contextlib.suppress(TierlogError):  # deleted meanwhile
                 topics[topic] = (self.store.read_topic(topic), self.store.read_topic_configs(topic))
-        leases = {broker: lease.broker_epoch for broker, lease in self.store.read_leases().items()}
-        return topics, leases
+        return topics, self.store.read_leases()
 
     async def _follow_store(self) -> None:
         while True:
@@ -407,23 +406,41 @@ class ReplicaManager:
 
     def check_broker_epoch(self, replica: int, broker_epoch: int) -> None:
         """Refuse a follower's request from an incarnation older than its lease's."""
-        known = self._broker_epochs.get(replica, -1)
+        lease = self._leases.get(replica)
+        known = -1 if lease is None else lease.broker_epoch
         if broker_epoch < known:
             raise StaleBrokerEpochError(
                 f"broker {replica}'s epoch is {known}, the request carries {broker_epoch}"
             )
 
     def record_fetch(
-        self, leader: LeaderPartition, replica: int, asked: pb.ReplicaFetchPartition, now_ms: int
+        self,
+        leader: LeaderPartition,
+        replica: int,
+        asked: pb.ReplicaFetchPartition,
+        now_ms: int,
+        broker_epoch: int,
     ) -> None:
+        """``replica``'s fetch, made in ``broker_epoch``, was answered: the high watermark
+        may move, and the replica may rejoin the ISR."""
         before = leader.high_watermark
         leader.record_fetch(replica, asked.fetch_offset, now_ms)
         if leader.high_watermark != before:
             self.watch.appended(leader.tp)  # consumers may read further now
-        joining = leader.caught_up()
-        if joining:
-            isr = {*leader.state.isr, *joining}
+        if leader.caught_up(replica) and self._isr_eligible(replica, broker_epoch, now_ms):
+            isr = {*leader.state.isr, replica}
             self._alter_isr_soon(leader, tuple(r for r in leader.state.replicas if r in isr))
+
+    def _isr_eligible(self, replica: int, broker_epoch: int, now_ms: int) -> bool:
+        """Kafka's isReplicaIsrEligible: the fetch came from the incarnation holding the
+        broker's lease, and that lease is current (a fenced broker that still fetches,
+        cut off from the store, stays out; the store would refuse it anyway)."""
+        lease = self._leases.get(replica)
+        return (
+            lease is not None
+            and lease.broker_epoch == broker_epoch
+            and lease.current_at(now_ms / 1000)
+        )
 
     # -- the ISR ----------------------------------------------------------------------
 
@@ -461,11 +478,7 @@ class ReplicaManager:
         tp, state = leader.tp, leader.state
         try:
             stored = await asyncio.to_thread(
-                self.store.alter_partition,
-                tp.topic,
-                tp.partition,
-                state.partition_epoch,
-                state.with_isr(isr),
+                self.store.alter_isr, tp.topic, tp.partition, state, isr
             )
         except InvalidUpdateVersionError:
             log.info("%s: the ISR change lost a race: reading the state again", tp)

@@ -78,7 +78,9 @@ class ReplicationService(replication_service_pb2_grpc.ReplicationServiceServicer
             now_ms = int(time.time() * 1000)
             for item in planned:
                 if item.leader is not None and item.answer is None:
-                    self.replicas.record_fetch(item.leader, request.replica_id, item.asked, now_ms)
+                    self.replicas.record_fetch(
+                        item.leader, request.replica_id, item.asked, now_ms, request.broker_epoch
+                    )
             said = sum(len(a.record_batches) for a in answers)
             telling = any(a.HasField("error") or a.HasField("diverging_epoch") for a in answers)
             remaining = deadline - loop.time()
