@@ -96,7 +96,8 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         PRODUCE: (3, 11),  # v12 is transactions v2 (KIP-890), v13 names topics by id
         FETCH: (4, 12),  # v13 names topics by id
         LIST_OFFSETS: (1, 9),  # v10 adds a timeout for KIP-1075's remote reads
-        METADATA: (4, 12),  # v13 adds a top-level error code
+        # Kafka 4 keeps v0-v3 (KIP-896 removed none); v13 adds a top-level error code.
+        METADATA: (0, 12),
         # v2 is KIP-896's floor; v9 is the first a KIP-848 member commits with, v10
         # names topics by id.
         OFFSET_COMMIT: (2, 9),
