@@ -8,10 +8,6 @@ One cluster for the module; the test that kills a leader runs last and starts it
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +18,8 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kio.schema.errors import ErrorCode
 
-from tests.kafka.conftest import run_java
+from tests.kafka.conftest import kafka_bootstrap, run_java, running_cluster, tierlog_cluster
 from tests.kafka.wire import KafkaWire
-from tests.support.sidecars import console_script
 from tierlog.cli.local_cluster import ClusterRecord, read_cluster
 from tierlog.client.admin import AdminClient
 from tierlog.kafka.versions import FETCH, METADATA, PRODUCE
@@ -45,49 +40,16 @@ _NO_AUTHORIZED_OPERATIONS = {
 }
 
 
-def tierlog_cluster(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [console_script("tierlog"), "cluster", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-
-
-@contextlib.contextmanager
-def running_cluster(directory: Path, *configs: str) -> Iterator[Path]:
-    """``tierlog cluster up`` of ``BROKERS`` in ``directory`` with these broker configs
-    (``key=value``), brought down (or killed) at the end."""
-    up = tierlog_cluster(
-        "up",
-        "--dir", str(directory),
-        "--brokers", str(BROKERS),
-        *(argument for config in configs for argument in ("--config", config)),
-    )  # fmt: skip
-    try:
-        assert up.returncode == 0, up.stderr
-        yield directory
-    finally:
-        down = tierlog_cluster("down", "--dir", str(directory), "--grace", "10")
-        for broker in read_cluster(directory).brokers if down.returncode else ():
-            if broker.pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(broker.pid, signal.SIGKILL)
-
-
 @pytest.fixture(scope="module")
 def cluster_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     directory = tmp_path_factory.mktemp("kafka-cluster") / "cluster"
-    with running_cluster(directory, f"broker.session.timeout.ms={SESSION_TIMEOUT_MS}"):
+    with running_cluster(directory, BROKERS, f"broker.session.timeout.ms={SESSION_TIMEOUT_MS}"):
         yield directory
 
 
 @pytest.fixture(scope="module")
 def bootstrap(cluster_dir: Path) -> str:
-    status = tierlog_cluster("status", "--dir", str(cluster_dir), "--kafka-bootstrap")
-    assert status.returncode == 0, status.stderr
-    return status.stdout.strip()
+    return kafka_bootstrap(cluster_dir)
 
 
 def create_topic(cluster: ClusterRecord, bootstrap: str, name: str) -> None:

@@ -21,7 +21,7 @@ import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
-from tests.kafka.conftest import run_java
+from tests.kafka.conftest import kafka_bootstrap, run_java, running_cluster, tierlog_cluster
 from tests.kafka.test_cluster import (
     _NO_AUTHORIZED_OPERATIONS,
     BROKERS,
@@ -32,8 +32,6 @@ from tests.kafka.test_cluster import (
     _call,
     _metadata_broker_ids,
     create_topic,
-    running_cluster,
-    tierlog_cluster,
 )
 from tests.replication.conftest import wait_for
 from tests.support.sidecars import console_script
@@ -55,6 +53,7 @@ def cluster_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     directory = tmp_path_factory.mktemp("elect-leaders") / "cluster"
     with running_cluster(
         directory,
+        BROKERS,
         "auto.leader.rebalance.enable=false",
         f"broker.session.timeout.ms={SESSION_TIMEOUT_MS}",
     ):
@@ -63,7 +62,7 @@ def cluster_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def bootstrap(cluster_dir: Path) -> str:
-    return ",".join(str(broker.kafka_address) for broker in read_cluster(cluster_dir).brokers)
+    return kafka_bootstrap(cluster_dir)
 
 
 def partitions(bootstrap: str, topic: str, broker: int = 0) -> dict[int, Any]:

@@ -226,6 +226,24 @@ def test_metadata_reports_the_address_topic_ids_leaders_and_epochs(
     assert nothing.error_code == ErrorCode.unknown_topic_or_partition  # never auto-created
 
 
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_metadata_before_v4_is_served_as_kafka_4_serves_it(
+    kafka_sidecar: KafkaSidecar, wire: KafkaWire, version: int
+) -> None:
+    """Kafka 4 still serves Metadata from v0 (KIP-896 kept it): a client pinned to an
+    old release (franz-go's ``MaxVersions(V0_10_2)``: Metadata v2) learns the leaders,
+    then meets the Produce versions it cannot speak. v0's empty list is every topic."""
+    kafka_sidecar.create_topic("old-clients", partitions=2)
+    topics = [] if version == 0 else [{"name": "old-clients"}]
+
+    answer = wire.call(METADATA, version, {"topics": topics})
+
+    (topic,) = answer.topics
+    assert (topic.error_code, topic.name) == (ErrorCode.none, "old-clients")
+    assert [(p.partition_index, p.leader_id) for p in topic.partitions] == [(0, 0), (1, 0)]
+    assert [(b.node_id, b.port) for b in answer.brokers] == [(0, kafka_sidecar.kafka_port)]
+
+
 def test_offset_for_leader_epoch_answers_where_an_epoch_ended(
     kafka_sidecar: KafkaSidecar, wire: KafkaWire
 ) -> None:

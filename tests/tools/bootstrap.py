@@ -34,6 +34,7 @@ from tests.tools.base_image import BASE_IMAGE  # noqa: E402
 from tests.tools.cluster_dns import COREDNS  # noqa: E402
 from tests.tools.control_plane import ETCD, KUBERNETES  # noqa: E402
 from tests.tools.cri_tools import CRI_TOOLS  # noqa: E402
+from tests.tools.franz_go import FRANZ_GO  # noqa: E402
 from tests.tools.helm import HELM  # noqa: E402
 from tests.tools.kube_node import KUBE_NODE  # noqa: E402
 from tests.tools.minio import MINIO  # noqa: E402
@@ -199,6 +200,7 @@ TOOLS: tuple[Tool, ...] = (
     MINIO,
     ETCD,
     KUBERNETES,
+    FRANZ_GO,
 )
 
 # The one-node cluster's (``make cluster``, tests/support/cluster/): the control plane's

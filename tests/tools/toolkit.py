@@ -28,7 +28,9 @@ __all__ = [
     "BootstrapError",
     "Tool",
     "go_build",
+    "go_test_build",
     "link_into",
+    "module_files",
     "require",
     "run",
     "shared_build",
@@ -146,6 +148,10 @@ def shared_build(name: str, build: Callable[[Path], None]) -> Path:
     return final
 
 
+# readonly: the committed go.sum is the pin; a build never edits go.mod.
+_GO_BUILD_ENV = {"GOFLAGS": "-mod=readonly -buildvcs=false"}
+
+
 def go_build(module_dir: Path, packages: Sequence[str], output: str, ldflags: str) -> None:
     """``go build -o output`` (a directory, with a trailing slash, for several packages)."""
     go = require("go", "install Go 1.26+ (https://go.dev/dl)")
@@ -153,8 +159,19 @@ def go_build(module_dir: Path, packages: Sequence[str], output: str, ldflags: st
         [go, "build", "-trimpath", "-ldflags", ldflags, "-o", output, *packages],
         what=f"go build {' '.join(packages)}",
         cwd=module_dir,
-        # readonly: the committed go.sum is the pin; a build never edits go.mod.
-        env={"GOFLAGS": "-mod=readonly -buildvcs=false"},
+        env=_GO_BUILD_ENV,
+    )
+
+
+def go_test_build(module_dir: Path, package: str, output: Path) -> None:
+    """``go test -c -o output package``: a package's tests as one binary, to be run later
+    (against a server); ``package`` may live in a module the wrapper requires."""
+    go = require("go", "install Go 1.26+ (https://go.dev/dl)")
+    run(
+        [go, "test", "-c", "-trimpath", "-o", output, package],
+        what=f"go test -c {package}",
+        cwd=module_dir,
+        env=_GO_BUILD_ENV,
     )
 
 
@@ -195,13 +212,13 @@ def go_command_tool(
 
     return Tool(
         name=f"{name}-{version}",
-        inputs=lambda: [Path(__file__), *_module_files(module_dir)],
+        inputs=lambda: [Path(__file__), *module_files(module_dir)],
         install=install,
         compiled=True,
     )
 
 
-def _module_files(module_dir: Path) -> list[Path]:
+def module_files(module_dir: Path) -> list[Path]:
     """A wrapper module's go.mod, go.sum and Go sources (a ``main.go`` of its own)."""
     return sorted([*module_dir.glob("go.*"), *module_dir.glob("*.go")])
 
@@ -212,6 +229,6 @@ def _build_key(name: str, version: str, module_dir: Path) -> str:
     if not any(module_dir.glob("*.go")):
         return f"{name}-{version}"
     digest = hashlib.sha256()
-    for path in _module_files(module_dir):
+    for path in module_files(module_dir):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return f"{name}-{version}-{digest.hexdigest()[:12]}"

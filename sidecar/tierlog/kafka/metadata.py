@@ -36,7 +36,7 @@ def metadata(broker: KafkaBroker, request: RequestPayload, version: int) -> Resp
     store = broker.partitions.topics
     manager = broker.partitions.manager
     asked: Any = getattr(request, "topics", None)
-    if asked is None:  # null: every topic
+    if asked is None or (version == 0 and not asked):  # null (v0: empty): every topic
         wanted: list[tuple[str | None, Any]] = [(t.name, None) for t in store.topics()]
     else:
         wanted = [(t.name, getattr(t, "topic_id", None)) for t in asked]

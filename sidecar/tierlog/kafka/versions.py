@@ -103,7 +103,9 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         # v10 adds a timeout for lookups in the remote tier (KIP-1075); v11 a new
         # special timestamp (KIP-1023's earliest pending upload), not kept here.
         LIST_OFFSETS: (1, 10),
-        METADATA: (4, 13),  # v13 (a top-level error code) is the newest
+        # Kafka 4 keeps v0-v3 (KIP-896 removed none); v13 (a top-level error code) is
+        # the newest.
+        METADATA: (0, 13),
         # v2 is KIP-896's floor; v9 is the first a KIP-848 member commits with, v10
         # names topics by id.
         OFFSET_COMMIT: (2, 9),
