@@ -7,8 +7,9 @@ its id, host and client id, those of no member with '-'); ``--reset-offsets --gr
 --topic T[:P,P...]`` with one of ``--to-earliest``, ``--to-latest``, ``--to-offset N``,
 ``--to-datetime T``, ``--shift-by N`` prints the new offsets and stores them only with
 ``--execute`` (``--dry-run``, the default, stores nothing); a new offset outside the log
-is moved to its nearest end, as Kafka does. ``--delete --group G`` deletes the group's
-offsets. The tables are laid out as Kafka's tool lays them out.
+is moved to its nearest end, as Kafka does; a group with live members is refused in
+Kafka's words (its state must be Empty or Dead), dry run or not. ``--delete --group G``
+deletes the group's offsets. The tables are laid out as Kafka's tool lays them out.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
+from tierlog.api.errors import GroupIdNotFoundError
 from tierlog.cli.server_option import add_security_options, add_server_option, client_properties
 from tierlog.client import Consumer, TopicPartition
 from tierlog.client.groups import ConsumerGroups, GroupClient, OffsetAndMetadata
@@ -37,6 +39,8 @@ _DESCRIBE_COLUMNS = (
     "CLIENT-ID",
 )
 _RESET_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
+# The states in which Kafka's tool resets a group's offsets (dry run or not).
+_INACTIVE_STATES = ("Empty", "Dead")
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -182,6 +186,14 @@ def _describe(group: GroupClient, offsets: Consumer) -> int:
 def _reset(group: GroupClient, offsets: Consumer, args: argparse.Namespace) -> int:
     if not args.topic:
         raise SystemExit("tierlog consumer-groups: --reset-offsets needs --topic")
+    state = _state(group)
+    if state not in _INACTIVE_STATES:  # its members would overwrite the offsets
+        print(
+            f"Error: Assignments can only be reset if the group '{group.group_id}' is "
+            f"inactive, but the current state is {state}.",
+            file=sys.stderr,
+        )
+        return 1
     partitions: list[TopicPartition] = []
     for text in args.topic:
         topic, chosen = parse_topic(text)
@@ -206,6 +218,14 @@ def _reset(group: GroupClient, offsets: Consumer, args: argparse.Namespace) -> i
     print()
     print(reset_rows(group.group_id, new))
     return 0
+
+
+def _state(group: GroupClient) -> str:
+    """The group's state as Kafka names it; "Dead" for a group that does not exist."""
+    try:
+        return group.describe().state
+    except GroupIdNotFoundError:
+        return "Dead"
 
 
 def _target(
