@@ -27,14 +27,12 @@ like Ctrl-C, closes the consumer (leaving its group at once, so ``consumer-group
 from __future__ import annotations
 
 import argparse
-import contextlib
-import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
-from types import FrameType
+from collections.abc import Callable
 from typing import BinaryIO
 
+from tierlog.cli.local_sidecar import stop_signals_unwind
 from tierlog.cli.record_format import FORMATTERS, RecordFormat, RecordFormatError, json_line
 from tierlog.cli.server_option import (
     add_security_options,
@@ -182,7 +180,9 @@ def run(args: argparse.Namespace) -> int:
     line_of = json_line if args.formatter == "json" else lines.line
     printed = _Count()
     try:
-        with _stopped_by_sigterm(), Consumer(props) as consumer:
+        # SIGTERM unwinds as Ctrl-C does (exit status 143), as Kafka's console consumer
+        # closes in its shutdown hook: the consumer closes, leaving its group.
+        with stop_signals_unwind(), Consumer(props) as consumer:
             _print_records(consumer, args, line_of, printed)
     except TierlogError as error:  # said before the total, as Kafka's tool logs it
         print(f"tierlog consume: {with_reason(error)}", file=sys.stderr)
@@ -193,24 +193,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 class _Count:
+    """The records printed so far, still there when a stop unwinds the loop."""
+
     records = 0
-
-
-@contextlib.contextmanager
-def _stopped_by_sigterm() -> Iterator[None]:
-    """SIGTERM stops the command as Ctrl-C does (Kafka's console consumer closes in its
-    shutdown hook): the consumer closes, leaving its group, the total is printed, and the
-    status is 143 (128 + SIGTERM, as a JVM's)."""
-
-    def stop(signum: int, _frame: FrameType | None) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one does not cut the close
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _print_records(
