@@ -11,7 +11,8 @@ position takes its group's committed offset (with a ``group.id``: ``groups``), e
 from ``auto.offset.reset`` (``earliest``/``latest`` via ListOffsets; ``none`` raises
 ``NoOffsetForPartitionError``); one whose position fell out of the log
 (``OFFSET_OUT_OF_RANGE``) is reset by the policy.  An assigned partition that fresh
-metadata says does not exist raises ``UnknownTopicOrPartitionError`` from ``poll``.
+metadata says does not exist raises ``UnknownTopicOrPartitionError`` from ``poll``
+(one the group assigned is revoked by the group instead).
 ``commit`` stores the positions (or
 the offsets given) as the group's, ``commit_async`` does so on a thread of its own, in
 order, and with ``enable.auto.commit`` every ``poll`` after
@@ -730,8 +731,9 @@ class Consumer(ClusterClient):
     def _check_exists(self, tp: TopicPartition, error: TierlogError) -> None:
         """A broker's ``UNKNOWN_TOPIC_OR_PARTITION`` is retriable (it may not know a new
         topic yet), but once fresh metadata agrees that ``tp`` does not exist, polling on
-        would return [] for ever: raise it (Kafka's consumer only logs it, each time)."""
-        if reason_of(error) != UnknownTopicOrPartitionError.reason:
+        would return [] for ever: raise it (Kafka's consumer only logs it, each time).
+        Partitions a group gave come and go with its assignment instead."""
+        if reason_of(error) != UnknownTopicOrPartitionError.reason or self._membership is not None:
             return
         try:  # a topic that does not exist raises here
             count = self.cluster.owners(tp.topic, refresh=True).partition_count
