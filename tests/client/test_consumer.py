@@ -264,8 +264,8 @@ def test_a_corrupt_batch_raises_from_poll_naming_partition_and_offset(
 def test_an_assigned_partition_that_does_not_exist_raises_from_poll(
     sidecar: LiveSidecar, tp: TopicPartition, seek: bool
 ) -> None:
-    """Not [] from every poll for ever: fresh metadata agreeing it does not exist, the
-    poll raises UNKNOWN_TOPIC_OR_PARTITION."""
+    """Not [] from every poll for ever: once fresh metadata has agreed it does not exist
+    for retry.backoff.max.ms (1 s), the poll raises UNKNOWN_TOPIC_OR_PARTITION."""
     create_topic(sidecar.address, "events")
     with _consumer(sidecar) as consumer:
         consumer.assign([tp])

@@ -11,8 +11,9 @@ position takes its group's committed offset (with a ``group.id``: ``groups``), e
 from ``auto.offset.reset`` (``earliest``/``latest`` via ListOffsets; ``none`` raises
 ``NoOffsetForPartitionError``); one whose position fell out of the log
 (``OFFSET_OUT_OF_RANGE``) is reset by the policy.  An assigned partition that fresh
-metadata says does not exist raises ``UnknownTopicOrPartitionError`` from ``poll``
-(one the group assigned is revoked by the group instead).
+metadata says does not exist, for ``retry.backoff.max.ms``, raises
+``UnknownTopicOrPartitionError`` from ``poll`` (one the group assigned is revoked by the
+group instead).
 ``commit`` stores the positions (or
 the offsets given) as the group's, ``commit_async`` does so on a thread of its own, in
 order, and with ``enable.auto.commit`` every ``poll`` after
@@ -144,6 +145,8 @@ class Consumer(ClusterClient):
         # When a partition whose read failed (or whose session ended) may be read again.
         self._retry_at: dict[TopicPartition, float] = {}
         self._unanswering: set[str] = set()  # brokers whose session failed, until one answers
+        # Since when fresh metadata has said each partition does not exist (``_check_exists``).
+        self._missing_since: dict[TopicPartition, float] = {}
         self._metrics = ConsumerMetrics()
         self._isolation_level = _ISOLATION_LEVELS[self.config.isolation_level]
         # Where each partition's readable log ends (the high watermark, or the last stable
@@ -730,19 +733,32 @@ class Consumer(ClusterClient):
 
     def _check_exists(self, tp: TopicPartition, error: TierlogError) -> None:
         """A broker's ``UNKNOWN_TOPIC_OR_PARTITION`` is retriable (it may not know a new
-        topic yet), but once fresh metadata agrees that ``tp`` does not exist, polling on
-        would return [] for ever: raise it (Kafka's consumer only logs it, each time).
+        topic yet), but once fresh metadata has agreed that ``tp`` does not exist for
+        ``retry.backoff.max.ms`` (a new topic reaches every broker well within it), polling
+        on would return [] for ever: raise it (Kafka's consumer only logs it, each time).
         Partitions a group gave come and go with its assignment instead."""
         if reason_of(error) != UnknownTopicOrPartitionError.reason or self._membership is not None:
             return
-        try:  # a topic that does not exist raises here
+        try:
             count = self.cluster.owners(tp.topic, refresh=True).partition_count
         except NO_ANSWER:
             return  # no broker to ask: retried
-        if tp.partition >= count:
-            raise UnknownTopicOrPartitionError(
-                f"{tp} does not exist: the topic has {count} partition(s)"
-            )
+        except UnknownTopicOrPartitionError:
+            self._raise_if_missing_for_long(tp, f"{tp}: the topic does not exist")
+            return
+        if tp.partition < count:
+            self._missing_since.pop(tp, None)
+            return
+        self._raise_if_missing_for_long(
+            tp, f"{tp} does not exist: the topic has {count} partition(s)"
+        )
+
+    def _raise_if_missing_for_long(self, tp: TopicPartition, why: str) -> None:
+        """``UNKNOWN_TOPIC_OR_PARTITION`` once ``tp`` has been missing for the back-off."""
+        now = time.monotonic()
+        since = self._missing_since.setdefault(tp, now)
+        if now - since >= self.config.retry_backoff_max_ms / 1000:
+            raise UnknownTopicOrPartitionError(why)
 
     def _buffer(
         self, tp: TopicPartition, position: int, data: bytes, aborted: AbortedTransactionFilter
