@@ -92,8 +92,9 @@ def _until_line_with(stream: IO[bytes] | None, text: str) -> str:
 def test_a_partition_that_does_not_exist_is_unknown_topic_or_partition_in_one_line(
     sidecar: SidecarProcess, command: tuple[str, ...]
 ) -> None:
-    """Not a traceback, not a silent hang: one line naming the error, exit status 1 (as
-    Kafka's tools exit on an error); a consume says it before its total."""
+    """Not a traceback, not a silent hang: one line naming the error and exit status 1
+    (Kafka's tools' status for an error that ends them); a consume says it before its
+    total, as Kafka's console consumer logs its error before it."""
     status, stderr = _typed(sidecar, *command, stdin=b"a\n")
     assert status == 1, stderr
     assert "Traceback" not in "\n".join(stderr)
