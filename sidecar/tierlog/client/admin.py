@@ -234,7 +234,7 @@ class AdminClient(ClusterClient):
         """Every topic (no names), or the ones named; an unknown one raises.  A partition's
         log start, high watermark, size and segment count come from its leader (the broker
         asked knows only who leads the others): each leader that answers is asked once,
-        and what none told stays -1."""
+        and what none told stays -1 (with ``broker_only``, the broker asked tells alone)."""
         request = admin_service_pb2.DescribeTopicsRequest(names=list(names))
         response = self._ask("DescribeTopics", request)
         assert isinstance(response, admin_service_pb2.DescribeTopicsResponse)
