@@ -505,3 +505,91 @@ def test_up_picks_ports_below_the_ephemeral_range(cluster_dir: Path) -> None:
         assert all(1024 <= port < ephemeral_start for port in ports), ports
     finally:
         assert tierlog("down", "--dir", str(cluster_dir)).returncode == 0
+
+
+def _typed(servers: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """``tierlog ARGS`` as a Kafka user types it, the first broker as the bootstrap server."""
+    return subprocess.run(
+        [console_script("tierlog"), *args, "--bootstrap-server", servers.split(",")[0]],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def test_topics_describe_on_a_cluster_tells_each_partitions_log_from_its_leader(
+    cluster_dir: Path,
+) -> None:
+    """Not -1 for every partition the broker asked does not lead (issue 34, item 7)."""
+    servers = up(cluster_dir, "--brokers", "3")
+    created = _typed(servers, "topics", "--create", "--topic", TOPIC, "--partitions", "6")
+    assert created.returncode == 0, created.stderr
+    with Producer({"bootstrap.servers": servers, "linger.ms": 0}) as producer:
+        for n in range(RECORDS):
+            producer.send(TOPIC, b"v%d" % n, partition=n % PARTITIONS)
+    described = _typed(servers, "topics", "--describe", "--topic", TOPIC)
+    assert described.returncode == 0, described.stderr
+    assert _leaders(described.stdout) == {0, 1, 2}  # two of three led elsewhere
+    assert described.stdout.count(f"HighWatermark: {RECORDS // PARTITIONS}\t") == PARTITIONS
+    assert "-1" not in described.stdout and "unknown" not in described.stdout
+
+
+def test_acks_all_below_min_insync_replicas_names_not_enough_replicas_at_each_retry(
+    cluster_dir: Path,
+) -> None:
+    """As Kafka's producer logs each retry, not silence until delivery.timeout.ms
+    (issue 34, item 8)."""
+    servers = up(
+        cluster_dir,
+        "--brokers",
+        "2",
+        "--config",
+        "broker.session.timeout.ms=2000",
+        "--config",
+        "replica.lag.time.max.ms=1000",
+    )
+    created = _typed(
+        servers,
+        "topics",
+        "--create",
+        "--topic",
+        "billing",
+        "--replication-factor",
+        "2",
+        "--config",
+        "min.insync.replicas=2",
+    )
+    assert created.returncode == 0, created.stderr
+    stopped = tierlog("stop", "--broker", "1", "--dir", str(cluster_dir))
+    assert stopped.returncode == 0, stopped.stderr
+    deadline = time.monotonic() + 60
+    while "\tIsr: 0\t" not in _typed(servers, "topics", "--describe", "--topic", "billing").stdout:
+        assert time.monotonic() < deadline, "the ISR never shrank to broker 0"
+
+    produced = _typed(
+        servers,
+        "produce",
+        "--topic",
+        "billing",
+        "--producer-property",
+        "acks=all",
+        "--producer-property",
+        "delivery.timeout.ms=5000",
+        "--producer-property",
+        "request.timeout.ms=3000",
+        stdin="a record\n",
+    )
+
+    assert produced.returncode == 1
+    *logged, failed = produced.stderr.splitlines()
+    retries = [line for line in logged if "Got error produce response" in line]
+    assert len(retries) >= 2, produced.stderr  # one per retry, as it happens
+    for retry in retries:
+        assert " WARNING Got error produce response on topic-partition billing-0, retrying (" in (
+            retry
+        )
+        assert "Error: NOT_ENOUGH_REPLICAS: " in retry
+    assert failed.startswith("tierlog produce: 1 of 1 records failed: ")
+    assert "NOT_ENOUGH_REPLICAS" in failed

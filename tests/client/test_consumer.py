@@ -12,7 +12,7 @@ import pytest
 from tests.support.tcp_fault_proxy import TcpFaultProxy
 from tierlog.client import Consumer, NoOffsetForPartitionError, Producer, TopicPartition
 from tierlog.client.consumer import ConsumerRecord
-from tierlog.storage.errors import CorruptRecordError
+from tierlog.storage.errors import CorruptRecordError, UnknownTopicOrPartitionError
 from tierlog.storage.records import V2_HEADER_SIZE
 from tierlog.storage.records.batch import ATTRIBUTES_OFFSET, LENGTH_OFFSET, MAGIC_OFFSET
 
@@ -254,6 +254,25 @@ def test_a_corrupt_batch_raises_from_poll_naming_partition_and_offset(
             with pytest.raises(CorruptRecordError, match=r"events-0.* offset 5"):
                 consumer.poll(10_000)
         assert consumer.position(TP) == 5
+
+
+@pytest.mark.parametrize(
+    ("tp", "seek"),
+    [(TopicPartition("events", 7), True), (TopicPartition("nowhere", 0), False)],
+    ids=["a partition past the count, sought", "a topic that does not exist"],
+)
+def test_an_assigned_partition_that_does_not_exist_raises_from_poll(
+    sidecar: LiveSidecar, tp: TopicPartition, seek: bool
+) -> None:
+    """Not [] from every poll for ever: once fresh metadata has agreed it does not exist
+    for retry.backoff.max.ms (1 s), the poll raises UNKNOWN_TOPIC_OR_PARTITION."""
+    create_topic(sidecar.address, "events")
+    with _consumer(sidecar) as consumer:
+        consumer.assign([tp])
+        if seek:
+            consumer.seek(tp, 0)
+        with pytest.raises(UnknownTopicOrPartitionError, match=tp.topic):
+            consumer.poll(5000)
 
 
 def test_records_are_named_tuples_of_the_fetched_fields(sidecar: LiveSidecar) -> None:

@@ -121,6 +121,15 @@ def test_an_unknown_topic_is_a_typed_error(sidecar: LiveSidecar) -> None:
         producer.send("nope", b"v")
 
 
+def test_a_partition_past_the_topics_count_is_a_typed_error_at_once(sidecar: LiveSidecar) -> None:
+    create_topic(sidecar.address, "three", partitions=3)
+    with (
+        Producer({"bootstrap.servers": sidecar.address}) as producer,
+        pytest.raises(UnknownTopicOrPartitionError, match="partition 99 of three does not exist"),
+    ):
+        producer.send("three", b"v", partition=99)
+
+
 BAD_RECORDS = [
     pytest.param({"value": "a str"}, "value", id="str value"),
     pytest.param({"value": b"v", "key": "a str"}, "key", id="str key"),

@@ -28,7 +28,7 @@ from tierlog.cli.local_cluster import (
 )
 from tierlog.cli.local_sidecar import SidecarFailed, stop_signals_unwind
 from tierlog.cli.topics import render_description, topic_overrides
-from tierlog.client.admin import AdminClient, PartitionDescription, TopicDescription
+from tierlog.client.admin import AdminClient, TopicDescription
 from tierlog.tools.progress import choose_tracker
 
 __all__ = ["add_parser", "broker_count", "run"]
@@ -218,9 +218,9 @@ def _status(directory: Path) -> int:
 
 
 def _topic_lines(states: list[BrokerState]) -> list[str]:
-    """Every topic as ``topics describe`` prints it, each partition as its leader reports
-    it (another broker knows its leader, not its log); a topic some up brokers lack is
-    named (brokers without replication each keep their own topics)."""
+    """Every topic as ``topics describe`` prints it (each partition as its leader reports
+    it: ``AdminClient.describe_topics``); a topic some up brokers lack is named (brokers
+    without replication each keep their own topics)."""
     described: dict[int, dict[str, TopicDescription]] = {}
     overrides: dict[str, dict[str, str]] = {}
     for state in states:
@@ -234,22 +234,12 @@ def _topic_lines(states: list[BrokerState]) -> list[str]:
     lines = []
     for name in sorted(overrides):
         answers = {node: topics[name] for node, topics in described.items() if name in topics}
-        first = next(iter(answers.values()))
-        partitions = tuple(_from_owner(p, answers) for p in first.partitions)
-        lines += render_description(TopicDescription(name, partitions), overrides[name])
+        topic = next(iter(answers.values()))
+        lines += render_description(topic, overrides[name])
         lacking = sorted(described.keys() - answers.keys())
         if lacking:
             lines.append(f"\t(not on broker(s) {', '.join(map(str, lacking))})")
-        offline = [str(p.partition) for p in partitions if p.leader_id not in described]
+        offline = [str(p.partition) for p in topic.partitions if p.leader_id not in described]
         if offline:
             lines.append(f"\t(partition(s) {', '.join(offline)} offline: no leader is up)")
     return lines
-
-
-def _from_owner(
-    partition: PartitionDescription, answers: dict[int, TopicDescription]
-) -> PartitionDescription:
-    owner = answers.get(partition.leader_id)
-    if owner is None or partition.partition >= len(owner.partitions):
-        return partition
-    return owner.partitions[partition.partition]

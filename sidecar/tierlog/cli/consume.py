@@ -18,8 +18,11 @@ print.key=true``, ``print.offset``, ``print.headers`` and the rest, ``--print-ke
 read_committed`` (Kafka's flag; or ``--consumer-property isolation.level=...``, which
 the flag overrides) prints only committed transactions' records, up to the last
 stable offset.  A typed error from the
-consumer (a corrupt batch: ``CORRUPT_MESSAGE`` with its partition and offset) ends the
-command with status 1 after the records before it were printed.
+consumer (a corrupt batch: ``CORRUPT_MESSAGE`` with its partition and offset; a
+partition that does not exist: ``UNKNOWN_TOPIC_OR_PARTITION``) ends the command with
+status 1 after the records before it were printed, named before the total.  SIGTERM,
+like Ctrl-C, closes the consumer (leaving its group at once, so ``consumer-groups
+--delete`` works right after) and prints the total, as Kafka's console consumer does.
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from typing import BinaryIO
 
+from tierlog.cli.local_sidecar import stop_signals_unwind
 from tierlog.cli.record_format import FORMATTERS, RecordFormat, RecordFormatError, json_line
 from tierlog.cli.server_option import (
     add_security_options,
@@ -39,6 +44,7 @@ from tierlog.cli.server_option import (
     topic_of,
 )
 from tierlog.client import Consumer, ConsumerRecord, TopicPartition
+from tierlog.client.errors import TierlogError, with_reason
 
 __all__ = ["add_parser", "offset", "record_format", "run"]
 
@@ -176,38 +182,57 @@ def run(args: argparse.Namespace) -> int:
     }
     if args.isolation_level is not None:
         props["isolation.level"] = args.isolation_level
-    out: BinaryIO = sys.stdout.buffer
     try:
         lines = record_format(args)
     except RecordFormatError as error:
         print(f"tierlog consume: {error}", file=sys.stderr)
         return 2
     line_of = json_line if args.formatter == "json" else lines.line
-    count = 0
+    printed = _Count()
     try:
-        with Consumer(props) as consumer:
-            _position(consumer, args)
-            last_record = time.monotonic()
-            while args.max_messages is None or count < args.max_messages:
-                wait_ms = 1000 if args.timeout_ms is None else min(1000, args.timeout_ms)
-                records = consumer.poll(wait_ms)
-                if records:
-                    last_record = time.monotonic()
-                printed = records[
-                    : None if args.max_messages is None else args.max_messages - count
-                ]
-                for record in printed:
-                    out.write(line_of(record))
-                    count += 1
-                out.flush()
-                if args.group and printed:
-                    _seek_back(consumer, records[len(printed) :])
-                    consumer.commit()  # every assigned partition's position, as Kafka's
-                idle_ms = (time.monotonic() - last_record) * 1000
-                if args.timeout_ms is not None and not records and idle_ms >= args.timeout_ms:
-                    break
-            if args.group:  # partitions nothing was printed from are committed too
-                consumer.commit()
-    finally:  # also when a poll raised (a corrupt batch: ``main`` prints it, exit 1)
-        print(f"Processed a total of {count} messages", file=sys.stderr)
+        # SIGTERM unwinds as Ctrl-C does (exit status 143), as Kafka's console consumer
+        # closes in its shutdown hook: the consumer closes, leaving its group.
+        with stop_signals_unwind(), Consumer(props) as consumer:
+            _print_records(consumer, args, line_of, printed)
+    except TierlogError as error:  # said before the total, as Kafka's tool logs it
+        print(f"tierlog consume: {with_reason(error)}", file=sys.stderr)
+        return 1
+    finally:  # also on Ctrl-C and SIGTERM, once the consumer closed and left its group
+        print(f"Processed a total of {printed.records} messages", file=sys.stderr)
     return 0
+
+
+class _Count:
+    """The records printed so far, still there when a stop unwinds the loop."""
+
+    records = 0
+
+
+def _print_records(
+    consumer: Consumer,
+    args: argparse.Namespace,
+    line_of: Callable[[ConsumerRecord], bytes],
+    printed: _Count,
+) -> None:
+    out: BinaryIO = sys.stdout.buffer
+    _position(consumer, args)
+    last_record = time.monotonic()
+    while args.max_messages is None or printed.records < args.max_messages:
+        wait_ms = 1000 if args.timeout_ms is None else min(1000, args.timeout_ms)
+        records = consumer.poll(wait_ms)
+        if records:
+            last_record = time.monotonic()
+        room = None if args.max_messages is None else args.max_messages - printed.records
+        batch = records[:room]
+        for record in batch:
+            printed.records += 1  # first, as Kafka's: a stop in the write counts it
+            out.write(line_of(record))
+        out.flush()
+        if args.group and batch:
+            _seek_back(consumer, records[len(batch) :])
+            consumer.commit()  # every assigned partition's position, as Kafka's
+        idle_ms = (time.monotonic() - last_record) * 1000
+        if args.timeout_ms is not None and not records and idle_ms >= args.timeout_ms:
+            break
+    if args.group:  # partitions nothing was printed from are committed too
+        consumer.commit()

@@ -11,8 +11,9 @@ partition the group committed) with one of ``--to-earliest``, ``--to-latest``,
 ``--to-current``, ``--to-offset N``, ``--to-datetime T``, ``--by-duration PnDTnHnMnS``,
 ``--shift-by N`` prints the new offsets and stores them only with ``--execute``
 (``--dry-run``, the default, stores nothing); a new offset outside the log is moved to
-its nearest end, as Kafka does. ``--delete --group G`` deletes the group's offsets. The
-tables are laid out as Kafka's tool lays them out.
+its nearest end, as Kafka does; a group with live members is refused in Kafka's words
+(its state must be Empty or Dead), dry run or not. ``--delete --group G`` deletes the
+group's offsets. The tables are laid out as Kafka's tool lays them out.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
+from tierlog.api.errors import GroupIdNotFoundError
 from tierlog.api.v1 import group_service_pb2 as pb
 from tierlog.cli.server_option import add_security_options, add_server_option, client_properties
 from tierlog.client import Consumer, TopicPartition
@@ -53,6 +55,8 @@ _DESCRIBE_COLUMNS = (
     "CLIENT-ID",
 )
 _RESET_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
+# The states in which Kafka's tool resets a group's offsets (dry run or not).
+_INACTIVE_STATES = ("Empty", "Dead")
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -204,6 +208,7 @@ def run(args: argparse.Namespace) -> int:
                 print(listing.group_id)
             return 0
         names = sorted({g.group_id for g in groups.list()}) if args.all_groups else [args.group]
+        failed = 0
         for name in names:
             group = groups.group(name)
             if args.describe:
@@ -212,8 +217,8 @@ def run(args: argparse.Namespace) -> int:
                 group.delete()
                 print(f"Deletion of requested consumer groups ('{name}') was successful.")
             else:
-                _reset(group, offsets, args)
-    return 0
+                failed |= _reset(group, offsets, args)
+    return failed
 
 
 def _describe(group: GroupClient, offsets: Consumer, args: argparse.Namespace) -> None:
@@ -287,8 +292,16 @@ def _describe_offsets(
     print(describe_rows(group.group_id, committed, log_end_offsets, owners))
 
 
-def _reset(group: GroupClient, offsets: Consumer, args: argparse.Namespace) -> None:
+def _reset(group: GroupClient, offsets: Consumer, args: argparse.Namespace) -> int:
     partitions = _partitions_to_reset(group, offsets, args)
+    state = _state(group)
+    if state not in _INACTIVE_STATES:  # its members would overwrite the offsets
+        print(
+            f"Error: Assignments can only be reset if the group '{group.group_id}' is "
+            f"inactive, but the current state is {state}.",
+            file=sys.stderr,
+        )
+        return 1
     target = _target(group, offsets, args)
     earliest = offsets.beginning_offsets(partitions)
     latest = offsets.end_offsets(partitions)
@@ -307,6 +320,7 @@ def _reset(group: GroupClient, offsets: Consumer, args: argparse.Namespace) -> N
         group.commit({tp: OffsetAndMetadata(offset) for tp, offset in new.items()})
     print()
     print(reset_rows(group.group_id, new))
+    return 0
 
 
 def _partitions_to_reset(
@@ -323,6 +337,14 @@ def _partitions_to_reset(
         count = offsets.cluster.owners(topic, refresh=True).partition_count
         partitions += [TopicPartition(topic, p) for p in chosen or range(count)]
     return partitions
+
+
+def _state(group: GroupClient) -> str:
+    """The group's state as Kafka names it; "Dead" for a group that does not exist."""
+    try:
+        return group.describe().state
+    except GroupIdNotFoundError:
+        return "Dead"
 
 
 def _target(

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tierlog.cli.server_option import add_security_options, add_server_option, client_properties
 from tierlog.client.admin import AdminClient
-from tierlog.client.errors import reason_of
+from tierlog.client.errors import with_reason
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.topic_partition import TopicPartition
 
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
                 low_watermark = admin.delete_records(tp, offset)
             except TierlogError as error:
                 failed += 1
-                results.append(f"partition: {name}\terror: {reason_of(error)}: {error}")
+                results.append(f"partition: {name}\terror: {with_reason(error)}")
             else:
                 results.append(f"partition: {name}\tlow_watermark: {low_watermark}")
     print("Records delete operation completed:")

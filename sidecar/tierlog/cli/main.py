@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -34,7 +35,7 @@ from tierlog.cli import (
     tier,
     topics,
 )
-from tierlog.client.errors import reason_of
+from tierlog.client.errors import with_reason
 from tierlog.process_tuning import tune_process
 from tierlog.storage.errors import TierlogError
 
@@ -98,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except TierlogError as error:  # a sidecar's (or the client's) typed error: its Kafka name
-        print(f"tierlog {args.command}: {reason_of(error)}: {error}", file=sys.stderr)
+        print(f"tierlog {args.command}: {with_reason(error)}", file=sys.stderr)
         return 1
     return status
 
@@ -107,6 +108,8 @@ def run() -> int:
     """The ``tierlog`` command: ``main`` in a process tuned for moving MiB batches
     (``tierlog.process_tuning``; tests call ``main`` and leave theirs alone)."""
     tune_process()
+    # The clients' warnings (a producer's retries, a broker gone) in Kafka's tools' layout.
+    logging.basicConfig(format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
     return main()
 
 

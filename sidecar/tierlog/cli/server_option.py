@@ -116,11 +116,12 @@ def client_properties(args: argparse.Namespace) -> dict[str, object]:
 
 
 def key_value(text: str) -> tuple[str, str]:
-    """An argparse type for ``KEY=VALUE``."""
+    """An argparse type for ``KEY=VALUE``; the value as given, spaces and all
+    (``key.separator=' | '``), as Kafka's tools take it."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key.strip(), value.strip()
+    return key.strip(), value
 
 
 def add_topic_arguments(parser: argparse.ArgumentParser) -> None:

@@ -115,7 +115,8 @@ def topic_config(text: str) -> tuple[str, str]:
 
 def render_description(topic: TopicDescription, configs: dict[str, str]) -> list[str]:
     """Lines as ``kafka-topics --describe`` prints them (configs: the topic's overrides),
-    each partition's line followed by what only its owner knows (-1 from another broker)."""
+    each partition's line followed by what its leader told of its log ("unknown" where
+    no leader did)."""
     overrides = ",".join(f"{key}={value}" for key, value in sorted(configs.items()))
     # Kafka's ReplicationFactor is partition 0's replica count.
     factor = len(topic.partitions[0].replicas) if topic.partitions else 0
@@ -128,14 +129,19 @@ def render_description(topic: TopicDescription, configs: dict[str, str]) -> list
         lines.append(
             f"\tTopic: {topic.name}\tPartition: {p.partition}\tLeader: {leader}"
             f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
-            f"\tLogStartOffset: {p.log_start_offset}\tHighWatermark: {p.high_watermark}"
-            f"\tSizeBytes: {p.size_bytes}\tSegments: {p.segment_count}"
+            f"\tLogStartOffset: {_told(p.log_start_offset)}"
+            f"\tHighWatermark: {_told(p.high_watermark)}"
+            f"\tSizeBytes: {_told(p.size_bytes)}\tSegments: {_told(p.segment_count)}"
         )
     return lines
 
 
 def _ids(brokers: tuple[int, ...]) -> str:
     return ",".join(map(str, brokers))
+
+
+def _told(value: int) -> str:
+    return "unknown" if value < 0 else str(value)
 
 
 def topic_overrides(admin: AdminClient, topic: str) -> dict[str, str]:

@@ -23,7 +23,7 @@ from tierlog.api.errors import (
     TopicAlreadyExistsError,
 )
 from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, log_service_pb2
-from tierlog.client.cluster import Cluster, ClusterClient
+from tierlog.client.cluster import NO_ANSWER, Cluster, ClusterClient
 from tierlog.client.config import AdminConfig
 from tierlog.client.rpc import error_from_proto, error_from_rpc
 from tierlog.client.security import ChannelSecurity
@@ -45,7 +45,7 @@ __all__ = [
 class PartitionDescription:
     partition: int
     leader_id: int
-    log_start_offset: int  # the offsets, size and count are -1 unless this broker owns it
+    log_start_offset: int  # the offsets, size and count: -1 when its leader did not tell
     high_watermark: int
     size_bytes: int
     segment_count: int
@@ -231,7 +231,10 @@ class AdminClient(ClusterClient):
         return {topic.name: topic.partition_count for topic in response.topics}
 
     def describe_topics(self, names: Iterable[str] = ()) -> list[TopicDescription]:
-        """Every topic (no names), or the ones named; an unknown one raises."""
+        """Every topic (no names), or the ones named; an unknown one raises.  A partition's
+        log start, high watermark, size and segment count come from its leader (the broker
+        asked knows only who leads the others): each leader that answers is asked once,
+        and what none told stays -1 (with ``broker_only``, the broker asked tells alone)."""
         request = admin_service_pb2.DescribeTopicsRequest(names=list(names))
         response = self._ask("DescribeTopics", request)
         assert isinstance(response, admin_service_pb2.DescribeTopicsResponse)
@@ -239,22 +242,46 @@ class AdminClient(ClusterClient):
         for topic in response.topics:
             if topic.HasField("error"):
                 raise error_from_proto(topic.error)
-            partitions = tuple(
-                PartitionDescription(
-                    p.partition,
-                    p.leader_id,
-                    p.log_start_offset,
-                    p.high_watermark,
-                    p.size_bytes,
-                    p.segment_count,
-                    p.leader_epoch,
-                    tuple(p.replicas),
-                    tuple(p.isr),
-                )
-                for p in topic.partitions
+            described.append(_description(topic))
+        if self._broker_only:
+            return described
+        return self._with_leaders_logs(described)
+
+    def _with_leaders_logs(self, described: list[TopicDescription]) -> list[TopicDescription]:
+        """``described`` with each partition whose log the answering broker did not know
+        as its leader describes it."""
+        leaders = {
+            p.leader_id
+            for topic in described
+            for p in topic.partitions
+            if p.leader_id >= 0 and p.log_start_offset < 0
+        }
+        if not leaders:
+            return described
+        metadata = self._ask("Metadata", admin_service_pb2.MetadataRequest(brokers_only=True))
+        assert isinstance(metadata, admin_service_pb2.MetadataResponse)
+        addresses = {broker.node_id: broker.address for broker in metadata.brokers}
+        request = admin_service_pb2.DescribeTopicsRequest(names=[t.name for t in described])
+        from_leaders: dict[tuple[str, int], PartitionDescription] = {}
+        for leader_id in sorted(leaders.intersection(addresses)):
+            try:
+                answer = self._ask_at(addresses[leader_id], "DescribeTopics", request)
+            except NO_ANSWER:
+                continue  # its partitions' logs stay unknown
+            assert isinstance(answer, admin_service_pb2.DescribeTopicsResponse)
+            for topic in answer.topics:
+                if topic.HasField("error"):
+                    continue
+                for p in _description(topic).partitions:
+                    if p.leader_id == leader_id and p.log_start_offset >= 0:
+                        from_leaders[(topic.name, p.partition)] = p
+        return [
+            TopicDescription(
+                topic.name,
+                tuple(from_leaders.get((topic.name, p.partition), p) for p in topic.partitions),
             )
-            described.append(TopicDescription(topic.name, partitions))
-        return described
+            for topic in described
+        ]
 
     def create_partitions(
         self, topic: str, total_count: int, *, validate_only: bool = False
@@ -372,3 +399,23 @@ def _raise_first(results: Iterable[admin_service_pb2.TopicResult]) -> None:
     for result in results:
         if result.HasField("error"):
             raise error_from_proto(result.error)
+
+
+def _description(topic: admin_service_pb2.TopicDescription) -> TopicDescription:
+    return TopicDescription(
+        topic.name,
+        tuple(
+            PartitionDescription(
+                p.partition,
+                p.leader_id,
+                p.log_start_offset,
+                p.high_watermark,
+                p.size_bytes,
+                p.segment_count,
+                p.leader_epoch,
+                tuple(p.replicas),
+                tuple(p.isr),
+            )
+            for p in topic.partitions
+        ),
+    )

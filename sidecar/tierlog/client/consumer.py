@@ -10,7 +10,11 @@ A partition without a
 position takes its group's committed offset (with a ``group.id``: ``groups``), else one
 from ``auto.offset.reset`` (``earliest``/``latest`` via ListOffsets; ``none`` raises
 ``NoOffsetForPartitionError``); one whose position fell out of the log
-(``OFFSET_OUT_OF_RANGE``) is reset by the policy.  ``commit`` stores the positions (or
+(``OFFSET_OUT_OF_RANGE``) is reset by the policy.  An assigned partition that fresh
+metadata says does not exist, for ``retry.backoff.max.ms``, raises
+``UnknownTopicOrPartitionError`` from ``poll`` (one the group assigned is revoked by the
+group instead).
+``commit`` stores the positions (or
 the offsets given) as the group's, ``commit_async`` does so on a thread of its own, in
 order, and with ``enable.auto.commit`` every ``poll`` after
 ``auto.commit.interval.ms`` commits the positions of the records returned before it, as
@@ -65,7 +69,7 @@ from tierlog.api.errors import InvalidGroupIdError, NotLeaderOrFollowerError
 from tierlog.api.v1 import log_service_pb2
 from tierlog.client.aborted_transactions import AbortedTransactionFilter
 from tierlog.client.client_metrics import ConsumerMetrics
-from tierlog.client.cluster import Cluster, ClusterClient, OffsetAndTimestamp
+from tierlog.client.cluster import NO_ANSWER, Cluster, ClusterClient, OffsetAndTimestamp
 from tierlog.client.config import ConsumerConfig
 from tierlog.client.errors import (
     NoOffsetForPartitionError,
@@ -73,12 +77,13 @@ from tierlog.client.errors import (
     TierlogError,
     is_retriable,
     reason_of,
+    with_reason,
 )
 from tierlog.client.fetch_session import Arrival, SessionStream
 from tierlog.client.groups import ConsumerGroupMetadata, GroupClient, OffsetAndMetadata
 from tierlog.client.membership import GroupMembership, Subscription
 from tierlog.client.rpc import error_from_proto
-from tierlog.storage.errors import CorruptRecordError
+from tierlog.storage.errors import CorruptRecordError, UnknownTopicOrPartitionError
 from tierlog.storage.records import (
     Header,
     crc_is_valid,
@@ -139,6 +144,9 @@ class Consumer(ClusterClient):
         self._arrivals: queue.SimpleQueue[Arrival] = queue.SimpleQueue()
         # When a partition whose read failed (or whose session ended) may be read again.
         self._retry_at: dict[TopicPartition, float] = {}
+        self._unanswering: set[str] = set()  # brokers whose session failed, until one answers
+        # Since when fresh metadata has said each partition does not exist (``_check_exists``).
+        self._missing_since: dict[TopicPartition, float] = {}
         self._metrics = ConsumerMetrics()
         self._isolation_level = _ISOLATION_LEVELS[self.config.isolation_level]
         # Where each partition's readable log ends (the high watermark, or the last stable
@@ -339,6 +347,7 @@ class Consumer(ClusterClient):
             except TierlogError as error:
                 if not is_retriable(error):
                     raise
+                self._check_exists(tp, error)
                 log.info("no position for %s yet (%s); will retry", tp, error)
                 retry_s = self.config.retry_backoff_max_ms / 1000
                 self._retry_at[tp] = time.monotonic() + retry_s
@@ -632,6 +641,13 @@ class Consumer(ClusterClient):
         shut down), each failed as its read would have."""
         session.cancel()
         del self._sessions[session.address]
+        if isinstance(error, NO_ANSWER) and session.address not in self._unanswering:
+            self._unanswering.add(session.address)  # said once, not at every retry
+            log.warning(
+                "broker %s does not answer (%s); reading its partitions again once it does",
+                session.address,
+                with_reason(error),
+            )
         for tp in session.partitions:
             if self._streams.get(tp) is not session:
                 continue
@@ -650,6 +666,8 @@ class Consumer(ClusterClient):
             self._session_ended(session, arrival.error)
             return
         session.release()  # the next message may come while this one is decoded
+        if self._unanswering:
+            self._unanswering.discard(session.address)
         pending = [
             data
             for data in arrival.message.partitions
@@ -708,9 +726,39 @@ class Consumer(ClusterClient):
                 f"{tp}: corrupt data fetching offset {self._positions[tp]}: {error}"
             ) from error
         elif is_retriable(error):
+            self._check_exists(tp, error)
             self.cluster.invalidate(tp.topic)
         else:
             raise error
+
+    def _check_exists(self, tp: TopicPartition, error: TierlogError) -> None:
+        """A broker's ``UNKNOWN_TOPIC_OR_PARTITION`` is retriable (it may not know a new
+        topic yet), but once fresh metadata has agreed that ``tp`` does not exist for
+        ``retry.backoff.max.ms`` (a new topic reaches every broker well within it), polling
+        on would return [] for ever: raise it (Kafka's consumer only logs it, each time).
+        Partitions a group gave come and go with its assignment instead."""
+        if reason_of(error) != UnknownTopicOrPartitionError.reason or self._membership is not None:
+            return
+        try:
+            count = self.cluster.owners(tp.topic, refresh=True).partition_count
+        except NO_ANSWER:
+            return  # no broker to ask: retried
+        except UnknownTopicOrPartitionError:
+            self._raise_if_missing_for_long(tp, f"{tp}: the topic does not exist")
+            return
+        if tp.partition < count:
+            self._missing_since.pop(tp, None)
+            return
+        self._raise_if_missing_for_long(
+            tp, f"{tp} does not exist: the topic has {count} partition(s)"
+        )
+
+    def _raise_if_missing_for_long(self, tp: TopicPartition, why: str) -> None:
+        """``UNKNOWN_TOPIC_OR_PARTITION`` once ``tp`` has been missing for the back-off."""
+        now = time.monotonic()
+        since = self._missing_since.setdefault(tp, now)
+        if now - since >= self.config.retry_backoff_max_ms / 1000:
+            raise UnknownTopicOrPartitionError(why)
 
     def _buffer(
         self, tp: TopicPartition, position: int, data: bytes, aborted: AbortedTransactionFilter

@@ -30,6 +30,7 @@ __all__ = [
     "error_for_reason",
     "is_retriable",
     "reason_of",
+    "with_reason",
 ]
 
 
@@ -161,6 +162,13 @@ def error_for_reason(reason: str, message: str) -> TierlogError:
 def reason_of(error: TierlogError) -> str:
     """The Kafka error name ``error`` stands for (the broker's, for an unknown one)."""
     return error.broker_reason if isinstance(error, UnknownServerError) else error.reason
+
+
+def with_reason(error: TierlogError) -> str:
+    """``REASON: message`` with the Kafka error name once (a broker's status message
+    starts with it already, for clients that read only the message)."""
+    reason, message = reason_of(error), str(error)
+    return message if message.startswith(f"{reason}: ") else f"{reason}: {message}"
 
 
 def is_retriable(error: BaseException) -> bool:

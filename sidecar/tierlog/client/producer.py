@@ -37,6 +37,7 @@ from tierlog.client.idempotence import IdempotenceManager
 from tierlog.client.record_fields import checked_record_fields
 from tierlog.client.sender import Sender
 from tierlog.client.transactions import TransactionManager
+from tierlog.storage.errors import UnknownTopicOrPartitionError
 from tierlog.storage.records import NO_TIMESTAMP, Header
 from tierlog.storage.topic_partition import TopicPartition
 
@@ -132,6 +133,8 @@ class Producer:
         ):  # anything but the plainest record: check every field before encoding any
             key, value, headers = checked_record_fields(key, value, headers, timestamp, partition)
         partition_count = self._partition_count(topic)
+        if partition is not None and partition >= partition_count:
+            partition_count = self._check_partition_exists(topic, partition)
         deadline_ms: int | None = None
         with self._mutex:
             if self.transactions is not None:
@@ -230,6 +233,16 @@ class Producer:
             except NO_ANSWER:
                 if time.monotonic() >= deadline:
                     raise
+
+    def _check_partition_exists(self, topic: str, partition: int) -> int:
+        """The topic's partition count, asked again (partitions may have been added since
+        it was cached); ``UNKNOWN_TOPIC_OR_PARTITION`` if ``partition`` is still past it."""
+        count = self.cluster.owners(topic, refresh=True).partition_count
+        if partition >= count:
+            raise UnknownTopicOrPartitionError(
+                f"partition {partition} of {topic} does not exist: the topic has {count}"
+            )
+        return count
 
     def metrics(self) -> dict[str, float]:
         """Kafka's ``producer-metrics`` by name: ``record-send-rate``,

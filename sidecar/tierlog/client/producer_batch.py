@@ -168,6 +168,7 @@ class ProducerBatch:
         self.uncompressed_records_bytes = 0
         self.attempts = 0
         self.last_attempt_ms = created_ms
+        self.last_error_reason = ""  # what its last failed attempt met (its expiry says)
         self.sent_to = ""  # the address of the leader its last attempt went to
         self.attempts_at_leader = 0  # of ``attempts``, those to ``sent_to``
         self.drained_ms: int | None = None

@@ -24,7 +24,9 @@ waiting for each other (Kafka's pipelining over one connection, up to five reque
 partition).  When the stream breaks or an answer takes longer than
 ``request.timeout.ms``, every batch in flight on it fails with a retriable error: it
 may or may not have been stored, and its retry, the same bytes under the same
-(producer id, epoch, sequence), is stored once either way.  Each request names the
+(producer id, epoch, sequence), is stored once either way.  Every retry is logged as a
+warning naming the error (``NOT_ENOUGH_REPLICAS``...), as Kafka's producer logs it.
+Each request names the
 partition's leader epoch from the metadata; a partition whose owner said
 ``NOT_LEADER_OR_FOLLOWER``, ``FENCED_LEADER_EPOCH``, ``UNKNOWN_LEADER_EPOCH`` (or
 ``UNKNOWN_TOPIC_OR_PARTITION``) has its metadata refreshed before the retry goes out.
@@ -61,6 +63,7 @@ from tierlog.client.errors import (
     RequestTimedOutError,
     TierlogError,
     reason_of,
+    with_reason,
 )
 from tierlog.client.futures import ProduceRequestResult
 from tierlog.client.idempotence import IdempotenceManager
@@ -579,8 +582,17 @@ class Sender:
             # NOT_LEADER_OR_FOLLOWER): ask a broker again, as Kafka's producer does after
             # a disconnection.
             self.cluster.invalidate(tp.topic)
+        batch.last_error_reason = reason
         if self._may_retry(batch, reason):
-            log.debug("retrying %s after %s", batch, reason)
+            # Named as it happens, as Kafka's producer logs each retry: a cause that lasts
+            # (too few in-sync replicas) is not first heard of at delivery.timeout.ms.
+            log.warning(
+                "Got error produce response on topic-partition %s, retrying (%d attempts "
+                "left). Error: %s",
+                tp,
+                self.config.retries - batch.attempts,
+                with_reason(error),
+            )
             self.metrics.records_retried.record(batch.record_count)
             self.accumulator.reenqueue(batch)
             return
@@ -613,9 +625,11 @@ class Sender:
         self.accumulator.deallocate(batch)
 
     def _expired_error(self, batch: ProducerBatch) -> TierlogError:
+        cause = batch.last_error_reason
         return RequestTimedOutError(
             f"{batch.record_count} record(s) for {batch.topic_partition} expired after "
             f"delivery.timeout.ms ({self.config.delivery_timeout_ms})"
+            + (f"; the last attempt failed with {cause}" if cause else "")
         )
 
     @staticmethod
