@@ -38,11 +38,16 @@ class Cluster:
 
     def create_topic(self, topic: str, replicas: tuple[int, ...], partitions: int = 1) -> None:
         """The topic's state as the controller records it (with this replica order);
-        returns once every broker running knows the topic."""
-        self.store.create_topic(topic, {p: PartitionState.new(replicas) for p in range(partitions)})
+        returns once every broker running has applied it: each names the leader of each
+        partition, so a follower refuses a produce as NOT_LEADER_OR_FOLLOWER (between
+        learning the topic and applying a partition's state it says LEADER_NOT_AVAILABLE,
+        seen when a test asked in that moment)."""
+        states = {p: PartitionState.new(replicas) for p in range(partitions)}
+        self.store.create_topic(topic, states)
+        leaders = {p: state.leader for p, state in states.items()}
         for broker in self.brokers:
             if broker.process.poll() is None:
-                _learns(broker, topic)
+                _learns(broker, topic, leaders)
 
     @property
     def servers(self) -> str:
@@ -73,8 +78,22 @@ def _lists(broker: Sidecar, topic: str) -> bool:
     return any(entry.name == topic for entry in listed.topics)
 
 
-def _learns(broker: Sidecar, topic: str) -> None:
-    wait_for(lambda: _lists(broker, topic), f"{broker.data_dir.name} to know {topic}")
+def _leaders(broker: Sidecar, topic: str) -> dict[int, int]:
+    """Partition -> leader id, as ``broker``'s Metadata names them (none: not known)."""
+    answer = broker.admin.Metadata(admin_service_pb2.MetadataRequest(topics=[topic]), timeout=10)
+    return {
+        partition.partition: partition.leader_id
+        for found in answer.topics
+        if found.name == topic and not found.error.reason
+        for partition in found.partitions
+    }
+
+
+def _learns(broker: Sidecar, topic: str, leaders: dict[int, int]) -> None:
+    wait_for(
+        lambda: _leaders(broker, topic) == leaders,
+        f"{broker.data_dir.name} to know {topic}'s leaders {leaders}",
+    )
 
 
 def wait_for(condition: Callable[[], object], what: str, timeout_s: float = 30) -> None:
