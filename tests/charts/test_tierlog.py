@@ -162,7 +162,7 @@ def test_rbac_grants_what_the_operator_uses_and_nothing_more(tmp_path: Path) -> 
         ("kopf.dev", "kopfpeerings"): {"get", "list", "watch", "create", "patch"},
         ("apps", "statefulsets"): apply | watched,
         ("", "services"): apply,
-        ("", "configmaps"): apply | watched | {"update"},
+        ("", "configmaps"): apply | watched | {"update", "delete"},  # a deleted topic's parts
         ("coordination.k8s.io", "leases"): {"get", "list", "create", "update"},
         ("", "nodes"): {"get"},
         ("", "serviceaccounts"): apply,
