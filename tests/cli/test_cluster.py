@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.local_cluster import tierlog_cluster as tierlog
 from tierlog.cli.local_cluster import (
     ClusterRecord,
     ClusterRunningError,
@@ -32,16 +33,6 @@ from .conftest import console_script
 TOPIC = "spread"
 PARTITIONS = 6
 RECORDS = 120
-
-
-def tierlog(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [console_script("tierlog"), "cluster", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
 
 
 def alive(pid: int) -> bool:

@@ -9,9 +9,6 @@ listener, as a user starts one.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,8 +17,7 @@ import pytest
 
 from tests.interop.kafka import kafka_tools
 from tests.kafka.wire import KafkaWire
-from tests.support.sidecars import SidecarProcess, Sidecars, console_script, free_port
-from tierlog.cli.local_cluster import read_cluster
+from tests.support.sidecars import SidecarProcess, Sidecars, free_port
 from tierlog.client.admin import AdminClient
 from tierlog.client.cluster import Cluster
 from tierlog.client.groups import GroupClient
@@ -45,45 +41,6 @@ def run_java(main_class: str, *args: str, stdin: str = "") -> str:
     done = java(main_class, *args, stdin=stdin)
     assert done.returncode == 0, f"{main_class} exited {done.returncode}:\n{done.stderr}"
     return done.stdout
-
-
-def tierlog_cluster(*args: str) -> subprocess.CompletedProcess[str]:
-    """``tierlog cluster ARGS...``, run to its end."""
-    return subprocess.run(
-        [console_script("tierlog"), "cluster", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-
-
-@contextlib.contextmanager
-def running_cluster(directory: Path, brokers: int, *configs: str) -> Iterator[None]:
-    """``tierlog cluster up`` of ``brokers`` in ``directory`` with ``--config`` pairs,
-    stopped at the end (killed if ``down`` fails)."""
-    up = tierlog_cluster(
-        "up",
-        "--dir", str(directory),
-        "--brokers", str(brokers),
-        *(argument for config in configs for argument in ("--config", config)),
-    )  # fmt: skip
-    try:
-        assert up.returncode == 0, up.stderr
-        yield
-    finally:
-        down = tierlog_cluster("down", "--dir", str(directory), "--grace", "10")
-        for broker in read_cluster(directory).brokers if down.returncode else ():
-            if broker.pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(broker.pid, signal.SIGKILL)
-
-
-def kafka_bootstrap(directory: Path) -> str:
-    """The cluster's Kafka bootstrap list, as ``cluster status --kafka-bootstrap`` prints it."""
-    status = tierlog_cluster("status", "--dir", str(directory), "--kafka-bootstrap")
-    assert status.returncode == 0, status.stderr
-    return status.stdout.strip()
 
 
 class KafkaSidecar(SidecarProcess):

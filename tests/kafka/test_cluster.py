@@ -18,8 +18,9 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kio.schema.errors import ErrorCode
 
-from tests.kafka.conftest import kafka_bootstrap, run_java, running_cluster, tierlog_cluster
+from tests.kafka.conftest import run_java
 from tests.kafka.wire import KafkaWire
+from tests.support.local_cluster import kafka_bootstrap, running_cluster, tierlog_cluster
 from tierlog.cli.local_cluster import ClusterRecord, read_cluster
 from tierlog.client.admin import AdminClient
 from tierlog.kafka.versions import FETCH, METADATA, PRODUCE

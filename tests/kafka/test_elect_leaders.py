@@ -21,7 +21,7 @@ import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
-from tests.kafka.conftest import kafka_bootstrap, run_java, running_cluster, tierlog_cluster
+from tests.kafka.conftest import run_java
 from tests.kafka.test_cluster import (
     _NO_AUTHORIZED_OPERATIONS,
     BROKERS,
@@ -34,6 +34,7 @@ from tests.kafka.test_cluster import (
     create_topic,
 )
 from tests.replication.conftest import wait_for
+from tests.support.local_cluster import kafka_bootstrap, running_cluster, tierlog_cluster
 from tests.support.sidecars import console_script
 from tierlog.cli.local_cluster import STATE_DIR, read_cluster
 from tierlog.kafka.versions import ELECT_LEADERS, METADATA

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kafka.conftest import kafka_bootstrap, running_cluster
+from tests.support.local_cluster import kafka_bootstrap, running_cluster
 from tests.tools.franz_go import franz_go_test_bin
 
 pytestmark = pytest.mark.go_tools

@@ -4,6 +4,7 @@ does when passes over the store overlap, and which followers its ISR takes back.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import grpc
@@ -27,23 +28,35 @@ def _no_channel(address: str) -> grpc.aio.Channel:
     raise AssertionError(f"a broker leading every partition dialled {address}")
 
 
+def _replica_manager(
+    tmp_path: Path,
+    store: LocalStateStore,
+    logs: LogManager,
+    broker_epoch: Callable[[], int] = lambda: 1,
+    addresses: Callable[[], Mapping[int, str]] = dict,
+    channel: Callable[[str], grpc.aio.Channel] = _no_channel,
+) -> ReplicaManager:
+    """Broker 0's replica manager over ``store`` and ``logs`` (data in ``tmp_path/data``)."""
+    return ReplicaManager(
+        0,
+        broker_epoch,
+        store,
+        logs,
+        TopicStore([tmp_path / "data"], LogConfig()),
+        AppendWatch(),
+        addresses,
+        channel,
+        [],
+        ReplicationConfig(store=DirectoryStore(tmp_path / "state")),
+    )
+
+
 def test_passes_over_the_store_that_overlap_delete_a_topic_once(tmp_path: Path) -> None:
     store = LocalStateStore(tmp_path / "state")
     data = tmp_path / "data"
     data.mkdir()
     logs = LogManager(LogManagerConfig(log_dirs=(data,)))
-    replicas = ReplicaManager(
-        0,
-        lambda: 1,
-        store,
-        logs,
-        TopicStore([data], LogConfig()),
-        AppendWatch(),
-        dict,
-        _no_channel,
-        [],
-        ReplicationConfig(store=DirectoryStore(tmp_path / "state")),
-    )
+    replicas = _replica_manager(tmp_path, store, logs)
 
     async def create_then_delete() -> None:
         store.create_topic("orders", {p: PartitionState.new((0,)) for p in range(3)})
@@ -77,18 +90,7 @@ def test_a_leader_whose_address_changes_is_fetched_from_at_the_new_one(tmp_path:
         dialled.append(address)
         return grpc.aio.insecure_channel(address)
 
-    replicas = ReplicaManager(
-        0,
-        lambda: 1,
-        store,
-        logs,
-        TopicStore([data], LogConfig()),
-        AppendWatch(),
-        lambda: addresses,
-        channel,
-        [],
-        ReplicationConfig(store=DirectoryStore(tmp_path / "state")),
-    )
+    replicas = _replica_manager(tmp_path, store, logs, addresses=lambda: addresses, channel=channel)
     orders = TopicPartition("orders", 0)
 
     async def follow_then_move() -> None:
@@ -123,18 +125,7 @@ def test_an_idle_partitions_isr_keeps_a_dead_follower_out_until_it_fetches_again
     data = tmp_path / "data"
     data.mkdir()
     logs = LogManager(LogManagerConfig(log_dirs=(data,)))
-    replicas = ReplicaManager(
-        0,
-        lambda: epochs[0],
-        store,
-        logs,
-        TopicStore([data], LogConfig()),
-        AppendWatch(),
-        dict,
-        _no_channel,
-        [],
-        ReplicationConfig(store=DirectoryStore(tmp_path / "state")),
-    )
+    replicas = _replica_manager(tmp_path, store, logs, broker_epoch=lambda: epochs[0])
     controller_clock = Clock()
     controller = Controller(store, clock=controller_clock, preferred_leaders=False)
     orders = TopicPartition("orders", 0)
