@@ -8,23 +8,18 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 
 import pytest
 
-from tests.support.sidecars import console_script, start_sidecar
+from tests.support.sidecars import console_script
 from tierlog.cli.main import build_parser, main
 
 from .segments import WrittenLog
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    sidecar = start_sidecar(tmp_path_factory.mktemp("kafka-flags") / "data")
-    try:
-        yield sidecar.address
-    finally:
-        sidecar.kill()
+def server(module_server: str) -> str:
+    return module_server
 
 
 def typed(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[str]:

@@ -8,11 +8,10 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
-from collections.abc import Iterator
 
 import pytest
 
-from tests.support.sidecars import console_script, start_sidecar
+from tests.support.sidecars import console_script
 from tierlog.cli.perf import REPORTING_INTERVAL_S
 
 from .test_kafka_flags import ok, typed
@@ -39,12 +38,8 @@ DATE = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    sidecar = start_sidecar(tmp_path_factory.mktemp("perf") / "data")
-    try:
-        yield sidecar.address
-    finally:
-        sidecar.kill()
+def server(module_server: str) -> str:
+    return module_server
 
 
 def _metrics(output: str) -> dict[str, float]:
