@@ -165,9 +165,17 @@ def test_a_partition_owned_elsewhere_is_unloaded_and_loaded_again(tmp_path: Path
     _run(tmp_path, scenario)
 
 
-async def _join(stub: AioStub, member_id: str) -> pb.ConsumerGroupHeartbeatResponse:
-    request = pb.ConsumerGroupHeartbeatRequest(group_id="g", member_id=member_id, member_epoch=0)
-    request.subscribed_topic_names.names.append("orders")
+async def _join(
+    stub: AioStub,
+    member_id: str,
+    group: str = "g",
+    names: tuple[str, ...] = ("orders",),
+    regex: str | None = None,
+) -> pb.ConsumerGroupHeartbeatResponse:
+    request = pb.ConsumerGroupHeartbeatRequest(group_id=group, member_id=member_id, member_epoch=0)
+    request.subscribed_topic_names.names.extend(names)
+    if regex is not None:
+        request.subscribed_topic_regex = regex
     while True:
         try:
             response: pb.ConsumerGroupHeartbeatResponse = await stub.ConsumerGroupHeartbeat(request)
@@ -372,3 +380,17 @@ def test_a_group_id_is_either_a_classic_or_a_consumer_group(tmp_path: Path) -> N
         assert (described.state, described.protocol_type) == ("Stable", "consumer")
 
     _run(tmp_path, scenario, _CLASSIC)
+
+
+def test_a_subscription_resolves_to_internal_topics_as_any_other(tmp_path: Path) -> None:
+    """As Kafka 4.1's coordinator: a regex is matched against every topic, internal ones
+    included, and a subscribed name that exists is assigned (franz-go's
+    Test848RegexBrokerResolves expects ``__consumer_offsets`` from its regex)."""
+
+    async def scenario(server: SidecarServer, stub: AioStub) -> None:
+        by_regex = await _join(stub, "m1", "by-regex", names=(), regex="__consumer_.*|ord.*")
+        by_name = await _join(stub, "m2", "by-name", names=(OFFSETS_TOPIC,))
+        assert sorted(tp.topic for tp in by_regex.assignment) == [OFFSETS_TOPIC, "orders"]
+        assert [tp.topic for tp in by_name.assignment] == [OFFSETS_TOPIC]
+
+    _run(tmp_path, scenario)

@@ -98,7 +98,7 @@ class TopicInfo:
     partition_count: int
 
 
-# The cluster's topics by name (internal ones left out), as the coordinator sees them now.
+# The cluster's topics by name (internal ones too), as the coordinator sees them now.
 TopicImage = Mapping[str, TopicInfo]
 
 

@@ -92,8 +92,6 @@ PartitionOutcome = tuple[TopicPartition, TierlogError | None]
 
 NO_GENERATION = -1  # a commit from a consumer outside any membership
 EMPTY = GroupState.EMPTY  # Kafka's state of a group with offsets and no members
-# Topics a subscription never matches: the coordinators' own (Kafka's internal topics).
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 
 
 @dataclass(frozen=True)
@@ -319,12 +317,13 @@ class GroupCoordinator:
         return self._group_locks.setdefault(group, asyncio.Lock())
 
     def topic_image(self) -> TopicImage:
-        """The topics a subscription can name, with their ids and partition counts."""
+        """The topics a subscription can name, with their ids and partition counts:
+        every topic, internal ones too, as Kafka 4.1 resolves names and regexes against
+        its whole metadata image (only authorization narrows it there)."""
         manager = self.partitions.manager
         return {
             topic.name: TopicInfo(manager.topic_id(topic.name), topic.partition_count)
             for topic in self.partitions.topics.topics()
-            if topic.name not in INTERNAL_TOPICS
         }
 
     def coordinated_states(self) -> Iterable[OffsetsState]:
