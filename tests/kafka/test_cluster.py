@@ -23,7 +23,15 @@ from tests.kafka.wire import KafkaWire
 from tests.support.local_cluster import kafka_bootstrap, running_cluster, tierlog_cluster
 from tierlog.cli.local_cluster import ClusterRecord, read_cluster
 from tierlog.client.admin import AdminClient
-from tierlog.kafka.versions import FETCH, METADATA, PRODUCE
+from tierlog.kafka.versions import (
+    ADD_PARTITIONS_TO_TXN,
+    END_TXN,
+    FETCH,
+    FIND_COORDINATOR,
+    INIT_PRODUCER_ID,
+    METADATA,
+    PRODUCE,
+)
 from tierlog.storage.records import SimpleRecord, build_batch
 
 BROKERS = 3
@@ -202,6 +210,92 @@ def test_fetch_from_a_follower_names_the_leader(cluster_dir: Path, bootstrap: st
     assert [(n.node_id, n.host, n.port) for n in by_id.node_endpoints] == [
         (leader, *_addresses(bootstrap)[leader])
     ]
+
+
+_RETRIED_TXN_ERRORS = {
+    ErrorCode.coordinator_not_available,
+    ErrorCode.coordinator_load_in_progress,
+    ErrorCode.not_coordinator,
+    ErrorCode.concurrent_transactions,
+}
+
+
+def _once_served(port: int, api_key: int, version: int, fields: dict[str, Any]) -> Any:
+    """The answer once the coordinator is up: the retriable errors a client retries."""
+    deadline = time.monotonic() + 60
+    while True:
+        answer = _call(port, api_key, version, fields)
+        codes = {getattr(answer, "error_code", None)} | {
+            p.partition_error_code
+            for t in getattr(answer, "results_by_topic_v3_and_below", ())
+            for p in t.results_by_partition
+        }
+        if not codes & _RETRIED_TXN_ERRORS:
+            return answer
+        assert time.monotonic() < deadline, f"never served: {answer}"
+        time.sleep(0.1)
+
+
+def _produce_transactional(
+    port: int, tid: str, pid: int, topic: str, partition: int, value: bytes
+) -> ErrorCode:
+    batch = build_batch(
+        [SimpleRecord(b"k", value, int(time.time() * 1000))],
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    request = {
+        "transactional_id": tid,
+        "acks": -1,
+        "timeout": 30_000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
+    }
+    answer = _call(port, PRODUCE, PRODUCE_V, request)
+    ((partition_answer,),) = [t.partition_responses for t in answer.responses]
+    return ErrorCode(partition_answer.error_code)
+
+
+def test_a_leader_verifies_a_transactional_batch_with_a_coordinator_on_another_broker(
+    cluster_dir: Path, bootstrap: str
+) -> None:
+    """KIP-890 part 1 across brokers: the leader of a partition asks the transactional
+    id's coordinator, another broker, before a batch opens a transaction there."""
+    create_topic(read_cluster(cluster_dir), bootstrap, "verified")
+    ports = [port for _host, port in _addresses(bootstrap)]
+    tid = "verified-app"
+    found = _once_served(ports[0], FIND_COORDINATOR, 3, {"key": tid, "key_type": 1})
+    coordinator = found.node_id
+    added, not_added = [
+        p for p, leader in leaders(bootstrap, "verified").items() if leader != coordinator
+    ]
+    init = {
+        "transactional_id": tid,
+        "transaction_timeout": 60_000,
+        "producer_id": -1,
+        "producer_epoch": -1,
+    }
+    pid = _once_served(ports[coordinator], INIT_PRODUCER_ID, 4, init).producer_id
+    add = {
+        "v3_and_below_transactional_id": tid,
+        "v3_and_below_producer_id": pid,
+        "v3_and_below_producer_epoch": 0,
+        "v3_and_below_topics": [{"name": "verified", "partitions": [added]}],
+    }
+    _once_served(ports[coordinator], ADD_PARTITIONS_TO_TXN, 3, add)
+    leader_of = leaders(bootstrap, "verified")
+
+    refused = _produce_transactional(
+        ports[leader_of[not_added]], tid, pid, "verified", not_added, b"no"
+    )
+    taken = _produce_transactional(ports[leader_of[added]], tid, pid, "verified", added, b"yes")
+    end = {"transactional_id": tid, "producer_id": pid, "producer_epoch": 0, "committed": True}
+    ended = _once_served(ports[coordinator], END_TXN, 3, end)
+
+    assert refused == ErrorCode.invalid_txn_state
+    assert taken == ErrorCode.none
+    assert ErrorCode(ended.error_code) == ErrorCode.none
 
 
 def test_acks_all_to_every_leader_and_every_record_read_back(

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection, Sequence
 
 from tierlog.api.errors import (
@@ -39,6 +40,7 @@ from tierlog.api.errors import (
     NotCoordinatorError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    ProducerFencedError,
     TransactionalIdNotFoundError,
 )
 from tierlog.broker.partitions import Leader, Leaders, Partitions
@@ -71,7 +73,11 @@ from tierlog.coordinator.transaction_topic import (
     TRANSACTION_STATE_TOPIC,
     partition_for_transactional_id,
 )
-from tierlog.storage.errors import TierlogError, UnknownTopicOrPartitionError
+from tierlog.storage.errors import (
+    InvalidProducerEpochError,
+    TierlogError,
+    UnknownTopicOrPartitionError,
+)
 from tierlog.storage.log import Log
 from tierlog.storage.records import (
     ControlRecordType,
@@ -83,12 +89,40 @@ from tierlog.storage.records import (
 )
 from tierlog.storage.topic_partition import TopicPartition
 
-__all__ = ["MARKER_RETRIABLE_REASONS", "TransactionCoordinator", "WriteMarker"]
+__all__ = [
+    "MARKER_RETRIABLE_REASONS",
+    "VERIFICATION_RETRIABLE_REASONS",
+    "TransactionCoordinator",
+    "VerifyElsewhere",
+    "WriteMarker",
+]
 
 log = logging.getLogger(__name__)
 
 # Appends a marker batch to a partition, on its leader, with acks=all.
 WriteMarker = Callable[[TopicPartition, bytes], Awaitable[None]]
+
+# Asks the broker leading a ``__transaction_state`` partition whether a partition is in
+# a producer's ongoing transaction (``check_in_transaction`` there): (coordinator
+# partition, transactional id, producer id, producer epoch, partition). Raises its answer.
+VerifyElsewhere = Callable[[int, str, int, int, TopicPartition], Awaitable[None]]
+
+# A verification failing so is retried by the producer: the coordinator loading, moving,
+# unreachable or completing the transaction. Kafka's leader answers these
+# NOT_ENOUGH_REPLICAS, which every client retries without refreshing its metadata.
+VERIFICATION_RETRIABLE_REASONS = frozenset(
+    {
+        "CONCURRENT_TRANSACTIONS",
+        "NETWORK_EXCEPTION",
+        "REQUEST_TIMED_OUT",
+        "COORDINATOR_LOAD_IN_PROGRESS",
+        "COORDINATOR_NOT_AVAILABLE",
+        "LEADER_NOT_AVAILABLE",
+        "NOT_COORDINATOR",
+    }
+)
+# Verified (producer id, epoch, partition)s kept, the oldest dropped first.
+VERIFIED_CACHE_SIZE = 10_000
 
 # A marker refused with one of these is written again after a back-off: the partition's
 # leader is moving, behind, or could not be reached.
@@ -119,6 +153,7 @@ class TransactionCoordinator:
         append: Append,
         write_marker: WriteMarker,
         new_producer_id: Callable[[], int],
+        verify_elsewhere: VerifyElsewhere,
         *,
         follow_interval_s: float = 0.2,
         marker_retry_backoff_s: float = 0.1,
@@ -129,6 +164,7 @@ class TransactionCoordinator:
         self.append = append
         self.write_marker = write_marker
         self.new_producer_id = new_producer_id
+        self.verify_elsewhere = verify_elsewhere
         self.follow_interval_s = follow_interval_s
         self.marker_retry_backoff_s = marker_retry_backoff_s
         self.clock_ms = clock_ms
@@ -143,6 +179,13 @@ class TransactionCoordinator:
         self._busy: set[str] = set()
         self._completions: dict[str, asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        # (producer id, epoch, partition) -> the partition's (leader epoch, log end
+        # offset) when it was verified; see ``verify_append``.
+        self._verified: OrderedDict[tuple[int, int, TopicPartition], tuple[int, int]] = (
+            OrderedDict()
+        )
+        # Verifications asked of the coordinator, here or elsewhere (for tests and metrics).
+        self.verifications_asked = 0
 
     # -- running ----------------------------------------------------------------------
 
@@ -435,45 +478,74 @@ class TransactionCoordinator:
             return
         await asyncio.shield(self._start_completion(loaded, transactional_id, prepared))
 
-    def verify_append(
+    def check_in_transaction(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition
+    ) -> None:
+        """The coordinator's side of a verification (Kafka's AddPartitionsToTxn v4 with
+        verifyOnly): ``tp`` is in the producer's ongoing transaction, else
+        INVALID_TXN_STATE (``check_partition_in_transaction``); NOT_COORDINATOR or
+        COORDINATOR_LOAD_IN_PROGRESS when the id is not (yet) coordinated here."""
+        loaded = self._state(transactional_id)
+        assert loaded.state is not None
+        check_partition_in_transaction(
+            transactional_id, loaded.state.get(transactional_id), producer_id, producer_epoch, tp
+        )
+
+    async def verify_append(
         self, transactional_id: str, tp: TopicPartition, partition_log: Log, data: bytes
     ) -> None:
-        """Before a producer's transactional batches are appended to ``tp`` under
-        ``transactional_id`` (Produce names it): the batch that would open its
-        transaction there must find ``tp`` in its ongoing transaction
-        (``check_partition_in_transaction``). Checked when this broker coordinates the
-        id; an id coordinated by another broker is not checked (that needs a broker to
-        broker call, Kafka's AddPartitionsToTxn v4). A coordinator loading or moving, or
-        a transaction being completed, is NOT_ENOUGH_REPLICAS, which a producer
-        retries, as Kafka answers. The check and the append are not one step: an EndTxn
-        the same producer sends while its batch is in flight could slip between them
-        (Kafka's verification guard closes that; a producer flushes before it ends)."""
+        """Before a producer's transactional batches are appended to ``tp``, which this
+        broker leads, under ``transactional_id`` (Produce names it): the batch that would
+        open its transaction there must find ``tp`` in its ongoing transaction, asked of
+        the id's coordinator: ``check_in_transaction`` here, or over the brokers' channel
+        (``verify_elsewhere``) when another broker coordinates the id.
+
+        Asked once per transaction and partition: once a batch opened the transaction,
+        the log says so; and a verified (producer id, epoch, partition) is remembered
+        with the partition's leader epoch and end offset, so a batch retried after its
+        append failed is not asked again. Nothing else may be appended in between: a
+        marker (which ends the transaction there, and in transactions v1 the next one
+        keeps the epoch) moves the end offset, so a stale entry never matches.
+
+        Errors as Kafka's leader answers them: a coordinator loading, moving or out of
+        reach, or a transaction being completed, NOT_ENOUGH_REPLICAS (retried);
+        PRODUCER_FENCED as INVALID_PRODUCER_EPOCH. The check and the append are not one
+        step: an EndTxn the same producer sends while its batch is in flight could slip
+        between them (Kafka's verification guard closes that; a producer flushes before
+        it ends)."""
         header = next(iter_batches(data), None)
         if header is None or not header.is_transactional or header.is_control:
             return
         if partition_log.has_open_transaction(header.producer_id):
             return  # its transaction on tp was verified by the batch that opened it
-        partition = self.partition_of(transactional_id)
-        if self._loaded.leader_epoch(partition) is None:
-            return  # coordinated elsewhere
+        key = (header.producer_id, header.producer_epoch, tp)
+        position = (partition_log.leader_epoch, partition_log.log_end_offset)
+        if self._verified.get(key) == position:
+            return
+        self.verifications_asked += 1
         try:
-            loaded = self._state(transactional_id)
-            assert loaded.state is not None
-            check_partition_in_transaction(
-                transactional_id,
-                loaded.state.get(transactional_id),
-                header.producer_id,
-                header.producer_epoch,
-                tp,
-            )
-        except (
-            CoordinatorLoadInProgressError,
-            NotCoordinatorError,
-            ConcurrentTransactionsError,
-        ) as error:
+            await self._ask_coordinator(transactional_id, key)
+        except ProducerFencedError as error:
+            raise InvalidProducerEpochError(str(error)) from None
+        except TierlogError as error:
+            if error.reason not in VERIFICATION_RETRIABLE_REASONS:
+                raise
             raise NotEnoughReplicasError(
-                f"{tp}: cannot verify the transaction yet: {error}"
+                f"{tp}: cannot verify the transaction yet: {error.reason}: {error}"
             ) from None
+        self._verified[key] = position
+        self._verified.move_to_end(key)
+        while len(self._verified) > VERIFIED_CACHE_SIZE:
+            self._verified.popitem(last=False)
+
+    async def _ask_coordinator(
+        self, transactional_id: str, key: tuple[int, int, TopicPartition]
+    ) -> None:
+        partition = self.partition_of(transactional_id)
+        if self._loaded.leader_epoch(partition) is not None:
+            self.check_in_transaction(transactional_id, *key)
+        else:
+            await self.verify_elsewhere(partition, transactional_id, *key)
 
     def describe(self, transactional_id: str) -> TransactionLogValue:
         """The id's current value (TRANSACTIONAL_ID_NOT_FOUND for an id unknown here)."""

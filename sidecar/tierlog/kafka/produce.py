@@ -6,8 +6,8 @@ NOT_LEADER_OR_FOLLOWER the partition's leader and its endpoint (v10+, KIP-951:
 sends no response at all, and neither does this: the listener is told ``None``.
 Transactional batches meet the same producer-state checks as on the gRPC path, and the
 batch that would open a producer's transaction on a partition must find that partition
-added to it at the coordinator (``TransactionCoordinator.verify_append``, when this broker
-coordinates the request's ``transactional_id``): INVALID_TXN_STATE otherwise.
+added to it at the coordinator of the request's ``transactional_id``, here or on another
+broker (``TransactionCoordinator.verify_append``): INVALID_TXN_STATE otherwise.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ async def _one(
     try:
         tp, target = appender.target(topic, partition.index, NO_PARTITION_LEADER_EPOCH, acks)
         if transactional_id is not None:
-            broker.transactions.verify_append(transactional_id, tp, target, records)
+            await broker.transactions.verify_append(transactional_id, tp, target, records)
         produced = await appender.committed(await appender.append(tp, target, records, acks))
     except TierlogError as error:
         failed: dict[str, Any] = {

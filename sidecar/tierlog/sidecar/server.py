@@ -73,6 +73,7 @@ from tierlog.sidecar.assignment_updates import AssignmentUpdates
 from tierlog.sidecar.config import SidecarConfig
 from tierlog.sidecar.fetch_wire import add_log_service
 from tierlog.sidecar.group_service import GroupService
+from tierlog.sidecar.leader_channels import LeaderChannels
 from tierlog.sidecar.limits import LimitsInterceptor
 from tierlog.sidecar.metrics import MetricsInterceptor, SidecarMetrics
 from tierlog.sidecar.replication_service import ReplicationService
@@ -80,6 +81,7 @@ from tierlog.sidecar.security import BearerTokenInterceptor
 from tierlog.sidecar.service import Limits, LogService
 from tierlog.sidecar.transaction_service import TransactionService
 from tierlog.sidecar.txn_markers import MarkerRouter
+from tierlog.sidecar.txn_verification import RemoteVerifier
 from tierlog.sidecar.upload_metrics import UploadMetrics
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.log import AppendOrigin
@@ -154,7 +156,7 @@ class SidecarServer:
         self.kafka: KafkaListener | None = None  # with a Kafka listener, once started
         self.groups: GroupCoordinator | None = None  # once started
         self.transactions: TransactionCoordinator | None = None  # once started
-        self._markers: MarkerRouter | None = None
+        self._leader_channels: LeaderChannels | None = None  # once started
         self.replicated: ReplicatedBroker | None = None  # with replication, once started
         self._checkpoints: asyncio.Task[None] | None = None
         self._reloads: asyncio.Task[None] | None = None
@@ -225,9 +227,8 @@ class SidecarServer:
         self.groups = GroupCoordinator(partitions, self.config.groups, self._append_as_coordinator)
         self.metrics.registry.register(self.groups.metrics)
         token = self.config.auth_token
-        self._markers = MarkerRouter(
+        self._leader_channels = LeaderChannels(
             partitions,
-            self._append_marker,
             self._replica_channel,
             [("authorization", f"Bearer {token}")] if token else [],
         )
@@ -235,8 +236,9 @@ class SidecarServer:
             partitions,
             self.config.transactions,
             self._append_committed,
-            self._markers.write,
+            MarkerRouter(self._leader_channels, self._append_marker).write,
             lambda: producer_ids.init_producer_id(-1, -1)[0],
+            RemoteVerifier(self._leader_channels).verify,
         )
         lookup = self._coordinator_lookup(partitions, topic_changes.create_topic)
         group_service = GroupService(partitions, self.groups, lookup)
@@ -490,8 +492,8 @@ class SidecarServer:
             await self.groups.stop()
         if self.transactions is not None:
             await self.transactions.stop()
-        if self._markers is not None:
-            await self._markers.close()
+        if self._leader_channels is not None:
+            await self._leader_channels.close()
         if self.replicated is not None:
             await self.replicated.controlled_shutdown()
             await self.replicated.stop()

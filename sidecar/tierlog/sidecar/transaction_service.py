@@ -6,8 +6,10 @@ creating ``__transaction_state`` on first use as FindCoordinator does. WriteTxnM
 is the brokers' own: a coordinator elsewhere has this broker, the partition's leader,
 append a marker it built, through the produce path with acks=all as the coordinator's
 own appends (``AppendOrigin.COORDINATOR``, the only origin allowed control batches);
-anything but one control batch is refused. AddOffsetsToTxn creates ``__consumer_offsets``
-as group calls do: it may be the first call to name a group.
+anything but one control batch is refused. VerifyTxnPartition is the brokers' own too:
+the leader of a partition about to take a transactional batch asks this coordinator
+whether the partition is in the producer's transaction. AddOffsetsToTxn creates
+``__consumer_offsets`` as group calls do: it may be the first call to name a group.
 """
 
 from __future__ import annotations
@@ -125,3 +127,15 @@ class TransactionService(transaction_service_pb2_grpc.TransactionServiceServicer
         tp = TopicPartition(request.topic, request.partition)
         await self.append_marker(tp, request.marker_batch)
         return pb.WriteTxnMarkersResponse()
+
+    @at_the_edge
+    async def VerifyTxnPartition(
+        self, request: pb.VerifyTxnPartitionRequest, context: _Context
+    ) -> pb.VerifyTxnPartitionResponse:
+        self.coordinator.check_in_transaction(
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            TopicPartition(request.partition.topic, request.partition.partition),
+        )
+        return pb.VerifyTxnPartitionResponse()

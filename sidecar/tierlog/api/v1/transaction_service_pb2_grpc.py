@@ -64,6 +64,11 @@ class TransactionServiceStub:
                 request_serializer=tierlog_dot_v1_dot_transaction__service__pb2.WriteTxnMarkersRequest.SerializeToString,
                 response_deserializer=tierlog_dot_v1_dot_transaction__service__pb2.WriteTxnMarkersResponse.FromString,
                 _registered_method=True)
+        self.VerifyTxnPartition = channel.unary_unary(
+                '/tierlog.v1.TransactionService/VerifyTxnPartition',
+                request_serializer=tierlog_dot_v1_dot_transaction__service__pb2.VerifyTxnPartitionRequest.SerializeToString,
+                response_deserializer=tierlog_dot_v1_dot_transaction__service__pb2.VerifyTxnPartitionResponse.FromString,
+                _registered_method=True)
 
 
 class TransactionServiceServicer:
@@ -119,6 +124,16 @@ class TransactionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def VerifyTxnPartition(self, request, context):
+        """Broker to broker: before a transactional batch opens the producer's transaction on
+        a partition this broker leads, ask the coordinator whether the partition was added
+        to that transaction (Kafka's AddPartitionsToTxn v4 with verifyOnly, KIP-890); adds
+        nothing. INVALID_TXN_STATE when it was not.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TransactionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -151,6 +166,11 @@ def add_TransactionServiceServicer_to_server(servicer, server):
                     servicer.WriteTxnMarkers,
                     request_deserializer=tierlog_dot_v1_dot_transaction__service__pb2.WriteTxnMarkersRequest.FromString,
                     response_serializer=tierlog_dot_v1_dot_transaction__service__pb2.WriteTxnMarkersResponse.SerializeToString,
+            ),
+            'VerifyTxnPartition': grpc.unary_unary_rpc_method_handler(
+                    servicer.VerifyTxnPartition,
+                    request_deserializer=tierlog_dot_v1_dot_transaction__service__pb2.VerifyTxnPartitionRequest.FromString,
+                    response_serializer=tierlog_dot_v1_dot_transaction__service__pb2.VerifyTxnPartitionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -315,6 +335,33 @@ class TransactionService:
             '/tierlog.v1.TransactionService/WriteTxnMarkers',
             tierlog_dot_v1_dot_transaction__service__pb2.WriteTxnMarkersRequest.SerializeToString,
             tierlog_dot_v1_dot_transaction__service__pb2.WriteTxnMarkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def VerifyTxnPartition(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tierlog.v1.TransactionService/VerifyTxnPartition',
+            tierlog_dot_v1_dot_transaction__service__pb2.VerifyTxnPartitionRequest.SerializeToString,
+            tierlog_dot_v1_dot_transaction__service__pb2.VerifyTxnPartitionResponse.FromString,
             options,
             channel_credentials,
             insecure,

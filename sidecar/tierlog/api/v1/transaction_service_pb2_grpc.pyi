@@ -71,6 +71,12 @@ class TransactionServiceStub:
     """Broker to broker: append a marker (a control batch the coordinator built) to a
     partition this broker leads.
     """
+    VerifyTxnPartition: _grpc.UnaryUnaryMultiCallable[_transaction_service_pb2.VerifyTxnPartitionRequest, _transaction_service_pb2.VerifyTxnPartitionResponse]
+    """Broker to broker: before a transactional batch opens the producer's transaction on
+    a partition this broker leads, ask the coordinator whether the partition was added
+    to that transaction (Kafka's AddPartitionsToTxn v4 with verifyOnly, KIP-890); adds
+    nothing. INVALID_TXN_STATE when it was not.
+    """
 
 @_typing.type_check_only
 class TransactionServiceAsyncStub(TransactionServiceStub):
@@ -100,6 +106,12 @@ class TransactionServiceAsyncStub(TransactionServiceStub):
     WriteTxnMarkers: _aio.UnaryUnaryMultiCallable[_transaction_service_pb2.WriteTxnMarkersRequest, _transaction_service_pb2.WriteTxnMarkersResponse]  # type: ignore[assignment]
     """Broker to broker: append a marker (a control batch the coordinator built) to a
     partition this broker leads.
+    """
+    VerifyTxnPartition: _aio.UnaryUnaryMultiCallable[_transaction_service_pb2.VerifyTxnPartitionRequest, _transaction_service_pb2.VerifyTxnPartitionResponse]  # type: ignore[assignment]
+    """Broker to broker: before a transactional batch opens the producer's transaction on
+    a partition this broker leads, ask the coordinator whether the partition was added
+    to that transaction (Kafka's AddPartitionsToTxn v4 with verifyOnly, KIP-890); adds
+    nothing. INVALID_TXN_STATE when it was not.
     """
 
 class TransactionServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -163,6 +175,18 @@ class TransactionServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_transaction_service_pb2.WriteTxnMarkersResponse, _abc.Awaitable[_transaction_service_pb2.WriteTxnMarkersResponse]]:
         """Broker to broker: append a marker (a control batch the coordinator built) to a
         partition this broker leads.
+        """
+
+    @_abc_1.abstractmethod
+    def VerifyTxnPartition(
+        self,
+        request: _transaction_service_pb2.VerifyTxnPartitionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_transaction_service_pb2.VerifyTxnPartitionResponse, _abc.Awaitable[_transaction_service_pb2.VerifyTxnPartitionResponse]]:
+        """Broker to broker: before a transactional batch opens the producer's transaction on
+        a partition this broker leads, ask the coordinator whether the partition was added
+        to that transaction (Kafka's AddPartitionsToTxn v4 with verifyOnly, KIP-890); adds
+        nothing. INVALID_TXN_STATE when it was not.
         """
 
 def add_TransactionServiceServicer_to_server(servicer: TransactionServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
