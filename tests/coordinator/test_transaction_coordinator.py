@@ -1,18 +1,24 @@
 """The transaction coordinator inside a real sidecar server whose ownership plan the test
 changes: a commit whose markers cannot be written (its partition's owner is unreachable)
 stays prepared, and when the coordinator's leadership changes meanwhile, the new
-leadership completes it once the partition is reachable again, with its own epoch."""
+leadership completes it once the partition is reachable again, with its own epoch. A
+transactional batch's verification (KIP-890) is asked once while the partition stays
+as it was, asked again after a marker, and NOT_ENOUGH_REPLICAS (retriable) while the
+coordinator is out of reach."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 
 from tests.support.transaction_markers import Marker, markers
+from tierlog.api.errors import NotEnoughReplicasError
 from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, transaction_service_pb2_grpc
 from tierlog.api.v1 import transaction_service_pb2 as pb
 from tierlog.broker.ownership import Broker
@@ -20,7 +26,9 @@ from tierlog.coordinator.transaction_records import TransactionState
 from tierlog.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC
 from tierlog.sidecar.config import SidecarConfig
 from tierlog.sidecar.server import SidecarServer
-from tierlog.storage.records import iter_batches, read_end_txn_marker
+from tierlog.storage.errors import InvalidTxnStateError
+from tierlog.storage.records import SimpleRecord, build_batch, iter_batches, read_end_txn_marker
+from tierlog.storage.topic_partition import TopicPartition
 
 UNREACHABLE = Broker(9, "127.0.0.1:1")
 
@@ -36,11 +44,15 @@ async def _until_loaded(call: Any) -> Any:
         await asyncio.sleep(0.01)  # the load runs on the server's loop: look again
 
 
-def test_a_prepared_commit_is_completed_by_the_next_leadership(tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
+Scenario = Callable[[SidecarServer, Any], Awaitable[None]]
+
+
+def _run(tmp_path: Path, scenario: Scenario) -> None:
+    """``scenario`` against a sidecar server on this test's loop, with a topic ``orders``
+    (one partition) and a TransactionService stub."""
     config = SidecarConfig.from_properties(
         {
-            "log.dirs": str(data_dir),
+            "log.dirs": str(tmp_path / "data"),
             "listeners": "127.0.0.1:0",
             "transaction.state.log.num.partitions": "1",
         }
@@ -61,23 +73,34 @@ def test_a_prepared_commit_is_completed_by_the_next_leadership(tmp_path: Path) -
         finally:
             await server.stop()
 
+    asyncio.run(run())
+
+
+async def _begin(stub: Any) -> tuple[int, int]:
+    """Producer "t" initialised, orders-0 added to its transaction: (id, epoch)."""
+    init = await _until_loaded(
+        lambda: stub.InitProducerId(
+            pb.TransactionServiceInitProducerIdRequest(
+                transactional_id="t", transaction_timeout_ms=60_000
+            )
+        )
+    )
+    await stub.AddPartitionsToTxn(
+        pb.AddPartitionsToTxnRequest(
+            transactional_id="t",
+            producer_id=init.producer_id,
+            producer_epoch=init.producer_epoch,
+            partitions=[pb.TxnPartition(topic="orders", partition=0)],
+        )
+    )
+    return init.producer_id, init.producer_epoch
+
+
+def test_a_prepared_commit_is_completed_by_the_next_leadership(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+
     async def scenario(server: SidecarServer, stub: Any) -> None:
-        init = await _until_loaded(
-            lambda: stub.InitProducerId(
-                pb.TransactionServiceInitProducerIdRequest(
-                    transactional_id="t", transaction_timeout_ms=60_000
-                )
-            )
-        )
-        producer = (init.producer_id, init.producer_epoch)
-        await stub.AddPartitionsToTxn(
-            pb.AddPartitionsToTxnRequest(
-                transactional_id="t",
-                producer_id=producer[0],
-                producer_epoch=producer[1],
-                partitions=[pb.TxnPartition(topic="orders", partition=0)],
-            )
-        )
+        producer = await _begin(stub)
         coordinator = server.transactions
         assert coordinator is not None
         partitions = coordinator.partitions
@@ -118,7 +141,53 @@ def test_a_prepared_commit_is_completed_by_the_next_leadership(tmp_path: Path) -
         (header,) = [h for h in iter_batches(segment) if h.is_control]
         assert read_end_txn_marker(segment, header).coordinator_epoch == generation
 
-    asyncio.run(run())
+    _run(tmp_path, scenario)
+
+
+def test_a_verification_is_asked_once_until_the_partition_moves_on(tmp_path: Path) -> None:
+    async def scenario(server: SidecarServer, stub: Any) -> None:
+        coordinator = server.transactions
+        assert coordinator is not None
+        producer_id, epoch = await _begin(stub)
+        tp = TopicPartition("orders", 0)
+        orders = server.manager.get_log(tp)
+        batch = build_batch(
+            [SimpleRecord(b"k", b"v", 1)],
+            producer_id=producer_id,
+            producer_epoch=epoch,
+            base_sequence=0,
+            is_transactional=True,
+        )
+
+        async def verify() -> int:
+            await coordinator.verify_append("t", tp, orders, batch)
+            return coordinator.verifications_asked
+
+        # Verified but not appended (say its append was refused): a retry is not asked.
+        assert [await verify(), await verify()] == [1, 1]
+        await coordinator.append(tp, build_batch([SimpleRecord(b"k", b"other", 1)]))
+        assert await verify() == 2  # the partition moved on: asked again
+        await stub.EndTxn(
+            pb.EndTxnRequest(
+                transactional_id="t", producer_id=producer_id, producer_epoch=epoch, committed=True
+            )
+        )
+        # The marker ended the transaction there; the next one, at the same epoch, has
+        # not added orders-0.
+        with pytest.raises(InvalidTxnStateError):
+            await verify()
+
+        mine = coordinator.partitions.ownership
+        coordinator.partitions.ownership = dataclasses.replace(
+            mine,
+            brokers=(*mine.brokers, UNREACHABLE),
+            placed={TRANSACTION_STATE_TOPIC: (UNREACHABLE.node_id,), "orders": (mine.node_id,)},
+            generation=mine.generation + 1,
+        )
+        with pytest.raises(NotEnoughReplicasError, match="NETWORK_EXCEPTION"):
+            await verify()  # asked of the coordinator's broker, out of reach: retriable
+
+    _run(tmp_path, scenario)
 
 
 async def _state(stub: Any) -> TransactionState:
