@@ -40,7 +40,6 @@ from tierlog.api.errors import (
     NotCoordinatorError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
-    ProducerFencedError,
     TransactionalIdNotFoundError,
 )
 from tierlog.broker.partitions import Leader, Leaders, Partitions
@@ -73,11 +72,7 @@ from tierlog.coordinator.transaction_topic import (
     TRANSACTION_STATE_TOPIC,
     partition_for_transactional_id,
 )
-from tierlog.storage.errors import (
-    InvalidProducerEpochError,
-    TierlogError,
-    UnknownTopicOrPartitionError,
-)
+from tierlog.storage.errors import TierlogError, UnknownTopicOrPartitionError
 from tierlog.storage.log import Log
 from tierlog.storage.records import (
     ControlRecordType,
@@ -184,7 +179,7 @@ class TransactionCoordinator:
         self._verified: OrderedDict[tuple[int, int, TopicPartition], tuple[int, int]] = (
             OrderedDict()
         )
-        # Verifications asked of the coordinator, here or elsewhere (for tests and metrics).
+        # Verifications asked of the coordinator, here or elsewhere (what tests read).
         self.verifications_asked = 0
 
     # -- running ----------------------------------------------------------------------
@@ -503,16 +498,16 @@ class TransactionCoordinator:
         Asked once per transaction and partition: once a batch opened the transaction,
         the log says so; and a verified (producer id, epoch, partition) is remembered
         with the partition's leader epoch and end offset, so a batch retried after its
-        append failed is not asked again. Nothing else may be appended in between: a
-        marker (which ends the transaction there, and in transactions v1 the next one
-        keeps the epoch) moves the end offset, so a stale entry never matches.
+        append failed is not asked again. The entry holds only while nothing was
+        appended there since: a marker ends the transaction on ``tp`` (and in
+        transactions v1 the next one keeps the epoch), and it moves the end offset.
 
         Errors as Kafka's leader answers them: a coordinator loading, moving or out of
-        reach, or a transaction being completed, NOT_ENOUGH_REPLICAS (retried);
-        PRODUCER_FENCED as INVALID_PRODUCER_EPOCH. The check and the append are not one
-        step: an EndTxn the same producer sends while its batch is in flight could slip
-        between them (Kafka's verification guard closes that; a producer flushes before
-        it ends)."""
+        reach, or a transaction being completed, NOT_ENOUGH_REPLICAS (retried); another
+        epoch INVALID_PRODUCER_EPOCH; a partition not added INVALID_TXN_STATE. The check
+        and the append are not one step: an EndTxn the same producer sends while its
+        batch is in flight could slip between them (Kafka's verification guard closes
+        that; a producer flushes before it ends)."""
         header = next(iter_batches(data), None)
         if header is None or not header.is_transactional or header.is_control:
             return
@@ -525,8 +520,6 @@ class TransactionCoordinator:
         self.verifications_asked += 1
         try:
             await self._ask_coordinator(transactional_id, key)
-        except ProducerFencedError as error:
-            raise InvalidProducerEpochError(str(error)) from None
         except TierlogError as error:
             if error.reason not in VERIFICATION_RETRIABLE_REASONS:
                 raise
