@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.scrape import METRICS, Scrape, scrape_sidecar
 from tests.support.sidecars import SidecarProcess, start_sidecar
+from tierlog.broker.partition_series import PartitionSeries
 from tierlog.client import Consumer, TopicPartition
 from tierlog.client.admin import AdminClient
 from tierlog.client.cluster import Cluster
@@ -185,7 +186,7 @@ def _collect(metrics: GroupMetrics) -> Scrape:
 
 def test_membership_and_rebalances_reported_by_hooks() -> None:
     coordinated = Coordinated()
-    metrics = GroupMetrics(coordinated)
+    metrics = GroupMetrics(coordinated, PartitionSeries())
     coordinated.commit("billing", 4)
     metrics.membership_changed("orders-app", "Assigning", 2)  # members, no offsets yet
     metrics.rebalance_completed("orders-app")
@@ -206,7 +207,7 @@ def test_membership_and_rebalances_reported_by_hooks() -> None:
 
 def test_series_of_groups_gone_from_the_log_or_the_broker_are_dropped() -> None:
     coordinated = Coordinated()
-    metrics = GroupMetrics(coordinated)
+    metrics = GroupMetrics(coordinated, PartitionSeries())
     coordinated.commit("billing", 4)
     metrics.offsets_committed("billing", 1)
     metrics.membership_changed("orders-app", "Stable", 1)

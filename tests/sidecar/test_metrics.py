@@ -22,6 +22,8 @@ from tests.storage.conftest import crash
 from tests.support.prometheus import SERVICE_MONITOR_TARGET_LABELS
 from tests.support.scrape import METRICS, Scrape, get, metrics_address, scrape, scrape_sidecar
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2, log_service_pb2_grpc
+from tierlog.client.cluster import Cluster
+from tierlog.client.groups import GroupClient, OffsetAndMetadata
 from tierlog.sidecar.metrics import RecoveryMetrics
 from tierlog.storage.manager import LogManager, LogManagerConfig
 from tierlog.storage.records import SimpleRecord, build_batch
@@ -512,3 +514,54 @@ def test_requests_in_flight_returns_to_zero_after_cancelled_and_abandoned_stream
     assert idle.value("tierlog_requests_total", **LOG, method="Subscribe", code="CANCELLED") > 0
     assert "different Context" not in sidecar.output
     sidecar.assert_alive()
+
+
+def test_a_broker_above_the_series_limit_sums_its_partitions_per_topic(
+    sidecar_factory: SidecarFactory, tmp_path: Path
+) -> None:
+    """``tierlog.metrics.partition.series.max``: the scrape grows with the topics, and a
+    sum still answers what the per-partition series did for a topic as a whole."""
+    sidecar = sidecar_factory(
+        tmp_path / "data",
+        METRICS,
+        "tierlog.metrics.partition.series.max=3",
+        "offsets.topic.num.partitions=1",
+    )
+    sidecar.create_topic("orders", partitions=2)
+    for partition, count in ((0, 5), (1, 7)):
+        sidecar.log.Produce(
+            log_service_pb2.ProduceRequest(
+                topic="orders", partition=partition, record_batches=_batch(count)
+            )
+        )
+    cluster = Cluster([sidecar.address])
+    try:
+        GroupClient(cluster, "billing").commit(
+            {
+                TopicPartition("orders", 0): OffsetAndMetadata(5),
+                TopicPartition("orders", 1): OffsetAndMetadata(6),
+            }
+        )
+        held_three = scrape_sidecar(sidecar)  # orders' two and __consumer_offsets' one
+        assert held_three.value("tierlog_log_end_offset", topic="orders", partition="1") == 7
+        assert held_three.value(
+            "tierlog_consumergroup_committed_offset", consumergroup="billing", topic="orders",
+            partition="1",
+        ) == 6  # fmt: skip
+
+        sidecar.create_topic("refunds", partitions=2)
+        held_five = scrape_sidecar(sidecar)
+    finally:
+        cluster.close()
+    for name in ("tierlog_log_end_offset", "tierlog_log_size_bytes", "tierlog_log_segments"):
+        series = held_five.labelled(name)
+        assert {dict(labels)["topic"] for labels in series} == {
+            "orders", "refunds", "__consumer_offsets"
+        }  # fmt: skip
+        assert all("partition" not in dict(labels) for labels in series), name
+    assert held_five.value("tierlog_log_end_offset", topic="orders") == 12
+    assert held_five.value("tierlog_log_segments", topic="refunds") == 2
+    assert held_five.value(
+        "tierlog_consumergroup_committed_offset", consumergroup="billing", topic="orders"
+    ) == 11  # fmt: skip
+    assert held_five.value("tierlog_partitions") == 5

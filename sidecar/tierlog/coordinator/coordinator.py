@@ -51,6 +51,7 @@ from tierlog.api.errors import (
     UnknownMemberIdError,
     UnstableOffsetCommitError,
 )
+from tierlog.broker.partition_series import PartitionSeries
 from tierlog.broker.partitions import Leader, Leaders, Partitions
 from tierlog.coordinator.classic_group import ClassicGroup, JoinAnswer, JoinRequest, Timeouts
 from tierlog.coordinator.classic_group_records import GroupMetadataKey
@@ -130,6 +131,7 @@ class GroupCoordinator:
         *,
         follow_interval_s: float = 0.2,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        partition_series: PartitionSeries | None = None,
     ) -> None:
         self.partitions = partitions
         self.config = config
@@ -144,7 +146,8 @@ class GroupCoordinator:
             on_unloaded=_answer_classic_waiters,
         )
         self._tasks: list[asyncio.Task[None]] = []
-        self.metrics = GroupMetrics(self)  # the sidecar registers it; membership feeds it
+        # The sidecar registers it; membership feeds it.
+        self.metrics = GroupMetrics(self, partition_series or PartitionSeries())
         self._group_locks: dict[str, asyncio.Lock] = {}
         # Set when a classic call may have set a nearer deadline: the expiry loop looks now.
         self._session_waker: asyncio.Future[None] | None = None

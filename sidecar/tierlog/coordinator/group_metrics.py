@@ -29,7 +29,9 @@ from typing import Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from tierlog.broker.partition_series import PartitionSeries
 from tierlog.coordinator.offsets_state import OffsetsState
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["GROUP_STATES", "CoordinatedGroups", "GroupMetrics"]
 
@@ -66,8 +68,9 @@ class GroupMetrics:
     ``group_removed(group)`` when the group is deleted or dies. A group it never
     reported is ``Empty`` with no members, as every group without membership is."""
 
-    def __init__(self, groups: CoordinatedGroups) -> None:
+    def __init__(self, groups: CoordinatedGroups, series: PartitionSeries) -> None:
         self.groups = groups
+        self.series = series
         self._lock = threading.Lock()  # the hooks' dicts: written on the loop, pruned by scrapes
         self._commits: dict[str, int] = {}
         self._rebalances: dict[str, int] = {}
@@ -98,18 +101,18 @@ class GroupMetrics:
     def collect(self) -> Iterator[Metric]:
         partitions = self.groups.coordinated_partitions()
         states = [state for state in partitions.values() if state is not None]
-        committed = GaugeMetricFamily(
-            "tierlog_consumergroup_committed_offset",
-            "The group's committed offset of the partition (the next record it consumes)",
-            None,
-            ["consumergroup", "topic", "partition"],
-        )
         with_offsets: set[str] = set()
+        samples: list[tuple[tuple[str], TopicPartition, float]] = []
         for state in states:
             for group, offsets in state.committed().items():
                 with_offsets.add(group)
-                for tp, offset in offsets.items():
-                    committed.add_metric([group, tp.topic, str(tp.partition)], offset.offset)
+                samples.extend(((group,), tp, offset.offset) for tp, offset in offsets.items())
+        committed = self.series.gauge(
+            "tierlog_consumergroup_committed_offset",
+            "The group's committed offset of the partition (the next record it consumes)",
+            ["consumergroup"],
+            samples,
+        )
         commits, rebalances, membership = self._live_hooks(set(partitions), with_offsets)
         live = sorted(with_offsets | set(membership))
         yield committed

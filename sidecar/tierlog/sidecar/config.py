@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tierlog.broker.partition_series import PARTITION_SERIES_KEY, series_limit
 from tierlog.coordinator.config import GROUP_COORDINATOR_KEYS, GroupCoordinatorConfig
 from tierlog.coordinator.transaction_config import (
     TRANSACTION_COORDINATOR_KEYS,
@@ -60,6 +61,7 @@ _PROCESS_KEYS = {
     "socket.request.max.bytes",
     "connections.max.idle.ms",
     "tierlog.metrics.listeners",
+    PARTITION_SERIES_KEY,
     "cluster.id",
     "num.recovery.threads.per.data.dir",
     "log.flush.scheduler.interval.ms",
@@ -113,6 +115,9 @@ class SidecarConfig:
     # HTTP for /metrics, /healthz and /readyz (``tierlog.metrics.listeners``,
     # ``--metrics-listen``); None: not served.
     metrics_listen: str | None = None
+    # Above this many partitions held, partition-labelled series are summed per topic
+    # (``tierlog.metrics.partition.series.max``; -1: never).
+    metrics_partition_series_max: int = -1
     # TLS on the gRPC port (``ssl.*``; None: plaintext) and the bearer token every call
     # but health checks must carry (``tierlog.auth.token.file`` or $TIERLOG_AUTH_TOKEN).
     tls: TlsConfig | None = None
@@ -253,6 +258,7 @@ class SidecarConfig:
             shutdown_grace_ms=grace_ms,
             socket_request_max_bytes=request_max_bytes,
             metrics_listen=metrics_listen or None,
+            metrics_partition_series_max=series_limit(props),
             tls=tls,
             auth_token=read_token(token_file) if token_file else None,
             limits=LimitsConfig.from_properties(props),

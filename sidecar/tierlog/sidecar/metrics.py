@@ -60,6 +60,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from tierlog.broker.partition_series import PartitionSeries
 from tierlog.sidecar.interceptors import CallName, Context, call_name, inner_behavior, with_behavior
 from tierlog.sidecar.kafka_metrics import KafkaMetrics
 from tierlog.sidecar.service import RECORD_BYTES_LISTENER
@@ -68,6 +69,7 @@ from tierlog.storage.errors import TierlogError, UnknownTopicOrPartitionError
 from tierlog.storage.log import Log
 from tierlog.storage.manager import LogManager
 from tierlog.storage.tier.remote_reader import RemoteLogReader
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
     "LogManagerCollector",
@@ -214,8 +216,8 @@ class SidecarMetrics:
         self.produce_bytes_in_flight.set(in_flight)
         self.produce_bytes_waiting.set(waiting)
 
-    def watch(self, manager: LogManager) -> None:
-        self.registry.register(LogManagerCollector(manager))
+    def watch(self, manager: LogManager, series: PartitionSeries) -> None:
+        self.registry.register(LogManagerCollector(manager, series))
 
 
 class RecoveryMetrics:
@@ -283,38 +285,34 @@ def _value(gauge: Gauge) -> float:
 class LogManagerCollector:
     """Per-partition and background-job series, read from the log manager at scrape time."""
 
-    def __init__(self, manager: LogManager):
+    def __init__(self, manager: LogManager, series: PartitionSeries):
         self.manager = manager
+        self.series = series
 
     def collect(self) -> Iterator[Metric]:
-        labels = ["topic", "partition"]
-        start = GaugeMetricFamily(
-            "tierlog_log_start_offset", "First offset of the log (Kafka's LogStartOffset)", None,
-            labels,
-        )  # fmt: skip
-        end = GaugeMetricFamily(
-            "tierlog_log_end_offset", "Next offset to be written (Kafka's LogEndOffset)", None,
-            labels,
-        )  # fmt: skip
-        size = GaugeMetricFamily(
-            "tierlog_log_size_bytes", "Bytes of the log's segments on disk", None, labels
-        )
-        segments = GaugeMetricFamily(
-            "tierlog_log_segments", "Segments of the log (Kafka's NumLogSegments)", None, labels
-        )
-        count = 0
+        logs: list[tuple[TopicPartition, Log]] = []
         for tp in self.manager.partitions:
             try:
-                partition_log = self.manager.get_log(tp)
+                logs.append((tp, self.manager.get_log(tp)))
             except UnknownTopicOrPartitionError:  # deleted since the listing
                 continue
-            values = [tp.topic, str(tp.partition)]
-            start.add_metric(values, partition_log.log_start_offset)
-            end.add_metric(values, partition_log.log_end_offset)
-            size.add_metric(values, partition_log.size_bytes)
-            segments.add_metric(values, len(partition_log.segments))
-            count += 1
-        yield from (start, end, size, segments)
+        yield self.series.gauge(
+            "tierlog_log_start_offset", "First offset of the log (Kafka's LogStartOffset)", [],
+            (((), tp, log.log_start_offset) for tp, log in logs),
+        )  # fmt: skip
+        yield self.series.gauge(
+            "tierlog_log_end_offset", "Next offset to be written (Kafka's LogEndOffset)", [],
+            (((), tp, log.log_end_offset) for tp, log in logs),
+        )  # fmt: skip
+        yield self.series.gauge(
+            "tierlog_log_size_bytes", "Bytes of the log's segments on disk", [],
+            (((), tp, log.size_bytes) for tp, log in logs),
+        )  # fmt: skip
+        yield self.series.gauge(
+            "tierlog_log_segments", "Segments of the log (Kafka's NumLogSegments)", [],
+            (((), tp, len(log.segments)) for tp, log in logs),
+        )  # fmt: skip
+        count = len(logs)
         yield GaugeMetricFamily("tierlog_partitions", "Partitions this broker holds", count)
         budget = self.manager.decompression_budget
         yield GaugeMetricFamily(

@@ -44,6 +44,7 @@ from tierlog.api.v1 import (
 )
 from tierlog.broker.fetch import FetchReader
 from tierlog.broker.ownership import Broker, Ownership, read_assignment_file
+from tierlog.broker.partition_series import PartitionSeries
 from tierlog.broker.partitions import Partitions
 from tierlog.broker.produce import Acks, Appender
 from tierlog.broker.producer_ids import ProducerIdManager
@@ -126,7 +127,6 @@ class SidecarServer:
         self.remote_log_manager = RemoteLogManager(
             self.tier_store, config.remote_log_manager, observer=upload_metrics
         )
-        upload_metrics.watch(self.remote_log_manager)
         self.manager = LogManager(
             config.storage,
             topic_config=self.topics.log_config,
@@ -134,7 +134,11 @@ class SidecarServer:
             tier=self.remote_log_manager,
             decompression_budget=config.limits.decompression_budget(),
         )
-        self.metrics.watch(self.manager)
+        self.partition_series = PartitionSeries(
+            config.metrics_partition_series_max, lambda: len(self.manager.partitions)
+        )
+        self.metrics.watch(self.manager, self.partition_series)
+        upload_metrics.watch(self.remote_log_manager, self.partition_series)
         self.watch = AppendWatch()
         self.health = health.aio.HealthServicer()
         # The first sees every call first: metrics count refusals by the others too.
@@ -224,7 +228,12 @@ class SidecarServer:
         self.topic_changes = topic_changes
         admin = AdminService(partitions, topic_changes, assignment)
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(admin, self.server)
-        self.groups = GroupCoordinator(partitions, self.config.groups, self._append_as_coordinator)
+        self.groups = GroupCoordinator(
+            partitions,
+            self.config.groups,
+            self._append_as_coordinator,
+            partition_series=self.partition_series,
+        )
         self.metrics.registry.register(self.groups.metrics)
         token = self.config.auth_token
         self._leader_channels = LeaderChannels(

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from tierlog.broker.partition_series import PartitionSeries
 from tierlog.storage.tier.observer import TierObserver
 from tierlog.storage.tier.remote_log_manager import RemoteLogManager, StopReason
 from tierlog.storage.topic_partition import TopicPartition
@@ -61,9 +62,9 @@ class UploadMetrics(TierObserver):
         self._registry = registry
         registry.register(_InFlightCollector(self))
 
-    def watch(self, manager: RemoteLogManager) -> None:
+    def watch(self, manager: RemoteLogManager, series: PartitionSeries) -> None:
         """Report ``manager``'s upload lag and stopped partitions at each scrape."""
-        self._registry.register(_LagCollector(manager))
+        self._registry.register(_LagCollector(manager, series))
         self._registry.register(_StoppedCollector(manager))
 
     # -- the storage's hooks ----------------------------------------------------------
@@ -118,25 +119,21 @@ class _InFlightCollector:
 class _LagCollector:
     """Kafka's RemoteCopyLagBytes/Segments: closed local segments not yet in the tier."""
 
-    def __init__(self, manager: RemoteLogManager):
+    def __init__(self, manager: RemoteLogManager, series: PartitionSeries):
         self.manager = manager
+        self.series = series
 
     def collect(self) -> Iterator[Metric]:
-        labels = ["topic", "partition"]
-        lag_bytes = GaugeMetricFamily(
+        lags = [(tp, self.manager.upload_lag(tp)) for tp in self.manager.partitions]
+        yield self.series.gauge(
             "tierlog_remote_upload_lag_bytes",
-            "Bytes of closed local segments not yet in the tier", None, labels,
+            "Bytes of closed local segments not yet in the tier", [],
+            (((), tp, lag.size_bytes) for tp, lag in lags),
         )  # fmt: skip
-        lag_segments = GaugeMetricFamily(
-            "tierlog_remote_upload_lag_segments", "Closed local segments not yet in the tier",
-            None, labels,
+        yield self.series.gauge(
+            "tierlog_remote_upload_lag_segments", "Closed local segments not yet in the tier", [],
+            (((), tp, lag.segments) for tp, lag in lags),
         )  # fmt: skip
-        for tp in self.manager.partitions:
-            lag = self.manager.upload_lag(tp)
-            values = [tp.topic, str(tp.partition)]
-            lag_bytes.add_metric(values, lag.size_bytes)
-            lag_segments.add_metric(values, lag.segments)
-        yield from (lag_bytes, lag_segments)
 
 
 class _StoppedCollector:
