@@ -26,7 +26,7 @@ import grpc
 
 from tests.benchmarks.kafka_comparison_bench import machine, progress
 from tests.support.scrape import metrics_address
-from tests.support.sidecars import start_sidecar
+from tests.support.sidecars import SidecarProcess
 from tierlog.api.v1 import (
     admin_service_pb2,
     admin_service_pb2_grpc,
@@ -71,12 +71,12 @@ def _fill(address: str, partitions: int) -> None:
 
 def measure(partitions: int, series_max: str, scrapes: int, workdir: Path) -> tuple[int, float]:
     """Median bytes and seconds of ``scrapes`` scrapes of a filled sidecar."""
-    sidecar = start_sidecar(
-        workdir / f"{partitions}-{series_max}",
+    configs = (
         "tierlog.metrics.listeners=127.0.0.1:0",
         "offsets.topic.num.partitions=1",
         f"tierlog.metrics.partition.series.max={series_max}",
     )
+    sidecar = SidecarProcess(workdir / f"{partitions}-{series_max}", configs, 0).start(600)
     try:
         _fill(sidecar.address, partitions)
         url = f"http://{metrics_address(sidecar.output)}/metrics"
