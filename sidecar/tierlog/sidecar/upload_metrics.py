@@ -116,7 +116,10 @@ class _InFlightCollector:
 
 
 class _LagCollector:
-    """Kafka's RemoteCopyLagBytes/Segments: closed local segments not yet in the tier."""
+    """Kafka's RemoteCopyLagBytes/Segments (closed local segments not yet in the tier),
+    and how far the tier is behind the log end: records, the oldest one's wait, and the
+    bound the topic sets on that wait (``tierlog.remote.segment.max.upload.interval.ms``,
+    or one pass if longer; no series without one), which an alert compares it with."""
 
     def __init__(self, manager: RemoteLogManager):
         self.manager = manager
@@ -131,12 +134,30 @@ class _LagCollector:
             "tierlog_remote_upload_lag_segments", "Closed local segments not yet in the tier",
             None, labels,
         )  # fmt: skip
+        lag_offsets = GaugeMetricFamily(
+            "tierlog_remote_upload_lag_offsets",
+            "Offsets of the log above the tier's end, to the log end", None, labels,
+        )  # fmt: skip
+        lag_seconds = GaugeMetricFamily(
+            "tierlog_remote_upload_lag_seconds",
+            "How long the oldest record not yet in the tier has waited", None, labels,
+        )  # fmt: skip
+        bound_seconds = GaugeMetricFamily(
+            "tierlog_remote_upload_lag_bound_seconds",
+            "The most the oldest record not yet in the tier should wait (the topic's "
+            "tierlog.remote.segment.max.upload.interval.ms, or one pass if longer)",
+            None, labels,
+        )  # fmt: skip
         for tp in self.manager.partitions:
             lag = self.manager.upload_lag(tp)
             values = [tp.topic, str(tp.partition)]
             lag_bytes.add_metric(values, lag.size_bytes)
             lag_segments.add_metric(values, lag.segments)
-        yield from (lag_bytes, lag_segments)
+            lag_offsets.add_metric(values, lag.offsets)
+            lag_seconds.add_metric(values, lag.age_ms / 1000)
+            if lag.bound_ms >= 0:
+                bound_seconds.add_metric(values, lag.bound_ms / 1000)
+        yield from (lag_bytes, lag_segments, lag_offsets, lag_seconds, bound_seconds)
 
 
 class _StoppedCollector:
