@@ -243,18 +243,22 @@ def test_an_idle_partition_is_tiered_within_its_bound_and_a_new_leader_uploads_i
     tiered_brokers: TieredFactory,
 ) -> None:
     """A few records, then nothing: the leader rolls them out within the topic's bound
-    (``tierlog.remote.segment.max.upload.interval.ms``, timeouts derived from it), the
-    followers roll where the tier ends too and free their copies; a new leader continues
-    the tier from the manifest, uploading only what came after, each object once."""
+    (``tierlog.remote.segment.max.upload.interval.ms``, timeouts derived from it), and
+    the followers, told where the tier ends, roll there too (local copies are kept here,
+    so no retention rolls for them); a new leader continues the tier from the manifest,
+    uploading only what came after, each object once."""
     bound_ms = 2000
     deadline_s = 2 * bound_ms / 1000  # the bound, and as much again for the upload
     key = "tierlog.remote.segment.max.upload.interval.ms"
-    tiered = tiered_brokers(**{key: str(bound_ms)})
+    tiered = tiered_brokers(**{key: str(bound_ms), "local.retention.bytes": "-2"})
     cluster = tiered.cluster
     produce(cluster, 0, 3)
     wait_for(lambda: tiered.tier_end() == 3, "the records in the bucket", deadline_s)
-    for node in range(3):
-        wait_for(functools.partial(tiered.settled, node), f"broker {node} to hold only [3, 3)")
+    rolled = {node: [0, 3] for node in range(3)}
+    wait_for(
+        lambda: {node: local_bases(tiered.broker(node)) for node in range(3)} == rolled,
+        "every broker to roll at the tier's end",
+    )
     before = tiered.segments()
     assert [(s.base_offset, s.end_offset) for s in before] == [(0, 3)]
 
