@@ -106,22 +106,24 @@ def test_an_idle_partition_is_in_the_bucket_within_its_bound(
 
 
 def test_a_busy_partition_stays_within_its_bound(bounded: tuple[Sidecar, ObjectStore]) -> None:
-    """Produced to without pause for three bounds, in segments that never fill: at every
+    """Produced to without pause for four bounds, in segments that never fill: at every
     look, the bucket holds every record acknowledged longer ago than the deadline."""
     sidecar, store = bounded
     acknowledged: list[tuple[float, int]] = []  # (when, the log end after it)
     looks: list[tuple[float, int]] = []  # (when the bucket was read, its end there)
     start = time.monotonic()
-    while time.monotonic() - start < 3 * BOUND_MS / 1000:
+    while time.monotonic() - start < 4 * BOUND_MS / 1000:
         log_end = produce(sidecar)
         acknowledged.append((time.monotonic(), log_end))
         if not looks or time.monotonic() - looks[-1][0] > 0.2:
             looked_at = time.monotonic()
             looks.append((looked_at, tier_end(store)))
+    checked = 0
     for looked_at, end in looks:
         due = [log_end for when, log_end in acknowledged if when <= looked_at - DEADLINE_S]
         assert end >= max(due, default=0), f"{looked_at - start:.1f} s in"
-    assert looks[-1][1] > 0  # the bound was tested
+        checked += bool(due)
+    assert checked >= 5  # looks past the first deadline, each held to it
     found = scrape_sidecar(sidecar)
     labels = {"topic": TP.topic, "partition": "0"}
     assert found.value("tierlog_remote_upload_lag_seconds", **labels) < DEADLINE_S
