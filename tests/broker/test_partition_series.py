@@ -57,3 +57,10 @@ def test_the_limit_comes_from_the_broker_config(value: str | None, limit: int) -
 def test_a_bad_limit_is_a_typed_config_error(value: str) -> None:
     with pytest.raises(InvalidConfigError, match=PARTITION_SERIES_KEY):
         series_limit({PARTITION_SERIES_KEY: value})
+
+
+def test_an_age_above_the_limit_is_the_topics_largest_not_a_sum() -> None:
+    series = PartitionSeries(limit=0, held=lambda: 4)
+    family = series.gauge("tierlog_age", "age", ["consumergroup"], SAMPLES, largest=True)
+    ages = {tuple(sample.labels.values()): sample.value for sample in family.samples}
+    assert ages == {("billing", "orders"): 7, ("audit", "orders"): 2, ("billing", "refunds"): 1}

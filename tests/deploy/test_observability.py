@@ -76,6 +76,8 @@ TIERED = {
     "remote.storage.enable": "true",
     "local.retention.bytes": "0",
     "file.delete.delay.ms": "0",
+    # A bound far off: the bound's series exist (TierlogTierBehindBound watches them).
+    "tierlog.remote.segment.max.upload.interval.ms": "3600000",
 }
 SIDECAR_CONFIGS = (
     METRICS,

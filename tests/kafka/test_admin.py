@@ -393,12 +393,15 @@ def test_describe_configs_types_documentation_and_bad_resources(
     ]
     configs = {config.name: config for config in topic.configs}
     assert [s.name for s in configs["retention.ms"].synonyms] == ["log.retention.ms"] * 2
+    bound = configs["tierlog.remote.segment.max.upload.interval.ms"]  # tierlog's own, off
+    assert bound.value == "-1"
     if version >= 3:  # Kafka's ConfigDef types, and a line of documentation
         assert (configs["segment.bytes"].config_type, configs["cleanup.policy"].config_type) == (
             3,  # INT
             7,  # LIST
         )
         assert configs["retention.ms"].documentation
+        assert (bound.config_type, bool(bound.documentation)) == (5, True)  # LONG
 
 
 def test_the_oldest_versions_served_are_answered_whole(

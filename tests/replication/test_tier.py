@@ -93,14 +93,15 @@ def tiered_brokers(
     replicated_brokers: ClusterFactory, minio: MinioServer, s3_bucket: str, tmp_path: Path
 ) -> Iterator[TieredFactory]:
     """Three brokers sharing one bucket as their tier, and the topic ``orders`` (one
-    partition, tiered, small segments) on all three, broker 0 its preferred leader."""
+    partition, tiered, small segments, and the configs given) on all three, broker 0 its
+    preferred leader."""
     stores: list[ObjectStore] = []
 
-    def start() -> TieredCluster:
+    def start(**topic_configs: str) -> TieredCluster:
         credentials = tmp_path / "s3-credentials"
         tier = minio.sidecar_tier_configs(s3_bucket, credentials)
         cluster = replicated_brokers(3, *BROKER, *tier)
-        cluster.store.write_topic_configs(TOPIC, TIERED)
+        cluster.store.write_topic_configs(TOPIC, {**TIERED, **topic_configs})
         cluster.create_topic(TOPIC, (0, 1, 2))
         options = S3Options(
             endpoint_url=minio.endpoint_url,
@@ -236,6 +237,44 @@ def test_a_new_leader_continues_the_tier_and_the_old_one_writes_no_more(
     assert (latest.writer_epoch, latest.writer_id) == (2, manifest.writer_id)
     assert contiguous(tiered.segments())
     assert uploaded_segments(cluster.broker(0)) == 0
+
+
+def test_an_idle_partition_is_tiered_within_its_bound_and_a_new_leader_uploads_it_once(
+    tiered_brokers: TieredFactory,
+) -> None:
+    """A few records, then nothing: the leader rolls them out within the topic's bound
+    (``tierlog.remote.segment.max.upload.interval.ms``, timeouts derived from it), and
+    the followers, told where the tier ends, roll there too (local copies are kept here,
+    so no retention rolls for them); a new leader continues the tier from the manifest,
+    uploading only what came after, each object once."""
+    bound_ms = 2000
+    deadline_s = 2 * bound_ms / 1000  # the bound, and as much again for the upload
+    key = "tierlog.remote.segment.max.upload.interval.ms"
+    tiered = tiered_brokers(**{key: str(bound_ms), "local.retention.bytes": "-2"})
+    cluster = tiered.cluster
+    produce(cluster, 0, 3)
+    wait_for(lambda: tiered.tier_end() == 3, "the records in the bucket", deadline_s)
+    rolled = {node: [0, 3] for node in range(3)}
+    wait_for(
+        lambda: {node: local_bases(tiered.broker(node)) for node in range(3)} == rolled,
+        "every broker to roll at the tier's end",
+    )
+    before = tiered.segments()
+    assert [(s.base_offset, s.end_offset) for s in before] == [(0, 3)]
+
+    cluster.broker(0).kill()
+    wait_for(lambda: tiered.leader() in (1, 2), "a new leader")
+    successor = tiered.leader()
+    wait_for(functools.partial(tiered.writer_epoch_is, 2), "the new leader's claim")
+    produce(cluster, 3, 3)
+    wait_for(lambda: tiered.tier_end() == 6, "the new records in the bucket", deadline_s)
+    after = tiered.segments()
+    assert after[:1] == before and [(s.base_offset, s.end_offset) for s in after[1:]] == [(3, 6)]
+    assert after[1].writer_epoch == 2
+    stored = sorted(info.key for info in tiered.store.list(segments_prefix(TP)))
+    assert stored == sorted(segment.key for segment in after)  # each object once
+    assert uploaded_segments(cluster.broker(successor)) == 1
+    assert cluster.read_values(TOPIC, 6) == [value(i) for i in range(6)]
 
 
 def test_a_paused_leader_resumed_after_its_successor_claimed_the_tier_writes_nothing(

@@ -46,6 +46,18 @@ def test_replication_settings_are_kafkas_broker_defaults(tmp_path: Path) -> None
     assert kafkas.storage.default_log_config.unclean_leader_election_enable is False
 
 
+def test_the_tier_bound_has_a_broker_default_under_the_topic_configs_name(
+    tmp_path: Path,
+) -> None:
+    key = "tierlog.remote.segment.max.upload.interval.ms"
+    config = SidecarConfig.from_properties({"log.dirs": str(tmp_path), key: "60000"})
+    assert config.storage.default_log_config.remote_segment_max_upload_interval_ms == 60_000
+    off = SidecarConfig.from_properties({"log.dirs": str(tmp_path)})
+    assert off.storage.default_log_config.remote_segment_max_upload_interval_ms == -1
+    with pytest.raises(InvalidConfigError, match=key):
+        SidecarConfig.from_properties({"log.dirs": str(tmp_path), key: "-5"})
+
+
 def test_cleaner_settings_configure_the_log_cleaner(tmp_path: Path) -> None:
     config = SidecarConfig.from_properties(
         {

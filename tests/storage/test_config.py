@@ -72,6 +72,8 @@ def test_to_properties_round_trips() -> None:
         {"min.insync.replicas": "0"},  # Kafka's minimum is 1
         {"min.insync.replicas": str(2**31)},  # does not fit a Java int
         {"unclean.leader.election.enable": "maybe"},
+        {"tierlog.remote.segment.max.upload.interval.ms": "-2"},  # -1 is off
+        {"tierlog.remote.segment.max.upload.interval.ms": "5m"},
     ],
 )
 def test_invalid_configs_are_rejected(props: dict[str, str]) -> None:

@@ -108,3 +108,22 @@ def test_a_compacted_leaders_gaps_are_kept(tmp_path: Path) -> None:
 
     assert follower.log_end_offset == 8
     assert read_all_bytes(follower) == kept
+
+
+def test_a_follower_rolls_at_the_tiers_end_only_where_its_active_segment_ends(
+    tmp_path: Path,
+) -> None:
+    """The tier's end is where the leader rolled: a follower whose active segment began
+    below it and ends there rolls; one holding records past it, or already starting
+    there, does not (no empty segment)."""
+    follower = Log.open(tmp_path / "t-0", CONFIG)
+    follower.append(make_batch(3))
+    follower.tiered_end_offset = 2  # the tier ends inside the active segment: no roll
+    follower.roll_at_tier_end()
+    assert [segment.base_offset for segment in follower.segments] == [0]
+    follower.tiered_end_offset = 3
+    follower.roll_at_tier_end()
+    assert [segment.base_offset for segment in follower.segments] == [0, 3]
+    follower.roll_at_tier_end()  # the active segment starts at the tier's end
+    assert [segment.base_offset for segment in follower.segments] == [0, 3]
+    follower.close()

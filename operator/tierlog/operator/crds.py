@@ -131,7 +131,8 @@ def _opaque(description: str) -> Schema:
 def _config_property(field: dataclasses.Field[Any], name: str) -> Schema:
     """One Kafka config as a typed property: its type, minimum and choices from LogConfig."""
     kind = {"int": "integer", "float": "number", "bool": "boolean"}.get(str(field.type), "string")
-    schema: Schema = {"type": kind, "description": f"Kafka's {name} (default {field.default})"}
+    owner = "tierlog's" if name.startswith("tierlog.") else "Kafka's"
+    schema: Schema = {"type": kind, "description": f"{owner} {name} (default {field.default})"}
     if kind == "integer":
         schema["format"] = "int64"
     if field.metadata["min"] is not None:

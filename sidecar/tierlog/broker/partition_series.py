@@ -54,22 +54,34 @@ class PartitionSeries:
         return self.limit < 0 or self.held() <= self.limit
 
     def gauge(
-        self, name: str, documentation: str, labels: Sequence[str], samples: Iterable[Sample]
+        self,
+        name: str,
+        documentation: str,
+        labels: Sequence[str],
+        samples: Iterable[Sample],
+        *,
+        largest: bool = False,
     ) -> GaugeMetricFamily:
-        """``name`` labelled ``labels`` + topic + partition, or + topic alone, summed."""
+        """``name`` labelled ``labels`` + topic + partition, or + topic alone: summed,
+        or the largest where a sum means nothing (an age, a bound)."""
         if self.per_partition():
             family = GaugeMetricFamily(name, documentation, None, [*labels, "topic", "partition"])
             for values, tp, value in samples:
                 family.add_metric([*values, tp.topic, str(tp.partition)], value)
             return family
-        sums: dict[tuple[str, ...], float] = {}
+        combined: dict[tuple[str, ...], float] = {}
         for values, tp, value in samples:
             key = (*values, tp.topic)
-            sums[key] = sums.get(key, 0) + value
+            before = combined.get(key)
+            if before is None:
+                combined[key] = value
+            else:
+                combined[key] = max(before, value) if largest else before + value
+        how = "the largest" if largest else "summed"
         family = GaugeMetricFamily(
-            name, f"{documentation} (summed over the topic's partitions held here)", None,
+            name, f"{documentation} ({how} over the topic's partitions held here)", None,
             [*labels, "topic"],
         )  # fmt: skip
-        for key, value in sums.items():
+        for key, value in combined.items():
             family.add_metric(list(key), value)
         return family

@@ -68,6 +68,8 @@ DOCUMENTATION: dict[str, str] = {
     "retention.ms).",
     "local.retention.bytes": "How many bytes of tiered segments stay on local disk too "
     "(-2: as retention.bytes).",
+    "tierlog.remote.segment.max.upload.interval.ms": "How far behind the log end the "
+    "remote tier may fall: older data not yet tiered is rolled and uploaded (-1: no bound).",
     "min.insync.replicas": "How many in-sync replicas an acks=all produce needs.",
     "unclean.leader.election.enable": "Whether a replica outside the ISR may become "
     "leader, losing what only the ISR held.",

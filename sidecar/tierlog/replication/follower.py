@@ -18,7 +18,11 @@ as it last confirmed it in the manifest): local retention here frees a segment o
 below it, as on the leader. The leader is the one writer of the manifest, so its word
 is as current as the manifest and costs no request to the store; it is taken as it
 comes, even lower (a new leader that has not claimed the tier yet knows less), which
-only keeps more here.
+only keeps more here. The tier's end is where the leader rolled: a follower whose
+active segment ends there but began below it (the leader rolled an idle partition for
+the tier's bound, and no record since says so) rolls there too, as it would on the
+leader's next records; then that segment can be freed here, and were this broker to
+lead, it would not upload the tier's offsets again.
 
 Both need the leader's tier to be this broker's too (``tier``: S3, or a directory every
 broker shares). A broker with a tier of its own (the default directory in its log dir)
@@ -117,6 +121,7 @@ def apply_fetched(
     _follow_offsets(log_, data)
     if tier is not None:
         log_.tiered_end_offset = data.tiered_end_offset
+        log_.roll_at_tier_end()
     return FetchOutcome(appended_bytes=appended)
 
 

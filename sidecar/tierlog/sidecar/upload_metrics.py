@@ -117,7 +117,10 @@ class _InFlightCollector:
 
 
 class _LagCollector:
-    """Kafka's RemoteCopyLagBytes/Segments: closed local segments not yet in the tier."""
+    """Kafka's RemoteCopyLagBytes/Segments (closed local segments not yet in the tier),
+    and how far the tier is behind the log end: records, the oldest one's wait, and the
+    bound the topic sets on that wait (``tierlog.remote.segment.max.upload.interval.ms``,
+    or one pass if longer; no series without one), which an alert compares it with."""
 
     def __init__(self, manager: RemoteLogManager, series: PartitionSeries):
         self.manager = manager
@@ -133,6 +136,23 @@ class _LagCollector:
         yield self.series.gauge(
             "tierlog_remote_upload_lag_segments", "Closed local segments not yet in the tier", [],
             (((), tp, lag.segments) for tp, lag in lags),
+        )  # fmt: skip
+        yield self.series.gauge(
+            "tierlog_remote_upload_lag_offsets",
+            "Offsets of the log above the tier's end, to the log end", [],
+            (((), tp, lag.offsets) for tp, lag in lags),
+        )  # fmt: skip
+        yield self.series.gauge(
+            "tierlog_remote_upload_lag_seconds",
+            "How long the oldest record not yet in the tier has waited", [],
+            (((), tp, lag.age_ms / 1000) for tp, lag in lags), largest=True,
+        )  # fmt: skip
+        yield self.series.gauge(
+            "tierlog_remote_upload_lag_bound_seconds",
+            "The most the oldest record not yet in the tier should wait (the topic's "
+            "tierlog.remote.segment.max.upload.interval.ms, or one pass if longer)", [],
+            (((), tp, lag.bound_ms / 1000) for tp, lag in lags if lag.bound_ms >= 0),
+            largest=True,
         )  # fmt: skip
 
 

@@ -17,10 +17,21 @@ from typing import Any
 
 from tierlog.storage.errors import InvalidConfigError
 
-__all__ = ["BROKER_TO_TOPIC_KEYS", "LONG_MAX", "LogConfig", "TimestampType"]
+__all__ = [
+    "BROKER_TO_TOPIC_KEYS",
+    "LONG_MAX",
+    "MAX_UPLOAD_INTERVAL_KEY",
+    "LogConfig",
+    "TimestampType",
+]
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
+
+# tierlog's own bound on how far the remote tier may fall behind a partition's log end
+# (Kafka uploads only the segments that size or segment.ms closed): a topic config, and
+# under the same name the broker's default for it.
+MAX_UPLOAD_INTERVAL_KEY = "tierlog.remote.segment.max.upload.interval.ms"
 
 # Kafka's broker setting -> the topic setting it provides the default for.
 BROKER_TO_TOPIC_KEYS: dict[str, str] = {
@@ -49,6 +60,7 @@ BROKER_TO_TOPIC_KEYS: dict[str, str] = {
     "log.local.retention.bytes": "local.retention.bytes",
     "min.insync.replicas": "min.insync.replicas",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
+    MAX_UPLOAD_INTERVAL_KEY: MAX_UPLOAD_INTERVAL_KEY,
 }
 
 
@@ -105,6 +117,8 @@ class LogConfig:
     remote_storage_enable: bool = _key("remote.storage.enable", False)
     local_retention_ms: int = _key("local.retention.ms", -2, minimum=-2)
     local_retention_bytes: int = _key("local.retention.bytes", -2, minimum=-2)
+    # -1: no bound (see MAX_UPLOAD_INTERVAL_KEY).
+    remote_segment_max_upload_interval_ms: int = _key(MAX_UPLOAD_INTERVAL_KEY, -1, minimum=-1)
     # Replication: how many in-sync replicas an acks=all produce needs, and whether a
     # replica outside the ISR may become leader (losing what only the ISR held).
     min_insync_replicas: int = _key("min.insync.replicas", 1, minimum=1)

@@ -95,9 +95,11 @@ class LocalLog:
         # still holding this log checks it after reading, since what it read from closed
         # files is an error or, through a reused descriptor, another file's bytes.
         self.deleted = False
+        opened_ms = clock_ms()  # segment.ms runs on the log's clock
         for segment in segments:
             segment.roll_jitter_ms = self._jitter_ms(segment.base_offset)
-        self.active_segment.created_ms = clock_ms()  # segment.ms runs on the log's clock
+            segment.first_append_ms = opened_ms  # no record of when the data came
+        self.active_segment.created_ms = opened_ms
 
     # -- segments ---------------------------------------------------------------------
 
@@ -169,6 +171,8 @@ class LocalLog:
     ) -> LogSegment:
         """Write offset-assigned batches to the active segment; the segment written to."""
         segment = self.active_segment
+        if segment.size == 0:
+            segment.first_append_ms = self.clock_ms()
         segment.append(pieces, batches, sum(batch.size for batch in batches))
         self.unflushed_messages += batches[-1].last_offset - first_offset + 1
         return segment

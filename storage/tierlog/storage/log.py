@@ -588,6 +588,17 @@ class Log:
             )
         return segment
 
+    def roll_at_tier_end(self) -> None:
+        """Roll if the active segment began below the tier's end and ends there: the
+        leader that uploaded the tier's last segment rolled there (for the tier's bound,
+        with no record after it yet to say so), and records appended from here on belong
+        in a segment of their own; in one spanning both, a new leader would upload the
+        tier's offsets again."""
+        with self._lock:
+            active = self.local.active_segment
+            if active.base_offset < self.tiered_end_offset == self.log_end_offset:
+                self._roll_locked()
+
     def flush(self, up_to_offset: int | None = None) -> None:
         """Make every batch below ``up_to_offset`` (default: the log end) durable.
 

@@ -140,6 +140,9 @@ class LogSegment:
             self.log.close()
             raise
         self.created_ms = int(time.time() * 1000)
+        # When this process first wrote to the segment (or opened it, holding data): how
+        # long its oldest records have waited for the tier (the log's clock sets it).
+        self.first_append_ms = self.created_ms
         self.roll_jitter_ms = 0  # chosen by the log, subtracted from segment.ms
         self.bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None

@@ -182,6 +182,95 @@ def test_a_quiet_partition_is_rolled_and_tiered_within_the_roll_interval(
     assert log.active_segment.base_offset == 6
 
 
+# A topic's tierlog.remote.segment.max.upload.interval.ms (the passes run every 30 s).
+BOUND_MS = 60_000
+
+
+def bounded(log: Log) -> None:
+    log.update_config(tiered_config(tierlog_remote_segment_max_upload_interval_ms=BOUND_MS))
+
+
+def test_an_idle_partition_is_tiered_within_its_max_upload_interval(
+    log: Log, store: ObjectStore, clock: FakeClock
+) -> None:
+    """Records wait in the active segment the bound less one pass, counted from their
+    append (not from the segment's creation): rolled then, they are in the tier before
+    the bound runs out; a partition wholly in the tier rolls nothing more."""
+    bounded(log)
+    rlm = manager(store, clock)
+    rlm.attach(TP, log)
+    clock.advance(3_600_000)  # the active segment is an hour old, its records will not be
+    produce(log, 2)  # 6 offsets, never filling the segment
+    waited_ms = BOUND_MS - CONFIG.task_interval_ms - 1
+    clock.advance(waited_ms)
+    rlm.run_once()
+    assert tier_offsets(store) == [] and len(log.segments) == 1
+    lag = rlm.upload_lag(TP)
+    assert (lag.offsets, lag.age_ms, lag.bound_ms) == (6, waited_ms, BOUND_MS)
+    clock.advance(1)
+    rlm.run_once()
+    assert tier_offsets(store) == [(0, 6)]
+    lag = rlm.upload_lag(TP)
+    assert (lag.offsets, lag.age_ms) == (0, 0)
+    bases = [segment.base_offset for segment in log.segments]
+    clock.advance(10 * BOUND_MS)
+    rlm.run_once()
+    assert [segment.base_offset for segment in log.segments] == bases  # no empty segment
+    assert len(stored_keys(store)) == 1
+
+
+def test_the_bound_rolls_no_segment_before_its_records_may_be_uploaded(
+    log: Log, store: ObjectStore, clock: FakeClock
+) -> None:
+    """Under replication only records below the high watermark go to the tier: a segment
+    holding none is left to grow (rolled at each pass it would leave a trail of tiny
+    segments while the followers lag), one holding some is rolled and uploaded once
+    committed to its end."""
+    bounded(log)
+    rlm = manager(store, clock)
+    rlm.committed_end = lambda _tp, partition_log: partition_log.high_watermark
+    rlm.attach(TP, log)
+    produce(log, 2)
+    clock.advance(10 * BOUND_MS)
+    rlm.run_once()
+    assert len(log.segments) == 1 and tier_offsets(store) == []
+    log.update_high_watermark(3)
+    rlm.run_once()
+    assert [segment.base_offset for segment in log.segments] == [0, 6]
+    assert tier_offsets(store) == []
+    log.update_high_watermark(6)
+    rlm.run_once()
+    assert tier_offsets(store) == [(0, 6)]
+
+
+def test_a_new_leader_whose_active_segment_ends_at_the_tier_end_rolls_there(
+    tmp_path: Path, store: ObjectStore, clock: FakeClock
+) -> None:
+    """A follower learns of a roll its leader made for the bound only with the records
+    after it; taking over before, it rolls where the tier ends, so what it appends next
+    is uploaded alone and nothing the tier holds is uploaded again."""
+    logs = [open_log(tmp_path / name, clock) for name in ("leader", "follower")]
+    for partition_log in logs:
+        bounded(partition_log)
+        produce(partition_log, 2)  # the same batches at the same offsets
+    leader, follower = logs
+    first = manager(store, clock)
+    first.attach(TP, leader)
+    clock.advance(BOUND_MS)
+    first.run_once()
+    assert tier_offsets(store) == [(0, 6)] and len(follower.segments) == 1
+    successor = manager(store, clock)
+    successor.attach(TP, follower)
+    assert [segment.base_offset for segment in follower.segments] == [0, 6]
+    produce(follower, 2, start=2)
+    clock.advance(BOUND_MS)
+    successor.run_once()
+    assert tier_offsets(store) == [(0, 6), (6, 12)]
+    assert stored_keys(store) == manifest_keys(store) and len(stored_keys(store)) == 2
+    for partition_log in logs:
+        partition_log.close()
+
+
 def test_producer_snapshots_the_uploader_needs_are_kept(log: Log) -> None:
     for batch in range(40):  # ten rolls, each below the recovery point, nothing tiered
         produce(log, 1, start=batch)

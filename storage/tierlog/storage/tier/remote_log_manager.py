@@ -4,8 +4,15 @@ Kafka's ``RemoteLogManager`` for one broker. For each such partition it owns the
 tier's manifest (claimed with a writer epoch above any earlier owner's) and, on
 every pass (``remote.log.manager.task.interval.ms``):
 
-1. rolls the active segment once it holds data and is ``remote.log.segment.roll.ms``
-   old, so a quiet partition's data reaches the tier within a bounded time;
+1. rolls the active segment once its oldest records have waited
+   ``remote.log.segment.roll.ms`` since their append, or the topic's
+   ``tierlog.remote.segment.max.upload.interval.ms`` less one pass (rolled then, they
+   are uploaded before the bound runs out), so the tier is never further behind the log
+   end than that bound (or one pass, if longer), idle partition or busy. Only a segment
+   holding committed records the tier lacks is rolled: an idle partition already in the
+   tier rolls nothing, and no segment is closed that could not be uploaded yet. Rolling
+   happens in the pass, under the partition's lock, before the uploads: never beside an
+   upload of the same partition;
 2. uploads closed segments above the tier's end, oldest first, each flushed first
    (only data below the recovery point goes to the tier: a local crash cannot lose
    what the tier already serves);
@@ -53,7 +60,10 @@ Under replication only the leader keeps the tier (``scope``): it claims the mani
 when it starts leading, with a writer epoch above the previous leader's (which is
 fenced from then on), and ``release`` drops the partition when it stops. Only
 segments below the high watermark (``committed_end``) are uploaded, so whichever
-in-sync replica leads next holds everything the tier holds.
+in-sync replica leads next holds everything the tier holds. A new leader whose active
+segment ends where the tier ends but began below it (its predecessor rolled there for
+the bound, and no record since told it so) rolls there as it claims, so that what it
+appends next is uploaded alone: nothing in the tier is uploaded again.
 """
 
 from __future__ import annotations
@@ -67,6 +77,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import InvalidConfigError, TierlogError
 from tierlog.storage.log import Log, wall_clock_ms
 from tierlog.storage.scheduler import PeriodicTask
@@ -147,10 +158,14 @@ REMOTE_LOG_MANAGER_KEYS = {
 
 @dataclass(frozen=True)
 class UploadLag:
-    """Closed local segments not yet in the tier (Kafka's RemoteCopyLag*)."""
+    """How far the tier is behind the log: closed local segments not yet in it (Kafka's
+    RemoteCopyLag*), and the records above its end, to the log end."""
 
     segments: int
     size_bytes: int
+    offsets: int
+    age_ms: int  # how long the oldest of those records has waited (0: none waits)
+    bound_ms: int  # the most ``age_ms`` should reach, upload time aside (-1: no bound)
 
 
 class StopReason(enum.Enum):
@@ -298,9 +313,23 @@ class RemoteLogManager:
     def upload_lag(self, tp: TopicPartition) -> UploadLag:
         partition = self._partitions.get(tp)
         if partition is None:
-            return UploadLag(0, 0)
-        waiting = self._closed_untiered(tp, partition.log)
-        return UploadLag(len(waiting), sum(segment.size for segment in waiting))
+            return UploadLag(0, 0, 0, 0, -1)
+        partition_log = partition.log
+        waiting = self._closed_untiered(tp, partition_log)
+        tier_end = max(partition_log.tiered_end_offset, partition_log.log_start_offset)
+        behind = max(0, partition_log.log_end_offset - tier_end)
+        oldest_ms = next(
+            (s.first_append_ms for s in partition_log.segments if s.next_offset > tier_end),
+            None,
+        )
+        bound_ms = partition_log.config.remote_segment_max_upload_interval_ms
+        return UploadLag(
+            len(waiting),
+            sum(segment.size for segment in waiting),
+            behind,
+            max(0, self.clock_ms() - oldest_ms) if behind and oldest_ms is not None else 0,
+            max(bound_ms, self.config.task_interval_ms) if bound_ms >= 0 else -1,
+        )
 
     # -- the periodic pass --------------------------------------------------------------
 
@@ -452,7 +481,7 @@ class RemoteLogManager:
 
     def _pass(self, partition: _Partition, now_ms: int) -> None:
         writer = self._claim(partition)
-        self._roll_if_due(partition.log, now_ms)
+        self._roll_if_due(partition.tp, partition.log, now_ms)
         self._upload_closed_segments(partition, writer)
         self._apply_retention(partition, writer, now_ms)
         if now_ms >= partition.next_sweep_ms:
@@ -487,6 +516,7 @@ class RemoteLogManager:
             restart.producers,
             restart.leader_epochs,
         )
+        partition.log.roll_at_tier_end()
         partition.writer = writer
         log.info(
             "%s: tier writer epoch %d; tier holds [%d, %d)",
@@ -513,10 +543,25 @@ class RemoteLogManager:
 
     # -- upload -------------------------------------------------------------------------
 
-    def _roll_if_due(self, partition_log: Log, now_ms: int) -> None:
+    def _roll_if_due(self, tp: TopicPartition, partition_log: Log, now_ms: int) -> None:
+        """Roll the active segment when its oldest records have waited long enough and it
+        holds committed records the tier lacks (see the module doc)."""
         active = partition_log.active_segment
-        if active.size > 0 and now_ms - active.created_ms >= self.config.segment_roll_ms:
+        if active.size == 0 or partition_log.log_end_offset <= partition_log.tiered_end_offset:
+            return
+        if self.committed_end(tp, partition_log) <= active.base_offset:
+            return  # nothing in it may be uploaded yet: let it grow
+        if now_ms - active.first_append_ms >= self._roll_after_ms(partition_log.config):
             partition_log.roll()
+
+    def _roll_after_ms(self, topic: LogConfig) -> int:
+        """How long records may wait in the active segment: the broker's roll interval,
+        or less under the topic's bound (one pass less, so that the pass rolling them
+        comes before the bound runs out)."""
+        bound_ms = topic.remote_segment_max_upload_interval_ms
+        if bound_ms < 0:
+            return self.config.segment_roll_ms
+        return min(self.config.segment_roll_ms, max(0, bound_ms - self.config.task_interval_ms))
 
     def _closed_untiered(self, tp: TopicPartition, partition_log: Log) -> list[LogSegment]:
         """Closed, committed segments above the tier's end that still hold offsets of
