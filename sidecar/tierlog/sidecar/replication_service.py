@@ -74,7 +74,10 @@ class ReplicationService(replication_service_pb2_grpc.ReplicationServiceServicer
         while True:
             planned = [self._plan(request.replica_id, asked) for asked in request.partitions]
             events = [self.watch.event(item.tp) for item in planned]
-            answers = await asyncio.to_thread(_read_all, planned, max_bytes)
+            if any(_has_batches(item) for item in planned):
+                answers = await asyncio.to_thread(_read_all, planned, max_bytes)
+            else:  # nothing to read: answered on the loop, without waiting for a thread
+                answers = _read_all(planned, max_bytes)
             now_ms = int(time.time() * 1000)
             for item in planned:
                 if item.leader is not None and item.answer is None:
@@ -109,9 +112,19 @@ class ReplicationService(replication_service_pb2_grpc.ReplicationServiceServicer
         return item
 
 
+def _has_batches(item: _Planned) -> bool:
+    """Whether answering ``item`` reads the leader's local log: the follower asked from
+    below its end (at the end there is nothing to read, outside the log an error)."""
+    if item.answer is not None or item.leader is None:
+        return False
+    log = item.leader.log
+    return log.local_log_start_offset <= item.asked.fetch_offset < log.log_end_offset
+
+
 def _read_all(planned: list[_Planned], max_bytes: int) -> list[pb.ReplicaFetchPartitionData]:
-    """Each partition's answer, reading the planned ones from the leader's log (blocking).
-    The whole answer stays within ``max_bytes`` bar the first batch."""
+    """Each partition's answer, reading the planned ones from the leader's log (blocking
+    when one ``_has_batches``). The whole answer stays within ``max_bytes`` bar the first
+    batch."""
     answers = []
     budget = max_bytes
     for item in planned:
@@ -144,7 +157,7 @@ def _read(leader: LeaderPartition, offset: int, max_bytes: int, *, first: bool) 
         raise OffsetMovedToTieredStorageError(
             f"offset {offset} is below the leader's local log start {log.local_log_start_offset}"
         )
-    if max_bytes == 0 and not first:
+    if offset == log.log_end_offset or (max_bytes == 0 and not first):
         return LogRead(b"", log.log_start_offset, log.log_end_offset)
     return log.read(offset, max_bytes, min_one_batch=first)
 
