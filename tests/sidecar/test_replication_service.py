@@ -4,11 +4,12 @@ logs: how an acks=all produce is committed by its followers' fetches."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import grpc
 
@@ -17,6 +18,7 @@ from tests.storage.conftest import make_batch
 from tierlog.api.v1 import replication_service_pb2 as pb
 from tierlog.partition_state.local_store import LocalStateStore
 from tierlog.partition_state.model import PartitionState
+from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.sidecar.replication_service import ReplicationService
 from tierlog.storage.manager import LogManager, LogManagerConfig
 from tierlog.storage.topic_partition import TopicPartition
@@ -24,17 +26,26 @@ from tierlog.storage.topic_partition import TopicPartition
 ORDERS = TopicPartition("orders", 0)
 # A bound on what must happen at once; only reached when the answer waits for a thread.
 ANSWER_TIMEOUT_S = 10
+MIB = 1024 * 1024
 
 
-async def _one_fetch(
-    service: ReplicationService, replica: int, broker_epoch: int, fetch_offset: int
-) -> pb.ReplicaFetchResponse:
-    """``replica``'s fetch from ``fetch_offset``, answered without waiting (max_wait 0)."""
+class _Cluster(NamedTuple):
+    """Broker 0 leading ``orders-0`` (replicas 0, 1, 2) in-process, and what fetches it."""
+
+    store: LocalStateStore
+    replicas: ReplicaManager
+    service: ReplicationService
+    broker_epochs: dict[int, int]
+
+
+async def _one_fetch(cluster: _Cluster, replica: int, fetch_offset: int) -> pb.ReplicaFetchResponse:
+    """``replica``'s fetch from ``fetch_offset``, answered without waiting (max_wait 0);
+    ``ANSWER_TIMEOUT_S`` bounds the wait for the answer."""
 
     async def requests() -> AsyncIterator[pb.ReplicaFetchRequest]:
         yield pb.ReplicaFetchRequest(
             replica_id=replica,
-            broker_epoch=broker_epoch,
+            broker_epoch=cluster.broker_epochs[replica],
             max_wait_ms=0,
             partitions=[
                 pb.ReplicaFetchPartition(
@@ -47,10 +58,43 @@ async def _one_fetch(
             ],
         )
 
-    context = cast(grpc.aio.ServicerContext[Any, Any], None)  # only used to abort
-    async for response in service.ReplicaFetch(requests(), context):
-        return response
-    raise AssertionError("the leader ended the stream")
+    async def first_answer() -> pb.ReplicaFetchResponse:
+        context = cast(grpc.aio.ServicerContext[Any, Any], None)  # only used to abort
+        async for response in cluster.service.ReplicaFetch(requests(), context):
+            return response
+        raise AssertionError("the leader ended the stream")
+
+    return await asyncio.wait_for(first_answer(), ANSWER_TIMEOUT_S)
+
+
+@contextlib.contextmanager
+def _leader_of_orders(tmp_path: Path) -> Iterator[_Cluster]:
+    store = LocalStateStore(tmp_path / "state")
+    epochs = {b: store.acquire_lease(b, f"broker-{b}", 10.0).broker_epoch for b in (0, 1, 2)}
+    store.create_topic(ORDERS.topic, {0: PartitionState.new((0, 1, 2))})
+    data = tmp_path / "data"
+    data.mkdir()
+    logs = LogManager(LogManagerConfig(log_dirs=(data,)))
+    replicas = _replica_manager(tmp_path, store, logs, broker_epoch=lambda: epochs[0])
+    try:
+        yield _Cluster(store, replicas, ReplicationService(replicas, replicas.watch, MIB), epochs)
+    finally:
+        logs.shutdown()
+
+
+@contextlib.asynccontextmanager
+async def _every_thread_busy() -> AsyncIterator[None]:
+    """The loop's worker threads all held by a slow job (one thread, blocked) meanwhile."""
+    release = threading.Event()
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(ThreadPoolExecutor(max_workers=1))
+    busy = loop.run_in_executor(None, release.wait)
+    try:
+        yield
+        assert not busy.done()
+    finally:
+        release.set()
+        await busy
 
 
 def test_fetches_at_the_log_end_commit_an_acks_all_produce_while_every_thread_is_busy(
@@ -60,40 +104,41 @@ def test_fetches_at_the_log_end_commit_an_acks_all_produce_while_every_thread_is
     watermark and answers the producer: it reads nothing, so it must not wait its turn
     for a worker thread (seen: 0.3 to 2 ms per follower on a busy 2-core machine, on
     every acks=all round trip, and as long as a slow read elsewhere lasts)."""
-    store = LocalStateStore(tmp_path / "state")
-    epochs = {b: store.acquire_lease(b, f"broker-{b}", 10.0).broker_epoch for b in (0, 1, 2)}
-    data = tmp_path / "data"
-    data.mkdir()
-    logs = LogManager(LogManagerConfig(log_dirs=(data,)))
-    replicas = _replica_manager(tmp_path, store, logs, broker_epoch=lambda: epochs[0])
-    service = ReplicationService(replicas, replicas.watch, max_bytes=1024 * 1024)
-    release = threading.Event()
 
-    async def produce_then_fetch_with_no_thread_free() -> None:
-        store.create_topic(ORDERS.topic, {0: PartitionState.new((0, 1, 2))})
-        await replicas.poll_once()
-        leader = replicas.leaders[ORDERS]
+    async def produce_then_fetch() -> None:
+        await cluster.replicas.poll_once()
+        leader = cluster.replicas.leaders[ORDERS]
         leader.log.append(make_batch(3))
         producer = asyncio.create_task(leader.wait_until_committed(3, 2, ANSWER_TIMEOUT_S))
-
-        loop = asyncio.get_running_loop()
-        loop.set_default_executor(ThreadPoolExecutor(max_workers=1))
-        busy = loop.run_in_executor(None, release.wait)  # a slow read holds the one thread
-        try:
+        async with _every_thread_busy():
             for follower in (1, 2):  # each already holds the 3 records
-                answer = await asyncio.wait_for(
-                    _one_fetch(service, follower, epochs[follower], 3), ANSWER_TIMEOUT_S
-                )
+                answer = await _one_fetch(cluster, follower, 3)
                 assert answer.partitions[0].record_batches == b""
             await asyncio.wait_for(producer, ANSWER_TIMEOUT_S)
             assert leader.high_watermark == 3
-            assert not busy.done()
-        finally:
-            release.set()
-            await busy
-            await replicas.stop()
+        await cluster.replicas.stop()
 
-    try:
-        asyncio.run(produce_then_fetch_with_no_thread_free())
-    finally:
-        logs.shutdown()
+    with _leader_of_orders(tmp_path) as cluster:
+        asyncio.run(produce_then_fetch())
+
+
+def test_followers_fetch_the_batches_an_acks_all_produce_waits_for_while_every_thread_is_busy(
+    tmp_path: Path,
+) -> None:
+    """The batches past the high watermark were appended moments ago: the followers'
+    fetches of them are read on the loop, not after a hop to a worker thread (0.3 to 2 ms
+    per follower on a busy machine, on every acks=all round trip)."""
+
+    async def produce_then_fetch() -> None:
+        await cluster.replicas.poll_once()
+        leader = cluster.replicas.leaders[ORDERS]
+        batch = make_batch(3)
+        leader.log.append(batch)
+        async with _every_thread_busy():
+            for follower in (1, 2):
+                answer = await _one_fetch(cluster, follower, 0)
+                assert len(answer.partitions[0].record_batches) == len(batch)
+        await cluster.replicas.stop()
+
+    with _leader_of_orders(tmp_path) as cluster:
+        asyncio.run(produce_then_fetch())
