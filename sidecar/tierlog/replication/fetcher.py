@@ -3,11 +3,12 @@
 A ``ReplicaFetcher`` asks its leader for every partition this broker follows there,
 from each log's end and with the epoch of its last batch, applies each answer
 (``follower.apply_fetched``) under the partition's lock (so a change of role never
-interleaves with an append), and asks again. The stream is re-opened after a failure
-with a back-off, as Kafka's fetcher threads back off (``replica.fetch.backoff.ms``),
-and a partition the leader refused (it does not lead it yet, a stale epoch) is left
-out of the requests for that back-off, as Kafka delays a partition with an error,
-while the stream goes on for the others.
+interleaves with an append), and asks again. A small plain append is applied on the
+loop (``follower.applies_without_waiting``), anything else in a thread. The stream is
+re-opened after a failure with a back-off, as Kafka's fetcher threads back off
+(``replica.fetch.backoff.ms``), and a partition the leader refused (it does not lead it
+yet, a stale epoch) is left out of the requests for that back-off, as Kafka delays a
+partition with an error, while the stream goes on for the others.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 import grpc
 
 from tierlog.api.v1 import replication_service_pb2 as pb
-from tierlog.replication.follower import FetchOutcome, apply_fetched
+from tierlog.replication.follower import FetchOutcome, applies_without_waiting, apply_fetched
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.log import Log
 from tierlog.storage.tier.store import ObjectStore
@@ -189,9 +190,12 @@ class ReplicaFetcher:
             async with lock:
                 if tp not in self.epochs or partition_log.log_end_offset != asked[tp]:
                     continue  # no longer followed here, or changed meanwhile: ask again
-                outcome = await asyncio.to_thread(
-                    apply_fetched, partition_log, asked[tp], data, self.tier_store
-                )
+                if applies_without_waiting(partition_log, data, self.epochs[tp]):
+                    outcome = apply_fetched(partition_log, asked[tp], data, self.tier_store)
+                else:
+                    outcome = await asyncio.to_thread(
+                        apply_fetched, partition_log, asked[tp], data, self.tier_store
+                    )
             if outcome.error is not None:
                 self._delayed[tp] = time.monotonic() + self.settings.backoff_ms / 1000
                 log.info(

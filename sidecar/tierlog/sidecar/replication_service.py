@@ -38,6 +38,9 @@ __all__ = ["ReplicationService"]
 
 _Context = grpc.aio.ServicerContext[Any, Any]
 MAX_WAIT_MS = 60_000
+# A bound on what a fetch reads on the loop (``_reads_on_loop``): each offset is at most
+# one batch, a few microseconds to find and copy.
+TAIL_OFFSETS_READ_ON_LOOP = 64
 
 
 @dataclass
@@ -74,7 +77,10 @@ class ReplicationService(replication_service_pb2_grpc.ReplicationServiceServicer
         while True:
             planned = [self._plan(request.replica_id, asked) for asked in request.partitions]
             events = [self.watch.event(item.tp) for item in planned]
-            answers = await asyncio.to_thread(_read_all, planned, max_bytes)
+            if _reads_on_loop(planned):
+                answers = _read_all(planned, max_bytes)
+            else:
+                answers = await asyncio.to_thread(_read_all, planned, max_bytes)
             now_ms = int(time.time() * 1000)
             for item in planned:
                 if item.leader is not None and item.answer is None:
@@ -109,9 +115,31 @@ class ReplicationService(replication_service_pb2_grpc.ReplicationServiceServicer
         return item
 
 
+def _reads_on_loop(planned: list[_Planned]) -> bool:
+    """Whether the answer is read on the loop rather than in a thread: it reads only
+    batches past the high watermark, at most ``TAIL_OFFSETS_READ_ON_LOOP`` offsets in
+    all. Those are what acks=all producers wait for, appended since the last commit, moments
+    ago: a copy from the page cache, where a hop to a thread and back costs 0.3 to 2 ms on
+    a busy machine on every acks=all round trip. A follower catching up from below the
+    high watermark may read the disk, and is answered from a thread."""
+    tail_offsets = 0
+    for item in planned:
+        if item.answer is not None or item.leader is None:
+            continue
+        log = item.leader.log
+        fetch_offset = item.asked.fetch_offset
+        if fetch_offset < log.local_log_start_offset or fetch_offset > log.log_end_offset:
+            continue  # an error, no read
+        if fetch_offset < log.high_watermark:
+            return False
+        tail_offsets += log.log_end_offset - fetch_offset
+    return tail_offsets <= TAIL_OFFSETS_READ_ON_LOOP
+
+
 def _read_all(planned: list[_Planned], max_bytes: int) -> list[pb.ReplicaFetchPartitionData]:
-    """Each partition's answer, reading the planned ones from the leader's log (blocking).
-    The whole answer stays within ``max_bytes`` bar the first batch."""
+    """Each partition's answer, reading the planned ones from the leader's log (blocking,
+    bar ``_reads_on_loop``). The whole answer stays within ``max_bytes`` bar the first
+    batch."""
     answers = []
     budget = max_bytes
     for item in planned:
@@ -144,7 +172,7 @@ def _read(leader: LeaderPartition, offset: int, max_bytes: int, *, first: bool) 
         raise OffsetMovedToTieredStorageError(
             f"offset {offset} is below the leader's local log start {log.local_log_start_offset}"
         )
-    if max_bytes == 0 and not first:
+    if offset == log.log_end_offset or (max_bytes == 0 and not first):
         return LogRead(b"", log.log_start_offset, log.log_end_offset)
     return log.read(offset, max_bytes, min_one_batch=first)
 
