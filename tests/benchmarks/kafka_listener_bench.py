@@ -1,6 +1,6 @@
 """Issue 31's figures: tierlog's Kafka listener beside Kafka 4.1.1 and beside its own gRPC path.
 
-Run from the repository root (needs the Kafka jars in ``.cache``; ~35 minutes on 2 vCPUs)::
+Run from the repository root (needs the Kafka jars in ``.cache``; ~40 minutes on 2 busy vCPUs)::
 
     .venv/bin/python -m tests.benchmarks.kafka_listener_bench
 
