@@ -1,31 +1,33 @@
 """Issue 31's figures: tierlog's Kafka listener beside Kafka 4.1.1 and beside its own gRPC path.
 
-Run from the repository root (needs the Kafka jars in ``.cache``; ~15 minutes on 2 vCPUs)::
+Run from the repository root (needs the Kafka jars in ``.cache``; ~40 minutes on 2 busy vCPUs)::
 
     .venv/bin/python -m tests.benchmarks.kafka_listener_bench
 
-Three systems, all on loopback and up for the whole run:
+For each replication factor N of ``--replication-factors`` (1 and 3), two clusters of N
+brokers on loopback, up for that factor's part of the run, make three systems:
 
-- **A**, tierlog's Kafka listener: one ``tierlog-sidecar --kafka-listen``, driven by Kafka's
-  own ``ProducerPerformance`` and ``ConsumerPerformance`` (kafka-tools 4.1.1);
-- **B**, Kafka: the interop harness's single-node KRaft broker (``tests/interop/kafka.py``),
-  driven by the same two tools;
-- **C**, tierlog's gRPC path: the same sidecar as A, driven by ``tierlog perf``.
+- **A**, tierlog's Kafka listener: ``tierlog cluster up --brokers N`` (every broker with a
+  Kafka listener, topics of N replicas), driven by Kafka's own ``ProducerPerformance`` and
+  ``ConsumerPerformance`` (kafka-tools 4.1.1) through ``cluster status --kafka-bootstrap``;
+- **B**, Kafka: the interop harness's KRaft ``KafkaCluster`` of N brokers, broker 0 the
+  controller too (``tests/interop/kafka.py``; N JVMs), driven by the same two tools;
+- **C**, tierlog's gRPC path: the same brokers as A, driven by ``tierlog perf``.
 
 The workload is ``kafka_comparison_bench``'s (its ``measure``: peak produce, consume of what
 was produced, produce at half of Kafka's median peak), with ``acks=all``: 1 KiB records, one
-partition, RF 1, no compression, ``batch.size`` 64 KiB and 1 MiB, ``linger.ms=1000``. Every
-figure is taken ``--runs`` times with the systems interleaved (A, B, C, A, B, C, ...), and
-medians are reported. Consumers join with ``group.protocol=consumer`` (KIP-848) on both
-brokers; ``fetch.*`` figures leave the join out.
+partition of N replicas (``min.insync.replicas`` at its default, 1, on both: with acks=all a
+leader waits for every in-sync replica whatever it says), no compression, ``batch.size``
+64 KiB and 1 MiB, ``linger.ms=1000``. Every figure is taken ``--runs`` times with the systems
+interleaved (A, B, C, A, B, C, ...), and medians are reported. Consumers join with
+``group.protocol=consumer`` (KIP-848) on both; ``fetch.*`` figures leave the join out.
 
-Around every peak produce and every consume the broker's CPU time (``utime + stime`` from
-``/proc/PID/stat``, all its threads) and its threads' run-queue wait (``task/*/schedstat``)
-are read, and reported per MiB moved: the sidecar's for A and C, the JVM's for B. A and C
-share one sidecar, so its CPU per MiB compares the two front doors directly; the run-queue
-wait says how long the broker was ready to work but the machine gave it no CPU.
-
-RF 3 is not measured: ``tierlog cluster up`` does not start Kafka listeners on main yet.
+Around every peak produce and every consume the brokers' CPU time (``utime + stime`` from
+``/proc/PID/stat``, all their threads) and their threads' run-queue wait (``task/*/schedstat``)
+are read, summed over the cluster's processes and reported per MiB moved: the sidecars' for
+A and C, the JVMs' for B (so with N = 3 they include the followers' replication). A and C
+share the sidecars, so their CPU per MiB compares the two front doors directly; the run-queue
+wait says how long the brokers were ready to work but the machine gave them no CPU.
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import shutil
 import statistics
 import tempfile
@@ -51,6 +52,7 @@ from tests.benchmarks.kafka_comparison_bench import (
     BatchSizeFigures,
     Consumed,
     Kafka,
+    KafkaEndpoint,
     Produced,
     System,
     Tierlog,
@@ -58,13 +60,14 @@ from tests.benchmarks.kafka_comparison_bench import (
     measure,
     mib_per_s,
     progress,
-    sidecar,
 )
-from tests.interop.kafka import KafkaBroker, KafkaTools
+from tests.benchmarks.replication_bench import wait_until
+from tests.interop.kafka import KafkaCluster, KafkaTools
+from tests.support.local_cluster import running_cluster
+from tierlog.cli.local_cluster import read_cluster
 from tierlog.client import AdminClient
 from tierlog.tools.progress import Advance, choose_tracker
 
-KAFKA_SERVING = re.compile(r"serving Kafka's wire protocol on (\S+)")
 LISTENER, KAFKA, GRPC = "tierlog Kafka listener", "Kafka", "tierlog gRPC"
 SYSTEMS = (LISTENER, KAFKA, GRPC)
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -84,7 +87,7 @@ class Usage(NamedTuple):
         return Usage(self.cpu_s / mib, self.run_queue_s / mib)
 
 
-def usage(pid: int) -> Usage:
+def process_usage(pid: int) -> Usage:
     """``pid``'s CPU time so far (user plus system, every thread: proc(5) stat fields 14
     and 15) and its threads' run-queue wait (field 2 of each ``task/*/schedstat``): on a
     shared machine the second says how long the broker was ready but not running."""
@@ -97,27 +100,52 @@ def usage(pid: int) -> Usage:
     return Usage((int(fields[11]) + int(fields[12])) / CLOCK_TICKS, waited_ns / 1e9)
 
 
-@dataclass
-class TierlogKafkaEndpoint:
-    """The sidecar's Kafka listener, where Kafka's tools connect; topics made over gRPC."""
+def usage(pids: Sequence[int]) -> Usage:
+    """A cluster's usage so far: its processes' summed."""
+    each = [process_usage(pid) for pid in pids]
+    return Usage(sum(u.cpu_s for u in each), sum(u.run_queue_s for u in each))
+
+
+@dataclass(frozen=True)
+class TierlogBrokers:
+    """A ``tierlog cluster up``'s brokers: their Kafka listeners, where Kafka's tools
+    connect, their gRPC addresses, where ``tierlog perf`` does, and their pids."""
 
     bootstrap_server: str
-    grpc_address: str
+    grpc_addresses: tuple[str, ...]
+    pids: tuple[int, ...]
+
+    @classmethod
+    def of_cluster(cls, directory: Path) -> TierlogBrokers:
+        cluster = read_cluster(directory)
+        pids = tuple(broker.pid for broker in cluster.brokers if broker.pid is not None)
+        return cls(cluster.kafka_bootstrap, tuple(b.address for b in cluster.brokers), pids)
+
+    @property
+    def servers(self) -> str:
+        return ",".join(self.grpc_addresses)
 
     def create_topic(self, topic: str) -> None:
-        with AdminClient(self.grpc_address) as admin:
+        """Over gRPC with the cluster's default replication factor (a replica on every
+        broker, up to 3); back once every broker knows it, so that no client's first
+        request reaches a broker that has not yet heard of it from the store."""
+        with AdminClient(self.grpc_addresses[0]) as admin:
             admin.create_topic(topic)
+        for address in self.grpc_addresses:
+            with AdminClient(address) as admin:
+                wait_until(lambda: topic in admin.list_topics(), f"{address} to hold {topic}")
 
 
 @dataclass
 class Metered:
-    """A system whose server's ``usage`` is read around each peak produce and each consume.
+    """A system whose brokers' ``usage`` is read around each peak produce and each consume.
 
-    Its topics carry ``prefix``: the listener and gRPC share one sidecar, and ``measure`` gives
-    every system the same topic names."""
+    Its topics, made by ``topics``, carry ``prefix``: the listener and gRPC share one cluster,
+    and ``measure`` gives every system the same topic names."""
 
     system: System
-    pid: int
+    topics: KafkaEndpoint
+    pids: Sequence[int]
     prefix: str
     advance: Advance
     produce_per_mib: list[Usage] = field(default_factory=list)
@@ -132,35 +160,33 @@ class Metered:
         self.consume_per_mib.clear()
 
     def create_topic(self, topic: str) -> None:
-        self.system.create_topic(f"{self.prefix}-{topic}")
+        self.topics.create_topic(f"{self.prefix}-{topic}")
 
     def produce(self, topic: str, records: int, batch_bytes: int, rate: float) -> Produced:
-        before = usage(self.pid)
+        before = usage(self.pids)
         produced = self.system.produce(f"{self.prefix}-{topic}", records, batch_bytes, rate)
         if rate < 0:  # the peak runs: the rate-limited ones idle between batches
-            self.produce_per_mib.append(usage(self.pid).since(before).per_mib(produced.records))
+            self.produce_per_mib.append(usage(self.pids).since(before).per_mib(produced.records))
         self.advance(1)
         return produced
 
     def consume(self, topic: str, records: int) -> Consumed:
-        before = usage(self.pid)
+        before = usage(self.pids)
         consumed = self.system.consume(f"{self.prefix}-{topic}", records)
-        self.consume_per_mib.append(usage(self.pid).since(before).per_mib(consumed.records))
+        self.consume_per_mib.append(usage(self.pids).since(before).per_mib(consumed.records))
         self.advance(1)
         return consumed
 
 
 @contextlib.contextmanager
-def listener_sidecar(data_dir: Path) -> Iterator[tuple[str, str, int]]:
-    """A sidecar serving gRPC and Kafka's protocol: its gRPC and Kafka addresses, its pid."""
-    with sidecar(data_dir, extra_args=("--kafka-listen", "127.0.0.1:0")) as (address, pid):
-        log = data_dir.parent / "sidecar.log"
-        deadline = time.monotonic() + 30
-        while (match := KAFKA_SERVING.search(log.read_text(errors="replace"))) is None:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no Kafka listener in {log}")
-            time.sleep(0.1)
-        yield address, match[1], pid
+def clusters(
+    tools: KafkaTools, workdir: Path, broker_count: int
+) -> Iterator[tuple[KafkaCluster, TierlogBrokers]]:
+    """Kafka's and tierlog's clusters of ``broker_count`` brokers, up together."""
+    tierlog_dir = workdir / "tierlog"
+    kafka = KafkaCluster(tools, workdir / "kafka", broker_count, combined_controller=True)
+    with kafka, running_cluster(tierlog_dir, broker_count):
+        yield kafka, TierlogBrokers.of_cluster(tierlog_dir)
 
 
 def _ratio(value: float, base: float) -> str:
@@ -178,8 +204,9 @@ def _rate(records_per_s: float) -> str:
 
 @dataclass(frozen=True)
 class Figures:
-    """One batch size's medians by system name."""
+    """One replication factor's and batch size's medians by system name."""
 
+    replication_factor: int
     label: str
     peak: dict[str, float]
     consume: dict[str, float]
@@ -192,7 +219,9 @@ class Figures:
     runs: dict[str, list[str]]  # every run's figures, for the record
 
 
-def summarise(measured: BatchSizeFigures, metered: Sequence[Metered]) -> Figures:
+def summarise(
+    replication_factor: int, measured: BatchSizeFigures, metered: Sequence[Metered]
+) -> Figures:
     """The medians of ``kafka_comparison_bench.measure``'s figures and of the CPU readings."""
     med = statistics.median
     peak, consume, latency = measured.peak, measured.consume, measured.latency
@@ -205,6 +234,7 @@ def summarise(measured: BatchSizeFigures, metered: Sequence[Metered]) -> Figures
         for name in SYSTEMS
     }
     return Figures(
+        replication_factor=replication_factor,
         label=measured.label,
         peak={name: med(p.records_per_s for p in peak[name]) for name in SYSTEMS},
         consume={name: med(c.records_per_s for c in consume[name]) for name in SYSTEMS},
@@ -227,15 +257,16 @@ def _median_usage(readings: Sequence[Usage]) -> Usage:
 
 def table(figures: Sequence[Figures]) -> str:
     rows = [
-        f"| batch | figure (median) | {LISTENER} (A) | {KAFKA} (B) | {GRPC} (C) "
+        f"| RF, batch | figure (median) | {LISTENER} (A) | {KAFKA} (B) | {GRPC} (C) "
         "| A/B | target | A/C |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for f in figures:
+        where = f"RF {f.replication_factor}, {f.label}"
         for what, values in (("produce, peak", f.peak), ("consume", f.consume)):
             a, b, c = (values[name] for name in SYSTEMS)
             rows.append(
-                f"| {f.label} | {what} | {_rate(a)} | {_rate(b)} | {_rate(c)} | {_ratio(a, b)} "
+                f"| {where} | {what} | {_rate(a)} | {_rate(b)} | {_rate(c)} | {_ratio(a, b)} "
                 f"| {_verdict(a / b, 1.0, at_least=True)} | {_ratio(a, c)} |"
             )
         a, b, c = (f.p99[name] for name in SYSTEMS)
@@ -244,98 +275,121 @@ def table(figures: Sequence[Figures]) -> str:
             verdict = "≤ 1.5x ✘ (rate not reached)"
         p50 = [f.p50[name] for name in SYSTEMS]
         rows.append(
-            f"| {f.label} | produce at {f.latency_rate:,.0f} rec/s (½ Kafka's peak): p99 (p50) "
+            f"| {where} | produce at {f.latency_rate:,.0f} rec/s (½ Kafka's peak): p99 (p50) "
             f"| {a:g} ms ({p50[0]:g}) | {b:g} ms ({p50[1]:g}) | {c:g} ms ({p50[2]:g}) "
             f"| {_ratio(a, b)} | {verdict} | {_ratio(a, c)} |"
         )
         a, b, c = (f.achieved[name] for name in SYSTEMS)
         rows.append(
-            f"| {f.label} | rate achieved in those runs | {_rate(a)} | {_rate(b)} | {_rate(c)} "
+            f"| {where} | rate achieved in those runs | {_rate(a)} | {_rate(b)} | {_rate(c)} "
             f"| {_ratio(a, b)} | | {_ratio(a, c)} |"
         )
         for what, per_mib in (("produce", f.produce_usage), ("consume", f.consume_usage)):
             for figure, index in (("CPU", 0), ("run-queue wait", 1)):
                 a, b, c = (per_mib[name][index] for name in SYSTEMS)
                 rows.append(
-                    f"| {f.label} | broker {figure} s per MiB, {what} (sidecar; Kafka's JVM) "
+                    f"| {where} | brokers' {figure} s per MiB, {what} (sidecars; Kafka's JVMs) "
                     f"| {a:.3f} | {b:.3f} | {c:.3f} | {_ratio(a, b)} | | {_ratio(a, c)} |"
                 )
     return "\n".join(rows)
 
 
+def sampling_load(step: Advance, loads: list[float]) -> Advance:
+    """``step``, noting the 1-minute load average at each run's end in ``loads``."""
+
+    def advance_and_sample(n: int) -> None:
+        loads.append(os.getloadavg()[0])
+        step(n)
+
+    return advance_and_sample
+
+
+def measure_replicated(
+    tools: KafkaTools,
+    workdir: Path,
+    replication_factor: int,
+    advance: Advance,
+    args: argparse.Namespace,
+) -> list[Figures]:
+    """Every batch size's figures on two fresh clusters of ``replication_factor`` brokers."""
+    consumer_config = workdir / "consumer.properties"
+    workdir.mkdir(parents=True, exist_ok=True)
+    consumer_config.write_text("group.protocol=consumer\n")
+    with clusters(tools, workdir, replication_factor) as (kafka, tierlog):
+        progress(
+            f"RF {replication_factor}: Kafka {tools.version} at {kafka.bootstrap_server}; "
+            f"tierlog (pids {tierlog.pids}): Kafka listeners at {tierlog.bootstrap_server}, "
+            f"gRPC at {tierlog.servers}"
+        )
+        kafka_pids = [node.pid for node in kafka.nodes]
+        metered = [
+            Metered(
+                Kafka(tools, tierlog, LISTENER, "all", consumer_config),
+                tierlog,
+                tierlog.pids,
+                "a",
+                advance,
+            ),
+            Metered(
+                Kafka(tools, kafka, KAFKA, "all", consumer_config), kafka, kafka_pids, "b", advance
+            ),
+            Metered(Tierlog(tierlog.servers, GRPC, "all"), tierlog, tierlog.pids, "c", advance),
+        ]
+        for system in metered:  # the JVMs' JIT and the sidecars' first segments
+            system.create_topic("warm-up")
+            system.produce("warm-up", args.warm_up_records, 64 * 1024, -1)
+            system.consume("warm-up", args.warm_up_records)
+            system.clear()
+            progress(f"RF {replication_factor}: {system.name} warmed up (not counted)")
+        figures = []
+        for label, batch_bytes in list(BATCH_SIZES.items())[: 1 if args.quick else None]:
+            measured = measure(label, batch_bytes, metered, None, args)
+            figures.append(summarise(replication_factor, measured, metered))
+            for system in metered:
+                system.clear()
+    return figures
+
+
 def run(args: argparse.Namespace) -> None:
     tools = KafkaTools.locate()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="tierlog-kafka-listener-bench-"))
-    consumer_config = workdir / "consumer.properties"
-    batch_sizes = dict(list(BATCH_SIZES.items())[: 1 if args.quick else None])
-    # per batch size and round, each system: a peak produce, a consume, a latency produce
-    total_runs = len(batch_sizes) * args.runs * len(SYSTEMS) * 3 + len(SYSTEMS) * 2
-    loads: list[float] = []
+    batch_sizes = 1 if args.quick else len(BATCH_SIZES)
+    # per factor, batch size and round, each system: a peak produce, a consume, a latency
+    # produce; per factor, each system's warm-up produce and consume
+    per_factor = batch_sizes * args.runs * len(SYSTEMS) * 3 + len(SYSTEMS) * 2
+    loads: dict[int, list[float]] = {factor: [] for factor in args.replication_factors}
+    seconds: dict[int, float] = {}
+    figures: list[Figures] = []
     started = time.monotonic()
     try:
-        workdir.mkdir(parents=True, exist_ok=True)
-        consumer_config.write_text("group.protocol=consumer\n")
-        with (
-            KafkaBroker(tools, workdir / "kafka") as broker,
-            listener_sidecar(workdir / "tierlog" / "data") as (grpc_address, kafka_address, pid),
-            choose_tracker(args.progress)("runs", total_runs, "run") as advance,
-        ):
-            progress(
-                f"Kafka {tools.version} at {broker.bootstrap_server}; tierlog (pid {pid}): "
-                f"Kafka listener at {kafka_address}, gRPC at {grpc_address}"
-            )
-
-            def sampled(step: Advance) -> Advance:
-                def advance_and_sample(n: int) -> None:
-                    loads.append(os.getloadavg()[0])
-                    step(n)
-
-                return advance_and_sample
-
-            endpoint = TierlogKafkaEndpoint(kafka_address, grpc_address)
-            metered = [
-                Metered(
-                    Kafka(tools, endpoint, LISTENER, "all", consumer_config),
-                    pid,
-                    "a",
-                    sampled(advance),
-                ),
-                Metered(
-                    Kafka(tools, broker, KAFKA, "all", consumer_config),
-                    broker.pid,
-                    "b",
-                    sampled(advance),
-                ),
-                Metered(Tierlog(grpc_address, GRPC, "all"), pid, "c", sampled(advance)),
-            ]
-            for system in metered:  # the JVM's JIT and the sidecar's first segments
-                system.create_topic("warm-up")
-                system.produce("warm-up", args.warm_up_records, 64 * 1024, -1)
-                system.consume("warm-up", args.warm_up_records)
-                system.clear()
-                progress(f"{system.name} warmed up (not counted)")
-            figures = []
-            for label, batch_bytes in batch_sizes.items():
-                measured = measure(label, batch_bytes, metered, None, args)
-                figures.append(summarise(measured, metered))
-                for system in metered:
-                    system.clear()
+        tracker = choose_tracker(args.progress)
+        with tracker("runs", per_factor * len(loads), "run") as advance:
+            for factor, factor_loads in loads.items():
+                factor_started = time.monotonic()
+                sampled = sampling_load(advance, factor_loads)
+                figures += measure_replicated(tools, workdir / f"rf{factor}", factor, sampled, args)
+                seconds[factor] = time.monotonic() - factor_started
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
     print(f"Machine: {machine()}; Kafka {tools.version}.")
     print(
         f"{args.runs} rounds (A, B, C interleaved), {args.records:,} records of {RECORD_BYTES} B "
-        f"per throughput run, {args.latency_seconds:g} s of records per latency run, acks=all, "
-        f"RF 1; {time.monotonic() - started:.0f} s in all; 1-minute load average during the "
-        f"run {min(loads):.1f}-{max(loads):.1f} (median {statistics.median(loads):.1f})."
+        f"per throughput run, {args.latency_seconds:g} s of records per latency run, acks=all; "
+        f"{time.monotonic() - started:.0f} s in all."
     )
+    for factor, factor_loads in loads.items():
+        print(
+            f"- RF {factor} ({factor} brokers each): {seconds[factor]:.0f} s, 1-minute load "
+            f"average {min(factor_loads):.1f}-{max(factor_loads):.1f} "
+            f"(median {statistics.median(factor_loads):.1f})."
+        )
     print()
     print(table(figures))
     print()
     for f in figures:
         for name, runs in f.runs.items():
-            print(f"- {f.label} {name}: {'; '.join(runs)}")
+            print(f"- RF {f.replication_factor}, {f.label} {name}: {'; '.join(runs)}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -345,9 +399,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--warm-up-records", type=int, default=100_000, help="before measuring")
     parser.add_argument("--latency-seconds", type=float, default=10.0, help="per latency run")
     parser.add_argument(
+        "--replication-factors",
+        type=int,
+        nargs="+",
+        default=[1, 3],
+        metavar="N",
+        help="each on two fresh clusters of N brokers, one after the other",
+    )
+    parser.add_argument(
         "--quick",
         action="store_true",
-        help="a check that every piece works: 64 KiB only, 1 round of 20,000 records",
+        help="a check that every piece works: 64 KiB only, 1 round of 20,000 records per factor",
     )
     parser.add_argument("--progress", action="store_true", help="draw a bar even off a terminal")
     parser.add_argument("--workdir", help="keep the data here (default: a temporary dir)")

@@ -15,8 +15,8 @@ finds them (failing with a pointer at ``make tools``, never skipping), and offer
   log dirs; with ``create_topic`` (Admin client), ``produce`` (the real Java producer:
   keys, values, headers, timestamps, any codec, batch control) and ``consume`` (the real
   Java consumer, from the beginning of a partition, plus its ListOffsets answers);
-- ``KafkaCluster``: one KRaft controller and N brokers (each a ``KafkaBroker`` in one
-  role, its own JVM and dirs, one cluster id), for replication: topics with a
+- ``KafkaCluster``: N brokers and one KRaft controller, its own JVM or broker 0's (each a
+  ``KafkaBroker``, its own JVM and dirs, one cluster id), for replication: topics with a
   replication factor and the partition's leader through Kafka's ``TopicCommand``.
 """
 
@@ -639,11 +639,14 @@ _DESCRIBED_LEADER = re.compile(r"Partition: (\d+)\s+Leader: (-?\d+)")
 
 @dataclass
 class KafkaCluster:
-    """A KRaft cluster on loopback: one controller and ``broker_count`` brokers, each a
-    ``KafkaBroker`` in its own JVM with its own dirs under ``workdir`` (``controller``,
-    ``broker-N``), sharing one cluster id. A dedicated controller keeps the quorum out of
-    the brokers, so a broker killed with SIGKILL is only a broker lost: its partitions
-    move when the controller fences it, after ``broker.session.timeout.ms``.
+    """A KRaft cluster on loopback: ``broker_count`` brokers, each a ``KafkaBroker`` in its
+    own JVM with its own dirs under ``workdir`` (``broker-N``), sharing one cluster id, and
+    one controller. By default the controller is a JVM of its own (``controller``): it keeps
+    the quorum out of the brokers, so a broker killed with SIGKILL is only a broker lost,
+    its partitions moved when the controller fences it, after ``broker.session.timeout.ms``.
+    With ``combined_controller`` broker 0 is the controller too (``broker,controller``), so
+    N brokers are N JVMs, as a benchmark beside N tierlog brokers wants (with one broker,
+    the single-node ``KafkaBroker``'s setup).
 
     ``broker_configs`` go to every broker (and to the controller, where the controller
     reads them, e.g. ``broker.session.timeout.ms``).
@@ -654,35 +657,41 @@ class KafkaCluster:
     broker_count: int = 3
     broker_configs: Mapping[str, str] = field(default_factory=dict)
     start_timeout_s: float = 120.0
+    combined_controller: bool = False
     controller: KafkaBroker = field(init=False)
     brokers: list[KafkaBroker] = field(init=False)
 
     def __post_init__(self) -> None:
         cluster_id = _random_cluster_id()
-        self.controller = KafkaBroker(
-            self.tools,
-            self.workdir / "controller",
-            broker_configs=self.broker_configs,
-            start_timeout_s=self.start_timeout_s,
-            node_id=CONTROLLER_NODE_ID,
-            process_roles="controller",
-            cluster_id=cluster_id,
-        )
-        voters = f"{CONTROLLER_NODE_ID}@127.0.0.1:{self.controller.controller_port}"
-        self.brokers = [
-            KafkaBroker(
+
+        def node(node_id: int, directory: str, process_roles: str) -> KafkaBroker:
+            return KafkaBroker(
                 self.tools,
-                self.workdir / f"broker-{node}",
+                self.workdir / directory,
                 broker_configs=self.broker_configs,
                 start_timeout_s=self.start_timeout_s,
-                node_id=node,
-                process_roles="broker",
-                controller_voters=voters,
+                node_id=node_id,
+                process_roles=process_roles,
                 cluster_id=cluster_id,
             )
-            for node in range(self.broker_count)
+
+        if self.combined_controller:
+            self.controller = node(0, "broker-0", "broker,controller")
+        else:
+            self.controller = node(CONTROLLER_NODE_ID, "controller", "controller")
+        first = [self.controller] if self.combined_controller else []
+        self.brokers = first + [
+            node(node_id, f"broker-{node_id}", "broker")
+            for node_id in range(len(first), self.broker_count)
         ]
-        self.controller.controller_voters = voters
+        voters = f"{self.controller.node_id}@127.0.0.1:{self.controller.controller_port}"
+        for member in self.nodes:
+            member.controller_voters = voters
+
+    @property
+    def nodes(self) -> list[KafkaBroker]:
+        """Every JVM of the cluster, the controller first."""
+        return self.brokers if self.combined_controller else [self.controller, *self.brokers]
 
     @property
     def bootstrap_server(self) -> str:
@@ -693,15 +702,14 @@ class KafkaCluster:
         return self.brokers[node_id]
 
     def start(self) -> Self:
-        self.controller.start()
-        for broker in self.brokers:
-            broker.start()
+        for member in self.nodes:
+            member.start()
         return self
 
     def stop(self) -> None:
-        for broker in self.brokers:
-            broker.stop()
-        self.controller.stop()
+        """The brokers first, the controller last: a broker's controlled shutdown asks it."""
+        for member in reversed(self.nodes):
+            member.stop()
 
     def __enter__(self) -> Self:
         try:

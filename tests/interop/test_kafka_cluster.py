@@ -1,6 +1,7 @@
 """The harness's three-broker Kafka (``KafkaCluster``), proven against Kafka itself: a
 topic of replication factor 3 lands on every broker, and killing its leader with SIGKILL
-moves the leadership to a surviving replica that takes ``acks=all`` produce."""
+moves the leadership to a surviving replica that takes ``acks=all`` produce; with broker 0
+as the controller too (three JVMs, as the benchmarks run it) it serves the same topic."""
 
 from __future__ import annotations
 
@@ -51,3 +52,27 @@ def test_a_replicated_topic_survives_its_leader_killed(cluster: KafkaCluster) ->
     assert [record.offset for record in produced] == [2]
     read = survivor.consume(TOPIC)
     assert [record.value for record in read.records] == [b"a", b"b", b"c"]
+
+
+@pytest.fixture(scope="module")
+def combined_cluster(
+    kafka_tools: KafkaTools, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KafkaCluster]:
+    workdir = tmp_path_factory.mktemp("kafka-combined")
+    with KafkaCluster(kafka_tools, workdir, combined_controller=True) as cluster:
+        yield cluster
+
+
+def test_a_cluster_whose_first_broker_is_its_controller_serves_a_replicated_topic(
+    combined_cluster: KafkaCluster,
+) -> None:
+    assert combined_cluster.nodes == combined_cluster.brokers  # three JVMs, no fourth
+    assert all(broker.is_running for broker in combined_cluster.brokers)
+    combined_cluster.create_topic(TOPIC)  # replication factor 3: every broker
+    producing = combined_cluster.broker(2)  # a broker that is no controller
+    produced = producing.produce(TOPIC, _records(b"a", b"b"), producer_configs={"acks": "all"})
+    assert [record.offset for record in produced] == [0, 1]
+    for broker in combined_cluster.brokers:
+        assert broker.partition_dir(TOPIC).is_dir()
+    read = combined_cluster.broker(1).consume(TOPIC)
+    assert [record.value for record in read.records] == [b"a", b"b"]
