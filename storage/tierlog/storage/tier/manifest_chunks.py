@@ -6,6 +6,14 @@ twice ``chunk_entries`` live finished entries, the oldest ``chunk_entries`` beco
 chunk; once it holds twice ``chunk_entries`` live references of one level, the oldest
 ``chunk_entries`` of them become a chunk one level up. The newest entries stay in the head,
 so the segment a writer just finished is always found there.
+
+``replace_segments`` is the tier cleaner's swap: a run of finished segments gives way
+to the cleaned segments covering the same offsets. It flattens the head (every entry
+not yet deleted back in it, no chunks) and lets ``seal`` build the chunks again: a
+chunk is immutable and a cleaned run may begin or end inside one, and a cleaning pass
+reads every segment of the run anyway, so rewriting the chunks (a small fraction of
+those bytes) keeps the structure simple. The chunks no head reaches any more go with
+the sweep's orphans.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from tierlog.storage.tier.manifest import (
     ChunkLoader,
     ChunkRef,
     ManifestEntry,
+    ManifestStateError,
     PartitionManifest,
     RemoteSegment,
     SegmentState,
@@ -35,6 +44,7 @@ __all__ = [
     "dead_objects",
     "names_segment",
     "referenced_chunks",
+    "replace_segments",
     "seal",
 ]
 
@@ -189,3 +199,40 @@ def names_segment(manifest: PartitionManifest, load_chunk: ChunkLoader, key: str
         if segment.key == key:
             return True
     return False
+
+
+def replace_segments(
+    manifest: PartitionManifest,
+    load_chunk: ChunkLoader,
+    replaced: Sequence[RemoteSegment],
+    cleaned: Sequence[RemoteSegment],
+    cleaner_offset: int,
+) -> PartitionManifest:
+    """The head with the finished run ``replaced`` swapped for ``cleaned`` (finished
+    segments covering exactly its offsets) and the cleaner's offset moved to
+    ``cleaner_offset``; flat, to be sealed again (see the module doc).
+
+    ``ManifestStateError`` when the run is no longer in the manifest as it was read (a
+    change between the cleaning and the swap): the swap must not guess."""
+    if not replaced or not cleaned:
+        raise ManifestStateError(f"{manifest.tp}: a swap needs segments on both sides")
+    if (cleaned[0].base_offset, cleaned[-1].end_offset) != (
+        replaced[0].base_offset,
+        replaced[-1].end_offset,
+    ) or any(segment.state is not SegmentState.FINISHED for segment in cleaned):
+        raise ManifestStateError(f"{manifest.tp}: cleaned segments do not cover the run")
+    finished = list(walk_segments(_everything(manifest), load_chunk, manifest.deleted_end_offset))
+    ids = [segment.segment_id for segment in finished]
+    first = replaced[0].segment_id
+    at = ids.index(first) if first in ids else -1
+    if at < 0 or ids[at : at + len(replaced)] != [s.segment_id for s in replaced]:
+        raise ManifestStateError(
+            f"{manifest.tp}: the cleaned run [{replaced[0].base_offset}, "
+            f"{replaced[-1].end_offset}) changed in the manifest meanwhile"
+        )
+    started = manifest.in_state(SegmentState.STARTED)
+    kept = [*finished[:at], *cleaned, *finished[at + len(replaced) :]]
+    flat = dataclasses.replace(
+        manifest, chunks=(), cleaner_offset=max(manifest.cleaner_offset, cleaner_offset)
+    )
+    return flat.with_segments([*started, *kept])
