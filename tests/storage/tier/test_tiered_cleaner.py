@@ -1,0 +1,260 @@
+"""The tier's cleaner on a compacted, tiered topic, on a local-directory store and on
+the session's MinIO: every key reads its latest value from the tier after a pass, the
+tier holds fewer bytes, and a pass stopped at any step (``Crash``, raised where a
+process would die) leaves a manifest that reads correctly, with its leftovers swept."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.storage.compaction import keyed_batch, latest_values
+from tests.storage.conftest import FakeClock, headers_of
+from tests.storage.tier.faults import FaultyStore
+from tests.storage.tier.tiering import STORE_KINDS, TP, both_stores, tiered_config
+from tierlog.storage.cleaner import Cleaner
+from tierlog.storage.log import Log
+from tierlog.storage.records import Record, decode_records
+from tierlog.storage.tier import tiered_reads
+from tierlog.storage.tier.chunk_cache import ChunkCache
+from tierlog.storage.tier.layout import chunks_prefix, segments_prefix
+from tierlog.storage.tier.manifest_store import load_manifest, load_view
+from tierlog.storage.tier.range_reader import RangeReader
+from tierlog.storage.tier.remote_log_manager import RemoteLogManager, RemoteLogManagerConfig
+from tierlog.storage.tier.remote_reader import RemoteLogReader
+from tierlog.storage.tier.store import ObjectStore
+from tierlog.storage.tier.tiered_cleaner import TierCleaner
+
+# Chunks of 2 entries: the tier's metadata is chunked from 4 segments on, so a swap
+# rebuilds chunks too.
+RLM = RemoteLogManagerConfig(abandon_upload_ms=60_000, threads=1, manifest_chunk_entries=2)
+KEYS = 10
+BATCHES = 120  # 5 updates a batch over KEYS keys: 600 updates
+# Segments of about 8 batches; the local log keeps one closed segment beside the tier.
+COMPACTED = tiered_config(
+    cleanup_policy="compact",
+    segment_bytes=8 * 160,
+    local_retention_bytes=8 * 160,
+    min_cleanable_dirty_ratio=0.01,
+    delete_retention_ms=3_600_000,
+    message_timestamp_after_max_ms=2**62,
+)
+
+
+class Crash(BaseException):
+    """The process dies here: nothing after it runs."""
+
+
+@pytest.fixture(params=STORE_KINDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ObjectStore]:
+    yield from both_stores(request, tmp_path)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(int(time.time() * 1000))  # objects age by the store's clock
+
+
+@pytest.fixture
+def ranges(store: ObjectStore, tmp_path: Path) -> Iterator[RangeReader]:
+    cache = ChunkCache(tmp_path / "cache", chunk_bytes=4096, max_bytes=1 << 24, max_entries=4096)
+    reader = RangeReader(store, cache, threads=1)
+    yield reader
+    reader.close()
+
+
+def produce_updates(log: Log, clock: FakeClock, batches: int, *, start: int = 0) -> None:
+    """Batch i sets 5 of the KEYS keys to values naming i (the keys of a batch rotate)."""
+    for i in range(start, start + batches):
+        keys = [(i * 5 + n) % KEYS for n in range(5)]
+        pairs = [(b"key-%d" % k, b"value-%d-%d" % (k, i)) for k in keys]
+        log.append(keyed_batch(pairs, timestamp=clock.now_ms))
+        clock.advance(10)
+
+
+def expected_latest(batches: int) -> dict[bytes, bytes | None]:
+    latest: dict[bytes, bytes | None] = {}
+    for i in range(batches):
+        for n in range(5):
+            k = (i * 5 + n) % KEYS
+            latest[b"key-%d" % k] = b"value-%d-%d" % (k, i)
+    return latest
+
+
+def consume(log: Log, reader: RemoteLogReader) -> list[Record]:
+    """Every record a consumer reading the whole log from its start gets (tier, then local)."""
+    seen: list[Record] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        data = tiered_reads.read(TP, log, reader, offset, 1 << 16).records
+        headers = headers_of(data)
+        seen += [record for header in headers for record in decode_records(data, header)]
+        offset = headers[-1].last_offset + 1
+    return seen
+
+
+def tiered_records(store: ObjectStore, reader: RemoteLogReader) -> list[Record]:
+    """Every record the tier alone serves, read through the reader."""
+    reader.invalidate(TP)
+    view = load_view(store, TP)
+    seen: list[Record] = []
+    offset = view.log_start_offset
+    while data := reader.read(TP, offset, 1 << 16):
+        headers = headers_of(data)
+        seen += [record for header in headers for record in decode_records(data, header)]
+        offset = headers[-1].last_offset + 1
+    return seen
+
+
+def tier_log_bytes(store: ObjectStore) -> int:
+    return sum(segment.log_size_bytes for segment in load_view(store, TP).all_segments())
+
+
+def named_objects(store: ObjectStore) -> set[str]:
+    return {segment.key for segment in load_view(store, TP).all_segments()}
+
+
+def stored_objects(store: ObjectStore) -> set[str]:
+    return {info.key for info in store.list(segments_prefix(TP))}
+
+
+class Tiered:
+    """A compacted, tiered partition with its remote log manager and reader."""
+
+    def __init__(self, tmp_path: Path, store: ObjectStore, ranges: RangeReader, clock: FakeClock):
+        self.store, self.ranges, self.clock = store, ranges, clock
+        self.scratch = tmp_path / "scratch"
+        self.log = Log.open(tmp_path / "data" / TP.dir_name, COMPACTED, clock_ms=clock)
+        self.rlm = self.manager(store)
+        self.reader = RemoteLogReader(RangeReader(store, ranges.cache, threads=1))
+
+    def manager(self, store: ObjectStore, cleaner: TierCleaner | None = None) -> RemoteLogManager:
+        rlm = RemoteLogManager(store, RLM, clock_ms=self.clock)
+        rlm.attach(TP, self.log)
+        rlm.cleaner = cleaner
+        return rlm
+
+    def cleaner(self, *, crash_at: str = "") -> TierCleaner:
+        def step(name: str) -> None:
+            if name == crash_at:
+                raise Crash(name)
+
+        return TierCleaner(Cleaner(1 << 20), self.ranges, self.scratch, step=step)
+
+    def tier_everything(self) -> None:
+        """Upload every closed segment and free local disk down to one segment."""
+        self.rlm.run_once()
+        self.log.delete_old_segments(
+            is_tiered=lambda s: s.next_offset <= self.log.tiered_end_offset
+        )
+
+    def close(self) -> None:
+        self.reader.ranges.close()
+        self.log.close()
+
+
+@pytest.fixture
+def tiered(
+    tmp_path: Path, store: ObjectStore, ranges: RangeReader, clock: FakeClock
+) -> Iterator[Tiered]:
+    partition = Tiered(tmp_path, store, ranges, clock)
+    produce_updates(partition.log, clock, BATCHES)
+    partition.tier_everything()
+    yield partition
+    partition.close()
+
+
+def test_a_pass_leaves_each_keys_latest_value_in_the_tier_and_fewer_bytes(
+    tiered: Tiered, store: ObjectStore
+) -> None:
+    before = tier_log_bytes(store)
+    view = load_view(store, TP)
+    assert tiered.log.local_log_start_offset > view.log_start_offset  # most of it is tiered
+    latest_tiered = latest_values(tiered_records(store, tiered.reader))
+
+    tiered.rlm.cleaner = tiered.cleaner()
+    tiered.rlm.run_once()
+
+    assert tiered.rlm.cleaner.passes == 1
+    cleaned = tiered_records(store, tiered.reader)
+    assert latest_values(cleaned) == latest_tiered
+    assert len({record.key for record in cleaned}) == len(cleaned)  # one record a key
+    assert tier_log_bytes(store) * 5 < before
+    assert latest_values(consume(tiered.log, tiered.reader)) == expected_latest(BATCHES)
+    assert load_manifest(store, TP).cleaner_offset == view.end_offset
+    assert stored_objects(store) == named_objects(store)  # the replaced objects are gone
+
+    # Nothing new to clean: the next pass swaps nothing.
+    tiered.rlm.run_once()
+    assert tiered.rlm.cleaner.passes == 1
+
+
+def test_more_updates_are_cleaned_into_the_clean_tier(tiered: Tiered, store: ObjectStore) -> None:
+    tiered.rlm.cleaner = tiered.cleaner()
+    tiered.rlm.run_once()
+    produce_updates(tiered.log, tiered.clock, BATCHES, start=BATCHES)
+    tiered.tier_everything()  # uploads the new segments, then cleans them with the old
+    assert tiered.rlm.cleaner.passes == 2
+    cleaned = tiered_records(store, tiered.reader)
+    assert len({record.key for record in cleaned}) == len(cleaned)
+    assert latest_values(consume(tiered.log, tiered.reader)) == expected_latest(2 * BATCHES)
+
+
+@pytest.mark.parametrize("crash_at", ["upload", "before swap"])
+def test_a_crash_before_the_swap_leaves_the_tier_as_it_was_and_the_sweep_takes_the_orphans(
+    tiered: Tiered, store: ObjectStore, crash_at: str
+) -> None:
+    named = named_objects(store)
+    served = tiered_records(store, tiered.reader)
+    tiered.rlm.cleaner = tiered.cleaner(crash_at=crash_at)
+    with pytest.raises(Crash):
+        tiered.rlm.run_once()
+    assert named_objects(store) == named
+    assert tiered_records(store, tiered.reader) == served
+    assert latest_values(consume(tiered.log, tiered.reader)) == expected_latest(BATCHES)
+    orphans = stored_objects(store) - named
+    assert bool(orphans) is (crash_at == "before swap")
+
+    restarted = tiered.manager(store, tiered.cleaner())  # a new process claims the tier
+    tiered.clock.advance(RLM.abandon_upload_ms + RLM.sweep_interval_ms)
+    restarted.run_once()  # cleans the tier, then sweeps the orphans
+    assert stored_objects(store) == named_objects(store)
+    assert latest_values(consume(tiered.log, tiered.reader)) == expected_latest(BATCHES)
+
+
+def test_a_crash_between_the_swap_and_the_deletes_serves_the_cleaned_tier_and_sweeps_the_rest(
+    tiered: Tiered, store: ObjectStore
+) -> None:
+    replaced = named_objects(store)
+    tiered.rlm.cleaner = tiered.cleaner(crash_at="before delete")
+    with pytest.raises(Crash):
+        tiered.rlm.run_once()
+    cleaned = tiered_records(store, tiered.reader)
+    assert len({record.key for record in cleaned}) == len(cleaned)
+    assert latest_values(consume(tiered.log, tiered.reader)) == expected_latest(BATCHES)
+    assert replaced <= stored_objects(store)  # left behind by the crash, named by nothing
+    assert not replaced & named_objects(store)
+
+    restarted = tiered.manager(store, tiered.cleaner())
+    tiered.clock.advance(RLM.abandon_upload_ms + RLM.sweep_interval_ms)
+    restarted.run_once()
+    assert stored_objects(store) == named_objects(store)
+    assert {info.key for info in store.list(chunks_prefix(TP))} >= {
+        ref.key for ref in load_manifest(store, TP).chunks
+    }
+
+
+def test_a_failed_swap_put_leaves_the_old_manifest_readable(
+    tiered: Tiered, store: ObjectStore
+) -> None:
+    faulty = FaultyStore(store)
+    named = named_objects(store)
+    rlm = tiered.manager(faulty, tiered.cleaner())
+    faulty.fail(lambda op, key: op == "put" and "/manifest/" in key, times=-1)
+    rlm.run_once()  # the pass fails and is retried later; nothing local is lost
+    assert rlm.problems()
+    assert named_objects(store) == named
+    assert latest_values(consume(tiered.log, tiered.reader)) == expected_latest(BATCHES)
