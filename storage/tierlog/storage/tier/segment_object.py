@@ -4,8 +4,9 @@ A segment object is its parts back to back (``manifest.SegmentPart`` order): the
 bytes, the trimmed offset and time indexes, the producer-state snapshot at the
 segment's end offset, the leader-epoch entries covering it, and the transaction index
 (its whole entries; empty when the segment aborted no transaction). The body is a
-``Concatenation`` of the ``.log`` file itself and the small parts read into memory,
-so the log bytes go from the file to the store without a staged copy. The segment
+``Concatenation`` of the ``.log`` file itself (pinned: a file the cleaner swapped in
+under its name since fails the put) and the small parts read into memory, so the log
+bytes go from the file to the store without a staged copy. The segment
 must be closed: its files no longer change.
 """
 
@@ -21,7 +22,7 @@ from tierlog.storage.index import NO_TIMESTAMP
 from tierlog.storage.producer_snapshot import snapshot_path
 from tierlog.storage.segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_path
 from tierlog.storage.tier.manifest import ByteRange, SegmentPart, part_ranges
-from tierlog.storage.tier.store import Concatenation
+from tierlog.storage.tier.store import Concatenation, PinnedFile
 from tierlog.storage.transaction_index import encode_entries
 
 __all__ = [
@@ -105,9 +106,9 @@ def assemble_segment_object(
     both from the segments it replaces)."""
     directory = segment.directory
     base = segment.base_offset
-    log_path, log_size = segment.log.path, segment.size
-    if log_path.stat().st_size != log_size:
-        raise KafkaStorageError(f"{log_path} is not a closed segment of {log_size} bytes")
+    log_file, log_size = PinnedFile.of(segment.log.path), segment.size
+    if log_file.size != log_size:
+        raise KafkaStorageError(f"{log_file.path} is not a closed segment of {log_size} bytes")
     offset_index = _index_bytes(
         segment_path(directory, base, INDEX_SUFFIX),
         segment.offset_index.entries * _OFFSET_ENTRY_BYTES,
@@ -129,7 +130,7 @@ def assemble_segment_object(
     }
     return SegmentObject(
         body=Concatenation(
-            (log_path, offset_index, time_index, producer_snapshot, epochs, txn_index)
+            (log_file, offset_index, time_index, producer_snapshot, epochs, txn_index)
         ),
         base_offset=base,
         end_offset=segment.next_offset,
