@@ -14,11 +14,11 @@ every pass (``remote.log.manager.task.interval.ms``):
    see the segments below it), then their objects (and chunks wholly below it), then
    the manifest records how far deletion got; a pass that finds dead objects not yet
    deleted (a crash or an outage mid-way) deletes them first;
-4. for a compacted topic (``cleanup.policy`` holding ``compact``), cleans the tier
+4. now and then sweeps leftovers of failed attempts (``uploader``) and of cleaning
+   passes (orphaned objects);
+5. for a compacted topic (``cleanup.policy`` holding ``compact``), cleans the tier
    when it is dirty enough (``tiered_cleaner``; needs ``cleaner``, which the sidecar
-   sets once its chunk cache is open);
-5. now and then sweeps leftovers of failed attempts (``uploader``) and of cleaning
-   passes (orphaned objects).
+   sets once its chunk cache is open), last, so a failing pass holds nothing else up.
 
 Once per sweep interval, after a pass, it also aborts the store's multipart uploads
 older than the abandon timeout, for all partitions at once: S3 finds them by one
@@ -467,9 +467,6 @@ class RemoteLogManager:
         self._roll_if_due(partition.log, now_ms)
         self._upload_closed_segments(partition, writer)
         self._apply_retention(partition, writer, now_ms)
-        config = partition.log.config
-        if self.cleaner is not None and config.compacted:
-            self.cleaner.clean_if_dirty(writer, config, now_ms, should_abort=self._stopping.is_set)
         if now_ms >= partition.next_sweep_ms:
             swept = sweep_abandoned_uploads(
                 writer, now_ms=now_ms, abandon_after_ms=self.config.abandon_upload_ms
@@ -479,6 +476,9 @@ class RemoteLogManager:
                     partition.tp, swept.abandoned_entries, swept.size_bytes
                 )
             partition.next_sweep_ms = now_ms + self.config.sweep_interval_ms
+        config = partition.log.config
+        if self.cleaner is not None and config.compacted:  # last: a failing pass stops nothing
+            self.cleaner.clean_if_dirty(writer, config, now_ms, should_abort=self._stopping.is_set)
 
     def _claim(self, partition: _Partition) -> ManifestWriter:
         if partition.writer is not None:
