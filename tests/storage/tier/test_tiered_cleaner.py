@@ -137,12 +137,8 @@ class Tiered:
         rlm.cleaner = cleaner
         return rlm
 
-    def cleaner(self, *, crash_at: str = "") -> TierCleaner:
-        def step(name: str) -> None:
-            if name == crash_at:
-                raise Crash(name)
-
-        return TierCleaner(Cleaner(1 << 20), self.ranges, self.scratch, step=step)
+    def cleaner(self) -> TierCleaner:
+        return TierCleaner(Cleaner(1 << 20), self.ranges, self.scratch)
 
     def tier_everything(self) -> None:
         """Upload every closed segment and free local disk down to one segment."""
@@ -203,25 +199,44 @@ def test_more_updates_are_cleaned_into_the_clean_tier(tiered: Tiered, store: Obj
     assert latest_values(consume(tiered.log, tiered.reader)) == expected_latest(2 * BATCHES)
 
 
-@pytest.mark.parametrize("crash_at", ["upload", "before swap"])
+def crash_at(faulty: FaultyStore, step: str) -> None:
+    """The process dies at ``step`` of a cleaning pass: the PUT of a cleaned object, the
+    manifest change after such PUTs (the swap), or the deletes of replaced objects."""
+    cleaned_puts: list[str] = []
+
+    def matches(op: str, key: str) -> bool:
+        if op == "put" and "/segments/" in key:
+            cleaned_puts.append(key)
+            return step == "upload"
+        if step == "swap":
+            return op == "put" and "/manifest/" in key and bool(cleaned_puts)
+        return step == "delete" and op == "delete" and "/segments/" in key
+
+    faulty.fail(matches).error = Crash
+
+
+@pytest.mark.parametrize("step", ["upload", "swap"])
 def test_a_crash_before_the_swap_leaves_the_tier_as_it_was_and_the_sweep_takes_the_orphans(
-    tiered: Tiered, store: ObjectStore, crash_at: str
+    tiered: Tiered, store: ObjectStore, step: str
 ) -> None:
     named = named_objects(store)
     served = tiered_records(store, tiered.reader)
-    tiered.rlm.cleaner = tiered.cleaner(crash_at=crash_at)
+    faulty = FaultyStore(store)
+    crashing = tiered.manager(faulty, tiered.cleaner())
+    crash_at(faulty, step)
     with pytest.raises(Crash):
-        tiered.rlm.run_once()
+        crashing.run_once()
     assert named_objects(store) == named
     assert tiered_records(store, tiered.reader) == served
     assert latest_values(consume(tiered.log, tiered.reader)) == expected_latest(BATCHES)
     orphans = stored_objects(store) - named
-    assert bool(orphans) is (crash_at == "before swap")
+    assert bool(orphans) is (step == "swap")
 
     restarted = tiered.manager(store, tiered.cleaner())  # a new process claims the tier
     tiered.clock.advance(RLM.abandon_upload_ms + RLM.sweep_interval_ms)
-    restarted.run_once()  # cleans the tier, then sweeps the orphans
+    restarted.run_once()  # sweeps the orphans, then cleans the tier
     assert stored_objects(store) == named_objects(store)
+    assert not named_objects(store) & named  # cleaned
     assert latest_values(consume(tiered.log, tiered.reader)) == expected_latest(BATCHES)
 
 
@@ -229,9 +244,11 @@ def test_a_crash_between_the_swap_and_the_deletes_serves_the_cleaned_tier_and_sw
     tiered: Tiered, store: ObjectStore
 ) -> None:
     replaced = named_objects(store)
-    tiered.rlm.cleaner = tiered.cleaner(crash_at="before delete")
+    faulty = FaultyStore(store)
+    crashing = tiered.manager(faulty, tiered.cleaner())
+    crash_at(faulty, "delete")
     with pytest.raises(Crash):
-        tiered.rlm.run_once()
+        crashing.run_once()
     cleaned = tiered_records(store, tiered.reader)
     assert len({record.key for record in cleaned}) == len(cleaned)
     assert latest_values(consume(tiered.log, tiered.reader)) == expected_latest(BATCHES)

@@ -184,14 +184,6 @@ class TierPass:
         return self.bytes_replaced - self.bytes_written
 
 
-# Where a pass may be stopped, for the crash tests (a real crash is a kill -9).
-Step = Callable[[str], None]
-
-
-def _no_step(_name: str) -> None:
-    pass
-
-
 class TierCleaner:
     """Cleans one partition's tier at a time (one offset map, one scratch directory)."""
 
@@ -202,13 +194,11 @@ class TierCleaner:
         scratch_dir: Path,
         *,
         observer: TierObserver | None = None,
-        step: Step = _no_step,
     ):
         self.cleaner = cleaner
         self.ranges = ranges
         self.scratch_dir = scratch_dir
         self.observer = observer or TierObserver()
-        self.step = step
         self.passes = 0
         self._busy = threading.Lock()
 
@@ -269,13 +259,11 @@ class TierCleaner:
                     written.append(entry)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        self.step("before swap")
         end = state.end_offset
         if replaced:
             writer.update(lambda m: replace_segments(m, writer.chunks, replaced, written, end))
         else:
             writer.update(lambda m: replace(m, cleaner_offset=max(m.cleaner_offset, end)))
-        self.step("before delete")
         self._delete_replaced(writer, replaced)
         result = TierPass(
             end,
@@ -351,7 +339,6 @@ class TierCleaner:
                 _leader_epochs(writer, segments, cleaned.base_offset, cleaned.next_offset),
             )
             entry = new_entry(writer, content, SegmentState.FINISHED, now_ms)
-            self.step("upload")
             store.put(entry.key, content.body)
             return entry
         finally:
