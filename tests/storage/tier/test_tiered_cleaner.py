@@ -14,19 +14,23 @@ import pytest
 from tests.storage.compaction import keyed_batch, latest_values
 from tests.storage.conftest import FakeClock, headers_of
 from tests.storage.tier.faults import FaultyStore
+from tests.storage.tier.manifests import tier_view
+from tests.storage.tier.test_manifest import remote_segment
 from tests.storage.tier.tiering import STORE_KINDS, TP, both_stores, tiered_config
 from tierlog.storage.cleaner import Cleaner
+from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
 from tierlog.storage.records import Record, decode_records
 from tierlog.storage.tier import tiered_reads
 from tierlog.storage.tier.chunk_cache import ChunkCache
 from tierlog.storage.tier.layout import chunks_prefix, segments_prefix
+from tierlog.storage.tier.manifest import SegmentState
 from tierlog.storage.tier.manifest_store import load_manifest, load_view
 from tierlog.storage.tier.range_reader import RangeReader
 from tierlog.storage.tier.remote_log_manager import RemoteLogManager, RemoteLogManagerConfig
 from tierlog.storage.tier.remote_reader import RemoteLogReader
 from tierlog.storage.tier.store import ObjectStore
-from tierlog.storage.tier.tiered_cleaner import TierCleaner
+from tierlog.storage.tier.tiered_cleaner import TierCleaner, measure_tier
 
 # Chunks of 2 entries: the tier's metadata is chunked from 4 segments on, so a swap
 # rebuilds chunks too.
@@ -275,3 +279,46 @@ def test_a_failed_swap_put_leaves_the_old_manifest_readable(
     assert rlm.problems()
     assert named_objects(store) == named
     assert latest_values(consume(tiered.log, tiered.reader)) == expected_latest(BATCHES)
+
+
+def test_the_tiers_dirty_range_follows_the_local_cleaners_rules() -> None:
+    """From the manifest's cleaner offset; ``min.compaction.lag.ms`` holds back the first
+    segment with a younger record; the dirty ratio or ``max.compaction.lag.ms`` decide."""
+    segments = [
+        remote_segment(base, base + 10, state=SegmentState.FINISHED, max_timestamp=1000 + base)
+        for base in range(0, 60, 10)
+    ]
+    view = tier_view(segments, chunk_entries=2)
+    lagged = LogConfig.from_properties(
+        {"min.compaction.lag.ms": 75, "min.cleanable.dirty.ratio": 0.5}, base=COMPACTED
+    )
+    dirt = measure_tier(view, 20, lagged, now_ms=1100)
+    assert (dirt.first_dirty_offset, dirt.first_uncleanable_offset) == (20, 30)
+    assert (dirt.clean_bytes, dirt.cleanable_bytes) == (200, 100)
+    assert not dirt.needs_compaction_now and not dirt.worth_cleaning  # 1/3 < 0.5
+    due = LogConfig.from_properties({"max.compaction.lag.ms": 50}, base=lagged)
+    assert measure_tier(view, 20, due, now_ms=1100).worth_cleaning  # its first batch: 1010
+    fresh = measure_tier(view, 10_000, COMPACTED, now_ms=1100)  # past the tier: from its start
+    assert (fresh.first_dirty_offset, fresh.first_uncleanable_offset) == (0, 60)
+    assert fresh.worth_cleaning
+
+
+def test_tombstones_stay_in_the_tier_until_delete_retention_then_go(
+    tiered: Tiered, store: ObjectStore
+) -> None:
+    log, clock = tiered.log, tiered.clock
+    gone = [b"gone-0", b"gone-1"]  # keys no later update sets again
+    log.append(keyed_batch([(key, b"doomed") for key in gone], timestamp=clock.now_ms))
+    log.append(keyed_batch([(key, None) for key in gone], timestamp=clock.now_ms))
+    produce_updates(log, clock, 16, start=BATCHES)  # the tombstones' segment closes
+    tiered.rlm.cleaner = tiered.cleaner()
+    tiered.tier_everything()
+    assert tiered.rlm.cleaner.passes == 1
+    kept = latest_values(tiered_records(store, tiered.reader))
+    assert [kept[key] for key in gone] == [None, None]  # the tombstones are kept
+
+    clock.advance(COMPACTED.delete_retention_ms + 1)
+    produce_updates(log, clock, 16, start=BATCHES + 16)
+    tiered.tier_everything()  # a pass past the tombstones' horizon
+    assert tiered.rlm.cleaner.passes == 2
+    assert not set(gone) & latest_values(tiered_records(store, tiered.reader)).keys()
