@@ -23,6 +23,7 @@ from tierlog.storage.tier.manifest import (
     SegmentState,
 )
 from tierlog.storage.tier.manifest_chunks import (
+    Swap,
     dead_objects,
     names_segment,
     referenced_chunks,
@@ -243,21 +244,22 @@ def tier_of(count: int, chunk_entries: int) -> Tier:
     return tier
 
 
-def test_a_swap_replaces_a_run_that_starts_and_ends_inside_chunks() -> None:
+def test_swaps_replace_runs_that_start_and_end_inside_chunks() -> None:
     tier = tier_of(12, chunk_entries=2)
-    assert tier.manifest.chunks  # the run below crosses chunk boundaries
+    assert tier.manifest.chunks  # the runs below cross chunk boundaries
     before = tier.view.all_segments()
-    run, rest = before[3:9], before[:3] + before[9:]
-    cleaned = [
-        remote_segment(30, 60, state=SegmentState.FINISHED),
-        remote_segment(60, 90, state=SegmentState.FINISHED),
+    swaps = [  # two runs, with a segment the cleaning left alone between them
+        Swap(before[3:6], remote_segment(30, 60, state=SegmentState.FINISHED)),
+        Swap(before[7:9], remote_segment(70, 90, state=SegmentState.FINISHED)),
     ]
-    tier.apply(lambda m: replace_segments(m, tier.chunks, run, cleaned, 90))
+    tier.apply(lambda m: replace_segments(m, tier.chunks, swaps, 90))
     after = tier.view.all_segments()
     assert [(s.base_offset, s.end_offset) for s in after] == [
-        (0, 10), (10, 20), (20, 30), (30, 60), (60, 90), (90, 100), (100, 110), (110, 120),
+        (0, 10), (10, 20), (20, 30), (30, 60), (60, 70), (70, 90), (90, 100), (100, 110),
+        (110, 120),
     ]  # fmt: skip
-    assert {s.key for s in after} == {s.key for s in [*rest, *cleaned]}
+    kept = before[:3] + before[6:7] + before[9:]
+    assert {s.key for s in after} == {s.key for s in [*kept, *(swap.cleaned for swap in swaps)]}
     assert tier.manifest.cleaner_offset == 90
     assert tier.manifest.chunks  # sealed again
     assert decode_manifest(encode_manifest(tier.manifest)) == tier.manifest
@@ -268,9 +270,9 @@ def test_a_swap_of_a_run_that_changed_meanwhile_is_refused() -> None:
     run = tier.view.all_segments()[:3]
     tier.apply(lambda m: m.advance_log_start(10))
     tier.delete_dead()  # retention took the run's first segment since it was read
-    cleaned = [remote_segment(0, 30, state=SegmentState.FINISHED)]
+    cleaned = remote_segment(0, 30, state=SegmentState.FINISHED)
     with pytest.raises(ManifestStateError, match="changed"):
-        replace_segments(tier.manifest, tier.chunks, run, cleaned, 30)
+        replace_segments(tier.manifest, tier.chunks, [Swap(run, cleaned)], 30)
+    short = remote_segment(10, 20, state=SegmentState.FINISHED)
     with pytest.raises(ManifestStateError, match="cover"):
-        short = [remote_segment(10, 20, state=SegmentState.FINISHED)]
-        replace_segments(tier.manifest, tier.chunks, run[1:], short, 30)
+        replace_segments(tier.manifest, tier.chunks, [Swap(run[1:], short)], 30)

@@ -33,7 +33,7 @@ import logging
 import shutil
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from tierlog.storage.cleaner import Cleaner, CleaningRound, SegmentSizes, group_by_size
@@ -48,7 +48,7 @@ from tierlog.storage.tier.manifest import (
     SegmentPart,
     SegmentState,
 )
-from tierlog.storage.tier.manifest_chunks import replace_segments
+from tierlog.storage.tier.manifest_chunks import Swap, replace_segments
 from tierlog.storage.tier.manifest_store import ManifestWriter, read_part
 from tierlog.storage.tier.observer import TierObserver
 from tierlog.storage.tier.range_reader import RangeReader
@@ -249,21 +249,18 @@ class TierCleaner:
         scratch = self.scratch_dir / tp.dir_name
         shutil.rmtree(scratch, ignore_errors=True)  # an interrupted pass's leftovers
         scratch.mkdir(parents=True)
-        replaced: list[RemoteSegment] = []
-        written: list[RemoteSegment] = []
+        swaps: list[Swap] = []
         try:
             for group in groups:
                 entry = self._clean_group(writer, group, state, config, scratch, now_ms)
                 if entry is not None:
-                    replaced += [source.segment for source in group]
-                    written.append(entry)
+                    swaps.append(Swap(tuple(source.segment for source in group), entry))
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         end = state.end_offset
-        if replaced:
-            writer.update(lambda m: replace_segments(m, writer.chunks, replaced, written, end))
-        else:
-            writer.update(lambda m: replace(m, cleaner_offset=max(m.cleaner_offset, end)))
+        writer.update(lambda m: replace_segments(m, writer.chunks, swaps, end))
+        replaced = [segment for swap in swaps for segment in swap.replaced]
+        written = [swap.cleaned for swap in swaps]
         self._delete_replaced(writer, replaced)
         result = TierPass(
             end,
