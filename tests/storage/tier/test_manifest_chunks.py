@@ -276,3 +276,16 @@ def test_a_swap_of_a_run_that_changed_meanwhile_is_refused() -> None:
     short = remote_segment(10, 20, state=SegmentState.FINISHED)
     with pytest.raises(ManifestStateError, match="cover"):
         replace_segments(tier.manifest, tier.chunks, [Swap(run[1:], short)], 30)
+
+
+def test_a_swap_accepts_a_cleaned_run_that_starts_where_an_overlapping_upload_is_new() -> None:
+    """An upload that straddled the tier's end overlaps the segment before it; the tier
+    cleaner reads only its new offsets, so its cleaned segment starts above its base."""
+    tier = tier_of(2, chunk_entries=2)
+    straddling = remote_segment(15, 30, state=SegmentState.FINISHED)
+    tier.apply(lambda m: upload(m, straddling))
+    cleaned = remote_segment(20, 30, state=SegmentState.FINISHED)
+    tier.apply(lambda m: replace_segments(m, tier.chunks, [Swap((straddling,), cleaned)], 30))
+    assert [(s.base_offset, s.end_offset) for s in tier.view.all_segments()] == [
+        (0, 10), (10, 20), (20, 30),
+    ]  # fmt: skip

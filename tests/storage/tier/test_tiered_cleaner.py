@@ -5,6 +5,7 @@ process would die) leaves a manifest that reads correctly, with its leftovers sw
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -322,3 +323,25 @@ def test_tombstones_stay_in_the_tier_until_delete_retention_then_go(
     tiered.tier_everything()  # a pass past the tombstones' horizon
     assert tiered.rlm.cleaner.passes == 2
     assert not set(gone) & latest_values(tiered_records(store, tiered.reader)).keys()
+
+
+def test_a_tier_with_an_upload_straddling_its_end_is_cleaned(
+    tiered: Tiered, store: ObjectStore
+) -> None:
+    """The local cleaner merged a local copy of a tiered segment with segments not yet
+    tiered; their upload overlaps the tier's end. The tier cleaner takes each offset once
+    (the older copy, as readers do) and its swap accepts the overlap."""
+    log = tiered.log
+    produce_updates(log, tiered.clock, 24, start=BATCHES)
+    for _round in range(2):  # the second round merges the small cleaned segments
+        Cleaner(1 << 20).clean(log, 0, log.active_segment.base_offset)
+    tiered.rlm.run_once()
+    ends = [(s.base_offset, s.end_offset) for s in load_view(store, TP).all_segments()]
+    assert any(base < end for (_, end), (base, _) in itertools.pairwise(ends))
+
+    tiered.rlm.cleaner = tiered.cleaner()
+    tiered.rlm.run_once()
+    assert tiered.rlm.cleaner.passes == 1
+    cleaned = tiered_records(store, tiered.reader)
+    assert len({record.key for record in cleaned}) == len(cleaned)
+    assert latest_values(consume(log, tiered.reader)) == expected_latest(BATCHES + 24)

@@ -215,9 +215,11 @@ def replace_segments(
     swaps: Sequence[Swap],
     cleaner_offset: int,
 ) -> PartitionManifest:
-    """The head with each swap's run replaced by its cleaned segment (finished, covering
-    exactly the run's offsets) and the cleaner's offset moved to ``cleaner_offset``;
-    flat, to be sealed again (see the module doc). No swaps: only the offset moves.
+    """The head with each swap's run replaced by its cleaned segment (finished, ending
+    where the run ends and starting in its first segment: above that segment's base
+    when the segment before it overlaps it) and the cleaner's offset moved to
+    ``cleaner_offset``; flat, to be sealed again (see the module doc). No swaps: only
+    the offset moves.
 
     ``ManifestStateError`` when a run is no longer in the manifest as it was read (a
     change between the cleaning and the swap): the swap must not guess."""
@@ -235,10 +237,11 @@ def replace_segments(
             raise ManifestStateError(
                 f"{manifest.tp}: a cleaned run changed in the manifest meanwhile"
             )
-        if (cleaned.base_offset, cleaned.end_offset) != (
-            run[0].base_offset,
-            run[-1].end_offset,
-        ) or cleaned.state is not SegmentState.FINISHED:
+        if (
+            not run[0].base_offset <= cleaned.base_offset < run[0].end_offset
+            or cleaned.end_offset != run[-1].end_offset
+            or cleaned.state is not SegmentState.FINISHED
+        ):
             raise ManifestStateError(f"{manifest.tp}: {cleaned.segment_id} does not cover its run")
         cleaned_at[first] = cleaned
         gone.update(range(first, first + len(run)))
