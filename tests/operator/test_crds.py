@@ -94,7 +94,7 @@ def _topic(name: str, **spec: Any) -> dict[str, Any]:
 
 def test_the_example_topics_have_configs_a_broker_accepts() -> None:
     """The API server checks each config's name and type; a broker checks them together
-    (e.g. a tiered topic cannot be compacted): the topic operator would fail there."""
+    (e.g. min.cleanable.dirty.ratio within [0, 1]): the topic operator would fail there."""
     for example in sorted(EXAMPLES_DIR.glob("*.yaml")):
         for document in yaml.safe_load_all(example.read_text()):
             if document and document["kind"] == "TierlogTopic":

@@ -88,13 +88,12 @@ def test_keys_map_every_kafka_name_to_a_field() -> None:
     assert len(keys) == len(set(keys.values()))
 
 
-def test_tiered_storage_refuses_compaction() -> None:
-    with pytest.raises(InvalidConfigError, match="compaction"):
-        LogConfig.from_properties({"remote.storage.enable": "true", "cleanup.policy": "compact"})
-    tiered = LogConfig.from_properties(
-        {"remote.storage.enable": "TRUE", "cleanup.policy": "delete"}
-    )
+@pytest.mark.parametrize("policy", ["delete", "compact", "compact,delete"])
+def test_tiered_storage_takes_every_cleanup_policy(policy: str) -> None:
+    """A compacted topic may be tiered: its tier is cleaned too (``tier.tiered_cleaner``)."""
+    tiered = LogConfig.from_properties({"remote.storage.enable": "TRUE", "cleanup.policy": policy})
     assert tiered.remote_storage_enable is True
+    assert tiered.compacted is ("compact" in policy)
 
 
 @pytest.mark.parametrize(

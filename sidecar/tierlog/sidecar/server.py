@@ -84,6 +84,7 @@ from tierlog.sidecar.transaction_service import TransactionService
 from tierlog.sidecar.txn_markers import MarkerRouter
 from tierlog.sidecar.txn_verification import RemoteVerifier
 from tierlog.sidecar.upload_metrics import UploadMetrics
+from tierlog.storage.cleaner import Cleaner
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.log import AppendOrigin
 from tierlog.storage.manager import LogManager
@@ -94,6 +95,7 @@ from tierlog.storage.tier.range_reader import RangeReader
 from tierlog.storage.tier.remote_log_manager import RemoteLogManager
 from tierlog.storage.tier.remote_reader import RemoteLogReader
 from tierlog.storage.tier.store import ObjectStore
+from tierlog.storage.tier.tiered_cleaner import TierCleaner
 from tierlog.storage.tier.url import open_store
 from tierlog.storage.topic_partition import TopicPartition
 
@@ -109,6 +111,8 @@ _SERVICE_DESCRIPTORS = (
 )
 # Topics only the broker writes (its coordinators' state), as Kafka refuses clients them.
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+# Beside the chunk cache: where the tier cleaner writes a cleaned segment before its PUT.
+TIER_CLEANER_SCRATCH_DIR = "tier-cleaner"
 _REPLICATION = replication_service_pb2.DESCRIPTOR.services_by_name["ReplicationService"]
 
 
@@ -458,6 +462,15 @@ class SidecarServer:
             on_fetch=self.metrics.observe_remote_fetch,
         )
         reader = RemoteLogReader(ranges)
+        # Compacted tiered topics: their tier is cleaned through the same chunk cache,
+        # with an offset map of one local cleaner thread's budget.
+        cleaner = self.config.storage.cleaner
+        self.remote_log_manager.cleaner = TierCleaner(
+            Cleaner(cleaner.dedupe_buffer_per_thread, io_buffer_bytes=cleaner.io_buffer_size),
+            ranges,
+            settings.cache_dir.parent / TIER_CLEANER_SCRATCH_DIR,
+            observer=self.remote_log_manager.observer,
+        )
         self.remote_log_manager.on_manifest_change(reader.invalidate)
         self.metrics.watch_remote_reads(reader)
         return reader

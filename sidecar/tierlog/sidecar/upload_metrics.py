@@ -1,5 +1,5 @@
 """Metrics of the remote tier's uploader: lag, throughput, latency, deletions, progress,
-and the partitions whose uploads stopped.
+the partitions whose uploads stopped, and the tier cleaner's passes.
 
 The storage reports through its ``TierObserver`` hooks (called from the remote log
 manager's threads); the lag is read from the remote log manager at scrape time. A
@@ -57,6 +57,22 @@ class UploadMetrics(TierObserver):
             "tierlog_remote_deleted_segments_total", "Remote segments deleted", topic,
             registry=registry,
         )  # fmt: skip
+        self.cleaner_passes = Counter(
+            "tierlog_remote_cleaner_passes_total",
+            "Tier cleaning passes whose swap committed", topic, registry=registry,
+        )  # fmt: skip
+        self.cleaner_read_bytes = Counter(
+            "tierlog_remote_cleaner_read_bytes_total",
+            "Log bytes tier cleaning passes read from the tier", topic, registry=registry,
+        )  # fmt: skip
+        self.cleaner_written_bytes = Counter(
+            "tierlog_remote_cleaner_written_bytes_total",
+            "Log bytes of cleaned segments written to the tier", topic, registry=registry,
+        )  # fmt: skip
+        self.cleaner_removed_bytes = Counter(
+            "tierlog_remote_cleaner_removed_bytes_total",
+            "Log bytes tier cleaning removed (replaced less written)", topic, registry=registry,
+        )  # fmt: skip
         self._lock = threading.Lock()
         self._in_flight: dict[TopicPartition, tuple[int, float]] = {}  # bytes, started
         self._registry = registry
@@ -88,6 +104,14 @@ class UploadMetrics(TierObserver):
     def segments_deleted(self, tp: TopicPartition, segments: int, size_bytes: int) -> None:
         self.deleted_segments.labels(tp.topic).inc(segments)
         self.deleted_bytes.labels(tp.topic).inc(size_bytes)
+
+    def tier_cleaned(
+        self, tp: TopicPartition, bytes_read: int, bytes_written: int, bytes_removed: int
+    ) -> None:
+        self.cleaner_passes.labels(tp.topic).inc()
+        self.cleaner_read_bytes.labels(tp.topic).inc(bytes_read)
+        self.cleaner_written_bytes.labels(tp.topic).inc(bytes_written)
+        self.cleaner_removed_bytes.labels(tp.topic).inc(max(bytes_removed, 0))
 
     def in_flight(self) -> tuple[int, int, float]:
         """Attempts in flight, their bytes, and the oldest one's age in seconds."""

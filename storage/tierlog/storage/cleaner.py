@@ -34,16 +34,20 @@ copied as they are; so aborted transactional data is never removed):
 Since transactional data and markers are copied as they are, the aborted transactions
 of a run are exactly those of its segments: the cleaned segment's transaction index is
 theirs, concatenated in order.
+
+The map and the rewrite read segments through ``CleanableSegment`` (a local
+``LogSegment``, or a tiered segment read through the chunk cache:
+``tier.tiered_cleaner``), so the tier is compacted by these same rules.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, TypeVar
 
 from tierlog.storage.config import TimestampType
 from tierlog.storage.errors import CorruptRecordError
@@ -76,16 +80,20 @@ from tierlog.storage.segment import (
     LogSegment,
     segment_path,
 )
-from tierlog.storage.transaction_index import TXN_INDEX_SUFFIX
+from tierlog.storage.transaction_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 __all__ = [
     "CleanResult",
+    "CleanableSegment",
     "Cleaner",
     "CleanerStats",
+    "CleaningRound",
     "LogCleaningAbortedError",
     "RecordSpan",
+    "SegmentSizes",
     "empty_batch",
     "filter_batch",
+    "group_by_size",
     "group_segments_by_size",
     "rebuild_batch",
     "records_section",
@@ -128,9 +136,31 @@ class CleanResult:
     stats: CleanerStats
 
 
+class CleanableSegment(Protocol):
+    """What a round reads of a closed segment: its offsets, size and batches."""
+
+    @property
+    def base_offset(self) -> int: ...
+
+    @property
+    def next_offset(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
+
+    def batches(self) -> Iterator[FileBatch]:
+        """Each batch with its whole bytes, in order."""
+        ...
+
+    def headers(self) -> Iterator[FileBatch]:
+        """Each batch's header (its bytes may be absent), in order."""
+        ...
+
+
 @dataclass
-class _Round:
-    """The state one round shares between its steps."""
+class CleaningRound:
+    """The state one round shares between its steps: the map of the dirty range, where
+    it ends, each producer's last batch below that end, and the pinned keys."""
 
     offset_map: OffsetMap
     now_ms: int
@@ -163,21 +193,16 @@ class Cleaner:
         should_abort: Callable[[], bool] = lambda: False,
     ) -> CleanResult:
         """Compact ``log`` from its start up to where the map of the dirty range ends."""
-        self.offset_map.clear()
-        stats = CleanerStats()
-        state = _Round(
-            self.offset_map,
-            log.clock_ms() if now_ms is None else now_ms,
-            log.config.delete_retention_ms,
-            should_abort,
-            stats,
-        )
         segments = log.segments[:-1]  # never the active segment
-        state.end_offset = self._build_offset_map(
-            segments, first_dirty_offset, first_uncleanable_offset, state
+        state = self.plan_round(
+            segments,
+            first_dirty_offset,
+            first_uncleanable_offset,
+            now_ms=log.clock_ms() if now_ms is None else now_ms,
+            delete_retention_ms=log.config.delete_retention_ms,
+            should_abort=should_abort,
         )
-        stats.map_keys = len(self.offset_map)
-        stats.map_memory_bytes = self.offset_map.memory_bytes
+        stats = state.stats
         to_clean = [segment for segment in segments if segment.base_offset < state.end_offset]
         config = log.config
         for group in group_segments_by_size(
@@ -195,10 +220,34 @@ class Cleaner:
         )
         return CleanResult(state.end_offset, stats)
 
+    def plan_round(
+        self,
+        segments: Sequence[CleanableSegment],
+        first_dirty_offset: int,
+        first_uncleanable_offset: int,
+        *,
+        now_ms: int,
+        delete_retention_ms: int,
+        should_abort: Callable[[], bool] = lambda: False,
+    ) -> CleaningRound:
+        """Step 1 over closed ``segments`` (from the log's first, in offset order): the
+        map of the dirty range and the round's end offset. Groups of the segments below
+        it are then rewritten with ``write_survivors``."""
+        self.offset_map.clear()
+        state = CleaningRound(
+            self.offset_map, now_ms, delete_retention_ms, should_abort, CleanerStats()
+        )
+        state.end_offset = self._build_offset_map(
+            segments, first_dirty_offset, first_uncleanable_offset, state
+        )
+        state.stats.map_keys = len(self.offset_map)
+        state.stats.map_memory_bytes = self.offset_map.memory_bytes
+        return state
+
     # -- 1. the offset map ------------------------------------------------------------
 
     def _build_offset_map(
-        self, segments: Sequence[LogSegment], start: int, stop: int, state: _Round
+        self, segments: Sequence[CleanableSegment], start: int, stop: int, state: CleaningRound
     ) -> int:
         """Fill the map from ``start``; returns where it stops (at most ``stop``).
 
@@ -243,7 +292,7 @@ class Cleaner:
 
     # -- 3. rewriting a group of segments ---------------------------------------------
 
-    def _clean_group(self, log: Log, group: Sequence[LogSegment], state: _Round) -> None:
+    def _clean_group(self, log: Log, group: Sequence[LogSegment], state: CleaningRound) -> None:
         config = log.config
         base_offset = group[0].base_offset
         suffixes = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
@@ -260,12 +309,8 @@ class Cleaner:
             suffix=CLEANED_SUFFIX,
         )
         try:
-            self._write_survivors(group, cleaned, state)
-            for segment in group:
-                for aborted in segment.txn_index.entries():
-                    cleaned.txn_index.append(aborted)
-            cleaned.on_become_inactive()
-            cleaned.flush()
+            aborted = (entry for segment in group for entry in segment.txn_index.entries())
+            self.write_cleaned(group, cleaned, state, aborted)
             _copy_mtime(group[-1].log.path, cleaned.log.path)
         except BaseException:
             cleaned.delete()
@@ -277,8 +322,25 @@ class Cleaner:
         state.stats.segments_written += 1
         state.stats.bytes_written += cleaned.size
 
+    def write_cleaned(
+        self,
+        group: Sequence[CleanableSegment],
+        cleaned: LogSegment,
+        state: CleaningRound,
+        aborted: Iterable[AbortedTxn],
+    ) -> None:
+        """Step 3 for one run: what survives of ``group``'s batches into the new,
+        empty ``cleaned`` (which then ends where the run ends), the run's ``aborted``
+        transactions (all kept: see above) into its transaction index; sealed (trimmed
+        indexes) and flushed."""
+        self._write_survivors(group, cleaned, state)
+        for entry in aborted:
+            cleaned.txn_index.append(entry)
+        cleaned.on_become_inactive()
+        cleaned.flush()
+
     def _write_survivors(
-        self, group: Sequence[LogSegment], cleaned: LogSegment, state: _Round
+        self, group: Sequence[CleanableSegment], cleaned: LogSegment, state: CleaningRound
     ) -> None:
         writer = _SegmentWriter(cleaned, self.io_buffer_bytes)
         last: BatchHeader | None = None
@@ -294,7 +356,7 @@ class Cleaner:
         writer.flush()
 
 
-def _filter_batch(batch: FileBatch, state: _Round, writer: _SegmentWriter) -> None:
+def _filter_batch(batch: FileBatch, state: CleaningRound, writer: _SegmentWriter) -> None:
     """Write what survives of one batch (see the module docstring)."""
     header = batch.header
     stats = state.stats
@@ -334,7 +396,7 @@ def _filter_batch(batch: FileBatch, state: _Round, writer: _SegmentWriter) -> No
         stats.batches_kept_empty += 1
 
 
-def _retain(span: RecordSpan, horizon: int | None, state: _Round) -> bool:
+def _retain(span: RecordSpan, horizon: int | None, state: CleaningRound) -> bool:
     key = span.key
     if key is None or state.offset_map.get(key) > span.offset:
         return False
@@ -563,27 +625,65 @@ def _varint(data: ReadableBuffer, position: int) -> tuple[int, int]:
 # -- 2. grouping ----------------------------------------------------------------------
 
 
+class SegmentSizes(NamedTuple):
+    """What grouping weighs of a segment: its log and index bytes and its offsets."""
+
+    base_offset: int
+    next_offset: int
+    log_bytes: int
+    offset_index_bytes: int
+    time_index_bytes: int
+
+
+_Segment = TypeVar("_Segment")
+
+
 def group_segments_by_size(
     segments: Sequence[LogSegment], max_bytes: int, max_index_bytes: int
 ) -> list[list[LogSegment]]:
-    """Runs of consecutive segments that one rewritten segment can hold (Kafka's rule)."""
-    groups: list[list[LogSegment]] = []
+    """Runs of consecutive local segments that one rewritten segment can hold."""
+    return group_by_size(segments, _local_sizes, max_bytes, max_index_bytes)
+
+
+def _local_sizes(segment: LogSegment) -> SegmentSizes:
+    return SegmentSizes(
+        segment.base_offset,
+        segment.next_offset,
+        segment.size,
+        segment.offset_index.size_bytes,
+        segment.time_index.size_bytes,
+    )
+
+
+def group_by_size(
+    segments: Sequence[_Segment],
+    sizes: Callable[[_Segment], SegmentSizes],
+    max_bytes: int,
+    max_index_bytes: int,
+) -> list[list[_Segment]]:
+    """Runs of consecutive segments that one rewritten segment can hold (Kafka's rule:
+    their logs and each kind of index add up to at most the limits, and their offsets
+    fit an int32 above the run's base)."""
+    groups: list[list[_Segment]] = []
     remaining = list(segments)
     while remaining:
         group = [remaining.pop(0)]
-        log_bytes = group[0].size
-        offset_index_bytes = group[0].offset_index.size_bytes
-        time_index_bytes = group[0].time_index.size_bytes
+        first = sizes(group[0])
+        log_bytes, offset_index_bytes, time_index_bytes = (
+            first.log_bytes,
+            first.offset_index_bytes,
+            first.time_index_bytes,
+        )
         while remaining:
-            candidate = remaining[0]
-            log_bytes += candidate.size
-            offset_index_bytes += candidate.offset_index.size_bytes
-            time_index_bytes += candidate.time_index.size_bytes
+            candidate = sizes(remaining[0])
+            log_bytes += candidate.log_bytes
+            offset_index_bytes += candidate.offset_index_bytes
+            time_index_bytes += candidate.time_index_bytes
             if (
                 log_bytes > max_bytes
                 or offset_index_bytes > max_index_bytes
                 or time_index_bytes > max_index_bytes
-                or candidate.next_offset - 1 - group[0].base_offset > INT32_MAX
+                or candidate.next_offset - 1 - first.base_offset > INT32_MAX
             ):
                 break
             group.append(remaining.pop(0))

@@ -48,6 +48,7 @@ __all__ = [
     "LogToClean",
     "PartitionLogs",
     "cleanable_offsets",
+    "worth_cleaning",
 ]
 
 logger = logging.getLogger(__name__)
@@ -118,17 +119,32 @@ class LogToClean:
 
     @property
     def cleanable_ratio(self) -> float:
-        total = self.clean_bytes + self.cleanable_bytes
-        return self.cleanable_bytes / total if total else 0.0
+        return cleanable_ratio(self.clean_bytes, self.cleanable_bytes)
 
     @property
     def is_cleanable(self) -> bool:
-        if self.cleanable_bytes <= 0:
-            return False
-        return (
-            self.needs_compaction_now
-            or self.cleanable_ratio > self.log.config.min_cleanable_dirty_ratio
+        return worth_cleaning(
+            self.clean_bytes,
+            self.cleanable_bytes,
+            self.needs_compaction_now,
+            self.log.config.min_cleanable_dirty_ratio,
         )
+
+
+def cleanable_ratio(clean_bytes: int, cleanable_bytes: int) -> float:
+    """The dirty ratio: cleanable bytes over them plus the clean bytes before them."""
+    total = clean_bytes + cleanable_bytes
+    return cleanable_bytes / total if total else 0.0
+
+
+def worth_cleaning(
+    clean_bytes: int, cleanable_bytes: int, needs_compaction_now: bool, min_dirty_ratio: float
+) -> bool:
+    """Kafka's rule: something to clean, and either due by ``max.compaction.lag.ms`` or
+    dirtier than ``min.cleanable.dirty.ratio`` (the local log's and the tier's)."""
+    if cleanable_bytes <= 0:
+        return False
+    return needs_compaction_now or cleanable_ratio(clean_bytes, cleanable_bytes) > min_dirty_ratio
 
 
 def cleanable_offsets(log: Log, checkpoint: int | None, now_ms: int) -> tuple[int, int, bool]:

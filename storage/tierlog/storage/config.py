@@ -129,9 +129,6 @@ class LogConfig:
             _check(f, getattr(self, f.name))
         if self.min_cleanable_dirty_ratio > 1.0:
             raise InvalidConfigError("min.cleanable.dirty.ratio must lie in [0, 1]")
-        if self.remote_storage_enable and "compact" in self.cleanup_policy:
-            # As in Kafka: the cleaner rewrites closed segments, which the tier already holds.
-            raise InvalidConfigError("remote.storage.enable is not supported with compaction")
 
     @functools.cached_property
     def timestamp_type(self) -> TimestampType:

@@ -12,14 +12,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 from tierlog.storage.errors import CorruptRecordError, KafkaStorageError
 from tierlog.storage.records import HEADER_READ_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
 
-__all__ = ["FileBatch", "FileRecords", "storage_error"]
+__all__ = ["FileBatch", "FileRecords", "scan_batches", "storage_error"]
 
 IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 SCAN_CHUNK_BYTES = 8 * 1024 * 1024
@@ -128,27 +128,35 @@ class FileRecords:
         by the end of the file simply ends the walk (the caller knows ``size``).
         """
         end = self.size if end is None else end
-        position = start
-        while end - position >= LOG_OVERHEAD:
-            chunk = memoryview(os.pread(self._fd, min(SCAN_CHUNK_BYTES, end - position), position))
-            offset = 0
-            last_chunk = position + len(chunk) == end
-            while len(chunk) - offset >= LOG_OVERHEAD:
-                if len(chunk) - offset < HEADER_READ_SIZE and not last_chunk:
-                    break  # a header cut by the chunk's end: the next chunk starts with it
-                header = parse_header(chunk, offset)
-                if offset + header.size > len(chunk):
-                    break
-                yield FileBatch(position + offset, header, chunk)
-                offset += header.size
-            if offset == 0:  # one batch larger than the chunk: read it whole
-                header = parse_header(chunk, 0)
-                if position + header.size > end:
-                    return
-                whole = memoryview(os.pread(self._fd, header.size, position))
-                yield FileBatch(position, parse_header(whole, 0), whole)
-                offset = header.size
-            position += offset
+        return scan_batches(
+            lambda position, length: os.pread(self._fd, length, position), start, end
+        )
+
+
+def scan_batches(read: Callable[[int, int], bytes], start: int, end: int) -> Iterator[FileBatch]:
+    """The batches of bytes ``[start, end)`` that ``read(position, length)`` returns (a
+    file's, a remote object's), read in ``SCAN_CHUNK_BYTES`` chunks; see ``batches``."""
+    position = start
+    while end - position >= LOG_OVERHEAD:
+        chunk = memoryview(read(position, min(SCAN_CHUNK_BYTES, end - position)))
+        offset = 0
+        last_chunk = position + len(chunk) == end
+        while len(chunk) - offset >= LOG_OVERHEAD:
+            if len(chunk) - offset < HEADER_READ_SIZE and not last_chunk:
+                break  # a header cut by the chunk's end: the next chunk starts with it
+            header = parse_header(chunk, offset)
+            if offset + header.size > len(chunk):
+                break
+            yield FileBatch(position + offset, header, chunk)
+            offset += header.size
+        if offset == 0:  # one batch larger than the chunk: read it whole
+            header = parse_header(chunk, 0)
+            if position + header.size > end:
+                return
+            whole = memoryview(read(position, header.size))
+            yield FileBatch(position, parse_header(whole, 0), whole)
+            offset = header.size
+        position += offset
 
 
 def _write_all(fd: int, position: int, pieces: Sequence[Buffer], total: int) -> None:

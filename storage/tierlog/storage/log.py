@@ -783,7 +783,9 @@ class Log:
                     budget,
                     now_ms=now_ms,
                     log_start_offset=self.log_start_offset,
-                    delete_policy="delete" in self.config.cleanup_policy,
+                    # A tiered copy's local budgets free disk, never data: they apply
+                    # to a compacted topic too (its tier is cleaned instead).
+                    delete_policy=tiered or "delete" in self.config.cleanup_policy,
                     is_tiered=tier_check,
                 )
                 if not count:

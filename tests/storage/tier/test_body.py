@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tierlog.storage.tier.body import BodyReader
-from tierlog.storage.tier.store import Concatenation, ObjectStoreError
+from tierlog.storage.tier.store import Concatenation, ObjectStoreError, PinnedFile
 
 chunks = st.lists(st.binary(max_size=64), max_size=6)
 
@@ -51,3 +51,17 @@ def test_a_missing_or_shrinking_file_fails_the_read(tmp_path: Path) -> None:
         path.write_bytes(b"x" * 10)
         with pytest.raises(ObjectStoreError):
             body.read(0, 104)
+
+
+def test_a_pinned_file_replaced_under_its_name_fails_the_read(tmp_path: Path) -> None:
+    """What the cleaner's swap does to a segment's .log between measuring and a put."""
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"x" * 100)
+    pinned = PinnedFile.of(path)
+    with BodyReader(Concatenation((pinned, b"tail"))) as body:
+        assert body.size == 104
+    replacement = tmp_path / "cleaned"
+    replacement.write_bytes(b"y" * 100)  # the same size, another file
+    replacement.replace(path)
+    with pytest.raises(ObjectStoreError, match="replaced"):
+        BodyReader(Concatenation((pinned, b"tail")))

@@ -16,15 +16,18 @@ from tests.storage.tier.test_manifest import TP, remote_segment
 from tierlog.storage.tier.manifest import (
     ChunkRef,
     ManifestChange,
+    ManifestStateError,
     PartitionManifest,
     RemoteLogView,
     RemoteSegment,
     SegmentState,
 )
 from tierlog.storage.tier.manifest_chunks import (
+    Swap,
     dead_objects,
     names_segment,
     referenced_chunks,
+    replace_segments,
     seal,
 )
 from tierlog.storage.tier.manifest_codec import decode_manifest, encode_manifest
@@ -230,3 +233,59 @@ def test_a_chunk_that_is_not_what_its_reference_says_is_corrupt() -> None:
         chunks(lying)
     assert isinstance(chunks(chunk.ref)[0], RemoteSegment)
     assert not isinstance(chunks(chunk.ref)[0], ChunkRef)
+
+
+def tier_of(count: int, chunk_entries: int) -> Tier:
+    """A tier of ``count`` finished 10-offset segments, sealed into chunks."""
+    tier = Tier(chunk_entries)
+    for base in range(0, 10 * count, 10):
+        segment = remote_segment(base, base + 10, state=SegmentState.FINISHED)
+        tier.apply(lambda m, s=segment: upload(m, s))  # type: ignore[misc]
+    return tier
+
+
+def test_swaps_replace_runs_that_start_and_end_inside_chunks() -> None:
+    tier = tier_of(12, chunk_entries=2)
+    assert tier.manifest.chunks  # the runs below cross chunk boundaries
+    before = tier.view.all_segments()
+    swaps = [  # two runs, with a segment the cleaning left alone between them
+        Swap(before[3:6], remote_segment(30, 60, state=SegmentState.FINISHED)),
+        Swap(before[7:9], remote_segment(70, 90, state=SegmentState.FINISHED)),
+    ]
+    tier.apply(lambda m: replace_segments(m, tier.chunks, swaps, 90))
+    after = tier.view.all_segments()
+    assert [(s.base_offset, s.end_offset) for s in after] == [
+        (0, 10), (10, 20), (20, 30), (30, 60), (60, 70), (70, 90), (90, 100), (100, 110),
+        (110, 120),
+    ]  # fmt: skip
+    kept = before[:3] + before[6:7] + before[9:]
+    assert {s.key for s in after} == {s.key for s in [*kept, *(swap.cleaned for swap in swaps)]}
+    assert tier.manifest.cleaner_offset == 90
+    assert tier.manifest.chunks  # sealed again
+    assert decode_manifest(encode_manifest(tier.manifest)) == tier.manifest
+
+
+def test_a_swap_of_a_run_that_changed_meanwhile_is_refused() -> None:
+    tier = tier_of(6, chunk_entries=2)
+    run = tier.view.all_segments()[:3]
+    tier.apply(lambda m: m.advance_log_start(10))
+    tier.delete_dead()  # retention took the run's first segment since it was read
+    cleaned = remote_segment(0, 30, state=SegmentState.FINISHED)
+    with pytest.raises(ManifestStateError, match="changed"):
+        replace_segments(tier.manifest, tier.chunks, [Swap(run, cleaned)], 30)
+    short = remote_segment(10, 20, state=SegmentState.FINISHED)
+    with pytest.raises(ManifestStateError, match="cover"):
+        replace_segments(tier.manifest, tier.chunks, [Swap(run[1:], short)], 30)
+
+
+def test_a_swap_accepts_a_cleaned_run_that_starts_where_an_overlapping_upload_is_new() -> None:
+    """An upload that straddled the tier's end overlaps the segment before it; the tier
+    cleaner reads only its new offsets, so its cleaned segment starts above its base."""
+    tier = tier_of(2, chunk_entries=2)
+    straddling = remote_segment(15, 30, state=SegmentState.FINISHED)
+    tier.apply(lambda m: upload(m, straddling))
+    cleaned = remote_segment(20, 30, state=SegmentState.FINISHED)
+    tier.apply(lambda m: replace_segments(m, tier.chunks, [Swap((straddling,), cleaned)], 30))
+    assert [(s.base_offset, s.end_offset) for s in tier.view.all_segments()] == [
+        (0, 10), (10, 20), (20, 30),
+    ]  # fmt: skip

@@ -16,6 +16,7 @@ from tests.storage.conftest import FakeClock, make_batch, make_records, read_all
 from tests.storage.tier.faults import FaultyStore
 from tests.storage.tier.s3_requests import Recorder
 from tests.storage.tier.tiering import (
+    BATCH,
     STORE_KINDS,
     TP,
     both_stores,
@@ -820,3 +821,29 @@ def test_a_garbled_newest_head_stops_other_writers_loudly_and_its_own_supersedes
     rlm.run_once()  # the writer that stored it
     assert tier_offsets(store) == [(0, 12), (12, 24), (24, 36), (36, 48)]
     assert load_manifest(store, TP).version > newest
+
+
+def test_a_segment_replaced_on_disk_before_its_put_is_not_uploaded_short(
+    log: Log, store: ObjectStore, clock: FakeClock
+) -> None:
+    """The local cleaner of a compacted, tiered topic swaps a cleaned file in under the
+    segment's name (``Log.replace_segments``) while its upload may be between measuring
+    the segment and PUTting it: the object must be the bytes measured, or no object."""
+    produce(log, 5)
+    faulty = FaultyStore(store)
+    first = log.segments[0]
+
+    def swap_in_a_cleaned_file(op: str, key: str) -> bool:
+        if op == "put" and "/segments/" in key and first.log.path.stat().st_size > 100:
+            cleaned = first.log.path.with_suffix(".cleaned")
+            cleaned.write_bytes(first.log.path.read_bytes()[: len(BATCH)])
+            cleaned.replace(first.log.path)
+        return False
+
+    faulty.fail(swap_in_a_cleaned_file)
+    rlm = manager(faulty, clock)
+    rlm.attach(TP, log)
+    rlm.run_once()
+    for segment in load_view(store, TP).all_segments():  # every object is what it names
+        assert store.size(segment.key) == segment.object_size_bytes
+    assert rlm.problems()  # that upload failed, to be retried

@@ -20,6 +20,7 @@ from tierlog.storage.tier.segment_object import (
     epochs_covering,
     segment_object,
 )
+from tierlog.storage.tier.store import PinnedFile
 from tierlog.storage.transaction_index import AbortedTxn, decode_entries
 
 
@@ -50,7 +51,7 @@ def test_a_segment_object_holds_the_segment_and_its_state(tmp_path: Path) -> Non
         (h.base_offset, h.partition_leader_epoch) for h in iter_batches(part(SegmentPart.LOG))
     ]
     assert stamped == [(0, 0), (3, 0), (6, 1), (9, 1)]  # each batch carries its leader's epoch
-    assert content.body.parts[0] == first.log.path  # the log file itself, not a copy
+    assert content.body.parts[0] == PinnedFile.of(first.log.path)  # the file itself, not a copy
     assert (content.base_offset, content.end_offset) == (0, 12)
     assert content.max_timestamp == first.max_timestamp_so_far
     assert content.base_timestamp == first.log.header_at(0).header.max_timestamp  # type: ignore[union-attr]

@@ -2,7 +2,8 @@
 
 Stores read a body a part (an S3 multipart part, a copy chunk) at a time, so a body
 of files is never held in memory whole; a file that shrinks while it is read fails
-the put rather than uploading a short object.
+the put rather than uploading a short object, and so does a ``PinnedFile`` whose path
+names another file by the time the put opens it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 from pathlib import Path
 from types import TracebackType
 
-from tierlog.storage.tier.store import Body, Concatenation, ObjectStoreError
+from tierlog.storage.tier.store import Body, Concatenation, ObjectStoreError, PinnedFile
 
 __all__ = ["BodyReader"]
 
@@ -27,10 +28,10 @@ class BodyReader:
         position = 0
         try:
             for part in parts:
-                if isinstance(part, Path):
-                    fd = os.open(part, os.O_RDONLY)
+                if isinstance(part, Path | PinnedFile):
+                    fd = os.open(part if isinstance(part, Path) else part.path, os.O_RDONLY)
                     self._parts.append(fd)
-                    length = os.fstat(fd).st_size
+                    length = _checked_length(fd, part)
                 else:
                     self._parts.append(part)
                     length = len(part)
@@ -80,3 +81,14 @@ class BodyReader:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _checked_length(fd: int, part: Path | PinnedFile) -> int:
+    stat = os.fstat(fd)
+    if isinstance(part, PinnedFile) and (stat.st_dev, stat.st_ino, stat.st_size) != (
+        part.device,
+        part.inode,
+        part.size,
+    ):
+        raise ObjectStoreError(f"{part.path} was replaced or changed since it was measured")
+    return stat.st_size

@@ -297,6 +297,9 @@ class PartitionManifest:
     log_start_offset: int = 0
     # Objects of finished segments and chunks ending at or below it are deleted.
     deleted_end_offset: int = 0
+    # The tier cleaner's checkpoint: the tier below it is cleaned (its first dirty
+    # offset), moved by the change that swaps cleaned segments in.
+    cleaner_offset: int = 0
     chunks: tuple[ChunkRef, ...] = ()  # sealed, in offset order
     segments: tuple[RemoteSegment, ...] = ()  # the head's entries, in end offset order
 

@@ -6,6 +6,14 @@ twice ``chunk_entries`` live finished entries, the oldest ``chunk_entries`` beco
 chunk; once it holds twice ``chunk_entries`` live references of one level, the oldest
 ``chunk_entries`` of them become a chunk one level up. The newest entries stay in the head,
 so the segment a writer just finished is always found there.
+
+``replace_segments`` is the tier cleaner's swap: runs of finished segments give way
+to the cleaned segments covering the same offsets. It flattens the head (every entry
+not yet deleted back in it, no chunks) and lets ``seal`` build the chunks again: a
+chunk is immutable and a cleaned run may begin or end inside one, and a cleaning pass
+reads every segment of the run anyway, so rewriting the chunks (a small fraction of
+those bytes) keeps the structure simple. The chunks no head reaches any more go with
+the sweep's orphans.
 """
 
 from __future__ import annotations
@@ -13,13 +21,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from tierlog.storage.tier.layout import chunk_key, parse_segment_key
 from tierlog.storage.tier.manifest import (
     ChunkLoader,
     ChunkRef,
     ManifestEntry,
+    ManifestStateError,
     PartitionManifest,
     RemoteSegment,
     SegmentState,
@@ -32,9 +41,11 @@ __all__ = [
     "CHUNK_ENTRIES",
     "DeadObjects",
     "SealedChunk",
+    "Swap",
     "dead_objects",
     "names_segment",
     "referenced_chunks",
+    "replace_segments",
     "seal",
 ]
 
@@ -189,3 +200,56 @@ def names_segment(manifest: PartitionManifest, load_chunk: ChunkLoader, key: str
         if segment.key == key:
             return True
     return False
+
+
+class Swap(NamedTuple):
+    """A run of finished segments and the cleaned segment that replaces it."""
+
+    replaced: tuple[RemoteSegment, ...]
+    cleaned: RemoteSegment
+
+
+def replace_segments(
+    manifest: PartitionManifest,
+    load_chunk: ChunkLoader,
+    swaps: Sequence[Swap],
+    cleaner_offset: int,
+) -> PartitionManifest:
+    """The head with each swap's run replaced by its cleaned segment (finished, ending
+    where the run ends and starting in its first segment: above that segment's base
+    when the segment before it overlaps it) and the cleaner's offset moved to
+    ``cleaner_offset``; flat, to be sealed again (see the module doc). No swaps: only
+    the offset moves.
+
+    ``ManifestStateError`` when a run is no longer in the manifest as it was read (a
+    change between the cleaning and the swap): the swap must not guess."""
+    offset = max(manifest.cleaner_offset, cleaner_offset)
+    if not swaps:
+        return dataclasses.replace(manifest, cleaner_offset=offset)
+    finished = list(walk_segments(_everything(manifest), load_chunk, manifest.deleted_end_offset))
+    at = {segment.segment_id: index for index, segment in enumerate(finished)}
+    cleaned_at: dict[int, RemoteSegment] = {}
+    gone: set[int] = set()
+    for run, cleaned in swaps:
+        first = at.get(run[0].segment_id, -1) if run else -1
+        ids = [segment.segment_id for segment in finished[first : first + len(run)]]
+        if first < 0 or ids != [segment.segment_id for segment in run]:
+            raise ManifestStateError(
+                f"{manifest.tp}: a cleaned run changed in the manifest meanwhile"
+            )
+        if (
+            not run[0].base_offset <= cleaned.base_offset < run[0].end_offset
+            or cleaned.end_offset != run[-1].end_offset
+            or cleaned.state is not SegmentState.FINISHED
+        ):
+            raise ManifestStateError(f"{manifest.tp}: {cleaned.segment_id} does not cover its run")
+        cleaned_at[first] = cleaned
+        gone.update(range(first, first + len(run)))
+    kept = [
+        cleaned_at.get(index, segment)
+        for index, segment in enumerate(finished)
+        if index in cleaned_at or index not in gone
+    ]
+    started = manifest.in_state(SegmentState.STARTED)
+    flat = dataclasses.replace(manifest, chunks=(), cleaner_offset=offset)
+    return flat.with_segments([*started, *kept])

@@ -36,9 +36,13 @@ _DECODE_ERRORS = (ValueError, KeyError, TypeError, AttributeError, ManifestState
 
 
 def encode_manifest(manifest: PartitionManifest) -> bytes:
-    """The head as compact, key-sorted JSON (one byte string per value)."""
+    """The head as compact, key-sorted JSON (one byte string per value). The tier
+    cleaner's offset is written once it is set (heads of uncompacted tiers keep the
+    bytes they always had)."""
+    cleaned = {"cleaner_offset": manifest.cleaner_offset} if manifest.cleaner_offset else {}
     return _dump(
         {
+            **cleaned,
             "format": FORMAT_VERSION,
             "topic": manifest.tp.topic,
             "partition": manifest.tp.partition,
@@ -70,6 +74,7 @@ def decode_manifest(data: bytes) -> PartitionManifest:
             writer_id=_str(document["writer_id"]),
             log_start_offset=_int(document["log_start_offset"]),
             deleted_end_offset=_int(document["deleted_end_offset"]),
+            cleaner_offset=_int(document.get("cleaner_offset", 0)),
             chunks=tuple(_decode_ref(entry) for entry in document["chunks"]),
         ).with_segments([_decode_segment(entry) for entry in document["segments"]])
     except CorruptManifestError:

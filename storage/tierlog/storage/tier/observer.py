@@ -28,3 +28,9 @@ class TierObserver:
 
     def segments_deleted(self, tp: TopicPartition, segments: int, size_bytes: int) -> None:
         """Remote segments (their log bytes) removed by retention or a sweep."""
+
+    def tier_cleaned(
+        self, tp: TopicPartition, bytes_read: int, bytes_written: int, bytes_removed: int
+    ) -> None:
+        """A tier cleaning pass committed its swap: log bytes it read from the tier, wrote
+        to it as cleaned segments, and removed (replaced less written)."""

@@ -21,7 +21,11 @@ every pass (``remote.log.manager.task.interval.ms``):
    see the segments below it), then their objects (and chunks wholly below it), then
    the manifest records how far deletion got; a pass that finds dead objects not yet
    deleted (a crash or an outage mid-way) deletes them first;
-4. now and then sweeps leftovers of failed attempts (``uploader``).
+4. now and then sweeps leftovers of failed attempts (``uploader``) and of cleaning
+   passes (orphaned objects);
+5. for a compacted topic (``cleanup.policy`` holding ``compact``), cleans the tier
+   when it is dirty enough (``tiered_cleaner``; needs ``cleaner``, which the sidecar
+   sets once its chunk cache is open), last, so a failing pass holds nothing else up.
 
 Once per sweep interval, after a pass, it also aborts the store's multipart uploads
 older than the abandon timeout, for all partitions at once: S3 finds them by one
@@ -77,6 +81,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from tierlog.storage.cleaner import LogCleaningAbortedError
 from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import InvalidConfigError, TierlogError
 from tierlog.storage.log import Log, wall_clock_ms
@@ -95,6 +100,7 @@ from tierlog.storage.tier.observer import TierObserver
 from tierlog.storage.tier.remote_retention import remote_segments_to_delete
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.tier_state import TierState, tier_state_at
+from tierlog.storage.tier.tiered_cleaner import TierCleaner
 from tierlog.storage.tier.uploader import sweep_abandoned_uploads, upload_segment
 from tierlog.storage.topic_partition import TopicPartition
 
@@ -235,6 +241,9 @@ class RemoteLogManager:
         self.committed_end: Callable[[TopicPartition, Log], int] = lambda _tp, partition_log: (
             partition_log.log_end_offset
         )
+        # Compacts the tier of compacted topics; None: their tiers are not cleaned.
+        self.cleaner: TierCleaner | None = None
+        self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._next_upload_sweep_ms = 0
         self._task = PeriodicTask("remote-log-manager", self.config.task_interval_ms, self.run_once)
@@ -340,6 +349,7 @@ class RemoteLogManager:
         self._task.start()
 
     def stop(self) -> None:
+        self._stopping.set()  # a cleaning pass under way stops between batches
         self._task.stop()
         self._pool.shutdown(wait=True)
 
@@ -406,6 +416,8 @@ class RemoteLogManager:
                 return
             self._pass(partition, now_ms)
             partition.failures = 0
+        except LogCleaningAbortedError as error:
+            log.info("%s: tier cleaning stopped: %s", partition.tp, error)
         except FencedWriterError as error:
             partition.stopped, partition.last_error = StopReason.FENCED, str(error)
             log.error(
@@ -493,6 +505,9 @@ class RemoteLogManager:
                     partition.tp, swept.abandoned_entries, swept.size_bytes
                 )
             partition.next_sweep_ms = now_ms + self.config.sweep_interval_ms
+        config = partition.log.config
+        if self.cleaner is not None and config.compacted:  # last: a failing pass stops nothing
+            self.cleaner.clean_if_dirty(writer, config, now_ms, should_abort=self._stopping.is_set)
 
     def _claim(self, partition: _Partition) -> ManifestWriter:
         if partition.writer is not None:

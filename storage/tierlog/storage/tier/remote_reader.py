@@ -46,6 +46,7 @@ from tierlog.storage.index import offset_index_lookup, time_index_lookup
 from tierlog.storage.records import (
     HEADER_READ_SIZE,
     BatchHeader,
+    ReadableBuffer,
     crc_is_valid,
     decode_records,
     parse_header,
@@ -64,7 +65,7 @@ from tierlog.storage.tier.store import ObjectNotFoundError, ObjectStoreError
 from tierlog.storage.topic_partition import TopicPartition
 from tierlog.storage.transaction_index import AbortedTxn, collect_aborted, decode_entries
 
-__all__ = ["RemoteLogReader"]
+__all__ = ["RemoteLogReader", "check_tiered_batch"]
 
 logger = logging.getLogger(__name__)
 
@@ -233,7 +234,7 @@ class RemoteLogReader:
         if not length:
             return b""
         records = log.read(first, first + length)
-        _check_batch(segment, records, chosen[0])
+        check_tiered_batch(segment, records, chosen[0])
         for header in chosen[1:]:
             if _damage_in(segment, records, header):
                 return records[: header.position]
@@ -338,7 +339,7 @@ class RemoteLogReader:
         return self._with_view(tp, 0, attempt)
 
 
-def _check_batch(segment: RemoteSegment, buffer: bytes, header: BatchHeader) -> None:
+def check_tiered_batch(segment: RemoteSegment, buffer: ReadableBuffer, header: BatchHeader) -> None:
     """Refuse a batch whose bytes are not what was uploaded."""
     damage = _damage_in(segment, buffer, header)
     if damage:
@@ -346,7 +347,7 @@ def _check_batch(segment: RemoteSegment, buffer: bytes, header: BatchHeader) -> 
         raise CorruptRecordError(f"{where} {damage}")
 
 
-def _damage_in(segment: RemoteSegment, buffer: bytes, header: BatchHeader) -> str:
+def _damage_in(segment: RemoteSegment, buffer: ReadableBuffer, header: BatchHeader) -> str:
     """How the batch differs from what was uploaded (its offsets out of the segment's
     range, its CRC wrong), or ``""`` when it is intact."""
     if not segment.base_offset <= header.base_offset <= header.last_offset < segment.end_offset:
@@ -427,10 +428,10 @@ class _SegmentLog:
 
     def batch(self, position: int) -> tuple[bytes, BatchHeader]:
         """The whole batch at ``position`` as (buffer, its header within the buffer),
-        checked (``_check_batch``) before anything decodes it."""
+        checked (``check_tiered_batch``) before anything decodes it."""
         self._cover(position, position + HEADER_READ_SIZE)
         size = self._header(position).size
         self._cover(position, position + size)
         header = self._header(position)
-        _check_batch(self.segment, self._data, header)
+        check_tiered_batch(self.segment, self._data, header)
         return self._data, header

@@ -4,8 +4,9 @@ A segment object is its parts back to back (``manifest.SegmentPart`` order): the
 bytes, the trimmed offset and time indexes, the producer-state snapshot at the
 segment's end offset, the leader-epoch entries covering it, and the transaction index
 (its whole entries; empty when the segment aborted no transaction). The body is a
-``Concatenation`` of the ``.log`` file itself and the small parts read into memory,
-so the log bytes go from the file to the store without a staged copy. The segment
+``Concatenation`` of the ``.log`` file itself (pinned: a file the cleaner swapped in
+under its name since fails the put) and the small parts read into memory, so the log
+bytes go from the file to the store without a staged copy. The segment
 must be closed: its files no longer change.
 """
 
@@ -21,11 +22,12 @@ from tierlog.storage.index import NO_TIMESTAMP
 from tierlog.storage.producer_snapshot import snapshot_path
 from tierlog.storage.segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_path
 from tierlog.storage.tier.manifest import ByteRange, SegmentPart, part_ranges
-from tierlog.storage.tier.store import Concatenation
+from tierlog.storage.tier.store import Concatenation, PinnedFile
 from tierlog.storage.transaction_index import encode_entries
 
 __all__ = [
     "SegmentObject",
+    "assemble_segment_object",
     "decode_leader_epochs",
     "encode_leader_epochs",
     "epochs_covering",
@@ -87,12 +89,26 @@ def epochs_covering(
 
 
 def segment_object(segment: LogSegment) -> SegmentObject:
-    """``segment``'s object: the body to PUT and the facts its manifest entry records."""
+    """``segment``'s object: the body to PUT and the facts its manifest entry records,
+    with the producer snapshot and leader epochs its log directory holds."""
     directory = segment.directory
     base, end = segment.base_offset, segment.next_offset
-    log_path, log_size = segment.log.path, segment.size
-    if log_path.stat().st_size != log_size:
-        raise KafkaStorageError(f"{log_path} is not a closed segment of {log_size} bytes")
+    snapshot = _read_if_present(snapshot_path(directory, end))
+    epochs = read_epoch_checkpoint(directory / LEADER_EPOCH_CHECKPOINT)
+    return assemble_segment_object(segment, snapshot, epochs_covering(epochs, base, end))
+
+
+def assemble_segment_object(
+    segment: LogSegment, producer_snapshot: bytes, leader_epochs: Sequence[tuple[int, int]]
+) -> SegmentObject:
+    """The object of closed ``segment`` with the given producer snapshot (at its end
+    offset) and the leader epochs in force inside it (a cleaned tiered segment takes
+    both from the segments it replaces)."""
+    directory = segment.directory
+    base = segment.base_offset
+    log_file, log_size = PinnedFile.of(segment.log.path), segment.size
+    if log_file.size != log_size:
+        raise KafkaStorageError(f"{log_file.path} is not a closed segment of {log_size} bytes")
     offset_index = _index_bytes(
         segment_path(directory, base, INDEX_SUFFIX),
         segment.offset_index.entries * _OFFSET_ENTRY_BYTES,
@@ -101,24 +117,23 @@ def segment_object(segment: LogSegment) -> SegmentObject:
         segment_path(directory, base, TIME_INDEX_SUFFIX),
         segment.time_index.entries * _TIME_ENTRY_BYTES,
     )
-    snapshot = _read_if_present(snapshot_path(directory, end))
     txn_index = encode_entries(segment.txn_index.entries())
-    epochs = encode_leader_epochs(
-        epochs_covering(read_epoch_checkpoint(directory / LEADER_EPOCH_CHECKPOINT), base, end)
-    )
+    epochs = encode_leader_epochs(leader_epochs)
     first = segment.log.header_at(0)
     lengths = {
         SegmentPart.LOG: log_size,
         SegmentPart.OFFSET_INDEX: len(offset_index),
         SegmentPart.TIME_INDEX: len(time_index),
-        SegmentPart.PRODUCER_SNAPSHOT: len(snapshot),
+        SegmentPart.PRODUCER_SNAPSHOT: len(producer_snapshot),
         SegmentPart.LEADER_EPOCHS: len(epochs),
         SegmentPart.TXN_INDEX: len(txn_index),
     }
     return SegmentObject(
-        body=Concatenation((log_path, offset_index, time_index, snapshot, epochs, txn_index)),
+        body=Concatenation(
+            (log_file, offset_index, time_index, producer_snapshot, epochs, txn_index)
+        ),
         base_offset=base,
-        end_offset=end,
+        end_offset=segment.next_offset,
         base_timestamp=first.header.max_timestamp if first else NO_TIMESTAMP,
         max_timestamp=segment.max_timestamp_so_far,
         offset_of_max_timestamp=segment.offset_of_max_timestamp,

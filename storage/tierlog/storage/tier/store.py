@@ -34,6 +34,7 @@ __all__ = [
     "ObjectStore",
     "ObjectStoreError",
     "ObjectStoreUnavailableError",
+    "PinnedFile",
     "check_key",
 ]
 
@@ -61,12 +62,29 @@ def check_key(key: str) -> None:
         raise ObjectStoreError(f"illegal object key {key!r}")
 
 
+class PinnedFile(NamedTuple):
+    """A file as it was measured: a put uploads it only while its path still names that
+    very file. A segment's ``.log`` may be replaced under its name between the upload
+    measuring it (the manifest entry's byte ranges) and the PUT reading it: the cleaner
+    swaps a cleaned file in (``Log.replace_segments``)."""
+
+    path: Path
+    device: int
+    inode: int
+    size: int
+
+    @classmethod
+    def of(cls, path: Path) -> PinnedFile:
+        stat = path.stat()
+        return cls(path, stat.st_dev, stat.st_ino, stat.st_size)
+
+
 @dataclass(frozen=True)
 class Concatenation:
     """Byte strings and files uploaded as one object, in order. A segment object is its
     ``.log`` file followed by small parts; this uploads it without copying the log first."""
 
-    parts: tuple[bytes | Path, ...]
+    parts: tuple[bytes | Path | PinnedFile, ...]
 
 
 Body = bytes | Path | Concatenation  # what a put uploads (``body.BodyReader`` reads it)

@@ -41,9 +41,9 @@ from tierlog.storage.tier.manifest import FencedWriterError, RemoteSegment, Segm
 from tierlog.storage.tier.manifest_chunks import names_segment, referenced_chunks
 from tierlog.storage.tier.manifest_store import ManifestWriter
 from tierlog.storage.tier.observer import TierObserver
-from tierlog.storage.tier.segment_object import segment_object
+from tierlog.storage.tier.segment_object import SegmentObject, segment_object
 
-__all__ = ["SweepResult", "sweep_abandoned_uploads", "upload_segment"]
+__all__ = ["SweepResult", "new_entry", "sweep_abandoned_uploads", "upload_segment"]
 
 log = logging.getLogger(__name__)
 
@@ -61,21 +61,9 @@ def upload_segment(
     up what it could), ``FencedWriterError`` when another writer took over."""
     observer = observer or TierObserver()
     tp, store = writer.tp, writer.store
-    segment_id = new_segment_id()
     content = segment_object(segment)
-    entry = RemoteSegment(
-        segment_id=segment_id,
-        writer_epoch=writer.writer_epoch,
-        state=SegmentState.STARTED,
-        base_offset=content.base_offset,
-        end_offset=content.end_offset,
-        base_timestamp=content.base_timestamp,
-        max_timestamp=content.max_timestamp,
-        offset_of_max_timestamp=content.offset_of_max_timestamp,
-        key=segment_key(tp, content.base_offset, writer.writer_epoch, segment_id),
-        parts=content.parts,
-        created_ms=clock_ms(),
-    )
+    entry = new_entry(writer, content, SegmentState.STARTED, clock_ms())
+    segment_id = entry.segment_id
     writer.update(lambda manifest: manifest.start_upload(entry))
     observer.upload_started(tp, content.size_bytes)
     began = time.monotonic()
@@ -94,6 +82,26 @@ def upload_segment(
         return finished
     observer.segment_uploaded(tp, content.size_bytes, time.monotonic() - began)
     return writer.manifest.segment(segment_id)
+
+
+def new_entry(
+    writer: ManifestWriter, content: SegmentObject, state: SegmentState, created_ms: int
+) -> RemoteSegment:
+    """The manifest entry of ``content`` under a fresh id and key of ``writer``'s epoch."""
+    segment_id = new_segment_id()
+    return RemoteSegment(
+        segment_id=segment_id,
+        writer_epoch=writer.writer_epoch,
+        state=state,
+        base_offset=content.base_offset,
+        end_offset=content.end_offset,
+        base_timestamp=content.base_timestamp,
+        max_timestamp=content.max_timestamp,
+        offset_of_max_timestamp=content.offset_of_max_timestamp,
+        key=segment_key(writer.tp, content.base_offset, writer.writer_epoch, segment_id),
+        parts=content.parts,
+        created_ms=created_ms,
+    )
 
 
 def _clean_up_failed_attempt(writer: ManifestWriter, entry: RemoteSegment) -> RemoteSegment | None:
