@@ -34,7 +34,7 @@ from pathlib import Path
 from kafka import KafkaProducer
 
 from tests.benchmarks.kafka_comparison_bench import machine
-from tests.benchmarks.kafka_listener_bench import Usage, usage
+from tests.benchmarks.kafka_listener_bench import usage
 from tests.support.local_cluster import kafka_bootstrap, running_cluster
 from tierlog.cli.local_cluster import read_cluster
 from tierlog.client import AdminClient, Producer
@@ -53,24 +53,19 @@ class RoundTrips:
     run_queue_ms: float  # their threads' wait for a CPU per round trip
 
 
-def brokers_usage(pids: Sequence[int]) -> Usage:
-    readings = [usage(pid) for pid in pids]
-    return Usage(sum(u.cpu_s for u in readings), sum(u.run_queue_s for u in readings))
-
-
 def timed(send_and_wait: Callable[[], object], records: int, pids: Sequence[int]) -> RoundTrips:
     """``records`` round trips of ``send_and_wait``, after a warm-up."""
     for _ in range(WARM_UP):
         send_and_wait()
     latencies_ms = []
-    before = brokers_usage(pids)
+    before = usage(pids)
     started = time.perf_counter()
     for _ in range(records):
         sent = time.perf_counter()
         send_and_wait()
         latencies_ms.append((time.perf_counter() - sent) * 1000)
     elapsed_s = time.perf_counter() - started
-    used = brokers_usage(pids).since(before)
+    used = usage(pids).since(before)
     cuts = statistics.quantiles(latencies_ms, n=100)
     return RoundTrips(
         statistics.median(latencies_ms),
