@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from tests.storage.conftest import read_all_bytes
 from tests.storage.tier.uploads import tier_closed_segments
 from tierlog.broker.fetch import FetchReader
 from tierlog.broker.ownership import Broker, Ownership
@@ -65,6 +66,7 @@ class TieredTopic:
     manager: LogManager
     partitions: Partitions[Leaders[Leader]]
     tier_end: dict[int, int]  # partition -> the offset the tier ends at
+    produced: dict[int, bytes]  # partition -> its batches, as the log held them
 
     @classmethod
     def open(
@@ -92,18 +94,20 @@ class TieredTopic:
         manager = LogManager(LogManagerConfig((log_dir,)), topic_config=topics.log_config)
         manager.startup()
         tier_end: dict[int, int] = {}
+        produced: dict[int, bytes] = {}
         for partition in range(count):
             tp = TopicPartition(topic, partition)
             log = manager.get_or_create_log(tp)
             fill(log, partition)
             log.roll()
+            produced[partition] = read_all_bytes(log)
             end = tier_closed_segments(store, tp, log).end_offset
             log.delete_old_segments(is_tiered=partial(_below, end))
             log.delete_retired_files()
             tier_end[partition] = end
         ownership = Ownership(0, (Broker(0, "127.0.0.1:1"),))
         partitions: Partitions[Leaders[Leader]] = Partitions(manager, topics, ownership)
-        return cls(topic, store, manager, partitions, tier_end)
+        return cls(topic, store, manager, partitions, tier_end, produced)
 
     def remote_reader(
         self,

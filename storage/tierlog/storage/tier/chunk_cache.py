@@ -157,14 +157,7 @@ class ChunkCache:
         """Chunk ``index`` of object ``key``, or None (a miss)."""
         name = self._name(key, index)
         with self._lock:
-            if name in self._ahead:  # read at last: an ordinary chunk from now on
-                size = self._ahead.pop(name)
-                self._ahead_bytes -= size
-                self._files[name] = size
-                self._ahead_hits += 1
-            elif name in self._files:
-                self._files.move_to_end(name)
-            else:
+            if not self._mark_read_locked(name):
                 self._misses += 1
                 return None
         path = f"{self._directory}/{name}"  # a str, not a Path: this is the hot path
@@ -185,6 +178,25 @@ class ChunkCache:
             else:
                 self._hits += 1
         return data
+
+    def mark_read(self, key: str, index: int) -> None:
+        """A reader took chunk ``index`` of ``key`` from the fetch that cached it."""
+        with self._lock:
+            self._mark_read_locked(self._name(key, index))
+
+    def _mark_read_locked(self, name: str) -> bool:
+        """Most recently used now; a chunk read ahead is read at last and becomes an
+        ordinary one. False when it is not cached."""
+        size = self._ahead.pop(name, None)
+        if size is not None:
+            self._ahead_bytes -= size
+            self._files[name] = size
+            self._ahead_hits += 1
+            return True
+        if name not in self._files:
+            return False
+        self._files.move_to_end(name)
+        return True
 
     def contains(self, key: str, index: int) -> bool:
         name = self._name(key, index)
