@@ -26,29 +26,40 @@ closed segments uploaded and deleted locally:
    cold (a new reader and cache each round), with partitions read in parallel
    (``partition_concurrency``, the default) and one after another (1), alternating.
 
+With ``--latency-ms N`` every read (boto3's and the reader's alike) goes through a TCP
+proxy that forwards each chunk N ms after it arrived (``tests.support.tcp_fault_proxy``),
+as a store across a network answers: where a GET waits on the network rather than on
+the CPU, what overlapping GETs is worth shows.
+
 The machine is shared: the load average at the start and the end is printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import random
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tests.benchmarks.scratch import machine_line, run_in_scratch
 from tests.benchmarks.tier_bench import s3_store
 from tests.broker.tiered_topic import TieredTopic, fill_random
 from tests.support.minio import MinioServer
+from tests.support.tcp_fault_proxy import TcpFaultProxy
 from tierlog.broker.fetch import FetchAnswer, PartitionFetch, next_offset
 from tierlog.sidecar.remote_read_config import RemoteReadConfig
 from tierlog.storage.tier.remote_reader import RemoteLogReader
 from tierlog.storage.tier.s3_store import S3Store
 from tierlog.storage.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 MiB = 1 << 20
 FETCH_BYTES = MiB
@@ -62,6 +73,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=40)
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--fanout-mib", type=int, default=16)
+    parser.add_argument("--latency-ms", type=int, default=0, help="added to every read")
     parser.add_argument("--dir", type=Path, default=None, help="scratch directory")
     args = parser.parse_args()
     run_in_scratch("tier-reads-bench-", args.dir, lambda scratch: run(args, scratch))
@@ -82,9 +94,25 @@ def run(args: argparse.Namespace, scratch: Path) -> None:
             scratch / "fanout", store, "fanout", args.partitions,
             lambda log, p: fill_random(log, args.fanout_mib * MiB, seed=10 + p), segment_bytes,
         )  # fmt: skip
+        proxy = None
         try:
-            rows = measure(args, scratch, settings, minio, store, stream, fanout)
+            endpoint = minio.endpoint_url
+            if args.latency_ms:
+                proxy = TcpFaultProxy.start({"minio": f"127.0.0.1:{minio.port}"})
+                proxy.delay("minio", args.latency_ms)
+                endpoint = f"http://{proxy.address('minio')}"
+            reads = S3Store(
+                store.location, dataclasses.replace(store.options, endpoint_url=endpoint)
+            )
+            client = minio.client(endpoint)
+            rows = measure(
+                args, scratch, settings, client, reads,
+                dataclasses.replace(stream, store=reads), dataclasses.replace(fanout, store=reads),
+            )  # fmt: skip
+            reads.close()
         finally:
+            if proxy is not None:
+                proxy.close()
             stream.close()
             fanout.close()
             store.close()
@@ -99,6 +127,7 @@ def new_reader(topic: TieredTopic, cache_dir: Path, settings: RemoteReadConfig) 
         cache_dir,
         chunk_bytes=settings.chunk_bytes,
         prefetch_chunks=settings.prefetch_chunks,
+        max_prefetch_chunks=settings.max_prefetch_chunks,
         threads=settings.reader_threads,
     )
 
@@ -107,12 +136,12 @@ def measure(
     args: argparse.Namespace,
     scratch: Path,
     settings: RemoteReadConfig,
-    minio: MinioServer,
+    client: S3Client,
     store: S3Store,
     stream: TieredTopic,
     fanout: TieredTopic,
 ) -> list[str]:
-    client, bucket = minio.client(), store.location.bucket
+    bucket = store.location.bucket
     tp = TopicPartition("stream", 0)
     probe = new_reader(stream, scratch / "probe", settings)
     (segment,) = probe.view(tp).all_segments()
@@ -215,9 +244,9 @@ def fanout_rounds(
 ) -> dict[str, list[float]]:
     tps = [TopicPartition(topic.topic, p) for p in range(len(topic.tier_end))]
 
-    def consume(**options: int) -> int:
+    def consume(concurrency: int) -> int:
         remote = new_reader(topic, scratch / "cache-fanout", settings)
-        reader = topic.fetch_reader(remote, **options)
+        reader = topic.fetch_reader(remote, partition_concurrency=concurrency)
         offsets = dict.fromkeys(tps, 0)
         total = 0
         try:
@@ -231,10 +260,19 @@ def fanout_rounds(
                     if offsets[fetch.tp] >= topic.tier_end[fetch.tp.partition]:
                         del offsets[fetch.tp]
         finally:
+            reader.close()
             remote.ranges.close()
         return total
 
-    return alternate({"FetchReader.read_many": consume}, rounds)
+    return alternate(
+        {
+            f"partitions at once ({settings.reader_threads} threads)": partial(
+                consume, settings.reader_threads
+            ),
+            "one after another": partial(consume, 1),
+        },
+        rounds,
+    )
 
 
 def percentile(samples: list[float], fraction: float) -> float:
@@ -254,7 +292,7 @@ def report(
     (reference, *_), rows = sequential.values(), []
     rows += [
         f"\nSequential cold read of a {args.segment_mib} MiB tiered segment, medians of "
-        f"{args.rounds} rounds",
+        f"{args.rounds} rounds; latency added: {args.latency_ms} ms",
         "",
         "| reader | MiB/s median (min-max) | ratio to boto3 |",
         "|---|---|---|",

@@ -115,6 +115,7 @@ class TieredTopic:
         *,
         chunk_bytes: int = MiB,
         prefetch_chunks: int = 2,
+        max_prefetch_chunks: int = 32,
         threads: int = 4,
     ) -> RemoteLogReader:
         """A reader of the tier over an empty chunk cache in ``cache_dir``."""
@@ -122,11 +123,19 @@ class TieredTopic:
         cache = ChunkCache(
             cache_dir, chunk_bytes=chunk_bytes, max_bytes=1 << 40, max_entries=1 << 20
         )
-        ranges = RangeReader(self.store, cache, prefetch_chunks=prefetch_chunks, threads=threads)
+        ranges = RangeReader(
+            self.store,
+            cache,
+            prefetch_chunks=prefetch_chunks,
+            max_prefetch_chunks=max_prefetch_chunks,
+            threads=threads,
+        )
         return RemoteLogReader(ranges)
 
-    def fetch_reader(self, remote: RemoteLogReader, **options: int) -> FetchReader:
-        return FetchReader(self.partitions, AppendWatch(), remote, **options)
+    def fetch_reader(self, remote: RemoteLogReader, *, partition_concurrency: int) -> FetchReader:
+        return FetchReader(
+            self.partitions, AppendWatch(), remote, partition_concurrency=partition_concurrency
+        )
 
     def close(self) -> None:
         self.manager.shutdown()
