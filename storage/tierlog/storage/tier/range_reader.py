@@ -126,10 +126,8 @@ class RangeReader:
 
     def chunk(self, key: str, index: int, object_size: int) -> bytes:
         """Chunk ``index`` of ``key``: from the cache, a fetch in flight, or a GET here."""
-        with self._lock:
-            landed = self._landed.pop((key, index), None)
+        landed = self._take_landed(key, index)
         if landed is not None:
-            self._landed_bytes_sub(len(landed))
             self.cache.mark_read(key, index)
             return landed
         cached = self.cache.get(key, index)
@@ -240,10 +238,6 @@ class RangeReader:
             while self._landed_bytes > LANDED_MAX_BYTES:
                 self._landed_bytes -= len(self._landed.popitem(last=False)[1])
 
-    def _landed_bytes_sub(self, size: int) -> None:
-        with self._lock:
-            self._landed_bytes -= size
-
     def _fetching(self, key: str, index: int, object_size: int) -> Future[bytes] | None:
         """Start a background fetch of a missing chunk (None when cached already)."""
         if self.cache.contains(key, index):
@@ -266,8 +260,16 @@ class RangeReader:
     def _taken(self, key: str, index: int, future: Future[bytes]) -> bytes:
         """The chunk another fetch brings; a chunk read ahead is now read."""
         data = future.result()
+        self._take_landed(key, index)
         self.cache.mark_read(key, index)
         return data
+
+    def _take_landed(self, key: str, index: int) -> bytes | None:
+        """A chunk read ahead, out of memory (it is read now)."""
+        with self._lock:
+            landed = self._landed.pop((key, index), None)
+            self._landed_bytes -= 0 if landed is None else len(landed)
+            return landed
 
     def _fetch_quietly(self, key: str, index: int, object_size: int, future: Future[bytes]) -> None:
         try:
