@@ -94,6 +94,7 @@ def test_gets_are_whole_chunks_once_each_then_the_cache_answers(
     assert reader.read("seg", 1000, 4000, len(body)) == body[1000:4000]
     assert reader.read("seg", 4000, 9999, len(body)) == body[4000:]
     assert sorted(store.gets) == [("seg", 4000, 5000), ("seg", 5000, 5120)]  # not past the end
+    wait_until(lambda: reader.in_flight("seg") == [])  # written to the cache after the read
     assert reader.cache.entries == 5
 
 

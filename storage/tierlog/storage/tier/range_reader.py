@@ -17,7 +17,10 @@ a request's worth of client CPU, however small it is). Chunks read ahead go into
 cache's read-ahead share, which random readers' chunks cannot evict.
 
 One GET per chunk, whoever asks: a read that needs a chunk already being fetched (read
-ahead or by another reader) waits for that fetch instead of issuing its own.
+ahead or by another reader) waits for that fetch instead of issuing its own. A fetched
+chunk is handed to its readers first and written to the disk cache after (on a busy or
+network-attached cache disk a write can take longer than the GET); its fetch counts as
+in flight until the write is done.
 
 Objects are immutable and their size is known from the tier's metadata, so no chunk
 ever reads past an object's end (S3 refuses a range starting beyond it). A store that
@@ -90,6 +93,8 @@ class RangeReader:
         self._get_chunks = max(READ_AHEAD_GET_BYTES // self.chunk_bytes, 1)
         self._pool = ThreadPoolExecutor(max(threads, 1), thread_name_prefix="tier-fetch")
         self._ahead_pool = ThreadPoolExecutor(max(threads, 1), thread_name_prefix="tier-ahead")
+        # Chunks a reader waited for go to the disk cache here, after the reader has them.
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="tier-cache-write")
         self._lock = threading.Lock()
         self._in_flight: dict[tuple[str, int], Future[bytes]] = {}
         self._streams: OrderedDict[tuple[str, int], int] = OrderedDict()  # -> window depth
@@ -191,7 +196,8 @@ class RangeReader:
             if self._closed:
                 return
             for index in range(from_index, stop):
-                if (key, index) in self._in_flight or self.cache.contains(key, index):
+                name = (key, index)
+                if name in self._in_flight or name in self._landed or self.cache.contains(*name):
                     runs.append([])
                 elif len(runs[-1]) == self._get_chunks:
                     runs.append([index])
@@ -223,12 +229,24 @@ class RangeReader:
                 future.set_exception(error)
             log.debug("read-ahead of %s chunks %d-%d failed: %s", key, run[0], run[-1], error)
             return
-        for index, future in zip(run, futures, strict=True):
-            piece = data[index * chunk - start : (index + 1) * chunk - start]
-            self.cache.put(key, index, piece, read_ahead=True)
+        pieces = [data[i * chunk - start : (i + 1) * chunk - start] for i in run]
+        for index, piece, future in zip(run, pieces, futures, strict=True):
             self._land(key, index, piece)
+            future.set_result(piece)  # readers go on; the disk cache's write comes after
+        for index, piece in zip(run, pieces, strict=True):
+            self._store(key, index, piece, read_ahead=True)
+
+    def _store(self, key: str, index: int, data: bytes, *, read_ahead: bool) -> None:
+        """Write a fetched chunk (already handed to its readers) to the disk cache; its
+        fetch stays in flight until then, so no reader fetches it again meanwhile."""
+        try:
+            self.cache.put(key, index, data, read_ahead=read_ahead)
+            with self._lock:
+                taken = read_ahead and (key, index) not in self._landed
+            if taken:  # read while it was being written: read ahead, and read
+                self.cache.mark_read(key, index)
+        finally:
             self._settle(key, index)
-            future.set_result(piece)
 
     def _land(self, key: str, index: int, data: bytes) -> None:
         """Keep a chunk read ahead in memory too, until read or pushed out by newer ones."""
@@ -286,9 +304,11 @@ class RangeReader:
             self._settle(key, index)
             future.set_exception(error)
             raise
-        self.cache.put(key, index, data)
-        self._settle(key, index)
-        future.set_result(data)
+        future.set_result(data)  # the reader goes on; the disk cache's write comes after
+        try:
+            self._writer.submit(self._store, key, index, data, read_ahead=False)
+        except RuntimeError:  # closed: nothing more is cached
+            self._settle(key, index)
         return data
 
     def _get(self, key: str, start: int, end: int) -> bytes:
@@ -318,6 +338,7 @@ class RangeReader:
             self._closed = True
         self._ahead_pool.shutdown(wait=True, cancel_futures=True)
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._writer.shutdown(wait=True, cancel_futures=True)
         with self._lock:
             dropped, self._in_flight = list(self._in_flight.values()), {}
         for future in dropped:
