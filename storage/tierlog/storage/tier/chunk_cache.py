@@ -184,6 +184,13 @@ class ChunkCache:
         with self._lock:
             self._mark_read_locked(self._name(key, index))
 
+    def found_in_memory(self, key: str, index: int) -> None:
+        """A reader had chunk ``index`` of ``key`` in memory (read ahead, or where its last
+        read ended): a hit, as if read from here."""
+        with self._lock:
+            self._hits += 1
+            self._mark_read_locked(self._name(key, index))
+
     def _mark_read_locked(self, name: str) -> bool:
         """Most recently used now; a chunk read ahead is read at last and becomes an
         ordinary one. False when it is not cached."""

@@ -133,7 +133,7 @@ class RangeReader:
         """Chunk ``index`` of ``key``: from the cache, a fetch in flight, or a GET here."""
         landed = self._take_landed(key, index)
         if landed is not None:
-            self.cache.mark_read(key, index)
+            self.cache.found_in_memory(key, index)
             return landed
         cached = self.cache.get(key, index)
         if cached is not None:
@@ -157,7 +157,10 @@ class RangeReader:
     def _tail(self, key: str, index: int) -> bytes | None:
         """The chunk a read ended in, which the next read of the same reader starts in."""
         with self._lock:
-            return self._tails.get((key, index))
+            tail = self._tails.get((key, index))
+        if tail is not None:
+            self.cache.found_in_memory(key, index)
+        return tail
 
     def _keep_tail(self, key: str, index: int, data: bytes) -> None:
         with self._lock:
