@@ -82,6 +82,10 @@ DOCUMENTED = {
     "tierlog_remote_cache_entries",
     "tierlog_remote_cache_evictions_total",
     "tierlog_remote_cache_discarded_total",
+    "tierlog_remote_cache_max_bytes",
+    "tierlog_remote_cache_read_ahead_bytes",
+    "tierlog_remote_cache_read_ahead_hits_total",
+    "tierlog_remote_cache_read_ahead_evicted_unread_total",
     "process_resident_memory_bytes",
 }
 

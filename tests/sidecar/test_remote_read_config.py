@@ -15,7 +15,8 @@ def test_defaults_put_the_cache_in_the_first_log_dir(tmp_path: Path) -> None:
     config = SidecarConfig.from_properties({"log.dirs": f"{tmp_path / 'a'},{tmp_path / 'b'}"})
     read = config.remote_read_config
     assert read.cache_dir == tmp_path / "a" / "tier-cache"
-    assert (read.chunk_bytes, read.prefetch_chunks, read.reader_threads) == (1 << 20, 2, 4)
+    assert (read.chunk_bytes, read.prefetch_chunks, read.max_prefetch_chunks) == (1 << 20, 2, 32)
+    assert read.reader_threads == 10  # Kafka's remote.log.reader.threads default
     assert (read.cache_max_bytes, read.cache_max_entries) == (1 << 30, 100_000)
 
 
@@ -28,6 +29,7 @@ def test_every_key_is_read(tmp_path: Path) -> None:
             "tierlog.remote.cache.max.entries": "50",
             "tierlog.remote.fetch.chunk.bytes": "65536",
             "tierlog.remote.fetch.prefetch.chunks": "0",
+            "tierlog.remote.fetch.prefetch.max.chunks": "4",
             "remote.log.reader.threads": "8",
         }
     )
@@ -37,6 +39,7 @@ def test_every_key_is_read(tmp_path: Path) -> None:
         cache_max_entries=50,
         chunk_bytes=65536,
         prefetch_chunks=0,
+        max_prefetch_chunks=4,
         reader_threads=8,
     )
 

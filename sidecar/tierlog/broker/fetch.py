@@ -10,6 +10,16 @@ again that this broker leads every partition in the epoch asked (a change of rol
 it too), so a deposed leader stops serving at once, with the reason. Reads run in a
 thread (local files or the tier's GETs); the loop only waits.
 
+The partitions of one fetch whose offsets lie in the tier are read at once, on up to
+``partition_concurrency`` threads, not one after another (Kafka serves one remote
+partition per fetch, apache/kafka#19336): a tiered read waits on GETs, and eight of them
+in flight take about as long as one. The answers are still exactly those of reading the
+partitions in turn: each partition read ahead gets the share of the budget it would get
+in turn when that is knowable in advance (its own limit, while the limits up to it fit
+in ``max_bytes``), else the budget split evenly; a partition whose turn gives it another
+share is read again in turn, from the chunks its first read brought into the cache. The
+fetch waits for every read it started before it answers.
+
 ``list_offset`` answers ListOffsets: the earliest, the latest a consumer can read, or the
 first offset at or after a timestamp, local or tiered.
 """
@@ -18,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -85,10 +96,20 @@ class FetchReader:
         partitions: Partitions[Leaders[Leader]],
         watch: AppendWatch,
         remote: RemoteLogReader | None = None,
+        *,
+        partition_concurrency: int = 10,
     ):
+        """``partition_concurrency``: tiered partitions of a fetch read at once (Kafka's
+        ``remote.log.reader.threads``; 1 reads them in turn)."""
         self.partitions = partitions
         self.watch = watch
         self.remote = remote  # serves offsets below the local log start
+        self.partition_concurrency = max(partition_concurrency, 1)
+        self._pool = ThreadPoolExecutor(self.partition_concurrency, "fetch-tiered")
+
+    def close(self) -> None:
+        """Wait for the reads in flight; no fetch reads afterwards."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
     async def long_poll(
         self,
@@ -119,29 +140,99 @@ class FetchReader:
     def read_many(
         self, fetches: Sequence[PartitionFetch], max_bytes: int, read_committed: bool
     ) -> list[FetchAnswer | TierlogError]:
-        """Blocking: each partition's batches, or why not, read in turn within
+        """Blocking: each partition's batches, or why not, as if read in turn within
         ``max_bytes`` together (bar the first batch); once it is spent, the partitions
-        left are read for where their logs stand only."""
-        budget = max_bytes
-        answers: list[FetchAnswer | TierlogError] = []
+        left are read for where their logs stand only. Tiered partitions are read at
+        once first (see the module's docstring)."""
+        located: list[tuple[TopicPartition, Log] | TierlogError] = []
         for fetch in fetches:
             try:
-                _tp, partition_log = self.partitions.log(
-                    fetch.tp.topic, fetch.tp.partition, fetch.leader_epoch
-                )
-                answer = self.read(
-                    fetch.tp,
-                    partition_log,
-                    fetch.offset,
-                    min(fetch.max_bytes, budget),
-                    read_committed,
+                located.append(
+                    self.partitions.log(fetch.tp.topic, fetch.tp.partition, fetch.leader_epoch)
                 )
             except TierlogError as error:
-                answers.append(error)
+                located.append(error)
+        early = self._read_tiered_at_once(fetches, located, max_bytes, read_committed)
+        try:
+            return self._in_turn(fetches, located, max_bytes, read_committed, early)
+        finally:
+            for _limit, future in early.values():
+                future.cancel()
+            for _limit, future in early.values():
+                if not future.cancelled():
+                    future.exception()  # ended, whatever it raised: nothing runs on
+
+    def _read_tiered_at_once(
+        self,
+        fetches: Sequence[PartitionFetch],
+        located: Sequence[tuple[TopicPartition, Log] | TierlogError],
+        max_bytes: int,
+        read_committed: bool,
+    ) -> dict[int, tuple[int, Future[FetchAnswer | TierlogError]]]:
+        """Start reading the partitions whose offsets lie in the tier, when more than one
+        does: fetch index -> (the byte limit it is read with, its read)."""
+        tiered = [
+            index
+            for index, (fetch, where) in enumerate(zip(fetches, located, strict=True))
+            if not isinstance(where, TierlogError)
+            and 0 <= fetch.offset < where[1].local_log_start_offset
+        ]
+        if len(tiered) < 2 or self.partition_concurrency < 2 or max_bytes <= 0:
+            return {}
+        limits = [min(fetch.max_bytes, max_bytes) for fetch in fetches]
+        fits = sum(limits[: tiered[-1] + 1]) <= max_bytes  # each gets its own limit in turn
+        share = max(max_bytes // len(tiered), 1)
+        early: dict[int, tuple[int, Future[FetchAnswer | TierlogError]]] = {}
+        for index in tiered:
+            where = located[index]
+            assert not isinstance(where, TierlogError)
+            fetch, limit = fetches[index], limits[index] if fits else min(limits[index], share)
+            try:
+                future = self._pool.submit(
+                    self._answer, fetch.tp, where[1], fetch.offset, limit, read_committed
+                )
+            except RuntimeError:  # closed (shutting down): the rest are read in turn
+                break
+            early[index] = (limit, future)
+        return early
+
+    def _in_turn(
+        self,
+        fetches: Sequence[PartitionFetch],
+        located: Sequence[tuple[TopicPartition, Log] | TierlogError],
+        max_bytes: int,
+        read_committed: bool,
+        early: dict[int, tuple[int, Future[FetchAnswer | TierlogError]]],
+    ) -> list[FetchAnswer | TierlogError]:
+        budget = max_bytes
+        answers: list[FetchAnswer | TierlogError] = []
+        for index, (fetch, where) in enumerate(zip(fetches, located, strict=True)):
+            if isinstance(where, TierlogError):
+                answers.append(where)
                 continue
+            limit = min(fetch.max_bytes, budget)
+            read_early = early.get(index)
+            if read_early is not None and read_early[0] == limit:
+                answer = read_early[1].result()
+            else:
+                answer = self._answer(fetch.tp, where[1], fetch.offset, limit, read_committed)
             answers.append(answer)
-            budget = max(0, budget - len(answer.record_batches))
+            if isinstance(answer, FetchAnswer):
+                budget = max(0, budget - len(answer.record_batches))
         return answers
+
+    def _answer(
+        self,
+        tp: TopicPartition,
+        partition_log: Log,
+        offset: int,
+        max_bytes: int,
+        read_committed: bool,
+    ) -> FetchAnswer | TierlogError:
+        try:
+            return self.read(tp, partition_log, offset, max_bytes, read_committed)
+        except TierlogError as error:
+            return error
 
     def read(
         self,

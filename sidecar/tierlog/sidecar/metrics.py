@@ -398,6 +398,24 @@ class RemoteReadCollector:
         yield GaugeMetricFamily(
             "tierlog_remote_cache_entries", "Chunks in the disk cache", stats.entries
         )
+        yield GaugeMetricFamily(
+            "tierlog_remote_cache_max_bytes", "The disk cache's byte limit",
+            self.reader.ranges.cache.max_bytes,
+        )  # fmt: skip
+        yield GaugeMetricFamily(
+            "tierlog_remote_cache_read_ahead_bytes",
+            "Bytes of chunks read ahead and not read yet (part of the cache's size)",
+            stats.read_ahead_bytes,
+        )
+        yield CounterMetricFamily(
+            "tierlog_remote_cache_read_ahead_hits_total", "Chunks read ahead, then read",
+            stats.read_ahead_hits,
+        )  # fmt: skip
+        yield CounterMetricFamily(
+            "tierlog_remote_cache_read_ahead_evicted_unread_total",
+            "Chunks read ahead and evicted before anyone read them (wasted GETs)",
+            stats.read_ahead_evicted_unread,
+        )
         yield CounterMetricFamily(
             "tierlog_remote_read_bytes_total",
             "Record bytes served from the remote tier (Fetch and Subscribe below the local start)",

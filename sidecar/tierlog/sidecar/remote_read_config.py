@@ -5,9 +5,12 @@ Fetches below the local log start are served from the tier in chunks of
 ``tierlog.remote.cache.dir`` (default: ``tier-cache`` in the log dir whose cache holds
 files, else in the first, see ``log_dir_home``; the log manager never mistakes it for a
 partition), bounded by
-``tierlog.remote.cache.max.bytes`` and ``tierlog.remote.cache.max.entries``, with
-``tierlog.remote.fetch.prefetch.chunks`` chunks fetched ahead of each read on
-``remote.log.reader.threads`` threads (Kafka's name for its remote reader pool).
+``tierlog.remote.cache.max.bytes`` and ``tierlog.remote.cache.max.entries``. A
+sequential reader gets ``tierlog.remote.fetch.prefetch.chunks`` chunks read ahead at
+first (0: no read-ahead), twice as many with each read that continues, up to
+``tierlog.remote.fetch.prefetch.max.chunks``; ``remote.log.reader.threads`` (Kafka's name
+for its remote reader pool, and its default) is how many GETs read-ahead keeps in flight
+and how many tiered partitions of one fetch are read at once.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ _NUMBERS: dict[str, tuple[str, int, int]] = {
     "tierlog.remote.cache.max.entries": ("cache_max_entries", 100_000, 0),
     "tierlog.remote.fetch.chunk.bytes": ("chunk_bytes", 1 << 20, 4096),
     "tierlog.remote.fetch.prefetch.chunks": ("prefetch_chunks", 2, 0),
-    "remote.log.reader.threads": ("reader_threads", 4, 1),
+    "tierlog.remote.fetch.prefetch.max.chunks": ("max_prefetch_chunks", 32, 0),
+    "remote.log.reader.threads": ("reader_threads", 10, 1),
 }
 REMOTE_READ_KEYS = frozenset({_CACHE_DIR, *_NUMBERS})
 DEFAULT_CACHE_DIR_NAME = "tier-cache"
@@ -41,7 +45,8 @@ class RemoteReadConfig:
     cache_max_entries: int = 100_000
     chunk_bytes: int = 1 << 20
     prefetch_chunks: int = 2
-    reader_threads: int = 4
+    max_prefetch_chunks: int = 32
+    reader_threads: int = 10
 
     @classmethod
     def from_properties(

@@ -203,7 +203,12 @@ class SidecarServer:
         await asyncio.to_thread(partitions.adopt_logs_on_disk)
         self.remote_reader = await asyncio.to_thread(self._remote_reader)
         self.appender = Appender(partitions, self.watch, INTERNAL_TOPICS)
-        self.reader = FetchReader(partitions, self.watch, self.remote_reader)
+        self.reader = FetchReader(
+            partitions,
+            self.watch,
+            self.remote_reader,
+            partition_concurrency=self.config.remote_read_config.reader_threads,
+        )
         producer_ids = ProducerIdManager(self.config.storage.log_dirs, self.config.node_id)
         self.producer_ids = producer_ids
         self._log_service = LogService(
@@ -458,6 +463,7 @@ class SidecarServer:
             self.tier_store,
             cache,
             prefetch_chunks=settings.prefetch_chunks,
+            max_prefetch_chunks=settings.max_prefetch_chunks,
             threads=settings.reader_threads,
             on_fetch=self.metrics.observe_remote_fetch,
         )
@@ -529,6 +535,8 @@ class SidecarServer:
         if self.appender is not None:
             await self.appender.drain()
         await asyncio.to_thread(self.manager.shutdown)  # stops the uploads first
+        if self.reader is not None:
+            await asyncio.to_thread(self.reader.close)
         if self.remote_reader is not None:
             await asyncio.to_thread(self.remote_reader.ranges.close)
         await asyncio.to_thread(self.tier_store.close)

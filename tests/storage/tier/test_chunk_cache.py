@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.small_disk import fill_leaving, small_disk_at
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.tier.chunk_cache import ChunkCache
 
@@ -143,3 +144,58 @@ def test_concurrent_readers_and_writers_keep_the_bounds_and_the_bytes(tmp_path: 
     assert chunks.entries == len(files) <= 40
     assert chunks.size_bytes == sum(path.stat().st_size for path in files)
     assert list(tmp_path.glob("*.tmp")) == []
+
+
+PAGE = 4096  # a chunk file of exactly one tmpfs page: data plus the trailer
+
+
+def test_a_full_cache_makes_room_before_it_writes_so_a_disk_of_its_size_never_overflows(
+    tmp_path: Path,
+) -> None:
+    """The byte limit holds on disk at every moment, not only after each put: a cache
+    whose disk has room for exactly ``max_bytes`` keeps caching new chunks."""
+    with small_disk_at(tmp_path / "disk", "256k") as disk:
+        chunks = ChunkCache(
+            disk / "cache", chunk_bytes=PAGE - TRAILER, max_bytes=4 * PAGE, max_entries=100
+        )
+        fill_leaving(disk, 4 * PAGE)
+        for index in range(12):
+            data = bytes([index]) * (PAGE - TRAILER)
+            chunks.put("k", index, data)
+            assert chunks.get("k", index) == data, f"chunk {index} was not cached"
+            assert chunks.size_bytes <= 4 * PAGE
+        assert chunks.stats().evictions == 8
+
+
+def test_chunks_read_ahead_are_not_evicted_by_random_reads(tmp_path: Path) -> None:
+    """Read-ahead chunks wait in their own share of the cache until read; chunks a random
+    reader brings in evict only each other (and chunks already read)."""
+    chunks = ChunkCache(
+        tmp_path, chunk_bytes=64, max_bytes=8 * (64 + TRAILER), max_entries=100,
+        read_ahead_max_bytes=4 * (64 + TRAILER),
+    )  # fmt: skip
+    for index in range(4):
+        chunks.put("sequential", index, b"s" * 64, read_ahead=True)
+    for index in range(50):
+        chunks.put("random", index, b"r" * 64)
+    assert [chunks.contains("sequential", i) for i in range(4)] == [True] * 4
+    assert chunks.size_bytes <= 8 * (64 + TRAILER)
+    assert chunks.get("sequential", 0) == b"s" * 64  # read: now an ordinary chunk
+    stats = chunks.stats()
+    assert (stats.read_ahead_hits, stats.read_ahead_bytes) == (1, 3 * (64 + TRAILER))
+    for index in range(50, 60):
+        chunks.put("random", index, b"r" * 64)
+    assert [chunks.contains("sequential", i) for i in range(4)] == [False, True, True, True]
+
+
+def test_read_ahead_beyond_its_share_evicts_the_oldest_unread_read_ahead(tmp_path: Path) -> None:
+    chunks = ChunkCache(
+        tmp_path, chunk_bytes=64, max_bytes=8 * (64 + TRAILER), max_entries=100,
+        read_ahead_max_bytes=2 * (64 + TRAILER),
+    )  # fmt: skip
+    chunks.put("random", 0, b"r" * 64)
+    for index in range(3):
+        chunks.put("sequential", index, b"s" * 64, read_ahead=True)
+    assert [chunks.contains("sequential", i) for i in range(3)] == [False, True, True]
+    assert chunks.contains("random", 0)
+    assert chunks.stats().read_ahead_evicted_unread == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -10,12 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.storage.tier.tiering import minio_store
+from tests.support.minio import MinioServer
 from tierlog.storage.tier.chunk_cache import ChunkCache
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.range_reader import RangeReader
 from tierlog.storage.tier.store import ObjectNotFoundError, ObjectStoreError
 
 CHUNK = 1000
+TRAILER = 12  # a cache file's trailer after its chunk
 
 
 class RecordingStore(LocalDirectoryStore):
@@ -46,6 +50,15 @@ def reader(tmp_path: Path, store: RecordingStore) -> Iterator[RangeReader]:
     reader = RangeReader(store, cache, prefetch_chunks=0)
     yield reader
     reader.close()
+
+
+def disk_bytes(directory: Path) -> int:
+    """What the files in ``directory`` take (those deleted while it is scanned: nothing)."""
+    total = 0
+    for path in directory.iterdir():
+        with contextlib.suppress(FileNotFoundError):
+            total += path.stat().st_size
+    return total
 
 
 def wait_until(condition: object, timeout_s: float = 5) -> None:
@@ -81,6 +94,7 @@ def test_gets_are_whole_chunks_once_each_then_the_cache_answers(
     assert reader.read("seg", 1000, 4000, len(body)) == body[1000:4000]
     assert reader.read("seg", 4000, 9999, len(body)) == body[4000:]
     assert sorted(store.gets) == [("seg", 4000, 5000), ("seg", 5000, 5120)]  # not past the end
+    wait_until(lambda: reader.in_flight("seg") == [])  # written to the cache after the read
     assert reader.cache.entries == 5
 
 
@@ -147,3 +161,114 @@ def test_an_object_shorter_than_its_metadata_is_an_error_not_a_short_read(
     with pytest.raises(ObjectStoreError, match="shorter than its metadata"):
         reader.read("seg", 0, 100, 2000)
     assert not reader.cache.contains("seg", 0)
+
+
+def test_a_sequential_reader_reads_ahead_deeper_with_each_read_a_random_one_not_at_all(
+    tmp_path: Path, store: RecordingStore
+) -> None:
+    body = random.Random(3).randbytes(100 * CHUNK)
+    store.put("seg", body)
+    cache = ChunkCache(tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=1 << 24, max_entries=1000)
+    reader = RangeReader(store, cache, prefetch_chunks=2, max_prefetch_chunks=16, threads=2)
+
+    def read_chunk(index: int) -> None:
+        """Read inside chunk ``index`` (put in the cache first: the GETs seen are read-ahead's)."""
+        if not cache.contains("seg", index):
+            cache.put("seg", index, body[index * CHUNK : (index + 1) * CHUNK])
+        start = index * CHUNK + 10
+        assert reader.read("seg", start, start + 500, len(body)) == body[start : start + 500]
+
+    def settle() -> None:
+        store.gate.set()
+        wait_until(lambda: reader.in_flight("seg") == [])
+        store.gate.clear()
+        store.gets.clear()
+
+    try:
+        store.gate.clear()  # read-ahead GETs wait: what a read started shows in flight
+        read_chunk(50)
+        assert reader.in_flight("seg") == []  # a first read in the middle: maybe random
+        read_chunk(51)
+        assert reader.in_flight("seg") == [52, 53]  # it continued: the first window
+        settle()
+        read_chunk(52)
+        assert reader.in_flight("seg") == [54, 55, 56]  # 4 ahead, 53 already there
+        settle()
+        read_chunk(53)  # 8 ahead: 57-61 missing, one GET (57-56 cached, 53+8 = 61)
+        assert reader.in_flight("seg") == [57, 58, 59, 60, 61]
+        wait_until(lambda: store.gets == [("seg", 57 * CHUNK, 62 * CHUNK)])
+        settle()
+        read_chunk(20)  # a jump: no read-ahead, and no GET beyond its own
+        read_chunk(90)
+        assert reader.in_flight("seg") == [] and store.gets == []
+        read_chunk(0)  # an object's start: a sequential reader's first read
+        assert reader.in_flight("seg") == [1, 2]
+        settle()
+        assert cache.stats().read_ahead_hits == 2  # chunks 52 and 53, read ahead, then read
+    finally:
+        store.gate.set()
+        reader.close()
+
+
+def test_closing_the_reader_during_read_ahead_leaves_no_fetch_behind(
+    tmp_path: Path, store: RecordingStore
+) -> None:
+    body = bytes(40 * CHUNK)
+    store.put("seg", body)
+    cache = ChunkCache(tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=1 << 24, max_entries=1000)
+    reader = RangeReader(store, cache, prefetch_chunks=8, max_prefetch_chunks=8, threads=1)
+    cache.put("seg", 0, body[:CHUNK])
+    store.gate.clear()
+    reader.read("seg", 0, 10, len(body))  # from the start: 8 chunks ahead, held at the gate
+    assert reader.in_flight("seg") == list(range(1, 9))
+    waiting: list[bytes | BaseException] = []
+
+    def read_chunk_5() -> None:
+        try:
+            waiting.append(reader.read("seg", 5 * CHUNK, 5 * CHUNK + 10, len(body)))
+        except ObjectStoreError as error:
+            waiting.append(error)
+
+    reader_thread = threading.Thread(target=read_chunk_5)
+    reader_thread.start()
+    closing = threading.Thread(target=reader.close)
+    closing.start()
+    store.gate.set()  # the GET running finishes; the ones queued are dropped
+    closing.join(10)
+    reader_thread.join(10)
+    assert not closing.is_alive() and not reader_thread.is_alive()
+    assert reader.in_flight("seg") == []
+    assert waiting and (waiting[0] == bytes(10) or isinstance(waiting[0], ObjectStoreError))
+    assert not [t for t in threading.enumerate() if t.name.startswith(("tier-ahead", "tier-fetch"))]
+
+
+@pytest.mark.go_tools
+def test_a_sequential_read_from_minio_gives_every_byte_in_order_within_the_cache_limit(
+    tmp_path: Path, minio: MinioServer, s3_bucket: str
+) -> None:
+    """Through a real S3 store: reads of random lengths front to back, read-ahead deep and
+    in multi-chunk GETs, each answer the object's bytes; the cache never above its limit."""
+    s3 = minio_store(minio, s3_bucket, tmp_path)
+    body = random.Random(4).randbytes(3 << 20)
+    s3.put("segment", body)
+    chunk = 16 << 10
+    limit = 40 * (chunk + TRAILER)
+    cache = ChunkCache(
+        tmp_path / "cache", chunk_bytes=chunk, max_bytes=limit, max_entries=1000,
+        read_ahead_max_bytes=20 * (chunk + TRAILER),
+    )  # fmt: skip
+    reader = RangeReader(s3, cache, prefetch_chunks=2, max_prefetch_chunks=16, threads=4)
+    rng = random.Random(5)
+    position = 0
+    try:
+        while position < len(body):
+            end = position + rng.randint(1, 3 * chunk)
+            assert reader.read("segment", position, end, len(body)) == body[position:end]
+            assert cache.size_bytes <= limit
+            assert disk_bytes(tmp_path / "cache") <= limit
+            position = end
+    finally:
+        reader.close()
+        s3.close()
+    stats = cache.stats()
+    assert stats.read_ahead_hits > 100 and stats.read_ahead_evicted_unread == 0

@@ -72,6 +72,7 @@ def minio_store(
     rate: int | None = None,
     part: int = 16 << 20,
     observer: Recorder | None = None,
+    kind: type[S3Store] = S3Store,
 ) -> S3Store:
     options = S3Options(
         region=minio.region,
@@ -87,7 +88,7 @@ def minio_store(
         multipart_threshold_bytes=part,
         part_size_bytes=part,
     )
-    return S3Store(S3Location(bucket, "tier"), options, observer=observer)
+    return kind(S3Location(bucket, "tier"), options, observer=observer)
 
 
 # The params of a fixture that runs each of its tests on both stores (``both_stores``).

@@ -3,7 +3,16 @@
 Remote segment objects never change once uploaded (a new upload gets a new key), so
 chunk ``i`` of an object, bytes ``[i * chunk_bytes, (i + 1) * chunk_bytes)``, never
 goes stale: it is cached under (object key, chunk index) and only ever evicted, least
-recently used first, to stay within ``max_bytes`` and ``max_entries``.
+recently used first, to stay within ``max_bytes`` and ``max_entries``. A put makes room
+before it writes, so the files on disk (its temporary file included) never add up to
+more than ``max_bytes``: a cache volume of that size never fills.
+
+Chunks fetched ahead of a sequential reader (``put(..., read_ahead=True)``) wait in their
+own share of the cache, at most ``read_ahead_max_bytes``, until read: only other chunks
+read ahead evict them (the oldest first, most likely a reader that went away), so a
+random reader's chunks, which evict only ordinary chunks, never throw away what a
+sequential reader is about to read. A chunk read ahead joins the ordinary chunks once it
+is read.
 
 It survives restarts. Each chunk is one file named by a hash of its object key, the
 chunk size and its index; at start the in-memory index is rebuilt from the directory,
@@ -50,26 +59,55 @@ class ChunkCacheStats(NamedTuple):
     discarded: int  # torn or corrupt files thrown away
     size_bytes: int
     entries: int
+    read_ahead_hits: int = 0  # chunks read ahead, then read
+    read_ahead_evicted_unread: int = 0  # chunks read ahead for nothing
+    read_ahead_bytes: int = 0  # of chunks read ahead, not read yet (part of size_bytes)
 
 
 class ChunkCache:
     """Chunks of immutable remote objects in ``directory`` (created if missing); thread-safe."""
 
-    def __init__(self, directory: Path, *, chunk_bytes: int, max_bytes: int, max_entries: int):
-        if chunk_bytes <= 0 or max_bytes < 0 or max_entries < 0:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        chunk_bytes: int,
+        max_bytes: int,
+        max_entries: int,
+        read_ahead_max_bytes: int | None = None,
+    ):
+        """``read_ahead_max_bytes``: the share of ``max_bytes`` chunks read ahead may hold
+        until read (default a quarter)."""
+        read_ahead_max_bytes = (
+            max_bytes // 4 if read_ahead_max_bytes is None else read_ahead_max_bytes
+        )
+        if (
+            chunk_bytes <= 0
+            or max_bytes < 0
+            or max_entries < 0
+            or not 0 <= read_ahead_max_bytes <= max_bytes
+        ):
             raise InvalidConfigError(
                 f"chunk cache: chunk_bytes {chunk_bytes} must be positive, "
-                f"max_bytes {max_bytes} and max_entries {max_entries} not negative"
+                f"max_bytes {max_bytes} and max_entries {max_entries} not negative, "
+                f"read_ahead_max_bytes {read_ahead_max_bytes} within max_bytes"
             )
         self.directory = directory
         self._directory = str(directory)
         self.chunk_bytes = chunk_bytes
         self.max_bytes = max_bytes
         self.max_entries = max_entries
+        self.read_ahead_max_bytes = read_ahead_max_bytes
         self._lock = threading.Lock()
         self._files: OrderedDict[str, int] = OrderedDict()  # file name -> bytes, LRU first
-        self._size_bytes = 0
+        self._ahead: OrderedDict[str, int] = OrderedDict()  # read ahead, unread; oldest first
+        self._size_bytes = 0  # of both
+        self._ahead_bytes = 0
+        self._reserved_bytes = 0  # room made for puts writing their files
+        self._reserved_ahead_bytes = 0
+        self._writing: set[str] = set()  # chunks being written (each holds a reserved entry)
         self._hits = self._misses = self._evictions = self._discarded = 0
+        self._ahead_hits = self._ahead_evicted = 0
         directory.mkdir(parents=True, exist_ok=True)
         self._load()
 
@@ -96,7 +134,7 @@ class ChunkCache:
             for _mtime, name, size in sorted(found):
                 self._files[name] = size
                 self._size_bytes += size
-            self._evict_locked()
+            self._make_room_locked(0, read_ahead=False)
         log.info(
             "chunk cache %s: %d chunks, %d bytes",
             self.directory,
@@ -119,10 +157,9 @@ class ChunkCache:
         """Chunk ``index`` of object ``key``, or None (a miss)."""
         name = self._name(key, index)
         with self._lock:
-            if name not in self._files:
+            if not self._mark_read_locked(name):
                 self._misses += 1
                 return None
-            self._files.move_to_end(name)
         path = f"{self._directory}/{name}"  # a str, not a Path: this is the hot path
         try:
             with open(path, "rb") as source:  # noqa: PTH123
@@ -142,16 +179,48 @@ class ChunkCache:
                 self._hits += 1
         return data
 
-    def contains(self, key: str, index: int) -> bool:
+    def mark_read(self, key: str, index: int) -> None:
+        """A reader took chunk ``index`` of ``key`` from the fetch that cached it."""
         with self._lock:
-            return self._name(key, index) in self._files
+            self._mark_read_locked(self._name(key, index))
 
-    def put(self, key: str, index: int, data: bytes) -> None:
-        """Cache chunk ``index`` of ``key``; evicts least recently used chunks to fit."""
+    def found_in_memory(self, key: str, index: int) -> None:
+        """A reader had chunk ``index`` of ``key`` in memory (read ahead, or where its last
+        read ended): a hit, as if read from here."""
+        with self._lock:
+            self._hits += 1
+            self._mark_read_locked(self._name(key, index))
+
+    def _mark_read_locked(self, name: str) -> bool:
+        """Most recently used now; a chunk read ahead is read at last and becomes an
+        ordinary one. False when it is not cached."""
+        size = self._ahead.pop(name, None)
+        if size is not None:
+            self._ahead_bytes -= size
+            self._files[name] = size
+            self._ahead_hits += 1
+            return True
+        if name not in self._files:
+            return False
+        self._files.move_to_end(name)
+        return True
+
+    def contains(self, key: str, index: int) -> bool:
+        name = self._name(key, index)
+        with self._lock:
+            return name in self._files or name in self._ahead
+
+    def put(self, key: str, index: int, data: bytes, *, read_ahead: bool = False) -> None:
+        """Cache chunk ``index`` of ``key`` (``read_ahead``: fetched before anyone asked),
+        first evicting what must go to fit; not cached when it cannot fit."""
         name = self._name(key, index)
         size = len(data) + _TRAILER.size
-        if size > self.max_bytes or self.max_entries == 0:
-            return
+        with self._lock:
+            if name in self._files or name in self._ahead or name in self._writing:
+                return  # immutable: the copy there (or on its way) is this one
+            if not self._make_room_locked(size, read_ahead=read_ahead):
+                return
+            self._reserve_locked(name, size, read_ahead)
         temporary = self.directory / f"{uuid.uuid4().hex}{_TEMPORARY_SUFFIX}"
         try:
             with temporary.open("wb") as out:
@@ -159,26 +228,60 @@ class ChunkCache:
                 out.write(_TRAILER.pack(_MAGIC, len(data), crc32c(data)))
             with self._lock:
                 temporary.replace(self.directory / name)
-                previous = self._files.pop(name, 0)
-                self._files[name] = size
-                self._size_bytes += size - previous
-                self._evict_locked()
+                self._release_locked(name, size, read_ahead)
+                (self._ahead if read_ahead else self._files)[name] = size
+                self._size_bytes += size
+                self._ahead_bytes += size if read_ahead else 0
         except OSError as error:  # a full cache disk must not fail the read it serves
             log.warning("chunk cache: cannot write %s: %s", name, error)
             temporary.unlink(missing_ok=True)
+            with self._lock:
+                self._release_locked(name, size, read_ahead)
 
-    def _evict_locked(self) -> None:
-        while self._files and (
-            self._size_bytes > self.max_bytes or len(self._files) > self.max_entries
+    def _reserve_locked(self, name: str, size: int, read_ahead: bool) -> None:
+        self._writing.add(name)
+        self._reserved_bytes += size
+        self._reserved_ahead_bytes += size if read_ahead else 0
+
+    def _release_locked(self, name: str, size: int, read_ahead: bool) -> None:
+        self._writing.discard(name)
+        self._reserved_bytes -= size
+        self._reserved_ahead_bytes -= size if read_ahead else 0
+
+    def _make_room_locked(self, size: int, *, read_ahead: bool) -> bool:
+        """Evict until ``size`` more bytes and one more entry fit, counting the puts still
+        writing: read ahead, the oldest unread chunks read ahead while their share is
+        full, then the least recently used ordinary chunks; an ordinary chunk evicts only
+        ordinary chunks. False (nothing more evicted) when it cannot fit that way."""
+        if read_ahead:
+            if size > self.read_ahead_max_bytes:
+                return False
+            while self._ahead_bytes + self._reserved_ahead_bytes + size > self.read_ahead_max_bytes:
+                if not self._ahead:
+                    return False
+                self._evict_locked(self._ahead)
+                self._ahead_evicted += 1
+        entries = 1 if size else 0
+        while (
+            self._size_bytes + self._reserved_bytes + size > self.max_bytes
+            or len(self._files) + len(self._ahead) + len(self._writing) + entries > self.max_entries
         ):
-            name, size = self._files.popitem(last=False)
-            self._size_bytes -= size
-            self._evictions += 1
-            (self.directory / name).unlink(missing_ok=True)
+            if not self._files:
+                return False
+            self._evict_locked(self._files)
+        return True
+
+    def _evict_locked(self, segment: OrderedDict[str, int]) -> None:
+        name, size = segment.popitem(last=False)
+        self._size_bytes -= size
+        if segment is self._ahead:
+            self._ahead_bytes -= size
+        self._evictions += 1
+        (self.directory / name).unlink(missing_ok=True)
 
     def _discard(self, name: str) -> None:
         with self._lock:
-            size = self._files.pop(name, None)
+            size = self._files.pop(name, None)  # a read chunk: no longer in ``_ahead``
             if size is None:
                 return
             self._size_bytes -= size
@@ -199,7 +302,7 @@ class ChunkCache:
 
     @property
     def entries(self) -> int:
-        return len(self._files)
+        return len(self._files) + len(self._ahead)
 
     def stats(self) -> ChunkCacheStats:
         with self._lock:
@@ -209,7 +312,10 @@ class ChunkCache:
                 self._evictions,
                 self._discarded,
                 self._size_bytes,
-                len(self._files),
+                len(self._files) + len(self._ahead),
+                self._ahead_hits,
+                self._ahead_evicted,
+                self._ahead_bytes,
             )
 
 

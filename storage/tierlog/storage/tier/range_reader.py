@@ -1,13 +1,26 @@
-"""Byte ranges of remote objects, read in chunks through the disk cache, with prefetch.
+"""Byte ranges of remote objects, read in chunks through the disk cache, with read-ahead.
 
 A read of ``[start, end)`` of an object becomes the chunks that cover it: cached ones
 come from the ``ChunkCache``, missing ones are ranged GETs of exactly one chunk each
-(the first in the caller's thread, the others in parallel on the pool). Then the
-chunks after the range are fetched in the background (``prefetch_chunks``), so a
-consumer reading a remote segment front to back finds its next bytes already cached.
+(the first in the caller's thread, the others in parallel on the pool).
 
-One GET per chunk, whoever asks: a read that needs a chunk already being fetched (by a
-prefetch or another reader) waits for that fetch instead of issuing its own.
+Read-ahead adapts to the reader. A read that continues where an earlier one of the same
+object ended (in the chunk it ended in, or the next) belongs to a sequential reader,
+whose window of chunks fetched ahead doubles with each such read, from
+``prefetch_chunks`` up to ``max_prefetch_chunks``; a read that starts anywhere else but
+at the object's start (a random reader, an index lookup: ``prefetch=False``) gets none,
+so random readers cost no GETs beyond their own. The window is topped up in ranged GETs
+of up to ``READ_AHEAD_GET_BYTES`` (several chunks each, split into chunks for the cache),
+only once a GET's worth of it is missing: a deep window is a few large GETs in flight,
+which is what runs near the store's own throughput (a GET costs a round trip and, here,
+a request's worth of client CPU, however small it is). Chunks read ahead go into the
+cache's read-ahead share, which random readers' chunks cannot evict.
+
+One GET per chunk, whoever asks: a read that needs a chunk already being fetched (read
+ahead or by another reader) waits for that fetch instead of issuing its own. A fetched
+chunk is handed to its readers first and written to the disk cache after (on a busy or
+network-attached cache disk a write can take longer than the GET); its fetch counts as
+in flight until the write is done.
 
 Objects are immutable and their size is known from the tier's metadata, so no chunk
 ever reads past an object's end (S3 refuses a range starting beyond it). A store that
@@ -19,19 +32,33 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from tierlog.storage.tier.chunk_cache import ChunkCache
 from tierlog.storage.tier.store import ObjectStore, ObjectStoreError
 
-__all__ = ["FetchObserver", "RangeReader"]
+__all__ = ["LANDED_MAX_BYTES", "READ_AHEAD_GET_BYTES", "FetchObserver", "RangeReader"]
 
 log = logging.getLogger(__name__)
 
 # Called after each remote GET with its latency and bytes (the sidecar's histogram),
 # or with the error it raised and -1 bytes.
 FetchObserver = Callable[[float, int, BaseException | None], None]
+
+# The largest ranged GET read-ahead makes (at least one chunk).
+READ_AHEAD_GET_BYTES = 8 << 20
+# Sequential readers remembered, by object and the chunk each read last.
+_STREAMS = 1024
+# The chunks the latest reads ended in, kept in memory: the next read of a sequential
+# reader starts in the chunk its last one ended in, and reading that chunk from the disk
+# cache again (and checking its CRC again) was half of a warm read's work.
+_TAILS = 16
+# Chunks read ahead are also kept in memory until read, up to this many bytes over all
+# readers (the oldest dropped first: still in the disk cache): a sequential reader
+# takes them from there, neither reading the file back nor checking its CRC again.
+LANDED_MAX_BYTES = 64 << 20
 
 
 def _ignore(_seconds: float, _bytes: int, _error: BaseException | None) -> None:
@@ -47,17 +74,33 @@ class RangeReader:
         cache: ChunkCache,
         *,
         prefetch_chunks: int = 2,
+        max_prefetch_chunks: int = 32,
         threads: int = 4,
         on_fetch: FetchObserver = _ignore,
     ):
+        """``prefetch_chunks``: a sequential reader's first window (and the window of a
+        read from an object's start), 0 for no read-ahead at all; ``max_prefetch_chunks``:
+        its deepest; ``threads``: GETs in flight for read-ahead, and as many again for the
+        chunks readers wait on."""
         self.store = store
         self.cache = cache
         self.chunk_bytes = cache.chunk_bytes
         self.prefetch_chunks = max(prefetch_chunks, 0)
+        self.max_prefetch_chunks = (
+            max(max_prefetch_chunks, self.prefetch_chunks) if self.prefetch_chunks else 0
+        )
         self.on_fetch = on_fetch
+        self._get_chunks = max(READ_AHEAD_GET_BYTES // self.chunk_bytes, 1)
         self._pool = ThreadPoolExecutor(max(threads, 1), thread_name_prefix="tier-fetch")
+        self._ahead_pool = ThreadPoolExecutor(max(threads, 1), thread_name_prefix="tier-ahead")
+        # Chunks a reader waited for go to the disk cache here, after the reader has them.
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="tier-cache-write")
         self._lock = threading.Lock()
         self._in_flight: dict[tuple[str, int], Future[bytes]] = {}
+        self._streams: OrderedDict[tuple[str, int], int] = OrderedDict()  # -> window depth
+        self._tails: OrderedDict[tuple[str, int], bytes] = OrderedDict()  # the last chunks read
+        self._landed: OrderedDict[tuple[str, int], bytes] = OrderedDict()  # read ahead, unread
+        self._landed_bytes = 0
         self._closed = False
 
     def read(
@@ -71,11 +114,14 @@ class RangeReader:
             return b""
         chunk = self.chunk_bytes
         first, last = start // chunk, (end - 1) // chunk
+        depth = self._window(key, first, last) if prefetch else 0
         pending = {i: self._fetching(key, i, object_size) for i in range(first + 1, last + 1)}
-        pieces = [self.chunk(key, first, object_size)]
+        pieces = [self._tail(key, first) or self.chunk(key, first, object_size)]
         pieces += [self._wait(key, i, object_size, pending[i]) for i in range(first + 1, last + 1)]
         if prefetch:
-            self.prefetch(key, last + 1, object_size)
+            self._keep_tail(key, last, pieces[-1])
+        if depth:
+            self._read_ahead(key, last + 1, depth, object_size)
         head, tail = start - first * chunk, end - last * chunk
         if first == last:
             return pieces[0][head:tail]
@@ -85,6 +131,10 @@ class RangeReader:
 
     def chunk(self, key: str, index: int, object_size: int) -> bytes:
         """Chunk ``index`` of ``key``: from the cache, a fetch in flight, or a GET here."""
+        landed = self._take_landed(key, index)
+        if landed is not None:
+            self.cache.found_in_memory(key, index)
+            return landed
         cached = self.cache.get(key, index)
         if cached is not None:
             return cached
@@ -94,15 +144,120 @@ class RangeReader:
                 mine: Future[bytes] = Future()
                 self._in_flight[(key, index)] = mine
         if running is not None:
-            return running.result()
+            return self._taken(key, index, running)
         return self._fetch(key, index, object_size, mine)
 
-    def prefetch(self, key: str, from_index: int, object_size: int) -> None:
-        """Fetch the ``prefetch_chunks`` chunks from ``from_index`` on in the background."""
+    def in_flight(self, key: str) -> list[int]:
+        """The chunks of ``key`` being fetched, in order (for tests and benchmarks)."""
+        with self._lock:
+            return sorted(index for name, index in self._in_flight if name == key)
+
+    # -- read-ahead ----------------------------------------------------------------------
+
+    def _tail(self, key: str, index: int) -> bytes | None:
+        """The chunk a read ended in, which the next read of the same reader starts in."""
+        with self._lock:
+            tail = self._tails.get((key, index))
+        if tail is not None:
+            self.cache.found_in_memory(key, index)
+        return tail
+
+    def _keep_tail(self, key: str, index: int, data: bytes) -> None:
+        with self._lock:
+            self._tails[(key, index)] = data
+            self._tails.move_to_end((key, index))
+            while len(self._tails) > _TAILS:
+                self._tails.popitem(last=False)
+
+    def _window(self, key: str, first: int, last: int) -> int:
+        """How many chunks to keep fetched ahead of a read of chunks ``[first, last]``:
+        deeper for a reader that continues an earlier read, none for one that jumped."""
+        with self._lock:
+            depth = None
+            for ended in (first, first - 1, first + 1):
+                depth = self._streams.pop((key, ended), None)
+                if depth is not None:
+                    break
+            if depth is None:  # a new reader: sequential only when it starts at the start
+                depth = self.prefetch_chunks if first == 0 else 0
+            else:
+                depth = min(max(2 * depth, self.prefetch_chunks), self.max_prefetch_chunks)
+            self._streams[(key, last)] = depth
+            while len(self._streams) > _STREAMS:
+                self._streams.popitem(last=False)
+            return depth
+
+    def _read_ahead(self, key: str, from_index: int, depth: int, object_size: int) -> None:
+        """Fetch the missing chunks of ``[from_index, from_index + depth)`` in ranged GETs
+        of up to ``_get_chunks`` chunks; a short run at the window's far end waits until a
+        GET's worth (or half the window) is missing, so GETs stay large."""
         chunks = -(-object_size // self.chunk_bytes)
-        for index in range(from_index, min(from_index + self.prefetch_chunks, chunks)):
-            if not self.cache.contains(key, index):
-                self._fetching(key, index, object_size)
+        stop = min(from_index + depth, chunks)
+        top_up = max(1, min(self._get_chunks, depth // 2))
+        runs: list[list[int]] = [[]]
+        with self._lock:
+            if self._closed:
+                return
+            for index in range(from_index, stop):
+                name = (key, index)
+                if name in self._in_flight or name in self._landed or self.cache.contains(*name):
+                    runs.append([])
+                elif len(runs[-1]) == self._get_chunks:
+                    runs.append([index])
+                else:
+                    runs[-1].append(index)
+            if stop < chunks and len(runs[-1]) < top_up:
+                runs.pop()
+            futures: list[list[Future[bytes]]] = []
+            for run in runs:
+                futures.append([Future() for _ in run])
+                for index, future in zip(run, futures[-1], strict=True):
+                    self._in_flight[(key, index)] = future
+        for run, waiting in zip(runs, futures, strict=True):
+            if run:
+                self._ahead_pool.submit(self._fetch_run, key, run, object_size, waiting)
+
+    def _fetch_run(
+        self, key: str, run: list[int], object_size: int, futures: list[Future[bytes]]
+    ) -> None:
+        """GET consecutive chunks in one ranged GET, cache them as read ahead, and hand
+        each to whoever waits on it."""
+        chunk = self.chunk_bytes
+        start = run[0] * chunk
+        try:
+            data = self._get(key, start, min((run[-1] + 1) * chunk, object_size))
+        except BaseException as error:
+            for index, future in zip(run, futures, strict=True):
+                self._settle(key, index)
+                future.set_exception(error)
+            log.debug("read-ahead of %s chunks %d-%d failed: %s", key, run[0], run[-1], error)
+            return
+        pieces = [data[i * chunk - start : (i + 1) * chunk - start] for i in run]
+        for index, piece, future in zip(run, pieces, futures, strict=True):
+            self._land(key, index, piece)
+            future.set_result(piece)  # readers go on; the disk cache's write comes after
+        for index, piece in zip(run, pieces, strict=True):
+            self._store(key, index, piece, read_ahead=True)
+
+    def _store(self, key: str, index: int, data: bytes, *, read_ahead: bool) -> None:
+        """Write a fetched chunk (already handed to its readers) to the disk cache; its
+        fetch stays in flight until then, so no reader fetches it again meanwhile."""
+        try:
+            self.cache.put(key, index, data, read_ahead=read_ahead)
+            with self._lock:
+                taken = read_ahead and (key, index) not in self._landed
+            if taken:  # read while it was being written: read ahead, and read
+                self.cache.mark_read(key, index)
+        finally:
+            self._settle(key, index)
+
+    def _land(self, key: str, index: int, data: bytes) -> None:
+        """Keep a chunk read ahead in memory too, until read or pushed out by newer ones."""
+        with self._lock:
+            self._landed[(key, index)] = data
+            self._landed_bytes += len(data)
+            while self._landed_bytes > LANDED_MAX_BYTES:
+                self._landed_bytes -= len(self._landed.popitem(last=False)[1])
 
     def _fetching(self, key: str, index: int, object_size: int) -> Future[bytes] | None:
         """Start a background fetch of a missing chunk (None when cached already)."""
@@ -121,7 +276,21 @@ class RangeReader:
     def _wait(self, key: str, index: int, object_size: int, future: Future[bytes] | None) -> bytes:
         if future is None:  # cached when we looked (but maybe evicted since)
             return self.chunk(key, index, object_size)
-        return future.result()
+        return self._taken(key, index, future)
+
+    def _taken(self, key: str, index: int, future: Future[bytes]) -> bytes:
+        """The chunk another fetch brings; a chunk read ahead is now read."""
+        data = future.result()
+        self._take_landed(key, index)
+        self.cache.mark_read(key, index)
+        return data
+
+    def _take_landed(self, key: str, index: int) -> bytes | None:
+        """A chunk read ahead, out of memory (it is read now)."""
+        with self._lock:
+            landed = self._landed.pop((key, index), None)
+            self._landed_bytes -= 0 if landed is None else len(landed)
+            return landed
 
     def _fetch_quietly(self, key: str, index: int, object_size: int, future: Future[bytes]) -> None:
         try:
@@ -132,7 +301,21 @@ class RangeReader:
     def _fetch(self, key: str, index: int, object_size: int, future: Future[bytes]) -> bytes:
         """GET one chunk, cache it, and hand it to every reader waiting on ``future``."""
         start = index * self.chunk_bytes
-        end = min(start + self.chunk_bytes, object_size)
+        try:
+            data = self._get(key, start, min(start + self.chunk_bytes, object_size))
+        except BaseException as error:
+            self._settle(key, index)
+            future.set_exception(error)
+            raise
+        future.set_result(data)  # the reader goes on; the disk cache's write comes after
+        try:
+            self._writer.submit(self._store, key, index, data, read_ahead=False)
+        except RuntimeError:  # closed: nothing more is cached
+            self._settle(key, index)
+        return data
+
+    def _get(self, key: str, start: int, end: int) -> bytes:
+        """One ranged GET, observed; a short answer is an error."""
         began = time.perf_counter()
         try:
             data = self.store.get(key, start, end)
@@ -143,13 +326,8 @@ class RangeReader:
                 )
         except BaseException as error:
             self.on_fetch(time.perf_counter() - began, -1, error)
-            self._settle(key, index)
-            future.set_exception(error)
             raise
         self.on_fetch(time.perf_counter() - began, len(data), None)
-        self.cache.put(key, index, data)
-        self._settle(key, index)
-        future.set_result(data)
         return data
 
     def _settle(self, key: str, index: int) -> None:
@@ -161,7 +339,9 @@ class RangeReader:
         a reader waiting on one gets an error rather than waiting forever)."""
         with self._lock:
             self._closed = True
+        self._ahead_pool.shutdown(wait=True, cancel_futures=True)
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._writer.shutdown(wait=True, cancel_futures=True)
         with self._lock:
             dropped, self._in_flight = list(self._in_flight.values()), {}
         for future in dropped:
