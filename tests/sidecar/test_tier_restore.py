@@ -4,10 +4,10 @@ A sidecar with a tiered topic (two partitions, an override) is produced to until
 bucket holds every record (the topic's upload bound rolls the active segments), then
 killed and its data dir deleted. A new sidecar on an empty data dir with
 ``tierlog.tier.restore=true`` and the same bucket has the topic, with its partition
-count and override, serves every record at its original offset, and takes the next
-produce at the tier's end. The same start on a data dir that holds anything is refused
-with DATA_DIR_NOT_EMPTY, and the bucket's copy of a topic follows its changes and goes
-with it.
+count and override, serves every record at its original offset, takes the next
+produce at the tier's end, and restarts with the flag still on as any broker does. The
+same start on a data dir that holds anything else is refused with DATA_DIR_NOT_EMPTY,
+and the bucket's copy of a topic follows its changes and goes with it.
 """
 
 from __future__ import annotations
@@ -150,6 +150,12 @@ def test_a_new_broker_on_an_empty_dir_restores_the_topics_the_bucket_holds(
     [after] = describe(restored).topics
     assert len(after.partitions) == PARTITIONS
     assert after.topic_id == topic_id  # derived from cluster.id and the name, as before
+
+    restored.stop()  # a restart with the flag still on: the restore was done
+    restored.start()
+    assert "restored from the tier before" in restored.output
+    for partition in range(PARTITIONS):
+        assert sorted(fetch_all(restored, partition))[-1] == ends[partition]
 
 
 def test_a_restore_on_a_data_dir_holding_anything_is_refused(
