@@ -171,6 +171,7 @@ class SidecarServer:
         self.replicated: ReplicatedBroker | None = None  # with replication, once started
         self._checkpoints: asyncio.Task[None] | None = None
         self._reloads: asyncio.Task[None] | None = None
+        self._mirror_sync: asyncio.Task[None] | None = None
 
     async def start(self, progress: RecoveryProgress | None = None) -> None:
         # The tier takes over only partitions this broker holds (ownership.py): none
@@ -183,7 +184,10 @@ class SidecarServer:
         self.metrics.recovery.started()
         await asyncio.to_thread(self.manager.startup, progress or self.metrics.recovery)
         await asyncio.to_thread(self.topics.sync)  # the log dirs are this broker's now
-        await asyncio.to_thread(self.topic_mirror.sync, self.topics.topics())
+        # In the background: a store that is down must not hold the start up.
+        self._mirror_sync = asyncio.create_task(
+            asyncio.to_thread(self.topic_mirror.sync, self.topics.topics())
+        )
         self.metrics.recovery.finished()
         tls = self.config.tls
         if tls is None:
@@ -531,6 +535,8 @@ class SidecarServer:
         if self.appender is not None:
             await self.appender.drain()
         await asyncio.to_thread(self.manager.shutdown)  # stops the uploads first
+        if self._mirror_sync is not None:
+            await self._mirror_sync  # it uses the store closed below
         if self.remote_reader is not None:
             await asyncio.to_thread(self.remote_reader.ranges.close)
         await asyncio.to_thread(self.tier_store.close)
