@@ -236,6 +236,14 @@ def _tier_schema() -> Schema:
             ),
             "s3": s3,
             "sharedVolume": shared,
+            "restore": _bool(
+                "Restore from the bucket a lost cluster filled: each broker whose volume is "
+                "empty creates the tiered topics the bucket records and continues every "
+                "partition from the tier's end (a broker already restored starts as usual; "
+                "one whose volume holds other data refuses to start). Not with replication "
+                "yet",
+                False,
+            ),
         },
         "Tiered storage; without it every segment stays on the brokers' volumes and a "
         "scale-down that would drop data is refused",
@@ -490,6 +498,11 @@ def _cluster_spec() -> Schema:
             "rule": "!has(self.replication) || self.replication.factor <= self.brokers",
             "message": "replication.factor cannot exceed brokers: each replica of a partition "
             "is on a broker of its own",
+        },
+        {
+            "rule": "!has(self.replication) || !has(self.tier) || !self.tier.restore",
+            "message": "tier.restore is not supported with replication yet: the partition-"
+            "state store would need the restored topics too",
         },
         {
             "rule": "has(self.replication) == has(oldSelf.replication)",

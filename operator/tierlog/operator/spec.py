@@ -43,6 +43,9 @@ class Tier:
     force_path_style: bool = False
     credentials: CredentialsRef | None = None
     shared_claim: str = ""  # a file:// tier's volume, mounted in every broker pod
+    # Brokers on empty volumes create the topics the bucket records and go on from the
+    # tier's end (``tierlog.tier.restore``): a cluster restored from a lost one's bucket.
+    restore: bool = False
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> Tier:
@@ -62,6 +65,7 @@ class Tier:
             force_path_style=bool(s3.get("forcePathStyle", False)),
             credentials=credentials,
             shared_claim=(spec.get("sharedVolume") or {}).get("claimName", ""),
+            restore=bool(spec.get("restore", False)),
         )
 
     @property

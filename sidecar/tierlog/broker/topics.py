@@ -24,7 +24,7 @@ import contextlib
 import json
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,9 @@ class TopicStore:
         self._configs: dict[str, LogConfig] = {}
         self._generation = 0
         self._stale_copies = False
+        # Told (before, after) once a change is saved, under the store's lock: the
+        # bucket's copy of the tiered topics (``topic_mirror``) follows the store.
+        self.on_change: Callable[[Mapping[str, Topic], Mapping[str, Topic]], None] | None = None
         self._load()
 
     def _load(self) -> None:
@@ -118,7 +121,9 @@ class TopicStore:
             with contextlib.suppress(KafkaStorageError):
                 self._write_copies(self._topics)
             raise
-        self._topics = topics
+        before, self._topics = self._topics, topics
+        if self.on_change is not None:
+            self.on_change(before, topics)
 
     def _write_copies(self, topics: Mapping[str, Topic]) -> None:
         self._generation += 1

@@ -241,6 +241,13 @@ class SidecarConfig:
         metrics_listen = props.get("tierlog.metrics.listeners")
         if metrics_listen:
             parse_host_port(metrics_listen, "tierlog.metrics.listeners")
+        tier = TierConfig.from_properties(props, storage.log_dirs)
+        replication = ReplicationConfig.from_properties(props)
+        if tier.restore and replication is not None:
+            raise InvalidConfigError(
+                "tierlog.tier.restore with replication (tierlog.replication.state.dir) is "
+                "not supported yet: the partition-state store would need the topics too"
+            )
         return cls(
             storage=storage,
             checkpoint_interval_ms=checkpoint_ms,
@@ -264,8 +271,8 @@ class SidecarConfig:
             limits=LimitsConfig.from_properties(props),
             remote_log_manager=RemoteLogManagerConfig.from_properties(props),
             remote_read=RemoteReadConfig.from_properties(props, storage.log_dirs),
-            tier=TierConfig.from_properties(props, storage.log_dirs),
-            replication=ReplicationConfig.from_properties(props),
+            tier=tier,
+            replication=replication,
             default_replication_factor=replication_factor,
             groups=GroupCoordinatorConfig.from_properties(props),
             transactions=TransactionCoordinatorConfig.from_properties(props),

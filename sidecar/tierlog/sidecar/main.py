@@ -28,7 +28,7 @@ from tierlog.sidecar.pod_ordinal import pod_ordinal
 from tierlog.sidecar.probes import Phase, Probes, ProbeServer, tier_detail
 from tierlog.sidecar.security import TOKEN_ENV
 from tierlog.sidecar.server import SidecarServer
-from tierlog.sidecar.tier_config import add_tier_arguments, tier_properties
+from tierlog.sidecar.tier_config import RESTORE_KEY, add_tier_arguments, tier_properties
 from tierlog.storage.errors import InvalidConfigError, TierlogError
 from tierlog.storage.properties import read_properties
 
@@ -79,6 +79,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "Kubernetes passes it as $(POD_NAME) from the downward API",
     )
     add_tier_arguments(parser)
+    parser.add_argument(
+        "--restore-from-tier",
+        action="store_true",
+        help=f"on an empty data dir, create the topics a lost broker left in the tier and "
+        f"go on from the tier's end; refused on a data dir holding anything (same as "
+        f"{RESTORE_KEY}=true)",
+    )
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument(
         "--log-format", choices=LOG_FORMATS, default="text", help="json: one object a line"
@@ -107,6 +114,8 @@ def build_config(args: argparse.Namespace) -> SidecarConfig:
     if args.metrics_listen:
         props["tierlog.metrics.listeners"] = args.metrics_listen
     props.update(tier_properties(args))
+    if args.restore_from_tier:
+        props[RESTORE_KEY] = "true"
     if args.node_id_from_pod_name:
         if "node.id" in props or "broker.id" in props:
             raise InvalidConfigError("node.id is given twice: as a config and by the pod name")

@@ -25,6 +25,7 @@ import asyncio
 import logging
 import socket
 import ssl
+import uuid
 from collections.abc import Callable, Sequence
 
 import grpc
@@ -49,6 +50,7 @@ from tierlog.broker.partitions import Partitions
 from tierlog.broker.produce import Acks, Appender
 from tierlog.broker.producer_ids import ProducerIdManager
 from tierlog.broker.topic_changes import TopicChanges
+from tierlog.broker.topic_mirror import TopicMirror
 from tierlog.broker.topics import TopicStore
 from tierlog.broker.watch import AppendWatch
 from tierlog.client.rpc import CHANNEL_OPTIONS
@@ -78,6 +80,7 @@ from tierlog.sidecar.leader_channels import LeaderChannels
 from tierlog.sidecar.limits import LimitsInterceptor
 from tierlog.sidecar.metrics import MetricsInterceptor, SidecarMetrics
 from tierlog.sidecar.replication_service import ReplicationService
+from tierlog.sidecar.restore import restore_topics
 from tierlog.sidecar.security import BearerTokenInterceptor
 from tierlog.sidecar.service import Limits, LogService
 from tierlog.sidecar.transaction_service import TransactionService
@@ -131,6 +134,10 @@ class SidecarServer:
         self.remote_log_manager = RemoteLogManager(
             self.tier_store, config.remote_log_manager, observer=upload_metrics
         )
+        self.topic_mirror = TopicMirror(
+            self.tier_store, config.storage.default_log_config, self._topic_id
+        )
+        self.topics.on_change = self.topic_mirror.changed
         self.manager = LogManager(
             config.storage,
             topic_config=self.topics.log_config,
@@ -168,14 +175,23 @@ class SidecarServer:
         self.replicated: ReplicatedBroker | None = None  # with replication, once started
         self._checkpoints: asyncio.Task[None] | None = None
         self._reloads: asyncio.Task[None] | None = None
+        self._mirror_sync: asyncio.Task[None] | None = None
 
     async def start(self, progress: RecoveryProgress | None = None) -> None:
         # The tier takes over only partitions this broker holds (ownership.py): none
         # until the plan is read below.
         self.remote_log_manager.scope = lambda _tp: False
+        if self.config.tier_config.restore:  # before the logs load: they come from it
+            await asyncio.to_thread(
+                restore_topics, self.config.storage.log_dirs, self.topics, self.tier_store
+            )
         self.metrics.recovery.started()
         await asyncio.to_thread(self.manager.startup, progress or self.metrics.recovery)
         await asyncio.to_thread(self.topics.sync)  # the log dirs are this broker's now
+        # In the background: a store that is down must not hold the start up.
+        self._mirror_sync = asyncio.create_task(
+            asyncio.to_thread(self.topic_mirror.sync, self.topics.topics())
+        )
         self.metrics.recovery.finished()
         tls = self.config.tls
         if tls is None:
@@ -293,6 +309,9 @@ class SidecarServer:
         await self.transactions.start()
         if self.config.assignment_file is not None:
             self._reloads = asyncio.create_task(assignment.follow_file())
+
+    def _topic_id(self, topic: str) -> uuid.UUID:
+        return self.manager.topic_id(topic)
 
     def _coordinator_lookup(
         self, partitions: Partitions[ReplicaManager], create_topic: CreateTopic
@@ -537,6 +556,8 @@ class SidecarServer:
         await asyncio.to_thread(self.manager.shutdown)  # stops the uploads first
         if self.reader is not None:
             await asyncio.to_thread(self.reader.close)
+        if self._mirror_sync is not None:
+            await self._mirror_sync  # it uses the store closed below
         if self.remote_reader is not None:
             await asyncio.to_thread(self.remote_reader.ranges.close)
         await asyncio.to_thread(self.tier_store.close)

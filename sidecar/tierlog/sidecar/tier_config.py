@@ -4,7 +4,9 @@
 ``s3://bucket/prefix`` (``tierlog.storage.tier.url``). Without it the tier is the
 directory ``tier`` beside the logs of a log dir, so a single pod works with no
 infrastructure: the log dir whose ``tier`` holds files, whatever the order of the log
-dirs, or the first when none does (``log_dir_home``). The ``tierlog.tier.s3.*`` keys
+dirs, or the first when none does (``log_dir_home``). ``tierlog.tier.restore=true``
+(``tierlog-sidecar --restore-from-tier``) starts an empty broker from the topics a
+lost one left in that tier (``restore``). The ``tierlog.tier.s3.*`` keys
 say how to reach an S3 bucket; a ``file://`` tier ignores them. Sizes are bytes, times
 milliseconds, as in Kafka.
 """
@@ -23,6 +25,7 @@ from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.tier.s3_store import S3Options
 
 __all__ = [
+    "RESTORE_KEY",
     "TIER_FLAGS",
     "TIER_KEYS",
     "TierConfig",
@@ -31,6 +34,7 @@ __all__ = [
 ]
 
 _URL = "tierlog.tier.url"
+RESTORE_KEY = "tierlog.tier.restore"
 # Key -> (S3Options field, how to read the value).
 _S3_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "tierlog.tier.s3.endpoint.url": ("endpoint_url", str),
@@ -45,7 +49,7 @@ _S3_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "tierlog.tier.s3.upload.concurrency": ("upload_concurrency", int),
     "tierlog.tier.s3.upload.rate.limit.bytes.per.second": ("upload_rate_bytes_per_s", int),
 }
-TIER_KEYS = frozenset({_URL, *_S3_KEYS})
+TIER_KEYS = frozenset({_URL, RESTORE_KEY, *_S3_KEYS})
 
 # --flag -> the config key it sets, and its help: the sidecar's and ``tierlog tier``'s.
 TIER_FLAGS = (
@@ -98,6 +102,9 @@ def _boolean(value: str) -> bool:
 class TierConfig:
     url: str  # file:///... or s3://bucket/prefix
     s3: S3Options = field(default_factory=S3Options)
+    # Create the topics the tier records on an empty data dir, each partition going on
+    # from the tier's end (``restore``); refused on a data dir that holds anything.
+    restore: bool = False
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str], log_dirs: Sequence[Path]) -> TierConfig:
@@ -109,7 +116,11 @@ class TierConfig:
                     options[name] = read(props[key].strip())
                 except ValueError as error:
                     raise InvalidConfigError(f"{key}: {error}") from None
-        return cls(url=url, s3=S3Options(**options))
+        try:
+            restore = _boolean(props.get(RESTORE_KEY, "false"))
+        except ValueError as error:
+            raise InvalidConfigError(f"{RESTORE_KEY}: {error}") from None
+        return cls(url=url, s3=S3Options(**options), restore=restore)
 
     def private_to(self, log_dirs: Sequence[Path]) -> bool:
         """Whether only this broker reads the tier: a directory inside its own log dirs

@@ -11,6 +11,7 @@ from typing import ClassVar
 __all__ = [
     "CorruptRecordError",
     "CorruptSnapshotError",
+    "DataDirNotEmptyError",
     "DuplicateSequenceError",
     "InconsistentClusterIdError",
     "InvalidConfigError",
@@ -130,6 +131,14 @@ class InconsistentClusterIdError(TierlogError):
     volume belongs elsewhere, so the broker does not start on it."""
 
     reason = "INCONSISTENT_CLUSTER_ID"
+
+
+class DataDirNotEmptyError(TierlogError):
+    """A restore from the tier was asked of a log dir that holds something: restoring
+    there would mix the tier's topics with what the dir already has, so the broker
+    does not start (empty the dir, or start without the restore)."""
+
+    reason = "DATA_DIR_NOT_EMPTY"
 
 
 class InvalidProducerEpochError(TierlogError):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+from tests.operator.render.conftest import resource
 from tierlog.operator.assignment import plan
 from tierlog.operator.render.common import Owner
 from tierlog.operator.render.configmap import config_map, properties_text, sidecar_properties
@@ -59,3 +62,19 @@ def test_config_map_carries_both_files(bare: ClusterSpec, owner: Owner) -> None:
     assert manifest["metadata"]["ownerReferences"][0]["uid"] == "u-1"
     assert set(manifest["data"]) == {"server.properties", "assignment.json"}
     assert '"t": [' in manifest["data"]["assignment.json"]
+
+
+def test_tier_restore_reaches_every_broker_start_and_the_sidecar_takes_it(
+    full: ClusterSpec,
+) -> None:
+    """``spec.tier.restore`` is a broker config (every start: the sidecar's marker makes a
+    restored broker's restart an ordinary one); without it no broker restores."""
+    assert full.tier is not None and "tierlog.tier.restore" not in sidecar_properties(full)
+    restoring = dataclasses.replace(full, tier=dataclasses.replace(full.tier, restore=True))
+    props = sidecar_properties(restoring)
+    assert props["tierlog.tier.restore"] == "true"
+    assert SidecarConfig.from_properties({**props, "node.id": "1"}).tier_config.restore
+    parsed = ClusterSpec.from_resource(
+        resource(tier={"url": "s3://bucket/prefix", "restore": True})
+    )
+    assert parsed.tier is not None and parsed.tier.restore

@@ -88,6 +88,8 @@ def _replication_properties(cluster: ClusterSpec, replication: Replication) -> d
 def _tier_properties(tier: Tier) -> dict[str, str]:
     """The tier's location; its S3 keys come from the environment (see statefulset.py)."""
     props = {"tierlog.tier.url": tier.url}
+    if tier.restore:  # on every start: a restored broker's restart is an ordinary start
+        props["tierlog.tier.restore"] = "true"
     if tier.url.startswith("s3://"):
         props["tierlog.tier.s3.region"] = tier.region
         props["tierlog.tier.s3.path.style.access.enabled"] = kafka_value(tier.force_path_style)

@@ -1,0 +1,61 @@
+"""Topic records in the object store: one object a topic, read back as written; an
+object under ``topics/`` that is not a record is a typed error, never a guessed topic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tierlog.storage.errors import InvalidTopicError
+from tierlog.storage.tier.local_store import LocalDirectoryStore
+from tierlog.storage.tier.topic_records import (
+    CorruptTopicRecordError,
+    TopicRecord,
+    delete_topic_record,
+    load_topic_records,
+    put_topic_record,
+    topic_record_key,
+)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> LocalDirectoryStore:
+    return LocalDirectoryStore(tmp_path / "bucket")
+
+
+def test_records_read_back_as_written_and_go_when_deleted(store: LocalDirectoryStore) -> None:
+    orders = TopicRecord("orders", 6, {"cleanup.policy": "compact"}, "a-topic-id")
+    put_topic_record(store, orders)
+    put_topic_record(store, TopicRecord("a.b_c-d", 1))
+    put_topic_record(store, TopicRecord("orders", 8, orders.configs, orders.topic_id))
+    assert load_topic_records(store) == [
+        TopicRecord("a.b_c-d", 1),
+        TopicRecord("orders", 8, {"cleanup.policy": "compact"}, "a-topic-id"),
+    ]
+    delete_topic_record(store, "orders")
+    delete_topic_record(store, "orders")  # idempotent
+    assert [record.name for record in load_topic_records(store)] == ["a.b_c-d"]
+
+
+def test_a_name_that_is_not_a_topic_is_no_key() -> None:
+    with pytest.raises(InvalidTopicError):
+        topic_record_key("..")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"{half",
+        b'{"version": 2, "name": "t", "partitions": 1, "configs": {}}',
+        b'{"version": 1, "name": "other", "partitions": 1, "configs": {}}',
+        b'{"version": 1, "name": "t", "partitions": 0, "configs": {}}',
+        b'{"version": 1, "name": "t", "partitions": 1, "configs": []}',
+    ],
+)
+def test_an_object_that_is_not_a_record_is_a_typed_error(
+    store: LocalDirectoryStore, body: bytes
+) -> None:
+    store.put(topic_record_key("t"), body)
+    with pytest.raises(CorruptTopicRecordError, match=r"topics/t\.json"):
+        load_topic_records(store)
