@@ -263,6 +263,36 @@ def test_a_batch_costs_one_write_per_part_it_touches_and_each_change_stands_alon
     assert read[11_400] == stale
 
 
+def test_leaders_isr_changes_go_in_one_write_per_part_and_an_ineligible_one_stops_the_batch(
+    store_at: OpenStore,
+) -> None:
+    """Broker 3 leaves the ISRs of parts 0 and 2 in one write each; while it holds no
+    lease, the batch that adds it back is refused whole (INELIGIBLE_REPLICA) with
+    nothing written; once it holds one, the batch lands in one write per part again."""
+    store, _, _ = store_at()
+    partitions = _big_topic(2_500)
+    store.create_topic("clicks", partitions)
+    for broker in (1, 2):
+        store.acquire_lease(broker, f"broker-{broker}", 10.0)
+    touched = [p for p in (*range(0, 1000), *range(2000, 2500)) if partitions[p].leader != 3]
+    without_3 = {p: tuple(r for r in partitions[p].isr if r != 3) for p in touched}
+    writes = store.part_writes
+
+    shrunk = store.alter_isrs("clicks", {p: (partitions[p], without_3[p]) for p in touched})
+
+    assert store.part_writes - writes == 2
+    assert not shrunk.lost
+    assert {p: s.isr for p, s in shrunk.stored.items()} == without_3
+    back = {p: (shrunk.stored[p], partitions[p].isr) for p in touched}
+    with pytest.raises(IneligibleReplicaError, match="broker 3 cannot join the ISR"):
+        store.alter_isrs("clicks", back)
+    assert store.part_writes - writes == 2
+    store.acquire_lease(3, "broker-3", 10.0)
+    assert not store.alter_isrs("clicks", back).lost
+    assert store.part_writes - writes == 4
+    assert store.read_topic("clicks")[touched[-1]].isr == partitions[touched[-1]].isr
+
+
 def test_a_batch_with_a_partition_the_topic_lacks_is_refused(store_at: OpenStore) -> None:
     store, _, _ = store_at()
     store.create_topic("orders", ORDERS)

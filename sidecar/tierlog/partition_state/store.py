@@ -151,13 +151,7 @@ class PartitionStateStore(ABC):
         the stored state (epoch ``expected_epoch + 1``) is returned. A lost race raises
         ``INVALID_UPDATE_VERSION`` and changes nothing."""
         altered = self.alter_partitions(topic, {partition: (expected_epoch, new)})
-        if partition in altered.lost:
-            epoch = altered.lost[partition]
-            raise InvalidUpdateVersionError(
-                f"{topic}-{partition} is at partition epoch {epoch}, not {expected_epoch}",
-                current_epoch=epoch,
-            )
-        return altered.stored[partition]
+        return _stored_or_raise(altered, topic, partition, expected_epoch)
 
     def alter_partitions(
         self, topic: str, changes: Mapping[int, tuple[int, PartitionState]]
@@ -288,22 +282,37 @@ class PartitionStateStore(ABC):
     def alter_isr(
         self, topic: str, partition: int, expected: PartitionState, isr: tuple[int, ...]
     ) -> PartitionState:
-        """The leader's ISR change (Kafka's AlterPartition), a compare-and-swap against
-        ``expected``'s partition epoch. A broker it adds must hold a current lease
-        (``INELIGIBLE_REPLICA`` otherwise, as Kafka's controller refuses a fenced or
-        shutting-down broker): the controller fenced it, and a leader that still counts
-        it caught up must not undo that."""
+        """``alter_isrs`` of one partition: its stored state, or ``INVALID_UPDATE_VERSION``
+        when its compare-and-swap lost."""
+        altered = self.alter_isrs(topic, {partition: (expected, isr)})
+        return _stored_or_raise(altered, topic, partition, expected.partition_epoch)
+
+    def alter_isrs(
+        self, topic: str, changes: Mapping[int, tuple[PartitionState, tuple[int, ...]]]
+    ) -> AlteredPartitions:
+        """Leaders' ISR changes (Kafka's AlterPartition) of ``topic``'s partitions
+        (partition -> (the state it was decided on, the new ISR)), each a compare-and-swap
+        against that state's partition epoch, in one write per part (``alter_partitions``).
+        A broker a change adds must hold a current lease (``INELIGIBLE_REPLICA`` otherwise,
+        and nothing is written, as Kafka's controller refuses a fenced or shutting-down
+        broker): the controller fenced it, and a leader that still counts it caught up
+        must not undo that."""
         now = self._clock()
         leases = self.read_leases()
-        for added in sorted(set(isr) - set(expected.isr)):
-            lease = leases.get(added)
-            if lease is None or not lease.current_at(now):
-                raise IneligibleReplicaError(
-                    f"{topic}-{partition}: broker {added} cannot join the ISR: "
-                    + ("it holds no lease" if lease is None else "its lease expired")
-                )
-        return self.alter_partition(
-            topic, partition, expected.partition_epoch, expected.with_isr(isr)
+        for partition, (expected, isr) in sorted(changes.items()):
+            for added in sorted(set(isr) - set(expected.isr)):
+                lease = leases.get(added)
+                if lease is None or not lease.current_at(now):
+                    raise IneligibleReplicaError(
+                        f"{topic}-{partition}: broker {added} cannot join the ISR: "
+                        + ("it holds no lease" if lease is None else "its lease expired")
+                    )
+        return self.alter_partitions(
+            topic,
+            {
+                p: (expected.partition_epoch, expected.with_isr(isr))
+                for p, (expected, isr) in changes.items()
+            },
         )
 
     # -- broker leases -----------------------------------------------------------------
@@ -371,6 +380,20 @@ class PartitionStateStore(ABC):
 def _layout_of(head: StatePart) -> TopicLayout:
     assert head.layout is not None  # a head always has one (``_decode`` checks)
     return head.layout
+
+
+def _stored_or_raise(
+    altered: AlteredPartitions, topic: str, partition: int, expected_epoch: int
+) -> PartitionState:
+    """The partition's stored state from a batch of one; ``INVALID_UPDATE_VERSION`` when
+    its compare-and-swap lost."""
+    if partition in altered.lost:
+        epoch = altered.lost[partition]
+        raise InvalidUpdateVersionError(
+            f"{topic}-{partition} is at partition epoch {epoch}, not {expected_epoch}",
+            current_epoch=epoch,
+        )
+    return altered.stored[partition]
 
 
 def _written_as(text: str | None) -> PartChange:
