@@ -50,8 +50,9 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 from lightkube import Client, KubeConfig
 from lightkube.resources.core_v1 import ConfigMap
@@ -59,6 +60,7 @@ from lightkube.resources.core_v1 import ConfigMap
 from tests.benchmarks.kafka_comparison_bench import machine, progress
 from tests.support.kube import start_control_plane
 from tierlog.controller.controller import Controller
+from tierlog.operator.render.configmap import REPLICATION_STATE_POLL_MS
 from tierlog.partition_state.kube_store import KubeStateStore, part_config_map_name
 from tierlog.partition_state.lease_keeper import LeaseKeeper
 from tierlog.partition_state.local_store import LocalStateStore
@@ -69,13 +71,19 @@ from tierlog.partition_state.model import (
     lease_to_document,
 )
 from tierlog.partition_state.store import LeaseChange, PartChange, PartitionStateStore
+from tierlog.replication.config import ReplicationConfig
 from tierlog.replication.placement import assign_replicas
 from tierlog.replication.store_view import read_store_view
 from tierlog.tools.progress import Track, choose_tracker
 
 REPLICATION_FACTOR = 3
 KUBE_OBJECT_LIMIT_BYTES = 1024 * 1024  # a ConfigMap's data (kube-apiserver refuses more)
-POLL_INTERVAL_S = 0.1  # ReplicationConfig.state_poll_ms's default
+# How often each broker reads the store: the sidecar's default on one machine, the
+# operator's setting on Kubernetes.
+POLL_INTERVAL_S = {
+    "local": ReplicationConfig.state_poll_ms / 1000,
+    "kube": REPLICATION_STATE_POLL_MS / 1000,
+}
 
 
 @dataclass
@@ -211,16 +219,17 @@ class Figures:
     heartbeat_writes_per_s: float = 0.0
     unled_after_failure: int = 0
     unled_after_return: int = 0
-    extra: dict[str, float] = field(default_factory=dict)
 
     @property
     def failover_writes_per_s(self) -> float:
         return self.failover_writes / max(self.failover_pass_s, 1e-9)
 
     @property
-    def poll_load_bytes_per_s(self) -> float:
-        """Every broker reading the store every ``state_poll_ms``."""
-        return self.brokers * self.poll_bytes / max(POLL_INTERVAL_S, self.poll_s)
+    def poll_load(self) -> tuple[float, float]:
+        """Every broker reading the store every ``state_poll_ms`` (or back to back, when
+        a read takes longer): reads a second, bytes a second."""
+        polls_per_s = self.brokers / max(POLL_INTERVAL_S[self.store], self.poll_s)
+        return polls_per_s * self.poll_reads, polls_per_s * self.poll_bytes
 
 
 # -- the store under test ---------------------------------------------------------------
@@ -432,16 +441,19 @@ def _mib(size: float) -> str:
 def table(rows: list[Figures]) -> str:
     head = (
         "| store | brokers | partitions (topics) | create | largest object | idle pass "
-        "| one poll (reads, bytes) | failure absorbed (fenced; election passes) "
+        "| one poll (reads, bytes) | every broker polling: reads/s, bytes/s "
+        "| failure absorbed (fenced; election passes) "
         "| failover writes (bytes; per s) | ISR rejoin writes (bytes; time) "
         "| preferred back: writes (pass) | heartbeats /s |"
     )
-    lines = [head, "|" + "---|" * 12]
+    lines = [head, "|" + "---|" * 13]
     for f in rows:
+        reads_per_s, bytes_per_s = f.poll_load
         lines.append(
             f"| {f.store} | {f.brokers} | {f.partitions:,} ({f.topics:,}) | {f.create_s:.0f} s "
             f"| {_mib(f.largest_object_bytes)} | {f.idle_pass_s:.2f} s "
             f"| {f.poll_s:.2f} s ({f.poll_reads:,}, {_mib(f.poll_bytes)}) "
+            f"| {reads_per_s:,.0f}, {_mib(bytes_per_s)}/s "
             f"| {f.absorbed_after_s:.1f} s ({f.fenced_after_s:.1f} s; {f.failover_pass_s:.2f} s) "
             f"| {f.failover_writes:,} ({_mib(f.failover_bytes)}; {f.failover_writes_per_s:,.0f}) "
             f"| {f.isr_expansion_writes:,} ({_mib(f.isr_expansion_bytes)}; "
@@ -450,6 +462,11 @@ def table(rows: list[Figures]) -> str:
             f"| {f.heartbeat_writes_per_s:.1f} |"
         )
     return "\n".join(lines)
+
+
+def _figures(document: dict[str, Any]) -> Figures:
+    """Figures from a --json line (fields an older run wrote and this one lacks left out)."""
+    return Figures(**{f.name: document[f.name] for f in fields(Figures) if f.name in document})
 
 
 def _numbers(text: str) -> list[int]:
@@ -468,6 +485,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="append each scenario's figures here")
     parser.add_argument("--workdir", type=Path, help="where the stores live (default: a tmp dir)")
     parser.add_argument("--progress", action="store_true", help="always draw the bars")
+    parser.add_argument("--table", type=Path, help="only print the table of a --json file")
     args = parser.parse_args(argv)
     if args.quick:
         args.brokers, args.partitions = [5], [1000]
@@ -503,6 +521,9 @@ def run(args: argparse.Namespace) -> list[Figures]:
 
 def main() -> None:
     args = parse_args()
+    if args.table is not None:
+        print(table([_figures(json.loads(line)) for line in args.table.open()]))
+        return
     print(f"machine: {machine()}", flush=True)
     print(f"command: {' '.join(sys.argv)}", flush=True)
     rows = run(args)
