@@ -137,6 +137,13 @@ def test_a_change_of_an_unknown_partition_is_refused(store_at: OpenStore) -> Non
         store.alter_partition("orders", 7, 0, ORDERS[0])
 
 
+def _alter_isr(
+    store: PartitionStateStore, state: PartitionState, isr: tuple[int, ...]
+) -> PartitionState:
+    """A leader's ISR change of orders-0 alone; its stored state."""
+    return store.alter_isrs("orders", {0: (state, isr)}).stored[0]
+
+
 def test_a_leaders_isr_change_adds_no_broker_whose_lease_is_gone_or_expired(
     store_at: OpenStore,
 ) -> None:
@@ -147,23 +154,23 @@ def test_a_leaders_isr_change_adds_no_broker_whose_lease_is_gone_or_expired(
     store.create_topic("orders", ORDERS)
     for broker in (1, 2):
         store.acquire_lease(broker, f"broker-{broker}", 10.0)
-    shrunk = store.alter_isr("orders", 0, ORDERS[0], (1, 2))  # broker 3 holds no lease
+    shrunk = _alter_isr(store, ORDERS[0], (1, 2))  # broker 3 holds no lease
 
     with pytest.raises(
         IneligibleReplicaError, match="broker 3 cannot join the ISR: it holds no lease"
     ):
-        store.alter_isr("orders", 0, shrunk, (1, 2, 3))
+        _alter_isr(store, shrunk, (1, 2, 3))
     clock.now += 11
     store.renew_lease(1, "broker-1")
-    shrunk = store.alter_isr("orders", 0, shrunk, (1,))
+    shrunk = _alter_isr(store, shrunk, (1,))
     with pytest.raises(
         IneligibleReplicaError, match="broker 2 cannot join the ISR: its lease expired"
     ):
-        store.alter_isr("orders", 0, shrunk, (1, 2))
+        _alter_isr(store, shrunk, (1, 2))
     assert store.read_topic("orders")[0] == shrunk
 
     store.acquire_lease(2, "broker-2-again", 10.0)
-    assert store.alter_isr("orders", 0, shrunk, (1, 2)).isr == (1, 2)
+    assert _alter_isr(store, shrunk, (1, 2)).isr == (1, 2)
 
 
 def test_a_broker_lease_is_renewed_by_its_holder_and_taken_over_by_a_new_incarnation(

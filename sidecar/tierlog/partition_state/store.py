@@ -151,7 +151,13 @@ class PartitionStateStore(ABC):
         the stored state (epoch ``expected_epoch + 1``) is returned. A lost race raises
         ``INVALID_UPDATE_VERSION`` and changes nothing."""
         altered = self.alter_partitions(topic, {partition: (expected_epoch, new)})
-        return _stored_or_raise(altered, topic, partition, expected_epoch)
+        if partition in altered.lost:
+            epoch = altered.lost[partition]
+            raise InvalidUpdateVersionError(
+                f"{topic}-{partition} is at partition epoch {epoch}, not {expected_epoch}",
+                current_epoch=epoch,
+            )
+        return altered.stored[partition]
 
     def alter_partitions(
         self, topic: str, changes: Mapping[int, tuple[int, PartitionState]]
@@ -279,14 +285,6 @@ class PartitionStateStore(ABC):
     def read_topic_configs(self, topic: str) -> dict[str, str]:
         return self._read_configs(topic) or {}
 
-    def alter_isr(
-        self, topic: str, partition: int, expected: PartitionState, isr: tuple[int, ...]
-    ) -> PartitionState:
-        """``alter_isrs`` of one partition: its stored state, or ``INVALID_UPDATE_VERSION``
-        when its compare-and-swap lost."""
-        altered = self.alter_isrs(topic, {partition: (expected, isr)})
-        return _stored_or_raise(altered, topic, partition, expected.partition_epoch)
-
     def alter_isrs(
         self, topic: str, changes: Mapping[int, tuple[PartitionState, tuple[int, ...]]]
     ) -> AlteredPartitions:
@@ -380,20 +378,6 @@ class PartitionStateStore(ABC):
 def _layout_of(head: StatePart) -> TopicLayout:
     assert head.layout is not None  # a head always has one (``_decode`` checks)
     return head.layout
-
-
-def _stored_or_raise(
-    altered: AlteredPartitions, topic: str, partition: int, expected_epoch: int
-) -> PartitionState:
-    """The partition's stored state from a batch of one; ``INVALID_UPDATE_VERSION`` when
-    its compare-and-swap lost."""
-    if partition in altered.lost:
-        epoch = altered.lost[partition]
-        raise InvalidUpdateVersionError(
-            f"{topic}-{partition} is at partition epoch {epoch}, not {expected_epoch}",
-            current_epoch=epoch,
-        )
-    return altered.stored[partition]
 
 
 def _written_as(text: str | None) -> PartChange:
