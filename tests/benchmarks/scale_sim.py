@@ -186,6 +186,7 @@ class Settings:
     lease_s: float = 9.0  # broker.session.timeout.ms
     controller_interval_s: float = 1.0  # the operator's CONTROLLER_INTERVAL_S
     partitions_per_topic: int = 100
+    with_return: bool = True  # bring the failed broker back (the longest phase)
     seed: int = 32
 
 
@@ -292,8 +293,9 @@ def run_scenario(
         figures.idle_pass_s = _timed(controller.step)
         _measure_poll(store, figures)
         _fail_broker(store, controller, keepers, figures, settings)
-        keepers[figures.victim] = _keeper(store, figures.victim, settings)
-        _return_broker(store, controller, figures, track)
+        if settings.with_return:
+            keepers[figures.victim] = _keeper(store, figures.victim, settings)
+            _return_broker(store, controller, figures, track)
     finally:
         for keeper in keepers.values():
             keeper.stop()
@@ -481,6 +483,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--partitions-per-topic", type=int, default=100)
     parser.add_argument("--lease-s", type=float, default=9.0)
     parser.add_argument("--controller-interval-s", type=float, default=1.0)
+    parser.add_argument(
+        "--no-return", action="store_true", help="stop after the failure is absorbed"
+    )
     parser.add_argument("--quick", action="store_true", help="5 brokers, 1,000 partitions")
     parser.add_argument("--json", type=Path, help="append each scenario's figures here")
     parser.add_argument("--workdir", type=Path, help="where the stores live (default: a tmp dir)")
@@ -494,7 +499,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def settings_of(args: argparse.Namespace) -> Settings:
-    return Settings(args.lease_s, args.controller_interval_s, args.partitions_per_topic)
+    return Settings(
+        args.lease_s,
+        args.controller_interval_s,
+        args.partitions_per_topic,
+        with_return=not args.no_return,
+    )
 
 
 def run(args: argparse.Namespace) -> list[Figures]:
