@@ -59,6 +59,7 @@ from lightkube.resources.core_v1 import ConfigMap
 
 from tests.benchmarks.kafka_comparison_bench import machine, progress
 from tests.support.kube import start_control_plane
+from tierlog.api.errors import IneligibleReplicaError
 from tierlog.controller.controller import Controller
 from tierlog.operator.render.configmap import REPLICATION_STATE_POLL_MS
 from tierlog.partition_state.kube_store import KubeStateStore, part_config_map_name
@@ -211,6 +212,7 @@ class Figures:
     failover_writes: int = 0
     failover_bytes: int = 0
     isr_expansions: int = 0
+    isr_refusals: int = 0  # batches refused: the returning broker's renewal came late
     isr_expansion_s: float = 0.0
     isr_expansion_writes: int = 0
     isr_expansion_bytes: int = 0
@@ -295,7 +297,7 @@ def run_scenario(
         _fail_broker(store, controller, keepers, figures, settings)
         if settings.with_return:
             keepers[figures.victim] = _keeper(store, figures.victim, settings)
-            _return_broker(store, controller, figures, track)
+            _return_broker(store, controller, figures, settings, track)
     finally:
         for keeper in keepers.values():
             keeper.stop()
@@ -387,7 +389,11 @@ def _fail_broker(
 
 
 def _return_broker(
-    store: MeteredStore, controller: Controller, figures: Figures, track: Track
+    store: MeteredStore,
+    controller: Controller,
+    figures: Figures,
+    settings: Settings,
+    track: Track,
 ) -> None:
     """The failed broker is back: its leaders add it to each ISR (caught up at once),
     then a controller pass hands back its preferred leaderships."""
@@ -409,9 +415,7 @@ def _return_broker(
     started = time.monotonic()
     with track("ISR expansions", len(behind), "partition") as advance:
         for (_leader, topic), changes in sorted(batches.items()):
-            lost = store.alter_isrs(topic, changes).lost
-            if lost:  # as the replica manager: read again (nothing else writes here)
-                raise AssertionError(f"{topic}: ISR changes of {sorted(lost)} lost a race")
+            figures.isr_refusals += _alter_isrs_until_taken(store, topic, changes, settings)
             advance(len(changes))
     figures.isr_expansion_s = time.monotonic() - started
     spent = store.snapshot().since(before)
@@ -425,6 +429,28 @@ def _return_broker(
     figures.unled_after_return = sum(
         state.leader == NO_LEADER for state in _leaders(store).values()
     )
+
+
+def _alter_isrs_until_taken(
+    store: MeteredStore,
+    topic: str,
+    changes: dict[int, tuple[PartitionState, tuple[int, ...]]],
+    settings: Settings,
+) -> int:
+    """Send a leader's batch; the times the store refused it. A refusal means the
+    returning broker's lease looked expired: its keeper thread, one of a hundred in this
+    process on a loaded machine, renewed late. A leader's replica manager sends the
+    changes again at the follower's next fetch; here, after the keeper's next renewal."""
+    for refusals in range(3):
+        try:
+            lost = store.alter_isrs(topic, changes).lost
+        except IneligibleReplicaError:
+            time.sleep(settings.lease_s / 3)
+            continue
+        if lost:  # nothing else writes these partitions meanwhile
+            raise AssertionError(f"{topic}: ISR changes of {sorted(lost)} lost a race")
+        return refusals
+    raise AssertionError(f"{topic}: the store refused the ISR changes three times")
 
 
 def _timed(work: Callable[[], object]) -> float:
