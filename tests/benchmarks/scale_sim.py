@@ -484,12 +484,20 @@ def table(rows: list[Figures]) -> str:
             f"| {reads_per_s:,.0f}, {_mib(bytes_per_s)}/s "
             f"| {f.absorbed_after_s:.1f} s ({f.fenced_after_s:.1f} s; {f.failover_pass_s:.2f} s) "
             f"| {f.failover_writes:,} ({_mib(f.failover_bytes)}; {f.failover_writes_per_s:,.0f}) "
-            f"| {f.isr_expansion_writes:,} ({_mib(f.isr_expansion_bytes)}; "
-            f"{f.isr_expansion_s:.1f} s) "
-            f"| {f.preferred_writes:,} ({f.preferred_pass_s:.2f} s) "
-            f"| {f.heartbeat_writes_per_s:.1f} |"
+            f"| {_return_columns(f)} | {f.heartbeat_writes_per_s:.1f} |"
         )
     return "\n".join(lines)
+
+
+def _return_columns(f: Figures) -> str:
+    if not f.isr_expansions:
+        return "not run (--no-return) | not run"
+    refused = f", {f.isr_refusals} refused" if f.isr_refusals else ""
+    return (
+        f"{f.isr_expansion_writes:,} ({_mib(f.isr_expansion_bytes)}; "
+        f"{f.isr_expansion_s:.1f} s{refused}) "
+        f"| {f.preferred_writes:,} ({f.preferred_pass_s:.2f} s)"
+    )
 
 
 def _figures(document: dict[str, Any]) -> Figures:
