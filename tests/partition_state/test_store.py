@@ -137,6 +137,13 @@ def test_a_change_of_an_unknown_partition_is_refused(store_at: OpenStore) -> Non
         store.alter_partition("orders", 7, 0, ORDERS[0])
 
 
+def _alter_isr(
+    store: PartitionStateStore, state: PartitionState, isr: tuple[int, ...]
+) -> PartitionState:
+    """A leader's ISR change of orders-0 alone; its stored state."""
+    return store.alter_isrs("orders", {0: (state, isr)}).stored[0]
+
+
 def test_a_leaders_isr_change_adds_no_broker_whose_lease_is_gone_or_expired(
     store_at: OpenStore,
 ) -> None:
@@ -147,23 +154,23 @@ def test_a_leaders_isr_change_adds_no_broker_whose_lease_is_gone_or_expired(
     store.create_topic("orders", ORDERS)
     for broker in (1, 2):
         store.acquire_lease(broker, f"broker-{broker}", 10.0)
-    shrunk = store.alter_isr("orders", 0, ORDERS[0], (1, 2))  # broker 3 holds no lease
+    shrunk = _alter_isr(store, ORDERS[0], (1, 2))  # broker 3 holds no lease
 
     with pytest.raises(
         IneligibleReplicaError, match="broker 3 cannot join the ISR: it holds no lease"
     ):
-        store.alter_isr("orders", 0, shrunk, (1, 2, 3))
+        _alter_isr(store, shrunk, (1, 2, 3))
     clock.now += 11
     store.renew_lease(1, "broker-1")
-    shrunk = store.alter_isr("orders", 0, shrunk, (1,))
+    shrunk = _alter_isr(store, shrunk, (1,))
     with pytest.raises(
         IneligibleReplicaError, match="broker 2 cannot join the ISR: its lease expired"
     ):
-        store.alter_isr("orders", 0, shrunk, (1, 2))
+        _alter_isr(store, shrunk, (1, 2))
     assert store.read_topic("orders")[0] == shrunk
 
     store.acquire_lease(2, "broker-2-again", 10.0)
-    assert store.alter_isr("orders", 0, shrunk, (1, 2)).isr == (1, 2)
+    assert _alter_isr(store, shrunk, (1, 2)).isr == (1, 2)
 
 
 def test_a_broker_lease_is_renewed_by_its_holder_and_taken_over_by_a_new_incarnation(
@@ -261,6 +268,36 @@ def test_a_batch_costs_one_write_per_part_it_touches_and_each_change_stands_alon
     read = again.read_topic("clicks")
     assert {p: read[p] for p in altered.stored} == altered.stored
     assert read[11_400] == stale
+
+
+def test_leaders_isr_changes_go_in_one_write_per_part_and_an_ineligible_one_stops_the_batch(
+    store_at: OpenStore,
+) -> None:
+    """Broker 3 leaves the ISRs of parts 0 and 2 in one write each; while it holds no
+    lease, the batch that adds it back is refused whole (INELIGIBLE_REPLICA) with
+    nothing written; once it holds one, the batch lands in one write per part again."""
+    store, _, _ = store_at()
+    partitions = _big_topic(2_500)
+    store.create_topic("clicks", partitions)
+    for broker in (1, 2):
+        store.acquire_lease(broker, f"broker-{broker}", 10.0)
+    touched = [p for p in (*range(0, 1000), *range(2000, 2500)) if partitions[p].leader != 3]
+    without_3 = {p: tuple(r for r in partitions[p].isr if r != 3) for p in touched}
+    writes = store.part_writes
+
+    shrunk = store.alter_isrs("clicks", {p: (partitions[p], without_3[p]) for p in touched})
+
+    assert store.part_writes - writes == 2
+    assert not shrunk.lost
+    assert {p: s.isr for p, s in shrunk.stored.items()} == without_3
+    back = {p: (shrunk.stored[p], partitions[p].isr) for p in touched}
+    with pytest.raises(IneligibleReplicaError, match="broker 3 cannot join the ISR"):
+        store.alter_isrs("clicks", back)
+    assert store.part_writes - writes == 2
+    store.acquire_lease(3, "broker-3", 10.0)
+    assert not store.alter_isrs("clicks", back).lost
+    assert store.part_writes - writes == 4
+    assert store.read_topic("clicks")[touched[-1]].isr == partitions[touched[-1]].isr
 
 
 def test_a_batch_with_a_partition_the_topic_lacks_is_refused(store_at: OpenStore) -> None:

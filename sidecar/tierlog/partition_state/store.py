@@ -285,25 +285,32 @@ class PartitionStateStore(ABC):
     def read_topic_configs(self, topic: str) -> dict[str, str]:
         return self._read_configs(topic) or {}
 
-    def alter_isr(
-        self, topic: str, partition: int, expected: PartitionState, isr: tuple[int, ...]
-    ) -> PartitionState:
-        """The leader's ISR change (Kafka's AlterPartition), a compare-and-swap against
-        ``expected``'s partition epoch. A broker it adds must hold a current lease
-        (``INELIGIBLE_REPLICA`` otherwise, as Kafka's controller refuses a fenced or
-        shutting-down broker): the controller fenced it, and a leader that still counts
-        it caught up must not undo that."""
+    def alter_isrs(
+        self, topic: str, changes: Mapping[int, tuple[PartitionState, tuple[int, ...]]]
+    ) -> AlteredPartitions:
+        """Leaders' ISR changes (Kafka's AlterPartition) of ``topic``'s partitions
+        (partition -> (the state it was decided on, the new ISR)), each a compare-and-swap
+        against that state's partition epoch, in one write per part (``alter_partitions``).
+        A broker a change adds must hold a current lease (``INELIGIBLE_REPLICA`` otherwise,
+        and nothing is written, as Kafka's controller refuses a fenced or shutting-down
+        broker): the controller fenced it, and a leader that still counts it caught up
+        must not undo that."""
         now = self._clock()
         leases = self.read_leases()
-        for added in sorted(set(isr) - set(expected.isr)):
-            lease = leases.get(added)
-            if lease is None or not lease.current_at(now):
-                raise IneligibleReplicaError(
-                    f"{topic}-{partition}: broker {added} cannot join the ISR: "
-                    + ("it holds no lease" if lease is None else "its lease expired")
-                )
-        return self.alter_partition(
-            topic, partition, expected.partition_epoch, expected.with_isr(isr)
+        for partition, (expected, isr) in sorted(changes.items()):
+            for added in sorted(set(isr) - set(expected.isr)):
+                lease = leases.get(added)
+                if lease is None or not lease.current_at(now):
+                    raise IneligibleReplicaError(
+                        f"{topic}-{partition}: broker {added} cannot join the ISR: "
+                        + ("it holds no lease" if lease is None else "its lease expired")
+                    )
+        return self.alter_partitions(
+            topic,
+            {
+                p: (expected.partition_epoch, expected.with_isr(isr))
+                for p, (expected, isr) in changes.items()
+            },
         )
 
     # -- broker leases -----------------------------------------------------------------

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import grpc
 
 from tierlog.api.errors import (
-    InvalidUpdateVersionError,
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
     StaleBrokerEpochError,
@@ -38,6 +37,7 @@ from tierlog.replication.config import ReplicationConfig
 from tierlog.replication.fetcher import ReplicaFetcher
 from tierlog.replication.follower import FetchOutcome
 from tierlog.replication.leader import LeaderPartition
+from tierlog.replication.store_view import read_store_view
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.log import Log
 from tierlog.storage.manager import LogManager
@@ -100,7 +100,10 @@ class ReplicaManager:
         self._following: dict[TopicPartition, int] = {}  # -> leader id
         self._locks: dict[TopicPartition, asyncio.Lock] = {}
         self._leases: dict[int, BrokerLease] = {}  # as the last poll read them
-        self._altering: set[TopicPartition] = set()
+        self._altering: set[TopicPartition] = set()  # an ISR change pending or in the store
+        # ISR changes waiting for their topic's batch, and the topics whose batches are sent.
+        self._isr_pending: dict[str, dict[int, tuple[LeaderPartition, tuple[int, ...]]]] = {}
+        self._isr_senders: set[str] = set()
         self._topics_seen: set[str] = set()  # in the store at the last poll
         self._polling = asyncio.Lock()  # one pass over the store at a time
         self._tasks: list[asyncio.Task[None]] = []
@@ -142,7 +145,7 @@ class ReplicaManager:
             await self._poll()
 
     async def _poll(self) -> None:
-        topics, leases = await asyncio.to_thread(self._read_store)
+        topics, leases = await asyncio.to_thread(read_store_view, self.store)
         self._leases = leases
         for gone in self._topics_seen - set(topics):
             await self._forget_topic(gone)
@@ -188,15 +191,6 @@ class ReplicaManager:
         with contextlib.suppress(TierlogError):  # never known here
             self.topics.delete(name)
         self.logs.write_checkpoints()
-
-    def _read_store(
-        self,
-    ) -> tuple[dict[str, tuple[dict[int, PartitionState], dict[str, str]]], dict[int, BrokerLease]]:
-        topics = {}
-        for topic in self.store.list_topics():
-            with contextlib.suppress(TierlogError):  # deleted meanwhile
-                topics[topic] = (self.store.read_topic(topic), self.store.read_topic_configs(topic))
-        return topics, self.store.read_leases()
 
     async def _follow_store(self) -> None:
         while True:
@@ -464,32 +458,58 @@ class ReplicaManager:
                     self._alter_isr_soon(leader, isr)
 
     def _alter_isr_soon(self, leader: LeaderPartition, isr: tuple[int, ...]) -> None:
+        """Queue the ISR change for its topic's next batch (``_send_isr_changes``)."""
         # Once stopping, a follower's fetch still answered must not start a change that
         # would outlive stop() and apply its state to logs already shut down (a stopping
         # broker's ISRs are the controller's to change: it leaves them).
         if self._stopping or leader.tp in self._altering:
             return
         self._altering.add(leader.tp)
-        task = asyncio.create_task(self._alter_isr(leader, isr))
+        topic = leader.tp.topic
+        self._isr_pending.setdefault(topic, {})[leader.tp.partition] = (leader, isr)
+        if topic in self._isr_senders:
+            return
+        self._isr_senders.add(topic)
+        task = asyncio.create_task(self._send_isr_changes(topic))
         self._tasks.append(task)
         task.add_done_callback(self._tasks.remove)
 
-    async def _alter_isr(self, leader: LeaderPartition, isr: tuple[int, ...]) -> None:
-        tp, state = leader.tp, leader.state
+    async def _send_isr_changes(self, topic: str) -> None:
+        """Write the topic's queued ISR changes a batch at a time, one write per part of
+        the topic (``alter_isrs``): those queued while a batch is in the store go in the
+        next one, as Kafka's AlterPartitionManager keeps one request in flight. A
+        returning follower caught up on a thousand partitions costs a write, not a
+        thousand (docs/SCALE.md)."""
         try:
-            stored = await asyncio.to_thread(
-                self.store.alter_isr, tp.topic, tp.partition, state, isr
-            )
-        except InvalidUpdateVersionError:
-            log.info("%s: the ISR change lost a race: reading the state again", tp)
-            fresh = await asyncio.to_thread(self.store.read_topic, tp.topic)
-            stored = fresh[tp.partition]
+            await asyncio.sleep(0)  # the changes decided in this turn of the loop join in
+            while batch := self._isr_pending.pop(topic, None):
+                await self._alter_isrs(topic, batch)
+        finally:
+            self._isr_senders.discard(topic)
+
+    async def _alter_isrs(
+        self, topic: str, batch: dict[int, tuple[LeaderPartition, tuple[int, ...]]]
+    ) -> None:
+        changes = {p: (leader.state, isr) for p, (leader, isr) in batch.items()}
+        try:
+            altered = await asyncio.to_thread(self.store.alter_isrs, topic, changes)
+            stored = dict(altered.stored)
+            if altered.lost:
+                log.info(
+                    "%s: the ISR changes of partitions %s lost a race: reading them again",
+                    topic, sorted(altered.lost),
+                )  # fmt: skip
+                fresh = await asyncio.to_thread(self.store.read_topic, topic)
+                stored.update({p: fresh[p] for p in altered.lost if p in fresh})
         except TierlogError as error:
-            log.warning("%s: changing the ISR to %s failed: %s", tp, list(isr), error)
+            isrs = {p: list(isr) for p, (_leader, isr) in sorted(batch.items())}
+            log.warning("%s: changing the ISRs to %s failed: %s", topic, isrs, error)
             return
         finally:
-            self._altering.discard(tp)
-        await self.apply(tp, stored)
+            for leader, _isr in batch.values():
+                self._altering.discard(leader.tp)
+        for partition, state in sorted(stored.items()):
+            await self.apply(batch[partition][0].tp, state)
 
     def _count_isr_change(self, before: Sequence[int], after: Sequence[int]) -> None:
         """An ISR change of a partition led here, whoever made it: this leader (a follower
