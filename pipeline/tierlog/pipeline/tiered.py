@@ -22,9 +22,8 @@ from pathlib import Path
 
 from tierlog.pipeline.listing import PartitionSegments, SegmentInfo
 from tierlog.pipeline.segments import IndexColumns, SegmentRef, live_prefix
-from tierlog.storage.file_records import FileBatch
+from tierlog.storage.file_records import FileBatch, scan_batches
 from tierlog.storage.index import OffsetIndex, SegmentIndex, TimeIndex
-from tierlog.storage.records import LOG_OVERHEAD, parse_header
 from tierlog.storage.tier.layout import parse_segment_key
 from tierlog.storage.tier.manifest import RemoteSegment, SegmentPart
 from tierlog.storage.tier.manifest_store import load_view, read_part
@@ -116,29 +115,10 @@ class RemoteSegmentReader:
     def batches(self, start: int = 0, end: int | None = None) -> Iterator[FileBatch]:
         """Whole batches from ``start``, fetched in large ranged reads."""
         end = self.size_bytes if end is None else min(end, self.size_bytes)
-        position = start
-        while end - position >= LOG_OVERHEAD:
-            stop = min(end, position + READ_CHUNK_BYTES)
-            chunk = memoryview(read_part(self.store, self.segment, SegmentPart.LOG, position, stop))
-            offset = 0
-            while len(chunk) - offset >= LOG_OVERHEAD:
-                header = parse_header(chunk, offset)
-                if offset + header.size > len(chunk):
-                    break
-                yield FileBatch(position + offset, header, chunk)
-                offset += header.size
-            if offset == 0:  # a batch larger than the chunk: fetch it whole
-                header = parse_header(chunk, 0)
-                if position + header.size > end:
-                    return
-                whole = memoryview(
-                    read_part(
-                        self.store, self.segment, SegmentPart.LOG, position, position + header.size
-                    )
-                )
-                yield FileBatch(position, parse_header(whole, 0), whole)
-                offset = header.size
-            position += offset
+        return scan_batches(self._read_log, start, end, READ_CHUNK_BYTES)
+
+    def _read_log(self, position: int, length: int) -> bytes:
+        return read_part(self.store, self.segment, SegmentPart.LOG, position, position + length)
 
     def headers(self, start: int = 0) -> Iterator[FileBatch]:
         return self.batches(start)

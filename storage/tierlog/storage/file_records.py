@@ -133,12 +133,17 @@ class FileRecords:
         )
 
 
-def scan_batches(read: Callable[[int, int], bytes], start: int, end: int) -> Iterator[FileBatch]:
+def scan_batches(
+    read: Callable[[int, int], bytes],
+    start: int,
+    end: int,
+    chunk_bytes: int = SCAN_CHUNK_BYTES,
+) -> Iterator[FileBatch]:
     """The batches of bytes ``[start, end)`` that ``read(position, length)`` returns (a
-    file's, a remote object's), read in ``SCAN_CHUNK_BYTES`` chunks; see ``batches``."""
+    file's, a remote object's), read in chunks of ``chunk_bytes``; see ``batches``."""
     position = start
     while end - position >= LOG_OVERHEAD:
-        chunk = memoryview(read(position, min(SCAN_CHUNK_BYTES, end - position)))
+        chunk = memoryview(read(position, min(chunk_bytes, end - position)))
         offset = 0
         last_chunk = position + len(chunk) == end
         while len(chunk) - offset >= LOG_OVERHEAD:
