@@ -314,6 +314,16 @@ def test_a_leader_moved_away_and_back_claims_the_tier_each_time(
     cluster = tiered.cluster
     for round_, leader in enumerate((0, 1, 0)):
         if round_:
+            # The next leader has heard where the tier ends (a fetch answer says it) and
+            # rolled there. One that takes over before it has rolls there only as it
+            # claims the tier, and a record appended in between lands in a segment that
+            # overlaps the tier: reads take the older copy, but its upload is repeated,
+            # which the counts of uploads below would see.
+            tier_end = tiered.tier_end()
+            wait_for(
+                lambda: tier_end in local_bases(tiered.broker(leader)),  # noqa: B023
+                f"broker {leader} to roll where the tier ends",
+            )
             state = cluster.state(TOPIC)
             cluster.store.alter_partition(
                 TOPIC, 0, state.partition_epoch, state.with_leader(leader)
