@@ -68,7 +68,7 @@ def _worker_ports() -> range:
 class SidecarProcess:
     data_dir: Path
     configs: tuple[str, ...] = ()
-    port: int = 0  # 0: a free one picked by the kernel, kept for restarts
+    port: int = 0  # 0: a free one below the ephemeral range, kept for restarts
     env: Mapping[str, str] | None = None  # None: this process's environment
     config_file: Path | None = None  # --config-file, under the --config pairs
     # Every --data-dir, in order, when there are several (data_dir still names the log).
@@ -85,6 +85,8 @@ class SidecarProcess:
         return self.log_path.read_text(errors="replace")
 
     def start(self, timeout_s: float = 30) -> Self:
+        if self.port == 0:  # kept across restarts: not one an outgoing connection may take
+            self.port = free_port()
         command = [console_script("tierlog-sidecar")]
         for data_dir in self.data_dirs or (self.data_dir,):
             command += ["--data-dir", str(data_dir)]

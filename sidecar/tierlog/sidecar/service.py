@@ -304,7 +304,12 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             timed_out = remaining_s is not None and remaining_s <= 0
             stop = self.watch.closed or requests.done()
             if size >= max(session.settings.min_bytes, 1) or failed or timed_out or stop:
-                return self._sent(session, answers)
+                message = self._sent(session, answers)
+                if message or timed_out or stop:
+                    return message
+                # Every answer went stale (its partition sought or forgotten while it was
+                # read): no empty message, which would spend a credit; read again.
+                continue
             await self.watch.wait(session.wake, remaining_s)
 
     async def _read_session(self, session: FetchSessionState) -> list[_SessionRead]:
