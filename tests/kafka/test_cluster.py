@@ -8,6 +8,9 @@ One cluster for the module; the test that kills a leader runs last and starts it
 
 from __future__ import annotations
 
+import os
+import select
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +33,7 @@ from tierlog.kafka.versions import (
     FIND_COORDINATOR,
     INIT_PRODUCER_ID,
     METADATA,
+    OFFSET_FOR_LEADER_EPOCH,
     PRODUCE,
 )
 from tierlog.storage.records import SimpleRecord, build_batch
@@ -296,6 +300,69 @@ def test_a_leader_verifies_a_transactional_batch_with_a_coordinator_on_another_b
     assert refused == ErrorCode.invalid_txn_state
     assert taken == ErrorCode.none
     assert ErrorCode(ended.error_code) == ErrorCode.none
+
+
+def test_a_produce_is_appended_while_the_one_before_it_waits_for_its_replicas(
+    cluster_dir: Path, bootstrap: str
+) -> None:
+    """Two acks=all produces on one connection with a follower stopped (SIGSTOP): both are
+    in the leader's log before either is answered, so one replication round carries both,
+    and the answers (and a Metadata asked after them) come back in the requests' order."""
+    cluster = read_cluster(cluster_dir)
+    create_topic(cluster, bootstrap, "pipelined")
+    leader = leaders(bootstrap, "pipelined")[0]
+    follower_pid = cluster.brokers[(leader + 1) % BROKERS].pid
+    assert follower_pid is not None
+    port = _addresses(bootstrap)[leader][1]
+    asked = {"topics": [{"name": "pipelined", "topic_id": None}], **_NO_AUTHORIZED_OPERATIONS}
+    (partition,) = [
+        p
+        for p in _call(port, METADATA, METADATA_V, asked).topics[0].partitions
+        if p.partition_index == 0
+    ]
+    producer, observer = KafkaWire(port), KafkaWire(port)
+
+    def log_end() -> int:
+        where = {"partition": 0, "current_leader_epoch": -1, "leader_epoch": partition.leader_epoch}
+        answer = observer.call(
+            OFFSET_FOR_LEADER_EPOCH,
+            4,
+            {"replica_id": -1, "topics": [{"topic": "pipelined", "partitions": [where]}]},
+        )
+        return int(answer.topics[0].partitions[0].end_offset)
+
+    def produce(value: bytes) -> int:
+        batch = build_batch([SimpleRecord(b"k", value, 1_700_000_000_000, ())])
+        data = {"name": "pipelined", "partition_data": [{"index": 0, "records": batch}]}
+        request = {"transactional_id": None, "acks": -1, "timeout": 30_000, "topic_data": [data]}
+        return producer.send(PRODUCE, PRODUCE_V, request)
+
+    try:
+        os.kill(follower_pid, signal.SIGSTOP)
+        try:
+            sent = [produce(b"first"), produce(b"second")]
+            sent.append(producer.send(METADATA, METADATA_V, asked))
+            deadline = time.monotonic() + 30
+            while log_end() < 2:
+                assert time.monotonic() < deadline, "the second produce was never appended"
+            # The first can be answered only once the stopped follower has it, or once the
+            # follower's session (SESSION_TIMEOUT_MS) has expired and the ISR shrunk.
+            answered_early = select.select([producer.sock], [], [], 0)[0]
+        finally:
+            os.kill(follower_pid, signal.SIGCONT)
+        assert not answered_early
+        produced = [producer.receive(PRODUCE, PRODUCE_V) for _ in range(2)]
+        metadata_id, _metadata = producer.receive(METADATA, METADATA_V)
+    finally:
+        producer.close()
+        observer.close()
+
+    assert [correlation_id for correlation_id, _body in produced] + [metadata_id] == sent
+    answers = [body.responses[0].partition_responses[0] for _id, body in produced]
+    assert [(a.error_code, a.base_offset) for a in answers] == [
+        (ErrorCode.none, 0),
+        (ErrorCode.none, 1),
+    ]
 
 
 def test_acks_all_to_every_leader_and_every_record_read_back(

@@ -2,9 +2,11 @@
 
 Each request is a 4-byte big-endian size and that many bytes: a header (api key, api
 version, correlation id, client id; v2 adds tagged fields when the API version is
-flexible) and the body. Requests on one connection are handled one at a time and
-answered in order, as Kafka's broker mutes a connection while its request is in
-flight; connections run side by side.
+flexible) and the body. Requests on one connection are answered in order
+(``owed_answers``). They are handled one at a time, as Kafka's broker handles them, but
+for a Produce that follows a Produce: it is appended while the one before it waits for
+its in-sync replicas (``answer_later``), so that one replication round carries both.
+Connections run side by side.
 
 A connection is closed, with one log line saying why and from where, when it sent no
 request for ``connections.max.idle.ms`` (Kafka's 10 minutes), and on what cannot be
@@ -30,8 +32,8 @@ import socket
 import ssl
 import struct
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
@@ -39,6 +41,7 @@ from kio.static.protocol import RequestPayload, ResponsePayload
 from tierlog.kafka.add_offsets_to_txn import add_offsets_to_txn
 from tierlog.kafka.add_partitions_to_txn import add_partitions_to_txn
 from tierlog.kafka.alter_configs import alter_configs
+from tierlog.kafka.answer_later import AnswerLater
 from tierlog.kafka.api_versions import api_versions, unsupported_version
 from tierlog.kafka.broker import KafkaBroker
 from tierlog.kafka.codec import encode_response, read_request, request_type
@@ -75,6 +78,7 @@ from tierlog.kafka.offset_commit import offset_commit
 from tierlog.kafka.offset_delete import offset_delete
 from tierlog.kafka.offset_fetch import offset_fetch
 from tierlog.kafka.offset_for_leader_epoch import offset_for_leader_epoch
+from tierlog.kafka.owed_answers import Answered, OwedAnswers
 from tierlog.kafka.produce import produce
 from tierlog.kafka.request_client import serving
 from tierlog.kafka.sasl import SaslAuthenticator, SaslOutOfOrder, SaslSettings
@@ -130,7 +134,9 @@ __all__ = ["KafkaListener", "api_name"]
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[KafkaBroker, RequestPayload, int], Awaitable[ResponsePayload | None]]
+Handler = Callable[
+    [KafkaBroker, RequestPayload, int], Awaitable[ResponsePayload | AnswerLater | None]
+]
 
 # After a failed accept (the process out of file descriptors) the acceptor waits this
 # long before trying again, as asyncio's own servers do, rather than spin.
@@ -138,6 +144,11 @@ _ACCEPT_RETRY_S = 1.0
 
 # A header's api key, api version and correlation id.
 _HEADER_START = struct.Struct(">hhi")
+
+# Answers one connection may owe before its next request waits to be read: above the
+# five in-flight requests of an idempotent producer (Java's and librdkafka's most), and
+# small, since each holds its request's place in the answers' order.
+_OWED_ANSWERS_MAX = 16
 
 
 async def _api_versions(
@@ -199,13 +210,6 @@ class _Refused(Exception):
     def __init__(self, message: str, why: Closed = Closed.INVALID_REQUEST):
         super().__init__(message)
         self.why = why
-
-
-@dataclass(frozen=True)
-class _Answered:
-    api: str
-    frame: bytes | None  # None: acks=0 produce, answered with nothing
-    errors: tuple[ErrorCode, ...]  # every code the answer carries, NONE included
 
 
 def api_name(api_key: int) -> str:
@@ -321,6 +325,7 @@ class KafkaListener:
         self.observer.kafka_connection_opened()
         peer = writer.get_extra_info("peername")
         authenticator = None if self.sasl is None else SaslAuthenticator(self.sasl, peer)
+        owed = OwedAnswers(writer, self._observe, _OWED_ANSWERS_MAX)
         why = Closed.CLIENT
         try:
             while True:
@@ -329,14 +334,14 @@ class KafkaListener:
                     return  # the client closed between requests
                 frame = await self._frame(reader, size_bytes, authenticator)
                 started = time.perf_counter()
+                answer: Answered | Coroutine[Any, Any, Answered]
                 if authenticator is not None and authenticator.expects_bare_token:
-                    answered = self._bare_token(authenticator, frame)
+                    answer = self._bare_token(authenticator, frame)
                 else:
-                    answered = await self._answer(frame, authenticator, peer)
-                if answered.frame is not None:
-                    writer.write(answered.frame)
-                    await writer.drain()
-                self._observe(answered, started, len(frame) + len(size_bytes))
+                    if _HEADER_START.unpack_from(frame)[0] != PRODUCE:
+                        await owed.settled()
+                    answer = await self._answer(frame, authenticator, peer)
+                await owed.give(answer, started, len(frame) + len(size_bytes))
                 if authenticator is not None and authenticator.failure is not None:
                     raise _Refused(authenticator.failure, Closed.AUTHENTICATION)
         except _Refused as refused:
@@ -350,6 +355,9 @@ class KafkaListener:
             why = Closed.SERVER_ERROR
             log.exception("kafka listener: closing the connection from %s", peer)
         finally:
+            await owed.close()
+            if owed.failed:
+                why = Closed.SERVER_ERROR
             writer.close()
             self.observer.kafka_connection_closed(why)
 
@@ -371,7 +379,7 @@ class KafkaListener:
                 raise _Refused("a size prefix cut short") from None
             return None
 
-    def _observe(self, answered: _Answered, started: float, bytes_in: int) -> None:
+    def _observe(self, answered: Answered, started: float, bytes_in: int) -> None:
         failed = tuple(code for code in answered.errors if code != ErrorCode.none)
         self.observer.kafka_request(
             RequestDone(
@@ -412,18 +420,18 @@ class KafkaListener:
         except asyncio.IncompleteReadError as error:
             raise _Refused(f"a request cut short: {len(error.partial)} of {size} bytes") from None
 
-    def _bare_token(self, authenticator: SaslAuthenticator, message: bytes) -> _Answered:
+    def _bare_token(self, authenticator: SaslAuthenticator, message: bytes) -> Answered:
         """Handshake v0's bare mechanism message, answered bare (size and bytes)."""
         try:
             reply = authenticator.bare_token(message)
         except SaslFailed as failed:
             raise _Refused(f"authentication failed: {failed}", Closed.AUTHENTICATION) from None
         errors = (ErrorCode.none,)
-        return _Answered(api_name(SASL_AUTHENTICATE), struct.pack(">i", len(reply)) + reply, errors)
+        return Answered(api_name(SASL_AUTHENTICATE), struct.pack(">i", len(reply)) + reply, errors)
 
     async def _answer(
         self, payload: bytes, authenticator: SaslAuthenticator | None, peer: object
-    ) -> _Answered:
+    ) -> Answered | Coroutine[Any, Any, Answered]:
         api_key, api_version, correlation_id = _HEADER_START.unpack_from(payload)
         log.debug("kafka listener: api key %d v%d", api_key, api_version)
         served = API_VERSIONS.get(api_key)
@@ -433,7 +441,7 @@ class KafkaListener:
         if not low <= api_version <= high:
             if api_key == API_VERSIONS_KEY:
                 refusal = unsupported_version()
-                return _Answered(
+                return Answered(
                     api_name(api_key),
                     encode_response(correlation_id, refusal),
                     (ErrorCode.unsupported_version,),
@@ -452,10 +460,22 @@ class KafkaListener:
                 response = authenticator.answer(frame)
             except SaslOutOfOrder as error:
                 raise _Refused(str(error), Closed.AUTHENTICATION) from None
-        if response is None:
-            return _Answered(api_name(api_key), None, ())
-        return _Answered(
-            api_name(api_key),
-            encode_response(correlation_id, response),
-            tuple(error_codes(response)),
-        )
+        if isinstance(response, AnswerLater):
+            return _encoded_later(api_key, correlation_id, response.answer)
+        return _encoded(api_key, correlation_id, response)
+
+
+def _encoded(api_key: int, correlation_id: int, response: ResponsePayload | None) -> Answered:
+    if response is None:
+        return Answered(api_name(api_key), None, ())
+    return Answered(
+        api_name(api_key),
+        encode_response(correlation_id, response),
+        tuple(error_codes(response)),
+    )
+
+
+async def _encoded_later(
+    api_key: int, correlation_id: int, answer: Coroutine[Any, Any, ResponsePayload]
+) -> Answered:
+    return _encoded(api_key, correlation_id, await answer)

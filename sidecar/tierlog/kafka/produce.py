@@ -2,8 +2,10 @@
 ``broker.produce.Appender`` the gRPC Produce uses (the same checks, validation and
 acknowledgement); one error code per partition, as Kafka answers, and with
 NOT_LEADER_OR_FOLLOWER the partition's leader and its endpoint (v10+, KIP-951:
-``current_leader``). Under ``acks=0`` Kafka
-sends no response at all, and neither does this: the listener is told ``None``.
+``current_leader``). Under ``acks=0`` Kafka sends no response at all, and neither does
+this: the listener is told ``None``. Under ``acks=all`` the batches are appended at once
+and the answer, which waits for the in-sync replicas, is handed over as an
+``AnswerLater``: the listener reads the connection's next request meanwhile.
 Transactional batches meet the same producer-state checks as on the gRPC path, and the
 batch that would open a producer's transaction on a partition must find that partition
 added to it at the coordinator of the request's ``transactional_id``, here or on another
@@ -20,7 +22,8 @@ from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 from tierlog.api.errors import NotLeaderOrFollowerError
-from tierlog.broker.produce import Acks, Produced
+from tierlog.broker.produce import Acks, Appended, Produced
+from tierlog.kafka.answer_later import AnswerLater
 from tierlog.kafka.broker import KafkaBroker
 from tierlog.kafka.codec import build, response_type
 from tierlog.kafka.current_leader import current_leader, node_endpoints
@@ -35,22 +38,41 @@ __all__ = ["produce"]
 
 async def produce(
     broker: KafkaBroker, request: RequestPayload, version: int
-) -> ResponsePayload | None:
+) -> ResponsePayload | AnswerLater | None:
     body: Any = request
     acks = int(body.acks)
-    pending = []
-    for topic in body.topic_data:
-        for partition in topic.partition_data:
-            call = _one(broker, topic.name, partition, acks, body.transactional_id)
-            pending.append((topic.name, partition.index, call))
-    calls = [call for _n, _p, call in pending]
+    partitions = [
+        (topic.name, partition) for topic in body.topic_data for partition in topic.partition_data
+    ]
+    appends = [
+        _append(broker, name, partition, acks, body.transactional_id)
+        for name, partition in partitions
+    ]
     # One partition (the usual request) is awaited as it is: gather would wrap it in a
     # task of its own, a cost the benchmark's profile showed on every produce.
-    answers = [await calls[0]] if len(calls) == 1 else await asyncio.gather(*calls)
+    appended = [await appends[0]] if len(appends) == 1 else await asyncio.gather(*appends)
     if acks == Acks.NONE:
         return None
+    indexed = [(name, partition.index) for name, partition in partitions]
+    answer = _answer(broker, version, indexed, appended)
+    return AnswerLater(answer) if acks == Acks.ALL else await answer
+
+
+async def _answer(
+    broker: KafkaBroker,
+    version: int,
+    partitions: list[tuple[str, int]],
+    appended: list[Appended | dict[str, Any]],
+) -> ResponsePayload:
+    """The response, once every appended partition's batches are committed (at once
+    but under acks=all)."""
+    waits = [
+        _committed(broker, name, index, outcome)
+        for (name, index), outcome in zip(partitions, appended, strict=True)
+    ]
+    answers = [await waits[0]] if len(waits) == 1 else await asyncio.gather(*waits)
     responses: dict[str, list[dict[str, Any]]] = {}
-    for (name, index, _call), answer in zip(pending, answers, strict=True):
+    for (name, index), answer in zip(partitions, answers, strict=True):
         responses.setdefault(name, []).append({"index": index, **answer})
     leaders = [
         answer["current_leader"]["leader_id"] for answer in answers if "current_leader" in answer
@@ -68,32 +90,47 @@ async def produce(
     )
 
 
-async def _one(
+async def _append(
     broker: KafkaBroker, topic: str, partition: Any, acks: int, transactional_id: str | None
-) -> dict[str, Any]:
+) -> Appended | dict[str, Any]:
+    """The partition's batches appended, or its failed answer."""
     appender = broker.appender
     records = partition.records or b""
     try:
         tp, target = appender.target(topic, partition.index, NO_PARTITION_LEADER_EPOCH, acks)
         if transactional_id is not None:
             await broker.transactions.verify_append(transactional_id, tp, target, records)
-        produced = await appender.committed(await appender.append(tp, target, records, acks))
+        return await appender.append(tp, target, records, acks)
     except TierlogError as error:
-        failed: dict[str, Any] = {
-            "error_code": error_code(error),
-            "base_offset": -1,
-            "error_message": str(error),
-            "record_errors": (),
-        }
-        if isinstance(error, NotLeaderOrFollowerError):
-            failed["current_leader"] = current_leader(
-                broker, TopicPartition(topic, partition.index)
-            )
-        return failed
-    return _answer(produced)
+        return _failed(broker, topic, partition.index, error)
 
 
-def _answer(produced: Produced) -> dict[str, Any]:
+async def _committed(
+    broker: KafkaBroker, topic: str, index: int, outcome: Appended | dict[str, Any]
+) -> dict[str, Any]:
+    """The partition's answer once its appended batches are committed."""
+    if not isinstance(outcome, Appended):
+        return outcome
+    try:
+        produced = await broker.appender.committed(outcome)
+    except TierlogError as error:
+        return _failed(broker, topic, index, error)
+    return _succeeded(produced)
+
+
+def _failed(broker: KafkaBroker, topic: str, index: int, error: TierlogError) -> dict[str, Any]:
+    failed: dict[str, Any] = {
+        "error_code": error_code(error),
+        "base_offset": -1,
+        "error_message": str(error),
+        "record_errors": (),
+    }
+    if isinstance(error, NotLeaderOrFollowerError):
+        failed["current_leader"] = current_leader(broker, TopicPartition(topic, index))
+    return failed
+
+
+def _succeeded(produced: Produced) -> dict[str, Any]:
     append_time = (
         None
         if produced.log_append_time_ms < 0
