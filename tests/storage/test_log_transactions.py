@@ -22,6 +22,7 @@ from tests.storage.transactions import TxnWriter, marker_batch, txn_batch
 from tierlog.storage.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
+    InvalidTxnStateError,
     TransactionCoordinatorFencedError,
 )
 from tierlog.storage.log import AppendOrigin, Log
@@ -321,3 +322,29 @@ def test_collect_finds_every_overlapping_abort_through_cleaning_and_recovery(
         reopened.close()
     finally:
         shutil.rmtree(directory.parent)
+
+
+def test_a_batch_verified_before_its_transaction_ended_is_refused(log: Log) -> None:
+    """KIP-890's guard: the leader takes it before asking the coordinator; the producer's
+    marker landing before the verified batch voids it, and the batch would otherwise open
+    a transaction nobody ends. A guard still held lets the batch open its transaction."""
+    log.append(txn_batch(1, 0, 2))
+    guard = log.verification_guard(1)  # the next transaction's first batch is verified...
+    log.append(marker_batch(1, commit=True), origin=AppendOrigin.COORDINATOR)  # ...too late
+
+    with pytest.raises(InvalidTxnStateError):
+        log.append(txn_batch(1, 2, 2), verification_guard=guard)
+    assert not log.has_open_transaction(1)
+
+    fresh = log.verification_guard(1)
+    opened = log.append(txn_batch(1, 2, 2), verification_guard=fresh)
+    assert log.has_open_transaction(1)
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == opened.first_offset
+
+
+def test_a_verification_made_in_an_earlier_leader_epoch_is_void(log: Log) -> None:
+    guard = log.verification_guard(1)
+    log.become_leader(1)
+    with pytest.raises(InvalidTxnStateError):
+        log.append(txn_batch(1, 0, 2), verification_guard=guard)

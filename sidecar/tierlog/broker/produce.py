@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -37,6 +38,7 @@ from tierlog.storage.errors import InvalidTopicError, KafkaStorageError, Tierlog
 from tierlog.storage.log import AppendInfo, AppendOrigin, Log
 from tierlog.storage.records.inflight import ValidationWouldWait
 from tierlog.storage.topic_partition import TopicPartition
+from tierlog.storage.verification_guards import VerificationGuard
 
 __all__ = ["Acks", "Appended", "Appender", "CommittingLeader", "Produced"]
 
@@ -127,9 +129,12 @@ class Appender:
         data: bytes,
         acks: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        *,
+        verification_guard: VerificationGuard | None = None,
     ) -> Appended:
         """Validate and append ``data`` (v2 batches) to ``target``'s log; the answer waits
-        in ``committed``."""
+        in ``committed``. A transactional batch verified at its coordinator comes with the
+        verification's guard (``Log.append``)."""
         if not data:
             raise InvalidRequestError("a produce request without records")
         if acks == Acks.NONE:
@@ -143,10 +148,13 @@ class Appender:
         if leader is not None and acks == Acks.ALL:
             leader.check_enough_replicas(partition_log.config.min_insync_replicas)
         try:
+            append = functools.partial(
+                partition_log.append, data, origin=origin, verification_guard=verification_guard
+            )
             if partition_log.append_waits_for_sync(len(data)):
-                info = await asyncio.to_thread(partition_log.append, data, origin=origin)
+                info = await asyncio.to_thread(append)
             else:
-                info = await _append_here_unless_it_waits(partition_log, data, origin)
+                info = await _append_here_unless_it_waits(append)
         except KafkaStorageError as error:
             # Nothing was stored and the client retries, but the disk is full or failing:
             # the operator must see it here, as Kafka's broker logs it.
@@ -201,11 +209,9 @@ class Appender:
             await asyncio.gather(*self._unacknowledged, return_exceptions=True)
 
 
-async def _append_here_unless_it_waits(
-    partition_log: Log, data: bytes, origin: AppendOrigin
-) -> AppendInfo:
-    """Append on the event loop, or in a thread if validating ``data`` would wait."""
+async def _append_here_unless_it_waits(append: Callable[..., AppendInfo]) -> AppendInfo:
+    """Append on the event loop, or in a thread if validating the data would wait."""
     try:
-        return partition_log.append(data, origin=origin, may_wait=False)
+        return append(may_wait=False)
     except ValidationWouldWait:  # a bomb, or a large batch: nothing was appended
-        return await asyncio.to_thread(partition_log.append, data, origin=origin)
+        return await asyncio.to_thread(append)

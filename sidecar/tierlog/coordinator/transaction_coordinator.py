@@ -83,6 +83,7 @@ from tierlog.storage.records import (
     iter_batches,
 )
 from tierlog.storage.topic_partition import TopicPartition
+from tierlog.storage.verification_guards import VerificationGuard
 
 __all__ = [
     "MARKER_RETRIABLE_REASONS",
@@ -488,7 +489,7 @@ class TransactionCoordinator:
 
     async def verify_append(
         self, transactional_id: str, tp: TopicPartition, partition_log: Log, data: bytes
-    ) -> None:
+    ) -> VerificationGuard | None:
         """Before a producer's transactional batches are appended to ``tp``, which this
         broker leads, under ``transactional_id`` (Produce names it): the batch that would
         open its transaction there must find ``tp`` in its ongoing transaction, asked of
@@ -504,19 +505,22 @@ class TransactionCoordinator:
 
         Errors as Kafka's leader answers them: a coordinator loading, moving or out of
         reach, or a transaction being completed, NOT_ENOUGH_REPLICAS (retried); another
-        epoch INVALID_PRODUCER_EPOCH; a partition not added INVALID_TXN_STATE. The check
-        and the append are not one step: an EndTxn the same producer sends while its
-        batch is in flight could slip between them (Kafka's verification guard closes
-        that; a producer flushes before it ends)."""
+        epoch INVALID_PRODUCER_EPOCH; a partition not added INVALID_TXN_STATE.
+
+        The answer is the guard to append with (None when no verification was needed):
+        it is taken before the coordinator is asked, and a marker for the producer that
+        lands here before the append voids it, so the check and the append are one step
+        (``storage.verification_guards``)."""
         header = next(iter_batches(data), None)
         if header is None or not header.is_transactional or header.is_control:
-            return
+            return None
         if partition_log.has_open_transaction(header.producer_id):
-            return  # its transaction on tp was verified by the batch that opened it
+            return None  # its transaction on tp was verified by the batch that opened it
+        guard = partition_log.verification_guard(header.producer_id)
         key = (header.producer_id, header.producer_epoch, tp)
         position = (partition_log.leader_epoch, partition_log.log_end_offset)
         if self._verified.get(key) == position:
-            return
+            return guard
         self.verifications_asked += 1
         try:
             await self._ask_coordinator(transactional_id, key)
@@ -530,6 +534,7 @@ class TransactionCoordinator:
         self._verified.move_to_end(key)
         while len(self._verified) > VERIFIED_CACHE_SIZE:
             self._verified.popitem(last=False)
+        return guard
 
     async def _ask_coordinator(
         self, transactional_id: str, key: tuple[int, int, TopicPartition]

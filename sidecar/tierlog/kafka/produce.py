@@ -9,7 +9,8 @@ and the answer, which waits for the in-sync replicas, is handed over as an
 Transactional batches meet the same producer-state checks as on the gRPC path, and the
 batch that would open a producer's transaction on a partition must find that partition
 added to it at the coordinator of the request's ``transactional_id``, here or on another
-broker (``TransactionCoordinator.verify_append``): INVALID_TXN_STATE otherwise.
+broker (``TransactionCoordinator.verify_append``), and still be in it when appended (the
+verification's guard): INVALID_TXN_STATE otherwise.
 """
 
 from __future__ import annotations
@@ -98,9 +99,10 @@ async def _append(
     records = partition.records or b""
     try:
         tp, target = appender.target(topic, partition.index, NO_PARTITION_LEADER_EPOCH, acks)
+        guard = None
         if transactional_id is not None:
-            await broker.transactions.verify_append(transactional_id, tp, target, records)
-        return await appender.append(tp, target, records, acks)
+            guard = await broker.transactions.verify_append(transactional_id, tp, target, records)
+        return await appender.append(tp, target, records, acks, verification_guard=guard)
     except TierlogError as error:
         return _failed(broker, topic, partition.index, error)
 

@@ -40,6 +40,7 @@ from tierlog.storage.config import LogConfig, TimestampType
 from tierlog.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    InvalidTxnStateError,
     KafkaStorageError,
     OffsetMovedToTieredStorageError,
     OffsetOutOfRangeError,
@@ -77,6 +78,7 @@ from tierlog.storage.segment import (
     TimestampAndOffset,
 )
 from tierlog.storage.transaction_index import AbortedTxn
+from tierlog.storage.verification_guards import VerificationGuard, VerificationGuards
 
 __all__ = [
     "EARLIEST_LOCAL_TIMESTAMP",
@@ -211,6 +213,7 @@ class Log:
         # The broker's bound on what validations hold decoded at once (its log manager's).
         self.decompression_budget: DecompressedBytesBudget = NO_BUDGET
         self.producer_state = ProducerStateManager(directory)
+        self._verification_guards = VerificationGuards()
         self.producer_state.load(
             segments,
             log_start_offset=self.log_start_offset,
@@ -297,7 +300,12 @@ class Log:
     # -- append -----------------------------------------------------------------------
 
     def append(
-        self, records: Buffer, *, origin: AppendOrigin = AppendOrigin.CLIENT, may_wait: bool = True
+        self,
+        records: Buffer,
+        *,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        may_wait: bool = True,
+        verification_guard: VerificationGuard | None = None,
     ) -> AppendInfo:
         """Validate a produced buffer of v2 batches, assign offsets and append it.
 
@@ -307,7 +315,10 @@ class Log:
         Only a COORDINATOR may write control batches, each one transaction marker.
         Unless ``may_wait``, a compressed batch that would wait for the broker's budget
         of decoded bytes, or decode long, raises ``ValidationWouldWait`` and nothing is
-        appended (an event loop's caller retries in a thread).
+        appended (an event loop's caller retries in a thread). A batch that would open
+        its producer's transaction here, given the ``verification_guard`` its leader took
+        before asking the coordinator, is refused (INVALID_TXN_STATE) once that guard is
+        gone: a marker for the producer came in between (``verification_guards``).
         """
         config = self.config
         now_ms = self.clock_ms()
@@ -332,6 +343,8 @@ class Log:
         append_time_ms = now_ms if config.timestamp_type is TimestampType.LOG_APPEND_TIME else -1
         with self._lock:
             self.local.check_not_deleted()  # never write through a closed (or reused) descriptor
+            if verification_guard is not None:
+                self._check_still_verified(headers[0], verification_guard)
             first_offset = self.log_end_offset
             producers = self.producer_state.prepare_append(
                 headers,
@@ -346,6 +359,9 @@ class Log:
                 info = self._append_locked(
                     records, headers, producers, first_offset, append_time_ms, now_ms, total_bytes
                 )
+                for header in headers:  # a transaction opened or ended: its guard is done
+                    if header.is_transactional:
+                        self._verification_guards.drop(header.producer_id)
             # A retry answered as a duplicate syncs too while its first copy may be unsynced
             # (that append's flush may be running now): it is acknowledged no sooner.
             needs_flush = (
@@ -355,6 +371,24 @@ class Log:
         if needs_flush:
             self.flush_hook(self)
         return info
+
+    def verification_guard(self, producer_id: int) -> VerificationGuard:
+        """The guard a leader takes for ``producer_id`` before asking the coordinator
+        whether this partition is in its transaction (``verification_guards``)."""
+        with self._lock:
+            return self._verification_guards.take(producer_id)
+
+    def _check_still_verified(self, header: BatchHeader, guard: VerificationGuard) -> None:
+        if not header.is_transactional or header.is_control:
+            return
+        entry = self.producer_state.last_entry(header.producer_id)
+        if entry is not None and entry.current_txn_first_offset is not None:
+            return  # its transaction is open here: the guard is no longer needed
+        if not self._verification_guards.holds(header.producer_id, guard):
+            raise InvalidTxnStateError(
+                f"producer {header.producer_id}'s transaction here ended (or this broker "
+                "stopped leading) while its batch was verified"
+            )
 
     def _append_locked(
         self,
@@ -416,6 +450,7 @@ class Log:
         max_timestamp = max(h.max_timestamp for h in headers)
         with self._lock:
             self.local.check_not_deleted()
+            self._verification_guards.clear()  # a follower verifies nothing
             if first_offset < self.log_end_offset:
                 raise UnexpectedAppendOffsetError(
                     f"batches from offset {first_offset} below the log end {self.log_end_offset}"
@@ -709,8 +744,10 @@ class Log:
 
     def become_leader(self, leader_epoch: int) -> None:
         """Lead in ``leader_epoch`` from the log end on (Kafka's ``maybeAssignEpochStartOffset``):
-        later appends are stamped with it, and the checkpoint says where it starts."""
+        later appends are stamped with it, and the checkpoint says where it starts.
+        Verifications made in an earlier epoch are void (``verification_guards``)."""
         with self._lock:
+            self._verification_guards.clear()
             self.leader_epoch = leader_epoch
             self.leader_epoch_cache.assign(leader_epoch, self.log_end_offset)
 
