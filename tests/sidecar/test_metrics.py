@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
@@ -24,6 +25,7 @@ from tests.support.scrape import METRICS, Scrape, get, metrics_address, scrape, 
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2, log_service_pb2_grpc
 from tierlog.client.cluster import Cluster
 from tierlog.client.groups import GroupClient, OffsetAndMetadata
+from tierlog.file_lock import exclusive_lock
 from tierlog.sidecar.metrics import RecoveryMetrics
 from tierlog.storage.manager import LogManager, LogManagerConfig
 from tierlog.storage.records import SimpleRecord, build_batch
@@ -367,29 +369,44 @@ def test_readyz_waits_for_recovery_and_the_progress_is_scraped(
 def test_readyz_fails_as_soon_as_shutdown_begins(
     sidecar_factory: SidecarFactory, tmp_path: Path
 ) -> None:
-    sidecar = sidecar_factory(tmp_path / "data", METRICS, "tierlog.shutdown.grace.ms=20000")
+    """/readyz says 503 from the first moment of the stop, while the process still lives
+    (/healthz 200) and finishes its calls. What holds the stop here is one the broker
+    waits for by design: a CreateTopics in flight, within ``tierlog.shutdown.grace.ms``,
+    which waits for the partition-state store's lock on the new topic, held by the test as
+    another broker changing that topic would hold it. (An open ProduceStream held nothing:
+    a stopping broker ends it at once, and the probes raced the exit.)"""
+    state_dir = tmp_path / "state"
+    sidecar = sidecar_factory(
+        tmp_path / "data",
+        METRICS,
+        "tierlog.shutdown.grace.ms=20000",
+        f"tierlog.replication.state.dir={state_dir}",
+    )
     address = metrics_address(sidecar.output)
     assert get(address, "/readyz") == (200, "serving\n")
-    sidecar.create_topic("held")
-    release = threading.Event()
-
-    def requests() -> Iterator[log_service_pb2.ProduceStreamRequest]:
-        yield log_service_pb2.ProduceStreamRequest(
-            produce=log_service_pb2.ProduceRequest(topic="held", record_batches=_batch(1))
-        )
-        release.wait(30)  # the stream stays open: shutdown waits for it within the grace
-
-    stream = sidecar.log.ProduceStream(requests())
-    assert next(stream).HasField("produced")
-    sidecar.process.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while get(address, "/readyz")[0] == 200 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert get(address, "/readyz") == (503, "stopping\n")
-    assert get(address, "/healthz") == (200, "ok\n")
-    assert scrape(address).value("tierlog_ready") == 0
-    release.set()
+    create = admin_service_pb2.CreateTopicsRequest(
+        topics=[admin_service_pb2.NewTopic(name="held", num_partitions=1)]
+    )
+    creating = {"grpc_service": "AdminService", "method": "CreateTopics"}
+    # The topic's head document's lock file (partition_state/local_store.py's layout).
+    head_lock = state_dir / "topics" / "held.json.lock"
+    with ThreadPoolExecutor(1) as pool, exclusive_lock(head_lock):
+        created = pool.submit(sidecar.admin.CreateTopics, create, timeout=60)
+        deadline = time.monotonic() + 10
+        while scrape(address).value("tierlog_requests_in_flight", **creating) != 1:
+            assert time.monotonic() < deadline, "the CreateTopics never arrived"
+            time.sleep(0.02)
+        sidecar.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while get(address, "/readyz")[0] == 200 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert get(address, "/readyz") == (503, "stopping\n")
+        assert get(address, "/healthz") == (200, "ok\n")
+        assert scrape(address).value("tierlog_ready") == 0
+        assert sidecar.process.poll() is None  # the stop waits for the call
+    assert not created.result(timeout=30).results[0].HasField("error")
     assert sidecar.stop() == 0
+    assert "stopped cleanly" in sidecar.output
 
 
 def test_json_logs_are_one_object_a_line(tmp_path: Path) -> None:
