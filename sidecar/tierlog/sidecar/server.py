@@ -44,6 +44,11 @@ from tierlog.api.v1 import (
     transaction_service_pb2_grpc,
 )
 from tierlog.broker.fetch import FetchReader
+from tierlog.broker.internal_topics import (
+    INTERNAL_TOPICS,
+    OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+)
 from tierlog.broker.ownership import Broker, Ownership, read_assignment_file
 from tierlog.broker.partition_series import PartitionSeries
 from tierlog.broker.partitions import Partitions
@@ -55,9 +60,7 @@ from tierlog.broker.topics import TopicStore
 from tierlog.broker.watch import AppendWatch
 from tierlog.client.rpc import CHANNEL_OPTIONS
 from tierlog.coordinator.coordinator import GroupCoordinator
-from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
-from tierlog.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC
 from tierlog.kafka.broker import KafkaBroker
 from tierlog.kafka.fetch_sessions import FetchSessionCache
 from tierlog.kafka.listener import KafkaListener
@@ -112,8 +115,6 @@ _SERVICE_DESCRIPTORS = (
     group_service_pb2.DESCRIPTOR.services_by_name["GroupService"],
     transaction_service_pb2.DESCRIPTOR.services_by_name["TransactionService"],
 )
-# Topics only the broker writes (its coordinators' state), as Kafka refuses clients them.
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 # Beside the chunk cache: where the tier cleaner writes a cleaned segment before its PUT.
 TIER_CLEANER_SCRATCH_DIR = "tier-cleaner"
 _REPLICATION = replication_service_pb2.DESCRIPTOR.services_by_name["ReplicationService"]
