@@ -35,6 +35,12 @@ Since transactional data and markers are copied as they are, the aborted transac
 of a run are exactly those of its segments: the cleaned segment's transaction index is
 theirs, concatenated in order.
 
+A round over a tiered log (``remote.storage.enable``) leaves the local segments wholly
+below the tier's end alone (``local_cleaning_floor``): such a segment is a copy of a
+tiered one that only waits for local retention, and the tier has its own cleaner.
+Rewriting it would cost I/O for nothing, and a run merging it with segments not tiered
+yet would be uploaded again, overlapping the tier.
+
 The map and the rewrite read segments through ``CleanableSegment`` (a local
 ``LogSegment``, or a tiered segment read through the chunk cache:
 ``tier.tiered_cleaner``), so the tier is compacted by these same rules.
@@ -95,9 +101,11 @@ __all__ = [
     "filter_batch",
     "group_by_size",
     "group_segments_by_size",
+    "local_cleaning_floor",
     "rebuild_batch",
     "records_section",
     "scan_records",
+    "segments_to_clean",
 ]
 
 logger = logging.getLogger(__name__)
@@ -192,8 +200,9 @@ class Cleaner:
         now_ms: int | None = None,
         should_abort: Callable[[], bool] = lambda: False,
     ) -> CleanResult:
-        """Compact ``log`` from its start up to where the map of the dirty range ends."""
-        segments = log.segments[:-1]  # never the active segment
+        """Compact ``log`` from its start (its floor) up to where the map of the dirty
+        range ends."""
+        segments = segments_to_clean(log)
         state = self.plan_round(
             segments,
             first_dirty_offset,
@@ -620,6 +629,19 @@ def _varint(data: ReadableBuffer, position: int) -> tuple[int, int]:
         shift += 7
         if shift > 63:
             raise CorruptRecordError("a varint runs past 10 bytes")
+
+
+def local_cleaning_floor(log: Log) -> int:
+    """Below this offset a local round reads and rewrites nothing: 0, or for a tiered log
+    the tier's end (see the module doc)."""
+    return log.tiered_end_offset if log.config.remote_storage_enable else 0
+
+
+def segments_to_clean(log: Log) -> list[LogSegment]:
+    """The segments a local round may read and rewrite: the closed ones (never the
+    active segment) that reach past the floor."""
+    floor = local_cleaning_floor(log)
+    return [segment for segment in log.segments[:-1] if segment.next_offset > floor]
 
 
 # -- 2. grouping ----------------------------------------------------------------------

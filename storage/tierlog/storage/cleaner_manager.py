@@ -5,7 +5,9 @@ cleaned nor paused:
 
 - the **first dirty offset** is its entry in the log dir's ``cleaner-offset-checkpoint``,
   or the log start when it has none, lies below the log start, or lies past the log end
-  (the log was truncated under it);
+  (the log was truncated under it); for a tiered log, never below the tier's end (the
+  local copies of tiered segments are left to local retention and the tier's cleaner:
+  ``cleaner.local_cleaning_floor``);
 - the **first uncleanable offset** is the active segment's base offset, or, with
   ``min.compaction.lag.ms``, the base of the first dirty segment holding a record
   younger than the lag (a segment's largest timestamp, or its mtime without one);
@@ -35,7 +37,13 @@ from tierlog.storage.checkpoints import (
     read_offset_checkpoint_or_warn,
     write_offset_checkpoint,
 )
-from tierlog.storage.cleaner import Cleaner, CleanerStats, LogCleaningAbortedError
+from tierlog.storage.cleaner import (
+    Cleaner,
+    CleanerStats,
+    LogCleaningAbortedError,
+    local_cleaning_floor,
+    segments_to_clean,
+)
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.log import Log
 from tierlog.storage.topic_partition import TopicPartition
@@ -149,12 +157,12 @@ def worth_cleaning(
 
 def cleanable_offsets(log: Log, checkpoint: int | None, now_ms: int) -> tuple[int, int, bool]:
     """(first dirty offset, first uncleanable offset, needs compaction now) of ``log``."""
-    segments = log.segments
-    active = segments[-1]
-    first_dirty = checkpoint if checkpoint is not None else log.log_start_offset
-    if first_dirty < log.log_start_offset or first_dirty > active.base_offset:
-        first_dirty = log.log_start_offset  # a truncation passed it, or retention did
-    dirty = [s for s in segments[:-1] if s.next_offset > first_dirty]
+    active = log.active_segment
+    start = max(log.log_start_offset, local_cleaning_floor(log))
+    first_dirty = checkpoint if checkpoint is not None else start
+    if first_dirty < start or first_dirty > active.base_offset:
+        first_dirty = start  # a truncation passed it, or retention did, or the tier
+    dirty = [s for s in segments_to_clean(log) if s.next_offset > first_dirty]
     first_uncleanable = active.base_offset
     config = log.config
     if config.min_compaction_lag_ms > 0:
@@ -210,7 +218,7 @@ class LogCleanerManager:
             partition_log, self.checkpoint(tp, log_dir), partition_log.clock_ms()
         )
         clean_bytes = cleanable_bytes = 0
-        for segment in partition_log.segments[:-1]:
+        for segment in segments_to_clean(partition_log):
             if segment.next_offset <= first_dirty:
                 clean_bytes += segment.size
             elif segment.base_offset < first_uncleanable:

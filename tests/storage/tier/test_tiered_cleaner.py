@@ -19,6 +19,7 @@ from tests.storage.tier.manifests import tier_view
 from tests.storage.tier.test_manifest import remote_segment
 from tests.storage.tier.tiering import STORE_KINDS, TP, both_stores, tiered_config
 from tierlog.storage.cleaner import Cleaner
+from tierlog.storage.cleaner_manager import CleanerConfig, LogCleaner
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
 from tierlog.storage.records import Record, decode_records
@@ -329,12 +330,15 @@ def test_a_tier_with_an_upload_straddling_its_end_is_cleaned(
     tiered: Tiered, store: ObjectStore
 ) -> None:
     """The local cleaner merged a local copy of a tiered segment with segments not yet
-    tiered; their upload overlaps the tier's end. The tier cleaner takes each offset once
-    (the older copy, as readers do) and its swap accepts the overlap."""
+    tiered (after a start, before the remote log manager claimed the tier and learnt
+    its end); their upload overlaps the tier's end. The tier cleaner takes each offset
+    once (the older copy, as readers do) and its swap accepts the overlap."""
     log = tiered.log
     produce_updates(log, tiered.clock, 24, start=BATCHES)
+    tier_end, log.tiered_end_offset = log.tiered_end_offset, 0  # not known yet
     for _round in range(2):  # the second round merges the small cleaned segments
         Cleaner(1 << 20).clean(log, 0, log.active_segment.base_offset)
+    log.tiered_end_offset = tier_end  # the claim
     tiered.rlm.run_once()
     ends = [(s.base_offset, s.end_offset) for s in load_view(store, TP).all_segments()]
     assert any(base < end for (_, end), (base, _) in itertools.pairwise(ends))
@@ -345,3 +349,33 @@ def test_a_tier_with_an_upload_straddling_its_end_is_cleaned(
     cleaned = tiered_records(store, tiered.reader)
     assert len({record.key for record in cleaned}) == len(cleaned)
     assert latest_values(consume(log, tiered.reader)) == expected_latest(BATCHES + 24)
+
+
+def test_the_local_cleaner_leaves_local_copies_of_tiered_segments_to_local_retention(
+    tiered: Tiered, store: ObjectStore
+) -> None:
+    """A local copy of a tiered segment only waits for local retention, and the tier's
+    cleaner cleans the tier: local rounds neither rewrite it nor merge it with segments
+    not tiered yet, so the next upload starts at the tier's end and overlaps nothing."""
+    log = tiered.log
+    tier_end = log.tiered_end_offset
+    copies = {
+        s.log.path: s.log.path.stat().st_ino for s in log.segments if s.next_offset <= tier_end
+    }
+    assert copies  # local retention keeps one closed segment
+    log_dir = log.directory.parent
+    local = LogCleaner(CleanerConfig(enable=False), [log_dir], lambda: [(TP, log, log_dir)])
+    local.startup()  # (not enabled: no threads; the rounds run here)
+
+    for round_ in range(2):  # the second round would merge the first's small segments
+        produce_updates(log, tiered.clock, 24, start=BATCHES + 24 * round_)
+        assert local.clean_filthiest_log(local.new_cleaner())
+        assert local.last_stats is not None
+        assert local.last_stats.records_retained < local.last_stats.records_read
+    assert {path: path.stat().st_ino for path in copies} == copies  # never rewritten
+    assert all(s.next_offset <= tier_end or s.base_offset >= tier_end for s in log.segments)
+
+    tiered.rlm.run_once()
+    ends = [(s.base_offset, s.end_offset) for s in load_view(store, TP).all_segments()]
+    assert all(end <= base for (_, end), (base, _) in itertools.pairwise(ends))
+    assert latest_values(consume(log, tiered.reader)) == expected_latest(BATCHES + 48)
