@@ -111,6 +111,11 @@ def test_a_compacted_tiered_topic_is_cleaned_in_the_tier(
     written = found.value("tierlog_remote_cleaner_written_bytes_total", **topic)
     removed = found.value("tierlog_remote_cleaner_removed_bytes_total", **topic)
     assert 0 < written < removed
+    deadline = time.monotonic() + 30
+    while list(found.labelled("tierlog_remote_cleaner_dirty_bytes").values()) != [0]:
+        assert time.monotonic() < deadline, found.labelled("tierlog_remote_cleaner_dirty_bytes")
+        time.sleep(0.1)  # the lag, as measured after the last swap: nothing dirty
+        found = scrape_sidecar(sidecar)
     store.close()
 
 

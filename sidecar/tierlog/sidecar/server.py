@@ -90,7 +90,6 @@ from tierlog.sidecar.transaction_service import TransactionService
 from tierlog.sidecar.txn_markers import MarkerRouter
 from tierlog.sidecar.txn_verification import RemoteVerifier
 from tierlog.sidecar.upload_metrics import UploadMetrics
-from tierlog.storage.cleaner import Cleaner
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.log import AppendOrigin
 from tierlog.storage.manager import LogManager
@@ -489,10 +488,10 @@ class SidecarServer:
         )
         reader = RemoteLogReader(ranges)
         # Compacted tiered topics: their tier is cleaned through the same chunk cache,
-        # with an offset map of one local cleaner thread's budget.
-        cleaner = self.config.storage.cleaner
+        # with an offset map of one local cleaner thread's budget and the local
+        # cleaner's throttle (log.cleaner.io.max.bytes.per.second covers both).
         self.remote_log_manager.cleaner = TierCleaner(
-            Cleaner(cleaner.dedupe_buffer_per_thread, io_buffer_bytes=cleaner.io_buffer_size),
+            self.manager.cleaner.new_cleaner(),
             ranges,
             settings.cache_dir.parent / TIER_CLEANER_SCRATCH_DIR,
             observer=self.remote_log_manager.observer,

@@ -41,6 +41,10 @@ tiered one that only waits for local retention, and the tier has its own cleaner
 Rewriting it would cost I/O for nothing, and a run merging it with segments not tiered
 yet would be uploaded again, overlapping the tier.
 
+Every byte a round reads (mapping and rewriting) and writes is drawn from the cleaner's
+``throttle`` first, when it has one: one bucket that the local cleaner's threads and the
+tier's cleaner share (``log.cleaner.io.max.bytes.per.second``, as Kafka's one throttler).
+
 The map and the rewrite read segments through ``CleanableSegment`` (a local
 ``LogSegment``, or a tiered segment read through the chunk cache:
 ``tier.tiered_cleaner``), so the tier is compacted by these same rules.
@@ -60,6 +64,7 @@ from tierlog.storage.errors import CorruptRecordError
 from tierlog.storage.file_records import Buffer, FileBatch
 from tierlog.storage.log import Log
 from tierlog.storage.offset_map import OffsetMap, key_cost_bytes
+from tierlog.storage.rate_limit import TokenBucket
 from tierlog.storage.records import (
     NO_TIMESTAMP,
     BatchHeader,
@@ -187,9 +192,20 @@ class CleaningRound:
 class Cleaner:
     """Cleans one log at a time with its own offset map (one per cleaner thread)."""
 
-    def __init__(self, dedupe_buffer_bytes: int, *, io_buffer_bytes: int = 1024 * 1024):
+    def __init__(
+        self,
+        dedupe_buffer_bytes: int,
+        *,
+        io_buffer_bytes: int = 1024 * 1024,
+        throttle: TokenBucket | None = None,
+    ):
         self.offset_map = OffsetMap(dedupe_buffer_bytes)
         self.io_buffer_bytes = io_buffer_bytes
+        self.throttle = throttle
+
+    def _throttled(self, n_bytes: int) -> None:
+        if self.throttle is not None:
+            self.throttle.acquire(n_bytes)
 
     def clean(
         self,
@@ -284,6 +300,7 @@ class Cleaner:
                             offset_map.put(span.key, span.offset)
                     stats.map_records_read += len(spans)
                 stats.map_bytes_read += header.size
+                self._throttled(header.size)
                 _note_producer(producers, header)
         return stop
 
@@ -351,13 +368,14 @@ class Cleaner:
     def _write_survivors(
         self, group: Sequence[CleanableSegment], cleaned: LogSegment, state: CleaningRound
     ) -> None:
-        writer = _SegmentWriter(cleaned, self.io_buffer_bytes)
+        writer = _SegmentWriter(cleaned, self.io_buffer_bytes, self._throttled)
         last: BatchHeader | None = None
         for segment in group:
             state.check_abort()
             state.stats.bytes_read += segment.size
             for batch in segment.batches():
                 last = batch.header
+                self._throttled(last.size)
                 _filter_batch(batch, state, writer)
         if last is not None and writer.last_offset != last.last_offset:
             writer.write(empty_batch(last), last.last_offset, NO_TIMESTAMP)
@@ -439,9 +457,10 @@ class _SegmentWriter:
     name batches whose records carry its timestamp (DumpLogSegments checks records).
     """
 
-    def __init__(self, segment: LogSegment, buffer_bytes: int):
+    def __init__(self, segment: LogSegment, buffer_bytes: int, throttled: Callable[[int], None]):
         self.segment = segment
         self.buffer_bytes = buffer_bytes
+        self.throttled = throttled  # the cleaner's throttle, told each write's bytes
         self.last_offset = -1
         self._pieces: list[Buffer] = []
         self._batches: list[AppendedBatch] = []
@@ -458,6 +477,7 @@ class _SegmentWriter:
 
     def flush(self) -> None:
         if self._batches:
+            self.throttled(self._bytes)
             self.segment.append(self._pieces, self._batches, self._bytes)
         self._pieces, self._batches, self._bytes = [], [], 0
 

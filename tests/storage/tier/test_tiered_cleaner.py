@@ -5,6 +5,7 @@ process would die) leaves a manifest that reads correctly, with its leftovers sw
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from collections.abc import Iterator
@@ -28,11 +29,13 @@ from tierlog.storage.tier.chunk_cache import ChunkCache
 from tierlog.storage.tier.layout import chunks_prefix, segments_prefix
 from tierlog.storage.tier.manifest import SegmentState
 from tierlog.storage.tier.manifest_store import load_manifest, load_view
+from tierlog.storage.tier.observer import TierObserver
 from tierlog.storage.tier.range_reader import RangeReader
 from tierlog.storage.tier.remote_log_manager import RemoteLogManager, RemoteLogManagerConfig
 from tierlog.storage.tier.remote_reader import RemoteLogReader
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.tiered_cleaner import TierCleaner, measure_tier
+from tierlog.storage.topic_partition import TopicPartition
 
 # Chunks of 2 entries: the tier's metadata is chunked from 4 segments on, so a swap
 # rebuilds chunks too.
@@ -379,3 +382,44 @@ def test_the_local_cleaner_leaves_local_copies_of_tiered_segments_to_local_reten
     ends = [(s.base_offset, s.end_offset) for s in load_view(store, TP).all_segments()]
     assert all(end <= base for (_, end), (base, _) in itertools.pairwise(ends))
     assert latest_values(consume(log, tiered.reader)) == expected_latest(BATCHES + 48)
+
+
+class PassRecorder(TierObserver):
+    def __init__(self) -> None:
+        self.passes: list[tuple[int, int]] = []  # (bytes read, bytes written)
+
+    def tier_cleaned(
+        self, tp: TopicPartition, bytes_read: int, bytes_written: int, bytes_removed: int
+    ) -> None:
+        self.passes.append((bytes_read, bytes_written))
+
+
+def test_a_pass_draws_on_the_local_cleaners_throttle_and_keeps_its_dirty_bytes(
+    tiered: Tiered, store: ObjectStore
+) -> None:
+    """The local cleaner's throttle (log.cleaner.io.max.bytes.per.second) holds a pass's
+    reads and writes to its rate; the dirty bytes left (the tier cleaner's lag) are kept
+    for the metrics: none after a pass, the new segments' when a pass is not worth it."""
+    rate = 16_000
+    local = LogCleaner(CleanerConfig(enable=False, io_max_bytes_per_second=rate), [], list)
+    recorder = PassRecorder()
+    cleaner = TierCleaner(local.new_cleaner(), tiered.ranges, tiered.scratch, observer=recorder)
+    tiered.rlm.cleaner = cleaner
+    assert cleaner.dirty_bytes(TP) is None  # never measured
+
+    started = time.monotonic()
+    tiered.rlm.run_once()
+    elapsed_s = time.monotonic() - started
+    ((read, written),) = recorder.passes
+    assert read + written > 2 * rate
+    assert elapsed_s >= (read + written - rate) / rate
+    assert cleaner.dirty_bytes(TP) == 0
+
+    lazy = dataclasses.replace(COMPACTED, min_cleanable_dirty_ratio=0.99)
+    tiered.log.update_config(lazy)
+    produce_updates(tiered.log, tiered.clock, 24, start=BATCHES)
+    tiered.tier_everything()  # uploaded, measured, not worth a pass
+    assert len(recorder.passes) == 1
+    manifest = load_manifest(store, TP)
+    dirty = load_view(store, TP).segments_from(manifest.cleaner_offset)
+    assert cleaner.dirty_bytes(TP) == sum(segment.log_size_bytes for segment in dirty) > 0
