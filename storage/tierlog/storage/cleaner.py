@@ -106,6 +106,7 @@ __all__ = [
     "filter_batch",
     "group_by_size",
     "group_segments_by_size",
+    "is_compactable",
     "local_cleaning_floor",
     "rebuild_batch",
     "records_section",
@@ -291,7 +292,7 @@ class Cleaner:
                 header = batch.header
                 if header.base_offset >= stop:
                     return stop
-                if header.last_offset >= start and _is_compactable(header):
+                if header.last_offset >= start and is_compactable(header):
                     spans = scan_records(batch, header)
                     if not self._fits(spans, start):
                         return header.base_offset
@@ -387,7 +388,7 @@ def _filter_batch(batch: FileBatch, state: CleaningRound, writer: _SegmentWriter
     """Write what survives of one batch (see the module docstring)."""
     header = batch.header
     stats = state.stats
-    if header.last_offset >= state.end_offset or not _is_compactable(header):
+    if header.last_offset >= state.end_offset or not is_compactable(header):
         if header.last_offset < state.end_offset and not header.is_control:
             state.pinned_keys.update(
                 record.key
@@ -435,7 +436,8 @@ def _retain(span: RecordSpan, horizon: int | None, state: CleaningRound) -> bool
     )
 
 
-def _is_compactable(header: BatchHeader) -> bool:
+def is_compactable(header: BatchHeader) -> bool:
+    """Whether the cleaner filters this batch's records (it copies the others whole)."""
     return header.magic == 2 and not header.is_transactional and not header.is_control
 
 

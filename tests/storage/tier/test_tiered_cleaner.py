@@ -36,6 +36,7 @@ from tierlog.storage.tier.remote_reader import RemoteLogReader
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.tiered_cleaner import TierCleaner, measure_tier
 from tierlog.storage.topic_partition import TopicPartition
+from tierlog.tools.tier_verify import VerifyReport, verify_partition
 
 # Chunks of 2 entries: the tier's metadata is chunked from 4 segments on, so a swap
 # rebuilds chunks too.
@@ -191,6 +192,9 @@ def test_a_pass_leaves_each_keys_latest_value_in_the_tier_and_fewer_bytes(
     assert latest_values(consume(tiered.log, tiered.reader)) == expected_latest(BATCHES)
     assert load_manifest(store, TP).cleaner_offset == view.end_offset
     assert stored_objects(store) == named_objects(store)  # the replaced objects are gone
+    verified = VerifyReport()
+    list(verify_partition(store, TP, verified))  # keys once in the cleaned range, and more
+    assert verified.exit_code == 0, "\n".join(verified.summary_lines())
 
     # Nothing new to clean: the next pass swaps nothing.
     tiered.rlm.run_once()
