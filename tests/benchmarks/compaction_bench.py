@@ -48,8 +48,14 @@ def config() -> LogConfig:
     )
 
 
-def build_log(directory: Path, total_bytes: int, codec: CompressionType) -> tuple[int, int]:
-    """The log to clean; returns (records, distinct keys)."""
+def build_log(
+    directory: Path,
+    total_bytes: int,
+    codec: CompressionType,
+    log_config: LogConfig | None = None,
+) -> tuple[int, int]:
+    """The log to clean (in ``log_config``'s segments, ``config()``'s by default);
+    returns (records, distinct keys)."""
     record_bytes = KEY_BYTES + VALUE_BYTES + 10
     count = total_bytes // record_bytes
     distinct = max(1, count // 10)
@@ -59,7 +65,7 @@ def build_log(directory: Path, total_bytes: int, codec: CompressionType) -> tupl
     rng.shuffle(order)
     value = os.urandom(VALUE_BYTES)
     now = int(time.time() * 1000)
-    log = Log.open(directory, config())
+    log = Log.open(directory, log_config or config())
     for start in range(0, len(order), RECORDS_PER_BATCH):
         chunk = order[start : start + RECORDS_PER_BATCH]
         records = [

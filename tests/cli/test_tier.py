@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.storage.compaction import keyed_batch
+from tests.storage.conftest import T0
 from tests.storage.tier.test_remote_reader import TP, fill
 from tests.storage.tier.uploads import tier_closed_segments
 from tests.support.minio import MinioServer
@@ -16,12 +18,13 @@ from tierlog.cli.main import main
 from tierlog.cli.tier import list_lines
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
+from tierlog.storage.records import SimpleRecord, build_batch
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest import PartitionManifest, RemoteSegment, SegmentPart
 from tierlog.storage.tier.manifest_store import ManifestWriter, load_view
 from tierlog.storage.tier.s3_store import S3Options
 from tierlog.storage.tier.url import open_store
-from tierlog.tools.tier_verify import VerifyReport, verify_partition
+from tierlog.tools.tier_verify import DuplicateKey, VerifyReport, verify_partition
 
 CONFIG = LogConfig.from_properties(
     {"segment.bytes": "6000", "index.interval.bytes": "300", "remote.storage.enable": "true"}
@@ -131,6 +134,45 @@ def test_verify_says_which_object_is_missing(tiered: TieredPartition) -> None:
     assert report.problems == {key: ["the object is missing from the store"]}
     assert report.errors == []
     assert lines[0] == f"{key}: missing"
+
+
+def test_verify_finds_a_key_twice_in_the_cleaned_range(tmp_path: Path) -> None:
+    """Below the manifest's cleaner offset the tier holds one record a key (transactional
+    batches aside: the cleaner copies them as they are); a manifest that says a range
+    is cleaned when it is not has each repeated key found, as a typed finding."""
+    log = Log.open(tmp_path / "events-0", dataclasses.replace(CONFIG, cleanup_policy="compact"))
+    for round_ in range(3):  # 3 updates of each of 4 keys, one segment per round
+        log.append(keyed_batch([(b"key-%d" % k, b"v%d" % round_) for k in range(4)]))
+        log.roll()
+    in_transaction = SimpleRecord(b"key-0", b"open", T0, ())
+    log.append(build_batch([in_transaction], producer_id=7, producer_epoch=0, base_sequence=0,
+                           is_transactional=True))  # fmt: skip
+    log.roll()
+    store = LocalDirectoryStore(tmp_path / "tier")
+    tier_closed_segments(store, TP, log)
+    writer = ManifestWriter.claim(store, TP, "test")
+    writer.update(lambda m: dataclasses.replace(m, cleaner_offset=13))  # "all cleaned"
+    report = VerifyReport()
+    list(verify_partition(store, TP, report))
+
+    first, second, third = load_view(store, TP).all_segments()[:3]
+    assert report.duplicate_keys[:2] == [
+        DuplicateKey(b"key-0", 0, first.key, 4, second.key),
+        DuplicateKey(b"key-1", 1, first.key, 5, second.key),
+    ]
+    found = [(duplicate.key, duplicate.offset) for duplicate in report.duplicate_keys]
+    assert found == [(b"key-%d" % k, 4 * r + k) for r in (1, 2) for k in range(4)]
+    assert report.exit_code == 1
+    assert list(report.problems) == [second.key, third.key]
+    assert report.problems[second.key][0] == (
+        f"key b'key-0' at offset 4 is in the cleaned range (below 13) already at 0 in {first.key}"
+    )
+
+    writer.update(lambda m: dataclasses.replace(m, cleaner_offset=4))  # what it truly is
+    healthy = VerifyReport()
+    list(verify_partition(store, TP, healthy))
+    assert (healthy.duplicate_keys, healthy.exit_code) == ([], 0)
+    log.close()
 
 
 def test_the_command_lists_and_verifies_with_exit_codes(

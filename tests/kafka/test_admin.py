@@ -5,6 +5,7 @@ topics of its own."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +22,7 @@ from kafka.admin import (
     NewTopic,
 )
 from kafka.errors import (
+    CoordinatorLoadInProgressError,
     InvalidConfigurationError,
     InvalidPartitionsError,
     InvalidReplicationAssignmentError,
@@ -58,7 +60,10 @@ def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
     started = Sidecars()
     try:
         yield start_kafka_sidecar(
-            started, tmp_path_factory.mktemp("admin") / "data", "log.retention.ms=3600000"
+            started,
+            tmp_path_factory.mktemp("admin") / "data",
+            "log.retention.ms=3600000",
+            "offsets.topic.num.partitions=1",
         )
     finally:
         started.kill_all()
@@ -246,6 +251,35 @@ def test_bad_config_changes_are_refused_and_change_nothing(
     assert grpc_admin.describe_configs("guarded")["retention.ms"].value == "1000"
     with pytest.raises(TierlogInvalidConfigError):
         grpc_admin.alter_configs("guarded", set_configs={"segment.bytes": "tiny"})
+
+
+def test_the_internal_topics_are_never_tiered_through_either_door(
+    admin: KafkaAdminClient, grpc_admin: AdminClient
+) -> None:
+    # Finding the group's coordinator makes __consumer_offsets (its offsets may still load).
+    with contextlib.suppress(CoordinatorLoadInProgressError):
+        admin.list_group_offsets("any-group")
+    tiered = {"remote.storage.enable": "true"}
+    topic = ConfigResourceType.TOPIC
+
+    with pytest.raises(InvalidConfigurationError, match="__transaction_state"):
+        admin.create_topics([NewTopic("__transaction_state", 1, 1, topic_configs=tiered)])
+    with pytest.raises(TierlogInvalidConfigError, match="__transaction_state"):
+        grpc_admin.create_topic("__transaction_state", 1, tiered)
+    incremental = {"remote.storage.enable": (AlterConfigOp.SET, "true")}
+    for resource, as_incremental in (
+        (ConfigResource(topic, "__consumer_offsets", configs=incremental), True),
+        (ConfigResource(topic, "__consumer_offsets", configs=tiered), False),
+    ):
+        answer = _alter(admin, resource, incremental=as_incremental)
+        assert "InvalidConfigurationError" in answer and "__consumer_offsets" in answer
+    with pytest.raises(TierlogInvalidConfigError, match="__consumer_offsets"):
+        grpc_admin.alter_configs("__consumer_offsets", set_configs=tiered)
+
+    assert "__transaction_state" not in grpc_admin.list_topics()
+    configs = grpc_admin.describe_configs("__consumer_offsets")
+    assert configs["remote.storage.enable"].value == "false"
+    assert configs["cleanup.policy"].value == "compact"  # the legacy alter replaced nothing
 
 
 def _alter(admin: KafkaAdminClient, resource: ConfigResource, incremental: bool = True) -> str:

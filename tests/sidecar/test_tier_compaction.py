@@ -1,7 +1,8 @@
 """A real sidecar compacts the tier of a compacted, tiered topic (tier on the session's
 MinIO): every key reads its latest value after passes, the tier shrinks, the cleaner's
-metrics move, and ``kill -9`` of the sidecar while it cleans never loses a latest value
-or serves a stale one; the leftovers of killed passes are swept."""
+metrics move, and ``kill -9`` of the sidecar while it cleans, or of MinIO during a
+pass's swap, never loses a latest value or serves a stale one; the leftovers of killed
+passes are swept."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from tests.support.scrape import METRICS, scrape_sidecar
 from tierlog.api.v1 import log_service_pb2
 from tierlog.storage.records import SimpleRecord, build_batch, decode_records, iter_batches
 from tierlog.storage.tier.layout import segments_prefix
-from tierlog.storage.tier.manifest_store import load_manifest, load_view
+from tierlog.storage.tier.manifest import SegmentState
+from tierlog.storage.tier.manifest_store import ChunkReader, load_manifest, load_view
+from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.topic_partition import TopicPartition
 
 from .conftest import Sidecar, SidecarFactory
@@ -95,7 +98,8 @@ def test_a_compacted_tiered_topic_is_cleaned_in_the_tier(
     store = minio_store(minio, s3_bucket, tmp_path)
     deadline = time.monotonic() + 60
     while True:  # every closed segment tiered (the active one holds under 4000 bytes)
-        view, manifest = load_view(store, TP), load_manifest(store, TP)
+        manifest = load_manifest(store, TP)  # one version: its view and cleaner offset
+        view = manifest.view(ChunkReader(store))
         if view.end_offset >= 40 * KEYS - 100 and manifest.cleaner_offset == view.end_offset:
             break  # ... and the whole tier cleaned
         assert time.monotonic() < deadline, sidecar.output
@@ -103,7 +107,7 @@ def test_a_compacted_tiered_topic_is_cleaned_in_the_tier(
     assert latest_read(sidecar) == latest
     tier_bytes = sum(segment.log_size_bytes for segment in view.all_segments())
     produced_bytes = 40 * (KEYS // 10) * len(ten_updates(0, 0, 0)[1])
-    assert tier_bytes * 10 < produced_bytes
+    assert tier_bytes * 10 < produced_bytes, (manifest, sidecar.output[-4000:])
     topic = {"topic": TOPIC}
     found = scrape_sidecar(sidecar)
     assert found.value("tierlog_remote_cleaner_passes_total", **topic) >= 1
@@ -111,6 +115,11 @@ def test_a_compacted_tiered_topic_is_cleaned_in_the_tier(
     written = found.value("tierlog_remote_cleaner_written_bytes_total", **topic)
     removed = found.value("tierlog_remote_cleaner_removed_bytes_total", **topic)
     assert 0 < written < removed
+    deadline = time.monotonic() + 30
+    while list(found.labelled("tierlog_remote_cleaner_dirty_bytes").values()) != [0]:
+        assert time.monotonic() < deadline, found.labelled("tierlog_remote_cleaner_dirty_bytes")
+        time.sleep(0.1)  # the lag, as measured after the last swap: nothing dirty
+        found = scrape_sidecar(sidecar)
     store.close()
 
 
@@ -143,3 +152,55 @@ def test_kill_9_while_the_tier_is_cleaned_never_loses_or_stales_a_latest_value(
         time.sleep(0.2)
     assert latest_read(sidecar) == latest
     store.close()
+
+
+def unnamed_objects(store: ObjectStore) -> set[str]:
+    """Segment objects the manifest names neither finished nor started: a cleaning pass's
+    cleaned objects before its swap commits, or replaced ones before their deletion.
+    Listed first: an upload's object is named (started) before it is PUT."""
+    stored = {info.key for info in store.list(segments_prefix(TP))}
+    manifest = load_manifest(store, TP)
+    named = {segment.key for segment in load_view(store, TP).all_segments()}
+    named |= {segment.key for segment in manifest.in_state(SegmentState.STARTED)}
+    return stored - named
+
+
+def test_minio_killed_during_the_tier_swap_loses_no_latest_value_and_leaves_no_orphan(
+    sidecar_factory: SidecarFactory, tmp_path: Path, minio: MinioServer, s3_bucket: str
+) -> None:
+    """MinIO dies (SIGKILL) once a pass has PUT cleaned objects that the manifest does not
+    name yet: during its swap. With MinIO and then the sidecar restarted, every key reads
+    its latest value (none stale), and the killed pass's objects are swept."""
+    # The cleaner's throttle stretches a pass over seconds: its swap window is seen.
+    flags = (
+        *FAST,
+        "log.cleaner.io.max.bytes.per.second=20000",
+        *tier_flags(minio, s3_bucket, tmp_path),
+    )
+    sidecar = sidecar_factory(tmp_path / "data", *flags)
+    sidecar.create_topic(TOPIC, 1, **COMPACTED_TIERED)
+    store = minio_store(minio, s3_bucket, tmp_path)
+    latest: dict[bytes, bytes] = {}
+    for round_number in range(40):
+        produce_round(sidecar, round_number, latest)
+    deadline = time.monotonic() + 60
+    while not (orphans := unnamed_objects(store)):
+        assert time.monotonic() < deadline, sidecar.output[-4000:]
+        time.sleep(0.02)
+    minio.kill()
+    try:
+        sidecar.kill()
+        minio.start()
+        sidecar = sidecar_factory(tmp_path / "data", *flags)
+        assert latest_read(sidecar) == latest
+
+        deadline = time.monotonic() + 60
+        while unnamed_objects(store) or load_manifest(store, TP).cleaner_offset == 0:
+            assert time.monotonic() < deadline, (unnamed_objects(store), sidecar.output[-4000:])
+            time.sleep(0.2)  # swept once older than the abandon timeout; the tier cleaned
+        assert not orphans & {info.key for info in store.list(segments_prefix(TP))}
+        assert latest_read(sidecar) == latest
+    finally:
+        if not minio.running:  # the session's MinIO, for the tests after this one
+            minio.start()
+        store.close()

@@ -85,6 +85,27 @@ def test_the_newest_copy_wins_over_a_log_dir_that_was_away(tmp_path: Path) -> No
     assert (a / TOPICS_FILE).read_text() == (b / TOPICS_FILE).read_text()
 
 
+@pytest.mark.parametrize("name", ["__consumer_offsets", "__transaction_state"])
+def test_an_internal_topic_is_refused_the_tier_and_others_are_not(
+    tmp_path: Path, name: str
+) -> None:
+    """Their coordinators load them from the local log only (docs/STORAGE.md)."""
+    store = _store(tmp_path)
+    tiered = {"remote.storage.enable": "true"}
+
+    with pytest.raises(InvalidConfigError, match=f"{name}.*remote.storage.enable"):
+        store.validate_new(name, 1, tiered)
+    store.create(name, 1, COMPACT)
+    with pytest.raises(InvalidConfigError, match=name):
+        store.alter_configs(name, tiered, [])
+    with pytest.raises(InvalidConfigError, match=name):  # what a replicated cluster checks
+        store.validate_configs(name, {**COMPACT, **tiered})
+
+    assert not store.log_config(name).remote_storage_enable
+    store.alter_configs(name, {"remote.storage.enable": "false"}, [])
+    assert store.create("tiered", 1, tiered).configs == tiered
+
+
 def test_copies_that_disagree_and_neither_is_newer_stop_the_start(tmp_path: Path) -> None:
     """Two files of an older version: one adopted the topic without its overrides (the
     first log dir was a new disk), the other kept them. Neither may be guessed."""

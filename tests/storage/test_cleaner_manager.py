@@ -192,6 +192,38 @@ def test_cleaner_configs_use_kafka_names_and_split_the_buffer_between_threads() 
         CleanerConfig(dedupe_buffer_size=1024)
 
 
+def test_the_cleaner_throttle_holds_a_rounds_reads_and_writes_to_its_rate(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """log.cleaner.io.max.bytes.per.second: the bytes a round maps, reads and writes take
+    at least their excess over one second's burst at that rate (unthrottled, this round
+    takes milliseconds)."""
+    rate = 12_000
+    partitions = Partitions(tmp_path)
+    partitions.logs[A] = dirty_log(tmp_path / "a-0", clock, rounds=6, keys=200)
+    props = {"log.cleaner.enable": "false", "log.cleaner.io.max.bytes.per.second": str(rate)}
+    cleaner = LogCleaner(CleanerConfig.from_properties(props), [tmp_path], partitions)
+    cleaner.startup()
+
+    started = time.monotonic()
+    assert cleaner.clean_filthiest_log(cleaner.new_cleaner())
+    elapsed_s = time.monotonic() - started
+    stats = cleaner.last_stats
+    assert stats is not None
+    moved = stats.map_bytes_read + stats.bytes_read + stats.bytes_written
+    assert moved > 2 * rate
+    assert elapsed_s >= (moved - rate) / rate
+
+
+def test_the_cleaner_throttle_is_off_by_default_and_refuses_no_rate() -> None:
+    assert CleanerConfig().throttle() is None
+    kafka_default = {"log.cleaner.io.max.bytes.per.second": "1.7976931348623157E308"}
+    assert CleanerConfig.from_properties(kafka_default).throttle() is None
+    for rate in ("0", "-5", "nan", "fast"):
+        with pytest.raises(InvalidConfigError, match=r"io\.max\.bytes\.per\.second"):
+            CleanerConfig.from_properties({"log.cleaner.io.max.bytes.per.second": rate})
+
+
 # -- the threads, inside the log manager ------------------------------------------------
 
 

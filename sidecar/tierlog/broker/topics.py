@@ -13,6 +13,11 @@ generation that disagree (written by a version that kept only the first log dir'
 file) stop the start with both paths named: either one may hold the overrides, and
 reading the wrong one would turn a compacted topic into a deleting one.
 
+The internal topics (``__consumer_offsets``, ``__transaction_state``) are never tiered:
+a create or a change that would set ``remote.storage.enable=true`` on one is refused
+with INVALID_CONFIG naming it, whichever door it came in, since their coordinators
+load them from the local log alone and would miss what local retention freed.
+
 The store is the authority on which topics exist: a partition directory on disk
 whose topic is not in it (written before the store existed, or by the storage
 tools) is adopted at start-up with no overrides.
@@ -30,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from tierlog.api.errors import InvalidPartitionsError, TopicAlreadyExistsError
+from tierlog.broker.internal_topics import INTERNAL_TOPICS
 from tierlog.storage.checkpoints import atomic_write
 from tierlog.storage.config import LogConfig
 from tierlog.storage.errors import (
@@ -184,7 +190,7 @@ class TopicStore:
             raise InvalidPartitionsError(
                 f"{partitions} partitions; a topic has 1..{MAX_PARTITIONS}"
             )
-        self._validated(configs)
+        _check_may_be_tiered(name, self._validated(configs))
         with self._lock:
             self._check_name_free_locked(name)
         return Topic(name, partitions, dict(configs))
@@ -230,21 +236,24 @@ class TopicStore:
         topic = self.get(name)
         configs = {k: v for k, v in topic.configs.items() if k not in delete_configs}
         configs.update(set_configs)
-        config = self.validate_configs(configs, delete_configs)
+        config = self.validate_configs(name, configs, delete_configs)
         if not validate_only:
             with self._lock:
                 self._put_locked(replace(topic, configs=configs))
         return config
 
     def validate_configs(
-        self, configs: Mapping[str, str], delete_configs: Sequence[str] = ()
+        self, name: str, configs: Mapping[str, str], delete_configs: Sequence[str] = ()
     ) -> LogConfig:
-        """The config ``configs`` make over the defaults; INVALID_CONFIG for a bad value or
-        an unknown key (among ``delete_configs`` too)."""
+        """The config ``configs`` make over the defaults for topic ``name``; INVALID_CONFIG
+        for a bad value, an unknown key (among ``delete_configs`` too), or the tier on
+        an internal topic."""
         unknown = set(delete_configs) - set(LogConfig.keys())
         if unknown:
             raise InvalidConfigError(f"unknown topic config {', '.join(sorted(unknown))}")
-        return self._validated(configs)
+        config = self._validated(configs)
+        _check_may_be_tiered(name, config)
+        return config
 
     def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> Topic:
         topic = self.get(name)
@@ -270,6 +279,14 @@ class TopicStore:
         config = self._validated(topic.configs)
         self._save_locked({**self._topics, topic.name: topic})
         self._configs[topic.name] = config
+
+
+def _check_may_be_tiered(name: str, config: LogConfig) -> None:
+    if name in INTERNAL_TOPICS and config.remote_storage_enable:
+        raise InvalidConfigError(
+            f"topic {name!r} cannot set remote.storage.enable=true: an internal topic stays "
+            "local (its coordinator loads it from the local log only)"
+        )
 
 
 def _read_document(path: Path) -> dict[str, Any]:

@@ -10,6 +10,8 @@ the partition count moves groups, which is why Kafka fixes it when the topic is 
 
 from __future__ import annotations
 
+from tierlog.broker.internal_topics import OFFSETS_TOPIC
+
 __all__ = [
     "DEFAULT_OFFSETS_TOPIC_PARTITIONS",
     "OFFSETS_TOPIC",
@@ -18,7 +20,6 @@ __all__ = [
     "partition_for_group",
 ]
 
-OFFSETS_TOPIC = "__consumer_offsets"
 DEFAULT_OFFSETS_TOPIC_PARTITIONS = 50  # offsets.topic.num.partitions
 _INT_MIN = -(2**31)
 

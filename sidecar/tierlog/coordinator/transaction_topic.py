@@ -7,6 +7,7 @@ with the same Java hash and Kafka ``abs``; its coordinator is that partition's l
 
 from __future__ import annotations
 
+from tierlog.broker.internal_topics import TRANSACTION_STATE_TOPIC
 from tierlog.coordinator.offsets_topic import java_string_hash, kafka_abs
 
 __all__ = [
@@ -15,7 +16,6 @@ __all__ = [
     "partition_for_transactional_id",
 ]
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 DEFAULT_TRANSACTION_TOPIC_PARTITIONS = 50  # transaction.state.log.num.partitions
 
 

@@ -16,9 +16,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
+from tierlog.broker.internal_topics import INTERNAL_TOPICS
 from tierlog.broker.ownership import NO_OWNER
-from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
-from tierlog.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC
 from tierlog.kafka.broker import KafkaBroker
 from tierlog.kafka.codec import build, response_type
 from tierlog.kafka.errors import error_code
@@ -28,8 +27,6 @@ from tierlog.storage.errors import TierlogError
 from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["metadata"]
-
-_INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 def metadata(broker: KafkaBroker, request: RequestPayload, version: int) -> ResponsePayload:
@@ -60,7 +57,7 @@ def metadata(broker: KafkaBroker, request: RequestPayload, version: int) -> Resp
                 "error_code": ErrorCode.none,
                 "name": name,
                 "topic_id": manager.topic_id(name),
-                "is_internal": name in _INTERNAL_TOPICS,
+                "is_internal": name in INTERNAL_TOPICS,
                 "partitions": [
                     _partition(broker, TopicPartition(name, p), listed)
                     for p in range(topic.partition_count)

@@ -90,7 +90,7 @@ def alter_configs(
     store.read_topic(name)  # UNKNOWN_TOPIC_OR_PARTITION for a topic the store lacks
     configs = {k: v for k, v in store.read_topic_configs(name).items() if k not in delete_configs}
     configs.update(set_configs)
-    topics.validate_configs(configs, delete_configs)
+    topics.validate_configs(name, configs, delete_configs)
     if not validate_only:
         store.write_topic_configs(name, configs)
 

@@ -44,6 +44,11 @@ from tierlog.api.v1 import (
     transaction_service_pb2_grpc,
 )
 from tierlog.broker.fetch import FetchReader
+from tierlog.broker.internal_topics import (
+    INTERNAL_TOPICS,
+    OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+)
 from tierlog.broker.ownership import Broker, Ownership, read_assignment_file
 from tierlog.broker.partition_series import PartitionSeries
 from tierlog.broker.partitions import Partitions
@@ -55,9 +60,7 @@ from tierlog.broker.topics import TopicStore
 from tierlog.broker.watch import AppendWatch
 from tierlog.client.rpc import CHANNEL_OPTIONS
 from tierlog.coordinator.coordinator import GroupCoordinator
-from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
-from tierlog.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC
 from tierlog.kafka.broker import KafkaBroker
 from tierlog.kafka.fetch_sessions import FetchSessionCache
 from tierlog.kafka.listener import KafkaListener
@@ -87,7 +90,6 @@ from tierlog.sidecar.transaction_service import TransactionService
 from tierlog.sidecar.txn_markers import MarkerRouter
 from tierlog.sidecar.txn_verification import RemoteVerifier
 from tierlog.sidecar.upload_metrics import UploadMetrics
-from tierlog.storage.cleaner import Cleaner
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.log import AppendOrigin
 from tierlog.storage.manager import LogManager
@@ -112,8 +114,6 @@ _SERVICE_DESCRIPTORS = (
     group_service_pb2.DESCRIPTOR.services_by_name["GroupService"],
     transaction_service_pb2.DESCRIPTOR.services_by_name["TransactionService"],
 )
-# Topics only the broker writes (its coordinators' state), as Kafka refuses clients them.
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 # Beside the chunk cache: where the tier cleaner writes a cleaned segment before its PUT.
 TIER_CLEANER_SCRATCH_DIR = "tier-cleaner"
 _REPLICATION = replication_service_pb2.DESCRIPTOR.services_by_name["ReplicationService"]
@@ -488,10 +488,10 @@ class SidecarServer:
         )
         reader = RemoteLogReader(ranges)
         # Compacted tiered topics: their tier is cleaned through the same chunk cache,
-        # with an offset map of one local cleaner thread's budget.
-        cleaner = self.config.storage.cleaner
+        # with an offset map of one local cleaner thread's budget and the local
+        # cleaner's throttle (log.cleaner.io.max.bytes.per.second covers both).
         self.remote_log_manager.cleaner = TierCleaner(
-            Cleaner(cleaner.dedupe_buffer_per_thread, io_buffer_bytes=cleaner.io_buffer_size),
+            self.manager.cleaner.new_cleaner(),
             ranges,
             settings.cache_dir.parent / TIER_CLEANER_SCRATCH_DIR,
             observer=self.remote_log_manager.observer,

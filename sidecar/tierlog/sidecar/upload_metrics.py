@@ -171,6 +171,15 @@ class _LagCollector:
             "How long the oldest record not yet in the tier has waited", [],
             (((), tp, lag.age_ms / 1000) for tp, lag in lags), largest=True,
         )  # fmt: skip
+        cleaner = self.manager.cleaner
+        if cleaner is not None:
+            dirty = [(tp, cleaner.dirty_bytes(tp)) for tp in self.manager.partitions]
+            yield self.series.gauge(
+                "tierlog_remote_cleaner_dirty_bytes",
+                "Log bytes of a compacted topic's tier not cleaned yet (the tier "
+                "cleaner's lag), as its last pass measured them", [],
+                (((), tp, size) for tp, size in dirty if size is not None),
+            )  # fmt: skip
         yield self.series.gauge(
             "tierlog_remote_upload_lag_bound_seconds",
             "The most the oldest record not yet in the tier should wait (the topic's "

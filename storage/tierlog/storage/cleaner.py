@@ -35,6 +35,16 @@ Since transactional data and markers are copied as they are, the aborted transac
 of a run are exactly those of its segments: the cleaned segment's transaction index is
 theirs, concatenated in order.
 
+A round over a tiered log (``remote.storage.enable``) leaves the local segments wholly
+below the tier's end alone (``local_cleaning_floor``): such a segment is a copy of a
+tiered one that only waits for local retention, and the tier has its own cleaner.
+Rewriting it would cost I/O for nothing, and a run merging it with segments not tiered
+yet would be uploaded again, overlapping the tier.
+
+Every byte a round reads (mapping and rewriting) and writes is drawn from the cleaner's
+``throttle`` first, when it has one: one bucket that the local cleaner's threads and the
+tier's cleaner share (``log.cleaner.io.max.bytes.per.second``, as Kafka's one throttler).
+
 The map and the rewrite read segments through ``CleanableSegment`` (a local
 ``LogSegment``, or a tiered segment read through the chunk cache:
 ``tier.tiered_cleaner``), so the tier is compacted by these same rules.
@@ -54,6 +64,7 @@ from tierlog.storage.errors import CorruptRecordError
 from tierlog.storage.file_records import Buffer, FileBatch
 from tierlog.storage.log import Log
 from tierlog.storage.offset_map import OffsetMap, key_cost_bytes
+from tierlog.storage.rate_limit import TokenBucket
 from tierlog.storage.records import (
     NO_TIMESTAMP,
     BatchHeader,
@@ -95,9 +106,12 @@ __all__ = [
     "filter_batch",
     "group_by_size",
     "group_segments_by_size",
+    "is_compactable",
+    "local_cleaning_floor",
     "rebuild_batch",
     "records_section",
     "scan_records",
+    "segments_to_clean",
 ]
 
 logger = logging.getLogger(__name__)
@@ -179,9 +193,20 @@ class CleaningRound:
 class Cleaner:
     """Cleans one log at a time with its own offset map (one per cleaner thread)."""
 
-    def __init__(self, dedupe_buffer_bytes: int, *, io_buffer_bytes: int = 1024 * 1024):
+    def __init__(
+        self,
+        dedupe_buffer_bytes: int,
+        *,
+        io_buffer_bytes: int = 1024 * 1024,
+        throttle: TokenBucket | None = None,
+    ):
         self.offset_map = OffsetMap(dedupe_buffer_bytes)
         self.io_buffer_bytes = io_buffer_bytes
+        self.throttle = throttle
+
+    def _throttled(self, n_bytes: int) -> None:
+        if self.throttle is not None:
+            self.throttle.acquire(n_bytes)
 
     def clean(
         self,
@@ -192,8 +217,9 @@ class Cleaner:
         now_ms: int | None = None,
         should_abort: Callable[[], bool] = lambda: False,
     ) -> CleanResult:
-        """Compact ``log`` from its start up to where the map of the dirty range ends."""
-        segments = log.segments[:-1]  # never the active segment
+        """Compact ``log`` from its start (its floor) up to where the map of the dirty
+        range ends."""
+        segments = segments_to_clean(log)
         state = self.plan_round(
             segments,
             first_dirty_offset,
@@ -266,7 +292,7 @@ class Cleaner:
                 header = batch.header
                 if header.base_offset >= stop:
                     return stop
-                if header.last_offset >= start and _is_compactable(header):
+                if header.last_offset >= start and is_compactable(header):
                     spans = scan_records(batch, header)
                     if not self._fits(spans, start):
                         return header.base_offset
@@ -275,6 +301,7 @@ class Cleaner:
                             offset_map.put(span.key, span.offset)
                     stats.map_records_read += len(spans)
                 stats.map_bytes_read += header.size
+                self._throttled(header.size)
                 _note_producer(producers, header)
         return stop
 
@@ -342,13 +369,14 @@ class Cleaner:
     def _write_survivors(
         self, group: Sequence[CleanableSegment], cleaned: LogSegment, state: CleaningRound
     ) -> None:
-        writer = _SegmentWriter(cleaned, self.io_buffer_bytes)
+        writer = _SegmentWriter(cleaned, self.io_buffer_bytes, self._throttled)
         last: BatchHeader | None = None
         for segment in group:
             state.check_abort()
             state.stats.bytes_read += segment.size
             for batch in segment.batches():
                 last = batch.header
+                self._throttled(last.size)
                 _filter_batch(batch, state, writer)
         if last is not None and writer.last_offset != last.last_offset:
             writer.write(empty_batch(last), last.last_offset, NO_TIMESTAMP)
@@ -360,7 +388,7 @@ def _filter_batch(batch: FileBatch, state: CleaningRound, writer: _SegmentWriter
     """Write what survives of one batch (see the module docstring)."""
     header = batch.header
     stats = state.stats
-    if header.last_offset >= state.end_offset or not _is_compactable(header):
+    if header.last_offset >= state.end_offset or not is_compactable(header):
         if header.last_offset < state.end_offset and not header.is_control:
             state.pinned_keys.update(
                 record.key
@@ -408,7 +436,8 @@ def _retain(span: RecordSpan, horizon: int | None, state: CleaningRound) -> bool
     )
 
 
-def _is_compactable(header: BatchHeader) -> bool:
+def is_compactable(header: BatchHeader) -> bool:
+    """Whether the cleaner filters this batch's records (it copies the others whole)."""
     return header.magic == 2 and not header.is_transactional and not header.is_control
 
 
@@ -430,9 +459,10 @@ class _SegmentWriter:
     name batches whose records carry its timestamp (DumpLogSegments checks records).
     """
 
-    def __init__(self, segment: LogSegment, buffer_bytes: int):
+    def __init__(self, segment: LogSegment, buffer_bytes: int, throttled: Callable[[int], None]):
         self.segment = segment
         self.buffer_bytes = buffer_bytes
+        self.throttled = throttled  # the cleaner's throttle, told each write's bytes
         self.last_offset = -1
         self._pieces: list[Buffer] = []
         self._batches: list[AppendedBatch] = []
@@ -449,6 +479,7 @@ class _SegmentWriter:
 
     def flush(self) -> None:
         if self._batches:
+            self.throttled(self._bytes)
             self.segment.append(self._pieces, self._batches, self._bytes)
         self._pieces, self._batches, self._bytes = [], [], 0
 
@@ -620,6 +651,19 @@ def _varint(data: ReadableBuffer, position: int) -> tuple[int, int]:
         shift += 7
         if shift > 63:
             raise CorruptRecordError("a varint runs past 10 bytes")
+
+
+def local_cleaning_floor(log: Log) -> int:
+    """Below this offset a local round reads and rewrites nothing: 0, or for a tiered log
+    the tier's end (see the module doc)."""
+    return log.tiered_end_offset if log.config.remote_storage_enable else 0
+
+
+def segments_to_clean(log: Log) -> list[LogSegment]:
+    """The segments a local round may read and rewrite: the closed ones (never the
+    active segment) that reach past the floor."""
+    floor = local_cleaning_floor(log)
+    return [segment for segment in log.segments[:-1] if segment.next_offset > floor]
 
 
 # -- 2. grouping ----------------------------------------------------------------------

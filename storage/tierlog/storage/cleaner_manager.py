@@ -5,7 +5,9 @@ cleaned nor paused:
 
 - the **first dirty offset** is its entry in the log dir's ``cleaner-offset-checkpoint``,
   or the log start when it has none, lies below the log start, or lies past the log end
-  (the log was truncated under it);
+  (the log was truncated under it); for a tiered log, never below the tier's end (the
+  local copies of tiered segments are left to local retention and the tier's cleaner:
+  ``cleaner.local_cleaning_floor``);
 - the **first uncleanable offset** is the active segment's base offset, or, with
   ``min.compaction.lag.ms``, the base of the first dirty segment holding a record
   younger than the lag (a segment's largest timestamp, or its mtime without one);
@@ -24,6 +26,8 @@ cleaner until ``resume``.
 from __future__ import annotations
 
 import logging
+import math
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
@@ -35,9 +39,16 @@ from tierlog.storage.checkpoints import (
     read_offset_checkpoint_or_warn,
     write_offset_checkpoint,
 )
-from tierlog.storage.cleaner import Cleaner, CleanerStats, LogCleaningAbortedError
+from tierlog.storage.cleaner import (
+    Cleaner,
+    CleanerStats,
+    LogCleaningAbortedError,
+    local_cleaning_floor,
+    segments_to_clean,
+)
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.log import Log
+from tierlog.storage.rate_limit import TokenBucket
 from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = [
@@ -64,6 +75,7 @@ CLEANER_KEYS = {
     "log.cleaner.dedupe.buffer.size": "dedupe_buffer_size",
     "log.cleaner.io.buffer.size": "io_buffer_size",
     "log.cleaner.backoff.ms": "backoff_ms",
+    "log.cleaner.io.max.bytes.per.second": "io_max_bytes_per_second",
 }
 
 
@@ -76,6 +88,9 @@ class CleanerConfig:
     dedupe_buffer_size: int = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size, all threads
     io_buffer_size: int = 512 * 1024  # log.cleaner.io.buffer.size
     backoff_ms: int = 15_000  # log.cleaner.backoff.ms
+    # log.cleaner.io.max.bytes.per.second: what all cleaning reads and writes together,
+    # local and tiered (Kafka's default, the largest double: no limit).
+    io_max_bytes_per_second: float = math.inf
 
     def __post_init__(self) -> None:
         if self.threads < 0:
@@ -84,6 +99,8 @@ class CleanerConfig:
             raise InvalidConfigError("log.cleaner.dedupe.buffer.size must be >= 1 MiB")
         if self.io_buffer_size < 1 or self.backoff_ms < 0:
             raise InvalidConfigError("log.cleaner.io.buffer.size and backoff.ms are too small")
+        if not self.io_max_bytes_per_second > 0:
+            raise InvalidConfigError("log.cleaner.io.max.bytes.per.second must be above 0")
 
     @classmethod
     def from_properties(cls, props: Mapping[str, object]) -> CleanerConfig:
@@ -94,7 +111,7 @@ class CleanerConfig:
                 raise InvalidConfigError(f"unknown cleaner config {key!r}")
             name, text = CLEANER_KEYS[key], str(raw).strip().lower()
             try:
-                values[name] = text == "true" if types[name] in ("bool", bool) else int(text)
+                values[name] = _PARSERS[str(types[name])](text)
             except ValueError:
                 raise InvalidConfigError(f"invalid value {raw!r} for {key}") from None
         return cls(**values)
@@ -102,6 +119,21 @@ class CleanerConfig:
     @property
     def dedupe_buffer_per_thread(self) -> int:
         return self.dedupe_buffer_size // max(self.threads, 1)
+
+    def throttle(self) -> TokenBucket | None:
+        """The one bucket every cleaner of the broker draws on; None without a limit.
+        Kafka's largest double, its default, reads as no limit too."""
+        rate = self.io_max_bytes_per_second
+        return TokenBucket(rate) if rate < _NO_LIMIT else None
+
+
+# Field types (as annotations name them) -> how a property's text reads as one.
+_PARSERS: dict[str, Callable[[str], object]] = {
+    "bool": lambda text: text == "true",
+    "int": int,
+    "float": float,
+}
+_NO_LIMIT = sys.float_info.max  # Double.MAX_VALUE, Kafka's "no limit"
 
 
 @dataclass(frozen=True)
@@ -149,12 +181,12 @@ def worth_cleaning(
 
 def cleanable_offsets(log: Log, checkpoint: int | None, now_ms: int) -> tuple[int, int, bool]:
     """(first dirty offset, first uncleanable offset, needs compaction now) of ``log``."""
-    segments = log.segments
-    active = segments[-1]
-    first_dirty = checkpoint if checkpoint is not None else log.log_start_offset
-    if first_dirty < log.log_start_offset or first_dirty > active.base_offset:
-        first_dirty = log.log_start_offset  # a truncation passed it, or retention did
-    dirty = [s for s in segments[:-1] if s.next_offset > first_dirty]
+    active = log.active_segment
+    start = max(log.log_start_offset, local_cleaning_floor(log))
+    first_dirty = checkpoint if checkpoint is not None else start
+    if first_dirty < start or first_dirty > active.base_offset:
+        first_dirty = start  # a truncation passed it, or retention did, or the tier
+    dirty = [s for s in segments_to_clean(log) if s.next_offset > first_dirty]
     first_uncleanable = active.base_offset
     config = log.config
     if config.min_compaction_lag_ms > 0:
@@ -210,7 +242,7 @@ class LogCleanerManager:
             partition_log, self.checkpoint(tp, log_dir), partition_log.clock_ms()
         )
         clean_bytes = cleanable_bytes = 0
-        for segment in partition_log.segments[:-1]:
+        for segment in segments_to_clean(partition_log):
             if segment.next_offset <= first_dirty:
                 clean_bytes += segment.size
             elif segment.base_offset < first_uncleanable:
@@ -297,6 +329,7 @@ class LogCleaner:
         self._logs = logs
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.throttle = config.throttle()  # shared by every Cleaner it makes
         self.rounds = 0
         self.last_stats: CleanerStats | None = None
 
@@ -321,8 +354,12 @@ class LogCleaner:
         self._threads = []
 
     def new_cleaner(self) -> Cleaner:
+        """A cleaner with one thread's share of the dedupe buffer, drawing on the
+        broker's one throttle (the tier's cleaner takes one too)."""
         return Cleaner(
-            self.config.dedupe_buffer_per_thread, io_buffer_bytes=self.config.io_buffer_size
+            self.config.dedupe_buffer_per_thread,
+            io_buffer_bytes=self.config.io_buffer_size,
+            throttle=self.throttle,
         )
 
     def abort_and_pause(self, tp: TopicPartition) -> None:

@@ -5,6 +5,7 @@ process would die) leaves a manifest that reads correctly, with its leftovers sw
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from tests.storage.tier.manifests import tier_view
 from tests.storage.tier.test_manifest import remote_segment
 from tests.storage.tier.tiering import STORE_KINDS, TP, both_stores, tiered_config
 from tierlog.storage.cleaner import Cleaner
+from tierlog.storage.cleaner_manager import CleanerConfig, LogCleaner
 from tierlog.storage.config import LogConfig
 from tierlog.storage.log import Log
 from tierlog.storage.records import Record, decode_records
@@ -27,11 +29,14 @@ from tierlog.storage.tier.chunk_cache import ChunkCache
 from tierlog.storage.tier.layout import chunks_prefix, segments_prefix
 from tierlog.storage.tier.manifest import SegmentState
 from tierlog.storage.tier.manifest_store import load_manifest, load_view
+from tierlog.storage.tier.observer import TierObserver
 from tierlog.storage.tier.range_reader import RangeReader
 from tierlog.storage.tier.remote_log_manager import RemoteLogManager, RemoteLogManagerConfig
 from tierlog.storage.tier.remote_reader import RemoteLogReader
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.tiered_cleaner import TierCleaner, measure_tier
+from tierlog.storage.topic_partition import TopicPartition
+from tierlog.tools.tier_verify import VerifyReport, verify_partition
 
 # Chunks of 2 entries: the tier's metadata is chunked from 4 segments on, so a swap
 # rebuilds chunks too.
@@ -187,6 +192,9 @@ def test_a_pass_leaves_each_keys_latest_value_in_the_tier_and_fewer_bytes(
     assert latest_values(consume(tiered.log, tiered.reader)) == expected_latest(BATCHES)
     assert load_manifest(store, TP).cleaner_offset == view.end_offset
     assert stored_objects(store) == named_objects(store)  # the replaced objects are gone
+    verified = VerifyReport()
+    list(verify_partition(store, TP, verified))  # keys once in the cleaned range, and more
+    assert verified.exit_code == 0, "\n".join(verified.summary_lines())
 
     # Nothing new to clean: the next pass swaps nothing.
     tiered.rlm.run_once()
@@ -329,12 +337,15 @@ def test_a_tier_with_an_upload_straddling_its_end_is_cleaned(
     tiered: Tiered, store: ObjectStore
 ) -> None:
     """The local cleaner merged a local copy of a tiered segment with segments not yet
-    tiered; their upload overlaps the tier's end. The tier cleaner takes each offset once
-    (the older copy, as readers do) and its swap accepts the overlap."""
+    tiered (after a start, before the remote log manager claimed the tier and learnt
+    its end); their upload overlaps the tier's end. The tier cleaner takes each offset
+    once (the older copy, as readers do) and its swap accepts the overlap."""
     log = tiered.log
     produce_updates(log, tiered.clock, 24, start=BATCHES)
+    tier_end, log.tiered_end_offset = log.tiered_end_offset, 0  # not known yet
     for _round in range(2):  # the second round merges the small cleaned segments
         Cleaner(1 << 20).clean(log, 0, log.active_segment.base_offset)
+    log.tiered_end_offset = tier_end  # the claim
     tiered.rlm.run_once()
     ends = [(s.base_offset, s.end_offset) for s in load_view(store, TP).all_segments()]
     assert any(base < end for (_, end), (base, _) in itertools.pairwise(ends))
@@ -345,3 +356,74 @@ def test_a_tier_with_an_upload_straddling_its_end_is_cleaned(
     cleaned = tiered_records(store, tiered.reader)
     assert len({record.key for record in cleaned}) == len(cleaned)
     assert latest_values(consume(log, tiered.reader)) == expected_latest(BATCHES + 24)
+
+
+def test_the_local_cleaner_leaves_local_copies_of_tiered_segments_to_local_retention(
+    tiered: Tiered, store: ObjectStore
+) -> None:
+    """A local copy of a tiered segment only waits for local retention, and the tier's
+    cleaner cleans the tier: local rounds neither rewrite it nor merge it with segments
+    not tiered yet, so the next upload starts at the tier's end and overlaps nothing."""
+    log = tiered.log
+    tier_end = log.tiered_end_offset
+    copies = {
+        s.log.path: s.log.path.stat().st_ino for s in log.segments if s.next_offset <= tier_end
+    }
+    assert copies  # local retention keeps one closed segment
+    log_dir = log.directory.parent
+    local = LogCleaner(CleanerConfig(enable=False), [log_dir], lambda: [(TP, log, log_dir)])
+    local.startup()  # (not enabled: no threads; the rounds run here)
+
+    for round_ in range(2):  # the second round would merge the first's small segments
+        produce_updates(log, tiered.clock, 24, start=BATCHES + 24 * round_)
+        assert local.clean_filthiest_log(local.new_cleaner())
+        assert local.last_stats is not None
+        assert local.last_stats.records_retained < local.last_stats.records_read
+    assert {path: path.stat().st_ino for path in copies} == copies  # never rewritten
+    assert all(s.next_offset <= tier_end or s.base_offset >= tier_end for s in log.segments)
+
+    tiered.rlm.run_once()
+    ends = [(s.base_offset, s.end_offset) for s in load_view(store, TP).all_segments()]
+    assert all(end <= base for (_, end), (base, _) in itertools.pairwise(ends))
+    assert latest_values(consume(log, tiered.reader)) == expected_latest(BATCHES + 48)
+
+
+class PassRecorder(TierObserver):
+    def __init__(self) -> None:
+        self.passes: list[tuple[int, int]] = []  # (bytes read, bytes written)
+
+    def tier_cleaned(
+        self, tp: TopicPartition, bytes_read: int, bytes_written: int, bytes_removed: int
+    ) -> None:
+        self.passes.append((bytes_read, bytes_written))
+
+
+def test_a_pass_draws_on_the_local_cleaners_throttle_and_keeps_its_dirty_bytes(
+    tiered: Tiered, store: ObjectStore
+) -> None:
+    """The local cleaner's throttle (log.cleaner.io.max.bytes.per.second) holds a pass's
+    reads and writes to its rate; the dirty bytes left (the tier cleaner's lag) are kept
+    for the metrics: none after a pass, the new segments' when a pass is not worth it."""
+    rate = 16_000
+    local = LogCleaner(CleanerConfig(enable=False, io_max_bytes_per_second=rate), [], list)
+    recorder = PassRecorder()
+    cleaner = TierCleaner(local.new_cleaner(), tiered.ranges, tiered.scratch, observer=recorder)
+    tiered.rlm.cleaner = cleaner
+    assert cleaner.dirty_bytes(TP) is None  # never measured
+
+    started = time.monotonic()
+    tiered.rlm.run_once()
+    elapsed_s = time.monotonic() - started
+    ((read, written),) = recorder.passes
+    assert read + written > 2 * rate
+    assert elapsed_s >= (read + written - rate) / rate
+    assert cleaner.dirty_bytes(TP) == 0
+
+    lazy = dataclasses.replace(COMPACTED, min_cleanable_dirty_ratio=0.99)
+    tiered.log.update_config(lazy)
+    produce_updates(tiered.log, tiered.clock, 24, start=BATCHES)
+    tiered.tier_everything()  # uploaded, measured, not worth a pass
+    assert len(recorder.passes) == 1
+    manifest = load_manifest(store, TP)
+    dirty = load_view(store, TP).segments_from(manifest.cleaner_offset)
+    assert cleaner.dirty_bytes(TP) == sum(segment.log_size_bytes for segment in dirty) > 0

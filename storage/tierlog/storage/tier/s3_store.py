@@ -55,8 +55,8 @@ from botocore.exceptions import (
 )
 
 from tierlog.storage.errors import InvalidConfigError
+from tierlog.storage.rate_limit import TokenBucket
 from tierlog.storage.tier.body import BodyReader
-from tierlog.storage.tier.rate_limit import TokenBucket
 from tierlog.storage.tier.s3_credentials import read_credentials
 from tierlog.storage.tier.store import (
     Body,

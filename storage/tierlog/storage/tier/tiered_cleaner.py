@@ -24,7 +24,13 @@ swap meets a deleted object, reloads the view and reads the cleaned segment
 (``RemoteLogReader``). Offsets never move, so the log's tiered end and log start stay.
 
 A run of one segment that the round leaves unchanged keeps its object (no upload).
-Transactional batches and markers are copied as they are, as locally.
+Transactional batches and markers are copied as they are, as locally. A pass draws what
+it reads and writes from its ``Cleaner``'s throttle: the local cleaner's, which the
+sidecar gives it (``log.cleaner.io.max.bytes.per.second`` bounds both together).
+
+The cleaner keeps each partition's dirty bytes as last measured (at each pass of the
+remote log manager, and again after a swap): the tier cleaner's lag, which the sidecar
+reports at scrape time without reading the manifest.
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ from tierlog.storage.tier.segment_object import (
     epochs_covering,
 )
 from tierlog.storage.tier.uploader import new_entry
+from tierlog.storage.topic_partition import TopicPartition
 from tierlog.storage.transaction_index import decode_entries
 
 __all__ = ["RemoteSegmentRecords", "TierCleaner", "TierDirt", "TierPass", "measure_tier"]
@@ -201,6 +208,7 @@ class TierCleaner:
         self.observer = observer or TierObserver()
         self.passes = 0
         self._busy = threading.Lock()
+        self._dirty_bytes: dict[TopicPartition, int] = {}  # as last measured
 
     def clean_if_dirty(
         self,
@@ -213,13 +221,25 @@ class TierCleaner:
         """A pass over ``writer``'s partition if its tier is worth one and no other
         partition's pass holds the cleaner (then the next pass of the remote log manager
         asks again); None when nothing was done."""
-        dirt = measure_tier(writer.view(), writer.manifest.cleaner_offset, config, now_ms)
+        dirt = self._measure(writer, config, now_ms)
         if not dirt.worth_cleaning or not self._busy.acquire(blocking=False):
             return None
         try:
-            return self.clean(writer, config, dirt, now_ms, should_abort=should_abort)
+            done = self.clean(writer, config, dirt, now_ms, should_abort=should_abort)
         finally:
             self._busy.release()
+        self._measure(writer, config, now_ms)
+        return done
+
+    def dirty_bytes(self, tp: TopicPartition) -> int | None:
+        """The log bytes of ``tp``'s tier not cleaned yet (its dirty range up to the
+        first uncleanable offset), as last measured; None before any measure."""
+        return self._dirty_bytes.get(tp)
+
+    def _measure(self, writer: ManifestWriter, config: LogConfig, now_ms: int) -> TierDirt:
+        dirt = measure_tier(writer.view(), writer.manifest.cleaner_offset, config, now_ms)
+        self._dirty_bytes[writer.tp] = dirt.cleanable_bytes
+        return dirt
 
     def clean(
         self,

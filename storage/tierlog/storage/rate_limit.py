@@ -1,8 +1,10 @@
-"""A token bucket that holds the process's uploads to a byte rate.
+"""A token bucket that holds a process's background I/O to a byte rate.
 
-Tiering must not starve the produce path of network or disk bandwidth, so every
+Background work must not starve the produce path of network or disk bandwidth. Every
 upload attempt of the S3 store draws its bytes from one bucket before it sends them
-(all parts of all concurrent uploads, and retries too: they use the link as well).
+(all parts of all concurrent uploads, and retries too: they use the link as well); the
+log cleaner's threads and the tier's cleaner draw what they read and write from another
+(``log.cleaner.io.max.bytes.per.second``, Kafka's cleaner throttle).
 
 The bucket may go into debt: a caller asking for more than is available takes it all
 and sleeps until the debt is paid back at the rate. So a request bigger than the

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import threading
 
-from tierlog.storage.tier.rate_limit import TokenBucket
+from tierlog.storage.rate_limit import TokenBucket
 
 
 class FakeClock:
