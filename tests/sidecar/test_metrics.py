@@ -407,6 +407,10 @@ def test_readyz_fails_as_soon_as_shutdown_begins(
     assert not created.result(timeout=30).results[0].HasField("error")
     assert sidecar.stop() == 0
     assert "stopped cleanly" in sidecar.output
+    # The topic is in the store, for the next start to take on: a broker already
+    # stopping leads nothing new (its logs are about to close).
+    assert not (tmp_path / "data" / "held-0").exists()
+    assert "held-0: leading" not in sidecar.output
 
 
 def test_json_logs_are_one_object_a_line(tmp_path: Path) -> None:

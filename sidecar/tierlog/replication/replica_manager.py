@@ -123,17 +123,20 @@ class ReplicaManager:
         ]
 
     async def stop(self) -> None:
+        """Stop following the store; a pass an admin call asked for ends first, and
+        none starts after (``poll_once``), so nothing is taken on while the logs close."""
         self._stopping = True
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        for fetcher in self.fetchers.values():
-            await fetcher.close()
-        self.fetchers.clear()
-        for leader in self.leaders.values():
-            leader.resign()
-        self.leaders.clear()
-        self._following.clear()
+        async with self._polling:
+            for fetcher in self.fetchers.values():
+                await fetcher.close()
+            self.fetchers.clear()
+            for leader in self.leaders.values():
+                leader.resign()
+            self.leaders.clear()
+            self._following.clear()
 
     async def poll_once(self) -> None:
         """Read the store and apply what changed: topics (their partition counts and
@@ -142,7 +145,8 @@ class ReplicaManager:
         two passes both seeing a topic gone both deleted its logs (the second failed
         with UNKNOWN_TOPIC_OR_PARTITION, which the caller's DeleteTopics then answered)."""
         async with self._polling:
-            await self._poll()
+            if not self._stopping:
+                await self._poll()
 
     async def _poll(self) -> None:
         topics, leases = await asyncio.to_thread(read_store_view, self.store)
