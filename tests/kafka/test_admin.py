@@ -264,7 +264,7 @@ def test_tiering_is_turned_off_only_with_consent_to_delete_the_tier_at_both_door
     assert "InvalidConfigurationError" in answer and "remote.log.delete.on.disable" in answer
     replaced = ConfigResource(topic, "tier-off", configs={"remote.storage.enable": "false"})
     assert "InvalidConfigurationError" in _alter(admin, replaced, incremental=False)
-    with pytest.raises(TierlogInvalidConfigError, match="remote.log.delete.on.disable"):
+    with pytest.raises(TierlogInvalidConfigError, match=r"remote\.log\.delete\.on\.disable"):
         grpc_admin.alter_configs("tier-off", delete_configs=["remote.storage.enable"])
     # A read-only tier keeps local data until retention.*: local.retention.* may not differ.
     local = {"local.retention.ms": (AlterConfigOp.SET, "1000")}

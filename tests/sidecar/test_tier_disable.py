@@ -16,6 +16,7 @@ offsets live only in the bucket. Then:
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -129,6 +130,10 @@ def tiered_with_history(sidecar: Sidecar, store: ObjectStore, batches: int = 8) 
     return first_local_offset(sidecar.data_dir)
 
 
+def tier_starts_at(store: ObjectStore, offset: int) -> bool:
+    return load_view(store, TP).log_start_offset >= offset
+
+
 def tier_keys(store: ObjectStore) -> list[str]:
     return [info.key for info in store.list(partition_prefix(TP))]
 
@@ -178,10 +183,7 @@ def test_a_read_only_tier_takes_no_uploads_and_stays_readable_under_retention(
         sidecar.log.DeleteRecords(
             log_service_pb2.DeleteRecordsRequest(topic=TOPIC, partition=0, offset=start)
         )
-        wait_for(
-            f"the tier to start at {start}",
-            lambda start=start: load_view(store, TP).log_start_offset >= start,  # type: ignore[misc]
-        )
+        wait_for(f"the tier to start at {start}", functools.partial(tier_starts_at, store, start))
     assert load_view(store, TP).end_offset == tier_end
     assert fetched_offsets(sidecar, tier_end)[0] == tier_end  # kept locally, not in the tier
 

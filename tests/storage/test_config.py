@@ -144,9 +144,9 @@ def test_turning_tiering_off_is_refused_unless_the_tier_may_be_deleted() -> None
     """KIP-950 (Kafka's LogConfig.validateTurningOffRemoteStorageWithDelete)."""
     tiered = LogConfig.from_properties({"remote.storage.enable": "true"})
     off = LogConfig.from_properties({"remote.storage.enable": "false"})
-    with pytest.raises(InvalidConfigError, match="remote.log.delete.on.disable=true"):
+    with pytest.raises(InvalidConfigError, match=r"remote\.log\.delete\.on\.disable=true"):
         check_config_change(tiered, off)
-    with pytest.raises(InvalidConfigError, match="remote.log.delete.on.disable"):
+    with pytest.raises(InvalidConfigError, match=r"remote\.log\.delete\.on\.disable"):
         check_config_change(tiered, LogConfig())  # the override removed: the default, off
     deleting = LogConfig.from_properties(
         {"remote.storage.enable": "false", "remote.log.delete.on.disable": "true"}
@@ -164,7 +164,7 @@ def test_a_read_only_tier_needs_local_retention_equal_to_the_total() -> None:
     """Kafka's validateRetentionConfigsWhenRemoteCopyDisabled: -2 or the same value."""
     read_only = {"remote.storage.enable": "true", "remote.log.copy.disable": "true"}
     for local in ({"local.retention.ms": "1000"}, {"local.retention.bytes": "0"}):
-        with pytest.raises(InvalidConfigError, match="remote.log.copy.disable=true"):
+        with pytest.raises(InvalidConfigError, match=r"remote\.log\.copy\.disable=true"):
             LogConfig.from_properties({**read_only, **local})
     LogConfig.from_properties({**read_only, "retention.ms": "1000", "local.retention.ms": "1000"})
     LogConfig.from_properties({"remote.log.copy.disable": "true", "local.retention.ms": "1"})
