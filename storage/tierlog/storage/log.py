@@ -741,14 +741,19 @@ class Log:
         with self._lock:
             turned_off = self.config.remote_storage_enable and not config.remote_storage_enable
             self.local.update_config(config)
-            if turned_off and self.log_start_offset < self.local.first_segment_base_offset:
+            if not turned_off:
+                return
+            local_start = self.local.first_segment_base_offset
+            if self.log_start_offset < local_start:
                 log.info(
                     "%s: tiering turned off: log start %d -> %d (the first local offset)",
                     self,
                     self.log_start_offset,
-                    self.local.first_segment_base_offset,
+                    local_start,
                 )
-                self._move_log_start_locked(self.local.first_segment_base_offset)
+                self._move_log_start_locked(local_start)
+            # Nothing is in the tier any more: turned on again, it gets every segment.
+            self.tiered_end_offset = self.log_start_offset
 
     def close(self, *, sync: bool = True) -> None:
         """Flush and close every segment; the active one keeps its closing index entries.

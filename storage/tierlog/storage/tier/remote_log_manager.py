@@ -92,7 +92,7 @@ from dataclasses import dataclass, field
 
 from tierlog.storage.cleaner import LogCleaningAbortedError
 from tierlog.storage.config import LogConfig
-from tierlog.storage.errors import InvalidConfigError, TierlogError
+from tierlog.storage.errors import InvalidConfigError, KafkaStorageError, TierlogError
 from tierlog.storage.log import Log, wall_clock_ms
 from tierlog.storage.scheduler import PeriodicTask
 from tierlog.storage.segment import LogSegment
@@ -255,6 +255,7 @@ class RemoteLogManager:
         # Partitions whose tier was deleted as their tiering was turned off (this process
         # need not look again until it is turned on and off once more).
         self._deleted_on_disable: set[TopicPartition] = set()
+        self._deleting: set[TopicPartition] = set()  # those whose deletion runs now
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._next_upload_sweep_ms = 0
@@ -388,7 +389,7 @@ class RemoteLogManager:
             if config.remote_storage_enable:
                 self.adopt(tp, partition_log)
             elif config.remote_log_delete_on_disable and tp not in self._deleted_on_disable:
-                turned_off.append(tp)
+                turned_off.append((tp, partition_log))
         for _ in self._pool.map(self._delete_on_disable, turned_off):
             pass
         with self._lock:
@@ -398,19 +399,29 @@ class RemoteLogManager:
         if partitions:
             self._abort_incomplete_uploads()
 
-    def _delete_on_disable(self, tp: TopicPartition) -> None:
+    def _delete_on_disable(self, turned_off: tuple[TopicPartition, Log]) -> None:
         """Delete the tier of a partition whose tiering was turned off (KIP-950's
         ``remote.log.delete.on.disable``). The topic's config is what records the
         deletion is owed: after a restart the first pass deletes again whatever a
         crash left (one listing when nothing is left); until it succeeds, each pass
         tries again. Its log already starts at its first local offset
-        (``Log.update_config``), so no reader is sent to the objects going here."""
+        (``Log.update_config``), so no reader is sent to the objects going here.
+        Tiering turned on again meanwhile waits for the deletion to end (``_claim``):
+        a claim in between would name objects the deletion then removes."""
+        tp, partition_log = turned_off
+        with self._lock:
+            if partition_log.config.remote_storage_enable:
+                return  # turned on again already: its tier is claimed, not deleted
+            self._deleting.add(tp)
         try:
             self.delete_partition(tp)
         except (TierlogError, OSError) as error:
             log.warning("%s: cannot delete the tier yet (%s); trying at the next pass", tp, error)
-            return
-        self._deleted_on_disable.add(tp)
+        else:
+            self._deleted_on_disable.add(tp)
+        finally:
+            with self._lock:
+                self._deleting.discard(tp)
 
     def _abort_incomplete_uploads(self) -> None:
         """The store-wide step of the sweep (see the module doc), when it is due."""
@@ -552,6 +563,12 @@ class RemoteLogManager:
     def _claim(self, partition: _Partition) -> ManifestWriter:
         if partition.writer is not None:
             return partition.writer
+        with self._lock:
+            if partition.tp in self._deleting:
+                raise KafkaStorageError(
+                    f"{partition.tp}: its tier is being deleted (tiering was turned off); "
+                    "it is claimed again once that is done"
+                )
         self._check_tier_not_lost(partition)
         writer = ManifestWriter.claim(
             self.store,
