@@ -484,8 +484,13 @@ def test_turning_tiering_off_the_leader_deletes_the_tier_and_every_replica_start
 
     wait_for(replicas_start_where_the_leaders_disk_does, "every replica to start locally")
     wait_for(lambda: not list(tiered.store.list(partition_prefix(TP))), "the tier to go")
-    deleted = [f"{TP}: deleted" in tiered.broker(node).output for node in range(3)]
-    assert deleted == [True, False, False]  # the leader's deletion, and no follower's
+    deleted = [
+        scrape_sidecar(tiered.broker(node)).value(
+            "tierlog_remote_deleted_segments_total", topic=TOPIC
+        )
+        for node in range(3)
+    ]
+    assert deleted[0] > 0 and deleted[1:] == [0, 0]  # the leader's deletion, no follower's
     local_start = log_starts()[0]
     expected = [value(i) for i in range(local_start, 205)]
     assert tiered.cluster.read_values(TOPIC, len(expected)) == expected

@@ -310,10 +310,13 @@ class RemoteLogManager:
         manifests = [info.key for info in self.store.list(manifest_prefix(tp))]
         self.store.delete(reversed(manifests))
         self.store.delete([info.key for info in self.store.list(chunks_prefix(tp))])
-        segments = [info.key for info in self.store.list(segments_prefix(tp))]
-        self.store.delete(segments)
+        segments = list(self.store.list(segments_prefix(tp)))
+        self.store.delete(info.key for info in segments)
         if segments:
             log.info("%s: deleted %d objects from the tier", tp, len(segments))
+            self.observer.segments_deleted(
+                tp, len(segments), sum(info.size_bytes for info in segments)
+            )
 
     def on_manifest_change(self, listener: Callable[[TopicPartition], None]) -> None:
         """Call ``listener(tp)`` after each change this process stores in ``tp``'s
