@@ -63,7 +63,8 @@ def test_tiered_topics_have_a_record_that_follows_their_changes(
     assert records(store)["tiered"].configs["retention.ms"] == "2000"
 
     topics.alter_configs("local", TIERED, [])  # tiered from now on
-    topics.alter_configs("tiered", {"remote.storage.enable": "false"}, [])
+    turned_off = {"remote.storage.enable": "false", "remote.log.delete.on.disable": "true"}
+    topics.alter_configs("tiered", turned_off, [])
     assert records(store)["local"].configs == TIERED
     assert records(store)["tiered"].configs["remote.storage.enable"] == "false"
 

@@ -282,6 +282,34 @@ def test_the_internal_topics_are_never_tiered_through_either_door(
     assert configs["cleanup.policy"].value == "compact"  # the legacy alter replaced nothing
 
 
+def test_tiering_is_turned_off_only_with_consent_to_delete_the_tier_at_both_doors(
+    admin: KafkaAdminClient, grpc_admin: AdminClient
+) -> None:
+    """KIP-950's configs, checked once in the broker core whichever door they come in."""
+    tiered = {"remote.storage.enable": "true", "remote.log.copy.disable": "true"}
+    admin.create_topics([NewTopic("tier-off", 1, 1, topic_configs=tiered)])
+    configs = _topic_configs(admin, "tier-off")
+    assert configs["remote.log.copy.disable"]["value"] == "true"
+    assert configs["remote.log.delete.on.disable"]["value"] == "false"
+    topic = ConfigResourceType.TOPIC
+
+    off = {"remote.storage.enable": (AlterConfigOp.SET, "false")}
+    answer = _alter(admin, ConfigResource(topic, "tier-off", configs=off))
+    assert "InvalidConfigurationError" in answer and "remote.log.delete.on.disable" in answer
+    replaced = ConfigResource(topic, "tier-off", configs={"remote.storage.enable": "false"})
+    assert "InvalidConfigurationError" in _alter(admin, replaced, incremental=False)
+    with pytest.raises(TierlogInvalidConfigError, match=r"remote\.log\.delete\.on\.disable"):
+        grpc_admin.alter_configs("tier-off", delete_configs=["remote.storage.enable"])
+    # A read-only tier keeps local data until retention.*: local.retention.* may not differ.
+    local = {"local.retention.ms": (AlterConfigOp.SET, "1000")}
+    assert "InvalidConfigurationError" in _alter(admin, ConfigResource(topic, "tier-off", local))
+    assert grpc_admin.describe_configs("tier-off")["remote.storage.enable"].value == "true"
+
+    with_delete = {**off, "remote.log.delete.on.disable": (AlterConfigOp.SET, "true")}
+    assert _alter(admin, ConfigResource(topic, "tier-off", configs=with_delete)) == "OK"
+    assert grpc_admin.describe_configs("tier-off")["remote.storage.enable"].value == "false"
+
+
 def _alter(admin: KafkaAdminClient, resource: ConfigResource, incremental: bool = True) -> str:
     """The broker's answer to one resource's change ('OK', or the error's name and
     message), sent as asked (the client checks no key itself)."""

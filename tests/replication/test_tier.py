@@ -6,7 +6,9 @@ and losing nothing, while the old one, back as a follower, writes no more; follo
 free their local copies of tiered segments as the leader does, never past the tier's
 end; a follower whose disk was wiped starts over at the leader's local log start with
 the tier's producers and leader epochs, so that after it takes over an idempotent
-producer's retried batch is still answered as a duplicate.
+producer's retried batch is still answered as a duplicate. Tiering turned off
+(KIP-950) is the leader's to delete from the bucket, and every replica then starts
+where the leader's local log does.
 """
 
 from __future__ import annotations
@@ -24,11 +26,15 @@ from tests.sidecar.conftest import Sidecar, reason_of
 from tests.support.minio import MinioServer
 from tests.support.process_faults import paused
 from tests.support.scrape import METRICS, scrape_sidecar
-from tierlog.api.v1 import log_service_pb2
+from tierlog.api.v1 import admin_service_pb2, log_service_pb2
 from tierlog.client import Producer
-from tierlog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT
+from tierlog.storage.checkpoints import (
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    read_offset_checkpoint,
+)
 from tierlog.storage.records import SimpleRecord, build_batch
-from tierlog.storage.tier.layout import segments_prefix
+from tierlog.storage.tier.layout import partition_prefix, segments_prefix
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest import RemoteSegment
 from tierlog.storage.tier.manifest_store import load_manifest, load_view
@@ -97,10 +103,10 @@ def tiered_brokers(
     preferred leader."""
     stores: list[ObjectStore] = []
 
-    def start(**topic_configs: str) -> TieredCluster:
+    def start(*broker_configs: str, **topic_configs: str) -> TieredCluster:
         credentials = tmp_path / "s3-credentials"
         tier = minio.sidecar_tier_configs(s3_bucket, credentials)
-        cluster = replicated_brokers(3, *BROKER, *tier)
+        cluster = replicated_brokers(3, *BROKER, *broker_configs, *tier)
         cluster.store.write_topic_configs(TOPIC, {**TIERED, **topic_configs})
         cluster.create_topic(TOPIC, (0, 1, 2))
         options = S3Options(
@@ -449,3 +455,42 @@ def keeps_every_segment_after_a_retention_pass(follower: Sidecar, active_base: i
 
 def retention_passes(broker: Sidecar) -> float:
     return scrape_sidecar(broker).value("tierlog_retention_runs_total")
+
+
+def test_turning_tiering_off_the_leader_deletes_the_tier_and_every_replica_starts_with_it(
+    tiered_brokers: TieredFactory,
+) -> None:
+    tiered = tiered_brokers("log.flush.offset.checkpoint.interval.ms=100")
+    assert tiered.leader() == 0
+    produce(tiered.cluster, 0, 200)
+    wait_for(lambda: all(tiered.settled(node) for node in range(3)), "every replica to settle")
+    produce(tiered.cluster, 200, 5)  # records only the disks hold
+
+    turned_off = {"remote.storage.enable": "false", "remote.log.delete.on.disable": "true"}
+    tiered.broker(1).admin.AlterConfigs(  # any broker: the change goes to the store
+        admin_service_pb2.AlterConfigsRequest(topic=TOPIC, set_configs=turned_off), timeout=10
+    )
+
+    def log_starts() -> list[int]:
+        checkpoints = [
+            read_offset_checkpoint(tiered.broker(node).data_dir / LOG_START_OFFSET_CHECKPOINT)
+            for node in range(3)
+        ]
+        return [checkpoint.get(TP, -1) for checkpoint in checkpoints]
+
+    def replicas_start_where_the_leaders_disk_does() -> bool:
+        starts = log_starts()
+        return starts == [local_bases(tiered.broker(0))[0]] * 3 and starts[0] > 0
+
+    wait_for(replicas_start_where_the_leaders_disk_does, "every replica to start locally")
+    wait_for(lambda: not list(tiered.store.list(partition_prefix(TP))), "the tier to go")
+    deleted = [
+        scrape_sidecar(tiered.broker(node)).value(
+            "tierlog_remote_deleted_segments_total", topic=TOPIC
+        )
+        for node in range(3)
+    ]
+    assert deleted[0] > 0 and deleted[1:] == [0, 0]  # the leader's deletion, no follower's
+    local_start = log_starts()[0]
+    expected = [value(i) for i in range(local_start, 205)]
+    assert tiered.cluster.read_values(TOPIC, len(expected)) == expected

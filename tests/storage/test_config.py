@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tierlog.storage.config import LONG_MAX, LogConfig, TimestampType
+from tierlog.storage.config import LONG_MAX, LogConfig, TimestampType, check_config_change
 from tierlog.storage.errors import InvalidConfigError
 
 
@@ -138,3 +138,33 @@ def test_replication_settings_parse_under_kafkas_names() -> None:
     )
     assert (cfg.min_insync_replicas, cfg.unclean_leader_election_enable) == (2, True)
     assert LogConfig.from_properties(cfg.to_properties()) == cfg
+
+
+def test_turning_tiering_off_is_refused_unless_the_tier_may_be_deleted() -> None:
+    """KIP-950 (Kafka's LogConfig.validateTurningOffRemoteStorageWithDelete)."""
+    tiered = LogConfig.from_properties({"remote.storage.enable": "true"})
+    off = LogConfig.from_properties({"remote.storage.enable": "false"})
+    with pytest.raises(InvalidConfigError, match=r"remote\.log\.delete\.on\.disable=true"):
+        check_config_change(tiered, off)
+    with pytest.raises(InvalidConfigError, match=r"remote\.log\.delete\.on\.disable"):
+        check_config_change(tiered, LogConfig())  # the override removed: the default, off
+    deleting = LogConfig.from_properties(
+        {"remote.storage.enable": "false", "remote.log.delete.on.disable": "true"}
+    )
+    check_config_change(tiered, deleting)
+    check_config_change(off, off)  # never tiered: nothing to delete
+    read_only = LogConfig.from_properties(
+        {"remote.storage.enable": "true", "remote.log.copy.disable": "true"}
+    )
+    check_config_change(tiered, read_only)
+    assert not read_only.copies_to_tier and tiered.copies_to_tier
+
+
+def test_a_read_only_tier_needs_local_retention_equal_to_the_total() -> None:
+    """Kafka's validateRetentionConfigsWhenRemoteCopyDisabled: -2 or the same value."""
+    read_only = {"remote.storage.enable": "true", "remote.log.copy.disable": "true"}
+    for local in ({"local.retention.ms": "1000"}, {"local.retention.bytes": "0"}):
+        with pytest.raises(InvalidConfigError, match=r"remote\.log\.copy\.disable=true"):
+            LogConfig.from_properties({**read_only, **local})
+    LogConfig.from_properties({**read_only, "retention.ms": "1000", "local.retention.ms": "1000"})
+    LogConfig.from_properties({"remote.log.copy.disable": "true", "local.retention.ms": "1"})

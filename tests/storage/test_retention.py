@@ -321,3 +321,50 @@ def test_a_tiered_log_says_local_retention_freed_its_segments(
     (line,) = [r.getMessage() for r in caplog.records if "retiring" in r.getMessage()]
     assert line.endswith("(local.retention.bytes)")
     log.close()
+
+
+def test_turning_tiering_off_starts_the_log_at_its_first_local_offset(
+    log_dir: Path, clock: FakeClock
+) -> None:
+    """KIP-950: the tier is on its way out, so what only it held is out of range at once
+    (and after a restart, which opens the log under the new config)."""
+    tiered = {"remote_storage_enable": "true", "local_retention_bytes": 0}
+    log = _log(log_dir, clock, **tiered)
+    _fill(log, 12, start_ts=clock.now_ms)
+    assert log.delete_old_segments(is_tiered=lambda _segment: True) > 0
+    log.append(make_batch(3, start_ts=clock.now_ms, tag="local"))
+    local_start = log.segments[0].base_offset
+    assert log.log_start_offset == 0 < local_start
+
+    turned_off = config(
+        segment_bytes=2000, remote_storage_enable="false", remote_log_delete_on_disable="true"
+    )
+    log.update_config(turned_off)
+    assert log.log_start_offset == local_start
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(0, 1000)
+    assert log.read(local_start, 1000).records
+    log.close()
+
+    reopened = Log.open(log_dir, turned_off, log_start_offset=0, clock_ms=clock)
+    assert reopened.log_start_offset == local_start
+    reopened.close()
+
+
+def test_a_read_only_tier_frees_nothing_locally_and_total_retention_moves_the_log_start(
+    log_dir: Path, clock: FakeClock
+) -> None:
+    """remote.log.copy.disable: no local segment waits for an upload that will not come,
+    nor goes under the local budget; retention.* applies as to a log without a tier."""
+    log = _log(
+        log_dir,
+        clock,
+        remote_storage_enable="true",
+        remote_log_copy_disable="true",
+        retention_bytes=4000,
+        local_retention_bytes=4000,
+    )
+    _fill(log, 12, start_ts=clock.now_ms)
+    assert log.delete_old_segments(is_tiered=lambda _segment: False) > 0
+    assert log.log_start_offset == log.segments[0].base_offset > 0
+    log.close()

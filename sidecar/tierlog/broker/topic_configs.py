@@ -64,6 +64,10 @@ DOCUMENTATION: dict[str, str] = {
     "compression.type": "The codec batches are stored in ('producer': as the producer sent them).",
     "preallocate": "Whether a new segment file is preallocated on disk.",
     "remote.storage.enable": "Whether closed segments are uploaded to the remote tier.",
+    "remote.log.copy.disable": "Whether uploads to the tier stop: what it holds stays "
+    "readable until retention.ms/bytes delete it, and local data follows those too.",
+    "remote.log.delete.on.disable": "Whether turning remote.storage.enable off deletes the "
+    "topic's data in the tier; Kafka refuses that change without it.",
     "local.retention.ms": "How long a tiered segment stays on local disk too (-2: as "
     "retention.ms).",
     "local.retention.bytes": "How many bytes of tiered segments stay on local disk too "

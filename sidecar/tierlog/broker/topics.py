@@ -37,7 +37,7 @@ from typing import Any
 from tierlog.api.errors import InvalidPartitionsError, TopicAlreadyExistsError
 from tierlog.broker.internal_topics import INTERNAL_TOPICS
 from tierlog.storage.checkpoints import atomic_write
-from tierlog.storage.config import LogConfig
+from tierlog.storage.config import LogConfig, check_config_change
 from tierlog.storage.errors import (
     InvalidConfigError,
     KafkaStorageError,
@@ -236,23 +236,31 @@ class TopicStore:
         topic = self.get(name)
         configs = {k: v for k, v in topic.configs.items() if k not in delete_configs}
         configs.update(set_configs)
-        config = self.validate_configs(name, configs, delete_configs)
+        config = self.validate_configs(name, configs, delete_configs, current=topic.configs)
         if not validate_only:
             with self._lock:
                 self._put_locked(replace(topic, configs=configs))
         return config
 
     def validate_configs(
-        self, name: str, configs: Mapping[str, str], delete_configs: Sequence[str] = ()
+        self,
+        name: str,
+        configs: Mapping[str, str],
+        delete_configs: Sequence[str] = (),
+        *,
+        current: Mapping[str, str] | None = None,
     ) -> LogConfig:
         """The config ``configs`` make over the defaults for topic ``name``; INVALID_CONFIG
-        for a bad value, an unknown key (among ``delete_configs`` too), or the tier on
-        an internal topic."""
+        for a bad value, an unknown key (among ``delete_configs`` too), the tier on an
+        internal topic, or a change from the topic's ``current`` overrides that Kafka
+        refuses (``check_config_change``)."""
         unknown = set(delete_configs) - set(LogConfig.keys())
         if unknown:
             raise InvalidConfigError(f"unknown topic config {', '.join(sorted(unknown))}")
         config = self._validated(configs)
         _check_may_be_tiered(name, config)
+        if current is not None:
+            check_config_change(self._validated(current), config)
         return config
 
     def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> Topic:

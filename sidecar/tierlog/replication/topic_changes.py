@@ -88,9 +88,10 @@ def alter_configs(
 ) -> None:
     """Kafka's incremental alter, validated here, applied by every broker."""
     store.read_topic(name)  # UNKNOWN_TOPIC_OR_PARTITION for a topic the store lacks
-    configs = {k: v for k, v in store.read_topic_configs(name).items() if k not in delete_configs}
+    current = store.read_topic_configs(name)
+    configs = {k: v for k, v in current.items() if k not in delete_configs}
     configs.update(set_configs)
-    topics.validate_configs(name, configs, delete_configs)
+    topics.validate_configs(name, configs, delete_configs, current=current)
     if not validate_only:
         store.write_topic_configs(name, configs)
 

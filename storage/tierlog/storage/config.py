@@ -23,6 +23,7 @@ __all__ = [
     "MAX_UPLOAD_INTERVAL_KEY",
     "LogConfig",
     "TimestampType",
+    "check_config_change",
 ]
 
 LONG_MAX = 2**63 - 1
@@ -115,6 +116,10 @@ class LogConfig:
     )
     preallocate: bool = _key("preallocate", False)
     remote_storage_enable: bool = _key("remote.storage.enable", False)
+    # KIP-950: a tier that takes no more uploads (read only, still under retention.*),
+    # and the consent to delete the tier when remote.storage.enable goes back to false.
+    remote_log_copy_disable: bool = _key("remote.log.copy.disable", False)
+    remote_log_delete_on_disable: bool = _key("remote.log.delete.on.disable", False)
     local_retention_ms: int = _key("local.retention.ms", -2, minimum=-2)
     local_retention_bytes: int = _key("local.retention.bytes", -2, minimum=-2)
     # -1: no bound (see MAX_UPLOAD_INTERVAL_KEY).
@@ -129,6 +134,28 @@ class LogConfig:
             _check(f, getattr(self, f.name))
         if self.min_cleanable_dirty_ratio > 1.0:
             raise InvalidConfigError("min.cleanable.dirty.ratio must lie in [0, 1]")
+        if self.remote_storage_enable and self.remote_log_copy_disable:
+            self._check_local_retention_is_total()
+
+    def _check_local_retention_is_total(self) -> None:
+        """Kafka's rule for a tier that takes no more uploads: local retention has
+        nothing left to free (every new segment stays local), so it must be the total
+        retention, or -2 which says so."""
+        pairs = (
+            (
+                "local.retention.bytes",
+                self.local_retention_bytes,
+                "retention.bytes",
+                self.retention_bytes,
+            ),
+            ("local.retention.ms", self.local_retention_ms, "retention.ms", self.retention_ms),
+        )
+        for local_key, local, total_key, total in pairs:
+            if local not in (-2, total):
+                raise InvalidConfigError(
+                    f"with remote.log.copy.disable=true nothing more goes to the tier, so "
+                    f"{local_key} ({local}) must be -2 or equal {total_key} ({total})"
+                )
 
     @functools.cached_property
     def timestamp_type(self) -> TimestampType:
@@ -137,6 +164,11 @@ class LogConfig:
     @functools.cached_property
     def compacted(self) -> bool:
         return "compact" in self.cleanup_policy
+
+    @functools.cached_property
+    def copies_to_tier(self) -> bool:
+        """Whether closed segments go to the tier (a tier made read only takes none)."""
+        return self.remote_storage_enable and not self.remote_log_copy_disable
 
     @classmethod
     def keys(cls) -> dict[str, str]:
@@ -177,6 +209,22 @@ class LogConfig:
             value = getattr(self, f.name)
             out[f.metadata["key"]] = str(value).lower() if isinstance(value, bool) else str(value)
         return out
+
+
+def check_config_change(before: LogConfig, after: LogConfig) -> None:
+    """Refuse a topic's config change that Kafka refuses (KIP-950): turning
+    ``remote.storage.enable`` off deletes the tier's copy of the topic, so it must
+    say so with ``remote.log.delete.on.disable=true``; ``remote.log.copy.disable=true``
+    is the way to stop uploads and keep what the tier holds."""
+    turned_off = before.remote_storage_enable and not after.remote_storage_enable
+    if turned_off and not after.remote_log_delete_on_disable:
+        raise InvalidConfigError(
+            "remote.storage.enable=false would leave the tier's copy of this topic "
+            "behind: to delete it and go on with the local log only, set "
+            "remote.log.delete.on.disable=true in the same change; to keep it "
+            "readable and stop uploading, keep remote.storage.enable=true and set "
+            "remote.log.copy.disable=true instead"
+        )
 
 
 # Numbers as Kafka's ConfigDef reads them, trimmed: an INT or LONG is an optional sign

@@ -769,9 +769,28 @@ class Log:
 
     def update_config(self, config: LogConfig) -> None:
         """The topic's config changed (Kafka's ``UnifiedLog.updateConfig``): later appends,
-        rolls, flushes and retention passes follow it; existing segments stay as they are."""
+        rolls, flushes and retention passes follow it; existing segments stay as they are.
+
+        A log whose tiering is turned off (KIP-950: its tier is being deleted) goes on
+        as a local log: it starts at its first local segment from now on, so a read
+        below gets OFFSET_OUT_OF_RANGE rather than a tier on its way out (a restart
+        starts it there too: see ``__init__``)."""
         with self._lock:
+            turned_off = self.config.remote_storage_enable and not config.remote_storage_enable
             self.local.update_config(config)
+            if not turned_off:
+                return
+            local_start = self.local.first_segment_base_offset
+            if self.log_start_offset < local_start:
+                log.info(
+                    "%s: tiering turned off: log start %d -> %d (the first local offset)",
+                    self,
+                    self.log_start_offset,
+                    local_start,
+                )
+                self._move_log_start_locked(local_start)
+            # Nothing is in the tier any more: turned on again, it gets every segment.
+            self.tiered_end_offset = self.log_start_offset
 
     def close(self, *, sync: bool = True) -> None:
         """Flush and close every segment; the active one keeps its closing index entries.
@@ -803,10 +822,13 @@ class Log:
 
         With ``remote.storage.enable`` the local budgets apply and a segment's local
         copy goes only once ``is_tiered`` confirms it is safely in the tier; without a
-        tier to ask, nothing past the log start offset is deleted locally.
+        tier to ask, nothing past the log start offset is deleted locally. A tier that
+        takes no more uploads (``remote.log.copy.disable``) frees nothing locally: the
+        total budgets apply, as to a log without a tier, and move the log start (Kafka's
+        KIP-950; the tier's own retention deletes what the tier holds below it).
         """
         now_ms = self.clock_ms() if now_ms is None else now_ms
-        tiered = self.config.remote_storage_enable
+        tiered = self.config.copies_to_tier
         budget = (
             RetentionBudget.local(self.config) if tiered else RetentionBudget.total(self.config)
         )

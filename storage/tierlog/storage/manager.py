@@ -359,7 +359,12 @@ class LogManager:
         and its remote tier (objects and manifests) if it has one."""
         existing = self.get_log(tp)  # unknown partitions fail here, before the cleaner pauses
         tier = self.tier
-        if tier is not None and (existing.config.remote_storage_enable or tp in tier.partitions):
+        config = existing.config  # a tier turned off may still await its deletion
+        if tier is not None and (
+            config.remote_storage_enable
+            or config.remote_log_delete_on_disable
+            or tp in tier.partitions
+        ):
             tier.delete_partition(tp)  # first: a store that is down fails the delete
         self.cleaner.abort_and_pause(tp)
         with self._lock:

@@ -18,6 +18,7 @@ from tests.storage.tier.s3_requests import Recorder
 from tests.storage.tier.tiering import (
     BATCH,
     STORE_KINDS,
+    TIERED,
     TP,
     both_stores,
     last_offsets,
@@ -29,7 +30,11 @@ from tests.storage.tier.tiering import (
     tiered_config,
 )
 from tests.support.minio import MinioServer
-from tierlog.storage.errors import InvalidConfigError, OffsetMovedToTieredStorageError
+from tierlog.storage.errors import (
+    InvalidConfigError,
+    KafkaStorageError,
+    OffsetMovedToTieredStorageError,
+)
 from tierlog.storage.log import Log
 from tierlog.storage.records import build_batch
 from tierlog.storage.segment import LogSegment
@@ -847,3 +852,45 @@ def test_a_segment_replaced_on_disk_before_its_put_is_not_uploaded_short(
     for segment in load_view(store, TP).all_segments():  # every object is what it names
         assert store.size(segment.key) == segment.object_size_bytes
     assert rlm.problems()  # that upload failed, to be retried
+
+
+def test_a_tier_turned_on_again_during_its_deletion_is_claimed_once_that_is_done(
+    tmp_path: Path, store: ObjectStore, clock: FakeClock
+) -> None:
+    """KIP-950: deleting a tier turned off and claiming it turned on again never overlap:
+    a claim in between would keep a manifest naming objects the deletion removes."""
+    log = open_log(tmp_path / "data", clock)
+    faulty = FaultyStore(store)
+    rlm = RemoteLogManager(faulty, replace(CONFIG, task_interval_ms=3_600_000), clock_ms=clock)
+    rlm.attach(TP, log)
+    produce(log, 16)
+    rlm.run_once()
+    assert stored_keys(store)
+    rlm.start(lambda: [(TP, log)])  # passes from here on look at the log's config
+    log.update_config(
+        tiered_config(remote_storage_enable="false", remote_log_delete_on_disable="true")
+    )
+    deleting, resume = threading.Event(), threading.Event()
+
+    def pause_deletes(operation: str, _key: str) -> bool:
+        if operation == "delete":
+            deleting.set()
+            resume.wait(30)
+        return False  # then let it through
+
+    faulty.fail(pause_deletes, times=-1)
+    passing = threading.Thread(target=rlm.run_once)
+    passing.start()
+    assert deleting.wait(30)
+    log.update_config(TIERED)  # turned on again while the deletion runs
+    with pytest.raises(KafkaStorageError, match="being deleted"):
+        rlm.attach(TP, log)
+    resume.set()
+    passing.join(30)
+    faulty.heal()
+
+    rlm.run_once()  # claims the tier anew and uploads the local segments again
+    assert stored_keys(store) == manifest_keys(store) != []
+    assert tier_offsets(store)[0][0] == 0
+    rlm.stop()
+    log.close()

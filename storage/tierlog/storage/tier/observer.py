@@ -27,7 +27,9 @@ class TierObserver:
         """An attempt failed (``reason``: the error's Kafka name); it is retried later."""
 
     def segments_deleted(self, tp: TopicPartition, segments: int, size_bytes: int) -> None:
-        """Remote segments (their log bytes) removed by retention or a sweep."""
+        """Remote segments (their log bytes) removed by retention or a sweep; or, with
+        their objects' bytes, with a partition's whole tier (topic deleted, or tiering
+        turned off: its manifest, which knew the log bytes, goes first)."""
 
     def tier_cleaned(
         self, tp: TopicPartition, bytes_read: int, bytes_written: int, bytes_removed: int

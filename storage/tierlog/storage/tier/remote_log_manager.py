@@ -55,6 +55,15 @@ bucket. Then the partition is claimed again, with a writer epoch above its old o
 and re-uploads its local segments. ``problems`` lists stopped and failing partitions
 (for the sidecar's metrics and readiness detail).
 
+Turning tiering off for a topic follows Kafka's KIP-950. With
+``remote.log.copy.disable`` the passes go on without steps 1, 2 and 5: the tier is read
+only, still under total retention (and the log frees nothing locally: ``Log``). With
+``remote.storage.enable`` back to false (allowed only with
+``remote.log.delete.on.disable``: ``check_config_change``) the log starts at its first
+local offset at once (``Log.update_config``), and the next pass stops managing the
+partition and deletes its tier as a deleted topic's; the topic's config says the
+deletion is owed, so after a crash the first pass of the next start finishes it.
+
 Attaching a partition joins its log to the tier (``Log.continue_tier``): a replaced
 pod with an empty volume starts the partition at the tier's end offset, with the
 producers of the tier's last snapshot and the leader epochs it recorded
@@ -83,7 +92,7 @@ from dataclasses import dataclass, field
 
 from tierlog.storage.cleaner import LogCleaningAbortedError
 from tierlog.storage.config import LogConfig
-from tierlog.storage.errors import InvalidConfigError, TierlogError
+from tierlog.storage.errors import InvalidConfigError, KafkaStorageError, TierlogError
 from tierlog.storage.log import Log, wall_clock_ms
 from tierlog.storage.scheduler import PeriodicTask
 from tierlog.storage.segment import LogSegment
@@ -243,6 +252,10 @@ class RemoteLogManager:
         )
         # Compacts the tier of compacted topics; None: their tiers are not cleaned.
         self.cleaner: TierCleaner | None = None
+        # Partitions whose tier was deleted as their tiering was turned off (this process
+        # need not look again until it is turned on and off once more).
+        self._deleted_on_disable: set[TopicPartition] = set()
+        self._deleting: set[TopicPartition] = set()  # those whose deletion runs now
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._next_upload_sweep_ms = 0
@@ -261,12 +274,14 @@ class RemoteLogManager:
             self._claim(partition)
         with self._lock:
             self._partitions[tp] = partition
+            self._deleted_on_disable.discard(tp)
 
     def adopt(self, tp: TopicPartition, partition_log: Log) -> None:
         """Manage ``tp`` from the next pass on (claiming then): for logs loaded from
         disk, which already hold their data and may serve while the store is away."""
         with self._lock:
             self._partitions.setdefault(tp, _Partition(tp, partition_log))
+            self._deleted_on_disable.discard(tp)
 
     def detach(self, tp: TopicPartition) -> None:
         with self._lock:
@@ -284,20 +299,24 @@ class RemoteLogManager:
             self._partitions.pop(tp, None)
 
     def delete_partition(self, tp: TopicPartition) -> None:
-        """Stop managing ``tp`` and delete its tier (the topic is being deleted).
+        """Stop managing ``tp`` and delete its tier (the topic is being deleted, or its
+        tiering turned off).
 
         Manifest heads go first, newest first, then chunks, so a crash part-way leaves
-        objects no manifest names (a later partition of that name sweeps them) rather
-        than a manifest naming objects that are gone. Raises when the store is
-        unavailable; nothing is lost by trying again."""
+        objects no manifest names (deleting again, or a later partition of that name,
+        sweeps them) rather than a manifest naming objects that are gone. Raises when
+        the store is unavailable; nothing is lost by trying again."""
         self.detach(tp)
         manifests = [info.key for info in self.store.list(manifest_prefix(tp))]
         self.store.delete(reversed(manifests))
         self.store.delete([info.key for info in self.store.list(chunks_prefix(tp))])
-        segments = [info.key for info in self.store.list(segments_prefix(tp))]
-        self.store.delete(segments)
+        segments = list(self.store.list(segments_prefix(tp)))
+        self.store.delete(info.key for info in segments)
         if segments:
             log.info("%s: deleted %d objects from the tier", tp, len(segments))
+            self.observer.segments_deleted(
+                tp, len(segments), sum(info.size_bytes for info in segments)
+            )
 
     def on_manifest_change(self, listener: Callable[[TopicPartition], None]) -> None:
         """Call ``listener(tp)`` after each change this process stores in ``tp``'s
@@ -321,8 +340,8 @@ class RemoteLogManager:
 
     def upload_lag(self, tp: TopicPartition) -> UploadLag:
         partition = self._partitions.get(tp)
-        if partition is None:
-            return UploadLag(0, 0, 0, 0, -1)
+        if partition is None or not partition.log.config.copies_to_tier:
+            return UploadLag(0, 0, 0, 0, -1)  # nothing is to be uploaded
         partition_log = partition.log
         waiting = self._closed_untiered(tp, partition_log)
         tier_end = max(partition_log.tiered_end_offset, partition_log.log_start_offset)
@@ -363,16 +382,49 @@ class RemoteLogManager:
             self._pool.submit(self._run_partition, partition)
 
     def run_once(self) -> None:
-        """One pass over every managed partition, several at a time."""
+        """One pass over every managed partition, several at a time, after deleting the
+        tiers whose tiering was turned off."""
+        turned_off = []
         for tp, partition_log in self._logs() if self._logs else ():
-            if partition_log.config.remote_storage_enable and self.scope(tp):
+            if not self.scope(tp):
+                continue
+            config = partition_log.config
+            if config.remote_storage_enable:
                 self.adopt(tp, partition_log)
+            elif config.remote_log_delete_on_disable and tp not in self._deleted_on_disable:
+                turned_off.append((tp, partition_log))
+        for _ in self._pool.map(self._delete_on_disable, turned_off):
+            pass
         with self._lock:
             partitions = list(self._partitions.values())
         for _ in self._pool.map(self._run_partition, partitions):
             pass
         if partitions:
             self._abort_incomplete_uploads()
+
+    def _delete_on_disable(self, turned_off: tuple[TopicPartition, Log]) -> None:
+        """Delete the tier of a partition whose tiering was turned off (KIP-950's
+        ``remote.log.delete.on.disable``). The topic's config is what records the
+        deletion is owed: after a restart the first pass deletes again whatever a
+        crash left (one listing when nothing is left); until it succeeds, each pass
+        tries again. Its log already starts at its first local offset
+        (``Log.update_config``), so no reader is sent to the objects going here.
+        Tiering turned on again meanwhile waits for the deletion to end (``_claim``):
+        a claim in between would name objects the deletion then removes."""
+        tp, partition_log = turned_off
+        with self._lock:
+            if partition_log.config.remote_storage_enable:
+                return  # turned on again already: its tier is claimed, not deleted
+            self._deleting.add(tp)
+        try:
+            self.delete_partition(tp)
+        except (TierlogError, OSError) as error:
+            log.warning("%s: cannot delete the tier yet (%s); trying at the next pass", tp, error)
+        else:
+            self._deleted_on_disable.add(tp)
+        finally:
+            with self._lock:
+                self._deleting.discard(tp)
 
     def _abort_incomplete_uploads(self) -> None:
         """The store-wide step of the sweep (see the module doc), when it is due."""
@@ -493,8 +545,10 @@ class RemoteLogManager:
 
     def _pass(self, partition: _Partition, now_ms: int) -> None:
         writer = self._claim(partition)
-        self._roll_if_due(partition.tp, partition.log, now_ms)
-        self._upload_closed_segments(partition, writer)
+        config = partition.log.config
+        if config.copies_to_tier:  # else the tier is read only (remote.log.copy.disable)
+            self._roll_if_due(partition.tp, partition.log, now_ms)
+            self._upload_closed_segments(partition, writer)
         self._apply_retention(partition, writer, now_ms)
         if now_ms >= partition.next_sweep_ms:
             swept = sweep_abandoned_uploads(
@@ -505,13 +559,19 @@ class RemoteLogManager:
                     partition.tp, swept.abandoned_entries, swept.size_bytes
                 )
             partition.next_sweep_ms = now_ms + self.config.sweep_interval_ms
-        config = partition.log.config
-        if self.cleaner is not None and config.compacted:  # last: a failing pass stops nothing
+        if self.cleaner is not None and config.compacted and config.copies_to_tier:
+            # Last: a failing pass stops nothing. A read-only tier is not rewritten.
             self.cleaner.clean_if_dirty(writer, config, now_ms, should_abort=self._stopping.is_set)
 
     def _claim(self, partition: _Partition) -> ManifestWriter:
         if partition.writer is not None:
             return partition.writer
+        with self._lock:
+            if partition.tp in self._deleting:
+                raise KafkaStorageError(
+                    f"{partition.tp}: its tier is being deleted (tiering was turned off); "
+                    "it is claimed again once that is done"
+                )
         self._check_tier_not_lost(partition)
         writer = ManifestWriter.claim(
             self.store,
