@@ -10,10 +10,13 @@ listener, as a user starts one.
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaTopicPartition
 
 from tests.interop.kafka import kafka_tools
 from tests.kafka.wire import KafkaWire
@@ -41,6 +44,13 @@ def run_java(main_class: str, *args: str, stdin: str = "") -> str:
     done = java(main_class, *args, stdin=stdin)
     assert done.returncode == 0, f"{main_class} exited {done.returncode}:\n{done.stderr}"
     return done.stdout
+
+
+def printed_table(printed: str) -> list[dict[str, str]]:
+    """A Kafka tool's tab-separated table (``kafka-transactions``), one dict per row."""
+    header, *rows = (line.split("\t") for line in printed.splitlines() if line.strip())
+    names = [name.strip() for name in header]
+    return [dict(zip(names, (cell.strip() for cell in row), strict=False)) for row in rows]
 
 
 class KafkaSidecar(SidecarProcess):
@@ -103,3 +113,27 @@ def wire(broker: KafkaSidecar) -> Iterator[KafkaWire]:
     connection = KafkaWire(broker.kafka_port)
     yield connection
     connection.close()
+
+
+def read_partition(broker: KafkaSidecar, topic: str, isolation: str) -> list[tuple[int, bytes]]:
+    """Every record a kafka-python consumer at ``isolation`` reads from partition 0, up to
+    the end it is told (the last stable offset under read_committed)."""
+    consumer = KafkaConsumer(
+        bootstrap_servers=broker.kafka_address,
+        isolation_level=isolation,
+        enable_auto_commit=False,
+    )
+    tp = KafkaTopicPartition(topic, 0)
+    read: list[tuple[int, bytes]] = []
+    try:
+        consumer.assign([tp])
+        consumer.seek_to_beginning()
+        end = consumer.end_offsets([tp])[tp]
+        deadline = time.monotonic() + 60
+        while consumer.position(tp) < end:
+            assert time.monotonic() < deadline, f"stuck at {consumer.position(tp)} of {end}"
+            for records in consumer.poll(timeout_ms=1_000).values():
+                read += [(m.offset, m.value) for m in records]
+    finally:
+        consumer.close()
+    return read

@@ -35,6 +35,7 @@ from tierlog.kafka.versions import (
     METADATA,
     OFFSET_FOR_LEADER_EPOCH,
     PRODUCE,
+    WRITE_TXN_MARKERS,
 )
 from tierlog.storage.records import SimpleRecord, build_batch
 
@@ -363,6 +364,48 @@ def test_a_produce_is_appended_while_the_one_before_it_waits_for_its_replicas(
         (ErrorCode.none, 0),
         (ErrorCode.none, 1),
     ]
+
+
+def test_a_transaction_marker_is_written_by_the_leader_alone_once_replicated(
+    cluster_dir: Path, bootstrap: str
+) -> None:
+    """WriteTxnMarkers (``kafka-transactions abort``) at a follower is NOT_LEADER_OR_FOLLOWER,
+    which the admin retries at the leader; the leader answers once the in-sync replicas
+    hold the marker (acks=all), so its high watermark is past the marker at once."""
+    create_topic(read_cluster(cluster_dir), bootstrap, "marked")
+    leader = leaders(bootstrap, "marked")[0]
+    ports = [port for _host, port in _addresses(bootstrap)]
+    topics = [{"name": "marked", "partition_indexes": [0]}]
+    abort = {"producer_id": 4242, "producer_epoch": 0, "transaction_result": False}
+    request = {"markers": [{**abort, "topics": topics, "coordinator_epoch": 0}]}
+    fetch = {
+        "replica_id": -1,
+        "max_wait": 0,
+        "min_bytes": 0,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": "marked",
+                "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1024}],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+    misdirected = _call(ports[(leader + 1) % BROKERS], WRITE_TXN_MARKERS, 1, request)
+    written = _call(ports[leader], WRITE_TXN_MARKERS, 1, request)
+    ((read,),) = [t.partitions for t in _call(ports[leader], FETCH, FETCH_V, fetch).responses]
+
+    def codes(answer: Any) -> list[ErrorCode]:
+        return [p.error_code for m in answer.markers for t in m.topics for p in t.partitions]
+
+    assert codes(misdirected) == [ErrorCode.not_leader_or_follower]
+    assert codes(written) == [ErrorCode.none]
+    assert read.high_watermark == 1  # the marker, at offset 0
 
 
 def test_acks_all_to_every_leader_and_every_record_read_back(

@@ -14,11 +14,17 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
+from kafka import KafkaProducer, OffsetAndMetadata
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import ProducerFencedError
 
-from tests.kafka.conftest import KafkaSidecar, run_java, start_kafka_sidecar
+from tests.kafka.conftest import (
+    KafkaSidecar,
+    printed_table,
+    read_partition,
+    run_java,
+    start_kafka_sidecar,
+)
 from tests.support.sidecars import Sidecars
 from tierlog.client.consumer import Consumer
 from tierlog.storage.topic_partition import TopicPartition
@@ -50,37 +56,6 @@ def _producer(broker: KafkaSidecar, transactional_id: str) -> KafkaProducer:
     return producer
 
 
-def _read(broker: KafkaSidecar, topic: str, isolation: str) -> list[tuple[int, bytes]]:
-    """Every record a consumer at ``isolation`` reads from partition 0, up to the end it
-    is told (the last stable offset under read_committed)."""
-    consumer = KafkaConsumer(
-        bootstrap_servers=broker.kafka_address,
-        isolation_level=isolation,
-        enable_auto_commit=False,
-    )
-    tp = KafkaTopicPartition(topic, 0)
-    read: list[tuple[int, bytes]] = []
-    try:
-        consumer.assign([tp])
-        consumer.seek_to_beginning()
-        end = consumer.end_offsets([tp])[tp]
-        deadline = time.monotonic() + 60
-        while consumer.position(tp) < end:
-            assert time.monotonic() < deadline, f"stuck at {consumer.position(tp)} of {end}"
-            for records in consumer.poll(timeout_ms=1_000).values():
-                read += [(m.offset, m.value) for m in records]
-    finally:
-        consumer.close()
-    return read
-
-
-def _table(printed: str) -> list[dict[str, str]]:
-    """``kafka-transactions``' tab-separated table, one dict per row."""
-    header, *rows = (line.split("\t") for line in printed.splitlines() if line.strip())
-    names = [name.strip() for name in header]
-    return [dict(zip(names, (cell.strip() for cell in row), strict=False)) for row in rows]
-
-
 def test_kafka_python_commits_and_aborts_and_read_committed_sees_only_the_commits(
     broker: KafkaSidecar,
 ) -> None:
@@ -98,8 +73,8 @@ def test_kafka_python_commits_and_aborts_and_read_committed_sees_only_the_commit
     producer.commit_transaction()
     producer.close()
 
-    committed = _read(broker, topic, "read_committed")
-    everything = _read(broker, topic, "read_uncommitted")
+    committed = read_partition(broker, topic, "read_committed")
+    everything = read_partition(broker, topic, "read_uncommitted")
 
     # 0-1 aborted, 2 the ABORT marker, 3-4 committed, 5 the COMMIT marker
     assert committed == [(3, b"committed-1"), (4, b"committed-2")]
@@ -155,7 +130,9 @@ def test_a_second_producer_of_the_id_fences_the_first_and_its_transaction_is_abo
     successor.commit_transaction()
     successor.close()
 
-    assert [value for _offset, value in _read(broker, topic, "read_committed")] == [b"successor"]
+    assert [value for _offset, value in read_partition(broker, topic, "read_committed")] == [
+        b"successor"
+    ]
 
 
 def test_a_transaction_committed_through_kafka_is_read_committed_through_grpc(
@@ -207,11 +184,15 @@ def test_kafkas_transactional_producer_and_the_kafka_transactions_tool(
     open_producer.send(topic, b"open").get(timeout=30)
     tool = ("org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", bootstrap)
 
-    listed = {row["TransactionalId"]: row for row in _table(run_java(*tool, "list"))}
-    (described,) = _table(run_java(*tool, "describe", "--transactional-id", transactional_id))
-    (holding,) = _table(run_java(*tool, "describe", "--transactional-id", holder))
-    producers = _table(run_java(*tool, "describe-producers", "--topic", topic, "--partition", "0"))
-    committed_before_the_open_one = len(_read(broker, topic, "read_committed"))
+    listed = {row["TransactionalId"]: row for row in printed_table(run_java(*tool, "list"))}
+    (described,) = printed_table(
+        run_java(*tool, "describe", "--transactional-id", transactional_id)
+    )
+    (holding,) = printed_table(run_java(*tool, "describe", "--transactional-id", holder))
+    producers = printed_table(
+        run_java(*tool, "describe-producers", "--topic", topic, "--partition", "0")
+    )
+    committed_before_the_open_one = len(read_partition(broker, topic, "read_committed"))
     read_by_java = run_java(
         "org.apache.kafka.tools.consumer.ConsoleConsumer",
         "--bootstrap-server", bootstrap,

@@ -14,6 +14,7 @@ from tierlog.broker.topic_changes import TopicChanges
 from tierlog.controller.leader_elections import AskedPartitions, ElectionType, TopicOutcomes
 from tierlog.coordinator.coordinator import GroupCoordinator
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
+from tierlog.coordinator.txn_marker_append import TxnMarkerAppender
 from tierlog.kafka.fetch_sessions import FetchSessionCache
 from tierlog.replication.coordinator_lookup import CoordinatorLookup
 from tierlog.replication.replica_manager import ReplicaManager
@@ -51,6 +52,8 @@ class KafkaBroker:
     # TxnOffsetCommit).
     groups: GroupCoordinator
     transactions: TransactionCoordinator
+    # Markers appended to partitions led here (WriteTxnMarkers: ``kafka-transactions abort``).
+    txn_markers: TxnMarkerAppender
     # The broker whose controller decides now (replicated, on one machine), if known.
     controller: Callable[[], int | None] = _no_controller
     # The brokers whose leases are current, where this broker watches them (else None).

@@ -127,7 +127,9 @@ from tierlog.kafka.versions import (
     SASL_HANDSHAKE,
     SYNC_GROUP,
     TXN_OFFSET_COMMIT,
+    WRITE_TXN_MARKERS,
 )
+from tierlog.kafka.write_txn_markers import write_txn_markers
 from tierlog.storage.errors import InvalidConfigError
 
 __all__ = ["KafkaListener", "api_name"]
@@ -185,6 +187,7 @@ _HANDLERS: dict[int, Handler] = {
     ADD_PARTITIONS_TO_TXN: add_partitions_to_txn,
     ADD_OFFSETS_TO_TXN: add_offsets_to_txn,
     END_TXN: end_txn,
+    WRITE_TXN_MARKERS: write_txn_markers,
     TXN_OFFSET_COMMIT: txn_offset_commit,
     DESCRIBE_CONFIGS: describe_configs,
     ALTER_CONFIGS: alter_configs,

@@ -50,6 +50,7 @@ __all__ = [
     "PRODUCE",
     "SYNC_GROUP",
     "TXN_OFFSET_COMMIT",
+    "WRITE_TXN_MARKERS",
 ]
 
 PRODUCE = 0
@@ -75,6 +76,7 @@ OFFSET_FOR_LEADER_EPOCH = 23
 ADD_PARTITIONS_TO_TXN = 24
 ADD_OFFSETS_TO_TXN = 25
 END_TXN = 26
+WRITE_TXN_MARKERS = 27
 TXN_OFFSET_COMMIT = 28
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
@@ -141,6 +143,10 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         # v4 adds TRANSACTION_ABORTABLE, v5 is transactions v2 (an epoch bump per EndTxn,
         # KIP-890 part 2), which the coordinator does not keep.
         END_TXN: (0, 3),
+        # v1 alone: KIP-896 removed v0 (Kafka 4.1's admin sends v1, the only version it
+        # knows, for ``kafka-transactions abort``); v2 adds each marker's transaction
+        # version (KIP-890 part 2's markers), which the coordinator does not keep.
+        WRITE_TXN_MARKERS: (1, 1),
         TXN_OFFSET_COMMIT: (0, 3),  # v4 adds TRANSACTION_ABORTABLE (KIP-890)
         DESCRIBE_CONFIGS: (1, 4),  # every version past the floor (v3: types, documentation)
         ALTER_CONFIGS: (0, 2),  # every version

@@ -61,6 +61,7 @@ from tierlog.broker.watch import AppendWatch
 from tierlog.client.rpc import CHANNEL_OPTIONS
 from tierlog.coordinator.coordinator import GroupCoordinator
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
+from tierlog.coordinator.txn_marker_append import TxnMarkerAppender
 from tierlog.kafka.broker import KafkaBroker
 from tierlog.kafka.fetch_sessions import FetchSessionCache
 from tierlog.kafka.listener import KafkaListener
@@ -93,7 +94,7 @@ from tierlog.sidecar.upload_metrics import UploadMetrics
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.log import AppendOrigin
 from tierlog.storage.manager import LogManager
-from tierlog.storage.records import NO_PARTITION_LEADER_EPOCH, iter_batches, read_end_txn_marker
+from tierlog.storage.records import NO_PARTITION_LEADER_EPOCH
 from tierlog.storage.recovery import RecoveryProgress
 from tierlog.storage.tier.chunk_cache import ChunkCache
 from tierlog.storage.tier.range_reader import RangeReader
@@ -171,6 +172,8 @@ class SidecarServer:
         self.kafka: KafkaListener | None = None  # with a Kafka listener, once started
         self.groups: GroupCoordinator | None = None  # once started
         self.transactions: TransactionCoordinator | None = None  # once started
+        # The leader's half of WriteTxnMarkers, for every sender (once started).
+        self.txn_markers: TxnMarkerAppender | None = None
         self._leader_channels: LeaderChannels | None = None  # once started
         self.replicated: ReplicatedBroker | None = None  # with replication, once started
         self._checkpoints: asyncio.Task[None] | None = None
@@ -260,6 +263,8 @@ class SidecarServer:
             partition_series=self.partition_series,
         )
         self.metrics.registry.register(self.groups.metrics)
+        txn_markers = TxnMarkerAppender(self._append_as_coordinator, self.groups)
+        self.txn_markers = txn_markers
         token = self.config.auth_token
         self._leader_channels = LeaderChannels(
             partitions,
@@ -270,7 +275,7 @@ class SidecarServer:
             partitions,
             self.config.transactions,
             self._append_committed,
-            MarkerRouter(self._leader_channels, self._append_marker).write,
+            MarkerRouter(self._leader_channels, txn_markers.append).write,
             lambda: producer_ids.init_producer_id(-1, -1)[0],
             RemoteVerifier(self._leader_channels).verify,
         )
@@ -281,7 +286,7 @@ class SidecarServer:
             TransactionService(
                 self.transactions,
                 lookup.ensure_transaction_topic,
-                self._append_marker,
+                txn_markers.append,
                 lookup.ensure_offsets_topic,
             ),
             self.server,
@@ -350,6 +355,7 @@ class SidecarServer:
         assert self.appender is not None and self.reader is not None
         assert self.producer_ids is not None
         assert self.transactions is not None and self.groups is not None
+        assert self.txn_markers is not None
         topic_changes = self.topic_changes
         assert topic_changes is not None
         listener = KafkaListener(
@@ -373,6 +379,7 @@ class SidecarServer:
             fetch_max_bytes=self.config.storage.default_log_config.max_message_bytes,
             coordinators=lookup,
             transactions=self.transactions,
+            txn_markers=self.txn_markers,
             groups=self.groups,
             topic_changes=topic_changes,
             controller=self.replicated.deciding_controller if self.replicated else lambda: None,
@@ -437,20 +444,6 @@ class SidecarServer:
         """The group coordinator's writes (as Kafka's, ``AppendOrigin.COORDINATOR``: its
         transactional offset commits carry a producer id but no sequence)."""
         return await self._append_committed(tp, data, AppendOrigin.COORDINATOR)
-
-    async def _append_marker(self, tp: TopicPartition, data: bytes) -> None:
-        """A transaction marker appended here, as its coordinator. One in
-        ``__consumer_offsets`` ends the producer's transactional offset commits there:
-        the group coordinator's state must be loaded first (else the load could miss it;
-        the transaction coordinator retries), and applies or drops them after."""
-        groups = self.groups
-        if tp.topic == OFFSETS_TOPIC and groups is not None:
-            groups.check_loaded(tp.partition)
-        await self._append_committed(tp, data, AppendOrigin.COORDINATOR)
-        if tp.topic == OFFSETS_TOPIC and groups is not None:
-            header = next(iter_batches(data))
-            marker = read_end_txn_marker(data, header)
-            groups.complete_transaction(tp.partition, header.producer_id, marker.committed)
 
     def _replica_channel(self, address: str) -> grpc.aio.Channel:
         """A follower's channel to its leader, as clients dial brokers: over TLS (trusting

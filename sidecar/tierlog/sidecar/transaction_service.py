@@ -4,9 +4,8 @@ InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and DescribeTransact
 transactional id's coordinator (``tierlog.coordinator.transaction_coordinator``), each
 creating ``__transaction_state`` on first use as FindCoordinator does. WriteTxnMarkers
 is the brokers' own: a coordinator elsewhere has this broker, the partition's leader,
-append a marker it built, through the produce path with acks=all as the coordinator's
-own appends (``AppendOrigin.COORDINATOR``, the only origin allowed control batches);
-anything but one control batch is refused. VerifyTxnPartition is the brokers' own too:
+append a marker it built (``coordinator/txn_marker_append.py``, the path the Kafka
+listener's WriteTxnMarkers takes too). VerifyTxnPartition is the brokers' own too:
 the leader of a partition about to take a transactional batch asks this coordinator
 whether the partition is in the producer's transaction. AddOffsetsToTxn creates
 ``__consumer_offsets`` as group calls do: it may be the first call to name a group.
@@ -19,13 +18,11 @@ from typing import Any
 
 import grpc
 
-from tierlog.api.errors import InvalidRequestError
 from tierlog.api.v1 import transaction_service_pb2 as pb
 from tierlog.api.v1 import transaction_service_pb2_grpc
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
 from tierlog.coordinator.transaction_state import partitions_of
 from tierlog.sidecar.status import at_the_edge
-from tierlog.storage.records import iter_batches
 from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["TransactionService"]
@@ -121,9 +118,6 @@ class TransactionService(transaction_service_pb2_grpc.TransactionServiceServicer
     async def WriteTxnMarkers(
         self, request: pb.WriteTxnMarkersRequest, context: _Context
     ) -> pb.WriteTxnMarkersResponse:
-        headers = list(iter_batches(request.marker_batch))
-        if len(headers) != 1 or not headers[0].is_control:
-            raise InvalidRequestError("WriteTxnMarkers takes exactly one control batch")
         tp = TopicPartition(request.topic, request.partition)
         await self.append_marker(tp, request.marker_batch)
         return pb.WriteTxnMarkersResponse()
