@@ -2,7 +2,10 @@
 
 A read of ``[start, end)`` of an object becomes the chunks that cover it: cached ones
 come from the ``ChunkCache``, missing ones are ranged GETs of exactly one chunk each
-(the first in the caller's thread, the others in parallel on the pool).
+(the first in the caller's thread, the others in parallel on the pool). Chunks travel
+as views of the bytes they arrived in (a GET's answer, a cache file's), and a read
+hands its caller those views (``read_pieces``): nothing is copied on the way, so a
+reader copies only what it answers with.
 
 Read-ahead adapts to the reader. A read that continues where an earlier one of the same
 object ended (in the chunk it ended in, or the next) belongs to a sequential reader,
@@ -36,7 +39,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from tierlog.storage.tier.chunk_cache import ChunkCache
+from tierlog.storage.tier.chunk_cache import Chunk, ChunkCache
+from tierlog.storage.tier.pieces import Pieces
 from tierlog.storage.tier.store import ObjectStore, ObjectStoreError
 
 __all__ = ["LANDED_MAX_BYTES", "READ_AHEAD_GET_BYTES", "FetchObserver", "RangeReader"]
@@ -58,6 +62,8 @@ _TAILS = 16
 # Chunks read ahead are also kept in memory until read, up to this many bytes over all
 # readers (the oldest dropped first: still in the disk cache): a sequential reader
 # takes them from there, neither reading the file back nor checking its CRC again.
+# Each is a view of its GET's answer, which stays in memory until the last of its
+# chunks is read or dropped (a sequential reader takes them in order).
 LANDED_MAX_BYTES = 64 << 20
 
 
@@ -96,10 +102,10 @@ class RangeReader:
         # Chunks a reader waited for go to the disk cache here, after the reader has them.
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="tier-cache-write")
         self._lock = threading.Lock()
-        self._in_flight: dict[tuple[str, int], Future[bytes]] = {}
+        self._in_flight: dict[tuple[str, int], Future[Chunk]] = {}
         self._streams: OrderedDict[tuple[str, int], int] = OrderedDict()  # -> window depth
-        self._tails: OrderedDict[tuple[str, int], bytes] = OrderedDict()  # the last chunks read
-        self._landed: OrderedDict[tuple[str, int], bytes] = OrderedDict()  # read ahead, unread
+        self._tails: OrderedDict[tuple[str, int], Chunk] = OrderedDict()  # the last chunks read
+        self._landed: OrderedDict[tuple[str, int], Chunk] = OrderedDict()  # read ahead, unread
         self._landed_bytes = 0
         self._closed = False
 
@@ -109,9 +115,15 @@ class RangeReader:
         """Bytes ``[start, end)`` of object ``key`` of ``object_size`` bytes (clipped to it);
         ``prefetch=False`` for reads that are not followed by the bytes after them
         (an index lookup)."""
+        return self.read_pieces(key, start, end, object_size, prefetch=prefetch).join(start, end)
+
+    def read_pieces(
+        self, key: str, start: int, end: int, object_size: int, *, prefetch: bool = True
+    ) -> Pieces:
+        """As ``read``, the bytes as the chunks' views, uncopied."""
         end = min(end, object_size)
         if start >= end:
-            return b""
+            return Pieces(start, [])
         chunk = self.chunk_bytes
         first, last = start // chunk, (end - 1) // chunk
         depth = self._window(key, first, last) if prefetch else 0
@@ -122,14 +134,10 @@ class RangeReader:
             self._keep_tail(key, last, pieces[-1])
         if depth:
             self._read_ahead(key, last + 1, depth, object_size)
-        head, tail = start - first * chunk, end - last * chunk
-        if first == last:
-            return pieces[0][head:tail]
-        # One copy: the pieces' parts are joined straight into the answer.
-        views = [memoryview(piece) for piece in pieces]
-        return b"".join([views[0][head:], *views[1:-1], views[-1][:tail]])
+        whole = Pieces(first * chunk, pieces)
+        return Pieces(start, whole.views(start, end))
 
-    def chunk(self, key: str, index: int, object_size: int) -> bytes:
+    def chunk(self, key: str, index: int, object_size: int) -> Chunk:
         """Chunk ``index`` of ``key``: from the cache, a fetch in flight, or a GET here."""
         landed = self._take_landed(key, index)
         if landed is not None:
@@ -141,7 +149,7 @@ class RangeReader:
         with self._lock:
             running = self._in_flight.get((key, index))
             if running is None:
-                mine: Future[bytes] = Future()
+                mine: Future[Chunk] = Future()
                 self._in_flight[(key, index)] = mine
         if running is not None:
             return self._taken(key, index, running)
@@ -154,7 +162,7 @@ class RangeReader:
 
     # -- read-ahead ----------------------------------------------------------------------
 
-    def _tail(self, key: str, index: int) -> bytes | None:
+    def _tail(self, key: str, index: int) -> Chunk | None:
         """The chunk a read ended in, which the next read of the same reader starts in."""
         with self._lock:
             tail = self._tails.get((key, index))
@@ -162,7 +170,7 @@ class RangeReader:
             self.cache.found_in_memory(key, index)
         return tail
 
-    def _keep_tail(self, key: str, index: int, data: bytes) -> None:
+    def _keep_tail(self, key: str, index: int, data: Chunk) -> None:
         with self._lock:
             self._tails[(key, index)] = data
             self._tails.move_to_end((key, index))
@@ -208,7 +216,7 @@ class RangeReader:
                     runs[-1].append(index)
             if stop < chunks and len(runs[-1]) < top_up:
                 runs.pop()
-            futures: list[list[Future[bytes]]] = []
+            futures: list[list[Future[Chunk]]] = []
             for run in runs:
                 futures.append([Future() for _ in run])
                 for index, future in zip(run, futures[-1], strict=True):
@@ -218,10 +226,10 @@ class RangeReader:
                 self._ahead_pool.submit(self._fetch_run, key, run, object_size, waiting)
 
     def _fetch_run(
-        self, key: str, run: list[int], object_size: int, futures: list[Future[bytes]]
+        self, key: str, run: list[int], object_size: int, futures: list[Future[Chunk]]
     ) -> None:
         """GET consecutive chunks in one ranged GET, cache them as read ahead, and hand
-        each to whoever waits on it."""
+        each to whoever waits on it: as views of the GET's bytes, not copies."""
         chunk = self.chunk_bytes
         start = run[0] * chunk
         try:
@@ -232,14 +240,15 @@ class RangeReader:
                 future.set_exception(error)
             log.debug("read-ahead of %s chunks %d-%d failed: %s", key, run[0], run[-1], error)
             return
-        pieces = [data[i * chunk - start : (i + 1) * chunk - start] for i in run]
+        view = memoryview(data)
+        pieces = [view[i * chunk - start : (i + 1) * chunk - start] for i in run]
         for index, piece, future in zip(run, pieces, futures, strict=True):
             self._land(key, index, piece)
             future.set_result(piece)  # readers go on; the disk cache's write comes after
         for index, piece in zip(run, pieces, strict=True):
             self._store(key, index, piece, read_ahead=True)
 
-    def _store(self, key: str, index: int, data: bytes, *, read_ahead: bool) -> None:
+    def _store(self, key: str, index: int, data: Chunk, *, read_ahead: bool) -> None:
         """Write a fetched chunk (already handed to its readers) to the disk cache; its
         fetch stays in flight until then, so no reader fetches it again meanwhile."""
         try:
@@ -251,7 +260,7 @@ class RangeReader:
         finally:
             self._settle(key, index)
 
-    def _land(self, key: str, index: int, data: bytes) -> None:
+    def _land(self, key: str, index: int, data: Chunk) -> None:
         """Keep a chunk read ahead in memory too, until read or pushed out by newer ones."""
         with self._lock:
             self._landed[(key, index)] = data
@@ -259,46 +268,46 @@ class RangeReader:
             while self._landed_bytes > LANDED_MAX_BYTES:
                 self._landed_bytes -= len(self._landed.popitem(last=False)[1])
 
-    def _fetching(self, key: str, index: int, object_size: int) -> Future[bytes] | None:
-        """Start a background fetch of a missing chunk (None when cached already)."""
+    def _fetching(self, key: str, index: int, object_size: int) -> Future[Chunk] | None:
+        """Start a background fetch of a missing chunk (None when cached or in memory)."""
         if self.cache.contains(key, index):
             return None
         with self._lock:
             if (key, index) in self._in_flight:
                 return self._in_flight[(key, index)]
-            if self._closed:
+            if self._closed or (key, index) in self._landed:
                 return None
-            future: Future[bytes] = Future()
+            future: Future[Chunk] = Future()
             self._in_flight[(key, index)] = future
         self._pool.submit(self._fetch_quietly, key, index, object_size, future)
         return future
 
-    def _wait(self, key: str, index: int, object_size: int, future: Future[bytes] | None) -> bytes:
+    def _wait(self, key: str, index: int, object_size: int, future: Future[Chunk] | None) -> Chunk:
         if future is None:  # cached when we looked (but maybe evicted since)
             return self.chunk(key, index, object_size)
         return self._taken(key, index, future)
 
-    def _taken(self, key: str, index: int, future: Future[bytes]) -> bytes:
+    def _taken(self, key: str, index: int, future: Future[Chunk]) -> Chunk:
         """The chunk another fetch brings; a chunk read ahead is now read."""
         data = future.result()
         self._take_landed(key, index)
         self.cache.mark_read(key, index)
         return data
 
-    def _take_landed(self, key: str, index: int) -> bytes | None:
+    def _take_landed(self, key: str, index: int) -> Chunk | None:
         """A chunk read ahead, out of memory (it is read now)."""
         with self._lock:
             landed = self._landed.pop((key, index), None)
             self._landed_bytes -= 0 if landed is None else len(landed)
             return landed
 
-    def _fetch_quietly(self, key: str, index: int, object_size: int, future: Future[bytes]) -> None:
+    def _fetch_quietly(self, key: str, index: int, object_size: int, future: Future[Chunk]) -> None:
         try:
             self._fetch(key, index, object_size, future)
         except Exception as error:  # whoever waits on the future gets it; a prefetch has no one
             log.debug("prefetch of %s chunk %d failed: %s", key, index, error)
 
-    def _fetch(self, key: str, index: int, object_size: int, future: Future[bytes]) -> bytes:
+    def _fetch(self, key: str, index: int, object_size: int, future: Future[Chunk]) -> Chunk:
         """GET one chunk, cache it, and hand it to every reader waiting on ``future``."""
         start = index * self.chunk_bytes
         try:
