@@ -105,12 +105,43 @@ def test_the_chunks_after_a_read_are_prefetched(tmp_path: Path, store: Recording
     reader = RangeReader(store, cache, prefetch_chunks=2)
     try:
         reader.read("seg", 0, 10, len(body))
-        wait_until(lambda: cache.contains("seg", 1) and cache.contains("seg", 2))
-        assert not cache.contains("seg", 3)
+        wait_until(lambda: reader.in_flight("seg") == [])
+        assert sorted(store.gets) == [("seg", 0, 1000), ("seg", 1000, 3000)]  # 1-2 in one GET
         store.gets.clear()
-        reader.read("seg", 1000, 3000, len(body))  # both prefetched: no GET for them
-        assert ("seg", 1000, 2000) not in store.gets
-        assert ("seg", 2000, 3000) not in store.gets
+        assert reader.read("seg", 1000, 3000, len(body)) == body[1000:3000]
+        assert store.gets == []  # both prefetched: no GET for them
+    finally:
+        reader.close()
+
+
+def test_chunks_read_ahead_are_used_once_from_memory_and_spill_to_disk_only_when_pushed_out(
+    tmp_path: Path, store: RecordingStore
+) -> None:
+    """A sequential reader's chunks read ahead wait in memory and are not written to the
+    disk cache (a scan read once, whose write cost as much as its GET); the ones memory
+    pushes out unread go to the cache's read-ahead share, and the reader finds every one
+    without a second GET."""
+    body = random.Random(6).randbytes(12 * CHUNK)
+    store.put("seg", body)
+    cache = ChunkCache(tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=1 << 20, max_entries=100)
+    reader = RangeReader(
+        store, cache, prefetch_chunks=8, max_prefetch_chunks=8, read_ahead_memory_bytes=3 * CHUNK
+    )
+    try:
+        assert reader.read("seg", 0, 10, len(body)) == body[:10]  # from the start: 1-8 ahead
+        wait_until(lambda: reader.in_flight("seg") == [])
+        on_disk = [index for index in range(12) if cache.contains("seg", index)]
+        assert on_disk == [0, 1, 2, 3, 4, 5]  # 0 fetched for the read; 1-5 pushed out unread
+        assert cache.stats().read_ahead_bytes == 5 * (CHUNK + TRAILER)
+        assert reader.read("seg", 10, 9 * CHUNK, len(body)) == body[10 : 9 * CHUNK]
+        wait_until(lambda: reader.in_flight("seg") == [])
+        assert not any(cache.contains("seg", index) for index in (6, 7, 8))  # read from memory
+        assert sorted(start for _, start, _ in store.gets)[:2] == [0, CHUNK]  # 1-8: one GET
+        assert [get for get in store.gets if get[1] < 9 * CHUNK] == [
+            ("seg", 0, CHUNK),
+            ("seg", CHUNK, 9 * CHUNK),
+        ]
+        assert cache.stats().read_ahead_hits == 8
     finally:
         reader.close()
 

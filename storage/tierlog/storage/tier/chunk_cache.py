@@ -7,12 +7,12 @@ recently used first, to stay within ``max_bytes`` and ``max_entries``. A put mak
 before it writes, so the files on disk (its temporary file included) never add up to
 more than ``max_bytes``: a cache volume of that size never fills.
 
-Chunks fetched ahead of a sequential reader (``put(..., read_ahead=True)``) wait in their
-own share of the cache, at most ``read_ahead_max_bytes``, until read: only other chunks
-read ahead evict them (the oldest first, most likely a reader that went away), so a
-random reader's chunks, which evict only ordinary chunks, never throw away what a
-sequential reader is about to read. A chunk read ahead joins the ordinary chunks once it
-is read.
+Chunks fetched ahead of a sequential reader that its reader's memory could not hold
+(``put(..., read_ahead=True)``) wait in their own share of the cache, at most
+``read_ahead_max_bytes``, until read: only other chunks read ahead evict them (the
+oldest first, most likely a reader that went away), so a random reader's chunks, which
+evict only ordinary chunks, never throw away what a sequential reader is about to
+read. A chunk read ahead joins the ordinary chunks once it is read.
 
 It survives restarts. Each chunk is one file named by a hash of its object key, the
 chunk size and its index; at start the in-memory index is rebuilt from the directory,
@@ -189,12 +189,15 @@ class ChunkCache:
         with self._lock:
             self._mark_read_locked(self._name(key, index))
 
-    def found_in_memory(self, key: str, index: int) -> None:
-        """A reader had chunk ``index`` of ``key`` in memory (read ahead, or where its last
-        read ended): a hit, as if read from here."""
+    def found_in_memory(self, key: str, index: int, *, read_ahead: bool = False) -> None:
+        """A reader had chunk ``index`` of ``key`` in memory (where its last read ended,
+        or ``read_ahead`` and kept there until read): a hit, as if read from here."""
+        name = self._name(key, index)
         with self._lock:
             self._hits += 1
-            self._mark_read_locked(self._name(key, index))
+            if read_ahead and name not in self._ahead:  # else counted as it leaves ``_ahead``
+                self._ahead_hits += 1
+            self._mark_read_locked(name)
 
     def _mark_read_locked(self, name: str) -> bool:
         """Most recently used now; a chunk read ahead is read at last and becomes an

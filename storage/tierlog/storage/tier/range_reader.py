@@ -16,14 +16,22 @@ so random readers cost no GETs beyond their own. The window is topped up in rang
 of up to ``READ_AHEAD_GET_BYTES`` (several chunks each, split into chunks for the cache),
 only once a GET's worth of it is missing: a deep window is a few large GETs in flight,
 which is what runs near the store's own throughput (a GET costs a round trip and, here,
-a request's worth of client CPU, however small it is). Chunks read ahead go into the
-cache's read-ahead share, which random readers' chunks cannot evict.
+a request's worth of client CPU, however small it is).
+
+Chunks read ahead are used once: they wait in memory (``LANDED_MAX_BYTES`` over all
+readers) until their reader takes them, and are not written to the disk cache. Writing
+them cost as much CPU as fetching them (a file's new pages, measured at 0.4-1.2 ms per
+MiB against 0.7 for the GET) and filled the cache with a scan that is read once; a
+second reader of the same range fetches it again, in large GETs. Only a chunk that
+memory pushes out unread goes to the disk cache, into its read-ahead share, which
+random readers' chunks cannot evict, so a reader slower than memory allows still
+finds its chunks there rather than fetching them twice.
 
 One GET per chunk, whoever asks: a read that needs a chunk already being fetched (read
-ahead or by another reader) waits for that fetch instead of issuing its own. A fetched
-chunk is handed to its readers first and written to the disk cache after (on a busy or
-network-attached cache disk a write can take longer than the GET); its fetch counts as
-in flight until the write is done.
+ahead or by another reader) waits for that fetch instead of issuing its own. A chunk a
+reader waited for is handed to its readers first and written to the disk cache after
+(on a busy or network-attached cache disk a write can take longer than the GET); its
+fetch counts as in flight until the write is done.
 
 Objects are immutable and their size is known from the tier's metadata, so no chunk
 ever reads past an object's end (S3 refuses a range starting beyond it). A store that
@@ -83,11 +91,13 @@ class RangeReader:
         max_prefetch_chunks: int = 32,
         threads: int = 4,
         on_fetch: FetchObserver = _ignore,
+        read_ahead_memory_bytes: int = LANDED_MAX_BYTES,
     ):
         """``prefetch_chunks``: a sequential reader's first window (and the window of a
         read from an object's start), 0 for no read-ahead at all; ``max_prefetch_chunks``:
         its deepest; ``threads``: GETs in flight for read-ahead, and as many again for the
-        chunks readers wait on."""
+        chunks readers wait on; ``read_ahead_memory_bytes``: chunks read ahead held in
+        memory until read, over all readers."""
         self.store = store
         self.cache = cache
         self.chunk_bytes = cache.chunk_bytes
@@ -96,6 +106,7 @@ class RangeReader:
             max(max_prefetch_chunks, self.prefetch_chunks) if self.prefetch_chunks else 0
         )
         self.on_fetch = on_fetch
+        self.read_ahead_memory_bytes = read_ahead_memory_bytes
         self._get_chunks = max(READ_AHEAD_GET_BYTES // self.chunk_bytes, 1)
         self._pool = ThreadPoolExecutor(max(threads, 1), thread_name_prefix="tier-fetch")
         self._ahead_pool = ThreadPoolExecutor(max(threads, 1), thread_name_prefix="tier-ahead")
@@ -141,7 +152,7 @@ class RangeReader:
         """Chunk ``index`` of ``key``: from the cache, a fetch in flight, or a GET here."""
         landed = self._take_landed(key, index)
         if landed is not None:
-            self.cache.found_in_memory(key, index)
+            self.cache.found_in_memory(key, index, read_ahead=True)
             return landed
         cached = self.cache.get(key, index)
         if cached is not None:
@@ -228,8 +239,8 @@ class RangeReader:
     def _fetch_run(
         self, key: str, run: list[int], object_size: int, futures: list[Future[Chunk]]
     ) -> None:
-        """GET consecutive chunks in one ranged GET, cache them as read ahead, and hand
-        each to whoever waits on it: as views of the GET's bytes, not copies."""
+        """GET consecutive chunks in one ranged GET, keep them in memory until read, and
+        hand each to whoever waits on it: as views of the GET's bytes, not copies."""
         chunk = self.chunk_bytes
         start = run[0] * chunk
         try:
@@ -242,31 +253,45 @@ class RangeReader:
             return
         view = memoryview(data)
         pieces = [view[i * chunk - start : (i + 1) * chunk - start] for i in run]
+        pushed_out: list[tuple[tuple[str, int], Chunk]] = []
         for index, piece, future in zip(run, pieces, futures, strict=True):
-            self._land(key, index, piece)
-            future.set_result(piece)  # readers go on; the disk cache's write comes after
-        for index, piece in zip(run, pieces, strict=True):
-            self._store(key, index, piece, read_ahead=True)
+            pushed_out += self._land(key, index, piece)
+            future.set_result(piece)
+        for (pushed_key, pushed_index), unread in pushed_out:
+            self._spill(pushed_key, pushed_index, unread)
 
-    def _store(self, key: str, index: int, data: Chunk, *, read_ahead: bool) -> None:
-        """Write a fetched chunk (already handed to its readers) to the disk cache; its
+    def _store(self, key: str, index: int, data: Chunk) -> None:
+        """Write a fetched chunk (already handed to its reader) to the disk cache; its
         fetch stays in flight until then, so no reader fetches it again meanwhile."""
         try:
-            self.cache.put(key, index, data, read_ahead=read_ahead)
-            with self._lock:
-                taken = read_ahead and (key, index) not in self._landed
-            if taken:  # read while it was being written: read ahead, and read
-                self.cache.mark_read(key, index)
+            self.cache.put(key, index, data)
         finally:
             self._settle(key, index)
 
-    def _land(self, key: str, index: int, data: Chunk) -> None:
-        """Keep a chunk read ahead in memory too, until read or pushed out by newer ones."""
+    def _land(self, key: str, index: int, data: Chunk) -> list[tuple[tuple[str, int], Chunk]]:
+        """Keep a chunk read ahead in memory until read (its fetch is done: no longer in
+        flight); the unread chunks it pushes out, oldest first, are returned to spill."""
+        pushed_out: list[tuple[tuple[str, int], Chunk]] = []
         with self._lock:
             self._landed[(key, index)] = data
             self._landed_bytes += len(data)
-            while self._landed_bytes > LANDED_MAX_BYTES:
-                self._landed_bytes -= len(self._landed.popitem(last=False)[1])
+            self._in_flight.pop((key, index), None)
+            while self._landed_bytes > self.read_ahead_memory_bytes:
+                name, old = self._landed.popitem(last=False)
+                self._landed_bytes -= len(old)
+                done: Future[Chunk] = Future()
+                done.set_result(old)
+                self._in_flight.setdefault(name, done)  # found here while it is written
+                pushed_out.append((name, old))
+        return pushed_out
+
+    def _spill(self, key: str, index: int, data: Chunk) -> None:
+        """An unread chunk read ahead, pushed out of memory: into the disk cache's
+        read-ahead share, where its reader finds it."""
+        try:
+            self.cache.put(key, index, data, read_ahead=True)
+        finally:
+            self._settle(key, index)
 
     def _fetching(self, key: str, index: int, object_size: int) -> Future[Chunk] | None:
         """Start a background fetch of a missing chunk (None when cached or in memory)."""
@@ -290,8 +315,10 @@ class RangeReader:
     def _taken(self, key: str, index: int, future: Future[Chunk]) -> Chunk:
         """The chunk another fetch brings; a chunk read ahead is now read."""
         data = future.result()
-        self._take_landed(key, index)
-        self.cache.mark_read(key, index)
+        if self._take_landed(key, index) is not None:
+            self.cache.found_in_memory(key, index, read_ahead=True)
+        else:
+            self.cache.mark_read(key, index)
         return data
 
     def _take_landed(self, key: str, index: int) -> Chunk | None:
@@ -318,7 +345,7 @@ class RangeReader:
             raise
         future.set_result(data)  # the reader goes on; the disk cache's write comes after
         try:
-            self._writer.submit(self._store, key, index, data, read_ahead=False)
+            self._writer.submit(self._store, key, index, data)
         except RuntimeError:  # closed: nothing more is cached
             self._settle(key, index)
         return data
