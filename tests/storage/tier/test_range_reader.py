@@ -119,29 +119,31 @@ def test_chunks_read_ahead_are_used_once_from_memory_and_spill_to_disk_only_when
 ) -> None:
     """A sequential reader's chunks read ahead wait in memory and are not written to the
     disk cache (a scan read once, whose write cost as much as its GET); the ones memory
-    pushes out unread go to the cache's read-ahead share, and the reader finds every one
-    without a second GET."""
-    body = random.Random(6).randbytes(12 * CHUNK)
-    store.put("seg", body)
+    pushes out unread go to the cache's read-ahead share, and their reader finds every
+    one without a second GET."""
+    bodies = {key: random.Random(key).randbytes(12 * CHUNK) for key in ("a", "b")}
+    for key, body in bodies.items():
+        store.put(key, body)
     cache = ChunkCache(tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=1 << 20, max_entries=100)
     reader = RangeReader(
-        store, cache, prefetch_chunks=8, max_prefetch_chunks=8, read_ahead_memory_bytes=3 * CHUNK
+        store, cache, prefetch_chunks=8, max_prefetch_chunks=8, read_ahead_memory_bytes=8 * CHUNK
     )
+
+    def on_disk(key: str) -> list[int]:
+        return [index for index in range(12) if cache.contains(key, index)]
+
     try:
-        assert reader.read("seg", 0, 10, len(body)) == body[:10]  # from the start: 1-8 ahead
-        wait_until(lambda: reader.in_flight("seg") == [])
-        on_disk = [index for index in range(12) if cache.contains("seg", index)]
-        assert on_disk == [0, 1, 2, 3, 4, 5]  # 0 fetched for the read; 1-5 pushed out unread
-        assert cache.stats().read_ahead_bytes == 5 * (CHUNK + TRAILER)
-        assert reader.read("seg", 10, 9 * CHUNK, len(body)) == body[10 : 9 * CHUNK]
-        wait_until(lambda: reader.in_flight("seg") == [])
-        assert not any(cache.contains("seg", index) for index in (6, 7, 8))  # read from memory
-        assert sorted(start for _, start, _ in store.gets)[:2] == [0, CHUNK]  # 1-8: one GET
-        assert [get for get in store.gets if get[1] < 9 * CHUNK] == [
-            ("seg", 0, CHUNK),
-            ("seg", CHUNK, 9 * CHUNK),
-        ]
-        assert cache.stats().read_ahead_hits == 8
+        for key in ("a", "b"):  # from the start: chunks 1-8 ahead in one GET, b's after a's
+            assert reader.read(key, 0, 10, 12 * CHUNK) == bodies[key][:10]
+            wait_until(lambda: reader.in_flight(key) == [])  # noqa: B023
+        assert on_disk("a") == list(range(9))  # 0 fetched for its read; 1-8 pushed out by b's
+        assert on_disk("b") == [0]  # 1-8 in memory
+        store.gets.clear()
+        for key in ("a", "b"):
+            assert reader.read(key, 10, 9 * CHUNK, 12 * CHUNK) == bodies[key][10 : 9 * CHUNK]
+        assert [get for get in store.gets if get[1] < 9 * CHUNK] == []  # all read ahead
+        assert on_disk("b") == [0]  # used once: never written
+        assert cache.stats().read_ahead_hits == 16
     finally:
         reader.close()
 

@@ -117,7 +117,8 @@ class RangeReader:
         self._streams: OrderedDict[tuple[str, int], int] = OrderedDict()  # -> window depth
         self._tails: OrderedDict[tuple[str, int], Chunk] = OrderedDict()  # the last chunks read
         self._landed: OrderedDict[tuple[str, int], Chunk] = OrderedDict()  # read ahead, unread
-        self._landed_bytes = 0
+        self._landed_bytes = 0  # of the GET answers the chunks in ``_landed`` keep alive
+        self._landed_views: dict[int, int] = {}  # id of a GET's answer -> its chunks there
         self._closed = False
 
     def read(
@@ -139,7 +140,7 @@ class RangeReader:
         first, last = start // chunk, (end - 1) // chunk
         depth = self._window(key, first, last) if prefetch else 0
         pending = {i: self._fetching(key, i, object_size) for i in range(first + 1, last + 1)}
-        pieces = [self._tail(key, first) or self.chunk(key, first, object_size)]
+        pieces = [self.chunk(key, first, object_size)]
         pieces += [self._wait(key, i, object_size, pending[i]) for i in range(first + 1, last + 1)]
         if prefetch:
             self._keep_tail(key, last, pieces[-1])
@@ -149,19 +150,25 @@ class RangeReader:
         return Pieces(start, whole.views(start, end))
 
     def chunk(self, key: str, index: int, object_size: int) -> Chunk:
-        """Chunk ``index`` of ``key``: from the cache, a fetch in flight, or a GET here."""
+        """Chunk ``index`` of ``key``: from memory, the cache, a fetch in flight, or a GET
+        here."""
+        tail = self._tail(key, index)
+        if tail is not None:
+            return tail
         landed = self._take_landed(key, index)
+        if landed is None:
+            cached = self.cache.get(key, index)
+            if cached is not None:
+                return cached
+            with self._lock:  # landed meanwhile (no longer in flight), in flight, or ours
+                landed = self._take_landed_locked(key, index)
+                running = self._in_flight.get((key, index))
+                if landed is None and running is None:
+                    mine: Future[Chunk] = Future()
+                    self._in_flight[(key, index)] = mine
         if landed is not None:
             self.cache.found_in_memory(key, index, read_ahead=True)
             return landed
-        cached = self.cache.get(key, index)
-        if cached is not None:
-            return cached
-        with self._lock:
-            running = self._in_flight.get((key, index))
-            if running is None:
-                mine: Future[Chunk] = Future()
-                self._in_flight[(key, index)] = mine
         if running is not None:
             return self._taken(key, index, running)
         return self._fetch(key, index, object_size, mine)
@@ -174,7 +181,8 @@ class RangeReader:
     # -- read-ahead ----------------------------------------------------------------------
 
     def _tail(self, key: str, index: int) -> Chunk | None:
-        """The chunk a read ended in, which the next read of the same reader starts in."""
+        """A chunk a recent read ended in, which the next read of the same reader starts
+        in (or, when the offset index points a little back, the one after it)."""
         with self._lock:
             tail = self._tails.get((key, index))
         if tail is not None:
@@ -274,11 +282,11 @@ class RangeReader:
         pushed_out: list[tuple[tuple[str, int], Chunk]] = []
         with self._lock:
             self._landed[(key, index)] = data
-            self._landed_bytes += len(data)
+            self._count_landed_locked(data, 1)
             self._in_flight.pop((key, index), None)
             while self._landed_bytes > self.read_ahead_memory_bytes:
                 name, old = self._landed.popitem(last=False)
-                self._landed_bytes -= len(old)
+                self._count_landed_locked(old, -1)
                 done: Future[Chunk] = Future()
                 done.set_result(old)
                 self._in_flight.setdefault(name, done)  # found here while it is written
@@ -300,7 +308,7 @@ class RangeReader:
         with self._lock:
             if (key, index) in self._in_flight:
                 return self._in_flight[(key, index)]
-            if self._closed or (key, index) in self._landed:
+            if self._closed or (key, index) in self._landed or (key, index) in self._tails:
                 return None
             future: Future[Chunk] = Future()
             self._in_flight[(key, index)] = future
@@ -324,9 +332,25 @@ class RangeReader:
     def _take_landed(self, key: str, index: int) -> Chunk | None:
         """A chunk read ahead, out of memory (it is read now)."""
         with self._lock:
-            landed = self._landed.pop((key, index), None)
-            self._landed_bytes -= 0 if landed is None else len(landed)
-            return landed
+            return self._take_landed_locked(key, index)
+
+    def _take_landed_locked(self, key: str, index: int) -> Chunk | None:
+        landed = self._landed.pop((key, index), None)
+        if landed is not None:
+            self._count_landed_locked(landed, -1)
+        return landed
+
+    def _count_landed_locked(self, data: Chunk, change: int) -> None:
+        """Memory is what the chunks keep alive: a GET's whole answer while any of its
+        chunks waits in memory, not the chunks' own lengths."""
+        answer = data.obj if isinstance(data, memoryview) else data
+        views = self._landed_views.get(id(answer), 0) + change
+        if views == 0:
+            del self._landed_views[id(answer)]
+        else:
+            self._landed_views[id(answer)] = views
+        if views == 0 or views == change:  # the last one left, or the first arrived
+            self._landed_bytes += change * len(answer)  # type: ignore[arg-type]
 
     def _fetch_quietly(self, key: str, index: int, object_size: int, future: Future[Chunk]) -> None:
         try:
