@@ -137,12 +137,15 @@ def test_chunks_read_ahead_are_used_once_from_memory_and_spill_to_disk_only_when
             assert reader.read(key, 0, 10, 12 * CHUNK) == bodies[key][:10]
             wait_until(lambda: reader.in_flight(key) == [])  # noqa: B023
         assert on_disk("a") == list(range(9))  # 0 fetched for its read; 1-8 pushed out by b's
-        assert on_disk("b") == [0]  # 1-8 in memory
+        assert on_disk("b") == [0]  # 1-8 in memory: its GET's answer, held
+        assert reader.read_ahead_memory_held_bytes == 8 * CHUNK
         store.gets.clear()
         for key in ("a", "b"):
-            assert reader.read(key, 10, 9 * CHUNK, 12 * CHUNK) == bodies[key][10 : 9 * CHUNK]
-        assert [get for get in store.gets if get[1] < 9 * CHUNK] == []  # all read ahead
-        assert on_disk("b") == [0]  # used once: never written
+            assert reader.read(key, 10, 12 * CHUNK, 12 * CHUNK) == bodies[key][10:]
+        assert [get for get in store.gets if get[1] < 9 * CHUNK] == []  # 1-8: read ahead
+        wait_until(lambda: reader.in_flight("b") == [])
+        assert on_disk("b") == [0, 9, 10, 11]  # 1-8 used once, never written; 9-11 fetched
+        assert reader.read_ahead_memory_held_bytes == 0  # every chunk read ahead was read
         assert cache.stats().read_ahead_hits == 16
     finally:
         reader.close()

@@ -173,6 +173,12 @@ class RangeReader:
             return self._taken(key, index, running)
         return self._fetch(key, index, object_size, mine)
 
+    @property
+    def read_ahead_memory_held_bytes(self) -> int:
+        """Memory the chunks read ahead and not read yet keep alive (their GETs' answers)."""
+        with self._lock:
+            return self._landed_bytes
+
     def in_flight(self, key: str) -> list[int]:
         """The chunks of ``key`` being fetched, in order (for tests and benchmarks)."""
         with self._lock:
