@@ -136,6 +136,7 @@ def test_chunks_read_ahead_are_used_once_from_memory_and_spill_to_disk_only_when
         for key in ("a", "b"):  # from the start: chunks 1-8 ahead in one GET, b's after a's
             assert reader.read(key, 0, 10, 12 * CHUNK) == bodies[key][:10]
             wait_until(lambda: reader.in_flight(key) == [])  # noqa: B023
+        wait_until(lambda: reader.in_flight("a") == [])  # spilled while b's GET landed
         assert on_disk("a") == list(range(9))  # 0 fetched for its read; 1-8 pushed out by b's
         assert on_disk("b") == [0]  # 1-8 in memory: its GET's answer, held
         assert reader.read_ahead_memory_held_bytes == 8 * CHUNK
@@ -147,6 +148,28 @@ def test_chunks_read_ahead_are_used_once_from_memory_and_spill_to_disk_only_when
         assert on_disk("b") == [0, 9, 10, 11]  # 1-8 used once, never written; 9-11 fetched
         assert reader.read_ahead_memory_held_bytes == 0  # every chunk read ahead was read
         assert cache.stats().read_ahead_hits == 16
+    finally:
+        reader.close()
+
+
+def test_a_reader_stepping_back_into_a_chunk_read_ahead_and_read_gets_it_without_a_get(
+    tmp_path: Path, store: RecordingStore
+) -> None:
+    """The offset index sends a reader's next read a little back, into a chunk it took
+    from read-ahead's memory (never written to the disk cache): still no second GET."""
+    body = random.Random(7).randbytes(12 * CHUNK)
+    store.put("seg", body)
+    cache = ChunkCache(tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=1 << 20, max_entries=100)
+    reader = RangeReader(store, cache, prefetch_chunks=8, max_prefetch_chunks=8)
+    try:
+        assert reader.read("seg", 0, 10, len(body)) == body[:10]  # 1-8 read ahead
+        wait_until(lambda: reader.in_flight("seg") == [])
+        assert reader.read("seg", 10, 3 * CHUNK + 10, len(body)) == body[10 : 3 * CHUNK + 10]
+        wait_until(lambda: reader.in_flight("seg") == [])
+        store.gets.clear()
+        back = CHUNK + CHUNK // 2  # in chunk 1: neither read ended there
+        assert reader.read("seg", back, back + 100, len(body)) == body[back : back + 100]
+        assert store.gets == []
     finally:
         reader.close()
 

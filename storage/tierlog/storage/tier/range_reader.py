@@ -63,9 +63,11 @@ FetchObserver = Callable[[float, int, BaseException | None], None]
 READ_AHEAD_GET_BYTES = 8 << 20
 # Sequential readers remembered, by object and the chunk each read last.
 _STREAMS = 1024
-# The chunks the latest reads ended in, kept in memory: the next read of a sequential
-# reader starts in the chunk its last one ended in, and reading that chunk from the disk
-# cache again (and checking its CRC again) was half of a warm read's work.
+# The chunks the latest reads ended in, and those read ahead that were read last, kept
+# in memory: the next read of a sequential reader starts in the chunk its last one ended
+# in (or a little before: an offset index entry), and reading that chunk from the disk
+# cache again (and checking its CRC again) was half of a warm read's work; a chunk read
+# ahead is not in the disk cache at all. Each may keep its GET's answer alive.
 _TAILS = 16
 # Chunks read ahead are also kept in memory until read, up to this many bytes over all
 # readers (the oldest dropped first: still in the disk cache): a sequential reader
@@ -168,6 +170,7 @@ class RangeReader:
                     self._in_flight[(key, index)] = mine
         if landed is not None:
             self.cache.found_in_memory(key, index, read_ahead=True)
+            self._keep_tail(key, index, landed)
             return landed
         if running is not None:
             return self._taken(key, index, running)
@@ -187,8 +190,7 @@ class RangeReader:
     # -- read-ahead ----------------------------------------------------------------------
 
     def _tail(self, key: str, index: int) -> Chunk | None:
-        """A chunk a recent read ended in, which the next read of the same reader starts
-        in (or, when the offset index points a little back, the one after it)."""
+        """A chunk a recent read ended in or took from read-ahead's memory."""
         with self._lock:
             tail = self._tails.get((key, index))
         if tail is not None:
@@ -331,6 +333,7 @@ class RangeReader:
         data = future.result()
         if self._take_landed(key, index) is not None:
             self.cache.found_in_memory(key, index, read_ahead=True)
+            self._keep_tail(key, index, data)
         else:
             self.cache.mark_read(key, index)
         return data
