@@ -152,6 +152,48 @@ def test_chunks_read_ahead_are_used_once_from_memory_and_spill_to_disk_only_when
         reader.close()
 
 
+def test_random_readers_filling_the_cache_evict_nothing_a_sequential_reader_will_read(
+    tmp_path: Path, store: RecordingStore
+) -> None:
+    """A random reader churning the cache (evicting all the while) takes none of the
+    chunks read ahead for two sequential readers: one's in memory, the other's pushed
+    out of memory into the read-ahead share; both read on with no GET of their own."""
+    bodies = {key: random.Random(key).randbytes(12 * CHUNK) for key in ("s1", "s2")}
+    scattered = random.Random(9).randbytes(40 * CHUNK)
+    for key, body in {**bodies, "rnd": scattered}.items():
+        store.put(key, body)
+    share = 8 * (CHUNK + TRAILER)
+    cache = ChunkCache(
+        tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=share + 4 * (CHUNK + TRAILER),
+        max_entries=100, read_ahead_max_bytes=share,
+    )  # fmt: skip
+    reader = RangeReader(
+        store, cache, prefetch_chunks=8, max_prefetch_chunks=8, read_ahead_memory_bytes=8 * CHUNK
+    )
+    try:
+        for key in ("s1", "s2"):  # chunks 1-8 ahead each; s2's push s1's out to the share
+            assert reader.read(key, 0, 10, 12 * CHUNK) == bodies[key][:10]
+            wait_until(lambda: reader.in_flight(key) == [])  # noqa: B023
+        wait_until(lambda: reader.in_flight("s1") == [])
+        assert cache.stats().read_ahead_bytes == share
+        jumps = random.Random(10).sample(range(1, 40, 3), 13)  # none continues another
+        for index in jumps:
+            start = index * CHUNK + 7
+            assert (
+                reader.read("rnd", start, start + 50, len(scattered))
+                == scattered[start : start + 50]
+            )
+        wait_until(lambda: reader.in_flight("rnd") == [])
+        assert cache.stats().evictions > 0
+        store.gets.clear()
+        for key in ("s1", "s2"):
+            assert reader.read(key, 10, 9 * CHUNK, 12 * CHUNK) == bodies[key][10 : 9 * CHUNK]
+        assert [get for get in store.gets if get[1] < 9 * CHUNK] == []
+        assert cache.stats().read_ahead_evicted_unread == 0
+    finally:
+        reader.close()
+
+
 def test_a_reader_stepping_back_into_a_chunk_read_ahead_and_read_gets_it_without_a_get(
     tmp_path: Path, store: RecordingStore
 ) -> None:
