@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from tests.charts.helm import CHART, FULL_VALUES, helm, template, write_values
+from tierlog.operator.spec import CACHE_SIZE_PATTERN
 
 pytestmark = pytest.mark.go_tools  # helm renders the chart
 
@@ -105,6 +106,23 @@ def test_the_crds_are_templates_from_files_crds_kept_on_uninstall(tmp_path: Path
     assert (
         template(tmp_path, {"crds": {"install": False}}).of_kind("CustomResourceDefinition") == []
     )
+
+
+def test_the_cluster_crd_offers_a_tier_cache_volume_with_its_size_checked(tmp_path: Path) -> None:
+    """``spec.tier.cache`` (size, storageClassName) reaches a chart install: sizes the
+    operator can turn into a byte limit only, fixed once the cluster exists."""
+    (cluster,) = [
+        crd
+        for crd in template(tmp_path).of_kind("CustomResourceDefinition")
+        if crd["metadata"]["name"] == "tierlogclusters.tierlog.io"
+    ]
+    spec = cluster["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    cache = spec["properties"]["tier"]["properties"]["cache"]
+    assert set(cache["properties"]) == {"size", "storageClassName"}
+    assert cache["required"] == ["size"]
+    assert cache["properties"]["size"]["pattern"] == CACHE_SIZE_PATTERN
+    assert [rule["rule"] for rule in cache["x-kubernetes-validations"]] == ["self == oldSelf"]
+    assert any("tier.cache" in rule["rule"] for rule in spec["x-kubernetes-validations"])
 
 
 def test_the_operator_runs_non_root_read_only_with_probes_and_resources(tmp_path: Path) -> None:

@@ -154,6 +154,11 @@ def test_the_server_fills_in_defaults(kube: ControlPlane) -> None:
             {"tier": {"url": "s3://bucket/p", "sharedVolume": {"claimName": "nfs"}}},
             "tier.sharedVolume is for a file:// tier only",
         ),
+        ({"tier": {"url": "s3://bucket/p", "cache": {"size": "1.5Gi"}}}, "spec.tier.cache.size"),
+        ({"tier": {"url": "s3://bucket/p", "cache": {"size": "0Gi"}}}, "spec.tier.cache.size"),
+        ({"tier": {"url": "s3://bucket/p", "cache": {"size": "-10Gi"}}}, "spec.tier.cache.size"),
+        ({"tier": {"url": "s3://bucket/p", "cache": {"size": "100Ki"}}}, "spec.tier.cache.size"),
+        ({"tier": {"url": "s3://bucket/p", "cache": {}}}, "spec.tier.cache.size"),
         ({"deletionPolicy": "Shred"}, "spec.deletionPolicy"),
         ({"storage": {"size": "ten gigs"}}, "spec.storage.size"),
         ({"tls": {"clientAuth": "none"}}, "spec.tls.secretName"),
@@ -289,6 +294,33 @@ def test_storage_cannot_change_once_the_cluster_exists(kube: ControlPlane) -> No
     assert grown.returncode == 0, grown.stderr
     spec = kube.get_json("tierlogcluster", "held", "-n", namespace)["spec"]
     assert (spec["brokers"], spec["storage"]) == (3, {"size": "10Gi"})
+
+
+@pytest.mark.slow
+def test_a_tier_cache_cannot_be_added_removed_or_changed_once_the_cluster_exists(
+    kube: ControlPlane,
+) -> None:
+    """It is a volumeClaimTemplate of the brokers, which Kubernetes keeps as created."""
+    namespace = kube.create_namespace("tiercache")
+    cache = {"size": "20Gi", "storageClassName": "local"}
+    made = _apply(kube, namespace, _cluster("c", tier={"url": "s3://bucket/p", "cache": cache}))
+    assert made.returncode == 0, made.stderr
+    for tier in (
+        {"url": "s3://bucket/p", "cache": {"size": "40Gi", "storageClassName": "local"}},
+        {"url": "s3://bucket/p", "cache": {"size": "20Gi"}},
+        {"url": "s3://bucket/p"},
+    ):
+        changed = _apply(kube, namespace, _cluster("c", tier=tier))
+        assert changed.returncode != 0, f"accepted: {tier}"
+        assert "tier.cache (size, storageClassName) cannot be added" in changed.stderr
+    plain = _apply(kube, namespace, _cluster("p", tier={"url": "s3://bucket/p"}))
+    assert plain.returncode == 0, plain.stderr
+    added = _apply(kube, namespace, _cluster("p", tier={"url": "s3://bucket/p", "cache": cache}))
+    assert "tier.cache (size, storageClassName) cannot be added" in added.stderr
+    kept = _apply(
+        kube, namespace, _cluster("c", brokers=5, tier={"url": "s3://bucket/p", "cache": cache})
+    )
+    assert kept.returncode == 0, kept.stderr
 
 
 @pytest.mark.slow

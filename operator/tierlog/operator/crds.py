@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from tierlog.broker.topics import MAX_PARTITIONS
+from tierlog.operator.spec import CACHE_HEADROOM_PERCENT, CACHE_SIZE_PATTERN
 from tierlog.storage.config import BROKER_TO_TOPIC_KEYS, LogConfig
 
 __all__ = [
@@ -193,6 +194,14 @@ def _conditions_schema() -> Schema:
     }
 
 
+# A volumeClaimTemplate, which Kubernetes keeps as the StatefulSet was created.
+_CACHE_FIXED = (
+    "tier.cache (size, storageClassName) cannot be added, removed or changed once the "
+    "cluster exists: it is a volumeClaimTemplate of the brokers, which Kubernetes keeps "
+    "as created"
+)
+
+
 def _tier_schema() -> Schema:
     credentials = _obj(
         {
@@ -226,6 +235,21 @@ def _tier_schema() -> Schema:
         "The volume a file:// tier lives on, shared by every broker",
         required=["claimName"],
     )
+    cache = _obj(
+        {
+            "size": _str(
+                "Each broker's cache volume: a whole number of Mi, Gi, Ti, Pi (or M, G, T, "
+                f"P); the chunk cache stays {CACHE_HEADROOM_PERCENT}% below it, the file "
+                "system's share",
+                pattern=CACHE_SIZE_PATTERN,
+            ),
+            "storageClassName": _str("Its StorageClass (empty: the cluster's default)"),
+        },
+        "A volume of each broker's own for the chunk cache of tiered reads (without it the "
+        "cache lives on the data volume); cannot change once the cluster exists",
+        required=["size"],
+    )
+    cache["x-kubernetes-validations"] = [{"rule": "self == oldSelf", "message": _CACHE_FIXED}]
     schema = _obj(
         {
             "url": _str(
@@ -244,6 +268,7 @@ def _tier_schema() -> Schema:
                 "yet",
                 False,
             ),
+            "cache": cache,
         },
         "Tiered storage; without it every segment stays on the brokers' volumes and a "
         "scale-down that would drop data is refused",
@@ -503,6 +528,11 @@ def _cluster_spec() -> Schema:
             "rule": "!has(self.replication) || !has(self.tier) || !self.tier.restore",
             "message": "tier.restore is not supported with replication yet: the partition-"
             "state store would need the restored topics too",
+        },
+        {
+            "rule": "(has(self.tier) && has(self.tier.cache)) == "
+            "(has(oldSelf.tier) && has(oldSelf.tier.cache))",
+            "message": _CACHE_FIXED,
         },
         {
             "rule": "has(self.replication) == has(oldSelf.replication)",

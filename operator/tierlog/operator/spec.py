@@ -7,12 +7,14 @@ take, and fills the same defaults for the unit tests' hand-written specs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from tierlog.operator.config import BrokerImage
+from tierlog.storage.errors import InvalidConfigError
 
 __all__ = [
     "ClusterSpec",
@@ -22,6 +24,7 @@ __all__ = [
     "Replication",
     "SecretKeyRef",
     "Tier",
+    "TierCache",
     "Tls",
     "TopicSpec",
     "kafka_value",
@@ -35,6 +38,42 @@ class CredentialsRef:
     secret_access_key_key: str = "AWS_SECRET_ACCESS_KEY"
 
 
+# A cache volume's size as the CRD admits it: whole Mi, Gi, Ti, Pi (or M, G, T, P).
+_SIZE_UNITS = {"Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50}
+_SIZE_UNITS |= {"M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15}
+CACHE_SIZE_PATTERN = r"^[1-9][0-9]{0,5}(Mi|Gi|Ti|Pi|M|G|T|P)$"
+# The share of a cache volume its chunk cache leaves to the file system: ext4 keeps 5%
+# for root (the sidecar is not root) and spends more on its journal and inode tables,
+# and a chunk's trailer takes a block of its own. The cache never exceeds the rest.
+CACHE_HEADROOM_PERCENT = 15
+
+
+@dataclass(frozen=True)
+class TierCache:
+    """``spec.tier.cache``: a volume of each broker's own for the tier's chunk cache."""
+
+    size: str  # a quantity, as CACHE_SIZE_PATTERN admits
+    storage_class: str | None = None
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(CACHE_SIZE_PATTERN, self.size):
+            raise InvalidConfigError(
+                f"tier.cache.size {self.size!r}: a whole number of Mi, Gi, Ti, Pi (or M, G, "
+                "T, P) is expected"
+            )
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any]) -> TierCache:
+        return cls(str(spec["size"]), spec.get("storageClassName") or None)
+
+    @property
+    def max_bytes(self) -> int:
+        """The chunk cache's byte limit: the volume less the file system's share."""
+        digits = self.size.rstrip("MGTPi")
+        volume_bytes = int(digits) * _SIZE_UNITS[self.size[len(digits) :]]
+        return volume_bytes * (100 - CACHE_HEADROOM_PERCENT) // 100
+
+
 @dataclass(frozen=True)
 class Tier:
     url: str
@@ -46,6 +85,7 @@ class Tier:
     # Brokers on empty volumes create the topics the bucket records and go on from the
     # tier's end (``tierlog.tier.restore``): a cluster restored from a lost one's bucket.
     restore: bool = False
+    cache: TierCache | None = None  # None: the chunk cache lives on the data volume
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> Tier:
@@ -66,6 +106,7 @@ class Tier:
             credentials=credentials,
             shared_claim=(spec.get("sharedVolume") or {}).get("claimName", ""),
             restore=bool(spec.get("restore", False)),
+            cache=TierCache.from_spec(spec["cache"]) if spec.get("cache") else None,
         )
 
     @property

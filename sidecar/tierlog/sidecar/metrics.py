@@ -407,6 +407,11 @@ class RemoteReadCollector:
             "Bytes of chunks read ahead and not read yet (part of the cache's size)",
             stats.read_ahead_bytes,
         )
+        yield GaugeMetricFamily(
+            "tierlog_remote_read_ahead_memory_bytes",
+            "Memory held for chunks read ahead and not read yet (their GETs' answers)",
+            self.reader.ranges.read_ahead_memory_held_bytes,
+        )
         yield CounterMetricFamily(
             "tierlog_remote_cache_read_ahead_hits_total", "Chunks read ahead, then read",
             stats.read_ahead_hits,

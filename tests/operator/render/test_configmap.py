@@ -78,3 +78,24 @@ def test_tier_restore_reaches_every_broker_start_and_the_sidecar_takes_it(
         resource(tier={"url": "s3://bucket/prefix", "restore": True})
     )
     assert parsed.tier is not None and parsed.tier.restore
+
+
+def test_a_tier_cache_volume_holds_the_chunk_cache_below_its_size(bare: ClusterSpec) -> None:
+    """``spec.tier.cache``: the sidecar's chunk cache on its own volume, its byte limit the
+    volume's size less the file system's share; without it the cache stays on the data
+    volume at the sidecar's default."""
+    cached = ClusterSpec.from_resource(
+        resource(tier={"url": "s3://bucket/p", "cache": {"size": "20Gi"}})
+    )
+    props = sidecar_properties(cached)
+    assert props["tierlog.remote.cache.dir"] == "/var/cache/tierlog/chunks"
+    assert int(props["tierlog.remote.cache.max.bytes"]) == 20 * (1 << 30) * 85 // 100
+    reads = SidecarConfig.from_properties({**props, "node.id": "1"}).remote_read_config
+    assert str(reads.cache_dir) == "/var/cache/tierlog/chunks"
+    assert reads.cache_max_bytes == 20 * (1 << 30) * 85 // 100
+    uncached = sidecar_properties(
+        ClusterSpec.from_resource(resource(tier={"url": "s3://bucket/p"}))
+    )
+    assert "tierlog.remote.cache.dir" not in uncached
+    assert "tierlog.remote.cache.max.bytes" not in uncached
+    assert "tierlog.remote.cache.dir" not in sidecar_properties(bare)

@@ -19,6 +19,7 @@ from tierlog.operator.render.statefulset import (
 )
 from tierlog.operator.spec import ClusterSpec
 from tierlog.sidecar.main import build_config, parse_args
+from tierlog.storage.errors import InvalidConfigError
 
 
 def container(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -185,3 +186,29 @@ def test_a_file_tier_is_its_shared_volume_mounted_at_its_path(owner: Owner) -> N
     pod = manifest["spec"]["template"]["spec"]
     assert {"name": "tier", "persistentVolumeClaim": {"claimName": "nfs-tier"}} in pod["volumes"]
     assert {"name": "tier", "mountPath": "/srv/tier"} in container(manifest)["volumeMounts"]
+
+
+def test_a_tier_cache_is_a_volume_claim_template_of_its_own_mounted_at_the_cache(
+    owner: Owner,
+) -> None:
+    tier = {"url": "s3://b/p", "cache": {"size": "20Gi", "storageClassName": "local-nvme"}}
+    manifest = stateful_set(ClusterSpec.from_resource(resource(tier=tier)), owner, 3)
+    data, cache = manifest["spec"]["volumeClaimTemplates"]
+    assert data["metadata"]["name"] == "data"
+    assert cache["metadata"]["name"] == "tier-cache"
+    assert cache["spec"]["resources"]["requests"]["storage"] == "20Gi"
+    assert cache["spec"]["storageClassName"] == "local-nvme"
+    assert cache["spec"]["accessModes"] == ["ReadWriteOnce"]
+    mounts = container(manifest)["volumeMounts"]
+    assert {"name": "tier-cache", "mountPath": "/var/cache/tierlog"} in mounts
+    plain = stateful_set(ClusterSpec.from_resource(resource(tier={"url": "s3://b/p"})), owner, 3)
+    assert [claim["metadata"]["name"] for claim in plain["spec"]["volumeClaimTemplates"]] == [
+        "data"
+    ]
+    assert all(mount["name"] != "tier-cache" for mount in container(plain)["volumeMounts"])
+
+
+@pytest.mark.parametrize("size", ["0Gi", "1.5Gi", "500m", "-1Gi", "10", "10Ki", "ten"])
+def test_a_tier_cache_size_the_crd_refuses_is_refused_here_too(size: str) -> None:
+    with pytest.raises(InvalidConfigError, match=r"tier\.cache\.size"):
+        ClusterSpec.from_resource(resource(tier={"url": "s3://b/p", "cache": {"size": size}}))

@@ -105,12 +105,113 @@ def test_the_chunks_after_a_read_are_prefetched(tmp_path: Path, store: Recording
     reader = RangeReader(store, cache, prefetch_chunks=2)
     try:
         reader.read("seg", 0, 10, len(body))
-        wait_until(lambda: cache.contains("seg", 1) and cache.contains("seg", 2))
-        assert not cache.contains("seg", 3)
+        wait_until(lambda: reader.in_flight("seg") == [])
+        assert sorted(store.gets) == [("seg", 0, 1000), ("seg", 1000, 3000)]  # 1-2 in one GET
         store.gets.clear()
-        reader.read("seg", 1000, 3000, len(body))  # both prefetched: no GET for them
-        assert ("seg", 1000, 2000) not in store.gets
-        assert ("seg", 2000, 3000) not in store.gets
+        assert reader.read("seg", 1000, 3000, len(body)) == body[1000:3000]
+        assert store.gets == []  # both prefetched: no GET for them
+    finally:
+        reader.close()
+
+
+def test_chunks_read_ahead_are_used_once_from_memory_and_spill_to_disk_only_when_pushed_out(
+    tmp_path: Path, store: RecordingStore
+) -> None:
+    """A sequential reader's chunks read ahead wait in memory and are not written to the
+    disk cache (a scan read once, whose write cost as much as its GET); the ones memory
+    pushes out unread go to the cache's read-ahead share, and their reader finds every
+    one without a second GET."""
+    bodies = {key: random.Random(key).randbytes(12 * CHUNK) for key in ("a", "b")}
+    for key, body in bodies.items():
+        store.put(key, body)
+    cache = ChunkCache(tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=1 << 20, max_entries=100)
+    reader = RangeReader(
+        store, cache, prefetch_chunks=8, max_prefetch_chunks=8, read_ahead_memory_bytes=8 * CHUNK
+    )
+
+    def on_disk(key: str) -> list[int]:
+        return [index for index in range(12) if cache.contains(key, index)]
+
+    try:
+        for key in ("a", "b"):  # from the start: chunks 1-8 ahead in one GET, b's after a's
+            assert reader.read(key, 0, 10, 12 * CHUNK) == bodies[key][:10]
+            wait_until(lambda: reader.in_flight(key) == [])  # noqa: B023
+        wait_until(lambda: reader.in_flight("a") == [])  # spilled while b's GET landed
+        assert on_disk("a") == list(range(9))  # 0 fetched for its read; 1-8 pushed out by b's
+        assert on_disk("b") == [0]  # 1-8 in memory: its GET's answer, held
+        assert reader.read_ahead_memory_held_bytes == 8 * CHUNK
+        store.gets.clear()
+        for key in ("a", "b"):
+            assert reader.read(key, 10, 12 * CHUNK, 12 * CHUNK) == bodies[key][10:]
+        assert [get for get in store.gets if get[1] < 9 * CHUNK] == []  # 1-8: read ahead
+        wait_until(lambda: reader.in_flight("b") == [])
+        assert on_disk("b") == [0, 9, 10, 11]  # 1-8 used once, never written; 9-11 fetched
+        assert reader.read_ahead_memory_held_bytes == 0  # every chunk read ahead was read
+        assert cache.stats().read_ahead_hits == 16
+    finally:
+        reader.close()
+
+
+def test_random_readers_filling_the_cache_evict_nothing_a_sequential_reader_will_read(
+    tmp_path: Path, store: RecordingStore
+) -> None:
+    """A random reader churning the cache (evicting all the while) takes none of the
+    chunks read ahead for two sequential readers: one's in memory, the other's pushed
+    out of memory into the read-ahead share; both read on with no GET of their own."""
+    bodies = {key: random.Random(key).randbytes(12 * CHUNK) for key in ("s1", "s2")}
+    scattered = random.Random(9).randbytes(40 * CHUNK)
+    for key, body in {**bodies, "rnd": scattered}.items():
+        store.put(key, body)
+    share = 8 * (CHUNK + TRAILER)
+    cache = ChunkCache(
+        tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=share + 4 * (CHUNK + TRAILER),
+        max_entries=100, read_ahead_max_bytes=share,
+    )  # fmt: skip
+    reader = RangeReader(
+        store, cache, prefetch_chunks=8, max_prefetch_chunks=8, read_ahead_memory_bytes=8 * CHUNK
+    )
+    try:
+        for key in ("s1", "s2"):  # chunks 1-8 ahead each; s2's push s1's out to the share
+            assert reader.read(key, 0, 10, 12 * CHUNK) == bodies[key][:10]
+            wait_until(lambda: reader.in_flight(key) == [])  # noqa: B023
+        wait_until(lambda: reader.in_flight("s1") == [])
+        assert cache.stats().read_ahead_bytes == share
+        jumps = random.Random(10).sample(range(1, 40, 3), 13)  # none continues another
+        for index in jumps:
+            start = index * CHUNK + 7
+            assert (
+                reader.read("rnd", start, start + 50, len(scattered))
+                == scattered[start : start + 50]
+            )
+        wait_until(lambda: reader.in_flight("rnd") == [])
+        assert cache.stats().evictions > 0
+        store.gets.clear()
+        for key in ("s1", "s2"):
+            assert reader.read(key, 10, 9 * CHUNK, 12 * CHUNK) == bodies[key][10 : 9 * CHUNK]
+        assert [get for get in store.gets if get[1] < 9 * CHUNK] == []
+        assert cache.stats().read_ahead_evicted_unread == 0
+    finally:
+        reader.close()
+
+
+def test_a_reader_stepping_back_into_a_chunk_read_ahead_and_read_gets_it_without_a_get(
+    tmp_path: Path, store: RecordingStore
+) -> None:
+    """The offset index sends a reader's next read a little back, into a chunk it took
+    from read-ahead's memory (never written to the disk cache): still no second GET."""
+    body = random.Random(7).randbytes(12 * CHUNK)
+    store.put("seg", body)
+    cache = ChunkCache(tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=1 << 20, max_entries=100)
+    reader = RangeReader(store, cache, prefetch_chunks=8, max_prefetch_chunks=8)
+    try:
+        assert reader.read("seg", 0, 10, len(body)) == body[:10]  # 1-8 read ahead
+        wait_until(lambda: reader.in_flight("seg") == [])
+        assert reader.read("seg", 10, 3 * CHUNK + 10, len(body)) == body[10 : 3 * CHUNK + 10]
+        wait_until(lambda: reader.in_flight("seg") == [])
+        store.gets.clear()
+        back = CHUNK + CHUNK // 2  # in chunk 1: neither read ended there
+        assert reader.read("seg", back, back + 100, len(body)) == body[back : back + 100]
+        assert store.gets == []
     finally:
         reader.close()
 

@@ -31,6 +31,8 @@ __all__ = [
     "DATA_DIR",
     "PROPERTIES_FILE",
     "SHUTDOWN_GRACE_MS",
+    "TIER_CACHE_DIR",
+    "TIER_CACHE_MOUNT",
     "config_map",
     "properties_text",
     "sidecar_properties",
@@ -40,6 +42,8 @@ CONFIG_DIR = "/etc/tierlog"
 PROPERTIES_FILE = "server.properties"
 ASSIGNMENT_FILE = "assignment.json"
 DATA_DIR = "/var/lib/tierlog/data"  # below the volume's root, away from lost+found
+TIER_CACHE_MOUNT = "/var/cache/tierlog"  # ``spec.tier.cache``'s volume
+TIER_CACHE_DIR = f"{TIER_CACHE_MOUNT}/chunks"
 SHUTDOWN_GRACE_MS = 30_000  # calls in flight get this long after SIGTERM
 
 
@@ -90,6 +94,9 @@ def _tier_properties(tier: Tier) -> dict[str, str]:
     props = {"tierlog.tier.url": tier.url}
     if tier.restore:  # on every start: a restored broker's restart is an ordinary start
         props["tierlog.tier.restore"] = "true"
+    if tier.cache is not None:  # its own volume (statefulset.py), filled to its limit
+        props["tierlog.remote.cache.dir"] = TIER_CACHE_DIR
+        props["tierlog.remote.cache.max.bytes"] = str(tier.cache.max_bytes)
     if tier.url.startswith("s3://"):
         props["tierlog.tier.s3.region"] = tier.region
         props["tierlog.tier.s3.path.style.access.enabled"] = kafka_value(tier.force_path_style)

@@ -39,6 +39,7 @@ from tierlog.operator.render.configmap import (
     CONFIG_DIR,
     PROPERTIES_FILE,
     SHUTDOWN_GRACE_MS,
+    TIER_CACHE_MOUNT,
     properties_text,
     sidecar_properties,
 )
@@ -60,6 +61,7 @@ CONTAINER_NAME = "tierlog"
 RUN_AS_USER = 10001  # the image's non-root user
 DATA_MOUNT = "/var/lib/tierlog"
 SHARED_TIER_VOLUME = "tier"
+TIER_CACHE_VOLUME = "tier-cache"
 # What a broker needs between SIGTERM and its exit (docs/OPERATOR.md, "Stopping a
 # broker"): calls in flight get SHUTDOWN_GRACE_MS, then every log closes (index trims
 # and producer snapshots on num.recovery.threads.per.data.dir threads, one syncfs per
@@ -134,6 +136,7 @@ def _container(cluster: ClusterSpec) -> dict[str, Any]:
             {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
             *_shared_tier_mounts(cluster),
+            *_tier_cache_mounts(cluster),
             *security_mounts(cluster),
         ],
     }
@@ -144,6 +147,13 @@ def _shared_tier_mounts(cluster: ClusterSpec) -> list[dict[str, Any]]:
     if cluster.tier is None or not cluster.tier.shared_claim:
         return []
     return [{"name": SHARED_TIER_VOLUME, "mountPath": cluster.tier.shared_path}]
+
+
+def _tier_cache_mounts(cluster: ClusterSpec) -> list[dict[str, Any]]:
+    """``spec.tier.cache``'s volume, where the sidecar's config puts the chunk cache."""
+    if cluster.tier is None or cluster.tier.cache is None:
+        return []
+    return [{"name": TIER_CACHE_VOLUME, "mountPath": TIER_CACHE_MOUNT}]
 
 
 def _pod_spec(cluster: ClusterSpec) -> dict[str, Any]:
@@ -206,14 +216,25 @@ def pod_template(cluster: ClusterSpec) -> dict[str, Any]:
     return _template(cluster, desired_config_hash(cluster))
 
 
-def _volume_claim(cluster: ClusterSpec) -> dict[str, Any]:
+def _volume_claims(cluster: ClusterSpec) -> list[dict[str, Any]]:
+    """Each broker's data volume, and its chunk cache's when ``spec.tier.cache`` asks."""
+    claims = [_volume_claim(cluster, "data", cluster.storage_size, cluster.storage_class)]
+    if cluster.tier is not None and cluster.tier.cache is not None:
+        cache = cluster.tier.cache
+        claims.append(_volume_claim(cluster, TIER_CACHE_VOLUME, cache.size, cache.storage_class))
+    return claims
+
+
+def _volume_claim(
+    cluster: ClusterSpec, name: str, size: str, storage_class: str | None
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],
-        "resources": {"requests": {"storage": cluster.storage_size}},
+        "resources": {"requests": {"storage": size}},
     }
-    if cluster.storage_class:
-        spec["storageClassName"] = cluster.storage_class
-    return {"metadata": {"name": "data", "labels": labels(cluster)}, "spec": spec}
+    if storage_class:
+        spec["storageClassName"] = storage_class
+    return {"metadata": {"name": name, "labels": labels(cluster)}, "spec": spec}
 
 
 def stateful_set(cluster: ClusterSpec, owner: Owner, replicas: int) -> Manifest:
@@ -235,6 +256,6 @@ def stateful_set(cluster: ClusterSpec, owner: Owner, replicas: int) -> Manifest:
                 "whenScaled": "Retain",
             },
             "template": pod_template(cluster),
-            "volumeClaimTemplates": [_volume_claim(cluster)],
+            "volumeClaimTemplates": _volume_claims(cluster),
         },
     }

@@ -7,19 +7,20 @@ recently used first, to stay within ``max_bytes`` and ``max_entries``. A put mak
 before it writes, so the files on disk (its temporary file included) never add up to
 more than ``max_bytes``: a cache volume of that size never fills.
 
-Chunks fetched ahead of a sequential reader (``put(..., read_ahead=True)``) wait in their
-own share of the cache, at most ``read_ahead_max_bytes``, until read: only other chunks
-read ahead evict them (the oldest first, most likely a reader that went away), so a
-random reader's chunks, which evict only ordinary chunks, never throw away what a
-sequential reader is about to read. A chunk read ahead joins the ordinary chunks once it
-is read.
+Chunks fetched ahead of a sequential reader that its reader's memory could not hold
+(``put(..., read_ahead=True)``) wait in their own share of the cache, at most
+``read_ahead_max_bytes``, until read: only other chunks read ahead evict them (the
+oldest first, most likely a reader that went away), so a random reader's chunks, which
+evict only ordinary chunks, never throw away what a sequential reader is about to
+read. A chunk read ahead joins the ordinary chunks once it is read.
 
 It survives restarts. Each chunk is one file named by a hash of its object key, the
 chunk size and its index; at start the in-memory index is rebuilt from the directory,
 oldest modification time first (a hit touches its file, so that order is the LRU
-order). A chunk is written to a temporary file and renamed into place, without fsync
-(a lost chunk costs one GET); instead every file ends with a trailer of magic, length
-and CRC-32C. Start-up discards leftovers of unfinished writes and any file whose
+order). A chunk is written to a temporary file in one write (its bytes and trailer)
+and renamed into place, without fsync (a lost chunk costs one GET); instead every file
+ends with a trailer of magic, length and CRC-32C. A hit is a view of the file's bytes,
+not a copy of them. Start-up discards leftovers of unfinished writes and any file whose
 length disagrees with its trailer, and every hit checks the CRC, so a file torn by a
 crash or flipped on disk is discarded and fetched again, never served.
 """
@@ -27,6 +28,7 @@ crash or flipped on disk is discarded and fetched again, never served.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import logging
 import os
@@ -40,7 +42,10 @@ from typing import NamedTuple
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.records import crc32c
 
-__all__ = ["ChunkCache", "ChunkCacheStats"]
+__all__ = ["Chunk", "ChunkCache", "ChunkCacheStats"]
+
+# A chunk's bytes: a view of what a GET or a cache file brought (or that whole answer).
+Chunk = bytes | memoryview
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +158,7 @@ class ChunkCache:
 
     # -- reads and writes ------------------------------------------------------------
 
-    def get(self, key: str, index: int) -> bytes | None:
+    def get(self, key: str, index: int) -> Chunk | None:
         """Chunk ``index`` of object ``key``, or None (a miss)."""
         name = self._name(key, index)
         with self._lock:
@@ -184,12 +189,15 @@ class ChunkCache:
         with self._lock:
             self._mark_read_locked(self._name(key, index))
 
-    def found_in_memory(self, key: str, index: int) -> None:
-        """A reader had chunk ``index`` of ``key`` in memory (read ahead, or where its last
-        read ended): a hit, as if read from here."""
+    def found_in_memory(self, key: str, index: int, *, read_ahead: bool = False) -> None:
+        """A reader had chunk ``index`` of ``key`` in memory (where its last read ended,
+        or ``read_ahead`` and kept there until read): a hit, as if read from here."""
+        name = self._name(key, index)
         with self._lock:
             self._hits += 1
-            self._mark_read_locked(self._name(key, index))
+            if read_ahead and name not in self._ahead:  # else counted as it leaves ``_ahead``
+                self._ahead_hits += 1
+            self._mark_read_locked(name)
 
     def _mark_read_locked(self, name: str) -> bool:
         """Most recently used now; a chunk read ahead is read at last and becomes an
@@ -210,7 +218,7 @@ class ChunkCache:
         with self._lock:
             return name in self._files or name in self._ahead
 
-    def put(self, key: str, index: int, data: bytes, *, read_ahead: bool = False) -> None:
+    def put(self, key: str, index: int, data: Chunk, *, read_ahead: bool = False) -> None:
         """Cache chunk ``index`` of ``key`` (``read_ahead``: fetched before anyone asked),
         first evicting what must go to fit; not cached when it cannot fit."""
         name = self._name(key, index)
@@ -221,20 +229,19 @@ class ChunkCache:
             if not self._make_room_locked(size, read_ahead=read_ahead):
                 return
             self._reserve_locked(name, size, read_ahead)
-        temporary = self.directory / f"{uuid.uuid4().hex}{_TEMPORARY_SUFFIX}"
+        temporary = f"{self._directory}/{uuid.uuid4().hex}{_TEMPORARY_SUFFIX}"
         try:
-            with temporary.open("wb") as out:
-                out.write(data)
-                out.write(_TRAILER.pack(_MAGIC, len(data), crc32c(data)))
+            _write_file(temporary, data, _TRAILER.pack(_MAGIC, len(data), crc32c(data)))
             with self._lock:
-                temporary.replace(self.directory / name)
+                os.replace(temporary, f"{self._directory}/{name}")  # noqa: PTH105 (hot path)
                 self._release_locked(name, size, read_ahead)
                 (self._ahead if read_ahead else self._files)[name] = size
                 self._size_bytes += size
                 self._ahead_bytes += size if read_ahead else 0
         except OSError as error:  # a full cache disk must not fail the read it serves
             log.warning("chunk cache: cannot write %s: %s", name, error)
-            temporary.unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)  # noqa: PTH108
             with self._lock:
                 self._release_locked(name, size, read_ahead)
 
@@ -319,12 +326,23 @@ class ChunkCache:
             )
 
 
-def _unwrap(raw: bytes) -> bytes | None:
+def _write_file(path: str, data: Chunk, trailer: bytes) -> None:
+    """A new file of ``data`` then ``trailer``, in one write."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        written = os.writev(fd, [data, trailer])
+    finally:
+        os.close(fd)
+    if written != len(data) + len(trailer):  # short: the disk is full
+        raise OSError(errno.ENOSPC, f"{written} of {len(data) + len(trailer)} bytes written")
+
+
+def _unwrap(raw: bytes) -> memoryview | None:
     """The data of a cache file, or None when its trailer or CRC says it is damaged."""
     if len(raw) < _TRAILER.size:
         return None
     magic, length, crc = _TRAILER.unpack_from(raw, len(raw) - _TRAILER.size)
-    data = raw[: -_TRAILER.size]
+    data = memoryview(raw)[: -_TRAILER.size]
     if magic != _MAGIC or length != len(data) or crc32c(data) != crc:
         return None
     return data

@@ -28,8 +28,9 @@ would skip a consumer over the lost offsets. So is an offset past the end of the
 when the newest manifest head does not decode and the view is the newest that does
 (logged once at ERROR): the garbled head may be all that names what lies there.
 Every byte comes through the ``RangeReader``: chunked ranged GETs, the disk cache,
-prefetch. The aborted transactions of a range come from the segments' transaction
-index parts, searched as the broker searches its local ``.txnindex`` files.
+prefetch. Headers are read where the chunks lie and the answer is the one copy made.
+The aborted transactions of a range come from the segments' transaction index parts,
+searched as the broker searches its local ``.txnindex`` files.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from tierlog.storage.tier.manifest import (
     SegmentPart,
 )
 from tierlog.storage.tier.manifest_store import ChunkReader, load_readable_manifest
+from tierlog.storage.tier.pieces import Pieces
 from tierlog.storage.tier.range_reader import RangeReader
 from tierlog.storage.tier.store import ObjectNotFoundError, ObjectStoreError
 from tierlog.storage.topic_partition import TopicPartition
@@ -364,6 +366,7 @@ class _SegmentLog:
     """The log part of one remote segment, read in windows as a walk moves through it.
 
     Positions are within the log part (0 is its first batch), as the index stores them.
+    A window is the chunks' views (``Pieces``); only what a caller keeps is copied.
     """
 
     def __init__(self, ranges: RangeReader, segment: RemoteSegment, window_bytes: int):
@@ -372,32 +375,30 @@ class _SegmentLog:
         self.base = segment.range_of(SegmentPart.LOG).start
         self.size = segment.log_size_bytes
         self.window_bytes = window_bytes
-        self._start = 0
-        self._data = b""
+        self._window = Pieces(0, [])
 
     def read(self, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of the log, from the current window when it holds them."""
-        if self._start <= start and end <= self._start + len(self._data):
-            return self._data[start - self._start : end - self._start]
-        return self._get(start, end)
+        if self._window.holds(start, end):
+            return self._window.join(start, end)
+        return self._get(start, end).join(start, end)
 
-    def _get(self, start: int, end: int) -> bytes:
+    def _get(self, start: int, end: int) -> Pieces:
         segment, end = self.segment, min(end, self.size)  # never into the parts after the log
-        return self.ranges.read(
+        pieces = self.ranges.read_pieces(
             segment.key, self.base + start, self.base + end, segment.object_size_bytes
         )
+        return Pieces(start, pieces.views(pieces.start, pieces.end))
 
     def _cover(self, start: int, end: int) -> None:
         """Make the window hold ``[start, end)`` (reading a new one from ``start``)."""
-        if self._start <= start and end <= self._start + len(self._data):
-            return
-        self._start = start
-        self._data = self._get(start, max(end, start + self.window_bytes))
+        if not self._window.holds(start, min(end, self.size)):
+            self._window = self._get(start, max(end, start + self.window_bytes))
 
     def headers(self, position: int) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from ``position`` (a batch boundary) on."""
         while position < self.size:
-            self._cover(position, min(position + HEADER_READ_SIZE, self.size))
+            self._cover(position, position + HEADER_READ_SIZE)
             header = self._header(position)
             if position + header.size > self.size:
                 raise self._damaged_at(
@@ -409,8 +410,9 @@ class _SegmentLog:
 
     def _header(self, position: int) -> BatchHeader:
         """The header at ``position`` of the current window; garbage is a corrupt object."""
+        buffer = self._window.contiguous(position, position + HEADER_READ_SIZE)
         try:
-            return parse_header(self._data, position - self._start)
+            return parse_header(buffer, 0)  # positioned within ``buffer``
         except TierlogError as error:
             raise self._damaged_at(position, f"no batch header: {error}") from None
 
@@ -418,20 +420,21 @@ class _SegmentLog:
         """The batch at ``position`` (within the current window) is damaged. Its base
         offset leads the header, ahead of the length field a flip most often hits, so it
         names what a reader lost even when the rest is garbage."""
-        at = position - self._start
-        claimed = int.from_bytes(self._data[at : at + 8], "big", signed=True)
+        claimed_bytes = self._window.contiguous(position, position + 8)
+        claimed = int.from_bytes(claimed_bytes, "big", signed=True)
         return CorruptRecordError(
             f"{self.segment.key}: the batch at byte {position} of the log of the segment "
             f"from offset {self.segment.base_offset} (offset {claimed} by its header) is "
             f"damaged: {why}"
         )
 
-    def batch(self, position: int) -> tuple[bytes, BatchHeader]:
+    def batch(self, position: int) -> tuple[ReadableBuffer, BatchHeader]:
         """The whole batch at ``position`` as (buffer, its header within the buffer),
         checked (``check_tiered_batch``) before anything decodes it."""
         self._cover(position, position + HEADER_READ_SIZE)
         size = self._header(position).size
         self._cover(position, position + size)
-        header = self._header(position)
-        check_tiered_batch(self.segment, self._data, header)
-        return self._data, header
+        buffer = self._window.contiguous(position, position + size)
+        header = parse_header(buffer, 0)
+        check_tiered_batch(self.segment, buffer, header)
+        return buffer, header
