@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.controller.conftest import Clock, OpenStore, RivalFirst
+from tests.support.state_stores import count_reads
 from tierlog.controller.controller import ELECTION_CAUSES, Controller, ControllerThread
 from tierlog.partition_state.lease_keeper import LeaseKeeper
 from tierlog.partition_state.local_store import LocalStateStore
@@ -268,3 +269,24 @@ def test_a_brokers_failure_moves_its_leaderships_in_a_write_per_part_it_touched(
     for topic in topics:
         states = again.read_topic(topic).values()
         assert all(state.leader in (2, 3) and 1 not in state.isr for state in states)
+
+
+@pytest.mark.parametrize("topics", [1, 5], ids=["1-part", "10-parts"])
+def test_an_idle_pass_reads_what_changed_not_every_part(store_at: OpenStore, topics: int) -> None:
+    """An idle pass reads the store's journal and the leases, whatever the partitions:
+    topics of 1,001 partitions are two parts each."""
+    store_clock, controller_clock = Clock(), Clock()
+    store, _, _ = store_at(store_clock)
+    partitions = 1 if topics == 1 else 1001
+    for number in range(topics):
+        states = {p: PartitionState.new((1, 2)) for p in range(partitions)}
+        store.create_topic(f"topic-{number}", states)
+    brokers = Brokers(store, store_clock, 1, 2)
+    controller = Controller(store, clock=controller_clock)
+    controller.step()
+    reads = count_reads(store)
+
+    brokers.renew(1, 2)
+    assert controller.step() == []
+
+    assert reads.total <= 2, reads.by_method

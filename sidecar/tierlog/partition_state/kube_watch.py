@@ -1,0 +1,89 @@
+"""The Kubernetes store's change journal, fed by a watch of its ConfigMaps.
+
+One list of the cluster's partition-state ConfigMaps (heads, parts, configs), then a
+watch from the list's ``resourceVersion``: the API server sends each change after that
+version, in order, and the topic each names goes into the journal (``ChangeJournal``).
+lightkube resumes a watch the server ended from the last version it saw. Any failure
+(410 Gone when that version was compacted away, the server unreachable) makes the
+journal lose track, so every reader reads everything, until a new list and watch start
+it afresh. The journal only says where to look: readers then read the objects
+themselves, with the store's quorum reads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from lightkube import Client
+from lightkube.operators import in_
+from lightkube.resources.core_v1 import ConfigMap
+
+from tierlog.partition_state.change_journal import ChangeJournal
+
+__all__ = ["StateWatch"]
+
+log = logging.getLogger(__name__)
+
+RETRY_S = 1.0  # after a failed list or watch
+
+
+class StateWatch:
+    def __init__(
+        self,
+        client: Client,
+        namespace: str,
+        labels: dict[str, str],
+        kinds: tuple[str, ...],
+        kind_label: str,
+        topic_key: str,
+        journal: ChangeJournal,
+    ) -> None:
+        """Watch the ConfigMaps of ``namespace`` with ``labels`` and ``kind_label`` one
+        of ``kinds``; each names its topic under ``data[topic_key]``."""
+        self._client = client
+        self._namespace = namespace
+        self._labels = {**labels, kind_label: in_(kinds)}
+        self._topic_key = topic_key
+        self._journal = journal
+        self._thread = threading.Thread(target=self._follow, name="state-watch", daemon=True)
+
+    def start(self) -> None:
+        """List once (here: ``ApiError`` when the server cannot be read), then watch in
+        a daemon thread."""
+        version = self._list()
+        self._journal.start_afresh()
+        self._version = version
+        self._thread.start()
+
+    def _list(self) -> str:
+        listed = self._client.list(ConfigMap, namespace=self._namespace, labels=self._labels)
+        for _ in listed:  # the version is known once the list is read
+            pass
+        return listed.resourceVersion
+
+    def _follow(self) -> None:
+        while True:
+            try:
+                self._watch(self._version)
+            except Exception as error:  # 410 Gone, or the server away
+                log.warning("watch of the partition-state store ended: %s", error)
+            self._journal.lose_track()
+            while True:
+                time.sleep(RETRY_S)
+                try:
+                    self._version = self._list()
+                    break
+                except Exception as error:
+                    log.warning("cannot list the partition-state store: %s", error)
+            self._journal.start_afresh()
+
+    def _watch(self, version: str) -> None:
+        events = self._client.watch(
+            ConfigMap, namespace=self._namespace, labels=self._labels, resource_version=version
+        )
+        for _kind, config_map in events:
+            topic = (config_map.data or {}).get(self._topic_key)
+            if topic is not None:
+                self._journal.record(topic)
