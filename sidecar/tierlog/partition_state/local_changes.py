@@ -16,7 +16,6 @@ incarnation: every reader reads everything once).
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +92,6 @@ class LocalChangeJournal:
         temp = self.path.with_name(self.path.name + ".tmp")
         try:
             temp.write_text(json.dumps(document), encoding="utf-8")
-            os.replace(temp, self.path)
+            temp.replace(self.path)
         except OSError as error:
             raise KafkaStorageError(f"cannot write {self.path}: {error}") from error

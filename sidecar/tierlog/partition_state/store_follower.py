@@ -50,9 +50,10 @@ class StoreFollower:
 
     def refresh(self, also: Iterable[str] = ()) -> StoreView:
         """Read what changed since the last refresh, and the topics ``also`` names
-        (whose change a caller knows of: a compare-and-swap it lost). A failure of the store's journal or
-        leases raises (``KafkaStorageError``), and the next refresh asks again from the
-        same place; a topic that cannot be read keeps its last view and is read again."""
+        (whose change a caller knows of: a compare-and-swap it lost). A failure of the
+        store's journal or leases raises (``KafkaStorageError``), and the next refresh
+        asks again from the same place; a topic that cannot be read keeps its last view
+        and is read again."""
         changes = self.store.topic_changes(self._cursor)
         changed = None if changes.topics is None else changes.topics | self._unread | set(also)
         if changed is None:

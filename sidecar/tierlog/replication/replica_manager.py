@@ -34,11 +34,11 @@ from tierlog.broker.topics import Topic, TopicStore
 from tierlog.broker.watch import AppendWatch
 from tierlog.partition_state.model import NO_LEADER, BrokerLease, PartitionState
 from tierlog.partition_state.store import PartitionStateStore
+from tierlog.partition_state.store_follower import StoreFollower
 from tierlog.replication.config import ReplicationConfig
 from tierlog.replication.fetcher import ReplicaFetcher
 from tierlog.replication.follower import FetchOutcome
 from tierlog.replication.leader import LeaderPartition
-from tierlog.partition_state.store_follower import StoreFollower
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.log import Log
 from tierlog.storage.manager import LogManager
