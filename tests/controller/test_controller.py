@@ -183,6 +183,7 @@ def test_a_pass_that_loses_a_race_changes_nothing_and_the_next_decides_on_the_wi
     controller.step()
     controller_clock.now += DURATION_S
     brokers.renew(2, 3)
+    store.write_topic_configs("orders", {})  # a change of the topic: this pass reads it
     racing.armed = True
 
     assert controller.step() == []  # decided "leader 2, ISR [2, 3]" on a stale read

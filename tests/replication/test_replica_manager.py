@@ -248,8 +248,8 @@ def test_an_idle_poll_reads_what_changed_not_every_part(tmp_path: Path, topics: 
         reads = count_reads(store)
         await replicas.poll_once()
         idle = reads.total
-        reads.reset()
         store.add_partitions("orders", {1: PartitionState.new((0,))})
+        reads.reset()
         await replicas.poll_once()
         return idle, reads.total
 
