@@ -1,4 +1,8 @@
-"""The change journal of the directory store: ``changes.json`` (``change_journal``).
+"""The change journal of the directory store: ``changes`` (``change_journal``).
+
+Its first line is the journal's incarnation and last change number, so a reader that is
+up to date reads that line only; then a line per change kept: its number, its topic and
+the lock of the file it changed, tab-separated (a topic name holds no tab).
 
 A writer records its change while it holds the changed file's lock, before it writes
 the file; a reader reads the journal (one small file, no lock) and, for each change it
@@ -15,7 +19,6 @@ incarnation: every reader reads everything once).
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +34,8 @@ from tierlog.storage.errors import KafkaStorageError
 
 __all__ = ["LocalChangeJournal"]
 
+_HEADER_BYTES = 64  # a hex incarnation, a space, a number
+
 
 @dataclass
 class _Journal:
@@ -45,7 +50,7 @@ class _Journal:
 class LocalChangeJournal:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.path = directory / "changes.json"
+        self.path = directory / "changes"
 
     def record(self, topic: str, changed_lock: Path) -> None:
         """Number a change of ``topic``'s file whose lock ``changed_lock`` the caller
@@ -59,8 +64,11 @@ class LocalChangeJournal:
             self._write(journal)
 
     def since(self, cursor: ChangeCursor | None) -> TopicChanges:
-        if not self.path.exists():
+        header = self._read_header()
+        if header is None:
             return changes_after(cursor, "", 0, [], 1)  # nothing was ever changed
+        if cursor == ChangeCursor(*header):
+            return TopicChanges(cursor, frozenset())  # the idle poll: one line read
         journal = self._read()
         if journal is None:  # unreadable: read everything until a writer starts it afresh
             return TopicChanges(ChangeCursor(uuid.uuid4().hex, 0), None)
@@ -74,24 +82,38 @@ class LocalChangeJournal:
                 wait_for_holder(self.directory / lock)
         return answer
 
+    def _read_header(self) -> tuple[str, int] | None:
+        """The first line's incarnation and last number (None: no journal yet; an
+        unreadable one reads as an incarnation of its own)."""
+        try:
+            with self.path.open("rb") as journal:
+                line = journal.readline(_HEADER_BYTES)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            return (uuid.uuid4().hex, 0)
+        incarnation, _, last = line.decode("ascii", "replace").strip().partition(" ")
+        return (incarnation, int(last)) if last.isdigit() else (uuid.uuid4().hex, 0)
+
     def _read(self) -> _Journal | None:
         """The journal (None: absent, or unreadable)."""
         try:
-            document = json.loads(self.path.read_text(encoding="utf-8"))
-            changes = [(int(n), str(t), str(lock)) for n, t, lock in document["changes"]]
-            return _Journal(str(document["incarnation"]), int(document["last"]), changes)
-        except (OSError, ValueError, KeyError, TypeError):
+            header, *lines = self.path.read_text(encoding="utf-8").splitlines()
+            incarnation, last = header.split(" ")
+            changes = []
+            for line in lines:
+                number, topic, lock = line.split("\t")
+                changes.append((int(number), topic, lock))
+            return _Journal(incarnation, int(last), changes)
+        except (OSError, ValueError):
             return None
 
     def _write(self, journal: _Journal) -> None:
-        document = {
-            "incarnation": journal.incarnation,
-            "last": journal.last,
-            "changes": journal.changes,
-        }
+        lines = [f"{journal.incarnation} {journal.last}"]
+        lines += [f"{number}\t{topic}\t{lock}" for number, topic, lock in journal.changes]
         temp = self.path.with_name(self.path.name + ".tmp")
         try:
-            temp.write_text(json.dumps(document), encoding="utf-8")
+            temp.write_text("\n".join(lines) + "\n", encoding="utf-8")
             temp.replace(self.path)
         except OSError as error:
             raise KafkaStorageError(f"cannot write {self.path}: {error}") from error

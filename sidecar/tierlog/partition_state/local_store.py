@@ -3,7 +3,7 @@
 Layout: ``topics/<topic>.json`` (the head of the topic's partitions, ``store``),
 ``parts/<topic>/<topic id>-<part>.json`` (the parts after it), ``configs/<topic>.json``
 (its config overrides, replaced whole) and ``leases/<broker>.json``, each beside a
-``.lock`` file, and ``changes.json``, the journal of the topics changed
+``.lock`` file, and ``changes``, the journal of the topics changed
 (``local_changes``: a broker's poll reads it first, then only the topics it names). A
 head written before parts existed (version 1, every partition in one file) reads as it
 is: the directory needs no migration. A change takes an exclusive
