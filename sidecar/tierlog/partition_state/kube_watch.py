@@ -70,13 +70,16 @@ class StateWatch:
             except Exception as error:  # 410 Gone, or the server away
                 log.warning("watch of the partition-state store ended: %s", error)
             self._journal.lose_track()
+            failures = 0
             while True:
                 time.sleep(RETRY_S)
                 try:
                     self._version = self._list()
                     break
                 except Exception as error:
-                    log.warning("cannot list the partition-state store: %s", error)
+                    failures += 1
+                    if failures == 1:  # once a streak: the server may be gone for good
+                        log.warning("cannot list the partition-state store: %s", error)
             self._journal.start_afresh()
 
     def _watch(self, version: str) -> None:

@@ -9,7 +9,8 @@ the file; a reader reads the journal (one small file, no lock) and, for each cha
 had not seen, waits until nobody holds that file's lock (``wait_for_holder``) before it
 reads the topic. So a reader that sees a change number sees the change, or the old
 document of a writer that died before writing it; no change is ever numbered after a
-reader passed it by.
+reader passed it by. A reader told to read everything waits for the writers of every
+change kept, as it will take the journal's last number for its own.
 
 The journal is replaced whole (written aside, renamed over) without ``fsync``: only the
 processes running on this machine read it, so a crash of the machine loses their
@@ -76,10 +77,10 @@ class LocalChangeJournal:
         answer = changes_after(
             cursor, journal.incarnation, journal.last, entries, journal.oldest_kept()
         )
-        if answer.topics:
-            assert cursor is not None  # a set of topics answers a cursor of this journal
-            for lock in sorted({lock for n, _, lock in journal.changes if n > cursor.number}):
-                wait_for_holder(self.directory / lock)
+        # A reader told to read everything passes by every change kept, too.
+        after = cursor.number if answer.topics is not None and cursor is not None else 0
+        for lock in sorted({lock for number, _, lock in journal.changes if number > after}):
+            wait_for_holder(self.directory / lock)
         return answer
 
     def _read_header(self) -> tuple[str, int] | None:
