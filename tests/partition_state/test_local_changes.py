@@ -41,7 +41,7 @@ def test_a_reader_told_of_a_change_waits_until_its_writer_lets_go(tmp_path: Path
             assert time.monotonic() < deadline, "the reader did not wait for the writer"
             assert not answer.done(), "the reader answered while the writer held the file"
             threading.Event().wait(0.01)
-    assert answer.result(WAIT_S).topics == {"orders"}
+    assert answer.result(WAIT_S).topics == frozenset({"orders"})
 
 
 def test_an_unreadable_journal_makes_readers_read_everything_until_a_write(

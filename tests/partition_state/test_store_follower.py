@@ -44,7 +44,7 @@ def test_changes_through_another_store_object_are_read_and_only_those(
 
     moved = writer.alter_partition("orders", 0, 0, PartitionState((1, 2), 2, 1, (2,)))
     view = _refresh_until(follower, lambda v: v.topics["orders"][0][0] == moved)
-    assert view.changed == {"orders"}
+    assert view.changed == frozenset({"orders"})
     writer.write_topic_configs("payments", {"retention.ms": "1000"})
     view = _refresh_until(follower, lambda v: v.topics["payments"][1] != {})
     assert view.topics["payments"][1] == {"retention.ms": "1000"}

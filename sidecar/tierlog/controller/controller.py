@@ -92,10 +92,9 @@ class Controller:
             self._decided_with = None
             return changes
         settings = (live, self.preferred_leaders)
-        if view.changed is None or settings != self._decided_with:
-            deciding = set(view.topics)
-        else:
-            deciding = view.changed | self._undecided
+        deciding: set[str] = set(view.topics)
+        if view.changed is not None and settings == self._decided_with:
+            deciding = {*view.changed, *self._undecided}
         self._undecided = set()
         for topic in sorted(deciding):
             if topic not in view.topics:  # deleted

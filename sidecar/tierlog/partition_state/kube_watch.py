@@ -17,6 +17,7 @@ import threading
 import time
 
 from lightkube import Client
+from lightkube.core.client import LabelSelector
 from lightkube.operators import in_
 from lightkube.resources.core_v1 import ConfigMap
 
@@ -44,7 +45,7 @@ class StateWatch:
         of ``kinds``; each names its topic under ``data[topic_key]``."""
         self._client = client
         self._namespace = namespace
-        self._labels = {**labels, kind_label: in_(kinds)}
+        self._labels: LabelSelector = {**labels, kind_label: in_(kinds)}
         self._topic_key = topic_key
         self._journal = journal
         self._thread = threading.Thread(target=self._follow, name="state-watch", daemon=True)
