@@ -26,7 +26,6 @@ from pathlib import Path
 
 from tierlog.file_lock import exclusive_lock, wait_for_holder
 from tierlog.partition_state.change_journal import (
-    JOURNAL_ENTRIES,
     ChangeCursor,
     TopicChanges,
     changes_after,
@@ -36,6 +35,10 @@ from tierlog.storage.errors import KafkaStorageError
 __all__ = ["LocalChangeJournal"]
 
 _HEADER_BYTES = 64  # a hex incarnation, a space, a number
+# Fewer than the in-memory journal's: each change rewrites the file (some 80 bytes an
+# entry), and a reader polls every 100 ms to 1 s, some writes behind at most, except
+# after a pass that wrote hundreds of parts itself (then it reads everything once).
+LOCAL_JOURNAL_ENTRIES = 256
 
 
 @dataclass
@@ -61,7 +64,7 @@ class LocalChangeJournal:
             journal = self._read() or _Journal(uuid.uuid4().hex, 0, [])
             journal.last += 1
             journal.changes.append((journal.last, topic, relative))
-            del journal.changes[:-JOURNAL_ENTRIES]
+            del journal.changes[:-LOCAL_JOURNAL_ENTRIES]
             self._write(journal)
 
     def since(self, cursor: ChangeCursor | None) -> TopicChanges:
