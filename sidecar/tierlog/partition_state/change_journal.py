@@ -6,9 +6,9 @@ partitions or configs were written, numbered in the order they were written, and
 reader asks for the topics after the last number it saw (``TopicChanges``): one small
 read when the cluster is idle, the changed topics' parts otherwise.
 
-A journal keeps its last changes (``JOURNAL_ENTRIES`` in memory, fewer in a file). A reader further behind, or one
-whose journal was started afresh (another ``incarnation``: a store's watch relisted, a
-journal file lost), is told that anything may have changed (``topics is None``) and
+A journal keeps its last changes (``JOURNAL_ENTRIES`` in memory, fewer in a file). A
+reader further behind, or one whose journal was started afresh (another
+``incarnation``: a store's watch relisted, a journal file lost), is told that anything may have changed (``topics is None``) and
 reads everything, as it did before any journal.
 
 The journal only says where to look: what a reader then reads is the store's own
