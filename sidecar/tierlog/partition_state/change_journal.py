@@ -8,8 +8,9 @@ read when the cluster is idle, the changed topics' parts otherwise.
 
 A journal keeps its last changes (``JOURNAL_ENTRIES`` in memory, fewer in a file). A
 reader further behind, or one whose journal was started afresh (another
-``incarnation``: a store's watch relisted, a journal file lost), is told that anything may have changed (``topics is None``) and
-reads everything, as it did before any journal.
+``incarnation``: a store's watch relisted, a journal file lost), is told that anything
+may have changed (``topics is None``) and reads everything, as it did before any
+journal.
 
 The journal only says where to look: what a reader then reads is the store's own
 document, and every change is still the store's compare-and-swap.
