@@ -28,6 +28,10 @@ __all__ = ["StateWatch"]
 log = logging.getLogger(__name__)
 
 RETRY_S = 1.0  # after a failed list or watch
+WATCH_S = 60  # the server ends each watch request after this; lightkube resumes it
+# No byte for longer than a watch request lasts: the connection died without a word
+# (lightkube reads watches with no timeout, and the journal would go stale unnoticed).
+SILENCE_S = WATCH_S + 30
 
 
 class StateWatch:
@@ -49,6 +53,7 @@ class StateWatch:
         self._topic_key = topic_key
         self._journal = journal
         self._thread = threading.Thread(target=self._follow, name="state-watch", daemon=True)
+        client._client._watch_timeout.read = SILENCE_S
 
     def start(self) -> None:
         """List once (here: ``ApiError`` when the server cannot be read), then watch in
@@ -85,7 +90,11 @@ class StateWatch:
 
     def _watch(self, version: str) -> None:
         events = self._client.watch(
-            ConfigMap, namespace=self._namespace, labels=self._labels, resource_version=version
+            ConfigMap,
+            namespace=self._namespace,
+            labels=self._labels,
+            resource_version=version,
+            server_timeout=WATCH_S,
         )
         for _kind, config_map in events:
             topic = (config_map.data or {}).get(self._topic_key)
