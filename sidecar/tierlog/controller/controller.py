@@ -98,7 +98,6 @@ class Controller:
         self._undecided = set()
         for topic in sorted(deciding):
             if topic not in view.topics:  # deleted
-                self._offline.pop(topic, None)
                 continue
             try:
                 changes.extend(self._step_topic(topic, view.topics[topic][0]))
@@ -106,6 +105,7 @@ class Controller:
                 log.error("No decision for topic %s in this pass: %s", topic, error)
                 self._undecided.add(topic)
         self._decided_with = settings
+        self._offline = {t: n for t, n in self._offline.items() if t in view.topics}
         self.offline_partitions = sum(self._offline.values())
         return changes
 
