@@ -113,6 +113,31 @@ def test_unclean_election_follows_each_topics_setting(store_at: OpenStore) -> No
     assert store.read_topic("safe")[0] == PartitionState((1, 2), NO_LEADER, 1, (1,), 1)
 
 
+def test_unclean_election_switched_on_outside_the_store_elects_at_the_next_pass(
+    tmp_path: Path,
+) -> None:
+    """The operator reads ``unclean.leader.election.enable`` from the cluster's spec too:
+    switched on there, with nothing changed in the store, an offline partition is led at
+    the next pass (idle passes read only what changed, but decide offline topics again)."""
+    store_clock, controller_clock = Clock(), Clock()
+    store = LocalStateStore(tmp_path, store_clock)
+    store.create_topic("orders", {0: PartitionState((1, 2), 1, 0, (1,))})
+    brokers = Brokers(store, store_clock, 1, 2)
+    unclean = {"orders": False}
+    controller = Controller(store, unclean.__getitem__, controller_clock)
+    controller.step()
+    controller_clock.now += DURATION_S
+    brokers.renew(2)
+    controller.step()
+    assert store.read_topic("orders")[0].leader == NO_LEADER
+    controller.step()
+
+    unclean["orders"] = True
+    [change] = controller.step()
+
+    assert change.after == PartitionState((1, 2), 2, 2, (2,), 2)
+
+
 def test_the_preferred_leader_is_restored_unless_switched_off(store_at: OpenStore) -> None:
     store_clock = Clock()
     store, _, _ = store_at(store_clock)

@@ -5,12 +5,12 @@ written since the last pass, and the leases), updates liveness by the controller
 clock, and for every partition decides its next state (``elections``) and writes it by
 compare-and-swap against the partition epoch it read, a topic's decisions in one batch.
 A decision depends only on the partition's state, the live brokers and the settings, so
-a pass decides again only the topics that changed, or every topic when the live brokers
-or the settings did: an idle pass reads the store's journal and leases, and decides
-nothing. A change that loses the race is dropped: the next pass reads that topic again
-and decides on what won. What is kept between passes is the view, the liveness
-sightings and what the last pass decided with, all rebuilt by a controller that takes
-over, which so needs no hand-off.
+a pass decides again only the topics that changed (and those with offline partitions),
+or every topic when the live brokers or the settings did: an idle pass reads the
+store's journal and leases, and decides nothing. A change that loses the race is
+dropped: the next pass reads that topic again and decides on what won. What is kept
+between passes is the view, the liveness sightings and what the last pass decided
+with, all rebuilt by a controller that takes over, which so needs no hand-off.
 
 The store's methods block (files, HTTP), so passes run in a thread
 (``ControllerThread``), one every ``interval_s``, until stopped. What the passes did is
@@ -94,7 +94,11 @@ class Controller:
         settings = (live, self.preferred_leaders)
         deciding: set[str] = set(view.topics)
         if view.changed is not None and settings == self._decided_with:
-            deciding = {*view.changed, *self._undecided}
+            # Topics with offline partitions too: whether their election may be unclean
+            # is ``unclean_for``'s, which may change without the store (the operator
+            # reads the cluster's spec).
+            offline = {topic for topic, count in self._offline.items() if count}
+            deciding = {*view.changed, *self._undecided, *offline}
         self._undecided = set()
         for topic in sorted(deciding):
             if topic not in view.topics:  # deleted
