@@ -3,11 +3,12 @@
 One list of the cluster's partition-state ConfigMaps (heads, parts, configs), then a
 watch from the list's ``resourceVersion``: the API server sends each change after that
 version, in order, and the topic each names goes into the journal (``ChangeJournal``).
-lightkube resumes a watch the server ended from the last version it saw. Any failure
-(410 Gone when that version was compacted away, the server unreachable) makes the
-journal lose track, so every reader reads everything, until a new list and watch start
-it afresh. The journal only says where to look: readers then read the objects
-themselves, with the store's quorum reads.
+lightkube resumes a watch the server ended from the last version it saw, which the
+server's bookmarks keep recent while nothing changes. Any failure (410 Gone when that
+version was compacted away, the server unreachable) makes the journal lose track, so
+every reader reads everything, until a new list and watch start it afresh. The journal
+only says where to look: readers then read the objects themselves, with the store's
+quorum reads.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 
 from lightkube import Client
 from lightkube.core.client import LabelSelector
+from lightkube.core.selector import build_selector
 from lightkube.operators import in_
 from lightkube.resources.core_v1 import ConfigMap
 
@@ -89,14 +91,25 @@ class StateWatch:
             self._journal.start_afresh()
 
     def _watch(self, version: str) -> None:
-        events = self._client.watch(
-            ConfigMap,
+        """Follow changes after ``version``. With bookmarks: the server then tells an
+        idle watch the current version now and then, which lightkube resumes from, so a
+        quiet cluster's watch does not fall behind the server's window (410 Gone, and
+        every reader reading everything). lightkube's ``watch`` has no such parameter:
+        the request is built by its generic client."""
+        generic = self._client._client
+        request = generic.prepare_request(
+            "list",
+            res=ConfigMap,
             namespace=self._namespace,
-            labels=self._labels,
-            resource_version=version,
-            server_timeout=WATCH_S,
+            watch=True,
+            params={
+                "timeoutSeconds": WATCH_S,
+                "resourceVersion": version,
+                "labelSelector": build_selector(self._labels),
+                "allowWatchBookmarks": "true",
+            },
         )
-        for _kind, config_map in events:
+        for kind, config_map in generic.watch(request):
             topic = (config_map.data or {}).get(self._topic_key)
-            if topic is not None:
+            if kind != "BOOKMARK" and topic is not None:
                 self._journal.record(topic)
