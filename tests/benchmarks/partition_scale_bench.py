@@ -77,6 +77,7 @@ BROKERS = 3
 VICTIM = 2  # Kafka's broker 0 is its controller: killing it stops every election
 START_TIMEOUT_S = 900.0
 READY_TIMEOUT_S = 900.0
+PREFERRED_WAIT_S = 120.0
 POLL_S = 0.2
 TIERLOG, KAFKA = "tierlog", "Kafka"
 FIGURES = (
@@ -268,20 +269,21 @@ def create_topic(bootstrap: str, partitions: int) -> None:
     wait_ready(bootstrap, partitions, time.monotonic() + READY_TIMEOUT_S)
 
 
-def elect_preferred(bootstrap: str, partitions: int) -> None:
-    """Give every partition back to its preferred (first) replica; back once one Metadata
-    response shows each led by it."""
+def elect_preferred(bootstrap: str) -> int:
+    """Give partitions back to their preferred (first) replicas (ElectLeaders), so that
+    ``VICTIM`` leads its third of them: after a restart the broker up first leads most
+    (Kafka moves them back only at ``leader.imbalance.check.interval.seconds``, 300 s).
+    How many ``VICTIM`` leads once one Metadata response shows each preferred replica
+    leading (or ``PREFERRED_WAIT_S`` went by)."""
     with admin_client(bootstrap) as admin:
         (topic,) = admin.describe_topics([TOPIC])
         preferred = {p["partition_index"]: p["replica_nodes"][0] for p in topic["partitions"]}
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while leaders(admin) != preferred:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{bootstrap}: preferred leaders not back")
+        deadline = time.monotonic() + PREFERRED_WAIT_S
+        while (led := leaders(admin)) != preferred and time.monotonic() < deadline:
             with contextlib.suppress(Exception):  # "already the leader" for some
                 admin.elect_leaders(0, [TOPIC], raise_errors=False)
             time.sleep(1)
-    del partitions
+        return sum(1 for leader in led.values() if leader == VICTIM)
 
 
 # --- the figures ------------------------------------------------------------------------
@@ -297,17 +299,21 @@ def restart(brokers: Brokers, partitions: int, stop: Callable[[], None]) -> floa
     """Seconds from starting every broker (after ``stop``) to ready."""
     stop()
 
-    def start_and_wait() -> None:
-        brokers.start_all()
-        wait_ready(brokers.bootstrap, partitions, time.monotonic() + READY_TIMEOUT_S)
-
-    return timed(start_and_wait)
+    started = time.monotonic()
+    brokers.start_all()
+    up = time.monotonic() - started
+    wait_ready(brokers.bootstrap, partitions, time.monotonic() + READY_TIMEOUT_S)
+    ready = time.monotonic() - started
+    progress(f"{partitions}: {brokers.name} processes up in {up:.1f} s, ready in {ready:.1f} s")
+    return ready
 
 
 def kill_one(brokers: Brokers, partitions: int) -> tuple[float, float]:
-    """Seconds from kill -9 of ``VICTIM`` until its partitions are led again and until
-    every partition is writable; then it comes back with its preferred leaderships."""
+    """Seconds from kill -9 of ``VICTIM`` (leading its preferred partitions) until its
+    partitions are led again and until every partition is writable; then it comes back."""
     bootstrap = brokers.bootstrap
+    victim_led = elect_preferred(bootstrap)
+    progress(f"{partitions}: {brokers.name} broker {VICTIM} leads {victim_led} partitions")
     survivors = ",".join(a for n, a in enumerate(bootstrap.split(",")) if n != VICTIM)
     started = time.monotonic()
     brokers.kill(VICTIM)
@@ -318,7 +324,6 @@ def kill_one(brokers: Brokers, partitions: int) -> tuple[float, float]:
     writable = time.monotonic() - started
     brokers.start(VICTIM)
     wait_ready(bootstrap, partitions, time.monotonic() + READY_TIMEOUT_S)
-    elect_preferred(bootstrap, partitions)
     return led_again, writable
 
 
@@ -484,6 +489,7 @@ def run(args: argparse.Namespace, scratch: Path) -> None:
             readings[partitions] = measure_partitions(
                 tools, here, partitions, advance_and_sample, args
             )
+            progress(f"so far:\n{table(readings)}")
     print(
         f"{args.runs} runs per N (medians; systems interleaved), {args.idle_seconds:g} s idle "
         f"windows; {time.monotonic() - started:.0f} s in all; 1-minute load average "
