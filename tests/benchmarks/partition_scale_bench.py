@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import random
 import signal
@@ -411,9 +412,16 @@ def free_port_run(count: int) -> int:
 
 
 def measure_partitions(
-    tools: KafkaTools, workdir: Path, partitions: int, advance: Advance, args: Any
-) -> Readings:
-    readings = Readings()
+    tools: KafkaTools,
+    workdir: Path,
+    partitions: int,
+    readings: Readings,
+    after_round: Callable[[], None],
+    advance: Advance,
+    args: Any,
+) -> None:
+    """``args.runs`` rounds on two fresh clusters with a topic of ``partitions``, each
+    round's figures added to ``readings``, then ``after_round`` called."""
     base_port = free_port_run(3 * BROKERS)
     with clusters(
         tools, workdir, BROKERS, start_timeout_s=START_TIMEOUT_S, base_port=base_port
@@ -428,7 +436,7 @@ def measure_partitions(
             progress(f"{partitions}: {brokers.name} topic created and ready in {seconds:.1f} s")
         for _ in range(args.runs):
             measure_round(systems, partitions, readings, advance, args)
-    return readings
+            after_round()
 
 
 # --- the report -------------------------------------------------------------------------
@@ -484,17 +492,27 @@ def run(args: argparse.Namespace, scratch: Path) -> None:
             loads.append(os.getloadavg()[0])
             advance(n)
 
-        for partitions in args.partitions:
-            here = scratch / f"p{partitions}"
-            readings[partitions] = measure_partitions(
-                tools, here, partitions, advance_and_sample, args
-            )
+        def save() -> None:
+            if args.json:
+                Path(args.json).write_text(json.dumps({n: r.values for n, r in readings.items()}))
             progress(f"so far:\n{table(readings)}")
+
+        for partitions in args.partitions:
+            readings[partitions] = Readings()
+            here = scratch / f"p{partitions}"
+            measure_partitions(
+                tools, here, partitions, readings[partitions], save, advance_and_sample, args
+            )
     print(
         f"{args.runs} runs per N (medians; systems interleaved), {args.idle_seconds:g} s idle "
         f"windows; {time.monotonic() - started:.0f} s in all; 1-minute load average "
         f"{min(loads):.1f}-{max(loads):.1f} (median {statistics.median(loads):.1f})."
     )
+    report(readings, args.svg)
+
+
+def report(readings: dict[int, Readings], svg: str | None) -> None:
+    """The table of medians, every run's figures, and the plot."""
     print()
     print(table(readings))
     print()
@@ -504,9 +522,18 @@ def run(args: argparse.Namespace, scratch: Path) -> None:
                 f"{f} " + ", ".join(_cell(v) for v in values) for f, values in figures.items()
             )
             print(f"- {partitions:,} {system}: {runs}")
-    if args.svg:
-        write_svg(Path(args.svg), "partitions (N)", series(readings))
-        print(f"\nplot: {args.svg}")
+    if svg:
+        write_svg(Path(svg), "partitions (N)", series(readings))
+        print(f"\nplot: {svg}")
+
+
+def load(paths: Sequence[str]) -> dict[int, Readings]:
+    """The readings ``--json`` saved, of one run or several (a later file's N wins)."""
+    readings = {}
+    for path in paths:
+        for count, values in json.loads(Path(path).read_text()).items():
+            readings[int(count)] = Readings(values)
+    return dict(sorted(readings.items()))
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -516,6 +543,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--idle-seconds", type=float, default=30.0)
     parser.add_argument("--metadata-requests", type=int, default=5, help="per run; median")
     parser.add_argument("--svg", help="write the plot here (e.g. docs/scale-bench.svg)")
+    parser.add_argument("--json", help="save every run's figures here after each round")
+    parser.add_argument(
+        "--report", nargs="+", metavar="JSON", help="measure nothing: the table and plot of these"
+    )
     parser.add_argument("--progress", action="store_true", help="draw a bar even off a terminal")
     parser.add_argument("--workdir", help="under this dir (default: the system's temp dir)")
     return parser.parse_args(argv)
@@ -523,6 +554,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.report:
+        report(load(args.report), args.svg)
+        return
     where = Path(args.workdir) if args.workdir else None
     run_in_scratch("tierlog-partition-scale-", where, lambda scratch: run(args, scratch))
 
