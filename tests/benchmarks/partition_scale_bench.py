@@ -21,11 +21,12 @@ measures both. Then ``--runs`` rounds, the two systems interleaved in each step:
 - *clean start*: every broker stopped with SIGTERM (a clean shutdown), then all started
   at once: seconds from the start to *ready*;
 - *start after kill -9*: every broker killed, then all started at once: the same;
-- *kill -9 of broker 2* (never Kafka's broker 0, which is its controller): seconds from
-  the kill until one Metadata response gives every partition broker 2 led a leader among
-  the others ("led again"), and until every partition accepts a produce again ("writable");
-  broker 2 then comes back, and a preferred-leader election (ElectLeaders) gives it its
-  partitions back before the next round (not timed).
+- *kill -9 of broker 2* (never Kafka's broker 0, which is its controller): first a
+  preferred-leader election (ElectLeaders, not timed) gives broker 2 its third of the
+  leaderships (after a restart the broker up first leads most); then seconds from the
+  kill until one Metadata response from the others gives every partition a leader other
+  than broker 2 ("led again"), and until every partition accepts an ``acks=all`` record
+  again ("writable"); then broker 2 comes back (not timed).
 
 *Ready* means the same on both: one Metadata response names a leader for every one of the N
 partitions, among the brokers it lists, and then one record sent to every partition with
