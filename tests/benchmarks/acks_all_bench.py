@@ -34,7 +34,7 @@ from pathlib import Path
 from kafka import KafkaProducer
 
 from tests.benchmarks.kafka_comparison_bench import machine
-from tests.benchmarks.kafka_listener_bench import usage
+from tests.benchmarks.side_by_side import usage
 from tests.support.local_cluster import kafka_bootstrap, running_cluster
 from tierlog.cli.local_cluster import read_cluster
 from tierlog.client import AdminClient, Producer

@@ -28,14 +28,17 @@ def tierlog_cluster(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @contextlib.contextmanager
-def running_cluster(directory: Path, brokers: int, *configs: str) -> Iterator[None]:
-    """``tierlog cluster up`` of ``brokers`` in ``directory`` with ``--config`` pairs,
-    stopped at the end (killed if ``down`` fails)."""
+def running_cluster(
+    directory: Path, brokers: int, *configs: str, base_port: int | None = None
+) -> Iterator[None]:
+    """``tierlog cluster up`` of ``brokers`` in ``directory`` with ``--config`` pairs (on
+    ports from ``base_port`` when given), stopped at the end (killed if ``down`` fails)."""
     up = tierlog_cluster(
         "up",
         "--dir", str(directory),
         "--brokers", str(brokers),
         *(argument for config in configs for argument in ("--config", config)),
+        *(() if base_port is None else ("--base-port", str(base_port))),
     )  # fmt: skip
     try:
         assert up.returncode == 0, up.stderr

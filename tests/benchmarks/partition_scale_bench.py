@@ -1,0 +1,566 @@
+"""Issue 32's cluster figures: 3 tierlog brokers beside 3 Kafka 4.1.1 brokers as the
+partition count grows.
+
+Run from the repository root (needs the Kafka jars in ``.cache``)::
+
+    .venv/bin/python -m tests.benchmarks.partition_scale_bench --partitions 500 2000 --runs 3
+
+For each N of ``--partitions``, two fresh clusters of 3 brokers on loopback: tierlog's
+(``tierlog cluster up --brokers 3``, on fixed ports so that brokers come back where
+clients look for them) and Kafka's (the interop harness's KRaft ``KafkaCluster``, broker 0
+the controller too), each with one topic of N partitions of replication factor 3. Every
+client request is kafka-python's (tierlog through its Kafka listeners), so the one client
+measures both. Then ``--runs`` rounds, the two systems interleaved in each step:
+
+- *idle*: CPU seconds per minute of each broker over ``--idle-seconds`` with no client,
+  and its resident memory (``VmRSS``) at the end; mean per broker;
+- *scrape*: one ``/metrics`` of broker 0 (tierlog): bytes and seconds. Kafka has no
+  HTTP metrics endpoint (JMX only, an exporter is a separate agent): no figure;
+- *metadata*: one Metadata request for the topic (its N partitions) from an admin
+  client already connected: the median of ``--metadata-requests``;
+- *clean start*: every broker stopped with SIGTERM (a clean shutdown), then all started
+  at once: seconds from the start to *ready*;
+- *start after kill -9*: every broker killed, then all started at once: the same;
+- *kill -9 of broker 2* (never Kafka's broker 0, which is its controller): first a
+  preferred-leader election (ElectLeaders, not timed) gives broker 2 its third of the
+  leaderships (after a restart the broker up first leads most); then seconds from the
+  kill until one Metadata response from the others gives every partition a leader other
+  than broker 2 ("led again"), and until every partition accepts an ``acks=all`` record
+  again ("writable"); then broker 2 comes back (not timed).
+
+*Ready* means the same on both: one Metadata response names a leader for every one of the N
+partitions, among the brokers it lists, and then one record sent to every partition with
+``acks=all`` is acknowledged (the producer retrying until it is). The clock runs from the
+first process's spawn (or the kill) to the last acknowledgement, so it includes the
+client's own reconnect back-off, which is the same for both.
+
+Prints the machine line, the medians in a markdown table (and each run's figures), and
+writes ``--svg`` (each figure against N; no matplotlib in the venv: drawn by
+``tests.benchmarks.scale_plot``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import time
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from kafka import KafkaAdminClient, KafkaProducer
+
+from tests.benchmarks.kafka_comparison_bench import progress
+from tests.benchmarks.scale_plot import Series, write_svg
+from tests.benchmarks.scratch import machine_line, run_in_scratch
+from tests.benchmarks.side_by_side import clusters, process_usage, resident_bytes
+from tests.interop.kafka import KafkaCluster, KafkaTools
+from tierlog.cli.local_cluster import (
+    read_cluster,
+    start_broker,
+    start_cluster,
+    stop_broker,
+    stop_cluster,
+)
+from tierlog.cli.loopback_ports import ephemeral_start
+from tierlog.tools.progress import Advance, choose_tracker
+
+TOPIC = "scale"
+BROKERS = 3
+VICTIM = 2  # Kafka's broker 0 is its controller: killing it stops every election
+START_TIMEOUT_S = 900.0
+READY_TIMEOUT_S = 900.0
+PREFERRED_WAIT_S = 120.0
+POLL_S = 0.2
+TIERLOG, KAFKA = "tierlog", "Kafka"
+FIGURES = (
+    "clean start s",
+    "start after kill -9 s",
+    "kill -9 of 1 broker: led again s",
+    "kill -9 of 1 broker: writable s",
+    "idle CPU s/min per broker",
+    "RSS MB per broker",
+    "/metrics bytes",
+    "/metrics ms",
+    "Metadata of N partitions ms",
+)
+STEPS_PER_RUN = 6  # idle, scrape, metadata, clean start, start after kill -9, kill one
+
+
+class Brokers(Protocol):
+    """One system's 3 brokers as the benchmark drives them."""
+
+    name: str
+
+    @property
+    def bootstrap(self) -> str: ...
+
+    @property
+    def pids(self) -> list[int]: ...
+
+    def stop_all(self) -> None: ...
+
+    def kill_all(self) -> None: ...
+
+    def start_all(self) -> None: ...
+
+    def kill(self, node_id: int) -> None: ...
+
+    def start(self, node_id: int) -> None: ...
+
+    def scrape(self) -> tuple[int, float] | None: ...
+
+
+@dataclass
+class TierlogCluster:
+    directory: Path
+    base_port: int
+    name: str = TIERLOG
+
+    @property
+    def bootstrap(self) -> str:
+        return read_cluster(self.directory).kafka_bootstrap
+
+    @property
+    def pids(self) -> list[int]:
+        return [b.pid for b in read_cluster(self.directory).brokers if b.pid is not None]
+
+    def stop_all(self) -> None:
+        stop_cluster(self.directory, grace_s=START_TIMEOUT_S)
+
+    def kill_all(self) -> None:
+        for node_id in range(BROKERS):
+            self.kill(node_id)
+
+    def start_all(self) -> None:
+        """As ``tierlog cluster up`` does: all spawned at once, back when all are ready."""
+        start_cluster(
+            self.directory, BROKERS, base_port=self.base_port, ready_timeout_s=START_TIMEOUT_S
+        )
+
+    def kill(self, node_id: int) -> None:
+        stop_broker(self.directory, node_id, signum=signal.SIGKILL)
+
+    def start(self, node_id: int) -> None:
+        start_broker(self.directory, node_id, ready_timeout_s=START_TIMEOUT_S)
+
+    def scrape(self) -> tuple[int, float]:
+        address = read_cluster(self.directory).brokers[0].metrics_address
+        started = time.perf_counter()
+        with urllib.request.urlopen(f"http://{address}/metrics", timeout=120) as response:
+            size = len(response.read())
+        return size, time.perf_counter() - started
+
+
+@dataclass
+class KafkaBrokers:
+    cluster: KafkaCluster
+    name: str = KAFKA
+
+    @property
+    def bootstrap(self) -> str:
+        return self.cluster.bootstrap_server
+
+    @property
+    def pids(self) -> list[int]:
+        return [broker.pid for broker in self.cluster.brokers if broker.is_running]
+
+    def stop_all(self) -> None:
+        self.cluster.stop()
+
+    def kill_all(self) -> None:
+        for broker in self.cluster.brokers:
+            broker.kill()
+
+    def start_all(self) -> None:
+        """Every JVM spawned at once (``KafkaCluster.start`` waits for each in turn), back
+        when each has logged that it started."""
+        with ThreadPoolExecutor(BROKERS) as pool:
+            list(pool.map(lambda broker: broker.start(), self.cluster.brokers))
+
+    def kill(self, node_id: int) -> None:
+        self.cluster.broker(node_id).kill()
+
+    def start(self, node_id: int) -> None:
+        self.cluster.broker(node_id).start()
+
+    def scrape(self) -> None:
+        return None  # JMX only
+
+
+# --- what a Kafka client sees -----------------------------------------------------------
+
+
+@contextlib.contextmanager
+def admin_client(bootstrap: str) -> Iterator[KafkaAdminClient]:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
+    try:
+        yield admin
+    finally:
+        admin.close()
+
+
+def leaders(admin: KafkaAdminClient) -> dict[int, int]:
+    """Each partition's leader in one Metadata response (-1: none, or none listed)."""
+    (topic,) = admin.describe_topics([TOPIC])
+    return {p["partition_index"]: p["leader_id"] for p in topic["partitions"]}
+
+
+def _leaders_or_none(bootstrap: str) -> dict[int, int] | None:
+    with contextlib.suppress(Exception), admin_client(bootstrap) as admin:
+        return leaders(admin)  # unless a broker is still starting or just gone
+    return None
+
+
+def wait_led(bootstrap: str, partitions: int, not_by: int | None, deadline: float) -> None:
+    """Until one Metadata response gives every partition a leader (other than ``not_by``)."""
+    while time.monotonic() < deadline:
+        led = _leaders_or_none(bootstrap)
+        if (
+            led is not None
+            and len(led) == partitions
+            and all(leader >= 0 and leader != not_by for leader in led.values())
+        ):
+            return
+        time.sleep(POLL_S)
+    raise TimeoutError(f"partitions of {bootstrap} not all led by the deadline")
+
+
+def produce_everywhere(bootstrap: str, partitions: int, deadline: float) -> None:
+    """One record to every partition with acks=all, each retried until acknowledged."""
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        linger_ms=5,
+        request_timeout_ms=30_000,
+        delivery_timeout_ms=int(READY_TIMEOUT_S * 1000),
+        max_block_ms=int(READY_TIMEOUT_S * 1000),
+    )
+    try:
+        pending = list(range(partitions))
+        while pending:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(pending)} partitions of {bootstrap} not writable")
+            futures = {p: producer.send(TOPIC, b"ready", partition=p) for p in pending}
+            producer.flush()
+            pending = [p for p, future in futures.items() if future.failed()]
+    finally:
+        producer.close()
+
+
+def wait_ready(bootstrap: str, partitions: int, deadline: float) -> None:
+    wait_led(bootstrap, partitions, None, deadline)
+    produce_everywhere(bootstrap, partitions, deadline)
+
+
+def create_topic(bootstrap: str, partitions: int) -> None:
+    with admin_client(bootstrap) as admin:
+        admin.create_topics(
+            {TOPIC: {"num_partitions": partitions, "replication_factor": BROKERS}},
+            timeout_ms=600_000,
+        )
+    wait_ready(bootstrap, partitions, time.monotonic() + READY_TIMEOUT_S)
+
+
+def elect_preferred(bootstrap: str) -> int:
+    """Give partitions back to their preferred (first) replicas (ElectLeaders), so that
+    ``VICTIM`` leads its third of them: after a restart the broker up first leads most
+    (Kafka moves them back only at ``leader.imbalance.check.interval.seconds``, 300 s).
+    How many ``VICTIM`` leads once one Metadata response shows each preferred replica
+    leading (or ``PREFERRED_WAIT_S`` went by)."""
+    with admin_client(bootstrap) as admin:
+        (topic,) = admin.describe_topics([TOPIC])
+        preferred = {p["partition_index"]: p["replica_nodes"][0] for p in topic["partitions"]}
+        deadline = time.monotonic() + PREFERRED_WAIT_S
+        while (led := leaders(admin)) != preferred and time.monotonic() < deadline:
+            with contextlib.suppress(Exception):  # "already the leader" for some
+                admin.elect_leaders(0, [TOPIC], raise_errors=False)
+            time.sleep(1)
+        return sum(1 for leader in led.values() if leader == VICTIM)
+
+
+# --- the figures ------------------------------------------------------------------------
+
+
+def timed(action: Callable[[], object]) -> float:
+    started = time.monotonic()
+    action()
+    return time.monotonic() - started
+
+
+def restart(brokers: Brokers, partitions: int, stop: Callable[[], None]) -> float:
+    """Seconds from starting every broker (after ``stop``) to ready."""
+    stop()
+
+    started = time.monotonic()
+    brokers.start_all()
+    up = time.monotonic() - started
+    wait_ready(brokers.bootstrap, partitions, time.monotonic() + READY_TIMEOUT_S)
+    ready = time.monotonic() - started
+    progress(f"{partitions}: {brokers.name} processes up in {up:.1f} s, ready in {ready:.1f} s")
+    return ready
+
+
+def kill_one(brokers: Brokers, partitions: int) -> tuple[float, float]:
+    """Seconds from kill -9 of ``VICTIM`` (leading its preferred partitions) until its
+    partitions are led again and until every partition is writable; then it comes back."""
+    bootstrap = brokers.bootstrap
+    victim_led = elect_preferred(bootstrap)
+    progress(f"{partitions}: {brokers.name} broker {VICTIM} leads {victim_led} partitions")
+    survivors = ",".join(a for n, a in enumerate(bootstrap.split(",")) if n != VICTIM)
+    started = time.monotonic()
+    brokers.kill(VICTIM)
+    deadline = started + READY_TIMEOUT_S
+    wait_led(survivors, partitions, VICTIM, deadline)
+    led_again = time.monotonic() - started
+    produce_everywhere(survivors, partitions, deadline)
+    writable = time.monotonic() - started
+    brokers.start(VICTIM)
+    wait_ready(bootstrap, partitions, time.monotonic() + READY_TIMEOUT_S)
+    return led_again, writable
+
+
+def idle(brokers: Brokers, seconds: float) -> tuple[float, float]:
+    """CPU seconds per minute and resident MB, each a mean per broker, over ``seconds``."""
+    pids = brokers.pids
+    before = [process_usage(pid).cpu_s for pid in pids]
+    time.sleep(seconds)
+    after = [process_usage(pid).cpu_s for pid in pids]
+    cpu = statistics.mean(b - a for a, b in zip(before, after, strict=True)) * 60 / seconds
+    return cpu, statistics.mean(resident_bytes(pid) for pid in pids) / 1e6
+
+
+def metadata_ms(bootstrap: str, requests: int) -> float:
+    with admin_client(bootstrap) as admin:
+        leaders(admin)  # connected, versions negotiated
+        return 1000 * statistics.median(timed(lambda: leaders(admin)) for _ in range(requests))
+
+
+@dataclass
+class Readings:
+    """Every run's value of each figure, by system."""
+
+    values: dict[str, dict[str, list[float]]] = field(
+        default_factory=lambda: {s: {f: [] for f in FIGURES} for s in (TIERLOG, KAFKA)}
+    )
+
+    def add(self, system: str, figure: str, value: float) -> None:
+        self.values[system][figure].append(value)
+
+    def median(self, system: str, figure: str) -> float | None:
+        values = self.values[system][figure]
+        return statistics.median(values) if values else None
+
+
+def measure_round(
+    systems: Sequence[Brokers], partitions: int, readings: Readings, advance: Advance, args: Any
+) -> None:
+    """One run of every figure, the systems interleaved in each step."""
+    for brokers in systems:
+        cpu, rss = idle(brokers, args.idle_seconds)
+        readings.add(brokers.name, "idle CPU s/min per broker", cpu)
+        readings.add(brokers.name, "RSS MB per broker", rss)
+    advance(1)
+    for brokers in systems:
+        scraped = brokers.scrape()
+        if scraped is not None:
+            readings.add(brokers.name, "/metrics bytes", scraped[0])
+            readings.add(brokers.name, "/metrics ms", scraped[1] * 1000)
+    advance(1)
+    for brokers in systems:
+        ms = metadata_ms(brokers.bootstrap, args.metadata_requests)
+        readings.add(brokers.name, "Metadata of N partitions ms", ms)
+    advance(1)
+    for brokers in systems:
+        readings.add(brokers.name, "clean start s", restart(brokers, partitions, brokers.stop_all))
+        progress(f"{partitions}: {brokers.name} clean start done")
+    advance(1)
+    for brokers in systems:
+        seconds = restart(brokers, partitions, brokers.kill_all)
+        readings.add(brokers.name, "start after kill -9 s", seconds)
+        progress(f"{partitions}: {brokers.name} start after kill -9 done")
+    advance(1)
+    for brokers in systems:
+        led_again, writable = kill_one(brokers, partitions)
+        readings.add(brokers.name, "kill -9 of 1 broker: led again s", led_again)
+        readings.add(brokers.name, "kill -9 of 1 broker: writable s", writable)
+        progress(f"{partitions}: {brokers.name} kill -9 of broker {VICTIM} done")
+    advance(1)
+
+
+def free_port_run(count: int) -> int:
+    """The first of ``count`` consecutive loopback ports free now, below the ephemeral
+    range (so that no outgoing connection takes one while the brokers are down)."""
+    for _ in range(1000):
+        base = random.randrange(10_000, ephemeral_start() - count)
+        with contextlib.ExitStack() as stack:
+            try:
+                for port in range(base, base + count):
+                    stack.enter_context(socket.socket()).bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return base
+    raise RuntimeError(f"no {count} consecutive free ports")
+
+
+def measure_partitions(
+    tools: KafkaTools,
+    workdir: Path,
+    partitions: int,
+    readings: Readings,
+    after_round: Callable[[], None],
+    advance: Advance,
+    args: Any,
+) -> None:
+    """``args.runs`` rounds on two fresh clusters with a topic of ``partitions``, each
+    round's figures added to ``readings``, then ``after_round`` called."""
+    base_port = free_port_run(3 * BROKERS)
+    with clusters(
+        tools, workdir, BROKERS, start_timeout_s=START_TIMEOUT_S, base_port=base_port
+    ) as (kafka, _):
+        systems: list[Brokers] = [
+            TierlogCluster((workdir / "tierlog").resolve(), base_port),
+            KafkaBrokers(kafka),
+        ]
+        for brokers in systems:
+            bootstrap = brokers.bootstrap
+            seconds = timed(lambda: create_topic(bootstrap, partitions))  # noqa: B023
+            progress(f"{partitions}: {brokers.name} topic created and ready in {seconds:.1f} s")
+        for _ in range(args.runs):
+            measure_round(systems, partitions, readings, advance, args)
+            after_round()
+
+
+# --- the report -------------------------------------------------------------------------
+
+
+def _cell(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if value >= 100 else f"{value:.2f}" if value < 10 else f"{value:.1f}"
+
+
+def table(readings: dict[int, Readings]) -> str:
+    rows = [
+        "| figure (median) | N | tierlog | Kafka | tierlog/Kafka |",
+        "|---|---|---|---|---|",
+    ]
+    for figure in FIGURES:
+        for partitions, read in readings.items():
+            ours, theirs = read.median(TIERLOG, figure), read.median(KAFKA, figure)
+            ratio = f"{ours / theirs:.2f}" if ours is not None and theirs else "-"
+            rows.append(
+                f"| {figure} | {partitions:,} | {_cell(ours)} | {_cell(theirs)} | {ratio} |"
+            )
+    return "\n".join(rows)
+
+
+def series(readings: dict[int, Readings]) -> list[Series]:
+    counts = sorted(readings)
+    return [
+        Series(
+            figure,
+            counts,
+            {
+                system: [readings[n].median(system, figure) for n in counts]
+                for system in (TIERLOG, KAFKA)
+            },
+        )
+        for figure in FIGURES
+    ]
+
+
+def run(args: argparse.Namespace, scratch: Path) -> None:
+    tools = KafkaTools.locate()
+    print(machine_line())
+    print(f"Kafka {tools.version}; {BROKERS} brokers each, replication factor {BROKERS}.")
+    readings: dict[int, Readings] = {}
+    loads: list[float] = []
+    started = time.monotonic()
+    tracker = choose_tracker(args.progress)
+    with tracker("steps", len(args.partitions) * args.runs * STEPS_PER_RUN, "step") as advance:
+
+        def advance_and_sample(n: int) -> None:
+            loads.append(os.getloadavg()[0])
+            advance(n)
+
+        def save() -> None:
+            if args.json:
+                Path(args.json).write_text(json.dumps({n: r.values for n, r in readings.items()}))
+            progress(f"so far:\n{table(readings)}")
+
+        for partitions in args.partitions:
+            readings[partitions] = Readings()
+            here = scratch / f"p{partitions}"
+            measure_partitions(
+                tools, here, partitions, readings[partitions], save, advance_and_sample, args
+            )
+    print(
+        f"{args.runs} runs per N (medians; systems interleaved), {args.idle_seconds:g} s idle "
+        f"windows; {time.monotonic() - started:.0f} s in all; 1-minute load average "
+        f"{min(loads):.1f}-{max(loads):.1f} (median {statistics.median(loads):.1f})."
+    )
+    report(readings, args.svg)
+
+
+def report(readings: dict[int, Readings], svg: str | None) -> None:
+    """The table of medians, every run's figures, and the plot."""
+    print()
+    print(table(readings))
+    print()
+    for partitions, read in readings.items():
+        for system, figures in read.values.items():
+            runs = "; ".join(
+                f"{f} " + ", ".join(_cell(v) for v in values) for f, values in figures.items()
+            )
+            print(f"- {partitions:,} {system}: {runs}")
+    if svg:
+        write_svg(Path(svg), "partitions (N)", series(readings))
+        print(f"\nplot: {svg}")
+
+
+def load(paths: Sequence[str]) -> dict[int, Readings]:
+    """The readings ``--json`` saved, of one run or several (a later file's N wins)."""
+    readings = {}
+    for path in paths:
+        for count, values in json.loads(Path(path).read_text()).items():
+            readings[int(count)] = Readings(values)
+    return dict(sorted(readings.items()))
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--partitions", type=int, nargs="+", default=[500, 2000, 4000])
+    parser.add_argument("--runs", type=int, default=3, help="medians reported")
+    parser.add_argument("--idle-seconds", type=float, default=30.0)
+    parser.add_argument("--metadata-requests", type=int, default=5, help="per run; median")
+    parser.add_argument("--svg", help="write the plot here (e.g. docs/scale-bench.svg)")
+    parser.add_argument("--json", help="save every run's figures here after each round")
+    parser.add_argument(
+        "--report", nargs="+", metavar="JSON", help="measure nothing: the table and plot of these"
+    )
+    parser.add_argument("--progress", action="store_true", help="draw a bar even off a terminal")
+    parser.add_argument("--workdir", help="under this dir (default: the system's temp dir)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.report:
+        report(load(args.report), args.svg)
+        return
+    where = Path(args.workdir) if args.workdir else None
+    run_in_scratch("tierlog-partition-scale-", where, lambda scratch: run(args, scratch))
+
+
+if __name__ == "__main__":
+    main()
