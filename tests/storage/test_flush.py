@@ -120,3 +120,24 @@ def test_stop_flushes_what_is_pending_and_returns(tmp_path: Path) -> None:
     assert log.append(make_batch(1)).last_offset == 1  # after stop: flushes inline
     assert log.recovery_point == 2
     log.close()
+
+
+def test_flush_ms_is_looked_for_once_per_check_not_at_every_round(tmp_path: Path) -> None:
+    """With flush.messages=1 a round runs at every fsync; looking for logs whose flush.ms
+    has elapsed walks every log of the broker, so it is done once per check interval."""
+    log = Log.open(tmp_path / "t-0", config(flush_messages=1))
+    looks: list[int] = []
+
+    def logs() -> list[Log]:
+        looks.append(1)
+        return [log]
+
+    committer = CountingCommitter(logs, check_interval_ms=60_000)
+    log.flush_hook = committer.flush_and_wait
+    committer.start()
+    for i in range(20):
+        log.append(make_batch(1, tag=str(i)))
+    committer.stop()
+    assert committer.rounds >= 20  # each durable append waited for a round of its own
+    assert len(looks) == 1  # the first round looked; the next look is a minute away
+    log.close()

@@ -5,7 +5,9 @@ batch is on disk. Appenders on different partitions do not each call fsync in tu
 they queue their log and wait, and the flusher takes everything queued so far,
 fsyncs each log once, and wakes all of them. A request that arrives while a round is
 running joins the next one, so nobody is acknowledged before their bytes are synced.
-The same thread also flushes logs whose ``flush.ms`` has elapsed.
+The same thread also flushes logs whose ``flush.ms`` has elapsed, looking for them once
+per check interval, not at every round, and only among logs that have a ``flush.ms``:
+with Kafka's default (never) an idle broker's thousands of logs cost it nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
+from tierlog.storage.config import LONG_MAX
 from tierlog.storage.errors import KafkaStorageError
 from tierlog.storage.log import Log
 
@@ -46,6 +49,7 @@ class GroupCommitter:
         self._failures: dict[int, dict[Log, KafkaStorageError]] = {}
         self._running = False
         self._thread: threading.Thread | None = None
+        self._next_time_check = 0.0  # time.monotonic() when flush.ms is next looked at
 
     def start(self) -> None:
         self._running = True
@@ -93,12 +97,20 @@ class GroupCommitter:
                 self._completed_round = this_round
                 self._cond.notify_all()
 
-    def _due_by_time(self) -> Iterable[Log]:
-        for candidate in self._logs():
-            if candidate.unflushed_messages <= 0:
-                continue
-            if candidate.clock_ms() - candidate.last_flush_ms >= candidate.config.flush_ms:
-                yield candidate
+    def _due_by_time(self) -> list[Log]:
+        """The logs whose ``flush.ms`` has elapsed, looked for once per check interval:
+        with ``flush.messages=1`` a round runs at every fsync, and a look walks every log."""
+        now = time.monotonic()
+        if now < self._next_time_check:
+            return []
+        self._next_time_check = now + self._check_interval_s
+        return [
+            candidate
+            for candidate in self._logs()
+            if candidate.config.flush_ms != LONG_MAX  # never due (the default): no more work
+            and candidate.unflushed_messages > 0
+            and candidate.clock_ms() - candidate.last_flush_ms >= candidate.config.flush_ms
+        ]
 
     def _flush_all(self, logs: Iterable[Log]) -> dict[Log, KafkaStorageError]:
         failures: dict[Log, KafkaStorageError] = {}
