@@ -186,7 +186,7 @@ async def _serve(
     probes.enter(Phase.SERVING)
     log.info(
         "started: %d partitions in %s, loaded in %.2fs",
-        server.manager.partition_count,
+        len(server.manager.partitions),
         ", ".join(str(path) for path in config.storage.log_dirs),
         time.monotonic() - started,
     )
