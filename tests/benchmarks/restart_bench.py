@@ -72,6 +72,8 @@ class Tierlog:
     data_dir: Path
     name: str = "tierlog"
     pythonpath: str | None = None  # an older commit's storage:sidecar, first
+    configs: tuple[str, ...] = ()
+    port: int = 0  # 0: any free one
     process: SidecarProcess = field(init=False)
 
     def __post_init__(self) -> None:
@@ -79,7 +81,7 @@ class Tierlog:
         if self.pythonpath is not None:
             env = {**os.environ, "PYTHONPATH": self.pythonpath}
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
-        self.process = SidecarProcess(self.data_dir, env=env)
+        self.process = SidecarProcess(self.data_dir, self.configs, self.port, env=env)
 
     def start(self) -> None:
         self.process.start(timeout_s=600)
