@@ -17,7 +17,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar
-from tests.kafka.wire import KafkaWire
+from tests.kafka.wire import KafkaWire, fetch_committed
 from tests.support.sidecars import Sidecars
 from tierlog.storage.records import SimpleRecord, build_batch, iter_batches
 
@@ -154,34 +154,6 @@ def _produce(
     return partition
 
 
-def _fetch_committed(wire: KafkaWire, topic: str) -> Any:
-    body = wire.call(
-        FETCH,
-        12,
-        {
-            "replica_id": -1,
-            "max_wait": 0,
-            "min_bytes": 0,
-            "max_bytes": 1 << 20,
-            "isolation_level": 1,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [
-                {
-                    "topic": topic,
-                    "partitions": [
-                        {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
-                    ],
-                }
-            ],
-            "forgotten_topics_data": [],
-            "rack_id": "",
-        },
-    )
-    ((partition,),) = [topic.partitions for topic in body.responses]
-    return partition
-
-
 def _describe(wire: KafkaWire, tid: str) -> Any:
     body = wire.call(DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [tid]})
     (state,) = body.transaction_states
@@ -201,10 +173,10 @@ def test_a_transaction_committed_through_kafka_apis_is_read_committed_after_its_
     assert _produce(wire, tid, pid, 0, topic, 0, b"one").error_code == ErrorCode.none
     assert _produce(wire, tid, pid, 0, topic, 1, b"two").error_code == ErrorCode.none
     open_state = _describe(wire, tid)
-    open_read = _fetch_committed(wire, topic)
+    open_read = fetch_committed(wire, topic)
 
     assert _end(wire, tid, pid, 0, commit=True) == ErrorCode.none
-    committed = _fetch_committed(wire, topic)
+    committed = fetch_committed(wire, topic)
 
     assert open_state.transaction_state == "Ongoing"
     assert [(t.topic, tuple(t.partitions)) for t in open_state.topics] == [(topic, (0,))]
@@ -232,7 +204,7 @@ def test_an_aborted_transaction_is_listed_to_a_read_committed_fetch(
     _produce(wire, tid, pid, 0, topic, 0, b"dropped")
 
     assert _end(wire, tid, pid, 0, commit=False) == ErrorCode.none
-    read = _fetch_committed(wire, topic)
+    read = fetch_committed(wire, topic)
 
     assert (read.high_watermark, read.last_stable_offset) == (2, 2)
     assert [(a.producer_id, a.first_offset) for a in read.aborted_transactions] == [(pid, 0)]
@@ -254,7 +226,7 @@ def test_a_second_producer_fences_the_first_with_the_error_its_version_knows(
     assert second.error_code == ErrorCode.none
     assert second.producer_id == pid
     assert second.producer_epoch == 2  # 1 was the abort's, which fenced the first
-    assert _fetch_committed(wire, topic).aborted_transactions[0].first_offset == 0
+    assert fetch_committed(wire, topic).aborted_transactions[0].first_offset == 0
     fenced, old = ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch  # KIP-588
     assert _add(wire, tid, pid, 0, topic, version=3) == [(topic, 0, fenced)]
     assert _add(wire, tid, pid, 0, topic, version=1) == [(topic, 0, old)]
@@ -425,5 +397,5 @@ def test_a_transactional_batch_to_a_partition_not_in_the_transaction_is_refused(
     assert refused.error_code == ErrorCode.invalid_txn_state
     assert taken.error_code == ErrorCode.none
     assert again.error_code == ErrorCode.invalid_txn_state
-    nothing = _fetch_committed(wire, skipped)
+    nothing = fetch_committed(wire, skipped)
     assert (nothing.high_watermark, nothing.last_stable_offset) == (0, 0)

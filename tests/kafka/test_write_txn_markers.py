@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -24,7 +23,7 @@ from tests.kafka.conftest import (
     run_java,
     start_kafka_sidecar,
 )
-from tests.kafka.wire import KafkaWire
+from tests.kafka.wire import KafkaWire, fetch_committed
 from tests.support.sidecars import Sidecars
 from tierlog.storage.records import SimpleRecord, build_batch
 
@@ -76,33 +75,6 @@ def _produce(
     assert body.responses[0].partition_responses[0].error_code == ErrorCode.none
 
 
-def _fetch_committed(wire: KafkaWire, topic: str) -> Any:
-    body = wire.call(
-        FETCH,
-        12,
-        {
-            "replica_id": -1,
-            "max_wait": 0,
-            "min_bytes": 0,
-            "max_bytes": 1 << 20,
-            "isolation_level": 1,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [
-                {
-                    "topic": topic,
-                    "partitions": [
-                        {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
-                    ],
-                }
-            ],
-            "forgotten_topics_data": [],
-            "rack_id": "",
-        },
-    )
-    return body.responses[0].partitions[0]
-
-
 def _markers(
     wire: KafkaWire,
     pid: int,
@@ -151,7 +123,7 @@ def test_kafka_transactions_finds_a_hanging_transaction_and_aborts_it(
     pid = _producer_id(wire)
     _produce(wire, topic, b"hanging", pid, 0, 0)  # offset 0, never ended by a coordinator
     _produce(wire, topic, b"after")  # offset 1, held back by the open transaction
-    stuck = _fetch_committed(wire, topic)
+    stuck = fetch_committed(wire, topic)
     tool = (TRANSACTIONS, "--bootstrap-server", broker.kafka_address)
 
     found = printed_table(
@@ -159,7 +131,7 @@ def test_kafka_transactions_finds_a_hanging_transaction_and_aborts_it(
     )
     (hanging,) = found
     run_java(*tool, "abort", "--topic", topic, "--partition", "0", "--start-offset", "0")
-    moved = _fetch_committed(wire, topic)
+    moved = fetch_committed(wire, topic)
     read = read_partition(broker, topic, "read_committed")
 
     assert (hanging["Topic"], hanging["Partition"]) == (topic, "0")
@@ -185,10 +157,10 @@ def test_a_marker_from_an_older_coordinator_epoch_or_producer_epoch_is_refused(
     ended = _markers(wire, pid, 0, 3, [here])  # the ABORT at 1, coordinator epoch 3
     _produce(wire, topic, b"second", pid, 0, 1)  # offset 2: the next transaction
     fenced = _markers(wire, pid, 0, 2, [here, (topic, 7), ("missing", 0)])
-    still_open = _fetch_committed(wire, topic)
+    still_open = fetch_committed(wire, topic)
     committed = _markers(wire, pid, 1, 3, [here], commit=True)  # a new epoch, at 3
     stale_epoch = _markers(wire, pid, 0, 3, [here])
-    after = _fetch_committed(wire, topic)
+    after = fetch_committed(wire, topic)
 
     assert ended == {here: ErrorCode.none}
     # Kafka's partition refuses a marker from a coordinator older than its last one.

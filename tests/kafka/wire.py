@@ -12,6 +12,7 @@ from typing import Any
 from kio.serial import entity_reader, entity_writer
 
 from tierlog.kafka.codec import build, request_type, response_type
+from tierlog.kafka.versions import FETCH
 
 
 class KafkaWire:
@@ -63,3 +64,33 @@ class KafkaWire:
         assert len(data) == size, f"the broker closed the connection ({len(data)} of {size})"
         self.bytes_received += size
         return data
+
+
+def fetch_committed(wire: KafkaWire, topic: str) -> Any:
+    """Partition 0 of ``topic`` read from its start with ``read_committed`` (Fetch v12):
+    its high watermark, last stable offset, aborted transactions and records."""
+    body = wire.call(
+        FETCH,
+        12,
+        {
+            "replica_id": -1,
+            "max_wait": 0,
+            "min_bytes": 0,
+            "max_bytes": 1 << 20,
+            "isolation_level": 1,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": topic,
+                    "partitions": [
+                        {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
+                    ],
+                }
+            ],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        },
+    )
+    ((partition,),) = [topic_answer.partitions for topic_answer in body.responses]
+    return partition
