@@ -63,15 +63,22 @@ def test_the_transaction_coordinators_defaults_and_names(tmp_path: Path) -> None
     defaults = TransactionCoordinatorConfig()
     assert (defaults.topic_partitions, defaults.topic_replication_factor) == (50, 3)
     assert (defaults.max_timeout_ms, defaults.abort_timed_out_interval_ms) == (900_000, 10_000)
+    assert defaults.partition_verification  # KIP-890's check, on as in Kafka 3.6+
     assert defaults.topic_configs()["cleanup.policy"] == "compact"
     config = SidecarConfig.from_properties(
         {
             "log.dirs": str(tmp_path),
             "transaction.state.log.num.partitions": "3",
             "transaction.max.timeout.ms": "60000",
+            "transaction.partition.verification.enable": "False",
         }
     )
     assert config.transactions.topic_partitions == 3
     assert config.transactions.max_timeout_ms == 60_000
+    assert not config.transactions.partition_verification
     with pytest.raises(InvalidConfigError, match=r"transaction\.max\.timeout\.ms"):
         TransactionCoordinatorConfig.from_properties({"transaction.max.timeout.ms": "0"})
+    with pytest.raises(InvalidConfigError, match=r"verification\.enable expects true or false"):
+        TransactionCoordinatorConfig.from_properties(
+            {"transaction.partition.verification.enable": "yes"}
+        )

@@ -130,7 +130,7 @@ def _end(
 
 
 def _produce(
-    wire: KafkaWire, tid: str, pid: int, epoch: int, topic: str, sequence: int, value: bytes
+    wire: KafkaWire, tid: str | None, pid: int, epoch: int, topic: str, sequence: int, value: bytes
 ) -> Any:
     batch = build_batch(
         [SimpleRecord(b"k", value, int(time.time() * 1000))],
@@ -398,4 +398,20 @@ def test_a_transactional_batch_to_a_partition_not_in_the_transaction_is_refused(
     assert taken.error_code == ErrorCode.none
     assert again.error_code == ErrorCode.invalid_txn_state
     nothing = fetch_committed(wire, skipped)
+    assert (nothing.high_watermark, nothing.last_stable_offset) == (0, 0)
+
+
+def test_transactional_batches_without_a_transactional_id_are_refused(
+    broker: KafkaSidecar, wire: KafkaWire
+) -> None:
+    topic, tid = _name("anonymous"), _name("app")
+    broker.create_topic(topic)
+    pid = _init(wire, tid).producer_id
+    _add(wire, tid, pid, 0, topic)
+
+    refused = _produce(wire, None, pid, 0, topic, 0, b"whose transaction?")
+
+    # Kafka refuses the request so: no coordinator could ever end such a transaction.
+    assert refused.error_code == ErrorCode.transactional_id_authorization_failed
+    nothing = fetch_committed(wire, topic)
     assert (nothing.high_watermark, nothing.last_stable_offset) == (0, 0)

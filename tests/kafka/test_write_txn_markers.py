@@ -3,9 +3,11 @@
 transaction, and the partition's own checks of a marker (coordinator epoch, producer
 epoch). One sidecar for the module: each test has its own topic and producer.
 
-A hanging transaction is left as old clients left them: a transactional batch from a
-producer id no transactional id owns, so no coordinator will ever write its marker and
-the partition's last stable offset stays at its first offset."""
+A hanging transaction is left as Kafka's own tests leave one: the broker's KIP-890
+check is turned off (``transaction.partition.verification.enable=false``) and a
+transactional producer writes to a partition it never added to its transaction, so its
+coordinator will never write the partition's marker and the partition's last stable
+offset stays at that batch's offset."""
 
 from __future__ import annotations
 
@@ -35,7 +37,12 @@ TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand"
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
     started = Sidecars()
     try:
-        yield start_kafka_sidecar(started, tmp_path_factory.mktemp("markers") / "data")
+        yield start_kafka_sidecar(
+            started,
+            tmp_path_factory.mktemp("markers") / "data",
+            "transaction.partition.verification.enable=false",
+            "transaction.state.log.num.partitions=1",
+        )
     finally:
         started.kill_all()
 
@@ -44,17 +51,34 @@ def _name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def _producer_id(wire: KafkaWire) -> int:
-    """A fresh idempotent producer id (no transactional id owns it)."""
-    answer = wire.call(INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout": -1})
+def _transactional_producer(wire: KafkaWire) -> tuple[str, int]:
+    """A fresh transactional id and its producer id (epoch 0), once the transaction
+    coordinator has loaded ``__transaction_state`` (a client retries as this does)."""
+    tid = _name("app")
+    deadline = time.monotonic() + 60
+    while True:
+        answer = wire.call(
+            INIT_PRODUCER_ID, 4, {"transactional_id": tid, "transaction_timeout": 60_000}
+        )
+        if answer.error_code != ErrorCode.coordinator_load_in_progress:
+            break
+        assert time.monotonic() < deadline, "the transaction coordinator never loaded"
+        time.sleep(0.05)
     assert answer.error_code == ErrorCode.none
-    return int(answer.producer_id)
+    return tid, int(answer.producer_id)
 
 
 def _produce(
-    wire: KafkaWire, topic: str, value: bytes, pid: int = -1, epoch: int = -1, sequence: int = -1
+    wire: KafkaWire,
+    topic: str,
+    value: bytes,
+    producer: tuple[str, int] | None = None,
+    epoch: int = -1,
+    sequence: int = -1,
 ) -> None:
-    """One record to partition 0; transactional when a producer id is given."""
+    """One record to partition 0; transactional when a producer is given, and never
+    added to its transaction (the broker does not check, so this one is taken)."""
+    tid, pid = producer if producer is not None else (None, -1)
     batch = build_batch(
         [SimpleRecord(b"k", value, int(time.time() * 1000))],
         producer_id=pid,
@@ -66,7 +90,7 @@ def _produce(
         PRODUCE,
         11,
         {
-            "transactional_id": None,
+            "transactional_id": tid,
             "acks": -1,
             "timeout": 30_000,
             "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
@@ -120,8 +144,9 @@ def test_kafka_transactions_finds_a_hanging_transaction_and_aborts_it(
 ) -> None:
     topic = _name("stuck")
     broker.create_topic(topic)
-    pid = _producer_id(wire)
-    _produce(wire, topic, b"hanging", pid, 0, 0)  # offset 0, never ended by a coordinator
+    producer = _transactional_producer(wire)
+    pid = producer[1]
+    _produce(wire, topic, b"hanging", producer, 0, 0)  # offset 0, never ended by a coordinator
     _produce(wire, topic, b"after")  # offset 1, held back by the open transaction
     stuck = fetch_committed(wire, topic)
     tool = (TRANSACTIONS, "--bootstrap-server", broker.kafka_address)
@@ -150,12 +175,13 @@ def test_a_marker_from_an_older_coordinator_epoch_or_producer_epoch_is_refused(
 ) -> None:
     topic = _name("fenced")
     broker.create_topic(topic)
-    pid = _producer_id(wire)
+    producer = _transactional_producer(wire)
+    pid = producer[1]
     here = (topic, 0)
-    _produce(wire, topic, b"first", pid, 0, 0)  # offset 0
+    _produce(wire, topic, b"first", producer, 0, 0)  # offset 0
 
     ended = _markers(wire, pid, 0, 3, [here])  # the ABORT at 1, coordinator epoch 3
-    _produce(wire, topic, b"second", pid, 0, 1)  # offset 2: the next transaction
+    _produce(wire, topic, b"second", producer, 0, 1)  # offset 2: the next transaction
     fenced = _markers(wire, pid, 0, 2, [here, (topic, 7), ("missing", 0)])
     still_open = fetch_committed(wire, topic)
     committed = _markers(wire, pid, 1, 3, [here], commit=True)  # a new epoch, at 3

@@ -303,6 +303,13 @@ class ConcurrentTransactionsError(TierlogError):
     reason = "CONCURRENT_TRANSACTIONS"
 
 
+class TransactionalIdAuthorizationFailedError(TierlogError):
+    """[53] A Produce carries transactional batches but names no transactional id (or
+    one the client may not write as): the whole request is refused."""
+
+    reason = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+
+
 class ProducerFencedError(TierlogError):
     """[90] A newer producer with the same transactional id has a higher epoch (or the
     transaction timed out and was aborted with one): this producer must close."""

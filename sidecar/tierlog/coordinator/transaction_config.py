@@ -6,6 +6,10 @@ shape ``__transaction_state`` when it is created on first use. A producer's
 ``transaction.timeout.ms`` may not exceed ``transaction.max.timeout.ms`` (15 minutes);
 every ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` (10 s) a transaction
 open longer than its timeout is aborted, its producer fenced.
+``transaction.partition.verification.enable`` (true, KIP-890) makes a partition's leader
+ask the coordinator before the batch that opens a transaction there is appended; off,
+such a batch is appended unasked, as before KIP-890 (how a hanging transaction is made
+on purpose, to try ``kafka-transactions find-hanging`` and ``abort``).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tierlog.coordinator.transaction_topic import DEFAULT_TRANSACTION_TOPIC_PARTITIONS
-from tierlog.storage.properties import whole_number
+from tierlog.storage.properties import flag, whole_number
 
 __all__ = ["TRANSACTION_COORDINATOR_KEYS", "TransactionCoordinatorConfig"]
 
@@ -26,7 +30,8 @@ _NUMBERS: dict[str, tuple[int, int]] = {
     "transaction.max.timeout.ms": (900_000, 1),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (10_000, 1),
 }
-TRANSACTION_COORDINATOR_KEYS = frozenset(_NUMBERS)
+_VERIFICATION = "transaction.partition.verification.enable"
+TRANSACTION_COORDINATOR_KEYS = frozenset((*_NUMBERS, _VERIFICATION))
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,7 @@ class TransactionCoordinatorConfig:
     topic_segment_bytes: int = 100 * 1024 * 1024
     max_timeout_ms: int = 900_000
     abort_timed_out_interval_ms: int = 10_000
+    partition_verification: bool = True
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> TransactionCoordinatorConfig:
@@ -48,6 +54,7 @@ class TransactionCoordinatorConfig:
             abort_timed_out_interval_ms=number[
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms"
             ],
+            partition_verification=flag(props, _VERIFICATION, default=True),
         )
 
     def topic_configs(self) -> dict[str, str]:

@@ -514,6 +514,8 @@ class TransactionCoordinator:
         header = next(iter_batches(data), None)
         if header is None or not header.is_transactional or header.is_control:
             return None
+        if not self.config.partition_verification:
+            return None
         if partition_log.has_open_transaction(header.producer_id):
             return None  # its transaction on tp was verified by the batch that opened it
         guard = partition_log.verification_guard(header.producer_id)

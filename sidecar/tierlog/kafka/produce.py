@@ -10,7 +10,10 @@ Transactional batches meet the same producer-state checks as on the gRPC path, a
 batch that would open a producer's transaction on a partition must find that partition
 added to it at the coordinator of the request's ``transactional_id``, here or on another
 broker (``TransactionCoordinator.verify_append``), and still be in it when appended (the
-verification's guard): INVALID_TXN_STATE otherwise.
+verification's guard): INVALID_TXN_STATE otherwise. A request with transactional
+batches and no ``transactional_id`` is refused whole, every partition told
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka refuses it: no coordinator could ever end
+such a transaction.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-from tierlog.api.errors import NotLeaderOrFollowerError
+from tierlog.api.errors import NotLeaderOrFollowerError, TransactionalIdAuthorizationFailedError
 from tierlog.broker.produce import Acks, Appended, Produced
 from tierlog.kafka.answer_later import AnswerLater
 from tierlog.kafka.broker import KafkaBroker
@@ -31,7 +34,7 @@ from tierlog.kafka.current_leader import current_leader, node_endpoints
 from tierlog.kafka.errors import error_code
 from tierlog.kafka.versions import PRODUCE
 from tierlog.storage.errors import TierlogError
-from tierlog.storage.records import NO_PARTITION_LEADER_EPOCH
+from tierlog.storage.records import NO_PARTITION_LEADER_EPOCH, iter_batches
 from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["produce"]
@@ -45,13 +48,24 @@ async def produce(
     partitions = [
         (topic.name, partition) for topic in body.topic_data for partition in topic.partition_data
     ]
-    appends = [
-        _append(broker, name, partition, acks, body.transactional_id)
-        for name, partition in partitions
-    ]
-    # One partition (the usual request) is awaited as it is: gather would wrap it in a
-    # task of its own, a cost the benchmark's profile showed on every produce.
-    appended = [await appends[0]] if len(appends) == 1 else await asyncio.gather(*appends)
+    appended: list[Appended | dict[str, Any]]
+    if body.transactional_id is None and any(
+        _is_transactional(partition.records) for _name, partition in partitions
+    ):
+        refused = TransactionalIdAuthorizationFailedError(
+            "transactional batches need the producer's transactional.id"
+        )
+        appended = [
+            _failed(broker, name, partition.index, refused) for name, partition in partitions
+        ]
+    else:
+        appends = [
+            _append(broker, name, partition, acks, body.transactional_id)
+            for name, partition in partitions
+        ]
+        # One partition (the usual request) is awaited as it is: gather would wrap it in
+        # a task of its own, a cost the benchmark's profile showed on every produce.
+        appended = [await appends[0]] if len(appends) == 1 else await asyncio.gather(*appends)
     if acks == Acks.NONE:
         return None
     indexed = [(name, partition.index) for name, partition in partitions]
@@ -105,6 +119,16 @@ async def _append(
         return await appender.append(tp, target, records, acks, verification_guard=guard)
     except TierlogError as error:
         return _failed(broker, topic, partition.index, error)
+
+
+def _is_transactional(records: bytes | None) -> bool:
+    """Whether the partition's first batch is transactional (Kafka looks no further).
+    Bytes that are no batch are not: the append refuses them with their own error."""
+    try:
+        header = next(iter_batches(records or b""), None)
+    except TierlogError:
+        return False
+    return header is not None and header.is_transactional
 
 
 async def _committed(

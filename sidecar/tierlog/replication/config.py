@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tierlog.replication.fetcher import FetchSettings
 from tierlog.storage.errors import InvalidConfigError
-from tierlog.storage.properties import whole_number
+from tierlog.storage.properties import flag, whole_number
 
 __all__ = [
     "REPLICATION_KEYS",
@@ -93,7 +93,7 @@ class ReplicationConfig:
             replica_lag_time_max_ms=values["replica.lag.time.max.ms"],
             broker_session_timeout_ms=values["broker.session.timeout.ms"],
             state_poll_ms=values["tierlog.replication.state.poll.ms"],
-            auto_leader_rebalance=_flag(props, AUTO_LEADER_REBALANCE, default=True),
+            auto_leader_rebalance=flag(props, AUTO_LEADER_REBALANCE, default=True),
             fetch=FetchSettings(
                 max_wait_ms=values["replica.fetch.wait.max.ms"],
                 min_bytes=values["replica.fetch.min.bytes"],
@@ -120,12 +120,3 @@ def _store_location(props: Mapping[str, str]) -> StoreLocation | None:
             "(where the cluster's partition-state ConfigMap and broker Leases are)"
         )
     return KubernetesStore(namespace, cluster)
-
-
-def _flag(props: Mapping[str, str], key: str, *, default: bool) -> bool:
-    text = props.get(key, "").strip().lower()
-    if not text:
-        return default
-    if text not in ("true", "false"):
-        raise InvalidConfigError(f"{key} expects true or false, got {text!r}")
-    return text == "true"

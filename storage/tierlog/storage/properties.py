@@ -20,7 +20,7 @@ from string import hexdigits
 
 from tierlog.storage.errors import InvalidConfigError
 
-__all__ = ["format_properties", "parse_properties", "read_properties", "whole_number"]
+__all__ = ["flag", "format_properties", "parse_properties", "read_properties", "whole_number"]
 
 _WHITESPACE = " \t\f"
 _SEPARATORS = "=:"
@@ -52,6 +52,17 @@ def whole_number(props: Mapping[str, str], key: str, default: int, minimum: int)
     if value < minimum:
         raise InvalidConfigError(f"{key} must be at least {minimum}, got {value}")
     return value
+
+
+def flag(props: Mapping[str, str], key: str, *, default: bool) -> bool:
+    """The setting ``key`` as true or false (``default`` when unset); INVALID_CONFIG
+    naming the key otherwise."""
+    text = props.get(key, "").strip().lower()
+    if not text:
+        return default
+    if text not in ("true", "false"):
+        raise InvalidConfigError(f"{key} expects true or false, got {text!r}")
+    return text == "true"
 
 
 def parse_properties(text: str) -> dict[str, str]:
