@@ -185,8 +185,6 @@ class TransactionCoordinator:
         self._verified: OrderedDict[tuple[int, int, TopicPartition], tuple[int, int]] = (
             OrderedDict()
         )
-        # Verifications asked of the coordinator, here or elsewhere (what tests read).
-        self.verifications_asked = 0
         self.metrics = TransactionMetrics(self, clock_ms)  # the sidecar registers it
 
     # -- running ----------------------------------------------------------------------
@@ -558,7 +556,6 @@ class TransactionCoordinator:
         position = (partition_log.leader_epoch, partition_log.log_end_offset)
         if self._verified.get(key) == position:
             return guard
-        self.verifications_asked += 1
         self.metrics.verification_asked()
         try:
             await self._ask_coordinator(transactional_id, key)
