@@ -87,6 +87,14 @@ def test_subjects_are_named_as_kafkas_default_principal_mapping_names_them(
     assert ours[0] == "User:CN=billing"
 
 
+@pytest.mark.parametrize(
+    "garbage", [b"", b"\x30", b"\x30\x82\xff\xff", b"\x30\x03\x30\x01\x02", b"not a certificate"]
+)
+def test_bytes_that_are_not_a_certificate_are_a_value_error(garbage: bytes) -> None:
+    with pytest.raises(ValueError):
+        subject_principal(garbage)
+
+
 @pytest.fixture(scope="module")
 def authority() -> Authority:
     return Authority("tierlog kafka mTLS test CA")

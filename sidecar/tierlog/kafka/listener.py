@@ -332,13 +332,11 @@ class KafkaListener:
         self.observer.kafka_connection_opened()
         peer = writer.get_extra_info("peername")
         authenticator = None if self.sasl is None else SaslAuthenticator(self.sasl, peer)
-        certified = tls_principal(writer.get_extra_info("ssl_object"))
-        if certified is not None:
-            log.debug("kafka listener: %s authenticated as %r (TLS client certificate)", peer,
-                      certified)  # fmt: skip
+        certified: str | None = None
         owed = OwedAnswers(writer, self._observe, _OWED_ANSWERS_MAX)
         why = Closed.CLIENT
         try:
+            certified = _certified(writer, peer)
             while True:
                 size_bytes = await self._size_prefix(reader)
                 if size_bytes is None:
@@ -485,6 +483,20 @@ class KafkaListener:
         if isinstance(response, AnswerLater):
             return _encoded_later(api_key, correlation_id, response.answer)
         return _encoded(api_key, correlation_id, response)
+
+
+def _certified(writer: asyncio.StreamWriter, peer: object) -> str | None:
+    """The principal name of the connection's verified TLS client certificate, if any."""
+    try:
+        certified = tls_principal(writer.get_extra_info("ssl_object"))
+    except ValueError as error:
+        raise _Refused(
+            f"its client certificate's subject: {error}", Closed.AUTHENTICATION
+        ) from None
+    if certified is not None:
+        log.debug("kafka listener: %s authenticated as %r (TLS client certificate)", peer,
+                  certified)  # fmt: skip
+    return certified
 
 
 def _principal(authenticator: SaslAuthenticator | None, certified: str | None) -> str | None:

@@ -52,12 +52,15 @@ def tls_principal(connection: ssl.SSLObject | None) -> str | None:
 
 
 def subject_principal(certificate_der: bytes) -> str:
-    """The certificate's subject as ``X500Principal.getName()`` renders it."""
+    """The certificate's subject as ``X500Principal.getName()`` renders it; ValueError
+    for bytes that are not a certificate."""
     _tag, certificate, _end = _element(certificate_der, 0)
     _tag, tbs, _end = _element(certificate, 0)
     fields = list(_elements(tbs))
     if fields and fields[0][0] == _VERSION:
         fields = fields[1:]
+    if len(fields) < 5:
+        raise ValueError("a certificate without a subject")
     tag, subject = fields[4]  # serial, signature, issuer, validity, subject
     if tag != _SEQUENCE:
         raise ValueError("the certificate has no subject name")
@@ -93,6 +96,8 @@ def _escaped(text: str) -> str:
 
 
 def _dotted(oid: bytes) -> str:
+    if not oid:
+        raise ValueError("an empty object identifier")
     arcs: list[int] = []
     value = 0
     for byte in oid:
