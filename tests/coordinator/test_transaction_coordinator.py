@@ -22,6 +22,7 @@ from tierlog.api.errors import NotEnoughReplicasError
 from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc, transaction_service_pb2_grpc
 from tierlog.api.v1 import transaction_service_pb2 as pb
 from tierlog.broker.ownership import Broker
+from tierlog.coordinator.transaction_metrics import TransactionMetrics
 from tierlog.coordinator.transaction_records import TransactionState
 from tierlog.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC
 from tierlog.sidecar.config import SidecarConfig
@@ -159,9 +160,9 @@ def test_a_verification_is_asked_once_until_the_partition_moves_on(tmp_path: Pat
             is_transactional=True,
         )
 
-        async def verify() -> int:
+        async def verify() -> float:
             await coordinator.verify_append("t", tp, orders, batch)
-            return coordinator.verifications_asked
+            return _sample(coordinator.metrics, "tierlog_transaction_verifications_total")
 
         # Verified but not appended (say its append was refused): a retry is not asked.
         assert [await verify(), await verify()] == [1, 1]
@@ -187,7 +188,23 @@ def test_a_verification_is_asked_once_until_the_partition_moves_on(tmp_path: Pat
         with pytest.raises(NotEnoughReplicasError, match="NETWORK_EXCEPTION"):
             await verify()  # asked of the coordinator's broker, out of reach: retriable
 
+        refusals = "tierlog_transaction_verification_refusals_total"
+        assert _sample(coordinator.metrics, "tierlog_transaction_verifications_total") == 4
+        assert _sample(coordinator.metrics, refusals, reason="INVALID_TXN_STATE") == 1
+        assert _sample(coordinator.metrics, refusals, reason="NOT_ENOUGH_REPLICAS") == 1
+
     _run(tmp_path, scenario)
+
+
+def _sample(metrics: TransactionMetrics, name: str, **labels: str) -> float:
+    """The value of one of the coordinator's series, as a scrape reads it."""
+    (value,) = [
+        sample.value
+        for family in metrics.collect()
+        for sample in family.samples
+        if sample.name == name and sample.labels == labels
+    ]
+    return value
 
 
 async def _state(stub: Any) -> TransactionState:

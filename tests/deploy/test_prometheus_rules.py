@@ -11,7 +11,8 @@ from tests.tools.prometheus import promtool_bin
 
 # Issue 6's list (disk filling, upload lag growing, S3 errors, fsync latency, broker down,
 # reconciliation failing) and their neighbours; issue 18's replication alerts; issue 19's
-# consumer lag; issue 31's error ratio over both front doors; issue 33's tier bound.
+# consumer lag; issue 31's error ratio over both front doors and transaction markers;
+# issue 33's tier bound.
 EXPECTED = {
     "TierlogBrokerDown",
     "TierlogBrokerNotReady",
@@ -23,6 +24,7 @@ EXPECTED = {
     "TierlogUnderMinIsrPartitions",
     "TierlogOfflinePartitions",
     "TierlogConsumerLagHigh",
+    "TierlogTransactionMarkersFailing",
     "TierlogUploadLagGrowing",
     "TierlogUploadStuck",
     "TierlogTierBehindBound",

@@ -26,6 +26,7 @@ from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar
 from tests.kafka.wire import KafkaWire
 from tests.support.scrape import METRICS, scrape_sidecar
 from tests.support.sidecars import Sidecars
+from tierlog.client.admin import AdminClient
 from tierlog.kafka.fetch_sessions import (
     CachedPartition,
     FetchSessionCache,
@@ -189,6 +190,24 @@ def test_topics_named_by_id_from_v13(broker: KafkaSidecar, wire: KafkaWire) -> N
     # A session made by ids is not continued by names.
     mixed = wire.call(FETCH, NAMES_V, _fetch((full.session_id, 1), {}))
     assert mixed.error_code == ErrorCode.fetch_session_topic_id_error
+
+
+def test_a_topic_made_or_deleted_between_fetches_is_found_or_not_by_its_id(
+    broker: KafkaSidecar, wire: KafkaWire
+) -> None:
+    """The id map is cached between requests: a change of the topics must reach it."""
+    broker.create_topic("ids-before")
+    before = _topic_id(wire, "ids-before")
+    assert wire.call(FETCH, IDS_V, _fetch((0, -1), {before: {0: 0}})).responses
+    broker.create_topic("ids-after")
+    after = _topic_id(wire, "ids-after")
+    with AdminClient({"bootstrap.servers": broker.address}) as admin:
+        admin.delete_topic("ids-before")
+
+    fetched = wire.call(FETCH, IDS_V, _fetch((0, -1), {before: {0: 0}, after: {0: 0}}))
+    codes = {topic.topic_id: topic.partitions[0].error_code for topic in fetched.responses}
+
+    assert codes == {before: ErrorCode.unknown_topic_id, after: ErrorCode.none}
 
 
 def test_a_follower_fetch_is_refused_at_v15(broker: KafkaSidecar, wire: KafkaWire) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import socket
+import ssl
 import struct
 from typing import Any
 
@@ -16,8 +17,10 @@ from tierlog.kafka.versions import FETCH
 
 
 class KafkaWire:
-    def __init__(self, port: int, timeout_s: float = 60) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
+    def __init__(self, port: int, timeout_s: float = 60, tls: ssl.SSLContext | None = None):
+        """A connection to the listener on ``port``, over TLS when given its context."""
+        sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
+        self.sock = sock if tls is None else tls.wrap_socket(sock, server_hostname="127.0.0.1")
         self._next_correlation_id = 1
         self.bytes_sent = self.bytes_received = 0  # whole frames, size prefixes included
 
@@ -60,7 +63,9 @@ class KafkaWire:
         return body
 
     def _exactly(self, size: int) -> bytes:
-        data = self.sock.recv(size, socket.MSG_WAITALL)
+        data = b""
+        while len(data) < size and (chunk := self.sock.recv(size - len(data))):
+            data += chunk  # a TLS socket has no MSG_WAITALL
         assert len(data) == size, f"the broker closed the connection ({len(data)} of {size})"
         self.bytes_received += size
         return data

@@ -39,12 +39,20 @@ class Authority:
         self.certificate_pem = self.certificate.public_bytes(serialization.Encoding.PEM)
 
     def issue(
-        self, common_name: str, *, server: bool, hosts: Sequence[str] = (), loopback: bool = True
+        self,
+        common_name: str,
+        *,
+        server: bool,
+        hosts: Sequence[str] = (),
+        loopback: bool = True,
+        subject: x509.Name | None = None,
     ) -> Issued:
         """A leaf certificate; a server's names ``hosts`` (IP addresses or DNS names, e.g.
-        ``*.demo-brokers.ns.svc``), plus localhost and 127.0.0.1 unless not ``loopback``."""
+        ``*.demo-brokers.ns.svc``), plus localhost and 127.0.0.1 unless not ``loopback``.
+        Its subject is ``CN=common_name`` unless a whole ``subject`` is given."""
         key = ec.generate_private_key(ec.SECP256R1())
-        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+        if subject is None:
+            subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
         usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
         builder = (
             _builder(subject, self.name, key.public_key())

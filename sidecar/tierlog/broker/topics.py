@@ -73,6 +73,7 @@ class TopicStore:
         self._configs: dict[str, LogConfig] = {}
         self._generation = 0
         self._stale_copies = False
+        self._version = 0  # moves with every change of ``_topics``: ``versioned_topics``
         # Told (before, after) once a change is saved, under the store's lock: the
         # bucket's copy of the tiered topics (``topic_mirror``) follows the store.
         self.on_change: Callable[[Mapping[str, Topic], Mapping[str, Topic]], None] | None = None
@@ -128,6 +129,7 @@ class TopicStore:
                 self._write_copies(self._topics)
             raise
         before, self._topics = self._topics, topics
+        self._version += 1
         if self.on_change is not None:
             self.on_change(before, topics)
 
@@ -157,8 +159,18 @@ class TopicStore:
     # -- reading ----------------------------------------------------------------------
 
     def topics(self) -> list[Topic]:
+        return self.versioned_topics()[1]
+
+    @property
+    def version(self) -> int:
+        """A number that moves whenever the topics change: a view built from
+        ``versioned_topics`` holds while it is the version it was built from."""
+        return self._version
+
+    def versioned_topics(self) -> tuple[int, list[Topic]]:
+        """The topics by name, and their ``version``."""
         with self._lock:
-            return sorted(self._topics.values(), key=lambda topic: topic.name)
+            return self._version, sorted(self._topics.values(), key=lambda topic: topic.name)
 
     def get(self, name: str) -> Topic:
         """The topic, or UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for bad names)."""

@@ -47,6 +47,11 @@ from tierlog.coordinator.coordinator import Append
 from tierlog.coordinator.loaded_partitions import Loaded, LoadedPartitions
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for_group
 from tierlog.coordinator.transaction_config import TransactionCoordinatorConfig
+from tierlog.coordinator.transaction_metrics import (
+    MarkerOutcome,
+    TransactionMetrics,
+    TransactionOutcome,
+)
 from tierlog.coordinator.transaction_records import (
     NO_PRODUCER_ID,
     TransactionLogKey,
@@ -180,8 +185,7 @@ class TransactionCoordinator:
         self._verified: OrderedDict[tuple[int, int, TopicPartition], tuple[int, int]] = (
             OrderedDict()
         )
-        # Verifications asked of the coordinator, here or elsewhere (what tests read).
-        self.verifications_asked = 0
+        self.metrics = TransactionMetrics(self, clock_ms)  # the sidecar registers it
 
     # -- running ----------------------------------------------------------------------
 
@@ -228,7 +232,11 @@ class TransactionCoordinator:
                     value.producer_epoch,
                     value.transaction_timeout_ms,
                 )
-                aborts.append(self._abort_over_its_head(loaded, transactional_id, value))
+                aborts.append(
+                    self._abort_over_its_head(
+                        loaded, transactional_id, value, TransactionOutcome.TIMED_OUT
+                    )
+                )
         outcomes = await asyncio.gather(*aborts, return_exceptions=True)
         for outcome in outcomes:
             if isinstance(outcome, TierlogError):
@@ -248,6 +256,10 @@ class TransactionCoordinator:
         if not transactional_id:
             raise InvalidRequestError("a transactional id cannot be empty")
         return partition_for_transactional_id(transactional_id, self.partition_count())
+
+    def coordinated_partitions(self) -> dict[int, TransactionsState | None]:
+        """For the metrics thread: the partitions led here, their states (None: loading)."""
+        return self._loaded.led()
 
     def _state(self, transactional_id: str) -> Loaded[TransactionsState]:
         partition = self.partition_of(transactional_id)
@@ -275,7 +287,9 @@ class TransactionCoordinator:
             return  # a call is writing it now; it completes what it prepares
         log.info("completing the %s of %r", value.state.name, transactional_id)
         self._busy.add(transactional_id)
-        self._start_completion(loaded, transactional_id, value)
+        committed = value.state is TransactionState.PREPARE_COMMIT
+        outcome = TransactionOutcome.COMMITTED if committed else TransactionOutcome.ABORTED
+        self._start_completion(loaded, transactional_id, value, outcome)
 
     # -- writing ----------------------------------------------------------------------
 
@@ -304,11 +318,15 @@ class TransactionCoordinator:
         self._busy.add(transactional_id)
 
     def _start_completion(
-        self, loaded: Loaded[TransactionsState], transactional_id: str, value: TransactionLogValue
+        self,
+        loaded: Loaded[TransactionsState],
+        transactional_id: str,
+        value: TransactionLogValue,
+        outcome: TransactionOutcome,
     ) -> asyncio.Task[None]:
         """Write the markers of a prepared transaction, then complete it (the id stays
-        claimed until then)."""
-        task = asyncio.create_task(self._complete(loaded, transactional_id, value))
+        claimed until then); ``outcome`` is what the metrics count it as."""
+        task = asyncio.create_task(self._complete(loaded, transactional_id, value, outcome))
         self._completions[transactional_id] = task
 
         def done(_task: asyncio.Task[None]) -> None:
@@ -321,7 +339,11 @@ class TransactionCoordinator:
         return task
 
     async def _complete(
-        self, loaded: Loaded[TransactionsState], transactional_id: str, value: TransactionLogValue
+        self,
+        loaded: Loaded[TransactionsState],
+        transactional_id: str,
+        value: TransactionLogValue,
+        outcome: TransactionOutcome,
     ) -> None:
         control = (
             ControlRecordType.COMMIT
@@ -338,6 +360,7 @@ class TransactionCoordinator:
             *(self._write_marker(loaded, tp, marker) for tp in sorted(partitions_of(value)))
         )
         await self._write(loaded, transactional_id, complete(value, self.clock_ms()))
+        self.metrics.transaction_ended(outcome)
 
     async def _write_marker(
         self, loaded: Loaded[TransactionsState], tp: TopicPartition, marker: bytes
@@ -349,18 +372,27 @@ class TransactionCoordinator:
                 raise NotCoordinatorError(f"{tp}: no longer the coordinator of its transaction")
             try:
                 await self.write_marker(tp, marker)
+                self.metrics.marker_sent(MarkerOutcome.WRITTEN)
                 return
             except UnknownTopicOrPartitionError:
                 log.warning("%s is gone: its transaction marker is dropped", tp)
+                self.metrics.marker_sent(MarkerOutcome.DROPPED)
                 return
             except TierlogError as error:
                 if error.reason not in MARKER_RETRIABLE_REASONS:
+                    log.error("marker to %s: %s: %s; not retried", tp, error.reason, error)
+                    self.metrics.marker_sent(MarkerOutcome.FAILED)
                     raise
                 log.info("marker to %s: %s: %s; retrying", tp, error.reason, error)
+                self.metrics.marker_sent(MarkerOutcome.RETRIED)
             await asyncio.sleep(self.marker_retry_backoff_s)
 
     async def _abort_over_its_head(
-        self, loaded: Loaded[TransactionsState], transactional_id: str, value: TransactionLogValue
+        self,
+        loaded: Loaded[TransactionsState],
+        transactional_id: str,
+        value: TransactionLogValue,
+        why: TransactionOutcome,
     ) -> None:
         """Abort an ongoing transaction at the next epoch, fencing its producer."""
         self._claim(transactional_id)
@@ -370,7 +402,7 @@ class TransactionCoordinator:
         except BaseException:
             self._busy.discard(transactional_id)
             raise
-        await asyncio.shield(self._start_completion(loaded, transactional_id, prepared))
+        await asyncio.shield(self._start_completion(loaded, transactional_id, prepared, why))
 
     # -- the calls --------------------------------------------------------------------
 
@@ -397,7 +429,9 @@ class TransactionCoordinator:
             assert current is not None
             return current.producer_id, current.producer_epoch
         if current is not None and current.state is TransactionState.ONGOING:
-            await self._abort_over_its_head(loaded, transactional_id, current)
+            await self._abort_over_its_head(
+                loaded, transactional_id, current, TransactionOutcome.FENCED
+            )
             current = loaded.state.get(transactional_id)
         self._claim(transactional_id)
         try:
@@ -472,7 +506,8 @@ class TransactionCoordinator:
         if prepared is None:  # already ended so: an EndTxn sent again
             self._busy.discard(transactional_id)
             return
-        await asyncio.shield(self._start_completion(loaded, transactional_id, prepared))
+        outcome = TransactionOutcome.COMMITTED if commit else TransactionOutcome.ABORTED
+        await asyncio.shield(self._start_completion(loaded, transactional_id, prepared, outcome))
 
     def check_in_transaction(
         self, transactional_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition
@@ -523,12 +558,14 @@ class TransactionCoordinator:
         position = (partition_log.leader_epoch, partition_log.log_end_offset)
         if self._verified.get(key) == position:
             return guard
-        self.verifications_asked += 1
+        self.metrics.verification_asked()
         try:
             await self._ask_coordinator(transactional_id, key)
         except TierlogError as error:
             if error.reason not in VERIFICATION_RETRIABLE_REASONS:
+                self.metrics.verification_refused(error.reason)
                 raise
+            self.metrics.verification_refused(NotEnoughReplicasError.reason)
             raise NotEnoughReplicasError(
                 f"{tp}: cannot verify the transaction yet: {error.reason}: {error}"
             ) from None

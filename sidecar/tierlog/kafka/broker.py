@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from tierlog.broker.fetch import FetchReader
@@ -16,6 +16,7 @@ from tierlog.coordinator.coordinator import GroupCoordinator
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
 from tierlog.coordinator.txn_marker_append import TxnMarkerAppender
 from tierlog.kafka.fetch_sessions import FetchSessionCache
+from tierlog.kafka.topic_names import TopicNames
 from tierlog.replication.coordinator_lookup import CoordinatorLookup
 from tierlog.replication.replica_manager import ReplicaManager
 
@@ -62,6 +63,8 @@ class KafkaBroker:
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
     # Leader elections on demand, with replication (None: each partition has one replica).
     elect_leaders: LeaderElector | None = None
+    # Topic names by id, built once per change of the topics.
+    topic_names: TopicNames = field(default_factory=TopicNames)
 
     @property
     def node_id(self) -> int:
@@ -79,12 +82,9 @@ class KafkaBroker:
                 return host.strip("[]"), int(port)
         return None
 
-    def topic_names_by_id(self) -> dict[uuid.UUID, str]:
+    def topic_names_by_id(self) -> Mapping[uuid.UUID, str]:
         """Every topic's name by the id Metadata reports for it."""
-        manager = self.partitions.manager
-        return {
-            manager.topic_id(topic.name): topic.name for topic in self.partitions.topics.topics()
-        }
+        return self.topic_names.by_id(self.partitions.topics, self.partitions.manager.topic_id)
 
     def known_brokers(self) -> list[tuple[int, str, int]]:
         """(node id, host, port) of every broker whose Kafka address is known, by id;

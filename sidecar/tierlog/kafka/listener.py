@@ -16,7 +16,10 @@ v0 with the ranges), bytes that do not parse. Other clients never notice.
 
 On a TLS listener (``SSL``, ``SASL_SSL``) each connection's handshake runs in its own
 task, so a slow one holds up nobody. On a SASL listener a connection authenticates
-before any request but ApiVersions is served (``sasl``).
+before any request but ApiVersions is served (``sasl``). A connection's principal, which
+its fetch sessions belong to and its log lines name, is Kafka's: the SASL name on a
+``SASL_*`` listener, else the subject of a verified TLS client certificate
+(``tls_principal``, under ``ssl.client.auth=required`` or ``requested``), else ANONYMOUS.
 
 Connections are bounded as Kafka bounds them (``connection_quotas``): accepting stops
 while ``max.connections`` are open, and a connection over its address's
@@ -85,6 +88,7 @@ from tierlog.kafka.sasl import SaslAuthenticator, SaslOutOfOrder, SaslSettings
 from tierlog.kafka.sasl_handshake import sasl_authenticate, sasl_handshake
 from tierlog.kafka.sasl_mechanisms import SaslFailed
 from tierlog.kafka.sync_group import sync_group
+from tierlog.kafka.tls_principal import tls_principal
 from tierlog.kafka.txn_offset_commit import txn_offset_commit
 from tierlog.kafka.versions import (
     ADD_OFFSETS_TO_TXN,
@@ -328,9 +332,11 @@ class KafkaListener:
         self.observer.kafka_connection_opened()
         peer = writer.get_extra_info("peername")
         authenticator = None if self.sasl is None else SaslAuthenticator(self.sasl, peer)
+        certified: str | None = None
         owed = OwedAnswers(writer, self._observe, _OWED_ANSWERS_MAX)
         why = Closed.CLIENT
         try:
+            certified = _certified(writer, peer)
             while True:
                 size_bytes = await self._size_prefix(reader)
                 if size_bytes is None:
@@ -343,20 +349,27 @@ class KafkaListener:
                 else:
                     if _HEADER_START.unpack_from(frame)[0] != PRODUCE:
                         await owed.settled()
-                    answer = await self._answer(frame, authenticator, peer)
+                    principal = _principal(authenticator, certified)
+                    answer = await self._answer(frame, authenticator, principal, peer)
                 await owed.give(answer, started, len(frame) + len(size_bytes))
                 if authenticator is not None and authenticator.failure is not None:
                     raise _Refused(authenticator.failure, Closed.AUTHENTICATION)
         except _Refused as refused:
             why = refused.why
-            log.warning("kafka listener: closing the connection from %s: %s", peer, refused)
+            log.warning(
+                "kafka listener: closing the connection from %s (User:%s): %s",
+                peer, _principal(authenticator, certified) or "ANONYMOUS", refused,
+            )  # fmt: skip
         except ConnectionError:
             pass
         except asyncio.CancelledError:
             why = Closed.SHUTDOWN
         except Exception:  # a bug: this client's connection ends, the others go on
             why = Closed.SERVER_ERROR
-            log.exception("kafka listener: closing the connection from %s", peer)
+            log.exception(
+                "kafka listener: closing the connection from %s (User:%s)",
+                peer, _principal(authenticator, certified) or "ANONYMOUS",
+            )  # fmt: skip
         finally:
             await owed.close()
             if owed.failed:
@@ -433,7 +446,11 @@ class KafkaListener:
         return Answered(api_name(SASL_AUTHENTICATE), struct.pack(">i", len(reply)) + reply, errors)
 
     async def _answer(
-        self, payload: bytes, authenticator: SaslAuthenticator | None, peer: object
+        self,
+        payload: bytes,
+        authenticator: SaslAuthenticator | None,
+        principal: str | None,
+        peer: object,
     ) -> Answered | Coroutine[Any, Any, Answered]:
         api_key, api_version, correlation_id = _HEADER_START.unpack_from(payload)
         log.debug("kafka listener: api key %d v%d", api_key, api_version)
@@ -455,7 +472,7 @@ class KafkaListener:
         except Exception as error:  # kio raises whatever its readers meet
             raise _Refused(f"api key {api_key} v{api_version} does not parse: {error}") from None
         assert self._broker is not None  # connections are accepted once started
-        serving(frame.client_id, peer, None if authenticator is None else authenticator.principal)
+        serving(frame.client_id, peer, principal)
         if authenticator is None or authenticator.complete or api_key == API_VERSIONS_KEY:
             response = await _HANDLERS[api_key](self._broker, frame.body, api_version)
         else:
@@ -466,6 +483,26 @@ class KafkaListener:
         if isinstance(response, AnswerLater):
             return _encoded_later(api_key, correlation_id, response.answer)
         return _encoded(api_key, correlation_id, response)
+
+
+def _certified(writer: asyncio.StreamWriter, peer: object) -> str | None:
+    """The principal name of the connection's verified TLS client certificate, if any."""
+    try:
+        certified = tls_principal(writer.get_extra_info("ssl_object"))
+    except ValueError as error:
+        raise _Refused(
+            f"its client certificate's subject: {error}", Closed.AUTHENTICATION
+        ) from None
+    if certified is not None:
+        log.debug("kafka listener: %s authenticated as %r (TLS client certificate)", peer,
+                  certified)  # fmt: skip
+    return certified
+
+
+def _principal(authenticator: SaslAuthenticator | None, certified: str | None) -> str | None:
+    """The connection's principal name so far (None: ANONYMOUS): on a SASL listener the
+    SASL name once authenticated, as Kafka's principal builder ranks them."""
+    return certified if authenticator is None else authenticator.principal
 
 
 def _encoded(api_key: int, correlation_id: int, response: ResponsePayload | None) -> Answered:

@@ -9,7 +9,8 @@ both by default, where Kafka's default is GSSAPI, which tierlog does not offer)
 against the broker's bearer token, so one is required. On an ``SSL`` or ``SASL_SSL``
 listener connections are TLS with the gRPC port's certificate and client checks
 (``ssl.keystore.location``, ``ssl.truststore.location``, ``ssl.client.auth``), so
-that certificate is required.
+that certificate is required. On ``SSL`` a client certificate, when given and verified,
+names the connection's principal (``tls_principal``).
 """
 
 from __future__ import annotations

@@ -33,9 +33,11 @@ from tierlog.kafka.codec import build, response_type
 from tierlog.kafka.current_leader import current_leader, node_endpoints
 from tierlog.kafka.errors import error_code
 from tierlog.kafka.versions import PRODUCE
-from tierlog.storage.errors import TierlogError
+from tierlog.storage.errors import InvalidTxnStateError, TierlogError
+from tierlog.storage.log import Log
 from tierlog.storage.records import NO_PARTITION_LEADER_EPOCH, iter_batches
 from tierlog.storage.topic_partition import TopicPartition
+from tierlog.storage.verification_guards import VerificationGuard
 
 __all__ = ["produce"]
 
@@ -116,7 +118,7 @@ async def _append(
         guard = None
         if transactional_id is not None:
             guard = await broker.transactions.verify_append(transactional_id, tp, target, records)
-        return await appender.append(tp, target, records, acks, verification_guard=guard)
+        return await _append_verified(broker, tp, target, records, acks, guard)
     except TierlogError as error:
         return _failed(broker, topic, partition.index, error)
 
@@ -129,6 +131,23 @@ def _is_transactional(records: bytes | None) -> bool:
     except TierlogError:
         return False
     return header is not None and header.is_transactional
+
+
+async def _append_verified(
+    broker: KafkaBroker,
+    tp: TopicPartition,
+    target: Log,
+    records: bytes,
+    acks: int,
+    guard: VerificationGuard | None,
+) -> Appended:
+    """The append; refused, when a marker voided its verification meanwhile, and counted."""
+    try:
+        return await broker.appender.append(tp, target, records, acks, verification_guard=guard)
+    except InvalidTxnStateError as error:
+        if guard is not None:
+            broker.transactions.metrics.verification_refused(error.reason)
+        raise
 
 
 async def _committed(

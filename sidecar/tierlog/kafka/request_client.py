@@ -18,6 +18,7 @@ class RequestClient:
     client_id: str
     host: str  # as Kafka shows it: "/" and the peer's IP address
     # Who the connection authenticated as, as Kafka names it: "User:NAME" for SASL,
+    # "User:CN=...,O=..." for a TLS client certificate (``tls_principal``),
     # "User:ANONYMOUS" otherwise. Fetch sessions belong to it.
     principal: str = "User:ANONYMOUS"
 

@@ -279,6 +279,7 @@ class SidecarServer:
             lambda: producer_ids.init_producer_id(-1, -1)[0],
             RemoteVerifier(self._leader_channels).verify,
         )
+        self.metrics.registry.register(self.transactions.metrics)
         lookup = self._coordinator_lookup(partitions, topic_changes.create_topic)
         group_service = GroupService(partitions, self.groups, lookup)
         group_service_pb2_grpc.add_GroupServiceServicer_to_server(group_service, self.server)
