@@ -178,10 +178,6 @@ def test_the_server_fills_in_defaults(kube: ControlPlane) -> None:
             "minInsyncReplicas cannot exceed factor",
         ),
         ({"replication": {"factor": 0}}, "spec.replication.factor"),
-        (
-            {"replication": {"factor": 1}, "tier": {"url": "s3://bucket/p", "restore": True}},
-            "tier.restore is not supported with replication yet",
-        ),
     ],
 )
 def test_invalid_clusters_are_rejected(
