@@ -19,6 +19,7 @@ after it: the objects the lost cluster wrote stay as they were, nothing is writt
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import time
@@ -61,6 +62,7 @@ TIERED = {
 BROKER = ("remote.log.manager.task.interval.ms=100",)
 TIERED_CONFIGS = {key.replace("_", "."): value for key, value in TIERED.items()}
 RESTORE = "tierlog.tier.restore=true"
+LOST_EPOCHS = 10  # above any epoch the restored cluster's own elections reach here
 
 
 class Bucket:
@@ -85,9 +87,13 @@ def bucket(minio: MinioServer, s3_bucket: str, tmp_path: Path) -> Iterator[Bucke
 
 
 def produce(
-    sidecar: Sidecar | log_service_pb2_grpc.LogServiceStub, partition: int, seq: int
+    sidecar: Sidecar | log_service_pb2_grpc.LogServiceStub,
+    partition: int,
+    seq: int,
+    leader_epoch: int | None = None,
 ) -> tuple[int, bytes]:
-    """One batch of new records, acknowledged by every in-sync replica."""
+    """One batch of new records, acknowledged by every in-sync replica (by the leader
+    in ``leader_epoch``, when given)."""
     now_ms = int(time.time() * 1000)  # within retention.ms
     records = [
         SimpleRecord(b"k%d" % i, b"p%d-%d-%d" % (partition, seq, i), now_ms)
@@ -96,7 +102,11 @@ def produce(
     batch = build_batch(records)
     stub = sidecar.log if isinstance(sidecar, Sidecar) else sidecar
     request = log_service_pb2.ProduceRequest(
-        topic=TOPIC, partition=partition, record_batches=batch, acks=log_service_pb2.ACKS_ALL
+        topic=TOPIC,
+        partition=partition,
+        record_batches=batch,
+        acks=log_service_pb2.ACKS_ALL,
+        current_leader_epoch=leader_epoch,
     )
     return stub.Produce(request, timeout=30).base_offset, batch
 
@@ -235,7 +245,13 @@ def stored_keys(store: ObjectStore, tp: TopicPartition) -> list[str]:
     return sorted(info.key for info in store.list(segments_prefix(tp)))
 
 
-_NOT_YET = ("UNKNOWN_TOPIC_OR_PARTITION", "LEADER_NOT_AVAILABLE", "NOT_LEADER_OR_FOLLOWER")
+_NOT_YET = (
+    "UNKNOWN_TOPIC_OR_PARTITION",
+    "LEADER_NOT_AVAILABLE",
+    "NOT_LEADER_OR_FOLLOWER",
+    "UNKNOWN_LEADER_EPOCH",
+    "FENCED_LEADER_EPOCH",
+)
 
 
 class LocalCluster:
@@ -263,13 +279,16 @@ class LocalCluster:
         return log_service_pb2_grpc.LogServiceStub(self._channels[address])
 
     def produce(self, partition: int, seq: int) -> tuple[int, bytes]:
-        """``produce`` at the leader, again while it has still to learn of the topic or
-        take up its leadership (at its next read of the store)."""
+        """``produce`` at the leader in the epoch the store names, again while it has
+        still to learn of the topic or take up that leadership (at its next read of the
+        store): no batch is appended twice by a retry."""
         answers: list[tuple[int, bytes]] = []
 
         def answered() -> bool:
+            leader = self.leader(partition)
+            epoch = self.store.read_topic(TOPIC)[partition].leader_epoch
             try:
-                answers.append(produce(self.leader(partition), partition, seq))
+                answers.append(produce(leader, partition, seq, epoch))
             except grpc.RpcError as error:
                 if reason_of(error) not in _NOT_YET:
                     raise
@@ -278,6 +297,13 @@ class LocalCluster:
 
         wait_for(answered, f"a leader of {TOPIC}-{partition} to take a produce")
         return answers[0]
+
+    def raise_leader_epochs(self, by: int) -> None:
+        """Each partition's leader leads on in an epoch ``by`` higher, as the controller
+        would have it after that many elections of the same leader."""
+        for partition, state in self.store.read_topic(TOPIC).items():
+            later = dataclasses.replace(state, leader_epoch=state.leader_epoch + by)
+            self.store.alter_partition(TOPIC, partition, state.partition_epoch, later)
 
     def in_sync(self, partition: int) -> int:
         return len(self.store.read_topic(TOPIC)[partition].isr)
@@ -299,6 +325,7 @@ def test_a_replicated_cluster_lost_with_its_volumes_is_restored_from_its_bucket(
             admin.create_topic(
                 TOPIC, PARTITIONS, {k.replace("_", "."): v for k, v in TIERED.items()}
             )
+        lost.raise_leader_epochs(LOST_EPOCHS)  # as many failovers would
         for seq in range(BATCHES_PER_PARTITION):
             for partition in range(PARTITIONS):
                 base, batch = lost.produce(partition, seq)
