@@ -240,6 +240,13 @@ def test_a_file_tier_on_a_shared_volume_is_accepted(kube: ControlPlane) -> None:
     assert done.returncode == 0, done.stderr
 
 
+def test_a_replicated_cluster_may_restore_from_its_tier(kube: ControlPlane) -> None:
+    namespace = kube.create_namespace("restore")
+    tier = {"url": "s3://bucket/p", "restore": True}
+    done = _apply(kube, namespace, _cluster("restore", tier=tier, replication={"factor": 3}))
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.mark.slow
 def test_a_topic_cannot_lose_partitions_or_move(kube: ControlPlane) -> None:
     namespace = kube.create_namespace("topics")
