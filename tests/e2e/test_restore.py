@@ -69,6 +69,9 @@ def latest_offset(node: Node, brokers: Brokers, job: str) -> str:
     return run_job(node, brokers, job, script).strip().splitlines()[-1]
 
 
+# Two clusters one after the other, and the tier's upload passes between them: more
+# than the suite's 600 s, which would cut a failing job's wait short of its story.
+@pytest.mark.timeout(1200)
 def test_a_replicated_cluster_lost_with_its_volumes_is_restored_from_its_bucket(
     one_node: Node, operator: str, tier: MinioServer, tmp_path: Path
 ) -> None:
