@@ -164,12 +164,21 @@ def count_records(topic: str, records: int = RECORDS, group: str = "") -> str:
 
 @contextmanager
 def tiered_cluster(
-    node: Node, tier: MinioServer, prefix: str, endpoint: str | None = None
+    node: Node,
+    tier: MinioServer,
+    prefix: str,
+    endpoint: str | None = None,
+    *,
+    bucket: str = "",
+    spec: Mapping[str, Any] | None = None,
+    restore: bool = False,
 ) -> Iterator[Brokers]:
     """A Ready 3-broker cluster tiering to its own bucket of ``tier`` (through
-    ``endpoint``, a proxy, when given), in a namespace of its own (deleted after, its
-    volumes freed)."""
-    namespace, bucket = node.create_namespace(prefix), tier.create_bucket(prefix)
+    ``endpoint``, a proxy, when given; ``bucket``, an existing one, when given), with
+    ``spec`` added to its spec (and ``spec.tier.restore`` set with ``restore``), in a
+    namespace of its own (deleted after, its volumes freed)."""
+    namespace = node.create_namespace(prefix)
+    bucket = bucket or tier.create_bucket(prefix)
     credentials = {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -193,7 +202,9 @@ def tiered_cluster(
                     "forcePathStyle": True,
                     "credentialsSecret": {"name": "tier-keys"},
                 },
+                **({"restore": True} if restore else {}),
             },
+            **(spec or {}),
         },
     }
     try:

@@ -178,10 +178,6 @@ def test_the_server_fills_in_defaults(kube: ControlPlane) -> None:
             "minInsyncReplicas cannot exceed factor",
         ),
         ({"replication": {"factor": 0}}, "spec.replication.factor"),
-        (
-            {"replication": {"factor": 1}, "tier": {"url": "s3://bucket/p", "restore": True}},
-            "tier.restore is not supported with replication yet",
-        ),
     ],
 )
 def test_invalid_clusters_are_rejected(
@@ -241,6 +237,13 @@ def test_a_file_tier_on_a_shared_volume_is_accepted(kube: ControlPlane) -> None:
     namespace = kube.create_namespace("shared")
     tier = {"url": "file:///srv/tier", "sharedVolume": {"claimName": "nfs-tier"}}
     done = _apply(kube, namespace, _cluster("shared", tier=tier))
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_replicated_cluster_may_restore_from_its_tier(kube: ControlPlane) -> None:
+    namespace = kube.create_namespace("restore")
+    tier = {"url": "s3://bucket/p", "restore": True}
+    done = _apply(kube, namespace, _cluster("restore", tier=tier, replication={"factor": 3}))
     assert done.returncode == 0, done.stderr
 
 

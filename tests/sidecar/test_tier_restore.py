@@ -8,30 +8,46 @@ count and override, serves every record at its original offset, takes the next
 produce at the tier's end, and restarts with the flag still on as any broker does. The
 same start on a data dir that holds anything else is refused with DATA_DIR_NOT_EMPTY,
 and the bucket's copy of a topic follows its changes and goes with it.
+
+The same with replication: a ``tierlog cluster up`` of three brokers (every partition
+on all three) is lost with its data dirs and partition-state store; a new cluster with
+the flag on every broker has each replica start at the tier's end, in a leader epoch
+past every epoch the tier recorded, serves every record from the tier, takes the next
+produce at the tier's end with all three replicas in sync, and only the leader uploads
+after it: the objects the lost cluster wrote stay as they were, nothing is written twice.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
+from tests.replication.conftest import wait_for
+from tests.support.local_cluster import running_cluster
 from tests.support.minio import MinioServer
 from tests.support.sidecars import console_script
-from tierlog.api.v1 import admin_service_pb2, log_service_pb2
+from tierlog.api.v1 import admin_service_pb2, log_service_pb2, log_service_pb2_grpc
+from tierlog.cli.local_cluster import read_cluster
+from tierlog.client import AdminClient
+from tierlog.partition_state.local_store import LocalStateStore
 from tierlog.storage.records import SimpleRecord, build_batch, iter_batches
+from tierlog.storage.tier.layout import segments_prefix
 from tierlog.storage.tier.manifest_store import load_view
 from tierlog.storage.tier.s3_store import S3Options
 from tierlog.storage.tier.store import ObjectStore
+from tierlog.storage.tier.tier_state import tier_state_at
 from tierlog.storage.tier.topic_records import load_topic_records
 from tierlog.storage.tier.url import open_store
 from tierlog.storage.topic_partition import TopicPartition
 
-from .conftest import Sidecar, SidecarFactory
+from .conftest import Sidecar, SidecarFactory, reason_of
 
 TOPIC = "orders"
 PARTITIONS = 2
@@ -44,7 +60,9 @@ TIERED = {
     "retention_ms": "604800001",
 }
 BROKER = ("remote.log.manager.task.interval.ms=100",)
+TIERED_CONFIGS = {key.replace("_", "."): value for key, value in TIERED.items()}
 RESTORE = "tierlog.tier.restore=true"
+LOST_EPOCHS = 10  # above any epoch the restored cluster's own elections reach here
 
 
 class Bucket:
@@ -68,25 +86,40 @@ def bucket(minio: MinioServer, s3_bucket: str, tmp_path: Path) -> Iterator[Bucke
     found.store.close()
 
 
-def produce(sidecar: Sidecar, partition: int, seq: int) -> tuple[int, bytes]:
+def produce(
+    sidecar: Sidecar | log_service_pb2_grpc.LogServiceStub,
+    partition: int,
+    seq: int,
+    leader_epoch: int | None = None,
+) -> tuple[int, bytes]:
+    """One batch of new records, acknowledged by every in-sync replica (by the leader
+    in ``leader_epoch``, when given)."""
     now_ms = int(time.time() * 1000)  # within retention.ms
     records = [
         SimpleRecord(b"k%d" % i, b"p%d-%d-%d" % (partition, seq, i), now_ms)
         for i in range(RECORDS_PER_BATCH)
     ]
     batch = build_batch(records)
-    answer = sidecar.log.Produce(
-        log_service_pb2.ProduceRequest(topic=TOPIC, partition=partition, record_batches=batch)
+    stub = sidecar.log if isinstance(sidecar, Sidecar) else sidecar
+    request = log_service_pb2.ProduceRequest(
+        topic=TOPIC,
+        partition=partition,
+        record_batches=batch,
+        acks=log_service_pb2.ACKS_ALL,
+        current_leader_epoch=leader_epoch,
     )
-    return answer.base_offset, batch
+    return stub.Produce(request, timeout=30).base_offset, batch
 
 
-def fetch_all(sidecar: Sidecar, partition: int) -> dict[int, bytes]:
+def fetch_all(
+    sidecar: Sidecar | log_service_pb2_grpc.LogServiceStub, partition: int
+) -> dict[int, bytes]:
     """Every batch of the partition from offset 0, by base offset."""
+    stub = sidecar.log if isinstance(sidecar, Sidecar) else sidecar
     batches: dict[int, bytes] = {}
     offset = 0
     while True:
-        answer = sidecar.log.Fetch(
+        answer = stub.Fetch(
             log_service_pb2.FetchRequest(topic=TOPIC, partition=partition, offset=offset)
         )
         if offset >= answer.high_watermark:
@@ -199,3 +232,146 @@ def test_the_bucket_keeps_a_tiered_topic_through_its_changes_and_drops_it_with_t
 
     sidecar.admin.DeleteTopics(admin_service_pb2.DeleteTopicsRequest(names=[TOPIC]))
     assert load_topic_records(bucket.store) == []
+
+
+def last_epoch(store: ObjectStore, tp: TopicPartition) -> int:
+    """The latest leader epoch the tier recorded for ``tp``."""
+    view = load_view(store, tp)
+    return max(epoch for epoch, _start in tier_state_at(store, view, view.end_offset).leader_epochs)
+
+
+def stored_keys(store: ObjectStore, tp: TopicPartition) -> list[str]:
+    """The segment objects the bucket holds for ``tp``."""
+    return sorted(info.key for info in store.list(segments_prefix(tp)))
+
+
+_NOT_YET = (
+    "UNKNOWN_TOPIC_OR_PARTITION",
+    "LEADER_NOT_AVAILABLE",
+    "NOT_LEADER_OR_FOLLOWER",
+    "UNKNOWN_LEADER_EPOCH",
+    "FENCED_LEADER_EPOCH",
+)
+
+
+class LocalCluster:
+    """A ``tierlog cluster up`` directory: its state store, and gRPC stubs to whoever leads."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.servers = read_cluster(directory).servers.split(",")
+        self.store = LocalStateStore(directory / "state")
+        self._channels: dict[str, grpc.Channel] = {}
+
+    def leader(self, partition: int) -> log_service_pb2_grpc.LogServiceStub:
+        """The partition's leader, once every broker has learnt who it is."""
+
+        def known() -> bool:
+            with AdminClient(self.servers) as admin:
+                leaders = admin.metadata([TOPIC]).leaders.get(TOPIC, ())
+            return len(leaders) > partition and leaders[partition] >= 0
+
+        wait_for(known, f"a leader of {TOPIC}-{partition}")
+        state = self.store.read_topic(TOPIC)[partition]
+        address = self.servers[state.leader]
+        if address not in self._channels:
+            self._channels[address] = grpc.insecure_channel(address)
+        return log_service_pb2_grpc.LogServiceStub(self._channels[address])
+
+    def produce(self, partition: int, seq: int) -> tuple[int, bytes]:
+        """``produce`` at the leader in the epoch the store names, again while it has
+        still to learn of the topic or take up that leadership (at its next read of the
+        store): no batch is appended twice by a retry."""
+        answers: list[tuple[int, bytes]] = []
+
+        def answered() -> bool:
+            leader = self.leader(partition)
+            epoch = self.store.read_topic(TOPIC)[partition].leader_epoch
+            try:
+                answers.append(produce(leader, partition, seq, epoch))
+            except grpc.RpcError as error:
+                if reason_of(error) not in _NOT_YET:
+                    raise
+                return False
+            return True
+
+        wait_for(answered, f"a leader of {TOPIC}-{partition} to take a produce")
+        return answers[0]
+
+    def raise_leader_epochs(self, by: int) -> None:
+        """Each partition's leader leads on in an epoch ``by`` higher, as the controller
+        would have it after that many elections of the same leader."""
+        for partition, state in self.store.read_topic(TOPIC).items():
+            later = dataclasses.replace(state, leader_epoch=state.leader_epoch + by)
+            self.store.alter_partition(TOPIC, partition, state.partition_epoch, later)
+
+    def in_sync(self, partition: int) -> int:
+        return len(self.store.read_topic(TOPIC)[partition].isr)
+
+    def close(self) -> None:
+        for channel in self._channels.values():
+            channel.close()
+
+
+def test_a_replicated_cluster_lost_with_its_volumes_is_restored_from_its_bucket(
+    tmp_path: Path, bucket: Bucket
+) -> None:
+    configs = (*BROKER, *bucket.configs)
+    lost_dir = tmp_path / "lost"
+    produced: dict[int, dict[int, bytes]] = {p: {} for p in range(PARTITIONS)}
+    with running_cluster(lost_dir, 3, *configs):
+        lost = LocalCluster(lost_dir)
+        with AdminClient(lost.servers) as admin:
+            admin.create_topic(
+                TOPIC, PARTITIONS, {k.replace("_", "."): v for k, v in TIERED.items()}
+            )
+        lost.raise_leader_epochs(LOST_EPOCHS)  # as many failovers would
+        for seq in range(BATCHES_PER_PARTITION):
+            for partition in range(PARTITIONS):
+                base, batch = lost.produce(partition, seq)
+                produced[partition][base] = batch
+        assert all(len(state.replicas) == 3 for state in lost.store.read_topic(TOPIC).values())
+        ends = dict.fromkeys(range(PARTITIONS), BATCHES_PER_PARTITION * RECORDS_PER_BATCH)
+        wait_tiered(bucket.store, ends)
+        lost.close()
+    shutil.rmtree(lost_dir)  # every broker's data dir and the partition-state store
+    tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+    objects_before = {
+        tp: sorted(i.key for i in bucket.store.list(segments_prefix(tp))) for tp in tps
+    }
+    epochs_before = {tp: last_epoch(bucket.store, tp) for tp in tps}
+
+    restored_dir = tmp_path / "restored"
+    with running_cluster(restored_dir, 3, *configs, RESTORE):
+        restored = LocalCluster(restored_dir)
+        states = restored.store.read_topic(TOPIC)
+        for tp in tps:
+            state = states[tp.partition]
+            assert len(state.replicas) == 3
+            assert state.leader_epoch > epochs_before[tp]  # epochs only grow
+            leader = restored.leader(tp.partition)
+            fetched = fetch_all(leader, tp.partition)
+            assert sorted(fetched) == sorted(produced[tp.partition])
+            for base, batch in produced[tp.partition].items():
+                assert same_batch(fetched[base], batch)
+            base, _batch = restored.produce(tp.partition, BATCHES_PER_PARTITION)
+            assert base == ends[tp.partition]
+        wait_for(
+            lambda: all(restored.in_sync(p) == 3 for p in range(PARTITIONS)),
+            "every replica in sync at the new produce",
+        )
+        after = {tp: ends[tp.partition] + RECORDS_PER_BATCH for tp in tps}
+        wait_tiered(bucket.store, {tp.partition: end for tp, end in after.items()})
+        for tp in tps:
+            # The lost cluster's objects are kept as they were; the new leaders wrote
+            # only what came after them, each offset once, under later writer epochs;
+            # no other object: no follower uploaded a copy of its own.
+            segments = load_view(bucket.store, tp).all_segments()
+            assert [s.base_offset for s in segments] == [0, *(s.end_offset for s in segments[:-1])]
+            assert stored_keys(bucket.store, tp) == sorted(s.key for s in segments)
+            kept = [s for s in segments if s.key in objects_before[tp]]
+            assert len(kept) == len(objects_before[tp])
+            new = segments[len(kept) :]
+            assert new and new[0].base_offset == ends[tp.partition]
+            assert min(s.writer_epoch for s in new) > max(s.writer_epoch for s in kept)
+        restored.close()

@@ -264,8 +264,9 @@ def _tier_schema() -> Schema:
                 "Restore from the bucket a lost cluster filled: each broker whose volume is "
                 "empty creates the tiered topics the bucket records and continues every "
                 "partition from the tier's end (a broker already restored starts as usual; "
-                "one whose volume holds other data refuses to start). Not with replication "
-                "yet",
+                "one whose volume holds other data refuses to start). With replication the "
+                "first broker puts the topics in the partition-state store, each "
+                "partition's replicas start at the tier's end and only its leader uploads",
                 False,
             ),
             "cache": cache,
@@ -523,11 +524,6 @@ def _cluster_spec() -> Schema:
             "rule": "!has(self.replication) || self.replication.factor <= self.brokers",
             "message": "replication.factor cannot exceed brokers: each replica of a partition "
             "is on a broker of its own",
-        },
-        {
-            "rule": "!has(self.replication) || !has(self.tier) || !self.tier.restore",
-            "message": "tier.restore is not supported with replication yet: the partition-"
-            "state store would need the restored topics too",
         },
         {
             "rule": "(has(self.tier) && has(self.tier.cache)) == "

@@ -35,6 +35,7 @@ from types import FrameType
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from tierlog.sidecar.restore import LOCAL_OUTPUT_LOG
 from tierlog.sidecar.security import TOKEN_ENV
 
 __all__ = [
@@ -47,7 +48,7 @@ __all__ = [
     "stop_signals_unwind",
 ]
 
-LOG_NAME = "tierlog-sidecar.log"
+LOG_NAME = LOCAL_OUTPUT_LOG  # a restore from the tier finds it in an empty data dir
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _LISTENING = re.compile(r"listening on (\S+)")
 _METRICS = re.compile(r"serving metrics at http://(\S+)/metrics")

@@ -72,9 +72,10 @@ class PartitionState:
             raise ValueError(f"invalid partition state {self}: {'; '.join(problems)}")
 
     @classmethod
-    def new(cls, replicas: tuple[int, ...]) -> PartitionState:
-        """A new partition: every replica in sync, the first one leading in epoch 0."""
-        return cls(replicas, replicas[0], 0, replicas)
+    def new(cls, replicas: tuple[int, ...], leader_epoch: int = 0) -> PartitionState:
+        """A new partition: every replica in sync, the first one leading in epoch 0 (or
+        ``leader_epoch``: a partition restored from the tier goes on past its epochs)."""
+        return cls(replicas, replicas[0], leader_epoch, replicas)
 
     @property
     def reassigning(self) -> bool:

@@ -40,10 +40,13 @@ def create_topic(
     *,
     validate_only: bool = False,
     assignment: Sequence[tuple[int, Sequence[int]]] | None = None,
+    leader_epochs: Mapping[int, int] | None = None,
 ) -> None:
     """Place the topic's replicas (Kafka's striped assignment, starting at a broker the
     name picks, so topics spread; or the client's own ``assignment``, checked) and
-    record it, configs first: a broker that learns of the topic finds them.
+    record it, configs first: a broker that learns of the topic finds them; each
+    partition's first leader epoch is 0, or ``leader_epochs[partition]`` (a topic
+    restored from the tier).
     TOPIC_ALREADY_EXISTS when the store has the name, INVALID_TOPIC_EXCEPTION when it
     has one that collides (``a.b`` and ``a_b``)."""
     topics.validate_new(name, partition_count, configs)
@@ -63,7 +66,10 @@ def create_topic(
     if validate_only:
         return
     store.write_topic_configs(name, configs)
-    store.create_topic(name, {p: PartitionState.new(replicas) for p, replicas in placed.items()})
+    epochs = leader_epochs or {}
+    store.create_topic(
+        name, {p: PartitionState.new(r, epochs.get(p, 0)) for p, r in placed.items()}
+    )
 
 
 def add_partitions(

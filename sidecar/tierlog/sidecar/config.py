@@ -243,11 +243,6 @@ class SidecarConfig:
             parse_host_port(metrics_listen, "tierlog.metrics.listeners")
         tier = TierConfig.from_properties(props, storage.log_dirs)
         replication = ReplicationConfig.from_properties(props)
-        if tier.restore and replication is not None:
-            raise InvalidConfigError(
-                "tierlog.tier.restore with replication (tierlog.replication.state.dir) is "
-                "not supported yet: the partition-state store would need the topics too"
-            )
         return cls(
             storage=storage,
             checkpoint_interval_ms=checkpoint_ms,

@@ -1,44 +1,78 @@
 """Starting an empty broker from the tier a lost broker (or cluster) filled.
 
 The bucket keeps each tiered topic's partition count and config overrides
-(``topic_records``) beside the partitions' manifests. A restore puts those topics in
-the broker's topic store before the logs load; the start then makes their logs as
-for any topic whose logs are missing, and each new log of a tiered topic continues
-the tier (``RemoteLogManager.attach``): its log start is the tier's start, its next
-offset the tier's end, its leader epochs and producer states those the manifest
-recorded at that end. So producers go on at the offsets the tier ends at, and
-consumers read everything the tier held.
+(``topic_records``) beside the partitions' manifests. A restore makes those topics
+again, and each new log of a tiered topic continues the tier
+(``RemoteLogManager.attach``): its log start is the tier's start, its next offset the
+tier's end, its leader epochs and producer states those the manifest recorded at that
+end. So producers go on at the offsets the tier ends at, and consumers read everything
+the tier held.
 
-Only on log dirs with nothing in them (``lost+found`` aside, as a fresh volume has
-one): a dir that holds logs or a topic store belongs to a broker that is not lost,
-and mixing the two would hide which is the truth (``DataDirNotEmptyError``). The
-restore leaves a marker, ``tierlog-restored``, in the first log dir: written
-``started`` before the first topic, ``done`` after the last. A start with the flag
-that finds ``done`` is a restart of the restored broker and starts as any other (so
-the flag may stay on every start of a pod); one that finds ``started`` finishes the
-restore a crash interrupted (creating the topics still missing).
-"""
+Without replication the topics go in the broker's topic store before the logs load
+(``restore_locally``); the start then makes their logs as for any topic whose logs are
+missing. With replication they go in the partition-state store, as a topic created
+there (``restore_replicated``): every broker of the new cluster restores, the first
+creates each topic and the others find it made. Each partition's first leader epoch
+is one past the last the tier recorded: the log a leader continues from the tier
+carries those epochs, and a leader in a lower one would erase them from its epoch
+cache, so a follower asking where its last epoch ended would be told to truncate.
+The leader claims the tier as it starts leading on an empty log (``_claim_tier``);
+followers, fetching from offset 0, are told OFFSET_MOVED_TO_TIERED_STORAGE and start
+at the leader's local log start with the tier's state, as a follower with a wiped
+disk does. Only the leader uploads.
+
+Only on log dirs with nothing in them (``lost+found`` aside, as a fresh volume has one,
+and the output a ``tierlog cluster up`` broker writes there): a dir that holds logs or a
+topic store belongs to a broker that is not lost, and mixing the two would hide which is
+the truth (``DataDirNotEmptyError``). The restore leaves a marker, ``tierlog-restored``,
+in the first log dir: written ``started`` before the first topic (``begin_restore``),
+``done`` after the last (``restore_topics``). A start with the flag that finds ``done``
+is a restart of the restored broker and starts as any other (so the flag may stay on
+every start of a pod); one that finds ``started`` finishes the restore a crash
+interrupted (creating the topics still missing)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tierlog.broker.topics import Topic, TopicStore
+from tierlog.api.errors import TopicAlreadyExistsError
+from tierlog.broker.topics import TopicStore
+from tierlog.replication.replica_manager import ReplicaManager
+from tierlog.replication.topic_changes import create_topic
 from tierlog.storage.checkpoints import atomic_write
 from tierlog.storage.errors import DataDirNotEmptyError, UnknownTopicOrPartitionError
+from tierlog.storage.tier.manifest_store import load_view
 from tierlog.storage.tier.store import ObjectStore
-from tierlog.storage.tier.topic_records import load_topic_records
+from tierlog.storage.tier.tier_state import tier_state_at
+from tierlog.storage.tier.topic_records import TopicRecord, load_topic_records
+from tierlog.storage.topic_partition import TopicPartition
 
-__all__ = ["RESTORE_MARKER", "check_empty", "restore_topics"]
+__all__ = [
+    "LOCAL_OUTPUT_LOG",
+    "RESTORE_MARKER",
+    "RestoreTopic",
+    "begin_restore",
+    "check_empty",
+    "next_leader_epochs",
+    "restore_locally",
+    "restore_replicated",
+    "restore_topics",
+]
 
 log = logging.getLogger(__name__)
 
 RESTORE_MARKER = "tierlog-restored"
 _STARTED, _DONE = "started", "done"
-# What a new, empty volume may hold (mkfs.ext4 makes it).
-_EMPTY_VOLUME_ENTRIES = frozenset({"lost+found"})
+# The output a broker of ``tierlog cluster up`` writes in its data dir, from its start.
+LOCAL_OUTPUT_LOG = "tierlog-sidecar.log"
+# What an empty data dir may hold: a new volume's ``lost+found`` (mkfs.ext4 makes
+# it), and a local broker's output.
+_EMPTY_VOLUME_ENTRIES = frozenset({"lost+found", LOCAL_OUTPUT_LOG})
+
+# Makes one topic the tier holds; False when it was made already.
+RestoreTopic = Callable[[TopicRecord], bool]
 
 
 def check_empty(log_dirs: Sequence[Path]) -> None:
@@ -55,36 +89,92 @@ def check_empty(log_dirs: Sequence[Path]) -> None:
             )
 
 
-def restore_topics(log_dirs: Sequence[Path], topics: TopicStore, store: ObjectStore) -> list[Topic]:
-    """Put the tier's topics in ``topics`` (blocking); the topics restored (none when
-    this broker's restore was done before)."""
+def begin_restore(log_dirs: Sequence[Path]) -> bool:
+    """Whether this broker has topics to restore (blocking): False when its restore was
+    done before; else the log dirs are checked empty (unless a restore had started)
+    and marked ``started``, before anything else writes to them."""
     marker = log_dirs[0] / RESTORE_MARKER
     state = marker.read_text().strip() if marker.exists() else None
     if state == _DONE:
         log.info("%s: restored from the tier before; starting as usual", marker)
-        return []
+        return False
     if state != _STARTED:
         check_empty(log_dirs)
         marker.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(marker, f"{_STARTED}\n")
-    restored = [
-        _restore(topics, record.name, record.partition_count, dict(record.configs), store.url)
-        for record in load_topic_records(store)
-    ]
-    atomic_write(marker, f"{_DONE}\n")
+    return True
+
+
+def restore_topics(
+    log_dirs: Sequence[Path], store: ObjectStore, restore: RestoreTopic
+) -> list[str]:
+    """Make each topic the tier holds with ``restore`` (blocking), then mark the restore
+    done; the names of the topics made here (not those found made already)."""
+    restored = [record.name for record in load_topic_records(store) if restore(record)]
+    atomic_write(log_dirs[0] / RESTORE_MARKER, f"{_DONE}\n")
     log.info("restored %d topics from %s", len(restored), store.url)
     return restored
 
 
-def _restore(
-    topics: TopicStore, name: str, partitions: int, configs: dict[str, str], url: str
-) -> Topic:
-    try:
-        return topics.get(name)  # made before a crash interrupted the restore
-    except UnknownTopicOrPartitionError:
-        pass
-    shown = configs or "none"
+def restore_locally(topics: TopicStore) -> RestoreTopic:
+    """A broker without replication: the topic in its own topic store."""
+
+    def restore(record: TopicRecord) -> bool:
+        try:
+            topics.get(record.name)
+            return False  # made before a crash interrupted the restore
+        except UnknownTopicOrPartitionError:
+            pass
+        _log_restoring(record)
+        topics.create(record.name, record.partition_count, dict(record.configs))
+        return True
+
+    return restore
+
+
+def restore_replicated(
+    replicas: ReplicaManager, topics: TopicStore, store: ObjectStore, replication_factor: int
+) -> RestoreTopic:
+    """A replicated broker: the topic in the partition-state store, its replicas placed
+    as for any new topic, each partition led first in the epoch after the tier's last."""
+
+    def restore(record: TopicRecord) -> bool:
+        if record.name in replicas.store.list_topics():
+            return False  # another broker of the cluster restored it first
+        _log_restoring(record)
+        try:
+            create_topic(
+                replicas.store,
+                topics,
+                replicas.racks(),
+                record.name,
+                record.partition_count,
+                replication_factor,
+                record.configs,
+                leader_epochs=next_leader_epochs(store, record),
+            )
+        except TopicAlreadyExistsError:
+            return False
+        return True
+
+    return restore
+
+
+def next_leader_epochs(store: ObjectStore, record: TopicRecord) -> dict[int, int]:
+    """For each partition, one past the last leader epoch the tier recorded (0 when it
+    holds nothing of the partition)."""
+    epochs = {}
+    for partition in range(record.partition_count):
+        view = load_view(store, TopicPartition(record.name, partition))
+        recorded = tier_state_at(store, view, view.end_offset).leader_epochs
+        epochs[partition] = recorded[-1][0] + 1 if recorded else 0
+    return epochs
+
+
+def _log_restoring(record: TopicRecord) -> None:
     log.info(
-        "restoring topic %r from %s: %d partitions, overrides %s", name, url, partitions, shown
+        "restoring topic %r: %d partitions, overrides %s",
+        record.name,
+        record.partition_count,
+        dict(record.configs) or "none",
     )
-    return topics.create(name, partitions, configs)

@@ -84,7 +84,12 @@ from tierlog.sidecar.leader_channels import LeaderChannels
 from tierlog.sidecar.limits import LimitsInterceptor
 from tierlog.sidecar.metrics import MetricsInterceptor, SidecarMetrics
 from tierlog.sidecar.replication_service import ReplicationService
-from tierlog.sidecar.restore import restore_topics
+from tierlog.sidecar.restore import (
+    begin_restore,
+    restore_locally,
+    restore_replicated,
+    restore_topics,
+)
 from tierlog.sidecar.security import BearerTokenInterceptor
 from tierlog.sidecar.service import Limits, LogService
 from tierlog.sidecar.transaction_service import TransactionService
@@ -184,9 +189,13 @@ class SidecarServer:
         # The tier takes over only partitions this broker holds (ownership.py): none
         # until the plan is read below.
         self.remote_log_manager.scope = lambda _tp: False
-        if self.config.tier_config.restore:  # before the logs load: they come from it
+        log_dirs = self.config.storage.log_dirs
+        restoring = self.config.tier_config.restore and await asyncio.to_thread(
+            begin_restore, log_dirs
+        )
+        if restoring and self.config.replication is None:  # before the logs load from it
             await asyncio.to_thread(
-                restore_topics, self.config.storage.log_dirs, self.topics, self.tier_store
+                restore_topics, log_dirs, self.tier_store, restore_locally(self.topics)
             )
         self.metrics.recovery.started()
         await asyncio.to_thread(self.manager.startup, progress or self.metrics.recovery)
@@ -219,6 +228,14 @@ class SidecarServer:
             self.remote_log_manager.scope = lambda tp: tp in leaders
             self.remote_log_manager.joins_new_logs = lambda tp: tp in leaders
         self.remote_log_manager.committed_end = partitions.high_watermark
+        if restoring and partitions.replicas is not None:  # before it applies the store
+            restore = restore_replicated(
+                partitions.replicas,
+                self.topics,
+                self.tier_store,
+                self.config.default_replication_factor,
+            )
+            await asyncio.to_thread(restore_topics, log_dirs, self.tier_store, restore)
         await asyncio.to_thread(partitions.adopt_logs_on_disk)
         self.remote_reader = await asyncio.to_thread(self._remote_reader)
         self.appender = Appender(partitions, self.watch, INTERNAL_TOPICS)
