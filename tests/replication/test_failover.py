@@ -8,9 +8,12 @@ from __future__ import annotations
 import shutil
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from tests.support.scrape import METRICS, metrics_address, scrape
 from tierlog.client import AdminClient, Consumer, Producer, TopicPartition
+from tierlog.file_lock import exclusive_lock
 from tierlog.storage.errors import UnknownTopicOrPartitionError
 
 from .conftest import ClusterFactory, wait_for
@@ -198,3 +201,38 @@ def test_a_leader_whose_disk_was_wiped_leads_no_more_and_nothing_acknowledged_is
 
 def _files(directory: Path) -> dict[str, bytes]:
     return {path.name: path.read_bytes() for path in sorted(directory.glob("*.log"))}
+
+
+def test_a_slow_topic_change_is_not_asked_of_a_second_broker(
+    replicated_brokers: ClusterFactory,
+) -> None:
+    """Brokers that share one store take a topic change at any one of them: one held up
+    (here by the store's lock on the new topic, as another broker changing it would
+    hold it) is waited for, not doubled at the next broker after the client's hedge,
+    which would find the topic the first just made and answer TOPIC_ALREADY_EXISTS
+    to the very client that made it (seen creating 2,000 partitions)."""
+    cluster = replicated_brokers(2, METRICS)
+    first, second = (metrics_address(broker.output) for broker in cluster.brokers)
+    creating = {"grpc_service": "AdminService", "method": "CreateTopics"}
+
+    def asked(address: str) -> float:
+        """CreateTopics calls the broker is handling or has answered, with any code."""
+        metrics = scrape(address)
+        answered = sum(
+            count
+            for labels, count in metrics.labelled("tierlog_requests_total").items()
+            if set(creating.items()) <= labels
+        )
+        return metrics.value("tierlog_requests_in_flight", **creating) + answered
+
+    servers = {"bootstrap.servers": cluster.servers}
+    with AdminClient(servers) as admin, ThreadPoolExecutor(1) as pool:
+        with exclusive_lock(cluster.state_dir / "topics" / "held.json.lock"):
+            created = pool.submit(admin.create_topic, "held", 1, replication_factor=2)
+            wait_for(lambda: asked(first) == 1, "the CreateTopics at the first broker")
+            # The client would have asked the second broker after its hedge.
+            time.sleep(3 * admin.cluster.hedge_after_s)
+            assert asked(second) == 0
+        created.result(timeout=60)
+    assert (asked(first), asked(second)) == (1, 0)
+    assert sorted(cluster.store.read_topic("held")[0].replicas) == [0, 1]

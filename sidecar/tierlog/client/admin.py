@@ -127,6 +127,13 @@ class AdminClient(ClusterClient):
         """``method`` at the first broker that answers."""
         return self.cluster.any_broker(lambda address: self._call(address, method, request))
 
+    def _ask_once(self, method: str, request: object) -> object:
+        """``method`` at one broker at a time (``Cluster.any_broker``'s ``hedged``): a
+        change is not made twice because a broker was slow to answer."""
+        return self.cluster.any_broker(
+            lambda address: self._call(address, method, request), hedged=False
+        )
+
     def _ask_at(self, address: str, method: str, request: object) -> object:
         """``method`` at the broker at ``address``; its failure as the typed error."""
         try:
@@ -146,12 +153,12 @@ class AdminClient(ClusterClient):
         partial attempt: the change succeeds once every broker has it, and raises that
         error only if every broker answered it."""
         if self._broker_only:
-            change(self._ask)
+            change(self._ask_once)
             return
         metadata = self._ask("Metadata", admin_service_pb2.MetadataRequest(brokers_only=True))
         assert isinstance(metadata, admin_service_pb2.MetadataResponse)
         if not metadata.topics_per_broker or len(metadata.brokers) < 2:
-            change(self._ask)
+            change(self._ask_once)
             return
         already: list[TierlogError] = []
         changed: list[int] = []

@@ -174,7 +174,7 @@ class Cluster:
     def admin_stub(self, address: str) -> admin_service_pb2_grpc.AdminServiceStub:
         return admin_service_pb2_grpc.AdminServiceStub(self.channel(address))
 
-    def any_broker(self, call: Callable[[str], _T]) -> _T:
+    def any_broker(self, call: Callable[[str], _T], *, hedged: bool = True) -> _T:
         """``call(address)`` on the bootstrap servers, then the known brokers, until one
         answers; the last failure if none does.  Errors with a reason (the broker
         answered) are raised at once.
@@ -184,7 +184,12 @@ class Cluster:
         asked beside it, the first answer wins, and the silent one is remembered and
         asked only after every other until it answers again, so later calls do not wait
         on it first (Kafka's client backs off a node that failed and asks the least
-        loaded one).  Attempts left behind end on their own, within ``request.timeout.ms``."""
+        loaded one).  Attempts left behind end on their own, within ``request.timeout.ms``.
+
+        ``hedged=False`` is for a call that must not be made twice (a topic change on
+        brokers that share one store: the second broker would find the topic the first
+        just made and answer TOPIC_ALREADY_EXISTS): the next broker is asked only once
+        the one asked could not be reached or let its request time out."""
         with self._lock:
             silent = set(self._silent)
         every = dict.fromkeys((*self.bootstrap_servers, *self._brokers))
@@ -200,7 +205,8 @@ class Cluster:
         failure: TierlogError = NetworkError("no broker to ask")
         more = ask_next()
         while attempts:
-            done, _ = wait(attempts, self.hedge_after_s if more else None, FIRST_COMPLETED)
+            hedge_after_s = self.hedge_after_s if more and hedged else None
+            done, _ = wait(attempts, hedge_after_s, FIRST_COMPLETED)
             if not done:  # still silent: ask the next one beside them
                 for address in attempts.values():
                     self.note_no_answer(address)
