@@ -96,11 +96,14 @@ def _learns(broker: Sidecar, topic: str, leaders: dict[int, int]) -> None:
     )
 
 
-def wait_for(condition: Callable[[], object], what: str, timeout_s: float = 30) -> None:
+def wait_for(
+    condition: Callable[[], object], what: str, timeout_s: float = 30, poll_s: float = 0.02
+) -> None:
+    """Until ``condition()``; ``poll_s`` longer where one look is costly."""
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
+        time.sleep(poll_s)
 
 
 ClusterFactory = Callable[..., Cluster]

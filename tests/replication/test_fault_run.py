@@ -158,7 +158,7 @@ def test_every_acknowledged_record_survives_leader_faults_and_a_wiped_follower(
     )
     assert kafka.errors == [], kafka.errors[:20]
 
-    record_final_reads(history, [b.data_dir for b in cluster.brokers], TOPIC, PARTITIONS)
+    record_final_reads(history, [b.data_dir for b in cluster.brokers], TOPIC, range(PARTITIONS))
 
     events = load_history(history)
     violations = check(events)
@@ -263,7 +263,7 @@ def test_acks_resume_within_1_5_s_of_the_election_when_the_first_bootstrap_serve
     assert exits == [0]
     for broker in cluster.brokers:
         assert broker.stop() == 0
-    record_final_reads(history, [b.data_dir for b in cluster.brokers], TOPIC, partitions)
+    record_final_reads(history, [b.data_dir for b in cluster.brokers], TOPIC, range(partitions))
 
     events = load_history(history)
     violations = check(events)

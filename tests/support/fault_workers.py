@@ -4,7 +4,9 @@ history (``tests.support.history``) until SIGTERM.
 ``python -m tests.support.fault_workers produce --servers ADDR --topic T --history DIR
 --worker NAME`` sends values ``NAME-0``, ``NAME-1``... (each its own key, so they spread
 over the partitions) through an idempotent ``acks=all`` producer, at most
-``--in-flight`` unanswered at once. Every send is recorded before it is made, and its
+``--in-flight`` unanswered at once; with ``--spread-over N`` value ``k`` goes to partition
+``k mod N`` instead, so every one of N partitions (thousands, where keys would leave some
+empty for long) gets one value in each N. Every send is recorded before it is made, and its
 outcome when it comes:
 
 - ``ok`` with the partition and offset the broker acknowledged;
@@ -64,6 +66,7 @@ def produce(
     topic: str,
     in_flight: int,
     stopping: threading.Event,
+    spread_over: int | None = None,
 ) -> None:
     window = threading.Semaphore(in_flight)
 
@@ -85,9 +88,16 @@ def produce(
                 continue
             value = f"{recorder.worker}-{sent}"
             sent += 1
+            partition = None if spread_over is None else (sent - 1) % spread_over
             recorder.invoke(value)
             try:
-                producer.send(topic, value.encode(), key=value.encode(), callback=outcome_of(value))
+                producer.send(
+                    topic,
+                    value.encode(),
+                    key=value.encode(),
+                    partition=partition,
+                    callback=outcome_of(value),
+                )
             except Exception as error:  # refused before it was queued: it never left
                 recorder.fail(value, repr(error))
                 window.release()
@@ -131,6 +141,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--worker", required=True, help="this worker's name in the history")
     parser.add_argument("--partitions", type=int, default=1, help="consume: how many")
     parser.add_argument("--in-flight", type=int, default=50, help="produce: unanswered sends")
+    parser.add_argument(
+        "--spread-over", type=int, metavar="N", help="produce: to partition k mod N, not by key"
+    )
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
     stopping = _stop_on_sigterm()
@@ -138,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
     config |= dict(pair.split("=", 1) for pair in args.config)
     with HistoryRecorder(args.history, args.worker) as recorder:
         if args.role == "produce":
-            produce(recorder, config, args.topic, args.in_flight, stopping)
+            produce(recorder, config, args.topic, args.in_flight, stopping, args.spread_over)
         else:
             consume(recorder, config, args.topic, args.partitions, stopping)
 
@@ -154,12 +167,15 @@ def start_worker(
     topic: str,
     partitions: int = 1,
     configs: Sequence[str] = (),
+    spread_over: int | None = None,
 ) -> subprocess.Popen[bytes]:
-    """A worker process (``role``: produce or consume) recording into ``history``."""
+    """A worker process (``role``: produce or consume) recording into ``history``; a
+    producer given ``spread_over`` sends its values to the partitions by turn."""
     command = [sys.executable, "-m", "tests.support.fault_workers", role, "--servers", servers,
                "--topic", topic, "--history", str(history), "--worker", worker,
                "--partitions", str(partitions)]  # fmt: skip
     command += [arg for config in configs for arg in ("--config", config)]
+    command += [] if spread_over is None else ["--spread-over", str(spread_over)]
     return subprocess.Popen(command, cwd=REPO)
 
 

@@ -16,7 +16,7 @@ stopped, or below a high watermark they no longer write under.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,19 +127,19 @@ def checkpointed_high_watermark(log_dir: Path, topic: str, partition: int) -> in
 
 
 def record_final_reads(
-    history: Path, log_dirs: Sequence[Path], topic: str, partitions: int
+    history: Path, log_dirs: Sequence[Path], topic: str, partitions: Iterable[int]
 ) -> None:
-    """Once the brokers (one log dir each) have stopped: every partition's replicas hold
-    the same batches below their lowest checkpointed high watermark, and each replica's
-    whole log goes into ``history`` as a ``FinalRead`` of ``broker-N`` (N: its place in
-    ``log_dirs``) for the checker."""
+    """Once the brokers (one log dir each) have stopped: each of ``partitions`` has
+    records committed on every replica, which hold the same batches below their lowest
+    checkpointed high watermark, and each replica's whole log goes into ``history`` as a
+    ``FinalRead`` of ``broker-N`` (N: its place in ``log_dirs``) for the checker."""
     with HistoryRecorder(history, "final") as final:
-        for partition in range(partitions):
+        for partition in partitions:
             dirs = [log_dir / f"{topic}-{partition}" for log_dir in log_dirs]
             high_watermarks = [
                 checkpointed_high_watermark(log_dir, topic, partition) for log_dir in log_dirs
             ]
-            assert min(high_watermarks) > 0
+            assert min(high_watermarks) > 0, (partition, high_watermarks)
             difference = compare_replica_dirs(dirs, min(high_watermarks))
             assert difference is None, str(difference)
             for node, (directory, high_watermark) in enumerate(
