@@ -64,7 +64,7 @@ def response_type(api_key: int, api_version: int) -> type[ResponsePayload]:
     return load_response_schema(api_key, api_version)
 
 
-def read_request(payload: bytes, api_key: int, api_version: int) -> Frame:
+def read_request(payload: bytes | memoryview, api_key: int, api_version: int) -> Frame:
     """Parse one request (the bytes after the size prefix) of a version we serve. Raises
     ``ValueError`` (or kio's errors) on bytes that do not parse.
 
