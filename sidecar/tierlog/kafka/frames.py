@@ -32,6 +32,7 @@ SIZE_PREFIX_BYTES = 4
 # Read between frames: larger than most requests but a Produce's or a big fetch
 # session's, small beside a connection's other memory.
 READ_AHEAD_BYTES = 64 * 1024
+_NO_BYTES = bytearray()
 
 # Answer bytes a connection may leave in its transport's buffer before its writer
 # waits: above one default fetch.max.bytes answer of a partition (1 MiB) and a margin.
@@ -49,7 +50,9 @@ class FrameCutShort(Exception):
 class Frames(asyncio.BufferedProtocol):
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
-        self._ahead = bytearray(READ_AHEAD_BYTES)
+        # Taken when bytes arrive and let go once they are consumed: an idle connection
+        # holds none (a thousand idle connections cost the broker a few MiB in all).
+        self._ahead = _NO_BYTES
         self._ahead_start = 0  # unconsumed bytes are _ahead[_ahead_start:_ahead_end]
         self._ahead_end = 0
         self._frame: bytearray | None = None  # being read straight from the socket
@@ -82,8 +85,9 @@ class Frames(asyncio.BufferedProtocol):
         held = min(size, self._ahead_end - start)
         frame[:held] = self._ahead[start : start + held]
         self._ahead_start = start + held
+        if self._ahead_start == self._ahead_end:
+            self._ahead, self._ahead_start, self._ahead_end = _NO_BYTES, 0, 0
         if held < size:  # the rest straight from the socket
-            self._ahead_start = self._ahead_end = 0
             self._frame, self._received = frame, held
             self._resume()
             while self._frame is not None:
@@ -117,7 +121,7 @@ class Frames(asyncio.BufferedProtocol):
         if self._frame is not None:
             return memoryview(self._frame)[self._received :]
         if self._ahead_start == self._ahead_end:
-            self._ahead_start = self._ahead_end = 0
+            self._ahead, self._ahead_start, self._ahead_end = bytearray(READ_AHEAD_BYTES), 0, 0
         elif self._ahead_start:  # a piece of a prefix: to the front, so the room is whole
             piece = self._ahead[self._ahead_start : self._ahead_end]
             self._ahead[: len(piece)] = piece
