@@ -262,7 +262,8 @@ def measure_replicated(
             system.clear()
             progress(f"RF {replication_factor}: {system.name} warmed up (not counted)")
         figures = []
-        for label, batch_bytes in list(BATCH_SIZES.items())[: 1 if args.quick else None]:
+        for label in args.batch_sizes:
+            batch_bytes = BATCH_SIZES[label]
             measured = measure(label, batch_bytes, metered, None, args)
             figures.append(summarise(replication_factor, measured, metered))
             for system in metered:
@@ -273,7 +274,7 @@ def measure_replicated(
 def run(args: argparse.Namespace) -> None:
     tools = KafkaTools.locate()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="tierlog-kafka-listener-bench-"))
-    batch_sizes = 1 if args.quick else len(BATCH_SIZES)
+    batch_sizes = len(args.batch_sizes)
     # per factor, batch size and round, each system: a peak produce, a consume, a latency
     # produce; per factor, each system's warm-up produce and consume
     per_factor = batch_sizes * args.runs * len(SYSTEMS) * 3 + len(SYSTEMS) * 2
@@ -327,15 +328,25 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="each on two fresh clusters of N brokers, one after the other",
     )
     parser.add_argument(
+        "--batch-sizes",
+        nargs="+",
+        choices=list(BATCH_SIZES),
+        default=list(BATCH_SIZES),
+        metavar="SIZE",
+        help=f"batch sizes measured, of {', '.join(map(repr, BATCH_SIZES))}",
+    )
+    parser.add_argument(
         "--quick",
         action="store_true",
-        help="a check that every piece works: 64 KiB only, 1 round of 20,000 records per factor",
+        help="a check that every piece works: the first batch size only, 1 round of 20,000 "
+        "records per factor",
     )
     parser.add_argument("--progress", action="store_true", help="draw a bar even off a terminal")
     parser.add_argument("--workdir", help="keep the data here (default: a temporary dir)")
     args = parser.parse_args(argv)
     if args.quick:
         args.runs, args.records, args.warm_up_records, args.latency_seconds = 1, 20_000, 5_000, 2
+        args.batch_sizes = args.batch_sizes[:1]
     run(args)
 
 

@@ -64,7 +64,7 @@ def response_type(api_key: int, api_version: int) -> type[ResponsePayload]:
     return load_response_schema(api_key, api_version)
 
 
-def read_request(payload: bytes, api_key: int, api_version: int) -> Frame:
+def read_request(payload: bytes | memoryview, api_key: int, api_version: int) -> Frame:
     """Parse one request (the bytes after the size prefix) of a version we serve. Raises
     ``ValueError`` (or kio's errors) on bytes that do not parse.
 
@@ -85,9 +85,12 @@ def encode_response(correlation_id: int, response: ResponsePayload) -> bytes:
     header_type = type(response).__header_schema__
     entity_writer(header_type)(buffer, header_type(correlation_id=i32(correlation_id)))
     entity_writer(type(response))(buffer, response)
-    frame = buffer.getbuffer()
-    frame[:4] = (len(frame) - 4).to_bytes(4, "big")
-    return bytes(frame)
+    size = buffer.tell() - 4
+    buffer.seek(0)
+    buffer.write(size.to_bytes(4, "big"))
+    # No view of the buffer was taken: getvalue hands over its bytes without a copy (a
+    # 1 MiB Fetch answer's bytes are copied once, into the buffer, not a second time).
+    return buffer.getvalue()
 
 
 def build(schema: type[E], values: Mapping[str, Any]) -> E:

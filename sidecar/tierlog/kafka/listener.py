@@ -67,6 +67,7 @@ from tierlog.kafka.end_txn import end_txn
 from tierlog.kafka.error_codes import error_codes
 from tierlog.kafka.fetch import fetch
 from tierlog.kafka.find_coordinator import find_coordinator
+from tierlog.kafka.frames import SIZE_PREFIX_BYTES, FrameCutShort, Frames
 from tierlog.kafka.heartbeat import heartbeat
 from tierlog.kafka.incremental_alter_configs import incremental_alter_configs
 from tierlog.kafka.init_producer_id import init_producer_id
@@ -312,46 +313,43 @@ class KafkaListener:
         its quota is freed when it ends, however."""
         try:
             loop = asyncio.get_running_loop()
-            reader = asyncio.StreamReader()
-            protocol = asyncio.StreamReaderProtocol(reader)
+            frames = Frames()
             try:
-                transport, _ = await loop.connect_accepted_socket(
-                    lambda: protocol, connection, ssl=self.tls
-                )
+                await loop.connect_accepted_socket(lambda: frames, connection, ssl=self.tls)
             except (OSError, TimeoutError) as error:  # ssl.SSLError is an OSError
                 self.observer.kafka_connection_refused(Refused.TLS_HANDSHAKE)
                 log.info("kafka listener: TLS handshake with %s failed: %s", address, error)
                 return
-            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
-            await self._serve(reader, writer)
+            await self._serve(frames)
         finally:
             connection.close()
             self.quotas.release(address)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, frames: Frames) -> None:
         self.observer.kafka_connection_opened()
-        peer = writer.get_extra_info("peername")
+        assert frames.transport is not None  # connected
+        peer = frames.transport.get_extra_info("peername")
         authenticator = None if self.sasl is None else SaslAuthenticator(self.sasl, peer)
         certified: str | None = None
-        owed = OwedAnswers(writer, self._observe, _OWED_ANSWERS_MAX)
+        owed = OwedAnswers(frames, self._observe, _OWED_ANSWERS_MAX)
         why = Closed.CLIENT
         try:
-            certified = _certified(writer, peer)
+            certified = _certified(frames.transport, peer)
             while True:
-                size_bytes = await self._size_prefix(reader)
-                if size_bytes is None:
+                size = await self._size(frames)
+                if size is None:
                     return  # the client closed between requests
-                frame = await self._frame(reader, size_bytes, authenticator)
+                frame = await self._frame(frames, size, authenticator)
                 started = time.perf_counter()
                 answer: Answered | Coroutine[Any, Any, Answered]
                 if authenticator is not None and authenticator.expects_bare_token:
-                    answer = self._bare_token(authenticator, frame)
+                    answer = self._bare_token(authenticator, bytes(frame))
                 else:
                     if _HEADER_START.unpack_from(frame)[0] != PRODUCE:
                         await owed.settled()
                     principal = _principal(authenticator, certified)
                     answer = await self._answer(frame, authenticator, principal, peer)
-                await owed.give(answer, started, len(frame) + len(size_bytes))
+                await owed.give(answer, started, len(frame) + SIZE_PREFIX_BYTES)
                 if authenticator is not None and authenticator.failure is not None:
                     raise _Refused(authenticator.failure, Closed.AUTHENTICATION)
         except _Refused as refused:
@@ -374,26 +372,24 @@ class KafkaListener:
             await owed.close()
             if owed.failed:
                 why = Closed.SERVER_ERROR
-            writer.close()
+            frames.close()
             self.observer.kafka_connection_closed(why)
 
-    async def _size_prefix(self, reader: asyncio.StreamReader) -> bytes | None:
-        """The next request's size prefix; None when the client closed between requests."""
+    async def _size(self, frames: Frames) -> int | None:
+        """The next request's size; None when the client closed between requests."""
         try:
             # asyncio.timeout, not wait_for: on 3.11 wait_for wraps the read in a task
             # of its own, and the exception that ends a connection then holds that
             # task in a reference cycle, its memory kept until a full collection.
             async with asyncio.timeout(self.connections_max_idle_ms / 1000):
-                return await reader.readexactly(4)
+                return await frames.size()
         except TimeoutError:
             raise _Refused(
                 f"idle for {self.connections_max_idle_ms} ms (connections.max.idle.ms)",
                 Closed.IDLE,
             ) from None
-        except asyncio.IncompleteReadError as error:
-            if error.partial:
-                raise _Refused("a size prefix cut short") from None
-            return None
+        except FrameCutShort:
+            raise _Refused("a size prefix cut short") from None
 
     def _observe(self, answered: Answered, started: float, bytes_in: int) -> None:
         failed = tuple(code for code in answered.errors if code != ErrorCode.none)
@@ -409,12 +405,8 @@ class KafkaListener:
         )
 
     async def _frame(
-        self,
-        reader: asyncio.StreamReader,
-        size_bytes: bytes,
-        authenticator: SaslAuthenticator | None,
-    ) -> bytes:
-        size = int.from_bytes(size_bytes, "big", signed=True)
+        self, frames: Frames, size: int, authenticator: SaslAuthenticator | None
+    ) -> memoryview:
         if size > self.socket_request_max_bytes:
             raise _Refused(
                 f"a request of {size} bytes is over socket.request.max.bytes "
@@ -432,9 +424,9 @@ class KafkaListener:
         if size < 0 or (size < _HEADER_START.size and not bare):
             raise _Refused(f"a request of {size} bytes cannot hold a header")
         try:
-            return await reader.readexactly(size)
-        except asyncio.IncompleteReadError as error:
-            raise _Refused(f"a request cut short: {len(error.partial)} of {size} bytes") from None
+            return await frames.frame(size)
+        except FrameCutShort as cut:
+            raise _Refused(f"a request cut short: {cut.received} of {size} bytes") from None
 
     def _bare_token(self, authenticator: SaslAuthenticator, message: bytes) -> Answered:
         """Handshake v0's bare mechanism message, answered bare (size and bytes)."""
@@ -447,7 +439,7 @@ class KafkaListener:
 
     async def _answer(
         self,
-        payload: bytes,
+        payload: memoryview,
         authenticator: SaslAuthenticator | None,
         principal: str | None,
         peer: object,
@@ -485,10 +477,10 @@ class KafkaListener:
         return _encoded(api_key, correlation_id, response)
 
 
-def _certified(writer: asyncio.StreamWriter, peer: object) -> str | None:
+def _certified(transport: asyncio.BaseTransport, peer: object) -> str | None:
     """The principal name of the connection's verified TLS client certificate, if any."""
     try:
-        certified = tls_principal(writer.get_extra_info("ssl_object"))
+        certified = tls_principal(transport.get_extra_info("ssl_object"))
     except ValueError as error:
         raise _Refused(
             f"its client certificate's subject: {error}", Closed.AUTHENTICATION

@@ -22,6 +22,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from tierlog.kafka.frames import Frames
+
 __all__ = ["Answered", "OwedAnswers"]
 
 log = logging.getLogger(__name__)
@@ -40,7 +42,7 @@ Written = Callable[[Answered, float, int], None]
 
 
 class OwedAnswers:
-    def __init__(self, stream: asyncio.StreamWriter, written: Written, depth: int):
+    def __init__(self, stream: Frames, written: Written, depth: int):
         self._stream = stream
         self._written = written
         self._queue: asyncio.Queue[tuple[Answer, float, int]] = asyncio.Queue(depth)
