@@ -87,6 +87,7 @@ VICTIM = 2  # Kafka's broker 0 is its controller: killing it stops every electio
 START_TIMEOUT_S = 900.0
 READY_TIMEOUT_S = 900.0
 PREFERRED_WAIT_S = 120.0
+CREATE_TIMEOUT_MS = 600_000
 POLL_S = 0.2
 TIERLOG, KAFKA = "tierlog", "Kafka"
 FIGURES = (
@@ -220,8 +221,8 @@ class KafkaBrokers:
 
 
 @contextlib.contextmanager
-def admin_client(bootstrap: str) -> Iterator[KafkaAdminClient]:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
+def admin_client(bootstrap: str, timeout_ms: int = 30_000) -> Iterator[KafkaAdminClient]:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms)
     try:
         yield admin
     finally:
@@ -282,10 +283,11 @@ def wait_ready(bootstrap: str, partitions: int, deadline: float) -> None:
 
 
 def create_topic(bootstrap: str, partitions: int) -> None:
-    with admin_client(bootstrap) as admin:
+    # A loaded machine (load average 20) took over 30 s to create 2,000 partitions' logs.
+    with admin_client(bootstrap, timeout_ms=CREATE_TIMEOUT_MS) as admin:
         admin.create_topics(
             {TOPIC: {"num_partitions": partitions, "replication_factor": BROKERS}},
-            timeout_ms=600_000,
+            timeout_ms=CREATE_TIMEOUT_MS,
         )
     wait_ready(bootstrap, partitions, time.monotonic() + READY_TIMEOUT_S)
 
