@@ -26,7 +26,14 @@ measures both. Then ``--runs`` rounds, the two systems interleaved in each step:
   leaderships (after a restart the broker up first leads most); then seconds from the
   kill until one Metadata response from the others gives every partition a leader other
   than broker 2 ("led again"), and until every partition accepts an ``acks=all`` record
-  again ("writable"); then broker 2 comes back (not timed).
+  again ("writable"); then broker 2 comes back (not timed);
+- *SIGTERM of broker 2*: the same with a controlled shutdown (timed from the signal;
+  the broker may still be closing its logs), then broker 2 comes back and, once ready, seconds until
+  ElectLeaders has given every partition back to its preferred replica ("back to
+  preferred": Kafka's own rebalance waits ``leader.imbalance.check.interval.seconds``,
+  300 s, so both are asked).
+
+``--steps`` measures only some of these (e.g. ``--steps kill-one stop-one``).
 
 *Ready* means the same on both: one Metadata response names a leader for every one of the N
 partitions, among the brokers it lists, and then one record sent to every partition with
@@ -49,6 +56,7 @@ import random
 import signal
 import socket
 import statistics
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
@@ -80,6 +88,7 @@ VICTIM = 2  # Kafka's broker 0 is its controller: killing it stops every electio
 START_TIMEOUT_S = 900.0
 READY_TIMEOUT_S = 900.0
 PREFERRED_WAIT_S = 120.0
+CREATE_TIMEOUT_MS = 600_000
 POLL_S = 0.2
 TIERLOG, KAFKA = "tierlog", "Kafka"
 FIGURES = (
@@ -87,13 +96,17 @@ FIGURES = (
     "start after kill -9 s",
     "kill -9 of 1 broker: led again s",
     "kill -9 of 1 broker: writable s",
+    "SIGTERM of 1 broker: led again s",
+    "SIGTERM of 1 broker: writable s",
+    "back to preferred leaders s",
     "idle CPU s/min per broker",
     "RSS MB per broker",
     "/metrics bytes",
     "/metrics ms",
     "Metadata of N partitions ms",
 )
-STEPS_PER_RUN = 6  # idle, scrape, metadata, clean start, start after kill -9, kill one
+# Each round's steps, in order (``--steps`` picks some).
+STEPS = ("idle", "scrape", "metadata", "clean-start", "kill-all", "kill-one", "stop-one")
 
 
 class Brokers(Protocol):
@@ -114,6 +127,8 @@ class Brokers(Protocol):
     def start_all(self) -> None: ...
 
     def kill(self, node_id: int) -> None: ...
+
+    def stop(self, node_id: int) -> None: ...
 
     def start(self, node_id: int) -> None: ...
 
@@ -149,6 +164,9 @@ class TierlogCluster:
 
     def kill(self, node_id: int) -> None:
         stop_broker(self.directory, node_id, signum=signal.SIGKILL)
+
+    def stop(self, node_id: int) -> None:
+        stop_broker(self.directory, node_id, grace_s=START_TIMEOUT_S)
 
     def start(self, node_id: int) -> None:
         start_broker(self.directory, node_id, ready_timeout_s=START_TIMEOUT_S)
@@ -190,6 +208,9 @@ class KafkaBrokers:
     def kill(self, node_id: int) -> None:
         self.cluster.broker(node_id).kill()
 
+    def stop(self, node_id: int) -> None:
+        self.cluster.broker(node_id).stop(timeout_s=START_TIMEOUT_S)
+
     def start(self, node_id: int) -> None:
         self.cluster.broker(node_id).start()
 
@@ -201,8 +222,8 @@ class KafkaBrokers:
 
 
 @contextlib.contextmanager
-def admin_client(bootstrap: str) -> Iterator[KafkaAdminClient]:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
+def admin_client(bootstrap: str, timeout_ms: int = 30_000) -> Iterator[KafkaAdminClient]:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms)
     try:
         yield admin
     finally:
@@ -263,10 +284,11 @@ def wait_ready(bootstrap: str, partitions: int, deadline: float) -> None:
 
 
 def create_topic(bootstrap: str, partitions: int) -> None:
-    with admin_client(bootstrap) as admin:
+    # A loaded machine (load average 20) took over 30 s to create 2,000 partitions' logs.
+    with admin_client(bootstrap, timeout_ms=CREATE_TIMEOUT_MS) as admin:
         admin.create_topics(
             {TOPIC: {"num_partitions": partitions, "replication_factor": BROKERS}},
-            timeout_ms=600_000,
+            timeout_ms=CREATE_TIMEOUT_MS,
         )
     wait_ready(bootstrap, partitions, time.monotonic() + READY_TIMEOUT_S)
 
@@ -310,23 +332,35 @@ def restart(brokers: Brokers, partitions: int, stop: Callable[[], None]) -> floa
     return ready
 
 
-def kill_one(brokers: Brokers, partitions: int) -> tuple[float, float]:
-    """Seconds from kill -9 of ``VICTIM`` (leading its preferred partitions) until its
-    partitions are led again and until every partition is writable; then it comes back."""
+def lose_one(
+    brokers: Brokers, partitions: int, stop: Callable[[int], None]
+) -> tuple[float, float, float]:
+    """Seconds from stopping ``VICTIM`` (leading its preferred partitions) with ``stop``
+    until its partitions are led again and until every partition is writable; then it
+    comes back, and the seconds from its return (ready) until ElectLeaders has given
+    every partition back to its preferred replica."""
     bootstrap = brokers.bootstrap
     victim_led = elect_preferred(bootstrap)
     progress(f"{partitions}: {brokers.name} broker {VICTIM} leads {victim_led} partitions")
     survivors = ",".join(a for n, a in enumerate(bootstrap.split(",")) if n != VICTIM)
+    # The clocks run from the signal, not from the process's end: a stopping broker hands
+    # its leaderships over first and closes its logs after (2,000 of them took 38 s).
+    stopping = threading.Thread(target=stop, args=(VICTIM,))
     started = time.monotonic()
-    brokers.kill(VICTIM)
+    stopping.start()
     deadline = started + READY_TIMEOUT_S
     wait_led(survivors, partitions, VICTIM, deadline)
     led_again = time.monotonic() - started
     produce_everywhere(survivors, partitions, deadline)
     writable = time.monotonic() - started
+    stopping.join()
     brokers.start(VICTIM)
     wait_ready(bootstrap, partitions, time.monotonic() + READY_TIMEOUT_S)
-    return led_again, writable
+    back = time.monotonic()
+    victim_led = elect_preferred(bootstrap)
+    preferred = time.monotonic() - back
+    progress(f"{partitions}: {brokers.name} broker {VICTIM} leads {victim_led} again")
+    return led_again, writable, preferred
 
 
 def idle(brokers: Brokers, seconds: float) -> tuple[float, float]:
@@ -357,44 +391,60 @@ class Readings:
         self.values[system][figure].append(value)
 
     def median(self, system: str, figure: str) -> float | None:
-        values = self.values[system][figure]
+        values = self.values[system].get(figure)  # a figure an older run did not take
         return statistics.median(values) if values else None
 
 
 def measure_round(
     systems: Sequence[Brokers], partitions: int, readings: Readings, advance: Advance, args: Any
 ) -> None:
-    """One run of every figure, the systems interleaved in each step."""
-    for brokers in systems:
-        cpu, rss = idle(brokers, args.idle_seconds)
-        readings.add(brokers.name, "idle CPU s/min per broker", cpu)
-        readings.add(brokers.name, "RSS MB per broker", rss)
-    advance(1)
-    for brokers in systems:
-        scraped = brokers.scrape()
-        if scraped is not None:
-            readings.add(brokers.name, "/metrics bytes", scraped[0])
-            readings.add(brokers.name, "/metrics ms", scraped[1] * 1000)
-    advance(1)
-    for brokers in systems:
-        ms = metadata_ms(brokers.bootstrap, args.metadata_requests)
-        readings.add(brokers.name, "Metadata of N partitions ms", ms)
-    advance(1)
-    for brokers in systems:
-        readings.add(brokers.name, "clean start s", restart(brokers, partitions, brokers.stop_all))
-        progress(f"{partitions}: {brokers.name} clean start done")
-    advance(1)
-    for brokers in systems:
-        seconds = restart(brokers, partitions, brokers.kill_all)
-        readings.add(brokers.name, "start after kill -9 s", seconds)
-        progress(f"{partitions}: {brokers.name} start after kill -9 done")
-    advance(1)
-    for brokers in systems:
-        led_again, writable = kill_one(brokers, partitions)
-        readings.add(brokers.name, "kill -9 of 1 broker: led again s", led_again)
-        readings.add(brokers.name, "kill -9 of 1 broker: writable s", writable)
-        progress(f"{partitions}: {brokers.name} kill -9 of broker {VICTIM} done")
-    advance(1)
+    """One run of each figure of ``args.steps``, the systems interleaved in each step."""
+    steps = set(args.steps)
+    if "idle" in steps:
+        for brokers in systems:
+            cpu, rss = idle(brokers, args.idle_seconds)
+            readings.add(brokers.name, "idle CPU s/min per broker", cpu)
+            readings.add(brokers.name, "RSS MB per broker", rss)
+        advance(1)
+    if "scrape" in steps:
+        for brokers in systems:
+            scraped = brokers.scrape()
+            if scraped is not None:
+                readings.add(brokers.name, "/metrics bytes", scraped[0])
+                readings.add(brokers.name, "/metrics ms", scraped[1] * 1000)
+        advance(1)
+    if "metadata" in steps:
+        for brokers in systems:
+            ms = metadata_ms(brokers.bootstrap, args.metadata_requests)
+            readings.add(brokers.name, "Metadata of N partitions ms", ms)
+        advance(1)
+    if "clean-start" in steps:
+        for brokers in systems:
+            seconds = restart(brokers, partitions, brokers.stop_all)
+            readings.add(brokers.name, "clean start s", seconds)
+            progress(f"{partitions}: {brokers.name} clean start done")
+        advance(1)
+    if "kill-all" in steps:
+        for brokers in systems:
+            seconds = restart(brokers, partitions, brokers.kill_all)
+            readings.add(brokers.name, "start after kill -9 s", seconds)
+            progress(f"{partitions}: {brokers.name} start after kill -9 done")
+        advance(1)
+    if "kill-one" in steps:
+        for brokers in systems:
+            led_again, writable, _ = lose_one(brokers, partitions, brokers.kill)
+            readings.add(brokers.name, "kill -9 of 1 broker: led again s", led_again)
+            readings.add(brokers.name, "kill -9 of 1 broker: writable s", writable)
+            progress(f"{partitions}: {brokers.name} kill -9 of broker {VICTIM} done")
+        advance(1)
+    if "stop-one" in steps:
+        for brokers in systems:
+            led_again, writable, preferred = lose_one(brokers, partitions, brokers.stop)
+            readings.add(brokers.name, "SIGTERM of 1 broker: led again s", led_again)
+            readings.add(brokers.name, "SIGTERM of 1 broker: writable s", writable)
+            readings.add(brokers.name, "back to preferred leaders s", preferred)
+            progress(f"{partitions}: {brokers.name} SIGTERM of broker {VICTIM} done")
+        advance(1)
 
 
 def free_port_run(count: int) -> int:
@@ -487,7 +537,7 @@ def run(args: argparse.Namespace, scratch: Path) -> None:
     loads: list[float] = []
     started = time.monotonic()
     tracker = choose_tracker(args.progress)
-    with tracker("steps", len(args.partitions) * args.runs * STEPS_PER_RUN, "step") as advance:
+    with tracker("steps", len(args.partitions) * args.runs * len(args.steps), "step") as advance:
 
         def advance_and_sample(n: int) -> None:
             loads.append(os.getloadavg()[0])
@@ -542,6 +592,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, nargs="+", default=[500, 2000, 4000])
     parser.add_argument("--runs", type=int, default=3, help="medians reported")
     parser.add_argument("--idle-seconds", type=float, default=30.0)
+    parser.add_argument(
+        "--steps", nargs="+", choices=STEPS, default=list(STEPS), help="measure only these"
+    )
     parser.add_argument("--metadata-requests", type=int, default=5, help="per run; median")
     parser.add_argument("--svg", help="write the plot here (e.g. docs/scale-bench.svg)")
     parser.add_argument("--json", help="save every run's figures here after each round")

@@ -135,3 +135,23 @@ def test_an_election_type_kafka_lacks_is_an_invalid_request() -> None:
     assert election_type(1) is UNCLEAN
     with pytest.raises(InvalidRequestError, match="unknown election type 2"):
         election_type(2)
+
+
+def test_every_preferred_election_of_a_topic_goes_in_one_write_per_part(
+    store_at: OpenStore,
+) -> None:
+    """After a broker's return it leads none of its partitions until they are given back
+    (the scale benchmark's ElectLeaders of 2,000 partitions, docs/BENCHMARKS.md): the
+    elections of a topic are decided on one read and written together, a write per part
+    touched, as Kafka's controller commits them in one batch of records."""
+    store, _, _ = store_at()
+    for topic in ("orders", "clicks"):
+        store.create_topic(topic, dict.fromkeys(range(20), OFF_PREFERRED))
+    writes = store.part_writes
+
+    outcomes = elect_leaders(store, PREFERRED, None, live={1, 2, 3})
+
+    assert store.part_writes - writes == 2
+    assert _errors(outcomes) == {"orders": {}, "clicks": {}}
+    for topic in ("orders", "clicks"):
+        assert {state.leader for state in store.read_topic(topic).values()} == {1}

@@ -222,3 +222,38 @@ def test_followers_that_catch_up_together_rejoin_the_isrs_in_one_write_per_part(
         asyncio.run(catch_up_together())
     finally:
         logs.shutdown()
+
+
+def test_a_busy_partition_holds_up_no_other_partitions_new_role(tmp_path: Path) -> None:
+    """A poll that hands this broker many leaderships (a failover: 667 at once at 2,000
+    partitions, docs/SCALE.md) takes them side by side, as Kafka's broker applies a
+    metadata delta's leaderships together: one partition whose lock is held (a produce,
+    a follower's append in progress) holds up none of the others. One at a time, each
+    waited for the previous one's leader-epoch checkpoint to reach the disk."""
+    store = LocalStateStore(tmp_path / "state")
+    data = tmp_path / "data"
+    data.mkdir()
+    logs = LogManager(LogManagerConfig(log_dirs=(data,)))
+    replicas = _replica_manager(tmp_path, store, logs)
+    count = 8
+    busy = TopicPartition("orders", 0)
+    others = {TopicPartition("orders", p) for p in range(1, count)}
+
+    async def others_led() -> None:
+        while not others <= set(replicas.leaders):
+            await asyncio.sleep(0.01)
+
+    async def lead_beside_a_busy_one() -> None:
+        store.create_topic("orders", {p: PartitionState.new((0,)) for p in range(count)})
+        async with replicas.lock(busy):
+            poll = asyncio.create_task(replicas.poll_once())
+            await asyncio.wait_for(others_led(), timeout=10)
+            assert busy not in replicas.leaders
+        await poll
+        assert set(replicas.leaders) == others | {busy}
+        await replicas.stop()
+
+    try:
+        asyncio.run(lead_beside_a_busy_one())
+    finally:
+        logs.shutdown()

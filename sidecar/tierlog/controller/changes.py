@@ -7,14 +7,15 @@ controller does when an AlterPartition loses. The changes of one topic's partiti
 to the store together (``alter_partitions``), a write per part of the topic they touch,
 as Kafka's controller batches a broker's leaderships into few metadata records: a
 broker's failure costs writes in proportion to the topics it served, not its partitions.
-``write_decided`` decides one partition's change again on each fresh read until it
-lands or there is none to make.
+``write_all_decided`` decides a topic's changes on one read, writes them together, and
+decides the ones that lost again on a fresh read until every change lands or there is
+none left to make.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tierlog.partition_state.model import NO_LEADER, PartitionState
@@ -24,9 +25,8 @@ from tierlog.storage.errors import UnknownTopicOrPartitionError
 __all__ = [
     "PartitionChange",
     "ProposedChange",
-    "write_change",
+    "write_all_decided",
     "write_changes",
-    "write_decided",
 ]
 
 log = logging.getLogger(__name__)
@@ -102,36 +102,32 @@ def write_changes(
     return landed
 
 
-def write_change(
+def write_all_decided(
     store: PartitionStateStore,
     topic: str,
-    partition: int,
-    before: PartitionState,
-    after: PartitionState,
+    partitions: Mapping[int, PartitionState],
+    decide: Callable[[int, PartitionState], PartitionState | None],
     cause: str,
-) -> PartitionChange | None:
-    """``write_changes`` of one partition: its change, or ``None`` when it lost."""
-    landed = write_changes(store, topic, [ProposedChange(partition, before, after, cause)])
-    return landed[0] if landed else None
-
-
-def write_decided(
-    store: PartitionStateStore,
-    topic: str,
-    partition: int,
-    state: PartitionState,
-    decide: Callable[[PartitionState], PartitionState | None],
-    cause: str,
-) -> PartitionChange | None:
-    """Write what ``decide`` makes of ``state``; when another change wins the race,
-    decide again on what it left, until a change lands. ``None`` when there is nothing
-    to change (or the partition is gone); what ``decide`` raises is the caller's."""
-    while (after := decide(state)) is not None:
-        change = write_change(store, topic, partition, state, after, cause)
-        if change is not None:
-            return change
+) -> list[PartitionChange]:
+    """Write what ``decide(partition, state)`` makes of each of ``topic``'s
+    ``partitions`` (``None``: nothing to change), in one batch (``write_changes``); the
+    partitions whose change lost a race are decided again on a fresh read, in the next
+    batch, until none is left. The changes that landed; a partition deleted meanwhile is
+    left out, and what ``decide`` raises is the caller's."""
+    changes: list[PartitionChange] = []
+    while True:
+        proposed = [
+            ProposedChange(partition, state, after, cause)
+            for partition, state in sorted(partitions.items())
+            if (after := decide(partition, state)) is not None
+        ]
+        landed = write_changes(store, topic, proposed)
+        changes.extend(landed)
+        lost = {change.partition for change in proposed} - {c.partition for c in landed}
+        if not lost:
+            return changes
         try:
-            state = store.read_topic(topic)[partition]
-        except (UnknownTopicOrPartitionError, KeyError):
-            return None
-    return None
+            fresh = store.read_topic(topic)
+        except UnknownTopicOrPartitionError:
+            return changes
+        partitions = {partition: fresh[partition] for partition in lost if partition in fresh}

@@ -16,8 +16,9 @@ replicas their leadership back. Here the same elections are asked for, per parti
 
 Any broker may ask, with no controller to forward to (a KRaft broker forwards
 ElectLeaders to its controller): each election is a compare-and-swap on the partition
-epoch it was decided on, decided again when another change wins (``write_decided``),
-so it never undoes what the controller did meanwhile.
+epoch it was decided on, decided again when another change wins, so it never undoes
+what the controller did meanwhile; a topic's elections are decided on one read and
+written together (``write_all_decided``), a write per part of the topic they touch.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from tierlog.api.errors import (
     InvalidRequestError,
     PreferredLeaderNotAvailableError,
 )
-from tierlog.controller.changes import write_decided
+from tierlog.controller.changes import write_all_decided
 from tierlog.controller.elections import elect, preferred_leader
 from tierlog.partition_state.model import NO_LEADER, PartitionState
 from tierlog.partition_state.store import Partitions, PartitionStateStore
@@ -120,24 +121,28 @@ def _elect_in_topic(
     live: Set[int],
 ) -> list[tuple[int, TierlogError | None]]:
     decide, cause = _ELECTIONS[election]
+    errors: dict[int, TierlogError] = {}
 
-    def decide_now(state: PartitionState) -> PartitionState:
-        return decide(state, live)
-
-    outcomes: list[tuple[int, TierlogError | None]] = []
-    for index in indexes:
-        state = partitions.get(index)
+    def decide_now(partition: int, state: PartitionState) -> PartitionState | None:
         try:
-            if state is None:
-                raise UnknownTopicOrPartitionError(f"no partition {topic}-{index}")
-            change = write_decided(store, topic, index, state, decide_now, cause)
-            if change is None:
-                raise UnknownTopicOrPartitionError(f"{topic}-{index} was deleted meanwhile")
+            return decide(state, live)
         except TierlogError as error:
-            outcomes.append((index, error))
-            continue
-        outcomes.append((index, None))
-    return outcomes
+            errors[partition] = error
+            return None
+
+    asked = {index: partitions[index] for index in indexes if index in partitions}
+    elected = {c.partition for c in write_all_decided(store, topic, asked, decide_now, cause)}
+
+    def outcome(index: int) -> TierlogError | None:
+        if index in elected:
+            return None
+        if index in errors:
+            return errors[index]
+        if index in partitions:
+            return UnknownTopicOrPartitionError(f"{topic}-{index} was deleted meanwhile")
+        return UnknownTopicOrPartitionError(f"no partition {topic}-{index}")
+
+    return [(index, outcome(index)) for index in indexes]
 
 
 def _not_needed(error: TierlogError | None) -> bool:

@@ -18,7 +18,7 @@ replication does it, and narrows it once that is done:
 A new target while a reassignment is under way replaces it, measured from the original
 replicas (``replicas`` - ``adding_replicas``), as Kafka's AlterPartitionReassignments
 does; the original replicas as target cancel it. Every state these return is written by
-compare-and-swap on the partition epoch it was computed from (``changes.write_change``).
+compare-and-swap on the partition epoch it was computed from (``changes.write_changes``).
 """
 
 from __future__ import annotations

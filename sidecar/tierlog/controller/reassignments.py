@@ -5,7 +5,8 @@ A plan names each partition's target replicas, in Kafka's document::
     {"version": 1, "partitions": [{"topic": "orders", "partition": 0, "replicas": [1, 2, 3]}]}
 
 ``start_reassignments`` writes each partition's widened state (``reassignment``) by
-compare-and-swap, reading again and deciding again when it loses a race; the controller
+compare-and-swap, a topic's in one batch (``write_all_decided``: a write per part it
+touches), reading again and deciding again those that lose a race; the controller
 completes each one once its target is in sync (``Controller.step``), so starting and
 finishing need not be the same process. ``reassignment_progress`` says where each
 partition of a plan stands, as ``--verify`` does.
@@ -14,10 +15,11 @@ partition of a plan stands, as ``--verify`` does.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Collection, Mapping
 
 from tierlog.api.errors import InvalidReplicaAssignmentError
-from tierlog.controller.changes import write_change
+from tierlog.controller.changes import write_all_decided
 from tierlog.controller.reassignment import start_reassignment
 from tierlog.partition_state.model import PartitionState
 from tierlog.partition_state.store import PartitionStateStore
@@ -34,6 +36,8 @@ __all__ = [
     "reassignment_progress",
     "start_reassignments",
 ]
+
+log = logging.getLogger(__name__)
 
 PLAN_VERSION = 1
 COMPLETED = "completed"
@@ -93,19 +97,23 @@ def start_reassignments(
                 f"(the cluster's are {sorted(brokers)})"
             )
         start_reassignment(_read(store, tp), target)  # refuses a target that cannot be
-    for tp, target in sorted(plan.items()):
-        _start_one(store, tp, target)
+    for topic in sorted({tp.topic for tp in plan}):
+        targets = {tp.partition: target for tp, target in plan.items() if tp.topic == topic}
+        _start_in_topic(store, topic, targets)
 
 
-def _start_one(store: PartitionStateStore, tp: TopicPartition, target: tuple[int, ...]) -> None:
-    cause = f"reassignment to replicas {list(target)} started"
-    while True:
-        state = _read(store, tp)
-        after = start_reassignment(state, target)
-        if after == state:
-            return  # already there, or already moving there
-        if write_change(store, tp.topic, tp.partition, state, after, cause) is not None:
-            return
+def _start_in_topic(
+    store: PartitionStateStore, topic: str, targets: Mapping[int, tuple[int, ...]]
+) -> None:
+    log.info("Starting the reassignment of %s to replicas %s", topic, dict(sorted(targets.items())))
+
+    def widen(partition: int, state: PartitionState) -> PartitionState | None:
+        after = start_reassignment(state, targets[partition])
+        return None if after == state else after  # already there, or already moving there
+
+    partitions = store.read_topic(topic)
+    asked = {partition: partitions[partition] for partition in targets if partition in partitions}
+    write_all_decided(store, topic, asked, widen, "reassignment started")
 
 
 def reassignment_progress(
