@@ -129,6 +129,7 @@ def new_reader(topic: TieredTopic, cache_dir: Path, settings: RemoteReadConfig) 
         prefetch_chunks=settings.prefetch_chunks,
         max_prefetch_chunks=settings.max_prefetch_chunks,
         threads=settings.reader_threads,
+        read_ahead_memory_bytes=settings.prefetch_memory_bytes,
     )
 
 
