@@ -26,10 +26,18 @@ closed segments uploaded and deleted locally:
    cold (a new reader and cache each round), with partitions read in parallel
    (``partition_concurrency``, the default) and one after another (1), alternating.
 
-With ``--latency-ms N`` every read (boto3's and the reader's alike) goes through a TCP
-proxy that forwards each chunk N ms after it arrived (``tests.support.tcp_fault_proxy``),
-as a store across a network answers: where a GET waits on the network rather than on
-the CPU, what overlapping GETs is worth shows.
+Each condition of ``--latency-ms`` (default ``0,20``) runs all three against the same
+MinIO and topics, reported side by side. 0 is loopback: no first-byte latency at all,
+so a GET costs CPU and nothing else, and MinIO shares the machine's cores with the
+reader. N > 0 sends every read (boto3's and the reader's alike) through a TCP proxy
+(``tests.support.tcp_fault_proxy``, its own process) that forwards each piece of bytes
+N/2 ms after it arrived, both ways: each request's first byte comes N ms later, while
+a body streams at the pace it left MinIO (the delay shifts it, it does not throttle
+it). 20 ms is a typical S3 first-byte figure: AWS's S3 performance guide names "median
+latencies ... often in the tens of milliseconds range" for small GETs
+(https://docs.aws.amazon.com/whitepapers/latest/s3-optimizing-performance-best-practices/timeouts-and-retries-for-latency-sensitive-applications.html).
+The proxy's own CPU (Python, 64 KiB pieces) is spent on the same two cores: both sides
+pay it alike.
 
 The machine is shared: the load average at the start and the end is printed.
 """
@@ -73,7 +81,9 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=40)
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--fanout-mib", type=int, default=16)
-    parser.add_argument("--latency-ms", type=int, default=0, help="added to every read")
+    parser.add_argument(
+        "--latency-ms", default="0,20", help="first-byte latencies added, one run each"
+    )
     parser.add_argument("--dir", type=Path, default=None, help="scratch directory")
     args = parser.parse_args()
     run_in_scratch("tier-reads-bench-", args.dir, lambda scratch: run(args, scratch))
@@ -94,31 +104,33 @@ def run(args: argparse.Namespace, scratch: Path) -> None:
             scratch / "fanout", store, "fanout", args.partitions,
             lambda log, p: fill_random(log, args.fanout_mib * MiB, seed=10 + p), segment_bytes,
         )  # fmt: skip
-        proxy = None
+        proxy = TcpFaultProxy.start({"minio": f"127.0.0.1:{minio.port}"})
+        figures: dict[int, dict[str, float]] = {}
         try:
-            endpoint = minio.endpoint_url
-            if args.latency_ms:
-                proxy = TcpFaultProxy.start({"minio": f"127.0.0.1:{minio.port}"})
-                proxy.delay("minio", args.latency_ms)
-                endpoint = f"http://{proxy.address('minio')}"
-            reads = S3Store(
-                store.location, dataclasses.replace(store.options, endpoint_url=endpoint)
-            )
-            client = minio.client(endpoint)
-            rows = measure(
-                args, scratch, settings, client, reads,
-                dataclasses.replace(stream, store=reads), dataclasses.replace(fanout, store=reads),
-            )  # fmt: skip
-            reads.close()
+            for latency_ms in (int(ms) for ms in args.latency_ms.split(",")):
+                print(f"\n-- first-byte latency added: {latency_ms} ms", flush=True)
+                proxy.delay("minio", latency_ms // 2)
+                endpoint = minio.endpoint_url
+                if latency_ms:
+                    endpoint = f"http://{proxy.address('minio')}"
+                reads = S3Store(
+                    store.location, dataclasses.replace(store.options, endpoint_url=endpoint)
+                )
+                client = minio.client(endpoint)
+                figures[latency_ms] = measure(
+                    args, scratch, settings, client, reads,
+                    dataclasses.replace(stream, store=reads),
+                    dataclasses.replace(fanout, store=reads),
+                )  # fmt: skip
+                reads.close()
         finally:
-            if proxy is not None:
-                proxy.close()
+            proxy.close()
             stream.close()
             fanout.close()
             store.close()
     finally:
         minio.stop()
-    print("\n".join(rows))
+    print("\n".join(report(figures, args)))
     print(f"\nload average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
@@ -129,6 +141,7 @@ def new_reader(topic: TieredTopic, cache_dir: Path, settings: RemoteReadConfig) 
         prefetch_chunks=settings.prefetch_chunks,
         max_prefetch_chunks=settings.max_prefetch_chunks,
         threads=settings.reader_threads,
+        read_ahead_memory_bytes=settings.prefetch_memory_bytes,
     )
 
 
@@ -140,7 +153,7 @@ def measure(
     store: S3Store,
     stream: TieredTopic,
     fanout: TieredTopic,
-) -> list[str]:
+) -> dict[str, float]:
     bucket = store.location.bucket
     tp = TopicPartition("stream", 0)
     probe = new_reader(stream, scratch / "probe", settings)
@@ -173,24 +186,49 @@ def measure(
 
     ttfb = first_byte_ms(stream, tp, scratch, settings, end, size, args.samples, ranged_get)
     fan = fanout_rounds(fanout, scratch, settings, args.rounds)
-    return report(sequential, ttfb, fan, args)
+    (boto3, boto3_cpu, reader, reader_cpu) = sequential.values()
+    (parallel, parallel_cpu, in_turn, in_turn_cpu) = fan.values()
+    (reader_ms, get_ms) = ttfb.values()
+    return {
+        "boto3": statistics.median(boto3),
+        "boto3 cpu": statistics.median(boto3_cpu),
+        "reader cpu": statistics.median(reader_cpu),
+        "parallel cpu": statistics.median(parallel_cpu),
+        "in turn cpu": statistics.median(in_turn_cpu),
+        "reader": statistics.median(reader),
+        "reader min": min(reader),
+        "reader max": max(reader),
+        "reader ttfb p50": percentile(reader_ms, 0.5),
+        "reader ttfb p90": percentile(reader_ms, 0.9),
+        "get ttfb p50": percentile(get_ms, 0.5),
+        "get ttfb p90": percentile(get_ms, 0.9),
+        "parallel": statistics.median(parallel),
+        "parallel min": min(parallel),
+        "parallel max": max(parallel),
+        "in turn": statistics.median(in_turn),
+        "in turn min": min(in_turn),
+        "in turn max": max(in_turn),
+    }
 
 
 def alternate(contenders: dict[str, Callable[[], int]], rounds: int) -> dict[str, list[float]]:
     """Each contender's MiB/s per round, after one unmeasured warm-up round; the order
-    reverses every round."""
+    reverses every round. Also, under ``"<name> cpu"``, the CPU this process spent per
+    MiB (all its threads; MinIO's not), steadier than MiB/s on a shared machine."""
     names = list(contenders)
-    speeds: dict[str, list[float]] = {name: [] for name in names}
+    speeds: dict[str, list[float]] = {key: [] for name in names for key in (name, f"{name} cpu")}
     for round_number in range(rounds + 1):
         for name in names if round_number % 2 else reversed(names):
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             size = contenders[name]()
             seconds = time.perf_counter() - started
             if round_number:
                 speeds[name].append(size / MiB / seconds)
+                speeds[f"{name} cpu"].append((time.process_time() - cpu_started) * 1e3 * MiB / size)
         if round_number:
             print(f"round {round_number}: " + ", ".join(
-                f"{name} {speeds[name][-1]:.0f} MiB/s" for name in names
+                f"{name} {speeds[name][-1]:.0f} MiB/s ({speeds[f'{name} cpu'][-1]:.2f} CPU ms/MiB)"
+                for name in names
             ), flush=True)  # fmt: skip
     return speeds
 
@@ -280,50 +318,42 @@ def percentile(samples: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def report(
-    sequential: dict[str, list[float]],
-    ttfb: dict[str, list[float]],
-    fan: dict[str, list[float]],
-    args: argparse.Namespace,
-) -> list[str]:
-    def cell(values: list[float]) -> str:
-        return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
+def report(figures: dict[int, dict[str, float]], args: argparse.Namespace) -> list[str]:
+    """One table, a column per condition: medians over ``--rounds`` (min-max), p50/p90
+    over ``--samples``, and the ratios the issue sets targets for."""
+    conditions = list(figures)
+    names = ["loopback" if ms == 0 else f"+{ms} ms first byte" for ms in conditions]
+    rows = [
+        f"\n{args.segment_mib} MiB segment, {args.rounds} rounds, {args.samples} TTFB samples, "
+        f"fan-out over {args.partitions} partitions of {args.fanout_mib} MiB",
+        "",
+        "| figure | " + " | ".join(names) + " | target |",
+        "|---|" + "---|" * len(names) + "---|",
+    ]
 
-    (reference, *_), rows = sequential.values(), []
-    rows += [
-        f"\nSequential cold read of a {args.segment_mib} MiB tiered segment, medians of "
-        f"{args.rounds} rounds; latency added: {args.latency_ms} ms",
-        "",
-        "| reader | MiB/s median (min-max) | ratio to boto3 |",
-        "|---|---|---|",
-    ]
-    for name, speeds in sequential.items():
-        ratio = statistics.median(speeds) / statistics.median(reference)
-        rows.append(f"| {name} | {cell(speeds)} | {ratio:.2f} |")
-    (one_get, *_) = reversed(ttfb.values())
-    rows += [
-        f"\nTime to first byte, {len(one_get)} samples",
-        "",
-        "| read | p50 ms | p90 ms | ratio of p50s |",
-        "|---|---|---|---|",
-    ]
-    for name, samples in ttfb.items():
-        ratio = percentile(samples, 0.5) / percentile(one_get, 0.5)
-        rows.append(
-            f"| {name} | {percentile(samples, 0.5):.1f} | {percentile(samples, 0.9):.1f} "
-            f"| {ratio:.2f} |"
-        )
-    (in_turn, *_) = reversed(fan.values())
-    rows += [
-        f"\nFan-out: {args.partitions} cold tiered partitions of {args.fanout_mib} MiB, "
-        f"fetches of 1 MiB per partition, medians of {args.rounds} rounds",
-        "",
-        "| fetch | MiB/s median (min-max) | ratio to one after another |",
-        "|---|---|---|",
-    ]
-    for name, speeds in fan.items():
-        ratio = statistics.median(speeds) / statistics.median(in_turn)
-        rows.append(f"| {name} | {cell(speeds)} | {ratio:.2f} |")
+    def row(label: str, cell: Callable[[dict[str, float]], str], target: str = "") -> None:
+        cells = " | ".join(cell(figures[ms]) for ms in conditions)
+        rows.append(f"| {label} | {cells} | {target} |")
+
+    def spread(name: str) -> Callable[[dict[str, float]], str]:
+        return lambda f: f"{f[name]:.0f} ({f[name + ' min']:.0f}-{f[name + ' max']:.0f})"
+
+    row("boto3 `get_object`, whole object, MiB/s", lambda f: f"{f['boto3']:.0f}")
+    row("`RemoteLogReader` cold, MiB/s", spread("reader"))
+    row("cold read / boto3", lambda f: f"{f['reader'] / f['boto3']:.2f}", ">= 0.8")
+    row("CPU ms per MiB in this process, boto3 / reader",
+        lambda f: f"{f['boto3 cpu']:.2f} / {f['reader cpu']:.2f}")  # fmt: skip
+    row("TTFB p50 (p90), one ranged GET, ms",
+        lambda f: f"{f['get ttfb p50']:.1f} ({f['get ttfb p90']:.1f})")  # fmt: skip
+    row("TTFB p50 (p90), `RemoteLogReader` cold chunk, ms",
+        lambda f: f"{f['reader ttfb p50']:.1f} ({f['reader ttfb p90']:.1f})")  # fmt: skip
+    row("TTFB p50 reader / GET", lambda f: f"{f['reader ttfb p50'] / f['get ttfb p50']:.2f}",
+        "<= 1.2")  # fmt: skip
+    row("fan-out, partitions at once, MiB/s", spread("parallel"))
+    row("fan-out, one after another, MiB/s", spread("in turn"))
+    row("fan-out at once / in turn", lambda f: f"{f['parallel'] / f['in turn']:.2f}", ">= 4")
+    row("fan-out CPU ms per MiB, at once / in turn",
+        lambda f: f"{f['parallel cpu']:.2f} / {f['in turn cpu']:.2f}")  # fmt: skip
     return rows
 
 

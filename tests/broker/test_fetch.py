@@ -4,6 +4,7 @@ answers reading them in turn gives, and no read left running once the fetch answ
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,12 +43,21 @@ class WatchedStore(S3Store):
         self._lock = threading.Lock()
 
     def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
+        with self._watching(key, start):
+            return super().get(key, start, end)
+
+    def get_pieces(self, key: str, start: int, end: int, piece_bytes: int) -> list[bytes]:
+        with self._watching(key, start):
+            return super().get_pieces(key, start, end, piece_bytes)
+
+    @contextlib.contextmanager
+    def _watching(self, key: str, start: int) -> Iterator[None]:
         with self._lock:
             self.in_progress += 1
         try:
             if self.meet is not None and start < self.log_sizes.get(key, 0):
                 self.meet.wait()
-            return super().get(key, start, end)
+            yield
         finally:
             with self._lock:
                 self.in_progress -= 1

@@ -31,7 +31,7 @@ from tierlog.storage.manager import LogManager, LogManagerConfig
 from tierlog.storage.records import SimpleRecord, build_batch
 from tierlog.storage.segment import LogSegment
 from tierlog.storage.tier.chunk_cache import ChunkCache
-from tierlog.storage.tier.range_reader import RangeReader
+from tierlog.storage.tier.range_reader import LANDED_MAX_BYTES, RangeReader
 from tierlog.storage.tier.remote_reader import RemoteLogReader
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.topic_partition import TopicPartition
@@ -117,6 +117,7 @@ class TieredTopic:
         prefetch_chunks: int = 2,
         max_prefetch_chunks: int = 32,
         threads: int = 4,
+        read_ahead_memory_bytes: int = LANDED_MAX_BYTES,
     ) -> RemoteLogReader:
         """A reader of the tier over an empty chunk cache in ``cache_dir``."""
         shutil.rmtree(cache_dir, ignore_errors=True)
@@ -129,6 +130,7 @@ class TieredTopic:
             prefetch_chunks=prefetch_chunks,
             max_prefetch_chunks=max_prefetch_chunks,
             threads=threads,
+            read_ahead_memory_bytes=read_ahead_memory_bytes,
         )
         return RemoteLogReader(ranges)
 

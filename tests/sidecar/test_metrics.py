@@ -89,6 +89,7 @@ DOCUMENTED = {
     "tierlog_remote_cache_read_ahead_hits_total",
     "tierlog_remote_cache_read_ahead_evicted_unread_total",
     "tierlog_remote_read_ahead_memory_bytes",
+    "tierlog_remote_read_ahead_memory_max_bytes",
     "process_resident_memory_bytes",
 }
 

@@ -17,6 +17,7 @@ def test_defaults_put_the_cache_in_the_first_log_dir(tmp_path: Path) -> None:
     assert read.cache_dir == tmp_path / "a" / "tier-cache"
     assert (read.chunk_bytes, read.prefetch_chunks, read.max_prefetch_chunks) == (1 << 20, 2, 32)
     assert read.reader_threads == 10  # Kafka's remote.log.reader.threads default
+    assert read.prefetch_memory_bytes == 64 << 20
     assert (read.cache_max_bytes, read.cache_max_entries) == (1 << 30, 100_000)
 
 
@@ -30,6 +31,7 @@ def test_every_key_is_read(tmp_path: Path) -> None:
             "tierlog.remote.fetch.chunk.bytes": "65536",
             "tierlog.remote.fetch.prefetch.chunks": "0",
             "tierlog.remote.fetch.prefetch.max.chunks": "4",
+            "tierlog.remote.fetch.prefetch.memory.bytes": "8388608",
             "remote.log.reader.threads": "8",
         }
     )
@@ -40,6 +42,7 @@ def test_every_key_is_read(tmp_path: Path) -> None:
         chunk_bytes=65536,
         prefetch_chunks=0,
         max_prefetch_chunks=4,
+        prefetch_memory_bytes=8 << 20,
         reader_threads=8,
     )
 
@@ -51,6 +54,7 @@ def test_every_key_is_read(tmp_path: Path) -> None:
         ("tierlog.remote.cache.max.bytes", "-1"),
         ("remote.log.reader.threads", "0"),
         ("tierlog.remote.fetch.prefetch.chunks", "two"),
+        ("tierlog.remote.fetch.prefetch.memory.bytes", "-1"),
     ],
 )
 def test_bad_values_are_refused_by_name(tmp_path: Path, key: str, value: str) -> None:

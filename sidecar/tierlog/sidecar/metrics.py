@@ -409,8 +409,13 @@ class RemoteReadCollector:
         )
         yield GaugeMetricFamily(
             "tierlog_remote_read_ahead_memory_bytes",
-            "Memory held for chunks read ahead and not read yet (their GETs' answers)",
+            "Memory read-ahead holds: chunks not read yet, and room for its GETs in flight",
             self.reader.ranges.read_ahead_memory_held_bytes,
+        )
+        yield GaugeMetricFamily(
+            "tierlog_remote_read_ahead_memory_max_bytes",
+            "The limit of read-ahead's memory over all readers",
+            self.reader.ranges.read_ahead_memory_bytes,
         )
         yield CounterMetricFamily(
             "tierlog_remote_cache_read_ahead_hits_total", "Chunks read ahead, then read",

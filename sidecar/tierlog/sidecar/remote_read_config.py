@@ -8,7 +8,9 @@ partition), bounded by
 ``tierlog.remote.cache.max.bytes`` and ``tierlog.remote.cache.max.entries``. A
 sequential reader gets ``tierlog.remote.fetch.prefetch.chunks`` chunks read ahead at
 first (0: no read-ahead), twice as many with each read that continues, up to
-``tierlog.remote.fetch.prefetch.max.chunks``; ``remote.log.reader.threads`` (Kafka's name
+``tierlog.remote.fetch.prefetch.max.chunks``, while what read-ahead holds in memory over
+all readers (GETs in flight, chunks not read yet) stays within
+``tierlog.remote.fetch.prefetch.memory.bytes``; ``remote.log.reader.threads`` (Kafka's name
 for its remote reader pool, and its default) is how many GETs read-ahead keeps in flight
 and how many tiered partitions of one fetch are read at once.
 """
@@ -21,6 +23,7 @@ from pathlib import Path
 
 from tierlog.sidecar.log_dir_home import home_log_dir
 from tierlog.storage.properties import whole_number
+from tierlog.storage.tier.range_reader import LANDED_MAX_BYTES
 
 __all__ = ["REMOTE_READ_KEYS", "RemoteReadConfig"]
 
@@ -32,6 +35,7 @@ _NUMBERS: dict[str, tuple[str, int, int]] = {
     "tierlog.remote.fetch.chunk.bytes": ("chunk_bytes", 1 << 20, 4096),
     "tierlog.remote.fetch.prefetch.chunks": ("prefetch_chunks", 2, 0),
     "tierlog.remote.fetch.prefetch.max.chunks": ("max_prefetch_chunks", 32, 0),
+    "tierlog.remote.fetch.prefetch.memory.bytes": ("prefetch_memory_bytes", LANDED_MAX_BYTES, 0),
     "remote.log.reader.threads": ("reader_threads", 10, 1),
 }
 REMOTE_READ_KEYS = frozenset({_CACHE_DIR, *_NUMBERS})
@@ -46,6 +50,7 @@ class RemoteReadConfig:
     chunk_bytes: int = 1 << 20
     prefetch_chunks: int = 2
     max_prefetch_chunks: int = 32
+    prefetch_memory_bytes: int = LANDED_MAX_BYTES
     reader_threads: int = 10
 
     @classmethod

@@ -496,6 +496,7 @@ class SidecarServer:
             max_prefetch_chunks=settings.max_prefetch_chunks,
             threads=settings.reader_threads,
             on_fetch=self.metrics.observe_remote_fetch,
+            read_ahead_memory_bytes=settings.prefetch_memory_bytes,
         )
         reader = RemoteLogReader(ranges)
         # Compacted tiered topics: their tier is cleaned through the same chunk cache,

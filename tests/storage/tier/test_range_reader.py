@@ -6,8 +6,10 @@ import contextlib
 import random
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -15,7 +17,7 @@ from tests.storage.tier.tiering import minio_store
 from tests.support.minio import MinioServer
 from tierlog.storage.tier.chunk_cache import ChunkCache
 from tierlog.storage.tier.local_store import LocalDirectoryStore
-from tierlog.storage.tier.range_reader import RangeReader
+from tierlog.storage.tier.range_reader import TAIL_CHUNKS, RangeReader
 from tierlog.storage.tier.store import ObjectNotFoundError, ObjectStoreError
 
 CHUNK = 1000
@@ -33,10 +35,17 @@ class RecordingStore(LocalDirectoryStore):
         self._lock = threading.Lock()
 
     def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
+        self._record(key, start, end)
+        return super().get(key, start, end)
+
+    def get_pieces(self, key: str, start: int, end: int, piece_bytes: int) -> list[bytes]:
+        self._record(key, start, end)
+        return super().get_pieces(key, start, end, piece_bytes)
+
+    def _record(self, key: str, start: int, end: int | None) -> None:
         with self._lock:
             self.gets.append((key, start, end))
         self.gate.wait(10)
-        return super().get(key, start, end)
 
 
 @pytest.fixture
@@ -148,6 +157,100 @@ def test_chunks_read_ahead_are_used_once_from_memory_and_spill_to_disk_only_when
         assert on_disk("b") == [0, 9, 10, 11]  # 1-8 used once, never written; 9-11 fetched
         assert reader.read_ahead_memory_held_bytes == 0  # every chunk read ahead was read
         assert cache.stats().read_ahead_hits == 16
+    finally:
+        reader.close()
+
+
+class ReadAheadBuffer(bytearray):
+    """Bytes a read-ahead GET brought, which the test watches die (bytes cannot be)."""
+
+
+class ReadAheadLedgerStore(LocalDirectoryStore):
+    """The real local store, watching the buffers its answers to read-ahead GETs (made
+    on the reader's read-ahead threads) come in: the bytes alive at most, taken as each
+    answer is made (the only moment they grow), and the reader's own count of its
+    read-ahead memory at that moment (the room reserved for that GET included)."""
+
+    def __init__(self, root: Path):
+        super().__init__(root)
+        self.reader: RangeReader | None = None
+        self.live_bytes = 0
+        self.peak_live_bytes = 0
+        self.peak_counted_bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
+        end = self.size(key) if end is None else end
+        return b"".join(self.get_pieces(key, start, end, max(end - start, 1)))
+
+    def get_pieces(self, key: str, start: int, end: int, piece_bytes: int) -> list[bytes]:
+        pieces = super().get_pieces(key, start, end, piece_bytes)
+        if not threading.current_thread().name.startswith("tier-ahead"):
+            return pieces
+        watched = [ReadAheadBuffer(piece) for piece in pieces]
+        assert self.reader is not None
+        counted = self.reader.read_ahead_memory_held_bytes  # not under our lock: a buffer
+        with self._lock:  # dies (``_freed``) under the reader's
+            self.live_bytes += sum(len(piece) for piece in watched)
+            self.peak_live_bytes = max(self.peak_live_bytes, self.live_bytes)
+            self.peak_counted_bytes = max(self.peak_counted_bytes, counted)
+        for piece in watched:
+            weakref.finalize(piece, self._freed, len(piece))
+        return cast(list[bytes], watched)
+
+    def _freed(self, size: int) -> None:
+        with self._lock:
+            self.live_bytes -= size
+
+
+def test_many_concurrent_readers_never_hold_more_read_ahead_memory_than_the_limit(
+    tmp_path: Path,
+) -> None:
+    """Read-ahead's memory over all readers (room for its GETs in flight, chunks landed
+    and not read, those pushed out on their way to the disk cache) never exceeds
+    ``read_ahead_memory_bytes``, readers that stop half-way leaving chunks behind
+    included. The count is honest: the read-ahead bytes alive are at most that, the
+    recent chunks kept in memory (``TAIL_CHUNKS``) and the one chunk each reader holds
+    while it reads (a chunk is its own buffer: holding one never keeps a whole GET's
+    answer alive)."""
+    store = ReadAheadLedgerStore(tmp_path / "tier")
+    readers, chunks = 6, 200
+    bodies = {f"seg{n}": random.Random(n).randbytes(chunks * CHUNK) for n in range(readers)}
+    for key, body in bodies.items():
+        store.put(key, body)
+    cache = ChunkCache(tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=1 << 24, max_entries=10_000)
+    limit = 10 * CHUNK
+    reader = RangeReader(
+        store, cache, prefetch_chunks=2, max_prefetch_chunks=64, threads=8,
+        read_ahead_memory_bytes=limit,
+    )  # fmt: skip
+    store.reader = reader
+    failures: list[BaseException] = []
+
+    def read_front_to_back(key: str, stop_at_chunk: int) -> None:
+        body = bodies[key]
+        try:
+            for start in range(0, stop_at_chunk * CHUNK, CHUNK):  # one chunk per read
+                end = start + CHUNK
+                assert reader.read(key, start, end, len(body)) == body[start:end]
+        except BaseException as error:  # reported by the test's thread
+            failures.append(error)
+
+    threads = [
+        threading.Thread(target=read_front_to_back, args=(key, chunks // (1 + n % 2)))
+        for n, key in enumerate(bodies)
+    ]  # every other reader stops half-way, leaving what was read ahead for it unread
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert failures == []
+        wait_until(lambda: all(reader.in_flight(key) == [] for key in bodies))
+        assert cache.stats().read_ahead_hits > readers * chunks // 4  # read-ahead at work
+        assert 0 < store.peak_counted_bytes <= limit
+        assert store.peak_live_bytes <= limit + (TAIL_CHUNKS + readers) * CHUNK
+        assert store.live_bytes <= reader.read_ahead_memory_held_bytes + TAIL_CHUNKS * CHUNK
     finally:
         reader.close()
 

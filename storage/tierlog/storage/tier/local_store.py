@@ -81,6 +81,20 @@ class LocalDirectoryStore:
         except OSError as error:
             raise ObjectStoreError(f"cannot read {key}: {error}") from error
 
+    def get_pieces(self, key: str, start: int, end: int, piece_bytes: int) -> list[bytes]:
+        path, pieces = self._path(key), []
+        try:
+            with path.open("rb") as source:
+                source.seek(start)
+                while start < end and (piece := source.read(min(piece_bytes, end - start))):
+                    pieces.append(piece)
+                    start += len(piece)
+        except FileNotFoundError:
+            raise ObjectNotFoundError(f"{key} does not exist") from None
+        except OSError as error:
+            raise ObjectStoreError(f"cannot read {key}: {error}") from error
+        return pieces
+
     def size(self, key: str) -> int:
         try:
             return self._path(key).stat().st_size

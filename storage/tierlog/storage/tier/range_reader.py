@@ -18,8 +18,12 @@ only once a GET's worth of it is missing: a deep window is a few large GETs in f
 which is what runs near the store's own throughput (a GET costs a round trip and, here,
 a request's worth of client CPU, however small it is).
 
-Chunks read ahead are used once: they wait in memory (``LANDED_MAX_BYTES`` over all
-readers) until their reader takes them, and are not written to the disk cache. Writing
+Chunks read ahead are used once: they wait in memory until their reader takes them, and
+are not written to the disk cache. What read-ahead holds in memory over all readers
+(``read_ahead_memory_bytes``) never exceeds its limit: a GET's bytes are reserved before
+it is made (pushing the oldest unread chunks out to the disk cache, or waiting for GETs
+in flight to land), and a GET comes back as one buffer per chunk, so a chunk a reader
+keeps never keeps the rest of its GET's answer alive. Writing
 them cost as much CPU as fetching them (a file's new pages, measured at 0.4-1.2 ms per
 MiB against 0.7 for the GET) and filled the cache with a scan that is read once; a
 second reader of the same range fetches it again, in large GETs. Only a chunk that
@@ -49,9 +53,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from tierlog.storage.tier.chunk_cache import Chunk, ChunkCache
 from tierlog.storage.tier.pieces import Pieces
-from tierlog.storage.tier.store import ObjectStore, ObjectStoreError
+from tierlog.storage.tier.store import ObjectStore, ObjectStoreError, PiecewiseStore
 
-__all__ = ["LANDED_MAX_BYTES", "READ_AHEAD_GET_BYTES", "FetchObserver", "RangeReader"]
+__all__ = [
+    "LANDED_MAX_BYTES",
+    "READ_AHEAD_GET_BYTES",
+    "TAIL_CHUNKS",
+    "FetchObserver",
+    "RangeReader",
+]
 
 log = logging.getLogger(__name__)
 
@@ -67,13 +77,11 @@ _STREAMS = 1024
 # in memory: the next read of a sequential reader starts in the chunk its last one ended
 # in (or a little before: an offset index entry), and reading that chunk from the disk
 # cache again (and checking its CRC again) was half of a warm read's work; a chunk read
-# ahead is not in the disk cache at all. Each may keep its GET's answer alive.
-_TAILS = 16
-# Chunks read ahead are also kept in memory until read, up to this many bytes over all
-# readers (the oldest dropped first: still in the disk cache): a sequential reader
-# takes them from there, neither reading the file back nor checking its CRC again.
-# Each is a view of its GET's answer, which stays in memory until the last of its
-# chunks is read or dropped (a sequential reader takes them in order).
+# ahead is not in the disk cache at all. Each is one chunk's own buffer (or cache file's).
+TAIL_CHUNKS = 16
+# What read-ahead may hold in memory over all readers by default (chunks waiting to be
+# read, GETs in flight): a sequential reader takes its chunks from there, neither
+# reading a file back nor checking its CRC again.
 LANDED_MAX_BYTES = 64 << 20
 
 
@@ -109,18 +117,26 @@ class RangeReader:
         )
         self.on_fetch = on_fetch
         self.read_ahead_memory_bytes = read_ahead_memory_bytes
-        self._get_chunks = max(READ_AHEAD_GET_BYTES // self.chunk_bytes, 1)
+        if read_ahead_memory_bytes < self.chunk_bytes:  # not one chunk's room: none ahead
+            self.prefetch_chunks = self.max_prefetch_chunks = 0
+        # A GET's answer is held whole, so none may be larger than the memory allowed.
+        get_bytes = min(READ_AHEAD_GET_BYTES, read_ahead_memory_bytes)
+        self._get_chunks = max(get_bytes // self.chunk_bytes, 1)
         self._pool = ThreadPoolExecutor(max(threads, 1), thread_name_prefix="tier-fetch")
         self._ahead_pool = ThreadPoolExecutor(max(threads, 1), thread_name_prefix="tier-ahead")
         # Chunks a reader waited for go to the disk cache here, after the reader has them.
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="tier-cache-write")
         self._lock = threading.Lock()
+        # Notified when read-ahead memory may have room again (see ``_reserve``).
+        self._room = threading.Condition(self._lock)
         self._in_flight: dict[tuple[str, int], Future[Chunk]] = {}
         self._streams: OrderedDict[tuple[str, int], int] = OrderedDict()  # -> window depth
         self._tails: OrderedDict[tuple[str, int], Chunk] = OrderedDict()  # the last chunks read
         self._landed: OrderedDict[tuple[str, int], Chunk] = OrderedDict()  # read ahead, unread
-        self._landed_bytes = 0  # of the GET answers the chunks in ``_landed`` keep alive
-        self._landed_views: dict[int, int] = {}  # id of a GET's answer -> its chunks there
+        # Read-ahead memory: chunks landed and not read, those pushed out on their way to
+        # the disk cache (``_freeing_bytes`` of it), and room reserved for GETs in flight.
+        self._held_bytes = 0
+        self._freeing_bytes = 0
         self._closed = False
 
     def read(
@@ -170,7 +186,6 @@ class RangeReader:
                     self._in_flight[(key, index)] = mine
         if landed is not None:
             self.cache.found_in_memory(key, index, read_ahead=True)
-            self._keep_tail(key, index, landed)
             return landed
         if running is not None:
             return self._taken(key, index, running)
@@ -180,7 +195,7 @@ class RangeReader:
     def read_ahead_memory_held_bytes(self) -> int:
         """Memory the chunks read ahead and not read yet keep alive (their GETs' answers)."""
         with self._lock:
-            return self._landed_bytes
+            return self._held_bytes
 
     def in_flight(self, key: str) -> list[int]:
         """The chunks of ``key`` being fetched, in order (for tests and benchmarks)."""
@@ -193,16 +208,20 @@ class RangeReader:
         """A chunk a recent read ended in or took from read-ahead's memory."""
         with self._lock:
             tail = self._tails.get((key, index))
-        if tail is not None:
-            self.cache.found_in_memory(key, index)
+        if tail is None:
+            return None
+        self.cache.found_in_memory(key, index)
         return tail
 
     def _keep_tail(self, key: str, index: int, data: Chunk) -> None:
         with self._lock:
-            self._tails[(key, index)] = data
-            self._tails.move_to_end((key, index))
-            while len(self._tails) > _TAILS:
-                self._tails.popitem(last=False)
+            self._keep_tail_locked(key, index, data)
+
+    def _keep_tail_locked(self, key: str, index: int, data: Chunk) -> None:
+        self._tails[(key, index)] = data
+        self._tails.move_to_end((key, index))
+        while len(self._tails) > TAIL_CHUNKS:
+            self._tails.popitem(last=False)
 
     def _window(self, key: str, first: int, last: int) -> int:
         """How many chunks to keep fetched ahead of a read of chunks ``[first, last]``:
@@ -258,23 +277,67 @@ class RangeReader:
         """GET consecutive chunks in one ranged GET, keep them in memory until read, and
         hand each to whoever waits on it: as views of the GET's bytes, not copies."""
         chunk = self.chunk_bytes
-        start = run[0] * chunk
+        start, end = run[0] * chunk, min((run[-1] + 1) * chunk, object_size)
         try:
-            data = self._get(key, start, min((run[-1] + 1) * chunk, object_size))
+            if not self._reserve(end - start):
+                raise ObjectStoreError("the remote reader was closed")
+            try:
+                pieces = self._get_pieces(key, start, end)
+            except BaseException:
+                with self._room:
+                    self._held_bytes -= end - start
+                    self._room.notify_all()
+                raise
         except BaseException as error:
             for index, future in zip(run, futures, strict=True):
                 self._settle(key, index)
                 future.set_exception(error)
             log.debug("read-ahead of %s chunks %d-%d failed: %s", key, run[0], run[-1], error)
             return
-        view = memoryview(data)
-        pieces = [view[i * chunk - start : (i + 1) * chunk - start] for i in run]
-        pushed_out: list[tuple[tuple[str, int], Chunk]] = []
-        for index, piece, future in zip(run, pieces, futures, strict=True):
-            pushed_out += self._land(key, index, piece)
-            future.set_result(piece)
-        for (pushed_key, pushed_index), unread in pushed_out:
-            self._spill(pushed_key, pushed_index, unread)
+        with self._room:  # the room reserved is now the chunks' own
+            for index, piece, future in zip(run, pieces, futures, strict=True):
+                self._landed[(key, index)] = piece
+                self._in_flight.pop((key, index), None)
+                future.set_result(piece)
+            self._room.notify_all()  # landed chunks can be pushed out to make room
+
+    def _reserve(self, needed_bytes: int) -> bool:
+        """Reserve read-ahead memory for a GET of ``needed_bytes`` before making it, so
+        what read-ahead holds never exceeds ``read_ahead_memory_bytes``. Room is made by
+        pushing the oldest unread chunks out to the disk cache (written here, before this
+        GET: the newest read-ahead wins, and a reader slower than memory allows finds its
+        chunks on disk); failing that, it waits for those being written or for GETs in
+        flight to land. False: the reader closed."""
+        while True:
+            with self._room:
+                while True:
+                    if self._closed:
+                        return False
+                    short = self._held_bytes + needed_bytes - self.read_ahead_memory_bytes
+                    if short <= 0:
+                        self._held_bytes += needed_bytes
+                        return True
+                    pushed_out = self._push_out_locked(short - self._freeing_bytes)
+                    if pushed_out:
+                        break
+                    self._room.wait()  # until a write frees memory or a GET lands
+            for pushed_key, pushed_index in pushed_out:
+                self._spill(pushed_key, pushed_index)
+
+    def _push_out_locked(self, wanted_bytes: int) -> list[tuple[str, int]]:
+        """Take the oldest unread chunks read ahead out of memory, at least
+        ``wanted_bytes`` of them if there are, to be written to the disk cache. Until
+        written, each is held only as a fetch done (where readers find it meanwhile)."""
+        pushed_out: list[tuple[str, int]] = []
+        while wanted_bytes > 0 and self._landed:
+            name, data = self._landed.popitem(last=False)
+            done: Future[Chunk] = Future()
+            done.set_result(data)
+            self._in_flight[name] = done
+            self._freeing_bytes += len(data)
+            wanted_bytes -= len(data)
+            pushed_out.append(name)
+        return pushed_out
 
     def _store(self, key: str, index: int, data: Chunk) -> None:
         """Write a fetched chunk (already handed to its reader) to the disk cache; its
@@ -284,30 +347,22 @@ class RangeReader:
         finally:
             self._settle(key, index)
 
-    def _land(self, key: str, index: int, data: Chunk) -> list[tuple[tuple[str, int], Chunk]]:
-        """Keep a chunk read ahead in memory until read (its fetch is done: no longer in
-        flight); the unread chunks it pushes out, oldest first, are returned to spill."""
-        pushed_out: list[tuple[tuple[str, int], Chunk]] = []
-        with self._lock:
-            self._landed[(key, index)] = data
-            self._count_landed_locked(data, 1)
-            self._in_flight.pop((key, index), None)
-            while self._landed_bytes > self.read_ahead_memory_bytes:
-                name, old = self._landed.popitem(last=False)
-                self._count_landed_locked(old, -1)
-                done: Future[Chunk] = Future()
-                done.set_result(old)
-                self._in_flight.setdefault(name, done)  # found here while it is written
-                pushed_out.append((name, old))
-        return pushed_out
-
-    def _spill(self, key: str, index: int, data: Chunk) -> None:
+    def _spill(self, key: str, index: int) -> None:
         """An unread chunk read ahead, pushed out of memory: into the disk cache's
-        read-ahead share, where its reader finds it."""
+        read-ahead share, where its reader finds it. Its memory is counted until the
+        last reference this reader keeps is gone."""
+        with self._lock:
+            data = self._in_flight[(key, index)].result()
+        size = len(data)
         try:
             self.cache.put(key, index, data, read_ahead=True)
         finally:
-            self._settle(key, index)
+            del data
+            with self._room:
+                self._in_flight.pop((key, index), None)
+                self._freeing_bytes -= size
+                self._held_bytes -= size
+                self._room.notify_all()
 
     def _fetching(self, key: str, index: int, object_size: int) -> Future[Chunk] | None:
         """Start a background fetch of a missing chunk (None when cached or in memory)."""
@@ -333,33 +388,24 @@ class RangeReader:
         data = future.result()
         if self._take_landed(key, index) is not None:
             self.cache.found_in_memory(key, index, read_ahead=True)
-            self._keep_tail(key, index, data)
         else:
             self.cache.mark_read(key, index)
         return data
 
     def _take_landed(self, key: str, index: int) -> Chunk | None:
-        """A chunk read ahead, out of memory (it is read now)."""
+        """A chunk read ahead, read now: out of the unread ones, among the recent."""
         with self._lock:
             return self._take_landed_locked(key, index)
 
     def _take_landed_locked(self, key: str, index: int) -> Chunk | None:
+        """As ``_take_landed``: the chunk's memory is the reader's now."""
         landed = self._landed.pop((key, index), None)
-        if landed is not None:
-            self._count_landed_locked(landed, -1)
+        if landed is None:
+            return None
+        self._keep_tail_locked(key, index, landed)
+        self._held_bytes -= len(landed)
+        self._room.notify_all()
         return landed
-
-    def _count_landed_locked(self, data: Chunk, change: int) -> None:
-        """Memory is what the chunks keep alive: a GET's whole answer while any of its
-        chunks waits in memory, not the chunks' own lengths."""
-        answer = data.obj if isinstance(data, memoryview) else data
-        views = self._landed_views.get(id(answer), 0) + change
-        if views == 0:
-            del self._landed_views[id(answer)]
-        else:
-            self._landed_views[id(answer)] = views
-        if views == 0 or views == change:  # the last one left, or the first arrived
-            self._landed_bytes += change * len(answer)  # type: ignore[arg-type]
 
     def _fetch_quietly(self, key: str, index: int, object_size: int, future: Future[Chunk]) -> None:
         try:
@@ -371,7 +417,7 @@ class RangeReader:
         """GET one chunk, cache it, and hand it to every reader waiting on ``future``."""
         start = index * self.chunk_bytes
         try:
-            data = self._get(key, start, min(start + self.chunk_bytes, object_size))
+            (data,) = self._get_pieces(key, start, min(start + self.chunk_bytes, object_size))
         except BaseException as error:
             self._settle(key, index)
             future.set_exception(error)
@@ -383,21 +429,30 @@ class RangeReader:
             self._settle(key, index)
         return data
 
-    def _get(self, key: str, start: int, end: int) -> bytes:
-        """One ranged GET, observed; a short answer is an error."""
+    def _get_pieces(self, key: str, start: int, end: int) -> list[bytes]:
+        """One ranged GET (``start`` on a chunk's boundary), observed, as one buffer per
+        chunk: a chunk never keeps a whole GET's answer alive (a reader holding one chunk
+        of an answer would hold all of it, uncounted); a short answer is an error."""
         began = time.perf_counter()
         try:
-            data = self.store.get(key, start, end)
-            if len(data) != end - start:
+            if isinstance(self.store, PiecewiseStore):
+                pieces = self.store.get_pieces(key, start, end, self.chunk_bytes)
+            else:
+                data = self.store.get(key, start, end)
+                pieces = [
+                    data[at : at + self.chunk_bytes] for at in range(0, len(data), self.chunk_bytes)
+                ]
+            got = sum(len(piece) for piece in pieces)
+            if got != end - start:
                 raise ObjectStoreError(
                     f"{key}: {end - start} bytes expected at {start}, the store returned "
-                    f"{len(data)} (the object is shorter than its metadata says)"
+                    f"{got} (the object is shorter than its metadata says)"
                 )
         except BaseException as error:
             self.on_fetch(time.perf_counter() - began, -1, error)
             raise
-        self.on_fetch(time.perf_counter() - began, len(data), None)
-        return data
+        self.on_fetch(time.perf_counter() - began, got, None)
+        return pieces
 
     def _settle(self, key: str, index: int) -> None:
         with self._lock:
@@ -406,8 +461,9 @@ class RangeReader:
     def close(self) -> None:
         """Stop prefetching: fetches already running finish, queued ones are dropped (and
         a reader waiting on one gets an error rather than waiting forever)."""
-        with self._lock:
+        with self._room:
             self._closed = True
+            self._room.notify_all()  # read-ahead waiting for room gives up
         self._ahead_pool.shutdown(wait=True, cancel_futures=True)
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._writer.shutdown(wait=True, cancel_futures=True)

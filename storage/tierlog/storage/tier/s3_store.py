@@ -251,6 +251,32 @@ class S3Store:
 
         return self._call("GetObject", key, read)
 
+    def get_pieces(self, key: str, start: int, end: int, piece_bytes: int) -> list[bytes]:
+        """As ``get``, each piece read from the answer's stream into its own buffer
+        (urllib3 hands a read of exactly what arrived over without copying it again)."""
+        check_key(key)
+        if end <= start:
+            self.size(key)
+            return []
+
+        def read() -> list[bytes]:
+            try:
+                body = self._client.get_object(
+                    Bucket=self.location.bucket,
+                    Key=self._root + key,
+                    Range=f"bytes={start}-{end - 1}",
+                )["Body"]
+            except ClientError as error:
+                if _error_code(error) == "InvalidRange":
+                    return []
+                raise
+            pieces = []
+            while piece := body.read(piece_bytes):
+                pieces.append(piece)
+            return pieces
+
+        return self._call("GetObject", key, read)
+
     def size(self, key: str) -> int:
         check_key(key)
         answer = self._call(

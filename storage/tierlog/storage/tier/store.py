@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from tierlog.storage.errors import KafkaStorageError
 
@@ -34,6 +34,7 @@ __all__ = [
     "ObjectStore",
     "ObjectStoreError",
     "ObjectStoreUnavailableError",
+    "PiecewiseStore",
     "PinnedFile",
     "check_key",
 ]
@@ -130,3 +131,14 @@ class ObjectStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class PiecewiseStore(Protocol):
+    """A store that answers a range as consecutive buffers read one after another from
+    its answer, none joined: a reader keeping one piece keeps only that piece's memory."""
+
+    def get_pieces(self, key: str, start: int, end: int, piece_bytes: int) -> list[bytes]:
+        """Bytes ``[start, end)`` of an object as pieces of ``piece_bytes`` (the last
+        one shorter)."""
+        ...
