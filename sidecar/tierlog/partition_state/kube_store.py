@@ -47,7 +47,7 @@ from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap
 
 from tierlog.partition_state.change_journal import ChangeCursor, ChangeJournal, TopicChanges
-from tierlog.partition_state.kube_watch import StateWatch
+from tierlog.partition_state.kube_watch import RETRY_S, StateWatch
 from tierlog.partition_state.model import BrokerLease, configs_from_json, configs_to_json
 from tierlog.partition_state.store import HEAD, LeaseChange, PartChange, PartitionStateStore
 from tierlog.storage.errors import KafkaStorageError
@@ -111,8 +111,10 @@ class KubeStateStore(PartitionStateStore):
         namespace: str,
         cluster: str,
         clock: Callable[[], float] = time.time,
+        watch_retry_s: float = RETRY_S,
     ) -> None:
         super().__init__(clock)
+        self._watch_retry_s = watch_retry_s
         self._client = client
         self.namespace = namespace
         self.cluster = cluster
@@ -144,13 +146,14 @@ class KubeStateStore(PartitionStateStore):
         with self._starting_watch:
             if self._watch is None:
                 watch = StateWatch(
-                    self._client,
+                    self._watch_client,
                     self.namespace,
                     {CLUSTER_LABEL: self.cluster},
                     ("head", "part", "configs"),
                     PARTITION_STATE_LABEL,
                     _TOPIC_KEY,
                     self._changes,
+                    self._watch_retry_s,
                 )
                 try:
                     watch.start()
@@ -158,6 +161,22 @@ class KubeStateStore(PartitionStateStore):
                     raise self._unavailable("list the partition state", error) from error
                 self._watch = watch
         return self._changes.since(since)
+
+    def _watch_client(self) -> Client:
+        """The watch's own client, as the store's: a watch holds its connection for
+        minutes, and whatever befalls it must not take the store's calls' (the lease's)."""
+        return Client(self._client.config)
+
+    def close(self) -> None:
+        with self._starting_watch:
+            if self._watch is not None:
+                self._watch.close()
+
+    @property
+    def watch_failures(self) -> int:
+        """How many times the watch of this store's ConfigMaps failed (refused, 410 Gone,
+        the server away): each time, its readers read everything until it is back."""
+        return 0 if self._watch is None else self._watch.failures
 
     def _read_part(self, topic: str, index: int, topic_id: str) -> str | None:
         name = part_config_map_name(self.cluster, topic, index, topic_id)

@@ -348,6 +348,9 @@ class PartitionStateStore(ABC):
 
         return self._update_lease(broker, renew)
 
+    def close(self) -> None:  # noqa: B027 - most stores run nothing beside their calls
+        """Release what the store runs beside its calls (a watch): its owner stops."""
+
     # -- what a store provides ---------------------------------------------------------
 
     @abstractmethod
