@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from lightkube import Client, KubeConfig
 
-from tests.support.kube import ControlPlane
+from tests.support.kube import ControlPlane, start_control_plane
 from tierlog.partition_state.change_journal import ChangeJournal
 from tierlog.partition_state.kube_store import CLUSTER_LABEL, PARTITION_STATE_LABEL, KubeStateStore
 from tierlog.partition_state.kube_watch import StateWatch
@@ -89,6 +89,49 @@ def _watch(plane: ControlPlane, namespace: str, journal: ChangeJournal) -> State
         journal,
         retry_s=0.01,
     )
+
+
+def _tracking(journal: ChangeJournal) -> bool:
+    """Whether the journal follows changes (a reader up to date is told of none)."""
+    return journal.since(journal.since(None).cursor).topics is not None
+
+
+@pytest.fixture(scope="module")
+def uncached_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """An API server serving watches from etcd, so a compaction expires old versions
+    at once (the session's server keeps a watch cache, which would serve them)."""
+    plane = start_control_plane(tmp_path_factory.mktemp("uncached"), watch_cache=False)
+    yield plane
+    plane.stop()
+
+
+def test_a_watch_from_an_expired_version_lists_again_and_misses_no_change(
+    uncached_plane: ControlPlane,
+) -> None:
+    """410 Gone: the version the watch resumes from is older than the server keeps.
+    The journal loses track, so a reader from before reads everything (the change made
+    meanwhile included); a new list and watch start it afresh, and the changes after
+    that are journaled again."""
+    namespace = uncached_plane.create_namespace("expired")
+    writer = KubeStateStore(_client(uncached_plane), namespace, "demo")
+    journal = ChangeJournal()
+    watch = _watch(uncached_plane, namespace, journal)
+    writer.create_topic("orders", {0: PartitionState.new((1, 2))})
+    uncached_plane.compact_etcd()
+    watch.start(from_version="1")  # before "orders", and compacted away
+    before = journal.since(None).cursor
+    try:
+        _wait_until(lambda: watch.failures == 1, "the watch never ended")
+        _wait_until(lambda: _tracking(journal), "the watch never listed again")
+        assert journal.since(before).topics is None  # so "orders" is read
+
+        cursor = journal.since(None).cursor
+        writer.write_topic_configs("orders", {"retention.ms": "1000"})
+        changed = frozenset({"orders"})
+        _wait_until(lambda: journal.since(cursor).topics == changed, "a change missed")
+    finally:
+        watch.close()
+    assert watch.failures == 1
 
 
 def test_close_ends_the_watch_at_once(control_plane: ControlPlane) -> None:

@@ -80,10 +80,11 @@ class StateWatch:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def start(self) -> None:
+    def start(self, from_version: str | None = None) -> None:
         """List once (here: ``ApiError`` when the server cannot be read), then watch in
-        a daemon thread."""
-        version = self._list()
+        a daemon thread. ``from_version``: watch from it instead of a list's (tests
+        give one the server no longer keeps)."""
+        version = self._list() if from_version is None else from_version
         self._journal.start_afresh()
         self._thread = threading.Thread(
             target=self._follow, args=(version,), name="state-watch", daemon=True
