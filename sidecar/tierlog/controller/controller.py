@@ -78,6 +78,11 @@ class Controller:
         self._decided_with: tuple[frozenset[int], bool] | None = None
         self._undecided: set[str] = set()  # a change lost or failed: decide again
 
+    def close(self) -> None:
+        """Release what the store runs beside its calls (on Kubernetes, its watch): the
+        operator's daemon of a deleted cluster ends."""
+        self._store.close()
+
     def step(self) -> list[PartitionChange]:
         """One pass: every change that landed."""
         view = self._follower.refresh(also=self._undecided)
