@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["exclusive_lock"]
+__all__ = ["exclusive_lock", "wait_for_holder"]
 
 
 @contextmanager
@@ -26,3 +26,16 @@ def exclusive_lock(lock_path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing drops the lock
+
+
+def wait_for_holder(lock_path: Path) -> None:
+    """Return once nobody holds ``lock_path`` exclusively (at once if the file is
+    absent: then nobody ever locked it): a reader's barrier behind a writer's change."""
+    try:
+        fd = os.open(lock_path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    finally:
+        os.close(fd)

@@ -39,6 +39,8 @@ def test_a_failed_broker_is_absorbed_in_batches_and_no_object_nears_the_limit(
     figures = run_scenario(store, kind, brokers, partitions, settings, no_progress)
 
     assert figures.victim_led > 0
+    # An idle poll reads the journal of changes and the leases, a first one every part.
+    assert figures.poll_reads == 2 < figures.first_poll_reads
     assert figures.unled_after_failure == 0  # every partition it led is led again
     assert figures.unled_after_return == 0
     # A third of the limit: a part holds PARTITIONS_PER_PART partitions of any size.

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tests.partition_state.conftest import Clock, store_at
+from tierlog.partition_state.change_journal import ChangeCursor, TopicChanges
 from tierlog.partition_state.model import BrokerLease, PartitionState
 from tierlog.partition_state.store import LeaseChange, PartChange, Partitions, PartitionStateStore
 
@@ -49,6 +50,9 @@ class RivalFirst(PartitionStateStore):
 
     def read_leases(self) -> dict[int, BrokerLease]:
         return self._store.read_leases()
+
+    def topic_changes(self, since: ChangeCursor | None) -> TopicChanges:
+        return self._store.topic_changes(since)
 
     def _read_part(self, topic: str, index: int, topic_id: str) -> str | None:
         return self._store._read_part(topic, index, topic_id)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.controller.conftest import Clock, OpenStore, RivalFirst
+from tests.support.state_stores import count_reads
 from tierlog.controller.controller import ELECTION_CAUSES, Controller, ControllerThread
 from tierlog.partition_state.lease_keeper import LeaseKeeper
 from tierlog.partition_state.local_store import LocalStateStore
@@ -112,6 +113,31 @@ def test_unclean_election_follows_each_topics_setting(store_at: OpenStore) -> No
     assert store.read_topic("safe")[0] == PartitionState((1, 2), NO_LEADER, 1, (1,), 1)
 
 
+def test_unclean_election_switched_on_outside_the_store_elects_at_the_next_pass(
+    tmp_path: Path,
+) -> None:
+    """The operator reads ``unclean.leader.election.enable`` from the cluster's spec too:
+    switched on there, with nothing changed in the store, an offline partition is led at
+    the next pass (idle passes read only what changed, but decide offline topics again)."""
+    store_clock, controller_clock = Clock(), Clock()
+    store = LocalStateStore(tmp_path, store_clock)
+    store.create_topic("orders", {0: PartitionState((1, 2), 1, 0, (1,))})
+    brokers = Brokers(store, store_clock, 1, 2)
+    unclean = {"orders": False}
+    controller = Controller(store, unclean.__getitem__, controller_clock)
+    controller.step()
+    controller_clock.now += DURATION_S
+    brokers.renew(2)
+    controller.step()
+    assert store.read_topic("orders")[0].leader == NO_LEADER
+    controller.step()
+
+    unclean["orders"] = True
+    [change] = controller.step()
+
+    assert change.after == PartitionState((1, 2), 2, 2, (2,), 2)
+
+
 def test_the_preferred_leader_is_restored_unless_switched_off(store_at: OpenStore) -> None:
     store_clock = Clock()
     store, _, _ = store_at(store_clock)
@@ -182,6 +208,7 @@ def test_a_pass_that_loses_a_race_changes_nothing_and_the_next_decides_on_the_wi
     controller.step()
     controller_clock.now += DURATION_S
     brokers.renew(2, 3)
+    store.write_topic_configs("orders", {})  # a change of the topic: this pass reads it
     racing.armed = True
 
     assert controller.step() == []  # decided "leader 2, ISR [2, 3]" on a stale read
@@ -268,3 +295,24 @@ def test_a_brokers_failure_moves_its_leaderships_in_a_write_per_part_it_touched(
     for topic in topics:
         states = again.read_topic(topic).values()
         assert all(state.leader in (2, 3) and 1 not in state.isr for state in states)
+
+
+@pytest.mark.parametrize("topics", [1, 5], ids=["1-part", "10-parts"])
+def test_an_idle_pass_reads_what_changed_not_every_part(store_at: OpenStore, topics: int) -> None:
+    """An idle pass reads the store's journal and the leases, whatever the partitions:
+    topics of 1,001 partitions are two parts each."""
+    store_clock, controller_clock = Clock(), Clock()
+    store, _, _ = store_at(store_clock)
+    partitions = 1 if topics == 1 else 1001
+    for number in range(topics):
+        states = {p: PartitionState.new((1, 2)) for p in range(partitions)}
+        store.create_topic(f"topic-{number}", states)
+    brokers = Brokers(store, store_clock, 1, 2)
+    controller = Controller(store, clock=controller_clock)
+    controller.step()
+    reads = count_reads(store)
+
+    brokers.renew(1, 2)
+    assert controller.step() == []
+
+    assert reads.total <= 2, reads.by_method

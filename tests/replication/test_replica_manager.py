@@ -8,9 +8,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import grpc
+import pytest
 
 from tests.partition_state.conftest import Clock
 from tests.storage.conftest import make_batch
+from tests.support.state_stores import count_reads
 from tierlog.api.v1 import replication_service_pb2 as pb
 from tierlog.broker.topics import TopicStore
 from tierlog.broker.watch import AppendWatch
@@ -255,5 +257,41 @@ def test_a_busy_partition_holds_up_no_other_partitions_new_role(tmp_path: Path) 
 
     try:
         asyncio.run(lead_beside_a_busy_one())
+    finally:
+        logs.shutdown()
+
+
+@pytest.mark.parametrize("topics", [1, 5], ids=["1-part", "10-parts"])
+def test_an_idle_poll_reads_what_changed_not_every_part(tmp_path: Path, topics: int) -> None:
+    """A broker's poll of an idle store reads the journal and the leases, however many
+    parts the store holds (topics of 1,001 partitions are two parts each); a change is
+    then read, and applied, from its topic alone."""
+    store = LocalStateStore(tmp_path / "state")
+    data = tmp_path / "data"
+    data.mkdir()
+    logs = LogManager(LogManagerConfig(log_dirs=(data,)))
+    partitions = 1 if topics == 1 else 1001
+    for number in range(topics):  # led elsewhere: broker 0 keeps no log of these
+        store.create_topic(
+            f"topic-{number}", {p: PartitionState.new((1,)) for p in range(partitions)}
+        )
+    store.create_topic("orders", {0: PartitionState.new((0,))})
+    replicas = _replica_manager(tmp_path, store, logs)
+
+    async def poll_twice_then_change() -> tuple[int, int]:
+        await replicas.poll_once()
+        reads = count_reads(store)
+        await replicas.poll_once()
+        idle = reads.total
+        store.add_partitions("orders", {1: PartitionState.new((0,))})
+        reads.reset()
+        await replicas.poll_once()
+        return idle, reads.total
+
+    try:
+        idle, changed = asyncio.run(poll_twice_then_change())
+        assert idle <= 2
+        assert changed == idle + 2  # and the changed topic's one part and its configs
+        assert TopicPartition("orders", 1) in logs.partitions
     finally:
         logs.shutdown()

@@ -439,3 +439,17 @@ def test_deleting_a_tiered_partition_deletes_its_tier(tmp_path: Path) -> None:
     assert list(store.list(partition_prefix(TP))) == []
     assert TP not in manager.partitions
     manager.shutdown()
+
+
+def test_the_partition_count_follows_the_logs_held(tmp_path: Path) -> None:
+    """What a metrics scrape asks (``tierlog.metrics.partition.series.max`` compares it),
+    counted without listing the partitions in order."""
+    manager = manager_for(tmp_path / "a")
+    manager.startup()
+    assert manager.partition_count == 0
+    manager.get_or_create_log(ORDERS_0)
+    manager.get_or_create_log(ORDERS_1)
+    assert manager.partition_count == 2
+    manager.delete_log(ORDERS_0)
+    assert manager.partition_count == len(manager.partitions) == 1
+    manager.shutdown()

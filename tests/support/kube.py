@@ -92,6 +92,21 @@ class ControlPlane:
     ca_file: Path
     kubeconfig: Path
     processes: list[_Process]
+    etcd_url: str = ""
+
+    def compact_etcd(self) -> None:
+        """Drop every revision before etcd's current one, as the API server's periodic
+        compaction does: a watch the server serves from etcd (no watch cache) from an
+        older ``resourceVersion`` then ends with 410 Gone."""
+        revision = self._etcd("range", {"key": "AA=="})["header"]["revision"]
+        self._etcd("compaction", {"revision": revision, "physical": True})
+
+    def _etcd(self, call: str, body: dict[str, Any]) -> Any:
+        request = urllib.request.Request(
+            f"{self.etcd_url}/v3/kv/{call}", data=json.dumps(body).encode(), method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.load(response)
 
     def kubectl(
         self, *args: str, input: str | None = None, check: bool = True
@@ -228,10 +243,13 @@ def _apiserver_command(workdir: Path, etcd_url: str, port: int, token: str) -> l
 AUDIT_LOG = "audit.log"  # in the control plane's workdir, when it has an audit policy
 
 
-def start_control_plane(workdir: Path, audit_policy: str | None = None) -> ControlPlane:
+def start_control_plane(
+    workdir: Path, audit_policy: str | None = None, watch_cache: bool = True
+) -> ControlPlane:
     """Start etcd and kube-apiserver in ``workdir``; return once the API server is ready.
     With ``audit_policy`` (a Policy document), the server writes the audit events it
-    asks for to ``workdir / AUDIT_LOG``, as JSON lines."""
+    asks for to ``workdir / AUDIT_LOG``, as JSON lines. Without ``watch_cache``, the
+    server serves every watch from etcd, so ``compact_etcd`` expires old versions."""
     workdir.mkdir(parents=True, exist_ok=True)
     etcd, etcd_url = _start_etcd(workdir)
     port, token = free_port(), secrets.token_urlsafe(24)
@@ -240,12 +258,14 @@ def start_control_plane(workdir: Path, audit_policy: str | None = None) -> Contr
         policy = workdir / "audit-policy.yaml"
         policy.write_text(audit_policy)
         command += [f"--audit-policy-file={policy}", f"--audit-log-path={workdir / AUDIT_LOG}"]
+    if not watch_cache:
+        command.append("--watch-cache=false")
     apiserver = _spawn("kube-apiserver", command, workdir)
     ca_file = workdir / "ca.crt"
     server = f"https://127.0.0.1:{port}"
     config_file = workdir / "kubeconfig"
     config_file.write_text(json.dumps(kubeconfig(server, ca_file, token), indent=2))
-    plane = ControlPlane(workdir, server, token, ca_file, config_file, [etcd, apiserver])
+    plane = ControlPlane(workdir, server, token, ca_file, config_file, [etcd, apiserver], etcd_url)
     try:
         _wait_ready(plane)
     except BaseException:

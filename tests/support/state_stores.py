@@ -36,7 +36,43 @@ from tierlog.partition_state.local_store import LocalStateStore
 from tierlog.partition_state.model import PartitionState, configs_to_json
 from tierlog.partition_state.store import PartitionStateStore
 
-__all__ = ["open_store", "race", "write_previous_layout"]
+__all__ = ["StoreReads", "count_reads", "open_store", "race", "write_previous_layout"]
+
+# What a store reads: documents, lists, and the journal of what changed.
+_READS = ("_read_part", "_read_configs", "list_topics", "read_leases", "topic_changes")
+
+
+class StoreReads:
+    """The reads a real store made, by method, since ``reset``."""
+
+    def __init__(self) -> None:
+        self.by_method: dict[str, int] = {}
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_method.values())
+
+    def reset(self) -> None:
+        self.by_method = {}
+
+
+def count_reads(store: PartitionStateStore) -> StoreReads:
+    """Count every read ``store`` makes from now on: its own read methods, wrapped on
+    this object, each still reading the real store."""
+    reads = StoreReads()
+    for name in _READS:
+        method = getattr(store, name, None)
+        if method is not None:
+            setattr(store, name, _counted(reads, name, method))
+    return reads
+
+
+def _counted(reads: StoreReads, name: str, method: Callable[..., object]) -> Callable[..., object]:
+    def counted(*args: object) -> object:
+        reads.by_method[name] = reads.by_method.get(name, 0) + 1
+        return method(*args)
+
+    return counted
 
 
 def open_store(

@@ -298,6 +298,7 @@ def register(
             await run_controller(controller, f"{namespace}/{name}", stopped, spec)
         finally:  # its series go with it (another replica reports them now, or nobody)
             metrics.controllers.pop((namespace, name), None)
+            await asyncio.to_thread(controller.close)
 
     @kopf.on.delete(GROUP, VERSION, _TOPICS, registry=registry, backoff=BROKER_POLL_S)
     async def topic_deleted(body: kopf.Body, memo: Any, **_: Any) -> None:

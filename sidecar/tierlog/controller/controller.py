@@ -1,11 +1,16 @@
 """The controller's pass over every partition, and the thread that repeats it.
 
-``Controller.step`` reads the leases, updates liveness by the controller's own clock,
-and for every partition decides its next state (``elections``) and writes it by
+``Controller.step`` reads what changed in the store (``StoreFollower``: the topics
+written since the last pass, and the leases), updates liveness by the controller's own
+clock, and for every partition decides its next state (``elections``) and writes it by
 compare-and-swap against the partition epoch it read, a topic's decisions in one batch.
-A change that loses the race is dropped: the next pass decides again on what won.
-Nothing is kept between passes but the liveness sightings, so a controller that takes
-over needs no hand-off.
+A decision depends only on the partition's state, the live brokers and the settings, so
+a pass decides again only the topics that changed (and those with offline partitions),
+or every topic when the live brokers or the settings did: an idle pass reads the
+store's journal and leases, and decides nothing. A change that loses the race is
+dropped: the next pass reads that topic again and decides on what won. What is kept
+between passes is the view, the liveness sightings and what the last pass decided
+with, all rebuilt by a controller that takes over, which so needs no hand-off.
 
 The store's methods block (files, HTTP), so passes run in a thread
 (``ControllerThread``), one every ``interval_s``, until stopped. What the passes did is
@@ -25,8 +30,9 @@ from tierlog.controller.elections import elect, preferred_leader
 from tierlog.controller.liveness import Liveness
 from tierlog.controller.reassignment import complete_reassignment
 from tierlog.partition_state.model import NO_LEADER, PartitionState
-from tierlog.partition_state.store import PartitionStateStore
-from tierlog.storage.errors import KafkaStorageError, UnknownTopicOrPartitionError
+from tierlog.partition_state.store import Partitions, PartitionStateStore
+from tierlog.partition_state.store_follower import StoreFollower
+from tierlog.storage.errors import KafkaStorageError
 
 __all__ = ["ELECTION_CAUSES", "Controller", "ControllerThread", "run_passes"]
 
@@ -57,6 +63,7 @@ class Controller:
         when every broker runs one; it decides only while it is the lowest broker id it
         sees alive (None: the only controller, as the operator's)."""
         self._store = store
+        self._follower = StoreFollower(store)
         self._broker = broker
         self._unclean_for = unclean_for
         self._clock = clock
@@ -66,11 +73,20 @@ class Controller:
         # Every cause there from the start: the metrics thread copies it while passes add.
         self.elections = dict.fromkeys(ELECTION_CAUSES, 0)
         self.offline_partitions = 0  # as the last pass left them
-        self._offline_seen = 0  # in the pass under way
+        self._offline: dict[str, int] = {}  # by topic, as its last decision left it
+        # What the last pass decided every topic with (None: not every topic decided).
+        self._decided_with: tuple[frozenset[int], bool] | None = None
+        self._undecided: set[str] = set()  # a change lost or failed: decide again
+
+    def close(self) -> None:
+        """Release what the store runs beside its calls (on Kubernetes, its watch): the
+        operator's daemon of a deleted cluster ends."""
+        self._store.close()
 
     def step(self) -> list[PartitionChange]:
         """One pass: every change that landed."""
-        live = self._liveness.observe(self._store.read_leases(), self._clock())
+        view = self._follower.refresh(also=self._undecided)
+        live = self._liveness.observe(view.leases, self._clock())
         _log_liveness(self.live, live)
         self.live = live
         changes: list[PartitionChange] = []
@@ -78,23 +94,33 @@ class Controller:
             # Another broker decides (safe either way: every change is a compare-and-swap,
             # but two deciders with views a moment apart undo each other's elections).
             self.offline_partitions = 0
+            self._decided_with = None
             return changes
-        self._offline_seen = 0
-        for topic in self._store.list_topics():
+        settings = (live, self.preferred_leaders)
+        deciding: set[str] = set(view.topics)
+        if view.changed is not None and settings == self._decided_with:
+            # Topics with offline partitions too: whether their election may be unclean
+            # is ``unclean_for``'s, which may change without the store (the operator
+            # reads the cluster's spec).
+            offline = {topic for topic, count in self._offline.items() if count}
+            deciding = {*view.changed, *self._undecided, *offline}
+        self._undecided = set()
+        for topic in sorted(deciding):
+            if topic not in view.topics:  # deleted
+                continue
             try:
-                changes.extend(self._step_topic(topic))
-            except KafkaStorageError as error:  # one unreadable topic stalls no other
+                changes.extend(self._step_topic(topic, view.topics[topic][0]))
+            except KafkaStorageError as error:  # one unwritable topic stalls no other
                 log.error("No decision for topic %s in this pass: %s", topic, error)
-        self.offline_partitions = self._offline_seen
+                self._undecided.add(topic)
+        self._decided_with = settings
+        self._offline = {t: n for t, n in self._offline.items() if t in view.topics}
+        self.offline_partitions = sum(self._offline.values())
         return changes
 
-    def _step_topic(self, topic: str) -> list[PartitionChange]:
-        """Decide every partition of the topic on one read, and write the decisions in
+    def _step_topic(self, topic: str, partitions: Partitions) -> list[PartitionChange]:
+        """Decide every partition of the topic as last read, and write the decisions in
         one batch (``write_changes``)."""
-        try:
-            partitions = self._store.read_topic(topic)
-        except UnknownTopicOrPartitionError:
-            return []  # deleted since it was listed
         unclean: bool | None = None  # read once a partition needs it (a store read)
         proposed = []
         for partition, state in sorted(partitions.items()):
@@ -105,11 +131,13 @@ class Controller:
                 cause = _cause(state, after, self.live)[1]
                 proposed.append(ProposedChange(partition, state, after, cause))
         changes = write_changes(self._store, topic, proposed)
+        if len(changes) < len(proposed):  # lost to another change, or deleted
+            self._undecided.add(topic)
         for change in changes:
             if change.after.leader not in (change.before.leader, NO_LEADER):
                 self.elections[_cause(change.before, change.after, self.live)[0]] += 1
         after_pass = {**partitions, **{change.partition: change.after for change in changes}}
-        self._offline_seen += sum(state.leader == NO_LEADER for state in after_pass.values())
+        self._offline[topic] = sum(state.leader == NO_LEADER for state in after_pass.values())
         return changes
 
     def _decide(self, state: PartitionState, unclean: bool) -> PartitionState | None:

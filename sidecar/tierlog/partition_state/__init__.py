@@ -13,6 +13,9 @@ new broker epoch) when it starts again, so an old incarnation that wakes up is f
 - ``local_store``: a directory on one machine, updates under file locks;
 - ``kube_store``: the Kubernetes API (a ConfigMap per cluster, a ``Lease`` per broker),
   updates with ``resourceVersion`` preconditions;
+- ``change_journal``, ``local_changes``, ``kube_watch``: which topics were written since a
+  reader last looked, so that ``store_follower`` (a broker's or the controller's view of
+  the store) reads only those;
 - ``lease_keeper``: a broker holding and renewing its lease (the controller, in
   ``tierlog.controller``, judges the leases).
 """

@@ -16,6 +16,10 @@ another writer got there first the API server answers 409 Conflict, and the chan
 decided again on a fresh read. Every conflict means some other change landed, so the
 writers as a whole always progress.
 
+What changed is journaled from a watch of those ConfigMaps (``kube_watch``), started at
+the first ``topic_changes``; this store object's own writes go into the journal too, so
+a broker that changed a topic sees it at its next poll, whatever the watch's delay.
+
 A topic's config overrides are ``<head>-configs``. Before parts, one ConfigMap,
 ``<cluster>-partition-state``, held every topic (some 10,000 partitions fit its 1 MiB)
 and ``<cluster>-topic-configs`` every topic's overrides. ``adopt_single_config_maps``
@@ -29,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -41,6 +46,8 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap
 
+from tierlog.partition_state.change_journal import ChangeCursor, ChangeJournal, TopicChanges
+from tierlog.partition_state.kube_watch import RETRY_S, StateWatch
 from tierlog.partition_state.model import BrokerLease, configs_from_json, configs_to_json
 from tierlog.partition_state.store import HEAD, LeaseChange, PartChange, PartitionStateStore
 from tierlog.storage.errors import KafkaStorageError
@@ -104,11 +111,16 @@ class KubeStateStore(PartitionStateStore):
         namespace: str,
         cluster: str,
         clock: Callable[[], float] = time.time,
+        watch_retry_s: float = RETRY_S,
     ) -> None:
         super().__init__(clock)
+        self._watch_retry_s = watch_retry_s
         self._client = client
         self.namespace = namespace
         self.cluster = cluster
+        self._changes = ChangeJournal()
+        self._watch: StateWatch | None = None
+        self._starting_watch = threading.Lock()
 
     def list_topics(self) -> list[str]:
         try:
@@ -129,6 +141,42 @@ class KubeStateStore(PartitionStateStore):
             return {lease.broker: lease for lease in map(_lease_value, leases)}
         except ApiError as error:
             raise self._unavailable("list the broker leases", error) from error
+
+    def topic_changes(self, since: ChangeCursor | None) -> TopicChanges:
+        with self._starting_watch:
+            if self._watch is None:
+                watch = StateWatch(
+                    self._watch_client,
+                    self.namespace,
+                    {CLUSTER_LABEL: self.cluster},
+                    ("head", "part", "configs"),
+                    PARTITION_STATE_LABEL,
+                    _TOPIC_KEY,
+                    self._changes,
+                    self._watch_retry_s,
+                )
+                try:
+                    watch.start()
+                except ApiError as error:
+                    raise self._unavailable("list the partition state", error) from error
+                self._watch = watch
+        return self._changes.since(since)
+
+    def _watch_client(self) -> Client:
+        """The watch's own client, as the store's: a watch holds its connection for
+        minutes, and whatever befalls it must not take the store's calls' (the lease's)."""
+        return Client(self._client.config)
+
+    def close(self) -> None:
+        with self._starting_watch:
+            if self._watch is not None:
+                self._watch.close()
+
+    @property
+    def watch_failures(self) -> int:
+        """How many times the watch of this store's ConfigMaps failed (refused, 410 Gone,
+        the server away): each time, its readers read everything until it is back."""
+        return 0 if self._watch is None else self._watch.failures
 
     def _read_part(self, topic: str, index: int, topic_id: str) -> str | None:
         name = part_config_map_name(self.cluster, topic, index, topic_id)
@@ -193,12 +241,14 @@ class KubeStateStore(PartitionStateStore):
                 return False
             if after is None:
                 self._delete_config_map(name)
+                self._changes.record(topic)
                 return True
             wanted = ConfigMap(
                 metadata=self._metadata(name, labels={PARTITION_STATE_LABEL: kind}),
                 data={_TOPIC_KEY: topic, key: after},
             )
             if self._put(found, wanted):
+                self._changes.record(topic)
                 return True
 
     def _update_lease(self, broker: int, change: LeaseChange) -> BrokerLease:

@@ -3,8 +3,10 @@
 Layout: ``topics/<topic>.json`` (the head of the topic's partitions, ``store``),
 ``parts/<topic>/<topic id>-<part>.json`` (the parts after it), ``configs/<topic>.json``
 (its config overrides, replaced whole) and ``leases/<broker>.json``, each beside a
-``.lock`` file. A head written before parts existed (version 1, every partition in one
-file) reads as it is: the directory needs no migration. A change takes an exclusive
+``.lock`` file, and ``changes``, the journal of the topics changed
+(``local_changes``: a broker's poll reads it first, then only the topics it names). A
+head written before parts existed (version 1, every partition in one file) reads as it
+is: the directory needs no migration. A change takes an exclusive
 ``flock`` on the lock file, reads, and replaces the JSON file atomically
 (``checkpoints.atomic_write``: a crash leaves the old or the new document). The lock
 file is never replaced or deleted, so every process locks the same inode; the kernel
@@ -21,6 +23,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from tierlog.file_lock import exclusive_lock
+from tierlog.partition_state.change_journal import ChangeCursor, TopicChanges
+from tierlog.partition_state.local_changes import LocalChangeJournal
 from tierlog.partition_state.model import (
     BrokerLease,
     configs_from_json,
@@ -48,6 +52,7 @@ class LocalStateStore(PartitionStateStore):
         self._leases = directory / "leases"
         for folder in (self._topics, self._parts, self._configs, self._leases):
             folder.mkdir(parents=True, exist_ok=True)
+        self._changes = LocalChangeJournal(directory)
 
     def list_topics(self) -> list[str]:
         return sorted(path.name.removesuffix(_SUFFIX) for path in self._topics.glob("*" + _SUFFIX))
@@ -55,6 +60,9 @@ class LocalStateStore(PartitionStateStore):
     def read_leases(self) -> dict[int, BrokerLease]:
         leases = (self._read_lease(path) for path in self._leases.glob("*" + _SUFFIX))
         return {lease.broker: lease for lease in leases if lease is not None}
+
+    def topic_changes(self, since: ChangeCursor | None) -> TopicChanges:
+        return self._changes.since(since)
 
     def _read_part(self, topic: str, index: int, topic_id: str) -> str | None:
         return _read_text(self._part_path(topic, index, topic_id))
@@ -67,6 +75,7 @@ class LocalStateStore(PartitionStateStore):
             after = change(text)
             if after == text:
                 return
+            self._changes.record(topic, _lock_of(path))
             self.part_writes += 1
             if after is not None:
                 atomic_write(path, after)
@@ -81,11 +90,15 @@ class LocalStateStore(PartitionStateStore):
 
     def _write_configs(self, topic: str, configs: dict[str, str] | None) -> None:
         path = self._configs / f"{validate_topic_name(topic)}{_SUFFIX}"
-        if configs is not None:
-            atomic_write(path, configs_to_json(configs))
-        elif path.exists():
-            path.unlink()
-            fsync_directory(path.parent)
+        with _locked(path):
+            if configs is None and not path.exists():
+                return
+            self._changes.record(topic, _lock_of(path))
+            if configs is not None:
+                atomic_write(path, configs_to_json(configs))
+            else:
+                path.unlink()
+                fsync_directory(path.parent)
 
     def _update_lease(self, broker: int, change: LeaseChange) -> BrokerLease:
         path = self._leases / f"{broker}{_SUFFIX}"
@@ -123,4 +136,8 @@ def _read_text(path: Path) -> str | None:
 
 def _locked(path: Path) -> AbstractContextManager[None]:
     """Hold an exclusive lock on ``path``'s lock file (created once, never replaced)."""
-    return exclusive_lock(path.with_name(path.name + ".lock"))
+    return exclusive_lock(_lock_of(path))
+
+
+def _lock_of(path: Path) -> Path:
+    return path.with_name(path.name + ".lock")

@@ -19,6 +19,10 @@ are named by the topic id, so they are invisible until the head names that id:
   per part, not across parts (a writer that dies between two parts has landed the first
   one's changes only: each partition's change stands alone, as in Kafka's AlterPartition).
 
+Readers that keep a view of the store (each broker, the controller) ask
+``topic_changes`` which topics were written since they last looked (``change_journal``),
+and read only those: an idle cluster costs them one small read, not a read of every part.
+
 The methods block (files, HTTP): asyncio callers run them in a thread.
 """
 
@@ -37,6 +41,7 @@ from tierlog.api.errors import (
     StaleBrokerEpochError,
     TopicAlreadyExistsError,
 )
+from tierlog.partition_state.change_journal import ChangeCursor, TopicChanges
 from tierlog.partition_state.model import (
     PARTITIONS_PER_PART,
     BrokerLease,
@@ -343,6 +348,9 @@ class PartitionStateStore(ABC):
 
         return self._update_lease(broker, renew)
 
+    def close(self) -> None:  # noqa: B027 - most stores run nothing beside their calls
+        """Release what the store runs beside its calls (a watch): its owner stops."""
+
     # -- what a store provides ---------------------------------------------------------
 
     @abstractmethod
@@ -350,6 +358,12 @@ class PartitionStateStore(ABC):
 
     @abstractmethod
     def read_leases(self) -> dict[int, BrokerLease]: ...
+
+    @abstractmethod
+    def topic_changes(self, since: ChangeCursor | None) -> TopicChanges:
+        """The topics whose partitions or configs were written after ``since`` (None,
+        or a reader too far behind: every topic may have been), and the cursor to ask
+        from next. A change this store object made is among them once it returned."""
 
     @abstractmethod
     def _read_part(self, topic: str, index: int, topic_id: str) -> str | None:

@@ -145,6 +145,7 @@ class ReplicatedBroker:
         if self._controller_passes is not None:
             await asyncio.to_thread(self._controller_passes.stop)
         await asyncio.to_thread(self.lease.stop)
+        await asyncio.to_thread(self.store.close)  # its watch, on Kubernetes
 
     def _live_brokers(self) -> set[int]:
         """Brokers whose leases are current, by their renewal times (a hand-over target

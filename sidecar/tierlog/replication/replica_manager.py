@@ -1,7 +1,8 @@
 """Which partitions this broker leads and follows, as the partition-state store says.
 
 Kafka's ``ReplicaManager``: the store is the truth (who leads in which epoch, who is in
-sync), read every ``poll_ms``; each change of a partition this broker replicates is
+sync), followed every ``poll_ms`` by reading the topics that changed (``StoreFollower``);
+each change of a partition this broker replicates is
 applied under the partition's lock: becoming leader starts the epoch in the log
 (``Log.become_leader``) and a ``LeaderPartition``; becoming follower hands the
 partition to the fetcher of its leader (one per leader broker), which truncates by
@@ -33,11 +34,11 @@ from tierlog.broker.topics import Topic, TopicStore
 from tierlog.broker.watch import AppendWatch
 from tierlog.partition_state.model import NO_LEADER, BrokerLease, PartitionState
 from tierlog.partition_state.store import PartitionStateStore
+from tierlog.partition_state.store_follower import StoreFollower
 from tierlog.replication.config import ReplicationConfig
 from tierlog.replication.fetcher import ReplicaFetcher
 from tierlog.replication.follower import FetchOutcome
 from tierlog.replication.leader import LeaderPartition
-from tierlog.replication.store_view import read_store_view
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.log import Log
 from tierlog.storage.manager import LogManager
@@ -109,6 +110,8 @@ class ReplicaManager:
         self._isr_pending: dict[str, dict[int, tuple[LeaderPartition, tuple[int, ...]]]] = {}
         self._isr_senders: set[str] = set()
         self._topics_seen: set[str] = set()  # in the store at the last poll
+        self._follower = StoreFollower(store)
+        self._unapplied: set[str] = set()  # changed topics a failed poll left to apply
         self._polling = asyncio.Lock()  # one pass over the store at a time
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False  # stop() began: no ISR change starts any more
@@ -153,13 +156,16 @@ class ReplicaManager:
                 await self._poll()
 
     async def _poll(self) -> None:
-        topics, leases = await asyncio.to_thread(read_store_view, self.store)
-        self._leases = leases
-        for gone in self._topics_seen - set(topics):
+        view = await asyncio.to_thread(self._follower.refresh)
+        self._leases = view.leases
+        for gone in self._topics_seen - set(view.topics):
             await self._forget_topic(gone)
-        self._topics_seen = set(topics)
+        self._topics_seen = set(view.topics)
+        changed_topics = view.topics.keys() if view.changed is None else view.changed
+        self._unapplied = {*self._unapplied, *changed_topics} & self._topics_seen
         changed = []
-        for name, (partitions, configs) in topics.items():
+        for name in sorted(self._unapplied):
+            partitions, configs = view.topics[name]
             wanted = Topic(name, len(partitions), configs)
             if self._local_topic(name) != wanted:
                 await asyncio.to_thread(self._follow_topic, wanted)
@@ -168,6 +174,7 @@ class ReplicaManager:
                 if self.states.get(tp) != state:
                     changed.append((tp, state))
         await self.apply_all(changed)
+        self._unapplied.clear()  # every one applied: apply_all raises otherwise
         await self._repoint_fetchers()
 
     def _local_topic(self, name: str) -> Topic | None:

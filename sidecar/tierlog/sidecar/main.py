@@ -186,7 +186,7 @@ async def _serve(
     probes.enter(Phase.SERVING)
     log.info(
         "started: %d partitions in %s, loaded in %.2fs",
-        len(server.manager.partitions),
+        server.manager.partition_count,
         ", ".join(str(path) for path in config.storage.log_dirs),
         time.monotonic() - started,
     )

@@ -152,7 +152,7 @@ class SidecarServer:
             decompression_budget=config.limits.decompression_budget(),
         )
         self.partition_series = PartitionSeries(
-            config.metrics_partition_series_max, lambda: len(self.manager.partitions)
+            config.metrics_partition_series_max, lambda: self.manager.partition_count
         )
         self.metrics.watch(self.manager, self.partition_series)
         upload_metrics.watch(self.remote_log_manager, self.partition_series)

@@ -35,6 +35,7 @@ def test_the_brokers_may_keep_their_configmaps_and_leases_and_nothing_else(owner
     assert named == {
         ("configmaps", "get"): ("*",),
         ("configmaps", "list"): ("*",),
+        ("configmaps", "watch"): ("*",),  # followed by change (kube_watch), not by polls
         ("configmaps", "create"): ("*",),
         ("configmaps", "update"): ("*",),
         ("configmaps", "delete"): ("*",),

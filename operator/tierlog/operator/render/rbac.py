@@ -6,8 +6,9 @@ and one for its config overrides (named after the topic, so not known when the R
 made), the ``NAME-partition-state`` and ``NAME-topic-configs`` that held every topic
 before parts (emptied once adopted) and one Lease per broker, ``NAME-broker-ID``. The
 topics' ConfigMaps cannot be granted by name: the brokers may read, list, create,
-replace and delete the namespace's ConfigMaps, a reason to give a cluster a namespace
-of its own. The Leases are granted
+watch, replace and delete the namespace's ConfigMaps, a reason to give a cluster a
+namespace of its own (each broker follows its partition state by a watch, and falls
+back to reading all of it at every poll when refused). The Leases are granted
 by name, but for their create and list (the API server authorizes a create before the
 object has a name, and a list is by label). The brokers run as
 ``spec.serviceAccountName`` when set, else as a ServiceAccount of their own,
@@ -62,7 +63,7 @@ def partition_state_role(cluster: ClusterSpec, owner: Owner, brokers: int) -> Ma
             {
                 "apiGroups": [""],
                 "resources": ["configmaps"],
-                "verbs": ["get", "list", "create", "update", "delete"],
+                "verbs": ["get", "list", "watch", "create", "update", "delete"],
             },
             {
                 "apiGroups": ["coordination.k8s.io"],
