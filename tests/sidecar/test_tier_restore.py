@@ -35,7 +35,7 @@ from tests.support.minio import MinioServer
 from tests.support.sidecars import console_script
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2, log_service_pb2_grpc
 from tierlog.cli.local_cluster import read_cluster
-from tierlog.client import AdminClient
+from tierlog.client import AdminClient, Producer
 from tierlog.partition_state.local_store import LocalStateStore
 from tierlog.storage.records import SimpleRecord, build_batch, iter_batches
 from tierlog.storage.tier.layout import segments_prefix
@@ -189,6 +189,44 @@ def test_a_new_broker_on_an_empty_dir_restores_the_topics_the_bucket_holds(
     assert "restored from the tier before" in restored.output
     for partition in range(PARTITIONS):
         assert sorted(fetch_all(restored, partition))[-1] == ends[partition]
+
+
+def test_a_restored_broker_gives_new_producers_ids_the_tier_does_not_hold(
+    sidecar_factory: SidecarFactory, tmp_path: Path, bucket: Bucket
+) -> None:
+    """The lost broker's idempotent producer is in the tier's producer snapshot, so in
+    the restored partition's producer state; the restored broker's producer-id file went
+    with its volume, and the same id given to a new producer had its first batch
+    (sequence 0, after the old one's 4) refused as OUT_OF_ORDER_SEQUENCE_NUMBER until
+    its delivery timeout (seen on the node)."""
+    lost = sidecar_factory(tmp_path / "lost", *BROKER, *bucket.configs)
+    lost.create_topic(TOPIC, 1, **TIERED)
+    assert send_idempotently(lost, [b"before-%d" % n for n in range(5)]) == list(range(5))
+    wait_tiered(bucket.store, {0: 5})
+    lost.kill()
+    shutil.rmtree(lost.data_dir)
+
+    restored = sidecar_factory(tmp_path / "restored", *BROKER, *bucket.configs, RESTORE)
+    after = send_idempotently(restored, [b"after-%d" % n for n in range(5)])
+
+    assert after == list(range(5, 10))
+
+
+def send_idempotently(sidecar: Sidecar, values: list[bytes]) -> list[int]:
+    """Each value to partition 0 by one idempotent producer; the offsets acknowledged."""
+    config = {
+        "bootstrap.servers": sidecar.address,
+        "linger.ms": 0,
+        "request.timeout.ms": 10_000,
+        "delivery.timeout.ms": 20_000,
+    }
+    producer = Producer(config)
+    try:
+        sent = [producer.send(TOPIC, value, partition=0) for value in values]
+        producer.flush(30)
+    finally:
+        producer.close()
+    return [future.result(0).offset for future in sent]
 
 
 def test_a_restore_on_a_data_dir_holding_anything_is_refused(

@@ -12,6 +12,10 @@ Unique in the cluster without coordination: broker ``node.id`` hands out ids
 of it; after a crash it starts at the reserved end, skipping what the lost block did
 not hand out. The file has a copy in every log dir and the largest end is read, so
 neither the order of the log dirs nor a new one listed first makes ids start again.
+A broker restored from the tier onto empty log dirs has no such file, but the tier's
+producer snapshots hold the lost brokers' ids: the restore reserves past the highest of
+them (``reserve_past``), whichever broker's lane it was in, so a new producer is never
+taken for a restored one.
 
 An existing producer asking again with its id and epoch gets the epoch bumped
 (KIP-360, the idempotent producer's recovery from a sequence gap); at the largest
@@ -29,7 +33,14 @@ from tierlog.api.errors import InvalidRequestError
 from tierlog.storage.checkpoints import atomic_write
 from tierlog.storage.errors import InvalidConfigError, KafkaStorageError
 
-__all__ = ["BLOCK_SIZE", "MAX_EPOCH", "NODE_ID_SPAN", "PRODUCER_IDS_FILE", "ProducerIdManager"]
+__all__ = [
+    "BLOCK_SIZE",
+    "MAX_EPOCH",
+    "NODE_ID_SPAN",
+    "PRODUCER_IDS_FILE",
+    "ProducerIdManager",
+    "reserve_past",
+]
 
 PRODUCER_IDS_FILE = "tierlog-producer-ids.json"
 BLOCK_SIZE = 1000
@@ -65,13 +76,28 @@ class ProducerIdManager:
         with self._lock:
             if self._next >= self._reserved_end:
                 end = self._next + BLOCK_SIZE
-                for path in self.paths:  # a copy written before a failure only skips ids
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    atomic_write(path, json.dumps({"version": _VERSION, "next_block_start": end}))
+                _reserve(self.paths, end)
                 self._reserved_end = end
             n = self._next
             self._next += 1
         return n * NODE_ID_SPAN + self.node_id
+
+
+def reserve_past(log_dirs: Sequence[Path], producer_id: int) -> None:
+    """Reserve every id up to ``producer_id``'s block in the log dirs (blocking): the next
+    id handed out here is above it, in any broker's lane."""
+    paths = tuple(log_dir / PRODUCER_IDS_FILE for log_dir in log_dirs)
+    end = producer_id // NODE_ID_SPAN + 1
+    if max((_reserved_end(path) for path in paths), default=0) < end:
+        _reserve(paths, end)
+
+
+def _reserve(paths: Sequence[Path], end: int) -> None:
+    """Every copy says ids below ``end`` are taken (a copy written before a failure
+    only skips ids)."""
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, json.dumps({"version": _VERSION, "next_block_start": end}))
 
 
 def _reserved_end(path: Path) -> int:

@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tierlog.api.errors import TopicAlreadyExistsError
+from tierlog.broker.producer_ids import reserve_past
 from tierlog.broker.topics import TopicStore
 from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.replication.topic_changes import create_topic
@@ -45,7 +46,7 @@ from tierlog.storage.checkpoints import atomic_write
 from tierlog.storage.errors import DataDirNotEmptyError, UnknownTopicOrPartitionError
 from tierlog.storage.tier.manifest_store import load_view
 from tierlog.storage.tier.store import ObjectStore
-from tierlog.storage.tier.tier_state import tier_state_at
+from tierlog.storage.tier.tier_state import TierState, tier_state_at
 from tierlog.storage.tier.topic_records import TopicRecord, load_topic_records
 from tierlog.storage.topic_partition import TopicPartition
 
@@ -110,7 +111,16 @@ def restore_topics(
 ) -> list[str]:
     """Make each topic the tier holds with ``restore`` (blocking), then mark the restore
     done; the names of the topics made here (not those found made already)."""
-    restored = [record.name for record in load_topic_records(store) if restore(record)]
+    records = load_topic_records(store)
+    restored = [record.name for record in records if restore(record)]
+    producer_ids = [
+        producer.producer_id
+        for record in records
+        for state in _tier_states(store, record)
+        for producer in state.producers
+    ]
+    if producer_ids:  # before a producer may ask this broker for an id
+        reserve_past(log_dirs, max(producer_ids))
     atomic_write(log_dirs[0] / RESTORE_MARKER, f"{_DONE}\n")
     log.info("restored %d topics from %s", len(restored), store.url)
     return restored
@@ -164,11 +174,19 @@ def next_leader_epochs(store: ObjectStore, record: TopicRecord) -> dict[int, int
     """For each partition, one past the last leader epoch the tier recorded (0 when it
     holds nothing of the partition)."""
     epochs = {}
-    for partition in range(record.partition_count):
-        view = load_view(store, TopicPartition(record.name, partition))
-        recorded = tier_state_at(store, view, view.end_offset).leader_epochs
+    for partition, state in enumerate(_tier_states(store, record)):
+        recorded = state.leader_epochs
         epochs[partition] = recorded[-1][0] + 1 if recorded else 0
     return epochs
+
+
+def _tier_states(store: ObjectStore, record: TopicRecord) -> list[TierState]:
+    """What the tier leaves at its end of each of the topic's partitions, in order."""
+    states = []
+    for partition in range(record.partition_count):
+        view = load_view(store, TopicPartition(record.name, partition))
+        states.append(tier_state_at(store, view, view.end_offset))
+    return states
 
 
 def _log_restoring(record: TopicRecord) -> None:
