@@ -19,7 +19,10 @@ cache, so a follower asking where its last epoch ended would be told to truncate
 The leader claims the tier as it starts leading on an empty log (``_claim_tier``);
 followers, fetching from offset 0, are told OFFSET_MOVED_TO_TIERED_STORAGE and start
 at the leader's local log start with the tier's state, as a follower with a wiped
-disk does. Only the leader uploads.
+disk does. Only the leader uploads. Every restoring broker also reserves producer ids
+past the highest its tier's producer snapshots hold (``reserve_past``): its own id file
+went with its volume, and a new producer given a restored producer's id would have its
+batches taken for that producer's duplicates, acknowledged and not written.
 
 Only on log dirs with nothing in them (``lost+found`` aside, as a fresh volume has one,
 and the output a ``tierlog cluster up`` broker writes there): a dir that holds logs or a
