@@ -45,8 +45,7 @@ def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
     work = tmp_path_factory.mktemp("sasl")
     token_file = work / "token"
     token_file.write_text(TOKEN + "\n")
-    started = Sidecars()
-    try:
+    with Sidecars() as started:
         sidecar = start_kafka_sidecar(
             started,
             work / "data",
@@ -58,8 +57,6 @@ def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
         with AdminClient(admin_config) as admin:
             admin.create_topic(TOPIC, 1, {})
         yield sidecar
-    finally:
-        started.kill_all()
 
 
 def _credentials(mechanism: str, secret: str) -> dict[str, Any]:
