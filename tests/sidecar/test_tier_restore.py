@@ -9,11 +9,12 @@ produce at the tier's end, and restarts with the flag still on as any broker doe
 same start on a data dir that holds anything else is refused with DATA_DIR_NOT_EMPTY,
 and the bucket's copy of a topic follows its changes and goes with it.
 
-The same with replication: a ``tierlog cluster up`` of three brokers (every partition
-on all three) is lost with its data dirs and partition-state store; a new cluster with
-the flag on every broker has each replica start at the tier's end, in a leader epoch
+The same with replication: a ``tierlog cluster up`` of three brokers (each partition on
+two of them, not the cluster's default of three) is lost with its data dirs and
+partition-state store; a new cluster with the flag on every broker gives each partition
+two replicas again, has each replica start at the tier's end, in a leader epoch
 past every epoch the tier recorded, serves every record from the tier, takes the next
-produce at the tier's end with all three replicas in sync, and only the leader uploads
+produce at the tier's end with both replicas in sync, and only the leader uploads
 after it: the objects the lost cluster wrote stay as they were, nothing is written twice.
 """
 
@@ -34,16 +35,25 @@ from tests.support.local_cluster import running_cluster
 from tests.support.minio import MinioServer
 from tests.support.sidecars import console_script
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2, log_service_pb2_grpc
+from tierlog.broker.topics import TopicStore
 from tierlog.cli.local_cluster import read_cluster
 from tierlog.client import AdminClient, Producer
 from tierlog.partition_state.local_store import LocalStateStore
+from tierlog.sidecar.restore import (
+    begin_restore,
+    restore_locally,
+    restore_topics,
+    restored_replication_factor,
+)
+from tierlog.storage.config import LogConfig
 from tierlog.storage.records import SimpleRecord, build_batch, iter_batches
 from tierlog.storage.tier.layout import parse_segment_key, segments_prefix
+from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest_store import load_view
 from tierlog.storage.tier.s3_store import S3Options
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.tier_state import tier_state_at
-from tierlog.storage.tier.topic_records import load_topic_records
+from tierlog.storage.tier.topic_records import TopicRecord, load_topic_records, put_topic_record
 from tierlog.storage.tier.url import open_store
 from tierlog.storage.topic_partition import TopicPartition
 
@@ -63,6 +73,7 @@ BROKER = ("remote.log.manager.task.interval.ms=100",)
 TIERED_CONFIGS = {key.replace("_", "."): value for key, value in TIERED.items()}
 RESTORE = "tierlog.tier.restore=true"
 LOST_EPOCHS = 10  # above any epoch the restored cluster's own elections reach here
+REPLICAS = 2  # below the 3 brokers' default.replication.factor, which a restore once gave
 
 
 class Bucket:
@@ -272,6 +283,33 @@ def test_the_bucket_keeps_a_tiered_topic_through_its_changes_and_drops_it_with_t
     assert load_topic_records(bucket.store) == []
 
 
+def test_a_record_without_a_replication_factor_is_restored_with_the_default(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    older = TopicRecord(TOPIC, PARTITIONS, TIERED_CONFIGS)  # as an older version wrote it
+    assert restored_replication_factor(older, 3) == 3
+    assert "keeps no replication factor" in caplog.text
+    assert "default.replication.factor=3" in caplog.text
+    recorded = dataclasses.replace(older, replication_factor=2)
+    assert restored_replication_factor(recorded, 3) == 2
+
+
+def test_a_record_of_a_topic_whose_tiering_was_turned_off_is_not_restored(
+    tmp_path: Path,
+) -> None:
+    """An older version kept the record of a topic turned off (KIP-950), whose tier was
+    deleted: a restore makes only the topics the tier has data for."""
+    store = LocalDirectoryStore(tmp_path / "bucket")
+    turned_off = {"remote.storage.enable": "false", "remote.log.delete.on.disable": "true"}
+    put_topic_record(store, TopicRecord("turned-off", 1, turned_off))
+    put_topic_record(store, TopicRecord(TOPIC, PARTITIONS, TIERED_CONFIGS))
+    log_dirs = [tmp_path / "data"]
+    topics = TopicStore(log_dirs, LogConfig())
+    assert begin_restore(log_dirs)
+    assert restore_topics(log_dirs, store, restore_locally(topics)) == [TOPIC]
+    assert [topic.name for topic in topics.topics()] == [TOPIC]
+
+
 def last_epoch(store: ObjectStore, tp: TopicPartition) -> int:
     """The latest leader epoch the tier recorded for ``tp``."""
     view = load_view(store, tp)
@@ -361,14 +399,18 @@ def test_a_replicated_cluster_lost_with_its_volumes_is_restored_from_its_bucket(
         lost = LocalCluster(lost_dir)
         with AdminClient(lost.servers) as admin:
             admin.create_topic(
-                TOPIC, PARTITIONS, {k.replace("_", "."): v for k, v in TIERED.items()}
+                TOPIC,
+                PARTITIONS,
+                {k.replace("_", "."): v for k, v in TIERED.items()},
+                replication_factor=REPLICAS,
             )
         lost.raise_leader_epochs(LOST_EPOCHS)  # as many failovers would
         for seq in range(BATCHES_PER_PARTITION):
             for partition in range(PARTITIONS):
                 base, batch = lost.produce(partition, seq)
                 produced[partition][base] = batch
-        assert all(len(state.replicas) == 3 for state in lost.store.read_topic(TOPIC).values())
+        lost_states = lost.store.read_topic(TOPIC).values()
+        assert all(len(state.replicas) == REPLICAS for state in lost_states)
         ends = dict.fromkeys(range(PARTITIONS), BATCHES_PER_PARTITION * RECORDS_PER_BATCH)
         wait_tiered(bucket.store, ends)
         lost.close()
@@ -385,7 +427,7 @@ def test_a_replicated_cluster_lost_with_its_volumes_is_restored_from_its_bucket(
         states = restored.store.read_topic(TOPIC)
         for tp in tps:
             state = states[tp.partition]
-            assert len(state.replicas) == 3
+            assert len(state.replicas) == REPLICAS
             assert state.leader_epoch > epochs_before[tp]  # epochs only grow
             leader = restored.leader(tp.partition)
             fetched = fetch_all(leader, tp.partition)
@@ -395,7 +437,7 @@ def test_a_replicated_cluster_lost_with_its_volumes_is_restored_from_its_bucket(
             base, _batch = restored.produce(tp.partition, BATCHES_PER_PARTITION)
             assert base == ends[tp.partition]
         wait_for(
-            lambda: all(restored.in_sync(p) == 3 for p in range(PARTITIONS)),
+            lambda: all(restored.in_sync(p) == REPLICAS for p in range(PARTITIONS)),
             "every replica in sync at the new produce",
         )
         after = {tp: ends[tp.partition] + RECORDS_PER_BATCH for tp in tps}

@@ -12,7 +12,10 @@ Without replication the topics go in the broker's topic store before the logs lo
 (``restore_locally``); the start then makes their logs as for any topic whose logs are
 missing. With replication they go in the partition-state store, as a topic created
 there (``restore_replicated``): every broker of the new cluster restores, the first
-creates each topic and the others find it made. Each partition's first leader epoch
+creates each topic and the others find it made, with as many replicas a partition as
+the lost cluster gave it (the record's replication factor; ``default.replication.factor``
+for a record that keeps none, logged; INVALID_REPLICATION_FACTOR naming the topic when
+the new cluster has fewer brokers). Each partition's first leader epoch
 is one past the last the tier recorded: the log a leader continues from the tier
 carries those epochs, and a leader in a lower one would erase them from its epoch
 cache, so a follower asking where its last epoch ended would be told to truncate.
@@ -40,7 +43,7 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tierlog.api.errors import TopicAlreadyExistsError
+from tierlog.api.errors import InvalidReplicationFactorError, TopicAlreadyExistsError
 from tierlog.broker.producer_ids import reserve_past
 from tierlog.broker.topics import TopicStore
 from tierlog.replication.replica_manager import ReplicaManager
@@ -63,6 +66,7 @@ __all__ = [
     "restore_locally",
     "restore_replicated",
     "restore_topics",
+    "restored_replication_factor",
 ]
 
 log = logging.getLogger(__name__)
@@ -114,7 +118,7 @@ def restore_topics(
 ) -> list[str]:
     """Make each topic the tier holds with ``restore`` (blocking), then mark the restore
     done; the names of the topics made here (not those found made already)."""
-    records = load_topic_records(store)
+    records = [record for record in load_topic_records(store) if not _turned_off(record)]
     restored = [record.name for record in records if restore(record)]
     producer_ids = [
         producer.producer_id
@@ -127,6 +131,15 @@ def restore_topics(
     atomic_write(log_dirs[0] / RESTORE_MARKER, f"{_DONE}\n")
     log.info("restored %d topics from %s", len(restored), store.url)
     return restored
+
+
+def _turned_off(record: TopicRecord) -> bool:
+    """A record an older version kept of a topic whose tiering was turned off (KIP-950):
+    the tier's copy of it was deleted, so there is nothing to restore it from."""
+    turned_off = record.configs.get("remote.storage.enable", "").strip().lower() == "false"
+    if turned_off:
+        log.info("not restoring topic %r: its tiering was turned off", record.name)
+    return turned_off
 
 
 def restore_locally(topics: TopicStore) -> RestoreTopic:
@@ -146,15 +159,20 @@ def restore_locally(topics: TopicStore) -> RestoreTopic:
 
 
 def restore_replicated(
-    replicas: ReplicaManager, topics: TopicStore, store: ObjectStore, replication_factor: int
+    replicas: ReplicaManager,
+    topics: TopicStore,
+    store: ObjectStore,
+    default_replication_factor: int,
 ) -> RestoreTopic:
     """A replicated broker: the topic in the partition-state store, its replicas placed
-    as for any new topic, each partition led first in the epoch after the tier's last."""
+    as for any new topic (as many as the lost cluster gave it), each partition led
+    first in the epoch after the tier's last."""
 
     def restore(record: TopicRecord) -> bool:
         if record.name in replicas.store.list_topics():
             return False  # another broker of the cluster restored it first
         _log_restoring(record)
+        factor = restored_replication_factor(record, default_replication_factor)
         try:
             create_topic(
                 replicas.store,
@@ -162,15 +180,35 @@ def restore_replicated(
                 replicas.racks(),
                 record.name,
                 record.partition_count,
-                replication_factor,
+                factor,
                 record.configs,
                 leader_epochs=next_leader_epochs(store, record),
             )
         except TopicAlreadyExistsError:
             return False
+        except InvalidReplicationFactorError as error:
+            raise InvalidReplicationFactorError(
+                f"cannot restore topic {record.name!r} with {factor} replicas a partition: "
+                f"{error}; restore into a cluster with at least that many brokers"
+            ) from None
         return True
 
     return restore
+
+
+def restored_replication_factor(record: TopicRecord, default: int) -> int:
+    """The replicas a partition had on the lost cluster; ``default``
+    (``default.replication.factor``) for a record that does not say, written by an
+    older version or by a broker without replication."""
+    if record.replication_factor is not None:
+        return record.replication_factor
+    log.warning(
+        "topic %r: the tier's record keeps no replication factor (written by an older "
+        "version or an unreplicated broker); restoring it with default.replication.factor=%d",
+        record.name,
+        default,
+    )
+    return default
 
 
 def next_leader_epochs(store: ObjectStore, record: TopicRecord) -> dict[int, int]:
