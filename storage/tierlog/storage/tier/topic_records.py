@@ -30,6 +30,7 @@ from typing import Any
 
 from tierlog.storage.errors import KafkaStorageError, TierlogError
 from tierlog.storage.names import validate_topic_name
+from tierlog.storage.tier.json_fields import optional_whole_number
 from tierlog.storage.tier.store import ObjectStore
 
 __all__ = [
@@ -108,7 +109,7 @@ def _decode(key: str, body: bytes) -> TopicRecord:
             partition_count=int(document["partitions"]),
             configs={str(k): str(v) for k, v in document["configs"].items()},
             topic_id=str(document.get("topic_id", "")),
-            replication_factor=_optional_int(document.get("replication_factor")),
+            replication_factor=optional_whole_number(document.get("replication_factor")),
         )
         if topic_record_key(record.name) != key or record.partition_count < 1:
             raise ValueError(f"names topic {record.name!r} with {record.partition_count}")
@@ -117,12 +118,3 @@ def _decode(key: str, body: bytes) -> TopicRecord:
     except (ValueError, KeyError, TypeError, AttributeError, TierlogError) as error:
         raise CorruptTopicRecordError(f"{key} is not a topic record: {error!r}") from None
     return record
-
-
-def _optional_int(value: object) -> int | None:
-    """An int field that may be absent (a record an older version wrote) or null."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{value!r} is not a whole number")
-    return value
