@@ -24,8 +24,9 @@ import dataclasses
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -34,7 +35,13 @@ from tests.replication.conftest import wait_for
 from tests.support.local_cluster import running_cluster
 from tests.support.minio import MinioServer
 from tests.support.sidecars import console_script
-from tierlog.api.v1 import admin_service_pb2, log_service_pb2, log_service_pb2_grpc
+from tierlog.api.v1 import (
+    admin_service_pb2,
+    group_service_pb2,
+    group_service_pb2_grpc,
+    log_service_pb2,
+    log_service_pb2_grpc,
+)
 from tierlog.broker.topics import TopicStore
 from tierlog.cli.local_cluster import read_cluster
 from tierlog.client import AdminClient, Producer
@@ -47,6 +54,7 @@ from tierlog.sidecar.restore import (
 )
 from tierlog.storage.config import LogConfig
 from tierlog.storage.records import SimpleRecord, build_batch, iter_batches
+from tierlog.storage.tier.group_offsets import load_group_offsets
 from tierlog.storage.tier.layout import parse_segment_key, segments_prefix
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest_store import load_view
@@ -238,6 +246,73 @@ def send_idempotently(sidecar: Sidecar, values: list[bytes]) -> list[int]:
     finally:
         producer.close()
     return [future.result(0).offset for future in sent]
+
+
+def test_a_restored_broker_gives_groups_their_committed_offsets_back(
+    sidecar_factory: SidecarFactory, tmp_path: Path, bucket: Bucket
+) -> None:
+    """A group's committed offset comes back with the topic; one past what the tier held
+    (records lost with the volume) comes back at the tier's end, where the next record
+    goes; before, every group started over (``auto.offset.reset``)."""
+    lost = sidecar_factory(tmp_path / "lost", *BROKER, *bucket.configs)
+    lost.create_topic(TOPIC, 1, **TIERED)
+    for seq in range(BATCHES_PER_PARTITION):
+        produce(lost, 0, seq)
+    end = BATCHES_PER_PARTITION * RECORDS_PER_BATCH
+    committed = {"resumer": 12, "ahead": end + 1000}
+    for group, offset in committed.items():
+        commit_offset(lost, group, offset)
+    wait_tiered(bucket.store, {0: end})
+    wait_for(
+        lambda: {g.group_id for g in load_group_offsets(bucket.store)} == set(committed),
+        "the groups' offsets in the bucket",
+        poll_s=0.1,
+    )
+    lost.kill()
+    shutil.rmtree(lost.data_dir)
+
+    restored = sidecar_factory(tmp_path / "restored", *BROKER, *bucket.configs, RESTORE)
+    assert fetch_offset(restored, "resumer") == 12
+    assert fetch_offset(restored, "ahead") == end  # clamped to the tier's end
+    assert fetch_offset(restored, "never-committed") == -1
+    restored.stop()  # the kept offsets were committed: a restart serves them from the log
+    restored.start()
+    assert fetch_offset(restored, "resumer") == 12
+
+
+def _group_call(sidecar: Sidecar, call: Callable[[Any], Any], request: object) -> Any:
+    """``call`` on the sidecar's group service, again while its coordinator loads."""
+    stub = group_service_pb2_grpc.GroupServiceStub(sidecar.channel)
+    answers: list[Any] = []
+
+    def answered() -> bool:
+        try:
+            answers.append(call(stub)(request, timeout=30))
+        except grpc.RpcError as error:
+            if reason_of(error) != "COORDINATOR_LOAD_IN_PROGRESS":
+                raise
+            return False
+        return True
+
+    stub.FindCoordinator(group_service_pb2.FindCoordinatorRequest(key="any"), timeout=30)
+    wait_for(answered, "the group coordinator to load", poll_s=0.05)
+    return answers[0]
+
+
+def commit_offset(sidecar: Sidecar, group: str, offset: int) -> None:
+    partition = group_service_pb2.OffsetCommitPartition(topic=TOPIC, partition=0, offset=offset)
+    request = group_service_pb2.OffsetCommitRequest(
+        group_id=group, generation_id=-1, partitions=[partition]
+    )
+    _group_call(sidecar, lambda stub: stub.OffsetCommit, request)
+
+
+def fetch_offset(sidecar: Sidecar, group: str) -> int:
+    """The group's committed offset of partition 0 (-1: none)."""
+    request = group_service_pb2.OffsetFetchRequest(group_id=group)
+    answer = _group_call(sidecar, lambda stub: stub.OffsetFetch, request)
+    found = [o.offset for o in answer.offsets if (o.topic, o.partition) == (TOPIC, 0)]
+    return found[0] if found else -1
 
 
 def test_a_restore_on_a_data_dir_holding_anything_is_refused(

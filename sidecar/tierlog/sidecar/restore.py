@@ -35,21 +35,30 @@ in the first log dir: written ``started`` before the first topic (``begin_restor
 ``done`` after the last (``restore_topics``). A start with the flag that finds ``done``
 is a restart of the restored broker and starts as any other (so the flag may stay on
 every start of a pod); one that finds ``started`` finishes the restore a crash
-interrupted (creating the topics still missing)."""
+interrupted (creating the topics still missing).
+
+Before it marks itself done the restore also keeps the groups' committed offsets the
+tier holds (``group_offsets``) of the restored topics, each clamped to its restored
+partition (``restored_groups``), for the group coordinator to commit again as their
+``__consumer_offsets`` partitions load (``coordinator.restored_groups``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tierlog.api.errors import InvalidReplicationFactorError, TopicAlreadyExistsError
 from tierlog.broker.producer_ids import reserve_past
 from tierlog.broker.topics import TopicStore
+from tierlog.coordinator.restored_groups import save_restored_groups
 from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.replication.topic_changes import create_topic
 from tierlog.storage.checkpoints import atomic_write
 from tierlog.storage.errors import DataDirNotEmptyError, UnknownTopicOrPartitionError
+from tierlog.storage.tier.group_offsets import GroupOffsets, clamp_offset, load_group_offsets
 from tierlog.storage.tier.manifest_store import load_view
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.tier_state import TierState, tier_state_at
@@ -66,6 +75,7 @@ __all__ = [
     "restore_locally",
     "restore_replicated",
     "restore_topics",
+    "restored_groups",
     "restored_replication_factor",
 ]
 
@@ -128,7 +138,10 @@ def restore_topics(
     ]
     if producer_ids:  # before a producer may ask this broker for an id
         reserve_past(log_dirs, max(producer_ids))
+    groups = restored_groups(store, records)
+    save_restored_groups(log_dirs[0], groups, int(time.time() * 1000))
     atomic_write(log_dirs[0] / RESTORE_MARKER, f"{_DONE}\n")
+    log.info("kept the offsets of %d groups from %s to commit again", len(groups), store.url)
     log.info("restored %d topics from %s", len(restored), store.url)
     return restored
 
@@ -140,6 +153,27 @@ def _turned_off(record: TopicRecord) -> bool:
     if turned_off:
         log.info("not restoring topic %r: its tiering was turned off", record.name)
     return turned_off
+
+
+def restored_groups(store: ObjectStore, records: Sequence[TopicRecord]) -> list[GroupOffsets]:
+    """The groups' offsets the tier keeps of the restored topics, each clamped to what
+    its restored partition holds: the tier's log start to its end (``clamp_offset``)."""
+    partition_counts = {record.name: record.partition_count for record in records}
+    ranges: dict[TopicPartition, tuple[int, int]] = {}
+    groups = []
+    for group in load_group_offsets(store):
+        offsets = {}
+        for tp, committed in group.offsets.items():
+            if tp.partition >= partition_counts.get(tp.topic, 0):
+                continue  # of a topic not restored (its tiering was turned off)
+            if tp not in ranges:
+                view = load_view(store, tp)
+                ranges[tp] = (view.log_start_offset, view.end_offset)
+            clamped = clamp_offset(committed.offset, *ranges[tp])
+            offsets[tp] = dataclasses.replace(committed, offset=clamped)
+        if offsets:
+            groups.append(GroupOffsets(group.group_id, offsets))
+    return groups
 
 
 def restore_locally(topics: TopicStore) -> RestoreTopic:

@@ -25,6 +25,7 @@ import asyncio
 import logging
 import socket
 import ssl
+import time
 import uuid
 from collections.abc import Callable, Sequence
 
@@ -61,6 +62,7 @@ from tierlog.broker.watch import AppendWatch
 from tierlog.client.rpc import CHANNEL_OPTIONS
 from tierlog.coordinator.coordinator import GroupCoordinator
 from tierlog.coordinator.group_offsets_mirror import GroupOffsetsMirror
+from tierlog.coordinator.restored_groups import RestoredGroups
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
 from tierlog.coordinator.txn_marker_append import TxnMarkerAppender
 from tierlog.kafka.broker import KafkaBroker
@@ -281,6 +283,12 @@ class SidecarServer:
             self.config.groups,
             self._append_as_coordinator,
             partition_series=self.partition_series,
+            restored=await asyncio.to_thread(
+                RestoredGroups,
+                log_dirs[0],
+                self.config.groups.offsets_retention_ms,
+                int(time.time() * 1000),
+            ),
         )
         self.metrics.registry.register(self.groups.metrics)
         group_offsets_mirror = GroupOffsetsMirror(

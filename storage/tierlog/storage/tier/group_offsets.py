@@ -36,7 +36,9 @@ __all__ = [
     "GroupOffsets",
     "TieredOffset",
     "clamp_offset",
+    "decode_group_offsets",
     "delete_group_offsets",
+    "encode_group_offsets",
     "group_offsets_key",
     "load_group_offsets",
     "put_group_offsets",
@@ -70,7 +72,13 @@ def group_offsets_key(group_id: str) -> str:
 
 
 def put_group_offsets(store: ObjectStore, group: GroupOffsets) -> None:
-    document = {
+    body = (json.dumps(encode_group_offsets(group), indent=2) + "\n").encode()
+    store.put(group_offsets_key(group.group_id), body)
+
+
+def encode_group_offsets(group: GroupOffsets) -> dict[str, Any]:
+    """The group's JSON document (also kept by a restoring broker: ``restored_groups``)."""
+    return {
         "version": _FORMAT,
         "group": group.group_id,
         "offsets": [
@@ -84,8 +92,6 @@ def put_group_offsets(store: ObjectStore, group: GroupOffsets) -> None:
             for tp, committed in sorted(group.offsets.items())
         ],
     }
-    body = (json.dumps(document, indent=2) + "\n").encode()
-    store.put(group_offsets_key(group.group_id), body)
 
 
 def delete_group_offsets(store: ObjectStore, group_ids: Iterable[str]) -> None:
@@ -111,12 +117,23 @@ def clamp_offset(offset: int, log_start: int, log_end: int) -> int:
 
 def _decode(key: str, body: bytes) -> GroupOffsets:
     try:
-        document: Any = json.loads(body)
+        group = decode_group_offsets(json.loads(body))
+    except (ValueError, CorruptGroupOffsetsError) as error:
+        raise CorruptGroupOffsetsError(f"{key} is not a group's offsets: {error}") from None
+    if group_offsets_key(group.group_id) != key:
+        raise CorruptGroupOffsetsError(f"{key} names group {group.group_id!r}, not its own")
+    return group
+
+
+def decode_group_offsets(document: Any) -> GroupOffsets:
+    """The group a document ``encode_group_offsets`` made names;
+    ``CorruptGroupOffsetsError`` for anything else."""
+    try:
         if document["version"] != _FORMAT:
             raise ValueError(f"unknown version {document['version']!r}")
         group_id = document["group"]
-        if not isinstance(group_id, str) or group_offsets_key(group_id) != key:
-            raise ValueError(f"names group {group_id!r}")
+        if not isinstance(group_id, str):
+            raise TypeError(f"group {group_id!r}")
         offsets = {}
         for entry in document["offsets"]:
             tp = TopicPartition(str(entry["topic"]), whole_number(entry["partition"]))
@@ -126,5 +143,5 @@ def _decode(key: str, body: bytes) -> GroupOffsets:
                 str(entry["metadata"]),
             )
     except (ValueError, KeyError, TypeError, AttributeError, TierlogError) as error:
-        raise CorruptGroupOffsetsError(f"{key} is not a group's offsets: {error!r}") from None
+        raise CorruptGroupOffsetsError(repr(error)) from None
     return GroupOffsets(group_id, offsets)
