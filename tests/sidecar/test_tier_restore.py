@@ -16,6 +16,8 @@ two replicas again, has each replica start at the tier's end, in a leader epoch
 past every epoch the tier recorded, serves every record from the tier, takes the next
 produce at the tier's end with both replicas in sync, and only the leader uploads
 after it: the objects the lost cluster wrote stay as they were, nothing is written twice.
+Groups' committed offsets of the tiered topic come back on both (clamped to what the
+tier holds).
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ BROKER = ("remote.log.manager.task.interval.ms=100",)
 TIERED_CONFIGS = {key.replace("_", "."): value for key, value in TIERED.items()}
 RESTORE = "tierlog.tier.restore=true"
 LOST_EPOCHS = 10  # above any epoch the restored cluster's own elections reach here
+GROUP = "resumer"
 REPLICAS = 2  # below the 3 brokers' default.replication.factor, which a restore once gave
 
 
@@ -261,7 +264,7 @@ def test_a_restored_broker_gives_groups_their_committed_offsets_back(
     end = BATCHES_PER_PARTITION * RECORDS_PER_BATCH
     committed = {"resumer": 12, "ahead": end + 1000}
     for group, offset in committed.items():
-        commit_offset(lost, group, offset)
+        commit_offset(lost.address, group, 0, offset)
     wait_tiered(bucket.store, {0: end})
     wait_for(
         lambda: {g.group_id for g in load_group_offsets(bucket.store)} == set(committed),
@@ -272,47 +275,62 @@ def test_a_restored_broker_gives_groups_their_committed_offsets_back(
     shutil.rmtree(lost.data_dir)
 
     restored = sidecar_factory(tmp_path / "restored", *BROKER, *bucket.configs, RESTORE)
-    assert fetch_offset(restored, "resumer") == 12
-    assert fetch_offset(restored, "ahead") == end  # clamped to the tier's end
-    assert fetch_offset(restored, "never-committed") == -1
+    assert fetch_offsets(restored.address, "resumer") == {0: 12}
+    assert fetch_offsets(restored.address, "ahead") == {0: end}  # clamped to the tier's end
+    assert fetch_offsets(restored.address, "never-committed") == {}
     restored.stop()  # the kept offsets were committed: a restart serves them from the log
     restored.start()
-    assert fetch_offset(restored, "resumer") == 12
+    assert fetch_offsets(restored.address, "resumer") == {0: 12}
 
 
-def _group_call(sidecar: Sidecar, call: Callable[[Any], Any], request: object) -> Any:
-    """``call`` on the sidecar's group service, again while its coordinator loads."""
-    stub = group_service_pb2_grpc.GroupServiceStub(sidecar.channel)
+_COORDINATOR_NOT_YET = (
+    "COORDINATOR_LOAD_IN_PROGRESS",
+    "COORDINATOR_NOT_AVAILABLE",
+    "NOT_COORDINATOR",
+    "LEADER_NOT_AVAILABLE",
+    "UNKNOWN_TOPIC_OR_PARTITION",
+)
+
+
+def _group_call(address: str, group: str, call: Callable[[Any], Any], request: object) -> Any:
+    """``call`` at the group's coordinator, found through the broker at ``address``;
+    again while the coordinator is still to be made, elected or loaded."""
     answers: list[Any] = []
 
     def answered() -> bool:
         try:
-            answers.append(call(stub)(request, timeout=30))
+            with grpc.insecure_channel(address) as channel:
+                found = group_service_pb2_grpc.GroupServiceStub(channel).FindCoordinator(
+                    group_service_pb2.FindCoordinatorRequest(key=group), timeout=30
+                )
+            with grpc.insecure_channel(found.address) as channel:
+                stub = group_service_pb2_grpc.GroupServiceStub(channel)
+                answers.append(call(stub)(request, timeout=30))
         except grpc.RpcError as error:
-            if reason_of(error) != "COORDINATOR_LOAD_IN_PROGRESS":
+            if reason_of(error) not in _COORDINATOR_NOT_YET:
                 raise
             return False
         return True
 
-    stub.FindCoordinator(group_service_pb2.FindCoordinatorRequest(key="any"), timeout=30)
-    wait_for(answered, "the group coordinator to load", poll_s=0.05)
+    wait_for(answered, f"the coordinator of group {group}", poll_s=0.05)
     return answers[0]
 
 
-def commit_offset(sidecar: Sidecar, group: str, offset: int) -> None:
-    partition = group_service_pb2.OffsetCommitPartition(topic=TOPIC, partition=0, offset=offset)
-    request = group_service_pb2.OffsetCommitRequest(
-        group_id=group, generation_id=-1, partitions=[partition]
+def commit_offset(address: str, group: str, partition: int, offset: int) -> None:
+    committed = group_service_pb2.OffsetCommitPartition(
+        topic=TOPIC, partition=partition, offset=offset
     )
-    _group_call(sidecar, lambda stub: stub.OffsetCommit, request)
+    request = group_service_pb2.OffsetCommitRequest(
+        group_id=group, generation_id=-1, partitions=[committed]
+    )
+    _group_call(address, group, lambda stub: stub.OffsetCommit, request)
 
 
-def fetch_offset(sidecar: Sidecar, group: str) -> int:
-    """The group's committed offset of partition 0 (-1: none)."""
+def fetch_offsets(address: str, group: str) -> dict[int, int]:
+    """The group's committed offsets of ``TOPIC``, by partition."""
     request = group_service_pb2.OffsetFetchRequest(group_id=group)
-    answer = _group_call(sidecar, lambda stub: stub.OffsetFetch, request)
-    found = [o.offset for o in answer.offsets if (o.topic, o.partition) == (TOPIC, 0)]
-    return found[0] if found else -1
+    answer = _group_call(address, group, lambda stub: stub.OffsetFetch, request)
+    return {o.partition: o.offset for o in answer.offsets if o.topic == TOPIC}
 
 
 def test_a_restore_on_a_data_dir_holding_anything_is_refused(
@@ -487,7 +505,14 @@ def test_a_replicated_cluster_lost_with_its_volumes_is_restored_from_its_bucket(
         lost_states = lost.store.read_topic(TOPIC).values()
         assert all(len(state.replicas) == REPLICAS for state in lost_states)
         ends = dict.fromkeys(range(PARTITIONS), BATCHES_PER_PARTITION * RECORDS_PER_BATCH)
+        for partition in range(PARTITIONS):
+            commit_offset(lost.servers[0], GROUP, partition, 7 + partition)
         wait_tiered(bucket.store, ends)
+        wait_for(
+            lambda: bool(load_group_offsets(bucket.store)),
+            "the group's offsets in the bucket",
+            poll_s=0.1,
+        )
         lost.close()
     shutil.rmtree(lost_dir)  # every broker's data dir and the partition-state store
     tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
@@ -499,6 +524,7 @@ def test_a_replicated_cluster_lost_with_its_volumes_is_restored_from_its_bucket(
     restored_dir = tmp_path / "restored"
     with running_cluster(restored_dir, 3, *configs, RESTORE):
         restored = LocalCluster(restored_dir)
+        assert fetch_offsets(restored.servers[1], GROUP) == {0: 7, 1: 8}
         states = restored.store.read_topic(TOPIC)
         for tp in tps:
             state = states[tp.partition]
