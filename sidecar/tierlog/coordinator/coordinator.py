@@ -26,6 +26,10 @@ way, as a transactional batch stamped with the producer's id and epoch (so the l
 fences an older epoch); they stay pending in the state until the transaction
 coordinator's marker is appended to the partition (``complete_transaction``), which
 applies or drops them.
+
+On a broker restored from the tier, the offsets the restore kept (``restored_groups``)
+are committed as each partition loads, by the same write path, for the groups that have
+none there yet; those groups' calls wait (COORDINATOR_LOAD_IN_PROGRESS) until then.
 """
 
 from __future__ import annotations
