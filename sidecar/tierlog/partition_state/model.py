@@ -42,6 +42,7 @@ __all__ = [
     "lease_to_document",
     "part_from_json",
     "part_to_json",
+    "replication_factor",
     "split_into_parts",
 ]
 
@@ -98,6 +99,13 @@ class PartitionState:
             leader_epoch=self.leader_epoch + 1,
             isr=self.isr if isr is None else isr,
         )
+
+
+def replication_factor(partitions: Mapping[int, PartitionState]) -> int | None:
+    """A topic's replication factor: the most replicas a partition will have once the
+    reassignments under way are done (Kafka's tools show the first partition's count;
+    the most is what a new placement must give every partition). None for no partition."""
+    return max((len(state.target_replicas) for state in partitions.values()), default=None)
 
 
 def _problems(state: PartitionState) -> list[str]:

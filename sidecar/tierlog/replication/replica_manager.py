@@ -32,7 +32,12 @@ from tierlog.api.v1 import replication_service_pb2 as pb
 from tierlog.broker.leader_epoch_check import check_leader_epoch
 from tierlog.broker.topics import Topic, TopicStore
 from tierlog.broker.watch import AppendWatch
-from tierlog.partition_state.model import NO_LEADER, BrokerLease, PartitionState
+from tierlog.partition_state.model import (
+    NO_LEADER,
+    BrokerLease,
+    PartitionState,
+    replication_factor,
+)
 from tierlog.partition_state.store import PartitionStateStore
 from tierlog.partition_state.store_follower import StoreFollower
 from tierlog.replication.config import ReplicationConfig
@@ -166,7 +171,7 @@ class ReplicaManager:
         changed = []
         for name in sorted(self._unapplied):
             partitions, configs = view.topics[name]
-            wanted = Topic(name, len(partitions), configs)
+            wanted = Topic(name, len(partitions), configs, replication_factor(partitions))
             if self._local_topic(name) != wanted:
                 await asyncio.to_thread(self._follow_topic, wanted)
             for partition, state in partitions.items():

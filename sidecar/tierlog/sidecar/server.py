@@ -25,6 +25,7 @@ import asyncio
 import logging
 import socket
 import ssl
+import time
 import uuid
 from collections.abc import Callable, Sequence
 
@@ -60,6 +61,8 @@ from tierlog.broker.topics import TopicStore
 from tierlog.broker.watch import AppendWatch
 from tierlog.client.rpc import CHANNEL_OPTIONS
 from tierlog.coordinator.coordinator import GroupCoordinator
+from tierlog.coordinator.group_offsets_mirror import GroupOffsetsMirror
+from tierlog.coordinator.restored_groups import RestoredGroups
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
 from tierlog.coordinator.txn_marker_append import TxnMarkerAppender
 from tierlog.kafka.broker import KafkaBroker
@@ -176,6 +179,8 @@ class SidecarServer:
         self.topic_changes: TopicChanges | None = None  # once started: the topic changes core
         self.kafka: KafkaListener | None = None  # with a Kafka listener, once started
         self.groups: GroupCoordinator | None = None  # once started
+        # Its groups' offsets of tiered topics, copied into the bucket (once started).
+        self.group_offsets_mirror: GroupOffsetsMirror | None = None
         self.transactions: TransactionCoordinator | None = None  # once started
         # The leader's half of WriteTxnMarkers, for every sender (once started).
         self.txn_markers: TxnMarkerAppender | None = None
@@ -278,8 +283,21 @@ class SidecarServer:
             self.config.groups,
             self._append_as_coordinator,
             partition_series=self.partition_series,
+            restored=await asyncio.to_thread(
+                RestoredGroups,
+                log_dirs[0],
+                self.config.groups.offsets_retention_ms,
+                int(time.time() * 1000),
+            ),
         )
         self.metrics.registry.register(self.groups.metrics)
+        group_offsets_mirror = GroupOffsetsMirror(
+            self.tier_store,
+            self.groups,
+            lambda topic: self.topics.log_config(topic).remote_storage_enable,
+            self.config.remote_log_manager.task_interval_ms,
+        )
+        self.group_offsets_mirror = group_offsets_mirror
         txn_markers = TxnMarkerAppender(self._append_as_coordinator, self.groups)
         self.txn_markers = txn_markers
         token = self.config.auth_token
@@ -329,6 +347,7 @@ class SidecarServer:
         if self.replicated is not None:
             await self.replicated.start()
         await self.groups.start()
+        group_offsets_mirror.start()
         await self.transactions.start()
         if self.config.assignment_file is not None:
             self._reloads = asyncio.create_task(assignment.follow_file())
@@ -547,6 +566,8 @@ class SidecarServer:
     async def stop(self) -> None:
         """Graceful shutdown; the log manager's clean shutdown comes last."""
         await self.health.enter_graceful_shutdown()
+        if self.group_offsets_mirror is not None:
+            await self.group_offsets_mirror.stop()
         if self.groups is not None:
             await self.groups.stop()
         if self.transactions is not None:
