@@ -11,8 +11,10 @@ after their answer (UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED with 
 reason), the rest at once, as Kafka's broker does (its ILLEGAL_SASL_STATE is for SASL
 requests that reach a connection past authentication: ``sasl_handshake``).
 
-The mechanisms check tierlog's bearer token (``sasl_mechanisms``). Sessions do not
-expire (lifetime 0: Kafka's default ``connections.max.reauth.ms``).
+PLAIN and OAUTHBEARER check tierlog's bearer token in one message; SCRAM checks a
+user's stored credential in two, each answered with the server's next message
+(``sasl_exchanges``). Sessions do not expire (lifetime 0: Kafka's default
+``connections.max.reauth.ms``).
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import ResponsePayload
 
+from tierlog.broker.scram_credentials import ScramCredentials, ScramMechanism
 from tierlog.kafka.codec import Frame, build, response_type
-from tierlog.kafka.sasl_mechanisms import MECHANISMS, SaslFailed
+from tierlog.kafka.sasl_exchanges import SaslExchange, ScramExchange, TokenExchange
+from tierlog.kafka.sasl_mechanisms import TOKEN_MECHANISMS, SaslFailed
 from tierlog.kafka.versions import SASL_AUTHENTICATE, SASL_HANDSHAKE
 
 __all__ = ["SaslAuthenticator", "SaslOutOfOrder", "SaslSettings"]
@@ -38,6 +42,7 @@ log = logging.getLogger(__name__)
 class SaslSettings:
     mechanisms: tuple[str, ...]  # sasl.enabled.mechanisms, each one of MECHANISMS
     token: str = field(repr=False)  # the broker's bearer token
+    credentials: ScramCredentials  # the users' SCRAM credentials
     # The largest request read before authentication ends (Kafka's
     # ``sasl.server.max.receive.size``): an unauthenticated client cannot make the
     # broker read socket.request.max.bytes.
@@ -50,8 +55,8 @@ class SaslOutOfOrder(Exception):
 
 class _State(Enum):
     HANDSHAKE = auto()  # ApiVersions or SaslHandshake expected
-    AUTHENTICATE = auto()  # SaslAuthenticate expected (handshake v1)
-    BARE_TOKEN = auto()  # a bare mechanism message expected (handshake v0)
+    AUTHENTICATE = auto()  # SaslAuthenticate expected (handshake v1), until the last
+    BARE_TOKEN = auto()  # a bare mechanism message expected (handshake v0), likewise
     COMPLETE = auto()
 
 
@@ -64,6 +69,7 @@ class SaslAuthenticator:
         self.failure: str | None = None  # set: close once the answer is sent
         self._state = _State.HANDSHAKE
         self._mechanism = ""
+        self._exchange: SaslExchange | None = None
         self.principal: str | None = None  # who it authenticated as, once complete
 
     @property
@@ -74,21 +80,26 @@ class SaslAuthenticator:
     def expects_bare_token(self) -> bool:
         return self._state is _State.BARE_TOKEN
 
-    def answer(self, frame: Frame) -> ResponsePayload:
+    @property
+    def holds_broker_token(self) -> bool:
+        """Whether the client proved it holds the broker's bearer token (PLAIN or
+        OAUTHBEARER), which lets it alter users' SCRAM credentials."""
+        return self.complete and self._mechanism in TOKEN_MECHANISMS
+
+    async def answer(self, frame: Frame) -> ResponsePayload:
         """The answer to a SASL request during authentication."""
         if frame.api_key == SASL_HANDSHAKE and self._state is _State.HANDSHAKE:
             return self._handshake(frame.body, frame.api_version)
         if frame.api_key == SASL_AUTHENTICATE and self._state is _State.AUTHENTICATE:
-            return self._authenticate(frame.body, frame.api_version)
+            return await self._authenticate(frame.body, frame.api_version)
         raise SaslOutOfOrder(
             f"api key {frame.api_key} v{frame.api_version} before SASL authentication ended"
         )
 
-    def bare_token(self, message: bytes) -> bytes:
-        """Handshake v0: the mechanism's answer to a bare message (nothing, on success).
-        Raises ``SaslFailed``: v0 has no way to say why but closing."""
-        self._check(message)
-        return b""
+    async def bare_token(self, message: bytes) -> bytes:
+        """Handshake v0: the mechanism's answer to a bare message. Raises
+        ``SaslFailed``: v0 has no way to say why but closing."""
+        return await self._evaluate(message)
 
     def _handshake(self, body: Any, version: int) -> ResponsePayload:
         enabled = self.settings.mechanisms
@@ -101,13 +112,20 @@ class SaslAuthenticator:
                 schema, {"error_code": ErrorCode.unsupported_sasl_mechanism, "mechanisms": enabled}
             )
         self._mechanism = body.mechanism
+        self._exchange = self._exchange_for(body.mechanism)
         self._state = _State.AUTHENTICATE if version >= 1 else _State.BARE_TOKEN
         return build(schema, {"error_code": ErrorCode.none, "mechanisms": enabled})
 
-    def _authenticate(self, body: Any, version: int) -> ResponsePayload:
+    def _exchange_for(self, mechanism: str) -> SaslExchange:
+        check = TOKEN_MECHANISMS.get(mechanism)
+        if check is not None:
+            return TokenExchange(check, self.settings.token)
+        return ScramExchange(ScramMechanism.named(mechanism), self.settings.credentials)
+
+    async def _authenticate(self, body: Any, version: int) -> ResponsePayload:
         schema = response_type(SASL_AUTHENTICATE, version)
         try:
-            self._check(body.auth_bytes)
+            reply = await self._evaluate(body.auth_bytes)
         except SaslFailed as failed:
             self.failure = f"authentication failed: {failed}"
             return build(
@@ -120,13 +138,20 @@ class SaslAuthenticator:
             )
         return build(
             schema,
-            {"error_code": ErrorCode.none, "error_message": None, "auth_bytes": b"",
+            {"error_code": ErrorCode.none, "error_message": None, "auth_bytes": reply,
              "session_lifetime": 0},
         )  # fmt: skip
 
-    def _check(self, message: bytes) -> None:
-        principal = MECHANISMS[self._mechanism](message, self.settings.token)
+    async def _evaluate(self, message: bytes) -> bytes:
+        """The exchange's answer to ``message``; the connection is authenticated once the
+        exchange names its principal."""
+        assert self._exchange is not None  # set by the handshake
+        reply = await self._exchange.evaluate(message)
+        principal = self._exchange.principal
+        if principal is None:
+            return reply
         self.principal = principal
         self._state = _State.COMPLETE
         log.debug("kafka listener: %s authenticated as %r (SASL/%s)", self.peer, principal,
                   self._mechanism)  # fmt: skip
+        return reply

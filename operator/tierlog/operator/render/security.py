@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tierlog.kafka.sasl_mechanisms import MECHANISMS
+from tierlog.kafka.sasl_mechanisms import TOKEN_MECHANISMS
 from tierlog.operator.spec import ClusterSpec, SecretKeyRef
 
 __all__ = [
@@ -53,7 +53,7 @@ def security_properties(cluster: ClusterSpec) -> dict[str, str]:
     if cluster.token is not None:
         props["tierlog.auth.token.file"] = f"{TOKEN_DIR}/{TOKEN_FILE}"
         # the Kafka listener's SASL: every mechanism the token can answer
-        props["sasl.enabled.mechanisms"] = ",".join(MECHANISMS)
+        props["sasl.enabled.mechanisms"] = ",".join(TOKEN_MECHANISMS)
     return props
 
 
