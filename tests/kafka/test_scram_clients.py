@@ -7,6 +7,7 @@ Kafka's codes."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from tests.kafka.test_bad_input import _wait_for_log
 from tests.kafka.test_protocol import METADATA, METADATA_V, _metadata
 from tests.kafka.test_sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, TOKEN
 from tests.kafka.wire import KafkaWire
+from tests.support.local_cluster import kafka_bootstrap, running_cluster
 from tests.support.sidecars import Sidecars
 from tierlog.client.admin import AdminClient
 
@@ -236,3 +238,37 @@ def test_the_token_holder_adds_deletes_and_describes_credentials(
     assert [(i.mechanism, i.iterations) for i in described.results[1].credential_infos] == [
         (1, 8192), (2, 4096)
     ]  # fmt: skip
+
+
+def test_credentials_altered_through_one_broker_log_in_at_another(tmp_path: Path) -> None:
+    """``tierlog cluster up`` (2 brokers, their Kafka listeners mapped to SASL_PLAINTEXT):
+    the credentials live in the cluster's partition-state store, not in a broker."""
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    cluster = tmp_path / "cluster"
+    with running_cluster(
+        cluster,
+        2,
+        f"tierlog.auth.token.file={token_file}",
+        "listener.security.protocol.map=PLAINTEXT:SASL_PLAINTEXT",
+        f"sasl.enabled.mechanisms={','.join(MECHANISMS)}",
+    ):
+        first, second = (int(a.rpartition(":")[2]) for a in kafka_bootstrap(cluster).split(","))
+        salted = hashlib.pbkdf2_hmac("sha512", PASSWORD.encode(), b"pepper", 4096)
+        upsertion = {**_upsertion("carol", 4096), "mechanism": 2}
+        upsertion.update(salt=b"pepper", salted_password=salted)
+        admin = KafkaWire(first)
+        try:
+            plain = f"\0admin\0{TOKEN}".encode()
+            assert admin.call(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code.name == "none"
+            assert admin.call(SASL_AUTHENTICATE, 2, {"auth_bytes": plain}).error_code.name == "none"
+            altered = admin.call(ALTER, 0, {"deletions": [], "upsertions": [upsertion]})
+        finally:
+            admin.close()
+        assert [(r.user, r.error_code.name) for r in altered.results] == [("carol", "none")]
+        elsewhere = KafkaWire(second)
+        try:
+            login = _scram_login(elsewhere, "SCRAM-SHA-512", "carol", PASSWORD)
+        finally:
+            elsewhere.close()
+    assert login.error_code.name == "none"
