@@ -474,7 +474,13 @@ class KafkaListener:
             raise _Refused(f"api key {api_key} v{api_version} does not parse: {error}") from None
         assert self._broker is not None  # connections are accepted once started
         serving(frame.client_id, peer, principal, _holds_broker_token(authenticator))
-        if authenticator is None or authenticator.complete or api_key == API_VERSIONS_KEY:
+        if authenticator is not None:
+            _check_session(authenticator, api_key)
+        if (
+            authenticator is None
+            or api_key == API_VERSIONS_KEY
+            or (authenticator.complete and not authenticator.begins_reauthentication(api_key))
+        ):
             response = await _HANDLERS[api_key](self._broker, frame.body, api_version)
         else:
             try:
@@ -504,6 +510,16 @@ def _principal(authenticator: SaslAuthenticator | None, certified: str | None) -
     """The connection's principal name so far (None: ANONYMOUS): on a SASL listener the
     SASL name once authenticated, as Kafka's principal builder ranks them."""
     return certified if authenticator is None else authenticator.principal
+
+
+def _check_session(authenticator: SaslAuthenticator, api_key: int) -> None:
+    """A connection whose SASL session ended is closed at its next request, but for the
+    SaslHandshake that renews it (KIP-368), as Kafka's broker closes it."""
+    if authenticator.expired and not authenticator.begins_reauthentication(api_key):
+        raise _Refused(
+            "its SASL session ended (connections.max.reauth.ms) without re-authentication",
+            Closed.AUTHENTICATION,
+        )
 
 
 def _holds_broker_token(authenticator: SaslAuthenticator | None) -> bool:

@@ -30,7 +30,12 @@ from tierlog.storage.errors import InvalidConfigError
 __all__ = ["LISTENER_SECURITY_KEYS", "ListenerSecurity"]
 
 LISTENER_SECURITY_KEYS = frozenset(
-    {"listener.security.protocol.map", "sasl.enabled.mechanisms", "sasl.server.max.receive.size"}
+    {
+        "connections.max.reauth.ms",
+        "listener.security.protocol.map",
+        "sasl.enabled.mechanisms",
+        "sasl.server.max.receive.size",
+    }
 )
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
@@ -40,6 +45,7 @@ class ListenerSecurity:
     protocol: str = "PLAINTEXT"
     sasl_mechanisms: tuple[str, ...] = tuple(TOKEN_MECHANISMS)
     sasl_max_receive_bytes: int = 524_288  # Kafka's sasl.server.max.receive.size
+    max_reauth_ms: int = 0  # Kafka's connections.max.reauth.ms (0: sessions never end)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str], listener_name: str) -> ListenerSecurity:
@@ -63,7 +69,12 @@ class ListenerSecurity:
         size = props.get("sasl.server.max.receive.size", "524288").strip()
         if not size.isdigit() or int(size) < 1:
             raise InvalidConfigError(f"sasl.server.max.receive.size must be positive, got {size!r}")
-        return cls(protocol, mechanisms, int(size))
+        reauth = props.get("connections.max.reauth.ms", "0").strip()
+        if not reauth.isdigit():
+            raise InvalidConfigError(
+                f"connections.max.reauth.ms must be 0 or more milliseconds, got {reauth!r}"
+            )
+        return cls(protocol, mechanisms, int(size), int(reauth))
 
     @property
     def uses_sasl(self) -> bool:
@@ -91,7 +102,13 @@ class ListenerSecurity:
                 f"a {self.protocol} Kafka listener checks clients against the bearer token: "
                 "set tierlog.auth.token.file or $TIERLOG_AUTH_TOKEN"
             )
-        return SaslSettings(self.sasl_mechanisms, token, credentials, self.sasl_max_receive_bytes)
+        return SaslSettings(
+            self.sasl_mechanisms,
+            token,
+            credentials,
+            self.sasl_max_receive_bytes,
+            self.max_reauth_ms,
+        )
 
 
 def _protocol_map(props: Mapping[str, str]) -> dict[str, str]:

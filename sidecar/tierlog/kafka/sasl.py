@@ -13,13 +13,21 @@ requests that reach a connection past authentication: ``sasl_handshake``).
 
 PLAIN and OAUTHBEARER check tierlog's bearer token in one message; SCRAM checks a
 user's stored credential in two, each answered with the server's next message
-(``sasl_exchanges``). Sessions do not expire (lifetime 0: Kafka's default
-``connections.max.reauth.ms``).
+(``sasl_exchanges``).
+
+Sessions last ``connections.max.reauth.ms`` (KIP-368; 0, Kafka's default: for ever),
+the lifetime SaslAuthenticate v1+ tells the client. Before it ends the client
+re-authenticates on the same connection: SaslHandshake naming the same mechanism, then
+SaslAuthenticate v1+, which must name the same principal (a failure closes the
+connection, as a first one does). A connection whose session ended without that is
+closed at its next request, as Kafka's broker closes it; a client then reconnects.
+
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from enum import Enum, auto
 from typing import Any
@@ -47,6 +55,8 @@ class SaslSettings:
     # ``sasl.server.max.receive.size``): an unauthenticated client cannot make the
     # broker read socket.request.max.bytes.
     max_receive_bytes: int = 524_288
+    # How long an authentication lasts (Kafka's ``connections.max.reauth.ms``; 0: for ever).
+    max_reauth_ms: int = 0
 
 
 class SaslOutOfOrder(Exception):
@@ -71,6 +81,8 @@ class SaslAuthenticator:
         self._mechanism = ""
         self._exchange: SaslExchange | None = None
         self.principal: str | None = None  # who it authenticated as, once complete
+        self._expires_at: float | None = None  # time.monotonic() when the session ends
+        self._reauthenticating = False
 
     @property
     def complete(self) -> bool:
@@ -86,8 +98,21 @@ class SaslAuthenticator:
         OAUTHBEARER), which lets it alter users' SCRAM credentials."""
         return self.complete and self._mechanism in TOKEN_MECHANISMS
 
+    @property
+    def expired(self) -> bool:
+        """Whether the session's lifetime (``connections.max.reauth.ms``) is over."""
+        expires_at = self._expires_at
+        return self.complete and expires_at is not None and time.monotonic() >= expires_at
+
+    def begins_reauthentication(self, api_key: int) -> bool:
+        """Whether a request is a SaslHandshake re-authenticating (KIP-368) a connection
+        whose session has a lifetime; without one, it is for the handlers to refuse."""
+        return api_key == SASL_HANDSHAKE and self.complete and self.settings.max_reauth_ms > 0
+
     async def answer(self, frame: Frame) -> ResponsePayload:
-        """The answer to a SASL request during authentication."""
+        """The answer to a SASL request during authentication or re-authentication."""
+        if self.begins_reauthentication(frame.api_key):
+            return self._reauthenticate(frame.body, frame.api_version)
         if frame.api_key == SASL_HANDSHAKE and self._state is _State.HANDSHAKE:
             return self._handshake(frame.body, frame.api_version)
         if frame.api_key == SASL_AUTHENTICATE and self._state is _State.AUTHENTICATE:
@@ -116,6 +141,25 @@ class SaslAuthenticator:
         self._state = _State.AUTHENTICATE if version >= 1 else _State.BARE_TOKEN
         return build(schema, {"error_code": ErrorCode.none, "mechanisms": enabled})
 
+    def _reauthenticate(self, body: Any, version: int) -> ResponsePayload:
+        """A SaslHandshake on an authenticated connection: the same mechanism again, with
+        SaslAuthenticate (handshake v1), as Kafka's broker requires."""
+        schema = response_type(SASL_HANDSHAKE, version)
+        if body.mechanism != self._mechanism or version < 1:
+            self.failure = (
+                f"re-authentication must use SaslHandshake v1+ and the mechanism "
+                f"{self._mechanism!r}, not v{version} and {body.mechanism!r}"
+            )
+            return build(
+                schema,
+                {"error_code": ErrorCode.unsupported_sasl_mechanism,
+                 "mechanisms": (self._mechanism,)},
+            )  # fmt: skip
+        self._exchange = self._exchange_for(self._mechanism)
+        self._state = _State.AUTHENTICATE
+        self._reauthenticating = True
+        return build(schema, {"error_code": ErrorCode.none, "mechanisms": self.settings.mechanisms})
+
     def _exchange_for(self, mechanism: str) -> SaslExchange:
         check = TOKEN_MECHANISMS.get(mechanism)
         if check is not None:
@@ -139,7 +183,7 @@ class SaslAuthenticator:
         return build(
             schema,
             {"error_code": ErrorCode.none, "error_message": None, "auth_bytes": reply,
-             "session_lifetime": 0},
+             "session_lifetime": self.settings.max_reauth_ms if self.complete else 0},
         )  # fmt: skip
 
     async def _evaluate(self, message: bytes) -> bytes:
@@ -150,8 +194,15 @@ class SaslAuthenticator:
         principal = self._exchange.principal
         if principal is None:
             return reply
+        if self._reauthenticating and principal != self.principal:
+            raise SaslFailed(
+                f"re-authentication must keep the principal {self.principal!r}, not {principal!r}"
+            )
         self.principal = principal
         self._state = _State.COMPLETE
+        self._reauthenticating = False
+        if self.settings.max_reauth_ms > 0:
+            self._expires_at = time.monotonic() + self.settings.max_reauth_ms / 1000
         log.debug("kafka listener: %s authenticated as %r (SASL/%s)", self.peer, principal,
                   self._mechanism)  # fmt: skip
         return reply
