@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -54,7 +55,7 @@ async def describe_user_scram_credentials(
 
 
 def _result(
-    user: str, mechanisms: dict[ScramMechanism, ScramCredential] | Any, times_asked: int
+    user: str, mechanisms: Mapping[ScramMechanism, ScramCredential], times_asked: int
 ) -> dict[str, Any]:
     if times_asked > 1:
         return _user_error(

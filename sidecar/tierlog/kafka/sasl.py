@@ -21,7 +21,6 @@ re-authenticates on the same connection: SaslHandshake naming the same mechanism
 SaslAuthenticate v1+, which must name the same principal (a failure closes the
 connection, as a first one does). A connection whose session ended without that is
 closed at its next request, as Kafka's broker closes it; a client then reconnects.
-
 """
 
 from __future__ import annotations
