@@ -86,8 +86,10 @@ def test_kafka_configs_describes_the_credentials_it_added(sidecar: KafkaSidecar)
         "--command-config", sidecar.admin_config,  # type: ignore[attr-defined]
         "--describe", "--entity-type", "users", "--entity-name", USER,
     )  # fmt: skip
-    assert "SCRAM-SHA-256=iterations=8192" in printed
-    assert "SCRAM-SHA-512=iterations=4096" in printed  # kafka-configs' default
+    assert printed.splitlines() == [  # 4096: kafka-configs' default iterations
+        f"SCRAM credential configs for user-principal '{USER}' are "
+        "SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096"
+    ]
 
 
 def _scram(mechanism: str, password: str = PASSWORD) -> dict[str, Any]:
