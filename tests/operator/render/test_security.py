@@ -133,4 +133,6 @@ def test_the_sidecar_starts_from_the_config_with_the_projected_files(
     assert config.kafka_security.protocol == "SASL_SSL"
     credentials = ScramCredentials(FileDocument(tmp_path / CREDENTIALS_FILE))
     sasl = config.kafka_security.sasl(config.auth_token, credentials)
-    assert sasl is not None and sasl.mechanisms == ("PLAIN", "OAUTHBEARER")
+    assert sasl is not None and sasl.mechanisms == (
+        "PLAIN", "OAUTHBEARER", "SCRAM-SHA-256", "SCRAM-SHA-512"
+    )  # fmt: skip
