@@ -8,6 +8,8 @@ Kafka's codes."""
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from tests.kafka.test_sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, TOKEN
 from tests.kafka.wire import KafkaWire
 from tests.support.local_cluster import kafka_bootstrap, running_cluster
 from tests.support.sidecars import Sidecars
+from tests.tools.franz_go import franz_go_test_bin
 from tierlog.client.admin import AdminClient
 
 CONFIGS = "kafka.admin.ConfigCommand"
@@ -274,3 +277,25 @@ def test_credentials_altered_through_one_broker_log_in_at_another(tmp_path: Path
         finally:
             elsewhere.close()
     assert login.error_code.name == "none"
+
+
+@pytest.mark.go_tools
+@pytest.mark.parametrize("bits", ["256", "512"])
+def test_franz_gos_scram_tests_pass(sidecar: KafkaSidecar, tmp_path: Path, bits: str) -> None:
+    """franz-go's own TestSCRAMAuth (logs in as the user it is given) and
+    TestSCRAMAuthBadCredentials (expects SASL_AUTHENTICATION_FAILED), as its suite runs
+    them against a SCRAM listener (``KGO_TEST_SCRAM=user:pass:bits``)."""
+    env = {
+        **os.environ,
+        "KGO_SEEDS": sidecar.kafka_address,  # its admin client only asks ApiVersions here
+        "KGO_TEST_SCRAM_SEEDS": sidecar.kafka_address,
+        "KGO_TEST_SCRAM": f"{USER}:{PASSWORD}:{bits}",
+    }
+    done = subprocess.run(
+        [franz_go_test_bin("kgo"), "-test.run", "^TestSCRAMAuth", "-test.v"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "--- PASS: TestSCRAMAuth " in done.stdout
+    assert "--- PASS: TestSCRAMAuthBadCredentials " in done.stdout
+    assert "SASL_AUTHENTICATION_FAILED" in done.stdout
