@@ -186,6 +186,8 @@ class ScramCredentials:
     def apply(self, changes: list[CredentialChange]) -> dict[str, TierlogError | None]:
         """Kafka's AlterUserScramCredentials: each user's changes land together, or none
         of them when one is refused; the outcome per user, in the order first named."""
+        if not changes:
+            return {}  # nothing to write
         outcomes: dict[str, TierlogError | None] = {}
 
         def change(current: UserCredentials) -> UserCredentials:
