@@ -20,6 +20,10 @@ What changed is journaled from a watch of those ConfigMaps (``kube_watch``), sta
 the first ``topic_changes``; this store object's own writes go into the journal too, so
 a broker that changed a topic sees it at its next poll, whatever the watch's delay.
 
+Users' SCRAM credentials are one ConfigMap, ``<cluster>-scram-credentials`` (salts,
+iterations and the derived keys, never a password; the broker's Role reaches ConfigMaps
+only), changed by the same read and conditional write.
+
 A topic's config overrides are ``<head>-configs``. Before parts, one ConfigMap,
 ``<cluster>-partition-state``, held every topic (some 10,000 partitions fit its 1 MiB)
 and ``<cluster>-topic-configs`` every topic's overrides. ``adopt_single_config_maps``
@@ -46,6 +50,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap
 
+from tierlog.broker.scram_credentials import CredentialDocument
 from tierlog.partition_state.change_journal import ChangeCursor, ChangeJournal, TopicChanges
 from tierlog.partition_state.kube_watch import RETRY_S, StateWatch
 from tierlog.partition_state.model import BrokerLease, configs_from_json, configs_to_json
@@ -177,6 +182,9 @@ class KubeStateStore(PartitionStateStore):
         """How many times the watch of this store's ConfigMaps failed (refused, 410 Gone,
         the server away): each time, its readers read everything until it is back."""
         return 0 if self._watch is None else self._watch.failures
+
+    def scram_credentials(self) -> CredentialDocument:
+        return _ConfigMapDocument(self, f"{self.cluster}-scram-credentials")
 
     def _read_part(self, topic: str, index: int, topic_id: str) -> str | None:
         name = part_config_map_name(self.cluster, topic, index, topic_id)
@@ -313,6 +321,31 @@ class KubeStateStore(PartitionStateStore):
         return KafkaStorageError(
             f"partition-state store: cannot {what} in {self.namespace}: {error.status.message}"
         )
+
+
+class _ConfigMapDocument:
+    """A document in one ConfigMap of the store's, under ``document``."""
+
+    _KEY = "document"
+
+    def __init__(self, store: KubeStateStore, name: str) -> None:
+        self._store = store
+        self.name = name
+
+    def read(self) -> str | None:
+        found = self._store._get_config_map(self.name)
+        return None if found is None else (found.data or {}).get(self._KEY)
+
+    def update(self, change: Callable[[str | None], str]) -> None:
+        while True:
+            found = self._store._get_config_map(self.name)
+            text = None if found is None else (found.data or {}).get(self._KEY)
+            after = change(text)
+            if after == text:
+                return
+            wanted = ConfigMap(metadata=self._store._metadata(self.name), data={self._KEY: after})
+            if self._store._put(found, wanted):
+                return
 
 
 def _text(found: ConfigMap | None, topic: str, key: str) -> str | None:

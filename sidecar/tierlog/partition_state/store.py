@@ -41,6 +41,7 @@ from tierlog.api.errors import (
     StaleBrokerEpochError,
     TopicAlreadyExistsError,
 )
+from tierlog.broker.scram_credentials import CredentialDocument
 from tierlog.partition_state.change_journal import ChangeCursor, TopicChanges
 from tierlog.partition_state.model import (
     PARTITIONS_PER_PART,
@@ -364,6 +365,11 @@ class PartitionStateStore(ABC):
         """The topics whose partitions or configs were written after ``since`` (None,
         or a reader too far behind: every topic may have been), and the cursor to ask
         from next. A change this store object made is among them once it returned."""
+
+    @abstractmethod
+    def scram_credentials(self) -> CredentialDocument:
+        """The document of users' SCRAM credentials (``broker.scram_credentials``), kept
+        beside the topics so every broker of the cluster reads the same one."""
 
     @abstractmethod
     def _read_part(self, topic: str, index: int, topic_id: str) -> str | None:

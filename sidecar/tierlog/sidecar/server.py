@@ -55,6 +55,7 @@ from tierlog.broker.partition_series import PartitionSeries
 from tierlog.broker.partitions import Partitions
 from tierlog.broker.produce import Acks, Appender
 from tierlog.broker.producer_ids import ProducerIdManager
+from tierlog.broker.scram_credentials import CREDENTIALS_FILE, FileDocument, ScramCredentials
 from tierlog.broker.topic_changes import TopicChanges
 from tierlog.broker.topic_mirror import TopicMirror
 from tierlog.broker.topics import TopicStore
@@ -395,13 +396,14 @@ class SidecarServer:
         assert self.txn_markers is not None
         topic_changes = self.topic_changes
         assert topic_changes is not None
+        scram_credentials = self._scram_credentials()
         listener = KafkaListener(
             self.config.kafka_listen,
             self.config.socket_request_max_bytes,
             self.config.connections_max_idle_ms,
             self.metrics.kafka,
             self.config.kafka_connection_limits,
-            self.config.kafka_security.sasl(self.config.auth_token),
+            self.config.kafka_security.sasl(self.config.auth_token, scram_credentials),
             self._kafka_tls(),
         )
         advertised = self.config.kafka_advertised_listener or _reachable(listener.address)
@@ -417,6 +419,7 @@ class SidecarServer:
             coordinators=lookup,
             transactions=self.transactions,
             txn_markers=self.txn_markers,
+            scram_credentials=scram_credentials,
             groups=self.groups,
             topic_changes=topic_changes,
             controller=self.replicated.deciding_controller if self.replicated else lambda: None,
@@ -427,6 +430,14 @@ class SidecarServer:
         await listener.start(broker)
         self.metrics.kafka.serving(broker.fetch_sessions)
         return listener
+
+    def _scram_credentials(self) -> ScramCredentials:
+        """Users' SCRAM credentials: in the partition-state store with replication, so
+        every broker reads the same; else in this broker's first log dir."""
+        if self.replicated is not None:
+            return ScramCredentials(self.replicated.store.scram_credentials())
+        log_dir = self.config.storage.log_dirs[0]
+        return ScramCredentials(FileDocument(log_dir / CREDENTIALS_FILE))
 
     def _kafka_tls(self) -> ssl.SSLContext | None:
         """The gRPC port's certificate and client checks, on an SSL or SASL_SSL listener."""
