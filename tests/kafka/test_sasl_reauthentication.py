@@ -15,15 +15,20 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 
-from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar
+from tests.kafka.conftest import KafkaSidecar
 from tests.kafka.test_bad_input import _wait_for_log
 from tests.kafka.test_protocol import METADATA, METADATA_V, _metadata
-from tests.kafka.test_sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, TOKEN, _closed
+from tests.kafka.test_sasl import (
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    TOKEN,
+    _closed,
+    start_token_sidecar,
+)
 from tests.kafka.test_scram_clients import ALTER
 from tests.kafka.wire import KafkaWire
-from tests.support.scrape import METRICS, scrape_sidecar
+from tests.support.scrape import scrape_sidecar
 from tests.support.sidecars import Sidecars
-from tierlog.client.admin import AdminClient
 
 REAUTH_MS = 2000  # kafka-python re-authenticates at 85-95% of it
 LIFETIME = datetime.timedelta(milliseconds=REAUTH_MS)
@@ -33,23 +38,14 @@ USER, PASSWORD = "dave", "dave-secret"
 
 @pytest.fixture(scope="module")
 def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
-    work = tmp_path_factory.mktemp("reauth")
-    token_file = work / "token"
-    token_file.write_text(TOKEN + "\n")
-    started = Sidecars()
-    try:
-        sidecar = start_kafka_sidecar(
+    with Sidecars() as started:
+        sidecar = start_token_sidecar(
             started,
-            work / "data",
-            METRICS,
-            f"tierlog.auth.token.file={token_file}",
+            tmp_path_factory.mktemp("reauth"),
+            (TOPIC,),
             "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256",
             f"connections.max.reauth.ms={REAUTH_MS}",
-            protocol="SASL_PLAINTEXT",
         )
-        grpc_admin = {"bootstrap.servers": sidecar.address, "tierlog.auth.token.file": token_file}
-        with AdminClient(grpc_admin) as topics:
-            topics.create_topic(TOPIC, 1, {})
         admin = _plain(sidecar, "admin")
         try:
             salted = hashlib.pbkdf2_hmac("sha256", PASSWORD.encode(), b"salt", 4096)
@@ -60,8 +56,6 @@ def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
         finally:
             admin.close()
         yield sidecar
-    finally:
-        started.kill_all()
 
 
 def _authenticate(wire: KafkaWire, user: str, mechanism: str = "PLAIN") -> Any:

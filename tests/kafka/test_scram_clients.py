@@ -15,19 +15,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 from kafka.errors import KafkaError
 from kafka.net.sasl.scram import ScramClient
 
-from tests.kafka.conftest import KafkaSidecar, run_java, start_kafka_sidecar
+from tests.kafka.conftest import KafkaSidecar, run_java
 from tests.kafka.test_bad_input import _wait_for_log
 from tests.kafka.test_protocol import METADATA, METADATA_V, _metadata
-from tests.kafka.test_sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, TOKEN
+from tests.kafka.test_sasl import (
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    TOKEN,
+    produce_and_read_back,
+    start_token_sidecar,
+)
 from tests.kafka.wire import KafkaWire
 from tests.support.local_cluster import kafka_bootstrap, running_cluster
 from tests.support.sidecars import Sidecars
 from tests.tools.franz_go import franz_go_test_bin
-from tierlog.client.admin import AdminClient
 
 CONFIGS = "kafka.admin.ConfigCommand"
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -41,21 +46,10 @@ def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
     """A SASL listener with PLAIN (the token) and both SCRAMs, and alice's credentials
     added by ``kafka-configs`` as an operator adds them."""
     work = tmp_path_factory.mktemp("scram")
-    token_file = work / "token"
-    token_file.write_text(TOKEN + "\n")
-    started = Sidecars()
-    try:
-        sidecar = start_kafka_sidecar(
-            started,
-            work / "data",
-            f"tierlog.auth.token.file={token_file}",
-            f"sasl.enabled.mechanisms={','.join(MECHANISMS)}",
-            protocol="SASL_PLAINTEXT",
+    with Sidecars() as started:
+        sidecar = start_token_sidecar(
+            started, work, (TOPIC, JAVA_TOPIC), f"sasl.enabled.mechanisms={','.join(MECHANISMS)}"
         )
-        grpc_admin = {"bootstrap.servers": sidecar.address, "tierlog.auth.token.file": token_file}
-        with AdminClient(grpc_admin) as topics:
-            for topic in (TOPIC, JAVA_TOPIC):
-                topics.create_topic(topic, 1, {})
         admin = _client_config(work / "admin.properties", "PLAIN", "admin", TOKEN)
         run_java(
             CONFIGS, "--bootstrap-server", sidecar.kafka_address, "--command-config", admin,
@@ -65,8 +59,6 @@ def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
         )  # fmt: skip
         sidecar.admin_config = admin  # type: ignore[attr-defined]
         yield sidecar
-    finally:
-        started.kill_all()
 
 
 def _client_config(path: Path, mechanism: str, user: str, password: str) -> str:
@@ -110,20 +102,7 @@ def test_kafka_python_logs_in_with_scram_and_produces_and_consumes(
     sidecar: KafkaSidecar, mechanism: str
 ) -> None:
     security = {**_scram(mechanism), "bootstrap_servers": sidecar.kafka_address}
-    producer = KafkaProducer(acks="all", **security)
-    try:
-        stored = producer.send(TOPIC, value=mechanism.encode()).get(timeout=30)
-    finally:
-        producer.close()
-    consumer = KafkaConsumer(**security)
-    try:
-        partition = TopicPartition(TOPIC, 0)
-        consumer.assign([partition])
-        consumer.seek(partition, stored.offset)
-        records = consumer.poll(timeout_ms=30_000)[partition]
-    finally:
-        consumer.close()
-    assert records[0].value == mechanism.encode()
+    assert produce_and_read_back(security, TOPIC, mechanism.encode()) == mechanism.encode()
 
 
 def test_kafka_console_consumer_logs_in_with_scram_sha_512(
