@@ -1,0 +1,119 @@
+"""Issue 32: the controller's failover pass in-process, at 2,000 and 10,000 partitions.
+
+One topic of N partitions, replication factor 3 over brokers 0-2 (each broker leads a
+third and follows the rest), in the directory store of ``tierlog cluster up`` or the
+Kubernetes store against the tests' etcd and kube-apiserver. The controller runs on a
+clock of its own: its first pass reads every lease and topic, then brokers 0 and 1
+renew and the clock moves past a lease, so broker 2 is fenced and the next pass (the
+*failover pass*) takes it out of every ISR and elects a new leader for its third, a
+write per part of the topic. The partitions' state, the store's code and its I/O are
+the real ones; only the lease's wait is skipped. Per N: the median of ``--runs`` fresh
+stores, of the first pass, the failover pass and the idle pass after it.
+
+Run from the repository root::
+
+    .venv/bin/python -m tests.benchmarks.controller_pass_bench --partitions 2000 10000
+    .venv/bin/python -m tests.benchmarks.controller_pass_bench --store kube   # needs make tools
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.benchmarks.kafka_comparison_bench import machine
+from tests.benchmarks.scale_sim import Stores
+from tierlog.controller.controller import Controller
+from tierlog.partition_state.model import PartitionState
+from tierlog.partition_state.store import PartitionStateStore
+
+BROKERS = (0, 1, 2)
+VICTIM = 2
+LEASE_S = 9.0
+TOPIC = "scale"
+
+
+class _Clock:
+    """The controller's monotonic clock, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def measure_passes(store: PartitionStateStore, partitions: int) -> tuple[float, float, float]:
+    """(first pass s, failover pass s, idle pass s) over a fresh ``store``."""
+    store.create_topic(
+        TOPIC,
+        {
+            p: PartitionState.new(tuple(BROKERS[(p + i) % len(BROKERS)] for i in BROKERS))
+            for p in range(partitions)
+        },
+    )
+    holders = {broker: f"bench-{broker}" for broker in BROKERS}
+    for broker, holder in holders.items():
+        store.acquire_lease(broker, holder, LEASE_S)
+    clock = _Clock()
+    controller = Controller(store, clock=clock)
+    first = _timed(controller.step)
+    for broker in BROKERS:
+        if broker != VICTIM:
+            store.renew_lease(broker, holders[broker])
+    clock.now = LEASE_S + 1
+    started = time.perf_counter()
+    changes = controller.step()
+    failover = time.perf_counter() - started
+    assert VICTIM not in controller.live and len(changes) == partitions, len(changes)
+    idle = _timed(controller.step)
+    return first, failover, idle
+
+
+def _timed(work: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    work()
+    return time.perf_counter() - started
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--store", choices=("local", "kube"), default="local")
+    parser.add_argument("--partitions", type=int, nargs="+", default=[2000, 10_000])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--workdir", type=Path, help="where the stores live (default: a tmp dir)")
+    args = parser.parse_args(argv)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="tierlog-ctlpass-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    print(f"# {machine()}; load average {os.getloadavg()[0]:.1f} at start", flush=True)
+    print(f"# {' '.join(sys.argv)}", flush=True)
+    print("| store | partitions | first pass s | failover pass s | idle pass s | runs |")
+    print("|---|---|---|---|---|---|")
+    stores = Stores(args.store, workdir)
+    try:
+        for partitions in args.partitions:
+            runs = []
+            for _ in range(args.runs):
+                with stores.fresh() as store:
+                    runs.append(measure_passes(store, partitions))
+                    store.close()
+            first, failover, idle = (statistics.median(c) for c in zip(*runs, strict=True))
+            every = ", ".join(f"{run[1]:.3f}" for run in runs)
+            print(
+                f"| {args.store} | {partitions:,} | {first:.3f} | {failover:.3f} | "
+                f"{idle:.4f} | failover {every} |",
+                flush=True,
+            )
+    finally:
+        stores.stop()
+    print(f"# load average {os.getloadavg()[0]:.1f} at end", flush=True)
+
+
+if __name__ == "__main__":
+    main()
