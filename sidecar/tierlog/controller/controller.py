@@ -123,19 +123,20 @@ class Controller:
         one batch (``write_changes``)."""
         unclean: bool | None = None  # read once a partition needs it (a store read)
         proposed = []
+        kinds: dict[int, str] = {}  # each proposed change's ``ELECTION_CAUSES`` entry
         for partition, state in sorted(partitions.items()):
             if unclean is None and not self.live & set(state.isr):
                 unclean = self._unclean_for(topic)
             after = self._decide(state, bool(unclean))
             if after is not None:
-                cause = _cause(state, after, self.live)[1]
+                kinds[partition], cause = _cause(state, after, self.live)
                 proposed.append(ProposedChange(partition, state, after, cause))
         changes = write_changes(self._store, topic, proposed)
         if len(changes) < len(proposed):  # lost to another change, or deleted
             self._undecided.add(topic)
         for change in changes:
             if change.after.leader not in (change.before.leader, NO_LEADER):
-                self.elections[_cause(change.before, change.after, self.live)[0]] += 1
+                self.elections[kinds[change.partition]] += 1
         after_pass = {**partitions, **{change.partition: change.after for change in changes}}
         self._offline[topic] = sum(state.leader == NO_LEADER for state in after_pass.values())
         return changes
@@ -147,7 +148,9 @@ class Controller:
         if self.preferred_leaders:
             after = preferred_leader(after, self.live) or after
         after = complete_reassignment(after, self.live) or after
-        return None if after == state else after
+        # Each step gives None when it changes nothing, so an unchanged state is the same
+        # object (most partitions of most passes): no field-by-field comparison.
+        return None if after is state or after == state else after
 
 
 def _cause(before: PartitionState, after: PartitionState, live: Set[int]) -> tuple[str, str]:
