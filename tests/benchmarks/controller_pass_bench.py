@@ -108,7 +108,6 @@ def main(argv: list[str] | None = None) -> None:
             for _ in range(args.runs):
                 with stores.fresh() as store:
                     runs.append(measure_passes(store, partitions))
-                    store.close()
             first, failover, cpu, idle = (statistics.median(c) for c in zip(*runs, strict=True))
             every = ", ".join(f"{run[1]:.3f}" for run in runs)
             print(
