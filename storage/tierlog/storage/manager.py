@@ -135,6 +135,7 @@ class LogManager:
 
     def startup(self, progress: RecoveryProgress | None = None) -> None:
         """Load (recovering where needed) every partition in every log dir."""
+        self._shut_down = False
         for log_dir in self.config.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
             self._lock_dir(log_dir)
