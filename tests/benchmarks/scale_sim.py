@@ -272,7 +272,11 @@ class Stores:
             return
         namespace = self._plane.create_namespace("scale")
         client = Client(KubeConfig.from_file(self._plane.kubeconfig), field_manager="scale-sim")
-        yield KubeStateStore(client, namespace, "sim")
+        store = KubeStateStore(client, namespace, "sim")
+        try:
+            yield store
+        finally:
+            store.close()  # its watch, before the namespace goes
         self._plane.kubectl("delete", "namespace", namespace, "--wait=false")
 
     def stop(self) -> None:
