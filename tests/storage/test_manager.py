@@ -441,17 +441,21 @@ def test_deleting_a_tiered_partition_deletes_its_tier(tmp_path: Path) -> None:
     manager.shutdown()
 
 
-def test_the_partition_count_follows_the_logs_held(tmp_path: Path) -> None:
-    """What a metrics scrape asks (``tierlog.metrics.partition.series.max`` compares it),
-    counted without listing the partitions in order."""
+def test_the_partition_count_and_has_log_follow_the_logs_held(tmp_path: Path) -> None:
+    """What a metrics scrape and a topic change ask (``tierlog.metrics.partition.series.max``
+    compares the count; a config change asks each partition), answered without listing
+    the partitions in order."""
     manager = manager_for(tmp_path / "a")
     manager.startup()
     assert manager.partition_count == 0
+    assert not manager.has_log(ORDERS_0)
     manager.get_or_create_log(ORDERS_0)
     manager.get_or_create_log(ORDERS_1)
     assert manager.partition_count == 2
+    assert manager.has_log(ORDERS_0)
     manager.delete_log(ORDERS_0)
     assert manager.partition_count == len(manager.partitions) == 1
+    assert not manager.has_log(ORDERS_0) and manager.has_log(ORDERS_1)
     manager.shutdown()
 
 

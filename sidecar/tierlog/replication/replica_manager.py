@@ -194,7 +194,7 @@ class ReplicaManager:
         config = self.topics.log_config(topic.name)
         for partition in range(topic.partition_count):
             tp = TopicPartition(topic.name, partition)
-            if tp in self.logs.partitions:
+            if self.logs.has_log(tp):
                 self.logs.get_log(tp).update_config(config)
 
     async def _forget_topic(self, name: str) -> None:

@@ -427,6 +427,10 @@ class LogManager:
     def partitions(self) -> Sequence[TopicPartition]:
         return sorted(self._logs)
 
+    def has_log(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` has a log here (``tp in partitions`` sorts every log first)."""
+        return tp in self._logs
+
     @property
     def partition_count(self) -> int:
         """``len(partitions)`` without sorting them (a scrape asks it three times)."""
