@@ -256,7 +256,7 @@ async def _apply_partition_state_access(
     account = broker_service_account(cluster, owner)
     if account is not None:
         await kube.apply(account)
-    await kube.apply(scram_credentials_secret(cluster, owner))
+    await kube.apply(scram_credentials_secret(cluster))
     await kube.apply(partition_state_role(cluster, owner, brokers))
     await kube.apply(partition_state_role_binding(cluster, owner))
 

@@ -63,14 +63,15 @@ def test_the_brokers_may_keep_their_configmaps_and_leases_and_nothing_else(owner
     }
 
 
-def test_the_operator_creates_the_scram_credentials_secret_empty(owner: Owner) -> None:
-    """Applied at every pass: without ``data`` it never overwrites the brokers' writes."""
-    secret = scram_credentials_secret(_replicated(), owner)
+def test_the_operator_creates_the_scram_credentials_secret_empty() -> None:
+    """Applied at every pass: without ``data`` it never overwrites the brokers' writes;
+    without an owner it outlives the cluster, as the partition state does."""
+    secret = scram_credentials_secret(_replicated())
     assert secret["kind"] == "Secret" and secret["type"] == "Opaque"
     assert "data" not in secret and "stringData" not in secret
     assert secret["metadata"]["name"] == "events-scram-credentials"
     assert secret["metadata"]["labels"]["tierlog.io/cluster"] == "events"
-    assert secret["metadata"]["ownerReferences"] == [owner.reference()]
+    assert "ownerReferences" not in secret["metadata"]
 
 
 def test_the_brokers_run_as_their_own_account_unless_the_spec_names_one(owner: Owner) -> None:
@@ -116,7 +117,7 @@ def test_with_the_rendered_role_a_broker_keeps_scram_credentials_and_no_other_se
     kube: ControlPlane, tmp_path: Path
 ) -> None:
     """The real API server's RBAC: a broker's account, bound to the rendered Role, reads
-    and changes the operator's Secret (keeping its owner and labels) and may neither
+    and changes the operator's Secret (keeping its labels) and may neither
     read another Secret nor create one."""
     namespace = kube.create_namespace("scram")
     meta = {"name": "events", "namespace": namespace, "uid": "u-1"}
@@ -128,7 +129,7 @@ def test_with_the_rendered_role_a_broker_keeps_scram_credentials_and_no_other_se
         account,
         partition_state_role(cluster, owner, 1),
         partition_state_role_binding(cluster, owner),
-        scram_credentials_secret(cluster, owner),
+        scram_credentials_secret(cluster),
     ]
     kube.kubectl(
         "apply",
@@ -146,7 +147,6 @@ def test_with_the_rendered_role_a_broker_keeps_scram_credentials_and_no_other_se
 
     assert sorted(ScramCredentials(store.scram_credentials()).read()) == ["alice"]
     kept = kube.get_json("secret", "events-scram-credentials", "-n", namespace)["metadata"]
-    assert kept["ownerReferences"][0]["uid"] == "u-1"
     assert kept["labels"]["app.kubernetes.io/managed-by"] == "tierlog-operator"
     with pytest.raises(ApiError) as reading:
         broker.get(Secret, "s3-keys", namespace=namespace)

@@ -26,7 +26,7 @@ so its passes never touch the credentials the brokers write.
 
 from __future__ import annotations
 
-from tierlog.operator.render.common import Manifest, Owner, metadata
+from tierlog.operator.render.common import Manifest, Owner, labels, metadata
 from tierlog.operator.spec import ClusterSpec
 from tierlog.partition_state.kube_store import (
     CLUSTER_LABEL,
@@ -100,14 +100,19 @@ def partition_state_role(cluster: ClusterSpec, owner: Owner, brokers: int) -> Ma
     }
 
 
-def scram_credentials_secret(cluster: ClusterSpec, owner: Owner) -> Manifest:
+def scram_credentials_secret(cluster: ClusterSpec) -> Manifest:
     """The empty Secret the brokers keep users' SCRAM credentials in; no ``data``, so
-    applying it again leaves theirs."""
+    applying it again leaves theirs. Like the partition state, no owner reference: the
+    users outlive a deleted cluster, for one made again under its name."""
     name = scram_credentials_secret_name(cluster.name)
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": metadata(cluster, name, owner, {CLUSTER_LABEL: cluster.name}),
+        "metadata": {
+            "name": name,
+            "namespace": cluster.namespace,
+            "labels": {**labels(cluster), CLUSTER_LABEL: cluster.name},
+        },
         "type": "Opaque",
     }
 
