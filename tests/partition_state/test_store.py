@@ -3,11 +3,15 @@ runs each test on a directory and on the real API server)."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
+from lightkube import Client, KubeConfig
+from lightkube.core.exceptions import ApiError
+from lightkube.resources.core_v1 import ConfigMap, Secret
 
 from tests.partition_state.conftest import Clock
 from tierlog.api.errors import (
@@ -24,6 +28,7 @@ from tierlog.broker.scram_credentials import (
     ScramMechanism,
     UserCredentials,
 )
+from tierlog.partition_state.kube_store import CLUSTER_LABEL
 from tierlog.partition_state.model import (
     LEGACY_TOPIC_ID,
     NO_LEADER,
@@ -345,7 +350,7 @@ def test_scram_credentials_read_back_from_another_store_object_and_a_rival_loses
     a rival's write then overtook is decided again on Kubernetes (its write is a 409
     Conflict); on one machine the file lock keeps the rival out until the change is done,
     so the rival goes after it (a rival inside the lock would wait on itself)."""
-    store, kind, _ = store_at()
+    store, kind, where = store_at()
     rival, _, _ = store_at()
     credentials = ScramCredentials(store.scram_credentials())
     credentials.apply([_upsert("alice")])
@@ -369,3 +374,22 @@ def test_scram_credentials_read_back_from_another_store_object_and_a_rival_loses
     assert users["alice"][sha_256] == ScramCredential.from_password(
         sha_256, "secret", 4096, b"salt"
     )
+    if kind == "kube":
+        _assert_kept_in_a_secret_only(where, again.scram_credentials().read())
+
+
+def _assert_kept_in_a_secret_only(where: str, document: str | None) -> None:
+    """Derived keys are credential material: on Kubernetes they are an Opaque Secret
+    labelled with the cluster (readers of the namespace's ConfigMaps must not see them),
+    its ``document`` base64 as a Secret's data is, and no ConfigMap of that name."""
+    kubeconfig, namespace, cluster = where.split()
+    client = Client(KubeConfig.from_file(kubeconfig))
+    name = f"{cluster}-scram-credentials"
+    secret = client.get(Secret, name, namespace=namespace)
+    assert secret.type == "Opaque"
+    assert secret.metadata is not None and secret.metadata.labels == {CLUSTER_LABEL: cluster}
+    assert document is not None
+    assert base64.b64decode((secret.data or {})["document"]).decode() == document
+    with pytest.raises(ApiError) as absent:
+        client.get(ConfigMap, name, namespace=namespace)
+    assert absent.value.status.code == 404
