@@ -14,7 +14,6 @@ the other tests' shared server must keep as the repository has them.
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -224,11 +223,7 @@ def test_the_real_operator_works_with_the_charts_rbac_alone(
         plane.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
     release = plane.create_namespace("operator")
     _helm(plane, "install", "granted", CHART, "--namespace", release, "--set", "crds.install=false")
-    token = plane.kubectl("create", "token", ACCOUNT, "-n", release).stdout.strip()
-    config = json.loads(plane.kubeconfig.read_text())
-    config["users"][0]["user"] = {"token": token}  # the ServiceAccount's, from TokenRequest
-    as_operator = tmp_path / "kubeconfig-operator"
-    as_operator.write_text(json.dumps(config))
+    as_operator = plane.kubeconfig_as(ACCOUNT, release, tmp_path)
     watched = plane.create_namespace("watched")
     log_path = tmp_path / "operator.log"
     running = start_operator(dataclasses.replace(plane, kubeconfig=as_operator), watched, log_path)

@@ -157,9 +157,5 @@ def test_with_the_rendered_role_a_broker_keeps_scram_credentials_and_no_other_se
 
 def _client_as(plane: ControlPlane, namespace: str, account: str, workdir: Path) -> Client:
     """A client holding a token of ``account``, as the kubelet gives a pod."""
-    token = plane.kubectl("create", "token", account, "-n", namespace).stdout.strip()
-    config = json.loads(plane.kubeconfig.read_text())
-    config["users"][0]["user"] = {"token": token}
-    path = workdir / f"kubeconfig-{account}"
-    path.write_text(json.dumps(config))
+    path = plane.kubeconfig_as(account, namespace, workdir)
     return Client(KubeConfig.from_file(path), field_manager="tierlog-tests")
