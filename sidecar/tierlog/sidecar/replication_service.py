@@ -8,6 +8,10 @@ that the follower's log agrees with its own up to the fetch offset (the epoch of
 follower's last batch must end at or past it here, KIP-320; else the answer is where
 that epoch ends, and the follower truncates), and notes how far the follower is, which
 moves the high watermark and the ISR.
+
+The stream is a fetch session (``replica_fetch_session``): the leader looks again only
+at the partitions the follower named or that changed here, and answers only those with
+news, so an idle follower costs a wake-up per ``max_wait_ms`` and nothing per partition.
 """
 
 from __future__ import annotations
