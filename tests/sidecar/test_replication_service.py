@@ -332,3 +332,38 @@ def test_an_idle_fetch_session_names_no_partition_and_a_new_record_only_its_own(
 
 async def _nothing_to_do(_tp: TopicPartition, _outcome: FetchOutcome) -> None:
     return None
+
+
+def test_a_follower_that_sends_full_requests_is_answered_in_full_each_time(
+    tmp_path: Path,
+) -> None:
+    """A follower that keeps no session (one from before sessions) names every partition
+    in each request, ``incremental`` unset: each is a new session's first request, and
+    its answer names every partition again, as before."""
+
+    async def two_full_requests() -> None:
+        await cluster.replicas.poll_once()
+        cluster.replicas.leaders[ORDERS].log.append(make_batch(3))
+        full = pb.ReplicaFetchRequest(
+            replica_id=1,
+            broker_epoch=cluster.broker_epochs[1],
+            max_wait_ms=0,
+            partitions=[
+                pb.ReplicaFetchPartition(
+                    topic=ORDERS.topic, partition=ORDERS.partition, fetch_offset=0
+                )
+            ],
+        )
+
+        async def requests() -> AsyncIterator[pb.ReplicaFetchRequest]:
+            for _ in range(2):
+                yield full
+
+        context = cast(grpc.aio.ServicerContext[Any, Any], None)  # only used to abort
+        answers = [a async for a in cluster.service.ReplicaFetch(requests(), context)]
+        assert [[p.partition for p in a.partitions] for a in answers] == [[0], [0]]
+        assert all(a.partitions[0].record_batches for a in answers)
+        await cluster.replicas.stop()
+
+    with _leader_of_orders(tmp_path) as cluster:
+        asyncio.run(asyncio.wait_for(two_full_requests(), ANSWER_TIMEOUT_S))
