@@ -43,7 +43,7 @@ from tierlog.partition_state.store_follower import StoreFollower
 from tierlog.replication.config import ReplicationConfig
 from tierlog.replication.fetcher import ReplicaFetcher
 from tierlog.replication.follower import FetchOutcome
-from tierlog.replication.leader import LeaderPartition
+from tierlog.replication.leader import LeaderPartition, SessionClock
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.log import Log
 from tierlog.storage.manager import LogManager
@@ -461,11 +461,13 @@ class ReplicaManager:
         asked: pb.ReplicaFetchPartition,
         now_ms: int,
         broker_epoch: int,
+        clock: SessionClock | None = None,
     ) -> None:
-        """``replica``'s fetch, made in ``broker_epoch``, was answered: the high watermark
-        may move, and the replica may rejoin the ISR."""
+        """``replica``'s fetch, made in ``broker_epoch`` (in the session ``clock`` keeps
+        current), was answered: the high watermark may move, and the replica may rejoin
+        the ISR."""
         before = leader.high_watermark
-        leader.record_fetch(replica, asked.fetch_offset, now_ms)
+        leader.record_fetch(replica, asked.fetch_offset, now_ms, clock)
         if leader.high_watermark != before:
             self.watch.appended(leader.tp)  # consumers may read further now
         if leader.caught_up(replica) and self._isr_eligible(replica, broker_epoch, now_ms):
