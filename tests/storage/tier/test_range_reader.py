@@ -107,19 +107,32 @@ def test_gets_are_whole_chunks_once_each_then_the_cache_answers(
     assert reader.cache.entries == 5
 
 
-def test_the_chunks_after_a_read_are_prefetched(tmp_path: Path, store: RecordingStore) -> None:
-    body = bytes(5000)
+def test_a_read_from_an_objects_start_reads_one_gets_worth_ahead_beside_its_own_get(
+    tmp_path: Path, store: RecordingStore
+) -> None:
+    """A reader from an object's start (a consumer crossing into a segment) reads on: its
+    first window is one read-ahead GET's worth in one request (capped by the deepest
+    window), not ``prefetch_chunks``, and that GET goes out while the read's own chunk
+    is still coming, not after it."""
+    body = bytes(40 * CHUNK)
     store.put("seg", body)
     cache = ChunkCache(tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=1 << 20, max_entries=100)
-    reader = RangeReader(store, cache, prefetch_chunks=2)
+    reader = RangeReader(store, cache, prefetch_chunks=2, max_prefetch_chunks=16)
+    store.gate.clear()  # no GET answers until both are out
+    reading = threading.Thread(target=reader.read, args=("seg", 0, 10, len(body)))
     try:
-        reader.read("seg", 0, 10, len(body))
+        reading.start()
+        wait_until(lambda: len(store.gets) == 2)
+        assert sorted(store.gets) == [("seg", 0, 1000), ("seg", 1000, 17_000)]  # 1-16 in one
+        store.gate.set()
+        reading.join(10)
         wait_until(lambda: reader.in_flight("seg") == [])
-        assert sorted(store.gets) == [("seg", 0, 1000), ("seg", 1000, 3000)]  # 1-2 in one GET
         store.gets.clear()
-        assert reader.read("seg", 1000, 3000, len(body)) == body[1000:3000]
-        assert store.gets == []  # both prefetched: no GET for them
+        assert reader.read("seg", 1000, 17_000, len(body)) == body[1000:17_000]
+        assert [get for get in store.gets if get[1] < 17_000] == []  # read ahead: no GET
     finally:
+        store.gate.set()
+        reading.join(10)
         reader.close()
 
 
@@ -405,8 +418,8 @@ def test_a_sequential_reader_reads_ahead_deeper_with_each_read_a_random_one_not_
         read_chunk(20)  # a jump: no read-ahead, and no GET beyond its own
         read_chunk(90)
         assert reader.in_flight("seg") == [] and store.gets == []
-        read_chunk(0)  # an object's start: a sequential reader's first read
-        assert reader.in_flight("seg") == [1, 2]
+        read_chunk(0)  # an object's start: a sequential reader's, one GET's worth ahead
+        assert reader.in_flight("seg") == list(range(1, 17))
         settle()
         assert cache.stats().read_ahead_hits == 2  # chunks 52 and 53, read ahead, then read
     finally:

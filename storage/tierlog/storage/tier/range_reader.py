@@ -122,6 +122,14 @@ class RangeReader:
         # A GET's answer is held whole, so none may be larger than the memory allowed.
         get_bytes = min(READ_AHEAD_GET_BYTES, read_ahead_memory_bytes)
         self._get_chunks = max(get_bytes // self.chunk_bytes, 1)
+        # A reader from an object's start (a consumer crossing into a segment, a scan)
+        # reads on: its first window is one read-ahead GET's worth, in one request, not
+        # ``prefetch_chunks`` then twice that, each a round trip and a request's CPU.
+        self._first_window = (
+            max(self.prefetch_chunks, min(self._get_chunks, self.max_prefetch_chunks))
+            if self.prefetch_chunks
+            else 0
+        )
         self._pool = ThreadPoolExecutor(max(threads, 1), thread_name_prefix="tier-fetch")
         self._ahead_pool = ThreadPoolExecutor(max(threads, 1), thread_name_prefix="tier-ahead")
         # Chunks a reader waited for go to the disk cache here, after the reader has them.
@@ -157,13 +165,22 @@ class RangeReader:
         chunk = self.chunk_bytes
         first, last = start // chunk, (end - 1) // chunk
         depth = self._window(key, first, last) if prefetch else 0
-        pending = {i: self._fetching(key, i, object_size) for i in range(first + 1, last + 1)}
-        pieces = [self.chunk(key, first, object_size)]
-        pieces += [self._wait(key, i, object_size, pending[i]) for i in range(first + 1, last + 1)]
-        if prefetch:
-            self._keep_tail(key, last, pieces[-1])
+        # This read's chunks in memory are taken first: read-ahead makes its room by
+        # pushing the oldest unread chunks out, and those would be these. Then read-ahead's
+        # GETs go out beside this read's own rather than after them (one round trip less
+        # for a reader that waits on the store).
+        taken = self._take_in_memory(key, first, last)
         if depth:
             self._read_ahead(key, last + 1, depth, object_size)
+        missing = [i for i in range(first + 1, last + 1) if i not in taken]
+        pending = {i: self._fetching(key, i, object_size) for i in missing}
+        pieces = [taken[first] if first in taken else self.chunk(key, first, object_size)]
+        pieces += [
+            taken[i] if i in taken else self._wait(key, i, object_size, pending[i])
+            for i in range(first + 1, last + 1)
+        ]
+        if prefetch:
+            self._keep_tail(key, last, pieces[-1])
         whole = Pieces(first * chunk, pieces)
         return Pieces(start, whole.views(start, end))
 
@@ -233,7 +250,7 @@ class RangeReader:
                 if depth is not None:
                     break
             if depth is None:  # a new reader: sequential only when it starts at the start
-                depth = self.prefetch_chunks if first == 0 else 0
+                depth = self._first_window if first == 0 else 0
             else:
                 depth = min(max(2 * depth, self.prefetch_chunks), self.max_prefetch_chunks)
             self._streams[(key, last)] = depth
@@ -391,6 +408,20 @@ class RangeReader:
         else:
             self.cache.mark_read(key, index)
         return data
+
+    def _take_in_memory(self, key: str, first: int, last: int) -> dict[int, Chunk]:
+        """The chunks of ``[first, last]`` in memory, in order: a recent read's, or read
+        ahead and waiting (now read)."""
+        taken = {}
+        for index in range(first, last + 1):
+            found = self._tail(key, index)
+            if found is None:
+                found = self._take_landed(key, index)
+                if found is not None:
+                    self.cache.found_in_memory(key, index, read_ahead=True)
+            if found is not None:
+                taken[index] = found
+        return taken
 
     def _take_landed(self, key: str, index: int) -> Chunk | None:
         """A chunk read ahead, read now: out of the unread ones, among the recent."""
