@@ -427,6 +427,57 @@ def test_a_sequential_reader_reads_ahead_deeper_with_each_read_a_random_one_not_
         reader.close()
 
 
+def test_a_reader_with_chunks_coming_never_pushes_another_readers_unread_chunks_out(
+    tmp_path: Path, store: RecordingStore
+) -> None:
+    """Readers of many partitions at once share read-ahead's memory: one whose chunks are
+    still coming deepens its window only into free memory, never by pushing another
+    reader's unread chunks out to disk (to be read back: a GET's CPU again); once it
+    has nothing coming, its window is read ahead whatever room that takes."""
+    bodies = {key: random.Random(key).randbytes(40 * CHUNK) for key in ("a", "b")}
+    for key, body in bodies.items():
+        store.put(key, body)
+    cache = ChunkCache(tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=1 << 24, max_entries=1000)
+    reader = RangeReader(
+        store, cache, prefetch_chunks=2, max_prefetch_chunks=8, threads=2,
+        read_ahead_memory_bytes=10 * CHUNK,
+    )  # fmt: skip
+
+    def read_a(index: int) -> None:
+        """Read inside chunk ``index`` of a (put in the cache first: the GETs seen are
+        read-ahead's)."""
+        if not cache.contains("a", index):
+            cache.put("a", index, bodies["a"][index * CHUNK : (index + 1) * CHUNK])
+        start = index * CHUNK + 10
+        assert reader.read("a", start, start + 500, 40 * CHUNK) == bodies["a"][start : start + 500]
+
+    def settle() -> list[tuple[str, int, int | None]]:
+        """The GETs since the last settle, once none is in flight."""
+        wait_until(lambda: reader.in_flight("a") == [] and reader.in_flight("b") == [])
+        gets = list(store.gets)
+        store.gets.clear()
+        return gets
+
+    try:
+        assert reader.read("b", 0, 10, 40 * CHUNK) == bodies["b"][:10]  # b: 1-8 ahead
+        settle()
+        read_a(20)
+        read_a(21)  # a continues: 22-23 ahead, and memory is full
+        settle()
+        assert reader.read_ahead_memory_held_bytes == 10 * CHUNK
+        read_a(22)  # 23 still to come: 24-26 would need b's unread chunks' memory
+        assert settle() == []
+        assert [index for index in range(9) if cache.contains("b", index)] == [0]  # no spill
+        assert reader.read("b", 10, 9 * CHUNK, 40 * CHUNK) == bodies["b"][10 : 9 * CHUNK]
+        assert [get for get in store.gets if get[0] == "b" and get[1] < 9 * CHUNK] == []
+        assert cache.stats().read_ahead_bytes == 0  # nothing was pushed out
+        settle()
+        read_a(23)  # nothing coming for a now: its window is read ahead, room made
+        wait_until(lambda: ("a", 24 * CHUNK, 32 * CHUNK) in store.gets)
+    finally:
+        reader.close()
+
+
 def test_closing_the_reader_during_read_ahead_leaves_no_fetch_behind(
     tmp_path: Path, store: RecordingStore
 ) -> None:

@@ -165,22 +165,29 @@ class RangeReader:
         chunk = self.chunk_bytes
         first, last = start // chunk, (end - 1) // chunk
         depth = self._window(key, first, last) if prefetch else 0
-        # This read's chunks in memory are taken first: read-ahead makes its room by
-        # pushing the oldest unread chunks out, and those would be these. Then read-ahead's
-        # GETs go out beside this read's own rather than after them (one round trip less
-        # for a reader that waits on the store).
+        # Read-ahead makes its room by pushing the oldest unread chunks out to the disk
+        # cache, whose read-ahead share then drops its oldest: this read's own chunks must
+        # be taken first. A read that waits on the store takes those in memory and sends
+        # read-ahead's GETs beside its own (a round trip less); one the memory and the
+        # disk serve reads its chunks, then reads ahead.
         taken = self._take_in_memory(key, first, last)
-        if depth:
+        indexes = range(first, last + 1)
+        ahead_first = depth > 0 and any(
+            i not in taken and not self.cache.contains(key, i) for i in indexes
+        )
+        if ahead_first:
             self._read_ahead(key, last + 1, depth, object_size)
-        missing = [i for i in range(first + 1, last + 1) if i not in taken]
+        missing = [i for i in indexes[1:] if i not in taken]
         pending = {i: self._fetching(key, i, object_size) for i in missing}
         pieces = [taken[first] if first in taken else self.chunk(key, first, object_size)]
         pieces += [
             taken[i] if i in taken else self._wait(key, i, object_size, pending[i])
-            for i in range(first + 1, last + 1)
+            for i in indexes[1:]
         ]
         if prefetch:
             self._keep_tail(key, last, pieces[-1])
+        if depth and not ahead_first:
+            self._read_ahead(key, last + 1, depth, object_size)
         whole = Pieces(first * chunk, pieces)
         return Pieces(start, whole.views(start, end))
 
@@ -261,17 +268,23 @@ class RangeReader:
     def _read_ahead(self, key: str, from_index: int, depth: int, object_size: int) -> None:
         """Fetch the missing chunks of ``[from_index, from_index + depth)`` in ranged GETs
         of up to ``_get_chunks`` chunks; a short run at the window's far end waits until a
-        GET's worth (or half the window) is missing, so GETs stay large."""
+        GET's worth (or half the window) is missing, so GETs stay large. A reader with
+        chunks coming already deepens its window only into free memory: making room
+        would push out other readers' unread chunks (written to disk, read back: the CPU
+        of a GET again), and those readers read on too, freeing memory as they go. A
+        reader with nothing coming makes room (a reader that stopped half-way frees none)."""
         chunks = -(-object_size // self.chunk_bytes)
         stop = min(from_index + depth, chunks)
         top_up = max(1, min(self._get_chunks, depth // 2))
         runs: list[list[int]] = [[]]
+        coming = False
         with self._lock:
             if self._closed:
                 return
             for index in range(from_index, stop):
                 name = (key, index)
                 if name in self._in_flight or name in self._landed or self.cache.contains(*name):
+                    coming = True
                     runs.append([])
                 elif len(runs[-1]) == self._get_chunks:
                     runs.append([index])
@@ -279,6 +292,8 @@ class RangeReader:
                     runs[-1].append(index)
             if stop < chunks and len(runs[-1]) < top_up:
                 runs.pop()
+            if coming:
+                runs = self._within_free_memory_locked(runs)
             futures: list[list[Future[Chunk]]] = []
             for run in runs:
                 futures.append([Future() for _ in run])
@@ -287,6 +302,17 @@ class RangeReader:
         for run, waiting in zip(runs, futures, strict=True):
             if run:
                 self._ahead_pool.submit(self._fetch_run, key, run, object_size, waiting)
+
+    def _within_free_memory_locked(self, runs: list[list[int]]) -> list[list[int]]:
+        """The first runs whose GETs fit in the read-ahead memory not held."""
+        room = self.read_ahead_memory_bytes - self._held_bytes
+        kept = []
+        for run in runs:
+            room -= len(run) * self.chunk_bytes
+            if room < 0:
+                break
+            kept.append(run)
+        return kept
 
     def _fetch_run(
         self, key: str, run: list[int], object_size: int, futures: list[Future[Chunk]]
