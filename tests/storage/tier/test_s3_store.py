@@ -499,6 +499,25 @@ def test_concurrent_ranged_gets_keep_their_connections_alive(
         proxy.close()
 
 
+def test_gets_go_through_the_environments_proxy_as_botocores_requests_do(
+    stores: StoreFactory, minio: MinioServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store behind an HTTP proxy (``HTTP_PROXY``) reads through it: its GETs are not
+    botocore's, yet they honour the proxy settings botocore does."""
+    proxy = TcpFaultProxy.start({"minio": f"127.0.0.1:{minio.port}"})
+    try:
+        for name in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTP_PROXY", f"http://{proxy.address('minio')}")
+        store = stores()  # the endpoint is MinIO's own address
+        store.put("segment", b"payload")
+        accepted = proxy.status()["minio"].accepted
+        assert store.get("segment", 3) == b"load"
+        assert proxy.status()["minio"].accepted > accepted
+    finally:
+        proxy.close()
+
+
 def test_an_if_absent_put_whose_answer_was_lost_is_recognised_as_ours(
     stores: StoreFactory, fault_proxy: FaultProxy
 ) -> None:

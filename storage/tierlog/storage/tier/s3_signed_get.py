@@ -18,6 +18,7 @@ retries as it does botocore's.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -27,6 +28,8 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError, NoCredentialsError
+from botocore.httpsession import get_cert_path
+from botocore.utils import get_environ_proxies
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -55,10 +58,20 @@ class SignedGet:
         self._bucket_url = _bucket_url(client, bucket)
         self._region = client.meta.region_name
         self._credentials = credentials
-        self._pool = urllib3.PoolManager(
-            maxsize=max_connections,
-            retries=False,  # S3Store's retries are the only ones, counted and bounded
-            timeout=urllib3.Timeout(connect=connect_timeout_s, read=read_timeout_s),
+        timeout = urllib3.Timeout(connect=connect_timeout_s, read=read_timeout_s)
+        # As botocore sends: through the environment's proxy for the URL (HTTPS_PROXY,
+        # NO_PROXY...), verified against AWS_CA_BUNDLE or botocore's bundle. Retries are
+        # S3Store's only, counted and bounded.
+        ca_certs = os.environ.get("AWS_CA_BUNDLE") or get_cert_path(True)
+        proxy = get_environ_proxies(self._bucket_url).get(urlsplit(self._bucket_url).scheme)
+        self._pool: urllib3.PoolManager = (
+            urllib3.ProxyManager(
+                proxy, maxsize=max_connections, retries=False, timeout=timeout, ca_certs=ca_certs
+            )
+            if proxy
+            else urllib3.PoolManager(
+                maxsize=max_connections, retries=False, timeout=timeout, ca_certs=ca_certs
+            )
         )
 
     def get(self, full_key: str, byte_range: str, piece_bytes: int | None) -> list[bytes]:
