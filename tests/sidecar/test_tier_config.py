@@ -75,11 +75,13 @@ def test_config_keys_say_the_same_in_milliseconds_and_bytes(tmp_path: Path) -> N
             "tierlog.tier.s3.max.attempts": "3",
             "tierlog.tier.s3.multipart.threshold.bytes": "8388608",
             "tierlog.tier.s3.path.style.access.enabled": "false",
+            "tierlog.tier.s3.max.connections": "96",
         }
     ).tier_config
     assert (tier.s3.connect_timeout_s, tier.s3.read_timeout_s) == (1.5, 20.0)
     assert (tier.s3.max_attempts, tier.s3.multipart_threshold_bytes) == (3, 8 * 1024 * 1024)
     assert tier.s3.path_style is False
+    assert tier.s3.max_connections == 96
 
 
 @pytest.mark.parametrize(
@@ -90,6 +92,7 @@ def test_config_keys_say_the_same_in_milliseconds_and_bytes(tmp_path: Path) -> N
         ("tierlog.tier.s3.part.size.bytes", "1024", "part size"),
         ("tierlog.tier.s3.upload.rate.limit.bytes.per.second", "-5", "rate limit"),
         ("tierlog.tier.s3.max.attempts", "0", "attempts"),
+        ("tierlog.tier.s3.max.connections", "0", "connections"),
         ("tierlog.tier.s3.regoin", "x", "unknown broker config"),
     ],
 )

@@ -43,7 +43,7 @@ import sys
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self, cast, get_args
@@ -67,6 +67,9 @@ class RouteStatus:
     delay_ms: int
     links: int  # connections open now
     answers_lost_bytes: int  # dropped by lose_answers since the proxy started
+    # Connections accepted since the proxy started (how a test sees that clients keep
+    # theirs alive); a count, not the route's state: equal statuses may differ in it.
+    accepted: int = field(default=0, compare=False)
 
 
 # -- the proxy process ----------------------------------------------------------------------
@@ -97,6 +100,7 @@ class _Route:
         self.changed = asyncio.Event()
         self.links: set[_Link] = set()
         self.answers_lost_bytes = 0
+        self.accepted = 0
         self.server: asyncio.Server | None = None
 
     async def start(self) -> str:
@@ -105,6 +109,7 @@ class _Route:
         return f"{host}:{port}"
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.accepted += 1
         if self.mode == "cut":
             _reset(writer)
             return
@@ -145,6 +150,7 @@ class _Route:
             "delay_ms": self.delay_ms,
             "links": len(self.links),
             "answers_lost_bytes": self.answers_lost_bytes,
+            "accepted": self.accepted,
         }
 
 

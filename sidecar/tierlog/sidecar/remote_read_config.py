@@ -7,7 +7,8 @@ files, else in the first, see ``log_dir_home``; the log manager never mistakes i
 partition), bounded by
 ``tierlog.remote.cache.max.bytes`` and ``tierlog.remote.cache.max.entries``. A
 sequential reader gets ``tierlog.remote.fetch.prefetch.chunks`` chunks read ahead at
-first (0: no read-ahead), twice as many with each read that continues, up to
+first (a reader from an object's start, one read-ahead GET's worth; 0: no read-ahead),
+twice as many with each read that continues, up to
 ``tierlog.remote.fetch.prefetch.max.chunks``, while what read-ahead holds in memory over
 all readers (GETs in flight, chunks not read yet) stays within
 ``tierlog.remote.fetch.prefetch.memory.bytes``; ``remote.log.reader.threads`` (Kafka's name

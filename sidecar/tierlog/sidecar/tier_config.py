@@ -48,6 +48,7 @@ _S3_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "tierlog.tier.s3.part.size.bytes": ("part_size_bytes", int),
     "tierlog.tier.s3.upload.concurrency": ("upload_concurrency", int),
     "tierlog.tier.s3.upload.rate.limit.bytes.per.second": ("upload_rate_bytes_per_s", int),
+    "tierlog.tier.s3.max.connections": ("max_connections", int),
 }
 TIER_KEYS = frozenset({_URL, RESTORE_KEY, *_S3_KEYS})
 

@@ -107,19 +107,32 @@ def test_gets_are_whole_chunks_once_each_then_the_cache_answers(
     assert reader.cache.entries == 5
 
 
-def test_the_chunks_after_a_read_are_prefetched(tmp_path: Path, store: RecordingStore) -> None:
-    body = bytes(5000)
+def test_a_read_from_an_objects_start_reads_one_gets_worth_ahead_beside_its_own_get(
+    tmp_path: Path, store: RecordingStore
+) -> None:
+    """A reader from an object's start (a consumer crossing into a segment) reads on: its
+    first window is one read-ahead GET's worth in one request (capped by the deepest
+    window), not ``prefetch_chunks``, and that GET goes out while the read's own chunk
+    is still coming, not after it."""
+    body = bytes(40 * CHUNK)
     store.put("seg", body)
     cache = ChunkCache(tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=1 << 20, max_entries=100)
-    reader = RangeReader(store, cache, prefetch_chunks=2)
+    reader = RangeReader(store, cache, prefetch_chunks=2, max_prefetch_chunks=16)
+    store.gate.clear()  # no GET answers until both are out
+    reading = threading.Thread(target=reader.read, args=("seg", 0, 10, len(body)))
     try:
-        reader.read("seg", 0, 10, len(body))
+        reading.start()
+        wait_until(lambda: len(store.gets) == 2)
+        assert sorted(store.gets) == [("seg", 0, 1000), ("seg", 1000, 17_000)]  # 1-16 in one
+        store.gate.set()
+        reading.join(10)
         wait_until(lambda: reader.in_flight("seg") == [])
-        assert sorted(store.gets) == [("seg", 0, 1000), ("seg", 1000, 3000)]  # 1-2 in one GET
         store.gets.clear()
-        assert reader.read("seg", 1000, 3000, len(body)) == body[1000:3000]
-        assert store.gets == []  # both prefetched: no GET for them
+        assert reader.read("seg", 1000, 17_000, len(body)) == body[1000:17_000]
+        assert [get for get in store.gets if get[1] < 17_000] == []  # read ahead: no GET
     finally:
+        store.gate.set()
+        reading.join(10)
         reader.close()
 
 
@@ -405,12 +418,63 @@ def test_a_sequential_reader_reads_ahead_deeper_with_each_read_a_random_one_not_
         read_chunk(20)  # a jump: no read-ahead, and no GET beyond its own
         read_chunk(90)
         assert reader.in_flight("seg") == [] and store.gets == []
-        read_chunk(0)  # an object's start: a sequential reader's first read
-        assert reader.in_flight("seg") == [1, 2]
+        read_chunk(0)  # an object's start: a sequential reader's, one GET's worth ahead
+        assert reader.in_flight("seg") == list(range(1, 17))
         settle()
         assert cache.stats().read_ahead_hits == 2  # chunks 52 and 53, read ahead, then read
     finally:
         store.gate.set()
+        reader.close()
+
+
+def test_a_reader_with_chunks_coming_never_pushes_another_readers_unread_chunks_out(
+    tmp_path: Path, store: RecordingStore
+) -> None:
+    """Readers of many partitions at once share read-ahead's memory: one whose chunks are
+    still coming deepens its window only into free memory, never by pushing another
+    reader's unread chunks out to disk (to be read back: a GET's CPU again); once it
+    has nothing coming, its window is read ahead whatever room that takes."""
+    bodies = {key: random.Random(key).randbytes(40 * CHUNK) for key in ("a", "b")}
+    for key, body in bodies.items():
+        store.put(key, body)
+    cache = ChunkCache(tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=1 << 24, max_entries=1000)
+    reader = RangeReader(
+        store, cache, prefetch_chunks=2, max_prefetch_chunks=8, threads=2,
+        read_ahead_memory_bytes=10 * CHUNK,
+    )  # fmt: skip
+
+    def read_a(index: int) -> None:
+        """Read inside chunk ``index`` of a (put in the cache first: the GETs seen are
+        read-ahead's)."""
+        if not cache.contains("a", index):
+            cache.put("a", index, bodies["a"][index * CHUNK : (index + 1) * CHUNK])
+        start = index * CHUNK + 10
+        assert reader.read("a", start, start + 500, 40 * CHUNK) == bodies["a"][start : start + 500]
+
+    def settle() -> list[tuple[str, int, int | None]]:
+        """The GETs since the last settle, once none is in flight."""
+        wait_until(lambda: reader.in_flight("a") == [] and reader.in_flight("b") == [])
+        gets = list(store.gets)
+        store.gets.clear()
+        return gets
+
+    try:
+        assert reader.read("b", 0, 10, 40 * CHUNK) == bodies["b"][:10]  # b: 1-8 ahead
+        settle()
+        read_a(20)
+        read_a(21)  # a continues: 22-23 ahead, and memory is full
+        settle()
+        assert reader.read_ahead_memory_held_bytes == 10 * CHUNK
+        read_a(22)  # 23 still to come: 24-26 would need b's unread chunks' memory
+        assert settle() == []
+        assert [index for index in range(9) if cache.contains("b", index)] == [0]  # no spill
+        assert reader.read("b", 10, 9 * CHUNK, 40 * CHUNK) == bodies["b"][10 : 9 * CHUNK]
+        assert [get for get in store.gets if get[0] == "b" and get[1] < 9 * CHUNK] == []
+        assert cache.stats().read_ahead_bytes == 0  # nothing was pushed out
+        settle()
+        read_a(23)  # nothing coming for a now: its window is read ahead, room made
+        wait_until(lambda: ("a", 24 * CHUNK, 32 * CHUNK) in store.gets)
+    finally:
         reader.close()
 
 

@@ -19,6 +19,7 @@ from tests.storage.tier.s3_requests import Recorder
 from tests.storage.tier.store_contract import CONTRACT
 from tests.support.fault_proxy import FaultProxy
 from tests.support.minio import MinioServer
+from tests.support.tcp_fault_proxy import TcpFaultProxy
 from tierlog.storage.tier.s3_store import (
     S3Location,
     S3Options,
@@ -419,6 +420,102 @@ def test_wrong_keys_are_refused_without_retrying(
         store.put("segment", b"x")
     assert not isinstance(refused.value, ObjectStoreUnavailableError)
     assert recorder.errors("PutObject") == ["SignatureDoesNotMatch"]
+
+
+def test_a_get_with_wrong_keys_is_refused_without_retrying(
+    location: S3Location, stores: StoreFactory, tmp_path: Path
+) -> None:
+    stores().put("segment", b"payload")
+    wrong = tmp_path / "wrong.keys"
+    wrong.write_text("access_key_id = tierlog-test\nsecret_access_key = not-the-secret\n")
+    recorder = Recorder()
+    store = stores(recorder, credentials_path=wrong)
+    for read in (lambda: store.get("segment", 1, 3), lambda: store.get_pieces("segment", 0, 7, 4)):
+        with pytest.raises(ObjectStoreError, match="SignatureDoesNotMatch") as refused:
+            read()
+        assert not isinstance(refused.value, ObjectStoreUnavailableError)
+    assert recorder.errors("GetObject") == ["SignatureDoesNotMatch"] * 2
+
+
+def test_gets_of_keys_that_need_quoting_read_their_bytes_whole_ranged_and_in_pieces(
+    stores: StoreFactory,
+) -> None:
+    """GETs are signed and sent without botocore's request machinery: a key with
+    characters a URL must quote is signed as S3 reads it."""
+    store = stores()
+    body = random.Random(1).randbytes(10_000)
+    key = "0/topic 1+x/%41~é=&?;segment"
+    store.put(key, body)
+    assert store.get(key) == body
+    assert store.get(key, 1234, 5678) == body[1234:5678]
+    assert store.get(key, 9_000) == body[9_000:]
+    assert store.get(key, 10_000) == b""  # at the end: nothing, not an error
+    assert store.get_pieces(key, 1000, 9500, 4000) == [
+        body[1000:5000],
+        body[5000:9000],
+        body[9000:9500],
+    ]
+    with pytest.raises(ObjectNotFoundError):
+        store.get_pieces("0/topic 1+x/missing", 0, 10, 4)
+
+
+def test_concurrent_ranged_gets_keep_their_connections_alive(
+    stores: StoreFactory, minio: MinioServer
+) -> None:
+    """The pool keeps as many connections as readers make GETs at once (a fetch of many
+    tiered partitions, read-ahead's threads), above the uploads' concurrency: no GET
+    opens a connection of its own. Each byte is delayed on the way, so every reader's
+    GET is in flight at once."""
+    readers, gets_each = 24, 4
+    proxy = TcpFaultProxy.start({"minio": f"127.0.0.1:{minio.port}"})
+    try:
+        store = stores(endpoint_url=f"http://{proxy.address('minio')}")
+        body = random.Random(2).randbytes(64 << 10)
+        store.put("segment", body)
+        proxy.delay("minio", 20)
+        accepted_before = proxy.status()["minio"].accepted
+        barrier = threading.Barrier(readers)
+        failures: list[BaseException] = []
+
+        def read() -> None:
+            try:
+                for n in range(gets_each):
+                    barrier.wait(30)
+                    start = n * 1000
+                    pieces = store.get_pieces("segment", start, start + 8000, 4096)
+                    assert pieces == [body[start : start + 4096], body[start + 4096 : start + 8000]]
+            except BaseException as error:
+                failures.append(error)
+
+        threads = [threading.Thread(target=read) for _ in range(readers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert failures == []
+        assert store.options.upload_concurrency < readers
+        assert proxy.status()["minio"].accepted - accepted_before <= readers
+    finally:
+        proxy.close()
+
+
+def test_gets_go_through_the_environments_proxy_as_botocores_requests_do(
+    stores: StoreFactory, minio: MinioServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store behind an HTTP proxy (``HTTP_PROXY``) reads through it: its GETs are not
+    botocore's, yet they honour the proxy settings botocore does."""
+    proxy = TcpFaultProxy.start({"minio": f"127.0.0.1:{minio.port}"})
+    try:
+        for name in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTP_PROXY", f"http://{proxy.address('minio')}")
+        store = stores()  # the endpoint is MinIO's own address
+        store.put("segment", b"payload")
+        accepted = proxy.status()["minio"].accepted
+        assert store.get("segment", 3) == b"load"
+        assert proxy.status()["minio"].accepted > accepted
+    finally:
+        proxy.close()
 
 
 def test_an_if_absent_put_whose_answer_was_lost_is_recognised_as_ours(

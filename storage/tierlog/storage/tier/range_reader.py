@@ -122,6 +122,14 @@ class RangeReader:
         # A GET's answer is held whole, so none may be larger than the memory allowed.
         get_bytes = min(READ_AHEAD_GET_BYTES, read_ahead_memory_bytes)
         self._get_chunks = max(get_bytes // self.chunk_bytes, 1)
+        # A reader from an object's start (a consumer crossing into a segment, a scan)
+        # reads on: its first window is one read-ahead GET's worth, in one request, not
+        # ``prefetch_chunks`` then twice that, each a round trip and a request's CPU.
+        self._first_window = (
+            max(self.prefetch_chunks, min(self._get_chunks, self.max_prefetch_chunks))
+            if self.prefetch_chunks
+            else 0
+        )
         self._pool = ThreadPoolExecutor(max(threads, 1), thread_name_prefix="tier-fetch")
         self._ahead_pool = ThreadPoolExecutor(max(threads, 1), thread_name_prefix="tier-ahead")
         # Chunks a reader waited for go to the disk cache here, after the reader has them.
@@ -157,12 +165,28 @@ class RangeReader:
         chunk = self.chunk_bytes
         first, last = start // chunk, (end - 1) // chunk
         depth = self._window(key, first, last) if prefetch else 0
-        pending = {i: self._fetching(key, i, object_size) for i in range(first + 1, last + 1)}
-        pieces = [self.chunk(key, first, object_size)]
-        pieces += [self._wait(key, i, object_size, pending[i]) for i in range(first + 1, last + 1)]
+        # Read-ahead makes its room by pushing the oldest unread chunks out to the disk
+        # cache, whose read-ahead share then drops its oldest: this read's own chunks must
+        # be taken first. A read that waits on the store takes those in memory and sends
+        # read-ahead's GETs beside its own (a round trip less); one the memory and the
+        # disk serve reads its chunks, then reads ahead.
+        taken = self._take_in_memory(key, first, last)
+        indexes = range(first, last + 1)
+        ahead_first = depth > 0 and any(
+            i not in taken and not self.cache.contains(key, i) for i in indexes
+        )
+        if ahead_first:
+            self._read_ahead(key, last + 1, depth, object_size)
+        missing = [i for i in indexes[1:] if i not in taken]
+        pending = {i: self._fetching(key, i, object_size) for i in missing}
+        pieces = [taken[first] if first in taken else self.chunk(key, first, object_size)]
+        pieces += [
+            taken[i] if i in taken else self._wait(key, i, object_size, pending[i])
+            for i in indexes[1:]
+        ]
         if prefetch:
             self._keep_tail(key, last, pieces[-1])
-        if depth:
+        if depth and not ahead_first:
             self._read_ahead(key, last + 1, depth, object_size)
         whole = Pieces(first * chunk, pieces)
         return Pieces(start, whole.views(start, end))
@@ -233,7 +257,7 @@ class RangeReader:
                 if depth is not None:
                     break
             if depth is None:  # a new reader: sequential only when it starts at the start
-                depth = self.prefetch_chunks if first == 0 else 0
+                depth = self._first_window if first == 0 else 0
             else:
                 depth = min(max(2 * depth, self.prefetch_chunks), self.max_prefetch_chunks)
             self._streams[(key, last)] = depth
@@ -244,17 +268,23 @@ class RangeReader:
     def _read_ahead(self, key: str, from_index: int, depth: int, object_size: int) -> None:
         """Fetch the missing chunks of ``[from_index, from_index + depth)`` in ranged GETs
         of up to ``_get_chunks`` chunks; a short run at the window's far end waits until a
-        GET's worth (or half the window) is missing, so GETs stay large."""
+        GET's worth (or half the window) is missing, so GETs stay large. A reader with
+        chunks coming already deepens its window only into free memory: making room
+        would push out other readers' unread chunks (written to disk, read back: the CPU
+        of a GET again), and those readers read on too, freeing memory as they go. A
+        reader with nothing coming makes room (a reader that stopped half-way frees none)."""
         chunks = -(-object_size // self.chunk_bytes)
         stop = min(from_index + depth, chunks)
         top_up = max(1, min(self._get_chunks, depth // 2))
         runs: list[list[int]] = [[]]
+        coming = False
         with self._lock:
             if self._closed:
                 return
             for index in range(from_index, stop):
                 name = (key, index)
                 if name in self._in_flight or name in self._landed or self.cache.contains(*name):
+                    coming = True
                     runs.append([])
                 elif len(runs[-1]) == self._get_chunks:
                     runs.append([index])
@@ -262,6 +292,8 @@ class RangeReader:
                     runs[-1].append(index)
             if stop < chunks and len(runs[-1]) < top_up:
                 runs.pop()
+            if coming:
+                runs = self._within_free_memory_locked(runs)
             futures: list[list[Future[Chunk]]] = []
             for run in runs:
                 futures.append([Future() for _ in run])
@@ -270,6 +302,17 @@ class RangeReader:
         for run, waiting in zip(runs, futures, strict=True):
             if run:
                 self._ahead_pool.submit(self._fetch_run, key, run, object_size, waiting)
+
+    def _within_free_memory_locked(self, runs: list[list[int]]) -> list[list[int]]:
+        """The first runs whose GETs fit in the read-ahead memory not held."""
+        room = self.read_ahead_memory_bytes - self._held_bytes
+        kept = []
+        for run in runs:
+            room -= len(run) * self.chunk_bytes
+            if room < 0:
+                break
+            kept.append(run)
+        return kept
 
     def _fetch_run(
         self, key: str, run: list[int], object_size: int, futures: list[Future[Chunk]]
@@ -391,6 +434,20 @@ class RangeReader:
         else:
             self.cache.mark_read(key, index)
         return data
+
+    def _take_in_memory(self, key: str, first: int, last: int) -> dict[int, Chunk]:
+        """The chunks of ``[first, last]`` in memory, in order: a recent read's, or read
+        ahead and waiting (now read)."""
+        taken = {}
+        for index in range(first, last + 1):
+            found = self._tail(key, index)
+            if found is None:
+                found = self._take_landed(key, index)
+                if found is not None:
+                    self.cache.found_in_memory(key, index, read_ahead=True)
+            if found is not None:
+                taken[index] = found
+        return taken
 
     def _take_landed(self, key: str, index: int) -> Chunk | None:
         """A chunk read ahead, read now: out of the unread ones, among the recent."""

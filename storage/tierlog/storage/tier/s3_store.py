@@ -45,7 +45,9 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import boto3
 import crc32c
+import urllib3
 from botocore.config import Config
+from botocore.credentials import Credentials
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -58,6 +60,7 @@ from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.rate_limit import TokenBucket
 from tierlog.storage.tier.body import BodyReader
 from tierlog.storage.tier.s3_credentials import read_credentials
+from tierlog.storage.tier.s3_signed_get import SignedGet
 from tierlog.storage.tier.store import (
     Body,
     ObjectExistsError,
@@ -135,6 +138,11 @@ class S3Options:
     part_size_bytes: int = 16 * _MIB
     upload_concurrency: int = 8  # parts in flight, over all uploads of the store
     upload_rate_bytes_per_s: int | None = None  # None: unlimited
+    # Connections kept open to the store, over all requests of the store: above the
+    # requests in flight at once (uploads' parts; the remote reader's GETs, twice its
+    # threads, and a fetch's partitions read at once), each request beyond it opens a
+    # connection of its own and closes it after.
+    max_connections: int = 64
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -144,8 +152,10 @@ class S3Options:
                 f"the S3 part size must be at least {_MIN_PART_BYTES} bytes, "
                 f"got {self.part_size_bytes}"
             )
-        if self.multipart_threshold_bytes < 1 or self.upload_concurrency < 1:
-            raise InvalidConfigError("the multipart threshold and concurrency must be positive")
+        if min(self.multipart_threshold_bytes, self.upload_concurrency, self.max_connections) < 1:
+            raise InvalidConfigError(
+                "the multipart threshold, upload concurrency and connections must be positive"
+            )
         if self.upload_rate_bytes_per_s is not None and self.upload_rate_bytes_per_s <= 0:
             raise InvalidConfigError("the S3 upload rate limit must be positive")
 
@@ -201,7 +211,16 @@ class S3Store:
         self.observer = observer
         self.url = location.url
         self._root = location.root
-        self._client = _make_client(options)
+        self._client, credentials = _make_client(options)
+        # GETs of bytes, the tier's reads, skip botocore's per-request work.
+        self._signed_get = SignedGet(
+            self._client,
+            location.bucket,
+            credentials,
+            max_connections=options.max_connections,
+            connect_timeout_s=options.connect_timeout_s,
+            read_timeout_s=options.read_timeout_s,
+        )
         self._parts = ThreadPoolExecutor(options.upload_concurrency, "s3-part")
         self._rate_limit = (
             TokenBucket(options.upload_rate_bytes_per_s, options.upload_rate_bytes_per_s)
@@ -232,24 +251,8 @@ class S3Store:
         byte_range = "" if start == 0 and end is None else f"bytes={start}-"
         if end is not None:
             byte_range += str(end - 1)
-
-        def read() -> bytes:
-            try:
-                if byte_range:
-                    answer = self._client.get_object(
-                        Bucket=self.location.bucket, Key=self._root + key, Range=byte_range
-                    )
-                else:
-                    answer = self._client.get_object(
-                        Bucket=self.location.bucket, Key=self._root + key
-                    )
-                return answer["Body"].read()
-            except ClientError as error:
-                if _error_code(error) == "InvalidRange":  # start at or past the end
-                    return b""
-                raise
-
-        return self._call("GetObject", key, read)
+        (data,) = self._get(key, byte_range, None) or [b""]
+        return data
 
     def get_pieces(self, key: str, start: int, end: int, piece_bytes: int) -> list[bytes]:
         """As ``get``, each piece read from the answer's stream into its own buffer
@@ -259,21 +262,18 @@ class S3Store:
             self.size(key)
             return []
 
-        def read() -> list[bytes]:
+        return self._get(key, f"bytes={start}-{end - 1}", piece_bytes)
+
+    def _get(self, key: str, byte_range: str, piece_bytes: int | None) -> builtins.list[bytes]:
+        """One GET, retried; a range starting at or past the object's end is no bytes."""
+
+        def read() -> builtins.list[bytes]:
             try:
-                body = self._client.get_object(
-                    Bucket=self.location.bucket,
-                    Key=self._root + key,
-                    Range=f"bytes={start}-{end - 1}",
-                )["Body"]
+                return self._signed_get.get(self._root + key, byte_range, piece_bytes)
             except ClientError as error:
                 if _error_code(error) == "InvalidRange":
                     return []
                 raise
-            pieces = []
-            while piece := body.read(piece_bytes):
-                pieces.append(piece)
-            return pieces
 
         return self._call("GetObject", key, read)
 
@@ -379,6 +379,7 @@ class S3Store:
 
     def close(self) -> None:
         self._parts.shutdown(wait=True)
+        self._signed_get.close()
         self._client.close()
 
     # --- uploads ----------------------------------------------------------------------------
@@ -580,7 +581,12 @@ class S3Store:
             if code in _RETRYABLE_CODES or _http_status(error) >= 500:
                 raise _Retryable(code, error) from error
             raise ObjectStoreError(f"S3 {operation} {key}: {code}: {error}") from error
-        except (ConnectionError, HTTPClientError, IncompleteReadError) as error:
+        except (
+            ConnectionError,
+            HTTPClientError,
+            IncompleteReadError,
+            urllib3.exceptions.HTTPError,
+        ) as error:
             self._observe(operation, type(error).__name__)
             raise _Retryable(type(error).__name__, error) from error
         except BotoCoreError as error:  # a client-side misconfiguration: no retry helps
@@ -610,25 +616,31 @@ def backoff_s(failed_attempts: int, base_s: float, max_s: float, jitter: random.
     return jitter.uniform(0, min(max_s, base_s * 2 ** (failed_attempts - 1)))
 
 
-def _make_client(options: S3Options) -> S3Client:
-    credentials = read_credentials(options.credentials_path) if options.credentials_path else None
+def _make_client(options: S3Options) -> tuple[S3Client, Credentials | None]:
+    """The botocore client, and the credentials it signs with (None: none found)."""
+    keys = read_credentials(options.credentials_path) if options.credentials_path else None
+    session = boto3.session.Session()
     config = Config(
         connect_timeout=options.connect_timeout_s,
         read_timeout=options.read_timeout_s,
         retries={"total_max_attempts": 1},  # ours are counted and bounded in _call
-        max_pool_connections=options.upload_concurrency + 4,
+        max_pool_connections=options.max_connections,
         s3={"addressing_style": "path" if options.path_style else "auto"},
         # We send our own CRC-32C; botocore adds none of its own on top.
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
     )
-    client: S3Client = boto3.session.Session().client(
+    client: S3Client = session.client(
         "s3",
         region_name=options.region,
         endpoint_url=options.endpoint_url,
         config=config,
-        aws_access_key_id=credentials.access_key_id if credentials else None,
-        aws_secret_access_key=credentials.secret_access_key if credentials else None,
-        aws_session_token=credentials.session_token if credentials else None,
+        aws_access_key_id=keys.access_key_id if keys else None,
+        aws_secret_access_key=keys.secret_access_key if keys else None,
+        aws_session_token=keys.session_token if keys else None,
     )
-    return client
+    if keys:
+        return client, Credentials(keys.access_key_id, keys.secret_access_key, keys.session_token)
+    # The chain's credentials, the very object the client signs with (the session keeps
+    # it), refreshed when botocore refreshes them.
+    return client, session.get_credentials()
