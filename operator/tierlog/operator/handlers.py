@@ -27,6 +27,7 @@ from typing import Any
 import kopf
 
 from tierlog.operator.cluster_deletion import delete_cluster
+from tierlog.operator.cluster_reads import ClusterReads
 from tierlog.operator.config import OperatorConfig
 from tierlog.operator.crds import GROUP, VERSION
 from tierlog.operator.events import Event, to_post
@@ -125,7 +126,7 @@ def register(
     """Register every handler on ``registry``, closing over the client, the metrics and
     the operator's ``config``; a deleted topic's brokers are retried for
     ``topic_deletion_timeout_s``; an object nothing changes is passed every ``resync_s``."""
-    wakeups = Wakeups()
+    wakeups, cluster_reads = Wakeups(), ClusterReads(kube)
 
     async def rendered_changed(body: kopf.Body, **_: Any) -> None:
         wakeups.wake_cluster(_labelled_key(body, _INSTANCE))
@@ -178,7 +179,10 @@ def register(
 
     async def topic_pass(body: kopf.Body, memo: Any) -> Pass:
         async def reconcile() -> Pass:
-            done = await reconcile_topic(kube, body, memo.get("synced"), recheck_after_s=resync_s)
+            synced = memo.get("synced")
+            done = await reconcile_topic(
+                kube, cluster_reads, body, synced, recheck_after_s=resync_s
+            )
             memo["synced"] = done.synced
             return done.outcome
 

@@ -19,12 +19,12 @@ from typing import Any
 
 from tierlog.operator import brokers
 from tierlog.operator.broker_security import BrokerSecurity
+from tierlog.operator.cluster_reads import ClusterReads
 from tierlog.operator.conditions import DEGRADED, READY, Condition
 from tierlog.operator.events import Event
 from tierlog.operator.kube import Kube
 from tierlog.operator.pods import broker_pod
 from tierlog.operator.reconcile import Pass, is_paused, paused_status, status_conditions
-from tierlog.operator.render.common import selector_labels
 from tierlog.operator.spec import ClusterSpec, TopicSpec
 from tierlog.operator.topic_sync import TopicChanges, changes
 
@@ -73,24 +73,27 @@ def _synced(body: Mapping[str, Any], topic: TopicSpec, brokers: int) -> dict[str
 
 async def reconcile_topic(
     kube: Kube,
+    reads: ClusterReads,
     body: Mapping[str, Any],
     last: SyncedTopic | None = None,
     *,
     recheck_after_s: float = 0.0,
 ) -> TopicPass:
-    """One pass; ``last``: what the last pass that synced the topic found."""
+    """One pass; ``reads``: its cluster's, shared with the topic passes of the moment;
+    ``last``: what the last pass that synced the topic found."""
     if body["metadata"].get("deletionTimestamp"):  # being deleted: not created again
         return TopicPass(Pass({}), None)
     if is_paused(body):
         return TopicPass(Pass(paused_status(body)), None)
     topic = TopicSpec.from_resource(body)
     namespace = body["metadata"]["namespace"]
-    cluster_body = await kube.cluster(namespace, topic.cluster)
+    read = await reads.read(namespace, topic.cluster)
+    cluster_body = read.body
     if cluster_body is None:
         message = f"no TierlogCluster {topic.cluster!r} in {namespace}"
         return TopicPass(_not_ready(body, topic, "ClusterNotFound", message), None)
     cluster = ClusterSpec.from_resource(cluster_body)
-    found = [broker_pod(pod) for pod in await kube.pods(namespace, selector_labels(cluster))]
+    found = [broker_pod(pod) for pod in read.pods]
     pods = {pod.broker_id: pod for pod in found if pod is not None}
     missing = [
         node
