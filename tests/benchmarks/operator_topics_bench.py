@@ -14,9 +14,9 @@ forwarded), its topic passes (its metrics) and its CPU seconds (``/proc``):
   status writes are), until quiet;
 - one topic's spec change: its partitions 1 -> 2, until it is Ready with 2 and quiet.
 
-"Quiet": no topic pass started or finished for ``_QUIET_S`` (a benchmark's settling,
-not a test's proof). ``--checkout`` runs the operator from another tree, as in
-``operator_bench``.
+"Quiet": every topic pass started has finished, and none started or finished for
+``_QUIET_S`` (a benchmark's settling, not a test's proof). ``--checkout`` runs the
+operator from another tree, as in ``operator_bench``.
 """
 
 from __future__ import annotations
@@ -101,8 +101,10 @@ class Meter:
         )
 
     def until_quiet(self) -> None:
+        """Until every topic pass started has finished, and none started for a while (a
+        thousand passes queued on the API client can finish none for seconds)."""
         last, since = self.operator.passes("TierlogTopic"), time.monotonic()
-        while time.monotonic() - since < _QUIET_S:
+        while time.monotonic() - since < _QUIET_S or last[0] != last[1]:
             time.sleep(1)
             now = self.operator.passes("TierlogTopic")
             if now != last:
