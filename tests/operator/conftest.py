@@ -10,6 +10,7 @@ import signal
 import subprocess
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -340,6 +341,10 @@ class Brokers:
             "patch", "pod", f"{self.cluster}-{node}", "-n", self.namespace,
             "--subresource=status", "--type=merge", "-p", json.dumps({"status": status}),
         )  # fmt: skip
+
+    def admin_calls(self) -> Counter[str]:
+        """The calls the operator made to the brokers through their Pods, by method."""
+        return sum((pod_port.calls() for pod_port in self.pod_ports.values()), Counter())
 
     def pod_exists(self, node: int) -> bool:
         done = self.plane.kubectl(

@@ -5,11 +5,14 @@ call to the broker's sidecar, as the cluster's network would, and in a partition
 the operator pushes (``AdminService.UpdateAssignment``) it resolves the brokers' DNS
 names to the sidecars' loopback addresses, as the cluster's DNS would; the same
 ``resolve`` rewrites the file the test projects for the kubelet. Only unary calls pass:
-the operator makes no other kind.
+the operator makes no other kind. It counts the calls it forwards, by method (``calls``):
+what the operator asked of the broker.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent import futures
 from typing import cast
@@ -30,11 +33,17 @@ class PodPort:
 
     def __init__(self, target: str, resolve: Callable[[str], str]):
         self._channel = grpc.insecure_channel(target)
+        self._forward = _Forward(self._channel, resolve)
         self._server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=4), handlers=[_Forward(self._channel, resolve)]
+            futures.ThreadPoolExecutor(max_workers=4), handlers=[self._forward]
         )
         self.port = self._server.add_insecure_port("127.0.0.1:0")
         self._server.start()
+
+    def calls(self) -> Counter[str]:
+        """The calls forwarded so far, by method (``/tierlog.v1.AdminService/ListTopics``)."""
+        with self._forward.lock:
+            return Counter(self._forward.calls)
 
     def close(self) -> None:
         self._server.stop(None)
@@ -44,6 +53,8 @@ class PodPort:
 class _Forward(grpc.GenericRpcHandler):
     def __init__(self, channel: grpc.Channel, resolve: Callable[[str], str]):
         self.channel, self.resolve = channel, resolve
+        self.calls: Counter[str] = Counter()
+        self.lock = threading.Lock()
 
     def service(
         self, handler_call_details: grpc.HandlerCallDetails
@@ -52,6 +63,8 @@ class _Forward(grpc.GenericRpcHandler):
         call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self.channel.unary_unary(method)
 
         def forward(request: bytes, context: grpc.ServicerContext) -> bytes:
+            with self.lock:
+                self.calls[method] += 1
             if method == UPDATE_ASSIGNMENT:
                 request = self._resolved(request)
             metadata = _forwarded(context.invocation_metadata())

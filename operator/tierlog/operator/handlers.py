@@ -5,15 +5,15 @@ events of a lasting state are posted when it begins (``events.py``).
 
 Each object's passes run in a daemon of its own, one at a time: one when it starts, one
 whenever a watched change wakes it (its own spec, labels or annotations; for a cluster
-also its pods, StatefulSet, ConfigMaps and topics, for a topic its cluster and its
-pods: ``wakeups.py``), one ``BROKER_POLL_S`` after a pass that waits on the brokers
-(a sidecar becoming safe to restart, a drain) or failed, and otherwise one every
-``resync_s`` for what no watch shows. A cluster's deletion waits for its finalizer: the
-tier's data is deleted only when its ``deletionPolicy`` says ``Delete``, once its
-brokers have stopped (``cluster_deletion.py``).
-A topic's deletion waits for its finalizer until the brokers deleted the topic
-(``topic_deletion.py``). A cluster with replication has its controller run by a daemon
-(``partition_controller.py``) for as long as it exists and this operator is active.
+also its pods, StatefulSet, ConfigMaps and topics, for a topic its cluster, and its pods
+while it waits for them: ``wakeups.py``), one ``BROKER_POLL_S`` after a pass that waits
+on the brokers (a sidecar becoming safe to restart, a drain) or failed, and otherwise
+one every ``resync_s`` for what no watch shows. A cluster's deletion waits for its
+finalizer: the tier's data is deleted only when its ``deletionPolicy`` says ``Delete``,
+once its brokers have stopped (``cluster_deletion.py``). A topic's deletion waits for
+its finalizer until the brokers deleted the topic (``topic_deletion.py``). A cluster
+with replication has its controller run by a daemon (``partition_controller.py``) for as
+long as it exists and this operator is active.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any
 import kopf
 
 from tierlog.operator.cluster_deletion import delete_cluster
+from tierlog.operator.cluster_reads import ClusterReads
 from tierlog.operator.config import OperatorConfig
 from tierlog.operator.crds import GROUP, VERSION
 from tierlog.operator.events import Event, to_post
@@ -125,7 +126,7 @@ def register(
     """Register every handler on ``registry``, closing over the client, the metrics and
     the operator's ``config``; a deleted topic's brokers are retried for
     ``topic_deletion_timeout_s``; an object nothing changes is passed every ``resync_s``."""
-    wakeups = Wakeups()
+    wakeups, cluster_reads = Wakeups(), ClusterReads(kube)
 
     async def rendered_changed(body: kopf.Body, **_: Any) -> None:
         wakeups.wake_cluster(_labelled_key(body, _INSTANCE))
@@ -177,9 +178,15 @@ def register(
         return await run_pass(TierlogCluster, "TierlogCluster", body, memo, reconcile)
 
     async def topic_pass(body: kopf.Body, memo: Any) -> Pass:
-        return await run_pass(
-            TierlogTopic, "TierlogTopic", body, memo, lambda: reconcile_topic(kube, body)
-        )
+        async def reconcile() -> Pass:
+            synced = memo.get("synced")
+            done = await reconcile_topic(
+                kube, cluster_reads, body, synced, recheck_after_s=resync_s
+            )
+            memo["synced"] = done.synced
+            return done.outcome
+
+        return await run_pass(TierlogTopic, "TierlogTopic", body, memo, reconcile)
 
     async def passes(
         memo: Any, stopped: kopf.DaemonStopped, run: Callable[[], Awaitable[Pass]]
@@ -213,10 +220,16 @@ def register(
     async def topic_passes(
         body: kopf.Body, memo: Any, stopped: kopf.DaemonStopped, **_: Any
     ) -> None:
-        key = _topic_cluster_key(body)
+        key, woken = _topic_cluster_key(body), woken_event(memo)
         wakeups.wake_cluster(key)  # its partitions go into the cluster's plan
-        with wakeups.topic(key, woken_event(memo)):
-            await passes(memo, stopped, lambda: topic_pass(body, memo))
+
+        async def run() -> Pass:
+            outcome = await topic_pass(body, memo)
+            wakeups.topic_waits(woken, memo["synced"] is None)
+            return outcome
+
+        with wakeups.topic(key, woken):
+            await passes(memo, stopped, run)
 
     # The wakers: async, so they run on the loop the daemons wait on (an asyncio.Event is
     # not for threads, where kopf runs plain functions).
@@ -256,13 +269,13 @@ def register(
             wakeups.wake_cluster(_topic_cluster_key(body))
 
     # What a cluster's pass reads besides its own object. A pod also wakes its cluster's
-    # topics, which wait for every broker to be ready.
+    # topics that wait for every broker to be ready (not those already synced).
     @kopf.on.event(
         "", "v1", "pods", id=f"{WAKER_PREFIX}pod", labels=_BROKER_POD_LABELS, registry=registry
     )
     async def broker_pod_changed(body: kopf.Body, **_: Any) -> None:
         wakeups.wake_cluster(_labelled_key(body, _INSTANCE))
-        wakeups.wake_topics(_labelled_key(body, _INSTANCE))
+        wakeups.wake_waiting_topics(_labelled_key(body, _INSTANCE))
 
     for group, plural in (("apps", "statefulsets"), ("", "configmaps")):
         kopf.on.event(

@@ -24,7 +24,7 @@ from lightkube.resources.core_v1 import ConfigMap, Node, Pod, Secret
 from lightkube.types import PatchType
 
 from tierlog.operator.crds import CLUSTER_KIND, GROUP, TOPIC_KIND, VERSION
-from tierlog.operator.status_patch import status_patch
+from tierlog.operator.status_patch import changes_status, status_patch
 
 __all__ = [
     "FIELD_MANAGER",
@@ -182,7 +182,10 @@ class Kube:
         before: Mapping[str, Any] | None,
     ) -> None:
         """Write the keys of ``status`` whole into the object's status subresource, which
-        held ``before`` (see ``status_patch``); other keys stay."""
+        held ``before`` (see ``status_patch``); other keys stay. Nothing is sent when
+        ``before`` holds them already."""
+        if not changes_status(before, status):
+            return
         await self.client.patch(
             resource.Status,
             name,
