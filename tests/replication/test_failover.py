@@ -109,6 +109,39 @@ def test_a_broker_stopped_with_sigterm_hands_its_leaderships_over_first(
     assert state.leader_epoch == 1
 
 
+def test_a_broker_stopped_with_sigterm_rejoins_no_isr_so_acks_all_waits_for_no_lease(
+    replicated_brokers: ClusterFactory,
+) -> None:
+    """Kafka keeps a broker in controlled shutdown out of every ISR. A stopping broker that
+    went on fetching after its hand-over was caught up at once and added back by the
+    leaders, and acks=all then waited for it until its lease expired or it lagged for
+    replica.lag.time.max.ms (2,000 partitions: 67 s after the signal, docs/BENCHMARKS.md).
+    Both are a minute here, and every produce must be acknowledged within a third of it."""
+    session_ms = 60_000
+    cluster = replicated_brokers(
+        3,
+        f"broker.session.timeout.ms={session_ms}",
+        f"replica.lag.time.max.ms={session_ms}",
+        "auto.leader.rebalance.enable=false",
+    )
+    partitions = 100
+    cluster.create_topic("orders", (0, 1, 2), partitions)  # broker 2 follows every one
+    assert cluster.broker(2).stop() == 0
+    timeout_ms = session_ms // 3
+    config = {
+        "bootstrap.servers": cluster.broker(0).address,
+        "acks": "all",
+        "linger.ms": 0,
+        "request.timeout.ms": timeout_ms,
+        "delivery.timeout.ms": timeout_ms,
+    }
+    with Producer(config) as producer:
+        sent = [producer.send("orders", b"after", partition=p) for p in range(partitions)]
+    for future in sent:
+        future.result()  # REQUEST_TIMED_OUT had broker 2 joined the ISR again
+    assert {state.isr for state in cluster.store.read_topic("orders").values()} == {(0, 1)}
+
+
 def test_a_consumer_follows_its_partitions_leadership_through_a_hand_over(
     replicated_brokers: ClusterFactory,
 ) -> None:

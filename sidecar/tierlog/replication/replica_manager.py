@@ -115,6 +115,7 @@ class ReplicaManager:
         self._polling = asyncio.Lock()  # one pass over the store at a time
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False  # stop() began: no ISR change starts any more
+        self._fetching = True  # False once leaving the cluster: follows no leader
         # ISR changes of partitions led here (Kafka's IsrShrinksPerSec, IsrExpandsPerSec).
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -144,6 +145,18 @@ class ReplicaManager:
                 leader.resign()
             self.leaders.clear()
             self._following.clear()
+
+    async def stop_fetching(self) -> None:
+        """Fetch from no leader from now on: a broker about to leave every ISR (a
+        controlled shutdown) must not be caught up again and added back by the leaders,
+        which would hold acks=all produce for it until its lease expired (Kafka's leaders
+        count no broker in controlled shutdown in sync). The roles it still applies
+        record each partition's state but start no fetch."""
+        self._fetching = False
+        for fetcher in self.fetchers.values():
+            await fetcher.close()
+        self.fetchers.clear()
+        self._following.clear()
 
     async def poll_once(self) -> None:
         """Read the store and apply what changed: topics (their partition counts and
@@ -317,7 +330,7 @@ class ReplicaManager:
         previous = self._following.get(tp)
         if previous is not None and previous != state.leader:
             self._unfollow(tp)
-        if state.leader == NO_LEADER:
+        if state.leader == NO_LEADER or not self._fetching:
             self._unfollow(tp)
             return
         fetcher = self.fetchers.get(state.leader)
