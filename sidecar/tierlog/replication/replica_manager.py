@@ -39,7 +39,7 @@ from tierlog.replication.config import ReplicationConfig
 from tierlog.replication.fetcher import ReplicaFetcher
 from tierlog.replication.follower import FetchOutcome
 from tierlog.replication.leader import LeaderPartition
-from tierlog.storage.errors import TierlogError
+from tierlog.storage.errors import TierlogError, UnknownTopicOrPartitionError
 from tierlog.storage.log import Log
 from tierlog.storage.manager import LogManager
 from tierlog.storage.records import NO_PARTITION_LEADER_EPOCH
@@ -270,7 +270,7 @@ class ReplicaManager:
                 await self._lead(tp, state)
             else:
                 self._resign(tp)
-                await asyncio.to_thread(self._log, tp)
+                await self._have_log(tp)
                 self._follow(tp, state)
             self.states[tp] = state
         self.watch.appended(tp)  # long polls look again: at the leadership too
@@ -391,6 +391,16 @@ class ReplicaManager:
     async def _stop_replica(self, tp: TopicPartition) -> None:
         self._unfollow(tp)
         self._resign(tp)
+
+    async def _have_log(self, tp: TopicPartition) -> None:
+        """The partition's log exists here: made in a thread if it does not. A failover
+        changes the ISR of every partition followed here (all 2,000 when a broker leaves
+        them all), and each held its lock across a trip to a thread the fetcher's
+        appends and the leaderships taken meanwhile were queued behind."""
+        try:
+            self.logs.get_log(tp)
+        except UnknownTopicOrPartitionError:
+            await asyncio.to_thread(self._log, tp)
 
     def _log(self, tp: TopicPartition) -> Log:
         return self.logs.get_or_create_log(tp, self.topics.log_config(tp.topic))
