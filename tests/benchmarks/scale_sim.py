@@ -63,6 +63,7 @@ from lightkube.resources.core_v1 import ConfigMap
 from tests.benchmarks.kafka_comparison_bench import machine, progress
 from tests.support.kube import start_control_plane
 from tierlog.api.errors import IneligibleReplicaError
+from tierlog.broker.scram_credentials import CredentialDocument
 from tierlog.controller.controller import Controller
 from tierlog.operator.render.configmap import REPLICATION_STATE_POLL_MS
 from tierlog.partition_state.change_journal import ChangeCursor, TopicChanges
@@ -130,6 +131,9 @@ class MeteredStore(PartitionStateStore):
     def snapshot(self) -> StoreMeter:
         with self._lock:
             return replace(self.meter)
+
+    def scram_credentials(self) -> CredentialDocument:
+        return self.inner.scram_credentials()
 
     def list_topics(self) -> list[str]:
         topics = self.inner.list_topics()
@@ -268,7 +272,11 @@ class Stores:
             return
         namespace = self._plane.create_namespace("scale")
         client = Client(KubeConfig.from_file(self._plane.kubeconfig), field_manager="scale-sim")
-        yield KubeStateStore(client, namespace, "sim")
+        store = KubeStateStore(client, namespace, "sim")
+        try:
+            yield store
+        finally:
+            store.close()  # its watch, before the namespace goes
         self._plane.kubectl("delete", "namespace", namespace, "--wait=false")
 
     def stop(self) -> None:

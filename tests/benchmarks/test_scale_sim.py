@@ -3,6 +3,7 @@ measures holds the invariants docs/SCALE.md builds on."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,12 +21,18 @@ from tierlog.tools.progress import no_progress
 
 
 @pytest.fixture(params=["local", pytest.param("kube", marks=pytest.mark.go_tools)])
-def fresh_store(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, PartitionStateStore]:
+def fresh_store(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[str, PartitionStateStore]]:
+    """A fresh store of each kind, closed at the end (on Kubernetes, its watch)."""
     kind = str(request.param)
     if kind == "local":
-        return kind, open_store(kind, str(tmp_path / "state"))
-    plane: ControlPlane = request.getfixturevalue("control_plane")
-    return kind, open_store(kind, f"{plane.kubeconfig} {plane.create_namespace('scale')} sim")
+        store = open_store(kind, str(tmp_path / "state"))
+    else:
+        plane: ControlPlane = request.getfixturevalue("control_plane")
+        store = open_store(kind, f"{plane.kubeconfig} {plane.create_namespace('scale')} sim")
+    yield kind, store
+    store.close()
 
 
 def test_a_failed_broker_is_absorbed_in_batches_and_no_object_nears_the_limit(

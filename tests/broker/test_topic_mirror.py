@@ -2,7 +2,7 @@
 local-directory store; failures injected with ``FaultyStore``).
 
 Tiered topics, and only those, have a record; a change rewrites it; a topic turned
-untiered keeps a record of its last config; a deleted topic's record goes. A store
+untiered (its tier deleted, KIP-950) and a deleted topic lose theirs. A store
 that is down never refuses a topic change: what was not written is written at the
 next change, or at the start's sync.
 """
@@ -16,10 +16,10 @@ import pytest
 
 from tests.storage.tier.faults import FaultyStore
 from tierlog.broker.topic_mirror import TopicMirror
-from tierlog.broker.topics import TopicStore
+from tierlog.broker.topics import Topic, TopicStore
 from tierlog.storage.config import LogConfig
 from tierlog.storage.tier.local_store import LocalDirectoryStore
-from tierlog.storage.tier.topic_records import TopicRecord, load_topic_records
+from tierlog.storage.tier.topic_records import TopicRecord, load_topic_records, put_topic_record
 
 TIERED = {"remote.storage.enable": "true"}
 
@@ -63,13 +63,56 @@ def test_tiered_topics_have_a_record_that_follows_their_changes(
     assert records(store)["tiered"].configs["retention.ms"] == "2000"
 
     topics.alter_configs("local", TIERED, [])  # tiered from now on
-    turned_off = {"remote.storage.enable": "false", "remote.log.delete.on.disable": "true"}
-    topics.alter_configs("tiered", turned_off, [])
     assert records(store)["local"].configs == TIERED
-    assert records(store)["tiered"].configs["remote.storage.enable"] == "false"
+    topics.delete("local")
+    assert set(records(store)) == {"tiered"}
 
-    topics.delete("tiered")
-    assert set(records(store)) == {"local"}
+
+def test_a_topic_whose_tiering_is_turned_off_loses_its_record_as_its_tier_goes(
+    tmp_path: Path, store: FaultyStore
+) -> None:
+    """KIP-950: ``remote.storage.enable=false`` deletes the tier's copy of the topic
+    (``remote.log.delete.on.disable``), so a restore must find no record to make it from;
+    ``remote.log.copy.disable`` keeps the tier (read only) and the record."""
+    topics = topic_store(tmp_path, store)
+    topics.create("read-only", 1, TIERED)
+    topics.create("turned-off", 1, TIERED)
+    topics.alter_configs("read-only", {"remote.log.copy.disable": "true"}, [])
+    turned_off = {"remote.storage.enable": "false", "remote.log.delete.on.disable": "true"}
+    topics.alter_configs("turned-off", turned_off, [])
+    assert set(records(store)) == {"read-only"}
+
+    topics.alter_configs("turned-off", TIERED, [])  # on again: tiered from now on
+    assert records(store)["turned-off"].configs["remote.storage.enable"] == "true"
+
+
+def test_the_start_sync_drops_the_record_an_older_version_kept_of_a_topic_turned_off(
+    tmp_path: Path, store: FaultyStore
+) -> None:
+    turned_off = {"remote.storage.enable": "false", "remote.log.delete.on.disable": "true"}
+    TopicStore([tmp_path / "data"], LogConfig()).create("turned-off", 1, turned_off)
+    put_topic_record(store, TopicRecord("turned-off", 1, turned_off))  # as it was kept
+    put_topic_record(store, TopicRecord("unknown-here", 1, TIERED))  # another broker's
+    topics = topic_store(tmp_path, store)
+    TopicMirror(store, LogConfig(), topic_id).sync(topics.topics())
+    assert set(records(store)) == {"unknown-here"}
+
+
+def test_a_record_carries_the_replication_factor_the_store_gives_the_topic(
+    tmp_path: Path, store: FaultyStore
+) -> None:
+    """As a replicated broker's replica manager puts what the partition-state store says;
+    a reassignment to more replicas is a change the record follows."""
+    topics = topic_store(tmp_path, store)
+    topics.put(Topic("tiered", 2, TIERED, replication_factor=2))
+    assert records(store)["tiered"].replication_factor == 2
+    topics.put(Topic("tiered", 2, TIERED, replication_factor=3))
+    assert records(store)["tiered"].replication_factor == 3
+    topics.create("unreplicated", 1, TIERED)
+    assert records(store)["unreplicated"].replication_factor is None
+    reread = TopicStore([tmp_path / "data"], LogConfig())  # the factor survives a restart
+    assert reread.get("tiered").replication_factor == 3
+    assert reread.get("unreplicated").replication_factor is None
 
 
 def test_the_broker_default_makes_a_topic_tiered(tmp_path: Path, store: FaultyStore) -> None:

@@ -190,7 +190,7 @@ def test_rbac_grants_what_the_operator_uses_and_nothing_more(tmp_path: Path) -> 
         ("networking.k8s.io", "networkpolicies"): apply | {"delete"},
         ("monitoring.coreos.com", "servicemonitors"): apply | {"delete"},
         ("", "pods"): watched | {"delete"},
-        ("", "secrets"): {"get"},
+        ("", "secrets"): apply | {"update"},  # the brokers' SCRAM credentials Secret
         ("", "events"): {"create"},
     }
     for path in CRD_FILES:

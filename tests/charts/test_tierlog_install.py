@@ -14,7 +14,6 @@ the other tests' shared server must keep as the repository has them.
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -162,6 +161,10 @@ def test_the_operator_account_may_do_what_it_needs_and_not_more(
         ("create", "roles.rbac.authorization.k8s.io"),
         ("create", "rolebindings.rbac.authorization.k8s.io"),
         ("get", "nodes"),
+        # replication: the SCRAM credentials Secret, applied and granted to the brokers
+        ("create", "secrets"),
+        ("patch", "secrets"),
+        ("update", "secrets"),
     ]
     for path in CRD_FILES:
         crd = yaml.safe_load(path.read_text())
@@ -171,7 +174,8 @@ def test_the_operator_account_may_do_what_it_needs_and_not_more(
         allowed += [("watch", resource), ("patch", resource), ("patch", f"{resource}/status")]
     refused = [
         ("list", "secrets"),
-        ("create", "secrets"),
+        ("watch", "secrets"),
+        ("delete", "secrets"),
         ("create", "pods"),
         ("patch", "pods"),
         ("delete", "statefulsets.apps"),
@@ -192,8 +196,9 @@ def test_the_operator_account_may_do_what_it_needs_and_not_more(
 
 # A cluster that makes the operator use every grant: its objects, an optional
 # NetworkPolicy, a ServiceMonitor (the CRD is installed), status and events; with
-# replication, the brokers' ServiceAccount and Role (which the API server grants only if
-# the operator holds what it grants) and the controller reading the Leases.
+# replication, the brokers' ServiceAccount, SCRAM credentials Secret and Role (which the
+# API server grants only if the operator holds what it grants) and the controller reading
+# the Leases.
 ACCOUNT = "granted-tierlog"  # the chart's ServiceAccount for the release "granted"
 WATCHED_CLUSTER = """
 apiVersion: tierlog.io/v1alpha1
@@ -218,11 +223,7 @@ def test_the_real_operator_works_with_the_charts_rbac_alone(
         plane.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
     release = plane.create_namespace("operator")
     _helm(plane, "install", "granted", CHART, "--namespace", release, "--set", "crds.install=false")
-    token = plane.kubectl("create", "token", ACCOUNT, "-n", release).stdout.strip()
-    config = json.loads(plane.kubeconfig.read_text())
-    config["users"][0]["user"] = {"token": token}  # the ServiceAccount's, from TokenRequest
-    as_operator = tmp_path / "kubeconfig-operator"
-    as_operator.write_text(json.dumps(config))
+    as_operator = plane.kubeconfig_as(ACCOUNT, release, tmp_path)
     watched = plane.create_namespace("watched")
     log_path = tmp_path / "operator.log"
     running = start_operator(dataclasses.replace(plane, kubeconfig=as_operator), watched, log_path)
@@ -244,6 +245,7 @@ def test_the_real_operator_works_with_the_charts_rbac_alone(
             "serviceaccount/granted-broker",
             "role/granted-partition-state",
             "rolebinding/granted-partition-state",
+            "secret/granted-scram-credentials",
         ):
             found = plane.kubectl("get", kind, "-n", watched, "-o", "name").stdout
             assert found.strip(), f"no {kind} in {watched}:\n{running.output}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tests.partition_state.conftest import Clock, store_at
+from tierlog.broker.scram_credentials import CredentialDocument
 from tierlog.partition_state.change_journal import ChangeCursor, TopicChanges
 from tierlog.partition_state.model import BrokerLease, PartitionState
 from tierlog.partition_state.store import LeaseChange, PartChange, Partitions, PartitionStateStore
@@ -44,6 +45,9 @@ class RivalFirst(PartitionStateStore):
             )
             self.rival_changes.append(stored)
         return partitions
+
+    def scram_credentials(self) -> CredentialDocument:
+        return self._store.scram_credentials()
 
     def list_topics(self) -> list[str]:
         return self._store.list_topics()

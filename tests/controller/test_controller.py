@@ -316,3 +316,64 @@ def test_an_idle_pass_reads_what_changed_not_every_part(store_at: OpenStore, top
     assert controller.step() == []
 
     assert reads.total <= 2, reads.by_method
+
+
+def test_a_pass_decodes_only_the_parts_another_writer_changed(store_at: OpenStore) -> None:
+    """A failover pass over a topic of 1,500 partitions (two parts) decodes no part: it
+    decided on the parts its view had decoded, and its writes' reads of the head (the
+    layout) and of each part find those same documents. A pass after another writer
+    changed one part decodes that part only, not the head its own write left."""
+    store_clock, controller_clock = Clock(), Clock()
+    store, _, _ = store_at(store_clock)
+    rotations = ((1, 2, 3), (2, 3, 1), (3, 1, 2))
+    store.create_topic("orders", {p: PartitionState.new(rotations[p % 3]) for p in range(1500)})
+    brokers = Brokers(store, store_clock, 1, 2, 3)
+    controllers_store, _, _ = store_at(store_clock)
+    controller = Controller(controllers_store, clock=controller_clock)
+    assert controller.step() == []
+    assert controllers_store.part_decodes == 2  # its view's first read
+
+    controller_clock.now += DURATION_S
+    brokers.renew(2, 3)
+    assert len(controller.step()) == 1500
+    assert controllers_store.part_decodes == 2
+
+    state = store.read_topic("orders")[1001]
+    store.alter_isrs("orders", {1001: (state, (state.leader,))})  # a leader's ISR shrink
+    brokers.renew(2, 3)
+    assert controller.step() == []
+    assert controllers_store.part_decodes == 3
+
+
+def test_a_fenced_broker_costs_decisions_only_for_the_partitions_it_holds(
+    store_at: OpenStore,
+) -> None:
+    """Six brokers, "orders" on brokers 1-3 and "clicks" on 4-6: once broker 1 is fenced
+    the pass decides the 3 partitions of "orders" (those with a replica on it), not the
+    3 of "clicks", whose inputs did not move; its return decides "orders" again."""
+    store_clock, controller_clock = Clock(), Clock()
+    store, _, _ = store_at(store_clock)
+    rotations = ((1, 2, 3), (2, 3, 1), (3, 1, 2))
+    store.create_topic("orders", {p: PartitionState.new(rotations[p]) for p in range(3)})
+    store.create_topic(
+        "clicks", {p: PartitionState.new(tuple(b + 3 for b in rotations[p])) for p in range(3)}
+    )
+    brokers = Brokers(store, store_clock, 1, 2, 3, 4, 5, 6)
+    controller = Controller(store, clock=controller_clock)
+    assert controller.step() == [] and controller.decided_partitions == 6
+
+    controller_clock.now += DURATION_S
+    brokers.renew(2, 3, 4, 5, 6)
+    changes = controller.step()
+
+    assert {(c.topic, c.after.leader) for c in changes} == {("orders", 2), ("orders", 3)}
+    assert controller.decided_partitions == 3
+    brokers.renew(2, 3, 4, 5, 6)
+    assert controller.step() == [] and controller.decided_partitions == 3  # its own writes
+
+    brokers.renew(2, 3, 4, 5, 6)
+    assert controller.step() == [] and controller.decided_partitions == 0  # idle
+    store.acquire_lease(1, "broker-1-b", DURATION_S)  # a new incarnation
+    brokers.renew(2, 3, 4, 5, 6)
+    assert controller.step() == [] and controller.decided_partitions == 3  # not in sync
+    assert 1 in controller.live

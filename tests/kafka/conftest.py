@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,6 +82,11 @@ class KafkaSidecar(SidecarProcess):
                 loaded.add(partition_for_group(group, partitions))
 
 
+def unique_name(prefix: str) -> str:
+    """A topic, group or transactional id no other test of the module's broker uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
 def start_kafka_sidecar(
     sidecars: Sidecars, data_dir: Path, *configs: str, protocol: str = "PLAINTEXT"
 ) -> KafkaSidecar:
@@ -94,11 +100,8 @@ def start_kafka_sidecar(
 
 @pytest.fixture
 def sidecars() -> Iterator[Sidecars]:
-    started = Sidecars()
-    try:
+    with Sidecars() as started:
         yield started
-    finally:
-        started.kill_all()
 
 
 @pytest.fixture

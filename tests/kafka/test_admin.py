@@ -57,16 +57,13 @@ from tierlog.storage.errors import InvalidConfigError as TierlogInvalidConfigErr
 
 @pytest.fixture(scope="module")
 def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
-    started = Sidecars()
-    try:
+    with Sidecars() as started:
         yield start_kafka_sidecar(
             started,
             tmp_path_factory.mktemp("admin") / "data",
             "log.retention.ms=3600000",
             "offsets.topic.num.partitions=1",
         )
-    finally:
-        started.kill_all()
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 from kio.schema.errors import ErrorCode
 
-from tests.kafka.conftest import KafkaSidecar, run_java, start_kafka_sidecar
+from tests.kafka.conftest import KafkaSidecar, run_java, start_kafka_sidecar, unique_name
 from tests.kafka.wire import KafkaWire
 from tests.support.sidecars import Sidecars
 
@@ -40,19 +39,16 @@ WAIT_S = 60  # how long a test waits for what must happen (a bound, not a measur
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
-    started = Sidecars()
-    try:
+    with Sidecars() as started:
         sidecar = start_kafka_sidecar(
             started, tmp_path_factory.mktemp("classic") / "data", *CONFIGS
         )
         sidecar.load_offsets_topic(3)
         yield sidecar
-    finally:
-        started.kill_all()
 
 
 def _topic(broker: KafkaSidecar, records_per_partition: int = 5) -> str:
-    name = f"t-{uuid.uuid4().hex[:8]}"
+    name = unique_name("t")
     broker.create_topic(name, partitions=PARTITIONS)
     producer = KafkaProducer(bootstrap_servers=broker.kafka_address, acks="all")
     for partition in range(PARTITIONS):
@@ -122,7 +118,7 @@ def _until(condition: Callable[[], bool], what: str, timeout_s: float = WAIT_S) 
 def test_two_consumers_split_the_partitions_and_one_closing_hands_its_over(
     broker: KafkaSidecar,
 ) -> None:
-    topic, group = _topic(broker), f"g-{uuid.uuid4().hex[:8]}"
+    topic, group = _topic(broker), unique_name("g")
     first = Polling(_consumer(broker, group, "first"), topic)
     second: Polling | None = None
     try:
@@ -172,7 +168,7 @@ while True:
 def test_a_killed_member_s_partitions_move_after_its_session_timeout(
     broker: KafkaSidecar,
 ) -> None:
-    topic, group = _topic(broker), f"g-{uuid.uuid4().hex[:8]}"
+    topic, group = _topic(broker), unique_name("g")
     survivor = Polling(_consumer(broker, group, "survivor"), topic)
     timeouts = [str(SESSION_MS), str(HEARTBEAT_MS)]
     doomed = subprocess.Popen(
@@ -210,7 +206,7 @@ def _rows(table: str, group: str, columns: tuple[int, ...] | None = None) -> lis
 def test_java_console_consumer_with_a_group_and_kafka_consumer_groups(
     broker: KafkaSidecar,
 ) -> None:
-    topic, group = _topic(broker, records_per_partition=3), f"java-{uuid.uuid4().hex[:8]}"
+    topic, group = _topic(broker, records_per_partition=3), unique_name("java")
     bootstrap = broker.kafka_address
     printed = run_java(
         "org.apache.kafka.tools.consumer.ConsoleConsumer",
@@ -313,7 +309,7 @@ def _member(wire: KafkaWire, version: int, group: str) -> str:
 def test_join_sync_heartbeat_and_leave_at_every_version(
     broker: KafkaSidecar, join_v: int, sync_v: int, heartbeat_v: int, leave_v: int
 ) -> None:
-    group = f"v-{uuid.uuid4().hex[:8]}"
+    group = unique_name("v")
     wire = KafkaWire(broker.kafka_port)
     try:
         member = _member(wire, join_v, group)
@@ -351,7 +347,7 @@ def test_join_sync_heartbeat_and_leave_at_every_version(
 
 
 def test_describe_list_and_delete_groups_at_every_version(broker: KafkaSidecar) -> None:
-    group = f"d-{uuid.uuid4().hex[:8]}"
+    group = unique_name("d")
     wire = KafkaWire(broker.kafka_port)
     try:
         member = _member(wire, 9, group)
@@ -409,7 +405,7 @@ def test_a_broker_killed_and_restarted_loads_the_group_at_its_generation(
 ) -> None:
     broker = start_kafka_sidecar(sidecars, tmp_path / "data", *CONFIGS)
     broker.load_offsets_topic(3)
-    topic, group = _topic(broker), f"r-{uuid.uuid4().hex[:8]}"
+    topic, group = _topic(broker), unique_name("r")
     member = Polling(_consumer(broker, group, "steady"), topic)
     try:
         _until(lambda: len(member.read) == 5 * PARTITIONS, "every record")

@@ -10,7 +10,6 @@ shows the exchange when one fails."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,7 +31,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar
+from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar, unique_name
 from tests.support.sidecars import Sidecars
 
 TIMESTAMP_MS = 1_700_000_000_000
@@ -41,8 +40,7 @@ TIMEOUT_S = 30.0
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
-    started = Sidecars()
-    try:
+    with Sidecars() as started:
         sidecar = start_kafka_sidecar(
             started,
             tmp_path_factory.mktemp("librdkafka") / "data",
@@ -52,12 +50,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
         )
         sidecar.load_offsets_topic(1)
         yield sidecar
-    finally:
-        started.kill_all()
-
-
-def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def _config(broker: KafkaSidecar, **settings: Any) -> dict[str, Any]:
@@ -113,7 +105,7 @@ def _read_partition(
         _config(
             broker,
             **{
-                "group.id": _name("reader"),
+                "group.id": unique_name("reader"),
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
                 **settings,
@@ -142,7 +134,7 @@ def _read_partition(
 def test_idempotent_acks_all_produce_reads_back_every_codec(
     broker: KafkaSidecar, codec: str
 ) -> None:
-    topic = _name(f"codec-{codec}")
+    topic = unique_name(f"codec-{codec}")
     broker.create_topic(topic, partitions=2)
     producer = Producer(
         _config(
@@ -203,7 +195,7 @@ def test_group_splits_partitions_hands_over_on_close_with_commits(
 ) -> None:
     """Two members split two partitions, each reads its own and commits; the second
     closes, and the first, now owning both, resumes the second's partition at its commit."""
-    topic, group = _name(f"group-{protocol}"), _name(f"g-{protocol}")
+    topic, group = unique_name(f"group-{protocol}"), unique_name(f"g-{protocol}")
     broker.create_topic(topic, partitions=2)
     producer = Producer(_config(broker, acks="all"))
     first, second = (
@@ -234,7 +226,7 @@ def test_group_splits_partitions_hands_over_on_close_with_commits(
 
 
 def test_transaction_commit_and_abort_read_committed(broker: KafkaSidecar) -> None:
-    source, sink, group = _name("txn-in"), _name("txn-out"), _name("txn-group")
+    source, sink, group = unique_name("txn-in"), unique_name("txn-out"), unique_name("txn-group")
     broker.create_topic(source)
     broker.create_topic(sink)
     _produce_all(Producer(_config(broker, acks="all")), source, [(b"in", b"input", 0)])
@@ -242,7 +234,7 @@ def test_transaction_commit_and_abort_read_committed(broker: KafkaSidecar) -> No
     consumer.subscribe([source])
     (incoming,) = _drain(consumer, 1)
 
-    producer = Producer(_config(broker, **{"transactional.id": _name("txn")}))
+    producer = Producer(_config(broker, **{"transactional.id": unique_name("txn")}))
     producer.init_transactions(TIMEOUT_S)
     producer.begin_transaction()
     _produce_all(producer, sink, [(b"a", b"committed", 0)])
@@ -272,7 +264,7 @@ def test_transaction_commit_and_abort_read_committed(broker: KafkaSidecar) -> No
 @pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")
 def test_admin_client_topics_configs_and_groups(broker: KafkaSidecar) -> None:
     admin = AdminClient(_config(broker))
-    topic, group = _name("admin"), _name("admin-group")
+    topic, group = unique_name("admin"), unique_name("admin-group")
     (created,) = admin.create_topics(
         [NewTopic(topic, 3, 1, config={"retention.ms": "3600000"})]
     ).values()

@@ -34,14 +34,11 @@ CONFIGS = ("offsets.topic.num.partitions=3", "group.consumer.heartbeat.interval.
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
-    started = Sidecars()
-    try:
+    with Sidecars() as started:
         sidecar = start_kafka_sidecar(started, tmp_path_factory.mktemp("cg") / "data", *CONFIGS)
         sidecar.create_topic(TOPIC, partitions=2)
         sidecar.load_offsets_topic(3)
         yield sidecar
-    finally:
-        started.kill_all()
 
 
 def _heartbeat(group: str, member_id: str, epoch: int, **fields: Any) -> dict[str, Any]:

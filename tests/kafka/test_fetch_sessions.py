@@ -43,8 +43,7 @@ EVICTION_MS = 2_000
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
-    started = Sidecars()
-    try:
+    with Sidecars() as started:
         sidecar = start_kafka_sidecar(
             started,
             tmp_path_factory.mktemp("sessions") / "data",
@@ -53,8 +52,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
         )
         sidecar.load_offsets_topic(1)
         yield sidecar
-    finally:
-        started.kill_all()
 
 
 def _produce(wire: KafkaWire, topic: str, partition: int, value: bytes) -> None:

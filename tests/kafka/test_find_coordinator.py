@@ -31,11 +31,8 @@ CONFIGS = (
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
-    started = Sidecars()
-    try:
+    with Sidecars() as started:
         yield start_kafka_sidecar(started, tmp_path_factory.mktemp("find") / "data", *CONFIGS)
-    finally:
-        started.kill_all()
 
 
 def _grpc_coordinator(
@@ -90,8 +87,7 @@ def test_a_coordinator_whose_kafka_address_is_unknown_is_not_available(
     know, is COORDINATOR_NOT_AVAILABLE with Kafka's no-node (-1, "", -1); a group on
     broker 0 is answered."""
     brokers = f"0@127.0.0.1:{free_port()},1@127.0.0.1:{free_port()}"
-    started = Sidecars()
-    try:
+    with Sidecars() as started:
         sidecar = start_kafka_sidecar(
             started, tmp_path / "b0", *CONFIGS, "node.id=0", f"tierlog.cluster.brokers={brokers}"
         )
@@ -112,5 +108,3 @@ def test_a_coordinator_whose_kafka_address_is_unknown_is_not_available(
             else:
                 assert coordinator.error_code == ErrorCode.coordinator_not_available
                 assert (coordinator.node_id, coordinator.host, coordinator.port) == (-1, "", -1)
-    finally:
-        started.kill_all()

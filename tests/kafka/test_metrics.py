@@ -31,11 +31,8 @@ from tests.support.sidecars import Sidecars
 
 @pytest.fixture(scope="module")
 def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
-    started = Sidecars()
-    try:
+    with Sidecars() as started:
         yield start_kafka_sidecar(started, tmp_path_factory.mktemp("metrics") / "data", METRICS)
-    finally:
-        started.kill_all()
 
 
 def _until(sidecar: KafkaSidecar, name: str, value: float, **labels: str) -> Scrape:

@@ -10,7 +10,6 @@ UNSTABLE_OFFSET_COMMIT while a transaction holds a group's offsets."""
 from __future__ import annotations
 
 import subprocess
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,7 +20,7 @@ from kafka.structs import OffsetAndMetadata as KafkaOffsetAndMetadata
 from kio.schema.errors import ErrorCode
 
 from tests.interop.kafka import kafka_tools
-from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar
+from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar, unique_name
 from tests.kafka.wire import KafkaWire
 from tests.support.sidecars import Sidecars
 from tierlog.client.cluster import Cluster
@@ -36,20 +35,17 @@ CONFIGS = ("offsets.topic.num.partitions=3", "transaction.state.log.num.partitio
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
-    started = Sidecars()
-    try:
+    with Sidecars() as started:
         sidecar = start_kafka_sidecar(
             started, tmp_path_factory.mktemp("offsets") / "data", *CONFIGS
         )
         sidecar.create_topic(TOPIC, partitions=2)
         sidecar.load_offsets_topic(3)
         yield sidecar
-    finally:
-        started.kill_all()
 
 
 def _group() -> str:
-    return f"group-{uuid.uuid4().hex[:8]}"
+    return unique_name("group")
 
 
 def _grpc_committed(broker: KafkaSidecar, group: str) -> dict[TopicPartition, tuple[int, str]]:

@@ -40,26 +40,52 @@ class _Token(AbstractTokenProvider):  # type: ignore[misc]
         return self._token
 
 
-@pytest.fixture(scope="module")
-def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
-    work = tmp_path_factory.mktemp("sasl")
+def start_token_sidecar(
+    started: Sidecars, work: Path, topics: tuple[str, ...], *configs: str
+) -> KafkaSidecar:
+    """A SASL_PLAINTEXT listener whose broker token is ``TOKEN``, with ``topics`` created
+    (one partition each) over gRPC."""
     token_file = work / "token"
     token_file.write_text(TOKEN + "\n")
-    started = Sidecars()
+    sidecar = start_kafka_sidecar(
+        started,
+        work / "data",
+        METRICS,
+        f"tierlog.auth.token.file={token_file}",
+        *configs,
+        protocol="SASL_PLAINTEXT",
+    )
+    with AdminClient(
+        {"bootstrap.servers": sidecar.address, "tierlog.auth.token.file": token_file}
+    ) as admin:
+        for topic in topics:
+            admin.create_topic(topic, 1, {})
+    return sidecar
+
+
+def produce_and_read_back(security: dict[str, Any], topic: str, value: bytes) -> bytes:
+    """``value`` produced (acks=all) and read back at its offset, both with ``security``."""
+    producer = KafkaProducer(acks="all", **security)
     try:
-        sidecar = start_kafka_sidecar(
-            started,
-            work / "data",
-            METRICS,
-            f"tierlog.auth.token.file={token_file}",
-            protocol="SASL_PLAINTEXT",
-        )
-        admin_config = {"bootstrap.servers": sidecar.address, "tierlog.auth.token.file": token_file}
-        with AdminClient(admin_config) as admin:
-            admin.create_topic(TOPIC, 1, {})
-        yield sidecar
+        stored = producer.send(topic, value=value).get(timeout=30)
     finally:
-        started.kill_all()
+        producer.close()
+    consumer = KafkaConsumer(**security)
+    try:
+        partition = TopicPartition(topic, stored.partition)
+        consumer.assign([partition])
+        consumer.seek(partition, stored.offset)
+        records = consumer.poll(timeout_ms=30_000)[partition]
+    finally:
+        consumer.close()
+    value_read: bytes = records[0].value
+    return value_read
+
+
+@pytest.fixture(scope="module")
+def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
+    with Sidecars() as started:
+        yield start_token_sidecar(started, tmp_path_factory.mktemp("sasl"), (TOPIC,))
 
 
 def _credentials(mechanism: str, secret: str) -> dict[str, Any]:
@@ -76,20 +102,7 @@ def test_kafka_python_authenticates_and_is_served(sidecar: KafkaSidecar, mechani
         "sasl_mechanism": mechanism,
         **_credentials(mechanism, TOKEN),
     }
-    producer = KafkaProducer(acks="all", **security)
-    try:
-        stored = producer.send(TOPIC, value=mechanism.encode()).get(timeout=30)
-    finally:
-        producer.close()
-    consumer = KafkaConsumer(**security)
-    try:
-        partition = TopicPartition(TOPIC, 0)
-        consumer.assign([partition])
-        consumer.seek(partition, stored.offset)
-        records = consumer.poll(timeout_ms=30_000)[partition]
-    finally:
-        consumer.close()
-    assert records[0].value == mechanism.encode()
+    assert produce_and_read_back(security, TOPIC, mechanism.encode()) == mechanism.encode()
 
 
 def _authenticate(wire: KafkaWire, mechanism: str, message: bytes) -> Any:

@@ -26,15 +26,12 @@ CODECS = (None, "gzip", "snappy", "lz4", "zstd")  # a producer each: one batch c
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
-    started = Sidecars()
-    try:
+    with Sidecars() as started:
         yield start_kafka_sidecar(
             started,
             tmp_path_factory.mktemp("spark-kafka") / "data",
             "transaction.state.log.num.partitions=1",
         )
-    finally:
-        started.kill_all()
 
 
 def kafka_source(spark: SparkSession, broker: KafkaSidecar, topic: str) -> DataFrame:

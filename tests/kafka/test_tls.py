@@ -54,15 +54,12 @@ def sidecar(
     authority: Authority, ca_file: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[KafkaSidecar]:
     work = tmp_path_factory.mktemp("tls")
-    started = Sidecars()
-    try:
+    with Sidecars() as started:
         sidecar = start_kafka_sidecar(
             started, work / "data", METRICS, *_tls_configs(authority, work), protocol="SSL"
         )
         _create_topic(sidecar, ca_file)
         yield sidecar
-    finally:
-        started.kill_all()
 
 
 def _round_trip(sidecar: KafkaSidecar, value: bytes, **security: Any) -> bytes:

@@ -116,8 +116,7 @@ def sidecar(authority: Authority, work: Path) -> Iterator[KafkaSidecar]:
     ca_file = work / "ca.crt"
     ca_file.write_bytes(authority.certificate_pem)
     certificate, key = authority.issue("broker-0", server=True).write(work, "tls")
-    started = Sidecars()
-    try:
+    with Sidecars() as started:
         sidecar = start_kafka_sidecar(
             started,
             work / "data",
@@ -139,8 +138,6 @@ def sidecar(authority: Authority, work: Path) -> Iterator[KafkaSidecar]:
         with AdminClient(config) as admin:
             admin.create_topic(TOPIC, 1, {})
         yield sidecar
-    finally:
-        started.kill_all()
 
 
 def _security(work: Path, certificate: dict[str, str] | None) -> dict[str, str]:

@@ -10,7 +10,6 @@ read_committed."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -24,6 +23,7 @@ from tests.kafka.conftest import (
     read_partition,
     run_java,
     start_kafka_sidecar,
+    unique_name,
 )
 from tests.support.sidecars import Sidecars
 from tierlog.client.consumer import Consumer
@@ -32,20 +32,13 @@ from tierlog.storage.topic_partition import TopicPartition
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
-    started = Sidecars()
-    try:
+    with Sidecars() as started:
         yield start_kafka_sidecar(
             started,
             tmp_path_factory.mktemp("txn-clients") / "data",
             "transaction.state.log.num.partitions=1",
             "offsets.topic.num.partitions=1",
         )
-    finally:
-        started.kill_all()
-
-
-def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def _producer(broker: KafkaSidecar, transactional_id: str) -> KafkaProducer:
@@ -59,9 +52,9 @@ def _producer(broker: KafkaSidecar, transactional_id: str) -> KafkaProducer:
 def test_kafka_python_commits_and_aborts_and_read_committed_sees_only_the_commits(
     broker: KafkaSidecar,
 ) -> None:
-    topic = _name("orders")
+    topic = unique_name("orders")
     broker.create_topic(topic)
-    producer = _producer(broker, _name("app"))
+    producer = _producer(broker, unique_name("app"))
     producer.begin_transaction()
     producer.send(topic, b"aborted-1")
     producer.send(topic, b"aborted-2")
@@ -89,10 +82,10 @@ def test_kafka_python_commits_and_aborts_and_read_committed_sees_only_the_commit
 def test_offsets_sent_to_a_transaction_move_the_group_only_when_it_commits(
     broker: KafkaSidecar,
 ) -> None:
-    topic, group = _name("input"), _name("group")
+    topic, group = unique_name("input"), unique_name("group")
     broker.create_topic(topic)
     tp = KafkaTopicPartition(topic, 0)
-    producer = _producer(broker, _name("app"))
+    producer = _producer(broker, unique_name("app"))
     producer.begin_transaction()
     producer.send_offsets_to_transaction({tp: OffsetAndMetadata(5, "", -1)}, group)
     producer.abort_transaction()
@@ -115,7 +108,7 @@ def test_offsets_sent_to_a_transaction_move_the_group_only_when_it_commits(
 def test_a_second_producer_of_the_id_fences_the_first_and_its_transaction_is_aborted(
     broker: KafkaSidecar,
 ) -> None:
-    topic, transactional_id = _name("fenced"), _name("app")
+    topic, transactional_id = unique_name("fenced"), unique_name("app")
     broker.create_topic(topic)
     zombie = _producer(broker, transactional_id)
     zombie.begin_transaction()
@@ -138,9 +131,9 @@ def test_a_second_producer_of_the_id_fences_the_first_and_its_transaction_is_abo
 def test_a_transaction_committed_through_kafka_is_read_committed_through_grpc(
     broker: KafkaSidecar,
 ) -> None:
-    topic = _name("across")
+    topic = unique_name("across")
     broker.create_topic(topic)
-    producer = _producer(broker, _name("app"))
+    producer = _producer(broker, unique_name("app"))
     producer.begin_transaction()
     producer.send(topic, b"aborted", key=b"a").get(timeout=30)
     producer.abort_transaction()
@@ -165,7 +158,7 @@ def test_a_transaction_committed_through_kafka_is_read_committed_through_grpc(
 def test_kafkas_transactional_producer_and_the_kafka_transactions_tool(
     broker: KafkaSidecar,
 ) -> None:
-    topic, transactional_id = _name("perf"), _name("perf")
+    topic, transactional_id = unique_name("perf"), unique_name("perf")
     broker.create_topic(topic)
     bootstrap = broker.kafka_address
     run_java(
@@ -178,7 +171,7 @@ def test_kafkas_transactional_producer_and_the_kafka_transactions_tool(
         "--transaction-duration-ms", "50",
         "--producer-props", f"bootstrap.servers={bootstrap}",
     )  # fmt: skip
-    holder = _name("holder")  # a transaction left open, for list and describe-producers
+    holder = unique_name("holder")  # a transaction left open, for list and describe-producers
     open_producer = _producer(broker, holder)
     open_producer.begin_transaction()
     open_producer.send(topic, b"open").get(timeout=30)

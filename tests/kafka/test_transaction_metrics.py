@@ -8,7 +8,6 @@ end every transaction they open, so each starts with none open."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -16,7 +15,7 @@ from kafka import KafkaProducer
 from kafka.errors import ProducerFencedError
 from kio.schema.errors import ErrorCode
 
-from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar
+from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar, unique_name
 from tests.kafka.test_transactions import _add, _end, _init, _produce
 from tests.kafka.wire import KafkaWire
 from tests.support.scrape import METRICS, Scrape, scrape_sidecar
@@ -34,8 +33,7 @@ CLEANUP_INTERVAL_MS = 100  # transaction.abort.timed.out.transaction.cleanup.int
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
-    started = Sidecars()
-    try:
+    with Sidecars() as started:
         yield start_kafka_sidecar(
             started,
             tmp_path_factory.mktemp("txn-metrics") / "data",
@@ -43,12 +41,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
             "transaction.state.log.num.partitions=1",
             f"transaction.abort.timed.out.transaction.cleanup.interval.ms={CLEANUP_INTERVAL_MS}",
         )
-    finally:
-        started.kill_all()
-
-
-def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def _producer(broker: KafkaSidecar, transactional_id: str, **config: int) -> KafkaProducer:
@@ -83,9 +75,9 @@ def test_every_series_is_there_before_the_first_transaction(broker: KafkaSidecar
 def test_a_commit_and_an_abort_are_counted_and_the_open_transaction_gauged(
     broker: KafkaSidecar,
 ) -> None:
-    topic = _name("orders")
+    topic = unique_name("orders")
     broker.create_topic(topic)
-    producer = _producer(broker, _name("app"))
+    producer = _producer(broker, unique_name("app"))
     before = scrape_sidecar(broker)
 
     producer.begin_transaction()
@@ -115,10 +107,10 @@ def test_a_commit_and_an_abort_are_counted_and_the_open_transaction_gauged(
 
 
 def test_a_fenced_and_a_timed_out_transaction_are_counted_as_such(broker: KafkaSidecar) -> None:
-    topic = _name("fenced")
+    topic = unique_name("fenced")
     broker.create_topic(topic)
     before = scrape_sidecar(broker)
-    transactional_id = _name("app")
+    transactional_id = unique_name("app")
     zombie = _producer(broker, transactional_id)
     zombie.begin_transaction()
     zombie.send(topic, b"zombie").get(timeout=30)
@@ -130,7 +122,7 @@ def test_a_fenced_and_a_timed_out_transaction_are_counted_as_such(broker: KafkaS
     fenced = scrape_sidecar(broker)
 
     timeout_ms = 1_000
-    forgotten = _producer(broker, _name("slow"), transaction_timeout_ms=timeout_ms)
+    forgotten = _producer(broker, unique_name("slow"), transaction_timeout_ms=timeout_ms)
     forgotten.begin_transaction()
     forgotten.send(topic, b"never ended").get(timeout=30)
     # Aborted at the first cleanup pass after its timeout; a margin for a loaded machine.
@@ -150,9 +142,9 @@ def test_a_fenced_and_a_timed_out_transaction_are_counted_as_such(broker: KafkaS
 
 
 def test_a_marker_for_a_deleted_partition_is_counted_dropped(broker: KafkaSidecar) -> None:
-    topic = _name("deleted")
+    topic = unique_name("deleted")
     broker.create_topic(topic)
-    producer = _producer(broker, _name("app"))
+    producer = _producer(broker, unique_name("app"))
     before = scrape_sidecar(broker)
     producer.begin_transaction()
     producer.send(topic, b"orphan").get(timeout=30)
@@ -169,7 +161,7 @@ def test_a_marker_for_a_deleted_partition_is_counted_dropped(broker: KafkaSideca
 def test_a_batch_for_a_partition_not_in_the_transaction_is_a_refusal(
     broker: KafkaSidecar,
 ) -> None:
-    added, skipped, tid = _name("added"), _name("skipped"), _name("raw")
+    added, skipped, tid = unique_name("added"), unique_name("skipped"), unique_name("raw")
     broker.create_topic(added)
     broker.create_topic(skipped)
     wire = KafkaWire(broker.kafka_port)

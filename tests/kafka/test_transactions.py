@@ -9,14 +9,13 @@ own topic and transactional ids."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar
+from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar, unique_name
 from tests.kafka.wire import KafkaWire, fetch_committed
 from tests.support.sidecars import Sidecars
 from tierlog.storage.records import SimpleRecord, build_batch, iter_batches
@@ -31,8 +30,7 @@ TIMEOUT_MS = 60_000
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
     """The sidecar, once its coordinators have loaded the internal topics their first
     calls create (a client retries COORDINATOR_LOAD_IN_PROGRESS as these waits do)."""
-    started = Sidecars()
-    try:
+    with Sidecars() as started:
         sidecar = start_kafka_sidecar(
             started,
             tmp_path_factory.mktemp("txn") / "data",
@@ -48,8 +46,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
         _end(connection, tid, pid, 0, commit=False)
         connection.close()
         yield sidecar
-    finally:
-        started.kill_all()
 
 
 def _once_loaded(call: Callable[[], Any], timeout_s: float = 60) -> Any:
@@ -79,10 +75,6 @@ def _offsets(producer: dict[str, Any], group: str, topic: str, offset: int) -> d
             }
         ],
     }
-
-
-def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def _init(wire: KafkaWire, transactional_id: str, version: int = 4, **named: int) -> Any:
@@ -163,7 +155,7 @@ def _describe(wire: KafkaWire, tid: str) -> Any:
 def test_a_transaction_committed_through_kafka_apis_is_read_committed_after_its_end(
     broker: KafkaSidecar, wire: KafkaWire
 ) -> None:
-    topic, tid = _name("paid"), _name("app")
+    topic, tid = unique_name("paid"), unique_name("app")
     broker.create_topic(topic)
     init = _init(wire, tid)
     assert (init.error_code, init.producer_epoch) == (ErrorCode.none, 0)
@@ -197,7 +189,7 @@ def test_a_transaction_committed_through_kafka_apis_is_read_committed_after_its_
 def test_an_aborted_transaction_is_listed_to_a_read_committed_fetch(
     broker: KafkaSidecar, wire: KafkaWire
 ) -> None:
-    topic, tid = _name("refunds"), _name("app")
+    topic, tid = unique_name("refunds"), unique_name("app")
     broker.create_topic(topic)
     pid = _init(wire, tid).producer_id
     _add(wire, tid, pid, 0, topic)
@@ -214,7 +206,7 @@ def test_an_aborted_transaction_is_listed_to_a_read_committed_fetch(
 def test_a_second_producer_fences_the_first_with_the_error_its_version_knows(
     broker: KafkaSidecar, wire: KafkaWire
 ) -> None:
-    topic, tid = _name("fenced"), _name("app")
+    topic, tid = unique_name("fenced"), unique_name("app")
     broker.create_topic(topic)
     first = _init(wire, tid)
     pid = first.producer_id
@@ -241,7 +233,7 @@ def test_a_second_producer_fences_the_first_with_the_error_its_version_knows(
 def test_a_producer_naming_its_current_id_and_epoch_gets_the_next_epoch_kip_360(
     broker: KafkaSidecar, wire: KafkaWire
 ) -> None:
-    tid = _name("app")
+    tid = unique_name("app")
     first = _init(wire, tid)
 
     again = _init(wire, tid, 3, producer_id=first.producer_id, producer_epoch=0)
@@ -256,7 +248,7 @@ def test_a_producer_naming_its_current_id_and_epoch_gets_the_next_epoch_kip_360(
 def test_transaction_calls_refuse_unknown_partitions_and_unknown_producers(
     broker: KafkaSidecar, wire: KafkaWire
 ) -> None:
-    topic, tid = _name("known"), _name("app")
+    topic, tid = unique_name("known"), unique_name("app")
     broker.create_topic(topic)
     pid = _init(wire, tid).producer_id
     body = wire.call(
@@ -291,13 +283,13 @@ def test_transaction_calls_refuse_unknown_partitions_and_unknown_producers(
         {"transactional_id": tid, "transaction_timeout": 3_600_000},
     )
     assert too_long.error_code == ErrorCode.invalid_transaction_timeout
-    assert _describe(wire, _name("never")).error_code == ErrorCode.transactional_id_not_found
+    assert _describe(wire, unique_name("never")).error_code == ErrorCode.transactional_id_not_found
 
 
 def test_offsets_sent_in_a_transaction_join_it_and_are_committed_with_it(
     broker: KafkaSidecar, wire: KafkaWire
 ) -> None:
-    topic, tid, group = _name("input"), _name("app"), _name("group")
+    topic, tid, group = unique_name("input"), unique_name("app"), unique_name("group")
     broker.create_topic(topic)
     pid = _init(wire, tid).producer_id
     added = wire.call(
@@ -321,7 +313,7 @@ def test_offsets_sent_in_a_transaction_join_it_and_are_committed_with_it(
 def test_list_transactions_filters_by_state_producer_and_duration(
     broker: KafkaSidecar, wire: KafkaWire
 ) -> None:
-    topic, open_id, done_id = _name("listed"), _name("open"), _name("done")
+    topic, open_id, done_id = unique_name("listed"), unique_name("open"), unique_name("done")
     broker.create_topic(topic)
     open_pid = _init(wire, open_id).producer_id
     _add(wire, open_id, open_pid, 0, topic)
@@ -351,7 +343,7 @@ def test_list_transactions_filters_by_state_producer_and_duration(
 def test_describe_producers_shows_an_open_transactions_first_offset(
     broker: KafkaSidecar, wire: KafkaWire
 ) -> None:
-    topic, tid = _name("described"), _name("app")
+    topic, tid = unique_name("described"), unique_name("app")
     broker.create_topic(topic)
     pid = _init(wire, tid).producer_id
     _add(wire, tid, pid, 0, topic)
@@ -381,7 +373,7 @@ def test_describe_producers_shows_an_open_transactions_first_offset(
 def test_a_transactional_batch_to_a_partition_not_in_the_transaction_is_refused(
     broker: KafkaSidecar, wire: KafkaWire
 ) -> None:
-    added, skipped, tid = _name("added"), _name("skipped"), _name("app")
+    added, skipped, tid = unique_name("added"), unique_name("skipped"), unique_name("app")
     broker.create_topic(added)
     broker.create_topic(skipped)
     pid = _init(wire, tid).producer_id
@@ -404,7 +396,7 @@ def test_a_transactional_batch_to_a_partition_not_in_the_transaction_is_refused(
 def test_transactional_batches_without_a_transactional_id_are_refused(
     broker: KafkaSidecar, wire: KafkaWire
 ) -> None:
-    topic, tid = _name("anonymous"), _name("app")
+    topic, tid = unique_name("anonymous"), unique_name("app")
     broker.create_topic(topic)
     pid = _init(wire, tid).producer_id
     _add(wire, tid, pid, 0, topic)

@@ -12,7 +12,6 @@ offset stays at that batch's offset."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -24,6 +23,7 @@ from tests.kafka.conftest import (
     read_partition,
     run_java,
     start_kafka_sidecar,
+    unique_name,
 )
 from tests.kafka.wire import KafkaWire, fetch_committed
 from tests.support.sidecars import Sidecars
@@ -35,26 +35,19 @@ TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand"
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
-    started = Sidecars()
-    try:
+    with Sidecars() as started:
         yield start_kafka_sidecar(
             started,
             tmp_path_factory.mktemp("markers") / "data",
             "transaction.partition.verification.enable=false",
             "transaction.state.log.num.partitions=1",
         )
-    finally:
-        started.kill_all()
-
-
-def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def _transactional_producer(wire: KafkaWire) -> tuple[str, int]:
     """A fresh transactional id and its producer id (epoch 0), once the transaction
     coordinator has loaded ``__transaction_state`` (a client retries as this does)."""
-    tid = _name("app")
+    tid = unique_name("app")
     deadline = time.monotonic() + 60
     while True:
         answer = wire.call(
@@ -142,7 +135,7 @@ def _markers(
 def test_kafka_transactions_finds_a_hanging_transaction_and_aborts_it(
     broker: KafkaSidecar, wire: KafkaWire
 ) -> None:
-    topic = _name("stuck")
+    topic = unique_name("stuck")
     broker.create_topic(topic)
     producer = _transactional_producer(wire)
     pid = producer[1]
@@ -173,7 +166,7 @@ def test_kafka_transactions_finds_a_hanging_transaction_and_aborts_it(
 def test_a_marker_from_an_older_coordinator_epoch_or_producer_epoch_is_refused(
     broker: KafkaSidecar, wire: KafkaWire
 ) -> None:
-    topic = _name("fenced")
+    topic = unique_name("fenced")
     broker.create_topic(topic)
     producer = _transactional_producer(wire)
     pid = producer[1]

@@ -219,11 +219,7 @@ class Brokers:
     def with_service_account(self, account: str) -> None:
         """Start the sidecars with a token of ``account`` (so with its RBAC alone) as the
         API server's credentials, as the kubelet mounts a pod's service account token."""
-        token = self.plane.kubectl("create", "token", account, "-n", self.namespace).stdout
-        config = json.loads(self.plane.kubeconfig.read_text())
-        config["users"][0]["user"] = {"token": token.strip()}
-        path = self.workdir / f"kubeconfig-{account}"
-        path.write_text(json.dumps(config))
+        path = self.plane.kubeconfig_as(account, self.namespace, self.workdir)
         self.env = {**os.environ, "KUBECONFIG": str(path)}
 
     def config_map(self) -> dict[str, str]:

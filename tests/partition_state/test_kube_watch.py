@@ -4,7 +4,6 @@ everything, and the store's own calls (the broker's lease) untouched; ``close`` 
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -47,11 +46,7 @@ def _account_without_watch(plane: ControlPlane, namespace: str, workdir: Path) -
     plane.kubectl("create", "role", "no-watch", verbs, "--resource=configmaps,leases", *ns)
     account = f"--serviceaccount={namespace}:broker"
     plane.kubectl("create", "rolebinding", "no-watch", "--role=no-watch", account, *ns)
-    token = plane.kubectl("create", "token", "broker", *ns).stdout.strip()
-    config = json.loads(plane.kubeconfig.read_text())
-    config["users"][0]["user"] = {"token": token}
-    path = workdir / "kubeconfig-broker"
-    path.write_text(json.dumps(config))
+    path = plane.kubeconfig_as("broker", namespace, workdir)
     return Client(KubeConfig.from_file(path), field_manager="tierlog-tests")
 
 

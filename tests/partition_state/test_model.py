@@ -16,6 +16,7 @@ from tierlog.partition_state.model import (
     TopicLayout,
     part_from_json,
     part_to_json,
+    replication_factor,
 )
 from tierlog.storage.errors import KafkaStorageError
 
@@ -104,3 +105,14 @@ def test_a_version_1_document_reads_as_a_head_holding_every_partition() -> None:
 def test_a_damaged_document_is_refused_naming_where_it_is(text: str) -> None:
     with pytest.raises(KafkaStorageError, match="ConfigMap x"):
         part_from_json(text, "ConfigMap x")
+
+
+def test_a_topics_replication_factor_is_what_its_partitions_will_have() -> None:
+    """The target of a reassignment under way: its leaving replicas do not count."""
+    moving = PartitionState(
+        (4, 5, 1, 2), 1, 0, (1, 2, 4, 5), adding_replicas=(4, 5), removing_replicas=(1, 2)
+    )
+    growing = PartitionState((1, 2, 3), 1, 0, (1, 2), adding_replicas=(3,))
+    assert replication_factor({0: PartitionState.new((1, 2)), 1: moving}) == 2
+    assert replication_factor({0: PartitionState.new((1, 2)), 1: growing}) == 3
+    assert replication_factor({}) is None

@@ -3,10 +3,15 @@ runs each test on a directory and on the real API server)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
+from lightkube import Client, KubeConfig
+from lightkube.core.exceptions import ApiError
+from lightkube.resources.core_v1 import ConfigMap, Secret
 
 from tests.partition_state.conftest import Clock
 from tierlog.api.errors import (
@@ -16,6 +21,14 @@ from tierlog.api.errors import (
     StaleBrokerEpochError,
     TopicAlreadyExistsError,
 )
+from tierlog.broker.scram_credentials import (
+    CredentialChange,
+    ScramCredential,
+    ScramCredentials,
+    ScramMechanism,
+    UserCredentials,
+)
+from tierlog.partition_state.kube_store import CLUSTER_LABEL
 from tierlog.partition_state.model import (
     LEGACY_TOPIC_ID,
     NO_LEADER,
@@ -323,3 +336,60 @@ def test_topics_whose_names_differ_only_in_case_or_in_dots_are_kept_apart(
     again, _, _ = store_at()
     assert again.list_topics() == sorted(names)
     assert [again.read_topic(name)[0].replicas for name in names] == [(0,), (1,), (2,), (3,)]
+
+
+def _upsert(user: str) -> CredentialChange:
+    salted = hashlib.pbkdf2_hmac("sha256", b"secret", b"salt", 4096)
+    return CredentialChange(user, ScramMechanism.SCRAM_SHA_256.value, 4096, b"salt", salted)
+
+
+def test_scram_credentials_read_back_from_another_store_object_and_a_rival_loses_nothing(
+    store_at: OpenStore,
+) -> None:
+    """Every broker's store object reads the same users. A change decided on a read that
+    a rival's write then overtook is decided again on Kubernetes (its write is a 409
+    Conflict); on one machine the file lock keeps the rival out until the change is done,
+    so the rival goes after it (a rival inside the lock would wait on itself)."""
+    store, kind, where = store_at()
+    rival, _, _ = store_at()
+    credentials = ScramCredentials(store.scram_credentials())
+    credentials.apply([_upsert("alice")])
+    decided = 0
+
+    def add_carol(users: UserCredentials) -> UserCredentials:
+        nonlocal decided
+        decided += 1
+        if kind == "kube" and decided == 1:
+            ScramCredentials(rival.scram_credentials()).apply([_upsert("bob")])
+        return {**users, "carol": users["alice"]}
+
+    credentials.alter(add_carol)
+    if kind != "kube":
+        ScramCredentials(rival.scram_credentials()).apply([_upsert("bob")])
+    again, _, _ = store_at()
+    users = ScramCredentials(again.scram_credentials()).read()
+    assert sorted(users) == ["alice", "bob", "carol"]
+    assert decided == (2 if kind == "kube" else 1)
+    sha_256 = ScramMechanism.SCRAM_SHA_256
+    assert users["alice"][sha_256] == ScramCredential.from_password(
+        sha_256, "secret", 4096, b"salt"
+    )
+    if kind == "kube":
+        _assert_kept_in_a_secret_only(where, again.scram_credentials().read())
+
+
+def _assert_kept_in_a_secret_only(where: str, document: str | None) -> None:
+    """Derived keys are credential material: on Kubernetes they are an Opaque Secret
+    labelled with the cluster (readers of the namespace's ConfigMaps must not see them),
+    its ``document`` base64 as a Secret's data is, and no ConfigMap of that name."""
+    kubeconfig, namespace, cluster = where.split()
+    client = Client(KubeConfig.from_file(kubeconfig))
+    name = f"{cluster}-scram-credentials"
+    secret = client.get(Secret, name, namespace=namespace)
+    assert secret.type == "Opaque"
+    assert secret.metadata is not None and secret.metadata.labels == {CLUSTER_LABEL: cluster}
+    assert document is not None
+    assert base64.b64decode((secret.data or {})["document"]).decode() == document
+    with pytest.raises(ApiError) as absent:
+        client.get(ConfigMap, name, namespace=namespace)
+    assert absent.value.status.code == 404

@@ -48,8 +48,7 @@ def test_a_topic_created_on_any_broker_spans_the_racks_of_the_plan(tmp_path: Pat
         )
     )
     state = tmp_path / "state"
-    started = Sidecars()
-    try:
+    with Sidecars() as started:
         brokers = [
             started.add(
                 Sidecar(
@@ -79,5 +78,3 @@ def test_a_topic_created_on_any_broker_spans_the_racks_of_the_plan(tmp_path: Pat
         for partition, placed in partitions.items():
             zones = sorted(ZONES[node] for node in placed.replicas)
             assert zones == ["zone-a", "zone-b"], (partition, placed.replicas)
-    finally:
-        started.kill_all()

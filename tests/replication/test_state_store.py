@@ -103,8 +103,7 @@ def test_brokers_replicate_over_the_api_servers_configmap_and_leases(
     ports = [free_port() for _ in range(2)]
     listed = ",".join(f"{node}@127.0.0.1:{port}" for node, port in enumerate(ports))
     env = {**os.environ, "KUBECONFIG": str(control_plane.kubeconfig)}
-    started = Sidecars()
-    try:
+    with Sidecars() as started:
         brokers = [
             started.add(
                 Sidecar(
@@ -139,8 +138,6 @@ def test_brokers_replicate_over_the_api_servers_configmap_and_leases(
         assert store.read_topic("orders")[0].isr == (0, 1)
         # The store's requests (several a second) are not logged one line each.
         assert "HTTP Request" not in brokers[1].output, brokers[1].output[-2000:]
-    finally:
-        started.kill_all()
 
 
 def _leads(broker: Sidecar) -> bool:

@@ -41,8 +41,7 @@ def broker(tmp_path: Path) -> Iterator[Sidecar]:
     with the topic ``orders`` of two partitions."""
     port = free_port()
     write(tmp_path / "assignment.json", plan(5, [0, 1], me=f"127.0.0.1:{port}"))
-    started = Sidecars()
-    try:
+    with Sidecars() as started:
         sidecar = started.add(
             Sidecar(
                 tmp_path / "b0",
@@ -52,8 +51,6 @@ def broker(tmp_path: Path) -> Iterator[Sidecar]:
         )
         sidecar.create_topic("orders", partitions=2)
         yield sidecar
-    finally:
-        started.kill_all()
 
 
 def push(broker: Sidecar, document: str) -> admin_service_pb2.UpdateAssignmentResponse:

@@ -172,7 +172,8 @@ def test_kafka_connection_limits_and_sasl_take_kafkas_names(tmp_path: Path) -> N
             "log.dirs": str(tmp_path),
             "listeners": "CLIENT://127.0.0.1:0",
             "listener.security.protocol.map": "CLIENT:SASL_PLAINTEXT",
-            "sasl.enabled.mechanisms": "oauthbearer",
+            "sasl.enabled.mechanisms": "oauthbearer,scram-sha-512",
+            "connections.max.reauth.ms": "3600000",
             "max.connections": "100",
             "max.connections.per.ip": "10",
             "max.connections.per.ip.overrides": "localhost:50,10.0.0.7:0",
@@ -185,7 +186,9 @@ def test_kafka_connection_limits_and_sasl_take_kafkas_names(tmp_path: Path) -> N
     assert (limits.max_connections, limits.per_ip("10.0.0.1")) == (100, 10)
     assert (limits.per_ip("127.0.0.1"), limits.per_ip("10.0.0.7")) == (50, 0)
     security = config.kafka_security
-    assert (security.protocol, security.sasl_mechanisms) == ("SASL_PLAINTEXT", ("OAUTHBEARER",))
+    assert (security.protocol, security.sasl_mechanisms, security.max_reauth_ms) == (
+        "SASL_PLAINTEXT", ("OAUTHBEARER", "SCRAM-SHA-512"), 3_600_000
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -198,6 +201,7 @@ def test_kafka_connection_limits_and_sasl_take_kafkas_names(tmp_path: Path) -> N
         ({"max.connections.per.ip.overrides": "no-such-host.invalid:5"}, "cannot resolve"),
         ({"listener.security.protocol.map": "CLIENT:TLS"}, "NAME:PROTOCOL"),
         ({"sasl.enabled.mechanisms": "GSSAPI"}, "GSSAPI"),
+        ({"connections.max.reauth.ms": "-1"}, "connections.max.reauth.ms must be 0 or more"),
         ({"sasl.server.max.receive.size": "0"}, "must be positive"),
         ({"max.incremental.fetch.session.cache.slots": "-1"}, "cache.slots must be a count"),
         ({"tierlog.kafka.fetch.session.eviction.ms": "0"}, "eviction.ms must be a count"),

@@ -133,8 +133,7 @@ def test_running_brokers_follow_a_changed_assignment_file(tmp_path: Path) -> Non
     brokers = {node: f"127.0.0.1:{port}" for node, port in enumerate(ports)}
     plan = tmp_path / "assignment.json"
     _write_plan(plan, brokers, {"orders": [0, 0]})
-    started = Sidecars()
-    try:
+    with Sidecars() as started:
         sidecars = [
             started.add(
                 Sidecar(
@@ -163,5 +162,3 @@ def test_running_brokers_follow_a_changed_assignment_file(tmp_path: Path) -> Non
             )
         )
         assert produced.base_offset == 0
-    finally:
-        started.kill_all()

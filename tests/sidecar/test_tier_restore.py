@@ -9,12 +9,15 @@ produce at the tier's end, and restarts with the flag still on as any broker doe
 same start on a data dir that holds anything else is refused with DATA_DIR_NOT_EMPTY,
 and the bucket's copy of a topic follows its changes and goes with it.
 
-The same with replication: a ``tierlog cluster up`` of three brokers (every partition
-on all three) is lost with its data dirs and partition-state store; a new cluster with
-the flag on every broker has each replica start at the tier's end, in a leader epoch
+The same with replication: a ``tierlog cluster up`` of three brokers (each partition on
+two of them, not the cluster's default of three) is lost with its data dirs and
+partition-state store; a new cluster with the flag on every broker gives each partition
+two replicas again, has each replica start at the tier's end, in a leader epoch
 past every epoch the tier recorded, serves every record from the tier, takes the next
-produce at the tier's end with all three replicas in sync, and only the leader uploads
+produce at the tier's end with both replicas in sync, and only the leader uploads
 after it: the objects the lost cluster wrote stay as they were, nothing is written twice.
+Groups' committed offsets of the tiered topic come back on both (clamped to what the
+tier holds).
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ import dataclasses
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -33,17 +37,33 @@ from tests.replication.conftest import wait_for
 from tests.support.local_cluster import running_cluster
 from tests.support.minio import MinioServer
 from tests.support.sidecars import console_script
-from tierlog.api.v1 import admin_service_pb2, log_service_pb2, log_service_pb2_grpc
+from tierlog.api.v1 import (
+    admin_service_pb2,
+    group_service_pb2,
+    group_service_pb2_grpc,
+    log_service_pb2,
+    log_service_pb2_grpc,
+)
+from tierlog.broker.topics import TopicStore
 from tierlog.cli.local_cluster import read_cluster
 from tierlog.client import AdminClient, Producer
 from tierlog.partition_state.local_store import LocalStateStore
+from tierlog.sidecar.restore import (
+    begin_restore,
+    restore_locally,
+    restore_topics,
+    restored_replication_factor,
+)
+from tierlog.storage.config import LogConfig
 from tierlog.storage.records import SimpleRecord, build_batch, iter_batches
+from tierlog.storage.tier.group_offsets import load_group_offsets
 from tierlog.storage.tier.layout import parse_segment_key, segments_prefix
+from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest_store import load_view
 from tierlog.storage.tier.s3_store import S3Options
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.tier_state import tier_state_at
-from tierlog.storage.tier.topic_records import load_topic_records
+from tierlog.storage.tier.topic_records import TopicRecord, load_topic_records, put_topic_record
 from tierlog.storage.tier.url import open_store
 from tierlog.storage.topic_partition import TopicPartition
 
@@ -63,6 +83,8 @@ BROKER = ("remote.log.manager.task.interval.ms=100",)
 TIERED_CONFIGS = {key.replace("_", "."): value for key, value in TIERED.items()}
 RESTORE = "tierlog.tier.restore=true"
 LOST_EPOCHS = 10  # above any epoch the restored cluster's own elections reach here
+GROUP = "resumer"
+REPLICAS = 2  # below the 3 brokers' default.replication.factor, which a restore once gave
 
 
 class Bucket:
@@ -229,6 +251,88 @@ def send_idempotently(sidecar: Sidecar, values: list[bytes]) -> list[int]:
     return [future.result(0).offset for future in sent]
 
 
+def test_a_restored_broker_gives_groups_their_committed_offsets_back(
+    sidecar_factory: SidecarFactory, tmp_path: Path, bucket: Bucket
+) -> None:
+    """A group's committed offset comes back with the topic; one past what the tier held
+    (records lost with the volume) comes back at the tier's end, where the next record
+    goes; before, every group started over (``auto.offset.reset``)."""
+    lost = sidecar_factory(tmp_path / "lost", *BROKER, *bucket.configs)
+    lost.create_topic(TOPIC, 1, **TIERED)
+    for seq in range(BATCHES_PER_PARTITION):
+        produce(lost, 0, seq)
+    end = BATCHES_PER_PARTITION * RECORDS_PER_BATCH
+    committed = {"resumer": 12, "ahead": end + 1000}
+    for group, offset in committed.items():
+        commit_offset(lost.address, group, 0, offset)
+    wait_tiered(bucket.store, {0: end})
+    wait_for(
+        lambda: {g.group_id for g in load_group_offsets(bucket.store)} == set(committed),
+        "the groups' offsets in the bucket",
+        poll_s=0.1,
+    )
+    lost.kill()
+    shutil.rmtree(lost.data_dir)
+
+    restored = sidecar_factory(tmp_path / "restored", *BROKER, *bucket.configs, RESTORE)
+    assert fetch_offsets(restored.address, "resumer") == {0: 12}
+    assert fetch_offsets(restored.address, "ahead") == {0: end}  # clamped to the tier's end
+    assert fetch_offsets(restored.address, "never-committed") == {}
+    restored.stop()  # the kept offsets were committed: a restart serves them from the log
+    restored.start()
+    assert fetch_offsets(restored.address, "resumer") == {0: 12}
+
+
+_COORDINATOR_NOT_YET = (
+    "COORDINATOR_LOAD_IN_PROGRESS",
+    "COORDINATOR_NOT_AVAILABLE",
+    "NOT_COORDINATOR",
+    "LEADER_NOT_AVAILABLE",
+    "UNKNOWN_TOPIC_OR_PARTITION",
+)
+
+
+def _group_call(address: str, group: str, call: Callable[[Any], Any], request: object) -> Any:
+    """``call`` at the group's coordinator, found through the broker at ``address``;
+    again while the coordinator is still to be made, elected or loaded."""
+    answers: list[Any] = []
+
+    def answered() -> bool:
+        try:
+            with grpc.insecure_channel(address) as channel:
+                found = group_service_pb2_grpc.GroupServiceStub(channel).FindCoordinator(
+                    group_service_pb2.FindCoordinatorRequest(key=group), timeout=30
+                )
+            with grpc.insecure_channel(found.address) as channel:
+                stub = group_service_pb2_grpc.GroupServiceStub(channel)
+                answers.append(call(stub)(request, timeout=30))
+        except grpc.RpcError as error:
+            if reason_of(error) not in _COORDINATOR_NOT_YET:
+                raise
+            return False
+        return True
+
+    wait_for(answered, f"the coordinator of group {group}", poll_s=0.05)
+    return answers[0]
+
+
+def commit_offset(address: str, group: str, partition: int, offset: int) -> None:
+    committed = group_service_pb2.OffsetCommitPartition(
+        topic=TOPIC, partition=partition, offset=offset
+    )
+    request = group_service_pb2.OffsetCommitRequest(
+        group_id=group, generation_id=-1, partitions=[committed]
+    )
+    _group_call(address, group, lambda stub: stub.OffsetCommit, request)
+
+
+def fetch_offsets(address: str, group: str) -> dict[int, int]:
+    """The group's committed offsets of ``TOPIC``, by partition."""
+    request = group_service_pb2.OffsetFetchRequest(group_id=group)
+    answer = _group_call(address, group, lambda stub: stub.OffsetFetch, request)
+    return {o.partition: o.offset for o in answer.offsets if o.topic == TOPIC}
+
+
 def test_a_restore_on_a_data_dir_holding_anything_is_refused(
     sidecar_factory: SidecarFactory, tmp_path: Path, bucket: Bucket
 ) -> None:
@@ -270,6 +374,33 @@ def test_the_bucket_keeps_a_tiered_topic_through_its_changes_and_drops_it_with_t
 
     sidecar.admin.DeleteTopics(admin_service_pb2.DeleteTopicsRequest(names=[TOPIC]))
     assert load_topic_records(bucket.store) == []
+
+
+def test_a_record_without_a_replication_factor_is_restored_with_the_default(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    older = TopicRecord(TOPIC, PARTITIONS, TIERED_CONFIGS)  # as an older version wrote it
+    assert restored_replication_factor(older, 3) == 3
+    assert "keeps no replication factor" in caplog.text
+    assert "default.replication.factor=3" in caplog.text
+    recorded = dataclasses.replace(older, replication_factor=2)
+    assert restored_replication_factor(recorded, 3) == 2
+
+
+def test_a_record_of_a_topic_whose_tiering_was_turned_off_is_not_restored(
+    tmp_path: Path,
+) -> None:
+    """An older version kept the record of a topic turned off (KIP-950), whose tier was
+    deleted: a restore makes only the topics the tier has data for."""
+    store = LocalDirectoryStore(tmp_path / "bucket")
+    turned_off = {"remote.storage.enable": "false", "remote.log.delete.on.disable": "true"}
+    put_topic_record(store, TopicRecord("turned-off", 1, turned_off))
+    put_topic_record(store, TopicRecord(TOPIC, PARTITIONS, TIERED_CONFIGS))
+    log_dirs = [tmp_path / "data"]
+    topics = TopicStore(log_dirs, LogConfig())
+    assert begin_restore(log_dirs)
+    assert restore_topics(log_dirs, store, restore_locally(topics)) == [TOPIC]
+    assert [topic.name for topic in topics.topics()] == [TOPIC]
 
 
 def last_epoch(store: ObjectStore, tp: TopicPartition) -> int:
@@ -361,16 +492,27 @@ def test_a_replicated_cluster_lost_with_its_volumes_is_restored_from_its_bucket(
         lost = LocalCluster(lost_dir)
         with AdminClient(lost.servers) as admin:
             admin.create_topic(
-                TOPIC, PARTITIONS, {k.replace("_", "."): v for k, v in TIERED.items()}
+                TOPIC,
+                PARTITIONS,
+                {k.replace("_", "."): v for k, v in TIERED.items()},
+                replication_factor=REPLICAS,
             )
         lost.raise_leader_epochs(LOST_EPOCHS)  # as many failovers would
         for seq in range(BATCHES_PER_PARTITION):
             for partition in range(PARTITIONS):
                 base, batch = lost.produce(partition, seq)
                 produced[partition][base] = batch
-        assert all(len(state.replicas) == 3 for state in lost.store.read_topic(TOPIC).values())
+        lost_states = lost.store.read_topic(TOPIC).values()
+        assert all(len(state.replicas) == REPLICAS for state in lost_states)
         ends = dict.fromkeys(range(PARTITIONS), BATCHES_PER_PARTITION * RECORDS_PER_BATCH)
+        for partition in range(PARTITIONS):
+            commit_offset(lost.servers[0], GROUP, partition, 7 + partition)
         wait_tiered(bucket.store, ends)
+        wait_for(
+            lambda: bool(load_group_offsets(bucket.store)),
+            "the group's offsets in the bucket",
+            poll_s=0.1,
+        )
         lost.close()
     shutil.rmtree(lost_dir)  # every broker's data dir and the partition-state store
     tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
@@ -382,10 +524,11 @@ def test_a_replicated_cluster_lost_with_its_volumes_is_restored_from_its_bucket(
     restored_dir = tmp_path / "restored"
     with running_cluster(restored_dir, 3, *configs, RESTORE):
         restored = LocalCluster(restored_dir)
+        assert fetch_offsets(restored.servers[1], GROUP) == {0: 7, 1: 8}
         states = restored.store.read_topic(TOPIC)
         for tp in tps:
             state = states[tp.partition]
-            assert len(state.replicas) == 3
+            assert len(state.replicas) == REPLICAS
             assert state.leader_epoch > epochs_before[tp]  # epochs only grow
             leader = restored.leader(tp.partition)
             fetched = fetch_all(leader, tp.partition)
@@ -395,7 +538,7 @@ def test_a_replicated_cluster_lost_with_its_volumes_is_restored_from_its_bucket(
             base, _batch = restored.produce(tp.partition, BATCHES_PER_PARTITION)
             assert base == ends[tp.partition]
         wait_for(
-            lambda: all(restored.in_sync(p) == 3 for p in range(PARTITIONS)),
+            lambda: all(restored.in_sync(p) == REPLICAS for p in range(PARTITIONS)),
             "every replica in sync at the new produce",
         )
         after = {tp: ends[tp.partition] + RECORDS_PER_BATCH for tp in tps}

@@ -441,15 +441,56 @@ def test_deleting_a_tiered_partition_deletes_its_tier(tmp_path: Path) -> None:
     manager.shutdown()
 
 
-def test_the_partition_count_follows_the_logs_held(tmp_path: Path) -> None:
-    """What a metrics scrape asks (``tierlog.metrics.partition.series.max`` compares it),
-    counted without listing the partitions in order."""
+def test_the_partition_count_and_has_log_follow_the_logs_held(tmp_path: Path) -> None:
+    """What a metrics scrape and a topic change ask (``tierlog.metrics.partition.series.max``
+    compares the count; a config change asks each partition), answered without listing
+    the partitions in order."""
     manager = manager_for(tmp_path / "a")
     manager.startup()
     assert manager.partition_count == 0
+    assert not manager.has_log(ORDERS_0)
     manager.get_or_create_log(ORDERS_0)
     manager.get_or_create_log(ORDERS_1)
     assert manager.partition_count == 2
+    assert manager.has_log(ORDERS_0)
     manager.delete_log(ORDERS_0)
     assert manager.partition_count == len(manager.partitions) == 1
+    assert not manager.has_log(ORDERS_0) and manager.has_log(ORDERS_1)
+    manager.shutdown()
+
+
+def test_a_partition_being_created_holds_up_no_other_partitions_creation(
+    tmp_path: Path,
+) -> None:
+    """A creation's work (its topic's config, its directory, files and their fsyncs)
+    runs outside the manager's lock: while one partition's creation is held up, another
+    is created, and a second caller for the held-up partition gets its one log."""
+    held, release = threading.Event(), threading.Event()
+
+    def topic_config(topic: str) -> LogConfig:
+        if topic == "slow":
+            held.set()
+            release.wait(30)
+        return LogConfig()
+
+    manager = LogManager(LogManagerConfig((tmp_path,)), topic_config=topic_config)
+    manager.startup()
+    slow_tp, fast_tp = TopicPartition("slow", 0), TopicPartition("fast", 0)
+    slow: list[Log] = []
+    callers = [threading.Thread(target=lambda: slow.append(manager.get_or_create_log(slow_tp)))]
+    callers[0].start()
+    assert held.wait(30)
+    callers.append(threading.Thread(target=lambda: slow.append(manager.get_or_create_log(slow_tp))))
+    callers[1].start()
+    try:
+        fast = threading.Thread(target=manager.get_or_create_log, args=(fast_tp,))
+        fast.start()
+        fast.join(30)
+        assert fast_tp in manager.partitions and slow_tp not in manager.partitions
+    finally:
+        release.set()
+        for caller in callers:
+            caller.join(30)
+    assert len(slow) == 2 and slow[0] is slow[1] is manager.get_log(slow_tp)
+    assert manager.partitions == [fast_tp, slow_tp]
     manager.shutdown()

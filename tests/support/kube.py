@@ -123,6 +123,16 @@ class ControlPlane:
         """``kubectl get ARGS -o json``, parsed."""
         return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
 
+    def kubeconfig_as(self, account: str, namespace: str, workdir: Path) -> Path:
+        """A kubeconfig holding a token of ServiceAccount ``account`` (so its RBAC alone),
+        as the kubelet mounts a pod's; written into ``workdir``."""
+        token = self.kubectl("create", "token", account, "-n", namespace).stdout.strip()
+        config = json.loads(self.kubeconfig.read_text())
+        config["users"][0]["user"] = {"token": token}
+        path = workdir / f"kubeconfig-{namespace}-{account}"
+        path.write_text(json.dumps(config))
+        return path
+
     def create_namespace(self, prefix: str = "test") -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:8]}"
         self.kubectl("create", "namespace", name)

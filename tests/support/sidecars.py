@@ -166,6 +166,12 @@ class Sidecars:
         self.started.append(sidecar)
         return sidecar
 
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.kill_all()
+
     def kill_all(self) -> None:
         for sidecar in self.started:
             if hasattr(sidecar, "process") and sidecar.process.poll() is None:

@@ -49,6 +49,7 @@ from tierlog.operator.render.rbac import (
     broker_service_account,
     partition_state_role,
     partition_state_role_binding,
+    scram_credentials_secret,
 )
 from tierlog.operator.render.services import client_service, headless_service
 from tierlog.operator.render.statefulset import desired_config_hash, stateful_set
@@ -250,10 +251,12 @@ async def _apply_partition_state_access(
     kube: Kube, cluster: ClusterSpec, owner: Owner, brokers: int
 ) -> None:
     """The brokers' ServiceAccount (unless the spec names one) and their Role on the
-    partition-state store for ``brokers`` brokers, bound to it."""
+    partition-state store for ``brokers`` brokers, bound to it; the Secret of users'
+    SCRAM credentials, which the Role grants by name only."""
     account = broker_service_account(cluster, owner)
     if account is not None:
         await kube.apply(account)
+    await kube.apply(scram_credentials_secret(cluster))
     await kube.apply(partition_state_role(cluster, owner, brokers))
     await kube.apply(partition_state_role_binding(cluster, owner))
 

@@ -23,6 +23,7 @@ __all__ = [
     "ConcurrentTransactionsError",
     "CoordinatorLoadInProgressError",
     "CoordinatorNotAvailableError",
+    "DuplicateResourceError",
     "ElectionNotNeededError",
     "EligibleLeadersNotAvailableError",
     "FencedInstanceIdError",
@@ -55,17 +56,20 @@ __all__ = [
     "ProducerFencedError",
     "RebalanceInProgressError",
     "RequestTimedOutError",
+    "ResourceNotFoundError",
     "SaslAuthenticationFailedError",
     "StaleBrokerEpochError",
     "StaleMemberEpochError",
     "ThrottlingQuotaExceededError",
     "TopicAlreadyExistsError",
     "TransactionalIdNotFoundError",
+    "UnacceptableCredentialError",
     "UnknownLeaderEpochError",
     "UnknownMemberIdError",
     "UnreleasedInstanceIdError",
     "UnstableOffsetCommitError",
     "UnsupportedAssignorError",
+    "UnsupportedSaslMechanismError",
     "status_code",
 ]
 
@@ -216,6 +220,33 @@ class SaslAuthenticationFailedError(TierlogError):
     """A missing or wrong bearer token (the broker's ``tierlog.auth.token.file``)."""
 
     reason = "SASL_AUTHENTICATION_FAILED"
+
+
+# -- users' SCRAM credentials (AlterUserScramCredentials, DescribeUserScramCredentials) --
+
+
+class UnacceptableCredentialError(TierlogError):
+    """A SCRAM credential outside Kafka's bounds (iterations, an empty user or salt)."""
+
+    reason = "UNACCEPTABLE_CREDENTIAL"
+
+
+class UnsupportedSaslMechanismError(TierlogError):
+    """A SCRAM mechanism number that is neither SCRAM-SHA-256 (1) nor SCRAM-SHA-512 (2)."""
+
+    reason = "UNSUPPORTED_SASL_MECHANISM"
+
+
+class DuplicateResourceError(TierlogError):
+    """One request names the same user (and mechanism) twice."""
+
+    reason = "DUPLICATE_RESOURCE"
+
+
+class ResourceNotFoundError(TierlogError):
+    """A user credential to delete or describe that does not exist."""
+
+    reason = "RESOURCE_NOT_FOUND"
 
 
 # -- the group coordinator's (Kafka's codes in brackets) -------------------------------

@@ -217,7 +217,7 @@ class TopicChanges:
     def _delete_logs(self, tps: Iterable[TopicPartition]) -> None:
         manager = self.partitions.manager
         for tp in tps:
-            if tp in manager.partitions:
+            if manager.has_log(tp):
                 manager.delete_log(tp)
 
     # -- grow -------------------------------------------------------------------------
@@ -274,5 +274,5 @@ class TopicChanges:
             return
         manager = self.partitions.manager
         for tp in self.partitions.owned(self.topics.get(name)):
-            if tp in manager.partitions:
+            if manager.has_log(tp):
                 manager.get_log(tp).update_config(config)

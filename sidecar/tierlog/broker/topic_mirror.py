@@ -1,13 +1,20 @@
 """The broker's tiered topics, copied into the bucket for a restore (``topic_records``).
 
 The topic store calls ``changed(before, after)`` after each change it saved: a topic
-that is tiered (``remote.storage.enable``, as an override or the broker's default), or
-was before the change, gets its record written; a deleted topic's record goes. The
+that is tiered (``remote.storage.enable``, as an override or the broker's default) gets
+its record written; a deleted topic's record goes, and so does that of a topic whose
+tiering is turned off. That is KIP-950's disablement: ``remote.storage.enable=false``
+is taken only with ``remote.log.delete.on.disable=true`` (``check_config_change``),
+and the tier's copy of the topic is deleted (``RemoteLogManager``), so a restore must
+not make it again from a record with no data behind it (``remote.log.copy.disable``
+keeps the topic tiered, read only, and its record with it). The
 copy is best effort, never a reason to refuse a change the broker has already made:
 a store that is down is logged, and what was not written is written at the next
 change or start (``sync``). A delete that failed is retried then too; a full sync
-never deletes by listing the bucket, since another broker of the cluster may know a
-topic this one has not applied yet.
+deletes only the records of topics this broker knows, never those the bucket lists
+beside them, since another broker of the cluster may know a topic this one has not
+applied yet (a topic this broker knows untiered but another turned on again gets its
+record back once this broker applies that change).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from tierlog.storage.tier.topic_records import (
     TopicRecord,
     delete_topic_record,
     put_topic_record,
+    topic_record_names,
 )
 
 __all__ = ["TopicMirror"]
@@ -49,20 +57,32 @@ class TopicMirror:
                 self._unwritten.pop(name, None)
                 self._undeleted.add(name)
             for name, topic in after.items():
-                if before.get(name) != topic and (
-                    self._tiered(topic) or (name in before and self._tiered(before[name]))
-                ):
+                if before.get(name) == topic:
+                    continue
+                if self._tiered(topic):
                     self._undeleted.discard(name)
                     self._unwritten[name] = topic
+                elif name in before and self._tiered(before[name]):
+                    self._unwritten.pop(name, None)  # turned off: its tier is deleted
+                    self._undeleted.add(name)
             self._flush_locked()
 
     def sync(self, topics: Iterable[Topic]) -> None:
-        """Write every tiered topic's record (at start: changes made while the store was
-        away, and records of topics from before the bucket kept them)."""
+        """Write every tiered topic's record and delete those of topics known here as
+        untiered (at start: changes made while the store was away, records of topics
+        from before the bucket kept them, and those of topics turned off that an older
+        version kept)."""
         with self._lock:
+            untiered = set()
             for topic in topics:
                 if self._tiered(topic):
                     self._unwritten[topic.name] = topic
+                else:
+                    untiered.add(topic.name)
+            try:
+                self._undeleted |= untiered & topic_record_names(self.store)
+            except TierlogError as error:
+                log.warning("cannot list the topic records in %s: %s", self.store.url, error)
             self._flush_locked()
 
     def _tiered(self, topic: Topic) -> bool:
@@ -79,7 +99,11 @@ class TopicMirror:
                 self._undeleted.discard(name)
             for name, topic in sorted(self._unwritten.items()):
                 record = TopicRecord(
-                    name, topic.partition_count, topic.configs, str(self.topic_id(name))
+                    name,
+                    topic.partition_count,
+                    topic.configs,
+                    str(self.topic_id(name)),
+                    topic.replication_factor,
                 )
                 put_topic_record(self.store, record)
                 del self._unwritten[name]

@@ -60,6 +60,10 @@ class Topic:
     name: str
     partition_count: int
     configs: Mapping[str, str] = field(default_factory=dict)  # overrides, Kafka names
+    # The replicas a partition has, as a replicated cluster's partition-state store
+    # says (the most any partition has, reassignments' leaving replicas not counted);
+    # None on a broker without replication. Kept for the bucket's copy (``topic_mirror``).
+    replication_factor: int | None = None
 
 
 class TopicStore:
@@ -97,7 +101,13 @@ class TopicStore:
         self._generation = newest
         try:
             for name, entry in read["topics"].items():
-                topic = Topic(name, int(entry["partitions"]), dict(entry["configs"]))
+                factor = entry.get("replication_factor")
+                topic = Topic(
+                    name,
+                    int(entry["partitions"]),
+                    dict(entry["configs"]),
+                    None if factor is None else int(factor),
+                )
                 self._topics[name] = topic
                 self._configs[name] = self._validated(topic.configs)
         except (ValueError, KeyError, TypeError, AttributeError) as error:
@@ -139,10 +149,7 @@ class TopicStore:
         document = {
             "version": _VERSION,
             "generation": self._generation,
-            "topics": {
-                name: {"partitions": topic.partition_count, "configs": dict(topic.configs)}
-                for name, topic in sorted(topics.items())
-            },
+            "topics": {name: _entry(topic) for name, topic in sorted(topics.items())},
         }
         text = json.dumps(document, indent=2, sort_keys=True) + "\n"
         for path in self.paths:
@@ -299,6 +306,13 @@ class TopicStore:
         config = self._validated(topic.configs)
         self._save_locked({**self._topics, topic.name: topic})
         self._configs[topic.name] = config
+
+
+def _entry(topic: Topic) -> dict[str, Any]:
+    entry: dict[str, Any] = {"partitions": topic.partition_count, "configs": dict(topic.configs)}
+    if topic.replication_factor is not None:  # files of unreplicated brokers stay as they were
+        entry["replication_factor"] = topic.replication_factor
+    return entry
 
 
 def _check_may_be_tiered(name: str, config: LogConfig) -> None:

@@ -60,6 +60,8 @@ class PartitionChange:
             f"{after.leader_epoch} (was {was}; {isr}): {self.cause}"
         )
 
+    __str__ = describe  # a log line's argument, formatted only when logged
+
 
 @dataclass(frozen=True)
 class ProposedChange:
@@ -97,7 +99,7 @@ def write_changes(
             continue
         stored = altered.stored[change.partition]
         written = PartitionChange(topic, change.partition, change.before, stored, change.cause)
-        log.info("%s", written.describe())
+        log.info("%s", written)
         landed.append(written)
     return landed
 

@@ -6,11 +6,14 @@ clock, and for every partition decides its next state (``elections``) and writes
 compare-and-swap against the partition epoch it read, a topic's decisions in one batch.
 A decision depends only on the partition's state, the live brokers and the settings, so
 a pass decides again only the topics that changed (and those with offline partitions),
-or every topic when the live brokers or the settings did: an idle pass reads the
-store's journal and leases, and decides nothing. A change that loses the race is
-dropped: the next pass reads that topic again and decides on what won. What is kept
-between passes is the view, the liveness sightings and what the last pass decided
-with, all rebuilt by a controller that takes over, which so needs no hand-off.
+and when brokers were fenced or came back, the partitions with a replica on one of them
+(a partition with none has the same inputs as when it was last decided); every
+partition when the settings changed. An idle pass reads the store's journal and leases,
+and decides nothing; a broker's failure costs decisions in proportion to its replicas.
+A change that loses the race is dropped: the next pass reads that topic again and
+decides on what won. What is kept between passes is the view, the liveness sightings
+and what the last pass decided with, all rebuilt by a controller that takes over, which
+so needs no hand-off.
 
 The store's methods block (files, HTTP), so passes run in a thread
 (``ControllerThread``), one every ``interval_s``, until stopped. What the passes did is
@@ -77,6 +80,7 @@ class Controller:
         # What the last pass decided every topic with (None: not every topic decided).
         self._decided_with: tuple[frozenset[int], bool] | None = None
         self._undecided: set[str] = set()  # a change lost or failed: decide again
+        self.decided_partitions = 0  # by the last pass
 
     def close(self) -> None:
         """Release what the store runs beside its calls (on Kubernetes, its watch): the
@@ -97,19 +101,28 @@ class Controller:
             self._decided_with = None
             return changes
         settings = (live, self.preferred_leaders)
-        deciding: set[str] = set(view.topics)
-        if view.changed is not None and settings == self._decided_with:
-            # Topics with offline partitions too: whether their election may be unclean
-            # is ``unclean_for``'s, which may change without the store (the operator
-            # reads the cluster's spec).
-            offline = {topic for topic, count in self._offline.items() if count}
-            deciding = {*view.changed, *self._undecided, *offline}
+        # The topics whose every partition is decided, and the brokers whose liveness
+        # moved since the last pass: every other topic's partitions with a replica on
+        # one of those are decided too (the others stand as the last pass left them).
+        whole: set[str] = set(view.topics)
+        moved: frozenset[int] = frozenset()
+        if view.changed is not None and self._decided_with is not None:
+            last_live, last_preferred = self._decided_with
+            if last_preferred == self.preferred_leaders:
+                # Topics with offline partitions too: whether their election may be
+                # unclean is ``unclean_for``'s, which may change without the store (the
+                # operator reads the cluster's spec).
+                offline = {topic for topic, count in self._offline.items() if count}
+                whole = {*view.changed, *self._undecided, *offline}
+                moved = last_live ^ live
         self._undecided = set()
-        for topic in sorted(deciding):
+        self.decided_partitions = 0
+        for topic in sorted(set(view.topics) if moved else whole):
             if topic not in view.topics:  # deleted
                 continue
+            only = None if topic in whole else moved
             try:
-                changes.extend(self._step_topic(topic, view.topics[topic][0]))
+                changes.extend(self._step_topic(topic, view.topics[topic][0], only))
             except KafkaStorageError as error:  # one unwritable topic stalls no other
                 log.error("No decision for topic %s in this pass: %s", topic, error)
                 self._undecided.add(topic)
@@ -118,24 +131,31 @@ class Controller:
         self.offline_partitions = sum(self._offline.values())
         return changes
 
-    def _step_topic(self, topic: str, partitions: Partitions) -> list[PartitionChange]:
-        """Decide every partition of the topic as last read, and write the decisions in
-        one batch (``write_changes``)."""
+    def _step_topic(
+        self, topic: str, partitions: Partitions, only: Set[int] | None
+    ) -> list[PartitionChange]:
+        """Decide every partition of the topic as last read (``only``: those with a
+        replica among these brokers), and write the decisions in one batch
+        (``write_changes``)."""
         unclean: bool | None = None  # read once a partition needs it (a store read)
         proposed = []
+        kinds: dict[int, str] = {}  # each proposed change's ``ELECTION_CAUSES`` entry
         for partition, state in sorted(partitions.items()):
+            if only is not None and only.isdisjoint(state.replicas):
+                continue
+            self.decided_partitions += 1
             if unclean is None and not self.live & set(state.isr):
                 unclean = self._unclean_for(topic)
             after = self._decide(state, bool(unclean))
             if after is not None:
-                cause = _cause(state, after, self.live)[1]
+                kinds[partition], cause = _cause(state, after, self.live)
                 proposed.append(ProposedChange(partition, state, after, cause))
         changes = write_changes(self._store, topic, proposed)
         if len(changes) < len(proposed):  # lost to another change, or deleted
             self._undecided.add(topic)
         for change in changes:
             if change.after.leader not in (change.before.leader, NO_LEADER):
-                self.elections[_cause(change.before, change.after, self.live)[0]] += 1
+                self.elections[kinds[change.partition]] += 1
         after_pass = {**partitions, **{change.partition: change.after for change in changes}}
         self._offline[topic] = sum(state.leader == NO_LEADER for state in after_pass.values())
         return changes
@@ -147,7 +167,9 @@ class Controller:
         if self.preferred_leaders:
             after = preferred_leader(after, self.live) or after
         after = complete_reassignment(after, self.live) or after
-        return None if after == state else after
+        # Each step gives None when it changes nothing, so an unchanged state is the same
+        # object (most partitions of most passes): no field-by-field comparison.
+        return None if after is state or after == state else after
 
 
 def _cause(before: PartitionState, after: PartitionState, live: Set[int]) -> tuple[str, str]:

@@ -26,6 +26,10 @@ way, as a transactional batch stamped with the producer's id and epoch (so the l
 fences an older epoch); they stay pending in the state until the transaction
 coordinator's marker is appended to the partition (``complete_transaction``), which
 applies or drops them.
+
+On a broker restored from the tier, the offsets the restore kept (``restored_groups``)
+are committed as each partition loads, by the same write path, for the groups that have
+none there yet; those groups' calls wait (COORDINATOR_LOAD_IN_PROGRESS) until then.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from tierlog.api.errors import (
+    CoordinatorLoadInProgressError,
     GroupIdNotFoundError,
     GroupSubscribedToTopicError,
     IllegalGenerationError,
@@ -71,6 +76,7 @@ from tierlog.coordinator.loader import load_offsets
 from tierlog.coordinator.offset_records import OffsetCommitKey, OffsetCommitValue
 from tierlog.coordinator.offsets_state import CommittedOffset, OffsetsState
 from tierlog.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for_group
+from tierlog.coordinator.restored_groups import RestoredGroups
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.records import SimpleRecord, build_batch
 from tierlog.storage.topic_partition import TopicPartition
@@ -132,20 +138,25 @@ class GroupCoordinator:
         follow_interval_s: float = 0.2,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         partition_series: PartitionSeries | None = None,
+        restored: RestoredGroups | None = None,
     ) -> None:
         self.partitions = partitions
         self.config = config
         self.append = append
         self.follow_interval_s = follow_interval_s
         self.clock_ms = clock_ms
+        # Offsets a restore from the tier found, committed as their partitions load.
+        self.restored = restored
         self._loaded = LoadedPartitions(
             partitions,
             OFFSETS_TOPIC,
             config.offsets_topic_partitions,
             load_offsets,
+            on_loaded=self._commit_restored_soon,
             on_unloaded=_answer_classic_waiters,
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self._restoring: set[asyncio.Task[None]] = set()
         # The sidecar registers it; membership feeds it.
         self.metrics = GroupMetrics(self, partition_series or PartitionSeries())
         self._group_locks: dict[str, asyncio.Lock] = {}
@@ -164,10 +175,48 @@ class GroupCoordinator:
         ]
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        tasks = [*self._tasks, *self._restoring]
+        for task in tasks:
             task.cancel()
         self._loaded.stop()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _commit_restored_soon(self, loaded: Loaded[OffsetsState]) -> None:
+        if self.restored is None:
+            return
+        groups = self.restored.of_partition(self.partition_of, loaded.partition)
+        if groups:
+            task = asyncio.create_task(self._commit_restored(loaded, groups))
+            self._restoring.add(task)
+            task.add_done_callback(self._restoring.discard)
+
+    async def _commit_restored(self, loaded: Loaded[OffsetsState], groups: list[str]) -> None:
+        """Commit the restored offsets of ``groups`` (of the partition just loaded) that
+        have none here yet, as a simple commit from outside the group (an admin tool's);
+        retried while the partition stays loaded here, their calls waiting meanwhile."""
+        assert self.restored is not None and loaded.state is not None
+        state = loaded.state
+        while self._loaded.is_current(loaded):
+            try:
+                for group in groups:
+                    restored = self.restored.pending(group)
+                    if restored is None:
+                        continue
+                    if not state.offsets(group):
+                        offsets = [
+                            OffsetToCommit(tp, o.offset, o.leader_epoch, o.metadata)
+                            for tp, o in sorted(restored.offsets.items())
+                        ]
+                        _outcomes, records = self._commit_records(group, offsets)
+                        if records:  # none: its topics are gone
+                            async with self._group_lock(group):
+                                await self._write(loaded.partition, state, group, records)
+                        log.info("group %s: %d offsets restored from the tier", group, len(records))
+                    await asyncio.to_thread(self.restored.drop, [group])
+                return
+            except TierlogError as error:
+                log.warning("restoring group offsets failed (%s); trying again", error)
+                await asyncio.sleep(self.follow_interval_s)
 
     async def _expire_offsets(self) -> None:
         while True:
@@ -310,6 +359,10 @@ class GroupCoordinator:
         partition = self.partition_of(group)
         state = self._loaded.loaded(partition, f"group {group!r}").state
         assert state is not None
+        if self.restored is not None and self.restored.pending(group) is not None:
+            raise CoordinatorLoadInProgressError(
+                f"group {group!r}: its offsets restored from the tier are being committed"
+            )
         return partition, state
 
     def coordinated_partitions(self) -> dict[int, OffsetsState | None]:

@@ -10,6 +10,7 @@ from tierlog.broker.fetch import FetchReader
 from tierlog.broker.partitions import Partitions
 from tierlog.broker.produce import Appender
 from tierlog.broker.producer_ids import ProducerIdManager
+from tierlog.broker.scram_credentials import ScramCredentials
 from tierlog.broker.topic_changes import TopicChanges
 from tierlog.controller.leader_elections import AskedPartitions, ElectionType, TopicOutcomes
 from tierlog.coordinator.coordinator import GroupCoordinator
@@ -55,6 +56,9 @@ class KafkaBroker:
     transactions: TransactionCoordinator
     # Markers appended to partitions led here (WriteTxnMarkers: ``kafka-transactions abort``).
     txn_markers: TxnMarkerAppender
+    # Users' SCRAM credentials, in the cluster's store (DescribeUserScramCredentials,
+    # AlterUserScramCredentials; the SCRAM logins read the same store).
+    scram_credentials: ScramCredentials
     # The broker whose controller decides now (replicated, on one machine), if known.
     controller: Callable[[], int | None] = _no_controller
     # The brokers whose leases are current, where this broker watches them (else None).

@@ -44,6 +44,7 @@ from kio.static.protocol import RequestPayload, ResponsePayload
 from tierlog.kafka.add_offsets_to_txn import add_offsets_to_txn
 from tierlog.kafka.add_partitions_to_txn import add_partitions_to_txn
 from tierlog.kafka.alter_configs import alter_configs
+from tierlog.kafka.alter_user_scram_credentials import alter_user_scram_credentials
 from tierlog.kafka.answer_later import AnswerLater
 from tierlog.kafka.api_versions import api_versions, unsupported_version
 from tierlog.kafka.broker import KafkaBroker
@@ -56,12 +57,14 @@ from tierlog.kafka.create_topics import create_topics
 from tierlog.kafka.delete_groups import delete_groups
 from tierlog.kafka.delete_records import delete_records
 from tierlog.kafka.delete_topics import delete_topics
+from tierlog.kafka.describe_client_quotas import describe_client_quotas
 from tierlog.kafka.describe_cluster import describe_cluster
 from tierlog.kafka.describe_configs import describe_configs
 from tierlog.kafka.describe_groups import describe_groups
 from tierlog.kafka.describe_log_dirs import describe_log_dirs
 from tierlog.kafka.describe_producers import describe_producers
 from tierlog.kafka.describe_transactions import describe_transactions
+from tierlog.kafka.describe_user_scram_credentials import describe_user_scram_credentials
 from tierlog.kafka.elect_leaders import elect_leaders
 from tierlog.kafka.end_txn import end_txn
 from tierlog.kafka.error_codes import error_codes
@@ -95,6 +98,7 @@ from tierlog.kafka.versions import (
     ADD_OFFSETS_TO_TXN,
     ADD_PARTITIONS_TO_TXN,
     ALTER_CONFIGS,
+    ALTER_USER_SCRAM_CREDENTIALS,
     API_VERSIONS,
     API_VERSIONS_KEY,
     CONSUMER_GROUP_DESCRIBE,
@@ -104,12 +108,14 @@ from tierlog.kafka.versions import (
     DELETE_GROUPS,
     DELETE_RECORDS,
     DELETE_TOPICS,
+    DESCRIBE_CLIENT_QUOTAS,
     DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
     DESCRIBE_GROUPS,
     DESCRIBE_LOG_DIRS,
     DESCRIBE_PRODUCERS,
     DESCRIBE_TRANSACTIONS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
     ELECT_LEADERS,
     END_TXN,
     FETCH,
@@ -203,6 +209,9 @@ _HANDLERS: dict[int, Handler] = {
     ELECT_LEADERS: elect_leaders,
     INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
     OFFSET_DELETE: offset_delete,
+    DESCRIBE_CLIENT_QUOTAS: describe_client_quotas,
+    DESCRIBE_USER_SCRAM_CREDENTIALS: describe_user_scram_credentials,
+    ALTER_USER_SCRAM_CREDENTIALS: alter_user_scram_credentials,
     DESCRIBE_CLUSTER: describe_cluster,
     DESCRIBE_PRODUCERS: describe_producers,
     DESCRIBE_TRANSACTIONS: describe_transactions,
@@ -343,7 +352,7 @@ class KafkaListener:
                 started = time.perf_counter()
                 answer: Answered | Coroutine[Any, Any, Answered]
                 if authenticator is not None and authenticator.expects_bare_token:
-                    answer = self._bare_token(authenticator, bytes(frame))
+                    answer = await self._bare_token(authenticator, bytes(frame))
                 else:
                     if _HEADER_START.unpack_from(frame)[0] != PRODUCE:
                         await owed.settled()
@@ -428,10 +437,10 @@ class KafkaListener:
         except FrameCutShort as cut:
             raise _Refused(f"a request cut short: {cut.received} of {size} bytes") from None
 
-    def _bare_token(self, authenticator: SaslAuthenticator, message: bytes) -> Answered:
+    async def _bare_token(self, authenticator: SaslAuthenticator, message: bytes) -> Answered:
         """Handshake v0's bare mechanism message, answered bare (size and bytes)."""
         try:
-            reply = authenticator.bare_token(message)
+            reply = await authenticator.bare_token(message)
         except SaslFailed as failed:
             raise _Refused(f"authentication failed: {failed}", Closed.AUTHENTICATION) from None
         errors = (ErrorCode.none,)
@@ -464,12 +473,18 @@ class KafkaListener:
         except Exception as error:  # kio raises whatever its readers meet
             raise _Refused(f"api key {api_key} v{api_version} does not parse: {error}") from None
         assert self._broker is not None  # connections are accepted once started
-        serving(frame.client_id, peer, principal)
-        if authenticator is None or authenticator.complete or api_key == API_VERSIONS_KEY:
+        serving(frame.client_id, peer, principal, _holds_broker_token(authenticator))
+        if authenticator is not None:
+            _check_session(authenticator, api_key)
+        if (
+            authenticator is None
+            or api_key == API_VERSIONS_KEY
+            or (authenticator.complete and not authenticator.begins_reauthentication(api_key))
+        ):
             response = await _HANDLERS[api_key](self._broker, frame.body, api_version)
         else:
             try:
-                response = authenticator.answer(frame)
+                response = await authenticator.answer(frame)
             except SaslOutOfOrder as error:
                 raise _Refused(str(error), Closed.AUTHENTICATION) from None
         if isinstance(response, AnswerLater):
@@ -495,6 +510,20 @@ def _principal(authenticator: SaslAuthenticator | None, certified: str | None) -
     """The connection's principal name so far (None: ANONYMOUS): on a SASL listener the
     SASL name once authenticated, as Kafka's principal builder ranks them."""
     return certified if authenticator is None else authenticator.principal
+
+
+def _check_session(authenticator: SaslAuthenticator, api_key: int) -> None:
+    """A connection whose SASL session ended is closed at its next request, but for the
+    SaslHandshake that renews it (KIP-368), as Kafka's broker closes it."""
+    if authenticator.expired and not authenticator.begins_reauthentication(api_key):
+        raise _Refused(
+            "its SASL session ended (connections.max.reauth.ms) without re-authentication",
+            Closed.AUTHENTICATION,
+        )
+
+
+def _holds_broker_token(authenticator: SaslAuthenticator | None) -> bool:
+    return authenticator is not None and authenticator.holds_broker_token
 
 
 def _encoded(api_key: int, correlation_id: int, response: ResponsePayload | None) -> Answered:

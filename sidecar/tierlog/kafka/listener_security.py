@@ -4,9 +4,12 @@
 or a name of one's own, ``CLIENT://...``); ``listener.security.protocol.map`` maps
 names to security protocols (``CLIENT:SASL_PLAINTEXT``; by default each protocol's
 own name maps to itself, as in Kafka). On a ``SASL_*`` listener every connection
-authenticates with one of ``sasl.enabled.mechanisms`` (``PLAIN``, ``OAUTHBEARER``;
-both by default, where Kafka's default is GSSAPI, which tierlog does not offer)
-against the broker's bearer token, so one is required. On an ``SSL`` or ``SASL_SSL``
+authenticates with one of ``sasl.enabled.mechanisms``: ``PLAIN`` and ``OAUTHBEARER``
+against the broker's bearer token (so one is required; both are the default, where
+Kafka's is GSSAPI, which tierlog does not offer), ``SCRAM-SHA-256`` and
+``SCRAM-SHA-512`` against the users' credentials in the cluster's store
+(``scram_credentials``), which a client holding the token sets with
+AlterUserScramCredentials. On an ``SSL`` or ``SASL_SSL``
 listener connections are TLS with the gRPC port's certificate and client checks
 (``ssl.keystore.location``, ``ssl.truststore.location``, ``ssl.client.auth``), so
 that certificate is required. On ``SSL`` a client certificate, when given and verified,
@@ -18,14 +21,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tierlog.broker.scram_credentials import ScramCredentials
 from tierlog.kafka.sasl import SaslSettings
-from tierlog.kafka.sasl_mechanisms import MECHANISMS
+from tierlog.kafka.sasl_exchanges import MECHANISMS
+from tierlog.kafka.sasl_mechanisms import TOKEN_MECHANISMS
 from tierlog.storage.errors import InvalidConfigError
 
 __all__ = ["LISTENER_SECURITY_KEYS", "ListenerSecurity"]
 
 LISTENER_SECURITY_KEYS = frozenset(
-    {"listener.security.protocol.map", "sasl.enabled.mechanisms", "sasl.server.max.receive.size"}
+    {
+        "connections.max.reauth.ms",
+        "listener.security.protocol.map",
+        "sasl.enabled.mechanisms",
+        "sasl.server.max.receive.size",
+    }
 )
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
@@ -33,8 +43,9 @@ _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 @dataclass(frozen=True)
 class ListenerSecurity:
     protocol: str = "PLAINTEXT"
-    sasl_mechanisms: tuple[str, ...] = tuple(MECHANISMS)
+    sasl_mechanisms: tuple[str, ...] = tuple(TOKEN_MECHANISMS)
     sasl_max_receive_bytes: int = 524_288  # Kafka's sasl.server.max.receive.size
+    max_reauth_ms: int = 0  # Kafka's connections.max.reauth.ms (0: sessions never end)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str], listener_name: str) -> ListenerSecurity:
@@ -46,7 +57,7 @@ class ListenerSecurity:
             )
         mechanisms = tuple(
             name.strip().upper()
-            for name in props.get("sasl.enabled.mechanisms", ",".join(MECHANISMS)).split(",")
+            for name in props.get("sasl.enabled.mechanisms", ",".join(TOKEN_MECHANISMS)).split(",")
             if name.strip()
         )
         unknown = [name for name in mechanisms if name not in MECHANISMS]
@@ -58,7 +69,12 @@ class ListenerSecurity:
         size = props.get("sasl.server.max.receive.size", "524288").strip()
         if not size.isdigit() or int(size) < 1:
             raise InvalidConfigError(f"sasl.server.max.receive.size must be positive, got {size!r}")
-        return cls(protocol, mechanisms, int(size))
+        reauth = props.get("connections.max.reauth.ms", "0").strip()
+        if not reauth.isdigit():
+            raise InvalidConfigError(
+                f"connections.max.reauth.ms must be 0 or more milliseconds, got {reauth!r}"
+            )
+        return cls(protocol, mechanisms, int(size), int(reauth))
 
     @property
     def uses_sasl(self) -> bool:
@@ -76,8 +92,9 @@ class ListenerSecurity:
                 "ssl.keystore.location, which is not set"
             )
 
-    def sasl(self, token: str | None) -> SaslSettings | None:
-        """The SASL settings of this listener (None without SASL), over ``token``."""
+    def sasl(self, token: str | None, credentials: ScramCredentials) -> SaslSettings | None:
+        """The SASL settings of this listener (None without SASL), over ``token`` and
+        the users' SCRAM ``credentials``."""
         if not self.uses_sasl:
             return None
         if token is None:
@@ -85,7 +102,13 @@ class ListenerSecurity:
                 f"a {self.protocol} Kafka listener checks clients against the bearer token: "
                 "set tierlog.auth.token.file or $TIERLOG_AUTH_TOKEN"
             )
-        return SaslSettings(self.sasl_mechanisms, token, self.sasl_max_receive_bytes)
+        return SaslSettings(
+            self.sasl_mechanisms,
+            token,
+            credentials,
+            self.sasl_max_receive_bytes,
+            self.max_reauth_ms,
+        )
 
 
 def _protocol_map(props: Mapping[str, str]) -> dict[str, str]:

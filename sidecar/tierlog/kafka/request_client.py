@@ -21,6 +21,9 @@ class RequestClient:
     # "User:CN=...,O=..." for a TLS client certificate (``tls_principal``),
     # "User:ANONYMOUS" otherwise. Fetch sessions belong to it.
     principal: str = "User:ANONYMOUS"
+    # Whether it proved it holds the broker's bearer token (SASL PLAIN or OAUTHBEARER):
+    # the one principal that may alter users' SCRAM credentials.
+    holds_broker_token: bool = False
 
 
 _CURRENT: ContextVar[RequestClient] = ContextVar("kafka_request_client")
@@ -30,11 +33,21 @@ def current_client() -> RequestClient:
     return _CURRENT.get(RequestClient("", ""))
 
 
-def serving(client_id: str | None, peer: object, principal: str | None = None) -> None:
+def serving(
+    client_id: str | None,
+    peer: object,
+    principal: str | None = None,
+    holds_broker_token: bool = False,
+) -> None:
     """Name the client of the request this task handles next (``principal`` None: the
     connection did not authenticate)."""
     _CURRENT.set(
-        RequestClient(client_id or "", kafka_host(peer), f"User:{principal or 'ANONYMOUS'}")
+        RequestClient(
+            client_id or "",
+            kafka_host(peer),
+            f"User:{principal or 'ANONYMOUS'}",
+            holds_broker_token,
+        )
     )
 
 

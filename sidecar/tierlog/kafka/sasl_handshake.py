@@ -2,8 +2,9 @@
 
 On a SASL listener these requests are answered by the connection's authenticator
 (``sasl``) before anything else is served; one that reaches the handlers comes on a
-listener without SASL, or after authentication ended, and Kafka's broker answers it
-ILLEGAL_SASL_STATE (re-authentication, KIP-368, is not offered: sessions do not expire).
+listener without SASL, or after authentication ended where sessions do not expire
+(``connections.max.reauth.ms=0``; otherwise a SaslHandshake re-authenticates, KIP-368,
+and goes to the authenticator too), and Kafka's broker answers it ILLEGAL_SASL_STATE.
 """
 
 from __future__ import annotations

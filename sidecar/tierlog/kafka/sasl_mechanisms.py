@@ -20,7 +20,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Callable
 
-__all__ = ["MECHANISMS", "SaslFailed", "check_oauthbearer", "check_plain"]
+__all__ = ["TOKEN_MECHANISMS", "SaslFailed", "check_oauthbearer", "check_plain"]
 
 
 class SaslFailed(Exception):
@@ -63,7 +63,8 @@ def _check(offered: str, token: str, why: str) -> None:
         raise SaslFailed(why)
 
 
-MECHANISMS: dict[str, Callable[[bytes, str], str]] = {
+# The mechanisms that check the broker's bearer token, by their SASL names.
+TOKEN_MECHANISMS: dict[str, Callable[[bytes, str], str]] = {
     "PLAIN": check_plain,
     "OAUTHBEARER": check_oauthbearer,
 }

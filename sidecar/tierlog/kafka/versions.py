@@ -15,6 +15,7 @@ __all__ = [
     "ADD_OFFSETS_TO_TXN",
     "ADD_PARTITIONS_TO_TXN",
     "ALTER_CONFIGS",
+    "ALTER_USER_SCRAM_CREDENTIALS",
     "API_VERSIONS",
     "API_VERSIONS_KEY",
     "CONSUMER_GROUP_DESCRIBE",
@@ -24,12 +25,14 @@ __all__ = [
     "DELETE_GROUPS",
     "DELETE_RECORDS",
     "DELETE_TOPICS",
+    "DESCRIBE_CLIENT_QUOTAS",
     "DESCRIBE_CLUSTER",
     "DESCRIBE_CONFIGS",
     "DESCRIBE_GROUPS",
     "DESCRIBE_LOG_DIRS",
     "DESCRIBE_PRODUCERS",
     "DESCRIBE_TRANSACTIONS",
+    "DESCRIBE_USER_SCRAM_CREDENTIALS",
     "ELECT_LEADERS",
     "END_TXN",
     "FETCH",
@@ -87,6 +90,9 @@ DELETE_GROUPS = 42
 ELECT_LEADERS = 43
 INCREMENTAL_ALTER_CONFIGS = 44
 OFFSET_DELETE = 47
+DESCRIBE_CLIENT_QUOTAS = 48
+DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+ALTER_USER_SCRAM_CREDENTIALS = 51
 DESCRIBE_CLUSTER = 60
 DESCRIBE_PRODUCERS = 61
 DESCRIBE_TRANSACTIONS = 65
@@ -158,6 +164,10 @@ API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
         ELECT_LEADERS: (0, 2),
         INCREMENTAL_ALTER_CONFIGS: (0, 1),  # every version
         OFFSET_DELETE: (0, 0),  # the only version
+        DESCRIBE_CLIENT_QUOTAS: (0, 1),  # every version (no quotas kept: always none)
+        # Users' SCRAM credentials (KIP-554): v0 is the only version of each.
+        DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+        ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
         DESCRIBE_CLUSTER: (0, 1),  # v2 adds fenced brokers (KIP-1073), which are not kept
         DESCRIBE_PRODUCERS: (0, 0),  # the only version
         DESCRIBE_TRANSACTIONS: (0, 0),  # the only version

@@ -20,6 +20,14 @@ What changed is journaled from a watch of those ConfigMaps (``kube_watch``), sta
 the first ``topic_changes``; this store object's own writes go into the journal too, so
 a broker that changed a topic sees it at its next poll, whatever the watch's delay.
 
+Users' SCRAM credentials are one Secret, ``<cluster>-scram-credentials`` (type Opaque,
+the document base64 under ``document``), changed by the same read and conditional write.
+They hold salts, iterations and the derived StoredKey and ServerKey, never a password,
+yet enough to impersonate the server and to test guessed passwords offline: hence a
+Secret, which the namespace's readers of ConfigMaps cannot read, and which the brokers'
+Role grants by name. The operator creates it (``render/rbac.py`` says why); an update
+keeps the labels and owner it was given.
+
 A topic's config overrides are ``<head>-configs``. Before parts, one ConfigMap,
 ``<cluster>-partition-state``, held every topic (some 10,000 partitions fit its 1 MiB)
 and ``<cluster>-topic-configs`` every topic's overrides. ``adopt_single_config_maps``
@@ -30,6 +38,7 @@ running finds no topic there rather than acting on a copy that no longer changes
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import math
 import re
@@ -44,8 +53,9 @@ from lightkube.core.exceptions import ApiError
 from lightkube.models.coordination_v1 import LeaseSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
-from lightkube.resources.core_v1 import ConfigMap
+from lightkube.resources.core_v1 import ConfigMap, Secret
 
+from tierlog.broker.scram_credentials import CredentialDocument
 from tierlog.partition_state.change_journal import ChangeCursor, ChangeJournal, TopicChanges
 from tierlog.partition_state.kube_watch import RETRY_S, StateWatch
 from tierlog.partition_state.model import BrokerLease, configs_from_json, configs_to_json
@@ -58,6 +68,7 @@ __all__ = [
     "KubeStateStore",
     "lease_name",
     "part_config_map_name",
+    "scram_credentials_secret_name",
     "single_config_map_name",
     "single_configs_map_name",
     "topic_configs_map_name",
@@ -98,6 +109,11 @@ def _topic_object_name(cluster: str, topic: str) -> str:
     slug = _NOT_IN_A_NAME.sub("-", topic.lower())[:60]
     digest = hashlib.sha256(topic.encode()).hexdigest()[:12]
     return f"{cluster}-state-{slug}-{digest}"
+
+
+def scram_credentials_secret_name(cluster: str) -> str:
+    """The Secret of the cluster's users' SCRAM credentials."""
+    return f"{cluster}-scram-credentials"
 
 
 def lease_name(cluster: str, broker: int) -> str:
@@ -177,6 +193,9 @@ class KubeStateStore(PartitionStateStore):
         """How many times the watch of this store's ConfigMaps failed (refused, 410 Gone,
         the server away): each time, its readers read everything until it is back."""
         return 0 if self._watch is None else self._watch.failures
+
+    def scram_credentials(self) -> CredentialDocument:
+        return _SecretDocument(self, scram_credentials_secret_name(self.cluster))
 
     def _read_part(self, topic: str, index: int, topic_id: str) -> str | None:
         name = part_config_map_name(self.cluster, topic, index, topic_id)
@@ -288,7 +307,17 @@ class KubeStateStore(PartitionStateStore):
             if error.status.code != _NOT_FOUND:  # gone already: what was wanted
                 raise self._unavailable(f"delete ConfigMap {name}", error) from error
 
-    def _put(self, found: ConfigMap | Lease | None, wanted: ConfigMap | Lease) -> bool:
+    def _get_secret(self, name: str) -> Secret | None:
+        try:
+            return self._client.get(Secret, name, namespace=self.namespace)
+        except ApiError as error:
+            if error.status.code == _NOT_FOUND:
+                return None
+            raise self._unavailable(f"read Secret {name}", error) from error
+
+    def _put(
+        self, found: ConfigMap | Lease | Secret | None, wanted: ConfigMap | Lease | Secret
+    ) -> bool:
         """Create ``wanted``, or replace ``found`` with it at the version read; False when
         another writer got there first (409), so the caller decides again."""
         assert wanted.metadata is not None
@@ -313,6 +342,52 @@ class KubeStateStore(PartitionStateStore):
         return KafkaStorageError(
             f"partition-state store: cannot {what} in {self.namespace}: {error.status.message}"
         )
+
+
+class _SecretDocument:
+    """A document in one Secret of the store's, base64 under ``document`` as a Secret's
+    data is."""
+
+    _KEY = "document"
+
+    def __init__(self, store: KubeStateStore, name: str) -> None:
+        self._store = store
+        self.name = name
+
+    def read(self) -> str | None:
+        return _secret_text(self._store._get_secret(self.name), self._KEY)
+
+    def update(self, change: Callable[[str | None], str]) -> None:
+        while True:
+            found = self._store._get_secret(self.name)
+            text = _secret_text(found, self._KEY)
+            after = change(text)
+            if after == text:
+                return
+            encoded = base64.b64encode(after.encode()).decode()
+            wanted = Secret(
+                metadata=self._kept_metadata(found), type="Opaque", data={self._KEY: encoded}
+            )
+            if self._store._put(found, wanted):
+                return
+
+    def _kept_metadata(self, found: Secret | None) -> ObjectMeta:
+        """A replace drops what it does not name: the labels and owner the operator
+        gave the Secret are written back with it."""
+        if found is None or found.metadata is None:
+            return self._store._metadata(self.name)
+        return ObjectMeta(
+            name=self.name,
+            namespace=self._store.namespace,
+            labels=found.metadata.labels,
+            annotations=found.metadata.annotations,
+            ownerReferences=found.metadata.ownerReferences,
+        )
+
+
+def _secret_text(found: Secret | None, key: str) -> str | None:
+    encoded = None if found is None else (found.data or {}).get(key)
+    return None if encoded is None else base64.b64decode(encoded).decode()
 
 
 def _text(found: ConfigMap | None, topic: str, key: str) -> str | None:

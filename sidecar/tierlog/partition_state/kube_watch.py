@@ -35,11 +35,12 @@ from lightkube.resources.core_v1 import ConfigMap
 
 from tierlog.partition_state.change_journal import ChangeJournal
 
-__all__ = ["RETRY_S", "StateWatch"]
+__all__ = ["RETRY_S", "WATCH_THREAD", "StateWatch"]
 
 log = logging.getLogger(__name__)
 
 RETRY_S = 1.0  # after a failed list or watch
+WATCH_THREAD = "state-watch"  # its thread's name
 # After a refusal (403: the Role lacks watch or list): an operator's upgrade may grant it,
 # and meanwhile each attempt is a list of every state ConfigMap, on top of the polling.
 REFUSED_RETRIES_APART = 60
@@ -87,7 +88,7 @@ class StateWatch:
         version = self._list() if from_version is None else from_version
         self._journal.start_afresh()
         self._thread = threading.Thread(
-            target=self._follow, args=(version,), name="state-watch", daemon=True
+            target=self._follow, args=(version,), name=WATCH_THREAD, daemon=True
         )
         self._thread.start()
 

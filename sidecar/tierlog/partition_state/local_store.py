@@ -2,7 +2,8 @@
 
 Layout: ``topics/<topic>.json`` (the head of the topic's partitions, ``store``),
 ``parts/<topic>/<topic id>-<part>.json`` (the parts after it), ``configs/<topic>.json``
-(its config overrides, replaced whole) and ``leases/<broker>.json``, each beside a
+(its config overrides, replaced whole), ``leases/<broker>.json`` and
+``scram-credentials.json`` (users' SCRAM credentials), each beside a
 ``.lock`` file, and ``changes``, the journal of the topics changed
 (``local_changes``: a broker's poll reads it first, then only the topics it names). A
 head written before parts existed (version 1, every partition in one file) reads as it
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
+from tierlog.broker.scram_credentials import CredentialDocument, FileDocument
 from tierlog.file_lock import exclusive_lock
 from tierlog.partition_state.change_journal import ChangeCursor, TopicChanges
 from tierlog.partition_state.local_changes import LocalChangeJournal
@@ -63,6 +65,9 @@ class LocalStateStore(PartitionStateStore):
 
     def topic_changes(self, since: ChangeCursor | None) -> TopicChanges:
         return self._changes.since(since)
+
+    def scram_credentials(self) -> CredentialDocument:
+        return FileDocument(self.directory / "scram-credentials.json")
 
     def _read_part(self, topic: str, index: int, topic_id: str) -> str | None:
         return _read_text(self._part_path(topic, index, topic_id))

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from tierlog.storage.errors import KafkaStorageError
@@ -42,6 +42,7 @@ __all__ = [
     "lease_to_document",
     "part_from_json",
     "part_to_json",
+    "replication_factor",
     "split_into_parts",
 ]
 
@@ -88,39 +89,66 @@ class PartitionState:
 
     def with_isr(self, isr: tuple[int, ...]) -> PartitionState:
         """The leader shrank or expanded its ISR (Kafka's AlterPartition): same leader epoch."""
-        return replace(self, isr=isr)
+        return self._with(self.leader, self.leader_epoch, isr, self.partition_epoch)
 
     def with_leader(self, leader: int, isr: tuple[int, ...] | None = None) -> PartitionState:
         """A new leader (or ``NO_LEADER``) in the next leader epoch."""
-        return replace(
-            self,
-            leader=leader,
-            leader_epoch=self.leader_epoch + 1,
-            isr=self.isr if isr is None else isr,
+        return self._with(
+            leader, self.leader_epoch + 1, self.isr if isr is None else isr, self.partition_epoch
+        )
+
+    def with_partition_epoch(self, partition_epoch: int) -> PartitionState:
+        """The state as stored at ``partition_epoch`` (the store's compare-and-swap)."""
+        return self._with(self.leader, self.leader_epoch, self.isr, partition_epoch)
+
+    def _with(
+        self, leader: int, leader_epoch: int, isr: tuple[int, ...], partition_epoch: int
+    ) -> PartitionState:
+        # The constructor, not ``dataclasses.replace``: a failover builds a state per
+        # partition, and ``replace``'s generic field walk cost as much as the state's checks.
+        return PartitionState(
+            self.replicas,
+            leader,
+            leader_epoch,
+            isr,
+            partition_epoch,
+            self.adding_replicas,
+            self.removing_replicas,
         )
 
 
+def replication_factor(partitions: Mapping[int, PartitionState]) -> int | None:
+    """A topic's replication factor: the most replicas a partition will have once the
+    reassignments under way are done (Kafka's tools show the first partition's count;
+    the most is what a new placement must give every partition). None for no partition."""
+    return max((len(state.target_replicas) for state in partitions.values()), default=None)
+
+
 def _problems(state: PartitionState) -> list[str]:
+    # Each set built once: every state read or decided is checked here (a failover
+    # checks one per partition), so this stays a handful of set operations.
+    replicas, isr = set(state.replicas), set(state.isr)
     problems = []
-    if not state.replicas:
+    if not replicas:
         problems.append("no replicas")
-    if len(set(state.replicas)) != len(state.replicas):
+    if len(replicas) != len(state.replicas):
         problems.append("a replica listed twice")
-    if len(set(state.isr)) != len(state.isr):
+    if len(isr) != len(state.isr):
         problems.append("an in-sync replica listed twice")
-    if not set(state.isr) <= set(state.replicas):
+    if not isr <= replicas:
         problems.append("an in-sync replica that is not a replica")
-    if state.leader != NO_LEADER and state.leader not in state.isr:
+    if state.leader != NO_LEADER and state.leader not in isr:
         problems.append("a leader outside the ISR")
     if state.leader_epoch < 0 or state.partition_epoch < 0:
         problems.append("a negative epoch")
-    if any(replica < 0 for replica in state.replicas):
+    if replicas and min(replicas) < 0:
         problems.append("a negative broker id")
-    moving = (*state.adding_replicas, *state.removing_replicas)
-    if len(set(moving)) != len(moving) or not set(moving) <= set(state.replicas):
-        problems.append("adding or removing replicas that are not distinct replicas")
-    if state.removing_replicas and set(state.removing_replicas) >= set(state.replicas):
-        problems.append("every replica removed")
+    if state.adding_replicas or state.removing_replicas:
+        moving = (*state.adding_replicas, *state.removing_replicas)
+        if len(set(moving)) != len(moving) or not set(moving) <= replicas:
+            problems.append("adding or removing replicas that are not distinct replicas")
+        if state.removing_replicas and set(state.removing_replicas) >= replicas:
+            problems.append("every replica removed")
     return problems
 
 

@@ -41,7 +41,9 @@ from tierlog.api.errors import (
     StaleBrokerEpochError,
     TopicAlreadyExistsError,
 )
+from tierlog.broker.scram_credentials import CredentialDocument
 from tierlog.partition_state.change_journal import ChangeCursor, TopicChanges
+from tierlog.partition_state.decoded_parts import DecodedParts
 from tierlog.partition_state.model import (
     PARTITIONS_PER_PART,
     BrokerLease,
@@ -76,6 +78,8 @@ class PartitionStateStore(ABC):
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
         self.part_writes = 0  # parts written or removed: what a batch costs the store
+        self._decoded = DecodedParts()  # each document decoded once (``_decode``)
+        self.part_decodes = 0  # parts decoded from their documents: what reads cost the CPU
 
     # -- topics ------------------------------------------------------------------------
 
@@ -86,9 +90,9 @@ class PartitionStateStore(ABC):
         layout = TopicLayout(uuid.uuid4().hex, len(partitions), PARTITIONS_PER_PART)
         parts = split_into_parts(partitions, layout)
         for index in range(1, layout.part_count):
-            text = part_to_json(StatePart(layout.topic_id, index, parts.get(index, {})))
+            text = self._encode(topic, StatePart(layout.topic_id, index, parts.get(index, {})))
             self._update_part(topic, index, layout.topic_id, _written_as(text))
-        head = part_to_json(StatePart(layout.topic_id, HEAD, parts.get(HEAD, {}), layout))
+        head = self._encode(topic, StatePart(layout.topic_id, HEAD, parts.get(HEAD, {}), layout))
 
         def create(current: str | None) -> str:
             if current is not None:
@@ -117,6 +121,7 @@ class PartitionStateStore(ABC):
 
         self._update_part(topic, HEAD, "", delete)
         self._remove_parts(topic, removed[0])
+        self._decoded.forget(topic)
         self._write_configs(topic, None)
 
     def add_partitions(self, topic: str, added: Mapping[int, PartitionState]) -> None:
@@ -145,7 +150,7 @@ class PartitionStateStore(ABC):
                     f"{topic}'s partitions changed while partitions were being added"
                 )
             partitions = {**head.partitions, **parts.get(HEAD, {})}
-            return part_to_json(StatePart(layout.topic_id, HEAD, partitions, grown))
+            return self._encode(topic, StatePart(layout.topic_id, HEAD, partitions, grown))
 
         self._update_part(topic, HEAD, layout.topic_id, commit)
 
@@ -212,10 +217,10 @@ class PartitionStateStore(ABC):
                 if epoch != expected:
                     landed.lost[partition] = epoch
                     continue
-                states[partition] = landed.stored[partition] = replace(
-                    new, partition_epoch=expected + 1
+                states[partition] = landed.stored[partition] = new.with_partition_epoch(
+                    expected + 1
                 )
-            return part_to_json(replace(part, partitions=states))
+            return self._encode(topic, replace(part, partitions=states))
 
         return alter
 
@@ -224,6 +229,7 @@ class PartitionStateStore(ABC):
         while True:
             text = self._read_part(topic, HEAD, "")
             if text is None:
+                self._decoded.forget(topic)
                 return None
             head = self._decode(topic, HEAD, text, None)
             layout = _layout_of(head)
@@ -255,7 +261,11 @@ class PartitionStateStore(ABC):
         another incarnation of the topic than ``topic_id`` (None: any)."""
         if text is None:
             raise UnknownTopicOrPartitionError(f"no partition state for topic {topic!r}")
-        part = part_from_json(text, f"partition state of {topic!r}, part {index}")
+        part = self._decoded.get(topic, index, text)
+        if part is None:
+            part = part_from_json(text, f"partition state of {topic!r}, part {index}")
+            self._decoded.put(topic, index, text, part)
+            self.part_decodes += 1
         if part.index != index or (part.layout is None) != (index != HEAD):
             raise KafkaStorageError(
                 f"partition state of {topic!r}: part {index} holds part {part.index}"
@@ -271,9 +281,16 @@ class PartitionStateStore(ABC):
             found = (
                 {} if current is None else self._decode(topic, index, current, topic_id).partitions
             )
-            return part_to_json(StatePart(topic_id, index, {**found, **states}))
+            return self._encode(topic, StatePart(topic_id, index, {**found, **states}))
 
         return merge
+
+    def _encode(self, topic: str, part: StatePart) -> str:
+        """``part``'s document, its decoding known from now on (a writer reads back
+        what it wrote at its next pass or poll)."""
+        text = part_to_json(part)
+        self._decoded.put(topic, part.index, text, part)
+        return text
 
     def _remove_parts(self, topic: str, layout: TopicLayout) -> None:
         for index in range(1, layout.part_count):
@@ -364,6 +381,11 @@ class PartitionStateStore(ABC):
         """The topics whose partitions or configs were written after ``since`` (None,
         or a reader too far behind: every topic may have been), and the cursor to ask
         from next. A change this store object made is among them once it returned."""
+
+    @abstractmethod
+    def scram_credentials(self) -> CredentialDocument:
+        """The document of users' SCRAM credentials (``broker.scram_credentials``), kept
+        beside the topics so every broker of the cluster reads the same one."""
 
     @abstractmethod
     def _read_part(self, topic: str, index: int, topic_id: str) -> str | None:

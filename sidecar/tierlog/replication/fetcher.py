@@ -9,6 +9,13 @@ re-opened after a failure with a back-off, as Kafka's fetcher threads back off
 (``replica.fetch.backoff.ms``), and a partition the leader refused (it does not lead it
 yet, a stale epoch) is left out of the requests for that back-off, as Kafka delays a
 partition with an error, while the stream goes on for the others.
+
+The stream is a fetch session (KIP-227) once the leader's answer says it keeps one: the
+first request names every partition, the next ones only those whose fetch state changed
+(``_stale``: followed, unfollowed, answered, or back from a back-off) and those no longer
+followed, and answers name only partitions with news. An idle partition costs no work
+per request on either side. A partition answered with an error leaves the session on both
+sides; a re-opened stream starts a new one.
 """
 
 from __future__ import annotations
@@ -83,12 +90,18 @@ class ReplicaFetcher:
         self.tier_store = tier_store  # where a follower below the leader's local start looks
         self.epochs: dict[TopicPartition, int] = {}  # followed here -> leader epoch
         self._delayed: dict[TopicPartition, float] = {}  # refused: asked again after this
+        # The fetch state (leader epoch, fetch offset, last fetched epoch) the leader's
+        # session holds for each partition, and the partitions whose state may differ.
+        self._sent: dict[TopicPartition, tuple[int, int, int]] = {}
+        self._stale: set[TopicPartition] = set()
+        self._in_session = False  # the leader keeps this stream's session
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def follow(self, tp: TopicPartition, leader_epoch: int) -> None:
         self.epochs[tp] = leader_epoch
         self._delayed.pop(tp, None)  # what the leader refused may be news to it now
+        self._stale.add(tp)
         self._changed.set()
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
@@ -96,6 +109,7 @@ class ReplicaFetcher:
     def unfollow(self, tp: TopicPartition) -> None:
         self.epochs.pop(tp, None)
         self._delayed.pop(tp, None)
+        self._stale.add(tp)
         self._changed.set()
 
     async def close(self) -> None:
@@ -129,11 +143,14 @@ class ReplicaFetcher:
             response_deserializer=pb.ReplicaFetchResponse.FromString,
         )
         call = method(metadata=self.metadata)
+        self._sent.clear()  # a new stream, a new session: its first request is full
+        self._in_session = False
         try:
             while self.epochs:  # a leader that follows nothing here sees its stream end
                 self._changed.clear()
-                request, asked = self._request()
-                if not asked:  # every partition waits out a refusal's back-off
+                request = self._request()
+                if not self._sent and not request.forgotten:
+                    # every partition waits out a refusal's back-off
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._changed.wait(), self._until_retry_s())
                     continue
@@ -142,51 +159,70 @@ class ReplicaFetcher:
                 if not isinstance(response, pb.ReplicaFetchResponse):  # the leader ended it
                     await asyncio.sleep(self.settings.backoff_ms / 1000)
                     return
-                await self._apply(response, asked)
+                self._in_session = response.session
+                await self._apply(response)
         finally:
             call.cancel()
 
-    def _request(self) -> tuple[pb.ReplicaFetchRequest, dict[TopicPartition, int]]:
-        """The next request, and the fetch offset asked for each partition."""
-        asked: dict[TopicPartition, int] = {}
-        partitions = []
+    def _request(self) -> pb.ReplicaFetchRequest:
+        """The next request: every partition followed here (not waiting out a back-off)
+        until the leader keeps a session, then only what changed since the last one."""
         now = time.monotonic()
-        for tp, epoch in list(self.epochs.items()):
-            if self._delayed.get(tp, now) > now:
+        for tp, until in list(self._delayed.items()):
+            if until <= now:
+                del self._delayed[tp]
+                self._stale.add(tp)
+        incremental = self._in_session
+        if not incremental:
+            self._sent.clear()
+        candidates = self._stale if incremental else self.epochs.keys()
+        partitions = []
+        forgotten = []
+        for tp in list(candidates):
+            epoch = self.epochs.get(tp)
+            if epoch is None or tp in self._delayed:
+                if self._sent.pop(tp, None) is not None:
+                    forgotten.append(pb.ForgottenPartition(topic=tp.topic, partition=tp.partition))
                 continue
-            self._delayed.pop(tp, None)
             _lock, partition_log = self.access(tp)
-            fetch_offset = partition_log.log_end_offset
-            asked[tp] = fetch_offset
+            state = (
+                epoch,
+                partition_log.log_end_offset,
+                partition_log.leader_epoch_cache.latest_epoch,
+            )
+            if incremental and self._sent.get(tp) == state:
+                continue
+            self._sent[tp] = state
             partitions.append(
                 pb.ReplicaFetchPartition(
                     topic=tp.topic,
                     partition=tp.partition,
-                    current_leader_epoch=epoch,
-                    fetch_offset=fetch_offset,
-                    last_fetched_epoch=partition_log.leader_epoch_cache.latest_epoch,
+                    current_leader_epoch=state[0],
+                    fetch_offset=state[1],
+                    last_fetched_epoch=state[2],
                     partition_max_bytes=self.settings.partition_max_bytes,
                 )
             )
-        request = pb.ReplicaFetchRequest(
+        self._stale = set()
+        return pb.ReplicaFetchRequest(
             replica_id=self.node_id,
             broker_epoch=self.broker_epoch(),
             max_wait_ms=self.settings.max_wait_ms,
             min_bytes=self.settings.min_bytes,
             max_bytes=self.settings.max_bytes,
             partitions=partitions,
+            forgotten=forgotten,
+            incremental=incremental,
         )
-        return request, asked
 
     def _until_retry_s(self) -> float:
         """How long until the first delayed partition may be asked again."""
         first = min(self._delayed.values(), default=time.monotonic())
         return max(0.0, first - time.monotonic())
 
-    async def _apply(
-        self, response: pb.ReplicaFetchResponse, asked: dict[TopicPartition, int]
-    ) -> None:
-        """Apply each partition's answer; a refused partition waits out the back-off.
+    async def _apply(self, response: pb.ReplicaFetchResponse) -> None:
+        """Apply each partition's answer; a refused partition leaves the session (the
+        leader's too) and waits out the back-off.
 
         A refusal for a stale or unknown leader epoch changes nothing here: it takes
         neither the partition's lock nor a thread. Its lock is most likely held by the
@@ -196,14 +232,19 @@ class ReplicaFetcher:
         leader dropped this broker from the ISRs of those it was writing to."""
         for data in response.partitions:
             tp = TopicPartition(data.topic, data.partition)
-            if tp not in asked:
+            sent = self._sent.get(tp)
+            if sent is None:
                 continue
+            fetch_offset = sent[1]
+            self._stale.add(tp)  # its state may change here: the next request says so
+            if data.HasField("error"):
+                del self._sent[tp]
             if data.HasField("error") and data.error.reason in STALE_LEADER_REASONS:
                 if tp not in self.epochs:
                     continue
                 outcome = FetchOutcome(error=data.error.reason)
             else:
-                applied = await self._apply_one(tp, asked[tp], data)
+                applied = await self._apply_one(tp, fetch_offset, data)
                 if applied is None:
                     continue  # no longer followed here, or changed meanwhile: ask again
                 outcome = applied

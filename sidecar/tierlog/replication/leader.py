@@ -28,9 +28,22 @@ from tierlog.partition_state.model import PartitionState
 from tierlog.storage.log import Log
 from tierlog.storage.topic_partition import TopicPartition
 
-__all__ = ["FollowerProgress", "LeaderPartition"]
+__all__ = ["FollowerProgress", "LeaderPartition", "SessionClock"]
 
 UNKNOWN_OFFSET = -1  # a follower's log end before its first fetch in this leader epoch
+
+
+@dataclass
+class SessionClock:
+    """When a follower's fetch session (one stream, many partitions) last asked.
+
+    A session's request names only the partitions whose fetch state changed, and the
+    leader records again those appended to since the previous request: any other
+    partition of the session is where its last record says, as of the stream's last
+    request. One clock per stream keeps them all current at once, where a record per
+    partition per request made an idle follower cost in proportion to its partitions."""
+
+    last_request_ms: int
 
 
 @dataclass
@@ -39,6 +52,20 @@ class FollowerProgress:
     last_caught_up_ms: int  # when it last had everything the leader had
     leader_end_at_last_fetch: int = UNKNOWN_OFFSET
     last_fetch_ms: int = 0
+    # The session whose requests keep this record current (None: none does).
+    clock: SessionClock | None = None
+
+    def fetched_ms(self) -> int:
+        """When the follower was last known to ask from ``log_end_offset``."""
+        return self.last_fetch_ms if self.clock is None else self.clock.last_request_ms
+
+    def caught_up_ms(self) -> int:
+        """When it last had everything the leader had: in a session, as of its last
+        request if it had then (it asked from the leader's end as it was at the last
+        record, which an append since would have renewed)."""
+        if self.clock is not None and self.log_end_offset >= self.leader_end_at_last_fetch >= 0:
+            return max(self.last_caught_up_ms, self.clock.last_request_ms)
+        return self.last_caught_up_ms
 
 
 class LeaderPartition:
@@ -85,8 +112,12 @@ class LeaderPartition:
 
     # -- followers --------------------------------------------------------------------
 
-    def record_fetch(self, replica: int, fetch_offset: int, now_ms: int) -> None:
+    def record_fetch(
+        self, replica: int, fetch_offset: int, now_ms: int, clock: SessionClock | None = None
+    ) -> None:
         """``replica`` fetched from ``fetch_offset``: it holds everything below it.
+        ``clock``: the session that keeps this record current from now on (the caller
+        advances it to ``now_ms`` once the request's records are made).
 
         It counts as caught up now if it asked from the leader's end, or as of its
         previous fetch if it asked from at least where the leader ended then (Kafka's
@@ -99,11 +130,22 @@ class LeaderPartition:
         if fetch_offset >= leader_end:
             progress.last_caught_up_ms = now_ms
         elif fetch_offset >= progress.leader_end_at_last_fetch >= 0:
-            progress.last_caught_up_ms = max(progress.last_caught_up_ms, progress.last_fetch_ms)
+            progress.last_caught_up_ms = max(progress.last_caught_up_ms, progress.fetched_ms())
         progress.log_end_offset = fetch_offset
         progress.leader_end_at_last_fetch = leader_end
         progress.last_fetch_ms = now_ms
+        progress.clock = clock
         self.advance_high_watermark()
+
+    def leave_session(self, replica: int, clock: SessionClock) -> None:
+        """``replica``'s session no longer asks for this partition: its record stays as
+        of the session's last request, and no later one makes it current."""
+        progress = self.followers.get(replica)
+        if progress is None or progress.clock is not clock:
+            return
+        progress.last_caught_up_ms = progress.caught_up_ms()
+        progress.last_fetch_ms = clock.last_request_ms
+        progress.clock = None
 
     def advance_high_watermark(self) -> bool:
         """Move the high watermark up to the lowest log end in the ISR; whether it moved.
@@ -125,7 +167,7 @@ class LeaderPartition:
             for replica in self.state.isr
             if replica != self.node_id
             and self.followers[replica].log_end_offset != leader_end
-            and now_ms - self.followers[replica].last_caught_up_ms > lag_ms
+            and now_ms - self.followers[replica].caught_up_ms() > lag_ms
         )
 
     def caught_up(self, replica: int) -> bool:

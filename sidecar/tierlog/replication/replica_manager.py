@@ -32,14 +32,19 @@ from tierlog.api.v1 import replication_service_pb2 as pb
 from tierlog.broker.leader_epoch_check import check_leader_epoch
 from tierlog.broker.topics import Topic, TopicStore
 from tierlog.broker.watch import AppendWatch
-from tierlog.partition_state.model import NO_LEADER, BrokerLease, PartitionState
+from tierlog.partition_state.model import (
+    NO_LEADER,
+    BrokerLease,
+    PartitionState,
+    replication_factor,
+)
 from tierlog.partition_state.store import PartitionStateStore
 from tierlog.partition_state.store_follower import StoreFollower
 from tierlog.replication.config import ReplicationConfig
 from tierlog.replication.fetcher import ReplicaFetcher
 from tierlog.replication.follower import FetchOutcome
-from tierlog.replication.leader import LeaderPartition
-from tierlog.storage.errors import TierlogError, UnknownTopicOrPartitionError
+from tierlog.replication.leader import LeaderPartition, SessionClock
+from tierlog.storage.errors import TierlogError
 from tierlog.storage.log import Log
 from tierlog.storage.manager import LogManager
 from tierlog.storage.records import NO_PARTITION_LEADER_EPOCH
@@ -179,7 +184,7 @@ class ReplicaManager:
         changed = []
         for name in sorted(self._unapplied):
             partitions, configs = view.topics[name]
-            wanted = Topic(name, len(partitions), configs)
+            wanted = Topic(name, len(partitions), configs, replication_factor(partitions))
             if self._local_topic(name) != wanted:
                 await asyncio.to_thread(self._follow_topic, wanted)
             for partition, state in partitions.items():
@@ -202,7 +207,7 @@ class ReplicaManager:
         config = self.topics.log_config(topic.name)
         for partition in range(topic.partition_count):
             tp = TopicPartition(topic.name, partition)
-            if tp in self.logs.partitions:
+            if self.logs.has_log(tp):
                 self.logs.get_log(tp).update_config(config)
 
     async def _forget_topic(self, name: str) -> None:
@@ -397,9 +402,7 @@ class ReplicaManager:
         changes the ISR of every partition followed here (all 2,000 when a broker leaves
         them all), and each held its lock across a trip to a thread the fetcher's
         appends and the leaderships taken meanwhile were queued behind."""
-        try:
-            self.logs.get_log(tp)
-        except UnknownTopicOrPartitionError:
+        if not self.logs.has_log(tp):
             await asyncio.to_thread(self._log, tp)
 
     def _log(self, tp: TopicPartition) -> Log:
@@ -479,11 +482,13 @@ class ReplicaManager:
         asked: pb.ReplicaFetchPartition,
         now_ms: int,
         broker_epoch: int,
+        clock: SessionClock | None = None,
     ) -> None:
-        """``replica``'s fetch, made in ``broker_epoch``, was answered: the high watermark
-        may move, and the replica may rejoin the ISR."""
+        """``replica``'s fetch, made in ``broker_epoch`` (in the session ``clock`` keeps
+        current), was answered: the high watermark may move, and the replica may rejoin
+        the ISR."""
         before = leader.high_watermark
-        leader.record_fetch(replica, asked.fetch_offset, now_ms)
+        leader.record_fetch(replica, asked.fetch_offset, now_ms, clock)
         if leader.high_watermark != before:
             self.watch.appended(leader.tp)  # consumers may read further now
         if leader.caught_up(replica) and self._isr_eligible(replica, broker_epoch, now_ms):

@@ -8,6 +8,10 @@ that the follower's log agrees with its own up to the fetch offset (the epoch of
 follower's last batch must end at or past it here, KIP-320; else the answer is where
 that epoch ends, and the follower truncates), and notes how far the follower is, which
 moves the high watermark and the ISR.
+
+The stream is a fetch session (``replica_fetch_session``): the leader looks again only
+at the partitions the follower named or that changed here, and answers only those with
+news, so an idle follower costs a wake-up per ``max_wait_ms`` and nothing per partition.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ import grpc
 from tierlog.api.v1 import replication_service_pb2 as pb
 from tierlog.api.v1 import replication_service_pb2_grpc
 from tierlog.broker.watch import AppendWatch
-from tierlog.replication.leader import LeaderPartition
+from tierlog.replication.leader import LeaderPartition, SessionClock
 from tierlog.replication.replica_manager import ReplicaManager
+from tierlog.sidecar.replica_fetch_session import ReplicaFetchSession
 from tierlog.sidecar.status import as_error, at_the_edge
 from tierlog.storage.errors import (
     OffsetMovedToTieredStorageError,
@@ -63,39 +68,87 @@ class ReplicationService(replication_service_pb2_grpc.ReplicationServiceServicer
     async def ReplicaFetch(
         self, request_iterator: AsyncIterator[pb.ReplicaFetchRequest], context: _Context
     ) -> AsyncIterator[pb.ReplicaFetchResponse]:
-        async for request in request_iterator:
-            if self.watch.closed:
-                return  # shutting down: the stream ends, its follower re-opens elsewhere
-            self.replicas.check_broker_epoch(request.replica_id, request.broker_epoch)
-            yield await self._answer(request)
+        session: ReplicaFetchSession | None = None
+        try:
+            async for request in request_iterator:
+                if self.watch.closed:
+                    return  # shutting down: the stream ends, its follower re-opens elsewhere
+                self.replicas.check_broker_epoch(request.replica_id, request.broker_epoch)
+                if session is None:
+                    session = self._open_session(request.replica_id)
+                yield await self._answer(session, request)
+        finally:
+            if session is not None:
+                session.close()
 
-    async def _answer(self, request: pb.ReplicaFetchRequest) -> pb.ReplicaFetchResponse:
+    def _open_session(self, replica: int) -> ReplicaFetchSession:
+        def left(tp: TopicPartition, clock: SessionClock) -> None:
+            leader = self.replicas.leaders.get(tp)
+            if leader is not None:
+                leader.leave_session(replica, clock)
+
+        return ReplicaFetchSession(self.watch, left, _now_ms())
+
+    async def _answer(
+        self, session: ReplicaFetchSession, request: pb.ReplicaFetchRequest
+    ) -> pb.ReplicaFetchResponse:
+        """Record where the follower is for the partitions it named and those whose end
+        moved since its last request, then answer what the follower has not been told,
+        waiting up to ``max_wait_ms`` for batches; woken, only the dirty partitions are
+        looked at again."""
         loop = asyncio.get_running_loop()
         wait_s = min(max(request.max_wait_ms, 0), MAX_WAIT_MS) / 1000
         deadline = loop.time() + wait_s
         max_bytes = min(request.max_bytes or self.max_bytes, self.max_bytes)
+        now_ms = _now_ms()
+        recorded = session.update(request) | session.take_moved()
+        planned = [self._plan(request.replica_id, tp, asked) for tp, asked in session.take_dirty()]
+        for item in planned:
+            if item.tp in recorded and item.leader is not None and item.answer is None:
+                self.replicas.record_fetch(
+                    item.leader,
+                    request.replica_id,
+                    item.asked,
+                    now_ms,
+                    request.broker_epoch,
+                    session.clock,
+                )
+        session.clock.last_request_ms = now_ms
+        session.recheck(self.replicas.leaders, request.replica_id)
+        planned_here = {item.tp for item in planned}  # dirty again: its high watermark moved
+        planned += [
+            self._plan(request.replica_id, tp, asked)
+            for tp, asked in session.take_dirty()
+            if tp not in planned_here
+        ]
+        news: dict[TopicPartition, pb.ReplicaFetchPartitionData] = {}
         while True:
-            planned = [self._plan(request.replica_id, asked) for asked in request.partitions]
-            events = [self.watch.event(item.tp) for item in planned]
             if _reads_on_loop(planned):
                 answers = _read_all(planned, max_bytes)
             else:
                 answers = await asyncio.to_thread(_read_all, planned, max_bytes)
-            now_ms = int(time.time() * 1000)
-            for item in planned:
-                if item.leader is not None and item.answer is None:
-                    self.replicas.record_fetch(
-                        item.leader, request.replica_id, item.asked, now_ms, request.broker_epoch
-                    )
-            said = sum(len(a.record_batches) for a in answers)
-            telling = any(a.HasField("error") or a.HasField("diverging_epoch") for a in answers)
+            for item, data in zip(planned, answers, strict=True):
+                if data.record_batches:
+                    session.still_dirty(item.tp)
+                if session.has_news(item.tp, data):
+                    news[item.tp] = data
+                else:
+                    news.pop(item.tp, None)  # an earlier pass's batches, since re-read
+            said = sum(len(a.record_batches) for a in news.values())
+            telling = any(
+                a.HasField("error") or a.HasField("diverging_epoch") for a in news.values()
+            )
             remaining = deadline - loop.time()
             if said >= max(request.min_bytes, 1) or telling or remaining <= 0 or self.watch.closed:
-                return pb.ReplicaFetchResponse(partitions=answers)
-            await self.watch.wait_any(events, remaining)
+                for data in news.values():
+                    session.answered(data)
+                return pb.ReplicaFetchResponse(partitions=list(news.values()), session=True)
+            await self.watch.wait_any((session.wake,), remaining)
+            planned = [
+                self._plan(request.replica_id, tp, asked) for tp, asked in session.take_dirty()
+            ]
 
-    def _plan(self, replica: int, asked: pb.ReplicaFetchPartition) -> _Planned:
-        tp = TopicPartition(asked.topic, asked.partition)
+    def _plan(self, replica: int, tp: TopicPartition, asked: pb.ReplicaFetchPartition) -> _Planned:
         item = _Planned(tp, asked)
         try:
             leader = self.replicas.leader_for_follower(tp, replica, asked.current_leader_epoch)
@@ -189,6 +242,10 @@ def _offsets(
     data.tiered_end_offset = log.tiered_end_offset
     data.segment_base_offset = -1
     return data
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _refusal(tp: TopicPartition, error: TierlogError) -> pb.ReplicaFetchPartitionData:

@@ -12,7 +12,10 @@ Without replication the topics go in the broker's topic store before the logs lo
 (``restore_locally``); the start then makes their logs as for any topic whose logs are
 missing. With replication they go in the partition-state store, as a topic created
 there (``restore_replicated``): every broker of the new cluster restores, the first
-creates each topic and the others find it made. Each partition's first leader epoch
+creates each topic and the others find it made, with as many replicas a partition as
+the lost cluster gave it (the record's replication factor; ``default.replication.factor``
+for a record that keeps none, logged; INVALID_REPLICATION_FACTOR naming the topic when
+the new cluster has fewer brokers). Each partition's first leader epoch
 is one past the last the tier recorded: the log a leader continues from the tier
 carries those epochs, and a leader in a lower one would erase them from its epoch
 cache, so a follower asking where its last epoch ended would be told to truncate.
@@ -32,21 +35,30 @@ in the first log dir: written ``started`` before the first topic (``begin_restor
 ``done`` after the last (``restore_topics``). A start with the flag that finds ``done``
 is a restart of the restored broker and starts as any other (so the flag may stay on
 every start of a pod); one that finds ``started`` finishes the restore a crash
-interrupted (creating the topics still missing)."""
+interrupted (creating the topics still missing).
+
+Before it marks itself done the restore also keeps the groups' committed offsets the
+tier holds (``group_offsets``) of the restored topics, each clamped to its restored
+partition (``restored_groups``), for the group coordinator to commit again as their
+``__consumer_offsets`` partitions load (``coordinator.restored_groups``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tierlog.api.errors import TopicAlreadyExistsError
+from tierlog.api.errors import InvalidReplicationFactorError, TopicAlreadyExistsError
 from tierlog.broker.producer_ids import reserve_past
 from tierlog.broker.topics import TopicStore
+from tierlog.coordinator.restored_groups import save_restored_groups
 from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.replication.topic_changes import create_topic
 from tierlog.storage.checkpoints import atomic_write
 from tierlog.storage.errors import DataDirNotEmptyError, UnknownTopicOrPartitionError
+from tierlog.storage.tier.group_offsets import GroupOffsets, clamp_offset, load_group_offsets
 from tierlog.storage.tier.manifest_store import load_view
 from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.tier_state import TierState, tier_state_at
@@ -63,6 +75,8 @@ __all__ = [
     "restore_locally",
     "restore_replicated",
     "restore_topics",
+    "restored_groups",
+    "restored_replication_factor",
 ]
 
 log = logging.getLogger(__name__)
@@ -114,7 +128,7 @@ def restore_topics(
 ) -> list[str]:
     """Make each topic the tier holds with ``restore`` (blocking), then mark the restore
     done; the names of the topics made here (not those found made already)."""
-    records = load_topic_records(store)
+    records = [record for record in load_topic_records(store) if not _turned_off(record)]
     restored = [record.name for record in records if restore(record)]
     producer_ids = [
         producer.producer_id
@@ -124,9 +138,42 @@ def restore_topics(
     ]
     if producer_ids:  # before a producer may ask this broker for an id
         reserve_past(log_dirs, max(producer_ids))
+    groups = restored_groups(store, records)
+    save_restored_groups(log_dirs[0], groups, int(time.time() * 1000))
     atomic_write(log_dirs[0] / RESTORE_MARKER, f"{_DONE}\n")
+    log.info("kept the offsets of %d groups from %s to commit again", len(groups), store.url)
     log.info("restored %d topics from %s", len(restored), store.url)
     return restored
+
+
+def _turned_off(record: TopicRecord) -> bool:
+    """A record an older version kept of a topic whose tiering was turned off (KIP-950):
+    the tier's copy of it was deleted, so there is nothing to restore it from."""
+    turned_off = record.configs.get("remote.storage.enable", "").strip().lower() == "false"
+    if turned_off:
+        log.info("not restoring topic %r: its tiering was turned off", record.name)
+    return turned_off
+
+
+def restored_groups(store: ObjectStore, records: Sequence[TopicRecord]) -> list[GroupOffsets]:
+    """The groups' offsets the tier keeps of the restored topics, each clamped to what
+    its restored partition holds: the tier's log start to its end (``clamp_offset``)."""
+    partition_counts = {record.name: record.partition_count for record in records}
+    ranges: dict[TopicPartition, tuple[int, int]] = {}
+    groups = []
+    for group in load_group_offsets(store):
+        offsets = {}
+        for tp, committed in group.offsets.items():
+            if tp.partition >= partition_counts.get(tp.topic, 0):
+                continue  # of a topic not restored (its tiering was turned off)
+            if tp not in ranges:
+                view = load_view(store, tp)
+                ranges[tp] = (view.log_start_offset, view.end_offset)
+            clamped = clamp_offset(committed.offset, *ranges[tp])
+            offsets[tp] = dataclasses.replace(committed, offset=clamped)
+        if offsets:
+            groups.append(GroupOffsets(group.group_id, offsets))
+    return groups
 
 
 def restore_locally(topics: TopicStore) -> RestoreTopic:
@@ -146,15 +193,20 @@ def restore_locally(topics: TopicStore) -> RestoreTopic:
 
 
 def restore_replicated(
-    replicas: ReplicaManager, topics: TopicStore, store: ObjectStore, replication_factor: int
+    replicas: ReplicaManager,
+    topics: TopicStore,
+    store: ObjectStore,
+    default_replication_factor: int,
 ) -> RestoreTopic:
     """A replicated broker: the topic in the partition-state store, its replicas placed
-    as for any new topic, each partition led first in the epoch after the tier's last."""
+    as for any new topic (as many as the lost cluster gave it), each partition led
+    first in the epoch after the tier's last."""
 
     def restore(record: TopicRecord) -> bool:
         if record.name in replicas.store.list_topics():
             return False  # another broker of the cluster restored it first
         _log_restoring(record)
+        factor = restored_replication_factor(record, default_replication_factor)
         try:
             create_topic(
                 replicas.store,
@@ -162,15 +214,35 @@ def restore_replicated(
                 replicas.racks(),
                 record.name,
                 record.partition_count,
-                replication_factor,
+                factor,
                 record.configs,
                 leader_epochs=next_leader_epochs(store, record),
             )
         except TopicAlreadyExistsError:
             return False
+        except InvalidReplicationFactorError as error:
+            raise InvalidReplicationFactorError(
+                f"cannot restore topic {record.name!r} with {factor} replicas a partition: "
+                f"{error}; restore into a cluster with at least that many brokers"
+            ) from None
         return True
 
     return restore
+
+
+def restored_replication_factor(record: TopicRecord, default: int) -> int:
+    """The replicas a partition had on the lost cluster; ``default``
+    (``default.replication.factor``) for a record that does not say, written by an
+    older version or by a broker without replication."""
+    if record.replication_factor is not None:
+        return record.replication_factor
+    log.warning(
+        "topic %r: the tier's record keeps no replication factor (written by an older "
+        "version or an unreplicated broker); restoring it with default.replication.factor=%d",
+        record.name,
+        default,
+    )
+    return default
 
 
 def next_leader_epochs(store: ObjectStore, record: TopicRecord) -> dict[int, int]:

@@ -25,6 +25,7 @@ import asyncio
 import logging
 import socket
 import ssl
+import time
 import uuid
 from collections.abc import Callable, Sequence
 
@@ -54,12 +55,15 @@ from tierlog.broker.partition_series import PartitionSeries
 from tierlog.broker.partitions import Partitions
 from tierlog.broker.produce import Acks, Appender
 from tierlog.broker.producer_ids import ProducerIdManager
+from tierlog.broker.scram_credentials import CREDENTIALS_FILE, FileDocument, ScramCredentials
 from tierlog.broker.topic_changes import TopicChanges
 from tierlog.broker.topic_mirror import TopicMirror
 from tierlog.broker.topics import TopicStore
 from tierlog.broker.watch import AppendWatch
 from tierlog.client.rpc import CHANNEL_OPTIONS
 from tierlog.coordinator.coordinator import GroupCoordinator
+from tierlog.coordinator.group_offsets_mirror import GroupOffsetsMirror
+from tierlog.coordinator.restored_groups import RestoredGroups
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
 from tierlog.coordinator.txn_marker_append import TxnMarkerAppender
 from tierlog.kafka.broker import KafkaBroker
@@ -176,6 +180,8 @@ class SidecarServer:
         self.topic_changes: TopicChanges | None = None  # once started: the topic changes core
         self.kafka: KafkaListener | None = None  # with a Kafka listener, once started
         self.groups: GroupCoordinator | None = None  # once started
+        # Its groups' offsets of tiered topics, copied into the bucket (once started).
+        self.group_offsets_mirror: GroupOffsetsMirror | None = None
         self.transactions: TransactionCoordinator | None = None  # once started
         # The leader's half of WriteTxnMarkers, for every sender (once started).
         self.txn_markers: TxnMarkerAppender | None = None
@@ -278,8 +284,21 @@ class SidecarServer:
             self.config.groups,
             self._append_as_coordinator,
             partition_series=self.partition_series,
+            restored=await asyncio.to_thread(
+                RestoredGroups,
+                log_dirs[0],
+                self.config.groups.offsets_retention_ms,
+                int(time.time() * 1000),
+            ),
         )
         self.metrics.registry.register(self.groups.metrics)
+        group_offsets_mirror = GroupOffsetsMirror(
+            self.tier_store,
+            self.groups,
+            lambda topic: self.topics.log_config(topic).remote_storage_enable,
+            self.config.remote_log_manager.task_interval_ms,
+        )
+        self.group_offsets_mirror = group_offsets_mirror
         txn_markers = TxnMarkerAppender(self._append_as_coordinator, self.groups)
         self.txn_markers = txn_markers
         token = self.config.auth_token
@@ -329,6 +348,7 @@ class SidecarServer:
         if self.replicated is not None:
             await self.replicated.start()
         await self.groups.start()
+        group_offsets_mirror.start()
         await self.transactions.start()
         if self.config.assignment_file is not None:
             self._reloads = asyncio.create_task(assignment.follow_file())
@@ -376,13 +396,14 @@ class SidecarServer:
         assert self.txn_markers is not None
         topic_changes = self.topic_changes
         assert topic_changes is not None
+        scram_credentials = self._scram_credentials()
         listener = KafkaListener(
             self.config.kafka_listen,
             self.config.socket_request_max_bytes,
             self.config.connections_max_idle_ms,
             self.metrics.kafka,
             self.config.kafka_connection_limits,
-            self.config.kafka_security.sasl(self.config.auth_token),
+            self.config.kafka_security.sasl(self.config.auth_token, scram_credentials),
             self._kafka_tls(),
         )
         advertised = self.config.kafka_advertised_listener or _reachable(listener.address)
@@ -398,6 +419,7 @@ class SidecarServer:
             coordinators=lookup,
             transactions=self.transactions,
             txn_markers=self.txn_markers,
+            scram_credentials=scram_credentials,
             groups=self.groups,
             topic_changes=topic_changes,
             controller=self.replicated.deciding_controller if self.replicated else lambda: None,
@@ -408,6 +430,14 @@ class SidecarServer:
         await listener.start(broker)
         self.metrics.kafka.serving(broker.fetch_sessions)
         return listener
+
+    def _scram_credentials(self) -> ScramCredentials:
+        """Users' SCRAM credentials: in the partition-state store with replication, so
+        every broker reads the same; else in this broker's first log dir."""
+        if self.replicated is not None:
+            return ScramCredentials(self.replicated.store.scram_credentials())
+        log_dir = self.config.storage.log_dirs[0]
+        return ScramCredentials(FileDocument(log_dir / CREDENTIALS_FILE))
 
     def _kafka_tls(self) -> ssl.SSLContext | None:
         """The gRPC port's certificate and client checks, on an SSL or SASL_SSL listener."""
@@ -547,6 +577,8 @@ class SidecarServer:
     async def stop(self) -> None:
         """Graceful shutdown; the log manager's clean shutdown comes last."""
         await self.health.enter_graceful_shutdown()
+        if self.group_offsets_mirror is not None:
+            await self.group_offsets_mirror.stop()
         if self.groups is not None:
             await self.groups.stop()
         if self.transactions is not None:

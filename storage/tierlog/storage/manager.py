@@ -37,6 +37,7 @@ from tierlog.storage.checkpoints import (
     REPLICATION_OFFSET_CHECKPOINT,
     atomic_write,
     base64_uuid,
+    fsync_directory,
     read_meta_properties,
     read_offset_checkpoint_or_warn,
     sync_filesystem,
@@ -113,6 +114,9 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dirs: dict[TopicPartition, Path] = {}
         self._lock = threading.Lock()
+        # Partitions whose creation is under way, outside the lock (``get_or_create_log``).
+        self._creating: dict[TopicPartition, _Creation] = {}
+        self._shut_down = False
         self.committer = GroupCommitter(
             lambda: list(self._logs.values()),
             check_interval_ms=config.flush_check_interval_ms,
@@ -131,6 +135,7 @@ class LogManager:
 
     def startup(self, progress: RecoveryProgress | None = None) -> None:
         """Load (recovering where needed) every partition in every log dir."""
+        self._shut_down = False
         for log_dir in self.config.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
             self._lock_dir(log_dir)
@@ -157,6 +162,7 @@ class LogManager:
         self.retention.stop()
         self.committer.stop()
         with self._lock:
+            self._shut_down = True  # a creation under way closes its log, not registers it
             self._close_logs()
             self.write_checkpoints()
             for log_dir in self.config.log_dirs:
@@ -299,33 +305,55 @@ class LogManager:
             raise UnknownTopicOrPartitionError(f"no log for {tp}") from None
 
     def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
-        """The partition's log, created in the least loaded log dir if it does not exist."""
+        """The partition's log, created in the least loaded log dir if it does not exist.
+
+        A creation's work (the topic's config, the directory, its files and their fsyncs)
+        runs outside the manager's lock, which only reserves the partition: a broker
+        starting with thousands of replicas creates them a few at once
+        (``ReplicaManager.apply_all``), their fsyncs sharing the file system's journal
+        commits, where holding the lock made them wait in turn (~10 a second). A second
+        caller for a partition under way waits for that creation's log."""
         validate_topic_name(tp.topic)
         if tp.partition < 0:
             raise UnknownTopicOrPartitionError(f"partition {tp.partition} is negative")
-        with self._lock:
-            existing = self._logs.get(tp)
-            if existing is not None:
-                return existing
-            log_dir = self._least_loaded_dir()
-            created = self._create_partition_dir(
-                log_dir / tp.dir_name, tp, config or self._topic_config(tp.topic)
-            )
-            # A follower's new log does not join the tier here: claiming it would fence
-            # the leader, whose tier it is (``RemoteLogManager.joins_new_logs``).
-            tier = self.tier
-            if (
-                tier is not None
-                and created.config.remote_storage_enable
-                and tier.joins_new_logs(tp)
-            ):
-                self._join_tier(tp, created)
-            self._register(tp, created, log_dir)
+        while True:
+            with self._lock:
+                existing = self._logs.get(tp)
+                if existing is not None:
+                    return existing
+                under_way = self._creating.get(tp)
+                if under_way is None:
+                    creation = self._creating[tp] = _Creation(self._least_loaded_dir())
+                    break
+            under_way.done.wait()  # then its log is registered, or it failed: look again
+        try:
+            created = self._create_log(tp, creation.log_dir, config)
+            with self._lock:
+                if self._shut_down:
+                    created.close()
+                    raise KafkaStorageError(f"cannot create {tp}: the log manager shut down")
+                self._register(tp, created, creation.log_dir)
             return created
+        finally:
+            with self._lock:
+                del self._creating[tp]
+            creation.done.set()
+
+    def _create_log(self, tp: TopicPartition, log_dir: Path, config: LogConfig | None) -> Log:
+        created = self._create_partition_dir(
+            log_dir / tp.dir_name, tp, config or self._topic_config(tp.topic)
+        )
+        # A follower's new log does not join the tier here: claiming it would fence
+        # the leader, whose tier it is (``RemoteLogManager.joins_new_logs``).
+        tier = self.tier
+        if tier is not None and created.config.remote_storage_enable and tier.joins_new_logs(tp):
+            self._join_tier(tp, created)
+        return created
 
     def _create_partition_dir(self, directory: Path, tp: TopicPartition, config: LogConfig) -> Log:
-        """A new partition's directory with its files and log; on a failure (a full disk)
-        nothing of it is left, so no half-made partition is loaded at the next start."""
+        """A new partition's directory with its files and log, durable (its entry in the
+        log dir too) before it is handed out; on a failure (a full disk) nothing of it is
+        left, so no half-made partition is loaded at the next start."""
         try:
             directory.mkdir()
         except OSError as error:
@@ -334,6 +362,7 @@ class LogManager:
             write_partition_metadata(directory / PARTITION_METADATA, self.topic_id(tp.topic))
             created = Log.open(directory, config)
             created.become_leader(0)
+            fsync_directory(directory.parent)
             return created
         except OSError as error:
             shutil.rmtree(directory, ignore_errors=True)
@@ -385,6 +414,8 @@ class LogManager:
         counts = dict.fromkeys(self.config.log_dirs, 0)
         for log_dir in self._log_dirs.values():
             counts[log_dir] += 1
+        for creation in self._creating.values():
+            counts[creation.log_dir] += 1
         return min(self.config.log_dirs, key=lambda log_dir: counts[log_dir])
 
     def topic_id(self, topic: str) -> uuid.UUID:
@@ -395,6 +426,10 @@ class LogManager:
     @property
     def partitions(self) -> Sequence[TopicPartition]:
         return sorted(self._logs)
+
+    def has_log(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` has a log here (``tp in partitions`` sorts every log first)."""
+        return tp in self._logs
 
     @property
     def partition_count(self) -> int:
@@ -450,6 +485,14 @@ class LogManager:
                 log_dir / REPLICATION_OFFSET_CHECKPOINT,
                 {tp: lg.high_watermark for tp, lg in mine.items()},
             )
+
+
+@dataclass(frozen=True)
+class _Creation:
+    """A partition's creation under way: where, and set once it ended (either way)."""
+
+    log_dir: Path
+    done: threading.Event = field(default_factory=threading.Event)
 
 
 def _partition_dirs(log_dir: Path) -> list[tuple[TopicPartition, Path]]:

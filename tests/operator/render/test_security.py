@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.support.certs import Authority
+from tierlog.broker.scram_credentials import CREDENTIALS_FILE, FileDocument, ScramCredentials
 from tierlog.operator.render.common import Owner
 from tierlog.operator.render.configmap import sidecar_properties
 from tierlog.operator.render.statefulset import desired_config_hash, stateful_set
@@ -130,5 +131,8 @@ def test_the_sidecar_starts_from_the_config_with_the_projected_files(
     # the Kafka listener: TLS with the same certificate, SASL over the same token
     assert config.kafka_listen == "0.0.0.0:19092"
     assert config.kafka_security.protocol == "SASL_SSL"
-    sasl = config.kafka_security.sasl(config.auth_token)
-    assert sasl is not None and sasl.mechanisms == ("PLAIN", "OAUTHBEARER")
+    credentials = ScramCredentials(FileDocument(tmp_path / CREDENTIALS_FILE))
+    sasl = config.kafka_security.sasl(config.auth_token, credentials)
+    assert sasl is not None and sasl.mechanisms == (
+        "PLAIN", "OAUTHBEARER", "SCRAM-SHA-256", "SCRAM-SHA-512"
+    )  # fmt: skip

@@ -118,7 +118,8 @@ def test_the_kafka_listener_secures_itself_as_the_cluster_does(
     props = sidecar_properties(cluster)
     assert props["listeners"] == f"0.0.0.0:9092,{protocol}://0.0.0.0:19092"
     sasl = props.get("sasl.enabled.mechanisms")
-    assert sasl == ("PLAIN,OAUTHBEARER" if protocol.startswith("SASL_") else None)
+    every = "PLAIN,OAUTHBEARER,SCRAM-SHA-256,SCRAM-SHA-512"
+    assert sasl == (every if protocol.startswith("SASL_") else None)
 
 
 def test_non_root_read_only_and_a_grace_period_past_the_sidecars(

@@ -38,6 +38,18 @@ def test_records_read_back_as_written_and_go_when_deleted(store: LocalDirectoryS
     assert [record.name for record in load_topic_records(store)] == ["a.b_c-d"]
 
 
+def test_a_record_keeps_the_replication_factor_and_an_older_one_reads_without(
+    store: LocalDirectoryStore,
+) -> None:
+    put_topic_record(store, TopicRecord("replicated", 2, {}, "an-id", replication_factor=2))
+    older = b'{"version": 1, "name": "older", "partitions": 3, "configs": {}, "topic_id": "x"}'
+    store.put(topic_record_key("older"), older)  # as a version before the factor wrote it
+    assert load_topic_records(store) == [
+        TopicRecord("older", 3, {}, "x", replication_factor=None),
+        TopicRecord("replicated", 2, {}, "an-id", replication_factor=2),
+    ]
+
+
 def test_a_name_that_is_not_a_topic_is_no_key() -> None:
     with pytest.raises(InvalidTopicError):
         topic_record_key("..")
@@ -51,6 +63,8 @@ def test_a_name_that_is_not_a_topic_is_no_key() -> None:
         b'{"version": 1, "name": "other", "partitions": 1, "configs": {}}',
         b'{"version": 1, "name": "t", "partitions": 0, "configs": {}}',
         b'{"version": 1, "name": "t", "partitions": 1, "configs": []}',
+        b'{"version": 1, "name": "t", "partitions": 1, "configs": {}, "replication_factor": 0}',
+        b'{"version": 1, "name": "t", "partitions": 1, "configs": {}, "replication_factor": "3"}',
     ],
 )
 def test_an_object_that_is_not_a_record_is_a_typed_error(

@@ -109,7 +109,8 @@ def broker_kafka_address(cluster: ClusterSpec, broker_id: int) -> str:
 def kafka_security_protocol(cluster: ClusterSpec) -> str:
     """The Kafka listener's security protocol, from the cluster's gRPC security: TLS
     with ``spec.tls`` (the same certificate), SASL with ``spec.authentication`` (PLAIN
-    and OAUTHBEARER check the same token), so the Kafka port is never a way around
+    and OAUTHBEARER check the same token; SCRAM the users' credentials that a holder of
+    the token sets), so the Kafka port is never a way around
     either. The protocol's name is also the listener's, in ``listeners`` and
     ``advertised.listeners`` alike (Kafka's default ``listener.security.protocol.map``)."""
     sasl = "SASL_" if cluster.token is not None else ""

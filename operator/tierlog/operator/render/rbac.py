@@ -13,19 +13,33 @@ by name, but for their create and list (the API server authorizes a create befor
 object has a name, and a list is by label). The brokers run as
 ``spec.serviceAccountName`` when set, else as a ServiceAccount of their own,
 ``NAME-broker``, so no other pod of the namespace gets these rights.
+
+Users' SCRAM credentials (derived keys, enough to impersonate the server) are the
+Secret ``NAME-scram-credentials``, which the brokers may get and update by name and
+nothing else of the namespace's Secrets. They may not create it: RBAC cannot limit a
+create by name, and a broker free to create Secrets could create one of type
+``kubernetes.io/service-account-token`` under that very name and read a token of any
+ServiceAccount of the namespace out of it. The operator creates it empty instead, and
+its type (Opaque) cannot change on update. The operator applies it without ``data``,
+so its passes never touch the credentials the brokers write.
 """
 
 from __future__ import annotations
 
-from tierlog.operator.render.common import Manifest, Owner, metadata
+from tierlog.operator.render.common import Manifest, Owner, labels, metadata
 from tierlog.operator.spec import ClusterSpec
-from tierlog.partition_state.kube_store import lease_name
+from tierlog.partition_state.kube_store import (
+    CLUSTER_LABEL,
+    lease_name,
+    scram_credentials_secret_name,
+)
 
 __all__ = [
     "broker_service_account",
     "broker_service_account_name",
     "partition_state_role",
     "partition_state_role_binding",
+    "scram_credentials_secret",
 ]
 
 
@@ -66,6 +80,12 @@ def partition_state_role(cluster: ClusterSpec, owner: Owner, brokers: int) -> Ma
                 "verbs": ["get", "list", "watch", "create", "update", "delete"],
             },
             {
+                "apiGroups": [""],
+                "resources": ["secrets"],
+                "resourceNames": [scram_credentials_secret_name(cluster.name)],
+                "verbs": ["get", "update"],
+            },
+            {
                 "apiGroups": ["coordination.k8s.io"],
                 "resources": ["leases"],
                 "verbs": ["create", "list"],
@@ -77,6 +97,23 @@ def partition_state_role(cluster: ClusterSpec, owner: Owner, brokers: int) -> Ma
                 "verbs": ["get", "update"],
             },
         ],
+    }
+
+
+def scram_credentials_secret(cluster: ClusterSpec) -> Manifest:
+    """The empty Secret the brokers keep users' SCRAM credentials in; no ``data``, so
+    applying it again leaves theirs. Like the partition state, no owner reference: the
+    users outlive a deleted cluster, for one made again under its name."""
+    name = scram_credentials_secret_name(cluster.name)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": name,
+            "namespace": cluster.namespace,
+            "labels": {**labels(cluster), CLUSTER_LABEL: cluster.name},
+        },
+        "type": "Opaque",
     }
 
 

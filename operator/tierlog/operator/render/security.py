@@ -7,7 +7,9 @@ client certificates asked for, the trusted CAs (``trustedCASecret``, else the
 token's key is mounted as ``TOKEN_DIR/token`` (a file, not an environment variable, so
 it shows in no ``kubectl describe``). Only the broker's user group can read them.
 The Kafka listener uses the same two: its TLS serves the gRPC port's certificate, its
-SASL (PLAIN, OAUTHBEARER) checks the same token (``common.kafka_security_protocol``).
+SASL checks the same token with PLAIN and OAUTHBEARER, and users' own passwords with
+SCRAM (their credentials in the cluster's store, set by a client holding the token;
+``common.kafka_security_protocol``).
 
 The mounts are part of the pod template, so the operator reads back from a running pod
 which Secrets it was started with (``pods.py``) and speaks to it accordingly while a
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tierlog.kafka.sasl_mechanisms import MECHANISMS
+from tierlog.kafka.sasl_exchanges import MECHANISMS
 from tierlog.operator.spec import ClusterSpec, SecretKeyRef
 
 __all__ = [
@@ -52,7 +54,7 @@ def security_properties(cluster: ClusterSpec) -> dict[str, str]:
             props["ssl.truststore.location"] = f"{CLIENT_CA_DIR}/ca.crt"
     if cluster.token is not None:
         props["tierlog.auth.token.file"] = f"{TOKEN_DIR}/{TOKEN_FILE}"
-        # the Kafka listener's SASL: every mechanism the token can answer
+        # the Kafka listener's SASL: the token's mechanisms, and SCRAM for users' own
         props["sasl.enabled.mechanisms"] = ",".join(MECHANISMS)
     return props
 

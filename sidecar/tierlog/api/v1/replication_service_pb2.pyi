@@ -29,6 +29,8 @@ class ReplicaFetchRequest(_message.Message):
     MIN_BYTES_FIELD_NUMBER: _builtins.int
     MAX_BYTES_FIELD_NUMBER: _builtins.int
     PARTITIONS_FIELD_NUMBER: _builtins.int
+    FORGOTTEN_FIELD_NUMBER: _builtins.int
+    INCREMENTAL_FIELD_NUMBER: _builtins.int
     replica_id: _builtins.int
     """The follower's broker id and the epoch of its lease: a request from an older
     incarnation of the broker is refused (STALE_BROKER_EPOCH).
@@ -38,8 +40,20 @@ class ReplicaFetchRequest(_message.Message):
     min_bytes: _builtins.int
     max_bytes: _builtins.int
     """Upper bound of the whole answer (the first partition's first batch comes whole)."""
+    incremental: _builtins.bool
+    """Names only what changed since this stream's previous request; unset, the request
+    is full (every partition followed here: the session starts over with them).
+    """
     @_builtins.property
-    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicaFetchPartition]: ...
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicaFetchPartition]:
+        """Every partition followed here, or in a session only the added ones and those whose
+        fetch_offset, current_leader_epoch or last_fetched_epoch changed.
+        """
+
+    @_builtins.property
+    def forgotten(self) -> _containers.RepeatedCompositeFieldContainer[Global___ForgottenPartition]:
+        """In a session: the partitions no longer followed here (they leave the session)."""
+
     def __init__(
         self,
         *,
@@ -49,14 +63,38 @@ class ReplicaFetchRequest(_message.Message):
         min_bytes: _builtins.int = ...,
         max_bytes: _builtins.int = ...,
         partitions: _abc.Iterable[Global___ReplicaFetchPartition] | None = ...,
+        forgotten: _abc.Iterable[Global___ForgottenPartition] | None = ...,
+        incremental: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_epoch", b"broker_epoch", "max_bytes", b"max_bytes", "max_wait_ms", b"max_wait_ms", "min_bytes", b"min_bytes", "partitions", b"partitions", "replica_id", b"replica_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_epoch", b"broker_epoch", "forgotten", b"forgotten", "incremental", b"incremental", "max_bytes", b"max_bytes", "max_wait_ms", b"max_wait_ms", "min_bytes", b"min_bytes", "partitions", b"partitions", "replica_id", b"replica_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReplicaFetchRequest: _TypeAlias = ReplicaFetchRequest  # noqa: Y015
+
+@_typing.final
+class ForgottenPartition(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    partition: _builtins.int
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        partition: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partition", b"partition", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ForgottenPartition: _TypeAlias = ForgottenPartition  # noqa: Y015
 
 @_typing.final
 class ReplicaFetchPartition(_message.Message):
@@ -104,16 +142,27 @@ class ReplicaFetchResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     PARTITIONS_FIELD_NUMBER: _builtins.int
+    SESSION_FIELD_NUMBER: _builtins.int
+    session: _builtins.bool
+    """The leader keeps this stream's session: the follower's next requests name only
+    what changed. Unset by a leader that does not (it needs every partition each time).
+    """
     @_builtins.property
-    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicaFetchPartitionData]: ...
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicaFetchPartitionData]:
+        """Every partition asked for, or in a session only those with batches, an error, a
+        divergence, or offsets the follower has not been told yet. A partition answered
+        with an error leaves the session (the follower names it again when it retries).
+        """
+
     def __init__(
         self,
         *,
         partitions: _abc.Iterable[Global___ReplicaFetchPartitionData] | None = ...,
+        session: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions", "session", b"session"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

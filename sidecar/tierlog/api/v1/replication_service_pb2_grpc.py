@@ -49,6 +49,10 @@ class ReplicationServiceServicer:
         sends a request, the leader answers it once any partition has batches for it or
         max_wait_ms passed, and the follower sends the next one from where it got to:
         each request also tells the leader how far the follower is (its fetch offsets).
+        The stream is a fetch session (Kafka's KIP-227): once the leader's answer says so
+        (ReplicaFetchResponse.session), the follower names only the partitions whose fetch
+        state changed or that it stopped following, and the leader answers only the
+        partitions it has news of. A re-opened stream starts a new session.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -36,6 +36,10 @@ class ReplicationServiceStub:
     sends a request, the leader answers it once any partition has batches for it or
     max_wait_ms passed, and the follower sends the next one from where it got to:
     each request also tells the leader how far the follower is (its fetch offsets).
+    The stream is a fetch session (Kafka's KIP-227): once the leader's answer says so
+    (ReplicaFetchResponse.session), the follower names only the partitions whose fetch
+    state changed or that it stopped following, and the leader answers only the
+    partitions it has news of. A re-opened stream starts a new session.
     """
 
 @_typing.type_check_only
@@ -46,6 +50,10 @@ class ReplicationServiceAsyncStub(ReplicationServiceStub):
     sends a request, the leader answers it once any partition has batches for it or
     max_wait_ms passed, and the follower sends the next one from where it got to:
     each request also tells the leader how far the follower is (its fetch offsets).
+    The stream is a fetch session (Kafka's KIP-227): once the leader's answer says so
+    (ReplicaFetchResponse.session), the follower names only the partitions whose fetch
+    state changed or that it stopped following, and the leader answers only the
+    partitions it has news of. A re-opened stream starts a new session.
     """
 
 class ReplicationServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -59,6 +67,10 @@ class ReplicationServiceServicer(metaclass=_abc_1.ABCMeta):
         sends a request, the leader answers it once any partition has batches for it or
         max_wait_ms passed, and the follower sends the next one from where it got to:
         each request also tells the leader how far the follower is (its fetch offsets).
+        The stream is a fetch session (Kafka's KIP-227): once the leader's answer says so
+        (ReplicaFetchResponse.session), the follower names only the partitions whose fetch
+        state changed or that it stopped following, and the leader answers only the
+        partitions it has news of. A re-opened stream starts a new session.
         """
 
 def add_ReplicationServiceServicer_to_server(servicer: ReplicationServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -5,7 +5,10 @@ belongs to: how many partitions, which config overrides (``cleanup.policy``,
 ``retention.ms``...), which id. A cluster lost with its volumes would come back from
 the bucket with its data but not its topics. So every tiered topic has one small
 object, ``topics/<name>.json``, rewritten whole at each change of the topic (a
-create, a config change, more partitions) and deleted with the topic's manifests.
+create, a config change, more partitions, a new replication factor) and deleted with
+the topic's manifests. Fields added since the first format (``replication_factor``) are
+optional: a record without one is read as an older version wrote it, and a reader of
+that older version ignores them, so the format's version stays 1.
 
 Last writer wins, with no fence: the authority on a topic is the broker's topic store
 (or a replicated cluster's partition-state store, which changes by compare-and-swap);
@@ -27,6 +30,7 @@ from typing import Any
 
 from tierlog.storage.errors import KafkaStorageError, TierlogError
 from tierlog.storage.names import validate_topic_name
+from tierlog.storage.tier.json_fields import optional_whole_number
 from tierlog.storage.tier.store import ObjectStore
 
 __all__ = [
@@ -37,6 +41,7 @@ __all__ = [
     "load_topic_records",
     "put_topic_record",
     "topic_record_key",
+    "topic_record_names",
 ]
 
 TOPICS_PREFIX = "topics/"
@@ -53,6 +58,9 @@ class TopicRecord:
     partition_count: int
     configs: Mapping[str, str] = field(default_factory=dict)  # overrides, Kafka names
     topic_id: str = ""  # as the writing cluster derived it (``LogManager.topic_id``)
+    # Replicas a partition had on the writing cluster; None when it had no replication
+    # or when an older version wrote the record (a restore takes its own default then).
+    replication_factor: int | None = None
 
 
 def topic_record_key(name: str) -> str:
@@ -67,6 +75,7 @@ def put_topic_record(store: ObjectStore, record: TopicRecord) -> None:
         "partitions": record.partition_count,
         "configs": dict(sorted(record.configs.items())),
         "topic_id": record.topic_id,
+        "replication_factor": record.replication_factor,
     }
     body = (json.dumps(document, indent=2) + "\n").encode()
     store.put(topic_record_key(record.name), body)
@@ -74,6 +83,14 @@ def put_topic_record(store: ObjectStore, record: TopicRecord) -> None:
 
 def delete_topic_record(store: ObjectStore, name: str) -> None:
     store.delete([topic_record_key(name)])
+
+
+def topic_record_names(store: ObjectStore) -> set[str]:
+    """The names of the topics the store has a record of (one listing, no reads)."""
+    return {
+        info.key.removeprefix(TOPICS_PREFIX).removesuffix(".json")
+        for info in store.list(TOPICS_PREFIX)
+    }
 
 
 def load_topic_records(store: ObjectStore) -> list[TopicRecord]:
@@ -92,9 +109,12 @@ def _decode(key: str, body: bytes) -> TopicRecord:
             partition_count=int(document["partitions"]),
             configs={str(k): str(v) for k, v in document["configs"].items()},
             topic_id=str(document.get("topic_id", "")),
+            replication_factor=optional_whole_number(document.get("replication_factor")),
         )
         if topic_record_key(record.name) != key or record.partition_count < 1:
             raise ValueError(f"names topic {record.name!r} with {record.partition_count}")
+        if record.replication_factor is not None and record.replication_factor < 1:
+            raise ValueError(f"replication factor {record.replication_factor}")
     except (ValueError, KeyError, TypeError, AttributeError, TierlogError) as error:
         raise CorruptTopicRecordError(f"{key} is not a topic record: {error!r}") from None
     return record
