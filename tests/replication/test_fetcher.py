@@ -5,10 +5,12 @@ none of them while its own change of role is under way."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from pathlib import Path
 
 import grpc
+import pytest
 
 from tests.sidecar.conftest import Sidecar
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2
@@ -58,7 +60,7 @@ def test_a_partition_the_leader_refuses_is_asked_again_only_after_the_back_off(
 
 
 def test_a_refused_partition_whose_role_is_changing_holds_up_no_other_partition(
-    replicated_brokers: ClusterFactory, tmp_path: Path
+    replicated_brokers: ClusterFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """In a failover the leader refuses the partitions it has not taken yet
     (UNKNOWN_LEADER_EPOCH) while this broker's own change of role holds each one's lock
@@ -68,6 +70,7 @@ def test_a_refused_partition_whose_role_is_changing_holds_up_no_other_partition(
     replica.lag.time.max.ms, and the leader dropped the follower from 676 ISRs).
     Broker 0 leads both partitions for broker 1, this process's fetcher; b-0's lock is
     held throughout, and a-0's record must still arrive."""
+    caplog.set_level(logging.INFO, logger="tierlog.replication.fetcher")
     cluster = replicated_brokers(1)
     leader = cluster.broker(0)
     for topic in ("a", "b"):
@@ -97,6 +100,8 @@ def test_a_refused_partition_whose_role_is_changing_holds_up_no_other_partition(
         try:
             async with locks[b]:
                 fetcher.follow(b, 1)  # an epoch broker 0 has not taken: refused
+                while "replica fetch of b-0 from broker 0" not in caplog.text:
+                    await asyncio.sleep(0.01)  # the refusal taken, before a is followed
                 fetcher.follow(a, 0)
                 await asyncio.to_thread(_produce_one, leader, "a")
                 while logs.get_log(a).log_end_offset < 1:
