@@ -240,8 +240,8 @@ class ReplicaFetcher:
             if data.HasField("error"):
                 del self._sent[tp]
             if data.HasField("error") and data.error.reason in STALE_LEADER_REASONS:
-                if tp not in self.epochs:
-                    continue
+                if self.epochs.get(tp) != sent[0]:
+                    continue  # about an epoch no longer followed here: ask again
                 outcome = FetchOutcome(error=data.error.reason)
             else:
                 applied = await self._apply_one(tp, fetch_offset, data)
