@@ -6,12 +6,14 @@ nothing, and a broker stopped with SIGTERM hands its leaderships over first."""
 from __future__ import annotations
 
 import shutil
+import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tests.support.scrape import METRICS, metrics_address, scrape
+from tierlog.api.v1 import admin_service_pb2
 from tierlog.client import AdminClient, Consumer, Producer, TopicPartition
 from tierlog.file_lock import exclusive_lock
 from tierlog.storage.errors import UnknownTopicOrPartitionError
@@ -107,6 +109,58 @@ def test_a_broker_stopped_with_sigterm_hands_its_leaderships_over_first(
     assert state.leader in (1, 2)
     assert 0 not in state.isr
     assert state.leader_epoch == 1
+
+
+def test_a_broker_stopped_with_sigterm_rejoins_no_isr_so_acks_all_waits_for_no_lease(
+    replicated_brokers: ClusterFactory,
+) -> None:
+    """Kafka keeps a broker in controlled shutdown out of every ISR. A stopping broker that
+    went on fetching after its hand-over was caught up at once and added back by the
+    leaders, and acks=all then waited for it until its lease expired or it lagged for
+    replica.lag.time.max.ms (682 of 2,000 partitions, docs/BENCHMARKS.md). Here its
+    hand-over is held at its second topic (the store's lock on it, as a broker changing
+    that topic would hold it) while the first topic, handed over, takes acks=all: a
+    broker still fetching has all the time it needs to be put back. Session and lag are
+    a minute, and every produce must be acknowledged within a third of it."""
+    session_ms = 60_000
+    cluster = replicated_brokers(
+        3,
+        f"broker.session.timeout.ms={session_ms}",
+        f"replica.lag.time.max.ms={session_ms}",
+        "auto.leader.rebalance.enable=false",
+        # Answers at once: a follower still fetching is seen caught up within milliseconds.
+        "replica.fetch.wait.max.ms=10",
+    )
+    partitions = 10
+    cluster.create_topic("a-handed-over", (0, 1, 2), partitions)  # broker 2 follows all
+    cluster.create_topic("b-held", (0, 1, 2))
+    timeout_ms = session_ms // 3
+    config = {
+        "bootstrap.servers": cluster.broker(0).address,
+        "acks": "all",
+        "linger.ms": 0,
+        "request.timeout.ms": timeout_ms,
+        "delivery.timeout.ms": timeout_ms,
+    }
+
+    def isrs_at_the_leader() -> set[tuple[int, ...]]:
+        request = admin_service_pb2.MetadataRequest(topics=["a-handed-over"])
+        (topic,) = cluster.broker(0).admin.Metadata(request, timeout=10).topics
+        return {tuple(partition.isr) for partition in topic.partitions}
+
+    def produce_everywhere() -> None:
+        with Producer(config) as producer:
+            sent = [producer.send("a-handed-over", b"r", partition=p) for p in range(partitions)]
+        for future in sent:
+            future.result()  # REQUEST_TIMED_OUT with broker 2 in the ISR again
+
+    with exclusive_lock(cluster.state_dir / "topics" / "b-held.json.lock"):
+        cluster.broker(2).process.send_signal(signal.SIGTERM)
+        wait_for(lambda: isrs_at_the_leader() == {(0, 1)}, "broker 2 out of the ISRs")
+        produce_everywhere()
+    assert cluster.broker(2).stop() == 0
+    produce_everywhere()
+    assert isrs_at_the_leader() == {(0, 1)}
 
 
 def test_a_consumer_follows_its_partitions_leadership_through_a_hand_over(

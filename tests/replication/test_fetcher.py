@@ -1,13 +1,25 @@
 """The follower's replica fetch stream between real brokers: a partition its leader
-refuses waits out the back-off while the stream goes on for the others."""
+refuses waits out the back-off while the stream goes on for the others, and holds up
+none of them while its own change of role is under way."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
+from pathlib import Path
+
+import grpc
+import pytest
 
 from tests.sidecar.conftest import Sidecar
-from tierlog.api.v1 import admin_service_pb2
+from tierlog.api.v1 import admin_service_pb2, log_service_pb2
 from tierlog.partition_state.model import PartitionState
+from tierlog.replication.fetcher import FetchSettings, ReplicaFetcher
+from tierlog.replication.follower import FetchOutcome
+from tierlog.storage.manager import LogManager, LogManagerConfig
+from tierlog.storage.records import SimpleRecord, build_batch
+from tierlog.storage.topic_partition import TopicPartition
 
 from .conftest import ClusterFactory, wait_for
 
@@ -45,3 +57,68 @@ def test_a_partition_the_leader_refuses_is_asked_again_only_after_the_back_off(
     # refusal beside it, hundreds a second.
     assert _refusals(follower, "b-0") - first <= 5
     follower.assert_alive()
+
+
+def test_a_refused_partition_whose_role_is_changing_holds_up_no_other_partition(
+    replicated_brokers: ClusterFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """In a failover the leader refuses the partitions it has not taken yet
+    (UNKNOWN_LEADER_EPOCH) while this broker's own change of role holds each one's lock
+    (a leader-epoch checkpoint on its way to the disk). The fetcher waited on those
+    locks one after the other before it asked again, and for that long fetched no
+    partition at all from this leader (a loaded failover at 2,000 partitions: over
+    replica.lag.time.max.ms, and the leader dropped the follower from 676 ISRs).
+    Broker 0 leads both partitions for broker 1, this process's fetcher; b-0's lock is
+    held throughout, and a-0's record must still arrive."""
+    caplog.set_level(logging.INFO, logger="tierlog.replication.fetcher")
+    cluster = replicated_brokers(1)
+    leader = cluster.broker(0)
+    for topic in ("a", "b"):
+        cluster.create_topic(topic, (0, 1))
+    (tmp_path / "follower").mkdir()
+    logs = LogManager(LogManagerConfig(log_dirs=(tmp_path / "follower",)))
+    a, b = TopicPartition("a", 0), TopicPartition("b", 0)
+    locks = {tp: asyncio.Lock() for tp in (a, b)}
+    for tp in (a, b):
+        logs.get_or_create_log(tp)
+
+    async def applied(tp: TopicPartition, outcome: FetchOutcome) -> None:
+        return None
+
+    async def follow_while_b_changes_role() -> None:
+        fetcher = ReplicaFetcher(
+            1,
+            lambda: 0,
+            0,
+            leader.address,
+            grpc.aio.insecure_channel(leader.address),
+            (),
+            lambda tp: (locks[tp], logs.get_log(tp)),
+            applied,
+            FetchSettings(max_wait_ms=100, backoff_ms=100),
+        )
+        try:
+            async with locks[b]:
+                fetcher.follow(b, 1)  # an epoch broker 0 has not taken: refused
+                while "replica fetch of b-0 from broker 0" not in caplog.text:
+                    await asyncio.sleep(0.01)  # the refusal taken, before a is followed
+                fetcher.follow(a, 0)
+                await asyncio.to_thread(_produce_one, leader, "a")
+                while logs.get_log(a).log_end_offset < 1:
+                    await asyncio.sleep(0.01)
+        finally:
+            await fetcher.close()
+
+    try:
+        asyncio.run(asyncio.wait_for(follow_while_b_changes_role(), timeout=30))
+    finally:
+        logs.shutdown()
+
+
+def _produce_one(broker: Sidecar, topic: str) -> None:
+    """One record, acks=1 (the leader's alone: this test's follower is no broker)."""
+    batch = build_batch([SimpleRecord(None, b"r", int(time.time() * 1000), ())])
+    request = log_service_pb2.ProduceRequest(
+        topic=topic, partition=0, acks=log_service_pb2.ACKS_LEADER, record_batches=batch
+    )
+    broker.log.Produce(request, timeout=10)

@@ -4,7 +4,9 @@ does when passes over the store overlap, and which followers its ISR takes back.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
@@ -109,6 +111,47 @@ def test_a_leader_whose_address_changes_is_fetched_from_at_the_new_one(tmp_path:
 
     try:
         asyncio.run(follow_then_move())
+    finally:
+        logs.shutdown()
+
+
+def test_an_isr_change_of_a_followed_partition_waits_for_no_thread(tmp_path: Path) -> None:
+    """A failover changes the ISR of every partition followed here (a broker leaving
+    every ISR: all 2,000 of them), while the threads are busy with the leaderships'
+    checkpoints. Each change held the partition's lock across a trip to a thread, and
+    the fetcher's appends to it waited behind the whole queue. Here the only thread is
+    taken: the change must be applied all the same."""
+    store = LocalStateStore(tmp_path / "state")
+    data = tmp_path / "data"
+    data.mkdir()
+    logs = LogManager(LogManagerConfig(log_dirs=(data,)))
+    replicas = _replica_manager(
+        tmp_path,
+        store,
+        logs,
+        addresses=lambda: {1: "127.0.0.1:1"},
+        channel=grpc.aio.insecure_channel,
+    )
+    orders = TopicPartition("orders", 0)
+    followed = PartitionState.new((1, 0, 2))
+
+    async def change_the_isr_with_every_thread_busy() -> None:
+        await replicas.apply(orders, followed)  # the log made here, in a thread
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(1))
+        release = threading.Event()
+        busy = loop.run_in_executor(None, release.wait)
+        try:
+            shrunk = followed.with_isr((1, 0))
+            await asyncio.wait_for(replicas.apply(orders, shrunk), timeout=10)
+            assert replicas.leadership(orders).isr == [1, 0]
+        finally:
+            release.set()
+            await busy
+        await replicas.stop()
+
+    try:
+        asyncio.run(change_the_isr_with_every_thread_busy())
     finally:
         logs.shutdown()
 

@@ -30,7 +30,12 @@ from dataclasses import dataclass
 import grpc
 
 from tierlog.api.v1 import replication_service_pb2 as pb
-from tierlog.replication.follower import FetchOutcome, applies_without_waiting, apply_fetched
+from tierlog.replication.follower import (
+    STALE_LEADER_REASONS,
+    FetchOutcome,
+    applies_without_waiting,
+    apply_fetched,
+)
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.log import Log
 from tierlog.storage.tier.store import ObjectStore
@@ -217,7 +222,14 @@ class ReplicaFetcher:
 
     async def _apply(self, response: pb.ReplicaFetchResponse) -> None:
         """Apply each partition's answer; a refused partition leaves the session (the
-        leader's too) and waits out the back-off."""
+        leader's too) and waits out the back-off.
+
+        A refusal for a stale or unknown leader epoch changes nothing here: it takes
+        neither the partition's lock nor a thread. Its lock is most likely held by the
+        very change of role that refusal is about (a failover's hundreds of them, each
+        waiting on the disk), and waiting there, one partition after the other, held up
+        the whole stream: no partition fetched from this leader for as long, and the
+        leader dropped this broker from the ISRs of those it was writing to."""
         for data in response.partitions:
             tp = TopicPartition(data.topic, data.partition)
             sent = self._sent.get(tp)
@@ -227,16 +239,15 @@ class ReplicaFetcher:
             self._stale.add(tp)  # its state may change here: the next request says so
             if data.HasField("error"):
                 del self._sent[tp]
-            lock, partition_log = self.access(tp)
-            async with lock:
-                if tp not in self.epochs or partition_log.log_end_offset != fetch_offset:
+            if data.HasField("error") and data.error.reason in STALE_LEADER_REASONS:
+                if self.epochs.get(tp) != sent[0]:
+                    continue  # about an epoch no longer followed here: ask again
+                outcome = FetchOutcome(error=data.error.reason)
+            else:
+                applied = await self._apply_one(tp, fetch_offset, data)
+                if applied is None:
                     continue  # no longer followed here, or changed meanwhile: ask again
-                if applies_without_waiting(partition_log, data, self.epochs[tp]):
-                    outcome = apply_fetched(partition_log, fetch_offset, data, self.tier_store)
-                else:
-                    outcome = await asyncio.to_thread(
-                        apply_fetched, partition_log, fetch_offset, data, self.tier_store
-                    )
+                outcome = applied
             if outcome.error is not None:
                 self._delayed[tp] = time.monotonic() + self.settings.backoff_ms / 1000
                 log.info(
@@ -247,3 +258,18 @@ class ReplicaFetcher:
                     data.error.message,
                 )
             await self.applied(tp, outcome)
+
+    async def _apply_one(
+        self, tp: TopicPartition, fetch_offset: int, data: pb.ReplicaFetchPartitionData
+    ) -> FetchOutcome | None:
+        """Apply one partition's answer under its lock (None: not followed here any more,
+        or its log changed since it was asked for)."""
+        lock, partition_log = self.access(tp)
+        async with lock:
+            if tp not in self.epochs or partition_log.log_end_offset != fetch_offset:
+                return None
+            if applies_without_waiting(partition_log, data, self.epochs[tp]):
+                return apply_fetched(partition_log, fetch_offset, data, self.tier_store)
+            return await asyncio.to_thread(
+                apply_fetched, partition_log, fetch_offset, data, self.tier_store
+            )

@@ -44,7 +44,13 @@ from tierlog.storage.tier.store import ObjectStore
 from tierlog.storage.tier.tier_state import tier_state_at
 from tierlog.storage.topic_partition import TopicPartition
 
-__all__ = ["FetchOutcome", "applies_without_waiting", "apply_fetched", "truncation_offset"]
+__all__ = [
+    "STALE_LEADER_REASONS",
+    "FetchOutcome",
+    "applies_without_waiting",
+    "apply_fetched",
+    "truncation_offset",
+]
 
 log = logging.getLogger(__name__)
 

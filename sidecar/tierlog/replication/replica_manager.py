@@ -120,6 +120,7 @@ class ReplicaManager:
         self._polling = asyncio.Lock()  # one pass over the store at a time
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False  # stop() began: no ISR change starts any more
+        self._fetching = True  # False once leaving the cluster: follows no leader
         # ISR changes of partitions led here (Kafka's IsrShrinksPerSec, IsrExpandsPerSec).
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -149,6 +150,18 @@ class ReplicaManager:
                 leader.resign()
             self.leaders.clear()
             self._following.clear()
+
+    async def stop_fetching(self) -> None:
+        """Fetch from no leader from now on: a broker about to leave every ISR (a
+        controlled shutdown) must not be caught up again and added back by the leaders,
+        which would hold acks=all produce for it until its lease expired (Kafka's leaders
+        count no broker in controlled shutdown in sync). The roles it still applies
+        record each partition's state but start no fetch."""
+        self._fetching = False
+        for fetcher in self.fetchers.values():
+            await fetcher.close()
+        self.fetchers.clear()
+        self._following.clear()
 
     async def poll_once(self) -> None:
         """Read the store and apply what changed: topics (their partition counts and
@@ -262,7 +275,7 @@ class ReplicaManager:
                 await self._lead(tp, state)
             else:
                 self._resign(tp)
-                await asyncio.to_thread(self._log, tp)
+                await self._have_log(tp)
                 self._follow(tp, state)
             self.states[tp] = state
         self.watch.appended(tp)  # long polls look again: at the leadership too
@@ -322,7 +335,7 @@ class ReplicaManager:
         previous = self._following.get(tp)
         if previous is not None and previous != state.leader:
             self._unfollow(tp)
-        if state.leader == NO_LEADER:
+        if state.leader == NO_LEADER or not self._fetching:
             self._unfollow(tp)
             return
         fetcher = self.fetchers.get(state.leader)
@@ -383,6 +396,14 @@ class ReplicaManager:
     async def _stop_replica(self, tp: TopicPartition) -> None:
         self._unfollow(tp)
         self._resign(tp)
+
+    async def _have_log(self, tp: TopicPartition) -> None:
+        """The partition's log exists here: made in a thread if it does not. A failover
+        changes the ISR of every partition followed here (all 2,000 when a broker leaves
+        them all), and each held its lock across a trip to a thread the fetcher's
+        appends and the leaderships taken meanwhile were queued behind."""
+        if not self.logs.has_log(tp):
+            await asyncio.to_thread(self._log, tp)
 
     def _log(self, tp: TopicPartition) -> Log:
         return self.logs.get_or_create_log(tp, self.topics.log_config(tp.topic))
