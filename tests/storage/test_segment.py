@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,37 @@ def test_read_returns_whole_batches_from_the_one_holding_the_offset(tmp_path: Pa
     assert just_two is not None
     assert [h.base_offset for h in headers_of(just_two.records)] == [6, 9]
     assert segment.read(15, 10_000) is None
+    log.close()
+
+
+def test_a_window_holding_one_whole_batch_reads_that_batch_alone(tmp_path: Path) -> None:
+    """1 MiB batches fetched 1 MiB at a time (Kafka's max.partition.fetch.bytes): the
+    window holds the first batch and a piece of the next; the batch is read alone, not
+    the window and then a copy of its whole part."""
+    log = Log.open(tmp_path / "t-0", config(index_interval_bytes=0))
+    batches = [make_batch(500, value_size=2000, tag=str(i)) for i in range(3)]
+    for batch in batches:
+        log.append(batch)
+    segment = log.active_segment
+    window = len(batches[1]) + len(batches[2]) // 2
+
+    tracemalloc.start()
+    try:
+        found = segment.read(500, window)
+        _current, peak_bytes = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert found is not None and found.position == len(batches[0])
+    assert [h.base_offset for h in headers_of(found.records)] == [500]
+    assert len(found.records) == len(batches[1])
+    assert peak_bytes < 1.25 * len(batches[1])  # the window and its whole part: 2.5x
+    assert segment.read(500, window, upper_bound_offset=700) == (len(batches[0]), b"")
+    cut = len(batches[0]) + len(batches[1]) - 1  # the batch ends past max_position
+    assert segment.read(500, window, max_position=cut) == (len(batches[0]), b"")
+    assert segment.read(500, window // 2, min_one_batch=False) == (len(batches[0]), b"")
+    alone = segment.read(500, window // 2)
+    assert alone is not None and alone.records == found.records
     log.close()
 
 

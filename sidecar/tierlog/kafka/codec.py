@@ -6,6 +6,13 @@ and flexibility (compact strings, tagged fields) and each message's header versi
 (``__header_schema__``: ApiVersions answers with header v0 at every version, as Kafka
 does, so a client that sent a version the broker does not know can still read it).
 
+A response is framed as the buffers to send in turn (``encode_response``): a large value
+(a Fetch answer's records) is handed over as the very buffer the log's read gave, between
+the gathered bytes of the fields around it. Copying 1 MiB of records into the frame cost a
+Fetch a quarter of a millisecond on the loaded machine (fresh pages), about an eighth of
+what the broker spent on it, and Kafka's Java consumer waits for each answer before it
+asks for the next.
+
 Our handlers fill a response from plain values that name the fields of the newest
 version (``build``): fields the asked version lacks are dropped, nested lists are made
 of that version's nested types. One handler thus serves a range of versions without a
@@ -16,11 +23,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import io
 import typing
 from collections.abc import Mapping
 from functools import cache
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
@@ -28,6 +34,7 @@ from kio.static.primitive import i32
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 __all__ = [
+    "BY_REFERENCE_BYTES",
     "Frame",
     "build",
     "encode_response",
@@ -41,6 +48,11 @@ E = TypeVar("E")
 
 # api_key (int16) and api_version (int16): what every request header starts with.
 HEADER_PREFIX_BYTES = 4
+_SIZE_PREFIX = b"\0\0\0\0"  # a response frame's size, filled in once it is known
+
+# A value written at least this large is framed by reference, not copied: beyond it, one
+# more buffer for the transport costs less than the copy.
+BY_REFERENCE_BYTES = 64 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,19 +90,44 @@ def read_request(payload: bytes | memoryview, api_key: int, api_version: int) ->
     return Frame(api_key, api_version, header.correlation_id, header.client_id, body)
 
 
-def encode_response(correlation_id: int, response: ResponsePayload) -> bytes:
-    """The response's frame: its size, its header (v0 or v1, as its schema says), its body."""
-    buffer = io.BytesIO()
-    buffer.write(b"\0\0\0\0")
+def encode_response(correlation_id: int, response: ResponsePayload) -> tuple[bytes, ...]:
+    """The response's frame (its size, its header, v0 or v1 as its schema says, its body)
+    as the buffers to send in turn: any value of ``BY_REFERENCE_BYTES`` or more is the
+    response's own object, not a copy."""
+    pieces = _Pieces()
+    pieces.write(_SIZE_PREFIX)
     header_type = type(response).__header_schema__
-    entity_writer(header_type)(buffer, header_type(correlation_id=i32(correlation_id)))
-    entity_writer(type(response))(buffer, response)
-    size = buffer.tell() - 4
-    buffer.seek(0)
-    buffer.write(size.to_bytes(4, "big"))
-    # No view of the buffer was taken: getvalue hands over its bytes without a copy (a
-    # 1 MiB Fetch answer's bytes are copied once, into the buffer, not a second time).
-    return buffer.getvalue()
+    written = typing.cast(IO[bytes], pieces)  # all kio's writers use is ``write``
+    entity_writer(header_type)(written, header_type(correlation_id=i32(correlation_id)))
+    entity_writer(type(response))(written, response)
+    return pieces.framed()
+
+
+class _Pieces:
+    """Where kio's writers write a response: small values gathered into runs, each large
+    one kept as it is between them."""
+
+    def __init__(self) -> None:
+        self._pieces: list[bytes | bytearray] = []
+        self._run = bytearray()
+
+    def write(self, data: bytes) -> int:
+        if len(data) < BY_REFERENCE_BYTES:
+            self._run += data
+        else:
+            self._pieces += (self._run, data)
+            self._run = bytearray()
+        return len(data)
+
+    def framed(self) -> tuple[bytes, ...]:
+        pieces = [*self._pieces, self._run]
+        first = pieces[0]
+        assert isinstance(first, bytearray) and first.startswith(_SIZE_PREFIX)
+        size = sum(map(len, pieces)) - len(_SIZE_PREFIX)
+        first[: len(_SIZE_PREFIX)] = size.to_bytes(len(_SIZE_PREFIX), "big")
+        return tuple(
+            bytes(piece) if isinstance(piece, bytearray) else piece for piece in pieces if piece
+        )
 
 
 def build(schema: type[E], values: Mapping[str, Any]) -> E:

@@ -9,10 +9,12 @@ frame's buffer. Once a size prefix is whole, reading pauses until the listener, 
 checked the size against its limits, asks for the frame: the kernel's socket buffer
 holds the rest, as Kafka's broker reads one request of a connection at a time.
 
-Answers are written at once; ``drain`` waits only while more than ``WRITE_BUFFER_BYTES``
-wait for the socket, so a large Fetch answer goes out from the transport's buffer while
-the connection's next request is read (at asyncio's 64 KiB mark a 1 MiB answer's
-writer waited for nearly all of it to be sent).
+Answers are written at once, each piece handed to the transport as a view: what the
+socket does not take at once is copied once, into the transport's buffer (asyncio 3.11
+slices what it is given before it copies it). ``drain`` waits only while more than
+``WRITE_BUFFER_BYTES`` wait for the socket, so a large Fetch answer goes out from the
+transport's buffer while the connection's next request is read (at asyncio's 64 KiB mark
+a 1 MiB answer's writer waited for nearly all of it to be sent).
 """
 
 from __future__ import annotations
@@ -99,7 +101,7 @@ class Frames(asyncio.BufferedProtocol):
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if self.transport is None or self.transport.is_closing():
             raise ConnectionResetError("the connection is closed")
-        self.transport.write(data)
+        self.transport.write(memoryview(data))
 
     async def drain(self) -> None:
         await self._writable.wait()

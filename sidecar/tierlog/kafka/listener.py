@@ -409,7 +409,7 @@ class KafkaListener:
                 errors=failed,
                 seconds=time.perf_counter() - started,
                 bytes_in=bytes_in,
-                bytes_out=0 if answered.frame is None else len(answered.frame),
+                bytes_out=0 if answered.frame is None else sum(map(len, answered.frame)),
             )
         )
 
@@ -444,7 +444,7 @@ class KafkaListener:
         except SaslFailed as failed:
             raise _Refused(f"authentication failed: {failed}", Closed.AUTHENTICATION) from None
         errors = (ErrorCode.none,)
-        return Answered(api_name(SASL_AUTHENTICATE), struct.pack(">i", len(reply)) + reply, errors)
+        return Answered(api_name(SASL_AUTHENTICATE), (struct.pack(">i", len(reply)), reply), errors)
 
     async def _answer(
         self,

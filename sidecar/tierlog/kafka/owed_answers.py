@@ -32,7 +32,9 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Answered:
     api: str
-    frame: bytes | None  # None: acks=0 produce, answered with nothing
+    # The frame's pieces, sent in turn (``codec.encode_response``); None: an acks=0
+    # produce, answered with nothing.
+    frame: tuple[bytes, ...] | None
     errors: tuple[ErrorCode, ...]  # every code the answer carries, NONE included
 
 
@@ -99,6 +101,7 @@ class OwedAnswers:
 
     async def _write(self, answered: Answered, started: float, bytes_in: int) -> None:
         if answered.frame is not None:
-            self._stream.write(answered.frame)
+            for piece in answered.frame:
+                self._stream.write(piece)
             await self._stream.drain()
         self._written(answered, started, bytes_in)

@@ -345,9 +345,16 @@ class LogSegment:
         if first is None or first.position >= end:
             return None
         end = min([end, *(d.position for d in self.damage if d.position > first.position)])
+        window_bytes = min(max(max_bytes, 0), end - first.position)
+        if self._holds_first_batch_alone(first, window_bytes, end):
+            header = first.header
+            answered = first.end <= end and (header.size <= window_bytes or min_one_batch)
+            if answered and (upper_bound_offset is None or header.last_offset < upper_bound_offset):
+                return SegmentRead(first.position, self.log.read(first.position, header.size))
+            return SegmentRead(first.position, b"")
         # One read of the window, then a walk over its headers in memory: a header read
         # per batch cost more than the copy of the one batch cut off at the window's end.
-        window = self.log.read(first.position, min(max(max_bytes, 0), end - first.position))
+        window = self.log.read(first.position, window_bytes)
         length = whole_batches_length(window, upper_bound_offset)
         if length == 0 and min_one_batch:  # the first batch alone may be over max_bytes
             batch = self.log.header_at(first.position, end)
@@ -356,6 +363,19 @@ class LogSegment:
             ):
                 return SegmentRead(first.position, self.log.read(first.position, batch.header.size))
         return SegmentRead(first.position, window if length == len(window) else window[:length])
+
+    def _holds_first_batch_alone(self, first: FileBatch, window_bytes: int, end: int) -> bool:
+        """Whether a window of ``window_bytes`` from ``first`` holds no other whole batch:
+        then ``first`` is read alone, not the window and a copy of its whole part (1 MiB
+        of batches near 1 MiB each, Kafka's max.partition.fetch.bytes: the copy of
+        ~1 MiB into fresh memory cost a Fetch more than this one header's read)."""
+        if 2 * first.header.size <= window_bytes:  # room for more, perhaps many
+            return False
+        try:
+            following = self.log.header_at(first.end, end)
+        except (CorruptRecordError, UnsupportedCompressionTypeError):  # damaged since
+            return True
+        return following is None or first.header.size + following.header.size > window_bytes
 
     def find_offset_by_timestamp(
         self, timestamp: int, start_offset: int
