@@ -212,7 +212,8 @@ def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Content-Type", "application/xml")
                 self.send_header("Content-Length", str(len(_SLOW_DOWN_BODY)))
                 self.end_headers()
-                self.wfile.write(_SLOW_DOWN_BODY)
+                if self.command != "HEAD":  # a HEAD's answer has no body: its bytes would
+                    self.wfile.write(_SLOW_DOWN_BODY)  # be the next answer's status line
                 return
             if fault == "corrupt" and body:
                 body = body[:-1] + bytes([body[-1] ^ 0xFF])

@@ -338,11 +338,23 @@ class RangeReader:
             log.debug("read-ahead of %s chunks %d-%d failed: %s", key, run[0], run[-1], error)
             return
         with self._room:  # the room reserved is now the chunks' own
-            for index, piece, future in zip(run, pieces, futures, strict=True):
-                self._landed[(key, index)] = piece
-                self._in_flight.pop((key, index), None)
-                future.set_result(piece)
-            self._room.notify_all()  # landed chunks can be pushed out to make room
+            self._land_locked(key, run, pieces, futures)
+
+    def _land_locked(
+        self, key: str, run: list[int], pieces: list[bytes], futures: list[Future[Chunk]]
+    ) -> None:
+        """Chunks a read-ahead GET brought, unread: in memory, to their futures. The
+        lists are emptied: the thread that issued the GET holds ``futures`` until it
+        runs on (on a loaded machine, after these chunks were pushed out to the disk
+        cache and no longer counted) and this one ``pieces``, and neither may keep a
+        chunk alive beyond the count."""
+        for index, piece, future in zip(run, pieces, futures, strict=True):
+            self._landed[(key, index)] = piece
+            self._in_flight.pop((key, index), None)
+            future.set_result(piece)
+        pieces.clear()
+        futures.clear()
+        self._room.notify_all()  # landed chunks can be pushed out to make room
 
     def _reserve(self, needed_bytes: int) -> bool:
         """Reserve read-ahead memory for a GET of ``needed_bytes`` before making it, so
