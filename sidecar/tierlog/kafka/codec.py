@@ -90,10 +90,14 @@ def read_request(payload: bytes | memoryview, api_key: int, api_version: int) ->
     return Frame(api_key, api_version, header.correlation_id, header.client_id, body)
 
 
-def encode_response(correlation_id: int, response: ResponsePayload) -> tuple[bytes, ...]:
+def encode_response(
+    correlation_id: int, response: ResponsePayload
+) -> tuple[bytes | bytearray, ...]:
     """The response's frame (its size, its header, v0 or v1 as its schema says, its body)
     as the buffers to send in turn: any value of ``BY_REFERENCE_BYTES`` or more is the
-    response's own object, not a copy."""
+    response's own object, not a copy, and the runs of small fields between are handed
+    over as gathered (not copied again: a Metadata answer of thousands of partitions is
+    all one run)."""
     pieces = _Pieces()
     pieces.write(_SIZE_PREFIX)
     header_type = type(response).__header_schema__
@@ -119,15 +123,13 @@ class _Pieces:
             self._run = bytearray()
         return len(data)
 
-    def framed(self) -> tuple[bytes, ...]:
+    def framed(self) -> tuple[bytes | bytearray, ...]:
         pieces = [*self._pieces, self._run]
         first = pieces[0]
         assert isinstance(first, bytearray) and first.startswith(_SIZE_PREFIX)
         size = sum(map(len, pieces)) - len(_SIZE_PREFIX)
         first[: len(_SIZE_PREFIX)] = size.to_bytes(len(_SIZE_PREFIX), "big")
-        return tuple(
-            bytes(piece) if isinstance(piece, bytearray) else piece for piece in pieces if piece
-        )
+        return tuple(piece for piece in pieces if piece)
 
 
 def build(schema: type[E], values: Mapping[str, Any]) -> E:

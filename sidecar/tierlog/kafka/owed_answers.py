@@ -34,7 +34,7 @@ class Answered:
     api: str
     # The frame's pieces, sent in turn (``codec.encode_response``); None: an acks=0
     # produce, answered with nothing.
-    frame: tuple[bytes, ...] | None
+    frame: tuple[bytes | bytearray, ...] | None
     errors: tuple[ErrorCode, ...]  # every code the answer carries, NONE included
 
 
