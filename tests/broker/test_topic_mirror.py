@@ -115,6 +115,19 @@ def test_a_record_carries_the_replication_factor_the_store_gives_the_topic(
     assert reread.get("unreplicated").replication_factor is None
 
 
+def test_a_record_carries_where_the_store_puts_each_partitions_replicas(
+    tmp_path: Path, store: FaultyStore
+) -> None:
+    """A reassignment is a change the record follows; the assignment survives a restart."""
+    topics = topic_store(tmp_path, store)
+    topics.put(Topic("tiered", 2, TIERED, 2, assignment=((0, 1), (1, 2))))
+    assert records(store)["tiered"].assignment == ((0, 1), (1, 2))
+    topics.put(Topic("tiered", 2, TIERED, 2, assignment=((2, 0), (1, 2))))
+    assert records(store)["tiered"].assignment == ((2, 0), (1, 2))
+    reread = TopicStore([tmp_path / "data"], LogConfig())
+    assert reread.get("tiered").assignment == ((2, 0), (1, 2))
+
+
 def test_the_broker_default_makes_a_topic_tiered(tmp_path: Path, store: FaultyStore) -> None:
     topics = topic_store(tmp_path, store, LogConfig.from_properties(TIERED))
     topics.create("by-default", 1, {})

@@ -16,6 +16,7 @@ from tierlog.partition_state.model import (
     TopicLayout,
     part_from_json,
     part_to_json,
+    replica_assignment,
     replication_factor,
 )
 from tierlog.storage.errors import KafkaStorageError
@@ -116,3 +117,12 @@ def test_a_topics_replication_factor_is_what_its_partitions_will_have() -> None:
     assert replication_factor({0: PartitionState.new((1, 2)), 1: moving}) == 2
     assert replication_factor({0: PartitionState.new((1, 2)), 1: growing}) == 3
     assert replication_factor({}) is None
+
+
+def test_a_topics_assignment_is_where_its_partitions_replicas_will_be() -> None:
+    """By partition, the preferred leader first, a reassignment under way as its target."""
+    moving = PartitionState(
+        (4, 5, 1, 2), 1, 0, (1, 2, 4, 5), adding_replicas=(4, 5), removing_replicas=(1, 2)
+    )
+    assert replica_assignment({1: moving, 0: PartitionState.new((2, 0))}) == ((2, 0), (4, 5))
+    assert replica_assignment({}) == ()

@@ -10,9 +10,10 @@ same start on a data dir that holds anything else is refused with DATA_DIR_NOT_E
 and the bucket's copy of a topic follows its changes and goes with it.
 
 The same with replication: a ``tierlog cluster up`` of three brokers (each partition on
-two of them, not the cluster's default of three) is lost with its data dirs and
-partition-state store; a new cluster with the flag on every broker gives each partition
-two replicas again, has each replica start at the tier's end, in a leader epoch
+two of them, not the cluster's default of three, one partition's replicas reordered) is
+lost with its data dirs and partition-state store; a new cluster with the flag on every
+broker puts each partition's replicas where they were (a cluster without those brokers
+places the topic anew), has each replica start at the tier's end, in a leader epoch
 past every epoch the tier recorded, serves every record from the tier, takes the next
 produce at the tier's end with both replicas in sync, and only the leader uploads
 after it: the objects the lost cluster wrote stay as they were, nothing is written twice.
@@ -47,10 +48,12 @@ from tierlog.api.v1 import (
 from tierlog.broker.topics import TopicStore
 from tierlog.cli.local_cluster import read_cluster
 from tierlog.client import AdminClient, Producer
+from tierlog.controller.reassignments import start_reassignments
 from tierlog.partition_state.local_store import LocalStateStore
 from tierlog.sidecar.restore import (
     begin_restore,
     restore_locally,
+    restore_replicated,
     restore_topics,
     restored_replication_factor,
 )
@@ -403,6 +406,43 @@ def test_a_record_of_a_topic_whose_tiering_was_turned_off_is_not_restored(
     assert [topic.name for topic in topics.topics()] == [TOPIC]
 
 
+def restore_into_brokers(
+    tmp_path: Path, store: ObjectStore, brokers: range
+) -> dict[int, tuple[int, ...]]:
+    """Each partition's replicas once a replicated broker of a cluster of ``brokers``
+    restored the bucket's topics (its state store and data dir empty before)."""
+    state = LocalStateStore(tmp_path / "state")
+    log_dirs = [tmp_path / "data"]
+    topics = TopicStore(log_dirs, LogConfig())
+    racks = dict.fromkeys(brokers)
+    assert begin_restore(log_dirs)
+    restore_topics(log_dirs, store, restore_replicated(state, racks, topics, store, 3))
+    return {partition: s.replicas for partition, s in state.read_topic(TOPIC).items()}
+
+
+def test_a_restore_puts_each_partitions_replicas_where_the_lost_cluster_had_them(
+    tmp_path: Path,
+) -> None:
+    """As reassigned there, not as a new topic's striped placement would put them."""
+    store = LocalDirectoryStore(tmp_path / "bucket")
+    placed = ((1, 2), (2, 0))  # no start of the striped placement gives this one
+    put_topic_record(store, TopicRecord(TOPIC, PARTITIONS, TIERED_CONFIGS, "", 2, placed))
+    assert restore_into_brokers(tmp_path, store, range(3)) == {0: (1, 2), 1: (2, 0)}
+
+
+def test_a_restore_into_a_cluster_without_the_lost_brokers_places_the_topic_anew(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = LocalDirectoryStore(tmp_path / "bucket")
+    placed = ((2, 3), (3, 4))  # brokers 3 and 4 are gone
+    put_topic_record(store, TopicRecord(TOPIC, PARTITIONS, TIERED_CONFIGS, "", 2, placed))
+    restored = restore_into_brokers(tmp_path, store, range(3))
+    assert sorted(restored) == [0, 1]
+    assert all(len(replicas) == 2 and set(replicas) <= {0, 1, 2} for replicas in restored.values())
+    assert "does not fit this one's brokers [0, 1, 2]" in caplog.text
+    assert "placing its replicas as for a new topic" in caplog.text
+
+
 def last_epoch(store: ObjectStore, tp: TopicPartition) -> int:
     """The latest leader epoch the tier recorded for ``tp``."""
     view = load_view(store, tp)
@@ -497,6 +537,20 @@ def test_a_replicated_cluster_lost_with_its_volumes_is_restored_from_its_bucket(
                 {k.replace("_", "."): v for k, v in TIERED.items()},
                 replication_factor=REPLICAS,
             )
+        # Partition 0's preferred leader moved (the striped placement gives it (2, 0)):
+        # the restore puts it back where the lost cluster had it, not where a new topic's is.
+        moved = TopicPartition(TOPIC, 0)
+        reordered = tuple(reversed(lost.store.read_topic(TOPIC)[0].replicas))
+        start_reassignments(lost.store, {moved: reordered}, brokers=range(3))
+        lost_assignment = tuple(
+            s.replicas for _p, s in sorted(lost.store.read_topic(TOPIC).items())
+        )
+        assert lost_assignment[0] == reordered
+        wait_for(
+            lambda: [r.assignment for r in load_topic_records(bucket.store)] == [lost_assignment],
+            "the reassignment in the bucket's topic record",
+            poll_s=0.1,
+        )
         lost.raise_leader_epochs(LOST_EPOCHS)  # as many failovers would
         for seq in range(BATCHES_PER_PARTITION):
             for partition in range(PARTITIONS):
@@ -528,7 +582,7 @@ def test_a_replicated_cluster_lost_with_its_volumes_is_restored_from_its_bucket(
         states = restored.store.read_topic(TOPIC)
         for tp in tps:
             state = states[tp.partition]
-            assert len(state.replicas) == REPLICAS
+            assert state.replicas == lost_assignment[tp.partition]
             assert state.leader_epoch > epochs_before[tp]  # epochs only grow
             leader = restored.leader(tp.partition)
             fetched = fetch_all(leader, tp.partition)

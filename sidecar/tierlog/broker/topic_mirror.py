@@ -104,6 +104,7 @@ class TopicMirror:
                     topic.configs,
                     str(self.topic_id(name)),
                     topic.replication_factor,
+                    topic.assignment,
                 )
                 put_topic_record(self.store, record)
                 del self._unwritten[name]

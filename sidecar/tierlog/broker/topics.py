@@ -64,6 +64,10 @@ class Topic:
     # says (the most any partition has, reassignments' leaving replicas not counted);
     # None on a broker without replication. Kept for the bucket's copy (``topic_mirror``).
     replication_factor: int | None = None
+    # Each partition's replicas as the store will have them (reassignments done), by
+    # partition, the preferred leader first; None as above. For the bucket's copy too: a
+    # restore places the topic's replicas where they were.
+    assignment: tuple[tuple[int, ...], ...] | None = None
 
 
 class TopicStore:
@@ -102,11 +106,13 @@ class TopicStore:
         try:
             for name, entry in read["topics"].items():
                 factor = entry.get("replication_factor")
+                assignment = entry.get("assignment")
                 topic = Topic(
                     name,
                     int(entry["partitions"]),
                     dict(entry["configs"]),
                     None if factor is None else int(factor),
+                    None if assignment is None else _replicas_by_partition(assignment),
                 )
                 self._topics[name] = topic
                 self._configs[name] = self._validated(topic.configs)
@@ -312,7 +318,13 @@ def _entry(topic: Topic) -> dict[str, Any]:
     entry: dict[str, Any] = {"partitions": topic.partition_count, "configs": dict(topic.configs)}
     if topic.replication_factor is not None:  # files of unreplicated brokers stay as they were
         entry["replication_factor"] = topic.replication_factor
+    if topic.assignment is not None:
+        entry["assignment"] = [list(replicas) for replicas in topic.assignment]
     return entry
+
+
+def _replicas_by_partition(assignment: list[list[int]]) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(int(broker) for broker in replicas) for replicas in assignment)
 
 
 def _check_may_be_tiered(name: str, config: LogConfig) -> None:

@@ -42,6 +42,7 @@ __all__ = [
     "lease_to_document",
     "part_from_json",
     "part_to_json",
+    "replica_assignment",
     "replication_factor",
     "split_into_parts",
 ]
@@ -122,6 +123,12 @@ def replication_factor(partitions: Mapping[int, PartitionState]) -> int | None:
     reassignments under way are done (Kafka's tools show the first partition's count;
     the most is what a new placement must give every partition). None for no partition."""
     return max((len(state.target_replicas) for state in partitions.values()), default=None)
+
+
+def replica_assignment(partitions: Mapping[int, PartitionState]) -> tuple[tuple[int, ...], ...]:
+    """Each partition's replicas once the reassignments under way are done, by partition:
+    where a new placement of the topic puts them again (a restore from the tier)."""
+    return tuple(partitions[p].target_replicas for p in sorted(partitions))
 
 
 def _problems(state: PartitionState) -> list[str]:

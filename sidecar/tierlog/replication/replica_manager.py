@@ -36,6 +36,7 @@ from tierlog.partition_state.model import (
     NO_LEADER,
     BrokerLease,
     PartitionState,
+    replica_assignment,
     replication_factor,
 )
 from tierlog.partition_state.store import PartitionStateStore
@@ -184,7 +185,13 @@ class ReplicaManager:
         changed = []
         for name in sorted(self._unapplied):
             partitions, configs = view.topics[name]
-            wanted = Topic(name, len(partitions), configs, replication_factor(partitions))
+            wanted = Topic(
+                name,
+                len(partitions),
+                configs,
+                replication_factor(partitions),
+                replica_assignment(partitions),
+            )
             if self._local_topic(name) != wanted:
                 await asyncio.to_thread(self._follow_topic, wanted)
             for partition, state in partitions.items():

@@ -12,10 +12,14 @@ Without replication the topics go in the broker's topic store before the logs lo
 (``restore_locally``); the start then makes their logs as for any topic whose logs are
 missing. With replication they go in the partition-state store, as a topic created
 there (``restore_replicated``): every broker of the new cluster restores, the first
-creates each topic and the others find it made, with as many replicas a partition as
-the lost cluster gave it (the record's replication factor; ``default.replication.factor``
-for a record that keeps none, logged; INVALID_REPLICATION_FACTOR naming the topic when
-the new cluster has fewer brokers). Each partition's first leader epoch
+creates each topic and the others find it made, each partition on the brokers the lost
+cluster had it on, its preferred leader first (the record's assignment), when the new
+cluster has brokers of those ids; otherwise (a record that keeps none, or names a
+broker the new cluster lacks, logged) placed as a new topic is, with as many replicas a
+partition as the lost cluster gave it (the record's replication factor;
+``default.replication.factor`` for a record that keeps none, logged;
+INVALID_REPLICATION_FACTOR naming the topic when the new cluster has fewer brokers).
+Each partition's first leader epoch
 is one past the last the tier recorded: the log a leader continues from the tier
 carries those epochs, and a leader in a lower one would erase them from its epoch
 cache, so a follower asking where its last epoch ended would be told to truncate.
@@ -50,11 +54,16 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tierlog.api.errors import InvalidReplicationFactorError, TopicAlreadyExistsError
+from tierlog.api.errors import (
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    TopicAlreadyExistsError,
+)
 from tierlog.broker.producer_ids import reserve_past
 from tierlog.broker.topics import TopicStore
 from tierlog.coordinator.restored_groups import save_restored_groups
-from tierlog.replication.replica_manager import ReplicaManager
+from tierlog.partition_state.store import PartitionStateStore
+from tierlog.replication.placement import Racks, check_assignment
 from tierlog.replication.topic_changes import create_topic
 from tierlog.storage.checkpoints import atomic_write
 from tierlog.storage.errors import DataDirNotEmptyError, UnknownTopicOrPartitionError
@@ -75,6 +84,7 @@ __all__ = [
     "restore_locally",
     "restore_replicated",
     "restore_topics",
+    "restored_assignment",
     "restored_groups",
     "restored_replication_factor",
 ]
@@ -193,29 +203,33 @@ def restore_locally(topics: TopicStore) -> RestoreTopic:
 
 
 def restore_replicated(
-    replicas: ReplicaManager,
+    state_store: PartitionStateStore,
+    racks: Racks,
     topics: TopicStore,
     store: ObjectStore,
     default_replication_factor: int,
 ) -> RestoreTopic:
-    """A replicated broker: the topic in the partition-state store, its replicas placed
-    as for any new topic (as many as the lost cluster gave it), each partition led
-    first in the epoch after the tier's last."""
+    """A replicated broker of the brokers ``racks`` names: the topic in the
+    partition-state store, its replicas where the lost cluster had them
+    (``restored_assignment``) or else placed as for any new topic (as many as the lost
+    cluster gave it), each partition led first in the epoch after the tier's last."""
 
     def restore(record: TopicRecord) -> bool:
-        if record.name in replicas.store.list_topics():
+        if record.name in state_store.list_topics():
             return False  # another broker of the cluster restored it first
         _log_restoring(record)
+        assignment = restored_assignment(record, racks)
         factor = restored_replication_factor(record, default_replication_factor)
         try:
             create_topic(
-                replicas.store,
+                state_store,
                 topics,
-                replicas.racks(),
+                racks,
                 record.name,
                 record.partition_count,
                 factor,
                 record.configs,
+                assignment=assignment,
                 leader_epochs=next_leader_epochs(store, record),
             )
         except TopicAlreadyExistsError:
@@ -228,6 +242,32 @@ def restore_replicated(
         return True
 
     return restore
+
+
+def restored_assignment(
+    record: TopicRecord, racks: Racks
+) -> list[tuple[int, tuple[int, ...]]] | None:
+    """Each partition's replicas as the lost cluster had them, for a cluster with
+    brokers of those ids (``racks``); None, logged, to place the topic as a new one: a
+    record that keeps no assignment (an older version's, an unreplicated broker's) or
+    one this cluster cannot take (a broker it lacks, partitions of unequal replica
+    counts, as a reassignment to another factor interrupted by the loss leaves)."""
+    if record.assignment is None:
+        log.info("topic %r: the tier's record keeps no assignment; placing it anew", record.name)
+        return None
+    assignment = list(enumerate(record.assignment))
+    try:
+        check_assignment(racks, assignment)
+    except InvalidReplicaAssignmentError as error:
+        log.warning(
+            "topic %r: the lost cluster's assignment does not fit this one's brokers %s (%s); "
+            "placing its replicas as for a new topic",
+            record.name,
+            sorted(racks),
+            error,
+        )
+        return None
+    return assignment
 
 
 def restored_replication_factor(record: TopicRecord, default: int) -> int:

@@ -236,7 +236,8 @@ class SidecarServer:
         self.remote_log_manager.committed_end = partitions.high_watermark
         if restoring and partitions.replicas is not None:  # before it applies the store
             restore = restore_replicated(
-                partitions.replicas,
+                partitions.replicas.store,
+                partitions.replicas.racks(),
                 self.topics,
                 self.tier_store,
                 self.config.default_replication_factor,

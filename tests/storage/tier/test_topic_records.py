@@ -50,6 +50,16 @@ def test_a_record_keeps_the_replication_factor_and_an_older_one_reads_without(
     ]
 
 
+def test_a_record_keeps_each_partitions_replicas_and_an_older_one_reads_without(
+    store: LocalDirectoryStore,
+) -> None:
+    placed = TopicRecord("placed", 2, {}, "an-id", 2, assignment=((2, 0), (0, 1)))
+    put_topic_record(store, placed)
+    older = b'{"version": 1, "name": "older", "partitions": 1, "configs": {}, "topic_id": "x"}'
+    store.put(topic_record_key("older"), older)
+    assert load_topic_records(store) == [TopicRecord("older", 1, {}, "x"), placed]
+
+
 def test_a_name_that_is_not_a_topic_is_no_key() -> None:
     with pytest.raises(InvalidTopicError):
         topic_record_key("..")
@@ -65,6 +75,13 @@ def test_a_name_that_is_not_a_topic_is_no_key() -> None:
         b'{"version": 1, "name": "t", "partitions": 1, "configs": []}',
         b'{"version": 1, "name": "t", "partitions": 1, "configs": {}, "replication_factor": 0}',
         b'{"version": 1, "name": "t", "partitions": 1, "configs": {}, "replication_factor": "3"}',
+        b'{"version": 1, "name": "t", "partitions": 1, "configs": {}, "assignment": [[0], [1]]}',
+        b'{"version": 1, "name": "t", "partitions": 1, "configs": {}, "assignment": [[]]}',
+        b'{"version": 1, "name": "t", "partitions": 1, "configs": {}, "assignment": [[1, 1]]}',
+        b'{"version": 1, "name": "t", "partitions": 1, "configs": {}, "assignment": [[-1]]}',
+        b'{"version": 1, "name": "t", "partitions": 1, "configs": {}, "assignment": [["0"]]}',
+        b'{"version": 1, "name": "t", "partitions": 1, "configs": {}, "assignment": [0]}',
+        b'{"version": 1, "name": "t", "partitions": 1, "configs": {}, "assignment": {}}',
     ],
 )
 def test_an_object_that_is_not_a_record_is_a_typed_error(

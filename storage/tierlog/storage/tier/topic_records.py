@@ -5,10 +5,11 @@ belongs to: how many partitions, which config overrides (``cleanup.policy``,
 ``retention.ms``...), which id. A cluster lost with its volumes would come back from
 the bucket with its data but not its topics. So every tiered topic has one small
 object, ``topics/<name>.json``, rewritten whole at each change of the topic (a
-create, a config change, more partitions, a new replication factor) and deleted with
-the topic's manifests. Fields added since the first format (``replication_factor``) are
-optional: a record without one is read as an older version wrote it, and a reader of
-that older version ignores them, so the format's version stays 1.
+create, a config change, more partitions, a new replication factor or assignment) and
+deleted with the topic's manifests. Fields added since the first format
+(``replication_factor``, ``assignment``: each partition's replicas, the preferred leader
+first) are optional: a record without one is read as an older version wrote it, and a
+reader of that older version ignores them, so the format's version stays 1.
 
 Last writer wins, with no fence: the authority on a topic is the broker's topic store
 (or a replicated cluster's partition-state store, which changes by compare-and-swap);
@@ -30,7 +31,7 @@ from typing import Any
 
 from tierlog.storage.errors import KafkaStorageError, TierlogError
 from tierlog.storage.names import validate_topic_name
-from tierlog.storage.tier.json_fields import optional_whole_number
+from tierlog.storage.tier.json_fields import optional_whole_number, whole_number
 from tierlog.storage.tier.store import ObjectStore
 
 __all__ = [
@@ -61,6 +62,9 @@ class TopicRecord:
     # Replicas a partition had on the writing cluster; None when it had no replication
     # or when an older version wrote the record (a restore takes its own default then).
     replication_factor: int | None = None
+    # Each partition's replicas (broker ids, the preferred leader first), by partition;
+    # None as for ``replication_factor``. A restore places the topic so when it can.
+    assignment: tuple[tuple[int, ...], ...] | None = None
 
 
 def topic_record_key(name: str) -> str:
@@ -76,6 +80,7 @@ def put_topic_record(store: ObjectStore, record: TopicRecord) -> None:
         "configs": dict(sorted(record.configs.items())),
         "topic_id": record.topic_id,
         "replication_factor": record.replication_factor,
+        "assignment": None if record.assignment is None else [list(r) for r in record.assignment],
     }
     body = (json.dumps(document, indent=2) + "\n").encode()
     store.put(topic_record_key(record.name), body)
@@ -110,11 +115,31 @@ def _decode(key: str, body: bytes) -> TopicRecord:
             configs={str(k): str(v) for k, v in document["configs"].items()},
             topic_id=str(document.get("topic_id", "")),
             replication_factor=optional_whole_number(document.get("replication_factor")),
+            assignment=_assignment(document.get("assignment")),
         )
         if topic_record_key(record.name) != key or record.partition_count < 1:
             raise ValueError(f"names topic {record.name!r} with {record.partition_count}")
         if record.replication_factor is not None and record.replication_factor < 1:
             raise ValueError(f"replication factor {record.replication_factor}")
+        if record.assignment is not None and len(record.assignment) != record.partition_count:
+            raise ValueError(f"{len(record.assignment)} partitions assigned")
     except (ValueError, KeyError, TypeError, AttributeError, TierlogError) as error:
         raise CorruptTopicRecordError(f"{key} is not a topic record: {error!r}") from None
     return record
+
+
+def _assignment(value: object) -> tuple[tuple[int, ...], ...] | None:
+    """Each partition's replicas: distinct broker ids, at least one (None: not kept)."""
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise TypeError(f"assignment {value!r}")
+    assignment = []
+    for replicas in value:
+        if not isinstance(replicas, list):
+            raise TypeError(f"replicas {replicas!r}")
+        brokers = tuple(whole_number(broker) for broker in replicas)
+        if not brokers or len(set(brokers)) != len(brokers) or min(brokers) < 0:
+            raise ValueError(f"replicas {list(brokers)}")
+        assignment.append(brokers)
+    return tuple(assignment)
