@@ -2,7 +2,8 @@
 sidecar server and its local-directory tier; failures injected with ``FaultyStore``).
 
 Only offsets of tiered topics go, one object a group; a pass writes only groups whose
-tiered offsets changed, deletes the object of a group that has none left, and a store
+tiered offsets changed, deletes the object of a group that has none left (also one
+another broker wrote: the coordinator tells the mirror of each deletion), and a store
 that is down is caught up at the next pass. The server's own mirror writes at the
 uploader's pace (``remote.log.manager.task.interval.ms``).
 """
@@ -21,7 +22,12 @@ from tierlog.api.v1 import admin_service_pb2, admin_service_pb2_grpc
 from tierlog.api.v1 import group_service_pb2 as pb
 from tierlog.coordinator.group_offsets_mirror import GroupOffsetsMirror
 from tierlog.sidecar.server import SidecarServer
-from tierlog.storage.tier.group_offsets import GroupOffsets, TieredOffset, load_group_offsets
+from tierlog.storage.tier.group_offsets import (
+    GroupOffsets,
+    TieredOffset,
+    load_group_offsets,
+    put_group_offsets,
+)
 from tierlog.storage.topic_partition import TopicPartition
 
 TIERED = TopicPartition("tiered", 0)
@@ -53,15 +59,18 @@ async def _commit(stub: AioStub, group: str, offsets: dict[TopicPartition, int])
 
 
 def _tiered(server: SidecarServer) -> GroupOffsetsMirror:
-    """A mirror the test drives pass by pass (the server's own waits an hour)."""
+    """A mirror the test drives pass by pass, told of deletions in the place of the
+    server's own (which waits an hour)."""
     assert server.groups is not None
     store = FaultyStore(server.tier_store)
-    return GroupOffsetsMirror(
+    mirror = GroupOffsetsMirror(
         store,
         server.groups,
         lambda topic: server.topics.log_config(topic).remote_storage_enable,
         AN_HOUR_MS,
     )
+    server.groups.on_offsets_deleted = mirror.offsets_deleted
+    return mirror
 
 
 def test_only_changed_tiered_offsets_are_written_and_a_deleted_group_goes(
@@ -88,6 +97,51 @@ def test_only_changed_tiered_offsets_are_written_and_a_deleted_group_goes(
         await server.groups.delete_group("reader")
         assert await mirror.write_once() == ([], ["reader"])
         assert load_group_offsets(server.tier_store) == []
+
+    _run(tmp_path, scenario, {"remote.log.manager.task.interval.ms": str(AN_HOUR_MS)})
+
+
+def test_a_group_deleted_before_this_broker_wrote_it_loses_the_object_another_wrote(
+    tmp_path: Path,
+) -> None:
+    """The object of the group's previous coordinator (or of this broker before a
+    restart) goes with a DeleteGroups here, before this broker's first pass: the server's
+    own mirror is told of the deletion."""
+
+    async def scenario(server: SidecarServer, stub: AioStub) -> None:
+        assert server.groups is not None and server.group_offsets_mirror is not None
+        await _make_tiered_topic(server)
+        await _commit(stub, "reader", {TIERED: 5})
+        put_group_offsets(server.tier_store, GroupOffsets("reader", {TIERED: TieredOffset(5)}))
+        await server.groups.delete_group("reader")
+        assert await server.group_offsets_mirror.write_once() == ([], ["reader"])
+        assert load_group_offsets(server.tier_store) == []
+
+    _run(tmp_path, scenario, {"remote.log.manager.task.interval.ms": str(AN_HOUR_MS)})
+
+
+def test_a_deletion_is_owed_through_an_outage_and_void_once_the_group_commits_again(
+    tmp_path: Path,
+) -> None:
+    async def scenario(server: SidecarServer, stub: AioStub) -> None:
+        assert server.groups is not None
+        await _make_tiered_topic(server)
+        mirror = _tiered(server)
+        faulty = mirror.store
+        assert isinstance(faulty, FaultyStore)
+        for group in ("gone", "back"):
+            await _commit(stub, group, {TIERED: 5})
+            put_group_offsets(server.tier_store, GroupOffsets(group, {TIERED: TieredOffset(5)}))
+            await server.groups.delete_group(group)
+        await _commit(stub, "back", {TIERED: 9})  # the same id in use again
+        faulty.outage()
+        assert await mirror.write_once() == ([], [])
+        faulty.heal()
+        assert await mirror.write_once() == (["back"], ["gone"])
+        assert load_group_offsets(server.tier_store) == [
+            GroupOffsets("back", {TIERED: TieredOffset(9, EPOCH)})
+        ]
+        assert await mirror.write_once() == ([], [])  # nothing owed any more
 
     _run(tmp_path, scenario, {"remote.log.manager.task.interval.ms": str(AN_HOUR_MS)})
 

@@ -162,6 +162,10 @@ class GroupCoordinator:
         self._group_locks: dict[str, asyncio.Lock] = {}
         # Set when a classic call may have set a nearer deadline: the expiry loop looks now.
         self._session_waker: asyncio.Future[None] | None = None
+        # Told (on the loop) each group whose offsets tombstones removed (DeleteGroups,
+        # OffsetDelete, expiry), once they are acknowledged: the bucket's copy of its
+        # offsets follows (``group_offsets_mirror``), whoever wrote that copy.
+        self.on_offsets_deleted: Callable[[str], None] | None = None
 
     # -- running ----------------------------------------------------------------------
 
@@ -428,6 +432,10 @@ class GroupCoordinator:
             else:
                 state.replay_transactional(record, base_offset + index, producer.producer_id)
         self._report_membership(state, group, target_before)
+        if self.on_offsets_deleted is not None and any(
+            record.is_tombstone and isinstance(record.key, OffsetCommitKey) for record in records
+        ):
+            self.on_offsets_deleted(group)
 
     def _report_membership(self, state: OffsetsState, group: str, target_before: int) -> None:
         """Tell the metrics what the group's membership is now; a target assignment newer

@@ -12,11 +12,19 @@ offsets yet, so they wait for their marker as OffsetFetch does.
 
 What was written is remembered per group while its partition is coordinated here; a
 partition that moves away is forgotten (its new coordinator writes all its groups once,
-as its first pass finds them unwritten), and one still loading is left as it was. A
-group deleted while no broker coordinated it keeps its object: a restore commits its
-offsets again, and they expire as any group's without members
-(``offsets.retention.minutes``). A store that is down is logged; what was not written
-is written at the next pass.
+as its first pass finds them unwritten), and one still loading is left as it was. The
+object of a group may also have been written by another broker (the partition's
+previous coordinator) or by this one before a restart: so the coordinator tells the
+mirror of every group whose offsets it deleted (``offsets_deleted``: DeleteGroups,
+OffsetDelete, expiry), and the next pass deletes the object of such a group that has no
+offsets of tiered topics left, whether this mirror wrote it or not (else a restore would
+bring a deleted group back). A deletion is kept until its object is gone, or the group
+has such offsets again (then it is written as any changed group), or its partition
+moved away before the pass (a window of one interval: the new coordinator may already
+write the group again, and deleting its object then would lose it; the stale object's
+offsets would be committed by a restore and expire as any group's without members,
+``offsets.retention.minutes``). A store that is down is logged; what was not written or
+deleted is at the next pass.
 """
 
 from __future__ import annotations
@@ -53,6 +61,7 @@ class GroupOffsetsMirror:
         self.tiered = tiered  # whether a topic is tiered (``remote.storage.enable``)
         self.interval_ms = interval_ms
         self._written: dict[str, GroupOffsets] = {}  # as the bucket has each group
+        self._deleted: set[str] = set()  # groups whose offsets were deleted, objects owed
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -67,6 +76,11 @@ class GroupOffsetsMirror:
         while True:
             await asyncio.sleep(self.interval_ms / 1000)
             await self.write_once()
+
+    def offsets_deleted(self, group: str) -> None:
+        """The coordinator deleted offsets of ``group`` (``GroupCoordinator.on_offsets_deleted``,
+        on the loop): the next pass deletes its object if it has no tiered offsets left."""
+        self._deleted.add(group)
 
     async def write_once(self) -> tuple[list[str], list[str]]:
         """One pass; the groups written and those deleted."""
@@ -87,7 +101,27 @@ class GroupOffsetsMirror:
             if (partition := self.groups.partition_of(group)) in wanted
             and group not in wanted[partition]
         ]
-        return await asyncio.to_thread(self._write, changed, gone)
+        gone += self._deletions_owed(wanted, loading)
+        written, deleted = await asyncio.to_thread(self._write, changed, gone)
+        self._deleted.difference_update(deleted)
+        return written, deleted
+
+    def _deletions_owed(
+        self, wanted: dict[int, dict[str, GroupOffsets]], loading: set[int]
+    ) -> list[str]:
+        """The groups deleted here whose objects this mirror does not know it wrote; the
+        deletions no longer owed are dropped (see the module doc)."""
+        owed = []
+        for group in sorted(self._deleted):
+            partition = self.groups.partition_of(group)
+            if partition in loading:
+                continue  # looked at once loaded
+            none_left = partition in wanted and group not in wanted[partition]
+            if none_left and group not in self._written:  # else deleted as any gone group
+                owed.append(group)
+            else:
+                self._deleted.discard(group)
+        return owed
 
     def _wanted(self) -> tuple[dict[int, dict[str, GroupOffsets]], set[int]]:
         """Per loaded partition, its groups' offsets of tiered topics; the partitions
@@ -118,7 +152,7 @@ class GroupOffsetsMirror:
                 written.append(offsets.group_id)
             delete_group_offsets(self.store, gone)
             for group in gone:
-                del self._written[group]
+                self._written.pop(group, None)
         except TierlogError as error:
             log.warning(
                 "group offsets in %s stay behind until the next pass: %s", self.store.url, error

@@ -299,6 +299,7 @@ class SidecarServer:
             lambda topic: self.topics.log_config(topic).remote_storage_enable,
             self.config.remote_log_manager.task_interval_ms,
         )
+        self.groups.on_offsets_deleted = group_offsets_mirror.offsets_deleted
         self.group_offsets_mirror = group_offsets_mirror
         txn_markers = TxnMarkerAppender(self._append_as_coordinator, self.groups)
         self.txn_markers = txn_markers
