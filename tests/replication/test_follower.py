@@ -1,16 +1,24 @@
 """What the follower applies where: one partition's answer of the default
 ``replica.fetch.max.bytes`` (a producer's 1 MiB batch) is appended on the event loop, as
-the leader appends the producer's batch, not after a hop to a thread and back."""
+the leader appends the producer's batch, not after a hop to a thread and back. And where
+it starts over when it fell below the leader's log start on a tiered partition."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from tests.storage.conftest import FakeClock
+from tests.storage.tier.test_tier_state import idempotent_batch
+from tests.storage.tier.tiering import TP, open_log, produce
+from tests.storage.tier.uploads import tier_closed_segments
+from tierlog.api.v1 import common_pb2
 from tierlog.api.v1 import replication_service_pb2 as pb
 from tierlog.replication.fetcher import FetchSettings
-from tierlog.replication.follower import applies_without_waiting
+from tierlog.replication.follower import applies_without_waiting, apply_fetched
 from tierlog.storage.log import Log
 from tierlog.storage.records import SimpleRecord, build_batch
+from tierlog.storage.tier.local_store import LocalDirectoryStore
+from tierlog.storage.tier.manifest_store import load_view
 
 LEADER_EPOCH = 0
 
@@ -33,3 +41,43 @@ def test_an_answer_of_replica_fetch_max_bytes_is_applied_on_the_loop(tmp_path: P
     )
 
     assert applies_without_waiting(log, answer, LEADER_EPOCH)
+
+
+def test_a_follower_below_the_leaders_log_start_starts_over_from_the_tier_at_it(
+    tmp_path: Path,
+) -> None:
+    """Away while retention moved the leader's log start past its end (OFFSET_OUT_OF_RANGE),
+    on a partition whose leader's log reaches into the tier: the follower takes the
+    leader's log start, below its own first offset (the leader's local log start), and
+    the producers and leader epochs of the tier there, as Kafka's follower does; not a
+    log start of its own at its first offset, which would make it, leading, refuse the
+    offsets the tier holds."""
+    leader = open_log(tmp_path / "leader", FakeClock())
+    produce(leader, 3)
+    leader.append(idempotent_batch(7, 0))
+    leader.become_leader(2)
+    produce(leader, 8, start=3)
+    store = LocalDirectoryStore(tmp_path / "tier")
+    tier_closed_segments(store, TP, leader)
+    ends = [segment.end_offset for segment in load_view(store, TP).all_segments()]
+    assert len(ends) >= 2
+    local_start = ends[-1]  # the leader freed its local copies of what the tier holds
+    leader_start = ends[0] - 1  # retention (or DeleteRecords) inside the first object
+    answer = pb.ReplicaFetchPartitionData(
+        topic=TP.topic,
+        partition=TP.partition,
+        error=common_pb2.Error(reason="OFFSET_OUT_OF_RANGE"),
+        log_start_offset=leader_start,
+        local_log_start_offset=local_start,
+        log_end_offset=leader.log_end_offset,
+        segment_base_offset=-1,
+    )
+    follower = open_log(tmp_path / "follower", FakeClock())
+    produce(follower, 1)  # what it held before it went away: below the leader's start
+
+    apply_fetched(follower, follower.log_end_offset, answer, tier=store)
+
+    assert follower.log_start_offset == leader_start
+    assert (follower.local_log_start_offset, follower.log_end_offset) == (local_start, local_start)
+    assert [entry.epoch for entry in follower.leader_epoch_cache.entries] == [0, 2]
+    assert 7 in follower.producer_state.producers

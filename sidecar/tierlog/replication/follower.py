@@ -11,7 +11,14 @@ Below the leader's *local* log start of a tiered partition (OFFSET_MOVED_TO_TIER
 the follower starts over there as Kafka's does (KIP-405): the producers and leader
 epochs of the log below come from the tier's segment ending there (``tier_state``), the
 log start from the leader, so the follower could lead at once and still know its
-idempotent producers. The tier is read from the store every broker shares.
+idempotent producers, and serve from the tier all the leader's log holds. A follower
+even below the leader's log start (OFFSET_OUT_OF_RANGE: it was away while retention
+moved the start) does the same when the leader's log reaches into the tier: Kafka's
+follower starts over at the leader's log start, is then told
+OFFSET_MOVED_TO_TIERED_STORAGE and builds the same state; starting at the leader's
+local log start with a log start of its own there, it would lack the producers and
+epochs below, and, leading, refuse the offsets only the tier holds. The tier is read
+from the store every broker shares.
 
 How far the tier reaches comes with every answer (``tiered_end_offset``, the leader's
 as it last confirmed it in the manifest): local retention here frees a segment only
@@ -177,22 +184,23 @@ def _recover_from(
         # log's extra records were never acknowledged by the ISR.
         log_.truncate_to(data.log_end_offset)
         return FetchOutcome(truncated_to=data.log_end_offset, error=reason)
-    if reason == "OFFSET_MOVED_TO_TIERED_STORAGE" and tier is not None:
+    if reason not in ("OFFSET_OUT_OF_RANGE", "OFFSET_MOVED_TO_TIERED_STORAGE"):
+        return FetchOutcome(error=reason)
+    if tier is not None and data.local_log_start_offset > data.log_start_offset:
         return _start_over_from_tier(log_, fetch_offset, data, tier)
-    if reason in ("OFFSET_OUT_OF_RANGE", "OFFSET_MOVED_TO_TIERED_STORAGE"):
-        # Behind the leader's (local) log start: what this log holds is gone from the
-        # leader; start over where the leader's local segments start.
-        start = max(data.local_log_start_offset, data.log_start_offset)
-        log.info(
-            "%s: offset %d is below the leader's log start %d: starting over at %d",
-            log_.directory.name,
-            fetch_offset,
-            data.log_start_offset,
-            start,
-        )
-        log_.truncate_fully_and_start_at(start)
-        return FetchOutcome(truncated_to=start, error=reason)
-    return FetchOutcome(error=reason)
+    # Behind the leader's (local) log start: what this log holds is gone from the
+    # leader; start over where the leader's local segments start (what lies below
+    # them is in a tier this broker does not share, or nowhere).
+    start = max(data.local_log_start_offset, data.log_start_offset)
+    log.info(
+        "%s: offset %d is below the leader's log start %d: starting over at %d",
+        log_.directory.name,
+        fetch_offset,
+        data.log_start_offset,
+        start,
+    )
+    log_.truncate_fully_and_start_at(start)
+    return FetchOutcome(truncated_to=start, error=reason)
 
 
 def _start_over_from_tier(
