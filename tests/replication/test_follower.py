@@ -1,7 +1,8 @@
 """What the follower applies where: one partition's answer of the default
 ``replica.fetch.max.bytes`` (a producer's 1 MiB batch) is appended on the event loop, as
 the leader appends the producer's batch, not after a hop to a thread and back. And where
-it starts over when it fell below the leader's log start on a tiered partition."""
+it starts over when it fell below the leader's log start on a tiered partition, and what
+it makes of the tier's end its leader tells it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from tierlog.api.v1 import common_pb2
 from tierlog.api.v1 import replication_service_pb2 as pb
 from tierlog.replication.fetcher import FetchSettings
 from tierlog.replication.follower import applies_without_waiting, apply_fetched
-from tierlog.storage.log import Log
+from tierlog.storage.cleaner import local_cleaning_floor
+from tierlog.storage.log import UNKNOWN_TIERED_END_OFFSET, Log
 from tierlog.storage.records import SimpleRecord, build_batch
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest_store import load_view
@@ -81,3 +83,36 @@ def test_a_follower_below_the_leaders_log_start_starts_over_from_the_tier_at_it(
     assert (follower.local_log_start_offset, follower.log_end_offset) == (local_start, local_start)
     assert [entry.epoch for entry in follower.leader_epoch_cache.entries] == [0, 2]
     assert 7 in follower.producer_state.producers
+
+
+def test_a_follower_keeps_the_tiers_end_it_knew_while_a_new_leader_has_not_claimed_it(
+    tmp_path: Path,
+) -> None:
+    """A leader that has not claimed the tier since its start says it does not know the
+    tier's end (not 0): a follower that knew it keeps it, so its local cleaner rewrites
+    no copy of a tiered segment; one that never knew it waits, cleaning nothing."""
+    store = LocalDirectoryStore(tmp_path / "tier")
+    follower = open_log(tmp_path / "follower", FakeClock())
+    produce(follower, 12)
+    end = follower.log_end_offset
+    assert local_cleaning_floor(follower) == end  # after a start, nothing is known
+
+    def told(tiered_end_offset: int) -> None:
+        answer = pb.ReplicaFetchPartitionData(
+            topic=TP.topic,
+            partition=TP.partition,
+            high_watermark=end,
+            log_start_offset=0,
+            local_log_start_offset=0,
+            log_end_offset=end,
+            tiered_end_offset=tiered_end_offset,
+            segment_base_offset=-1,
+        )
+        apply_fetched(follower, end, answer, tier=store)
+
+    told(UNKNOWN_TIERED_END_OFFSET)
+    assert local_cleaning_floor(follower) == end
+    told(24)  # the leader claimed the tier
+    assert local_cleaning_floor(follower) == 24
+    told(UNKNOWN_TIERED_END_OFFSET)  # a new leader, not claimed yet
+    assert (follower.tiered_end_offset, local_cleaning_floor(follower)) == (24, 24)

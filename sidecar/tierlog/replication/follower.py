@@ -22,19 +22,26 @@ from the store every broker shares.
 
 How far the tier reaches comes with every answer (``tiered_end_offset``, the leader's
 as it last confirmed it in the manifest): local retention here frees a segment only
-below it, as on the leader. The leader is the one writer of the manifest, so its word
-is as current as the manifest and costs no request to the store; it is taken as it
-comes, even lower (a new leader that has not claimed the tier yet knows less), which
-only keeps more here. The tier's end is where the leader rolled: a follower whose
-active segment ends there but began below it (the leader rolled an idle partition for
-the tier's bound, and no record since says so) rolls there too, as it would on the
-leader's next records; then that segment can be freed here, and were this broker to
-lead, it would not upload the tier's offsets again.
+below it, as on the leader, and the local cleaner rewrites nothing below it. The leader
+is the one writer of the manifest, so its word is as current as the manifest and costs
+no request to the store; it is taken as it comes, even lower. A new leader that has not
+claimed the tier yet (after its start) answers ``UNKNOWN_TIERED_END_OFFSET``, and the
+follower keeps what it knew: what an earlier leader confirmed in the manifest stays in
+it for the next one's claim to find (a manifest's end never moves back), so nothing is
+freed here that is not in the tier, and the local cleaner here, which waits after a
+start until the end is known, rewrites no copy of a tiered segment meanwhile.
+
+The tier's end is where the leader rolled: a follower whose active segment ends there
+but began below it (the leader rolled an idle partition for the tier's bound, and no
+record since says so) rolls there too, as it would on the leader's next records; then
+that segment can be freed here, and were this broker to lead, it would not upload the
+tier's offsets again.
 
 Both need the leader's tier to be this broker's too (``tier``: S3, or a directory every
 broker shares). A broker with a tier of its own (the default directory in its log dir)
-frees nothing for the leader's tier and starts over below the leader's local log start
-as for any log start, without the tier's state.
+frees nothing for the leader's tier, cleans its whole local log (nothing of it is in a
+tier it shares), and starts over below the leader's local log start as for any log
+start, without the tier's state.
 """
 
 from __future__ import annotations
@@ -161,8 +168,10 @@ def apply_fetched(
         log_.append_as_follower(data.record_batches, leader_segment_base=base)
         appended = len(data.record_batches)
     _follow_offsets(log_, data)
-    if tier is not None:
-        log_.tiered_end_offset = data.tiered_end_offset
+    if tier is None:
+        log_.tier_end_known = True  # nothing of it is in a tier it shares: it is 0 here
+    else:
+        log_.learn_tiered_end_offset(data.tiered_end_offset)
         log_.roll_at_tier_end()
     return FetchOutcome(appended_bytes=appended)
 

@@ -58,7 +58,7 @@ def _log_offsets(log: Log) -> Offsets:
         log.log_start_offset,
         log.local_log_start_offset,
         log.log_end_offset,
-        log.tiered_end_offset,
+        log.known_tiered_end_offset,
     )
 
 

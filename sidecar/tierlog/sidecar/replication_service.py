@@ -239,7 +239,7 @@ def _offsets(
     data.log_start_offset = log.log_start_offset
     data.local_log_start_offset = log.local_log_start_offset
     data.log_end_offset = log.log_end_offset
-    data.tiered_end_offset = log.tiered_end_offset
+    data.tiered_end_offset = log.known_tiered_end_offset
     data.segment_base_offset = -1
     return data
 

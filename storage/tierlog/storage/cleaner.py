@@ -39,7 +39,10 @@ A round over a tiered log (``remote.storage.enable``) leaves the local segments 
 below the tier's end alone (``local_cleaning_floor``): such a segment is a copy of a
 tiered one that only waits for local retention, and the tier has its own cleaner.
 Rewriting it would cost I/O for nothing, and a run merging it with segments not tiered
-yet would be uploaded again, overlapping the tier.
+yet would be uploaded again, overlapping the tier. Until the tier's end is known here
+(``Log.tier_end_known``: after a start, the claim of the tier, or the leader's word for
+a follower) a tiered log is not cleaned at all: its end reads 0 meanwhile, which would
+let a round rewrite copies of tiered segments.
 
 Every byte a round reads (mapping and rewriting) and writes is drawn from the cleaner's
 ``throttle`` first, when it has one: one bucket that the local cleaner's threads and the
@@ -655,8 +658,10 @@ def _varint(data: ReadableBuffer, position: int) -> tuple[int, int]:
 
 def local_cleaning_floor(log: Log) -> int:
     """Below this offset a local round reads and rewrites nothing: 0, or for a tiered log
-    the tier's end (see the module doc)."""
-    return log.tiered_end_offset if log.config.remote_storage_enable else 0
+    the tier's end, or the log end while that is not known here (see the module doc)."""
+    if not log.config.remote_storage_enable:
+        return 0
+    return log.tiered_end_offset if log.tier_end_known else log.log_end_offset
 
 
 def segments_to_clean(log: Log) -> list[LogSegment]:

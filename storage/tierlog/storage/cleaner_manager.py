@@ -7,7 +7,8 @@ cleaned nor paused:
   or the log start when it has none, lies below the log start, or lies past the log end
   (the log was truncated under it); for a tiered log, never below the tier's end (the
   local copies of tiered segments are left to local retention and the tier's cleaner:
-  ``cleaner.local_cleaning_floor``);
+  ``cleaner.local_cleaning_floor``), and nothing is dirty until that end is known here
+  (after a start, once the tier is claimed or the leader said where it ends);
 - the **first uncleanable offset** is the active segment's base offset, or, with
   ``min.compaction.lag.ms``, the base of the first dirty segment holding a record
   younger than the lag (a segment's largest timestamp, or its mtime without one);

@@ -86,6 +86,7 @@ __all__ = [
     "LATEST_TIERED_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
+    "UNKNOWN_TIERED_END_OFFSET",
     "AppendInfo",
     "AppendOrigin",
     "Log",
@@ -98,6 +99,9 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
+
+# A tier's end not known yet (``Log.known_tiered_end_offset``).
+UNKNOWN_TIERED_END_OFFSET = -1
 
 # Bytes 0..15 of every batch: base offset, length, partition leader epoch (v2). The
 # CRC covers only what follows, so rewriting this prefix needs no new checksum.
@@ -209,6 +213,12 @@ class Log:
         # One past the highest offset safely in the remote tier (the remote log manager
         # keeps it): producer snapshots at or above it are kept for the uploader.
         self.tiered_end_offset = 0
+        # Whether this broker has learnt the tier's end since the log was opened (its
+        # claim of the tier: ``continue_tier``; or a leader's word). Until then the 0
+        # above frees nothing locally, as it should, but is no floor for the local
+        # cleaner, which must not rewrite local copies of tiered segments
+        # (``cleaner.local_cleaning_floor`` waits): ``known_tiered_end_offset``.
+        self.tier_end_known = False
         self.flush_hook: FlushHook = Log.flush
         # The broker's bound on what validations hold decoded at once (its log manager's).
         self.decompression_budget: DecompressedBytesBudget = NO_BUDGET
@@ -291,6 +301,19 @@ class Log:
     @property
     def deleted(self) -> bool:
         return self.local.deleted
+
+    @property
+    def known_tiered_end_offset(self) -> int:
+        """``tiered_end_offset`` once known here, else ``UNKNOWN_TIERED_END_OFFSET``: what
+        a leader tells its followers, who keep what they knew until it knows."""
+        return self.tiered_end_offset if self.tier_end_known else UNKNOWN_TIERED_END_OFFSET
+
+    def learn_tiered_end_offset(self, offset: int) -> None:
+        """The tier's end as the partition's leader knows it (taken as it comes, even
+        lower: its claim is the truth); ``UNKNOWN_TIERED_END_OFFSET`` changes nothing."""
+        if offset != UNKNOWN_TIERED_END_OFFSET:
+            self.tiered_end_offset = offset
+            self.tier_end_known = True
 
     @property
     def local_log_start_offset(self) -> int:
@@ -723,6 +746,7 @@ class Log:
             if restarted:
                 self._truncate_fully_locked(tier_end_offset)
             self.tiered_end_offset = max(self.tiered_end_offset, tier_end_offset)
+            self.tier_end_known = True
             local_start = self.local.first_segment_base_offset
             if tier_end_offset < local_start:
                 start = max(recorded_start, local_start)

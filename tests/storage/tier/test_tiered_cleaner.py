@@ -337,9 +337,9 @@ def test_a_tier_with_an_upload_straddling_its_end_is_cleaned(
     tiered: Tiered, store: ObjectStore
 ) -> None:
     """The local cleaner merged a local copy of a tiered segment with segments not yet
-    tiered (after a start, before the remote log manager claimed the tier and learnt
-    its end); their upload overlaps the tier's end. The tier cleaner takes each offset
-    once (the older copy, as readers do) and its swap accepts the overlap."""
+    tiered (as a version whose local cleaner did not wait for the tier's claim after a
+    start could); their upload overlaps the tier's end. The tier cleaner takes each
+    offset once (the older copy, as readers do) and its swap accepts the overlap."""
     log = tiered.log
     produce_updates(log, tiered.clock, 24, start=BATCHES)
     tier_end, log.tiered_end_offset = log.tiered_end_offset, 0  # not known yet
@@ -386,6 +386,33 @@ def test_the_local_cleaner_leaves_local_copies_of_tiered_segments_to_local_reten
     ends = [(s.base_offset, s.end_offset) for s in load_view(store, TP).all_segments()]
     assert all(end <= base for (_, end), (base, _) in itertools.pairwise(ends))
     assert latest_values(consume(log, tiered.reader)) == expected_latest(BATCHES + 48)
+
+
+def test_after_a_restart_the_local_cleaner_waits_for_the_tiers_claim(
+    tiered: Tiered, store: ObjectStore
+) -> None:
+    """Reopened, the log knows no tier's end (it reads 0) until the remote log manager
+    claims the tier: no local round runs meanwhile, so none rewrites a local copy of a
+    tiered segment; after the claim, rounds clean above the tier's end only."""
+    produce_updates(tiered.log, tiered.clock, 24, start=BATCHES)
+    tier_end = tiered.log.tiered_end_offset
+    tiered.log.close()
+    log = tiered.log = Log.open(tiered.log.directory, COMPACTED, clock_ms=tiered.clock)
+    copies = {
+        s.log.path: s.log.path.stat().st_ino for s in log.segments if s.next_offset <= tier_end
+    }
+    assert copies and log.segments[-2].next_offset > tier_end  # dirty, not tiered yet
+    assert (log.tiered_end_offset, log.known_tiered_end_offset) == (0, -1)
+    log_dir = log.directory.parent
+    local = LogCleaner(CleanerConfig(enable=False), [log_dir], lambda: [(TP, log, log_dir)])
+    local.startup()  # (not enabled: no threads; the rounds run here)
+    assert not local.clean_filthiest_log(local.new_cleaner())
+
+    tiered.rlm.attach(TP, log)  # the claim
+    assert log.known_tiered_end_offset == tier_end
+    assert local.clean_filthiest_log(local.new_cleaner())
+    assert {path: path.stat().st_ino for path in copies} == copies  # never rewritten
+    assert all(s.next_offset <= tier_end or s.base_offset >= tier_end for s in log.segments)
 
 
 class PassRecorder(TierObserver):

@@ -226,8 +226,10 @@ class ReplicaFetchPartitionData(_message.Message):
     log_end_offset: _builtins.int
     """The leader's log end: a follower ahead of it (OFFSET_OUT_OF_RANGE) cuts back there."""
     tiered_end_offset: _builtins.int
-    """One past the highest offset the leader has confirmed in the remote tier (0: none):
-    a follower's local retention deletes only segments below it, as the leader's does.
+    """One past the highest offset the leader has confirmed in the remote tier (0: none;
+    -1: the leader has not claimed the tier since it started, and the follower keeps
+    what it knew): a follower's local retention deletes only segments below it, as the
+    leader's does, and its local cleaner rewrites nothing below it.
     """
     @_builtins.property
     def error(self) -> _common_pb2.Error:
