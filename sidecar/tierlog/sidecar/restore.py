@@ -19,10 +19,10 @@ broker the new cluster lacks, logged) placed as a new topic is, with as many rep
 partition as the lost cluster gave it (the record's replication factor;
 ``default.replication.factor`` for a record that keeps none, logged;
 INVALID_REPLICATION_FACTOR naming the topic when the new cluster has fewer brokers).
-Each partition's first leader epoch
-is one past the last the tier recorded: the log a leader continues from the tier
-carries those epochs, and a leader in a lower one would erase them from its epoch
-cache, so a follower asking where its last epoch ended would be told to truncate.
+Each partition's first leader epoch is one past the last the tier recorded: the log a
+leader continues from the tier carries those epochs, and a leader in a lower one would
+erase them from its epoch cache, so a follower asking where its last epoch ended would
+be told to truncate.
 The leader claims the tier as it starts leading on an empty log (``_claim_tier``);
 followers, fetching from offset 0, are told OFFSET_MOVED_TO_TIERED_STORAGE and start
 at the leader's local log start with the tier's state, as a follower with a wiped
