@@ -97,6 +97,8 @@ class ReplicaFetcher:
         self._in_session = False  # the leader keeps this stream's session
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.answers = 0  # the leader's answers applied so far
+        self._answer_applied = asyncio.Event()  # set (and replaced) at each one
 
     def follow(self, tp: TopicPartition, leader_epoch: int) -> None:
         self.epochs[tp] = leader_epoch
@@ -112,11 +114,22 @@ class ReplicaFetcher:
         self._stale.add(tp)
         self._changed.set()
 
+    async def answered(self, count: int) -> None:
+        """Return once ``count`` answers have been applied (``answers``), or the fetcher
+        is closed."""
+        while self.answers < count and self._task is not None and not self._task.done():
+            await self._answer_applied.wait()
+
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        self._note_answer()  # those waiting for an answer wait no more
         await self.channel.close()
+
+    def _note_answer(self) -> None:
+        applied, self._answer_applied = self._answer_applied, asyncio.Event()
+        applied.set()
 
     async def _run(self) -> None:
         while True:
@@ -161,6 +174,8 @@ class ReplicaFetcher:
                     return
                 self._in_session = response.session
                 await self._apply(response)
+                self.answers += 1
+                self._note_answer()
         finally:
             call.cancel()
 

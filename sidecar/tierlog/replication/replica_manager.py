@@ -120,7 +120,6 @@ class ReplicaManager:
         self._polling = asyncio.Lock()  # one pass over the store at a time
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False  # stop() began: no ISR change starts any more
-        self._fetching = True  # False once leaving the cluster: follows no leader
         # ISR changes of partitions led here (Kafka's IsrShrinksPerSec, IsrExpandsPerSec).
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -151,17 +150,30 @@ class ReplicaManager:
             self.leaders.clear()
             self._following.clear()
 
-    async def stop_fetching(self) -> None:
-        """Fetch from no leader from now on: a broker about to leave every ISR (a
-        controlled shutdown) must not be caught up again and added back by the leaders,
-        which would hold acks=all produce for it until its lease expired (Kafka's leaders
-        count no broker in controlled shutdown in sync). The roles it still applies
-        record each partition's state but start no fetch."""
-        self._fetching = False
-        for fetcher in self.fetchers.values():
-            await fetcher.close()
-        self.fetchers.clear()
-        self._following.clear()
+    def fetch_answers(self) -> dict[int, int]:
+        """How many answers each fetcher (by leader id) has applied so far: a mark to
+        wait from (``answered_since``)."""
+        return {leader_id: fetcher.answers for leader_id, fetcher in self.fetchers.items()}
+
+    async def answered_since(self, marks: Mapping[int, int], timeout_s: float) -> bool:
+        """Wait until each fetcher of ``marks`` that still runs has applied an answer read
+        after its mark; whether they all did within ``timeout_s``.
+
+        A broker in controlled shutdown waits so before it stops fetching: an answer read
+        after a produce was acknowledged carries the high watermark that produce reached
+        (the follower's fetch that let the leader count it committed was the last one
+        asked, so its answer is the next one read, and the leader answers a partition
+        whose high watermark moved), and the checkpoint written at the stop keeps it."""
+        waits = [
+            fetcher.answered(mark + 1)
+            for leader_id, mark in marks.items()
+            if (fetcher := self.fetchers.get(leader_id)) is not None and fetcher.epochs
+        ]
+        try:
+            await asyncio.wait_for(asyncio.gather(*waits), timeout_s)
+        except TimeoutError:
+            return False
+        return True
 
     async def poll_once(self) -> None:
         """Read the store and apply what changed: topics (their partition counts and
@@ -335,7 +347,7 @@ class ReplicaManager:
         previous = self._following.get(tp)
         if previous is not None and previous != state.leader:
             self._unfollow(tp)
-        if state.leader == NO_LEADER or not self._fetching:
+        if state.leader == NO_LEADER:
             self._unfollow(tp)
             return
         fetcher = self.fetchers.get(state.leader)
@@ -497,13 +509,16 @@ class ReplicaManager:
 
     def _isr_eligible(self, replica: int, broker_epoch: int, now_ms: int) -> bool:
         """Kafka's isReplicaIsrEligible: the fetch came from the incarnation holding the
-        broker's lease, and that lease is current (a fenced broker that still fetches,
-        cut off from the store, stays out; the store would refuse it anyway)."""
+        broker's lease, that lease is current (a fenced broker that still fetches, cut
+        off from the store, stays out) and not in controlled shutdown (a stopping broker
+        fetches until it stops, KIP-841). The store would refuse it anyway: this spares
+        the batch it would fail."""
         lease = self._leases.get(replica)
         return (
             lease is not None
             and lease.broker_epoch == broker_epoch
             and lease.current_at(now_ms / 1000)
+            and not lease.in_controlled_shutdown
         )
 
     # -- the ISR ----------------------------------------------------------------------
