@@ -1,6 +1,7 @@
 """The follower's replica fetch stream between real brokers: a partition its leader
 refuses waits out the back-off while the stream goes on for the others, and holds up
-none of them while its own change of role is under way."""
+none of them while its own change of role is under way; a controlled shutdown waits for
+no answer from a leader that is gone."""
 
 from __future__ import annotations
 
@@ -122,3 +123,43 @@ def _produce_one(broker: Sidecar, topic: str) -> None:
         topic=topic, partition=0, acks=log_service_pb2.ACKS_LEADER, record_batches=batch
     )
     broker.log.Produce(request, timeout=10)
+
+
+def test_a_controlled_shutdown_waits_for_no_answer_from_a_leader_that_is_gone(
+    tmp_path: Path,
+) -> None:
+    """A stopping broker fetches on until each leader has answered once since the signal
+    (``ReplicaManager.answered_since``); a leader whose stream fails (stopped too, as in
+    ``tierlog cluster down``) will not answer soon, and is not waited for: the wait ends
+    at the failure, not at the shutdown's bound."""
+    (tmp_path / "follower").mkdir()
+    logs = LogManager(LogManagerConfig(log_dirs=(tmp_path / "follower",)))
+    orders = TopicPartition("orders", 0)
+    logs.get_or_create_log(orders)
+
+    async def applied(tp: TopicPartition, outcome: FetchOutcome) -> None:
+        return None
+
+    async def wait_for_an_answer_from_nobody() -> None:
+        fetcher = ReplicaFetcher(
+            1,
+            lambda: 0,
+            0,
+            "127.0.0.1:1",  # nothing listens there
+            grpc.aio.insecure_channel("127.0.0.1:1"),
+            (),
+            lambda tp: (asyncio.Lock(), logs.get_log(tp)),
+            applied,
+            FetchSettings(backoff_ms=60_000),
+        )
+        try:
+            fetcher.follow(orders, 0)
+            await asyncio.wait_for(fetcher.answered(fetcher.answers + 1), timeout=20)
+            assert fetcher.answers == 0
+        finally:
+            await fetcher.close()
+
+    try:
+        asyncio.run(wait_for_an_answer_from_nobody())
+    finally:
+        logs.shutdown()
