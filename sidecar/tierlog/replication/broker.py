@@ -26,6 +26,7 @@ import os
 import time
 import uuid
 
+from tierlog.api.errors import StaleBrokerEpochError
 from tierlog.broker.topics import TopicStore
 from tierlog.controller.controlled_shutdown import hand_over_leaderships
 from tierlog.controller.controller import Controller, ControllerThread
@@ -142,7 +143,11 @@ class ReplicatedBroker:
         checkpoint keeps. A second hand-over at the end takes it out of an ISR a leader's
         change decided before the mark put it back in."""
         marks = {} if self.replicas is None else self.replicas.fetch_answers()
-        await asyncio.to_thread(self.lease.enter_controlled_shutdown)
+        try:
+            await asyncio.to_thread(self.lease.enter_controlled_shutdown)
+        except StaleBrokerEpochError as fenced:  # a newer incarnation is this broker now
+            log.warning("controlled shutdown: nothing to hand over: %s", fenced)
+            return
         await self._hand_over("controlled shutdown")
         if self.replicas is None:
             return
