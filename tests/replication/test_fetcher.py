@@ -16,7 +16,7 @@ import pytest
 from tests.sidecar.conftest import Sidecar
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2
 from tierlog.partition_state.model import PartitionState
-from tierlog.replication.fetcher import FetchSettings, ReplicaFetcher
+from tierlog.replication.fetcher import FetchSettings, PartitionAccess, ReplicaFetcher
 from tierlog.replication.follower import FetchOutcome
 from tierlog.storage.manager import LogManager, LogManagerConfig
 from tierlog.storage.records import SimpleRecord, build_batch
@@ -83,19 +83,10 @@ def test_a_refused_partition_whose_role_is_changing_holds_up_no_other_partition(
     for tp in (a, b):
         logs.get_or_create_log(tp)
 
-    async def applied(tp: TopicPartition, outcome: FetchOutcome) -> None:
-        return None
-
     async def follow_while_b_changes_role() -> None:
-        fetcher = ReplicaFetcher(
-            1,
-            lambda: 0,
-            0,
+        fetcher = _fetcher_of_broker_1(
             leader.address,
-            grpc.aio.insecure_channel(leader.address),
-            (),
             lambda tp: (locks[tp], logs.get_log(tp)),
-            applied,
             FetchSettings(max_wait_ms=100, backoff_ms=100),
         )
         try:
@@ -114,6 +105,19 @@ def test_a_refused_partition_whose_role_is_changing_holds_up_no_other_partition(
         asyncio.run(asyncio.wait_for(follow_while_b_changes_role(), timeout=30))
     finally:
         logs.shutdown()
+
+
+def _fetcher_of_broker_1(
+    leader_address: str, access: PartitionAccess, settings: FetchSettings
+) -> ReplicaFetcher:
+    """Broker 1's fetcher from broker 0 at ``leader_address`` (this test's event loop runs
+    it), telling nobody what it applied."""
+
+    async def applied(tp: TopicPartition, outcome: FetchOutcome) -> None:
+        return None
+
+    channel = grpc.aio.insecure_channel(leader_address)
+    return ReplicaFetcher(1, lambda: 0, 0, leader_address, channel, (), access, applied, settings)
 
 
 def _produce_one(broker: Sidecar, topic: str) -> None:
@@ -137,19 +141,10 @@ def test_a_controlled_shutdown_waits_for_no_answer_from_a_leader_that_is_gone(
     orders = TopicPartition("orders", 0)
     logs.get_or_create_log(orders)
 
-    async def applied(tp: TopicPartition, outcome: FetchOutcome) -> None:
-        return None
-
     async def wait_for_an_answer_from_nobody() -> None:
-        fetcher = ReplicaFetcher(
-            1,
-            lambda: 0,
-            0,
+        fetcher = _fetcher_of_broker_1(
             "127.0.0.1:1",  # nothing listens there
-            grpc.aio.insecure_channel("127.0.0.1:1"),
-            (),
             lambda tp: (asyncio.Lock(), logs.get_log(tp)),
-            applied,
             FetchSettings(backoff_ms=60_000),
         )
         try:
