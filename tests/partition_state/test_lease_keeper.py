@@ -1,5 +1,6 @@
-"""The broker's side of liveness, on both stores: a kept lease keeps changing, and an
-incarnation whose lease a newer one took is told it is fenced and stops."""
+"""The broker's side of liveness, on both stores: a kept lease keeps changing (in
+controlled shutdown too, which it keeps saying), and an incarnation whose lease a newer
+one took is told it is fenced and stops."""
 
 from __future__ import annotations
 
@@ -41,6 +42,23 @@ def test_a_kept_lease_is_renewed_in_the_background_until_stopped(store_at: OpenS
     assert not keeper.renewing
     lease = store.read_leases()[1]
     assert (lease.holder, lease.broker_epoch, lease.duration_s) == ("broker-1-a", 1, DURATION_S)
+
+
+def test_a_lease_in_controlled_shutdown_stays_so_through_its_renewals(
+    store_at: OpenStore,
+) -> None:
+    """A stopping broker goes on renewing its lease while it hands over and fetches on;
+    a renewal must not clear the mark that keeps it out of every ISR."""
+    store, _, _ = store_at(time.time)
+    keeper = LeaseKeeper(store, 1, "broker-1-a", DURATION_S)
+    keeper.start()
+    try:
+        keeper.enter_controlled_shutdown()
+        marked_at = store.read_leases()[1].renewed_at
+        _wait_for(lambda: store.read_leases()[1].renewed_at > marked_at, "a renewal")
+        assert store.read_leases()[1].in_controlled_shutdown
+    finally:
+        keeper.stop()
 
 
 def test_an_incarnation_whose_lease_a_newer_one_took_is_fenced_and_stops(

@@ -186,6 +186,37 @@ def test_a_leaders_isr_change_adds_no_broker_whose_lease_is_gone_or_expired(
     assert _alter_isr(store, shrunk, (1, 2)).isr == (1, 2)
 
 
+def test_a_broker_in_controlled_shutdown_joins_no_isr_until_a_new_incarnation_holds_its_lease(
+    store_at: OpenStore,
+) -> None:
+    """KIP-841: the controller refuses an AlterPartition that adds a broker in controlled
+    shutdown, though its lease is current and it still fetches. Renewals keep the mark;
+    only the next incarnation's lease is clear of it, and no other holder may set it."""
+    store, _, _ = store_at()
+    store.create_topic("orders", ORDERS)
+    for broker in (1, 2, 3):
+        store.acquire_lease(broker, f"broker-{broker}", 10.0)
+    shrunk = _alter_isr(store, ORDERS[0], (1, 2))
+
+    with pytest.raises(StaleBrokerEpochError):
+        store.enter_controlled_shutdown(3, "broker-3-old")
+    marked = store.enter_controlled_shutdown(3, "broker-3")
+    renewed = store.renew_lease(3, "broker-3")
+
+    assert marked.in_controlled_shutdown and renewed.in_controlled_shutdown
+    again, _, _ = store_at()
+    assert again.read_leases()[3] == renewed
+    assert not store.read_leases()[2].in_controlled_shutdown
+    with pytest.raises(
+        IneligibleReplicaError, match="broker 3 cannot join the ISR: it is in controlled shutdown"
+    ):
+        _alter_isr(store, shrunk, (1, 2, 3))
+    assert _alter_isr(store, shrunk, (1,)).isr == (1,)  # shrinking is still allowed
+    restarted = store.acquire_lease(3, "broker-3-again", 10.0)
+    assert not restarted.in_controlled_shutdown
+    assert _alter_isr(store, store.read_topic("orders")[0], (1, 3)).isr == (1, 3)
+
+
 def test_a_broker_lease_is_renewed_by_its_holder_and_taken_over_by_a_new_incarnation(
     store_at: OpenStore,
 ) -> None:

@@ -12,6 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from tests.support.replica_dirs import checkpointed_high_watermark, read_values
 from tests.support.scrape import METRICS, metrics_address, scrape
 from tierlog.api.v1 import admin_service_pb2
 from tierlog.client import AdminClient, Consumer, Producer, TopicPartition
@@ -114,14 +115,15 @@ def test_a_broker_stopped_with_sigterm_hands_its_leaderships_over_first(
 def test_a_broker_stopped_with_sigterm_rejoins_no_isr_so_acks_all_waits_for_no_lease(
     replicated_brokers: ClusterFactory,
 ) -> None:
-    """Kafka keeps a broker in controlled shutdown out of every ISR. A stopping broker that
-    went on fetching after its hand-over was caught up at once and added back by the
-    leaders, and acks=all then waited for it until its lease expired or it lagged for
-    replica.lag.time.max.ms (682 of 2,000 partitions, docs/BENCHMARKS.md). Here its
+    """Kafka keeps a broker in controlled shutdown out of every ISR (KIP-841). A stopping
+    broker that went on fetching after its hand-over was caught up at once and added back
+    by the leaders, and acks=all then waited for it until its lease expired or it lagged
+    for replica.lag.time.max.ms (682 of 2,000 partitions, docs/BENCHMARKS.md). Here its
     hand-over is held at its second topic (the store's lock on it, as a broker changing
-    that topic would hold it) while the first topic, handed over, takes acks=all: a
-    broker still fetching has all the time it needs to be put back. Session and lag are
-    a minute, and every produce must be acknowledged within a third of it."""
+    that topic would hold it) while the first topic, handed over, takes acks=all: the
+    broker still fetches (it copies what is produced) and has all the time it needs to be
+    put back, but its lease says it is in controlled shutdown. Session and lag are a
+    minute, and every produce must be acknowledged within a third of it."""
     session_ms = 60_000
     cluster = replicated_brokers(
         3,
@@ -154,13 +156,45 @@ def test_a_broker_stopped_with_sigterm_rejoins_no_isr_so_acks_all_waits_for_no_l
         for future in sent:
             future.result()  # REQUEST_TIMED_OUT with broker 2 in the ISR again
 
+    def copied_by_broker_2() -> bool:
+        return all(
+            read_values(cluster.broker(2).data_dir / f"a-handed-over-{p}", 10) == [(0, "r")]
+            for p in range(partitions)
+        )
+
     with exclusive_lock(cluster.state_dir / "topics" / "b-held.json.lock"):
         cluster.broker(2).process.send_signal(signal.SIGTERM)
         wait_for(lambda: isrs_at_the_leader() == {(0, 1)}, "broker 2 out of the ISRs")
         produce_everywhere()
+        wait_for(copied_by_broker_2, "broker 2 to copy what was produced, still fetching")
+        assert isrs_at_the_leader() == {(0, 1)}
     assert cluster.broker(2).stop() == 0
     produce_everywhere()
     assert isrs_at_the_leader() == {(0, 1)}
+
+
+def test_a_follower_stopped_with_sigterm_right_after_a_commit_checkpoints_that_high_watermark(
+    replicated_brokers: ClusterFactory,
+) -> None:
+    """A follower learns the high watermark its fetch committed from the leader's next
+    answer, which for a fetch with no new records comes after replica.fetch.wait.max.ms.
+    Kafka's broker goes on fetching through its controlled shutdown; one that stopped
+    fetching first never applied that answer and checkpointed the high watermark from
+    before the commit. Broker 2 is stopped as soon as the record is acknowledged (the
+    answer is 3 s away) and checkpoints its offset."""
+    cluster = replicated_brokers(
+        3,
+        "broker.session.timeout.ms=60000",
+        "auto.leader.rebalance.enable=false",
+        "replica.fetch.wait.max.ms=3000",
+    )
+    cluster.create_topic("orders", (0, 1, 2))
+    config = {"bootstrap.servers": cluster.broker(0).address, "acks": "all", "linger.ms": 0}
+    with Producer(config) as producer:
+        producer.send("orders", b"committed", partition=0).result()
+        cluster.broker(2).process.send_signal(signal.SIGTERM)
+    assert cluster.broker(2).stop() == 0
+    assert checkpointed_high_watermark(cluster.broker(2).data_dir, "orders", 0) == 1
 
 
 def test_a_consumer_follows_its_partitions_leadership_through_a_hand_over(

@@ -1,6 +1,7 @@
 """The follower's replica fetch stream between real brokers: a partition its leader
 refuses waits out the back-off while the stream goes on for the others, and holds up
-none of them while its own change of role is under way."""
+none of them while its own change of role is under way; a controlled shutdown waits for
+no answer from a leader that is gone."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from tests.sidecar.conftest import Sidecar
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2
 from tierlog.partition_state.model import PartitionState
-from tierlog.replication.fetcher import FetchSettings, ReplicaFetcher
+from tierlog.replication.fetcher import FetchSettings, PartitionAccess, ReplicaFetcher
 from tierlog.replication.follower import FetchOutcome
 from tierlog.storage.manager import LogManager, LogManagerConfig
 from tierlog.storage.records import SimpleRecord, build_batch
@@ -82,19 +83,10 @@ def test_a_refused_partition_whose_role_is_changing_holds_up_no_other_partition(
     for tp in (a, b):
         logs.get_or_create_log(tp)
 
-    async def applied(tp: TopicPartition, outcome: FetchOutcome) -> None:
-        return None
-
     async def follow_while_b_changes_role() -> None:
-        fetcher = ReplicaFetcher(
-            1,
-            lambda: 0,
-            0,
+        fetcher = _fetcher_of_broker_1(
             leader.address,
-            grpc.aio.insecure_channel(leader.address),
-            (),
             lambda tp: (locks[tp], logs.get_log(tp)),
-            applied,
             FetchSettings(max_wait_ms=100, backoff_ms=100),
         )
         try:
@@ -115,6 +107,19 @@ def test_a_refused_partition_whose_role_is_changing_holds_up_no_other_partition(
         logs.shutdown()
 
 
+def _fetcher_of_broker_1(
+    leader_address: str, access: PartitionAccess, settings: FetchSettings
+) -> ReplicaFetcher:
+    """Broker 1's fetcher from broker 0 at ``leader_address`` (this test's event loop runs
+    it), telling nobody what it applied."""
+
+    async def applied(tp: TopicPartition, outcome: FetchOutcome) -> None:
+        return None
+
+    channel = grpc.aio.insecure_channel(leader_address)
+    return ReplicaFetcher(1, lambda: 0, 0, leader_address, channel, (), access, applied, settings)
+
+
 def _produce_one(broker: Sidecar, topic: str) -> None:
     """One record, acks=1 (the leader's alone: this test's follower is no broker)."""
     batch = build_batch([SimpleRecord(None, b"r", int(time.time() * 1000), ())])
@@ -122,3 +127,34 @@ def _produce_one(broker: Sidecar, topic: str) -> None:
         topic=topic, partition=0, acks=log_service_pb2.ACKS_LEADER, record_batches=batch
     )
     broker.log.Produce(request, timeout=10)
+
+
+def test_a_controlled_shutdown_waits_for_no_answer_from_a_leader_that_is_gone(
+    tmp_path: Path,
+) -> None:
+    """A stopping broker fetches on until each leader has answered once since the signal
+    (``ReplicaManager.answered_since``); a leader whose stream fails (stopped too, as in
+    ``tierlog cluster down``) will not answer soon, and is not waited for: the wait ends
+    at the failure, not at the shutdown's bound."""
+    (tmp_path / "follower").mkdir()
+    logs = LogManager(LogManagerConfig(log_dirs=(tmp_path / "follower",)))
+    orders = TopicPartition("orders", 0)
+    logs.get_or_create_log(orders)
+
+    async def wait_for_an_answer_from_nobody() -> None:
+        fetcher = _fetcher_of_broker_1(
+            "127.0.0.1:1",  # nothing listens there
+            lambda tp: (asyncio.Lock(), logs.get_log(tp)),
+            FetchSettings(backoff_ms=60_000),
+        )
+        try:
+            fetcher.follow(orders, 0)
+            await asyncio.wait_for(fetcher.answered(fetcher.answers + 1), timeout=20)
+            assert fetcher.answers == 0
+        finally:
+            await fetcher.close()
+
+    try:
+        asyncio.run(wait_for_an_answer_from_nobody())
+    finally:
+        logs.shutdown()

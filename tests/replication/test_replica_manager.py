@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -224,6 +225,50 @@ def test_an_idle_partitions_isr_keeps_a_dead_follower_out_until_it_fetches_again
 
     try:
         asyncio.run(kill_then_revive())
+    finally:
+        logs.shutdown()
+
+
+def test_a_caught_up_follower_in_controlled_shutdown_is_not_asked_back_into_the_isr(
+    tmp_path: Path,
+) -> None:
+    """KIP-841: a broker in controlled shutdown fetches on, caught up, and its leader asks
+    nothing (the store would refuse the whole batch, and the batch is every partition of
+    the topic the leader changes then); its next incarnation rejoins."""
+    store = LocalStateStore(tmp_path / "state")
+    epochs = {b: store.acquire_lease(b, f"broker-{b}", 10.0).broker_epoch for b in (0, 1, 2)}
+    data = tmp_path / "data"
+    data.mkdir()
+    logs = LogManager(LogManagerConfig(log_dirs=(data,)))
+    replicas = _replica_manager(tmp_path, store, logs, broker_epoch=lambda: epochs[0])
+    orders = TopicPartition("orders", 0)
+
+    async def fetch_from_the_end(replica: int) -> bool:
+        """Whether the fetch started an ISR change (which then lands or fails)."""
+        leader = replicas.leaders[orders]
+        asked = pb.ReplicaFetchPartition(
+            topic="orders", partition=0, fetch_offset=leader.log.log_end_offset
+        )
+        replicas.record_fetch(leader, replica, asked, int(time.time() * 1000), epochs[replica])
+        started = bool(replicas._tasks)
+        await asyncio.gather(*replicas._tasks)
+        return started
+
+    async def stopping_then_restarted() -> None:
+        store.create_topic("orders", {0: PartitionState.new((0, 1, 2)).with_isr((0, 1))})
+        store.enter_controlled_shutdown(2, "broker-2")
+        await replicas.poll_once()
+        assert not await fetch_from_the_end(2)
+        assert store.read_topic("orders")[0].isr == (0, 1)
+
+        epochs[2] = store.acquire_lease(2, "broker-2-again", 10.0).broker_epoch
+        await replicas.poll_once()
+        assert await fetch_from_the_end(2)
+        assert store.read_topic("orders")[0].isr == (0, 1, 2)
+        await replicas.stop()
+
+    try:
+        asyncio.run(stopping_then_restarted())
     finally:
         logs.shutdown()
 

@@ -9,7 +9,8 @@ of 1,000 partitions of three replicas is some 150 KB, so no object grows with th
 cluster. Each broker's lease is a ``coordination.k8s.io/v1`` Lease, ``<cluster>-broker-<id>``: its
 ``holderIdentity`` the incarnation, ``renewTime`` and ``leaseDurationSeconds`` as the
 API defines them, ``leaseTransitions`` the broker epoch minus one (the times another
-incarnation took it).
+incarnation took it), and the label ``tierlog.io/in-controlled-shutdown: "true"`` once that
+incarnation began its controlled shutdown.
 
 A change reads the object and writes it back with the ``resourceVersion`` it read: when
 another writer got there first the API server answers 409 Conflict, and the change is
@@ -76,6 +77,9 @@ __all__ = [
 
 CLUSTER_LABEL = "tierlog.io/cluster"
 PARTITION_STATE_LABEL = "tierlog.io/partition-state"  # "head", "part" or "configs"
+BROKER_LABEL = "tierlog.io/broker"  # on a broker's Lease: its id
+# On a broker's Lease while its incarnation is in controlled shutdown (``BrokerLease``).
+CONTROLLED_SHUTDOWN_LABEL = "tierlog.io/in-controlled-shutdown"
 _NOT_FOUND, _CONFLICT = 404, 409
 _TOPIC_KEY, _PART_KEY, _CONFIGS_KEY = "topic", "part", "configs"
 _NOT_IN_A_NAME = re.compile("[^a-z0-9-]")
@@ -288,7 +292,10 @@ class KubeStateStore(PartitionStateStore):
                 leaseDurationSeconds=math.ceil(lease.duration_s),
                 leaseTransitions=lease.broker_epoch - 1,
             )
-            metadata = self._metadata(name, {"tierlog.io/broker": str(broker)})
+            labels = {BROKER_LABEL: str(broker)}
+            if lease.in_controlled_shutdown:
+                labels[CONTROLLED_SHUTDOWN_LABEL] = "true"
+            metadata = self._metadata(name, labels)
             if self._put(found, Lease(metadata=metadata, spec=spec)):
                 return lease
 
@@ -426,9 +433,10 @@ def _lease_value(lease: Lease) -> BrokerLease:
     spec = lease.spec or LeaseSpec()
     renewed = spec.renewTime.timestamp() if spec.renewTime is not None else 0.0
     return BrokerLease(
-        int(lease.metadata.labels["tierlog.io/broker"]),
+        int(lease.metadata.labels[BROKER_LABEL]),
         spec.holderIdentity or "",
         renewed,
         float(spec.leaseDurationSeconds or 0),
         (spec.leaseTransitions or 0) + 1,
+        lease.metadata.labels.get(CONTROLLED_SHUTDOWN_LABEL) == "true",
     )

@@ -52,6 +52,11 @@ class LeaseKeeper:
         self._thread.start()
         return lease.broker_epoch
 
+    def enter_controlled_shutdown(self) -> None:
+        """Say in the lease that this incarnation is stopping (renewals keep saying it):
+        leaders add it to no ISR from now on (``PartitionStateStore.alter_isrs``)."""
+        self._store.enter_controlled_shutdown(self.broker, self.holder)
+
     @property
     def renewing(self) -> bool:
         return self._thread.is_alive()

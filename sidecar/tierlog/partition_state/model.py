@@ -166,6 +166,9 @@ class BrokerLease:
     renewed_at: float  # seconds since the epoch, the holder's clock
     duration_s: float
     broker_epoch: int
+    # The incarnation said it is stopping (Kafka's InControlledShutdown, KIP-841): no
+    # leader may add it to an ISR from then on, while it still fetches as a follower.
+    in_controlled_shutdown: bool = False
 
     def current_at(self, now: float) -> bool:
         """Whether the lease still counts at ``now`` (seconds since the epoch) by its
@@ -314,6 +317,7 @@ def lease_to_document(lease: BrokerLease) -> dict[str, Any]:
         "renewedAt": lease.renewed_at,
         "durationSeconds": lease.duration_s,
         "brokerEpoch": lease.broker_epoch,
+        "inControlledShutdown": lease.in_controlled_shutdown,
     }
 
 
@@ -325,6 +329,7 @@ def lease_from_document(document: Mapping[str, Any], where: str) -> BrokerLease:
             float(document["renewedAt"]),
             float(document["durationSeconds"]),
             int(document["brokerEpoch"]),
+            bool(document.get("inControlledShutdown", False)),  # absent before KIP-841
         )
     except (ValueError, KeyError, TypeError) as error:
         raise KafkaStorageError(f"{where}: not a broker lease ({error})") from None

@@ -313,19 +313,20 @@ class PartitionStateStore(ABC):
         """Leaders' ISR changes (Kafka's AlterPartition) of ``topic``'s partitions
         (partition -> (the state it was decided on, the new ISR)), each a compare-and-swap
         against that state's partition epoch, in one write per part (``alter_partitions``).
-        A broker a change adds must hold a current lease (``INELIGIBLE_REPLICA`` otherwise,
-        and nothing is written, as Kafka's controller refuses a fenced or shutting-down
-        broker): the controller fenced it, and a leader that still counts it caught up
-        must not undo that."""
+        A broker a change adds must hold a current lease and not be in controlled shutdown
+        (``INELIGIBLE_REPLICA`` otherwise, and nothing is written, as Kafka's controller
+        refuses a fenced or shutting-down broker, KIP-841): the controller fenced it, or it
+        is leaving every ISR while it still fetches, and a leader that counts it caught up
+        must not undo that. The leases are read after the partitions' states the change
+        was decided on: a leader that saw a stopping broker's hand-over sees its mark."""
         now = self._clock()
         leases = self.read_leases()
         for partition, (expected, isr) in sorted(changes.items()):
             for added in sorted(set(isr) - set(expected.isr)):
-                lease = leases.get(added)
-                if lease is None or not lease.current_at(now):
+                refused = _ineligible(leases.get(added), now)
+                if refused is not None:
                     raise IneligibleReplicaError(
-                        f"{topic}-{partition}: broker {added} cannot join the ISR: "
-                        + ("it holds no lease" if lease is None else "its lease expired")
+                        f"{topic}-{partition}: broker {added} cannot join the ISR: {refused}"
                     )
         return self.alter_partitions(
             topic,
@@ -345,7 +346,7 @@ class PartitionStateStore(ABC):
 
         def acquire(current: BrokerLease | None) -> BrokerLease:
             if current is not None and current.holder == holder:
-                return BrokerLease(broker, holder, now, duration_s, current.broker_epoch)
+                return replace(current, renewed_at=now, duration_s=duration_s)
             epoch = 1 if current is None else current.broker_epoch + 1
             return BrokerLease(broker, holder, now, duration_s, epoch)
 
@@ -356,14 +357,22 @@ class PartitionStateStore(ABC):
         now = self._clock()
 
         def renew(current: BrokerLease | None) -> BrokerLease:
-            if current is None or current.holder != holder:
-                taken = "nobody" if current is None else repr(current.holder)
-                raise StaleBrokerEpochError(
-                    f"broker {broker}'s lease is held by {taken}, not {holder!r}"
-                )
-            return BrokerLease(broker, holder, now, current.duration_s, current.broker_epoch)
+            return replace(_held(broker, holder, current), renewed_at=now)
 
         return self._update_lease(broker, renew)
+
+    def enter_controlled_shutdown(self, broker: int, holder: str) -> BrokerLease:
+        """Mark ``holder``'s lease as in controlled shutdown (renewed too): from this write
+        on no ISR change adds the broker (``alter_isrs``), and leaders that read it stop
+        asking. Only a new incarnation's lease clears it. ``STALE_BROKER_EPOCH`` when
+        another incarnation took the lease."""
+        now = self._clock()
+
+        def enter(current: BrokerLease | None) -> BrokerLease:
+            held = _held(broker, holder, current)
+            return replace(held, renewed_at=now, in_controlled_shutdown=True)
+
+        return self._update_lease(broker, enter)
 
     def close(self) -> None:  # noqa: B027 - most stores run nothing beside their calls
         """Release what the store runs beside its calls (a watch): its owner stops."""
@@ -414,6 +423,25 @@ class PartitionStateStore(ABC):
 def _layout_of(head: StatePart) -> TopicLayout:
     assert head.layout is not None  # a head always has one (``_decode`` checks)
     return head.layout
+
+
+def _held(broker: int, holder: str, current: BrokerLease | None) -> BrokerLease:
+    """The broker's lease ``current``: ``STALE_BROKER_EPOCH`` unless ``holder`` holds it."""
+    if current is None or current.holder != holder:
+        taken = "nobody" if current is None else repr(current.holder)
+        raise StaleBrokerEpochError(f"broker {broker}'s lease is held by {taken}, not {holder!r}")
+    return current
+
+
+def _ineligible(lease: BrokerLease | None, now: float) -> str | None:
+    """Why the broker of ``lease`` may not join an ISR at ``now`` (None: it may)."""
+    if lease is None:
+        return "it holds no lease"
+    if not lease.current_at(now):
+        return "its lease expired"
+    if lease.in_controlled_shutdown:
+        return "it is in controlled shutdown"
+    return None
 
 
 def _written_as(text: str | None) -> PartChange:

@@ -10,9 +10,10 @@ its own clock; a single controller chosen by a file lock stopped every election 
 its holder was paused, which the fault run showed. Two deciding at once (their views a
 moment apart) stay safe, as every change is a compare-and-swap that elects only what
 the ISR allows; deciding one at a time keeps them from undoing each other's elections.
-``controlled_shutdown`` is Kafka's: before the server stops, this broker's leaderships go
-to other in-sync replicas and it leaves the ISRs, so producers move on at once rather
-than after its lease expires. A start does the same first: a restarted broker earns its
+``controlled_shutdown`` is Kafka's (KIP-841): before the server stops, this broker's lease
+says it is in controlled shutdown, its leaderships go to other in-sync replicas and it
+leaves the ISRs, still fetching, so producers move on at once rather than after its lease
+expires. A start does the same first: a restarted broker earns its
 place in each ISR again. ``elect_leaders`` is Kafka's ElectLeaders, made by whichever
 broker is asked.
 """
@@ -25,6 +26,7 @@ import os
 import time
 import uuid
 
+from tierlog.api.errors import StaleBrokerEpochError
 from tierlog.broker.topics import TopicStore
 from tierlog.controller.controlled_shutdown import hand_over_leaderships
 from tierlog.controller.controller import Controller, ControllerThread
@@ -128,16 +130,38 @@ class ReplicatedBroker:
         return outcomes
 
     async def controlled_shutdown(self) -> None:
-        """Stop fetching, hand this broker's leaderships to live in-sync replicas and
-        leave the ISRs, then apply that here before the server stops. Fetching stops
-        first: a follower still fetching after the hand-over was caught up again at once
-        and put back in the ISRs it had just left (682 of 2,000 partitions), and acks=all
-        produce there waited for it until its lease expired."""
-        if self.replicas is not None:
-            await self.replicas.stop_fetching()
+        """Kafka's controlled shutdown as KIP-841 has it: mark this broker's lease as in
+        controlled shutdown, hand its leaderships to live in-sync replicas and leave the
+        ISRs, apply that here, and go on fetching until each leader has answered once
+        since the shutdown began; the server stops the fetchers after.
+
+        The mark comes first: from it on no leader adds this broker to an ISR (the store
+        refuses, ``alter_isrs``), so a follower still fetching is not caught up again and
+        put back in the ISRs it just left (682 of 2,000 partitions before the mark, and
+        acks=all produce there waited for it until its lease expired). Fetching on is what
+        brings each follower the high watermark its last fetch committed, which its
+        checkpoint keeps. A second hand-over at the end takes it out of an ISR a leader's
+        change decided before the mark put it back in."""
+        marks = {} if self.replicas is None else self.replicas.fetch_answers()
+        try:
+            await asyncio.to_thread(self.lease.enter_controlled_shutdown)
+        except StaleBrokerEpochError as fenced:  # a newer incarnation is this broker now
+            log.warning("controlled shutdown: nothing to hand over: %s", fenced)
+            return
         await self._hand_over("controlled shutdown")
-        if self.replicas is not None:
-            await self.replicas.poll_once()
+        if self.replicas is None:
+            return
+        await self.replicas.poll_once()
+        if not await self.replicas.answered_since(marks, self._answer_timeout_s()):
+            log.warning("controlled shutdown: a leader did not answer in time; stopping anyway")
+        await self._hand_over("controlled shutdown, last check")
+        await self.replicas.poll_once()
+
+    def _answer_timeout_s(self) -> float:
+        """Long enough for a fetch the leader holds (replica.fetch.wait.max.ms) and a
+        retry after a failed stream (replica.fetch.backoff.ms)."""
+        fetch = self.settings.fetch
+        return (2 * fetch.max_wait_ms + fetch.backoff_ms) / 1000
 
     async def _hand_over(self, why: str) -> None:
         live = await asyncio.to_thread(self._live_brokers)
@@ -153,12 +177,15 @@ class ReplicatedBroker:
         await asyncio.to_thread(self.store.close)  # its watch, on Kubernetes
 
     def _live_brokers(self) -> set[int]:
-        """Brokers whose leases are current, by their renewal times (a hand-over target
-        or an elected leader that turns out dead is the controller's to replace one
-        lease later)."""
+        """Brokers whose leases are current, by their renewal times, and not in
+        controlled shutdown (two brokers stopping at once hand nothing to each other; a
+        hand-over target or an elected leader that turns out dead is the controller's to
+        replace one lease later)."""
         now = time.time()
         return {
-            broker for broker, lease in self.store.read_leases().items() if lease.current_at(now)
+            broker
+            for broker, lease in self.store.read_leases().items()
+            if lease.current_at(now) and not lease.in_controlled_shutdown
         }
 
     def _fenced(self) -> None:

@@ -97,6 +97,9 @@ class ReplicaFetcher:
         self._in_session = False  # the leader keeps this stream's session
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.answers = 0  # the leader's answers applied so far
+        self._answer_applied = asyncio.Event()  # set (and replaced) at each one, or a failure
+        self._failing = False  # the last stream failed: backing off before the next
 
     def follow(self, tp: TopicPartition, leader_epoch: int) -> None:
         self.epochs[tp] = leader_epoch
@@ -112,11 +115,27 @@ class ReplicaFetcher:
         self._stale.add(tp)
         self._changed.set()
 
+    async def answered(self, count: int) -> None:
+        """Return once ``count`` answers have been applied (``answers``), or the fetcher
+        is closed, or its stream failed (the leader gone: no answer is coming soon)."""
+        while (
+            self.answers < count
+            and not self._failing
+            and self._task is not None
+            and not self._task.done()
+        ):
+            await self._answer_applied.wait()
+
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        self._note_answer()  # those waiting for an answer wait no more
         await self.channel.close()
+
+    def _note_answer(self) -> None:
+        applied, self._answer_applied = self._answer_applied, asyncio.Event()
+        applied.set()
 
     async def _run(self) -> None:
         while True:
@@ -130,10 +149,15 @@ class ReplicaFetcher:
                 # already ended. Either way the stream is opened again after the back-off.
                 detail = error.details() if isinstance(error, grpc.aio.AioRpcError) else error
                 log.warning("replica fetch from broker %d failed: %s", self.leader_id, detail)
-                await asyncio.sleep(self.settings.backoff_ms / 1000)
+                await self._back_off()
             except Exception:  # a bug; the fetcher must go on, not die unseen
                 log.exception("replica fetch from broker %d failed", self.leader_id)
-                await asyncio.sleep(self.settings.backoff_ms / 1000)
+                await self._back_off()
+
+    async def _back_off(self) -> None:
+        self._failing = True
+        self._note_answer()  # those waiting for an answer wait no more
+        await asyncio.sleep(self.settings.backoff_ms / 1000)
 
     async def _stream(self) -> None:
         method: grpc.aio.StreamStreamMultiCallable[pb.ReplicaFetchRequest, pb.ReplicaFetchResponse]
@@ -161,6 +185,9 @@ class ReplicaFetcher:
                     return
                 self._in_session = response.session
                 await self._apply(response)
+                self._failing = False
+                self.answers += 1
+                self._note_answer()
         finally:
             call.cancel()
 

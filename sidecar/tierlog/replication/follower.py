@@ -178,10 +178,14 @@ def apply_fetched(
 
 def _follow_offsets(log_: Log, data: pb.ReplicaFetchPartitionData) -> None:
     """The leader's log start (DeleteRecords, retention) and high watermark, as far as
-    this log reaches."""
+    this log reaches. The high watermark only moves up here (a truncation lowers it):
+    a new leader's may lag until its followers fetch, and a broker that led the
+    partition a moment ago (a controlled shutdown's hand-over) knows a later committed
+    offset, which its checkpoint should keep."""
     if data.log_start_offset > log_.log_start_offset:
         log_.increment_log_start_offset(min(data.log_start_offset, log_.log_end_offset))
-    log_.update_high_watermark(min(data.high_watermark, log_.log_end_offset))
+    if data.high_watermark > log_.high_watermark:
+        log_.update_high_watermark(min(data.high_watermark, log_.log_end_offset))
 
 
 def _recover_from(
