@@ -22,9 +22,12 @@ closed segments uploaded and deleted locally:
    GET of 1 MiB at a random position of the same object. p50 of each.
 3. Fan-out: ``--partitions`` partitions of one ``--fanout-mib`` segment each, consumed
    front to back through the broker's ``FetchReader.read_many`` (what Fetch and Subscribe
-   call): fetches over every partition, 1 MiB per partition, ``fetch.max.bytes`` 50 MiB,
-   cold (a new reader and cache each round), with partitions read in parallel
-   (``partition_concurrency``, the default) and one after another (1), alternating.
+   call), 1 MiB per partition, ``fetch.max.bytes`` 50 MiB, cold (a new reader and cache
+   each round), alternating between: every partition at once (fetches over all of them,
+   read in parallel: ``partition_concurrency``, the default), and one after another
+   (fetches of partition 1 alone until its end, then of partition 2, ...: the same
+   reader, read-ahead and all, but a partition's GETs run only while it is the one read,
+   as a consumer reading the partitions in turn would see them).
 
 Each condition of ``--latency-ms`` (default ``0,20``) runs all three against the same
 MinIO and topics, reported side by side. 0 is loopback: no first-byte latency at all,
@@ -60,7 +63,7 @@ from tests.benchmarks.tier_bench import s3_store
 from tests.broker.tiered_topic import TieredTopic, fill_random
 from tests.support.minio import MinioServer
 from tests.support.tcp_fault_proxy import TcpFaultProxy
-from tierlog.broker.fetch import FetchAnswer, PartitionFetch, next_offset
+from tierlog.broker.fetch import FetchAnswer, FetchReader, PartitionFetch, next_offset
 from tierlog.sidecar.remote_read_config import RemoteReadConfig
 from tierlog.storage.tier.remote_reader import RemoteLogReader
 from tierlog.storage.tier.s3_store import S3Store
@@ -282,35 +285,40 @@ def fanout_rounds(
 ) -> dict[str, list[float]]:
     tps = [TopicPartition(topic.topic, p) for p in range(len(topic.tier_end))]
 
-    def consume(concurrency: int) -> int:
+    def consume(groups: list[list[TopicPartition]]) -> int:
+        """Each group of partitions read to its end by fetches over the whole group,
+        one group after another, through one cold reader."""
         remote = new_reader(topic, scratch / "cache-fanout", settings)
-        reader = topic.fetch_reader(remote, partition_concurrency=concurrency)
-        offsets = dict.fromkeys(tps, 0)
-        total = 0
+        reader = topic.fetch_reader(remote, partition_concurrency=settings.reader_threads)
         try:
-            while offsets:
-                fetches = [PartitionFetch(tp, at, FETCH_BYTES) for tp, at in offsets.items()]
-                answers = reader.read_many(fetches, FETCH_MAX_BYTES, False)
-                for fetch, answer in zip(fetches, answers, strict=True):
-                    assert isinstance(answer, FetchAnswer), answer
-                    total += len(answer.record_batches)
-                    offsets[fetch.tp] = next_offset(answer.record_batches)
-                    if offsets[fetch.tp] >= topic.tier_end[fetch.tp.partition]:
-                        del offsets[fetch.tp]
+            return sum(consume_together(topic, reader, group) for group in groups)
         finally:
             reader.close()
             remote.ranges.close()
-        return total
 
     return alternate(
         {
-            f"partitions at once ({settings.reader_threads} threads)": partial(
-                consume, settings.reader_threads
-            ),
-            "one after another": partial(consume, 1),
+            f"partitions at once ({settings.reader_threads} threads)": partial(consume, [tps]),
+            "one after another": partial(consume, [[tp] for tp in tps]),
         },
         rounds,
     )
+
+
+def consume_together(topic: TieredTopic, reader: FetchReader, tps: list[TopicPartition]) -> int:
+    """Record bytes of ``tps`` read front to back, each fetch over all those not done."""
+    offsets = dict.fromkeys(tps, 0)
+    total = 0
+    while offsets:
+        fetches = [PartitionFetch(tp, at, FETCH_BYTES) for tp, at in offsets.items()]
+        answers = reader.read_many(fetches, FETCH_MAX_BYTES, False)
+        for fetch, answer in zip(fetches, answers, strict=True):
+            assert isinstance(answer, FetchAnswer), answer
+            total += len(answer.record_batches)
+            offsets[fetch.tp] = next_offset(answer.record_batches)
+            if offsets[fetch.tp] >= topic.tier_end[fetch.tp.partition]:
+                del offsets[fetch.tp]
+    return total
 
 
 def percentile(samples: list[float], fraction: float) -> float:
