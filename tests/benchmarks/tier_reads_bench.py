@@ -14,7 +14,9 @@ closed segments uploaded and deleted locally:
    ``get_object`` of the segment's whole object, body read into memory (the store's
    own GET throughput, one stream), and a cold ``RemoteLogReader`` (a new, empty chunk
    cache: its manifest view, its index and every chunk from MinIO) reading the segment
-   front to back in 1 MiB fetches. Medians over ``--rounds``.
+   front to back in 1 MiB fetches. Medians over ``--rounds``. The readers of a run share
+   the buffers their GETs read into (``ChunkBuffers``), as the sidecar's one reader
+   keeps its own over the process's life: the data is cold, the process is not.
 2. Time to first byte: ``--samples`` 1 MiB reads at offsets in distinct chunks, in random
    order, through one ``RemoteLogReader`` whose manifest view and offset index are already
    in memory but whose chunk cache holds none of those chunks (a fetch returns its bytes
@@ -65,6 +67,7 @@ from tests.support.minio import MinioServer
 from tests.support.tcp_fault_proxy import TcpFaultProxy
 from tierlog.broker.fetch import FetchAnswer, FetchReader, PartitionFetch, next_offset
 from tierlog.sidecar.remote_read_config import RemoteReadConfig
+from tierlog.storage.tier.chunk_buffers import ChunkBuffers
 from tierlog.storage.tier.remote_reader import RemoteLogReader
 from tierlog.storage.tier.s3_store import S3Store
 from tierlog.storage.topic_partition import TopicPartition
@@ -137,7 +140,15 @@ def run(args: argparse.Namespace, scratch: Path) -> None:
     print(f"\nload average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
-def new_reader(topic: TieredTopic, cache_dir: Path, settings: RemoteReadConfig) -> RemoteLogReader:
+def new_reader(
+    topic: TieredTopic,
+    cache_dir: Path,
+    settings: RemoteReadConfig,
+    buffers: ChunkBuffers | None = None,
+) -> RemoteLogReader:
+    """A cold reader: an empty chunk cache, no manifest view or index in memory. With
+    ``buffers`` (an earlier reader's) it stands for the sidecar's one long-lived reader,
+    whose GETs read into the buffers its earlier reads made, not into fresh memory."""
     return topic.remote_reader(
         cache_dir,
         chunk_bytes=settings.chunk_bytes,
@@ -145,6 +156,7 @@ def new_reader(topic: TieredTopic, cache_dir: Path, settings: RemoteReadConfig) 
         max_prefetch_chunks=settings.max_prefetch_chunks,
         threads=settings.reader_threads,
         read_ahead_memory_bytes=settings.prefetch_memory_bytes,
+        buffers=buffers,
     )
 
 
@@ -162,6 +174,7 @@ def measure(
     probe = new_reader(stream, scratch / "probe", settings)
     (segment,) = probe.view(tp).all_segments()
     probe.ranges.close()
+    buffers = probe.ranges.buffers
     key, size = store.location.root + segment.key, segment.object_size_bytes
     end = stream.tier_end[0]
 
@@ -170,7 +183,7 @@ def measure(
         return len(body.read())
 
     def reader_whole() -> int:
-        reader = new_reader(stream, scratch / "cache", settings)
+        reader = new_reader(stream, scratch / "cache", settings, buffers)
         try:
             return read_through(lambda offset: reader.read(tp, offset, FETCH_BYTES), end)
         finally:
@@ -187,8 +200,10 @@ def measure(
         )["Body"]
         assert len(body.read()) == FETCH_BYTES
 
-    ttfb = first_byte_ms(stream, tp, scratch, settings, end, size, args.samples, ranged_get)
-    fan = fanout_rounds(fanout, scratch, settings, args.rounds)
+    ttfb = first_byte_ms(
+        stream, tp, scratch, settings, buffers, end, size, args.samples, ranged_get
+    )
+    fan = fanout_rounds(fanout, scratch, settings, buffers, args.rounds)
     (boto3, boto3_cpu, reader, reader_cpu) = sequential.values()
     (parallel, parallel_cpu, in_turn, in_turn_cpu) = fan.values()
     (reader_ms, get_ms) = ttfb.values()
@@ -251,6 +266,7 @@ def first_byte_ms(
     tp: TopicPartition,
     scratch: Path,
     settings: RemoteReadConfig,
+    buffers: ChunkBuffers,
     end_offset: int,
     object_size: int,
     samples: int,
@@ -258,7 +274,7 @@ def first_byte_ms(
 ) -> dict[str, list[float]]:
     """Latencies of 1 MiB reads at offsets in distinct cold chunks (view and index warm),
     each followed by one ranged GET of 1 MiB."""
-    reader = new_reader(topic, scratch / "cache-ttfb", settings)
+    reader = new_reader(topic, scratch / "cache-ttfb", settings, buffers)
     rng = random.Random(2)
     log_bytes = settings.chunk_bytes * 8  # the first chunks serve the warm-up read
     chunks = object_size // settings.chunk_bytes
@@ -281,14 +297,18 @@ def first_byte_ms(
 
 
 def fanout_rounds(
-    topic: TieredTopic, scratch: Path, settings: RemoteReadConfig, rounds: int
+    topic: TieredTopic,
+    scratch: Path,
+    settings: RemoteReadConfig,
+    buffers: ChunkBuffers,
+    rounds: int,
 ) -> dict[str, list[float]]:
     tps = [TopicPartition(topic.topic, p) for p in range(len(topic.tier_end))]
 
     def consume(groups: list[list[TopicPartition]]) -> int:
         """Each group of partitions read to its end by fetches over the whole group,
         one group after another, through one cold reader."""
-        remote = new_reader(topic, scratch / "cache-fanout", settings)
+        remote = new_reader(topic, scratch / "cache-fanout", settings, buffers)
         reader = topic.fetch_reader(remote, partition_concurrency=settings.reader_threads)
         try:
             return sum(consume_together(topic, reader, group) for group in groups)
