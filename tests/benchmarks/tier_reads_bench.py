@@ -14,7 +14,9 @@ closed segments uploaded and deleted locally:
    ``get_object`` of the segment's whole object, body read into memory (the store's
    own GET throughput, one stream), and a cold ``RemoteLogReader`` (a new, empty chunk
    cache: its manifest view, its index and every chunk from MinIO) reading the segment
-   front to back in 1 MiB fetches. Medians over ``--rounds``.
+   front to back in 1 MiB fetches. Medians over ``--rounds``. The readers of a run share
+   the buffers their GETs read into (``ChunkBuffers``), as the sidecar's one reader
+   keeps its own over the process's life: the data is cold, the process is not.
 2. Time to first byte: ``--samples`` 1 MiB reads at offsets in distinct chunks, in random
    order, through one ``RemoteLogReader`` whose manifest view and offset index are already
    in memory but whose chunk cache holds none of those chunks (a fetch returns its bytes
@@ -22,9 +24,12 @@ closed segments uploaded and deleted locally:
    GET of 1 MiB at a random position of the same object. p50 of each.
 3. Fan-out: ``--partitions`` partitions of one ``--fanout-mib`` segment each, consumed
    front to back through the broker's ``FetchReader.read_many`` (what Fetch and Subscribe
-   call): fetches over every partition, 1 MiB per partition, ``fetch.max.bytes`` 50 MiB,
-   cold (a new reader and cache each round), with partitions read in parallel
-   (``partition_concurrency``, the default) and one after another (1), alternating.
+   call), 1 MiB per partition, ``fetch.max.bytes`` 50 MiB, cold (a new reader and cache
+   each round), alternating between: every partition at once (fetches over all of them,
+   read in parallel: ``partition_concurrency``, the default), and one after another
+   (fetches of partition 1 alone until its end, then of partition 2, ...: the same
+   reader, read-ahead and all, but a partition's GETs run only while it is the one read,
+   as a consumer reading the partitions in turn would see them).
 
 Each condition of ``--latency-ms`` (default ``0,20``) runs all three against the same
 MinIO and topics, reported side by side. 0 is loopback: no first-byte latency at all,
@@ -60,8 +65,9 @@ from tests.benchmarks.tier_bench import s3_store
 from tests.broker.tiered_topic import TieredTopic, fill_random
 from tests.support.minio import MinioServer
 from tests.support.tcp_fault_proxy import TcpFaultProxy
-from tierlog.broker.fetch import FetchAnswer, PartitionFetch, next_offset
+from tierlog.broker.fetch import FetchAnswer, FetchReader, PartitionFetch, next_offset
 from tierlog.sidecar.remote_read_config import RemoteReadConfig
+from tierlog.storage.tier.chunk_buffers import ChunkBuffers
 from tierlog.storage.tier.remote_reader import RemoteLogReader
 from tierlog.storage.tier.s3_store import S3Store
 from tierlog.storage.topic_partition import TopicPartition
@@ -134,7 +140,15 @@ def run(args: argparse.Namespace, scratch: Path) -> None:
     print(f"\nload average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
-def new_reader(topic: TieredTopic, cache_dir: Path, settings: RemoteReadConfig) -> RemoteLogReader:
+def new_reader(
+    topic: TieredTopic,
+    cache_dir: Path,
+    settings: RemoteReadConfig,
+    buffers: ChunkBuffers | None = None,
+) -> RemoteLogReader:
+    """A cold reader: an empty chunk cache, no manifest view or index in memory. With
+    ``buffers`` (an earlier reader's) it stands for the sidecar's one long-lived reader,
+    whose GETs read into the buffers its earlier reads made, not into fresh memory."""
     return topic.remote_reader(
         cache_dir,
         chunk_bytes=settings.chunk_bytes,
@@ -142,6 +156,7 @@ def new_reader(topic: TieredTopic, cache_dir: Path, settings: RemoteReadConfig) 
         max_prefetch_chunks=settings.max_prefetch_chunks,
         threads=settings.reader_threads,
         read_ahead_memory_bytes=settings.prefetch_memory_bytes,
+        buffers=buffers,
     )
 
 
@@ -159,6 +174,7 @@ def measure(
     probe = new_reader(stream, scratch / "probe", settings)
     (segment,) = probe.view(tp).all_segments()
     probe.ranges.close()
+    buffers = probe.ranges.buffers
     key, size = store.location.root + segment.key, segment.object_size_bytes
     end = stream.tier_end[0]
 
@@ -167,7 +183,7 @@ def measure(
         return len(body.read())
 
     def reader_whole() -> int:
-        reader = new_reader(stream, scratch / "cache", settings)
+        reader = new_reader(stream, scratch / "cache", settings, buffers)
         try:
             return read_through(lambda offset: reader.read(tp, offset, FETCH_BYTES), end)
         finally:
@@ -184,8 +200,10 @@ def measure(
         )["Body"]
         assert len(body.read()) == FETCH_BYTES
 
-    ttfb = first_byte_ms(stream, tp, scratch, settings, end, size, args.samples, ranged_get)
-    fan = fanout_rounds(fanout, scratch, settings, args.rounds)
+    ttfb = first_byte_ms(
+        stream, tp, scratch, settings, buffers, end, size, args.samples, ranged_get
+    )
+    fan = fanout_rounds(fanout, scratch, settings, buffers, args.rounds)
     (boto3, boto3_cpu, reader, reader_cpu) = sequential.values()
     (parallel, parallel_cpu, in_turn, in_turn_cpu) = fan.values()
     (reader_ms, get_ms) = ttfb.values()
@@ -248,6 +266,7 @@ def first_byte_ms(
     tp: TopicPartition,
     scratch: Path,
     settings: RemoteReadConfig,
+    buffers: ChunkBuffers,
     end_offset: int,
     object_size: int,
     samples: int,
@@ -255,7 +274,7 @@ def first_byte_ms(
 ) -> dict[str, list[float]]:
     """Latencies of 1 MiB reads at offsets in distinct cold chunks (view and index warm),
     each followed by one ranged GET of 1 MiB."""
-    reader = new_reader(topic, scratch / "cache-ttfb", settings)
+    reader = new_reader(topic, scratch / "cache-ttfb", settings, buffers)
     rng = random.Random(2)
     log_bytes = settings.chunk_bytes * 8  # the first chunks serve the warm-up read
     chunks = object_size // settings.chunk_bytes
@@ -278,39 +297,48 @@ def first_byte_ms(
 
 
 def fanout_rounds(
-    topic: TieredTopic, scratch: Path, settings: RemoteReadConfig, rounds: int
+    topic: TieredTopic,
+    scratch: Path,
+    settings: RemoteReadConfig,
+    buffers: ChunkBuffers,
+    rounds: int,
 ) -> dict[str, list[float]]:
     tps = [TopicPartition(topic.topic, p) for p in range(len(topic.tier_end))]
 
-    def consume(concurrency: int) -> int:
-        remote = new_reader(topic, scratch / "cache-fanout", settings)
-        reader = topic.fetch_reader(remote, partition_concurrency=concurrency)
-        offsets = dict.fromkeys(tps, 0)
-        total = 0
+    def consume(groups: list[list[TopicPartition]]) -> int:
+        """Each group of partitions read to its end by fetches over the whole group,
+        one group after another, through one cold reader."""
+        remote = new_reader(topic, scratch / "cache-fanout", settings, buffers)
+        reader = topic.fetch_reader(remote, partition_concurrency=settings.reader_threads)
         try:
-            while offsets:
-                fetches = [PartitionFetch(tp, at, FETCH_BYTES) for tp, at in offsets.items()]
-                answers = reader.read_many(fetches, FETCH_MAX_BYTES, False)
-                for fetch, answer in zip(fetches, answers, strict=True):
-                    assert isinstance(answer, FetchAnswer), answer
-                    total += len(answer.record_batches)
-                    offsets[fetch.tp] = next_offset(answer.record_batches)
-                    if offsets[fetch.tp] >= topic.tier_end[fetch.tp.partition]:
-                        del offsets[fetch.tp]
+            return sum(consume_together(topic, reader, group) for group in groups)
         finally:
             reader.close()
             remote.ranges.close()
-        return total
 
     return alternate(
         {
-            f"partitions at once ({settings.reader_threads} threads)": partial(
-                consume, settings.reader_threads
-            ),
-            "one after another": partial(consume, 1),
+            f"partitions at once ({settings.reader_threads} threads)": partial(consume, [tps]),
+            "one after another": partial(consume, [[tp] for tp in tps]),
         },
         rounds,
     )
+
+
+def consume_together(topic: TieredTopic, reader: FetchReader, tps: list[TopicPartition]) -> int:
+    """Record bytes of ``tps`` read front to back, each fetch over all those not done."""
+    offsets = dict.fromkeys(tps, 0)
+    total = 0
+    while offsets:
+        fetches = [PartitionFetch(tp, at, FETCH_BYTES) for tp, at in offsets.items()]
+        answers = reader.read_many(fetches, FETCH_MAX_BYTES, False)
+        for fetch, answer in zip(fetches, answers, strict=True):
+            assert isinstance(answer, FetchAnswer), answer
+            total += len(answer.record_batches)
+            offsets[fetch.tp] = next_offset(answer.record_batches)
+            if offsets[fetch.tp] >= topic.tier_end[fetch.tp.partition]:
+                del offsets[fetch.tp]
+    return total
 
 
 def percentile(samples: list[float], fraction: float) -> float:

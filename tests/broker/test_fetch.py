@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -46,9 +46,9 @@ class WatchedStore(S3Store):
         with self._watching(key, start):
             return super().get(key, start, end)
 
-    def get_pieces(self, key: str, start: int, end: int, piece_bytes: int) -> list[bytes]:
+    def get_into(self, key: str, start: int, buffers: Sequence[memoryview]) -> int:
         with self._watching(key, start):
-            return super().get_pieces(key, start, end, piece_bytes)
+            return super().get_into(key, start, buffers)
 
     @contextlib.contextmanager
     def _watching(self, key: str, start: int) -> Iterator[None]:

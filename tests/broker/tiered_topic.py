@@ -30,6 +30,7 @@ from tierlog.storage.log import Log
 from tierlog.storage.manager import LogManager, LogManagerConfig
 from tierlog.storage.records import SimpleRecord, build_batch
 from tierlog.storage.segment import LogSegment
+from tierlog.storage.tier.chunk_buffers import ChunkBuffers
 from tierlog.storage.tier.chunk_cache import ChunkCache
 from tierlog.storage.tier.range_reader import LANDED_MAX_BYTES, RangeReader
 from tierlog.storage.tier.remote_reader import RemoteLogReader
@@ -118,8 +119,11 @@ class TieredTopic:
         max_prefetch_chunks: int = 32,
         threads: int = 4,
         read_ahead_memory_bytes: int = LANDED_MAX_BYTES,
+        buffers: ChunkBuffers | None = None,
     ) -> RemoteLogReader:
-        """A reader of the tier over an empty chunk cache in ``cache_dir``."""
+        """A reader of the tier over an empty chunk cache in ``cache_dir`` (``buffers``:
+        an earlier reader's, so that successive readers stand for one long-lived one,
+        the sidecar's, whose buffers earlier reads have made)."""
         shutil.rmtree(cache_dir, ignore_errors=True)
         cache = ChunkCache(
             cache_dir, chunk_bytes=chunk_bytes, max_bytes=1 << 40, max_entries=1 << 20
@@ -131,6 +135,7 @@ class TieredTopic:
             max_prefetch_chunks=max_prefetch_chunks,
             threads=threads,
             read_ahead_memory_bytes=read_ahead_memory_bytes,
+            buffers=buffers,
         )
         return RemoteLogReader(ranges)
 

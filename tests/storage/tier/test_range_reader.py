@@ -7,10 +7,10 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
@@ -39,9 +39,9 @@ class RecordingStore(LocalDirectoryStore):
         self._record(key, start, end)
         return super().get(key, start, end)
 
-    def get_pieces(self, key: str, start: int, end: int, piece_bytes: int) -> list[bytes]:
-        self._record(key, start, end)
-        return super().get_pieces(key, start, end, piece_bytes)
+    def get_into(self, key: str, start: int, buffers: Sequence[memoryview]) -> int:
+        self._record(key, start, start + sum(len(buffer) for buffer in buffers))
+        return super().get_into(key, start, buffers)
 
     def _record(self, key: str, start: int, end: int | None) -> None:
         with self._lock:
@@ -175,13 +175,10 @@ def test_chunks_read_ahead_are_used_once_from_memory_and_spill_to_disk_only_when
         reader.close()
 
 
-class ReadAheadBuffer(bytearray):
-    """Bytes a read-ahead GET brought, which the test watches die (bytes cannot be)."""
-
-
 class ReadAheadLedgerStore(LocalDirectoryStore):
-    """The real local store, watching the buffers its answers to read-ahead GETs (made
-    on the reader's read-ahead threads) come in: the bytes alive at most, taken as each
+    """The real local store, watching the chunks its answers to read-ahead GETs (made
+    on the reader's read-ahead threads) fill, views of the reader's buffers that it
+    keeps until read: the bytes alive at most, taken as each
     answer is made (the only moment they grow), the reader's own count of its
     read-ahead memory at that moment (the room reserved for that GET included), and the
     read-ahead GETs made and bytes they asked for."""
@@ -196,26 +193,21 @@ class ReadAheadLedgerStore(LocalDirectoryStore):
         self.peak_counted_bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
-        end = self.size(key) if end is None else end
-        return b"".join(self.get_pieces(key, start, end, max(end - start, 1)))
-
-    def get_pieces(self, key: str, start: int, end: int, piece_bytes: int) -> list[bytes]:
-        pieces = super().get_pieces(key, start, end, piece_bytes)
+    def get_into(self, key: str, start: int, buffers: Sequence[memoryview]) -> int:
+        landed = super().get_into(key, start, buffers)
         if not threading.current_thread().name.startswith("tier-ahead"):
-            return pieces
-        watched = [ReadAheadBuffer(piece) for piece in pieces]
+            return landed
         assert self.reader is not None
         counted = self.reader.read_ahead_memory_held_bytes  # not under our lock: a buffer
         with self._lock:  # dies (``_freed``) under the reader's
             self.read_ahead_gets += 1
-            self.read_ahead_bytes += end - start
-            self.live_bytes += sum(len(piece) for piece in watched)
+            self.read_ahead_bytes += landed
+            self.live_bytes += landed
             self.peak_live_bytes = max(self.peak_live_bytes, self.live_bytes)
             self.peak_counted_bytes = max(self.peak_counted_bytes, counted)
-        for piece in watched:
-            weakref.finalize(piece, self._freed, len(piece))
-        return cast(list[bytes], watched)
+        for chunk in buffers:  # the views the reader keeps as its chunks
+            weakref.finalize(chunk, self._freed, len(chunk))
+        return landed
 
     def _freed(self, size: int) -> None:
         with self._lock:

@@ -92,6 +92,17 @@ def stores(location: S3Location, options: S3Options) -> Iterator[StoreFactory]:
         store.close()
 
 
+def pieces(store: S3Store, key: str, start: int, end: int, piece_bytes: int) -> list[bytes]:
+    """Bytes ``[start, end)`` of ``key`` read by ``get_into`` into buffers of
+    ``piece_bytes`` (the last one shorter), as the bytes that landed in each."""
+    buffers = [
+        memoryview(bytearray(min(piece_bytes, end - at))) for at in range(start, end, piece_bytes)
+    ]
+    landed = store.get_into(key, start, buffers)
+    assert landed == end - start
+    return [bytes(buffer) for buffer in buffers]
+
+
 def random_file(path: Path, size: int) -> Path:
     path.write_bytes(os.urandom(size))
     return path
@@ -430,7 +441,7 @@ def test_a_get_with_wrong_keys_is_refused_without_retrying(
     wrong.write_text("access_key_id = tierlog-test\nsecret_access_key = not-the-secret\n")
     recorder = Recorder()
     store = stores(recorder, credentials_path=wrong)
-    for read in (lambda: store.get("segment", 1, 3), lambda: store.get_pieces("segment", 0, 7, 4)):
+    for read in (lambda: store.get("segment", 1, 3), lambda: pieces(store, "segment", 0, 7, 4)):
         with pytest.raises(ObjectStoreError, match="SignatureDoesNotMatch") as refused:
             read()
         assert not isinstance(refused.value, ObjectStoreUnavailableError)
@@ -450,13 +461,80 @@ def test_gets_of_keys_that_need_quoting_read_their_bytes_whole_ranged_and_in_pie
     assert store.get(key, 1234, 5678) == body[1234:5678]
     assert store.get(key, 9_000) == body[9_000:]
     assert store.get(key, 10_000) == b""  # at the end: nothing, not an error
-    assert store.get_pieces(key, 1000, 9500, 4000) == [
+    assert pieces(store, key, 1000, 9500, 4000) == [
         body[1000:5000],
         body[5000:9000],
         body[9000:9500],
     ]
     with pytest.raises(ObjectNotFoundError):
-        store.get_pieces("0/topic 1+x/missing", 0, 10, 4)
+        pieces(store, "0/topic 1+x/missing", 0, 10, 4)
+
+
+def test_a_get_into_buffers_lands_the_body_in_them_and_says_how_much_came(
+    stores: StoreFactory,
+) -> None:
+    """The body is read off the connection into the caller's own buffers, in order;
+    an object ending before the buffers do fills what it has (the caller decides
+    whether that is an error), and a start at its end lands nothing."""
+    store = stores()
+    body = random.Random(3).randbytes(10_000)
+    store.put("segment", body)
+    storage = [bytearray(b"\xff" * 4000), bytearray(b"\xff" * 3000)]
+    buffers = [memoryview(buffer) for buffer in storage]
+    assert store.get_into("segment", 2000, buffers) == 7000
+    assert storage == [body[2000:6000], body[6000:9000]]  # the very buffers given
+    assert store.get_into("segment", 8000, buffers) == 2000  # the object ends first
+    assert storage[0][:2000] == body[8000:] and storage[1] == body[6000:9000]
+    assert store.get_into("segment", 10_000, buffers) == 0
+    for _ in range(3):  # the connection went back to the pool each time, reusable
+        assert store.get_into("segment", 0, buffers[:1]) == 4000
+
+
+def test_a_body_cut_short_is_read_again_into_the_same_buffers(
+    stores: StoreFactory, fault_proxy: FaultProxy
+) -> None:
+    """A connection closed mid-body looks like an ended body to ``http.client``; its
+    Content-Length says it is not: retried as urllib3's own reads are, the buffers
+    filled again from the start."""
+    recorder = Recorder()
+    store = stores(recorder, endpoint_url=fault_proxy.url)
+    body = random.Random(4).randbytes(200_000)
+    store.put("segment", body)
+    fault_proxy.stall_body(1, 0.1, method="GET")  # half the body, then closed
+    storage = bytearray(150_000)
+    assert store.get_into("segment", 10_000, [memoryview(storage)]) == 150_000
+    assert storage == body[10_000:160_000]
+    assert fault_proxy.injected["stall_body"] == 1
+    assert recorder.errors("GetObject") == ["IncompleteRead"]
+
+
+def test_a_get_into_buffers_hung_mid_body_times_out_and_is_retried(
+    stores: StoreFactory, fault_proxy: FaultProxy
+) -> None:
+    recorder = Recorder()
+    read_timeout_s = 2
+    store = stores(recorder, endpoint_url=fault_proxy.url, read_timeout_s=read_timeout_s)
+    body = random.Random(5).randbytes(100_000)
+    store.put("segment", body)
+    fault_proxy.stall_body(1, 120, method="GET")
+    storage = bytearray(len(body))
+    started = time.monotonic()
+    assert store.get_into("segment", 0, [memoryview(storage)]) == len(body)
+    assert read_timeout_s <= time.monotonic() - started < 60
+    assert storage == body
+    assert recorder.errors("GetObject") == ["ReadTimeoutError"]
+
+
+def test_a_get_into_buffers_over_dropped_connections_is_retried(
+    stores: StoreFactory, fault_proxy: FaultProxy
+) -> None:
+    store = stores(endpoint_url=fault_proxy.url)
+    store.put("segment", b"payload")
+    fault_proxy.drop(2, method="GET")
+    storage = bytearray(4)
+    assert store.get_into("segment", 3, [memoryview(storage)]) == 4
+    assert storage == b"load"
+    assert fault_proxy.injected["drop"] == 2
 
 
 def test_concurrent_ranged_gets_keep_their_connections_alive(
@@ -482,8 +560,10 @@ def test_concurrent_ranged_gets_keep_their_connections_alive(
                 for n in range(gets_each):
                     barrier.wait(30)
                     start = n * 1000
-                    pieces = store.get_pieces("segment", start, start + 8000, 4096)
-                    assert pieces == [body[start : start + 4096], body[start + 4096 : start + 8000]]
+                    assert pieces(store, "segment", start, start + 8000, 4096) == [
+                        body[start : start + 4096],
+                        body[start + 4096 : start + 8000],
+                    ]
             except BaseException as error:
                 failures.append(error)
 

@@ -12,11 +12,12 @@ import errno
 import os
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from tierlog.storage.checkpoints import fsync_directory
 from tierlog.storage.tier.body import BodyReader
+from tierlog.storage.tier.chunk_buffers import fill
 from tierlog.storage.tier.store import (
     Body,
     ObjectExistsError,
@@ -81,19 +82,16 @@ class LocalDirectoryStore:
         except OSError as error:
             raise ObjectStoreError(f"cannot read {key}: {error}") from error
 
-    def get_pieces(self, key: str, start: int, end: int, piece_bytes: int) -> list[bytes]:
-        path, pieces = self._path(key), []
+    def get_into(self, key: str, start: int, buffers: Sequence[memoryview]) -> int:
         try:
-            with path.open("rb") as source:
+            with self._path(key).open("rb", buffering=0) as source:
                 source.seek(start)
-                while start < end and (piece := source.read(min(piece_bytes, end - start))):
-                    pieces.append(piece)
-                    start += len(piece)
+                landed = fill(source.readinto, buffers)
         except FileNotFoundError:
             raise ObjectNotFoundError(f"{key} does not exist") from None
         except OSError as error:
             raise ObjectStoreError(f"cannot read {key}: {error}") from error
-        return pieces
+        return landed
 
     def size(self, key: str) -> int:
         try:

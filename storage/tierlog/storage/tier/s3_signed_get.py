@@ -18,8 +18,10 @@ retries as it does botocore's.
 
 from __future__ import annotations
 
+import http.client
 import os
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -30,6 +32,8 @@ from botocore.credentials import Credentials
 from botocore.exceptions import ClientError, NoCredentialsError
 from botocore.httpsession import get_cert_path
 from botocore.utils import get_environ_proxies
+
+from tierlog.storage.tier.chunk_buffers import fill
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -74,9 +78,37 @@ class SignedGet:
             )
         )
 
-    def get(self, full_key: str, byte_range: str, piece_bytes: int | None) -> list[bytes]:
-        """The object's bytes (``byte_range`` as the Range header, "" for all of it), read
-        off the answer's stream in buffers of ``piece_bytes`` (None: one buffer)."""
+    def get(self, full_key: str, byte_range: str) -> bytes:
+        """The object's bytes (``byte_range`` as the Range header, "" for all of it)."""
+        response = self._send(full_key, byte_range)
+        try:
+            data = response.read()
+        except BaseException:
+            response.close()  # its connection is in an unknown state: not back to the pool
+            raise
+        response.release_conn()
+        return data
+
+    def get_into(self, full_key: str, byte_range: str, buffers: Sequence[memoryview]) -> int:
+        """Read the answer's body into ``buffers`` in order, straight off the connection
+        (no buffer of its own in between); the bytes that landed, fewer than the buffers
+        hold only when the body is shorter. A body cut short of its Content-Length is
+        urllib3's ``IncompleteRead``, as its own reads raise it."""
+        response = self._send(full_key, byte_range)
+        try:
+            landed, finished = _read_into(response, buffers)
+        except BaseException:
+            response.close()
+            raise
+        if finished:
+            response.release_conn()
+        else:  # bytes left unread: the connection cannot serve another request
+            response.close()
+        return landed
+
+    def _send(self, full_key: str, byte_range: str) -> urllib3.BaseHTTPResponse:
+        """A signed GET sent, its status and headers read: a 200/206 answer whose body
+        is still to be read, else the error it is."""
         if self._credentials is None:  # as botocore's client would refuse to send it
             raise NoCredentialsError()
         url = self._bucket_url + quote(full_key, safe="/~")
@@ -89,20 +121,12 @@ class SignedGet:
         response = self._pool.request(
             "GET", url, headers=dict(request.headers.items()), preload_content=False
         )
+        if response.status in (200, 206):
+            return response
         try:
-            if response.status not in (200, 206):
-                raise _client_error(response.status, response.read())
-            if piece_bytes is None:
-                pieces = [response.read()]
-            else:
-                pieces = []
-                while piece := response.read(piece_bytes):
-                    pieces.append(piece)
-        except BaseException:
-            response.close()  # its connection is in an unknown state: not back to the pool
-            raise
-        response.release_conn()
-        return pieces
+            raise _client_error(response.status, response.read())
+        finally:
+            response.close()
 
     def close(self) -> None:
         self._pool.clear()
@@ -128,3 +152,30 @@ def _client_error(status: int, body: bytes) -> ClientError:
         "ResponseMetadata": {"HTTPStatusCode": status},
     }
     return ClientError(answer, "GetObject")
+
+
+def _read_into(
+    response: urllib3.BaseHTTPResponse, buffers: Sequence[memoryview]
+) -> tuple[int, bool]:
+    """Fill ``buffers`` from the body of ``response`` through ``http.client``'s own
+    ``readinto`` (urllib3's reads into a buffer of its own, then copies): (bytes landed,
+    whether the body was read to its end). A connection failing mid-body raises as
+    urllib3's reads do: ``ReadTimeoutError``, ``ProtocolError``, ``IncompleteRead``."""
+    body: http.client.HTTPResponse | None = getattr(response, "_fp", None)
+    if body is None:
+        raise urllib3.exceptions.ProtocolError("the answer has no body to read")
+    try:
+        landed = fill(body.readinto, buffers)
+    except TimeoutError as error:
+        # No pool object at hand: the message names what failed.
+        raise urllib3.exceptions.ReadTimeoutError(
+            None,  # type: ignore[arg-type]
+            "",
+            f"read timed out: {error}",
+        ) from error
+    except (OSError, http.client.HTTPException) as error:
+        raise urllib3.exceptions.ProtocolError(f"connection broken: {error!r}", error) from error
+    # http.client ends a body cut short as if it were complete: its count says otherwise.
+    if landed < sum(len(buffer) for buffer in buffers) and body.length:
+        raise urllib3.exceptions.IncompleteRead(landed, body.length)
+    return landed, body.isclosed()

@@ -35,7 +35,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -251,28 +251,31 @@ class S3Store:
         byte_range = "" if start == 0 and end is None else f"bytes={start}-"
         if end is not None:
             byte_range += str(end - 1)
-        (data,) = self._get(key, byte_range, None) or [b""]
-        return data
+        return self._get(key, lambda full_key: self._signed_get.get(full_key, byte_range), b"")
 
-    def get_pieces(self, key: str, start: int, end: int, piece_bytes: int) -> list[bytes]:
-        """As ``get``, each piece read from the answer's stream into its own buffer
-        (urllib3 hands a read of exactly what arrived over without copying it again)."""
+    def get_into(self, key: str, start: int, buffers: Sequence[memoryview]) -> int:
+        """As ``get``, the bytes read off the answer's stream straight into ``buffers``
+        (a retry reads them again from the first)."""
         check_key(key)
-        if end <= start:
+        wanted = sum(len(buffer) for buffer in buffers)
+        if not wanted:
             self.size(key)
-            return []
+            return 0
+        byte_range = f"bytes={start}-{start + wanted - 1}"
+        return self._get(
+            key, lambda full_key: self._signed_get.get_into(full_key, byte_range, buffers), 0
+        )
 
-        return self._get(key, f"bytes={start}-{end - 1}", piece_bytes)
+    def _get(self, key: str, send: Callable[[str], _T], beyond_the_end: _T) -> _T:
+        """One GET (``send`` of the full key), retried; a range starting at or past the
+        object's end is ``beyond_the_end`` (no bytes)."""
 
-    def _get(self, key: str, byte_range: str, piece_bytes: int | None) -> builtins.list[bytes]:
-        """One GET, retried; a range starting at or past the object's end is no bytes."""
-
-        def read() -> builtins.list[bytes]:
+        def read() -> _T:
             try:
-                return self._signed_get.get(self._root + key, byte_range, piece_bytes)
+                return send(self._root + key)
             except ClientError as error:
                 if _error_code(error) == "InvalidRange":
-                    return []
+                    return beyond_the_end
                 raise
 
         return self._call("GetObject", key, read)

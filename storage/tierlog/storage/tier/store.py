@@ -18,7 +18,7 @@ Promises every store keeps:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Protocol, runtime_checkable
@@ -135,10 +135,12 @@ class ObjectStore(Protocol):
 
 @runtime_checkable
 class PiecewiseStore(Protocol):
-    """A store that answers a range as consecutive buffers read one after another from
-    its answer, none joined: a reader keeping one piece keeps only that piece's memory."""
+    """A store that reads a range straight into the caller's buffers, one after another
+    from its answer, none joined: a reader keeping one piece keeps only that piece's
+    memory, and a buffer can be used again once nothing views it."""
 
-    def get_pieces(self, key: str, start: int, end: int, piece_bytes: int) -> list[bytes]:
-        """Bytes ``[start, end)`` of an object as pieces of ``piece_bytes`` (the last
-        one shorter)."""
+    def get_into(self, key: str, start: int, buffers: Sequence[memoryview]) -> int:
+        """Read the object's bytes from ``start`` into ``buffers`` in order, each filled
+        before the next; returns the bytes that landed, fewer than the buffers hold only
+        when the object ends first (none from a start at or past its end)."""
         ...
