@@ -58,10 +58,12 @@ async def _commit(stub: AioStub, group: str, offsets: dict[TopicPartition, int])
         await asyncio.sleep(0.01)  # the load runs on the server's loop: look again
 
 
-def _tiered(server: SidecarServer) -> GroupOffsetsMirror:
-    """A mirror the test drives pass by pass, told of deletions in the place of the
-    server's own (which waits an hour)."""
+async def _tiered(server: SidecarServer) -> tuple[GroupOffsetsMirror, FaultyStore]:
+    """The tiered topic made, and a mirror the test drives pass by pass, told of
+    deletions in the place of the server's own (which waits an hour), with the store it
+    writes to."""
     assert server.groups is not None
+    await _make_tiered_topic(server)
     store = FaultyStore(server.tier_store)
     mirror = GroupOffsetsMirror(
         store,
@@ -70,7 +72,7 @@ def _tiered(server: SidecarServer) -> GroupOffsetsMirror:
         AN_HOUR_MS,
     )
     server.groups.on_offsets_deleted = mirror.offsets_deleted
-    return mirror
+    return mirror, store
 
 
 def test_only_changed_tiered_offsets_are_written_and_a_deleted_group_goes(
@@ -78,8 +80,7 @@ def test_only_changed_tiered_offsets_are_written_and_a_deleted_group_goes(
 ) -> None:
     async def scenario(server: SidecarServer, stub: AioStub) -> None:
         assert server.groups is not None
-        await _make_tiered_topic(server)
-        mirror = _tiered(server)
+        mirror, _store = await _tiered(server)
         await _commit(stub, "reader", {LOCAL: 3, TIERED: 5})
         await _commit(stub, "local-only", {LOCAL: 1})
         assert await mirror.write_once() == (["reader"], [])
@@ -125,10 +126,7 @@ def test_a_deletion_is_owed_through_an_outage_and_void_once_the_group_commits_ag
 ) -> None:
     async def scenario(server: SidecarServer, stub: AioStub) -> None:
         assert server.groups is not None
-        await _make_tiered_topic(server)
-        mirror = _tiered(server)
-        faulty = mirror.store
-        assert isinstance(faulty, FaultyStore)
+        mirror, faulty = await _tiered(server)
         for group in ("gone", "back"):
             await _commit(stub, group, {TIERED: 5})
             put_group_offsets(server.tier_store, GroupOffsets(group, {TIERED: TieredOffset(5)}))
@@ -148,10 +146,7 @@ def test_a_deletion_is_owed_through_an_outage_and_void_once_the_group_commits_ag
 
 def test_a_store_that_is_down_is_caught_up_at_the_next_pass(tmp_path: Path) -> None:
     async def scenario(server: SidecarServer, stub: AioStub) -> None:
-        await _make_tiered_topic(server)
-        mirror = _tiered(server)
-        faulty = mirror.store
-        assert isinstance(faulty, FaultyStore)
+        mirror, faulty = await _tiered(server)
         await _commit(stub, "reader", {TIERED: 5})
         faulty.outage()
         assert await mirror.write_once() == ([], [])
