@@ -3,7 +3,8 @@ sidecar server and its local-directory tier; failures injected with ``FaultyStor
 
 Only offsets of tiered topics go, one object a group; a pass writes only groups whose
 tiered offsets changed, deletes the object of a group that has none left (also one
-another broker wrote: the coordinator tells the mirror of each deletion), and a store
+another broker wrote: the coordinator tells the mirror of each deletion, also of each
+its partition's log held when it loaded it), and a store
 that is down is caught up at the next pass. The server's own mirror writes at the
 uploader's pace (``remote.log.manager.task.interval.ms``).
 """
@@ -119,6 +120,35 @@ def test_a_group_deleted_before_this_broker_wrote_it_loses_the_object_another_wr
         assert load_group_offsets(server.tier_store) == []
 
     _run(tmp_path, scenario, {"remote.log.manager.task.interval.ms": str(AN_HOUR_MS)})
+
+
+def test_a_deletion_no_pass_followed_here_is_found_in_the_log_by_the_next_coordinator(
+    tmp_path: Path,
+) -> None:
+    """A group deleted by a coordinator that stopped (or lost the partition) before its
+    pass: whoever loads the partition next finds the tombstones and deletes the object,
+    and a group whose offsets came back after its tombstones keeps its object."""
+
+    async def delete_then_stop(server: SidecarServer, stub: AioStub) -> None:
+        assert server.groups is not None
+        await _make_tiered_topic(server)
+        for group in ("gone", "back"):
+            await _commit(stub, group, {TIERED: 5})
+            put_group_offsets(server.tier_store, GroupOffsets(group, {TIERED: TieredOffset(5)}))
+            await server.groups.delete_group(group)
+        await _commit(stub, "back", {TIERED: 9})
+
+    async def load_then_pass(server: SidecarServer, stub: AioStub) -> None:
+        assert server.group_offsets_mirror is not None
+        await _commit(stub, "other", {LOCAL: 1})  # answered once the partition is loaded
+        assert await server.group_offsets_mirror.write_once() == (["back"], ["gone"])
+        assert load_group_offsets(server.tier_store) == [
+            GroupOffsets("back", {TIERED: TieredOffset(9, EPOCH)})
+        ]
+
+    configs = {"remote.log.manager.task.interval.ms": str(AN_HOUR_MS)}
+    _run(tmp_path, delete_then_stop, configs)
+    _run(tmp_path, load_then_pass, configs)
 
 
 def test_a_deletion_is_owed_through_an_outage_and_void_once_the_group_commits_again(

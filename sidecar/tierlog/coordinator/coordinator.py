@@ -152,7 +152,7 @@ class GroupCoordinator:
             OFFSETS_TOPIC,
             config.offsets_topic_partitions,
             load_offsets,
-            on_loaded=self._commit_restored_soon,
+            on_loaded=self._on_loaded,
             on_unloaded=_answer_classic_waiters,
         )
         self._tasks: list[asyncio.Task[None]] = []
@@ -163,8 +163,9 @@ class GroupCoordinator:
         # Set when a classic call may have set a nearer deadline: the expiry loop looks now.
         self._session_waker: asyncio.Future[None] | None = None
         # Told (on the loop) each group whose offsets tombstones removed (DeleteGroups,
-        # OffsetDelete, expiry), once they are acknowledged: the bucket's copy of its
-        # offsets follows (``group_offsets_mirror``), whoever wrote that copy.
+        # OffsetDelete, expiry), once they are acknowledged, and each a loaded partition's
+        # log holds such tombstones of: the bucket's copy of its offsets follows
+        # (``group_offsets_mirror``), whoever wrote that copy and whoever deleted it.
         self.on_offsets_deleted: Callable[[str], None] | None = None
 
     # -- running ----------------------------------------------------------------------
@@ -184,6 +185,17 @@ class GroupCoordinator:
             task.cancel()
         self._loaded.stop()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _on_loaded(self, loaded: Loaded[OffsetsState]) -> None:
+        assert loaded.state is not None
+        self._report_deleted(loaded.state)
+        self._commit_restored_soon(loaded)
+
+    def _report_deleted(self, state: OffsetsState) -> None:
+        deleted = state.take_deleted_groups()
+        if self.on_offsets_deleted is not None:
+            for group in sorted(deleted):
+                self.on_offsets_deleted(group)
 
     def _commit_restored_soon(self, loaded: Loaded[OffsetsState]) -> None:
         if self.restored is None:
@@ -432,10 +444,7 @@ class GroupCoordinator:
             else:
                 state.replay_transactional(record, base_offset + index, producer.producer_id)
         self._report_membership(state, group, target_before)
-        if self.on_offsets_deleted is not None and any(
-            record.is_tombstone and isinstance(record.key, OffsetCommitKey) for record in records
-        ):
-            self.on_offsets_deleted(group)
+        self._report_deleted(state)
 
     def _report_membership(self, state: OffsetsState, group: str, target_before: int) -> None:
         """Tell the metrics what the group's membership is now; a target assignment newer

@@ -16,15 +16,15 @@ as its first pass finds them unwritten), and one still loading is left as it was
 object of a group may also have been written by another broker (the partition's
 previous coordinator) or by this one before a restart: so the coordinator tells the
 mirror of every group whose offsets it deleted (``offsets_deleted``: DeleteGroups,
-OffsetDelete, expiry), and the next pass deletes the object of such a group that has no
-offsets of tiered topics left, whether this mirror wrote it or not (else a restore would
-bring a deleted group back). A deletion is kept until its object is gone, or the group
-has such offsets again (then it is written as any changed group), or its partition
-moved away before the pass (a window of one interval: the new coordinator may already
-write the group again, and deleting its object then would lose it; the stale object's
-offsets would be committed by a restore and expire as any group's without members,
-``offsets.retention.minutes``). A store that is down is logged; what was not written or
-deleted is at the next pass.
+OffsetDelete, expiry) and, as it loads a partition, of every group whose offsets the
+log's tombstones removed, and the next pass deletes the object of such a group that has
+no offsets of tiered topics left, whether this mirror wrote it or not (else a restore
+would bring a deleted group back). A deletion is kept until its object is gone, or the
+group has such offsets again (then it is written as any changed group), or its
+partition moved away before the pass: the new coordinator finds the tombstones as it
+loads the partition (compaction keeps them ``delete.retention.ms``, a day by default),
+so the deletion moves with the partition, as it does across a restart. A store that is
+down is logged; what was not written or deleted is at the next pass.
 """
 
 from __future__ import annotations

@@ -60,6 +60,8 @@ class OffsetsState:
         # Transactional commits per producer id, waiting for its marker: the record and
         # its log offset, the latest per key.
         self._transactional: dict[int, dict[OffsetCommitKey, tuple[CoordinatorRecord, int]]] = {}
+        # Groups whose offsets a tombstone removed, until ``take_deleted_groups``.
+        self._deleted_groups: set[str] = set()
 
     # -- the log's records ------------------------------------------------------------
 
@@ -81,6 +83,7 @@ class OffsetsState:
         tp = TopicPartition(key.topic, key.partition)
         if record.value is None:
             self._forget(key.group, tp)
+            self._deleted_groups.add(key.group)
             for pending in self._transactional.values():  # deleted in open transactions too
                 pending.pop(key, None)
             return
@@ -106,6 +109,13 @@ class OffsetsState:
             return
         for record, log_offset in pending.values():
             self.replay(record, log_offset)
+
+    def take_deleted_groups(self) -> set[str]:
+        """The groups whose offsets tombstones removed since last asked: by the load (a
+        deletion another broker, or this one before a restart, wrote) or by a write here.
+        The bucket's copy of their offsets may be owed a deletion (``group_offsets_mirror``)."""
+        deleted, self._deleted_groups = self._deleted_groups, set()
+        return deleted
 
     def _replay_membership(self, group_id: str, record: CoordinatorRecord) -> None:
         group = self._consumer_groups.get(group_id)
