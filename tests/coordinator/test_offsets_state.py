@@ -42,6 +42,19 @@ def test_the_latest_commit_per_key_wins_and_a_tombstone_deletes() -> None:
     assert state.groups() == [] and not state.has_group("g")
 
 
+def test_the_groups_tombstones_reached_are_told_once() -> None:
+    """Even a tombstone of an offset the log no longer holds (compaction removed the
+    commit): the bucket may still keep that group's copy."""
+    state = OffsetsState()
+    for log_offset, record in enumerate(
+        [commit("kept", TP0, 5), tombstone("gone", TP0), commit("back", TP1, 2)]
+    ):
+        state.replay(record, log_offset)
+    state.replay(tombstone("back", TP1), 3)
+    assert state.take_deleted_groups() == {"gone", "back"}
+    assert state.take_deleted_groups() == set()
+
+
 def test_an_acknowledgement_older_in_the_log_changes_nothing() -> None:
     """Two commits of a key in flight: the later one (offset 11 in the log) is answered
     first; the earlier one (offset 10) must not win, nor bring back a deleted key."""
