@@ -1,16 +1,20 @@
 """Spark's own Kafka source and sink (``spark-sql-kafka-0-10``, the run's one SparkSession)
 against the Kafka listener of one sidecar: a batch read through the listener under
 ``read_committed`` gives the rows ``format("tierlog")`` reads from the sidecar's own log
-dir, column for column; and what Spark's Kafka sink writes through the listener,
-``format("tierlog")`` reads back. Each test has its own topic."""
+dir, column for column; so does a Structured Streaming query, run twice on one
+checkpoint, each run reading only what came after the last; and what Spark's Kafka sink
+writes through the listener, ``format("tierlog")`` reads back. Each test has its own
+topic."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kafka import KafkaProducer
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, DataFrameReader, Row, SparkSession
+from pyspark.sql.streaming.readwriter import DataStreamReader
 
 from tests.kafka.conftest import KafkaSidecar, start_kafka_sidecar
 from tests.support.sidecars import Sidecars
@@ -36,16 +40,40 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSidecar]:
 
 def kafka_source(spark: SparkSession, broker: KafkaSidecar, topic: str) -> DataFrame:
     """The topic from its first offset to its last stable one, through the listener."""
+    return kafka_options(spark.read, broker, topic).option("endingOffsets", "latest").load()
+
+
+def kafka_options(
+    reader: DataFrameReader | DataStreamReader, broker: KafkaSidecar, topic: str
+) -> DataFrameReader | DataStreamReader:
+    """The options a batch and a streaming read of the topic share."""
     return (
-        spark.read.format("kafka")
+        reader.format("kafka")
         .option("kafka.bootstrap.servers", broker.kafka_address)
         .option("kafka.isolation.level", "read_committed")
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
-        .option("endingOffsets", "latest")
         .option("includeHeaders", "true")
-        .load()
     )
+
+
+def stream_until_caught_up(
+    spark: SparkSession, broker: KafkaSidecar, topic: str, checkpoint: Path
+) -> list[Row]:
+    """One run of a streaming query over the topic (``availableNow``: what is stable
+    when it starts, from where the checkpoint says the last run ended); its rows."""
+    collected: list[Row] = []
+    query = (
+        kafka_options(spark.readStream, broker, topic)
+        .load()
+        .writeStream.foreachBatch(lambda batch, _id: collected.extend(rows(batch)))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(300), "the streaming query did not catch up in 300 s"
+    assert query.exception() is None
+    return collected
 
 
 def tierlog_source(spark: SparkSession, broker: KafkaSidecar, topic: str) -> DataFrame:
@@ -61,6 +89,10 @@ def tierlog_source(spark: SparkSession, broker: KafkaSidecar, topic: str) -> Dat
 def rows(frame: DataFrame) -> list[Row]:
     """The frame's rows by partition and offset (sorted here: a Spark sort is two jobs)."""
     return sorted(frame.select(*COLUMNS).collect(), key=lambda row: (row.partition, row.offset))
+
+
+def value_of(row: Row) -> bytes | None:
+    return None if row.value is None else bytes(row.value)
 
 
 def as_written(row: Row) -> tuple[bytes, bytes, int, list[tuple[str, bytes]]]:
@@ -126,10 +158,27 @@ def test_spark_kafka_source_reads_through_the_listener_what_format_tierlog_reads
     from_segments = rows(tierlog_source(spark, broker, "events"))
 
     assert through_kafka == from_segments
-    read = [None if row.value is None else bytes(row.value) for row in through_kafka]
+    read = [value_of(row) for row in through_kafka]
     assert sorted(read, key=repr) == sorted([*plain, *committed], key=repr)
     assert not set(aborted) & set(read)
     assert {row.partition for row in through_kafka} == set(range(PARTITIONS))
+
+
+def test_spark_structured_streaming_reads_through_the_listener_and_resumes_from_its_checkpoint(
+    spark: SparkSession, broker: KafkaSidecar, tmp_path: Path
+) -> None:
+    broker.create_topic("streamed", PARTITIONS)
+    checkpoint = tmp_path / "checkpoint"
+    plain = produce_every_codec(broker, "streamed")
+    first = stream_until_caught_up(spark, broker, "streamed", checkpoint)
+    committed, aborted = produce_transactions(broker, "streamed")
+    second = stream_until_caught_up(spark, broker, "streamed", checkpoint)
+
+    from_segments = rows(tierlog_source(spark, broker, "streamed"))
+    assert sorted(first + second, key=lambda row: (row.partition, row.offset)) == from_segments
+    assert sorted((value_of(row) for row in first), key=repr) == sorted(plain, key=repr)
+    assert sorted((value_of(row) for row in second), key=repr) == sorted(committed, key=repr)
+    assert not set(aborted) & {value_of(row) for row in second}
 
 
 def test_spark_kafka_sink_writes_through_the_listener_what_format_tierlog_reads_back(
