@@ -116,9 +116,12 @@ class StateWatch:
             except Exception as error:  # 410 Gone, refused, or the server away
                 if self._stopping.is_set():
                     return
+                # Before the failure is counted: whoever sees the count sees the
+                # journal lost too (a test waiting on the count read a journal
+                # still tracking, in the moment the warning took to be logged).
+                self._journal.lose_track()
                 self._failed("watch", error)
                 failure = error
-            self._journal.lose_track()
             while not self._stopping.wait(self._retry_after(failure)):
                 try:
                     version = self._list()
