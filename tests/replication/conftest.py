@@ -8,6 +8,7 @@ changing partition state in the same store (``Cluster.store``) as the controller
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.sidecar.conftest import Sidecar
+from tests.support.process_faults import paused
 from tests.support.sidecars import Sidecars, free_port
 from tests.support.tcp_fault_proxy import TcpFaultProxy
 from tierlog.api.v1 import admin_service_pb2
@@ -71,6 +73,11 @@ class Cluster:
 
     def state(self, topic: str, partition: int = 0) -> PartitionState:
         return self.store.read_topic(topic)[partition]
+
+    def paused(self, node_id: int) -> contextlib.AbstractContextManager[None]:
+        """The broker SIGSTOPped for the block, where it holds none of the store's locks
+        (a pause of the broker, not of the file-lock store: ``process_faults``)."""
+        return paused(self.broker(node_id).process.pid, outside_locks_under=self.state_dir)
 
 
 def _lists(broker: Sidecar, topic: str) -> bool:

@@ -28,7 +28,6 @@ from pathlib import Path
 import pytest
 
 from tests.interop.kafka import dump_log_segments, segment_files
-from tests.sidecar.conftest import Sidecar
 from tests.support.fault_workers import start_worker, wait_for_events
 from tests.support.history import Fault as FaultEvent
 from tests.support.history import (
@@ -39,7 +38,7 @@ from tests.support.history import (
     check,
     load_history,
 )
-from tests.support.process_faults import kill_9, paused
+from tests.support.process_faults import kill_9
 from tests.support.replica_dirs import record_final_reads
 from tierlog.client import AdminClient
 
@@ -82,7 +81,7 @@ def pause_the_leader(cluster: Cluster, nemesis: HistoryRecorder) -> None:
     """Stopped past its lease: it is replaced while it still believes it leads, and
     must learn that before it acknowledges anything again."""
     victim = _leader(cluster)
-    with paused(cluster.broker(victim).process.pid):
+    with cluster.paused(victim):
         nemesis.fault("SIGSTOP leader", f"broker-{victim}")
         wait_for(
             lambda: cluster.state(TOPIC).leader != victim, "the paused leader's replacement", 60
@@ -197,14 +196,15 @@ def _controller_changes_ns(cluster: Cluster, since_ns: int) -> dict[int, int]:
     return changes
 
 
-@contextlib.contextmanager
-def _paused_for_the_block(broker: Sidecar) -> Iterator[None]:
-    with paused(broker.process.pid):
-        yield
+def _paused_for_the_block(
+    cluster: Cluster, node_id: int
+) -> contextlib.AbstractContextManager[None]:
+    return cluster.paused(node_id)
 
 
 @contextlib.contextmanager
-def _killed_for_the_block(broker: Sidecar) -> Iterator[None]:
+def _killed_for_the_block(cluster: Cluster, node_id: int) -> Iterator[None]:
+    broker = cluster.broker(node_id)
     kill_9(broker.process.pid)
     broker.process.wait()
     try:
@@ -222,7 +222,7 @@ def test_acks_resume_within_1_5_s_of_the_election_when_the_first_bootstrap_serve
     tmp_path: Path,
     replicated_brokers: ClusterFactory,
     fault_kind: str,
-    while_down: Callable[[Sidecar], contextlib.AbstractContextManager[None]],
+    while_down: Callable[[Cluster, int], contextlib.AbstractContextManager[None]],
 ) -> None:
     """At the default settings (``broker.session.timeout.ms`` 9 s, ``request.timeout.ms``
     30 s): broker 0, the first bootstrap server and a partition's leader, is stopped
@@ -245,7 +245,7 @@ def test_acks_resume_within_1_5_s_of_the_election_when_the_first_bootstrap_serve
     try:
         with HistoryRecorder(history, "nemesis") as nemesis:
             wait_for_events(history, workers, 200)
-            with while_down(cluster.broker(victim)):
+            with while_down(cluster, victim):
                 nemesis.fault(fault_kind, f"broker-{victim}")
                 for partition in led:
                     wait_for(

@@ -24,7 +24,6 @@ import pytest
 
 from tests.sidecar.conftest import Sidecar, reason_of
 from tests.support.minio import MinioServer
-from tests.support.process_faults import paused
 from tests.support.scrape import METRICS, scrape_sidecar
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2
 from tierlog.client import Producer
@@ -291,7 +290,7 @@ def test_a_paused_leader_resumed_after_its_successor_claimed_the_tier_writes_not
     produce(cluster, 0, 100)
     wait_for(lambda: tiered.settled(0), "the first leader's segments to be in the tier")
     uploaded_before = uploaded_segments(cluster.broker(0))
-    with paused(cluster.broker(0).process.pid):  # past its lease: the controller moves on
+    with cluster.paused(0):  # past its lease: the controller moves on
         wait_for(lambda: tiered.leader() in (1, 2), "a new leader")
         successor = tiered.leader()
         wait_for(functools.partial(tiered.writer_epoch_is, 2), "the new leader's claim")

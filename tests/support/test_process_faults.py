@@ -3,17 +3,20 @@ so a test sees whether it runs; signals are real, states are read from /proc."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import select
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.support.process_faults import (
     ProcessFaultTimeout,
+    holds_lock_under,
     is_alive,
     is_stopped,
     kill_9,
@@ -27,6 +30,17 @@ ECHO = (
     "print('ready', flush=True)\n"
     "for line in sys.stdin:\n"
     "    print(line, end='', flush=True)\n"
+)
+# Holds a lock on the file it is given most of the time, a moment free between holds.
+LOCKER = (
+    "import fcntl, os, sys, time\n"
+    "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+    "print('ready', flush=True)\n"
+    "while True:\n"
+    "    fcntl.flock(fd, fcntl.LOCK_EX)\n"
+    "    time.sleep(0.02)\n"
+    "    fcntl.flock(fd, fcntl.LOCK_UN)\n"
+    "    time.sleep(0.002)\n"
 )
 # How long a stopped child is given to (wrongly) answer. It is known to be stopped
 # before the wait starts, so this bounds how hard we look, not a race.
@@ -131,3 +145,32 @@ def test_a_process_that_is_not_our_child_is_killed_and_seen_dead() -> None:
     finally:
         if is_alive(orphan):
             os.kill(orphan, 9)
+
+
+def test_a_pause_outside_locks_lands_where_the_process_holds_none(tmp_path: Path) -> None:
+    """A child holding a lock under the directory ~90% of the time: every pause that
+    names the directory finds it free (another process takes it at once), and the
+    lock is seen held once the child runs again."""
+    lock = tmp_path / "store" / "topic.json.lock"
+    lock.parent.mkdir()
+    child = subprocess.Popen(
+        [sys.executable, "-c", LOCKER, str(lock)], stdout=subprocess.PIPE, bufsize=0
+    )
+    try:
+        assert _answer(child, 30) == b"ready\n"
+        fd = os.open(lock, os.O_RDWR)
+        try:
+            for _ in range(10):
+                with paused(child.pid, outside_locks_under=lock.parent):
+                    assert not holds_lock_under(child.pid, lock.parent)
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free: taken at once
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+            deadline = time.monotonic() + 10
+            while not holds_lock_under(child.pid, lock.parent):
+                assert time.monotonic() < deadline, "the running child never held its lock"
+                time.sleep(0.001)
+        finally:
+            os.close(fd)
+    finally:
+        child.kill()
+        child.wait()
