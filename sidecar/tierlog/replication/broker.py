@@ -44,7 +44,12 @@ from tierlog.partition_state.lease_keeper import LeaseKeeper
 from tierlog.replication.config import DirectoryStore, ReplicationConfig
 from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.replication.state_store import open_state_store
-from tierlog.replication.unclean_recovery import UncleanRecovery, ask_replica_log_ends
+from tierlog.replication.unclean_recovery import (
+    RETRY_INTERVAL_S,
+    UncleanRecovery,
+    ask_replica_log_ends,
+)
+from tierlog.storage.errors import TierlogError
 from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["ReplicatedBroker"]
@@ -194,8 +199,17 @@ class ReplicatedBroker:
 
         async def until_recovered() -> None:
             await recovery.run()
-            await asyncio.to_thread(self.lease.logs_recovered)
-            log.info("unclean recovery: no partition is left that only the lost logs held")
+            while True:
+                try:
+                    await asyncio.to_thread(self.lease.logs_recovered)
+                except StaleBrokerEpochError:
+                    return  # a newer incarnation is this broker now
+                except TierlogError as error:  # the store is away: the lease says so later
+                    log.warning("unclean recovery: cannot update the lease yet: %s", error)
+                    await asyncio.sleep(RETRY_INTERVAL_S)
+                    continue
+                log.info("unclean recovery: no partition is left that only the lost logs held")
+                return
 
         self._recovering = asyncio.create_task(until_recovered(), name="unclean-recovery")
 
