@@ -250,3 +250,39 @@ def test_a_preferred_election_keeps_every_invariant(
     _check_change(state, after)
     if after is not None:
         assert (after.leader, after.isr) == (state.replicas[0], state.isr)
+
+
+@given(_states(), _LIVE, _LIVE)
+def test_a_clean_election_never_leads_an_offline_partition_by_a_lost_log(
+    state: PartitionState, live: frozenset[int], lost: frozenset[int]
+) -> None:
+    after = elect(state, live, unclean=False, lost=lost)
+    _check_change(state, after)
+    final = after or state
+    if state.leader == NO_LEADER and len(state.replicas) > 1:
+        assert final.leader not in lost
+    assert elect(final, live, unclean=False, lost=lost) is None
+
+
+_ENDS = st.dictionaries(
+    st.integers(0, 6), st.builds(ReplicaLogEnd, st.integers(-1, 9), st.integers(0, 99))
+)
+
+
+@given(_states(), st.integers(0, 6), _ENDS)
+def test_a_recovery_keeps_every_invariant(
+    state: PartitionState, broker: int, answers: dict[int, ReplicaLogEnd]
+) -> None:
+    after = recover(state, broker, answers)
+    _check_change(state, after)
+    if after is None:
+        return
+    assert state.isr == (broker,) and len(state.replicas) > 1
+    if after.leader == NO_LEADER:
+        assert after.isr == state.isr
+        assert not set(answers) & set(state.replicas) - {broker}
+    else:
+        assert after.isr == (after.leader,) and after.leader != broker
+        assert answers[after.leader] == max(
+            end for r, end in answers.items() if r in state.replicas and r != broker
+        )
