@@ -156,7 +156,7 @@ class UncleanRecovery:
     ) -> dict[TopicPartition, dict[int, ReplicaLogEnd]]:
         """Each partition's answers, by replica, from the live other replicas (asked side
         by side, one request per broker)."""
-        live = self._live()
+        live = await asyncio.to_thread(self._live)  # a read of the store's leases
         asked: dict[int, list[TopicPartition]] = {}
         for tp, state in states.items():
             for replica in state.replicas:
