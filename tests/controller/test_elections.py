@@ -6,7 +6,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tierlog.controller.elections import elect, hand_over, preferred_leader
+from tierlog.controller.elections import (
+    ReplicaLogEnd,
+    elect,
+    hand_over,
+    preferred_leader,
+    recover,
+)
 from tierlog.partition_state.model import NO_LEADER, PartitionState
 
 ORDERS = PartitionState((1, 2, 3), leader=1, leader_epoch=4, isr=(1, 2, 3), partition_epoch=9)
@@ -84,6 +90,55 @@ def test_an_offline_partition_is_led_by_its_isr_member_once_it_is_alive_again() 
 def test_an_offline_partition_is_led_by_any_live_replica_under_unclean_election() -> None:
     offline = _state(NO_LEADER, (1,))
     assert elect(offline, live={3}, unclean=True) == offline.with_leader(3, isr=(3,))
+
+
+def test_an_offline_partition_is_not_led_from_its_isr_by_a_broker_whose_logs_were_lost() -> None:
+    """Broker 1's log dir was formatted at its start: the ISR it was left in promises
+    records it no longer holds, so it does not lead again; another live ISR member does,
+    and a partition with one replica has nothing better than its empty log."""
+    offline = _state(NO_LEADER, (1,))
+    assert elect(offline, live={1, 2}, unclean=False, lost={1}) is None
+    both = _state(NO_LEADER, (1, 2))
+    assert elect(both, live={1, 2}, unclean=False, lost={1}) == both.with_leader(2, isr=(2,))
+    alone = _state(NO_LEADER, (1,), replicas=(1,))
+    assert elect(alone, live={1}, unclean=False, lost={1}) == alone.with_leader(1)
+    # A leader's failure is no offline partition: a member that rejoined since leads.
+    led = _state(3, (3, 1))
+    assert elect(led, live={1}, unclean=False, lost={1}) == led.with_leader(1, isr=(1,))
+
+
+# -- unclean recovery ---------------------------------------------------------------------
+
+
+def test_a_lost_log_alone_in_sync_gives_the_partition_to_the_replica_holding_the_most() -> None:
+    """The greatest last leader epoch wins, then the greatest log end, then replica
+    order; the winner is alone in the ISR, in the next leader epoch."""
+    state = _state(1, (1,))
+    ahead_in_epoch = {2: ReplicaLogEnd(4, 10), 3: ReplicaLogEnd(3, 50)}
+    assert recover(state, 1, ahead_in_epoch) == state.with_leader(2, isr=(2,))
+    longer = {2: ReplicaLogEnd(4, 10), 3: ReplicaLogEnd(4, 11)}
+    assert recover(state, 1, longer) == state.with_leader(3, isr=(3,))
+    equal = {3: ReplicaLogEnd(4, 10), 2: ReplicaLogEnd(4, 10)}
+    after = recover(state, 1, equal)
+    assert after == state.with_leader(2, isr=(2,))
+    assert after is not None and after.leader_epoch == state.leader_epoch + 1
+
+
+def test_a_lost_log_alone_in_sync_with_no_answer_goes_offline_keeping_its_isr() -> None:
+    state = _state(1, (1,))
+    assert recover(state, 1, {}) == state.with_leader(NO_LEADER)
+    assert recover(state.with_leader(NO_LEADER), 1, {}) is None  # offline already
+
+
+def test_recovery_leaves_alone_a_single_replica_and_a_partition_with_other_isr_members() -> None:
+    """One replica: its empty log is all there is, and it leads. Other ISR members, or
+    answers from brokers that are not replicas (or itself): not a recovery to make."""
+    assert recover(_state(1, (1,), replicas=(1,)), 1, {}) is None
+    assert recover(_state(1, (1, 2)), 1, {2: ReplicaLogEnd(4, 10)}) is None
+    assert recover(_state(2, (2,)), 1, {3: ReplicaLogEnd(4, 10)}) is None
+    state = _state(1, (1,))
+    strangers = {1: ReplicaLogEnd(9, 99), 7: ReplicaLogEnd(9, 99)}
+    assert recover(state, 1, strangers) == state.with_leader(NO_LEADER)
 
 
 # -- controlled shutdown -----------------------------------------------------------------
@@ -195,3 +250,39 @@ def test_a_preferred_election_keeps_every_invariant(
     _check_change(state, after)
     if after is not None:
         assert (after.leader, after.isr) == (state.replicas[0], state.isr)
+
+
+@given(_states(), _LIVE, _LIVE)
+def test_a_clean_election_never_leads_an_offline_partition_by_a_lost_log(
+    state: PartitionState, live: frozenset[int], lost: frozenset[int]
+) -> None:
+    after = elect(state, live, unclean=False, lost=lost)
+    _check_change(state, after)
+    final = after or state
+    if state.leader == NO_LEADER and len(state.replicas) > 1:
+        assert final.leader not in lost
+    assert elect(final, live, unclean=False, lost=lost) is None
+
+
+_ENDS = st.dictionaries(
+    st.integers(0, 6), st.builds(ReplicaLogEnd, st.integers(-1, 9), st.integers(0, 99))
+)
+
+
+@given(_states(), st.integers(0, 6), _ENDS)
+def test_a_recovery_keeps_every_invariant(
+    state: PartitionState, broker: int, answers: dict[int, ReplicaLogEnd]
+) -> None:
+    after = recover(state, broker, answers)
+    _check_change(state, after)
+    if after is None:
+        return
+    assert state.isr == (broker,) and len(state.replicas) > 1
+    if after.leader == NO_LEADER:
+        assert after.isr == state.isr
+        assert not set(answers) & set(state.replicas) - {broker}
+    else:
+        assert after.isr == (after.leader,) and after.leader != broker
+        assert answers[after.leader] == max(
+            end for r, end in answers.items() if r in state.replicas and r != broker
+        )

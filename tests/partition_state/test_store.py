@@ -217,6 +217,27 @@ def test_a_broker_in_controlled_shutdown_joins_no_isr_until_a_new_incarnation_ho
     assert _alter_isr(store, store.read_topic("orders")[0], (1, 3)).isr == (1, 3)
 
 
+def test_a_lease_says_its_incarnations_logs_were_lost_until_the_holder_clears_it(
+    store_at: OpenStore,
+) -> None:
+    """A broker's first incarnation lost nothing, whatever it says; a later one started
+    on a formatted log dir is marked through its renewals, until it clears the mark (no
+    other holder may); the next incarnation says again."""
+    store, _, _ = store_at()
+    assert not store.acquire_lease(1, "broker-1-a", 10.0, logs_lost=True).logs_lost
+    assert not store.acquire_lease(1, "broker-1-b", 10.0).logs_lost  # kill -9, restarted
+    wiped = store.acquire_lease(1, "broker-1-c", 10.0, logs_lost=True)
+    renewed = store.renew_lease(1, "broker-1-c")
+    assert wiped.logs_lost and renewed.logs_lost
+    again, _, _ = store_at()
+    assert again.read_leases()[1] == renewed
+    with pytest.raises(StaleBrokerEpochError):
+        store.logs_recovered(1, "broker-1-b")
+    assert not store.logs_recovered(1, "broker-1-c").logs_lost
+    assert not store.renew_lease(1, "broker-1-c").logs_lost
+    assert store.acquire_lease(1, "broker-1-d", 10.0, logs_lost=True).logs_lost
+
+
 def test_a_broker_lease_is_renewed_by_its_holder_and_taken_over_by_a_new_incarnation(
     store_at: OpenStore,
 ) -> None:

@@ -12,8 +12,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
-
 from tests.support.process_faults import paused
 from tests.support.replica_dirs import checkpointed_high_watermark, read_values
 from tests.support.scrape import METRICS, metrics_address, scrape
@@ -22,9 +20,16 @@ from tierlog.client import AdminClient, Consumer, Producer, TopicPartition
 from tierlog.file_lock import exclusive_lock
 from tierlog.storage.errors import UnknownTopicOrPartitionError
 
-from .conftest import ClusterFactory, wait_for
+from .conftest import Cluster, ClusterFactory, wait_for
 
 FAST_FAILOVER = ("broker.session.timeout.ms=1500", "replica.lag.time.max.ms=1500")
+# Followers paused past replica.lag.time.max.ms leave the leader alone in the ISR, while
+# their leases (and the leader's) last; broker 0 does not take leadership back by itself.
+LEADER_LEFT_ALONE = (
+    "broker.session.timeout.ms=60000",
+    "replica.lag.time.max.ms=1500",
+    "auto.leader.rebalance.enable=false",
+)
 
 
 def test_a_topic_created_through_any_broker_reaches_every_broker_with_its_configs(
@@ -290,47 +295,86 @@ def test_a_leader_whose_disk_was_wiped_leads_no_more_and_nothing_acknowledged_is
     wait_for(lambda: 0 in cluster.state("orders").isr, "broker 0 to catch up and rejoin")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known loss of acknowledged records: a restarted broker that is a partition's only "
-    "ISR member keeps leading its wiped log, and the followers out of the ISR, which hold "
-    "every acknowledged record, truncate to it (Kafka elects from KIP-966's eligible leader "
-    "replicas instead; not implemented here)",
-)
 def test_a_wiped_leader_that_was_the_last_in_sync_replica_truncates_no_follower(
     replicated_brokers: ClusterFactory,
 ) -> None:
     """Ten records acknowledged by all three replicas; both followers paused, so the
     leader shrinks the ISR to itself (a record it alone holds); while they are paused the
     leader's disk is wiped and it restarts, the only ISR member, which it cannot leave.
-    The followers hold every acknowledged record, and must keep them once they resume.
+    The followers hold every acknowledged record, and must keep them once they resume:
+    the restarted broker, its log dir formatted, gives the partition to the replica
+    holding the most (offline until one answers), and follows it. A partition with no
+    other replica leads its empty log: there is nothing else to read.
     (How the fault run's wiped follower can lose records: the broker it wipes follows
     partition 0 but may lead partition 1, whose followers a loaded machine lets lag.)"""
-    cluster = replicated_brokers(
-        3,
-        "broker.session.timeout.ms=60000",
-        "replica.lag.time.max.ms=1500",
-        "auto.leader.rebalance.enable=false",
-    )
-    cluster.create_topic("orders", (0, 1, 2))
-    config = {"bootstrap.servers": cluster.broker(0).address, "acks": "all", "linger.ms": 0}
-    with Producer(config) as producer:
-        sent = [producer.send("orders", b"r%d" % i, partition=0) for i in range(10)]
-    assert [future.result().offset for future in sent] == list(range(10))
+    cluster = replicated_brokers(3, *LEADER_LEFT_ALONE, METRICS)
+    cluster.create_topic("alone", (0,))
+    config = _ten_acknowledged_by_all(cluster)
     wiped = cluster.broker(0)
     with paused(cluster.broker(1).process.pid), paused(cluster.broker(2).process.pid):
-        with Producer({**config, "acks": "1"}) as producer:
-            producer.send("orders", b"the leader's alone", partition=0).result()
-        wait_for(lambda: cluster.state("orders").isr == (0,), "the ISR to shrink to the leader")
+        _left_alone_in_sync(cluster, config, b"the leader's alone")
         wiped.kill()
         shutil.rmtree(wiped.data_dir)
         wiped.start()
+        alone = cluster.state("alone")
+        assert (alone.leader, alone.isr) == (0, (0,))
+        with Producer({**config, "acks": "1"}) as producer:
+            assert producer.send("alone", b"again", partition=0).result().offset == 0
     wait_for(lambda: len(cluster.state("orders").isr) == 3, "the ISR to be whole again", 60)
+    assert cluster.state("orders").leader in (1, 2)
+    recoveries = scrape(metrics_address(wiped.output)).value("tierlog_unclean_recoveries_total")
+    assert recoveries == 1
     for broker in cluster.brokers:
         assert broker.stop() == 0
     acknowledged = [(i, f"r{i}") for i in range(10)]
     for broker in cluster.brokers:
         assert read_values(broker.data_dir / "orders-0", 10) == acknowledged, broker.data_dir
+
+
+def test_a_last_in_sync_leader_killed_without_losing_its_disk_still_leads_after_restart(
+    replicated_brokers: ClusterFactory,
+) -> None:
+    """As above, but kill -9 alone: its log dir keeps meta.properties, so its logs are
+    not lost. It cannot leave the ISR and leads on in the same leader epoch, as in Kafka:
+    no offline partition, no recovery, and the followers catch up from it."""
+    cluster = replicated_brokers(3, *LEADER_LEFT_ALONE)
+    config = _ten_acknowledged_by_all(cluster)
+    restarted = cluster.broker(0)
+    with paused(cluster.broker(1).process.pid), paused(cluster.broker(2).process.pid):
+        _left_alone_in_sync(cluster, config, b"r10")
+        before = cluster.state("orders")
+        restarted.kill()
+        restarted.start()
+        with Producer({**config, "acks": "1"}) as producer:
+            assert producer.send("orders", b"r11", partition=0).result().offset == 11
+        after = cluster.state("orders")
+        assert (after.leader, after.leader_epoch, after.isr) == (0, before.leader_epoch, (0,))
+    wait_for(lambda: len(cluster.state("orders").isr) == 3, "the ISR to be whole again", 60)
+    assert "unclean recovery" not in restarted.output
+    for broker in cluster.brokers:
+        assert broker.stop() == 0
+    kept = [(i, f"r{i}") for i in range(12)]
+    for broker in cluster.brokers:
+        assert read_values(broker.data_dir / "orders-0", 12) == kept, broker.data_dir
+
+
+def _ten_acknowledged_by_all(cluster: Cluster) -> dict[str, object]:
+    """Records r0..r9 acknowledged (acks=all) by the three replicas of orders-0, led by
+    broker 0; the producer's config."""
+    cluster.create_topic("orders", (0, 1, 2))
+    config = {"bootstrap.servers": cluster.broker(0).address, "acks": "all", "linger.ms": 0}
+    with Producer(config) as producer:
+        sent = [producer.send("orders", b"r%d" % i, partition=0) for i in range(10)]
+    assert [future.result().offset for future in sent] == list(range(10))
+    return config
+
+
+def _left_alone_in_sync(cluster: Cluster, config: dict[str, object], value: bytes) -> None:
+    """With its followers paused, broker 0 takes ``value`` at offset 10 (acks=1) and
+    shrinks the ISR of orders-0 to itself."""
+    with Producer({**config, "acks": "1"}) as producer:
+        assert producer.send("orders", value, partition=0).result().offset == 10
+    wait_for(lambda: cluster.state("orders").isr == (0,), "the ISR to shrink to the leader")
 
 
 def _files(directory: Path) -> dict[str, bytes]:

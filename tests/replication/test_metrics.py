@@ -32,6 +32,7 @@ REPLICATION_SERIES = {
     "tierlog_at_min_isr_partitions",
     "tierlog_isr_shrinks_total",
     "tierlog_isr_expands_total",
+    "tierlog_unclean_recoveries_total",
     "tierlog_follower_max_lag_records",
     "tierlog_controller_offline_partitions",
     "tierlog_controller_leader_elections_total",

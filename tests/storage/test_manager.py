@@ -72,6 +72,27 @@ def test_startup_writes_meta_properties_in_every_log_dir(tmp_path: Path) -> None
     again.shutdown()
 
 
+def test_the_manager_knows_which_log_dirs_it_formatted_at_this_start(tmp_path: Path) -> None:
+    """A log dir without meta.properties (new, or wiped) is formatted at the start: its
+    partitions hold nothing they held before (the broker's lease says so); one that kept
+    its file, after a clean stop or a crash alike, was not."""
+    dirs = (tmp_path / "a", tmp_path / "b")
+    first = manager_for(*dirs)
+    first.startup()
+    assert first.formatted_log_dirs == list(dirs)
+    first.shutdown()
+    shutil.rmtree(dirs[1])
+    again = manager_for(*dirs)
+    again.startup()
+    assert again.formatted_log_dirs == [dirs[1]]
+    again.shutdown()
+    (dirs[0] / CLEAN_SHUTDOWN_MARKER).unlink()  # as a kill -9 leaves it
+    crashed = manager_for(*dirs)
+    crashed.startup()
+    assert crashed.formatted_log_dirs == []
+    crashed.shutdown()
+
+
 def test_new_partitions_get_their_metadata_files(tmp_path: Path) -> None:
     manager = manager_for(tmp_path / "a")
     manager.startup()

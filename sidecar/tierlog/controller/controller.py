@@ -73,6 +73,9 @@ class Controller:
         self.preferred_leaders = preferred_leaders  # may change between passes
         self._liveness = Liveness()
         self.live: frozenset[int] = frozenset()
+        # Brokers whose current incarnation started on a formatted log dir (their leases
+        # say so): no offline partition is led by one of them from its ISR.
+        self._logs_lost: frozenset[int] = frozenset()
         # Every cause there from the start: the metrics thread copies it while passes add.
         self.elections = dict.fromkeys(ELECTION_CAUSES, 0)
         self.offline_partitions = 0  # as the last pass left them
@@ -93,6 +96,7 @@ class Controller:
         live = self._liveness.observe(view.leases, self._clock())
         _log_liveness(self.live, live)
         self.live = live
+        self._logs_lost = frozenset(b for b, lease in view.leases.items() if lease.logs_lost)
         changes: list[PartitionChange] = []
         if self._broker is not None and self._broker != min(live, default=self._broker):
             # Another broker decides (safe either way: every change is a compare-and-swap,
@@ -163,7 +167,7 @@ class Controller:
     def _decide(self, state: PartitionState, unclean: bool) -> PartitionState | None:
         """The elections, then a reassignment whose target is in sync completed, in one
         change (``None``: nothing to change)."""
-        after = elect(state, self.live, unclean) or state
+        after = elect(state, self.live, unclean, self._logs_lost) or state
         if self.preferred_leaders:
             after = preferred_leader(after, self.live) or after
         after = complete_reassignment(after, self.live) or after

@@ -11,7 +11,17 @@ write, or ``None`` when nothing changes. The rules are those of Kafka's KRaft co
   in the next leader epoch. With none, the partition goes offline (``NO_LEADER``) unless
   ``unclean.leader.election.enable`` lets any live replica lead, with an ISR of itself
   (committed records it lacks are lost: that is what "unclean" means).
-- An offline partition whose ISR member is alive again is led by it.
+- An offline partition whose ISR member is alive again is led by it, unless that
+  member's log dir was formatted at its start (``lost``: its lease says so) and other
+  replicas exist: it holds nothing of what the ISR promised, and leading it would
+  truncate every other replica.
+- A broker whose log dir was formatted at its start and that is the only ISR member
+  of a partition (so it cannot leave the ISR) does not lead its empty log while another
+  replica may hold the records: it asks the other replicas how far their logs go and
+  elects the one with the highest (last leader epoch, log end offset), with an ISR of
+  itself (``recover``, Kafka's unclean recovery of KIP-966). With no answer the
+  partition stays offline, its ISR kept, until one comes; with no other replica (one
+  replica only) the empty log is all there is, and it leads.
 - A broker stopping on SIGTERM (controlled shutdown) hands its leaderships to another
   live ISR member and leaves the ISRs it is in; the only ISR member stays leader, as in
   Kafka: it has nobody to hand over to.
@@ -25,18 +35,34 @@ metadata version 3.6.
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Mapping, Set
+from dataclasses import dataclass
 
 from tierlog.partition_state.model import NO_LEADER, PartitionState
 
-__all__ = ["elect", "hand_over", "preferred_leader"]
+__all__ = ["ReplicaLogEnd", "elect", "hand_over", "preferred_leader", "recover"]
 
 
-def elect(state: PartitionState, live: Set[int], unclean: bool) -> PartitionState | None:
-    """Fence the brokers that are not ``live`` and keep the partition led if it can be."""
+@dataclass(frozen=True, order=True)
+class ReplicaLogEnd:
+    """How far a replica's log goes, as it says (Kafka's GetReplicaLogInfo): compared
+    by the leader epoch of its last batch first, then its log end offset."""
+
+    last_leader_epoch: int
+    log_end_offset: int
+
+
+def elect(
+    state: PartitionState, live: Set[int], unclean: bool, lost: Set[int] = frozenset()
+) -> PartitionState | None:
+    """Fence the brokers that are not ``live`` and keep the partition led if it can be;
+    an offline partition with other replicas is not led again by an ISR member in
+    ``lost`` (its log dir was formatted at its start: ``recover`` is its way back)."""
     live_isr = tuple(replica for replica in state.isr if replica in live)
     if state.leader in live_isr:
         return None if live_isr == state.isr else state.with_isr(live_isr)
+    if state.leader == NO_LEADER and len(state.replicas) > 1:
+        live_isr = tuple(replica for replica in live_isr if replica not in lost)
     if live_isr:
         return state.with_leader(_first_in_replica_order(state, live_isr), isr=live_isr)
     live_replicas = tuple(replica for replica in state.replicas if replica in live)
@@ -62,6 +88,25 @@ def hand_over(state: PartitionState, broker: int, live: Set[int]) -> PartitionSt
     if not live_others:
         return None
     return state.with_leader(_first_in_replica_order(state, live_others), isr=others)
+
+
+def recover(
+    state: PartitionState, broker: int, answers: Mapping[int, ReplicaLogEnd]
+) -> PartitionState | None:
+    """``broker``'s log dir was formatted at its start: where it is the only ISR member
+    and other replicas exist, the replica among ``answers`` (the other replicas that said
+    how far their logs go) holding the most leads, with an ISR of itself; with no answer,
+    the partition is offline (its ISR kept). None where ``broker`` may lead (one replica
+    only) or the partition is not its to recover (other ISR members: they lead)."""
+    if state.isr != (broker,) or len(state.replicas) == 1:
+        return None
+    candidates = {r: end for r, end in answers.items() if r in state.replicas and r != broker}
+    if candidates:
+        # The most records first; between equals, the earlier in replica order.
+        order = {replica: index for index, replica in enumerate(state.replicas)}
+        best = max(candidates, key=lambda r: (candidates[r], -order[r]))
+        return state.with_leader(best, isr=(best,))
+    return None if state.leader == NO_LEADER else state.with_leader(NO_LEADER)
 
 
 def preferred_leader(state: PartitionState, live: Set[int]) -> PartitionState | None:

@@ -80,6 +80,7 @@ PARTITION_STATE_LABEL = "tierlog.io/partition-state"  # "head", "part" or "confi
 BROKER_LABEL = "tierlog.io/broker"  # on a broker's Lease: its id
 # On a broker's Lease while its incarnation is in controlled shutdown (``BrokerLease``).
 CONTROLLED_SHUTDOWN_LABEL = "tierlog.io/in-controlled-shutdown"
+LOGS_LOST_LABEL = "tierlog.io/logs-lost"  # BrokerLease.logs_lost
 _NOT_FOUND, _CONFLICT = 404, 409
 _TOPIC_KEY, _PART_KEY, _CONFIGS_KEY = "topic", "part", "configs"
 _NOT_IN_A_NAME = re.compile("[^a-z0-9-]")
@@ -295,6 +296,8 @@ class KubeStateStore(PartitionStateStore):
             labels = {BROKER_LABEL: str(broker)}
             if lease.in_controlled_shutdown:
                 labels[CONTROLLED_SHUTDOWN_LABEL] = "true"
+            if lease.logs_lost:
+                labels[LOGS_LOST_LABEL] = "true"
             metadata = self._metadata(name, labels)
             if self._put(found, Lease(metadata=metadata, spec=spec)):
                 return lease
@@ -439,4 +442,5 @@ def _lease_value(lease: Lease) -> BrokerLease:
         float(spec.leaseDurationSeconds or 0),
         (spec.leaseTransitions or 0) + 1,
         lease.metadata.labels.get(CONTROLLED_SHUTDOWN_LABEL) == "true",
+        lease.metadata.labels.get(LOGS_LOST_LABEL) == "true",
     )

@@ -37,14 +37,17 @@ class LeaseKeeper:
         self.holder = holder
         self.duration_s = duration_s
         self._on_fenced = on_fenced
+        self.logs_lost = False  # the lease says this incarnation's logs were lost
         self._stopping = threading.Event()
         self._thread = threading.Thread(
             target=self._renew_until_stopped, name=f"tierlog-lease-{broker}", daemon=True
         )
 
-    def start(self) -> int:
-        """Take the lease and start renewing it; the broker epoch this incarnation has."""
-        lease = self._store.acquire_lease(self.broker, self.holder, self.duration_s)
+    def start(self, logs_lost: bool = False) -> int:
+        """Take the lease and start renewing it; the broker epoch this incarnation has.
+        ``logs_lost``: this incarnation's log dir was formatted at its start."""
+        lease = self._store.acquire_lease(self.broker, self.holder, self.duration_s, logs_lost)
+        self.logs_lost = lease.logs_lost  # as the store took it: a first start lost nothing
         log.info(
             "Broker %d holds its lease as %r in broker epoch %d",
             self.broker, self.holder, lease.broker_epoch,
@@ -56,6 +59,11 @@ class LeaseKeeper:
         """Say in the lease that this incarnation is stopping (renewals keep saying it):
         leaders add it to no ISR from now on (``PartitionStateStore.alter_isrs``)."""
         self._store.enter_controlled_shutdown(self.broker, self.holder)
+
+    def logs_recovered(self) -> None:
+        """Say in the lease that no partition is left that only this incarnation's lost
+        logs were in sync for (``PartitionStateStore.logs_recovered``)."""
+        self._store.logs_recovered(self.broker, self.holder)
 
     @property
     def renewing(self) -> bool:

@@ -169,6 +169,10 @@ class BrokerLease:
     # The incarnation said it is stopping (Kafka's InControlledShutdown, KIP-841): no
     # leader may add it to an ISR from then on, while it still fetches as a follower.
     in_controlled_shutdown: bool = False
+    # The incarnation started on a log dir formatted at its start (a wiped disk, a new
+    # volume: Kafka sees a new directory.id, KIP-858): an ISR it was left in promises
+    # records its logs no longer hold, so no offline partition is led by it from there.
+    logs_lost: bool = False
 
     def current_at(self, now: float) -> bool:
         """Whether the lease still counts at ``now`` (seconds since the epoch) by its
@@ -318,6 +322,7 @@ def lease_to_document(lease: BrokerLease) -> dict[str, Any]:
         "durationSeconds": lease.duration_s,
         "brokerEpoch": lease.broker_epoch,
         "inControlledShutdown": lease.in_controlled_shutdown,
+        "logsLost": lease.logs_lost,
     }
 
 
@@ -330,6 +335,7 @@ def lease_from_document(document: Mapping[str, Any], where: str) -> BrokerLease:
             float(document["durationSeconds"]),
             int(document["brokerEpoch"]),
             bool(document.get("inControlledShutdown", False)),  # absent before KIP-841
+            bool(document.get("logsLost", False)),  # absent before unclean recovery
         )
     except (ValueError, KeyError, TypeError) as error:
         raise KafkaStorageError(f"{where}: not a broker lease ({error})") from None

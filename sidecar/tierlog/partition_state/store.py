@@ -338,17 +338,23 @@ class PartitionStateStore(ABC):
 
     # -- broker leases -----------------------------------------------------------------
 
-    def acquire_lease(self, broker: int, holder: str, duration_s: float) -> BrokerLease:
+    def acquire_lease(
+        self, broker: int, holder: str, duration_s: float, logs_lost: bool = False
+    ) -> BrokerLease:
         """Take the broker's lease for ``holder`` (a starting incarnation of the broker).
         A new holder gets the next broker epoch, which fences the previous one; the same
-        holder just renews."""
+        holder just renews. ``logs_lost``: the incarnation's log dir was formatted at its
+        start, which the lease says when an incarnation of the broker held it before (a
+        broker's first start has lost nothing)."""
         now = self._clock()
 
         def acquire(current: BrokerLease | None) -> BrokerLease:
             if current is not None and current.holder == holder:
                 return replace(current, renewed_at=now, duration_s=duration_s)
-            epoch = 1 if current is None else current.broker_epoch + 1
-            return BrokerLease(broker, holder, now, duration_s, epoch)
+            if current is None:
+                return BrokerLease(broker, holder, now, duration_s, 1)
+            epoch = current.broker_epoch + 1
+            return BrokerLease(broker, holder, now, duration_s, epoch, logs_lost=logs_lost)
 
         return self._update_lease(broker, acquire)
 
@@ -373,6 +379,17 @@ class PartitionStateStore(ABC):
             return replace(held, renewed_at=now, in_controlled_shutdown=True)
 
         return self._update_lease(broker, enter)
+
+    def logs_recovered(self, broker: int, holder: str) -> BrokerLease:
+        """Clear ``logs_lost`` from ``holder``'s lease (renewed too): no partition is left
+        that only its lost logs were in sync for. ``STALE_BROKER_EPOCH`` when another
+        incarnation took the lease."""
+        now = self._clock()
+
+        def recovered(current: BrokerLease | None) -> BrokerLease:
+            return replace(_held(broker, holder, current), renewed_at=now, logs_lost=False)
+
+        return self._update_lease(broker, recovered)
 
     def close(self) -> None:  # noqa: B027 - most stores run nothing beside their calls
         """Release what the store runs beside its calls (a watch): its owner stops."""

@@ -14,8 +14,10 @@ the ISR allows; deciding one at a time keeps them from undoing each other's elec
 says it is in controlled shutdown, its leaderships go to other in-sync replicas and it
 leaves the ISRs, still fetching, so producers move on at once rather than after its lease
 expires. A start does the same first: a restarted broker earns its
-place in each ISR again. ``elect_leaders`` is Kafka's ElectLeaders, made by whichever
-broker is asked.
+place in each ISR again. One whose log dir was formatted at this start does not lead an
+ISR it cannot leave (it is the only member) while another replica may hold the records:
+it elects the replica holding the most (``unclean_recovery``). ``elect_leaders`` is
+Kafka's ElectLeaders, made by whichever broker is asked.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ import logging
 import os
 import time
 import uuid
+from collections.abc import Sequence
 
 from tierlog.api.errors import StaleBrokerEpochError
 from tierlog.broker.topics import TopicStore
 from tierlog.controller.controlled_shutdown import hand_over_leaderships
 from tierlog.controller.controller import Controller, ControllerThread
+from tierlog.controller.elections import ReplicaLogEnd
 from tierlog.controller.leader_elections import (
     AskedPartitions,
     ElectionType,
@@ -40,6 +44,13 @@ from tierlog.partition_state.lease_keeper import LeaseKeeper
 from tierlog.replication.config import DirectoryStore, ReplicationConfig
 from tierlog.replication.replica_manager import ReplicaManager
 from tierlog.replication.state_store import open_state_store
+from tierlog.replication.unclean_recovery import (
+    RETRY_INTERVAL_S,
+    UncleanRecovery,
+    ask_replica_log_ends,
+)
+from tierlog.storage.errors import TierlogError
+from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["ReplicatedBroker"]
 
@@ -79,11 +90,13 @@ class ReplicatedBroker:
         self.replicas: ReplicaManager | None = None  # set by the server before start
         self._loop: asyncio.AbstractEventLoop | None = None
         self._fencing: asyncio.Task[None] | None = None
+        self._recovering: asyncio.Task[None] | None = None
 
-    async def take_lease(self) -> int:
-        """This incarnation's broker epoch (renewed from now on)."""
+    async def take_lease(self, logs_lost: bool = False) -> int:
+        """This incarnation's broker epoch (renewed from now on); ``logs_lost``: its log
+        dir was formatted at this start (``LogManager.formatted_log_dirs``)."""
         self._loop = asyncio.get_running_loop()
-        self.broker_epoch = await asyncio.to_thread(self.lease.start)
+        self.broker_epoch = await asyncio.to_thread(self.lease.start, logs_lost)
         return self.broker_epoch
 
     async def start(self) -> None:
@@ -91,9 +104,13 @@ class ReplicatedBroker:
         (its log may have lost what the ISR promised: a crash before a flush, a wiped
         disk), leading nothing another in-sync replica can lead; then replicate, and
         rejoin each ISR once caught up (Kafka's controller does the same to a broker
-        that registers after an unclean shutdown, KIP-966)."""
+        that registers after an unclean shutdown, KIP-966). With its logs lost, an ISR
+        it is the only member of goes to the replica holding the most, or offline until
+        one answers (``UncleanRecovery``), before it applies any state."""
         assert self.replicas is not None
         await self._hand_over("restart")
+        if self.lease.logs_lost:
+            await self._recover_lost_logs()
         await self.replicas.start()
         if self._controller_passes is not None:
             self._controller_passes.start()
@@ -163,12 +180,65 @@ class ReplicatedBroker:
         fetch = self.settings.fetch
         return (2 * fetch.max_wait_ms + fetch.backoff_ms) / 1000
 
+    async def _recover_lost_logs(self) -> None:
+        """The first pass of the unclean recovery; the partitions no other replica
+        answered for are asked about again in the background, and once none is left the
+        lease stops saying this broker's logs were lost (the controller may then lead an
+        offline partition from its ISR by this broker again: it is in no ISR it has not
+        caught up with since)."""
+        assert self.replicas is not None
+        replicas = self.replicas
+
+        def recovered() -> None:
+            replicas.unclean_recoveries += 1
+
+        recovery = UncleanRecovery(
+            self.store, self.node_id, self._ask_log_ends, self._live_brokers, recovered
+        )
+        await recovery.start()
+
+        async def until_recovered() -> None:
+            await recovery.run()
+            while True:
+                try:
+                    await asyncio.to_thread(self.lease.logs_recovered)
+                except StaleBrokerEpochError:
+                    return  # a newer incarnation is this broker now
+                except TierlogError as error:  # the store is away: the lease says so later
+                    log.warning("unclean recovery: cannot update the lease yet: %s", error)
+                    await asyncio.sleep(RETRY_INTERVAL_S)
+                    continue
+                log.info("unclean recovery: no partition is left that only the lost logs held")
+                return
+
+        self._recovering = asyncio.create_task(until_recovered(), name="unclean-recovery")
+
+    async def _ask_log_ends(
+        self, broker: int, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, ReplicaLogEnd]:
+        """What ``broker`` says its logs of ``partitions`` hold (``GetReplicaLogInfo``),
+        waiting as long as a follower waits for its leader's answer."""
+        assert self.replicas is not None
+        address = self.replicas.addresses().get(broker)
+        if address is None:
+            return {}
+        channel = self.replicas.channel_factory(address)
+        try:
+            return await ask_replica_log_ends(
+                channel, self.replicas.call_metadata, partitions, self._answer_timeout_s()
+            )
+        finally:
+            await channel.close()
+
     async def _hand_over(self, why: str) -> None:
         live = await asyncio.to_thread(self._live_brokers)
         changes = await asyncio.to_thread(hand_over_leaderships, self.store, self.node_id, live)
         log.info("%s: %d partition(s) handed over or left", why, len(changes))
 
     async def stop(self) -> None:
+        if self._recovering is not None:
+            self._recovering.cancel()
+            await asyncio.gather(self._recovering, return_exceptions=True)
         if self.replicas is not None:
             await self.replicas.stop()
         if self._controller_passes is not None:

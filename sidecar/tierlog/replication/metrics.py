@@ -82,6 +82,13 @@ class ReplicationCollector:
             "tierlog_isr_expands_total", "ISR expansions of partitions led here",
             replicas.isr_expands,
         )  # fmt: skip
+        yield CounterMetricFamily(
+            "tierlog_unclean_recoveries_total",
+            "Partitions this broker, its log dir formatted at its start and their only "
+            "in-sync replica, gave to the replica holding the most (KIP-966's unclean "
+            "recovery): records only its lost log held are gone",
+            replicas.unclean_recoveries,
+        )
         lag = GaugeMetricFamily(
             "tierlog_follower_max_lag_records",
             "Records the follower is behind this leader's log end, the most over the "

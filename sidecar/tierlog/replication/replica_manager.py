@@ -135,6 +135,9 @@ class ReplicaManager:
         # ISR changes of partitions led here (Kafka's IsrShrinksPerSec, IsrExpandsPerSec).
         self.isr_shrinks = 0
         self.isr_expands = 0
+        # Partitions this broker gave to another replica when its logs were lost
+        # (``unclean_recovery``).
+        self.unclean_recoveries = 0
 
     # -- running ----------------------------------------------------------------------
 

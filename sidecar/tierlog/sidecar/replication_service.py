@@ -29,6 +29,7 @@ from tierlog.api.v1 import replication_service_pb2_grpc
 from tierlog.broker.watch import AppendWatch
 from tierlog.replication.leader import LeaderPartition, SessionClock
 from tierlog.replication.replica_manager import ReplicaManager
+from tierlog.replication.unclean_recovery import local_log_ends
 from tierlog.sidecar.replica_fetch_session import ReplicaFetchSession
 from tierlog.sidecar.status import as_error, at_the_edge
 from tierlog.storage.errors import (
@@ -63,6 +64,14 @@ class ReplicationService(replication_service_pb2_grpc.ReplicationServiceServicer
         self.replicas = replicas
         self.watch = watch
         self.max_bytes = max_bytes
+
+    @at_the_edge
+    async def GetReplicaLogInfo(
+        self, request: pb.GetReplicaLogInfoRequest, context: _Context
+    ) -> pb.GetReplicaLogInfoResponse:
+        """How far this broker's logs of the partitions asked go, whoever leads them."""
+        asked = [TopicPartition(p.topic, p.partition) for p in request.partitions]
+        return local_log_ends(self.replicas.logs, asked)
 
     @at_the_edge
     async def ReplicaFetch(

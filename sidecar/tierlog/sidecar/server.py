@@ -454,7 +454,7 @@ class SidecarServer:
         settings = self.config.replication
         assert settings is not None
         self.replicated = ReplicatedBroker(self.config.node_id, settings, self.topics)
-        broker_epoch = await self.replicated.take_lease()
+        broker_epoch = await self.replicated.take_lease(bool(self.manager.formatted_log_dirs))
         token = self.config.auth_token
         replicas = ReplicaManager(
             self.config.node_id,

@@ -127,6 +127,9 @@ class LogManager:
         )
         self.cleaner = LogCleaner(config.cleaner, config.log_dirs, self._partition_logs)
         self.had_clean_shutdown: dict[Path, bool] = {}
+        # Log dirs whose meta.properties this start wrote: a new or wiped volume, whose
+        # replicas hold nothing they held before (Kafka sees a new directory.id, KIP-858).
+        self.formatted_log_dirs: list[Path] = []
         self._dir_locks: list[int] = []
         self.retention_passes = 0  # for metrics: passes run and segments they retired
         self.retention_retired_segments = 0
@@ -144,8 +147,10 @@ class LogManager:
         except KafkaStorageError:
             self._release_dir_locks()
             raise
+        self.formatted_log_dirs = []
         for log_dir in self.config.log_dirs:
-            self._ensure_meta_properties(log_dir)
+            if self._ensure_meta_properties(log_dir):
+                self.formatted_log_dirs.append(log_dir)
             self._load_dir(log_dir, progress)
             (log_dir / CLEAN_SHUTDOWN_MARKER).unlink(missing_ok=True)
         self.committer.start()
@@ -216,11 +221,12 @@ class LogManager:
             os.close(fd)  # releases the lock
         self._dir_locks.clear()
 
-    def _ensure_meta_properties(self, log_dir: Path) -> None:
+    def _ensure_meta_properties(self, log_dir: Path) -> bool:
         """Write the log dir's ``meta.properties``, or check that the one there names this
-        cluster. As Kafka does, a log dir of another cluster, or one whose file cannot be
-        read, stops the startup: a volume is never joined to a cluster it cannot be shown
-        to belong to, and the file is left as it is for an operator to look at."""
+        cluster; whether it was written now (the log dir is formatted). As Kafka does, a
+        log dir of another cluster, or one whose file cannot be read, stops the startup: a
+        volume is never joined to a cluster it cannot be shown to belong to, and the file
+        is left as it is for an operator to look at."""
         path = log_dir / META_PROPERTIES
         if not path.exists():
             write_meta_properties(
@@ -232,13 +238,14 @@ class LogManager:
                     "directory.id": base64_uuid(uuid.uuid4()),
                 },
             )
-            return
+            return True
         stored = read_meta_properties(path)["cluster.id"]
         if stored != self.config.cluster_id:
             raise InconsistentClusterIdError(
                 f"{path} says the log dir belongs to cluster {stored}, but this broker's "
                 f"cluster.id is {self.config.cluster_id}: refusing to join it to this cluster"
             )
+        return False
 
     def _load_dir(self, log_dir: Path, progress: RecoveryProgress | None) -> None:
         clean = (log_dir / CLEAN_SHUTDOWN_MARKER).exists()

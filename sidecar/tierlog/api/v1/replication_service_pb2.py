@@ -25,25 +25,33 @@ _sym_db = _symbol_database.Default()
 from tierlog.api.v1 import common_pb2 as tierlog_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$tierlog/v1/replication_service.proto\x12\ntierlog.v1\x1a\x17tierlog/v1/common.proto\"\xf9\x01\n\x13ReplicaFetchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x13\n\x0bmax_wait_ms\x18\x03 \x01(\x05\x12\x11\n\tmin_bytes\x18\x04 \x01(\x05\x12\x11\n\tmax_bytes\x18\x05 \x01(\x05\x12\x35\n\npartitions\x18\x06 \x03(\x0b\x32!.tierlog.v1.ReplicaFetchPartition\x12\x31\n\tforgotten\x18\x07 \x03(\x0b\x32\x1e.tierlog.v1.ForgottenPartition\x12\x13\n\x0bincremental\x18\x08 \x01(\x08\"6\n\x12\x46orgottenPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\"\xa6\x01\n\x15ReplicaFetchPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x03 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x04 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x05 \x01(\x05\x12\x1b\n\x13partition_max_bytes\x18\x06 \x01(\x05\"b\n\x14ReplicaFetchResponse\x12\x39\n\npartitions\x18\x01 \x03(\x0b\x32%.tierlog.v1.ReplicaFetchPartitionData\x12\x0f\n\x07session\x18\x02 \x01(\x08\"3\n\x0e\x45pochEndOffset\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\"\xe7\x02\n\x19ReplicaFetchPartitionData\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12 \n\x05\x65rror\x18\x03 \x01(\x0b\x32\x11.tierlog.v1.Error\x12\x16\n\x0ehigh_watermark\x18\x04 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x1e\n\x16local_log_start_offset\x18\x06 \x01(\x03\x12\x38\n\x0f\x64iverging_epoch\x18\x07 \x01(\x0b\x32\x1a.tierlog.v1.EpochEndOffsetH\x00\x88\x01\x01\x12\x16\n\x0erecord_batches\x18\x08 \x01(\x0c\x12\x1b\n\x13segment_base_offset\x18\t \x01(\x03\x12\x16\n\x0elog_end_offset\x18\n \x01(\x03\x12\x19\n\x11tiered_end_offset\x18\x0b \x01(\x03\x42\x12\n\x10_diverging_epoch2k\n\x12ReplicationService\x12U\n\x0cReplicaFetch\x12\x1f.tierlog.v1.ReplicaFetchRequest\x1a .tierlog.v1.ReplicaFetchResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$tierlog/v1/replication_service.proto\x12\ntierlog.v1\x1a\x17tierlog/v1/common.proto\"O\n\x18GetReplicaLogInfoRequest\x12\x33\n\npartitions\x18\x01 \x03(\x0b\x32\x1f.tierlog.v1.ReplicaLogPartition\"7\n\x13ReplicaLogPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\"K\n\x19GetReplicaLogInfoResponse\x12.\n\npartitions\x18\x01 \x03(\x0b\x32\x1a.tierlog.v1.ReplicaLogInfo\"m\n\x0eReplicaLogInfo\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12!\n\x19last_written_leader_epoch\x18\x03 \x01(\x05\x12\x16\n\x0elog_end_offset\x18\x04 \x01(\x03\"\xf9\x01\n\x13ReplicaFetchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x13\n\x0bmax_wait_ms\x18\x03 \x01(\x05\x12\x11\n\tmin_bytes\x18\x04 \x01(\x05\x12\x11\n\tmax_bytes\x18\x05 \x01(\x05\x12\x35\n\npartitions\x18\x06 \x03(\x0b\x32!.tierlog.v1.ReplicaFetchPartition\x12\x31\n\tforgotten\x18\x07 \x03(\x0b\x32\x1e.tierlog.v1.ForgottenPartition\x12\x13\n\x0bincremental\x18\x08 \x01(\x08\"6\n\x12\x46orgottenPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\"\xa6\x01\n\x15ReplicaFetchPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x03 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x04 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x05 \x01(\x05\x12\x1b\n\x13partition_max_bytes\x18\x06 \x01(\x05\"b\n\x14ReplicaFetchResponse\x12\x39\n\npartitions\x18\x01 \x03(\x0b\x32%.tierlog.v1.ReplicaFetchPartitionData\x12\x0f\n\x07session\x18\x02 \x01(\x08\"3\n\x0e\x45pochEndOffset\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\"\xe7\x02\n\x19ReplicaFetchPartitionData\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12 \n\x05\x65rror\x18\x03 \x01(\x0b\x32\x11.tierlog.v1.Error\x12\x16\n\x0ehigh_watermark\x18\x04 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x1e\n\x16local_log_start_offset\x18\x06 \x01(\x03\x12\x38\n\x0f\x64iverging_epoch\x18\x07 \x01(\x0b\x32\x1a.tierlog.v1.EpochEndOffsetH\x00\x88\x01\x01\x12\x16\n\x0erecord_batches\x18\x08 \x01(\x0c\x12\x1b\n\x13segment_base_offset\x18\t \x01(\x03\x12\x16\n\x0elog_end_offset\x18\n \x01(\x03\x12\x19\n\x11tiered_end_offset\x18\x0b \x01(\x03\x42\x12\n\x10_diverging_epoch2\xcd\x01\n\x12ReplicationService\x12U\n\x0cReplicaFetch\x12\x1f.tierlog.v1.ReplicaFetchRequest\x1a .tierlog.v1.ReplicaFetchResponse(\x01\x30\x01\x12`\n\x11GetReplicaLogInfo\x12$.tierlog.v1.GetReplicaLogInfoRequest\x1a%.tierlog.v1.GetReplicaLogInfoResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'tierlog.api.v1.replication_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_REPLICAFETCHREQUEST']._serialized_start=78
-  _globals['_REPLICAFETCHREQUEST']._serialized_end=327
-  _globals['_FORGOTTENPARTITION']._serialized_start=329
-  _globals['_FORGOTTENPARTITION']._serialized_end=383
-  _globals['_REPLICAFETCHPARTITION']._serialized_start=386
-  _globals['_REPLICAFETCHPARTITION']._serialized_end=552
-  _globals['_REPLICAFETCHRESPONSE']._serialized_start=554
-  _globals['_REPLICAFETCHRESPONSE']._serialized_end=652
-  _globals['_EPOCHENDOFFSET']._serialized_start=654
-  _globals['_EPOCHENDOFFSET']._serialized_end=705
-  _globals['_REPLICAFETCHPARTITIONDATA']._serialized_start=708
-  _globals['_REPLICAFETCHPARTITIONDATA']._serialized_end=1067
-  _globals['_REPLICATIONSERVICE']._serialized_start=1069
-  _globals['_REPLICATIONSERVICE']._serialized_end=1176
+  _globals['_GETREPLICALOGINFOREQUEST']._serialized_start=77
+  _globals['_GETREPLICALOGINFOREQUEST']._serialized_end=156
+  _globals['_REPLICALOGPARTITION']._serialized_start=158
+  _globals['_REPLICALOGPARTITION']._serialized_end=213
+  _globals['_GETREPLICALOGINFORESPONSE']._serialized_start=215
+  _globals['_GETREPLICALOGINFORESPONSE']._serialized_end=290
+  _globals['_REPLICALOGINFO']._serialized_start=292
+  _globals['_REPLICALOGINFO']._serialized_end=401
+  _globals['_REPLICAFETCHREQUEST']._serialized_start=404
+  _globals['_REPLICAFETCHREQUEST']._serialized_end=653
+  _globals['_FORGOTTENPARTITION']._serialized_start=655
+  _globals['_FORGOTTENPARTITION']._serialized_end=709
+  _globals['_REPLICAFETCHPARTITION']._serialized_start=712
+  _globals['_REPLICAFETCHPARTITION']._serialized_end=878
+  _globals['_REPLICAFETCHRESPONSE']._serialized_start=880
+  _globals['_REPLICAFETCHRESPONSE']._serialized_end=978
+  _globals['_EPOCHENDOFFSET']._serialized_start=980
+  _globals['_EPOCHENDOFFSET']._serialized_end=1031
+  _globals['_REPLICAFETCHPARTITIONDATA']._serialized_start=1034
+  _globals['_REPLICAFETCHPARTITIONDATA']._serialized_end=1393
+  _globals['_REPLICATIONSERVICE']._serialized_start=1396
+  _globals['_REPLICATIONSERVICE']._serialized_end=1601
 # @@protoc_insertion_point(module_scope)

@@ -39,6 +39,11 @@ class ReplicationServiceStub:
                 request_serializer=tierlog_dot_v1_dot_replication__service__pb2.ReplicaFetchRequest.SerializeToString,
                 response_deserializer=tierlog_dot_v1_dot_replication__service__pb2.ReplicaFetchResponse.FromString,
                 _registered_method=True)
+        self.GetReplicaLogInfo = channel.unary_unary(
+                '/tierlog.v1.ReplicationService/GetReplicaLogInfo',
+                request_serializer=tierlog_dot_v1_dot_replication__service__pb2.GetReplicaLogInfoRequest.SerializeToString,
+                response_deserializer=tierlog_dot_v1_dot_replication__service__pb2.GetReplicaLogInfoResponse.FromString,
+                _registered_method=True)
 
 
 class ReplicationServiceServicer:
@@ -58,6 +63,16 @@ class ReplicationServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetReplicaLogInfo(self, request, context):
+        """How far this broker's replica of each partition asked goes, whoever leads it
+        (Kafka's GetReplicaLogInfo, KIP-966): a broker whose log dir was formatted at its
+        start asks the other replicas of a partition it was the only in-sync replica of,
+        and elects the one holding the most (unclean recovery).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReplicationServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -65,6 +80,11 @@ def add_ReplicationServiceServicer_to_server(servicer, server):
                     servicer.ReplicaFetch,
                     request_deserializer=tierlog_dot_v1_dot_replication__service__pb2.ReplicaFetchRequest.FromString,
                     response_serializer=tierlog_dot_v1_dot_replication__service__pb2.ReplicaFetchResponse.SerializeToString,
+            ),
+            'GetReplicaLogInfo': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetReplicaLogInfo,
+                    request_deserializer=tierlog_dot_v1_dot_replication__service__pb2.GetReplicaLogInfoRequest.FromString,
+                    response_serializer=tierlog_dot_v1_dot_replication__service__pb2.GetReplicaLogInfoResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -94,6 +114,33 @@ class ReplicationService:
             '/tierlog.v1.ReplicationService/ReplicaFetch',
             tierlog_dot_v1_dot_replication__service__pb2.ReplicaFetchRequest.SerializeToString,
             tierlog_dot_v1_dot_replication__service__pb2.ReplicaFetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetReplicaLogInfo(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tierlog.v1.ReplicationService/GetReplicaLogInfo',
+            tierlog_dot_v1_dot_replication__service__pb2.GetReplicaLogInfoRequest.SerializeToString,
+            tierlog_dot_v1_dot_replication__service__pb2.GetReplicaLogInfoResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -41,6 +41,12 @@ class ReplicationServiceStub:
     state changed or that it stopped following, and the leader answers only the
     partitions it has news of. A re-opened stream starts a new session.
     """
+    GetReplicaLogInfo: _grpc.UnaryUnaryMultiCallable[_replication_service_pb2.GetReplicaLogInfoRequest, _replication_service_pb2.GetReplicaLogInfoResponse]
+    """How far this broker's replica of each partition asked goes, whoever leads it
+    (Kafka's GetReplicaLogInfo, KIP-966): a broker whose log dir was formatted at its
+    start asks the other replicas of a partition it was the only in-sync replica of,
+    and elects the one holding the most (unclean recovery).
+    """
 
 @_typing.type_check_only
 class ReplicationServiceAsyncStub(ReplicationServiceStub):
@@ -54,6 +60,12 @@ class ReplicationServiceAsyncStub(ReplicationServiceStub):
     (ReplicaFetchResponse.session), the follower names only the partitions whose fetch
     state changed or that it stopped following, and the leader answers only the
     partitions it has news of. A re-opened stream starts a new session.
+    """
+    GetReplicaLogInfo: _aio.UnaryUnaryMultiCallable[_replication_service_pb2.GetReplicaLogInfoRequest, _replication_service_pb2.GetReplicaLogInfoResponse]  # type: ignore[assignment]
+    """How far this broker's replica of each partition asked goes, whoever leads it
+    (Kafka's GetReplicaLogInfo, KIP-966): a broker whose log dir was formatted at its
+    start asks the other replicas of a partition it was the only in-sync replica of,
+    and elects the one holding the most (unclean recovery).
     """
 
 class ReplicationServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -71,6 +83,18 @@ class ReplicationServiceServicer(metaclass=_abc_1.ABCMeta):
         (ReplicaFetchResponse.session), the follower names only the partitions whose fetch
         state changed or that it stopped following, and the leader answers only the
         partitions it has news of. A re-opened stream starts a new session.
+        """
+
+    @_abc_1.abstractmethod
+    def GetReplicaLogInfo(
+        self,
+        request: _replication_service_pb2.GetReplicaLogInfoRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_replication_service_pb2.GetReplicaLogInfoResponse, _abc.Awaitable[_replication_service_pb2.GetReplicaLogInfoResponse]]:
+        """How far this broker's replica of each partition asked goes, whoever leads it
+        (Kafka's GetReplicaLogInfo, KIP-966): a broker whose log dir was formatted at its
+        start asks the other replicas of a partition it was the only in-sync replica of,
+        and elects the one holding the most (unclean recovery).
         """
 
 def add_ReplicationServiceServicer_to_server(servicer: ReplicationServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
