@@ -45,7 +45,7 @@ from tierlog.partition_state.model import (
 from tierlog.partition_state.store import PartitionStateStore
 from tierlog.partition_state.store_follower import StoreFollower
 from tierlog.replication.config import ReplicationConfig
-from tierlog.replication.fetcher import ReplicaFetcher
+from tierlog.replication.fetcher import APPLIES_IN_FLIGHT, ReplicaFetcher
 from tierlog.replication.follower import FetchOutcome
 from tierlog.replication.leader import LeaderPartition, SessionClock
 from tierlog.storage.errors import TierlogError
@@ -131,6 +131,10 @@ class ReplicaManager:
         self._tasks: list[asyncio.Task[None]] = []
         # Its threads start as role changes need them (``TRANSITIONS_IN_FLIGHT``).
         self._role_changes = ThreadPoolExecutor(TRANSITIONS_IN_FLIGHT, "tierlog-role-change")
+        # The fetchers' answers that wait on the disk (a new leader epoch's checkpoint, a
+        # roll, a truncation), side by side: a pool apart, so that a failover's role
+        # changes never queue behind its followers' appends.
+        self._follower_applies = ThreadPoolExecutor(APPLIES_IN_FLIGHT, "tierlog-follower-apply")
         self._stopping = False  # stop() began: no ISR change starts any more
         # ISR changes of partitions led here (Kafka's IsrShrinksPerSec, IsrExpandsPerSec).
         self.isr_shrinks = 0
@@ -162,6 +166,7 @@ class ReplicaManager:
             self.leaders.clear()
             self._following.clear()
         self._role_changes.shutdown(wait=False)  # none is running: the passes have ended
+        self._follower_applies.shutdown(wait=False)  # nor here: the fetchers are closed
 
     def fetch_answers(self) -> dict[int, int]:
         """How many answers each fetcher (by leader id) has applied so far: a mark to
@@ -393,6 +398,7 @@ class ReplicaManager:
             self._fetched,
             self.settings.fetch,
             self.shared_tier,
+            self._follower_applies,
         )
         return fetcher
 
