@@ -1,13 +1,16 @@
 """The follower's replica fetch stream between real brokers: a partition its leader
 refuses waits out the back-off while the stream goes on for the others, and holds up
-none of them while its own change of role is under way; a controlled shutdown waits for
-no answer from a leader that is gone."""
+none of them while its own change of role is under way; nor does a partition whose
+answer waits, in the answer that carries it; a controlled shutdown waits for no answer
+from a leader that is gone."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
 
 import grpc
@@ -76,19 +79,12 @@ def test_a_refused_partition_whose_role_is_changing_holds_up_no_other_partition(
     leader = cluster.broker(0)
     for topic in ("a", "b"):
         cluster.create_topic(topic, (0, 1))
-    (tmp_path / "follower").mkdir()
-    logs = LogManager(LogManagerConfig(log_dirs=(tmp_path / "follower",)))
     a, b = TopicPartition("a", 0), TopicPartition("b", 0)
-    locks = {tp: asyncio.Lock() for tp in (a, b)}
-    for tp in (a, b):
-        logs.get_or_create_log(tp)
+    logs, locks = _follower_logs(tmp_path, (a, b))
 
     async def follow_while_b_changes_role() -> None:
-        fetcher = _fetcher_of_broker_1(
-            leader.address,
-            lambda tp: (locks[tp], logs.get_log(tp)),
-            FetchSettings(max_wait_ms=100, backoff_ms=100),
-        )
+        settings = FetchSettings(max_wait_ms=100, backoff_ms=100)
+        fetcher = _fetcher_of_broker_1(leader.address, _access(logs, locks), settings)
         try:
             async with locks[b]:
                 fetcher.follow(b, 1)  # an epoch broker 0 has not taken: refused
@@ -101,10 +97,70 @@ def test_a_refused_partition_whose_role_is_changing_holds_up_no_other_partition(
         finally:
             await fetcher.close()
 
+    _run_then_close(logs, follow_while_b_changes_role())
+
+
+def test_a_partition_whose_answer_waits_holds_up_no_other_partition_of_that_answer(
+    replicated_brokers: ClusterFactory, tmp_path: Path
+) -> None:
+    """After a failover each partition's first batch in the new leader epoch waits on
+    the disk (the epoch's checkpoint, two fsyncs), or on the partition's lock while its
+    change of role holds it. The fetcher applied an answer's partitions one after the
+    other: a survivor following 1,000 partitions took seconds before acks=all produce
+    went on anywhere. Here the locks of b's 8 partitions are held throughout; a-0's
+    record, in the same answer (before or after theirs: the leader's order is a set's),
+    is applied all the same."""
+    cluster = replicated_brokers(1)
+    leader = cluster.broker(0)
+    cluster.create_topic("a", (0, 1))
+    cluster.create_topic("b", (0, 1), partitions=8)
+    a = TopicPartition("a", 0)
+    held = [TopicPartition("b", p) for p in range(8)]
+    for tp in (a, *held):
+        _produce_one(leader, tp.topic, tp.partition)
+    logs, locks = _follower_logs(tmp_path, (a, *held))
+
+    async def follow_while_b_changes_role() -> None:
+        settings = FetchSettings(max_wait_ms=100)
+        fetcher = _fetcher_of_broker_1(leader.address, _access(logs, locks), settings)
+        try:
+            async with contextlib.AsyncExitStack() as changing_role:
+                for tp in held:
+                    await changing_role.enter_async_context(locks[tp])
+                    fetcher.follow(tp, 0)
+                fetcher.follow(a, 0)
+                while logs.get_log(a).log_end_offset < 1:
+                    await asyncio.sleep(0.01)
+                assert all(logs.get_log(tp).log_end_offset == 0 for tp in held)
+            while any(logs.get_log(tp).log_end_offset < 1 for tp in held):
+                await asyncio.sleep(0.01)  # then applied as their locks are free
+        finally:
+            await fetcher.close()
+
+    _run_then_close(logs, follow_while_b_changes_role())
+
+
+def _follower_logs(
+    tmp_path: Path, partitions: Sequence[TopicPartition]
+) -> tuple[LogManager, dict[TopicPartition, asyncio.Lock]]:
+    """Broker 1's logs of ``partitions`` (empty), and a lock for each."""
+    (tmp_path / "follower").mkdir()
+    logs = LogManager(LogManagerConfig(log_dirs=(tmp_path / "follower",)))
+    for tp in partitions:
+        logs.get_or_create_log(tp)
+    return logs, {tp: asyncio.Lock() for tp in partitions}
+
+
+def _run_then_close(logs: LogManager, following: Coroutine[None, None, None]) -> None:
+    """Run ``following`` (in 30 s at most), then close the follower's logs."""
     try:
-        asyncio.run(asyncio.wait_for(follow_while_b_changes_role(), timeout=30))
+        asyncio.run(asyncio.wait_for(following, timeout=30))
     finally:
         logs.shutdown()
+
+
+def _access(logs: LogManager, locks: dict[TopicPartition, asyncio.Lock]) -> PartitionAccess:
+    return lambda tp: (locks[tp], logs.get_log(tp))
 
 
 def _fetcher_of_broker_1(
@@ -120,11 +176,11 @@ def _fetcher_of_broker_1(
     return ReplicaFetcher(1, lambda: 0, 0, leader_address, channel, (), access, applied, settings)
 
 
-def _produce_one(broker: Sidecar, topic: str) -> None:
+def _produce_one(broker: Sidecar, topic: str, partition: int = 0) -> None:
     """One record, acks=1 (the leader's alone: this test's follower is no broker)."""
     batch = build_batch([SimpleRecord(None, b"r", int(time.time() * 1000), ())])
     request = log_service_pb2.ProduceRequest(
-        topic=topic, partition=0, acks=log_service_pb2.ACKS_LEADER, record_batches=batch
+        topic=topic, partition=partition, acks=log_service_pb2.ACKS_LEADER, record_batches=batch
     )
     broker.log.Produce(request, timeout=10)
 

@@ -16,6 +16,7 @@ import pytest
 from tests.partition_state.conftest import Clock
 from tests.storage.conftest import make_batch
 from tests.support.state_stores import count_reads
+from tierlog.api.errors import LeaderNotAvailableError
 from tierlog.api.v1 import replication_service_pb2 as pb
 from tierlog.broker.topics import TopicStore
 from tierlog.broker.watch import AppendWatch
@@ -345,6 +346,41 @@ def test_a_busy_partition_holds_up_no_other_partitions_new_role(tmp_path: Path) 
 
     try:
         asyncio.run(lead_beside_a_busy_one())
+    finally:
+        logs.shutdown()
+
+
+def test_metadata_names_a_new_leader_before_its_change_of_role_is_done(tmp_path: Path) -> None:
+    """Kafka's broker sets its metadata cache's image before its replica manager applies
+    the delta: a client learns of a hand-over's new leaders as soon as the broker read
+    them, not once its hundreds of changes of role (each a leader-epoch checkpoint) are
+    all done. Here the partition's lock is held, so its change of role cannot finish:
+    Metadata names broker 0 all the same, and a produce is refused until it leads."""
+    store = LocalStateStore(tmp_path / "state")
+    data = tmp_path / "data"
+    data.mkdir()
+    logs = LogManager(LogManagerConfig(log_dirs=(data,)))
+    replicas = _replica_manager(tmp_path, store, logs)
+    orders = TopicPartition("orders", 0)
+
+    async def named() -> None:
+        while replicas.leadership(orders).leader_id != 0:
+            await asyncio.sleep(0.01)
+
+    async def read_while_changing_role() -> None:
+        store.create_topic("orders", {0: PartitionState.new((0,))})
+        async with replicas.lock(orders):
+            poll = asyncio.create_task(replicas.poll_once())
+            await asyncio.wait_for(named(), timeout=10)
+            assert replicas.leadership(orders).leader_epoch == 0
+            with pytest.raises(LeaderNotAvailableError):
+                replicas.leader(orders)
+        await poll
+        assert replicas.leader(orders).leader_epoch == 0
+        await replicas.stop()
+
+    try:
+        asyncio.run(read_while_changing_role())
     finally:
         logs.shutdown()
 

@@ -4,7 +4,8 @@ A ``ReplicaFetcher`` asks its leader for every partition this broker follows the
 from each log's end and with the epoch of its last batch, applies each answer
 (``follower.apply_fetched``) under the partition's lock (so a change of role never
 interleaves with an append), and asks again. A small plain append is applied on the
-loop (``follower.applies_without_waiting``), anything else in a thread. The stream is
+loop (``follower.applies_without_waiting``), anything else in a thread of the replica
+manager's pool, side by side with the answer's other partitions. The stream is
 re-opened after a failure with a back-off, as Kafka's fetcher threads back off
 (``replica.fetch.backoff.ms``), and a partition the leader refused (it does not lead it
 yet, a stale epoch) is left out of the requests for that back-off, as Kafka delays a
@@ -25,6 +26,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 import grpc
@@ -46,6 +48,12 @@ __all__ = ["FetchSettings", "ReplicaFetcher"]
 log = logging.getLogger(__name__)
 
 REPLICA_FETCH = "/tierlog.v1.ReplicationService/ReplicaFetch"
+# An answer's partitions applied in threads at once (``_apply``). After a failover every
+# partition's first batch in the new leader epoch is a leader-epoch checkpoint (two
+# fsyncs, as Kafka's LeaderEpochFileCache.assign writes it), and an answer applied them
+# one after the other: a survivor following 1,000 partitions spent seconds on them
+# before acks=all produce could go on. Side by side they share the journal's commits.
+APPLIES_IN_FLIGHT = 32
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,7 @@ class ReplicaFetcher:
         applied: Applied,
         settings: FetchSettings,
         tier_store: ObjectStore | None = None,
+        pool: Executor | None = None,
     ):
         self.node_id = node_id
         self.broker_epoch = broker_epoch
@@ -87,6 +96,7 @@ class ReplicaFetcher:
         self.access = access
         self.applied = applied  # told after each partition's answer is applied
         self.settings = settings
+        self.pool = pool  # where an answer that waits on the disk is applied (None: asyncio's)
         self.tier_store = tier_store  # where a follower below the leader's local start looks
         self.epochs: dict[TopicPartition, int] = {}  # followed here -> leader epoch
         self._delayed: dict[TopicPartition, float] = {}  # refused: asked again after this
@@ -249,7 +259,9 @@ class ReplicaFetcher:
 
     async def _apply(self, response: pb.ReplicaFetchResponse) -> None:
         """Apply each partition's answer; a refused partition leaves the session (the
-        leader's too) and waits out the back-off.
+        leader's too) and waits out the back-off. An answer that waits (on the disk, or
+        on its partition's lock) is applied side by side with the others
+        (``APPLIES_IN_FLIGHT`` at a time), and the next request waits for all of them.
 
         A refusal for a stale or unknown leader epoch changes nothing here: it takes
         neither the partition's lock nor a thread. Its lock is most likely held by the
@@ -257,46 +269,78 @@ class ReplicaFetcher:
         waiting on the disk), and waiting there, one partition after the other, held up
         the whole stream: no partition fetched from this leader for as long, and the
         leader dropped this broker from the ISRs of those it was writing to."""
+        slots = asyncio.Semaphore(APPLIES_IN_FLIGHT)
+        waiting: list[asyncio.Task[None]] = []
         for data in response.partitions:
             tp = TopicPartition(data.topic, data.partition)
             sent = self._sent.get(tp)
             if sent is None:
                 continue
-            fetch_offset = sent[1]
             self._stale.add(tp)  # its state may change here: the next request says so
             if data.HasField("error"):
                 del self._sent[tp]
             if data.HasField("error") and data.error.reason in STALE_LEADER_REASONS:
-                if self.epochs.get(tp) != sent[0]:
-                    continue  # about an epoch no longer followed here: ask again
-                outcome = FetchOutcome(error=data.error.reason)
+                if self.epochs.get(tp) == sent[0]:  # else about an epoch no longer followed
+                    await self._applied(tp, data, FetchOutcome(error=data.error.reason))
+            elif self._applies_now(tp, data):
+                await self._apply_one(tp, sent[1], data)  # no wait: done in this turn
             else:
-                applied = await self._apply_one(tp, fetch_offset, data)
-                if applied is None:
-                    continue  # no longer followed here, or changed meanwhile: ask again
-                outcome = applied
-            if outcome.error is not None:
-                self._delayed[tp] = time.monotonic() + self.settings.backoff_ms / 1000
-                log.info(
-                    "replica fetch of %s from broker %d: %s: %s",
-                    tp,
-                    self.leader_id,
-                    outcome.error,
-                    data.error.message,
-                )
-            await self.applied(tp, outcome)
+                waiting.append(asyncio.create_task(self._apply_one(tp, sent[1], data, slots)))
+        outcomes = await asyncio.gather(*waiting, return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+
+    def _applies_now(self, tp: TopicPartition, data: pb.ReplicaFetchPartitionData) -> bool:
+        """Whether ``_apply_one`` would apply ``data`` without a wait: its lock is free
+        and it is a small plain append (``applies_without_waiting``)."""
+        lock, partition_log = self.access(tp)
+        epoch = self.epochs.get(tp)
+        return (
+            not lock.locked()
+            and epoch is not None
+            and applies_without_waiting(partition_log, data, epoch)
+        )
 
     async def _apply_one(
-        self, tp: TopicPartition, fetch_offset: int, data: pb.ReplicaFetchPartitionData
-    ) -> FetchOutcome | None:
-        """Apply one partition's answer under its lock (None: not followed here any more,
-        or its log changed since it was asked for)."""
-        lock, partition_log = self.access(tp)
-        async with lock:
-            if tp not in self.epochs or partition_log.log_end_offset != fetch_offset:
-                return None
-            if applies_without_waiting(partition_log, data, self.epochs[tp]):
-                return apply_fetched(partition_log, fetch_offset, data, self.tier_store)
-            return await asyncio.to_thread(
-                apply_fetched, partition_log, fetch_offset, data, self.tier_store
+        self,
+        tp: TopicPartition,
+        fetch_offset: int,
+        data: pb.ReplicaFetchPartitionData,
+        slots: asyncio.Semaphore | None = None,
+    ) -> None:
+        """Apply one partition's answer under its lock (in one of ``slots``, if it may
+        wait), unless it is no longer followed here or its log changed since it was asked
+        for (then it is asked for again)."""
+        async with slots or contextlib.nullcontext():
+            lock, partition_log = self.access(tp)
+            async with lock:
+                if tp not in self.epochs or partition_log.log_end_offset != fetch_offset:
+                    return
+                if applies_without_waiting(partition_log, data, self.epochs[tp]):
+                    outcome = apply_fetched(partition_log, fetch_offset, data, self.tier_store)
+                else:
+                    outcome = await asyncio.get_running_loop().run_in_executor(
+                        self.pool,
+                        apply_fetched,
+                        partition_log,
+                        fetch_offset,
+                        data,
+                        self.tier_store,
+                    )
+        await self._applied(tp, data, outcome)
+
+    async def _applied(
+        self, tp: TopicPartition, data: pb.ReplicaFetchPartitionData, outcome: FetchOutcome
+    ) -> None:
+        """A refused partition waits out the back-off; whoever listens is told."""
+        if outcome.error is not None:
+            self._delayed[tp] = time.monotonic() + self.settings.backoff_ms / 1000
+            log.info(
+                "replica fetch of %s from broker %d: %s: %s",
+                tp,
+                self.leader_id,
+                outcome.error,
+                data.error.message,
             )
+        await self.applied(tp, outcome)

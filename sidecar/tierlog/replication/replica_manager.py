@@ -45,7 +45,7 @@ from tierlog.partition_state.model import (
 from tierlog.partition_state.store import PartitionStateStore
 from tierlog.partition_state.store_follower import StoreFollower
 from tierlog.replication.config import ReplicationConfig
-from tierlog.replication.fetcher import ReplicaFetcher
+from tierlog.replication.fetcher import APPLIES_IN_FLIGHT, ReplicaFetcher
 from tierlog.replication.follower import FetchOutcome
 from tierlog.replication.leader import LeaderPartition, SessionClock
 from tierlog.storage.errors import TierlogError
@@ -115,6 +115,13 @@ class ReplicaManager:
         # takes). A tier of its own is none of the leader's: nothing is freed for it.
         self.shared_tier = shared_tier
         self.states: dict[TopicPartition, PartitionState] = {}  # as last applied
+        # Each partition's newest state read, published before it is applied: what
+        # Metadata names (``leadership``), as Kafka's broker sets its metadata cache's
+        # image before its replica manager applies the delta. A client learns of a new
+        # leader as soon as this broker read it, not once this broker's role changes
+        # (a hand-over's hundreds, each a leader-epoch checkpoint) are all done; until
+        # the leader's own is, it answers NOT_LEADER_OR_FOLLOWER and the client retries.
+        self._published: dict[TopicPartition, PartitionState] = {}
         self.leaders: dict[TopicPartition, LeaderPartition] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}  # by leader id
         self._following: dict[TopicPartition, int] = {}  # -> leader id
@@ -131,6 +138,10 @@ class ReplicaManager:
         self._tasks: list[asyncio.Task[None]] = []
         # Its threads start as role changes need them (``TRANSITIONS_IN_FLIGHT``).
         self._role_changes = ThreadPoolExecutor(TRANSITIONS_IN_FLIGHT, "tierlog-role-change")
+        # The fetchers' answers that wait on the disk (a new leader epoch's checkpoint, a
+        # roll, a truncation), side by side: a pool apart, so that a failover's role
+        # changes never queue behind its followers' appends.
+        self._follower_applies = ThreadPoolExecutor(APPLIES_IN_FLIGHT, "tierlog-follower-apply")
         self._stopping = False  # stop() began: no ISR change starts any more
         # ISR changes of partitions led here (Kafka's IsrShrinksPerSec, IsrExpandsPerSec).
         self.isr_shrinks = 0
@@ -165,6 +176,7 @@ class ReplicaManager:
             self.leaders.clear()
             self._following.clear()
         self._role_changes.shutdown(wait=False)  # none is running: the passes have ended
+        self._follower_applies.shutdown(wait=False)  # nor here: the fetchers are closed
 
     def fetch_answers(self) -> dict[int, int]:
         """How many answers each fetcher (by leader id) has applied so far: a mark to
@@ -250,6 +262,8 @@ class ReplicaManager:
             async with self.lock(tp):
                 await self._stop_replica(tp)
                 del self.states[tp]
+        for tp in [tp for tp in self._published if tp.topic == name]:
+            del self._published[tp]
         await asyncio.to_thread(self._delete_topic_here, name)
         self.watch.deleted(name)
         log.info("topic %s deleted: its replicas here are gone", name)
@@ -283,6 +297,8 @@ class ReplicaManager:
         fsyncs sharing the file system's journal commits, and a partition whose lock is
         held (a produce, a follower's append) holds up no other. Every state is applied
         that can be; the first error is raised once all are done."""
+        for tp, state in states:
+            self._publish(tp, state)  # those waiting for a slot are named at once too
         slots = asyncio.Semaphore(TRANSITIONS_IN_FLIGHT)
 
         async def apply_one(tp: TopicPartition, state: PartitionState) -> None:
@@ -296,9 +312,17 @@ class ReplicaManager:
             if isinstance(outcome, BaseException):
                 raise outcome
 
+    def _publish(self, tp: TopicPartition, state: PartitionState) -> None:
+        """``state`` is what Metadata names for ``tp`` from now on, unless a newer one is
+        (as ``apply`` takes it)."""
+        published = self._published.get(tp)
+        if published is None or published.partition_epoch <= state.partition_epoch:
+            self._published[tp] = state
+
     async def apply(self, tp: TopicPartition, state: PartitionState) -> None:
         """Take the role ``state`` gives this broker for ``tp`` (if it is newer than the
-        one applied: a state never goes back in partition epoch)."""
+        one applied: a state never goes back in partition epoch), published first."""
+        self._publish(tp, state)
         async with self.lock(tp):
             applied = self.states.get(tp)
             if applied is not None and applied.partition_epoch > state.partition_epoch:
@@ -396,6 +420,7 @@ class ReplicaManager:
             self._fetched,
             self.settings.fetch,
             self.shared_tier,
+            self._follower_applies,
         )
         return fetcher
 
@@ -482,7 +507,8 @@ class ReplicaManager:
         )
 
     def leadership(self, tp: TopicPartition) -> Leadership:
-        state = self.states.get(tp)
+        """``tp`` as Metadata names it: its newest state read (``_published``)."""
+        state = self._published.get(tp)
         if state is None:
             return Leadership(NO_LEADER, "", -1, [], [])
         address = "" if state.leader == NO_LEADER else self.addresses().get(state.leader, "")
