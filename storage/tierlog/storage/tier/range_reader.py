@@ -1,8 +1,10 @@
 """Byte ranges of remote objects, read in chunks through the disk cache, with read-ahead.
 
 A read of ``[start, end)`` of an object becomes the chunks that cover it: cached ones
-come from the ``ChunkCache``, missing ones are ranged GETs of exactly one chunk each
-(the first in the caller's thread, the others in parallel on the pool). A GET reads
+come from the ``ChunkCache``; missing ones of a random reader are ranged GETs of one
+chunk each (the first in the caller's thread, the others in parallel on the pool),
+those of a sequential reader come in the read-ahead GET that brings the chunks after
+them too (its first chunk first: one request, not one for the read beside one ahead). A GET reads
 its chunks straight into buffers used again once nothing views them (``ChunkBuffers``:
 fresh memory for every chunk was a third of a cold read's CPU). Chunks travel as views
 of the buffers they arrived in (a GET's, a cache file's), and a read hands its caller
@@ -18,7 +20,10 @@ so random readers cost no GETs beyond their own. The window is topped up in rang
 of up to ``READ_AHEAD_GET_BYTES`` (several chunks each, split into chunks for the cache),
 only once a GET's worth of it is missing: a deep window is a few large GETs in flight,
 which is what runs near the store's own throughput (a GET costs a round trip and, here,
-a request's worth of client CPU, however small it is).
+a request's worth of client CPU, however small it is). A GET's chunks are handed over
+one by one as their bytes land, so a reader reads behind a GET as behind one stream:
+waiting for whole 8 MiB answers left a reader idle for most of a cold read once the
+store was 20 ms away.
 
 Chunks read ahead are used once: they wait in memory until their reader takes them, and
 are not written to the disk cache. What read-ahead holds in memory over all readers
@@ -76,11 +81,13 @@ FetchObserver = Callable[[float, int, BaseException | None], None]
 READ_AHEAD_GET_BYTES = 8 << 20
 # Sequential readers remembered, by object and the chunk each read last.
 _STREAMS = 1024
-# The chunks the latest reads ended in, and those read ahead that were read last, kept
-# in memory: the next read of a sequential reader starts in the chunk its last one ended
-# in (or a little before: an offset index entry), and reading that chunk from the disk
-# cache again (and checking its CRC again) was half of a warm read's work; a chunk read
-# ahead is not in the disk cache at all. Each is one chunk's own buffer (or cache file's).
+# The chunks the latest sequential reads ended in, and those read ahead that were read
+# last, kept in memory: the next read of a sequential reader starts in the chunk its last
+# one ended in (or a little before: an offset index entry), and reading that chunk from
+# the disk cache again (and checking its CRC again) was half of a warm read's work; a
+# chunk read ahead is not in the disk cache at all. A random reader's chunks are in the
+# disk cache, and are not kept here (they would push a sequential reader's out). Each is
+# one chunk's own buffer (or cache file's).
 TAIL_CHUNKS = 16
 # What read-ahead may hold in memory over all readers by default (chunks waiting to be
 # read, GETs in flight): a sequential reader takes its chunks from there, neither
