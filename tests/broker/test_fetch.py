@@ -18,6 +18,7 @@ from tests.support.minio import MinioServer
 from tierlog.broker.fetch import FetchAnswer, FetchReader, PartitionFetch
 from tierlog.broker.watch import AppendWatch
 from tierlog.storage.log import Log
+from tierlog.storage.tier.chunk_buffers import Filled, nothing_filled
 from tierlog.storage.tier.chunk_cache import ChunkCache
 from tierlog.storage.tier.range_reader import RangeReader
 from tierlog.storage.tier.remote_reader import RemoteLogReader
@@ -46,9 +47,15 @@ class WatchedStore(S3Store):
         with self._watching(key, start):
             return super().get(key, start, end)
 
-    def get_into(self, key: str, start: int, buffers: Sequence[memoryview]) -> int:
+    def get_into(
+        self,
+        key: str,
+        start: int,
+        buffers: Sequence[memoryview],
+        on_filled: Filled = nothing_filled,
+    ) -> int:
         with self._watching(key, start):
-            return super().get_into(key, start, buffers)
+            return super().get_into(key, start, buffers, on_filled)
 
     @contextlib.contextmanager
     def _watching(self, key: str, start: int) -> Iterator[None]:

@@ -16,6 +16,7 @@ import pytest
 
 from tests.storage.tier.tiering import minio_store
 from tests.support.minio import MinioServer
+from tierlog.storage.tier.chunk_buffers import Filled, nothing_filled
 from tierlog.storage.tier.chunk_cache import ChunkCache
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.range_reader import TAIL_CHUNKS, RangeReader
@@ -39,9 +40,15 @@ class RecordingStore(LocalDirectoryStore):
         self._record(key, start, end)
         return super().get(key, start, end)
 
-    def get_into(self, key: str, start: int, buffers: Sequence[memoryview]) -> int:
+    def get_into(
+        self,
+        key: str,
+        start: int,
+        buffers: Sequence[memoryview],
+        on_filled: Filled = nothing_filled,
+    ) -> int:
         self._record(key, start, start + sum(len(buffer) for buffer in buffers))
-        return super().get_into(key, start, buffers)
+        return super().get_into(key, start, buffers, on_filled)
 
     def _record(self, key: str, start: int, end: int | None) -> None:
         with self._lock:
@@ -108,26 +115,27 @@ def test_gets_are_whole_chunks_once_each_then_the_cache_answers(
     assert reader.cache.entries == 5
 
 
-def test_a_read_from_an_objects_start_reads_one_gets_worth_ahead_beside_its_own_get(
+def test_a_read_from_an_objects_start_reads_its_chunks_and_one_gets_worth_ahead_in_one_get(
     tmp_path: Path, store: RecordingStore
 ) -> None:
     """A reader from an object's start (a consumer crossing into a segment) reads on: its
-    first window is one read-ahead GET's worth in one request (capped by the deepest
-    window), not ``prefetch_chunks``, and that GET goes out while the read's own chunk
-    is still coming, not after it."""
+    first window is one read-ahead GET's worth (capped by the deepest window), not
+    ``prefetch_chunks``, in the same request as the read's own chunk (first in the
+    answer): no GET of its own beside read-ahead's, no chunk fetched twice."""
     body = bytes(40 * CHUNK)
     store.put("seg", body)
     cache = ChunkCache(tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=1 << 20, max_entries=100)
     reader = RangeReader(store, cache, prefetch_chunks=2, max_prefetch_chunks=16)
-    store.gate.clear()  # no GET answers until both are out
+    store.gate.clear()  # no GET answers until the read is waiting
     reading = threading.Thread(target=reader.read, args=("seg", 0, 10, len(body)))
     try:
         reading.start()
-        wait_until(lambda: len(store.gets) == 2)
-        assert sorted(store.gets) == [("seg", 0, 1000), ("seg", 1000, 17_000)]  # 1-16 in one
+        wait_until(lambda: len(store.gets) == 1)
+        assert store.gets == [("seg", 0, 17_000)]  # its chunk 0, then 1-16
         store.gate.set()
         reading.join(10)
         wait_until(lambda: reader.in_flight("seg") == [])
+        assert store.gets == [("seg", 0, 17_000)]
         store.gets.clear()
         assert reader.read("seg", 1000, 17_000, len(body)) == body[1000:17_000]
         assert [get for get in store.gets if get[1] < 17_000] == []  # read ahead: no GET
@@ -156,21 +164,29 @@ def test_chunks_read_ahead_are_used_once_from_memory_and_spill_to_disk_only_when
         return [index for index in range(12) if cache.contains(key, index)]
 
     try:
-        for key in ("a", "b"):  # from the start: chunks 1-8 ahead in one GET, b's after a's
+        for key in ("a", "b"):  # from the start: chunks 0-7 in one GET (memory's worth)
             assert reader.read(key, 0, 10, 12 * CHUNK) == bodies[key][:10]
             wait_until(lambda: reader.in_flight(key) == [])  # noqa: B023
         wait_until(lambda: reader.in_flight("a") == [])  # spilled while b's GET landed
-        assert on_disk("a") == list(range(9))  # 0 fetched for its read; 1-8 pushed out by b's
-        assert on_disk("b") == [0]  # 1-8 in memory: its GET's answer, held
-        assert reader.read_ahead_memory_held_bytes == 8 * CHUNK
+        assert on_disk("a") == list(range(8))  # 0 waited for by its read; 1-7 pushed out by b's
+        assert on_disk("b") == [0]  # 1-7 in memory: its GET's answer, held
+        assert reader.read_ahead_memory_held_bytes == 7 * CHUNK
         store.gets.clear()
         for key in ("a", "b"):
             assert reader.read(key, 10, 12 * CHUNK, 12 * CHUNK) == bodies[key][10:]
-        assert [get for get in store.gets if get[1] < 9 * CHUNK] == []  # 1-8: read ahead
+        assert [get for get in store.gets if get[1] < 8 * CHUNK] == []  # 1-7: read ahead
+        fetched = sorted(
+            (key, start // CHUNK + at)
+            for key, start, end in store.gets
+            for at in range(((end or 0) - start) // CHUNK)
+        )
+        assert fetched == [(key, index) for key in ("a", "b") for index in range(8, 12)]  # once
         wait_until(lambda: reader.in_flight("b") == [])
-        assert on_disk("b") == [0, 9, 10, 11]  # 1-8 used once, never written; 9-11 fetched
+        assert on_disk("b") == [0, 8, 9, 10, 11]  # 1-7 used once, never written; 8-11 waited
         assert reader.read_ahead_memory_held_bytes == 0  # every chunk read ahead was read
-        assert cache.stats().read_ahead_hits == 16
+        # All but a's 8-11: b's unread chunks filled read-ahead memory, so a's read fetched
+        # those itself, chunk by chunk, into the ordinary cache.
+        assert cache.stats().read_ahead_hits == 20
     finally:
         reader.close()
 
@@ -193,8 +209,14 @@ class ReadAheadLedgerStore(LocalDirectoryStore):
         self.peak_counted_bytes = 0
         self._lock = threading.Lock()
 
-    def get_into(self, key: str, start: int, buffers: Sequence[memoryview]) -> int:
-        landed = super().get_into(key, start, buffers)
+    def get_into(
+        self,
+        key: str,
+        start: int,
+        buffers: Sequence[memoryview],
+        on_filled: Filled = nothing_filled,
+    ) -> int:
+        landed = super().get_into(key, start, buffers, on_filled)
         if not threading.current_thread().name.startswith("tier-ahead"):
             return landed
         assert self.reader is not None
@@ -332,11 +354,11 @@ def test_random_readers_filling_the_cache_evict_nothing_a_sequential_reader_will
         store, cache, prefetch_chunks=8, max_prefetch_chunks=8, read_ahead_memory_bytes=8 * CHUNK
     )
     try:
-        for key in ("s1", "s2"):  # chunks 1-8 ahead each; s2's push s1's out to the share
+        for key in ("s1", "s2"):  # chunks 0-7 in one GET each; s2's push s1's 1-7 out
             assert reader.read(key, 0, 10, 12 * CHUNK) == bodies[key][:10]
             wait_until(lambda: reader.in_flight(key) == [])  # noqa: B023
         wait_until(lambda: reader.in_flight("s1") == [])
-        assert cache.stats().read_ahead_bytes == share
+        assert cache.stats().read_ahead_bytes == 7 * (CHUNK + TRAILER)
         jumps = random.Random(10).sample(range(1, 40, 3), 13)  # none continues another
         for index in jumps:
             start = index * CHUNK + 7
@@ -348,10 +370,94 @@ def test_random_readers_filling_the_cache_evict_nothing_a_sequential_reader_will
         assert cache.stats().evictions > 0
         store.gets.clear()
         for key in ("s1", "s2"):
-            assert reader.read(key, 10, 9 * CHUNK, 12 * CHUNK) == bodies[key][10 : 9 * CHUNK]
-        assert [get for get in store.gets if get[1] < 9 * CHUNK] == []
+            assert reader.read(key, 10, 8 * CHUNK, 12 * CHUNK) == bodies[key][10 : 8 * CHUNK]
+        assert [get for get in store.gets if get[1] < 8 * CHUNK] == []
         assert cache.stats().read_ahead_evicted_unread == 0
     finally:
+        reader.close()
+
+
+def test_random_readers_never_push_a_sequential_readers_chunk_out_of_memory(
+    tmp_path: Path, store: RecordingStore
+) -> None:
+    """A sequential reader's next read starts in the chunk its last one ended in, which
+    it took from read-ahead's memory (never written to the disk cache); random readers,
+    however many, keep none of their chunks in memory (theirs are in the disk cache),
+    so that chunk is still there: no second GET of it."""
+    body = random.Random(11).randbytes(40 * CHUNK)
+    scattered = random.Random(12).randbytes(100 * CHUNK)
+    store.put("seq", body)
+    store.put("rnd", scattered)
+    cache = ChunkCache(tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=1 << 24, max_entries=1000)
+    reader = RangeReader(store, cache, prefetch_chunks=2, max_prefetch_chunks=8)
+    try:
+        assert reader.read("seq", 0, 10, len(body)) == body[:10]  # chunk 0; 1-8 ahead
+        wait_until(lambda: reader.in_flight("seq") == [])
+        assert reader.read("seq", 10, 2 * CHUNK - 100, len(body)) == body[10 : 2 * CHUNK - 100]
+        assert not cache.contains("seq", 1)  # taken from read-ahead's memory, read once
+        for index in random.Random(13).sample(range(1, 100, 3), 2 * TAIL_CHUNKS):
+            start = index * CHUNK + 7  # none continues another: each a random read
+            assert (
+                reader.read("rnd", start, start + 50, len(scattered))
+                == scattered[start : start + 50]
+            )
+        wait_until(lambda: reader.in_flight("rnd") == [])
+        store.gets.clear()
+        start = 2 * CHUNK - 200  # back into chunk 1, on into 2 (read ahead)
+        assert reader.read("seq", start, start + CHUNK, len(body)) == body[start : start + CHUNK]
+        assert [get for get in store.gets if get[0] == "seq" and get[1] < 3 * CHUNK] == []
+    finally:
+        reader.close()
+
+
+class SlowAnswerStore(LocalDirectoryStore):
+    """The real local store whose answers stop after their first chunk until ``go``."""
+
+    def __init__(self, root: Path):
+        super().__init__(root)
+        self.go = threading.Event()
+        self.answering = 0
+
+    def get_into(
+        self,
+        key: str,
+        start: int,
+        buffers: Sequence[memoryview],
+        on_filled: Filled = nothing_filled,
+    ) -> int:
+        def filled(index: int) -> None:
+            on_filled(index)
+            if index == 0:
+                self.go.wait(10)
+
+        self.answering += 1
+        try:
+            return super().get_into(key, start, buffers, filled)
+        finally:
+            self.answering -= 1
+
+
+def test_a_chunk_goes_to_its_reader_as_soon_as_its_bytes_are_in_not_with_its_get(
+    tmp_path: Path,
+) -> None:
+    """A reader reads behind a read-ahead GET as behind one stream: the chunk it waits
+    for is handed over once its bytes have landed, while the rest of the GET's answer
+    is still coming (with 20 ms to a store's first byte, waiting for a whole 8 MiB
+    answer was most of a cold read's time)."""
+    store = SlowAnswerStore(tmp_path / "tier")
+    body = random.Random(14).randbytes(40 * CHUNK)
+    store.put("seg", body)
+    cache = ChunkCache(tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=1 << 24, max_entries=1000)
+    reader = RangeReader(store, cache, prefetch_chunks=2, max_prefetch_chunks=8)
+    try:
+        assert reader.read("seg", 0, 500, len(body)) == body[:500]  # chunk 0 of GET 0-8
+        assert store.answering == 1  # the GET of 0-8 is still answering
+        wait_until(lambda: reader.in_flight("seg") == list(range(1, 9)))  # 0 written to disk
+        store.go.set()
+        wait_until(lambda: reader.in_flight("seg") == [])
+        assert reader.read("seg", 500, 9 * CHUNK, len(body)) == body[500 : 9 * CHUNK]
+    finally:
+        store.go.set()
         reader.close()
 
 

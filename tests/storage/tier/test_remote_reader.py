@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -16,6 +16,7 @@ from tierlog.storage.errors import CorruptRecordError, KafkaStorageError, Offset
 from tierlog.storage.log import MAX_TIMESTAMP, Log
 from tierlog.storage.records import V2_HEADER_SIZE, CompressionType, iter_batches
 from tierlog.storage.records.batch import LENGTH_OFFSET, MAGIC_OFFSET
+from tierlog.storage.tier.chunk_buffers import Filled, nothing_filled
 from tierlog.storage.tier.chunk_cache import ChunkCache
 from tierlog.storage.tier.layout import manifest_key
 from tierlog.storage.tier.local_store import LocalDirectoryStore
@@ -188,6 +189,48 @@ def test_a_cold_reader_and_a_warm_one_read_the_same(
         assert restarted.ranges.cache.stats().misses == 0
     finally:
         restarted.ranges.close()
+
+
+class NoIndexStore(LocalDirectoryStore):
+    """The real local store whose ranges reaching past ``unreadable_from`` of an object
+    fail."""
+
+    unreadable_from: dict[str, int] = {}  # noqa: RUF012 (set per test, one store each)
+
+    def get_into(
+        self,
+        key: str,
+        start: int,
+        buffers: Sequence[memoryview],
+        on_filled: Filled = nothing_filled,
+    ) -> int:
+        end = start + sum(len(buffer) for buffer in buffers)
+        if end > self.unreadable_from.get(key, end):
+            raise ObjectStoreUnavailableError(f"{key} from {start}: the store is away")
+        return super().get_into(key, start, buffers, on_filled)
+
+
+def test_a_read_from_a_segments_base_offset_does_not_wait_for_its_index(
+    tmp_path: Path, log: Log
+) -> None:
+    """A reader crossing into a segment (or a cold scan) starts at its base offset,
+    whose batch is the log's first byte: it reads that without the offset index, whose
+    GET would be a round trip to the store before its first byte; a read further in
+    needs the index."""
+    store = NoIndexStore(tmp_path / "tier")
+    tier_closed_segments(store, TP, log)
+    first = load_view(store, TP).all_segments()[0]
+    cache = ChunkCache(
+        tmp_path / "cache", chunk_bytes=first.log_size_bytes, max_bytes=1 << 24, max_entries=100
+    )  # chunk 0 of the segment's object is its log, the index parts come after
+    reader = RemoteLogReader(RangeReader(store, cache, prefetch_chunks=0, threads=2))
+    store.unreadable_from = {first.key: first.log_size_bytes}
+    try:
+        assert reader.read(TP, first.base_offset, 1) == log.read(first.base_offset, 1).records
+        with pytest.raises(ObjectStoreUnavailableError):  # inside: the index is needed
+            reader.read(TP, first.end_offset - 1, 1)
+    finally:
+        reader.ranges.close()
 
 
 class FlakyListStore(LocalDirectoryStore):

@@ -508,6 +508,33 @@ def test_a_body_cut_short_is_read_again_into_the_same_buffers(
     assert recorder.errors("GetObject") == ["IncompleteRead"]
 
 
+def test_a_body_cut_short_is_read_on_after_the_buffers_it_filled(
+    stores: StoreFactory, fault_proxy: FaultProxy
+) -> None:
+    """Each buffer filled is told as it fills (its chunk may go to a reader before the
+    answer ends), once; the retry after a body cut half-way asks for the bytes after
+    them and never writes into them again (here they are overwritten as soon as told:
+    a second write would show)."""
+    recorder = Recorder()
+    store = stores(recorder, endpoint_url=fault_proxy.url)
+    body = random.Random(6).randbytes(200_000)
+    store.put("segment", body)
+    fault_proxy.stall_body(1, 0.1, method="GET")  # half the body, then closed
+    storage = [bytearray(10_000) for _ in range(15)]
+    told: list[tuple[int, bytes]] = []
+
+    def filled(index: int) -> None:
+        told.append((index, bytes(storage[index])))
+        storage[index][:] = b"\xee" * 10_000
+
+    landed = store.get_into("segment", 10_000, [memoryview(part) for part in storage], filled)
+    assert landed == 150_000
+    assert [index for index, _data in told] == list(range(15))  # in order, each once
+    assert b"".join(data for _index, data in told) == body[10_000:160_000]
+    assert all(part == b"\xee" * 10_000 for part in storage)  # none written after told
+    assert recorder.errors("GetObject") == ["IncompleteRead"]
+
+
 def test_a_get_into_buffers_hung_mid_body_times_out_and_is_retried(
     stores: StoreFactory, fault_proxy: FaultProxy
 ) -> None:

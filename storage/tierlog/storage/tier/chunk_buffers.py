@@ -15,7 +15,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
-__all__ = ["ChunkBuffers", "fill"]
+__all__ = ["ChunkBuffers", "Filled", "fill", "nothing_filled"]
+
+# Told the index of each buffer a GET has filled, in order, as soon as it is full: a
+# chunk can go to its reader while the rest of its GET's answer is still coming.
+Filled = Callable[[int], None]
+
+
+def nothing_filled(_index: int) -> None:
+    """A ``Filled`` for callers that take the buffers once the GET is over."""
 
 
 class ChunkBuffers:
@@ -63,15 +71,21 @@ def _unviewed(buffer: bytearray) -> bool:
     return True
 
 
-def fill(readinto: Callable[[memoryview], int | None], buffers: Sequence[memoryview]) -> int:
+def fill(
+    readinto: Callable[[memoryview], int | None],
+    buffers: Sequence[memoryview],
+    on_filled: Filled = nothing_filled,
+) -> int:
     """Fill ``buffers`` in order from a stream's ``readinto``, each before the next, until
-    they are full or the stream ends: the bytes that landed."""
+    they are full or the stream ends: the bytes that landed. ``on_filled`` is told each
+    buffer filled, as it is."""
     landed = 0
-    for buffer in buffers:
+    for index, buffer in enumerate(buffers):
         filled = 0
         while filled < len(buffer) and (got := readinto(buffer[filled:])):
             filled += got
         landed += filled
         if filled < len(buffer):
             break
+        on_filled(index)
     return landed

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tierlog.storage.checkpoints import fsync_directory
 from tierlog.storage.tier.body import BodyReader
-from tierlog.storage.tier.chunk_buffers import fill
+from tierlog.storage.tier.chunk_buffers import Filled, fill, nothing_filled
 from tierlog.storage.tier.store import (
     Body,
     ObjectExistsError,
@@ -82,11 +82,17 @@ class LocalDirectoryStore:
         except OSError as error:
             raise ObjectStoreError(f"cannot read {key}: {error}") from error
 
-    def get_into(self, key: str, start: int, buffers: Sequence[memoryview]) -> int:
+    def get_into(
+        self,
+        key: str,
+        start: int,
+        buffers: Sequence[memoryview],
+        on_filled: Filled = nothing_filled,
+    ) -> int:
         try:
             with self._path(key).open("rb", buffering=0) as source:
                 source.seek(start)
-                landed = fill(source.readinto, buffers)
+                landed = fill(source.readinto, buffers, on_filled)
         except FileNotFoundError:
             raise ObjectNotFoundError(f"{key} does not exist") from None
         except OSError as error:

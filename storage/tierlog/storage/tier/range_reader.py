@@ -1,8 +1,10 @@
 """Byte ranges of remote objects, read in chunks through the disk cache, with read-ahead.
 
 A read of ``[start, end)`` of an object becomes the chunks that cover it: cached ones
-come from the ``ChunkCache``, missing ones are ranged GETs of exactly one chunk each
-(the first in the caller's thread, the others in parallel on the pool). A GET reads
+come from the ``ChunkCache``; missing ones of a random reader are ranged GETs of one
+chunk each (the first in the caller's thread, the others in parallel on the pool),
+those of a sequential reader come in the read-ahead GET that brings the chunks after
+them too (its first chunk first: one request, not one for the read beside one ahead). A GET reads
 its chunks straight into buffers used again once nothing views them (``ChunkBuffers``:
 fresh memory for every chunk was a third of a cold read's CPU). Chunks travel as views
 of the buffers they arrived in (a GET's, a cache file's), and a read hands its caller
@@ -18,7 +20,10 @@ so random readers cost no GETs beyond their own. The window is topped up in rang
 of up to ``READ_AHEAD_GET_BYTES`` (several chunks each, split into chunks for the cache),
 only once a GET's worth of it is missing: a deep window is a few large GETs in flight,
 which is what runs near the store's own throughput (a GET costs a round trip and, here,
-a request's worth of client CPU, however small it is).
+a request's worth of client CPU, however small it is). A GET's chunks are handed over
+one by one as their bytes land, so a reader reads behind a GET as behind one stream:
+waiting for whole 8 MiB answers left a reader idle for most of a cold read once the
+store was 20 ms away.
 
 Chunks read ahead are used once: they wait in memory until their reader takes them, and
 are not written to the disk cache. What read-ahead holds in memory over all readers
@@ -76,11 +81,13 @@ FetchObserver = Callable[[float, int, BaseException | None], None]
 READ_AHEAD_GET_BYTES = 8 << 20
 # Sequential readers remembered, by object and the chunk each read last.
 _STREAMS = 1024
-# The chunks the latest reads ended in, and those read ahead that were read last, kept
-# in memory: the next read of a sequential reader starts in the chunk its last one ended
-# in (or a little before: an offset index entry), and reading that chunk from the disk
-# cache again (and checking its CRC again) was half of a warm read's work; a chunk read
-# ahead is not in the disk cache at all. Each is one chunk's own buffer (or cache file's).
+# The chunks the latest sequential reads ended in, and those read ahead that were read
+# last, kept in memory: the next read of a sequential reader starts in the chunk its last
+# one ended in (or a little before: an offset index entry), and reading that chunk from
+# the disk cache again (and checking its CRC again) was half of a warm read's work; a
+# chunk read ahead is not in the disk cache at all. A random reader's chunks are in the
+# disk cache, and are not kept here (they would push a sequential reader's out). Each is
+# one chunk's own buffer (or cache file's).
 TAIL_CHUNKS = 16
 # What read-ahead may hold in memory over all readers by default (chunks waiting to be
 # read, GETs in flight): a sequential reader takes its chunks from there, neither
@@ -89,6 +96,10 @@ LANDED_MAX_BYTES = 64 << 20
 
 
 def _ignore(_seconds: float, _bytes: int, _error: BaseException | None) -> None:
+    pass
+
+
+def _nothing_landed(_position: int, _chunk: Chunk) -> None:
     pass
 
 
@@ -172,19 +183,21 @@ class RangeReader:
             return Pieces(start, [])
         chunk = self.chunk_bytes
         first, last = start // chunk, (end - 1) // chunk
-        depth = self._window(key, first, last) if prefetch else 0
+        window = self._window(key, first, last) if prefetch else None
+        depth = window or 0
         # Read-ahead makes its room by pushing the oldest unread chunks out to the disk
         # cache, whose read-ahead share then drops its oldest: this read's own chunks must
-        # be taken first. A read that waits on the store takes those in memory and sends
-        # read-ahead's GETs beside its own (a round trip less); one the memory and the
-        # disk serve reads its chunks, then reads ahead.
+        # be taken first. A read that waits on the store has its missing chunks fetched
+        # by read-ahead's GETs, in the same request as the chunks after them (its first
+        # chunk comes first in the answer, and no chunk of it is a GET of its own beside
+        # read-ahead's); one the memory and the disk serve reads its chunks, then reads
+        # ahead.
         taken = self._take_in_memory(key, first, last)
         indexes = range(first, last + 1)
-        ahead_first = depth > 0 and any(
-            i not in taken and not self.cache.contains(key, i) for i in indexes
-        )
+        waited = [i for i in indexes if i not in taken and not self.cache.contains(key, i)]
+        ahead_first = depth > 0 and bool(waited)
         if ahead_first:
-            self._read_ahead(key, last + 1, depth, object_size)
+            self._read_ahead(key, first, len(indexes) + depth, object_size)
         missing = [i for i in indexes[1:] if i not in taken]
         pending = {i: self._fetching(key, i, object_size) for i in missing}
         pieces = [taken[first] if first in taken else self.chunk(key, first, object_size)]
@@ -192,8 +205,10 @@ class RangeReader:
             taken[i] if i in taken else self._wait(key, i, object_size, pending[i])
             for i in indexes[1:]
         ]
-        if prefetch:
+        if window is not None:  # a random read's chunks are in the disk cache
             self._keep_tail(key, last, pieces[-1])
+        if ahead_first:
+            self._cache_waited(key, waited, pieces[waited[0] - first :])
         if depth and not ahead_first:
             self._read_ahead(key, last + 1, depth, object_size)
         whole = Pieces(first * chunk, pieces)
@@ -222,6 +237,14 @@ class RangeReader:
         if running is not None:
             return self._taken(key, index, running)
         return self._fetch(key, index, object_size, mine)
+
+    def fetch_soon(self, key: str, start: int, end: int, object_size: int) -> None:
+        """Start fetching the chunks of ``[start, end)`` that are neither cached nor
+        coming, in the background and into the disk cache, for a read about to come
+        (a segment's index, while its first log bytes are read without it)."""
+        end = min(end, object_size)
+        for index in range(start // self.chunk_bytes, (end - 1) // self.chunk_bytes + 1):
+            self._fetching(key, index, object_size)
 
     @property
     def read_ahead_memory_held_bytes(self) -> int:
@@ -255,20 +278,22 @@ class RangeReader:
         while len(self._tails) > TAIL_CHUNKS:
             self._tails.popitem(last=False)
 
-    def _window(self, key: str, first: int, last: int) -> int:
+    def _window(self, key: str, first: int, last: int) -> int | None:
         """How many chunks to keep fetched ahead of a read of chunks ``[first, last]``:
-        deeper for a reader that continues an earlier read, none for one that jumped."""
+        deeper for a reader that continues an earlier read; None for one that jumped (a
+        random reader: nothing read ahead, and the chunk it ended in is not kept among
+        the recent ones in memory, where it would push out a sequential reader's)."""
         with self._lock:
             depth = None
             for ended in (first, first - 1, first + 1):
                 depth = self._streams.pop((key, ended), None)
                 if depth is not None:
                     break
-            if depth is None:  # a new reader: sequential only when it starts at the start
-                depth = self._first_window if first == 0 else 0
-            else:
+            if depth is not None:
                 depth = min(max(2 * depth, self.prefetch_chunks), self.max_prefetch_chunks)
-            self._streams[(key, last)] = depth
+            elif first == 0:  # a new reader: sequential only when it starts at the start
+                depth = self._first_window
+            self._streams[(key, last)] = depth or 0
             while len(self._streams) > _STREAMS:
                 self._streams.popitem(last=False)
             return depth
@@ -291,7 +316,9 @@ class RangeReader:
                 return
             for index in range(from_index, stop):
                 name = (key, index)
-                if name in self._in_flight or name in self._landed or self.cache.contains(*name):
+                if name in self._tails:  # in memory, read already (by the read asking)
+                    runs.append([])
+                elif name in self._in_flight or name in self._landed or self.cache.contains(*name):
                     coming = True
                     runs.append([])
                 elif len(runs[-1]) == self._get_chunks:
@@ -311,6 +338,23 @@ class RangeReader:
             if run:
                 self._ahead_pool.submit(self._fetch_run, key, run, object_size, waiting)
 
+    def _cache_waited(self, key: str, waited: list[int], pieces: list[Chunk]) -> None:
+        """Write the chunks a read waited for (``pieces`` from the first of them) to the
+        disk cache, as a GET of a chunk for its reader alone would: where a reader
+        started is where a re-read (a restarted consumer) starts, and only chunks read
+        ahead of their reader are used once. Each counts as a fetch in flight until
+        written (``_store``), so no reader fetches it again meanwhile."""
+        start = waited[0]
+        for index in waited:
+            data = pieces[index - start]
+            with self._lock:
+                if self._closed or (key, index) in self._in_flight:
+                    continue
+                written: Future[Chunk] = Future()
+                written.set_result(data)
+                self._in_flight[(key, index)] = written
+            self._write_behind(key, index, data)
+
     def _within_free_memory_locked(self, runs: list[list[int]]) -> list[list[int]]:
         """The first runs whose GETs fit in the read-ahead memory not held."""
         room = self.read_ahead_memory_bytes - self._held_bytes
@@ -326,42 +370,44 @@ class RangeReader:
         self, key: str, run: list[int], object_size: int, futures: list[Future[Chunk]]
     ) -> None:
         """GET consecutive chunks in one ranged GET, keep them in memory until read, and
-        hand each to whoever waits on it: as views of the GET's bytes, not copies."""
+        hand each to whoever waits on it as soon as its bytes are in, while the rest of
+        the answer is still coming (a reader reads behind the GET as behind one stream,
+        not a whole GET's transfer later): as views of the GET's buffers, not copies."""
         chunk = self.chunk_bytes
         start, end = run[0] * chunk, min((run[-1] + 1) * chunk, object_size)
+        landed = 0  # chunks of the run handed over
+
+        def land(position: int, piece: Chunk) -> None:
+            nonlocal landed
+            with self._room:  # the room reserved for it is now the chunk's own
+                self._land_locked(key, run[position], piece, futures[position])
+            landed = position + 1
+
         try:
             if not self._reserve(end - start):
                 raise ObjectStoreError("the remote reader was closed")
             try:
-                pieces = self._get_pieces(key, start, end)
+                self._get_pieces(key, start, end, land)
             except BaseException:
-                with self._room:
-                    self._held_bytes -= end - start
+                with self._room:  # the room of the chunks that never came
+                    self._held_bytes -= end - min(start + landed * chunk, end)
                     self._room.notify_all()
                 raise
         except BaseException as error:
-            for index, future in zip(run, futures, strict=True):
+            for index, future in zip(run[landed:], futures[landed:], strict=True):
                 self._settle(key, index)
                 future.set_exception(error)
             log.debug("read-ahead of %s chunks %d-%d failed: %s", key, run[0], run[-1], error)
-            return
-        with self._room:  # the room reserved is now the chunks' own
-            self._land_locked(key, run, pieces, futures)
-
-    def _land_locked(
-        self, key: str, run: list[int], pieces: list[Chunk], futures: list[Future[Chunk]]
-    ) -> None:
-        """Chunks a read-ahead GET brought, unread: in memory, to their futures. The
-        lists are emptied: the thread that issued the GET holds ``futures`` until it
-        runs on (on a loaded machine, after these chunks were pushed out to the disk
-        cache and no longer counted) and this one ``pieces``, and neither may keep a
-        chunk alive beyond the count."""
-        for index, piece, future in zip(run, pieces, futures, strict=True):
-            self._landed[(key, index)] = piece
-            self._in_flight.pop((key, index), None)
-            future.set_result(piece)
-        pieces.clear()
+        # The thread that issued the GET holds ``futures`` until it runs on (on a loaded
+        # machine, after these chunks were pushed out to the disk cache and no longer
+        # counted): it may not keep a chunk alive beyond the count.
         futures.clear()
+
+    def _land_locked(self, key: str, index: int, piece: Chunk, future: Future[Chunk]) -> None:
+        """A chunk a read-ahead GET brought, unread: in memory, to its future."""
+        self._landed[(key, index)] = piece
+        self._in_flight.pop((key, index), None)
+        future.set_result(piece)
         self._room.notify_all()  # landed chunks can be pushed out to make room
 
     def _reserve(self, needed_bytes: int) -> bool:
@@ -493,23 +539,32 @@ class RangeReader:
     def _fetch(self, key: str, index: int, object_size: int, future: Future[Chunk]) -> Chunk:
         """GET one chunk, cache it, and hand it to every reader waiting on ``future``."""
         start = index * self.chunk_bytes
+        end = min(start + self.chunk_bytes, object_size)
         try:
-            (data,) = self._get_pieces(key, start, min(start + self.chunk_bytes, object_size))
+            (data,) = self._get_pieces(key, start, end, _nothing_landed)
         except BaseException as error:
             self._settle(key, index)
             future.set_exception(error)
             raise
         future.set_result(data)  # the reader goes on; the disk cache's write comes after
+        self._write_behind(key, index, data)
+        return data
+
+    def _write_behind(self, key: str, index: int, data: Chunk) -> None:
+        """Have a chunk in flight written to the disk cache on the writer's thread."""
         try:
             self._writer.submit(self._store, key, index, data)
         except RuntimeError:  # closed: nothing more is cached
             self._settle(key, index)
-        return data
 
-    def _get_pieces(self, key: str, start: int, end: int) -> list[Chunk]:
+    def _get_pieces(
+        self, key: str, start: int, end: int, on_chunk: Callable[[int, Chunk], None]
+    ) -> list[Chunk]:
         """One ranged GET (``start`` on a chunk's boundary), observed, as one buffer per
         chunk: a chunk never keeps a whole GET's answer alive (a reader holding one chunk
-        of an answer would hold all of it, uncounted); a short answer is an error."""
+        of an answer would hold all of it, uncounted); a short answer is an error.
+        ``on_chunk`` is given each chunk (its place in the answer, its bytes) as soon as
+        it is whole."""
         began = time.perf_counter()
         try:
             pieces: list[Chunk]
@@ -518,7 +573,7 @@ class RangeReader:
                     self.buffers.take(min(self.chunk_bytes, end - at))
                     for at in range(start, end, self.chunk_bytes)
                 ]
-                got = self.store.get_into(key, start, views)
+                got = self.store.get_into(key, start, views, lambda i: on_chunk(i, views[i]))
                 pieces = [*views]
             else:
                 data = self.store.get(key, start, end)
@@ -526,6 +581,9 @@ class RangeReader:
                     data[at : at + self.chunk_bytes] for at in range(0, len(data), self.chunk_bytes)
                 ]
                 got = len(data)
+                if got == end - start:
+                    for position, piece in enumerate(pieces):
+                        on_chunk(position, piece)
             if got != end - start:
                 raise ObjectStoreError(
                     f"{key}: {end - start} bytes expected at {start}, the store returned "

@@ -243,10 +243,24 @@ class RemoteLogReader:
         return records
 
     def _index_position(self, segment: RemoteSegment, offset: int) -> int:
-        """Where to start walking for ``offset``: its offset index entry's position."""
+        """Where to start walking for ``offset``: its offset index entry's position, and
+        the log's first byte for an offset at or below the segment's base without
+        waiting for the index (a reader crossing into the segment, a cold scan: its
+        first bytes a round trip sooner), which is fetched meanwhile for the next read."""
+        if offset <= segment.base_offset:
+            self._index_soon(segment, SegmentPart.OFFSET_INDEX)
+            return 0
         index = self._index(segment, SegmentPart.OFFSET_INDEX)
         position = offset_index_lookup(index, segment.base_offset, offset).value
         return position if 0 <= position < segment.log_size_bytes else 0
+
+    def _index_soon(self, segment: RemoteSegment, part: SegmentPart) -> None:
+        """Have a segment's index part fetched in the background unless it is in memory."""
+        with self._lock:
+            if (segment.key, part) in self._indexes:
+                return
+        where = segment.range_of(part)
+        self.ranges.fetch_soon(segment.key, where.start, where.end, segment.object_size_bytes)
 
     def _index(self, segment: RemoteSegment, part: SegmentPart) -> bytes:
         """A segment's whole index part: from memory, else through the chunk cache."""

@@ -33,7 +33,7 @@ from botocore.exceptions import ClientError, NoCredentialsError
 from botocore.httpsession import get_cert_path
 from botocore.utils import get_environ_proxies
 
-from tierlog.storage.tier.chunk_buffers import fill
+from tierlog.storage.tier.chunk_buffers import Filled, fill, nothing_filled
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -89,14 +89,21 @@ class SignedGet:
         response.release_conn()
         return data
 
-    def get_into(self, full_key: str, byte_range: str, buffers: Sequence[memoryview]) -> int:
+    def get_into(
+        self,
+        full_key: str,
+        byte_range: str,
+        buffers: Sequence[memoryview],
+        on_filled: Filled = nothing_filled,
+    ) -> int:
         """Read the answer's body into ``buffers`` in order, straight off the connection
-        (no buffer of its own in between); the bytes that landed, fewer than the buffers
-        hold only when the body is shorter. A body cut short of its Content-Length is
-        urllib3's ``IncompleteRead``, as its own reads raise it."""
+        (no buffer of its own in between), ``on_filled`` told of each as it fills; the
+        bytes that landed, fewer than the buffers hold only when the body is shorter. A
+        body cut short of its Content-Length is urllib3's ``IncompleteRead``, as its own
+        reads raise it."""
         response = self._send(full_key, byte_range)
         try:
-            landed, finished = _read_into(response, buffers)
+            landed, finished = _read_into(response, buffers, on_filled)
         except BaseException:
             response.close()
             raise
@@ -155,7 +162,7 @@ def _client_error(status: int, body: bytes) -> ClientError:
 
 
 def _read_into(
-    response: urllib3.BaseHTTPResponse, buffers: Sequence[memoryview]
+    response: urllib3.BaseHTTPResponse, buffers: Sequence[memoryview], on_filled: Filled
 ) -> tuple[int, bool]:
     """Fill ``buffers`` from the body of ``response`` through ``http.client``'s own
     ``readinto`` (urllib3's reads into a buffer of its own, then copies): (bytes landed,
@@ -165,7 +172,7 @@ def _read_into(
     if body is None:
         raise urllib3.exceptions.ProtocolError("the answer has no body to read")
     try:
-        landed = fill(body.readinto, buffers)
+        landed = fill(body.readinto, buffers, on_filled)
     except TimeoutError as error:
         # No pool object at hand: the message names what failed.
         raise urllib3.exceptions.ReadTimeoutError(

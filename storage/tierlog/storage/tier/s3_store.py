@@ -59,6 +59,7 @@ from botocore.exceptions import (
 from tierlog.storage.errors import InvalidConfigError
 from tierlog.storage.rate_limit import TokenBucket
 from tierlog.storage.tier.body import BodyReader
+from tierlog.storage.tier.chunk_buffers import Filled, nothing_filled
 from tierlog.storage.tier.s3_credentials import read_credentials
 from tierlog.storage.tier.s3_signed_get import SignedGet
 from tierlog.storage.tier.store import (
@@ -253,18 +254,39 @@ class S3Store:
             byte_range += str(end - 1)
         return self._get(key, lambda full_key: self._signed_get.get(full_key, byte_range), b"")
 
-    def get_into(self, key: str, start: int, buffers: Sequence[memoryview]) -> int:
-        """As ``get``, the bytes read off the answer's stream straight into ``buffers``
-        (a retry reads them again from the first)."""
+    def get_into(
+        self,
+        key: str,
+        start: int,
+        buffers: Sequence[memoryview],
+        on_filled: Filled = nothing_filled,
+    ) -> int:
+        """As ``get``, the bytes read off the answer's stream straight into ``buffers``,
+        ``on_filled`` told of each as it fills. A retry asks for the bytes after the
+        buffers filled already: those may be in a reader's hands."""
         check_key(key)
         wanted = sum(len(buffer) for buffer in buffers)
         if not wanted:
             self.size(key)
             return 0
-        byte_range = f"bytes={start}-{start + wanted - 1}"
-        return self._get(
-            key, lambda full_key: self._signed_get.get_into(full_key, byte_range, buffers), 0
-        )
+        filled, filled_bytes = 0, 0  # over every attempt
+
+        def mark(_index: int) -> None:
+            nonlocal filled, filled_bytes
+            filled_bytes += len(buffers[filled])
+            filled += 1
+            on_filled(filled - 1)
+
+        def send(full_key: str) -> int:
+            if filled == len(buffers):  # failed after its last byte: nothing left to ask
+                return wanted
+            byte_range = f"bytes={start + filled_bytes}-{start + wanted - 1}"
+            rest = buffers[filled:]
+            return filled_bytes + self._signed_get.get_into(full_key, byte_range, rest, mark)
+
+        # A retry past the object's end (it is shorter than asked) answers no bytes: what
+        # landed is what the buffers filled before it hold.
+        return max(self._get(key, send, 0), filled_bytes)
 
     def _get(self, key: str, send: Callable[[str], _T], beyond_the_end: _T) -> _T:
         """One GET (``send`` of the full key), retried; a range starting at or past the

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from tierlog.storage.errors import KafkaStorageError
+from tierlog.storage.tier.chunk_buffers import Filled
 
 __all__ = [
     "Body",
@@ -139,8 +140,12 @@ class PiecewiseStore(Protocol):
     from its answer, none joined: a reader keeping one piece keeps only that piece's
     memory, and a buffer can be used again once nothing views it."""
 
-    def get_into(self, key: str, start: int, buffers: Sequence[memoryview]) -> int:
+    def get_into(
+        self, key: str, start: int, buffers: Sequence[memoryview], on_filled: Filled = ...
+    ) -> int:
         """Read the object's bytes from ``start`` into ``buffers`` in order, each filled
-        before the next; returns the bytes that landed, fewer than the buffers hold only
-        when the object ends first (none from a start at or past its end)."""
+        before the next and ``on_filled`` told of it as it is (a buffer told of is never
+        written again: a retry reads on after it); returns the bytes that landed, fewer
+        than the buffers hold only when the object ends first (none from a start at or
+        past its end)."""
         ...
