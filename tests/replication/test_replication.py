@@ -14,7 +14,8 @@ import pytest
 
 from tests.sidecar.conftest import Sidecar, reason_of
 from tests.storage.transactions import txn_batch
-from tierlog.api.v1 import admin_service_pb2, log_service_pb2
+from tests.support.scrape import METRICS, metrics_address, scrape
+from tierlog.api.v1 import log_service_pb2
 from tierlog.storage.records import SimpleRecord, build_batch, decode_records, iter_batches
 
 from .conftest import Cluster, ClusterFactory, wait_for
@@ -175,7 +176,9 @@ def test_a_produce_stream_appends_while_an_earlier_request_waits_for_the_isr(
 def test_acks_all_is_refused_below_min_insync_replicas(
     replicated_brokers: ClusterFactory,
 ) -> None:
-    cluster = replicated_brokers(3, "replica.lag.time.max.ms=1000", "min.insync.replicas=2")
+    cluster = replicated_brokers(
+        3, "replica.lag.time.max.ms=1000", "min.insync.replicas=2", METRICS
+    )
     cluster.create_topic(TOPIC, (0, 1, 2))
     _leader_ready(cluster, 0)
     leader = cluster.broker(0)
@@ -189,12 +192,13 @@ def test_acks_all_is_refused_below_min_insync_replicas(
     wait_for(lambda: cluster.state(TOPIC).isr == (0,), "the ISR to shrink to the leader")
     # The leader applies the shrink once its write to the store returns (as Kafka's does
     # once the controller answers): wait for its own view, which the check reads.
-    wait_for(lambda: _isr_seen_by(leader) == [0], "the leader to see its ISR shrink")
+    wait_for(lambda: _under_min_isr(leader) == 1, "the leader to see its ISR shrink")
     with pytest.raises(grpc.RpcError) as refused:
         _produce(leader, _batch(b"c"))
     assert reason_of(refused.value) == "NOT_ENOUGH_REPLICAS"
     cluster.broker(1).start()
     wait_for(lambda: cluster.state(TOPIC).isr == (0, 1), "broker 1 to rejoin the ISR")
+    wait_for(lambda: _under_min_isr(leader) == 0, "the leader to see broker 1 rejoin")
     assert _produce(leader, _batch(b"d")).base_offset == 2
     assert _values(leader) == [b"a", b"b", b"d"]
 
@@ -273,8 +277,8 @@ def test_read_committed_stops_at_a_replicated_open_transaction(cluster: Cluster)
     assert latest.offset == 1
 
 
-def _isr_seen_by(broker: Sidecar) -> list[int]:
-    """The ISR of ``TOPIC``-0 as ``broker`` itself knows it (its replica manager's state,
-    set once its leadership has applied the change)."""
-    described = broker.admin.DescribeTopics(admin_service_pb2.DescribeTopicsRequest(names=[TOPIC]))
-    return list(described.topics[0].partitions[0].isr)
+def _under_min_isr(broker: Sidecar) -> float:
+    """How many partitions ``broker`` leads below ``min.insync.replicas`` by its
+    leaderships' own ISRs, which its acks=all check reads (Metadata and DescribeTopics
+    name the newest state it read, which can be ahead of what its leadership applied)."""
+    return scrape(metrics_address(broker.output)).value("tierlog_under_min_isr_partitions")
