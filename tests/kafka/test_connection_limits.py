@@ -29,6 +29,9 @@ API_VERSIONS, API_VERSIONS_V = 18, 3
 CLIENT = {"client_software_name": "tests", "client_software_version": "1"}
 OPEN = "tierlog_kafka_connections"
 REFUSED = "tierlog_kafka_connections_refused_total"
+# Waves of a thousand idle connections: the first set the heap's high-water mark as the
+# allocator settles, the next are measured against it.
+SETTLING_WAVES, MEASURED_WAVES = 4, 4
 
 
 def _until(sidecar: KafkaSidecar, name: str, value: float, timeout_s: float = 30) -> Scrape:
@@ -173,10 +176,13 @@ def test_a_thousand_idle_connections_leave_room_and_their_memory_returns(
 ) -> None:
     """The sidecar keeps the heap it freed (``tierlog.process_tuning``: glibc trims only
     past 64 MiB free, as a JVM keeps its heap), so what the connections held comes
-    back to the process, not to the kernel. The first wave of a thousand sets the
-    high-water mark (measured: +5.5 MiB, the second +1 MiB as the allocator settles),
-    the third takes it again instead of more; with a connection's end leaving garbage
-    for the cyclic GC it took +1.3 MiB more (+6.5, +2.4, +1.3, +1.7... over six)."""
+    back to the process, not to the kernel. The first waves of a thousand set the
+    high-water mark as the allocator settles (measured: +8.6 MiB held, then about +60
+    MiB once they close; the next three waves +0-4 MiB in all, run by run, the last of
+    it as late as the fourth); the four waves after them take it again instead of more.
+    With a connection's end leaving garbage for the cyclic GC it took +1.3 MiB more at
+    every wave (+6.5, +2.4, +1.3, +1.7... over six): over four waves, more than the
+    quarter of the first wave's growth allowed here."""
     sidecar = start_kafka_sidecar(sidecars, tmp_path / "data", METRICS)
     sidecar.create_topic("after")
     _produce_one(sidecar, "after")  # the paths a client takes, loaded before measuring
@@ -184,7 +190,7 @@ def test_a_thousand_idle_connections_leave_room_and_their_memory_returns(
     pid = sidecar.process.pid
     before = _rss_bytes(pid)
 
-    waves = [_idle_wave(sidecar, pid) for _ in range(3)]
+    waves = [_idle_wave(sidecar, pid) for _ in range(SETTLING_WAVES + MEASURED_WAVES)]
 
     print(
         "RSS MiB:",
@@ -193,6 +199,6 @@ def test_a_thousand_idle_connections_leave_room_and_their_memory_returns(
     )
     growth = waves[0][0] - before
     assert 0 < growth < 1000 * 16 * 1024  # an idle connection costs under 16 KiB
-    (_, second_after), (third_held, third_after) = waves[1:]
-    assert third_held - second_after < growth / 8
-    assert third_after - second_after < growth / 8
+    settled = waves[SETTLING_WAVES - 1][1]
+    assert max(held for held, _after in waves[SETTLING_WAVES:]) - settled < growth / 4
+    assert waves[-1][1] - settled < growth / 4
