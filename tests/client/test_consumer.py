@@ -10,7 +10,13 @@ from collections.abc import Callable
 import pytest
 
 from tests.support.tcp_fault_proxy import TcpFaultProxy
-from tierlog.client import Consumer, NoOffsetForPartitionError, Producer, TopicPartition
+from tierlog.client import (
+    Consumer,
+    NoOffsetForPartitionError,
+    Producer,
+    TopicPartition,
+    WakeupError,
+)
 from tierlog.client.consumer import ConsumerRecord
 from tierlog.storage.errors import CorruptRecordError, UnknownTopicOrPartitionError
 from tierlog.storage.records import V2_HEADER_SIZE
@@ -124,6 +130,31 @@ def test_an_empty_poll_returns_after_its_timeout(sidecar: LiveSidecar) -> None:
         started = time.monotonic()
         assert consumer.poll(300) == []
         assert 0.25 < time.monotonic() - started < 3
+
+
+def test_wakeup_ends_the_poll_under_way_or_else_the_next_one_once(sidecar: LiveSidecar) -> None:
+    """As Kafka's ``wakeup``: the poll waiting raises at once; called between polls, the
+    next poll raises; either way only once, and records are read after it."""
+    _fill(sidecar, count=3)
+    with _consumer(sidecar, auto_offset_reset="latest", fetch_max_wait_ms=100) as consumer:
+        consumer.assign([TP])
+
+        waker = threading.Timer(0.3, consumer.wakeup)
+        started = time.monotonic()
+        waker.start()
+        with pytest.raises(WakeupError):
+            consumer.poll(30_000)
+        assert 0.25 < time.monotonic() - started < 5
+        waker.join()
+        consumer.wakeup()
+        with pytest.raises(WakeupError):
+            consumer.poll(30_000)
+        started = time.monotonic()
+        assert consumer.poll(300) == []  # the mark each wake-up left woke nothing more
+        assert time.monotonic() - started >= 0.25
+        consumer.seek(TP, 0)
+        records = poll_until(consumer, 3)
+    assert [r.value for r in records] == [b"0", b"1", b"2"]
 
 
 def _produce_batches(sidecar: LiveSidecar, batches: int, per_batch: int) -> None:

@@ -39,7 +39,7 @@ def _session(
 ) -> SessionStream:
     # max_bytes 1: one batch a message.
     settings = log_service_pb2.FetchSessionRequest(max_bytes=1)
-    return SessionStream("sidecar", stub, settings, arrivals)
+    return SessionStream("sidecar", stub, settings, arrivals.put)
 
 
 def _base_offsets(arrival: Arrival) -> list[int]:

@@ -50,6 +50,7 @@ from tierlog.client.errors import (
     OutOfOrderSequenceError,
     RecordTooLargeError,
     RequestTimedOutError,
+    WakeupError,
 )
 from tierlog.client.groups import (
     ConsumerGroupMetadata,
@@ -116,6 +117,7 @@ __all__ = [
     "SerializingProducer",
     "StickyPartitioner",
     "TopicPartition",
+    "WakeupError",
     "bytes_deserializer",
     "bytes_serializer",
     "json_deserializer",

@@ -75,6 +75,7 @@ from tierlog.client.errors import (
     NoOffsetForPartitionError,
     RequestTimedOutError,
     TierlogError,
+    WakeupError,
     is_retriable,
     reason_of,
     with_reason,
@@ -141,7 +142,9 @@ class Consumer(ClusterClient):
         self._buffers: dict[TopicPartition, _Buffered] = {}
         self._sessions: dict[str, SessionStream] = {}  # by broker address
         self._streams: dict[TopicPartition, SessionStream] = {}  # where each is read
-        self._arrivals: queue.SimpleQueue[Arrival] = queue.SimpleQueue()
+        # The sessions' messages, and None: a wake-up's mark (``wakeup``).
+        self._arrivals: queue.SimpleQueue[Arrival | None] = queue.SimpleQueue()
+        self._woken = False
         # When a partition whose read failed (or whose session ended) may be read again.
         self._retry_at: dict[TopicPartition, float] = {}
         self._unanswering: set[str] = set()  # brokers whose session failed, until one answers
@@ -366,7 +369,9 @@ class Consumer(ClusterClient):
     # --- poll -------------------------------------------------------------------------
 
     def poll(self, timeout_ms: int = 0) -> list[ConsumerRecord]:
-        """Up to ``max.poll.records`` records, waiting at most ``timeout_ms`` for some."""
+        """Up to ``max.poll.records`` records, waiting at most ``timeout_ms`` for some;
+        ``WakeupError`` if ``wakeup`` was called during the wait or since the last poll."""
+        self._raise_if_woken()
         deadline = time.monotonic() + timeout_ms / 1000
         self._reconcile()
         self._maybe_auto_commit()
@@ -592,7 +597,7 @@ class Consumer(ClusterClient):
                     min_bytes=self.config.fetch_min_bytes,
                     isolation_level=self._isolation_level,
                 ),
-                self._arrivals,
+                self._arrivals.put,
             )
         session.add(
             tp,
@@ -615,12 +620,33 @@ class Consumer(ClusterClient):
             wait_s = min(until - time.monotonic(), STALL_CHECK_S)
             try:
                 if wait_s <= 0:
-                    return self._arrivals.get_nowait()
-                return self._arrivals.get(timeout=wait_s)
+                    arrival = self._arrivals.get_nowait()
+                else:
+                    arrival = self._arrivals.get(timeout=wait_s)
             except queue.Empty:
                 self._cancel_stalled()
                 if wait_s < STALL_CHECK_S:
                     return None
+                continue
+            if arrival is not None:
+                return arrival
+            self._raise_if_woken()  # else the mark of a wake-up already raised
+
+    def wakeup(self) -> None:
+        """End the poll under way (or else the next one) with ``WakeupError``, as Kafka's
+        ``wakeup``: from another thread, or from a signal handler (it only sets a flag
+        and puts a mark on a ``SimpleQueue``, which is safe there).  How a command stops
+        its consumer on SIGINT or SIGTERM: an exception raised by the handler itself
+        lands wherever the main thread is, and inside gRPC's ``with condition:`` (a
+        Python ``__enter__`` that can raise after taking the lock) it leaves the lock
+        held, so gRPC's own threads, and then ``close``, wait for it forever."""
+        self._woken = True
+        self._arrivals.put(None)
+
+    def _raise_if_woken(self) -> None:
+        if self._woken:
+            self._woken = False
+            raise WakeupError("the consumer was woken up (Consumer.wakeup)")
 
     def _cancel_stalled(self) -> None:
         """Each message is due within ``fetch.max.wait.ms`` (an empty one if need be), so

@@ -27,6 +27,7 @@ __all__ = [
     "TierlogError",
     "UnknownProducerIdError",
     "UnknownServerError",
+    "WakeupError",
     "error_for_reason",
     "is_retriable",
     "reason_of",
@@ -131,6 +132,11 @@ class NoOffsetForPartitionError(TierlogError):
     (Kafka's ``NoOffsetForPartitionException``)."""
 
     reason = "OFFSET_OUT_OF_RANGE"
+
+
+class WakeupError(TierlogError):
+    """``Consumer.wakeup`` ended a poll (Kafka's ``WakeupException``): how another thread,
+    or a signal handler, stops a consumer that is waiting for records."""
 
 
 def _by_reason() -> dict[str, type[TierlogError]]:

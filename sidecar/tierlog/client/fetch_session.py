@@ -5,8 +5,8 @@ held a Subscribe stream and a reader thread per partition ran 1,008 threads for 
 partitions and, its streams counted as the broker's queued requests, left no room for
 anybody else's calls. A ``SessionStream`` is one ``FetchSession`` call: partitions are
 added (from the consumer's position, with a generation of their own) and forgotten as
-the assignment, seeks and errors say, and a reader thread puts each message on the
-consumer's queue as an ``Arrival``, so one wait serves every broker. Per broker: one
+the assignment, seeks and errors say, and a reader thread hands each message to the
+consumer (onto its queue) as an ``Arrival``, so one wait serves every broker. Per broker: one
 reader thread, and gRPC's thread that sends the requests.
 
 Answers carry their partition's generation: those to an add the consumer replaced (a
@@ -27,7 +27,7 @@ import itertools
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 import grpc
@@ -52,7 +52,7 @@ class Arrival(NamedTuple):
 
 
 class SessionStream:
-    """A ``FetchSession`` call to ``address`` whose messages go on ``arrivals``;
+    """A ``FetchSession`` call to ``address`` whose messages are handed to ``deliver``;
     ``settings`` is the session's long poll (max_wait_ms, min_bytes, max_bytes,
     isolation_level)."""
 
@@ -61,11 +61,11 @@ class SessionStream:
         address: str,
         stub: log_service_pb2_grpc.LogServiceStub,
         settings: log_service_pb2.FetchSessionRequest,
-        arrivals: queue.SimpleQueue[Arrival],
+        deliver: Callable[[Arrival], None],
     ) -> None:
         self.address = address
         self._settings = settings
-        self._arrivals = arrivals
+        self._deliver = deliver
         self._requests: queue.SimpleQueue[log_service_pb2.FetchSessionRequest | None] = (
             queue.SimpleQueue()
         )
@@ -166,9 +166,9 @@ class SessionStream:
             for message in self._call:
                 if self._cancelled.is_set():
                     return
-                self._arrivals.put(Arrival(self, message))
+                self._deliver(Arrival(self, message))
             if not self._cancelled.is_set():  # the broker ended it (shutting down)
-                self._arrivals.put(Arrival(self, None))
+                self._deliver(Arrival(self, None))
         except grpc.RpcError as rpc_error:
             if not self._cancelled.is_set():
-                self._arrivals.put(Arrival(self, None, error_from_rpc(rpc_error)))
+                self._deliver(Arrival(self, None, error_from_rpc(rpc_error)))
