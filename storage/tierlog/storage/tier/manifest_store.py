@@ -205,7 +205,7 @@ class ManifestWriter:
         writer_id: str,
         *,
         chunk_entries: int = CHUNK_ENTRIES,
-        on_change: Callable[[TopicPartition], None] | None = None,
+        on_change: Callable[[PartitionManifest], None] | None = None,
     ):
         self.store = store
         self.manifest = manifest
@@ -213,7 +213,7 @@ class ManifestWriter:
         self.writer_epoch = manifest.writer_epoch
         self.chunk_entries = chunk_entries
         self.chunks = ChunkReader(store, WRITER_CHUNKS_KEPT)
-        self.on_change = on_change  # told after every version this writer stores
+        self.on_change = on_change  # given every version this writer stores, once stored
 
     @property
     def tp(self) -> TopicPartition:
@@ -228,7 +228,7 @@ class ManifestWriter:
         *,
         min_epoch: int = 0,
         chunk_entries: int = CHUNK_ENTRIES,
-        on_change: Callable[[TopicPartition], None] | None = None,
+        on_change: Callable[[PartitionManifest], None] | None = None,
     ) -> ManifestWriter:
         """Become the partition's tier writer with an epoch above every earlier one.
 
@@ -274,7 +274,7 @@ class ManifestWriter:
             raise FencedWriterError(f"{self.tp}: lost {_REBASE_ATTEMPTS} manifest races in a row")
         self.manifest = changed
         if self.on_change is not None:
-            self.on_change(self.tp)
+            self.on_change(changed)
         self._prune_old_versions(changed.version)
         return changed
 

@@ -4,10 +4,12 @@ One ``RemoteLogReader`` per object store, shared by every partition. It sees a
 partition's tier through its manifest's view (finished segments at or above the
 tier's log start) and caches that view, reloading it when it is older than
 ``view_ttl_s``, when a read asks for an offset past its end (more was uploaded), or
-when a segment it names has gone (retention deleted it); the remote log manager of
-the same process calls ``invalidate`` after each manifest change it stores. A stale
-view whose reload fails (the store is away) is still served: its segments' chunks may
-be in the cache.
+when a segment it names has gone (retention deleted it). The remote log manager of
+the same process hands it each manifest version it stores (``offer``), which becomes
+the view as if just loaded: a partition led here is read without the listing and the
+head's GET, two round trips before a cold read's first data GET. A stale view whose
+reload fails (the store is away) is still served: its segments' chunks may be in the
+cache.
 
 Within a segment a read follows ``LogSegment.read``: the segment's offset index,
 fetched through the chunk cache and searched with the broker's own
@@ -56,6 +58,7 @@ from tierlog.storage.segment import TimestampAndOffset
 from tierlog.storage.tier.manifest import (
     CorruptManifestError,
     ManifestVanishedError,
+    PartitionManifest,
     RemoteLogView,
     RemoteSegment,
     SegmentPart,
@@ -96,7 +99,9 @@ class RemoteLogReader:
         self.clock_s = clock_s
         self.bytes_read = 0  # record bytes returned by ``read`` (a counter for metrics)
         self._lock = threading.Lock()
-        self._views: dict[TopicPartition, tuple[float, RemoteLogView]] = {}
+        # tp -> (when loaded, the view, the offer it came from: 0 when loaded here)
+        self._views: dict[TopicPartition, tuple[float, RemoteLogView, int]] = {}
+        self._offers = 0  # views offered so far (``offer``)
         self._without_manifest: set[TopicPartition] = set()  # as last loaded
         self._garbled_heads: dict[TopicPartition, str] = {}  # as last loaded: why
         self._garbled_logged: set[str] = set()  # logged once each, not at every reload
@@ -111,6 +116,7 @@ class RemoteLogReader:
         now = self.clock_s()
         with self._lock:
             cached = self._views.get(tp)
+            offers_before = self._offers
         if cached is not None and not refresh and now - cached[0] < self.view_ttl_s:
             return cached[1]
         try:
@@ -123,7 +129,12 @@ class RemoteLogReader:
         fresh = manifest.view(self._chunks)
         garbled = str(readable.garbled[0]) if readable.garbled else ""
         with self._lock:
-            self._views[tp] = (now, fresh)
+            offered = self._views.get(tp)
+            if offered is not None and offered[2] > offers_before:
+                # Stored by this process while this load was under way: newer than, or
+                # the same as, what the load read; it stays.
+                return offered[1]
+            self._views[tp] = (now, fresh, 0)
             if manifest.version:
                 self._without_manifest.discard(tp)
             else:
@@ -160,6 +171,17 @@ class RemoteLogReader:
                 f"{tp}: {what} may lie past {view.end_offset}, the end of the newest "
                 f"manifest head that decodes; the newest one does not: {garbled}"
             )
+
+    def offer(self, manifest: PartitionManifest) -> None:
+        """``manifest`` was just stored, by a writer of this process: the newest version
+        (an if-absent put won it), which becomes the partition's view as if loaded now."""
+        view = manifest.view(self._chunks)
+        now = self.clock_s()
+        with self._lock:
+            self._offers += 1
+            self._views[manifest.tp] = (now, view, self._offers)
+            self._without_manifest.discard(manifest.tp)
+            self._garbled_heads.pop(manifest.tp, None)
 
     def invalidate(self, tp: TopicPartition) -> None:
         """The partition's manifest changed: the next call reloads it."""
