@@ -105,14 +105,20 @@ class ReadableManifest:
     garbled: tuple[CorruptManifestError, ...] = ()
 
 
-def load_readable_manifest(store: ObjectStore, tp: TopicPartition) -> ReadableManifest:
+def load_readable_manifest(
+    store: ObjectStore, tp: TopicPartition, known: PartitionManifest | None = None
+) -> ReadableManifest:
     """The newest head that decodes, for readers: a garbled newest head leaves the older
     kept ones (``VERSIONS_TO_KEEP``) to serve from. ``CorruptManifestError`` (the
-    newest's) when none decodes."""
+    newest's) when none decodes. ``known``: a version read before, taken as it is when
+    the listing finds it still the one to serve (a head is never rewritten: its key is
+    its version, written once), so an unchanged manifest costs the listing alone."""
     for _attempt in range(_LOAD_ATTEMPTS):
         garbled: list[CorruptManifestError] = []
         try:
             for version in reversed(_stored_versions(store, tp)):
+                if known is not None and known.version == version:
+                    return ReadableManifest(known, tuple(garbled))
                 try:
                     return ReadableManifest(_load_head(store, tp, version), tuple(garbled))
                 except CorruptManifestError as error:

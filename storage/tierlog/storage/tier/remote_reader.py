@@ -4,7 +4,8 @@ One ``RemoteLogReader`` per object store, shared by every partition. It sees a
 partition's tier through its manifest's view (finished segments at or above the
 tier's log start) and caches that view, reloading it when it is older than
 ``view_ttl_s``, when a read asks for an offset past its end (more was uploaded), or
-when a segment it names has gone (retention deleted it). The remote log manager of
+when a segment it names has gone (retention deleted it); a reload that lists the
+version it has as still the newest keeps it (the listing alone). The remote log manager of
 the same process hands it each manifest version it stores (``offer``), which becomes
 the view as if just loaded: a partition led here is read without the listing and the
 head's GET, two round trips before a cold read's first data GET. A stale view whose
@@ -42,7 +43,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from tierlog.storage.errors import CorruptRecordError, OffsetOutOfRangeError, TierlogError
 from tierlog.storage.index import offset_index_lookup, time_index_lookup
@@ -83,6 +84,15 @@ _WINDOW_SLACK_BYTES = 16 * 1024
 INDEX_MEMORY_BYTES = 16 << 20
 
 
+class _CachedView(NamedTuple):
+    """A partition's view as last loaded, or offered (``offer``: which offer, else 0)."""
+
+    loaded_at: float
+    manifest: PartitionManifest
+    view: RemoteLogView
+    offer: int
+
+
 class RemoteLogReader:
     """Reads tiered batches of any partition of one store; thread-safe."""
 
@@ -99,8 +109,7 @@ class RemoteLogReader:
         self.clock_s = clock_s
         self.bytes_read = 0  # record bytes returned by ``read`` (a counter for metrics)
         self._lock = threading.Lock()
-        # tp -> (when loaded, the view, the offer it came from: 0 when loaded here)
-        self._views: dict[TopicPartition, tuple[float, RemoteLogView, int]] = {}
+        self._views: dict[TopicPartition, _CachedView] = {}
         self._offers = 0  # views offered so far (``offer``)
         self._without_manifest: set[TopicPartition] = set()  # as last loaded
         self._garbled_heads: dict[TopicPartition, str] = {}  # as last loaded: why
@@ -117,24 +126,29 @@ class RemoteLogReader:
         with self._lock:
             cached = self._views.get(tp)
             offers_before = self._offers
-        if cached is not None and not refresh and now - cached[0] < self.view_ttl_s:
-            return cached[1]
+        if cached is not None and not refresh and now - cached.loaded_at < self.view_ttl_s:
+            return cached.view
         try:
-            readable = load_readable_manifest(self.store, tp)
+            readable = load_readable_manifest(
+                self.store, tp, cached.manifest if cached is not None else None
+            )
         except ObjectStoreError:
             if cached is None or refresh:
                 raise
-            return cached[1]  # the store is away: what was cached still names the segments
+            return cached.view  # the store is away: what was cached still names the segments
         manifest = readable.manifest
-        fresh = manifest.view(self._chunks)
+        if cached is not None and manifest is cached.manifest:
+            fresh = cached.view  # the version it had: the listing was all it took
+        else:
+            fresh = manifest.view(self._chunks)
         garbled = str(readable.garbled[0]) if readable.garbled else ""
         with self._lock:
             offered = self._views.get(tp)
-            if offered is not None and offered[2] > offers_before:
+            if offered is not None and offered.offer > offers_before:
                 # Stored by this process while this load was under way: newer than, or
                 # the same as, what the load read; it stays.
-                return offered[1]
-            self._views[tp] = (now, fresh, 0)
+                return offered.view
+            self._views[tp] = _CachedView(now, manifest, fresh, 0)
             if manifest.version:
                 self._without_manifest.discard(tp)
             else:
@@ -179,7 +193,7 @@ class RemoteLogReader:
         now = self.clock_s()
         with self._lock:
             self._offers += 1
-            self._views[manifest.tp] = (now, view, self._offers)
+            self._views[manifest.tp] = _CachedView(now, manifest, view, self._offers)
             self._without_manifest.discard(manifest.tp)
             self._garbled_heads.pop(manifest.tp, None)
 
