@@ -540,7 +540,7 @@ class SidecarServer:
             settings.cache_dir.parent / TIER_CLEANER_SCRATCH_DIR,
             observer=self.remote_log_manager.observer,
         )
-        self.remote_log_manager.on_manifest_change(reader.invalidate)
+        self.remote_log_manager.on_manifest_change(reader.offer)
         self.metrics.watch_remote_reads(reader)
         return reader
 

@@ -346,6 +346,23 @@ def test_no_writer_builds_on_an_older_head_than_a_garbled_newest_one(
     assert load_readable_manifest(any_store, TP).garbled == ()
 
 
+def test_a_reader_reloading_an_unchanged_manifest_only_lists_it(any_store: ObjectStore) -> None:
+    writer = ManifestWriter.claim(any_store, TP, "w")
+    writer.update(start_upload(0))
+    reads = FaultyStore(any_store)  # the reader's requests, counted
+    known = load_readable_manifest(reads, TP).manifest
+    reads.calls.clear()
+    assert load_readable_manifest(reads, TP, known).manifest is known
+    assert reads.calls == [("list", manifest_prefix(TP))]
+    writer.update(start_upload(10))  # changed: the newest head is read
+    assert load_readable_manifest(reads, TP, known).manifest == writer.manifest
+    any_store.put(manifest_key(TP, writer.manifest.version), GARBLED)
+    reads.calls.clear()
+    readable = load_readable_manifest(reads, TP, known)  # the newest that decodes is known
+    assert (readable.manifest, len(readable.garbled)) == (known, 1)
+    assert [operation for operation, _key in reads.calls] == ["list", "get"]
+
+
 def test_every_head_garbled_is_a_storage_error_for_readers_too(any_store: ObjectStore) -> None:
     writer = ManifestWriter.claim(any_store, TP, "w")
     writer.update(start_upload(0))

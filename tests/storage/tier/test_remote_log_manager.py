@@ -590,18 +590,25 @@ def test_a_reader_in_the_same_process_sees_each_change_at_once(
 ) -> None:
     log = open_log(tmp_path / "data", clock, tiered_config(retention_bytes=-1))
     cache = ChunkCache(tmp_path / "cache", chunk_bytes=4096, max_bytes=1 << 20, max_entries=100)
-    reader = RemoteLogReader(RangeReader(store, cache), view_ttl_s=3600, clock_s=lambda: 0.0)
+    reads = FaultyStore(store)  # the reader's requests, counted
+    reader = RemoteLogReader(RangeReader(reads, cache), view_ttl_s=3600, clock_s=lambda: 0.0)
     rlm = manager(store, clock)
-    rlm.on_manifest_change(reader.invalidate)
+    rlm.on_manifest_change(reader.offer)
     rlm.attach(TP, log)
     assert reader.view(TP).end_offset == 0  # cached for an hour
+    reads.calls.clear()
     produce(log, 10)
     rlm.run_once()
-    assert reader.view(TP).end_offset == 24  # an upload: the cached view was dropped
+    assert reader.view(TP).end_offset == 24
+    assert reader.view(TP) == load_view(store, TP)  # an upload: the writer's view
     log.increment_log_start_offset(12)
     rlm.run_once()
     view = reader.view(TP)  # a deletion too
     assert (view.log_start_offset, [s.base_offset for s in view.all_segments()]) == (12, [12])
+    assert view == load_view(store, TP)
+    assert reads.calls == []  # neither was loaded: no listing, no head's GET
+    assert reader.read(TP, 12, 1 << 20)
+    assert not [key for _operation, key in reads.calls if "/manifest/" in key]
     reader.ranges.close()
     log.close()
 

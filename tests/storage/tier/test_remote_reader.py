@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.storage.conftest import T0, batch_with_timestamps, config, headers_of
+from tests.storage.tier.faults import FaultyStore
 from tests.storage.tier.uploads import tier_closed_segments, tier_segments
 from tests.storage.transactions import TxnWriter
 from tierlog.storage.errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
@@ -18,7 +19,7 @@ from tierlog.storage.records import V2_HEADER_SIZE, CompressionType, iter_batche
 from tierlog.storage.records.batch import LENGTH_OFFSET, MAGIC_OFFSET
 from tierlog.storage.tier.chunk_buffers import Filled, nothing_filled
 from tierlog.storage.tier.chunk_cache import ChunkCache
-from tierlog.storage.tier.layout import manifest_key
+from tierlog.storage.tier.layout import manifest_key, manifest_prefix
 from tierlog.storage.tier.local_store import LocalDirectoryStore
 from tierlog.storage.tier.manifest_store import ManifestWriter, load_view
 from tierlog.storage.tier.range_reader import RangeReader
@@ -105,6 +106,26 @@ def test_without_min_one_batch_nothing_larger_than_max_bytes_comes_back(
     tier_closed_segments(store, TP, log)
     assert reader.read(TP, 0, 1, min_one_batch=False) == b""
     assert reader.read(TP, 0, 1) == log.read(0, 1).records != b""
+
+
+def test_a_stale_view_of_an_unchanged_manifest_is_reloaded_by_a_listing_alone(
+    tmp_path: Path, log: Log, store: LocalDirectoryStore
+) -> None:
+    tier_closed_segments(store, TP, log)
+    reads = FaultyStore(store)  # the reader's requests, counted
+    now = [0.0]
+    cache = ChunkCache(tmp_path / "c", chunk_bytes=1000, max_bytes=1 << 24, max_entries=10_000)
+    reader = RemoteLogReader(RangeReader(reads, cache), view_ttl_s=5, clock_s=lambda: now[0])
+    view = reader.view(TP)
+    now[0] = 6.0  # stale
+    reads.calls.clear()
+    assert reader.view(TP) is view
+    assert reads.calls == [("list", manifest_prefix(TP))]
+    writer = ManifestWriter.claim(store, TP, "retention")
+    writer.update(lambda manifest: manifest.advance_log_start(40))
+    now[0] = 12.0
+    assert reader.view(TP).log_start_offset == 40  # changed: the new head is read
+    reader.ranges.close()
 
 
 def test_offsets_below_the_tiers_log_start_are_out_of_range(

@@ -105,14 +105,20 @@ class ReadableManifest:
     garbled: tuple[CorruptManifestError, ...] = ()
 
 
-def load_readable_manifest(store: ObjectStore, tp: TopicPartition) -> ReadableManifest:
+def load_readable_manifest(
+    store: ObjectStore, tp: TopicPartition, known: PartitionManifest | None = None
+) -> ReadableManifest:
     """The newest head that decodes, for readers: a garbled newest head leaves the older
     kept ones (``VERSIONS_TO_KEEP``) to serve from. ``CorruptManifestError`` (the
-    newest's) when none decodes."""
+    newest's) when none decodes. ``known``: a version read before, taken as it is when
+    the listing finds it still the one to serve (a head is never rewritten: its key is
+    its version, written once), so an unchanged manifest costs the listing alone."""
     for _attempt in range(_LOAD_ATTEMPTS):
         garbled: list[CorruptManifestError] = []
         try:
             for version in reversed(_stored_versions(store, tp)):
+                if known is not None and known.version == version:
+                    return ReadableManifest(known, tuple(garbled))
                 try:
                     return ReadableManifest(_load_head(store, tp, version), tuple(garbled))
                 except CorruptManifestError as error:
@@ -205,7 +211,7 @@ class ManifestWriter:
         writer_id: str,
         *,
         chunk_entries: int = CHUNK_ENTRIES,
-        on_change: Callable[[TopicPartition], None] | None = None,
+        on_change: Callable[[PartitionManifest], None] | None = None,
     ):
         self.store = store
         self.manifest = manifest
@@ -213,7 +219,7 @@ class ManifestWriter:
         self.writer_epoch = manifest.writer_epoch
         self.chunk_entries = chunk_entries
         self.chunks = ChunkReader(store, WRITER_CHUNKS_KEPT)
-        self.on_change = on_change  # told after every version this writer stores
+        self.on_change = on_change  # given every version this writer stores, once stored
 
     @property
     def tp(self) -> TopicPartition:
@@ -228,7 +234,7 @@ class ManifestWriter:
         *,
         min_epoch: int = 0,
         chunk_entries: int = CHUNK_ENTRIES,
-        on_change: Callable[[TopicPartition], None] | None = None,
+        on_change: Callable[[PartitionManifest], None] | None = None,
     ) -> ManifestWriter:
         """Become the partition's tier writer with an epoch above every earlier one.
 
@@ -274,7 +280,7 @@ class ManifestWriter:
             raise FencedWriterError(f"{self.tp}: lost {_REBASE_ATTEMPTS} manifest races in a row")
         self.manifest = changed
         if self.on_change is not None:
-            self.on_change(self.tp)
+            self.on_change(changed)
         self._prune_old_versions(changed.version)
         return changed
 

@@ -232,7 +232,7 @@ class RemoteLogManager:
         self.observer = observer or TierObserver()
         self.writer_id = writer_id or uuid.uuid4().hex
         self._partitions: dict[TopicPartition, _Partition] = {}
-        self._manifest_listeners: list[Callable[[TopicPartition], None]] = []
+        self._manifest_listeners: list[Callable[[PartitionManifest], None]] = []
         self._logs: LogSource | None = None
         # Which partitions this broker may take over in the tier (claiming fences the
         # previous writer): the sidecar narrows it to those it owns or is draining, or
@@ -318,15 +318,16 @@ class RemoteLogManager:
                 tp, len(segments), sum(info.size_bytes for info in segments)
             )
 
-    def on_manifest_change(self, listener: Callable[[TopicPartition], None]) -> None:
-        """Call ``listener(tp)`` after each change this process stores in ``tp``'s
-        manifest (an upload finished, retention deleted): a reader caching the
-        partition's view drops it (``RemoteLogReader.invalidate``)."""
+    def on_manifest_change(self, listener: Callable[[PartitionManifest], None]) -> None:
+        """Call ``listener(manifest)`` with each version this process stores of a
+        partition's manifest (its claim, an upload finished, retention deleted): a reader
+        in the same process takes it as the partition's view (``RemoteLogReader.offer``),
+        without the listing and GET of loading it."""
         self._manifest_listeners.append(listener)
 
-    def _manifest_changed(self, tp: TopicPartition) -> None:
+    def _manifest_changed(self, manifest: PartitionManifest) -> None:
         for listener in self._manifest_listeners:
-            listener(tp)
+            listener(manifest)
 
     @property
     def partitions(self) -> list[TopicPartition]:

@@ -4,10 +4,13 @@ One ``RemoteLogReader`` per object store, shared by every partition. It sees a
 partition's tier through its manifest's view (finished segments at or above the
 tier's log start) and caches that view, reloading it when it is older than
 ``view_ttl_s``, when a read asks for an offset past its end (more was uploaded), or
-when a segment it names has gone (retention deleted it); the remote log manager of
-the same process calls ``invalidate`` after each manifest change it stores. A stale
-view whose reload fails (the store is away) is still served: its segments' chunks may
-be in the cache.
+when a segment it names has gone (retention deleted it); a reload that lists the
+version it has as still the newest keeps it (the listing alone). The remote log manager of
+the same process hands it each manifest version it stores (``offer``), which becomes
+the view as if just loaded: a partition led here is read without the listing and the
+head's GET, two round trips before a cold read's first data GET. A stale view whose
+reload fails (the store is away) is still served: its segments' chunks may be in the
+cache.
 
 Within a segment a read follows ``LogSegment.read``: the segment's offset index,
 fetched through the chunk cache and searched with the broker's own
@@ -40,7 +43,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from tierlog.storage.errors import CorruptRecordError, OffsetOutOfRangeError, TierlogError
 from tierlog.storage.index import offset_index_lookup, time_index_lookup
@@ -56,6 +59,7 @@ from tierlog.storage.segment import TimestampAndOffset
 from tierlog.storage.tier.manifest import (
     CorruptManifestError,
     ManifestVanishedError,
+    PartitionManifest,
     RemoteLogView,
     RemoteSegment,
     SegmentPart,
@@ -80,6 +84,15 @@ _WINDOW_SLACK_BYTES = 16 * 1024
 INDEX_MEMORY_BYTES = 16 << 20
 
 
+class _CachedView(NamedTuple):
+    """A partition's view as last loaded, or offered (``offer``: which offer, else 0)."""
+
+    loaded_at: float
+    manifest: PartitionManifest
+    view: RemoteLogView
+    offer: int
+
+
 class RemoteLogReader:
     """Reads tiered batches of any partition of one store; thread-safe."""
 
@@ -96,7 +109,8 @@ class RemoteLogReader:
         self.clock_s = clock_s
         self.bytes_read = 0  # record bytes returned by ``read`` (a counter for metrics)
         self._lock = threading.Lock()
-        self._views: dict[TopicPartition, tuple[float, RemoteLogView]] = {}
+        self._views: dict[TopicPartition, _CachedView] = {}
+        self._offers = 0  # views offered so far (``offer``)
         self._without_manifest: set[TopicPartition] = set()  # as last loaded
         self._garbled_heads: dict[TopicPartition, str] = {}  # as last loaded: why
         self._garbled_logged: set[str] = set()  # logged once each, not at every reload
@@ -111,19 +125,30 @@ class RemoteLogReader:
         now = self.clock_s()
         with self._lock:
             cached = self._views.get(tp)
-        if cached is not None and not refresh and now - cached[0] < self.view_ttl_s:
-            return cached[1]
+            offers_before = self._offers
+        if cached is not None and not refresh and now - cached.loaded_at < self.view_ttl_s:
+            return cached.view
         try:
-            readable = load_readable_manifest(self.store, tp)
+            readable = load_readable_manifest(
+                self.store, tp, cached.manifest if cached is not None else None
+            )
         except ObjectStoreError:
             if cached is None or refresh:
                 raise
-            return cached[1]  # the store is away: what was cached still names the segments
+            return cached.view  # the store is away: what was cached still names the segments
         manifest = readable.manifest
-        fresh = manifest.view(self._chunks)
+        if cached is not None and manifest is cached.manifest:
+            fresh = cached.view  # the version it had: the listing was all it took
+        else:
+            fresh = manifest.view(self._chunks)
         garbled = str(readable.garbled[0]) if readable.garbled else ""
         with self._lock:
-            self._views[tp] = (now, fresh)
+            offered = self._views.get(tp)
+            if offered is not None and offered.offer > offers_before:
+                # Stored by this process while this load was under way: newer than, or
+                # the same as, what the load read; it stays.
+                return offered.view
+            self._views[tp] = _CachedView(now, manifest, fresh, 0)
             if manifest.version:
                 self._without_manifest.discard(tp)
             else:
@@ -160,6 +185,17 @@ class RemoteLogReader:
                 f"{tp}: {what} may lie past {view.end_offset}, the end of the newest "
                 f"manifest head that decodes; the newest one does not: {garbled}"
             )
+
+    def offer(self, manifest: PartitionManifest) -> None:
+        """``manifest`` was just stored, by a writer of this process: the newest version
+        (an if-absent put won it), which becomes the partition's view as if loaded now."""
+        view = manifest.view(self._chunks)
+        now = self.clock_s()
+        with self._lock:
+            self._offers += 1
+            self._views[manifest.tp] = _CachedView(now, manifest, view, self._offers)
+            self._without_manifest.discard(manifest.tp)
+            self._garbled_heads.pop(manifest.tp, None)
 
     def invalidate(self, tp: TopicPartition) -> None:
         """The partition's manifest changed: the next call reloads it."""
