@@ -34,6 +34,8 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 from kio.static.protocol import RequestPayload, ResponsePayload
 
+from tierlog.kafka.memoized_entities import writer_of
+
 __all__ = [
     "BY_REFERENCE_BYTES",
     "Frame",
@@ -98,13 +100,15 @@ def encode_response(
     as the buffers to send in turn: any value of ``BY_REFERENCE_BYTES`` or more is the
     response's own object, not a copy, and the runs of small fields between are handed
     over as gathered (not copied again: a Metadata answer of thousands of partitions is
-    all one run)."""
+    all one run). The body is written as kio writes it, its repeated small entities (a
+    Metadata answer's partitions) from the bytes of values written before
+    (``memoized_entities``)."""
     pieces = _Pieces()
     pieces.write(_SIZE_PREFIX)
     header_type = type(response).__header_schema__
     written = typing.cast(IO[bytes], pieces)  # all kio's writers use is ``write``
     entity_writer(header_type)(written, header_type(correlation_id=i32(correlation_id)))
-    entity_writer(type(response))(written, response)
+    writer_of(type(response))(written, response)
     return pieces.framed()
 
 
