@@ -22,7 +22,8 @@ from tierlog.kafka.broker import KafkaBroker
 from tierlog.kafka.codec import build, response_type
 from tierlog.kafka.errors import error_code
 from tierlog.kafka.versions import METADATA
-from tierlog.replication.leadership import partition_leadership
+from tierlog.replication.leadership import partition_leaderships
+from tierlog.replication.replica_manager import Leadership
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.topic_partition import TopicPartition
 
@@ -59,8 +60,13 @@ def metadata(broker: KafkaBroker, request: RequestPayload, version: int) -> Resp
                 "topic_id": manager.topic_id(name),
                 "is_internal": name in INTERNAL_TOPICS,
                 "partitions": [
-                    _partition(broker, TopicPartition(name, p), listed)
-                    for p in range(topic.partition_count)
+                    _partition(leadership, p, listed)
+                    for p, leadership in enumerate(
+                        partition_leaderships(
+                            broker.partitions,
+                            (TopicPartition(name, p) for p in range(topic.partition_count)),
+                        )
+                    )
                 ],
             }
         )
@@ -79,15 +85,14 @@ def metadata(broker: KafkaBroker, request: RequestPayload, version: int) -> Resp
     )
 
 
-def _partition(broker: KafkaBroker, tp: TopicPartition, listed: frozenset[int]) -> dict[str, Any]:
+def _partition(leadership: Leadership, index: int, listed: frozenset[int]) -> dict[str, Any]:
     """A leader not among the brokers listed (moving, dead, or of unknown address) is
     reported as none, LEADER_NOT_AVAILABLE, as Kafka reports a leader that is not alive:
     a client never meets a leader id it has no address for, and asks again."""
-    leadership = partition_leadership(broker.partitions, tp)
     reachable = leadership.leader_id in listed
     return {
         "error_code": ErrorCode.none if reachable else ErrorCode.leader_not_available,
-        "partition_index": tp.partition,
+        "partition_index": index,
         "leader_id": leadership.leader_id if reachable else NO_OWNER,
         "leader_epoch": leadership.leader_epoch,
         "replica_nodes": tuple(leadership.replicas),
