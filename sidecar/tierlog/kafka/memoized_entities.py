@@ -39,9 +39,8 @@ __all__ = ["MEMOIZED", "writer_of"]
 # The entity types (by name, in every version) written from the bytes of their values.
 MEMOIZED = frozenset({"MetadataResponsePartition"})
 
-# Distinct values kept: every partition of 4,000 in a few versions at once (one per kind
-# of client), about 10 MB at most; a partition's next state pushes out the oldest.
-_KEPT_VALUES = 1 << 15
+# Distinct values kept: as many as Metadata keeps entries (``metadata._KEPT_PARTITIONS``).
+_KEPT_VALUES = 1 << 14
 
 
 @cache
