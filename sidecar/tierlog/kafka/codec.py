@@ -155,7 +155,8 @@ def build(schema: type[E], values: Mapping[str, Any]) -> E:
 def _conversions(schema: Any) -> tuple[tuple[str, Callable[[Any], Any] | None], ...]:
     """Each field of ``schema`` with what its value goes through (None: nothing), read
     from the schema once: a Metadata answer builds thousands of partitions of one type,
-    and reading each field's type hints anew cost most of the time it took."""
+    and working out each field's kind anew for each value (its Kafka type, whether its
+    type hint holds an entity) cost most of the time it took."""
     hints = _hints(schema)
     return tuple(
         (field.name, _conversion(hints[field.name], field)) for field in dataclasses.fields(schema)

@@ -24,6 +24,10 @@ from functools import cache
 from typing import Any
 
 from kio.serial import entity_writer
+
+# kio's own pieces of its entity writer (not exported, and kio may change them):
+# this writer must classify and write each field as kio does, and the byte-for-byte test
+# against kio's writer catches a kio whose pieces changed.
 from kio.serial._introspect import EntityTupleField, classify_field, get_field_tag
 from kio.serial._serialize import get_field_writer
 from kio.serial.writers import (
