@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import IO, Any, TypeVar
 
@@ -32,6 +33,8 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 from kio.static.protocol import RequestPayload, ResponsePayload
+
+from tierlog.kafka.memoized_entities import writer_of
 
 __all__ = [
     "BY_REFERENCE_BYTES",
@@ -97,13 +100,15 @@ def encode_response(
     as the buffers to send in turn: any value of ``BY_REFERENCE_BYTES`` or more is the
     response's own object, not a copy, and the runs of small fields between are handed
     over as gathered (not copied again: a Metadata answer of thousands of partitions is
-    all one run)."""
+    all one run). The body is written as kio writes it, its repeated small entities (a
+    Metadata answer's partitions) from the bytes of values written before
+    (``memoized_entities``)."""
     pieces = _Pieces()
     pieces.write(_SIZE_PREFIX)
     header_type = type(response).__header_schema__
     written = typing.cast(IO[bytes], pieces)  # all kio's writers use is ``write``
     entity_writer(header_type)(written, header_type(correlation_id=i32(correlation_id)))
-    entity_writer(type(response))(written, response)
+    writer_of(type(response))(written, response)
     return pieces.framed()
 
 
@@ -138,28 +143,53 @@ def build(schema: type[E], values: Mapping[str, Any]) -> E:
     (or a list of them) is built from a mapping (or a list of mappings) the same way,
     and milliseconds become the ``timedelta`` kio takes for a ``timedelta_i32`` field
     (the ``datetime`` for a ``datetime_i64`` one: -1 stays -1 on the wire)."""
-    hints = _hints(typing.cast(type, schema))
     arguments: dict[str, Any] = {}
-    for field in dataclasses.fields(schema):  # type: ignore[arg-type]
-        if field.name not in values:
-            continue
-        arguments[field.name] = _value(hints[field.name], field, values[field.name])
+    for name, convert in _conversions(typing.cast(type, schema)):
+        if name in values:
+            value = values[name]
+            arguments[name] = value if convert is None else convert(value)
     return schema(**arguments)
 
 
-def _value(hint: Any, field: dataclasses.Field[Any], value: Any) -> Any:
+@cache
+def _conversions(schema: Any) -> tuple[tuple[str, Callable[[Any], Any] | None], ...]:
+    """Each field of ``schema`` with what its value goes through (None: nothing), read
+    from the schema once: a Metadata answer builds thousands of partitions of one type,
+    and working out each field's kind anew for each value (its Kafka type, whether its
+    type hint holds an entity) cost most of the time it took."""
+    hints = _hints(schema)
+    return tuple(
+        (field.name, _conversion(hints[field.name], field)) for field in dataclasses.fields(schema)
+    )
+
+
+def _conversion(hint: Any, field: dataclasses.Field[Any]) -> Callable[[Any], Any] | None:
     kafka_type = field.metadata.get("kafka_type")
-    if kafka_type in ("timedelta_i32", "timedelta_i64") and isinstance(value, int):
-        return datetime.timedelta(milliseconds=value)
-    if kafka_type == "datetime_i64" and isinstance(value, int):
-        return datetime.datetime.fromtimestamp(value / 1000, datetime.UTC)
+    if kafka_type in ("timedelta_i32", "timedelta_i64"):
+        return _milliseconds
+    if kafka_type == "datetime_i64":
+        return _timestamp
     nested = _nested_entity(hint)
     if nested is None:
-        return value
+        return None
+    return functools.partial(_nested, nested)
+
+
+def _milliseconds(value: Any) -> Any:
+    return datetime.timedelta(milliseconds=value) if isinstance(value, int) else value
+
+
+def _timestamp(value: Any) -> Any:
+    if isinstance(value, int):
+        return datetime.datetime.fromtimestamp(value / 1000, datetime.UTC)
+    return value
+
+
+def _nested(schema: type[Any], value: Any) -> Any:
     if isinstance(value, Mapping):
-        return build(nested, value)
+        return build(schema, value)
     if isinstance(value, (list, tuple)):
-        return tuple(build(nested, item) if isinstance(item, Mapping) else item for item in value)
+        return tuple(build(schema, item) if isinstance(item, Mapping) else item for item in value)
     return value
 
 

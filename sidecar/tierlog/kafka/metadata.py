@@ -11,6 +11,7 @@ is unknown is UNKNOWN_TOPIC_ID.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -19,10 +20,10 @@ from kio.static.protocol import RequestPayload, ResponsePayload
 from tierlog.broker.internal_topics import INTERNAL_TOPICS
 from tierlog.broker.ownership import NO_OWNER
 from tierlog.kafka.broker import KafkaBroker
-from tierlog.kafka.codec import build, response_type
+from tierlog.kafka.codec import build, nested_entity, response_type
 from tierlog.kafka.errors import error_code
 from tierlog.kafka.versions import METADATA
-from tierlog.replication.leadership import partition_leadership
+from tierlog.replication.leadership import partition_leaderships
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.topic_partition import TopicPartition
 
@@ -40,6 +41,8 @@ def metadata(broker: KafkaBroker, request: RequestPayload, version: int) -> Resp
     by_id = broker.topic_names_by_id()
     brokers = broker.known_brokers()
     listed = frozenset(node_id for node_id, _host, _port in brokers)
+    schema = response_type(METADATA, version)
+    partition_schema: Any = nested_entity(nested_entity(schema, "topics"), "partitions")
     topics = []
     for name, topic_id in wanted:
         if name is None:  # asked by id (v10+)
@@ -58,14 +61,13 @@ def metadata(broker: KafkaBroker, request: RequestPayload, version: int) -> Resp
                 "name": name,
                 "topic_id": manager.topic_id(name),
                 "is_internal": name in INTERNAL_TOPICS,
-                "partitions": [
-                    _partition(broker, TopicPartition(name, p), listed)
-                    for p in range(topic.partition_count)
-                ],
+                "partitions": _partitions(
+                    broker, name, topic.partition_count, partition_schema, listed
+                ),
             }
         )
     return build(
-        response_type(METADATA, version),
+        schema,
         {
             "throttle_time": 0,
             "brokers": [
@@ -79,21 +81,63 @@ def metadata(broker: KafkaBroker, request: RequestPayload, version: int) -> Resp
     )
 
 
-def _partition(broker: KafkaBroker, tp: TopicPartition, listed: frozenset[int]) -> dict[str, Any]:
-    """A leader not among the brokers listed (moving, dead, or of unknown address) is
+def _partitions(
+    broker: KafkaBroker, name: str, count: int, schema: Any, listed: frozenset[int]
+) -> list[Any]:
+    leaderships = partition_leaderships(
+        broker.partitions, (TopicPartition(name, p) for p in range(count))
+    )
+    return [
+        _partition(
+            schema,
+            p,
+            leadership.leader_id,
+            leadership.leader_epoch,
+            tuple(leadership.replicas),
+            tuple(leadership.isr),
+            listed,
+        )
+        for p, leadership in enumerate(leaderships)
+    ]
+
+
+# Partition entries kept (under 1 KiB each with their bytes in ``memoized_entities``):
+# 4,000 partitions in four versions at once (one per kind of client), a partition's
+# next state pushing out the oldest. An answer of more partitions than this finds none
+# of them kept (least recently used goes first) and costs what building them does.
+_KEPT_PARTITIONS = 1 << 14
+
+
+@functools.lru_cache(maxsize=_KEPT_PARTITIONS)
+def _partition(
+    schema: Any,
+    index: int,
+    leader_id: int,
+    leader_epoch: int,
+    replicas: tuple[int, ...],
+    isr: tuple[int, ...],
+    listed: frozenset[int],
+) -> Any:
+    """A partition's entry, built once for each distinct values: from one answer to the
+    next nearly all of a topic's thousands of partitions are unchanged (kio's entities are
+    frozen, so one serves every answer; ``memoized_entities`` writes it from its bytes).
+
+    A leader not among the brokers listed (moving, dead, or of unknown address) is
     reported as none, LEADER_NOT_AVAILABLE, as Kafka reports a leader that is not alive:
     a client never meets a leader id it has no address for, and asks again."""
-    leadership = partition_leadership(broker.partitions, tp)
-    reachable = leadership.leader_id in listed
-    return {
-        "error_code": ErrorCode.none if reachable else ErrorCode.leader_not_available,
-        "partition_index": tp.partition,
-        "leader_id": leadership.leader_id if reachable else NO_OWNER,
-        "leader_epoch": leadership.leader_epoch,
-        "replica_nodes": tuple(leadership.replicas),
-        "isr_nodes": tuple(leadership.isr),
-        "offline_replicas": tuple(r for r in leadership.replicas if r not in listed),
-    }
+    reachable = leader_id in listed
+    return build(
+        schema,
+        {
+            "error_code": ErrorCode.none if reachable else ErrorCode.leader_not_available,
+            "partition_index": index,
+            "leader_id": leader_id if reachable else NO_OWNER,
+            "leader_epoch": leader_epoch,
+            "replica_nodes": replicas,
+            "isr_nodes": isr,
+            "offline_replicas": tuple(r for r in replicas if r not in listed),
+        },
+    )
 
 
 def _topic_error(name: str | None, topic_id: Any, code: ErrorCode) -> dict[str, Any]:

@@ -3,12 +3,14 @@ either front door: the replica manager's view with replication, else the owner a
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 from tierlog.broker.ownership import NO_OWNER, Broker
 from tierlog.broker.partitions import UNREPLICATED_LEADER_EPOCH, Partitions
 from tierlog.replication.replica_manager import Leadership, ReplicaManager
 from tierlog.storage.topic_partition import TopicPartition
 
-__all__ = ["partition_leadership"]
+__all__ = ["partition_leadership", "partition_leaderships"]
 
 
 def partition_leadership(partitions: Partitions[ReplicaManager], tp: TopicPartition) -> Leadership:
@@ -16,6 +18,16 @@ def partition_leadership(partitions: Partitions[ReplicaManager], tp: TopicPartit
     if replicas is None:
         return _owner_as_replicas(partitions.ownership.owner(tp))
     return replicas.leadership(tp)
+
+
+def partition_leaderships(
+    partitions: Partitions[ReplicaManager], tps: Iterable[TopicPartition]
+) -> Iterator[Leadership]:
+    """``partition_leadership`` of each of ``tps``, what they share read once."""
+    replicas = partitions.replicas
+    if replicas is None:
+        return (_owner_as_replicas(partitions.ownership.owner(tp)) for tp in tps)
+    return replicas.leaderships(tps)
 
 
 def _owner_as_replicas(owner: Broker | None) -> Leadership:

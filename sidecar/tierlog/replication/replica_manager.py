@@ -19,7 +19,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
@@ -508,10 +508,19 @@ class ReplicaManager:
 
     def leadership(self, tp: TopicPartition) -> Leadership:
         """``tp`` as Metadata names it: its newest state read (``_published``)."""
+        return self._leadership(tp, self.addresses())
+
+    def leaderships(self, tps: Iterable[TopicPartition]) -> Iterator[Leadership]:
+        """Each of ``tps`` as ``leadership`` names it, the brokers' addresses read once (a
+        Metadata answer of thousands of partitions read them once per partition)."""
+        addresses = self.addresses()
+        return (self._leadership(tp, addresses) for tp in tps)
+
+    def _leadership(self, tp: TopicPartition, addresses: Mapping[int, str]) -> Leadership:
         state = self._published.get(tp)
         if state is None:
             return Leadership(NO_LEADER, "", -1, [], [])
-        address = "" if state.leader == NO_LEADER else self.addresses().get(state.leader, "")
+        address = "" if state.leader == NO_LEADER else addresses.get(state.leader, "")
         return Leadership(
             state.leader, address, state.leader_epoch, list(state.replicas), list(state.isr)
         )
