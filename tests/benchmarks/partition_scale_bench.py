@@ -101,6 +101,7 @@ CREATE_TIMEOUT_MS = 600_000
 # by about half a second).
 POLL_S = 0.05
 LIGHT_LOAD_TICK_S = 0.05
+LIGHT_LOAD_CLOSE_S = 30.0  # beyond the load's delivery timeout
 LOOK_TIMEOUT_MS = 5_000  # a look at a broker that went away is given up, not waited on
 TIERLOG, KAFKA = "tierlog", "Kafka"
 FIGURES = (
@@ -353,6 +354,10 @@ class LightLoad:
             linger_ms=5,
             retries=0,
             max_block_ms=LOOK_TIMEOUT_MS,
+            # A record a lost broker held fails within seconds (counted), so that the
+            # close at the step's end has nothing left to wait for.
+            request_timeout_ms=2_000,
+            delivery_timeout_ms=5_000,
         )
         value = bytes(100)
         partition = 0
@@ -367,7 +372,7 @@ class LightLoad:
                     self.sent += 1
                 self._stop.wait(LIGHT_LOAD_TICK_S)
         finally:
-            producer.close(timeout=LOOK_TIMEOUT_MS / 1000)
+            producer.close(timeout=LIGHT_LOAD_CLOSE_S)
 
     def _count_failure(self, _error: Exception) -> None:
         self.failed += 1
