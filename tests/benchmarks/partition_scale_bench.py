@@ -35,6 +35,12 @@ measures both. Then ``--runs`` rounds, the two systems interleaved in each step:
 
 ``--steps`` measures only some of these (e.g. ``--steps kill-one stop-one``).
 
+``--light-load R``: the issue's "then with a light load spread over all partitions".
+While each system's idle, scrape, Metadata and lose-one-broker figures are taken, a
+thread of this process sends it ``R`` records a second (100 bytes each, ``acks=1``),
+round-robin over the N partitions; *idle CPU* is then the brokers' CPU under that load.
+The two whole-cluster restarts run without it (there is nobody to send to).
+
 *Ready* means the same on both: one Metadata response names a leader for every one of the N
 partitions, among the brokers it lists, and then one record sent to every partition with
 ``acks=all`` is acknowledged (the producer retrying until it is). The clock runs from the
@@ -94,6 +100,8 @@ CREATE_TIMEOUT_MS = 600_000
 # brokers, not the look (a new admin client every 0.2 s blurred both systems' figures
 # by about half a second).
 POLL_S = 0.05
+LIGHT_LOAD_TICK_S = 0.05
+LIGHT_LOAD_CLOSE_S = 30.0  # beyond the load's delivery timeout
 LOOK_TIMEOUT_MS = 5_000  # a look at a broker that went away is given up, not waited on
 TIERLOG, KAFKA = "tierlog", "Kafka"
 FIGURES = (
@@ -311,6 +319,74 @@ def produce_everywhere(bootstrap: str, partitions: int, deadline: float) -> None
         producer.close()
 
 
+class LightLoad:
+    """``rate`` records a second to ``bootstrap``, round-robin over its ``partitions``,
+    from a thread, until the block is left; a record that fails is counted, not retried
+    (a broker lost mid-step fails some, as it would a real producer's)."""
+
+    def __init__(self, bootstrap: str, partitions: int, rate: float) -> None:
+        self.bootstrap, self.partitions, self.rate = bootstrap, partitions, rate
+        self.sent = self.failed = 0
+        self._error: Exception | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._send, name="light-load", daemon=True)
+
+    def __enter__(self) -> LightLoad:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        if self._error is not None:  # no figure is labelled loaded that was not
+            raise RuntimeError(f"the light load on {self.bootstrap} stopped") from self._error
+
+    def _send(self) -> None:
+        try:
+            self._send_until_stopped()
+        except Exception as error:  # raised again by the block's end
+            self._error = error
+
+    def _send_until_stopped(self) -> None:
+        producer = KafkaProducer(
+            bootstrap_servers=self.bootstrap,
+            acks=1,
+            linger_ms=5,
+            retries=0,
+            max_block_ms=LOOK_TIMEOUT_MS,
+            # A record a lost broker held fails within seconds (counted), so that the
+            # close at the step's end has nothing left to wait for.
+            request_timeout_ms=2_000,
+            delivery_timeout_ms=5_000,
+        )
+        value = bytes(100)
+        partition = 0
+        started = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                due = int((time.monotonic() - started) * self.rate) - self.sent
+                for _ in range(due):
+                    future = producer.send(TOPIC, value, partition=partition)
+                    future.add_errback(self._count_failure)
+                    partition = (partition + 1) % self.partitions
+                    self.sent += 1
+                self._stop.wait(LIGHT_LOAD_TICK_S)
+        finally:
+            producer.close(timeout=LIGHT_LOAD_CLOSE_S)
+
+    def _count_failure(self, _error: Exception) -> None:
+        self.failed += 1
+
+
+def loaded(
+    brokers: Brokers, partitions: int, rate: float
+) -> contextlib.AbstractContextManager[object]:
+    """``brokers`` under ``--light-load`` while the block runs (nothing when it is 0)."""
+    if not rate:
+        return contextlib.nullcontext()
+    return LightLoad(brokers.bootstrap, partitions, rate)
+
+
 def wait_ready(bootstrap: str, partitions: int, deadline: float) -> None:
     with LeaderLooks(bootstrap) as looks:
         wait_led(looks, partitions, None, deadline)
@@ -436,22 +512,29 @@ def measure_round(
 ) -> None:
     """One run of each figure of ``args.steps``, the systems interleaved in each step."""
     steps = set(args.steps)
+
+    def under_load(brokers: Brokers) -> contextlib.AbstractContextManager[object]:
+        return loaded(brokers, partitions, args.light_load)
+
     if "idle" in steps:
         for brokers in systems:
-            cpu, rss = idle(brokers, args.idle_seconds)
+            with under_load(brokers):
+                cpu, rss = idle(brokers, args.idle_seconds)
             readings.add(brokers.name, "idle CPU s/min per broker", cpu)
             readings.add(brokers.name, "RSS MB per broker", rss)
         advance(1)
     if "scrape" in steps:
         for brokers in systems:
-            scraped = brokers.scrape()
+            with under_load(brokers):
+                scraped = brokers.scrape()
             if scraped is not None:
                 readings.add(brokers.name, "/metrics bytes", scraped[0])
                 readings.add(brokers.name, "/metrics ms", scraped[1] * 1000)
         advance(1)
     if "metadata" in steps:
         for brokers in systems:
-            ms = metadata_ms(brokers.bootstrap, args.metadata_requests)
+            with under_load(brokers):
+                ms = metadata_ms(brokers.bootstrap, args.metadata_requests)
             readings.add(brokers.name, "Metadata of N partitions ms", ms)
         advance(1)
     if "clean-start" in steps:
@@ -471,7 +554,13 @@ def measure_round(
             continue
         for brokers in systems:
             lose = brokers.kill if step == "kill-one" else brokers.stop
-            led_again, writable, preferred = lose_one(brokers, partitions, lose)
+            with under_load(brokers) as load:
+                led_again, writable, preferred = lose_one(brokers, partitions, lose)
+            if isinstance(load, LightLoad):
+                progress(
+                    f"{partitions}: {brokers.name} light load: {load.sent} sent, "
+                    f"{load.failed} failed"
+                )
             readings.add(brokers.name, f"{how} of 1 broker: led again s", led_again)
             readings.add(brokers.name, f"{how} of 1 broker: writable s", writable)
             if step == "stop-one":  # the table reports the return after a SIGTERM only
@@ -566,6 +655,8 @@ def run(args: argparse.Namespace, scratch: Path) -> None:
     tools = KafkaTools.locate()
     print(machine_line())
     print(f"Kafka {tools.version}; {BROKERS} brokers each, replication factor {BROKERS}.")
+    if args.light_load:
+        print(f"Under a light load of {args.light_load:g} records/s (all but the restarts).")
     readings: dict[int, Readings] = {}
     loads: list[float] = []
     started = time.monotonic()
@@ -629,6 +720,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--steps", nargs="+", choices=STEPS, default=list(STEPS), help="measure only these"
     )
     parser.add_argument("--metadata-requests", type=int, default=5, help="per run; median")
+    parser.add_argument(
+        "--light-load",
+        type=float,
+        default=0.0,
+        metavar="R",
+        help="records/s over all partitions during all but the restarts (0: none)",
+    )
     parser.add_argument("--svg", help="write the plot here (e.g. docs/scale-bench.svg)")
     parser.add_argument("--json", help="save every run's figures here after each round")
     parser.add_argument(
