@@ -461,6 +461,43 @@ def test_a_chunk_goes_to_its_reader_as_soon_as_its_bytes_are_in_not_with_its_get
         reader.close()
 
 
+def test_a_chunk_read_while_its_get_is_answering_keeps_its_room_until_the_answer_is_in(
+    tmp_path: Path,
+) -> None:
+    """A chunk goes to its reader as soon as its bytes land, but its GET holds every
+    buffer of the answer until the answer is in: the chunk's room in read-ahead's memory
+    is given back then, not when it is read. Given back at the read, a reader that read
+    on (the chunk no longer a recent one) left it alive and uncounted while other GETs
+    took its room: on a loaded machine, GETs descheduled mid-answer, six readers held
+    several times the limit."""
+    store = SlowAnswerStore(tmp_path / "tier")
+    body = random.Random(15).randbytes(40 * CHUNK)
+    store.put("seg", body)
+    other = random.Random(16).randbytes(TAIL_CHUNKS * CHUNK)
+    cache = ChunkCache(tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=1 << 24, max_entries=1000)
+    for index in range(TAIL_CHUNKS):  # another object's chunks, all on disk: no GET
+        cache.put("other", index, other[index * CHUNK : (index + 1) * CHUNK])
+    limit = 10 * CHUNK
+    reader = RangeReader(
+        store, cache, prefetch_chunks=2, max_prefetch_chunks=10, read_ahead_memory_bytes=limit
+    )
+    try:
+        assert reader.read("seg", 0, CHUNK, len(body)) == body[:CHUNK]  # chunk 0 of GET 0-9
+        for start in range(0, len(other), CHUNK):  # reading on: chunk 0 is no recent one
+            assert (
+                reader.read("other", start, start + CHUNK, len(other))
+                == other[start : start + CHUNK]
+            )
+        assert store.answering == 1
+        assert reader.read_ahead_memory_held_bytes == limit  # the whole answer is alive
+        store.go.set()
+        wait_until(lambda: reader.in_flight("seg") == [])
+        wait_until(lambda: reader.read_ahead_memory_held_bytes == 9 * CHUNK)  # 1-9, unread
+    finally:
+        store.go.set()
+        reader.close()
+
+
 def test_a_reader_stepping_back_into_a_chunk_read_ahead_and_read_gets_it_without_a_get(
     tmp_path: Path, store: RecordingStore
 ) -> None:

@@ -57,6 +57,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 from tierlog.storage.tier.chunk_buffers import ChunkBuffers
 from tierlog.storage.tier.chunk_cache import Chunk, ChunkCache
@@ -101,6 +102,14 @@ def _ignore(_seconds: float, _bytes: int, _error: BaseException | None) -> None:
 
 def _nothing_landed(_position: int, _chunk: Chunk) -> None:
     pass
+
+
+@dataclass
+class _Answer:
+    """A read-ahead GET still answering: the bytes of its chunks read meanwhile, whose
+    room it gives back once its answer is in (its buffers are alive until then)."""
+
+    read_bytes: int = 0
 
 
 class RangeReader:
@@ -160,8 +169,13 @@ class RangeReader:
         self._streams: OrderedDict[tuple[str, int], int] = OrderedDict()  # -> window depth
         self._tails: OrderedDict[tuple[str, int], Chunk] = OrderedDict()  # the last chunks read
         self._landed: OrderedDict[tuple[str, int], Chunk] = OrderedDict()  # read ahead, unread
+        # Chunks landed and unread whose GET is still answering: its buffers are all alive
+        # until the answer is in, so a chunk read meanwhile leaves its room to its GET's
+        # ``_Answer`` until then (``_answered``).
+        self._answering: dict[tuple[str, int], _Answer] = {}
         # Read-ahead memory: chunks landed and not read, those pushed out on their way to
-        # the disk cache (``_freeing_bytes`` of it), and room reserved for GETs in flight.
+        # the disk cache (``_freeing_bytes`` of it), and room reserved for GETs in flight
+        # (the whole answer, chunks read meanwhile included, until it is in).
         self._held_bytes = 0
         self._freeing_bytes = 0
         self._closed = False
@@ -376,11 +390,13 @@ class RangeReader:
         chunk = self.chunk_bytes
         start, end = run[0] * chunk, min((run[-1] + 1) * chunk, object_size)
         landed = 0  # chunks of the run handed over
+        answer = _Answer()
 
         def land(position: int, piece: Chunk) -> None:
             nonlocal landed
             with self._room:  # the room reserved for it is now the chunk's own
                 self._land_locked(key, run[position], piece, futures[position])
+                self._answering[(key, run[position])] = answer
             landed = position + 1
 
         try:
@@ -402,6 +418,7 @@ class RangeReader:
         # machine, after these chunks were pushed out to the disk cache and no longer
         # counted): it may not keep a chunk alive beyond the count.
         futures.clear()
+        self._answered(key, run[:landed], answer)
 
     def _land_locked(self, key: str, index: int, piece: Chunk, future: Future[Chunk]) -> None:
         """A chunk a read-ahead GET brought, unread: in memory, to its future."""
@@ -409,6 +426,16 @@ class RangeReader:
         self._in_flight.pop((key, index), None)
         future.set_result(piece)
         self._room.notify_all()  # landed chunks can be pushed out to make room
+
+    def _answered(self, key: str, landed: list[int], answer: _Answer) -> None:
+        """A read-ahead GET's answer is in and its thread holds none of it: the room of
+        its chunks read meanwhile is free (those unread keep theirs until read)."""
+        with self._room:
+            for index in landed:
+                if self._answering.get((key, index)) is answer:
+                    del self._answering[(key, index)]
+            self._held_bytes -= answer.read_bytes
+            self._room.notify_all()
 
     def _reserve(self, needed_bytes: int) -> bool:
         """Reserve read-ahead memory for a GET of ``needed_bytes`` before making it, so
@@ -436,10 +463,13 @@ class RangeReader:
     def _push_out_locked(self, wanted_bytes: int) -> list[tuple[str, int]]:
         """Take the oldest unread chunks read ahead out of memory, at least
         ``wanted_bytes`` of them if there are, to be written to the disk cache. Until
-        written, each is held only as a fetch done (where readers find it meanwhile)."""
+        written, each is held only as a fetch done (where readers find it meanwhile).
+        A chunk whose GET is still answering is not taken: that frees nothing."""
         pushed_out: list[tuple[str, int]] = []
-        while wanted_bytes > 0 and self._landed:
-            name, data = self._landed.popitem(last=False)
+        for name in [name for name in self._landed if name not in self._answering]:
+            if wanted_bytes <= 0:
+                break
+            data = self._landed.pop(name)
             done: Future[Chunk] = Future()
             done.set_result(data)
             self._in_flight[name] = done
@@ -521,11 +551,16 @@ class RangeReader:
             return self._take_landed_locked(key, index)
 
     def _take_landed_locked(self, key: str, index: int) -> Chunk | None:
-        """As ``_take_landed``: the chunk's memory is the reader's now."""
+        """As ``_take_landed``: the chunk's memory is the reader's now (once its GET's
+        answer is in: ``_answered``)."""
         landed = self._landed.pop((key, index), None)
         if landed is None:
             return None
         self._keep_tail_locked(key, index, landed)
+        answer = self._answering.pop((key, index), None)
+        if answer is not None:
+            answer.read_bytes += len(landed)
+            return landed
         self._held_bytes -= len(landed)
         self._room.notify_all()
         return landed
