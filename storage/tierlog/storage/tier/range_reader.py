@@ -29,8 +29,9 @@ Chunks read ahead are used once: they wait in memory until their reader takes th
 are not written to the disk cache. What read-ahead holds in memory over all readers
 (``read_ahead_memory_bytes``) never exceeds its limit: a GET's bytes are reserved before
 it is made (pushing the oldest unread chunks out to the disk cache, or waiting for GETs
-in flight to land), and a GET comes back as one buffer per chunk, so a chunk a reader
-keeps never keeps the rest of its GET's answer alive. Writing
+in flight to land), a GET comes back as one buffer per chunk, so a chunk a reader
+keeps never keeps the rest of its GET's answer alive, and a chunk read while its GET is
+still answering keeps its room until the answer is in (the GET holds it till then). Writing
 them cost as much CPU as fetching them (a file's new pages, measured at 0.4-1.2 ms per
 MiB against 0.7 for the GET) and filled the cache with a scan that is read once; a
 second reader of the same range fetches it again, in large GETs. Only a chunk that
@@ -42,7 +43,9 @@ One GET per chunk, whoever asks: a read that needs a chunk already being fetched
 ahead or by another reader) waits for that fetch instead of issuing its own. A chunk a
 reader waited for is handed to its readers first and written to the disk cache after
 (on a busy or network-attached cache disk a write can take longer than the GET); its
-fetch counts as in flight until the write is done.
+fetch counts as in flight until the write is done. At most ``WRITE_BEHIND_CHUNKS`` wait
+for the writer: beyond them a reader writes its own, so a writer behind the reads holds
+a few chunks alive, not every one read since.
 
 Objects are immutable and their size is known from the tier's metadata, so no chunk
 ever reads past an object's end (S3 refuses a range starting beyond it). A store that
@@ -68,6 +71,7 @@ __all__ = [
     "LANDED_MAX_BYTES",
     "READ_AHEAD_GET_BYTES",
     "TAIL_CHUNKS",
+    "WRITE_BEHIND_CHUNKS",
     "FetchObserver",
     "RangeReader",
 ]
@@ -90,6 +94,11 @@ _STREAMS = 1024
 # disk cache, and are not kept here (they would push a sequential reader's out). Each is
 # one chunk's own buffer (or cache file's).
 TAIL_CHUNKS = 16
+# Chunks handed to their readers that wait for the disk cache's writer at most (the one
+# being written included); beyond them a reader writes its chunk itself. Queued without
+# bound, a writer behind the reads (a slow cache disk, a loaded machine) kept every chunk
+# read since alive, read-ahead's among them: six readers held 26 chunks past its limit.
+WRITE_BEHIND_CHUNKS = 4
 # What read-ahead may hold in memory over all readers by default (chunks waiting to be
 # read, GETs in flight): a sequential reader takes its chunks from there, neither
 # reading a file back nor checking its CRC again.
@@ -178,6 +187,7 @@ class RangeReader:
         # (the whole answer, chunks read meanwhile included, until it is in).
         self._held_bytes = 0
         self._freeing_bytes = 0
+        self._writes_behind = 0  # chunks queued for the writer (``_write_behind``)
         self._closed = False
 
     def read(
@@ -586,11 +596,31 @@ class RangeReader:
         return data
 
     def _write_behind(self, key: str, index: int, data: Chunk) -> None:
-        """Have a chunk in flight written to the disk cache on the writer's thread."""
+        """Have a chunk in flight written to the disk cache on the writer's thread, or
+        here when ``WRITE_BEHIND_CHUNKS`` wait for it already."""
+        with self._lock:
+            queued = self._writes_behind < WRITE_BEHIND_CHUNKS
+            if queued:
+                self._writes_behind += 1
+        if not queued:
+            self._store(key, index, data)
+            return
         try:
-            self._writer.submit(self._store, key, index, data)
+            self._writer.submit(self._store_behind, key, index, data)
         except RuntimeError:  # closed: nothing more is cached
+            self._written_behind()
             self._settle(key, index)
+
+    def _store_behind(self, key: str, index: int, data: Chunk) -> None:
+        """``_store`` on the writer's thread."""
+        try:
+            self._store(key, index, data)
+        finally:
+            self._written_behind()
+
+    def _written_behind(self) -> None:
+        with self._lock:
+            self._writes_behind -= 1
 
     def _get_pieces(
         self, key: str, start: int, end: int, on_chunk: Callable[[int, Chunk], None]
