@@ -19,7 +19,7 @@ from tests.support.minio import MinioServer
 from tierlog.storage.tier.chunk_buffers import Filled, nothing_filled
 from tierlog.storage.tier.chunk_cache import ChunkCache
 from tierlog.storage.tier.local_store import LocalDirectoryStore
-from tierlog.storage.tier.range_reader import TAIL_CHUNKS, RangeReader
+from tierlog.storage.tier.range_reader import TAIL_CHUNKS, WRITE_BEHIND_CHUNKS, RangeReader
 from tierlog.storage.tier.store import ObjectNotFoundError, ObjectStoreError
 
 CHUNK = 1000
@@ -243,9 +243,10 @@ def test_many_concurrent_readers_never_hold_more_read_ahead_memory_than_the_limi
     and not read, those pushed out on their way to the disk cache) never exceeds
     ``read_ahead_memory_bytes``, readers that stop half-way leaving chunks behind
     included. The count is honest: the read-ahead bytes alive are at most that, the
-    recent chunks kept in memory (``TAIL_CHUNKS``) and the one chunk each reader holds
+    recent chunks kept in memory (``TAIL_CHUNKS``), the one chunk each reader holds
     while it reads (a chunk is its own buffer: holding one never keeps a whole GET's
-    answer alive)."""
+    answer alive) and the chunks readers waited for that wait for the disk cache's
+    writer (``WRITE_BEHIND_CHUNKS``)."""
     store = ReadAheadLedgerStore(tmp_path / "tier")
     readers, chunks = 6, 200
     bodies = {f"seg{n}": random.Random(n).randbytes(chunks * CHUNK) for n in range(readers)}
@@ -285,7 +286,8 @@ def test_many_concurrent_readers_never_hold_more_read_ahead_memory_than_the_limi
         # its object's start, asks for a whole GET's worth, which is all the memory.
         assert store.read_ahead_bytes >= readers * limit
         assert 0 < store.peak_counted_bytes <= limit
-        assert store.peak_live_bytes <= limit + (TAIL_CHUNKS + readers) * CHUNK
+        kept_chunks = TAIL_CHUNKS + readers + WRITE_BEHIND_CHUNKS
+        assert store.peak_live_bytes <= limit + kept_chunks * CHUNK
         assert store.live_bytes <= reader.read_ahead_memory_held_bytes + TAIL_CHUNKS * CHUNK
     finally:
         reader.close()
@@ -461,6 +463,43 @@ def test_a_chunk_goes_to_its_reader_as_soon_as_its_bytes_are_in_not_with_its_get
         reader.close()
 
 
+def test_a_chunk_read_while_its_get_is_answering_keeps_its_room_until_the_answer_is_in(
+    tmp_path: Path,
+) -> None:
+    """A chunk goes to its reader as soon as its bytes land, but its GET holds every
+    buffer of the answer until the answer is in: the chunk's room in read-ahead's memory
+    is given back then, not when it is read. Given back at the read, a reader that read
+    on (the chunk no longer a recent one) left it alive and uncounted while other GETs
+    took its room: on a loaded machine, GETs descheduled mid-answer, six readers held
+    several times the limit."""
+    store = SlowAnswerStore(tmp_path / "tier")
+    body = random.Random(15).randbytes(40 * CHUNK)
+    store.put("seg", body)
+    other = random.Random(16).randbytes(TAIL_CHUNKS * CHUNK)
+    cache = ChunkCache(tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=1 << 24, max_entries=1000)
+    for index in range(TAIL_CHUNKS):  # another object's chunks, all on disk: no GET
+        cache.put("other", index, other[index * CHUNK : (index + 1) * CHUNK])
+    limit = 10 * CHUNK
+    reader = RangeReader(
+        store, cache, prefetch_chunks=2, max_prefetch_chunks=10, read_ahead_memory_bytes=limit
+    )
+    try:
+        assert reader.read("seg", 0, CHUNK, len(body)) == body[:CHUNK]  # chunk 0 of GET 0-9
+        for start in range(0, len(other), CHUNK):  # reading on: chunk 0 is no recent one
+            assert (
+                reader.read("other", start, start + CHUNK, len(other))
+                == other[start : start + CHUNK]
+            )
+        assert store.answering == 1
+        assert reader.read_ahead_memory_held_bytes == limit  # the whole answer is alive
+        store.go.set()
+        wait_until(lambda: reader.in_flight("seg") == [])
+        wait_until(lambda: reader.read_ahead_memory_held_bytes == 9 * CHUNK)  # 1-9, unread
+    finally:
+        store.go.set()
+        reader.close()
+
+
 def test_a_reader_stepping_back_into_a_chunk_read_ahead_and_read_gets_it_without_a_get(
     tmp_path: Path, store: RecordingStore
 ) -> None:
@@ -480,6 +519,45 @@ def test_a_reader_stepping_back_into_a_chunk_read_ahead_and_read_gets_it_without
         assert reader.read("seg", back, back + 100, len(body)) == body[back : back + 100]
         assert store.gets == []
     finally:
+        reader.close()
+
+
+class StuckWriterCache(ChunkCache):
+    """The real disk cache, its writes from the reader's writer thread held until
+    ``go``: a cache disk slower than the reads, or the writer starved of CPU."""
+
+    def __init__(self, directory: Path):
+        super().__init__(directory, chunk_bytes=CHUNK, max_bytes=1 << 24, max_entries=1000)
+        self.go = threading.Event()
+
+    def put(self, key: str, index: int, data: Any, *, read_ahead: bool = False) -> None:
+        if threading.current_thread().name.startswith("tier-cache-write"):
+            self.go.wait(10)
+        super().put(key, index, data, read_ahead=read_ahead)
+
+
+def test_chunks_waiting_for_a_slow_cache_disk_are_few_the_reader_writes_beyond_them(
+    tmp_path: Path, store: RecordingStore
+) -> None:
+    """A chunk a reader waited for goes to the disk cache after the reader has it, but
+    only ``WRITE_BEHIND_CHUNKS`` wait for the writer: beyond them, the reader writes its
+    own. Queued without bound, a writer behind the reads (a slow disk, a loaded
+    machine) kept every chunk read since alive (each a fetch in flight until written),
+    read-ahead's among them: six readers held 26 chunks past its limit."""
+    body = random.Random(17).randbytes(40 * CHUNK)
+    store.put("seg", body)
+    cache = StuckWriterCache(tmp_path / "cache")
+    reader = RangeReader(store, cache, prefetch_chunks=0)
+    try:
+        for index in range(0, 40, 2):  # random reads: each GETs its own chunk
+            start = index * CHUNK
+            assert reader.read("seg", start, start + 10, len(body)) == body[start : start + 10]
+        assert len(reader.in_flight("seg")) == WRITE_BEHIND_CHUNKS  # the rest are on disk
+        cache.go.set()
+        wait_until(lambda: reader.in_flight("seg") == [])
+        assert all(cache.contains("seg", index) for index in range(0, 40, 2))
+    finally:
+        cache.go.set()
         reader.close()
 
 

@@ -29,8 +29,9 @@ Chunks read ahead are used once: they wait in memory until their reader takes th
 are not written to the disk cache. What read-ahead holds in memory over all readers
 (``read_ahead_memory_bytes``) never exceeds its limit: a GET's bytes are reserved before
 it is made (pushing the oldest unread chunks out to the disk cache, or waiting for GETs
-in flight to land), and a GET comes back as one buffer per chunk, so a chunk a reader
-keeps never keeps the rest of its GET's answer alive. Writing
+in flight to land), a GET comes back as one buffer per chunk, so a chunk a reader
+keeps never keeps the rest of its GET's answer alive, and a chunk read while its GET is
+still answering keeps its room until the answer is in (the GET holds it till then). Writing
 them cost as much CPU as fetching them (a file's new pages, measured at 0.4-1.2 ms per
 MiB against 0.7 for the GET) and filled the cache with a scan that is read once; a
 second reader of the same range fetches it again, in large GETs. Only a chunk that
@@ -42,7 +43,9 @@ One GET per chunk, whoever asks: a read that needs a chunk already being fetched
 ahead or by another reader) waits for that fetch instead of issuing its own. A chunk a
 reader waited for is handed to its readers first and written to the disk cache after
 (on a busy or network-attached cache disk a write can take longer than the GET); its
-fetch counts as in flight until the write is done.
+fetch counts as in flight until the write is done. At most ``WRITE_BEHIND_CHUNKS`` wait
+for the writer: beyond them a reader writes its own, so a writer behind the reads holds
+a few chunks alive, not every one read since.
 
 Objects are immutable and their size is known from the tier's metadata, so no chunk
 ever reads past an object's end (S3 refuses a range starting beyond it). A store that
@@ -57,6 +60,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 from tierlog.storage.tier.chunk_buffers import ChunkBuffers
 from tierlog.storage.tier.chunk_cache import Chunk, ChunkCache
@@ -67,6 +71,7 @@ __all__ = [
     "LANDED_MAX_BYTES",
     "READ_AHEAD_GET_BYTES",
     "TAIL_CHUNKS",
+    "WRITE_BEHIND_CHUNKS",
     "FetchObserver",
     "RangeReader",
 ]
@@ -89,6 +94,11 @@ _STREAMS = 1024
 # disk cache, and are not kept here (they would push a sequential reader's out). Each is
 # one chunk's own buffer (or cache file's).
 TAIL_CHUNKS = 16
+# Chunks handed to their readers that wait for the disk cache's writer at most (the one
+# being written included); beyond them a reader writes its chunk itself. Queued without
+# bound, a writer behind the reads (a slow cache disk, a loaded machine) kept every chunk
+# read since alive, read-ahead's among them: six readers held 26 chunks past its limit.
+WRITE_BEHIND_CHUNKS = 4
 # What read-ahead may hold in memory over all readers by default (chunks waiting to be
 # read, GETs in flight): a sequential reader takes its chunks from there, neither
 # reading a file back nor checking its CRC again.
@@ -101,6 +111,14 @@ def _ignore(_seconds: float, _bytes: int, _error: BaseException | None) -> None:
 
 def _nothing_landed(_position: int, _chunk: Chunk) -> None:
     pass
+
+
+@dataclass
+class _Answer:
+    """A read-ahead GET still answering: the bytes of its chunks read meanwhile, whose
+    room it gives back once its answer is in (its buffers are alive until then)."""
+
+    read_bytes: int = 0
 
 
 class RangeReader:
@@ -160,10 +178,16 @@ class RangeReader:
         self._streams: OrderedDict[tuple[str, int], int] = OrderedDict()  # -> window depth
         self._tails: OrderedDict[tuple[str, int], Chunk] = OrderedDict()  # the last chunks read
         self._landed: OrderedDict[tuple[str, int], Chunk] = OrderedDict()  # read ahead, unread
+        # Chunks landed and unread whose GET is still answering: its buffers are all alive
+        # until the answer is in, so a chunk read meanwhile leaves its room to its GET's
+        # ``_Answer`` until then (``_answered``).
+        self._answering: dict[tuple[str, int], _Answer] = {}
         # Read-ahead memory: chunks landed and not read, those pushed out on their way to
-        # the disk cache (``_freeing_bytes`` of it), and room reserved for GETs in flight.
+        # the disk cache (``_freeing_bytes`` of it), and room reserved for GETs in flight
+        # (the whole answer, chunks read meanwhile included, until it is in).
         self._held_bytes = 0
         self._freeing_bytes = 0
+        self._writes_behind = 0  # chunks queued for the writer (``_write_behind``)
         self._closed = False
 
     def read(
@@ -376,11 +400,13 @@ class RangeReader:
         chunk = self.chunk_bytes
         start, end = run[0] * chunk, min((run[-1] + 1) * chunk, object_size)
         landed = 0  # chunks of the run handed over
+        answer = _Answer()
 
         def land(position: int, piece: Chunk) -> None:
             nonlocal landed
             with self._room:  # the room reserved for it is now the chunk's own
                 self._land_locked(key, run[position], piece, futures[position])
+                self._answering[(key, run[position])] = answer
             landed = position + 1
 
         try:
@@ -402,6 +428,7 @@ class RangeReader:
         # machine, after these chunks were pushed out to the disk cache and no longer
         # counted): it may not keep a chunk alive beyond the count.
         futures.clear()
+        self._answered(key, run[:landed], answer)
 
     def _land_locked(self, key: str, index: int, piece: Chunk, future: Future[Chunk]) -> None:
         """A chunk a read-ahead GET brought, unread: in memory, to its future."""
@@ -409,6 +436,16 @@ class RangeReader:
         self._in_flight.pop((key, index), None)
         future.set_result(piece)
         self._room.notify_all()  # landed chunks can be pushed out to make room
+
+    def _answered(self, key: str, landed: list[int], answer: _Answer) -> None:
+        """A read-ahead GET's answer is in and its thread holds none of it: the room of
+        its chunks read meanwhile is free (those unread keep theirs until read)."""
+        with self._room:
+            for index in landed:
+                if self._answering.get((key, index)) is answer:
+                    del self._answering[(key, index)]
+            self._held_bytes -= answer.read_bytes
+            self._room.notify_all()
 
     def _reserve(self, needed_bytes: int) -> bool:
         """Reserve read-ahead memory for a GET of ``needed_bytes`` before making it, so
@@ -436,10 +473,13 @@ class RangeReader:
     def _push_out_locked(self, wanted_bytes: int) -> list[tuple[str, int]]:
         """Take the oldest unread chunks read ahead out of memory, at least
         ``wanted_bytes`` of them if there are, to be written to the disk cache. Until
-        written, each is held only as a fetch done (where readers find it meanwhile)."""
+        written, each is held only as a fetch done (where readers find it meanwhile).
+        A chunk whose GET is still answering is not taken: that frees nothing."""
         pushed_out: list[tuple[str, int]] = []
-        while wanted_bytes > 0 and self._landed:
-            name, data = self._landed.popitem(last=False)
+        for name in [name for name in self._landed if name not in self._answering]:
+            if wanted_bytes <= 0:
+                break
+            data = self._landed.pop(name)
             done: Future[Chunk] = Future()
             done.set_result(data)
             self._in_flight[name] = done
@@ -521,11 +561,16 @@ class RangeReader:
             return self._take_landed_locked(key, index)
 
     def _take_landed_locked(self, key: str, index: int) -> Chunk | None:
-        """As ``_take_landed``: the chunk's memory is the reader's now."""
+        """As ``_take_landed``: the chunk's memory is the reader's now (once its GET's
+        answer is in: ``_answered``)."""
         landed = self._landed.pop((key, index), None)
         if landed is None:
             return None
         self._keep_tail_locked(key, index, landed)
+        answer = self._answering.pop((key, index), None)
+        if answer is not None:
+            answer.read_bytes += len(landed)
+            return landed
         self._held_bytes -= len(landed)
         self._room.notify_all()
         return landed
@@ -551,11 +596,31 @@ class RangeReader:
         return data
 
     def _write_behind(self, key: str, index: int, data: Chunk) -> None:
-        """Have a chunk in flight written to the disk cache on the writer's thread."""
+        """Have a chunk in flight written to the disk cache on the writer's thread, or
+        here when ``WRITE_BEHIND_CHUNKS`` wait for it already."""
+        with self._lock:
+            queued = self._writes_behind < WRITE_BEHIND_CHUNKS
+            if queued:
+                self._writes_behind += 1
+        if not queued:
+            self._store(key, index, data)
+            return
         try:
-            self._writer.submit(self._store, key, index, data)
+            self._writer.submit(self._store_behind, key, index, data)
         except RuntimeError:  # closed: nothing more is cached
+            self._written_behind()
             self._settle(key, index)
+
+    def _store_behind(self, key: str, index: int, data: Chunk) -> None:
+        """``_store`` on the writer's thread."""
+        try:
+            self._store(key, index, data)
+        finally:
+            self._written_behind()
+
+    def _written_behind(self) -> None:
+        with self._lock:
+            self._writes_behind -= 1
 
     def _get_pieces(
         self, key: str, start: int, end: int, on_chunk: Callable[[int, Chunk], None]
