@@ -385,6 +385,51 @@ def test_metadata_names_a_new_leader_before_its_change_of_role_is_done(tmp_path:
         logs.shutdown()
 
 
+def test_a_state_written_while_a_pass_applies_is_named_by_metadata_at_once(
+    tmp_path: Path,
+) -> None:
+    """A controlled shutdown hands a topic over in one write per part: a pass that read
+    the first part and is applying its leaderships (here held up by a partition's lock)
+    keeps the store followed, so the next part's leaders are named as soon as they are
+    written, not once that apply is done (2 s at 4,000 partitions, docs/BENCHMARKS.md);
+    the next pass applies them."""
+    store = LocalStateStore(tmp_path / "state")
+    data = tmp_path / "data"
+    data.mkdir()
+    logs = LogManager(LogManagerConfig(log_dirs=(data,)))
+    replicas = _replica_manager(tmp_path, store, logs)
+    held, other = TopicPartition("orders", 0), TopicPartition("orders", 1)
+
+    def new_epoch(tp: TopicPartition) -> None:
+        state = store.read_topic("orders")[tp.partition]
+        store.alter_partition("orders", tp.partition, state.partition_epoch, state.with_leader(0))
+
+    async def named(tp: TopicPartition, epoch: int) -> None:
+        while replicas.leadership(tp).leader_epoch != epoch:
+            await asyncio.sleep(0.01)
+
+    async def write_while_a_pass_applies() -> None:
+        store.create_topic("orders", {p: PartitionState.new((0,)) for p in range(2)})
+        await replicas.start()
+        async with replicas.lock(held):
+            new_epoch(held)  # the next pass applies it, and waits for the lock
+            await asyncio.wait_for(named(held, 1), timeout=10)
+            new_epoch(other)
+            await asyncio.wait_for(named(other, 1), timeout=10)
+            assert replicas.leader(other).leader_epoch == 0  # read, not applied yet
+        await asyncio.wait_for(named_and_led(other, 1), timeout=10)
+        await replicas.stop()
+
+    async def named_and_led(tp: TopicPartition, epoch: int) -> None:
+        while replicas.leaders.get(tp) is None or replicas.leader(tp).leader_epoch != epoch:
+            await asyncio.sleep(0.01)
+
+    try:
+        asyncio.run(write_while_a_pass_applies())
+    finally:
+        logs.shutdown()
+
+
 @pytest.mark.parametrize("topics", [1, 5], ids=["1-part", "10-parts"])
 def test_an_idle_poll_reads_what_changed_not_every_part(tmp_path: Path, topics: int) -> None:
     """A broker's poll of an idle store reads the journal and the leases, however many

@@ -43,7 +43,7 @@ from tierlog.partition_state.model import (
     replication_factor,
 )
 from tierlog.partition_state.store import PartitionStateStore
-from tierlog.partition_state.store_follower import StoreFollower
+from tierlog.partition_state.store_follower import StoreFollower, StoreView
 from tierlog.replication.config import ReplicationConfig
 from tierlog.replication.fetcher import APPLIES_IN_FLIGHT, ReplicaFetcher
 from tierlog.replication.follower import FetchOutcome
@@ -133,8 +133,11 @@ class ReplicaManager:
         self._isr_senders: set[str] = set()
         self._topics_seen: set[str] = set()  # in the store at the last poll
         self._follower = StoreFollower(store)
-        self._unapplied: set[str] = set()  # changed topics a failed poll left to apply
+        # Changed topics read and not applied yet: left by a failed pass, or read while
+        # a pass applied others (``_follow_store``).
+        self._unapplied: set[str] = set()
         self._polling = asyncio.Lock()  # one pass over the store at a time
+        self._reading = asyncio.Lock()  # one read of the store at a time
         self._tasks: list[asyncio.Task[None]] = []
         # Its threads start as role changes need them (``TRANSITIONS_IN_FLIGHT``).
         self._role_changes = ThreadPoolExecutor(TRANSITIONS_IN_FLIGHT, "tierlog-role-change")
@@ -214,13 +217,11 @@ class ReplicaManager:
                 await self._poll()
 
     async def _poll(self) -> None:
-        view = await asyncio.to_thread(self._follower.refresh)
-        self._leases = view.leases
+        view = await self._read()
         for gone in self._topics_seen - set(view.topics):
             await self._forget_topic(gone)
         self._topics_seen = set(view.topics)
-        changed_topics = view.topics.keys() if view.changed is None else view.changed
-        self._unapplied = {*self._unapplied, *changed_topics} & self._topics_seen
+        self._unapplied &= self._topics_seen
         changed = []
         for name in sorted(self._unapplied):
             partitions, configs = view.topics[name]
@@ -237,9 +238,27 @@ class ReplicaManager:
                 tp = TopicPartition(name, partition)
                 if self.states.get(tp) != state:
                     changed.append((tp, state))
-        await self.apply_all(changed)
-        self._unapplied.clear()  # every one applied: apply_all raises otherwise
+        applying, self._unapplied = self._unapplied, set()
+        try:
+            await self.apply_all(changed)
+        except BaseException:
+            self._unapplied |= applying  # applied again by the next pass
+            raise
         await self._repoint_fetchers()
+
+    async def _read(self) -> StoreView:
+        """The store read once: what changed is added to ``_unapplied``, and each
+        partition's new state is published at once (Metadata names it)."""
+        async with self._reading:
+            view = await asyncio.to_thread(self._follower.refresh)
+            self._leases = view.leases
+            changed = view.topics.keys() if view.changed is None else view.changed
+            for name in changed:
+                if name in view.topics:
+                    self._unapplied.add(name)
+                    for partition, state in view.topics[name][0].items():
+                        self._publish(TopicPartition(name, partition), state)
+            return view
 
     def _local_topic(self, name: str) -> Topic | None:
         try:
@@ -276,12 +295,30 @@ class ReplicaManager:
         self.logs.write_checkpoints()
 
     async def _follow_store(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.state_poll_ms / 1000)
-            try:
-                await self.poll_once()
-            except TierlogError as error:  # the store is unreachable: keep the last view
-                log.warning("reading the partition-state store failed: %s", error)
+        """A pass over the store every ``state.poll.ms``, each a task of its own: while
+        one applies what it read (a failover's leaderships, seconds at thousands of
+        partitions), each tick reads the store and publishes what changed, and the next
+        pass applies it.  A controlled shutdown hands a topic over in one write per part,
+        and a survivor that waited for its apply of the first part named the next part's
+        leaders only after it (2 s at 4,000 partitions, where Kafka's named them all in
+        0.85 s)."""
+        passing: asyncio.Task[None] | None = None
+        try:
+            while True:
+                await asyncio.sleep(self.settings.state_poll_ms / 1000)
+                try:
+                    if passing is None or passing.done():
+                        done, passing = passing, asyncio.create_task(self.poll_once())
+                        if done is not None:
+                            done.result()  # its error, if any, logged below
+                    else:
+                        await self._read()
+                except TierlogError as error:  # the store is unreachable: keep the last view
+                    log.warning("reading the partition-state store failed: %s", error)
+        finally:
+            if passing is not None:
+                passing.cancel()
+                await asyncio.gather(passing, return_exceptions=True)
 
     # -- changes of role --------------------------------------------------------------
 
