@@ -218,12 +218,23 @@ class ReplicaManager:
 
     async def _poll(self) -> None:
         view = await self._read()
+        # Taken at once: what a read made while this pass runs stays for the next one.
+        applying, self._unapplied = self._unapplied, set()
+        try:
+            await self._apply_view(view, applying)
+        except BaseException:
+            self._unapplied |= applying  # applied again by the next pass
+            raise
+        await self._repoint_fetchers()
+
+    async def _apply_view(self, view: StoreView, topics: set[str]) -> None:
+        """Topics gone from ``view`` forgotten; ``topics`` (those changed) followed, and
+        their partitions' states applied."""
         for gone in self._topics_seen - set(view.topics):
             await self._forget_topic(gone)
         self._topics_seen = set(view.topics)
-        self._unapplied &= self._topics_seen
         changed = []
-        for name in sorted(self._unapplied):
+        for name in sorted(topics & self._topics_seen):
             partitions, configs = view.topics[name]
             wanted = Topic(
                 name,
@@ -238,13 +249,7 @@ class ReplicaManager:
                 tp = TopicPartition(name, partition)
                 if self.states.get(tp) != state:
                     changed.append((tp, state))
-        applying, self._unapplied = self._unapplied, set()
-        try:
-            await self.apply_all(changed)
-        except BaseException:
-            self._unapplied |= applying  # applied again by the next pass
-            raise
-        await self._repoint_fetchers()
+        await self.apply_all(changed)
 
     async def _read(self) -> StoreView:
         """The store read once: what changed is added to ``_unapplied``, and each
