@@ -14,13 +14,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
 import pytest
 
 from tests.sidecar.conftest import Sidecar
 from tests.support.process_faults import paused
 from tests.support.sidecars import Sidecars, free_port
 from tests.support.tcp_fault_proxy import TcpFaultProxy
-from tierlog.api.v1 import admin_service_pb2
+from tierlog.api.v1 import admin_service_pb2, log_service_pb2
 from tierlog.client import Consumer, TopicPartition
 from tierlog.partition_state.local_store import LocalStateStore
 from tierlog.partition_state.model import PartitionState
@@ -40,10 +41,12 @@ class Cluster:
 
     def create_topic(self, topic: str, replicas: tuple[int, ...], partitions: int = 1) -> None:
         """The topic's state as the controller records it (with this replica order);
-        returns once every broker running has applied it: each names the leader of each
-        partition, so a follower refuses a produce as NOT_LEADER_OR_FOLLOWER (between
-        learning the topic and applying a partition's state it says LEADER_NOT_AVAILABLE,
-        seen when a test asked in that moment)."""
+        returns once every broker running has applied it, so the leader takes a produce
+        and a follower refuses one as NOT_LEADER_OR_FOLLOWER. Naming the leaders in
+        Metadata is not enough: a broker publishes a state as soon as it has read it,
+        and says LEADER_NOT_AVAILABLE until it has applied it (as Kafka publishes its
+        metadata image first), a gap that grew when reads went on while a pass applies
+        (a test that produced in it failed in CI)."""
         states = {p: PartitionState.new(replicas) for p in range(partitions)}
         self.store.create_topic(topic, states)
         leaders = {p: state.leader for p, state in states.items()}
@@ -96,10 +99,25 @@ def _leaders(broker: Sidecar, topic: str) -> dict[int, int]:
     }
 
 
+def _applied(broker: Sidecar, topic: str, partition: int) -> bool:
+    """Whether ``broker`` has taken its role for the partition: a ListOffsets is answered
+    by its leader and refused as NOT_LEADER_OR_FOLLOWER by the others, but answered
+    LEADER_NOT_AVAILABLE by a broker still to apply the state it names."""
+    request = log_service_pb2.ListOffsetsRequest(topic=topic, partition=partition, timestamp_ms=-1)
+    try:
+        broker.log.ListOffsets(request, timeout=10)
+    except grpc.RpcError as error:
+        return not (error.details() or "").startswith("LEADER_NOT_AVAILABLE")
+    return True
+
+
 def _learns(broker: Sidecar, topic: str, leaders: dict[int, int]) -> None:
     wait_for(
-        lambda: _leaders(broker, topic) == leaders,
-        f"{broker.data_dir.name} to know {topic}'s leaders {leaders}",
+        lambda: (
+            _leaders(broker, topic) == leaders
+            and all(_applied(broker, topic, partition) for partition in leaders)
+        ),
+        f"{broker.data_dir.name} to apply {topic}'s leaders {leaders}",
     )
 
 
