@@ -62,6 +62,14 @@ def send(manager: IdempotenceManager, *counts: int, tp: TopicPartition = TP) -> 
     return batches
 
 
+def under_way(manager: IdempotenceManager, tp: TopicPartition = TP) -> ProducerBatch:
+    """The partition's first batch of the epoch (one record), sent and acknowledged:
+    until it is, it goes alone (``test_the_first_batch_of_an_epoch_goes_alone...``)."""
+    [first] = send(manager, 1, tp=tp)
+    manager.on_success(first, 0)
+    return first
+
+
 def test_nothing_is_sent_before_the_producer_has_an_id() -> None:
     manager = IdempotenceManager()
     assert manager.needs_producer_id and not manager.may_drain(batch_of(1))
@@ -71,14 +79,16 @@ def test_nothing_is_sent_before_the_producer_has_an_id() -> None:
 
 def test_batches_take_consecutive_sequences_per_partition() -> None:
     manager = manager_with_id()
-    a, b, c = send(manager, 3, 1, 5)
+    [a] = send(manager, 3)
+    manager.on_success(a, 0)
+    b, c = send(manager, 1, 5)
     [d] = send(manager, 2, tp=OTHER)
     assert [x.base_sequence for x in (a, b, c, d)] == [0, 3, 4, 0]
     for batch in (a, b, c, d):
         header, _ = read_back(batch)
         assert (header.producer_id, header.producer_epoch) == (42, 0)
         assert header.base_sequence == batch.base_sequence
-    assert manager.next_sequence(TP) == 9 and manager.in_flight(TP) == (a, b, c)
+    assert manager.next_sequence(TP) == 9 and manager.in_flight(TP) == (b, c)
 
 
 @given(st.integers(0, 2**31 - 1), st.integers(1, 10_000))
@@ -113,11 +123,33 @@ def test_a_retry_resends_the_same_bytes_and_keeps_its_stamp() -> None:
 
 def test_only_the_first_batch_in_flight_may_be_retried_and_five_at_most_fly() -> None:
     manager = manager_with_id()
+    under_way(manager)
     a, b, *_ = send(manager, 1, 1, 1, 1, 1)
     assert not manager.may_drain(batch_of(1))  # the broker caches only 5
     assert manager.may_drain(a) and not manager.may_drain(b)
     manager.on_success(a, 0)
     assert manager.may_drain(b) and manager.may_drain(batch_of(1))
+
+
+def test_the_first_batch_of_an_epoch_goes_alone_until_it_is_acknowledged() -> None:
+    """A broker with no state of the producer takes any sequence (Kafka's rule, for a
+    producer whose state retention removed). Seen in a failover test: a new leader
+    refused sequence 0 (it had not yet applied its leadership) and then stored the
+    batches behind it, which went in the same breath; sequence 0 was refused as out
+    of order on every retry until its records expired. So a second batch waits until
+    the first is acknowledged, again under each new epoch."""
+    manager = manager_with_id()
+    [first] = send(manager, 2)
+    assert not manager.may_drain(batch_of(1))
+    assert manager.can_retry(first, "UNKNOWN_LEADER_EPOCH")
+    assert not manager.may_drain(batch_of(1))  # behind a retry of the first, still
+    manager.stamp(first)
+    manager.on_success(first, 0)
+    assert len(send(manager, 1, 1, 1, 1, 1)) == 5  # then five fly, as Kafka's do
+    [fresh] = send(manager, 1, tp=OTHER)  # each partition's first, alone
+    assert not manager.may_drain(batch_of(1, OTHER))
+    manager.on_success(fresh, 0)
+    assert manager.may_drain(batch_of(1, OTHER))
 
 
 def test_non_retriable_errors_are_not_retried() -> None:
@@ -130,6 +162,7 @@ def test_non_retriable_errors_are_not_retried() -> None:
 
 def test_out_of_order_for_a_batch_behind_a_retry_is_retried_without_a_bump() -> None:
     manager = manager_with_id()
+    under_way(manager)
     _a, b = send(manager, 2, 3)
     # a was lost on the way; b reached the broker first and was refused
     assert manager.can_retry(b, "OUT_OF_ORDER_SEQUENCE_NUMBER")
@@ -141,9 +174,10 @@ def test_out_of_order_for_the_next_batch_is_a_real_gap_bump_epoch_and_restamp() 
     partition's batches in flight from sequence 0, then retries them, once none of
     their requests is out (an old stamp still out might yet be stored)."""
     manager = manager_with_id(epoch=3)
-    a, b, c = send(manager, 2, 3, 1)
-    [other] = send(manager, 1, tp=OTHER)
+    [a] = send(manager, 2)
     manager.on_success(a, 0)
+    b, c = send(manager, 3, 1)
+    [other] = send(manager, 1, tp=OTHER)
     old_bytes = b.close()
     assert manager.can_retry(b, "OUT_OF_ORDER_SEQUENCE_NUMBER")
     assert manager.epoch_bump_required
@@ -170,8 +204,8 @@ def test_out_of_order_for_the_next_batch_is_a_real_gap_bump_epoch_and_restamp() 
 
 def test_a_confirmed_failure_leaves_a_gap_and_bumps_the_epoch() -> None:
     manager = manager_with_id()
-    stored, a, b = send(manager, 1, 1, 1)
-    manager.on_success(stored, 0)
+    under_way(manager)
+    a, b = send(manager, 1, 1)
     manager.on_failed(a, "MESSAGE_TOO_LARGE", adjust_sequences=True)
     manager.bump_epoch_if_needed()
     assert b.producer_epoch == 0  # b's request is out: it keeps its stamp until answered
@@ -186,8 +220,8 @@ def test_a_transactional_producer_leaves_the_epoch_to_its_coordinator() -> None:
     InitProducerId (tierlog.client.transactions), which starts every partition again."""
     manager = IdempotenceManager(transactional=True)
     manager.set_producer_id_and_epoch(42, 0)
-    stored, a, b = send(manager, 1, 1, 1)
-    manager.on_success(stored, 0)
+    under_way(manager)
+    a, b = send(manager, 1, 1)
     manager.on_failed(a, "MESSAGE_TOO_LARGE", adjust_sequences=True)
     assert manager.can_retry(b, "OUT_OF_ORDER_SEQUENCE_NUMBER")
     manager.bump_epoch_if_needed()
@@ -202,8 +236,8 @@ def test_a_restamped_batch_is_never_sent_while_its_old_stamp_is_out() -> None:
     """The old request of a batch may still be stored: restamping it then would let a
     later batch go out under the new epoch at a sequence the broker never starts at."""
     manager = manager_with_id()
-    stored, a, b, c = send(manager, 1, 1, 1, 1)
-    manager.on_success(stored, 0)
+    under_way(manager)
+    a, b, c = send(manager, 1, 1, 1)
     manager.on_failed(b, "MESSAGE_TOO_LARGE", adjust_sequences=True)
     manager.bump_epoch_if_needed()
     manager.on_success(a, 1)  # a, ahead of the gap, is stored under its old stamp
@@ -217,8 +251,8 @@ def test_one_failure_episode_costs_one_bump_however_many_batches_fail_in_it() ->
     """Every attempt under the new epoch was refused (the disk is still full): nothing
     of the partition is stored under it, so its sequences start again under it."""
     manager = manager_with_id()
-    stored, a, b, c = send(manager, 1, 1, 1, 1)
-    manager.on_success(stored, 0)
+    under_way(manager)
+    a, b, c = send(manager, 1, 1, 1)
     for batch in (a, b, c):
         assert manager.can_retry(batch, "KAFKA_STORAGE_ERROR")
     manager.on_failed(a, "KAFKA_STORAGE_ERROR", adjust_sequences=True)
@@ -264,6 +298,7 @@ def test_unknown_producer_id_is_retried_with_an_epoch_bump() -> None:
 
 def test_an_expired_batch_leaves_its_partition_unresolved_until_the_rest_settle() -> None:
     manager = manager_with_id()
+    under_way(manager)
     a, b = send(manager, 2, 2)
     manager.on_expired(a)
     assert manager.has_unresolved_sequence(TP)
@@ -276,8 +311,8 @@ def test_an_expired_batch_leaves_its_partition_unresolved_until_the_rest_settle(
 
 def test_an_expired_batch_that_was_not_stored_bumps_the_epoch() -> None:
     manager = manager_with_id()
-    a, b = send(manager, 2, 2)
-    manager.on_success(a, 0)
+    under_way(manager)
+    [b] = send(manager, 2)
     manager.on_expired(b)
     manager.bump_epoch_if_needed()
     assert manager.producer_id_and_epoch.epoch == 1
@@ -287,8 +322,8 @@ def test_an_expired_batch_that_was_not_stored_bumps_the_epoch() -> None:
 
 def test_an_exhausted_epoch_asks_for_a_new_producer_id() -> None:
     manager = manager_with_id(epoch=MAX_PRODUCER_EPOCH)
-    stored, a = send(manager, 1, 1)
-    manager.on_success(stored, 0)
+    under_way(manager)
+    [a] = send(manager, 1)
     manager.on_failed(a, "OUT_OF_ORDER_SEQUENCE_NUMBER", adjust_sequences=False)
     manager.bump_epoch_if_needed()
     assert manager.needs_producer_id and not manager.may_drain(batch_of(1))

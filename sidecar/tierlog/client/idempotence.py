@@ -16,7 +16,12 @@ idempotent (not transactional) producer, following Kafka 3.x/4.x's
   flight for its partition, so retries never overtake; a new batch waits while its
   partition has 5 in flight (the broker's cache), while in-flight batches carry an
   older epoch, or while sequences are unresolved.  Nothing of a partition waiting for
-  new sequences (below) goes out.
+  new sequences (below) goes out.  Unlike Kafka's client, the first batch of an epoch
+  on a partition goes alone until it is acknowledged: a broker holding no state of the
+  producer takes any sequence (Kafka's rule, for a producer whose state retention
+  removed), so a second batch it stored while it refused the first (a new leader that
+  had not yet applied its leadership) would leave a gap that no retry of the first can
+  fill, and the first would be retried until it expired.
 - **Answers**: each attempt of a sent batch is answered through exactly one of
   ``on_success``, ``can_retry``, ``on_failed`` or ``on_expired``; until then its
   request is *out*, and the broker may still store it under the stamp it carries.
@@ -220,7 +225,8 @@ class IdempotenceManager:
         if tp in self._unresolved or len(state.in_flight) >= self._max_in_flight:
             return False
         stale = state.producer_id_and_epoch != self.producer_id_and_epoch
-        return not (stale and state.in_flight)
+        first_unanswered = state.last_acked_sequence == NO_LAST_ACKED_SEQUENCE
+        return not ((stale or first_unanswered) and state.in_flight)
 
     def stamp(self, batch: ProducerBatch) -> None:
         """Give a drained batch its producer id, epoch and base sequence (Kafka's drain:
