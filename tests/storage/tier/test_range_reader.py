@@ -78,6 +78,14 @@ def disk_bytes(directory: Path) -> int:
     return total
 
 
+def put_objects(store: LocalDirectoryStore, keys: Sequence[str], chunks: int) -> dict[str, bytes]:
+    """Objects of ``chunks`` random chunks each, one a key, in ``store``: their bodies."""
+    bodies = {key: random.Random(key).randbytes(chunks * CHUNK) for key in keys}
+    for key, body in bodies.items():
+        store.put(key, body)
+    return bodies
+
+
 def wait_until(condition: object, timeout_s: float = 5) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -151,10 +159,11 @@ def test_chunks_read_ahead_are_used_once_from_memory_and_spill_to_disk_only_when
     """A sequential reader's chunks read ahead wait in memory and are not written to the
     disk cache (a scan read once, whose write cost as much as its GET); the ones memory
     pushes out unread go to the cache's read-ahead share, and their reader finds every
-    one without a second GET."""
-    bodies = {key: random.Random(key).randbytes(12 * CHUNK) for key in ("a", "b")}
-    for key, body in bodies.items():
-        store.put(key, body)
+    one without a second GET. A chunk read while its GET is answering keeps its room
+    until the GET's thread has the whole answer in, which can come after the read, its
+    disk write and ``in_flight`` emptied (a loaded machine deschedules that thread
+    there): the count held is waited for, not read at once."""
+    bodies = put_objects(store, ("a", "b"), 12)
     cache = ChunkCache(tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=1 << 20, max_entries=100)
     reader = RangeReader(
         store, cache, prefetch_chunks=8, max_prefetch_chunks=8, read_ahead_memory_bytes=8 * CHUNK
@@ -170,7 +179,7 @@ def test_chunks_read_ahead_are_used_once_from_memory_and_spill_to_disk_only_when
         wait_until(lambda: reader.in_flight("a") == [])  # spilled while b's GET landed
         assert on_disk("a") == list(range(8))  # 0 waited for by its read; 1-7 pushed out by b's
         assert on_disk("b") == [0]  # 1-7 in memory: its GET's answer, held
-        assert reader.read_ahead_memory_held_bytes == 7 * CHUNK
+        wait_until(lambda: reader.read_ahead_memory_held_bytes == 7 * CHUNK)  # 0's room back
         store.gets.clear()
         for key in ("a", "b"):
             assert reader.read(key, 10, 12 * CHUNK, 12 * CHUNK) == bodies[key][10:]
@@ -183,7 +192,7 @@ def test_chunks_read_ahead_are_used_once_from_memory_and_spill_to_disk_only_when
         assert fetched == [(key, index) for key in ("a", "b") for index in range(8, 12)]  # once
         wait_until(lambda: reader.in_flight("b") == [])
         assert on_disk("b") == [0, 8, 9, 10, 11]  # 1-7 used once, never written; 8-11 waited
-        assert reader.read_ahead_memory_held_bytes == 0  # every chunk read ahead was read
+        wait_until(lambda: reader.read_ahead_memory_held_bytes == 0)  # every one read ahead read
         # All but a's 8-11: b's unread chunks filled read-ahead memory, so a's read fetched
         # those itself, chunk by chunk, into the ordinary cache.
         assert cache.stats().read_ahead_hits == 20
@@ -196,8 +205,8 @@ class ReadAheadLedgerStore(LocalDirectoryStore):
     on the reader's read-ahead threads) fill, views of the reader's buffers that it
     keeps until read: the bytes alive at most, taken as each
     answer is made (the only moment they grow), the reader's own count of its
-    read-ahead memory at that moment (the room reserved for that GET included), and the
-    read-ahead GETs made and bytes they asked for."""
+    read-ahead memory at that moment (the room reserved for that GET included), the
+    read-ahead GETs made and bytes they asked for, and which chunks are alive."""
 
     def __init__(self, root: Path):
         super().__init__(root)
@@ -207,6 +216,7 @@ class ReadAheadLedgerStore(LocalDirectoryStore):
         self.live_bytes = 0
         self.peak_live_bytes = 0
         self.peak_counted_bytes = 0
+        self.live_chunks: set[tuple[str, int]] = set()  # (key, index)
         self._lock = threading.Lock()
 
     def get_into(
@@ -227,13 +237,16 @@ class ReadAheadLedgerStore(LocalDirectoryStore):
             self.live_bytes += landed
             self.peak_live_bytes = max(self.peak_live_bytes, self.live_bytes)
             self.peak_counted_bytes = max(self.peak_counted_bytes, counted)
-        for chunk in buffers:  # the views the reader keeps as its chunks
-            weakref.finalize(chunk, self._freed, len(chunk))
+            first = start // CHUNK
+            self.live_chunks.update((key, first + at) for at in range(len(buffers)))
+        for at, chunk in enumerate(buffers):  # the views the reader keeps as its chunks
+            weakref.finalize(chunk, self._freed, key, first + at, len(chunk))
         return landed
 
-    def _freed(self, size: int) -> None:
+    def _freed(self, key: str, index: int, size: int) -> None:
         with self._lock:
             self.live_bytes -= size
+            self.live_chunks.discard((key, index))
 
 
 def test_many_concurrent_readers_never_hold_more_read_ahead_memory_than_the_limit(
@@ -295,18 +308,28 @@ def test_many_concurrent_readers_never_hold_more_read_ahead_memory_than_the_limi
 
 class SubmitterDescheduledPool(ThreadPoolExecutor):
     """Read-ahead's pool (real threads), its submitter held after handing over its
-    ``stall_at``-th GET until that GET has been made: a reader thread descheduled in
-    the middle of issuing its read-ahead, as on a loaded machine."""
+    ``stall_at``-th GET until that GET has been made (``stalled`` is set then) and
+    ``resume`` is set: a reader thread descheduled in the middle of issuing its
+    read-ahead, as on a loaded machine."""
 
-    def __init__(self, store: ReadAheadLedgerStore, stall_at: int):
+    def __init__(
+        self, store: ReadAheadLedgerStore, stall_at: int, resume: threading.Event | None = None
+    ):
         super().__init__(4, thread_name_prefix="tier-ahead")
         self.store, self.stall_at, self.submitted = store, stall_at, 0
+        self.stalled = threading.Event()
+        if resume is None:  # held only until the GET is made
+            resume = threading.Event()
+            resume.set()
+        self.resume = resume
 
     def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
         future = super().submit(fn, *args, **kwargs)
         self.submitted += 1
         if self.submitted == self.stall_at:
             wait_until(lambda: self.store.read_ahead_gets == self.stall_at)
+            self.stalled.set()
+            self.resume.wait(10)
         return future
 
 
@@ -337,16 +360,49 @@ def test_chunks_pushed_out_of_memory_die_while_the_reader_that_asked_for_them_is
         reader.close()
 
 
+def test_a_chunk_pushed_out_of_memory_dies_while_the_reader_that_read_it_ahead_is_descheduled(
+    tmp_path: Path,
+) -> None:
+    """A reader descheduled right after issuing its read-ahead GET holds nothing of the
+    answer: when another reader's read-ahead pushes those chunks out to the disk cache,
+    every one of them dies then. (The issuer's loop over the chunks coming left its
+    variable on the last one's future, and through it the chunk, alive and no longer
+    counted until the issuer ran on.)"""
+    store = ReadAheadLedgerStore(tmp_path / "tier")
+    bodies = put_objects(store, ("seg", "other"), 20)
+    cache = ChunkCache(tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=1 << 20, max_entries=100)
+    reader = RangeReader(
+        store, cache, prefetch_chunks=10, max_prefetch_chunks=10, read_ahead_memory_bytes=10 * CHUNK
+    )
+    store.reader = reader
+    resume = threading.Event()
+    reader._ahead_pool.shutdown()
+    reader._ahead_pool = pool = SubmitterDescheduledPool(store, stall_at=1, resume=resume)
+    read: list[bytes] = []
+    reading = threading.Thread(target=lambda: read.append(reader.read("seg", 0, CHUNK, 20 * CHUNK)))
+    try:
+        reading.start()  # from the start: chunks 0-9 in one GET, all of memory
+        assert pool.stalled.wait(10)
+        assert reader.read("other", 0, CHUNK, 20 * CHUNK) == bodies["other"][:CHUNK]
+        wait_until(lambda: reader.in_flight("seg") == [])  # pushed out: written to disk
+        assert [index for index in range(20) if cache.contains("seg", index)] == list(range(10))
+        assert sorted(index for key, index in store.live_chunks if key == "seg") == []
+    finally:
+        resume.set()
+        reading.join(10)
+        reader.close()
+    assert read == [bodies["seg"][:CHUNK]]
+
+
 def test_random_readers_filling_the_cache_evict_nothing_a_sequential_reader_will_read(
     tmp_path: Path, store: RecordingStore
 ) -> None:
     """A random reader churning the cache (evicting all the while) takes none of the
     chunks read ahead for two sequential readers: one's in memory, the other's pushed
     out of memory into the read-ahead share; both read on with no GET of their own."""
-    bodies = {key: random.Random(key).randbytes(12 * CHUNK) for key in ("s1", "s2")}
+    bodies = put_objects(store, ("s1", "s2"), 12)
     scattered = random.Random(9).randbytes(40 * CHUNK)
-    for key, body in {**bodies, "rnd": scattered}.items():
-        store.put(key, body)
+    store.put("rnd", scattered)
     share = 8 * (CHUNK + TRAILER)
     cache = ChunkCache(
         tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=share + 4 * (CHUNK + TRAILER),
@@ -663,9 +719,7 @@ def test_a_reader_with_chunks_coming_never_pushes_another_readers_unread_chunks_
     still coming deepens its window only into free memory, never by pushing another
     reader's unread chunks out to disk (to be read back: a GET's CPU again); once it
     has nothing coming, its window is read ahead whatever room that takes."""
-    bodies = {key: random.Random(key).randbytes(40 * CHUNK) for key in ("a", "b")}
-    for key, body in bodies.items():
-        store.put(key, body)
+    bodies = put_objects(store, ("a", "b"), 40)
     cache = ChunkCache(tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=1 << 24, max_entries=1000)
     reader = RangeReader(
         store, cache, prefetch_chunks=2, max_prefetch_chunks=8, threads=2,

@@ -353,14 +353,20 @@ class RangeReader:
                 runs.pop()
             if coming:
                 runs = self._within_free_memory_locked(runs)
-            futures: list[list[Future[Chunk]]] = []
-            for run in runs:
-                futures.append([Future() for _ in run])
-                for index, future in zip(run, futures[-1], strict=True):
-                    self._in_flight[(key, index)] = future
+            futures = [self._coming_locked(key, run) for run in runs]
         for run, waiting in zip(runs, futures, strict=True):
             if run:
                 self._ahead_pool.submit(self._fetch_run, key, run, object_size, waiting)
+
+    def _coming_locked(self, key: str, run: list[int]) -> list[Future[Chunk]]:
+        """The futures of a read-ahead GET's chunks, in flight from now on. Made here so
+        that their issuer keeps only these lists, which each GET empties once its answer
+        is in (``_fetch_run``): made in a loop of ``_read_ahead``, its variable kept the
+        last future, and through it its chunk, alive and uncounted (pushed out, or read)
+        until the issuer ran on."""
+        futures: list[Future[Chunk]] = [Future() for _ in run]
+        self._in_flight.update(zip([(key, index) for index in run], futures, strict=True))
+        return futures
 
     def _cache_waited(self, key: str, waited: list[int], pieces: list[Chunk]) -> None:
         """Write the chunks a read waited for (``pieces`` from the first of them) to the
