@@ -13,9 +13,11 @@ import select
 import signal
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
@@ -23,7 +25,10 @@ from kio.schema.errors import ErrorCode
 
 from tests.kafka.conftest import run_java
 from tests.kafka.wire import KafkaWire
+from tests.replication.conftest import wait_for
+from tests.support.applied_states import has_applied
 from tests.support.local_cluster import kafka_bootstrap, running_cluster, tierlog_cluster
+from tierlog.api.v1.log_service_pb2_grpc import LogServiceStub
 from tierlog.cli.local_cluster import ClusterRecord, read_cluster
 from tierlog.client.admin import AdminClient
 from tierlog.kafka.versions import (
@@ -67,9 +72,14 @@ def bootstrap(cluster_dir: Path) -> str:
 
 
 def create_topic(cluster: ClusterRecord, bootstrap: str, name: str) -> None:
-    """Create ``name`` over gRPC and wait until every broker's Metadata has its leaders."""
-    with AdminClient(cluster.brokers[0].address) as admin:
+    """Create ``name`` over gRPC and wait until every broker's Metadata has its leaders,
+    and every broker has applied their states: the tests send raw requests, which no
+    client retries, and a broker whose Metadata names a state it has only read still
+    answers LEADER_NOT_AVAILABLE (``has_applied``)."""
+    with AdminClient(cluster.brokers[0].address, broker_only=True) as admin:
         admin.create_topic(name, PARTITIONS)
+        # The creating broker answers once it has applied the states: it names them.
+        (described,) = admin.describe_topics([name])
     for address in bootstrap.split(","):
         consumer = KafkaConsumer(bootstrap_servers=address)
         try:
@@ -80,6 +90,15 @@ def create_topic(cluster: ClusterRecord, bootstrap: str, name: str) -> None:
                 consumer._client.poll(timeout_ms=100)
         finally:
             consumer.close()
+    for broker in cluster.brokers:
+        with grpc.insecure_channel(broker.address) as channel:
+            log = LogServiceStub(channel)
+            for p in described.partitions:
+                state = (name, p.partition, p.leader_id, p.leader_epoch)
+                wait_for(
+                    partial(has_applied, log, broker.node_id, *state),
+                    f"broker {broker.node_id} to apply {name}-{p.partition}'s leader",
+                )
 
 
 def leaders(bootstrap: str, topic: str) -> dict[int, int]:
