@@ -13,9 +13,11 @@ import select
 import signal
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
@@ -23,7 +25,10 @@ from kio.schema.errors import ErrorCode
 
 from tests.kafka.conftest import run_java
 from tests.kafka.wire import KafkaWire
+from tests.replication.conftest import wait_for
+from tests.support.applied_states import has_applied
 from tests.support.local_cluster import kafka_bootstrap, running_cluster, tierlog_cluster
+from tierlog.api.v1.log_service_pb2_grpc import LogServiceStub
 from tierlog.cli.local_cluster import ClusterRecord, read_cluster
 from tierlog.client.admin import AdminClient
 from tierlog.kafka.versions import (
@@ -66,20 +71,25 @@ def bootstrap(cluster_dir: Path) -> str:
     return kafka_bootstrap(cluster_dir)
 
 
-def create_topic(cluster: ClusterRecord, bootstrap: str, name: str) -> None:
-    """Create ``name`` over gRPC and wait until every broker's Metadata has its leaders."""
-    with AdminClient(cluster.brokers[0].address) as admin:
+def create_topic(cluster: ClusterRecord, name: str) -> None:
+    """Create ``name`` over gRPC and wait until every broker has applied its partitions'
+    states (``has_applied``), so every broker's Metadata names their leaders too. Its
+    Metadata naming them is not enough: a broker names a state as soon as it has read
+    it, and until it has applied it answers LEADER_NOT_AVAILABLE to the raw requests
+    these tests send, which no client retries."""
+    with AdminClient(cluster.brokers[0].address, broker_only=True) as admin:
         admin.create_topic(name, PARTITIONS)
-    for address in bootstrap.split(","):
-        consumer = KafkaConsumer(bootstrap_servers=address)
-        try:
-            deadline = time.monotonic() + 30
-            while consumer.partitions_for_topic(name) != set(range(PARTITIONS)):
-                assert time.monotonic() < deadline, f"{address} never learnt {name}"
-                consumer._client.cluster.request_update()
-                consumer._client.poll(timeout_ms=100)
-        finally:
-            consumer.close()
+        # The creating broker answers once it has applied the states: it names them.
+        (described,) = admin.describe_topics([name])
+    for broker in cluster.brokers:
+        with grpc.insecure_channel(broker.address) as channel:
+            log = LogServiceStub(channel)
+            for p in described.partitions:
+                state = (name, p.partition, p.leader_id, p.leader_epoch)
+                wait_for(
+                    partial(has_applied, log, broker.node_id, *state),
+                    f"broker {broker.node_id} to apply {name}-{p.partition}'s leader",
+                )
 
 
 def leaders(bootstrap: str, topic: str) -> dict[int, int]:
@@ -152,7 +162,7 @@ def test_metadata_from_any_broker_names_every_broker_and_the_controller(
 def test_produce_to_a_follower_names_the_leader_and_its_endpoint(
     cluster_dir: Path, bootstrap: str
 ) -> None:
-    create_topic(read_cluster(cluster_dir), bootstrap, "misdirected")
+    create_topic(read_cluster(cluster_dir), "misdirected")
     leader = leaders(bootstrap, "misdirected")[0]
     follower = (leader + 1) % BROKERS
     batch = build_batch([SimpleRecord(b"k", b"v", 1_700_000_000_000, ())])
@@ -177,7 +187,7 @@ def test_produce_to_a_follower_names_the_leader_and_its_endpoint(
 
 def test_fetch_from_a_follower_names_the_leader(cluster_dir: Path, bootstrap: str) -> None:
     """Fetch v12 has the leader and epoch; v16 (topics by id) the leader's endpoint too."""
-    create_topic(read_cluster(cluster_dir), bootstrap, "misfetched")
+    create_topic(read_cluster(cluster_dir), "misfetched")
     leader = leaders(bootstrap, "misfetched")[0]
     request = {
         "replica_id": -1,
@@ -267,7 +277,7 @@ def test_a_leader_verifies_a_transactional_batch_with_a_coordinator_on_another_b
 ) -> None:
     """KIP-890 part 1 across brokers: the leader of a partition asks the transactional
     id's coordinator, another broker, before a batch opens a transaction there."""
-    create_topic(read_cluster(cluster_dir), bootstrap, "verified")
+    create_topic(read_cluster(cluster_dir), "verified")
     ports = [port for _host, port in _addresses(bootstrap)]
     tid = "verified-app"
     found = _once_served(ports[0], FIND_COORDINATOR, 3, {"key": tid, "key_type": 1})
@@ -310,7 +320,7 @@ def test_a_produce_is_appended_while_the_one_before_it_waits_for_its_replicas(
     in the leader's log before either is answered, so one replication round carries both,
     and the answers (and a Metadata asked after them) come back in the requests' order."""
     cluster = read_cluster(cluster_dir)
-    create_topic(cluster, bootstrap, "pipelined")
+    create_topic(cluster, "pipelined")
     leader = leaders(bootstrap, "pipelined")[0]
     follower_pid = cluster.brokers[(leader + 1) % BROKERS].pid
     assert follower_pid is not None
@@ -372,7 +382,7 @@ def test_a_transaction_marker_is_written_by_the_leader_alone_once_replicated(
     """WriteTxnMarkers (``kafka-transactions abort``) at a follower is NOT_LEADER_OR_FOLLOWER,
     which the admin retries at the leader; the leader answers once the in-sync replicas
     hold the marker (acks=all), so its high watermark is past the marker at once."""
-    create_topic(read_cluster(cluster_dir), bootstrap, "marked")
+    create_topic(read_cluster(cluster_dir), "marked")
     leader = leaders(bootstrap, "marked")[0]
     ports = [port for _host, port in _addresses(bootstrap)]
     topics = [{"name": "marked", "partition_indexes": [0]}]
@@ -411,7 +421,7 @@ def test_a_transaction_marker_is_written_by_the_leader_alone_once_replicated(
 def test_acks_all_to_every_leader_and_every_record_read_back(
     cluster_dir: Path, bootstrap: str
 ) -> None:
-    create_topic(read_cluster(cluster_dir), bootstrap, "spread")
+    create_topic(read_cluster(cluster_dir), "spread")
     assert set(leaders(bootstrap, "spread").values()) == set(range(BROKERS))
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
     sent = [(p, b"k%d" % n, b"v%d" % n) for n in range(60) for p in [n % PARTITIONS]]
@@ -426,7 +436,7 @@ def test_acks_all_to_every_leader_and_every_record_read_back(
 def test_java_console_producer_and_consumer_from_the_status_bootstrap(
     cluster_dir: Path, bootstrap: str
 ) -> None:
-    create_topic(read_cluster(cluster_dir), bootstrap, "console")
+    create_topic(read_cluster(cluster_dir), "console")
     lines = [f"key-{i}\tvalue {i}" for i in range(30)]
     run_java(
         "org.apache.kafka.tools.ConsoleProducer",
@@ -460,7 +470,7 @@ def test_java_console_producer_and_consumer_from_the_status_bootstrap(
 def test_a_producer_follows_a_killed_leader_and_loses_nothing_acknowledged(
     cluster_dir: Path, bootstrap: str
 ) -> None:
-    create_topic(read_cluster(cluster_dir), bootstrap, "failover")
+    create_topic(read_cluster(cluster_dir), "failover")
     victim = leaders(bootstrap, "failover")[0]
     producer = KafkaProducer(
         bootstrap_servers=bootstrap,

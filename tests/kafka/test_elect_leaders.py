@@ -134,7 +134,7 @@ def codes(answer: Any) -> dict[tuple[str, int], ErrorCode]:
 def test_kafka_leader_election_gives_every_partition_back_to_its_preferred_replica(
     cluster_dir: Path, bootstrap: str, tmp_path: Path
 ) -> None:
-    create_topic(read_cluster(cluster_dir), bootstrap, "rebalanced")
+    create_topic(read_cluster(cluster_dir), "rebalanced")
     reorder_replicas(cluster_dir, tmp_path, bootstrap, "rebalanced", list(range(PARTITIONS)))
     assert not any(
         p.leader_id == p.replica_nodes[0] for p in partitions(bootstrap, "rebalanced").values()
@@ -156,7 +156,7 @@ def test_kafka_leader_election_gives_every_partition_back_to_its_preferred_repli
 def test_kafka_leader_election_of_one_partition_named(
     cluster_dir: Path, bootstrap: str, tmp_path: Path
 ) -> None:
-    create_topic(read_cluster(cluster_dir), bootstrap, "named")
+    create_topic(read_cluster(cluster_dir), "named")
     reorder_replicas(cluster_dir, tmp_path, bootstrap, "named", [1])
     election = (LEADER_ELECTION, "--bootstrap-server", bootstrap, "--election-type", "PREFERRED")
 
@@ -171,7 +171,7 @@ def test_kafka_leader_election_of_one_partition_named(
 def test_a_stopped_preferred_replica_leads_again_only_once_back_in_sync(
     cluster_dir: Path, bootstrap: str
 ) -> None:
-    create_topic(read_cluster(cluster_dir), bootstrap, "restarted")
+    create_topic(read_cluster(cluster_dir), "restarted")
     victim = BROKERS - 1  # not the deciding controller (the lowest live id)
     (preferred,) = [
         p

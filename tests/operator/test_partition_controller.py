@@ -18,6 +18,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from tests.support.applied_states import has_applied
 from tests.support.kube import ControlPlane
 from tests.support.sidecars import SidecarProcess
 from tests.support.state_stores import open_store
@@ -26,6 +27,7 @@ from tierlog.operator.partition_controller import unclean_election
 from tierlog.operator.spec import ClusterSpec, Replication
 from tierlog.partition_state.local_store import LocalStateStore
 from tierlog.partition_state.model import PartitionState
+from tierlog.partition_state.store import PartitionStateStore
 from tierlog.storage.records import SimpleRecord, build_batch, decode_records, iter_batches
 
 from .conftest import Brokers, RunningOperator, start_operator, wait_for
@@ -39,15 +41,11 @@ def _log_stub(sidecar: SidecarProcess) -> log_service_pb2_grpc.LogServiceStub:
     return log_service_pb2_grpc.LogServiceStub(grpc.insecure_channel(sidecar.address))
 
 
-def _leads(sidecar: SidecarProcess) -> bool:
-    try:
-        _log_stub(sidecar).ListOffsets(
-            log_service_pb2.ListOffsetsRequest(topic=TOPIC, partition=0, timestamp_ms=-1),
-            timeout=5,
-        )
-    except grpc.RpcError:
-        return False
-    return True
+def _leads(store: PartitionStateStore, sidecars: list[SidecarProcess], node: int) -> bool:
+    """Whether broker ``node`` leads the partition in the epoch the store names, having
+    applied that state, not only read it (``has_applied``)."""
+    epoch = store.read_topic(TOPIC)[0].leader_epoch
+    return has_applied(_log_stub(sidecars[node]), node, TOPIC, 0, node, epoch)
 
 
 def _produce(sidecar: SidecarProcess, *values: bytes) -> int:
@@ -88,7 +86,7 @@ def test_the_operators_controller_elects_a_new_leader_when_the_leaders_lease_exp
     ]
     store = open_store("kube", f"{kube.kubeconfig} {ns} repl")
     store.create_topic(TOPIC, {0: PartitionState.new((0, 1, 2))})
-    wait_for("broker 0 to lead", lambda: _leads(sidecars[0]))
+    wait_for("broker 0 to lead", lambda: _leads(store, sidecars, 0))
     assert _produce(sidecars[0], b"a", b"b") == 0
     assert store.read_topic(TOPIC)[0].isr == (0, 1, 2)
 
@@ -102,7 +100,7 @@ def test_the_operators_controller_elects_a_new_leader_when_the_leaders_lease_exp
     assert (elected.leader_epoch, elected.isr) == (1, (1, 2)), elected  # 1 and 2 renew
     assert "fenced" in operator.output, operator.output
     leader = sidecars[elected.leader]
-    wait_for(f"broker {elected.leader} to lead", lambda: _leads(leader))
+    wait_for(f"broker {elected.leader} to lead", lambda: _leads(store, sidecars, elected.leader))
     assert _produce(leader, b"c", b"d") == 2
     assert _values(leader) == [b"a", b"b", b"c", b"d"]
 
@@ -148,7 +146,7 @@ def test_a_replicated_scale_down_moves_the_leaving_brokers_replicas_then_shrinks
     sidecars = [brokers.start(node) for node in range(3)]
     store = open_store("kube", f"{kube.kubeconfig} {ns} shrink")
     store.create_topic(TOPIC, {0: PartitionState.new((2, 0)), 1: PartitionState.new((0, 1))})
-    wait_for("broker 2 to lead", lambda: _leads(sidecars[2]))
+    wait_for("broker 2 to lead", lambda: _leads(store, sidecars, 2))
     assert _produce(sidecars[2], b"a", b"b") == 0
     apply(kube, ns, topic(TOPIC, "shrink", 2))  # found in the store: listed in the status
 
@@ -164,7 +162,7 @@ def test_a_replicated_scale_down_moves_the_leaving_brokers_replicas_then_shrinks
     assert moved[1] == PartitionState.new((0, 1))  # held nothing of broker 2: untouched
     started = [message for reason, message in events(kube, ns) if reason == "ReassignmentStarted"]
     assert len(started) == 1 and f"{TOPIC}-0 to [1, 0]" in started[0], started
-    wait_for("broker 1 to lead", lambda: _leads(sidecars[1]))
+    wait_for("broker 1 to lead", lambda: _leads(store, sidecars, 1))
     assert _produce(sidecars[1], b"c") == 2
     assert _values(sidecars[1]) == [b"a", b"b", b"c"]
 

@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
 import pytest
 
 from tests.sidecar.conftest import Sidecar
+from tests.support.applied_states import has_applied
 from tests.support.process_faults import paused
 from tests.support.sidecars import Sidecars, free_port
 from tests.support.tcp_fault_proxy import TcpFaultProxy
-from tierlog.api.v1 import admin_service_pb2, log_service_pb2
+from tierlog.api.v1 import admin_service_pb2
+from tierlog.api.v1.log_service_pb2_grpc import LogServiceStub
 from tierlog.client import Consumer, TopicPartition
 from tierlog.partition_state.local_store import LocalStateStore
 from tierlog.partition_state.model import PartitionState
@@ -41,18 +42,33 @@ class Cluster:
 
     def create_topic(self, topic: str, replicas: tuple[int, ...], partitions: int = 1) -> None:
         """The topic's state as the controller records it (with this replica order);
-        returns once every broker running has applied it, so the leader takes a produce
-        and a follower refuses one as NOT_LEADER_OR_FOLLOWER. Naming the leaders in
-        Metadata is not enough: a broker publishes a state as soon as it has read it,
-        and says LEADER_NOT_AVAILABLE until it has applied it (as Kafka publishes its
-        metadata image first), a gap that grew when reads went on while a pass applies
-        (a test that produced in it failed in CI)."""
+        returns once every broker running has applied it (``wait_until_applied``), so
+        the leader takes a produce and a follower refuses one as NOT_LEADER_OR_FOLLOWER.
+        Naming the leaders in Metadata is not enough: until it has applied the state a
+        broker says LEADER_NOT_AVAILABLE (a test that produced then failed in CI)."""
         states = {p: PartitionState.new(replicas) for p in range(partitions)}
         self.store.create_topic(topic, states)
-        leaders = {p: state.leader for p, state in states.items()}
-        for broker in self.brokers:
-            if broker.process.poll() is None:
-                _learns(broker, topic, leaders)
+        for partition in range(partitions):
+            self.wait_until_applied(topic, partition)
+
+    def wait_until_applied(
+        self, topic: str, partition: int = 0, nodes: Iterable[int] | None = None
+    ) -> None:
+        """Until each of ``nodes`` (by default every broker running) has taken its role in
+        the partition's state as the store has it (``has_applied``): a broker's Metadata
+        names a state (a new topic's, a new leader's, a new epoch's) as soon as it has
+        read it, and its answers follow that state only once it has applied it, later.
+        A test that then acts through a raw request, which no client retries, waits
+        for this first."""
+        running = [n for n, broker in enumerate(self.brokers) if broker.process.poll() is None]
+        for node in running if nodes is None else nodes:
+            log = self.broker(node).log
+
+            def applied(node: int = node, log: LogServiceStub = log) -> bool:
+                state = self.state(topic, partition)
+                return has_applied(log, node, topic, partition, state.leader, state.leader_epoch)
+
+            wait_for(applied, f"broker {node} to apply the state of {topic}-{partition}")
 
     @property
     def servers(self) -> str:
@@ -86,39 +102,6 @@ class Cluster:
 def _lists(broker: Sidecar, topic: str) -> bool:
     listed = broker.admin.ListTopics(admin_service_pb2.ListTopicsRequest(), timeout=10)
     return any(entry.name == topic for entry in listed.topics)
-
-
-def _leaders(broker: Sidecar, topic: str) -> dict[int, int]:
-    """Partition -> leader id, as ``broker``'s Metadata names them (none: not known)."""
-    answer = broker.admin.Metadata(admin_service_pb2.MetadataRequest(topics=[topic]), timeout=10)
-    return {
-        partition.partition: partition.leader_id
-        for found in answer.topics
-        if found.name == topic and not found.error.reason
-        for partition in found.partitions
-    }
-
-
-def _applied(broker: Sidecar, topic: str, partition: int) -> bool:
-    """Whether ``broker`` has taken its role for the partition: a ListOffsets is answered
-    by its leader and refused as NOT_LEADER_OR_FOLLOWER by the others, but answered
-    LEADER_NOT_AVAILABLE by a broker still to apply the state it names."""
-    request = log_service_pb2.ListOffsetsRequest(topic=topic, partition=partition, timestamp_ms=-1)
-    try:
-        broker.log.ListOffsets(request, timeout=10)
-    except grpc.RpcError as error:
-        return not (error.details() or "").startswith("LEADER_NOT_AVAILABLE")
-    return True
-
-
-def _learns(broker: Sidecar, topic: str, leaders: dict[int, int]) -> None:
-    wait_for(
-        lambda: (
-            _leaders(broker, topic) == leaders
-            and all(_applied(broker, topic, partition) for partition in leaders)
-        ),
-        f"{broker.data_dir.name} to apply {topic}'s leaders {leaders}",
-    )
 
 
 def wait_for(

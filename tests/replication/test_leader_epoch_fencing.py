@@ -39,17 +39,12 @@ NO_REBALANCE = "auto.leader.rebalance.enable=false"
 
 
 def _create(cluster: Cluster, replicas: tuple[int, ...], deaf: tuple[int, ...]) -> None:
-    """The topic in the store (leader ``replicas[0]``, epoch 0), known to every broker:
+    """The topic in the store (leader ``replicas[0]``, epoch 0), applied by every broker:
     the deaf ones are caught up once, the others learn it by polling."""
     cluster.store.create_topic(TOPIC, {0: PartitionState.new(replicas)})
     for node in deaf:
         _catch_up(cluster.broker(node))
-    for broker in cluster.brokers:
-        _knows_the_topic(broker)
-
-
-def _knows_the_topic(broker: Sidecar) -> None:
-    wait_for(lambda: _metadata(broker)[0] >= 0, f"{broker.data_dir.name} to know {TOPIC}")
+    cluster.wait_until_applied(TOPIC)
 
 
 def _catch_up(broker: Sidecar) -> None:
@@ -85,23 +80,6 @@ def _produce_request(
         record_batches=_batch(value),
         current_leader_epoch=epoch,
     )
-
-
-def _produce_as_a_client(
-    broker: Sidecar, request: log_service_pb2.ProduceRequest
-) -> log_service_pb2.ProduceResponse:
-    """``request`` sent again while ``broker`` answers UNKNOWN_LEADER_EPOCH, as a client
-    retries it: its Metadata names a new epoch as soon as the broker read it, and until
-    its replica manager has applied it (tens of ms) a produce in that epoch is early."""
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            response: log_service_pb2.ProduceResponse = broker.log.Produce(request, timeout=20)
-            return response
-        except grpc.RpcError as error:
-            if reason_of(error) != "UNKNOWN_LEADER_EPOCH" or time.monotonic() > deadline:
-                raise
-        time.sleep(0.05)
 
 
 def _refusal(call: Callable[[], object]) -> str:
@@ -159,9 +137,12 @@ def test_a_deposed_leader_refuses_a_client_with_the_new_epoch_before_it_reads_th
     _create(cluster, (0, 1, 2), deaf=(0,))
     old = cluster.broker(0)
     assert old.log.Produce(_produce_request(b"a", 0), timeout=20).base_offset == 0
-    new = cluster.broker(_depose(cluster, 0))
-    wait_for(lambda: _metadata(new) == (cluster.state(TOPIC).leader, 1), "the new leader to lead")
-    assert _produce_as_a_client(new, _produce_request(b"b", 1)).base_offset == 1
+    new_id = _depose(cluster, 0)
+    new = cluster.broker(new_id)
+    # Its Metadata names epoch 1 as soon as it has read it; until it has applied it (tens
+    # of ms later) a produce in epoch 1 is early there: UNKNOWN_LEADER_EPOCH.
+    cluster.wait_until_applied(TOPIC, nodes=(new_id,))
+    assert new.log.Produce(_produce_request(b"b", 1), timeout=20).base_offset == 1
 
     # The old leader has not read the store: it still leads in epoch 0, as it believes.
     assert _metadata(old) == (0, 0)

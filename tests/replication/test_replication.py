@@ -66,26 +66,10 @@ def _caught_up(follower: Sidecar, end: int) -> None:
     wait_for(lambda: _end(follower) == end, f"{follower.data_dir.name} to reach offset {end}")
 
 
-def _leader_ready(cluster: Cluster, node: int) -> None:
-    """Until ``node`` answers produce for the topic (it learnt the state and leads)."""
-
-    def answers() -> bool:
-        try:
-            cluster.broker(node).log.ListOffsets(
-                log_service_pb2.ListOffsetsRequest(topic=TOPIC, partition=0, timestamp_ms=-1)
-            )
-        except grpc.RpcError:
-            return False
-        return True
-
-    wait_for(answers, f"broker {node} to lead {TOPIC}-0")
-
-
 @pytest.fixture
 def cluster(replicated_brokers: ClusterFactory) -> Cluster:
     cluster = replicated_brokers(3, "replica.lag.time.max.ms=2000", "log.segment.bytes=2000")
     cluster.create_topic(TOPIC, (0, 1, 2))
-    _leader_ready(cluster, 0)
     return cluster
 
 
@@ -145,7 +129,6 @@ def test_a_produce_stream_appends_while_an_earlier_request_waits_for_the_isr(
         3, "replica.lag.time.max.ms=60000", "broker.session.timeout.ms=60000"
     )
     cluster.create_topic(TOPIC, (0, 1, 2))
-    _leader_ready(cluster, 0)
     leader = cluster.broker(0)
     _produce(leader, _batch(b"a"))
     _caught_up(cluster.broker(1), 1)
@@ -180,7 +163,6 @@ def test_acks_all_is_refused_below_min_insync_replicas(
         3, "replica.lag.time.max.ms=1000", "min.insync.replicas=2", METRICS
     )
     cluster.create_topic(TOPIC, (0, 1, 2))
-    _leader_ready(cluster, 0)
     leader = cluster.broker(0)
     _produce(leader, _batch(b"a"))
     cluster.broker(1).kill()
@@ -213,7 +195,6 @@ def test_a_deposed_leaders_divergent_tail_is_cut_by_leader_epoch(
     leader election moves the leadership back to broker 0 meanwhile)."""
     cluster = replicated_brokers(3, "auto.leader.rebalance.enable=false")
     cluster.create_topic(TOPIC, (0, 1, 2))
-    _leader_ready(cluster, 0)
     old, new = cluster.broker(0), cluster.broker(1)
     _produce(old, _batch(b"a"))
     wait_for(lambda: _end(new) == 1 and _end(cluster.broker(2)) == 1, "followers to copy a")
@@ -229,7 +210,7 @@ def test_a_deposed_leaders_divergent_tail_is_cut_by_leader_epoch(
     cluster.store.alter_partition(TOPIC, 0, state.partition_epoch, state.with_leader(1, (1,)))
     for follower in (new, cluster.broker(2)):
         follower.start()
-    _leader_ready(cluster, 1)
+    cluster.wait_until_applied(TOPIC)  # until then broker 1 names broker 0, or nobody
     assert _produce(new, _batch(b"b")).base_offset == 1
     assert _produce(new, _batch(b"c")).base_offset == 2
     old.start()

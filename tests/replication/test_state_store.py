@@ -13,10 +13,10 @@ import os
 import time
 from pathlib import Path
 
-import grpc
 import pytest
 
 from tests.sidecar.conftest import Sidecar
+from tests.support.applied_states import has_applied
 from tests.support.kube import ControlPlane
 from tests.support.sidecars import Sidecars, free_port
 from tests.support.state_stores import open_store
@@ -130,7 +130,9 @@ def test_brokers_replicate_over_the_api_servers_configmap_and_leases(
         store = open_store("kube", f"{control_plane.kubeconfig} {namespace} {CLUSTER}")
         store.create_topic("orders", {0: PartitionState.new((0, 1))})
         wait_for(lambda: (brokers[1].data_dir / "orders-0").is_dir(), "broker 1 to follow orders-0")
-        wait_for(lambda: _leads(brokers[0]), "broker 0 to lead orders-0")
+        wait_for(
+            lambda: has_applied(brokers[0].log, 0, "orders", 0, 0, 0), "broker 0 to lead orders-0"
+        )
         assert _produce_all(brokers[0], b"a", b"b").base_offset == 0
         assert _produce_all(brokers[0], b"c", b"d").base_offset == 2
         # acks=all answered: the follower holds both batches (it is in the ISR).
@@ -138,13 +140,3 @@ def test_brokers_replicate_over_the_api_servers_configmap_and_leases(
         assert store.read_topic("orders")[0].isr == (0, 1)
         # The store's requests (several a second) are not logged one line each.
         assert "HTTP Request" not in brokers[1].output, brokers[1].output[-2000:]
-
-
-def _leads(broker: Sidecar) -> bool:
-    try:
-        broker.log.ListOffsets(
-            log_service_pb2.ListOffsetsRequest(topic="orders", partition=0, timestamp_ms=-1)
-        )
-    except grpc.RpcError:
-        return False
-    return True

@@ -19,10 +19,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
 import pytest
 
-from tests.sidecar.conftest import Sidecar, reason_of
+from tests.sidecar.conftest import Sidecar
 from tests.support.minio import MinioServer
 from tests.support.scrape import METRICS, scrape_sidecar
 from tierlog.api.v1 import admin_service_pb2, log_service_pb2
@@ -142,21 +141,6 @@ def produce(cluster: Cluster, first: int, count: int) -> None:
     with Producer(config) as producer:
         sent = [producer.send(TOPIC, value(i), partition=0) for i in range(first, first + count)]
     assert [future.result(0).offset for future in sent] == list(range(first, first + count))
-
-
-def retry(
-    broker: Sidecar,
-    request: log_service_pb2.ProduceRequest,
-    answers: list[log_service_pb2.ProduceResponse],
-) -> bool:
-    """Send ``request`` again as a client does: until the broker knows it leads."""
-    try:
-        answers.append(broker.log.Produce(request))
-    except grpc.RpcError as error:
-        if reason_of(error) != "NOT_LEADER_OR_FOLLOWER":
-            raise
-        return False
-    return True
 
 
 def uploaded_segments(broker: Sidecar) -> float:
@@ -405,9 +389,8 @@ def test_a_wiped_follower_starts_over_from_the_tier_and_keeps_idempotent_produce
     # It takes over, the only broker left; the producer's retry is still a duplicate.
     cluster.broker(leader).kill()
     wait_for(lambda: tiered.leader() == wiped, f"broker {wiped} to lead")
-    answers: list[log_service_pb2.ProduceResponse] = []
-    wait_for(lambda: retry(follower, request, answers), f"broker {wiped} to take the retry")
-    (retried,) = answers
+    cluster.wait_until_applied(TOPIC, nodes=(wiped,))  # NOT_LEADER_OR_FOLLOWER until then
+    retried = follower.log.Produce(request)
     assert (retried.base_offset, retried.last_offset, retried.duplicate) == (150, 154, True)
     earliest = log_service_pb2.ListOffsetsRequest(topic=TOPIC, partition=0, timestamp_ms=-2)
     assert follower.log.ListOffsets(earliest).offset == 0  # its log start is the tier's

@@ -35,6 +35,7 @@ import grpc
 import pytest
 
 from tests.replication.conftest import wait_for
+from tests.support.applied_states import has_applied
 from tests.support.local_cluster import running_cluster
 from tests.support.minio import MinioServer
 from tests.support.sidecars import console_script
@@ -454,8 +455,9 @@ def stored_keys(store: ObjectStore, tp: TopicPartition) -> list[str]:
     return sorted(info.key for info in store.list(segments_prefix(tp)))
 
 
-_NOT_YET = (
-    "UNKNOWN_TOPIC_OR_PARTITION",
+# What a produce meets when the leadership moved after ``LocalCluster.leader`` found the
+# leader (a lease lapsed on a loaded machine): a client refreshes its metadata and retries.
+_MOVED = (
     "LEADER_NOT_AVAILABLE",
     "NOT_LEADER_OR_FOLLOWER",
     "UNKNOWN_LEADER_EPOCH",
@@ -473,24 +475,33 @@ class LocalCluster:
         self._channels: dict[str, grpc.Channel] = {}
 
     def leader(self, partition: int) -> log_service_pb2_grpc.LogServiceStub:
-        """The partition's leader, once every broker has learnt who it is."""
+        """The partition's leader as the store names it, once it has applied that state
+        (``has_applied``): Metadata names a leader as soon as a broker has read it, and
+        until its replica manager has applied it the leader refuses a raw fetch as
+        LEADER_NOT_AVAILABLE or NOT_LEADER_OR_FOLLOWER."""
+        found: list[log_service_pb2_grpc.LogServiceStub] = []
 
-        def known() -> bool:
-            with AdminClient(self.servers) as admin:
-                leaders = admin.metadata([TOPIC]).leaders.get(TOPIC, ())
-            return len(leaders) > partition and leaders[partition] >= 0
+        def applied() -> bool:
+            state = self.store.read_topic(TOPIC)[partition]
+            if state.leader < 0:
+                return False
+            found[:] = [self._log(self.servers[state.leader])]
+            return has_applied(
+                found[0], state.leader, TOPIC, partition, state.leader, state.leader_epoch
+            )
 
-        wait_for(known, f"a leader of {TOPIC}-{partition}")
-        state = self.store.read_topic(TOPIC)[partition]
-        address = self.servers[state.leader]
+        wait_for(applied, f"a leader of {TOPIC}-{partition} to take up its leadership")
+        return found[0]
+
+    def _log(self, address: str) -> log_service_pb2_grpc.LogServiceStub:
         if address not in self._channels:
             self._channels[address] = grpc.insecure_channel(address)
         return log_service_pb2_grpc.LogServiceStub(self._channels[address])
 
     def produce(self, partition: int, seq: int) -> tuple[int, bytes]:
-        """``produce`` at the leader in the epoch the store names, again while it has
-        still to learn of the topic or take up that leadership (at its next read of the
-        store): no batch is appended twice by a retry."""
+        """``produce`` at the leader in the epoch the store names, once it has applied
+        that state (``leader``), and again, as a client retries, if the leadership moved
+        in between: a refused batch is not appended, so none is appended twice."""
         answers: list[tuple[int, bytes]] = []
 
         def answered() -> bool:
@@ -499,7 +510,7 @@ class LocalCluster:
             try:
                 answers.append(produce(leader, partition, seq, epoch))
             except grpc.RpcError as error:
-                if reason_of(error) not in _NOT_YET:
+                if reason_of(error) not in _MOVED:
                     raise
                 return False
             return True
