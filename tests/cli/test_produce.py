@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
 import signal
 import struct
 import subprocess
 import termios
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -23,12 +22,9 @@ import pytest
 from tests.support.sidecars import SidecarProcess, console_script, start_sidecar
 from tierlog.client import AdminClient, Consumer, TopicPartition
 
-STOPS = pytest.mark.parametrize(
-    ("stop", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"]
-)
+from .stopping import FAULTHANDLER_ENV, PROMPT_S, STOPS, WATCHDOG_S, stopped, until, waits_in_select
+
 TP = TopicPartition("t", 0)
-PROMPT_S = 15.0  # from the signal to the exit, on a loaded machine; a hang is the watchdog's
-WATCHDOG_S = 120.0
 LINGER_MS = 60_000  # nothing is sent before a flush: only the close at the stop sends
 
 
@@ -48,9 +44,12 @@ def _producing(sidecar: SidecarProcess, *flags: str) -> Iterator[subprocess.Pope
     """``tierlog produce`` to ``TP``, its stdin a pipe left open; killed at the end."""
     command = [console_script("tierlog"), "produce", "--server", sidecar.address]
     command += ["--topic", TP.topic, "--partition", str(TP.partition), *flags]
-    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}  # SIGABRT prints every thread's stack
     process = subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=FAULTHANDLER_ENV,
     )
     try:
         yield process
@@ -59,38 +58,10 @@ def _producing(sidecar: SidecarProcess, *flags: str) -> Iterator[subprocess.Pope
         process.wait()
 
 
-def _stopped(process: subprocess.Popen[bytes], stop: signal.Signals) -> tuple[float, str]:
-    """Send ``stop``; the seconds until the process exited, and its stderr.  A process
-    still there after ``WATCHDOG_S`` fails the test with its threads' stacks."""
-    sent = time.monotonic()
-    process.send_signal(stop)
-    assert process.stderr is not None
-    try:
-        process.wait(timeout=WATCHDOG_S)
-    except subprocess.TimeoutExpired:
-        process.send_signal(signal.SIGABRT)
-        raise AssertionError(f"it hung; its threads:\n{process.stderr.read().decode()}") from None
-    return time.monotonic() - sent, process.stderr.read().decode()
-
-
 def _unread_bytes(pipe_fd: int) -> int:
     """What the process has not read yet of what was written to its stdin."""
     answer = fcntl.ioctl(pipe_fd, termios.FIONREAD, b"\0\0\0\0")
     return int(struct.unpack("i", answer)[0])
-
-
-def _waiting_for_stdin(pid: int) -> bool:
-    """The command's main thread sleeps until stdin has more: in a ``select`` (its one:
-    locks and the clients' waits sleep in futexes), or a read of the pipe."""
-    waits_in = Path(f"/proc/{pid}/wchan").read_text()
-    return waits_in.startswith("poll_schedule_timeout") or "pipe_read" in waits_in
-
-
-def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WATCHDOG_S
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} never happened"
-        time.sleep(0.01)
 
 
 def _stored(sidecar: SidecarProcess) -> list[bytes | None]:
@@ -116,12 +87,12 @@ def test_a_stop_sends_every_line_read_before_it_then_exits(
     with _producing(sidecar, "--linger-ms", str(LINGER_MS)) as process:
         stdin = process.stdin
         assert stdin is not None
-        _until(lambda: _waiting_for_stdin(process.pid), "the wait for stdin")
+        until(lambda: waits_in_select(process.pid), "the wait for stdin")
         stdin.write(b"a\nb\nc\n")
         stdin.flush()
-        _until(lambda: not _unread_bytes(stdin.fileno()), "the read of the lines")
-        _until(lambda: _waiting_for_stdin(process.pid), "the wait for more")  # all sent
-        elapsed_s, stderr = _stopped(process, stop)
+        until(lambda: not _unread_bytes(stdin.fileno()), "the read of the lines")
+        until(lambda: waits_in_select(process.pid), "the wait for more")  # sent
+        elapsed_s, _out, stderr = stopped(process, stop)
     assert process.returncode == status, stderr
     assert elapsed_s < PROMPT_S
     assert _stored(sidecar) == [b"a", b"b", b"c"]
@@ -139,8 +110,8 @@ def test_a_producer_stopped_while_lines_stream_in_keeps_a_prefix_of_them_once_ea
         assert process.stdin is not None
         streaming = threading.Thread(target=_stream_lines, args=(process.stdin,), daemon=True)
         streaming.start()
-        _until(lambda: _stored_count(sidecar) >= 500, "500 records stored")
-        elapsed_s, stderr = _stopped(process, stop)
+        until(lambda: _stored_count(sidecar) >= 500, "500 records stored")
+        elapsed_s, _out, stderr = stopped(process, stop)
         streaming.join(WATCHDOG_S)
     assert process.returncode == status, stderr
     assert elapsed_s < PROMPT_S
