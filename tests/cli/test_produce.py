@@ -40,8 +40,12 @@ def sidecar(tmp_path: Path) -> Iterator[SidecarProcess]:
 
 
 @contextlib.contextmanager
-def _producing(sidecar: SidecarProcess, *flags: str) -> Iterator[subprocess.Popen[bytes]]:
-    """``tierlog produce`` to ``TP``, its stdin a pipe left open; killed at the end."""
+def _producing(
+    sidecar: SidecarProcess, *flags: str, sigint: signal.Handlers = signal.SIG_DFL
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``tierlog produce`` to ``TP``, its stdin a pipe left open, SIGINT as a terminal
+    leaves it (or ignored, as a shell without job control starts a background command);
+    killed at the end."""
     command = [console_script("tierlog"), "produce", "--server", sidecar.address]
     command += ["--topic", TP.topic, "--partition", str(TP.partition), *flags]
     process = subprocess.Popen(
@@ -50,6 +54,7 @@ def _producing(sidecar: SidecarProcess, *flags: str) -> Iterator[subprocess.Pope
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=FAULTHANDLER_ENV,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
     )
     try:
         yield process
@@ -78,13 +83,23 @@ def _stored(sidecar: SidecarProcess) -> list[bytes | None]:
     return values
 
 
-@STOPS
+@pytest.mark.parametrize(
+    ("stop", "status", "sigint"),
+    [
+        (signal.SIGINT, 130, signal.SIG_DFL),
+        (signal.SIGTERM, 143, signal.SIG_DFL),
+        (signal.SIGINT, 130, signal.SIG_IGN),
+    ],
+    ids=["SIGINT", "SIGTERM", "SIGINT-inherited-as-ignored"],
+)
 def test_a_stop_sends_every_line_read_before_it_then_exits(
-    sidecar: SidecarProcess, stop: signal.Signals, status: int
+    sidecar: SidecarProcess, stop: signal.Signals, status: int, sigint: signal.Handlers
 ) -> None:
     """The lines were read and handed to the producer, which holds them for a minute's
-    linger: the stop's close sends them at once, and only then does the command end."""
-    with _producing(sidecar, "--linger-ms", str(LINGER_MS)) as process:
+    linger: the stop's close sends them at once, and only then does the command end.
+    A Ctrl-C counts even where SIGINT was inherited as ignored (Python leaves it so, and
+    the command ran on: a ``kill -INT`` of a script's background ``tierlog produce``)."""
+    with _producing(sidecar, "--linger-ms", str(LINGER_MS), sigint=sigint) as process:
         stdin = process.stdin
         assert stdin is not None
         until(lambda: waits_in_select(process.pid), "the wait for stdin")
