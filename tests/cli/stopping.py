@@ -5,11 +5,12 @@ its threads' stacks (run it with ``PYTHONFAULTHANDLER=1``: ``FAULTHANDLER_ENV``)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ __all__ = [
     "PROMPT_S",
     "STOPS",
     "WATCHDOG_S",
+    "sigint_inherited",
     "stopped",
     "until",
     "waits_in_select",
@@ -30,6 +32,21 @@ STOPS = pytest.mark.parametrize(
 PROMPT_S = 15.0  # from the signal to the exit on a loaded machine; far below the waits cut
 WATCHDOG_S = 120.0
 FAULTHANDLER_ENV = {**os.environ, "PYTHONFAULTHANDLER": "1"}  # SIGABRT prints every stack
+
+
+@contextlib.contextmanager
+def sigint_inherited(ignored: bool) -> Iterator[None]:
+    """Children started inside get SIGINT at its default, as from a terminal (this
+    process catches it: exec resets a caught signal), or ignored, as a shell without job
+    control starts a background command.  Set here, not in a ``preexec_fn``: that makes
+    ``subprocess`` fork, and the fork runs gRPC's fork handlers (this process's clients),
+    which hung a fork here and aborted a child (``ev_epoll1_linux.cc``)."""
+    handler = signal.SIG_IGN if ignored else signal.default_int_handler
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def stopped(process: subprocess.Popen[bytes], stop: signal.Signals) -> tuple[float, str, str]:

@@ -21,7 +21,7 @@ from tierlog.storage.checkpoints import CLEAN_SHUTDOWN_MARKER
 from tierlog.storage.records import iter_batches
 
 from .conftest import console_script
-from .stopping import FAULTHANDLER_ENV, PROMPT_S, stopped
+from .stopping import FAULTHANDLER_ENV, PROMPT_S, sigint_inherited, stopped
 
 DEMO_RECORDS = 4000
 _PIDS = re.compile(r"^   pid (\d+): gRPC on (\S+),", re.MULTILINE)
@@ -141,12 +141,12 @@ def test_demo_console_script_in_a_fresh_temp_dir(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("stop", "status", "inherited", "moment"),
+    ("stop", "status", "sigint_ignored", "moment"),
     [
-        (signal.SIGINT, 130, signal.SIG_DFL, "   pid "),
-        (signal.SIGINT, 130, signal.SIG_IGN, "   pid "),
-        (signal.SIGINT, 130, signal.SIG_DFL, "3. Produce"),
-        (signal.SIGTERM, 143, signal.SIG_DFL, "3. Produce"),
+        (signal.SIGINT, 130, False, "   pid "),
+        (signal.SIGINT, 130, True, "   pid "),
+        (signal.SIGINT, 130, False, "3. Produce"),
+        (signal.SIGTERM, 143, False, "3. Produce"),
     ],
     ids=[
         "from-a-terminal",
@@ -156,20 +156,20 @@ def test_demo_console_script_in_a_fresh_temp_dir(tmp_path: Path) -> None:
     ],
 )
 def test_ctrl_c_stops_the_sidecar_it_started(
-    tmp_path: Path, stop: signal.Signals, status: int, inherited: signal.Handlers, moment: str
+    tmp_path: Path, stop: signal.Signals, status: int, sigint_ignored: bool, moment: str
 ) -> None:
     """Stopped as its sidecar has just started, or while its clients work (where a
     ``KeyboardInterrupt`` raised in a client's lock could hang its close): it stops at
     its next line, the sidecar it started is stopped cleanly, and it exits at once."""
     # A shell without job control starts background commands with SIGINT ignored (how
     # ``make test &`` ran this test): the demo must take SIGINT all the same.
-    process = subprocess.Popen(
-        [console_script("tierlog"), "demo", "--data-dir", str(tmp_path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=FAULTHANDLER_ENV,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, inherited),
-    )
+    with sigint_inherited(sigint_ignored):
+        process = subprocess.Popen(
+            [console_script("tierlog"), "demo", "--data-dir", str(tmp_path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=FAULTHANDLER_ENV,
+        )
     try:
         assert process.stdout is not None
         lines = iter(process.stdout.readline, b"")

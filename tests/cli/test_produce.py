@@ -22,7 +22,16 @@ import pytest
 from tests.support.sidecars import SidecarProcess, console_script, start_sidecar
 from tierlog.client import AdminClient, Consumer, TopicPartition
 
-from .stopping import FAULTHANDLER_ENV, PROMPT_S, STOPS, WATCHDOG_S, stopped, until, waits_in_select
+from .stopping import (
+    FAULTHANDLER_ENV,
+    PROMPT_S,
+    STOPS,
+    WATCHDOG_S,
+    sigint_inherited,
+    stopped,
+    until,
+    waits_in_select,
+)
 
 TP = TopicPartition("t", 0)
 LINGER_MS = 60_000  # nothing is sent before a flush: only the close at the stop sends
@@ -41,21 +50,20 @@ def sidecar(tmp_path: Path) -> Iterator[SidecarProcess]:
 
 @contextlib.contextmanager
 def _producing(
-    sidecar: SidecarProcess, *flags: str, sigint: signal.Handlers = signal.SIG_DFL
+    sidecar: SidecarProcess, *flags: str, sigint_ignored: bool = False
 ) -> Iterator[subprocess.Popen[bytes]]:
     """``tierlog produce`` to ``TP``, its stdin a pipe left open, SIGINT as a terminal
-    leaves it (or ignored, as a shell without job control starts a background command);
-    killed at the end."""
+    leaves it (or ignored: ``sigint_inherited``); killed at the end."""
     command = [console_script("tierlog"), "produce", "--server", sidecar.address]
     command += ["--topic", TP.topic, "--partition", str(TP.partition), *flags]
-    process = subprocess.Popen(
-        command,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=FAULTHANDLER_ENV,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
-    )
+    with sigint_inherited(sigint_ignored):
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=FAULTHANDLER_ENV,
+        )
     try:
         yield process
     finally:
@@ -84,22 +92,19 @@ def _stored(sidecar: SidecarProcess) -> list[bytes | None]:
 
 
 @pytest.mark.parametrize(
-    ("stop", "status", "sigint"),
-    [
-        (signal.SIGINT, 130, signal.SIG_DFL),
-        (signal.SIGTERM, 143, signal.SIG_DFL),
-        (signal.SIGINT, 130, signal.SIG_IGN),
-    ],
+    ("stop", "status", "sigint_ignored"),
+    [(signal.SIGINT, 130, False), (signal.SIGTERM, 143, False), (signal.SIGINT, 130, True)],
     ids=["SIGINT", "SIGTERM", "SIGINT-inherited-as-ignored"],
 )
 def test_a_stop_sends_every_line_read_before_it_then_exits(
-    sidecar: SidecarProcess, stop: signal.Signals, status: int, sigint: signal.Handlers
+    sidecar: SidecarProcess, stop: signal.Signals, status: int, sigint_ignored: bool
 ) -> None:
     """The lines were read and handed to the producer, which holds them for a minute's
     linger: the stop's close sends them at once, and only then does the command end.
     A Ctrl-C counts even where SIGINT was inherited as ignored (Python leaves it so, and
     the command ran on: a ``kill -INT`` of a script's background ``tierlog produce``)."""
-    with _producing(sidecar, "--linger-ms", str(LINGER_MS), sigint=sigint) as process:
+    linger = ("--linger-ms", str(LINGER_MS))
+    with _producing(sidecar, *linger, sigint_ignored=sigint_ignored) as process:
         stdin = process.stdin
         assert stdin is not None
         until(lambda: waits_in_select(process.pid), "the wait for stdin")
