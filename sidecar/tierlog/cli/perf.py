@@ -20,8 +20,8 @@ partition without a group, where Kafka's tool would make up a group of its own.
 SIGINT (Ctrl-C) or SIGTERM ends either test early, at a safe point (``stop_signals``:
 between sends, in the throttle's sleep, or by waking the consumer's poll): ``produce``
 waits for what it sent, then both print their total of what was done and exit 130 or
-143.  The arithmetic is in pure functions (``percentile``, ``Summary``, ``consumer_line``); the
-commands only time and print.
+143.  The arithmetic is in pure functions (``percentile``, ``Summary``,
+``consumer_line``); the commands only time and print.
 """
 
 from __future__ import annotations

@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     # Closing the producer waits for every record sent, at the end and at a stop alike.
     with StopSignals() as stops, Producer(producer_properties(args)) as producer:
         try:
-            for headers, key, value in lines.parse(stdin_lines(sys.stdin.fileno(), stops)):
+            for headers, key, value in lines.parse(_stdin_lines(sys.stdin.fileno(), stops)):
                 futures.append(
                     producer.send(topic, value, key=key, headers=headers, partition=args.partition)
                 )
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     return stops.exit_status or (1 if failed else 0)
 
 
-def stdin_lines(fd: int, stops: StopSignals) -> Iterator[bytes]:
+def _stdin_lines(fd: int, stops: StopSignals) -> Iterator[bytes]:
     """The lines of ``fd`` (without their newlines) as they come, until its end (where a
     last line without a newline counts) or a stop signal (where it does not).  Read
     from the file descriptor only once ``stops`` says it is readable, so a stop ends
