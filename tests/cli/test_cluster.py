@@ -29,6 +29,7 @@ from tierlog.cli.local_sidecar import LocalSidecar, http_get
 from tierlog.client import AdminClient, Consumer, ConsumerRecord, Producer
 
 from .conftest import console_script
+from .stopping import FAULTHANDLER_ENV, PROMPT_S, STOPS, stopped
 
 TOPIC = "spread"
 PARTITIONS = 6
@@ -266,25 +267,28 @@ def test_brokers_of_an_up_killed_while_they_start_are_found_by_down(cluster_dir:
     assert not sidecars_on(cluster_dir)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_an_up_stopped_while_they_start_stops_them(cluster_dir: Path, signum: int) -> None:
+@STOPS
+def test_an_up_stopped_while_they_start_stops_them(
+    cluster_dir: Path, stop: signal.Signals, status: int
+) -> None:
     starting = subprocess.Popen(
         [console_script("tierlog"), "cluster", "up", "--dir", str(cluster_dir)],
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=FAULTHANDLER_ENV,
     )
     try:
         while not (cluster_dir / "cluster.json").exists() and starting.poll() is None:
             time.sleep(0.005)
         brokers = recorded(cluster_dir)
         readiness = [http_get(str(b["metrics_address"]), "/readyz")[0] for b in brokers]
-        starting.send_signal(signum)
-        stdout, _ = starting.communicate(timeout=60)
+        elapsed_s, stdout, stderr = stopped(starting, stop)
     finally:
         starting.kill()
     assert readiness != [200] * len(brokers)  # it was still waiting for them
-    assert starting.returncode != 0
-    assert stdout == b""
+    assert starting.returncode == status, stderr
+    assert elapsed_s < PROMPT_S  # at its next look at the brokers, not once they are ready
+    assert stdout == ""
     assert not sidecars_on(cluster_dir)
     assert not (cluster_dir / "cluster.json").exists()
 

@@ -21,6 +21,7 @@ from tierlog.storage.checkpoints import CLEAN_SHUTDOWN_MARKER
 from tierlog.storage.records import iter_batches
 
 from .conftest import console_script
+from .stopping import FAULTHANDLER_ENV, PROMPT_S, sigint_inherited, stopped
 
 DEMO_RECORDS = 4000
 _PIDS = re.compile(r"^   pid (\d+): gRPC on (\S+),", re.MULTILINE)
@@ -140,34 +141,48 @@ def test_demo_console_script_in_a_fresh_temp_dir(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "inherited",
-    [signal.SIG_DFL, signal.SIG_IGN],
-    ids=["from-a-terminal", "sigint-ignored-as-a-background-job-of-a-script"],
+    ("stop", "status", "sigint_ignored", "moment"),
+    [
+        (signal.SIGINT, 130, False, "   pid "),
+        (signal.SIGINT, 130, True, "   pid "),
+        (signal.SIGINT, 130, False, "3. Produce"),
+        (signal.SIGTERM, 143, False, "3. Produce"),
+    ],
+    ids=[
+        "from-a-terminal",
+        "sigint-ignored-as-a-background-job-of-a-script",
+        "sigint-while-it-produces",
+        "sigterm-while-it-produces",
+    ],
 )
-def test_ctrl_c_stops_the_sidecar_it_started(tmp_path: Path, inherited: signal.Handlers) -> None:
+def test_ctrl_c_stops_the_sidecar_it_started(
+    tmp_path: Path, stop: signal.Signals, status: int, sigint_ignored: bool, moment: str
+) -> None:
+    """Stopped as its sidecar has just started, or while its clients work (where a
+    ``KeyboardInterrupt`` raised in a client's lock could hang its close): it stops at
+    its next line, the sidecar it started is stopped cleanly, and it exits at once."""
     # A shell without job control starts background commands with SIGINT ignored (how
     # ``make test &`` ran this test): the demo must take SIGINT all the same.
-    process = subprocess.Popen(
-        [console_script("tierlog"), "demo", "--data-dir", str(tmp_path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, inherited),
-    )
+    with sigint_inherited(sigint_ignored):
+        process = subprocess.Popen(
+            [console_script("tierlog"), "demo", "--data-dir", str(tmp_path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=FAULTHANDLER_ENV,
+        )
     try:
         assert process.stdout is not None
-        started = None
-        for line in process.stdout:
-            if started := _PIDS.match(line):
-                break
-        assert started, "the demo never said it started a sidecar"
-        process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
+        lines = iter(process.stdout.readline, b"")
+        started = next(found for line in lines if (found := _PIDS.match(line.decode())))
+        if not started[0].startswith(moment):
+            assert any(line.decode().startswith(moment) for line in lines), moment
+        elapsed_s, _out, err = stopped(process, stop)
     finally:
         process.kill()
         process.wait()
 
-    assert process.returncode == 130
+    assert process.returncode == status, err
+    assert elapsed_s < PROMPT_S
     _assert_gone(int(started[1]))
     assert (tmp_path / CLEAN_SHUTDOWN_MARKER).exists()  # stopped by SIGTERM, cleanly
 

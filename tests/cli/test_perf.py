@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import re
 import shlex
+import signal
 import subprocess
 
 import pytest
 
 from tests.support.sidecars import console_script
 from tierlog.cli.perf import REPORTING_INTERVAL_S
+from tierlog.client import Consumer, TopicPartition
 
+from .stopping import FAULTHANDLER_ENV, PROMPT_S, STOPS, stopped, until, waits_in_select
 from .test_kafka_flags import ok, typed
 
 
@@ -157,3 +160,82 @@ def test_perf_consume_show_detailed_stats_prints_each_interval(server: str) -> N
         assert re.fullmatch(DATE, fields[0]) and fields[1] == "0" and len(fields) == 10, line
     counts = [int(line.split(", ")[4]) for line in lines]
     assert counts == sorted(counts) and counts[-1] <= 320
+
+
+def _end_offset(server: str, topic: str) -> int:
+    tp = TopicPartition(topic, 0)
+    with Consumer({"bootstrap.servers": server}) as consumer:
+        return consumer.end_offsets([tp])[tp]
+
+
+@STOPS
+def test_perf_produce_stopped_in_its_throttle_prints_the_total_of_what_was_sent(
+    server: str, stop: signal.Signals, status: int
+) -> None:
+    """One record, then the throttle sleeps 100 s for the next: the stop ends the sleep,
+    and the total says the record that was sent and acknowledged."""
+    topic = f"stopped-throttle-{stop.name}"
+    tierlog(f"topics --bootstrap-server {server} --create --topic {topic}")
+    command = shlex.split(
+        f"perf produce --bootstrap-server {server} --topic {topic} --num-records 10 "
+        "--record-size 10 --throughput 0.01"
+    )
+    with subprocess.Popen(
+        [console_script("tierlog"), *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=FAULTHANDLER_ENV,
+    ) as producing:
+        try:
+            until(lambda: _end_offset(server, topic) == 1, "the first record stored")
+            until(lambda: waits_in_select(producing.pid), "the throttle's sleep")
+            elapsed_s, out, err = stopped(producing, stop)
+        finally:
+            producing.kill()
+    assert producing.returncode == status, err
+    assert elapsed_s < PROMPT_S
+    total = TOTAL.match(out.splitlines()[-1])
+    assert total is not None and total[1] == "1", out
+
+
+def _committed(consumer: Consumer, tp: TopicPartition) -> int | None:
+    committed = consumer.committed([tp])[tp]
+    return None if committed is None else committed.offset
+
+
+@STOPS
+def test_perf_consume_stopped_while_it_waits_for_more_prints_its_total(
+    server: str, stop: signal.Signals, status: int
+) -> None:
+    """Asked for more records than the topic holds, with a minute's ``--timeout``: the
+    stop wakes its poll, and the total is what it read, with no timeout's warning."""
+    topic, group = f"stopped-reader-{stop.name}", f"stopped-{stop.name}"
+    tierlog(f"topics --bootstrap-server {server} --create --topic {topic}")
+    tierlog(
+        f"perf produce --bootstrap-server {server} --topic {topic} --num-records 50 "
+        "--record-size 10 --throughput -1"
+    )
+    command = shlex.split(
+        f"perf consume --bootstrap-server {server} --topic {topic} --messages 1000 "
+        f"--timeout 60000 --group {group} --consumer-property auto.commit.interval.ms=100"
+    )
+    tp = TopicPartition(topic, 0)
+    with (
+        Consumer({"bootstrap.servers": server, "group.id": group}) as watcher,
+        subprocess.Popen(
+            [console_script("tierlog"), *command],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=FAULTHANDLER_ENV,
+        ) as reading,
+    ):
+        try:
+            until(lambda: _committed(watcher, tp) == 50, "all read")  # its automatic commits
+            elapsed_s, out, err = stopped(reading, stop)
+        finally:
+            reading.kill()
+    assert reading.returncode == status, err
+    assert elapsed_s < PROMPT_S
+    header, total = out.splitlines()
+    assert header == f"start.time, end.time, {CONSUMER_HEADER}"
+    assert total.split(", ")[4] == "50", out

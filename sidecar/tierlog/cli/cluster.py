@@ -26,7 +26,8 @@ from tierlog.cli.local_cluster import (
     stop_broker,
     stop_cluster,
 )
-from tierlog.cli.local_sidecar import SidecarFailed, stop_signals_unwind
+from tierlog.cli.local_sidecar import SidecarFailed
+from tierlog.cli.stop_signals import StopSignals
 from tierlog.cli.topics import render_description, topic_overrides
 from tierlog.client.admin import AdminClient, TopicDescription
 from tierlog.tools.progress import choose_tracker
@@ -140,8 +141,8 @@ def _one_broker(args: argparse.Namespace) -> int:
         stop_broker(args.dir, args.broker, signum=signum, grace_s=args.grace, say=_err)
         return 0
     try:
-        with stop_signals_unwind():  # stopped while it starts: it is stopped and recorded so
-            broker = start_broker(args.dir, args.broker)
+        with StopSignals() as stops:  # stopped while it starts: it is stopped and recorded so
+            broker = start_broker(args.dir, args.broker, pause=stops.pause)
     except BrokerFailed as failure:
         return _failed_to_start(failure, "")
     print(broker.address, flush=True)
@@ -167,13 +168,14 @@ def _up(args: argparse.Namespace) -> int:
         configs.append(f"tierlog.tier.url={args.tier_url}")
     try:
         # A Ctrl-C or SIGTERM while they start stops them all, as a failed one does.
-        with stop_signals_unwind():
+        with StopSignals() as stops:
             cluster = start_cluster(
                 args.dir,
                 args.brokers,
                 base_port=args.base_port,
                 configs=configs,
                 track=choose_tracker(args.progress),
+                pause=stops.pause,
             )
     except BrokerFailed as failure:
         return _failed_to_start(failure, "; the other brokers were stopped")

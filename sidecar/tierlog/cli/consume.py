@@ -28,12 +28,10 @@ like Ctrl-C, closes the consumer (leaving its group at once, so ``consumer-group
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import time
 from collections.abc import Callable
-from types import FrameType
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from tierlog.cli.record_format import FORMATTERS, RecordFormat, RecordFormatError, json_line
 from tierlog.cli.server_option import (
@@ -44,6 +42,7 @@ from tierlog.cli.server_option import (
     key_value,
     topic_of,
 )
+from tierlog.cli.stop_signals import StopSignals
 from tierlog.client import Consumer, ConsumerRecord, TopicPartition
 from tierlog.client.errors import TierlogError, WakeupError, with_reason
 
@@ -192,58 +191,22 @@ def run(args: argparse.Namespace) -> int:
     printed = _Count()
     try:
         # SIGTERM stops it as Ctrl-C does (exit status 143), as Kafka's console consumer
-        # closes in its shutdown hook: the consumer closes, leaving its group.
-        with _StopSignals() as stops, Consumer(props) as consumer:
-            stops.wake(consumer)
+        # closes in its shutdown hook: the signal wakes the consumer (``Consumer.wakeup``,
+        # never an exception raised where it lands: ``stop_signals``), which closes,
+        # leaving its group.
+        with StopSignals() as stops, Consumer(props) as consumer:
+            stops.on_stop(consumer.wakeup)
             try:
                 _print_records(consumer, args, line_of, printed)
             except WakeupError:
-                assert stops.received is not None
-                return 128 + stops.received
+                assert stops.exit_status is not None
+                return stops.exit_status
     except TierlogError as error:  # said before the total, as Kafka's tool logs it
         print(f"tierlog consume: {with_reason(error)}", file=sys.stderr)
         return 1
     finally:  # also on Ctrl-C and SIGTERM, once the consumer closed and left its group
         print(f"Processed a total of {printed.records} messages", file=sys.stderr)
     return 0
-
-
-_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
-
-
-class _StopSignals:
-    """While inside, SIGINT and SIGTERM wake the consumer (``Consumer.wakeup``: its poll
-    raises ``WakeupError``), as Kafka's console consumer's shutdown hook wakes its
-    consumer, rather than raise where they land: raised inside gRPC's locks, the
-    exception leaves one held and closing the consumer waits on it forever.  A signal
-    before the consumer exists wakes it as soon as it does.  Both are set explicitly,
-    not inherited: a shell without job control starts a background command with SIGINT
-    ignored."""
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self._consumer: Consumer | None = None
-        self._previous: dict[int, _Handler] = {}
-
-    def __enter__(self) -> _StopSignals:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            self._previous[signum] = signal.signal(signum, self._stop)
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-
-    def wake(self, consumer: Consumer) -> None:
-        self._consumer = consumer
-        if self.received is not None:
-            consumer.wakeup()
-
-    def _stop(self, signum: int, _frame: FrameType | None) -> None:
-        if self.received is None:
-            self.received = signum
-        if self._consumer is not None:
-            self._consumer.wakeup()
 
 
 class _Count:

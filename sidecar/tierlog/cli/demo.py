@@ -13,7 +13,8 @@ two consumers of a group share a topic and commit half-way, where one consumer o
 same group resumes after the restart (``demo_groups``).
 Every claim it prints is computed from what the sidecar, its files or its metrics said,
 and checked; a failed check makes the demo exit non-zero.  Whatever happens, it stops
-the processes it started.
+the processes it started: a Ctrl-C or SIGTERM too, taken at the demo's next line or
+in a wait for a sidecar (``stop_signals``), exit status 130 or 143.
 """
 
 from __future__ import annotations
@@ -33,12 +34,8 @@ from tierlog.api.errors import TopicAlreadyExistsError
 from tierlog.cli.demo_groups import GROUP_SIDECAR_CONFIGS, resume_after_restart, share_a_topic
 from tierlog.cli.demo_kafka import KAFKA_SIDECAR_CONFIGS, both_front_doors
 from tierlog.cli.demo_tier import SIDECAR_CONFIGS, offload_and_read_back, show_tier_after_restart
-from tierlog.cli.local_sidecar import (
-    LocalSidecar,
-    SidecarFailed,
-    metric_value,
-    stop_signals_unwind,
-)
+from tierlog.cli.local_sidecar import LocalSidecar, SidecarFailed, metric_value
+from tierlog.cli.stop_signals import Pause, StopSignals
 from tierlog.client import AdminClient, Consumer, ConsumerRecord, Producer, TopicPartition
 from tierlog.client.producer import RecordFuture
 from tierlog.storage.checkpoints import CLEAN_SHUTDOWN_MARKER
@@ -105,16 +102,19 @@ def _demo_records(count: int, first_timestamp_ms: int) -> list[SimpleRecord]:
     return records
 
 
-def run_demo(data_dir: Path, say: Say = print, *, keep_running: bool = False) -> DemoResult:
+def run_demo(
+    data_dir: Path, say: Say = print, *, keep_running: bool = False, pause: Pause = time.sleep
+) -> DemoResult:
     """The whole narrative on ``data_dir``; ``say`` receives each printed line.  With
-    ``keep_running`` the restarted sidecar is left serving, and returned."""
+    ``keep_running`` the restarted sidecar is left serving, and returned.  ``pause`` is
+    how the waits for a sidecar to start or stop sleep (``LocalSidecar.pause``)."""
     started = time.monotonic()
     say("tierlog demo: a tierlog-sidecar on the embedded default, driven over gRPC")
     say(f"   data dir {data_dir}")
     say(f"   tier: the embedded local-directory store in {data_dir / 'tier'}")
     say("")
 
-    sidecar = _start(data_dir, "1. Start the sidecar", say)
+    sidecar = _start(data_dir, "1. Start the sidecar", say, pause)
     try:
         say("")
         first_offset, produced, segments = _drive(sidecar, say)
@@ -126,7 +126,7 @@ def run_demo(data_dir: Path, say: Say = print, *, keep_running: bool = False) ->
     finally:
         sidecar.stop()  # at once after a failure; a stopped sidecar stays stopped
 
-    sidecar = _start(data_dir, "13. Start it again on the same data dir", say)
+    sidecar = _start(data_dir, "13. Start it again on the same data dir", say, pause)
     kept = False
     try:
         restarted_end = _show_restart(sidecar, end_offset, say)
@@ -153,11 +153,11 @@ def run_demo(data_dir: Path, say: Say = print, *, keep_running: bool = False) ->
     )
 
 
-def _start(data_dir: Path, title: str, say: Say) -> LocalSidecar:
+def _start(data_dir: Path, title: str, say: Say, pause: Pause) -> LocalSidecar:
     say(title)
     started = time.monotonic()
     configs = SIDECAR_CONFIGS + GROUP_SIDECAR_CONFIGS + KAFKA_SIDECAR_CONFIGS
-    sidecar = LocalSidecar.start(data_dir, configs=configs)
+    sidecar = LocalSidecar.start(data_dir, configs=configs, pause=pause)
     try:
         say(f"   $ tierlog-sidecar {' '.join(sidecar.command[1:])}")
         say(
@@ -167,7 +167,7 @@ def _start(data_dir: Path, title: str, say: Say) -> LocalSidecar:
             f"/readyz answered 200 after {time.monotonic() - started:.1f} s"
         )
         say(f"   its log: {sidecar.log_path}")
-    except BaseException:  # a Ctrl-C while saying so still stops it
+    except BaseException:  # a stop signal met while saying so still stops it
         sidecar.stop()
         raise
     return sidecar
@@ -471,10 +471,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
+    """SIGINT and SIGTERM stop the demo at its next line or in a wait for a sidecar
+    (``Stopped``, exit status 130 or 143), never inside a client's call: it unwinds
+    through the steps' ``finally`` blocks, which stop the sidecars it started."""
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="tierlog-demo-"))
     try:
-        with stop_signals_unwind():
-            run_demo(data_dir, lambda line: print(line, flush=True), keep_running=args.keep_running)
+        with StopSignals() as stops:
+
+            def say(line: str) -> None:
+                stops.check()  # between two lines no client call is under way
+                print(line, flush=True)
+
+            run_demo(data_dir, say, keep_running=args.keep_running, pause=stops.pause)
     except (DemoFailed, SidecarFailed) as failure:
         print(f"demo check failed: {failure}", file=sys.stderr)
         return 1

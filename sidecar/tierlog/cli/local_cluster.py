@@ -49,6 +49,7 @@ from typing import ClassVar
 
 from tierlog.cli.local_sidecar import LocalSidecar, SidecarFailed, http_get
 from tierlog.cli.loopback_ports import free_ports
+from tierlog.cli.stop_signals import Pause
 from tierlog.file_lock import exclusive_lock
 from tierlog.storage.checkpoints import atomic_write
 from tierlog.storage.errors import InvalidConfigError, TierlogError
@@ -244,10 +245,12 @@ def start_cluster(
     configs: Sequence[str] = (),
     track: Track = no_progress,
     ready_timeout_s: float = READY_TIMEOUT_S,
+    pause: Pause = time.sleep,
 ) -> ClusterRecord:
     """Start ``brokers`` sidecars on loopback over ``directory`` and record them; every
-    broker gets ``configs`` (``KEY=VALUE``) too.  If one fails, all are stopped and
-    BrokerFailed names it."""
+    broker gets ``configs`` (``KEY=VALUE``) too.  If one fails, or ``pause`` raises
+    while they start (a stop signal: ``StopSignals.pause``), all are stopped, and
+    BrokerFailed names the failed one."""
     if brokers < 1:
         raise InvalidConfigError(f"a cluster has at least 1 broker, not {brokers}")
     ports = _ports(brokers, base_port)
@@ -255,7 +258,7 @@ def start_cluster(
     directory.mkdir(parents=True, exist_ok=True)
     with exclusive_lock(directory / LOCK_FILE):
         _check_reusable(directory, brokers)
-        return _start(directory, ports, configs, track, ready_timeout_s)
+        return _start(directory, ports, configs, track, ready_timeout_s, pause)
 
 
 def _start(
@@ -264,6 +267,7 @@ def _start(
     configs: Sequence[str],
     track: Track,
     ready_timeout_s: float,
+    pause: Pause,
 ) -> ClusterRecord:
     broker_list = ",".join(f"{n}@127.0.0.1:{port.grpc}" for n, port in enumerate(ports))
     kafka_list = ",".join(f"{n}@127.0.0.1:{port.kafka}" for n, port in enumerate(ports))
@@ -291,6 +295,7 @@ def _start(
                     own,
                     listen=f"127.0.0.1:{port.grpc}",
                     metrics_listen=f"127.0.0.1:{port.metrics}",
+                    pause=pause,
                 )
             )
         cluster = ClusterRecord(
@@ -428,11 +433,16 @@ def stop_broker(
 
 
 def start_broker(
-    directory: Path, node_id: int, *, ready_timeout_s: float = READY_TIMEOUT_S
+    directory: Path,
+    node_id: int,
+    *,
+    ready_timeout_s: float = READY_TIMEOUT_S,
+    pause: Pause = time.sleep,
 ) -> BrokerRecord:
     """Start broker ``node_id`` of the recorded cluster again, as it was started (ports,
-    configs), record its pid and wait until it is ready; a broker that fails is stopped
-    and recorded so (BrokerFailed)."""
+    configs), record its pid and wait until it is ready; a broker that fails, or whose
+    wait ``pause`` ends by raising (a stop signal), is stopped and recorded so
+    (BrokerFailed for a failure)."""
     directory = directory.resolve()  # as the record names it
     with exclusive_lock(directory / LOCK_FILE):
         cluster, broker = _recorded_broker(directory, node_id)
@@ -448,6 +458,7 @@ def start_broker(
             broker.configs,
             listen=broker.address,
             metrics_listen=broker.metrics_address,
+            pause=pause,
         )
         started = replace(broker, pid=sidecar.pid)
         _record_broker(directory, cluster, started)  # before the wait, as ``up`` does

@@ -12,7 +12,9 @@ two halves, for a caller starting several brokers at once on ports fixed beforeh
 The child runs in a session of its own: a Ctrl-C at the terminal reaches only the
 parent, which then stops the child in order (``stop``: SIGTERM, the sidecar's graceful
 shutdown, and SIGKILL only if that outlasts the grace) instead of both racing; and a
-child left running on purpose outlives the terminal.
+child left running on purpose outlives the terminal.  Its waits (``wait_ready``,
+``stop``) sleep through ``pause``: a command's ``StopSignals.pause`` ends them with
+``Stopped`` at a stop signal (a second one during ``stop`` kills the child at once).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from types import FrameType
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from tierlog.cli.stop_signals import STOP_SIGNALS, Pause
 from tierlog.sidecar.restore import LOCAL_OUTPUT_LOG
 from tierlog.sidecar.security import TOKEN_ENV
 
@@ -45,11 +48,10 @@ __all__ = [
     "http_get",
     "metric_value",
     "sidecar_script",
-    "stop_signals_unwind",
 ]
 
 LOG_NAME = LOCAL_OUTPUT_LOG  # a restore from the tier finds it in an empty data dir
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_POLL_S = 0.05  # between looks at a starting or stopping child
 _LISTENING = re.compile(r"listening on (\S+)")
 _METRICS = re.compile(r"serving metrics at http://(\S+)/metrics")
 _KAFKA = re.compile(r"serving Kafka's wire protocol on (\S+)")
@@ -90,30 +92,6 @@ def http_get(metrics_address: str, path: str, timeout_s: float = 5.0) -> tuple[i
         return 0, ""
 
 
-def _exit_on_sigterm(signum: int, _frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)  # unwinds, so the sidecars are stopped on the way out
-
-
-@contextlib.contextmanager
-def stop_signals_unwind() -> Iterator[None]:
-    """Inside, SIGINT raises KeyboardInterrupt and SIGTERM exits, whatever this process
-    inherited, so a command stopped by either stops its sidecars on the way out.
-
-    SIGINT is set explicitly, not left to Python: a shell without job control (a script,
-    ``make test &``) starts a background command with SIGINT ignored, and Python then
-    leaves it ignored, so a Ctrl-C or ``kill -INT`` ran the command on to its end.  The
-    sidecars run in sessions of their own: only this process can stop them."""
-    previous = {
-        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
-        signal.SIGTERM: signal.signal(signal.SIGTERM, _exit_on_sigterm),
-    }
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
 @contextlib.contextmanager
 def _stop_signals_held() -> Iterator[None]:
     """SIGINT and SIGTERM wait until the block is left, and are delivered then.  Only the
@@ -126,7 +104,7 @@ def _stop_signals_held() -> Iterator[None]:
     def hold(signum: int, _frame: FrameType | None) -> None:
         held.append(signum)
 
-    previous = {signum: signal.signal(signum, hold) for signum in _STOP_SIGNALS}
+    previous = {signum: signal.signal(signum, hold) for signum in STOP_SIGNALS}
     try:
         yield
     finally:
@@ -145,6 +123,7 @@ class LocalSidecar:
     address: str = ""  # gRPC HOST:PORT, once ready
     metrics_address: str = ""
     kafka_address: str = ""  # Kafka's wire protocol, once ready, if a listener asked it
+    pause: Pause = time.sleep  # how its waits sleep: a command's ``StopSignals.pause``
 
     @property
     def log_path(self) -> Path:
@@ -163,11 +142,15 @@ class LocalSidecar:
 
     @classmethod
     def start(
-        cls, data_dir: Path, timeout_s: float = 20.0, configs: Sequence[str] = ()
+        cls,
+        data_dir: Path,
+        timeout_s: float = 20.0,
+        configs: Sequence[str] = (),
+        pause: Pause = time.sleep,
     ) -> LocalSidecar:
         """Start one on ``data_dir`` and wait until it is ready (stopped again if not);
         ``configs`` are broker settings as ``KEY=VALUE``."""
-        sidecar = cls.spawn(data_dir, configs)
+        sidecar = cls.spawn(data_dir, configs, pause=pause)
         try:
             sidecar.wait_ready(timeout_s)
         except BaseException:
@@ -182,6 +165,7 @@ class LocalSidecar:
         configs: Sequence[str] = (),
         listen: str = "127.0.0.1:0",
         metrics_listen: str = "127.0.0.1:0",
+        pause: Pause = time.sleep,
     ) -> LocalSidecar:
         """Start one on ``data_dir`` without waiting (``wait_ready`` does), so that
         several brokers recover at once; ``listen`` fixed when other brokers must know
@@ -213,7 +197,7 @@ class LocalSidecar:
                     env=env,
                     start_new_session=True,
                 )
-                sidecar = cls(data_dir, command, process, log_start)
+                sidecar = cls(data_dir, command, process, log_start, pause=pause)
         except BaseException:
             if sidecar is not None:
                 sidecar.stop()
@@ -237,7 +221,7 @@ class LocalSidecar:
                 raise SidecarFailed(f"the sidecar exited with {self.process.returncode}:\n{output}")
             if time.monotonic() > deadline:
                 raise SidecarFailed(f"the sidecar was not ready in time:\n{output}")
-            time.sleep(0.05)
+            self.pause(_POLL_S)
 
     def http_get(self, path: str) -> tuple[int, str]:
         """Status and body of ``path`` on the metrics port (status 0: no answer)."""
@@ -250,12 +234,12 @@ class LocalSidecar:
         return body
 
     def stop(self, grace_s: float = 20.0) -> int:
-        """SIGTERM and wait (SIGKILL after ``grace_s``, or at a second Ctrl-C); the exit
-        status.  Stopping a stopped sidecar only returns its status."""
+        """SIGTERM and wait (SIGKILL after ``grace_s``, or at a second Ctrl-C: ``pause``
+        raised); the exit status.  Stopping a stopped sidecar only returns its status."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
-                self.process.wait(timeout=grace_s)
+                self._wait_exited(grace_s)
             except subprocess.TimeoutExpired:
                 self.process.kill()
             except BaseException:  # a second Ctrl-C: the user would not wait
@@ -263,3 +247,11 @@ class LocalSidecar:
                 self.process.wait()
                 raise
         return self.process.wait()
+
+    def _wait_exited(self, timeout_s: float) -> None:
+        """Polled, as ``Popen.wait`` with a timeout polls too, so that ``pause`` sleeps."""
+        deadline = time.monotonic() + timeout_s
+        while self.process.poll() is None:
+            if time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(self.command, timeout_s)
+            self.pause(_POLL_S)

@@ -3,10 +3,11 @@
 Each subcommand module offers ``add_parser(subparsers)``, which registers its options
 and sets ``run`` (``Namespace -> exit status``) as the parser default; ``main`` only
 dispatches, and prints a typed error (``TierlogError``) as its Kafka name and message
-with exit status 1; a flag a subcommand does not know is reported with that
-subcommand's usage.  The data commands (``topics``, ``configs``, ``get-offsets``,
-``delete-records``, ``produce``, ``consume``, ``consumer-groups``, ``perf``) are thin
-adapters over ``tierlog.client`` and take ``--server`` (``server_option``).
+with exit status 1 (a stop signal met at a safe point, ``Stopped``: 128 plus its
+number); a flag a subcommand does not know is reported with that subcommand's usage.
+The data commands (``topics``, ``configs``, ``get-offsets``, ``delete-records``,
+``produce``, ``consume``, ``consumer-groups``, ``perf``) are thin adapters over
+``tierlog.client`` and take ``--server`` (``server_option``).
 ``main(argv)`` returns the status instead of exiting, so tests call it in-process; the
 installed command is ``run``, which tunes the process first.
 """
@@ -35,6 +36,7 @@ from tierlog.cli import (
     tier,
     topics,
 )
+from tierlog.cli.stop_signals import Stopped
 from tierlog.client.errors import with_reason
 from tierlog.process_tuning import tune_process
 from tierlog.storage.errors import TierlogError
@@ -96,8 +98,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # a SIGINT before a command took the stop signals
         return 130
+    except Stopped as stop:  # a command's safe point met a stop signal (``stop_signals``)
+        return stop.exit_status
     except TierlogError as error:  # a sidecar's (or the client's) typed error: its Kafka name
         print(f"tierlog {args.command}: {with_reason(error)}", file=sys.stderr)
         return 1

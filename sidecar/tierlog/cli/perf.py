@@ -15,9 +15,13 @@ the time spent joining the group and the rates over the rest (``fetch.*``); with
 ``--show-detailed-stats`` a line per ``--reporting-interval`` instead of the total.
 With ``--group`` it joins that group (from the earliest offset it has no commit for, or
 the latest with ``--from-latest``) and commits on close; without, it reads every
-partition without a group, where Kafka's tool would make up a group of its own.  The
-arithmetic is in pure functions (``percentile``, ``Summary``, ``consumer_line``); the
-commands only time and print.
+partition without a group, where Kafka's tool would make up a group of its own.
+
+SIGINT (Ctrl-C) or SIGTERM ends either test early, at a safe point (``stop_signals``:
+between sends, in the throttle's sleep, or by waking the consumer's poll): ``produce``
+waits for what it sent, then both print their total of what was done and exit 130 or
+143.  The arithmetic is in pure functions (``percentile``, ``Summary``,
+``consumer_line``); the commands only time and print.
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ from tierlog.cli.server_option import (
     key_value,
     topic_of,
 )
+from tierlog.cli.stop_signals import StopSignals
 from tierlog.client import Callback, Consumer, Producer, RecordMetadata, TopicPartition
+from tierlog.client.errors import WakeupError
 
 __all__ = [
     "REPORTING_INTERVAL_S",
@@ -256,20 +262,23 @@ def run_produce(args: argparse.Namespace) -> int:
 
         return done
 
-    with Producer(props) as producer:
+    with StopSignals() as stops, Producer(props) as producer:
         send = producer.send
         topic = topic_of(args)
         start_s = clock()
         throttle = Throttle(args.throughput, start_s) if args.throughput > 0 else None
         for sent in range(args.num_records):
+            if stops.received is not None:
+                break
             sent_s = clock()
             if throttle is not None:
                 delay_s = throttle.delay_s(sent, sent_s)
                 if delay_s > 0:
-                    time.sleep(delay_s)
+                    if not stops.sleep(delay_s):
+                        break
                     sent_s = clock()
             send(topic, payload, callback=on_done(sent_s))
-        producer.flush()
+        producer.flush()  # at a stop too: what was sent counts, as closing would wait for it
         elapsed_s = clock() - start_s
         metrics = producer.metrics() if args.print_metrics else None
     # The producer closed: its sender thread has stopped recording.
@@ -282,8 +291,7 @@ def run_produce(args: argparse.Namespace) -> int:
         print("\n".join(metric_lines("producer-metrics", str(props["client.id"]), metrics)))
     if failures:
         print(f"{len(failures)} records failed: {failures[0]}", file=sys.stderr)
-        return 1
-    return 0
+    return stops.exit_status or (1 if failures else 0)
 
 
 @dataclass(frozen=True)
@@ -362,7 +370,8 @@ def run_consume(args: argparse.Namespace) -> int:
         print(f"{first}, {CONSUMER_COLUMNS}", flush=True)
     joining = _Joining()
     records = total_bytes = 0
-    with Consumer(props) as consumer:
+    with StopSignals() as stops, Consumer(props) as consumer:
+        stops.on_stop(consumer.wakeup)
         start_ms = last_record_ms = last_report_ms = _now_ms()
         consumer.subscribe(topic_of(args), on_assign=joining.on_assign, on_revoke=joining.on_revoke)
         if args.group is None and args.from_latest:
@@ -371,7 +380,10 @@ def run_consume(args: argparse.Namespace) -> int:
             consumer.seek_to_beginning()
         reported_records = reported_bytes = 0
         while records < args.num_records and _now_ms() - last_record_ms <= args.timeout_ms:
-            batch = consumer.poll(100)
+            try:
+                batch = consumer.poll(100)
+            except WakeupError:  # a stop signal: the figures so far are the total
+                break
             now_ms = _now_ms()
             if not batch:
                 continue
@@ -395,7 +407,7 @@ def run_consume(args: argparse.Namespace) -> int:
             last_report_ms, reported_records, reported_bytes = now_ms, records, total_bytes
         end_ms = _now_ms()
         metrics = consumer.metrics() if args.print_metrics else None
-    if records < args.num_records:
+    if records < args.num_records and stops.exit_status is None:  # a stop is no timeout
         print(
             f"WARNING: Exiting before consuming the expected number of messages: timeout "
             f"({args.timeout_ms} ms) exceeded. You can use the --timeout option to increase "
@@ -409,4 +421,4 @@ def run_consume(args: argparse.Namespace) -> int:
     if metrics is not None:
         client_id = str(props["client.id"])
         print("\n".join(metric_lines("consumer-fetch-manager-metrics", client_id, metrics)))
-    return 0 if records >= args.num_records else 1
+    return stops.exit_status or (0 if records >= args.num_records else 1)

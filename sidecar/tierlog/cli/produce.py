@@ -6,13 +6,19 @@ headers from it too, and ``--key-separator SEP`` is short for ``parse.key=true``
 separator.  The topic is the argument or Kafka's ``--topic``; Kafka's older
 ``--broker-list`` and ``--request-required-acks`` are taken as its tool takes them.
 Records go through the idempotent ``Producer``; the command exits once every one is
-acknowledged, non-zero if any failed.
+acknowledged, non-zero if any failed.  SIGINT (Ctrl-C) or SIGTERM stops reading stdin
+(a line not yet whole is not sent) and closes the producer, which waits for the records
+sent so far, as Kafka's console producer closes its producer in its shutdown hook; then
+the exit status is 130 or 143.  The signal only asks (``stop_signals``): the loop looks
+between lines, and the wait for stdin ends at it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections.abc import Iterator
 
 from tierlog.cli.line_format import LineFormat, LineFormatError
 from tierlog.cli.server_option import (
@@ -23,11 +29,13 @@ from tierlog.cli.server_option import (
     key_value,
     topic_of,
 )
+from tierlog.cli.stop_signals import StopSignals
 from tierlog.client import Producer, RecordFuture
 
 __all__ = ["add_parser", "line_format", "run"]
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+READ_BYTES = 65536  # what one read of stdin takes at most
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -99,21 +107,39 @@ def run(args: argparse.Namespace) -> int:
         print(f"tierlog produce: {error}", file=sys.stderr)
         return 2
     futures: list[RecordFuture] = []
-    with Producer(producer_properties(args)) as producer:
+    # Closing the producer waits for every record sent, at the end and at a stop alike.
+    with StopSignals() as stops, Producer(producer_properties(args)) as producer:
         try:
-            for headers, key, value in lines.parse(sys.stdin.buffer):
+            for headers, key, value in lines.parse(_stdin_lines(sys.stdin.fileno(), stops)):
                 futures.append(
                     producer.send(topic, value, key=key, headers=headers, partition=args.partition)
                 )
         except LineFormatError as error:
             print(f"tierlog produce: {error}", file=sys.stderr)
             return 1
-        producer.flush()
     failed = [future.exception() for future in futures if future.exception() is not None]
     if failed:
         print(
             f"tierlog produce: {len(failed)} of {len(futures)} records failed: {failed[0]}",
             file=sys.stderr,
         )
-        return 1
-    return 0
+    return stops.exit_status or (1 if failed else 0)
+
+
+def _stdin_lines(fd: int, stops: StopSignals) -> Iterator[bytes]:
+    """The lines of ``fd`` (without their newlines) as they come, until its end (where a
+    last line without a newline counts) or a stop signal (where it does not).  Read
+    from the file descriptor only once ``stops`` says it is readable, so a stop ends
+    the wait for a line that may never come; a stop also ends the lines of a read."""
+    rest = b""
+    while stops.wait_readable(fd):
+        read = os.read(fd, READ_BYTES)
+        if not read:
+            if rest:
+                yield rest
+            return
+        *whole, rest = (rest + read).split(b"\n")
+        for line in whole:
+            if stops.received is not None:
+                return
+            yield line
