@@ -24,9 +24,12 @@ measures both. Then ``--runs`` rounds, the two systems interleaved in each step:
 - *kill -9 of broker 2* (never Kafka's broker 0, which is its controller): first a
   preferred-leader election (ElectLeaders, not timed) gives broker 2 its third of the
   leaderships (after a restart the broker up first leads most); then seconds from the
-  kill until one Metadata response from the others gives every partition a leader other
-  than broker 2 ("led again"), and until every partition accepts an ``acks=all`` record
-  again ("writable"); then broker 2 comes back (not timed);
+  kill until one Metadata response from a survivor gives every partition a leader other
+  than broker 2 ("led again": the looks ask brokers 0 and 1 in turn, by node id, never
+  broker 2, which both systems still list until it is fenced), and until every partition
+  accepts an ``acks=all`` record again ("writable": a new producer bootstrapped on the
+  survivors, its records sent to the leaders its Metadata names); then broker 2 comes
+  back (not timed);
 - *SIGTERM of broker 2*: the same with a controlled shutdown (timed from the signal;
   the broker may still be closing its logs), then broker 2 comes back and, once ready, seconds until
   ElectLeaders has given every partition back to its preferred replica ("back to
@@ -56,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -72,6 +76,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kafka import KafkaAdminClient, KafkaProducer
+from kafka.errors import KafkaError
+from kafka.net.compat import KafkaNetClient
+from kafka.protocol.metadata import MetadataRequest
 
 from tests.benchmarks.kafka_comparison_bench import progress
 from tests.benchmarks.scale_plot import Series, write_svg
@@ -243,16 +250,32 @@ def admin_client(bootstrap: str, timeout_ms: int = 30_000) -> Iterator[KafkaAdmi
         admin.close()
 
 
-def leaders(admin: KafkaAdminClient) -> dict[int, int]:
-    """Each partition's leader in one Metadata response (-1: none, or none listed)."""
-    (topic,) = admin.describe_topics([TOPIC])
+def topic_leaders(topics: list[dict[str, Any]]) -> dict[int, int]:
+    """Each partition's leader in one Metadata response's topics, ours the only one asked
+    for (-1: none, or none listed)."""
+    (topic,) = topics
     return {p["partition_index"]: p["leader_id"] for p in topic["partitions"]}
+
+
+def leaders(admin: KafkaAdminClient) -> dict[int, int]:
+    """Each partition's leader in one Metadata response from any broker."""
+    return topic_leaders(admin.describe_topics([TOPIC]))
+
+
+class Looks(Protocol):
+    """Looks at every partition's leader, each one Metadata request."""
+
+    @property
+    def bootstrap(self) -> str: ...
+
+    def look(self) -> dict[int, int] | None: ...
 
 
 class LeaderLooks:
     """Looks at every partition's leader from one admin client, connected once and kept
     (made again only after a look fails: the broker it asked went away). A look is then
-    one Metadata request, so looks can come every ``POLL_S``."""
+    one Metadata request, so looks can come every ``POLL_S``. The admin client asks its
+    least loaded broker, any the cluster lists: right while every broker is wanted."""
 
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
@@ -283,7 +306,56 @@ class LeaderLooks:
             self._admin = None
 
 
-def wait_led(looks: LeaderLooks, partitions: int, not_by: int | None, deadline: float) -> None:
+class SurvivorLooks:
+    """Looks at every partition's leader that ask only the brokers ``nodes``, in turn: each
+    look one Metadata request to the next of them, on a connection made before the first.
+
+    Not the admin client: kafka-python closes the bootstrap connection once it has the
+    cluster's metadata and sends each request to its least loaded broker among all those
+    that metadata lists, and a broker being stopped stays listed (by Kafka until it is
+    fenced, by tierlog until its lease expires): a scratch run found every look asking
+    it. ``KafkaNetClient``, the network client kafka-python's own clients are built on
+    (the admin client's ``kafka_client``), sends a request to a node id of our choosing;
+    its bootstrap and its own metadata refreshes never answer a look."""
+
+    def __init__(self, bootstrap: str, nodes: Sequence[int]) -> None:
+        self.bootstrap = bootstrap
+        self._client = KafkaNetClient(
+            bootstrap_servers=bootstrap, request_timeout_ms=LOOK_TIMEOUT_MS
+        )
+        try:
+            self._client.check_version(timeout_ms=LOOK_TIMEOUT_MS)  # node ids -> addresses
+            for node_id in nodes:
+                self._client.await_ready(node_id, timeout_ms=LOOK_TIMEOUT_MS)
+        except Exception:
+            self._client.close()
+            raise
+        self._nodes = itertools.cycle(nodes)
+        self._request = MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)],
+            allow_auto_topic_creation=False,
+        )
+
+    def look(self) -> dict[int, int] | None:
+        """Each partition's leader as the next node sees it, or None if it did not answer
+        within ``LOOK_TIMEOUT_MS`` (the client connects again at the next look)."""
+        node_id = next(self._nodes)
+        try:
+            response = self._client.send_and_receive(
+                node_id, self._request, timeout_ms=LOOK_TIMEOUT_MS
+            )
+        except KafkaError:
+            return None
+        return topic_leaders(response.to_dict()["topics"])
+
+    def __enter__(self) -> SurvivorLooks:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._client.close()
+
+
+def wait_led(looks: Looks, partitions: int, not_by: int | None, deadline: float) -> None:
     """Until one Metadata response gives every partition a leader (other than ``not_by``)."""
     while time.monotonic() < deadline:
         led = looks.look()
@@ -452,12 +524,12 @@ def lose_one(
     bootstrap = brokers.bootstrap
     victim_led = elect_preferred(bootstrap)
     progress(f"{partitions}: {brokers.name} broker {VICTIM} leads {victim_led} partitions")
-    survivors = ",".join(a for n, a in enumerate(bootstrap.split(",")) if n != VICTIM)
+    survivor_ids = [n for n in range(BROKERS) if n != VICTIM]
+    survivors = ",".join(bootstrap.split(",")[n] for n in survivor_ids)
     # The clocks run from the signal, not from the process's end: a stopping broker hands
     # its leaderships over first and closes its logs after (2,000 of them took 38 s).
     stopping = threading.Thread(target=stop, args=(VICTIM,))
-    with LeaderLooks(survivors) as looks:
-        looks.look()  # connected to a survivor before the clock starts
+    with SurvivorLooks(survivors, survivor_ids) as looks:  # connected before the clock
         started = time.monotonic()
         stopping.start()
         deadline = started + READY_TIMEOUT_S
