@@ -28,8 +28,9 @@ measures both. Then ``--runs`` rounds, the two systems interleaved in each step:
   than broker 2 ("led again": the looks ask brokers 0 and 1 in turn, by node id, never
   broker 2, which both systems still list until it is fenced), and until every partition
   accepts an ``acks=all`` record again ("writable": a new producer bootstrapped on the
-  survivors, its records sent to the leaders its Metadata names); then broker 2 comes
-  back (not timed);
+  survivors, left as any client is: it asks any broker it knows for Metadata, broker 2
+  included while it still answers, and sends each record to the leader named); then
+  broker 2 comes back (not timed);
 - *SIGTERM of broker 2*: the same with a controlled shutdown (timed from the signal;
   the broker may still be closing its logs), then broker 2 comes back and, once ready, seconds until
   ElectLeaders has given every partition back to its preferred replica ("back to
