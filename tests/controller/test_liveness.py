@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tierlog.controller.liveness import Liveness
 from tierlog.partition_state.model import BrokerLease
 
@@ -63,3 +65,13 @@ def test_each_lease_expires_by_its_own_duration() -> None:
     leases = {**_lease(1, 100.0), 3: short}
     liveness.observe(leases, now=0.0)
     assert liveness.observe(leases, now=2.0) == {1}
+
+
+def test_a_lease_given_up_is_not_alive_at_once_until_a_new_incarnation_takes_it() -> None:
+    """The end of a controlled shutdown: no duration to wait out, though the write is
+    a change; the next incarnation's lease is alive from its first sighting."""
+    liveness = Liveness()
+    assert liveness.observe(_lease(1, 100.0), now=0.0) == {1}
+    released = {1: replace(_lease(1, 101.0)[1], released=True)}
+    assert liveness.observe(released, now=1.0) == frozenset()
+    assert liveness.observe(_lease(1, 102.0, holder="b", epoch=2), now=2.0) == {1}

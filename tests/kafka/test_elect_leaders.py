@@ -185,8 +185,7 @@ def test_a_stopped_preferred_replica_leads_again_only_once_back_in_sync(
     stopped = tierlog_cluster("stop", "--dir", str(cluster_dir), "--broker", str(victim))
     assert stopped.returncode == 0, stopped.stderr  # a controlled shutdown: leaderships go
     try:
-        # Fenced: its lease expired and it is out of the ISR (a broker on its way out may
-        # be put back in sync by its last fetches; the controller takes it out again).
+        # Fenced: it gave its lease up as it stopped, and it left the ISR at its hand-over.
         wait_for(
             lambda: (
                 victim not in _metadata_broker_ids(_addresses(bootstrap)[1][1])

@@ -1,6 +1,6 @@
 """The broker's side of liveness, on both stores: a kept lease keeps changing (in
-controlled shutdown too, which it keeps saying), and an incarnation whose lease a newer
-one took is told it is fenced and stops."""
+controlled shutdown too, which it keeps saying), an incarnation that stops cleanly gives
+it up, and an incarnation whose lease a newer one took is told it is fenced and stops."""
 
 from __future__ import annotations
 
@@ -78,3 +78,26 @@ def test_an_incarnation_whose_lease_a_newer_one_took_is_fenced_and_stops(
     finally:
         old.stop()
         new.stop()
+
+
+def test_a_released_lease_stops_renewing_and_is_given_up_unless_a_newer_one_holds_it(
+    store_at: OpenStore,
+) -> None:
+    """The last step of a clean stop: no renewal after it, and the lease given up in
+    the store; an incarnation a newer one fenced gives nothing up (not its lease)."""
+    store, _, _ = store_at(time.time)
+    keeper = LeaseKeeper(store, 1, "broker-1-a", DURATION_S)
+    keeper.start()
+    keeper.release()
+
+    assert not keeper.renewing
+    released = store.read_leases()[1]
+    assert (released.holder, released.broker_epoch, released.released) == ("broker-1-a", 1, True)
+    time.sleep(DURATION_S)  # a renewal was due meanwhile, had the keeper gone on
+    assert store.read_leases()[1] == released
+
+    fenced = LeaseKeeper(store, 2, "broker-2-a", DURATION_S)
+    fenced.start()
+    newer = store.acquire_lease(2, "broker-2-b", DURATION_S)
+    fenced.release()  # refused (logged): broker-2-b holds it
+    assert store.read_leases()[2] == newer

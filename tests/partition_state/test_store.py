@@ -260,6 +260,49 @@ def test_a_broker_lease_is_renewed_by_its_holder_and_taken_over_by_a_new_incarna
     assert store.read_leases()[1].duration_s == 10
 
 
+def test_a_lease_given_up_counts_no_more_and_only_the_next_incarnation_takes_it_again(
+    store_at: OpenStore,
+) -> None:
+    """The end of a clean stop (Kafka fences a broker whose controlled shutdown
+    completed): the lease, still within its duration, no longer counts, for any reader;
+    its holder can neither renew it nor give it up twice, no other holder can give it
+    up, and the broker's next incarnation takes it in the next broker epoch, current
+    again and clear of every mark."""
+    clock = Clock()
+    store, _, _ = store_at(clock)
+    store.create_topic("orders", ORDERS)
+    store.acquire_lease(3, "broker-3-a", 30.0)
+    store.enter_controlled_shutdown(3, "broker-3-a")
+    with pytest.raises(StaleBrokerEpochError):
+        store.release_lease(3, "broker-3-old")
+    clock.now += 1
+
+    released = store.release_lease(3, "broker-3-a")
+
+    assert released.released and released.in_controlled_shutdown
+    assert (released.holder, released.broker_epoch) == ("broker-3-a", 1)
+    assert released.renewed_at == pytest.approx(clock.now, abs=1e-5)
+    again, _, _ = store_at(clock)
+    assert again.read_leases()[3] == released
+    assert not released.current_at(clock.now)  # 29 s of its duration left
+    for refused in (store.renew_lease, store.release_lease, store.enter_controlled_shutdown):
+        with pytest.raises(StaleBrokerEpochError, match="given up"):
+            refused(3, "broker-3-a")
+    shrunk = _alter_isr(store, ORDERS[0], (1, 2))
+    with pytest.raises(
+        IneligibleReplicaError,
+        match="broker 3 cannot join the ISR: it stopped and gave its lease up",
+    ):
+        _alter_isr(store, shrunk, (1, 2, 3))
+
+    restarted = store.acquire_lease(3, "broker-3-b", 30.0)
+
+    assert (restarted.holder, restarted.broker_epoch) == ("broker-3-b", 2)
+    assert not (restarted.released or restarted.in_controlled_shutdown)
+    assert restarted.current_at(clock.now)
+    assert _alter_isr(store, shrunk, (1, 2, 3)).isr == (1, 2, 3)
+
+
 def test_a_lease_nobody_acquired_cannot_be_renewed(store_at: OpenStore) -> None:
     store, _, _ = store_at()
     with pytest.raises(StaleBrokerEpochError):

@@ -193,12 +193,13 @@ def _cause(before: PartitionState, after: PartitionState, live: Set[int]) -> tup
     # Left: brokers fenced, the leader among them or only followers (an ISR change, not
     # an election, whose kind nothing counts).
     fenced = sorted({*before.isr, before.leader} - {NO_LEADER} - live)
-    return "leader_fenced", f"broker(s) {fenced} fenced (lease expired)"
+    return "leader_fenced", f"broker(s) {fenced} fenced (lease expired or given up)"
 
 
 def _log_liveness(before: Set[int], after: Set[int]) -> None:
     if before - after:
-        log.info("Fenced broker(s) %s: lease unchanged for its duration", sorted(before - after))
+        fenced = sorted(before - after)
+        log.info("Fenced broker(s) %s: lease unchanged for its duration or given up", fenced)
     if after - before:
         log.info("Unfenced broker(s) %s: lease held and changing", sorted(after - before))
 

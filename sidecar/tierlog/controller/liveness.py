@@ -8,7 +8,8 @@ the lease expired once the lease's ``duration_s`` has passed since then with no 
 
 A lease seen for the first time counts from that moment, so a controller that just took
 over gives every broker one full lease before fencing it; a broker with no lease is not
-alive.
+alive, nor one whose lease was given up at the end of its controlled shutdown
+(``BrokerLease.released``): it said so through the store, so no clock is needed.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class Liveness:
 
     def observe(self, leases: Mapping[int, BrokerLease], now: float) -> frozenset[int]:
         """Note the leases read at ``now`` (the controller's monotonic clock); the
-        brokers whose lease changed less than its duration ago."""
+        brokers whose lease changed less than its duration ago and was not given up."""
         sightings = {}
         for broker, lease in leases.items():
             record = (lease.holder, lease.renewed_at, lease.broker_epoch)
@@ -45,5 +46,5 @@ class Liveness:
         return frozenset(
             broker
             for broker, sighting in sightings.items()
-            if now - sighting.changed_at < leases[broker].duration_s
+            if not leases[broker].released and now - sighting.changed_at < leases[broker].duration_s
         )

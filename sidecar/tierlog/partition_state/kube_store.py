@@ -10,7 +10,10 @@ cluster. Each broker's lease is a ``coordination.k8s.io/v1`` Lease, ``<cluster>-
 ``holderIdentity`` the incarnation, ``renewTime`` and ``leaseDurationSeconds`` as the
 API defines them, ``leaseTransitions`` the broker epoch minus one (the times another
 incarnation took it), and the label ``tierlog.io/in-controlled-shutdown: "true"`` once that
-incarnation began its controlled shutdown.
+incarnation began its controlled shutdown, ``tierlog.io/released: "true"`` once it gave the
+lease up at the end of it (``BrokerLease.released``: a label, as ``leaseDurationSeconds``
+must stay positive; the holder and ``leaseTransitions`` stay, so the next incarnation
+takes the next broker epoch).
 
 A change reads the object and writes it back with the ``resourceVersion`` it read: when
 another writer got there first the API server answers 409 Conflict, and the change is
@@ -81,6 +84,7 @@ BROKER_LABEL = "tierlog.io/broker"  # on a broker's Lease: its id
 # On a broker's Lease while its incarnation is in controlled shutdown (``BrokerLease``).
 CONTROLLED_SHUTDOWN_LABEL = "tierlog.io/in-controlled-shutdown"
 LOGS_LOST_LABEL = "tierlog.io/logs-lost"  # BrokerLease.logs_lost
+RELEASED_LABEL = "tierlog.io/released"  # BrokerLease.released
 _NOT_FOUND, _CONFLICT = 404, 409
 _TOPIC_KEY, _PART_KEY, _CONFIGS_KEY = "topic", "part", "configs"
 _NOT_IN_A_NAME = re.compile("[^a-z0-9-]")
@@ -298,6 +302,8 @@ class KubeStateStore(PartitionStateStore):
                 labels[CONTROLLED_SHUTDOWN_LABEL] = "true"
             if lease.logs_lost:
                 labels[LOGS_LOST_LABEL] = "true"
+            if lease.released:
+                labels[RELEASED_LABEL] = "true"
             metadata = self._metadata(name, labels)
             if self._put(found, Lease(metadata=metadata, spec=spec)):
                 return lease
@@ -443,4 +449,5 @@ def _lease_value(lease: Lease) -> BrokerLease:
         (spec.leaseTransitions or 0) + 1,
         lease.metadata.labels.get(CONTROLLED_SHUTDOWN_LABEL) == "true",
         lease.metadata.labels.get(LOGS_LOST_LABEL) == "true",
+        lease.metadata.labels.get(RELEASED_LABEL) == "true",
     )

@@ -6,7 +6,9 @@ every third of its duration, so two renewals can fail before the controller fenc
 broker. A renewal refused with ``STALE_BROKER_EPOCH`` means a newer incarnation of the
 broker took the lease: this one is fenced, must stop acting for the broker, and is told
 through ``on_fenced``; the keeper stops. Any other failure (the store unreachable) is
-logged and tried again: if it lasts, the lease expires, which is the truth.
+logged and tried again: if it lasts, the lease expires, which is the truth. ``release``
+ends a clean stop: renewals stopped, the lease is given up in the store, so the broker
+counts as gone at once rather than a lease later (``PartitionStateStore.release_lease``).
 """
 
 from __future__ import annotations
@@ -74,6 +76,19 @@ class LeaseKeeper:
         self._stopping.set()
         if self._thread.is_alive():
             self._thread.join(timeout_s)
+
+    def release(self) -> None:
+        """Stop renewing and give the lease up: this incarnation is done. A refusal or a
+        store that cannot be reached is logged, not raised: a stopping broker has nothing
+        left to do about it, and the lease then expires as if the process had been killed
+        (``STALE_BROKER_EPOCH``: a newer incarnation holds it, which is not ours to give)."""
+        self.stop()
+        try:
+            self._store.release_lease(self.broker, self.holder)
+        except Exception:
+            log.warning("Could not give broker %d's lease up", self.broker, exc_info=True)
+            return
+        log.info("Broker %d gave its lease up as %r", self.broker, self.holder)
 
     def _renew_until_stopped(self) -> None:
         while not self._stopping.wait(self.duration_s / 3):

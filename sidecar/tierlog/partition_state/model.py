@@ -12,7 +12,11 @@ value that exists, so a document that breaks them is refused on read.
 
 ``BrokerLease`` is one broker's liveness: who holds it (one incarnation of the broker
 process), when it was renewed, for how long that counts, and its broker epoch (bumped
-each time a new incarnation takes it, Kafka's broker epoch).
+each time a new incarnation takes it, Kafka's broker epoch). An incarnation that
+stopped cleanly gives its lease up (``released``) rather than let it run out: the
+broker counts as gone from that write on, as Kafka's controller fences a broker whose
+controlled shutdown completed, and only a new incarnation, in the next broker epoch,
+makes the lease current again.
 
 A topic's partitions are stored in parts of ``PARTITIONS_PER_PART`` (``TopicLayout``),
 so no object grows with the cluster, nor even with one topic.
@@ -173,12 +177,18 @@ class BrokerLease:
     # volume: Kafka sees a new directory.id, KIP-858): an ISR it was left in promises
     # records its logs no longer hold, so no offline partition is led by it from there.
     logs_lost: bool = False
+    # The incarnation finished its controlled shutdown and gave the lease up (Kafka's
+    # controller fences a broker then: SHUTDOWN_NOW): it counts as gone at once, not
+    # once the lease runs out. The record stays, so the next incarnation takes the next
+    # broker epoch; no holder renews a lease given up.
+    released: bool = False
 
     def current_at(self, now: float) -> bool:
         """Whether the lease still counts at ``now`` (seconds since the epoch) by its
         renewal time: a clock that is not the holder's, so a judgement to refuse by (an
-        ISR addition, a hand-over target), not to fence by (the controller's ``Liveness``)."""
-        return now < self.renewed_at + self.duration_s
+        ISR addition, a hand-over target), not to fence by (the controller's ``Liveness``).
+        A lease given up never counts."""
+        return not self.released and now < self.renewed_at + self.duration_s
 
 
 @dataclass(frozen=True)
@@ -323,6 +333,7 @@ def lease_to_document(lease: BrokerLease) -> dict[str, Any]:
         "brokerEpoch": lease.broker_epoch,
         "inControlledShutdown": lease.in_controlled_shutdown,
         "logsLost": lease.logs_lost,
+        "released": lease.released,
     }
 
 
@@ -336,6 +347,7 @@ def lease_from_document(document: Mapping[str, Any], where: str) -> BrokerLease:
             int(document["brokerEpoch"]),
             bool(document.get("inControlledShutdown", False)),  # absent before KIP-841
             bool(document.get("logsLost", False)),  # absent before unclean recovery
+            bool(document.get("released", False)),  # absent before leases were given up
         )
     except (ValueError, KeyError, TypeError) as error:
         raise KafkaStorageError(f"{where}: not a broker lease ({error})") from None

@@ -343,13 +343,13 @@ class PartitionStateStore(ABC):
     ) -> BrokerLease:
         """Take the broker's lease for ``holder`` (a starting incarnation of the broker).
         A new holder gets the next broker epoch, which fences the previous one; the same
-        holder just renews. ``logs_lost``: the incarnation's log dir was formatted at its
-        start, which the lease says when an incarnation of the broker held it before (a
-        broker's first start has lost nothing)."""
+        holder just renews a lease it has not given up. ``logs_lost``: the incarnation's
+        log dir was formatted at its start, which the lease says when an incarnation of
+        the broker held it before (a broker's first start has lost nothing)."""
         now = self._clock()
 
         def acquire(current: BrokerLease | None) -> BrokerLease:
-            if current is not None and current.holder == holder:
+            if current is not None and current.holder == holder and not current.released:
                 return replace(current, renewed_at=now, duration_s=duration_s)
             if current is None:
                 return BrokerLease(broker, holder, now, duration_s, 1)
@@ -379,6 +379,21 @@ class PartitionStateStore(ABC):
             return replace(held, renewed_at=now, in_controlled_shutdown=True)
 
         return self._update_lease(broker, enter)
+
+    def release_lease(self, broker: int, holder: str) -> BrokerLease:
+        """Give ``holder``'s lease up: the last step of a clean stop, once its leaderships
+        are handed over and its last fetches done. The broker counts as gone from this
+        write on (not live to any controller, in no ISR, out of Metadata), as Kafka's
+        controller fences a broker whose controlled shutdown completed. The record and
+        its broker epoch stay: the next incarnation takes the next epoch, and no renewal
+        by this holder makes the lease current again. ``STALE_BROKER_EPOCH`` when
+        another incarnation took the lease (it is not this holder's to give)."""
+        now = self._clock()
+
+        def release(current: BrokerLease | None) -> BrokerLease:
+            return replace(_held(broker, holder, current), renewed_at=now, released=True)
+
+        return self._update_lease(broker, release)
 
     def logs_recovered(self, broker: int, holder: str) -> BrokerLease:
         """Clear ``logs_lost`` from ``holder``'s lease (renewed too): no partition is left
@@ -443,10 +458,13 @@ def _layout_of(head: StatePart) -> TopicLayout:
 
 
 def _held(broker: int, holder: str, current: BrokerLease | None) -> BrokerLease:
-    """The broker's lease ``current``: ``STALE_BROKER_EPOCH`` unless ``holder`` holds it."""
+    """The broker's lease ``current``: ``STALE_BROKER_EPOCH`` unless ``holder`` holds it
+    and has not given it up (a lease given up is never current again for its holder)."""
     if current is None or current.holder != holder:
         taken = "nobody" if current is None else repr(current.holder)
         raise StaleBrokerEpochError(f"broker {broker}'s lease is held by {taken}, not {holder!r}")
+    if current.released:
+        raise StaleBrokerEpochError(f"broker {broker}'s lease was given up by {holder!r}")
     return current
 
 
@@ -454,6 +472,8 @@ def _ineligible(lease: BrokerLease | None, now: float) -> str | None:
     """Why the broker of ``lease`` may not join an ISR at ``now`` (None: it may)."""
     if lease is None:
         return "it holds no lease"
+    if lease.released:
+        return "it stopped and gave its lease up"
     if not lease.current_at(now):
         return "its lease expired"
     if lease.in_controlled_shutdown:

@@ -13,11 +13,16 @@ the ISR allows; deciding one at a time keeps them from undoing each other's elec
 ``controlled_shutdown`` is Kafka's (KIP-841): before the server stops, this broker's lease
 says it is in controlled shutdown, its leaderships go to other in-sync replicas and it
 leaves the ISRs, still fetching, so producers move on at once rather than after its lease
-expires. A start does the same first: a restarted broker earns its
-place in each ISR again. One whose log dir was formatted at this start does not lead an
-ISR it cannot leave (it is the only member) while another replica may hold the records:
-it elects the replica holding the most (``unclean_recovery``). ``elect_leaders`` is
-Kafka's ElectLeaders, made by whichever broker is asked.
+expires. Once its fetchers and its controller passes have stopped (``stop``), it gives
+its lease up, so the others' next controller pass counts it gone rather than a lease
+later, as Kafka's controller fences a broker whose controlled shutdown completed: out
+of their Metadata, and a partition whose only in-sync replica it was (which it kept
+leading: nobody to hand over to) offline with its ISR kept, as for an expired lease.
+A start hands over first too: a restarted broker earns its place in each ISR again.
+One whose log dir was formatted at this start does not lead an ISR it cannot leave (it
+is the only member) while another replica may hold the records: it elects the replica
+holding the most (``unclean_recovery``). ``elect_leaders`` is Kafka's ElectLeaders,
+made by whichever broker is asked.
 """
 
 from __future__ import annotations
@@ -236,6 +241,8 @@ class ReplicatedBroker:
         log.info("%s: %d partition(s) handed over or left", why, len(changes))
 
     async def stop(self) -> None:
+        """Stop replicating, then give the lease up (``LeaseKeeper.release``): last, so
+        the broker fetches, and counts as alive, until nothing of it is left running."""
         if self._recovering is not None:
             self._recovering.cancel()
             await asyncio.gather(self._recovering, return_exceptions=True)
@@ -243,7 +250,7 @@ class ReplicatedBroker:
             await self.replicas.stop()
         if self._controller_passes is not None:
             await asyncio.to_thread(self._controller_passes.stop)
-        await asyncio.to_thread(self.lease.stop)
+        await asyncio.to_thread(self.lease.release)
         await asyncio.to_thread(self.store.close)  # its watch, on Kubernetes
 
     def _live_brokers(self) -> set[int]:
