@@ -21,7 +21,6 @@ from tests.support.applied_states import has_applied
 from tests.support.process_faults import paused
 from tests.support.sidecars import Sidecars, free_port
 from tests.support.tcp_fault_proxy import TcpFaultProxy
-from tierlog.api.v1 import admin_service_pb2
 from tierlog.api.v1.log_service_pb2_grpc import LogServiceStub
 from tierlog.client import Consumer, TopicPartition
 from tierlog.partition_state.local_store import LocalStateStore
@@ -97,11 +96,6 @@ class Cluster:
         """The broker SIGSTOPped for the block, where it holds none of the store's locks
         (a pause of the broker, not of the file-lock store: ``process_faults``)."""
         return paused(self.broker(node_id).process.pid, outside_locks_under=self.state_dir)
-
-
-def _lists(broker: Sidecar, topic: str) -> bool:
-    listed = broker.admin.ListTopics(admin_service_pb2.ListTopicsRequest(), timeout=10)
-    return any(entry.name == topic for entry in listed.topics)
 
 
 def wait_for(
