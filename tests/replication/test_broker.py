@@ -167,7 +167,7 @@ def test_a_controlled_shutdown_applies_its_hand_over_once_every_part_is_written(
         await replicas.start()
         assert replicas.leadership(first).leader_id == 0
         shutdown = asyncio.create_task(broker.controlled_shutdown())
-        await asyncio.to_thread(store.at_part_one.wait, 30)
+        assert await asyncio.to_thread(store.at_part_one.wait, 30)
         assert store.read_topic("orders")[0].leader == 1  # the first part is written
         await asyncio.sleep(5 * settings.state_poll_ms / 1000)  # polls came and went
         assert replicas.leadership(first).leader_id == 0
