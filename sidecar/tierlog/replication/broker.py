@@ -28,6 +28,7 @@ made by whichever broker is asked.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -236,8 +237,12 @@ class ReplicatedBroker:
             await channel.close()
 
     async def _hand_over(self, why: str) -> None:
+        """This broker's leaderships to live in-sync replicas, and it out of the ISRs,
+        written whole before its replica manager reads any of it (``reads_held``)."""
         live = await asyncio.to_thread(self._live_brokers)
-        changes = await asyncio.to_thread(hand_over_leaderships, self.store, self.node_id, live)
+        held = contextlib.nullcontext() if self.replicas is None else self.replicas.reads_held()
+        async with held:
+            changes = await asyncio.to_thread(hand_over_leaderships, self.store, self.node_id, live)
         log.info("%s: %d partition(s) handed over or left", why, len(changes))
 
     async def stop(self) -> None:
