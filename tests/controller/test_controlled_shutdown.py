@@ -3,7 +3,12 @@ lost to another writer is decided again rather than leaving a partition behind."
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from tests.controller.conftest import OpenStore, RivalFirst
+from tierlog.controller.changes import LOGGED_ONE_BY_ONE
 from tierlog.controller.controlled_shutdown import hand_over_leaderships
 from tierlog.partition_state.model import PartitionState
 
@@ -72,3 +77,36 @@ def test_a_stopping_brokers_hand_overs_cost_a_write_per_part_not_per_partition(
     assert len(changes) == 2500
     again, _, _ = store_at()
     assert all(state.leader == 2 for state in again.read_topic("clicks").values())
+
+
+def test_a_large_hand_over_is_one_info_line_and_each_change_a_debug_line(
+    store_at: OpenStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """At thousands of partitions a line per change cost the stopping broker seconds;
+    a small change is still logged one line each, in the controller's words."""
+    store, _, _ = store_at()
+    many = LOGGED_ONE_BY_ONE + 1
+    store.create_topic("clicks", {p: PartitionState.new((1, 2)) for p in range(many)})
+    store.create_topic("audit", {0: PartitionState.new((1, 2))})
+
+    with caplog.at_level(logging.INFO, logger="tierlog.controller"):
+        hand_over_leaderships(store, 1, live={1, 2})
+
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert sorted(infos) == [
+        "Elected leader 2 for partition audit-0 in leader epoch 1 (was leader 1; ISR "
+        "[1, 2] -> [2]): controlled shutdown of broker 1",
+        f"Wrote {many} change(s) of topic clicks's partitions in one batch (controlled "
+        "shutdown of broker 1); 0 lost to a newer partition epoch and decided again; each "
+        "is logged at DEBUG",
+    ]
+    debugs = [r for r in caplog.records if r.levelno == logging.DEBUG]
+    assert debugs == []  # not asked for
+    caplog.clear()
+    store.create_topic("more", {p: PartitionState.new((1, 2)) for p in range(many)})
+    with caplog.at_level(logging.DEBUG, logger="tierlog.controller"):
+        hand_over_leaderships(store, 1, live={1, 2})
+    assert (
+        sum("Elected leader 2 for partition more-" in r.getMessage() for r in caplog.records)
+        == many
+    )
