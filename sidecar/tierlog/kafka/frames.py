@@ -15,6 +15,12 @@ listener's task ended the connection, each of a thousand idle clients that left
 together held 64 KiB at once (+62 MiB of heap), as many as the loop read ends of in one
 iteration, which the machine's load decided.
 
+Python 3.11's socket transport keeps its read callback as a bound method of itself, a
+reference cycle CPython breaks at close only from 3.12 (gh-100348): a connection's
+transport, its socket and addresses (1.4 KiB) then waited for a full collection of the
+cyclic GC, and whether a wave of a thousand dead connections was still held when the
+next thousand came depended on when one ran. ``connection_lost`` breaks it, as 3.12 does.
+
 Answers are written at once, each piece handed to the transport as a view: what the
 socket does not take at once is copied once, into the transport's buffer (asyncio 3.11
 slices what it is given before it copies it). ``drain`` waits only while more than
@@ -156,6 +162,8 @@ class Frames(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._eof = True
         self._let_go_of_consumed_ahead()  # or for one a reset ended
+        if self.transport is not None:
+            _break_read_callback_cycle(self.transport)
         self._ended = exc if exc is not None else ConnectionResetError("closed")
         self._writable.set()
         self._wake()
@@ -191,3 +199,11 @@ class Frames(asyncio.BufferedProtocol):
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
+
+
+def _break_read_callback_cycle(transport: asyncio.BaseTransport) -> None:
+    """What 3.12's ``close`` does (its reader is removed by then): the transport's own
+    read callback let go, so reference counting frees it."""
+    state = vars(transport)
+    if "_read_ready_cb" in state:
+        state["_read_ready_cb"] = None
