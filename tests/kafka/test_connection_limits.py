@@ -178,8 +178,8 @@ def test_a_thousand_idle_connections_leave_room_and_their_memory_returns(
     past 64 MiB free, as a JVM keeps its heap), so what the connections held comes
     back to the process, not to the kernel. The first waves of a thousand set the
     high-water mark as the allocator settles (measured: +8.6 MiB held, +0.1 MiB more
-    once they close, the next waves +0.3-1 MiB in all, by the third); the four waves
-    after them take it again instead of more.
+    once they close, the next three waves +0.2-0.3 MiB in all); the four waves after
+    them take it again instead of more.
 
     Closing takes nothing of its own. The read that found a connection's end took a
     64 KiB read-ahead, kept until the listener ended the connection (``frames``): the
