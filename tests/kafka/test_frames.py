@@ -6,9 +6,12 @@ stops between frames, and a large answer leaves its writer free before it is sen
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 import socket
 import struct
+import tracemalloc
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -138,3 +141,77 @@ def test_a_large_answer_leaves_its_writer_free_while_the_client_reads_nothing() 
             return frames.transport.get_write_buffer_size()
 
     assert asyncio.run(run()) > 64 * 1024  # still to send: the socket took a little
+
+
+@asynccontextmanager
+async def _accepted(clients: int) -> AsyncIterator[tuple[list[Frames], list[socket.socket]]]:
+    """The broker's ``Frames`` of ``clients`` connections, each connected, and the
+    clients' sockets."""
+    loop = asyncio.get_running_loop()
+    accepted: list[Frames] = []
+
+    def accept() -> Frames:
+        accepted.append(Frames())
+        return accepted[-1]
+
+    server = await loop.create_server(accept, "127.0.0.1", 0, backlog=clients)
+    connected = [socket.socket() for _ in range(clients)]
+    try:
+        for client in connected:
+            await loop.sock_connect(client, server.sockets[0].getsockname())
+        while len(accepted) < clients or any(frames.transport is None for frames in accepted):
+            await asyncio.sleep(0.01)
+        yield accepted, connected
+    finally:
+        for client in connected:
+            client.close()
+        server.close()
+        await server.wait_closed()
+
+
+async def _all_ended(accepted: list[Frames], connected: list[socket.socket]) -> None:
+    """Every client ends its side at once: each is there for the loop's next read."""
+    for client in connected:
+        client.close()
+    assert await asyncio.gather(*(frames.size() for frames in accepted)) == [None] * len(accepted)
+
+
+def test_connections_that_end_together_hold_no_read_ahead_each() -> None:
+    """asyncio takes a buffer for the read that finds a connection's end: had each kept
+    its 64 KiB read-ahead until the listener ended it, a hundred clients that left in one
+    loop iteration would hold 6.4 MiB at once."""
+
+    async def run() -> int:
+        async with _accepted(100) as (accepted, connected):
+            tracemalloc.start()
+            try:
+                await _all_ended(accepted, connected)
+                return tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+
+    assert asyncio.run(run()) < 4 * READ_AHEAD_BYTES
+
+
+def test_a_lost_connection_is_freed_without_the_cyclic_gc() -> None:
+    """On Python 3.11 a socket transport's read callback, a bound method of itself, kept
+    it and its socket until a full collection (CPython gh-100348)."""
+
+    async def run() -> list[weakref.ref[asyncio.Transport]]:
+        async with _accepted(10) as (accepted, connected):
+            await _all_ended(accepted, connected)
+            transports = []
+            for frames in accepted:
+                assert frames.transport is not None
+                transports.append(weakref.ref(frames.transport))
+                frames.close()
+            await asyncio.sleep(0)  # each transport's connection_lost, scheduled by close
+            accepted.clear()
+            return transports
+
+    gc.disable()
+    try:
+        transports = asyncio.run(run())
+        assert [transport() for transport in transports] == [None] * len(transports)
+    finally:
+        gc.enable()
