@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
 from kio.schema.errors import ErrorCode
@@ -33,9 +34,12 @@ from tests.kafka.test_cluster import (
     _metadata_broker_ids,
     create_topic,
 )
+from tests.kafka.wire import KafkaWire
 from tests.replication.conftest import wait_for
+from tests.support.applied_states import has_applied
 from tests.support.local_cluster import kafka_bootstrap, running_cluster, tierlog_cluster
 from tests.support.sidecars import console_script
+from tierlog.api.v1.log_service_pb2_grpc import LogServiceStub
 from tierlog.cli.local_cluster import STATE_DIR, read_cluster
 from tierlog.kafka.versions import ELECT_LEADERS, METADATA
 from tierlog.partition_state.local_store import LocalStateStore
@@ -166,6 +170,47 @@ def test_kafka_leader_election_of_one_partition_named(
     assert "Successfully completed leader election (PREFERRED) for partitions named-1" in elected
     assert "Valid replica already elected for partitions named-0" in not_needed
     wait_for(lambda: led_by_preferred(bootstrap, "named"), "named-1 led by its preferred replica")
+
+
+def test_a_kept_metadata_answer_names_a_leader_and_a_topic_changed_between_two_requests(
+    cluster_dir: Path, bootstrap: str, tmp_path: Path
+) -> None:
+    """A broker keeps its Metadata answer while the topics and the partition states hold
+    (``kafka/kept_answers``): the same question asked again on the same connection names
+    a leader elected and a topic created in between, once the broker has applied them."""
+    cluster = read_cluster(cluster_dir)
+    create_topic(cluster, "kept")
+    reorder_replicas(cluster_dir, tmp_path, bootstrap, "kept", [0])
+    every_topic = {"topics": None, **_NO_AUTHORIZED_OPERATIONS}
+    wire = KafkaWire(_addresses(bootstrap)[0][1])
+    try:
+        wire.call(METADATA, METADATA_V, every_topic)
+        before = wire.call(METADATA, METADATA_V, every_topic)  # the kept answer, if any
+        elect(bootstrap, 0, 2, PREFERRED, [{"topic": "kept", "partitions": [0]}])
+        elected = LocalStateStore(cluster_dir / STATE_DIR).read_topic("kept")[0]
+        with grpc.insecure_channel(cluster.brokers[0].address) as channel:
+            applied = (LogServiceStub(channel), 0, "kept", 0, elected.leader, elected.leader_epoch)
+            wait_for(lambda: has_applied(*applied), "broker 0 to apply kept-0's election")
+        after_election = wire.call(METADATA, METADATA_V, every_topic)
+        create_topic(cluster, "kept-new")  # back once every broker applied its leaders
+        after_creation = wire.call(METADATA, METADATA_V, every_topic)
+    finally:
+        wire.close()
+
+    def named(answer: Any) -> dict[str, dict[int, tuple[int, int, tuple[int, ...]]]]:
+        return {
+            topic.name: {
+                p.partition_index: (p.leader_id, p.leader_epoch, tuple(p.replica_nodes))
+                for p in topic.partitions
+            }
+            for topic in answer.topics
+        }
+
+    elected_now = (elected.leader, elected.leader_epoch, tuple(elected.replicas))
+    assert named(before)["kept"][0] != elected_now
+    assert named(after_election)["kept"][0] == elected_now
+    assert "kept-new" not in named(after_election)
+    assert set(named(after_creation)["kept-new"]) == set(range(PARTITIONS))
 
 
 def test_a_stopped_preferred_replica_leads_again_only_once_back_in_sync(

@@ -57,6 +57,15 @@ def _replica_manager(
     )
 
 
+def _over_a_local_store(tmp_path: Path) -> tuple[LocalStateStore, LogManager, ReplicaManager]:
+    """Broker 0's replica manager over a store and logs of its own in ``tmp_path``."""
+    store = LocalStateStore(tmp_path / "state")
+    data = tmp_path / "data"
+    data.mkdir()
+    logs = LogManager(LogManagerConfig(log_dirs=(data,)))
+    return store, logs, _replica_manager(tmp_path, store, logs)
+
+
 def test_passes_over_the_store_that_overlap_delete_a_topic_once(tmp_path: Path) -> None:
     store = LocalStateStore(tmp_path / "state")
     data = tmp_path / "data"
@@ -356,11 +365,7 @@ def test_metadata_names_a_new_leader_before_its_change_of_role_is_done(tmp_path:
     them, not once its hundreds of changes of role (each a leader-epoch checkpoint) are
     all done. Here the partition's lock is held, so its change of role cannot finish:
     Metadata names broker 0 all the same, and a produce is refused until it leads."""
-    store = LocalStateStore(tmp_path / "state")
-    data = tmp_path / "data"
-    data.mkdir()
-    logs = LogManager(LogManagerConfig(log_dirs=(data,)))
-    replicas = _replica_manager(tmp_path, store, logs)
+    store, logs, replicas = _over_a_local_store(tmp_path)
     orders = TopicPartition("orders", 0)
 
     async def named() -> None:
@@ -428,6 +433,39 @@ def test_a_state_written_while_a_pass_applies_is_named_by_metadata_at_once(
         asyncio.run(write_while_a_pass_applies())
     finally:
         logs.shutdown()
+
+
+def test_the_published_version_moves_with_a_new_state_and_not_with_one_read_again(
+    tmp_path: Path,
+) -> None:
+    """Metadata keeps its answer while ``published_version`` holds (``kafka/kept_answers``):
+    it moves when a partition's published state changes, and a topic's states read again
+    unchanged (every partition of a topic is published at each change of it) leave it."""
+    store, logs, replicas = _over_a_local_store(tmp_path)
+    orders = TopicPartition("orders", 0)
+
+    async def publish_and_change() -> tuple[int, int, int, int]:
+        empty = replicas.published_version
+        store.create_topic("orders", {p: PartitionState.new((0,)) for p in range(2)})
+        await replicas.poll_once()
+        created = replicas.published_version
+        unchanged = store.read_topic("orders")
+        await replicas.apply_all([(TopicPartition("orders", p), s) for p, s in unchanged.items()])
+        read_again = replicas.published_version
+        state = unchanged[0]
+        store.alter_partition("orders", 0, state.partition_epoch, state.with_leader(0))
+        await replicas.poll_once()
+        await replicas.stop()
+        return empty, created, read_again, replicas.published_version
+
+    try:
+        empty, created, read_again, changed = asyncio.run(publish_and_change())
+    finally:
+        logs.shutdown()
+    assert empty < created
+    assert read_again == created
+    assert changed > read_again
+    assert replicas.leadership(orders).leader_epoch == 1
 
 
 @pytest.mark.parametrize("topics", [1, 5], ids=["1-part", "10-parts"])

@@ -17,6 +17,7 @@ from tierlog.coordinator.coordinator import GroupCoordinator
 from tierlog.coordinator.transaction_coordinator import TransactionCoordinator
 from tierlog.coordinator.txn_marker_append import TxnMarkerAppender
 from tierlog.kafka.fetch_sessions import FetchSessionCache
+from tierlog.kafka.kept_answers import KeptAnswers
 from tierlog.kafka.topic_names import TopicNames
 from tierlog.replication.coordinator_lookup import CoordinatorLookup
 from tierlog.replication.replica_manager import ReplicaManager
@@ -69,6 +70,8 @@ class KafkaBroker:
     elect_leaders: LeaderElector | None = None
     # Topic names by id, built once per change of the topics.
     topic_names: TopicNames = field(default_factory=TopicNames)
+    # Metadata answers, written once per change of the topics or partition states.
+    metadata_answers: KeptAnswers = field(default_factory=KeptAnswers)
 
     @property
     def node_id(self) -> int:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+import io
 import typing
 from collections.abc import Callable, Mapping
 from functools import cache
@@ -40,7 +41,9 @@ __all__ = [
     "BY_REFERENCE_BYTES",
     "Frame",
     "build",
+    "encode_body",
     "encode_response",
+    "frame_body",
     "nested_entity",
     "read_request",
     "request_type",
@@ -51,7 +54,7 @@ E = TypeVar("E")
 
 # api_key (int16) and api_version (int16): what every request header starts with.
 HEADER_PREFIX_BYTES = 4
-_SIZE_PREFIX = b"\0\0\0\0"  # a response frame's size, filled in once it is known
+_SIZE_PREFIX_BYTES = 4  # a response frame's size, before its header
 
 # A value written at least this large is framed by reference, not copied: beyond it, one
 # more buffer for the transport costs less than the copy.
@@ -97,19 +100,36 @@ def encode_response(
     correlation_id: int, response: ResponsePayload
 ) -> tuple[bytes | bytearray, ...]:
     """The response's frame (its size, its header, v0 or v1 as its schema says, its body)
-    as the buffers to send in turn: any value of ``BY_REFERENCE_BYTES`` or more is the
-    response's own object, not a copy, and the runs of small fields between are handed
-    over as gathered (not copied again: a Metadata answer of thousands of partitions is
-    all one run). The body is written as kio writes it, its repeated small entities (a
-    Metadata answer's partitions) from the bytes of values written before
-    (``memoized_entities``)."""
+    as the buffers to send in turn (``encode_body``, then ``frame_body``)."""
+    return frame_body(correlation_id, type(response), encode_body(response))
+
+
+def encode_body(response: ResponsePayload) -> tuple[bytes | bytearray, ...]:
+    """The response's body as the buffers to send in turn: any value of
+    ``BY_REFERENCE_BYTES`` or more is the response's own object, not a copy, and the runs
+    of small fields between are handed over as gathered (not copied again: a Metadata
+    answer of thousands of partitions is all one run). The body is written as kio writes
+    it, its repeated small entities (a Metadata answer's partitions) from the bytes of
+    values written before (``memoized_entities``)."""
     pieces = _Pieces()
-    pieces.write(_SIZE_PREFIX)
-    header_type = type(response).__header_schema__
-    written = typing.cast(IO[bytes], pieces)  # all kio's writers use is ``write``
-    entity_writer(header_type)(written, header_type(correlation_id=i32(correlation_id)))
-    writer_of(type(response))(written, response)
-    return pieces.framed()
+    writer_of(type(response))(typing.cast(IO[bytes], pieces), response)  # kio uses ``write``
+    return pieces.written()
+
+
+def frame_body(
+    correlation_id: int, schema: type[ResponsePayload], body: tuple[bytes | bytearray, ...]
+) -> tuple[bytes | bytearray, ...]:
+    """The frame of a response of type ``schema`` whose body is ``body``: its size and
+    its header (v0 or v1 as the schema says), then the body's buffers, which are not
+    changed (one body may be framed for many requests). The size and header go in one
+    buffer with the body's first (its leading fields): one send, not two."""
+    header_type = schema.__header_schema__
+    with io.BytesIO() as header:
+        entity_writer(header_type)(header, header_type(correlation_id=i32(correlation_id)))
+        header_bytes = header.getvalue()
+    first, rest = (body[0], body[1:]) if body else (b"", ())
+    size = len(header_bytes) + sum(map(len, body))
+    return (size.to_bytes(_SIZE_PREFIX_BYTES, "big") + header_bytes + first, *rest)
 
 
 class _Pieces:
@@ -128,13 +148,9 @@ class _Pieces:
             self._run = bytearray()
         return len(data)
 
-    def framed(self) -> tuple[bytes | bytearray, ...]:
-        pieces = [*self._pieces, self._run]
-        first = pieces[0]
-        assert isinstance(first, bytearray) and first.startswith(_SIZE_PREFIX)
-        size = sum(map(len, pieces)) - len(_SIZE_PREFIX)
-        first[: len(_SIZE_PREFIX)] = size.to_bytes(len(_SIZE_PREFIX), "big")
-        return tuple(piece for piece in pieces if piece)
+    def written(self) -> tuple[bytes | bytearray, ...]:
+        """Every piece written, in order (none empty)."""
+        return tuple(piece for piece in (*self._pieces, self._run) if piece)
 
 
 def build(schema: type[E], values: Mapping[str, Any]) -> E:

@@ -48,7 +48,7 @@ from tierlog.kafka.alter_user_scram_credentials import alter_user_scram_credenti
 from tierlog.kafka.answer_later import AnswerLater
 from tierlog.kafka.api_versions import api_versions, unsupported_version
 from tierlog.kafka.broker import KafkaBroker
-from tierlog.kafka.codec import encode_response, read_request, request_type
+from tierlog.kafka.codec import encode_response, frame_body, read_request, request_type
 from tierlog.kafka.connection_quotas import ConnectionLimits, ConnectionQuotas
 from tierlog.kafka.consumer_group_describe import consumer_group_describe
 from tierlog.kafka.consumer_group_heartbeat import consumer_group_heartbeat
@@ -75,6 +75,7 @@ from tierlog.kafka.heartbeat import heartbeat
 from tierlog.kafka.incremental_alter_configs import incremental_alter_configs
 from tierlog.kafka.init_producer_id import init_producer_id
 from tierlog.kafka.join_group import join_group
+from tierlog.kafka.kept_answers import WrittenAnswer
 from tierlog.kafka.leave_group import leave_group
 from tierlog.kafka.list_groups import list_groups
 from tierlog.kafka.list_offsets import list_offsets
@@ -148,7 +149,8 @@ __all__ = ["KafkaListener", "api_name"]
 log = logging.getLogger(__name__)
 
 Handler = Callable[
-    [KafkaBroker, RequestPayload, int], Awaitable[ResponsePayload | AnswerLater | None]
+    [KafkaBroker, RequestPayload, int],
+    Awaitable[ResponsePayload | WrittenAnswer | AnswerLater | None],
 ]
 
 # After a failed accept (the process out of file descriptors) the acceptor waits this
@@ -170,7 +172,7 @@ async def _api_versions(
     return api_versions(version)
 
 
-async def _metadata(broker: KafkaBroker, request: RequestPayload, version: int) -> ResponsePayload:
+async def _metadata(broker: KafkaBroker, request: RequestPayload, version: int) -> WrittenAnswer:
     return metadata(broker, request, version)
 
 
@@ -526,9 +528,17 @@ def _holds_broker_token(authenticator: SaslAuthenticator | None) -> bool:
     return authenticator is not None and authenticator.holds_broker_token
 
 
-def _encoded(api_key: int, correlation_id: int, response: ResponsePayload | None) -> Answered:
+def _encoded(
+    api_key: int, correlation_id: int, response: ResponsePayload | WrittenAnswer | None
+) -> Answered:
     if response is None:
         return Answered(api_name(api_key), None, ())
+    if isinstance(response, WrittenAnswer):  # written before, for many requests
+        return Answered(
+            api_name(api_key),
+            frame_body(correlation_id, response.schema, response.body),
+            response.errors,
+        )
     return Answered(
         api_name(api_key),
         encode_response(correlation_id, response),

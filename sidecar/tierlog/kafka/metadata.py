@@ -22,24 +22,44 @@ from tierlog.broker.ownership import NO_OWNER
 from tierlog.kafka.broker import KafkaBroker
 from tierlog.kafka.codec import build, nested_entity, response_type
 from tierlog.kafka.errors import error_code
+from tierlog.kafka.kept_answers import WrittenAnswer
 from tierlog.kafka.versions import METADATA
-from tierlog.replication.leadership import partition_leaderships
+from tierlog.replication.leadership import leaderships_state, partition_leaderships
 from tierlog.storage.errors import TierlogError
 from tierlog.storage.topic_partition import TopicPartition
 
 __all__ = ["metadata"]
 
 
-def metadata(broker: KafkaBroker, request: RequestPayload, version: int) -> ResponsePayload:
-    store = broker.partitions.topics
-    manager = broker.partitions.manager
+def metadata(broker: KafkaBroker, request: RequestPayload, version: int) -> WrittenAnswer:
+    """The answer, as kept while the topics and the published partition states have not
+    changed (``kept_answers``). Of the request only its topics are read (the flags
+    ``allow_auto_topic_creation`` and ``include_*_authorized_operations`` change
+    nothing here), so they and every other input of ``_answer`` make the key."""
     asked: Any = getattr(request, "topics", None)
     if asked is None or (version == 0 and not asked):  # null (v0: empty): every topic
-        wanted: list[tuple[str | None, Any]] = [(t.name, None) for t in store.topics()]
+        wanted: tuple[tuple[str | None, Any], ...] | None = None
     else:
-        wanted = [(t.name, getattr(t, "topic_id", None)) for t in asked]
+        wanted = tuple((t.name, getattr(t, "topic_id", None)) for t in asked)
+    state = (broker.partitions.topics.version, leaderships_state(broker.partitions))
+    brokers = tuple(broker.known_brokers())
+    key = (version, wanted, brokers, broker.cluster_id, broker.controller_id)
+    return broker.metadata_answers.answer(
+        state, key, lambda: _answer(broker, version, wanted, brokers)
+    )
+
+
+def _answer(
+    broker: KafkaBroker,
+    version: int,
+    wanted: tuple[tuple[str | None, Any], ...] | None,
+    brokers: tuple[tuple[int, str, int], ...],
+) -> ResponsePayload:
+    store = broker.partitions.topics
+    manager = broker.partitions.manager
+    if wanted is None:
+        wanted = tuple((t.name, None) for t in store.topics())
     by_id = broker.topic_names_by_id()
-    brokers = broker.known_brokers()
     listed = frozenset(node_id for node_id, _host, _port in brokers)
     schema = response_type(METADATA, version)
     partition_schema: Any = nested_entity(nested_entity(schema, "topics"), "partitions")

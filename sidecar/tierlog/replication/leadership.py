@@ -10,7 +10,7 @@ from tierlog.broker.partitions import UNREPLICATED_LEADER_EPOCH, Partitions
 from tierlog.replication.replica_manager import Leadership, ReplicaManager
 from tierlog.storage.topic_partition import TopicPartition
 
-__all__ = ["partition_leadership", "partition_leaderships"]
+__all__ = ["leaderships_state", "partition_leadership", "partition_leaderships"]
 
 
 def partition_leadership(partitions: Partitions[ReplicaManager], tp: TopicPartition) -> Leadership:
@@ -28,6 +28,16 @@ def partition_leaderships(
     if replicas is None:
         return (_owner_as_replicas(partitions.ownership.owner(tp)) for tp in tps)
     return replicas.leaderships(tps)
+
+
+def leaderships_state(partitions: Partitions[ReplicaManager]) -> object:
+    """A value that is equal from one call to the next while ``partition_leaderships``
+    names every partition as before: the replica manager's ``published_version``, else
+    the ownership plan (replaced whole when it changes)."""
+    replicas = partitions.replicas
+    if replicas is None:
+        return partitions.ownership
+    return replicas.published_version
 
 
 def _owner_as_replicas(owner: Broker | None) -> Leadership:

@@ -122,6 +122,9 @@ class ReplicaManager:
         # (a hand-over's hundreds, each a leader-epoch checkpoint) are all done; until
         # the leader's own is, it answers NOT_LEADER_OR_FOLLOWER and the client retries.
         self._published: dict[TopicPartition, PartitionState] = {}
+        # Moves with every change of ``_published``: an answer built from the published
+        # states holds while this has not moved (``published_version``).
+        self._published_version = 0
         self.leaders: dict[TopicPartition, LeaderPartition] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}  # by leader id
         self._following: dict[TopicPartition, int] = {}  # -> leader id
@@ -300,6 +303,7 @@ class ReplicaManager:
                 del self.states[tp]
         for tp in [tp for tp in self._published if tp.topic == name]:
             del self._published[tp]
+            self._published_version += 1
         await asyncio.to_thread(self._delete_topic_here, name)
         self.watch.deleted(name)
         log.info("topic %s deleted: its replicas here are gone", name)
@@ -370,8 +374,11 @@ class ReplicaManager:
         """``state`` is what Metadata names for ``tp`` from now on, unless a newer one is
         (as ``apply`` takes it)."""
         published = self._published.get(tp)
+        if published == state:  # a topic's every partition is published at each change
+            return
         if published is None or published.partition_epoch <= state.partition_epoch:
             self._published[tp] = state
+            self._published_version += 1
 
     async def apply(self, tp: TopicPartition, state: PartitionState) -> None:
         """Take the role ``state`` gives this broker for ``tp`` (if it is newer than the
@@ -559,6 +566,12 @@ class ReplicaManager:
             leader_id=state.leader,
             leader_address=address,
         )
+
+    @property
+    def published_version(self) -> int:
+        """A number that moves whenever a partition's published state changes: what
+        ``leadership`` says of every partition holds while it has not moved."""
+        return self._published_version
 
     def leadership(self, tp: TopicPartition) -> Leadership:
         """``tp`` as Metadata names it: its newest state read (``_published``)."""
