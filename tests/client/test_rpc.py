@@ -21,7 +21,10 @@ from .sidecars import LiveSidecar
 
 async def _write_after_kill(sidecar: LiveSidecar) -> grpc.RpcError:
     """A produce stream's next write, made after kill -9 of its sidecar and before the
-    stream's end was read: gRPC fails it INTERNAL ("Internal error from Core")."""
+    stream's end was read: gRPC fails it INTERNAL ("Internal error from Core"), or
+    UNAVAILABLE ("Stream removed") when its core's own thread saw the socket close
+    while ``kill`` waited for the process (seen once under load): which one is gRPC's
+    race, not ours."""
     channel = open_aio_channel(sidecar.address)
     try:
         call = produce_stream(channel, ())
@@ -46,7 +49,28 @@ def test_a_write_into_a_stream_broken_by_a_sidecar_kill_is_a_retriable_network_e
 ) -> None:
     create_topic(sidecar.address, "restarts")
     failure = asyncio.run(_write_after_kill(sidecar))
-    assert failure.code() is grpc.StatusCode.INTERNAL  # what gRPC says: no reason attached
+    # what gRPC says, with no reason attached: either side of its core's race
+    assert failure.code() in {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAVAILABLE}
+    error = error_from_rpc(failure)
+    assert isinstance(error, NetworkError) and is_retriable(error)
+
+
+@pytest.mark.parametrize(
+    ("code", "details"),
+    [
+        (grpc.StatusCode.INTERNAL, "Internal error from Core"),
+        (grpc.StatusCode.UNAVAILABLE, "Stream removed"),
+        (grpc.StatusCode.UNKNOWN, "Stream removed"),
+        (grpc.StatusCode.CANCELLED, "Channel closed!"),
+    ],
+)
+def test_each_status_grpc_gives_a_broken_connection_is_a_retriable_network_error(
+    code: grpc.StatusCode, details: str
+) -> None:
+    """The statuses gRPC itself raises for a connection that broke, with no reason from
+    the sidecar, each as gRPC's own error type builds it: which one a kill gives is
+    timing (the test above), so each is checked here on its own."""
+    failure = grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
     error = error_from_rpc(failure)
     assert isinstance(error, NetworkError) and is_retriable(error)
 
