@@ -67,11 +67,8 @@ def _over_a_local_store(tmp_path: Path) -> tuple[LocalStateStore, LogManager, Re
 
 
 def test_passes_over_the_store_that_overlap_delete_a_topic_once(tmp_path: Path) -> None:
-    store = LocalStateStore(tmp_path / "state")
-    data = tmp_path / "data"
-    data.mkdir()
-    logs = LogManager(LogManagerConfig(log_dirs=(data,)))
-    replicas = _replica_manager(tmp_path, store, logs)
+    store, logs, replicas = _over_a_local_store(tmp_path)
+    data = tmp_path / "data"  # the log dir of ``_over_a_local_store``
 
     async def create_then_delete() -> None:
         store.create_topic("orders", {p: PartitionState.new((0,)) for p in range(3)})
@@ -330,11 +327,7 @@ def test_a_busy_partition_holds_up_no_other_partitions_new_role(tmp_path: Path) 
     metadata delta's leaderships together: one partition whose lock is held (a produce,
     a follower's append in progress) holds up none of the others. One at a time, each
     waited for the previous one's leader-epoch checkpoint to reach the disk."""
-    store = LocalStateStore(tmp_path / "state")
-    data = tmp_path / "data"
-    data.mkdir()
-    logs = LogManager(LogManagerConfig(log_dirs=(data,)))
-    replicas = _replica_manager(tmp_path, store, logs)
+    store, logs, replicas = _over_a_local_store(tmp_path)
     count = 8
     busy = TopicPartition("orders", 0)
     others = {TopicPartition("orders", p) for p in range(1, count)}
@@ -398,11 +391,7 @@ def test_a_state_written_while_a_pass_applies_is_named_by_metadata_at_once(
     keeps the store followed, so the next part's leaders are named as soon as they are
     written, not once that apply is done (2 s at 4,000 partitions, docs/BENCHMARKS.md);
     the next pass applies them."""
-    store = LocalStateStore(tmp_path / "state")
-    data = tmp_path / "data"
-    data.mkdir()
-    logs = LogManager(LogManagerConfig(log_dirs=(data,)))
-    replicas = _replica_manager(tmp_path, store, logs)
+    store, logs, replicas = _over_a_local_store(tmp_path)
     held, other = TopicPartition("orders", 0), TopicPartition("orders", 1)
 
     def new_epoch(tp: TopicPartition) -> None:
