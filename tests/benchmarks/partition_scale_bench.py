@@ -67,6 +67,7 @@ import random
 import signal
 import socket
 import statistics
+import sys
 import threading
 import time
 import urllib.request
@@ -269,6 +270,10 @@ class Looks(Protocol):
     @property
     def bootstrap(self) -> str: ...
 
+    @property
+    def last_asked(self) -> int | None:
+        """The node id the last look asked, where the looks choose it (else None)."""
+
     def look(self) -> dict[int, int] | None: ...
 
 
@@ -280,6 +285,7 @@ class LeaderLooks:
 
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
+        self.last_asked: int | None = None  # the admin client's choice, not recorded
         self._admin: KafkaAdminClient | None = None
 
     def look(self) -> dict[int, int] | None:
@@ -332,6 +338,7 @@ class SurvivorLooks:
             self._client.close()
             raise
         self._nodes = itertools.cycle(nodes)
+        self.last_asked: int | None = None
         self._request = MetadataRequest(
             topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)],
             allow_auto_topic_creation=False,
@@ -340,7 +347,7 @@ class SurvivorLooks:
     def look(self) -> dict[int, int] | None:
         """Each partition's leader as the next node sees it, or None if it did not answer
         within ``LOOK_TIMEOUT_MS`` (the client connects again at the next look)."""
-        node_id = next(self._nodes)
+        node_id = self.last_asked = next(self._nodes)
         try:
             response = self._client.send_and_receive(
                 node_id, self._request, timeout_ms=LOOK_TIMEOUT_MS
@@ -356,18 +363,71 @@ class SurvivorLooks:
         self._client.close()
 
 
-def wait_led(looks: Looks, partitions: int, not_by: int | None, deadline: float) -> None:
-    """Until one Metadata response gives every partition a leader (other than ``not_by``)."""
+@dataclass(frozen=True)
+class Look:
+    """One look of ``wait_led``: when it was sent and answered (wall clock, ``time.time()``,
+    to line up with the brokers' logs), the node asked (None: the client chose), and what
+    the answer said: how many partitions ``not_by`` still led, how many had no leader or
+    were missing (both None: no answer)."""
+
+    started: float
+    ended: float
+    node: int | None
+    led_by_not_by: int | None
+    leaderless: int | None
+
+    def line(self, since: float) -> str:
+        """The look in seconds after ``since``."""
+        asked = f"node {self.node}" if self.node is not None else "a node"
+        if self.led_by_not_by is None:
+            verdict = "no answer"
+        else:
+            verdict = f"{self.led_by_not_by} still led by it, {self.leaderless} leaderless"
+        return f"+{self.started - since:.3f}..+{self.ended - since:.3f} s {asked}: {verdict}"
+
+
+def wait_led(
+    looks: Looks,
+    partitions: int,
+    not_by: int | None,
+    deadline: float,
+    record: list[Look] | None = None,
+) -> None:
+    """Until one Metadata response gives every partition a leader (other than ``not_by``);
+    each look appended to ``record``."""
     while time.monotonic() < deadline:
+        started = time.time()
         led = looks.look()
-        if (
-            led is not None
-            and len(led) == partitions
-            and all(leader >= 0 and leader != not_by for leader in led.values())
-        ):
+        ended = time.time()
+        by_not_by = leaderless = None
+        if led is not None:
+            by_not_by = sum(1 for leader in led.values() if leader == not_by)
+            leaderless = partitions - len(led) + sum(1 for leader in led.values() if leader < 0)
+        if record is not None:
+            record.append(Look(started, ended, looks.last_asked, by_not_by, leaderless))
+        if by_not_by == 0 and leaderless == 0:
             return
         time.sleep(POLL_S)
     raise TimeoutError(f"partitions of {looks.bootstrap} not all led by the deadline")
+
+
+def _note_signal(event: str, args: tuple[Any, ...]) -> None:
+    if event == "os.kill":
+        SIGNALS_SENT.setdefault(threading.get_ident(), time.time())
+
+
+# When each thread of this process first sent a signal (``os.kill``, wall clock): the
+# moment a system's ``stop`` actually signals its broker, after what it does first
+# (tierlog's ``stop_broker`` takes the cluster record's file lock and reads it; Kafka's
+# ``Popen.send_signal`` calls ``os.kill`` too). Seen through the audit event, so both
+# systems' own stop code runs as it is.
+SIGNALS_SENT: dict[int, float] = {}
+sys.addaudithook(_note_signal)
+
+
+def wall(moment: float) -> str:
+    """``moment`` (``time.time()``) as the brokers' logs write it (local time)."""
+    return time.strftime("%H:%M:%S", time.localtime(moment)) + f",{int(moment * 1000) % 1000:03d}"
 
 
 def produce_everywhere(bootstrap: str, partitions: int, deadline: float) -> None:
@@ -530,15 +590,18 @@ def lose_one(
     # The clocks run from the signal, not from the process's end: a stopping broker hands
     # its leaderships over first and closes its logs after (2,000 of them took 38 s).
     stopping = threading.Thread(target=stop, args=(VICTIM,))
+    record: list[Look] = []
     with SurvivorLooks(survivors, survivor_ids) as looks:  # connected before the clock
+        called = time.time()
         started = time.monotonic()
         stopping.start()
         deadline = started + READY_TIMEOUT_S
-        wait_led(looks, partitions, VICTIM, deadline)
+        wait_led(looks, partitions, VICTIM, deadline, record)
         led_again = time.monotonic() - started
     produce_everywhere(survivors, partitions, deadline)
     writable = time.monotonic() - started
     stopping.join()
+    timeline(brokers.name, partitions, called, SIGNALS_SENT.pop(stopping.ident or 0, None), record)
     brokers.start(VICTIM)
     wait_ready(bootstrap, partitions, time.monotonic() + READY_TIMEOUT_S)
     back = time.monotonic()
@@ -546,6 +609,21 @@ def lose_one(
     preferred = time.monotonic() - back
     progress(f"{partitions}: {brokers.name} broker {VICTIM} leads {victim_led} again")
     return led_again, writable, preferred
+
+
+def timeline(
+    name: str, partitions: int, called: float, signalled: float | None, record: list[Look]
+) -> None:
+    """The losing step's timeline, printed once it is over (wall clock; seconds after the
+    signal): when the stop was called and the signal sent, then each look."""
+    since = signalled if signalled is not None else called
+    sent = f"signal sent {wall(signalled)}" if signalled is not None else "no signal seen"
+    progress(
+        f"{partitions}: {name} timeline: stop called {wall(called)} "
+        f"({called - since:+.3f} s), {sent}; {len(record)} looks:"
+    )
+    for look in record:
+        progress(f"{partitions}: {name}   look {look.line(since)}")
 
 
 def idle(brokers: Brokers, seconds: float) -> tuple[float, float]:
