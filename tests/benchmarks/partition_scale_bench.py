@@ -67,6 +67,7 @@ import random
 import signal
 import socket
 import statistics
+import struct
 import sys
 import threading
 import time
@@ -78,9 +79,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kafka import KafkaAdminClient, KafkaProducer
-from kafka.errors import KafkaError
 from kafka.net.compat import KafkaNetClient
-from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from tests.benchmarks.kafka_comparison_bench import progress
 from tests.benchmarks.scale_plot import Series, write_svg
@@ -112,6 +112,7 @@ POLL_S = 0.05
 LIGHT_LOAD_TICK_S = 0.05
 LIGHT_LOAD_CLOSE_S = 30.0  # beyond the load's delivery timeout
 LOOK_TIMEOUT_MS = 5_000  # a look at a broker that went away is given up, not waited on
+METADATA_VERSION = 12  # of the looks at the survivors: both systems answer 0-13
 TIERLOG, KAFKA = "tierlog", "Kafka"
 FIGURES = (
     "clean start s",
@@ -274,6 +275,11 @@ class Looks(Protocol):
     def last_asked(self) -> int | None:
         """The node id the last look asked, where the looks choose it (else None)."""
 
+    @property
+    def last_answered(self) -> float | None:
+        """When the last look's answer was read whole (``time.monotonic()``), before it
+        was decoded, where the looks know it (else None)."""
+
     def look(self) -> dict[int, int] | None: ...
 
 
@@ -286,6 +292,7 @@ class LeaderLooks:
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
         self.last_asked: int | None = None  # the admin client's choice, not recorded
+        self.last_answered: float | None = None  # not known apart from its decoding
         self._admin: KafkaAdminClient | None = None
 
     def look(self) -> dict[int, int] | None:
@@ -321,57 +328,119 @@ class SurvivorLooks:
     cluster's metadata and sends each request to its least loaded broker among all those
     that metadata lists, and a broker being stopped stays listed (by Kafka until it is
     fenced, by tierlog until its lease expires): a scratch run found every look asking
-    it. ``KafkaNetClient``, the network client kafka-python's own clients are built on
-    (the admin client's ``kafka_client``), sends a request to a node id of our choosing;
-    its bootstrap and its own metadata refreshes never answer a look."""
+    it. So each look is a plain socket's request to a node id of our choosing (its
+    address from kafka-python's bootstrap), encoded and decoded by kafka-python's
+    protocol classes.
+
+    An answer is timed when its last byte is read (``last_answered``), before it is
+    decoded: kafka-python decodes 2,000 partitions in pure Python (10-30 ms of CPU, and
+    its ``to_dict`` as much again), and with the brokers' own work after a signal
+    saturating the machine's 2 cores, a packet capture of the bench (docs/BENCHMARKS.md,
+    issue 32's "where led again's time goes") found its looks done 0.26-2.25 s after the
+    survivor's whole answer was in their socket, in both systems' turns: the figure was
+    then the bench's own CPU, not the brokers'."""
 
     def __init__(self, bootstrap: str, nodes: Sequence[int]) -> None:
         self.bootstrap = bootstrap
-        self._client = KafkaNetClient(
-            bootstrap_servers=bootstrap, request_timeout_ms=LOOK_TIMEOUT_MS
-        )
-        try:
-            self._client.check_version(timeout_ms=LOOK_TIMEOUT_MS)  # node ids -> addresses
-            for node_id in nodes:
-                self._client.await_ready(node_id, timeout_ms=LOOK_TIMEOUT_MS)
-        except Exception:
-            self._client.close()
-            raise
+        self._addresses = node_addresses(bootstrap, nodes)
+        self._sockets: dict[int, socket.socket] = {}
+        self._correlation_ids = itertools.count()
         self._nodes = itertools.cycle(nodes)
         self.last_asked: int | None = None
-        self._request = MetadataRequest(
-            topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)],
-            allow_auto_topic_creation=False,
-        )
+        self.last_answered: float | None = None
+        try:
+            for node_id in nodes:
+                self._connection(node_id)
+        except Exception:
+            self.close()
+            raise
 
     def look(self) -> dict[int, int] | None:
         """Each partition's leader as the next node sees it, or None if it did not answer
-        within ``LOOK_TIMEOUT_MS`` (the client connects again at the next look)."""
+        within ``LOOK_TIMEOUT_MS`` (connected again at the next look)."""
         node_id = self.last_asked = next(self._nodes)
         try:
-            response = self._client.send_and_receive(
-                node_id, self._request, timeout_ms=LOOK_TIMEOUT_MS
-            )
-        except KafkaError:
+            body = self._ask(node_id)
+        except OSError:  # refused, reset, timed out: this connection is done
+            with contextlib.suppress(OSError):
+                self._sockets.pop(node_id).close()
             return None
-        return topic_leaders(response.to_dict()["topics"])
+        response = MetadataResponse.decode(body, version=METADATA_VERSION, header=True)
+        (topic,) = response.topics
+        return {p.partition_index: p.leader_id for p in topic.partitions}
+
+    def _ask(self, node_id: int) -> bytearray:
+        """The answer's bytes (its header and body), ``last_answered`` set once all are
+        read."""
+        connection = self._connection(node_id)
+        request = MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)],
+            allow_auto_topic_creation=False,
+        )
+        request.with_header(correlation_id=next(self._correlation_ids), client_id="scale-bench")
+        connection.sendall(request.encode(version=METADATA_VERSION, header=True, framed=True))
+        (size,) = struct.unpack(">i", _read_exactly(connection, 4))
+        body = _read_exactly(connection, size)
+        self.last_answered = time.monotonic()
+        return body
+
+    def _connection(self, node_id: int) -> socket.socket:
+        connection = self._sockets.get(node_id)
+        if connection is None:
+            connection = socket.create_connection(
+                self._addresses[node_id], timeout=LOOK_TIMEOUT_MS / 1000
+            )
+            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._sockets[node_id] = connection
+        return connection
 
     def __enter__(self) -> SurvivorLooks:
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        self._client.close()
+        self.close()
+
+    def close(self) -> None:
+        for connection in self._sockets.values():
+            connection.close()
+        self._sockets.clear()
+
+
+def node_addresses(bootstrap: str, nodes: Sequence[int]) -> dict[int, tuple[str, int]]:
+    """Each of ``nodes``' address, as the cluster's Metadata lists it."""
+    client = KafkaNetClient(bootstrap_servers=bootstrap, request_timeout_ms=LOOK_TIMEOUT_MS)
+    try:
+        client.check_version(timeout_ms=LOOK_TIMEOUT_MS)  # the cluster's metadata too
+        brokers = {node_id: client.cluster.broker_metadata(node_id) for node_id in nodes}
+    finally:
+        client.close()
+    missing = [node_id for node_id, broker in brokers.items() if broker is None]
+    if missing:
+        raise RuntimeError(f"{bootstrap} lists no broker {missing}")
+    return {node_id: (broker.host, broker.port) for node_id, broker in brokers.items()}
+
+
+def _read_exactly(connection: socket.socket, size: int) -> bytearray:
+    data = bytearray(size)
+    view, received = memoryview(data), 0
+    while received < size:
+        got = connection.recv_into(view[received:])
+        if not got:
+            raise ConnectionResetError("the broker closed the connection")
+        received += got
+    return data
 
 
 @dataclass(frozen=True)
 class Look:
-    """One look of ``wait_led``: when it was sent and answered (wall clock, ``time.time()``,
-    to line up with the brokers' logs), the node asked (None: the client chose), and what
-    the answer said: how many partitions ``not_by`` still led, how many had no leader or
-    were missing (both None: no answer)."""
+    """One look of ``wait_led`` (``time.monotonic()``): when it was sent, its answer read
+    whole (None: not known apart from its decoding) and decoded; the node asked (None:
+    the client chose); and what the answer said: how many partitions ``not_by`` still
+    led, how many had no leader or were missing (both None: no answer)."""
 
-    started: float
-    ended: float
+    sent: float
+    answered: float | None
+    decoded: float
     node: int | None
     led_by_not_by: int | None
     leaderless: int | None
@@ -379,11 +448,15 @@ class Look:
     def line(self, since: float) -> str:
         """The look in seconds after ``since``."""
         asked = f"node {self.node}" if self.node is not None else "a node"
+        answered = "" if self.answered is None else f" answered +{self.answered - since:.3f},"
         if self.led_by_not_by is None:
             verdict = "no answer"
         else:
             verdict = f"{self.led_by_not_by} still led by it, {self.leaderless} leaderless"
-        return f"+{self.started - since:.3f}..+{self.ended - since:.3f} s {asked}: {verdict}"
+        return (
+            f"{asked} sent +{self.sent - since:.3f},{answered} decoded "
+            f"+{self.decoded - since:.3f} s: {verdict}"
+        )
 
 
 def wait_led(
@@ -392,36 +465,39 @@ def wait_led(
     not_by: int | None,
     deadline: float,
     record: list[Look] | None = None,
-) -> None:
+) -> float:
     """Until one Metadata response gives every partition a leader (other than ``not_by``);
-    each look appended to ``record``."""
+    when that response was read whole (``time.monotonic()``; when it was decoded, where
+    the looks do not know). Each look is appended to ``record``."""
     while time.monotonic() < deadline:
-        started = time.time()
+        sent = time.monotonic()
         led = looks.look()
-        ended = time.time()
+        decoded = time.monotonic()
+        answered = looks.last_answered if led is not None else None
         by_not_by = leaderless = None
         if led is not None:
             by_not_by = sum(1 for leader in led.values() if leader == not_by)
             leaderless = partitions - len(led) + sum(1 for leader in led.values() if leader < 0)
         if record is not None:
-            record.append(Look(started, ended, looks.last_asked, by_not_by, leaderless))
+            record.append(Look(sent, answered, decoded, looks.last_asked, by_not_by, leaderless))
         if by_not_by == 0 and leaderless == 0:
-            return
+            return decoded if answered is None else answered
         time.sleep(POLL_S)
     raise TimeoutError(f"partitions of {looks.bootstrap} not all led by the deadline")
 
 
-def _note_signal(event: str, args: tuple[Any, ...]) -> None:
+def _note_signal(event: str, _args: tuple[Any, ...]) -> None:
     if event == "os.kill":
-        SIGNALS_SENT.setdefault(threading.get_ident(), time.time())
+        SIGNALS_SENT.setdefault(threading.get_ident(), (time.time(), time.monotonic()))
 
 
-# When each thread of this process first sent a signal (``os.kill``, wall clock): the
-# moment a system's ``stop`` actually signals its broker, after what it does first
-# (tierlog's ``stop_broker`` takes the cluster record's file lock and reads it; Kafka's
+# When each thread of this process first sent a signal (``os.kill``; wall clock, to line
+# up with the brokers' logs, and monotonic): the moment a system's ``stop`` actually
+# signals its broker, after what it does first (tierlog's ``stop_broker`` takes the
+# cluster record's file lock and reads it, 1-13 ms in scratch runs; Kafka's
 # ``Popen.send_signal`` calls ``os.kill`` too). Seen through the audit event, so both
 # systems' own stop code runs as it is.
-SIGNALS_SENT: dict[int, float] = {}
+SIGNALS_SENT: dict[int, tuple[float, float]] = {}
 sys.addaudithook(_note_signal)
 
 
@@ -589,19 +665,21 @@ def lose_one(
     survivors = ",".join(bootstrap.split(",")[n] for n in survivor_ids)
     # The clocks run from the signal, not from the process's end: a stopping broker hands
     # its leaderships over first and closes its logs after (2,000 of them took 38 s).
+    # The clocks start at the signal itself (seen by ``SIGNALS_SENT``), not at the call.
     stopping = threading.Thread(target=stop, args=(VICTIM,))
     record: list[Look] = []
     with SurvivorLooks(survivors, survivor_ids) as looks:  # connected before the clock
-        called = time.time()
-        started = time.monotonic()
+        called = time.monotonic()
         stopping.start()
-        deadline = started + READY_TIMEOUT_S
-        wait_led(looks, partitions, VICTIM, deadline, record)
-        led_again = time.monotonic() - started
+        deadline = called + READY_TIMEOUT_S
+        seen = wait_led(looks, partitions, VICTIM, deadline, record)
+    wall_signalled, started = SIGNALS_SENT.get(stopping.ident or 0, (time.time(), called))
+    led_again = seen - started
     produce_everywhere(survivors, partitions, deadline)
     writable = time.monotonic() - started
     stopping.join()
-    timeline(brokers.name, partitions, called, SIGNALS_SENT.pop(stopping.ident or 0, None), record)
+    SIGNALS_SENT.pop(stopping.ident or 0, None)
+    timeline(f"{partitions}: {brokers.name}", wall_signalled, started, called, record)
     brokers.start(VICTIM)
     wait_ready(bootstrap, partitions, time.monotonic() + READY_TIMEOUT_S)
     back = time.monotonic()
@@ -612,18 +690,16 @@ def lose_one(
 
 
 def timeline(
-    name: str, partitions: int, called: float, signalled: float | None, record: list[Look]
+    label: str, wall_signalled: float, signalled: float, called: float, record: list[Look]
 ) -> None:
-    """The losing step's timeline, printed once it is over (wall clock; seconds after the
-    signal): when the stop was called and the signal sent, then each look."""
-    since = signalled if signalled is not None else called
-    sent = f"signal sent {wall(signalled)}" if signalled is not None else "no signal seen"
+    """The losing step's timeline, printed once it is over: the signal's wall clock (as
+    the brokers' logs write it), then in seconds after it the stop's call and each look."""
     progress(
-        f"{partitions}: {name} timeline: stop called {wall(called)} "
-        f"({called - since:+.3f} s), {sent}; {len(record)} looks:"
+        f"{label} timeline: signal sent {wall(wall_signalled)}, the stop called "
+        f"{called - signalled:+.3f} s; {len(record)} looks:"
     )
     for look in record:
-        progress(f"{partitions}: {name}   look {look.line(since)}")
+        progress(f"{label}   look {look.line(signalled)}")
 
 
 def idle(brokers: Brokers, seconds: float) -> tuple[float, float]:
