@@ -448,14 +448,14 @@ class Look:
     def line(self, since: float) -> str:
         """The look in seconds after ``since``."""
         asked = f"node {self.node}" if self.node is not None else "a node"
-        answered = "" if self.answered is None else f" answered +{self.answered - since:.3f},"
+        answered = "" if self.answered is None else f" answered {self.answered - since:+.3f},"
         if self.led_by_not_by is None:
             verdict = "no answer"
         else:
             verdict = f"{self.led_by_not_by} still led by it, {self.leaderless} leaderless"
         return (
-            f"{asked} sent +{self.sent - since:.3f},{answered} decoded "
-            f"+{self.decoded - since:.3f} s: {verdict}"
+            f"{asked} sent {self.sent - since:+.3f},{answered} decoded "
+            f"{self.decoded - since:+.3f} s: {verdict}"
         )
 
 
