@@ -30,7 +30,11 @@ measures both. Then ``--runs`` rounds, the two systems interleaved in each step:
   accepts an ``acks=all`` record again ("writable": a new producer bootstrapped on the
   survivors, left as any client is: it asks any broker it knows for Metadata, broker 2
   included while it still answers, and sends each record to the leader named); then
-  broker 2 comes back (not timed);
+  broker 2 comes back (not timed). Both clocks start at the signal itself, and a look's
+  answer counts when its last byte is read, before the bench decodes it (decoding is
+  the bench's CPU, not the broker's); the step prints its timeline: the signal's
+  wall-clock time (to line up with the brokers' logs) and each look's node, times and
+  verdict;
 - *SIGTERM of broker 2*: the same with a controlled shutdown (timed from the signal;
   the broker may still be closing its logs), then broker 2 comes back and, once ready, seconds until
   ElectLeaders has given every partition back to its preferred replica ("back to
