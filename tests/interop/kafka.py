@@ -447,8 +447,17 @@ class KafkaBroker:
         cmd = self.tools.command("kafka.Kafka", properties, jvm_args=(*BROKER_JVM_ARGS, *levels))
         with self.log_file.open("ab") as log:
             self._log_start = log.tell()
+            # A session of its own, as each tierlog broker has (``LocalSidecar.spawn``):
+            # with the kernel's autogroup scheduling on, CPU is shared between sessions
+            # first, and JVMs left in their client's session shared its one share, so a
+            # benchmark's client got less CPU beside busy tierlog brokers than beside
+            # busy JVMs (docs/BENCHMARKS.md, "where led again's time goes").
             self._process = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
             )
         self._wait_until_started()
         return self
