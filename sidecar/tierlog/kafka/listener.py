@@ -323,6 +323,12 @@ class KafkaListener:
         """Serves one accepted connection (after its TLS handshake, on a TLS listener);
         its quota is freed when it ends, however."""
         try:
+            # Kafka's acceptor turns Nagle's algorithm off for every connection. asyncio
+            # does so only for a socket whose proto is IPPROTO_TCP, and what
+            # socket.create_server accepts has proto 0: left on, an answer's last small
+            # piece (a Fetch's tail, after its records) waits for the client's delayed
+            # ACK, 40 ms, whenever the piece before it is a small one still unacknowledged.
+            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             loop = asyncio.get_running_loop()
             frames = Frames()
             try:
