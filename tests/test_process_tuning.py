@@ -32,20 +32,26 @@ CHURN = textwrap.dedent(
 )
 PAGES_A_MIB = (1 << 20) // 4096
 
-FREEZE = textwrap.dedent(
+# An object in a reference cycle of its own: only the cyclic GC frees it.
+CYCLE = textwrap.dedent(
     """
-    import gc, weakref
-    from tierlog.process_tuning import tune_process
+    import gc, sys, weakref
     class Node:
         pass
     def cycle():
         node = Node()
         node.itself = node
-        return weakref.ref(node)
-    garbage_before = cycle()
+        return node
+    """
+)
+
+FREEZE = CYCLE + textwrap.dedent(
+    """
+    from tierlog.process_tuning import tune_process
+    garbage_before = weakref.ref(cycle())
     alive = [cycle() for _ in range(3)]
     tune_process()
-    garbage_after = cycle()
+    garbage_after = weakref.ref(cycle())
     gc.collect()
     print(gc.get_freeze_count(), garbage_before() is None, garbage_after() is None)
     """
@@ -70,3 +76,29 @@ def test_start_up_objects_are_frozen_and_later_garbage_is_still_collected() -> N
     assert int(frozen) > 1000  # the interpreter's modules, classes and functions
     assert before_collected == "True"  # garbage at the time is collected, not frozen
     assert after_collected == "True"
+
+
+NEW_OBJECTS = CYCLE + textwrap.dedent(
+    """
+    from tierlog.process_tuning import freeze_new_objects, tune_process
+    untuned = freeze_new_objects()
+    if sys.argv[1] == "tuned":
+        tune_process()
+    kept = cycle()
+    garbage = weakref.ref(cycle())
+    tuned = freeze_new_objects()
+    scanned = any(thing is kept for thing in gc.get_objects())
+    thawed_garbage = weakref.ref(kept)
+    del kept
+    freeze_new_objects(thaw=True)
+    print(untuned, tuned, scanned, garbage() is None, thawed_garbage() is None)
+    """
+)
+
+
+def test_objects_made_after_start_up_are_frozen_only_in_a_tuned_process() -> None:
+    assert run(NEW_OBJECTS, "untuned").split()[:3] == ["False", "False", "True"]
+    untuned, tuned, scanned, garbage_collected, thawed_collected = run(NEW_OBJECTS, "tuned").split()
+    assert (untuned, tuned, scanned) == ("False", "True", "False")
+    assert garbage_collected == "True"  # garbage at the freeze is collected, not frozen
+    assert thawed_collected == "True"  # let go of after its freeze: collected once thawed

@@ -44,6 +44,7 @@ from tierlog.partition_state.model import (
 )
 from tierlog.partition_state.store import PartitionStateStore
 from tierlog.partition_state.store_follower import StoreFollower, StoreView
+from tierlog.process_tuning import freeze_new_objects
 from tierlog.replication.config import ReplicationConfig
 from tierlog.replication.fetcher import APPLIES_IN_FLIGHT, ReplicaFetcher
 from tierlog.replication.follower import FetchOutcome
@@ -235,11 +236,18 @@ class ReplicaManager:
         view = await self._read()
         # Taken at once: what a read made while this pass runs stays for the next one.
         applying, self._unapplied = self._unapplied, set()
+        logs_before = self.logs.partition_count
         try:
             await self._apply_view(view, applying)
         except BaseException:
             self._unapplied |= applying  # applied again by the next pass
             raise
+        finally:
+            logs_after = self.logs.partition_count
+            if logs_after != logs_before:
+                # The logs made (or let go of) live as long as their partitions here: out
+                # of the cyclic GC's full collections (tierlog.process_tuning).
+                freeze_new_objects(thaw=logs_after < logs_before)
         await self._repoint_fetchers()
 
     async def _apply_view(self, view: StoreView, topics: set[str]) -> None:
