@@ -67,6 +67,7 @@ import contextlib
 import itertools
 import json
 import os
+import queue
 import random
 import signal
 import socket
@@ -284,11 +285,18 @@ class Looks(Protocol):
         """The node id the last look asked, where the looks choose it (else None)."""
 
     @property
+    def last_sent(self) -> float | None:
+        """When the last look was sent (``time.monotonic()``), where the looks send it
+        apart from ``look`` (else None: ``look``'s call is the send)."""
+
+    @property
     def last_answered(self) -> float | None:
         """When the last look's answer was read whole (``time.monotonic()``), before it
         was decoded, where the looks know it (else None)."""
 
-    def look(self) -> dict[int, int] | None: ...
+    def look(self) -> dict[int, int] | None:
+        """The next look's answer: each partition's leader, or None without one. Looks
+        come at most every ``POLL_S``."""
 
 
 class LeaderLooks:
@@ -300,11 +308,14 @@ class LeaderLooks:
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
         self.last_asked: int | None = None  # the admin client's choice, not recorded
+        self.last_sent: float | None = None  # the call is the send
         self.last_answered: float | None = None  # not known apart from its decoding
         self._admin: KafkaAdminClient | None = None
+        self._next_look = 0.0
 
     def look(self) -> dict[int, int] | None:
         """Each partition's leader, or None while no broker answers."""
+        time.sleep(max(self._next_look - time.monotonic(), 0.0))
         try:
             if self._admin is None:
                 self._admin = KafkaAdminClient(
@@ -314,6 +325,8 @@ class LeaderLooks:
         except Exception:  # a broker still starting or just gone: connect again
             self.close()
             return None
+        finally:
+            self._next_look = time.monotonic() + POLL_S
 
     def __enter__(self) -> LeaderLooks:
         return self
@@ -346,7 +359,14 @@ class SurvivorLooks:
     saturating the machine's 2 cores, a packet capture of the bench (docs/BENCHMARKS.md,
     issue 32's "where led again's time goes") found its looks done 0.26-2.25 s after the
     survivor's whole answer was in their socket, in both systems' turns: the figure was
-    then the bench's own CPU, not the brokers'."""
+    then the bench's own CPU, not the brokers'.
+
+    For the same reason the looks are sent and read by a thread of their own, every
+    ``POLL_S`` after the last answer, while ``look`` decodes them in order: a decoding
+    slowed by the signal's load (0.59 s for one answer of 2,000 partitions in a run of
+    session 27) no longer holds the next look back. That thread waits for the GIL at most
+    the interpreter's switch interval (5 ms) to time an answer read while ``look``
+    decodes."""
 
     def __init__(self, bootstrap: str, nodes: Sequence[int]) -> None:
         self.bootstrap = bootstrap
@@ -354,7 +374,11 @@ class SurvivorLooks:
         self._sockets: dict[int, socket.socket] = {}
         self._correlation_ids = itertools.count()
         self._nodes = itertools.cycle(nodes)
+        self._answers: queue.Queue[_Answer] = queue.Queue()
+        self._stop = threading.Event()
+        self._asker = threading.Thread(target=self._ask_on, name="survivor-looks", daemon=True)
         self.last_asked: int | None = None
+        self.last_sent: float | None = None
         self.last_answered: float | None = None
         try:
             for node_id in nodes:
@@ -365,21 +389,42 @@ class SurvivorLooks:
 
     def look(self) -> dict[int, int] | None:
         """Each partition's leader as the next node sees it, or None if it did not answer
-        within ``LOOK_TIMEOUT_MS`` (connected again at the next look)."""
-        node_id = self.last_asked = next(self._nodes)
-        try:
-            body = self._ask(node_id)
-        except OSError:  # refused, reset, timed out: this connection is done
-            with contextlib.suppress(OSError):
-                self._sockets.pop(node_id).close()
+        within ``LOOK_TIMEOUT_MS`` (connected again at the next look). The first call
+        starts the looks."""
+        if self._asker.ident is None:
+            self._asker.start()
+        answer = self._next_answer()
+        self.last_asked, self.last_sent, self.last_answered = answer.node, answer.sent, None
+        if answer.body is None:
             return None
-        response = MetadataResponse.decode(body, version=METADATA_VERSION, header=True)
+        self.last_answered = answer.answered
+        response = MetadataResponse.decode(answer.body, version=METADATA_VERSION, header=True)
         (topic,) = response.topics
         return {p.partition_index: p.leader_id for p in topic.partitions}
 
+    def _next_answer(self) -> _Answer:
+        while True:
+            try:
+                return self._answers.get(timeout=POLL_S)
+            except queue.Empty:
+                if not self._asker.is_alive():  # its error is on stderr
+                    raise RuntimeError("the looks' thread stopped") from None
+
+    def _ask_on(self) -> None:
+        """Until closed: a look to the next node, its answer (None: none) queued."""
+        while not self._stop.is_set():
+            node_id, sent = next(self._nodes), time.monotonic()
+            try:
+                body: bytearray | None = self._ask(node_id)
+            except OSError:  # refused, reset, timed out: this connection is done
+                body = None
+                with contextlib.suppress(OSError):
+                    self._sockets.pop(node_id).close()
+            self._answers.put(_Answer(node_id, sent, time.monotonic(), body))
+            self._stop.wait(POLL_S)
+
     def _ask(self, node_id: int) -> bytearray:
-        """The answer's bytes (its header and body), ``last_answered`` set once all are
-        read."""
+        """The answer's bytes (its header and body)."""
         connection = self._connection(node_id)
         request = MetadataRequest(
             topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)],
@@ -388,9 +433,7 @@ class SurvivorLooks:
         request.with_header(correlation_id=next(self._correlation_ids), client_id="scale-bench")
         connection.sendall(request.encode(version=METADATA_VERSION, header=True, framed=True))
         (size,) = struct.unpack(">i", _read_exactly(connection, 4))
-        body = _read_exactly(connection, size)
-        self.last_answered = time.monotonic()
-        return body
+        return _read_exactly(connection, size)
 
     def _connection(self, node_id: int) -> socket.socket:
         connection = self._sockets.get(node_id)
@@ -409,9 +452,23 @@ class SurvivorLooks:
         self.close()
 
     def close(self) -> None:
+        self._stop.set()
+        if self._asker.is_alive():
+            self._asker.join()
         for connection in self._sockets.values():
             connection.close()
         self._sockets.clear()
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """One look of ``SurvivorLooks``' thread: the node asked, when it was sent and its
+    answer read whole (``time.monotonic()``), and the answer's bytes (None: none)."""
+
+    node: int
+    sent: float
+    answered: float
+    body: bytearray | None
 
 
 def node_addresses(bootstrap: str, nodes: Sequence[int]) -> dict[int, tuple[str, int]]:
@@ -478,9 +535,10 @@ def wait_led(
     when that response was read whole (``time.monotonic()``; when it was decoded, where
     the looks do not know). Each look is appended to ``record``."""
     while time.monotonic() < deadline:
-        sent = time.monotonic()
+        called = time.monotonic()
         led = looks.look()
         decoded = time.monotonic()
+        sent = called if looks.last_sent is None else looks.last_sent
         answered = looks.last_answered if led is not None else None
         by_not_by = leaderless = None
         if led is not None:
@@ -490,7 +548,6 @@ def wait_led(
             record.append(Look(sent, answered, decoded, looks.last_asked, by_not_by, leaderless))
         if by_not_by == 0 and leaderless == 0:
             return decoded if answered is None else answered
-        time.sleep(POLL_S)
     raise TimeoutError(f"partitions of {looks.bootstrap} not all led by the deadline")
 
 
