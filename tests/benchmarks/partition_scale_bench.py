@@ -78,7 +78,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -362,11 +362,12 @@ class SurvivorLooks:
     then the bench's own CPU, not the brokers'.
 
     For the same reason the looks are sent and read by a thread of their own, every
-    ``POLL_S`` after the last answer, while ``look`` decodes them in order: a decoding
-    slowed by the signal's load (0.59 s for one answer of 2,000 partitions in a run of
-    session 27) no longer holds the next look back. That thread waits for the GIL at most
-    the interpreter's switch interval (5 ms) to time an answer read while ``look``
-    decodes."""
+    ``POLL_S`` after the last answer, while ``look`` has them decoded in order by a
+    process of their own: a decoding slowed by the signal's load (0.59 s for one answer
+    of 2,000 partitions in a run of session 27) no longer holds the next look back. In
+    this process it did, even from another thread: one look waited 0.33 s for the GIL
+    the decoding held, in a run where the machine's two cores were busy with the
+    brokers."""
 
     def __init__(self, bootstrap: str, nodes: Sequence[int]) -> None:
         self.bootstrap = bootstrap
@@ -377,10 +378,12 @@ class SurvivorLooks:
         self._answers: queue.Queue[_Answer] = queue.Queue()
         self._stop = threading.Event()
         self._asker = threading.Thread(target=self._ask_on, name="survivor-looks", daemon=True)
+        self._decoder = ProcessPoolExecutor(1)
         self.last_asked: int | None = None
         self.last_sent: float | None = None
         self.last_answered: float | None = None
         try:
+            self._decoder.submit(int).result()  # forked now, before the clock and the thread
             for node_id in nodes:
                 self._connection(node_id)
         except Exception:
@@ -398,9 +401,7 @@ class SurvivorLooks:
         if answer.body is None:
             return None
         self.last_answered = answer.answered
-        response = MetadataResponse.decode(answer.body, version=METADATA_VERSION, header=True)
-        (topic,) = response.topics
-        return {p.partition_index: p.leader_id for p in topic.partitions}
+        return self._decoder.submit(_leaders_in, answer.body).result()
 
     def _next_answer(self) -> _Answer:
         while True:
@@ -455,9 +456,17 @@ class SurvivorLooks:
         self._stop.set()
         if self._asker.is_alive():
             self._asker.join()
+        self._decoder.shutdown()
         for connection in self._sockets.values():
             connection.close()
         self._sockets.clear()
+
+
+def _leaders_in(answer: bytearray) -> dict[int, int]:
+    """Each partition's leader in a Metadata answer (its header and body) of ``TOPIC``."""
+    response = MetadataResponse.decode(answer, version=METADATA_VERSION, header=True)
+    (topic,) = response.topics
+    return {p.partition_index: p.leader_id for p in topic.partitions}
 
 
 @dataclass(frozen=True)
