@@ -58,9 +58,6 @@ class RivalFirst(PartitionStateStore):
     def topic_changes(self, since: ChangeCursor | None) -> TopicChanges:
         return self._store.topic_changes(since)
 
-    def change_marker(self) -> object:
-        return self._store.change_marker()
-
     def _read_part(self, topic: str, index: int, topic_id: str) -> str | None:
         return self._store._read_part(topic, index, topic_id)
 

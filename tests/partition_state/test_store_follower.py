@@ -82,24 +82,3 @@ def test_a_reader_the_journal_cannot_answer_reads_everything(
     changes = changes_after(since, "j", 4, kept, oldest_kept=3)
     assert changes.cursor == ChangeCursor("j", 4)
     assert changes.topics == answer
-
-
-def test_the_change_marker_moves_with_another_store_objects_change_and_only_then(
-    store_at: OpenStore,
-) -> None:
-    """What a broker looks at between its reads (``change_marker``): still while
-    nothing is written, moved by a write through any store object, once the journal has
-    it (on Kubernetes, once the watch brought it)."""
-    store, _, _ = store_at()
-    writer, _, _ = store_at()
-    store.create_topic("orders", {0: PartitionState.new((1, 2))})
-    follower = StoreFollower(store)
-    follower.refresh()  # starts a Kubernetes store's watch
-    before = store.change_marker()
-    assert store.change_marker() == before
-    writer.alter_partition("orders", 0, 0, PartitionState((1, 2), 2, 1, (2,)))
-    deadline = time.monotonic() + WAIT_S
-    while store.change_marker() == before:
-        assert time.monotonic() < deadline, "the marker never moved"
-        time.sleep(0.01)
-    assert follower.refresh().changed == frozenset({"orders"})

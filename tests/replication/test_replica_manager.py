@@ -425,51 +425,6 @@ def test_a_state_written_while_a_pass_applies_is_named_by_metadata_at_once(
         logs.shutdown()
 
 
-def test_a_change_written_between_two_reads_is_read_at_once_not_at_the_next_poll(
-    tmp_path: Path,
-) -> None:
-    """Between its reads every ``state.poll.ms`` a broker looks at the store's change
-    marker, so another broker's write (a stopping broker's hand-over) is named by its
-    Metadata within moments: here well inside a poll of 10 s."""
-    store = LocalStateStore(tmp_path / "state")
-    writer = LocalStateStore(tmp_path / "state")  # another broker's store object
-    data = tmp_path / "data"
-    data.mkdir()
-    logs = LogManager(LogManagerConfig(log_dirs=(data,)))
-    replicas = ReplicaManager(
-        0,
-        lambda: 1,
-        store,
-        logs,
-        TopicStore([data], LogConfig()),
-        AppendWatch(),
-        dict,
-        _no_channel,
-        [],
-        ReplicationConfig(store=DirectoryStore(tmp_path / "state"), state_poll_ms=10_000),
-    )
-    tp = TopicPartition("orders", 0)
-
-    async def named_soon_after_written() -> float:
-        store.create_topic("orders", {0: PartitionState.new((0,))})
-        await replicas.start()  # its first pass reads the topic
-        assert replicas.leadership(tp).leader_epoch == 0
-        await asyncio.sleep(0.2)  # the first tick's wait under way
-        state = writer.read_topic("orders")[0]
-        written = time.monotonic()
-        writer.alter_partition("orders", 0, state.partition_epoch, state.with_leader(0))
-        while replicas.leadership(tp).leader_epoch != 1:
-            await asyncio.sleep(0.005)
-        named = time.monotonic() - written
-        await replicas.stop()
-        return named
-
-    try:
-        assert asyncio.run(asyncio.wait_for(named_soon_after_written(), timeout=8)) < 2.0
-    finally:
-        logs.shutdown()
-
-
 def test_the_published_version_moves_with_a_new_state_and_not_with_one_read_again(
     tmp_path: Path,
 ) -> None:

@@ -92,11 +92,6 @@ class ChangeJournal:
             self._last = 0
             self._entries.clear()
 
-    def marker(self) -> tuple[str | None, int]:
-        """Moves with every change recorded and every restart of the journal."""
-        with self._lock:
-            return (self._incarnation, self._last)
-
     def since(self, cursor: ChangeCursor | None) -> TopicChanges:
         with self._lock:
             if self._incarnation is None:

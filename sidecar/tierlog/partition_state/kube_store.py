@@ -187,11 +187,6 @@ class KubeStateStore(PartitionStateStore):
                 self._watch = watch
         return self._changes.since(since)
 
-    def change_marker(self) -> object:
-        """The journal's count, which the watch moves (before the first ``topic_changes``
-        starts the watch, nothing moves it: that first call reads everything anyway)."""
-        return self._changes.marker()
-
     def _watch_client(self) -> Client:
         """The watch's own client, as the store's: a watch holds its connection for
         minutes, and whatever befalls it must not take the store's calls' (the lease's)."""

@@ -86,15 +86,6 @@ class LocalChangeJournal:
             wait_for_holder(self.directory / lock)
         return answer
 
-    def marker(self) -> bytes | None:
-        """The journal's first line as it stands (None: no journal, or unreadable): it
-        holds the last change's number, so it moves with every change."""
-        try:
-            with self.path.open("rb") as journal:
-                return journal.readline(_HEADER_BYTES)
-        except OSError:
-            return None
-
     def _read_header(self) -> tuple[str, int] | None:
         """The first line's incarnation and last number (None: no journal yet; an
         unreadable one reads as an incarnation of its own)."""

@@ -66,9 +66,6 @@ class LocalStateStore(PartitionStateStore):
     def topic_changes(self, since: ChangeCursor | None) -> TopicChanges:
         return self._changes.since(since)
 
-    def change_marker(self) -> object:
-        return self._changes.marker()
-
     def scram_credentials(self) -> CredentialDocument:
         return FileDocument(self.directory / "scram-credentials.json")
 

@@ -424,13 +424,6 @@ class PartitionStateStore(ABC):
         from next. A change this store object made is among them once it returned."""
 
     @abstractmethod
-    def change_marker(self) -> object:
-        """A value that moves whenever ``topic_changes`` may have news, had without a
-        request to the store's server (a line of a local file, a counter in memory): a
-        reader may look at it far more often than it reads, and read at once when it
-        moved. Only a hint: the reads are what a reader trusts."""
-
-    @abstractmethod
     def scram_credentials(self) -> CredentialDocument:
         """The document of users' SCRAM credentials (``broker.scram_credentials``), kept
         beside the topics so every broker of the cluster reads the same one."""

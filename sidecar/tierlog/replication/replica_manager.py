@@ -71,11 +71,6 @@ ChannelFactory = Callable[[str], grpc.aio.Channel]
 # lead 667 partitions of a hand-over; at 32 in a pool of their own, 0.4-0.6 s (scratch
 # runs in-process, load 13-17, 2026-11-29). Threads blocked on fsync hold no GIL.
 TRANSITIONS_IN_FLIGHT = 32
-# How often, between two reads of the store, its change marker is looked at (a line of
-# the local journal, a counter of the Kubernetes watch): a change written just after a
-# read is read within this, not ``state.poll.ms`` later. At 100 ms a stopping broker's
-# hand-over waited 50 ms on average for each survivor to read it.
-CHANGE_LOOK_S = 0.01
 
 
 @dataclass(frozen=True)
@@ -145,7 +140,6 @@ class ReplicaManager:
         # Changed topics read and not applied yet: left by a failed pass, or read while
         # a pass applied others (``_follow_store``).
         self._unapplied: set[str] = set()
-        self._marker_read: object = None  # the store's change marker before the last read
         self._polling = asyncio.Lock()  # one pass over the store at a time
         self._reading = asyncio.Lock()  # one read of the store at a time
         self._tasks: list[asyncio.Task[None]] = []
@@ -284,7 +278,6 @@ class ReplicaManager:
         """The store read once: what changed is added to ``_unapplied``, and each
         partition's new state is published at once (Metadata names it)."""
         async with self._reading:
-            self._marker_read = self._follower.store.change_marker()
             view = await asyncio.to_thread(self._follower.refresh)
             self._leases = view.leases
             changed = view.topics.keys() if view.changed is None else view.changed
@@ -331,17 +324,17 @@ class ReplicaManager:
         self.logs.write_checkpoints()
 
     async def _follow_store(self) -> None:
-        """A pass over the store every ``state.poll.ms`` (sooner when the store's change
-        marker moved: ``_next_tick``), each a task of its own: while one applies what it
-        read (a failover's leaderships, seconds at thousands of partitions), each tick
-        reads the store and publishes what changed, and the next pass applies it.  A
-        controlled shutdown hands a topic over in one write per part, and a survivor that
-        waited for its apply of the first part named the next part's leaders only after it
-        (2 s at 4,000 partitions, where Kafka's named them all in 0.85 s)."""
+        """A pass over the store every ``state.poll.ms``, each a task of its own: while
+        one applies what it read (a failover's leaderships, seconds at thousands of
+        partitions), each tick reads the store and publishes what changed, and the next
+        pass applies it.  A controlled shutdown hands a topic over in one write per part,
+        and a survivor that waited for its apply of the first part named the next part's
+        leaders only after it (2 s at 4,000 partitions, where Kafka's named them all in
+        0.85 s)."""
         passing: asyncio.Task[None] | None = None
         try:
             while True:
-                await self._next_tick()
+                await asyncio.sleep(self.settings.state_poll_ms / 1000)
                 try:
                     if passing is None or passing.done():
                         done, passing = passing, asyncio.create_task(self.poll_once())
@@ -355,18 +348,6 @@ class ReplicaManager:
             if passing is not None:
                 passing.cancel()
                 await asyncio.gather(passing, return_exceptions=True)
-
-    async def _next_tick(self) -> None:
-        """Until ``state.poll.ms`` after the last tick, or until the store's change
-        marker moved from where it stood before the last read (looked at every
-        ``CHANGE_LOOK_S``): Kafka's brokers hear of a controller's change as it is
-        written, through their long poll of the metadata log."""
-        loop = asyncio.get_running_loop()
-        due = loop.time() + self.settings.state_poll_ms / 1000
-        while (left := due - loop.time()) > 0:
-            await asyncio.sleep(min(CHANGE_LOOK_S, left))
-            if self._follower.store.change_marker() != self._marker_read:
-                return
 
     # -- changes of role --------------------------------------------------------------
 
