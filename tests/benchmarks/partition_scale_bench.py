@@ -364,10 +364,10 @@ class SurvivorLooks:
     For the same reason the looks are sent and read by a thread of their own, every
     ``POLL_S`` after the last answer, while ``look`` has them decoded in order by a
     process of their own: a decoding slowed by the signal's load (0.59 s for one answer
-    of 2,000 partitions in a run of session 27) no longer holds the next look back. In
-    this process it did, even from another thread: one look waited 0.33 s for the GIL
-    the decoding held, in a run where the machine's two cores were busy with the
-    brokers."""
+    of 2,000 partitions, docs/BENCHMARKS.md "SIGTERM at 2,000: the looks freed of the
+    bench's own decoding") no longer holds the next look back. In this process it did,
+    even from another thread: one look waited 0.33 s for the GIL the decoding held,
+    while the machine's two cores were busy with the brokers."""
 
     def __init__(self, bootstrap: str, nodes: Sequence[int]) -> None:
         self.bootstrap = bootstrap
