@@ -152,6 +152,9 @@ class MeteredStore(PartitionStateStore):
         self._read(JOURNAL_HEADER_BYTES + sum(map(len, changes.topics or ())))
         return changes
 
+    def watch_changes(self, changed: Callable[[], None]) -> Callable[[], None]:
+        return self.inner.watch_changes(changed)  # no request: not counted
+
     def _read_part(self, topic: str, index: int, topic_id: str) -> str | None:
         text = self.inner._read_part(topic, index, topic_id)
         self._read(len(text or ""))

@@ -58,6 +58,9 @@ class RivalFirst(PartitionStateStore):
     def topic_changes(self, since: ChangeCursor | None) -> TopicChanges:
         return self._store.topic_changes(since)
 
+    def watch_changes(self, changed: Callable[[], None]) -> Callable[[], None]:
+        return self._store.watch_changes(changed)
+
     def _read_part(self, topic: str, index: int, topic_id: str) -> str | None:
         return self._store._read_part(topic, index, topic_id)
 

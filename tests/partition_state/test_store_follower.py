@@ -3,6 +3,7 @@ changes made through any store object are read, and only theirs."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -82,3 +83,25 @@ def test_a_reader_the_journal_cannot_answer_reads_everything(
     changes = changes_after(since, "j", 4, kept, oldest_kept=3)
     assert changes.cursor == ChangeCursor("j", 4)
     assert changes.topics == answer
+
+
+def test_a_watcher_is_told_of_another_store_objects_change(store_at: OpenStore) -> None:
+    """``watch_changes``: a reader is woken by a write through any store object (on
+    Kubernetes, once the watch brought it), and a refresh then finds it."""
+    store, _, _ = store_at()
+    writer, _, _ = store_at()
+    store.create_topic("orders", {0: PartitionState.new((1, 2))})
+    follower = StoreFollower(store)
+    follower.refresh()  # starts a Kubernetes store's watch
+    told = threading.Event()
+    stop = store.watch_changes(told.set)
+    try:
+        writer.alter_partition("orders", 0, 0, PartitionState((1, 2), 2, 1, (2,)))
+        assert told.wait(WAIT_S), "the watcher was never told"
+        assert _refresh_until(follower, lambda view: view.changed == {"orders"})
+    finally:
+        stop()
+    told.clear()
+    writer.alter_partition("orders", 0, 1, PartitionState((1, 2), 1, 2, (1,)))
+    _refresh_until(follower, lambda view: view.changed == {"orders"})
+    assert not told.is_set(), "told after its stop"

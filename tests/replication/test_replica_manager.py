@@ -42,6 +42,7 @@ def _replica_manager(
     broker_epoch: Callable[[], int] = lambda: 1,
     addresses: Callable[[], Mapping[int, str]] = dict,
     channel: Callable[[str], grpc.aio.Channel] = _no_channel,
+    settings: ReplicationConfig | None = None,
 ) -> ReplicaManager:
     """Broker 0's replica manager over ``store`` and ``logs`` (data in ``tmp_path/data``)."""
     return ReplicaManager(
@@ -54,7 +55,7 @@ def _replica_manager(
         addresses,
         channel,
         [],
-        ReplicationConfig(store=DirectoryStore(tmp_path / "state")),
+        settings or ReplicationConfig(store=DirectoryStore(tmp_path / "state")),
     )
 
 
@@ -382,6 +383,41 @@ def test_metadata_names_a_new_leader_before_its_change_of_role_is_done(tmp_path:
         asyncio.run(read_while_changing_role())
     finally:
         logs.shutdown()
+
+
+def test_a_change_written_between_two_polls_is_read_at_once_not_at_the_next_poll(
+    tmp_path: Path,
+) -> None:
+    """Told by the store that it changed (``watch_changes``), a broker reads another
+    broker's write (a stopping broker's hand-over) within moments, not at its next poll:
+    here well inside a poll of 10 s."""
+    store = LocalStateStore(tmp_path / "state")
+    writer = LocalStateStore(tmp_path / "state")  # another broker's store object
+    (tmp_path / "data").mkdir()
+    logs = LogManager(LogManagerConfig(log_dirs=(tmp_path / "data",)))
+    settings = ReplicationConfig(store=DirectoryStore(tmp_path / "state"), state_poll_ms=10_000)
+    replicas = _replica_manager(tmp_path, store, logs, settings=settings)
+    tp = TopicPartition("orders", 0)
+
+    async def named_after_written() -> float:
+        store.create_topic("orders", {0: PartitionState.new((0,))})
+        await replicas.start()  # its first pass reads the topic
+        assert replicas.leadership(tp).leader_epoch == 0
+        await asyncio.sleep(0.2)  # the first poll's wait under way
+        state = writer.read_topic("orders")[0]
+        written = time.monotonic()
+        writer.alter_partition("orders", 0, state.partition_epoch, state.with_leader(0))
+        while replicas.leadership(tp).leader_epoch != 1:
+            await asyncio.sleep(0.005)
+        named = time.monotonic() - written
+        await replicas.stop()
+        return named
+
+    try:
+        assert asyncio.run(asyncio.wait_for(named_after_written(), timeout=8)) < 2.0
+    finally:
+        logs.shutdown()
+    assert not any(thread.name == "state-dir-watch" for thread in threading.enumerate())
 
 
 def test_a_state_written_while_a_pass_applies_is_named_by_metadata_at_once(

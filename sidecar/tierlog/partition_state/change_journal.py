@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 __all__ = ["JOURNAL_ENTRIES", "ChangeCursor", "ChangeJournal", "TopicChanges", "changes_after"]
@@ -73,16 +73,31 @@ class ChangeJournal:
         self._incarnation: str | None = None  # None: lost track of the changes
         self._last = 0
         self._entries: deque[tuple[int, str]] = deque(maxlen=JOURNAL_ENTRIES)
+        self._listeners: list[Callable[[], None]] = []  # told of each move (``listen``)
+
+    def listen(self, moved: Callable[[], None]) -> Callable[[], None]:
+        """Have ``moved()`` called after each change of what ``since`` answers, in the
+        thread that made it; the function that stops the calls."""
+        with self._lock:
+            self._listeners.append(moved)
+
+        def stop() -> None:
+            with self._lock:
+                self._listeners.remove(moved)
+
+        return stop
 
     def record(self, topic: str) -> None:
         with self._lock:
             self._last += 1
             self._entries.append((self._last, topic))
+        self._moved()
 
     def lose_track(self) -> None:
         """Changes may be missed from now on (a watch broke): readers read everything."""
         with self._lock:
             self._incarnation = None
+        self._moved()
 
     def start_afresh(self) -> None:
         """Follow changes from now on, forgetting those before: each reader reads
@@ -91,6 +106,13 @@ class ChangeJournal:
             self._incarnation = uuid.uuid4().hex
             self._last = 0
             self._entries.clear()
+        self._moved()
+
+    def _moved(self) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for moved in listeners:
+            moved()
 
     def since(self, cursor: ChangeCursor | None) -> TopicChanges:
         with self._lock:

@@ -187,6 +187,11 @@ class KubeStateStore(PartitionStateStore):
                 self._watch = watch
         return self._changes.since(since)
 
+    def watch_changes(self, changed: Callable[[], None]) -> Callable[[], None]:
+        """Called as the watch journals a change (in its thread), or as this store
+        object does."""
+        return self._changes.listen(changed)
+
     def _watch_client(self) -> Client:
         """The watch's own client, as the store's: a watch holds its connection for
         minutes, and whatever befalls it must not take the store's calls' (the lease's)."""

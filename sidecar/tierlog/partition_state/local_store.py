@@ -12,7 +12,8 @@ is: the directory needs no migration. A change takes an exclusive
 (``checkpoints.atomic_write``: a crash leaves the old or the new document). The lock
 file is never replaced or deleted, so every process locks the same inode; the kernel
 drops a dead process's lock, so a ``kill -9`` mid-change blocks nobody. Reads take no
-lock: a rename is atomic.
+lock: a rename is atomic. A reader may be told as the journal is replaced
+(``watch_changes``: inotify) rather than wait for its next poll.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 from tierlog.broker.scram_credentials import CredentialDocument, FileDocument
 from tierlog.file_lock import exclusive_lock
 from tierlog.partition_state.change_journal import ChangeCursor, TopicChanges
+from tierlog.partition_state.directory_watch import watch_replaced
 from tierlog.partition_state.local_changes import LocalChangeJournal
 from tierlog.partition_state.model import (
     BrokerLease,
@@ -68,6 +70,9 @@ class LocalStateStore(PartitionStateStore):
 
     def scram_credentials(self) -> CredentialDocument:
         return FileDocument(self.directory / "scram-credentials.json")
+
+    def watch_changes(self, changed: Callable[[], None]) -> Callable[[], None]:
+        return watch_replaced(self.directory, [self._changes.path.name], changed)
 
     def _read_part(self, topic: str, index: int, topic_id: str) -> str | None:
         return _read_text(self._part_path(topic, index, topic_id))

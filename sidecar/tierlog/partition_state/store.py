@@ -409,6 +409,13 @@ class PartitionStateStore(ABC):
     def close(self) -> None:  # noqa: B027 - most stores run nothing beside their calls
         """Release what the store runs beside its calls (a watch): its owner stops."""
 
+    def watch_changes(self, changed: Callable[[], None]) -> Callable[[], None]:
+        """Have ``changed()`` called, from a thread of the store's, soon after the store
+        may have changed (its journal moved), so a reader reads at once rather than at
+        its next poll; the function that stops the calls. A store that cannot tell calls
+        nothing (this default): its readers poll."""
+        return _no_watch
+
     # -- what a store provides ---------------------------------------------------------
 
     @abstractmethod
@@ -484,3 +491,7 @@ def _ineligible(lease: BrokerLease | None, now: float) -> str | None:
 def _written_as(text: str | None) -> PartChange:
     """A change that writes ``text`` (None: removes the part) whatever was there."""
     return lambda _: text
+
+
+def _no_watch() -> None:
+    pass
