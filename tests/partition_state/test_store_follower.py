@@ -98,10 +98,10 @@ def test_a_watcher_is_told_of_another_store_objects_change(store_at: OpenStore) 
     try:
         writer.alter_partition("orders", 0, 0, PartitionState((1, 2), 2, 1, (2,)))
         assert told.wait(WAIT_S), "the watcher was never told"
-        assert _refresh_until(follower, lambda view: view.changed == {"orders"})
+        assert _refresh_until(follower, lambda view: view.changed == frozenset({"orders"}))
     finally:
         stop()
     told.clear()
     writer.alter_partition("orders", 0, 1, PartitionState((1, 2), 1, 2, (1,)))
-    _refresh_until(follower, lambda view: view.changed == {"orders"})
+    _refresh_until(follower, lambda view: view.changed == frozenset({"orders"}))
     assert not told.is_set(), "told after its stop"
