@@ -25,7 +25,7 @@ from tierlog.controller.controller import Controller
 from tierlog.partition_state.local_store import LocalStateStore
 from tierlog.partition_state.model import PartitionState
 from tierlog.replication.config import DirectoryStore, ReplicationConfig
-from tierlog.replication.replica_manager import ReplicaManager
+from tierlog.replication.replica_manager import TICKS_PER_POLL, ReplicaManager
 from tierlog.storage.config import LogConfig
 from tierlog.storage.manager import LogManager, LogManagerConfig
 from tierlog.storage.topic_partition import TopicPartition
@@ -418,6 +418,42 @@ def test_a_change_written_between_two_polls_is_read_at_once_not_at_the_next_poll
     finally:
         logs.shutdown()
     assert not any(thread.name == "state-dir-watch" for thread in threading.enumerate())
+
+
+def test_a_burst_of_writes_wakes_a_broker_a_few_times_a_poll_not_once_a_write(
+    tmp_path: Path,
+) -> None:
+    """Each write moves the journal and wakes the broker (``watch_changes``), but it
+    reads at most ``TICKS_PER_POLL`` times a poll: a failover's burst of part writes
+    costs the store a few reads per broker, not one per write."""
+    store = LocalStateStore(tmp_path / "state")
+    writer = LocalStateStore(tmp_path / "state")
+    (tmp_path / "data").mkdir()
+    logs = LogManager(LogManagerConfig(log_dirs=(tmp_path / "data",)))
+    settings = ReplicationConfig(store=DirectoryStore(tmp_path / "state"), state_poll_ms=1_000)
+    replicas = _replica_manager(tmp_path, store, logs, settings=settings)
+
+    async def ticks_during_a_burst() -> tuple[int, int, float]:
+        store.create_topic("orders", {0: PartitionState.new((0,))})
+        await replicas.start()
+        reads = count_reads(store)
+        started = time.monotonic()
+        writes = 0
+        while time.monotonic() - started < 2.0:  # two polls' time of writes
+            await asyncio.to_thread(
+                writer.write_topic_configs, "orders", {"retention.ms": str(60_000 + writes)}
+            )
+            writes += 1
+        elapsed = time.monotonic() - started
+        await replicas.stop()
+        return reads.by_method.get("topic_changes", 0), writes, elapsed
+
+    try:
+        ticks, writes, elapsed = asyncio.run(asyncio.wait_for(ticks_during_a_burst(), 20))
+    finally:
+        logs.shutdown()
+    assert writes > 4 * TICKS_PER_POLL * elapsed  # a burst: more writes than ticks allowed
+    assert 2 <= ticks <= TICKS_PER_POLL * elapsed + 2  # woken, but a few times a poll
 
 
 def test_a_state_written_while_a_pass_applies_is_named_by_metadata_at_once(

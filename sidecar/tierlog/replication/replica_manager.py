@@ -72,6 +72,10 @@ ChannelFactory = Callable[[str], grpc.aio.Channel]
 # lead 667 partitions of a hand-over; at 32 in a pool of their own, 0.4-0.6 s (scratch
 # runs in-process, load 13-17, 2026-11-29). Threads blocked on fsync hold no GIL.
 TRANSITIONS_IN_FLIGHT = 32
+# Woken by the store, a broker reads at once, but at most this many times a poll
+# interval: a burst of writes (a failover's parts, a watch event each) costs the store
+# a few reads per broker a poll, not one per write.
+TICKS_PER_POLL = 5
 
 
 @dataclass(frozen=True)
@@ -341,15 +345,19 @@ class ReplicaManager:
                 loop.call_soon_threadsafe(changed.set)
 
         stop_watching = await asyncio.to_thread(self.store.watch_changes, wake)
+        poll_s = self.settings.state_poll_ms / 1000
         passing: asyncio.Task[None] | None = None
+        last_tick = loop.time()
         try:
             while True:
                 # A timer rather than ``wait_for``: no task made per tick (an idle
                 # broker's CPU, as cheap as the ``sleep`` it replaced).
-                poll = loop.call_later(self.settings.state_poll_ms / 1000, changed.set)
+                poll = loop.call_later(poll_s, changed.set)
                 await changed.wait()
                 poll.cancel()
-                changed.clear()
+                await asyncio.sleep(last_tick + poll_s / TICKS_PER_POLL - loop.time())
+                changed.clear()  # the wakes of a burst of writes: one tick
+                last_tick = loop.time()
                 try:
                     if passing is None or passing.done():
                         done, passing = passing, asyncio.create_task(self.poll_once())
