@@ -36,12 +36,16 @@ def test_a_partition_the_leader_refuses_is_asked_again_only_after_the_back_off(
     replicated_brokers: ClusterFactory,
 ) -> None:
     # Broker 1 reads the store only when it starts and after an admin change made
-    # through it: told to lead "b", it will not know it, as a leader a moment behind.
+    # through it (no watch, and a poll of 10 minutes): told to lead "b", it will not
+    # know it, as a leader a moment behind.
     cluster = replicated_brokers(
         2,
         node_configs={
             0: ("replica.fetch.backoff.ms=1000",),
-            1: ("tierlog.replication.state.poll.ms=600000",),
+            1: (
+                "tierlog.replication.state.poll.ms=600000",
+                "tierlog.replication.state.watch=false",
+            ),
         },
     )
     leader, follower = cluster.broker(1), cluster.broker(0)

@@ -29,7 +29,11 @@ from .conftest import Cluster, ClusterFactory, wait_for
 TOPIC = "orders"
 # A broker that does not read the store again by itself within a test: only a call that
 # catches it up (``_catch_up``) makes it look.
-DEAF = ("tierlog.replication.state.poll.ms=600000", "replica.lag.time.max.ms=600000")
+DEAF = (
+    "tierlog.replication.state.poll.ms=600000",
+    "tierlog.replication.state.watch=false",
+    "replica.lag.time.max.ms=600000",
+)
 # Only broker 0, the one deposed (``_depose``), has a short lease, so it is fenced soon
 # after it stops (a lease lasts as long as its holder says).  With every broker's that
 # short, a live one stalled 1.5 s by a loaded machine would be fenced too and move the

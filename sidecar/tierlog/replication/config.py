@@ -36,6 +36,9 @@ STATE_DIR = "tierlog.replication.state.dir"
 STATE_NAMESPACE = "tierlog.replication.state.namespace"
 STATE_CLUSTER = "tierlog.replication.state.cluster"
 AUTO_LEADER_REBALANCE = "auto.leader.rebalance.enable"
+# Read the store as soon as it says it changed (``watch_changes``), beside the polls;
+# off: the polls alone (a broker that must stay a poll behind the store).
+STATE_WATCH = "tierlog.replication.state.watch"
 # Key -> (default, smallest value allowed).
 _NUMBERS: dict[str, tuple[int, int]] = {
     "replica.lag.time.max.ms": (30_000, 1),
@@ -48,7 +51,15 @@ _NUMBERS: dict[str, tuple[int, int]] = {
     "tierlog.replication.state.poll.ms": (100, 1),
 }
 REPLICATION_KEYS = frozenset(
-    {STATE_STORE, STATE_DIR, STATE_NAMESPACE, STATE_CLUSTER, AUTO_LEADER_REBALANCE, *_NUMBERS}
+    {
+        STATE_STORE,
+        STATE_DIR,
+        STATE_NAMESPACE,
+        STATE_CLUSTER,
+        STATE_WATCH,
+        AUTO_LEADER_REBALANCE,
+        *_NUMBERS,
+    }
 )
 
 
@@ -76,6 +87,7 @@ class ReplicationConfig:
     replica_lag_time_max_ms: int = 30_000
     broker_session_timeout_ms: int = 9000
     state_poll_ms: int = 100  # how often the partition-state store is read
+    state_watch: bool = True  # and as soon as it says it changed (``STATE_WATCH``)
     # Preferred leaders lead again once back in sync (Kafka's auto.leader.rebalance.enable).
     auto_leader_rebalance: bool = True
     fetch: FetchSettings = field(default_factory=FetchSettings)
@@ -93,6 +105,7 @@ class ReplicationConfig:
             replica_lag_time_max_ms=values["replica.lag.time.max.ms"],
             broker_session_timeout_ms=values["broker.session.timeout.ms"],
             state_poll_ms=values["tierlog.replication.state.poll.ms"],
+            state_watch=flag(props, STATE_WATCH, default=True),
             auto_leader_rebalance=flag(props, AUTO_LEADER_REBALANCE, default=True),
             fetch=FetchSettings(
                 max_wait_ms=values["replica.fetch.wait.max.ms"],

@@ -344,7 +344,11 @@ class ReplicaManager:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to wake
                 loop.call_soon_threadsafe(changed.set)
 
-        stop_watching = await asyncio.to_thread(self.store.watch_changes, wake)
+        stop_watching = (
+            await asyncio.to_thread(self.store.watch_changes, wake)
+            if self.settings.state_watch
+            else _not_watching
+        )
         poll_s = self.settings.state_poll_ms / 1000
         passing: asyncio.Task[None] | None = None
         last_tick = loop.time()
@@ -770,3 +774,7 @@ class ReplicaManager:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _not_watching() -> None:
+    pass
