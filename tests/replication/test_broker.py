@@ -15,6 +15,7 @@ import asyncio
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import grpc
@@ -25,7 +26,7 @@ from tierlog.broker.topics import TopicStore
 from tierlog.broker.watch import AppendWatch
 from tierlog.partition_state.local_store import LocalStateStore
 from tierlog.partition_state.model import NO_LEADER, PARTITIONS_PER_PART, PartitionState
-from tierlog.partition_state.store import PartChange
+from tierlog.partition_state.store import PartChange, PartitionStateStore
 from tierlog.replication.broker import ReplicatedBroker
 from tierlog.replication.config import DirectoryStore, ReplicationConfig
 from tierlog.replication.replica_manager import ReplicaManager
@@ -114,13 +115,18 @@ def test_a_broker_stopped_with_sigterm_is_gone_at_once_and_rejoins_when_started(
 
 
 class _PartOneWaits(LocalStateStore):
-    """A directory store whose write of a topic's second part waits for ``go``: the
-    moment between two parts of a hand-over, held open."""
+    """A directory store that writes a batch's parts one at a time, as the Kubernetes
+    store does, and whose write of a topic's second part waits for ``go``: the moment
+    between two parts of a hand-over, held open."""
 
     def __init__(self, directory: Path) -> None:
         super().__init__(directory)
         self.at_part_one = threading.Event()
         self.go = threading.Event()
+
+    def _update_parts(self, topic: str, topic_id: str, changes: Mapping[int, PartChange]) -> None:
+        # One part at a time, as a store that cannot write them together (Kubernetes).
+        PartitionStateStore._update_parts(self, topic, topic_id, changes)
 
     def _update_part(self, topic: str, index: int, topic_id: str, change: PartChange) -> None:
         if index == 1:

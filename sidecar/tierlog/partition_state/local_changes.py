@@ -21,6 +21,7 @@ incarnation: every reader reads everything once).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,14 +57,15 @@ class LocalChangeJournal:
         self.directory = directory
         self.path = directory / "changes"
 
-    def record(self, topic: str, changed_lock: Path) -> None:
-        """Number a change of ``topic``'s file whose lock ``changed_lock`` the caller
-        holds, before it writes it."""
-        relative = str(changed_lock.relative_to(self.directory))
+    def record(self, topic: str, changed_locks: Sequence[Path]) -> None:
+        """Number the changes of ``topic``'s files whose locks ``changed_locks`` the
+        caller holds, before it writes them: in one write of the journal, so a reader is
+        told of all of them at once."""
         with exclusive_lock(self.path.with_name(self.path.name + ".lock")):
             journal = self._read() or _Journal(uuid.uuid4().hex, 0, [])
-            journal.last += 1
-            journal.changes.append((journal.last, topic, relative))
+            for lock in changed_locks:
+                journal.last += 1
+                journal.changes.append((journal.last, topic, str(lock.relative_to(self.directory))))
             del journal.changes[:-LOCAL_JOURNAL_ENTRIES]
             self._write(journal)
 

@@ -18,9 +18,10 @@ lock: a rename is atomic. A reader may be told as the journal is replaced
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -78,20 +79,37 @@ class LocalStateStore(PartitionStateStore):
         return _read_text(self._part_path(topic, index, topic_id))
 
     def _update_part(self, topic: str, index: int, topic_id: str, change: PartChange) -> None:
-        path = self._part_path(topic, index, topic_id)
-        path.parent.mkdir(exist_ok=True)
-        with _locked(path):
-            text = _read_text(path)
-            after = change(text)
-            if after == text:
+        self._write_parts(topic, topic_id, {index: change})
+
+    def _update_parts(self, topic: str, topic_id: str, changes: Mapping[int, PartChange]) -> None:
+        self._write_parts(topic, topic_id, changes)
+
+    def _write_parts(self, topic: str, topic_id: str, changes: Mapping[int, PartChange]) -> None:
+        """Every part's lock held (in ascending order of part, so two writers never
+        wait on each other), their changes numbered in one write of the journal, then
+        written: a reader waits for the locks of the changes it is told of, so it reads
+        all of them or none."""
+        paths = {index: self._part_path(topic, index, topic_id) for index in sorted(changes)}
+        with contextlib.ExitStack() as held:
+            for path in paths.values():
+                path.parent.mkdir(exist_ok=True)
+                held.enter_context(_locked(path))
+            writes: dict[Path, str | None] = {}
+            for index, path in paths.items():
+                text = _read_text(path)
+                after = changes[index](text)
+                if after != text:
+                    writes[path] = after
+            if not writes:
                 return
-            self._changes.record(topic, _lock_of(path))
-            self.part_writes += 1
-            if after is not None:
-                atomic_write(path, after)
-            else:
-                path.unlink()
-                fsync_directory(path.parent)
+            self._changes.record(topic, [_lock_of(path) for path in writes])
+            for path, after in writes.items():
+                self.part_writes += 1
+                if after is not None:
+                    atomic_write(path, after)
+                else:
+                    path.unlink()
+                    fsync_directory(path.parent)
 
     def _read_configs(self, topic: str) -> dict[str, str] | None:
         path = self._configs / f"{validate_topic_name(topic)}{_SUFFIX}"
@@ -103,7 +121,7 @@ class LocalStateStore(PartitionStateStore):
         with _locked(path):
             if configs is None and not path.exists():
                 return
-            self._changes.record(topic, _lock_of(path))
+            self._changes.record(topic, [_lock_of(path)])
             if configs is not None:
                 atomic_write(path, configs_to_json(configs))
             else:

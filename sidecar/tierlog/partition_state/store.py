@@ -18,6 +18,8 @@ are named by the topic id, so they are invisible until the head names that id:
   partition's compare-and-swap is decided in its part's one write, so a batch is atomic
   per part, not across parts (a writer that dies between two parts has landed the first
   one's changes only: each partition's change stands alone, as in Kafka's AlterPartition).
+  The directory store makes a batch's parts seen together (``_update_parts``): a
+  survivor reads a stopping broker's whole hand-over at once, not half of it first.
 
 Readers that keep a view of the store (each broker, the controller) ask
 ``topic_changes`` which topics were written since they last looked (``change_journal``),
@@ -180,13 +182,16 @@ class PartitionStateStore(ABC):
         by_part: dict[int, list[int]] = {}
         for partition in sorted(changes):
             by_part.setdefault(layout.part_of(partition), []).append(partition)
+        landed = {index: AlteredPartitions() for index in by_part}
+        alters = {
+            index: self._alter_part(topic, layout, index, partitions, changes, landed[index])
+            for index, partitions in by_part.items()
+        }
+        self._update_parts(topic, layout.topic_id, alters)
         outcome = AlteredPartitions()
-        for index, partitions in sorted(by_part.items()):
-            landed = AlteredPartitions()
-            alter = self._alter_part(topic, layout, index, partitions, changes, landed)
-            self._update_part(topic, index, layout.topic_id, alter)
-            outcome.stored.update(landed.stored)
-            outcome.lost.update(landed.lost)
+        for part in landed.values():
+            outcome.stored.update(part.stored)
+            outcome.lost.update(part.lost)
         return outcome
 
     def _alter_part(
@@ -446,6 +451,13 @@ class PartitionStateStore(ABC):
         part lands between the read it was given and the write of its result. A result
         equal to what was read writes nothing; each write or removal counts in
         ``part_writes``."""
+
+    def _update_parts(self, topic: str, topic_id: str, changes: Mapping[int, PartChange]) -> None:
+        """Each part's change (``_update_part``), in ascending order of part. A store
+        that can make them seen together does (the directory store: a reader sees all of
+        them or none); here each lands on its own."""
+        for index in sorted(changes):
+            self._update_part(topic, index, topic_id, changes[index])
 
     @abstractmethod
     def _read_configs(self, topic: str) -> dict[str, str] | None: ...
