@@ -3,6 +3,7 @@ the directory store's readers, at no cost while nothing changes."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -74,3 +75,20 @@ def test_a_failing_call_leaves_the_watch_running(tmp_path: Path) -> None:
         assert calls.acquire(timeout=WAIT_S)
     finally:
         stop()
+
+
+def test_a_watch_made_past_a_thousand_descriptors_still_calls(tmp_path: Path) -> None:
+    """A broker of thousands of partitions holds more descriptors than ``select``
+    takes (1,024): its watch, made after its logs are open, must still work."""
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        calls = threading.Semaphore(0)
+        stop = watch_replaced(tmp_path, ["changes"], calls.release)
+        try:
+            _replace(tmp_path / "changes", "1")
+            assert calls.acquire(timeout=WAIT_S)
+        finally:
+            stop()
+    finally:
+        for fd in held:
+            os.close(fd)

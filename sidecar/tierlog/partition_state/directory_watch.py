@@ -4,7 +4,7 @@ The directory store's readers (each broker) would otherwise learn of a change on
 their next poll of its journal, ``state.poll.ms`` apart: a stopping broker's hand-over
 waited for it, 50 ms on average, where Kafka's brokers hear of the controller's records
 as they are written (their long poll of the metadata log). A watch costs nothing while
-nothing changes: one thread blocked in ``select`` on the inotify descriptor and a pipe
+nothing changes: one thread blocked in ``poll`` on the inotify descriptor and a pipe
 that stops it. Polling a marker every 10 ms instead cost an idle broker 0.78 s of CPU a
 minute (docs/BENCHMARKS.md, "the wake tried and not kept").
 
@@ -46,6 +46,7 @@ class DirectoryWatch:
         names: Collection[str],
         replaced: Callable[[], None],
     ) -> None:
+        self._where = directory
         self._names = frozenset(os.fsencode(name) for name in names)
         self._replaced = replaced
         self._fd = libc.inotify_init1(os.O_CLOEXEC | os.O_NONBLOCK)
@@ -56,7 +57,7 @@ class DirectoryWatch:
             os.close(self._fd)
             raise OSError(error, f"inotify_add_watch {directory}: {os.strerror(error)}")
         self._stop_read, self._stop_write = os.pipe()
-        self._thread = threading.Thread(target=self._run, name="state-dir-watch", daemon=True)
+        self._thread = threading.Thread(target=self._watch, name="state-dir-watch", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -65,10 +66,20 @@ class DirectoryWatch:
         for fd in (self._fd, self._stop_read, self._stop_write):
             os.close(fd)
 
+    def _watch(self) -> None:
+        try:
+            self._run()
+        except Exception:  # the readers still poll: slower, not wrong
+            log.exception("the watch of %s stopped: its changes are seen by polling", self._where)
+
     def _run(self) -> None:
+        # ``poll``, not ``select``: a broker of thousands of partitions holds descriptors
+        # past select's 1,024, and the watch made after its logs are open gets one.
+        waiting = select.poll()
+        waiting.register(self._fd, select.POLLIN)
+        waiting.register(self._stop_read, select.POLLIN)
         while True:
-            readable, _, _ = select.select([self._fd, self._stop_read], [], [])
-            if self._stop_read in readable:
+            if any(fd == self._stop_read for fd, _ in waiting.poll()):
                 return
             try:
                 events = os.read(self._fd, _READ_BYTES)
