@@ -24,7 +24,14 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-__all__ = ["JOURNAL_ENTRIES", "ChangeCursor", "ChangeJournal", "TopicChanges", "changes_after"]
+__all__ = [
+    "JOURNAL_ENTRIES",
+    "ChangeCursor",
+    "ChangeJournal",
+    "TopicChanges",
+    "changes_after",
+    "not_watching",
+]
 
 JOURNAL_ENTRIES = 1000
 
@@ -120,3 +127,8 @@ class ChangeJournal:
                 return TopicChanges(ChangeCursor(uuid.uuid4().hex, 0), None)
             oldest = self._entries[0][0] if self._entries else self._last + 1
             return changes_after(cursor, self._incarnation, self._last, self._entries, oldest)
+
+
+def not_watching() -> None:
+    """The stop of a watch that tells nothing (``watch_changes`` of a store that cannot
+    tell, or turned off): its reader polls."""

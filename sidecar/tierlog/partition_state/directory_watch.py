@@ -15,7 +15,6 @@ The watch only hurries a reader: what it reads is still the journal, and a misse
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import os
 import select
@@ -23,6 +22,8 @@ import struct
 import threading
 from collections.abc import Callable, Collection
 from pathlib import Path
+
+from tierlog.partition_state.change_journal import not_watching
 
 __all__ = ["DirectoryWatch", "watch_replaced"]
 
@@ -109,15 +110,10 @@ def watch_replaced(
     """A ``DirectoryWatch`` started, and its ``stop``; where inotify is not there (not
     Linux) or refuses (its limit of watches reached), a ``stop`` that does nothing: the
     caller's poll is all it has."""
-    libc_name = ctypes.util.find_library("c")
     try:
-        libc = ctypes.CDLL(libc_name, use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)  # the C library the interpreter runs on
         libc.inotify_init1  # noqa: B018 - absent off Linux
         return DirectoryWatch(libc, directory, names, replaced).stop
     except (OSError, AttributeError) as error:
         log.info("no watch of %s (%s): its changes are seen by polling", directory, error)
-        return _nothing
-
-
-def _nothing() -> None:
-    pass
+        return not_watching

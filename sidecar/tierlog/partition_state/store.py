@@ -44,7 +44,7 @@ from tierlog.api.errors import (
     TopicAlreadyExistsError,
 )
 from tierlog.broker.scram_credentials import CredentialDocument
-from tierlog.partition_state.change_journal import ChangeCursor, TopicChanges
+from tierlog.partition_state.change_journal import ChangeCursor, TopicChanges, not_watching
 from tierlog.partition_state.decoded_parts import DecodedParts
 from tierlog.partition_state.model import (
     PARTITIONS_PER_PART,
@@ -419,7 +419,7 @@ class PartitionStateStore(ABC):
         may have changed (its journal moved), so a reader reads at once rather than at
         its next poll; the function that stops the calls. A store that cannot tell calls
         nothing (this default): its readers poll."""
-        return _no_watch
+        return not_watching
 
     # -- what a store provides ---------------------------------------------------------
 
@@ -503,7 +503,3 @@ def _ineligible(lease: BrokerLease | None, now: float) -> str | None:
 def _written_as(text: str | None) -> PartChange:
     """A change that writes ``text`` (None: removes the part) whatever was there."""
     return lambda _: text
-
-
-def _no_watch() -> None:
-    pass

@@ -36,6 +36,7 @@ from tierlog.api.v1 import replication_service_pb2 as pb
 from tierlog.broker.leader_epoch_check import check_leader_epoch
 from tierlog.broker.topics import Topic, TopicStore
 from tierlog.broker.watch import AppendWatch
+from tierlog.partition_state.change_journal import not_watching
 from tierlog.partition_state.model import (
     NO_LEADER,
     BrokerLease,
@@ -347,7 +348,7 @@ class ReplicaManager:
         stop_watching = (
             await asyncio.to_thread(self.store.watch_changes, wake)
             if self.settings.state_watch
-            else _not_watching
+            else not_watching
         )
         poll_s = self.settings.state_poll_ms / 1000
         passing: asyncio.Task[None] | None = None
@@ -774,7 +775,3 @@ class ReplicaManager:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _not_watching() -> None:
-    pass
