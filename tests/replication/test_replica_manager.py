@@ -4,6 +4,7 @@ does when passes over the store overlap, and which followers its ISR takes back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import threading
 import time
@@ -25,7 +26,11 @@ from tierlog.controller.controller import Controller
 from tierlog.partition_state.local_store import LocalStateStore
 from tierlog.partition_state.model import PartitionState
 from tierlog.replication.config import DirectoryStore, ReplicationConfig
-from tierlog.replication.replica_manager import TICKS_PER_POLL, ReplicaManager
+from tierlog.replication.replica_manager import (
+    TICKS_PER_POLL,
+    TRANSITIONS_IN_FLIGHT,
+    ReplicaManager,
+)
 from tierlog.storage.config import LogConfig
 from tierlog.storage.manager import LogManager, LogManagerConfig
 from tierlog.storage.topic_partition import TopicPartition
@@ -350,6 +355,72 @@ def test_a_busy_partition_holds_up_no_other_partitions_new_role(tmp_path: Path) 
 
     try:
         asyncio.run(lead_beside_a_busy_one())
+    finally:
+        logs.shutdown()
+
+
+def test_an_isr_change_is_applied_while_new_leaderships_hold_every_slot(
+    tmp_path: Path,
+) -> None:
+    """A controlled shutdown's hand-over brings a survivor hundreds of leaderships and,
+    for the partitions it already leads, thousands of ISR changes (the leaving broker
+    dropped from each). An ISR change waits for nothing: it is applied at once, not
+    queued for a slot behind the leaderships' log openings. Here every slot is held by
+    a leadership whose partition's lock is taken."""
+    store, logs, replicas = _over_a_local_store(tmp_path)
+    led = TopicPartition("orders", 0)
+    new = [TopicPartition("clicks", p) for p in range(TRANSITIONS_IN_FLIGHT)]
+
+    async def isr_shrunk() -> None:
+        while replicas.leaders[led].state.isr != (0,):
+            await asyncio.sleep(0.01)
+
+    async def shrink_beside_held_leaderships() -> None:
+        store.create_topic("orders", {0: PartitionState.new((0, 1))})
+        await replicas.poll_once()
+        state = store.read_topic("orders")[0]
+        store.alter_partition("orders", 0, state.partition_epoch, state.with_isr((0,)))
+        store.create_topic("clicks", {tp.partition: PartitionState.new((0,)) for tp in new})
+        async with contextlib.AsyncExitStack() as held:
+            for tp in new:
+                await held.enter_async_context(replicas.lock(tp))
+            poll = asyncio.create_task(replicas.poll_once())
+            await asyncio.wait_for(isr_shrunk(), timeout=10)
+            assert not set(new) & set(replicas.leaders)
+        await poll
+        assert set(new) <= set(replicas.leaders)
+        await replicas.stop()
+
+    try:
+        asyncio.run(shrink_beside_held_leaderships())
+    finally:
+        logs.shutdown()
+
+
+def test_an_isr_change_of_a_partition_whose_lock_is_held_waits_for_the_lock(
+    tmp_path: Path,
+) -> None:
+    """Applied in place only while nothing holds the partition: a produce or a
+    follower's append in progress keeps its state, and the change waits for its lock."""
+    store, logs, replicas = _over_a_local_store(tmp_path)
+    led = TopicPartition("orders", 0)
+
+    async def shrink_while_held() -> None:
+        store.create_topic("orders", {0: PartitionState.new((0, 1))})
+        await replicas.poll_once()
+        state = store.read_topic("orders")[0]
+        store.alter_partition("orders", 0, state.partition_epoch, state.with_isr((0,)))
+        async with replicas.lock(led):
+            poll = asyncio.create_task(replicas.poll_once())
+            while replicas.leadership(led).isr != [0]:  # read and named
+                await asyncio.sleep(0.01)
+            assert replicas.leaders[led].state.isr == (0, 1)
+        await poll
+        assert replicas.leaders[led].state.isr == (0,)
+        await replicas.stop()
+
+    try:
+        asyncio.run(shrink_while_held())
     finally:
         logs.shutdown()
 
