@@ -4,7 +4,8 @@ Kafka's ``ReplicaManager``: the store is the truth (who leads in which epoch, wh
 sync), followed every ``poll_ms``, or at once when the store says it moved, by reading
 the topics that changed (``StoreFollower``);
 each change of a partition this broker replicates is
-applied under the partition's lock: becoming leader starts the epoch in the log
+applied while nothing else holds the partition's lock (in place if it needs no thread:
+an ISR change, a follow of a log kept here): becoming leader starts the epoch in the log
 (``Log.become_leader``) and a ``LeaderPartition``; becoming follower hands the
 partition to the fetcher of its leader (one per leader broker), which truncates by
 leader epoch and copies. A leader answers its producers and consumers, drops followers
