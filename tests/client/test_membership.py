@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -17,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.process_faults import kill_9, paused
+from tierlog.api.v1 import group_service_pb2 as pb
 from tierlog.client import Consumer, Producer, TopicPartition
-from tierlog.client.groups import ConsumerGroups
+from tierlog.client.groups import ConsumerGroups, GroupClient
 
 from .conftest import SidecarStarter, create_topic
 from .sidecars import LiveSidecar
@@ -213,6 +215,74 @@ def test_the_group_survives_a_kill_9_of_its_coordinator(sidecars: SidecarStarter
         described = ConsumerGroups(a.consumer.cluster).group(GROUP).describe()
         assert described.state == "Stable" and len(described.members) == 2
     finally:
+        a.consumer.close()
+        b.consumer.close()
+
+
+class HeldAnswer:
+    """``GroupClient.heartbeat`` of the member ``client_id`` as a pause that lands while
+    a beat is in flight: once ``hold`` is set, the next beat's answer (the coordinator
+    answers at once, the member still in its session) waits until ``wake``, as in a
+    stopped process's socket; the beat after it waits until ``resume``, so the member
+    learns nothing more meanwhile."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, client_id: str) -> None:
+        self.hold = threading.Event()
+        self.answered, self.wake = threading.Event(), threading.Event()
+        self.next_beat, self.resume = threading.Event(), threading.Event()
+        real = GroupClient.heartbeat
+
+        def heartbeat(
+            group: GroupClient, request: pb.ConsumerGroupHeartbeatRequest
+        ) -> pb.ConsumerGroupHeartbeatResponse:
+            if request.client_id != client_id or not self.hold.is_set():
+                return real(group, request)
+            if not self.answered.is_set():
+                response = real(group, request)
+                self.answered.set()
+                self.wake.wait()
+                return response
+            self.next_beat.set()
+            self.resume.wait()
+            return real(group, request)
+
+        monkeypatch.setattr(GroupClient, "heartbeat", heartbeat)
+
+    def release(self) -> None:
+        self.hold.clear()
+        self.wake.set()
+        self.resume.set()
+
+
+def test_an_answer_read_after_a_pause_does_not_renew_the_session(
+    sidecar: LiveSidecar, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interleaving of ``test_a_paused_consumer_loses_its_partitions_and_rejoins``
+    when the pause catches a beat in flight: its answer, read on waking, is as old as
+    the beat. The session is counted from when the beat was sent, so the woken member
+    still finds it over before it returns a record: none of the partitions it lost
+    (which it would then commit as a zombie: UNKNOWN_MEMBER_ID)."""
+    held = HeldAnswer(monkeypatch, "a")
+    a = _member(sidecar.address, "a")
+    lost: list[int] = []
+    a.consumer.subscribe([TOPIC], on_lost=lambda tps: lost.extend(tp.partition for tp in tps))
+    b = _member(sidecar.address, "b")
+    try:
+        deadline = time.monotonic() + 20
+        while len(a.consumer.assignment()) != 6:
+            a.consumer.poll(50)
+            assert time.monotonic() < deadline
+        held.hold.set()
+        assert held.answered.wait(5)  # "paused" with the answer unread
+        b.subscribe()
+        _poll_until_split([b], [6])  # the session expired; the partitions moved
+        _produce(sidecar.address, 5)
+        held.wake.set()
+        assert held.next_beat.wait(5)  # the old answer was read first
+        assert a.consumer.poll(1000) == []
+        assert sorted(lost) == list(range(6)) and a.consumer.assignment() == []
+    finally:
+        held.release()
         a.consumer.close()
         b.consumer.close()
 

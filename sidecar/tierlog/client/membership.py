@@ -12,10 +12,15 @@ how the coordinator learns a revocation is done and hands those partitions to an
 member. So a partition is never consumed by two members of a live group.
 
 Fenced (``FENCED_MEMBER_EPOCH``, ``UNKNOWN_MEMBER_ID``: its session expired, say), or
-not answered for the session timeout the coordinator named (the process was paused, the
-coordinator unreachable: the coordinator has given its partitions away by now), the
-member has lost its partitions: the thread stops heartbeating until the application's
-thread has dropped them (``on_lost``), then joins again with epoch 0. Retriable errors
+with no beat answered that was sent within the session timeout the coordinator named
+(the process was paused, the coordinator unreachable: the coordinator has given its
+partitions away by now), the member has lost its partitions: the thread stops
+heartbeating until the application's thread has dropped them (``on_lost``), then joins
+again with epoch 0. The session is counted from when the last answered beat was *sent*
+(the coordinator renewed it no earlier): an answer read late, the process stopped with it
+in its socket, says nothing of the time since, and counted from its reading it would let
+a member woken past its session return the records fetched meanwhile of partitions it
+had lost, and commit them as a zombie (``UNKNOWN_MEMBER_ID``). Retriable errors
 (the coordinator moved, is loading) are retried on the next beat. ``leave`` sends epoch
 -1 (a static member, ``group.instance.id``: -2, so it comes back to its partitions).
 """
@@ -87,7 +92,9 @@ class GroupMembership:
         self._send_subscription = True
         self._interval_s = INITIAL_INTERVAL_S
         self._session_s = 0.0  # as the coordinator answered (0: not yet)
-        self._answered_at = time.monotonic()
+        # When the last beat the coordinator answered was sent: the session ends a
+        # session timeout later at the earliest.
+        self._renewed_at = time.monotonic()
         self._thread = threading.Thread(
             target=self._run, name=f"tierlog-heartbeat-{group.group_id}", daemon=True
         )
@@ -106,10 +113,11 @@ class GroupMembership:
     def update(self) -> Update | None:
         """What the consumer must do now (None: nothing)."""
         with self._lock:
-            silent_s = time.monotonic() - self._answered_at
+            silent_s = time.monotonic() - self._renewed_at
             if self._epoch > JOIN_EPOCH and 0 < self._session_s <= silent_s:
                 log.warning(
-                    "group %s: no answer for %.1f s, past the session: partitions lost",
+                    "group %s: last beat answered was sent %.1f s ago, past the session: "
+                    "partitions lost",
                     self.group.group_id,
                     silent_s,
                 )
@@ -178,6 +186,7 @@ class GroupMembership:
 
     def _beat(self) -> None:
         request = self._request()
+        sent_at = time.monotonic()
         try:
             response = self.group.heartbeat(request)
         except TierlogError as error:
@@ -200,7 +209,7 @@ class GroupMembership:
             if self._lost:
                 return  # fenced meanwhile: the application drops everything first
             self._epoch = response.member_epoch
-            self._answered_at = time.monotonic()
+            self._renewed_at = sent_at
             self._session_s = response.session_timeout_ms / 1000
             self._interval_s = max(response.heartbeat_interval_ms, 1) / 1000
             self._send_subscription = False
