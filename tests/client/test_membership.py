@@ -354,6 +354,18 @@ def _read_to(last: int, partitions: Iterable[int], *workers: Worker) -> bool:
     return all(max(o for seen in consumed for o in seen.get(p, [-1])) == last for p in partitions)
 
 
+def _committed_to(position: int, partitions: Iterable[int], *workers: Worker) -> bool:
+    """Whether each partition's commit reached ``position``, acknowledged to one of
+    ``workers``."""
+    committed: dict[int, int] = {}
+    for worker in workers:
+        for line in worker.lines():
+            if line[0] == "C":
+                partition, offset = int(line[1]), int(line[2])
+                committed[partition] = max(committed.get(partition, -1), offset)
+    return all(committed.get(p, -1) == position for p in partitions)
+
+
 @dataclass
 class Ownership:
     """One worker's stretch of owning a partition: what it read, what it committed."""
@@ -455,10 +467,16 @@ def test_a_paused_consumer_loses_its_partitions_and_rejoins(
     first = _start_worker(sidecar.address, tmp_path, "first", workers)
     second = _start_worker(sidecar.address, tmp_path, "second", workers)
     _wait_for(lambda: len(first.owned()) == 3 and len(second.owned()) == 3, "a 3/3 split")
-    # The first's partitions read to the end, by either: whichever worker joined first
-    # owned all six alone for a moment, and may have read and committed the other's
-    # share too (then the other starts at the commit and reads nothing of it).
-    _wait_for(lambda: _read_to(19, first.owned(), first, second), "the first's partitions read")
+    # The first's partitions read to the end and committed, by either: whichever worker
+    # joined first owned all six alone for a moment, and may have read and committed the
+    # other's share too (then the other starts at the commit and reads nothing of it).
+    # Committed, not only read: a worker writes its records before it commits them, and
+    # a commit the pause caught in flight is refused once the session is over, by any
+    # consumer (Kafka's raises CommitFailedException), so the pause must find none.
+    _wait_for(
+        lambda: _committed_to(20, first.owned(), first, second),
+        "the first's partitions read and committed",
+    )
     with paused(first.process.pid):
         _wait_for(lambda: len(second.owned()) == 6, "the second owns everything")
         _produce(sidecar.address, 20, start=20)
