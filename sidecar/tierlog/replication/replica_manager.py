@@ -72,8 +72,14 @@ ChannelFactory = Callable[[str], grpc.aio.Channel]
 # this machine's ext4, 8 side by side cost a tenth of 8 in turn). At 8 in the default
 # executor (6 threads on 2 cores, shared with the requests), a survivor took 0.9-2.2 s to
 # lead 667 partitions of a hand-over; at 32 in a pool of their own, 0.4-0.6 s (scratch
-# runs in-process, load 13-17, 2026-11-29). Threads blocked on fsync hold no GIL.
-TRANSITIONS_IN_FLIGHT = 32
+# runs in-process, load 13-17, 2026-11-29). Since ISR changes and follows are applied in
+# place, only new leaderships and first logs come here, and fewer side by side hand the
+# GIL about less: each syscall of a checkpoint gives it up and takes it back, and the
+# event loop waits its turn among them, so requests wait too. In a quiet run at 8 the
+# survivor's loop was held 63 ms in all over its apply against 391 ms at 32, the apply
+# taking 0.81 s against 0.67 s (handover_apply_bench), and Metadata named the new
+# leaders after SIGTERM in 0.27 s against 0.34 s (medians of 8, 2026-12-01).
+TRANSITIONS_IN_FLIGHT = 8
 # Woken by the store, a broker reads at once, but at most this many times a poll
 # interval: a burst of writes (a failover's parts, a watch event each) costs the store
 # a few reads per broker a poll, not one per write.
