@@ -49,8 +49,10 @@ from tierlog.api.v1 import (
 from tierlog.broker.topics import TopicStore
 from tierlog.cli.local_cluster import read_cluster
 from tierlog.client import AdminClient, Producer
+from tierlog.controller.changes import write_all_decided
 from tierlog.controller.reassignments import start_reassignments
 from tierlog.partition_state.local_store import LocalStateStore
+from tierlog.partition_state.model import PartitionState
 from tierlog.sidecar.restore import (
     begin_restore,
     restore_locally,
@@ -520,10 +522,16 @@ class LocalCluster:
 
     def raise_leader_epochs(self, by: int) -> None:
         """Each partition's leader leads on in an epoch ``by`` higher, as the controller
-        would have it after that many elections of the same leader."""
-        for partition, state in self.store.read_topic(TOPIC).items():
-            later = dataclasses.replace(state, leader_epoch=state.leader_epoch + by)
-            self.store.alter_partition(TOPIC, partition, state.partition_epoch, later)
+        would have it after that many elections of the same leader. The brokers'
+        controller writes too (a preferred leader's election after a reassignment, an
+        ISR change), so a write that loses that race is decided again on a fresh read."""
+
+        def raised(_partition: int, state: PartitionState) -> PartitionState:
+            return dataclasses.replace(state, leader_epoch=state.leader_epoch + by)
+
+        write_all_decided(
+            self.store, TOPIC, self.store.read_topic(TOPIC), raised, "leader epochs raised"
+        )
 
     def in_sync(self, partition: int) -> int:
         return len(self.store.read_topic(TOPIC)[partition].isr)
