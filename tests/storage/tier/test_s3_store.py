@@ -130,6 +130,37 @@ def test_objects_live_under_the_prefix(
         store.put("../escape", b"x")
 
 
+def test_a_listing_pages_through_every_key_as_it_was_put(
+    location: S3Location, stores: StoreFactory, minio: MinioServer
+) -> None:
+    """A listing longer than a page comes back whole and in key order (each page asked
+    with the token the one before gave), each key spelled as it was put and listed as
+    botocore lists it."""
+    store = stores()
+    keys = ["p/%41", "p/a b", "p/a+b", "p/k&v=1", "p/<tag>", "p/\u00fc/\u6f22"]
+    for key in keys:
+        store.put(key, key.encode())
+    store.put("q/beside", b"")
+    store.list_page_keys = 2
+    started = time.time()
+    listed = list(store.list("p/"))
+    assert [(info.key, info.size_bytes) for info in listed] == [
+        (key, len(key.encode())) for key in sorted(keys)
+    ]
+    assert all(started - 60 < info.last_modified_s <= started + 1 for info in listed)
+    answer = minio.client().list_objects_v2(Bucket=location.bucket, Prefix="cluster-a/tier/p/")
+    by_botocore = [
+        (
+            item["Key"].removeprefix("cluster-a/tier/"),
+            item["Size"],
+            item["LastModified"].timestamp(),
+        )
+        for item in answer["Contents"]
+    ]
+    assert [(info.key, info.size_bytes, info.last_modified_s) for info in listed] == by_botocore
+    assert [info.key for info in store.list("p/%")] == ["p/%41"]
+
+
 def test_a_large_object_goes_up_in_parallel_parts(
     location: S3Location,
     stores: StoreFactory,
@@ -446,6 +477,10 @@ def test_a_get_with_wrong_keys_is_refused_without_retrying(
             read()
         assert not isinstance(refused.value, ObjectStoreUnavailableError)
     assert recorder.errors("GetObject") == ["SignatureDoesNotMatch"] * 2
+    with pytest.raises(ObjectStoreError, match="SignatureDoesNotMatch") as refused:
+        list(store.list(""))
+    assert not isinstance(refused.value, ObjectStoreUnavailableError)
+    assert recorder.errors("ListObjectsV2") == ["SignatureDoesNotMatch"]
 
 
 def test_gets_of_keys_that_need_quoting_read_their_bytes_whole_ranged_and_in_pieces(

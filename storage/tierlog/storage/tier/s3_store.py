@@ -61,7 +61,7 @@ from tierlog.storage.rate_limit import TokenBucket
 from tierlog.storage.tier.body import BodyReader
 from tierlog.storage.tier.chunk_buffers import Filled, nothing_filled
 from tierlog.storage.tier.s3_credentials import read_credentials
-from tierlog.storage.tier.s3_signed_get import SignedGet
+from tierlog.storage.tier.s3_signed_get import PAGE_KEYS, SignedGet
 from tierlog.storage.tier.store import (
     Body,
     ObjectExistsError,
@@ -74,7 +74,7 @@ from tierlog.storage.tier.store import (
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
-    from mypy_boto3_s3.type_defs import CompletedPartTypeDef, ListObjectsV2OutputTypeDef
+    from mypy_boto3_s3.type_defs import CompletedPartTypeDef
 
 __all__ = ["S3Location", "S3Observer", "S3Options", "S3Store", "backoff_s", "crc32c_base64"]
 
@@ -222,6 +222,7 @@ class S3Store:
             connect_timeout_s=options.connect_timeout_s,
             read_timeout_s=options.read_timeout_s,
         )
+        self.list_page_keys = PAGE_KEYS  # keys a listing asks for a page at most
         self._parts = ThreadPoolExecutor(options.upload_concurrency, "s3-part")
         self._rate_limit = (
             TokenBucket(options.upload_rate_bytes_per_s, options.upload_rate_bytes_per_s)
@@ -312,26 +313,20 @@ class S3Store:
         return answer["ContentLength"]
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
-        # Page by page with our retries (a paginator's iterator dies with its first error).
-        token = ""
+        # Page by page with our retries (a paginator's iterator dies with its first error),
+        # over the signed GETs' path: botocore's own cost more than the request.
+        token, full_prefix = "", self._root + prefix
         while True:
-            page = self._call("ListObjectsV2", prefix, partial(self._list_page, prefix, token))
-            for item in page.get("Contents", []):
-                yield ObjectInfo(
-                    item["Key"][len(self._root) :], item["Size"], item["LastModified"].timestamp()
-                )
-            token = page.get("NextContinuationToken", "")
-            if not page.get("IsTruncated") or not token:
-                return
-
-    def _list_page(self, prefix: str, token: str) -> ListObjectsV2OutputTypeDef:
-        if not token:
-            return self._client.list_objects_v2(
-                Bucket=self.location.bucket, Prefix=self._root + prefix
+            page = self._call(
+                "ListObjectsV2",
+                prefix,
+                partial(self._signed_get.list_page, full_prefix, token, self.list_page_keys),
             )
-        return self._client.list_objects_v2(
-            Bucket=self.location.bucket, Prefix=self._root + prefix, ContinuationToken=token
-        )
+            for info in page.objects:
+                yield info._replace(key=info.key[len(self._root) :])
+            token = page.next_token
+            if not token:
+                return
 
     def delete(self, keys: Iterable[str]) -> None:
         batch: builtins.list[str] = []
