@@ -4,6 +4,8 @@ the very buffer the log's read gave, not copied into the frame."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tracemalloc
 
 from kio.schema.errors import ErrorCode
@@ -54,3 +56,46 @@ def test_a_fetch_answers_records_reach_the_frame_uncopied() -> None:
     header, header_bytes = entity_reader(schema.__header_schema__)(frame, 4)
     assert header.correlation_id == 7
     assert entity_reader(schema)(frame, 4 + header_bytes)[0] == answer
+
+
+# Run in a process of its own, so that no other test has loaded the version before.
+_FIRST_SEEN = """
+import io, sys
+from kio.serial import entity_writer
+from kio.static.primitive import i16, i32
+from tierlog.kafka.codec import (
+    build, encode_response, load_version, loaded_version, read_request, request_type,
+    response_type,
+)
+from tierlog.kafka.versions import METADATA
+
+version = 12
+assert not loaded_version(METADATA, version)
+load_version(METADATA, version)
+assert loaded_version(METADATA, version)
+request_schema = request_type(METADATA, version)
+header_schema = request_schema.__header_schema__
+payload = io.BytesIO()
+entity_writer(header_schema)(payload, header_schema(
+    request_api_key=i16(METADATA), request_api_version=i16(version),
+    correlation_id=i32(5), client_id="probe",
+))
+entity_writer(request_schema)(payload, request_schema(
+    topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False,
+))
+before = set(sys.modules)
+frame = read_request(payload.getvalue(), METADATA, version)
+answer = build(response_type(METADATA, version), {"throttle_time": 0, "brokers": [], "topics": []})
+encode_response(frame.correlation_id, answer)
+print(sorted(set(sys.modules) - before))
+"""
+
+
+def test_a_loaded_version_is_read_and_answered_without_importing_anything() -> None:
+    """What a listener does in a thread at a version's first request (``load_version``)
+    is all the first-time work: the request read and its answer written after it import
+    no module on the event loop."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FIRST_SEEN], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]"

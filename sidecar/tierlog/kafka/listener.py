@@ -48,7 +48,14 @@ from tierlog.kafka.alter_user_scram_credentials import alter_user_scram_credenti
 from tierlog.kafka.answer_later import AnswerLater
 from tierlog.kafka.api_versions import api_versions, unsupported_version
 from tierlog.kafka.broker import KafkaBroker
-from tierlog.kafka.codec import encode_response, frame_body, read_request, request_type
+from tierlog.kafka.codec import (
+    encode_response,
+    frame_body,
+    load_version,
+    loaded_version,
+    read_request,
+    request_type,
+)
 from tierlog.kafka.connection_quotas import ConnectionLimits, ConnectionQuotas
 from tierlog.kafka.consumer_group_describe import consumer_group_describe
 from tierlog.kafka.consumer_group_heartbeat import consumer_group_heartbeat
@@ -476,6 +483,8 @@ class KafkaListener:
                     (ErrorCode.unsupported_version,),
                 )
             raise _Refused(f"api key {api_key} version {api_version} is not served ({low}-{high})")
+        if not loaded_version(api_key, api_version):  # its first request: not on the loop
+            await asyncio.to_thread(load_version, api_key, api_version)
         try:
             frame = read_request(payload, api_key, api_version)
         except Exception as error:  # kio raises whatever its readers meet
