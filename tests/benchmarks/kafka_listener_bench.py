@@ -33,6 +33,7 @@ wait says how long the brokers were ready to work but the machine gave them no C
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
@@ -59,7 +60,7 @@ from tests.benchmarks.kafka_comparison_bench import (
     mib_per_s,
     progress,
 )
-from tests.benchmarks.side_by_side import Usage, clusters, usage
+from tests.benchmarks.side_by_side import Usage, clusters, sidelined, usage
 from tests.interop.kafka import KafkaTools
 from tierlog.tools.progress import Advance, choose_tracker
 
@@ -72,15 +73,20 @@ class Metered:
     """A system whose brokers' ``usage`` is read around each peak produce and each consume.
 
     Its topics, made by ``topics``, carry ``prefix``: the listener and gRPC share one cluster,
-    and ``measure`` gives every system the same topic names."""
+    and ``measure`` gives every system the same topic names. Unless ``rivals_compete``, the
+    other cluster's processes, ``rivals``, are ``sidelined`` during each of its runs; their
+    CPU seconds during its throughput runs are kept in ``rival_cpu_s``."""
 
     system: System
     topics: KafkaEndpoint
     pids: Sequence[int]
+    rivals: Sequence[int]
     prefix: str
     advance: Advance
+    rivals_compete: bool = False
     produce_per_mib: list[Usage] = field(default_factory=list)
     consume_per_mib: list[Usage] = field(default_factory=list)
+    rival_cpu_s: list[float] = field(default_factory=list)
     name: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -89,22 +95,32 @@ class Metered:
     def clear(self) -> None:
         self.produce_per_mib.clear()
         self.consume_per_mib.clear()
+        self.rival_cpu_s.clear()
 
     def create_topic(self, topic: str) -> None:
         self.topics.create_topic(f"{self.prefix}-{topic}")
 
+    def _sidelining(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext() if self.rivals_compete else sidelined(self.rivals)
+
     def produce(self, topic: str, records: int, batch_bytes: int, rate: float) -> Produced:
-        before = usage(self.pids)
-        produced = self.system.produce(f"{self.prefix}-{topic}", records, batch_bytes, rate)
-        if rate < 0:  # the peak runs: the rate-limited ones idle between batches
-            self.produce_per_mib.append(usage(self.pids).since(before).per_mib(produced.records))
+        with self._sidelining():
+            before, rivals_before = usage(self.pids), usage(self.rivals)
+            produced = self.system.produce(f"{self.prefix}-{topic}", records, batch_bytes, rate)
+            if rate < 0:  # the peak runs: the rate-limited ones idle between batches
+                self.produce_per_mib.append(
+                    usage(self.pids).since(before).per_mib(produced.records)
+                )
+                self.rival_cpu_s.append(usage(self.rivals).since(rivals_before).cpu_s)
         self.advance(1)
         return produced
 
     def consume(self, topic: str, records: int) -> Consumed:
-        before = usage(self.pids)
-        consumed = self.system.consume(f"{self.prefix}-{topic}", records)
-        self.consume_per_mib.append(usage(self.pids).since(before).per_mib(consumed.records))
+        with self._sidelining():
+            before, rivals_before = usage(self.pids), usage(self.rivals)
+            consumed = self.system.consume(f"{self.prefix}-{topic}", records)
+            self.consume_per_mib.append(usage(self.pids).since(before).per_mib(consumed.records))
+            self.rival_cpu_s.append(usage(self.rivals).since(rivals_before).cpu_s)
         self.advance(1)
         return consumed
 
@@ -153,6 +169,11 @@ def summarise(
         ]
         for name in SYSTEMS
     }
+    for m in metered:  # peak produces, then consumes
+        runs[m.name].append(
+            "the other cluster's CPU meanwhile "
+            + ", ".join(f"{seconds:.2f} s" for seconds in m.rival_cpu_s)
+        )
     return Figures(
         replication_factor=replication_factor,
         label=measured.label,
@@ -241,19 +262,19 @@ def measure_replicated(
             f"tierlog (pids {tierlog.pids}): Kafka listeners at {tierlog.bootstrap_server}, "
             f"gRPC at {tierlog.servers}"
         )
+        tierlog_pids = list(tierlog.pids)
         kafka_pids = [node.pid for node in kafka.nodes]
+
+        def metered_system(system: System, topics: KafkaEndpoint, prefix: str) -> Metered:
+            pids, rivals = (
+                (kafka_pids, tierlog_pids) if system.name == KAFKA else (tierlog_pids, kafka_pids)
+            )
+            return Metered(system, topics, pids, rivals, prefix, advance, args.rivals_compete)
+
         metered = [
-            Metered(
-                Kafka(tools, tierlog, LISTENER, "all", consumer_config),
-                tierlog,
-                tierlog.pids,
-                "a",
-                advance,
-            ),
-            Metered(
-                Kafka(tools, kafka, KAFKA, "all", consumer_config), kafka, kafka_pids, "b", advance
-            ),
-            Metered(Tierlog(tierlog.servers, GRPC, "all"), tierlog, tierlog.pids, "c", advance),
+            metered_system(Kafka(tools, tierlog, LISTENER, "all", consumer_config), tierlog, "a"),
+            metered_system(Kafka(tools, kafka, KAFKA, "all", consumer_config), kafka, "b"),
+            metered_system(Tierlog(tierlog.servers, GRPC, "all"), tierlog, "c"),
         ]
         for system in metered:  # the JVMs' JIT and the sidecars' first segments
             system.create_topic("warm-up")
@@ -340,6 +361,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         action="store_true",
         help="a check that every piece works: the first batch size only, 1 round of 20,000 "
         "records per factor",
+    )
+    parser.add_argument(
+        "--rivals-compete",
+        action="store_true",
+        help="leave the cluster not being measured at its normal CPU priority (by default it "
+        "is sidelined during each run: side_by_side.sidelined)",
     )
     parser.add_argument("--progress", action="store_true", help="draw a bar even off a terminal")
     parser.add_argument("--workdir", help="keep the data here (default: a temporary dir)")
