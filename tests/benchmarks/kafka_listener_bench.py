@@ -22,6 +22,11 @@ leader waits for every in-sync replica whatever it says), no compression, ``batc
 interleaved (A, B, C, A, B, C, ...), and medians are reported. Consumers join with
 ``group.protocol=consumer`` (KIP-848) on both; ``fetch.*`` figures leave the join out.
 
+During each run of one system the other cluster is sidelined (``side_by_side.sidelined``:
+its processes at the lowest CPU priority, still running, so that its idle work takes no CPU
+the measured one wants); ``--rivals-compete`` leaves it at its normal priority. Its CPU
+seconds during each peak produce and consume are reported.
+
 Around every peak produce and every consume the brokers' CPU time (``utime + stime`` from
 ``/proc/PID/stat``, all their threads) and their threads' run-queue wait (``task/*/schedstat``)
 are read, summed over the cluster's processes and reported per MiB moved: the sidecars' for

@@ -43,6 +43,10 @@ measures both. Then ``--runs`` rounds, the two systems interleaved in each step:
 
 ``--steps`` measures only some of these (e.g. ``--steps kill-one stop-one``).
 
+While one system's scrape, Metadata and lose-one-broker figures are taken, the other is
+sidelined (``side_by_side.sidelined``: lowest CPU priority, still running);
+``--rivals-compete`` leaves it at its normal priority.
+
 ``--light-load R``: the issue's "then with a light load spread over all partitions".
 While each system's idle, scrape, Metadata and lose-one-broker figures are taken, a
 thread of this process sends it ``R`` records a second (100 bytes each, ``acks=1``),
@@ -90,7 +94,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from tests.benchmarks.kafka_comparison_bench import progress
 from tests.benchmarks.scale_plot import Series, write_svg
 from tests.benchmarks.scratch import machine_line, run_in_scratch
-from tests.benchmarks.side_by_side import clusters, process_usage, resident_bytes
+from tests.benchmarks.side_by_side import clusters, process_usage, resident_bytes, sidelined
 from tests.interop.kafka import KafkaCluster, KafkaTools
 from tierlog.cli.local_cluster import (
     read_cluster,
@@ -817,6 +821,14 @@ def measure_round(
     def under_load(brokers: Brokers) -> contextlib.AbstractContextManager[object]:
         return loaded(brokers, partitions, args.light_load)
 
+    def alone(brokers: Brokers) -> contextlib.AbstractContextManager[None]:
+        """The other system sidelined unless ``--rivals-compete``: for the steps timed in
+        seconds or less. Not for the restarts: a minute of Kafka's JVMs starting on both
+        CPUs would starve a sidelined tierlog's leases (and the restarts are not close)."""
+        if args.rivals_compete:
+            return contextlib.nullcontext()
+        return sidelined([pid for other in systems if other is not brokers for pid in other.pids])
+
     if "idle" in steps:
         for brokers in systems:
             with under_load(brokers):
@@ -826,7 +838,7 @@ def measure_round(
         advance(1)
     if "scrape" in steps:
         for brokers in systems:
-            with under_load(brokers):
+            with under_load(brokers), alone(brokers):
                 scraped = brokers.scrape()
             if scraped is not None:
                 readings.add(brokers.name, "/metrics bytes", scraped[0])
@@ -834,7 +846,7 @@ def measure_round(
         advance(1)
     if "metadata" in steps:
         for brokers in systems:
-            with under_load(brokers):
+            with under_load(brokers), alone(brokers):
                 ms = metadata_ms(brokers.bootstrap, args.metadata_requests)
             readings.add(brokers.name, "Metadata of N partitions ms", ms)
         advance(1)
@@ -855,7 +867,7 @@ def measure_round(
             continue
         for brokers in systems:
             lose = brokers.kill if step == "kill-one" else brokers.stop
-            with under_load(brokers) as load:
+            with under_load(brokers) as load, alone(brokers):
                 led_again, writable, preferred = lose_one(brokers, partitions, lose)
             if isinstance(load, LightLoad):
                 progress(
@@ -1027,6 +1039,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=0.0,
         metavar="R",
         help="records/s over all partitions during all but the restarts (0: none)",
+    )
+    parser.add_argument(
+        "--rivals-compete",
+        action="store_true",
+        help="leave the system not being measured at its normal CPU priority (by default it "
+        "is sidelined during the scrape, Metadata and lose-one steps: side_by_side.sidelined)",
     )
     parser.add_argument("--svg", help="write the plot here (e.g. docs/scale-bench.svg)")
     parser.add_argument("--json", help="save every run's figures here after each round")
