@@ -65,7 +65,7 @@ from tests.benchmarks.kafka_comparison_bench import (
     mib_per_s,
     progress,
 )
-from tests.benchmarks.side_by_side import Usage, clusters, sidelined, usage
+from tests.benchmarks.side_by_side import Usage, clusters, sidelined_unless, usage
 from tests.interop.kafka import KafkaTools
 from tierlog.tools.progress import Advance, choose_tracker
 
@@ -106,7 +106,7 @@ class Metered:
         self.topics.create_topic(f"{self.prefix}-{topic}")
 
     def _sidelining(self) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext() if self.rivals_compete else sidelined(self.rivals)
+        return sidelined_unless(self.rivals_compete, self.rivals)
 
     def produce(self, topic: str, records: int, batch_bytes: int, rate: float) -> Produced:
         with self._sidelining():

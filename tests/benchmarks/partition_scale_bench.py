@@ -94,7 +94,12 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from tests.benchmarks.kafka_comparison_bench import progress
 from tests.benchmarks.scale_plot import Series, write_svg
 from tests.benchmarks.scratch import machine_line, run_in_scratch
-from tests.benchmarks.side_by_side import clusters, process_usage, resident_bytes, sidelined
+from tests.benchmarks.side_by_side import (
+    clusters,
+    process_usage,
+    resident_bytes,
+    sidelined_unless,
+)
 from tests.interop.kafka import KafkaCluster, KafkaTools
 from tierlog.cli.local_cluster import (
     read_cluster,
@@ -825,9 +830,8 @@ def measure_round(
         """The other system sidelined unless ``--rivals-compete``: for the steps timed in
         seconds or less. Not for the restarts: a minute of Kafka's JVMs starting on both
         CPUs would starve a sidelined tierlog's leases (and the restarts are not close)."""
-        if args.rivals_compete:
-            return contextlib.nullcontext()
-        return sidelined([pid for other in systems if other is not brokers for pid in other.pids])
+        rivals = [pid for other in systems if other is not brokers for pid in other.pids]
+        return sidelined_unless(args.rivals_compete, rivals)
 
     if "idle" in steps:
         for brokers in systems:

@@ -28,6 +28,7 @@ __all__ = [
     "process_usage",
     "resident_bytes",
     "sidelined",
+    "sidelined_unless",
     "usage",
 ]
 
@@ -125,6 +126,11 @@ def sidelined(pids: Sequence[int]) -> Iterator[None]:
         _set_policy(pids, os.SCHED_OTHER)
         for pid, (_, nice) in groups.items():
             _set_autogroup_nice(pid, nice)
+
+
+def sidelined_unless(compete: bool, pids: Sequence[int]) -> contextlib.AbstractContextManager[None]:
+    """``sidelined(pids)``, or nothing when the benchmark was asked to let them compete."""
+    return contextlib.nullcontext() if compete else sidelined(pids)
 
 
 @dataclass(frozen=True)
