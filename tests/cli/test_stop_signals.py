@@ -120,3 +120,40 @@ def test_wait_readable_ends_at_a_signal_while_nothing_comes(
         os.write(write_fd, b"more\n")
         assert not stops.wait_readable(read_fd)  # stopped stays stopped
         assert stops.exit_status == status
+
+
+def _signal_another_thread_soon(signum: int, after_s: float = 0.2) -> threading.Timer:
+    """``signum`` to the timer's own thread, as the kernel may choose for a signal sent
+    to the process: the main thread's wait gets no EINTR and runs no Python handler."""
+    timer = threading.Timer(after_s, lambda: signal.pthread_kill(threading.get_ident(), signum))
+    timer.start()
+    return timer
+
+
+@SIGNALS
+def test_a_signal_that_lands_on_another_thread_ends_each_wait(
+    pipe: tuple[int, int], signum: int, status: int
+) -> None:
+    """Without the interpreter's wakeup byte each wait would sleep on: its watchdog, a
+    signal to the main thread 10 s on, would end it, too late for ``PROMPT_S``."""
+    read_fd, _ = pipe
+
+    def paused(stops: StopSignals) -> bool:
+        with pytest.raises(Stopped) as stopped:
+            stops.pause(30)
+        return stopped.value.exit_status == status
+
+    waits = [
+        lambda stops: not stops.wait_readable(read_fd),
+        lambda stops: not stops.sleep(30),
+        paused,
+    ]
+    for wait in waits:
+        with StopSignals() as stops:
+            watchdog = _signal_soon(signum, after_s=10)
+            _signal_another_thread_soon(signum)
+            started = time.monotonic()
+            assert wait(stops)
+            assert time.monotonic() - started < PROMPT_S
+            watchdog.cancel()
+            assert stops.exit_status == status

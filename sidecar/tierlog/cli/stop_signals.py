@@ -13,9 +13,15 @@ the signal and wakes whoever waits, which is safe from a signal handler:
   it, as a shell reports a process the signal ended (130 for SIGINT, 143 for SIGTERM);
 - each wake given to ``on_stop`` is called (``Consumer.wakeup``: a flag and a mark on a
   ``SimpleQueue``);
-- one byte goes into a pipe of its own, a byte per signal: ``wait_readable`` (a file
-  such as stdin is readable, or a stop came), ``sleep`` and ``pause`` ``select`` on it,
-  so a blocking wait stays wakeable.
+- the signal's number is written, a byte per signal, into a pipe of its own:
+  ``wait_readable`` (a file such as stdin is readable, or a stop came), ``sleep`` and
+  ``pause`` ``select`` on it, so a blocking wait stays wakeable.
+
+The byte is written by the interpreter's own C handler (``signal.set_wakeup_fd``), on
+whichever thread the kernel gave the signal to, not by the Python handler: that one runs
+only on the main thread, between two of its bytecodes, so a main thread asleep in
+``select`` while the signal landed on another thread (gRPC's, the producer's sender)
+would sleep on, never running it.  CI saw a ``tierlog produce`` hang so on 2026-12-02.
 
 The command decides where a stop takes effect.  A loop checks ``received`` between its
 steps (or ``sleep`` says so) and leaves them (``consume``, ``produce``, ``perf``), then
@@ -71,11 +77,15 @@ class StopSignals:
         self.received: int | None = None
         self._wakes: list[Callable[[], None]] = []
         self._previous: dict[int, _Handler] = {}
-        self._read_fd = self._write_fd = -1
+        self._read_fd = self._write_fd = self._previous_wakeup_fd = -1
+        self._unraised = 0  # signals read from the pipe that ``pause`` has not raised yet
 
     def __enter__(self) -> StopSignals:
         self._read_fd, self._write_fd = os.pipe()
+        os.set_blocking(self._read_fd, False)  # read what is there, never wait for more
         os.set_blocking(self._write_fd, False)  # a flood of signals never blocks the handler
+        # A pipe full of earlier signals' bytes has woken every wait already: no warning.
+        self._previous_wakeup_fd = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
         for signum in STOP_SIGNALS:
             self._previous[signum] = signal.signal(signum, self._on_signal)
         return self
@@ -88,6 +98,7 @@ class StopSignals:
     ) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
+        signal.set_wakeup_fd(self._previous_wakeup_fd)
         os.close(self._read_fd)
         os.close(self._write_fd)
 
@@ -106,9 +117,11 @@ class StopSignals:
     def pause(self, seconds: float) -> None:
         """Sleep up to ``seconds``; ``Stopped`` as soon as a stop signal comes (or at
         once for one that came since the last ``Stopped``)."""
-        readable, _, _ = select.select([self._read_fd], [], [], max(seconds, 0.0))
-        if readable:
-            os.read(self._read_fd, 1)  # this signal's byte: raised once
+        if not self._unraised:
+            select.select([self._read_fd], [], [], max(seconds, 0.0))
+            self._read_signals()
+        if self._unraised:
+            self._unraised -= 1
             assert self.received is not None
             raise Stopped(self.received)
 
@@ -121,21 +134,29 @@ class StopSignals:
         once one came.  For a loop that leaves at a stop rather than unwinding."""
         if self.received is None:
             select.select([self._read_fd], [], [], max(seconds, 0.0))
+            self._read_signals()
         return self.received is None
 
     def wait_readable(self, fd: int) -> bool:
         """Wait until ``fd`` can be read without blocking (True) or a stop signal came
         (False, and every later call too)."""
-        if self.received is not None:
-            return False
-        readable, _, _ = select.select([fd, self._read_fd], [], [])
-        return self._read_fd not in readable
+        if self.received is None:
+            select.select([fd, self._read_fd], [], [])
+            self._read_signals()
+        return self.received is None
+
+    def _read_signals(self) -> None:
+        """Take the bytes the C handler wrote: the first stop is ``received`` even where
+        the Python handler has yet to run (it runs at the main thread's next bytecode)."""
+        with contextlib.suppress(BlockingIOError):
+            for signum in os.read(self._read_fd, 4096):
+                if signum in STOP_SIGNALS:  # a byte of another handler's signal is not a stop
+                    self._unraised += 1
+                    if self.received is None:
+                        self.received = signum
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         if self.received is None:
             self.received = signum
         for wake in self._wakes:
             wake()
-        # A pipe full of earlier signals' bytes has woken every wait already.
-        with contextlib.suppress(BlockingIOError):
-            os.write(self._write_fd, b"\0")
