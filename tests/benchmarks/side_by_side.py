@@ -25,6 +25,7 @@ __all__ = [
     "TierlogBrokers",
     "Usage",
     "clusters",
+    "parse_autogroup",
     "process_usage",
     "resident_bytes",
     "sidelined",
@@ -89,11 +90,19 @@ def _set_policy(pids: Sequence[int], policy: int) -> None:
             os.sched_setscheduler(tid, policy, os.sched_param(0))
 
 
-def _autogroup(pid: int) -> tuple[str, int]:
-    """``pid``'s autogroup (sched(7)) and its nice value, from ``/proc/PID/autogroup``
-    (``/autogroup-25 nice 0``)."""
-    name, _, nice = Path(f"/proc/{pid}/autogroup").read_text().split()
+def parse_autogroup(text: str) -> tuple[str, int] | None:
+    """The autogroup (sched(7)) and its nice value that ``/proc/PID/autogroup`` reads
+    (``/autogroup-25 nice 0``); None for the empty file the kernel gives a process that
+    is in none (one no ``setsid`` ever moved out of the boot session's root group: CI
+    ran so on 2026-12-02)."""
+    if not text.strip():
+        return None
+    name, _, nice = text.split()
     return name, int(nice)
+
+
+def _autogroup(pid: int) -> tuple[str, int] | None:
+    return parse_autogroup(Path(f"/proc/{pid}/autogroup").read_text())
 
 
 def _set_autogroup_nice(pid: int, nice: int) -> None:
@@ -112,11 +121,14 @@ def sidelined(pids: Sequence[int]) -> Iterator[None]:
     with the kernel's autogroups on (sched(7)) CPU is shared between sessions first and a
     thread's policy counts only inside its own: each process's autogroup is set to nice 19
     (a weight of 15 against 1,024), and every thread to ``SCHED_IDLE`` for a kernel
-    without autogroups."""
-    groups = {pid: _autogroup(pid) for pid in pids} if _AUTOGROUPS.exists() else {}
-    own = _autogroup(os.getpid())[0] if groups else None
-    if any(name == own for name, _ in groups.values()):
-        raise RuntimeError("a sidelined process shares the benchmark's own autogroup")
+    without autogroups, or for processes in none (their threads then compete one by one
+    at the root, where the policy does count)."""
+    groups: dict[int, tuple[str, int]] = {}
+    if _AUTOGROUPS.exists():
+        groups = {pid: group for pid in pids if (group := _autogroup(pid)) is not None}
+        own = _autogroup(os.getpid())
+        if own is not None and any(name == own[0] for name, _ in groups.values()):
+            raise RuntimeError("a sidelined process shares the benchmark's own autogroup")
     for pid in groups:
         _set_autogroup_nice(pid, 19)
     _set_policy(pids, os.SCHED_IDLE)
