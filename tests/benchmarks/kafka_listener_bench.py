@@ -19,7 +19,8 @@ was produced, produce at half of Kafka's median peak), with ``acks=all``: 1 KiB 
 partition of N replicas (``min.insync.replicas`` at its default, 1, on both: with acks=all a
 leader waits for every in-sync replica whatever it says), no compression, ``batch.size``
 64 KiB and 1 MiB, ``linger.ms=1000``. Every figure is taken ``--runs`` times with the systems
-interleaved (A, B, C, A, B, C, ...), and medians are reported. Consumers join with
+interleaved, the order turning by one each round (A, B, C, then B, C, A, then C, A, B:
+``kafka_comparison_bench.in_turn``), and medians are reported. Consumers join with
 ``group.protocol=consumer`` (KIP-848) on both; ``fetch.*`` figures leave the join out.
 
 During each run of one system the other cluster is sidelined (``side_by_side.sidelined``:
@@ -321,7 +322,8 @@ def run(args: argparse.Namespace) -> None:
             shutil.rmtree(workdir, ignore_errors=True)
     print(f"Machine: {machine()}; Kafka {tools.version}.")
     print(
-        f"{args.runs} rounds (A, B, C interleaved), {args.records:,} records of {RECORD_BYTES} B "
+        f"{args.runs} rounds (A, B, C interleaved, the order turning each round), "
+        f"{args.records:,} records of {RECORD_BYTES} B "
         f"per throughput run, {args.latency_seconds:g} s of records per latency run, acks=all; "
         f"{time.monotonic() - started:.0f} s in all."
     )
