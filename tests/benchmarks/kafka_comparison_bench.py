@@ -430,9 +430,9 @@ def in_turn(systems: Sequence[SystemT], run: int) -> list[SystemT]:
     """``systems`` in the order of round ``run``: the first of round 0 goes last in round 1,
     and so on, so that no system keeps one place. With a fixed order (three runs of
     ``kafka_listener_bench`` on 2026-12-02, 1,000,000 records a round) the system always
-    first in its round was the slowest consumer of the three in 8 of 9 rounds, and each
-    round's rates rose from its first to its last: a place in the order and the system
-    in it could not be told apart."""
+    first in its round was the slowest consumer of the three in 8 of 9 rounds, and in 7
+    the rates rose from the round's first to its last: a place in the order and the
+    system in it could not be told apart."""
     turn = run % len(systems) if systems else 0
     return [*systems[turn:], *systems[:turn]]
 
