@@ -93,8 +93,8 @@ def _set_policy(pids: Sequence[int], policy: int) -> None:
 def parse_autogroup(text: str) -> tuple[str, int] | None:
     """The autogroup (sched(7)) and its nice value that ``/proc/PID/autogroup`` reads
     (``/autogroup-25 nice 0``); None where the file is empty, as the kernel leaves it for
-    a process its autogroups do not schedule (every process of CI's run on 2026-12-02
-    read so, one started in a session of its own included)."""
+    a process its autogroups do not schedule (both processes CI's tests started on 2026-12-02
+    read so, the one started in a session of its own included)."""
     if not text.strip():
         return None
     name, _, nice = text.split()
