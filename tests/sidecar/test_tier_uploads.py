@@ -278,6 +278,11 @@ def test_a_recreated_bucket_stops_uploads_loudly_until_an_operator_rebases(
     # before the bucket goes: from then on, an upload already due may meet the empty
     # bucket at any moment (this assertion, made after, failed once on a full run).
     assert uploaded.value(stopped[0], reason=stopped[1]) == 0
+    # Offset 0 must live in the tier alone when the bucket goes. Its segment's local copy is
+    # deleted by a retention pass after the upload (every 200 ms here), and a tier found gone
+    # keeps every local segment: a bucket emptied first left offset 0 local and readable
+    # (CI, 2026-12-02: seven manifest versions in 260 ms, no retention pass between).
+    wait_until(lambda: offsets_by(sidecar, -4) > 0)
 
     recreate_empty(minio, s3_bucket)
     produce(sidecar, 12)  # more closed segments: the next upload meets the empty bucket
