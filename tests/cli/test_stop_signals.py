@@ -150,10 +150,13 @@ def test_a_signal_that_lands_on_another_thread_ends_each_wait(
     ]
     for wait in waits:
         with StopSignals() as stops:
-            watchdog = _signal_soon(signum, after_s=10)
-            _signal_another_thread_soon(signum)
-            started = time.monotonic()
-            assert wait(stops)
-            assert time.monotonic() - started < PROMPT_S
-            watchdog.cancel()
-            assert stops.exit_status == status
+            timers = [_signal_soon(signum, after_s=10), _signal_another_thread_soon(signum)]
+            try:
+                started = time.monotonic()
+                assert wait(stops)
+                assert time.monotonic() - started < PROMPT_S
+                assert stops.exit_status == status
+            finally:  # no signal may come after the handlers are put back: it would end pytest
+                for timer in timers:
+                    timer.cancel()
+                    timer.join()
