@@ -24,6 +24,7 @@ from tierlog.client import AdminClient
 __all__ = [
     "TierlogBrokers",
     "Usage",
+    "autogroup_of",
     "clusters",
     "parse_autogroup",
     "process_usage",
@@ -101,7 +102,8 @@ def parse_autogroup(text: str) -> tuple[str, int] | None:
     return name, int(nice)
 
 
-def _autogroup(pid: int) -> tuple[str, int] | None:
+def autogroup_of(pid: int) -> tuple[str, int] | None:
+    """``pid``'s autogroup and its nice value now (``parse_autogroup``)."""
     return parse_autogroup(Path(f"/proc/{pid}/autogroup").read_text())
 
 
@@ -125,8 +127,8 @@ def sidelined(pids: Sequence[int]) -> Iterator[None]:
     at the root, where the policy does count)."""
     groups: dict[int, tuple[str, int]] = {}
     if _AUTOGROUPS.exists():
-        groups = {pid: group for pid in pids if (group := _autogroup(pid)) is not None}
-        own = _autogroup(os.getpid())
+        groups = {pid: group for pid in pids if (group := autogroup_of(pid)) is not None}
+        own = autogroup_of(os.getpid())
         if own is not None and any(name == own[0] for name, _ in groups.values()):
             raise RuntimeError("a sidelined process shares the benchmark's own autogroup")
     for pid in groups:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.benchmarks.side_by_side import parse_autogroup, sidelined
+from tests.benchmarks.side_by_side import autogroup_of, parse_autogroup, sidelined
 
 THREADS = 3
 
@@ -37,23 +37,19 @@ def policies(pid: int) -> set[int]:
     return {os.sched_getscheduler(int(task.name)) for task in Path(f"/proc/{pid}/task").iterdir()}
 
 
-def autogroup(pid: int) -> tuple[str, int] | None:
-    return parse_autogroup(Path(f"/proc/{pid}/autogroup").read_text())
-
-
 def test_every_thread_and_the_autogroup_are_sidelined_then_put_back(
     rival: subprocess.Popen[bytes],
 ) -> None:
     """Where the rival is in no autogroup (this machine's CI on 2026-12-02) only the
     threads' policy is set, and nothing is written to its autogroup file."""
-    own, before = autogroup(os.getpid()), autogroup(rival.pid)
+    own, before = autogroup_of(os.getpid()), autogroup_of(rival.pid)
     assert len(list(Path(f"/proc/{rival.pid}/task").iterdir())) == THREADS
     with sidelined([rival.pid]):
         assert policies(rival.pid) == {os.SCHED_IDLE}
-        assert autogroup(rival.pid) == (None if before is None else (before[0], 19))
-        assert autogroup(os.getpid()) == own  # the benchmark's own session untouched
+        assert autogroup_of(rival.pid) == (None if before is None else (before[0], 19))
+        assert autogroup_of(os.getpid()) == own  # the benchmark's own session untouched
     assert policies(rival.pid) == {os.SCHED_OTHER}
-    assert autogroup(rival.pid) == before
+    assert autogroup_of(rival.pid) == before
 
 
 def test_a_process_of_the_benchmarks_own_autogroup_is_refused() -> None:
@@ -61,14 +57,14 @@ def test_a_process_of_the_benchmarks_own_autogroup_is_refused() -> None:
     benchmark may be too, is not refused: the policy alone sidelines it."""
     with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as child:
         try:
-            own = autogroup(os.getpid())
+            own = autogroup_of(os.getpid())
             if own is None:
                 with sidelined([child.pid]):
                     assert policies(child.pid) == {os.SCHED_IDLE}
             else:
                 with pytest.raises(RuntimeError, match="own autogroup"), sidelined([child.pid]):
                     pass
-            assert autogroup(os.getpid()) == own
+            assert autogroup_of(os.getpid()) == own
             assert policies(child.pid) == {os.SCHED_OTHER}
         finally:
             child.kill()
