@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -20,10 +21,14 @@ import pytest
 
 from tests.support.local_cluster import tierlog_cluster as tierlog
 from tierlog.cli.local_cluster import (
+    CLUSTER_FILE,
+    BrokerRecord,
     ClusterRecord,
     ClusterRunningError,
+    is_running,
     read_cluster,
     start_cluster,
+    stop_cluster,
 )
 from tierlog.cli.local_sidecar import LocalSidecar, http_get
 from tierlog.client import AdminClient, Consumer, ConsumerRecord, Producer
@@ -304,6 +309,58 @@ def test_down_kills_a_broker_that_does_not_stop_within_the_grace(cluster_dir: Pa
     assert f"broker 0 (pid {pids[0]}) outlived 1 s: SIGKILL" in down.stderr
     assert "broker 1" not in down.stderr  # it stopped on SIGTERM
     assert not [pid for pid in pids if alive(pid)]
+
+
+# A broker stand-in that, on SIGTERM, puts itself in the state an exiting process passes
+# through: the kernel frees a process's memory, and with it /proc/PID/cmdline, before it
+# closes its files and ports. Blanking its own arguments (``/proc/self/mem`` at the
+# ``arg_start``..``arg_end`` of /proc/self/stat) gets there on purpose, for ``LINGER_S``.
+_BLANKS_ITS_COMMAND_LINE_ON_SIGTERM = """
+import signal, sys, time
+from pathlib import Path
+
+def blank_then_linger(signum, frame):
+    fields = Path("/proc/self/stat").read_text().rpartition(")")[2].split()
+    start, end = int(fields[45]), int(fields[46])
+    with open("/proc/self/mem", "r+b", buffering=0) as memory:
+        memory.seek(start)
+        memory.write(bytes(end - start))
+    time.sleep(float(sys.argv[3]))
+    sys.exit(0)
+
+signal.signal(signal.SIGTERM, blank_then_linger)
+print("ready", flush=True)
+signal.pause()
+"""
+
+
+def test_down_waits_for_a_broker_that_lost_its_command_line_until_it_has_ended(
+    cluster_dir: Path,
+) -> None:
+    data_dir = cluster_dir / "broker-0"
+    data_dir.mkdir(parents=True)
+    linger_s = 1.0
+    stand_in = [sys.executable, "-c", _BLANKS_ITS_COMMAND_LINE_ON_SIGTERM]
+    broker = subprocess.Popen(
+        [*stand_in, "tierlog-sidecar", str(data_dir), str(linger_s)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert broker.stdout is not None and broker.stdout.readline() == "ready\n"
+        record = BrokerRecord(0, "127.0.0.1:1", "127.0.0.1:2", broker.pid, str(data_dir))
+        (cluster_dir / CLUSTER_FILE).write_text(ClusterRecord((record,)).to_json())
+        assert is_running(record)
+
+        started = time.monotonic()
+        stop_cluster(cluster_dir, grace_s=linger_s * 5)
+
+        assert not alive(broker.pid)
+        assert time.monotonic() - started >= linger_s * 0.9
+        assert broker.wait(timeout=5) == 0  # it ended on its own, not by a SIGKILL
+    finally:
+        broker.kill()
+        broker.wait()
 
 
 def test_zero_brokers_is_an_invalid_config(cluster_dir: Path) -> None:

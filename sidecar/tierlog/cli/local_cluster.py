@@ -20,7 +20,9 @@ A broker that fails stops the others and takes the record with it.
 A pid alone is not a broker: after a reboot or a ``kill -9`` it may name anything.  A
 pid counts as the broker only while ``/proc/PID/cmdline`` is a ``tierlog-sidecar`` on
 that broker's data dir (a zombie's is empty), so ``stop_cluster`` never signals a
-stranger.
+stranger.  A stop then waits on the process's start time in ``/proc/PID/stat``, not its
+command line: an exiting process loses its memory, and with it its command line, before
+it closes its files and ports, and ``down`` returns only once they are closed.
 
 Partitions hash over the broker count, so starting a DIR again with a different count
 would hide the records of partitions whose owner changed: refused (``INVALID_CONFIG``).
@@ -378,23 +380,55 @@ def _stop(
 ) -> int:
     """``signum`` to those of ``brokers`` still running, SIGKILL to any still there after
     ``grace_s``; how many were running."""
-    running = [broker for broker in brokers if is_running(broker)]
-    for broker in running:
+    running = [
+        _RunningBroker(broker, started)
+        for broker in brokers
+        if is_running(broker) and (started := _start_time(_pid(broker))) is not None
+    ]
+    for process in running:
         with contextlib.suppress(ProcessLookupError):
-            os.kill(_pid(broker), signum)
+            os.kill(process.pid, signum)
     stragglers = _wait_gone(running, grace_s)
-    for broker in stragglers:
+    for process in stragglers:
+        broker = process.broker
         say(f"broker {broker.node_id} (pid {broker.pid}) outlived {grace_s:.0f} s: SIGKILL")
         with contextlib.suppress(ProcessLookupError):
-            os.kill(_pid(broker), signal.SIGKILL)
-    if _wait_gone(stragglers, _KILL_WAIT_S):
-        raise SidecarFailed(f"brokers survived SIGKILL: {stragglers}")
+            os.kill(process.pid, signal.SIGKILL)
+    if survivors := _wait_gone(stragglers, _KILL_WAIT_S):
+        raise SidecarFailed(f"brokers survived SIGKILL: {[p.broker for p in survivors]}")
     return len(running)
 
 
 def _pid(broker: BrokerRecord) -> int:
     assert broker.pid is not None, "a running broker has a pid"
     return broker.pid
+
+
+@dataclass(frozen=True)
+class _RunningBroker:
+    """A broker's process, told from a later one on the same pid by its start time."""
+
+    broker: BrokerRecord
+    started: int  # clock ticks after boot (``/proc/PID/stat``'s 22nd field)
+
+    @property
+    def pid(self) -> int:
+        return _pid(self.broker)
+
+    def has_ended(self) -> bool:
+        return _start_time(self.pid) != self.started
+
+
+def _start_time(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks after boot; None once it has ended
+    (gone, or a zombie: its files and ports are closed)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()  # the name before it may hold spaces
+    state, started = fields[0], fields[19]
+    return None if state in ("Z", "X") else int(started)
 
 
 def _recorded_broker(directory: Path, node_id: int) -> tuple[ClusterRecord, BrokerRecord]:
@@ -473,11 +507,11 @@ def start_broker(
         return started
 
 
-def _wait_gone(brokers: list[BrokerRecord], timeout_s: float) -> list[BrokerRecord]:
-    """Those of ``brokers`` still running after ``timeout_s`` (not our children: polled)."""
+def _wait_gone(running: list[_RunningBroker], timeout_s: float) -> list[_RunningBroker]:
+    """Those of ``running`` not ended after ``timeout_s`` (not our children: polled)."""
     deadline = time.monotonic() + timeout_s
-    left = [broker for broker in brokers if is_running(broker)]
+    left = [process for process in running if not process.has_ended()]
     while left and time.monotonic() < deadline:
         time.sleep(_POLL_S)
-        left = [broker for broker in left if is_running(broker)]
+        left = [process for process in left if not process.has_ended()]
     return left
