@@ -1,6 +1,16 @@
 """Fixtures every test folder can use (each folder's own conftest adds its own)."""
 
+import os
+
 import pytest
+
+# A test process holds gRPC clients and servers, and forks children with a
+# ``preexec_fn`` (PySpark's JVM gateway among them): with gRPC's fork handlers on (grpcio's
+# default), the child restarts gRPC's poller, ``subprocess`` closes the poller's epoll fd
+# before the ``exec``, and the child aborts (``epoll_wait error: Bad file descriptor``,
+# grpc/grpc#43055; CI lost a Spark session so). Every child here execs at once, which is
+# the case gRPC's switch is for. grpcio reads it on import: set before any test imports it.
+os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
 
 # tests/support/s3_fixtures.py: MinIO; tests/support/kube.py: ``control_plane``, one
 # etcd + kube-apiserver for the session; tests/support/spark.py: ``spark``, the one
