@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import threading
 from collections.abc import Iterator
 from concurrent import futures
 from typing import Any
@@ -11,6 +10,8 @@ from typing import Any
 import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from tests.support.producing import sending_in_background
 
 
 @pytest.fixture
@@ -21,22 +22,11 @@ def grpc_in_use() -> Iterator[None]:
     health_pb2_grpc.add_HealthServicer_to_server(health.HealthServicer(), server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
-    done = threading.Event()
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub: Any = health_pb2_grpc.HealthStub(channel)  # typeshed: no methods
         stub.Check(health_pb2.HealthCheckRequest(), timeout=10)
-
-        def call_until_done() -> None:
-            while not done.is_set():
-                stub.Check(health_pb2.HealthCheckRequest(), timeout=10)
-
-        caller = threading.Thread(target=call_until_done)
-        caller.start()
-        try:
+        with sending_in_background(lambda: stub.Check(health_pb2.HealthCheckRequest(), timeout=10)):
             yield
-        finally:
-            done.set()
-            caller.join()
     server.stop(None)
 
 
