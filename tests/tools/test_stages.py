@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,8 @@ after:
 \ttouch after-ran
 fail:
 \texit 3
+where:
+\tsh -c 'cat /proc/$$$$/stat > where.stat'
 """
 
 
@@ -59,6 +62,20 @@ def test_the_last_stage_waits_for_every_background_stage(tmp_path: Path) -> None
     done = run_stages(tmp_path, "&build", "release", "check")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "build-output" in done.stdout
+
+
+def test_a_background_stage_runs_at_nice_19_in_this_session_in_a_group_of_its_own(
+    tmp_path: Path,
+) -> None:
+    done = run_stages(tmp_path, "&where", "release")
+    assert done.returncode == 0, done.stdout + done.stderr
+    fields = (tmp_path / "where.stat").read_text().rsplit(")", 1)[1].split()
+    group, session, nice = int(fields[2]), int(fields[3]), int(fields[16])
+    assert nice == 19
+    # In a session of its own it would be an autogroup of its own, which the scheduler
+    # gives as much CPU as this one's whatever its nice.
+    assert session == os.getsid(0)
+    assert group != os.getpgid(0)  # a stop ends it by its group
 
 
 def test_a_failed_background_stage_stops_its_chain_and_fails_the_wait(tmp_path: Path) -> None:
