@@ -8,8 +8,9 @@ import pytest
 # ``preexec_fn`` (PySpark's JVM gateway among them): with gRPC's fork handlers on (grpcio's
 # default), the child restarts gRPC's poller, ``subprocess`` closes the poller's epoll fd
 # before the ``exec``, and the child aborts (``epoll_wait error: Bad file descriptor``,
-# grpc/grpc#43055; CI lost a Spark session so). Every child here execs at once, which is
-# the case gRPC's switch is for. grpcio reads it on import: set before any test imports it.
+# grpc/grpc#43055; a full run of the suite lost its Spark session so). Every child here
+# execs at once, the case gRPC's switch is for. grpcio reads it on import: set before any
+# test imports it.
 os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
 
 # tests/support/s3_fixtures.py: MinIO; tests/support/kube.py: ``control_plane``, one
