@@ -314,7 +314,8 @@ def test_down_kills_a_broker_that_does_not_stop_within_the_grace(cluster_dir: Pa
 # A broker stand-in that, on SIGTERM, puts itself in the state an exiting process passes
 # through: the kernel frees a process's memory, and with it /proc/PID/cmdline, before it
 # closes its files and ports. Blanking its own arguments (``/proc/self/mem`` at the
-# ``arg_start``..``arg_end`` of /proc/self/stat) gets there on purpose, for ``LINGER_S``.
+# ``arg_start``..``arg_end`` of /proc/self/stat) gets there on purpose, for the seconds
+# its third argument gives.
 _BLANKS_ITS_COMMAND_LINE_ON_SIGTERM = """
 import signal, sys, time
 from pathlib import Path

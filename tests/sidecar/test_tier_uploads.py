@@ -281,7 +281,8 @@ def test_a_recreated_bucket_stops_uploads_loudly_until_an_operator_rebases(
     # Offset 0 must live in the tier alone when the bucket goes. Its segment's local copy is
     # deleted by a retention pass after the upload (every 200 ms here), and a tier found gone
     # keeps every local segment: a bucket emptied first left offset 0 local and readable
-    # (CI, 2026-12-02: seven manifest versions in 260 ms, no retention pass between).
+    # (a full run of the suite, 2026-12-02: seven manifest versions in 260 ms, no retention
+    # pass between).
     wait_until(lambda: offsets_by(sidecar, -4) > 0)
 
     recreate_empty(minio, s3_bucket)
