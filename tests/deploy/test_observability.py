@@ -52,8 +52,8 @@ from tests.support.fault_proxy import FaultProxy
 from tests.support.kube import ControlPlane
 from tests.support.minio import MinioServer
 from tests.support.prometheus import PrometheusServer, ScrapeTarget, start_prometheus
-from tests.support.scrape import METRICS, metrics_address, scrape
-from tests.support.sidecars import free_port, start_sidecar
+from tests.support.scrape import METRICS, metrics_address, scrape, wait_for_calls_in_flight
+from tests.support.sidecars import SidecarProcess, free_port, start_sidecar
 from tierlog.api.v1 import log_service_pb2, log_service_pb2_grpc
 from tierlog.client import Consumer, Producer, TopicPartition
 from tierlog.client.admin import AdminClient
@@ -69,6 +69,8 @@ BROKER_DASHBOARDS = [path for path in DASHBOARDS if path not in OPERATOR_DASHBOA
 
 
 PARTITIONS = [TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)]
+# The streams cancelled by their clients, one before Prometheus starts, one after.
+CANCELLED_SUBSCRIBES = 'tierlog_requests_total{method="Subscribe",code="CANCELLED"}'
 # Small segments that go to the tier as soon as they close and then leave the disk, so
 # reading from the start reads the tier.
 TIERED = {
@@ -153,6 +155,27 @@ def _consume_from_the_start(address: str, expected: int = 400, group: str = "") 
         assert read == expected
         if group:
             consumer.commit()  # the consumer-group series, and a lag of 0
+
+
+def _a_stream_its_client_cancels(sidecar: SidecarProcess, cancelled: int) -> None:
+    """A Subscribe waiting at the log end, cancelled by its client once the sidecar has
+    it: the sidecar's ``cancelled``-th CANCELLED Subscribe. (A consumer's close may end its
+    FetchSession ``OK`` instead: the sidecar can see the end of the consumer's requests
+    before the cancel. A Subscribe sends no requests, so only the cancel ends it.)"""
+    with grpc.insecure_channel(sidecar.address) as channel:
+        stub = log_service_pb2_grpc.LogServiceStub(channel)
+        request = log_service_pb2.SubscribeRequest(topic=TOPIC, offset=-1, max_wait_ms=0)
+        waiting = stub.Subscribe(request)
+        wait_for_calls_in_flight(sidecar, "Subscribe", 1)
+        waiting.cancel()
+    _wait_for(
+        metrics_address(sidecar.output),
+        "tierlog_requests_total",
+        cancelled,
+        grpc_service="LogService",
+        method="Subscribe",
+        code="CANCELLED",
+    )
 
 
 def _wait_for(
@@ -268,6 +291,7 @@ def _brokers_and_prometheus(
         _kafka_request_that_fails(kafka_port)
         metrics = metrics_address(sidecar.output)
         _tier_traffic(sidecar.address, metrics)
+        _a_stream_its_client_cancels(sidecar, 1)  # its series is there from the first scrape
         assert proxy.injected["slow_down"] == 3
         brokers = [("watched", metrics), ("other", metrics_address(other.output))]
         targets = [
@@ -295,9 +319,10 @@ def _brokers_and_prometheus(
         with start_prometheus(work / "prometheus", targets, [RULES]) as server:
             server.wait_for_samples()
             # So rates over the scrapes are not all zero.
-            _traffic_again(sidecar.address, kafka_port)
+            _traffic_again(sidecar, kafka_port)
             server.wait_for_samples(samples=6)
             _wait_for_two_samples(server, "tierlog_consumergroup_offset_commits_total")
+            _wait_for_series(server, f"{CANCELLED_SUBSCRIBES} >= 2")
             yield server
     finally:
         sidecar.stop()
@@ -305,20 +330,25 @@ def _brokers_and_prometheus(
         proxy.close()
 
 
-def _wait_for_two_samples(server: PrometheusServer, name: str, timeout_s: float = 60) -> None:
+def _wait_for_two_samples(server: PrometheusServer, name: str) -> None:
     """Until ``name``, whose series the last traffic made, has two samples: a rate over
     it has a value. (``wait_for_samples`` counts ``up``'s samples over the last minute,
     which traffic longer than six scrapes has already given.)"""
+    _wait_for_series(server, f"count_over_time({name}[1m]) >= 2")
+
+
+def _wait_for_series(server: PrometheusServer, expr: str, timeout_s: float = 60) -> None:
     deadline = time.monotonic() + timeout_s
-    while not server.query(f"count_over_time({name}[1m]) >= 2"):
-        assert time.monotonic() < deadline, f"{name} was not scraped twice"
+    while not server.query(expr):
+        assert time.monotonic() < deadline, f"no series for {expr} in {timeout_s} s"
         time.sleep(0.5)
 
 
-def _traffic_again(address: str, kafka_port: int) -> None:
+def _traffic_again(sidecar: SidecarProcess, kafka_port: int) -> None:
     """The clients' way: the producer's ProduceStream and the consumer's FetchSession, both
-    closed by their clients at the end (CANCELLED, the normal end of a stream); and a
-    Kafka client's produce."""
+    closed by their clients at the end (OK or CANCELLED, the normal ends of a stream); a
+    Kafka client's produce; and a stream that ends CANCELLED."""
+    address = sidecar.address
     _produce_through_kafka(kafka_port, 20)
     with Producer({"bootstrap.servers": address, "batch.size": 2048}) as producer:
         sent = [producer.send(TOPIC, b"more %d" % i, key=b"%d" % i) for i in range(100)]
@@ -326,6 +356,7 @@ def _traffic_again(address: str, kafka_port: int) -> None:
         assert all(future.result(timeout=10) for future in sent)
     # The first 400, less the 50 DeleteRecords took from each partition, and these 120.
     _consume_from_the_start(address, 400 - 50 * len(PARTITIONS) + 120, group="billing")
+    _a_stream_its_client_cancels(sidecar, 2)
 
 
 def test_every_dashboard_query_returns_series(
@@ -381,10 +412,8 @@ def test_produce_and_fetch_latency_show_the_streams_clients_use(
 def test_the_error_ratio_leaves_out_streams_their_clients_closed(
     prometheus: PrometheusServer, values: dict[str, str]
 ) -> None:
-    closed = prometheus.query(
-        f'increase(tierlog_requests_total{{code="CANCELLED"}}[{SINCE_START}]) > 0'
-    )
-    assert {series.labels["method"] for series in closed} >= {"FetchSession"}
+    closed = prometheus.query(f"increase({CANCELLED_SUBSCRIBES}[{SINCE_START}]) > 0")
+    assert [series.labels["pod"] for series in closed] == [values["pod"]]
     for door, ref in (("gRPC", 0), ("Kafka", 1)):
         ratio = _one_value(
             prometheus, _panel_query("tierlog-cluster-overview", "Error ratio", values, ref)

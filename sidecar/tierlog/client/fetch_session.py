@@ -134,8 +134,10 @@ class SessionStream:
     def cancel(self) -> None:
         """End the call; the reader puts nothing more."""
         self._cancelled.set()
-        self._requests.put(None)
+        # Cancelled first, then the feed ended: gRPC sends no half-close for a cancelled
+        # call, so the broker sees the cancel alone, not a close of the client's side.
         self._call.cancel()
+        self._requests.put(None)
 
     def join(self, timeout_s: float) -> None:
         """Wait up to ``timeout_s`` for the reader thread of a cancelled session to end."""
