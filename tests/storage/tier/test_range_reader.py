@@ -123,13 +123,13 @@ def test_gets_are_whole_chunks_once_each_then_the_cache_answers(
     assert reader.cache.entries == 5
 
 
-def test_a_read_from_an_objects_start_reads_its_chunks_and_one_gets_worth_ahead_in_one_get(
+def test_a_read_from_an_objects_start_gets_its_chunk_then_one_gets_worth_ahead(
     tmp_path: Path, store: RecordingStore
 ) -> None:
     """A reader from an object's start (a consumer crossing into a segment) reads on: its
     first window is one read-ahead GET's worth (capped by the deepest window), not
-    ``prefetch_chunks``, in the same request as the read's own chunk (first in the
-    answer): no GET of its own beside read-ahead's, no chunk fetched twice."""
+    ``prefetch_chunks``. The read's own chunk is a GET of its own, and the window's GET
+    waits until it is in: what a reader waits for goes first. No chunk is fetched twice."""
     body = bytes(40 * CHUNK)
     store.put("seg", body)
     cache = ChunkCache(tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=1 << 20, max_entries=100)
@@ -139,17 +139,65 @@ def test_a_read_from_an_objects_start_reads_its_chunks_and_one_gets_worth_ahead_
     try:
         reading.start()
         wait_until(lambda: len(store.gets) == 1)
-        assert store.gets == [("seg", 0, 17_000)]  # its chunk 0, then 1-16
+        time.sleep(0.2)  # time enough for the window's GET, were it not held back
+        assert store.gets == [("seg", 0, 1000)]
         store.gate.set()
         reading.join(10)
         wait_until(lambda: reader.in_flight("seg") == [])
-        assert store.gets == [("seg", 0, 17_000)]
+        assert store.gets == [("seg", 0, 1000), ("seg", 1000, 17_000)]  # chunks 1-16 ahead
         store.gets.clear()
         assert reader.read("seg", 1000, 17_000, len(body)) == body[1000:17_000]
         assert [get for get in store.gets if get[1] < 17_000] == []  # read ahead: no GET
     finally:
         store.gate.set()
         reading.join(10)
+        reader.close()
+
+
+class KeyHeldStore(RecordingStore):
+    """A ``RecordingStore`` whose GETs of the keys ``hold`` names wait for their ``release``."""
+
+    def __init__(self, root: Path):
+        super().__init__(root)
+        self._held: dict[str, threading.Event] = {}
+
+    def hold(self, key: str) -> None:
+        self._held[key] = threading.Event()
+
+    def release(self, key: str) -> None:
+        self._held.pop(key).set()
+
+    def _record(self, key: str, start: int, end: int | None) -> None:
+        super()._record(key, start, end)
+        held = self._held.get(key)
+        if held is not None:
+            held.wait(10)
+
+
+def test_read_ahead_waits_for_the_gets_other_readers_wait_on(tmp_path: Path) -> None:
+    """Reader b still waits on its first chunk when reader a's read is answered: a's
+    window is not fetched until b has its chunk (a fetch over cold partitions gets every
+    partition's first chunk before any read-ahead shares the store with them)."""
+    store = KeyHeldStore(tmp_path / "tier")
+    bodies = put_objects(store, ("a", "b"), 20)
+    cache = ChunkCache(tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=1 << 22, max_entries=400)
+    reader = RangeReader(store, cache, prefetch_chunks=2, max_prefetch_chunks=8)
+    store.hold("b")
+    waiting = threading.Thread(target=reader.read, args=("b", 0, CHUNK, 20 * CHUNK))
+    try:
+        waiting.start()
+        wait_until(lambda: store.gets == [("b", 0, CHUNK)])
+        assert reader.read("a", 0, CHUNK, 20 * CHUNK) == bodies["a"][:CHUNK]
+        time.sleep(0.2)  # time enough for a's window GET, were it not held back
+        assert store.gets == [("b", 0, CHUNK), ("a", 0, CHUNK)]
+        store.release("b")
+        waiting.join(10)
+        wait_until(lambda: reader.in_flight("a") == reader.in_flight("b") == [])
+        assert sorted(store.gets[2:]) == [("a", CHUNK, 9 * CHUNK), ("b", CHUNK, 9 * CHUNK)]
+    finally:
+        if "b" in store._held:
+            store.release("b")
+        waiting.join(10)
         reader.close()
 
 
@@ -173,29 +221,29 @@ def test_chunks_read_ahead_are_used_once_from_memory_and_spill_to_disk_only_when
         return [index for index in range(12) if cache.contains(key, index)]
 
     try:
-        for key in ("a", "b"):  # from the start: chunks 0-7 in one GET (memory's worth)
+        for key in ("a", "b"):  # from the start: chunk 0, then 1-8 ahead in one GET (all memory)
             assert reader.read(key, 0, 10, 12 * CHUNK) == bodies[key][:10]
             wait_until(lambda: reader.in_flight(key) == [])  # noqa: B023
         wait_until(lambda: reader.in_flight("a") == [])  # spilled while b's GET landed
-        assert on_disk("a") == list(range(8))  # 0 waited for by its read; 1-7 pushed out by b's
-        assert on_disk("b") == [0]  # 1-7 in memory: its GET's answer, held
-        wait_until(lambda: reader.read_ahead_memory_held_bytes == 7 * CHUNK)  # 0's room back
+        assert on_disk("a") == list(range(9))  # 0 waited for by its read; 1-8 pushed out by b's
+        assert on_disk("b") == [0]  # 1-8 in memory: its GET's answer, held
+        wait_until(lambda: reader.read_ahead_memory_held_bytes == 8 * CHUNK)  # b's 1-8
         store.gets.clear()
         for key in ("a", "b"):
             assert reader.read(key, 10, 12 * CHUNK, 12 * CHUNK) == bodies[key][10:]
-        assert [get for get in store.gets if get[1] < 8 * CHUNK] == []  # 1-7: read ahead
+        assert [get for get in store.gets if get[1] < 9 * CHUNK] == []  # 1-8: read ahead
         fetched = sorted(
             (key, start // CHUNK + at)
             for key, start, end in store.gets
             for at in range(((end or 0) - start) // CHUNK)
         )
-        assert fetched == [(key, index) for key in ("a", "b") for index in range(8, 12)]  # once
+        assert fetched == [(key, index) for key in ("a", "b") for index in range(9, 12)]  # once
         wait_until(lambda: reader.in_flight("b") == [])
-        assert on_disk("b") == [0, 8, 9, 10, 11]  # 1-7 used once, never written; 8-11 waited
+        assert on_disk("b") == [0, 9, 10, 11]  # 1-8 used once, never written; 9-11 waited
         wait_until(lambda: reader.read_ahead_memory_held_bytes == 0)  # every one read ahead read
-        # All but a's 8-11: b's unread chunks filled read-ahead memory, so a's read fetched
-        # those itself, chunk by chunk, into the ordinary cache.
-        assert cache.stats().read_ahead_hits == 20
+        # a's 1-8 from the cache's read-ahead share, b's from memory; the chunks the reads
+        # waited for (0, 9-11) were GETs of their own, into the ordinary cache.
+        assert cache.stats().read_ahead_hits == 16
     finally:
         reader.close()
 
@@ -381,11 +429,12 @@ def test_a_chunk_pushed_out_of_memory_dies_while_the_reader_that_read_it_ahead_i
     read: list[bytes] = []
     reading = threading.Thread(target=lambda: read.append(reader.read("seg", 0, CHUNK, 20 * CHUNK)))
     try:
-        reading.start()  # from the start: chunks 0-9 in one GET, all of memory
+        reading.start()  # from the start: chunk 0, then 1-10 ahead in one GET, all of memory
         assert pool.stalled.wait(10)
         assert reader.read("other", 0, CHUNK, 20 * CHUNK) == bodies["other"][:CHUNK]
+        wait_until(lambda: reader.in_flight("other") == [])  # its read-ahead, all of memory
         wait_until(lambda: reader.in_flight("seg") == [])  # pushed out: written to disk
-        assert [index for index in range(20) if cache.contains("seg", index)] == list(range(10))
+        assert [index for index in range(20) if cache.contains("seg", index)] == list(range(11))
         assert sorted(index for key, index in store.live_chunks if key == "seg") == []
     finally:
         resume.set()
@@ -412,11 +461,11 @@ def test_random_readers_filling_the_cache_evict_nothing_a_sequential_reader_will
         store, cache, prefetch_chunks=8, max_prefetch_chunks=8, read_ahead_memory_bytes=8 * CHUNK
     )
     try:
-        for key in ("s1", "s2"):  # chunks 0-7 in one GET each; s2's push s1's 1-7 out
+        for key in ("s1", "s2"):  # chunk 0, then 1-8 ahead in one GET; s2's push s1's out
             assert reader.read(key, 0, 10, 12 * CHUNK) == bodies[key][:10]
             wait_until(lambda: reader.in_flight(key) == [])  # noqa: B023
         wait_until(lambda: reader.in_flight("s1") == [])
-        assert cache.stats().read_ahead_bytes == 7 * (CHUNK + TRAILER)
+        assert cache.stats().read_ahead_bytes == 8 * (CHUNK + TRAILER)
         jumps = random.Random(10).sample(range(1, 40, 3), 13)  # none continues another
         for index in jumps:
             start = index * CHUNK + 7
@@ -469,7 +518,8 @@ def test_random_readers_never_push_a_sequential_readers_chunk_out_of_memory(
 
 
 class SlowAnswerStore(LocalDirectoryStore):
-    """The real local store whose answers stop after their first chunk until ``go``."""
+    """The real local store whose answers of more than one chunk (read-ahead's) stop
+    after their first chunk until ``go``."""
 
     def __init__(self, root: Path):
         super().__init__(root)
@@ -485,7 +535,7 @@ class SlowAnswerStore(LocalDirectoryStore):
     ) -> int:
         def filled(index: int) -> None:
             on_filled(index)
-            if index == 0:
+            if index == 0 and len(buffers) > 1:
                 self.go.wait(10)
 
         self.answering += 1
@@ -508,9 +558,10 @@ def test_a_chunk_goes_to_its_reader_as_soon_as_its_bytes_are_in_not_with_its_get
     cache = ChunkCache(tmp_path / "cache", chunk_bytes=CHUNK, max_bytes=1 << 24, max_entries=1000)
     reader = RangeReader(store, cache, prefetch_chunks=2, max_prefetch_chunks=8)
     try:
-        assert reader.read("seg", 0, 500, len(body)) == body[:500]  # chunk 0 of GET 0-8
-        assert store.answering == 1  # the GET of 0-8 is still answering
-        wait_until(lambda: reader.in_flight("seg") == list(range(1, 9)))  # 0 written to disk
+        assert reader.read("seg", 0, 500, len(body)) == body[:500]  # chunk 0; 1-8 ahead
+        wait_until(lambda: reader.in_flight("seg") == list(range(2, 9)))  # 1 landed
+        assert reader.read("seg", 500, CHUNK + 500, len(body)) == body[500 : CHUNK + 500]
+        assert store.answering == 1  # the GET of 1-8 is still answering
         store.go.set()
         wait_until(lambda: reader.in_flight("seg") == [])
         assert reader.read("seg", 500, 9 * CHUNK, len(body)) == body[500 : 9 * CHUNK]
@@ -540,8 +591,10 @@ def test_a_chunk_read_while_its_get_is_answering_keeps_its_room_until_the_answer
         store, cache, prefetch_chunks=2, max_prefetch_chunks=10, read_ahead_memory_bytes=limit
     )
     try:
-        assert reader.read("seg", 0, CHUNK, len(body)) == body[:CHUNK]  # chunk 0 of GET 0-9
-        for start in range(0, len(other), CHUNK):  # reading on: chunk 0 is no recent one
+        assert reader.read("seg", 0, CHUNK, len(body)) == body[:CHUNK]  # chunk 0; 1-10 ahead
+        wait_until(lambda: reader.in_flight("seg") == list(range(2, 11)))  # 1 landed
+        assert reader.read("seg", CHUNK, 2 * CHUNK, len(body)) == body[CHUNK : 2 * CHUNK]
+        for start in range(0, len(other), CHUNK):  # reading on: chunk 1 is no recent one
             assert (
                 reader.read("other", start, start + CHUNK, len(other))
                 == other[start : start + CHUNK]
@@ -550,7 +603,7 @@ def test_a_chunk_read_while_its_get_is_answering_keeps_its_room_until_the_answer
         assert reader.read_ahead_memory_held_bytes == limit  # the whole answer is alive
         store.go.set()
         wait_until(lambda: reader.in_flight("seg") == [])
-        wait_until(lambda: reader.read_ahead_memory_held_bytes == 9 * CHUNK)  # 1-9, unread
+        wait_until(lambda: reader.read_ahead_memory_held_bytes == 9 * CHUNK)  # 2-10, unread
     finally:
         store.go.set()
         reader.close()

@@ -1,10 +1,13 @@
 """Byte ranges of remote objects, read in chunks through the disk cache, with read-ahead.
 
 A read of ``[start, end)`` of an object becomes the chunks that cover it: cached ones
-come from the ``ChunkCache``; missing ones of a random reader are ranged GETs of one
-chunk each (the first in the caller's thread, the others in parallel on the pool),
-those of a sequential reader come in the read-ahead GET that brings the chunks after
-them too (its first chunk first: one request, not one for the read beside one ahead). A GET reads
+come from the ``ChunkCache``, those being fetched from that fetch, missing ones are
+ranged GETs of one chunk each (the first in the caller's thread, the others in parallel
+on the pool). What a reader waits for goes before what it may read later: a read-ahead
+GET asked for while readers wait on such GETs waits for them, so a fetch over 8 cold
+partitions is their 8 first chunks from the store at once, not 8 windows read ahead
+sharing the store and the CPU with them (the read-ahead's GET of one chunk more, or a
+round trip later at an object's start, is what that costs a lone reader). A GET reads
 its chunks straight into buffers used again once nothing views them (``ChunkBuffers``:
 fresh memory for every chunk was a third of a cold read's CPU). Chunks travel as views
 of the buffers they arrived in (a GET's, a cache file's), and a read hands its caller
@@ -59,7 +62,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from tierlog.storage.tier.chunk_buffers import ChunkBuffers
@@ -175,6 +178,12 @@ class RangeReader:
         # Notified when read-ahead memory may have room again (see ``_reserve``).
         self._room = threading.Condition(self._lock)
         self._in_flight: dict[tuple[str, int], Future[Chunk]] = {}
+        # The GETs readers wait on, until done: the caller's own and those it started on
+        # ``_pool``, never read-ahead's (a read-ahead GET waits for these in
+        # ``_ahead_pool``: one waiting there for another queued behind it would wait
+        # forever). A lock of its own, taken last: a future is done where ``_lock`` is held.
+        self._demanded: set[Future[Chunk]] = set()
+        self._demand_lock = threading.Lock()
         self._streams: OrderedDict[tuple[str, int], int] = OrderedDict()  # -> window depth
         self._tails: OrderedDict[tuple[str, int], Chunk] = OrderedDict()  # the last chunks read
         self._landed: OrderedDict[tuple[str, int], Chunk] = OrderedDict()  # read ahead, unread
@@ -211,19 +220,11 @@ class RangeReader:
         depth = window or 0
         # Read-ahead makes its room by pushing the oldest unread chunks out to the disk
         # cache, whose read-ahead share then drops its oldest: this read's own chunks must
-        # be taken first. A read that waits on the store has its missing chunks fetched
-        # by read-ahead's GETs, in the same request as the chunks after them (its first
-        # chunk comes first in the answer, and no chunk of it is a GET of its own beside
-        # read-ahead's); one the memory and the disk serve reads its chunks, then reads
-        # ahead.
+        # be taken first, and read-ahead asked for once they are in.
         taken = self._take_in_memory(key, first, last)
         indexes = range(first, last + 1)
-        waited = [i for i in indexes if i not in taken and not self.cache.contains(key, i)]
-        ahead_first = depth > 0 and bool(waited)
-        if ahead_first:
-            self._read_ahead(key, first, len(indexes) + depth, object_size)
         missing = [i for i in indexes[1:] if i not in taken]
-        pending = {i: self._fetching(key, i, object_size) for i in missing}
+        pending = {i: self._fetching(key, i, object_size, demanded=True) for i in missing}
         pieces = [taken[first] if first in taken else self.chunk(key, first, object_size)]
         pieces += [
             taken[i] if i in taken else self._wait(key, i, object_size, pending[i])
@@ -231,9 +232,7 @@ class RangeReader:
         ]
         if window is not None:  # a random read's chunks are in the disk cache
             self._keep_tail(key, last, pieces[-1])
-        if ahead_first:
-            self._cache_waited(key, waited, pieces[waited[0] - first :])
-        if depth and not ahead_first:
+        if depth:
             self._read_ahead(key, last + 1, depth, object_size)
         whole = Pieces(first * chunk, pieces)
         return Pieces(start, whole.views(start, end))
@@ -260,6 +259,7 @@ class RangeReader:
             return landed
         if running is not None:
             return self._taken(key, index, running)
+        self._demand(mine)
         return self._fetch(key, index, object_size, mine)
 
     def fetch_soon(self, key: str, start: int, end: int, object_size: int) -> None:
@@ -325,7 +325,9 @@ class RangeReader:
     def _read_ahead(self, key: str, from_index: int, depth: int, object_size: int) -> None:
         """Fetch the missing chunks of ``[from_index, from_index + depth)`` in ranged GETs
         of up to ``_get_chunks`` chunks; a short run at the window's far end waits until a
-        GET's worth (or half the window) is missing, so GETs stay large. A reader with
+        GET's worth (or half the window) is missing, so GETs stay large. The GETs wait
+        for those readers wait on now (``_demanded``), not for later ones: read-ahead
+        is put off, never starved. A reader with
         chunks coming already deepens its window only into free memory: making room
         would push out other readers' unread chunks (written to disk, read back: the CPU
         of a GET again), and those readers read on too, freeing memory as they go. A
@@ -354,9 +356,12 @@ class RangeReader:
             if coming:
                 runs = self._within_free_memory_locked(runs)
             futures = [self._coming_locked(key, run) for run in runs]
+        demanded = self._demanded_now()
         for run, waiting in zip(runs, futures, strict=True):
             if run:
-                self._ahead_pool.submit(self._fetch_run, key, run, object_size, waiting)
+                self._ahead_pool.submit(
+                    self._fetch_run, key, run, object_size, waiting, [*demanded]
+                )
 
     def _coming_locked(self, key: str, run: list[int]) -> list[Future[Chunk]]:
         """The futures of a read-ahead GET's chunks, in flight from now on. Made here so
@@ -367,23 +372,6 @@ class RangeReader:
         futures: list[Future[Chunk]] = [Future() for _ in run]
         self._in_flight.update(zip([(key, index) for index in run], futures, strict=True))
         return futures
-
-    def _cache_waited(self, key: str, waited: list[int], pieces: list[Chunk]) -> None:
-        """Write the chunks a read waited for (``pieces`` from the first of them) to the
-        disk cache, as a GET of a chunk for its reader alone would: where a reader
-        started is where a re-read (a restarted consumer) starts, and only chunks read
-        ahead of their reader are used once. Each counts as a fetch in flight until
-        written (``_store``), so no reader fetches it again meanwhile."""
-        start = waited[0]
-        for index in waited:
-            data = pieces[index - start]
-            with self._lock:
-                if self._closed or (key, index) in self._in_flight:
-                    continue
-                written: Future[Chunk] = Future()
-                written.set_result(data)
-                self._in_flight[(key, index)] = written
-            self._write_behind(key, index, data)
 
     def _within_free_memory_locked(self, runs: list[list[int]]) -> list[list[int]]:
         """The first runs whose GETs fit in the read-ahead memory not held."""
@@ -397,12 +385,20 @@ class RangeReader:
         return kept
 
     def _fetch_run(
-        self, key: str, run: list[int], object_size: int, futures: list[Future[Chunk]]
+        self,
+        key: str,
+        run: list[int],
+        object_size: int,
+        futures: list[Future[Chunk]],
+        demanded: list[Future[Chunk]],
     ) -> None:
-        """GET consecutive chunks in one ranged GET, keep them in memory until read, and
-        hand each to whoever waits on it as soon as its bytes are in, while the rest of
-        the answer is still coming (a reader reads behind the GET as behind one stream,
-        not a whole GET's transfer later): as views of the GET's buffers, not copies."""
+        """GET consecutive chunks in one ranged GET once the GETs readers waited on
+        (``demanded``) are done, keep them in memory until read, and hand each to whoever
+        waits on it as soon as its bytes are in, while the rest of the answer is still
+        coming (a reader reads behind the GET as behind one stream, not a whole GET's
+        transfer later): as views of the GET's buffers, not copies."""
+        wait(demanded)
+        demanded.clear()  # their chunks are their readers', not this GET's to keep alive
         chunk = self.chunk_bytes
         start, end = run[0] * chunk, min((run[-1] + 1) * chunk, object_size)
         landed = 0  # chunks of the run handed over
@@ -519,8 +515,11 @@ class RangeReader:
                 self._held_bytes -= size
                 self._room.notify_all()
 
-    def _fetching(self, key: str, index: int, object_size: int) -> Future[Chunk] | None:
-        """Start a background fetch of a missing chunk (None when cached or in memory)."""
+    def _fetching(
+        self, key: str, index: int, object_size: int, *, demanded: bool = False
+    ) -> Future[Chunk] | None:
+        """Start a background fetch of a missing chunk (None when cached or in memory);
+        ``demanded``: a reader waits for it, and read-ahead asked for meanwhile waits too."""
         if self.cache.contains(key, index):
             return None
         with self._lock:
@@ -530,8 +529,23 @@ class RangeReader:
                 return None
             future: Future[Chunk] = Future()
             self._in_flight[(key, index)] = future
+        if demanded:
+            self._demand(future)
         self._pool.submit(self._fetch_quietly, key, index, object_size, future)
         return future
+
+    def _demand(self, future: Future[Chunk]) -> None:
+        with self._demand_lock:
+            self._demanded.add(future)
+        future.add_done_callback(self._demand_met)  # at once, here, when done already
+
+    def _demand_met(self, future: Future[Chunk]) -> None:
+        with self._demand_lock:
+            self._demanded.discard(future)
+
+    def _demanded_now(self) -> list[Future[Chunk]]:
+        with self._demand_lock:
+            return [*self._demanded]
 
     def _wait(self, key: str, index: int, object_size: int, future: Future[Chunk] | None) -> Chunk:
         if future is None:  # cached when we looked (but maybe evicted since)
