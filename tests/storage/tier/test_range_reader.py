@@ -108,19 +108,37 @@ def test_any_range_reads_exactly_the_objects_bytes(
     assert reader.read("seg", 10_500, 11_000, len(body)) == b""
 
 
-def test_gets_are_whole_chunks_once_each_then_the_cache_answers(
+def test_a_reads_missing_chunks_are_one_get_a_run_of_whole_chunks_then_the_cache_answers(
     store: RecordingStore, reader: RangeReader
 ) -> None:
-    body = bytes(range(256)) * 20  # 5120 bytes: chunks 0..4, the last one 120 bytes
+    body = bytes(range(256)) * 20  # 5120 bytes: chunks 0..5, the last one 120 bytes
     store.put("seg", body)
     assert reader.read("seg", 1500, 3100, len(body)) == body[1500:3100]
-    assert sorted(store.gets) == [("seg", 1000, 2000), ("seg", 2000, 3000), ("seg", 3000, 4000)]
+    assert store.gets == [("seg", 1000, 4000)]  # chunks 1-3
     store.gets.clear()
     assert reader.read("seg", 1000, 4000, len(body)) == body[1000:4000]
     assert reader.read("seg", 4000, 9999, len(body)) == body[4000:]
-    assert sorted(store.gets) == [("seg", 4000, 5000), ("seg", 5000, 5120)]  # not past the end
+    assert store.gets == [("seg", 4000, 5120)]  # 4-5, not past the end
     wait_until(lambda: reader.in_flight("seg") == [])  # written to the cache after the read
     assert reader.cache.entries == 5
+    store.gets.clear()
+    assert reader.read("seg", 0, 5120, len(body)) == body
+    assert store.gets == [("seg", 0, 1000)]  # the one chunk missing
+    store.gets.clear()
+    assert reader.read("seg", 0, 5120, len(body)) == body
+    assert store.gets == []
+
+
+def test_chunks_cached_between_missing_ones_split_a_reads_gets(
+    store: RecordingStore, reader: RangeReader
+) -> None:
+    body = random.Random(3).randbytes(5 * CHUNK)
+    store.put("seg", body)
+    assert reader.read("seg", 2 * CHUNK, 3 * CHUNK, len(body)) == body[2 * CHUNK : 3 * CHUNK]
+    wait_until(lambda: reader.in_flight("seg") == [])
+    store.gets.clear()
+    assert reader.read("seg", 0, len(body), len(body)) == body
+    assert sorted(store.gets) == [("seg", 0, 2 * CHUNK), ("seg", 3 * CHUNK, 5 * CHUNK)]
 
 
 def test_a_read_from_an_objects_start_gets_its_chunk_then_one_gets_worth_ahead(
@@ -704,7 +722,7 @@ def test_every_get_is_observed_with_its_latency_bytes_or_error(
     with pytest.raises(ObjectNotFoundError):
         reader.read("gone", 0, 10, 100)
     reader.close()
-    assert sorted(n for _, n, _ in seen) == [-1, 500, 1000]
+    assert sorted(n for _, n, _ in seen) == [-1, 1500]  # chunks 0-1 in one GET
     assert all(seconds >= 0 for seconds, _, _ in seen)
     assert [type(e) for _, n, e in seen if n < 0] == [ObjectNotFoundError]
 

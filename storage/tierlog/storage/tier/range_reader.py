@@ -1,18 +1,19 @@
 """Byte ranges of remote objects, read in chunks through the disk cache, with read-ahead.
 
 A read of ``[start, end)`` of an object becomes the chunks that cover it: cached ones
-come from the ``ChunkCache``, those being fetched from that fetch, missing ones are
-ranged GETs of one chunk each (the first in the caller's thread, the others in parallel
-on the pool). What a reader waits for goes before what it may read later: a read-ahead
-GET asked for while readers wait on such GETs waits for them, so a fetch over 8 cold
-partitions is their 8 first chunks from the store at once, not 8 windows read ahead
-sharing the store and the CPU with them (the read-ahead's GET of one chunk more, or a
-round trip later at an object's start, is what that costs a lone reader). A GET reads
-its chunks straight into buffers used again once nothing views them (``ChunkBuffers``:
-fresh memory for every chunk was a third of a cold read's CPU). Chunks travel as views
-of the buffers they arrived in (a GET's, a cache file's), and a read hands its caller
-those views (``read_pieces``): nothing is copied on the way, so a reader copies only
-what it answers with.
+come from the ``ChunkCache``, those being fetched from that fetch, and missing ones from
+ranged GETs, one for each run of consecutive missing chunks (up to a read-ahead GET's
+size; the first in the caller's thread, the others in parallel on the pool). What a
+reader waits for goes before what it may read later: a read-ahead GET asked for while
+readers wait on such GETs waits for them, so a fetch over 8 cold partitions is their 8
+first chunks from the store at once, not 8 windows read ahead sharing the store and the
+CPU with them (a reader at an object's start gets its window a GET later: the price
+of that for a lone reader). A GET reads its chunks straight into
+buffers used again once nothing views them (``ChunkBuffers``: fresh memory for every
+chunk was a third of a cold read's CPU). Chunks travel as views of the buffers they
+arrived in (a GET's, a cache file's), and a read hands its caller those views
+(``read_pieces``): nothing is copied on the way, so a reader copies only what it
+answers with.
 
 Read-ahead adapts to the reader. A read that continues where an earlier one of the same
 object ended (in the chunk it ended in, or the next) belongs to a sequential reader,
@@ -109,10 +110,6 @@ LANDED_MAX_BYTES = 64 << 20
 
 
 def _ignore(_seconds: float, _bytes: int, _error: BaseException | None) -> None:
-    pass
-
-
-def _nothing_landed(_position: int, _chunk: Chunk) -> None:
     pass
 
 
@@ -223,12 +220,10 @@ class RangeReader:
         # be taken first, and read-ahead asked for once they are in.
         taken = self._take_in_memory(key, first, last)
         indexes = range(first, last + 1)
-        missing = [i for i in indexes[1:] if i not in taken]
-        pending = {i: self._fetching(key, i, object_size, demanded=True) for i in missing}
-        pieces = [taken[first] if first in taken else self.chunk(key, first, object_size)]
-        pieces += [
-            taken[i] if i in taken else self._wait(key, i, object_size, pending[i])
-            for i in indexes[1:]
+        missing = [i for i in indexes if i not in taken]
+        pending = self._fetching(key, missing, object_size, demanded=True)
+        pieces = [
+            taken[i] if i in taken else self._wait(key, i, object_size, pending[i]) for i in indexes
         ]
         if window is not None:  # a random read's chunks are in the disk cache
             self._keep_tail(key, last, pieces[-1])
@@ -260,15 +255,16 @@ class RangeReader:
         if running is not None:
             return self._taken(key, index, running)
         self._demand(mine)
-        return self._fetch(key, index, object_size, mine)
+        self._fetch(key, [index], object_size, [mine])
+        return mine.result()
 
     def fetch_soon(self, key: str, start: int, end: int, object_size: int) -> None:
         """Start fetching the chunks of ``[start, end)`` that are neither cached nor
         coming, in the background and into the disk cache, for a read about to come
         (a segment's index, while its first log bytes are read without it)."""
         end = min(end, object_size)
-        for index in range(start // self.chunk_bytes, (end - 1) // self.chunk_bytes + 1):
-            self._fetching(key, index, object_size)
+        indexes = range(start // self.chunk_bytes, (end - 1) // self.chunk_bytes + 1)
+        self._fetching(key, list(indexes), object_size)
 
     @property
     def read_ahead_memory_held_bytes(self) -> int:
@@ -516,23 +512,45 @@ class RangeReader:
                 self._room.notify_all()
 
     def _fetching(
-        self, key: str, index: int, object_size: int, *, demanded: bool = False
-    ) -> Future[Chunk] | None:
-        """Start a background fetch of a missing chunk (None when cached or in memory);
-        ``demanded``: a reader waits for it, and read-ahead asked for meanwhile waits too."""
-        if self.cache.contains(key, index):
-            return None
+        self, key: str, indexes: list[int], object_size: int, *, demanded: bool = False
+    ) -> dict[int, Future[Chunk] | None]:
+        """The fetch of each of ``indexes`` (ascending): one in flight, or one started here
+        in a GET for each run of consecutive chunks neither cached, in memory nor coming
+        (None for those cached or in memory). Without ``demanded`` the GETs run in the
+        background (a read about to come); with it a reader waits for these chunks:
+        the first run's GET is made here, in the reader's thread, and read-ahead asked
+        for meanwhile waits for them all."""
+        found: dict[int, Future[Chunk] | None] = {}
+        runs: list[list[int]] = []
+        fetches: list[list[Future[Chunk]]] = []
+        cached = {index for index in indexes if self.cache.contains(key, index)}
         with self._lock:
-            if (key, index) in self._in_flight:
-                return self._in_flight[(key, index)]
-            if self._closed or (key, index) in self._landed or (key, index) in self._tails:
-                return None
-            future: Future[Chunk] = Future()
-            self._in_flight[(key, index)] = future
+            for index in indexes:
+                name = (key, index)
+                if name in self._in_flight:
+                    found[index] = self._in_flight[name]
+                    continue
+                if self._closed or index in cached or name in self._landed or name in self._tails:
+                    found[index] = None
+                    continue
+                future: Future[Chunk] = Future()
+                found[index] = self._in_flight[name] = future
+                if runs and runs[-1][-1] == index - 1 and len(runs[-1]) < self._get_chunks:
+                    runs[-1].append(index)
+                    fetches[-1].append(future)
+                else:
+                    runs.append([index])
+                    fetches.append([future])
         if demanded:
-            self._demand(future)
-        self._pool.submit(self._fetch_quietly, key, index, object_size, future)
-        return future
+            for futures in fetches:
+                for future in futures:
+                    self._demand(future)
+        here = 1 if demanded and runs else 0
+        for run, futures in zip(runs[here:], fetches[here:], strict=True):
+            self._pool.submit(self._fetch_quietly, key, run, object_size, futures)
+        if here:
+            self._fetch_quietly(key, runs[0], object_size, fetches[0])
+        return found
 
     def _demand(self, future: Future[Chunk]) -> None:
         with self._demand_lock:
@@ -595,25 +613,35 @@ class RangeReader:
         self._room.notify_all()
         return landed
 
-    def _fetch_quietly(self, key: str, index: int, object_size: int, future: Future[Chunk]) -> None:
+    def _fetch_quietly(
+        self, key: str, run: list[int], object_size: int, futures: list[Future[Chunk]]
+    ) -> None:
         try:
-            self._fetch(key, index, object_size, future)
-        except Exception as error:  # whoever waits on the future gets it; a prefetch has no one
-            log.debug("prefetch of %s chunk %d failed: %s", key, index, error)
+            self._fetch(key, run, object_size, futures)
+        except Exception as error:  # whoever waits on a future gets it; a prefetch has no one
+            log.debug("fetch of %s chunks %d-%d failed: %s", key, run[0], run[-1], error)
 
-    def _fetch(self, key: str, index: int, object_size: int, future: Future[Chunk]) -> Chunk:
-        """GET one chunk, cache it, and hand it to every reader waiting on ``future``."""
-        start = index * self.chunk_bytes
-        end = min(start + self.chunk_bytes, object_size)
+    def _fetch(
+        self, key: str, run: list[int], object_size: int, futures: list[Future[Chunk]]
+    ) -> None:
+        """GET consecutive chunks in one ranged GET, hand each to the readers waiting on
+        its future as soon as its bytes are in, then cache them."""
+        start = run[0] * self.chunk_bytes
+        end = min((run[-1] + 1) * self.chunk_bytes, object_size)
+
+        def landed(position: int, piece: Chunk) -> None:
+            futures[position].set_result(piece)  # the reader goes on; the cache's write after
+
         try:
-            (data,) = self._get_pieces(key, start, end, _nothing_landed)
+            pieces = self._get_pieces(key, start, end, landed)
         except BaseException as error:
-            self._settle(key, index)
-            future.set_exception(error)
+            for index, future in zip(run, futures, strict=True):
+                self._settle(key, index)  # a chunk landed before the error is not cached
+                if not future.done():
+                    future.set_exception(error)
             raise
-        future.set_result(data)  # the reader goes on; the disk cache's write comes after
-        self._write_behind(key, index, data)
-        return data
+        for index, piece in zip(run, pieces, strict=True):
+            self._write_behind(key, index, piece)
 
     def _write_behind(self, key: str, index: int, data: Chunk) -> None:
         """Have a chunk in flight written to the disk cache on the writer's thread, or
