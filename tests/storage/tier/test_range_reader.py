@@ -115,6 +115,8 @@ def test_a_reads_missing_chunks_are_one_get_a_run_of_whole_chunks_then_the_cache
     store.put("seg", body)
     assert reader.read("seg", 1500, 3100, len(body)) == body[1500:3100]
     assert store.gets == [("seg", 1000, 4000)]  # chunks 1-3
+    wait_until(lambda: reader.in_flight("seg") == [])  # written to the cache after the read
+    assert (reader.cache.stats().misses, reader.cache.stats().hits) == (3, 0)
     store.gets.clear()
     assert reader.read("seg", 1000, 4000, len(body)) == body[1000:4000]
     assert reader.read("seg", 4000, 9999, len(body)) == body[4000:]
@@ -124,6 +126,7 @@ def test_a_reads_missing_chunks_are_one_get_a_run_of_whole_chunks_then_the_cache
     store.gets.clear()
     assert reader.read("seg", 0, 5120, len(body)) == body
     assert store.gets == [("seg", 0, 1000)]  # the one chunk missing
+    assert reader.cache.stats().misses == 3 + 2 + 1  # each chunk once, when it was fetched
     store.gets.clear()
     assert reader.read("seg", 0, 5120, len(body)) == body
     assert store.gets == []

@@ -184,6 +184,12 @@ class ChunkCache:
                 self._hits += 1
         return data
 
+    def missed(self, chunks: int) -> None:
+        """A reader wanted ``chunks`` chunks that were neither here nor in memory (fetched
+        for it, or being fetched): misses it did not look up with ``get``."""
+        with self._lock:
+            self._misses += chunks
+
     def mark_read(self, key: str, index: int) -> None:
         """A reader took chunk ``index`` of ``key`` from the fetch that cached it."""
         with self._lock:

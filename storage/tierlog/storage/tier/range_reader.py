@@ -542,6 +542,8 @@ class RangeReader:
                     runs.append([index])
                     fetches.append([future])
         if demanded:
+            # Misses: the chunks this read waits for (one whose fetch is done is in memory).
+            self.cache.missed(sum(f is not None and not f.done() for f in found.values()))
             for futures in fetches:
                 for future in futures:
                     self._demand(future)
