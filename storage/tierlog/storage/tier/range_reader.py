@@ -113,6 +113,10 @@ def _ignore(_seconds: float, _bytes: int, _error: BaseException | None) -> None:
     pass
 
 
+def _nothing_landed(_position: int, _chunk: Chunk) -> None:
+    pass
+
+
 @dataclass
 class _Answer:
     """A read-ahead GET still answering: the bytes of its chunks read meanwhile, whose
@@ -627,21 +631,22 @@ class RangeReader:
         self, key: str, run: list[int], object_size: int, futures: list[Future[Chunk]]
     ) -> None:
         """GET consecutive chunks in one ranged GET, hand each to the readers waiting on
-        its future as soon as its bytes are in, then cache them."""
+        its future once the GET has ended, then cache them."""
         start = run[0] * self.chunk_bytes
         end = min((run[-1] + 1) * self.chunk_bytes, object_size)
 
-        def landed(position: int, piece: Chunk) -> None:
-            futures[position].set_result(piece)  # the reader goes on; the cache's write after
-
         try:
-            pieces = self._get_pieces(key, start, end, landed)
+            pieces = self._get_pieces(key, start, end, _nothing_landed)
         except BaseException as error:
             for index, future in zip(run, futures, strict=True):
                 self._settle(key, index)  # a chunk landed before the error is not cached
                 if not future.done():
                     future.set_exception(error)
             raise
+        # Handed over once the GET has ended, not as each chunk lands: a fetch that
+        # answers has no GET of its own still running.
+        for future, piece in zip(futures, pieces, strict=True):
+            future.set_result(piece)  # the reader goes on; the cache's write after
         for index, piece in zip(run, pieces, strict=True):
             self._write_behind(key, index, piece)
 
